@@ -1,0 +1,1 @@
+"""Site side of marg: codebook, encoding, counting, noise and summaries."""
