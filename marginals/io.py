@@ -1,0 +1,174 @@
+"""Reading tabular files in chunks, and writing files atomically.
+
+Supported inputs: CSV, tab-separated (``.tsv``/``.tab``), either optionally gzip-compressed
+(``.gz``), and Parquet. Every cell is read as text (categoricals and labels are compared
+as strings, so ``"01"`` stays ``"01"``); numeric features are parsed later by the encoder.
+Files stream through in record batches, so a file larger than memory never has to fit.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+
+from .errors import InputError
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
+
+    A crash at any point leaves either the old file (or none) or the complete new one.
+    """
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        raise InputError(f"output folder does not exist: {parent}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dfd = os.open(parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def _is_parquet(path: Path) -> bool:
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _delimiter(path: Path) -> str:
+    name = path.name.lower()
+    for suf in (".gz", ".bz2", ".zst", ".lz4"):
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+    if name.endswith((".tsv", ".tab")):
+        return "\t"
+    if name.endswith(".csv"):
+        return ","
+    # Sniff the first line.
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            head = s.read(65536).decode("utf-8", errors="replace").splitlines()[:1]
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    first = head[0] if head else ""
+    return "\t" if first.count("\t") > first.count(",") else ","
+
+
+def column_names(path: str | Path) -> list[str]:
+    """The header of a table file (without reading the data)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"data file not found: {path}")
+    if _is_parquet(path):
+        import pyarrow.parquet as pq
+
+        try:
+            return list(pq.ParquetFile(str(path)).schema_arrow.names)
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"cannot read Parquet file {path}: {exc}") from None
+    import pyarrow.csv as pcsv
+
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            reader = pcsv.open_csv(
+                s,
+                read_options=pcsv.ReadOptions(block_size=1 << 16),
+                parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
+                convert_options=pcsv.ConvertOptions(
+                    strings_can_be_null=True, null_values=NULL_VALUES, auto_dict_encode=False
+                ),
+            )
+            return list(reader.schema.names)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"cannot read {path}: {_arrow_msg(exc)}") from None
+
+
+def _arrow_msg(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def iter_batches(
+    path: str | Path, columns: list[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> Iterator[dict[str, pa.Array]]:
+    """Yield chunks of the file as ``{column: pyarrow string array}`` for ``columns``.
+
+    Raises InputError (one line) if the file is missing, unreadable, or lacks a column.
+    """
+    path = Path(path)
+    names = column_names(path)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise InputError(f"column {missing[0]!r} is absent from {path.name} (columns: {', '.join(names[:12])}{'…' if len(names) > 12 else ''})")
+    if _is_parquet(path):
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(str(path))
+            for batch in pf.iter_batches(batch_size=65536, columns=columns):
+                yield {c: _as_string(batch.column(c), c) for c in columns}
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
+        return
+    import pyarrow.csv as pcsv
+
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            reader = pcsv.open_csv(
+                s,
+                read_options=pcsv.ReadOptions(block_size=chunk_bytes),
+                parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
+                convert_options=pcsv.ConvertOptions(
+                    include_columns=columns,
+                    column_types={c: pa.string() for c in columns},
+                    strings_can_be_null=True,
+                    null_values=NULL_VALUES,
+                ),
+            )
+            for batch in reader:
+                yield {c: batch.column(c) for c in columns}
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"cannot read {path}: {_arrow_msg(exc)}") from None
+
+
+def _as_string(arr: pa.Array, name: str) -> pa.Array:
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arr
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    try:
+        if pa.types.is_floating(arr.type):
+            import pyarrow.compute as pc
+
+            # NaN in a float column is a missing value, like an empty CSV cell.
+            arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
+        return arr.cast(pa.string())
+    except pa.ArrowException as exc:
+        raise InputError(f"column {name!r} of type {arr.type} cannot be read as text: {_arrow_msg(exc)}") from None
