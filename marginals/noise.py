@@ -2,14 +2,40 @@
 
 Every released table carries a :class:`NoiseRecord`. Exact (non-private) releases carry
 ``NoiseRecord.exact()``: mechanism ``"none"``, zero std and zero privacy cost.
+
+The module also holds the *variance facts* of the mechanisms that
+:mod:`marginals.privacy` runs through OpenDP, so that a record's ``std`` is the exact
+standard deviation of the noise that was added:
+
+- integer count tables get **discrete** noise (OpenDP samples the discrete Laplace /
+  discrete Gaussian on integer inputs): for the discrete Laplace of scale ``b``,
+  ``P(Z=z) ∝ exp(−|z|/b)`` and ``Var Z = 2q/(1−q)²`` with ``q = exp(−1/b)``; for the
+  discrete Gaussian of scale ``σ``, ``P(Z=z) ∝ exp(−z²/(2σ²))`` and the variance is the
+  (rapidly converging) sum ``Σ z² P(Z=z)``;
+- float statistics get continuous noise: ``Var = 2b²`` (Laplace), ``σ²`` (Gaussian).
+
+A moment table (``kind="moments"``, shape (2, K): per-class sums of a raw numeric feature
+clipped to ``[lo, hi]``, then of its squares) is released on the normalised scale
+``B = max(|lo|, |hi|)``: row 0 divided by ``B`` and row 1 by ``B²``, both rows together
+as one vector (L1 sensitivity 2, L2 sensitivity √2), then scaled back. Its record's
+``scale`` and ``std`` are in the units of **row 0** (the sums); the noise std of row 1
+(the sums of squares) is ``std · B``. :func:`cell_noise_std` returns the per-cell std
+array for any table.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .codebook import Codebook
+    from .tables import MarginalTable
 
 MECHANISMS = ("none", "laplace", "gaussian")
 
@@ -24,8 +50,10 @@ class NoiseRecord:
     scale : float
         Mechanism scale parameter (Laplace b, or Gaussian sigma), per cell.
     std : float
-        Standard deviation of the noise added to each cell (Laplace: ``sqrt(2)·b``;
-        Gaussian: ``sigma``).
+        Standard deviation of the noise added to each cell (continuous Laplace:
+        ``sqrt(2)·b``; continuous Gaussian: ``sigma``; the discrete versions used on
+        integer counts: see :func:`laplace_std` / :func:`gaussian_std`). For a moment
+        table: the std on the sums row (row 1 has ``std · B``, see the module docstring).
     epsilon : float
         Pure-DP cost (Laplace) or the (ε, δ) conversion of a zCDP cost; 0 if exact.
     delta : float
@@ -75,3 +103,75 @@ class NoiseRecord:
             )
         except (TypeError, ValueError) as exc:
             raise InputError(f"malformed noise record {d!r}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Variance of the mechanisms' noise
+# ---------------------------------------------------------------------------------------
+def laplace_std(scale: float, discrete: bool) -> float:
+    """Standard deviation of Laplace noise of scale ``b``.
+
+    Parameters
+    ----------
+    scale : float
+        ``b > 0``.
+    discrete : bool
+        True for the discrete Laplace on the integers, ``P(z) ∝ exp(−|z|/b)``:
+        ``Var = 2q/(1−q)²`` with ``q = exp(−1/b)`` (→ ``2b²`` as ``b → ∞``);
+        False for the continuous Laplace: ``Var = 2b²``.
+    """
+    b = float(scale)
+    if not (b > 0.0) or not math.isfinite(b):
+        raise InputError(f"Laplace scale must be finite and > 0, got {scale!r}")
+    if not discrete:
+        return math.sqrt(2.0) * b
+    q = math.exp(-1.0 / b)
+    return math.sqrt(2.0 * q) / -math.expm1(-1.0 / b)
+
+
+def gaussian_std(scale: float, discrete: bool) -> float:
+    """Standard deviation of Gaussian noise of scale ``σ``.
+
+    Parameters
+    ----------
+    scale : float
+        ``σ > 0``.
+    discrete : bool
+        True for the discrete Gaussian on the integers, ``P(z) ∝ exp(−z²/(2σ²))``: the
+        variance ``Σ_z z² P(z)`` is summed over ``|z| ≤ 40σ + 40`` (the tail beyond is below
+        ``1e-300``); it is slightly below ``σ²`` for small ``σ`` and equals it to machine
+        precision for ``σ ≳ 2``. False: ``σ``.
+    """
+    s = float(scale)
+    if not (s > 0.0) or not math.isfinite(s):
+        raise InputError(f"Gaussian scale must be finite and > 0, got {scale!r}")
+    if not discrete:
+        return s
+    zmax = int(math.ceil(40.0 * s + 40.0))
+    z = np.arange(-zmax, zmax + 1, dtype=np.float64)
+    w = np.exp(-(z * z) / (2.0 * s * s))
+    return float(math.sqrt(float(np.sum(z * z * w) / np.sum(w))))
+
+
+def moment_bound(codebook: "Codebook", feature: str) -> float:
+    """``B = max(|lo|, |hi|)``: the largest |value| one row can add to a per-class sum of the
+    raw numeric feature ``feature`` (its sum-of-squares row can move by at most ``B²``)."""
+    f = codebook.feature(feature)
+    if f.is_discrete or f.lo is None or f.hi is None:  # type: ignore[union-attr]
+        raise InputError(f"feature {feature!r} is not a raw numeric feature with a public range")
+    return max(abs(float(f.lo)), abs(float(f.hi)))  # type: ignore[union-attr,arg-type]
+
+
+def cell_noise_std(table: "MarginalTable", codebook: "Codebook | None" = None) -> np.ndarray:
+    """Per-cell std of the released noise, same shape as ``table.counts``.
+
+    Count tables: ``table.noise.std`` in every cell. Moment tables (shape (2, K)): row 0
+    ``std``, row 1 ``std · B`` with ``B = max(|lo|, |hi|)`` of the feature (needs
+    ``codebook``). Exact releases: zeros.
+    """
+    std = np.full(table.counts.shape, float(table.noise.std))
+    if table.kind == "moments" and table.noise.std > 0.0:
+        if codebook is None:
+            raise InputError(f"table {table.name}: the noise std of a moment table needs the codebook")
+        std[1, :] *= moment_bound(codebook, table.clique[0])
+    return std

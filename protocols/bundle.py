@@ -238,6 +238,43 @@ class Bundle:
             )
         return out
 
+    def describe(self) -> dict[str, Any]:
+        """A plain summary for ``marg inspect``: what is inside, sizes, privacy cost."""
+        stats = []
+        for st in self.header["statistics"]:
+            noise = st.get("noise") or {}
+            stats.append(
+                {
+                    "name": st["name"],
+                    "kind": st.get("kind", "counts"),
+                    "clique": st["clique"],
+                    "shape": st["shape"],
+                    "cells": int(np.prod(st["shape"])),
+                    "mechanism": noise.get("mechanism", "none"),
+                    "noise_std": noise.get("std", 0.0),
+                    "epsilon": noise.get("epsilon", 0.0),
+                    "rho": noise.get("rho", 0.0),
+                }
+            )
+        sig = self.signature
+        return {
+            "site": self.site,
+            "created": self.header.get("created"),
+            "software": self.header.get("software"),
+            "codebook_fingerprint": self.fingerprint,
+            "label": (self.header.get("codebook") or {}).get("label"),
+            "n_features": len((self.header.get("codebook") or {}).get("features") or []),
+            "n_rows": self.header.get("n_rows"),
+            "statistics": stats,
+            "n_statistics": len(stats),
+            "cells": sum(s["cells"] for s in stats),
+            "privacy": self.header.get("privacy"),
+            "recipient": self.header.get("recipient"),
+            "signed": sig is not None,
+            "signer": (sig or {}).get("key_id"),
+            "digest": self.digest(),
+        }
+
     # ---------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
         atomic_write_bytes(Path(path), self.to_bytes())

@@ -1,0 +1,118 @@
+"""Shared CLI plumbing: option aliases, output helpers and the one place errors become exits.
+
+Every command is wrapped by :func:`guarded`: a :class:`~marginals.errors.MargError` becomes
+one line on stderr (``marg: error: …``) and its exit code (2 bad input, 1 refused); any
+other exception becomes a one-line internal error (exit 3). ``MARG_DEBUG=1`` re-raises so
+the traceback shows.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Callable, TypeVar
+
+import typer
+
+from marginals.errors import MargError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of text.")]
+SchemaOpt = Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Where to write the result.")]
+
+
+def debug() -> bool:
+    return os.environ.get("MARG_DEBUG", "") not in ("", "0")
+
+
+def err(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+def guarded(fn: F) -> F:
+    """Turn library errors into one line on stderr and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except MargError as exc:
+            if debug():
+                raise
+            err(f"marg: error: {_one_line(exc)}")
+            raise typer.Exit(code=exc.exit_code) from None
+        except BrokenPipeError:
+            # The reader went away (e.g. `marg inspect B | head`): stop quietly.
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            raise typer.Exit(code=0) from None
+        except KeyboardInterrupt:
+            err("marg: interrupted")
+            raise typer.Exit(code=130) from None
+        except OSError as exc:
+            if debug():
+                raise
+            where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+            err(f"marg: error: {exc.strerror or exc}{where}")
+            raise typer.Exit(code=2) from None
+        except Exception as exc:  # noqa: BLE001 - the CLI boundary
+            if debug():
+                raise
+            err(f"marg: internal error: {type(exc).__name__}: {_one_line(exc)} (set MARG_DEBUG=1 for a traceback)")
+            raise typer.Exit(code=3) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def emit_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, sort_keys=True, default=_json_default))
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+class Progress:
+    """Rows-processed progress on stderr (a live line on a terminal, quiet otherwise)."""
+
+    def __init__(self, label: str, enabled: bool = True):
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = 0
+
+    def __call__(self, rows: int) -> None:
+        self.last = rows
+        if self.enabled:
+            sys.stderr.write(f"\r{self.label}: {rows:,} rows processed")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def split_list(s: str | None) -> list[str]:
+    return [x.strip() for x in (s or "").split(",") if x.strip()]

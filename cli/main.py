@@ -1,0 +1,140 @@
+"""The ``marg`` command line: one thin command per step of the site/learner workflow.
+
+Sub-apps per noun (``schema``, ``keys``, ``audit``) and top-level verbs (``export``,
+``inspect``, ``learn``, ``predict``, ``evaluate``, ``demo``). Commands parse options, call
+the library and print; errors go through :func:`cli.common.guarded`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marginals.codebook import Codebook
+from marginals.draft import draft_codebook
+from marginals.tables import parse_pairs
+from protocols.bundle import load_bundle
+from protocols.export import export_site
+
+from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, guarded, split_list
+
+app = typer.Typer(
+    name="marg",
+    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+schema_app = typer.Typer(help="Study codebooks (the shared schema).", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("init")
+@guarded
+def schema_init(
+    data: Annotated[Path, typer.Argument(help="Local data file (CSV, TSV, .gz, Parquet).")],
+    label: Annotated[str, typer.Option("--label", help="The label column.")],
+    out: OutOpt,
+    max_levels: Annotated[int, typer.Option(help="Numeric columns with more distinct values are binned.")] = 20,
+    bins: Annotated[int, typer.Option(help="Quantile bins for numeric columns.")] = 4,
+    categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
+    numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
+    exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out (identifiers).")] = None,
+) -> None:
+    """Draft a codebook from local data. Review it before sharing: levels and edges come from the data."""
+    cb = draft_codebook(
+        data, label, max_levels=max_levels, bins=bins,
+        categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
+    )
+    cb.save(out)
+    n_num = sum(1 for f in cb.features if f.kind == "numeric")
+    typer.echo(
+        f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
+        f"label {cb.label.name!r} with classes {', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}"
+    )
+    err(
+        "WARNING: this codebook is a DRAFT derived from local data. Its levels and bin edges can disclose "
+        "patients (rare levels, extreme values). Replace data-derived edges by public cut points and levels by "
+        "the public list of categories, then remove \"draft\": true before sharing it with other sites."
+    )
+
+
+@app.command("export")
+@guarded
+def export_cmd(
+    data: Annotated[Path, typer.Argument(help="The site's data file (CSV, TSV, .gz, Parquet).")],
+    schema: SchemaOpt,
+    site: Annotated[str, typer.Option("--site", help="This site's name.")],
+    out: OutOpt,
+    stats: Annotated[str, typer.Option(help="first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "first",
+    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs, e.g. "a:b,c:d".')] = None,
+) -> None:
+    """Compute this site's marginal tables and write a bundle."""
+    cb = Codebook.load(schema)
+    if cb.draft:
+        err("warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing")
+    pair_list = parse_pairs(cb, pairs) if pairs else None
+    prog = Progress(f"export {site}")
+    res = export_site(data, cb, site, out, stats=stats, pairs=pair_list, progress=prog)
+    prog.done()
+    d = res.bundle.describe()
+    typer.echo(
+        f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
+        f"privacy: {_privacy_words(d['privacy'])}"
+    )
+
+
+def _privacy_words(p: dict | None) -> str:
+    if not p or p.get("mechanism", "none") == "none":
+        return "exact counts (no differential privacy)"
+    if p.get("mechanism") == "laplace":
+        return f"Laplace noise, ε = {p.get('epsilon'):g} (pure DP)"
+    return f"Gaussian noise, ρ = {p.get('rho'):g} zCDP (ε = {p.get('epsilon'):.3g}, δ = {p.get('delta'):g})"
+
+
+@app.command("inspect")
+@guarded
+def inspect_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A bundle file.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Say in plain words what a bundle contains."""
+    b = load_bundle(bundle)
+    d = b.describe()
+    if json_out:
+        emit_json(d)
+        return
+    lab = d["label"] or {}
+    typer.echo(f"Bundle {bundle} from site {d['site']!r}, created {d['created']} by {d['software']}.")
+    typer.echo(
+        f"Study codebook {d['codebook_fingerprint'][:16]}…: {d['n_features']} features, label {lab.get('name')!r} "
+        f"({', '.join(lab.get('classes', []))})."
+    )
+    typer.echo(f"Rows at the site: {d['n_rows'] if d['n_rows'] is not None else 'not released'}.")
+    typer.echo(f"It releases {d['n_statistics']} statistics, {d['cells']:,} numbers in all:")
+    for s in d["statistics"]:
+        what = "per-class sum and sum of squares" if s["kind"] == "moments" else "counts"
+        noise = "exact" if s["mechanism"] == "none" else f"{s['mechanism']} noise, std {s['noise_std']:.3g}"
+        typer.echo(f"  {s['name']:<40} {what} over {' × '.join(map(str, s['shape']))} cells, {noise}")
+    typer.echo(f"Privacy: {_privacy_words(d['privacy'])}.")
+    typer.echo("Signature: " + (f"signed by key {d['signer']}" if d["signed"] else "unsigned") + ".")
+    if d["recipient"]:
+        typer.echo(f"Sealed for: {d['recipient']}.")
+    typer.echo(f"Digest (sha256): {d['digest']}")
+
+
+from . import demo as _demo  # noqa: E402  (registers `marg demo`)
+
+_demo.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="marg")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Drafting a codebook from local data (``marg schema init``).
+
+The draft takes categorical levels from the values seen and numeric bin edges from
+quantiles of the data. Both are *data-derived*, which can disclose (a rare level, an
+extreme value), so the draft is marked ``"draft": true`` and the CLI says loudly that it
+must be reviewed — replace edges by public clinical cut points, add levels every site may
+have — before the codebook is shared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from .errors import InputError
+from .io import column_names, iter_batches
+
+MISSING_LEVEL = "(missing)"
+RESERVOIR = 200_000
+
+
+def _sort_levels(values: Sequence[str]) -> list[str]:
+    try:
+        return sorted(values, key=lambda v: (float(v), v))
+    except ValueError:
+        return sorted(values)
+
+
+def draft_codebook(
+    path: str | Path,
+    label: str,
+    *,
+    max_levels: int = 20,
+    bins: int = 4,
+    categorical: Sequence[str] = (),
+    numeric: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    seed: int = 0,
+) -> Codebook:
+    """Draft a codebook from a data file.
+
+    A column whose non-missing values all parse as numbers and that has more than
+    ``max_levels`` distinct values becomes a numeric feature with ``bins`` quantile bins;
+    every other column becomes categorical with its observed levels (plus a missing level
+    if empty cells occur). ``categorical`` / ``numeric`` force a column's type; ``exclude``
+    drops columns (e.g. identifiers).
+    """
+    names = column_names(path)
+    if label not in names:
+        raise InputError(f"label column {label!r} is absent from {Path(path).name} (columns: {', '.join(names[:12])})")
+    for nm in list(categorical) + list(numeric) + list(exclude):
+        if nm not in names:
+            raise InputError(f"column {nm!r} is absent from {Path(path).name}")
+    both = set(categorical) & set(numeric)
+    if both:
+        raise InputError(f"column {sorted(both)[0]!r} cannot be both categorical and numeric")
+    if bins < 2:
+        raise InputError(f"--bins must be at least 2, got {bins}")
+    cols = [c for c in names if c not in set(exclude)]
+    feats = [c for c in cols if c != label]
+    if not feats:
+        raise InputError("no feature columns left besides the label")
+    rng = np.random.default_rng(seed)
+    levels: dict[str, set[str]] = {c: set() for c in cols}
+    too_many: set[str] = set()
+    has_null = {c: False for c in cols}
+    is_num = {c: True for c in feats}
+    sample: dict[str, list[np.ndarray]] = {c: [] for c in feats}
+    seen = 0
+    for batch in iter_batches(path, cols):
+        nrows = len(batch[cols[0]])
+        for c in cols:
+            arr = pc.utf8_trim_whitespace(batch[c])
+            if arr.null_count:
+                has_null[c] = True
+            if c not in too_many:
+                levels[c].update(v for v in pc.unique(arr.drop_null()).to_pylist())
+                if c != label and len(levels[c]) > 10_000:
+                    too_many.add(c)
+            if c == label or not is_num[c]:
+                continue
+            try:
+                v = pc.cast(arr.drop_null(), pa.float64()).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:
+                is_num[c] = False
+                sample[c] = []
+                continue
+            v = v[np.isfinite(v)]
+            sample[c].append(v)
+        seen += nrows
+        # Keep the numeric reservoir bounded for files larger than memory.
+        for c in feats:
+            if sample[c] and sum(len(a) for a in sample[c]) > 2 * RESERVOIR:
+                allv = np.concatenate(sample[c])
+                sample[c] = [rng.choice(allv, RESERVOIR, replace=False)]
+    if seen == 0:
+        raise InputError(f"{Path(path).name} has no data rows")
+    out = []
+    for c in feats:
+        force_num, force_cat = c in numeric, c in categorical
+        if force_num and not is_num[c]:
+            raise InputError(f"column {c!r} was declared numeric but holds non-numbers")
+        n_distinct = len(levels[c])
+        use_num = force_num or (not force_cat and is_num[c] and (n_distinct > max_levels or c in too_many))
+        if use_num:
+            v = np.concatenate(sample[c]) if sample[c] else np.zeros(0)
+            if v.size == 0:
+                raise InputError(f"column {c!r} has no numeric values to draft bin edges from")
+            qs = np.quantile(v, np.linspace(0, 1, bins + 1)[1:-1])
+            edges = sorted({float(np.round(q, 6)) for q in qs})
+            if not edges:
+                edges = [float(np.median(v))]
+            out.append(NumericFeature(name=c, edges=tuple(edges), missing=has_null[c]))
+        else:
+            if c in too_many:
+                raise InputError(f"column {c!r} has more than 10000 distinct non-numeric values (an identifier? use --exclude)")
+            lv = _sort_levels(list(levels[c]))
+            miss = None
+            if has_null[c]:
+                miss = MISSING_LEVEL
+                lv.append(MISSING_LEVEL)
+            if not lv:
+                raise InputError(f"column {c!r} is empty")
+            out.append(CategoricalFeature(name=c, levels=tuple(lv), missing=miss))
+    if has_null[label]:
+        pass  # rows with a missing label are rejected at export; classes come from the values seen
+    classes = _sort_levels(list(levels[label]))
+    if len(classes) < 2:
+        raise InputError(f"label column {label!r} has fewer than 2 distinct values: {classes!r}")
+    if len(classes) > 100:
+        raise InputError(f"label column {label!r} has {len(classes)} distinct values; is it really a class label?")
+    return Codebook(features=tuple(out), label=Label(name=label, classes=tuple(classes)), draft=True)

@@ -1,0 +1,539 @@
+"""Differential privacy of a site's release: budget split, OpenDP mechanisms, accounting.
+
+Neighbouring datasets differ by **adding or removing one patient** (one row). Under that
+relation one count table ``N[clique]`` has L1 = L2 sensitivity 1 (the row adds 1 to
+exactly one cell), and a moment table of a raw numeric feature on its public range
+``[lo, hi]`` — per-class sums and sums of squares of the values clipped to the range —
+moves by at most ``B = max(|lo|, |hi|)`` in one sum and ``B²`` in one sum of squares. A
+moment table is therefore released on the normalised scale (row 0 / B, row 1 / B²; one
+vector, L1 sensitivity 2, L2 sensitivity √2) and scaled back; see :mod:`marginals.noise`.
+
+**n is not public.** The label table ``N[y]`` is released with noise like every other
+table, and the learner estimates n from the noisy tables (every table's total is an
+unbiased estimate of n; :func:`marginals.postprocess.postprocess_tables` pools them by
+inverse variance). Declaring n public would change the neighbouring relation to
+"replace one row" and double the L1 sensitivity of every count table.
+
+Mechanisms (all built and accounted by OpenDP, ``opendp.prelude``, contrib):
+
+- ``epsilon=ε`` → Laplace, pure ε-DP. Integer count tables get the discrete Laplace on
+  ``vector_domain(atom_domain(i64))`` with ``l1_distance(i64)``; moment tables the
+  (float) Laplace on ``l1_distance(f64)``. Each table's cost is ``meas.map(Δ)``.
+- ``rho=ρ`` → Gaussian, ρ-zCDP (discrete Gaussian on integer counts, ``l2_distance``),
+  also reported as (ε, δ)-DP at ``delta`` through OpenDP's ``make_zCDP_to_approxDP``.
+
+**Budget split (sequential composition).** The k tables of one release are k measurements
+of the same patients, so their costs add (pure DP: ε's add; zCDP: ρ's add). The total is
+split across tables in proportion to ``weights``. The default (:func:`default_weights`):
+*first-order* tables (the label table, ``N[x_i, y]`` and moment tables) share **half** of
+the budget equally and *higher-order* tables (``N[x_i, x_j, y]``) share the other half
+equally; when only one kind is released it gets the whole budget. So in a release with
+all pairs of p features, each first-order table gets a (p−1)/2 times larger share than a
+pair table: τ (and so the MRC certificate) depends only on first-order tables, and the
+first-order tables are also the round-1 release of the two-round protocol. Each table's
+scale is calibrated so that OpenDP's own map of its measurement is at most its share
+(``Δ/ε_t`` or ``Δ/sqrt(2ρ_t)``, nudged up by ulps if OpenDP's conservative arithmetic
+rounds the map above the share); the reported total is the sum of those maps, which
+equals the requested budget to floating-point rounding and never exceeds it by more.
+
+**Budget cap.** A site configures one cap per dataset (:func:`write_budget`: a
+``budget.json`` in the site's ledger directory, written once; a different cap is
+refused). :func:`check_budget` compares ``spent + requested`` with the cap before
+anything is computed or written. Every :class:`PrivacyCost` holds valid guarantees in
+both currencies: (ε, δ)-DP and ρ-zCDP (a pure ε-DP table is also ε²/2-zCDP, converted by
+OpenDP's ``make_pureDP_to_zCDP``), so a cap may be set in either and across exports the
+fields add up (basic composition).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import InputError, RefusedError
+from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
+
+BUDGET_FILE = "budget.json"
+BUDGET_FORMAT = "marg-budget"
+_REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
+
+
+def _dp():
+    """Import ``opendp.prelude`` with the contrib features enabled."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+# ---------------------------------------------------------------------------------------
+# Privacy cost
+# ---------------------------------------------------------------------------------------
+def _num(v: Any, what: str) -> float:
+    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if v is None:
+        return 0.0
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"privacy cost field {what} must be a number, got {v!r}") from None
+    if x != x or x < 0.0:
+        raise InputError(f"privacy cost field {what} must be >= 0, got {v!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class PrivacyCost:
+    """The privacy cost of a release (or a cap on the total cost).
+
+    A release with cost ``(ε, δ, ρ)`` is (ε, δ)-differentially private (pure ε-DP when
+    ``δ = 0``) **and** ρ-zCDP, for add/remove-one-patient neighbours. Costs of releases
+    about the same patients add up field by field (basic composition), see ``__add__``.
+    ``math.inf`` marks an exact (non-private) release: :meth:`unbounded`.
+
+    As a **cap** (:func:`check_budget`), a field equal to 0 means "not capped in this
+    currency": ``PrivacyCost(epsilon=1.0)`` caps pure ε at 1 (δ must stay 0, so Gaussian
+    releases are refused), ``PrivacyCost(epsilon=1.0, delta=1e-5)`` caps (ε, δ),
+    ``PrivacyCost(rho=0.5)`` caps ρ-zCDP.
+
+    Attributes
+    ----------
+    epsilon : float
+    delta : float
+    rho : float
+    """
+
+    epsilon: float = 0.0
+    delta: float = 0.0
+    rho: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in ("epsilon", "delta", "rho"):
+            object.__setattr__(self, f, _num(getattr(self, f), f))
+        if self.delta > 1.0:
+            raise InputError(f"privacy cost field delta must be <= 1, got {self.delta!r}")
+
+    @classmethod
+    def zero(cls) -> "PrivacyCost":
+        return cls()
+
+    @classmethod
+    def unbounded(cls) -> "PrivacyCost":
+        """The cost of an exact (non-private) release: unbounded in every currency."""
+        return cls(epsilon=math.inf, delta=0.0, rho=math.inf)
+
+    @property
+    def is_zero(self) -> bool:
+        return self.epsilon == 0.0 and self.delta == 0.0 and self.rho == 0.0
+
+    def __add__(self, other: "PrivacyCost") -> "PrivacyCost":
+        if not isinstance(other, PrivacyCost):
+            return NotImplemented
+        return PrivacyCost(
+            epsilon=self.epsilon + other.epsilon,
+            delta=min(1.0, self.delta + other.delta),
+            rho=self.rho + other.rho,
+        )
+
+    def describe(self) -> str:
+        """One-line text, e.g. ``ε=0.5, δ=1e-06, ρ=0.125``."""
+
+        def f(x: float) -> str:
+            return "inf" if math.isinf(x) else f"{x:.6g}"
+
+        return f"ε={f(self.epsilon)}, δ={f(self.delta)}, ρ={f(self.rho)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict; infinities are written as the string ``"inf"``."""
+        return {k: ("inf" if math.isinf(v) else v) for k, v in
+                (("epsilon", self.epsilon), ("delta", self.delta), ("rho", self.rho))}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PrivacyCost":
+        if not isinstance(d, Mapping):
+            raise InputError(f"privacy cost must be an object, got {d!r}")
+        return cls(epsilon=d.get("epsilon", 0.0), delta=d.get("delta", 0.0), rho=d.get("rho", 0.0))
+
+
+# ---------------------------------------------------------------------------------------
+# Budget cap and check
+# ---------------------------------------------------------------------------------------
+def check_budget(cap: PrivacyCost, spent: PrivacyCost, requested: PrivacyCost) -> None:
+    """Refuse a release whose cost would take the total past the cap.
+
+    Call it before anything is computed or written. With ``total = spent + requested``
+    the release is allowed iff, for every currency the cap sets (a nonzero field),
+    ``total.rho ≤ cap.rho`` (if ``cap.rho > 0``) and ``total.epsilon ≤ cap.epsilon`` and
+    ``total.delta ≤ cap.delta`` (if ``cap.epsilon > 0``), each up to a relative rounding
+    tolerance of 1e-9. An exact release (:meth:`PrivacyCost.unbounded`) always exceeds it.
+
+    Raises
+    ------
+    InputError
+        If the cap sets no currency (all fields 0).
+    RefusedError
+        ``privacy budget exhausted: spent …, requested …, cap …`` (one line).
+    """
+    if cap.epsilon == 0.0 and cap.rho == 0.0:
+        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
+    total = spent + requested
+
+    def over(x: float, c: float) -> bool:
+        return x > c * (1.0 + _REL_TOL) + 1e-300
+
+    bad = False
+    if cap.rho > 0.0 and over(total.rho, cap.rho):
+        bad = True
+    if cap.epsilon > 0.0 and (over(total.epsilon, cap.epsilon) or over(total.delta, cap.delta)):
+        bad = True
+    if bad:
+        raise RefusedError(
+            f"privacy budget exhausted: spent {spent.describe()}, requested {requested.describe()}, "
+            f"cap {cap.describe()}"
+        )
+
+
+def write_budget(directory: str | os.PathLike[str], cap: PrivacyCost) -> Path:
+    """Configure the dataset's privacy budget cap, once: ``DIR/budget.json``.
+
+    The file is ``{"format": "marg-budget", "version": 1, "epsilon": …, "delta": …,
+    "rho": …}``, written atomically. Writing the same cap again is a no-op; a different cap
+    is refused (a budget promised to an ethics board is not raised after the fact).
+
+    Returns the file's path.
+    """
+    if cap.epsilon == 0.0 and cap.rho == 0.0:
+        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
+    if math.isinf(cap.epsilon) or math.isinf(cap.rho):
+        raise InputError(f"privacy budget cap must be finite, got {cap.describe()}")
+    d = Path(directory)
+    old = read_budget(d)
+    path = d / BUDGET_FILE
+    if old is not None:
+        if old == cap:
+            return path
+        raise RefusedError(f"privacy budget already configured in {path}: {old.describe()} (requested {cap.describe()})")
+    d.mkdir(parents=True, exist_ok=True)
+    body = {"format": BUDGET_FORMAT, "version": 1, **cap.to_dict()}
+    tmp = d / f".{BUDGET_FILE}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(body, fh, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def read_budget(directory: str | os.PathLike[str]) -> PrivacyCost | None:
+    """The configured cap in ``DIR/budget.json``, or None when none is configured."""
+    path = Path(directory) / BUDGET_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"cannot read privacy budget {path}: {exc}") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"privacy budget {path} is not valid JSON: {exc.msg}") from None
+    if not isinstance(d, dict) or d.get("format") != BUDGET_FORMAT:
+        raise InputError(f"not a marg privacy budget file: {path}")
+    return PrivacyCost.from_dict(d)
+
+
+# ---------------------------------------------------------------------------------------
+# Sensitivities, weights, split
+# ---------------------------------------------------------------------------------------
+def default_weights(tables: Sequence[Any], label: str | None = None) -> np.ndarray:
+    """Default budget weights: first-order tables share half, the rest the other half.
+
+    Parameters
+    ----------
+    tables : sequence of MarginalTable
+    label : str, optional
+        The label's name. A table is *first order* when its clique holds at most one
+        feature (attributes other than ``label``) or it is a moment table. Without
+        ``label``, cliques of size ≤ 2 count as first order.
+
+    Returns
+    -------
+    ndarray, shape (k,)
+        Nonnegative weights summing to 1: ``1/(2·k1)`` for each of the k1 first-order
+        tables and ``1/(2·k2)`` for each of the k2 others (``1/k1`` or ``1/k2`` when the
+        other kind is absent).
+    """
+    first = np.array([_is_first(t, label) for t in tables], dtype=bool)
+    k1, k2 = int(first.sum()), int((~first).sum())
+    w = np.zeros(len(tables))
+    if k1 and k2:
+        w[first], w[~first] = 0.5 / k1, 0.5 / k2
+    elif k1:
+        w[:] = 1.0 / k1
+    elif k2:
+        w[:] = 1.0 / k2
+    return w
+
+
+def _is_first(t: Any, label: str | None) -> bool:
+    if t.kind == "moments":
+        return True
+    if label is None:
+        return len(t.clique) <= 2
+    return sum(1 for a in t.clique if a != label) <= 1
+
+
+def _resolve_weights(tables: Sequence[Any], weights: Any, label: str | None) -> np.ndarray:
+    if weights is None:
+        w = default_weights(tables, label)
+    elif isinstance(weights, Mapping):
+        w = np.empty(len(tables))
+        for k, t in enumerate(tables):
+            for key in (t.clique, t.name, ",".join(t.clique)):
+                if key in weights:
+                    w[k] = float(weights[key])
+                    break
+            else:
+                raise InputError(f"weights give no value for table {t.name}")
+    else:
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        if w.shape != (len(tables),):
+            raise InputError(f"weights must have one value per table ({len(tables)}), got {w.shape[0]}")
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        bad = w[~(np.isfinite(w) & (w > 0))][0]
+        raise InputError(f"budget weights must be finite and > 0, got {bad!r}")
+    return w / w.sum()
+
+
+def split_budget(total: float, weights: np.ndarray) -> np.ndarray:
+    """Shares ``total · w_t / Σ w`` (shape (k,)); they add up to ``total``."""
+    w = np.asarray(weights, dtype=np.float64)
+    return float(total) * w / w.sum()
+
+
+# ---------------------------------------------------------------------------------------
+# OpenDP measurements
+# ---------------------------------------------------------------------------------------
+def table_measurement(mechanism: str, scale: float, integer: bool):
+    """The OpenDP measurement that releases one table as a flat vector.
+
+    Parameters
+    ----------
+    mechanism : {"laplace", "gaussian"}
+    scale : float
+        Laplace ``b`` or Gaussian ``σ``, per cell.
+    integer : bool
+        True: ``vector_domain(atom_domain(i64))`` (discrete noise, integer output);
+        False: ``vector_domain(atom_domain(f64, nan=False))``.
+
+    Returns
+    -------
+    opendp.mod.Measurement
+        Input metric ``l1_distance`` (Laplace, output measure ``MaxDivergence``) or
+        ``l2_distance`` (Gaussian, ``ZeroConcentratedDivergence``) over the same type.
+    """
+    dp = _dp()
+    T = "i64" if integer else "f64"
+    dom = dp.vector_domain(dp.atom_domain(T=T)) if integer else dp.vector_domain(dp.atom_domain(T=T, nan=False))
+    if mechanism == "laplace":
+        return dp.m.make_laplace(dom, dp.l1_distance(T=T), scale=float(scale))
+    if mechanism == "gaussian":
+        return dp.m.make_gaussian(dom, dp.l2_distance(T=T), scale=float(scale))
+    raise InputError(f"unknown DP mechanism {mechanism!r} (laplace or gaussian)")
+
+
+def table_sensitivity(kind: str, mechanism: str, integer: bool) -> float | int:
+    """Sensitivity ``Δ`` of one (normalised) table under add/remove-one-patient.
+
+    Count tables: 1 (L1 and L2). Moment tables on the normalised scale (row 0 / B, row 1 /
+    B²): one row adds ``|x|/B ≤ 1`` to one sum and ``x²/B² ≤ 1`` to one sum of squares,
+    so L1 ≤ 2 and L2 ≤ √2.
+    """
+    if kind == "counts":
+        return 1 if integer else 1.0
+    if kind == "moments":
+        return 2.0 if mechanism == "laplace" else math.sqrt(2.0)
+    raise InputError(f"unknown table kind {kind!r}")
+
+
+def _calibrate(mechanism: str, share: float, sens: float | int, integer: bool):
+    """Scale whose OpenDP map at ``sens`` is ≤ ``share`` (nudged up if rounding exceeds it)."""
+    if mechanism == "laplace":
+        scale = float(sens) / share
+    else:
+        scale = float(sens) / math.sqrt(2.0 * share)
+    for _ in range(64):
+        meas = table_measurement(mechanism, scale, integer)
+        cost = float(meas.map(sens))
+        if cost <= share:
+            return scale, meas, cost
+        scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)
+    raise RuntimeError(f"could not calibrate a {mechanism} scale for a share of {share!r}")  # pragma: no cover
+
+
+def rho_to_epsilon(rho: float, delta: float) -> float:
+    """ε such that ρ-zCDP implies (ε, δ)-DP, by OpenDP's ``make_zCDP_to_approxDP``.
+
+    Computed on a proxy Gaussian measurement (scale ``1/sqrt(2ρ)``, sensitivity 1) whose
+    OpenDP map is ``ρ``; the conversion depends on ρ only.
+    """
+    if rho == 0.0:
+        return 0.0
+    if not (0.0 < delta < 1.0):
+        raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
+    dp = _dp()
+    scale = 1.0 / math.sqrt(2.0 * rho)
+    meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=scale)
+    while float(meas.map(1.0)) < rho:  # make sure the proxy is at least as costly
+        scale = math.nextafter(scale, 0.0)
+        meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=scale)
+    return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
+
+
+def pure_to_rho(meas, sens: float | int) -> float:
+    """ρ of an ε-DP measurement seen as zCDP (OpenDP ``make_pureDP_to_zCDP``: ρ = ε²/2)."""
+    return float(_dp().c.make_pureDP_to_zCDP(meas).map(sens))
+
+
+def _is_integral(arr: np.ndarray) -> bool:
+    if arr.dtype.kind in "iu":
+        return True
+    return bool(np.all(arr == np.round(arr))) and bool(np.all(np.abs(arr) < 2.0**62))
+
+
+# ---------------------------------------------------------------------------------------
+# Release
+# ---------------------------------------------------------------------------------------
+def privatize(
+    tables: Sequence[Any],
+    epsilon: float | None = None,
+    rho: float | None = None,
+    weights: Any = None,
+    delta: float = 1e-6,
+    codebook: Any = None,
+) -> tuple[list[Any], PrivacyCost]:
+    """Release tables with differential privacy through OpenDP.
+
+    Parameters
+    ----------
+    tables : sequence of MarginalTable
+        Exact tables of one site (noise records must be exact). Count tables with integral
+        counts get discrete noise and stay integer; moment tables need ``codebook``.
+    epsilon : float, optional
+        Total pure-DP budget ε > 0 → Laplace. Exactly one of ``epsilon``/``rho``.
+    rho : float, optional
+        Total zCDP budget ρ > 0 → Gaussian, reported also as (ε, δ).
+    weights : None, sequence of float (one per table), or mapping
+        Relative budget shares; a mapping is keyed by clique tuple, table name or
+        ``"a,b,y"``. None → :func:`default_weights` (first-order tables share half).
+    delta : float
+        δ at which a zCDP cost is reported as (ε, δ); unused for Laplace.
+    codebook : Codebook, optional
+        Needed for moment tables (the public range gives ``B``) and to tell first-order
+        tables by the label name.
+
+    Returns
+    -------
+    noisy : list of MarginalTable
+        Same cliques and kinds, noisy counts, each with its :class:`NoiseRecord`
+        (mechanism, scale, exact per-cell std, its own ε / δ / ρ share).
+    cost : PrivacyCost
+        Sum of OpenDP's maps: Laplace ``(Σ ε_t, 0, Σ ε_t²/2)``; Gaussian
+        ``(ε(Σ ρ_t, δ), δ, Σ ρ_t)``.
+    """
+    if (epsilon is None) == (rho is None):
+        raise InputError("give exactly one of epsilon (Laplace) or rho (Gaussian)")
+    budget = epsilon if epsilon is not None else rho
+    which = "epsilon" if epsilon is not None else "rho"
+    try:
+        budget = float(budget)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{which} must be a number, got {budget!r}") from None
+    if not (budget > 0.0) or not math.isfinite(budget):
+        raise InputError(f"{which} must be finite and > 0, got {budget!r}")
+    mechanism = "laplace" if epsilon is not None else "gaussian"
+    if mechanism == "gaussian" and not (0.0 < float(delta) < 1.0):
+        raise InputError(f"delta must be in (0, 1), got {delta!r}")
+    tables = list(tables)
+    if not tables:
+        raise InputError("nothing to privatize: no tables")
+    for t in tables:
+        if not t.noise.is_exact:
+            raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables only")
+    label = codebook.label.name if codebook is not None else None
+    shares = split_budget(budget, _resolve_weights(tables, weights, label))
+
+    noisy: list[Any] = []
+    tot_eps = tot_rho = 0.0
+    for t, share in zip(tables, shares):
+        counts = np.asarray(t.counts)
+        if t.kind == "moments":
+            if codebook is None:
+                raise InputError(f"table {t.name}: privatizing a moment table needs the codebook (public range)")
+            B = moment_bound(codebook, t.clique[0])
+            if B == 0.0:
+                raise InputError(f"table {t.name}: feature range [0, 0] has nothing to release")
+            integer = False
+            vec = np.concatenate([counts[0] / B, counts[1] / (B * B)]).astype(np.float64)
+            unit = B
+        else:
+            integer = _is_integral(counts)
+            vec = counts.ravel()
+            unit = 1.0
+        sens = table_sensitivity(t.kind, mechanism, integer)
+        scale, meas, cost = _calibrate(mechanism, float(share), sens, integer)
+        out = np.asarray(meas([int(v) for v in vec.astype(np.int64)] if integer else vec.tolist()))
+        if t.kind == "moments":
+            K = counts.shape[1]
+            new = np.stack([out[:K] * B, out[K:] * B * B]).astype(np.float64)
+        else:
+            new = out.reshape(counts.shape).astype(np.int64 if counts.dtype.kind in "iu" else np.float64)
+        if mechanism == "laplace":
+            std = laplace_std(scale, integer) * unit
+            rec = NoiseRecord(mechanism="laplace", scale=scale * unit, std=std, epsilon=cost, delta=0.0, rho=0.0)
+            tot_eps += cost
+            tot_rho += pure_to_rho(meas, sens)
+        else:
+            std = gaussian_std(scale, integer) * unit
+            rec = NoiseRecord(mechanism="gaussian", scale=scale * unit, std=std,
+                              epsilon=rho_to_epsilon(cost, float(delta)), delta=float(delta), rho=cost)
+            tot_rho += cost
+        noisy.append(replace(t, counts=new, noise=rec))
+    if mechanism == "laplace":
+        total = PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
+    else:
+        total = PrivacyCost(epsilon=rho_to_epsilon(tot_rho, float(delta)), delta=float(delta), rho=tot_rho)
+    return noisy, total
+
+
+def release_cost(tables: Sequence[Any]) -> PrivacyCost:
+    """The privacy cost of a set of released tables, recomputed from their noise records.
+
+    Laplace records add their ε (and ε²/2 as ρ); Gaussian records add their ρ, reported as
+    (ε, δ) at the records' δ. A release containing an exact table is unbounded.
+    """
+    eps = rho = 0.0
+    gdelta = 0.0
+    grho = 0.0
+    for t in tables:
+        r = t.noise
+        if r.is_exact:
+            return PrivacyCost.unbounded()
+        if r.mechanism == "laplace":
+            eps += r.epsilon
+            rho += r.epsilon**2 / 2.0
+        else:
+            grho += r.rho
+            gdelta = max(gdelta, r.delta)
+    if grho > 0.0:
+        eps += rho_to_epsilon(grho, gdelta)
+        rho += grho
+    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho)
