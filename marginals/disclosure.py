@@ -1,0 +1,164 @@
+"""Small-cell disclosure control for exact (non-DP) releases: the min-cell rule.
+
+Without differential privacy, a count table with a cell of 1 or 2 patients can identify
+them. Like DataSHIELD's ``nfilter.tab`` (default 3), :func:`apply_min_cell` checks every
+exact table for a **nonzero cell below k** (a cell ``c`` with ``0 < c < k``; empty cells
+are fine). Moment tables (per-class sums of a raw numeric feature) are checked through the
+class counts of the same release: a class with ``0 < N[y] < k`` discloses its few
+patients' values.
+
+Policies
+--------
+``"refuse"`` (the default): the first offending table stops the export with a
+:class:`~marginals.errors.RefusedError` naming the table, the cell and k — nothing is
+released. This is the default because suppression is leaky (below).
+
+``"suppress"``: offending cells are set to 0 (for a moment table: both rows of the
+offending class) and every suppressed cell is returned, so the export records it; the
+table is never released silently altered. **Caveat**: no complementary suppression is
+done. A suppressed cell of ``N[x_i, y]`` can often be recovered by differencing with
+another released table that shares its margin (e.g. ``N[y=c] − Σ_{a'≠a} N[x_i=a', y=c]``).
+Use ``"suppress"`` only when the released tables do not share margins with the
+suppressed ones, or prefer differential privacy.
+
+Tables that carry DP noise are not checked: the DP guarantee covers small cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import InputError, RefusedError
+
+POLICIES = ("refuse", "suppress")
+DEFAULT_MIN_CELL = 3
+DEFAULT_POLICY = "refuse"
+
+
+@dataclass(frozen=True)
+class SuppressedCell:
+    """One cell set to 0 by the ``"suppress"`` policy (its count is not recorded).
+
+    Attributes
+    ----------
+    table : str
+        Table name, e.g. ``"N[a,b,y]"`` or ``"moments:age,y"``.
+    cell : tuple of int
+        Index into the table's counts (for a moment table: ``(row, class)``).
+    """
+
+    table: str
+    cell: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "cell": list(self.cell)}
+
+
+def _label_counts(tables: Sequence[Any], label: str | None) -> np.ndarray | None:
+    """Exact class counts from the smallest exact count table holding the label."""
+    best = None
+    for t in tables:
+        if t.kind != "counts" or not t.noise.is_exact:
+            continue
+        lab = label if label is not None else t.clique[-1]
+        if lab in t.clique and (label is not None or len(t.clique) == 1):
+            if best is None or t.counts.size < best.counts.size:
+                best = t
+    if best is None:
+        return None
+    lab = label if label is not None else best.clique[-1]
+    return np.asarray(best.marginal((lab,)), dtype=np.float64)
+
+
+def _format_cell(t: Any, idx: tuple[int, ...]) -> str:
+    if t.kind == "moments":
+        return f"class {idx[1]}"
+    return "[" + ", ".join(f"{a}={i}" for a, i in zip(t.clique, idx)) + "]"
+
+
+def apply_min_cell(
+    tables: Sequence[Any],
+    k: int = DEFAULT_MIN_CELL,
+    policy: str = DEFAULT_POLICY,
+    label: str | None = None,
+) -> tuple[list[Any], list[SuppressedCell]]:
+    """Apply the min-cell rule to a release.
+
+    Parameters
+    ----------
+    tables : sequence of MarginalTable
+    k : int
+        Threshold ≥ 1; a cell ``c`` with ``0 < c < k`` offends (``k = 1`` disables the rule).
+    policy : {"refuse", "suppress"}
+        See the module docstring; ``"refuse"`` is the default.
+    label : str, optional
+        The label's name (to find class counts for moment tables); defaults to the clique
+        of a one-attribute exact count table (the label table ``N[y]``).
+
+    Returns
+    -------
+    tables : list of MarginalTable
+        The input tables (``"refuse"``) or the tables with offending cells set to 0.
+    suppressed : list of SuppressedCell
+        Empty under ``"refuse"``.
+
+    Raises
+    ------
+    RefusedError
+        ``"refuse"`` and some exact table has a cell in ``(0, k)``: one line naming the table,
+        the cell and ``k``; also when a moment table cannot be checked (no exact class counts).
+    InputError
+        Bad ``k`` or ``policy``.
+    """
+    if policy not in POLICIES:
+        raise InputError(f"unknown min-cell policy {policy!r} (expected one of {', '.join(POLICIES)})")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InputError(f"min-cell threshold must be an integer >= 1, got {k!r}")
+    k = int(k)
+    tables = list(tables)
+    out: list[Any] = []
+    suppressed: list[SuppressedCell] = []
+    class_counts = None
+    for t in tables:
+        if not t.noise.is_exact or k == 1:
+            out.append(t)
+            continue
+        if t.kind == "moments":
+            if class_counts is None:
+                class_counts = _label_counts(tables, label)
+                if class_counts is None:
+                    raise RefusedError(f"min-cell rule: cannot check {t.name} without exact class counts in the release")
+            bad_classes = np.flatnonzero((class_counts > 0) & (class_counts < k))
+            if bad_classes.size == 0:
+                out.append(t)
+                continue
+            if policy == "refuse":
+                c = int(bad_classes[0])
+                raise RefusedError(
+                    f"min-cell rule: table {t.name} sums over class {c} with {class_counts[c]:g} patients (< {k})"
+                )
+            counts = np.array(t.counts, dtype=np.float64, copy=True)
+            counts[:, bad_classes] = 0.0
+            for c in bad_classes:
+                suppressed.extend(SuppressedCell(t.name, (r, int(c))) for r in (0, 1))
+            out.append(replace(t, counts=counts))
+            continue
+        counts = np.asarray(t.counts)
+        bad = (counts > 0) & (counts < k)
+        if not bad.any():
+            out.append(t)
+            continue
+        cells = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
+        if policy == "refuse":
+            raise RefusedError(
+                f"min-cell rule: table {t.name} has a cell {_format_cell(t, cells[0])} below {k} "
+                f"({len(cells)} such cell{'s' if len(cells) > 1 else ''})"
+            )
+        new = counts.copy()
+        new[bad] = 0
+        suppressed.extend(SuppressedCell(t.name, c) for c in cells)
+        out.append(replace(t, counts=new))
+    return out, suppressed

@@ -1,0 +1,197 @@
+"""The two-round protocol for many features: screen on first-order tables, then ask for pairs.
+
+Round 1: every site releases first-order tables only (``marg export --stats first``, with a
+part of the privacy budget). The learner aggregates them and ranks the discrete features
+by their estimated mutual information with the label (:func:`screen_features`), keeps the
+top K, and writes a **request file** (:func:`write_request`) listing the K(K−1)/2 pairs.
+Round 2: each site exports the pair tables ``N[x_i, x_j, y]`` of those pairs only
+(``marg export --stats pairs --pairs @request.json``) with the rest of its budget. Pair
+tables for p features cost O(p²) cells and budget shares; for K ≪ p this is what makes
+pairwise learners (Rényi, DCC) feasible and their noise tolerable.
+
+Request file (JSON, UTF-8)::
+
+    {"format": "marg-request", "version": 1,
+     "fingerprint": "<codebook fingerprint of the study>",
+     "features": ["a", "b", "c"],               # the screened features, best first
+     "pairs": [["a", "b"], ["a", "c"], ["b", "c"]]}
+
+A site refuses a request whose fingerprint is not its codebook's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import InputError
+
+REQUEST_FORMAT = "marg-request"
+
+
+def mutual_information(joint: np.ndarray) -> float:
+    """Mutual information ``I(X; Y) = Σ p(x,y) log(p(x,y) / (p(x)p(y)))`` in nats.
+
+    Parameters
+    ----------
+    joint : ndarray, shape (m, K)
+        Counts or probabilities of ``(x, y)``; negative entries (noise) are clipped to 0
+        and the table renormalised first.
+    """
+    p = np.clip(np.asarray(joint, dtype=np.float64), 0.0, None)
+    s = p.sum()
+    if s <= 0.0:
+        return 0.0
+    p = p / s
+    px = p.sum(axis=1, keepdims=True)
+    py = p.sum(axis=0, keepdims=True)
+    nz = p > 0
+    return float(np.sum(p[nz] * np.log(p[nz] / (px @ py)[nz])))
+
+
+def screen_features(first_order_tables: Sequence[Any], top_k: int, label: str | None = None) -> list[str]:
+    """Names of the ``top_k`` discrete features with the largest ``I(X_i; Y)``.
+
+    Parameters
+    ----------
+    first_order_tables : sequence of MarginalTable
+        Tables ``N[x_i, y]`` (others — the label table, moment tables, pair tables — are
+        ignored). Noisy tables are fine: MI is computed after clipping negatives.
+    top_k : int
+        Number of features to keep (all of them if fewer are available).
+    label : str, optional
+        The label's name; defaults to the last attribute of each two-attribute clique.
+
+    Returns
+    -------
+    list of str
+        Feature names, highest MI first (ties broken by the tables' order).
+    """
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise InputError(f"top_k must be an integer >= 1, got {top_k!r}")
+    scored: list[tuple[float, int, str]] = []
+    for k, t in enumerate(first_order_tables):
+        if t.kind != "counts" or len(t.clique) != 2:
+            continue
+        lab = label if label is not None else t.clique[-1]
+        if t.clique[-1] != lab:
+            continue
+        scored.append((-mutual_information(t.marginal((t.clique[0], lab))), k, t.clique[0]))
+    if not scored:
+        raise InputError("screen_features: no first-order table N[x_i, y] to screen")
+    scored.sort()
+    return [name for _, _, name in scored[: int(top_k)]]
+
+
+@dataclass(frozen=True)
+class PairRequest:
+    """A learner's round-2 request.
+
+    Attributes
+    ----------
+    fingerprint : str
+        Codebook fingerprint of the study.
+    features : tuple of str
+        Screened features, best first.
+    pairs : tuple of (str, str)
+    """
+
+    fingerprint: str
+    features: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def all_pairs(cls, fingerprint: str, features: Sequence[str]) -> "PairRequest":
+        """A request for every pair among ``features``."""
+        feats = tuple(features)
+        return cls(fingerprint, feats, tuple(combinations(feats, 2)))
+
+    @property
+    def spec(self) -> str:
+        """The pairs as a ``--pairs`` string: ``"a:b,a:c,b:c"``."""
+        return ",".join(f"{a}:{b}" for a, b in self.pairs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": REQUEST_FORMAT,
+            "version": 1,
+            "fingerprint": self.fingerprint,
+            "features": list(self.features),
+            "pairs": [list(p) for p in self.pairs],
+        }
+
+
+def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequence[tuple[str, str]],
+                  features: Sequence[str] | None = None) -> Path:
+    """Write a request file (atomically) and return its path.
+
+    ``features`` defaults to the features named in ``pairs`` in order of appearance.
+    """
+    if not isinstance(fingerprint, str) or not fingerprint:
+        raise InputError(f"request needs the study's codebook fingerprint, got {fingerprint!r}")
+    prs = []
+    for p in pairs:
+        if len(p) != 2 or p[0] == p[1] or not all(isinstance(a, str) and a for a in p):
+            raise InputError(f"bad pair {p!r} in request")
+        prs.append((p[0], p[1]))
+    if not prs:
+        raise InputError("request names no pair")
+    if features is None:
+        seen: list[str] = []
+        for a, b in prs:
+            for x in (a, b):
+                if x not in seen:
+                    seen.append(x)
+        features = seen
+    req = PairRequest(fingerprint, tuple(features), tuple(prs))
+    path = Path(path)
+    if not path.parent.exists():
+        raise InputError(f"output folder does not exist: {path.parent}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(req.to_dict(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_request(path: str | os.PathLike[str], fingerprint: str | None = None) -> PairRequest:
+    """Read a request file; with ``fingerprint``, refuse one made for another study.
+
+    Raises
+    ------
+    InputError
+        Missing/malformed file, or a fingerprint mismatch (named with both values).
+    """
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"request file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read request file {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"request file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(d, dict) or d.get("format") != REQUEST_FORMAT:
+        raise InputError(f"not a marg request file: {path}")
+    fp = d.get("fingerprint")
+    if not isinstance(fp, str) or not fp:
+        raise InputError(f"request file {path} has no fingerprint")
+    if fingerprint is not None and fp != fingerprint:
+        raise InputError(f"request file {path} is for study {fp[:12]}…, not this codebook {fingerprint[:12]}…")
+    pairs = d.get("pairs")
+    if not isinstance(pairs, list) or not pairs:
+        raise InputError(f"request file {path} names no pair")
+    out = []
+    for p in pairs:
+        if not (isinstance(p, list) and len(p) == 2 and all(isinstance(a, str) and a for a in p) and p[0] != p[1]):
+            raise InputError(f"request file {path}: bad pair {p!r}")
+        out.append((p[0], p[1]))
+    feats = d.get("features", [])
+    if not isinstance(feats, list) or not all(isinstance(a, str) for a in feats):
+        raise InputError(f"request file {path}: 'features' must be a list of names")
+    return PairRequest(fp, tuple(feats), tuple(out))
