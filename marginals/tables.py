@@ -246,7 +246,7 @@ def count_tables(codebook: Codebook, X: np.ndarray, y: np.ndarray, cliques: Sequ
             bad = (col < 0) | (col >= f.n_levels) | (col != np.floor(col))
             if bad.any():
                 k = int(np.flatnonzero(bad)[0])
-                raise InputError(f"feature {f.name!r}: code {col[k]!r} at row {k + 1} is outside 0..{f.n_levels - 1}")
+                raise InputError(f"feature {f.name!r}: code {col[k]:g} at row {k + 1} is outside 0..{f.n_levels - 1}")
     if y.size and (y.min() < 0 or y.max() >= codebook.n_classes):
         k = int(np.flatnonzero((y < 0) | (y >= codebook.n_classes))[0])
         raise InputError(f"label code {y[k]} at row {k + 1} is outside 0..{codebook.n_classes - 1}")

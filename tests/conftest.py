@@ -1,0 +1,51 @@
+"""Shared fixtures: the real-datasets folder, small random codebooks and data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+
+
+def datasets_dir() -> Path:
+    env = os.environ.get("MARG_DATASETS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture
+def datasets() -> Path:
+    d = datasets_dir()
+    if not d.is_dir():
+        pytest.skip(f"shared datasets not found at {d}")
+    return d
+
+
+def random_codebook(rng: np.random.Generator, n_features: int = 4, max_levels: int = 3, n_classes: int = 2,
+                    numeric: int = 0) -> Codebook:
+    feats = []
+    for i in range(n_features):
+        m = int(rng.integers(2, max_levels + 1))
+        feats.append(CategoricalFeature(f"f{i}", tuple(f"l{k}" for k in range(m))))
+    for j in range(numeric):
+        feats.append(NumericFeature(f"num{j}", lo=-1.0, hi=2.0))
+    return Codebook(features=tuple(feats), label=Label("y", tuple(f"c{k}" for k in range(n_classes))))
+
+
+def random_rows(rng: np.random.Generator, cb: Codebook, n: int) -> tuple[np.ndarray, np.ndarray]:
+    cols = []
+    for f in cb.features:
+        if f.is_discrete:
+            cols.append(rng.integers(0, f.n_levels, n).astype(float))
+        else:
+            cols.append(rng.uniform(f.lo, f.hi, n))
+    y = rng.integers(0, cb.n_classes, n)
+    return np.column_stack(cols), y
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(12345)

@@ -1,0 +1,76 @@
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from marginals.codebook import Codebook
+from marginals.errors import InputError
+from marginals.tables import MarginalTable, count_tables, parse_pairs, plan_cliques
+from tests.conftest import random_codebook, random_rows
+
+
+def brute_count(cb: Codebook, X, y, clique):
+    shape = tuple(cb.attribute_size(a) for a in clique)
+    out = np.zeros(shape, dtype=np.int64)
+    for r in range(len(y)):
+        idx = tuple(int(y[r]) if a == cb.label.name else int(X[r, cb.index(a)]) for a in clique)
+        out[idx] += 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tables_equal_brute_force_all_orders(seed):
+    rng = np.random.default_rng(seed)
+    cb = random_codebook(rng, n_features=4, max_levels=4, n_classes=int(rng.integers(2, 4)))
+    X, y = random_rows(rng, cb, 300)
+    attrs = cb.feature_names + [cb.label.name]
+    cliques = [c for k in (1, 2, 3, 4) for c in combinations(attrs, k)]
+    tables = count_tables(cb, X, y, cliques)
+    assert len(tables) == len(cliques)
+    for t in tables:
+        np.testing.assert_array_equal(t.counts, brute_count(cb, X, y, t.clique))
+        assert t.total == 300
+
+
+def test_moments_of_raw_numeric(rng):
+    cb = random_codebook(rng, n_features=2, numeric=1)
+    X, y = random_rows(rng, cb, 200)
+    (t,) = count_tables(cb, X, y, [("num0", "y")])
+    assert t.kind == "moments"
+    for k in range(cb.n_classes):
+        v = X[y == k, cb.index("num0")]
+        assert t.counts[0, k] == pytest.approx(v.sum())
+        assert t.counts[1, k] == pytest.approx((v**2).sum())
+
+
+def test_plans(rng):
+    cb = random_codebook(rng, n_features=4)
+    first = plan_cliques(cb, "first")
+    assert first[0] == ("y",) and len(first) == 5
+    assert len(plan_cliques(cb, "all")) == 5 + 6
+    pairs = parse_pairs(cb, "f2:f0, f1:f3")
+    assert pairs == [("f0", "f2"), ("f1", "f3")]
+    assert plan_cliques(cb, "pairs", pairs)[-2:] == [("f0", "f2", "y"), ("f1", "f3", "y")]
+    with pytest.raises(InputError, match="unknown feature 'zz'"):
+        parse_pairs(cb, "f0:zz")
+    with pytest.raises(InputError, match="bad pair 'f0'"):
+        parse_pairs(cb, "f0")
+    with pytest.raises(InputError, match="unknown --stats"):
+        plan_cliques(cb, "triples")
+
+
+def test_table_validation():
+    with pytest.raises(InputError, match="NaN"):
+        MarginalTable(("a",), np.array([1.0, np.nan]))
+    with pytest.raises(InputError, match="2-attribute clique"):
+        MarginalTable(("a", "b"), np.zeros(3))
+    t = MarginalTable(("a", "b", "y"), np.arange(24).reshape(2, 3, 4))
+    np.testing.assert_array_equal(t.marginal(("y", "a")), np.arange(24).reshape(2, 3, 4).sum(axis=1).T)
+
+
+def test_codes_out_of_range(rng):
+    cb = random_codebook(rng, n_features=2)
+    X, y = random_rows(rng, cb, 10)
+    X[3, 1] = 7
+    with pytest.raises(InputError, match="feature 'f1': code 7 at row 4"):
+        count_tables(cb, X, y, plan_cliques(cb))
