@@ -1,0 +1,373 @@
+"""The site's release ledger (protocols.ledger): chain, signatures, budget, crash safety."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
+
+from marginals.codebook import CategoricalFeature, Codebook, Label, canonical_json
+from marginals.errors import InputError, RefusedError
+from marginals.privacy import PrivacyCost, write_budget
+from marginals.tables import count_tables, plan_cliques
+from protocols import keys as K
+from protocols.bundle import Bundle
+from protocols.ledger import (
+    GENESIS,
+    LEDGER_FILE,
+    Ledger,
+    entry_signing_bytes,
+    line_hash,
+    parse_entry,
+    verify_ledger_bytes,
+)
+from protocols.signing import finalize_bundle, verify_bytes, unb64
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_bundle(site="north", seed=0, n=30) -> Bundle:
+    cb = Codebook(
+        features=(CategoricalFeature("a", ("0", "1")), CategoricalFeature("b", ("x", "y", "z"))),
+        label=Label("y", ("neg", "pos")),
+    )
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.integers(0, 2, n), rng.integers(0, 3, n)]).astype(float)
+    tables = count_tables(cb, X, rng.integers(0, 2, n), plan_cliques(cb, "all"))
+    return Bundle.build(cb, tables, site=site, n_rows=n)
+
+
+def _stats(rng, k):
+    return [{"name": f"N[f{i},y]", "kind": "counts", "clique": [f"f{i}", "y"], "shape": [int(rng.integers(2, 5)), 2],
+             "mechanism": "laplace", "std": 1.5} for i in range(k)]
+
+
+def _digest(i: int) -> str:
+    return hashlib.sha256(f"bundle {i}".encode()).hexdigest()
+
+
+def fill(ledger: Ledger, key, n: int, seed: int = 0) -> list[PrivacyCost]:
+    rng = np.random.default_rng(seed)
+    costs = []
+    for i in range(n):
+        c = PrivacyCost(epsilon=float(rng.uniform(0.05, 0.5)))
+        ledger.append(bundle_digest=_digest(i), site="north", statistics=_stats(rng, 3), cost=c,
+                      recipient=None, private_key=key)
+        costs.append(c)
+    return costs
+
+
+@pytest.fixture
+def key():
+    return ed25519.Ed25519PrivateKey.generate()
+
+
+def lines_of(ledger: Ledger) -> list[bytes]:
+    return ledger.path.read_bytes().split(b"\n")[:-1]
+
+
+def write_lines(ledger: Ledger, lines: list[bytes]) -> None:
+    ledger.path.write_bytes(b"".join(ln + b"\n" for ln in lines))
+
+
+# ---------------------------------------------------------------------------------------
+def test_append_builds_a_signed_hash_chain_and_spent_adds_up(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    assert led.entries() == [] and led.spent() == PrivacyCost.zero()
+    costs = fill(led, key, 6)
+    es = led.entries()
+    raw = lines_of(led)
+    assert [e["seq"] for e in es] == list(range(1, 7))
+    assert es[0]["prev"] == GENESIS
+    for k in range(1, 6):
+        assert es[k]["prev"] == line_hash(raw[k - 1]) == hashlib.sha256(raw[k - 1]).hexdigest()
+    pub = key.public_key()
+    for e, ln in zip(es, raw):
+        assert canonical_json(e) == ln
+        assert verify_bytes(entry_signing_bytes(e), unb64(e["signature"], 64), pub)
+        assert e["key_id"] == K.key_id(key)
+    total = sum(c.epsilon for c in costs)
+    assert led.spent().epsilon == pytest.approx(total, rel=1e-12)
+    assert PrivacyCost.from_dict(es[-1]["cumulative"]).epsilon == pytest.approx(total, rel=1e-12)
+    rep = led.verify()
+    assert rep.ok and rep.n_entries == 6 and rep.key_source == "ledger directory" and rep.head == line_hash(raw[-1])
+    assert led.verify(public_key=pub).ok and led.verify(public_key=pub).key_source == "given"
+
+
+def test_verify_with_a_foreign_key_or_unsigned_entries_fails(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    fill(led, key, 3)
+    rep = led.verify(public_key=ed25519.Ed25519PrivateKey.generate().public_key())
+    assert not rep.ok and rep.first_bad_line == 1 and "unknown key" in rep.reason
+    led2 = Ledger(tmp_path / "U")
+    fill(led2, None, 3)
+    rep = led2.verify()
+    assert not rep.ok and "unsigned" in rep.reason and rep.first_bad_seq == 1
+    rep = led2.verify(allow_unsigned=True)
+    assert rep.ok and rep.unsigned == [1, 2, 3]
+
+
+def test_budget_is_enforced_before_anything_is_written(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    write_budget(led.directory, PrivacyCost(epsilon=1.0))
+    stats = _stats(np.random.default_rng(0), 2)
+    led.append(bundle_digest=_digest(0), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.4), private_key=key)
+    led.append(bundle_digest=_digest(1), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.4), private_key=key)
+    before = led.path.read_bytes()
+    with pytest.raises(RefusedError, match="budget exhausted"):
+        led.append(bundle_digest=_digest(2), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.4), private_key=key)
+    with pytest.raises(RefusedError, match="budget exhausted"):
+        led.append(bundle_digest=_digest(2), site="s", statistics=stats, cost=PrivacyCost.unbounded(), private_key=key)
+    assert led.path.read_bytes() == before
+    # exactly up to the cap is allowed
+    e = led.append(bundle_digest=_digest(3), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.2), private_key=key)
+    assert e["cap"] == PrivacyCost(epsilon=1.0).to_dict()
+    assert led.spent().epsilon == pytest.approx(1.0)
+    assert led.verify().ok
+
+
+def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    learner = x25519.X25519PrivateKey.generate()
+    files = []
+    for i, site_seed in enumerate([1, 2, 3]):
+        final, blob = finalize_bundle(make_bundle("north", site_seed), key, learner.public_key() if i == 1 else None)
+        e = led.record(final, key, file_digest=hashlib.sha256(blob).hexdigest() if i == 1 else None)
+        assert e["bundle"] == final.digest()
+        assert [s["clique"] for s in e["statistics"]] == [s["clique"] for s in final.statistics]
+        assert [s["shape"] for s in e["statistics"]] == [s["shape"] for s in final.statistics]
+        # an exact (noise-free) release carries no DP guarantee: its cost is unbounded
+        assert e["cost"]["epsilon"] == "inf" and e["mechanism"] == "none"
+        p = tmp_path / f"b{i}.bundle"
+        p.write_bytes(blob)
+        files.append(p)
+    assert led.entries()[1]["recipient"] == K.key_id(learner)
+    rep = led.verify(bundle_paths=files, public_key=key.public_key())
+    assert rep.ok, rep.reason
+    assert [b["seq"] for b in rep.bundles] == [1, 2, 3]
+    # a release that is not in the ledger is named
+    stray = tmp_path / "stray.bundle"
+    stray.write_bytes(finalize_bundle(make_bundle("north", 9), key)[1])
+    rep = led.verify(bundle_paths=files + [stray])
+    assert not rep.ok and "stray.bundle" in rep.reason and "no ledger entry" in rep.reason
+    # deleting the LAST entry keeps a valid chain, but the bundle check catches it
+    write_lines(led, lines_of(led)[:-1])
+    assert led.verify().ok
+    rep = led.verify(bundle_paths=files)
+    assert not rep.ok and "b2.bundle" in rep.reason
+
+
+def _edit(line: bytes, **changes) -> bytes:
+    obj = json.loads(line)
+    obj.update(changes)
+    return canonical_json(obj)
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_chain_catches_edit_delete_reorder_and_mid_truncation_at_every_position(tmp_path, key, signed):
+    n = 6
+    led = Ledger(tmp_path / "L")
+    fill(led, key if signed else None, n)
+    orig = lines_of(led)
+    kw = {} if signed else {"allow_unsigned": True}
+    assert led.verify(**kw).ok
+
+    def check(lines, line, why):
+        write_lines(led, lines)
+        rep = led.verify(**kw)
+        assert not rep.ok and rep.first_bad_line == line and why in rep.reason, (rep.reason, line)
+        assert "\n" not in rep.reason
+
+    for k in range(1, n + 1):
+        # edit entry k: its cost lowered (valid canonical JSON, old signature kept)
+        edited = list(orig)
+        edited[k - 1] = _edit(orig[k - 1], cost={"epsilon": 0.0, "delta": 0.0, "rho": 0.0})
+        if signed:
+            check(edited, k, "bad signature")
+        elif k < n:
+            # without signatures, the edited entry's own sums and the next prev-hash give it away
+            write_lines(led, edited)
+            rep = led.verify(**kw)
+            assert not rep.ok and rep.first_bad_line == k and "cumulative" in rep.reason
+        # edit + re-sign with a key the ledger never used
+        if signed:
+            other = ed25519.Ed25519PrivateKey.generate()
+            obj = json.loads(edited[k - 1])
+            obj["key_id"] = K.key_id(other)
+            from protocols.signing import b64
+
+            obj["signature"] = b64(other.sign(entry_signing_bytes(obj)))
+            resigned = list(orig)
+            resigned[k - 1] = canonical_json(obj)
+            check(resigned, k, "unknown key")
+        if k < n:
+            # delete entry k
+            check(orig[: k - 1] + orig[k:], k, "deleted")
+            # reorder entries k and k+1
+            swapped = list(orig)
+            swapped[k - 1], swapped[k] = swapped[k], swapped[k - 1]
+            check(swapped, k, "expected seq")
+            # truncate entry k in the middle of the file
+            cut = list(orig)
+            cut[k - 1] = orig[k - 1][: len(orig[k - 1]) // 2]
+            check(cut, k, "malformed")
+            # remove a chunk spanning the end of line k and the start of line k+1
+            blob = b"".join(ln + b"\n" for ln in orig)
+            end_k = sum(len(ln) + 1 for ln in orig[:k])
+            led.path.write_bytes(blob[: end_k - 10] + blob[end_k + 10:])
+            rep = led.verify(**kw)
+            assert not rep.ok and rep.first_bad_line == k
+    write_lines(led, orig)
+    assert led.verify(**kw).ok
+
+
+def test_any_single_byte_flip_is_caught_or_is_a_visible_torn_tail(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    fill(led, key, 3)
+    data = led.path.read_bytes()
+    keys = {K.key_id(key): key.public_key()}
+    assert verify_ledger_bytes(data, keys).ok
+    rng = np.random.default_rng(0)
+    for i in range(len(data)):
+        bad = bytearray(data)
+        bad[i] ^= int(rng.integers(1, 256))
+        rep = verify_ledger_bytes(bytes(bad), keys)
+        if i == len(data) - 1:
+            # the final newline: the last entry becomes an incomplete line, shown as such
+            assert rep.torn_tail and rep.n_entries == 2 and "incomplete" in rep.message()
+        else:
+            assert not rep.ok, i
+
+
+def _run(code: str, ledger_dir: Path, key_file: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(ledger_dir), str(key_file)],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+_CRASH = """
+import os, signal, sys, hashlib
+from protocols.ledger import Ledger
+from protocols import ledger as L
+from protocols.keys import load_signing_key
+from marginals.privacy import PrivacyCost
+led, key = Ledger(sys.argv[1]), load_signing_key(sys.argv[2])
+def app(i):
+    led.append(bundle_digest=hashlib.sha256(str(i).encode()).hexdigest(), site="north",
+               statistics=[{"name": "N[a,y]", "clique": ["a", "y"], "shape": [2, 2]}],
+               cost=PrivacyCost(epsilon=0.1), private_key=key)
+for i in range(3):
+    app(i)
+def die(*a, **k):
+    os.kill(os.getpid(), signal.SIGKILL)
+L.os.{target} = die
+app(99)
+"""
+
+
+@pytest.mark.parametrize("target", ["replace", "fsync"])
+def test_crash_mid_append_keeps_the_old_ledger(tmp_path, target):
+    kf = K.generate_keys("north", tmp_path / "keys")
+    d = tmp_path / "L"
+    res = _run(_CRASH.replace("{target}", target), d, kf.sign_key)
+    assert res.returncode == -9, res.stderr
+    led = Ledger(d)
+    rep = led.verify(public_key=kf.sign_pub)
+    assert rep.ok and rep.n_entries == 3 and not rep.torn_tail, rep.reason
+    assert led.spent().epsilon == pytest.approx(0.3)
+    stale = list(d.glob(f".{LEDGER_FILE}.*.tmp"))
+    assert len(stale) == 1  # the killed writer's temp file, ignored by readers
+    # the next append cleans up and extends the chain
+    led.append(bundle_digest=_digest(5), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1),
+               private_key=K.load_signing_key(kf.sign_key))
+    assert led.verify(public_key=kf.sign_pub).ok and len(led.entries()) == 4
+    assert not list(d.glob(f".{LEDGER_FILE}.*.tmp"))
+
+
+def test_torn_last_line_is_ignored_then_repaired(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    fill(led, key, 4)
+    good = led.path.read_bytes()
+    spent = led.spent()
+    # a torn write (as an O_APPEND writer could leave): a prefix of one more entry
+    extra = lines_of(led)[-1]
+    for cut in (1, len(extra) // 2, len(extra) - 1):
+        led.path.write_bytes(good + extra[:cut])
+        rep = led.verify()
+        assert rep.ok and rep.torn_tail and rep.n_entries == 4
+        assert len(led.entries()) == 4 and led.spent() == spent
+    # the next append drops the torn tail and chains onto entry 4
+    e = led.append(bundle_digest=_digest(7), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
+    assert e["seq"] == 5
+    rep = led.verify()
+    assert rep.ok and not rep.torn_tail and led.path.read_bytes().startswith(good)
+    # a whole last entry that only lost its newline still counts
+    led.path.write_bytes(led.path.read_bytes()[:-1])
+    assert len(led.entries()) == 5 and led.verify().ok
+
+
+def test_malformed_ledger_refuses_spend_and_append(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    fill(led, key, 3)
+    lines = lines_of(led)
+    lines[1] = b'{"seq": 2, "oops"'
+    write_lines(led, lines)
+    before = led.path.read_bytes()
+    with pytest.raises(InputError, match="line 2"):
+        led.entries()
+    with pytest.raises(RefusedError, match="cannot establish privacy spend"):
+        led.spent()
+    with pytest.raises(RefusedError, match="malformed ledger"):
+        led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
+    assert led.path.read_bytes() == before
+
+
+def test_parse_entry_rejects_non_canonical_and_mistyped_entries(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    fill(led, key, 1)
+    line = lines_of(led)[0]
+    e = parse_entry(line)
+    pretty = json.dumps(e, sort_keys=True).encode()  # same content, spaces
+    with pytest.raises(InputError, match="canonical"):
+        parse_entry(pretty)
+    for change in ({"seq": "1"}, {"seq": True}, {"prev": "abc"}, {"cost": {"epsilon": -1}}, {"statistics": [1]}):
+        with pytest.raises(InputError):
+            parse_entry(_edit(line, **change))
+    obj = dict(e)
+    del obj["cap"]
+    with pytest.raises(InputError, match="field"):
+        parse_entry(canonical_json(obj))
+
+
+_CONCURRENT = """
+import sys, hashlib
+from protocols.ledger import Ledger
+from protocols.keys import load_signing_key
+from marginals.privacy import PrivacyCost
+led, key = Ledger(sys.argv[1]), load_signing_key(sys.argv[2])
+tag = sys.argv[3]
+for i in range(8):
+    led.append(bundle_digest=hashlib.sha256(f"{tag}{i}".encode()).hexdigest(), site="north", statistics=[],
+               cost=PrivacyCost(epsilon=0.01), private_key=key)
+"""
+
+
+def test_concurrent_appends_are_serialised(tmp_path):
+    kf = K.generate_keys("north", tmp_path / "keys")
+    d = tmp_path / "L"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT, str(d), str(kf.sign_key), t], env=env)
+             for t in ("a", "b")]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    led = Ledger(d)
+    rep = led.verify(public_key=kf.sign_pub)
+    assert rep.ok and rep.n_entries == 16
+    assert led.spent().epsilon == pytest.approx(0.16)
