@@ -1,0 +1,438 @@
+"""0-1 MRC over the whole codebook domain: brute-force oracles and optimality checks.
+
+The oracle (DESIGN.md "Test oracles"): by the minimax theorem the MRC value is
+R* = max_{p : |E_pΦ − τ| ≤ λ} Σ_x (Σ_y p(x,y) − max_y p(x,y)), an LP over the full joint
+p(x, y) with auxiliary t_x ≥ p(x, y), solved here with scipy's HiGHS on small domains.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+from scipy.stats import norm
+
+from learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
+from learners.featuremap import FeatureMap
+from learners.mrc import MRC
+from learners.mrc_lp import FirstOrderOracle, MinimaxLP, generate_rows, label_subsets, solve_full
+from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marginals.errors import InputError
+from marginals.summary import Summary
+from marginals.tables import MarginalTable
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def make_problem(rng, levels, K, numeric=(), n=300.0, sparsity=0.0):
+    """A random joint p over (discrete levels..., numeric in {lo, hi}..., y) and its Summary.
+
+    Returns (codebook, summary, p, values) where ``values[i]`` lists the Φ-values of
+    feature i's domain points (one-hot levels for categorical, the endpoints for numeric).
+    """
+    feats = [CategoricalFeature(f"f{i}", tuple(f"l{a}" for a in range(m))) for i, m in enumerate(levels)]
+    for k, (lo, hi) in enumerate(numeric):
+        feats.append(NumericFeature(f"x{k}", lo=lo, hi=hi))
+    cb = Codebook(features=tuple(feats), label=Label("y", tuple(f"c{k}" for k in range(K))))
+    sizes = list(levels) + [2] * len(numeric)
+    shape = tuple(sizes) + (K,)
+    p = rng.dirichlet(np.full(int(np.prod(shape)), 0.6)).reshape(shape)
+    if sparsity > 0:
+        p[rng.random(shape) < sparsity] = 0.0
+        if p.sum() == 0:
+            p.flat[0] = 1.0
+        p /= p.sum()
+    d = len(sizes)
+    tables = [MarginalTable(("y",), n * p.sum(axis=tuple(range(d))))]
+    for i in range(len(levels)):
+        ax = tuple(j for j in range(d) if j != i)
+        tables.append(MarginalTable((f"f{i}", "y"), n * p.sum(axis=ax)))
+    for k, (lo, hi) in enumerate(numeric):
+        i = len(levels) + k
+        ax = tuple(j for j in range(d) if j != i)
+        pv = p.sum(axis=ax)  # (2, K): value lo / hi
+        vals = np.array([lo, hi])
+        mom = np.stack([n * (vals[:, None] * pv).sum(0), n * (vals[:, None] ** 2 * pv).sum(0)])
+        tables.append(MarginalTable((f"x{k}", "y"), mom, kind="moments"))
+    return cb, Summary.from_tables(cb, tables), p
+
+
+def domain_phi(summary):
+    """All domain points: list of (codes row for X, Ψ(x) vector)."""
+    cb = summary.codebook
+    blocks = summary.blocks
+    D = summary.psi_dim
+    choices = []
+    for b in blocks:
+        if b.kind == "onehot":
+            choices.append([(float(a), b.offset + a, 1.0) for a in range(b.size)])
+        else:
+            choices.append([(b.lo, b.offset, b.lo), (b.hi, b.offset, b.hi)])
+    out = []
+    for combo in itertools.product(*choices):
+        x = np.array([c[0] for c in combo])
+        psi = np.zeros(D)
+        for _, col, val in combo:
+            psi[col] += val
+        out.append((x, psi))
+    assert len(cb.features) == len(blocks)
+    return out
+
+
+def brute_force_R(summary, tau, lam):
+    """max_{p in U} Bayes error, an LP over the full joint (variables p(x,y) and t_x)."""
+    dom = domain_phi(summary)
+    K, D = tau.shape
+    nx = len(dom)
+    nv = nx * K + nx
+    c = np.zeros(nv)
+    c[: nx * K] = -1.0
+    c[nx * K :] = 1.0
+    rows, rhs = [], []
+    for xi in range(nx):
+        for y in range(K):
+            r = np.zeros(nv)
+            r[xi * K + y] = 1.0
+            r[nx * K + xi] = -1.0
+            rows.append(r)
+            rhs.append(0.0)
+    E = np.zeros((K * D, nv))
+    for xi, (_, psi) in enumerate(dom):
+        for y in range(K):
+            E[y * D : (y + 1) * D, xi * K + y] = psi
+    A = np.vstack([np.array(rows), E, -E])
+    b = np.concatenate([rhs, (tau + lam).ravel(), -(tau - lam).ravel()])
+    Aeq = np.zeros((1, nv))
+    Aeq[0, : nx * K] = 1.0
+    r = linprog(c, A_ub=A, b_ub=b, A_eq=Aeq, b_eq=[1.0], bounds=[(0, None)] * nv, method="highs")
+    assert r.status == 0, r.message
+    return -r.fun
+
+
+def worst_case_error_of_rule(summary, tau, lam, model):
+    """max_{p in U} Σ p(x,y)(1 − h(y|x)) for the model's randomized rule h (an LP in p)."""
+    dom = domain_phi(summary)
+    K, D = tau.shape
+    X = np.array([x for x, _ in dom])
+    H = model.predict_proba(X)  # (nx, K)
+    nx = len(dom)
+    c = -(1.0 - H).ravel()
+    E = np.zeros((K * D, nx * K))
+    for xi, (_, psi) in enumerate(dom):
+        for y in range(K):
+            E[y * D : (y + 1) * D, xi * K + y] = psi
+    A = np.vstack([E, -E])
+    b = np.concatenate([(tau + lam).ravel(), -(tau - lam).ravel()])
+    r = linprog(c, A_ub=A, b_ub=b, A_eq=np.ones((1, nx * K)), b_eq=[1.0], bounds=[(0, None)] * (nx * K), method="highs")
+    assert r.status == 0, r.message
+    return -r.fun
+
+
+def random_cases(n_cases, seed, numeric=False):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for t in range(n_cases):
+        d = int(rng.integers(1, 6))
+        levels = [int(rng.integers(2, 4)) for _ in range(d)]
+        while np.prod(levels) > 81:
+            levels.pop()
+        K = 2 + (t % 2)
+        num = [(0.0, 1.0)] if numeric and t % 3 == 0 else [(-1.0, 2.0)] if numeric else []
+        cases.append((rng, levels, K, num))
+    return cases
+
+
+# ------------------------------------------------------------------ the oracle tests
+
+
+@pytest.mark.parametrize("s", [0.0, 0.7, None])
+def test_R_matches_brute_force_joint_lp(s):
+    """R* over the whole domain = max Bayes error over distributions matching τ ± λ."""
+    checked = 0
+    for rng, levels, K, _ in random_cases(12, seed=11 if s is None else int(100 * s) + 1):
+        cb, S, p = make_problem(rng, levels, K, sparsity=0.15)
+        m = MRC(s=s, solver="full").fit(S)
+        R = brute_force_R(S, S.tau, m.lambda_)
+        assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
+        if s == 0.0:
+            assert np.all(m.lambda_ == 0.0)
+        checked += 1
+    assert checked == 12
+
+
+def test_R_matches_brute_force_with_numeric_features():
+    """Raw numeric features on [lo, hi]: the oracle's max(lo·c, hi·c) is exact."""
+    for rng, levels, K, num in random_cases(8, seed=5, numeric=True):
+        cb, S, p = make_problem(rng, levels[:3], K, numeric=num)
+        for s in (0.0, 0.5):
+            m = MRC(s=s, solver="full").fit(S)
+            R = brute_force_R(S, S.tau, m.lambda_)
+            assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
+
+
+def test_solver_on_arrays_with_arbitrary_lambda():
+    """solve_full on (τ, λ, blocks) directly, with a random non-uniform λ."""
+    rng = np.random.default_rng(3)
+    for t in range(6):
+        K = 2 + t % 2
+        cb, S, p = make_problem(rng, [3, 2, 3][: 1 + t % 3], K)
+        lam = rng.uniform(0.0, 0.03, size=S.tau.shape)
+        fmap = FeatureMap(S.blocks, list(range(len(S.blocks))))
+        sol = solve_full(fmap, S.tau, lam)
+        R = brute_force_R(S, S.tau, lam)
+        assert abs(sol.value - R) <= 1e-6
+        assert sol.converged
+
+
+def test_randomized_rule_attains_R_and_deterministic_rule_within_twice():
+    """The rule (6) built from μ* has worst-case error exactly R* over U (minimax optimality)."""
+    rng = np.random.default_rng(21)
+    for t in range(6):
+        cb, S, p = make_problem(rng, [3, 2, 2][: 1 + t % 3], 2 + t % 2)
+        m = MRC(s=0.5 if t % 2 else 0.0, solver="full").fit(S)
+        wc = worst_case_error_of_rule(S, S.tau, m.lambda_, m)
+        assert abs(wc - m.worst_case_error_) <= 1e-6, (wc, m.worst_case_error_)
+
+
+def test_final_mu_feasible_for_every_row_by_enumeration():
+    """gᵀμ − ν ≤ b for every (x, C) of the whole domain, and some row is tight (ν = φ + 1)."""
+    rng = np.random.default_rng(8)
+    for t in range(6):
+        K = 2 + t % 2
+        cb, S, p = make_problem(rng, [3, 3, 2, 2][: 2 + t % 3], K, numeric=[(-1.0, 2.0)] if t % 2 else [], sparsity=0.2)
+        m = MRC(s=0.3 * (t % 3), solver="full").fit(S)
+        dom = domain_phi(S)
+        worst = -np.inf
+        for _, psi in dom:
+            sc = m.mu_ @ psi  # (K,) Φ(x,y)ᵀμ
+            for C in label_subsets(K):
+                val = (sc[list(C)].sum() - 1.0) / len(C)  # gᵀμ − b − 1
+                worst = max(worst, val)
+        assert worst <= m.phi_ + 1e-9
+        assert worst >= m.phi_ - 1e-9
+        assert abs(m.nu_ - (m.phi_ + 1.0)) < 1e-12
+
+
+def test_row_generation_bounds_and_optimality_gap():
+    """LP values (lower bounds) never decrease; the last round closes the gap to the exact R(μ)."""
+    rng = np.random.default_rng(9)
+    for t in range(5):
+        cb, S, p = make_problem(rng, [3, 3, 3, 2, 2][: 3 + t % 3], 2 + t % 2)
+        m = MRC(s=0.0, solver="full").fit(S)
+        lo, up = np.array(m.row_rounds_["lower"]), np.array(m.row_rounds_["upper"])
+        assert np.all(np.diff(lo) >= -1e-9)
+        assert np.all(up >= lo - 1e-9)  # R(μ) is an upper bound at every round
+        assert up[-1] - lo[-1] <= 1e-7
+        assert m.converged_
+        assert m.iterations_ == [m.worst_case_error_]
+
+
+def test_dual_is_a_distribution_matching_the_box():
+    """At the end of row generation the LP dual α is a distribution with τ−λ ≤ Fᵀα ≤ τ+λ and −bᵀα = R."""
+    rng = np.random.default_rng(4)
+    for t in range(4):
+        K = 2 + t % 2
+        cb, S, p = make_problem(rng, [3, 2, 3], K)
+        fmap = FeatureMap(S.blocks, [0, 1, 2])
+        lam = np.full(S.tau.shape, 0.01)
+        lp = MinimaxLP((S.tau - lam).ravel(), (S.tau + lam).ravel(), 1e3)
+        lp.add_columns(np.arange(S.tau.size))
+        orc = FirstOrderOracle(fmap, K)
+        lp.add_rows(orc.covering_cuts())
+        res = generate_rows(lp, orc)
+        assert res.converged
+        a = lp.alpha
+        assert np.all(a >= -1e-9) and abs(a.sum() - 1.0) < 1e-8
+        assert np.all(lp.dual_violation() <= 1e-8)
+        assert abs(-np.dot(lp.b, a) - lp.objective) < 1e-8
+
+
+# ------------------------------------------------------------------------ rules
+
+
+def test_predict_proba_and_predict_consistency():
+    rng = np.random.default_rng(2)
+    cb, S, p = make_problem(rng, [3, 3, 2], 3, numeric=[(0.0, 5.0)], sparsity=0.1)
+    m = MRC(solver="full").fit(S)
+    X = np.column_stack([rng.integers(0, 3, 50), rng.integers(0, 3, 50), rng.integers(0, 2, 50), rng.uniform(-1, 6, 50)])
+    P = m.predict_proba(X)
+    assert P.shape == (50, 3)
+    assert np.all(P >= 0) and np.allclose(P.sum(axis=1), 1.0)
+    F = m.decision_function(X)
+    assert np.array_equal(m.predict(X), np.argmax(F, axis=1))
+    # decision_function = Φ(x, y)ᵀμ with Φ built explicitly (numeric values clipped to [lo, hi])
+    Xc = X.copy()
+    Xc[:, 3] = np.clip(Xc[:, 3], 0.0, 5.0)
+    psi = np.zeros((50, S.psi_dim))
+    for r in range(50):
+        for i in range(3):
+            psi[r, S.blocks[i].offset + int(X[r, i])] = 1.0
+        psi[r, S.blocks[3].offset] = Xc[r, 3]
+    assert np.allclose(F, psi @ m.mu_.T)
+    # rule (6): probabilities proportional to (score − φ)+
+    h = np.maximum(F - m.phi_, 0.0)
+    pos = h.sum(axis=1) > 0
+    assert np.allclose(P[pos], h[pos] / h[pos].sum(axis=1, keepdims=True))
+    assert np.allclose(P[~pos], 1.0 / 3)
+
+
+def test_empty_cells_are_impossible_not_errors():
+    """τ = λ = 0 cells: R still matches the brute force; the label gets probability 0 there."""
+    rng = np.random.default_rng(13)
+    found = 0
+    for t in range(8):
+        cb, S, p = make_problem(rng, [3, 3], 2 + t % 2, sparsity=0.45)
+        m = MRC(s=0.0, solver="full").fit(S)
+        R = brute_force_R(S, S.tau, m.lambda_)
+        assert abs(m.worst_case_error_ - R) <= 1e-6
+        assert np.array_equal(m.impossible_, (S.tau + m.lambda_) <= 0)
+        for y, j in zip(*np.nonzero(m.impossible_)):
+            blk = next(b for b in S.blocks if b.offset <= j < b.offset + b.size)
+            if (S.tau[:, j] > 0).any():  # a level seen with another label
+                found += 1
+                i = S.blocks.index(blk)
+                X = np.zeros((3, 2))
+                X[:, i] = j - blk.offset
+                X[:, 1 - i] = np.arange(3)
+                F = m.decision_function(X)
+                assert np.all(F[:, y] <= m.phi_ - m.bound_ / 2)  # μ fixed at −B: y is ruled out
+                informative = np.maximum(F - m.phi_, 0).sum(axis=1) > 0  # else rule (6) is uniform
+                assert np.all(m.predict_proba(X)[informative, y] == 0.0)
+    assert found > 0
+
+
+def test_inconsistent_statistics_raise_input_error():
+    """τ that no distribution matches (block totals disagree) with λ = 0: an InputError, not a crash."""
+    tau = np.array([[0.3, 0.2, 0.1, 0.1], [0.25, 0.25, 0.3, 0.3]])  # block 2 sums to 0.8 ≠ 1
+    blocks = [type("B", (), {"name": "a", "kind": "onehot", "size": 2})(), type("B", (), {"name": "b", "kind": "onehot", "size": 2})()]
+    fmap = FeatureMap(blocks, [0, 1])
+    with pytest.raises(InputError, match="no distribution matches"):
+        solve_full(fmap, tau, np.zeros_like(tau))
+
+
+def test_feature_subset_equals_marginal_problem():
+    """features=[...] solves the MRC of the sub-codebook (other features ignored)."""
+    rng = np.random.default_rng(17)
+    cb, S, p = make_problem(rng, [3, 2, 3], 2)
+    m = MRC(s=0.0, features=["f0", "f2"], solver="full").fit(S)
+    sub = S.restrict(["f0", "f2"])
+    R = brute_force_R(sub, sub.tau, np.zeros_like(sub.tau))
+    assert abs(m.worst_case_error_ - R) <= 1e-6
+    assert m.feature_names_ == ["f0", "f2"]
+    X = np.array([[0, 1, 2], [2, 0, 1]], dtype=float)
+    Xs = X[:, [0, 2]]
+    m2 = MRC(s=0.0, solver="full").fit(sub)
+    assert abs(m.worst_case_error_ - m2.worst_case_error_) < 1e-9
+    assert np.allclose(m.decision_function(X), m2.decision_function(Xs), atol=1e-7)  # same LP, same data columns
+    with pytest.raises(InputError, match="unknown feature 'nope'"):
+        MRC(features=["nope"]).fit(S)
+
+
+def test_more_features_never_raise_R():
+    """Adding constraints (features) shrinks U, so R* can only drop."""
+    rng = np.random.default_rng(23)
+    for t in range(4):
+        cb, S, p = make_problem(rng, [3, 3, 2, 2], 2 + t % 2)
+        r = [MRC(s=0.0, features=[f"f{i}" for i in range(k)], solver="full").fit(S).worst_case_error_ for k in range(1, 5)]
+        assert np.all(np.diff(r) <= 1e-9), r
+
+
+def test_model_round_trip_json():
+    rng = np.random.default_rng(31)
+    cb, S, p = make_problem(rng, [3, 2], 3, numeric=[(0.0, 2.0)], sparsity=0.2)
+    m = MRC(solver="full").fit(S)
+    d = json.loads(json.dumps(m.to_dict()))
+    m2 = MRC.from_dict(d)
+    X = np.column_stack([rng.integers(0, 3, 20), rng.integers(0, 2, 20), rng.uniform(0, 2, 20)])
+    assert np.allclose(m2.predict_proba(X), m.predict_proba(X))
+    assert np.array_equal(m2.predict(X), m.predict(X))
+    assert m2.worst_case_error_ == m.worst_case_error_
+    assert np.array_equal(m2.impossible_, m.impossible_)
+    assert m2.fingerprint_ == S.fingerprint
+    with pytest.raises(InputError, match="not an MRC model"):
+        MRC.from_dict({"learner": "renyi"})
+
+
+def test_errors_and_unfitted():
+    rng = np.random.default_rng(1)
+    cb, S, p = make_problem(rng, [2, 2], 2)
+    with pytest.raises(InputError, match="not fitted"):
+        MRC().predict(np.zeros((1, 2)))
+    with pytest.raises(InputError, match="unknown MRC solver 'simplex'"):
+        MRC(solver="simplex").fit(S)
+    with pytest.raises(InputError, match="coverage"):
+        MRC(coverage=1.5).fit(S)
+    m = MRC(solver="full").fit(S)
+    with pytest.raises(InputError, match="code 2 at row 1 is outside 0..1"):
+        m.predict(np.array([[2.0, 0.0]]))
+
+
+# ------------------------------------------------------------------ calibration
+
+
+def test_bonferroni_z_gives_simultaneous_coverage():
+    for cov, m in [(0.95, 1), (0.95, 40), (0.9, 1000)]:
+        z = bonferroni_z(cov, m)
+        assert abs(m * 2 * norm.sf(z) - (1 - cov)) < 1e-12
+    assert abs(bonferroni_z(0.95, 1) - 1.959963984540054) < 1e-9
+
+
+def test_lambda_formula_and_overrides():
+    rng = np.random.default_rng(0)
+    cb, S, p = make_problem(rng, [3, 2], 2)
+    lam = summary_lambda(S)
+    z = bonferroni_z(0.95, S.tau.size)
+    assert np.allclose(lam, z * np.sqrt(S.tau * (1 - S.tau)) / np.sqrt(S.n))
+    assert np.all(summary_lambda(S, s=0.0) == 0.0)
+    ts, ns = S.tau_std, np.full(S.tau.shape, 0.002)
+    lam2 = confidence_lambda(ts, ns, S.n, s=0.3)
+    assert np.allclose(lam2, 0.3 * ts / np.sqrt(S.n) + z * 0.002)
+    with pytest.raises(InputError, match="s must be"):
+        confidence_lambda(ts, ns, S.n, s=-1.0)
+
+
+def test_coverage_of_calibrated_box_by_simulation():
+    """The Bonferroni box τ̂ ± λ contains the true τ at least ~coverage of the time."""
+    rng = np.random.default_rng(42)
+    levels, K, n = [3, 2], 2, 400
+    p = rng.dirichlet(np.ones(12)).reshape(3, 2, 2)
+    tau_true = np.concatenate([p.sum(1).T, p.sum(0).T], axis=1)  # (K, 5)
+    flat = p.ravel()
+    hits = 0
+    trials = 300
+    for _ in range(trials):
+        cells = rng.choice(flat.size, size=n, p=flat)
+        a, b, y = np.unravel_index(cells, p.shape)
+        tau = np.zeros((K, 5))
+        np.add.at(tau, (y, a), 1.0)
+        np.add.at(tau, (y, 3 + b), 1.0)
+        tau /= n
+        lam = confidence_lambda(np.sqrt(tau * (1 - tau)), np.zeros_like(tau), n)
+        hits += np.all(np.abs(tau - tau_true) <= lam)
+    assert hits / trials >= 0.9
+
+
+# -------------------------------------------------------------------- featuremap
+
+
+def test_featuremap_psi_phi():
+    blocks = [
+        type("B", (), {"name": "a", "kind": "onehot", "size": 3})(),
+        type("B", (), {"name": "x", "kind": "numeric", "size": 1, "lo": -1.0, "hi": 1.0})(),
+        type("B", (), {"name": "b", "kind": "onehot", "size": 2})(),
+    ]
+    fm = FeatureMap(blocks, [2, 0, 1])  # data columns: x, b, a
+    X = np.array([[0.5, 1, 2], [3.0, 0, 0]])
+    P = fm.psi(X)
+    assert np.array_equal(P, [[0, 0, 1, 0.5, 0, 1], [1, 0, 0, 1.0, 1, 0]])
+    Phi = fm.phi(X, np.array([1, 0]), 2)
+    assert np.array_equal(Phi[0, 1], P[0]) and np.all(Phi[0, 0] == 0)
+    mu = np.arange(12.0).reshape(2, 6)
+    assert np.allclose(fm.scores(X, mu), P @ mu.T)
+    assert fm.vertex_col.tolist() == [0, 1, 2, 3, 3, 4, 5]
+    assert fm.vertex_val.tolist() == [1, 1, 1, -1, 1, 1, 1]
+    with pytest.raises(InputError, match="feature 'a': code 3 at row 1"):
+        fm.psi(np.array([[0.0, 0, 3]]))
