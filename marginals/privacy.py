@@ -412,6 +412,95 @@ def _is_integral(arr: np.ndarray) -> bool:
 # ---------------------------------------------------------------------------------------
 # Release
 # ---------------------------------------------------------------------------------------
+def _mechanism(epsilon: Any, rho: Any, delta: Any) -> tuple[str, float]:
+    """Validate the budget arguments; return (mechanism, total budget)."""
+    if (epsilon is None) == (rho is None):
+        raise InputError("give exactly one of epsilon (Laplace) or rho (Gaussian)")
+    budget = epsilon if epsilon is not None else rho
+    which = "epsilon" if epsilon is not None else "rho"
+    try:
+        budget = float(budget)
+    except (TypeError, ValueError):
+        raise InputError(f"{which} must be a number, got {budget!r}") from None
+    if not (budget > 0.0) or not math.isfinite(budget):
+        raise InputError(f"{which} must be finite and > 0, got {budget!r}")
+    mechanism = "laplace" if epsilon is not None else "gaussian"
+    try:
+        dl = float(delta)
+    except (TypeError, ValueError):
+        raise InputError(f"delta must be a number, got {delta!r}") from None
+    if mechanism == "gaussian" and not (0.0 < dl < 1.0):
+        raise InputError(f"delta must be in (0, 1), got {delta!r}")
+    return mechanism, budget
+
+
+@dataclass(frozen=True)
+class _Spec:
+    clique: tuple[str, ...]
+    kind: str
+
+    @property
+    def name(self) -> str:
+        return ("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique) + ("" if self.kind == "moments" else "]")
+
+
+def plan_cost(
+    cliques: Sequence[tuple[str, ...]],
+    codebook: Any,
+    epsilon: float | None = None,
+    rho: float | None = None,
+    weights: Any = None,
+    delta: float = 1e-6,
+) -> PrivacyCost:
+    """The cost :func:`privatize` will report for these cliques — computed from the plan
+    alone, before any data is read, so the budget can be checked first.
+
+    Parameters
+    ----------
+    cliques : sequence of tuple of str
+        Canonical cliques (e.g. from ``marginals.tables.plan_cliques``); a clique
+        ``(f, label)`` with ``f`` raw numeric is a moment table.
+    codebook : Codebook
+    epsilon, rho, weights, delta
+        As for :func:`privatize`.
+
+    Returns
+    -------
+    PrivacyCost
+        Identical to the cost :func:`privatize` returns for tables of these cliques.
+    """
+    mechanism, budget = _mechanism(epsilon, rho, delta)
+    lab = codebook.label.name
+    specs = []
+    for c in cliques:
+        c = tuple(c)
+        if not c:
+            raise InputError("empty clique in the release plan")
+        feats = [a for a in c if a != lab]
+        raw = [a for a in feats if not codebook.feature(a).is_discrete]
+        specs.append(_Spec(c, "moments" if raw else "counts"))
+    if not specs:
+        raise InputError("nothing to release: no cliques")
+    shares = split_budget(budget, _resolve_weights(specs, weights, lab))
+    tot_eps = tot_rho = 0.0
+    for sp, share in zip(specs, shares):
+        integer = sp.kind == "counts"
+        sens = table_sensitivity(sp.kind, mechanism, integer)
+        _, meas, cost = _calibrate(mechanism, float(share), sens, integer)
+        if mechanism == "laplace":
+            tot_eps += cost
+            tot_rho += pure_to_rho(meas, sens)
+        else:
+            tot_rho += cost
+    return _total(mechanism, tot_eps, tot_rho, float(delta))
+
+
+def _total(mechanism: str, tot_eps: float, tot_rho: float, delta: float) -> PrivacyCost:
+    if mechanism == "laplace":
+        return PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
+    return PrivacyCost(epsilon=rho_to_epsilon(tot_rho, delta), delta=delta, rho=tot_rho)
+
+
 def privatize(
     tables: Sequence[Any],
     epsilon: float | None = None,
@@ -449,19 +538,7 @@ def privatize(
         Sum of OpenDP's maps: Laplace ``(Σ ε_t, 0, Σ ε_t²/2)``; Gaussian
         ``(ε(Σ ρ_t, δ), δ, Σ ρ_t)``.
     """
-    if (epsilon is None) == (rho is None):
-        raise InputError("give exactly one of epsilon (Laplace) or rho (Gaussian)")
-    budget = epsilon if epsilon is not None else rho
-    which = "epsilon" if epsilon is not None else "rho"
-    try:
-        budget = float(budget)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{which} must be a number, got {budget!r}") from None
-    if not (budget > 0.0) or not math.isfinite(budget):
-        raise InputError(f"{which} must be finite and > 0, got {budget!r}")
-    mechanism = "laplace" if epsilon is not None else "gaussian"
-    if mechanism == "gaussian" and not (0.0 < float(delta) < 1.0):
-        raise InputError(f"delta must be in (0, 1), got {delta!r}")
+    mechanism, budget = _mechanism(epsilon, rho, delta)
     tables = list(tables)
     if not tables:
         raise InputError("nothing to privatize: no tables")
@@ -507,11 +584,7 @@ def privatize(
                               epsilon=rho_to_epsilon(cost, float(delta)), delta=float(delta), rho=cost)
             tot_rho += cost
         noisy.append(replace(t, counts=new, noise=rec))
-    if mechanism == "laplace":
-        total = PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
-    else:
-        total = PrivacyCost(epsilon=rho_to_epsilon(tot_rho, float(delta)), delta=float(delta), rho=tot_rho)
-    return noisy, total
+    return noisy, _total(mechanism, tot_eps, tot_rho, float(delta))
 
 
 def release_cost(tables: Sequence[Any]) -> PrivacyCost:
