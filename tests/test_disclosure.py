@@ -1,0 +1,108 @@
+"""Min-cell rule: refusal names the table and cell; suppression zeroes exactly the offending
+cells and records them; DP tables and empty cells pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marginals.disclosure import DEFAULT_MIN_CELL, DEFAULT_POLICY, apply_min_cell
+from marginals.errors import InputError, RefusedError
+from marginals.noise import NoiseRecord
+from marginals.privacy import privatize
+from marginals.tables import MarginalTable, count_tables, plan_cliques
+
+
+def _t(clique, counts, **kw):
+    return MarginalTable(clique=clique, counts=np.asarray(counts), **kw)
+
+
+def test_defaults_are_datashield_threshold_and_refusal():
+    assert DEFAULT_MIN_CELL == 3 and DEFAULT_POLICY == "refuse"
+
+
+def test_refuses_table_with_small_nonzero_cell_naming_table_and_cell():
+    ok = _t(("y",), [10, 12])
+    bad = _t(("a", "y"), [[5, 7], [0, 2], [5, 3]])
+    out, sup = apply_min_cell([ok, _t(("a", "y"), [[5, 7], [0, 3], [5, 2 + 1]])])
+    assert sup == [] and len(out) == 2
+    with pytest.raises(RefusedError) as ei:
+        apply_min_cell([ok, bad])
+    msg = str(ei.value)
+    assert "\n" not in msg and "N[a,y]" in msg and "[a=1, y=1]" in msg and "below 3" in msg
+    # empty cells (0) are allowed; a threshold of 1 disables the rule
+    apply_min_cell([_t(("a", "y"), [[0, 0], [4, 3]])])
+    out, sup = apply_min_cell([bad], k=1)
+    assert sup == [] and np.array_equal(out[0].counts, bad.counts)
+    # higher threshold catches more
+    with pytest.raises(RefusedError, match="below 6"):
+        apply_min_cell([ok, _t(("a", "y"), [[5, 7], [0, 3], [6, 6]])], k=6)
+
+
+def test_bad_arguments():
+    with pytest.raises(InputError):
+        apply_min_cell([_t(("y",), [4, 4])], policy="hide")
+    with pytest.raises(InputError):
+        apply_min_cell([_t(("y",), [4, 4])], k=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 7))
+def test_suppression_zeroes_exactly_the_offending_cells(seed, k):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 5, size=int(rng.integers(1, 4))))
+    counts = rng.integers(0, 9, size=shape)
+    t = _t(tuple(f"a{i}" for i in range(len(shape))), counts)
+    out, sup = apply_min_cell([t], k=k, policy="suppress")
+    new = out[0].counts
+    offending = (counts > 0) & (counts < k)
+    # no nonzero cell below k remains; every other cell is untouched
+    assert not np.any((new > 0) & (new < k))
+    assert np.array_equal(new[~offending], counts[~offending])
+    assert np.all(new[offending] == 0)
+    assert {s.cell for s in sup} == {tuple(int(i) for i in ix) for ix in np.argwhere(offending)}
+    assert all(s.table == t.name for s in sup)
+    if offending.any():
+        with pytest.raises(RefusedError):
+            apply_min_cell([t], k=k, policy="refuse")
+    else:
+        assert apply_min_cell([t], k=k)[0][0] is t
+
+
+def test_moment_tables_are_checked_through_class_counts():
+    cb = Codebook(features=(NumericFeature("age", lo=0, hi=90), CategoricalFeature("s", ("m", "f"))),
+                  label=Label("y", ("a", "b", "c")))
+    X = np.array([[30.0, 0], [40.0, 1], [50.0, 0], [60.0, 1], [70.0, 0], [80.0, 1], [20.0, 0]])
+    y = np.array([0, 0, 0, 1, 1, 1, 2])  # class 2 has a single patient
+    tables = count_tables(cb, X, y, plan_cliques(cb, "first"))
+    with pytest.raises(RefusedError):
+        apply_min_cell(tables, label="y")
+    # the moment table sums class 2's single value: checked via the class counts N[y]
+    lab = [t for t in tables if t.clique == ("y",)]
+    mom = [t for t in tables if t.kind == "moments"]
+    with pytest.raises(RefusedError, match=r"moments:age,y sums over class 2 with 1 patients"):
+        apply_min_cell(mom + lab, label="y")
+    apply_min_cell([_t(("y",), [3, 3, 4])] + mom, label="y")  # every class has >= 3 patients
+    out, sup = apply_min_cell(mom + lab, label="y", policy="suppress")
+    m = [t for t in out if t.kind == "moments"][0]
+    assert np.all(m.counts[:, 2] == 0) and np.array_equal(m.counts[:, :2], mom[0].counts[:, :2])
+    assert {(s.table, s.cell) for s in sup} >= {("moments:age,y", (0, 2)), ("moments:age,y", (1, 2))}
+    # without any class counts in the release, a moment table cannot be checked
+    with pytest.raises(RefusedError, match="cannot check"):
+        apply_min_cell(mom, label="y")
+
+
+def test_dp_tables_are_not_checked():
+    t = _t(("a", "y"), [[1, 2], [7, 9]], noise=NoiseRecord(mechanism="laplace", scale=1.0, std=1.4, epsilon=1.0))
+    out, sup = apply_min_cell([t])
+    assert out[0] is t and sup == []
+    cb = Codebook(features=(CategoricalFeature("a", ("0", "1")),), label=Label("y", ("n", "p")))
+    exact = count_tables(cb, np.array([[0.0], [1.0], [1.0]]), np.array([0, 1, 1]), plan_cliques(cb, "first"))
+    with pytest.raises(RefusedError):
+        apply_min_cell(exact)
+    noisy, _ = privatize(exact, epsilon=1.0, codebook=cb)
+    out, sup = apply_min_cell(noisy)
+    assert sup == [] and all(a is b for a, b in zip(out, noisy))
