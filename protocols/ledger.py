@@ -15,6 +15,7 @@ Each entry (keys sorted, no spaces, UTF-8) records one release::
     prev         sha256 hex of the previous entry's line (without "\\n"); 64 zeros for seq 1
     site         releasing site
     recipient    key id of the learner the bundle was sealed to, or null
+    recipient_name  the learner's name as the site knows it (its key file's name), or null
     bundle       sha256 hex of the signed bundle's bytes (Bundle.digest())
     file_sha256  sha256 hex of the file written (the sealed envelope), or null
     n_rows       the row count stated in the bundle (null if not released)
@@ -88,6 +89,7 @@ _FIELDS = {
     "prev": str,
     "site": str,
     "recipient": (str, type(None)),
+    "recipient_name": (str, type(None)),
     "bundle": str,
     "file_sha256": (str, type(None)),
     "n_rows": (int, type(None)),
@@ -428,6 +430,7 @@ class Ledger:
         statistics: Sequence[Mapping[str, Any]],
         cost: Any,
         recipient: str | None = None,
+        recipient_name: str | None = None,
         mechanism: str | None = None,
         file_digest: str | None = None,
         n_rows: int | None = None,
@@ -454,6 +457,8 @@ class Ledger:
             This release's cost (``inf`` for exact releases).
         recipient : str, optional
             Key id of the learner's sealing key.
+        recipient_name : str, optional
+            The learner's name (e.g. the ``--to`` key file name before ``.seal.pub``).
         mechanism : str, optional
             Default: derived from ``statistics``.
         file_digest : str, optional
@@ -510,6 +515,7 @@ class Ledger:
                 "prev": line_hash(lines[-1]) if lines else GENESIS,
                 "site": site,
                 "recipient": recipient,
+                "recipient_name": recipient_name,
                 "bundle": bundle_digest,
                 "file_sha256": file_digest,
                 "n_rows": None if n_rows is None else int(n_rows),
@@ -538,6 +544,7 @@ class Ledger:
         file_digest: str | None = None,
         cap: Any = None,
         cost: Any = None,
+        recipient_name: str | None = None,
     ) -> dict[str, Any]:
         """Append the entry for a (final, signed) bundle: site, recipient, statistics,
         cost and digest are read from it.
@@ -564,6 +571,7 @@ class Ledger:
             statistics=stats,
             cost=c,
             recipient=bundle.header.get("recipient"),
+            recipient_name=recipient_name,
             file_digest=file_digest,
             n_rows=bundle.header.get("n_rows"),
             private_key=private_key,

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 
 import pytest
+import typer
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
+from typer.testing import CliRunner
+
+from cli import keys as keys_cli
 from marginals.errors import InputError, RefusedError
 from protocols import keys as K
 
@@ -146,3 +151,56 @@ def test_in_memory_trust_store():
     assert ts.lookup(K.key_id(k))[0] == "s1"
     with pytest.raises(InputError):
         K.TrustStore.from_keys({"s1": x25519.X25519PrivateKey.generate().public_key()})
+
+
+# ---------------------------------------------------------------------------------------
+# `marg keys` commands, mounted on a small root app
+# ---------------------------------------------------------------------------------------
+root = typer.Typer()
+root.add_typer(keys_cli.app, name="keys")
+runner = CliRunner()
+
+
+def test_cli_keys_init_writes_loadable_keys_and_reports_ids(tmp_path):
+    d = tmp_path / "k"
+    res = runner.invoke(root, ["keys", "init", "--site", "north", "--dir", str(d), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["sign_key_id"] == K.key_id(K.load_verify_key(d / "north.sign.pub"))
+    assert out["seal_key_id"] == K.key_id(K.load_seal_key(d / "north.seal.key"))
+    assert stat.S_IMODE(os.stat(d / "north.sign.key").st_mode) == 0o600
+    # a second init refuses (exit 1, one line) and leaves the keys alone
+    before = (d / "north.sign.key").read_bytes()
+    res = runner.invoke(root, ["keys", "init", "--site", "north", "--dir", str(d)])
+    assert res.exit_code == 1 and "already exists" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert (d / "north.sign.key").read_bytes() == before
+    # keys show prints the same id
+    res = runner.invoke(root, ["keys", "show", str(d / "north.sign.pub")])
+    assert res.exit_code == 0 and out["sign_key_id"] in res.stdout
+
+
+def test_cli_keys_init_with_passphrase_file(tmp_path):
+    pw = tmp_path / "pw"
+    pw.write_text("hunter2\n")
+    d = tmp_path / "k"
+    res = runner.invoke(root, ["keys", "init", "--site", "lab", "--dir", str(d), "--passphrase-file", str(pw)])
+    assert res.exit_code == 0, res.output
+    assert K.key_id(K.load_signing_key(d / "lab.sign.key", b"hunter2")) == K.key_id(K.load_verify_key(d / "lab.sign.pub"))
+    res = runner.invoke(root, ["keys", "init", "--site", "bad name", "--dir", str(d)])
+    assert res.exit_code == 2 and "invalid site name" in res.stderr
+
+
+def test_cli_keys_trust(tmp_path):
+    kf = K.generate_keys("south", tmp_path / "k")
+    trust = tmp_path / "trust"
+    res = runner.invoke(root, ["keys", "trust", str(kf.sign_pub), "--trust", str(trust), "--expect-id", "00000000"])
+    assert res.exit_code == 1 and "does not match" in res.stderr and not trust.exists()
+    res = runner.invoke(root, ["keys", "trust", str(kf.sign_pub), "--trust", str(trust), "--expect-id", kf.sign_id[:12]])
+    assert res.exit_code == 0, res.output
+    ts = K.TrustStore(trust)
+    assert ts.lookup(kf.sign_id)[0] == "south"
+    other = K.generate_keys("south", tmp_path / "k2")
+    res = runner.invoke(root, ["keys", "trust", str(other.sign_pub), "--trust", str(trust)])
+    assert res.exit_code == 1 and "different key" in res.stderr
+    res = runner.invoke(root, ["keys", "trust", str(kf.seal_pub), "--trust", str(trust)])
+    assert res.exit_code == 2 and "X25519" in res.stderr

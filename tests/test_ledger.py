@@ -12,8 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
+from typer.testing import CliRunner
 
+from cli import audit as audit_cli
 from marginals.codebook import CategoricalFeature, Codebook, Label, canonical_json
 from marginals.errors import InputError, RefusedError
 from marginals.privacy import PrivacyCost, write_budget
@@ -140,7 +143,8 @@ def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
     files = []
     for i, site_seed in enumerate([1, 2, 3]):
         final, blob = finalize_bundle(make_bundle("north", site_seed), key, learner.public_key() if i == 1 else None)
-        e = led.record(final, key, file_digest=hashlib.sha256(blob).hexdigest() if i == 1 else None)
+        e = led.record(final, key, file_digest=hashlib.sha256(blob).hexdigest() if i == 1 else None,
+                       recipient_name="learner" if i == 1 else None)
         assert e["bundle"] == final.digest()
         assert [s["clique"] for s in e["statistics"]] == [s["clique"] for s in final.statistics]
         assert [s["shape"] for s in e["statistics"]] == [s["shape"] for s in final.statistics]
@@ -149,7 +153,7 @@ def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
         p = tmp_path / f"b{i}.bundle"
         p.write_bytes(blob)
         files.append(p)
-    assert led.entries()[1]["recipient"] == K.key_id(learner)
+    assert led.entries()[1]["recipient"] == K.key_id(learner) and led.entries()[1]["recipient_name"] == "learner"
     rep = led.verify(bundle_paths=files, public_key=key.public_key())
     assert rep.ok, rep.reason
     assert [b["seq"] for b in rep.bundles] == [1, 2, 3]
@@ -371,3 +375,68 @@ def test_concurrent_appends_are_serialised(tmp_path):
     rep = led.verify(public_key=kf.sign_pub)
     assert rep.ok and rep.n_entries == 16
     assert led.spent().epsilon == pytest.approx(0.16)
+
+
+# ---------------------------------------------------------------------------------------
+# `marg audit` commands, mounted on a small root app
+# ---------------------------------------------------------------------------------------
+root = typer.Typer()
+root.add_typer(audit_cli.app, name="audit")
+runner = CliRunner()
+
+
+def test_cli_audit_show_lists_every_release_with_running_totals(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    write_budget(led.directory, PrivacyCost(epsilon=2.0))
+    costs = fill(led, key, 4, seed=3)
+    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["n_entries"] == 4 and out["entries"] == led.entries()
+    assert out["cap"] == PrivacyCost(epsilon=2.0).to_dict()
+    assert out["spent"]["epsilon"] == pytest.approx(sum(c.epsilon for c in costs))
+    assert out["integrity"]["ok"] and out["head"] == line_hash(lines_of(led)[-1])
+    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory)])
+    assert res.exit_code == 0
+    rows = [ln for ln in res.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert len(rows) == 4
+    running = 0.0
+    for row, c in zip(rows, costs):
+        running += c.epsilon
+        assert f"{running:.4g}/2" in row and f"{c.epsilon:.4g}" in row
+    assert "Integrity: verified" in res.stdout
+    res = runner.invoke(root, ["audit", "show", "--ledger", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no ledger" in res.stderr
+
+
+def test_cli_audit_verify_exit_codes_and_first_bad_entry(tmp_path, key):
+    kf = K.generate_keys("north", tmp_path / "keys")
+    sk = K.load_signing_key(kf.sign_key)
+    led = Ledger(tmp_path / "L")
+    bdir = tmp_path / "out"
+    bdir.mkdir()
+    for i in range(3):
+        final, blob = finalize_bundle(make_bundle("north", i), sk)
+        led.record(final, sk)
+        (bdir / f"b{i}.bundle").write_bytes(blob)
+    (bdir / "notes.txt").write_text("not a bundle; ignored when a folder is given")
+    args = ["audit", "verify", "--ledger", str(led.directory), "--key", str(kf.sign_pub)]
+    res = runner.invoke(root, args + ["--bundles", str(bdir)])
+    assert res.exit_code == 0, res.output
+    assert "OK: 3 entries" in res.stdout and "3 bundle file(s)" in res.stdout
+    res = runner.invoke(root, args + ["--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["ok"]
+    # a foreign key refuses every entry
+    res = runner.invoke(root, ["audit", "verify", "--ledger", str(led.directory), "--key",
+                               str(K.generate_keys("x", tmp_path / "k2").sign_pub)])
+    assert res.exit_code == 1 and "unknown key" in res.stderr
+    # edit entry 2: exit 1, one line naming it
+    lines = lines_of(led)
+    lines[1] = _edit(lines[1], site="elsewhere")
+    write_lines(led, lines)
+    res = runner.invoke(root, args)
+    assert res.exit_code == 1
+    assert len(res.stderr.strip().splitlines()) == 1 and "entry seq 2" in res.stderr and "bad signature" in res.stderr
+    res = runner.invoke(root, args + ["--json"])
+    rep = json.loads(res.stdout)
+    assert res.exit_code == 1 and rep["first_bad_seq"] == 2 and rep["first_bad_line"] == 2 and not rep["ok"]

@@ -1,0 +1,122 @@
+"""``marg keys``: create a site's (or the learner's) key pairs, show key ids, fill a trust store.
+
+Thin commands over :mod:`protocols.keys`; library errors become one line and an exit code
+through :func:`cli.common.guarded`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marginals.errors import InputError, RefusedError
+from protocols.keys import (
+    SIGN_PUB_SUFFIX,
+    generate_keys,
+    key_id,
+    kind_name,
+    load_any_public_key,
+    load_verify_key,
+    read_passphrase_file,
+    validate_site_name,
+)
+
+from .common import JsonOpt, emit_json, guarded
+
+DEFAULT_KEY_DIR = "marg-keys"
+
+app = typer.Typer(
+    help="Key pairs: Ed25519 to sign bundles and ledger entries, X25519 to receive sealed bundles.",
+    no_args_is_help=True,
+)
+
+
+@app.command("init")
+@guarded
+def init_cmd(
+    site: Annotated[str, typer.Option("--site", help="Site (or learner) name; becomes the key file names.")],
+    directory: Annotated[Path, typer.Option("--dir", help="Folder for the four key files.")] = Path(DEFAULT_KEY_DIR),
+    passphrase_file: Annotated[
+        Optional[Path], typer.Option("--passphrase-file", help="Encrypt the private keys with the passphrase in this file.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace existing keys of this site (old signatures stop verifying).")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create SITE.sign.key/.sign.pub (Ed25519) and SITE.seal.key/.seal.pub (X25519) in --dir."""
+    pw = read_passphrase_file(passphrase_file) if passphrase_file is not None else None
+    kf = generate_keys(site, directory, passphrase=pw, overwrite=force)
+    if json_out:
+        emit_json(
+            {
+                "site": kf.site,
+                "sign_key": str(kf.sign_key),
+                "sign_pub": str(kf.sign_pub),
+                "seal_key": str(kf.seal_key),
+                "seal_pub": str(kf.seal_pub),
+                "sign_key_id": kf.sign_id,
+                "seal_key_id": kf.seal_id,
+                "encrypted": kf.encrypted,
+            }
+        )
+        return
+    enc = "passphrase-encrypted" if kf.encrypted else "NOT encrypted"
+    typer.echo(f"wrote {kf.sign_key}  private signing key ({enc}, owner-only): keep it at the site, never share it")
+    typer.echo(f"wrote {kf.sign_pub}  public signing key: give it to the learner for its trust store")
+    typer.echo(f"wrote {kf.seal_key}  private sealing key ({enc}, owner-only): opens bundles sealed to {site!r}")
+    typer.echo(f"wrote {kf.seal_pub}  public sealing key: sites seal bundles to it with `marg export --to`")
+    typer.echo(f"signing key id {kf.sign_id}")
+    typer.echo(f"sealing key id {kf.seal_id}")
+    typer.echo("Confirm key ids with the other party over a second channel (phone, letter) before trusting them.")
+
+
+@app.command("show")
+@guarded
+def show_cmd(
+    key_file: Annotated[Path, typer.Argument(help="A public key file (.sign.pub or .seal.pub).")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Print a public key's kind and id (sha256 of its raw bytes), to compare out of band."""
+    key = load_any_public_key(key_file)
+    kid = key_id(key)
+    if json_out:
+        emit_json({"file": str(key_file), "kind": kind_name(key), "key_id": kid})
+        return
+    typer.echo(f"{key_file}: {kind_name(key)}, key id {kid}")
+
+
+@app.command("trust")
+@guarded
+def trust_cmd(
+    key_file: Annotated[Path, typer.Argument(help="A site's public signing key (.sign.pub).")],
+    trust: Annotated[Path, typer.Option("--trust", help="The learner's trust store folder.")],
+    site: Annotated[
+        Optional[str], typer.Option("--site", help="Site name (default: the file name before .sign.pub).")
+    ] = None,
+    expect_id: Annotated[
+        Optional[str], typer.Option("--expect-id", help="Refuse unless the key id starts with this (as read out by the site).")
+    ] = None,
+) -> None:
+    """Add a site's public signing key to a trust store (as SITE.sign.pub)."""
+    key = load_verify_key(key_file)
+    name = site
+    if name is None:
+        if not key_file.name.endswith(SIGN_PUB_SUFFIX):
+            raise InputError(f"cannot tell the site from file name {key_file.name!r}; give --site")
+        name = key_file.name[: -len(SIGN_PUB_SUFFIX)]
+    validate_site_name(name)
+    kid = key_id(key)
+    if expect_id is not None and (len(expect_id) < 8 or not kid.startswith(expect_id.lower())):
+        raise RefusedError(f"key id {kid[:16]} of {key_file} does not match the expected {expect_id!r} (need >= 8 hex chars)")
+    trust.mkdir(parents=True, exist_ok=True)
+    target = trust / f"{name}{SIGN_PUB_SUFFIX}"
+    if target.exists():
+        old = key_id(load_verify_key(target))
+        if old == kid:
+            typer.echo(f"{target} already trusts this key ({kid[:16]})")
+            return
+        raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}); remove {target} first")
+    shutil.copyfile(key_file, target)
+    typer.echo(f"trusted site {name!r}: key id {kid} → {target}")
