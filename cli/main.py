@@ -127,7 +127,9 @@ def inspect_cmd(
 
 
 from . import demo as _demo  # noqa: E402  (registers `marg demo`)
+from . import learn as _learn  # noqa: E402  (registers learn / predict / evaluate)
 
+_learn.register(app)
 _demo.register(app)
 
 

@@ -1,0 +1,198 @@
+"""``marg learn``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import numpy as np
+import typer
+
+from learners.model import LEARNERS, Model, estimator_class, evaluate, now_iso
+from marginals.codebook import Codebook
+from marginals.encoding import encode_file, iter_encoded
+from marginals.errors import InputError
+from marginals.io import atomic_write_bytes, iter_batches
+from protocols.aggregate import summary_from_bundles
+from protocols.bundle import Bundle, load_bundle
+
+from .common import JsonOpt, OutOpt, emit_json, err, guarded
+
+ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
+DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
+SchemaCheck = Annotated[
+    Optional[Path], typer.Option("--schema", help="The site's codebook; refused if its fingerprint differs from the model's.")
+]
+
+
+def load_bundles(paths: list[Path]) -> tuple[list[Bundle], list[str]]:
+    bundles = [load_bundle(p) for p in paths]
+    return bundles, [str(p) for p in paths]
+
+
+def build_estimator(learner: str, *, s: float | None, coverage: float, solver: str, eps: float, n_max: int,
+                    k_max: int, ridge: float, features: list[str] | None, callback=None):
+    cls = estimator_class(learner)
+    if learner == "renyi":
+        return cls(ridge=ridge, features=features)
+    kw: dict[str, Any] = dict(s=s, coverage=coverage, features=features, solver=solver, eps=eps, n_max=n_max,
+                              k_max=k_max, callback=callback)
+    return cls(**kw)
+
+
+def learn_report(learner: str, est: Any, summary, seconds: float) -> dict[str, Any]:
+    """The machine-readable result of ``marg learn`` (keys of the CLI contract)."""
+    out: dict[str, Any] = {
+        "learner": learner,
+        "n": summary.n,
+        "sites": [s["site"] for s in summary.provenance.get("sites", [])],
+        "features": list(getattr(est, "feature_names_", None) or summary.feature_names),
+        "worst_case_error": float(est.worst_case_error_),
+        "seconds": seconds,
+    }
+    if learner in ("mrc", "dcc"):
+        out["iterations"] = [float(r) for r in est.iterations_]
+        sel = getattr(est, "selected_features_", None)
+        if sel is not None:
+            out["active_features"] = list(sel)
+    if learner == "dcc":
+        out["edges"] = [list(e) for e in est.edges_]
+    if learner == "renyi":
+        out["gamma"] = _scalar_or_list(est.gamma_)
+        out["hgr_lower_bound"] = _scalar_or_list(est.hgr_lower_bound_)
+        out["separable"] = _scalar_or_list(est.separable_)
+    return out
+
+
+def _scalar_or_list(v: Any) -> Any:
+    a = np.asarray(v)
+    if a.size == 1:  # binary label: one problem, one number
+        return a.reshape(()).item()
+    return a.tolist()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("learn")
+    @guarded
+    def learn(
+        bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
+        learner: Annotated[str, typer.Option("--learner", help="mrc, dcc or renyi.")],
+        out: OutOpt,
+        json_out: JsonOpt = False,
+        s: Annotated[Optional[float], typer.Option("--s", help="Raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
+        coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
+        solver: Annotated[str, typer.Option(help="MRC LP: cg (column generation) or full.")] = "cg",
+        eps: Annotated[float, typer.Option("--eps", help="Column generation: minimum dual violation for a feature to enter.")] = 1e-4,
+        n_max: Annotated[int, typer.Option("--n-max", help="Column generation: most features added per iteration.")] = 100,
+        k_max: Annotated[int, typer.Option("--k-max", help="Column generation: most iterations.")] = 10,
+        ridge: Annotated[float, typer.Option(help="Rényi: ridge added to Q.")] = 0.0,
+    ) -> None:
+        """Aggregate site bundles and fit a certified classifier from the summaries alone."""
+        if learner not in LEARNERS:
+            raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
+        if not bundles:
+            raise InputError("give at least one bundle")
+        t0 = time.perf_counter()
+        loaded, sources = load_bundles(bundles)
+        summary = summary_from_bundles(loaded, sources)
+        if summary.provenance.get("dropped_tables"):
+            dropped = summary.provenance["dropped_tables"]
+            err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
+
+        def progress(info: dict) -> None:
+            if "R" in info and info.get("stage") == "cg":
+                err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
+
+        est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
+                              ridge=ridge, features=None, callback=progress)
+        est.fit(summary)
+        seconds = time.perf_counter() - t0
+        rep = learn_report(learner, est, summary, seconds)
+        model = Model(
+            learner=learner,
+            codebook=summary.codebook,
+            estimator=est,
+            info={
+                "created": now_iso(),
+                "n": summary.n,
+                "sites": summary.provenance.get("sites", []),
+                "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max, "ridge": ridge},
+                "report": {k: v for k, v in rep.items() if k != "seconds"},
+            },
+        )
+        model.save(out)
+        if json_out:
+            emit_json(rep)
+            return
+        typer.echo(
+            f"{learner} model from {len(loaded)} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}"
+        )
+        typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {_certificate_words(learner, coverage, s)}")
+        if learner == "renyi":
+            typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
+        if learner in ("mrc", "dcc") and len(rep["iterations"]) > 1:
+            typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
+        typer.echo(f"fitted in {seconds:.2f} s")
+
+    @app.command("predict")
+    @guarded
+    def predict(
+        model: ModelArg,
+        data: DataArg,
+        out: OutOpt,
+        schema: SchemaCheck = None,
+        id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
+    ) -> None:
+        """Write class probabilities and the predicted label for every row of DATA."""
+        m = Model.load(model)
+        if schema is not None:
+            m.check_codebook(Codebook.load(schema))
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        head = ([id_column] if id_column else []) + [f"p_{c}" for c in m.classes] + ["predicted"]
+        w.writerow(head)
+        ids = iter_batches(data, [id_column]) if id_column else None
+        n = 0
+        for enc in iter_encoded(data, m.codebook, with_label=False):
+            proba = m.predict_proba(enc.X)
+            pred = m.predict(enc.X)
+            idv = next(ids)[id_column].to_pylist() if ids is not None else None
+            for r in range(enc.n):
+                row = ([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]] + [m.classes[int(pred[r])]]
+                w.writerow(row)
+            n += enc.n
+        atomic_write_bytes(Path(out), buf.getvalue().encode("utf-8"))
+        typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
+
+    @app.command("evaluate")
+    @guarded
+    def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None) -> None:
+        """Accuracy and error of a model on labelled data, next to its certificate."""
+        m = Model.load(model)
+        if schema is not None:
+            m.check_codebook(Codebook.load(schema))
+        enc = encode_file(data, m.codebook, with_label=True)
+        rep = evaluate(m, enc.X, enc.y)
+        if json_out:
+            emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion")})
+            return
+        typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
+        typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
+        typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
+        classes = rep["classes"]
+        width = max(8, *(len(c) for c in classes))
+        typer.echo("  confusion matrix (rows: true, columns: predicted)")
+        typer.echo("  " + " " * width + "".join(f"{c:>{width + 2}}" for c in classes))
+        for c, row in zip(classes, rep["confusion"]):
+            typer.echo(f"  {c:<{width}}" + "".join(f"{v:>{width + 2}}" for v in row))
+
+
+def _certificate_words(learner: str, coverage: float, s: float | None) -> str:
+    if learner == "renyi":
+        return "(2γ: exact for the released pairwise marginals, no sampling margin)"
+    if s is None:
+        return f"(holds with probability ≥ {coverage:.0%} over the sample)"
+    return f"(λ = {s:g}·std/√n; not calibrated to a coverage level)"

@@ -1,0 +1,173 @@
+"""Model files: a fitted learner, its certificate and where it came from, as JSON.
+
+A model file records the study codebook (and its fingerprint), the learner and its
+hyperparameters, the fitted state (``estimator``), the certificate (an upper bound on the
+worst-case error), the features used and the provenance of the summaries it was fitted
+on. Loading re-creates the estimator; applying it to data first checks that the data's
+codebook has the model's fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marginals.codebook import Codebook
+from marginals.errors import InputError
+from marginals.io import atomic_write_bytes
+
+FORMAT = "marg-model"
+VERSION = 1
+LEARNERS = ("mrc", "dcc", "renyi")
+
+
+def estimator_class(learner: str):
+    """The estimator class for a learner name."""
+    if learner == "mrc":
+        from .mrc import MRC
+
+        return MRC
+    if learner == "renyi":
+        from .renyi import RenyiClassifier
+
+        return RenyiClassifier
+    if learner == "dcc":
+        try:
+            from .dcc import DCC
+        except ImportError:
+            raise InputError("learner 'dcc' is not available in this version of marg") from None
+        return DCC
+    raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
+
+
+@dataclass
+class Model:
+    """A fitted model bound to its study codebook."""
+
+    learner: str
+    codebook: Codebook
+    estimator: Any
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.codebook.fingerprint
+
+    @property
+    def worst_case_error(self) -> float:
+        return float(self.estimator.worst_case_error_)
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.codebook.label.classes
+
+    def check_codebook(self, codebook: Codebook) -> None:
+        """Refuse data coded under another codebook."""
+        if codebook.fingerprint != self.fingerprint:
+            raise InputError(
+                f"codebook fingerprint {codebook.fingerprint[:16]}… differs from the model's {self.fingerprint[:16]}… "
+                "(the data is coded under another schema)"
+            )
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Class codes (n,) by the learner's deterministic rule."""
+        return np.asarray(self.estimator.predict(X))
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """(n, K) class probabilities of the learner's randomized rule (rows sum to 1)."""
+        return np.asarray(self.estimator.predict_proba(X))
+
+    # -------------------------------------------------------------- files
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "learner": self.learner,
+            "codebook_fingerprint": self.fingerprint,
+            "codebook": self.codebook.to_dict(include_draft=False),
+            "worst_case_error": self.worst_case_error,
+            "info": self.info,
+            "estimator": self.estimator.to_dict(),
+        }
+
+    def save(self, path: str | Path) -> None:
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=True, default=_json_default) + "\n"
+        atomic_write_bytes(Path(path), text.encode("utf-8"))
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str = "model") -> "Model":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise InputError(f"{source}: not a marg model file")
+        if d.get("version") != VERSION:
+            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads {VERSION})")
+        cb = Codebook.from_dict(d.get("codebook"))
+        if cb.fingerprint != d.get("codebook_fingerprint"):
+            raise InputError(f"{source}: embedded codebook does not match the recorded fingerprint (altered file?)")
+        learner = d.get("learner")
+        est_d = d.get("estimator")
+        if not isinstance(est_d, dict):
+            raise InputError(f"{source}: model file has no estimator state")
+        try:
+            est = estimator_class(str(learner)).from_dict(est_d)
+        except InputError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{source}: malformed {learner} estimator state ({type(exc).__name__}: {exc})") from None
+        return cls(learner=str(learner), codebook=cb, estimator=est, info=dict(d.get("info") or {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Model":
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"model file not found: {p}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read model {p}: {exc}") from None
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: model file is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(d, source=str(p))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def evaluate(model: Model, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """Accuracy, error, certificate and confusion matrix of ``model`` on coded data."""
+    y = np.asarray(y, dtype=np.int64)
+    n = int(len(y))
+    if n == 0:
+        raise InputError("no rows to evaluate on")
+    pred = model.predict(X)
+    K = len(model.classes)
+    conf = np.zeros((K, K), dtype=np.int64)
+    np.add.at(conf, (y, pred), 1)
+    acc = float(np.mean(pred == y))
+    proba = model.predict_proba(X)
+    # Expected error of the randomized rule: 1 − mean h(y_i | x_i).
+    rand_err = float(1.0 - np.mean(proba[np.arange(n), y]))
+    return {
+        "n": n,
+        "accuracy": acc,
+        "error": 1.0 - acc,
+        "randomized_error": rand_err,
+        "worst_case_error": model.worst_case_error,
+        "classes": list(model.classes),
+        "confusion": conf.tolist(),
+    }
