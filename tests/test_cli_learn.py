@@ -1,0 +1,126 @@
+"""learn / predict / evaluate through the CLI, and model files."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from learners.model import Model
+from marginals.encoding import encode_file
+from marginals.synthetic import SITES, demo_codebook, generate, write_csv
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("study")
+    schema = tmp / "codebook.json"
+    demo_codebook().save(schema)
+    bundles = []
+    for k, prof in enumerate(SITES):
+        cols = generate(1500, prof, seed=100 + k)
+        write_csv(tmp / f"{prof.name}.csv", cols, slice(0, 1200))
+        write_csv(tmp / f"{prof.name}_test.csv", cols, slice(1200, 1500))
+        b = tmp / f"{prof.name}.bundle"
+        r = run("export", tmp / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", b, "--stats", "all")
+        assert r.exit_code == 0, r.output
+        bundles.append(b)
+    return tmp, schema, bundles
+
+
+@pytest.mark.parametrize("learner", ["mrc", "renyi"])
+def test_learn_json_contract(study, learner):
+    tmp, schema, bundles = study
+    out = tmp / f"{learner}.json"
+    r = run("learn", *bundles, "--learner", learner, "--out", out, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    for key in ("learner", "n", "sites", "features", "worst_case_error", "seconds"):
+        assert key in d
+    assert d["n"] == 3600 and sorted(d["sites"]) == ["city", "north", "south"]
+    assert 0 < d["worst_case_error"] <= 1
+    if learner == "mrc":
+        assert d["iterations"] and all(b <= a + 1e-9 for a, b in zip(d["iterations"], d["iterations"][1:]))
+    else:
+        assert isinstance(d["gamma"], float) and d["worst_case_error"] == pytest.approx(2 * d["gamma"])
+        assert isinstance(d["separable"], bool) and 0 <= d["hgr_lower_bound"] <= 1
+    m = Model.load(out)
+    assert m.learner == learner and m.worst_case_error == pytest.approx(d["worst_case_error"])
+
+
+@pytest.mark.parametrize("learner", ["mrc", "renyi"])
+def test_evaluate_and_predict(study, learner):
+    tmp, schema, bundles = study
+    model = tmp / f"{learner}_e.json"
+    assert run("learn", *bundles, "--learner", learner, "--out", model).exit_code == 0
+    test = tmp / "north_test.csv"
+    r = run("evaluate", model, test, "--json", "--schema", schema)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    m = Model.load(model)
+    enc = encode_file(test, m.codebook)
+    pred = m.predict(enc.X)
+    assert d["n"] == 300
+    assert d["accuracy"] == pytest.approx(np.mean(pred == enc.y))
+    assert d["error"] == pytest.approx(1 - d["accuracy"])
+    assert d["worst_case_error"] == pytest.approx(m.worst_case_error)
+    assert np.sum(d["confusion"]) == 300
+    r = run("evaluate", model, test)
+    assert r.exit_code == 0 and "confusion matrix" in r.stdout
+    out = tmp / f"pred_{learner}.csv"
+    r = run("predict", model, test, "--out", out, "--id", "patient_id")
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 300 and rows[0]["patient_id"].startswith("N")
+    P = np.array([[float(r["p_no"]), float(r["p_yes"])] for r in rows])
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-5)
+    assert [r["predicted"] for r in rows] == [m.classes[k] for k in pred]
+
+
+def test_model_round_trip_predicts_the_same(study):
+    tmp, schema, bundles = study
+    out = tmp / "rt.json"
+    assert run("learn", *bundles, "--learner", "mrc", "--out", out).exit_code == 0
+    m1 = Model.load(out)
+    m1.save(tmp / "rt2.json")
+    m2 = Model.load(tmp / "rt2.json")
+    enc = encode_file(tmp / "city_test.csv", m1.codebook)
+    np.testing.assert_array_equal(m1.predict(enc.X), m2.predict(enc.X))
+    np.testing.assert_allclose(m1.predict_proba(enc.X), m2.predict_proba(enc.X))
+
+
+def test_model_refuses_other_codebook(study):
+    tmp, schema, bundles = study
+    out = tmp / "m.json"
+    assert run("learn", *bundles, "--learner", "mrc", "--out", out).exit_code == 0
+    d = json.loads(schema.read_text())
+    d["features"][1]["levels"] = ["M", "F"]
+    other = tmp / "other.json"
+    other.write_text(json.dumps(d))
+    for cmd in (["evaluate", out, tmp / "city_test.csv"], ["predict", out, tmp / "city_test.csv", "--out", tmp / "p.csv"]):
+        r = run(*cmd, "--schema", other)
+        assert r.exit_code == 2 and "fingerprint" in r.stderr and "differs from the model's" in r.stderr
+
+
+def test_learn_errors(study, tmp_path):
+    tmp, schema, bundles = study
+    r = run("learn", *bundles, "--learner", "svm", "--out", tmp_path / "m.json")
+    assert r.exit_code == 2 and "unknown learner 'svm'" in r.stderr
+    # Rényi needs pair tables.
+    b = tmp_path / "first.bundle"
+    assert run("export", tmp / "north.csv", "--schema", schema, "--site", "n", "--out", b).exit_code == 0
+    r = run("learn", b, "--learner", "renyi", "--out", tmp_path / "m.json")
+    assert r.exit_code == 2 and "pair table" in r.stderr and "--stats all" in r.stderr
+    assert not (tmp_path / "m.json").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = run("evaluate", bad, tmp / "city_test.csv")
+    assert r.exit_code == 2 and "not a marg model" in r.stderr
