@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 
+from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marginals.errors import InputError
 from marginals.noise import NoiseRecord
-from marginals.summary import sum_tables
-from marginals.tables import MarginalTable
+from marginals.summary import Summary, sum_tables
+from marginals.tables import MarginalTable, count_tables, plan_cliques
+from protocols.aggregate import summary_from_bundles
+from protocols.bundle import Bundle
 from protocols.secagg import mask_counts, mask_tables, pair_mask, secure_sum_tables, unmask_sum, unmask_tables
 
 
@@ -149,3 +152,27 @@ def test_masked_tables_hide_each_site_and_layout_mismatch_is_refused():
     with pytest.raises(InputError, match="overflows"):
         big = [MarginalTable(("age", "y"), np.full((2, 2), 1e15), kind="moments")]
         mask_tables("a", big, keys["a"], {"b": keys["b"].public_key()}, "r", fractional_bits=16)
+
+
+def test_summary_from_a_secure_round_equals_the_plain_aggregate_of_bundles():
+    """Three sites' bundles: the learner's Summary (τ, its std, Q, d) from the masked round
+    equals the one from plain aggregation of the same bundles."""
+    cb = Codebook(
+        features=(CategoricalFeature("a", ("0", "1", "2")), CategoricalFeature("b", ("u", "v")),
+                  NumericFeature("age", lo=0.0, hi=100.0)),
+        label=Label("y", ("neg", "pos")),
+    )
+    rng = np.random.default_rng(7)
+    bundles = []
+    for s, n in (("s1", 50), ("s2", 80), ("s3", 35)):
+        X = np.column_stack([rng.integers(0, 3, n), rng.integers(0, 2, n), rng.uniform(0, 100, n)])
+        tabs = count_tables(cb, X, rng.integers(0, 2, n), plan_cliques(cb, "all"))
+        bundles.append(Bundle.from_bytes(Bundle.build(cb, tabs, site=s, n_rows=n).to_bytes()))
+    plain = summary_from_bundles(bundles)
+    keys = _keys([b.site for b in bundles])
+    secure = Summary.from_tables(cb, secure_sum_tables({b.site: b.tables for b in bundles}, keys, fractional_bits=20))
+    assert secure.n == plain.n
+    np.testing.assert_array_equal(secure.Q, plain.Q)
+    np.testing.assert_array_equal(secure.d(), plain.d())
+    np.testing.assert_allclose(secure.tau, plain.tau, rtol=0, atol=3 * 2.0**-21 / plain.n)
+    np.testing.assert_allclose(secure.tau_std, plain.tau_std, rtol=1e-6, atol=1e-9)
