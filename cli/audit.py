@@ -99,6 +99,8 @@ def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = F
     if cap is not None:
         typer.echo(f"Remaining: {_remaining(cap, spent)}")
     status = "verified" if report.ok else f"FAILED ({report.reason})"
+    if report.unsigned:
+        status += f"; {len(report.unsigned)} unsigned entr{'y' if len(report.unsigned) == 1 else 'ies'}"
     typer.echo(f"Integrity: {status}; keys: {report.key_source}; head {report.head or '-'}")
     if report.torn_tail:
         typer.echo("Note: the ledger ended in an incomplete line (ignored); see `marg audit verify`.")

@@ -32,7 +32,9 @@ ledger, checks the budget (nothing is written if it is exceeded), writes the old
 lines plus the new one to a temporary file in ``DIR``, fsyncs it, renames it over
 ``ledger.jsonl`` and fsyncs the directory. A crash at any point leaves either the old
 ledger or the old ledger plus one whole entry (plus possibly a stale ``.ledger.jsonl.*.tmp``
-that readers ignore and the next append deletes).
+that readers ignore and the next append deletes). Each append re-reads and rewrites the
+whole file: O(ledger size), about 0.1 s for a 300-entry, 1 MB ledger — fine for a
+release log, whose entries number in the hundreds.
 
 **Torn tail.** This writer never leaves a partial line, but a ledger copied mid-write or
 written by another tool might end in an incomplete line (no final ``"\\n"``). If that
