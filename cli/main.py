@@ -19,6 +19,8 @@ from marginals.tables import parse_pairs
 from protocols.bundle import load_bundle
 from protocols.export import export_site
 
+from . import audit as audit_cli
+from . import keys as keys_cli
 from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, guarded, split_list
 
 app = typer.Typer(
@@ -30,6 +32,8 @@ app = typer.Typer(
 )
 schema_app = typer.Typer(help="Study codebooks (the shared schema).", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
+app.add_typer(keys_cli.app, name="keys")
+app.add_typer(audit_cli.app, name="audit")
 
 
 @schema_app.command("init")

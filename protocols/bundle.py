@@ -177,6 +177,16 @@ class Bundle:
         stats = header.get("statistics")
         if not isinstance(stats, list):
             raise InputError(f"{source}: header has no statistics list")
+        sig = header.get("signature")
+        if sig is not None and not isinstance(sig, dict):
+            raise InputError(f"{source}: malformed signature record (expected an object or null)")
+        for key in ("site", "codebook_fingerprint", "created"):
+            if not isinstance(header.get(key), str):
+                raise InputError(f"{source}: header field {key!r} must be a string")
+        if not isinstance(header.get("codebook"), dict):
+            raise InputError(f"{source}: header has no codebook object")
+        if header.get("privacy") is not None and not isinstance(header.get("privacy"), dict):
+            raise InputError(f"{source}: header field 'privacy' must be an object")
         arrays, pos = [], 0
         for k, st in enumerate(stats):
             try:
@@ -187,6 +197,10 @@ class Bundle:
                     raise ValueError("inconsistent layout")
                 if not isinstance(st["clique"], list) or not all(isinstance(c, str) for c in st["clique"]):
                     raise ValueError("bad clique")
+                if not isinstance(st.get("noise", {}), dict):
+                    raise ValueError("noise record is not an object")
+                if st.get("kind", "counts") not in ("counts", "moments") or not isinstance(st.get("name"), str):
+                    raise ValueError("bad kind or name")
             except (KeyError, TypeError, ValueError) as exc:
                 raise InputError(f"{source}: statistic #{k} has a malformed entry ({exc})") from None
             if off + nb > len(payload):

@@ -185,10 +185,6 @@ def _with_header(hdr: dict) -> bytes:
     return MAGIC + len(raw).to_bytes(4, "big") + raw + payload
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="protocols/bundle.py: from_bytes accepts a non-dict 'signature' / statistic 'noise'; "
-                          "describe()/tables then raise AttributeError (reported to the lead; remove this marker "
-                          "when fixed)")
 @pytest.mark.parametrize("case", ["signature", "noise"])
 def test_known_bundle_accessor_gaps(case):
     hdr = json.loads(canonical_json(SIGNED.header))
