@@ -15,17 +15,26 @@ Post-processing touches only released numbers, so it is free under differential 
    agree on every smaller shared set, and the updates for different sets of the same
    size do not disturb each other (they commute once the marginals on their intersection
    agree: the PriView consistency step of Qardaji, Yang & Li 2014);
-2. **non-negative** — each table is projected onto ``{T ≥ 0, Σ T = n̂}`` (Euclidean
-   projection onto the scaled simplex, :func:`project_simplex`: negative cells go to 0
-   and the excess is taken evenly off the positive ones), where ``n̂`` is the pooled total
-   from step 1. Plain clipping would add the clipped mass to every table and bias n
-   upwards; the projection keeps it. Steps 1 and 2 alternate until the consistent tables
-   have no cell below ``−tol·n̂`` (at most ``max_iter`` rounds; a final projection makes the
-   output exactly non-negative, consistent to within that last small change, which
-   :func:`consistency_gap` reports).
+2. **non-negative** — the consistent margins are fixed one shared set at a time, by
+   increasing size: the common ``S``-margin from step 1 has its negative cells clipped
+   and is then fitted by iterative proportional fitting (IPF) to the already fixed
+   margins of its subsets (for ``S = ∅``: ``n̂ = max(common total, 1)``). Finally every
+   noisy table is clipped at 0 and fitted by IPF to the fixed margins of its shared
+   subsets (exact tables are left as they are and fix the margins they contain). IPF
+   multiplies cells by ratios, so it keeps them non-negative, and it converges to the
+   table of the given margins closest to the start in Kullback–Leibler divergence; the
+   start gets a floor of ``1e-5·n̂/|T|`` per cell (``FLOOR``; under DP noise of std ≫ 1
+   a negligible bias) so that every margin can be met and IPF does not stall on the
+   boundary. IPF can still converge slowly when the margins force cells to 0; its last
+   residual is removed by additive least-squares corrections alternated with clipping
+   (a few rounds on numbers of the order of the tolerance). The
+   output is non-negative and consistent to a relative tolerance ``tol`` (reported by
+   :func:`consistency_gap`); alternating L2 projections (clip, re-project) converge far
+   too slowly once pair tables have many near-empty cells.
 
 The estimated n is ``n̂``, the inverse-variance pooled total of all tables (each table's
-total is an unbiased estimate of n), which every output table sums to. Noise records are kept: the
+total is an unbiased estimate of n), which every output table sums to (plain clipping
+would add the clipped mass and bias n upwards). Noise records are kept: the
 recorded std is that of the raw released noise, an upper bound for the post-processed
 error of a table's marginals in the pooled directions (so the noise-aware λ stays
 conservative). Moment tables pass through unchanged.
@@ -40,6 +49,8 @@ from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
+
+FLOOR = 1e-5  # IPF start floor per table, as a fraction of n̂ spread over its cells
 
 from .errors import InputError
 
@@ -122,18 +133,103 @@ def consistency_gap(tables: Sequence[Any]) -> float:
     return gap
 
 
-def postprocess_tables(tables: Sequence[Any], max_iter: int = 200, tol: float = 1e-9) -> list[Any]:
+def ipf(start: np.ndarray, clique: Sequence[str], targets: dict[frozenset[str], np.ndarray],
+        tol: float = 1e-10, max_iter: int = 2000) -> np.ndarray:
+    """Iterative proportional fitting of a non-negative array to given margins.
+
+    Parameters
+    ----------
+    start : ndarray
+        Non-negative array, axes in ``clique`` order.
+    clique : sequence of str
+    targets : dict
+        ``S → margin``: each margin over the attributes of ``S`` with axes in sorted-name
+        order (the empty set maps to a scalar total). The margins must agree with each
+        other on shared subsets.
+    tol : float
+        Stop when every margin is met to ``tol · max(1, total)``.
+    max_iter : int
+        Maximum number of full cycles over the targets.
+
+    Returns
+    -------
+    ndarray
+        ``start`` rescaled cycle after cycle, ``T ← T · N̂[S] / T[S]`` (0/0 := 0), which
+        converges to the KL-nearest array with the target margins.
+    """
+    clique = tuple(clique)
+    T = np.array(start, dtype=np.float64, copy=True)
+    if not targets:
+        return T
+    tot = max(1.0, float(next(iter(targets.values())).sum()))
+    plan = []
+    for S, m in targets.items():
+        kept = [a for a in clique if a in S]
+        order = sorted(S)
+        drop = tuple(j for j, a in enumerate(clique) if a not in S)
+        shape = [T.shape[j] if a in S else 1 for j, a in enumerate(clique)]
+        tgt = np.transpose(np.asarray(m, dtype=np.float64), [order.index(a) for a in kept]).reshape(shape) if kept \
+            else np.asarray(m, dtype=np.float64).reshape(shape)
+        plan.append((drop, tgt))
+    for _ in range(max(1, int(max_iter))):
+        worst = 0.0
+        for drop, tgt in plan:
+            cur = T.sum(axis=drop, keepdims=True) if drop else T
+            worst = max(worst, float(np.max(np.abs(cur - tgt))))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(cur > 0, tgt / cur, 0.0)
+            T *= ratio
+        if worst <= tol * tot:
+            break
+    return T
+
+
+def _margin(arr: np.ndarray, clique: Sequence[str], S: frozenset[str]) -> np.ndarray:
+    """Margin of ``arr`` on ``S``, axes in sorted-name order."""
+    kept = [a for a in clique if a in S]
+    drop = tuple(j for j, a in enumerate(clique) if a not in S)
+    m = arr.sum(axis=drop) if drop else arr
+    return np.transpose(m, [kept.index(a) for a in sorted(S)])
+
+
+def _polish(T: np.ndarray, clique: Sequence[str], targets: dict[frozenset[str], np.ndarray], rounds: int = 100) -> np.ndarray:
+    """Remove IPF's last residual: additive (least-squares) correction onto the margins,
+    clip at 0, repeat until no cell is negative (a few rounds; the residual is tiny).
+
+    One sweep of additive corrections over the maximal margins meets all of them exactly
+    (their intersections already agree), so the result is exactly consistent whenever the
+    last sweep leaves no negative cell."""
+    clique = tuple(clique)
+    for _ in range(max(1, rounds)):
+        for S in sorted(targets, key=len):
+            kept = [a for a in clique if a in S]
+            cur = _margin(T, clique, S)
+            diff = np.asarray(targets[S], dtype=np.float64) - cur
+            shape = [T.shape[j] if a in S else 1 for j, a in enumerate(clique)]
+            d = np.transpose(diff, [sorted(S).index(a) for a in kept]).reshape(shape) if kept else diff.reshape(shape)
+            T = T + d / (T.size / max(1, diff.size))
+        if T.min() >= 0.0:
+            break
+        T = np.maximum(T, 0.0)
+    return T
+
+
+def _maximal(sets: Sequence[frozenset[str]]) -> list[frozenset[str]]:
+    return [S for S in sets if not any(S < R for R in sets)]
+
+
+def postprocess_tables(tables: Sequence[Any], max_iter: int = 2000, tol: float = 1e-10) -> list[Any]:
     """Consistent, non-negative count tables from noisy ones (see the module docstring).
 
     Parameters
     ----------
     tables : sequence of MarginalTable
-        One release (or the aggregate of several sites' releases). Exact tables are
-        never changed unless they disagree with each other.
+        One release (or the aggregate of several sites' releases). A set of exact tables
+        is returned as is; exact tables among noisy ones anchor the shared margins.
     max_iter : int
-        Maximum number of (consistency, clip) rounds.
+        Maximum IPF cycles per fit.
     tol : float
-        Relative tolerance: stop when no cell is below ``−tol · max(1, n̂)``.
+        Relative tolerance of the IPF fits (``tol · n̂`` in counts).
 
     Returns
     -------
@@ -142,46 +238,41 @@ def postprocess_tables(tables: Sequence[Any], max_iter: int = 200, tol: float = 
     """
     tables = list(tables)
     pos = [k for k, t in enumerate(tables) if t.kind == "counts"]
-    if not pos:
-        return tables
-    if all(t.noise.is_exact for t in tables):
+    if not pos or all(t.noise.is_exact for t in tables):
         return tables
     cliques = [tables[k].clique for k in pos]
     counts = [np.array(tables[k].counts, dtype=np.float64, copy=True) for k in pos]
     var = np.array([tables[k].noise.std ** 2 for k in pos])
+    # Step 1: least-squares, inverse-variance consistency (may leave negative cells).
     make_consistent(counts, cliques, var)
-    n_hat = max(0.0, float(counts[0].sum()))
-    for _ in range(max(1, int(max_iter))):
-        worst = min(float(c.min()) for c in counts)
-        if worst >= -tol * max(1.0, n_hat):
-            break
-        for k, c in enumerate(counts):
-            counts[k] = project_simplex(c, n_hat)
-        make_consistent(counts, cliques, var)
-    for k, c in enumerate(counts):
-        if c.min() < 0.0:
-            counts[k] = project_simplex(c, n_hat)
+    # Step 2: fix non-negative margins level by level, then fit every table to them.
+    shared = _shared_sets(cliques)
+    n_hat = max(1.0, float(counts[0].sum()))  # noise can drive the pooled total below 1
+    fixed: dict[frozenset[str], np.ndarray] = {}
+    for S in shared:
+        if not S:
+            fixed[S] = np.asarray(n_hat)
+            continue
+        exact = [j for j, c in enumerate(cliques) if S.issubset(c) and var[j] == 0.0]
+        if exact:  # an exact table's margin is the truth: keep it
+            fixed[S] = _margin(counts[exact[0]], cliques[exact[0]], S)
+            continue
+        k = next(j for j, c in enumerate(cliques) if S.issubset(c))
+        m = np.maximum(_margin(counts[k], cliques[k], S), 0.0)
+        m = m + FLOOR * n_hat / m.size
+        subs = {R: fixed[R] for R in _maximal([R for R in fixed if R < S])}
+        fixed[S] = ipf(m, sorted(S), subs, tol=tol, max_iter=max_iter)
+    for k, c in enumerate(cliques):
+        if var[k] == 0.0:
+            continue  # exact tables are consistent with the fixed margins already
+        own = _maximal([S for S in fixed if S.issubset(c)])
+        start = np.maximum(counts[k], 0.0) + FLOOR * n_hat / counts[k].size
+        tg = {S: fixed[S] for S in own}
+        counts[k] = _polish(ipf(start, c, tg, tol=tol, max_iter=max_iter), c, tg)
     out = list(tables)
     for k, c in zip(pos, counts):
         out[k] = replace(tables[k], counts=c)
     return out
-
-
-def project_simplex(x: np.ndarray, total: float) -> np.ndarray:
-    """Euclidean projection of ``x`` onto ``{v ≥ 0, Σ v = total}`` (same shape).
-
-    ``v = max(x − θ, 0)`` with θ chosen so that ``Σ v = total`` (sort-based, Duchi et al.
-    2008). Keeps the total, so clipping negatives does not inflate n.
-    """
-    flat = np.asarray(x, dtype=np.float64).ravel()
-    if total <= 0.0:
-        return np.zeros_like(np.asarray(x, dtype=np.float64))
-    u = np.sort(flat)[::-1]
-    css = np.cumsum(u) - total
-    ind = np.arange(1, flat.size + 1)
-    rho = int(np.nonzero(u - css / ind > 0)[0][-1])
-    theta = css[rho] / (rho + 1.0)
-    return np.maximum(flat - theta, 0.0).reshape(np.shape(x))
 
 
 # ---------------------------------------------------------------------------------------
