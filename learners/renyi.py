@@ -1,0 +1,643 @@
+"""The Rényi (minimum-HGR) classifier: additive least squares on one-hot indicators, from Q and d.
+
+Seed 004 (Razaviyayn, Farnia, Tse, *Discrete Rényi classifiers*). With pairwise marginals
+only, the worst-case-robust surrogate problem reduces to the least-squares fit
+
+    γ = min_z  zᵀQz − dᵀz + 1/4  = min_z E[(Wᵀz − C)²],                              (9)
+
+where W ∈ {0,1}^M is the one-hot encoding of the discrete features (block i has m_i
+entries, M = Σ m_i), C = +1/2 if Y = 1 and −1/2 otherwise, Q = E[WWᵀ] (block (i, j) =
+P(X_i=a, X_j=b)) and d = 2E[CW] (d_i(a) = P(X_i=a, Y=1) − P(X_i=a, Y=0)). Q, d and therefore
+γ depend on the pairwise marginals only, so they are the same for every distribution in
+C_pairwise. The fitted additive score f(x) = b + Σ_i z_{i,x_i} gives
+
+- P̃(Y=1 | x) = 1/2 + f(x)                                                         (11)
+- the MAP rule: predict 1 iff f(x) > 0;
+- the randomized rule (7): predict 1 with probability s₁²/(s₀² + s₁²),
+  s₁ = clip(1/2 + f(x), 0, 1), s₀ = 1 − s₁;
+- the HGR lower bound sqrt(1 − γ/(q(1−q))), q = P(Y=0) (Theorem 3, clipped at 0);
+- the worst-case error certificate 2γ: for *any* additive f and *every* p ∈ C_pairwise,
+  P_p(δ(X) ≠ Y) = Σ_x (p_{x0}s₁² + p_{x1}s₀²)/(s₀² + s₁²) ≤ 2 E_p[(C − f(X))²] because
+  s₀² + s₁² ≥ 1/2 and clipping only moves s towards the label. So 2γ bounds the error of
+  rule (7) whatever z was fitted (ridge, reference coding, a feature subset).
+
+The constant column is in the span of W (each block sums to one), so the paper's problem has
+an implicit intercept. We make it explicit and unpenalized: minimising over b first gives
+the *centered* problem
+
+    γ = q(1−q) + min_z zᵀQ_c z − d_cᵀz,   Q_c = Q − ppᵀ,  d_c = d − (2q₁ − 1)p,        (C)
+    b = (2q₁ − 1)/2 − pᵀz,
+
+with p = diag(Q) the level probabilities and q₁ = P(Y=1). (C) is what a ridge term or a
+group penalty should act on (they must not shrink the intercept), and it is what
+:mod:`learners.selection` solves.
+
+Q is singular by construction (and Q_c more so): block-constant shifts and never-seen
+levels lie in its null space. ``coding="min-norm"`` takes the minimum-norm minimiser
+(eigendecomposition, eigenvalues below ``rcond·λ_max`` — and any negative ones a noisy Q may
+have — treated as zero); ``coding="reference"`` drops each feature's most probable level
+(its z is fixed at 0) and solves the reduced system. Both give the same f on the support of
+the marginals.
+
+Separability (Theorem 3): if *some* minimiser z* has h(z*) ≤ 1/2 and h(−z*) ≤ 1/2,
+h(z) = Σ_i max_a z_{i,a} — i.e. 1/2 + f(x) ∈ [0, 1] for every x in the full domain — then
+γ = θ, θ the worst case of the harmonic-mean surrogate (8), and rule (7) is within a
+factor 2 of the minimax rule. We check the fitted minimiser first and, if it fails while
+the solution set is larger than the block shifts, solve a small LP over the whole solution
+set {z₀ + Nw : N spans null(Q_c)}, so ``separable_`` decides the h-condition exactly.
+The paper states the condition as necessary too; it is not quite: θ = γ also holds when
+the worst-case distribution puts no mass on the x where 1/2 + f leaves [0, 1] (our tests
+exhibit such a case with a brute-force witness). ``separable_ = False`` therefore means
+"not certified", not "γ > θ". The exact criterion needs the full joint domain.
+
+Multi-class labels are handled one-vs-rest: problem c has d^c_i(a) = P(X_i=a, Y=c) −
+P(X_i=a, Y≠c). See :class:`RenyiClassifier` for the multi-class rule and certificate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.optimize import linprog
+
+from marginals.errors import InputError
+
+__all__ = [
+    "RenyiClassifier",
+    "block_offsets",
+    "center_problem",
+    "psd_eigh",
+    "min_norm_solve",
+    "quadratic_value",
+    "score_range",
+    "separable_solution",
+    "hgr_lower_bound",
+    "rule7_positive_proba",
+]
+
+RCOND = 1e-10
+SEP_TOL = 1e-9
+
+
+# --------------------------------------------------------------------------- array level
+def block_offsets(sizes: Sequence[int]) -> np.ndarray:
+    """Start offsets of the feature blocks (length len(sizes) + 1, last = M)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def center_problem(Q: np.ndarray, d: np.ndarray, q1: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Eliminate the unpenalized intercept from ``min_{b,z} E[(b + Wᵀz − C)²]``.
+
+    Parameters
+    ----------
+    Q : ndarray, shape (M, M)
+        Second moments of the one-hot encoding; ``p = diag(Q)`` are the level probabilities.
+    d : ndarray, shape (M,)
+        d_i(a) = P(X_i=a, Y=1) − P(X_i=a, Y=0).
+    q1 : float
+        P(Y=1) (the positive class of this binary problem).
+
+    Returns
+    -------
+    Qc : ndarray, shape (M, M)
+        Q − ppᵀ (the covariance of W).
+    dc : ndarray, shape (M,)
+        d − (2q₁ − 1)p.
+    const : float
+        q₁(1 − q₁): the value of E[(b + Wᵀz − C)²] at z = 0, b optimal.
+    p : ndarray, shape (M,)
+        diag(Q); the optimal intercept for a given z is b = (2q₁ − 1)/2 − pᵀz.
+
+    Notes
+    -----
+    E[(b + Wᵀz − C)²] = b² + 2b pᵀz − (2q₁−1)b + zᵀQz − dᵀz + 1/4; minimising in b gives
+    zᵀQ_c z − d_cᵀz + q₁(1−q₁).
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    p = np.diag(Q).copy()
+    delta = 2.0 * float(q1) - 1.0
+    Qc = Q - np.outer(p, p)
+    dc = d - delta * p
+    return Qc, dc, float(q1) * (1.0 - float(q1)), p
+
+
+def psd_eigh(Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigendecomposition of the symmetric part of Q with negative eigenvalues set to 0.
+
+    A noisy (differentially private) Q can be slightly indefinite; projecting it onto the
+    PSD cone keeps ``zᵀQz − dᵀz`` bounded below.
+
+    Returns
+    -------
+    lam : ndarray, shape (M,)
+        Eigenvalues, clipped at 0, ascending.
+    V : ndarray, shape (M, M)
+        Orthonormal eigenvectors (columns).
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    if Q.size == 0:
+        return np.zeros(0), np.zeros((0, 0))
+    lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
+    return np.clip(lam, 0.0, None), V
+
+
+def min_norm_solve(
+    Q: np.ndarray,
+    d: np.ndarray,
+    ridge: float = 0.0,
+    rcond: float = RCOND,
+    eig: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Minimum-norm minimiser of ``zᵀQz − dᵀz + ridge·‖z‖²``.
+
+    Parameters
+    ----------
+    Q : ndarray, shape (M, M)
+        Symmetric PSD (negative eigenvalues are treated as 0).
+    d : ndarray, shape (M,)
+    ridge : float, >= 0
+    rcond : float
+        Eigenvalues ``λ + ridge <= rcond·max(λ + ridge)`` count as zero.
+    eig : (lam, V), optional
+        A precomputed :func:`psd_eigh` of Q.
+
+    Returns
+    -------
+    z : ndarray, shape (M,)
+        z = (Q + ridge·I)⁺ d / 2, so 2(Q + ridge·I)z = d on range(Q + ridge·I).
+    """
+    d = np.asarray(d, dtype=np.float64)
+    if ridge < 0 or not math.isfinite(ridge):
+        raise InputError(f"ridge must be finite and >= 0, got {ridge!r}")
+    if d.size == 0:
+        return np.zeros(0)
+    lam, V = eig if eig is not None else psd_eigh(Q)
+    denom = lam + ridge
+    top = float(denom.max()) if denom.size else 0.0
+    if top <= 0.0:
+        return np.zeros_like(d)
+    keep = denom > rcond * top
+    Vk = V[:, keep]
+    return Vk @ ((Vk.T @ d) / (2.0 * denom[keep]))
+
+
+def quadratic_value(Q: np.ndarray, d: np.ndarray, z: np.ndarray) -> float:
+    """``zᵀQz − dᵀz``."""
+    z = np.asarray(z, dtype=np.float64)
+    return float(z @ (np.asarray(Q) @ z) - np.asarray(d) @ z)
+
+
+def score_range(z: np.ndarray, b: float, sizes: Sequence[int]) -> tuple[float, float]:
+    """(max_x f(x), min_x f(x)) of f(x) = b + Σ_i z_{i,x_i} over the full domain.
+
+    Equals (b + h(z), b − h(−z)) with the paper's h(z) = Σ_i max_a z_{i,a}.
+    """
+    off = block_offsets(sizes)
+    hi = lo = float(b)
+    for i in range(len(off) - 1):
+        blk = z[off[i] : off[i + 1]]
+        if blk.size:
+            hi += float(blk.max())
+            lo += float(blk.min())
+    return hi, lo
+
+
+def _is_separable(z: np.ndarray, b: float, sizes: Sequence[int], tol: float = SEP_TOL) -> bool:
+    hi, lo = score_range(z, b, sizes)
+    return hi <= 0.5 + tol and lo >= -0.5 - tol
+
+
+def separable_solution(
+    z0: np.ndarray,
+    b0: float,
+    p: np.ndarray,
+    sizes: Sequence[int],
+    null_basis: np.ndarray,
+    tol: float = SEP_TOL,
+) -> np.ndarray | None:
+    """A minimiser of the centered problem with 1/2 + f(x) ∈ [0, 1] for all x, if one exists.
+
+    The minimisers are z = z₀ + Nw (N spans null(Q_c)), with intercept b = b₀ − pᵀNw. Block
+    shifts (a constant added to one block) change neither f nor h, so they are projected
+    out of N first; if nothing is left, f is unique and z₀ decides. Otherwise solve the LP
+
+        min t  s.t.  z_{i,a} ≤ u_i,  z_{i,a} ≥ l_i,  b + Σu_i − 1/2 ≤ t,  −1/2 − b − Σl_i ≤ t
+
+    over (w, u, l, t); the condition holds iff t* ≤ tol.
+
+    Parameters
+    ----------
+    z0 : ndarray, shape (M,)
+        One minimiser.
+    b0 : float
+        Its intercept.
+    p : ndarray, shape (M,)
+        Level probabilities (diag Q).
+    sizes : sequence of int
+        Block sizes m_i.
+    null_basis : ndarray, shape (M, k)
+        Orthonormal basis of null(Q_c).
+
+    Returns
+    -------
+    z : ndarray, shape (M,) or None
+        A separable minimiser (z₀ itself when it already is), or None if none exists.
+    """
+    if _is_separable(z0, b0, sizes, tol):
+        return z0
+    M = z0.size
+    off = block_offsets(sizes)
+    nb = len(sizes)
+    N = np.asarray(null_basis, dtype=np.float64).reshape(M, -1)
+    if N.shape[1] == 0:
+        return None
+    B = np.zeros((M, nb))
+    for i in range(nb):
+        B[off[i] : off[i + 1], i] = 1.0 / math.sqrt(max(1, off[i + 1] - off[i]))
+    R = N - B @ (B.T @ N)
+    U, s, _ = np.linalg.svd(R, full_matrices=False)
+    N2 = U[:, s > 0.5]
+    k = N2.shape[1]
+    if k == 0:
+        return None
+    # variables: w (k), u (nb), l (nb), t (1)
+    nv = k + 2 * nb + 1
+    rows, rhs = [], []
+    blk_of = np.repeat(np.arange(nb), np.diff(off))
+    for j in range(M):
+        i = blk_of[j]
+        r = np.zeros(nv)
+        r[:k] = N2[j]
+        r[k + i] = -1.0
+        rows.append(r)
+        rhs.append(-z0[j])  # z0_j + N_j w − u_i ≤ 0
+        r = np.zeros(nv)
+        r[:k] = -N2[j]
+        r[k + nb + i] = 1.0
+        rows.append(r)
+        rhs.append(z0[j])  # −z0_j − N_j w + l_i ≤ 0
+    pN = p @ N2
+    r = np.zeros(nv)
+    r[:k] = -pN
+    r[k : k + nb] = 1.0
+    r[-1] = -1.0
+    rows.append(r)
+    rhs.append(0.5 - b0)  # b0 − pN w + Σu − 1/2 ≤ t
+    r = np.zeros(nv)
+    r[:k] = pN
+    r[k + nb : k + 2 * nb] = -1.0
+    r[-1] = -1.0
+    rows.append(r)
+    rhs.append(0.5 + b0)  # −1/2 − b0 + pN w − Σl ≤ t
+    c = np.zeros(nv)
+    c[-1] = 1.0
+    res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=[(None, None)] * nv, method="highs")
+    if res.status != 0 or res.fun > tol:
+        return None
+    z = z0 + N2 @ res.x[:k]
+    b = b0 - float(p @ (N2 @ res.x[:k]))
+    return z if _is_separable(z, b, sizes, 10 * tol + 1e-9) else None
+
+
+def hgr_lower_bound(gamma: float, q: float) -> float:
+    """Theorem 3's bound sqrt(1 − γ/(q(1−q))) on min_{P∈C} ρ(X, Y), clipped at 0."""
+    v = q * (1.0 - q)
+    if v <= 0.0:
+        return 0.0
+    return math.sqrt(max(0.0, 1.0 - gamma / v))
+
+
+def rule7_positive_proba(f: np.ndarray) -> np.ndarray:
+    """Probability that rule (7) predicts the positive class, given the score f.
+
+    s₁ = clip(1/2 + f, 0, 1), s₀ = 1 − s₁, returns s₁²/(s₀² + s₁²) (denominator ≥ 1/2).
+    """
+    s1 = np.clip(0.5 + np.asarray(f, dtype=np.float64), 0.0, 1.0)
+    s0 = 1.0 - s1
+    return s1**2 / (s0**2 + s1**2)
+
+
+# ------------------------------------------------------------------------- estimator
+def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[list[str], Any]:
+    """Resolve the feature names and the (possibly restricted) summary to fit on."""
+    cb = summary.codebook
+    if features is None:
+        names = list(cb.feature_names)
+    else:
+        if isinstance(features, str):
+            raise InputError(f"features must be a list of feature names, got the string {features!r}")
+        names = [str(f) for f in features]
+        seen: set[str] = set()
+        for nm in names:
+            cb.index(nm)
+            if nm in seen:
+                raise InputError(f"feature {nm!r} listed twice in features")
+            seen.add(nm)
+        names = sorted(names, key=cb.index)
+    for nm in names:
+        if not cb.feature(nm).is_discrete:
+            raise InputError(
+                f"the Rényi classifier needs discrete features; {nm!r} is raw numeric (give it bin edges)"
+            )
+    if not names:
+        return names, None
+    sub = summary if names == list(cb.feature_names) else summary.restrict(names)
+    return names, sub
+
+
+class RenyiClassifier:
+    """Rényi classifier (seed 004) fitted from a Summary's Q, d and class prior.
+
+    Parameters
+    ----------
+    ridge : float, default 0.0
+        Ridge weight on z (not on the intercept): minimise zᵀQ_c z − d_cᵀz + ridge·‖z‖².
+    coding : {"min-norm", "reference"}
+        How the singular system is resolved (see the module docstring).
+    features : list of str or None
+        Discrete features to use (default: all features; a raw numeric one is an
+        InputError naming it). An empty list gives the intercept-only model.
+
+    Attributes
+    ----------
+    classes_ : tuple of str
+    features_ : list of str
+        Feature names used, codebook order.
+    columns_ : ndarray of int, shape (p,)
+        Their column positions in the codebook (the columns of X at predict time).
+    sizes_ : ndarray of int, shape (p,)
+        Their level counts m_i; z_ is laid out block by block in this order.
+    blocks_ : list of FeatureBlock
+        The discrete blocks used (offsets into z_).
+    n_features_in_ : int
+        Number of codebook features X must have.
+    z_ : ndarray, shape (n_problems, M)
+        One coefficient vector per binary problem: n_problems = 1 for a binary label (the
+        problem "class 1 vs class 0"), K for K > 2 (class c vs the rest).
+    intercept_ : ndarray, shape (n_problems,)
+        b in f(x) = b + Σ_i z_{i,x_i}.
+    gamma_ : ndarray, shape (n_problems,)
+        γ = z_ᵀQz_ − dᵀz_ + 1/4 at the fitted z (equal to the minimum when ridge = 0).
+    hgr_lower_bound_ : ndarray, shape (n_problems,)
+        sqrt(1 − γ/(q(1−q))) clipped at 0, q the positive class's prior.
+    separable_per_problem_ : ndarray of bool, shape (n_problems,)
+        Theorem 3's h-condition (decided exactly by an LP over all minimisers) when
+        ridge = 0 — sufficient for γ = θ; with ridge > 0, whether the fitted z itself
+        keeps 1/2 + f in [0, 1].
+    separable_ : bool
+        All problems separable.
+    worst_case_error_ : float
+        Certificate on the error of :meth:`predict_proba`'s randomized rule under every
+        distribution matching the pairwise marginals: 2γ for a binary label; for K > 2,
+        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`).
+    prior_ : ndarray, shape (K,)
+    n_ : float
+        Rows behind the summary.
+    fingerprint_ : str
+        The study codebook's fingerprint.
+    """
+
+    def __init__(self, ridge: float = 0.0, coding: str = "min-norm", features: Sequence[str] | None = None):
+        self.ridge = ridge
+        self.coding = coding
+        self.features = features
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, summary: Any) -> "RenyiClassifier":
+        """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
+        ridge = float(self.ridge)
+        if not (ridge >= 0.0) or not math.isfinite(ridge):
+            raise InputError(f"ridge must be finite and >= 0, got {self.ridge!r}")
+        if self.coding not in ("min-norm", "reference"):
+            raise InputError(f"unknown coding {self.coding!r} (expected 'min-norm' or 'reference')")
+        names, sub = _discrete_problem(summary, self.features)
+        cb = summary.codebook
+        K = summary.n_classes
+        prior = np.asarray(summary.prior, dtype=np.float64)
+        positives = [1] if K == 2 else list(range(K))
+        if sub is not None:
+            Q = np.asarray(sub.Q, dtype=np.float64)
+            blocks = list(sub.discrete_blocks)
+            ds = [np.asarray(sub.d(c if K > 2 else None), dtype=np.float64) for c in positives]
+        else:
+            Q = np.zeros((0, 0))
+            blocks = []
+            ds = [np.zeros(0) for _ in positives]
+        sizes = np.array([b.size for b in blocks], dtype=np.int64)
+        M = int(sizes.sum())
+        p = np.diag(Q).copy()
+        Qc = Q - np.outer(p, p)
+        eig_full = psd_eigh(Qc) if M else (np.zeros(0), np.zeros((0, 0)))
+        if self.coding == "reference" and M:
+            off = block_offsets(sizes)
+            ref = np.array([off[i] + int(np.argmax(p[off[i] : off[i + 1]])) for i in range(len(sizes))])
+            keep = np.setdiff1d(np.arange(M), ref)
+            eig_ref = psd_eigh(Qc[np.ix_(keep, keep)])
+        Z = np.zeros((len(positives), M))
+        b = np.zeros(len(positives))
+        gam = np.zeros(len(positives))
+        hgr = np.zeros(len(positives))
+        sep = np.zeros(len(positives), dtype=bool)
+        for k, (c, d) in enumerate(zip(positives, ds)):
+            q1 = float(prior[c])
+            delta = 2.0 * q1 - 1.0
+            dc = d - delta * p
+            if M and self.coding == "reference":
+                z = np.zeros(M)
+                z[keep] = min_norm_solve(None, dc[keep], ridge, eig=eig_ref)  # type: ignore[arg-type]
+            elif M:
+                z = min_norm_solve(None, dc, ridge, eig=eig_full)  # type: ignore[arg-type]
+            else:
+                z = np.zeros(0)
+            bk = 0.5 * delta - float(p @ z)
+            Z[k], b[k] = z, bk
+            # γ = E[(b + Wᵀz − C)²] = q1(1−q1) + zᵀQ_c z − d_cᵀz at the optimal b.
+            gam[k] = q1 * (1.0 - q1) + (quadratic_value(Qc, dc, z) if M else 0.0)
+            hgr[k] = hgr_lower_bound(gam[k], q1)
+            if ridge > 0.0 or not M:
+                sep[k] = _is_separable(z, bk, sizes)
+            else:
+                z0 = z if self.coding == "min-norm" else min_norm_solve(None, dc, 0.0, eig=eig_full)  # type: ignore[arg-type]
+                b0 = 0.5 * delta - float(p @ z0)
+                lam, V = eig_full
+                top = float(lam.max()) if lam.size else 0.0
+                N = V[:, lam <= RCOND * top] if top > 0 else V
+                sep[k] = separable_solution(z0, b0, p, sizes, N) is not None
+        self.classes_ = tuple(summary.classes)
+        self.features_ = names
+        self.columns_ = np.array([cb.index(nm) for nm in names], dtype=np.int64)
+        self.sizes_ = sizes
+        self.blocks_ = blocks
+        self.n_features_in_ = cb.n_features
+        self.z_ = Z
+        self.intercept_ = b
+        self.gamma_ = gam
+        self.hgr_lower_bound_ = hgr
+        self.separable_per_problem_ = sep
+        self.separable_ = bool(sep.all())
+        self.worst_case_error_ = float(min(1.0, 2.0 * gam.sum()))
+        self.prior_ = prior
+        self.n_ = float(summary.n)
+        self.fingerprint_ = str(summary.fingerprint)
+        return self
+
+    # -------------------------------------------------------------- predict
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "z_"):
+            raise InputError("this RenyiClassifier is not fitted: call fit(summary) first")
+
+    def _check_X(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise InputError(f"X must have shape (n, {self.n_features_in_}), got {X.shape}")
+        for col, m, nm in zip(self.columns_, self.sizes_, self.features_):
+            v = X[:, col]
+            bad = ~np.isfinite(v) | (v < 0) | (v >= m) | (v != np.floor(v))
+            if bad.any():
+                r = int(np.flatnonzero(bad)[0])
+                raise InputError(f"feature {nm!r}: code {v[r]!r} at row {r + 1} is outside 0..{m - 1}")
+        return X
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Additive scores f(x) = b + Σ_i z_{i,x_i} (P̃(Y=positive | x) = 1/2 + f).
+
+        Parameters
+        ----------
+        X : array, shape (n, n_features_in_)
+            Codebook-ordered codes.
+
+        Returns
+        -------
+        ndarray, shape (n,) for a binary label (score of class 1), (n, K) otherwise.
+        """
+        self._check_fitted()
+        X = self._check_X(X)
+        off = block_offsets(self.sizes_)
+        F = np.tile(self.intercept_, (X.shape[0], 1))
+        for i, col in enumerate(self.columns_):
+            idx = off[i] + X[:, col].astype(np.int64)
+            F += self.z_[:, idx].T
+        return F[:, 0] if len(self.classes_) == 2 else F
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities of the randomized rule; rows sum to 1.
+
+        Binary: rule (7), P(predict 1) = s₁²/(s₀² + s₁²), s₁ = clip(1/2 + f, 0, 1).
+
+        K > 2: each one-vs-rest problem c gives a coin b_c ~ Bernoulli(π_c), π_c the
+        rule-(7) probability of its score. If exactly one coin says "yes" the rule
+        predicts that class; otherwise (mass F) it picks c with probability ∝ π_c. When
+        every coin is right the prediction is Y, so the error is at most
+        Σ_c P(coin c wrong) ≤ Σ_c 2γ_c under every distribution matching the marginals —
+        the ``worst_case_error_`` reported. Probabilities:
+        P(c) = π_c Π_{k≠c}(1 − π_k) + F·π_c/Σ_k π_k.
+
+        Returns
+        -------
+        ndarray, shape (n, K)
+        """
+        F = self.decision_function(X)
+        if len(self.classes_) == 2:
+            p1 = rule7_positive_proba(F)
+            return np.column_stack([1.0 - p1, p1])
+        pi = rule7_positive_proba(F)
+        K = pi.shape[1]
+        exact = np.empty_like(pi)
+        for c in range(K):
+            exact[:, c] = pi[:, c] * np.prod(np.delete(1.0 - pi, c, axis=1), axis=1)
+        rest = np.clip(1.0 - exact.sum(axis=1), 0.0, None)
+        tot = pi.sum(axis=1, keepdims=True)
+        w = np.where(tot > 0, pi / np.where(tot > 0, tot, 1.0), 1.0 / K)
+        P = exact + rest[:, None] * w
+        return P / P.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """MAP rule: class 1 iff f(x) > 0 (binary); argmax_c f_c(x) (K > 2). Class codes (n,)."""
+        F = self.decision_function(X)
+        if len(self.classes_) == 2:
+            return (F > 0).astype(np.int64)
+        return np.argmax(F, axis=1).astype(np.int64)
+
+    # ---------------------------------------------------------- persistence
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (plain lists and floats) of the fitted model."""
+        self._check_fitted()
+        return {
+            "learner": "renyi",
+            "version": 1,
+            "ridge": float(self.ridge),
+            "coding": self.coding,
+            "fingerprint": self.fingerprint_,
+            "classes": list(self.classes_),
+            "features": list(self.features_),
+            "columns": [int(c) for c in self.columns_],
+            "sizes": [int(s) for s in self.sizes_],
+            "levels": [list(b.levels) for b in self.blocks_],
+            "n_features_in": int(self.n_features_in_),
+            "z": [[float(v) for v in row] for row in self.z_],
+            "intercept": [float(v) for v in self.intercept_],
+            "gamma": [float(v) for v in self.gamma_],
+            "hgr_lower_bound": [float(v) for v in self.hgr_lower_bound_],
+            "separable": bool(self.separable_),
+            "separable_per_problem": [bool(v) for v in self.separable_per_problem_],
+            "worst_case_error": float(self.worst_case_error_),
+            "prior": [float(v) for v in self.prior_],
+            "n": float(self.n_),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RenyiClassifier":
+        """Rebuild a fitted model from :meth:`to_dict` output; InputError if malformed."""
+        from marginals.summary import FeatureBlock
+
+        if not isinstance(d, dict) or d.get("learner") != "renyi":
+            raise InputError(f"not a Rényi model: learner {d.get('learner') if isinstance(d, dict) else d!r}")
+        try:
+            m = cls(ridge=float(d["ridge"]), coding=str(d["coding"]), features=list(d["features"]))
+            m.classes_ = tuple(str(c) for c in d["classes"])
+            m.features_ = [str(f) for f in d["features"]]
+            m.columns_ = np.asarray(d["columns"], dtype=np.int64)
+            m.sizes_ = np.asarray(d["sizes"], dtype=np.int64)
+            levels = [tuple(str(v) for v in lv) for lv in d["levels"]]
+            m.n_features_in_ = int(d["n_features_in"])
+            m.z_ = np.asarray(d["z"], dtype=np.float64).reshape(len(d["z"]), -1)
+            m.intercept_ = np.asarray(d["intercept"], dtype=np.float64)
+            m.gamma_ = np.asarray(d["gamma"], dtype=np.float64)
+            m.hgr_lower_bound_ = np.asarray(d["hgr_lower_bound"], dtype=np.float64)
+            m.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
+            m.separable_ = bool(d["separable"])
+            m.worst_case_error_ = float(d["worst_case_error"])
+            m.prior_ = np.asarray(d["prior"], dtype=np.float64)
+            m.n_ = float(d["n"])
+            m.fingerprint_ = str(d["fingerprint"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"malformed Rényi model: {type(exc).__name__} {exc}") from None
+        K = len(m.classes_)
+        n_prob = 1 if K == 2 else K
+        M = int(m.sizes_.sum())
+        ok = (
+            K >= 2
+            and len(m.features_) == len(m.columns_) == len(m.sizes_) == len(levels)
+            and all(len(lv) == s for lv, s in zip(levels, m.sizes_))
+            and m.z_.shape == (n_prob, M)
+            and m.intercept_.shape == m.gamma_.shape == m.hgr_lower_bound_.shape == (n_prob,)
+            and m.separable_per_problem_.shape == (n_prob,)
+            and m.prior_.shape == (K,)
+            and np.all((m.columns_ >= 0) & (m.columns_ < m.n_features_in_))
+            and np.all(np.isfinite(m.z_))
+            and np.all(np.isfinite(m.intercept_))
+        )
+        if not ok:
+            raise InputError(
+                f"malformed Rényi model: inconsistent shapes (classes {K}, features {len(m.features_)}, z {m.z_.shape})"
+            )
+        off = block_offsets(m.sizes_)
+        m.blocks_ = [
+            FeatureBlock(nm, "onehot", int(s), int(o), levels=lv)
+            for nm, s, o, lv in zip(m.features_, m.sizes_, off[:-1], levels)
+        ]
+        return m
