@@ -165,3 +165,39 @@ def verify_cmd(
         typer.echo(f"{len(report.bundles)} bundle file(s) matched their entries: "
                    + ", ".join(f"{Path(b['path']).name}→#{b['seq']}" for b in report.bundles))
     typer.echo(f"spent: {PrivacyCost.from_dict(report.spent).describe()}; head {report.head or '-'}")
+
+
+@app.command("budget")
+@guarded
+def budget_cmd(
+    ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")] = None,
+    delta: Annotated[float, typer.Option(help="Cap on the total δ (0: pure-DP releases only, unless --rho is set).")] = 0.0,
+    rho: Annotated[Optional[float], typer.Option("--rho", help="Cap on the total ρ (zCDP) of all exports.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Configure the dataset's privacy budget cap, once (or show it, with no cap given).
+
+    Every later `marg export --ledger DIR` is refused if it would take the total spend past
+    the cap; exports of exact counts are refused outright once a cap exists.
+    """
+    from marginals.privacy import read_budget, write_budget
+
+    if epsilon is None and rho is None:
+        cap = read_budget(ledger)
+        spent = Ledger(ledger).spent() if (ledger / "ledger.jsonl").exists() else PrivacyCost.zero()
+        if json_out:
+            emit_json({"cap": cap.to_dict() if cap else None, "spent": spent.to_dict()})
+            return
+        if cap is None:
+            typer.echo(f"no privacy budget configured in {ledger} (set one with --epsilon or --rho)")
+        else:
+            typer.echo(f"privacy budget of {ledger}: cap {cap.describe()}; spent {spent.describe()}")
+        return
+    cap = PrivacyCost(epsilon=epsilon or 0.0, delta=delta, rho=rho or 0.0)
+    ledger.mkdir(parents=True, exist_ok=True)
+    path = write_budget(ledger, cap)
+    if json_out:
+        emit_json({"cap": cap.to_dict(), "path": str(path)})
+        return
+    typer.echo(f"privacy budget cap {cap.describe()} configured in {path} (it cannot be raised later)")

@@ -17,7 +17,7 @@ from marginals.encoding import encode_file, iter_encoded
 from marginals.errors import InputError
 from marginals.io import atomic_write_bytes, iter_batches
 from protocols.aggregate import summary_from_bundles
-from protocols.bundle import Bundle, load_bundle
+from protocols.bundle import Bundle
 
 from .common import JsonOpt, OutOpt, emit_json, err, guarded
 
@@ -28,8 +28,27 @@ SchemaCheck = Annotated[
 ]
 
 
-def load_bundles(paths: list[Path]) -> tuple[list[Bundle], list[str]]:
-    bundles = [load_bundle(p) for p in paths]
+def load_bundles(
+    paths: list[Path],
+    trust: Path | None = None,
+    allow_unsigned: bool = False,
+    key: Path | None = None,
+    passphrase_file: Path | None = None,
+) -> tuple[list[Bundle], list[str]]:
+    """Open (if sealed), parse and verify every bundle against the trust store.
+
+    Any failure — altered byte, unknown signer, unsigned without ``--allow-unsigned``,
+    sealed to another key — is a one-line refusal naming the file (exit 1).
+    """
+    from protocols.keys import TrustStore, load_seal_key, read_passphrase_file
+    from protocols.signing import load_verified_bundle
+
+    seal_key = None
+    if key is not None:
+        pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+        seal_key = load_seal_key(key, pw)
+    store = TrustStore(trust) if trust is not None else None
+    bundles = [load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key) for p in paths]
     return bundles, [str(p) for p in paths]
 
 
@@ -89,6 +108,10 @@ def register(app: typer.Typer) -> None:
         n_max: Annotated[int, typer.Option("--n-max", help="Column generation: most features added per iteration.")] = 100,
         k_max: Annotated[int, typer.Option("--k-max", help="Column generation: most iterations.")] = 10,
         ridge: Annotated[float, typer.Option(help="Rényi: ridge added to Q.")] = 0.0,
+        trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")] = None,
+        allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")] = False,
+        key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")] = None,
+        passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
     ) -> None:
         """Aggregate site bundles and fit a certified classifier from the summaries alone."""
         if learner not in LEARNERS:
@@ -96,7 +119,7 @@ def register(app: typer.Typer) -> None:
         if not bundles:
             raise InputError("give at least one bundle")
         t0 = time.perf_counter()
-        loaded, sources = load_bundles(bundles)
+        loaded, sources = load_bundles(bundles, trust, allow_unsigned, key, passphrase_file)
         summary = summary_from_bundles(loaded, sources)
         if summary.provenance.get("dropped_tables"):
             dropped = summary.provenance["dropped_tables"]
@@ -136,6 +159,39 @@ def register(app: typer.Typer) -> None:
         if learner in ("mrc", "dcc") and len(rep["iterations"]) > 1:
             typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
         typer.echo(f"fitted in {seconds:.2f} s")
+
+    @app.command("request")
+    @guarded
+    def request_cmd(
+        bundles: Annotated[list[Path], typer.Argument(help="Round-1 bundles (first-order tables).")],
+        top: Annotated[int, typer.Option("--top", help="How many features to keep (by mutual information with the label).")],
+        out: OutOpt,
+        trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")] = None,
+        allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles.")] = False,
+        key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to open sealed bundles.")] = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Two-round protocol, round 2: screen the top features from round-1 bundles and write
+        the pair request the sites answer with `marg export --pairs @REQUEST.json`."""
+        from itertools import combinations
+
+        from marginals.request import screen_features, write_request
+
+        loaded, sources = load_bundles(bundles, trust, allow_unsigned, key)
+        summary = summary_from_bundles(loaded, sources)
+        if top < 2:
+            raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
+        lab = summary.codebook.label.name
+        first = [t for t in summary.tables if t.kind == "counts" and len(t.clique) <= 2 and lab in t.clique]
+        names = screen_features(first, top, label=lab)
+        pairs = list(combinations(sorted(names, key=summary.codebook.index), 2))
+        write_request(out, summary.fingerprint, pairs, features=names)
+        if json_out:
+            emit_json({"features": names, "pairs": [list(p) for p in pairs], "out": str(out)})
+            return
+        typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
+        typer.echo(f"features: {', '.join(names)}")
+        typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
 
     @app.command("predict")
     @guarded

@@ -14,9 +14,9 @@ from typing import Annotated, Optional
 import typer
 
 from marginals.codebook import Codebook
+from marginals.errors import InputError
 from marginals.draft import draft_codebook
 from marginals.tables import parse_pairs
-from protocols.bundle import load_bundle
 from protocols.export import export_site
 
 from . import audit as audit_cli
@@ -74,20 +74,62 @@ def export_cmd(
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
     stats: Annotated[str, typer.Option(help="first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "first",
-    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs, e.g. "a:b,c:d".')] = None,
+    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (implies --stats pairs).')] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export (Laplace, pure DP).")] = None,
+    rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
+    delta: Annotated[float, typer.Option(help="δ at which a --rho export is also reported as (ε, δ)-DP.")] = 1e-6,
+    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (default 0.5 when pairs are released).")] = None,
+    min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
+    min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
+    key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
+    passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding the signing key's passphrase.")] = None,
+    to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): encrypt the bundle to it.")] = None,
+    ledger: Annotated[Path, typer.Option("--ledger", help="The site's ledger folder (records every export; holds budget.json).")] = Path("marg-ledger"),
+    no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (not recommended).")] = False,
 ) -> None:
-    """Compute this site's marginal tables and write a bundle."""
+    """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
+    from marginals.request import read_request
+    from protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
+
     cb = Codebook.load(schema)
     if cb.draft:
         err("warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing")
-    pair_list = parse_pairs(cb, pairs) if pairs else None
+    pair_list = None
+    if pairs:
+        if pairs.startswith("@"):
+            req = read_request(pairs[1:], fingerprint=cb.fingerprint)
+            pair_list = parse_pairs(cb, req.spec)
+            if stats == "first":
+                stats = "pairs"
+        else:
+            pair_list = parse_pairs(cb, pairs)
+    passphrase = read_passphrase_file(passphrase_file) if passphrase_file else None
+    sk = load_signing_key(key, passphrase) if key else None
+    recipient = load_seal_public_key(to) if to else None
+    recipient_name = to.name.split(".")[0] if to else None
+    if not no_ledger:
+        ledger.mkdir(parents=True, exist_ok=True)
     prog = Progress(f"export {site}")
-    res = export_site(data, cb, site, out, stats=stats, pairs=pair_list, progress=prog)
+    res = export_site(
+        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,
+        first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        signing_key=sk, recipient=recipient, recipient_name=recipient_name,
+        ledger_dir=None if no_ledger else ledger, progress=prog,
+    )
     prog.done()
     d = res.bundle.describe()
+    extras = []
+    if sk is not None:
+        extras.append("signed")
+    if res.sealed:
+        extras.append(f"sealed to {recipient_name}")
+    if res.ledger_entry is not None:
+        extras.append(f"ledger entry #{res.ledger_entry['seq']} in {ledger}")
+    if res.suppressed:
+        extras.append(f"{len(res.suppressed)} small cells suppressed")
     typer.echo(
         f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
-        f"privacy: {_privacy_words(d['privacy'])}"
+        f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
     )
 
 
@@ -95,8 +137,8 @@ def _privacy_words(p: dict | None) -> str:
     if not p or p.get("mechanism", "none") == "none":
         return "exact counts (no differential privacy)"
     if p.get("mechanism") == "laplace":
-        return f"Laplace noise, ε = {p.get('epsilon'):g} (pure DP)"
-    return f"Gaussian noise, ρ = {p.get('rho'):g} zCDP (ε = {p.get('epsilon'):.3g}, δ = {p.get('delta'):g})"
+        return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)"
+    return f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
 
 
 @app.command("inspect")
@@ -104,12 +146,27 @@ def _privacy_words(p: dict | None) -> str:
 def inspect_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle file.")],
     json_out: JsonOpt = False,
+    key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
 ) -> None:
     """Say in plain words what a bundle contains."""
-    b = load_bundle(bundle)
+    from protocols.bundle import Bundle, read_bundle_bytes
+    from protocols.keys import load_seal_key
+    from protocols.sealing import is_sealed, open_sealed, sealed_recipient
+    from protocols.signing import verify_bundle
+
+    raw = read_bundle_bytes(bundle)
+    if is_sealed(raw):
+        if key is None:
+            raise InputError(
+                f"{bundle} is sealed to key {sealed_recipient(raw)[:16]}…; pass --key LEARNER.seal.key to read it"
+            )
+        raw = open_sealed(raw, load_seal_key(key), name=str(bundle))
+    b = Bundle.from_bytes(raw, source=str(bundle))
+    verified = verify_bundle(b, trust, source=str(bundle)) if trust is not None else None
     d = b.describe()
     if json_out:
-        emit_json(d)
+        emit_json({**d, "verified_site": verified})
         return
     lab = d["label"] or {}
     typer.echo(f"Bundle {bundle} from site {d['site']!r}, created {d['created']} by {d['software']}.")
@@ -124,7 +181,12 @@ def inspect_cmd(
         noise = "exact" if s["mechanism"] == "none" else f"{s['mechanism']} noise, std {s['noise_std']:.3g}"
         typer.echo(f"  {s['name']:<40} {what} over {' × '.join(map(str, s['shape']))} cells, {noise}")
     typer.echo(f"Privacy: {_privacy_words(d['privacy'])}.")
-    typer.echo("Signature: " + (f"signed by key {d['signer']}" if d["signed"] else "unsigned") + ".")
+    sig_words = f"signed by key {str(d['signer'])[:16]}…" if d["signed"] else "unsigned"
+    if verified is not None:
+        sig_words += f", verified against the trust store as site {verified!r}"
+    elif d["signed"]:
+        sig_words += " (not verified: pass --trust DIR)"
+    typer.echo("Signature: " + sig_words + ".")
     if d["recipient"]:
         typer.echo(f"Sealed for: {d['recipient']}.")
     typer.echo(f"Digest (sha256): {d['digest']}")

@@ -119,6 +119,10 @@ class Summary:
         Sites, creation times, software versions, bundle digests.
     parent_fingerprint : str, optional
         Fingerprint of the full study codebook when this summary is a feature subset.
+    postprocess : bool
+        When some table carries DP noise, make the tables consistent and non-negative
+        first (:func:`marginals.postprocess.postprocess_tables`; free under DP) and project
+        Q onto the PSD cone. Default True.
     """
 
     def __init__(
@@ -127,6 +131,7 @@ class Summary:
         tables: Sequence[MarginalTable],
         provenance: dict[str, Any] | None = None,
         parent_fingerprint: str | None = None,
+        postprocess: bool = True,
     ):
         self.codebook = codebook
         self.provenance = dict(provenance or {})
@@ -150,6 +155,14 @@ class Summary:
             if key in self._tables:
                 raise InputError(f"table {t.name} given twice")
             self._tables[key] = t
+        self.postprocessed = False
+        self._psd = postprocess
+        if postprocess and any(not t.noise.is_exact for t in self._tables.values()):
+            from .postprocess import postprocess_tables
+
+            done = postprocess_tables(list(self._tables.values()))
+            self._tables = {(t.clique, t.kind): t for t in done}
+            self.postprocessed = True
         if not any(lab in c for (c, k) in self._tables if k == "counts"):
             raise InputError("the summary has no table containing the label")
         for f in codebook.features:
@@ -352,6 +365,10 @@ class Summary:
             P = self.joint((bi.name, bj.name))
             Q[bi.slice, bj.slice] = P
             Q[bj.slice, bi.slice] = P.T
+        if self._psd and self.is_noisy:
+            from .postprocess import nearest_psd
+
+            Q = nearest_psd(Q)
         return Q
 
     def d(self, positive: int | None = None) -> np.ndarray:
@@ -378,7 +395,9 @@ class Summary:
         sub = self.codebook.subset(names)
         keep = set(sub.feature_names) | {self.codebook.label.name}
         tables = [t for t in self._tables.values() if set(t.clique) <= keep]
-        return Summary(sub, tables, provenance=self.provenance, parent_fingerprint=self.fingerprint)
+        child = Summary(sub, tables, provenance=self.provenance, parent_fingerprint=self.fingerprint, postprocess=False)
+        child._psd = self._psd  # tables are already post-processed; keep Q's PSD projection
+        return child
 
     def describe(self) -> dict[str, Any]:
         return {

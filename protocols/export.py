@@ -1,19 +1,32 @@
-"""A site's export: data file → encoded chunks → count tables → bundle file.
+"""A site's export: data file → count tables → (noise | min-cell) → bundle → sign/seal → ledger → file.
 
-This is the site-side pipeline behind ``marg export``. Nothing is written until every
-check has passed and every table is counted; the bundle file is written atomically, so a
-failed export never leaves a partial bundle.
+This is the site-side pipeline behind ``marg export``. The order is what makes it safe:
+
+1. the release plan (cliques) and its privacy cost are known from the codebook alone, so
+   the budget is checked against the ledger **before any data is read**;
+2. the data streams through the encoder into the count tables (any bad value stops here);
+3. exact releases pass the min-cell rule; DP releases get OpenDP noise;
+4. the bundle is built, addressed, signed and (optionally) sealed in memory;
+5. the ledger entry is appended (atomically; the budget is re-checked under its lock);
+6. only then is the bundle file written, atomically.
+
+A failure at 1–5 leaves no bundle file and no ledger entry; a crash between 5 and 6 leaves
+a ledger that over-states what left the site, never one that under-states it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from marginals.codebook import Codebook
+from marginals.disclosure import apply_min_cell
 from marginals.encoding import iter_encoded
 from marginals.errors import InputError
+from marginals.io import atomic_write_bytes
+from marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
 from marginals.tables import MarginalTable, TableCounter, plan_cliques
 
 from .bundle import Bundle
@@ -25,6 +38,10 @@ class ExportResult:
     path: Path
     n_rows: int
     tables: list[MarginalTable]
+    cost: PrivacyCost
+    sealed: bool = False
+    ledger_entry: dict[str, Any] | None = None
+    suppressed: list[Any] = field(default_factory=list)
 
 
 def count_file(
@@ -42,6 +59,20 @@ def count_file(
     return counter.tables(), counter.n_rows
 
 
+def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
+    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest."""
+    if not 0.0 < first_share <= 1.0:
+        raise InputError(f"--first-order-share must be in (0, 1], got {first_share}")
+    lab = codebook.label.name
+    first = [len(c) == 1 or (len(c) == 2 and c[-1] == lab) for c in cliques]
+    n_first, n_high = sum(first), len(first) - sum(first)
+    if n_high == 0:
+        return [1.0] * len(first)
+    if first_share == 1.0:
+        raise InputError("--first-order-share 1 leaves no budget for the pair tables")
+    return [first_share / n_first if f else (1.0 - first_share) / n_high for f in first]
+
+
 def export_site(
     data: str | Path,
     codebook: Codebook,
@@ -50,14 +81,85 @@ def export_site(
     *,
     stats: str = "first",
     pairs: Sequence[tuple[str, str]] | None = None,
+    epsilon: float | None = None,
+    rho: float | None = None,
+    delta: float = 1e-6,
+    first_share: float | None = None,
+    min_cell: int = 3,
+    min_cell_policy: str = "refuse",
+    signing_key: Any = None,
+    recipient: Any = None,
+    recipient_name: str | None = None,
+    ledger_dir: str | Path | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ExportResult:
-    """Count the planned tables of ``data`` and write the site's bundle to ``out``."""
+    """Count the planned tables of ``data``, protect them, and write the site's bundle.
+
+    Parameters
+    ----------
+    epsilon, rho : float, optional
+        Total privacy budget of this export: Laplace (pure ε-DP) or Gaussian (ρ-zCDP,
+        reported at ``delta``). Neither: exact counts under the min-cell rule.
+    first_share : float, optional
+        Fraction of the budget for first-order tables (default: the privacy module's split).
+    min_cell, min_cell_policy
+        Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
+    signing_key : Ed25519PrivateKey, optional
+        Signs the bundle (and the ledger entry).
+    recipient : X25519PublicKey, optional
+        Seals the bundle to the learner.
+    ledger_dir : path, optional
+        The site's ledger; its ``budget.json`` cap is enforced before anything is read.
+    """
+    from .ledger import Ledger
+    from .signing import finalize_bundle
+
     out = Path(out)
-    if not out.parent.exists():
+    if not (out.parent if str(out.parent) else Path(".")).exists():
         raise InputError(f"output folder does not exist: {out.parent}")
+    if epsilon is not None and rho is not None:
+        raise InputError("give --epsilon or --rho, not both")
+    dp = epsilon is not None or rho is not None
     cliques = plan_cliques(codebook, stats, pairs)
+    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else None
+
+    # 1. The cost is known from the plan: check the budget before reading any data.
+    requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
+    ledger = Ledger(ledger_dir) if ledger_dir is not None else None
+    if ledger is not None:
+        cap = read_budget(ledger_dir)
+        if cap is not None:
+            check_budget(cap, ledger.spent(), requested)
+
+    # 2. Count.
     tables, n_rows = count_file(data, codebook, cliques, progress)
-    bundle = Bundle.build(codebook, tables, site=site, n_rows=n_rows)
-    bundle.save(out)
-    return ExportResult(bundle=bundle, path=out, n_rows=n_rows, tables=tables)
+
+    # 3. Protect.
+    suppressed: list[Any] = []
+    if dp:
+        tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
+        released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
+        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
+    else:
+        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name)
+        cost = PrivacyCost.unbounded()
+        released_n = n_rows
+        privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None}
+    if suppressed:
+        extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
+
+    # 4. Build, address, sign, seal — in memory.
+    bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
+    final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
+
+    # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
+    entry = None
+    if ledger is not None:
+        file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
+        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name)
+    atomic_write_bytes(out, file_bytes)
+    return ExportResult(
+        bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,
+        ledger_entry=entry, suppressed=suppressed,
+    )

@@ -49,3 +49,9 @@ def random_rows(rng: np.random.Generator, cb: Codebook, n: int) -> tuple[np.ndar
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_dir(tmp_path, monkeypatch):
+    """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo."""
+    monkeypatch.chdir(tmp_path)

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -59,7 +60,7 @@ def test_schema_init_bad_label(tmp_path, site):
 def test_export_and_inspect(site, stats, extra, n_tables):
     tmp, data, schema = site
     out = tmp / "b.bundle"
-    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", stats, *extra)
+    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", stats, "--min-cell", "1", *extra)
     assert r.exit_code == 0, r.output
     assert f"{n_tables} tables" in r.stdout
     r = run("inspect", out, "--json")
@@ -68,6 +69,24 @@ def test_export_and_inspect(site, stats, extra, n_tables):
     assert d["site"] == "north" and d["n_statistics"] == n_tables and d["n_rows"] == 400
     r = run("inspect", out)
     assert r.exit_code == 0 and "exact counts" in r.stdout and "N[age_band,cv_event]" in r.stdout
+
+
+def test_min_cell_refuse_and_suppress(site):
+    tmp, data, schema = site
+    out = tmp / "b.bundle"
+    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", "all", "--ledger", tmp / "led")
+    assert r.exit_code == 1 and "min-cell" in r.stderr and r.stderr.count("\n") == 1
+    assert not out.exists()
+    assert not (tmp / "led" / "ledger.jsonl").exists() or (tmp / "led" / "ledger.jsonl").read_text() == ""
+    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", "all",
+            "--min-cell-policy", "suppress", "--ledger", tmp / "led")
+    assert r.exit_code == 0, r.output
+    assert "small cells suppressed" in r.stdout
+    from protocols.bundle import load_bundle
+
+    for t in load_bundle(out).tables:
+        c = t.counts
+        assert not np.any((c > 0) & (c < 3)), t.name
 
 
 def test_export_bad_row_writes_nothing(site):
@@ -125,4 +144,26 @@ def test_debug_shows_traceback(tmp_path, monkeypatch):
 def test_demo(tmp_path):
     r = run("demo", "--dir", tmp_path / "demo")
     assert r.exit_code == 0, r.output
-    assert "aggregates 3 bundles" in r.stdout
+    assert "opens and verifies 3 bundles" in r.stdout
+    assert r.stdout.count("chain and signatures verified") == 3
+    # Running it again over its own folder replaces the earlier demo.
+    assert run("demo", "--dir", tmp_path / "demo").exit_code == 0
+    # It refuses to overwrite a folder that is not a demo.
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "precious.txt").write_text("x")
+    r = run("demo", "--dir", other)
+    assert r.exit_code == 2 and "not a marg demo folder" in r.stderr
+    assert (other / "precious.txt").exists()
+
+
+def test_demo_story_numbers(tmp_path):
+    from cli.demo import run_demo
+
+    res = run_demo(tmp_path / "d", echo=lambda s: None)
+    # Pooled held-out error is below each certificate; Rényi is the better rule here.
+    for name, m in res["models"].items():
+        assert res["errors"]["all"][name] <= m.worst_case_error, name
+    assert res["errors"]["all"]["renyi"] < 0.2
+    assert all(rep.ok for rep in res["audits"].values())
+    assert abs(res["summary"].n - 13500) < 200  # n is estimated from noisy tables

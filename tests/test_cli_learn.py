@@ -30,7 +30,7 @@ def study(tmp_path_factory):
         write_csv(tmp / f"{prof.name}.csv", cols, slice(0, 1200))
         write_csv(tmp / f"{prof.name}_test.csv", cols, slice(1200, 1500))
         b = tmp / f"{prof.name}.bundle"
-        r = run("export", tmp / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", b, "--stats", "all")
+        r = run("export", tmp / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", b, "--stats", "all", "--min-cell", "1")
         assert r.exit_code == 0, r.output
         bundles.append(b)
     return tmp, schema, bundles
@@ -40,7 +40,7 @@ def study(tmp_path_factory):
 def test_learn_json_contract(study, learner):
     tmp, schema, bundles = study
     out = tmp / f"{learner}.json"
-    r = run("learn", *bundles, "--learner", learner, "--out", out, "--json")
+    r = run("learn", *bundles, "--learner", learner, "--out", out, "--json", "--allow-unsigned")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     for key in ("learner", "n", "sites", "features", "worst_case_error", "seconds"):
@@ -60,7 +60,7 @@ def test_learn_json_contract(study, learner):
 def test_evaluate_and_predict(study, learner):
     tmp, schema, bundles = study
     model = tmp / f"{learner}_e.json"
-    assert run("learn", *bundles, "--learner", learner, "--out", model).exit_code == 0
+    assert run("learn", *bundles, "--learner", learner, "--out", model, "--allow-unsigned").exit_code == 0
     test = tmp / "north_test.csv"
     r = run("evaluate", model, test, "--json", "--schema", schema)
     assert r.exit_code == 0, r.output
@@ -88,7 +88,7 @@ def test_evaluate_and_predict(study, learner):
 def test_model_round_trip_predicts_the_same(study):
     tmp, schema, bundles = study
     out = tmp / "rt.json"
-    assert run("learn", *bundles, "--learner", "mrc", "--out", out).exit_code == 0
+    assert run("learn", *bundles, "--learner", "mrc", "--out", out, "--allow-unsigned").exit_code == 0
     m1 = Model.load(out)
     m1.save(tmp / "rt2.json")
     m2 = Model.load(tmp / "rt2.json")
@@ -100,7 +100,7 @@ def test_model_round_trip_predicts_the_same(study):
 def test_model_refuses_other_codebook(study):
     tmp, schema, bundles = study
     out = tmp / "m.json"
-    assert run("learn", *bundles, "--learner", "mrc", "--out", out).exit_code == 0
+    assert run("learn", *bundles, "--learner", "mrc", "--out", out, "--allow-unsigned").exit_code == 0
     d = json.loads(schema.read_text())
     d["features"][1]["levels"] = ["M", "F"]
     other = tmp / "other.json"
@@ -112,12 +112,12 @@ def test_model_refuses_other_codebook(study):
 
 def test_learn_errors(study, tmp_path):
     tmp, schema, bundles = study
-    r = run("learn", *bundles, "--learner", "svm", "--out", tmp_path / "m.json")
+    r = run("learn", *bundles, "--learner", "svm", "--out", tmp_path / "m.json", "--allow-unsigned")
     assert r.exit_code == 2 and "unknown learner 'svm'" in r.stderr
     # Rényi needs pair tables.
     b = tmp_path / "first.bundle"
-    assert run("export", tmp / "north.csv", "--schema", schema, "--site", "n", "--out", b).exit_code == 0
-    r = run("learn", b, "--learner", "renyi", "--out", tmp_path / "m.json")
+    assert run("export", tmp / "north.csv", "--schema", schema, "--site", "n", "--out", b, "--min-cell", "1").exit_code == 0
+    r = run("learn", b, "--learner", "renyi", "--out", tmp_path / "m.json", "--allow-unsigned")
     assert r.exit_code == 2 and "pair table" in r.stderr and "--stats all" in r.stderr
     assert not (tmp_path / "m.json").exists()
     bad = tmp_path / "bad.json"
