@@ -73,10 +73,18 @@ def _label_counts(tables: Sequence[Any], label: str | None) -> np.ndarray | None
     return np.asarray(best.marginal((lab,)), dtype=np.float64)
 
 
-def _format_cell(t: Any, idx: tuple[int, ...]) -> str:
+def _format_cell(t: Any, idx: tuple[int, ...], codebook: Any = None) -> str:
+    """``[age_band=18-39, cv_event=yes]`` with level names when the codebook is known."""
+
+    def level(a: str, i: int) -> str:
+        if codebook is None:
+            return str(i)
+        names = codebook.label.classes if a == codebook.label.name else codebook.feature(a).level_names
+        return names[i] if 0 <= i < len(names) else str(i)
+
     if t.kind == "moments":
-        return f"class {idx[1]}"
-    return "[" + ", ".join(f"{a}={i}" for a, i in zip(t.clique, idx)) + "]"
+        return f"class {level(t.clique[1], idx[1])}"
+    return "[" + ", ".join(f"{a}={level(a, int(i))}" for a, i in zip(t.clique, idx)) + "]"
 
 
 def apply_min_cell(
@@ -84,6 +92,7 @@ def apply_min_cell(
     k: int = DEFAULT_MIN_CELL,
     policy: str = DEFAULT_POLICY,
     label: str | None = None,
+    codebook: Any = None,
 ) -> tuple[list[Any], list[SuppressedCell]]:
     """Apply the min-cell rule to a release.
 
@@ -154,7 +163,7 @@ def apply_min_cell(
         cells = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
         if policy == "refuse":
             raise RefusedError(
-                f"min-cell rule: table {t.name} has a cell {_format_cell(t, cells[0])} below {k} "
+                f"min-cell rule: table {t.name} has a cell {_format_cell(t, cells[0], codebook)} below {k} "
                 f"({len(cells)} such cell{'s' if len(cells) > 1 else ''})"
             )
         new = counts.copy()

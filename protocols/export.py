@@ -141,7 +141,7 @@ def export_site(
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
     else:
-        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name)
+        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
