@@ -62,29 +62,63 @@ def _check_norm(norm: str) -> None:
         raise InputError(f"unknown group norm {norm!r} (expected 'linf' or 'l2')")
 
 
+class _Layout:
+    """Gather indices putting each group's entries (m_i·T of them) in one padded row."""
+
+    _cache: dict = {}
+
+    def __init__(self, sizes: Sequence[int], T: int):
+        sizes = np.asarray(sizes, dtype=np.int64)
+        off = _offsets(sizes)
+        M = int(off[-1])
+        self.p, self.M, self.T = len(sizes), M, T
+        self.L = int(sizes.max()) * T if len(sizes) else 0
+        idx = np.full((self.p, max(self.L, 1)), M * T, dtype=np.int64)  # sentinel: an appended 0
+        for i in range(self.p):
+            flat = (np.arange(off[i], off[i + 1])[:, None] * T + np.arange(T)[None, :]).ravel()
+            idx[i, : flat.size] = flat
+        self.idx = idx
+        self.valid = idx < M * T
+
+    @classmethod
+    def get(cls, sizes: Sequence[int], T: int) -> "_Layout":
+        key = (np.asarray(sizes, dtype=np.int64).tobytes(), T)
+        lay = cls._cache.get(key)
+        if lay is None:
+            if len(cls._cache) > 32:
+                cls._cache.clear()
+            lay = cls._cache[key] = cls(sizes, T)
+        return lay
+
+    def gather(self, Z: np.ndarray) -> np.ndarray:
+        """(p, L) padded blocks (zeros in the padding)."""
+        flat = np.concatenate([Z.ravel(), [0.0]])
+        return flat[self.idx]
+
+    def scatter(self, B: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.M * self.T + 1)
+        out[self.idx[self.valid]] = B[self.valid]
+        return out[:-1].reshape(self.M, self.T)
+
+
 def group_norms(Z: np.ndarray, sizes: Sequence[int], norm: str = "linf") -> np.ndarray:
     """‖Z_i‖ per group: max |entry| (``linf``) or Frobenius (``l2``). Shape (p,)."""
     _check_norm(norm)
     Z = _as_matrix(Z)
-    off = _offsets(sizes)
-    out = np.zeros(len(off) - 1)
-    for i in range(len(out)):
-        blk = Z[off[i] : off[i + 1]]
-        if blk.size:
-            out[i] = np.abs(blk).max() if norm == "linf" else math.sqrt(float(np.sum(blk * blk)))
-    return out
+    if len(sizes) == 0:
+        return np.zeros(0)
+    B = _Layout.get(sizes, Z.shape[1]).gather(Z)
+    return np.abs(B).max(axis=1) if norm == "linf" else np.sqrt(np.sum(B * B, axis=1))
 
 
 def dual_group_norms(G: np.ndarray, sizes: Sequence[int], norm: str = "linf") -> np.ndarray:
     """Dual norm per group: Σ|entry| for ``linf``, Frobenius for ``l2``. Shape (p,)."""
     _check_norm(norm)
     G = _as_matrix(G)
-    off = _offsets(sizes)
-    out = np.zeros(len(off) - 1)
-    for i in range(len(out)):
-        blk = G[off[i] : off[i + 1]]
-        out[i] = np.abs(blk).sum() if norm == "linf" else math.sqrt(float(np.sum(blk * blk)))
-    return out
+    if len(sizes) == 0:
+        return np.zeros(0)
+    B = _Layout.get(sizes, G.shape[1]).gather(G)
+    return np.abs(B).sum(axis=1) if norm == "linf" else np.sqrt(np.sum(B * B, axis=1))
 
 
 def project_l1_ball(v: np.ndarray, radius: float) -> np.ndarray:
@@ -94,37 +128,45 @@ def project_l1_ball(v: np.ndarray, radius: float) -> np.ndarray:
     ‖x‖₁ ≤ radius.
     """
     v = np.asarray(v, dtype=np.float64)
-    a = np.abs(v).ravel()
-    if radius <= 0.0:
-        return np.zeros_like(v)
-    if a.sum() <= radius:
-        return v.copy()
-    u = np.sort(a)[::-1]
-    css = np.cumsum(u)
-    k = np.arange(1, u.size + 1)
-    rho = int(np.nonzero(u * k > css - radius)[0][-1])
-    theta = (css[rho] - radius) / (rho + 1.0)
-    return np.sign(v) * np.maximum(np.abs(v) - theta, 0.0)
+    return _project_l1_rows(v.reshape(1, -1), np.array([float(radius)])).reshape(v.shape)
+
+
+def _project_l1_rows(B: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """Row-wise projection of B (p, L) onto L1 balls of radii ``radius`` (p,)."""
+    A = np.abs(B)
+    U = -np.sort(-A, axis=1)
+    css = np.cumsum(U, axis=1)
+    k = np.arange(1, B.shape[1] + 1)[None, :]
+    r = np.maximum(radius, 0.0)[:, None]
+    cond = U * k > css - r
+    rho = B.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1)  # last index where cond holds
+    theta = (css[np.arange(B.shape[0]), rho] - r[:, 0]) / (rho + 1.0)
+    inside = A.sum(axis=1) <= r[:, 0]
+    theta = np.where(inside, 0.0, np.maximum(theta, 0.0))
+    X = np.sign(B) * np.maximum(A - theta[:, None], 0.0)
+    X[inside] = B[inside]
+    X[r[:, 0] <= 0] = 0.0
+    return X
 
 
 def prox_group(V: np.ndarray, sizes: Sequence[int], thresholds: np.ndarray, norm: str = "linf") -> np.ndarray:
     """prox of Σ_i t_i‖V_i‖: argmin_Z ½‖Z − V‖² + Σ_i t_i‖Z_i‖.
 
-    L2: Z_i = max(0, 1 − t_i/‖V_i‖)V_i. L∞: Z_i = V_i − Π_{‖·‖₁ ≤ t_i}(V_i).
+    L2: Z_i = max(0, 1 − t_i/‖V_i‖)V_i. L∞: Z_i = V_i − Π_{‖·‖₁ ≤ t_i}(V_i) (Moreau).
+    Vectorised over groups (padded to the largest group).
     """
     _check_norm(norm)
     V = _as_matrix(V)
-    off = _offsets(sizes)
-    Z = V.copy()
-    for i in range(len(off) - 1):
-        blk = V[off[i] : off[i + 1]]
-        t = float(thresholds[i])
-        if norm == "l2":
-            nrm = math.sqrt(float(np.sum(blk * blk)))
-            Z[off[i] : off[i + 1]] = 0.0 if nrm <= t else (1.0 - t / nrm) * blk
-        else:
-            Z[off[i] : off[i + 1]] = blk - project_l1_ball(blk, t)
-    return Z
+    if len(sizes) == 0:
+        return V.copy()
+    lay = _Layout.get(sizes, V.shape[1])
+    B = lay.gather(V)
+    t = np.asarray(thresholds, dtype=np.float64)
+    if norm == "l2":
+        nrm = np.sqrt(np.sum(B * B, axis=1))
+        scale = np.where(nrm > t, 1.0 - t / np.where(nrm > 0, nrm, 1.0), 0.0)
+        return lay.scatter(B * scale[:, None])
+    return lay.scatter(B - _project_l1_rows(B, t))
 
 
 def _weights(weights: np.ndarray | None, p: int) -> np.ndarray:
@@ -183,12 +225,12 @@ def _lipschitz(Q: np.ndarray) -> float:
     n = Q.shape[0]
     if n == 0:
         return 1.0
-    if n <= 3000:
+    if n <= 150:
         top = float(np.linalg.eigvalsh(Q)[-1])
     else:
         from scipy.sparse.linalg import eigsh
 
-        top = float(eigsh(Q, k=1, which="LA", return_eigenvectors=False, tol=1e-6)[0]) * 1.001
+        top = float(eigsh(Q, k=1, which="LA", return_eigenvectors=False, tol=1e-10)[0]) * (1.0 + 1e-6)
     return 2.0 * max(top, 1e-12)
 
 
