@@ -68,7 +68,7 @@ def learn_report(learner: str, est: Any, summary, seconds: float) -> dict[str, A
         "learner": learner,
         "n": summary.n,
         "sites": [s["site"] for s in summary.provenance.get("sites", [])],
-        "features": list(getattr(est, "feature_names_", None) or summary.feature_names),
+        "features": list(getattr(est, "feature_names_", None) or getattr(est, "features_", None) or summary.feature_names),
         "worst_case_error": float(est.worst_case_error_),
         "seconds": seconds,
     }
@@ -108,6 +108,11 @@ def register(app: typer.Typer) -> None:
         n_max: Annotated[int, typer.Option("--n-max", help="Column generation: most features added per iteration.")] = 100,
         k_max: Annotated[int, typer.Option("--k-max", help="Column generation: most iterations.")] = 10,
         ridge: Annotated[float, typer.Option(help="Rényi: ridge added to Q.")] = 0.0,
+        select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
+        max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
+        feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
+        norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.")] = "linf",
+        time_limit: Annotated[float, typer.Option(help="gbd: seconds before stopping with the certified gap reached so far.")] = 60.0,
         trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")] = None,
         allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")] = False,
         key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")] = None,
@@ -129,11 +134,38 @@ def register(app: typer.Typer) -> None:
             if "R" in info and info.get("stage") == "cg":
                 err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
 
+        selection = None
+        if select not in ("none", "group-lasso", "gbd"):
+            raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
+        if select != "none":
+            from learners.selection import select_features
+
+            if select == "gbd" and max_features is None and feature_cost is None:
+                raise InputError("--select gbd needs --max-features M or --feature-cost C")
+            if max_features is not None and max_features < 1:
+                raise InputError(f"--max-features must be at least 1, got {max_features}")
+            selection = select_features(
+                summary, method=select, max_features=max_features, norm=norm, feature_cost=feature_cost,
+                time_limit=time_limit,
+            )
+            if not selection.selected:
+                raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
+            gap = f", certified gap {selection.gap:.3g}" if selection.gap is not None else ""
+            err(f"{select}: selected {len(selection.selected)} features ({selection.status}{gap}): {', '.join(selection.selected)}")
+        features = selection.selected if selection is not None else None
         est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
-                              ridge=ridge, features=None, callback=progress)
+                              ridge=ridge, features=features, callback=progress)
         est.fit(summary)
         seconds = time.perf_counter() - t0
         rep = learn_report(learner, est, summary, seconds)
+        if selection is not None:
+            rep["features"] = list(selection.selected)
+            rep["selected"] = list(selection.selected)
+            rep["selection"] = {"method": select, "status": selection.status, "objective": selection.objective,
+                                "lambda": selection.lam}
+            if select == "gbd":
+                rep["gap"] = selection.gap
+                rep["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)
         model = Model(
             learner=learner,
             codebook=summary.codebook,
@@ -142,7 +174,8 @@ def register(app: typer.Typer) -> None:
                 "created": now_iso(),
                 "n": summary.n,
                 "sites": summary.provenance.get("sites", []),
-                "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max, "ridge": ridge},
+                "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
+                           "ridge": ridge, "select": select, "max_features": max_features, "feature_cost": feature_cost},
                 "report": {k: v for k, v in rep.items() if k != "seconds"},
             },
         )

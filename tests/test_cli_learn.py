@@ -124,3 +124,33 @@ def test_learn_errors(study, tmp_path):
     bad.write_text("{}")
     r = run("evaluate", bad, tmp / "city_test.csv")
     assert r.exit_code == 2 and "not a marg model" in r.stderr
+
+
+@pytest.mark.parametrize("learner, select, extra", [("renyi", "gbd", ["--max-features", "3"]), ("mrc", "group-lasso", ["--max-features", "2"]),
+                                                   ("renyi", "gbd", ["--feature-cost", "0.002"])])
+def test_learn_with_selection(study, learner, select, extra):
+    tmp, schema, bundles = study
+    out = tmp / f"sel_{learner}_{select}.json"
+    r = run("learn", *bundles, "--learner", learner, "--out", out, "--select", select, *extra, "--json", "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["selected"] == d["features"]
+    if "--max-features" in extra:
+        assert len(d["selected"]) == int(extra[1])
+    if select == "gbd":
+        assert d["gap"] is not None and d["gap"] <= 1e-6
+    m = Model.load(out)
+    enc = encode_file(tmp / "city_test.csv", m.codebook)
+    # The refit model only looks at the selected features: changing another column changes nothing.
+    other = [i for i, f in enumerate(m.codebook.features) if f.name not in d["selected"]][0]
+    X2 = enc.X.copy()
+    X2[:, other] = (X2[:, other] + 1) % m.codebook.features[other].n_levels
+    np.testing.assert_array_equal(m.predict(enc.X), m.predict(X2))
+
+
+def test_learn_selection_errors(study, tmp_path):
+    tmp, schema, bundles = study
+    r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "gbd", "--allow-unsigned")
+    assert r.exit_code == 2 and "--max-features" in r.stderr
+    r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "magic", "--allow-unsigned")
+    assert r.exit_code == 2 and "unknown --select 'magic'" in r.stderr
