@@ -21,10 +21,12 @@ DEFAULT_CHUNK_BYTES = 8 << 20
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename,
+    then fsync the folder.
 
     A crash at any point leaves either the old file (or none) or the complete new one.
+    ``mode`` sets the permission bits before any byte is written (e.g. 0o600 for keys).
     """
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
@@ -32,6 +34,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise InputError(f"output folder does not exist: {parent}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

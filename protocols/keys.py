@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -36,6 +35,7 @@ from typing import Union
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
+from marginals.io import atomic_write_bytes
 from marginals.errors import InputError, RefusedError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -167,25 +167,6 @@ def key_paths(site: str, directory: PathLike) -> dict[str, Path]:
     }
 
 
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename)
-    with permission bits ``mode`` set before any byte is written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _private_pem(key: object, passphrase: bytes | None) -> bytes:
     enc: serialization.KeySerializationEncryption
     enc = serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption()
@@ -241,10 +222,10 @@ def generate_keys(
     seal = x25519.X25519PrivateKey.generate()
     pw = bytes(passphrase) if passphrase else None
     # public keys first: a crash half-way never leaves a private key without its public one
-    _atomic_write(paths["sign_pub"], _public_pem(sign.public_key()), 0o644)
-    _atomic_write(paths["seal_pub"], _public_pem(seal.public_key()), 0o644)
-    _atomic_write(paths["sign_key"], _private_pem(sign, pw), 0o600)
-    _atomic_write(paths["seal_key"], _private_pem(seal, pw), 0o600)
+    atomic_write_bytes(paths["sign_pub"], _public_pem(sign.public_key()), mode=0o644)
+    atomic_write_bytes(paths["seal_pub"], _public_pem(seal.public_key()), mode=0o644)
+    atomic_write_bytes(paths["sign_key"], _private_pem(sign, pw), mode=0o600)
+    atomic_write_bytes(paths["seal_key"], _private_pem(seal, pw), mode=0o600)
     return KeyFiles(
         site=site,
         sign_key=paths["sign_key"],

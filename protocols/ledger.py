@@ -59,7 +59,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -70,6 +69,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marginals.codebook import canonical_json
+from marginals.io import atomic_write_bytes
 from marginals.errors import InputError, MargError, RefusedError
 from marginals.privacy import PrivacyCost, check_budget, read_budget, release_cost
 
@@ -395,27 +395,7 @@ class Ledger:
             return
         kdir.mkdir(exist_ok=True, mode=0o700)
         pem = pub.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        self._atomic_write(target, pem)
-
-    def _atomic_write(self, path: Path, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        atomic_write_bytes(target, pem)
 
     def _clean_stale(self) -> None:
         for p in self.directory.glob(f".{LEDGER_FILE}.*.tmp"):
@@ -536,7 +516,7 @@ class Ledger:
             parse_entry(line, "new ledger entry")  # the writer obeys its own format
             body = b"".join(ln + b"\n" for ln in lines) + line + b"\n"  # a torn tail is dropped
             self._clean_stale()
-            self._atomic_write(self.path, body)
+            atomic_write_bytes(self.path, body)
         return entry
 
     def record(
