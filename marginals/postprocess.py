@@ -308,4 +308,3 @@ def nearest_psd(Q: np.ndarray, min_eig: float = 0.0) -> np.ndarray:
         return S
     X = (V * np.maximum(lam, min_eig)) @ V.T
     return (X + X.T) / 2.0
-
