@@ -285,6 +285,7 @@ def gbd(
     gap_tol: float = 1e-6,
     full_cut_max_dim: int = 4000,
     solver: str = "highspy",
+    local_search_evals: int = 2000,
     callback: Callable[[dict], None] | None = None,
 ) -> GBDResult:
     """Generalized Benders Decomposition for min_σ c(σ) [+ Σλ_iσ_i] s.t. Σσ ≤ M.
@@ -316,6 +317,11 @@ def gbd(
         Master MILP through highspy (one persistent model, cuts appended as rows,
         feasibility tolerance 1e-9) or through ``scipy.optimize.milp`` (rebuilt each
         iteration; scipy's bundled HiGHS writes debug lines to stdout, which we divert).
+    local_search_evals : int
+        Upper-bound heuristic: after each master solution, a best-improvement 1-swap
+        (and add; drop under FSP-λ) descent with at most this many evaluations of c; its
+        end point is evaluated as a subproblem (a cut and an upper bound). 0 disables it.
+        It only affects which cuts are generated, never the validity of the bounds.
     callback : callable, optional
         Called with each history record (progress).
 
@@ -359,6 +365,38 @@ def gbd(
             best.update(value=total, support=S, Z=Z)
         return total
 
+    values: dict[tuple[int, ...], float] = {}
+
+    def value(S: tuple[int, ...]) -> float:
+        if S in evaluated:
+            return evaluated[S]
+        if S not in values:
+            v = restricted_value(Qc, D, sizes, S, g)[0]
+            values[S] = v + (float(cost[list(S)].sum()) if S else 0.0)
+        return values[S]
+
+    def local_search(S0: Iterable[int]) -> tuple[int, ...]:
+        """Best-improvement 1-swap / add / drop descent from S0 (within |S| ≤ M)."""
+        S = tuple(sorted(set(int(i) for i in S0)))
+        cur, evals = value(S), 0
+        while evals < local_search_evals and time.perf_counter() - t0 < time_limit:
+            inside, outside = list(S), [j for j in range(p) if j not in S]
+            moves = [tuple(sorted([k for k in S if k != i] + [j])) for i in inside for j in outside]
+            if len(S) < Mcap:
+                moves += [tuple(sorted(S + (j,))) for j in outside]
+            if np.any(cost > 0):
+                moves += [tuple(k for k in S if k != i) for i in inside]
+            moves = moves[: max(0, local_search_evals - evals)]
+            evals += len(moves)
+            if not moves:
+                break
+            vals = [value(m) for m in moves]
+            k = int(np.argmin(vals))
+            if vals[k] >= cur - 1e-15 * max(1.0, abs(cur)):
+                break
+            S, cur = moves[k], vals[k]
+        return S
+
     evaluate(())
     full_val = None
     if off[-1] <= full_cut_max_dim and p > 0:
@@ -368,6 +406,8 @@ def gbd(
         evaluate(S)
         if time.perf_counter() - t0 > time_limit:
             break
+    if local_search_evals > 0 and p > 0:
+        evaluate(local_search(best["support"]))
     # scale of the objective (|c| ≤ |c(full)|), so the master's absolute tolerances are relative
     scale_ref = abs(full_val) if full_val is not None else max(abs(best["value"]), 0.0)
     if scale_ref <= 0:
@@ -405,6 +445,8 @@ def gbd(
             lower = max(lower, min(upper, evaluated[S]))
         else:
             evaluate(S)
+            if local_search_evals > 0:
+                evaluate(local_search(S if len(S) <= Mcap else best["support"]))
         for extra in getattr(master, "pool", []):
             if extra.sum() <= Mcap:
                 evaluate(np.flatnonzero(extra))

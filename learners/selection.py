@@ -351,8 +351,13 @@ def select_features(
         path = group_lasso_path(P.Qc, P.Dc, P.sizes, n_lambdas=n_lambdas, lambda_min_ratio=lambda_min_ratio,
                                 norm=norm, max_features=max_features, tol=max(tol, 1e-7), callback=path_cb)
         for pt in path:
-            if pt.active and pt.active not in warm:
-                warm.append(pt.active)
+            sup = pt.active
+            if max_features is not None and len(sup) > max_features:
+                # a feasible support too: the max_features largest groups of the point
+                sup = tuple(sorted(sorted(sup, key=lambda i: -pt.group_norms[i])[:max_features]))
+            for cand in {pt.active, sup}:
+                if cand and cand not in warm:
+                    warm.append(cand)
         records = _path_records(P, path)
     elapsed = time.perf_counter() - t0
 
