@@ -120,7 +120,7 @@ def problem_from_tables(S: Summary) -> SelectionProblem:
     which is O(p⁴) and out of reach beyond ~100 features.
     """
     assert not S.is_noisy
-    cb, lab = S.codebook, S.codebook.label.name
+    lab = S.codebook.label.name
     blocks = S.discrete_blocks
     M = sum(b.size for b in blocks)
     Q = np.zeros((M, M))

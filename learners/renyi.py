@@ -146,7 +146,7 @@ def psd_eigh(Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def min_norm_solve(
-    Q: np.ndarray,
+    Q: np.ndarray | None,
     d: np.ndarray,
     ridge: float = 0.0,
     rcond: float = RCOND,
@@ -156,8 +156,9 @@ def min_norm_solve(
 
     Parameters
     ----------
-    Q : ndarray, shape (M, M)
-        Symmetric PSD (negative eigenvalues are treated as 0).
+    Q : ndarray, shape (M, M), or None
+        Symmetric PSD (negative eigenvalues are treated as 0); may be None when ``eig``
+        is given.
     d : ndarray, shape (M,)
     ridge : float, >= 0
     rcond : float
@@ -448,9 +449,9 @@ class RenyiClassifier:
             dc = d - delta * p
             if M and self.coding == "reference":
                 z = np.zeros(M)
-                z[keep] = min_norm_solve(None, dc[keep], ridge, eig=eig_ref)  # type: ignore[arg-type]
+                z[keep] = min_norm_solve(None, dc[keep], ridge, eig=eig_ref)
             elif M:
-                z = min_norm_solve(None, dc, ridge, eig=eig_full)  # type: ignore[arg-type]
+                z = min_norm_solve(None, dc, ridge, eig=eig_full)
             else:
                 z = np.zeros(0)
             bk = 0.5 * delta - float(p @ z)
@@ -461,7 +462,7 @@ class RenyiClassifier:
             if ridge > 0.0 or not M:
                 sep[k] = _is_separable(z, bk, sizes)
             else:
-                z0 = z if self.coding == "min-norm" else min_norm_solve(None, dc, 0.0, eig=eig_full)  # type: ignore[arg-type]
+                z0 = z if self.coding == "min-norm" else min_norm_solve(None, dc, 0.0, eig=eig_full)
                 b0 = 0.5 * delta - float(p @ z0)
                 lam, V = eig_full
                 top = float(lam.max()) if lam.size else 0.0

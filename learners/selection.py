@@ -42,7 +42,7 @@ import numpy as np
 from marginals.errors import InputError
 
 from .gbd import gbd, restricted_value
-from .group_lasso import NORMS, group_lasso, group_lasso_path, lambda_max
+from .group_lasso import NORMS, PathPoint, group_lasso, group_lasso_path, group_norms
 
 __all__ = ["SelectionProblem", "SelectionResult", "selection_problem", "select_features", "gcv"]
 
@@ -314,8 +314,6 @@ def select_features(
                     else:
                         hi_l, Zw = mid, Zm
                         if k > len(chosen.active):
-                            from .group_lasso import PathPoint, group_norms
-
                             gn = group_norms(Zm, P.sizes, norm)
                             chosen = PathPoint(mid, tuple(info["active"]), gn,
                                                float(np.sum(Zm * (P.Qc @ Zm)) - np.sum(P.Dc * Zm)),

@@ -22,7 +22,6 @@ from learners.renyi import (
     min_norm_solve,
     psd_eigh,
     quadratic_value,
-    rule7_positive_proba,
     separable_solution,
 )
 from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
@@ -511,7 +510,7 @@ def test_real_dataset_house_votes():
 
     with gzip.open(path, "rt") as fh:
         rows = [line.rstrip("\n").split("\t") for line in fh]
-    header, data = rows[0], np.array(rows[1:], dtype=float).astype(int)
+    data = np.array(rows[1:], dtype=float).astype(int)  # rows[0] is the header
     X, y = data[:, :-1], data[:, -1]
     sizes = [3] * X.shape[1]
     cb = make_codebook(sizes)

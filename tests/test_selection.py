@@ -272,7 +272,6 @@ def test_gcv_choice_is_the_path_minimiser():
     assert all(chosen <= gcv(P, s) + 1e-15 for s in supports)
     # GCV is the least-squares GCV: γ(S)/(1 − df/n)² with γ the in-sample MSE of C on [1, W_S]
     idx = [P.names.index(nm) for nm in r.selected]
-    off = np.concatenate([[0], np.cumsum(sizes)])
     W = np.column_stack([np.ones(len(y))] + [(X[:, i][:, None] == np.arange(sizes[i])).astype(float) for i in idx])
     coef, *_ = np.linalg.lstsq(W, y - 0.5, rcond=None)
     mse = np.mean((W @ coef - (y - 0.5)) ** 2)
