@@ -354,14 +354,12 @@ def test_rules_sign_and_rule7():
         p1 = (0.5 + f) ** 2 / ((0.5 + f) ** 2 + (0.5 - f) ** 2)
         assert np.allclose(pr[inside, 1], p1[inside])
         assert np.allclose(pr[f > 0.5, 1], 1.0) and np.allclose(pr[f < -0.5, 1], 0.0)
-        if m.separable_:
-            # separable: P̃(Y=1|x) = 1/2 + f is the worst-case distribution's posterior; its
-            # pairwise marginals must match, i.e. p̃(x,1) = p(x)(1/2+f) reproduces d
-            Xi = domain(sizes)
-            px = P.sum(axis=-1).reshape(-1)
-            eta = 0.5 + f
-            W = onehot(Xi, sizes)
-            assert np.allclose(W.T @ (px * (2 * eta - 1)), S.d(), atol=1e-10)
+        # normal equations of the least-squares fit under any member of C (here p̄):
+        # E[W·2f(X)] = 2E[W·C] = d, i.e. "P̃(Y=1|x) = 1/2 + f" reproduces the first-order d
+        Xi = domain(sizes)
+        px = P.sum(axis=-1).reshape(-1)
+        W = onehot(Xi, sizes)
+        assert np.allclose(W.T @ (px * 2 * f), S.d(), atol=1e-10)
 
 
 def test_reference_coding_and_ridge():
