@@ -148,13 +148,17 @@ def random_cases(n_cases, seed, numeric=False):
 # ------------------------------------------------------------------ the oracle tests
 
 
+SOLVE_MODES = [("full", "compact"), ("full", "rows"), ("cg", "compact"), ("cg", "rows")]
+
+
+@pytest.mark.parametrize("solver,formulation", SOLVE_MODES)
 @pytest.mark.parametrize("s", [0.0, 0.7, None])
-def test_R_matches_brute_force_joint_lp(s):
+def test_R_matches_brute_force_joint_lp(s, solver, formulation):
     """R* over the whole domain = max Bayes error over distributions matching τ ± λ."""
     checked = 0
     for rng, levels, K, _ in random_cases(12, seed=11 if s is None else int(100 * s) + 1):
         cb, S, p = make_problem(rng, levels, K, sparsity=0.15)
-        m = MRC(s=s, solver="full").fit(S)
+        m = MRC(s=s, solver=solver, formulation=formulation, eps=0.0, n_max=1, k_max=100).fit(S)
         R = brute_force_R(S, S.tau, m.lambda_)
         assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
         if s == 0.0:
@@ -163,17 +167,19 @@ def test_R_matches_brute_force_joint_lp(s):
     assert checked == 12
 
 
-def test_R_matches_brute_force_with_numeric_features():
+@pytest.mark.parametrize("solver,formulation", SOLVE_MODES)
+def test_R_matches_brute_force_with_numeric_features(solver, formulation):
     """Raw numeric features on [lo, hi]: the oracle's max(lo·c, hi·c) is exact."""
     for rng, levels, K, num in random_cases(8, seed=5, numeric=True):
         cb, S, p = make_problem(rng, levels[:3], K, numeric=num)
         for s in (0.0, 0.5):
-            m = MRC(s=s, solver="full").fit(S)
+            m = MRC(s=s, solver=solver, formulation=formulation, eps=0.0, n_max=1, k_max=100).fit(S)
             R = brute_force_R(S, S.tau, m.lambda_)
             assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
 
 
-def test_solver_on_arrays_with_arbitrary_lambda():
+@pytest.mark.parametrize("formulation", ["compact", "rows"])
+def test_solver_on_arrays_with_arbitrary_lambda(formulation):
     """solve_full on (τ, λ, blocks) directly, with a random non-uniform λ."""
     rng = np.random.default_rng(3)
     for t in range(6):
@@ -181,7 +187,7 @@ def test_solver_on_arrays_with_arbitrary_lambda():
         cb, S, p = make_problem(rng, [3, 2, 3][: 1 + t % 3], K)
         lam = rng.uniform(0.0, 0.03, size=S.tau.shape)
         fmap = FeatureMap(S.blocks, list(range(len(S.blocks))))
-        sol = solve_full(fmap, S.tau, lam)
+        sol = solve_full(fmap, S.tau, lam, formulation=formulation)
         R = brute_force_R(S, S.tau, lam)
         assert abs(sol.value - R) <= 1e-6
         assert sol.converged
@@ -221,13 +227,13 @@ def test_row_generation_bounds_and_optimality_gap():
     rng = np.random.default_rng(9)
     for t in range(5):
         cb, S, p = make_problem(rng, [3, 3, 3, 2, 2][: 3 + t % 3], 2 + t % 2)
-        m = MRC(s=0.0, solver="full").fit(S)
+        m = MRC(s=0.0, solver="full", formulation="rows").fit(S)
         lo, up = np.array(m.row_rounds_["lower"]), np.array(m.row_rounds_["upper"])
         assert np.all(np.diff(lo) >= -1e-9)
         assert np.all(up >= lo - 1e-9)  # R(μ) is an upper bound at every round
         assert up[-1] - lo[-1] <= 1e-7
         assert m.converged_
-        assert m.iterations_ == [m.worst_case_error_]
+        assert len(lo) > 1 and m.iterations_ == [m.worst_case_error_]
 
 
 def test_dual_is_a_distribution_matching_the_box():
@@ -304,13 +310,14 @@ def test_empty_cells_are_impossible_not_errors():
     assert found > 0
 
 
-def test_inconsistent_statistics_raise_input_error():
+@pytest.mark.parametrize("formulation", ["compact", "rows"])
+def test_inconsistent_statistics_raise_input_error(formulation):
     """τ that no distribution matches (block totals disagree) with λ = 0: an InputError, not a crash."""
     tau = np.array([[0.3, 0.2, 0.1, 0.1], [0.25, 0.25, 0.3, 0.3]])  # block 2 sums to 0.8 ≠ 1
     blocks = [type("B", (), {"name": "a", "kind": "onehot", "size": 2})(), type("B", (), {"name": "b", "kind": "onehot", "size": 2})()]
     fmap = FeatureMap(blocks, [0, 1])
     with pytest.raises(InputError, match="no distribution matches"):
-        solve_full(fmap, tau, np.zeros_like(tau))
+        solve_full(fmap, tau, np.zeros_like(tau), formulation=formulation)
 
 
 def test_feature_subset_equals_marginal_problem():
