@@ -44,7 +44,7 @@ from marginals.errors import InputError
 
 from .calibration import confidence_lambda
 from .featuremap import Block, FeatureMap
-from .mrc_lp import Cut, MinimaxLP, column_bounds, label_subsets, solve_boxed
+from .mrc_lp import Cut, MinimaxLP, label_subsets, solve_boxed
 from .structure import UnionFind, max_spanning_forest, pair_weights
 
 
@@ -186,6 +186,7 @@ class PairwiseFeatureMap:
 # --------------------------------------------------------------------------------------
 # Separation oracle: max-sum dynamic programming on the forest
 # --------------------------------------------------------------------------------------
+EXCLUDED = 1e12  # potential of an excluded (empty) cell: a row through it is never the maximum
 class ForestOracle:
     """Exact separation for node + edge features: max-sum DP on a forest, all label subsets at once.
 
@@ -209,7 +210,17 @@ class ForestOracle:
         If the active edges contain a cycle.
     """
 
-    def __init__(self, pmap: PairwiseFeatureMap, n_classes: int, active: Sequence[int] | None = None):
+    def __init__(
+        self,
+        pmap: PairwiseFeatureMap,
+        n_classes: int,
+        active: Sequence[int] | None = None,
+        tau: np.ndarray | None = None,
+        lam: np.ndarray | None = None,
+        stabilize: float = 0.5,
+        extra_rows: int | None = 0,
+        exclude: np.ndarray | None = None,
+    ):
         self.pmap = pmap
         self.K = int(n_classes)
         self.D = pmap.dim
@@ -222,6 +233,24 @@ class ForestOracle:
         self._nv = np.array([b.n_vertices for b in fm.blocks], dtype=np.int64)
         self._vcols = [fm.vertex_col[fm.vertex_start[i] : fm.vertex_start[i] + self._nv[i]] for i in range(fm.n_blocks)]
         self._vvals = [fm.vertex_val[fm.vertex_start[i] : fm.vertex_start[i] + self._nv[i]] for i in range(fm.n_blocks)]
+        self.tau = None if tau is None else np.asarray(tau, dtype=np.float64).ravel()
+        self.lam = None if lam is None else np.asarray(lam, dtype=np.float64).ravel()
+        if (self.tau is None) != (self.lam is None):
+            raise InputError("ForestOracle: give both tau and lam (for stabilized separation) or neither")
+        if not 0.0 <= stabilize < 1.0:
+            raise InputError(f"stabilize must be in [0, 1), got {stabilize!r}")
+        self.stabilize = float(stabilize)
+        if extra_rows is not None and not (isinstance(extra_rows, (int, np.integer)) and extra_rows >= 0):
+            raise InputError(f"extra_rows must be an integer >= 0 or None, got {extra_rows!r}")
+        self.extra_rows = extra_rows
+        self._penalty = None
+        self._dead = None
+        if exclude is not None:
+            ex = np.asarray(exclude, dtype=bool).reshape(self.K, self.D)
+            self._dead = ex.all(axis=0)
+            hit = (self.member @ ex) > 0  # (nC, D): some label of C is excluded at the column
+            if hit.any():
+                self._penalty = np.where(hit, -EXCLUDED, 0.0)
         self.set_active(range(pmap.n_edges) if active is None else active)
 
     def set_active(self, active: Sequence[int]) -> None:
@@ -262,20 +291,51 @@ class ForestOracle:
                         q.append(v)
         self.order = order
         self.roots = roots
+        root_of = np.zeros(n, dtype=np.int64)
+        for v in order:
+            root_of[v] = v if parent[v] < 0 else root_of[parent[v]]
+        self.root_of = root_of
         self.parent = parent
         self.parent_edge = pedge
         self.children: list[list[int]] = [[] for _ in range(n)]
         for v in order:
             if parent[v] >= 0:
                 self.children[int(parent[v])].append(v)
+        self.center: np.ndarray | None = None
+        self.center_value = np.inf
+        # the same component re-rooted at every node (constrained maxima x_i = a)
+        self._rooted: list[tuple[list[int], np.ndarray, np.ndarray]] = []
+        for r in range(n):
+            par = np.full(n, -1, dtype=np.int64)
+            ped = np.full(n, -1, dtype=np.int64)
+            od = [r]
+            seen_r = {r}
+            q = deque([r])
+            while q:
+                u = q.popleft()
+                for v, e in sorted(adj[u]):
+                    if v not in seen_r:
+                        seen_r.add(v)
+                        par[v] = u
+                        ped[v] = e
+                        od.append(v)
+                        q.append(v)
+            self._rooted.append((od, par, ped))
 
     # ---------------------------------------------------------------- potentials
+    def _potentials(self, mu: np.ndarray) -> np.ndarray:
+        """s_C = Σ_{y∈C} μ[y] per label subset (nC, D); excluded cells get −EXCLUDED."""
+        S = self.member @ np.asarray(mu, dtype=np.float64).reshape(self.K, self.D)
+        if self._penalty is not None:
+            S = S + self._penalty
+        return S
+
     def _node_pot(self, S: np.ndarray, i: int) -> np.ndarray:
         return S[:, self._vcols[i]] * self._vvals[i][None, :]
 
-    def _edge_pot(self, S: np.ndarray, c: int) -> np.ndarray:
+    def _edge_pot(self, S: np.ndarray, c: int, pedge: np.ndarray | None = None) -> np.ndarray:
         """θ_{p c}(x_p, x_c) for the edge from c to its parent p, shape (nC, m_p, m_c)."""
-        e = int(self.parent_edge[c])
+        e = int((self.parent_edge if pedge is None else pedge)[c])
         mi, mj = self.pmap.edge_shape[e]
         off = int(self.pmap.edge_offset[e])
         E = S[:, off : off + mi * mj].reshape(S.shape[0], mi, mj)
@@ -283,16 +343,21 @@ class ForestOracle:
             E = E.transpose(0, 2, 1)
         return E
 
-    def _upward(self, S: np.ndarray):
+    def _upward(self, S: np.ndarray, order: Sequence[int] | None = None, parent: np.ndarray | None = None, pedge: np.ndarray | None = None):
+        """Leaves-to-root max-sum messages over ``order`` (default: the whole forest, BFS order)."""
         n = self.pmap.n_nodes
-        acc = [self._node_pot(S, i) for i in range(n)]
+        if order is None:
+            order, parent, pedge = self.order, self.parent, self.parent_edge
+        acc: list[np.ndarray | None] = [None] * n
+        for i in order:
+            acc[i] = self._node_pot(S, i)
         msg: list[np.ndarray | None] = [None] * n
         arg: list[np.ndarray | None] = [None] * n
-        for c in reversed(self.order):
-            p = int(self.parent[c])
+        for c in reversed(order):
+            p = int(parent[c])
             if p < 0:
                 continue
-            T = self._edge_pot(S, c) + acc[c][:, None, :]  # (nC, m_p, m_c)
+            T = self._edge_pot(S, c, pedge) + acc[c][:, None, :]  # (nC, m_p, m_c)
             arg[c] = T.argmax(axis=2)
             msg[c] = T.max(axis=2)
             acc[p] = acc[p] + msg[c]
@@ -307,7 +372,7 @@ class ForestOracle:
         assign : ndarray of int (n_subsets, n_nodes)
             Vertex index of each node (the level for a one-hot node; 0 = lo, 1 = hi numeric).
         """
-        S = self.member @ np.asarray(mu, dtype=np.float64).reshape(self.K, self.D)
+        S = self._potentials(mu)
         nC = S.shape[0]
         n = self.pmap.n_nodes
         acc, _, arg = self._upward(S)
@@ -323,18 +388,52 @@ class ForestOracle:
                 x[:, c] = arg[c][rows, x[:, p]]
         return values, x
 
+    def constrained_maxima(self, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For every label subset C, node i and vertex v: max over x with x_i = v, and a maximizer.
+
+        The forest component of i is re-rooted at i and solved by the same max-sum pass; the
+        other components keep their unconstrained maximizer.
+
+        Returns
+        -------
+        values : ndarray (n_subsets, V)
+            V = total number of node vertices (node after node, as ``FeatureMap.vertex_start``).
+        assign : ndarray of int (n_subsets, V, n_nodes)
+        """
+        S = self._potentials(mu)
+        values0, x0 = self.separate(mu)
+        nC, n = x0.shape
+        V = int(self._nv.sum())
+        vals = np.empty((nC, V))
+        X = np.empty((nC, V, n), dtype=np.int64)
+        start = 0
+        for i in range(n):
+            order, parent, pedge = self._rooted[i]
+            acc, _, arg = self._upward(S, order, parent, pedge)
+            m = int(self._nv[i])
+            sl = slice(start, start + m)
+            vals[:, sl] = values0[:, None] - acc[i].max(axis=1, keepdims=True) + acc[i]
+            Xi = np.repeat(x0[:, None, :], m, axis=1)
+            Xi[:, :, i] = np.arange(m)[None, :]
+            for c in order[1:]:
+                Xi[:, :, c] = np.take_along_axis(arg[c], Xi[:, :, int(parent[c])], axis=1)
+            X[:, sl, :] = Xi
+            start += m
+        return vals, X
+
     def max_marginals(self, mu: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
         """Max-marginals of every node and active edge, per label subset.
 
         Returns
         -------
         node : list of ndarray (nC, n_vertices_i)
-            max over x with x_i = v of Σ_{y∈C} Φ(x,y)ᵀμ (node i's own term included).
+            max over x (the whole domain) with x_i = v of Σ_{y∈C} Φ(x,y)ᵀμ (node i's own
+            term included).
         edge : list (one per map edge) of ndarray (nC, m_i, m_j) or None
             For an active edge (i, j): max over x with (x_i, x_j) = (a, b) of the score
             WITHOUT the edge's own term θ_ij(a, b); None for inactive edges.
         """
-        S = self.member @ np.asarray(mu, dtype=np.float64).reshape(self.K, self.D)
+        S = self._potentials(mu)
         n = self.pmap.n_nodes
         acc, msg, _ = self._upward(S)
         down = [np.zeros_like(a) for a in acc]
@@ -349,7 +448,14 @@ class ForestOracle:
             mm = out_p[:, :, None] + acc[c][:, None, :]  # (nC, m_p, m_c) without θ_pc
             e = int(self.parent_edge[c])
             edge[e] = mm.transpose(0, 2, 1) if self.pmap.edges[e][0] == c else mm
-        node = [acc[i] + down[i] for i in range(n)]
+        # the other components contribute their unconstrained maxima
+        best = {r: acc[r].max(axis=1) for r in self.roots}
+        total = sum(best.values())
+        rest = {r: (total - best[r])[:, None] for r in self.roots}
+        node = [acc[i] + down[i] + rest[int(self.root_of[i])] for i in range(n)]
+        for e in range(self.pmap.n_edges):
+            if edge[e] is not None:
+                edge[e] = edge[e] + rest[int(self.root_of[self.pmap.edges[e][0]])][:, :, None]
         return node, edge
 
     # ---------------------------------------------------------------------- rows
@@ -371,8 +477,42 @@ class ForestOracle:
         return Cut((idx, val), 1.0 / size - 1.0, (value - 1.0) / size + 1.0, tuple(c))
 
     def most_violated(self, mu: np.ndarray) -> list[Cut]:
+        """The most violated row of every label subset at μ; with ``tau``/``lam`` given, also
+        the rows most violated at the in-out point s·μ_c + (1 − s)·μ (μ_c: the best μ so far
+        by R(μ)), their violation evaluated at μ — extra valid rows that damp the
+        oscillation of plain cutting planes."""
+        mu = np.asarray(mu, dtype=np.float64).ravel()
         values, x = self.separate(mu)
-        return [self.cut_for(k, x[k], values[k]) for k in range(len(self.subsets))]
+        cuts = [self.cut_for(k, x[k], values[k]) for k in range(len(self.subsets))]
+        if self.extra_rows is None or self.extra_rows > 0:
+            cv, CX = self.constrained_maxima(mu)
+            cap = CX.shape[1] if self.extra_rows is None else int(self.extra_rows)
+            for k in range(len(self.subsets)):
+                seen = {x[k].tobytes()}
+                for t in np.argsort(-cv[k], kind="stable"):
+                    key = CX[k, t].tobytes()
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    cuts.append(self.cut_for(k, CX[k, t], cv[k, t]))
+                    if len(seen) > cap:
+                        break
+        if self.tau is None:
+            return cuts
+        if self.center is not None and self.stabilize > 0:
+            mid = self.stabilize * self.center + (1.0 - self.stabilize) * mu
+            _, xm = self.separate(mid)
+            for k in range(len(self.subsets)):
+                if np.array_equal(xm[k], x[k]):
+                    continue
+                c = self.cut_for(k, xm[k], np.nan)
+                idx, val = c.g
+                viol = float(mu[idx] @ val) - c.b
+                cuts.append(c._replace(violation=viol))
+        R = float(-self.tau @ mu + self.lam @ np.abs(mu)) + float(np.max((values - 1.0) / self.sizes)) + 1.0
+        if R < self.center_value:
+            self.center_value, self.center = R, mu.copy()
+        return cuts
 
     def phi(self, mu: np.ndarray) -> float:
         """φ(μ) = max_{x, C} (Σ_{y∈C} Φ(x,y)ᵀμ − 1)/|C| over the whole domain (active edges)."""
@@ -381,24 +521,31 @@ class ForestOracle:
 
     def covering_assignments(self, edges: Sequence[int] | None = None, nodes: bool = True) -> list[np.ndarray]:
         """Assignments x (vertex per node) that together hit every vertex of every node (if
-        ``nodes``) and every cell of the given active edges (default: all active edges).
+        ``nodes``) and every cell of the given active edges (default: all active edges),
+        except cells excluded for every label (no row through them is a constraint).
 
         Greedy: pick the first cell not yet hit, force its two nodes, and fill the rest of
-        the forest top-down preferring cells (then vertices) not yet hit. Each assignment
-        hits at least one new cell, so this terminates.
+        the forest top-down preferring cells (then vertices) not yet hit and not excluded.
+        Each assignment hits at least one new cell, so this terminates.
         """
         pm = self.pmap
         n = pm.n_nodes
         edges = self.active if edges is None else [int(e) for e in edges]
         if any(e not in self.active for e in edges):
             raise InputError("covering_assignments: every edge to cover must be active")
-        node_left = [np.ones(int(k), dtype=bool) if nodes else np.zeros(int(k), dtype=bool) for k in self._nv]
-        edge_left = {e: np.ones(pm.edge_shape[e], dtype=bool) for e in edges}
+        dead = self._dead if self._dead is not None else np.zeros(self.D, dtype=bool)
+        node_ok = [~dead[self._vcols[i]] if pm.blocks[i].kind == "onehot" else np.ones(int(self._nv[i]), dtype=bool) for i in range(n)]
+        node_left = [ok.copy() if nodes else np.zeros_like(ok) for ok in node_ok]
+        edge_ok = {e: ~dead[pm.edge_columns(e)].reshape(pm.edge_shape[e]) for e in self.active}
+        edge_left = {e: edge_ok[e].copy() for e in edges}
         out: list[np.ndarray] = []
 
-        def pick(left: np.ndarray) -> int:
-            w = np.flatnonzero(left)
-            return int(w[0]) if w.size else 0
+        def pick(*masks: np.ndarray) -> int:
+            for m in masks:
+                w = np.flatnonzero(m)
+                if w.size:
+                    return int(w[0])
+            return 0
 
         while True:
             force: dict[int, int] = {}
@@ -415,15 +562,16 @@ class ForestOracle:
                 if v in force:
                     x[v] = force[v]
                 elif p < 0:
-                    x[v] = pick(node_left[v])
+                    x[v] = pick(node_left[v], node_ok[v])
                 else:
                     e = int(self.parent_edge[v])
+                    stored_pv = pm.edges[e][0] == p
+                    ok = (edge_ok[e][x[p], :] if stored_pv else edge_ok[e][:, x[p]]) & node_ok[v]
                     if e in edge_left:
-                        row = edge_left[e][x[p], :] if pm.edges[e][0] == p else edge_left[e][:, x[p]]
-                        both = row & node_left[v]
-                        x[v] = pick(both) if both.any() else pick(row) if row.any() else pick(node_left[v])
+                        row = edge_left[e][x[p], :] if stored_pv else edge_left[e][:, x[p]]
+                        x[v] = pick(row & node_left[v] & ok, row & ok, node_left[v] & ok, ok)
                     else:
-                        x[v] = pick(node_left[v])
+                        x[v] = pick(node_left[v] & ok, ok)
             for v in range(n):
                 node_left[v][x[v]] = False
             for e in edges:
@@ -432,79 +580,196 @@ class ForestOracle:
             out.append(x)
         return out
 
+    def allowed(self, k: int, x: np.ndarray) -> bool:
+        """False when the row (x, C = subsets[k]) crosses an excluded cell of a label in C
+        (on a node or an active edge): such a row is vacuous, not a constraint."""
+        if self._penalty is None:
+            return True
+        pm = self.pmap
+        fm = pm.nodes
+        cols = fm.vertex_col[fm.vertex_start + np.asarray(x, dtype=np.int64)]
+        if self.active:
+            a = np.asarray(self.active, dtype=np.int64)
+            cols = np.concatenate([cols, pm.edge_offset[a] + x[pm._ei[a]] * pm._emj[a] + x[pm._ej[a]]])
+        return not np.any(self._penalty[k, cols] < 0)
+
     def covering_cuts(self, edges: Sequence[int] | None = None, nodes: bool = True) -> list[Cut]:
-        """Rows (x, C) for every C and every assignment of :meth:`covering_assignments`."""
-        return [self.cut_for(k, x, np.nan) for x in self.covering_assignments(edges, nodes) for k in range(len(self.subsets))]
+        """Rows (x, C) for every C and every assignment of :meth:`covering_assignments`
+        (rows crossing an excluded cell left out)."""
+        return [
+            self.cut_for(k, x, np.nan)
+            for x in self.covering_assignments(edges, nodes)
+            for k in range(len(self.subsets))
+            if self.allowed(k, x)
+        ]
+
+
+# --------------------------------------------------------------------------------------
+# Gauge
+# --------------------------------------------------------------------------------------
+def reference_mask(pmap: PairwiseFeatureMap, tau: np.ndarray) -> np.ndarray:
+    """Ψ columns of a reference coding that spans the same score functions per label.
+
+    Per label, the scores Σ_i θ_i(x_i) + Σ_(i,j) θ_ij(x_i, x_j) are unchanged when a function
+    of x_i moves between a node block and an edge block, or a constant between blocks: the
+    one-hot parametrisation has a large null space. Keeping, for each one-hot node, every
+    level but a reference level r_i (its most frequent one), all levels of the first one-hot
+    node (the constant), every edge cell (a, b) with a ≠ r_i and b ≠ r_j, and every raw
+    numeric column spans exactly the same functions (h(a,b) = h(a,r_j) + h(r_i,b) − h(r_i,r_j)
+    + a term vanishing on the reference row and column). With λ = 0 the MRC objective
+    depends on μ only through these functions (τᵀμ = E_p[score] for any p matching τ), so
+    the LP restricted to these columns has the same value R* — without directions along
+    which μ drifts freely to the box.
+
+    Parameters
+    ----------
+    pmap : PairwiseFeatureMap
+    tau : ndarray (K, D)
+
+    Returns
+    -------
+    ndarray of bool (D,)
+    """
+    keep = np.ones(pmap.dim, dtype=bool)
+    ref = {}
+    first = True
+    for i, b in enumerate(pmap.blocks):
+        if b.kind != "onehot":
+            continue
+        r = int(np.argmax(tau[:, b.slice].sum(axis=0)))
+        ref[i] = r
+        if not first:
+            keep[b.offset + r] = False
+        first = False
+    for e, (i, j) in enumerate(pmap.edges):
+        mi, mj = pmap.edge_shape[e]
+        cells = np.zeros((mi, mj), dtype=bool)
+        cells[ref[i], :] = True
+        cells[:, ref[j]] = True
+        keep[pmap.edge_columns(e)[cells.ravel()]] = False
+    return keep
+
+
+def common_constant(pmap: PairwiseFeatureMap, tau: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """The one entry to drop so that no constant can be added to every label's score.
+
+    R(μ) is unchanged when the same constant c is added to every label's score (τᵀμ and
+    φ(μ) both grow by c, since Σ_y P(y) = 1), and so are both rules; dropping label 0's
+    most frequent non-empty level of the first one-hot node removes that direction.
+
+    Returns
+    -------
+    ndarray of bool (K, D)
+        True at the dropped entry (none if there is no one-hot node or label 0 is empty).
+    """
+    out = np.zeros(tau.shape, dtype=bool)
+    for b in pmap.blocks:
+        if b.kind == "onehot":
+            t = np.where(empty[0, b.slice], -np.inf, tau[0, b.slice])
+            if np.isfinite(t).any():
+                out[0, b.offset + int(np.argmax(t))] = True
+            break
+    return out
 
 
 # --------------------------------------------------------------------------------------
 # Empty cells
 # --------------------------------------------------------------------------------------
+def empty_cells(pmap: PairwiseFeatureMap, tau: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """Empty cells: one-hot node and edge entries with τ + λ = 0 (never raw numeric columns), (K, D) bool."""
+    is_cell = np.ones(pmap.dim, dtype=bool)
+    for b in pmap.blocks:
+        if b.kind != "onehot":
+            is_cell[b.offset] = False
+    return ((tau + lam) <= 0.0) & is_cell[None, :]
+
+
 def fix_empty_cells_forest(
-    oracle: ForestOracle, mu: np.ndarray, tau: np.ndarray, lam: np.ndarray, bound: np.ndarray
+    oracle: ForestOracle, mu: np.ndarray, tau: np.ndarray, lam: np.ndarray, policy: str = "free"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Give empty one-hot / edge cells (τ + λ = 0) a definite coefficient without raising R(μ).
+    """Give empty cells (τ + λ = 0) definite coefficients without changing R(μ).
 
     An empty cell costs nothing in the objective and lowering its μ only relaxes rows, so
-    the LP leaves it anywhere below some value. Two cases (as in the first-order MRC):
+    the minimax problem leaves it anywhere below some value (the LP treats it as −∞). All
+    empty cells first go to a value L low enough that no row through one is a maximum
+    (L = −(2U + 10), U = Σ_y Σ_blocks max |μ| over the other cells), so φ(μ) is the LP's.
+    Then, factor by factor (nodes, then edges), with max-marginals recomputed each time so
+    that rows crossing several raised cells stay feasible:
 
-    - empty for some labels only: μ[y, cell] = −B (label y is impossible there);
-    - empty for every label (an unseen level or pair of levels): a label-neutral constant
-      μ[·, cell] = c, the largest keeping φ(μ): c = min_C (|C|·(φ + 1) − M_C(cell))/|C| with
-      M_C the max-marginal of Σ_{y∈C} Φ(x,y)ᵀμ over x through the cell without the cell's
-      own term. Factors (nodes, then edges) are raised one after the other, each with
-      max-marginals recomputed, so rows crossing several unseen cells stay feasible.
+    - a cell empty for every label (an unseen level or pair of levels) gets the largest
+      label-neutral value c = min_C (|C|·φ + 1 − M_C)/|C|, M_C the max over x through the
+      cell of Σ_{y∈C} Φ(x,y)ᵀμ without the cell's own term;
+    - a cell empty for some labels only: ``policy="free"`` raises each such label's entry
+      to the largest value keeping φ, c_y = min_{C∋y} |C|·φ + 1 − M_C^{(−y)} (the rule
+      stays as uncommitted as the worst case allows); ``policy="impossible"`` leaves it at
+      L (the label is ruled out there).
 
-    Neither changes the objective (τ = λ = 0 there) nor raises φ.
+    Neither step changes the objective (τ = λ = 0 there) nor raises φ.
 
     Parameters
     ----------
     oracle : ForestOracle
-        Over the model's map, all edges active.
-    mu, tau, lam, bound : ndarray (K, D)
+        Over the model's map, all edges active, no excluded cells.
+    mu, tau, lam : ndarray (K, D)
+    policy : {"free", "impossible"}
 
     Returns
     -------
     mu : ndarray (K, D)
-    impossible : ndarray of bool (K, D)
-        All empty cells (τ + λ = 0).
+    empty : ndarray of bool (K, D)
     """
+    if policy not in ("free", "impossible"):
+        raise InputError(f"unknown empty-cell policy {policy!r} (expected 'free' or 'impossible')")
     pm = oracle.pmap
     K, D = mu.shape
     mu = mu.copy()
-    empty = (tau + lam) <= 0.0
+    empty = empty_cells(pm, tau, lam)
+    if not empty.any():
+        return mu, empty
     factors: list[tuple[str, int, np.ndarray]] = []
     for i, b in enumerate(pm.blocks):
         if b.kind == "onehot":
             factors.append(("node", i, np.arange(b.offset, b.offset + b.size)))
     for e in range(pm.n_edges):
         factors.append(("edge", e, pm.edge_columns(e)))
-    # onehot columns only (numeric node columns are never "empty" cells)
-    cell_cols = np.concatenate([f[2] for f in factors]) if factors else np.zeros(0, np.int64)
-    is_cell = np.zeros(D, dtype=bool)
-    is_cell[cell_cols] = True
-    empty &= is_cell[None, :]
-    unseen = empty.all(axis=0) & is_cell
+    held = np.where(empty, 0.0, np.abs(mu))
+    U = sum(float(held[:, cols].max(axis=1).sum()) for _, _, cols in factors)
+    for b in pm.blocks:
+        if b.kind == "numeric":
+            U += float(np.abs(mu[:, b.offset]).sum()) * max(abs(b.lo), abs(b.hi))
+    mu[empty] = -(2.0 * U + 10.0)
+    unseen = empty.all(axis=0)
     part = empty & ~unseen[None, :]
-    mu[part] = -bound[part]
-    mu[:, unseen] = -bound[:, unseen]
-    if not unseen.any():
-        return mu, empty
     phi = oracle.phi(mu.ravel())
     sizes = oracle.sizes[:, None]
+    member = oracle.member
     for kind, idx, cols in factors:
         u = unseen[cols]
-        if not u.any():
+        py = part[:, cols] if policy == "free" else np.zeros((K, cols.size), dtype=bool)
+        if not (u.any() or py.any()):
             continue
-        node_mm, edge_mm = oracle.max_marginals(mu.ravel())
-        if kind == "node":
-            own = oracle.member @ mu[:, cols]  # (nC, m): the node's own term
-            M = node_mm[idx] - own
-        else:
-            M = edge_mm[idx].reshape(len(oracle.subsets), -1)
-        c = np.min((sizes * (phi + 1.0) - M) / sizes, axis=0)  # (cells,)
-        mu[:, cols[u]] = c[u][None, :]
+        if u.any():
+            M = _factor_max_marginals(oracle, mu, kind, idx, cols)
+            c = np.min((sizes * phi + 1.0 - M) / sizes, axis=0)
+            mu[:, cols[u]] = c[u][None, :]
+        for y in range(K):
+            if not py[y].any():
+                continue
+            M = _factor_max_marginals(oracle, mu, kind, idx, cols)
+            own = member @ mu[:, cols]
+            My = M + own - member[:, [y]] * mu[y, cols][None, :]  # without label y's own entry
+            inC = member[:, y] > 0
+            c = np.min(sizes[inC] * phi + 1.0 - My[inC], axis=0)
+            mu[y, cols[py[y]]] = c[py[y]]
     return mu, empty
+
+
+def _factor_max_marginals(oracle: ForestOracle, mu: np.ndarray, kind: str, idx: int, cols: np.ndarray) -> np.ndarray:
+    """(nC, cells): max over x through each cell of the factor of Σ_{y∈C} Φ(x,y)ᵀμ without the factor's own term."""
+    node_mm, edge_mm = oracle.max_marginals(mu.ravel())
+    if kind == "node":
+        return node_mm[idx] - oracle.member @ mu[:, cols]
+    return edge_mm[idx].reshape(len(oracle.subsets), -1)
 
 
 def _objective(tau: np.ndarray, lam: np.ndarray, mu: np.ndarray, phi: float) -> float:
@@ -579,6 +844,8 @@ class DCC:
         greedy: bool = False,
         greedy_tol: float = 1e-4,
         greedy_candidates: int | None = 8,
+        empty: str = "free",
+        extra_rows: int | None = 0,
         features: Sequence[str] | None = None,
         tol: float = 1e-9,
         bound: float = 1e3,
@@ -591,6 +858,8 @@ class DCC:
         self.greedy = greedy
         self.greedy_tol = greedy_tol
         self.greedy_candidates = greedy_candidates
+        self.empty = empty
+        self.extra_rows = extra_rows
         self.features = features
         self.tol = tol
         self.bound = bound
@@ -610,6 +879,11 @@ class DCC:
         gc = self.greedy_candidates
         if gc is not None and not (isinstance(gc, (int, np.integer)) and gc >= 1):
             raise InputError(f"greedy_candidates must be an integer >= 1 or None, got {gc!r}")
+        if self.empty not in ("free", "impossible"):
+            raise InputError(f"unknown empty-cell policy {self.empty!r} (expected 'free' or 'impossible')")
+        er = self.extra_rows
+        if er is not None and not (isinstance(er, (int, np.integer)) and er >= 0):
+            raise InputError(f"extra_rows must be an integer >= 0 or None, got {er!r}")
         if not (self.tol > 0 and np.isfinite(self.tol)):
             raise InputError(f"tol must be positive, got {self.tol!r}")
         if not (self.bound > 0 and np.isfinite(self.bound)):
@@ -682,6 +956,14 @@ class DCC:
         full = PairwiseFeatureMap(blocks, columns, cand)
         tau_f, std_f, noise_f = self._statistics(summary, full, node_psi)
         lam_f = confidence_lambda(std_f, noise_f, float(summary.n), s=self.s, coverage=self.coverage)
+        # λ = 0: R* depends on the score functions only, so fix the gauge (reference coding)
+        # empty cells (τ = λ = 0) are −∞ in the LP: out of the columns, excluded by the oracle
+        self._empty_f = empty_cells(full, tau_f, lam_f)
+        mask = ~self._empty_f
+        if not np.any(lam_f > 0):  # λ = 0: R* depends on the score functions only: fix the gauge
+            mask &= reference_mask(full, tau_f)[None, :]
+            mask &= ~common_constant(full, tau_f, self._empty_f)
+        self._lp_mask = mask  # (K, D): the LP's columns
         if self.greedy:
             edges, rounds, iters, converged, lp_bound, n_rows = self._fit_greedy(full, tau_f, lam_f, K)
         else:
@@ -694,7 +976,7 @@ class DCC:
         mu_raw = self._mu_full.reshape(K, full.dim)[:, keep]
         B = lp_bound.reshape(K, full.dim)[:, keep]
         oracle = ForestOracle(pmap, K)
-        mu, empty = fix_empty_cells_forest(oracle, mu_raw, tau, lam, B)
+        mu, empty = fix_empty_cells_forest(oracle, mu_raw, tau, lam, self.empty)
         phi = oracle.phi(mu.ravel())
         value = _objective(tau, lam, mu, phi)
         upper = rounds["upper"][-1] if rounds["upper"] else np.inf
@@ -723,7 +1005,7 @@ class DCC:
         self.fingerprint_ = str(summary.fingerprint)
         self.n_ = float(summary.n)
         self.seconds_ = time.perf_counter() - t0
-        del self._mu_full
+        del self._mu_full, self._lp_mask, self._empty_f
         return self
 
     def _deadline(self) -> float | None:
@@ -731,17 +1013,42 @@ class DCC:
 
     def _new_lp(self, full: PairwiseFeatureMap, tau: np.ndarray, lam: np.ndarray, K: int) -> MinimaxLP:
         per = np.full(full.dim, float(self.bound))
-        per[: full.nodes.dim] = column_bounds(full.nodes, 1, self.bound)
+        for b in full.blocks:  # a raw numeric column moves the score by up to max(|lo|, |hi|)·μ
+            if b.kind == "numeric":
+                per[b.offset] = float(self.bound) / max(abs(b.lo), abs(b.hi), 1e-12)
         return MinimaxLP((tau - lam).ravel(), (tau + lam).ravel(), np.tile(per, K))
+
+    def _lp_columns(self, full: PairwiseFeatureMap, psi_cols: np.ndarray, K: int) -> np.ndarray:
+        """Flat LP columns for the Ψ columns ``psi_cols`` (reference-coded when λ = 0)."""
+        psi_cols = np.asarray(psi_cols, dtype=np.int64)
+        flat = full.flat_columns(psi_cols, K)
+        return flat[self._lp_mask.ravel()[flat]]
+
+    def _drop_vacuous_rows(self, lp: MinimaxLP, full: PairwiseFeatureMap, e: int, K: int) -> None:
+        """Delete the rows crossing an empty cell of edge e: vacuous once e is active."""
+        flat = full.flat_columns(full.edge_columns(e), K)
+        flat = flat[self._empty_f.ravel()[flat]]
+        if flat.size == 0 or lp.n_rows == 0:
+            return
+        hit = np.flatnonzero(np.asarray((lp.row_matrix()[:, flat] != 0).sum(axis=1)).ravel() > 0)
+        if hit.size:
+            lp.delete_rows(hit)
+
+    @staticmethod
+    def _initial_rows(lp: MinimaxLP, oracle: ForestOracle) -> None:
+        """Covering rows, plus the best allowed row of every label subset at μ = 0 (so ν is
+        bounded even when exclusions leave no covering row for some subset)."""
+        lp.add_rows(oracle.covering_cuts())
+        lp.add_rows([c for c in oracle.most_violated(np.zeros(lp.m)) if c.violation > -0.5 * EXCLUDED])
 
     def _fit_forest(self, full, tau, lam, K, forest):
         cand = sorted(full.edges)
         active = [cand.index(e) for e in forest]
         lp = self._new_lp(full, tau, lam, K)
         cols = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(e) for e in active]).astype(np.int64)
-        lp.add_columns(full.flat_columns(cols, K))
-        oracle = ForestOracle(full, K, active)
-        lp.add_rows(oracle.covering_cuts())
+        lp.add_columns(self._lp_columns(full, cols, K))
+        oracle = ForestOracle(full, K, active, tau=tau, lam=lam, extra_rows=self.extra_rows, exclude=self._empty_f)
+        self._initial_rows(lp, oracle)
         res = solve_boxed(lp, oracle, tol=self.tol, deadline=self._deadline(), callback=self.callback)
         if not res.upper:
             raise RuntimeError("the DCC LP did not produce a solution within the time limit")
@@ -754,9 +1061,9 @@ class DCC:
         n_nodes = full.n_nodes
         cap = n_nodes if self.max_edges is None else int(self.max_edges)
         lp = self._new_lp(full, tau, lam, K)
-        lp.add_columns(full.flat_columns(np.arange(full.nodes.dim), K))
-        oracle = ForestOracle(full, K, [])
-        lp.add_rows(oracle.covering_cuts())
+        lp.add_columns(self._lp_columns(full, np.arange(full.nodes.dim), K))
+        oracle = ForestOracle(full, K, [], tau=tau, lam=lam, extra_rows=self.extra_rows, exclude=self._empty_f)
+        self._initial_rows(lp, oracle)
         rounds: dict[str, list[float]] = {"lower": [], "upper": []}
         deadline = self._deadline
 
@@ -786,8 +1093,9 @@ class DCC:
                 break  # α is dual feasible with any single extra edge: none can lower R*
             best, best_R = None, R
             for e in order:
-                cols = full.flat_columns(full.edge_columns(e), K)
+                cols = self._lp_columns(full, full.edge_columns(e), K)
                 lp.add_columns(cols)
+                self._drop_vacuous_rows(lp, full, e, K)
                 oracle.set_active(chosen + [e])
                 lp.add_rows(oracle.covering_cuts([e], nodes=False))
                 Re, conv = solve()
@@ -800,7 +1108,8 @@ class DCC:
                 break
             chosen.append(best)
             uf.union(*cand[best])
-            lp.add_columns(full.flat_columns(full.edge_columns(best), K))
+            lp.add_columns(self._lp_columns(full, full.edge_columns(best), K))
+            self._drop_vacuous_rows(lp, full, best, K)
             oracle.set_active(chosen)
             R, converged = solve()
             iters.append(R)
