@@ -53,10 +53,13 @@ def load_bundles(
 
 
 def build_estimator(learner: str, *, s: float | None, coverage: float, solver: str, eps: float, n_max: int,
-                    k_max: int, ridge: float, features: list[str] | None, callback=None):
+                    k_max: int, ridge: float, features: list[str] | None, callback=None, greedy: bool = False,
+                    max_edges: int | None = None):
     cls = estimator_class(learner)
     if learner == "renyi":
         return cls(ridge=ridge, features=features)
+    if learner == "dcc":
+        return cls(s=s, coverage=coverage, features=features, greedy=greedy, max_edges=max_edges, callback=callback)
     kw: dict[str, Any] = dict(s=s, coverage=coverage, features=features, solver=solver, eps=eps, n_max=n_max,
                               k_max=k_max, callback=callback)
     return cls(**kw)
@@ -108,6 +111,8 @@ def register(app: typer.Typer) -> None:
         n_max: Annotated[int, typer.Option("--n-max", help="Column generation: most features added per iteration.")] = 100,
         k_max: Annotated[int, typer.Option("--k-max", help="Column generation: most iterations.")] = 10,
         ridge: Annotated[float, typer.Option(help="Rényi: ridge added to Q.")] = 0.0,
+        greedy: Annotated[bool, typer.Option("--greedy", help="DCC: start first-order and add the edge that lowers R* most, while it does.")] = False,
+        max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="DCC: cap on the number of forest edges.")] = None,
         select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
         max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
         feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
@@ -154,7 +159,7 @@ def register(app: typer.Typer) -> None:
             err(f"{select}: selected {len(selection.selected)} features ({selection.status}{gap}): {', '.join(selection.selected)}")
         features = selection.selected if selection is not None else None
         est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
-                              ridge=ridge, features=features, callback=progress)
+                              ridge=ridge, features=features, callback=progress, greedy=greedy, max_edges=max_edges)
         est.fit(summary)
         seconds = time.perf_counter() - t0
         rep = learn_report(learner, est, summary, seconds)
@@ -175,7 +180,7 @@ def register(app: typer.Typer) -> None:
                 "n": summary.n,
                 "sites": summary.provenance.get("sites", []),
                 "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
-                           "ridge": ridge, "select": select, "max_features": max_features, "feature_cost": feature_cost},
+                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "select": select, "max_features": max_features, "feature_cost": feature_cost},
                 "report": {k: v for k, v in rep.items() if k != "seconds"},
             },
         )
@@ -189,6 +194,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {_certificate_words(learner, coverage, s)}")
         if learner == "renyi":
             typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
+        if learner == "dcc":
+            typer.echo(f"forest: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
         if learner in ("mrc", "dcc") and len(rep["iterations"]) > 1:
             typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
         typer.echo(f"fitted in {seconds:.2f} s")
