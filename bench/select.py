@@ -30,37 +30,56 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file is named like the stdlib module `select`; drop its directory from the import
-# path before anything imports `selectors`/`subprocess`.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-import argparse  # noqa: E402
-import io  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-import zipfile  # noqa: E402
+def _become_stdlib_select() -> None:
+    """This file shares its name with the standard library's ``select``. When another
+    script in bench/ runs (bench/ is then sys.path[0]), ``import select`` — done by
+    selectors, socket, subprocess, pandas … — finds this file. Hand over to the real module
+    and import nothing else."""
+    import importlib.machinery
+    import importlib.util
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+    here = Path(__file__).resolve().parent
+    spec = importlib.machinery.PathFinder.find_spec(
+        "select", [p for p in sys.path if Path(p or ".").resolve() != here])
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    sys.modules["select"] = real
+    globals().update({k: v for k, v in vars(real).items() if not k.startswith("__")})
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from learners.group_lasso import group_lasso_path  # noqa: E402
-from learners.renyi import RenyiClassifier  # noqa: E402
-from learners.selection import SelectionProblem, select_features, selection_problem  # noqa: E402
-from marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
-from marginals.summary import Summary  # noqa: E402
+if __name__ == "select":
+    _become_stdlib_select()
+else:
+    # run as the benchmark: keep bench/ off the path so `select` is the stdlib's
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
-PLOTS = ROOT / "bench" / "plots"
-UCI = {
-    "kr-vs-kp": "kr-vs-kp/kr-vs-kp.tsv.gz",
-    "promoters": "molecular_biology_promoters/molecular_biology_promoters.tsv.gz",
-}
+    import argparse
+    import io
+    import os
+    import platform
+    import time
+    import zipfile
 
+    import numpy as np
+    import pandas as pd
+
+    ROOT = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(ROOT))
+
+    from learners.group_lasso import group_lasso_path
+    from learners.renyi import RenyiClassifier
+    from learners.selection import SelectionProblem, select_features, selection_problem
+    from marginals.codebook import CategoricalFeature, Codebook, Label
+    from marginals.summary import Summary
+
+    DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
+    PLOTS = ROOT / "bench" / "plots"
+    UCI = {
+        "kr-vs-kp": "kr-vs-kp/kr-vs-kp.tsv.gz",
+        "promoters": "molecular_biology_promoters/molecular_biology_promoters.tsv.gz",
+    }
 
 def split(n: int, seed: int = 0, frac: float = 0.7) -> tuple[np.ndarray, np.ndarray]:
     perm = np.random.default_rng(seed).permutation(n)
