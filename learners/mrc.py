@@ -58,6 +58,14 @@ class MRC:
     lp_solver : {"simplex", "ipm", "choose"}
         HiGHS algorithm for ``solver="full"`` (column generation always uses the simplex
         method, whose basis it re-uses between iterations).
+    empty_cells : {"veto", "keep"}
+        An empty cell (τ = λ = 0: level a of feature i never seen with label y, exact
+        release) is impossible under every distribution of the uncertainty set. ``veto``
+        (default) fixes μ[y, i, a] = −B there for the features of the final working set
+        (all features for ``full``), so the rule never predicts y at x_i = a — this lowers
+        the error under every distribution of the set; ``keep`` leaves the LP's value. R*
+        is the same either way. (Zero counts from small samples are not true zeros: see
+        the calibration caveat in :mod:`learners.calibration`.)
     n_max, eps, k_max : int, float, int
         Column generation (seed 000 §4 defaults 100, 1e-4, 10): at most ``n_max``
         features enter per iteration, a feature enters when its dual violation exceeds
@@ -95,7 +103,8 @@ class MRC:
     solution_ : MRCSolution
         Solver details (``info["history"]`` per CG iteration, ``max_dual_violation``).
     impossible_ : ndarray of bool (K, D)
-        Empty cells (τ = λ = 0) whose label is ruled out there (μ fixed at −B).
+        Empty cells (τ = λ = 0) of the working-set features (ruled out when
+        ``empty_cells="veto"``).
     converged_ : bool
     fingerprint_ : str
     n_ : float
@@ -116,6 +125,7 @@ class MRC:
         callback: Callable[[dict], None] | None = None,
         formulation: str = "compact",
         lp_solver: str = "simplex",
+        empty_cells: str = "veto",
     ):
         self.s = s
         self.coverage = coverage
@@ -130,6 +140,7 @@ class MRC:
         self.callback = callback
         self.formulation = formulation
         self.lp_solver = lp_solver
+        self.empty_cells = empty_cells
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
@@ -139,6 +150,8 @@ class MRC:
             raise InputError(f"unknown MRC formulation {self.formulation!r} (expected one of {', '.join(FORMULATIONS)})")
         if self.lp_solver not in LP_SOLVERS:
             raise InputError(f"unknown LP solver {self.lp_solver!r} (expected one of {', '.join(LP_SOLVERS)})")
+        if self.empty_cells not in ("veto", "keep"):
+            raise InputError(f"unknown empty_cells {self.empty_cells!r} (expected 'veto' or 'keep')")
         if self.s is not None and not (np.isfinite(self.s) and self.s >= 0):
             raise InputError(f"s must be finite and >= 0, got {self.s!r}")
         if not (0.0 < self.coverage < 1.0):
@@ -194,10 +207,12 @@ class MRC:
             return solve_full(
                 fmap, tau, lam, tol=self.tol, bound=self.bound, time_limit=self.time_limit,
                 callback=self.callback, formulation=self.formulation, lp_solver=self.lp_solver,
+                empty_cells=self.empty_cells,
             )
         return solve_cg(
             fmap, tau, lam, n_max=int(self.n_max), eps=float(self.eps), k_max=int(self.k_max), tol=self.tol,
             bound=self.bound, time_limit=self.time_limit, callback=self.callback, formulation=self.formulation,
+            empty_cells=self.empty_cells,
         )
 
     def _set_fitted(self, summary: Any, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, sol: MRCSolution) -> None:
@@ -265,6 +280,7 @@ class MRC:
                 "tol": float(self.tol),
                 "bound": float(self.bound),
                 "formulation": self.formulation,
+                "empty_cells": self.empty_cells,
             },
             "blocks": [b.to_dict() for b in self.blocks_],
             "mu": self.mu_.tolist(),
@@ -294,6 +310,7 @@ class MRC:
                 tol=float(p.get("tol", 1e-9)),
                 bound=float(p.get("bound", 1e3)),
                 formulation=str(p.get("formulation", "compact")),
+                empty_cells=str(p.get("empty_cells", "veto")),
             )
             blocks = [Block.from_dict(b) for b in d["blocks"]]
             fmap = FeatureMap(blocks, [b.column for b in blocks])

@@ -1377,11 +1377,25 @@ def _make_model(formulation: str, fmap: FeatureMap, tau: np.ndarray, lam: np.nda
     raise InputError(f"unknown MRC LP formulation {formulation!r} (expected one of {', '.join(FORMULATIONS)})")
 
 
-def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: float, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """Empty-cell post-processing on ``blocks`` and the exact R(μ), φ(μ) over the whole domain."""
+def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: float, blocks: np.ndarray, empty_cells: str = "veto") -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Empty-cell post-processing on ``blocks`` and the exact R(μ), φ(μ) over the whole domain.
+
+    ``empty_cells="veto"``: :func:`fix_empty_cells`; ``"keep"``: μ as the LP left it (the
+    empty cells are still reported).
+    """
     K, D = tau.shape
     mu = model.mu.reshape(K, D)
-    mu_fixed, empty = fix_empty_cells(fmap, mu, tau, lam, model.bound_flat(bound), blocks)
+    if empty_cells == "veto":
+        mu_fixed, empty = fix_empty_cells(fmap, mu, tau, lam, model.bound_flat(bound), blocks)
+    elif empty_cells == "keep":
+        mu_fixed = mu.copy()
+        empty = np.zeros((K, D), dtype=bool)
+        for i in blocks:
+            b = fmap.blocks[int(i)]
+            if b.kind == "onehot":
+                empty[:, b.slice] = (tau[:, b.slice] + lam[:, b.slice]) <= 0.0
+    else:
+        raise InputError(f"unknown empty_cells {empty_cells!r} (expected 'veto' or 'keep')")
     oracle = FirstOrderOracle(fmap, K)
     nzb = np.zeros(fmap.n_blocks, dtype=bool)
     nzb[fmap.block_of_column[np.flatnonzero(np.any(mu_fixed != 0, axis=0))]] = True
@@ -1405,6 +1419,7 @@ def solve_full(
     callback: Callable[[dict], None] | None = None,
     formulation: str = "compact",
     lp_solver: str = "simplex",
+    empty_cells: str = "veto",
 ) -> MRCSolution:
     """LP (13) with every feature in the model (no column generation).
 
@@ -1422,6 +1437,9 @@ def solve_full(
         Exact epigraph LP (:class:`CompactModel`) or row generation (:class:`RowModel`).
     lp_solver : {"simplex", "ipm", "choose"}
         HiGHS algorithm for the compact formulation.
+    empty_cells : {"veto", "keep"}
+        Fix μ = −B on the empty cells of every feature (:func:`fix_empty_cells`) or leave
+        the LP's value; R is the same.
     """
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
@@ -1432,7 +1450,7 @@ def solve_full(
     if not model.upper_hist:
         raise RuntimeError(f"the MRC LP produced no solution within the time limit ({time_limit} s)")
     allb = np.arange(fmap.n_blocks)
-    mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, allb)
+    mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, allb, empty_cells)
     nzb = np.zeros(fmap.n_blocks, dtype=bool)
     nzb[fmap.block_of_column[np.flatnonzero(np.any(np.abs(model.mu.reshape(K, D)) > 1e-12, axis=0))]] = True
     sel = np.flatnonzero(nzb)
@@ -1459,6 +1477,7 @@ def solve_cg(
     callback: Callable[[dict], None] | None = None,
     formulation: str = "compact",
     exact_batch: int | None = None,
+    empty_cells: str = "veto",
 ) -> MRCSolution:
     """Algorithm 1 of seed 000 with the SELECT of Algorithm 2; features = blocks of Φ.
 
@@ -1483,6 +1502,9 @@ def solve_cg(
     exact_batch : int
         How many outside features (in decreasing order of the heuristic bound) get the
         exact split LP at a time; default max(4·n_max, 200).
+    empty_cells : {"veto", "keep"}
+        Fix μ = −B on the empty cells of the features in the final working set (features
+        outside it keep μ = 0), or leave the LP's value; R is the same.
 
     Returns
     -------
@@ -1557,7 +1579,7 @@ def solve_cg(
     if not iterations:
         raise RuntimeError(f"the MRC LP produced no solution within the time limit ({time_limit} s)")
     Jb = model.active
-    mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, Jb)
+    mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, Jb, empty_cells)
     return MRCSolution(
         mu=mu, value=value, phi=phi, iterations=iterations, lower=list(model.lower_hist), upper=list(model.upper_hist),
         selected=Jb, converged=converged, n_rows=model.n_rows, impossible=empty, bound=float(bound),

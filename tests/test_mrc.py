@@ -310,6 +310,18 @@ def test_empty_cells_are_impossible_not_errors():
     assert found > 0
 
 
+def test_empty_cells_keep_gives_same_R_and_leaves_mu():
+    rng = np.random.default_rng(13)
+    for t in range(4):
+        cb, S, p = make_problem(rng, [3, 3], 2 + t % 2, sparsity=0.45)
+        veto = MRC(s=0.0, solver="full").fit(S)
+        keep = MRC(s=0.0, solver="full", empty_cells="keep").fit(S)
+        assert abs(veto.worst_case_error_ - keep.worst_case_error_) <= 1e-9
+        assert np.array_equal(veto.impossible_, keep.impossible_)
+        assert np.all(np.abs(keep.mu_[keep.impossible_]) < veto.bound_ / 2)  # no −B in keep mode
+        assert np.all(veto.mu_[veto.impossible_ & (S.tau.sum(axis=0, keepdims=True) > 0)] == -veto.bound_)
+
+
 @pytest.mark.parametrize("formulation", ["compact", "rows"])
 def test_inconsistent_statistics_raise_input_error(formulation):
     """τ that no distribution matches (block totals disagree) with λ = 0: an InputError, not a crash."""
