@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
         eps: Annotated[float, typer.Option("--eps", help="Column generation: minimum dual violation for a feature to enter.")] = 1e-4,
         n_max: Annotated[int, typer.Option("--n-max", help="Column generation: most features added per iteration.")] = 100,
         k_max: Annotated[int, typer.Option("--k-max", help="Column generation: most iterations.")] = 10,
-        ridge: Annotated[float, typer.Option(help="Rényi: ridge added to Q.")] = 0.0,
+        ridge: Annotated[float, typer.Option(help="Rényi: ridge on z (the intercept is not shrunk).")] = 0.0,
         greedy: Annotated[bool, typer.Option("--greedy", help="DCC: start first-order and add the edge that lowers R* most, while it does.")] = False,
         max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="DCC: cap on the number of forest edges.")] = None,
         select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",

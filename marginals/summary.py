@@ -203,13 +203,26 @@ class Summary:
         return self.parent_fingerprint or self.codebook.fingerprint
 
     def _find_table(self, names: Sequence[str]) -> MarginalTable | None:
-        want = set(names)
+        """The smallest released count table whose clique contains ``names`` (cached)."""
+        want = frozenset(names)
+        cache = self.__dict__.setdefault("_find_cache", {})
+        if want in cache:
+            return cache[want]
+        by_attr = self.__dict__.get("_by_attr")
+        if by_attr is None:  # attribute → count tables holding it, built once
+            by_attr = {}
+            for (c, k), t in self._tables.items():
+                if k == "counts":
+                    for a in c:
+                        by_attr.setdefault(a, []).append(t)
+            self.__dict__["_by_attr"] = by_attr
         best = None
-        for (c, k), t in self._tables.items():
-            if k != "counts" or not want.issubset(c):
-                continue
-            if best is None or t.counts.size < best.counts.size:
-                best = t
+        if want:
+            pool = min((by_attr.get(a, []) for a in want), key=len)
+            for t in pool:
+                if want.issubset(t.clique) and (best is None or t.counts.size < best.counts.size):
+                    best = t
+        cache[want] = best
         return best
 
     def has_clique(self, names: Sequence[str]) -> bool:
