@@ -118,7 +118,7 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = typer.echo, seed: int 
     echo(
         "5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
         f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)\n"
-        f"   Rényi {models['renyi'].worst_case_error:.3f}  (2γ, for the released pairwise marginals)"
+        f"   Rényi {models['renyi'].worst_case_error:.3f}  (2γ for the pairwise marginals, widened by a 95% margin for the DP noise)"
     )
     echo("6. Each site evaluates both models on its own held-out patients:")
     echo(f"   {'site':<6} {'rows':>6}  {'MRC error':>9}  {'Rényi error':>11}")

@@ -86,6 +86,8 @@ def learn_report(learner: str, est: Any, summary, seconds: float) -> dict[str, A
         out["gamma"] = _scalar_or_list(est.gamma_)
         out["hgr_lower_bound"] = _scalar_or_list(est.hgr_lower_bound_)
         out["separable"] = _scalar_or_list(est.separable_)
+        out["certificate_approximate"] = bool(getattr(est, "certificate_approximate_", False))
+        out["noise_margin"] = _scalar_or_list(getattr(est, "noise_margin_", 0.0))
     return out
 
 
@@ -192,6 +194,9 @@ def register(app: typer.Typer) -> None:
             f"{learner} model from {len(loaded)} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}"
         )
         typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {_certificate_words(learner, coverage, s)}")
+        if rep.get("certificate_approximate"):
+            err("note: the bundles carry DP noise; the Rényi certificate 2γ is computed on the post-processed summary "
+                "and widened by a noise margin (normal approximation), so it is approximate")
         if learner == "renyi":
             typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
         if learner == "dcc":
@@ -288,7 +293,7 @@ def register(app: typer.Typer) -> None:
 
 def _certificate_words(learner: str, coverage: float, s: float | None) -> str:
     if learner == "renyi":
-        return "(2γ: exact for the released pairwise marginals, no sampling margin)"
+        return "(2γ: for distributions with the released pairwise marginals; no sampling margin)"
     if s is None:
         return f"(holds with probability ≥ {coverage:.0%} over the sample)"
     return f"(λ = {s:g}·std/√n; not calibrated to a coverage level)"

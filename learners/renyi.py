@@ -350,6 +350,39 @@ def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[lis
     return names, sub
 
 
+def noise_sd(summary: Any, names: Sequence[str], sizes: Sequence[int], z: np.ndarray, b: float, positive: int) -> float:
+    """Std of the DP noise in γ̂(z, b) = Ê[(b + Wᵀz − C)²], for fixed (z, b).
+
+    Expanding, γ(z, b) = b² + 2b·Σ z_ia P_i(a) − 2b·E[C] + Σ z_ia² P_i(a)
+    + 2 Σ_{i<j} Σ_ab z_ia z_jb P_ij(a, b) − Σ z_ia d_i(a) + 1/4 is *linear* in the released
+    probabilities, so its noise is a weighted sum of the tables' independent cell noises:
+
+    - first-order cell (a, y) of feature i: weight 2b·z_ia + z_ia² − s_y·z_ia;
+    - pair cell (a, b, ·) of features i, j: weight 2·z_ia·z_jb;
+    - label cell y: weight −b·s_y,
+
+    with s_y = +1 for the positive class and −1 otherwise, each cell's noise std from the
+    summary's noise records (count std / n; the raw released noise, an upper bound for the
+    post-processed tables). Returns sqrt(Σ weight² · std²).
+    """
+    lab = summary.codebook.label.name
+    K = summary.n_classes
+    n = float(summary.n)
+    s_y = np.where(np.arange(K) == positive, 1.0, -1.0)
+    off = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+    zs = [np.asarray(z[off[i]:off[i + 1]], dtype=np.float64) for i in range(len(names))]
+    var = (summary.count_noise_std((lab,)) / n) ** 2 * float(np.sum((b * s_y) ** 2))
+    for nm, zi in zip(names, zs):
+        sig = summary.count_noise_std((nm, lab)) / n
+        coef = (2.0 * b * zi + zi**2)[:, None] - zi[:, None] * s_y[None, :]
+        var += sig**2 * float(np.sum(coef**2))
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            sig = summary.count_noise_std((names[i], names[j])) / n
+            var += 4.0 * sig**2 * float(zs[i] @ zs[i]) * float(zs[j] @ zs[j])
+    return float(np.sqrt(var))
+
+
 class RenyiClassifier:
     """Rényi classifier (seed 004) fitted from a Summary's Q, d and class prior.
 
@@ -402,10 +435,12 @@ class RenyiClassifier:
         The study codebook's fingerprint.
     """
 
-    def __init__(self, ridge: float = 0.0, coding: str = "min-norm", features: Sequence[str] | None = None):
+    def __init__(self, ridge: float = 0.0, coding: str = "min-norm", features: Sequence[str] | None = None,
+                 coverage: float = 0.95):
         self.ridge = ridge
         self.coding = coding
         self.features = features
+        self.coverage = coverage
 
     # ------------------------------------------------------------------ fit
     def fit(self, summary: Any) -> "RenyiClassifier":
@@ -480,7 +515,22 @@ class RenyiClassifier:
         self.hgr_lower_bound_ = hgr
         self.separable_per_problem_ = sep
         self.separable_ = bool(sep.all())
-        self.worst_case_error_ = float(min(1.0, 2.0 * gam.sum()))
+        # Under DP noise γ̂ is computed from noisy tables; widen it by an upper confidence
+        # margin for the noise (see noise_margin) so that 2(γ̂ + margin) still bounds the
+        # error of rule (7) with probability ≥ coverage over the noise.
+        margin = np.zeros_like(gam)
+        if summary.is_noisy:
+            if not (0.0 < self.coverage < 1.0):
+                raise InputError(f"coverage must be in (0, 1), got {self.coverage!r}")
+            from scipy.stats import norm as _norm
+
+            zq = float(_norm.ppf(1.0 - (1.0 - self.coverage) / len(gam)))
+            for k in range(len(gam)):
+                pos = 1 if len(gam) == 1 else k
+                margin[k] = zq * noise_sd(summary, names, sizes, Z[k], float(b[k]), pos)
+        self.noise_margin_ = margin
+        self.certificate_approximate_ = bool(summary.is_noisy)
+        self.worst_case_error_ = float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum()))))
         self.prior_ = prior
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
@@ -586,6 +636,9 @@ class RenyiClassifier:
             "separable": bool(self.separable_),
             "separable_per_problem": [bool(v) for v in self.separable_per_problem_],
             "worst_case_error": float(self.worst_case_error_),
+            "noise_margin": [float(v) for v in self.noise_margin_],
+            "certificate_approximate": bool(self.certificate_approximate_),
+            "coverage": float(self.coverage),
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
         }
@@ -612,6 +665,9 @@ class RenyiClassifier:
             m.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
             m.separable_ = bool(d["separable"])
             m.worst_case_error_ = float(d["worst_case_error"])
+            m.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
+            m.certificate_approximate_ = bool(d.get("certificate_approximate", False))
+            m.coverage = float(d.get("coverage", 0.95))
             m.prior_ = np.asarray(d["prior"], dtype=np.float64)
             m.n_ = float(d["n"])
             m.fingerprint_ = str(d["fingerprint"])

@@ -240,12 +240,18 @@ class Summary:
         """Empirical probabilities over ``names`` (counts / n)."""
         return self.counts(names) / self.n
 
-    def _count_noise_std(self, names: Sequence[str]) -> float:
-        """Std of the noise on one cell of ``counts(names)`` (sum of summed cells' noise)."""
+    def count_noise_std(self, names: Sequence[str]) -> float:
+        """Std of the DP noise on one cell of ``counts(names)``, in counts.
+
+        A cell marginalised from a larger table sums that table's independent cell noises,
+        so its std is the table's per-cell std times the square root of the cells summed.
+        """
         t = self._find_table(names)
         assert t is not None
         cells = t.counts.size // max(1, int(np.prod([t.counts.shape[t.clique.index(a)] for a in names])))
         return t.noise.std * float(np.sqrt(cells))
+
+    _count_noise_std = count_noise_std
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
