@@ -1023,7 +1023,9 @@ class RowModel:
         self.W = np.zeros(len(self.subsets))
         self._pricer: SplitPricer | None = None
 
-    active = CompactModel.active
+    @property
+    def active(self) -> np.ndarray:
+        return np.flatnonzero(self.in_model)
 
     @property
     def mu(self) -> np.ndarray:
@@ -1222,7 +1224,7 @@ class SplitPricer:
         todo = np.flatnonzero(v_all > tol_stop)
         if kind != "onehot" or self.ipf_sweeps <= 0 or todo.size == 0:
             return v_all, u_all
-        sel_all, sel = sel, sel[todo]
+        sel = sel[todo]
         u = u_all[todo]
         best_v = v_all[todo]
         best_u = u.copy()

@@ -17,7 +17,7 @@ from learners.calibration import confidence_lambda
 from learners.featuremap import FeatureMap
 from learners.mrc import MRC
 from learners.mrc_lp import SplitPricer, label_subsets, solve_cg, solve_full
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marginals.codebook import CategoricalFeature, Codebook, Label
 from marginals.summary import Summary
 
 
