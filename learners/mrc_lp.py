@@ -1206,6 +1206,26 @@ class SplitPricer:
         w_hi = np.clip((mean - lo[:, None]) / (hi - lo)[:, None], 0.0, 1.0)
         return np.stack([1.0 - w_hi, w_hi], axis=2)
 
+    def _peeled(self, g: int, sel: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Split built from the largest label subsets down: C takes (up to W_C) mass where all
+        its labels still have target left, u_C(a) ∝ min_{y∈C} R[y, a], and R[y, a] −= u_C(a);
+        singletons take their residual. Exact (zero violation at λ = 0) whenever every C
+        finds enough common mass and the dual's label masses equal τ's."""
+        T = self._T[g][sel]  # (nb, K, m)
+        R = T.copy()
+        nb, _, m = T.shape
+        u = np.zeros((nb, len(self.subsets), m))
+        for c in sorted(range(len(self.subsets)), key=lambda k: -self.csize[k]):
+            if W[c] <= 0:
+                continue
+            C = list(self.subsets[c])
+            cap = np.clip(R[:, C, :].min(axis=1), 0.0, None)  # (nb, m)
+            tot = cap.sum(axis=1, keepdims=True)
+            share = np.where(tot > 0, cap / np.where(tot > 0, tot, 1.0), 1.0 / m)
+            u[:, c, :] = W[c] * share
+            R[:, C, :] -= u[:, c, None, :]
+        return u
+
     def _F(self, g: int, sel: np.ndarray, u: np.ndarray) -> np.ndarray:
         """(Fᵀα)[b, y, s] = Σ_{C∋y} Σ_a u[b, C, a]·V[b, a, s]."""
         if self.keys[g][0] == "onehot":  # V = identity
@@ -1217,13 +1237,50 @@ class SplitPricer:
         return v.reshape(v.shape[0], -1).max(axis=1)
 
     def _heuristic_group(self, g: int, sel: np.ndarray, W: np.ndarray, tol_stop: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Pooled split, then multiplicative sweeps u_{C,a} ← u_{C,a}·(Π_{y∈C} r_{y,a})^{1/|C|}
+        (r: ratio of the box-clipped to the current (Fᵀα)[y, a]) renormalized to Σ_a u_{C,a} = W_C,
+        on the features still above ``tol_stop`` (each leaves as soon as it is below).
+        Returns the best violation seen per feature and its split u (nb, nC, n_vertices)."""
         q = self._pooled(g, sel, W)
         u_all = W[None, :, None] * q
         v_all = self._viol(g, sel, u_all)
         kind, _ = self.keys[g]
+        if kind == "onehot":
+            u_p = self._peeled(g, sel, W)
+            v_p = self._viol(g, sel, u_p)
+            b = v_p < v_all
+            u_all[b], v_all[b] = u_p[b], v_p[b]
         todo = np.flatnonzero(v_all > tol_stop)
         if kind != "onehot" or self.ipf_sweeps <= 0 or todo.size == 0:
             return v_all, u_all
+        act = W > 0
+        Ma = self.member[act]
+        sz = Ma.sum(axis=1)
+        T_all, L_all = self._T[g][sel], self._L[g][sel]
+        lo_all, hi_all = np.maximum(T_all - L_all, 0.0), T_all + L_all
+        u = u_all[todo]
+        for _ in range(self.ipf_sweeps):
+            F = np.matmul(self.member.T[None, :, :], u)  # (nb, K, m)
+            target = np.clip(F, lo_all[todo], hi_all[todo])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(F > 0, target / np.where(F > 0, F, 1.0), 1.0)
+            ratio = np.where((F <= 0) & (target > 0), 2.0, ratio)
+            logr = np.log(np.clip(ratio, 1e-12, 1e12))
+            fac = np.exp(np.einsum("ck,bka->bca", Ma, logr) / sz[None, :, None])  # geometric mean over y ∈ C
+            ua = u[:, act, :] * fac
+            ua = np.where(ua.sum(axis=2, keepdims=True) > 0, ua, 1.0)
+            ua *= (W[act] / ua.sum(axis=2))[:, :, None]
+            u[:, act, :] = ua
+            F = np.matmul(self.member.T[None, :, :], u)
+            v = (np.abs(F - T_all[todo]) - L_all[todo]).reshape(todo.size, -1).max(axis=1)
+            better = v < v_all[todo]
+            v_all[todo[better]] = v[better]
+            u_all[todo[better]] = u[better]
+            keep = v > tol_stop
+            if not keep.any():
+                break
+            todo, u = todo[keep], u[keep]
+        return v_all, u_all
         sel = sel[todo]
         u = u_all[todo]
         best_v = v_all[todo]
