@@ -1,4 +1,4 @@
-"""The 0-1 MRC linear program (LP (13) of seed 000), solved on HiGHS by row generation.
+"""The 0-1 MRC linear program (LP (13) of seed 000) over the whole domain, on HiGHS.
 
 With Φ(x, y) ∈ R^m (flattened μ space), rows indexed by pairs (x, C), x in the whole
 domain and C a non-empty label subset, g_{x,C} = Σ_{y∈C} Φ(x, y)/|C| and
@@ -11,23 +11,26 @@ with μ = μ⁺ − μ⁻, ν = φ(μ) + 1 and φ(μ) = max_{x,C} (Σ_{y∈C} Φ
 dual (17) is max −bᵀα over distributions α on rows with τ − λ ≤ Fᵀα ≤ τ + λ: α is the
 worst-case distribution p(x, y) = Σ_C α_{x,C} 1{y∈C}/|C|.
 
-Pieces, kept separate (objective/penalty in :class:`MinimaxLP`, rows from an oracle, the
-loop in :func:`generate_rows`):
+Pieces (objective/penalty, rows, solver kept apart):
 
-- :class:`MinimaxLP` holds ONE HiGHS model over a working set of columns (μ entries) and a
-  growing set of rows; rows and columns are added and removed in place, so every re-solve
-  starts from the previous basis (warm start). Every μ entry is boxed, |μ_j| ≤ B_j, so a
-  restricted row set never makes the LP unbounded; the box is checked to be slack at the
-  end (:meth:`MinimaxLP.box_gap`).
-- A row oracle is any object with ``most_violated(mu) -> list of Cut`` (``mu`` the flat
-  (m,) vector): for the rows it proposes, ``Cut.violation`` is gᵀμ − b, the value ν must
-  reach; φ(μ) = max over the oracle's cuts − 1 when the oracle is exact.
-  :class:`FirstOrderOracle` is the exact oracle for first-order features, where the max
-  over the domain separates per feature; a pairwise (DCC-style) learner plugs in a
-  max-sum dynamic program instead and reuses :func:`generate_rows` unchanged.
-- :func:`generate_rows` alternates LP solves and oracle calls until no row is violated by
-  more than ``tol·max(1, |ν|)``, recording the lower bound (LP value) and the exact upper
-  bound R(μ) = −τᵀμ + λᵀ|μ| + φ(μ) + 1 of every round.
+- Row generation, for any feature map with an exact separation oracle:
+  :class:`MinimaxLP` holds ONE HiGHS model over a working set of columns and a growing
+  set of rows, edited in place so every re-solve starts from the previous basis; μ is
+  boxed (|μ_j| ≤ B_j, checked slack at the end) so a restricted row set never makes it
+  unbounded. A row oracle is any object with ``most_violated(mu) -> list of Cut``
+  (:class:`RowOracle`); :class:`FirstOrderOracle` is the exact one for first-order
+  features (the max over the domain separates per feature); a pairwise (DCC-style)
+  learner plugs in a max-sum dynamic program and reuses :func:`generate_rows` /
+  :func:`solve_boxed` unchanged.
+- For first-order features the separation is a sum of per-feature maxima, so the
+  exponentially many rows have an exact polynomial epigraph form (:class:`CompactModel`:
+  t_{C,i} ≥ Σ_{y∈C} μ[y, i, a] for every level a, Σ_i t_{C,i} − |C|ν ≤ 1 − |C|). It is
+  the default: the same optimum, without row generation (which needs about one round per
+  non-zero coefficient and stalls on thousands of features).
+- Column generation over features (seed 000, Algorithms 1-2, :func:`solve_cg`) runs on
+  either formulation (:class:`CompactModel` or :class:`RowModel`); the violation of a
+  feature outside the model is priced by :class:`SplitPricer`. :func:`solve_full` is the
+  same LP with every feature at once.
 """
 
 from __future__ import annotations
