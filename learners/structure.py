@@ -87,6 +87,45 @@ def conditional_mutual_information(P: np.ndarray) -> float:
     return max(val, 0.0)
 
 
+def label_information(P: np.ndarray) -> float:
+    """I(A, B; Y) in nats from a joint array over (A, B, Y): what the pair tells about the label.
+
+    Parameters
+    ----------
+    P : ndarray, shape (m_a, m_b, K)
+        Probabilities or counts (normalised here; negative cells clipped to 0).
+
+    Returns
+    -------
+    float
+        Σ p(a,b,y) log(p(a,b,y) / (p(a,b) p(y))) ≥ 0.
+    """
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 3:
+        raise InputError(f"label information needs a 3-way table (a, b, y), got shape {P.shape}")
+    if not np.all(np.isfinite(P)):
+        raise InputError("the pair-with-label table has NaN or infinite cells")
+    P = np.clip(P, 0.0, None)
+    tot = P.sum()
+    if tot <= 0:
+        return 0.0
+    P = P / tot
+    pab = P.sum(axis=2, keepdims=True)
+    py = P.sum(axis=(0, 1), keepdims=True)
+    nz = P > 0
+    return max(float(np.sum(P[nz] * np.log(P[nz] / (pab * py)[nz]))), 0.0)
+
+
+def pair_label_information(summary: Any, features: Sequence[str] | None = None) -> dict[tuple[int, int], float]:
+    """I(X_i, X_j; Y) for every available pair-with-label table (keys as :func:`pair_weights`)."""
+    cb = summary.codebook
+    lab = cb.label.name
+    return {
+        (i, j): label_information(summary.joint((cb.features[i].name, cb.features[j].name, lab)))
+        for (i, j) in pair_weights(summary, features)
+    }
+
+
 def pair_weights(summary: Any, features: Sequence[str] | None = None) -> dict[tuple[int, int], float]:
     """I(X_i; X_j | Y) for every available pair-with-label table.
 

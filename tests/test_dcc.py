@@ -18,7 +18,16 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from learners.dcc import DCC, ForestOracle, PairwiseFeatureMap, empty_cells, fix_empty_cells_forest, reference_mask
+from learners.dcc import (
+    DCC,
+    ForestOracle,
+    PairwiseFeatureMap,
+    empty_cells,
+    fix_empty_cells_forest,
+    pair_marginals,
+    reference_mask,
+    solve_compact,
+)
 from learners.mrc import MRC
 from learners.structure import UnionFind, max_spanning_forest, pair_weights
 from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
@@ -152,13 +161,14 @@ def random_cases(n, seed, max_d=5):
 # ------------------------------------------------------------------ the oracle tests
 
 
+@pytest.mark.parametrize("solver", ["compact", "rows"])
 @pytest.mark.parametrize("greedy", [False, True])
-def test_R_equals_brute_force_lp_over_reported_edges(greedy):
+def test_R_equals_brute_force_lp_over_reported_edges(greedy, solver):
     """s = 0: R* = the largest Bayes error over joints with the first-order and the reported
     edges' triple marginals; pairs never raise R* above the first-order MRC's."""
-    for k, (rng, levels, K) in enumerate(random_cases(10, seed=7 if greedy else 3)):
+    for k, (rng, levels, K) in enumerate(random_cases(8, seed=7 if greedy else 3)):
         cb, S, p = make_problem(rng, levels, K, sparsity=0.25 if k % 3 == 0 else 0.0)
-        m = DCC(s=0.0, greedy=greedy, greedy_candidates=None).fit(S)
+        m = DCC(s=0.0, greedy=greedy, greedy_candidates=None, solver=solver).fit(S)
         E = edge_indices(m, cb)
         R = brute_force_R(p, len(levels), E)
         assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, E, m.worst_case_error_, R)
@@ -180,13 +190,16 @@ def test_R_equals_brute_force_lp_over_reported_edges(greedy):
 
 
 def test_R_with_lambda_equals_brute_force_box():
-    """s > 0: U = joints whose node and edge marginals lie within λ = s·sqrt(τ(1−τ))/√n."""
-    for rng, levels, K in random_cases(6, seed=11, max_d=4):
-        cb, S, p = make_problem(rng, levels, K)
+    """s > 0: U = joints whose node and edge marginals lie within λ = s·sqrt(τ(1−τ))/√n;
+    the compact LP and row generation agree."""
+    for k, (rng, levels, K) in enumerate(random_cases(6, seed=11, max_d=4)):
+        cb, S, p = make_problem(rng, levels, K, sparsity=0.2 if k % 2 else 0.0)
         for s in (0.5, 2.0):
             m = DCC(s=s).fit(S)
             R = brute_force_R(p, len(levels), edge_indices(m, cb), s=s)
             assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
+            r = DCC(s=s, solver="rows").fit(S)
+            assert r.edges_ == m.edges_ and abs(r.worst_case_error_ - m.worst_case_error_) <= 1e-6
 
 
 def test_more_edges_never_raise_R():
@@ -199,7 +212,7 @@ def test_more_edges_never_raise_R():
         assert len(DCC(s=0.0, max_edges=1).fit(S).edges_) <= 1
 
 
-@pytest.mark.parametrize("policy", ["free", "impossible"])
+@pytest.mark.parametrize("policy", ["evidence", "free", "impossible"])
 def test_randomized_rule_attains_R_and_phi_is_exact(policy):
     """Rule (6) with φ(μ) from the tree oracle has worst-case error exactly R* over U (also
     with empty cells fixed by either policy), and no row (x, C) of the whole domain exceeds φ."""
@@ -380,15 +393,92 @@ def test_empty_cell_fix_keeps_phi_and_objective():
             assert np.array_equal(mu2[~empty], mu[~empty])
             assert abs(orc.phi(mu2.ravel()) - phi0) < 1e-9
             if policy == "free" and empty.any():
-                # each raised entry is as high as φ allows: raising it further breaks a row
-                # (an unseen cell is raised for all labels together, a partial one per label)
+                # each raised entry is as high as φ allows (raising it further breaks a row)
+                # or at its cap: 0 for an unseen cell (raised for all labels together), the
+                # best seen label's entry for a cell empty for some labels only
                 for y, j in np.argwhere(empty):
                     bump = mu2.copy()
                     if empty[:, j].all():
                         bump[:, j] += 1e-3
+                        assert mu2[y, j] <= 0.0
+                        capped = mu2[y, j] == 0.0
                     else:
                         bump[y, j] += 1e-3
-                    assert orc.phi(bump.ravel()) > phi0 + 1e-6
+                        cap = mu2[~empty[:, j], j].max()
+                        assert mu2[y, j] <= cap
+                        capped = mu2[y, j] == cap
+                    assert capped or orc.phi(bump.ravel()) > phi0 + 1e-6
+
+
+def test_evidence_policy_rules_out_only_significant_absences():
+    """'evidence' leaves label y at the ruled-out value exactly where (1 − π_y)^{n_cell} ≤ α/m
+    (m partial-empty entries, Bonferroni) and raises it elsewhere; all policies give the same φ."""
+    rng = np.random.default_rng(15)
+    found = [0, 0]
+    for t in range(12):
+        pm, blocks = random_forest_map(rng, n_onehot=4, numeric=False)
+        K = 2
+        orc = ForestOracle(pm, K)
+        tau = rng.random((K, pm.dim)) * 0.05
+        tau[rng.random(tau.shape) < 0.3] = 0.0
+        first = pm.blocks[0]
+        tau[:, first.slice] = rng.dirichlet(np.ones(first.size * K)).reshape(K, first.size)  # sets the prior
+        lam = np.zeros_like(tau)
+        mu = rng.normal(size=(K, pm.dim))
+        n = [100.0, 400.0, 2000.0][t % 3]
+        out = {pol: fix_empty_cells_forest(orc, mu, tau, lam, pol, n=n, alpha=0.05)[0] for pol in ("evidence", "free", "impossible")}
+        phis = {pol: orc.phi(v.ravel()) for pol, v in out.items()}
+        assert max(phis.values()) - min(phis.values()) < 1e-9
+        empty = empty_cells(pm, tau, lam)
+        part = empty & ~empty.all(axis=0)
+        prior = tau[:, first.slice].sum(axis=1)
+        chance = (1 - prior)[:, None] ** (n * tau.sum(axis=0))[None, :]
+        low = out["impossible"][part].min() if part.any() else None
+        for y, j in np.argwhere(part):
+            if chance[y, j] <= 0.05 / part.sum():  # Bonferroni over the tested entries
+                assert out["evidence"][y, j] == low
+                found[0] += 1
+            else:
+                assert out["evidence"][y, j] > low  # raised (the value depends on the other cells)
+                found[1] += 1
+    assert found[0] > 0 and found[1] > 0
+
+
+def test_worst_case_distribution_from_compact_duals():
+    """The compact LP's duals are a distribution p(x, y) = Σ_{C∋y} w_C(x) matching every node
+    and forest-edge marginal (λ = 0); an edge it already matches cannot lower R*."""
+    rng = np.random.default_rng(16)
+    for t in range(5):
+        levels, K = [3, 2, 3, 2][: 3 + t % 2], 2 + t % 2
+        cb, S, p = make_problem(rng, levels, K)
+        d = len(levels)
+        blocks = list(S.blocks)
+        cand = list(itertools.combinations(range(d), 2))
+        full = PairwiseFeatureMap(blocks, list(range(d)), cand)
+        tau = np.zeros((K, full.dim))
+        tau[:, : full.nodes.dim] = S.tau
+        for e, (i, j) in enumerate(cand):
+            tau[:, full.edge_columns(e)] = np.transpose(S.joint((f"f{i}", f"f{j}", "y")), (2, 0, 1)).reshape(K, -1)
+        lam = np.zeros_like(tau)
+        forest = [cand.index(e) for e in [(0, 1), (1, 2)]]
+        orc = ForestOracle(full, K, forest)
+        cols = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(e) for e in forest])
+        sol = solve_compact(orc, tau, lam, full.flat_columns(cols, K))
+        R = brute_force_R(p, d, [cand[e] for e in forest])
+        assert abs(sol.value - R) <= 1e-7
+        assert abs(sum(len(C) * f["total"] for C, f in zip(orc.subsets, sol.flows)) - 1.0) < 1e-7
+        J = pair_marginals(orc, sol.flows, cand)
+        for e, (i, j) in enumerate(cand):
+            assert abs(J[(i, j)].sum() - 1.0) < 1e-7
+            node_i = J[(i, j)].sum(axis=2)  # (K, m_i)
+            assert np.allclose(node_i, tau[:, blocks[i].slice], atol=1e-7)
+            gap = np.abs(J[(i, j)].reshape(K, -1) - tau[:, full.edge_columns(e)]).max()
+            if e in forest:
+                assert gap < 1e-7
+            elif gap < 1e-9:  # already matched: adding the edge cannot lower R*
+                orc2 = ForestOracle(full, K, forest + [e])
+                cols2 = np.concatenate([cols, full.edge_columns(e)])
+                assert solve_compact(orc2, tau, lam, full.flat_columns(cols2, K)).value >= sol.value - 1e-7
 
 
 # ----------------------------------------------------------------------- rules, I/O

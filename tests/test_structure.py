@@ -16,7 +16,9 @@ from learners.structure import (
     UnionFind,
     chow_liu_forest,
     conditional_mutual_information,
+    label_information,
     max_spanning_forest,
+    pair_label_information,
     pair_weights,
 )
 from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
@@ -218,3 +220,30 @@ def test_noisy_summary_weights_are_finite():
     S = Summary.from_tables(cb, tables)
     w = pair_weights(S)
     assert len(w) == 3 and all(np.isfinite(v) and v >= 0 for v in w.values())
+
+
+def test_label_information_equals_direct_computation_from_rows():
+    """I(X_i, X_j; Y) from the pair table = Σ p(a,b,y) log(p(y|a,b)/p(y)) counted from rows."""
+    rng = np.random.default_rng(7)
+    levels, K = [3, 2, 3], 3
+    X, y = random_rows(rng, levels, K, 500)
+    S = Summary.from_rows(codebook(levels, K), X, y, stats="all")
+    info = pair_label_information(S)
+    assert sorted(info) == [(0, 1), (0, 2), (1, 2)]
+    for (i, j), v in info.items():
+        direct = 0.0
+        for a in np.unique(X[:, i]):
+            for b in np.unique(X[:, j]):
+                sel = (X[:, i] == a) & (X[:, j] == b)
+                for c in range(K):
+                    nab_y = np.sum(sel & (y == c))
+                    if nab_y:
+                        direct += nab_y / len(y) * np.log((nab_y / sel.sum()) / np.mean(y == c))
+        assert abs(v - direct) < 1e-12
+        # chain rule: I(X_i, X_j; Y) = I(X_i; Y) + I(X_j; Y | X_i) ≥ I(X_i; Y)
+        P = S.joint((f"f{i}", f"f{j}", "y"))
+        Pi = P.sum(axis=1)
+        Ii = float(np.sum(Pi[Pi > 0] * np.log((Pi / (Pi.sum(1, keepdims=True) * Pi.sum(0, keepdims=True)))[Pi > 0])))
+        assert v >= Ii - 1e-12
+    with pytest.raises(InputError, match="3-way"):
+        label_information(np.ones((2, 2)))
