@@ -202,6 +202,20 @@ def test_R_with_lambda_equals_brute_force_box():
             assert r.edges_ == m.edges_ and abs(r.worst_case_error_ - m.worst_case_error_) <= 1e-6
 
 
+def test_label_weighted_forest():
+    """edge_weight="label": the forest is Kruskal's on I(X_i, X_j; Y); R* still matches the oracle."""
+    from learners.structure import pair_label_information
+
+    for rng, levels, K in random_cases(4, seed=17, max_d=4):
+        cb, S, p = make_problem(rng, levels, K)
+        m = DCC(s=0.0, edge_weight="label").fit(S)
+        info = pair_label_information(S)
+        E = edge_indices(m, cb)
+        assert E == max_spanning_forest(len(levels), info)
+        assert np.allclose(m.edge_weights_, [info[e] for e in E])
+        assert abs(m.worst_case_error_ - brute_force_R(p, len(levels), E)) <= 1e-6
+
+
 def test_more_edges_never_raise_R():
     """Kruskal prefixes are nested, so R* is non-increasing in max_edges."""
     rng = np.random.default_rng(5)
@@ -561,6 +575,8 @@ def test_errors_and_unfitted():
         (dict(max_edges=-2), "max_edges"),
         (dict(greedy_candidates=0), "greedy_candidates"),
         (dict(empty="maybe"), "empty-cell policy"),
+        (dict(edge_weight="mi"), "unknown edge weight"),
+        (dict(solver="simplex"), "unknown DCC solver"),
         (dict(features=["nope"]), "unknown feature 'nope'"),
     ]:
         with pytest.raises(InputError, match=msg):
