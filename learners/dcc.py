@@ -1138,8 +1138,8 @@ class DCC:
         R* (certificate: worst-case error of rule (6) over the uncertainty set).
     iterations_ : list of float
         Greedy: R* of the first-order model and after each added edge (non-increasing).
-        Otherwise: running minimum of the exact R(μ) over the row-generation rounds
-        (non-increasing, last = R*).
+        Otherwise: [R*] (compact LP), or the running minimum of the exact R(μ) over the
+        row-generation rounds (non-increasing, last = R*).
     row_rounds_ : dict
         ``lower`` (LP values) and ``upper`` (exact R(μ)) of every row-generation round.
     edges_ : list of (str, str)
@@ -1153,6 +1153,8 @@ class DCC:
     converged_ : bool
     fingerprint_ : str
     n_ : float
+    seconds_ : float
+        Fit time.
     """
 
     def __init__(
