@@ -54,13 +54,13 @@ def load_bundles(
 
 def build_estimator(learner: str, *, s: float | None, coverage: float, solver: str, eps: float, n_max: int,
                     k_max: int, ridge: float, features: list[str] | None, callback=None, greedy: bool = False,
-                    max_edges: int | None = None, edge_weight: str = "cmi"):
+                    max_edges: int | None = None, edge_weight: str = "cmi", loss: str = "01"):
     cls = estimator_class(learner)
     if learner == "renyi":
         return cls(ridge=ridge, features=features)
     if learner == "dcc":
         return cls(s=s, coverage=coverage, features=features, greedy=greedy, max_edges=max_edges,
-                   edge_weight=edge_weight, callback=callback)
+                   edge_weight=edge_weight, loss=loss, callback=callback)
     kw: dict[str, Any] = dict(s=s, coverage=coverage, features=features, solver=solver, eps=eps, n_max=n_max,
                               k_max=k_max, callback=callback)
     return cls(**kw)
@@ -117,6 +117,7 @@ def register(app: typer.Typer) -> None:
         greedy: Annotated[bool, typer.Option("--greedy", help="DCC: start first-order and add the edge that lowers R* most, while it does.")] = False,
         max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="DCC: cap on the number of forest edges.")] = None,
         edge_weight: Annotated[str, typer.Option("--edge-weight", help="DCC forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
+        loss: Annotated[str, typer.Option("--loss", help="DCC loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
         select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
         max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
         feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
@@ -164,7 +165,7 @@ def register(app: typer.Typer) -> None:
         features = selection.selected if selection is not None else None
         est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
                               ridge=ridge, features=features, callback=progress, greedy=greedy, max_edges=max_edges,
-                              edge_weight=edge_weight)
+                              edge_weight=edge_weight, loss=loss)
         est.fit(summary)
         seconds = time.perf_counter() - t0
         rep = learn_report(learner, est, summary, seconds)
@@ -185,7 +186,7 @@ def register(app: typer.Typer) -> None:
                 "n": summary.n,
                 "sites": summary.provenance.get("sites", []),
                 "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
-                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight, "select": select, "max_features": max_features, "feature_cost": feature_cost},
+                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight, "loss": loss, "select": select, "max_features": max_features, "feature_cost": feature_cost},
                 "report": {k: v for k, v in rep.items() if k != "seconds"},
             },
         )
