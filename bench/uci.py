@@ -19,7 +19,8 @@ the forest of largest I(X_i, X_j; Y); ``gdcc`` = greedy DCC (s=0); ``mrc`` = fir
 MRC (s=0); ``renyi`` = :class:`learners.renyi.RenyiClassifier` (MAP rule, δ̃^map of seed
 004). Optional: ``dcc-free`` (empty="free"), ``dcc-cal`` (λ calibrated to 95% coverage),
 ``dcc-hinge`` / ``dcc-label-hinge`` (loss="hinge", the published DCC's worst-case hinge
-loss, on either forest; its certificate column is the worst-case hinge loss, = 2·R*). A learner that raises on a split is reported as failed
+loss, on either forest; its certificate column is the worst-case hinge loss, = 2·R*),
+``dcc-all`` (structure="all": every pair, the local-polytope bound R*_L as certificate). A learner that raises on a split is reported as failed
 there (counted in the table) instead of stopping the run.
 
 credit-a: A3, A8, A11, A15 are numeric; A2 and A14 are continuous UCI columns that PMLB
@@ -127,6 +128,8 @@ def make_learner(name: str):
         return DCC(s=0.0, loss="hinge")
     if name == "dcc-label-hinge":
         return DCC(s=0.0, loss="hinge", edge_weight="label")
+    if name == "dcc-all":
+        return DCC(s=0.0, structure="all")
     if name == "gdcc":
         return DCC(s=0.0, greedy=True)
     if name == "mrc":

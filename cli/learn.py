@@ -54,13 +54,14 @@ def load_bundles(
 
 def build_estimator(learner: str, *, s: float | None, coverage: float, solver: str, eps: float, n_max: int,
                     k_max: int, ridge: float, features: list[str] | None, callback=None, greedy: bool = False,
-                    max_edges: int | None = None, edge_weight: str = "cmi", loss: str = "01"):
+                    max_edges: int | None = None, edge_weight: str = "cmi", loss: str = "01",
+                    structure: str = "forest"):
     cls = estimator_class(learner)
     if learner == "renyi":
         return cls(ridge=ridge, features=features)
     if learner == "dcc":
         return cls(s=s, coverage=coverage, features=features, greedy=greedy, max_edges=max_edges,
-                   edge_weight=edge_weight, loss=loss, callback=callback)
+                   edge_weight=edge_weight, loss=loss, structure=structure, callback=callback)
     kw: dict[str, Any] = dict(s=s, coverage=coverage, features=features, solver=solver, eps=eps, n_max=n_max,
                               k_max=k_max, callback=callback)
     return cls(**kw)
@@ -117,6 +118,7 @@ def register(app: typer.Typer) -> None:
         greedy: Annotated[bool, typer.Option("--greedy", help="DCC: start first-order and add the edge that lowers R* most, while it does.")] = False,
         max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="DCC: cap on the number of forest edges.")] = None,
         edge_weight: Annotated[str, typer.Option("--edge-weight", help="DCC forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
+        structure: Annotated[str, typer.Option("--structure", help="DCC edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).")] = "forest",
         loss: Annotated[str, typer.Option("--loss", help="DCC loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
         select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
         max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
@@ -165,7 +167,7 @@ def register(app: typer.Typer) -> None:
         features = selection.selected if selection is not None else None
         est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
                               ridge=ridge, features=features, callback=progress, greedy=greedy, max_edges=max_edges,
-                              edge_weight=edge_weight, loss=loss)
+                              edge_weight=edge_weight, loss=loss, structure=structure)
         est.fit(summary)
         seconds = time.perf_counter() - t0
         rep = learn_report(learner, est, summary, seconds)
@@ -186,7 +188,7 @@ def register(app: typer.Typer) -> None:
                 "n": summary.n,
                 "sites": summary.provenance.get("sites", []),
                 "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
-                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight, "loss": loss, "select": select, "max_features": max_features, "feature_cost": feature_cost},
+                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight, "loss": loss, "structure": structure, "select": select, "max_features": max_features, "feature_cost": feature_cost},
                 "report": {k: v for k, v in rep.items() if k != "seconds"},
             },
         )
@@ -204,7 +206,8 @@ def register(app: typer.Typer) -> None:
         if learner == "renyi":
             typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
         if learner == "dcc":
-            typer.echo(f"forest: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
+            kind = "graph (local-polytope bound)" if getattr(est, "relaxed_", False) else "forest"
+            typer.echo(f"{kind}: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
         if learner in ("mrc", "dcc") and len(rep["iterations"]) > 1:
             typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
         typer.echo(f"fitted in {seconds:.2f} s")

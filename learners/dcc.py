@@ -655,6 +655,16 @@ class _Rows:
         self.meta.append(meta)
         self.n += 1
 
+    def add_block(self, R, C, V, rhs, meta: tuple = ()) -> None:
+        """Many rows at once: entries (R[t], C[t], V[t]) with LOCAL row indices 0..len(rhs)−1."""
+        rhs = np.asarray(rhs, dtype=np.float64).ravel()
+        self.R.append(np.asarray(R, dtype=np.int64) + self.n)
+        self.C.append(np.asarray(C, dtype=np.int64))
+        self.V.append(np.asarray(V, dtype=np.float64))
+        self.rhs.extend(rhs.tolist())
+        self.meta.extend([meta] * rhs.size)
+        self.n += int(rhs.size)
+
     def matrix(self, nvar: int):
         import scipy.sparse as sp
 
@@ -756,6 +766,59 @@ def forest_max_rows(
     return roots, nvar
 
 
+class _MuTerms:
+    """LP (column, value) pairs of μ = μ⁺ − μ⁻ in the layout ν | μ⁺ (nmu) | μ⁻ (nmu) | … of the
+    0-1 minimax LPs (:func:`solve_compact`, :func:`solve_local`)."""
+
+    def __init__(self, K: int, D: int, subsets: Sequence[tuple[int, ...]], columns: np.ndarray):
+        self.K, self.D, self.subsets = K, D, subsets
+        self.columns = np.asarray(columns, dtype=np.int64)
+        self.nmu = self.columns.size
+        self.pos = np.full(K * D, -1, dtype=np.int64)
+        self.pos[self.columns] = np.arange(self.nmu)
+
+    def terms(self, k: int, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """LP (column, value) pairs of Σ_{y∈C} vals·μ[y, psi_cols] (μ⁺ − μ⁻), C = subsets[k]."""
+        cols, vs = [], []
+        for y in self.subsets[k]:
+            p_ = self.pos[y * self.D + psi_cols]
+            on = p_ >= 0
+            cols += [1 + p_[on], 1 + self.nmu + p_[on]]
+            vs += [vals[on], -vals[on]]
+        return (np.concatenate(cols), np.concatenate(vs)) if cols else (np.zeros(0, np.int64), np.zeros(0))
+
+    def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
+        R, C, V = [], [], []
+        for y in self.subsets[k]:
+            p_ = self.pos[y * self.D + psi_cols]
+            on = p_ >= 0
+            R += [row[on], row[on]]
+            C += [1 + p_[on], 1 + self.nmu + p_[on]]
+            V += [vals[on], -vals[on]]
+        if not R:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate(R), np.concatenate(C), np.concatenate(V)
+
+    def cost_and_bounds(self, tau: np.ndarray, lam: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
+        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free)."""
+        nmu = self.nmu
+        c = np.zeros(nvar)
+        c[0] = 1.0
+        c[1 : 1 + nmu] = -(tau - lam)[self.columns]
+        c[1 + nmu : 1 + 2 * nmu] = (tau + lam)[self.columns]
+        bounds = np.zeros((nvar, 2))
+        bounds[:, 1] = np.inf
+        bounds[0] = (-np.inf, np.inf)
+        bounds[1 + 2 * nmu :] = (-np.inf, np.inf)
+        return c, bounds
+
+    def mu(self, x: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.K * self.D)
+        out[self.columns] = x[1 : 1 + self.nmu] - x[1 + self.nmu : 1 + 2 * self.nmu]
+        return out
+
+
 # --------------------------------------------------------------------------------------
 # Exact compact LP: the max-sum DP written as constraints
 # --------------------------------------------------------------------------------------
@@ -801,48 +864,28 @@ def solve_compact(
     K, D = oracle.K, oracle.D
     tau = np.asarray(tau, dtype=np.float64).ravel()
     lam = np.asarray(lam, dtype=np.float64).ravel()
-    columns = np.asarray(columns, dtype=np.int64)
-    nmu = columns.size
-    pos = np.full(K * D, -1, dtype=np.int64)
-    pos[columns] = np.arange(nmu)
+    mt = _MuTerms(K, D, oracle.subsets, columns)
     # variables: ν | μ⁺ (nmu) | μ⁻ (nmu) | messages and root epigraphs
-    cost = [np.array([1.0]), -(tau - lam)[columns], (tau + lam)[columns]]
-    nvar = 1 + 2 * nmu
+    nvar = 1 + 2 * mt.nmu
     pen = oracle._penalty
-
-    def mu_terms(k: int, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """LP (column, value) pairs of Σ_{y∈C} vals·μ[y, psi_cols] (μ⁺ − μ⁻)."""
-        cols, vs = [], []
-        for y in oracle.subsets[k]:
-            p_ = pos[y * D + psi_cols]
-            on = p_ >= 0
-            cols += [1 + p_[on], 1 + nmu + p_[on]]
-            vs += [vals[on], -vals[on]]
-        return (np.concatenate(cols), np.concatenate(vs)) if cols else (np.zeros(0, np.int64), np.zeros(0))
-
     rows = _Rows()
     for k, Cset in enumerate(oracle.subsets):
         dead_col = (pen[k] < 0) if pen is not None else np.zeros(D, dtype=bool)
-        roots, nvar = forest_max_rows(oracle, dead_col, lambda cols_, vals_, k=k: mu_terms(k, cols_, vals_), nvar, rows, tag=k)
+        roots, nvar = forest_max_rows(oracle, dead_col, lambda cols_, vals_, k=k: mt.terms(k, cols_, vals_), nvar, rows, tag=k)
         if roots is None:
             continue
         size = len(Cset)
         rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-float(size)]]), 1.0 - size, (k, 2, -1, 0, 0))
     meta = rows.meta
-    cvec = np.concatenate(cost + [np.zeros(nvar - 1 - 2 * nmu)])
+    cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
     A = rows.matrix(nvar)
-    bounds = np.zeros((nvar, 2))
-    bounds[:, 1] = np.inf
-    bounds[0] = (-np.inf, np.inf)
-    bounds[1 + 2 * nmu :] = (-np.inf, np.inf)
     res = linprog(cvec, A_ub=A, b_ub=np.asarray(rows.rhs), bounds=bounds, method="highs-ds",
                   options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
     if res.status == 3:
         raise InputError("no distribution matches the statistics within lambda: the DCC problem is unbounded; the released tables are inconsistent")
     if res.status != 0:
         raise InputError(f"the DCC compact LP failed: {res.message}")
-    mu = np.zeros(K * D)
-    mu[columns] = res.x[1 : 1 + nmu] - res.x[1 + nmu : 1 + 2 * nmu]
+    mu = mt.mu(res.x)
     # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)
     mass = np.clip(-np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0, None)
     flows = [{"edge": {}, "root": {}, "total": 0.0} for _ in oracle.subsets]
@@ -877,6 +920,312 @@ class CompactSolution(NamedTuple):
     value: float
     mu: np.ndarray
     flows: list
+
+
+# --------------------------------------------------------------------------------------
+# Arbitrary edge sets: the local-polytope (MAP-LP) relaxation of the separation
+# --------------------------------------------------------------------------------------
+class _GraphLayout:
+    """Index arrays of a :class:`PairwiseFeatureMap` on any edge set (cycles allowed).
+
+    Vertices (node values: one-hot levels, or {lo, hi} of a raw numeric node) as in
+    :class:`learners.featuremap.FeatureMap`; one δ "slot" per (edge, endpoint, value of the
+    endpoint); per edge cell its two endpoint slots. Factors are the nodes then the edges,
+    and every factor's Ψ columns are contiguous (``starts``)."""
+
+    def __init__(self, pmap: PairwiseFeatureMap):
+        fm = pmap.nodes
+        n, E = pmap.n_nodes, pmap.n_edges
+        self.n, self.E, self.D = n, E, pmap.dim
+        nv = np.array([b.n_vertices for b in fm.blocks], dtype=np.int64)
+        self.vnode = np.repeat(np.arange(n), nv)
+        self.vcol = fm.vertex_col
+        self.vval = fm.vertex_val
+        onehot = np.array([b.kind == "onehot" for b in fm.blocks], dtype=bool)
+        self.vonehot = onehot[self.vnode]
+        slot_vertex, slot_i, slot_j, ecol, e_of = [], [], [], [], []
+        s0 = 0
+        for e, (i, j) in enumerate(pmap.edges):
+            mi, mj = pmap.edge_shape[e]
+            slot_vertex += [fm.vertex_start[i] + np.arange(mi), fm.vertex_start[j] + np.arange(mj)]
+            a, b = np.divmod(np.arange(mi * mj), mj)
+            slot_i.append(s0 + a)
+            slot_j.append(s0 + mi + b)
+            ecol.append(pmap.edge_columns(e))
+            e_of.append(np.full(mi * mj, e, dtype=np.int64))
+            s0 += mi + mj
+        cat = lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, dtype=np.int64)  # noqa: E731
+        self.slot_vertex, self.slot_i, self.slot_j = cat(slot_vertex), cat(slot_i), cat(slot_j)
+        self.ecol, self.e_of = cat(ecol), cat(e_of)
+        self.n_slots = s0
+        self.starts = np.concatenate([[b.offset for b in fm.blocks], pmap.edge_offset]).astype(np.int64)
+        self.numeric = [(b.offset, float(b.lo), float(b.hi)) for b in fm.blocks if b.kind != "onehot"]
+
+    def offsets(self, delta: np.ndarray) -> np.ndarray:
+        """Per Ψ column, the δ part of its row: Σ_{e∋i} δ_{e→i}(a) at node column (i, a),
+        −δ_{e→i}(a) − δ_{e→j}(b) at edge cell (a, b); 0 at raw numeric columns. (…, D)."""
+        delta = np.asarray(delta, dtype=np.float64)
+        out = np.zeros(delta.shape[:-1] + (self.D,))
+        if self.n_slots:
+            for idx in np.ndindex(delta.shape[:-1]):
+                per_v = np.bincount(self.slot_vertex, weights=delta[idx], minlength=self.vcol.size)
+                on = self.vonehot
+                out[idx + (self.vcol[on],)] = per_v[on]
+                out[idx + (self.ecol,)] = -delta[idx + (self.slot_i,)] - delta[idx + (self.slot_j,)]
+        return out
+
+    def row_values(self, theta: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """θ + offsets per Ψ column; a raw numeric column holds max(lo·θ, hi·θ) (its two vertex rows)."""
+        val = theta + offsets
+        for col, lo, hi in self.numeric:
+            val[..., col] = np.maximum(lo * theta[..., col], hi * theta[..., col])
+        return val
+
+    def factor_max(self, val: np.ndarray) -> np.ndarray:
+        """u_f = max of the rows of every factor f, (…, n + E)."""
+        return np.maximum.reduceat(val, self.starts, axis=-1)
+
+
+class LocalSolution(NamedTuple):
+    """Output of :func:`solve_local`.
+
+    Attributes
+    ----------
+    value : float
+        The LP optimum R*_L (≥ R*, = R* on a forest).
+    mu : ndarray (K·D,)
+    nu : float
+        ν = φ_L + 1 at the optimum.
+    offsets : ndarray (n_subsets, D)
+        The optimal reparametrisation δ per label subset, as each Ψ column's δ part
+        (:meth:`_GraphLayout.offsets`; 0 on vertices and cells without a row).
+    vacuous : ndarray of bool (n_subsets,)
+        Subsets with no row (some node or edge has no allowed value: the max is −∞).
+    n_rows : int
+    n_vars : int
+    """
+
+    value: float
+    mu: np.ndarray
+    nu: float
+    offsets: np.ndarray
+    vacuous: np.ndarray
+    n_rows: int
+    n_vars: int
+
+
+def solve_local(
+    pmap: PairwiseFeatureMap,
+    n_classes: int,
+    tau: np.ndarray,
+    lam: np.ndarray,
+    columns: np.ndarray,
+    exclude: np.ndarray | None = None,
+    method: str = "highs-ds",
+) -> LocalSolution:
+    """LP (13) on ANY edge set, with the separation replaced by its local-polytope (MAP-LP) bound.
+
+    For a label subset C and θ = Σ_{y∈C} μ[y] (node potentials θ_i, edge potentials θ_ij),
+    the dual of the MAP-LP over the local polytope (a reparametrisation δ) bounds the max::
+
+        max_x Σ_i θ_i(x_i) + Σ_ij θ_ij(x_i, x_j) ≤ Σ_i u_i + Σ_ij u_ij   whenever
+        u_i ≥ θ_i(a) + Σ_{j∈N(i)} δ_{ij→i}(a)                for every a,
+        u_ij ≥ θ_ij(a, b) − δ_{ij→i}(a) − δ_{ij→j}(b)        for every (a, b)
+
+    (sum the rows at x: the δ cancel), for every δ; the least such bound is the local
+    polytope's value, exact on a forest. With Σ_f u_f − |C|·ν ≤ 1 − |C| per C, jointly linear
+    in (μ, δ, u, ν), one LP gives R*_L = min_μ 1 − τᵀμ + φ_L(μ) + λᵀ|μ| ≥ R* (φ_L ≥ φ): a
+    valid certificate for the distributions matching every edge's pair-with-label table
+    and the first-order tables.
+
+    Cells excluded for a label of C (``exclude``, τ = λ = 0) are −∞: their rows are dropped,
+    and so are the cells through an excluded node value (its δ is then unconstrained, so
+    those rows were vacuous). A subset where some node or edge has no allowed value puts
+    no constraint (``vacuous``).
+
+    Parameters
+    ----------
+    pmap : PairwiseFeatureMap
+        Nodes and edges (any graph).
+    n_classes : int
+    tau, lam : ndarray (K, D)
+    columns : ndarray of int
+        Flat μ indices in the LP (the others are fixed at 0).
+    exclude : ndarray of bool (K, D), optional
+    method : str
+        scipy ``linprog`` HiGHS method.
+
+    Returns
+    -------
+    LocalSolution
+
+    Raises
+    ------
+    InputError
+        If the LP is unbounded (no distribution matches τ within λ) or HiGHS fails.
+    """
+    from scipy.optimize import linprog
+
+    K, D = int(n_classes), pmap.dim
+    tau = np.asarray(tau, dtype=np.float64).ravel()
+    lam = np.asarray(lam, dtype=np.float64).ravel()
+    subsets = label_subsets(K)
+    member = np.zeros((len(subsets), K))
+    for k, c in enumerate(subsets):
+        member[k, list(c)] = 1.0
+    ex = np.zeros((K, D), dtype=bool) if exclude is None else np.asarray(exclude, dtype=bool).reshape(K, D)
+    dead_all = (member @ ex) > 0
+    g = _GraphLayout(pmap)
+    n, E = g.n, g.E
+    mt = _MuTerms(K, D, subsets, columns)
+    nvar = 1 + 2 * mt.nmu
+    rows = _Rows()
+    vacuous = np.zeros(len(subsets), dtype=bool)
+    dslots: list[tuple[int, np.ndarray] | None] = []
+    for k, Cset in enumerate(subsets):
+        dead = dead_all[k]
+        valive = ~(dead[g.vcol] & g.vonehot)
+        calive = ~dead[g.ecol] & valive[g.slot_vertex[g.slot_i]] & valive[g.slot_vertex[g.slot_j]]
+        if np.any(np.bincount(g.vnode[valive], minlength=n) == 0) or np.any(np.bincount(g.e_of[calive], minlength=E) == 0):
+            vacuous[k] = True
+            dslots.append(None)
+            continue
+        u0 = nvar
+        d0 = nvar + n + E
+        nvar = d0 + g.n_slots
+        dslots.append((d0, valive[g.slot_vertex]))
+        # node rows: θ_i(a) + Σ δ_{e→i}(a) − u_i ≤ 0
+        vr = np.flatnonzero(valive)
+        nr = vr.size
+        row_of_v = np.full(g.vcol.size, -1, dtype=np.int64)
+        row_of_v[vr] = np.arange(nr)
+        R1, C1, V1 = mt.entries(k, np.arange(nr), g.vcol[vr], g.vval[vr])
+        sl = np.flatnonzero(valive[g.slot_vertex])
+        # edge rows: θ_ij(a, b) − δ_{e→i}(a) − δ_{e→j}(b) − u_ij ≤ 0
+        cr = np.flatnonzero(calive)
+        rid = nr + np.arange(cr.size)
+        R2, C2, V2 = mt.entries(k, rid, g.ecol[cr], np.ones(cr.size))
+        R = [R1, np.arange(nr), row_of_v[g.slot_vertex[sl]], R2, rid, rid, rid]
+        C = [C1, u0 + g.vnode[vr], d0 + sl, C2, d0 + g.slot_i[cr], d0 + g.slot_j[cr], u0 + n + g.e_of[cr]]
+        V = [V1, -np.ones(nr), np.ones(sl.size), V2, -np.ones(cr.size), -np.ones(cr.size), -np.ones(cr.size)]
+        rows.add_block(np.concatenate(R), np.concatenate(C), np.concatenate(V), np.zeros(nr + cr.size), (k,))
+        size = len(Cset)
+        rows.add(np.concatenate([u0 + np.arange(n + E), [0]]), np.concatenate([np.ones(n + E), [-float(size)]]), 1.0 - size, (k,))
+    cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
+    res = linprog(cvec, A_ub=rows.matrix(nvar), b_ub=np.asarray(rows.rhs), bounds=bounds, method=method,
+                  options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+    if res.status == 3:
+        raise InputError("no distribution matches the statistics within lambda: the DCC problem is unbounded; the released tables are inconsistent")
+    if res.status != 0:
+        raise InputError(f"the DCC local-polytope LP failed: {res.message}")
+    delta = np.zeros((len(subsets), g.n_slots))
+    for k, ds in enumerate(dslots):
+        if ds is not None:
+            d0, live = ds
+            delta[k] = np.where(live, res.x[d0 : d0 + g.n_slots], 0.0)
+    return LocalSolution(float(res.fun), mt.mu(res.x), float(res.x[0]), g.offsets(delta), vacuous, rows.n, nvar)
+
+
+def local_phi(pmap: PairwiseFeatureMap, mu: np.ndarray, offsets: np.ndarray) -> float:
+    """φ_L(μ; δ) = max_C (Σ_f u_f^C − 1)/|C|, u_f^C the largest row of factor f at the fixed
+    reparametrisation ``offsets`` (n_subsets, D): an upper bound on φ(μ) for every δ."""
+    K = mu.shape[0]
+    subsets = label_subsets(K)
+    member = np.zeros((len(subsets), K))
+    for k, c in enumerate(subsets):
+        member[k, list(c)] = 1.0
+    g = _GraphLayout(pmap)
+    u = g.factor_max(g.row_values(member @ mu, offsets))
+    return float(np.max((u.sum(axis=1) - 1.0) / member.sum(axis=1)))
+
+
+def fix_empty_cells_local(
+    pmap: PairwiseFeatureMap,
+    mu: np.ndarray,
+    tau: np.ndarray,
+    lam: np.ndarray,
+    offsets: np.ndarray,
+    nu: float,
+    policy: str = "evidence",
+    n: float | None = None,
+    alpha: float = 0.05,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`fix_empty_cells_forest` for the local-polytope LP: definite values for the empty
+    cells (τ + λ = 0) that keep the certified bound φ_L ≤ ν − 1 at the LP's reparametrisation.
+
+    With δ fixed the bound decomposes by factor: per subset C, Σ_f u_f^C ≤ T_C =
+    |C|(ν − 1) + 1 with u_f^C the largest row of factor f (:class:`_GraphLayout`). Empty
+    cells first go to a value L below every other row (so each u_f^C is the LP's); then,
+    factor by factor (nodes, then edges), they are raised as far as the slack
+    T_C − Σ_f u_f^C and the factor's own largest row allow — the local stand-in for the
+    forest's max-marginals (so more conservative): an unseen cell (empty for every label)
+    to the label-neutral min(0, c), a cell empty for some labels per ``policy`` exactly as
+    in :func:`fix_empty_cells_forest` (``"free"``: min(c_y, the best seen label);
+    ``"impossible"``: stays at L; ``"evidence"``: stays at L only for significant absences).
+
+    Returns
+    -------
+    mu : ndarray (K, D)
+    empty : ndarray of bool (K, D)
+    phi : float
+        φ_L(μ; δ) of the returned μ (≤ ν − 1 up to LP tolerances).
+    """
+    if policy not in POLICIES:
+        raise InputError(f"unknown empty-cell policy {policy!r} (expected one of {', '.join(POLICIES)})")
+    if policy == "evidence" and not (n is not None and n > 0):
+        raise InputError(f"the 'evidence' empty-cell policy needs the row count n > 0, got {n!r}")
+    K, D = mu.shape
+    mu = mu.copy()
+    g = _GraphLayout(pmap)
+    subsets = label_subsets(K)
+    member = np.zeros((len(subsets), K))
+    for k, c in enumerate(subsets):
+        member[k, list(c)] = 1.0
+    sizes = member.sum(axis=1)
+    empty = empty_cells(pmap, tau, lam)
+    if not empty.any():
+        return mu, empty, local_phi(pmap, mu, offsets)
+    fin = g.row_values(member @ np.where(empty, 0.0, mu), offsets)
+    crossed = (member @ empty) > 0
+    u_alive = g.factor_max(np.where(crossed, -np.inf, fin))
+    big = float(np.max(np.abs(fin))) + float(np.max(np.abs(u_alive[np.isfinite(u_alive)]), initial=0.0))
+    mu[empty] = -(2.0 * big + 10.0)
+    unseen, part = _empty_targets(pmap, tau, empty, policy, n, alpha)
+    T = sizes * (float(nu) - 1.0) + 1.0
+    val = g.row_values(member @ mu, offsets)
+    u = g.factor_max(val)
+    slack = T - u.sum(axis=1)
+    ends = np.append(g.starts[1:], D)
+    for f in range(g.n + g.E):
+        cols = np.arange(g.starts[f], ends[f])
+        if f < g.n and pmap.blocks[f].kind != "onehot":
+            continue
+        uu = unseen[cols]
+        py = part[:, cols]
+        if not (uu.any() or py.any()):
+            continue
+
+        def update() -> None:
+            val[:, cols] = member @ mu[:, cols] + offsets[:, cols]  # one-hot factors only
+            new = np.maximum(u[:, f], val[:, cols].max(axis=1))
+            slack[:] -= new - u[:, f]
+            u[:, f] = new
+
+        if uu.any():  # every label gets c: the row is |C|·c + offset
+            cap = (u[:, f, None] + slack[:, None] - offsets[:, cols]) / sizes[:, None]
+            c = np.minimum(cap.min(axis=0), 0.0)
+            mu[:, cols[uu]] = c[uu][None, :]
+            update()
+        for y in range(K):
+            if not py[y].any():
+                continue
+            inC = member[:, y] > 0
+            own = val[inC][:, cols] - mu[y, cols][None, :]
+            c = (u[inC, f][:, None] + slack[inC][:, None] - own).min(axis=0)
+            seen = np.where(empty[:, cols], -np.inf, mu[:, cols]).max(axis=0)
+            mu[y, cols[py[y]]] = np.minimum(c, seen)[py[y]]
+            update()
+    return mu, empty, local_phi(pmap, mu, offsets)
 
 
 # --------------------------------------------------------------------------------------
@@ -1244,16 +1593,7 @@ def fix_empty_cells_forest(
         if b.kind == "numeric":
             U += float(np.abs(mu[:, b.offset]).sum()) * max(abs(b.lo), abs(b.hi))
     mu[empty] = -(2.0 * U + 10.0)
-    unseen = empty.all(axis=0)
-    part = empty & ~unseen[None, :]
-    if policy == "impossible":
-        part = np.zeros_like(part)
-    elif policy == "evidence":
-        first = next((b for b in pm.blocks if b.kind == "onehot"), None)
-        prior = tau[:, first.slice].sum(axis=1) if first is not None else np.full(K, 1.0 / K)
-        n_cell = float(n) * tau.sum(axis=0)  # (D,) rows in each cell
-        chance = (1.0 - np.clip(prior, 0.0, 1.0))[:, None] ** n_cell[None, :]
-        part &= chance > alpha / max(1, int(part.sum()))  # significant absences (Bonferroni) stay ruled out
+    unseen, part = _empty_targets(pm, tau, empty, policy, n, alpha)
     phi = oracle.phi(mu.ravel())
     sizes = oracle.sizes[:, None]
     member = oracle.member
@@ -1277,6 +1617,24 @@ def fix_empty_cells_forest(
             seen = np.where(empty[:, cols], -np.inf, mu[:, cols]).max(axis=0)  # best observed label
             mu[y, cols[py[y]]] = np.minimum(c, seen)[py[y]]
     return mu, empty
+
+
+def _empty_targets(pm: PairwiseFeatureMap, tau: np.ndarray, empty: np.ndarray, policy: str, n: float | None,
+                   alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The empty cells to raise: ``unseen`` (D,) cells empty for every label, and ``part``
+    (K, D) the (label, cell) entries empty for some labels only that ``policy`` raises."""
+    K = tau.shape[0]
+    unseen = empty.all(axis=0)
+    part = empty & ~unseen[None, :]
+    if policy == "impossible":
+        part = np.zeros_like(part)
+    elif policy == "evidence":
+        first = next((b for b in pm.blocks if b.kind == "onehot"), None)
+        prior = tau[:, first.slice].sum(axis=1) if first is not None else np.full(K, 1.0 / K)
+        n_cell = float(n) * tau.sum(axis=0)  # (D,) rows in each cell
+        chance = (1.0 - np.clip(prior, 0.0, 1.0))[:, None] ** n_cell[None, :]
+        part &= chance > alpha / max(1, int(part.sum()))  # significant absences (Bonferroni) stay ruled out
+    return unseen, part
 
 
 def _factor_max_marginals(oracle: ForestOracle, mu: np.ndarray, kind: str, idx: int, cols: np.ndarray) -> np.ndarray:
@@ -1340,6 +1698,19 @@ class DCC:
         Seconds for each LP solve by row generation (``converged_`` False on expiry).
     callback : callable or None
         Progress: called with a dict per row-generation round and greedy step.
+    structure : {"forest", "all"} or sequence of (str, str)
+        ``"forest"``: the spanning forest on ``edge_weight`` (or ``greedy``). ``"all"``:
+        every pair with a released pair-with-label table (with ``max_edges``: the
+        ``max_edges`` pairs of largest ``edge_weight``). A sequence: those feature pairs.
+        On a graph with a cycle the separation max over x is replaced by its
+        local-polytope (MAP-LP) bound (:func:`solve_local`), so ``worst_case_error_`` is
+        R*_L ≥ R*: still a valid certificate for the distributions matching all the used
+        pair-with-label tables and the first-order tables (``relaxed_`` True); on a forest
+        the exact forest LP is used. Not with ``greedy``, ``solver="rows"`` or
+        ``loss="hinge"``. ``predict`` is argmax_y Φ(x,y)ᵀμ (exact: a sum over the edges);
+        ``predict_proba`` is rule (6) with ``phi_`` = the certified bound φ_L(μ) ≥ φ(μ),
+        whose worst-case error is ≤ R*_L. Empty cells per ``empty``
+        (:func:`fix_empty_cells_local`).
     loss : {"01", "hinge"}
         ``"01"``: the 0-1 MRC above. ``"hinge"`` (binary labels only; spanning forest
         on ``edge_weight``, compact LP; ``greedy``, ``solver="rows"`` and more than two
@@ -1372,6 +1743,9 @@ class DCC:
     row_rounds_ : dict
         ``lower`` (LP values) and ``upper`` (exact R(μ)) of every row-generation round.
     edges_ : list of (str, str)
+        All edges used.
+    relaxed_ : bool
+        True when the certificate is the local-polytope bound R*_L (a graph with a cycle).
     edge_weights_ : list of float
         The ``edge_weight`` (nats) of each edge.
     classes_ : tuple of str
@@ -1405,8 +1779,10 @@ class DCC:
         time_limit: float | None = None,
         callback: Callable[[dict], None] | None = None,
         loss: str = "01",
+        structure: str | Sequence[tuple[str, str]] = "forest",
     ):
         self.loss = loss
+        self.structure = structure
         self.s = s
         self.coverage = coverage
         self.max_edges = max_edges
@@ -1456,6 +1832,19 @@ class DCC:
             raise InputError(f"time_limit must be positive, got {self.time_limit!r}")
         if self.loss not in LOSSES:
             raise InputError(f"unknown DCC loss {self.loss!r} (expected one of {', '.join(LOSSES)})")
+        st = self.structure
+        if isinstance(st, str):
+            if st not in ("forest", "all"):
+                raise InputError(f"unknown DCC structure {st!r} (expected 'forest', 'all' or a list of feature pairs)")
+        else:
+            try:
+                pairs = [(str(a), str(b)) for a, b in st]
+            except (TypeError, ValueError):
+                raise InputError(f"structure must be 'forest', 'all' or a list of feature-name pairs, got {st!r}") from None
+            if any(a == b for a, b in pairs):
+                raise InputError(f"structure pairs must name two different features, got {st!r}")
+        if st != "forest" and (self.greedy or self.solver != "compact" or self.loss != "01"):
+            raise InputError("structure other than 'forest' is solved by the compact LP with the 0-1 loss only (no greedy, solver='rows' or loss='hinge')")
         if self.loss == "hinge" and (self.greedy or self.solver != "compact"):
             raise InputError("loss='hinge' is solved by the compact LP on a spanning forest only (no greedy, no solver='rows')")
 
@@ -1538,12 +1927,19 @@ class DCC:
                 raise InputError(f"loss='hinge' needs a binary label, got {K} classes {tuple(summary.classes)!r}")
             self._fit_hinge(summary, blocks, columns, full, tau_f, lam_f, weights, t0)
             return self
+        relaxed = False
+        if self.structure != "forest":
+            edges = self._graph_edges(full, weights)
+            uf = UnionFind(len(blocks))
+            if not all(uf.union(a, b) for a, b in edges):  # a cycle: the local-polytope LP
+                self._fit_local(summary, blocks, columns, full, tau_f, lam_f, weights, edges, t0)
+                return self
         if self.greedy and self.solver == "rows":
             edges, rounds, iters, converged, lp_bound, n_rows = self._fit_greedy(full, tau_f, lam_f, K)
         elif self.greedy:
             edges, rounds, iters, converged, lp_bound, n_rows = self._fit_greedy_compact(full, tau_f, lam_f, K, weights)
         else:
-            forest = max_spanning_forest(len(blocks), weights, self.max_edges)
+            forest = edges if self.structure != "forest" else max_spanning_forest(len(blocks), weights, self.max_edges)
             fit_one = self._fit_forest if self.solver == "rows" else self._fit_forest_compact
             edges, rounds, iters, converged, lp_bound, n_rows = fit_one(full, tau_f, lam_f, K, forest)
         # compact model over the chosen edges
@@ -1566,6 +1962,7 @@ class DCC:
         self.feature_names_ = pmap.names
         self.classes_ = tuple(summary.classes)
         self.edges_ = pmap.edge_names
+        self.relaxed_ = relaxed
         self.edge_weights_ = [float(weights[e]) for e in edges]
         self.tau_ = tau
         self.lambda_ = lam
@@ -1621,6 +2018,7 @@ class DCC:
         self.feature_names_ = pmap.names
         self.classes_ = tuple(summary.classes)
         self.edges_ = pmap.edge_names
+        self.relaxed_ = False
         self.edge_weights_ = [float(weights[e]) for e in forest]
         self.tau_ = tau
         self.lambda_ = lam
@@ -1634,6 +2032,67 @@ class DCC:
         self.row_rounds_ = {"lower": [], "upper": []}
         self.n_rows_ = int(sol.n_rows)
         self.impossible_ = np.zeros((K, D), dtype=bool)
+        self.converged_ = True
+        self.bound_ = float(self.bound)
+        self.fingerprint_ = str(summary.fingerprint)
+        self.n_ = float(summary.n)
+        self.seconds_ = time.perf_counter() - t0
+        del self._lp_mask, self._empty_f
+        self.__dict__.pop("_rank", None)
+
+    def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:
+        """Node-index edges (i < j, sorted) of ``structure="all"`` or an explicit pair list."""
+        cand = list(full.edges)
+        if self.structure == "all":
+            if self.max_edges is None:
+                return cand
+            top = sorted(cand, key=lambda e: (-weights[e], e))[: int(self.max_edges)]
+            return sorted(top)
+        idx = {b.name: k for k, b in enumerate(full.blocks)}
+        out = set()
+        for a, b in self.structure:
+            if a not in idx or b not in idx:
+                raise InputError(f"structure pair ({a!r}, {b!r}): unknown feature {a if a not in idx else b!r}")
+            e = (min(idx[a], idx[b]), max(idx[a], idx[b]))
+            if e not in weights:
+                raise InputError(f"structure pair ({a!r}, {b!r}): no released pair-with-label table for it (or a raw numeric feature)")
+            out.add(e)
+        return sorted(out)
+
+    def _fit_local(self, summary, blocks, columns, full, tau_f, lam_f, weights, edges, t0) -> None:
+        """A graph with a cycle: :func:`solve_local` (the local-polytope bound R*_L), then
+        :func:`fix_empty_cells_local` at the LP's reparametrisation."""
+        K = int(summary.n_classes)
+        cand = list(full.edges)
+        pmap = PairwiseFeatureMap(blocks, columns, edges)
+        keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in edges]).astype(np.int64)
+        tau, lam = tau_f[:, keep], lam_f[:, keep]
+        mask = self._lp_mask[:, keep]
+        sol = solve_local(pmap, K, tau, lam, np.flatnonzero(mask.ravel()), exclude=self._empty_f[:, keep])
+        if self.callback is not None:
+            self.callback({"stage": "local", "R": sol.value, "edges": len(edges)})
+        mu, empty, phi = fix_empty_cells_local(pmap, sol.mu.reshape(K, -1), tau, lam, sol.offsets, sol.nu, self.empty,
+                                               n=float(summary.n), alpha=self.alpha)
+        value = _objective(tau, lam, mu, phi)
+        if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
+            raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
+        self.pmap_ = pmap
+        self.blocks_ = list(pmap.blocks)
+        self.feature_names_ = pmap.names
+        self.classes_ = tuple(summary.classes)
+        self.edges_ = pmap.edge_names
+        self.relaxed_ = True
+        self.edge_weights_ = [float(weights[e]) for e in edges]
+        self.tau_ = tau
+        self.lambda_ = lam
+        self.mu_ = mu
+        self.phi_ = float(phi)
+        self.nu_ = float(phi) + 1.0
+        self.worst_case_error_ = float(value)
+        self.iterations_ = [float(value)]
+        self.row_rounds_ = {"lower": [float(sol.value)], "upper": [float(value)]}
+        self.n_rows_ = int(sol.n_rows)
+        self.impossible_ = empty
         self.converged_ = True
         self.bound_ = float(self.bound)
         self.fingerprint_ = str(summary.fingerprint)
@@ -1879,7 +2338,9 @@ class DCC:
                 "alpha": float(self.alpha),
                 "tol": float(self.tol),
                 "bound": float(self.bound),
+                "structure": self.structure if isinstance(self.structure, str) else [list(e) for e in self.structure],
             },
+            "relaxed": bool(getattr(self, "relaxed_", False)),
             "map": self.pmap_.to_dict(),
             "edges": [list(e) for e in self.edges_],
             "edge_weights": list(self.edge_weights_),
@@ -1913,6 +2374,7 @@ class DCC:
                 tol=float(p.get("tol", 1e-9)),
                 bound=float(p.get("bound", 1e3)),
                 loss=str(p.get("loss", "01")),
+                structure=_structure_param(p.get("structure", "forest")),
             )
             pmap = PairwiseFeatureMap.from_dict(d["map"])
             mu = np.asarray(d["mu"], dtype=np.float64)
@@ -1929,6 +2391,7 @@ class DCC:
             model.feature_names_ = pmap.names
             model.classes_ = classes
             model.edges_ = pmap.edge_names
+            model.relaxed_ = bool(d.get("relaxed", False))
             model.edge_weights_ = [float(w) for w in d.get("edge_weights", [np.nan] * pmap.n_edges)]
             model.mu_ = mu
             model.phi_ = float(d["phi"])
@@ -1951,3 +2414,10 @@ class DCC:
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"malformed DCC model: {exc}") from None
         return model
+
+
+def _structure_param(v: Any) -> str | list[tuple[str, str]]:
+    """``structure`` from a model file: "forest", "all" or a list of name pairs."""
+    if isinstance(v, str):
+        return v
+    return [(str(a), str(b)) for a, b in v]
