@@ -208,6 +208,10 @@ def register(app: typer.Typer) -> None:
         if learner == "dcc":
             kind = "graph (local-polytope bound)" if getattr(est, "relaxed_", False) else "forest"
             typer.echo(f"{kind}: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
+        if learner == "mrc" and solver == "cg" and rep.get("active_features") is not None:
+            act = rep["active_features"]
+            shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
+            typer.echo(f"column generation: {len(act)} features in the final working set: {shown}")
         if learner in ("mrc", "dcc") and len(rep["iterations"]) > 1:
             typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
         typer.echo(f"fitted in {seconds:.2f} s")

@@ -196,3 +196,50 @@ def test_colon_cg_equals_full():
     assert cg.solution_.info["max_dual_violation"] <= 1e-8
     err = np.mean(cg.predict(codes) != np.searchsorted(classes, y))
     assert err <= cg.worst_case_error_ + 0.2  # training error is not wildly above the certificate
+
+
+def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
+    """`marg learn --learner mrc` on 300 genes: progress per CG iteration, R^k in --json, --solver full agrees."""
+    import csv
+    import json
+
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    rng = np.random.default_rng(0)
+    n, p, labels = 150, 300, ("a", "b", "c")
+    y = rng.integers(0, 3, n)
+    X = rng.integers(0, 3, (n, p))
+    for j in range(12):  # informative genes: gene j is "hi" for half the rows of class j mod 3
+        flip = rng.random(n) < 0.5
+        X[flip, j] = np.where(y[flip] == j % 3, 2, 0)
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("lo", "mid", "hi")) for j in range(p)),
+                  label=Label("tumour", labels))
+    schema = tmp_path / "codebook.json"
+    cb.save(schema)
+    data = tmp_path / "genes.csv"
+    with data.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow([f"g{j}" for j in range(p)] + ["tumour"])
+        for i in range(n):
+            w.writerow([("lo", "mid", "hi")[v] for v in X[i]] + [labels[y[i]]])
+    runner = CliRunner()
+    bundle = tmp_path / "genes.bundle"
+    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "lab", "--out", str(bundle), "--min-cell", "1"])
+    assert r.exit_code == 0, r.output
+    base = ["learn", str(bundle), "--learner", "mrc", "--allow-unsigned", "--s", "0.3", "--json", "--eps", "0"]
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "cg.json"), "--n-max", "1", "--k-max", "50"])
+    assert r.exit_code == 0, r.output
+    assert "iteration 1: R = " in r.stderr and "iteration 2: R = " in r.stderr
+    cg = json.loads(r.stdout)
+    R = cg["iterations"]
+    assert len(R) >= 2 and R[-1] < R[0] and all(b <= a + 1e-12 for a, b in zip(R, R[1:]))
+    assert cg["worst_case_error"] == pytest.approx(R[-1])
+    assert cg["active_features"] and set(cg["active_features"]) <= {f"g{j}" for j in range(p)}
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "full.json"), "--solver", "full"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["worst_case_error"] == pytest.approx(cg["worst_case_error"], abs=1e-6)
+    r = runner.invoke(app, base[:-3] + ["--out", str(tmp_path / "cg2.json"), "--n-max", "1"])
+    assert r.exit_code == 0, r.output
+    assert "features in the final working set: g" in r.stdout
