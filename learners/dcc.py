@@ -48,6 +48,16 @@ ranks the helpful edges poorly: α is one of many worst-case distributions). Wit
 tree-Markov distribution); with ``solver="rows"`` it is the dual over the generated rows,
 which carry every candidate edge's coefficients (one warm-started LP).
 
+Any edge set (``structure="all"`` or a list of pairs, :func:`solve_local`). On a graph with
+a cycle the max over x is intractable in general; it is replaced by the dual of the MAP-LP
+over the local polytope (a reparametrisation δ per label subset: u_i ≥ θ_i(a) +
+Σ_{j∈N(i)} δ_{ij→i}(a), u_ij ≥ θ_ij(a, b) − δ_{ij→i}(a) − δ_{ij→j}(b), Σu ≤ |C|·ν + 1 − |C|),
+jointly linear in (μ, δ, u, ν): one LP whose value R*_L ≥ R* is still a valid certificate
+for the distributions matching all the used pair-with-label tables, exact on a forest,
+and never above the forest R* of any spanning subgraph (its missing edges at μ = 0, δ = 0).
+Empty cells are then fixed at the LP's δ, where the bound splits by factor
+(:func:`fix_empty_cells_local`). Rule (6) uses the certified φ_L(μ; δ) ≥ φ(μ).
+
 Hinge loss (``loss="hinge"``, binary labels, :func:`solve_hinge`). The published DCC's
 objective: a score f(x) = Σ_i f_i(x_i) + Σ_{(i,j)∈E} f_ij(x_i, x_j) on the same forest and
 blocks minimising the worst-case hinge loss max_{p∈U} E_p[max(0, 1 − s_y f(x))]
