@@ -86,6 +86,7 @@ from marginals.errors import InputError
 from .calibration import confidence_lambda
 from .featuremap import Block, FeatureMap
 from .mrc_lp import Cut, MinimaxLP, label_subsets, solve_boxed
+from .rules import argmax_rule, randomized_rule
 from .structure import UnionFind, max_spanning_forest, pair_label_information, pair_weights
 
 
@@ -2300,7 +2301,7 @@ class DCC:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,)."""
-        return np.argmax(self.decision_function(X), axis=1)
+        return argmax_rule(self.decision_function(X))
 
     def margin(self, X: np.ndarray) -> np.ndarray:
         """Score difference of label 1 over label 0, (n,): f(x) for ``loss="hinge"`` (binary only)."""
@@ -2319,11 +2320,7 @@ class DCC:
             self._check_fitted()
             p1 = 0.5 * (1.0 + np.clip(self.margin(X), -1.0, 1.0))
             return np.column_stack([1.0 - p1, p1])
-        s = self.decision_function(X) - self.phi_
-        h = np.maximum(s, 0.0)
-        d = h.sum(axis=1, keepdims=True)
-        K = s.shape[1]
-        return np.where(d > 0, h / np.where(d > 0, d, 1.0), 1.0 / K)
+        return randomized_rule(self.decision_function(X), self.phi_)
 
     # ---------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:

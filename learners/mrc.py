@@ -34,6 +34,7 @@ from marginals.errors import InputError
 from .calibration import summary_lambda
 from .featuremap import Block, FeatureMap
 from .mrc_lp import FORMULATIONS, MRCSolution, solve_cg, solve_full
+from .rules import argmax_rule, randomized_rule
 
 SOLVERS = ("cg", "full")
 LP_SOLVERS = ("simplex", "ipm", "choose")
@@ -249,17 +250,11 @@ class MRC:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,)."""
-        return np.argmax(self.decision_function(X), axis=1)
+        return argmax_rule(self.decision_function(X))
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / d_x, uniform when d_x = 0; (n, K)."""
-        s = self.decision_function(X) - self.phi_
-        h = np.maximum(s, 0.0)
-        d = h.sum(axis=1, keepdims=True)
-        K = s.shape[1]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            p = np.where(d > 0, h / np.where(d > 0, d, 1.0), 1.0 / K)
-        return p
+        return randomized_rule(self.decision_function(X), self.phi_)
 
     # ---------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:

@@ -488,3 +488,19 @@ def test_featuremap_psi_phi():
     assert fm.vertex_val.tolist() == [1, 1, 1, -1, 1, 1, 1]
     with pytest.raises(InputError, match="feature 'a': code 3 at row 1"):
         fm.psi(np.array([[0.0, 0, 3]]))
+
+
+def test_rules_shared_by_mrc_and_dcc():
+    """Rule (6) sums to one, is uniform where every score is ≤ φ, and is proportional to (score − φ)₊ elsewhere."""
+    from learners.rules import argmax_rule, randomized_rule
+
+    rng = np.random.default_rng(3)
+    S = rng.normal(size=(50, 4))
+    S[:5] = -10.0  # every label below φ: uniform
+    P = randomized_rule(S, 0.2)
+    assert np.allclose(P.sum(axis=1), 1.0) and (P >= 0).all()
+    assert np.allclose(P[:5], 0.25)
+    h = np.maximum(S[5:] - 0.2, 0.0)
+    live = h.sum(axis=1) > 0
+    assert np.allclose(P[5:][live], h[live] / h[live].sum(axis=1, keepdims=True))
+    assert np.array_equal(argmax_rule(S), S.argmax(axis=1))
