@@ -55,3 +55,31 @@ def rng() -> np.random.Generator:
 def _in_tmp_dir(tmp_path, monkeypatch):
     """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def demo_bundles(tmp_path):
+    """Factory: export the three demo sites (``rows`` each, seeds ``seed``, ``seed``+1, …) with
+    every pair table through the CLI; returns the bundle paths (unsigned, min-cell 1)."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from marginals.synthetic import SITES, demo_codebook, generate, write_csv
+
+    def make(rows: int = 400, seed: int = 200) -> list[Path]:
+        runner = CliRunner()
+        schema = tmp_path / "codebook.json"
+        demo_codebook().save(schema)
+        bundles = []
+        for k, prof in enumerate(SITES):
+            cols = generate(rows, prof, seed=seed + k)
+            data = tmp_path / f"{prof.name}.csv"
+            write_csv(data, cols, slice(0, rows))
+            b = tmp_path / f"{prof.name}.bundle"
+            args = ["export", data, "--schema", schema, "--site", prof.name, "--out", b, "--stats", "all", "--min-cell", "1"]
+            r = runner.invoke(app, [str(a) for a in args])
+            assert r.exit_code == 0, r.output
+            bundles.append(b)
+        return bundles
+
+    return make

@@ -100,26 +100,15 @@ def test_hinge_round_trip_and_errors():
             DCC(**kw).fit(S)
 
 
-def test_cli_learn_loss_option(tmp_path):
+def test_cli_learn_loss_option(tmp_path, demo_bundles):
     """marg learn --learner dcc --loss hinge: certificate 2·R* of the 0-1 model, same forest; the model file keeps the loss."""
     from typer.testing import CliRunner
 
     from cli.main import app
     from learners.model import Model
-    from marginals.synthetic import SITES, demo_codebook, generate, write_csv
 
     runner = CliRunner()
-    schema = tmp_path / "codebook.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        cols = generate(400, prof, seed=200 + k)
-        write_csv(tmp_path / f"{prof.name}.csv", cols, slice(0, 400))
-        b = tmp_path / f"{prof.name}.bundle"
-        r = runner.invoke(app, [str(a) for a in ("export", tmp_path / f"{prof.name}.csv", "--schema", schema, "--site", prof.name,
-                                                   "--out", b, "--stats", "all", "--min-cell", "1")])
-        assert r.exit_code == 0, r.output
-        bundles.append(b)
+    bundles = demo_bundles(rows=400, seed=200)
     rep = {}
     for loss in ("01", "hinge"):
         out = tmp_path / f"dcc_{loss}.json"
