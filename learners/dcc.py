@@ -86,7 +86,7 @@ from marginals.errors import InputError
 from .calibration import confidence_lambda
 from .featuremap import Block, FeatureMap
 from .mrc_lp import Cut, MinimaxLP, label_subsets, solve_boxed
-from .rules import argmax_rule, randomized_rule
+from .rules import MinimaxRules
 from .structure import UnionFind, max_spanning_forest, pair_label_information, pair_weights
 
 
@@ -1664,7 +1664,7 @@ def _objective(tau: np.ndarray, lam: np.ndarray, mu: np.ndarray, phi: float) -> 
 # --------------------------------------------------------------------------------------
 # The estimator
 # --------------------------------------------------------------------------------------
-class DCC:
+class DCC(MinimaxRules):
     """DCC-style minimax classifier: 0-1 MRC over node and pairwise (forest) indicators.
 
     Parameters
@@ -1770,6 +1770,8 @@ class DCC:
     seconds_ : float
         Fit time.
     """
+
+    _score_map = "pmap_"
 
     def __init__(
         self,
@@ -1968,31 +1970,38 @@ class DCC:
             raise RuntimeError(f"empty-cell post-processing raised R from {upper!r} to {value!r}")
         if iters:
             iters[-1] = value
+        self._set_fitted(summary, pmap, relaxed, [float(weights[e]) for e in edges], tau, lam, mu, float(phi),
+                         float(phi) + 1.0, value, iters, rounds, n_rows, empty, converged,
+                         float(np.max(B)) if B.size else float(self.bound), t0)
+        return self
+
+    def _set_fitted(self, summary, pmap, relaxed, edge_weights, tau, lam, mu, phi, nu, value, iterations, rounds,
+                    n_rows, impossible, converged, bound, t0) -> None:
+        """Store the fitted state shared by every fit path and drop the fit's scratch attributes."""
         self.pmap_ = pmap
         self.blocks_ = list(pmap.blocks)
         self.feature_names_ = pmap.names
         self.classes_ = tuple(summary.classes)
         self.edges_ = pmap.edge_names
-        self.relaxed_ = relaxed
-        self.edge_weights_ = [float(weights[e]) for e in edges]
+        self.relaxed_ = bool(relaxed)
+        self.edge_weights_ = list(edge_weights)
         self.tau_ = tau
         self.lambda_ = lam
         self.mu_ = mu
         self.phi_ = float(phi)
-        self.nu_ = float(phi) + 1.0
+        self.nu_ = float(nu)
         self.worst_case_error_ = float(value)
-        self.iterations_ = [float(v) for v in iters]
+        self.iterations_ = [float(v) for v in iterations]
         self.row_rounds_ = {"lower": [float(v) for v in rounds["lower"]], "upper": [float(v) for v in rounds["upper"]]}
         self.n_rows_ = int(n_rows)
-        self.impossible_ = empty
+        self.impossible_ = impossible
         self.converged_ = bool(converged)
-        self.bound_ = float(np.max(B)) if B.size else float(self.bound)
+        self.bound_ = float(bound)
         self.fingerprint_ = str(summary.fingerprint)
         self.n_ = float(summary.n)
         self.seconds_ = time.perf_counter() - t0
-        del self._mu_full, self._lp_mask, self._empty_f
-        self.__dict__.pop("_rank", None)
-        return self
+        for scratch in ("_mu_full", "_lp_mask", "_empty_f", "_rank"):
+            self.__dict__.pop(scratch, None)
 
     def _fit_hinge(self, summary, blocks, columns, full, tau_f, lam_f, weights, t0) -> None:
         """loss="hinge": the maximum spanning forest, then :func:`solve_hinge` on it.
@@ -2024,32 +2033,11 @@ class DCC:
         sol = solve_hinge(oracle, tau, lam, f_cols, np.flatnonzero(tmask.ravel()), empty)
         if self.callback is not None:
             self.callback({"stage": "hinge", "R": sol.value, "edges": len(forest)})
-        self.pmap_ = pmap
-        self.blocks_ = list(pmap.blocks)
-        self.feature_names_ = pmap.names
-        self.classes_ = tuple(summary.classes)
-        self.edges_ = pmap.edge_names
-        self.relaxed_ = False
-        self.edge_weights_ = [float(weights[e]) for e in forest]
-        self.tau_ = tau
-        self.lambda_ = lam
         self.f_ = sol.f
-        self.mu_ = np.stack([-0.5 * sol.f, 0.5 * sol.f])
         self.theta_ = sol.theta
-        self.phi_ = 0.0
-        self.nu_ = sol.nu
-        self.worst_case_error_ = sol.value
-        self.iterations_ = [sol.value]
-        self.row_rounds_ = {"lower": [], "upper": []}
-        self.n_rows_ = int(sol.n_rows)
-        self.impossible_ = np.zeros((K, D), dtype=bool)
-        self.converged_ = True
-        self.bound_ = float(self.bound)
-        self.fingerprint_ = str(summary.fingerprint)
-        self.n_ = float(summary.n)
-        self.seconds_ = time.perf_counter() - t0
-        del self._lp_mask, self._empty_f
-        self.__dict__.pop("_rank", None)
+        self._set_fitted(summary, pmap, False, [float(weights[e]) for e in forest], tau, lam,
+                         np.stack([-0.5 * sol.f, 0.5 * sol.f]), 0.0, sol.nu, sol.value, [sol.value],
+                         {"lower": [], "upper": []}, sol.n_rows, np.zeros((K, D), dtype=bool), True, self.bound, t0)
 
     def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:
         """Node-index edges (i < j, sorted) of ``structure="all"`` or an explicit pair list."""
@@ -2087,30 +2075,9 @@ class DCC:
         value = _objective(tau, lam, mu, phi)
         if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
             raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
-        self.pmap_ = pmap
-        self.blocks_ = list(pmap.blocks)
-        self.feature_names_ = pmap.names
-        self.classes_ = tuple(summary.classes)
-        self.edges_ = pmap.edge_names
-        self.relaxed_ = True
-        self.edge_weights_ = [float(weights[e]) for e in edges]
-        self.tau_ = tau
-        self.lambda_ = lam
-        self.mu_ = mu
-        self.phi_ = float(phi)
-        self.nu_ = float(phi) + 1.0
-        self.worst_case_error_ = float(value)
-        self.iterations_ = [float(value)]
-        self.row_rounds_ = {"lower": [float(sol.value)], "upper": [float(value)]}
-        self.n_rows_ = int(sol.n_rows)
-        self.impossible_ = empty
-        self.converged_ = True
-        self.bound_ = float(self.bound)
-        self.fingerprint_ = str(summary.fingerprint)
-        self.n_ = float(summary.n)
-        self.seconds_ = time.perf_counter() - t0
-        del self._lp_mask, self._empty_f
-        self.__dict__.pop("_rank", None)
+        self._set_fitted(summary, pmap, True, [float(weights[e]) for e in edges], tau, lam, mu, float(phi),
+                         float(phi) + 1.0, value, [value], {"lower": [sol.value], "upper": [value]}, sol.n_rows,
+                         empty, True, self.bound, t0)
 
     def _deadline(self) -> float | None:
         return None if self.time_limit is None else time.perf_counter() + float(self.time_limit)
@@ -2290,19 +2257,6 @@ class DCC:
         return [cand[e] for e in chosen], rounds, iters, converged, lp.bound, lp.n_rows
 
     # -------------------------------------------------------------- predict
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "mu_"):
-            raise InputError("this DCC is not fitted yet: call fit(summary) first")
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Scores Φ(x, y)ᵀμ, shape (n, K); X is (n, p) codes in codebook feature order."""
-        self._check_fitted()
-        return self.pmap_.scores(X, self.mu_)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,)."""
-        return argmax_rule(self.decision_function(X))
-
     def margin(self, X: np.ndarray) -> np.ndarray:
         """Score difference of label 1 over label 0, (n,): f(x) for ``loss="hinge"`` (binary only)."""
         F = self.decision_function(X)
@@ -2320,7 +2274,7 @@ class DCC:
             self._check_fitted()
             p1 = 0.5 * (1.0 + np.clip(self.margin(X), -1.0, 1.0))
             return np.column_stack([1.0 - p1, p1])
-        return randomized_rule(self.decision_function(X), self.phi_)
+        return super().predict_proba(X)
 
     # ---------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:

@@ -34,13 +34,13 @@ from marginals.errors import InputError
 from .calibration import summary_lambda
 from .featuremap import Block, FeatureMap
 from .mrc_lp import FORMULATIONS, MRCSolution, solve_cg, solve_full
-from .rules import argmax_rule, randomized_rule
+from .rules import MinimaxRules
 
 SOLVERS = ("cg", "full")
 LP_SOLVERS = ("simplex", "ipm", "choose")
 
 
-class MRC:
+class MRC(MinimaxRules):
     """0-1 minimax risk classifier over the whole codebook domain.
 
     Parameters
@@ -110,6 +110,8 @@ class MRC:
     fingerprint_ : str
     n_ : float
     """
+
+    _score_map = "fmap_"
 
     def __init__(
         self,
@@ -237,24 +239,6 @@ class MRC:
         self.solution_ = sol
         self.fingerprint_ = str(summary.fingerprint)
         self.n_ = float(summary.n)
-
-    # -------------------------------------------------------------- predict
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "mu_"):
-            raise InputError("this MRC is not fitted yet: call fit(summary) first")
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Scores Φ(x, y)ᵀμ, shape (n, K); X is (n, p) in codebook feature order."""
-        self._check_fitted()
-        return self.fmap_.scores(X, self.mu_)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,)."""
-        return argmax_rule(self.decision_function(X))
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / d_x, uniform when d_x = 0; (n, K)."""
-        return randomized_rule(self.decision_function(X), self.phi_)
 
     # ---------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
