@@ -2282,9 +2282,7 @@ class DCC(MinimaxRules):
         self._check_fitted()
         return {
             "learner": "dcc",
-            "fingerprint": self.fingerprint_,
-            "classes": list(self.classes_),
-            "n": self.n_,
+            **self._state_dict(),
             "params": {
                 "loss": self.loss,
                 "s": None if self.s is None else float(self.s),
@@ -2305,13 +2303,6 @@ class DCC(MinimaxRules):
             "map": self.pmap_.to_dict(),
             "edges": [list(e) for e in self.edges_],
             "edge_weights": list(self.edge_weights_),
-            "mu": self.mu_.tolist(),
-            "phi": self.phi_,
-            "worst_case_error": self.worst_case_error_,
-            "iterations": list(self.iterations_),
-            "n_rows": self.n_rows_,
-            "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
-            "converged": self.converged_,
         }
 
     @classmethod
@@ -2338,40 +2329,18 @@ class DCC(MinimaxRules):
                 structure=_structure_param(p.get("structure", "forest")),
             )
             pmap = PairwiseFeatureMap.from_dict(d["map"])
-            mu = np.asarray(d["mu"], dtype=np.float64)
-            classes = tuple(str(c) for c in d["classes"])
-            if mu.shape != (len(classes), pmap.dim):
-                raise InputError(f"model mu has shape {mu.shape}, expected {(len(classes), pmap.dim)}")
-            if not np.all(np.isfinite(mu)):
-                raise InputError("model mu contains NaN or infinity")
-            imp = np.zeros(mu.shape, dtype=bool)
-            for y, cols in enumerate(d.get("impossible", [[] for _ in classes])):
-                imp[y, np.asarray(cols, dtype=np.int64)] = True
+            model._load_state(d, pmap.dim)
             model.pmap_ = pmap
             model.blocks_ = list(pmap.blocks)
             model.feature_names_ = pmap.names
-            model.classes_ = classes
             model.edges_ = pmap.edge_names
             model.relaxed_ = bool(d.get("relaxed", False))
             model.edge_weights_ = [float(w) for w in d.get("edge_weights", [np.nan] * pmap.n_edges)]
-            model.mu_ = mu
-            model.phi_ = float(d["phi"])
-            model.nu_ = model.phi_ + 1.0
             if model.loss == "hinge":
-                if len(classes) != 2:
+                if len(model.classes_) != 2:
                     raise InputError("a hinge-loss DCC model must have two classes")
-                model.f_ = mu[1] - mu[0]
+                model.f_ = model.mu_[1] - model.mu_[0]
                 model.nu_ = float("nan")  # not stored
-            model.worst_case_error_ = float(d["worst_case_error"])
-            model.iterations_ = [float(v) for v in d.get("iterations", [])]
-            model.n_rows_ = int(d.get("n_rows", 0))
-            model.impossible_ = imp
-            model.converged_ = bool(d.get("converged", True))
-            model.fingerprint_ = str(d["fingerprint"])
-            model.n_ = float(d.get("n", float("nan")))
-            model.tau_ = None
-            model.lambda_ = None
-            model.row_rounds_ = {"lower": [], "upper": []}
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"malformed DCC model: {exc}") from None
         return model

@@ -246,9 +246,7 @@ class MRC(MinimaxRules):
         self._check_fitted()
         return {
             "learner": "mrc",
-            "fingerprint": self.fingerprint_,
-            "classes": list(self.classes_),
-            "n": self.n_,
+            **self._state_dict(),
             "params": {
                 "s": None if self.s is None else float(self.s),
                 "coverage": float(self.coverage),
@@ -262,14 +260,7 @@ class MRC(MinimaxRules):
                 "empty_cells": self.empty_cells,
             },
             "blocks": [b.to_dict() for b in self.blocks_],
-            "mu": self.mu_.tolist(),
-            "phi": self.phi_,
-            "worst_case_error": self.worst_case_error_,
-            "iterations": list(self.iterations_),
-            "n_rows": self.n_rows_,
             "selected_features": list(self.selected_features_),
-            "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
-            "converged": self.converged_,
         }
 
     @classmethod
@@ -293,33 +284,11 @@ class MRC(MinimaxRules):
             )
             blocks = [Block.from_dict(b) for b in d["blocks"]]
             fmap = FeatureMap(blocks, [b.column for b in blocks])
-            mu = np.asarray(d["mu"], dtype=np.float64)
-            classes = tuple(str(c) for c in d["classes"])
-            if mu.shape != (len(classes), fmap.dim):
-                raise InputError(f"model mu has shape {mu.shape}, expected {(len(classes), fmap.dim)}")
-            if not np.all(np.isfinite(mu)):
-                raise InputError("model mu contains NaN or infinity")
-            imp = np.zeros(mu.shape, dtype=bool)
-            for y, cols in enumerate(d.get("impossible", [[] for _ in classes])):
-                imp[y, np.asarray(cols, dtype=np.int64)] = True
+            model._load_state(d, fmap.dim)
             model.fmap_ = fmap
             model.blocks_ = list(fmap.blocks)
             model.feature_names_ = fmap.names
-            model.classes_ = classes
-            model.mu_ = mu
-            model.phi_ = float(d["phi"])
-            model.nu_ = model.phi_ + 1.0
-            model.worst_case_error_ = float(d["worst_case_error"])
-            model.iterations_ = [float(v) for v in d.get("iterations", [])]
-            model.n_rows_ = int(d.get("n_rows", 0))
             model.selected_features_ = [str(v) for v in d.get("selected_features", [])]
-            model.impossible_ = imp
-            model.converged_ = bool(d.get("converged", True))
-            model.fingerprint_ = str(d["fingerprint"])
-            model.n_ = float(d.get("n", float("nan")))
-            model.tau_ = None
-            model.lambda_ = None
-            model.row_rounds_ = {"lower": [], "upper": []}
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"malformed MRC model: {exc}") from None
         return model

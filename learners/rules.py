@@ -1,12 +1,15 @@
-"""The two classification rules of a 0-1 minimax risk classifier, given its scores Φ(x, y)ᵀμ.
+"""The fitted state of a 0-1 minimax risk classifier and its two classification rules.
 
 Shared by :class:`learners.mrc.MRC` and :class:`learners.dcc.DCC`: the deterministic rule
 argmax_y Φ(x, y)ᵀμ and the randomized rule (6) of seed 000,
 h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊ (uniform when every term is 0), whose
-worst-case error over the uncertainty set is at most R*.
+worst-case error over the uncertainty set is at most R*; and the JSON form of the state
+both rules read (μ, φ, R*, the impossible cells, provenance).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -60,3 +63,50 @@ class MinimaxRules:
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊, uniform when all are 0; (n, K)."""
         return randomized_rule(self.decision_function(X), self.phi_)
+
+    # ------------------------------------------------------------------ persistence
+    def _state_dict(self) -> dict[str, Any]:
+        """The fitted minimax state as JSON-ready values (the learner adds its params and map)."""
+        return {
+            "fingerprint": self.fingerprint_,
+            "classes": list(self.classes_),
+            "n": self.n_,
+            "mu": self.mu_.tolist(),
+            "phi": self.phi_,
+            "worst_case_error": self.worst_case_error_,
+            "iterations": list(self.iterations_),
+            "n_rows": self.n_rows_,
+            "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
+            "converged": self.converged_,
+        }
+
+    def _load_state(self, d: dict[str, Any], dim: int) -> None:
+        """Set the fitted state from :meth:`_state_dict` output for a map of ``dim`` columns.
+
+        Raises InputError when μ is not (K, dim) or not finite; a missing key raises
+        KeyError, a wrong type TypeError/ValueError (the caller turns those into one line).
+        τ and λ are not stored: ``tau_`` and ``lambda_`` are None after loading.
+        """
+        classes = tuple(str(c) for c in d["classes"])
+        mu = np.asarray(d["mu"], dtype=np.float64)
+        if mu.shape != (len(classes), dim):
+            raise InputError(f"model mu has shape {mu.shape}, expected {(len(classes), dim)}")
+        if not np.all(np.isfinite(mu)):
+            raise InputError("model mu contains NaN or infinity")
+        imp = np.zeros(mu.shape, dtype=bool)
+        for y, cols in enumerate(d.get("impossible", [[] for _ in classes])):
+            imp[y, np.asarray(cols, dtype=np.int64)] = True
+        self.classes_ = classes
+        self.mu_ = mu
+        self.phi_ = float(d["phi"])
+        self.nu_ = self.phi_ + 1.0
+        self.worst_case_error_ = float(d["worst_case_error"])
+        self.iterations_ = [float(v) for v in d.get("iterations", [])]
+        self.n_rows_ = int(d.get("n_rows", 0))
+        self.impossible_ = imp
+        self.converged_ = bool(d.get("converged", True))
+        self.fingerprint_ = str(d["fingerprint"])
+        self.n_ = float(d.get("n", float("nan")))
+        self.tau_ = None
+        self.lambda_ = None
+        self.row_rounds_ = {"lower": [], "upper": []}

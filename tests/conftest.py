@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marginals.errors import InputError
 
 
 def datasets_dir() -> Path:
@@ -83,3 +85,23 @@ def demo_bundles(tmp_path):
         return bundles
 
     return make
+
+
+def check_malformed_models(cls, d):
+    """A damaged model file gives one InputError line naming what is wrong, never a traceback."""
+    bad = copy.deepcopy(d)
+    bad["mu"] = bad["mu"][:-1]
+    with pytest.raises(InputError, match=r"model mu has shape"):
+        cls.from_dict(bad)
+    bad = copy.deepcopy(d)
+    bad["mu"][0][0] = float("nan")
+    with pytest.raises(InputError, match="NaN or infinity"):
+        cls.from_dict(bad)
+    bad = copy.deepcopy(d)
+    del bad["phi"]
+    with pytest.raises(InputError, match=r"malformed .* model: 'phi'"):
+        cls.from_dict(bad)
+    bad = copy.deepcopy(d)
+    bad["worst_case_error"] = "high"
+    with pytest.raises(InputError, match="malformed .* model"):
+        cls.from_dict(bad)

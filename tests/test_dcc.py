@@ -34,6 +34,7 @@ from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeatu
 from marginals.errors import InputError
 from marginals.summary import Summary
 from marginals.tables import MarginalTable
+from tests.conftest import check_malformed_models
 
 N = 300.0
 
@@ -539,6 +540,7 @@ def test_model_round_trip_json():
     assert m2.fingerprint_ == S.fingerprint and m2.iterations_ == m.iterations_
     with pytest.raises(InputError, match="not a DCC model"):
         DCC.from_dict({"learner": "mrc"})
+    check_malformed_models(DCC, d)
 
 
 def test_first_order_summary_gives_the_mrc():

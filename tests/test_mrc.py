@@ -18,6 +18,7 @@ from scipy.stats import norm
 from learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
 from learners.featuremap import FeatureMap
 from learners.mrc import MRC
+from tests.conftest import check_malformed_models
 from learners.mrc_lp import FirstOrderOracle, MinimaxLP, generate_rows, label_subsets, solve_full
 from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marginals.errors import InputError
@@ -406,6 +407,8 @@ def test_model_round_trip_json():
     assert m2.fingerprint_ == S.fingerprint
     with pytest.raises(InputError, match="not an MRC model"):
         MRC.from_dict({"learner": "renyi"})
+    check_malformed_models(MRC, d)
+
 
 
 def test_errors_and_unfitted():

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marginals.codebook import CategoricalFeature, Codebook, Label
-from marginals.noise import NoiseRecord
 from marginals.postprocess import (
     consistency_gap,
     make_consistent,
@@ -20,7 +19,7 @@ from marginals.postprocess import (
 )
 from marginals.privacy import privatize
 from marginals.summary import Summary
-from marginals.tables import MarginalTable, count_tables, plan_cliques
+from marginals.tables import count_tables, plan_cliques
 
 
 def _cb(levels=(3, 2, 4, 2)):

@@ -15,7 +15,7 @@ import opendp.prelude as dp
 
 from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marginals.errors import InputError, RefusedError
-from marginals.noise import NoiseRecord, cell_noise_std, gaussian_std, laplace_std
+from marginals.noise import cell_noise_std, gaussian_std, laplace_std
 from marginals.privacy import (
     PrivacyCost,
     check_budget,
