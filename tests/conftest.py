@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 
@@ -85,6 +86,25 @@ def demo_bundles(tmp_path):
         return bundles
 
     return make
+
+
+@pytest.fixture
+def learn_dcc(tmp_path):
+    """Factory: ``marg learn BUNDLES --learner dcc --s 0 OPTION VALUE --json`` through the CLI;
+    returns (the --json report, the saved model's estimator)."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from learners.model import Model
+
+    def run(bundles: list[Path], option: str, value: str) -> tuple[dict, object]:
+        out = tmp_path / f"dcc_{option.strip('-')}_{value}.json"
+        args = ["learn", *bundles, "--learner", "dcc", "--s", "0", option, value, "--out", out, "--json", "--allow-unsigned"]
+        r = CliRunner().invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout), Model.load(out).estimator
+
+    return run
 
 
 def check_malformed_models(cls, d):

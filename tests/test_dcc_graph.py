@@ -181,22 +181,12 @@ def test_max_edges_round_trip_and_errors():
             DCC(s=0.0, **kw).fit(S)
 
 
-def test_cli_learn_structure_option(tmp_path, demo_bundles):
+def test_cli_learn_structure_option(demo_bundles, learn_dcc):
     """marg learn --learner dcc --structure all: every released pair is an edge; R*_L ≤ the forest's R*."""
-    from typer.testing import CliRunner
-
-    from cli.main import app
-    from learners.model import Model
-
-    runner = CliRunner()
     bundles = demo_bundles(rows=400, seed=300)
     rep = {}
     for st in ("forest", "all"):
-        out = tmp_path / f"dcc_{st}.json"
-        r = runner.invoke(app, [str(a) for a in ("learn", *bundles, "--learner", "dcc", "--s", "0", "--structure", st, "--out", out,
-                                                   "--json", "--allow-unsigned")])
-        assert r.exit_code == 0, r.output
-        rep[st] = json.loads(r.stdout)
-        assert Model.load(out).estimator.structure == st
+        rep[st], est = learn_dcc(bundles, "--structure", st)
+        assert est.structure == st
     assert len(rep["all"]["edges"]) > len(rep["forest"]["edges"])
     assert rep["all"]["worst_case_error"] <= rep["forest"]["worst_case_error"] + 1e-7

@@ -100,22 +100,12 @@ def test_hinge_round_trip_and_errors():
             DCC(**kw).fit(S)
 
 
-def test_cli_learn_loss_option(tmp_path, demo_bundles):
+def test_cli_learn_loss_option(demo_bundles, learn_dcc):
     """marg learn --learner dcc --loss hinge: certificate 2·R* of the 0-1 model, same forest; the model file keeps the loss."""
-    from typer.testing import CliRunner
-
-    from cli.main import app
-    from learners.model import Model
-
-    runner = CliRunner()
     bundles = demo_bundles(rows=400, seed=200)
     rep = {}
     for loss in ("01", "hinge"):
-        out = tmp_path / f"dcc_{loss}.json"
-        r = runner.invoke(app, [str(a) for a in ("learn", *bundles, "--learner", "dcc", "--s", "0", "--loss", loss, "--out", out,
-                                                   "--json", "--allow-unsigned")])
-        assert r.exit_code == 0, r.output
-        rep[loss] = json.loads(r.stdout)
-        assert Model.load(out).estimator.loss == loss
+        rep[loss], est = learn_dcc(bundles, "--loss", loss)
+        assert est.loss == loss
     assert rep["hinge"]["edges"] == rep["01"]["edges"]
     assert rep["hinge"]["worst_case_error"] == pytest.approx(2 * rep["01"]["worst_case_error"], abs=1e-6)
