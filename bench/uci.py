@@ -183,16 +183,11 @@ def row_baseline(name: str, cb: Codebook, Xtr: np.ndarray, ytr: np.ndarray):
 
 
 def outside_share(est, X: np.ndarray) -> float:
-    """Share of rows x that no distribution in the uncertainty set reaches with any label:
-    for every y, (x, y) crosses a cell the fit ruled out (``impossible_``). The certificate
-    says nothing about such rows; the rule there is whichever optimal μ the LP returned.
-    NaN for learners without ruled-out cells (Rényi)."""
-    imp = getattr(est, "impossible_", None)
-    if imp is None or not hasattr(est, "_score_map"):
+    """Share of rows outside the uncertainty set (``est.outside``: every label of x crosses a
+    cell the fit ruled out); the certificate says nothing about them. NaN for Rényi."""
+    if not hasattr(est, "outside"):
         return float("nan")
-    psi = getattr(est, est._score_map).psi(X)
-    hit = np.stack([(psi[:, imp[k]] != 0).any(axis=1) for k in range(imp.shape[0])], axis=1)
-    return float(np.mean(hit.all(axis=1)))
+    return float(np.mean(est.outside(X)))
 
 
 def one_split(args: tuple[str, int, int, list[str]]) -> dict:

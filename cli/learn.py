@@ -289,11 +289,16 @@ def register(app: typer.Typer) -> None:
         enc = encode_file(data, m.codebook, with_label=True)
         rep = evaluate(m, enc.X, enc.y)
         if json_out:
-            emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion")})
+            emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
+                                           "outside", "outside_error")})
             return
         typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
         typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
         typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
+        if rep["outside"]:
+            typer.echo(f"  {rep['outside']:,} rows ({rep['outside'] / rep['n']:.1%}) are outside the uncertainty set (every label "
+                       f"crosses a cell the released tables rule out): the certificate does not cover them; error there "
+                       f"{rep['outside_error']:.4f}")
         classes = rep["classes"]
         width = max(8, *(len(c) for c in classes))
         typer.echo("  confusion matrix (rows: true, columns: predicted)")

@@ -2022,7 +2022,6 @@ class DCC(MinimaxRules):
         pmap = PairwiseFeatureMap(blocks, columns, forest)
         keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in forest]).astype(np.int64)
         tau, lam = tau_f[:, keep], lam_f[:, keep]
-        D = pmap.dim
         empty = empty_cells(pmap, tau, lam)
         ref = reference_mask(pmap, tau)
         f_cols = np.flatnonzero(ref & ~empty.all(axis=0))
@@ -2037,7 +2036,7 @@ class DCC(MinimaxRules):
         self.theta_ = sol.theta
         self._set_fitted(summary, pmap, False, [float(weights[e]) for e in forest], tau, lam,
                          np.stack([-0.5 * sol.f, 0.5 * sol.f]), 0.0, sol.nu, sol.value, [sol.value],
-                         {"lower": [], "upper": []}, sol.n_rows, np.zeros((K, D), dtype=bool), True, self.bound, t0)
+                         {"lower": [], "upper": []}, sol.n_rows, empty, True, self.bound, t0)
 
     def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:
         """Node-index edges (i < j, sorted) of ``structure="all"`` or an explicit pair list."""

@@ -82,6 +82,13 @@ class Model:
         """(n, K) class probabilities of the learner's randomized rule (rows sum to 1)."""
         return np.asarray(self.estimator.predict_proba(X))
 
+    def outside(self, X: np.ndarray) -> np.ndarray | None:
+        """Rows outside the model's uncertainty set (bool (n,); see
+        :meth:`learners.rules.MinimaxRules.outside`), or None for a learner without one
+        recorded (renyi)."""
+        fn = getattr(self.estimator, "outside", None)
+        return None if fn is None else np.asarray(fn(X), dtype=bool)
+
     # -------------------------------------------------------------- files
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,7 +156,12 @@ def now_iso() -> str:
 
 
 def evaluate(model: Model, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    """Accuracy, error, certificate and confusion matrix of ``model`` on coded data."""
+    """Accuracy, error, certificate and confusion matrix of ``model`` on coded data.
+
+    ``outside`` counts the rows outside the model's uncertainty set (:meth:`Model.outside`;
+    None for renyi), about which the certificate says nothing, and ``outside_error`` is the
+    error on them (None when there are none).
+    """
     y = np.asarray(y, dtype=np.int64)
     n = int(len(y))
     if n == 0:
@@ -162,6 +174,7 @@ def evaluate(model: Model, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     proba = model.predict_proba(X)
     # Expected error of the randomized rule: 1 − mean h(y_i | x_i).
     rand_err = float(1.0 - np.mean(proba[np.arange(n), y]))
+    out = model.outside(X)
     return {
         "n": n,
         "accuracy": acc,
@@ -170,4 +183,6 @@ def evaluate(model: Model, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         "worst_case_error": model.worst_case_error,
         "classes": list(model.classes),
         "confusion": conf.tolist(),
+        "outside": None if out is None else int(out.sum()),
+        "outside_error": None if out is None or not out.any() else float(np.mean(pred[out] != y[out])),
     }

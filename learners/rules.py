@@ -64,6 +64,20 @@ class MinimaxRules:
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊, uniform when all are 0; (n, K)."""
         return randomized_rule(self.decision_function(X), self.phi_)
 
+    def outside(self, X: np.ndarray) -> np.ndarray:
+        """Rows no distribution of the uncertainty set reaches, with any label; bool (n,).
+
+        (x, y) crosses a cell recorded in ``impossible_`` (τ + λ = 0 there, so every p in U
+        has E_p[1{cell, y}] = 0) for EVERY label y: p(x) = 0 for all p in U. The certificate
+        R* is a worst case over U and so says nothing about such rows; the rule there is
+        whichever optimal μ the solver returned. (For MRC only the working-set features'
+        cells are recorded, so a row can be outside U without being flagged.)
+        """
+        self._check_fitted()
+        psi = getattr(self, self._score_map).psi(X)
+        hits = (np.asarray(psi) != 0).astype(np.float64) @ np.asarray(self.impossible_, dtype=np.float64).T  # (n, K)
+        return np.all(hits > 0, axis=1)
+
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:
         """The fitted minimax state as JSON-ready values (the learner adds its params and map)."""

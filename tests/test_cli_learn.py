@@ -154,3 +154,29 @@ def test_learn_selection_errors(study, tmp_path):
     assert r.exit_code == 2 and "--max-features" in r.stderr
     r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "magic", "--allow-unsigned")
     assert r.exit_code == 2 and "unknown --select 'magic'" in r.stderr
+
+
+@pytest.mark.parametrize("learner", ["dcc", "renyi"])
+def test_evaluate_reports_rows_outside_the_uncertainty_set(learner, tmp_path, demo_bundles):
+    """evaluate counts the rows no distribution of U reaches (Model.outside) and the error on
+    them — with 3 × 40 training rows many pair cells are empty, so new rows fall outside;
+    renyi records no ruled-out cells (None)."""
+    bundles = demo_bundles(rows=40, seed=500)
+    model = tmp_path / f"{learner}_out.json"
+    extra = ["--s", "0"] if learner == "dcc" else []
+    r = run("learn", *bundles, "--learner", learner, *extra, "--out", model, "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    test = tmp_path / "fresh.csv"
+    write_csv(test, generate(300, SITES[0], seed=999), slice(0, 300))
+    d = json.loads(run("evaluate", model, test, "--json").stdout)
+    if learner == "renyi":
+        assert d["outside"] is None and d["outside_error"] is None
+        assert "outside the uncertainty set" not in run("evaluate", model, test).stdout
+        return
+    m = Model.load(model)
+    enc = encode_file(test, m.codebook)
+    out = m.outside(enc.X)
+    assert 0 < d["outside"] == int(out.sum()) < 300
+    pred = m.predict(enc.X)
+    assert d["outside_error"] == pytest.approx(np.mean(pred[out] != enc.y[out]))
+    assert f"{d['outside']:,} rows" in run("evaluate", model, test).stdout

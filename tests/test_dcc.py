@@ -586,3 +586,32 @@ def test_errors_and_unfitted():
     m = DCC().fit(S)
     with pytest.raises(InputError, match="code 2 at row 1 is outside 0..1"):
         m.predict(np.array([[2.0, 0.0]]))
+
+
+def test_outside_rows_are_exactly_those_no_distribution_in_U_reaches():
+    """s = 0 on a forest: x is flagged outside ⇔ max_{q ∈ U} q(x, y) = 0 for every label y
+    (brute-force LP over the full joint, one per (x, y)); the MRC flags a subset of those."""
+    seen_outside = seen_inside = 0
+    for k, (rng, levels, K) in enumerate(random_cases(6, seed=41, max_d=4)):
+        cb, S, p = make_problem(rng, levels, K, sparsity=0.5)
+        m = DCC(s=0.0).fit(S)
+        X, idx = domain(levels)
+        out = m.outside(X)
+        cliques = [(i,) for i in range(len(levels))] + edge_indices(m, cb)
+        A, lo, hi = marginal_constraints(p, cliques, 0.0)
+        A_ub, b_ub = np.vstack([A, -A]), np.concatenate([hi, -lo])
+        flat = np.arange(p.size).reshape(p.shape)
+        for r in range(X.shape[0]):
+            reach = 0.0
+            for y in range(K):
+                c = np.zeros(p.size)
+                c[flat[tuple(idx[r]) + (y,)]] = -1.0
+                res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=np.ones((1, p.size)), b_eq=[1.0], bounds=(0, None), method="highs")
+                assert res.status == 0, res.message
+                reach = max(reach, -res.fun)
+            assert bool(out[r]) == (reach <= 1e-9), (k, r, reach)
+        seen_outside += int(out.sum())
+        seen_inside += int((~out).sum())
+        mrc = MRC(s=0.0, solver="full").fit(S)
+        assert not np.any(mrc.outside(X) & ~out)  # first-order U ⊇ the DCC's U
+    assert seen_outside > 0 and seen_inside > 0  # both kinds of row occurred
