@@ -257,27 +257,36 @@ def register(app: typer.Typer) -> None:
         out: OutOpt,
         schema: SchemaCheck = None,
         id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
+        flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
     ) -> None:
         """Write class probabilities and the predicted label for every row of DATA."""
         m = Model.load(model)
         if schema is not None:
             m.check_codebook(Codebook.load(schema))
+        if flag_outside and not hasattr(m.estimator, "outside"):
+            raise InputError(f"--flag-outside needs an mrc or dcc model; {model} is a {m.learner} model (it records no ruled-out cells)")
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        head = ([id_column] if id_column else []) + [f"p_{c}" for c in m.classes] + ["predicted"]
+        head = ([id_column] if id_column else []) + [f"p_{c}" for c in m.classes] + ["predicted"] + (["outside"] if flag_outside else [])
         w.writerow(head)
         ids = iter_batches(data, [id_column]) if id_column else None
-        n = 0
+        n = n_out = 0
         for enc in iter_encoded(data, m.codebook, with_label=False):
             proba = m.predict_proba(enc.X)
             pred = m.predict(enc.X)
+            outside = m.outside(enc.X) if flag_outside else None
             idv = next(ids)[id_column].to_pylist() if ids is not None else None
             for r in range(enc.n):
                 row = ([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]] + [m.classes[int(pred[r])]]
+                if outside is not None:
+                    row.append(int(outside[r]))
                 w.writerow(row)
             n += enc.n
+            n_out += int(outside.sum()) if outside is not None else 0
         atomic_write_bytes(Path(out), buf.getvalue().encode("utf-8"))
         typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
+        if flag_outside:
+            typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
 
     @app.command("evaluate")
     @guarded

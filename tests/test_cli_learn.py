@@ -172,6 +172,9 @@ def test_evaluate_reports_rows_outside_the_uncertainty_set(learner, tmp_path, de
     if learner == "renyi":
         assert d["outside"] is None and d["outside_error"] is None
         assert "outside the uncertainty set" not in run("evaluate", model, test).stdout
+        r = run("predict", model, test, "--out", tmp_path / "p.csv", "--flag-outside")
+        assert r.exit_code == 2 and "--flag-outside needs an mrc or dcc model" in r.output
+        assert not (tmp_path / "p.csv").exists()
         return
     m = Model.load(model)
     enc = encode_file(test, m.codebook)
@@ -180,3 +183,8 @@ def test_evaluate_reports_rows_outside_the_uncertainty_set(learner, tmp_path, de
     pred = m.predict(enc.X)
     assert d["outside_error"] == pytest.approx(np.mean(pred[out] != enc.y[out]))
     assert f"{d['outside']:,} rows" in run("evaluate", model, test).stdout
+    pred_csv = tmp_path / "pred.csv"
+    r = run("predict", model, test, "--out", pred_csv, "--flag-outside")
+    assert r.exit_code == 0, r.output
+    flags = [int(row["outside"]) for row in csv.DictReader(pred_csv.open())]
+    assert flags == [int(v) for v in out] and f"{d['outside']:,} of 300 rows" in r.stdout
