@@ -1762,7 +1762,9 @@ class DCC(MinimaxRules):
     classes_ : tuple of str
     feature_names_ : list of str
     tau_, lambda_ : ndarray (K, D)
-    impossible_ : ndarray of bool (K, D)
+    impossible_, ruled_out_ : ndarray of bool (K, D)
+        The empty cells (τ + λ = 0): (x, y) through one has probability 0 under every
+        distribution of the uncertainty set.
     n_rows_ : int
     converged_ : bool
     fingerprint_ : str
@@ -1995,6 +1997,7 @@ class DCC(MinimaxRules):
         self.row_rounds_ = {"lower": [float(v) for v in rounds["lower"]], "upper": [float(v) for v in rounds["upper"]]}
         self.n_rows_ = int(n_rows)
         self.impossible_ = impossible
+        self.ruled_out_ = impossible  # the empty cells τ + λ = 0 of the whole map
         self.converged_ = bool(converged)
         self.bound_ = float(bound)
         self.fingerprint_ = str(summary.fingerprint)

@@ -106,6 +106,9 @@ class MRC(MinimaxRules):
     impossible_ : ndarray of bool (K, D)
         Empty cells (τ = λ = 0) of the working-set features (ruled out when
         ``empty_cells="veto"``).
+    ruled_out_ : ndarray of bool (K, D)
+        Empty cells of every feature: (x, y) through one has probability 0 under every
+        distribution of the uncertainty set (used by :meth:`outside`).
     converged_ : bool
     fingerprint_ : str
     n_ : float
@@ -234,6 +237,11 @@ class MRC(MinimaxRules):
         self.n_rows_ = int(sol.n_rows)
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.impossible_ = sol.impossible
+        cells = np.zeros(fmap.dim, dtype=bool)
+        for b in fmap.blocks:
+            if b.kind == "onehot":
+                cells[b.offset : b.offset + b.size] = True
+        self.ruled_out_ = ((tau + lam) <= 0.0) & cells[None, :]  # every feature's empty cells, not only the working set's
         self.converged_ = bool(sol.converged)
         self.bound_ = float(sol.bound)
         self.solution_ = sol

@@ -67,15 +67,14 @@ class MinimaxRules:
     def outside(self, X: np.ndarray) -> np.ndarray:
         """Rows no distribution of the uncertainty set reaches, with any label; bool (n,).
 
-        (x, y) crosses a cell recorded in ``impossible_`` (τ + λ = 0 there, so every p in U
+        (x, y) crosses a cell recorded in ``ruled_out_`` (τ + λ = 0 there, so every p in U
         has E_p[1{cell, y}] = 0) for EVERY label y: p(x) = 0 for all p in U. The certificate
         R* is a worst case over U and so says nothing about such rows; the rule there is
-        whichever optimal μ the solver returned. (For MRC only the working-set features'
-        cells are recorded, so a row can be outside U without being flagged.)
+        whichever optimal μ the solver returned.
         """
         self._check_fitted()
         psi = getattr(self, self._score_map).psi(X)
-        hits = (np.asarray(psi) != 0).astype(np.float64) @ np.asarray(self.impossible_, dtype=np.float64).T  # (n, K)
+        hits = (np.asarray(psi) != 0).astype(np.float64) @ np.asarray(self.ruled_out_, dtype=np.float64).T  # (n, K)
         return np.all(hits > 0, axis=1)
 
     # ------------------------------------------------------------------ persistence
@@ -91,6 +90,7 @@ class MinimaxRules:
             "iterations": list(self.iterations_),
             "n_rows": self.n_rows_,
             "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
+            "ruled_out": [[int(j) for j in np.flatnonzero(row)] for row in self.ruled_out_],
             "converged": self.converged_,
         }
 
@@ -107,9 +107,17 @@ class MinimaxRules:
             raise InputError(f"model mu has shape {mu.shape}, expected {(len(classes), dim)}")
         if not np.all(np.isfinite(mu)):
             raise InputError("model mu contains NaN or infinity")
-        imp = np.zeros(mu.shape, dtype=bool)
-        for y, cols in enumerate(d.get("impossible", [[] for _ in classes])):
-            imp[y, np.asarray(cols, dtype=np.int64)] = True
+        def cells(key: str) -> np.ndarray:
+            out = np.zeros(mu.shape, dtype=bool)
+            for y, cols in enumerate(d.get(key, [[] for _ in classes])):
+                idx = np.asarray(cols, dtype=np.int64)
+                if idx.size and (idx.min() < 0 or idx.max() >= dim):
+                    raise InputError(f"model {key!r} cells out of range for {dim} columns: {cols!r}")
+                out[y, idx] = True
+            return out
+
+        imp = cells("impossible")
+        ruled = cells("ruled_out") if "ruled_out" in d else imp
         self.classes_ = classes
         self.mu_ = mu
         self.phi_ = float(d["phi"])
@@ -118,6 +126,7 @@ class MinimaxRules:
         self.iterations_ = [float(v) for v in d.get("iterations", [])]
         self.n_rows_ = int(d.get("n_rows", 0))
         self.impossible_ = imp
+        self.ruled_out_ = ruled
         self.converged_ = bool(d.get("converged", True))
         self.fingerprint_ = str(d["fingerprint"])
         self.n_ = float(d.get("n", float("nan")))

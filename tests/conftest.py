@@ -122,6 +122,10 @@ def check_malformed_models(cls, d):
     with pytest.raises(InputError, match=r"malformed .* model: 'phi'"):
         cls.from_dict(bad)
     bad = copy.deepcopy(d)
+    bad["ruled_out"] = [[10**6]] + bad["ruled_out"][1:]
+    with pytest.raises(InputError, match="'ruled_out' cells out of range"):
+        cls.from_dict(bad)
+    bad = copy.deepcopy(d)
     bad["worst_case_error"] = "high"
     with pytest.raises(InputError, match="malformed .* model"):
         cls.from_dict(bad)

@@ -42,9 +42,10 @@ N = 300.0
 # ----------------------------------------------------------------------------- helpers
 
 
-def make_problem(rng, levels, K, sparsity=0.0, numeric=(), concentration=0.5):
+def make_problem(rng, levels, K, sparsity=0.0, numeric=(), concentration=0.5, unseen=()):
     """Random joint p over (levels..., numeric endpoints..., y) and its exact Summary
-    (label, first-order, all pair-with-label tables; moment tables for numeric features)."""
+    (label, first-order, all pair-with-label tables; moment tables for numeric features).
+    ``unseen``: (feature, level) pairs given probability 0 (a level never observed)."""
     feats = [CategoricalFeature(f"f{i}", tuple(f"l{a}" for a in range(m))) for i, m in enumerate(levels)]
     feats += [NumericFeature(f"x{k}", lo=lo, hi=hi) for k, (lo, hi) in enumerate(numeric)]
     cb = Codebook(features=tuple(feats), label=Label("y", tuple(f"c{k}" for k in range(K))))
@@ -53,6 +54,9 @@ def make_problem(rng, levels, K, sparsity=0.0, numeric=(), concentration=0.5):
     p = rng.dirichlet(np.full(int(np.prod(shape)), concentration)).reshape(shape)
     if sparsity > 0:
         p[rng.random(shape) < sparsity] = 0.0
+        p /= p.sum()
+    for i, a in unseen:
+        p[(slice(None),) * i + (a,)] = 0.0
         p /= p.sum()
     d = len(sizes)
     nd = len(levels)
@@ -588,30 +592,42 @@ def test_errors_and_unfitted():
         m.predict(np.array([[2.0, 0.0]]))
 
 
+def _reach(p, cliques, idx):
+    """max over (y, q ∈ U) of q(x, y) for every row index idx[r] (one LP per (x, y)), with U the
+    joints matching p's marginals on ``cliques`` (+ label) exactly."""
+    K = p.shape[-1]
+    A, lo, hi = marginal_constraints(p, cliques, 0.0)
+    A_ub, b_ub = np.vstack([A, -A]), np.concatenate([hi, -lo])
+    flat = np.arange(p.size).reshape(p.shape)
+    out = np.zeros(len(idx))
+    for r in range(len(idx)):
+        for y in range(K):
+            c = np.zeros(p.size)
+            c[flat[tuple(idx[r]) + (y,)]] = -1.0
+            res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=np.ones((1, p.size)), b_eq=[1.0], bounds=(0, None), method="highs")
+            assert res.status == 0, res.message
+            out[r] = max(out[r], -res.fun)
+    return out
+
+
 def test_outside_rows_are_exactly_those_no_distribution_in_U_reaches():
-    """s = 0 on a forest: x is flagged outside ⇔ max_{q ∈ U} q(x, y) = 0 for every label y
-    (brute-force LP over the full joint, one per (x, y)); the MRC flags a subset of those."""
-    seen_outside = seen_inside = 0
+    """s = 0: x is flagged outside ⇔ max_{q ∈ U} q(x, y) = 0 for every label y (brute-force LP
+    over the full joint per (x, y)), for the DCC on its forest and for the first-order MRC
+    (every feature's empty cells, also those outside its working set)."""
+    seen_outside = seen_inside = mrc_outside = 0
     for k, (rng, levels, K) in enumerate(random_cases(6, seed=41, max_d=4)):
-        cb, S, p = make_problem(rng, levels, K, sparsity=0.5)
-        m = DCC(s=0.0).fit(S)
+        # a never-seen level of the last feature: first-order cells empty for every label too
+        cb, S, p = make_problem(rng, levels, K, sparsity=0.5, unseen=[(len(levels) - 1, 0)] if k % 2 else [])
         X, idx = domain(levels)
+        nodes = [(i,) for i in range(len(levels))]
+        m = DCC(s=0.0).fit(S)
         out = m.outside(X)
-        cliques = [(i,) for i in range(len(levels))] + edge_indices(m, cb)
-        A, lo, hi = marginal_constraints(p, cliques, 0.0)
-        A_ub, b_ub = np.vstack([A, -A]), np.concatenate([hi, -lo])
-        flat = np.arange(p.size).reshape(p.shape)
-        for r in range(X.shape[0]):
-            reach = 0.0
-            for y in range(K):
-                c = np.zeros(p.size)
-                c[flat[tuple(idx[r]) + (y,)]] = -1.0
-                res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=np.ones((1, p.size)), b_eq=[1.0], bounds=(0, None), method="highs")
-                assert res.status == 0, res.message
-                reach = max(reach, -res.fun)
-            assert bool(out[r]) == (reach <= 1e-9), (k, r, reach)
+        assert np.array_equal(out, _reach(p, nodes + edge_indices(m, cb), idx) <= 1e-9), k
+        mrc = MRC(s=0.0, n_max=1, k_max=1).fit(S)  # a small working set: U still has every feature
+        out1 = mrc.outside(X)
+        assert np.array_equal(out1, _reach(p, nodes, idx) <= 1e-9), k
+        assert not np.any(out1 & ~out)  # first-order U ⊇ the DCC's U
         seen_outside += int(out.sum())
         seen_inside += int((~out).sum())
-        mrc = MRC(s=0.0, solver="full").fit(S)
-        assert not np.any(mrc.outside(X) & ~out)  # first-order U ⊇ the DCC's U
-    assert seen_outside > 0 and seen_inside > 0  # both kinds of row occurred
+        mrc_outside += int(out1.sum())
+    assert seen_outside > mrc_outside > 0 and seen_inside > 0  # every kind of row occurred

@@ -403,7 +403,7 @@ def test_model_round_trip_json():
     assert np.allclose(m2.predict_proba(X), m.predict_proba(X))
     assert np.array_equal(m2.predict(X), m.predict(X))
     assert m2.worst_case_error_ == m.worst_case_error_
-    assert np.array_equal(m2.impossible_, m.impossible_)
+    assert np.array_equal(m2.impossible_, m.impossible_) and np.array_equal(m2.ruled_out_, m.ruled_out_)
     assert m2.fingerprint_ == S.fingerprint
     with pytest.raises(InputError, match="not an MRC model"):
         MRC.from_dict({"learner": "renyi"})
