@@ -4,31 +4,35 @@ The certificate R* bounds the true error of the MRC whenever the true expectatio
 E_{p*}Φ lies inside the box τ ± λ (seed 000, eq. (34)). λ is therefore a *simultaneous*
 confidence box for the m = K·D entries of τ, not a tuning knob.
 
-Default (``s=None``)::
+Default (``s=None``): a two-sided interval per entry at level α' = (1 − coverage)/m,
+Bonferroni-corrected over all m entries so that all intervals hold together with
+probability ≥ ``coverage``, plus the release's noise::
 
-    λ = z · tau_std / sqrt(n)  +  z · noise_std,
-    z = Φ⁻¹(1 − (1 − coverage) / (2 m)),
+    λ = h_CP(τ, n, α')  +  z · noise_std        (one-hot entries: a Bernoulli mean)
+    λ = z · tau_std / sqrt(n)  +  z · noise_std (raw numeric entries)
+    z = Φ⁻¹(1 − α'/2),
 
-a two-sided normal interval per entry, Bonferroni-corrected over all m entries, so that all
-intervals hold together with probability ≥ ``coverage`` (asymptotically: the normal
-approximation of each sample mean). ``tau_std`` is the sample standard deviation of the
-Φ entry (sqrt(τ(1−τ)) for one-hot entries), ``noise_std`` the standard deviation of the
-differential-privacy noise on τ (in τ units; zero for exact releases); both terms get the
-same z, which over-covers their sum (|a + b| ≤ |a| + |b|).
+where h_CP(τ, n, α') = max(τ − lo, hi − τ) is the smallest half-width around τ that covers the
+Clopper–Pearson interval [lo, hi] of k = n·τ successes in n trials (:func:`binomial_halfwidth`).
+That interval is exact-conservative for every n and every true probability, including
+empty cells (τ = 0: hi = 1 − (α'/2)^{1/n}), where the normal interval z·sqrt(τ(1−τ)/n)
+would be 0 — ruling the cell out though a small sample says little about it. For large
+counts h_CP ≈ z·sqrt(τ(1−τ)/n). ``tau_std`` is the sample standard deviation of a numeric
+entry, ``noise_std`` the standard deviation of the differential-privacy noise on τ (in τ
+units; zero for exact releases); both terms get the same z, which over-covers their sum
+(|a + b| ≤ |a| + |b|). The numeric entries' interval is the normal approximation of a sample
+mean (asymptotic).
 
 Override (``s`` given): λ = s · tau_std / sqrt(n) + z · noise_std, the seed's λ = s/√n
 multiplier (MRCpy uses s = 0.3, whose certificates sit far below the real error in high
-dimensions); ``s = 0`` gives λ = 0 for exact releases.
-
-Caveat: an entry with τ = 0 (an empty cell) has tau_std = 0 and, for an exact release,
-λ = 0: the uncertainty set then rules the cell out ("impossible"), which the normal
-approximation does not justify for small n.
+dimensions); ``s = 0`` gives λ = 0 for exact releases: the pure minimax problem on the
+released marginals, in which an empty cell is ruled out.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import beta, norm
 
 from marginals.errors import InputError
 
@@ -53,12 +57,46 @@ def bonferroni_z(coverage: float, m: int) -> float:
     return float(norm.isf((1.0 - coverage) / (2.0 * m)))
 
 
+def binomial_halfwidth(tau: np.ndarray, n: float, alpha: float) -> np.ndarray:
+    """Half-width h around τ covering the two-sided Clopper–Pearson interval at level 1 − alpha.
+
+    With k = n·τ successes in n trials, lo = Beta⁻¹(alpha/2; k, n − k + 1) (0 when k = 0) and
+    hi = Beta⁻¹(1 − alpha/2; k + 1, n − k) (1 when k = n); P(lo ≤ p ≤ hi) ≥ 1 − alpha for every
+    true p. h = max(τ − lo, hi − τ), so [τ − h, τ + h] ⊇ [lo, hi]. Non-integer k (a
+    post-processed noisy count) uses the same Beta quantiles.
+
+    Parameters
+    ----------
+    tau : ndarray
+        Observed proportions k/n, clipped to [0, 1].
+    n : float
+        Trials (rows), > 0.
+    alpha : float in (0, 1)
+
+    Returns
+    -------
+    ndarray, same shape as tau
+        h ≥ 0; for τ = 0, h = 1 − (alpha/2)^{1/n}.
+    """
+    if not (0.0 < alpha < 1.0):
+        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    n = float(n)
+    k = np.clip(np.asarray(tau, dtype=np.float64), 0.0, 1.0) * n
+    t = k / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(k > 0, beta.ppf(alpha / 2.0, np.maximum(k, 1e-300), n - k + 1.0), 0.0)
+        hi = np.where(k < n, beta.ppf(1.0 - alpha / 2.0, k + 1.0, np.maximum(n - k, 1e-300)), 1.0)
+    return np.maximum(t - lo, hi - t)
+
+
 def confidence_lambda(
     tau_std: np.ndarray,
     noise_std: np.ndarray,
     n: float,
     s: float | None = None,
     coverage: float = 0.95,
+    tau: np.ndarray | None = None,
+    binary: np.ndarray | None = None,
 ) -> np.ndarray:
     """λ for the MRC uncertainty set (see the module docstring for the formula).
 
@@ -71,9 +109,15 @@ def confidence_lambda(
     n : float
         Number of rows the summary was computed from.
     s : float or None
-        None: Bonferroni-calibrated z; otherwise the raw multiplier of tau_std/√n.
+        None: Bonferroni-calibrated intervals; otherwise the raw multiplier of tau_std/√n.
     coverage : float
         Simultaneous coverage of the box (default 0.95); also sets z of the noise term.
+    tau : ndarray, shape (K, D), optional
+        The released τ; with ``binary``, needed for the exact binomial intervals.
+    binary : ndarray of bool, shape (D,) or (K, D), optional
+        Entries that are Bernoulli means (one-hot cells): with ``s=None`` they get the
+        Clopper–Pearson half-width :func:`binomial_halfwidth` instead of z·tau_std/√n.
+        Without ``tau``/``binary`` every entry gets the normal interval.
 
     Returns
     -------
@@ -90,9 +134,21 @@ def confidence_lambda(
         raise InputError("noise_std must be finite and >= 0")
     if not (n > 0 and np.isfinite(n)):
         raise InputError(f"n must be positive, got {n!r}")
-    z = bonferroni_z(coverage, max(1, tau_std.size))
+    m = max(1, tau_std.size)
+    z = bonferroni_z(coverage, m)
     if s is None:
         lam = z * tau_std / np.sqrt(n)
+        if (tau is None) != (binary is None):
+            raise InputError("the binomial intervals need both tau and binary (or neither)")
+        if tau is not None:
+            tau = np.asarray(tau, dtype=np.float64)
+            if tau.shape != tau_std.shape:
+                raise InputError(f"tau {tau.shape} and tau_std {tau_std.shape} differ in shape")
+            if not np.all(np.isfinite(tau)):
+                raise InputError("tau must be finite")
+            b = np.broadcast_to(np.asarray(binary, dtype=bool), tau.shape)
+            if b.any():
+                lam = np.where(b, binomial_halfwidth(tau, n, (1.0 - coverage) / m), lam)
     else:
         if not (np.isfinite(s) and s >= 0):
             raise InputError(f"s must be finite and >= 0, got {s!r}")
@@ -115,7 +171,11 @@ def summary_lambda(summary, columns: np.ndarray | None = None, s: float | None =
     -------
     ndarray, shape (K, len(columns))
     """
-    ts, ns = summary.tau_std, summary.noise_std
+    ts, ns, tau = summary.tau_std, summary.noise_std, np.asarray(summary.tau, dtype=np.float64)
+    binary = np.zeros(tau.shape[1], dtype=bool)
+    for b in summary.blocks:
+        if b.kind == "onehot":
+            binary[b.offset : b.offset + b.size] = True
     if columns is not None:
-        ts, ns = ts[:, columns], ns[:, columns]
-    return confidence_lambda(ts, ns, summary.n, s=s, coverage=coverage)
+        ts, ns, tau, binary = ts[:, columns], ns[:, columns], tau[:, columns], binary[columns]
+    return confidence_lambda(ts, ns, summary.n, s=s, coverage=coverage, tau=tau, binary=binary)

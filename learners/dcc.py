@@ -1519,13 +1519,19 @@ def common_constant(pmap: PairwiseFeatureMap, tau: np.ndarray, empty: np.ndarray
 # --------------------------------------------------------------------------------------
 # Empty cells
 # --------------------------------------------------------------------------------------
-def empty_cells(pmap: PairwiseFeatureMap, tau: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """Empty cells: one-hot node and edge entries with τ + λ = 0 (never raw numeric columns), (K, D) bool."""
+def cell_columns(pmap: PairwiseFeatureMap) -> np.ndarray:
+    """(D,) bool: the indicator columns (one-hot node levels and every edge cell), i.e. all but
+    the raw numeric columns; their τ entries are Bernoulli means."""
     is_cell = np.ones(pmap.dim, dtype=bool)
     for b in pmap.blocks:
         if b.kind != "onehot":
             is_cell[b.offset] = False
-    return ((tau + lam) <= 0.0) & is_cell[None, :]
+    return is_cell
+
+
+def empty_cells(pmap: PairwiseFeatureMap, tau: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """Empty cells: one-hot node and edge entries with τ + λ = 0 (never raw numeric columns), (K, D) bool."""
+    return ((tau + lam) <= 0.0) & cell_columns(pmap)[None, :]
 
 
 POLICIES = ("evidence", "free", "impossible")
@@ -1929,7 +1935,8 @@ class DCC(MinimaxRules):
         # λ: Bonferroni over the node entries and every candidate pair's entries
         full = PairwiseFeatureMap(blocks, columns, cand)
         tau_f, std_f, noise_f = self._statistics(summary, full, node_psi)
-        lam_f = confidence_lambda(std_f, noise_f, float(summary.n), s=self.s, coverage=self.coverage)
+        lam_f = confidence_lambda(std_f, noise_f, float(summary.n), s=self.s, coverage=self.coverage, tau=tau_f,
+                                  binary=cell_columns(full))
         # empty cells (τ = λ = 0) are −∞ in the LP: out of the columns, excluded by the oracle
         self._empty_f = empty_cells(full, tau_f, lam_f)
         mask = ~self._empty_f

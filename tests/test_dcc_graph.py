@@ -91,9 +91,10 @@ def _lp_inputs(S, edges, s=0.0):
     node_psi = np.concatenate([np.arange(b.offset, b.offset + b.size) for b in blocks]).astype(np.int64)
     pm = PairwiseFeatureMap(blocks, cols, edges)
     from learners.calibration import confidence_lambda
+    from learners.dcc import cell_columns
 
     tau, std, noise = DCC._statistics(S, pm, node_psi)
-    lam = confidence_lambda(std, noise, float(S.n), s=s, coverage=0.95)
+    lam = confidence_lambda(std, noise, float(S.n), s=s, coverage=0.95, tau=tau, binary=cell_columns(pm))
     empty = empty_cells(pm, tau, lam)
     mask = ~empty
     if not np.any(lam > 0):

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 from scipy.optimize import linprog
-from scipy.stats import norm
+from scipy.stats import beta, norm
 
 from learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
 from learners.featuremap import FeatureMap
@@ -440,13 +440,57 @@ def test_lambda_formula_and_overrides():
     cb, S, p = make_problem(rng, [3, 2], 2)
     lam = summary_lambda(S)
     z = bonferroni_z(0.95, S.tau.size)
-    assert np.allclose(lam, z * np.sqrt(S.tau * (1 - S.tau)) / np.sqrt(S.n))
+    # one-hot entries: the symmetric cover of the Clopper–Pearson interval at α' = 0.05/m
+    a = 0.05 / S.tau.size
+    k = S.tau * S.n
+    lo, hi = beta.ppf(a / 2, k, S.n - k + 1), beta.ppf(1 - a / 2, k + 1, S.n - k)
+    assert np.allclose(lam, np.maximum(S.tau - lo, hi - S.tau))
+    # ... a little wider than the normal interval at these counts (n = 300, τ ≥ 0.06)
+    wald = z * np.sqrt(S.tau * (1 - S.tau)) / np.sqrt(S.n)
+    assert np.all((wald <= lam) & (lam <= 1.35 * wald))
     assert np.all(summary_lambda(S, s=0.0) == 0.0)
     ts, ns = S.tau_std, np.full(S.tau.shape, 0.002)
     lam2 = confidence_lambda(ts, ns, S.n, s=0.3)
     assert np.allclose(lam2, 0.3 * ts / np.sqrt(S.n) + z * 0.002)
     with pytest.raises(InputError, match="s must be"):
         confidence_lambda(ts, ns, S.n, s=-1.0)
+
+
+def test_binomial_halfwidth_is_exact_where_the_normal_interval_fails():
+    """Clopper–Pearson: P(|τ̂ − p| ≤ h(τ̂)) ≥ 1 − α for EVERY p (summed exactly over the binomial
+    pmf), small n and p near 0 included, where the normal interval (0 at τ̂ = 0) under-covers."""
+    from scipy.stats import binom
+
+    from learners.calibration import binomial_halfwidth
+
+    for n in (5, 20, 74, 300):
+        k = np.arange(n + 1)
+        h = binomial_halfwidth(k / n, n, 0.05)
+        wald = norm.isf(0.025) * np.sqrt(k / n * (1 - k / n) / n)
+        worst_wald = 1.0
+        for p in np.concatenate([np.linspace(1e-4, 0.2, 60), np.linspace(0.2, 0.9999, 60)]):
+            pmf = binom.pmf(k, n, p)
+            assert pmf[np.abs(k / n - p) <= h + 1e-12].sum() >= 0.95 - 1e-9, (n, p)
+            worst_wald = min(worst_wald, pmf[np.abs(k / n - p) <= wald].sum())
+        assert worst_wald < 0.9  # the normal interval is far from its nominal 95% somewhere
+    assert binomial_halfwidth(np.array([0.0]), 74, 1e-6)[0] == pytest.approx(1 - (0.5e-6) ** (1 / 74))
+    with pytest.raises(InputError, match="alpha must be"):
+        binomial_halfwidth(np.array([0.1]), 10, 0.0)
+
+
+def test_empty_cells_are_not_ruled_out_by_the_calibrated_box():
+    """A level never seen with a label (τ = 0) keeps λ > 0 under s=None (the truth may have
+    mass there), and λ = 0 only under the explicit s = 0."""
+    rng = np.random.default_rng(5)
+    cb, S, p = make_problem(rng, [4, 2], 2)
+    X = np.array([[0, 0], [1, 1], [2, 0], [0, 1]] * 5, dtype=float)
+    y = np.array([0, 1] * 10)
+    S = Summary.from_rows(cb, X, y)
+    assert np.any(S.tau == 0)
+    lam = summary_lambda(S)
+    assert np.all(lam[S.tau == 0] > 0.1)
+    assert np.all(summary_lambda(S, s=0.0)[S.tau == 0] == 0)
+    assert not MRC().fit(S).ruled_out_.any()
 
 
 def test_coverage_of_calibrated_box_by_simulation():
@@ -465,7 +509,7 @@ def test_coverage_of_calibrated_box_by_simulation():
         np.add.at(tau, (y, a), 1.0)
         np.add.at(tau, (y, 3 + b), 1.0)
         tau /= n
-        lam = confidence_lambda(np.sqrt(tau * (1 - tau)), np.zeros_like(tau), n)
+        lam = confidence_lambda(np.sqrt(tau * (1 - tau)), np.zeros_like(tau), n, tau=tau, binary=np.ones(5, bool))
         hits += np.all(np.abs(tau - tau_true) <= lam)
     assert hits / trials >= 0.9
 
