@@ -65,8 +65,9 @@ class MRC(MinimaxRules):
         (default) fixes μ[y, i, a] = −B there for the features of the final working set
         (all features for ``full``), so the rule never predicts y at x_i = a — this lowers
         the error under every distribution of the set; ``keep`` leaves the LP's value. R*
-        is the same either way. (Zero counts from small samples are not true zeros: see
-        the calibration caveat in :mod:`learners.calibration`.)
+        is the same either way. With the default calibrated λ an exact zero count still
+        gets λ > 0 (Clopper–Pearson, :mod:`learners.calibration`), so empty cells arise
+        only with an explicit ``s`` on an exact release (λ = s·std/√n is 0 where τ = 0).
     n_max, eps, k_max : int, float, int
         Column generation (seed 000 §4 defaults 100, 1e-4, 10): at most ``n_max``
         features enter per iteration, a feature enters when its dual violation exceeds
