@@ -188,3 +188,15 @@ def test_evaluate_reports_rows_outside_the_uncertainty_set(learner, tmp_path, de
     assert r.exit_code == 0, r.output
     flags = [int(row["outside"]) for row in csv.DictReader(pred_csv.open())]
     assert flags == [int(v) for v in out] and f"{d['outside']:,} of 300 rows" in r.stdout
+
+
+def test_learn_warns_when_the_certificate_is_trivial(tmp_path, demo_bundles):
+    """3 × 15 rows with every pair table: the 95% box is so wide that R* = 1 − 1/K; learn says so
+    (and not when the certificate is informative)."""
+    small = demo_bundles(rows=15, seed=700)
+    r = run("learn", *small, "--learner", "dcc", "--out", tmp_path / "m.json", "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    assert Model.load(tmp_path / "m.json").worst_case_error == pytest.approx(0.5)
+    assert "warning: the certificate is trivial" in r.output and "--s" in r.output
+    r = run("learn", *small, "--learner", "dcc", "--s", "0", "--out", tmp_path / "m0.json", "--allow-unsigned")
+    assert r.exit_code == 0 and "trivial" not in r.output
