@@ -21,7 +21,11 @@ counts h_CP ≈ z·sqrt(τ(1−τ)/n). ``tau_std`` is the sample standard deviat
 entry, ``noise_std`` the standard deviation of the differential-privacy noise on τ (in τ
 units; zero for exact releases); both terms get the same z, which over-covers their sum
 (|a + b| ≤ |a| + |b|). The numeric entries' interval is the normal approximation of a sample
-mean (asymptotic).
+mean (asymptotic). The noise term is a normal approximation too: the released noise is
+(discrete) Gaussian or Laplace, summed over sites and post-processed; for Laplace noise the
+far tail at the Bonferroni level is heavier than z·σ assumes, and the Clopper–Pearson term
+is evaluated at the noisy τ, so under DP the coverage is approximate (exact releases: the
+one-hot entries' coverage is exact-conservative).
 
 Override (``s`` given): λ = s · tau_std / sqrt(n) + z · noise_std, the seed's λ = s/√n
 multiplier (MRCpy uses s = 0.3, whose certificates sit far below the real error in high
