@@ -142,9 +142,19 @@ def register(app: typer.Typer) -> None:
             dropped = summary.provenance["dropped_tables"]
             err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
 
+        last = {"t": float("-inf")}  # throttled progress: the first record, then every 5 s
+
         def progress(info: dict) -> None:
-            if "R" in info and info.get("stage") == "cg":
+            stage = info.get("stage")
+            if "R" in info and stage == "cg":
                 err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
+            elif stage == "greedy":
+                a, b = info["edge"]
+                err(f"  greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")
+            elif stage == "gbd" and time.perf_counter() - last["t"] >= 5.0:  # GBD iterates fast: every 5 s
+                last["t"] = time.perf_counter()
+                err(f"  gbd iteration {info['iteration']}: best {info['upper']:.6g}, bound {info['lower']:.6g}, "
+                    f"gap {info['gap']:.3g} ({info['seconds']:.0f} s of --time-limit {time_limit:g})")
 
         selection = None
         if select not in ("none", "group-lasso", "gbd"):
@@ -158,7 +168,7 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"--max-features must be at least 1, got {max_features}")
             selection = select_features(
                 summary, method=select, max_features=max_features, norm=norm, feature_cost=feature_cost,
-                time_limit=time_limit,
+                time_limit=time_limit, callback=progress,
             )
             if not selection.selected:
                 raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
@@ -168,6 +178,8 @@ def register(app: typer.Typer) -> None:
         est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
                               ridge=ridge, features=features, callback=progress, greedy=greedy, max_edges=max_edges,
                               edge_weight=edge_weight, loss=loss, structure=structure)
+        if learner == "dcc" and structure == "all":
+            err("solving the local-polytope LP over every released pair (can take a while with many features)")
         est.fit(summary)
         seconds = time.perf_counter() - t0
         rep = learn_report(learner, est, summary, seconds)

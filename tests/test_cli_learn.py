@@ -139,6 +139,7 @@ def test_learn_with_selection(study, learner, select, extra):
         assert len(d["selected"]) == int(extra[1])
     if select == "gbd":
         assert d["gap"] is not None and d["gap"] <= 1e-6
+        assert "gbd iteration 1: best" in r.stderr  # progress: the first iteration, then every 5 s
     m = Model.load(out)
     enc = encode_file(tmp / "city_test.csv", m.codebook)
     # The refit model only looks at the selected features: changing another column changes nothing.
@@ -200,3 +201,16 @@ def test_learn_warns_when_the_certificate_is_trivial(tmp_path, demo_bundles):
     assert "warning: the certificate is trivial" in r.output and "--s" in r.output
     r = run("learn", *small, "--learner", "dcc", "--s", "0", "--out", tmp_path / "m0.json", "--allow-unsigned")
     assert r.exit_code == 0 and "trivial" not in r.output
+
+
+def test_learn_prints_greedy_dcc_progress(study, tmp_path):
+    """--greedy prints one stderr line per added edge, matching the reported edges and R^k."""
+    tmp, schema, bundles = study
+    r = run("learn", *bundles, "--learner", "dcc", "--greedy", "--s", "0", "--out", tmp_path / "g.json", "--json",
+            "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("  greedy: edge ")]
+    assert d["edges"] and len(lines) == len(d["edges"])
+    for k, ((a, b), ln, R) in enumerate(zip(d["edges"], lines, d["iterations"][1:]), start=1):
+        assert ln == f"  greedy: edge {k} {a}–{b}, R = {R:.6f}"
