@@ -1733,7 +1733,7 @@ class DCC(MinimaxRules):
         on ``edge_weight``, compact LP; ``greedy``, ``solver="rows"`` and more than two
         classes raise InputError; ``empty`` is not used): the score f minimising the
         worst-case hinge loss (:func:`solve_hinge`). ``predict`` is sign f (f = 0 goes to
-        the first class), ``predict_proba`` the clipped rule h(1|x) = (1 + clip(f, −1, 1))/2,
+        the more frequent class), ``predict_proba`` the clipped rule h(1|x) = (1 + clip(f, −1, 1))/2,
         ``worst_case_error_`` the worst-case hinge loss over U, which upper-bounds the
         worst-case 0-1 error of sign f (ties counted as errors) and equals 2·R*. A cell no
         distribution in U reaches for either label (τ = λ = 0 for both) gets f = 0 in the
@@ -1766,6 +1766,8 @@ class DCC(MinimaxRules):
     edge_weights_ : list of float
         The ``edge_weight`` (nats) of each edge.
     classes_ : tuple of str
+    prior_ : ndarray (K,)
+        Released class proportions; exact argmax ties go to the largest.
     feature_names_ : list of str
     tau_, lambda_ : ndarray (K, D)
     impossible_, ruled_out_ : ndarray of bool (K, D)
@@ -1991,6 +1993,7 @@ class DCC(MinimaxRules):
         self.blocks_ = list(pmap.blocks)
         self.feature_names_ = pmap.names
         self.classes_ = tuple(summary.classes)
+        self.prior_ = np.asarray(summary.prior, dtype=np.float64)
         self.edges_ = pmap.edge_names
         self.relaxed_ = bool(relaxed)
         self.edge_weights_ = list(edge_weights)

@@ -90,6 +90,8 @@ class MRC(MinimaxRules):
     nu_, phi_ : float
         ν = φ(μ) + 1 and φ(μ).
     classes_ : tuple of str
+    prior_ : ndarray (K,)
+        Released class proportions; exact argmax ties go to the largest.
     blocks_ : list of Block
     feature_names_ : list of str
     tau_, lambda_ : ndarray (K, D)
@@ -227,6 +229,7 @@ class MRC(MinimaxRules):
         self.blocks_ = list(fmap.blocks)
         self.feature_names_ = fmap.names
         self.classes_ = tuple(summary.classes)
+        self.prior_ = np.asarray(summary.prior, dtype=np.float64)
         self.tau_ = tau
         self.lambda_ = lam
         self.mu_ = sol.mu

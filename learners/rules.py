@@ -16,9 +16,21 @@ import numpy as np
 from marginals.errors import InputError
 
 
-def argmax_rule(scores: np.ndarray) -> np.ndarray:
-    """Class indices (n,) of the largest score per row of ``scores`` (n, K); ties → lowest index."""
-    return np.argmax(np.asarray(scores), axis=1)
+def argmax_rule(scores: np.ndarray, prior: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
+    """Class indices (n,) of the largest score per row of ``scores`` (n, K).
+
+    Ties — scores within ``rtol``·max(1, |max|) of the row's maximum, which minimax rules
+    produce often (many optimal μ, uncommitted regions) — go to the label of largest
+    ``prior`` (the class proportions: the Bayes choice when the scores tell nothing), then
+    to the lowest index; without ``prior``, to the lowest index.
+    """
+    F = np.asarray(scores, dtype=np.float64)
+    if prior is None or F.shape[0] == 0:
+        return np.argmax(F, axis=1)
+    top = F.max(axis=1, keepdims=True)
+    tied = F >= top - rtol * np.maximum(1.0, np.abs(top))
+    key = np.where(tied, np.asarray(prior, dtype=np.float64)[None, :], -np.inf)
+    return np.argmax(key, axis=1)
 
 
 def randomized_rule(scores: np.ndarray, phi: float) -> np.ndarray:
@@ -57,8 +69,9 @@ class MinimaxRules:
         return getattr(self, self._score_map).scores(X, self.mu_)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,)."""
-        return argmax_rule(self.decision_function(X))
+        """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,); ties go to the class
+        of largest released proportion ``prior_`` (then the lowest index)."""
+        return argmax_rule(self.decision_function(X), getattr(self, "prior_", None))
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊, uniform when all are 0; (n, K)."""
@@ -92,6 +105,7 @@ class MinimaxRules:
             "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
             "ruled_out": [[int(j) for j in np.flatnonzero(row)] for row in self.ruled_out_],
             "converged": self.converged_,
+            "prior": None if getattr(self, "prior_", None) is None else [float(v) for v in self.prior_],
         }
 
     def _load_state(self, d: dict[str, Any], dim: int) -> None:
@@ -127,6 +141,12 @@ class MinimaxRules:
         self.n_rows_ = int(d.get("n_rows", 0))
         self.impossible_ = imp
         self.ruled_out_ = ruled
+        prior = d.get("prior")
+        if prior is not None:
+            prior = np.asarray(prior, dtype=np.float64)
+            if prior.shape != (len(classes),) or not np.all(np.isfinite(prior)):
+                raise InputError(f"model prior must be {len(classes)} finite numbers, got {d.get('prior')!r}")
+        self.prior_ = prior
         self.converged_ = bool(d.get("converged", True))
         self.fingerprint_ = str(d["fingerprint"])
         self.n_ = float(d.get("n", float("nan")))

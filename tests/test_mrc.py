@@ -17,6 +17,7 @@ from scipy.stats import beta, norm
 
 from learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
 from learners.featuremap import FeatureMap
+from learners.dcc import DCC
 from learners.mrc import MRC
 from tests.conftest import check_malformed_models
 from learners.mrc_lp import FirstOrderOracle, MinimaxLP, generate_rows, label_subsets, solve_full
@@ -302,7 +303,14 @@ def test_predict_proba_and_predict_consistency():
     assert P.shape == (50, 3)
     assert np.all(P >= 0) and np.allclose(P.sum(axis=1), 1.0)
     F = m.decision_function(X)
-    assert np.array_equal(m.predict(X), np.argmax(F, axis=1))
+    top = F.max(axis=1, keepdims=True)
+    tied = (F >= top - 1e-9 * np.maximum(1.0, np.abs(top))).sum(axis=1) > 1
+    pred = m.predict(X)
+    assert np.array_equal(pred[~tied], np.argmax(F, axis=1)[~tied])  # the argmax rule …
+    assert np.all(F[tied, pred[tied]] >= top[tied, 0] - 1e-9)  # … ties to a maximal label …
+    for r in np.flatnonzero(tied):  # … of largest prior
+        cands = np.flatnonzero(F[r] >= top[r, 0] - 1e-9 * max(1.0, abs(top[r, 0])))
+        assert pred[r] == cands[np.argmax(S.prior[cands])]
     # decision_function = Φ(x, y)ᵀμ with Φ built explicitly (numeric values clipped to [lo, hi])
     Xc = X.copy()
     Xc[:, 3] = np.clip(Xc[:, 3], 0.0, 5.0)
@@ -551,3 +559,25 @@ def test_rules_shared_by_mrc_and_dcc():
     live = h.sum(axis=1) > 0
     assert np.allclose(P[5:][live], h[live] / h[live].sum(axis=1, keepdims=True))
     assert np.array_equal(argmax_rule(S), S.argmax(axis=1))
+    # ties go to the largest prior, then the lowest index; strict maxima ignore the prior
+    prior = np.array([0.1, 0.2, 0.4, 0.3])
+    assert np.array_equal(argmax_rule(S[5:], prior), S[5:].argmax(axis=1))
+    assert np.all(argmax_rule(S[:5], prior) == 2)  # rows 0-4 tie everywhere
+    T = np.array([[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [2.0, 1.0, 2.0 - 1e-12, 0.0], [0.0, 3.0, 3.0, 0.0]])
+    assert argmax_rule(T, prior).tolist() == [3, 2, 2, 2]
+    assert argmax_rule(T, np.array([0.25, 0.25, 0.25, 0.25])).tolist() == [0, 0, 0, 1]
+
+
+def test_uninformative_model_predicts_the_majority_class():
+    """When the certificate is trivial every score ties and the rule predicts the most frequent
+    class (not whichever class is listed first); the prior survives the model file."""
+    cb = Codebook(features=(CategoricalFeature("a", ("u", "v")),), label=Label("y", ("c0", "c1", "c2")))
+    X = np.array([[0.0], [1.0]] * 4)
+    y = np.array([0, 2, 2, 1, 2, 0, 2, 2])  # c2 most frequent; a tells nothing at 8 rows and 95%
+    S = Summary.from_rows(cb, X, y)
+    for est in (MRC(), DCC()):
+        m = est.fit(S)
+        assert m.worst_case_error_ == pytest.approx(2 / 3)
+        assert m.predict(np.array([[0.0], [1.0]])).tolist() == [2, 2]
+        m2 = type(m).from_dict(json.loads(json.dumps(m.to_dict())))
+        assert np.allclose(m2.prior_, S.prior) and m2.predict(np.array([[1.0]])).tolist() == [2]
