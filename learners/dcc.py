@@ -86,7 +86,7 @@ from marginals.errors import InputError
 from .calibration import confidence_lambda
 from .featuremap import Block, FeatureMap
 from .mrc_lp import Cut, MinimaxLP, label_subsets, solve_boxed
-from .rules import MinimaxRules
+from .rules import MinimaxRules, naive_bayes_logp
 from .structure import UnionFind, max_spanning_forest, pair_label_information, pair_weights
 
 
@@ -1733,7 +1733,7 @@ class DCC(MinimaxRules):
         on ``edge_weight``, compact LP; ``greedy``, ``solver="rows"`` and more than two
         classes raise InputError; ``empty`` is not used): the score f minimising the
         worst-case hinge loss (:func:`solve_hinge`). ``predict`` is sign f (f = 0 goes to
-        the more frequent class), ``predict_proba`` the clipped rule h(1|x) = (1 + clip(f, −1, 1))/2,
+        the naive-Bayes choice from the first-order tables), ``predict_proba`` the clipped rule h(1|x) = (1 + clip(f, −1, 1))/2,
         ``worst_case_error_`` the worst-case hinge loss over U, which upper-bounds the
         worst-case 0-1 error of sign f (ties counted as errors) and equals 2·R*. A cell no
         distribution in U reaches for either label (τ = λ = 0 for both) gets f = 0 in the
@@ -1767,7 +1767,10 @@ class DCC(MinimaxRules):
         The ``edge_weight`` (nats) of each edge.
     classes_ : tuple of str
     prior_ : ndarray (K,)
-        Released class proportions; exact argmax ties go to the largest.
+        Released class proportions.
+    nb_logp_ : ndarray of float (K, D)
+        Naive-Bayes log P̂(x_i = a | y) of the node one-hot columns (0 on edges and numeric
+        columns), which break argmax ties.
     feature_names_ : list of str
     tau_, lambda_ : ndarray (K, D)
     impossible_, ruled_out_ : ndarray of bool (K, D)
@@ -1994,6 +1997,7 @@ class DCC(MinimaxRules):
         self.feature_names_ = pmap.names
         self.classes_ = tuple(summary.classes)
         self.prior_ = np.asarray(summary.prior, dtype=np.float64)
+        self.nb_logp_ = naive_bayes_logp(tau, self.prior_, float(summary.n), pmap.blocks, pmap.dim)
         self.edges_ = pmap.edge_names
         self.relaxed_ = bool(relaxed)
         self.edge_weights_ = list(edge_weights)

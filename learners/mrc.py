@@ -34,7 +34,7 @@ from marginals.errors import InputError
 from .calibration import summary_lambda
 from .featuremap import Block, FeatureMap
 from .mrc_lp import FORMULATIONS, MRCSolution, solve_cg, solve_full
-from .rules import MinimaxRules
+from .rules import MinimaxRules, naive_bayes_logp
 
 SOLVERS = ("cg", "full")
 LP_SOLVERS = ("simplex", "ipm", "choose")
@@ -91,7 +91,10 @@ class MRC(MinimaxRules):
         ν = φ(μ) + 1 and φ(μ).
     classes_ : tuple of str
     prior_ : ndarray (K,)
-        Released class proportions; exact argmax ties go to the largest.
+        Released class proportions.
+    nb_logp_ : ndarray of float (K, D)
+        Naive-Bayes log P̂(x_i = a | y) of the one-hot columns, which break argmax ties
+        (:meth:`predict`).
     blocks_ : list of Block
     feature_names_ : list of str
     tau_, lambda_ : ndarray (K, D)
@@ -230,6 +233,7 @@ class MRC(MinimaxRules):
         self.feature_names_ = fmap.names
         self.classes_ = tuple(summary.classes)
         self.prior_ = np.asarray(summary.prior, dtype=np.float64)
+        self.nb_logp_ = naive_bayes_logp(tau, self.prior_, float(summary.n), fmap.blocks, fmap.dim)
         self.tau_ = tau
         self.lambda_ = lam
         self.mu_ = sol.mu

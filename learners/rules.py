@@ -16,21 +16,37 @@ import numpy as np
 from marginals.errors import InputError
 
 
-def argmax_rule(scores: np.ndarray, prior: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
+def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
     """Class indices (n,) of the largest score per row of ``scores`` (n, K).
 
     Ties — scores within ``rtol``·max(1, |max|) of the row's maximum, which minimax rules
-    produce often (many optimal μ, uncommitted regions) — go to the label of largest
-    ``prior`` (the class proportions: the Bayes choice when the scores tell nothing), then
-    to the lowest index; without ``prior``, to the lowest index.
+    produce often (many optimal μ, regions where the worst case is indifferent) — go to the
+    tied label of largest ``tiebreak`` (n, K) score, then to the lowest index; without
+    ``tiebreak``, to the lowest index.
     """
     F = np.asarray(scores, dtype=np.float64)
-    if prior is None or F.shape[0] == 0:
+    if tiebreak is None or F.shape[0] == 0:
         return np.argmax(F, axis=1)
     top = F.max(axis=1, keepdims=True)
     tied = F >= top - rtol * np.maximum(1.0, np.abs(top))
-    key = np.where(tied, np.asarray(prior, dtype=np.float64)[None, :], -np.inf)
-    return np.argmax(key, axis=1)
+    return np.argmax(np.where(tied, np.asarray(tiebreak, dtype=np.float64), -np.inf), axis=1)
+
+
+def naive_bayes_logp(tau: np.ndarray, prior: np.ndarray, n: float, blocks, dim: int) -> np.ndarray:
+    """Naive-Bayes log-likelihoods log P̂(x_i = a | y) per column, (K, dim), for tie-breaking.
+
+    From the released first-order proportions τ[y, col] = P̂(x_i = a, y) of each one-hot
+    block (offset, size): log((n·τ + ½) / (n·π_y + ½·size)) (a Jeffreys pseudo-count of ½ per
+    cell, so unseen levels stay finite). Other columns (raw numeric, edge cells) are 0.
+    """
+    tau = np.clip(np.asarray(tau, dtype=np.float64), 0.0, None)
+    prior = np.clip(np.asarray(prior, dtype=np.float64), 0.0, None)
+    out = np.zeros((tau.shape[0], dim))
+    for b in blocks:
+        if b.kind == "onehot":
+            sl = slice(b.offset, b.offset + b.size)
+            out[:, sl] = np.log((n * tau[:, sl] + 0.5) / (n * prior[:, None] + 0.5 * b.size))
+    return out
 
 
 def randomized_rule(scores: np.ndarray, phi: float) -> np.ndarray:
@@ -69,9 +85,21 @@ class MinimaxRules:
         return getattr(self, self._score_map).scores(X, self.mu_)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,); ties go to the class
-        of largest released proportion ``prior_`` (then the lowest index)."""
-        return argmax_rule(self.decision_function(X), getattr(self, "prior_", None))
+        """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,).
+
+        Ties (where the worst case is indifferent) are broken by the naive-Bayes score
+        log π_y + Σ_i log P̂(x_i | y) from the released first-order tables (``nb_logp_``,
+        ``prior_``): the evidence the model already holds, rather than the order of the
+        labels. Models saved without it break ties by the lowest index.
+        """
+        self._check_fitted()
+        F = self.decision_function(X)
+        nb = getattr(self, "nb_logp_", None)
+        if nb is None:
+            return argmax_rule(F)
+        psi = getattr(self, self._score_map).psi(X)
+        tb = np.asarray(psi) @ nb.T + np.log(np.maximum(self.prior_, 1e-300))[None, :]
+        return argmax_rule(F, tb)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊, uniform when all are 0; (n, K)."""
@@ -106,6 +134,7 @@ class MinimaxRules:
             "ruled_out": [[int(j) for j in np.flatnonzero(row)] for row in self.ruled_out_],
             "converged": self.converged_,
             "prior": None if getattr(self, "prior_", None) is None else [float(v) for v in self.prior_],
+            "nb_logp": None if getattr(self, "nb_logp_", None) is None else self.nb_logp_.tolist(),
         }
 
     def _load_state(self, d: dict[str, Any], dim: int) -> None:
@@ -147,6 +176,12 @@ class MinimaxRules:
             if prior.shape != (len(classes),) or not np.all(np.isfinite(prior)):
                 raise InputError(f"model prior must be {len(classes)} finite numbers, got {d.get('prior')!r}")
         self.prior_ = prior
+        nb = d.get("nb_logp")
+        if nb is not None:
+            nb = np.asarray(nb, dtype=np.float64)
+            if prior is None or nb.shape != mu.shape or not np.all(np.isfinite(nb)):
+                raise InputError(f"model nb_logp must be finite with mu's shape {mu.shape} and come with a prior")
+        self.nb_logp_ = nb
         self.converged_ = bool(d.get("converged", True))
         self.fingerprint_ = str(d["fingerprint"])
         self.n_ = float(d.get("n", float("nan")))

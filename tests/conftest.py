@@ -126,6 +126,10 @@ def check_malformed_models(cls, d):
     with pytest.raises(InputError, match="'ruled_out' cells out of range"):
         cls.from_dict(bad)
     bad = copy.deepcopy(d)
+    bad["nb_logp"] = bad["nb_logp"][:1]
+    with pytest.raises(InputError, match="nb_logp must be finite with mu's shape"):
+        cls.from_dict(bad)
+    bad = copy.deepcopy(d)
     bad["worst_case_error"] = "high"
     with pytest.raises(InputError, match="malformed .* model"):
         cls.from_dict(bad)

@@ -59,10 +59,11 @@ def test_hinge_certificate_equals_brute_force(s, edge_weight):
         assert np.all(H >= 0) and np.allclose(H.sum(axis=1), 1.0)
         assert np.allclose(H[:, 1], 0.5 * (1.0 + np.clip(f, -1.0, 1.0)))
         assert abs(rule_worst_case(p, len(levels), E, H, s=s) - R) <= 1e-6
-        # predict: sign f, ties (f = 0) to the more frequent class
+        # predict: sign f, ties (f = 0) to the naive-Bayes choice
         F = m.decision_function(X)
         tie = np.abs(f) <= 1e-9 * np.maximum(1.0, np.abs(F).max(axis=1))
-        assert np.array_equal(m.predict(X), np.where(tie, int(np.argmax(S.prior)), (f > 0).astype(int)))
+        tb = m.pmap_.psi(X) @ m.nb_logp_.T + np.log(m.prior_)
+        assert np.array_equal(m.predict(X), np.where(tie, tb.argmax(axis=1), (f > 0).astype(int)))
         assert m.worst_case_error_ == m.iterations_[-1]
         if s == 0.0:
             assert np.all(m.lambda_ == 0.0)

@@ -308,9 +308,10 @@ def test_predict_proba_and_predict_consistency():
     pred = m.predict(X)
     assert np.array_equal(pred[~tied], np.argmax(F, axis=1)[~tied])  # the argmax rule …
     assert np.all(F[tied, pred[tied]] >= top[tied, 0] - 1e-9)  # … ties to a maximal label …
-    for r in np.flatnonzero(tied):  # … of largest prior
+    tb = m.fmap_.psi(X) @ m.nb_logp_.T + np.log(m.prior_)
+    for r in np.flatnonzero(tied):  # … of largest naive-Bayes score
         cands = np.flatnonzero(F[r] >= top[r, 0] - 1e-9 * max(1.0, abs(top[r, 0])))
-        assert pred[r] == cands[np.argmax(S.prior[cands])]
+        assert pred[r] == cands[np.argmax(tb[r, cands])]
     # decision_function = Φ(x, y)ᵀμ with Φ built explicitly (numeric values clipped to [lo, hi])
     Xc = X.copy()
     Xc[:, 3] = np.clip(Xc[:, 3], 0.0, 5.0)
@@ -559,25 +560,36 @@ def test_rules_shared_by_mrc_and_dcc():
     live = h.sum(axis=1) > 0
     assert np.allclose(P[5:][live], h[live] / h[live].sum(axis=1, keepdims=True))
     assert np.array_equal(argmax_rule(S), S.argmax(axis=1))
-    # ties go to the largest prior, then the lowest index; strict maxima ignore the prior
-    prior = np.array([0.1, 0.2, 0.4, 0.3])
-    assert np.array_equal(argmax_rule(S[5:], prior), S[5:].argmax(axis=1))
-    assert np.all(argmax_rule(S[:5], prior) == 2)  # rows 0-4 tie everywhere
+    # ties go to the tied label of largest tie-break score, then the lowest index; strict maxima ignore it
+    tb = rng.normal(size=S.shape)
+    assert np.array_equal(argmax_rule(S[5:], tb[5:]), S[5:].argmax(axis=1))
+    assert np.array_equal(argmax_rule(S[:5], tb[:5]), tb[:5].argmax(axis=1))  # rows 0-4 tie everywhere
     T = np.array([[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [2.0, 1.0, 2.0 - 1e-12, 0.0], [0.0, 3.0, 3.0, 0.0]])
+    prior = np.tile([0.1, 0.2, 0.4, 0.3], (4, 1))
     assert argmax_rule(T, prior).tolist() == [3, 2, 2, 2]
-    assert argmax_rule(T, np.array([0.25, 0.25, 0.25, 0.25])).tolist() == [0, 0, 0, 1]
+    assert argmax_rule(T, np.zeros((4, 4))).tolist() == [0, 0, 0, 1]
 
 
-def test_uninformative_model_predicts_the_majority_class():
-    """When the certificate is trivial every score ties and the rule predicts the most frequent
-    class (not whichever class is listed first); the prior survives the model file."""
-    cb = Codebook(features=(CategoricalFeature("a", ("u", "v")),), label=Label("y", ("c0", "c1", "c2")))
-    X = np.array([[0.0], [1.0]] * 4)
-    y = np.array([0, 2, 2, 1, 2, 0, 2, 2])  # c2 most frequent; a tells nothing at 8 rows and 95%
+def test_ties_are_broken_by_naive_bayes_from_the_released_tables():
+    """When the certificate is trivial every score ties; the rule then predicts the naive-Bayes
+    class of the first-order tables (Jeffreys ½ pseudo-count), not whichever class is listed
+    first, and the tie-break survives the model file."""
+    cb = Codebook(features=(CategoricalFeature("a", ("u", "v")), CategoricalFeature("b", ("p", "q", "r"))),
+                  label=Label("y", ("c0", "c1", "c2")))
+    X = np.array([[0, 0], [1, 1], [0, 2], [1, 0], [0, 1], [1, 2], [0, 0], [1, 1]], dtype=float)
+    y = np.array([0, 2, 2, 1, 2, 0, 2, 2])  # 8 rows: the 95% box is trivial
     S = Summary.from_rows(cb, X, y)
+    grid = np.array([[a, b] for a in range(2) for b in range(3)], dtype=float)
+    counts = np.zeros((3, 2, 3))
+    np.add.at(counts, (y, X[:, 0].astype(int), X[:, 1].astype(int)), 1)
+    Ny = counts.sum(axis=(1, 2))
+    na = counts.sum(axis=2)  # (K, 2)
+    nb = counts.sum(axis=1)  # (K, 3)
+    want = [int(np.argmax(np.log(Ny / 8) + np.log((na[:, a] + 0.5) / (Ny + 1.0)) + np.log((nb[:, b] + 0.5) / (Ny + 1.5))))
+            for a, b in grid.astype(int)]
     for est in (MRC(), DCC()):
         m = est.fit(S)
         assert m.worst_case_error_ == pytest.approx(2 / 3)
-        assert m.predict(np.array([[0.0], [1.0]])).tolist() == [2, 2]
+        assert m.predict(grid).tolist() == want
         m2 = type(m).from_dict(json.loads(json.dumps(m.to_dict())))
-        assert np.allclose(m2.prior_, S.prior) and m2.predict(np.array([[1.0]])).tolist() == [2]
+        assert m2.predict(grid).tolist() == want
