@@ -214,8 +214,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {_certificate_words(learner, coverage, s)}")
         K = len(summary.codebook.label.classes)
         if learner in ("mrc", "dcc") and loss == "01" and rep["worst_case_error"] >= 1.0 - 1.0 / K - 1e-9:
-            hint = "select features (--select), release fewer pairs or lower --coverage" + (
-                "" if s is not None else ", or use --s for an uncalibrated model")
+            hint = "select features (--select)" + (", release fewer pair tables (export --pairs)" if learner == "dcc" else "") + (
+                " or lower --coverage") + ("" if s is not None else ", or use --s for an uncalibrated model")
             err(f"warning: the certificate is trivial (R* = {rep['worst_case_error']:.4f} = 1 − 1/{K}, what guessing "
                 f"uniformly achieves): {summary.n:,.0f} rows are too few for {coverage:.0%} coverage over this many "
                 f"table entries, so the model guarantees no more than a coin; {hint}")
