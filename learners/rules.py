@@ -3,8 +3,10 @@
 Shared by :class:`learners.mrc.MRC` and :class:`learners.dcc.DCC`: the deterministic rule
 argmax_y Φ(x, y)ᵀμ and the randomized rule (6) of seed 000,
 h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊ (uniform when every term is 0), whose
-worst-case error over the uncertainty set is at most R*; and the JSON form of the state
-both rules read (μ, φ, R*, the impossible cells, provenance).
+worst-case error over the uncertainty set is at most R*; the naive-Bayes tie-break of the
+deterministic rule; which rows lie outside the uncertainty set (:meth:`MinimaxRules.outside`);
+and the JSON form of the state all of these read (μ, φ, R*, the ruled-out cells, the
+tie-break tables, provenance).
 """
 
 from __future__ import annotations
@@ -67,10 +69,11 @@ def randomized_rule(scores: np.ndarray, phi: float) -> np.ndarray:
 
 
 class MinimaxRules:
-    """Prediction methods of a fitted 0-1 minimax classifier (mixin of MRC and DCC).
+    """Prediction, coverage and persistence of a fitted 0-1 minimax classifier (mixin of MRC and DCC).
 
-    The estimator sets ``mu_`` (K, D) and ``phi_`` when fitted and names its feature map
-    (an object with ``scores(X, mu)``) in the class attribute ``_score_map``.
+    The estimator sets ``mu_`` (K, D), ``phi_``, ``ruled_out_`` (K, D), ``prior_`` (K,) and
+    ``nb_logp_`` (K, D) when fitted and names its feature map (an object with
+    ``scores(X, mu)`` and ``psi(X)``) in the class attribute ``_score_map``.
     """
 
     _score_map = ""
