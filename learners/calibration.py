@@ -40,6 +40,8 @@ from scipy.stats import beta, norm
 
 from marginals.errors import InputError
 
+from .featuremap import onehot_columns
+
 
 def bonferroni_z(coverage: float, m: int) -> float:
     """Two-sided normal quantile for simultaneous coverage of m intervals.
@@ -176,10 +178,7 @@ def summary_lambda(summary, columns: np.ndarray | None = None, s: float | None =
     ndarray, shape (K, len(columns))
     """
     ts, ns, tau = summary.tau_std, summary.noise_std, np.asarray(summary.tau, dtype=np.float64)
-    binary = np.zeros(tau.shape[1], dtype=bool)
-    for b in summary.blocks:
-        if b.kind == "onehot":
-            binary[b.offset : b.offset + b.size] = True
+    binary = onehot_columns(summary.blocks, tau.shape[1])
     if columns is not None:
         ts, ns, tau, binary = ts[:, columns], ns[:, columns], tau[:, columns], binary[columns]
     return confidence_lambda(ts, ns, summary.n, s=s, coverage=coverage, tau=tau, binary=binary)

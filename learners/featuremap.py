@@ -93,6 +93,16 @@ class Block:
         return b
 
 
+def onehot_columns(blocks: Sequence[Any], dim: int) -> np.ndarray:
+    """(dim,) bool: the Ψ columns of one-hot blocks (indicator entries: their τ is a
+    Bernoulli mean), given blocks with ``kind``, ``offset`` and ``size``."""
+    out = np.zeros(int(dim), dtype=bool)
+    for b in blocks:
+        if b.kind == "onehot":
+            out[b.offset : b.offset + b.size] = True
+    return out
+
+
 class FeatureMap:
     """Ψ and Φ for a list of feature blocks, re-offset to be contiguous.
 

@@ -32,7 +32,7 @@ import numpy as np
 from marginals.errors import InputError
 
 from .calibration import summary_lambda
-from .featuremap import Block, FeatureMap
+from .featuremap import Block, FeatureMap, onehot_columns
 from .mrc_lp import FORMULATIONS, MRCSolution, solve_cg, solve_full
 from .rules import MinimaxRules, naive_bayes_logp
 
@@ -245,11 +245,8 @@ class MRC(MinimaxRules):
         self.n_rows_ = int(sol.n_rows)
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.impossible_ = sol.impossible
-        cells = np.zeros(fmap.dim, dtype=bool)
-        for b in fmap.blocks:
-            if b.kind == "onehot":
-                cells[b.offset : b.offset + b.size] = True
-        self.ruled_out_ = ((tau + lam) <= 0.0) & cells[None, :]  # every feature's empty cells, not only the working set's
+        # every feature's empty cells, not only the working set's
+        self.ruled_out_ = ((tau + lam) <= 0.0) & onehot_columns(fmap.blocks, fmap.dim)[None, :]
         self.converged_ = bool(sol.converged)
         self.bound_ = float(sol.bound)
         self.solution_ = sol

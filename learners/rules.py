@@ -29,9 +29,14 @@ def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: fl
     F = np.asarray(scores, dtype=np.float64)
     if tiebreak is None or F.shape[0] == 0:
         return np.argmax(F, axis=1)
+    return np.argmax(np.where(maximal(F, rtol), np.asarray(tiebreak, dtype=np.float64), -np.inf), axis=1)
+
+
+def maximal(scores: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
+    """(n, K) bool: the labels whose score is within ``rtol``·max(1, |max|) of the row's maximum."""
+    F = np.asarray(scores, dtype=np.float64)
     top = F.max(axis=1, keepdims=True)
-    tied = F >= top - rtol * np.maximum(1.0, np.abs(top))
-    return np.argmax(np.where(tied, np.asarray(tiebreak, dtype=np.float64), -np.inf), axis=1)
+    return F >= top - rtol * np.maximum(1.0, np.abs(top))
 
 
 def naive_bayes_logp(tau: np.ndarray, prior: np.ndarray, n: float, blocks, dim: int) -> np.ndarray:
@@ -95,14 +100,17 @@ class MinimaxRules:
         ``prior_``): the evidence the model already holds, rather than the order of the
         labels. Models saved without it break ties by the lowest index.
         """
-        self._check_fitted()
         F = self.decision_function(X)
+        pred = argmax_rule(F)
         nb = getattr(self, "nb_logp_", None)
-        if nb is None:
-            return argmax_rule(F)
-        psi = getattr(self, self._score_map).psi(X)
-        tb = np.asarray(psi) @ nb.T + np.log(np.maximum(self.prior_, 1e-300))[None, :]
-        return argmax_rule(F, tb)
+        if nb is None or F.shape[0] == 0:
+            return pred
+        tied = np.flatnonzero(maximal(F).sum(axis=1) > 1)
+        if tied.size:  # the tie-break scores only where they decide
+            psi = getattr(self, self._score_map).psi(np.asarray(X)[tied])
+            tb = np.asarray(psi) @ nb.T + np.log(np.maximum(self.prior_, 1e-300))[None, :]
+            pred[tied] = argmax_rule(F[tied], tb)
+        return pred
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊, uniform when all are 0; (n, K)."""
@@ -134,7 +142,9 @@ class MinimaxRules:
             "iterations": list(self.iterations_),
             "n_rows": self.n_rows_,
             "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
-            "ruled_out": [[int(j) for j in np.flatnonzero(row)] for row in self.ruled_out_],
+            # only where it differs from "impossible" (MRC: every feature, not just the working set)
+            **({} if np.array_equal(self.ruled_out_, self.impossible_)
+               else {"ruled_out": [[int(j) for j in np.flatnonzero(row)] for row in self.ruled_out_]}),
             "converged": self.converged_,
             "prior": None if getattr(self, "prior_", None) is None else [float(v) for v in self.prior_],
             "nb_logp": None if getattr(self, "nb_logp_", None) is None else self.nb_logp_.tolist(),

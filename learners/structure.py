@@ -53,6 +53,19 @@ class UnionFind:
         return True
 
 
+def _joint3(P: np.ndarray, what: str) -> np.ndarray | None:
+    """A validated (a, b, y) table as probabilities: negative (noisy) cells clipped to 0, then
+    normalised; None for an all-zero table. ``what`` names the quantity in the error."""
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 3:
+        raise InputError(f"{what} needs a 3-way table (a, b, y), got shape {P.shape}")
+    if not np.all(np.isfinite(P)):
+        raise InputError("the pair-with-label table has NaN or infinite cells")
+    P = np.clip(P, 0.0, None)
+    tot = P.sum()
+    return None if tot <= 0 else P / tot
+
+
 def conditional_mutual_information(P: np.ndarray) -> float:
     """I(A; B | Y) in nats from a joint array over (A, B, Y).
 
@@ -67,16 +80,9 @@ def conditional_mutual_information(P: np.ndarray) -> float:
     float
         Σ p(a,b,y) log(p(a,b,y) p(y) / (p(a,y) p(b,y))) ≥ 0 (0 for an all-zero table).
     """
-    P = np.asarray(P, dtype=np.float64)
-    if P.ndim != 3:
-        raise InputError(f"conditional mutual information needs a 3-way table (a, b, y), got shape {P.shape}")
-    if not np.all(np.isfinite(P)):
-        raise InputError("the pair-with-label table has NaN or infinite cells")
-    P = np.clip(P, 0.0, None)
-    tot = P.sum()
-    if tot <= 0:
+    P = _joint3(P, "conditional mutual information")
+    if P is None:
         return 0.0
-    P = P / tot
     pay = P.sum(axis=1, keepdims=True)  # (m_a, 1, K)
     pby = P.sum(axis=0, keepdims=True)  # (1, m_b, K)
     py = P.sum(axis=(0, 1), keepdims=True)  # (1, 1, K)
@@ -100,16 +106,9 @@ def label_information(P: np.ndarray) -> float:
     float
         Σ p(a,b,y) log(p(a,b,y) / (p(a,b) p(y))) ≥ 0.
     """
-    P = np.asarray(P, dtype=np.float64)
-    if P.ndim != 3:
-        raise InputError(f"label information needs a 3-way table (a, b, y), got shape {P.shape}")
-    if not np.all(np.isfinite(P)):
-        raise InputError("the pair-with-label table has NaN or infinite cells")
-    P = np.clip(P, 0.0, None)
-    tot = P.sum()
-    if tot <= 0:
+    P = _joint3(P, "label information")
+    if P is None:
         return 0.0
-    P = P / tot
     pab = P.sum(axis=2, keepdims=True)
     py = P.sum(axis=(0, 1), keepdims=True)
     nz = P > 0
