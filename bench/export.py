@@ -25,10 +25,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from marginals.draft import draft_codebook  # noqa: E402
-from marginals.encoding import encode_file  # noqa: E402
-from marginals.tables import count_tables, plan_cliques  # noqa: E402
-from protocols.export import count_file  # noqa: E402
+from marg.marginals.draft import draft_codebook  # noqa: E402
+from marg.marginals.encoding import encode_file  # noqa: E402
+from marg.marginals.tables import count_tables, plan_cliques  # noqa: E402
+from marg.protocols.export import count_file  # noqa: E402
 
 DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets")) / "adult" / "adult.tsv.gz"
 

@@ -24,11 +24,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from learners.mrc import MRC  # noqa: E402
-from learners.renyi import RenyiClassifier  # noqa: E402
-from marginals.draft import draft_codebook  # noqa: E402
-from marginals.encoding import encode_file  # noqa: E402
-from marginals.summary import Summary  # noqa: E402
+from marg.learners.mrc import MRC  # noqa: E402
+from marg.learners.renyi import RenyiClassifier  # noqa: E402
+from marg.marginals.draft import draft_codebook  # noqa: E402
+from marg.marginals.encoding import encode_file  # noqa: E402
+from marg.marginals.summary import Summary  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
 SETS = {"kr-vs-kp": "kr-vs-kp/kr-vs-kp.tsv.gz", "adult": "adult/adult.tsv.gz"}

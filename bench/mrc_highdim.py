@@ -42,12 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from learners.calibration import summary_lambda  # noqa: E402
-from learners.featuremap import FeatureMap  # noqa: E402
-from learners.mrc import MRC  # noqa: E402
-from learners.mrc_lp import solve_cg  # noqa: E402
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
-from marginals.summary import Summary  # noqa: E402
+from marg.learners.calibration import summary_lambda  # noqa: E402
+from marg.learners.featuremap import FeatureMap  # noqa: E402
+from marg.learners.mrc import MRC  # noqa: E402
+from marg.learners.mrc_lp import solve_cg  # noqa: E402
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
+from marg.marginals.summary import Summary  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
 SETS = {

@@ -44,12 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
-from marginals.encoding import encode_file  # noqa: E402
-from marginals.postprocess import postprocess_tables  # noqa: E402
-from marginals.privacy import privatize  # noqa: E402
-from marginals.summary import Summary, sum_tables  # noqa: E402
-from marginals.tables import count_tables, plan_cliques  # noqa: E402
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
+from marg.marginals.encoding import encode_file  # noqa: E402
+from marg.marginals.postprocess import postprocess_tables  # noqa: E402
+from marg.marginals.privacy import privatize  # noqa: E402
+from marg.marginals.summary import Summary, sum_tables  # noqa: E402
+from marg.marginals.tables import count_tables, plan_cliques  # noqa: E402
 
 DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets")) / "adult" / "adult.tsv.gz"
 PLOT = ROOT / "bench" / "plots" / "privacy_error_vs_epsilon.png"
@@ -108,7 +108,7 @@ class Release:
         else:
             from itertools import combinations
 
-            from marginals.request import screen_features
+            from marg.marginals.request import screen_features
 
             r1, _ = sum_tables(self._noisy(self.exact, eps / 2))
             if not math.isinf(eps):
@@ -128,12 +128,12 @@ def load_learners(names):
     out = {}
     for nm in names:
         if nm == "mrc":
-            from learners.mrc import MRC
+            from marg.learners.mrc import MRC
 
             out[nm] = ("first", lambda s, r: MRC().fit(s))
         elif nm in ("renyi", "renyi-2r"):
             try:
-                from learners.renyi import RenyiClassifier
+                from marg.learners.renyi import RenyiClassifier
             except ImportError as exc:
                 print(f"({nm} skipped: {exc})")
                 continue
@@ -143,7 +143,7 @@ def load_learners(names):
                 out[nm] = ("two-round", lambda s, r: RenyiClassifier(features=r.features).fit(s))
         elif nm == "dcc":
             try:
-                from learners.dcc import DCC  # type: ignore[import-not-found]
+                from marg.learners.dcc import DCC  # type: ignore[import-not-found]
             except ImportError as exc:
                 print(f"({nm} skipped: {exc})")
                 continue

@@ -68,11 +68,11 @@ else:
     ROOT = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(ROOT))
 
-    from learners.group_lasso import group_lasso_path
-    from learners.renyi import RenyiClassifier
-    from learners.selection import SelectionProblem, select_features, selection_problem
-    from marginals.codebook import CategoricalFeature, Codebook, Label
-    from marginals.summary import Summary
+    from marg.learners.group_lasso import group_lasso_path
+    from marg.learners.renyi import RenyiClassifier
+    from marg.learners.selection import SelectionProblem, select_features, selection_problem
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.summary import Summary
 
     DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
     PLOTS = ROOT / "bench" / "plots"

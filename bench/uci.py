@@ -62,11 +62,11 @@ import pandas as pd  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from learners.dcc import DCC  # noqa: E402
-from learners.mrc import MRC  # noqa: E402
-from learners.renyi import RenyiClassifier  # noqa: E402
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
-from marginals.summary import Summary  # noqa: E402
+from marg.learners.dcc import DCC  # noqa: E402
+from marg.learners.mrc import MRC  # noqa: E402
+from marg.learners.renyi import RenyiClassifier  # noqa: E402
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
+from marg.marginals.summary import Summary  # noqa: E402
 
 DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
 

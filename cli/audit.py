@@ -14,11 +14,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marginals.errors import InputError, RefusedError
-from marginals.privacy import PrivacyCost
-from protocols.keys import short_id
-from protocols.ledger import DEFAULT_LEDGER_DIR, Ledger
-from protocols.sealing import SEAL_MAGIC
+from marg.errors import InputError, RefusedError
+from marg.marginals.privacy import PrivacyCost
+from marg.protocols.keys import short_id
+from marg.protocols.ledger import DEFAULT_LEDGER_DIR, Ledger
+from marg.protocols.sealing import SEAL_MAGIC
 
 from .common import JsonOpt, emit_json, err, guarded
 
@@ -181,7 +181,7 @@ def budget_cmd(
     Every later `marg export --ledger DIR` is refused if it would take the total spend past
     the cap; exports of exact counts are refused outright once a cap exists.
     """
-    from marginals.privacy import read_budget, write_budget
+    from marg.marginals.privacy import read_budget, write_budget
 
     if epsilon is None and rho is None:
         cap = read_budget(ledger)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, TypeVar
 
 import typer
 
-from marginals.errors import MargError
+from marg.errors import MargError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

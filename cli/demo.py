@@ -16,18 +16,18 @@ from typing import Annotated, Callable
 
 import typer
 
-from learners.model import Model, evaluate
-from learners.mrc import MRC
-from learners.renyi import RenyiClassifier
-from marginals.encoding import encode_file
-from marginals.errors import InputError
-from marginals.privacy import PrivacyCost, write_budget
-from marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from protocols.aggregate import summary_from_bundles
-from protocols.export import export_site
-from protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
-from protocols.ledger import Ledger
-from protocols.signing import load_verified_bundle
+from marg.learners.model import Model, evaluate
+from marg.learners.mrc import MRC
+from marg.learners.renyi import RenyiClassifier
+from marg.marginals.encoding import encode_file
+from marg.errors import InputError
+from marg.marginals.privacy import PrivacyCost, write_budget
+from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.protocols.aggregate import summary_from_bundles
+from marg.protocols.export import export_site
+from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
+from marg.protocols.ledger import Ledger
+from marg.protocols.signing import load_verified_bundle
 
 from .common import guarded
 

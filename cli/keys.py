@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from marginals.errors import InputError, RefusedError
-from protocols.keys import (
+from marg.errors import InputError, RefusedError
+from marg.protocols.keys import (
     SIGN_PUB_SUFFIX,
     generate_keys,
     key_id,

@@ -11,13 +11,14 @@ from typing import Annotated, Any, Optional
 import numpy as np
 import typer
 
-from learners.model import LEARNERS, Model, estimator_class, evaluate, now_iso
-from marginals.codebook import Codebook
-from marginals.encoding import encode_file, iter_encoded
-from marginals.errors import InputError
-from marginals.io import atomic_write_bytes, iter_batches
-from protocols.aggregate import summary_from_bundles
-from protocols.bundle import Bundle
+from marg.learners.model import LEARNERS, Model, estimator_class, evaluate, now_iso
+from marg.marginals.codebook import Codebook
+from marg.marginals.encoding import encode_file, iter_encoded
+from marg.errors import InputError
+from marg._util import atomic_write_bytes
+from marg.marginals.io import iter_batches
+from marg.protocols.aggregate import summary_from_bundles
+from marg.protocols.bundle import Bundle
 
 from .common import JsonOpt, OutOpt, emit_json, err, guarded
 
@@ -40,8 +41,8 @@ def load_bundles(
     Any failure — altered byte, unknown signer, unsigned without ``--allow-unsigned``,
     sealed to another key — is a one-line refusal naming the file (exit 1).
     """
-    from protocols.keys import TrustStore, load_seal_key, read_passphrase_file
-    from protocols.signing import load_verified_bundle
+    from marg.protocols.keys import TrustStore, load_seal_key, read_passphrase_file
+    from marg.protocols.signing import load_verified_bundle
 
     seal_key = None
     if key is not None:
@@ -160,7 +161,7 @@ def register(app: typer.Typer) -> None:
         if select not in ("none", "group-lasso", "gbd"):
             raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
         if select != "none":
-            from learners.selection import select_features
+            from marg.learners.selection import select_features
 
             if select == "gbd" and max_features is None and feature_cost is None:
                 raise InputError("--select gbd needs --max-features M or --feature-cost C")
@@ -250,7 +251,7 @@ def register(app: typer.Typer) -> None:
         the pair request the sites answer with `marg export --pairs @REQUEST.json`."""
         from itertools import combinations
 
-        from marginals.request import screen_features, write_request
+        from marg.marginals.request import screen_features, write_request
 
         loaded, sources = load_bundles(bundles, trust, allow_unsigned, key)
         summary = summary_from_bundles(loaded, sources)

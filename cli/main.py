@@ -13,11 +13,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from marginals.codebook import Codebook
-from marginals.errors import InputError
-from marginals.draft import draft_codebook
-from marginals.tables import parse_pairs
-from protocols.export import export_site
+from marg.marginals.codebook import Codebook
+from marg.errors import InputError
+from marg.marginals.draft import draft_codebook
+from marg.marginals.tables import parse_pairs
+from marg.protocols.export import export_site
 
 from . import audit as audit_cli
 from . import keys as keys_cli
@@ -88,8 +88,8 @@ def export_cmd(
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (not recommended).")] = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
-    from marginals.request import read_request
-    from protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
+    from marg.marginals.request import read_request
+    from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
 
     cb = Codebook.load(schema)
     if cb.draft:
@@ -150,10 +150,10 @@ def inspect_cmd(
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
 ) -> None:
     """Say in plain words what a bundle contains."""
-    from protocols.bundle import Bundle, read_bundle_bytes
-    from protocols.keys import load_seal_key
-    from protocols.sealing import is_sealed, open_sealed, sealed_recipient
-    from protocols.signing import verify_bundle
+    from marg.protocols.bundle import Bundle, read_bundle_bytes
+    from marg.protocols.keys import load_seal_key
+    from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
+    from marg.protocols.signing import verify_bundle
 
     raw = read_bundle_bytes(bundle)
     if is_sealed(raw):

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import beta, norm
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 from .featuremap import onehot_columns
 

@@ -81,7 +81,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 from .calibration import confidence_lambda
 from .featuremap import Block, FeatureMap

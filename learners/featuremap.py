@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 
 @dataclass(frozen=True)

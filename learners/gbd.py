@@ -26,10 +26,7 @@ iteration limit or a time limit.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -37,7 +34,9 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from marginals.errors import InputError
+from marg.errors import InputError, SolverError
+
+from .lp import new_highs, stdout_silenced
 
 __all__ = ["Cut", "GBDResult", "restricted_value", "benders_cut", "gbd"]
 
@@ -140,24 +139,6 @@ def benders_cut(Qc: np.ndarray, Dc: np.ndarray, sizes: Sequence[int], Z: np.ndar
     return Cut(a=a, b=(g / 4.0) * sq, support=tuple(sorted(int(i) for i in support)))
 
 
-@contextmanager
-def _stdout_to_devnull():
-    """Divert file descriptor 1 (C-level prints of scipy's bundled HiGHS) for a block."""
-    try:
-        sys.stdout.flush()
-    except Exception:  # pragma: no cover
-        pass
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
 class _Master:
     """min η + costᵀσ  s.t.  η + b_kᵀσ ≥ a_k (cuts),  Σσ ≤ M,  σ ∈ {0,1}^p,  η ∈ [η_lb, 0]."""
 
@@ -171,13 +152,11 @@ class _Master:
             import highspy
 
             self._hs = highspy
-            h = highspy.Highs()
-            h.setOptionValue("output_flag", False)
+            h = new_highs()
             h.setOptionValue("mip_rel_gap", 0.0)
             h.setOptionValue("mip_abs_gap", 0.0)
             h.setOptionValue("mip_feasibility_tolerance", 1e-9)
             h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-            h.setOptionValue("threads", 1)
             h.setOptionValue("mip_improving_solution_save", True)
             inf = highspy.kHighsInf
             empty_i, empty_v = np.zeros(0, dtype=np.int32), np.zeros(0)
@@ -204,8 +183,10 @@ class _Master:
         p = self.p
         if self.solver == "highspy":
             h = self._h
-            h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
-            h.run()
+            # HiGHS compares time_limit with the instance's cumulative run time: extend it from now
+            h.setOptionValue("time_limit", float(h.getRunTime() + max(time_limit, 0.01)))
+            if h.run() == self._hs.HighsStatus.kError:
+                raise SolverError(f"the GBD master MILP failed to run (HiGHS status {h.getModelStatus().name})")
             st = h.getModelStatus()
             info = h.getInfo()
             optimal = st == self._hs.HighsModelStatus.kOptimal
@@ -225,7 +206,7 @@ class _Master:
         if self.cap is not None:
             cons.append(LinearConstraint(np.concatenate([[0.0], np.ones(p)])[None, :], -np.inf, self.cap))
         bounds = Bounds(np.concatenate([[self.eta_lb], np.zeros(p)]), np.concatenate([[1e-9], np.ones(p)]))
-        with _stdout_to_devnull():
+        with stdout_silenced():
             res = milp(np.concatenate([[1.0], self.cost]), integrality=np.concatenate([[0], np.ones(p)]),
                        bounds=bounds, constraints=cons,
                        options={"mip_rel_gap": 0.0, "time_limit": max(time_limit, 0.01)})

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 __all__ = [
     "NORMS",

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from marginals.codebook import Codebook
-from marginals.errors import InputError
-from marginals.io import atomic_write_bytes
+from marg.marginals.codebook import Codebook
+from marg.errors import InputError
+from marg._util import atomic_write_bytes
 
 FORMAT = "marg-model"
 VERSION = 1

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 from .calibration import summary_lambda
 from .featuremap import Block, FeatureMap, onehot_columns

@@ -44,9 +44,10 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 from .featuremap import FeatureMap
+from .lp import new_highs
 
 INF = highspy.kHighsInf
 
@@ -143,8 +144,7 @@ class MinimaxLP:
         if not np.all(self.bound > 0):
             raise InputError("the box bound on mu must be positive")
         self.accept_tol = float(accept_tol)
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("presolve", "off")
         h.setOptionValue("solver", "simplex")
         h.setOptionValue("primal_feasibility_tolerance", feas_tol)
@@ -800,8 +800,7 @@ class CompactModel:
         self.csize = np.array([len(c) for c in self.subsets], dtype=np.float64)
         self.lower = (self.tau - self.lam).ravel()
         self.upper = (self.tau + self.lam).ravel()
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("solver", lp_solver)
         h.setOptionValue("primal_feasibility_tolerance", feas_tol)
         h.setOptionValue("dual_feasibility_tolerance", feas_tol)

@@ -62,7 +62,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.optimize import linprog
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 __all__ = [
     "RenyiClassifier",
@@ -646,7 +646,7 @@ class RenyiClassifier:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RenyiClassifier":
         """Rebuild a fitted model from :meth:`to_dict` output; InputError if malformed."""
-        from marginals.summary import FeatureBlock
+        from marg.marginals.summary import FeatureBlock
 
         if not isinstance(d, dict) or d.get("learner") != "renyi":
             raise InputError(f"not a Rényi model: learner {d.get('learner') if isinstance(d, dict) else d!r}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 
 def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:

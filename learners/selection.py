@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 from .gbd import gbd, restricted_value
 from .group_lasso import NORMS, PathPoint, group_lasso, group_lasso_path, group_norms

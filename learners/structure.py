@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marginals.errors import InputError
+from marg.errors import InputError
 
 
 class UnionFind:

@@ -19,17 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from .errors import InputError
+from marg._util import canonical_json
+from marg.errors import InputError
 
 FORMAT = "marg-codebook"
 VERSION = 1
-
-
-def canonical_json(obj: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, no whitespace, UTF-8 (the bytes that get hashed)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8"
-    )
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -353,7 +347,7 @@ class Codebook:
         return cls.from_dict(d)
 
     def save(self, path: str | Path) -> None:
-        from .io import atomic_write_bytes
+        from marg._util import atomic_write_bytes
 
         atomic_write_bytes(Path(path), self.to_json().encode("utf-8"))
 

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import InputError, RefusedError
+from marg.errors import InputError, RefusedError
 
 POLICIES = ("refuse", "suppress")
 DEFAULT_MIN_CELL = 3

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from .errors import InputError
+from marg.errors import InputError
 from .io import column_names, iter_batches
 
 MISSING_LEVEL = "(missing)"

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .codebook import CategoricalFeature, Codebook, NumericFeature
-from .errors import InputError
+from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, iter_batches
 
 

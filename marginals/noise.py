@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InputError
+from marg.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .codebook import Codebook

@@ -52,7 +52,7 @@ import numpy as np
 
 FLOOR = 1e-5  # IPF start floor per table, as a fraction of n̂ spread over its cells
 
-from .errors import InputError
+from marg.errors import InputError
 
 
 # ---------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InputError, RefusedError
+from marg.errors import InputError, RefusedError
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
 
 BUDGET_FILE = "budget.json"

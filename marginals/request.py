@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from marg.errors import InputError
 
 REQUEST_FORMAT = "marg-request"
 

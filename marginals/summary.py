@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .codebook import Codebook
-from .errors import InputError
+from marg.errors import InputError
 from .noise import NoiseRecord
 from .tables import MarginalTable, canonical_clique, count_tables, plan_cliques
 

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .codebook import Codebook
-from .errors import InputError
+from marg.errors import InputError
 from .noise import NoiseRecord
 
 KINDS = ("counts", "moments")

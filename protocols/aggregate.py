@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from marginals.errors import InputError
-from marginals.summary import Summary, sum_tables
+from marg.errors import InputError
+from marg.marginals.summary import Summary, sum_tables
 
 from .bundle import Bundle
 

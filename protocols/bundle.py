@@ -29,11 +29,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marginals.codebook import Codebook, canonical_json
-from marginals.errors import InputError
-from marginals.io import atomic_write_bytes
-from marginals.noise import NoiseRecord
-from marginals.tables import MarginalTable
+from marg._util import atomic_write_bytes, canonical_json
+from marg.marginals.codebook import Codebook
+from marg.errors import InputError
+from marg.marginals.noise import NoiseRecord
+from marg.marginals.tables import MarginalTable
 
 MAGIC = b"MARGBNDL"
 FORMAT = "marg-bundle"
@@ -43,12 +43,9 @@ MAX_HEADER = 64 << 20
 
 
 def software_version() -> str:
-    try:
-        from importlib.metadata import version
+    from marg import __version__
 
-        return f"marg {version('marg')}"
-    except Exception:  # pragma: no cover - not installed
-        return "marg (source)"
+    return f"marg {__version__}"
 
 
 def now_iso() -> str:

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from marginals.codebook import Codebook
-from marginals.disclosure import apply_min_cell
-from marginals.encoding import iter_encoded
-from marginals.errors import InputError
-from marginals.io import atomic_write_bytes
-from marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
-from marginals.tables import MarginalTable, TableCounter, plan_cliques
+from marg.marginals.codebook import Codebook
+from marg.marginals.disclosure import apply_min_cell
+from marg.marginals.encoding import iter_encoded
+from marg.errors import InputError
+from marg._util import atomic_write_bytes
+from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
+from marg.marginals.tables import MarginalTable, TableCounter, plan_cliques
 
 from .bundle import Bundle
 

@@ -35,8 +35,8 @@ from typing import Union
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from marginals.io import atomic_write_bytes
-from marginals.errors import InputError, RefusedError
+from marg._util import atomic_write_bytes
+from marg.errors import InputError, RefusedError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

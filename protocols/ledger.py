@@ -68,10 +68,9 @@ from typing import Any, Iterator, Mapping, Sequence
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from marginals.codebook import canonical_json
-from marginals.io import atomic_write_bytes
-from marginals.errors import InputError, MargError, RefusedError
-from marginals.privacy import PrivacyCost, check_budget, read_budget, release_cost
+from marg._util import atomic_write_bytes, canonical_json
+from marg.errors import InputError, MargError, RefusedError
+from marg.marginals.privacy import PrivacyCost, check_budget, read_budget, release_cost
 
 from .keys import SIGN_PUB_SUFFIX, key_id, load_verify_key, short_id
 from .signing import b64, sign_bytes, unb64, verify_bytes

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from marginals.errors import InputError, RefusedError
+from marg.errors import InputError, RefusedError
 
 from .keys import key_id, short_id
 

@@ -43,9 +43,9 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from marginals.errors import InputError
-from marginals.summary import sum_tables
-from marginals.tables import MarginalTable
+from marg.errors import InputError
+from marg.marginals.summary import sum_tables
+from marg.marginals.tables import MarginalTable
 
 from .keys import public_bytes, validate_site_name
 

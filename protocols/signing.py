@@ -34,7 +34,7 @@ from typing import Any, Union
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from marginals.errors import InputError, MargError, RefusedError
+from marg.errors import InputError, MargError, RefusedError
 
 from .bundle import Bundle, read_bundle_bytes
 from .keys import TrustStore, short_id

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
 
 
 def datasets_dir() -> Path:
@@ -66,8 +66,8 @@ def demo_bundles(tmp_path):
     every pair table through the CLI; returns the bundle paths (unsigned, min-cell 1)."""
     from typer.testing import CliRunner
 
-    from cli.main import app
-    from marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from marg.cli.main import app
+    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 
     def make(rows: int = 400, seed: int = 200) -> list[Path]:
         runner = CliRunner()
@@ -94,8 +94,8 @@ def learn_dcc(tmp_path):
     returns (the --json report, the saved model's estimator)."""
     from typer.testing import CliRunner
 
-    from cli.main import app
-    from learners.model import Model
+    from marg.cli.main import app
+    from marg.learners.model import Model
 
     def run(bundles: list[Path], option: str, value: str) -> tuple[dict, object]:
         out = tmp_path / f"dcc_{option.strip('-')}_{value}.json"

@@ -3,11 +3,11 @@ import struct
 import numpy as np
 import pytest
 
-from marginals.codebook import CategoricalFeature, Codebook, Label
-from marginals.errors import InputError
-from marginals.tables import count_tables, plan_cliques
-from protocols.aggregate import summary_from_bundles
-from protocols.bundle import Bundle, load_bundle
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.errors import InputError
+from marg.marginals.tables import count_tables, plan_cliques
+from marg.protocols.aggregate import summary_from_bundles
+from marg.protocols.bundle import Bundle, load_bundle
 from tests.conftest import random_codebook, random_rows
 
 

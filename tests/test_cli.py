@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from marginals.codebook import Codebook
-from marginals.synthetic import demo_codebook, generate, write_csv
+from marg.cli.main import app
+from marg.marginals.codebook import Codebook
+from marg.marginals.synthetic import demo_codebook, generate, write_csv
 
 runner = CliRunner()
 
@@ -82,7 +82,7 @@ def test_min_cell_refuse_and_suppress(site):
             "--min-cell-policy", "suppress", "--ledger", tmp / "led")
     assert r.exit_code == 0, r.output
     assert "small cells suppressed" in r.stdout
-    from protocols.bundle import load_bundle
+    from marg.protocols.bundle import load_bundle
 
     for t in load_bundle(out).tables:
         c = t.counts
@@ -158,7 +158,7 @@ def test_demo(tmp_path):
 
 
 def test_demo_story_numbers(tmp_path):
-    from cli.demo import run_demo
+    from marg.cli.demo import run_demo
 
     res = run_demo(tmp_path / "d", echo=lambda s: None)
     # Pooled held-out error is below each certificate; Rényi is the better rule here.

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from learners.model import Model
-from marginals.encoding import encode_file
-from marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.cli.main import app
+from marg.learners.model import Model
+from marg.marginals.encoding import encode_file
+from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 
 runner = CliRunner()
 

@@ -5,8 +5,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.cli.main import app
+from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 
 runner = CliRunner()
 

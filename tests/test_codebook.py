@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.synthetic import demo_codebook
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.synthetic import demo_codebook
 
 
 def test_round_trip_and_fingerprint_stability(tmp_path):

@@ -5,10 +5,10 @@ import json
 import numpy as np
 from typer.testing import CliRunner
 
-from cli.main import app
-from marginals.codebook import Codebook
-from marginals.encoding import encode_file
-from protocols.bundle import load_bundle
+from marg.cli.main import app
+from marg.marginals.codebook import Codebook
+from marg.marginals.encoding import encode_file
+from marg.protocols.bundle import load_bundle
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from learners.dcc import (
+from marg.learners.dcc import (
     DCC,
     ForestOracle,
     PairwiseFeatureMap,
@@ -28,12 +28,12 @@ from learners.dcc import (
     reference_mask,
     solve_compact,
 )
-from learners.mrc import MRC
-from learners.structure import UnionFind, max_spanning_forest, pair_weights
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.summary import Summary
-from marginals.tables import MarginalTable
+from marg.learners.mrc import MRC
+from marg.learners.structure import UnionFind, max_spanning_forest, pair_weights
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.summary import Summary
+from marg.marginals.tables import MarginalTable
 from tests.conftest import check_malformed_models
 
 N = 300.0
@@ -209,7 +209,7 @@ def test_R_with_lambda_equals_brute_force_box():
 
 def test_label_weighted_forest():
     """edge_weight="label": the forest is Kruskal's on I(X_i, X_j; Y); R* still matches the oracle."""
-    from learners.structure import pair_label_information
+    from marg.learners.structure import pair_label_information
 
     for rng, levels, K in random_cases(4, seed=17, max_d=4):
         cb, S, p = make_problem(rng, levels, K)

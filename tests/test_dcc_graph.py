@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pytest
 
-from learners.dcc import (
+from marg.learners.dcc import (
     DCC,
     ForestOracle,
     PairwiseFeatureMap,
@@ -28,8 +28,8 @@ from learners.dcc import (
     solve_compact,
     solve_local,
 )
-from learners.structure import UnionFind
-from marginals.errors import InputError
+from marg.learners.structure import UnionFind
+from marg.errors import InputError
 from test_dcc import brute_force_R, domain, edge_indices, make_problem, rule_worst_case
 
 
@@ -90,8 +90,8 @@ def _lp_inputs(S, edges, s=0.0):
     cols = [S.codebook.index(b.name) for b in blocks]
     node_psi = np.concatenate([np.arange(b.offset, b.offset + b.size) for b in blocks]).astype(np.int64)
     pm = PairwiseFeatureMap(blocks, cols, edges)
-    from learners.calibration import confidence_lambda
-    from learners.dcc import cell_columns
+    from marg.learners.calibration import confidence_lambda
+    from marg.learners.dcc import cell_columns
 
     tau, std, noise = DCC._statistics(S, pm, node_psi)
     lam = confidence_lambda(std, noise, float(S.n), s=s, coverage=0.95, tau=tau, binary=cell_columns(pm))

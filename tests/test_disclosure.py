@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.disclosure import DEFAULT_MIN_CELL, DEFAULT_POLICY, apply_min_cell
-from marginals.errors import InputError, RefusedError
-from marginals.noise import NoiseRecord
-from marginals.privacy import privatize
-from marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.disclosure import DEFAULT_MIN_CELL, DEFAULT_POLICY, apply_min_cell
+from marg.errors import InputError, RefusedError
+from marg.marginals.noise import NoiseRecord
+from marg.marginals.privacy import privatize
+from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
 
 
 def _t(clique, counts, **kw):

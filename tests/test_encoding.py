@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.encoding import encode_file, iter_encoded
-from marginals.errors import InputError
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.encoding import encode_file, iter_encoded
+from marg.errors import InputError
 
 CB = Codebook(
     features=(

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from learners.mrc import MRC
-from learners.renyi import RenyiClassifier
-from marginals.draft import draft_codebook
-from marginals.encoding import encode_file
-from marginals.summary import Summary
+from marg.learners.mrc import MRC
+from marg.learners.renyi import RenyiClassifier
+from marg.marginals.draft import draft_codebook
+from marg.marginals.encoding import encode_file
+from marg.marginals.summary import Summary
 
 
 @pytest.fixture(scope="module")

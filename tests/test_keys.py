@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from typer.testing import CliRunner
 
-from cli import keys as keys_cli
-from marginals.errors import InputError, RefusedError
-from protocols import keys as K
+from marg.cli import keys as keys_cli
+from marg.errors import InputError, RefusedError
+from marg.protocols import keys as K
 
 
 def _raw(pub):

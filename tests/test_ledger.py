@@ -16,14 +16,15 @@ import typer
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 from typer.testing import CliRunner
 
-from cli import audit as audit_cli
-from marginals.codebook import CategoricalFeature, Codebook, Label, canonical_json
-from marginals.errors import InputError, RefusedError
-from marginals.privacy import PrivacyCost, write_budget
-from marginals.tables import count_tables, plan_cliques
-from protocols import keys as K
-from protocols.bundle import Bundle
-from protocols.ledger import (
+from marg.cli import audit as audit_cli
+from marg._util import canonical_json
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.errors import InputError, RefusedError
+from marg.marginals.privacy import PrivacyCost, write_budget
+from marg.marginals.tables import count_tables, plan_cliques
+from marg.protocols import keys as K
+from marg.protocols.bundle import Bundle
+from marg.protocols.ledger import (
     GENESIS,
     LEDGER_FILE,
     Ledger,
@@ -32,7 +33,7 @@ from protocols.ledger import (
     parse_entry,
     verify_ledger_bytes,
 )
-from protocols.signing import finalize_bundle, verify_bytes, unb64
+from marg.protocols.signing import finalize_bundle, verify_bytes, unb64
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -206,7 +207,7 @@ def test_chain_catches_edit_delete_reorder_and_mid_truncation_at_every_position(
             other = ed25519.Ed25519PrivateKey.generate()
             obj = json.loads(edited[k - 1])
             obj["key_id"] = K.key_id(other)
-            from protocols.signing import b64
+            from marg.protocols.signing import b64
 
             obj["signature"] = b64(other.sign(entry_signing_bytes(obj)))
             resigned = list(orig)
@@ -259,10 +260,10 @@ def _run(code: str, ledger_dir: Path, key_file: Path) -> subprocess.CompletedPro
 
 _CRASH = """
 import os, signal, sys, hashlib
-from protocols.ledger import Ledger
-from protocols import ledger as L
-from protocols.keys import load_signing_key
-from marginals.privacy import PrivacyCost
+from marg.protocols.ledger import Ledger
+from marg.protocols import ledger as L
+from marg.protocols.keys import load_signing_key
+from marg.marginals.privacy import PrivacyCost
 led, key = Ledger(sys.argv[1]), load_signing_key(sys.argv[2])
 def app(i):
     led.append(bundle_digest=hashlib.sha256(str(i).encode()).hexdigest(), site="north",
@@ -353,9 +354,9 @@ def test_parse_entry_rejects_non_canonical_and_mistyped_entries(tmp_path, key):
 
 _CONCURRENT = """
 import sys, hashlib
-from protocols.ledger import Ledger
-from protocols.keys import load_signing_key
-from marginals.privacy import PrivacyCost
+from marg.protocols.ledger import Ledger
+from marg.protocols.keys import load_signing_key
+from marg.marginals.privacy import PrivacyCost
 led, key = Ledger(sys.argv[1]), load_signing_key(sys.argv[2])
 tag = sys.argv[3]
 for i in range(8):

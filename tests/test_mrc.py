@@ -15,16 +15,16 @@ import pytest
 from scipy.optimize import linprog
 from scipy.stats import beta, norm
 
-from learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
-from learners.featuremap import FeatureMap
-from learners.dcc import DCC
-from learners.mrc import MRC
+from marg.learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
+from marg.learners.featuremap import FeatureMap
+from marg.learners.dcc import DCC
+from marg.learners.mrc import MRC
 from tests.conftest import check_malformed_models
-from learners.mrc_lp import FirstOrderOracle, MinimaxLP, generate_rows, label_subsets, solve_full
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.summary import Summary
-from marginals.tables import MarginalTable
+from marg.learners.mrc_lp import FirstOrderOracle, MinimaxLP, generate_rows, label_subsets, solve_full
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.summary import Summary
+from marg.marginals.tables import MarginalTable
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -470,7 +470,7 @@ def test_binomial_halfwidth_is_exact_where_the_normal_interval_fails():
     pmf), small n and p near 0 included, where the normal interval (0 at τ̂ = 0) under-covers."""
     from scipy.stats import binom
 
-    from learners.calibration import binomial_halfwidth
+    from marg.learners.calibration import binomial_halfwidth
 
     for n in (5, 20, 74, 300):
         k = np.arange(n + 1)
@@ -548,7 +548,7 @@ def test_featuremap_psi_phi():
 
 def test_rules_shared_by_mrc_and_dcc():
     """Rule (6) sums to one, is uniform where every score is ≤ φ, and is proportional to (score − φ)₊ elsewhere."""
-    from learners.rules import argmax_rule, randomized_rule
+    from marg.learners.rules import argmax_rule, randomized_rule
 
     rng = np.random.default_rng(3)
     S = rng.normal(size=(50, 4))

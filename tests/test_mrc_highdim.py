@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learners.calibration import confidence_lambda
-from learners.featuremap import FeatureMap
-from learners.mrc import MRC
-from learners.mrc_lp import SplitPricer, label_subsets, solve_cg, solve_full
-from marginals.codebook import CategoricalFeature, Codebook, Label
-from marginals.summary import Summary
+from marg.learners.calibration import confidence_lambda
+from marg.learners.featuremap import FeatureMap
+from marg.learners.mrc import MRC
+from marg.learners.mrc_lp import SplitPricer, label_subsets, solve_cg, solve_full
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.summary import Summary
 
 
 class _B:
@@ -205,7 +205,7 @@ def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
 
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from marg.cli.main import app
 
     rng = np.random.default_rng(0)
     n, p, labels = 150, 300, ("a", "b", "c")

@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marginals.codebook import CategoricalFeature, Codebook, Label
-from marginals.postprocess import (
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.postprocess import (
     consistency_gap,
     make_consistent,
     nearest_psd,
     ipf,
     postprocess_tables,
 )
-from marginals.privacy import privatize
-from marginals.summary import Summary
-from marginals.tables import count_tables, plan_cliques
+from marg.marginals.privacy import privatize
+from marg.marginals.summary import Summary
+from marg.marginals.tables import count_tables, plan_cliques
 
 
 def _cb(levels=(3, 2, 4, 2)):
@@ -201,7 +201,7 @@ def test_noisy_q_is_indefinite_and_projection_fixes_it():
 
 
 def test_moment_tables_pass_through():
-    from marginals.codebook import NumericFeature
+    from marg.marginals.codebook import NumericFeature
 
     cb = Codebook(features=(NumericFeature("v", lo=0, hi=10), CategoricalFeature("a", ("0", "1"))), label=Label("y", ("0", "1")))
     rng = np.random.default_rng(7)

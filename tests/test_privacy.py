@@ -13,10 +13,10 @@ import pytest
 
 import opendp.prelude as dp
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError, RefusedError
-from marginals.noise import cell_noise_std, gaussian_std, laplace_std
-from marginals.privacy import (
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError, RefusedError
+from marg.marginals.noise import cell_noise_std, gaussian_std, laplace_std
+from marg.marginals.privacy import (
     PrivacyCost,
     check_budget,
     default_weights,
@@ -27,8 +27,8 @@ from marginals.privacy import (
     rho_to_epsilon,
     write_budget,
 )
-from marginals.request import PairRequest, mutual_information, read_request, screen_features, write_request
-from marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.request import PairRequest, mutual_information, read_request, screen_features, write_request
+from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
 
 dp.enable_features("contrib")
 

@@ -20,15 +20,16 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature, canonical_json
-from marginals.errors import InputError, RefusedError
-from marginals.privacy import PrivacyCost
-from marginals.tables import count_tables, plan_cliques
-from protocols.bundle import MAGIC, Bundle
-from protocols.keys import TrustStore, key_id
-from protocols.ledger import LedgerReport, Ledger, parse_entry, verify_ledger_bytes
-from protocols.sealing import SEAL_MAGIC, open_sealed, seal
-from protocols.signing import finalize_bundle, parse_verified
+from marg._util import canonical_json
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError, RefusedError
+from marg.marginals.privacy import PrivacyCost
+from marg.marginals.tables import count_tables, plan_cliques
+from marg.protocols.bundle import MAGIC, Bundle
+from marg.protocols.keys import TrustStore, key_id
+from marg.protocols.ledger import LedgerReport, Ledger, parse_entry, verify_ledger_bytes
+from marg.protocols.sealing import SEAL_MAGIC, open_sealed, seal
+from marg.protocols.signing import finalize_bundle, parse_verified
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from learners.renyi import (
+from marg.learners.renyi import (
     RenyiClassifier,
     center_problem,
     min_norm_solve,
@@ -24,10 +24,10 @@ from learners.renyi import (
     quadratic_value,
     separable_solution,
 )
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.summary import Summary
-from marginals.tables import MarginalTable
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.summary import Summary
+from marg.marginals.tables import MarginalTable
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from learners.renyi import RenyiClassifier, noise_sd
-from marginals.privacy import privatize
-from marginals.summary import Summary
-from marginals.tables import count_tables, plan_cliques
+from marg.learners.renyi import RenyiClassifier, noise_sd
+from marg.marginals.privacy import privatize
+from marg.marginals.summary import Summary
+from marg.marginals.tables import count_tables, plan_cliques
 from tests.conftest import random_codebook, random_rows
 
 

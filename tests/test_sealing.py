@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 
-from marginals.errors import RefusedError
-from protocols import keys as K
-from protocols.sealing import HEADER_SIZE, TAG_SIZE, is_sealed, open_sealed, seal, sealed_recipient
+from marg.errors import RefusedError
+from marg.protocols import keys as K
+from marg.protocols.sealing import HEADER_SIZE, TAG_SIZE, is_sealed, open_sealed, seal, sealed_recipient
 
 
 @pytest.fixture(scope="module")

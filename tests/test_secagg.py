@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.noise import NoiseRecord
-from marginals.summary import Summary, sum_tables
-from marginals.tables import MarginalTable, count_tables, plan_cliques
-from protocols.aggregate import summary_from_bundles
-from protocols.bundle import Bundle
-from protocols.secagg import mask_counts, mask_tables, pair_mask, secure_sum_tables, unmask_sum, unmask_tables
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.noise import NoiseRecord
+from marg.marginals.summary import Summary, sum_tables
+from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.protocols.aggregate import summary_from_bundles
+from marg.protocols.bundle import Bundle
+from marg.protocols.secagg import mask_counts, mask_tables, pair_mask, secure_sum_tables, unmask_sum, unmask_tables
 
 
 def _keys(names):

@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from learners.gbd import benders_cut, gbd, restricted_value
-from learners.group_lasso import (
+from marg.learners.gbd import benders_cut, gbd, restricted_value
+from marg.learners.group_lasso import (
     group_lasso,
     group_lasso_path,
     lambda_max,
     project_l1_ball,
     prox_group,
 )
-from learners.renyi import RenyiClassifier
-from learners.selection import gcv, select_features, selection_problem
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.summary import Summary
+from marg.learners.renyi import RenyiClassifier
+from marg.learners.selection import gcv, select_features, selection_problem
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.summary import Summary
 
 
 def make_rows(seed, p=10, n=300, K=2, informative=3):

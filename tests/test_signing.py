@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError, RefusedError
-from marginals.tables import count_tables, plan_cliques
-from protocols import keys as K
-from protocols.bundle import Bundle
-from protocols.signing import (
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError, RefusedError
+from marg.marginals.tables import count_tables, plan_cliques
+from marg.protocols import keys as K
+from marg.protocols.bundle import Bundle
+from marg.protocols.signing import (
     finalize_bundle,
     load_verified_bundle,
     parse_verified,
@@ -190,7 +190,7 @@ def test_sealed_signed_bundle_round_trip_and_flips(world):
 
 def test_resealed_to_another_learner_is_refused(world):
     """A bundle addressed to learner A but re-sealed to learner B is refused by B."""
-    from protocols.sealing import seal
+    from marg.protocols.sealing import seal
 
     final, _ = finalize_bundle(make_bundle("north"), world["sk"]["north"], world["learner_pub"])
     other = x25519.X25519PrivateKey.generate()

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pytest
 
-from learners.structure import (
+from marg.learners.structure import (
     UnionFind,
     chow_liu_forest,
     conditional_mutual_information,
@@ -21,11 +21,11 @@ from learners.structure import (
     pair_label_information,
     pair_weights,
 )
-from marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marginals.errors import InputError
-from marginals.noise import NoiseRecord
-from marginals.summary import Summary
-from marginals.tables import MarginalTable
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.errors import InputError
+from marg.marginals.noise import NoiseRecord
+from marg.marginals.summary import Summary
+from marg.marginals.tables import MarginalTable
 
 
 def random_rows(rng, levels, K, n):

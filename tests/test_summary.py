@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from marginals.errors import InputError
-from marginals.summary import Summary, sum_tables
-from marginals.tables import count_tables, plan_cliques
+from marg.errors import InputError
+from marg.marginals.summary import Summary, sum_tables
+from marg.marginals.tables import count_tables, plan_cliques
 from tests.conftest import random_codebook, random_rows
 
 

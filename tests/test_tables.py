@@ -3,9 +3,9 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from marginals.codebook import Codebook
-from marginals.errors import InputError
-from marginals.tables import MarginalTable, count_tables, parse_pairs, plan_cliques
+from marg.marginals.codebook import Codebook
+from marg.errors import InputError
+from marg.marginals.tables import MarginalTable, count_tables, parse_pairs, plan_cliques
 from tests.conftest import random_codebook, random_rows
 
 

@@ -1,0 +1,54 @@
+"""Small helpers every marg layer may use: canonical JSON bytes and atomic file writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from marg.errors import InputError
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, no whitespace, UTF-8 (the bytes that get hashed)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8"
+    )
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename,
+    then fsync the folder.
+
+    A crash at any point leaves either the old file (or none) or the complete new one.
+    ``mode`` sets the permission bits before any byte is written (e.g. 0o600 for keys).
+    """
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        raise InputError(f"output folder does not exist: {parent}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dfd = os.open(parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
