@@ -53,52 +53,17 @@ def load_bundles(
     return bundles, [str(p) for p in paths]
 
 
-def build_estimator(learner: str, *, s: float | None, coverage: float, solver: str, eps: float, n_max: int,
-                    k_max: int, ridge: float, features: list[str] | None, callback=None, greedy: bool = False,
-                    max_edges: int | None = None, edge_weight: str = "cmi", loss: str = "01",
-                    structure: str = "forest"):
+def build_estimator(learner: str, **options: Any):
+    """The learner's estimator with those ``options`` it takes (the others do not apply to it)."""
     cls = estimator_class(learner)
-    if learner == "renyi":
-        return cls(ridge=ridge, features=features)
-    if learner == "dcc":
-        return cls(s=s, coverage=coverage, features=features, greedy=greedy, max_edges=max_edges,
-                   edge_weight=edge_weight, loss=loss, structure=structure, callback=callback)
-    kw: dict[str, Any] = dict(s=s, coverage=coverage, features=features, solver=solver, eps=eps, n_max=n_max,
-                              k_max=k_max, callback=callback)
-    return cls(**kw)
+    names = set(cls.param_names())
+    return cls(**{k: v for k, v in options.items() if k in names})
 
 
-def learn_report(learner: str, est: Any, summary, seconds: float) -> dict[str, Any]:
+def learn_report(est: Any, summary, seconds: float) -> dict[str, Any]:
     """The machine-readable result of ``marg learn`` (keys of the CLI contract)."""
-    out: dict[str, Any] = {
-        "learner": learner,
-        "n": summary.n,
-        "sites": [s["site"] for s in summary.provenance.get("sites", [])],
-        "features": list(getattr(est, "feature_names_", None) or getattr(est, "features_", None) or summary.feature_names),
-        "worst_case_error": float(est.worst_case_error_),
-        "seconds": seconds,
-    }
-    if learner in ("mrc", "dcc"):
-        out["iterations"] = [float(r) for r in est.iterations_]
-        sel = getattr(est, "selected_features_", None)
-        if sel is not None:
-            out["active_features"] = list(sel)
-    if learner == "dcc":
-        out["edges"] = [list(e) for e in est.edges_]
-    if learner == "renyi":
-        out["gamma"] = _scalar_or_list(est.gamma_)
-        out["hgr_lower_bound"] = _scalar_or_list(est.hgr_lower_bound_)
-        out["separable"] = _scalar_or_list(est.separable_)
-        out["certificate_approximate"] = bool(getattr(est, "certificate_approximate_", False))
-        out["noise_margin"] = _scalar_or_list(getattr(est, "noise_margin_", 0.0))
-    return out
-
-
-def _scalar_or_list(v: Any) -> Any:
-    a = np.asarray(v)
-    if a.size == 1:  # binary label: one problem, one number
-        return a.reshape(()).item()
-    return a.tolist()
+    return {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
+            "seconds": seconds}
 
 
 def register(app: typer.Typer) -> None:
@@ -176,14 +141,15 @@ def register(app: typer.Typer) -> None:
             gap = f", certified gap {selection.gap:.3g}" if selection.gap is not None else ""
             err(f"{select}: selected {len(selection.selected)} features ({selection.status}{gap}): {', '.join(selection.selected)}")
         features = selection.selected if selection is not None else None
-        est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
+        est = build_estimator(learner, s=s, coverage=coverage, eps=eps, n_max=n_max, k_max=k_max,
                               ridge=ridge, features=features, callback=progress, greedy=greedy, max_edges=max_edges,
-                              edge_weight=edge_weight, loss=loss, structure=structure)
+                              edge_weight=edge_weight, loss=loss, structure=structure,
+                              **({"solver": solver} if learner == "mrc" else {}))
         if learner == "dcc" and structure == "all":
             err("solving the local-polytope LP over every released pair (can take a while with many features)")
         est.fit(summary)
         seconds = time.perf_counter() - t0
-        rep = learn_report(learner, est, summary, seconds)
+        rep = learn_report(est, summary, seconds)
         if selection is not None:
             rep["features"] = list(selection.selected)
             rep["selected"] = list(selection.selected)
@@ -200,8 +166,6 @@ def register(app: typer.Typer) -> None:
                 "created": now_iso(),
                 "n": summary.n,
                 "sites": summary.provenance.get("sites", []),
-                "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
-                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight, "loss": loss, "structure": structure, "select": select, "max_features": max_features, "feature_cost": feature_cost},
                 "report": {k: v for k, v in rep.items() if k != "seconds"},
             },
         )

@@ -40,7 +40,6 @@ from scipy.stats import beta, norm
 
 from marg.errors import InputError
 
-from .featuremap import onehot_columns
 
 
 def bonferroni_z(coverage: float, m: int) -> float:
@@ -162,23 +161,11 @@ def confidence_lambda(
     return lam + z * noise_std
 
 
-def summary_lambda(summary, columns: np.ndarray | None = None, s: float | None = None, coverage: float = 0.95) -> np.ndarray:
-    """λ for (a column subset of) a Summary's τ.
+def map_lambda(moments, fmap, s: float | None = None, coverage: float = 0.95) -> np.ndarray:
+    """λ (K, D) for a feature map's :class:`marg.learners.features.statistics.Moments`.
 
-    Parameters
-    ----------
-    summary : marginals.summary.Summary
-    columns : ndarray of int, optional
-        Ψ columns in use (e.g. the selected features' blocks); all D columns if None. The
-        Bonferroni count m is K times the number of columns in use.
-    s, coverage : see :func:`confidence_lambda`.
-
-    Returns
-    -------
-    ndarray, shape (K, len(columns))
+    The map's indicator columns (one-hot levels, edge cells) get the exact binomial
+    intervals when ``s`` is None; the Bonferroni count is every entry of the map.
     """
-    ts, ns, tau = summary.tau_std, summary.noise_std, np.asarray(summary.tau, dtype=np.float64)
-    binary = onehot_columns(summary.blocks, tau.shape[1])
-    if columns is not None:
-        ts, ns, tau, binary = ts[:, columns], ns[:, columns], tau[:, columns], binary[columns]
-    return confidence_lambda(ts, ns, summary.n, s=s, coverage=coverage, tau=tau, binary=binary)
+    return confidence_lambda(moments.std, moments.noise, moments.n, s=s, coverage=coverage, tau=moments.tau,
+                             binary=fmap.indicator_columns())

@@ -1,10 +1,11 @@
 """Model files: a fitted learner, its certificate and where it came from, as JSON.
 
-A model file records the study codebook (and its fingerprint), the learner and its
-hyperparameters, the fitted state (``estimator``), the certificate (an upper bound on the
-worst-case error), the features used and the provenance of the summaries it was fitted
-on. Loading re-creates the estimator; applying it to data first checks that the data's
-codebook has the model's fingerprint.
+A model file records the study codebook (and its fingerprint), the learner, the estimator
+(its hyper-parameters once, and its fitted state: :meth:`marg.learners.base.MarginalEstimator.to_dict`),
+the certificate (an upper bound on the worst-case error) and the provenance of the
+summaries it was fitted on (``info``). Loading re-creates the estimator through the learner
+registry; files of the previous release (version 1) are read too. Applying a model to data
+first checks that the data's codebook has the model's fingerprint.
 """
 
 from __future__ import annotations
@@ -21,28 +22,14 @@ from marg.marginals.codebook import Codebook
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 
+from .base import LEARNERS, estimator_class
+
 FORMAT = "marg-model"
-VERSION = 1
-LEARNERS = ("mrc", "dcc", "renyi")
+VERSION = 2
+READS = (1, 2)
+"""Model-file versions this release reads (1: parameters inside the estimator state)."""
 
-
-def estimator_class(learner: str):
-    """The estimator class for a learner name."""
-    if learner == "mrc":
-        from .mrc import MRC
-
-        return MRC
-    if learner == "renyi":
-        from .renyi import RenyiClassifier
-
-        return RenyiClassifier
-    if learner == "dcc":
-        try:
-            from .dcc import DCC
-        except ImportError:
-            raise InputError("learner 'dcc' is not available in this version of marg") from None
-        return DCC
-    raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
+__all__ = ["Model", "FORMAT", "VERSION", "LEARNERS", "estimator_class", "evaluate", "now_iso"]
 
 
 @dataclass
@@ -84,7 +71,7 @@ class Model:
 
     def outside(self, X: np.ndarray) -> np.ndarray | None:
         """Rows outside the model's uncertainty set (bool (n,); see
-        :meth:`learners.rules.MinimaxRules.outside`), or None for a learner without one
+        :meth:`marg.learners.minimax.rules.MinimaxRules.outside`), or None for a learner without one
         recorded (renyi)."""
         fn = getattr(self.estimator, "outside", None)
         return None if fn is None else np.asarray(fn(X), dtype=bool)
@@ -110,8 +97,8 @@ class Model:
     def from_dict(cls, d: Any, source: str = "model") -> "Model":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise InputError(f"{source}: not a marg model file")
-        if d.get("version") != VERSION:
-            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads {VERSION})")
+        if d.get("version") not in READS:
+            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads {', '.join(map(str, READS))})")
         cb = Codebook.from_dict(d.get("codebook"))
         if cb.fingerprint != d.get("codebook_fingerprint"):
             raise InputError(f"{source}: embedded codebook does not match the recorded fingerprint (altered file?)")

@@ -60,9 +60,11 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.optimize import linprog
+from marg.errors import InputError, SolverError
 
-from marg.errors import InputError
+from .base import Certificate, MarginalEstimator, check_choice, check_number
+from .features.quadratic import discrete_blocks, label_contrast, second_moments
+from .lp import Status, linprog
 
 __all__ = [
     "RenyiClassifier",
@@ -296,8 +298,11 @@ def separable_solution(
     rhs.append(0.5 + b0)  # −1/2 − b0 + pN w − Σl ≤ t
     c = np.zeros(nv)
     c[-1] = 1.0
-    res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=[(None, None)] * nv, method="highs")
-    if res.status != 0 or res.fun > tol:
+    res = linprog(c, np.array(rows), np.array(rhs), [(None, None)] * nv, method="highs", tol=None)
+    if res.status is not Status.OPTIMAL:
+        # the LP is always feasible and bounded (t ≥ (Σu − Σl − 1)/2 ≥ −1/2): anything else is the solver's failure
+        raise SolverError(f"HiGHS failed on the Rényi separability LP: {res.message or res.status.value}")
+    if res.objective > tol:
         return None
     z = z0 + N2 @ res.x[:k]
     b = b0 - float(p @ (N2 @ res.x[:k]))
@@ -383,7 +388,7 @@ def noise_sd(summary: Any, names: Sequence[str], sizes: Sequence[int], z: np.nda
     return float(np.sqrt(var))
 
 
-class RenyiClassifier:
+class RenyiClassifier(MarginalEstimator):
     """Rényi classifier (seed 004) fitted from a Summary's Q, d and class prior.
 
     Parameters
@@ -399,14 +404,14 @@ class RenyiClassifier:
     Attributes
     ----------
     classes_ : tuple of str
-    features_ : list of str
+    feature_names_in_ : list of str
         Feature names used, codebook order.
     columns_ : ndarray of int, shape (p,)
         Their column positions in the codebook (the columns of X at predict time).
     sizes_ : ndarray of int, shape (p,)
         Their level counts m_i; z_ is laid out block by block in this order.
-    blocks_ : list of FeatureBlock
-        The discrete blocks used (offsets into z_).
+    levels_ : list of tuple of str
+        The level names of each feature used (z_ is laid out block by block).
     n_features_in_ : int
         Number of codebook features X must have.
     z_ : ndarray, shape (n_problems, M)
@@ -424,16 +429,19 @@ class RenyiClassifier:
         keeps 1/2 + f in [0, 1].
     separable_ : bool
         All problems separable.
-    worst_case_error_ : float
-        Certificate on the error of :meth:`predict_proba`'s randomized rule under every
+    certificate_ : Certificate
+        Bound on the error of :meth:`predict_proba`'s randomized rule under every
         distribution matching the pairwise marginals: 2γ for a binary label; for K > 2,
-        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`).
+        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`); ``worst_case_error_`` is its value.
     prior_ : ndarray, shape (K,)
     n_ : float
         Rows behind the summary.
     fingerprint_ : str
         The study codebook's fingerprint.
     """
+
+    learner = "renyi"
+    display_name = "a Rényi"
 
     def __init__(self, ridge: float = 0.0, coding: str = "min-norm", features: Sequence[str] | None = None,
                  coverage: float = 0.95):
@@ -445,20 +453,17 @@ class RenyiClassifier:
     # ------------------------------------------------------------------ fit
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
-        ridge = float(self.ridge)
-        if not (ridge >= 0.0) or not math.isfinite(ridge):
-            raise InputError(f"ridge must be finite and >= 0, got {self.ridge!r}")
-        if self.coding not in ("min-norm", "reference"):
-            raise InputError(f"unknown coding {self.coding!r} (expected 'min-norm' or 'reference')")
+        ridge = float(check_number("ridge", self.ridge, low=0))
+        check_choice("coding", self.coding, ("min-norm", "reference"))
         names, sub = _discrete_problem(summary, self.features)
         cb = summary.codebook
         K = summary.n_classes
         prior = np.asarray(summary.prior, dtype=np.float64)
         positives = [1] if K == 2 else list(range(K))
         if sub is not None:
-            Q = np.asarray(sub.Q, dtype=np.float64)
-            blocks = list(sub.discrete_blocks)
-            ds = [np.asarray(sub.d(c if K > 2 else None), dtype=np.float64) for c in positives]
+            Q = second_moments(sub)
+            blocks = discrete_blocks(sub.codebook)
+            ds = [label_contrast(sub, c if K > 2 else None) for c in positives]
         else:
             Q = np.zeros((0, 0))
             blocks = []
@@ -504,10 +509,10 @@ class RenyiClassifier:
                 N = V[:, lam <= RCOND * top] if top > 0 else V
                 sep[k] = separable_solution(z0, b0, p, sizes, N) is not None
         self.classes_ = tuple(summary.classes)
-        self.features_ = names
+        self.feature_names_in_ = names
         self.columns_ = np.array([cb.index(nm) for nm in names], dtype=np.int64)
         self.sizes_ = sizes
-        self.blocks_ = blocks
+        self.levels_ = [tuple(cb.feature(nm).level_names) for nm in names]
         self.n_features_in_ = cb.n_features
         self.z_ = Z
         self.intercept_ = b
@@ -530,22 +535,19 @@ class RenyiClassifier:
                 margin[k] = zq * noise_sd(summary, names, sizes, Z[k], float(b[k]), pos)
         self.noise_margin_ = margin
         self.certificate_approximate_ = bool(summary.is_noisy)
-        self.worst_case_error_ = float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum()))))
+        self.certificate_ = Certificate(float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum())))), "2gamma",
+                                        float(self.coverage) if summary.is_noisy else None, bool(summary.is_noisy), K)
         self.prior_ = prior
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         return self
 
     # -------------------------------------------------------------- predict
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "z_"):
-            raise InputError("this RenyiClassifier is not fitted: call fit(summary) first")
-
     def _check_X(self, X: Any) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise InputError(f"X must have shape (n, {self.n_features_in_}), got {X.shape}")
-        for col, m, nm in zip(self.columns_, self.sizes_, self.features_):
+        for col, m, nm in zip(self.columns_, self.sizes_, self.feature_names_in_):
             v = X[:, col]
             bad = ~np.isfinite(v) | (v < 0) | (v >= m) | (v != np.floor(v))
             if bad.any():
@@ -613,21 +615,25 @@ class RenyiClassifier:
             return (F > 0).astype(np.int64)
         return np.argmax(F, axis=1).astype(np.int64)
 
-    # ---------------------------------------------------------- persistence
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (plain lists and floats) of the fitted model."""
-        self._check_fitted()
+    def _report(self) -> dict[str, Any]:
         return {
-            "learner": "renyi",
-            "version": 1,
-            "ridge": float(self.ridge),
-            "coding": self.coding,
+            "gamma": _scalar_or_list(self.gamma_),
+            "hgr_lower_bound": _scalar_or_list(self.hgr_lower_bound_),
+            "separable": bool(self.separable_),
+            "certificate_approximate": bool(self.certificate_approximate_),
+            "noise_margin": _scalar_or_list(self.noise_margin_),
+        }
+
+    # ---------------------------------------------------------- persistence
+    def _state(self) -> dict[str, Any]:
+        """The fitted state as JSON-ready values (plain lists and floats)."""
+        return {
             "fingerprint": self.fingerprint_,
             "classes": list(self.classes_),
-            "features": list(self.features_),
+            "features": list(self.feature_names_in_),
             "columns": [int(c) for c in self.columns_],
             "sizes": [int(s) for s in self.sizes_],
-            "levels": [list(b.levels) for b in self.blocks_],
+            "levels": [list(lv) for lv in self.levels_],
             "n_features_in": int(self.n_features_in_),
             "z": [[float(v) for v in row] for row in self.z_],
             "intercept": [float(v) for v in self.intercept_],
@@ -635,66 +641,71 @@ class RenyiClassifier:
             "hgr_lower_bound": [float(v) for v in self.hgr_lower_bound_],
             "separable": bool(self.separable_),
             "separable_per_problem": [bool(v) for v in self.separable_per_problem_],
-            "worst_case_error": float(self.worst_case_error_),
+            "worst_case_error": float(self.certificate_.value),
             "noise_margin": [float(v) for v in self.noise_margin_],
             "certificate_approximate": bool(self.certificate_approximate_),
-            "coverage": float(self.coverage),
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RenyiClassifier":
-        """Rebuild a fitted model from :meth:`to_dict` output; InputError if malformed."""
-        from marg.marginals.summary import FeatureBlock
+    def from_dict(cls, d: Any) -> "RenyiClassifier":
+        """Rebuild a fitted model from :meth:`to_dict` output (or a previous release's layout)."""
+        if isinstance(d, dict) and d.get("learner") == "renyi" and "state" not in d:
+            # the previous release kept the parameters beside the state
+            try:
+                params = {"ridge": float(d["ridge"]), "coding": str(d["coding"]), "features": list(d["features"]),
+                          "coverage": float(d.get("coverage", 0.95))}
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"malformed Rényi model: {type(exc).__name__} {exc}") from None
+            d = {"learner": "renyi", "params": params, "state": d}
+        return super().from_dict(d)
 
-        if not isinstance(d, dict) or d.get("learner") != "renyi":
-            raise InputError(f"not a Rényi model: learner {d.get('learner') if isinstance(d, dict) else d!r}")
-        try:
-            m = cls(ridge=float(d["ridge"]), coding=str(d["coding"]), features=list(d["features"]))
-            m.classes_ = tuple(str(c) for c in d["classes"])
-            m.features_ = [str(f) for f in d["features"]]
-            m.columns_ = np.asarray(d["columns"], dtype=np.int64)
-            m.sizes_ = np.asarray(d["sizes"], dtype=np.int64)
-            levels = [tuple(str(v) for v in lv) for lv in d["levels"]]
-            m.n_features_in_ = int(d["n_features_in"])
-            m.z_ = np.asarray(d["z"], dtype=np.float64).reshape(len(d["z"]), -1)
-            m.intercept_ = np.asarray(d["intercept"], dtype=np.float64)
-            m.gamma_ = np.asarray(d["gamma"], dtype=np.float64)
-            m.hgr_lower_bound_ = np.asarray(d["hgr_lower_bound"], dtype=np.float64)
-            m.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
-            m.separable_ = bool(d["separable"])
-            m.worst_case_error_ = float(d["worst_case_error"])
-            m.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
-            m.certificate_approximate_ = bool(d.get("certificate_approximate", False))
-            m.coverage = float(d.get("coverage", 0.95))
-            m.prior_ = np.asarray(d["prior"], dtype=np.float64)
-            m.n_ = float(d["n"])
-            m.fingerprint_ = str(d["fingerprint"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"malformed Rényi model: {type(exc).__name__} {exc}") from None
-        K = len(m.classes_)
+    def _load_state(self, d: dict[str, Any]) -> None:
+        self.classes_ = tuple(str(c) for c in d["classes"])
+        self.feature_names_in_ = [str(f) for f in d["features"]]
+        self.columns_ = np.asarray(d["columns"], dtype=np.int64)
+        self.sizes_ = np.asarray(d["sizes"], dtype=np.int64)
+        self.levels_ = [tuple(str(v) for v in lv) for lv in d["levels"]]
+        self.n_features_in_ = int(d["n_features_in"])
+        self.z_ = np.asarray(d["z"], dtype=np.float64).reshape(len(d["z"]), -1)
+        self.intercept_ = np.asarray(d["intercept"], dtype=np.float64)
+        self.gamma_ = np.asarray(d["gamma"], dtype=np.float64)
+        self.hgr_lower_bound_ = np.asarray(d["hgr_lower_bound"], dtype=np.float64)
+        self.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
+        self.separable_ = bool(d["separable"])
+        self.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
+        self.certificate_approximate_ = bool(d.get("certificate_approximate", False))
+        self.prior_ = np.asarray(d["prior"], dtype=np.float64)
+        self.n_ = float(d["n"])
+        self.fingerprint_ = str(d["fingerprint"])
+        K = len(self.classes_)
         n_prob = 1 if K == 2 else K
-        M = int(m.sizes_.sum())
+        M = int(self.sizes_.sum())
         ok = (
             K >= 2
-            and len(m.features_) == len(m.columns_) == len(m.sizes_) == len(levels)
-            and all(len(lv) == s for lv, s in zip(levels, m.sizes_))
-            and m.z_.shape == (n_prob, M)
-            and m.intercept_.shape == m.gamma_.shape == m.hgr_lower_bound_.shape == (n_prob,)
-            and m.separable_per_problem_.shape == (n_prob,)
-            and m.prior_.shape == (K,)
-            and np.all((m.columns_ >= 0) & (m.columns_ < m.n_features_in_))
-            and np.all(np.isfinite(m.z_))
-            and np.all(np.isfinite(m.intercept_))
+            and len(self.feature_names_in_) == len(self.columns_) == len(self.sizes_) == len(self.levels_)
+            and all(len(lv) == s for lv, s in zip(self.levels_, self.sizes_))
+            and self.z_.shape == (n_prob, M)
+            and self.intercept_.shape == self.gamma_.shape == self.hgr_lower_bound_.shape == (n_prob,)
+            and self.separable_per_problem_.shape == (n_prob,)
+            and self.prior_.shape == (K,)
+            and np.all((self.columns_ >= 0) & (self.columns_ < self.n_features_in_))
+            and np.all(np.isfinite(self.z_))
+            and np.all(np.isfinite(self.intercept_))
         )
         if not ok:
             raise InputError(
-                f"malformed Rényi model: inconsistent shapes (classes {K}, features {len(m.features_)}, z {m.z_.shape})"
+                f"malformed Rényi model: inconsistent shapes (classes {K}, features {len(self.feature_names_in_)}, "
+                f"z {self.z_.shape})"
             )
-        off = block_offsets(m.sizes_)
-        m.blocks_ = [
-            FeatureBlock(nm, "onehot", int(s), int(o), levels=lv)
-            for nm, s, o, lv in zip(m.features_, m.sizes_, off[:-1], levels)
-        ]
-        return m
+        self.certificate_ = Certificate(float(d["worst_case_error"]), "2gamma",
+                                        float(self.coverage) if self.certificate_approximate_ else None,
+                                        self.certificate_approximate_, K)
+
+
+def _scalar_or_list(v: Any) -> Any:
+    a = np.asarray(v)
+    if a.size == 1:  # binary label: one problem, one number
+        return a.reshape(()).item()
+    return a.tolist()

@@ -41,6 +41,7 @@ import numpy as np
 
 from marg.errors import InputError
 
+from .features.quadratic import discrete_blocks, label_contrast, second_moments
 from .gbd import gbd, restricted_value
 from .group_lasso import NORMS, PathPoint, group_lasso, group_lasso_path, group_norms
 
@@ -95,7 +96,7 @@ def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> 
     """Build Q_c, D_c from a Summary (all discrete features, or ``candidates``).
 
     Raises InputError naming a raw numeric candidate (no pair statistics exist for it) and,
-    through ``summary.Q``, a missing pair table.
+    through :func:`marg.learners.features.quadratic.second_moments`, a missing pair table.
     """
     cb = summary.codebook
     if candidates is None:
@@ -119,7 +120,7 @@ def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> 
                 "(bin it, or pass the discrete features as candidates)"
             )
     sub = summary if names == list(cb.feature_names) else summary.restrict(names)
-    Q = np.asarray(sub.Q, dtype=np.float64)
+    Q = second_moments(sub)
     p = np.diag(Q).copy()
     K = summary.n_classes
     prior = np.asarray(summary.prior, dtype=np.float64)
@@ -127,14 +128,14 @@ def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> 
     cols = []
     const = 0.0
     for c in positives:
-        d = np.asarray(sub.d(c if K > 2 else None), dtype=np.float64)
+        d = label_contrast(sub, c if K > 2 else None)
         q = float(prior[c])
         cols.append(d - (2.0 * q - 1.0) * p)
         const += q * (1.0 - q)
     return SelectionProblem(
         Qc=Q - np.outer(p, p),
         Dc=np.column_stack(cols),
-        sizes=[int(b.size) for b in sub.discrete_blocks],
+        sizes=[int(b.size) for b in discrete_blocks(sub.codebook)],
         names=names,
         const=const,
         n=float(summary.n),

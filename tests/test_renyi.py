@@ -28,6 +28,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
+from helpers.quantities import Q_of, d_of
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -301,7 +302,7 @@ def test_min_norm_solver_optimality():
     rng = np.random.default_rng(3)
     for kind, sizes, P in PROBLEMS[:10]:
         S = summary_from_joint(P)
-        Q, d = S.Q, S.d()
+        Q, d = Q_of(S), d_of(S)
         z = min_norm_solve(Q, d)
         lam, V = psd_eigh(Q)
         null = V[:, lam <= 1e-10 * lam.max()]
@@ -359,7 +360,7 @@ def test_rules_sign_and_rule7():
         Xi = domain(sizes)
         px = P.sum(axis=-1).reshape(-1)
         W = onehot(Xi, sizes)
-        assert np.allclose(W.T @ (px * 2 * f), S.d(), atol=1e-10)
+        assert np.allclose(W.T @ (px * 2 * f), d_of(S), atol=1e-10)
 
 
 def test_reference_coding_and_ridge():
@@ -388,7 +389,7 @@ def test_separable_lp_uses_the_whole_solution_set():
     P[2, :, :] = 0.0  # level 2 of x0 never occurs
     P /= P.sum()
     S = summary_from_joint(P)
-    Q, d = S.Q, S.d()
+    Q, d = Q_of(S), d_of(S)
     q1 = S.prior[1]
     Qc, dc, const, p = center_problem(Q, d, q1)
     lam, V = psd_eigh(Qc)
@@ -414,8 +415,8 @@ def test_summary_q_d_equal_rows():
     cb = make_codebook(sizes)
     S = Summary.from_rows(cb, X.astype(float), y, stats="all")
     W = onehot(X, sizes)
-    assert np.allclose(S.Q, W.T @ W / n)
-    assert np.allclose(S.d(), W.T @ (2 * y - 1) / n)
+    assert np.allclose(Q_of(S), W.T @ W / n)
+    assert np.allclose(d_of(S), W.T @ (2 * y - 1) / n)
     # and the fitted γ is the in-sample least-squares MSE of C on [1, W]
     m = RenyiClassifier().fit(S)
     A = np.column_stack([np.ones(n), W])
@@ -458,9 +459,9 @@ def test_json_roundtrip_and_errors():
     m2 = RenyiClassifier.from_dict(json.loads(json.dumps(m.to_dict())))
     Xs = domain(sizes).astype(float)
     assert np.array_equal(m.predict_proba(Xs), m2.predict_proba(Xs))
-    assert m2.worst_case_error_ == m.worst_case_error_ and m2.features_ == m.features_
+    assert m2.worst_case_error_ == m.worst_case_error_ and m2.feature_names_in_ == m.feature_names_in_
     bad = m.to_dict()
-    bad["z"] = [[0.0]]
+    bad["state"]["z"] = [[0.0]]
     with pytest.raises(InputError, match="malformed"):
         RenyiClassifier.from_dict(bad)
     with pytest.raises(InputError, match="not fitted"):
@@ -480,7 +481,7 @@ def test_json_roundtrip_and_errors():
     Sr = Summary.from_rows(cb, Xr, np.array([0, 1, 1, 0]), stats="all")
     with pytest.raises(InputError, match="'age'"):
         RenyiClassifier().fit(Sr)
-    assert RenyiClassifier(features=["a"]).fit(Sr).features_ == ["a"]
+    assert RenyiClassifier(features=["a"]).fit(Sr).feature_names_in_ == ["a"]
 
 
 def test_feature_subset_equals_subcodebook_fit_and_empty():

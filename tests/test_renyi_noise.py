@@ -35,7 +35,7 @@ def test_gamma_formula_matches_the_fit():
     y = ((X[:, 0] + X[:, 1] + rng.integers(0, 2, 800)) > 2).astype(int)
     s = Summary.from_rows(cb, X, y, stats="all")
     m = RenyiClassifier().fit(s)
-    assert abs(gamma_at(s, m.features_, m.sizes_, m.z_[0], m.intercept_[0]) - m.gamma_[0]) < 1e-10
+    assert abs(gamma_at(s, m.feature_names_in_, m.sizes_, m.z_[0], m.intercept_[0]) - m.gamma_[0]) < 1e-10
     assert m.noise_margin_[0] == 0.0 and not m.certificate_approximate_
 
 
@@ -46,7 +46,7 @@ def test_noise_sd_matches_empirical_std_over_releases():
     y = ((X[:, 0] + X[:, 2] + rng.integers(0, 2, 3000)) > 2).astype(int)
     exact = count_tables(cb, X, y, plan_cliques(cb, "all"))
     m = RenyiClassifier().fit(Summary(cb, exact))
-    z, b, names, sizes = m.z_[0], m.intercept_[0], m.features_, m.sizes_
+    z, b, names, sizes = m.z_[0], m.intercept_[0], m.feature_names_in_, m.sizes_
     vals, sds = [], []
     for _ in range(300):
         noisy, _ = privatize(exact, epsilon=2.0, codebook=cb)

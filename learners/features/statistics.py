@@ -1,0 +1,73 @@
+"""The moments a minimax learner needs for its feature map: τ = E[Φ], its sample std and the noise std.
+
+For Φ(x, y) = e_y ⊗ Ψ(x) laid out (K, D) and the released (aggregated) tables of a Summary:
+
+- one-hot node column (i, a): τ[y, ·] = N[x_i = a, y]/n, sample std sqrt(τ(1 − τ));
+- raw numeric node column i (public range): τ[y] = Σ_{rows of y} x_i / n from the moment
+  table, sample std sqrt(E[x_i² 1{y}] − τ²);
+- edge cell (i, j, a, b): τ[y, ·] = N[x_i = a, x_j = b, y]/n, sample std sqrt(τ(1 − τ));
+- noise std: the std of the released DP noise on the entry, in τ units (count std / n; a
+  cell marginalised from a larger table sums that table's independent cell noises).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Moments:
+    """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them."""
+
+    tau: np.ndarray
+    std: np.ndarray
+    noise: np.ndarray
+    n: float
+
+
+def map_moments(summary: Any, fmap: Any) -> Moments:
+    """The :class:`Moments` of ``fmap`` (a node map or a pairwise map) from ``summary``'s tables.
+
+    Parameters
+    ----------
+    summary : marginals.summary.Summary
+        Must hold N[x_i, y] for every one-hot node, the moment table of every raw numeric
+        node, and N[x_i, x_j, y] (or a table containing it) for every edge.
+    fmap : FeatureMap or PairwiseFeatureMap
+
+    Returns
+    -------
+    Moments
+    """
+    lab = summary.codebook.label.name
+    n = float(summary.n)
+    K = int(summary.n_classes)
+    nodes = fmap.nodes
+    D = fmap.dim
+    tau = np.zeros((K, D))
+    second = np.zeros((K, D))
+    noise = np.zeros((K, D))
+    for b in nodes.blocks:
+        if b.kind == "onehot":
+            N = summary.counts((b.name, lab))  # (m, K)
+            tau[:, b.slice] = N.T / n
+            second[:, b.slice] = N.T / n
+            noise[:, b.slice] = summary.count_noise_std((b.name, lab)) / n
+        else:
+            t = summary.moment_table(b.name)
+            tau[:, b.offset] = t.counts[0] / n
+            second[:, b.offset] = t.counts[1] / n
+            noise[:, b.offset] = t.noise.std / n
+    std = np.sqrt(np.clip(second - tau**2, 0.0, None))
+    for e, (a, c) in enumerate(fmap.edges):
+        fa, fc = nodes.blocks[a].name, nodes.blocks[c].name
+        P = summary.joint((fa, fc, lab))  # (m_a, m_c, K)
+        cols = fmap.edge_columns(e)
+        t = np.transpose(P, (2, 0, 1)).reshape(K, -1)
+        tau[:, cols] = t
+        std[:, cols] = np.sqrt(np.clip(t * (1.0 - t), 0.0, None))
+        noise[:, cols] = summary.count_noise_std((fa, fc, lab)) / n
+    return Moments(tau, std, noise, n)
