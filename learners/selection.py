@@ -243,7 +243,6 @@ def select_features(
     gap_tol: float = 1e-6,
     warm_start: bool = True,
     problem: SelectionProblem | None = None,
-    solver: str = "highspy",
     callback: Callable[[dict], None] | None = None,
 ) -> SelectionResult:
     """Select features from a Summary (never rows).
@@ -272,8 +271,6 @@ def select_features(
         Seed GBD with cuts at the group-lasso path's supports.
     problem : SelectionProblem, optional
         Precomputed :func:`selection_problem` (to reuse across calls).
-    solver : {"highspy", "scipy"}
-        GBD master MILP backend (see :func:`learners.gbd.gbd`).
     callback : callable, optional
         Progress: called with each path / iteration record.
 
@@ -366,7 +363,7 @@ def select_features(
 
     res = gbd(P.Qc, P.Dc, P.sizes, max_features=max_features, g=gg, feature_cost=feature_cost,
               warm_supports=warm, time_limit=max(0.0, time_limit - elapsed), max_iter=max_iter,
-              gap_tol=gap_tol, solver=solver, callback=it_cb)
+              gap_tol=gap_tol, callback=it_cb)
     S = list(res.support)
     obj = P.objective(S)
     hist = [{"stage": "gbd", **h} for h in res.history]
