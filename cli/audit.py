@@ -20,9 +20,10 @@ from marg.protocols.keys import short_id
 from marg.protocols.ledger import DEFAULT_LEDGER_DIR, Ledger
 from marg.protocols.sealing import SEAL_MAGIC
 
-from .common import JsonOpt, emit_json, err, guarded
+from .app import sub_app
+from .common import JsonOpt, emit_json, err
 
-app = typer.Typer(help="The site's release ledger: what left, when, to whom, at what privacy cost.", no_args_is_help=True)
+app = sub_app("The site's release ledger: what left, when, to whom, at what privacy cost.")
 
 LedgerOpt = Annotated[Path, typer.Option("--ledger", help="The site's ledger folder.")]
 
@@ -55,7 +56,6 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 
 
 @app.command("show")
-@guarded
 def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = False) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
     led = Ledger(ledger)
@@ -132,7 +132,6 @@ def _remaining(cap: PrivacyCost, spent: PrivacyCost) -> str:
 
 
 @app.command("verify")
-@guarded
 def verify_cmd(
     ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
     bundles: Annotated[
@@ -168,7 +167,6 @@ def verify_cmd(
 
 
 @app.command("budget")
-@guarded
 def budget_cmd(
     ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")] = None,

@@ -1,7 +1,7 @@
 """``marg keys``: create a site's (or the learner's) key pairs, show key ids, fill a trust store.
 
 Thin commands over :mod:`protocols.keys`; library errors become one line and an exit code
-through :func:`cli.common.guarded`.
+through :func:`marg.cli.common.guarded`.
 """
 
 from __future__ import annotations
@@ -24,18 +24,15 @@ from marg.protocols.keys import (
     validate_site_name,
 )
 
-from .common import JsonOpt, emit_json, guarded
+from .app import sub_app
+from .common import JsonOpt, emit_json
 
 DEFAULT_KEY_DIR = "marg-keys"
 
-app = typer.Typer(
-    help="Key pairs: Ed25519 to sign bundles and ledger entries, X25519 to receive sealed bundles.",
-    no_args_is_help=True,
-)
+app = sub_app("Key pairs: Ed25519 to sign bundles and ledger entries, X25519 to receive sealed bundles.")
 
 
 @app.command("init")
-@guarded
 def init_cmd(
     site: Annotated[str, typer.Option("--site", help="Site (or learner) name; becomes the key file names.")],
     directory: Annotated[Path, typer.Option("--dir", help="Folder for the four key files.")] = Path(DEFAULT_KEY_DIR),
@@ -73,7 +70,6 @@ def init_cmd(
 
 
 @app.command("show")
-@guarded
 def show_cmd(
     key_file: Annotated[Path, typer.Argument(help="A public key file (.sign.pub or .seal.pub).")],
     json_out: JsonOpt = False,
@@ -88,7 +84,6 @@ def show_cmd(
 
 
 @app.command("trust")
-@guarded
 def trust_cmd(
     key_file: Annotated[Path, typer.Argument(help="A site's public signing key (.sign.pub).")],
     trust: Annotated[Path, typer.Option("--trust", help="The learner's trust store folder.")],

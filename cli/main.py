@@ -2,7 +2,7 @@
 
 Sub-apps per noun (``schema``, ``keys``, ``audit``) and top-level verbs (``export``,
 ``inspect``, ``learn``, ``predict``, ``evaluate``, ``demo``). Commands parse options, call
-the library and print; errors go through :func:`cli.common.guarded`.
+the library and print; every command is guarded in one place (:class:`marg.cli.app.MargTyper`).
 """
 
 from __future__ import annotations
@@ -20,24 +20,17 @@ from marg.marginals.tables import parse_pairs
 from marg.protocols.export import export_site
 
 from . import audit as audit_cli
+from . import demo as _demo  # noqa: F401  (registers `marg demo`)
 from . import keys as keys_cli
-from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, guarded, split_list
+from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
+from .app import app, schema_app
+from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
 
-app = typer.Typer(
-    name="marg",
-    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-schema_app = typer.Typer(help="Study codebooks (the shared schema).", no_args_is_help=True)
-app.add_typer(schema_app, name="schema")
 app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
 
 
 @schema_app.command("init")
-@guarded
 def schema_init(
     data: Annotated[Path, typer.Argument(help="Local data file (CSV, TSV, .gz, Parquet).")],
     label: Annotated[str, typer.Option("--label", help="The label column.")],
@@ -67,7 +60,6 @@ def schema_init(
 
 
 @app.command("export")
-@guarded
 def export_cmd(
     data: Annotated[Path, typer.Argument(help="The site's data file (CSV, TSV, .gz, Parquet).")],
     schema: SchemaOpt,
@@ -142,7 +134,6 @@ def _privacy_words(p: dict | None) -> str:
 
 
 @app.command("inspect")
-@guarded
 def inspect_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle file.")],
     json_out: JsonOpt = False,
@@ -190,13 +181,6 @@ def inspect_cmd(
     if d["recipient"]:
         typer.echo(f"Sealed for: {d['recipient']}.")
     typer.echo(f"Digest (sha256): {d['digest']}")
-
-
-from . import demo as _demo  # noqa: E402  (registers `marg demo`)
-from . import learn as _learn  # noqa: E402  (registers learn / predict / evaluate)
-
-_learn.register(app)
-_demo.register(app)
 
 
 def main() -> None:

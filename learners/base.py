@@ -150,6 +150,9 @@ class MarginalEstimator:
         return f"{type(self).__name__}({', '.join(shown)})"
 
     # --------------------------------------------------------------- fitting
+    def check_params(self) -> None:
+        """Validate the hyper-parameters (one-line InputError naming the bad one); ``fit`` calls it first."""
+
     def fit(self, summary: Any) -> "MarginalEstimator":  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -139,6 +139,7 @@ class DCC(MinimaxRules):
 
     learner = "dcc"
     display_name = "a DCC"
+    remedies = ("select features (--select)", "release fewer pair tables (export --pairs)")
 
     def __init__(
         self,
@@ -181,7 +182,7 @@ class DCC(MinimaxRules):
         self.structure = structure
 
     # ------------------------------------------------------------------ fit
-    def _check_params(self) -> None:
+    def check_params(self) -> None:
         check_number("s", self.s, low=0, none_ok=True)
         check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
         check_number("max_edges", self.max_edges, low=0, integer=True, none_ok=True)
@@ -214,7 +215,7 @@ class DCC(MinimaxRules):
 
     def fit(self, summary: Any) -> "DCC":
         """Fit the structure and μ from a Summary (first-order and pair-with-label tables). Returns self."""
-        self._check_params()
+        self.check_params()
         t0 = time.perf_counter()
         K = int(summary.n_classes)
         blocks = node_blocks(summary.codebook, features_param(self.features))

@@ -69,6 +69,11 @@ class Model:
         """(n, K) class probabilities of the learner's randomized rule (rows sum to 1)."""
         return np.asarray(self.estimator.predict_proba(X))
 
+    @property
+    def has_uncertainty_set(self) -> bool:
+        """The model records the cells its uncertainty set rules out (mrc, dcc), so :meth:`outside` applies."""
+        return hasattr(self.estimator, "outside")
+
     def outside(self, X: np.ndarray) -> np.ndarray | None:
         """Rows outside the model's uncertainty set (bool (n,); see
         :meth:`marg.learners.minimax.rules.MinimaxRules.outside`), or None for a learner without one

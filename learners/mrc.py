@@ -109,6 +109,7 @@ class MRC(MinimaxRules):
 
     learner = "mrc"
     display_name = "an MRC"
+    remedies = ("select features (--select)",)
 
     def __init__(
         self,
@@ -143,7 +144,7 @@ class MRC(MinimaxRules):
         self.empty_cells = empty_cells
 
     # ------------------------------------------------------------------ fit
-    def _check_params(self) -> None:
+    def check_params(self) -> None:
         check_choice("MRC solver", self.solver, Solver)
         check_choice("MRC formulation", self.formulation, FORMULATIONS)
         check_choice("LP solver", self.lp_solver, LPSolver)
@@ -159,7 +160,7 @@ class MRC(MinimaxRules):
 
     def fit(self, summary: Any) -> "MRC":
         """Fit μ from a Summary (first-order-with-label tables suffice). Returns self."""
-        self._check_params()
+        self.check_params()
         blocks = node_blocks(summary.codebook, features_param(self.features))
         fmap = FeatureMap(blocks, [b.column for b in blocks])
         m = map_moments(summary, fmap)

@@ -451,10 +451,15 @@ class RenyiClassifier(MarginalEstimator):
         self.coverage = coverage
 
     # ------------------------------------------------------------------ fit
+    def check_params(self) -> None:
+        check_number("ridge", self.ridge, low=0)
+        check_choice("coding", self.coding, ("min-norm", "reference"))
+        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
+
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
-        ridge = float(check_number("ridge", self.ridge, low=0))
-        check_choice("coding", self.coding, ("min-norm", "reference"))
+        self.check_params()
+        ridge = float(self.ridge)
         names, sub = _discrete_problem(summary, self.features)
         cb = summary.codebook
         K = summary.n_classes

@@ -158,7 +158,7 @@ def test_demo(tmp_path):
 
 
 def test_demo_story_numbers(tmp_path):
-    from marg.cli.demo import run_demo
+    from marg.demo import run_demo
 
     res = run_demo(tmp_path / "d", echo=lambda s: None)
     # Pooled held-out error is below each certificate; Rényi is the better rule here.

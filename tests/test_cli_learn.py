@@ -214,3 +214,33 @@ def test_learn_prints_greedy_dcc_progress(study, tmp_path):
     assert d["edges"] and len(lines) == len(d["edges"])
     for k, ((a, b), ln, R) in enumerate(zip(d["edges"], lines, d["iterations"][1:]), start=1):
         assert ln == f"  greedy: edge {k} {a}–{b}, R = {R:.6f}"
+
+
+def test_predict_failure_leaves_no_partial_output(study, tmp_path):
+    """The output is streamed into a temporary file: a bad row late in the data leaves neither a partial
+    file nor a temporary one, and an earlier output at that path is untouched."""
+    tmp, schema, bundles = study
+    model = tmp / "stream.json"
+    assert run("learn", *bundles, "--learner", "mrc", "--out", model, "--allow-unsigned").exit_code == 0
+    rows = list(csv.reader(open(tmp / "north_test.csv")))
+    col = rows[0].index("age_band")
+    rows[-1][col] = "not-a-level"
+    bad = tmp_path / "bad.csv"
+    with open(bad, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    out = tmp_path / "pred.csv"
+    r = run("predict", model, bad, "--out", out)
+    assert r.exit_code == 2 and "not-a-level" in r.stderr
+    assert not out.exists() and list(tmp_path.glob(".pred.csv*")) == []
+    out.write_text("earlier\n")
+    assert run("predict", model, bad, "--out", out).exit_code == 2
+    assert out.read_text() == "earlier\n"
+    good = run("predict", model, tmp / "north_test.csv", "--out", out)
+    assert good.exit_code == 0 and len(out.read_text().splitlines()) == len(rows)
+
+
+def test_learn_refuses_an_option_of_another_learner(study, tmp_path):
+    tmp, schema, bundles = study
+    r = run("learn", *bundles, "--learner", "renyi", "--greedy", "--out", tmp_path / "x.json", "--allow-unsigned")
+    assert r.exit_code == 2 and "--greedy does not apply to --learner renyi" in r.stderr
+    assert not (tmp_path / "x.json").exists()

@@ -83,7 +83,8 @@ class MinimaxRules(MarginalEstimator):
     ``scores(X, mu)``, ``psi(X)``, ``dim`` and ``to_dict``) in ``map_``.
     """
 
-    certificate_kind: ClassVar[str] = "R*"
+    remedies: ClassVar[tuple[str, ...]] = ()
+    """What lowers a trivial certificate, in words (the CLI's warning lists them)."""
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Scores Φ(x, y)ᵀμ, shape (n, K); X is (n, p) codes in codebook feature order."""

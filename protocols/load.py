@@ -1,0 +1,61 @@
+"""The learner's way in: open, verify and aggregate site bundle files into one Summary.
+
+Every bundle is opened (if sealed to the learner), parsed and verified against the trust
+store; any failure — an altered byte, an unknown signer, an unsigned bundle without
+``allow_unsigned``, a bundle sealed to another key — is a one-line refusal naming the file
+(exit 1). The verified bundles are then summed into a Summary
+(:func:`marg.protocols.aggregate.summary_from_bundles`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from marg.errors import InputError
+from marg.marginals.summary import Summary
+
+from .aggregate import summary_from_bundles
+from .bundle import Bundle
+
+
+def load_verified_bundles(
+    paths: Sequence[str | Path],
+    trust: str | Path | None = None,
+    allow_unsigned: bool = False,
+    key: str | Path | None = None,
+    passphrase_file: str | Path | None = None,
+) -> list[Bundle]:
+    """Open (if sealed), parse and verify every bundle file.
+
+    Parameters
+    ----------
+    paths : bundle files
+    trust : folder of SITE.sign.pub files (the trust store), or None
+    allow_unsigned : accept unsigned bundles (their site is not authenticated)
+    key : the learner's sealing key (LEARNER.seal.key), to open sealed bundles
+    passphrase_file : file holding ``key``'s passphrase
+    """
+    from .keys import TrustStore, load_seal_key, read_passphrase_file
+    from .signing import load_verified_bundle
+
+    if not paths:
+        raise InputError("give at least one bundle")
+    seal_key = None
+    if key is not None:
+        pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+        seal_key = load_seal_key(key, pw)
+    store = TrustStore(trust) if trust is not None else None
+    return [load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key) for p in paths]
+
+
+def load_summary(
+    paths: Sequence[str | Path],
+    trust: str | Path | None = None,
+    allow_unsigned: bool = False,
+    key: str | Path | None = None,
+    passphrase_file: str | Path | None = None,
+) -> Summary:
+    """:func:`load_verified_bundles`, then their sum as one Summary (provenance names the files)."""
+    bundles = load_verified_bundles(paths, trust, allow_unsigned, key, passphrase_file)
+    return summary_from_bundles(bundles, [str(p) for p in paths])
