@@ -116,23 +116,25 @@ def solve_hinge(
     cost = [np.array([1.0]), (tau + lam)[theta_columns], -(tau - lam)[theta_columns], np.zeros(nf)]
     nvar = f0 + nf
 
-    def terms(y: int, with_f: bool, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """LP (column, value) pairs of Σ vals·(−θ[y, psi_cols] − s_y·f[psi_cols]) (f if ``with_f``)."""
+    def entries(y: int, with_f: bool, row: np.ndarray, psi_cols: np.ndarray,
+                vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, LP column, value) of vals[t]·(−θ[y, psi_cols[t]] − s_y·f[psi_cols[t]]) (f if ``with_f``) in row[t]."""
         p_ = tpos[y * D + psi_cols]
         on = p_ >= 0
-        cols = [1 + p_[on], 1 + nt + p_[on]]
+        R, cols = [row[on], row[on]], [1 + p_[on], 1 + nt + p_[on]]
         vs = [-vals[on], vals[on]]
         if with_f:
             q = fpos[psi_cols]
             onf = q >= 0
+            R.append(row[onf])
             cols.append(f0 + q[onf])
             vs.append(-(2.0 * y - 1.0) * vals[onf])
-        return np.concatenate(cols), np.concatenate(vs)
+        return np.concatenate(R), np.concatenate(cols), np.concatenate(vs)
 
     rows = RowBuffer()
     for y in range(K):
         for with_f, rhs in ((False, 0.0), (True, -1.0)):
-            fn = lambda c_, v_, y=y, w=with_f: terms(y, w, c_, v_)  # noqa: E731
+            fn = lambda r_, c_, v_, y=y, w=with_f: entries(y, w, r_, c_, v_)  # noqa: E731
             roots, nvar = forest_max_rows(oracle, dead[y], fn, nvar, rows, tag=(y, with_f))
             if roots is None:  # no x is allowed with label y: no constraint
                 continue

@@ -55,14 +55,15 @@ class RowBuffer:
         self.meta.append(meta)
         self.n += 1
 
-    def add_block(self, R, C, V, rhs, meta: tuple = ()) -> None:
-        """Many rows at once: entries (R[t], C[t], V[t]) with LOCAL row indices 0..len(rhs)−1."""
+    def add_block(self, R, C, V, rhs, meta: tuple | list = ()) -> None:
+        """Many rows at once: entries (R[t], C[t], V[t]) with LOCAL row indices 0..len(rhs)−1;
+        ``meta`` is one tag for every row, or a list with one tag per row."""
         rhs = np.asarray(rhs, dtype=np.float64).ravel()
         self.R.append(np.asarray(R, dtype=np.int64) + self.n)
         self.C.append(np.asarray(C, dtype=np.int64))
         self.V.append(np.asarray(V, dtype=np.float64))
         self.rhs.extend(rhs.tolist())
-        self.meta.extend([meta] * rhs.size)
+        self.meta.extend(meta if isinstance(meta, list) else [meta] * rhs.size)
         self.n += int(rhs.size)
 
     def matrix(self, nvar: int) -> sp.csr_array:
@@ -71,10 +72,13 @@ class RowBuffer:
         return sp.csr_array((np.concatenate(self.V), (np.concatenate(self.R), np.concatenate(self.C))), shape=(self.n, nvar))
 
 
+Entries = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
 def forest_max_rows(
     oracle: ForestOracle,
     dead_col: np.ndarray,
-    terms: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    entries: Entries,
     nvar: int,
     rows: RowBuffer,
     tag: Any = 0,
@@ -91,7 +95,8 @@ def forest_max_rows(
     So "max_x g(x) ≤ T" holds iff Σ_r t_r ≤ T is feasible with these rows; the caller adds
     that row (with its own T). A min is the max of the negation. Cells with ``dead_col``
     True are −∞ (x through them is outside the max): their rows are dropped, and a parent
-    value with no allowed continuation is dropped upwards.
+    value with no allowed continuation is dropped upwards. Rows come child by child
+    (leaves first), an edge's cells in row-major (x_p, x_c) order, then the roots.
 
     Parameters
     ----------
@@ -99,9 +104,10 @@ def forest_max_rows(
         Map and active forest.
     dead_col : ndarray of bool (D,)
         Ψ columns that are −∞ (one-hot node levels and edge cells).
-    terms : callable
-        ``terms(psi_cols, vals)`` -> (LP columns, LP values) of the linear expression
-        Σ_t vals[t]·g[psi_cols[t]] (g a linear function of the LP variables per Ψ column).
+    entries : callable
+        ``entries(row, psi_cols, vals)`` -> (rows, LP columns, LP values): the entries of
+        vals[t]·g[psi_cols[t]] in row ``row[t]`` (g a linear function of the LP variables per
+        Ψ column), vectorised over t.
     nvar : int
         Number of LP variables so far; the message and root variables come next.
     rows : RowBuffer
@@ -144,23 +150,38 @@ def forest_max_rows(
         var[has] = nvar + np.arange(int(has.sum()))
         nvar += int(has.sum())
         msg_var[c] = var
+
+    vstart = pm.nodes.vertex_start
+    vcol, vval = pm.nodes.vertex_col, pm.nodes.vertex_val
+
+    def block(node: np.ndarray, own: np.ndarray | None, at: np.ndarray, epi: np.ndarray, metas: list) -> None:
+        """Rows (one per t): own cell (if any) + node[t]'s term at vertex at[t] + its children's
+        messages at at[t] − epi[t] ≤ 0."""
+        r = np.arange(at.size)
+        flat = vstart[node] + at
+        parts = [entries(r, vcol[flat], vval[flat])]
+        if own is not None:
+            parts.insert(0, entries(r, own, np.ones(at.size)))
+        for v in np.unique(node):
+            kids = oracle.children[int(v)]
+            if kids:
+                sel = np.flatnonzero(node == v)
+                for q in kids:
+                    parts.append((r[sel], msg_var[q][at[sel]], np.ones(sel.size)))
+        parts.append((r, epi, -np.ones(at.size)))
+        rows.add_block(np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts]),
+                       np.concatenate([x[2] for x in parts]), np.zeros(at.size), metas)
+
     for c, cells, ok, has in pending:
-        kids = oracle.children[c]
-        var = msg_var[c]
-        for a, b in zip(*np.nonzero(ok)):
-            cols, vals = terms(np.array([cells[a, b]]), np.ones(1))
-            nc, nvv = terms(oracle.vertex_cols[c][b : b + 1], oracle.vertex_vals[c][b : b + 1])
-            kc = np.asarray([int(msg_var[q][b]) for q in kids], dtype=np.int64)
-            rows.add(np.concatenate([cols, nc, kc, [var[a]]]), np.concatenate([vals, nvv, np.ones(kc.size), [-1.0]]), 0.0,
-                     (tag, 0, c, int(a), int(b)))
+        a, b = np.nonzero(ok)
+        block(np.full(a.size, c), cells[a, b], b, msg_var[c][a], [(tag, 0, c, int(i), int(j)) for i, j in zip(a, b)])
     roots = nvar + np.arange(len(oracle.roots))
     nvar += len(oracle.roots)
-    for t, r in enumerate(oracle.roots):
-        kids = oracle.children[r]
-        for a in np.flatnonzero(alive[r]):
-            nc, nvv = terms(oracle.vertex_cols[r][a : a + 1], oracle.vertex_vals[r][a : a + 1])
-            kc = np.asarray([int(msg_var[q][a]) for q in kids], dtype=np.int64)
-            rows.add(np.concatenate([nc, kc, [roots[t]]]), np.concatenate([nvv, np.ones(kc.size), [-1.0]]), 0.0, (tag, 1, r, int(a), 0))
+    at = [np.flatnonzero(alive[r]) for r in oracle.roots]
+    node = np.repeat(np.asarray(oracle.roots, dtype=np.int64), [x.size for x in at])
+    at_all = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
+    epi = np.repeat(roots, [x.size for x in at])
+    block(node, None, at_all, epi, [(tag, 1, int(r), int(i), 0) for r, x in zip(oracle.roots, at) for i in x])
     return roots, nvar
 
 
@@ -174,16 +195,6 @@ class MuTerms:
         self.nmu = self.columns.size
         self.pos = np.full(K * D, -1, dtype=np.int64)
         self.pos[self.columns] = np.arange(self.nmu)
-
-    def terms(self, k: int, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """LP (column, value) pairs of Σ_{y∈C} vals·μ[y, psi_cols] (μ⁺ − μ⁻), C = subsets[k]."""
-        cols, vs = [], []
-        for y in self.subsets[k]:
-            p_ = self.pos[y * self.D + psi_cols]
-            on = p_ >= 0
-            cols += [1 + p_[on], 1 + self.nmu + p_[on]]
-            vs += [vals[on], -vals[on]]
-        return (np.concatenate(cols), np.concatenate(vs)) if cols else (np.zeros(0, np.int64), np.zeros(0))
 
     def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
@@ -266,7 +277,8 @@ def solve_compact(
     rows = RowBuffer()
     for k, Cset in enumerate(oracle.subsets):
         dead_col = (pen[k] < 0) if pen is not None else np.zeros(D, dtype=bool)
-        roots, nvar = forest_max_rows(oracle, dead_col, lambda cols_, vals_, k=k: mt.terms(k, cols_, vals_), nvar, rows, tag=k)
+        roots, nvar = forest_max_rows(oracle, dead_col, lambda r_, cols_, vals_, k=k: mt.entries(k, r_, cols_, vals_),
+                                      nvar, rows, tag=k)
         if roots is None:
             continue
         size = len(Cset)
