@@ -29,7 +29,7 @@ import numpy as np
 
 from marg.errors import InputError, NotFittedError
 
-CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma"]
+CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma", "W(h)"]
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,13 @@ class Certificate:
     ----------
     value : float
         The bound.
-    kind : {"R*", "R*_L", "hinge", "2gamma"}
+    kind : {"R*", "R*_L", "hinge", "2gamma", "W(h)"}
         ``R*``: the exact minimax 0-1 risk over the uncertainty set (a worst case over every
         distribution whose released statistics lie within ±λ); ``R*_L``: its local-polytope
         upper bound (graphs with cycles); ``hinge``: the worst-case hinge loss (= 2R*), which
         bounds the deterministic rule's 0-1 error; ``2gamma``: the Rényi bound 2γ, for
-        distributions with exactly the released pairwise marginals.
+        distributions with exactly the released pairwise marginals; ``W(h)``: the exact
+        worst-case 0-1 error of the model's own (deterministic) rule over the uncertainty set.
     coverage : float or None
         Probability with which the uncertainty set holds the truth (λ calibrated to a
         simultaneous coverage level); None when λ was set by hand (``s``).
@@ -63,7 +64,7 @@ class Certificate:
     @property
     def trivial(self) -> bool:
         """A 0-1 bound no better than guessing uniformly: value ≥ 1 − 1/K."""
-        if self.kind not in ("R*", "R*_L"):
+        if self.kind not in ("R*", "R*_L", "W(h)"):
             return False
         return self.value >= 1.0 - 1.0 / self.n_classes - 1e-9
 
@@ -73,7 +74,7 @@ class Certificate:
             return "(2γ: for distributions with the released pairwise marginals; no sampling margin)"
         if self.kind == "hinge":
             return "(worst-case hinge loss, = 2·R*: bounds the deterministic rule's worst-case error)"
-        bound = "local-polytope bound R*_L ≥ R*, " if self.kind == "R*_L" else ""
+        bound = {"R*_L": "local-polytope bound R*_L ≥ R*, ", "W(h)": "the rule's own worst case, "}.get(self.kind, "")
         if self.coverage is None:
             return f"({bound}λ set by --s; not calibrated to a coverage level)"
         return f"({bound}holds with probability ≥ {self.coverage:.0%} over the sample)"
@@ -247,7 +248,7 @@ def _jsonable(v: Any) -> Any:
 
 # ------------------------------------------------------------------------ registry
 _LEARNER_MODULES = {"mrc": ("marg.learners.mrc", "MRC"), "dcc": ("marg.learners.dcc", "DCC"),
-                    "renyi": ("marg.learners.renyi", "RenyiClassifier")}
+                    "renyi": ("marg.learners.renyi", "RenyiClassifier"), "nb": ("marg.learners.naive_bayes", "NaiveBayes")}
 LEARNERS: tuple[str, ...] = tuple(_LEARNER_MODULES)
 
 

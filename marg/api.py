@@ -16,8 +16,9 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from marg.errors import InputError
 
 LEARN_OPTIONS: dict[str, dict[str, str]] = {
-    "s": {"mrc": "s", "dcc": "s"},
-    "coverage": {"mrc": "coverage", "dcc": "coverage", "renyi": "coverage"},
+    "s": {"mrc": "s", "dcc": "s", "nb": "s"},
+    "coverage": {"mrc": "coverage", "dcc": "coverage", "renyi": "coverage", "nb": "coverage"},
+    "alpha": {"nb": "alpha"},
     "solver": {"mrc": "solver"},
     "eps": {"mrc": "eps"},
     "n_max": {"mrc": "n_max"},

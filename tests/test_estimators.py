@@ -14,7 +14,8 @@ from marg.marginals.summary import Summary
 from conftest import random_codebook, random_rows
 
 CONTRACT = {"learner", "n", "features", "worst_case_error"}
-EXTRA = {"mrc": {"iterations"}, "dcc": {"iterations", "edges"}, "renyi": {"gamma", "hgr_lower_bound", "separable"}}
+EXTRA = {"mrc": {"iterations"}, "dcc": {"iterations", "edges"}, "renyi": {"gamma", "hgr_lower_bound", "separable"},
+         "nb": {"certificate_converged"}}
 
 
 @pytest.fixture(scope="module")

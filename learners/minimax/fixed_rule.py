@@ -118,10 +118,14 @@ class FixedRuleOracle:
         Score differences within this count as ties (both labels possible).
     time_limit : float or None
         Seconds per MILP solve.
+    stabilize : bool
+        Also separate at the in-out point (fewer rounds, twice the MILPs per round).
     """
 
-    def __init__(self, umap: Any, rule: LinearRule, tie_tol: float = 1e-9, time_limit: float | None = None):
+    def __init__(self, umap: Any, rule: LinearRule, tie_tol: float = 1e-9, time_limit: float | None = None,
+                 stabilize: bool = False):
         self.umap = umap
+        self.stabilize = bool(stabilize)
         self.rule = rule
         self.K = rule.n_classes
         self.D = umap.dim
@@ -139,10 +143,12 @@ class FixedRuleOracle:
             self.models.append(parts)
         self.last_upper = np.nan
         self.last_lower = np.nan
+        self.center: np.ndarray | None = None
+        self.center_value = np.inf
 
     def _milp(self, rule_rows: list[tuple[np.ndarray, float]]) -> HighsLP:
         lay = self.layout
-        lp = HighsLP(solver="choose", presolve=None, mip_rel_gap=0.0, mip_abs_gap=1e-12,
+        lp = HighsLP(solver="choose", presolve=None, mip_rel_gap=0.0, mip_abs_gap=1e-7,
                      mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
         lo = np.zeros(lay.n)
         hi = np.ones(lay.n)
@@ -230,13 +236,13 @@ class FixedRuleOracle:
             vals.append(1.0)
         return np.asarray(cols, dtype=np.int64), np.asarray(vals)
 
-    def most_violated(self, mu: np.ndarray) -> list[Cut]:
+    def _separate(self, mu: np.ndarray) -> tuple[list[Cut], float]:
+        """Every part's best row at μ (K·K cuts at most) and the proven upper bound on the max."""
         mu = np.asarray(mu, dtype=np.float64).reshape(self.K, self.D)
         cuts: list[Cut] = []
         upper = -np.inf
         for y in range(self.K):
             obj = -self._objective(mu[y])  # HiGHS minimises
-            best: tuple[float, np.ndarray, float] | None = None
             for pred, lp in self.models[y]:
                 loss = 0.0 if pred == y else 1.0
                 lp.set_col_costs(np.arange(lp.n_cols), obj)
@@ -246,20 +252,33 @@ class FixedRuleOracle:
                     continue  # the rule never predicts ``pred`` (within the tie tolerance)
                 if res.status not in (Status.OPTIMAL, Status.LIMIT) or not res.has_solution:
                     raise SolverError(f"HiGHS failed on the fixed-rule separation MILP: {res.message or res.status.value}")
-                val = -res.objective + loss
                 bound = (-res.dual_bound if np.isfinite(res.dual_bound) else -res.objective) + loss
                 upper = max(upper, bound)
-                if best is None or val > best[0]:
-                    best = (val, res.x, loss)
-            if best is None:
-                continue
-            cols, vals = self._assignment(best[1])
-            cuts.append(Cut((y * self.D + cols, vals), -best[2], best[0], (y,)))
+                cols, vals = self._assignment(res.x)
+                cuts.append(Cut((y * self.D + cols, vals), -loss, float(mu[y, cols] @ vals) + loss, (y,)))
         if not cuts:
             raise InputError("the rule predicts no class anywhere on the domain")
-        self.last_upper = float(upper)
+        return cuts, float(upper)
+
+    def most_violated(self, mu: np.ndarray) -> list[Cut]:
+        """The best row of every (label, predicted class) part at μ, plus those at the in-out point
+        ½(μ_best + μ) (μ_best: the μ of the best certified value so far) with their violation at μ —
+        valid rows that damp the oscillation of plain cutting planes."""
+        mu = np.asarray(mu, dtype=np.float64).ravel()
+        cuts, upper = self._separate(mu)
+        self.last_upper = upper
         self.last_lower = float(max(c.violation for c in cuts))
+        if self.stabilize and self.center is not None:
+            mid, _ = self._separate(0.5 * (self.center + mu))
+            for c in mid:
+                idx, val = c.g
+                cuts.append(c._replace(violation=float(mu[idx] @ val) - c.b))
         return cuts
+
+    def recenter(self, mu: np.ndarray, value: float) -> None:
+        """Record μ as the stability center when its certified value is the best so far."""
+        if value < self.center_value:
+            self.center_value, self.center = value, np.asarray(mu, dtype=np.float64).ravel().copy()
 
     def covering_cuts(self) -> list[Cut]:
         """Rows (x, y) that touch every level of every node of the uncertainty map (x_i = level min(t, m_i − 1))."""
@@ -345,6 +364,7 @@ def certify_rule(
 
     def track(info: dict) -> None:
         history.append(lp.penalty(lp.mu) + oracle.last_upper)
+        oracle.recenter(lp.mu, history[-1])
         if callback is not None:
             callback({"stage": "certify", "lower": info["lower"], "upper": history[-1], "rows": info["rows"]})
 
