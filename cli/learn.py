@@ -49,8 +49,8 @@ class _Progress:
 @app.command("learn")
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
-    learner: Annotated[str, typer.Option("--learner", help="mrc, dcc or renyi.")],
     out: OutOpt,
+    learner: Annotated[str, typer.Option("--learner", help="auto (default: the learner of the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
@@ -59,6 +59,7 @@ def learn(
     n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.")] = 100,
     k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.")] = 10,
     ridge: Annotated[float, typer.Option(help="renyi: ridge on z (the intercept is not shrunk).")] = 0.0,
+    alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.")] = 0.5,
     greedy: Annotated[bool, typer.Option("--greedy", help="dcc: start first-order and add the edge that lowers R* most, while it does.")] = False,
     max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.")] = None,
     edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
@@ -84,16 +85,17 @@ def learn(
     from marg.learners.base import LEARNERS
     from marg.protocols.load import load_summary
 
-    if learner not in LEARNERS:
+    if learner != "auto" and learner not in LEARNERS:
         from marg.errors import InputError
 
-        raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
+        raise InputError(f"unknown learner {learner!r} (expected auto or one of {', '.join(LEARNERS)})")
     options = {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
-               "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
+               "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
                "structure": structure, "loss": loss}
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
-    api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
+    if learner != "auto":
+        api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
     summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file)
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
@@ -114,6 +116,11 @@ def learn(
         emit_json(rep)
         return
     cert = res.model.estimator.certificate_
+    learner = res.model.learner
+    if "auto" in rep:
+        tried = ", ".join(f"{c['learner']}{_params_words(c['params'])} {c['certificate']:.4f}" if c["certificate"] is not None
+                          else f"{c['learner']}{_params_words(c['params'])} (skipped: {c['note']})" for c in rep["auto"])
+        typer.echo(f"auto: chose {learner}, the smallest certificate at {coverage:.0%} coverage among: {tried}")
     typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
     warning = api.trivial_certificate_warning(res.model, summary)
@@ -133,6 +140,10 @@ def learn(
     if len(rep.get("iterations", [])) > 1:
         typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
     typer.echo(f"fitted in {res.seconds:.2f} s")
+
+
+def _params_words(params: dict) -> str:
+    return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
 
 
 @app.command("request")

@@ -74,6 +74,71 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
     return cls(**params)
 
 
+AUTO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("mrc", {}),
+    ("dcc", {"edge_weight": "label"}),
+    ("dcc", {"edge_weight": "cmi"}),
+    ("nb", {}),
+    ("renyi", {}),
+)
+"""What ``--learner auto`` tries: (learner, its parameters) — all certified at the same coverage."""
+
+
+@dataclass
+class Candidate:
+    """One learner tried by the automatic choice, with its certificate (None: could not be fitted)."""
+
+    learner: str
+    params: dict[str, Any]
+    certificate: float | None
+    kind: str
+    note: str = ""
+
+
+def choose_learner(summary: Any, coverage: float = 0.95, features: Sequence[str] | None = None,
+                   callback: Callable[[dict], None] | None = None) -> tuple[Any, list[Candidate]]:
+    """Fit every candidate of :data:`AUTO_CANDIDATES` on ``summary`` and keep the smallest certificate.
+
+    Every candidate's certificate is a valid bound on the worst-case error of its own rule
+    at the same coverage: R* for mrc/dcc (their randomized rule), W(h) for the additive rules
+    (naive Bayes, Rényi: :func:`marg.learners.certify.certify`, over first-order and forest
+    pairs). Candidates whose tables are missing (e.g. no pair tables) are skipped and say why.
+
+    Returns
+    -------
+    (fitted estimator of the choice, the candidates in the order tried)
+    """
+    from marg.errors import InputError as _InputError
+    from marg.learners.base import estimator_class
+    from marg.learners.certify import certify
+
+    best, table = None, []
+    for learner, params in AUTO_CANDIDATES:
+        cls = estimator_class(learner)
+        kw = dict(params)
+        if "coverage" in cls.param_names():
+            kw["coverage"] = coverage
+        if features is not None:
+            kw["features"] = list(features)
+        est = cls(**kw)
+        try:
+            est.fit(summary)
+            if est.certificate_.kind in ("2gamma",):  # not a bound on test error: certify the rule itself
+                est.certificate_ = certify(est, summary, coverage=coverage)
+        except _InputError as exc:
+            table.append(Candidate(learner, params, None, "", str(exc)))
+            continue
+        cert = est.certificate_
+        table.append(Candidate(learner, params, float(cert.value), cert.kind))
+        if callback is not None:
+            callback({"stage": "auto", "learner": learner, "params": params, "certificate": float(cert.value)})
+        if best is None or cert.value < best.certificate_.value - 1e-12:
+            best = est
+    if best is None:
+        raise _InputError("no learner could be fitted on these summaries: " + "; ".join(f"{c.learner}: {c.note}" for c in table))
+    return best, table
+
+
 @dataclass
 class LearnResult:
     """What :func:`learn` produced: the model (not yet saved), its report, the selection."""
@@ -102,7 +167,8 @@ def learn(
     Parameters
     ----------
     summary : marginals.summary.Summary
-    learner, options, given : see :func:`make_estimator`.
+    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner of
+        the smallest certificate (:func:`choose_learner`; only ``coverage`` may be given).
     select : {"none", "group-lasso", "gbd"}
     max_features, feature_cost, norm, time_limit : feature selection (see
         :func:`marg.learners.selection.select_features`).
@@ -119,8 +185,15 @@ def learn(
     t0 = time.perf_counter()
     if select not in ("none", "group-lasso", "gbd"):
         raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
-    est = make_estimator(learner, options, given, callback=callback)
-    est.check_params()  # before any work
+    auto = learner == "auto"
+    if auto:
+        extra = sorted(set(given) - {"coverage"})
+        if extra:
+            raise InputError(f"--{extra[0].replace('_', '-')} needs a chosen --learner (auto tries each learner's defaults)")
+        est = None
+    else:
+        est = make_estimator(learner, options, given, callback=callback)
+        est.check_params()  # before any work
     selection = None
     if select != "none":
         from marg.learners.selection import select_features
@@ -135,11 +208,21 @@ def learn(
             raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
         if on_selected is not None:
             on_selected(selection)
-        est.set_params(features=list(selection.selected))
-    est.fit(summary)
+        if est is not None:
+            est.set_params(features=list(selection.selected))
+    table = None
+    if auto:
+        est, table = choose_learner(summary, coverage=float(options.get("coverage", 0.95)),
+                                    features=None if selection is None else selection.selected, callback=callback)
+        learner = est.learner
+    else:
+        est.fit(summary)
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
+    if table is not None:
+        report["auto"] = [{"learner": c.learner, "params": c.params, "certificate": c.certificate, "kind": c.kind,
+                           "note": c.note} for c in table]
     if selection is not None:
         report["features"] = list(selection.selected)
         report["selected"] = list(selection.selected)

@@ -244,3 +244,34 @@ def test_learn_refuses_an_option_of_another_learner(study, tmp_path):
     r = run("learn", *bundles, "--learner", "renyi", "--greedy", "--out", tmp_path / "x.json", "--allow-unsigned")
     assert r.exit_code == 2 and "--greedy does not apply to --learner renyi" in r.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_learn_chooses_the_smallest_certificate_by_default(study, tmp_path):
+    """Without --learner, every candidate is fitted and the one of the smallest certificate is kept;
+    the report lists them all (each a valid bound at the same coverage)."""
+    tmp, schema, bundles = study
+    out = tmp_path / "auto.json"
+    r = run("learn", *bundles, "--out", out, "--json", "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    tried = [c for c in d["auto"] if c["certificate"] is not None]
+    assert {c["learner"] for c in tried} >= {"mrc", "dcc", "nb", "renyi"}
+    best = min(tried, key=lambda c: c["certificate"])
+    assert d["learner"] == best["learner"] and d["worst_case_error"] == pytest.approx(best["certificate"])
+    assert all(c["kind"] in ("R*", "W(h)") for c in tried)  # no 2γ: every candidate's bound is on test error
+    assert Model.load(out).learner == d["learner"]
+    text = run("learn", *bundles, "--out", tmp_path / "auto2.json", "--allow-unsigned")
+    assert f"auto: chose {d['learner']}" in text.stdout
+    bad = run("learn", *bundles, "--out", tmp_path / "x.json", "--greedy", "--allow-unsigned")
+    assert bad.exit_code == 2 and "--greedy needs a chosen --learner" in bad.stderr
+
+
+def test_naive_bayes_through_the_cli(study, tmp_path):
+    tmp, schema, bundles = study
+    out = tmp_path / "nb.json"
+    r = run("learn", *bundles, "--learner", "nb", "--alpha", "1", "--out", out, "--json", "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["certificate"]["kind"] == "W(h)" and 0 < d["worst_case_error"] <= 1
+    ev = run("evaluate", out, tmp / "north_test.csv", "--json")
+    assert ev.exit_code == 0 and 0 <= json.loads(ev.stdout)["error"] <= 1
