@@ -151,10 +151,18 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
+REPEAT = 3
+
+
 def run_pair(OLD: Side, NEW: Side, kind: str, params: dict, so, sn, X) -> dict:
-    old, t_old = timed(lambda: OLD.estimator(kind, params).fit(so))
-    new, t_new = timed(lambda: NEW.estimator(kind, params).fit(sn))
-    return {**compare(old, new, X), "t_old": t_old, "t_new": t_new}
+    """Fit both sides ``REPEAT`` times, alternating (the machine is noisy); median fit times."""
+    t_old, t_new = [], []
+    for _ in range(REPEAT):
+        old, t = timed(lambda: OLD.estimator(kind, params).fit(so))
+        t_old.append(t)
+        new, t = timed(lambda: NEW.estimator(kind, params).fit(sn))
+        t_new.append(t)
+    return {**compare(old, new, X), "t_old": float(np.median(t_old)), "t_new": float(np.median(t_new))}
 
 
 def row(group: str, data: str, config: str, r: dict) -> str:
@@ -168,13 +176,17 @@ def main() -> None:
     ap.add_argument("--prev", default="3c9b7f2")
     ap.add_argument("--quick", action="store_true", help="one split of the small UCI sets, DP once, no gene sets")
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="fits per side and configuration (median time reported)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "regression.md"))
     args = ap.parse_args()
+    global REPEAT
+    REPEAT = max(1, args.repeat)
     OLD, NEW = old_side(extract_previous(args.prev)), new_side()
     uci = bench_module("uci")
     lines = [f"# Regression against {args.prev}", "",
              f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
              f"`python bench/regression.py{' --quick' if args.quick else ''}`", "",
+             f"fit times: the median of {max(1, args.repeat)} fits per side, alternating old and new.", "",
              "| group | data | config | max \\|ΔR*\\| | predictions differing | max \\|Δμ\\| | old s | new s | new/old | |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)

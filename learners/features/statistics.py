@@ -12,10 +12,15 @@ For Φ(x, y) = e_y ⊗ Ψ(x) laid out (K, D) and the released (aggregated) table
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+# Summary → {map layout → Moments}: a Summary is read-only, so a map's moments are computed
+# once per Summary however many learners (or repeated fits) ask for them.
+_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Moments]]" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,22 @@ def map_moments(summary: Any, fmap: Any) -> Moments:
     Returns
     -------
     Moments
+        Shared between calls on the same Summary and layout (do not modify its arrays).
     """
+    key = (tuple((b.name, b.kind, b.size) for b in fmap.nodes.blocks), tuple(fmap.edges))
+    try:
+        per = _CACHE.setdefault(summary, {})
+    except TypeError:  # not weak-referenceable: no cache
+        per = {}
+    if key not in per:
+        m = _moments(summary, fmap)
+        for a in (m.tau, m.std, m.noise):
+            a.setflags(write=False)  # shared: read-only
+        per[key] = m
+    return per[key]
+
+
+def _moments(summary: Any, fmap: Any) -> Moments:
     lab = summary.codebook.label.name
     n = float(summary.n)
     K = int(summary.n_classes)
