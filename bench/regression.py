@@ -177,6 +177,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one split of the small UCI sets, DP once, no gene sets")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="fits per side and configuration (median time reported)")
+    ap.add_argument("--groups", default="uci,dp,cg", help="comma-separated: uci (with selection), dp, cg")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "regression.md"))
     args = ap.parse_args()
     global REPEAT
@@ -185,7 +186,7 @@ def main() -> None:
     uci = bench_module("uci")
     lines = [f"# Regression against {args.prev}", "",
              f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
-             f"`python bench/regression.py{' --quick' if args.quick else ''}`", "",
+             f"`python bench/regression.py {' '.join(sys.argv[1:])}`", "",
              f"fit times: the median of {max(1, args.repeat)} fits per side, alternating old and new.", "",
              "| group | data | config | max \\|ΔR*\\| | predictions differing | max \\|Δμ\\| | old s | new s | new/old | |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -195,7 +196,8 @@ def main() -> None:
         lines.append(s)
         print(s, flush=True)
 
-    sets = ["votes", "credit", "kr-vs-kp", "promoters"] + ([] if args.quick else ["adult"])
+    groups = {g.strip() for g in args.groups.split(",") if g.strip()}
+    sets = (["votes", "credit", "kr-vs-kp", "promoters"] + ([] if args.quick else ["adult"])) if "uci" in groups else []
     for name in sets:
         df, y, binned = uci.load(name)
         for seed in range(1 if args.quick or name == "adult" else args.seeds):
@@ -231,7 +233,8 @@ def main() -> None:
     perm = rng.permutation(len(y))
     test, train = perm[: len(y) // 5], perm[len(y) // 5:]
     sites = np.array_split(train, 3)
-    for plan, configs in (("first", [c for c in DP_CONFIGS if c[0] == "mrc"]), ("all", [c for c in DP_CONFIGS if c[0] != "mrc"])):
+    dp_plans = (("first", [c for c in DP_CONFIGS if c[0] == "mrc"]), ("all", [c for c in DP_CONFIGS if c[0] != "mrc"]))
+    for plan, configs in dp_plans if "dp" in groups else ():
         exact = [count_tables(cb, X[s], y[s], plan_cliques(cb, plan)) for s in sites]
         noisy = [privatize(ts, epsilon=1.0, codebook=cb)[0] for ts in exact]
         recs = table_records(sum_tables(noisy)[0])
@@ -239,7 +242,7 @@ def main() -> None:
         for config, kind, params in configs:
             emit(row("DP ε=1", "adult", config, run_pair(OLD, NEW, kind, params, so, sn, X[test])))
 
-    if not args.quick:
+    if not args.quick and "cg" in groups:
         hd = bench_module("mrc_highdim")
         for name in ("colon", "leukemia", "arcene"):
             Xg, yraw, discrete = hd.load(name)
