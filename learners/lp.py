@@ -23,7 +23,8 @@ Creating a ``highspy.Highs`` object prints HiGHS' banner on the process's standa
 any option can be set; :func:`new_highs` creates solvers with file descriptor 1 pointed at
 ``/dev/null`` for that instant and switches logging off, so ``marg … --json`` prints
 nothing but its JSON. HiGHS' global thread scheduler refuses to run an instance whose
-``threads`` option differs from the one it was first started with, so no instance sets it.
+``threads`` option differs from the one it was first started with, so every instance runs
+single-threaded (:func:`new_highs`).
 """
 
 from __future__ import annotations
@@ -134,11 +135,26 @@ def stdout_silenced() -> Iterator[None]:
         os.close(devnull)
 
 
+_scheduler_reset = False
+
+
 def new_highs(**options: Any) -> highspy.Highs:
-    """A silent HiGHS instance with ``options`` set (logging off before anything else runs)."""
+    """A silent, single-threaded HiGHS instance with ``options`` set (logging off before anything else runs).
+
+    Every instance uses one thread: the LPs and MIPs here are small to medium (HiGHS' simplex
+    is serial anyway), a thread pool's start-up dominated the GBD master's solve times, and
+    HiGHS refuses to run an instance whose ``threads`` differs from its global scheduler's —
+    so all instances agree, and the first one resets a scheduler another library may have
+    started with more threads.
+    """
+    global _scheduler_reset
+    if not _scheduler_reset:
+        highspy.Highs.resetGlobalScheduler(True)
+        _scheduler_reset = True
     with stdout_silenced():
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
     for name, value in options.items():
         h.setOptionValue(name, value)
     return h
