@@ -103,7 +103,7 @@ class PostgresSource(SQLSource):
                 names = [d.name for d in cur.description]
                 rows = cur.fetchall()
             con.rollback()  # read-only: end the transaction, keep the connection
-        except psycopg.errors.DataException as exc:
+        except psycopg.DataError as exc:  # e.g. a text value that is not a number
             self._rollback()
             raise NotANumber(self._redact(str(exc).strip().splitlines()[0])) from None
         except psycopg.Error as exc:
