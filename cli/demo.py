@@ -16,20 +16,27 @@ from typing import Annotated, Callable
 
 import typer
 
-from marg.learners.model import Model, evaluate
-from marg.learners.mrc import MRC
-from marg.learners.renyi import RenyiClassifier
-from marg.marginals.encoding import encode_file
 from marg.errors import InputError
-from marg.marginals.privacy import PrivacyCost, write_budget
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from marg.protocols.aggregate import summary_from_bundles
-from marg.protocols.export import export_site
-from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
-from marg.protocols.ledger import Ledger
-from marg.protocols.signing import load_verified_bundle
 
 from .common import guarded
+
+
+def _heavy() -> None:
+    """Import the whole stack on first use, not at ``marg --help``."""
+    global Model, evaluate, MRC, RenyiClassifier, encode_file, PrivacyCost, write_budget, SITES, demo_codebook
+    global generate, write_csv, summary_from_bundles, export_site, TrustStore, generate_keys, load_seal_key
+    global load_seal_public_key, load_signing_key, Ledger, load_verified_bundle
+    from marg.learners.model import Model, evaluate
+    from marg.learners.mrc import MRC
+    from marg.learners.renyi import RenyiClassifier
+    from marg.marginals.encoding import encode_file
+    from marg.marginals.privacy import PrivacyCost, write_budget
+    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from marg.protocols.aggregate import summary_from_bundles
+    from marg.protocols.export import export_site
+    from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
+    from marg.protocols.ledger import Ledger
+    from marg.protocols.signing import load_verified_bundle
 
 SITE_ROWS = {"north": 6000, "south": 4000, "city": 8000}
 HOLDOUT = 0.25
@@ -49,6 +56,7 @@ def _fresh_dir(workdir: Path) -> None:
 
 def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
     """Generate each site's training and held-out files and the study codebook."""
+    _heavy()
     demo_codebook().save(workdir / "codebook.json")
     files: dict[str, dict[str, Path]] = {}
     for k, prof in enumerate(SITES):
@@ -66,6 +74,7 @@ def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
 
 def run_demo(workdir: Path, echo: Callable[[str], None] = typer.echo, seed: int = 7) -> dict:
     """Run the demo in ``workdir``; returns a dict of what happened (for tests)."""
+    _heavy()
     _fresh_dir(workdir)
     echo(f"marg demo — working in {workdir}")
     files = prepare(workdir, seed)

@@ -8,19 +8,29 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import numpy as np
+from typing import TYPE_CHECKING
+
 import typer
 
-from marg.learners.model import LEARNERS, Model, estimator_class, evaluate, now_iso
-from marg.marginals.codebook import Codebook
-from marg.marginals.encoding import encode_file, iter_encoded
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.io import iter_batches
-from marg.protocols.aggregate import summary_from_bundles
-from marg.protocols.bundle import Bundle
 
 from .common import JsonOpt, OutOpt, emit_json, err, guarded
+
+if TYPE_CHECKING:
+    from marg.protocols.bundle import Bundle
+
+
+def _heavy() -> None:
+    """Import the learner stack (numpy, scipy, highspy) on first use, not at ``marg --help``."""
+    global np, LEARNERS, Model, estimator_class, evaluate, now_iso, Codebook, encode_file, iter_encoded
+    global iter_batches, summary_from_bundles
+    import numpy as np
+    from marg.learners.model import LEARNERS, Model, estimator_class, evaluate, now_iso
+    from marg.marginals.codebook import Codebook
+    from marg.marginals.encoding import encode_file, iter_encoded
+    from marg.marginals.io import iter_batches
+    from marg.protocols.aggregate import summary_from_bundles
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
@@ -132,6 +142,7 @@ def register(app: typer.Typer) -> None:
         passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
     ) -> None:
         """Aggregate site bundles and fit a certified classifier from the summaries alone."""
+        _heavy()
         if learner not in LEARNERS:
             raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
         if not bundles:
@@ -249,6 +260,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Two-round protocol, round 2: screen the top features from round-1 bundles and write
         the pair request the sites answer with `marg export --pairs @REQUEST.json`."""
+        _heavy()
         from itertools import combinations
 
         from marg.marginals.request import screen_features, write_request
@@ -280,6 +292,7 @@ def register(app: typer.Typer) -> None:
         flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
     ) -> None:
         """Write class probabilities and the predicted label for every row of DATA."""
+        _heavy()
         m = Model.load(model)
         if schema is not None:
             m.check_codebook(Codebook.load(schema))
@@ -312,6 +325,7 @@ def register(app: typer.Typer) -> None:
     @guarded
     def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None) -> None:
         """Accuracy and error of a model on labelled data, next to its certificate."""
+        _heavy()
         m = Model.load(model)
         if schema is not None:
             m.check_codebook(Codebook.load(schema))

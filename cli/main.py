@@ -2,7 +2,9 @@
 
 Sub-apps per noun (``schema``, ``keys``, ``audit``) and top-level verbs (``export``,
 ``inspect``, ``learn``, ``predict``, ``evaluate``, ``demo``). Commands parse options, call
-the library and print; errors go through :func:`cli.common.guarded`.
+the library and print; errors go through :func:`cli.common.guarded`. Library modules are
+imported inside the commands that use them, so ``marg --help`` starts without numpy,
+scipy or highspy (``python -X importtime -m marg.cli.main --help`` shows what remains).
 """
 
 from __future__ import annotations
@@ -13,11 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from marg.marginals.codebook import Codebook
 from marg.errors import InputError
-from marg.marginals.draft import draft_codebook
-from marg.marginals.tables import parse_pairs
-from marg.protocols.export import export_site
 
 from . import audit as audit_cli
 from . import keys as keys_cli
@@ -36,10 +34,19 @@ app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
 
 
+DataArg = Annotated[str, typer.Argument(
+    help="The data: a CSV/TSV/.gz/Parquet file, duckdb:///site.db?table=T (or any file DuckDB reads), "
+         "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their own tables.")]
+SparkMasterOpt = Annotated[Optional[str], typer.Option(
+    "--spark-master", help="Spark master URL for --engine spark (default: $MARG_SPARK_MASTER or local[*]).")]
+
+
 @schema_app.command("init")
 @guarded
 def schema_init(
-    data: Annotated[Path, typer.Argument(help="Local data file (CSV, TSV, .gz, Parquet).")],
+    data: DataArg,
     label: Annotated[str, typer.Option("--label", help="The label column.")],
     out: OutOpt,
     max_levels: Annotated[int, typer.Option(help="Numeric columns with more distinct values are binned.")] = 20,
@@ -47,12 +54,18 @@ def schema_init(
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
     numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
     exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out (identifiers).")] = None,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Draft a codebook from local data. Review it before sharing: levels and edges come from the data."""
-    cb = draft_codebook(
-        data, label, max_levels=max_levels, bins=bins,
-        categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
-    )
+    from marg.marginals.draft import draft_codebook
+    from marg.marginals.sources import open_source
+
+    with open_source(data, engine=engine, spark_master=spark_master) as src:
+        cb = draft_codebook(
+            src, label, max_levels=max_levels, bins=bins,
+            categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
+        )
     cb.save(out)
     n_num = sum(1 for f in cb.features if f.kind == "numeric")
     typer.echo(
@@ -69,7 +82,7 @@ def schema_init(
 @app.command("export")
 @guarded
 def export_cmd(
-    data: Annotated[Path, typer.Argument(help="The site's data file (CSV, TSV, .gz, Parquet).")],
+    data: DataArg,
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
@@ -86,9 +99,14 @@ def export_cmd(
     to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): encrypt the bundle to it.")] = None,
     ledger: Annotated[Path, typer.Option("--ledger", help="The site's ledger folder (records every export; holds budget.json).")] = Path("marg-ledger"),
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (not recommended).")] = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
+    from marg.marginals.codebook import Codebook
     from marg.marginals.request import read_request
+    from marg.marginals.tables import parse_pairs
+    from marg.protocols.export import export_site
     from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
 
     cb = Codebook.load(schema)
@@ -114,7 +132,7 @@ def export_cmd(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,
         first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
-        ledger_dir=None if no_ledger else ledger, progress=prog,
+        ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )
     prog.done()
     d = res.bundle.describe()
