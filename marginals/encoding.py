@@ -87,7 +87,7 @@ class Encoded:
 
 
 # ------------------------------------------------------------------ distinct values
-def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, bool]:
     """Split a column into its distinct values and, per row, the index of its value.
 
     Returns
@@ -96,6 +96,8 @@ def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
         The dictionary (may hold values no row uses).
     index : ndarray, shape (n,), int32/int64
         Row r holds ``values[index[r]]``; a null row has index ``d`` (one past the end).
+    null_rows : bool
+        Whether any row is null (if not, no row needs to be searched for index ``d``).
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -105,9 +107,10 @@ def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
         arr = _integer_dictionary(arr) or pc.dictionary_encode(arr, null_encoding="mask")
     values = arr.dictionary
     idx = arr.indices
-    if idx.null_count:
+    nulls = idx.null_count > 0
+    if nulls:
         idx = pc.fill_null(idx, len(values))
-    return values, idx.to_numpy(zero_copy_only=False)
+    return values, idx.to_numpy(zero_copy_only=False), nulls
 
 
 def _integer_dictionary(arr: pa.Array) -> pa.DictionaryArray | None:
@@ -200,18 +203,20 @@ def at_row(start_row: int) -> Callable[[int], str]:
 
 
 def check_codes(f, codes: np.ndarray, text: pa.Array, index: np.ndarray, start_row: int,
-                where: Callable[[int], str] | None = None) -> None:
+                where: Callable[[int], str] | None = None, null_rows: bool = True) -> None:
     """Raise the column's one-line error if a row holds a value the codebook refuses.
 
     ``where(k)`` says where row ``k`` is (default: its data-row number); a database
-    source, whose rows have no order, says in how many rows of which table instead.
+    source, whose rows have no order, says in which table instead. ``null_rows=False``
+    (no row is null) skips the search for the null slot ``codes[-1]``.
     """
     where = where or at_row(start_row)
+    keep = len(codes) if null_rows else len(codes) - 1
     name = f.name
     if isinstance(f, NumericFeature) and f.edges is None:
-        bad_values, nan_values = np.flatnonzero(np.isinf(codes)), np.flatnonzero(np.isnan(codes))
+        bad_values, nan_values = np.flatnonzero(np.isinf(codes[:keep])), np.flatnonzero(np.isnan(codes[:keep]))
     else:
-        bad_values, nan_values = np.flatnonzero(codes == UNKNOWN), np.flatnonzero(codes == MISSING)
+        bad_values, nan_values = np.flatnonzero(codes[:keep] == UNKNOWN), np.flatnonzero(codes[:keep] == MISSING)
     k = _first_row(index, bad_values)
     if k is not None:
         v = text[int(index[k])].as_py()
@@ -237,26 +242,27 @@ def label_codes(classes: Sequence[str], values: pa.Array) -> tuple[np.ndarray, p
 
 
 def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.Array, index: np.ndarray,
-                start_row: int, where: Callable[[int], str] | None = None) -> None:
-    """Raise the label's one-line error for an unknown or missing class."""
+                start_row: int, where: Callable[[int], str] | None = None, null_rows: bool = True) -> None:
+    """Raise the label's one-line error for an unknown or missing class (see :func:`check_codes`)."""
     where = where or at_row(start_row)
-    k = _first_row(index, np.flatnonzero(codes == UNKNOWN))
+    keep = len(codes) if null_rows else len(codes) - 1
+    k = _first_row(index, np.flatnonzero(codes[:keep] == UNKNOWN))
     if k is not None:
         v = text[int(index[k])].as_py()
         raise InputError(
             f"column {name!r}: unknown class {v!r} {where(k)} "
             f"(allowed: {', '.join(classes[:10])}{'…' if len(classes) > 10 else ''})"
         )
-    k = _first_row(index, np.flatnonzero(codes == MISSING))
+    k = _first_row(index, np.flatnonzero(codes[:keep] == MISSING))
     if k is not None:
         raise InputError(f"column {name!r}: missing label {where(k)}")
 
 
 def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
     """Encode one feature column: codes (smallest unsigned type) or clipped float64 values."""
-    values, index = distinct(arr)
+    values, index, nulls = distinct(arr)
     codes, text = value_codes(f, values)
-    check_codes(f, codes, text, index, start_row)
+    check_codes(f, codes, text, index, start_row, null_rows=nulls)
     if f.is_discrete:
         return codes.astype(code_dtype(f.n_levels))[index]
     return codes[index]
@@ -264,9 +270,9 @@ def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
 
 def encode_label(lab, arr: pa.Array, start_row: int) -> np.ndarray:
     """Encode the label column into int64 class codes."""
-    values, index = distinct(arr)
+    values, index, nulls = distinct(arr)
     codes, text = label_codes(lab.classes, values)
-    check_label(lab.name, lab.classes, codes, text, index, start_row)
+    check_label(lab.name, lab.classes, codes, text, index, start_row, null_rows=nulls)
     return codes[index]
 
 

@@ -142,7 +142,7 @@ def tables_from_groups(
                 )
             codes.append(c)
             continue
-        values, index = distinct(col)
+        values, index, _ = distinct(col)
         if key.attr == lab:
             vc, text = label_codes(codebook.label.classes, values)
             check_label(lab, codebook.label.classes, vc, text, index[present], 1, located)

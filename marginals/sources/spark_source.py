@@ -166,7 +166,7 @@ class SparkSource(Source):
     def _diagnose(self, f) -> None:
         """Raise the one-line error naming a value of ``f`` that is not a number."""
         values = self._distinct(f.name, None)
-        v, index = distinct(values)
+        v, index, _ = distinct(values)
         codes, text = value_codes(f, v)
         check_codes(f, codes, text, index, 1, lambda _k: f"in {self.name}")
         raise InputError(f"column {f.name!r}: a value in {self.name} is not a number")

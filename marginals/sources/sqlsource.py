@@ -81,7 +81,7 @@ class SQLSource(Source):
             if f.kind != "numeric":
                 continue
             res = self.fetch(distinct_query(self.dialect, f.name, src), params)
-            values, index = distinct(res.column("v"))
+            values, index, _ = distinct(res.column("v"))
             codes, text = value_codes(f, values)
             check_codes(f, codes, text, index, 1, lambda _k: f"in {self.name}")
 
