@@ -357,3 +357,101 @@ def test_spark_not_a_number_and_missing_table(tmp_path, spark):
     with pytest.raises(InputError, match=r"spark cannot read table 'no_such_table'") as exc:
         count("no_such_table", plan_cliques(CB), engine="spark")
     assert "\n" not in str(exc.value)
+
+
+# ------------------------------------------------------------------ marg export, end to end
+def marg_export(tmp_path, data: str, *extra: str):
+    from typer.testing import CliRunner
+
+    from marg.cli.main import app
+
+    schema = tmp_path / "codebook.json"
+    if not schema.exists():
+        CB.save(schema)
+    out = tmp_path / "site.bundle"
+    args = ["export", data, "--schema", str(schema), "--site", "north", "--out", str(out), "--stats", "all",
+            "--min-cell", "1", "--ledger", str(tmp_path / "ledger"), *extra]
+    return CliRunner().invoke(app, args), out
+
+
+def assert_failed_cleanly(tmp_path, result, out, pattern: str) -> None:
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("marg: error:"), result.stderr
+    import re
+
+    assert re.search(pattern, err[0]), err[0]
+    assert not out.exists()
+    assert not (tmp_path / "ledger" / "ledger.jsonl").exists()
+
+
+def bundle_counts(path):
+    from marg.protocols.bundle import load_bundle
+
+    b = load_bundle(path)
+    return b, {t.clique: t.counts for t in b.tables}
+
+
+def test_export_from_postgres_records_the_source(tmp_path, pg, pgdb):
+    table = make_table(seed=4, n=500)
+    pg_load(pg, pgdb, table)
+    pcsv.write_csv(table, tmp_path / "d.csv")
+    r, out = marg_export(tmp_path, str(tmp_path / "d.csv"), "--no-ledger")
+    assert r.exit_code == 0, r.output
+    _, want = bundle_counts(out)
+    out.unlink()
+    r, out = marg_export(tmp_path, pg.uri(pgdb, table="visits"))
+    assert r.exit_code == 0, r.output
+    b, got = bundle_counts(out)
+    assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want)
+    assert b.header["source"] == {"kind": "postgresql", "engine": "postgresql", "host": "127.0.0.1", "port": pg.port,
+                                  "database": pgdb, "table": "visits"}
+    raw = out.read_bytes() + (tmp_path / "ledger" / "ledger.jsonl").read_bytes()
+    assert pg.password.encode() not in raw and pg.user.encode() not in raw
+
+
+def test_postgres_failures_leave_no_bundle_and_no_ledger_entry(tmp_path, pg, pgdb):
+    pg_load(pg, pgdb, make_table(n=50))
+    r, out = marg_export(tmp_path, pg.uri(pgdb, password="wrong-password", table="visits"))
+    assert_failed_cleanly(tmp_path, r, out, r"password authentication failed")
+    assert "wrong-password" not in r.stderr
+    r, out = marg_export(tmp_path, pg.uri(pgdb, table="no_such_table"))
+    assert_failed_cleanly(tmp_path, r, out, r"relation \"no_such_table\" does not exist")
+    # The server ends the session in the middle of the counting query: a dropped connection.
+    r, out = marg_export(tmp_path, pg.uri(pgdb, query="SELECT *, pg_terminate_backend(pg_backend_pid()) AS t FROM visits"))
+    assert_failed_cleanly(tmp_path, r, out, r"terminating connection|server closed the connection|connection")
+    r, out = marg_export(tmp_path, f"postgresql://{pg.user}@127.0.0.1:1/{pgdb}?table=visits")
+    assert_failed_cleanly(tmp_path, r, out, r"127.0.0.1:1/")
+
+
+def test_export_duckdb_and_spark_bundles_hold_the_local_counts(tmp_path, data, spark):
+    tmp, table = data
+    duckdb_db(tmp / "site.db", table)
+    r, out = marg_export(tmp, str(tmp / "d.parquet"), "--no-ledger")
+    assert r.exit_code == 0, r.output
+    _, want = bundle_counts(out)
+    for spec, extra, kind in ((f"duckdb://{tmp}/site.db?table=visits", (), "duckdb"),
+                              (str(tmp / "d.parquet"), ("--engine", "duckdb"), "duckdb"),
+                              (str(tmp / "d.parquet"), ("--engine", "spark"), "spark")):
+        out.unlink()
+        r, out = marg_export(tmp, spec, "--no-ledger", *extra)
+        assert r.exit_code == 0, r.output
+        b, got = bundle_counts(out)
+        assert b.header["source"]["kind"] == kind
+        assert got.keys() == want.keys()
+        for k in want:  # bit-identical: the same int64 bytes
+            assert got[k].tobytes() == want[k].tobytes(), k
+
+
+def test_schema_init_from_databases_drafts_the_local_codebook(tmp_path, data, pg, pgdb):
+    from marg.marginals.draft import draft_codebook
+
+    tmp, table = data
+    table = table.drop_columns(["age", "bp"])  # categorical only: a draft's quantile edges come from a sample
+    pq.write_table(table, tmp / "c.parquet")
+    duckdb_db(tmp / "c.db", table)
+    pg_load(pg, pgdb, table)
+    want = draft_codebook(tmp / "c.parquet", "y")
+    for spec in (f"duckdb://{tmp}/c.db?table=visits", pg.uri(pgdb, table="visits")):
+        with open_source(spec) as src:
+            assert draft_codebook(src, "y").to_dict() == want.to_dict()
