@@ -59,12 +59,13 @@ def open_source(data: str | Path, *, engine: str | None = None, spark_master: st
         from .duckdb_source import DuckDBSource
 
         return DuckDBSource.from_uri(text)
-    if scheme:
-        raise InputError(f"unsupported data source scheme {scheme + '://'!r} (files, duckdb://, postgresql://)")
-    if engine == "spark":
+    if engine == "spark":  # any path Spark reaches (hdfs://, s3a://, …) or a catalog table
         from .spark_source import SparkSource
 
         return SparkSource(text, master=spark_master)
+    if scheme:
+        raise InputError(f"unsupported data source scheme {scheme + '://'!r} (files, duckdb://, postgresql://; "
+                         "other file systems with --engine spark)")
     if engine == "duckdb":
         from .duckdb_source import DuckDBSource
 
