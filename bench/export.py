@@ -21,11 +21,9 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +152,6 @@ def csv_memory(args) -> None:
     import pyarrow.parquet as pq
 
     path = OUT / "big.csv"
-    cb = Codebook.load(OUT / "wide.codebook.json")
     target = args.gb * 1e9
     if not path.exists() or path.stat().st_size < 0.95 * target:
         part = pq.ParquetFile(str(OUT / "wide.parquet")).read_row_group(0)

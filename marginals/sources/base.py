@@ -67,3 +67,9 @@ class Source(ABC):
         if missing:
             shown = ", ".join(names[:12]) + ("…" if len(names) > 12 else "")
             raise InputError(f"column {missing[0]!r} is absent from {self.name} (columns: {shown})")
+
+
+def first_line(exc: BaseException) -> str:
+    """An engine's error message, first line only (they can run to pages)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from ..io import NULL_VALUES, _delimiter, _is_parquet
+from .base import first_line
 from .sql import DUCKDB, table_sql
 from .sqlsource import NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
@@ -85,7 +86,7 @@ class DuckDBSource(SQLSource):
                 con.execute(f"SET disabled_optimizers = '{NAN_SAFE}'")
                 self._con = con
             except duckdb.Error as exc:
-                raise InputError(f"cannot open DuckDB database {self.path}: {_first_line(exc)}") from None
+                raise InputError(f"cannot open DuckDB database {self.path}: {first_line(exc)}") from None
         return self._con
 
     def select(self) -> tuple[str, list[Any]]:
@@ -107,16 +108,11 @@ class DuckDBSource(SQLSource):
         try:
             return con.sql(sql, params=list(params)).to_arrow_table()
         except duckdb.ConversionException as exc:
-            raise NotANumber(_first_line(exc)) from None
+            raise NotANumber(first_line(exc)) from None
         except duckdb.Error as exc:
-            raise InputError(f"{self.name}: {_first_line(exc)}") from None
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
 
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
             self._con = None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -18,7 +18,7 @@ engine counted it, and a value the codebook refuses is the same one-line error (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -99,6 +99,17 @@ def plan_groups(codebook: Codebook, cliques: Sequence[tuple[str, ...]]) -> Group
     )
     pos = {a: q for q, a in enumerate(order)}
     return GroupPlan(keys=keys, sets=tuple(tuple(pos[a] for a in c) for c in sets), moments=tuple(moments), label_key=0)
+
+
+def counted_tables(codebook: Codebook, cliques: Sequence[tuple[str, ...]], plan: GroupPlan, result: pa.Table,
+                   where: str, progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
+    """:func:`tables_from_groups`, refusing a source without rows and reporting the row count."""
+    tables, n = tables_from_groups(codebook, cliques, plan, result, where)
+    if n == 0:
+        raise InputError(f"{where} has no data rows")
+    if progress is not None:
+        progress(n)
+    return tables, n
 
 
 def tables_from_groups(

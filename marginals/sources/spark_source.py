@@ -26,8 +26,8 @@ from ..codebook import Codebook
 from ..encoding import MISSING, UNKNOWN, check_codes, distinct, value_codes
 from ..io import NULL_VALUES, _delimiter, _is_parquet, as_text
 from ..tables import MarginalTable
-from .base import Source
-from .grouped import plan_groups, tables_from_groups
+from .base import Source, first_line
+from .grouped import counted_tables, plan_groups
 from marg.errors import InputError
 
 DRAFT_DISTINCT = 10_001
@@ -85,7 +85,7 @@ class SparkSource(Source):
                          .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "8").getOrCreate())
                 spark.sparkContext.setLogLevel("ERROR")
         except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
-            raise InputError(f"cannot start Spark: {_first_line(exc)}") from None
+            raise InputError(f"cannot start Spark: {first_line(exc)}") from None
         self._session = spark
         try:
             if not self.is_path:
@@ -99,7 +99,7 @@ class SparkSource(Source):
                                   for c in raw.columns])
         except Exception as exc:  # noqa: BLE001 - AnalysisException and friends
             what = "table" if not self.is_path else "data"
-            raise InputError(f"spark cannot read {what} {self.data!r}: {_first_line(exc)}") from None
+            raise InputError(f"spark cannot read {what} {self.data!r}: {first_line(exc)}") from None
         self._df = df
         return df
 
@@ -152,16 +152,11 @@ class SparkSource(Source):
                 warnings.simplefilter("ignore", FutureWarning)
                 result = enc.groupingSets(sets, *keys).agg(*aggs).toArrow()
         except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
-            raise InputError(f"{self.name}: {_first_line(exc)}") from None
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
         for q, key in enumerate(plan.keys):
             if key.binned and UNKNOWN in result.column(f"k{q}").to_pylist():
                 self._diagnose(codebook.feature(key.attr))
-        tables, n = tables_from_groups(codebook, cliques, plan, result, self.name)
-        if n == 0:
-            raise InputError(f"{self.name} has no data rows")
-        if progress is not None:
-            progress(n)
-        return tables, n
+        return counted_tables(codebook, cliques, plan, result, self.name, progress)
 
     def _diagnose(self, f) -> None:
         """Raise the one-line error naming a value of ``f`` that is not a number."""
@@ -188,8 +183,3 @@ class SparkSource(Source):
 
     def close(self) -> None:
         self._df = None  # the session stays up for the process (starting one costs seconds)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

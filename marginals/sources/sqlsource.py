@@ -18,7 +18,7 @@ from ..codebook import Codebook
 from ..encoding import check_codes, distinct, value_codes
 from ..tables import MarginalTable
 from .base import Source
-from .grouped import plan_groups, tables_from_groups
+from .grouped import counted_tables, plan_groups
 from .sql import Dialect, columns_query, count_query, distinct_query, sample_query
 from marg.errors import InputError
 
@@ -67,12 +67,7 @@ class SQLSource(Source):
         except NotANumber as exc:
             self._diagnose_numbers(codebook)
             raise InputError(f"{self.name}: a numeric column holds a value that is not a number ({exc})") from None
-        tables, n = tables_from_groups(codebook, cliques, plan, result, self.name)
-        if n == 0:
-            raise InputError(f"{self.name} has no data rows")
-        if progress is not None:
-            progress(n)
-        return tables, n
+        return counted_tables(codebook, cliques, plan, result, self.name, progress)
 
     def _diagnose_numbers(self, codebook: Codebook) -> None:
         """Find the numeric column and value the database refused; raise its one-line error."""
