@@ -29,7 +29,7 @@ def _heavy() -> None:
     from marg.protocols.ledger import Ledger
     from marg.protocols.sealing import SEAL_MAGIC
 
-app = typer.Typer(help="The site's release ledger: what left, when, to whom, at what privacy cost.", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode=None, help="The site's release ledger: what left, when, to whom, at what privacy cost.", no_args_is_help=True)
 
 LedgerOpt = Annotated[Path, typer.Option("--ledger", help="The site's ledger folder.")]
 
