@@ -26,7 +26,7 @@ them as the (n, p) float64 matrix the learners use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -54,34 +54,74 @@ def code_dtype(n_levels: int) -> np.dtype:
 
 
 @dataclass(frozen=True)
-class Encoded:
-    """One encoded chunk.
+class Dictionary:
+    """A discrete column kept as its distinct values' codes and each row's value index.
+
+    ``codes = lut[index]``; counting a table of this column alone needs only ``index``
+    (count the distinct values, then add their counts by code), never the gathered codes.
 
     Attributes
     ----------
-    columns : tuple of ndarray, each shape (n,)
-        Codebook feature order: codes of discrete features (unsigned integers, see
-        :func:`code_dtype`), clipped float64 values of raw numeric features.
+    lut : ndarray, shape (d + 1,)
+        Code of each distinct value (the last slot: null), in the code dtype; checked, so
+        every slot a row uses holds a valid code.
+    index : ndarray, shape (n,), int32 or int64
+    """
+
+    lut: np.ndarray
+    index: np.ndarray
+
+    def codes(self) -> np.ndarray:
+        return self.lut[self.index]
+
+
+class Encoded:
+    """One encoded chunk.
+
+    Parameters
+    ----------
+    parts : tuple, one per feature (codebook order)
+        An ndarray (n,) — codes of a discrete feature (unsigned, see :func:`code_dtype`)
+        or clipped float64 values of a raw numeric feature — or a :class:`Dictionary`.
     y : ndarray, shape (n,), int64, or None when the label was not read.
     start_row : int
         1-based data-row number of the chunk's first row.
+    n_rows : int, optional
+        Rows in the chunk (needed only when there are neither features nor labels).
+
+    ``column(i)`` gives feature i's codes or values (a dictionary is gathered once, on
+    first use); ``X`` stacks all of them as the (n, p) float64 matrix the learners use.
     """
 
-    columns: tuple[np.ndarray, ...]
-    y: np.ndarray | None
-    start_row: int
-    n_rows: int = field(default=-1)
+    def __init__(self, parts, y: np.ndarray | None, start_row: int, n_rows: int = -1):
+        self.parts = tuple(parts)
+        self.y = y
+        self.start_row = start_row
+        self._n = n_rows
+        self._cols: dict[int, np.ndarray] = {}
 
     @property
     def n(self) -> int:
-        if self.columns:
-            return int(self.columns[0].shape[0])
-        return int(self.y.shape[0]) if self.y is not None else max(self.n_rows, 0)
+        if self.parts:
+            p = self.parts[0]
+            return int((p.index if isinstance(p, Dictionary) else p).shape[0])
+        return int(self.y.shape[0]) if self.y is not None else max(self._n, 0)
+
+    def column(self, i: int) -> np.ndarray:
+        c = self._cols.get(i)
+        if c is None:
+            p = self.parts[i]
+            c = self._cols[i] = p.codes() if isinstance(p, Dictionary) else p
+        return c
+
+    @property
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return tuple(self.column(i) for i in range(len(self.parts)))
 
     @cached_property
     def X(self) -> np.ndarray:
         """shape (n, p), float64: codes and clipped values side by side."""
-        if not self.columns:
+        if not self.parts:
             return np.zeros((self.n, 0))
         return np.column_stack([c.astype(np.float64, copy=False) for c in self.columns])
 
@@ -104,7 +144,10 @@ def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, boo
         if isinstance(arr, pa.ChunkedArray):  # pragma: no cover - combine_chunks of dictionaries
             arr = pa.concat_arrays(arr.chunks)
     if not pa.types.is_dictionary(arr.type):
-        arr = _integer_dictionary(arr) or pc.dictionary_encode(arr, null_encoding="mask")
+        small = _integer_range(arr)
+        if small is not None:
+            return small
+        arr = pc.dictionary_encode(arr, null_encoding="mask")
     values = arr.dictionary
     idx = arr.indices
     nulls = idx.null_count > 0
@@ -113,16 +156,22 @@ def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, boo
     return values, idx.to_numpy(zero_copy_only=False), nulls
 
 
-def _integer_dictionary(arr: pa.Array) -> pa.DictionaryArray | None:
-    """An integer column with a small range as a dictionary of ``lo..hi`` (no hashing)."""
+def _integer_range(arr: pa.Array) -> tuple[pa.Array, np.ndarray, bool] | None:
+    """An integer column with a small range: values ``lo..hi``, index ``v − lo`` (no hashing)."""
     if not pa.types.is_integer(arr.type) or len(arr) < 4096 or arr.null_count == len(arr):
         return None
     mm = pc.min_max(arr)
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
     if hi - lo >= min(1 << 16, len(arr)):
         return None
-    idx = pc.subtract(arr.cast(pa.int64()), pa.scalar(lo, pa.int64())).cast(pa.int32())
-    return pa.DictionaryArray.from_arrays(idx, pa.array(np.arange(lo, hi + 1)).cast(arr.type))
+    if 0 <= lo and hi < min(1 << 16, len(arr)) and arr.type == pa.int64():
+        lo = 0  # codes 0..hi index themselves: the column is its own index, no copy
+    values = pa.array(np.arange(lo, hi + 1)).cast(arr.type)
+    if arr.null_count:
+        index = pc.fill_null(pc.subtract(arr.cast(pa.int64()), pa.scalar(lo, pa.int64())), len(values))
+        return values, index.to_numpy(zero_copy_only=False), True
+    v = arr.to_numpy(zero_copy_only=False)
+    return values, (v if lo == 0 and v.dtype == np.int64 else np.subtract(v, lo, dtype=np.int64)), False
 
 
 def _first_row(index: np.ndarray, bad_values: np.ndarray) -> int | None:
@@ -258,14 +307,51 @@ def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.A
         raise InputError(f"column {name!r}: missing label {where(k)}")
 
 
-def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
-    """Encode one feature column: codes (smallest unsigned type) or clipped float64 values."""
+def encode_part(f, arr: pa.Array, start_row: int) -> "np.ndarray | Dictionary":
+    """Encode one feature column, checked: a :class:`Dictionary` for a discrete feature,
+    float64 values for a raw numeric one. A numeric feature stored as numbers (not text,
+    not a dictionary) is converted directly, without looking up distinct values."""
+    if isinstance(f, NumericFeature) and _is_plain_number(arr):
+        return _direct_number(f, arr, start_row)
     values, index, nulls = distinct(arr)
     codes, text = value_codes(f, values)
     check_codes(f, codes, text, index, start_row, null_rows=nulls)
     if f.is_discrete:
-        return codes.astype(code_dtype(f.n_levels))[index]
+        return Dictionary(np.where(codes >= 0, codes, 0).astype(code_dtype(f.n_levels)), index)
     return codes[index]
+
+
+def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
+    """Encode one feature column: codes (smallest unsigned type) or clipped float64 values."""
+    p = encode_part(f, arr, start_row)
+    return p.codes() if isinstance(p, Dictionary) else p
+
+
+def _is_plain_number(arr) -> bool:
+    t = arr.type
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _direct_number(f: NumericFeature, arr, start_row: int) -> np.ndarray:
+    """A numeric column stored as numbers: the text rules give the same values (an Arrow
+    number prints as the shortest text that reads back to itself), so skip the text."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    nan = np.isnan(v)
+    if f.edges is None:
+        if nan.any():
+            k = int(np.flatnonzero(nan)[0])
+            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} (raw numeric features need a value)")
+        return np.clip(v, f.lo, f.hi)
+    codes = np.searchsorted(np.asarray(f.edges), v, side="left")
+    if nan.any():
+        if not f.missing:
+            k = int(np.flatnonzero(nan)[0])
+            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} "
+                             "(the codebook gives this feature no missing level)")
+        codes[nan] = f.n_levels - 1
+    return codes.astype(code_dtype(f.n_levels))
 
 
 def encode_label(lab, arr: pa.Array, start_row: int) -> np.ndarray:
@@ -278,10 +364,10 @@ def encode_label(lab, arr: pa.Array, start_row: int) -> np.ndarray:
 
 def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int, *, with_label: bool = True) -> Encoded:
     """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order)."""
-    cols = tuple(encode_feature(f, batch[f.name], start_row) for f in codebook.features)
+    parts = tuple(encode_part(f, batch[f.name], start_row) for f in codebook.features)
     y = encode_label(codebook.label, batch[codebook.label.name], start_row) if with_label else None
     n = len(next(iter(batch.values()))) if batch else 0
-    return Encoded(columns=cols, y=y, start_row=start_row, n_rows=n)
+    return Encoded(parts, y, start_row, n)
 
 
 def iter_encoded(
@@ -355,7 +441,7 @@ def encode_file(path: str | Path, codebook: Codebook, *, with_label: bool = True
     parts = list(iter_encoded(path, codebook, with_label=with_label))
     if not parts:
         cols = tuple(np.zeros(0, dtype=code_dtype(f.n_levels) if f.is_discrete else np.float64) for f in codebook.features)
-        return Encoded(columns=cols, y=np.zeros(0, dtype=np.int64) if with_label else None, start_row=1, n_rows=0)
-    cols = tuple(np.concatenate([e.columns[i] for e in parts]) for i in range(codebook.n_features))
+        return Encoded(cols, np.zeros(0, dtype=np.int64) if with_label else None, 1, 0)
+    cols = tuple(np.concatenate([e.column(i) for e in parts]) for i in range(codebook.n_features))
     y = np.concatenate([e.y for e in parts]) if with_label else None
-    return Encoded(columns=cols, y=y, start_row=1)
+    return Encoded(cols, y, 1)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from .codebook import Codebook
-from .encoding import code_dtype
+from .encoding import Dictionary, Encoded, code_dtype
 from marg.errors import InputError
 from .noise import NoiseRecord
 
@@ -167,6 +167,16 @@ def _flat_dtype(size: int) -> np.dtype:
     return np.dtype(np.int64)
 
 
+class _Lazy:
+    """``columns[i]`` for a column function (a dictionary column is gathered on first use)."""
+
+    def __init__(self, fn: Callable[[int], np.ndarray]):
+        self.fn = fn
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.fn(i)
+
+
 class TableCounter:
     """Accumulates the tables of a clique plan over encoded chunks.
 
@@ -218,6 +228,8 @@ class TableCounter:
                 self._plan.append((acc, "pair", idx))
             else:
                 self._plan.append((acc, "general", tuple(-1 if a == lab else codebook.index(a) for a in c)))
+        # Features some pair (or larger) table needs as gathered codes.
+        self._paired = {i for _, kind, idx in self._plan if kind in ("pair", "general") for i in idx if i >= 0}
 
     def add(self, X: np.ndarray, y: np.ndarray) -> None:
         """Count one chunk given as a matrix (X: (n, p) codes/values, y: (n,) class codes)."""
@@ -226,8 +238,33 @@ class TableCounter:
                 for i, f in enumerate(self.codebook.features)]
         self.add_columns(cols, y)
 
+    def add_encoded(self, enc: "Encoded") -> None:
+        """Count one encoded chunk. A first-order table of a feature in no other table is
+        counted from its distinct-value index (:class:`~marg.marginals.encoding.Dictionary`)
+        — one bincount of ``index·K + y``, then the distinct values' counts added up by
+        code — so its codes are never gathered."""
+        n = len(enc.y)
+        if n == 0:
+            return
+        K = self.codebook.n_classes
+        done: set[int] = set()
+        for acc, kind, idx in self._plan:
+            if kind != "tail" or idx[0] in self._paired or not isinstance(enc.parts[idx[0]], Dictionary):
+                continue
+            d = enc.parts[idx[0]]
+            slots = len(d.lut)
+            flat = np.multiply(d.index, K, dtype=np.intp)  # bincount's own index type: no further copy
+            flat += enc.y
+            cnt = np.bincount(flat, minlength=slots * K).reshape(slots, K)
+            np.add.at(acc, d.lut.astype(np.intp), cnt)
+            done.add(id(acc))
+        self._add(enc.column, enc.y, skip=done)
+
     def add_columns(self, columns: Sequence[np.ndarray], y: np.ndarray) -> None:
         """Count one encoded chunk: ``columns[i]`` (n,) codes or values of feature i, ``y`` (n,)."""
+        self._add(lambda i: columns[i], y)
+
+    def _add(self, column: Callable[[int], np.ndarray], y: np.ndarray, skip: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         n = len(y)
         if n == 0:
             return
@@ -235,6 +272,7 @@ class TableCounter:
         K = self.codebook.n_classes
         y = np.asarray(y).astype(code_dtype(K), copy=False)
         sizes = [f.n_levels for f in self.codebook.features]
+        columns = _Lazy(column)
         for s in range(0, n, ROW_BLOCK):
             e = min(n, s + ROW_BLOCK)
             ys = y[s:e]
@@ -248,6 +286,8 @@ class TableCounter:
                 return t
 
             for acc, kind, idx in self._plan:
+                if id(acc) in skip:
+                    continue
                 if kind == "tail":
                     acc += np.bincount(tail(idx[0]), minlength=acc.size).reshape(acc.shape)
                 elif kind == "pair":

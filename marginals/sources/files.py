@@ -42,7 +42,7 @@ class FileSource(Source):
     ) -> tuple[list[MarginalTable], int]:
         counter = TableCounter(codebook, cliques)
         for enc in iter_encoded(self.path, codebook, progress=progress, prefetch=True):
-            counter.add_columns(enc.columns, enc.y)
+            counter.add_encoded(enc)
         if counter.n_rows == 0:
             raise InputError(f"{self.name} has no data rows")
         return counter.tables(), counter.n_rows
