@@ -142,8 +142,8 @@ def export_site(
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
     try:
-        source = src.describe()
         tables, n_rows = src.count(codebook, cliques, progress)
+        source = src.describe()  # after counting: a Spark source knows its master only then
     finally:
         if src is not data:
             src.close()
