@@ -36,6 +36,7 @@ app.add_typer(audit_cli.app, name="audit")
 
 
 DataArg = Annotated[str, typer.Argument(
+    metavar="DATA",
     help="The data: a CSV/TSV/.gz/Parquet file, duckdb:///site.db?table=T (or any file DuckDB reads), "
          "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
 EngineOpt = Annotated[Optional[str], typer.Option(
@@ -194,6 +195,10 @@ def inspect_cmd(
         f"({', '.join(lab.get('classes', []))})."
     )
     typer.echo(f"Rows at the site: {d['n_rows'] if d['n_rows'] is not None else 'not released'}.")
+    if d.get("source"):
+        src = d["source"]
+        where = ", ".join(f"{k} {v}" for k, v in src.items() if k not in ("kind", "engine"))
+        typer.echo(f"Counted from: {src.get('kind')} ({where}).")
     typer.echo(f"It releases {d['n_statistics']} statistics, {d['cells']:,} numbers in all:")
     for s in d["statistics"]:
         what = "per-class sum and sum of squares" if s["kind"] == "moments" else "counts"
