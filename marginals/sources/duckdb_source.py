@@ -106,7 +106,8 @@ class DuckDBSource(SQLSource):
         duckdb = _duckdb()
         con = self._connect()
         try:
-            return con.sql(sql, params=list(params)).to_arrow_table()
+            rel = con.sql(sql, params=list(params))
+            return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB < 1.4
         except duckdb.ConversionException as exc:
             raise NotANumber(first_line(exc)) from None
         except duckdb.Error as exc:
