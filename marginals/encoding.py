@@ -36,21 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .codebook import CategoricalFeature, Codebook, NumericFeature
+from .tables import code_dtype
 from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches
 
 # Sentinel codes of a distinct value that is not allowed (negative, so never a level).
 UNKNOWN = -1  # a value that is not a level (categorical) / not a number (numeric)
 MISSING = -2  # null or NaN where the codebook has no missing level
-
-
-def code_dtype(n_levels: int) -> np.dtype:
-    """The smallest unsigned integer type holding codes 0..n_levels−1."""
-    if n_levels <= 1 << 8:
-        return np.dtype(np.uint8)
-    if n_levels <= 1 << 16:
-        return np.dtype(np.uint16)
-    return np.dtype(np.uint32)
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
 from .codebook import Codebook
-from .encoding import Dictionary, Encoded, code_dtype
 from marg.errors import InputError
 from .noise import NoiseRecord
+
+if TYPE_CHECKING:
+    from .encoding import Encoded
 
 KINDS = ("counts", "moments")
 STATS = ("first", "pairs", "all")
@@ -155,6 +157,15 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
     return out
 
 
+def code_dtype(n_levels: int) -> np.dtype:
+    """The smallest unsigned integer type holding codes 0..n_levels−1."""
+    if n_levels <= 1 << 8:
+        return np.dtype(np.uint8)
+    if n_levels <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint32)
+
+
 ROW_BLOCK = 1 << 16  # rows counted at a time: every table's counts stay in cache
 
 
@@ -243,6 +254,8 @@ class TableCounter:
         counted from its distinct-value index (:class:`~marg.marginals.encoding.Dictionary`)
         — one bincount of ``index·K + y``, then the distinct values' counts added up by
         code — so its codes are never gathered."""
+        from .encoding import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
+
         n = len(enc.y)
         if n == 0:
             return
