@@ -15,13 +15,22 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marg.errors import InputError, RefusedError
-from marg.marginals.privacy import PrivacyCost
-from marg.protocols.keys import short_id
-from marg.protocols.ledger import DEFAULT_LEDGER_DIR, Ledger
-from marg.protocols.sealing import SEAL_MAGIC
 
 from .app import sub_app
 from .common import JsonOpt, emit_json, err
+
+DEFAULT_LEDGER_DIR = "marg-ledger"  # protocols.ledger.DEFAULT_LEDGER_DIR, without importing it for --help
+
+
+def _heavy() -> None:
+    """Import the ledger (cryptography, numpy) on first use, not at ``marg --help``."""
+    global PrivacyCost, short_id, Ledger, SEAL_MAGIC
+    from marg.marginals.privacy import PrivacyCost
+    from marg.protocols.keys import short_id
+    from marg.protocols.ledger import Ledger
+    from marg.protocols.sealing import SEAL_MAGIC
+
+
 
 app = sub_app("The site's release ledger: what left, when, to whom, at what privacy cost.")
 
@@ -58,6 +67,7 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 @app.command("show")
 def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = False) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
+    _heavy()
     led = Ledger(ledger)
     if not led.directory.is_dir():
         raise InputError(f"no ledger directory at {str(led.directory)!r}")
@@ -147,6 +157,7 @@ def verify_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Check the hash chain, every signature, the running totals and the bundle files; exit 1 on the first bad entry."""
+    _heavy()
     led = Ledger(ledger)
     report = led.verify(bundle_paths=_expand_bundles(bundles or []) or None, public_key=key, allow_unsigned=allow_unsigned)
     if json_out:
@@ -179,6 +190,7 @@ def budget_cmd(
     Every later `marg export --ledger DIR` is refused if it would take the total spend past
     the cap; exports of exact counts are refused outright once a cap exists.
     """
+    _heavy()
     from marg.marginals.privacy import read_budget, write_budget
 
     if epsilon is None and rho is None:

@@ -1,7 +1,7 @@
 """``marg keys``: create a site's (or the learner's) key pairs, show key ids, fill a trust store.
 
 Thin commands over :mod:`protocols.keys`; library errors become one line and an exit code
-through :func:`marg.cli.common.guarded`.
+through :class:`marg.cli.app.MargTyper`.
 """
 
 from __future__ import annotations
@@ -13,19 +13,26 @@ from typing import Annotated, Optional
 import typer
 
 from marg.errors import InputError, RefusedError
-from marg.protocols.keys import (
-    SIGN_PUB_SUFFIX,
-    generate_keys,
-    key_id,
-    kind_name,
-    load_any_public_key,
-    load_verify_key,
-    read_passphrase_file,
-    validate_site_name,
-)
 
 from .app import sub_app
 from .common import JsonOpt, emit_json
+
+
+def _heavy() -> None:
+    """Import the key module (cryptography) on first use, not at ``marg --help``."""
+    global SIGN_PUB_SUFFIX, generate_keys, key_id, kind_name, load_any_public_key, load_verify_key
+    global read_passphrase_file, validate_site_name
+    from marg.protocols.keys import (
+        SIGN_PUB_SUFFIX,
+        generate_keys,
+        key_id,
+        kind_name,
+        load_any_public_key,
+        load_verify_key,
+        read_passphrase_file,
+        validate_site_name,
+    )
+
 
 DEFAULT_KEY_DIR = "marg-keys"
 
@@ -43,6 +50,7 @@ def init_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Create SITE.sign.key/.sign.pub (Ed25519) and SITE.seal.key/.seal.pub (X25519) in --dir."""
+    _heavy()
     pw = read_passphrase_file(passphrase_file) if passphrase_file is not None else None
     kf = generate_keys(site, directory, passphrase=pw, overwrite=force)
     if json_out:
@@ -75,6 +83,7 @@ def show_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Print a public key's kind and id (sha256 of its raw bytes), to compare out of band."""
+    _heavy()
     key = load_any_public_key(key_file)
     kid = key_id(key)
     if json_out:
@@ -95,6 +104,7 @@ def trust_cmd(
     ] = None,
 ) -> None:
     """Add a site's public signing key to a trust store (as SITE.sign.pub)."""
+    _heavy()
     key = load_verify_key(key_file)
     name = site
     if name is None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import app
-from .common import JsonOpt, OutOpt, emit_json, err
+from .common import CountProgress, JsonOpt, OutOpt, emit_json, err
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
@@ -96,7 +96,7 @@ def learn(
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     if learner != "auto":
         api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
-    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file)
+    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"))
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")

@@ -3,6 +3,9 @@
 Sub-apps per noun (``schema``, ``keys``, ``audit``) and top-level verbs (``export``,
 ``inspect``, ``learn``, ``predict``, ``evaluate``, ``demo``). Commands parse options, call
 the library and print; every command is guarded in one place (:class:`marg.cli.app.MargTyper`).
+Library modules are imported inside the commands that use them, so ``marg --help`` starts
+without numpy, scipy or highspy (``python -X importtime -m marg.cli.main --help`` shows
+what remains).
 """
 
 from __future__ import annotations
@@ -13,11 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from marg.marginals.codebook import Codebook
 from marg.errors import InputError
-from marg.marginals.draft import draft_codebook
-from marg.marginals.tables import parse_pairs
-from marg.protocols.export import export_site
 
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
@@ -30,9 +29,19 @@ app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
 
 
+DataArg = Annotated[str, typer.Argument(
+    metavar="DATA",
+    help="The data: a CSV/TSV/.gz/Parquet file, duckdb:///site.db?table=T (or any file DuckDB reads), "
+         "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their own tables.")]
+SparkMasterOpt = Annotated[Optional[str], typer.Option(
+    "--spark-master", help="Spark master URL for --engine spark (default: $MARG_SPARK_MASTER or local[*]).")]
+
+
 @schema_app.command("init")
 def schema_init(
-    data: Annotated[Path, typer.Argument(help="Local data file (CSV, TSV, .gz, Parquet).")],
+    data: DataArg,
     label: Annotated[str, typer.Option("--label", help="The label column.")],
     out: OutOpt,
     max_levels: Annotated[int, typer.Option(help="Numeric columns with more distinct values are binned.")] = 20,
@@ -40,12 +49,18 @@ def schema_init(
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
     numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
     exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out (identifiers).")] = None,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Draft a codebook from local data. Review it before sharing: levels and edges come from the data."""
-    cb = draft_codebook(
-        data, label, max_levels=max_levels, bins=bins,
-        categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
-    )
+    from marg.marginals.draft import draft_codebook
+    from marg.marginals.sources import open_source
+
+    with open_source(data, engine=engine, spark_master=spark_master) as src:
+        cb = draft_codebook(
+            src, label, max_levels=max_levels, bins=bins,
+            categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
+        )
     cb.save(out)
     n_num = sum(1 for f in cb.features if f.kind == "numeric")
     typer.echo(
@@ -61,7 +76,7 @@ def schema_init(
 
 @app.command("export")
 def export_cmd(
-    data: Annotated[Path, typer.Argument(help="The site's data file (CSV, TSV, .gz, Parquet).")],
+    data: DataArg,
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
@@ -78,9 +93,14 @@ def export_cmd(
     to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): encrypt the bundle to it.")] = None,
     ledger: Annotated[Path, typer.Option("--ledger", help="The site's ledger folder (records every export; holds budget.json).")] = Path("marg-ledger"),
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (not recommended).")] = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
+    from marg.marginals.codebook import Codebook
     from marg.marginals.request import read_request
+    from marg.marginals.tables import parse_pairs
+    from marg.protocols.export import export_site
     from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
 
     cb = Codebook.load(schema)
@@ -106,7 +126,7 @@ def export_cmd(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,
         first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
-        ledger_dir=None if no_ledger else ledger, progress=prog,
+        ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )
     prog.done()
     d = res.bundle.describe()
@@ -166,6 +186,10 @@ def inspect_cmd(
         f"({', '.join(lab.get('classes', []))})."
     )
     typer.echo(f"Rows at the site: {d['n_rows'] if d['n_rows'] is not None else 'not released'}.")
+    if d.get("source"):
+        src = d["source"]
+        where = ", ".join(f"{k} {v}" for k, v in src.items() if k not in ("kind", "engine"))
+        typer.echo(f"Counted from: {src.get('kind')} ({where}).")
     typer.echo(f"It releases {d['n_statistics']} statistics, {d['cells']:,} numbers in all:")
     for s in d["statistics"]:
         what = "per-class sum and sum of squares" if s["kind"] == "moments" else "counts"

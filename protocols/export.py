@@ -1,10 +1,11 @@
-"""A site's export: data file → count tables → (noise | min-cell) → bundle → sign/seal → ledger → file.
+"""A site's export: data source → count tables → (noise | min-cell) → bundle → sign/seal → ledger → file.
 
 This is the site-side pipeline behind ``marg export``. The order is what makes it safe:
 
 1. the release plan (cliques) and its privacy cost are known from the codebook alone, so
    the budget is checked against the ledger **before any data is read**;
-2. the data streams through the encoder into the count tables (any bad value stops here);
+2. the source counts the tables (a file streams through the encoder here; a database or
+   Spark runs the GROUP BY itself); any bad value, missing table or lost connection stops here;
 3. exact releases pass the min-cell rule; DP releases get OpenDP noise;
 4. the bundle is built, addressed, signed and (optionally) sealed in memory;
 5. the ledger entry is appended (atomically; the budget is re-checked under its lock);
@@ -23,11 +24,11 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.encoding import iter_encoded
+from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
-from marg.marginals.tables import MarginalTable, TableCounter, plan_cliques
+from marg.marginals.tables import MarginalTable, plan_cliques
 
 from .bundle import Bundle
 
@@ -45,18 +46,18 @@ class ExportResult:
 
 
 def count_file(
-    data: str | Path,
+    data: "str | Path | Source",
     codebook: Codebook,
     cliques: Sequence[tuple[str, ...]],
     progress: Callable[[int], None] | None = None,
+    *,
+    engine: str | None = None,
 ) -> tuple[list[MarginalTable], int]:
-    """Stream ``data`` through the encoder and count the tables of ``cliques``."""
-    counter = TableCounter(codebook, cliques)
-    for enc in iter_encoded(data, codebook, progress=progress):
-        counter.add(enc.X, enc.y)
-    if counter.n_rows == 0:
-        raise InputError(f"{Path(data).name} has no data rows")
-    return counter.tables(), counter.n_rows
+    """Count the tables of ``cliques`` from ``data`` (a file, a URI or an open Source)."""
+    if isinstance(data, Source):
+        return data.count(codebook, cliques, progress)
+    with open_source(data, engine=engine) as src:
+        return src.count(codebook, cliques, progress)
 
 
 def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
@@ -74,7 +75,7 @@ def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], 
 
 
 def export_site(
-    data: str | Path,
+    data: "str | Path | Source",
     codebook: Codebook,
     site: str,
     out: str | Path,
@@ -92,6 +93,8 @@ def export_site(
     recipient_name: str | None = None,
     ledger_dir: str | Path | None = None,
     progress: Callable[[int], None] | None = None,
+    engine: str | None = None,
+    spark_master: str | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
@@ -110,6 +113,11 @@ def export_site(
         Seals the bundle to the learner.
     ledger_dir : path, optional
         The site's ledger; its ``budget.json`` cap is enforced before anything is read.
+    data, engine, spark_master
+        The DATA argument (file, ``duckdb://``/``postgresql://`` URI, or a path or table
+        for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
+        open Source. The bundle header records ``source`` (:meth:`Source.describe`: kind,
+        location, table or query, never credentials).
     """
     from .ledger import Ledger
     from .signing import finalize_bundle
@@ -131,8 +139,14 @@ def export_site(
         if cap is not None:
             check_budget(cap, ledger.spent(), requested)
 
-    # 2. Count.
-    tables, n_rows = count_file(data, codebook, cliques, progress)
+    # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
+    src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    try:
+        tables, n_rows = src.count(codebook, cliques, progress)
+        source = src.describe()  # after counting: a Spark source knows its master only then
+    finally:
+        if src is not data:
+            src.close()
 
     # 3. Protect.
     suppressed: list[Any] = []
@@ -145,7 +159,7 @@ def export_site(
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
-    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None}
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None, "source": source}
     if suppressed:
         extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
 

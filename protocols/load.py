@@ -10,13 +10,26 @@ store; any failure — an altered byte, an unknown signer, an unsigned bundle wi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 
-from .aggregate import summary_from_bundles
+from .aggregate import summary_from_files
 from .bundle import Bundle
+
+
+def _opener(trust, allow_unsigned, key, passphrase_file):
+    """``open(path) -> Bundle``: open (if sealed), parse and verify one file."""
+    from .keys import TrustStore, load_seal_key, read_passphrase_file
+    from .signing import load_verified_bundle
+
+    seal_key = None
+    if key is not None:
+        pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+        seal_key = load_seal_key(key, pw)
+    store = TrustStore(trust) if trust is not None else None
+    return lambda p: load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key)
 
 
 def load_verified_bundles(
@@ -36,17 +49,10 @@ def load_verified_bundles(
     key : the learner's sealing key (LEARNER.seal.key), to open sealed bundles
     passphrase_file : file holding ``key``'s passphrase
     """
-    from .keys import TrustStore, load_seal_key, read_passphrase_file
-    from .signing import load_verified_bundle
-
     if not paths:
         raise InputError("give at least one bundle")
-    seal_key = None
-    if key is not None:
-        pw = read_passphrase_file(passphrase_file) if passphrase_file else None
-        seal_key = load_seal_key(key, pw)
-    store = TrustStore(trust) if trust is not None else None
-    return [load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key) for p in paths]
+    open_ = _opener(trust, allow_unsigned, key, passphrase_file)
+    return [open_(p) for p in paths]
 
 
 def load_summary(
@@ -55,7 +61,11 @@ def load_summary(
     allow_unsigned: bool = False,
     key: str | Path | None = None,
     passphrase_file: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
-    """:func:`load_verified_bundles`, then their sum as one Summary (provenance names the files)."""
-    bundles = load_verified_bundles(paths, trust, allow_unsigned, key, passphrase_file)
-    return summary_from_bundles(bundles, [str(p) for p in paths])
+    """Open, verify and sum the bundle files into one Summary, one bundle at a time
+    (:func:`marg.protocols.aggregate.summary_from_files`: memory of one bundle, however many
+    sites); ``progress(k, total)`` after each file; provenance names the files."""
+    if not paths:
+        raise InputError("give at least one bundle")
+    return summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file), progress)

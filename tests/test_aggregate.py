@@ -1,0 +1,64 @@
+"""Streaming aggregation equals summing every site at once, whatever the sites released."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from marg.errors import InputError
+from marg.marginals.noise import NoiseRecord
+from marg.marginals.summary import Summary, sum_tables
+from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.protocols.aggregate import summary_from_bundles, summary_from_files
+from marg.protocols.bundle import Bundle, load_bundle
+from tests.conftest import random_codebook, random_rows
+
+
+def site_bundles(rng, cb, k: int):
+    out = []
+    for s in range(k):
+        X, y = random_rows(rng, cb, int(rng.integers(20, 200)))
+        stats = "all" if s % 3 else "first"  # some sites release fewer tables: those are dropped
+        tables = count_tables(cb, X, y, plan_cliques(cb, stats))
+        if s % 4 == 1:  # a noisy site: the combined noise record must fold the same way
+            tables = [MarginalTable(t.clique, t.counts + 0.5, NoiseRecord("laplace", 2.0, 2.0 * 2**0.5, epsilon=0.5), t.kind)
+                      for t in tables]
+        out.append(Bundle.build(cb, tables, site=f"site{s}", n_rows=len(y)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_streamed_equals_all_at_once(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    cb = random_codebook(rng, n_features=4, numeric=1)
+    bundles = site_bundles(rng, cb, 7)
+    summed, dropped = sum_tables([b.tables for b in bundles])
+    want = Summary(cb, summed).tables  # the same post-processing of noisy tables
+    paths = []
+    for b in bundles:
+        paths.append(tmp_path / f"{b.site}.bundle")
+        b.save(paths[-1])
+    seen = []
+    s1 = summary_from_files(paths, load_bundle, progress=lambda k, n: seen.append((k, n)))
+    s2 = summary_from_bundles(load_bundle(p) for p in paths)  # a generator: one bundle at a time
+    assert seen == [(k + 1, 7) for k in range(7)]
+    for s in (s1, s2):
+        assert s.provenance["dropped_tables"] == dropped
+        assert [t.clique for t in s.tables] == [t.clique for t in want]
+        for a, b in zip(want, s.tables):
+            np.testing.assert_array_equal(a.counts, b.counts)
+            assert a.noise == b.noise and a.kind == b.kind
+    assert [d["site"] for d in s1.provenance["sites"]] == [b.site for b in bundles]
+
+
+def test_refusals_name_the_bundle(rng):
+    cb = random_codebook(rng, n_features=3)
+    other = random_codebook(np.random.default_rng(99), n_features=4)
+    a, b = site_bundles(rng, cb, 2)
+    c = site_bundles(rng, other, 1)[0]
+    with pytest.raises(InputError, match=r"^b.bundle: site 'site0' already contributed a.bundle"):
+        summary_from_bundles([a, a], ["a.bundle", "b.bundle"])
+    with pytest.raises(InputError, match=r"^c.bundle: codebook fingerprint .* differs from a.bundle's"):
+        summary_from_bundles([a, b, c], ["a.bundle", "b.bundle", "c.bundle"])
+    with pytest.raises(InputError, match="no bundles to aggregate"):
+        summary_from_bundles([])
