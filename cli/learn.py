@@ -127,7 +127,7 @@ def learn(
     if warning:
         err(warning)
     if cert.approximate:
-        err("note: the bundles carry DP noise; the certificate's noise term is approximate (see the README)")
+        err("note: the bundles carry DP noise; this certificate's noise margin is a normal approximation (see the README)")
     if "gamma" in rep:
         typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
     if "edges" in rep:

@@ -88,4 +88,4 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
         value = certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value
     else:
         value = certify_rule_lp(rule, umap, m.tau, lam)
-    return Certificate(float(value), "W(h)", coverage if s is None else None, bool(summary.is_noisy), rule.n_classes)
+    return Certificate(float(value), "W(h)", coverage if s is None else None, False, rule.n_classes)

@@ -336,7 +336,7 @@ class DCC(MinimaxRules):
     def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, tau, lam, mu, phi, value, iterations, lower, upper,
                        n_rows, impossible, converged, bound, kind, t0) -> None:
         self._set_minimax_state(summary, pmap, tau, lam, mu, phi, value, iterations, lower, upper, n_rows,
-                                impossible, impossible, converged, bound, kind, approximate=bool(summary.is_noisy))
+                                impossible, impossible, converged, bound, kind)
         self.edges_ = pmap.edge_names
         self.relaxed_ = bool(relaxed)
         self.edge_weights_ = list(edge_weights)

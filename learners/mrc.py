@@ -170,8 +170,7 @@ class MRC(MinimaxRules):
         # every feature's empty cells, not only the working set's
         ruled_out = ((m.tau + lam) <= 0.0) & cells[None, :]
         self._set_minimax_state(summary, fmap, m.tau, lam, sol.mu, sol.phi, sol.value, sol.iterations, sol.lower,
-                                sol.upper, sol.n_rows, sol.impossible, ruled_out, sol.converged, sol.bound, "R*",
-                                approximate=bool(summary.is_noisy))
+                                sol.upper, sol.n_rows, sol.impossible, ruled_out, sol.converged, sol.bound, "R*")
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
         return self

@@ -102,8 +102,7 @@ class NaiveBayes(MarginalEstimator):
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         self.certificate_converged_ = bool(cert.converged)
-        self.certificate_ = Certificate(cert.value, "W(h)", self.coverage if self.s is None else None,
-                                        bool(summary.is_noisy), K)
+        self.certificate_ = Certificate(cert.value, "W(h)", self.coverage if self.s is None else None, False, K)
         return self
 
     # -------------------------------------------------------------- predict

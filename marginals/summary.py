@@ -20,6 +20,7 @@ import numpy as np
 from .codebook import Codebook
 from marg.errors import InputError
 from .noise import NoiseRecord
+from .noise_tails import merge as merge_parts
 from .tables import MarginalTable, canonical_clique, count_tables, plan_cliques
 
 
@@ -54,6 +55,7 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
         if noisy:
             mechs = {r.mechanism for r in noisy}
             mech = noisy[0].mechanism if len(mechs) == 1 else "gaussian"
+            discrete = ts[0].kind == "counts"
             rec = NoiseRecord(
                 mechanism=mech,
                 scale=max(r.scale for r in noisy),
@@ -61,6 +63,7 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
                 epsilon=max(r.epsilon for r in noisy),
                 delta=max(r.delta for r in noisy),
                 rho=max(r.rho for r in noisy),
+                parts=tuple(merge_parts([d for r in noisy for d in r.draws(discrete)])),
             )
         else:
             rec = NoiseRecord.exact()
@@ -126,10 +129,12 @@ class Summary:
             self._tables[key] = t
         self.postprocessed = False
         self.postprocess = bool(postprocess)
+        self._raw: list[MarginalTable] | None = None
         if postprocess and any(not t.noise.is_exact for t in self._tables.values()):
             from .postprocess import postprocess_tables
 
-            done = postprocess_tables(list(self._tables.values()))
+            self._raw = list(self._tables.values())
+            done = postprocess_tables(self._raw)
             self._tables = {(t.clique, t.kind): t for t in done}
             self.postprocessed = True
         if not any(lab in c for (c, k) in self._tables if k == "counts"):
@@ -220,6 +225,16 @@ class Summary:
         cells = t.counts.size // max(1, int(np.prod([t.counts.shape[t.clique.index(a)] for a in names])))
         return t.noise.std * float(np.sqrt(cells))
 
+    def noise_draws(self, names: Sequence[str]) -> tuple:
+        """The independent noise draws in one cell of ``counts(names)``: (mechanism, scale,
+        discrete, count) parts, ``count`` multiplied by the cells of the released table that
+        the marginal sums (see :mod:`marg.marginals.noise_tails`); () for exact tables."""
+        t = self._find_table(names)
+        if t is None:
+            raise InputError(f"no released table contains the attributes {list(names)!r}")
+        cells = t.counts.size // max(1, int(np.prod([t.counts.shape[t.clique.index(a)] for a in names])))
+        return tuple((m, b, d, c * cells) for m, b, d, c in t.noise.draws(t.kind == "counts"))
+
     def moment_table(self, name: str) -> MarginalTable:
         """The moment table (per-class sum and sum of squares, shape (2, K)) of raw numeric feature ``name``."""
         t = self._tables.get(((name, self.codebook.label.name), "moments"))
@@ -268,6 +283,19 @@ class Summary:
         return self.codebook.feature_names
 
     # ------------------------------------------------------------- subsets
+    def released(self) -> "Summary":
+        """The Summary of the tables as released (before post-processing; ``self`` if none).
+
+        Their noise is exactly what each table's record describes, so intervals built from
+        it hold exactly (post-processing mixes tables of different noise)."""
+        if self._raw is None:
+            return self
+        if "_released" not in self.__dict__:
+            child = Summary(self.codebook, self._raw, provenance=self.provenance,
+                            parent_fingerprint=self.parent_fingerprint, postprocess=False)
+            self.__dict__["_released"] = child
+        return self.__dict__["_released"]
+
     def restrict(self, names: Sequence[str]) -> "Summary":
         """The summary over a subset of features (tables within the subset + label)."""
         names = list(names)

@@ -25,16 +25,24 @@ _CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Moments]]" = weakref.WeakKey
 
 @dataclass(frozen=True)
 class Moments:
-    """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them."""
+    """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them.
+
+    ``draws[j]``: the independent noise draws in one count behind Ψ column j (the same for
+    every label; (mechanism, scale, discrete, count) parts, :mod:`marg.marginals.noise_tails`),
+    () when exact; ``n_draws`` those of n (the label table's total).
+    """
 
     tau: np.ndarray
     std: np.ndarray
     noise: np.ndarray
     n: float
+    draws: tuple = ()
+    n_draws: tuple = ()
 
 
 def map_moments(summary: Any, fmap: Any) -> Moments:
-    """The :class:`Moments` of ``fmap`` (a node map or a pairwise map) from ``summary``'s tables.
+    """The :class:`Moments` of ``fmap`` (a node map or a pairwise map) from ``summary``'s tables
+    as released (before any post-processing, so that the noise draws describe them exactly).
 
     Parameters
     ----------
@@ -48,6 +56,7 @@ def map_moments(summary: Any, fmap: Any) -> Moments:
     Moments
         Shared between calls on the same Summary and layout (do not modify its arrays).
     """
+    summary = summary.released()  # the tables as released: their noise is exactly what is recorded
     key = (tuple((b.name, b.kind, b.size) for b in fmap.nodes.blocks), tuple(fmap.edges))
     try:
         per = _CACHE.setdefault(summary, {})
@@ -70,17 +79,20 @@ def _moments(summary: Any, fmap: Any) -> Moments:
     tau = np.zeros((K, D))
     second = np.zeros((K, D))
     noise = np.zeros((K, D))
+    draws: list[tuple] = [()] * D
     for b in nodes.blocks:
         if b.kind == "onehot":
             N = summary.counts((b.name, lab))  # (m, K)
             tau[:, b.slice] = N.T / n
             second[:, b.slice] = N.T / n
             noise[:, b.slice] = summary.count_noise_std((b.name, lab)) / n
+            draws[b.slice] = [summary.noise_draws((b.name, lab))] * b.size
         else:
             t = summary.moment_table(b.name)
             tau[:, b.offset] = t.counts[0] / n
             second[:, b.offset] = t.counts[1] / n
             noise[:, b.offset] = t.noise.std / n
+            draws[b.offset] = t.noise.draws(False)
     std = np.sqrt(np.clip(second - tau**2, 0.0, None))
     for e, (a, c) in enumerate(fmap.edges):
         fa, fc = nodes.blocks[a].name, nodes.blocks[c].name
@@ -90,4 +102,9 @@ def _moments(summary: Any, fmap: Any) -> Moments:
         tau[:, cols] = t
         std[:, cols] = np.sqrt(np.clip(t * (1.0 - t), 0.0, None))
         noise[:, cols] = summary.count_noise_std((fa, fc, lab)) / n
-    return Moments(tau, std, noise, n)
+        d = summary.noise_draws((fa, fc, lab))
+        for j in cols:
+            draws[j] = d
+    nd = summary.noise_draws((lab,))
+    n_draws = tuple((m, b, d, c * int(summary.n_classes)) for m, b, d, c in nd)  # n sums the label table's K cells
+    return Moments(tau, std, noise, n, tuple(draws), n_draws)
