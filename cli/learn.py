@@ -58,7 +58,7 @@ def learn(
     eps: Annotated[float, typer.Option("--eps", help="mrc column generation: minimum dual violation for a feature to enter.")] = 1e-4,
     n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.")] = 100,
     k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.")] = 10,
-    ridge: Annotated[float, typer.Option(help="renyi: ridge on z (the intercept is not shrunk).")] = 0.0,
+    ridge: Annotated[Optional[float], typer.Option(help="renyi: ridge on z (the intercept is not shrunk). Default: 0 on exact summaries, set from the recorded noise under DP.")] = None,
     alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.")] = 0.5,
     greedy: Annotated[bool, typer.Option("--greedy", help="dcc: start first-order and add the edge that lowers R* most, while it does.")] = False,
     max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.")] = None,

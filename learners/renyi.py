@@ -157,8 +157,10 @@ class RenyiClassifier(MarginalEstimator):
 
     Parameters
     ----------
-    ridge : float, default 0.0
+    ridge : float or None
         Ridge weight on z (not on the intercept): minimise zᵀQ_c z − d_cᵀz + ridge·‖z‖².
+        None (default): 0 on exact summaries, set from the recorded noise under DP
+        (:func:`auto_ridge`).
     coding : {"min-norm", "reference"}
         How the singular system is resolved (see the module docstring).
     features : list of str or None
@@ -207,7 +209,7 @@ class RenyiClassifier(MarginalEstimator):
     learner = "renyi"
     display_name = "a Rényi"
 
-    def __init__(self, ridge: float = 0.0, coding: str = "min-norm", features: Sequence[str] | None = None,
+    def __init__(self, ridge: float | None = None, coding: str = "min-norm", features: Sequence[str] | None = None,
                  coverage: float = 0.95):
         self.ridge = ridge
         self.coding = coding
@@ -216,14 +218,13 @@ class RenyiClassifier(MarginalEstimator):
 
     # ------------------------------------------------------------------ fit
     def check_params(self) -> None:
-        check_number("ridge", self.ridge, low=0)
+        check_number("ridge", self.ridge, low=0, none_ok=True)
         check_choice("coding", self.coding, ("min-norm", "reference"))
         check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
 
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
         self.check_params()
-        ridge = float(self.ridge)
         names, sub = _discrete_problem(summary, self.features)
         cb = summary.codebook
         K = summary.n_classes
@@ -239,6 +240,7 @@ class RenyiClassifier(MarginalEstimator):
             ds = [np.zeros(0) for _ in positives]
         sizes = np.array([b.size for b in blocks], dtype=np.int64)
         M = int(sizes.sum())
+        ridge = float(self.ridge) if self.ridge is not None else auto_ridge(summary, names, M)
         p = np.diag(Q).copy()
         Qc = Q - np.outer(p, p)
         eig_full = psd_eigh(Qc) if M else (np.zeros(0), np.zeros((0, 0)))
@@ -302,6 +304,19 @@ class RenyiClassifier(MarginalEstimator):
             for k in range(len(gam)):
                 pos = 1 if len(gam) == 1 else k
                 margin[k] = zq * noise_sd(summary, names, sizes, Z[k], float(b[k]), pos)
+        # Never worse than the majority vote: a problem whose fitted risk does not beat the
+        # prior's, q(1−q), by more than the noise margin predicts the majority (z = 0).
+        fallback = np.zeros(len(gam), dtype=bool)
+        for k, c in enumerate(positives):
+            q1 = float(prior[c])
+            if summary.is_noisy and M and gam[k] + margin[k] >= q1 * (1.0 - q1):
+                fallback[k] = True
+                Z[k] = 0.0
+                b[k] = 0.5 * (2.0 * q1 - 1.0)
+                gam[k] = q1 * (1.0 - q1)
+                hgr[k] = hgr_lower_bound(gam[k], q1)
+        self.ridge_ = ridge
+        self.fallback_ = fallback
         self.noise_margin_ = margin
         self.certificate_approximate_ = bool(summary.is_noisy)
         self.certificate_ = Certificate(float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum())))), "2gamma",
@@ -391,6 +406,8 @@ class RenyiClassifier(MarginalEstimator):
             "separable": bool(self.separable_),
             "certificate_approximate": bool(self.certificate_approximate_),
             "noise_margin": _scalar_or_list(self.noise_margin_),
+            "ridge": float(self.ridge_),
+            "majority_fallback": _scalar_or_list(self.fallback_),
         }
 
     # ---------------------------------------------------------- persistence
@@ -415,6 +432,8 @@ class RenyiClassifier(MarginalEstimator):
             "certificate_approximate": bool(self.certificate_approximate_),
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
+            "ridge_used": float(self.ridge_),
+            "fallback": [bool(v) for v in self.fallback_],
         }
 
     @classmethod
@@ -445,6 +464,8 @@ class RenyiClassifier(MarginalEstimator):
         self.separable_ = bool(d["separable"])
         self.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
         self.certificate_approximate_ = bool(d.get("certificate_approximate", False))
+        self.ridge_ = float(d.get("ridge_used", self.ridge or 0.0))
+        self.fallback_ = np.asarray(d.get("fallback", [False] * len(d["gamma"])), dtype=bool)
         self.prior_ = np.asarray(d["prior"], dtype=np.float64)
         self.n_ = float(d["n"])
         self.fingerprint_ = str(d["fingerprint"])
@@ -471,6 +492,32 @@ class RenyiClassifier(MarginalEstimator):
         self.certificate_ = Certificate(float(d["worst_case_error"]), "2gamma",
                                         float(self.coverage) if self.certificate_approximate_ else None,
                                         self.certificate_approximate_, K)
+
+
+RIDGE_PER_NOISE = 0.35
+"""The automatic ridge under noise is this multiple of σ_Q·√M (see :func:`auto_ridge`)."""
+
+
+def auto_ridge(summary: Any, names: Sequence[str], M: int) -> float:
+    """The ridge for a noisy summary: ``RIDGE_PER_NOISE``·σ_Q·√M; 0 for an exact one.
+
+    σ_Q is the root-mean-square noise std of the pair cells of Q in probability units
+    (count noise std / n, from the released tables' records), so σ_Q·√M is the order of
+    the spectral norm of Q's noise matrix (M × M with independent entries): the ridge
+    dominates the noise's eigenvalues, so the solve no longer follows them (on DP adult the
+    unregularised fit erred 0.34–0.47). Set from the recorded noise and n only — never from
+    test data; the multiple 0.35 (0.5 per released (x_i, x_j, y) cell with a binary label)
+    was the best of a small grid on adult over ε = 0.25…4 (BENCHMARKS.md) and is shared by
+    every dataset.
+    """
+    if not summary.is_noisy or M == 0:
+        return 0.0
+    n = float(summary.n)
+    stds = [summary.count_noise_std((a, b)) / n for i, a in enumerate(names) for b in names[i + 1:]]
+    if not stds:
+        stds = [summary.count_noise_std((a,)) / n for a in names]
+    sigma = float(np.sqrt(np.mean(np.square(stds)))) if stds else 0.0
+    return RIDGE_PER_NOISE * sigma * float(np.sqrt(M))
 
 
 def _scalar_or_list(v: Any) -> Any:
