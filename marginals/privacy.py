@@ -398,6 +398,27 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
 
 
+def rho_for_epsilon(epsilon: float, delta: float) -> float:
+    """The largest ρ whose zCDP guarantee implies (``epsilon``, ``delta``)-DP under OpenDP's
+    conversion (:func:`rho_to_epsilon`, monotone in ρ), by bisection to a relative 1e-9.
+
+    A Gaussian release at this ρ is an (ε, δ)-DP release: noise grows like the square root
+    of the number of tables instead of linearly (pure-ε Laplace), so it is the better choice
+    for releases of many tables.
+    """
+    epsilon = float(epsilon)
+    if not (epsilon > 0.0 and math.isfinite(epsilon)):
+        raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    lo, hi = 0.0, epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if rho_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def pure_to_rho(meas, sens: float | int) -> float:
     """ρ of an ε-DP measurement seen as zCDP (OpenDP ``make_pureDP_to_zCDP``: ρ = ε²/2)."""
     return float(_dp().c.make_pureDP_to_zCDP(meas).map(sens))
