@@ -18,8 +18,10 @@ from .common import CountProgress, JsonOpt, OutOpt, emit_json, err
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
 SchemaCheck = Annotated[
-    Optional[Path], typer.Option("--schema", help="The site's codebook; refused if its fingerprint differs from the model's.")
+    Optional[Path], typer.Option("--schema", help="This site's codebook (required unless --allow-unsigned): a model fitted under another codebook is refused.")
 ]
+ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
+UnsignedModelOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Experiments only: accept an unsigned model (and no --schema).")]
 TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")]
 UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
 SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
@@ -74,6 +76,8 @@ def learn(
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
     passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
+    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): sites verify the model against it.")] = None,
+    sign_passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --sign-key's passphrase.")] = None,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -96,6 +100,10 @@ def learn(
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     if learner != "auto":
         api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
+    if sign_key is not None:  # a wrong key or passphrase fails before the fit, not after
+        from marg.protocols.keys import load_signing_key, read_passphrase_file
+
+        load_signing_key(sign_key, read_passphrase_file(sign_passphrase_file) if sign_passphrase_file else None)
     summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"))
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
@@ -110,8 +118,10 @@ def learn(
     res = api.learn(summary, learner, options, given, select=select, max_features=max_features,
                     feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=_Progress(time_limit),
                     on_selected=selected)
-    res.model.save(out)
+    written = api.save_model(res.model, out, sign_key, sign_passphrase_file)
     rep = res.report
+    if written["signature"] is None:
+        err(f"note: {out} is unsigned; sites can use it only with --allow-unsigned (sign it with --sign-key LEARNER.sign.key)")
     if json_out:
         emit_json(rep)
         return
@@ -121,7 +131,8 @@ def learn(
         tried = ", ".join(f"{c['learner']}{_params_words(c['params'])} {c['certificate']:.4f}" if c["certificate"] is not None
                           else f"{c['learner']}{_params_words(c['params'])} (skipped: {c['note']})" for c in rep["auto"])
         typer.echo(f"auto: chose {learner}, the smallest certificate at {coverage:.0%} coverage among: {tried}")
-    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
+    signed = f", signed by {written['signature']['signer']!r}" if written["signature"] else ""
+    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}{signed}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
     warning = api.trivial_certificate_warning(res.model, summary)
     if warning:
@@ -188,29 +199,38 @@ def predict(
     schema: SchemaCheck = None,
     id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
     flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
+    trust: ModelTrustOpt = None,
+    allow_unsigned: UnsignedModelOpt = False,
 ) -> None:
-    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
+    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure).
+
+    The model must be signed by a learner in --trust and fitted under this site's --schema.
+    """
     from marg import api
 
-    m = api.load_model(model, schema)
+    m, origin = api.load_model(model, schema, trust, allow_unsigned)
     n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
-    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
+    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)}; {origin.words()})")
     if flag_outside:
         typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
 
 
 @app.command("evaluate")
-def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None) -> None:
-    """Accuracy and error of a model on labelled data, next to its certificate."""
+def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None,
+                 trust: ModelTrustOpt = None, allow_unsigned: UnsignedModelOpt = False) -> None:
+    """Accuracy and error of a model on labelled data, next to its certificate.
+
+    The model must be signed by a learner in --trust and fitted under this site's --schema.
+    """
     from marg import api
 
-    m = api.load_model(model, schema)
+    m, origin = api.load_model(model, schema, trust, allow_unsigned)
     rep = api.evaluate_file(m, data)
     if json_out:
-        emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
-                                       "outside", "outside_error")})
+        emit_json({**{k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
+                                          "outside", "outside_error")}, "signer": origin.signer})
         return
-    typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
+    typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data} ({origin.words()}):")
     typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
     typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
     if rep["outside"]:
@@ -223,3 +243,37 @@ def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, sche
     typer.echo("  " + " " * width + "".join(f"{c:>{width + 2}}" for c in classes))
     for c, row in zip(classes, rep["confusion"]):
         typer.echo(f"  {c:<{width}}" + "".join(f"{v:>{width + 2}}" for v in row))
+
+
+def inspect_model(path: Path, trust: Optional[Path], json_out: bool) -> None:
+    """``marg inspect MODEL``: the learner, the certificate, who signed it and from which bundles.
+
+    With ``--trust`` the signature is verified (a bad one is refused, exit 1); without it the
+    signer is reported as claimed, not verified.
+    """
+    from marg.protocols.model_signing import read_model_dict, verify_model_dict
+
+    d = read_model_dict(path)
+    if d.get("format") != "marg-model":
+        from marg.errors import InputError
+
+        raise InputError(f"{path}: neither a marg bundle nor a marg model file")
+    origin = verify_model_dict(d, trust, allow_unsigned=trust is None, name=str(path))
+    info = d.get("info") if isinstance(d.get("info"), dict) else {}
+    out = {"file": str(path), "learner": d.get("learner"), "codebook_fingerprint": d.get("codebook_fingerprint"),
+           "worst_case_error": d.get("worst_case_error"), "created": info.get("created"), "n": info.get("n"),
+           "signed": origin.signed, "signer": origin.signer, "key_id": origin.key_id, "verified": origin.verified,
+           "bundles": origin.bundles, "round": origin.round}
+    if json_out:
+        emit_json(out)
+        return
+    typer.echo(f"Model {path}: {out['learner']} learner, created {out['created']}, n = {out['n']}.")
+    typer.echo(f"Study codebook {str(out['codebook_fingerprint'])[:16]}…; certificate: worst-case error ≤ {out['worst_case_error']}.")
+    if not origin.signed:
+        typer.echo("Signature: unsigned (sites can use it only with --allow-unsigned).")
+    else:
+        how = "verified against the trust store" if origin.verified else "not verified: pass --trust DIR"
+        typer.echo(f"Signature: by learner {origin.signer!r}, key {origin.key_id} ({how}).")
+    typer.echo(f"Fitted on {len(origin.bundles)} bundle(s)" + (f" of round {origin.round}" if origin.round else "") + ":")
+    for b in origin.bundles:
+        typer.echo(f"  {b['site']:<20} bundle sha256 {b['digest']}")

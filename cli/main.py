@@ -155,18 +155,23 @@ def _privacy_words(p: dict | None) -> str:
 
 @app.command("inspect")
 def inspect_cmd(
-    bundle: Annotated[Path, typer.Argument(help="A bundle file.")],
+    bundle: Annotated[Path, typer.Argument(help="A bundle file or a model file.")],
     json_out: JsonOpt = False,
     key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
 ) -> None:
-    """Say in plain words what a bundle contains."""
+    """Say in plain words what a bundle (or a model: who signed it, from which bundles) contains."""
     from marg.protocols.bundle import Bundle, read_bundle_bytes
     from marg.protocols.keys import load_seal_key
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
     from marg.protocols.signing import verify_bundle
 
     raw = read_bundle_bytes(bundle)
+    if raw[:1] == b"{":  # a model file (JSON)
+        from .learn import inspect_model
+
+        inspect_model(bundle, trust, json_out)
+        return
     if is_sealed(raw):
         if key is None:
             raise InputError(

@@ -253,15 +253,66 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
             f"guarantees no more than a coin; " + ", ".join(remedies))
 
 
-def load_model(path: str | Path, schema: str | Path | None = None) -> Any:
-    """A model file, checked against the site's codebook when ``schema`` is given."""
+def save_model(model: Any, path: str | Path, sign_key: str | Path | None = None,
+               passphrase_file: str | Path | None = None, round_id: str | None = None) -> dict[str, Any]:
+    """Write a fitted model, bound to its bundles (and round) and signed with the learner's key.
+
+    Parameters
+    ----------
+    sign_key : path to ``LEARNER.sign.key``, optional
+        Signs the model; the signer's name is the file name before ``.sign.key``. Without
+        it the model is written unsigned (sites need ``--allow-unsigned`` to use it).
+
+    Returns
+    -------
+    dict
+        What was written (its ``signature`` is None when unsigned).
+    """
+    from marg.protocols.keys import SIGN_KEY_SUFFIX, load_signing_key, read_passphrase_file
+    from marg.protocols.model_signing import model_file_dict, write_model_dict
+
+    key = signer = None
+    if sign_key is not None:
+        p = Path(sign_key)
+        if not p.name.endswith(SIGN_KEY_SUFFIX):
+            raise InputError(f"--sign-key must be the learner's NAME{SIGN_KEY_SUFFIX} file, got {p.name!r}")
+        key = load_signing_key(p, read_passphrase_file(passphrase_file) if passphrase_file else None)
+        signer = p.name[: -len(SIGN_KEY_SUFFIX)]
+    d = model_file_dict(model.to_dict(), key, signer, round_id)
+    write_model_dict(d, path)
+    return d
+
+
+def load_model(path: str | Path, schema: str | Path | None = None, trust: str | Path | None = None,
+               allow_unsigned: bool = False) -> Any:
+    """A site's way to read a model: verify its signature, check its codebook, load it.
+
+    Parameters
+    ----------
+    path : model file
+    schema : the site's codebook; required unless ``allow_unsigned``; a model fitted under
+        another codebook is refused.
+    trust : folder of ``LEARNER.sign.pub`` (the learners this site trusts)
+    allow_unsigned : accept an unsigned model and skip the codebook requirement (experiments)
+
+    Returns
+    -------
+    (Model, ModelOrigin)
+        The model and who signed it from which bundles (:class:`marg.protocols.model_signing.ModelOrigin`).
+    """
     from marg.learners.model import Model
     from marg.marginals.codebook import Codebook
+    from marg.protocols.model_signing import read_model_dict, verify_model_dict
 
-    m = Model.load(path)
+    name = str(path)
+    d = read_model_dict(path)
+    origin = verify_model_dict(d, trust, allow_unsigned=allow_unsigned, name=name)
+    if schema is None and not allow_unsigned:
+        raise InputError(f"{name}: give this site's codebook (--schema) so the model is checked against it")
+    m = Model.from_dict(d, source=name)
     if schema is not None:
         m.check_codebook(Codebook.load(schema))
-    return m
+    return m, origin
 
 
 def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str | None = None,

@@ -25,6 +25,7 @@ from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.export import export_site
 from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
 from marg.protocols.ledger import Ledger
+from marg.protocols.model_signing import model_file_dict, write_model_dict
 from marg.protocols.signing import load_verified_bundle
 
 SITE_ROWS = {"north": 6000, "south": 4000, "city": 8000}
@@ -106,13 +107,15 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"4. The learner opens and verifies {len(loaded)} bundles (signatures checked against its trust store) and")
     echo(f"   aggregates them: n ≈ {summary.n:,.0f} patients, class balance {prev} (noisy tables post-processed)")
     models = {}
+    learner_sign = load_signing_key(learner_keys.sign_key)
     for name, est in (("mrc", MRC()), ("renyi", RenyiClassifier())):
         est.fit(summary)
         m = Model(learner=name, codebook=codebook, estimator=est, info={"sites": summary.provenance["sites"]})
-        m.save(keys_dir / f"{name}.model.json")
+        # signed by the learner, bound to the bundles it came from: sites verify before use
+        write_model_dict(model_file_dict(m.to_dict(), learner_sign, "learner"), keys_dir / f"{name}.model.json")
         models[name] = m
     echo(
-        "5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
+        "5. Models fitted from the summaries alone, signed by the learner, each with a certificate (worst-case error bound):\n"
         f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)\n"
         f"   Rényi {models['renyi'].worst_case_error:.3f}  (2γ for the pairwise marginals, widened by a 95% margin for the DP noise)"
     )
