@@ -24,17 +24,32 @@ DEFAULT_LEDGER_DIR = "marg-ledger"  # protocols.ledger.DEFAULT_LEDGER_DIR, witho
 
 def _heavy() -> None:
     """Import the ledger (cryptography, numpy) on first use, not at ``marg --help``."""
-    global PrivacyCost, short_id, Ledger, SEAL_MAGIC
+    global PrivacyCost, short_id, Ledger, SEAL_MAGIC, SiteConfig
     from marg.marginals.privacy import PrivacyCost
     from marg.protocols.keys import short_id
     from marg.protocols.ledger import Ledger
     from marg.protocols.sealing import SEAL_MAGIC
+    from marg.protocols.site import SiteConfig
 
+
+def _open(ledger: Optional[Path], key: Optional[Path] = None) -> "Ledger":
+    """The ledger folder asked for (default: the configured site's, else ./marg-ledger),
+    pinned to the site's key when it is the configured ledger (or to ``key`` if given)."""
+    cfg = SiteConfig.load()
+    if ledger is None:
+        ledger = cfg.ledger if cfg is not None else Path(DEFAULT_LEDGER_DIR)
+    site = cfg if cfg is not None and cfg.owns(ledger) else None
+    return Ledger(ledger, public_key=key, site=site)
 
 
 app = sub_app("The site's release ledger: what left, when, to whom, at what privacy cost.")
 
-LedgerOpt = Annotated[Path, typer.Option("--ledger", help="The site's ledger folder.")]
+LedgerOpt = Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger folder (default: the configured site's, else ./marg-ledger).")]
+KeyFileOpt = Annotated[Path, typer.Option("--key", help="The site's signing key (SITE.sign.key).")]
+PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase.")]
+EpsOpt = Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")]
+DeltaOpt = Annotated[float, typer.Option(help="Cap on the total δ (0: pure-DP releases only, unless --rho is set).")]
+RhoOpt = Annotated[Optional[float], typer.Option("--rho", help="Cap on the total ρ (zCDP) of all exports.")]
 
 
 def _fmt(x: Any) -> str:
@@ -65,16 +80,17 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 
 
 @app.command("show")
-def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = False) -> None:
+def show_cmd(ledger: LedgerOpt = None, json_out: JsonOpt = False,
+             key: Annotated[Optional[Path], typer.Option("--key", help="The site's public key (.sign.pub) to check signatures; default the configured site's.")] = None) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
     _heavy()
-    led = Ledger(ledger)
+    led = _open(ledger, key)
     if not led.directory.is_dir():
         raise InputError(f"no ledger directory at {str(led.directory)!r}")
     entries = led.entries()
-    cap = led.cap()
-    spent = led.spent()
-    report = led.verify(allow_unsigned=True)
+    report = led.verify(allow_unsigned=True, require_key=False)
+    cap = PrivacyCost.from_dict(report.cap) if report.cap is not None else None
+    spent = PrivacyCost.from_dict(report.spent)
     if json_out:
         emit_json(
             {
@@ -91,11 +107,14 @@ def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = F
         return
     sites = sorted({e["site"] for e in entries})
     typer.echo(f"Ledger {led.path}: {len(entries)} release(s) by site {', '.join(map(repr, sites)) or '-'}")
-    typer.echo(f"Budget cap: {cap.describe() if cap is not None else 'none configured (budget.json)'}")
+    typer.echo(f"Budget cap: {cap.describe() if cap is not None else 'none recorded (marg audit budget)'}")
     if entries:
         hdr = f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} {'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}"
         typer.echo(hdr)
         for e in entries:
+            if e.get("kind") == "cap":
+                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe()}")
+                continue
             cost, cum = e["cost"], e["cumulative"]
             typer.echo(
                 f"{e['seq']:>4}  {e['time']:<25} {_to(e):<16} "
@@ -111,7 +130,8 @@ def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = F
     status = "verified" if report.ok else f"FAILED ({report.reason})"
     if report.unsigned:
         status += f"; {len(report.unsigned)} unsigned entr{'y' if len(report.unsigned) == 1 else 'ies'}"
-    typer.echo(f"Integrity: {status}; keys: {report.key_source}; head {report.head or '-'}")
+    keys = report.key_source if report.key_source != "none" else "none given (signatures not checked; pass --key)"
+    typer.echo(f"Integrity: {status}; keys: {keys}; head {report.head or '-'} (record it: `marg audit verify --head` detects a rollback)")
     if report.torn_tail:
         typer.echo("Note: the ledger ended in an incomplete line (ignored); see `marg audit verify`.")
 
@@ -143,7 +163,7 @@ def _remaining(cap: PrivacyCost, spent: PrivacyCost) -> str:
 
 @app.command("verify")
 def verify_cmd(
-    ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
+    ledger: LedgerOpt = None,
     bundles: Annotated[
         Optional[list[Path]],
         typer.Option("--bundles", help="Released bundle files (or folders of them) that must each have an entry; repeatable."),
@@ -151,15 +171,16 @@ def verify_cmd(
     key: Annotated[
         Optional[Path],
         typer.Option("--key", help="The site's public signing key (.sign.pub), from an independent copy. "
-                     "Default: the copies kept in the ledger folder (self-attested)."),
+                     "Default: the key the site configuration pins (never keys found in the ledger folder)."),
     ] = None,
+    head: Annotated[Optional[str], typer.Option("--head", help="A head hash recorded earlier (marg audit show): the ledger must still contain it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept entries without signature.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check the hash chain, every signature, the running totals and the bundle files; exit 1 on the first bad entry."""
+    """Check the hash chain, every signature, the rules, the checkpoint and the bundle files; exit 1 on the first failure."""
     _heavy()
-    led = Ledger(ledger)
-    report = led.verify(bundle_paths=_expand_bundles(bundles or []) or None, public_key=key, allow_unsigned=allow_unsigned)
+    led = _open(ledger, key)
+    report = led.verify(bundle_paths=_expand_bundles(bundles or []) or None, allow_unsigned=allow_unsigned, head=head)
     if json_out:
         emit_json(report.to_dict())
         if not report.ok:
@@ -169,7 +190,7 @@ def verify_cmd(
     if not report.ok:
         raise RefusedError(report.message())
     typer.echo(report.message())
-    typer.echo(f"signatures checked with keys from: {report.key_source}"
+    typer.echo(f"signatures checked with the key from: {report.key_source}"
                + (" (pass --key with an independent copy of the site key for a real audit)" if report.key_source != "given" else ""))
     if report.bundles:
         typer.echo(f"{len(report.bundles)} bundle file(s) matched their entries: "
@@ -177,37 +198,73 @@ def verify_cmd(
     typer.echo(f"spent: {PrivacyCost.from_dict(report.spent).describe()}; head {report.head or '-'}")
 
 
-@app.command("budget")
-def budget_cmd(
-    ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")] = None,
-    delta: Annotated[float, typer.Option(help="Cap on the total δ (0: pure-DP releases only, unless --rho is set).")] = 0.0,
-    rho: Annotated[Optional[float], typer.Option("--rho", help="Cap on the total ρ (zCDP) of all exports.")] = None,
-    json_out: JsonOpt = False,
+@app.command("init")
+def init_cmd(
+    site: Annotated[str, typer.Option("--site", help="This site's name.")],
+    key: KeyFileOpt,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The ledger folder (default: HOME/ledger).")] = None,
+    passphrase_file: PassOpt = None,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = 0.0,
+    rho: RhoOpt = None,
 ) -> None:
-    """Configure the dataset's privacy budget cap, once (or show it, with no cap given).
+    """Configure this site once: pin its signing key, fix its ledger's location, optionally set the privacy cap.
 
-    Every later `marg export --ledger DIR` is refused if it would take the total spend past
-    the cap; exports of exact counts are refused outright once a cap exists.
+    The configuration lives in $MARG_HOME (default ~/.config/marg), not in the working
+    directory: every later export is recorded in that ledger and signed by that key.
     """
     _heavy()
-    from marg.marginals.privacy import read_budget, write_budget
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
+    from marg.protocols.site import init_site
 
-    if epsilon is None and rho is None:
-        cap = read_budget(ledger)
-        spent = Ledger(ledger).spent() if (ledger / "ledger.jsonl").exists() else PrivacyCost.zero()
-        if json_out:
-            emit_json({"cap": cap.to_dict() if cap else None, "spent": spent.to_dict()})
-            return
-        if cap is None:
-            typer.echo(f"no privacy budget configured in {ledger} (set one with --epsilon or --rho)")
-        else:
-            typer.echo(f"privacy budget of {ledger}: cap {cap.describe()}; spent {spent.describe()}")
-        return
+    sk = load_signing_key(key, read_passphrase_file(passphrase_file) if passphrase_file else None)
+    cfg = init_site(site, key, sk, ledger)
+    led = Ledger(cfg.ledger, site=cfg)
+    state = led.checkpoint(sk)
+    typer.echo(f"site {cfg.site!r} configured in {cfg.path}: key {short_id(cfg.key_id)} pinned, ledger {cfg.ledger} "
+               f"({state.n} entries)")
+    if epsilon is not None or rho is not None:
+        _set_cap(led, sk, cfg.site, epsilon, delta, rho)
+
+
+def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: float, rho: Optional[float]) -> None:
     cap = PrivacyCost(epsilon=epsilon or 0.0, delta=delta, rho=rho or 0.0)
-    ledger.mkdir(parents=True, exist_ok=True)
-    path = write_budget(ledger, cap)
-    if json_out:
-        emit_json({"cap": cap.to_dict(), "path": str(path)})
+    e = led.set_cap(cap, sk, site)
+    typer.echo(f"privacy cap {cap.describe()} recorded as signed ledger entry #{e['seq']} in {led.path} "
+               "(it can be lowered, never raised)")
+
+
+@app.command("budget")
+def budget_cmd(
+    ledger: LedgerOpt = None,
+    epsilon: EpsOpt = None,
+    delta: DeltaOpt = 0.0,
+    rho: RhoOpt = None,
+    key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (default: the configured one).")] = None,
+    passphrase_file: PassOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Record the dataset's privacy cap in the signed ledger (or show it, with no cap given).
+
+    Every later export is refused if it would take the total spend past the cap; exports of
+    exact counts are refused outright once a cap exists. The cap can be lowered, never raised.
+    """
+    _heavy()
+    led = _open(ledger)
+    if epsilon is None and rho is None:
+        state = led.state()
+        if json_out:
+            emit_json({"cap": state.cap.to_dict() if state.cap else None, "spent": state.cumulative.to_dict()})
+            return
+        if state.cap is None:
+            typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho)")
+        else:
+            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe()}; spent {state.cumulative.describe()}")
         return
-    typer.echo(f"privacy budget cap {cap.describe()} configured in {path} (it cannot be raised later)")
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
+
+    if led.site is None:
+        raise RefusedError(f"{led.directory} is not a configured site's ledger: run marg audit init --site NAME "
+                           "--key NAME.sign.key first (a cap outside the site's configuration could be sidestepped)")
+    sk = load_signing_key(key or led.site.sign_key, read_passphrase_file(passphrase_file) if passphrase_file else None)
+    _set_cap(led, sk, led.site.site, epsilon, delta, rho)

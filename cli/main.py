@@ -91,8 +91,8 @@ def export_cmd(
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
     passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding the signing key's passphrase.")] = None,
     to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): encrypt the bundle to it.")] = None,
-    ledger: Annotated[Path, typer.Option("--ledger", help="The site's ledger folder (records every export; holds budget.json).")] = Path("marg-ledger"),
-    no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (not recommended).")] = False,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger folder (default: the one `marg audit init` configured, else ./marg-ledger).")] = None,
+    no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (refused once the site is configured).")] = False,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
 ) -> None:
@@ -115,12 +115,17 @@ def export_cmd(
                 stats = "pairs"
         else:
             pair_list = parse_pairs(cb, pairs)
+    from marg.protocols.site import SiteConfig
+
+    cfg = SiteConfig.load()  # a configured site: its key and ledger are the defaults (and the only ones accepted)
+    if key is None and cfg is not None:
+        key = cfg.sign_key
+    if ledger is None and not no_ledger:
+        ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
     passphrase = read_passphrase_file(passphrase_file) if passphrase_file else None
     sk = load_signing_key(key, passphrase) if key else None
     recipient = load_seal_public_key(to) if to else None
     recipient_name = to.name.split(".")[0] if to else None
-    if not no_ledger:
-        ledger.mkdir(parents=True, exist_ok=True)
     prog = Progress(f"export {site}")
     res = export_site(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,

@@ -19,7 +19,7 @@ from marg.learners.mrc import MRC
 from marg.learners.renyi import RenyiClassifier
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
-from marg.marginals.privacy import PrivacyCost, write_budget
+from marg.marginals.privacy import PrivacyCost
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.export import export_site
@@ -27,6 +27,7 @@ from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_s
 from marg.protocols.ledger import Ledger
 from marg.protocols.model_signing import model_file_dict, write_model_dict
 from marg.protocols.signing import load_verified_bundle
+from marg.protocols.site import SiteConfig, init_site
 
 SITE_ROWS = {"north": 6000, "south": 4000, "city": 8000}
 HOLDOUT = 0.25
@@ -81,18 +82,20 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"2. Keys: each site has an Ed25519 signing key (its public half is in the learner's trust store);"
          f" the learner has an X25519 key ({learner_keys.seal_id[:12]}…) that sites seal bundles to.")
 
-    echo(f"3. Each site sets a privacy budget of ε = {CAP:g} and exports DP tables at ε = {EPSILON:g}"
-         " (Laplace noise through OpenDP), signed, sealed and recorded in its ledger:")
+    echo(f"3. Each site pins its key, records a privacy cap of ε = {CAP:g} in its signed ledger and exports DP tables"
+         f" at ε = {EPSILON:g} (Laplace noise through OpenDP), signed, sealed and recorded in that ledger:")
     bundles = []
     learner_pub = load_seal_public_key(learner_keys.seal_pub)
+    configs = {}
     for site, f in files.items():
-        ledger_dir = f["dir"] / "marg-ledger"
-        write_budget(ledger_dir, PrivacyCost(epsilon=CAP))
+        # the site's configuration (its own folder, as $MARG_HOME would be): pinned key, ledger, signed cap
+        sk = load_signing_key(site_keys[site].sign_key)
+        cfg = configs[site] = init_site(site, site_keys[site].sign_key, sk, f["dir"] / "marg-ledger", home=f["dir"] / "config")
+        Ledger(cfg.ledger, site=cfg).set_cap(PrivacyCost(epsilon=CAP), sk, site)
         out = f["dir"] / f"{site}.bundle"
         res = export_site(
-            f["train"], codebook, site, out, stats="all", epsilon=EPSILON,
-            signing_key=load_signing_key(site_keys[site].sign_key), recipient=learner_pub,
-            recipient_name="learner", ledger_dir=ledger_dir,
+            f["train"], codebook, site, out, stats="all", epsilon=EPSILON, signing_key=sk, recipient=learner_pub,
+            recipient_name="learner", ledger_dir=cfg.ledger, site_home=cfg.home,
         )
         d = res.bundle.describe()
         echo(f"   {site:<6} {res.n_rows:>6,} rows → {out.relative_to(workdir)}: {d['n_statistics']} tables, "
@@ -140,12 +143,12 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo("7. Each site's privacy officer audits its ledger (`marg audit show|verify --ledger DIR`):")
     audits = {}
     for site, f in files.items():
-        led = Ledger(f["dir"] / "marg-ledger")
+        led = Ledger(f["dir"] / "marg-ledger", site=SiteConfig.load(configs[site].home))
         rep = led.verify(bundle_paths=[f["dir"] / f"{site}.bundle"], public_key=site_keys[site].sign_pub)
         spent = led.spent()
         audits[site] = rep
         status = "chain and signatures verified, bundle accounted for" if rep.ok else f"FAILED: {rep.reason}"
         echo(f"   {site:<6} {rep.n_entries} release(s) to 'learner', ε spent {spent.epsilon:.3g} of {CAP:g}; {status}")
-    echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'}")
+    echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'} --key {site_keys['north'].sign_pub}")
     return {"workdir": workdir, "bundles": bundles, "summary": summary, "files": files, "models": models,
             "errors": results, "audits": audits}

@@ -27,7 +27,7 @@ from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
+from marg.marginals.privacy import PrivacyCost, plan_cost, privatize
 from marg.marginals.tables import MarginalTable, plan_cliques
 
 from .bundle import Bundle
@@ -95,6 +95,8 @@ def export_site(
     progress: Callable[[int], None] | None = None,
     engine: str | None = None,
     spark_master: str | None = None,
+    site_home: str | Path | None = None,
+    round: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
@@ -112,7 +114,12 @@ def export_site(
     recipient : X25519PublicKey, optional
         Seals the bundle to the learner.
     ledger_dir : path, optional
-        The site's ledger; its ``budget.json`` cap is enforced before anything is read.
+        The site's ledger (None: not recorded). Its signed cap is enforced before anything
+        is read; once the site is configured (``marg audit init``, :mod:`protocols.site`,
+        found under ``site_home``) only its own ledger and key are accepted.
+    round : dict, optional
+        ``{id, learner, issued}`` of the learner's round this bundle answers
+        (:func:`protocols.rounds.read_round`): signed into the bundle, recorded in the ledger.
     data, engine, spark_master
         The DATA argument (file, ``duckdb://``/``postgresql://`` URI, or a path or table
         for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
@@ -121,6 +128,7 @@ def export_site(
     """
     from .ledger import Ledger
     from .signing import finalize_bundle
+    from .site import resolve_export_ledger
 
     out = Path(out)
     if not (out.parent if str(out.parent) else Path(".")).exists():
@@ -133,11 +141,10 @@ def export_site(
 
     # 1. The cost is known from the plan: check the budget before reading any data.
     requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
-    ledger = Ledger(ledger_dir) if ledger_dir is not None else None
+    ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
+    ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     if ledger is not None:
-        cap = read_budget(ledger_dir)
-        if cap is not None:
-            check_budget(cap, ledger.spent(), requested)
+        ledger.check(requested)  # also refuses a missing, truncated, rolled-back or re-signed ledger
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
@@ -159,9 +166,9 @@ def export_site(
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
-    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None, "source": source}
-    if suppressed:
-        extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
+    # the bundle says that cells were suppressed, not where (the site's ledger records how many)
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)} if not dp else None,
+                             "source": source, "round": round}
 
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
@@ -171,7 +178,8 @@ def export_site(
     entry = None
     if ledger is not None:
         file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
-        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name)
+        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
+                              suppressed=suppressed)
     atomic_write_bytes(out, file_bytes)
     return ExportResult(
         bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,

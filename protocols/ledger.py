@@ -1,141 +1,80 @@
-"""The site's release ledger: an append-only, hash-chained, signed JSON-lines file.
+"""The site's release ledger: an append-only, hash-chained, signed file with a signed checkpoint.
 
-Layout of a ledger directory ``DIR`` (default ``marg-ledger``)::
+Layout of a ledger folder ``DIR``::
 
-    DIR/ledger.jsonl       one canonical-JSON entry per line, "\\n"-terminated
-    DIR/keys/ID.sign.pub   copies of the public keys that signed entries (self-attested)
-    DIR/budget.json        the dataset's privacy cap (marginals.privacy.write_budget)
+    DIR/ledger.jsonl       one canonical-JSON entry per line (:mod:`protocols.ledger_format`)
+    DIR/checkpoint.json    the state after the last entry, signed (:mod:`protocols.ledger_state`)
     DIR/.lock              advisory lock serialising appends
 
-Each entry (keys sorted, no spaces, UTF-8) records one release::
+The **privacy cap lives in the chain** (a signed ``cap`` entry, :meth:`Ledger.set_cap`), so
+editing or deleting a side file cannot raise it. A site configured with ``marg audit init``
+(:mod:`protocols.site`) pins its key: every entry and checkpoint must be signed by it, and the
+configuration keeps the last checkpoint's head, so a deleted, truncated, rolled-back or
+re-signed ledger is refused before anything is appended.
 
-    v            format version (1)
-    seq          1, 2, 3, ... (line k holds seq k)
-    time         UTC ISO-8601 time of the release
-    prev         sha256 hex of the previous entry's line (without "\\n"); 64 zeros for seq 1
-    site         releasing site
-    recipient    key id of the learner the bundle was sealed to, or null
-    recipient_name  the learner's name as the site knows it (its key file's name), or null
-    bundle       sha256 hex of the signed bundle's bytes (Bundle.digest())
-    file_sha256  sha256 hex of the file written (the sealed envelope), or null
-    n_rows       the row count stated in the bundle (null if not released)
-    statistics   [{name, kind, clique, shape, mechanism, std}] exactly as released
-    mechanism    "laplace" | "gaussian" | "none" | "mixed"
-    cost         {epsilon, delta, rho} of this release ("inf" = exact, no DP guarantee)
-    cumulative   {epsilon, delta, rho} spent by all releases up to and including this one
-    cap          {epsilon, delta, rho} budget cap in force (budget.json), or null
-    key_id       sha256 hex of the signing key, or null
-    signature    base64 Ed25519 signature over the entry without "signature", or null
+**O(1) appends.** :meth:`Ledger.append` holds an exclusive ``flock``; reads and verifies the
+checkpoint (signature under the pinned key; the file is at least as long as it says and its
+line there hashes to its head); verifies any complete lines past it (an append that crashed
+after writing its line); drops a torn tail (a crashed partial write, never an entry); checks
+the new entry against the state (:func:`protocols.ledger_state.apply_entry`: chain, budget,
+rounds, exact releases) — nothing is written if it is refused; then appends the line with one
+``write`` + ``fsync`` (``O_APPEND``), writes the new checkpoint atomically (temp + fsync +
+rename) and the site configuration's head. A crash anywhere leaves the old ledger, or the old
+ledger plus one whole entry (accounted at the next append), plus possibly a torn tail or a
+stale temp file. Cost: independent of the number of entries. A ledger without a checkpoint
+(written by an older marg, or the checkpoint deleted) is verified in full once.
 
-**Atomic appends.** :meth:`Ledger.append` holds an exclusive ``flock``, re-reads the
-ledger, checks the budget (nothing is written if it is exceeded), writes the old complete
-lines plus the new one to a temporary file in ``DIR``, fsyncs it, renames it over
-``ledger.jsonl`` and fsyncs the directory. A crash at any point leaves either the old
-ledger or the old ledger plus one whole entry (plus possibly a stale ``.ledger.jsonl.*.tmp``
-that readers ignore and the next append deletes). Each append re-reads and rewrites the
-whole file: O(ledger size), about 0.1 s for a 300-entry, 1 MB ledger — fine for a
-release log, whose entries number in the hundreds.
-
-**Torn tail.** This writer never leaves a partial line, but a ledger copied mid-write or
-written by another tool might end in an incomplete line (no final ``"\\n"``). If that
-tail is a whole valid entry that only lost its newline, it counts as an entry; otherwise
-it is a torn write: readers ignore it (:meth:`Ledger.entries`, :meth:`Ledger.spent`),
-:meth:`Ledger.verify` reports it (``torn_tail``, also in its message) without failing, and
-the next append drops it (repair). A malformed *complete* line is never ignored:
-entries() raises, verify() fails there.
-
-**What verification proves.** The chain (seq, prev) catches an edited, deleted, inserted,
-reordered or truncated entry anywhere but at the very end; signatures catch any edit by
-someone without the site key. Removing the *last* entries leaves a valid shorter chain:
-catch that by giving the released bundle files (each must have an entry) or by comparing
-the ``head`` hash with one recorded earlier (``marg audit show`` prints it).
+**What verification proves** (:meth:`Ledger.verify`, ``marg audit verify``): every line, its
+chain link, its signature under the pinned (or given) key and every rule of
+:func:`~protocols.ledger_state.apply_entry`; that the checkpoint and the configuration's head
+are states of this chain. Appends check the checkpoint and the lines after it, not every line:
+an edit deep inside the file cannot change the spend an append sees (that comes from the signed
+checkpoint), and ``marg audit verify`` finds it.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
-import math
 import os
-import re
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, MargError, RefusedError
-from marg.marginals.privacy import PrivacyCost, check_budget, read_budget, release_cost
+from marg.marginals.privacy import BUDGET_FILE, PrivacyCost, check_budget, read_budget, release_cost
 
-from .keys import SIGN_PUB_SUFFIX, key_id, load_verify_key, short_id
+from .exact_releases import release_digests
+from .keys import key_id, load_verify_key, short_id
+from .ledger_format import (
+    ENTRY_VERSION,
+    GENESIS,
+    HEX64,
+    LEDGER_FILE,
+    entry_signing_bytes,
+    kind_of,
+    line_hash,
+    parse_entry,
+    split_lines,
+    statistics_of,
+)
+from .ledger_state import CHECKPOINT_FILE, LedgerState, apply_entry, checkpoint_bytes, parse_checkpoint
+from .ledger_verify import LedgerReport, verify_ledger
 from .signing import b64, sign_bytes, unb64, verify_bytes
 
 DEFAULT_LEDGER_DIR = "marg-ledger"
-LEDGER_FILE = "ledger.jsonl"
-KEYS_DIR = "keys"
 LOCK_FILE = ".lock"
-GENESIS = "0" * 64
-ENTRY_VERSION = 1
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TOL = 1e-9
-_FIELDS = {
-    "v": int,
-    "seq": int,
-    "time": str,
-    "prev": str,
-    "site": str,
-    "recipient": (str, type(None)),
-    "recipient_name": (str, type(None)),
-    "bundle": str,
-    "file_sha256": (str, type(None)),
-    "n_rows": (int, type(None)),
-    "statistics": list,
-    "mechanism": str,
-    "cost": dict,
-    "cumulative": dict,
-    "cap": (dict, type(None)),
-    "key_id": (str, type(None)),
-    "signature": (str, type(None)),
-}
+_CHUNK = 1 << 16
+
+__all__ = ["DEFAULT_LEDGER_DIR", "GENESIS", "LEDGER_FILE", "Ledger", "LedgerReport", "LedgerState",
+           "entry_signing_bytes", "line_hash", "parse_entry", "statistics_of"]
 
 
-def line_hash(line: bytes) -> str:
-    """sha256 hex of one ledger line (without its ``"\\n"``): the next entry's ``prev``."""
-    return hashlib.sha256(line).hexdigest()
-
-
-def entry_signing_bytes(entry: Mapping[str, Any]) -> bytes:
-    """Canonical JSON of ``entry`` without its ``signature`` field (what gets signed)."""
-    return canonical_json({k: v for k, v in entry.items() if k != "signature"})
-
-
-def statistics_of(bundle: Any) -> list[dict[str, Any]]:
-    """The ledger's list of released statistics from a bundle header.
-
-    Returns
-    -------
-    list of dict
-        ``{name, kind, clique, shape, mechanism, std}`` per statistic, in bundle order.
-    """
-    out = []
-    for st in bundle.header.get("statistics") or []:
-        noise = st.get("noise") or {}
-        out.append(
-            {
-                "name": str(st.get("name")),
-                "kind": str(st.get("kind", "counts")),
-                "clique": [str(c) for c in st.get("clique") or []],
-                "shape": [int(s) for s in st.get("shape") or []],
-                "mechanism": str(noise.get("mechanism", "none")),
-                "std": float(noise.get("std", 0.0)),
-            }
-        )
-    return out
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _as_cost(x: Any, what: str) -> PrivacyCost:
@@ -143,193 +82,78 @@ def _as_cost(x: Any, what: str) -> PrivacyCost:
         return x
     if isinstance(x, Mapping):
         return PrivacyCost.from_dict(x)
-    if all(hasattr(x, f) for f in ("epsilon", "delta", "rho")):
-        return PrivacyCost(epsilon=x.epsilon, delta=x.delta, rho=x.rho)
     raise InputError(f"{what} must be a privacy cost {{epsilon, delta, rho}}, got {x!r}")
 
 
-def _close(a: float, b: float) -> bool:
-    if math.isinf(a) or math.isinf(b):
-        return a == b
-    return abs(a - b) <= _TOL * max(1.0, abs(a), abs(b))
+def _pub(key: Any) -> ed25519.Ed25519PublicKey | None:
+    if key is None or isinstance(key, ed25519.Ed25519PublicKey):
+        return key
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return key.public_key()
+    if isinstance(key, (str, os.PathLike)):
+        return load_verify_key(key)
+    raise InputError(f"ledger key must be an Ed25519 public key or a .sign.pub path, got {type(key).__name__}")
 
 
-def _same_cost(a: PrivacyCost, b: PrivacyCost) -> bool:
-    return _close(a.epsilon, b.epsilon) and _close(a.delta, b.delta) and _close(a.rho, b.rho)
+def _line_ending_at(fh: Any, end: int) -> bytes:
+    """The line that ends (with its ``"\\n"``) at byte ``end`` of an open file, without the newline.
 
-
-def _mechanism(stats: Sequence[Mapping[str, Any]]) -> str:
-    mechs = sorted({str(s.get("mechanism", "none")) for s in stats})
-    if not mechs:
-        return "none"
-    return mechs[0] if len(mechs) == 1 else "mixed"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-# ---------------------------------------------------------------------------------------
-# parsing
-# ---------------------------------------------------------------------------------------
-def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
-    """Split ledger bytes into complete lines and a torn tail.
-
-    A last line without ``"\\n"`` that parses as a whole valid entry counts as a line (only
-    its newline was lost); any other unterminated tail is a torn write.
-
-    Returns
-    -------
-    lines : list of bytes
-        The entry lines, without their ``"\\n"``.
-    tail : bytes
-        The torn tail to ignore (empty for a well-formed file).
+    Reads backwards in 64 KiB chunks: the cost is one line's length, not the file's.
+    Returns ``b"\\x00"`` (which hashes to no head) when ``end`` is not a line boundary.
     """
-    parts = bytes(data).split(b"\n")
-    lines, tail = parts[:-1], parts[-1]
-    if tail:
-        try:
-            parse_entry(tail)
-        except InputError:
-            return lines, tail
-        lines.append(tail)
-    return lines, b""
+    if end <= 0:
+        return b"\x00"
+    fh.seek(end - 1)
+    if fh.read(1) != b"\n":
+        return b"\x00"
+    buf, pos = b"", end - 1
+    while pos > 0:
+        start = max(0, pos - _CHUNK)
+        fh.seek(start)
+        buf = fh.read(pos - start) + buf
+        pos = start
+        cut = buf.rfind(b"\n")
+        if cut >= 0:
+            return buf[cut + 1:]
+    return buf
 
 
-def parse_entry(line: bytes, where: str = "ledger entry") -> dict[str, Any]:
-    """Parse and type-check one ledger line; :class:`InputError` naming ``where`` if bad.
-
-    The line must be the canonical JSON of its object (so any byte edit that keeps valid
-    JSON is still caught), with every field of the entry format and the right types.
-    """
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{where}: not UTF-8 (corrupted)") from None
-    try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise InputError(f"{where}: not valid JSON (truncated or corrupted)") from None
-    if not isinstance(obj, dict):
-        raise InputError(f"{where}: not a JSON object")
-    try:
-        canon = canonical_json(obj)
-    except (ValueError, TypeError):
-        raise InputError(f"{where}: not canonical JSON") from None
-    if canon != line:
-        raise InputError(f"{where}: not in canonical form (edited)")
-    if set(obj) != set(_FIELDS):
-        extra = sorted(set(obj) ^ set(_FIELDS))
-        raise InputError(f"{where}: unexpected or missing field {extra[0]!r}")
-    for k, typ in _FIELDS.items():
-        v = obj[k]
-        if isinstance(v, bool) or not isinstance(v, typ):
-            raise InputError(f"{where}: field {k!r} has the wrong type ({type(v).__name__})")
-    if obj["v"] != ENTRY_VERSION:
-        raise InputError(f"{where}: unsupported entry version {obj['v']!r}")
-    for k in ("prev", "bundle"):
-        if not _HEX64.match(obj[k]):
-            raise InputError(f"{where}: field {k!r} is not a sha256 hex digest")
-    for k in ("file_sha256", "key_id"):
-        if obj[k] is not None and not _HEX64.match(obj[k]):
-            raise InputError(f"{where}: field {k!r} is not a sha256 hex digest")
-    try:
-        for k in ("cost", "cumulative") + (("cap",) if obj["cap"] is not None else ()):
-            PrivacyCost.from_dict(obj[k])
-    except MargError as exc:
-        raise InputError(f"{where}: bad privacy field ({exc})") from None
-    for st in obj["statistics"]:
-        if not isinstance(st, dict) or not isinstance(st.get("name"), str) or not isinstance(st.get("clique"), list):
-            raise InputError(f"{where}: malformed statistics list")
-    return obj
-
-
-# ---------------------------------------------------------------------------------------
-# verification report
-# ---------------------------------------------------------------------------------------
-@dataclass
-class LedgerReport:
-    """Outcome of :meth:`Ledger.verify`.
-
-    Attributes
-    ----------
-    ledger : str
-        The ledger file.
-    ok : bool
-        Whole chain, every signature and every given bundle check out.
-    n_entries : int
-        Complete entries read (all of them, also past a bad one).
-    first_bad_line, first_bad_seq : int or None
-        Where verification first failed (1-based line; the seq written there, if readable).
-    reason : str or None
-        One line naming the first bad entry (or bundle) and why.
-    torn_tail : bool
-        The file ended in an incomplete line (ignored; a crash of a non-atomic writer).
-    head : str or None
-        ``line_hash`` of the last complete entry: record it to detect later truncation.
-    key_source : str
-        Where the verification keys came from: ``"given"``, ``"ledger directory"``
-        (self-attested copies) or ``"none"``.
-    unsigned : list of int
-        Seqs of entries without a signature.
-    bundles : list of dict
-        One ``{path, seq, ok}`` per bundle file checked.
-    spent : dict
-        Cumulative cost of the verified prefix (PrivacyCost.to_dict()).
-    """
-
-    ledger: str
-    ok: bool = True
-    n_entries: int = 0
-    first_bad_line: int | None = None
-    first_bad_seq: int | None = None
-    reason: str | None = None
-    torn_tail: bool = False
-    head: str | None = None
-    key_source: str = "none"
-    unsigned: list[int] = field(default_factory=list)
-    bundles: list[dict[str, Any]] = field(default_factory=list)
-    spent: dict[str, Any] = field(default_factory=dict)
-
-    def fail(self, line: int | None, seq: int | None, reason: str) -> None:
-        if self.ok:
-            self.ok = False
-            self.first_bad_line, self.first_bad_seq, self.reason = line, seq, reason
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def message(self) -> str:
-        """One line: ``ledger OK: ...`` or the first failure."""
-        if self.ok:
-            extra = " (ignored an incomplete last line)" if self.torn_tail else ""
-            return f"ledger {self.ledger} OK: {self.n_entries} entries, head {short_id(self.head)}{extra}"
-        return f"ledger {self.ledger} FAILED: {self.reason}"
-
-
-# ---------------------------------------------------------------------------------------
-# the ledger
-# ---------------------------------------------------------------------------------------
 class Ledger:
-    """A site's append-only release ledger in directory ``directory``.
+    """A site's append-only release ledger in folder ``directory``.
 
     Parameters
     ----------
     directory : path
         Created on the first append (mode 0700).
+    public_key : Ed25519PublicKey or path to ``SITE.sign.pub``, optional
+        The pinned key every entry must be signed by. Default: the site configuration's,
+        when ``site`` is given.
+    site : protocols.site.SiteConfig, optional
+        The site's configuration when this is its configured ledger: pins its key and
+        records the head after each append (rollback detection).
     """
 
-    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_LEDGER_DIR) -> None:
+    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_LEDGER_DIR, public_key: Any = None, site: Any = None) -> None:
         self.directory = Path(directory)
         self.path = self.directory / LEDGER_FILE
+        self.checkpoint_path = self.directory / CHECKPOINT_FILE
+        self.site = site
+        pub = _pub(public_key)
+        if pub is None and site is not None:
+            pub = site.public_key
+        self.public_key = pub
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.directory)!r})"
 
     # ------------------------------------------------------------------ reading
-    def _read(self) -> tuple[list[bytes], bytes]:
+    def _check_dir(self) -> None:
         if self.directory.exists() and not self.directory.is_dir():
             raise InputError(f"ledger {str(self.directory)!r} is not a directory")
+
+    def read_lines(self) -> tuple[list[bytes], bytes]:
+        """All complete lines and the torn tail (reads the whole file)."""
+        self._check_dir()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -338,47 +162,127 @@ class Ledger:
             raise InputError(f"cannot read ledger {self.path}: {exc.strerror or exc}") from None
         return split_lines(data)
 
-    def _parse_all(self, lines: Sequence[bytes]) -> list[dict[str, Any]]:
+    def entries(self) -> list[dict[str, Any]]:
+        """All complete entries, in order; :class:`InputError` naming the line if one is malformed."""
+        lines, _ = self.read_lines()
         return [parse_entry(ln, f"ledger {self.path} line {k}") for k, ln in enumerate(lines, 1)]
 
-    def entries(self) -> list[dict[str, Any]]:
-        """All complete entries, in order (an incomplete last line is ignored).
+    def _keys(self, signer: ed25519.Ed25519PrivateKey | None = None) -> dict[str, ed25519.Ed25519PublicKey] | None:
+        pub = self.public_key or (signer.public_key() if signer is not None else None)
+        return None if pub is None else {key_id(pub): pub}
 
-        Raises :class:`InputError` naming the line if a complete line is malformed (run
-        :meth:`verify` for the full diagnosis).
+    def _check_signature(self, e: Mapping[str, Any], keys: Mapping[str, ed25519.Ed25519PublicKey] | None, where: str) -> None:
+        if e["signature"] is None or e["key_id"] is None:
+            if self.public_key is not None:
+                raise RefusedError(f"{where}: unsigned entry in a ledger pinned to key {short_id(key_id(self.public_key))}")
+            return
+        if keys is None:
+            return
+        pub = keys.get(e["key_id"])
+        if pub is None:
+            raise RefusedError(f"{where}: signed by key {short_id(e['key_id'])}, not the site's key "
+                               f"{short_id(next(iter(keys)))} (re-signed or another site's ledger)")
+        sig = unb64(e["signature"], 64)
+        if sig is None or not verify_bytes(entry_signing_bytes(e), sig, pub):
+            raise RefusedError(f"{where}: bad signature (entry edited)")
+
+    def _fold(self, state: LedgerState, lines: Sequence[bytes], keys: Any) -> LedgerState:
+        for ln in lines:
+            where = f"ledger {self.path} entry {state.n + 1}"
+            try:
+                e = parse_entry(ln, where)
+            except InputError as exc:
+                raise RefusedError(f"refusing a malformed ledger: {exc}") from None
+            self._check_signature(e, keys, where)
+            state = apply_entry(state, e, ln)
+        return state
+
+    def _load_state(self, signer: ed25519.Ed25519PrivateKey | None = None, recording_cap: bool = False) -> tuple[LedgerState, int]:
+        """The verified state and the file's length up to its last complete line.
+
+        Raises RefusedError for a missing, truncated, edited, rolled-back or re-signed ledger.
         """
-        lines, _ = self._read()
-        return self._parse_all(lines)
+        self._check_dir()
+        keys = self._keys(signer)
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = -1
+        cp = None
+        if self.checkpoint_path.exists():
+            cp, _ = parse_checkpoint(self.checkpoint_path.read_bytes(), keys, str(self.checkpoint_path))
+        if size < 0:
+            if cp is not None and cp.n > 0:
+                raise RefusedError(f"ledger {self.path} is missing, but its checkpoint records {cp.n} entries (deleted)")
+            state, end = LedgerState(), 0
+        elif cp is None:
+            with open(self.path, "rb") as fh:
+                lines, tail = split_lines(fh.read())
+            state = self._fold(LedgerState(), lines, keys)
+            end = state.size
+        else:
+            state, end = self._resume(cp, size, keys)
+        self._check_site_head(state)
+        if state.cap is None and not recording_cap and (self.directory / BUDGET_FILE).exists():
+            raise RefusedError(f"ledger {self.directory} has a cap in {BUDGET_FILE}, outside the signed chain (an older "
+                               f"marg): record it with marg audit budget --ledger {self.directory} --key SITE.sign.key")
+        if keys is not None and state.key_id is not None and state.key_id not in keys:
+            raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not {short_id(next(iter(keys)))}")
+        return state, end
+
+    def _resume(self, cp: LedgerState, size: int, keys: Any) -> tuple[LedgerState, int]:
+        if size < cp.size:
+            raise RefusedError(f"ledger {self.path} is shorter than its checkpoint records ({size} bytes, {cp.n} entries "
+                               f"in {cp.size} bytes): truncated or edited")
+        with open(self.path, "rb") as fh:
+            if cp.n > 0 and line_hash(_line_ending_at(fh, cp.size)) != cp.head:
+                raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or replaced)")
+            fh.seek(cp.size)
+            lines, _tail = split_lines(fh.read())
+        state = self._fold(cp, lines, keys)
+        return state, state.size
+
+    def _check_site_head(self, state: LedgerState) -> None:
+        head = self.site.head if self.site is not None else None
+        if not head:
+            return
+        if head["n"] > state.n:
+            raise RefusedError(f"ledger {self.path} has {state.n} entries, but site {self.site.site!r} recorded "
+                               f"{head['n']} ({self.site.path}): truncated, deleted or rolled back")
+        if head["n"] > 0:
+            with open(self.path, "rb") as fh:
+                ok = head["size"] <= state.size and line_hash(_line_ending_at(fh, head["size"])) == head["hash"]
+            if not ok:
+                raise RefusedError(f"ledger {self.path} does not contain entry {head['n']} as site {self.site.site!r} "
+                                   f"recorded it ({self.site.path}): replaced or rolled back")
+
+    def state(self) -> LedgerState:
+        """The verified current state (O(1) with a checkpoint); RefusedError if the ledger is not intact."""
+        with self._locked(create=False):
+            return self._load_state()[0]
 
     def spent(self) -> PrivacyCost:
-        """Cumulative privacy cost of every recorded release (fields add; δ capped at 1).
-
-        Recomputed from the entries' ``cost`` fields (not trusted from ``cumulative``).
-        An exact release makes the spend unbounded (``inf``).
-
-        Raises
-        ------
-        RefusedError
-            The ledger is unreadable or malformed: the spend cannot be established, so no
-            budget check can pass.
-        """
-        try:
-            entries = self.entries()
-        except InputError as exc:
-            raise RefusedError(f"cannot establish privacy spend: {exc}") from None
-        total = PrivacyCost.zero()
-        for e in entries:
-            total = total + PrivacyCost.from_dict(e["cost"])
-        return total
+        """Cumulative privacy cost of every recorded release (from the verified state)."""
+        return self.state().cumulative
 
     def cap(self) -> PrivacyCost | None:
-        """The configured budget cap (``budget.json``), or None."""
-        return read_budget(self.directory)
+        """The cap in force (a signed ``cap`` entry of the chain), or None."""
+        return self.state().cap
+
+    def check(self, cost: Any) -> None:
+        """Refuse now (before any data is read) a release of ``cost`` the budget would refuse."""
+        state = self.state()
+        if state.cap is not None:
+            check_budget(state.cap, state.cumulative, _as_cost(cost, "release cost"))
 
     # ------------------------------------------------------------------ writing
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    def _locked(self, create: bool = True) -> Iterator[None]:
+        if not self.directory.is_dir():
+            if not create:
+                yield
+                return
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -387,21 +291,81 @@ class Ledger:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def _store_key(self, pub: ed25519.Ed25519PublicKey) -> None:
-        kdir = self.directory / KEYS_DIR
-        target = kdir / f"{key_id(pub)}{SIGN_PUB_SUFFIX}"
-        if target.exists():
-            return
-        kdir.mkdir(exist_ok=True, mode=0o700)
-        pem = pub.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        atomic_write_bytes(target, pem)
-
     def _clean_stale(self) -> None:
-        for p in self.directory.glob(f".{LEDGER_FILE}.*.tmp"):
+        for p in self.directory.glob(".*.tmp"):
             try:
                 p.unlink()
             except OSError:
                 pass
+
+    def _write(self, entry: dict[str, Any], private_key: ed25519.Ed25519PrivateKey | None) -> dict[str, Any]:
+        """Under the lock: verify the state, check and append ``entry``, checkpoint it."""
+        if private_key is not None and not isinstance(private_key, ed25519.Ed25519PrivateKey):
+            raise InputError(f"ledger entries are signed with an Ed25519 private key, got {type(private_key).__name__}")
+        if self.public_key is not None and (private_key is None or key_id(private_key) != key_id(self.public_key)):
+            have = "no key" if private_key is None else f"key {short_id(key_id(private_key))}"
+            raise RefusedError(f"ledger {self.directory} is pinned to key {short_id(key_id(self.public_key))}; "
+                               f"refusing an entry signed with {have}")
+        with self._locked():
+            state, end = self._load_state(private_key, recording_cap=kind_of(entry) == "cap")
+            if state.key_id is not None and private_key is None:
+                raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}; sign this entry too (--key)")
+            entry.update(seq=state.n + 1, prev=state.head)
+            if kind_of(entry) == "release":
+                entry["cumulative"] = (state.cumulative + PrivacyCost.from_dict(entry["cost"])).to_dict()
+                entry["cap"] = None if state.cap is None else state.cap.to_dict()
+            else:
+                entry["cumulative"] = state.cumulative.to_dict()
+            entry["key_id"] = key_id(private_key) if private_key is not None else None
+            entry["signature"] = None
+            if private_key is not None:
+                entry["signature"] = b64(sign_bytes(entry_signing_bytes(entry), private_key))
+            line = canonical_json(entry)
+            parse_entry(line, "new ledger entry")  # the writer obeys its own format
+            new = apply_entry(state, entry, line)  # refuses (budget, round, exact) before any byte is written
+            self._clean_stale()
+            self._append_line(line, end)
+            atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(new, private_key, entry["time"]), mode=0o600)
+            if self.site is not None and self.site.owns(self.directory) and private_key is not None:
+                self.site = self.site.with_head(new.n, new.size, new.head)
+                self.site.save(private_key)
+        return entry
+
+    def checkpoint(self, private_key: ed25519.Ed25519PrivateKey) -> LedgerState:
+        """Verify the ledger (in full if it has no checkpoint yet) and write its signed checkpoint.
+
+        ``marg audit init`` runs it once, so a ledger written by an older marg (no checkpoint,
+        maybe unsigned entries) is taken over only after it verifies.
+        """
+        with self._locked():
+            state, _ = self._load_state(private_key)
+            if state.key_id is not None and state.key_id != key_id(private_key):
+                raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not {short_id(key_id(private_key))}")
+            atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(state, private_key, _now()), mode=0o600)
+            if self.site is not None and self.site.owns(self.directory):
+                self.site = self.site.with_head(state.n, state.size, state.head)
+                self.site.save(private_key)
+        return state
+
+    def _append_line(self, line: bytes, end: int) -> None:
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size != end:
+                os.ftruncate(fd, end)  # drop a torn tail left by a crashed append
+            data = line + b"\n"
+            while data:
+                n = os.write(fd, data)
+                data = data[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            dfd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
     def append(
         self,
@@ -416,41 +380,30 @@ class Ledger:
         file_digest: str | None = None,
         n_rows: int | None = None,
         private_key: ed25519.Ed25519PrivateKey | None = None,
-        cap: Any = None,
         time: str | None = None,
+        source: Mapping[str, Any] | None = None,
+        round: Mapping[str, Any] | None = None,
+        exact: Mapping[str, str] | None = None,
+        suppressed: int = 0,
     ) -> dict[str, Any]:
-        """Append one release entry, atomically; refuse it if the budget would be exceeded.
-
-        Under an exclusive lock: re-read the ledger (a malformed complete line refuses the
-        append — never extend a broken chain), compute ``cumulative = spent + cost``,
-        check it against the cap (``cap`` if given, else ``budget.json``;
-        :func:`marginals.privacy.check_budget`), then write old lines + the new entry via
-        temp file + fsync + rename. Nothing is written if any step fails.
+        """Append one release entry; refuse it (writing nothing) if a rule forbids it.
 
         Parameters
         ----------
-        bundle_digest : str
-            ``Bundle.digest()`` of the signed bundle (sha256 hex).
-        site : str
-        statistics : list of dict
-            ``{name, kind, clique, shape, mechanism, std}`` (see :func:`statistics_of`).
-        cost : PrivacyCost or mapping {epsilon, delta, rho}
-            This release's cost (``inf`` for exact releases).
-        recipient : str, optional
-            Key id of the learner's sealing key.
-        recipient_name : str, optional
-            The learner's name (e.g. the ``--to`` key file name before ``.seal.pub``).
-        mechanism : str, optional
-            Default: derived from ``statistics``.
-        file_digest : str, optional
-            sha256 hex of the file written, if it differs from the bundle (sealed).
-        n_rows : int, optional
-        private_key : Ed25519PrivateKey, optional
-            Signs the entry (recommended; unsigned entries fail ``verify`` by default).
-        cap : PrivacyCost or mapping, optional
-            Overrides ``budget.json``.
-        time : str, optional
-            Default: now (UTC).
+        bundle_digest : ``Bundle.digest()`` of the signed bundle (sha256 hex)
+        site : the releasing site
+        statistics : ``{name, kind, clique, shape, mechanism, std}`` per table (:func:`statistics_of`)
+        cost : PrivacyCost or {epsilon, delta, rho}; ``inf`` for exact releases
+        recipient, recipient_name : the learner's sealing key id and name, if sealed
+        mechanism : default derived from ``statistics``
+        file_digest : sha256 hex of the file written, if it differs from the bundle (sealed)
+        n_rows : the row count the bundle states
+        private_key : the site's signing key (required for a signed or pinned ledger)
+        time : default now (UTC)
+        source : where the site counted (``Source.describe()``)
+        round : ``{id, learner, issued}`` of the round answered
+        exact : :func:`protocols.exact_releases.release_digests` of an exact release
+        suppressed : cells suppressed by the min-cell rule
 
         Returns
         -------
@@ -460,82 +413,81 @@ class Ledger:
         Raises
         ------
         RefusedError
-            Budget exhausted, or the existing ledger is malformed.
-        InputError
-            Malformed arguments.
+            Budget exhausted, a replayed round, a differencing exact release, or a ledger
+            that is not intact (missing, truncated, edited, re-signed).
         """
-        if not isinstance(bundle_digest, str) or not _HEX64.match(bundle_digest):
-            raise InputError(f"bundle digest must be a sha256 hex string, got {bundle_digest!r}")
-        if file_digest is not None and (not isinstance(file_digest, str) or not _HEX64.match(file_digest)):
-            raise InputError(f"file digest must be a sha256 hex string, got {file_digest!r}")
+        for name, v in (("bundle digest", bundle_digest), ("file digest", file_digest)):
+            if v is not None and (not isinstance(v, str) or not HEX64.match(v)):
+                raise InputError(f"{name} must be a sha256 hex string, got {v!r}")
+        if bundle_digest is None:
+            raise InputError("a release entry needs the bundle digest")
         if not isinstance(site, str) or not site:
             raise InputError(f"site must be a non-empty string, got {site!r}")
-        if private_key is not None and not isinstance(private_key, ed25519.Ed25519PrivateKey):
-            raise InputError(f"ledger entries are signed with an Ed25519 private key, got {type(private_key).__name__}")
-        c = _as_cost(cost, "release cost")
         stats = [dict(s) for s in statistics]
         for s in stats:
             if not isinstance(s.get("name"), str) or not isinstance(s.get("clique"), list):
                 raise InputError(f"malformed statistic record {s!r} (needs name and clique list)")
-        with self._locked():
-            lines, _tail = self._read()
-            try:
-                entries = self._parse_all(lines)
-            except InputError as exc:
-                raise RefusedError(f"refusing to append to a malformed ledger: {exc}") from None
-            spent = PrivacyCost.zero()
-            for e in entries:
-                spent = spent + PrivacyCost.from_dict(e["cost"])
-            cap_cost = _as_cost(cap, "budget cap") if cap is not None else self.cap()
-            if cap_cost is not None:
-                check_budget(cap_cost, spent, c)
-            entry: dict[str, Any] = {
-                "v": ENTRY_VERSION,
-                "seq": len(entries) + 1,
-                "time": time or _now(),
-                "prev": line_hash(lines[-1]) if lines else GENESIS,
-                "site": site,
-                "recipient": recipient,
-                "recipient_name": recipient_name,
-                "bundle": bundle_digest,
-                "file_sha256": file_digest,
-                "n_rows": None if n_rows is None else int(n_rows),
-                "statistics": stats,
-                "mechanism": mechanism or _mechanism(stats),
-                "cost": c.to_dict(),
-                "cumulative": (spent + c).to_dict(),
-                "cap": cap_cost.to_dict() if cap_cost is not None else None,
-                "key_id": key_id(private_key) if private_key is not None else None,
-                "signature": None,
-            }
-            if private_key is not None:
-                entry["signature"] = b64(sign_bytes(entry_signing_bytes(entry), private_key))
-                self._store_key(private_key.public_key())
-            line = canonical_json(entry)
-            parse_entry(line, "new ledger entry")  # the writer obeys its own format
-            body = b"".join(ln + b"\n" for ln in lines) + line + b"\n"  # a torn tail is dropped
-            self._clean_stale()
-            atomic_write_bytes(self.path, body)
-        return entry
+        mechs = sorted({str(s.get("mechanism", "none")) for s in stats})
+        entry: dict[str, Any] = {
+            "v": ENTRY_VERSION, "kind": "release", "time": time or _now(), "site": site,
+            "recipient": recipient, "recipient_name": recipient_name, "bundle": bundle_digest,
+            "file_sha256": file_digest, "n_rows": None if n_rows is None else int(n_rows), "statistics": stats,
+            "mechanism": mechanism or (mechs[0] if len(mechs) == 1 else ("mixed" if mechs else "none")),
+            "cost": _as_cost(cost, "release cost").to_dict(), "source": dict(source) if source else None,
+            "round": dict(round) if round else None, "exact": dict(exact) if exact else None,
+            "suppressed": int(suppressed),
+        }
+        return self._write(entry, private_key)
+
+    def set_cap(self, cap: Any, private_key: ed25519.Ed25519PrivateKey, site: str, time: str | None = None) -> dict[str, Any]:
+        """Record the dataset's privacy cap as a signed ``cap`` entry (or lower it; never raise it).
+
+        A cap needs a signing key: an unsigned cap could be edited away.
+        """
+        c = _as_cost(cap, "budget cap")
+        if c.epsilon == 0.0 and c.rho == 0.0:
+            raise InputError(f"privacy budget cap sets neither epsilon nor rho: {c.describe()}")
+        if c.epsilon == float("inf") or c.rho == float("inf"):
+            raise InputError(f"privacy budget cap must be finite, got {c.describe()}")
+        if private_key is None:
+            raise InputError("a privacy cap is recorded signed: give the site's key (--key SITE.sign.key)")
+        legacy = read_budget(self.directory) if (self.directory / BUDGET_FILE).exists() else None
+        if legacy is not None and legacy != c:
+            raise RefusedError(f"{self.directory / BUDGET_FILE} sets cap {legacy.describe()}; record that one "
+                               f"(requested {c.describe()})")
+        entry: dict[str, Any] = {
+            "v": ENTRY_VERSION, "kind": "cap", "time": time or _now(), "site": site, "recipient": None,
+            "recipient_name": None, "bundle": None, "file_sha256": None, "n_rows": None, "statistics": [],
+            "mechanism": "none", "cost": PrivacyCost.zero().to_dict(), "cap": c.to_dict(), "source": None,
+            "round": None, "exact": None, "suppressed": 0,
+        }
+        out = self._write(entry, private_key)
+        if legacy is not None:
+            os.replace(self.directory / BUDGET_FILE, self.directory / f"{BUDGET_FILE}.recorded")
+        return out
 
     def record(
         self,
         bundle: Any,
         private_key: ed25519.Ed25519PrivateKey | None = None,
         file_digest: str | None = None,
-        cap: Any = None,
         cost: Any = None,
         recipient_name: str | None = None,
+        suppressed: Sequence[Any] = (),
+        round: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Append the entry for a (final, signed) bundle: site, recipient, statistics,
-        cost and digest are read from it.
+        """Append the entry for a (final, signed) bundle: site, recipient, statistics, source,
+        cost and digest are read from it; an exact release also records what it disclosed.
 
-        The cost is ``cost`` if given, else the bundle header's ``privacy`` field, else
-        :func:`marginals.privacy.release_cost` of its tables; a bundle holding an exact
-        (noise-free) table always costs ``inf`` (no DP guarantee).
+        The cost is ``cost`` if given, else the header's ``privacy``, else
+        :func:`marginals.privacy.release_cost` of its tables; a bundle holding an exact table
+        always costs ``inf``. Call it *before* writing the bundle file: a crash then leaves a
+        ledger that over-states what left, never one that under-states it.
 
-        Call it *before* writing the bundle file: if the export then crashes, the ledger
-        over-states what left (safe), never under-states it.
+        Parameters
+        ----------
+        suppressed : the min-cell rule's suppressed cells (``SuppressedCell``: ``table``, ``cell``)
+        round : ``{id, learner, issued}`` of the round answered (default: the header's)
         """
         if cost is None:
             try:
@@ -546,198 +498,34 @@ class Ledger:
         stats = statistics_of(bundle)
         if any(s["mechanism"] == "none" for s in stats):
             c = PrivacyCost.unbounded()
+        hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
+        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden)
         return self.append(
-            bundle_digest=bundle.digest(),
-            site=bundle.site,
-            statistics=stats,
-            cost=c,
-            recipient=bundle.header.get("recipient"),
-            recipient_name=recipient_name,
-            file_digest=file_digest,
-            n_rows=bundle.header.get("n_rows"),
-            private_key=private_key,
-            cap=cap,
+            bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
+            recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,
+            n_rows=bundle.header.get("n_rows"), private_key=private_key, source=bundle.header.get("source"),
+            round=round if round is not None else bundle.header.get("round"), exact=exact, suppressed=len(suppressed),
         )
 
     # ------------------------------------------------------------------ verifying
-    def _keys(self, public_key: Any) -> tuple[dict[str, ed25519.Ed25519PublicKey], str]:
-        keys: dict[str, ed25519.Ed25519PublicKey] = {}
-        if public_key is None:
-            kdir = self.directory / KEYS_DIR
-            for f in sorted(kdir.glob(f"*{SIGN_PUB_SUFFIX}")) if kdir.is_dir() else []:
-                try:
-                    k = load_verify_key(f)
-                except InputError:
-                    continue  # a broken copy simply does not verify anything
-                keys[key_id(k)] = k
-            return keys, ("ledger directory" if keys else "none")
-        items = public_key if isinstance(public_key, (list, tuple)) else [public_key]
-        for item in items:
-            if isinstance(item, (str, os.PathLike)):
-                p = Path(item)
-                files = sorted(p.glob(f"*{SIGN_PUB_SUFFIX}")) if p.is_dir() else [p]
-                for f in files:
-                    k = load_verify_key(f)
-                    keys[key_id(k)] = k
-            elif isinstance(item, ed25519.Ed25519PrivateKey):
-                keys[key_id(item)] = item.public_key()
-            elif isinstance(item, ed25519.Ed25519PublicKey):
-                keys[key_id(item)] = item
-            else:
-                raise InputError(f"ledger verification key must be an Ed25519 public key or a path, got {type(item).__name__}")
-        return keys, "given"
-
-    def verify(
-        self,
-        bundle_paths: Sequence[str | os.PathLike[str]] | None = None,
-        public_key: Any = None,
-        allow_unsigned: bool = False,
-    ) -> LedgerReport:
-        """Check the hash chain, every signature, the running totals and the given bundles.
-
-        Per line k: a parseable canonical entry; ``seq == k``; ``prev`` = hash of line
-        k−1 (genesis zeros for k = 1); a valid Ed25519 signature by a known key (unless
-        ``allow_unsigned``); ``cumulative`` = sum of the costs so far; not over its
-        recorded cap. Then each bundle file must match an entry (its sha256 equals the
-        entry's ``bundle`` or ``file_sha256``; a plain bundle must also agree on site,
-        recipient and statistics).
+    def verify(self, bundle_paths: Sequence[Any] | None = None, public_key: Any = None, allow_unsigned: bool = False,
+               require_key: bool = True, head: str | None = None) -> LedgerReport:
+        """Check every line, the checkpoint, the site's recorded head and the given bundles.
 
         Parameters
         ----------
-        bundle_paths : sequence of paths, optional
-            Released bundle files (plain or sealed) to account for.
-        public_key : Ed25519PublicKey, path to a ``.sign.pub`` or a directory of them, or
-            a list of those; optional
-            Default: the key copies in ``DIR/keys`` (self-attested; pass the site's
-            public key from an independent copy for a real audit).
-        allow_unsigned : bool, default False
+        bundle_paths : released bundle files (plain or sealed), each must have its entry
+        public_key : Ed25519PublicKey or ``.sign.pub`` path; default the pinned key
+        allow_unsigned : accept unsigned entries (of an unpinned ledger)
+        require_key : without any key, fail (signatures unchecked) when entries are signed
+        head : a head hash recorded earlier (``marg audit show``): the chain must contain it
 
         Returns
         -------
         LedgerReport
-            Never raises for ledger *content* problems; ``report.ok`` and
-            ``report.reason`` name the first bad entry.
+            Never raises for ledger content; ``ok`` and ``reason`` name the first failure.
         """
         if not self.directory.is_dir():
             raise InputError(f"no ledger directory at {str(self.directory)!r}")
-        report = LedgerReport(ledger=str(self.path))
-        lines, tail = self._read()
-        report.n_entries = len(lines)
-        report.torn_tail = bool(tail)
-        report.head = line_hash(lines[-1]) if lines else None
-        keys, report.key_source = self._keys(public_key)
-        parsed = _check_chain(report, lines, keys, allow_unsigned)
-        if bundle_paths:
-            self._verify_bundles(report, [e for e in parsed if e is not None], bundle_paths)
-        return report
-
-    def _verify_bundles(self, report: LedgerReport, entries: list[dict[str, Any]], paths: Sequence[Any]) -> None:
-        from .bundle import Bundle
-
-        by_digest: dict[str, dict[str, Any]] = {}
-        for e in entries:
-            by_digest.setdefault(e["bundle"], e)
-            if e["file_sha256"]:
-                by_digest.setdefault(e["file_sha256"], e)
-        for p in paths:
-            p = Path(p)
-            try:
-                data = p.read_bytes()
-            except OSError as exc:
-                report.bundles.append({"path": str(p), "seq": None, "ok": False})
-                report.fail(None, None, f"bundle {p}: cannot read ({exc.strerror or exc})")
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            e = by_digest.get(digest)
-            if e is None:
-                report.bundles.append({"path": str(p), "seq": None, "ok": False})
-                report.fail(None, None, f"bundle {p} (sha256 {short_id(digest)}) has no ledger entry "
-                            "(released without record, or its entry was deleted)")
-                continue
-            ok = True
-            if digest == e["bundle"]:
-                try:
-                    b = Bundle.from_bytes(data, source=str(p))
-                except InputError as exc:
-                    ok = False
-                    report.fail(None, e["seq"], f"bundle {p}: matches entry seq {e['seq']} but does not parse ({exc})")
-                else:
-                    stats = [{k: s[k] for k in ("name", "clique", "shape")} for s in statistics_of(b)]
-                    want = [{k: s.get(k) for k in ("name", "clique", "shape")} for s in e["statistics"]]
-                    if b.site != e["site"] or b.header.get("recipient") != e["recipient"] or stats != want:
-                        ok = False
-                        report.fail(None, e["seq"], f"bundle {p}: contents differ from entry seq {e['seq']} (site, recipient or statistics)")
-            report.bundles.append({"path": str(p), "seq": e["seq"], "ok": ok})
-
-
-def _check_chain(
-    report: LedgerReport,
-    lines: Sequence[bytes],
-    keys: Mapping[str, ed25519.Ed25519PublicKey],
-    allow_unsigned: bool,
-) -> list[dict[str, Any] | None]:
-    """Check every line (format, seq, prev hash, signature, sums, cap) into ``report``;
-    return the parsed entries (None where a line does not parse)."""
-    parsed: list[dict[str, Any] | None] = []
-    total = PrivacyCost.zero()
-    prev = GENESIS
-    for k, ln in enumerate(lines, 1):
-        try:
-            e = parse_entry(ln, f"line {k}")
-        except InputError as exc:
-            report.fail(k, None, f"line {k}: malformed entry ({str(exc).split(': ', 1)[-1]}): truncated or edited")
-            parsed.append(None)
-            prev = line_hash(ln)
-            continue
-        parsed.append(e)
-        seq = e["seq"]
-        if seq != k:
-            what = "deleted" if seq > k else "reordered or duplicated"
-            report.fail(k, seq, f"entry seq {seq} at line {k}: expected seq {k} (an entry was {what})")
-        if e["prev"] != prev:
-            report.fail(k, seq, f"entry seq {seq} at line {k}: previous-entry hash does not match line {k - 1} "
-                        "(an earlier entry was edited, deleted or reordered)")
-        if e["signature"] is None or e["key_id"] is None:
-            report.unsigned.append(seq)
-            if not allow_unsigned:
-                report.fail(k, seq, f"entry seq {seq} at line {k}: unsigned")
-        else:
-            pub = keys.get(e["key_id"])
-            sig = unb64(e["signature"], 64)
-            if pub is None:
-                report.fail(k, seq, f"entry seq {seq} at line {k}: signed by unknown key {short_id(e['key_id'])}")
-            elif sig is None or not verify_bytes(entry_signing_bytes(e), sig, pub):
-                report.fail(k, seq, f"entry seq {seq} at line {k}: bad signature (entry edited)")
-        cost = PrivacyCost.from_dict(e["cost"])
-        before, total = total, total + cost
-        if not _same_cost(total, PrivacyCost.from_dict(e["cumulative"])):
-            report.fail(k, seq, f"entry seq {seq} at line {k}: cumulative spend {PrivacyCost.from_dict(e['cumulative']).describe()} "
-                        f"does not equal the sum of costs {total.describe()}")
-        if e["cap"] is not None:
-            cap = PrivacyCost.from_dict(e["cap"])
-            try:
-                check_budget(cap, before, cost)
-            except MargError:
-                report.fail(k, seq, f"entry seq {seq} at line {k}: cumulative spend {total.describe()} exceeds its cap {cap.describe()}")
-        prev = line_hash(ln)
-    report.spent = total.to_dict()
-    return parsed
-
-
-def verify_ledger_bytes(
-    data: bytes,
-    keys: Mapping[str, ed25519.Ed25519PublicKey],
-    allow_unsigned: bool = False,
-    name: str = "ledger",
-) -> LedgerReport:
-    """Verify ledger file contents against ``{key id: Ed25519 public key}``.
-
-    The pure core of :meth:`Ledger.verify` (no bundle checks). Never raises for any
-    ``data``: the outcome is in the returned :class:`LedgerReport`.
-    """
-    lines, tail = split_lines(bytes(data))
-    report = LedgerReport(ledger=name, n_entries=len(lines), torn_tail=bool(tail),
-                          head=line_hash(lines[-1]) if lines else None,
-                          key_source="given" if keys else "none")
-    _check_chain(report, lines, keys, allow_unsigned)
-    return report
+        pub = _pub(public_key) or self.public_key
+        return verify_ledger(self, pub, bundle_paths or (), allow_unsigned, require_key, head)

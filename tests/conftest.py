@@ -56,8 +56,10 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(autouse=True)
 def _in_tmp_dir(tmp_path, monkeypatch):
-    """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo."""
+    """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo,
+    with its own site configuration home (``$MARG_HOME``), never the user's ~/.config/marg."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MARG_HOME", str(tmp_path / ".marg-home"))
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 runner = CliRunner()
 
 
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+def run(*args, home=None):
+    """Run marg; ``home``: the site configuration folder ($MARG_HOME) of the site running it."""
+    return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)} if home else None)
 
 
 @pytest.fixture
@@ -39,17 +40,19 @@ def export(world, site, *extra, out=None):
     out = out or tmp / f"{site}.bundle"
     return run("export", data[site], "--schema", schema, "--site", site, "--out", out,
                "--key", tmp / "keys" / f"{site}.sign.key", "--to", tmp / "keys" / "learner.seal.pub",
-               "--ledger", tmp / f"{site}-ledger", *extra), out
+               "--ledger", tmp / f"{site}-ledger", *extra, home=tmp / f"{site}-home"), out
 
 
 def test_signed_sealed_dp_round_trip(world):
     tmp, schema, trust, data = world
     bundles = []
     for site in ("north", "south"):
-        assert run("audit", "budget", "--ledger", tmp / f"{site}-ledger", "--epsilon", "3").exit_code == 0
+        r = run("audit", "init", "--site", site, "--key", tmp / "keys" / f"{site}.sign.key", "--ledger", tmp / f"{site}-ledger",
+                "--epsilon", "3", home=tmp / f"{site}-home")
+        assert r.exit_code == 0, r.output
         r, out = export(world, site, "--stats", "all", "--epsilon", "1")
         assert r.exit_code == 0, r.output
-        assert "signed" in r.stdout and "sealed to learner" in r.stdout and "ledger entry #1" in r.stdout
+        assert "signed" in r.stdout and "sealed to learner" in r.stdout and "ledger entry #2" in r.stdout  # after the cap entry
         bundles.append(out)
     # Sealed: inspect needs the learner key.
     r = run("inspect", bundles[0])
@@ -64,16 +67,16 @@ def test_signed_sealed_dp_round_trip(world):
     assert sorted(json.loads(r.stdout)["sites"]) == ["north", "south"]
     # The ledger verifies against the bundle and shows the spend.
     r = run("audit", "verify", "--ledger", tmp / "north-ledger", "--bundles", bundles[0],
-            "--key", tmp / "keys" / "north.sign.pub")
+            "--key", tmp / "keys" / "north.sign.pub", home=tmp / "north-home")
     assert r.exit_code == 0, r.output
-    r = run("audit", "show", "--ledger", tmp / "north-ledger", "--json")
+    r = run("audit", "show", "--ledger", tmp / "north-ledger", "--json", home=tmp / "north-home")
     assert r.exit_code == 0
     # A second export at ε = 2.5 would exceed the cap of 3: refused, nothing written.
     r, out = export(world, "north", "--stats", "first", "--epsilon", "2.5", out=tmp / "again.bundle")
     assert r.exit_code == 1 and "privacy budget exhausted" in r.stderr and r.stderr.count("\n") == 1
     assert not out.exists()
     lines = (tmp / "north-ledger" / "ledger.jsonl").read_text().splitlines()
-    assert len(lines) == 1
+    assert len(lines) == 2  # the cap entry and the one release
     # Exact counts are refused outright once a budget exists.
     r, out = export(world, "north", "--stats", "first", out=tmp / "exact.bundle")
     assert r.exit_code == 1 and "privacy budget exhausted" in r.stderr and not out.exists()

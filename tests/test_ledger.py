@@ -26,13 +26,13 @@ from marg.protocols import keys as K
 from marg.protocols.bundle import Bundle
 from marg.protocols.ledger import (
     GENESIS,
-    LEDGER_FILE,
     Ledger,
     entry_signing_bytes,
     line_hash,
     parse_entry,
-    verify_ledger_bytes,
 )
+from marg.protocols.ledger_verify import verify_ledger_bytes
+from marg.protocols.site import init_site
 from marg.protocols.signing import finalize_bundle, verify_bytes, unb64
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,16 +101,19 @@ def test_append_builds_a_signed_hash_chain_and_spent_adds_up(tmp_path, key):
     total = sum(c.epsilon for c in costs)
     assert led.spent().epsilon == pytest.approx(total, rel=1e-12)
     assert PrivacyCost.from_dict(es[-1]["cumulative"]).epsilon == pytest.approx(total, rel=1e-12)
+    rep = led.verify(public_key=pub)
+    assert rep.ok and rep.n_entries == 6 and rep.key_source == "given" and rep.head == line_hash(raw[-1])
+    # no key copies in the ledger folder are trusted: without a key the signatures are unchecked, a failure
     rep = led.verify()
-    assert rep.ok and rep.n_entries == 6 and rep.key_source == "ledger directory" and rep.head == line_hash(raw[-1])
-    assert led.verify(public_key=pub).ok and led.verify(public_key=pub).key_source == "given"
+    assert not rep.ok and "no key" in rep.reason and rep.key_source == "none"
+    assert not (led.directory / "keys").exists()
 
 
 def test_verify_with_a_foreign_key_or_unsigned_entries_fails(tmp_path, key):
     led = Ledger(tmp_path / "L")
     fill(led, key, 3)
     rep = led.verify(public_key=ed25519.Ed25519PrivateKey.generate().public_key())
-    assert not rep.ok and rep.first_bad_line == 1 and "unknown key" in rep.reason
+    assert not rep.ok and rep.first_bad_line == 1 and "not the site's key" in rep.reason
     led2 = Ledger(tmp_path / "U")
     fill(led2, None, 3)
     rep = led2.verify()
@@ -121,7 +124,7 @@ def test_verify_with_a_foreign_key_or_unsigned_entries_fails(tmp_path, key):
 
 def test_budget_is_enforced_before_anything_is_written(tmp_path, key):
     led = Ledger(tmp_path / "L")
-    write_budget(led.directory, PrivacyCost(epsilon=1.0))
+    led.set_cap(PrivacyCost(epsilon=1.0), key, "s")
     stats = _stats(np.random.default_rng(0), 2)
     led.append(bundle_digest=_digest(0), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.4), private_key=key)
     led.append(bundle_digest=_digest(1), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.4), private_key=key)
@@ -135,7 +138,39 @@ def test_budget_is_enforced_before_anything_is_written(tmp_path, key):
     e = led.append(bundle_digest=_digest(3), site="s", statistics=stats, cost=PrivacyCost(epsilon=0.2), private_key=key)
     assert e["cap"] == PrivacyCost(epsilon=1.0).to_dict()
     assert led.spent().epsilon == pytest.approx(1.0)
-    assert led.verify().ok
+    assert led.verify(public_key=key.public_key()).ok
+
+
+def test_cap_lives_in_the_chain_can_be_lowered_never_raised(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    with pytest.raises(InputError, match="signed"):
+        led.set_cap(PrivacyCost(epsilon=1.0), None, "s")
+    led.set_cap(PrivacyCost(epsilon=2.0), key, "s")
+    led.append(bundle_digest=_digest(0), site="s", statistics=[], cost=PrivacyCost(epsilon=0.5), private_key=key)
+    before = led.path.read_bytes()
+    for raised in (PrivacyCost(epsilon=3.0), PrivacyCost(rho=5.0), PrivacyCost(epsilon=2.0, delta=1e-6)):
+        with pytest.raises(RefusedError, match="raises the privacy cap"):
+            led.set_cap(raised, key, "s")
+    assert led.path.read_bytes() == before
+    led.set_cap(PrivacyCost(epsilon=1.0), key, "s")  # lowering is fine
+    with pytest.raises(RefusedError, match="budget exhausted"):
+        led.append(bundle_digest=_digest(1), site="s", statistics=[], cost=PrivacyCost(epsilon=0.6), private_key=key)
+    assert led.cap() == PrivacyCost(epsilon=1.0) and led.verify(public_key=key.public_key()).ok
+    # budget.json beside the chain is ignored once the cap is in the chain, and editing it changes nothing
+    write_budget(led.directory, PrivacyCost(epsilon=1000.0))
+    with pytest.raises(RefusedError, match="budget exhausted"):
+        led.append(bundle_digest=_digest(1), site="s", statistics=[], cost=PrivacyCost(epsilon=0.6), private_key=key)
+
+
+def test_a_legacy_budget_json_refuses_appends_until_recorded(tmp_path, key):
+    led = Ledger(tmp_path / "L")
+    write_budget(led.directory, PrivacyCost(epsilon=1.0))
+    with pytest.raises(RefusedError, match="outside the signed chain"):
+        led.append(bundle_digest=_digest(0), site="s", statistics=[], cost=PrivacyCost(epsilon=0.5), private_key=key)
+    with pytest.raises(RefusedError, match="record that one"):
+        led.set_cap(PrivacyCost(epsilon=5.0), key, "s")
+    led.set_cap(PrivacyCost(epsilon=1.0), key, "s")
+    assert not (led.directory / "budget.json").exists() and led.cap() == PrivacyCost(epsilon=1.0)
 
 
 def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
@@ -143,7 +178,8 @@ def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
     learner = x25519.X25519PrivateKey.generate()
     files = []
     for i, site_seed in enumerate([1, 2, 3]):
-        final, blob = finalize_bundle(make_bundle("north", site_seed), key, learner.public_key() if i == 1 else None)
+        # three sites' exact releases (one site's exact releases of changed data would be refused: differencing)
+        final, blob = finalize_bundle(make_bundle(f"site{i}", site_seed), key, learner.public_key() if i == 1 else None)
         e = led.record(final, key, file_digest=hashlib.sha256(blob).hexdigest() if i == 1 else None,
                        recipient_name="learner" if i == 1 else None)
         assert e["bundle"] == final.digest()
@@ -161,13 +197,17 @@ def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
     # a release that is not in the ledger is named
     stray = tmp_path / "stray.bundle"
     stray.write_bytes(finalize_bundle(make_bundle("north", 9), key)[1])
-    rep = led.verify(bundle_paths=files + [stray])
+    rep = led.verify(bundle_paths=files + [stray], public_key=key.public_key())
     assert not rep.ok and "stray.bundle" in rep.reason and "no ledger entry" in rep.reason
-    # deleting the LAST entry keeps a valid chain, but the bundle check catches it
+    # deleting the LAST entry keeps a valid chain, but the checkpoint and the bundle check catch it
     write_lines(led, lines_of(led)[:-1])
-    assert led.verify().ok
-    rep = led.verify(bundle_paths=files)
-    assert not rep.ok and "b2.bundle" in rep.reason
+    rep = led.verify(public_key=key.public_key())
+    assert not rep.ok and "truncated" in rep.reason
+    rep = led.verify(bundle_paths=files, public_key=key.public_key())
+    assert not rep.ok and ("b2.bundle" in rep.reason or "truncated" in rep.reason)
+    assert any(not b["ok"] for b in rep.bundles)
+    with pytest.raises(RefusedError, match="truncated"):
+        led.append(bundle_digest=_digest(1), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
 
 
 def _edit(line: bytes, **changes) -> bytes:
@@ -182,7 +222,7 @@ def test_chain_catches_edit_delete_reorder_and_mid_truncation_at_every_position(
     led = Ledger(tmp_path / "L")
     fill(led, key if signed else None, n)
     orig = lines_of(led)
-    kw = {} if signed else {"allow_unsigned": True}
+    kw = {"public_key": key.public_key()} if signed else {"allow_unsigned": True}
     assert led.verify(**kw).ok
 
     def check(lines, line, why):
@@ -212,7 +252,7 @@ def test_chain_catches_edit_delete_reorder_and_mid_truncation_at_every_position(
             obj["signature"] = b64(other.sign(entry_signing_bytes(obj)))
             resigned = list(orig)
             resigned[k - 1] = canonical_json(obj)
-            check(resigned, k, "unknown key")
+            check(resigned, k, "not the site's key")
         if k < n:
             # delete entry k
             check(orig[: k - 1] + orig[k:], k, "deleted")
@@ -279,22 +319,24 @@ app(99)
 
 
 @pytest.mark.parametrize("target", ["replace", "fsync"])
-def test_crash_mid_append_keeps_the_old_ledger(tmp_path, target):
+def test_crash_mid_append_keeps_a_verifiable_ledger(tmp_path, target):
+    """SIGKILL at the line's fsync or at the checkpoint's rename: the entry is there or not,
+    whole; the next append accounts for it, cleans the stale temp file and extends the chain."""
     kf = K.generate_keys("north", tmp_path / "keys")
     d = tmp_path / "L"
     res = _run(_CRASH.replace("{target}", target), d, kf.sign_key)
     assert res.returncode == -9, res.stderr
-    led = Ledger(d)
-    rep = led.verify(public_key=kf.sign_pub)
-    assert rep.ok and rep.n_entries == 3 and not rep.torn_tail, rep.reason
-    assert led.spent().epsilon == pytest.approx(0.3)
-    stale = list(d.glob(f".{LEDGER_FILE}.*.tmp"))
-    assert len(stale) == 1  # the killed writer's temp file, ignored by readers
-    # the next append cleans up and extends the chain
-    led.append(bundle_digest=_digest(5), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1),
-               private_key=K.load_signing_key(kf.sign_key))
-    assert led.verify(public_key=kf.sign_pub).ok and len(led.entries()) == 4
-    assert not list(d.glob(f".{LEDGER_FILE}.*.tmp"))
+    led = Ledger(d, public_key=kf.sign_pub)
+    rep = led.verify()
+    assert rep.ok and rep.n_entries in (3, 4) and not rep.torn_tail and rep.checkpoint == 3, rep.reason
+    assert led.spent().epsilon == pytest.approx(0.1 * rep.n_entries)
+    if target == "replace":
+        assert len(list(d.glob(".checkpoint.json.*.tmp"))) == 1  # the killed writer's temp file
+    e = led.append(bundle_digest=_digest(5), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1),
+                   private_key=K.load_signing_key(kf.sign_key))
+    assert e["seq"] == rep.n_entries + 1
+    rep = led.verify()
+    assert rep.ok and rep.checkpoint == e["seq"] and not list(d.glob(".*.tmp"))
 
 
 def test_torn_last_line_is_ignored_then_repaired(tmp_path, key):
@@ -306,17 +348,20 @@ def test_torn_last_line_is_ignored_then_repaired(tmp_path, key):
     extra = lines_of(led)[-1]
     for cut in (1, len(extra) // 2, len(extra) - 1):
         led.path.write_bytes(good + extra[:cut])
-        rep = led.verify()
+        rep = led.verify(public_key=key.public_key())
         assert rep.ok and rep.torn_tail and rep.n_entries == 4
         assert len(led.entries()) == 4 and led.spent() == spent
     # the next append drops the torn tail and chains onto entry 4
     e = led.append(bundle_digest=_digest(7), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
     assert e["seq"] == 5
-    rep = led.verify()
+    rep = led.verify(public_key=key.public_key())
     assert rep.ok and not rep.torn_tail and led.path.read_bytes().startswith(good)
-    # a whole last entry that only lost its newline still counts
+    # a last entry that lost its newline is no entry: the checkpoint shows the ledger truncated
     led.path.write_bytes(led.path.read_bytes()[:-1])
-    assert len(led.entries()) == 5 and led.verify().ok
+    assert len(led.entries()) == 4
+    assert "truncated" in led.verify(public_key=key.public_key()).reason
+    with pytest.raises(RefusedError, match="truncated"):
+        led.spent()
 
 
 def test_malformed_ledger_refuses_spend_and_append(tmp_path, key):
@@ -328,7 +373,10 @@ def test_malformed_ledger_refuses_spend_and_append(tmp_path, key):
     before = led.path.read_bytes()
     with pytest.raises(InputError, match="line 2"):
         led.entries()
-    with pytest.raises(RefusedError, match="cannot establish privacy spend"):
+    with pytest.raises(RefusedError, match="truncated|does not match its checkpoint"):
+        led.spent()
+    (led.directory / "checkpoint.json").unlink()  # without the checkpoint, the full check names the line
+    with pytest.raises(RefusedError, match="malformed ledger.*entry 2"):
         led.spent()
     with pytest.raises(RefusedError, match="malformed ledger"):
         led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
@@ -388,24 +436,31 @@ runner = CliRunner()
 
 def test_cli_audit_show_lists_every_release_with_running_totals(tmp_path, key):
     led = Ledger(tmp_path / "L")
-    write_budget(led.directory, PrivacyCost(epsilon=2.0))
+    led.set_cap(PrivacyCost(epsilon=2.0), key, "north")
     costs = fill(led, key, 4, seed=3)
-    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory), "--json"])
+    pub = tmp_path / "north.sign.pub"
+    from cryptography.hazmat.primitives import serialization
+
+    pub.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory), "--json", "--key", str(pub)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["n_entries"] == 4 and out["entries"] == led.entries()
+    assert out["n_entries"] == 5 and out["entries"] == led.entries() and out["entries"][0]["kind"] == "cap"
     assert out["cap"] == PrivacyCost(epsilon=2.0).to_dict()
     assert out["spent"]["epsilon"] == pytest.approx(sum(c.epsilon for c in costs))
     assert out["integrity"]["ok"] and out["head"] == line_hash(lines_of(led)[-1])
-    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory)])
+    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory), "--key", str(pub)])
     assert res.exit_code == 0
     rows = [ln for ln in res.stdout.splitlines() if ln.strip()[:1].isdigit()]
-    assert len(rows) == 4
+    assert len(rows) == 5 and "privacy cap set to ε=2" in rows[0]
     running = 0.0
-    for row, c in zip(rows, costs):
+    for row, c in zip(rows[1:], costs):
         running += c.epsilon
         assert f"{running:.4g}/2" in row and f"{c.epsilon:.4g}" in row
     assert "Integrity: verified" in res.stdout
+    # without a key the signatures are not checked, and show says so
+    res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory)])
+    assert res.exit_code == 0 and "signatures not checked" in res.stdout
     res = runner.invoke(root, ["audit", "show", "--ledger", str(tmp_path / "none")])
     assert res.exit_code == 2 and "no ledger" in res.stderr
 
@@ -417,8 +472,8 @@ def test_cli_audit_verify_exit_codes_and_first_bad_entry(tmp_path, key):
     bdir = tmp_path / "out"
     bdir.mkdir()
     for i in range(3):
-        final, blob = finalize_bundle(make_bundle("north", i), sk)
-        led.record(final, sk)
+        final, blob = finalize_bundle(make_bundle("north", 0).with_header(created=f"2024-01-0{i + 1}T00:00:00+00:00"), sk)
+        led.record(final, sk)  # the same exact numbers again: allowed (it discloses nothing new)
         (bdir / f"b{i}.bundle").write_bytes(blob)
     (bdir / "notes.txt").write_text("not a bundle; ignored when a folder is given")
     args = ["audit", "verify", "--ledger", str(led.directory), "--key", str(kf.sign_pub)]
@@ -430,7 +485,7 @@ def test_cli_audit_verify_exit_codes_and_first_bad_entry(tmp_path, key):
     # a foreign key refuses every entry
     res = runner.invoke(root, ["audit", "verify", "--ledger", str(led.directory), "--key",
                                str(K.generate_keys("x", tmp_path / "k2").sign_pub)])
-    assert res.exit_code == 1 and "unknown key" in res.stderr
+    assert res.exit_code == 1 and "not the site's key" in res.stderr
     # edit entry 2: exit 1, one line naming it
     lines = lines_of(led)
     lines[1] = _edit(lines[1], site="elsewhere")

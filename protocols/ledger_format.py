@@ -1,0 +1,205 @@
+"""The ledger's entry format: one canonical-JSON line per entry, hash-chained and signed.
+
+Each entry (keys sorted, no spaces, UTF-8, one line) records one event at the site::
+
+    v            format version (2; version-1 lines of older ledgers are read too)
+    kind         "release" (statistics left the site) or "cap" (the dataset's budget cap set)
+    seq          1, 2, 3, ... (line k holds seq k)
+    time         UTC ISO-8601 time
+    prev         sha256 hex of the previous entry's line (without "\\n"); 64 zeros for seq 1
+    site         the site
+    recipient    key id of the learner the bundle was sealed to, or null
+    recipient_name  the learner's name as the site knows it, or null
+    bundle       sha256 hex of the signed bundle's bytes (Bundle.digest()); null for "cap"
+    file_sha256  sha256 hex of the file written (the sealed envelope), or null
+    n_rows       the row count stated in the bundle (null if not released)
+    statistics   [{name, kind, clique, shape, mechanism, std}] exactly as released
+    mechanism    "laplace" | "gaussian" | "none" | "mixed"
+    cost         {epsilon, delta, rho} of this release ("inf" = exact, no DP guarantee)
+    cumulative   {epsilon, delta, rho} spent by all releases up to and including this one
+    cap          {epsilon, delta, rho} the cap in force after this entry, or null
+    source       where the site counted (Source.describe(): kind, location, table; never
+                 credentials), or null
+    round        {id, learner, issued} of the learner's round the bundle answers, or null
+    exact        for an exact release: {margin key: digest} of what it disclosed (the
+                 differencing guard, :mod:`protocols.exact_releases`), else null
+    suppressed   number of cells suppressed by the min-cell rule (where: only here, at the site)
+    key_id       sha256 hex of the signing key, or null
+    signature    base64 Ed25519 signature over the entry without "signature", or null
+
+:func:`parse_entry` checks one line's form (canonical bytes, fields, types); the rules that
+tie entries together (chain, sums, cap, rounds, exact releases) are in
+:mod:`protocols.ledger_state`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Mapping
+
+from marg._util import canonical_json
+from marg.errors import InputError, MargError
+from marg.marginals.privacy import PrivacyCost
+
+LEDGER_FILE = "ledger.jsonl"
+GENESIS = "0" * 64
+ENTRY_VERSION = 2
+KINDS = ("release", "cap")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+_OPT_STR = (str, type(None))
+_FIELDS_V1: dict[str, Any] = {
+    "v": int,
+    "seq": int,
+    "time": str,
+    "prev": str,
+    "site": str,
+    "recipient": _OPT_STR,
+    "recipient_name": _OPT_STR,
+    "bundle": str,
+    "file_sha256": _OPT_STR,
+    "n_rows": (int, type(None)),
+    "statistics": list,
+    "mechanism": str,
+    "cost": dict,
+    "cumulative": dict,
+    "cap": (dict, type(None)),
+    "key_id": _OPT_STR,
+    "signature": _OPT_STR,
+}
+_FIELDS_V2: dict[str, Any] = {
+    **_FIELDS_V1,
+    "kind": str,
+    "bundle": _OPT_STR,
+    "source": (dict, type(None)),
+    "round": (dict, type(None)),
+    "exact": (dict, type(None)),
+    "suppressed": int,
+}
+FIELDS = {1: _FIELDS_V1, 2: _FIELDS_V2}
+
+
+def line_hash(line: bytes) -> str:
+    """sha256 hex of one ledger line (without its ``"\\n"``): the next entry's ``prev``."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def entry_signing_bytes(entry: Mapping[str, Any]) -> bytes:
+    """Canonical JSON of ``entry`` without its ``signature`` field (what gets signed)."""
+    return canonical_json({k: v for k, v in entry.items() if k != "signature"})
+
+
+def kind_of(entry: Mapping[str, Any]) -> str:
+    """The entry's kind (version-1 entries are all releases)."""
+    return str(entry.get("kind", "release"))
+
+
+def statistics_of(bundle: Any) -> list[dict[str, Any]]:
+    """The ledger's list of released statistics from a bundle header.
+
+    Returns
+    -------
+    list of dict
+        ``{name, kind, clique, shape, mechanism, std}`` per statistic, in bundle order.
+    """
+    out = []
+    for st in bundle.header.get("statistics") or []:
+        noise = st.get("noise") or {}
+        out.append(
+            {
+                "name": str(st.get("name")),
+                "kind": str(st.get("kind", "counts")),
+                "clique": [str(c) for c in st.get("clique") or []],
+                "shape": [int(s) for s in st.get("shape") or []],
+                "mechanism": str(noise.get("mechanism", "none")),
+                "std": float(noise.get("std", 0.0)),
+            }
+        )
+    return out
+
+
+def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """Split ledger bytes into complete lines and a torn tail.
+
+    A line is complete when it ends in ``"\\n"`` (the writer appends line and newline in
+    one write and fsyncs it before anything else happens). An unterminated tail is a torn
+    write of a crashed append: it was never an entry.
+
+    Returns
+    -------
+    lines : list of bytes
+        The entry lines, without their ``"\\n"``.
+    tail : bytes
+        The torn tail (empty for a well-formed file).
+    """
+    parts = bytes(data).split(b"\n")
+    return parts[:-1], parts[-1]
+
+
+def parse_entry(line: bytes, where: str = "ledger entry") -> dict[str, Any]:
+    """Parse and type-check one ledger line; :class:`InputError` naming ``where`` if bad.
+
+    The line must be the canonical JSON of its object (so any byte edit that keeps valid
+    JSON is still caught), with every field of its version and the right types.
+    """
+    try:
+        text = bytes(line).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not UTF-8 (corrupted)") from None
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError(f"{where}: not valid JSON (truncated or corrupted)") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: not a JSON object")
+    try:
+        canon = canonical_json(obj)
+    except (ValueError, TypeError):
+        raise InputError(f"{where}: not canonical JSON") from None
+    if canon != line:
+        raise InputError(f"{where}: not in canonical form (edited)")
+    version = obj.get("v")
+    if not isinstance(version, int) or isinstance(version, bool) or version not in FIELDS:
+        raise InputError(f"{where}: unsupported entry version {version!r}")
+    fields = FIELDS[version]
+    if set(obj) != set(fields):
+        extra = sorted(set(obj) ^ set(fields))
+        raise InputError(f"{where}: unexpected or missing field {extra[0]!r}")
+    for k, typ in fields.items():
+        v = obj[k]
+        if isinstance(v, bool) or not isinstance(v, typ):
+            raise InputError(f"{where}: field {k!r} has the wrong type ({type(v).__name__})")
+    if not isinstance(obj.get("kind", "release"), str) or kind_of(obj) not in KINDS:
+        raise InputError(f"{where}: unknown entry kind {obj['kind']!r}")
+    if kind_of(obj) == "release" and obj["bundle"] is None:
+        raise InputError(f"{where}: a release entry needs a bundle digest")
+    if not HEX64.match(obj["prev"]):
+        raise InputError(f"{where}: field 'prev' is not a sha256 hex digest")
+    for k in ("bundle", "file_sha256", "key_id"):
+        if obj[k] is not None and not HEX64.match(obj[k]):
+            raise InputError(f"{where}: field {k!r} is not a sha256 hex digest")
+    try:
+        for k in ("cost", "cumulative") + (("cap",) if obj["cap"] is not None else ()):
+            PrivacyCost.from_dict(obj[k])
+    except MargError as exc:
+        raise InputError(f"{where}: bad privacy field ({exc})") from None
+    for st in obj["statistics"]:
+        if not isinstance(st, dict) or not isinstance(st.get("name"), str) or not isinstance(st.get("clique"), list):
+            raise InputError(f"{where}: malformed statistics list")
+    if version >= 2:
+        _check_v2(obj, where)
+    return obj
+
+
+def _check_v2(obj: dict[str, Any], where: str) -> None:
+    rnd = obj["round"]
+    if rnd is not None and not (isinstance(rnd.get("id"), str) and isinstance(rnd.get("learner"), str)
+                                and isinstance(rnd.get("issued"), str)):
+        raise InputError(f"{where}: malformed round record")
+    exact = obj["exact"]
+    if exact is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in exact.items()):
+        raise InputError(f"{where}: malformed exact-release digests")
+    if obj["suppressed"] < 0:
+        raise InputError(f"{where}: negative suppressed-cell count")
