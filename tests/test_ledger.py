@@ -32,7 +32,6 @@ from marg.protocols.ledger import (
     parse_entry,
 )
 from marg.protocols.ledger_verify import verify_ledger_bytes
-from marg.protocols.site import init_site
 from marg.protocols.signing import finalize_bundle, verify_bytes, unb64
 
 REPO = Path(__file__).resolve().parents[1]
