@@ -50,7 +50,7 @@ class _Progress:
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
-    learner: Annotated[str, typer.Option("--learner", help="auto (default: the learner of the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
+    learner: Annotated[str, typer.Option("--learner", help="auto (default: leave-one-site-out choice when 2-20 sites released pair tables of a binary label, else the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
@@ -118,9 +118,15 @@ def learn(
     cert = res.model.estimator.certificate_
     learner = res.model.learner
     if "auto" in rep:
-        tried = ", ".join(f"{c['learner']}{_params_words(c['params'])} {c['certificate']:.4f}" if c["certificate"] is not None
-                          else f"{c['learner']}{_params_words(c['params'])} (skipped: {c['note']})" for c in rep["auto"])
-        typer.echo(f"auto: chose {learner}, the smallest certificate at {coverage:.0%} coverage among: {tried}")
+        def said(c: dict) -> str:
+            name = f"{c['learner']}{_params_words(c['params'])}"
+            if c.get("score") is not None:
+                return f"{name} {c['score']:.4f}"
+            if c["certificate"] is not None:
+                return f"{name} {c['certificate']:.4f}"
+            return f"{name} (skipped: {c['note']})"
+
+        typer.echo(f"auto: chose {learner} by {rep['auto_rule']}; tried: {', '.join(said(c) for c in rep['auto'])}")
     typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
     warning = api.trivial_certificate_warning(res.model, summary)

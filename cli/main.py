@@ -80,12 +80,13 @@ def export_cmd(
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
-    stats: Annotated[str, typer.Option(help="first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "first",
+    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair up to 300 pairs; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "auto",
     pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (implies --stats pairs).')] = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export (Laplace, pure DP).")] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ at which a --rho export is also reported as (ε, δ)-DP.")] = 1e-6,
-    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (default 0.5 when pairs are released).")] = None,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ).")] = 1e-6,
+    mechanism: Annotated[str, typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables) or laplace (pure DP).")] = "gaussian",
+    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (default: the split with the least total squared error of the released counts).")] = None,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -111,7 +112,7 @@ def export_cmd(
         if pairs.startswith("@"):
             req = read_request(pairs[1:], fingerprint=cb.fingerprint)
             pair_list = parse_pairs(cb, req.spec)
-            if stats == "first":
+            if stats in ("first", "auto"):
                 stats = "pairs"
         else:
             pair_list = parse_pairs(cb, pairs)
@@ -123,7 +124,7 @@ def export_cmd(
         ledger.mkdir(parents=True, exist_ok=True)
     prog = Progress(f"export {site}")
     res = export_site(
-        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,
+        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism,
         first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
@@ -150,7 +151,10 @@ def _privacy_words(p: dict | None) -> str:
         return "exact counts (no differential privacy)"
     if p.get("mechanism") == "laplace":
         return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)"
-    return f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    words = f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    if p.get("target"):
+        words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
+    return words
 
 
 @app.command("inspect")

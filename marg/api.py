@@ -84,48 +84,137 @@ AUTO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
 """What ``--learner auto`` tries: (learner, its parameters) — all certified at the same coverage."""
 
 
+LOSO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("mrc", {}),
+    ("nb", {}),
+    ("renyi", {}),
+)
+"""What leave-one-site-out model choice compares: the binary additive rules (their error bound
+is a function of first-order and pairwise statistics; :mod:`marg.learners.cross_site`)."""
+
+
 @dataclass
 class Candidate:
-    """One learner tried by the automatic choice, with its certificate (None: could not be fitted)."""
+    """One learner tried by the automatic choice: its certificate (None: not fitted on the
+    whole summary) and, under leave-one-site-out choice, its score (mean fold bound)."""
 
     learner: str
     params: dict[str, Any]
     certificate: float | None
     kind: str
     note: str = ""
+    score: float | None = None
+
+
+def _make(learner: str, params: Mapping[str, Any], coverage: float, features: Sequence[str] | None) -> Any:
+    from marg.learners.base import estimator_class
+
+    cls = estimator_class(learner)
+    kw = dict(params)
+    if "coverage" in cls.param_names():
+        kw["coverage"] = coverage
+    if features is not None:
+        kw["features"] = list(features)
+    return cls(**kw)
+
+
+def _certified(est: Any, summary: Any, coverage: float) -> Any:
+    """A fitted estimator whose certificate bounds the error of the rule it predicts with."""
+    from marg.learners.certify import certify
+
+    if est.certificate_.kind in ("2gamma",):  # bounds the training sample only: certify the rule itself
+        est.certificate_ = certify(est, summary, coverage=coverage)
+    return est
+
+
+def loso_reason(summary: Any, features: Sequence[str] | None = None) -> str | None:
+    """Why leave-one-site-out choice does not apply to ``summary`` (None: it applies)."""
+    from marg.learners.cross_site import MAX_SITES, MIN_SITES
+
+    k = len(summary.site_parts)
+    if not MIN_SITES <= k <= MAX_SITES:
+        return f"leave-one-site-out needs {MIN_SITES}-{MAX_SITES} sites' own tables, have {k}"
+    if summary.n_classes != 2:
+        return f"leave-one-site-out scores binary rules; the label has {summary.n_classes} classes"
+    if features is not None:
+        return "features were selected: leave-one-site-out scores rules over every feature"
+    cb = summary.codebook
+    if cb.numeric_names:
+        return "raw numeric features: their rules are not sums of one-hot scores"
+    disc = cb.discrete_names
+    for a_i, a in enumerate(disc):
+        for b in disc[a_i + 1:]:
+            if not summary.has_clique((a, b)):
+                return f"no pair table of {a!r} and {b!r} (export with --stats all)"
+    return None
 
 
 def choose_learner(summary: Any, coverage: float = 0.95, features: Sequence[str] | None = None,
-                   callback: Callable[[dict], None] | None = None) -> tuple[Any, list[Candidate]]:
-    """Fit every candidate of :data:`AUTO_CANDIDATES` on ``summary`` and keep the smallest certificate.
+                   callback: Callable[[dict], None] | None = None) -> tuple[Any, list[Candidate], str]:
+    """Pick the learner for ``summary`` without test data, and say why.
 
-    Every candidate's certificate is a valid bound on the worst-case error of its own rule
-    at the same coverage: R* for mrc/dcc (their randomized rule), W(h) for the additive rules
-    (naive Bayes, Rényi: :func:`marg.learners.certify.certify`, over first-order and forest
-    pairs). Candidates whose tables are missing (e.g. no pair tables) are skipped and say why.
+    With 2–20 sites' own tables, a binary label and every pair table
+    (:func:`loso_reason`): **leave-one-site-out** — each candidate of
+    :data:`LOSO_CANDIDATES` is fitted on all sites but one and scored by the error bound of
+    its rule on the left-out site's tables (:func:`marg.learners.cross_site.loso_scores`);
+    the smallest mean score wins and is refitted on every site. Otherwise every candidate of
+    :data:`AUTO_CANDIDATES` is fitted and the **smallest certificate** wins: R* for mrc/dcc
+    (their randomized rule), W(h) for the additive rules (naive Bayes, Rényi:
+    :func:`marg.learners.certify.certify`). Candidates whose tables are missing are skipped
+    and say why. The chosen model's certificate is a valid bound on its own rule's
+    worst-case error either way.
 
     Returns
     -------
-    (fitted estimator of the choice, the candidates in the order tried)
+    (fitted estimator of the choice, the candidates in the order tried, the rule used in words)
     """
-    from marg.errors import InputError as _InputError
-    from marg.learners.base import estimator_class
-    from marg.learners.certify import certify
+    reason = loso_reason(summary, features)
+    if reason is None:
+        return _choose_by_sites(summary, coverage, callback)
+    best, table = _choose_by_certificate(summary, coverage, features, callback)
+    return best, table, f"smallest certificate ({reason})"
 
+
+def _choose_by_sites(summary: Any, coverage: float, callback: Callable[[dict], None] | None):
+    from marg.learners.certify import linear_rule
+    from marg.learners.cross_site import FoldScore, loso_scores
+    from marg.marginals.summary import Summary, sum_tables
+
+    cb = summary.codebook
+    fits = [(f"{name}{params or ''}", lambda s, n=name, p=params: _make(n, p, coverage, None).fit(s))
+            for name, params in LOSO_CANDIDATES]
+    scores = loso_scores(fits, cb, summary.site_parts, make_summary=lambda ts: Summary(cb, list(ts)),
+                         combine=lambda parts: sum_tables(parts)[0], rule_of=linear_rule)
+    table: list[Candidate] = []
+    best_k, best_score = None, float("inf")
+    for k, (name, params) in enumerate(LOSO_CANDIDATES):
+        sc = scores[fits[k][0]]
+        if isinstance(sc, FoldScore):
+            table.append(Candidate(name, dict(params), None, "", "", sc.score))
+            if callback is not None:
+                callback({"stage": "auto", "learner": name, "params": params, "score": sc.score, "folds": sc.folds})
+            if sc.score < best_score - 1e-12:
+                best_k, best_score = k, sc.score
+        else:
+            table.append(Candidate(name, dict(params), None, "", sc))
+    if best_k is None:
+        best, rest = _choose_by_certificate(summary, coverage, None, callback)
+        return best, table + rest, "smallest certificate (no candidate could be scored leave-one-site-out)"
+    name, params = LOSO_CANDIDATES[best_k]
+    est = _certified(_make(name, params, coverage, None).fit(summary), summary, coverage)
+    table[best_k].certificate, table[best_k].kind = float(est.certificate_.value), est.certificate_.kind
+    return est, table, (f"leave-one-site-out over {len(summary.site_parts)} sites: the smallest mean error "
+                        f"bound ({best_score:.4f}) on the left-out sites' tables")
+
+
+def _choose_by_certificate(summary: Any, coverage: float, features: Sequence[str] | None,
+                           callback: Callable[[dict], None] | None) -> tuple[Any, list[Candidate]]:
     best, table = None, []
     for learner, params in AUTO_CANDIDATES:
-        cls = estimator_class(learner)
-        kw = dict(params)
-        if "coverage" in cls.param_names():
-            kw["coverage"] = coverage
-        if features is not None:
-            kw["features"] = list(features)
-        est = cls(**kw)
+        est = _make(learner, params, coverage, features)
         try:
-            est.fit(summary)
-            if est.certificate_.kind in ("2gamma",):  # not a bound on test error: certify the rule itself
-                est.certificate_ = certify(est, summary, coverage=coverage)
-        except _InputError as exc:
+            _certified(est.fit(summary), summary, coverage)
+        except InputError as exc:
             table.append(Candidate(learner, params, None, "", str(exc)))
             continue
         cert = est.certificate_
@@ -135,7 +224,7 @@ def choose_learner(summary: Any, coverage: float = 0.95, features: Sequence[str]
         if best is None or cert.value < best.certificate_.value - 1e-12:
             best = est
     if best is None:
-        raise _InputError("no learner could be fitted on these summaries: " + "; ".join(f"{c.learner}: {c.note}" for c in table))
+        raise InputError("no learner could be fitted on these summaries: " + "; ".join(f"{c.learner}: {c.note}" for c in table))
     return best, table
 
 
@@ -167,8 +256,8 @@ def learn(
     Parameters
     ----------
     summary : marginals.summary.Summary
-    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner of
-        the smallest certificate (:func:`choose_learner`; only ``coverage`` may be given).
+    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner
+        (:func:`choose_learner`; only ``coverage`` may be given).
     select : {"none", "group-lasso", "gbd"}
     max_features, feature_cost, norm, time_limit : feature selection (see
         :func:`marg.learners.selection.select_features`).
@@ -212,8 +301,8 @@ def learn(
             est.set_params(features=list(selection.selected))
     table = None
     if auto:
-        est, table = choose_learner(summary, coverage=float(options.get("coverage", 0.95)),
-                                    features=None if selection is None else selection.selected, callback=callback)
+        est, table, why = choose_learner(summary, coverage=float(options.get("coverage", 0.95)),
+                                         features=None if selection is None else selection.selected, callback=callback)
         learner = est.learner
     else:
         est.fit(summary)
@@ -222,7 +311,8 @@ def learn(
               "seconds": seconds}
     if table is not None:
         report["auto"] = [{"learner": c.learner, "params": c.params, "certificate": c.certificate, "kind": c.kind,
-                           "note": c.note} for c in table]
+                           "score": c.score, "note": c.note} for c in table]
+        report["auto_rule"] = why
     if selection is not None:
         report["features"] = list(selection.selected)
         report["selected"] = list(selection.selected)

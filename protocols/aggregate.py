@@ -29,8 +29,11 @@ class Aggregator:
     all associative, so the result equals summing every site at once.
     """
 
+    KEEP_SITES = 20  # up to this many sites, each site's own tables are kept (leave-one-site-out choice)
+
     def __init__(self) -> None:
         self.first: Bundle | None = None
+        self.parts: list[tuple[str, list[MarginalTable]]] = []
         self.first_source = ""
         self.tables: list[MarginalTable] = []
         self.dropped: set[str] = set()
@@ -54,6 +57,10 @@ class Aggregator:
         else:
             self.tables, dropped = sum_tables([self.tables, b.tables])
         self.dropped.update(dropped)
+        if len(self.sites) < self.KEEP_SITES:
+            self.parts.append((b.site, list(b.tables)))
+        else:
+            self.parts = []  # too many sites to keep: memory of one bundle, as promised
         self.sites.append({
             "site": b.site,
             "created": b.header.get("created"),
@@ -69,7 +76,8 @@ class Aggregator:
         if self.first is None:
             raise InputError("no bundles to aggregate")
         return Summary(self.first.codebook, self.tables,
-                       provenance={"sites": self.sites, "dropped_tables": sorted(self.dropped)})
+                       provenance={"sites": self.sites, "dropped_tables": sorted(self.dropped)},
+                       site_parts=self.parts if len(self.parts) == len(self.sites) else ())
 
 
 def summary_from_bundles(

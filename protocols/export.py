@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
@@ -27,8 +28,9 @@ from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.allocation import ALLOCATION, half_split_weights
+from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget, rho_for_epsilon
+from marg.marginals.tables import STATS, MarginalTable, plan_cliques
 
 from .bundle import Bundle
 
@@ -61,17 +63,36 @@ def count_file(
 
 
 def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
-    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest."""
-    if not 0.0 < first_share <= 1.0:
-        raise InputError(f"--first-order-share must be in (0, 1], got {first_share}")
-    lab = codebook.label.name
-    first = [len(c) == 1 or (len(c) == 2 and c[-1] == lab) for c in cliques]
-    n_first, n_high = sum(first), len(first) - sum(first)
-    if n_high == 0:
-        return [1.0] * len(first)
-    if first_share == 1.0:
-        raise InputError("--first-order-share 1 leaves no budget for the pair tables")
-    return [first_share / n_first if f else (1.0 - first_share) / n_high for f in first]
+    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest
+    (:func:`marg.marginals.allocation.half_split_weights` over the plan)."""
+    plan = [SimpleNamespace(clique=tuple(c), kind="counts") for c in cliques]
+    return half_split_weights(plan, codebook.label.name, first_share).tolist()
+
+
+MECHANISMS = ("gaussian", "laplace")
+MAX_AUTO_PAIRS = 300  # --stats auto releases every pair up to this many pair tables (25 features)
+
+
+def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str:
+    """``stats="auto"`` → what ``marg learn``'s default (the automatic choice) can use.
+
+    Under differential privacy: first-order tables and every pair of discrete features
+    (``"all"``: Rényi and the DCC need them) while there are at most
+    :data:`MAX_AUTO_PAIRS` pairs; beyond that first-order tables only (round 1 of the
+    two-round protocol: ``marg request`` then asks for the pairs of the screened features).
+    Exact releases: first-order tables only, since the min-cell rule would refuse most
+    pair tables of real data. Given ``pairs`` → ``"pairs"``.
+    """
+    if stats != "auto":
+        if stats not in STATS:
+            raise InputError(f"unknown --stats {stats!r} (expected one of auto, {', '.join(STATS)})")
+        return stats
+    if pairs:
+        return "pairs"
+    if not dp:
+        return "first"
+    k = len(codebook.discrete_names)
+    return "all" if 0 < k * (k - 1) // 2 <= MAX_AUTO_PAIRS else "first"
 
 
 def export_site(
@@ -80,11 +101,12 @@ def export_site(
     site: str,
     out: str | Path,
     *,
-    stats: str = "first",
+    stats: str = "auto",
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
     rho: float | None = None,
     delta: float = 1e-6,
+    mechanism: str = "gaussian",
     first_share: float | None = None,
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -100,11 +122,21 @@ def export_site(
 
     Parameters
     ----------
+    stats : {"auto", "first", "pairs", "all"}
+        The tables to release (:func:`resolve_stats` for ``"auto"``).
     epsilon, rho : float, optional
-        Total privacy budget of this export: Laplace (pure ε-DP) or Gaussian (ρ-zCDP,
-        reported at ``delta``). Neither: exact counts under the min-cell rule.
+        Total privacy budget of this export. ``epsilon`` with ``mechanism="gaussian"``
+        (the default): the discrete Gaussian at the largest ρ whose zCDP guarantee implies
+        (ε, ``delta``)-DP (:func:`marg.marginals.privacy.rho_for_epsilon`); with
+        ``mechanism="laplace"``: the discrete Laplace, pure ε-DP. ``rho``: Gaussian,
+        ρ-zCDP reported at ``delta``. Neither: exact counts under the min-cell rule.
+    mechanism : {"gaussian", "laplace"}
+        How ``epsilon`` is spent. The Gaussian's noise grows like the square root of the
+        number of tables, the Laplace's linearly: for releases of pair tables the Gaussian
+        is far less noisy at the same ε (δ = 1e-6).
     first_share : float, optional
-        Fraction of the budget for first-order tables (default: the privacy module's split).
+        Fraction of the budget for first-order tables; default: the least-squares split of
+        :mod:`marg.marginals.allocation` (ρ_T ∝ √|T|, ε_T ∝ |T|^{1/3}).
     min_cell, min_cell_policy
         Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
     signing_key : Ed25519PrivateKey, optional
@@ -127,7 +159,15 @@ def export_site(
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
+    if mechanism not in MECHANISMS:
+        raise InputError(f"unknown --mechanism {mechanism!r} (expected one of {', '.join(MECHANISMS)})")
     dp = epsilon is not None or rho is not None
+    target_epsilon = None
+    if epsilon is not None and mechanism == "gaussian":
+        target_epsilon, rho, epsilon = float(epsilon), rho_for_epsilon(epsilon, delta), None
+    elif rho is not None and mechanism == "laplace":
+        raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
+    stats = resolve_stats(codebook, stats, dp, pairs)
     cliques = plan_cliques(codebook, stats, pairs)
     weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else None
 
@@ -153,7 +193,10 @@ def export_site(
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
-        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
+        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
+                   "allocation": ALLOCATION if first_share is None else f"first-order share {first_share:g}"}
+        if target_epsilon is not None:
+            privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()

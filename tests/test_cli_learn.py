@@ -247,23 +247,40 @@ def test_learn_refuses_an_option_of_another_learner(study, tmp_path):
 
 
 def test_learn_chooses_the_smallest_certificate_by_default(study, tmp_path):
-    """Without --learner, every candidate is fitted and the one of the smallest certificate is kept;
-    the report lists them all (each a valid bound at the same coverage)."""
+    """Without --learner and with one site (no leave-one-site-out), every candidate is fitted and
+    the one of the smallest certificate is kept; the report lists them all (each a valid bound at
+    the same coverage)."""
     tmp, schema, bundles = study
     out = tmp_path / "auto.json"
-    r = run("learn", *bundles, "--out", out, "--json", "--allow-unsigned")
+    r = run("learn", bundles[0], "--out", out, "--json", "--allow-unsigned")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
+    assert d["auto_rule"].startswith("smallest certificate (leave-one-site-out needs 2-20 sites")
     tried = [c for c in d["auto"] if c["certificate"] is not None]
     assert {c["learner"] for c in tried} >= {"mrc", "dcc", "nb", "renyi"}
     best = min(tried, key=lambda c: c["certificate"])
     assert d["learner"] == best["learner"] and d["worst_case_error"] == pytest.approx(best["certificate"])
     assert all(c["kind"] in ("R*", "W(h)") for c in tried)  # no 2γ: every candidate's bound is on test error
     assert Model.load(out).learner == d["learner"]
-    text = run("learn", *bundles, "--out", tmp_path / "auto2.json", "--allow-unsigned")
-    assert f"auto: chose {d['learner']}" in text.stdout
+    text = run("learn", bundles[0], "--out", tmp_path / "auto2.json", "--allow-unsigned")
+    assert f"auto: chose {d['learner']} by smallest certificate" in text.stdout
     bad = run("learn", *bundles, "--out", tmp_path / "x.json", "--greedy", "--allow-unsigned")
     assert bad.exit_code == 2 and "--greedy needs a chosen --learner" in bad.stderr
+
+
+def test_learn_chooses_leave_one_site_out_with_several_sites(study, tmp_path):
+    """Several sites with pair tables of a binary label: the additive candidates are scored on
+    left-out sites and the smallest score wins; its certificate bounds its own rule."""
+    tmp, schema, bundles = study
+    r = run("learn", *bundles, "--out", tmp_path / "auto.json", "--json", "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["auto_rule"].startswith(f"leave-one-site-out over {len(bundles)} sites")
+    scored = [c for c in d["auto"] if c["score"] is not None]
+    assert {c["learner"] for c in scored} == {"mrc", "nb", "renyi"}
+    best = min(scored, key=lambda c: c["score"])
+    assert d["learner"] == best["learner"] and 0 <= best["score"] <= 1
+    assert d["certificate"]["kind"] in ("R*", "W(h)") and d["worst_case_error"] == pytest.approx(best["certificate"])
 
 
 def test_naive_bayes_through_the_cli(study, tmp_path):
