@@ -89,6 +89,8 @@ LOSO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("nb", {}),
     ("renyi", {}),
 )
+FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
+"""Parameters of the leave-one-site-out folds only (their certificates are not used)."""
 """What leave-one-site-out model choice compares: the binary additive rules (their error bound
 is a function of first-order and pairwise statistics; :mod:`marg.learners.cross_site`)."""
 
@@ -181,7 +183,8 @@ def _choose_by_sites(summary: Any, coverage: float, callback: Callable[[dict], N
     from marg.marginals.summary import Summary, sum_tables
 
     cb = summary.codebook
-    fits = [(f"{name}{params or ''}", lambda s, n=name, p=params: _make(n, p, coverage, None).fit(s))
+    fits = [(f"{name}{params or ''}",
+             lambda s, n=name, p=params: _make(n, {**p, **FOLD_PARAMS.get(n, {})}, coverage, None).fit(s))
             for name, params in LOSO_CANDIDATES]
     scores = loso_scores(fits, cb, summary.site_parts, make_summary=lambda ts: Summary(cb, list(ts)),
                          combine=lambda parts: sum_tables(parts)[0], rule_of=linear_rule)

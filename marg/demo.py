@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Callable
 
 from marg.learners.model import Model, evaluate
+from marg.api import learn
 from marg.learners.mrc import MRC
-from marg.learners.renyi import RenyiClassifier
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
 from marg.marginals.privacy import PrivacyCost, write_budget
@@ -31,6 +31,7 @@ SITE_ROWS = {"north": 6000, "south": 4000, "city": 8000}
 HOLDOUT = 0.25
 EPSILON = 2.0  # per export, per site
 CAP = 4.0  # each site's total budget for this dataset
+CAP_DELTA = 1e-5
 MARKER = ".marg-demo"
 
 
@@ -80,16 +81,17 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"2. Keys: each site has an Ed25519 signing key (its public half is in the learner's trust store);"
          f" the learner has an X25519 key ({learner_keys.seal_id[:12]}…) that sites seal bundles to.")
 
-    echo(f"3. Each site sets a privacy budget of ε = {CAP:g} and exports DP tables at ε = {EPSILON:g}"
-         " (Laplace noise through OpenDP), signed, sealed and recorded in its ledger:")
+    echo(f"3. Each site sets a privacy budget of (ε = {CAP:g}, δ = {CAP_DELTA:g}) and exports DP tables at"
+         f" (ε = {EPSILON:g}, δ = 1e-6) (Gaussian noise through OpenDP, the export's default), signed, sealed and"
+         " recorded in its ledger:")
     bundles = []
     learner_pub = load_seal_public_key(learner_keys.seal_pub)
     for site, f in files.items():
         ledger_dir = f["dir"] / "marg-ledger"
-        write_budget(ledger_dir, PrivacyCost(epsilon=CAP))
+        write_budget(ledger_dir, PrivacyCost(epsilon=CAP, delta=CAP_DELTA))
         out = f["dir"] / f"{site}.bundle"
         res = export_site(
-            f["train"], codebook, site, out, stats="all", epsilon=EPSILON,
+            f["train"], codebook, site, out, epsilon=EPSILON,
             signing_key=load_signing_key(site_keys[site].sign_key), recipient=learner_pub,
             recipient_name="learner", ledger_dir=ledger_dir,
         )
@@ -106,18 +108,21 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"4. The learner opens and verifies {len(loaded)} bundles (signatures checked against its trust store) and")
     echo(f"   aggregates them: n ≈ {summary.n:,.0f} patients, class balance {prev} (noisy tables post-processed)")
     models = {}
-    for name, est in (("mrc", MRC()), ("renyi", RenyiClassifier())):
-        est.fit(summary)
-        m = Model(learner=name, codebook=codebook, estimator=est, info={"sites": summary.provenance["sites"]})
+    chosen = learn(summary, "auto", {})
+    models["auto"] = chosen.model
+    models["mrc"] = Model(learner="mrc", codebook=codebook, estimator=MRC().fit(summary),
+                          info={"sites": summary.provenance["sites"]})
+    for name, m in models.items():
         m.save(keys_dir / f"{name}.model.json")
-        models[name] = m
+    auto_cert = chosen.model.estimator.certificate_
     echo(
-        "5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
-        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)\n"
-        f"   Rényi {models['renyi'].worst_case_error:.3f}  (2γ for the pairwise marginals, widened by a 95% margin for the DP noise)"
+        f"5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
+        f"   default ({chosen.model.learner}, chosen by {chosen.report['auto_rule']}):\n"
+        f"         {models['auto'].worst_case_error:.3f}  {auto_cert.words()}\n"
+        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)"
     )
     echo("6. Each site evaluates both models on its own held-out patients:")
-    echo(f"   {'site':<6} {'rows':>6}  {'MRC error':>9}  {'Rényi error':>11}")
+    echo(f"   {'site':<6} {'rows':>6}  {'default error':>13}  {'MRC error':>9}")
     results: dict[str, dict[str, float]] = {}
     total = {name: 0.0 for name in models}
     n_all = 0
@@ -128,9 +133,9 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         n_all += enc.n
         for name in models:
             total[name] += r[name] * enc.n
-        echo(f"   {site:<6} {enc.n:>6,}  {r['mrc']:>9.3f}  {r['renyi']:>11.3f}")
+        echo(f"   {site:<6} {enc.n:>6,}  {r['auto']:>13.3f}  {r['mrc']:>9.3f}")
     results["all"] = {name: total[name] / n_all for name in models}
-    echo(f"   {'all':<6} {n_all:>6,}  {results['all']['mrc']:>9.3f}  {results['all']['renyi']:>11.3f}")
+    echo(f"   {'all':<6} {n_all:>6,}  {results['all']['auto']:>13.3f}  {results['all']['mrc']:>9.3f}")
     echo("   The certificates bound the error on the pooled population the summaries describe; a single site")
     echo("   whose patients differ (north and south are older) can sit above them.")
 
