@@ -171,28 +171,54 @@ def default_path(cb, X, y, sites, eps, workdir: Path, learner: str = "auto"):
     return models
 
 
-def peers(X, y, tr, te, eps_list, reps_seed):
-    """diffprivlib and scikit-learn LogisticRegression on one-hot codes of the pooled rows."""
-    try:
-        import sklearn.tree._tree as _tree  # diffprivlib 0.6 imports constants newer sklearn dropped
+PEER_SCRIPT = """
+import json, sys
+import numpy as np
+from diffprivlib.models import LogisticRegression
+d = np.load(sys.argv[1])
+out = {}
+for eps in json.loads(sys.argv[2]):
+    m = LogisticRegression(epsilon=eps, data_norm=float(d["norm"]), max_iter=2000, random_state=int(d["seed"]))
+    out[str(eps)] = float(np.mean(m.fit(d["A"], d["ytr"]).predict(d["B"]) != d["yte"]))
+print(json.dumps(out))
+"""
 
-        for k, v in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-            if not hasattr(_tree, k):
-                setattr(_tree, k, v)
-        from diffprivlib.models import LogisticRegression as DPLR
-    except ImportError:
-        DPLR = None
+
+def peers(X, y, tr, te, eps_list, reps_seed):
+    """diffprivlib and scikit-learn LogisticRegression on one-hot codes of the pooled rows.
+
+    diffprivlib 0.6 does not run on scikit-learn ≥ 1.6 (removed ``multi_class``); then the
+    peer runs in the Python of ``$MARG_PEER_PYTHON`` (a venv with ``scikit-learn<1.6
+    diffprivlib``), on the same arrays.
+    """
+    import json
+    import subprocess
+
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import OneHotEncoder
 
     enc = OneHotEncoder(handle_unknown="ignore").fit(X)
     A, B = enc.transform(X[tr]).toarray(), enc.transform(X[te]).toarray()
     out = {"LR (non-private)": float(np.mean(LogisticRegression(max_iter=2000).fit(A, y[tr]).predict(B) != y[te]))}
-    if DPLR is not None:
-        norm = math.sqrt(X.shape[1])
+    norm = math.sqrt(X.shape[1])  # a one-hot row of p features has norm √p
+    try:
+        from diffprivlib.models import LogisticRegression as DPLR
+
         for eps in eps_list:
             m = DPLR(epsilon=eps, data_norm=norm, max_iter=2000, random_state=reps_seed).fit(A, y[tr])
             out[("diffprivlib LR", eps)] = float(np.mean(m.predict(B) != y[te]))
+        return out
+    except (ImportError, TypeError) as exc:
+        py = os.environ.get("MARG_PEER_PYTHON")
+        if not py:
+            log(f"diffprivlib peer skipped ({type(exc).__name__}: {exc}); set MARG_PEER_PYTHON")
+            return out
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "peer.npz"
+        np.savez(f, A=A, B=B, ytr=y[tr], yte=y[te], norm=norm, seed=reps_seed)
+        res = subprocess.run([py, "-c", PEER_SCRIPT, str(f), json.dumps(eps_list)], capture_output=True, text=True, check=True)
+    for k, v in json.loads(res.stdout).items():
+        out[("diffprivlib LR", float(k))] = v
     return out
 
 

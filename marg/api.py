@@ -308,7 +308,7 @@ def learn(
                                          features=None if selection is None else selection.selected, callback=callback)
         learner = est.learner
     else:
-        est.fit(summary)
+        _certified(est.fit(summary), summary, float(getattr(est, "coverage", 0.95) or 0.95))
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}

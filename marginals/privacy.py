@@ -25,8 +25,8 @@ Mechanisms (all built and accounted by OpenDP, ``opendp.prelude``, contrib):
 **Budget split (sequential composition).** The k tables of one release are k measurements
 of the same patients, so their costs add (pure DP: ε's add; zCDP: ρ's add). The total is
 split across tables in proportion to ``weights``
-(:mod:`marg.marginals.allocation`); the default minimises the total squared error of the
-released counts (Gaussian: ρ_T ∝ √|T|; Laplace: ε_T ∝ |T|^{1/3}). Each table's
+(:mod:`marg.marginals.allocation`); by default first-order tables share half of it and pair
+tables the other half. Each table's
 scale is calibrated so that OpenDP's own map of its measurement is at most its share
 (``Δ/ε_t`` or ``Δ/sqrt(2ρ_t)``, nudged up by ulps if OpenDP's conservative arithmetic
 rounds the map above the share); the reported total is the sum of those maps, which
@@ -480,7 +480,8 @@ def privatize(
         Total zCDP budget ρ > 0 → Gaussian, reported also as (ε, δ).
     weights : None, sequence of float (one per table), or mapping
         Relative budget shares; a mapping is keyed by clique tuple, table name or
-        ``"a,b,y"``. None → :func:`marg.marginals.allocation.least_squares_weights`.
+        ``"a,b,y"``; or an allocation name. None → the half split
+        (:func:`marg.marginals.allocation.resolve_weights`).
     delta : float
         δ at which a zCDP cost is reported as (ε, δ); unused for Laplace.
     codebook : Codebook, optional

@@ -28,7 +28,7 @@ from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.allocation import ALLOCATION, half_split_weights
+from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget, rho_for_epsilon
 from marg.marginals.tables import STATS, MarginalTable, plan_cliques
 
@@ -107,6 +107,7 @@ def export_site(
     rho: float | None = None,
     delta: float = 1e-6,
     mechanism: str = "gaussian",
+    allocation: str = "half",
     first_share: float | None = None,
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -134,9 +135,10 @@ def export_site(
         How ``epsilon`` is spent. The Gaussian's noise grows like the square root of the
         number of tables, the Laplace's linearly: for releases of pair tables the Gaussian
         is far less noisy at the same ε (δ = 1e-6).
+    allocation : {"half", "least-squares"}
+        How the budget is split across tables (:mod:`marg.marginals.allocation`).
     first_share : float, optional
-        Fraction of the budget for first-order tables; default: the least-squares split of
-        :mod:`marg.marginals.allocation` (ρ_T ∝ √|T|, ε_T ∝ |T|^{1/3}).
+        Fraction of the budget for first-order tables (overrides ``allocation``).
     min_cell, min_cell_policy
         Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
     signing_key : Ed25519PrivateKey, optional
@@ -169,7 +171,9 @@ def export_site(
         raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
     stats = resolve_stats(codebook, stats, dp, pairs)
     cliques = plan_cliques(codebook, stats, pairs)
-    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else None
+    if allocation not in ALLOCATIONS:
+        raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
+    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
 
     # 1. The cost is known from the plan: check the budget before reading any data.
     requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
@@ -194,7 +198,7 @@ def export_site(
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
-                   "allocation": ALLOCATION if first_share is None else f"first-order share {first_share:g}"}
+                   "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
     else:

@@ -50,7 +50,8 @@ def test_learn_json_contract(study, learner):
     if learner == "mrc":
         assert d["iterations"] and all(b <= a + 1e-9 for a, b in zip(d["iterations"], d["iterations"][1:]))
     else:
-        assert isinstance(d["gamma"], float) and d["worst_case_error"] == pytest.approx(2 * d["gamma"])
+        # the rule's own worst case W(h) (2γ bounds the training sample only), never below R*-style 2γ's claim
+        assert isinstance(d["gamma"], float) and d["certificate"]["kind"] == "W(h)" and 0 < d["worst_case_error"] <= 1
         assert isinstance(d["separable"], bool) and 0 <= d["hgr_lower_bound"] <= 1
     m = Model.load(out)
     assert m.learner == learner and m.worst_case_error == pytest.approx(d["worst_case_error"])

@@ -196,28 +196,34 @@ def test_composition_over_tables_sums_to_requested_budget(kw):
     assert plan_cost(plan_cliques(cb, "all"), cb, **kw) == cost
 
 
-def test_default_split_minimises_total_squared_count_error_and_custom_weights_are_followed():
+def test_least_squares_split_minimises_the_objective_weighted_noise_half_is_the_default_and_custom_weights_are_followed():
     cb = _codebook(levels=(2, 3, 2, 4), numeric=False)
     X, y = _data(cb, 200, 2)
     tables = count_tables(cb, X, y, plan_cliques(cb, "all"))  # 1 + 4 first-order, 6 pairs
     sizes = np.array([t.counts.size for t in tables], dtype=float)
+    orders = np.array([len(t.clique) - 1 for t in tables], dtype=float)  # features besides the label
+    c = sizes * 4.0 ** (-2 * orders)  # p = 4 features: a cell's weight in an objective is p^-order
     for mech, kw, root in (("laplace", {"epsilon": 2.0}, np.cbrt), ("gaussian", {"rho": 0.5}, np.sqrt)):
-        noisy, cost = privatize(tables, codebook=cb, **kw)
+        noisy, cost = privatize(tables, codebook=cb, weights="least-squares", **kw)
         share = np.array([t.noise.epsilon if mech == "laplace" else t.noise.rho for t in noisy])
-        np.testing.assert_allclose(share, list(kw.values())[0] * root(sizes) / root(sizes).sum(), rtol=1e-9)
-        # optimality: no other split of the same total has a smaller sum of |T| * var_T
+        np.testing.assert_allclose(share, list(kw.values())[0] * root(c) / root(c).sum(), rtol=1e-9)
+        # optimality: no other split of the same total has a smaller sum of c_T * var_T
         var = np.array([t.noise.std for t in noisy]) ** 2
-        best = float(np.sum(sizes * var))
+        best = float(np.sum(c * var))
         rng = np.random.default_rng(0)
         for _ in range(20):
             w = share * np.exp(0.3 * rng.standard_normal(share.size))
             alt, _ = privatize(tables, codebook=cb, weights=w, **kw)
-            assert float(np.sum(sizes * np.array([t.noise.std for t in alt]) ** 2)) >= best * (1 - 1e-6)
-        assert plan_cost(plan_cliques(cb, "all"), cb, **kw) == cost
-    # the half split: first-order tables share half
+            assert float(np.sum(c * np.array([t.noise.std for t in alt]) ** 2)) >= best * (1 - 1e-6)
+        assert plan_cost(plan_cliques(cb, "all"), cb, weights="least-squares", **kw) == cost
+    # the default, the half split: first-order tables share half, equally within each kind
     w = half_split_weights(tables, "y")
     first = np.array([len(t.clique) <= 2 for t in tables])
     assert w[first].sum() == pytest.approx(0.5) and w[~first].sum() == pytest.approx(0.5)
+    noisy, cost = privatize(tables, epsilon=2.0, codebook=cb)
+    np.testing.assert_allclose([t.noise.epsilon for t in noisy], 2.0 * w, rtol=1e-12)
+    with pytest.raises(InputError, match="unknown allocation 'fair'"):
+        privatize(tables, epsilon=2.0, codebook=cb, weights="fair")
     # custom weights by clique: shares proportional to them
     custom = {t.clique: (3.0 if len(t.clique) == 3 else 1.0) for t in tables}
     noisy, cost = privatize(tables, epsilon=2.0, weights=custom, codebook=cb)
