@@ -80,7 +80,7 @@ def export_cmd(
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
-    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair up to 300 pairs; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "auto",
+    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair while the pair tables hold at most 250,000 cells; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "auto",
     pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (implies --stats pairs).')] = None,
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
