@@ -1,4 +1,4 @@
-"""``marg learn``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
+"""``marg learn``, ``marg certify``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
 
 Commands parse options, call :mod:`marg.api` and print; the library does the work.
 """
@@ -203,6 +203,38 @@ def predict(
     typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
     if flag_outside:
         typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
+
+
+@app.command("certify")
+def certify_cmd(
+    model: ModelArg,
+    bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export DATA --evaluate MODEL).")],
+    out: OutOpt,
+    coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound holds.")] = 0.95,
+    json_out: JsonOpt = False,
+    trust: TrustOpt = None,
+    allow_unsigned: UnsignedOpt = False,
+    key: SealKeyOpt = None,
+    passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
+) -> None:
+    """Certify a model from its errors on the sites' held-out rows (released with DP noise).
+
+    Exit codes: 0 success; 1 refused (bad or missing signature, unknown signer); 2 bad input
+    (not an evaluation of this model file, another study).
+    """
+    from marg import api
+
+    res = api.certify_with_holdout(model, bundles, coverage=coverage, trust=trust, allow_unsigned=allow_unsigned,
+                                   key=key, passphrase_file=passphrase_file)
+    res.model.save(out)
+    b = res.bound
+    if json_out:
+        emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
+                   "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"}})
+        return
+    typer.echo(f"{res.model.learner} model certified from {len(res.sites)} site(s)' held-out rows → {out}")
+    typer.echo(f"released: {b.errors:,.0f} errors in {b.rows:,.0f} held-out rows (noise ±{b.q_errors:.0f} / ±{b.q_rows:.0f})")
+    typer.echo(f"certificate: error ≤ {b.value:.4f} {res.model.estimator.certificate_.words()}")
 
 
 @app.command("evaluate")

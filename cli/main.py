@@ -88,6 +88,8 @@ def export_cmd(
     mechanism: Annotated[str, typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables) or laplace (pure DP).")] = "gaussian",
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
+    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -124,9 +126,26 @@ def export_cmd(
     if not no_ledger:
         ledger.mkdir(parents=True, exist_ok=True)
     prog = Progress(f"export {site}")
+    if evaluate is not None:
+        from marg.api import load_model
+        from marg.errors import InputError
+        from marg.protocols.evaluation import evaluate_site, model_digest
+
+        if no_ledger:
+            raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
+        if holdout is not None or pairs:
+            raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
+        m = load_model(evaluate, schema)
+        res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
+                            mechanism=mechanism, min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
+                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
+        prog.done()
+        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+                   f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
+        return
     res = export_site(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism, allocation=allocation,
-        first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        first_share=first_order_share, holdout=holdout, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )

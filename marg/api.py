@@ -405,3 +405,51 @@ def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
 
     enc = encode_file(data, model.codebook, with_label=True)
     return evaluate(model, enc.X, enc.y)
+
+
+@dataclass
+class HoldoutResult:
+    """What :func:`certify_with_holdout` produced: the model with its new certificate and the bound's parts."""
+
+    model: Any
+    bound: Any
+    sites: list[str]
+
+
+def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], coverage: float = 0.95,
+                         trust: str | Path | None = None, allow_unsigned: bool = False, key: str | Path | None = None,
+                         passphrase_file: str | Path | None = None) -> HoldoutResult:
+    """Replace a model's certificate by the holdout bound of the sites' evaluation releases.
+
+    Every bundle is verified like a training bundle and must be an evaluation of *this* model
+    file (its SHA-256) under its study codebook, one per site; the bound is
+    :func:`marg.learners.holdout_certificate.holdout_bound` at ``coverage``.
+    """
+    from marg.learners.base import Certificate
+    from marg.learners.holdout_certificate import holdout_bound
+    from marg.learners.model import Model
+    from marg.protocols.aggregate import summary_from_bundles
+    from marg.protocols.evaluation import PREDICTED, evaluation_codebook, model_digest
+    from marg.protocols.load import load_verified_bundles
+
+    model = Model.load(model_path)
+    digest = model_digest(model_path)
+    loaded = load_verified_bundles(list(bundles), trust=trust, allow_unsigned=allow_unsigned, key=key,
+                                   passphrase_file=passphrase_file)
+    ecb = evaluation_codebook(model.codebook)
+    for p, b in zip(bundles, loaded):
+        ev = b.header.get("evaluation")
+        if not isinstance(ev, dict):
+            raise InputError(f"{p}: not an evaluation release (export it with marg export DATA --evaluate MODEL)")
+        if ev.get("model") != digest:
+            raise InputError(f"{p}: evaluates model {str(ev.get('model'))[:16]}…, not {Path(model_path).name} ({digest[:16]}…)")
+        if b.fingerprint != ecb.fingerprint:
+            raise InputError(f"{p}: its evaluation codebook differs from this model's (another study or label)")
+    summary = summary_from_bundles(loaded, [str(p) for p in bundles])
+    bound = holdout_bound(summary, PREDICTED, coverage)
+    est = model.estimator
+    est.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(model.codebook.label.classes))
+    sites = [s["site"] for s in summary.provenance.get("sites", [])]
+    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "sites": sites,
+                                                        "bundles": [b.digest() for b in loaded]}}
+    return HoldoutResult(model, bound, sites)

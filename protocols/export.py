@@ -25,7 +25,9 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
+from marg.marginals.holdout import Holdout, remember
 from marg.marginals.sources import Source, open_source
+from marg.marginals.sources.files import FileSource
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
@@ -117,6 +119,7 @@ def export_site(
     delta: float = 1e-6,
     mechanism: str = "gaussian",
     allocation: str = "half",
+    holdout: float | None = None,
     first_share: float | None = None,
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -148,6 +151,10 @@ def export_site(
         How the budget is split across tables (:mod:`marg.marginals.allocation`).
     first_share : float, optional
         Fraction of the budget for first-order tables (overrides ``allocation``).
+    holdout : float, optional
+        Leave this fraction of the rows out of every table (a file source and a ledger
+        folder needed): :mod:`marg.marginals.holdout` remembers the split beside the ledger,
+        for ``marg export --evaluate MODEL`` (:func:`marg.protocols.evaluation.evaluate_site`).
     min_cell, min_cell_policy
         Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
     signing_key : Ed25519PrivateKey, optional
@@ -193,7 +200,16 @@ def export_site(
             check_budget(cap, ledger.spent(), requested)
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
+    spec = None
+    if holdout is not None:
+        if ledger_dir is None:
+            raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
+        spec = Holdout.new(holdout)
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    if spec is not None:
+        if not isinstance(src, FileSource):
+            raise InputError(f"--holdout needs a data file counted by marg (got {src.describe().get('kind')!r})")
+        src.exclude = spec
     try:
         tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
@@ -216,6 +232,8 @@ def export_site(
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None, "source": source}
+    if spec is not None:
+        extra["holdout"] = {"fraction": spec.fraction}
     if suppressed:
         extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
 
@@ -228,6 +246,8 @@ def export_site(
     if ledger is not None:
         file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
         entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name)
+    if spec is not None:
+        remember(ledger_dir, codebook.fingerprint, site, spec, n_rows + src.held_rows, src.held_rows)
     atomic_write_bytes(out, file_bytes)
     return ExportResult(
         bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,

@@ -28,7 +28,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
-from helpers.quantities import Q_of, d_of
+from tests.helpers.quantities import Q_of, d_of
 
 
 # ----------------------------------------------------------------------------- helpers
