@@ -85,7 +85,7 @@ def export_cmd(
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
     delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ).")] = 1e-6,
-    mechanism: Annotated[str, typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables) or laplace (pure DP).")] = "gaussian",
+    mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
@@ -137,14 +137,14 @@ def export_cmd(
             raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
         m = load_model(evaluate, schema)
         res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
-                            mechanism=mechanism, min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
+                            mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
                             recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
         prog.done()
         typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
                    f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
         return
     res = export_site(
-        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism, allocation=allocation,
+        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
         first_share=first_order_share, holdout=holdout, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
