@@ -78,7 +78,7 @@ AUTO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mrc", {}),
     ("dcc", {"edge_weight": "label"}),
     ("dcc", {"edge_weight": "cmi"}),
-    ("nb", {}),
+    ("nb", {"certify": "bound"}),  # the one-LP bound: the exact W(h) takes minutes on thousands of features
     ("renyi", {}),
 )
 """What ``--learner auto`` tries: (learner, its parameters) — all certified at the same coverage."""
