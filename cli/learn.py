@@ -23,6 +23,7 @@ SchemaCheck = Annotated[
 TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")]
 UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
 SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
+PassphraseOpt = Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")]
 
 
 
@@ -73,7 +74,7 @@ def learn(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
+    passphrase_file: PassphraseOpt = None,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -215,7 +216,7 @@ def certify_cmd(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
+    passphrase_file: PassphraseOpt = None,
 ) -> None:
     """Certify a model from its errors on the sites' held-out rows (released with DP noise).
 
