@@ -65,12 +65,22 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 
 
 @app.command("show")
-def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = False) -> None:
+def show_cmd(
+    ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
+    json_out: JsonOpt = False,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the history as a readable page (HTML, no network resources).")] = None,
+) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
     _heavy()
     led = Ledger(ledger)
     if not led.directory.is_dir():
         raise InputError(f"no ledger directory at {str(led.directory)!r}")
+    if html is not None:
+        from marg._util import atomic_write_bytes
+        from marg.reports.audit_page import audit_page
+
+        atomic_write_bytes(html, audit_page(led).encode("utf-8"))
+        err(f"wrote {html}: the ledger's release history")
     entries = led.entries()
     cap = led.cap()
     spent = led.spent()

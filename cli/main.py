@@ -22,6 +22,7 @@ from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
 from . import keys as keys_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
+from . import report as _report  # noqa: F401  (registers `marg report`)
 from .app import app, schema_app
 from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
 

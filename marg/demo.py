@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable
 
 from marg.learners.model import Model, evaluate
-from marg.api import learn
+from marg._util import atomic_write_bytes
+from marg.api import evaluate_file, learn
 from marg.learners.mrc import MRC
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
@@ -148,6 +149,16 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         audits[site] = rep
         status = "chain and signatures verified, bundle accounted for" if rep.ok else f"FAILED: {rep.reason}"
         echo(f"   {site:<6} {rep.n_entries} release(s) to 'learner', ε spent {spent.epsilon:.3g} of {CAP:g}; {status}")
+    from marg.reports.audit_page import audit_page
+    from marg.reports.model_card import model_card
+
+    card = keys_dir / "model-card.html"
+    atomic_write_bytes(card, model_card(models["auto"], evaluate_file(models["auto"], files["north"]["test"]),
+                                        source="auto.model.json").encode("utf-8"))
+    page = files["north"]["dir"] / "ledger.html"
+    atomic_write_bytes(page, audit_page(Ledger(files["north"]["dir"] / "marg-ledger"),
+                                        public_key=site_keys["north"].sign_pub).encode("utf-8"))
+    echo(f"8. Reports: the model card {card} (marg report) and north's ledger page {page} (marg audit show --html).")
     echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'}")
     return {"workdir": workdir, "bundles": bundles, "summary": summary, "files": files, "models": models,
-            "errors": results, "audits": audits}
+            "errors": results, "audits": audits, "reports": {"model_card": card, "ledger": page}}
