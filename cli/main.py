@@ -81,8 +81,8 @@ def export_cmd(
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
-    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair while the pair tables hold at most 250,000 cells; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "auto",
-    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (implies --stats pairs).')] = None,
+    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair while the pair tables hold at most 250,000 cells; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); pairs-only: the --pairs tables alone (the default with @REQUEST); all: every pair.")] = "auto",
+    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (round 2: releases those pair tables alone).')] = None,
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
     delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ).")] = 1e-6,
@@ -117,7 +117,7 @@ def export_cmd(
             req = read_request(pairs[1:], fingerprint=cb.fingerprint)
             pair_list = parse_pairs(cb, req.spec)
             if stats in ("first", "auto"):
-                stats = "pairs"
+                stats = "pairs-only"  # round 2: the first-order tables came in round 1
         else:
             pair_list = parse_pairs(cb, pairs)
     passphrase = read_passphrase_file(passphrase_file) if passphrase_file else None

@@ -92,11 +92,35 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------------- estimator
+def paired_features(summary: Any) -> list[str]:
+    """The features Rényi fits on when none are given: every feature if every pair of
+    discrete features has a released table; otherwise (round 2 of the two-round protocol)
+    the features of the released pair tables, which must then all be paired with each other.
+
+    Raises
+    ------
+    InputError
+        Naming a missing pair.
+    """
+    cb = summary.codebook
+    lab = cb.label.name
+    disc = cb.discrete_names
+    inpairs = {a for t in summary.tables if t.kind == "counts" for a in t.clique if a != lab and len(t.clique) >= 3}
+    names = list(cb.feature_names) if (not inpairs or len(inpairs) == len(disc)) else [f for f in cb.feature_names if f in inpairs]
+    chosen = [f for f in names if cb.feature(f).is_discrete]
+    for i, a in enumerate(chosen):
+        for b in chosen[i + 1:]:
+            if not summary.has_clique((a, b)):
+                raise InputError(f"Q needs the pair table of {a!r} and {b!r}; export with --stats all, or "
+                                 "give --features among features whose pairs were all released")
+    return names
+
+
 def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[list[str], Any]:
     """Resolve the feature names and the (possibly restricted) summary to fit on."""
     cb = summary.codebook
     if features is None:
-        names = list(cb.feature_names)
+        names = paired_features(summary)
     else:
         if isinstance(features, str):
             raise InputError(f"features must be a list of feature names, got the string {features!r}")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .encoding import Encoded
 
 KINDS = ("counts", "moments")
-STATS = ("first", "pairs", "all")
+STATS = ("first", "pairs", "pairs-only", "all")
 
 
 @dataclass(frozen=True)
@@ -134,11 +134,17 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
 
     ``first``: ``N[y]`` and ``N[x_i, y]`` for every discrete feature (moments for raw numeric
     ones); ``pairs``: first plus ``N[x_i, x_j, y]`` for the given pairs (all pairs if none);
-    ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features.
+    ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features;
+    ``pairs-only``: the given pairs' tables alone (round 2 of the two-round protocol: the
+    first-order tables came in round 1).
     """
     if stats not in STATS:
         raise InputError(f"unknown --stats {stats!r} (expected one of {', '.join(STATS)})")
     lab = codebook.label.name
+    if stats == "pairs-only":
+        if not pairs:
+            raise InputError("--stats pairs-only needs --pairs")
+        return [(a, b, lab) for a, b in pairs]
     out: list[tuple[str, ...]] = [(lab,)]
     for f in codebook.features:
         out.append((f.name, lab))

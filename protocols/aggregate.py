@@ -21,27 +21,30 @@ from .bundle import Bundle
 
 
 class Aggregator:
-    """Running sums of the sites' tables, one bundle at a time.
+    """Running sums of the sites' tables, one bundle at a time, clique by clique.
 
-    Folding is :func:`~marg.marginals.summary.sum_tables` of (sums so far, next site):
-    counts add, the cliques kept are those every site so far released (in the first
-    site's order), noise stds add in quadrature and privacy costs keep the largest —
-    all associative, so the result equals summing every site at once.
+    A site may send several bundles — the rounds of the two-round protocol (first-order
+    tables, then the requested pair tables) — as long as no table comes twice from it (that
+    would count its patients twice). Each table is folded into the running sum of its clique
+    (:func:`~marg.marginals.summary.sum_tables`: counts add, noise stds add in quadrature,
+    privacy costs keep the largest), so the result equals summing every site at once; the
+    cliques kept are those every site released (in first-seen order), the others are
+    reported as dropped.
     """
 
     KEEP_SITES = 20  # up to this many sites, each site's own tables are kept (leave-one-site-out choice)
 
     def __init__(self) -> None:
         self.first: Bundle | None = None
-        self.parts: list[tuple[str, list[MarginalTable]]] = []
         self.first_source = ""
-        self.tables: list[MarginalTable] = []
-        self.dropped: set[str] = set()
+        self.sums: dict[tuple[tuple[str, ...], str], MarginalTable] = {}
+        self.released_by: dict[tuple[tuple[str, ...], str], dict[str, str]] = {}
+        self.parts: dict[str, list[MarginalTable]] = {}
         self.sites: list[dict[str, Any]] = []
-        self._seen: dict[str, str] = {}
+        self._site_index: dict[str, int] = {}
 
     def add(self, b: Bundle, source: str) -> None:
-        """Check ``b`` against the sites so far and fold its tables into the sums."""
+        """Check ``b`` against the bundles so far and fold its tables into the sums."""
         if self.first is None:
             self.first, self.first_source = b, source
         elif b.fingerprint != self.first.fingerprint:
@@ -49,20 +52,24 @@ class Aggregator:
                 f"{source}: codebook fingerprint {b.fingerprint[:16]}… differs from {self.first_source}'s "
                 f"{self.first.fingerprint[:16]}… (sites must share one codebook)"
             )
-        if b.site in self._seen:
-            raise InputError(f"{source}: site {b.site!r} already contributed {self._seen[b.site]} (each site once)")
-        self._seen[b.site] = source
-        if not self.sites:
-            self.tables, dropped = sum_tables([b.tables])
+        for t in b.tables:
+            prev = self.released_by.get((t.clique, t.kind), {}).get(b.site)
+            if prev is not None:
+                raise InputError(f"{source}: site {b.site!r} already released {t.name} in {prev} "
+                                 "(each table once per site: it would count its patients twice)")
+        for t in b.tables:
+            key = (t.clique, t.kind)
+            self.sums[key] = t if key not in self.sums else sum_tables([[self.sums[key]], [t]])[0][0]
+            self.released_by.setdefault(key, {})[b.site] = source
+        if b.site not in self._site_index:
+            self._site_index[b.site] = len(self.sites)
+            self.sites.append({"site": b.site, "rounds": []})
+        if len(self._site_index) <= self.KEEP_SITES:
+            self.parts.setdefault(b.site, []).extend(b.tables)
         else:
-            self.tables, dropped = sum_tables([self.tables, b.tables])
-        self.dropped.update(dropped)
-        if len(self.sites) < self.KEEP_SITES:
-            self.parts.append((b.site, list(b.tables)))
-        else:
-            self.parts = []  # too many sites to keep: memory of one bundle, as promised
-        self.sites.append({
-            "site": b.site,
+            self.parts = {}  # too many sites to keep: memory of one bundle, as promised
+        rec = self.sites[self._site_index[b.site]]
+        info = {
             "created": b.header.get("created"),
             "software": b.header.get("software"),
             "n_rows": b.header.get("n_rows"),
@@ -70,14 +77,27 @@ class Aggregator:
             "source": source,
             "signed": b.signature is not None,
             "privacy": b.header.get("privacy"),
-        })
+        }
+        if not rec["rounds"]:
+            rec.update(info)  # the site's first bundle describes it (one-round studies: the only one)
+        rec["rounds"].append(info)
 
     def summary(self) -> Summary:
         if self.first is None:
             raise InputError("no bundles to aggregate")
-        return Summary(self.first.codebook, self.tables,
-                       provenance={"sites": self.sites, "dropped_tables": sorted(self.dropped)},
-                       site_parts=self.parts if len(self.parts) == len(self.sites) else ())
+        n_sites = len(self.sites)
+        kept = [t for key, t in self.sums.items() if len(self.released_by[key]) == n_sites]
+        dropped = sorted(t.name for key, t in self.sums.items() if len(self.released_by[key]) < n_sites)
+        missing = {}
+        for key, t in self.sums.items():
+            if len(self.released_by[key]) < n_sites:
+                for s in self.sites:
+                    if s["site"] not in self.released_by[key]:
+                        missing.setdefault(s["site"], []).append(t.name)
+        parts = [(s["site"], self.parts[s["site"]]) for s in self.sites] if len(self.parts) == n_sites else ()
+        return Summary(self.first.codebook, kept,
+                       provenance={"sites": self.sites, "dropped_tables": dropped, "missing_by_site": missing},
+                       site_parts=parts)
 
 
 def summary_from_bundles(

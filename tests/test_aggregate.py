@@ -56,9 +56,40 @@ def test_refusals_name_the_bundle(rng):
     other = random_codebook(np.random.default_rng(99), n_features=4)
     a, b = site_bundles(rng, cb, 2)
     c = site_bundles(rng, other, 1)[0]
-    with pytest.raises(InputError, match=r"^b.bundle: site 'site0' already contributed a.bundle"):
+    with pytest.raises(InputError, match=r"^b.bundle: site 'site0' already released N\[.*\] in a.bundle"):
         summary_from_bundles([a, a], ["a.bundle", "b.bundle"])
     with pytest.raises(InputError, match=r"^c.bundle: codebook fingerprint .* differs from a.bundle's"):
         summary_from_bundles([a, b, c], ["a.bundle", "b.bundle", "c.bundle"])
     with pytest.raises(InputError, match="no bundles to aggregate"):
         summary_from_bundles([])
+
+
+def test_rounds_of_one_site_combine_and_equal_the_one_round_release(rng):
+    """Round 1 (first-order tables) and round 2 (pair tables) of each site, summed, equal the
+    sum of one release of the same tables; a site's second copy of a table is refused."""
+    from marg.protocols.bundle import Bundle
+
+    cb = random_codebook(rng, n_features=4)
+    lab = cb.label.name
+    first = plan_cliques(cb, "first")
+    pairs = [c for c in plan_cliques(cb, "all") if len(c) == 3][:3]
+    one, rounds = [], []
+    for k in range(3):
+        X, y = random_rows(rng, cb, 80 + 20 * k)
+        whole = count_tables(cb, X, y, first + pairs)
+        one.append(Bundle.build(cb, whole, site=f"s{k}", n_rows=len(y)))
+        rounds.append(Bundle.build(cb, whole[: len(first)], site=f"s{k}", n_rows=len(y)))
+        rounds.append(Bundle.build(cb, whole[len(first):], site=f"s{k}", n_rows=len(y)))
+    a = summary_from_bundles(one)
+    b = summary_from_bundles(rounds)
+    assert [t.clique for t in a.tables] == [t.clique for t in b.tables]
+    for x, z in zip(a.tables, b.tables):
+        np.testing.assert_array_equal(x.counts, z.counts)
+    assert [s["site"] for s in b.provenance["sites"]] == ["s0", "s1", "s2"]
+    assert [len(s["rounds"]) for s in b.provenance["sites"]] == [2, 2, 2]
+    with pytest.raises(InputError, match=r"site 's0' already released N\[.*" + lab):
+        summary_from_bundles([one[0], rounds[0]])
+    # a site missing from round 2: its pair tables are dropped, and the provenance says whose they lack
+    c = summary_from_bundles(rounds[:5])
+    assert not any(len(t.clique) == 3 for t in c.tables)
+    assert sorted(c.provenance["missing_by_site"]) == ["s2"]
