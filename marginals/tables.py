@@ -163,6 +163,27 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
     return out
 
 
+MAX_PLAN_CELLS = 1 << 28  # 268 M counts (2 GiB as int64): a release plan above this is refused before counting
+
+
+def check_plan_size(codebook: Codebook, cliques: Sequence[tuple[str, ...]], max_cells: int = MAX_PLAN_CELLS) -> int:
+    """The number of counts a plan releases; a one-line InputError naming the largest tables
+    when it exceeds ``max_cells`` (before any memory is allocated or data read)."""
+    lab = codebook.label.name
+    sizes = []
+    for c in cliques:
+        raw = any(a != lab and not codebook.feature(a).is_discrete for a in c)
+        cells = 2 * codebook.n_classes if raw else int(np.prod([float(codebook.attribute_size(a)) for a in c]))
+        sizes.append((cells, c))
+    total = sum(x for x, _ in sizes)
+    if total > max_cells:
+        big = sorted(sizes, reverse=True)[:2]
+        named = ", ".join(f"N[{','.join(c)}] {x:,.0f} cells" for x, c in big)
+        raise InputError(f"the release plan holds {total:,.0f} counts ({8 * total / 2**30:,.1f} GiB), over the limit of "
+                         f"{max_cells:,} ({named}): ask for fewer pairs or coarser levels")
+    return int(total)
+
+
 def code_dtype(n_levels: int) -> np.dtype:
     """The smallest unsigned integer type holding codes 0..n_levels−1."""
     if n_levels <= 1 << 8:

@@ -32,7 +32,7 @@ from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget, rho_for_epsilon
-from marg.marginals.tables import STATS, MarginalTable, plan_cliques
+from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
 
@@ -187,6 +187,7 @@ def export_site(
         raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
     stats = resolve_stats(codebook, stats, dp, pairs)
     cliques = plan_cliques(codebook, stats, pairs)
+    check_plan_size(codebook, cliques)
     if allocation not in ALLOCATIONS:
         raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
     weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
