@@ -24,6 +24,32 @@ TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: 
 UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
 SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
 PassphraseOpt = Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")]
+SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): sign the model file, so sites can verify it.")]
+SignPassOpt = Annotated[Optional[Path], typer.Option("--sign-passphrase-file", help="File holding --sign-key's passphrase.")]
+ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key (a folder of NAME.sign.pub files): the model's signature is verified against it.")]
+ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
+
+
+def _sign(out: Path, sign_key: Path | None, passphrase_file: Path | None) -> str:
+    """Sign the model file ``out`` when a key is given; the words to print."""
+    if sign_key is None:
+        return "unsigned"
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
+    from marg.protocols.model_signing import sign_model_file
+
+    pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+    signer = sign_key.name.split(".")[0]
+    kid = sign_model_file(out, load_signing_key(sign_key, pw), signer)
+    return f"signed by {signer} ({kid[:12]}…)"
+
+
+def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
+    """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
+    from marg import api
+    from marg.protocols.model_signing import verify_model_file
+
+    verify_model_file(model, trust, allow_unsigned)
+    return api.load_model(model, schema)
 
 
 
@@ -75,6 +101,8 @@ def learn(
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
     passphrase_file: PassphraseOpt = None,
+    sign_key: SignKeyOpt = None,
+    sign_passphrase_file: SignPassOpt = None,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -112,7 +140,8 @@ def learn(
                     feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=_Progress(time_limit),
                     on_selected=selected)
     res.model.save(out)
-    rep = res.report
+    signed = _sign(out, sign_key, sign_passphrase_file)
+    rep = {**res.report, "signed": signed != "unsigned"}
     if json_out:
         emit_json(rep)
         return
@@ -195,11 +224,13 @@ def predict(
     schema: SchemaCheck = None,
     id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
     flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
+    trust: ModelTrustOpt = None,
+    allow_unsigned: ModelUnsignedOpt = False,
 ) -> None:
     """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
     from marg import api
 
-    m = api.load_model(model, schema)
+    m = _verified_model(model, trust, allow_unsigned, schema)
     n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
     typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
     if flag_outside:
@@ -217,6 +248,8 @@ def certify_cmd(
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
     passphrase_file: PassphraseOpt = None,
+    sign_key: SignKeyOpt = None,
+    sign_passphrase_file: SignPassOpt = None,
 ) -> None:
     """Certify a model from its errors on the sites' held-out rows (released with DP noise).
 
@@ -228,6 +261,7 @@ def certify_cmd(
     res = api.certify_with_holdout(model, bundles, coverage=coverage, trust=trust, allow_unsigned=allow_unsigned,
                                    key=key, passphrase_file=passphrase_file)
     res.model.save(out)
+    _sign(out, sign_key, sign_passphrase_file)
     b = res.bound
     if json_out:
         emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
@@ -239,11 +273,12 @@ def certify_cmd(
 
 
 @app.command("evaluate")
-def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None) -> None:
+def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None,
+                 trust: ModelTrustOpt = None, allow_unsigned: ModelUnsignedOpt = False) -> None:
     """Accuracy and error of a model on labelled data, next to its certificate."""
     from marg import api
 
-    m = api.load_model(model, schema)
+    m = _verified_model(model, trust, allow_unsigned, schema)
     rep = api.evaluate_file(m, data)
     if json_out:
         emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",

@@ -180,17 +180,31 @@ def _privacy_words(p: dict | None) -> str:
 
 @app.command("inspect")
 def inspect_cmd(
-    bundle: Annotated[Path, typer.Argument(help="A bundle file.")],
+    bundle: Annotated[Path, typer.Argument(help="A bundle file, or a model file (who signed it, from which bundles).")],
     json_out: JsonOpt = False,
     key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
 ) -> None:
-    """Say in plain words what a bundle contains."""
+    """Say in plain words what a bundle (or a model file) contains."""
     from marg.protocols.bundle import Bundle, read_bundle_bytes
     from marg.protocols.keys import load_seal_key
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
     from marg.protocols.signing import verify_bundle
 
+    if bundle.is_file() and bundle.read_bytes()[:1] == b"{":
+        from marg.protocols.model_signing import describe_model_file, verify_model_file
+
+        d = describe_model_file(bundle)
+        d["verified_signer"] = verify_model_file(bundle, trust) if trust is not None else None
+        if json_out:
+            emit_json(d)
+            return
+        who = f"signed by {d['signer']!r} (key {str(d['key_id'])[:12]}…)" if d["signed"] else "unsigned"
+        typer.echo(f"Model {bundle}: {d['learner']}, {who}" + (", signature verified" if d["verified_signer"] else "")
+                   + f"; codebook {str(d['codebook_fingerprint'])[:16]}…; certificate {d['worst_case_error']}")
+        for b in d["bundles"]:
+            typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
+        return
     raw = read_bundle_bytes(bundle)
     if is_sealed(raw):
         if key is None:

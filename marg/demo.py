@@ -113,8 +113,12 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     models["auto"] = chosen.model
     models["mrc"] = Model(learner="mrc", codebook=codebook, estimator=MRC().fit(summary),
                           info={"sites": summary.provenance["sites"]})
+    from marg.protocols.model_signing import sign_model_file
+
+    learner_sign = load_signing_key(learner_keys.sign_key)
     for name, m in models.items():
         m.save(keys_dir / f"{name}.model.json")
+        sign_model_file(keys_dir / f"{name}.model.json", learner_sign, "learner")  # sites verify it before use
     auto_cert = chosen.model.estimator.certificate_
     echo(
         f"5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"

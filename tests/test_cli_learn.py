@@ -63,7 +63,7 @@ def test_evaluate_and_predict(study, learner):
     model = tmp / f"{learner}_e.json"
     assert run("learn", *bundles, "--learner", learner, "--out", model, "--allow-unsigned").exit_code == 0
     test = tmp / "north_test.csv"
-    r = run("evaluate", model, test, "--json", "--schema", schema)
+    r = run("evaluate", "--allow-unsigned", model, test, "--json", "--schema", schema)
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     m = Model.load(model)
@@ -74,10 +74,10 @@ def test_evaluate_and_predict(study, learner):
     assert d["error"] == pytest.approx(1 - d["accuracy"])
     assert d["worst_case_error"] == pytest.approx(m.worst_case_error)
     assert np.sum(d["confusion"]) == 300
-    r = run("evaluate", model, test)
+    r = run("evaluate", "--allow-unsigned", model, test)
     assert r.exit_code == 0 and "confusion matrix" in r.stdout
     out = tmp / f"pred_{learner}.csv"
-    r = run("predict", model, test, "--out", out, "--id", "patient_id")
+    r = run("predict", "--allow-unsigned", model, test, "--out", out, "--id", "patient_id")
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 300 and rows[0]["patient_id"].startswith("N")
@@ -107,7 +107,7 @@ def test_model_refuses_other_codebook(study):
     other = tmp / "other.json"
     other.write_text(json.dumps(d))
     for cmd in (["evaluate", out, tmp / "city_test.csv"], ["predict", out, tmp / "city_test.csv", "--out", tmp / "p.csv"]):
-        r = run(*cmd, "--schema", other)
+        r = run(*cmd, "--schema", other, "--allow-unsigned")
         assert r.exit_code == 2 and "fingerprint" in r.stderr and "differs from the model's" in r.stderr
 
 
@@ -123,7 +123,7 @@ def test_learn_errors(study, tmp_path):
     assert not (tmp_path / "m.json").exists()
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    r = run("evaluate", bad, tmp / "city_test.csv")
+    r = run("evaluate", "--allow-unsigned", bad, tmp / "city_test.csv")
     assert r.exit_code == 2 and "not a marg model" in r.stderr
 
 
@@ -170,11 +170,11 @@ def test_evaluate_reports_rows_outside_the_uncertainty_set(learner, tmp_path, de
     assert r.exit_code == 0, r.output
     test = tmp_path / "fresh.csv"
     write_csv(test, generate(300, SITES[0], seed=999), slice(0, 300))
-    d = json.loads(run("evaluate", model, test, "--json").stdout)
+    d = json.loads(run("evaluate", "--allow-unsigned", model, test, "--json").stdout)
     if learner == "renyi":
         assert d["outside"] is None and d["outside_error"] is None
-        assert "outside the uncertainty set" not in run("evaluate", model, test).stdout
-        r = run("predict", model, test, "--out", tmp_path / "p.csv", "--flag-outside")
+        assert "outside the uncertainty set" not in run("evaluate", "--allow-unsigned", model, test).stdout
+        r = run("predict", "--allow-unsigned", model, test, "--out", tmp_path / "p.csv", "--flag-outside")
         assert r.exit_code == 2 and "--flag-outside needs an mrc or dcc model" in r.output
         assert not (tmp_path / "p.csv").exists()
         return
@@ -184,9 +184,9 @@ def test_evaluate_reports_rows_outside_the_uncertainty_set(learner, tmp_path, de
     assert 0 < d["outside"] == int(out.sum()) < 300
     pred = m.predict(enc.X)
     assert d["outside_error"] == pytest.approx(np.mean(pred[out] != enc.y[out]))
-    assert f"{d['outside']:,} rows" in run("evaluate", model, test).stdout
+    assert f"{d['outside']:,} rows" in run("evaluate", "--allow-unsigned", model, test).stdout
     pred_csv = tmp_path / "pred.csv"
-    r = run("predict", model, test, "--out", pred_csv, "--flag-outside")
+    r = run("predict", "--allow-unsigned", model, test, "--out", pred_csv, "--flag-outside")
     assert r.exit_code == 0, r.output
     flags = [int(row["outside"]) for row in csv.DictReader(pred_csv.open())]
     assert flags == [int(v) for v in out] and f"{d['outside']:,} of 300 rows" in r.stdout
@@ -230,13 +230,13 @@ def test_predict_failure_leaves_no_partial_output(study, tmp_path):
     with open(bad, "w", newline="") as fh:
         csv.writer(fh).writerows(rows)
     out = tmp_path / "pred.csv"
-    r = run("predict", model, bad, "--out", out)
+    r = run("predict", "--allow-unsigned", model, bad, "--out", out)
     assert r.exit_code == 2 and "not-a-level" in r.stderr
     assert not out.exists() and list(tmp_path.glob(".pred.csv*")) == []
     out.write_text("earlier\n")
-    assert run("predict", model, bad, "--out", out).exit_code == 2
+    assert run("predict", "--allow-unsigned", model, bad, "--out", out).exit_code == 2
     assert out.read_text() == "earlier\n"
-    good = run("predict", model, tmp / "north_test.csv", "--out", out)
+    good = run("predict", "--allow-unsigned", model, tmp / "north_test.csv", "--out", out)
     assert good.exit_code == 0 and len(out.read_text().splitlines()) == len(rows)
 
 
@@ -291,5 +291,5 @@ def test_naive_bayes_through_the_cli(study, tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["certificate"]["kind"] == "W(h)" and 0 < d["worst_case_error"] <= 1
-    ev = run("evaluate", out, tmp / "north_test.csv", "--json")
+    ev = run("evaluate", "--allow-unsigned", out, tmp / "north_test.csv", "--json")
     assert ev.exit_code == 0 and 0 <= json.loads(ev.stdout)["error"] <= 1

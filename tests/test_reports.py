@@ -48,14 +48,17 @@ def test_model_card_states_the_models_numbers(demo, tmp_path):
     model_path = demo["workdir"] / "learner" / "auto.model.json"
     test_rows = demo["files"]["north"]["test"]
     out = tmp_path / "card.html"
-    r = run("report", model_path, "--out", out, "--data", test_rows)
+    trust = demo["workdir"] / "learner" / "trust-models"
+    trust.mkdir(exist_ok=True)
+    (trust / "learner.sign.pub").write_bytes((demo["workdir"] / "learner" / "learner.sign.pub").read_bytes())
+    r = run("report", model_path, "--out", out, "--data", test_rows, "--trust", trust)
     assert r.exit_code == 0, r.output
     root = parse(out)
     v = values(root)
     m = Model.load(model_path)
     assert float(v["certificate"]) == m.worst_case_error and v["certificate_kind"] == m.estimator.certificate_.kind
     assert float(v["n"]) == pytest.approx(m.info["n"])
-    ev = json.loads(run("evaluate", model_path, test_rows, "--json").stdout)
+    ev = json.loads(run("evaluate", model_path, test_rows, "--json", "--trust", trust).stdout)
     assert float(v["eval_error"]) == pytest.approx(ev["error"]) and int(v["eval_n"]) == ev["n"]
     K = len(m.classes)
     assert [[int(v[f"confusion_{i}_{j}"]) for j in range(K)] for i in range(K)] == ev["confusion"]

@@ -79,6 +79,7 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
         ("Features", f"{value('n_features', len(cb.features))}: {e(feats)}"),
         ("Codebook fingerprint", f"<code>{e(cb.fingerprint)}</code>"),
         ("Created", e(info.get("created", "—"))),
+        ("Signed by", e(info["signed_by"]) if info.get("signed_by") else "unsigned (nobody vouches for this file)"),
         ("Patients summarised (n)", value("n", float(info["n"]) if info.get("n") is not None else None)),
     ])
 
