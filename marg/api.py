@@ -82,6 +82,7 @@ AUTO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("renyi", {}),
 )
 """What ``--learner auto`` tries: (learner, its parameters) — all certified at the same coverage."""
+AUTO_NB_MAX_FEATURES = 2000  # beyond this, naive Bayes' certificate LP costs minutes per fit: auto skips it
 
 
 LOSO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -213,7 +214,17 @@ def _choose_by_sites(summary: Any, coverage: float, callback: Callable[[dict], N
 def _choose_by_certificate(summary: Any, coverage: float, features: Sequence[str] | None,
                            callback: Callable[[dict], None] | None) -> tuple[Any, list[Candidate]]:
     best, table = None, []
+    lab = summary.codebook.label.name
+    has_pairs = any(t.kind == "counts" and len([a for a in t.clique if a != lab]) >= 2 for t in summary.tables)
+    n_feats = len(features) if features is not None else len(summary.codebook.features)
     for learner, params in AUTO_CANDIDATES:
+        if learner == "dcc" and not has_pairs:
+            table.append(Candidate(learner, params, None, "", "no pair tables released (it would be the MRC)"))
+            continue
+        if learner == "nb" and n_feats > AUTO_NB_MAX_FEATURES:
+            table.append(Candidate(learner, params, None, "", f"{n_feats:,} features: its certificate's LP takes minutes "
+                                                             "(fit --learner nb to compute it)"))
+            continue
         est = _make(learner, params, coverage, features)
         try:
             _certified(est.fit(summary), summary, coverage)
