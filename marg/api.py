@@ -331,7 +331,9 @@ def learn(
         report["features"] = list(selection.selected)
         report["selected"] = list(selection.selected)
         report["selection"] = {"method": select, "status": selection.status, "objective": selection.objective,
-                               "lambda": selection.lam}
+                               "lambda": selection.lam,
+                               "path": [{"lam": p["lam"], "n_active": p["n_active"], "entered": p["entered"]}
+                                        for p in selection.path]}
         if select == "gbd":
             report["gap"] = selection.gap
             report["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)

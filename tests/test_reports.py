@@ -115,3 +115,24 @@ def test_ledger_page_states_the_ledgers_numbers_and_verification(demo, tmp_path)
 def test_demo_writes_both_reports(demo):
     for path in demo["reports"].values():
         assert path.exists() and parse(path) is not None
+
+
+def test_model_card_shows_the_group_lasso_path(tmp_path):
+    from marg.demo import run_demo
+    from marg.reports.model_card import model_card
+
+    res = run_demo(tmp_path / "d", echo=lambda s: None)
+    bundles = res["bundles"]
+    learner = res["workdir"] / "learner"
+    out = tmp_path / "gl.json"
+    r = run("learn", *bundles, "--learner", "mrc", "--select", "group-lasso", "--max-features", "3", "--out", out,
+            "--trust", learner / "trust", "--key", learner / "learner.seal.key")
+    assert r.exit_code == 0, r.output
+    m = Model.load(out)
+    page = tmp_path / "gl.html"
+    page.write_text(model_card(m), encoding="utf-8")
+    root = parse(page)
+    assert "path" in {img.get("data-plot") for img in root.iter("img")}
+    v = values(root)
+    path = [p for p in m.info["report"]["selection"]["path"] if p["lam"] > 0]
+    assert [int(v[f"path_active:{k}"]) for k in range(len(path))] == [p["n_active"] for p in path]

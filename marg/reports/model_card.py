@@ -156,6 +156,14 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
     if sel:
         page.h2("Feature selection")
         page.p(f"{e(sel.get('method'))}: {e(sel.get('status'))}; objective {value('selection_objective', sel.get('objective'))}")
+        path = [p for p in sel.get("path") or [] if p.get("lam", 0) > 0]
+        if len(path) > 1:
+            page.figure(plots.lasso_path([float(p["lam"]) for p in path], [int(p["n_active"]) for p in path]),
+                        "regularization path", "path")
+            page.table(["λ", "features", "entered"], [[value(f"path_lam:{k}", float(p["lam"])),
+                                                       value(f"path_active:{k}", int(p["n_active"])),
+                                                       e(", ".join(p.get("entered") or []))] for k, p in enumerate(path)],
+                       key="path")
 
     sites = info.get("sites") or []
     page.h2("Where the data came from")

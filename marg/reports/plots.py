@@ -80,3 +80,17 @@ def spend(times: Sequence[str], cumulative: Sequence[float], cap: float | None, 
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _png(fig)
+
+
+def lasso_path(lams: Sequence[float], n_active: Sequence[int]) -> bytes:
+    """Features in the model along the group-lasso path (λ decreasing, log scale)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.step(lams, n_active, where="post", marker="o")
+    ax.set_xscale("log")
+    ax.invert_xaxis()
+    ax.set_xlabel("λ (group-lasso penalty)", fontsize=9)
+    ax.set_ylabel("features selected", fontsize=9)
+    ax.set_title("Regularization path", fontsize=10)
+    ax.grid(alpha=0.3)
+    return _png(fig)
