@@ -103,6 +103,7 @@ def learn(
     passphrase_file: PassphraseOpt = None,
     sign_key: SignKeyOpt = None,
     sign_passphrase_file: SignPassOpt = None,
+    round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -125,7 +126,13 @@ def learn(
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     if learner != "auto":
         api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
-    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"))
+    rounds = None
+    if round_:
+        from marg.protocols.rounds import read_round
+
+        rounds = [read_round(r) for r in round_]
+    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
+                           rounds=rounds)
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
@@ -214,6 +221,20 @@ def request_cmd(
     typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
     typer.echo(f"features: {', '.join(names)}")
     typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
+
+
+@app.command("round")
+def round_cmd(
+    schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
+    out: OutOpt,
+) -> None:
+    """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
+    so `marg learn --round` refuses replayed or stale bundles."""
+    from marg.marginals.codebook import Codebook
+    from marg.protocols.rounds import new_round
+
+    rid = new_round(out, Codebook.load(schema).fingerprint)
+    typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
 
 
 @app.command("predict")

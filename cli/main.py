@@ -89,6 +89,7 @@ def export_cmd(
     mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
+    round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
     holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
@@ -126,6 +127,11 @@ def export_cmd(
     recipient_name = to.name.split(".")[0] if to else None
     if not no_ledger:
         ledger.mkdir(parents=True, exist_ok=True)
+    round_id = None
+    if round_ is not None:
+        from marg.protocols.rounds import read_round
+
+        round_id = read_round(round_, cb.fingerprint)
     prog = Progress(f"export {site}")
     if evaluate is not None:
         from marg.api import load_model
@@ -146,7 +152,7 @@ def export_cmd(
         return
     res = export_site(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-        first_share=first_order_share, holdout=holdout, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )

@@ -120,6 +120,7 @@ def export_site(
     mechanism: str = "gaussian",
     allocation: str = "half",
     holdout: float | None = None,
+    round_id: str | None = None,
     first_share: float | None = None,
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -151,6 +152,8 @@ def export_site(
         How the budget is split across tables (:mod:`marg.marginals.allocation`).
     first_share : float, optional
         Fraction of the budget for first-order tables (overrides ``allocation``).
+    round_id : str, optional
+        The learner's round id (:mod:`marg.protocols.rounds`), signed into the bundle.
     holdout : float, optional
         Leave this fraction of the rows out of every table (a file source and a ledger
         folder needed): :mod:`marg.marginals.holdout` remembers the split beside the ledger,
@@ -235,6 +238,8 @@ def export_site(
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None, "source": source}
     if spec is not None:
         extra["holdout"] = {"fraction": spec.fraction}
+    if round_id is not None:
+        extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
     if suppressed:
         extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
 
