@@ -333,7 +333,7 @@ def learn(
         report["selection"] = {"method": select, "status": selection.status, "objective": selection.objective,
                                "lambda": selection.lam,
                                "path": [{"lam": p["lam"], "n_active": p["n_active"], "entered": p["entered"]}
-                                        for p in selection.path]}
+                                        for p in selection.path if select == "group-lasso" and "lam" in p]}
         if select == "gbd":
             report["gap"] = selection.gap
             report["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)

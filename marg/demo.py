@@ -40,6 +40,9 @@ def _fresh_dir(workdir: Path) -> None:
     if workdir.exists() and any(workdir.iterdir()):
         if not (workdir / MARKER).exists():
             raise InputError(f"{workdir} exists and is not a marg demo folder; choose another --dir")
+        from marg.protocols.checkpoint import forget_under
+
+        forget_under(workdir)  # the demo's own ledgers go with it
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / MARKER).write_text("files written by `marg demo`; safe to delete\n")

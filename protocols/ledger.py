@@ -72,6 +72,7 @@ from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.privacy import PrivacyCost, check_budget, read_budget, release_cost
 
+from . import checkpoint
 from .keys import SIGN_PUB_SUFFIX, key_id, load_verify_key, short_id
 from .signing import b64, sign_bytes, unb64, verify_bytes
 
@@ -483,10 +484,16 @@ class Ledger:
                 entries = self._parse_all(lines)
             except InputError as exc:
                 raise RefusedError(f"refusing to append to a malformed ledger: {exc}") from None
+            cap_cost = _as_cost(cap, "budget cap") if cap is not None else self.cap()
+            checkpoint.check(self.path, lines, line_hash, cap_cost.to_dict() if cap_cost is not None else None)
+            report = LedgerReport(ledger=str(self.path))
+            _check_chain(report, lines, self._keys(private_key)[0] if private_key is not None else self._keys(None)[0],
+                         allow_unsigned=True)
+            if not report.ok:
+                raise RefusedError(f"refusing to append to a ledger that does not verify: {report.reason}")
             spent = PrivacyCost.zero()
             for e in entries:
                 spent = spent + PrivacyCost.from_dict(e["cost"])
-            cap_cost = _as_cost(cap, "budget cap") if cap is not None else self.cap()
             if cap_cost is not None:
                 check_budget(cap_cost, spent, c)
             entry: dict[str, Any] = {
@@ -516,6 +523,7 @@ class Ledger:
             body = b"".join(ln + b"\n" for ln in lines) + line + b"\n"  # a torn tail is dropped
             self._clean_stale()
             atomic_write_bytes(self.path, body)
+            checkpoint.update(self.path, len(entries) + 1, line_hash(line), entry["cap"])
         return entry
 
     def record(
