@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, RefusedError
 
-from .keys import TrustStore, key_id, short_id
-from .signing import ALG, _HEX64, b64, sign_bytes, unb64, verify_bytes
+from .keys import TrustStore, key_id
+from .signing import ALG, _HEX64, b64, sign_bytes, trusted_signer, verify_bytes
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -76,16 +76,7 @@ def verify_model_file(path: str | Path, trust: TrustStore | str | Path | None, a
         raise RefusedError(f"{p.name} refused: unsigned model (sign it with marg learn --sign-key, or pass --allow-unsigned)")
     if not isinstance(sig, dict) or sig.get("alg") != ALG or not _HEX64.match(str(sig.get("key_id", ""))):
         raise RefusedError(f"{p.name} refused: malformed model signature record")
-    value = unb64(sig.get("value"), 64)
-    if value is None:
-        raise RefusedError(f"{p.name} refused: malformed model signature value")
-    if trust is None:
-        raise RefusedError(f"{p.name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given (--trust)")
-    store = trust if isinstance(trust, TrustStore) else TrustStore(trust)
-    entry = store.lookup(sig["key_id"])
-    if entry is None:
-        raise RefusedError(f"{p.name} refused: signed by unknown key {short_id(sig['key_id'])} (not in trust store {store.directory})")
-    name, key = entry
+    name, key, value = trusted_signer(sig, trust, p.name)
     if not verify_bytes(signing_bytes(d), value, key):
         raise RefusedError(f"{p.name} refused: bad signature by {name!r} (the model was altered after signing)")
     return name
