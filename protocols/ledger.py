@@ -27,14 +27,14 @@ Each entry (keys sorted, no spaces, UTF-8) records one release::
     key_id       sha256 hex of the signing key, or null
     signature    base64 Ed25519 signature over the entry without "signature", or null
 
-**Atomic appends.** :meth:`Ledger.append` holds an exclusive ``flock``, re-reads the
-ledger, checks the budget (nothing is written if it is exceeded), writes the old complete
-lines plus the new one to a temporary file in ``DIR``, fsyncs it, renames it over
-``ledger.jsonl`` and fsyncs the directory. A crash at any point leaves either the old
-ledger or the old ledger plus one whole entry (plus possibly a stale ``.ledger.jsonl.*.tmp``
-that readers ignore and the next append deletes). Each append re-reads and rewrites the
-whole file: O(ledger size), about 0.1 s for a 300-entry, 1 MB ledger — fine for a
-release log, whose entries number in the hundreds.
+**Appends.** :meth:`Ledger.append` holds an exclusive ``flock``, reads the ledger from the
+site's checkpoint on (:mod:`marg.protocols.checkpoint`: the checkpointed entry's hash pins the
+prefix and its cumulative spend; the whole file when there is no checkpoint), verifies what it
+read, checks the budget (nothing is written if it is exceeded), appends the new entry as one
+line with ``write`` + ``fsync`` and updates the checkpoint: O(1) in the ledger's length
+(``bench/ledger.py``). A crash leaves the old ledger, or the old ledger plus one whole entry
+(the ledger then over-states what left the site, never under-states it), or a torn last
+line that readers ignore and the next append removes first.
 
 **Torn tail.** This writer never leaves a partial line, but a ledger copied mid-write or
 written by another tool might end in an incomplete line (no final ``"\\n"``). If that
@@ -422,11 +422,12 @@ class Ledger:
     ) -> dict[str, Any]:
         """Append one release entry, atomically; refuse it if the budget would be exceeded.
 
-        Under an exclusive lock: re-read the ledger (a malformed complete line refuses the
-        append — never extend a broken chain), compute ``cumulative = spent + cost``,
-        check it against the cap (``cap`` if given, else ``budget.json``;
-        :func:`marginals.privacy.check_budget`), then write old lines + the new entry via
-        temp file + fsync + rename. Nothing is written if any step fails.
+        Under an exclusive lock: read and verify the ledger from the site's checkpoint on
+        (a contradiction or a line that does not verify refuses the append — never extend a
+        broken chain), compute ``cumulative = spent + cost``, check it against the cap
+        (``cap`` if given, else ``budget.json``; :func:`marginals.privacy.check_budget`), then
+        append the entry as one fsynced line and update the checkpoint. Nothing is written if
+        any step before the append fails.
 
         Parameters
         ----------
