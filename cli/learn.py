@@ -165,6 +165,9 @@ def learn(
 
         typer.echo(f"auto: chose {learner} by {rep['auto_rule']}; tried: {', '.join(said(c) for c in rep['auto'])}")
     typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
+    if rep.get("unpaired_features"):
+        typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
+                   f"left out, first-order tables only: {', '.join(rep['unpaired_features'])}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
     warning = api.trivial_certificate_warning(res.model, summary)
     if warning:

@@ -63,7 +63,7 @@ import numpy as np
 from marg.errors import InputError
 
 from .base import Certificate, MarginalEstimator, check_choice, check_number
-from .features.quadratic import discrete_blocks, label_contrast, second_moments
+from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .renyi_problem import (
     RCOND,
     _is_separable,
@@ -92,30 +92,6 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------------- estimator
-def paired_features(summary: Any) -> list[str]:
-    """The features Rényi fits on when none are given: every feature if every pair of
-    discrete features has a released table; otherwise (round 2 of the two-round protocol)
-    the features of the released pair tables, which must then all be paired with each other.
-
-    Raises
-    ------
-    InputError
-        Naming a missing pair.
-    """
-    cb = summary.codebook
-    lab = cb.label.name
-    disc = cb.discrete_names
-    inpairs = {a for t in summary.tables if t.kind == "counts" for a in t.clique if a != lab and len(t.clique) >= 3}
-    names = list(cb.feature_names) if (not inpairs or len(inpairs) == len(disc)) else [f for f in cb.feature_names if f in inpairs]
-    chosen = [f for f in names if cb.feature(f).is_discrete]
-    for i, a in enumerate(chosen):
-        for b in chosen[i + 1:]:
-            if not summary.has_clique((a, b)):
-                raise InputError(f"Q needs the pair table of {a!r} and {b!r}; export with --stats all, or "
-                                 "give --features among features whose pairs were all released")
-    return names
-
-
 def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[list[str], Any]:
     """Resolve the feature names and the (possibly restricted) summary to fit on."""
     cb = summary.codebook
@@ -196,6 +172,10 @@ class RenyiClassifier(MarginalEstimator):
     classes_ : tuple of str
     feature_names_in_ : list of str
         Feature names used, codebook order.
+    unpaired_ : list of str
+        Discrete features left out because their pair tables were not all released (round 2
+        of the two-round protocol released the requested features' pairs only); empty when
+        ``features`` is given or every pair was released.
     columns_ : ndarray of int, shape (p,)
         Their column positions in the codebook (the columns of X at predict time).
     sizes_ : ndarray of int, shape (p,)
@@ -305,6 +285,7 @@ class RenyiClassifier(MarginalEstimator):
                 sep[k] = separable_solution(z0, b0, p, sizes, N) is not None
         self.classes_ = tuple(summary.classes)
         self.feature_names_in_ = names
+        self.unpaired_ = [] if self.features is not None else [f for f in cb.discrete_names if f not in names]
         self.columns_ = np.array([cb.index(nm) for nm in names], dtype=np.int64)
         self.sizes_ = sizes
         self.levels_ = [tuple(cb.feature(nm).level_names) for nm in names]
@@ -425,6 +406,7 @@ class RenyiClassifier(MarginalEstimator):
 
     def _report(self) -> dict[str, Any]:
         return {
+            "unpaired_features": list(self.unpaired_),
             "gamma": _scalar_or_list(self.gamma_),
             "hgr_lower_bound": _scalar_or_list(self.hgr_lower_bound_),
             "separable": bool(self.separable_),
@@ -457,6 +439,7 @@ class RenyiClassifier(MarginalEstimator):
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
             "ridge_used": float(self.ridge_),
+            "unpaired": list(self.unpaired_),
             "fallback": [bool(v) for v in self.fallback_],
         }
 
@@ -489,6 +472,7 @@ class RenyiClassifier(MarginalEstimator):
         self.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
         self.certificate_approximate_ = bool(d.get("certificate_approximate", False))
         self.ridge_ = float(d.get("ridge_used", self.ridge or 0.0))
+        self.unpaired_ = [str(f) for f in d.get("unpaired", [])]
         self.fallback_ = np.asarray(d.get("fallback", [False] * len(d["gamma"])), dtype=bool)
         self.prior_ = np.asarray(d["prior"], dtype=np.float64)
         self.n_ = float(d["n"])

@@ -148,6 +148,9 @@ def loso_reason(summary: Any, features: Sequence[str] | None = None) -> str | No
     for a_i, a in enumerate(disc):
         for b in disc[a_i + 1:]:
             if not summary.has_clique((a, b)):
+                if summary.pairs:  # round 2 of the two-round protocol: the requested features' pairs
+                    return (f"pair tables of some features only (none of {a!r} and {b!r}): leave-one-site-out "
+                            "scores rules over every feature")
                 return f"no pair table of {a!r} and {b!r} (export with --stats all)"
     return None
 
