@@ -80,13 +80,23 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 
 
 @app.command("show")
-def show_cmd(ledger: LedgerOpt = None, json_out: JsonOpt = False,
-             key: Annotated[Optional[Path], typer.Option("--key", help="The site's public key (.sign.pub) to check signatures; default the configured site's.")] = None) -> None:
+def show_cmd(
+    ledger: LedgerOpt = None,
+    json_out: JsonOpt = False,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the history as a readable page (HTML, no network resources).")] = None,
+    key: Annotated[Optional[Path], typer.Option("--key", help="The site's public key (.sign.pub) to check signatures; default the configured site's.")] = None,
+) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
     _heavy()
     led = _open(ledger, key)
     if not led.directory.is_dir():
         raise InputError(f"no ledger directory at {str(led.directory)!r}")
+    if html is not None:
+        from marg._util import atomic_write_bytes
+        from marg.reports.audit_page import audit_page
+
+        atomic_write_bytes(html, audit_page(led).encode("utf-8"))
+        err(f"wrote {html}: the ledger's release history")
     entries = led.entries()
     report = led.verify(allow_unsigned=True, require_key=False)
     cap = PrivacyCost.from_dict(report.cap) if report.cap is not None else None

@@ -1,4 +1,4 @@
-"""``marg learn``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
+"""``marg learn``, ``marg certify``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
 
 Commands parse options, call :mod:`marg.api` and print; the library does the work.
 """
@@ -18,13 +18,38 @@ from .common import CountProgress, JsonOpt, OutOpt, emit_json, err
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
 SchemaCheck = Annotated[
-    Optional[Path], typer.Option("--schema", help="This site's codebook (required unless --allow-unsigned): a model fitted under another codebook is refused.")
+    Optional[Path], typer.Option("--schema", help="The site's codebook; refused if its fingerprint differs from the model's.")
 ]
-ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
-UnsignedModelOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Experiments only: accept an unsigned model (and no --schema).")]
 TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")]
 UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
 SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
+PassphraseOpt = Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")]
+SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): sign the model file, so sites can verify it.")]
+SignPassOpt = Annotated[Optional[Path], typer.Option("--sign-passphrase-file", help="File holding --sign-key's passphrase.")]
+ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key (a folder of NAME.sign.pub files): the model's signature is verified against it.")]
+ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
+
+
+def _sign(out: Path, sign_key: Path | None, passphrase_file: Path | None) -> str:
+    """Sign the model file ``out`` when a key is given; the words to print."""
+    if sign_key is None:
+        return "unsigned"
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
+    from marg.protocols.model_signing import sign_model_file
+
+    pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+    signer = sign_key.name.split(".")[0]
+    kid = sign_model_file(out, load_signing_key(sign_key, pw), signer)
+    return f"signed by {signer} ({kid[:12]}…)"
+
+
+def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
+    """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
+    from marg import api
+    from marg.protocols.model_signing import verify_model_file
+
+    verify_model_file(model, trust, allow_unsigned)
+    return api.load_model(model, schema)
 
 
 
@@ -52,7 +77,7 @@ class _Progress:
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
-    learner: Annotated[str, typer.Option("--learner", help="auto (default: the learner of the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
+    learner: Annotated[str, typer.Option("--learner", help="auto (default: leave-one-site-out choice when 2-20 sites released pair tables of a binary label, else the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
@@ -75,9 +100,10 @@ def learn(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
-    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): sites verify the model against it.")] = None,
-    sign_passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --sign-key's passphrase.")] = None,
+    passphrase_file: PassphraseOpt = None,
+    sign_key: SignKeyOpt = None,
+    sign_passphrase_file: SignPassOpt = None,
+    round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -100,11 +126,13 @@ def learn(
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     if learner != "auto":
         api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
-    if sign_key is not None:  # a wrong key or passphrase fails before the fit, not after
-        from marg.protocols.keys import load_signing_key, read_passphrase_file
+    rounds = None
+    if round_:
+        from marg.protocols.rounds import read_round
 
-        load_signing_key(sign_key, read_passphrase_file(sign_passphrase_file) if sign_passphrase_file else None)
-    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"))
+        rounds = [read_round(r) for r in round_]
+    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
+                           rounds=rounds)
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
@@ -118,21 +146,28 @@ def learn(
     res = api.learn(summary, learner, options, given, select=select, max_features=max_features,
                     feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=_Progress(time_limit),
                     on_selected=selected)
-    written = api.save_model(res.model, out, sign_key, sign_passphrase_file)
-    rep = res.report
-    if written["signature"] is None:
-        err(f"note: {out} is unsigned; sites can use it only with --allow-unsigned (sign it with --sign-key LEARNER.sign.key)")
+    res.model.save(out)
+    signed = _sign(out, sign_key, sign_passphrase_file)
+    rep = {**res.report, "signed": signed != "unsigned"}
     if json_out:
         emit_json(rep)
         return
     cert = res.model.estimator.certificate_
     learner = res.model.learner
     if "auto" in rep:
-        tried = ", ".join(f"{c['learner']}{_params_words(c['params'])} {c['certificate']:.4f}" if c["certificate"] is not None
-                          else f"{c['learner']}{_params_words(c['params'])} (skipped: {c['note']})" for c in rep["auto"])
-        typer.echo(f"auto: chose {learner}, the smallest certificate at {coverage:.0%} coverage among: {tried}")
-    signed = f", signed by {written['signature']['signer']!r}" if written["signature"] else ""
-    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}{signed}")
+        def said(c: dict) -> str:
+            name = f"{c['learner']}{_params_words(c['params'])}"
+            if c.get("score") is not None:
+                return f"{name} {c['score']:.4f}"
+            if c["certificate"] is not None:
+                return f"{name} {c['certificate']:.4f}"
+            return f"{name} (skipped: {c['note']})"
+
+        typer.echo(f"auto: chose {learner} by {rep['auto_rule']}; tried: {', '.join(said(c) for c in rep['auto'])}")
+    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
+    if rep.get("unpaired_features"):
+        typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
+                   f"left out, first-order tables only: {', '.join(rep['unpaired_features'])}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
     warning = api.trivial_certificate_warning(res.model, summary)
     if warning:
@@ -191,6 +226,20 @@ def request_cmd(
     typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
 
 
+@app.command("round")
+def round_cmd(
+    schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
+    out: OutOpt,
+) -> None:
+    """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
+    so `marg learn --round` refuses replayed or stale bundles."""
+    from marg.marginals.codebook import Codebook
+    from marg.protocols.rounds import new_round
+
+    rid = new_round(out, Codebook.load(schema).fingerprint)
+    typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
+
+
 @app.command("predict")
 def predict(
     model: ModelArg,
@@ -200,37 +249,66 @@ def predict(
     id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
     flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
     trust: ModelTrustOpt = None,
-    allow_unsigned: UnsignedModelOpt = False,
+    allow_unsigned: ModelUnsignedOpt = False,
 ) -> None:
-    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure).
-
-    The model must be signed by a learner in --trust and fitted under this site's --schema.
-    """
+    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
     from marg import api
 
-    m, origin = api.load_model(model, schema, trust, allow_unsigned)
+    m = _verified_model(model, trust, allow_unsigned, schema)
     n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
-    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)}; {origin.words()})")
+    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
     if flag_outside:
         typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
 
 
-@app.command("evaluate")
-def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None,
-                 trust: ModelTrustOpt = None, allow_unsigned: UnsignedModelOpt = False) -> None:
-    """Accuracy and error of a model on labelled data, next to its certificate.
+@app.command("certify")
+def certify_cmd(
+    model: ModelArg,
+    bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export DATA --evaluate MODEL).")],
+    out: OutOpt,
+    coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound holds.")] = 0.95,
+    json_out: JsonOpt = False,
+    trust: TrustOpt = None,
+    allow_unsigned: UnsignedOpt = False,
+    key: SealKeyOpt = None,
+    passphrase_file: PassphraseOpt = None,
+    sign_key: SignKeyOpt = None,
+    sign_passphrase_file: SignPassOpt = None,
+) -> None:
+    """Certify a model from its errors on the sites' held-out rows (released with DP noise).
 
-    The model must be signed by a learner in --trust and fitted under this site's --schema.
+    Exit codes: 0 success; 1 refused (bad or missing signature, unknown signer); 2 bad input
+    (not an evaluation of this model file, another study).
     """
     from marg import api
 
-    m, origin = api.load_model(model, schema, trust, allow_unsigned)
+    res = api.certify_with_holdout(model, bundles, coverage=coverage, trust=trust, allow_unsigned=allow_unsigned,
+                                   key=key, passphrase_file=passphrase_file)
+    res.model.save(out)
+    _sign(out, sign_key, sign_passphrase_file)
+    b = res.bound
+    if json_out:
+        emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
+                   "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"}})
+        return
+    typer.echo(f"{res.model.learner} model certified from {len(res.sites)} site(s)' held-out rows → {out}")
+    typer.echo(f"released: {b.errors:,.0f} errors in {b.rows:,.0f} held-out rows (noise ±{b.q_errors:.0f} / ±{b.q_rows:.0f})")
+    typer.echo(f"certificate: error ≤ {b.value:.4f} {res.model.estimator.certificate_.words()}")
+
+
+@app.command("evaluate")
+def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None,
+                 trust: ModelTrustOpt = None, allow_unsigned: ModelUnsignedOpt = False) -> None:
+    """Accuracy and error of a model on labelled data, next to its certificate."""
+    from marg import api
+
+    m = _verified_model(model, trust, allow_unsigned, schema)
     rep = api.evaluate_file(m, data)
     if json_out:
-        emit_json({**{k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
-                                          "outside", "outside_error")}, "signer": origin.signer})
+        emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
+                                       "outside", "outside_error")})
         return
-    typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data} ({origin.words()}):")
+    typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
     typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
     typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
     if rep["outside"]:
@@ -243,37 +321,3 @@ def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, sche
     typer.echo("  " + " " * width + "".join(f"{c:>{width + 2}}" for c in classes))
     for c, row in zip(classes, rep["confusion"]):
         typer.echo(f"  {c:<{width}}" + "".join(f"{v:>{width + 2}}" for v in row))
-
-
-def inspect_model(path: Path, trust: Optional[Path], json_out: bool) -> None:
-    """``marg inspect MODEL``: the learner, the certificate, who signed it and from which bundles.
-
-    With ``--trust`` the signature is verified (a bad one is refused, exit 1); without it the
-    signer is reported as claimed, not verified.
-    """
-    from marg.protocols.model_signing import read_model_dict, verify_model_dict
-
-    d = read_model_dict(path)
-    if d.get("format") != "marg-model":
-        from marg.errors import InputError
-
-        raise InputError(f"{path}: neither a marg bundle nor a marg model file")
-    origin = verify_model_dict(d, trust, allow_unsigned=trust is None, name=str(path))
-    info = d.get("info") if isinstance(d.get("info"), dict) else {}
-    out = {"file": str(path), "learner": d.get("learner"), "codebook_fingerprint": d.get("codebook_fingerprint"),
-           "worst_case_error": d.get("worst_case_error"), "created": info.get("created"), "n": info.get("n"),
-           "signed": origin.signed, "signer": origin.signer, "key_id": origin.key_id, "verified": origin.verified,
-           "bundles": origin.bundles, "round": origin.round}
-    if json_out:
-        emit_json(out)
-        return
-    typer.echo(f"Model {path}: {out['learner']} learner, created {out['created']}, n = {out['n']}.")
-    typer.echo(f"Study codebook {str(out['codebook_fingerprint'])[:16]}…; certificate: worst-case error ≤ {out['worst_case_error']}.")
-    if not origin.signed:
-        typer.echo("Signature: unsigned (sites can use it only with --allow-unsigned).")
-    else:
-        how = "verified against the trust store" if origin.verified else "not verified: pass --trust DIR"
-        typer.echo(f"Signature: by learner {origin.signer!r}, key {origin.key_id} ({how}).")
-    typer.echo(f"Fitted on {len(origin.bundles)} bundle(s)" + (f" of round {origin.round}" if origin.round else "") + ":")
-    for b in origin.bundles:
-        typer.echo(f"  {b['site']:<20} bundle sha256 {b['digest']}")

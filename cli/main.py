@@ -22,6 +22,7 @@ from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
 from . import keys as keys_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
+from . import report as _report  # noqa: F401  (registers `marg report`)
 from .app import app, schema_app
 from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
 
@@ -80,12 +81,17 @@ def export_cmd(
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
-    stats: Annotated[str, typer.Option(help="first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "first",
-    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (implies --stats pairs).')] = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export (Laplace, pure DP).")] = None,
+    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair while the pair tables hold at most 250,000 cells; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); pairs-only: the --pairs tables alone (the default with @REQUEST); all: every pair.")] = "auto",
+    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (round 2: releases those pair tables alone).')] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ at which a --rho export is also reported as (ε, δ)-DP.")] = 1e-6,
-    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (default 0.5 when pairs are released).")] = None,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ).")] = 1e-6,
+    mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
+    allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
+    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
+    round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
+    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -111,8 +117,8 @@ def export_cmd(
         if pairs.startswith("@"):
             req = read_request(pairs[1:], fingerprint=cb.fingerprint)
             pair_list = parse_pairs(cb, req.spec)
-            if stats == "first":
-                stats = "pairs"
+            if stats in ("first", "auto"):
+                stats = "pairs-only"  # round 2: the first-order tables came in round 1
         else:
             pair_list = parse_pairs(cb, pairs)
     from marg.protocols.site import SiteConfig
@@ -126,10 +132,32 @@ def export_cmd(
     sk = load_signing_key(key, passphrase) if key else None
     recipient = load_seal_public_key(to) if to else None
     recipient_name = to.name.split(".")[0] if to else None
+    round_id = None
+    if round_ is not None:
+        from marg.protocols.rounds import read_round
+
+        round_id = read_round(round_, cb.fingerprint)
     prog = Progress(f"export {site}")
+    if evaluate is not None:
+        from marg.api import load_model
+        from marg.errors import InputError
+        from marg.protocols.evaluation import evaluate_site, model_digest
+
+        if no_ledger:
+            raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
+        if holdout is not None or pairs:
+            raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
+        m = load_model(evaluate, schema)
+        res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
+                            mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
+                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
+        prog.done()
+        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+                   f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
+        return
     res = export_site(
-        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,
-        first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+        first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )
@@ -155,28 +183,40 @@ def _privacy_words(p: dict | None) -> str:
         return "exact counts (no differential privacy)"
     if p.get("mechanism") == "laplace":
         return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)"
-    return f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    words = f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    if p.get("target"):
+        words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
+    return words
 
 
 @app.command("inspect")
 def inspect_cmd(
-    bundle: Annotated[Path, typer.Argument(help="A bundle file or a model file.")],
+    bundle: Annotated[Path, typer.Argument(help="A bundle file, or a model file (who signed it, from which bundles).")],
     json_out: JsonOpt = False,
     key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
 ) -> None:
-    """Say in plain words what a bundle (or a model: who signed it, from which bundles) contains."""
+    """Say in plain words what a bundle (or a model file) contains."""
     from marg.protocols.bundle import Bundle, read_bundle_bytes
     from marg.protocols.keys import load_seal_key
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
     from marg.protocols.signing import verify_bundle
 
-    raw = read_bundle_bytes(bundle)
-    if raw[:1] == b"{":  # a model file (JSON)
-        from .learn import inspect_model
+    if bundle.is_file() and bundle.read_bytes()[:1] == b"{":
+        from marg.protocols.model_signing import describe_model_file, verify_model_file
 
-        inspect_model(bundle, trust, json_out)
+        d = describe_model_file(bundle)
+        d["verified_signer"] = verify_model_file(bundle, trust) if trust is not None else None
+        if json_out:
+            emit_json(d)
+            return
+        who = f"signed by {d['signer']!r} (key {str(d['key_id'])[:12]}…)" if d["signed"] else "unsigned"
+        typer.echo(f"Model {bundle}: {d['learner']}, {who}" + (", signature verified" if d["verified_signer"] else "")
+                   + f"; codebook {str(d['codebook_fingerprint'])[:16]}…; certificate {d['worst_case_error']}")
+        for b in d["bundles"]:
+            typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
         return
+    raw = read_bundle_bytes(bundle)
     if is_sealed(raw):
         if key is None:
             raise InputError(

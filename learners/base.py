@@ -29,7 +29,7 @@ import numpy as np
 
 from marg.errors import InputError, NotFittedError
 
-CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma", "W(h)"]
+CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma", "W(h)", "holdout"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,9 @@ class Certificate:
         upper bound (graphs with cycles); ``hinge``: the worst-case hinge loss (= 2R*), which
         bounds the deterministic rule's 0-1 error; ``2gamma``: the Rényi bound 2γ, for
         distributions with exactly the released pairwise marginals; ``W(h)``: the exact
-        worst-case 0-1 error of the model's own (deterministic) rule over the uncertainty set.
+        worst-case 0-1 error of the model's own (deterministic) rule over the uncertainty set;
+        ``holdout``: an upper confidence bound on the deterministic rule's error rate from
+        the sites' held-out rows (:mod:`marg.learners.holdout_certificate`).
     coverage : float or None
         Probability with which the uncertainty set holds the truth (λ calibrated to a
         simultaneous coverage level); None when λ was set by hand (``s``).
@@ -64,7 +66,7 @@ class Certificate:
     @property
     def trivial(self) -> bool:
         """A 0-1 bound no better than guessing uniformly: value ≥ 1 − 1/K."""
-        if self.kind not in ("R*", "R*_L", "W(h)"):
+        if self.kind not in ("R*", "R*_L", "W(h)", "holdout"):
             return False
         return self.value >= 1.0 - 1.0 / self.n_classes - 1e-9
 
@@ -74,6 +76,9 @@ class Certificate:
             return "(2γ: for distributions with the released pairwise marginals; no sampling margin)"
         if self.kind == "hinge":
             return "(worst-case hinge loss, = 2·R*: bounds the deterministic rule's worst-case error)"
+        if self.kind == "holdout":
+            return (f"(the rule's error rate on the sites' held-out patients' population, released with its noise; "
+                    f"holds with probability ≥ {self.coverage:.0%} over the held-out sample and the noise)")
         bound = {"R*_L": "local-polytope bound R*_L ≥ R*, ", "W(h)": "the rule's own worst case, "}.get(self.kind, "")
         if self.coverage is None:
             return f"({bound}λ set by --s; not calibrated to a coverage level)"
@@ -190,9 +195,14 @@ class MarginalEstimator:
         return {k: _jsonable(v) for k, v in self.get_params().items() if k not in self._transient}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready model: ``{"learner", "params", "state"}``."""
+        """JSON-ready model: ``{"learner", "params", "state", "certificate"}`` — the certificate
+        as it stands, which may have replaced the learner's own (W(h) of Rényi's rule, a
+        holdout bound)."""
         self._check_fitted()
-        return {"learner": self.learner, "params": self.saved_params(), "state": self._state()}
+        c = self.certificate_
+        return {"learner": self.learner, "params": self.saved_params(), "state": self._state(),
+                "certificate": {"value": float(c.value), "kind": c.kind, "coverage": c.coverage,
+                                "approximate": bool(c.approximate)}}
 
     @classmethod
     def from_dict(cls, d: Any) -> "MarginalEstimator":
@@ -211,6 +221,8 @@ class MarginalEstimator:
             valid = set(cls.param_names())
             est = cls(**{k: cls._param_from_json(k, v) for k, v in params.items() if k in valid})
             est._load_state(state)
+            if "certificate" in d:  # files without it (previous releases) keep the learner's own
+                est.certificate_ = _certificate_from(d["certificate"], est.certificate_.n_classes)
         except InputError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -227,6 +239,17 @@ class MarginalEstimator:
 
     def _load_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _certificate_from(rec: Any, n_classes: int) -> Certificate:
+    if not isinstance(rec, dict):
+        raise TypeError(f"certificate must be an object, got {type(rec).__name__}")
+    kind = check_choice("certificate kind", rec.get("kind"), CertificateKind)
+    value = float(rec["value"])
+    if not 0.0 <= value <= 1.0 + 1e-9 and kind != "hinge":
+        raise ValueError(f"certificate value {value!r} outside [0, 1]")
+    cov = rec.get("coverage")
+    return Certificate(value, kind, None if cov is None else float(cov), bool(rec.get("approximate", False)), n_classes)
 
 
 def _same(a: Any, b: Any) -> bool:

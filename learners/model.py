@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from marg.marginals.codebook import Codebook
-from marg.errors import InputError
+from marg.errors import InputError, MargError
 from marg._util import atomic_write_bytes
 
 from .base import LEARNERS, estimator_class
@@ -100,6 +100,16 @@ class Model:
 
     @classmethod
     def from_dict(cls, d: Any, source: str = "model") -> "Model":
+        """A model from its JSON dict; anything malformed is one InputError line naming ``source``."""
+        try:
+            return cls._from_dict(d, source)
+        except MargError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            raise InputError(f"{source}: malformed model file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+    @classmethod
+    def _from_dict(cls, d: Any, source: str = "model") -> "Model":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise InputError(f"{source}: not a marg model file")
         if d.get("version") not in READS:

@@ -4,9 +4,12 @@ The rule h(x) = argmax_y log π̂_y + Σ_i log P̂(x_i | y) needs only the table
 P̂(x_i = a | y) = (N[a, y] + α) / (N[y] + α·m_i) with a pseudo-count α (negative noisy counts
 are clipped to 0 first), π̂_y = (N[y] + α)/(n + α·K). It is additive in one-hot features, so
 its worst-case error over the first-order uncertainty set U = {p : |E_pΦ − τ| ≤ λ} (λ
-calibrated as for the MRC) is computed exactly by :func:`marg.learners.minimax.fixed_rule.certify_rule`:
-``certificate_`` is that W(h) — a valid bound on the error of the rule it predicts with,
-over every distribution the released tables allow. Noise in the tables changes the rule,
+calibrated as for the MRC) is bounded by the one-LP Lagrangian bound W_L ≥ W(h)
+(:func:`marg.learners.minimax.fixed_rule_lp.certify_rule_lp`, fast) and, with
+``certify="exact"`` (the default), computed by row generation with exact MILP separation
+(:func:`marg.learners.minimax.fixed_rule.certify_rule`, valid at any stop):
+``certificate_`` is the smaller of the two — a valid bound on the error of the rule it
+predicts with, over every distribution the released tables allow. Noise in the tables changes the rule,
 never the validity of the bound.
 """
 
@@ -21,6 +24,7 @@ from .calibration import map_lambda
 from .features.blocks import FeatureMap, node_blocks
 from .features.statistics import map_moments
 from .minimax.fixed_rule import LinearRule, certify_rule
+from .minimax.fixed_rule_lp import certify_rule_lp
 
 
 class NaiveBayes(MarginalEstimator):
@@ -36,8 +40,11 @@ class NaiveBayes(MarginalEstimator):
     coverage : float
     features : sequence of str or None
         Discrete features used (None: every discrete feature).
+    certify : {"exact", "bound"}
+        ``"exact"``: W(h) by row generation (at most ``time_limit`` seconds), or the LP bound
+        W_L if smaller; ``"bound"``: the LP bound W_L only (one LP; for model choice).
     time_limit : float or None
-        Seconds for the certificate's computation (the bound is valid at any stop).
+        Seconds for the exact certificate's computation (the bound is valid at any stop).
     callback : callable or None
         Progress records of the certificate's row generation.
 
@@ -56,9 +63,10 @@ class NaiveBayes(MarginalEstimator):
     display_name = "a naive-Bayes"
 
     def __init__(self, alpha: float = 0.5, s: float | None = None, coverage: float = 0.95,
-                 features: Sequence[str] | None = None, time_limit: float | None = None,
+                 features: Sequence[str] | None = None, certify: str = "exact", time_limit: float | None = 120.0,
                  callback: Callable[[dict], None] | None = None):
         self.alpha = alpha
+        self.certify = certify
         self.s = s
         self.coverage = coverage
         self.features = features
@@ -70,6 +78,10 @@ class NaiveBayes(MarginalEstimator):
         check_number("s", self.s, low=0, none_ok=True)
         check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
         check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
+        if self.certify not in ("exact", "bound"):
+            from marg.errors import InputError
+
+            raise InputError(f"certify must be 'exact' or 'bound', got {self.certify!r}")
 
     def fit(self, summary: Any) -> "NaiveBayes":
         """Fit the rule from the first-order tables and certify it. Returns self."""
@@ -92,7 +104,11 @@ class NaiveBayes(MarginalEstimator):
         b0 = np.log((Ny + a) / (Ny.sum() + a * K))
         lam = map_lambda(m, fmap, s=self.s, coverage=self.coverage)
         rule = LinearRule(fmap, W, b0)
-        cert = certify_rule(rule, fmap, m.tau, lam, time_limit=self.time_limit, callback=self.callback)
+        value, converged = float(certify_rule_lp(rule, fmap, m.tau, lam)), False
+        if self.certify == "exact":
+            cert = certify_rule(rule, fmap, m.tau, lam, time_limit=self.time_limit, callback=self.callback)
+            if cert.value <= value:
+                value, converged = float(cert.value), bool(cert.converged)
         self.map_ = fmap
         self.weights_ = W
         self.intercept_ = b0
@@ -101,8 +117,8 @@ class NaiveBayes(MarginalEstimator):
         self.prior_ = np.asarray(summary.prior, dtype=np.float64)
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
-        self.certificate_converged_ = bool(cert.converged)
-        self.certificate_ = Certificate(cert.value, "W(h)", self.coverage if self.s is None else None, False, K)
+        self.certificate_converged_ = converged
+        self.certificate_ = Certificate(value, "W(h)", self.coverage if self.s is None else None, False, K)
         return self
 
     # -------------------------------------------------------------- predict

@@ -63,7 +63,7 @@ import numpy as np
 from marg.errors import InputError
 
 from .base import Certificate, MarginalEstimator, check_choice, check_number
-from .features.quadratic import discrete_blocks, label_contrast, second_moments
+from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .renyi_problem import (
     RCOND,
     _is_separable,
@@ -96,7 +96,7 @@ def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[lis
     """Resolve the feature names and the (possibly restricted) summary to fit on."""
     cb = summary.codebook
     if features is None:
-        names = list(cb.feature_names)
+        names = paired_features(summary)
     else:
         if isinstance(features, str):
             raise InputError(f"features must be a list of feature names, got the string {features!r}")
@@ -172,6 +172,10 @@ class RenyiClassifier(MarginalEstimator):
     classes_ : tuple of str
     feature_names_in_ : list of str
         Feature names used, codebook order.
+    unpaired_ : list of str
+        Discrete features left out because their pair tables were not all released (round 2
+        of the two-round protocol released the requested features' pairs only); empty when
+        ``features`` is given or every pair was released.
     columns_ : ndarray of int, shape (p,)
         Their column positions in the codebook (the columns of X at predict time).
     sizes_ : ndarray of int, shape (p,)
@@ -281,6 +285,7 @@ class RenyiClassifier(MarginalEstimator):
                 sep[k] = separable_solution(z0, b0, p, sizes, N) is not None
         self.classes_ = tuple(summary.classes)
         self.feature_names_in_ = names
+        self.unpaired_ = [] if self.features is not None else [f for f in cb.discrete_names if f not in names]
         self.columns_ = np.array([cb.index(nm) for nm in names], dtype=np.int64)
         self.sizes_ = sizes
         self.levels_ = [tuple(cb.feature(nm).level_names) for nm in names]
@@ -401,6 +406,7 @@ class RenyiClassifier(MarginalEstimator):
 
     def _report(self) -> dict[str, Any]:
         return {
+            "unpaired_features": list(self.unpaired_),
             "gamma": _scalar_or_list(self.gamma_),
             "hgr_lower_bound": _scalar_or_list(self.hgr_lower_bound_),
             "separable": bool(self.separable_),
@@ -433,6 +439,7 @@ class RenyiClassifier(MarginalEstimator):
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
             "ridge_used": float(self.ridge_),
+            "unpaired": list(self.unpaired_),
             "fallback": [bool(v) for v in self.fallback_],
         }
 
@@ -465,6 +472,7 @@ class RenyiClassifier(MarginalEstimator):
         self.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
         self.certificate_approximate_ = bool(d.get("certificate_approximate", False))
         self.ridge_ = float(d.get("ridge_used", self.ridge or 0.0))
+        self.unpaired_ = [str(f) for f in d.get("unpaired", [])]
         self.fallback_ = np.asarray(d.get("fallback", [False] * len(d["gamma"])), dtype=bool)
         self.prior_ = np.asarray(d["prior"], dtype=np.float64)
         self.n_ = float(d["n"])

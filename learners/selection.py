@@ -41,7 +41,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .features.quadratic import discrete_blocks, label_contrast, second_moments
+from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .gbd import gbd, restricted_value
 from .group_lasso import NORMS, PathPoint, group_lasso, group_lasso_path, group_norms
 
@@ -93,14 +93,16 @@ class SelectionProblem:
 
 
 def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> SelectionProblem:
-    """Build Q_c, D_c from a Summary (all discrete features, or ``candidates``).
+    """Build Q_c, D_c from a Summary (the features whose pair tables are all present —
+    :func:`~marg.learners.features.quadratic.paired_features`: every feature after a
+    ``--stats all`` release, the requested ones after the two-round protocol — or ``candidates``).
 
     Raises InputError naming a raw numeric candidate (no pair statistics exist for it) and,
     through :func:`marg.learners.features.quadratic.second_moments`, a missing pair table.
     """
     cb = summary.codebook
     if candidates is None:
-        names = list(cb.feature_names)
+        names = paired_features(summary)
     else:
         if isinstance(candidates, str):
             raise InputError(f"candidates must be a list of feature names, got the string {candidates!r}")

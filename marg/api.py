@@ -78,54 +78,160 @@ AUTO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mrc", {}),
     ("dcc", {"edge_weight": "label"}),
     ("dcc", {"edge_weight": "cmi"}),
-    ("nb", {}),
+    ("nb", {"certify": "bound"}),  # the one-LP bound: the exact W(h) takes minutes on thousands of features
     ("renyi", {}),
 )
 """What ``--learner auto`` tries: (learner, its parameters) — all certified at the same coverage."""
+AUTO_NB_MAX_FEATURES = 2000  # beyond this, naive Bayes' certificate LP costs minutes per fit: auto skips it
+
+
+LOSO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("mrc", {}),
+    ("nb", {}),
+    ("renyi", {}),
+)
+FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
+"""Parameters of the leave-one-site-out folds only (their certificates are not used)."""
+"""What leave-one-site-out model choice compares: the binary additive rules (their error bound
+is a function of first-order and pairwise statistics; :mod:`marg.learners.cross_site`)."""
 
 
 @dataclass
 class Candidate:
-    """One learner tried by the automatic choice, with its certificate (None: could not be fitted)."""
+    """One learner tried by the automatic choice: its certificate (None: not fitted on the
+    whole summary) and, under leave-one-site-out choice, its score (mean fold bound)."""
 
     learner: str
     params: dict[str, Any]
     certificate: float | None
     kind: str
     note: str = ""
+    score: float | None = None
+
+
+def _make(learner: str, params: Mapping[str, Any], coverage: float, features: Sequence[str] | None) -> Any:
+    from marg.learners.base import estimator_class
+
+    cls = estimator_class(learner)
+    kw = dict(params)
+    if "coverage" in cls.param_names():
+        kw["coverage"] = coverage
+    if features is not None:
+        kw["features"] = list(features)
+    return cls(**kw)
+
+
+def _certified(est: Any, summary: Any, coverage: float) -> Any:
+    """A fitted estimator whose certificate bounds the error of the rule it predicts with."""
+    from marg.learners.certify import certify
+
+    if est.certificate_.kind in ("2gamma",):  # bounds the training sample only: certify the rule itself
+        est.certificate_ = certify(est, summary, coverage=coverage)
+    return est
+
+
+def loso_reason(summary: Any, features: Sequence[str] | None = None) -> str | None:
+    """Why leave-one-site-out choice does not apply to ``summary`` (None: it applies)."""
+    from marg.learners.cross_site import MAX_SITES, MIN_SITES
+
+    k = len(summary.site_parts)
+    if not MIN_SITES <= k <= MAX_SITES:
+        return f"leave-one-site-out needs {MIN_SITES}-{MAX_SITES} sites' own tables, have {k}"
+    if summary.n_classes != 2:
+        return f"leave-one-site-out scores binary rules; the label has {summary.n_classes} classes"
+    if features is not None:
+        return "features were selected: leave-one-site-out scores rules over every feature"
+    cb = summary.codebook
+    if cb.numeric_names:
+        return "raw numeric features: their rules are not sums of one-hot scores"
+    disc = cb.discrete_names
+    for a_i, a in enumerate(disc):
+        for b in disc[a_i + 1:]:
+            if not summary.has_clique((a, b)):
+                if summary.pairs:  # round 2 of the two-round protocol: the requested features' pairs
+                    return (f"pair tables of some features only (none of {a!r} and {b!r}): leave-one-site-out "
+                            "scores rules over every feature")
+                return f"no pair table of {a!r} and {b!r} (export with --stats all)"
+    return None
 
 
 def choose_learner(summary: Any, coverage: float = 0.95, features: Sequence[str] | None = None,
-                   callback: Callable[[dict], None] | None = None) -> tuple[Any, list[Candidate]]:
-    """Fit every candidate of :data:`AUTO_CANDIDATES` on ``summary`` and keep the smallest certificate.
+                   callback: Callable[[dict], None] | None = None) -> tuple[Any, list[Candidate], str]:
+    """Pick the learner for ``summary`` without test data, and say why.
 
-    Every candidate's certificate is a valid bound on the worst-case error of its own rule
-    at the same coverage: R* for mrc/dcc (their randomized rule), W(h) for the additive rules
-    (naive Bayes, Rényi: :func:`marg.learners.certify.certify`, over first-order and forest
-    pairs). Candidates whose tables are missing (e.g. no pair tables) are skipped and say why.
+    With 2–20 sites' own tables, a binary label and every pair table
+    (:func:`loso_reason`): **leave-one-site-out** — each candidate of
+    :data:`LOSO_CANDIDATES` is fitted on all sites but one and scored by the error bound of
+    its rule on the left-out site's tables (:func:`marg.learners.cross_site.loso_scores`);
+    the smallest mean score wins and is refitted on every site. Otherwise every candidate of
+    :data:`AUTO_CANDIDATES` is fitted and the **smallest certificate** wins: R* for mrc/dcc
+    (their randomized rule), W(h) for the additive rules (naive Bayes, Rényi:
+    :func:`marg.learners.certify.certify`). Candidates whose tables are missing are skipped
+    and say why. The chosen model's certificate is a valid bound on its own rule's
+    worst-case error either way.
 
     Returns
     -------
-    (fitted estimator of the choice, the candidates in the order tried)
+    (fitted estimator of the choice, the candidates in the order tried, the rule used in words)
     """
-    from marg.errors import InputError as _InputError
-    from marg.learners.base import estimator_class
-    from marg.learners.certify import certify
+    reason = loso_reason(summary, features)
+    if reason is None:
+        return _choose_by_sites(summary, coverage, callback)
+    best, table = _choose_by_certificate(summary, coverage, features, callback)
+    return best, table, f"smallest certificate ({reason})"
 
+
+def _choose_by_sites(summary: Any, coverage: float, callback: Callable[[dict], None] | None):
+    from marg.learners.certify import linear_rule
+    from marg.learners.cross_site import FoldScore, loso_scores
+    from marg.marginals.summary import Summary, sum_tables
+
+    cb = summary.codebook
+    fits = [(f"{name}{params or ''}",
+             lambda s, n=name, p=params: _make(n, {**p, **FOLD_PARAMS.get(n, {})}, coverage, None).fit(s))
+            for name, params in LOSO_CANDIDATES]
+    scores = loso_scores(fits, cb, summary.site_parts, make_summary=lambda ts: Summary(cb, list(ts)),
+                         combine=lambda parts: sum_tables(parts)[0], rule_of=linear_rule)
+    table: list[Candidate] = []
+    best_k, best_score = None, float("inf")
+    for k, (name, params) in enumerate(LOSO_CANDIDATES):
+        sc = scores[fits[k][0]]
+        if isinstance(sc, FoldScore):
+            table.append(Candidate(name, dict(params), None, "", "", sc.score))
+            if callback is not None:
+                callback({"stage": "auto", "learner": name, "params": params, "score": sc.score, "folds": sc.folds})
+            if sc.score < best_score - 1e-12:
+                best_k, best_score = k, sc.score
+        else:
+            table.append(Candidate(name, dict(params), None, "", sc))
+    if best_k is None:
+        best, rest = _choose_by_certificate(summary, coverage, None, callback)
+        return best, table + rest, "smallest certificate (no candidate could be scored leave-one-site-out)"
+    name, params = LOSO_CANDIDATES[best_k]
+    est = _certified(_make(name, params, coverage, None).fit(summary), summary, coverage)
+    table[best_k].certificate, table[best_k].kind = float(est.certificate_.value), est.certificate_.kind
+    return est, table, (f"leave-one-site-out over {len(summary.site_parts)} sites: the smallest mean error "
+                        f"bound ({best_score:.4f}) on the left-out sites' tables")
+
+
+def _choose_by_certificate(summary: Any, coverage: float, features: Sequence[str] | None,
+                           callback: Callable[[dict], None] | None) -> tuple[Any, list[Candidate]]:
     best, table = None, []
+    lab = summary.codebook.label.name
+    has_pairs = any(t.kind == "counts" and len([a for a in t.clique if a != lab]) >= 2 for t in summary.tables)
+    n_feats = len(features) if features is not None else len(summary.codebook.features)
     for learner, params in AUTO_CANDIDATES:
-        cls = estimator_class(learner)
-        kw = dict(params)
-        if "coverage" in cls.param_names():
-            kw["coverage"] = coverage
-        if features is not None:
-            kw["features"] = list(features)
-        est = cls(**kw)
+        if learner == "dcc" and not has_pairs:
+            table.append(Candidate(learner, params, None, "", "no pair tables released (it would be the MRC)"))
+            continue
+        if learner == "nb" and n_feats > AUTO_NB_MAX_FEATURES:
+            table.append(Candidate(learner, params, None, "", f"{n_feats:,} features: its certificate's LP takes minutes "
+                                                             "(fit --learner nb to compute it)"))
+            continue
+        est = _make(learner, params, coverage, features)
         try:
-            est.fit(summary)
-            if est.certificate_.kind in ("2gamma",):  # not a bound on test error: certify the rule itself
-                est.certificate_ = certify(est, summary, coverage=coverage)
-        except _InputError as exc:
+            _certified(est.fit(summary), summary, coverage)
+        except InputError as exc:
             table.append(Candidate(learner, params, None, "", str(exc)))
             continue
         cert = est.certificate_
@@ -135,7 +241,7 @@ def choose_learner(summary: Any, coverage: float = 0.95, features: Sequence[str]
         if best is None or cert.value < best.certificate_.value - 1e-12:
             best = est
     if best is None:
-        raise _InputError("no learner could be fitted on these summaries: " + "; ".join(f"{c.learner}: {c.note}" for c in table))
+        raise InputError("no learner could be fitted on these summaries: " + "; ".join(f"{c.learner}: {c.note}" for c in table))
     return best, table
 
 
@@ -167,8 +273,8 @@ def learn(
     Parameters
     ----------
     summary : marginals.summary.Summary
-    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner of
-        the smallest certificate (:func:`choose_learner`; only ``coverage`` may be given).
+    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner
+        (:func:`choose_learner`; only ``coverage`` may be given).
     select : {"none", "group-lasso", "gbd"}
     max_features, feature_cost, norm, time_limit : feature selection (see
         :func:`marg.learners.selection.select_features`).
@@ -212,22 +318,25 @@ def learn(
             est.set_params(features=list(selection.selected))
     table = None
     if auto:
-        est, table = choose_learner(summary, coverage=float(options.get("coverage", 0.95)),
-                                    features=None if selection is None else selection.selected, callback=callback)
+        est, table, why = choose_learner(summary, coverage=float(options.get("coverage", 0.95)),
+                                         features=None if selection is None else selection.selected, callback=callback)
         learner = est.learner
     else:
-        est.fit(summary)
+        _certified(est.fit(summary), summary, float(getattr(est, "coverage", 0.95) or 0.95))
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
     if table is not None:
         report["auto"] = [{"learner": c.learner, "params": c.params, "certificate": c.certificate, "kind": c.kind,
-                           "note": c.note} for c in table]
+                           "score": c.score, "note": c.note} for c in table]
+        report["auto_rule"] = why
     if selection is not None:
         report["features"] = list(selection.selected)
         report["selected"] = list(selection.selected)
         report["selection"] = {"method": select, "status": selection.status, "objective": selection.objective,
-                               "lambda": selection.lam}
+                               "lambda": selection.lam,
+                               "path": [{"lam": p["lam"], "n_active": p["n_active"], "entered": p["entered"]}
+                                        for p in selection.path if select == "group-lasso" and "lam" in p]}
         if select == "gbd":
             report["gap"] = selection.gap
             report["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)
@@ -253,66 +362,15 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
             f"guarantees no more than a coin; " + ", ".join(remedies))
 
 
-def save_model(model: Any, path: str | Path, sign_key: str | Path | None = None,
-               passphrase_file: str | Path | None = None, round_id: str | None = None) -> dict[str, Any]:
-    """Write a fitted model, bound to its bundles (and round) and signed with the learner's key.
-
-    Parameters
-    ----------
-    sign_key : path to ``LEARNER.sign.key``, optional
-        Signs the model; the signer's name is the file name before ``.sign.key``. Without
-        it the model is written unsigned (sites need ``--allow-unsigned`` to use it).
-
-    Returns
-    -------
-    dict
-        What was written (its ``signature`` is None when unsigned).
-    """
-    from marg.protocols.keys import SIGN_KEY_SUFFIX, load_signing_key, read_passphrase_file
-    from marg.protocols.model_signing import model_file_dict, write_model_dict
-
-    key = signer = None
-    if sign_key is not None:
-        p = Path(sign_key)
-        if not p.name.endswith(SIGN_KEY_SUFFIX):
-            raise InputError(f"--sign-key must be the learner's NAME{SIGN_KEY_SUFFIX} file, got {p.name!r}")
-        key = load_signing_key(p, read_passphrase_file(passphrase_file) if passphrase_file else None)
-        signer = p.name[: -len(SIGN_KEY_SUFFIX)]
-    d = model_file_dict(model.to_dict(), key, signer, round_id)
-    write_model_dict(d, path)
-    return d
-
-
-def load_model(path: str | Path, schema: str | Path | None = None, trust: str | Path | None = None,
-               allow_unsigned: bool = False) -> Any:
-    """A site's way to read a model: verify its signature, check its codebook, load it.
-
-    Parameters
-    ----------
-    path : model file
-    schema : the site's codebook; required unless ``allow_unsigned``; a model fitted under
-        another codebook is refused.
-    trust : folder of ``LEARNER.sign.pub`` (the learners this site trusts)
-    allow_unsigned : accept an unsigned model and skip the codebook requirement (experiments)
-
-    Returns
-    -------
-    (Model, ModelOrigin)
-        The model and who signed it from which bundles (:class:`marg.protocols.model_signing.ModelOrigin`).
-    """
+def load_model(path: str | Path, schema: str | Path | None = None) -> Any:
+    """A model file, checked against the site's codebook when ``schema`` is given."""
     from marg.learners.model import Model
     from marg.marginals.codebook import Codebook
-    from marg.protocols.model_signing import read_model_dict, verify_model_dict
 
-    name = str(path)
-    d = read_model_dict(path)
-    origin = verify_model_dict(d, trust, allow_unsigned=allow_unsigned, name=name)
-    if schema is None and not allow_unsigned:
-        raise InputError(f"{name}: give this site's codebook (--schema) so the model is checked against it")
-    m = Model.from_dict(d, source=name)
+    m = Model.load(path)
     if schema is not None:
         m.check_codebook(Codebook.load(schema))
-    return m, origin
+    return m
 
 
 def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str | None = None,
@@ -363,3 +421,51 @@ def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
 
     enc = encode_file(data, model.codebook, with_label=True)
     return evaluate(model, enc.X, enc.y)
+
+
+@dataclass
+class HoldoutResult:
+    """What :func:`certify_with_holdout` produced: the model with its new certificate and the bound's parts."""
+
+    model: Any
+    bound: Any
+    sites: list[str]
+
+
+def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], coverage: float = 0.95,
+                         trust: str | Path | None = None, allow_unsigned: bool = False, key: str | Path | None = None,
+                         passphrase_file: str | Path | None = None) -> HoldoutResult:
+    """Replace a model's certificate by the holdout bound of the sites' evaluation releases.
+
+    Every bundle is verified like a training bundle and must be an evaluation of *this* model
+    file (its SHA-256) under its study codebook, one per site; the bound is
+    :func:`marg.learners.holdout_certificate.holdout_bound` at ``coverage``.
+    """
+    from marg.learners.base import Certificate
+    from marg.learners.holdout_certificate import holdout_bound
+    from marg.learners.model import Model
+    from marg.protocols.aggregate import summary_from_bundles
+    from marg.protocols.evaluation import PREDICTED, evaluation_codebook, model_digest
+    from marg.protocols.load import load_verified_bundles
+
+    model = Model.load(model_path)
+    digest = model_digest(model_path)
+    loaded = load_verified_bundles(list(bundles), trust=trust, allow_unsigned=allow_unsigned, key=key,
+                                   passphrase_file=passphrase_file)
+    ecb = evaluation_codebook(model.codebook)
+    for p, b in zip(bundles, loaded):
+        ev = b.header.get("evaluation")
+        if not isinstance(ev, dict):
+            raise InputError(f"{p}: not an evaluation release (export it with marg export DATA --evaluate MODEL)")
+        if ev.get("model") != digest:
+            raise InputError(f"{p}: evaluates model {str(ev.get('model'))[:16]}…, not {Path(model_path).name} ({digest[:16]}…)")
+        if b.fingerprint != ecb.fingerprint:
+            raise InputError(f"{p}: its evaluation codebook differs from this model's (another study or label)")
+    summary = summary_from_bundles(loaded, [str(p) for p in bundles])
+    bound = holdout_bound(summary, PREDICTED, coverage)
+    est = model.estimator
+    est.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(model.codebook.label.classes))
+    sites = [s["site"] for s in summary.provenance.get("sites", [])]
+    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "sites": sites,
+                                                        "bundles": [b.digest() for b in loaded]}}
+    return HoldoutResult(model, bound, sites)

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from marg.learners.model import Model, evaluate
+from marg._util import atomic_write_bytes
+from marg.api import evaluate_file, learn
 from marg.learners.mrc import MRC
-from marg.learners.renyi import RenyiClassifier
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
 from marg.marginals.privacy import PrivacyCost
@@ -25,7 +26,6 @@ from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.export import export_site
 from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
 from marg.protocols.ledger import Ledger
-from marg.protocols.model_signing import model_file_dict, write_model_dict
 from marg.protocols.signing import load_verified_bundle
 from marg.protocols.site import SiteConfig, init_site
 
@@ -33,6 +33,7 @@ SITE_ROWS = {"north": 6000, "south": 4000, "city": 8000}
 HOLDOUT = 0.25
 EPSILON = 2.0  # per export, per site
 CAP = 4.0  # each site's total budget for this dataset
+CAP_DELTA = 1e-5
 MARKER = ".marg-demo"
 
 
@@ -82,8 +83,9 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"2. Keys: each site has an Ed25519 signing key (its public half is in the learner's trust store);"
          f" the learner has an X25519 key ({learner_keys.seal_id[:12]}…) that sites seal bundles to.")
 
-    echo(f"3. Each site pins its key, records a privacy cap of ε = {CAP:g} in its signed ledger and exports DP tables"
-         f" at ε = {EPSILON:g} (Laplace noise through OpenDP), signed, sealed and recorded in that ledger:")
+    echo(f"3. Each site pins its key, records a privacy cap of (ε = {CAP:g}, δ = {CAP_DELTA:g}) in its signed ledger and"
+         f" exports DP tables at (ε = {EPSILON:g}, δ = 1e-6) (Gaussian noise through OpenDP, the export's default),"
+         " signed, sealed and recorded in that ledger:")
     bundles = []
     learner_pub = load_seal_public_key(learner_keys.seal_pub)
     configs = {}
@@ -91,10 +93,10 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         # the site's configuration (its own folder, as $MARG_HOME would be): pinned key, ledger, signed cap
         sk = load_signing_key(site_keys[site].sign_key)
         cfg = configs[site] = init_site(site, site_keys[site].sign_key, sk, f["dir"] / "marg-ledger", home=f["dir"] / "config")
-        Ledger(cfg.ledger, site=cfg).set_cap(PrivacyCost(epsilon=CAP), sk, site)
+        Ledger(cfg.ledger, site=cfg).set_cap(PrivacyCost(epsilon=CAP, delta=CAP_DELTA), sk, site)
         out = f["dir"] / f"{site}.bundle"
         res = export_site(
-            f["train"], codebook, site, out, stats="all", epsilon=EPSILON, signing_key=sk, recipient=learner_pub,
+            f["train"], codebook, site, out, epsilon=EPSILON, signing_key=sk, recipient=learner_pub,
             recipient_name="learner", ledger_dir=cfg.ledger, site_home=cfg.home,
         )
         d = res.bundle.describe()
@@ -110,20 +112,25 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"4. The learner opens and verifies {len(loaded)} bundles (signatures checked against its trust store) and")
     echo(f"   aggregates them: n ≈ {summary.n:,.0f} patients, class balance {prev} (noisy tables post-processed)")
     models = {}
+    chosen = learn(summary, "auto", {})
+    models["auto"] = chosen.model
+    models["mrc"] = Model(learner="mrc", codebook=codebook, estimator=MRC().fit(summary),
+                          info={"sites": summary.provenance["sites"]})
+    from marg.protocols.model_signing import sign_model_file
+
     learner_sign = load_signing_key(learner_keys.sign_key)
-    for name, est in (("mrc", MRC()), ("renyi", RenyiClassifier())):
-        est.fit(summary)
-        m = Model(learner=name, codebook=codebook, estimator=est, info={"sites": summary.provenance["sites"]})
-        # signed by the learner, bound to the bundles it came from: sites verify before use
-        write_model_dict(model_file_dict(m.to_dict(), learner_sign, "learner"), keys_dir / f"{name}.model.json")
-        models[name] = m
+    for name, m in models.items():
+        m.save(keys_dir / f"{name}.model.json")
+        sign_model_file(keys_dir / f"{name}.model.json", learner_sign, "learner")  # sites verify it before use
+    auto_cert = chosen.model.estimator.certificate_
     echo(
-        "5. Models fitted from the summaries alone, signed by the learner, each with a certificate (worst-case error bound):\n"
-        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)\n"
-        f"   Rényi {models['renyi'].worst_case_error:.3f}  (2γ for the pairwise marginals, widened by a 95% margin for the DP noise)"
+        f"5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
+        f"   default ({chosen.model.learner}, chosen by {chosen.report['auto_rule']}):\n"
+        f"         {models['auto'].worst_case_error:.3f}  {auto_cert.words()}\n"
+        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)"
     )
     echo("6. Each site evaluates both models on its own held-out patients:")
-    echo(f"   {'site':<6} {'rows':>6}  {'MRC error':>9}  {'Rényi error':>11}")
+    echo(f"   {'site':<6} {'rows':>6}  {'default error':>13}  {'MRC error':>9}")
     results: dict[str, dict[str, float]] = {}
     total = {name: 0.0 for name in models}
     n_all = 0
@@ -134,9 +141,9 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         n_all += enc.n
         for name in models:
             total[name] += r[name] * enc.n
-        echo(f"   {site:<6} {enc.n:>6,}  {r['mrc']:>9.3f}  {r['renyi']:>11.3f}")
+        echo(f"   {site:<6} {enc.n:>6,}  {r['auto']:>13.3f}  {r['mrc']:>9.3f}")
     results["all"] = {name: total[name] / n_all for name in models}
-    echo(f"   {'all':<6} {n_all:>6,}  {results['all']['mrc']:>9.3f}  {results['all']['renyi']:>11.3f}")
+    echo(f"   {'all':<6} {n_all:>6,}  {results['all']['auto']:>13.3f}  {results['all']['mrc']:>9.3f}")
     echo("   The certificates bound the error on the pooled population the summaries describe; a single site")
     echo("   whose patients differ (north and south are older) can sit above them.")
 
@@ -149,6 +156,17 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         audits[site] = rep
         status = "chain and signatures verified, bundle accounted for" if rep.ok else f"FAILED: {rep.reason}"
         echo(f"   {site:<6} {rep.n_entries} release(s) to 'learner', ε spent {spent.epsilon:.3g} of {CAP:g}; {status}")
-    echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'} --key {site_keys['north'].sign_pub}")
+    from marg.reports.audit_page import audit_page
+    from marg.reports.model_card import model_card
+
+    card = keys_dir / "model-card.html"
+    atomic_write_bytes(card, model_card(models["auto"], evaluate_file(models["auto"], files["north"]["test"]),
+                                        source="auto.model.json").encode("utf-8"))
+    page = files["north"]["dir"] / "ledger.html"
+    atomic_write_bytes(page, audit_page(Ledger(files["north"]["dir"] / "marg-ledger"),
+                                        public_key=site_keys["north"].sign_pub).encode("utf-8"))
+    echo(f"8. Reports: the model card {card} (marg report) and north's ledger page {page} (marg audit show --html).")
+    echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'} "
+         f"--key {site_keys['north'].sign_pub}")
     return {"workdir": workdir, "bundles": bundles, "summary": summary, "files": files, "models": models,
-            "errors": results, "audits": audits}
+            "errors": results, "audits": audits, "reports": {"model_card": card, "ledger": page}}

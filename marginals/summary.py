@@ -88,6 +88,9 @@ class Summary:
         When some table carries DP noise, make the tables consistent and non-negative
         first (:func:`marginals.postprocess.postprocess_tables`; free under DP), and let
         learners project second-moment matrices onto the PSD cone. Default True.
+    site_parts : sequence of (site, tables), optional
+        Each site's own tables when the aggregator kept them (few sites): what
+        leave-one-site-out model choice evaluates on. Not part of the summary's statistics.
 
     Attributes
     ----------
@@ -104,8 +107,10 @@ class Summary:
         provenance: dict[str, Any] | None = None,
         parent_fingerprint: str | None = None,
         postprocess: bool = True,
+        site_parts: Sequence[tuple[str, Sequence[MarginalTable]]] = (),
     ):
         self.codebook = codebook
+        self.site_parts = tuple((str(site), tuple(ts)) for site, ts in site_parts)
         self.provenance = dict(provenance or {})
         self.parent_fingerprint = parent_fingerprint
         self._tables: dict[tuple[tuple[str, ...], str], MarginalTable] = {}

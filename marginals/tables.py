@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .encoding import Encoded
 
 KINDS = ("counts", "moments")
-STATS = ("first", "pairs", "all")
+STATS = ("first", "pairs", "pairs-only", "all")
 
 
 @dataclass(frozen=True)
@@ -134,11 +134,17 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
 
     ``first``: ``N[y]`` and ``N[x_i, y]`` for every discrete feature (moments for raw numeric
     ones); ``pairs``: first plus ``N[x_i, x_j, y]`` for the given pairs (all pairs if none);
-    ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features.
+    ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features;
+    ``pairs-only``: the given pairs' tables alone (round 2 of the two-round protocol: the
+    first-order tables came in round 1).
     """
     if stats not in STATS:
         raise InputError(f"unknown --stats {stats!r} (expected one of {', '.join(STATS)})")
     lab = codebook.label.name
+    if stats == "pairs-only":
+        if not pairs:
+            raise InputError("--stats pairs-only needs --pairs")
+        return [(a, b, lab) for a, b in pairs]
     out: list[tuple[str, ...]] = [(lab,)]
     for f in codebook.features:
         out.append((f.name, lab))
@@ -155,6 +161,27 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
         chosen = list(pairs) if pairs else list(combinations(disc, 2))
     out.extend((a, b, lab) for a, b in chosen)
     return out
+
+
+MAX_PLAN_CELLS = 1 << 28  # 268 M counts (2 GiB as int64): a release plan above this is refused before counting
+
+
+def check_plan_size(codebook: Codebook, cliques: Sequence[tuple[str, ...]], max_cells: int = MAX_PLAN_CELLS) -> int:
+    """The number of counts a plan releases; a one-line InputError naming the largest tables
+    when it exceeds ``max_cells`` (before any memory is allocated or data read)."""
+    lab = codebook.label.name
+    sizes = []
+    for c in cliques:
+        raw = any(a != lab and not codebook.feature(a).is_discrete for a in c)
+        cells = 2 * codebook.n_classes if raw else int(np.prod([float(codebook.attribute_size(a)) for a in c]))
+        sizes.append((cells, c))
+    total = sum(x for x, _ in sizes)
+    if total > max_cells:
+        big = sorted(sizes, reverse=True)[:2]
+        named = ", ".join(f"N[{','.join(c)}] {x:,.0f} cells" for x, c in big)
+        raise InputError(f"the release plan holds {total:,.0f} counts ({8 * total / 2**30:,.1f} GiB), over the limit of "
+                         f"{max_cells:,} ({named}): ask for fewer pairs or coarser levels")
+    return int(total)
 
 
 def code_dtype(n_levels: int) -> np.dtype:

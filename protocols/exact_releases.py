@@ -22,7 +22,9 @@ could recompute the hidden cells); such releases need DP.
 
 Keys are ``"n"``, ``"m:<json list of attributes>"``, ``"t:<json clique>"`` (suppressed
 table) and ``"s:<json clique>"`` (moments); digests are the first 32 hex characters of
-SHA-256 over shape and little-endian values.
+SHA-256 over shape and little-endian values. The codebook's fingerprint (key ``"codebook"``)
+scopes them: releases under different codebooks (a study's tables, an evaluation's confusion
+matrix) are different statistics even where attribute names coincide.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def _key(prefix: str, names: Sequence[str]) -> str:
     return prefix + json.dumps(list(names), separators=(",", ":"), ensure_ascii=False)
 
 
-def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables: Sequence[str] = ()) -> dict[str, str] | None:
+def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables: Sequence[str] = (),
+                    codebook: str = "") -> dict[str, str] | None:
     """The digests of what an exact release disclosed; None if it holds no exact table.
 
     Parameters
@@ -59,6 +62,7 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
     n_rows : int or None
         The row count the bundle states.
     suppressed_tables : names of tables with suppressed cells
+    codebook : the codebook fingerprint of the release (scopes the keys)
 
     Returns
     -------
@@ -69,7 +73,7 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
     exact = [t for t in tables if t.noise.is_exact]
     if not exact:
         return None
-    out: dict[str, str] = {}
+    out: dict[str, str] = {"codebook": str(codebook)}
     if n_rows is not None:
         out["n"] = str(int(n_rows))
     hidden = set(suppressed_tables)
@@ -83,6 +87,11 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
                 for sub in combinations(sorted(t.clique), r):
                     out[_key("m:", sub)] = _digest(t.marginal(sub), integer=True)
     return out
+
+
+def scope(digests: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """``(codebook fingerprint, the digests without it)`` of a release's digests."""
+    return str(digests.get("codebook", "")), {k: v for k, v in digests.items() if k != "codebook"}
 
 
 def _attributes(key: str) -> set[str]:

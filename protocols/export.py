@@ -20,15 +20,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
+from marg.marginals.holdout import Holdout, remember
 from marg.marginals.sources import Source, open_source
+from marg.marginals.sources.files import FileSource
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.privacy import PrivacyCost, plan_cost, privatize
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.allocation import ALLOCATIONS, half_split_weights
+from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
+from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
 
@@ -61,17 +65,45 @@ def count_file(
 
 
 def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
-    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest."""
-    if not 0.0 < first_share <= 1.0:
-        raise InputError(f"--first-order-share must be in (0, 1], got {first_share}")
-    lab = codebook.label.name
-    first = [len(c) == 1 or (len(c) == 2 and c[-1] == lab) for c in cliques]
-    n_first, n_high = sum(first), len(first) - sum(first)
-    if n_high == 0:
-        return [1.0] * len(first)
-    if first_share == 1.0:
-        raise InputError("--first-order-share 1 leaves no budget for the pair tables")
-    return [first_share / n_first if f else (1.0 - first_share) / n_high for f in first]
+    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest
+    (:func:`marg.marginals.allocation.half_split_weights` over the plan)."""
+    plan = [SimpleNamespace(clique=tuple(c), kind="counts") for c in cliques]
+    return half_split_weights(plan, codebook.label.name, first_share).tolist()
+
+
+MECHANISMS = ("gaussian", "laplace")
+MAX_AUTO_CELLS = 250_000  # --stats auto releases every pair while the pair tables hold at most this many cells
+
+
+def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str:
+    """``stats="auto"`` → what ``marg learn``'s default (the automatic choice) can use.
+
+    Under differential privacy: first-order tables and every pair of discrete features
+    (``"all"``: Rényi and the DCC need them) while the pair tables hold at most
+    :data:`MAX_AUTO_CELLS` cells (adult: 17,000; kr-vs-kp: 5,000); beyond that first-order
+    tables only (round 1 of the two-round protocol: ``marg request`` then asks for the pairs
+    of the screened features).
+    Exact releases: first-order tables only, since the min-cell rule would refuse most
+    pair tables of real data. Given ``pairs`` → ``"pairs"``.
+    """
+    if stats != "auto":
+        if stats not in STATS:
+            raise InputError(f"unknown --stats {stats!r} (expected one of auto, {', '.join(STATS)})")
+        return stats
+    if pairs:
+        return "pairs"
+    if not dp:
+        return "first"
+    sizes = [codebook.attribute_size(a) for a in codebook.discrete_names]
+    if len(sizes) < 2:
+        return "first"
+    total, cells = float(sum(sizes)), 0.0
+    for m in sizes:  # Σ_{i<j} m_i m_j K, accumulated without listing the pairs
+        total -= m
+        cells += m * total * codebook.label.n_classes
+        if cells > MAX_AUTO_CELLS:
+            return "first"
+    return "all"
 
 
 def export_site(
@@ -80,11 +112,15 @@ def export_site(
     site: str,
     out: str | Path,
     *,
-    stats: str = "first",
+    stats: str = "auto",
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
     rho: float | None = None,
     delta: float = 1e-6,
+    mechanism: str = "gaussian",
+    allocation: str = "half",
+    holdout: float | None = None,
+    round_id: str | None = None,
     first_share: float | None = None,
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -96,17 +132,33 @@ def export_site(
     engine: str | None = None,
     spark_master: str | None = None,
     site_home: str | Path | None = None,
-    round: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
     Parameters
     ----------
+    stats : {"auto", "first", "pairs", "all"}
+        The tables to release (:func:`resolve_stats` for ``"auto"``).
     epsilon, rho : float, optional
-        Total privacy budget of this export: Laplace (pure ε-DP) or Gaussian (ρ-zCDP,
-        reported at ``delta``). Neither: exact counts under the min-cell rule.
+        Total privacy budget of this export. ``epsilon`` with ``mechanism="gaussian"``
+        (the default): the discrete Gaussian at the largest ρ whose zCDP guarantee implies
+        (ε, ``delta``)-DP (:func:`marg.marginals.privacy.rho_for_epsilon`); with
+        ``mechanism="laplace"``: the discrete Laplace, pure ε-DP. ``rho``: Gaussian,
+        ρ-zCDP reported at ``delta``. Neither: exact counts under the min-cell rule.
+    mechanism : {"gaussian", "laplace"}
+        How ``epsilon`` is spent. The Gaussian's noise grows like the square root of the
+        number of tables, the Laplace's linearly: for releases of pair tables the Gaussian
+        is far less noisy at the same ε (δ = 1e-6).
+    allocation : {"half", "least-squares"}
+        How the budget is split across tables (:mod:`marg.marginals.allocation`).
     first_share : float, optional
-        Fraction of the budget for first-order tables (default: the privacy module's split).
+        Fraction of the budget for first-order tables (overrides ``allocation``).
+    round_id : str, optional
+        The learner's round id (:mod:`marg.protocols.rounds`), signed into the bundle.
+    holdout : float, optional
+        Leave this fraction of the rows out of every table (a file source and a ledger
+        folder needed): :mod:`marg.marginals.holdout` remembers the split beside the ledger,
+        for ``marg export --evaluate MODEL`` (:func:`marg.protocols.evaluation.evaluate_site`).
     min_cell, min_cell_policy
         Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
     signing_key : Ed25519PrivateKey, optional
@@ -117,9 +169,8 @@ def export_site(
         The site's ledger (None: not recorded). Its signed cap is enforced before anything
         is read; once the site is configured (``marg audit init``, :mod:`protocols.site`,
         found under ``site_home``) only its own ledger and key are accepted.
-    round : dict, optional
-        ``{id, learner, issued}`` of the learner's round this bundle answers
-        (:func:`protocols.rounds.read_round`): signed into the bundle, recorded in the ledger.
+    site_home : path, optional
+        The site's configuration folder (default ``$MARG_HOME``, :func:`protocols.site.site_home`).
     data, engine, spark_master
         The DATA argument (file, ``duckdb://``/``postgresql://`` URI, or a path or table
         for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
@@ -127,27 +178,47 @@ def export_site(
         location, table or query, never credentials).
     """
     from .ledger import Ledger
-    from .signing import finalize_bundle
     from .site import resolve_export_ledger
+    from .signing import finalize_bundle
 
     out = Path(out)
     if not (out.parent if str(out.parent) else Path(".")).exists():
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
+    if mechanism not in MECHANISMS:
+        raise InputError(f"unknown --mechanism {mechanism!r} (expected one of {', '.join(MECHANISMS)})")
     dp = epsilon is not None or rho is not None
+    target_epsilon = None
+    if epsilon is not None and mechanism == "gaussian":
+        target_epsilon, rho, epsilon = float(epsilon), rho_for_epsilon(epsilon, delta), None
+    elif rho is not None and mechanism == "laplace":
+        raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
+    stats = resolve_stats(codebook, stats, dp, pairs)
     cliques = plan_cliques(codebook, stats, pairs)
-    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else None
+    check_plan_size(codebook, cliques)
+    if allocation not in ALLOCATIONS:
+        raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
+    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
 
     # 1. The cost is known from the plan: check the budget before reading any data.
     requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     if ledger is not None:
-        ledger.check(requested)  # also refuses a missing, truncated, rolled-back or re-signed ledger
+        ledger.check(requested, round_id)  # also refuses a missing, truncated, rolled-back or re-signed ledger
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
+    spec = None
+    if holdout is not None:
+        if ledger_dir is None:
+            raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
+        spec = Holdout.new(holdout)
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    if spec is not None:
+        if not isinstance(src, FileSource):
+            raise InputError(f"--holdout needs a data file counted by marg (got {src.describe().get('kind')!r})")
+        src.exclude = spec
     try:
         tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
@@ -160,15 +231,22 @@ def export_site(
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
-        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
+        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
+                   "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
+        if target_epsilon is not None:
+            privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     # the bundle says that cells were suppressed, not where (the site's ledger records how many)
-    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)} if not dp else None,
-                             "source": source, "round": round}
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
+                             if not dp else None, "source": source}
+    if spec is not None:
+        extra["holdout"] = {"fraction": spec.fraction}
+    if round_id is not None:
+        extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
 
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
@@ -180,6 +258,8 @@ def export_site(
         file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
         entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
                               suppressed=suppressed)
+    if spec is not None:
+        remember(ledger_dir, codebook.fingerprint, site, spec, n_rows + src.held_rows, src.held_rows)
     atomic_write_bytes(out, file_bytes)
     return ExportResult(
         bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,

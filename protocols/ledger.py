@@ -4,6 +4,7 @@ Layout of a ledger folder ``DIR``::
 
     DIR/ledger.jsonl       one canonical-JSON entry per line (:mod:`protocols.ledger_format`)
     DIR/checkpoint.json    the state after the last entry, signed (:mod:`protocols.ledger_state`)
+    DIR/rounds/ID          one empty file per learner's round a release answered
     DIR/.lock              advisory lock serialising appends
 
 The **privacy cap lives in the chain** (a signed ``cap`` entry, :meth:`Ledger.set_cap`), so
@@ -21,7 +22,14 @@ rounds, exact releases) — nothing is written if it is refused; then appends th
 ``write`` + ``fsync`` (``O_APPEND``), writes the new checkpoint atomically (temp + fsync +
 rename) and the site configuration's head. A crash anywhere leaves the old ledger, or the old
 ledger plus one whole entry (accounted at the next append), plus possibly a torn tail or a
-stale temp file. Cost: independent of the number of entries. A ledger without a checkpoint
+stale temp file. Cost: independent of the number of entries.
+
+**A round is answered once.** A release for a learner's round (:mod:`protocols.rounds`)
+creates ``DIR/rounds/ID`` (``O_EXCL``, under the lock, before its line is written); a second
+release for the same round id is refused, so a learner cannot make the site mask or release
+twice under one round (for secure aggregation that would leak the difference of the two
+vectors). A crash after the marker and before the line burns the round id: refusing is the
+safe side. A ledger without a checkpoint
 (written by an older marg, or the checkpoint deleted) is verified in full once.
 
 **What verification proves** (:meth:`Ledger.verify`, ``marg audit verify``): every line, its
@@ -54,6 +62,7 @@ from .ledger_format import (
     GENESIS,
     HEX64,
     LEDGER_FILE,
+    ROUND_ID,
     entry_signing_bytes,
     kind_of,
     line_hash,
@@ -67,6 +76,7 @@ from .signing import b64, sign_bytes, unb64, verify_bytes
 
 DEFAULT_LEDGER_DIR = "marg-ledger"
 LOCK_FILE = ".lock"
+ROUNDS_DIR = "rounds"
 _CHUNK = 1 << 16
 
 __all__ = ["DEFAULT_LEDGER_DIR", "GENESIS", "LEDGER_FILE", "Ledger", "LedgerReport", "LedgerState",
@@ -269,11 +279,28 @@ class Ledger:
         """The cap in force (a signed ``cap`` entry of the chain), or None."""
         return self.state().cap
 
-    def check(self, cost: Any) -> None:
-        """Refuse now (before any data is read) a release of ``cost`` the budget would refuse."""
+    def check(self, cost: Any, round_id: str | None = None) -> None:
+        """Refuse now (before any data is read) a release of ``cost`` the budget would refuse,
+        or one for a round this site already answered."""
         state = self.state()
         if state.cap is not None:
             check_budget(state.cap, state.cumulative, _as_cost(cost, "release cost"))
+        if round_id is not None:
+            self._round_marker(round_id, create=False)
+
+    def _round_marker(self, round_id: str, create: bool) -> None:
+        if not isinstance(round_id, str) or not ROUND_ID.match(round_id):
+            raise InputError(f"malformed round id {round_id!r}")
+        marker = self.directory / ROUNDS_DIR / round_id
+        if marker.exists():
+            raise RefusedError(f"round {round_id} was already answered by this site (ledger {self.directory}): a reused "
+                               "or replayed round; ask the learner for a new one")
+        if create:
+            marker.parent.mkdir(exist_ok=True, mode=0o700)
+            try:
+                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                raise RefusedError(f"round {round_id} was already answered by this site (ledger {self.directory})") from None
 
     # ------------------------------------------------------------------ writing
     @contextmanager
@@ -322,7 +349,9 @@ class Ledger:
                 entry["signature"] = b64(sign_bytes(entry_signing_bytes(entry), private_key))
             line = canonical_json(entry)
             parse_entry(line, "new ledger entry")  # the writer obeys its own format
-            new = apply_entry(state, entry, line)  # refuses (budget, round, exact) before any byte is written
+            new = apply_entry(state, entry, line)  # refuses (budget, exact releases) before any byte is written
+            if entry.get("round"):
+                self._round_marker(entry["round"], create=True)
             self._clean_stale()
             self._append_line(line, end)
             atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(new, private_key, entry["time"]), mode=0o600)
@@ -382,7 +411,7 @@ class Ledger:
         private_key: ed25519.Ed25519PrivateKey | None = None,
         time: str | None = None,
         source: Mapping[str, Any] | None = None,
-        round: Mapping[str, Any] | None = None,
+        round: str | None = None,
         exact: Mapping[str, str] | None = None,
         suppressed: int = 0,
     ) -> dict[str, Any]:
@@ -401,7 +430,7 @@ class Ledger:
         private_key : the site's signing key (required for a signed or pinned ledger)
         time : default now (UTC)
         source : where the site counted (``Source.describe()``)
-        round : ``{id, learner, issued}`` of the round answered
+        round : the learner's round id answered (refused if already answered)
         exact : :func:`protocols.exact_releases.release_digests` of an exact release
         suppressed : cells suppressed by the min-cell rule
 
@@ -434,7 +463,7 @@ class Ledger:
             "file_sha256": file_digest, "n_rows": None if n_rows is None else int(n_rows), "statistics": stats,
             "mechanism": mechanism or (mechs[0] if len(mechs) == 1 else ("mixed" if mechs else "none")),
             "cost": _as_cost(cost, "release cost").to_dict(), "source": dict(source) if source else None,
-            "round": dict(round) if round else None, "exact": dict(exact) if exact else None,
+            "round": round or None, "exact": dict(exact) if exact else None,
             "suppressed": int(suppressed),
         }
         return self._write(entry, private_key)
@@ -474,7 +503,7 @@ class Ledger:
         cost: Any = None,
         recipient_name: str | None = None,
         suppressed: Sequence[Any] = (),
-        round: Mapping[str, Any] | None = None,
+        round: str | None = None,
     ) -> dict[str, Any]:
         """Append the entry for a (final, signed) bundle: site, recipient, statistics, source,
         cost and digest are read from it; an exact release also records what it disclosed.
@@ -487,7 +516,7 @@ class Ledger:
         Parameters
         ----------
         suppressed : the min-cell rule's suppressed cells (``SuppressedCell``: ``table``, ``cell``)
-        round : ``{id, learner, issued}`` of the round answered (default: the header's)
+        round : the round id answered (default: the header's ``round``)
         """
         if cost is None:
             try:
@@ -499,7 +528,7 @@ class Ledger:
         if any(s["mechanism"] == "none" for s in stats):
             c = PrivacyCost.unbounded()
         hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden)
+        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.fingerprint)
         return self.append(
             bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,

@@ -20,7 +20,7 @@ Each entry (keys sorted, no spaces, UTF-8, one line) records one event at the si
     cap          {epsilon, delta, rho} the cap in force after this entry, or null
     source       where the site counted (Source.describe(): kind, location, table; never
                  credentials), or null
-    round        {id, learner, issued} of the learner's round the bundle answers, or null
+    round        the learner's round id the bundle answers (:mod:`protocols.rounds`), or null
     exact        for an exact release: {margin key: digest} of what it disclosed (the
                  differencing guard, :mod:`protocols.exact_releases`), else null
     suppressed   number of cells suppressed by the min-cell rule (where: only here, at the site)
@@ -48,6 +48,7 @@ GENESIS = "0" * 64
 ENTRY_VERSION = 2
 KINDS = ("release", "cap")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
+ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 _OPT_STR = (str, type(None))
 _FIELDS_V1: dict[str, Any] = {
@@ -74,7 +75,7 @@ _FIELDS_V2: dict[str, Any] = {
     "kind": str,
     "bundle": _OPT_STR,
     "source": (dict, type(None)),
-    "round": (dict, type(None)),
+    "round": _OPT_STR,
     "exact": (dict, type(None)),
     "suppressed": int,
 }
@@ -194,10 +195,8 @@ def parse_entry(line: bytes, where: str = "ledger entry") -> dict[str, Any]:
 
 
 def _check_v2(obj: dict[str, Any], where: str) -> None:
-    rnd = obj["round"]
-    if rnd is not None and not (isinstance(rnd.get("id"), str) and isinstance(rnd.get("learner"), str)
-                                and isinstance(rnd.get("issued"), str)):
-        raise InputError(f"{where}: malformed round record")
+    if obj["round"] is not None and not ROUND_ID.match(obj["round"]):
+        raise InputError(f"{where}: malformed round id")
     exact = obj["exact"]
     if exact is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in exact.items()):
         raise InputError(f"{where}: malformed exact-release digests")

@@ -2,21 +2,19 @@
 
 A ledger is a fold: ``state_n = apply(state_{n-1}, entry_n)``. :class:`LedgerState` holds
 everything a new entry is checked against — the chain head, the cumulative privacy spend,
-the cap in force, the newest round per learner and, per site, what exact releases have
+the cap in force and, per site, what exact releases have
 disclosed — and :func:`apply_entry` is the single place the rules live:
 
 * ``seq`` is n + 1 and ``prev`` is the hash of line n (the chain);
 * a ``cap`` entry costs nothing and may set a cap or lower it, never raise it;
 * a ``release`` entry's ``cumulative`` is the previous one plus its ``cost``, its ``cap`` is
   the cap in force, and the cumulative spend stays within it;
-* a release that answers a learner's round names a round issued after the newest round of
-  that learner already answered (a replayed or reused round is refused);
 * an exact release passes :func:`protocols.exact_releases.check_exact_release`.
 
 Full verification (``marg audit verify``) folds every line; an append folds one line onto
 the **checkpoint** — the state after the last entry, signed by the site key and written
 beside the ledger (``checkpoint.json``). Its size grows with what was released (distinct
-margins, learners), never with the number of entries, so appends cost O(1), as a
+margins), never with the number of entries, so appends cost O(1), as a
 transparency log's signed tree head makes its appends cheap.
 """
 
@@ -32,7 +30,7 @@ from marg._util import canonical_json
 from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.privacy import PrivacyCost, check_budget
 
-from .exact_releases import check_exact_release
+from .exact_releases import check_exact_release, scope
 from .keys import key_id as _key_id
 from .ledger_format import GENESIS, HEX64, kind_of, line_hash
 from .signing import b64, sign_bytes, unb64, verify_bytes
@@ -71,12 +69,10 @@ class LedgerState:
         The cap in force.
     key_id : str or None
         The key that signed the entries (None for an unsigned ledger).
-    rounds : dict learner key id -> [issued time, round id]
-        The newest round of each learner a release answered.
-    exact : dict site -> {key: [digest, seq]}
-        What the site's exact releases disclosed (:mod:`protocols.exact_releases`).
-    suppressed : dict site -> seq
-        The first exact release of the site with suppressed cells.
+    exact : dict "site/codebook" -> {key: [digest, seq]}
+        What the site's exact releases under a codebook disclosed (:mod:`protocols.exact_releases`).
+    suppressed : dict "site/codebook" -> seq
+        The first such exact release with suppressed cells.
     """
 
     n: int = 0
@@ -85,14 +81,13 @@ class LedgerState:
     cumulative: PrivacyCost = field(default_factory=PrivacyCost.zero)
     cap: PrivacyCost | None = None
     key_id: str | None = None
-    rounds: dict[str, list[str]] = field(default_factory=dict)
     exact: dict[str, dict[str, list]] = field(default_factory=dict)
     suppressed: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "size": self.size, "head": self.head, "cumulative": self.cumulative.to_dict(),
                 "cap": None if self.cap is None else self.cap.to_dict(), "key_id": self.key_id,
-                "rounds": self.rounds, "exact": self.exact, "suppressed": self.suppressed}
+                "exact": self.exact, "suppressed": self.suppressed}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LedgerState":
@@ -100,7 +95,7 @@ class LedgerState:
             st = cls(n=int(d["n"]), size=int(d["size"]), head=str(d["head"]),
                      cumulative=PrivacyCost.from_dict(d["cumulative"]),
                      cap=None if d["cap"] is None else PrivacyCost.from_dict(d["cap"]),
-                     key_id=d["key_id"], rounds={str(k): [str(v[0]), str(v[1])] for k, v in dict(d["rounds"]).items()},
+                     key_id=d["key_id"],
                      exact={str(s): {str(k): [str(v[0]), int(v[1])] for k, v in dict(m).items()} for s, m in dict(d["exact"]).items()},
                      suppressed={str(k): int(v) for k, v in dict(d["suppressed"]).items()})
         except (KeyError, TypeError, ValueError, IndexError, MargError) as exc:
@@ -155,7 +150,7 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
     if cap is not None:
         check_budget(cap, state.cumulative, cost)
     new = replace(new, cumulative=total, cap=cap if entry.get("v", 1) >= 2 else state.cap)
-    return _apply_round(_apply_exact(new, entry), state, entry)
+    return _apply_exact(new, entry)
 
 
 def _not_raised(old: PrivacyCost, new: PrivacyCost) -> bool:
@@ -171,29 +166,19 @@ def _not_raised(old: PrivacyCost, new: PrivacyCost) -> bool:
     return True
 
 
-def _apply_round(new: LedgerState, state: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
-    rnd = entry.get("round")
-    if not rnd:
-        return new
-    last = state.rounds.get(rnd["learner"])
-    if last is not None and rnd["issued"] <= last[0]:
-        how = "was already answered" if rnd["id"] == last[1] else f"is older than round {last[1]} already answered"
-        raise RefusedError(f"entry seq {entry['seq']}: round {rnd['id']} {how} (a replayed or reused round)")
-    return replace(new, rounds={**state.rounds, rnd["learner"]: [rnd["issued"], rnd["id"]]})
-
-
 def _apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
     digests = entry.get("exact")
     if not digests:
         return new
-    site = entry["site"]
-    earlier = {k: (v[0], v[1]) for k, v in new.exact.get(site, {}).items()}
+    codebook, digests = scope(digests)
+    where = f"{entry['site']}/{codebook}"  # a site's exact releases under one codebook
+    earlier = {k: (v[0], v[1]) for k, v in new.exact.get(where, {}).items()}
     suppressed = entry.get("suppressed", 0) > 0
-    check_exact_release(earlier, new.suppressed.get(site), digests, suppressed)
+    check_exact_release(earlier, new.suppressed.get(where), digests, suppressed)
     merged = {**{k: [d, s] for k, (d, s) in earlier.items()}, **{k: [d, entry["seq"]] for k, d in digests.items() if k not in earlier}}
-    out = replace(new, exact={**new.exact, site: merged})
-    if suppressed and site not in new.suppressed:
-        out = replace(out, suppressed={**new.suppressed, site: entry["seq"]})
+    out = replace(new, exact={**new.exact, where: merged})
+    if suppressed and where not in new.suppressed:
+        out = replace(out, suppressed={**new.suppressed, where: entry["seq"]})
     return out
 
 

@@ -19,8 +19,8 @@ from .aggregate import summary_from_files
 from .bundle import Bundle
 
 
-def _opener(trust, allow_unsigned, key, passphrase_file):
-    """``open(path) -> Bundle``: open (if sealed), parse and verify one file."""
+def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None):
+    """``open(path) -> Bundle``: open (if sealed), parse and verify one file (and its round)."""
     from .keys import TrustStore, load_seal_key, read_passphrase_file
     from .signing import load_verified_bundle
 
@@ -29,7 +29,16 @@ def _opener(trust, allow_unsigned, key, passphrase_file):
         pw = read_passphrase_file(passphrase_file) if passphrase_file else None
         seal_key = load_seal_key(key, pw)
     store = TrustStore(trust) if trust is not None else None
-    return lambda p: load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key)
+    if not rounds:
+        return lambda p: load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key)
+    from .rounds import check_round
+
+    def open_checked(p):
+        b = load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key)
+        check_round(b.header.get("round"), rounds, str(p))
+        return b
+
+    return open_checked
 
 
 def load_verified_bundles(
@@ -62,10 +71,13 @@ def load_summary(
     key: str | Path | None = None,
     passphrase_file: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    rounds: Sequence[str] | None = None,
 ) -> Summary:
     """Open, verify and sum the bundle files into one Summary, one bundle at a time
     (:func:`marg.protocols.aggregate.summary_from_files`: memory of one bundle, however many
-    sites); ``progress(k, total)`` after each file; provenance names the files."""
+    sites); ``progress(k, total)`` after each file; provenance names the files. With
+    ``rounds``, a bundle whose signed round id is not among them is refused
+    (:mod:`marg.protocols.rounds`)."""
     if not paths:
         raise InputError("give at least one bundle")
-    return summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file), progress)
+    return summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds), progress)

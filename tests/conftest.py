@@ -54,10 +54,22 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_marg_home(tmp_path_factory):
+    """Module-scoped fixtures export too: their ledger checkpoints go to a session folder, never ~/.config."""
+    old = os.environ.get("MARG_HOME")
+    os.environ["MARG_HOME"] = str(tmp_path_factory.mktemp("marg-home"))
+    yield
+    if old is None:
+        os.environ.pop("MARG_HOME", None)
+    else:
+        os.environ["MARG_HOME"] = old
+
+
 @pytest.fixture(autouse=True)
 def _in_tmp_dir(tmp_path, monkeypatch):
     """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo,
-    with its own site configuration home (``$MARG_HOME``), never the user's ~/.config/marg."""
+    with its own site configuration (ledger checkpoints) under MARG_HOME."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MARG_HOME", str(tmp_path / ".marg-home"))
 

@@ -56,9 +56,72 @@ def test_refusals_name_the_bundle(rng):
     other = random_codebook(np.random.default_rng(99), n_features=4)
     a, b = site_bundles(rng, cb, 2)
     c = site_bundles(rng, other, 1)[0]
-    with pytest.raises(InputError, match=r"^b.bundle: site 'site0' already contributed a.bundle"):
+    with pytest.raises(InputError, match=r"^b.bundle: the same bundle as a.bundle \(given twice\)"):
         summary_from_bundles([a, a], ["a.bundle", "b.bundle"])
+    again = Bundle.build(cb, a.tables[:2], site=a.site, n_rows=a.header["n_rows"], created="2000-01-01T00:00:00+00:00")
+    with pytest.raises(InputError, match=r"^b.bundle: site 'site0' already released N\[.*\] in a.bundle"):
+        summary_from_bundles([a, again], ["a.bundle", "b.bundle"])
     with pytest.raises(InputError, match=r"^c.bundle: codebook fingerprint .* differs from a.bundle's"):
         summary_from_bundles([a, b, c], ["a.bundle", "b.bundle", "c.bundle"])
     with pytest.raises(InputError, match="no bundles to aggregate"):
         summary_from_bundles([])
+
+
+def test_rounds_of_one_site_combine_and_equal_the_one_round_release(rng):
+    """Round 1 (first-order tables) and round 2 (pair tables) of each site, summed, equal the
+    sum of one release of the same tables; a site's second copy of a table is refused."""
+    from marg.protocols.bundle import Bundle
+
+    cb = random_codebook(rng, n_features=4)
+    lab = cb.label.name
+    first = plan_cliques(cb, "first")
+    pairs = [c for c in plan_cliques(cb, "all") if len(c) == 3][:3]
+    one, rounds = [], []
+    for k in range(3):
+        X, y = random_rows(rng, cb, 80 + 20 * k)
+        whole = count_tables(cb, X, y, first + pairs)
+        one.append(Bundle.build(cb, whole, site=f"s{k}", n_rows=len(y)))
+        rounds.append(Bundle.build(cb, whole[: len(first)], site=f"s{k}", n_rows=len(y)))
+        rounds.append(Bundle.build(cb, whole[len(first):], site=f"s{k}", n_rows=len(y)))
+    a = summary_from_bundles(one)
+    b = summary_from_bundles(rounds)
+    assert [t.clique for t in a.tables] == [t.clique for t in b.tables]
+    for x, z in zip(a.tables, b.tables):
+        np.testing.assert_array_equal(x.counts, z.counts)
+    assert [s["site"] for s in b.provenance["sites"]] == ["s0", "s1", "s2"]
+    assert [len(s["rounds"]) for s in b.provenance["sites"]] == [2, 2, 2]
+    with pytest.raises(InputError, match=r"site 's0' already released N\[.*" + lab):
+        summary_from_bundles([one[0], rounds[0]])
+    # a site missing from round 2 (or 1) is refused, named; one-round studies still drop what some site lacks
+    with pytest.raises(InputError, match=r"^site 's2' is missing from round 2 \(pair tables\): 3 table\(s\) released by 's0', 's1'"):
+        summary_from_bundles(rounds[:5])
+    with pytest.raises(InputError, match=r"^site 's2' is missing from round 1 \(first-order tables\)"):
+        summary_from_bundles(rounds[:4] + rounds[5:])
+    c = summary_from_bundles(one[:2] + [rounds[4]])
+    assert not any(len(t.clique) == 3 for t in c.tables)
+    assert sorted(c.provenance["missing_by_site"]) == ["s2"]
+    # a site's data changed between rounds (exact row counts differ): its tables would not fit together
+    other_n = Bundle.build(cb, rounds[1].tables, site="s0", n_rows=rounds[0].header["n_rows"] + 1)
+    with pytest.raises(InputError, match=r"site 's0' released .* rows here and .* \(its data changed between rounds"):
+        summary_from_bundles([rounds[0], other_n])
+
+
+def test_a_sites_rounds_compose_their_privacy_costs(rng):
+    """The provenance of a site that sent two DP rounds carries the sum of their costs (what its
+    ledger shows: basic composition), and each round's own record."""
+    from marg.protocols.bundle import Bundle
+
+    cb = random_codebook(rng, n_features=3)
+    first = plan_cliques(cb, "first")
+    pairs = [c for c in plan_cliques(cb, "all") if len(c) == 3]
+    bundles = []
+    for k in range(2):
+        X, y = random_rows(rng, cb, 60)
+        t = count_tables(cb, X, y, first + pairs)
+        for tables, cost in ((t[: len(first)], (0.5, 0.0, 0.125)), (t[len(first):], (0.75, 1e-6, 0.02))):
+            priv = {"mechanism": "laplace" if cost[1] == 0 else "gaussian", "epsilon": cost[0], "delta": cost[1], "rho": cost[2]}
+            bundles.append(Bundle.build(cb, tables, site=f"s{k}", n_rows=None, privacy=priv))
+    s = summary_from_bundles(bundles)
+    for rec in s.provenance["sites"]:
+        assert rec["privacy"] == {"mechanism": "laplace+gaussian", "epsilon": 1.25, "delta": 1e-6, "rho": 0.145, "rounds": 2}
+        assert [r["privacy"]["epsilon"] for r in rec["rounds"]] == [0.5, 0.75]

@@ -43,7 +43,7 @@ def site(tmp_path):
 
 def export(s, eps, name, *extra, home=None):
     return run("export", s["data"], "--schema", s["schema"], "--site", "north", "--out", s["tmp"] / name,
-               "--epsilon", eps, *extra, home=home or s["home"])
+               "--epsilon", eps, "--mechanism", "laplace", "--stats", "first", *extra, home=home or s["home"])
 
 
 def lines(s):
@@ -182,7 +182,7 @@ def test_no_ledger_other_ledger_other_directory(site, tmp_path, monkeypatch):
     assert run("keys", "init", "--site", "north", "--dir", other_key, home=s["home"]).exit_code == 0
     refused(s, export(s, 1, "x.bundle", "--key", other_key / "north.sign.key"), "not site 'north''s pinned key")
     refused(s, run("export", s["data"], "--schema", s["schema"], "--site", "south", "--out", s["tmp"] / "x.bundle",
-                   "--epsilon", 1, home=s["home"]), "configured as site 'north'")
+                   "--epsilon", 1, "--mechanism", "laplace", home=s["home"]), "configured as site 'north'")
     # another working directory: the export is still recorded in (and capped by) the site's ledger
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -31,7 +31,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
-from helpers.quantities import blocks_of, tau_of
+from tests.helpers.quantities import blocks_of, tau_of
 from tests.conftest import check_malformed_models
 
 N = 300.0

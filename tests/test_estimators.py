@@ -11,7 +11,7 @@ from marg.errors import InputError, NotFittedError
 from marg.learners.base import LEARNERS, REGISTRY, Certificate
 from marg.learners.model import Model
 from marg.marginals.summary import Summary
-from conftest import random_codebook, random_rows
+from tests.conftest import random_codebook, random_rows
 
 CONTRACT = {"learner", "n", "features", "worst_case_error"}
 EXTRA = {"mrc": {"iterations"}, "dcc": {"iterations", "edges"}, "renyi": {"gamma", "hgr_lower_bound", "separable"},
@@ -45,13 +45,22 @@ def test_estimator_contract(learner, summary):
     rep = est.report()
     assert CONTRACT | EXTRA[learner] <= set(rep) and rep["learner"] == learner
     d = json.loads(json.dumps(est.to_dict()))
-    assert set(d) == {"learner", "params", "state"} and "callback" not in d["params"]
+    assert set(d) == {"learner", "params", "state", "certificate"} and "callback" not in d["params"]
     again = cls.from_dict(d)
     assert again.get_params() == {k: v for k, v in params.items() if k != "callback"} | {"coverage": 0.9} | (
         {"callback": None} if "callback" in params else {})
     assert np.array_equal(again.predict(X), est.predict(X))
     assert np.allclose(again.predict_proba(X), est.predict_proba(X), rtol=0, atol=1e-15)
     assert again.certificate_ == est.certificate_
+    # a replaced certificate (e.g. W(h) of the rule, a holdout bound) survives the file
+    from dataclasses import replace
+
+    est.certificate_ = replace(est.certificate_, value=0.321, kind="holdout", approximate=False)
+    assert cls.from_dict(json.loads(json.dumps(est.to_dict()))).certificate_ == est.certificate_
+    bad = json.loads(json.dumps(est.to_dict()))
+    bad["certificate"]["kind"] = "guess"
+    with pytest.raises(InputError, match="unknown certificate kind 'guess'"):
+        cls.from_dict(bad)
 
 
 @pytest.mark.parametrize("learner", LEARNERS)
@@ -63,7 +72,8 @@ def test_model_file_stores_parameters_once(learner, summary, tmp_path):
     raw = json.loads((tmp_path / "m.json").read_text())
     assert raw["version"] == 2 and "params" not in raw["info"]
     assert raw["estimator"]["params"]["coverage"] == 0.9
-    assert json.dumps(raw).count('"coverage"') == 1 + (learner != "renyi")  # params, and the certificate record
+    # params, the model's certificate record and (but renyi) the learner state's own
+    assert json.dumps(raw).count('"coverage"') == 2 + (learner != "renyi")
     back = Model.load(tmp_path / "m.json")
     assert np.array_equal(back.predict(X), m.predict(X))
 

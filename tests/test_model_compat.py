@@ -40,11 +40,11 @@ def test_previous_release_model_through_the_cli(name, tmp_path):
     exp = EXPECTED[name]
     model = tmp_path / f"{name}.json"
     shutil.copy(HERE / f"{name}.json", model)
-    r = CliRunner().invoke(app, ["evaluate", str(model), str(HERE / exp["data"]), "--json", "--allow-unsigned"])
+    r = CliRunner().invoke(app, ["evaluate", "--allow-unsigned", str(model), str(HERE / exp["data"]), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["worst_case_error"] == exp["worst_case_error"]
     out = tmp_path / "pred.csv"
-    r = CliRunner().invoke(app, ["predict", str(model), str(HERE / exp["data"]), "--out", str(out), "--allow-unsigned"])
+    r = CliRunner().invoke(app, ["predict", "--allow-unsigned", str(model), str(HERE / exp["data"]), "--out", str(out)])
     assert r.exit_code == 0, r.output
     rows = out.read_text().splitlines()[1:]
     classes = Model.load(model).classes

@@ -28,7 +28,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
-from helpers.quantities import blocks_of, psi_dim_of, tau_of, tau_std_of, lam_of
+from tests.helpers.quantities import blocks_of, psi_dim_of, tau_of, tau_std_of, lam_of
 
 # ----------------------------------------------------------------------------- helpers
 

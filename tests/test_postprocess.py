@@ -20,7 +20,7 @@ from marg.marginals.postprocess import (
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
 from marg.marginals.tables import count_tables, plan_cliques
-from helpers.quantities import Q_of
+from tests.helpers.quantities import Q_of
 
 
 def _cb(levels=(3, 2, 4, 2)):

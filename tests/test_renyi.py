@@ -28,7 +28,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
-from helpers.quantities import Q_of, d_of
+from tests.helpers.quantities import Q_of, d_of
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -498,6 +498,37 @@ def test_feature_subset_equals_subcodebook_fit_and_empty():
     q = S.prior[1]
     assert e.gamma_[0] == pytest.approx(q * (1 - q)) and e.hgr_lower_bound_[0] == 0.0
     assert np.allclose(e.decision_function(Xs), q - 0.5)
+
+
+def test_default_features_are_those_whose_pairs_were_all_released():
+    """Round 2 of the two-round protocol released the pairs of some features only: Rényi (and
+    the selection problem) fit on exactly those, equal to asking for them by name, and say
+    which were left out; pairs that miss one of their own features' pairs, or no pair at all,
+    are one-line errors naming what is missing."""
+    from itertools import combinations
+
+    from marg.learners.selection import selection_problem
+    from tests.conftest import random_codebook, random_rows
+
+    rng = np.random.default_rng(5)
+    cb = random_codebook(rng, n_features=5)
+    X, y = random_rows(rng, cb, 400)
+    req = ["f1", "f3", "f4"]
+    S = Summary.from_rows(cb, X, y, "pairs", list(combinations(req, 2)))
+    m = RenyiClassifier().fit(S)
+    named = RenyiClassifier(features=req).fit(S)
+    assert m.feature_names_in_ == req and m.unpaired_ == ["f0", "f2"] and named.unpaired_ == []
+    np.testing.assert_array_equal(m.z_, named.z_)
+    assert m.report()["unpaired_features"] == ["f0", "f2"]
+    assert RenyiClassifier.from_dict(json.loads(json.dumps(m.to_dict()))).unpaired_ == ["f0", "f2"]
+    assert selection_problem(S).names == req
+    full = RenyiClassifier().fit(Summary.from_rows(cb, X, y, "all"))
+    assert full.feature_names_in_ == cb.feature_names and full.unpaired_ == []
+    gappy = Summary.from_rows(cb, X, y, "pairs", [("f1", "f3"), ("f3", "f4")])
+    with pytest.raises(InputError, match=r"^Q needs the pair table of 'f1' and 'f4' \(the 3 features of the released"):
+        RenyiClassifier().fit(gappy)
+    with pytest.raises(InputError, match=r"first-order tables only; export with --stats all, or run the two-round"):
+        RenyiClassifier().fit(Summary.from_rows(cb, X, y, "first"))
 
 
 def test_real_dataset_house_votes():

@@ -93,11 +93,15 @@ def test_automatic_ridge_is_zero_exact_and_set_from_the_noise_under_dp():
     cb, S, Xte, yte = _dp_problem(eps=1.0)
     m = RenyiClassifier().fit(S)
     lab = cb.label.name
-    t = next(t for t in S.tables if len(t.clique) == 3)
-    # Q's pair cell P(x_i = a, x_j = b) sums the K label cells of the released (x_i, x_j, y) table
+    # Q's pair cell P(x_i = a, x_j = b) sums the K label cells of the released (x_i, x_j, y) table;
+    # σ_Q is the root mean square of those cells' noise std over the pairs (tables differ in size,
+    # so the budget split gives them different noise)
     from marg.learners.renyi import RIDGE_PER_NOISE
 
-    expected = RIDGE_PER_NOISE * (t.noise.std * np.sqrt(cb.n_classes) / S.n) * np.sqrt(sum(f.n_levels for f in cb.features))
+    pair_std = [t.noise.std * np.sqrt(cb.n_classes) / S.n for t in S.tables if len(t.clique) == 3]
+    assert len(pair_std) == 6 * 5 // 2
+    sigma_q = np.sqrt(np.mean(np.square(pair_std)))
+    expected = RIDGE_PER_NOISE * sigma_q * np.sqrt(sum(f.n_levels for f in cb.features))
     assert m.ridge_ == pytest.approx(expected, rel=1e-9) and m.report()["ridge"] == m.ridge_
     majority = min(np.mean(yte), 1 - np.mean(yte))
     assert np.mean(m.predict(Xte) != yte) <= majority

@@ -14,7 +14,7 @@ from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle
 from marg.protocols.secagg import mask_counts, mask_tables, pair_mask, secure_sum_tables, unmask_sum, unmask_tables
-from helpers.quantities import tau_of, tau_std_of, Q_of, d_of
+from tests.helpers.quantities import tau_of, tau_std_of, Q_of, d_of
 
 
 def _keys(names):

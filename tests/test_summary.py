@@ -4,7 +4,7 @@ import pytest
 from marg.errors import InputError
 from marg.marginals.summary import Summary, sum_tables
 from marg.marginals.tables import count_tables, plan_cliques
-from helpers.quantities import tau_of, tau_std_of, Q_of, d_of
+from tests.helpers.quantities import tau_of, tau_std_of, Q_of, d_of
 from tests.conftest import random_codebook, random_rows
 
 

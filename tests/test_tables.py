@@ -109,3 +109,19 @@ def test_counting_from_dictionaries_equals_brute_force(stats):
     y = (np.asarray(batch["y"]) == "pos").astype(int)
     for t in tc.tables():
         np.testing.assert_array_equal(t.counts, brute_count(cb, X, y, t.clique))
+
+
+def test_an_oversized_plan_is_refused_before_counting(tmp_path):
+    """Two 100,000-level features with every pair: 2·10¹⁰ counts (149 GiB) — refused in one line,
+    nothing written, before the data file is even opened."""
+    from marg.errors import InputError
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.protocols.export import export_site
+
+    levels = tuple(f"v{k}" for k in range(100_000))
+    cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)), label=Label("y", ("0", "1")))
+    out = tmp_path / "x.bundle"
+    with pytest.raises(InputError, match=r"^the release plan holds 20,000,400,002 counts \(149\.0 GiB\), over the limit") as exc:
+        export_site(tmp_path / "missing.csv", cb, "s", out, stats="all", ledger_dir=tmp_path / "ledger")
+    assert "N[a,b,y] 20,000,000,000 cells" in str(exc.value) and "\n" not in str(exc.value)
+    assert not out.exists() and not (tmp_path / "ledger").exists()

@@ -35,6 +35,49 @@ def discrete_blocks(codebook: Any) -> list[Block]:
     return out
 
 
+PAIRS_HINT = ("export with --stats all, or run the two-round protocol (marg request, then "
+              "marg export --pairs @request.json)")
+
+
+def paired_features(summary: Any) -> list[str]:
+    """The features whose pair tables are all present: what Q can be built on by default.
+
+    Every feature when every pair of discrete features has a released table (one-round
+    ``--stats all``). Otherwise — round 2 of the two-round protocol released the pairs of
+    the requested features only — the discrete features named in the released pair tables,
+    in codebook order, which must then be pairwise complete (a request asks for every pair
+    of its features). A single discrete feature needs no pair table.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    InputError
+        One line: no pair table at all (with two or more discrete features), or released
+        pairs that leave some pair of their features out (naming it).
+    """
+    cb = summary.codebook
+    lab = cb.label.name
+    disc = cb.discrete_names
+    inpairs = {a for t in summary.tables if t.kind == "counts" and len(t.clique) >= 3 for a in t.clique if a != lab}
+    if not inpairs:
+        if len(disc) >= 2:
+            raise InputError(f"Q needs pair tables N[x_i, x_j, {lab}] and these summaries hold first-order tables only; "
+                             + PAIRS_HINT)
+        return list(cb.feature_names)
+    whole = len(inpairs) == len(disc)
+    names = list(cb.feature_names) if whole else [f for f in cb.feature_names if f in inpairs]
+    chosen = [f for f in names if cb.feature(f).is_discrete]
+    for i, a in enumerate(chosen):
+        for b in chosen[i + 1:]:
+            if not summary.has_clique((a, b)):
+                scope = "" if whole else f" (the {len(chosen)} features of the released pair tables)"
+                raise InputError(f"Q needs the pair table of {a!r} and {b!r}{scope}; " + PAIRS_HINT)
+    return names
+
+
 def second_moments(summary: Any) -> np.ndarray:
     """Q (M, M) over ``summary``'s discrete features (see the module docstring).
 
@@ -51,7 +94,7 @@ def second_moments(summary: Any) -> np.ndarray:
         Q[b.slice, b.slice] = np.diag(p)
     for bi, bj in combinations(db, 2):
         if not summary.has_clique((bi.name, bj.name)):
-            raise InputError(f"Q needs the pair table of {bi.name!r} and {bj.name!r}; export with --stats all")
+            raise InputError(f"Q needs the pair table of {bi.name!r} and {bj.name!r}; " + PAIRS_HINT)
         P = summary.joint((bi.name, bj.name))
         Q[bi.slice, bj.slice] = P
         Q[bj.slice, bi.slice] = P.T

@@ -27,6 +27,8 @@ class FileSource(Source):
     def __init__(self, path: Path):
         self.path = Path(path)
         self.name = self.path.name
+        self.exclude = None  # a marginals.holdout.Holdout: count only the rows it does not hold out
+        self.held_rows = 0  # rows the last count left out
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "file", "engine": "local", "file": self.path.name}
@@ -40,11 +42,18 @@ class FileSource(Source):
         cliques: Sequence[tuple[str, ...]],
         progress: Callable[[int], None] | None = None,
     ) -> tuple[list[MarginalTable], int]:
+        from ..holdout import select
+
         counter = TableCounter(codebook, cliques)
+        self.held_rows = 0
         for enc in iter_encoded(self.path, codebook, progress=progress, prefetch=True):
+            if self.exclude is not None:
+                held = self.exclude.mask(enc.start_row, len(enc.y))
+                self.held_rows += int(held.sum())
+                enc = select(enc, ~held)
             counter.add_encoded(enc)
         if counter.n_rows == 0:
-            raise InputError(f"{self.name} has no data rows")
+            raise InputError(f"{self.name} has no data rows" + (" outside the holdout" if self.held_rows else ""))
         return counter.tables(), counter.n_rows
 
     def draft_batches(self, columns: list[str]) -> Iterator[tuple[dict[str, pa.Array], bool]]:
