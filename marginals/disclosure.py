@@ -13,13 +13,12 @@ Policies
 :class:`~marginals.errors.RefusedError` naming the table, the cell and k — nothing is
 released. This is the default because suppression is leaky (below).
 
-``"suppress"``: offending cells are set to 0 (for a moment table: both rows of the
-offending class) and every suppressed cell is returned, so the export records it; the
-table is never released silently altered. **Caveat**: no complementary suppression is
-done. A suppressed cell of ``N[x_i, y]`` can often be recovered by differencing with
-another released table that shares its margin (e.g. ``N[y=c] − Σ_{a'≠a} N[x_i=a', y=c]``).
-Use ``"suppress"`` only when the released tables do not share margins with the
-suppressed ones, or prefer differential privacy.
+``"suppress"``: offending cells are set to 0 together with **complementary** cells chosen
+so that no offending cell can be recomputed, or narrowed below ``k``, from the released
+tables' margins (:mod:`marg.marginals.suppression`: an LP audit of what the release says
+about each cell; releases whose tables form a cycle are refused). For a moment table both
+rows of the offending class are zeroed. Every suppressed cell is returned, so the export
+records how many; the bundle says that cells were suppressed, not where.
 
 Tables that carry DP noise are not checked: the DP guarantee covers small cells.
 """
@@ -131,7 +130,8 @@ def apply_min_cell(
     out: list[Any] = []
     suppressed: list[SuppressedCell] = []
     class_counts = None
-    for t in tables:
+    primary: list[tuple[int, tuple[int, ...]]] = []
+    for pos, t in enumerate(tables):
         if not t.noise.is_exact or k == 1:
             out.append(t)
             continue
@@ -157,17 +157,34 @@ def apply_min_cell(
             continue
         counts = np.asarray(t.counts)
         bad = (counts > 0) & (counts < k)
-        if not bad.any():
-            out.append(t)
-            continue
         cells = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
-        if policy == "refuse":
+        if cells and policy == "refuse":
             raise RefusedError(
                 f"min-cell rule: table {t.name} has a cell {_format_cell(t, cells[0], codebook)} below {k} "
                 f"({len(cells)} such cell{'s' if len(cells) > 1 else ''})"
             )
-        new = counts.copy()
-        new[bad] = 0
-        suppressed.extend(SuppressedCell(t.name, c) for c in cells)
-        out.append(replace(t, counts=new))
+        primary.extend((pos, c) for c in cells)
+        out.append(t)
+    if primary:
+        out, more = _suppress_counts(tables, out, primary, k)
+        suppressed.extend(more)
     return out, suppressed
+
+
+def _suppress_counts(tables: Sequence[Any], out: list[Any], primary: list[tuple[int, tuple[int, ...]]],
+                     k: int) -> tuple[list[Any], list[SuppressedCell]]:
+    """Zero the primary cells and their complementary cells (:mod:`marg.marginals.suppression`)."""
+    from .suppression import complementary_suppression
+
+    exact = [i for i, t in enumerate(tables) if t.kind == "counts" and t.noise.is_exact]
+    local = {g: i for i, g in enumerate(exact)}
+    cells = complementary_suppression([tables[g].clique for g in exact], [tables[g].counts for g in exact],
+                                      [(local[g], ix) for g, ix in primary], k, [tables[g].name for g in exact])
+    new = {g: np.array(tables[g].counts, copy=True) for g in exact}
+    result: list[SuppressedCell] = []
+    for t, ix in cells:
+        g = exact[t]
+        new[g][ix] = 0
+        result.append(SuppressedCell(tables[g].name, ix))
+    touched = {exact[t] for t, _ in cells}
+    return [replace(t, counts=new[g]) if g in touched else t for g, t in enumerate(out)], result
