@@ -211,3 +211,18 @@ def test_a_site_is_configured_once(site):
     assert r.exit_code == 1 and "raises the privacy cap" in r.stderr
     r = run("audit", "budget", "--json", home=s["home"])
     assert json.loads(r.stdout)["cap"]["epsilon"] == 10.0
+
+
+def test_a_site_answers_a_round_once(site):
+    """A learner that sends the same round twice gets one answer: the second is refused before any
+    data is read (for secure aggregation a second masked vector under one round would leak)."""
+    s = site
+    r = run("round", "--schema", s["schema"], "--out", s["tmp"] / "round.json", home=s["home"])
+    assert r.exit_code == 0, r.output
+    r = export(s, 1, "r1.bundle", "--round", s["tmp"] / "round.json")
+    assert r.exit_code == 0, r.output
+    rid = json.loads((s["tmp"] / "round.json").read_text())["id"]
+    assert json.loads(lines(s)[-1])["round"] == rid
+    before = snapshot(s)
+    refused(s, export(s, 1, "x.bundle", "--round", s["tmp"] / "round.json"), "already answered")
+    assert snapshot(s) == before
