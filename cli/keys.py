@@ -94,31 +94,36 @@ def show_cmd(
 
 @app.command("trust")
 def trust_cmd(
-    key_file: Annotated[Path, typer.Argument(help="A site's public signing key (.sign.pub).")],
-    trust: Annotated[Path, typer.Option("--trust", help="The learner's trust store folder.")],
+    key_file: Annotated[Path, typer.Argument(help="A public key: SITE.sign.pub (to verify its files) or SITE.seal.pub (a secure-aggregation roster).")],
+    trust: Annotated[Path, typer.Option("--trust", help="The trust store (or roster) folder.")],
     site: Annotated[
-        Optional[str], typer.Option("--site", help="Site name (default: the file name before .sign.pub).")
+        Optional[str], typer.Option("--site", help="Site name (default: the file name before .sign.pub / .seal.pub).")
     ] = None,
     expect_id: Annotated[
         Optional[str], typer.Option("--expect-id", help="Refuse unless the key id starts with this (as read out by the site).")
     ] = None,
 ) -> None:
-    """Add a site's public signing key to a trust store (as SITE.sign.pub)."""
+    """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster)."""
     _heavy()
-    key = load_verify_key(key_file)
+    from marg.protocols.keys import SEAL_PUB_SUFFIX, load_seal_public_key
+
+    sealing = key_file.name.endswith(SEAL_PUB_SUFFIX)
+    suffix = SEAL_PUB_SUFFIX if sealing else SIGN_PUB_SUFFIX
+    load = load_seal_public_key if sealing else load_verify_key
+    key = load(key_file)
     name = site
     if name is None:
-        if not key_file.name.endswith(SIGN_PUB_SUFFIX):
+        if not key_file.name.endswith(suffix):
             raise InputError(f"cannot tell the site from file name {key_file.name!r}; give --site")
-        name = key_file.name[: -len(SIGN_PUB_SUFFIX)]
+        name = key_file.name[: -len(suffix)]
     validate_site_name(name)
     kid = key_id(key)
     if expect_id is not None and (len(expect_id) < 8 or not kid.startswith(expect_id.lower())):
         raise RefusedError(f"key id {kid[:16]} of {key_file} does not match the expected {expect_id!r} (need >= 8 hex chars)")
     trust.mkdir(parents=True, exist_ok=True)
-    target = trust / f"{name}{SIGN_PUB_SUFFIX}"
+    target = trust / f"{name}{suffix}"
     if target.exists():
-        old = key_id(load_verify_key(target))
+        old = key_id(load(target))
         if old == kid:
             typer.echo(f"{target} already trusts this key ({kid[:16]})")
             return

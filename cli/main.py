@@ -21,6 +21,7 @@ from marg.errors import InputError
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
 from . import keys as keys_cli
+from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
 from .app import app, schema_app
@@ -28,6 +29,7 @@ from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_
 
 app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
+app.add_typer(secagg_cli.app, name="secagg")
 
 
 DataArg = Annotated[str, typer.Argument(

@@ -97,6 +97,8 @@ class Aggregator:
             "signed": b.signature is not None,
             "privacy": b.header.get("privacy"),
         }
+        if b.header.get("secagg"):  # a secure sum: which sites it covers, which dropped out
+            info["secagg"] = b.header["secagg"]
         if not rec["rounds"]:
             rec.update(info)  # the site's first bundle describes it (one-round studies: the only one)
         rec["rounds"].append(info)

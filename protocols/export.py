@@ -132,6 +132,7 @@ def export_site(
     engine: str | None = None,
     spark_master: str | None = None,
     site_home: str | Path | None = None,
+    package: Callable[[Bundle], bytes] | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
@@ -171,6 +172,9 @@ def export_site(
         found under ``site_home``) only its own ledger and key are accepted.
     site_home : path, optional
         The site's configuration folder (default ``$MARG_HOME``, :func:`protocols.site.site_home`).
+    package : callable, optional
+        Writes ``package(signed bundle)`` instead of the bundle (a secure-aggregation upload,
+        :mod:`protocols.secagg_round`); the ledger records the bundle and that file's digest.
     data, engine, spark_master
         The DATA argument (file, ``duckdb://``/``postgresql://`` URI, or a path or table
         for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
@@ -251,11 +255,13 @@ def export_site(
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
+    if package is not None:
+        file_bytes = package(final)
 
     # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
     entry = None
     if ledger is not None:
-        file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
+        file_digest = hashlib.sha256(file_bytes).hexdigest() if (recipient is not None or package is not None) else None
         entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
                               suppressed=suppressed)
     if spec is not None:

@@ -286,9 +286,11 @@ class Ledger:
         if state.cap is not None:
             check_budget(state.cap, state.cumulative, _as_cost(cost, "release cost"))
         if round_id is not None:
-            self._round_marker(round_id, create=False)
+            self.mark_round(round_id, create=False)
 
-    def _round_marker(self, round_id: str, create: bool) -> None:
+    def mark_round(self, round_id: str, create: bool = True) -> None:
+        """Refuse a round this site already answered; with ``create``, mark it answered
+        (``DIR/rounds/ID``, created exclusively)."""
         if not isinstance(round_id, str) or not ROUND_ID.match(round_id):
             raise InputError(f"malformed round id {round_id!r}")
         marker = self.directory / ROUNDS_DIR / round_id
@@ -296,7 +298,7 @@ class Ledger:
             raise RefusedError(f"round {round_id} was already answered by this site (ledger {self.directory}): a reused "
                                "or replayed round; ask the learner for a new one")
         if create:
-            marker.parent.mkdir(exist_ok=True, mode=0o700)
+            marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             try:
                 os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
@@ -351,7 +353,7 @@ class Ledger:
             parse_entry(line, "new ledger entry")  # the writer obeys its own format
             new = apply_entry(state, entry, line)  # refuses (budget, exact releases) before any byte is written
             if entry.get("round"):
-                self._round_marker(entry["round"], create=True)
+                self.mark_round(entry["round"], create=True)
             self._clean_stale()
             self._append_line(line, end)
             atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(new, private_key, entry["time"]), mode=0o600)

@@ -1,4 +1,4 @@
-"""Secure aggregation: pairwise-masked count vectors whose masks cancel in the sum.
+"""Secure aggregation: masked count vectors whose masks cancel in the sum, recoverable after dropouts.
 
 Every pair of sites ``a < b`` (names in lexicographic order) derives a shared secret
 from their X25519 sealing keys, ``s_ab = X25519(sk_a, pk_b) = X25519(sk_b, pk_a)``, and
@@ -16,11 +16,19 @@ which the aggregator reads back as int64 (:func:`unmask_sum`). A single masked v
 uniformly distributed given the others' keys are unknown: the aggregator learns the sum
 and nothing else, as long as at least two sites do not collude with it.
 
+**Dropouts** (SecAgg, Bonawitz et al. 2017). A site that masks only pairwise cannot drop
+out: its partners' masks would not cancel. So each site also adds a **self mask**
+``PRG(b_i)`` from a fresh random seed, and secret-shares (:mod:`protocols.shamir`, threshold
+``t``) both ``b_i`` and every pairwise seed ``k_ij`` among the round's sites. Once the learner
+knows which sites uploaded (the survivors ``U``), each surviving site reveals its shares of
+``b_i`` for ``i ∈ U`` and of ``k_ij`` for ``i ∈ U``, ``j ∉ U`` — never both kinds for one site.
+:func:`recover_sum` then removes the self masks and the masks shared with dropped sites:
+``Σ_{i∈U} masked_i − Σ_{i∈U} PRG(b_i) − Σ_{i∈U, j∉U} ±m_ij = Σ_{i∈U} v_i``. One site's
+vector stays hidden by its masks with the other survivors. The file protocol around this
+(round, uploads, request, reveals) is :mod:`protocols.secagg_round`.
+
 Limits (by design, documented):
 
-* **All sites are needed.** There is no dropout recovery: if one site of the round does
-  not upload, its masks do not cancel and the sum is garbage. Re-run the round with a new
-  ``round_id`` and the remaining sites.
 * **A round id is used once.** Two vectors masked under the same round id by the same
   site share masks, so their difference leaks. :func:`secure_sum_tables` draws a fresh
   random round id; callers of :func:`mask_counts` must do the same.
@@ -59,6 +67,33 @@ def _check_round_id(round_id: str) -> bytes:
     return round_id.encode("utf-8")
 
 
+def pair_seed(
+    my_key: x25519.X25519PrivateKey,
+    peer_key: x25519.X25519PublicKey,
+    first: str,
+    second: str,
+    round_id: str,
+) -> bytes:
+    """The 32-byte seed ``k_ab`` of sites ``first < second`` for one round (either site computes it)."""
+    if not first < second:
+        raise InputError(f"pair mask needs first < second, got {first!r}, {second!r}")
+    rid = _check_round_id(round_id)
+    try:
+        shared = my_key.exchange(peer_key)
+    except ValueError:
+        raise InputError(f"X25519 agreement between {first!r} and {second!r} failed (invalid peer key)") from None
+    info = rid + b"\x00" + first.encode("utf-8") + b"\x00" + second.encode("utf-8")
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT, info=info).derive(shared)
+
+
+def expand(seed: bytes, length: int) -> np.ndarray:
+    """The ChaCha20 keystream of a 32-byte ``seed`` (nonce 0) as ``length`` little-endian uint64."""
+    if length < 0:
+        raise InputError(f"mask length must be >= 0, got {length}")
+    enc = Cipher(algorithms.ChaCha20(bytes(seed), b"\x00" * 16), mode=None).encryptor()
+    return np.frombuffer(enc.update(b"\x00" * (8 * length)), dtype="<u8").astype(np.uint64)
+
+
 def pair_mask(
     my_key: x25519.X25519PrivateKey,
     peer_key: x25519.X25519PublicKey,
@@ -67,7 +102,7 @@ def pair_mask(
     round_id: str,
     length: int,
 ) -> np.ndarray:
-    """The mask ``m_ab`` shared by sites ``first < second`` for one round.
+    """The mask ``m_ab = expand(k_ab)`` shared by sites ``first < second`` for one round.
 
     Parameters
     ----------
@@ -86,20 +121,9 @@ def pair_mask(
     ndarray of uint64, shape (L,)
         Both sites compute the same array (X25519 agreement is symmetric).
     """
-    if not first < second:
-        raise InputError(f"pair mask needs first < second, got {first!r}, {second!r}")
     if length < 0:
         raise InputError(f"mask length must be >= 0, got {length}")
-    rid = _check_round_id(round_id)
-    try:
-        shared = my_key.exchange(peer_key)
-    except ValueError:
-        raise InputError(f"X25519 agreement between {first!r} and {second!r} failed (invalid peer key)") from None
-    info = rid + b"\x00" + first.encode("utf-8") + b"\x00" + second.encode("utf-8")
-    k = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT, info=info).derive(shared)
-    enc = Cipher(algorithms.ChaCha20(k, b"\x00" * 16), mode=None).encryptor()
-    stream = enc.update(b"\x00" * (8 * length))
-    return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
+    return expand(pair_seed(my_key, peer_key, first, second, round_id), length)
 
 
 def _to_int64(values: np.ndarray, what: str) -> np.ndarray:
@@ -127,10 +151,12 @@ def mask_counts(
     my_seal_key: x25519.X25519PrivateKey,
     peer_public_keys: Mapping[str, x25519.X25519PublicKey],
     round_id: str,
+    self_seed: bytes | None = None,
 ) -> np.ndarray:
     """Mask one site's integer vector for a secure-aggregation round.
 
-    ``masked = v + Σ_{peer > me} m_(me,peer) − Σ_{peer < me} m_(peer,me)  (mod 2^64)``.
+    ``masked = v + expand(b) + Σ_{peer > me} m_(me,peer) − Σ_{peer < me} m_(peer,me)  (mod 2^64)``,
+    the self mask ``expand(b)`` only with ``self_seed = b`` (dropout-tolerant rounds).
 
     Parameters
     ----------
@@ -162,6 +188,8 @@ def mask_counts(
     if not peers:
         raise InputError(f"site {site_name!r}: a secure-aggregation round needs at least one peer")
     out = v.copy()
+    if self_seed is not None:
+        out += expand(self_seed, out.size)
     for peer in sorted(peers):
         validate_site_name(peer)
         pk = peers[peer]
@@ -202,6 +230,45 @@ def unmask_sum(masked_vectors: Sequence[np.ndarray]) -> np.ndarray:
     return total.view(np.int64)
 
 
+def recover_sum(
+    masked: Mapping[str, np.ndarray],
+    self_seeds: Mapping[str, bytes],
+    dangling: Mapping[tuple[str, str], bytes],
+) -> np.ndarray:
+    """The survivors' plain sum from their masked vectors and the recovered seeds.
+
+    Parameters
+    ----------
+    masked : {site: uint64 vector} of the survivors U
+    self_seeds : {site: b_site} for every site of U
+    dangling : {(survivor, dropped): k} the pairwise seeds between U and the dropped sites
+
+    Returns
+    -------
+    ndarray of int64
+        ``Σ_{i∈U} masked_i − Σ_{i∈U} expand(b_i) − Σ ±expand(k_ij)`` read as two's complement:
+        ``Σ_{i∈U} v_i``.
+    """
+    if not masked:
+        raise InputError("no masked vectors to recover a sum from")
+    missing = sorted(set(masked) - set(self_seeds))
+    if missing:
+        raise InputError(f"no self-mask seed for surviving site {missing[0]!r}")
+    total = unmask_sum(list(masked.values())).view(np.uint64).copy()
+    size = total.size
+    for site in masked:
+        total -= expand(self_seeds[site], size)
+    for (i, j), seed in dangling.items():
+        if i not in masked or j in masked:
+            raise InputError(f"pair ({i!r}, {j!r}) is not a survivor with a dropped site")
+        m = expand(seed, size)
+        if i < j:
+            total -= m  # i added m_ij
+        else:
+            total += m  # i subtracted m_ji
+    return total.view(np.int64)
+
+
 # ---------------------------------------------------------------------------------------
 # tables through a round
 # ---------------------------------------------------------------------------------------
@@ -228,7 +295,8 @@ class MaskedTables:
     vector: np.ndarray
 
 
-def _encode_tables(site: str, tables: Sequence[MarginalTable], fractional_bits: int, n_sites: int) -> np.ndarray:
+def encode_tables(site: str, tables: Sequence[MarginalTable], fractional_bits: int, n_sites: int) -> np.ndarray:
+    """A site's tables as one int64 vector (C order): counts exactly, moments as ``round(c · 2^bits)``."""
     parts = []
     for t in tables:
         if t.kind == "counts":
@@ -252,6 +320,7 @@ def mask_tables(
     peer_public_keys: Mapping[str, x25519.X25519PublicKey],
     round_id: str,
     fractional_bits: int = 16,
+    self_seed: bytes | None = None,
 ) -> MaskedTables:
     """Mask a site's tables for a round (flatten, fixed-point the moments, mask).
 
@@ -263,6 +332,8 @@ def mask_tables(
         ``kind="counts"`` tables must hold integer values (exact or integer-noised counts).
     fractional_bits : int, default 16
         Fixed point for moment tables: cell ``c`` is sent as ``round(c · 2^bits)``.
+    self_seed : bytes, optional
+        The site's self-mask seed ``b`` (dropout-tolerant rounds, :func:`recover_sum`).
 
     Returns
     -------
@@ -273,25 +344,15 @@ def mask_tables(
     if not tables:
         raise InputError(f"site {site_name!r}: no tables to aggregate")
     n_sites = len(set(peer_public_keys) | {site_name})
-    vec = _encode_tables(site_name, tables, fractional_bits, n_sites)
-    masked = mask_counts(site_name, vec, my_seal_key, peer_public_keys, round_id)
+    vec = encode_tables(site_name, tables, fractional_bits, n_sites)
+    masked = mask_counts(site_name, vec, my_seal_key, peer_public_keys, round_id, self_seed)
     layout = tuple((t.clique, t.kind, t.shape, t.noise) for t in tables)
     return MaskedTables(site=site_name, round_id=round_id, layout=layout, fractional_bits=fractional_bits, vector=masked)
 
 
-def unmask_tables(contributions: Sequence[MaskedTables]) -> list[MarginalTable]:
-    """Aggregate all sites' :class:`MaskedTables` of one round into summed tables.
-
-    The sites' layouts must agree (same cliques, kinds and shapes, in the same order);
-    noise records combine as in :func:`marginals.summary.sum_tables` (stds in quadrature,
-    largest per-site privacy cost). Counts tables come back exact (int64); moment tables
-    as float64 with fixed-point rounding error ``≤ n_sites · 2^-(bits+1)`` per cell.
-
-    Returns
-    -------
-    list of MarginalTable
-        In the layout's order.
-    """
+def check_layouts(contributions: Sequence[MaskedTables]) -> None:
+    """The contributions of one round agree: one per site, one round id, the same tables in
+    the same order (cliques, kinds, shapes) and the same fixed point."""
     if not contributions:
         raise InputError("no contributions to a secure round")
     first = contributions[0]
@@ -309,8 +370,16 @@ def unmask_tables(contributions: Sequence[MaskedTables]) -> list[MarginalTable]:
             raise InputError(f"site {c.site!r} tables differ from site {first.site!r} (cliques, kinds or shapes)")
         if c.fractional_bits != first.fractional_bits:
             raise InputError(f"site {c.site!r} used {c.fractional_bits} fractional bits, site {first.site!r} {first.fractional_bits}")
-    total = unmask_sum([c.vector for c in contributions])
-    # noise records: combine exactly as the plain aggregate does
+
+
+def decode_tables(total: np.ndarray, contributions: Sequence[MaskedTables]) -> list[MarginalTable]:
+    """The summed int64 vector of ``contributions`` as tables (layout order).
+
+    Noise records combine as in :func:`marginals.summary.sum_tables` (stds in quadrature,
+    largest per-site privacy cost); counts come back exact (int64), moment tables as float64
+    with fixed-point rounding error ``≤ n_sites · 2^-(bits+1)`` per cell.
+    """
+    first = contributions[0]
     zero_parts = [
         [MarginalTable(clique=cl, counts=np.zeros(shape), noise=rec, kind=kind) for cl, kind, shape, rec in c.layout]
         for c in contributions
@@ -326,6 +395,19 @@ def unmask_tables(contributions: Sequence[MaskedTables]) -> list[MarginalTable]:
         counts = cells.copy() if kind == "counts" else cells.astype(np.float64) / scale
         out.append(MarginalTable(clique=cl, counts=counts, noise=rec_t.noise, kind=kind))
     return out
+
+
+def unmask_tables(contributions: Sequence[MaskedTables]) -> list[MarginalTable]:
+    """Aggregate all sites' :class:`MaskedTables` of one round (no dropout, no self masks)
+    into summed tables (:func:`check_layouts`, then :func:`decode_tables`).
+
+    Returns
+    -------
+    list of MarginalTable
+        In the layout's order.
+    """
+    check_layouts(contributions)
+    return decode_tables(unmask_sum([c.vector for c in contributions]), contributions)
 
 
 def secure_sum_tables(

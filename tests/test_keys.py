@@ -202,5 +202,12 @@ def test_cli_keys_trust(tmp_path):
     other = K.generate_keys("south", tmp_path / "k2")
     res = runner.invoke(root, ["keys", "trust", str(other.sign_pub), "--trust", str(trust)])
     assert res.exit_code == 1 and "different key" in res.stderr
+    # a sealing key goes into the folder as a secure-aggregation roster entry (SITE.seal.pub) ...
     res = runner.invoke(root, ["keys", "trust", str(kf.seal_pub), "--trust", str(trust)])
+    assert res.exit_code == 0 and (trust / "south.seal.pub").exists()
+    # ... but never as a signing key
+    fake = tmp_path / "fake" / "south.sign.pub"
+    fake.parent.mkdir()
+    fake.write_bytes(kf.seal_pub.read_bytes())
+    res = runner.invoke(root, ["keys", "trust", str(fake), "--trust", str(tmp_path / "t2")])
     assert res.exit_code == 2 and "X25519" in res.stderr

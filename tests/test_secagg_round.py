@@ -1,0 +1,234 @@
+"""Dropout-tolerant secure aggregation on files (issue 18): the sum is exact when sites drop out,
+the learner cannot unmask one site, and a round can be neither reused nor asked twice."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from marg.cli.main import app
+from marg.errors import InputError, RefusedError
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.summary import sum_tables
+from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.tables import count_tables, plan_cliques
+from marg.protocols import keys as K
+from marg.protocols.secagg import expand, unmask_sum
+from marg.protocols.secagg_round import (
+    finish,
+    make_request,
+    make_reveal,
+    make_upload,
+    parse_round,
+    parse_upload,
+    start_round,
+)
+
+CB = Codebook(features=(CategoricalFeature("a", ("0", "1", "2")), CategoricalFeature("b", ("u", "v")),
+                        NumericFeature("age", lo=0.0, hi=100.0)), label=Label("y", ("neg", "pos")))
+
+
+@pytest.fixture(scope="module")
+def ten(tmp_path_factory):
+    """Ten sites' keys in a roster, a learner key, each site's exact tables (pairs and moments)."""
+    d = tmp_path_factory.mktemp("roster")
+    names = [f"site{i:02d}" for i in range(10)]
+    kf = {s: K.generate_keys(s, d) for s in names + ["learner"]}
+    rng = np.random.default_rng(3)
+    tables = {}
+    for s in names:
+        n = int(rng.integers(30, 90))
+        X = np.column_stack([rng.integers(0, 3, n), rng.integers(0, 2, n), rng.uniform(0, 100, n)])
+        tables[s] = count_tables(CB, X, rng.integers(0, 2, n), plan_cliques(CB, "all"))
+    keys = {s: (K.load_signing_key(kf[s].sign_key), K.load_seal_key(kf[s].seal_key)) for s in names + ["learner"]}
+    return d, names, keys, tables
+
+
+def _round(ten, **kw):
+    d, names, keys, _ = ten
+    doc = start_round(d, names, CB.fingerprint, keys["learner"][0], "learner", **kw)
+    return doc, parse_round(doc, learner_pub=keys["learner"][0].public_key())
+
+
+def _uploads(ten, rnd, sites):
+    _, _, keys, tables = ten
+    return {s: parse_upload(json.loads(json.dumps(make_upload(rnd, s, tables[s], keys[s][1], keys[s][0]))), rnd, s)
+            for s in sites}
+
+
+def _plain(ten, sites):
+    _, _, _, tables = ten
+    return sum_tables([tables[s] for s in sites])[0]
+
+
+@pytest.mark.parametrize("late", [0, 2])
+def test_two_of_ten_sites_drop_out_and_the_sum_is_exact(ten, late):
+    """Two sites never upload; ``late`` more survivors never reveal. Threshold 6."""
+    d, names, keys, tables = ten
+    _, rnd = _round(ten)
+    assert rnd.threshold == 6
+    survivors = [s for s in names if s not in ("site03", "site07")]
+    ups = _uploads(ten, rnd, survivors)
+    req = make_request(rnd, list(ups.values()), keys["learner"][0])
+    assert req["dropped"] == ["site03", "site07"]
+    answering = survivors[late:]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in answering]
+    out, info = finish(rnd, list(ups.values()), req, reveals)
+    want = _plain(ten, survivors)
+    for t, w in zip(out, want):
+        assert t.clique == w.clique and t.kind == w.kind
+        if t.kind == "counts":
+            assert np.array_equal(t.counts, w.counts)  # exact
+        else:
+            np.testing.assert_allclose(t.counts, w.counts, atol=len(survivors) * 2.0**-17)
+    assert info["sites"] == survivors and info["dropped"] == ["site03", "site07"]
+    # the naive sum of the uploads (what the old library returned after a dropout) is garbage
+    naive = unmask_sum([u.masked.vector for u in ups.values()])
+    assert not np.array_equal(naive[: want[0].counts.size], want[0].counts.ravel())
+
+
+def test_too_few_uploads_or_reveals_are_refused(ten):
+    d, names, keys, tables = ten
+    _, rnd = _round(ten)
+    ups = _uploads(ten, rnd, names[:5])
+    with pytest.raises(RefusedError, match="5 of 10 sites uploaded, the threshold is 6"):
+        make_request(rnd, list(ups.values()), keys["learner"][0])
+    ups = _uploads(ten, rnd, names[:7])
+    req = make_request(rnd, list(ups.values()), keys["learner"][0])
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in names[:5]]
+    with pytest.raises(RefusedError, match="5 sites revealed their shares, the threshold is 6"):
+        finish(rnd, list(ups.values()), req, reveals)
+
+
+def test_the_learner_cannot_unmask_one_site(ten):
+    """With everything the learner holds (uploads, request, t reveals), one survivor's vector minus
+    its self mask and its dangling masks is still hidden by its masks with the other survivors."""
+    d, names, keys, tables = ten
+    _, rnd = _round(ten)
+    survivors = names[:8]
+    ups = _uploads(ten, rnd, survivors)
+    req = make_request(rnd, list(ups.values()), keys["learner"][0])
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in survivors[:6]]
+    # what a learner can rebuild: every survivor's self seed and the seeds shared with dropped sites
+    from marg.protocols import shamir
+
+    target = "site01"
+    shares = {rnd.member(r["site"]).index: shamir.share_int(r["shares"][target]["b"]) for r in reveals}
+    b = shamir.combine(shares, rnd.threshold)
+    vec = ups[target].masked.vector
+    partial = vec - expand(b, vec.size)
+    for j in ("site08", "site09"):
+        k = {rnd.member(r["site"]).index: shamir.share_int(r["shares"][target][f"k:{j}"]) for r in reveals}
+        m = expand(shamir.combine(k, rnd.threshold), vec.size)
+        partial = partial - m  # target < j: it added m
+    plain = np.concatenate([np.asarray(t.counts, dtype=np.int64).ravel() if t.kind == "counts"
+                            else np.rint(np.asarray(t.counts) * 2**16).astype(np.int64).ravel() for t in tables[target]])
+    same = np.mean(partial.view(np.int64) == plain)
+    assert same < 0.01  # essentially no cell recovered
+    # no reveal carries a pairwise seed between two survivors
+    assert all(set(r["shares"][target]) == {"b", "k:site08", "k:site09"} for r in reveals)
+
+
+def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
+    d, names, keys, tables = ten
+    doc, rnd = _round(ten)
+    up = make_upload(rnd, "site00", tables["site00"], keys["site00"][1], keys["site00"][0])
+    bad = dict(up)
+    bad["vector"] = bad["vector"][:-4] + ("AAAA" if bad["vector"][-4:] != "AAAA" else "BBBB")
+    with pytest.raises(RefusedError, match="bad signature"):
+        parse_upload(bad, rnd)
+    with pytest.raises(RefusedError, match="not the ones round"):  # another site's keys
+        make_upload(rnd, "site00", tables["site00"], keys["site01"][1], keys["site01"][0])
+    with pytest.raises(RefusedError, match="not in round"):
+        make_upload(rnd, "mallory", tables["site00"], keys["site00"][1], keys["site00"][0])
+    # a round signed by a learner the site does not trust
+    other = K.generate_keys("learner", tmp_path / "other")
+    forged = start_round(d, names, CB.fingerprint, K.load_signing_key(other.sign_key), "learner")
+    trust = K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()})
+    assert parse_round(doc, trust=trust).id == rnd.id
+    with pytest.raises(RefusedError, match="not a learner in trust store"):
+        parse_round(forged, trust=trust)
+    with pytest.raises(InputError, match="more than half"):
+        start_round(d, names, CB.fingerprint, keys["learner"][0], "learner", threshold=5)
+    # an upload replayed into another round
+    _, rnd2 = _round(ten)
+    with pytest.raises(RefusedError, match="replayed"):
+        parse_upload(up, rnd2)
+
+
+def test_secure_round_through_the_cli(tmp_path):
+    """Three sites, threshold 2: one drops out; the sum is the two survivors' tables (with their DP
+    noise), marg learn reads it, each site answers the round once and reveals once."""
+    runner = CliRunner()
+
+    def run(*args, home=None):
+        return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)} if home else None)
+
+    schema = tmp_path / "codebook.json"
+    demo_codebook().save(schema)
+    roster, site_trust = tmp_path / "roster", tmp_path / "site-trust"
+    sites = ["north", "south", "city"]
+    for s in sites + ["learner"]:
+        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys").exit_code == 0
+    for s in sites:
+        for kind in ("sign", "seal"):
+            assert run("keys", "trust", tmp_path / "keys" / f"{s}.{kind}.pub", "--trust", roster).exit_code == 0
+    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", site_trust).exit_code == 0
+    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", roster).exit_code == 0
+    r = run("secagg", "start", "--schema", schema, "--roster", roster, "--key", tmp_path / "keys" / "learner.sign.key",
+            "--out", tmp_path / "round.json")
+    assert r.exit_code == 0, r.output
+    assert "threshold 2" in r.stdout and "at most 1 drop out" in r.stdout
+
+    def submit(s, *extra):
+        return run("secagg", "submit", tmp_path / f"{s}.csv", "--schema", schema, "--round", tmp_path / "round.json",
+                   "--site", s, "--trust", site_trust, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
+                   "--key", tmp_path / "keys" / f"{s}.sign.key", "--ledger", tmp_path / f"{s}-ledger",
+                   "--out", tmp_path / f"{s}.upload", *extra)
+
+    for k, s in enumerate(sites[:2]):  # city drops out
+        write_csv(tmp_path / f"{s}.csv", generate(500, SITES[k], seed=40 + k))
+        r = submit(s, "--epsilon", "1", "--mechanism", "laplace")
+        assert r.exit_code == 0, r.output
+    # a second submission to the same round: refused before any data is read
+    r = submit("north", "--epsilon", "1", "--mechanism", "laplace")
+    assert r.exit_code == 1 and "already answered" in r.stderr
+    ups = [tmp_path / f"{s}.upload" for s in sites[:2]]
+    r = run("secagg", "collect", *ups, "--round", tmp_path / "round.json", "--key", tmp_path / "keys" / "learner.sign.key",
+            "--out", tmp_path / "request.json")
+    assert r.exit_code == 0, r.output
+    assert "dropped: city" in r.stdout
+    reveals = []
+    for s in sites[:2]:
+        r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", s,
+                "--trust", site_trust, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
+                "--key", tmp_path / "keys" / f"{s}.sign.key", "--ledger", tmp_path / f"{s}-ledger",
+                "--out", tmp_path / f"{s}.reveal")
+        assert r.exit_code == 0, r.output
+        reveals += ["--reveal", tmp_path / f"{s}.reveal"]
+    # the same site asked again (e.g. with another survivor set): refused
+    r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "north",
+            "--trust", site_trust, "--seal-key", tmp_path / "keys" / "north.seal.key",
+            "--key", tmp_path / "keys" / "north.sign.key", "--ledger", tmp_path / "north-ledger", "--out", tmp_path / "x")
+    assert r.exit_code == 1 and "already answered" in r.stderr
+    r = run("secagg", "finish", *ups, "--round", tmp_path / "round.json", "--request", tmp_path / "request.json",
+            *reveals, "--schema", schema, "--key", tmp_path / "keys" / "learner.sign.key", "--out", tmp_path / "sum.bundle")
+    assert r.exit_code == 0, r.output
+    assert "1 dropped out (city)" in r.stdout
+    from marg.protocols.bundle import load_bundle
+
+    total = load_bundle(tmp_path / "sum.bundle")
+    assert total.header["secagg"]["sites"] == ["north", "south"] and total.header["secagg"]["dropped"] == ["city"]
+    # the same counts as the two sites' noisy tables summed: the sites' ledgers hold their bundles' digests
+    assert all(t.noise.mechanism == "laplace" for t in total.tables)
+    for s in sites[:2]:
+        e = json.loads((tmp_path / f"{s}-ledger" / "ledger.jsonl").read_text().splitlines()[-1])
+        assert e["round"] == json.loads((tmp_path / "round.json").read_text())["id"]
+        r = run("audit", "verify", "--ledger", tmp_path / f"{s}-ledger", "--key", tmp_path / "keys" / f"{s}.sign.pub",
+                "--bundles", tmp_path / f"{s}.upload")
+        assert r.exit_code == 0, r.output
+    r = run("learn", tmp_path / "sum.bundle", "--learner", "mrc", "--trust", roster, "--out", tmp_path / "m.json", "--json")
+    assert r.exit_code == 0, r.output
