@@ -18,7 +18,7 @@ from .common import CountProgress, JsonOpt, OutOpt, emit_json, err
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
 SchemaCheck = Annotated[
-    Optional[Path], typer.Option("--schema", help="The site's codebook; refused if its fingerprint differs from the model's.")
+    Optional[Path], typer.Option("--schema", help="This site's codebook (required unless --allow-unsigned): a model of another codebook is refused.")
 ]
 TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")]
 UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
@@ -49,6 +49,11 @@ def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schem
     from marg.protocols.model_signing import verify_model_file
 
     verify_model_file(model, trust, allow_unsigned)
+    if schema is None and not allow_unsigned:
+        from marg.errors import InputError
+
+        raise InputError(f"{model}: give this site's codebook (--schema): a model fitted under another study's "
+                         "codebook would predict silently wrong")
     return api.load_model(model, schema)
 
 

@@ -42,8 +42,16 @@ def signed(tmp_path_factory):
 
 def test_a_signed_model_verifies_and_predicts(signed):
     tmp, model, trust = signed
-    r = run("evaluate", model, tmp / "test.csv", "--trust", trust, "--json")
+    r = run("evaluate", model, tmp / "test.csv", "--trust", trust, "--json", "--schema", tmp / "codebook.json")
     assert r.exit_code == 0, r.output
+    # without the site's codebook a signed model is not applied (issue 18: a model of another codebook)
+    r = run("evaluate", model, tmp / "test.csv", "--trust", trust)
+    assert r.exit_code == 2 and "--schema" in r.stderr and r.stderr.count("\n") == 1
+    other = json.loads((tmp / "codebook.json").read_text())
+    other["features"][0]["levels"] = list(reversed(other["features"][0]["levels"]))
+    (tmp / "other.json").write_text(json.dumps(other))
+    r = run("predict", model, tmp / "test.csv", "--out", tmp / "p.csv", "--trust", trust, "--schema", tmp / "other.json")
+    assert r.exit_code == 2 and "differs from the model's" in r.stderr and not (tmp / "p.csv").exists()
     r = run("report", model, "--out", tmp / "card.html", "--trust", trust)
     assert r.exit_code == 0 and "Signed by" in (tmp / "card.html").read_text() and "learner" in (tmp / "card.html").read_text()
     d = json.loads(run("inspect", model, "--json").stdout)

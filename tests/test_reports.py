@@ -58,7 +58,8 @@ def test_model_card_states_the_models_numbers(demo, tmp_path):
     m = Model.load(model_path)
     assert float(v["certificate"]) == m.worst_case_error and v["certificate_kind"] == m.estimator.certificate_.kind
     assert float(v["n"]) == pytest.approx(m.info["n"])
-    ev = json.loads(run("evaluate", model_path, test_rows, "--json", "--trust", trust).stdout)
+    ev = json.loads(run("evaluate", model_path, test_rows, "--json", "--trust", trust,
+                        "--schema", demo["workdir"] / "codebook.json").stdout)
     assert float(v["eval_error"]) == pytest.approx(ev["error"]) and int(v["eval_n"]) == ev["n"]
     K = len(m.classes)
     assert [[int(v[f"confusion_{i}_{j}"]) for j in range(K)] for i in range(K)] == ev["confusion"]
