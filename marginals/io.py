@@ -66,8 +66,8 @@ def column_names(path: str | Path) -> list[str]:
 
         try:
             return list(pq.ParquetFile(str(path)).schema_arrow.names)
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"cannot read Parquet file {path}: {exc}") from None
+        except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: a corrupted file's names are not UTF-8
+            raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
     import pyarrow.csv as pcsv
 
     try:
@@ -114,7 +114,7 @@ def iter_typed_batches(
             rows = max(4096, PARQUET_BATCH_CELLS // max(1, len(columns)))
             for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=True):
                 yield {c: batch.column(c) for c in columns}
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
         return
     import pyarrow.csv as pcsv

@@ -211,6 +211,8 @@ def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] |
             raise ValueError
         state = LedgerState.from_dict(d["state"])
         kid, sig = d.get("key_id"), d.get("signature")
+        if not isinstance(kid, (str, type(None))) or not isinstance(sig, (str, type(None))):
+            raise ValueError
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError, InputError):
         raise RefusedError(f"{name}: malformed checkpoint (corrupted or edited)") from None
     if kid is None or sig is None:
@@ -222,7 +224,10 @@ def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] |
         raw = unb64(sig, 64)
         if pub is None:
             raise RefusedError(f"{name}: checkpoint signed by key {str(kid)[:16]}, not the site's pinned key (re-signed)")
-        body = {**d, "signature": None}
-        if raw is None or not verify_bytes(canonical_json(body), raw, pub):
+        try:
+            body = canonical_json({**d, "signature": None})
+        except (ValueError, TypeError):  # NaN or infinity: never written by marg
+            raise RefusedError(f"{name}: malformed checkpoint (corrupted or edited)") from None
+        if raw is None or not verify_bytes(body, raw, pub):
             raise RefusedError(f"{name}: bad checkpoint signature (edited)")
     return state, kid

@@ -75,7 +75,11 @@ def _check_signature(doc: Mapping[str, Any], pub: ed25519.Ed25519PublicKey, name
     sig = unb64(doc.get("signature"), 64)
     if doc.get("key_id") != key_id(pub):
         raise RefusedError(f"{name} refused: signed by key {short_id(str(doc.get('key_id')))}, expected {short_id(key_id(pub))}")
-    if sig is None or not verify_bytes(canonical_json({**doc, "signature": None}), sig, pub):
+    try:
+        body = canonical_json({**doc, "signature": None})
+    except (ValueError, TypeError):  # NaN or infinity: never written by marg
+        raise RefusedError(f"{name} refused: malformed (not canonical JSON)") from None
+    if sig is None or not verify_bytes(body, sig, pub):
         raise RefusedError(f"{name} refused: bad signature (altered)")
 
 

@@ -145,7 +145,11 @@ class SiteConfig:
                       ledger=Path(d["ledger"]), head=head)
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError, InputError):
             raise RefusedError(f"site configuration {path} is malformed (edited or corrupted)") from None
-        if cfg.key_id != d.get("key_id") or not verify_bytes(canonical_json({**d, "signature": None}), sig, pub):
+        try:
+            body = canonical_json({**d, "signature": None})
+        except (ValueError, TypeError):  # NaN or infinity: never written by marg
+            raise RefusedError(f"site configuration {path} is malformed (edited or corrupted)") from None
+        if cfg.key_id != d.get("key_id") or not verify_bytes(body, sig, pub):
             raise RefusedError(f"site configuration {path}: bad signature (edited without the site key)")
         return cfg
 
