@@ -495,3 +495,41 @@ def test_cli_audit_verify_exit_codes_and_first_bad_entry(tmp_path, key):
     res = runner.invoke(root, args + ["--json"])
     rep = json.loads(res.stdout)
     assert res.exit_code == 1 and rep["first_bad_seq"] == 2 and rep["first_bad_line"] == 2 and not rep["ok"]
+
+
+def test_a_version_1_ledger_is_verified_taken_over_and_extended(tmp_path, key):
+    """A ledger written by the previous release (version-1 entries, no checkpoint, cap from
+    budget.json at the time) verifies, is taken over by marg audit init's checkpoint, and grows."""
+    from marg.protocols.signing import b64
+
+    d = tmp_path / "old"
+    d.mkdir()
+    prev, lines, total = GENESIS, [], 0.0
+    for i in range(3):
+        total += 0.5
+        e = {"v": 1, "seq": i + 1, "time": "2026-01-01T00:00:00+00:00", "prev": prev, "site": "north",
+             "recipient": None, "recipient_name": None, "bundle": _digest(i), "file_sha256": None, "n_rows": None,
+             "statistics": _stats(np.random.default_rng(i), 2), "mechanism": "laplace",
+             "cost": {"epsilon": 0.5, "delta": 0.0, "rho": 0.0},
+             "cumulative": {"epsilon": total, "delta": 0.0, "rho": 0.0},
+             "cap": {"epsilon": 4.0, "delta": 0.0, "rho": 0.0}, "key_id": K.key_id(key), "signature": None}
+        e["signature"] = b64(key.sign(entry_signing_bytes(e)))
+        lines.append(canonical_json(e))
+        prev = line_hash(lines[-1])
+    (d / "ledger.jsonl").write_bytes(b"".join(ln + b"\n" for ln in lines))
+    led = Ledger(d, public_key=key.public_key())
+    rep = led.verify()
+    assert rep.ok, rep.reason
+    assert led.spent().epsilon == pytest.approx(1.5)
+    state = led.checkpoint(key)  # what marg audit init does with an existing ledger
+    assert state.n == 3 and (d / "checkpoint.json").exists()
+    e = led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.5), private_key=key)
+    assert e["v"] == 2 and e["seq"] == 4 and e["prev"] == line_hash(lines[-1])
+    assert led.verify().ok and led.spent().epsilon == pytest.approx(2.0)
+    # its old cap lived in budget.json: until it is recorded in the chain, appends are refused
+    write_budget(d, PrivacyCost(epsilon=4.0))
+    with pytest.raises(RefusedError, match="outside the signed chain"):
+        led.append(bundle_digest=_digest(10), site="north", statistics=[], cost=PrivacyCost(epsilon=0.5), private_key=key)
+    led.set_cap(PrivacyCost(epsilon=4.0), key, "north")
+    with pytest.raises(RefusedError, match="budget exhausted"):
+        led.append(bundle_digest=_digest(10), site="north", statistics=[], cost=PrivacyCost(epsilon=2.5), private_key=key)
