@@ -18,17 +18,6 @@ def canonical_json(obj: Any) -> bytes:
     )
 
 
-def json_default(o: Any) -> Any:
-    """``json.dumps(default=...)`` for numpy values: scalars become numbers, arrays lists."""
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename,
     then fsync the folder.

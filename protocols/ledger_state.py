@@ -31,9 +31,8 @@ from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.privacy import PrivacyCost, check_budget
 
 from .exact_releases import check_exact_release, scope
-from .keys import key_id as _key_id
 from .ledger_format import GENESIS, HEX64, kind_of, line_hash
-from .signing import b64, sign_bytes, unb64, verify_bytes
+from .signing import document_signed_by, sign_document
 
 CHECKPOINT_FILE = "checkpoint.json"
 CHECKPOINT_FORMAT = "marg-ledger-checkpoint"
@@ -187,11 +186,9 @@ def _apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
 # ---------------------------------------------------------------------------------------
 def checkpoint_bytes(state: LedgerState, private_key: ed25519.Ed25519PrivateKey | None, time: str) -> bytes:
     """The checkpoint file for ``state``: canonical JSON, signed by the site key (if any)."""
-    body = {"format": CHECKPOINT_FORMAT, "version": 1, "time": time, "state": state.to_dict(),
-            "key_id": None if private_key is None else _key_id(private_key), "signature": None}
-    if private_key is not None:
-        body["signature"] = b64(sign_bytes(canonical_json(body), private_key))
-    return canonical_json(body) + b"\n"
+    body = {"format": CHECKPOINT_FORMAT, "version": 1, "time": time, "state": state.to_dict()}
+    doc = sign_document(body, private_key) if private_key is not None else {**body, "key_id": None, "signature": None}
+    return canonical_json(doc) + b"\n"
 
 
 def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] | None, name: str) -> tuple[LedgerState, str | None]:
@@ -221,13 +218,8 @@ def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] |
         return state, None
     if keys is not None:
         pub = keys.get(kid)
-        raw = unb64(sig, 64)
         if pub is None:
             raise RefusedError(f"{name}: checkpoint signed by key {str(kid)[:16]}, not the site's pinned key (re-signed)")
-        try:
-            body = canonical_json({**d, "signature": None})
-        except (ValueError, TypeError):  # NaN or infinity: never written by marg
-            raise RefusedError(f"{name}: malformed checkpoint (corrupted or edited)") from None
-        if raw is None or not verify_bytes(body, raw, pub):
+        if not document_signed_by(d, pub):
             raise RefusedError(f"{name}: bad checkpoint signature (edited)")
     return state, kid

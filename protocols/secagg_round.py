@@ -51,7 +51,7 @@ from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, TrustStore, key_id, load_sea
 from .keys import public_bytes, short_id, validate_site_name
 from .sealing import open_sealed, seal
 from .secagg import MaskedTables, check_layouts, decode_tables, mask_tables, pair_seed, recover_sum
-from .signing import b64, sign_bytes, unb64, verify_bytes
+from .signing import b64, document_signed_by, sign_document, unb64
 
 ROUND_FORMAT = "marg-secagg-round"
 UPLOAD_FORMAT = "marg-secagg-upload"
@@ -66,20 +66,13 @@ SELF = "b"
 # signed documents
 # ---------------------------------------------------------------------------------------
 def _signed(doc: dict[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
-    out = {**doc, "key_id": key_id(key), "signature": None}
-    out["signature"] = b64(sign_bytes(canonical_json(out), key))
-    return out
+    return sign_document(doc, key)
 
 
 def _check_signature(doc: Mapping[str, Any], pub: ed25519.Ed25519PublicKey, name: str) -> None:
-    sig = unb64(doc.get("signature"), 64)
     if doc.get("key_id") != key_id(pub):
         raise RefusedError(f"{name} refused: signed by key {short_id(str(doc.get('key_id')))}, expected {short_id(key_id(pub))}")
-    try:
-        body = canonical_json({**doc, "signature": None})
-    except (ValueError, TypeError):  # NaN or infinity: never written by marg
-        raise RefusedError(f"{name} refused: malformed (not canonical JSON)") from None
-    if sig is None or not verify_bytes(body, sig, pub):
+    if not document_signed_by(doc, pub):
         raise RefusedError(f"{name} refused: bad signature (altered)")
 
 

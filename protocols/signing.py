@@ -29,11 +29,12 @@ import base64
 import binascii
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
+from marg._util import canonical_json
 from marg.errors import InputError, MargError, RefusedError
 
 from .bundle import Bundle, read_bundle_bytes
@@ -84,6 +85,33 @@ def unb64(text: Any, expected_len: int | None = None) -> bytes | None:
     if b64(raw) != text or (expected_len is not None and len(raw) != expected_len):
         return None
     return raw
+
+
+def sign_document(doc: Mapping[str, Any], private_key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
+    """``doc`` with ``key_id`` and ``signature``: Ed25519 over its canonical JSON with ``signature`` null.
+
+    The signed JSON documents of the trust layer (ledger checkpoints, site configurations,
+    secure-aggregation files) all use this form.
+    """
+    out = {**doc, "key_id": _key_id(private_key), "signature": None}
+    out["signature"] = b64(sign_bytes(canonical_json(out), private_key))
+    return out
+
+
+def document_signed_by(doc: Mapping[str, Any], public_key: ed25519.Ed25519PublicKey) -> bool:
+    """Whether ``doc`` (from :func:`sign_document`) is signed by ``public_key``, unaltered.
+
+    False for any malformed document: another key id, a signature that is not 64 base64
+    bytes, or values that are not canonical JSON (NaN, infinity).
+    """
+    sig = unb64(doc.get("signature"), 64)
+    if sig is None or doc.get("key_id") != _key_id(public_key):
+        return False
+    try:
+        body = canonical_json({**doc, "signature": None})
+    except (ValueError, TypeError):
+        return False
+    return verify_bytes(body, sig, public_key)
 
 
 # ---------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, RefusedError
 
 from .keys import SIGN_KEY_SUFFIX, key_id, public_bytes, short_id, validate_site_name
-from .signing import b64, sign_bytes, unb64, verify_bytes
+from .signing import b64, document_signed_by, sign_document, unb64
 
 CONFIG_FILE = "site.json"
 CONFIG_FORMAT = "marg-site"
@@ -90,19 +90,16 @@ class SiteConfig:
         return self.home / CONFIG_FILE
 
     def _body(self) -> dict[str, Any]:
-        return {"format": CONFIG_FORMAT, "version": 1, "site": self.site, "key_id": self.key_id,
-                "public_key": b64(public_bytes(self.public_key)), "sign_key": str(self.sign_key),
-                "ledger": str(self.ledger), "head": self.head, "signature": None}
+        return {"format": CONFIG_FORMAT, "version": 1, "site": self.site, "public_key": b64(public_bytes(self.public_key)),
+                "sign_key": str(self.sign_key), "ledger": str(self.ledger), "head": self.head}
 
     def save(self, private_key: ed25519.Ed25519PrivateKey) -> None:
         """Sign with the pinned key and write atomically."""
         if key_id(private_key) != self.key_id:
             raise RefusedError(f"site configuration {self.path}: signing key {short_id(key_id(private_key))} is not "
                                f"the site's pinned key {short_id(self.key_id)}")
-        body = self._body()
-        body["signature"] = b64(sign_bytes(canonical_json(body), private_key))
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_bytes(self.path, canonical_json(body) + b"\n", mode=0o600)
+        atomic_write_bytes(self.path, canonical_json(sign_document(self._body(), private_key)) + b"\n", mode=0o600)
 
     def with_head(self, n: int, size: int, head: str) -> "SiteConfig":
         return replace(self, head={"n": int(n), "size": int(size), "hash": str(head)})
@@ -133,8 +130,7 @@ class SiteConfig:
             if not isinstance(d, dict) or d.get("format") != CONFIG_FORMAT or d.get("version") != 1:
                 raise ValueError
             raw = unb64(d["public_key"], 32)
-            sig = unb64(d["signature"], 64)
-            if raw is None or sig is None:
+            if raw is None:
                 raise ValueError
             pub = ed25519.Ed25519PublicKey.from_public_bytes(raw)
             head = d["head"]
@@ -145,11 +141,7 @@ class SiteConfig:
                       ledger=Path(d["ledger"]), head=head)
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError, InputError):
             raise RefusedError(f"site configuration {path} is malformed (edited or corrupted)") from None
-        try:
-            body = canonical_json({**d, "signature": None})
-        except (ValueError, TypeError):  # NaN or infinity: never written by marg
-            raise RefusedError(f"site configuration {path} is malformed (edited or corrupted)") from None
-        if cfg.key_id != d.get("key_id") or not verify_bytes(body, sig, pub):
+        if not document_signed_by(d, pub):
             raise RefusedError(f"site configuration {path}: bad signature (edited without the site key)")
         return cfg
 
