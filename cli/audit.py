@@ -116,7 +116,8 @@ def show_cmd(
         )
         return
     sites = sorted({e["site"] for e in entries})
-    typer.echo(f"Ledger {led.path}: {len(entries)} release(s) by site {', '.join(map(repr, sites)) or '-'}")
+    n_rel = sum(1 for e in entries if e.get("kind", "release") == "release")
+    typer.echo(f"Ledger {led.path}: {n_rel} release(s) by site {', '.join(map(repr, sites)) or '-'}")
     typer.echo(f"Budget cap: {cap.describe() if cap is not None else 'none recorded (marg audit budget)'}")
     if entries:
         hdr = f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} {'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}"
