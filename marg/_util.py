@@ -18,12 +18,14 @@ def canonical_json(obj: Any) -> bytes:
     )
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename,
     then fsync the folder.
 
     A crash at any point leaves either the old file (or none) or the complete new one.
     ``mode`` sets the permission bits before any byte is written (e.g. 0o600 for keys).
+    ``sync_dir=False`` skips the folder's fsync: the rename may then be lost in a crash (the
+    old file stays), for files whose previous version is still valid (ledger checkpoints).
     """
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
@@ -44,6 +46,8 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
         except FileNotFoundError:
             pass
         raise
+    if not sync_dir:
+        return
     try:
         dfd = os.open(parent, os.O_RDONLY)
         try:

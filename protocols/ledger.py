@@ -356,10 +356,14 @@ class Ledger:
                 self.mark_round(entry["round"], create=True)
             self._clean_stale()
             self._append_line(line, end)
-            atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(new, private_key, entry["time"]), mode=0o600)
+            # the line is durable; the checkpoint and the recorded head only need to be atomic: a crash
+            # may leave the previous ones, which the next append extends (lines after the checkpoint
+            # are verified, an older head is a prefix)
+            atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(new, private_key, entry["time"]), mode=0o600,
+                               sync_dir=False)
             if self.site is not None and self.site.owns(self.directory) and private_key is not None:
                 self.site = self.site.with_head(new.n, new.size, new.head)
-                self.site.save(private_key)
+                self.site.save(private_key, sync_dir=False)
         return entry
 
     def checkpoint(self, private_key: ed25519.Ed25519PrivateKey) -> LedgerState:

@@ -93,13 +93,14 @@ class SiteConfig:
         return {"format": CONFIG_FORMAT, "version": 1, "site": self.site, "public_key": b64(public_bytes(self.public_key)),
                 "sign_key": str(self.sign_key), "ledger": str(self.ledger), "head": self.head}
 
-    def save(self, private_key: ed25519.Ed25519PrivateKey) -> None:
-        """Sign with the pinned key and write atomically."""
+    def save(self, private_key: ed25519.Ed25519PrivateKey, sync_dir: bool = True) -> None:
+        """Sign with the pinned key and write atomically (``sync_dir``: see :func:`marg._util.atomic_write_bytes`)."""
         if key_id(private_key) != self.key_id:
             raise RefusedError(f"site configuration {self.path}: signing key {short_id(key_id(private_key))} is not "
                                f"the site's pinned key {short_id(self.key_id)}")
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_bytes(self.path, canonical_json(sign_document(self._body(), private_key)) + b"\n", mode=0o600)
+        atomic_write_bytes(self.path, canonical_json(sign_document(self._body(), private_key)) + b"\n", mode=0o600,
+                           sync_dir=sync_dir)
 
     def with_head(self, n: int, size: int, head: str) -> "SiteConfig":
         return replace(self, head={"n": int(n), "size": int(size), "hash": str(head)})
