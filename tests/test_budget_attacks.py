@@ -84,6 +84,12 @@ def test_edited_cap_entry_or_checkpoint_or_budget_json(site):
     refused(s, export(s, 6, "x.bundle"), "does not match its checkpoint|bad signature")
     r = run("audit", "verify", home=s["home"])
     assert r.exit_code == 1 and "entry seq 1" in r.stderr and "bad signature" in r.stderr
+    # the cap entry deleted: the chain breaks there
+    write(s, ls[1:])
+    refused(s, export(s, 6, "x.bundle"), "truncated or edited|does not match its checkpoint")
+    (s["ledger"] / "checkpoint.json").rename(s["tmp"] / "cp.json")
+    refused(s, export(s, 6, "x.bundle"), "expected seq 1")
+    (s["tmp"] / "cp.json").rename(s["ledger"] / "checkpoint.json")
     write(s, ls)
     # the checkpoint edited (its cumulative spend lowered): its signature breaks
     cp = json.loads((s["ledger"] / "checkpoint.json").read_text())
