@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,14 +42,15 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--copies", default="1,5,10")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        demo_codebook().save(d / "codebook.json")
-        write_csv(d / "base.csv", generate(args.rows, SITES[0], seed=1))
+        # the data is generated in a child: this process stays small, since a child's peak RSS
+        # (wait4) starts from its parent's size at fork
+        subprocess.run([sys.executable, "-c", "import sys; from marg.marginals.synthetic import SITES, demo_codebook, "
+                        "generate, write_csv; demo_codebook().save(sys.argv[1] + '/codebook.json'); "
+                        "write_csv(sys.argv[1] + '/base.csv', generate(int(sys.argv[2]), SITES[0], seed=1))",
+                        str(d), str(args.rows)], check=True)
         subprocess.run([str(MARG), "export", str(d / "base.csv"), "--schema", str(d / "codebook.json"), "--site", "north",
                         "--out", str(d / "a.bundle"), "--stats", "first", "--min-cell", "1", "--no-ledger"], check=True,
                        stdout=subprocess.DEVNULL)
@@ -58,14 +60,15 @@ def main() -> None:
         print(f"\nimports alone: {floor:.0f} MiB\n")
         print("| input | rows | file (MiB) | peak RSS (MiB) | seconds |")
         print("|---|---|---|---|---|")
-        lines = (d / "base.csv").read_bytes()
-        head, body = lines.split(b"\n", 1)
         for k in (int(c) for c in args.copies.split(",")):
             f = d / f"x{k}.csv"
-            with open(f, "wb") as fh:
-                fh.write(head + b"\n")
-                for _ in range(k):
-                    fh.write(body)
+            with open(f, "wb") as out:
+                for j in range(k):  # streamed: this process never holds the data
+                    with open(d / "base.csv", "rb") as src:
+                        head = src.readline()
+                        if j == 0:
+                            out.write(head)
+                        shutil.copyfileobj(src, out, 1 << 20)
             rss, sec = peak([str(MARG), "predict", str(d / "m.json"), str(f), "--out", str(d / "p.csv"),
                              "--schema", str(d / "codebook.json"), "--allow-unsigned"])
             print(f"| demo x{k} | {k * args.rows:,} | {f.stat().st_size / 2**20:,.0f} | {rss:,.0f} | {sec:.1f} |")
