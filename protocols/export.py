@@ -28,7 +28,7 @@ from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import Holdout, remember
 from marg.marginals.sources import Source, open_source
 from marg.marginals.sources.files import FileSource
-from marg.errors import InputError
+from marg.errors import InputError, RefusedError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget, rho_for_epsilon
@@ -221,6 +221,19 @@ def export_site(
         if src is not data:
             src.close()
 
+    # 3. Protect. An exact release after an exact release of overlapping statistics from a
+    # dataset of another size would reveal the difference (one patient added or removed: their
+    # every feature and label): refused — release it with DP instead.
+    if not dp and ledger is not None:
+        names = {t.name for t in tables}
+        for e in ledger.entries():
+            if e.get("mechanism") == "none" and e.get("n_rows") not in (None, n_rows):
+                shared = sorted(names & {st["name"] for st in e.get("statistics") or []})
+                if shared:
+                    raise RefusedError(
+                        f"an exact release of {shared[0]} (and {len(shared) - 1} more) left this site on "
+                        f"{str(e.get('time'))[:10]} from {e['n_rows']:,} rows; releasing it again exactly from {n_rows:,} "
+                        "rows would reveal the difference: use --epsilon")
     # 3. Protect.
     suppressed: list[Any] = []
     if dp:
@@ -240,8 +253,11 @@ def export_site(
         extra["holdout"] = {"fraction": spec.fraction}
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
-    if suppressed:
-        extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
+    if suppressed:  # how many, per table — not where: positions would point at the rare cells
+        per: dict[str, int] = {}
+        for c in suppressed:
+            per[c.table] = per.get(c.table, 0) + 1
+        extra["suppressed_cells"] = per
 
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
