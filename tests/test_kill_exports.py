@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -52,18 +53,25 @@ def test_random_kills_during_100_exports(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done, kills = 0, 0
     while done < 100:
-        stop = min(100, done + 8)  # a few exports per worker, so that kills land among them
-        p = subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), str(done), str(stop), str(keys.sign_key)],
+        p = subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), str(done), "100", str(keys.sign_key)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        try:
-            out, err = p.communicate(timeout=rng.uniform(0.6, 2.5))
-        except subprocess.TimeoutExpired:
+        let_finish = rng.randint(0, 4)  # exports to let through, then kill within the next one
+        seen = []
+        while len(seen) <= let_finish:
+            line = p.stdout.readline()
+            if not line:
+                break
+            seen.append(int(line))
+            if len(seen) == let_finish + 1 or seen[-1] == 99:
+                break
+        if p.poll() is None and seen and seen[-1] < 99:
+            time.sleep(rng.uniform(0.0, 0.03))
             p.send_signal(signal.SIGKILL)
-            out, err = p.communicate(timeout=60)
+        rest, err = p.communicate(timeout=120)
+        seen += [int(x) for x in rest.split()]
         assert p.returncode in (0, -9), err
         kills += p.returncode == -9
-        finished = [int(x) for x in out.split()]
-        done = (max(finished) + 1) if finished else done
+        done = (max(seen) + 1) if seen else done
     assert kills >= 10, kills
     led = Ledger(tmp_path / "ledger")
     bundles = sorted((tmp_path / "out").glob("*.bundle"))
