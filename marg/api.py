@@ -357,7 +357,8 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
         remedies.append("or lower --coverage, or use --s for an uncalibrated model")
     K = cert.n_classes
     cov = f"{cert.coverage:.0%} coverage" if cert.coverage is not None else "this λ"
-    return (f"warning: the certificate is trivial (R* = {cert.value:.4f} = 1 − 1/{K}, what guessing uniformly "
+    what = {"W(h)": "W(h)", "holdout": "the holdout bound"}.get(cert.kind, "R*")
+    return (f"warning: the certificate is trivial ({what} = {cert.value:.4f} ≥ 1 − 1/{K}, what guessing uniformly "
             f"achieves): {summary.n:,.0f} rows are too few for {cov} over this many table entries, so the model "
             f"guarantees no more than a coin; " + ", ".join(remedies))
 

@@ -18,7 +18,7 @@ so that no offending cell can be recomputed, or narrowed below ``k``, from the r
 tables' margins (:mod:`marg.marginals.suppression`: an LP audit of what the release says
 about each cell; releases whose tables form a cycle are refused). For a moment table both
 rows of the offending class are zeroed. Every suppressed cell is returned, so the export
-records how many; the bundle says that cells were suppressed, not where.
+records how many per table, never where (positions would point at the rare cells).
 
 Tables that carry DP noise are not checked: the DP guarantee covers small cells.
 """

@@ -18,7 +18,7 @@ Suppression across releases: a release's complementary suppression
 (:mod:`marg.marginals.suppression`) is audited against that release's own tables only. So an
 exact release with suppressed cells must not overlap an earlier exact release of the site,
 and no exact release may overlap an earlier one that had suppressed cells (their margins
-could recompute the hidden cells); such releases need DP.
+could recompute the hidden cells) unless it repeats it exactly; such releases need DP.
 
 Keys are ``"n"``, ``"m:<json list of attributes>"``, ``"t:<json clique>"`` (suppressed
 table) and ``"s:<json clique>"`` (moments); digests are the first 32 hex characters of
@@ -127,12 +127,12 @@ def check_exact_release(
         if old is not None and old[0] != digest:
             what = "the row count" if key == "n" else f"statistic {_words(key)}"
             raise RefusedError(
-                f"exact release refused: {what} differs from the exact release of ledger entry #{old[1]} — the data "
-                f"changed, and the difference of two exact releases discloses the changed patients; release it with "
+                f"exact release refused: {what} differs from the exact release of ledger entry #{old[1]} (the data "
+                f"changed): releasing it exactly would reveal the difference, the changed patients; release it with "
                 f"DP (--epsilon or --rho)"
             )
-    if not earlier:
-        return
+    if not earlier or all(k in earlier for k in new):
+        return  # nothing new: the same numbers again disclose nothing
     new_attrs = set().union(*(_attributes(k) for k in new))
     old_attrs: dict[str, int] = {}
     for k, (_, seq) in earlier.items():

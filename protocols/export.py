@@ -251,6 +251,11 @@ def export_site(
         extra["holdout"] = {"fraction": spec.fraction}
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
+    if suppressed:  # how many, per table — not where: positions would point at the rare cells
+        per: dict[str, int] = {}
+        for c in suppressed:
+            per[c.table] = per.get(c.table, 0) + 1
+        extra["suppressed_cells"] = per
 
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
