@@ -187,8 +187,12 @@ def reveal_cmd(
     if ledger is None:
         ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
     doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk)
-    Ledger(ledger).mark_round(f"{rnd.id}-reveal")  # a second request for this round is refused
-    write_doc(doc, out)
+    marker = Ledger(ledger).mark_round(f"{rnd.id}-reveal")  # a second request for this round is refused
+    try:
+        write_doc(doc, out)
+    except BaseException:
+        marker.unlink()  # nothing revealed: the round may still be answered
+        raise
     typer.echo(f"wrote {out}: site {site!r}'s shares for round {rnd.id} (survivors {', '.join(doc['survivors'])})")
 
 

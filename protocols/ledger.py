@@ -288,9 +288,9 @@ class Ledger:
         if round_id is not None:
             self.mark_round(round_id, create=False)
 
-    def mark_round(self, round_id: str, create: bool = True) -> None:
+    def mark_round(self, round_id: str, create: bool = True) -> Path:
         """Refuse a round this site already answered; with ``create``, mark it answered
-        (``DIR/rounds/ID``, created exclusively)."""
+        (``DIR/rounds/ID``, created exclusively). Returns the marker's path."""
         if not isinstance(round_id, str) or not ROUND_ID.match(round_id):
             raise InputError(f"malformed round id {round_id!r}")
         marker = self.directory / ROUNDS_DIR / round_id
@@ -303,6 +303,7 @@ class Ledger:
                 os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
                 raise RefusedError(f"round {round_id} was already answered by this site (ledger {self.directory})") from None
+        return marker
 
     # ------------------------------------------------------------------ writing
     @contextmanager
@@ -352,10 +353,14 @@ class Ledger:
             line = canonical_json(entry)
             parse_entry(line, "new ledger entry")  # the writer obeys its own format
             new = apply_entry(state, entry, line)  # refuses (budget, exact releases) before any byte is written
-            if entry.get("round"):
-                self.mark_round(entry["round"], create=True)
+            marker = self.mark_round(entry["round"], create=True) if entry.get("round") else None
             self._clean_stale()
-            self._append_line(line, end)
+            try:
+                self._append_line(line, end)
+            except BaseException:
+                if marker is not None:
+                    marker.unlink()  # the entry was not written: the round is not answered
+                raise
             # the line is durable; the checkpoint and the recorded head only need to be atomic: a crash
             # may leave the previous ones, which the next append extends (lines after the checkpoint
             # are verified, an older head is a prefix)
