@@ -219,7 +219,7 @@ def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] |
     if keys is not None:
         pub = keys.get(kid)
         if pub is None:
-            raise RefusedError(f"{name}: checkpoint signed by key {str(kid)[:16]}, not the site's pinned key (re-signed)")
+            raise RefusedError(f"{name}: checkpoint signed by key {str(kid)[:16]!r}, not the site's pinned key (re-signed)")
         if not document_signed_by(d, pub):
             raise RefusedError(f"{name}: bad checkpoint signature (edited)")
     return state, kid

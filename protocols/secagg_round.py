@@ -71,7 +71,7 @@ def _signed(doc: dict[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, An
 
 def _check_signature(doc: Mapping[str, Any], pub: ed25519.Ed25519PublicKey, name: str) -> None:
     if doc.get("key_id") != key_id(pub):
-        raise RefusedError(f"{name} refused: signed by key {short_id(str(doc.get('key_id')))}, expected {short_id(key_id(pub))}")
+        raise RefusedError(f"{name} refused: signed by key {str(doc.get('key_id'))[:16]!r}, expected {short_id(key_id(pub))}")
     if not document_signed_by(doc, pub):
         raise RefusedError(f"{name} refused: bad signature (altered)")
 
@@ -198,12 +198,12 @@ def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None, learner_p
             raise RefusedError(f"{name} refused: give the trust store of learner keys (--trust) to check who issued it")
         found = trust.lookup(str(d.get("key_id")))
         if found is None or found[0] != learner:
-            raise RefusedError(f"{name} refused: issued by key {short_id(str(d.get('key_id')))} ({learner!r}), not a "
+            raise RefusedError(f"{name} refused: issued by key {str(d.get('key_id'))[:16]!r} ({learner!r}), not a "
                                f"learner in trust store {trust.directory}")
         learner_pub = found[1]
     _check_signature(d, learner_pub, name)
     if fingerprint is not None and d.get("fingerprint") != fingerprint:
-        raise InputError(f"{name}: the round is for codebook {str(d.get('fingerprint'))[:16]}…, not {fingerprint[:16]}…")
+        raise InputError(f"{name}: the round is for codebook {str(d.get('fingerprint'))[:16]!r}…, not {fingerprint[:16]}…")
     return SecureRound(rid, str(d["fingerprint"]), t, tuple(members), learner, learner_pub, stats, pairs)
 
 
@@ -257,7 +257,7 @@ def parse_upload(d: Mapping[str, Any], rnd: SecureRound, name: str = "upload") -
         raise InputError(f"{name}: malformed upload (no site)")
     _check_signature(d, me.sign_pub, name)
     if d.get("round") != rnd.id:
-        raise RefusedError(f"{name} refused: for round {str(d.get('round'))[:12]}…, not {rnd.id[:12]}… (replayed)")
+        raise RefusedError(f"{name} refused: for round {str(d.get('round'))[:12]!r}…, not {rnd.id[:12]}… (replayed)")
     try:
         layout = tuple((tuple(str(a) for a in x["clique"]), str(x["kind"]), tuple(int(v) for v in x["shape"]),
                         NoiseRecord.from_dict(x["noise"])) for x in d["layout"])
@@ -295,7 +295,7 @@ def parse_request(d: Mapping[str, Any], rnd: SecureRound, name: str = "request")
     """Verify the learner's request; return (survivors, dropped)."""
     _check_signature(d, rnd.learner_key, name)
     if d.get("round") != rnd.id:
-        raise RefusedError(f"{name} refused: for round {str(d.get('round'))[:12]}…, not {rnd.id[:12]}…")
+        raise RefusedError(f"{name} refused: for round {str(d.get('round'))[:12]!r}…, not {rnd.id[:12]}…")
     surv, drop = d.get("survivors"), d.get("dropped")
     if (not isinstance(surv, list) or not isinstance(drop, list) or sorted(surv + drop) != sorted(rnd.names)
             or len(set(surv)) != len(surv)):
