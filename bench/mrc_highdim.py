@@ -42,10 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from marg.learners.calibration import summary_lambda  # noqa: E402
-from marg.learners.featuremap import FeatureMap  # noqa: E402
+from marg.errors import SolverError  # noqa: E402
+from marg.learners.calibration import map_lambda  # noqa: E402
+from marg.learners.features.blocks import FeatureMap, node_blocks  # noqa: E402
+from marg.learners.features.statistics import map_moments  # noqa: E402
 from marg.learners.mrc import MRC  # noqa: E402
-from marg.learners.mrc_lp import solve_cg  # noqa: E402
+from marg.learners.minimax.drivers import solve_cg  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
@@ -114,7 +116,6 @@ def summary_of(X: np.ndarray, y: np.ndarray, classes: np.ndarray, discrete: bool
     t = time.perf_counter()
     enc = Encoder(X, classes, discrete)
     S = Summary.from_rows(enc.codebook, enc.codes(X), y)
-    _ = S.tau  # count → τ (the lazy part)
     return enc, S, time.perf_counter() - t
 
 
@@ -123,7 +124,7 @@ def timed_fit(model: MRC, S: Summary) -> tuple[MRC | None, float]:
     t = time.perf_counter()
     try:
         model.fit(S)
-    except RuntimeError as exc:
+    except SolverError as exc:
         if "time limit" not in str(exc):
             raise
         return None, time.perf_counter() - t
@@ -139,11 +140,13 @@ def speedup(t_full: float, t_cg: float, full: MRC | None) -> str:
 
 def plot_run(S: Summary) -> tuple[float, dict]:
     """R* (full LP) and the R^k paths of CG from 10 random initial features, ε = 1e-4, per n_max."""
-    fm = FeatureMap(S.blocks, list(range(len(S.blocks))))
-    lam = summary_lambda(S, s=0.3)
+    blocks = node_blocks(S.codebook)
+    fm = FeatureMap(blocks, [b.column for b in blocks])
+    m = map_moments(S, fm)
+    lam = map_lambda(m, fm, s=0.3)
     R_star = MRC(s=0.3, solver="full", lp_solver="ipm").fit(S).worst_case_error_
     init = np.random.default_rng(0).choice(fm.n_blocks, size=10, replace=False)
-    curves = {n_max: solve_cg(fm, S.tau, lam, n_max=n_max, eps=1e-4, k_max=200, init=init).iterations for n_max in (1, 5, 10)}
+    curves = {n_max: solve_cg(fm, m.tau, lam, n_max=n_max, eps=1e-4, k_max=200, init=init).iterations for n_max in (1, 5, 10)}
     return R_star, curves
 
 

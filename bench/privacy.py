@@ -1,30 +1,33 @@
-"""Accuracy and certificate validity under differential privacy, on UCI adult (3 sites).
+"""The default path under differential privacy, side by side with row-level DP peers (issue 15).
 
-Run: python bench/privacy.py [--reps 10] [--epsilons 0.1,0.5,1,2,5,inf] [--learners mrc,renyi,renyi-2r,dcc]
+Run: python bench/privacy.py [--reps 5] [--epsilons 0.25,0.5,1,2,4] [--sets adult,credit,votes,kr-vs-kp]
 
-Setup (one run, side by side with the non-private model):
-- adult (48,842 rows) with a public codebook (categorical codes as levels; the six
-  continuous columns binned at fixed, public edges, written below); a fixed random 20 %
-  held out as the test set; the other 80 % split at random over 3 sites.
-- Each site releases its tables with ε-DP (Laplace through OpenDP, the default budget
-  split of ``marginals.privacy``), ε **per site** (sites hold disjoint patients, so every
-  patient's guarantee is ε). Learners and their releases (alternatives, each with the
-  full ε):
-  ``mrc``: first-order tables (``--stats first``);
-  ``renyi`` (and ``dcc``, when it exists): all pairs in one release (``--stats all``, half
-  the budget on the first-order tables, half on the 91 pair tables);
-  ``renyi-2r``: the two-round protocol — round 1 first-order tables with ε/2, the learner
-  keeps the top ``--top-k`` features by mutual information with the label, round 2 their
-  pair tables with ε/2; the Rényi classifier on those features.
-- The learner sums the sites' tables and builds the Summary, which post-processes noisy
-  tables (consistency, non-negativity, PSD Q), and fits with default settings (MRC: coverage 0.95, λ widened by the
-  released noise). ε = ∞ is the exact release (one run).
-- Reported per (learner, ε), over ``--reps`` independent noise draws: test error of the
-  deterministic rule (mean ± std), expected test error of the randomized rule (the one the
-  certificate bounds: mean over test rows of 1 − P̂(true class)), the certificate, and the
-  fraction of runs with certificate ≥ randomized test error (target ≥ 95 %), plus the gap
-  to the non-private error (target at ε = 1: within 2 points).
-- Plot: ``bench/plots/privacy_error_vs_epsilon.png``.
+Protocol (every number from one run):
+- A seeded 80/20 split per repetition; the training rows go to three sites of unequal size
+  (50 / 30 / 20 %), each spending ε **on its own patients** (ε per site).
+- **The default path** is what a user gets without options: each site runs the export
+  pipeline of ``marg export DATA --epsilon ε`` with every default (``protocols.export.
+  export_site``: ``--stats auto`` = first-order and every pair table, the Gaussian
+  mechanism at (ε, δ = 1e-6) via zCDP, the least-squares budget split) and writes a bundle;
+  the learner runs ``marg learn BUNDLES`` with every default (``protocols.load.load_summary``
+  then ``marg.api.learn(summary, "auto")``: leave-one-site-out choice, the chosen model's
+  certificate). Reported: mean test error, the learners chosen, the certificate, how often
+  certificate ≥ test error, and how often the certificate is < 0.30.
+- ``renyi``: the same bundles, ``marg learn --learner renyi`` (automatic ridge; never
+  worse than the majority vote is the target). ``exact``: the same path without noise
+  (``--stats all --min-cell 1``), the reference for "within 3 points".
+- adult, ε ≥ 1: the **holdout path** (:func:`certified_path`): the same default export with
+  ``--holdout 0.2`` at 0.75·ε, the default learn, each site's ``--evaluate`` release of the
+  model's confusion matrix on its held-out rows at 0.25·ε, ``marg certify``: a certificate of
+  the rule's error rate from rows it never saw.
+- adult only, on the pooled training rows: diffprivlib's LogisticRegression at ε (one-hot
+  codes, ``data_norm`` = √p: every row has norm √p) and scikit-learn's non-private
+  LogisticRegression; MST → LogisticRegression is quoted from the issue (its install pulls
+  several GB), not run.
+- adult uses the public codebook below (bin edges are round numbers); the other sets use
+  codebooks whose categorical levels are the public value lists and whose continuous
+  columns are cut at the training rows' terciles (not a DP step: the same codebook serves
+  the exact and the private runs).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import math
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,16 +49,19 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
-from marg.marginals.encoding import encode_file  # noqa: E402
-from marg.marginals.postprocess import postprocess_tables  # noqa: E402
-from marg.marginals.privacy import privatize  # noqa: E402
-from marg.marginals.summary import Summary, sum_tables  # noqa: E402
-from marg.marginals.tables import count_tables, plan_cliques  # noqa: E402
+from marg.marginals.sources.base import Source  # noqa: E402
+from marg.marginals.tables import count_tables  # noqa: E402
 
-DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets")) / "adult" / "adult.tsv.gz"
-PLOT = ROOT / "bench" / "plots" / "privacy_error_vs_epsilon.png"
+DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
+DATA = DATASETS / "adult" / "adult.tsv.gz"
+SHARES = (0.5, 0.3, 0.2)
+PEERS_ISSUE = {  # measured by the issue's author on pooled adult rows
+    "diffprivlib LR (issue)": {0.25: 0.241, 0.5: 0.228, 1.0: 0.188, 2.0: 0.184, 4.0: 0.157},
+    "MST → LR (issue)": {0.25: 0.202, 0.5: 0.200, 1.0: 0.192, 2.0: 0.190, 4.0: 0.189},
+}
+TARGET = {0.25: 0.185, 0.5: 0.170, 1.0: 0.155, 2.0: 0.150, 4.0: 0.148}
 
-# Public bin edges for the continuous columns (round numbers, not data quantiles).
+# Public bin edges for adult's continuous columns (round numbers, not data quantiles).
 EDGES = {
     "age": (25.0, 35.0, 45.0, 55.0, 65.0),
     "fnlwgt": (100000.0, 200000.0, 300000.0),
@@ -68,6 +75,32 @@ LEVELS = {"workclass": 9, "education": 16, "marital-status": 7, "occupation": 15
           "relationship": 6, "race": 5, "sex": 2, "native-country": 42}
 ORDER = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
          "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country"]
+RAW: dict = {}  # dataset → its raw rows (for the certified path's site files)
+UCI = {
+    "credit": ("credit-a/credit-a.tsv.gz", ["A2", "A3", "A8", "A11", "A14", "A15"]),
+    "votes": ("house-votes-84/house-votes-84.tsv.gz", []),
+    "kr-vs-kp": ("kr-vs-kp/kr-vs-kp.tsv.gz", []),
+}
+
+
+class ArraySource(Source):
+    """A site's rows already coded by the codebook (the bench skips CSV parsing; the export
+    pipeline after counting is the one ``marg export`` runs)."""
+
+    def __init__(self, name: str, X: np.ndarray, y: np.ndarray):
+        self.name, self.X, self.y = name, X, y
+
+    def describe(self) -> dict:
+        return {"kind": "bench-array", "location": self.name}
+
+    def columns(self) -> list[str]:
+        return []
+
+    def count(self, codebook, cliques, progress=None):
+        return count_tables(codebook, self.X, self.y, cliques), int(self.y.size)
+
+    def draft_batches(self, columns):
+        raise NotImplementedError("bench source")
 
 
 def adult_codebook() -> Codebook:
@@ -76,90 +109,159 @@ def adult_codebook() -> Codebook:
         if name in EDGES:
             feats.append(NumericFeature(name, edges=EDGES[name]))
         else:
-            lv = tuple(str(k) for k in range(LEVELS[name]))
-            feats.append(CategoricalFeature(name, lv))
+            feats.append(CategoricalFeature(name, tuple(str(k) for k in range(LEVELS[name]))))
     return Codebook(features=tuple(feats), label=Label("target", ("0", "1")))
 
 
-class Release:
-    """What the sites release for one learner, at one ε, and the Summary the learner builds.
+def load_set(name: str):
+    """(codebook-maker(train_idx) → (cb, X codes), y) for a dataset."""
+    import pandas as pd
 
-    ``plan="first"``: one release of first-order tables; ``plan="all"``: one release with
-    all pairs; ``plan="two-round"``: round 1 = first-order tables with ε/2, the learner
-    screens the top ``k`` features by mutual information with the label
-    (``marginals.request.screen_features``), round 2 = their pair tables with ε/2.
-    """
+    if name == "adult":
+        from marg.marginals.encoding import encode_file
 
-    def __init__(self, cb, X, y, sites, plan, k=6):
-        self.cb, self.X, self.y, self.sites, self.plan, self.k = cb, X, y, sites, plan, k
-        stats = "first" if plan == "two-round" else plan
-        self.exact = [count_tables(cb, X[s], y[s], plan_cliques(cb, stats)) for s in sites]
-        self.features = None
+        cb = adult_codebook()
+        enc = encode_file(DATA, cb)
+        RAW["adult"] = pd.read_csv(DATA, sep="\t")
+        return (lambda tr: (cb, enc.X)), enc.y
+    df = pd.read_csv(DATASETS / UCI[name][0], sep="\t")
+    y_raw = df.pop("target").to_numpy()
+    classes = np.unique(y_raw)
+    y = np.searchsorted(classes, y_raw).astype(np.int64)
+    V = df.to_numpy(dtype=np.float64)
+    binned = UCI[name][1]
 
-    def _noisy(self, parts, eps):
-        if math.isinf(eps):
-            return parts
-        return [privatize(ts, epsilon=eps, codebook=self.cb)[0] for ts in parts]
-
-    def summary(self, eps):
-        cb, lab = self.cb, self.cb.label.name
-        if self.plan != "two-round":
-            agg, _ = sum_tables(self._noisy(self.exact, eps))
-        else:
-            from itertools import combinations
-
-            from marg.marginals.request import screen_features
-
-            r1, _ = sum_tables(self._noisy(self.exact, eps / 2))
-            if not math.isinf(eps):
-                r1 = postprocess_tables(r1)
-            top = screen_features(r1, self.k, label=lab)
-            self.features = sorted(top, key=cb.index)
-            cl = [(a, b, lab) for a, b in combinations(self.features, 2)]
-            r2 = [count_tables(cb, self.X[s], self.y[s], cl) for s in self.sites]
-            r2, _ = sum_tables(self._noisy(r2, eps / 2))
-            agg = r1 + r2
-        # Summary post-processes noisy tables itself (consistency, non-negativity, PSD Q).
-        return Summary.from_tables(cb, agg)
-
-
-def load_learners(names):
-    """name → (release plan, fit(summary, release) → fitted model)."""
-    out = {}
-    for nm in names:
-        if nm == "mrc":
-            from marg.learners.mrc import MRC
-
-            out[nm] = ("first", lambda s, r: MRC().fit(s))
-        elif nm in ("renyi", "renyi-2r"):
-            try:
-                from marg.learners.renyi import RenyiClassifier
-            except ImportError as exc:
-                print(f"({nm} skipped: {exc})")
-                continue
-            if nm == "renyi":
-                out[nm] = ("all", lambda s, r: RenyiClassifier().fit(s))
+    def make(tr):
+        feats, cols = [], []
+        for j, c in enumerate(df.columns):
+            v = V[:, j]
+            if c in binned:
+                edges = np.unique(np.quantile(v[tr], [1 / 3, 2 / 3]))
+                feats.append(NumericFeature(c, edges=tuple(float(e) for e in edges)))
+                cols.append(np.searchsorted(edges, v, side="left"))
             else:
-                out[nm] = ("two-round", lambda s, r: RenyiClassifier(features=r.features).fit(s))
-        elif nm == "dcc":
-            try:
-                from marg.learners.dcc import DCC  # type: ignore[import-not-found]
-            except ImportError as exc:
-                print(f"({nm} skipped: {exc})")
-                continue
-            # time_limit per LP solve: on the exact all-pairs summary DCC's row generation can
-            # run for many minutes; its certificate is the exact R(μ) of the μ it has.
-            out[nm] = ("all", lambda s, r: DCC(time_limit=120.0).fit(s))
-        else:
-            sys.exit(f"unknown learner {nm!r}")
+                levels = np.unique(v)
+                feats.append(CategoricalFeature(c, tuple(f"{x:g}" for x in levels)))
+                cols.append(np.searchsorted(levels, v))
+        cb = Codebook(features=tuple(feats), label=Label("target", tuple(f"{c}" for c in classes)))
+        return cb, np.column_stack(cols).astype(np.float64)
+
+    return make, y
+
+
+EXPORT_OPTIONS: dict = {}  # --first-order-share / --stats experiments (empty: the defaults)
+
+
+def default_path(cb, X, y, sites, eps, workdir: Path, learner: str = "auto"):
+    """Export every site with the defaults (ε per site) and learn with the defaults."""
+    from marg.api import learn
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    paths = []
+    for k, s in enumerate(sites):
+        out = workdir / f"site{k}.bundle"
+        kw = {"stats": "all", "min_cell": 1} if eps is None else {"epsilon": eps, **EXPORT_OPTIONS}
+        export_site(ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, **kw)
+        paths.append(out)
+    summary = load_summary(paths, allow_unsigned=True)
+    models = {}
+    from marg.errors import InputError
+
+    for name in ([learner] if isinstance(learner, str) else learner):
+        try:
+            models[name] = learn(summary, name, {}).model
+        except InputError as exc:  # e.g. renyi without pair tables in an experiment
+            log(f"{name}: {exc}")
+    return models
+    return models
+
+
+PEER_SCRIPT = """
+import json, sys
+import numpy as np
+from diffprivlib.models import LogisticRegression
+d = np.load(sys.argv[1])
+out = {}
+for eps in json.loads(sys.argv[2]):
+    m = LogisticRegression(epsilon=eps, data_norm=float(d["norm"]), max_iter=2000, random_state=int(d["seed"]))
+    out[str(eps)] = float(np.mean(m.fit(d["A"], d["ytr"]).predict(d["B"]) != d["yte"]))
+print(json.dumps(out))
+"""
+
+
+HOLDOUT = 0.2  # the certified path: fraction of each site's rows held out
+EVAL_SHARE = 0.25  # ... and the share of ε spent on the evaluation release (the rest on the tables)
+
+
+def certified_path(raw, cb, X, y, sites, eps, workdir: Path):
+    """The holdout path: export at (1 − EVAL_SHARE)·ε with ``--holdout``, learn (defaults),
+    each site releases the model's confusion matrix on its held-out rows at EVAL_SHARE·ε
+    (``--evaluate``, Laplace), ``marg certify``. ε per site in total (sequential composition).
+
+    Sites' rows are written as files (the holdout is defined on a data file's row numbers).
+    """
+    from marg.api import certify_with_holdout, learn
+    from marg.protocols.evaluation import evaluate_site, model_digest
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    paths, files = [], []
+    for k, s in enumerate(sites):
+        f = workdir / f"site{k}.tsv"
+        raw.iloc[s].to_csv(f, sep="\t", index=False)
+        files.append(f)
+        out = workdir / f"site{k}.bundle"
+        export_site(f, cb, f"site{k}", out, epsilon=(1 - EVAL_SHARE) * eps, holdout=HOLDOUT, ledger_dir=workdir / f"led{k}")
+        paths.append(out)
+    model = learn(load_summary(paths, allow_unsigned=True), "auto", {}).model
+    mpath = workdir / "model.json"
+    model.save(mpath)
+    evals = []
+    for k, f in enumerate(files):
+        ev = workdir / f"site{k}.eval"
+        evaluate_site(f, model, model_digest(mpath), f"site{k}", ev, epsilon=EVAL_SHARE * eps, ledger_dir=workdir / f"led{k}")
+        evals.append(ev)
+    res = certify_with_holdout(mpath, evals, allow_unsigned=True)
+    return res.model
+
+
+def peers(X, y, tr, te, eps_list, reps_seed):
+    """diffprivlib and scikit-learn LogisticRegression on one-hot codes of the pooled rows.
+
+    diffprivlib 0.6 does not run on scikit-learn ≥ 1.6 (removed ``multi_class``); then the
+    peer runs in the Python of ``$MARG_PEER_PYTHON`` (a venv with ``scikit-learn<1.6
+    diffprivlib``), on the same arrays.
+    """
+    import json
+    import subprocess
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import OneHotEncoder
+
+    enc = OneHotEncoder(handle_unknown="ignore").fit(X)
+    A, B = enc.transform(X[tr]).toarray(), enc.transform(X[te]).toarray()
+    out = {"LR (non-private)": float(np.mean(LogisticRegression(max_iter=2000).fit(A, y[tr]).predict(B) != y[te]))}
+    norm = math.sqrt(X.shape[1])  # a one-hot row of p features has norm √p
+    try:
+        from diffprivlib.models import LogisticRegression as DPLR
+
+        for eps in eps_list:
+            m = DPLR(epsilon=eps, data_norm=norm, max_iter=2000, random_state=reps_seed).fit(A, y[tr])
+            out[("diffprivlib LR", eps)] = float(np.mean(m.predict(B) != y[te]))
+        return out
+    except (ImportError, TypeError) as exc:
+        py = os.environ.get("MARG_PEER_PYTHON")
+        if not py:
+            log(f"diffprivlib peer skipped ({type(exc).__name__}: {exc}); set MARG_PEER_PYTHON")
+            return out
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "peer.npz"
+        np.savez(f, A=A, B=B, ytr=y[tr], yte=y[te], norm=norm, seed=reps_seed)
+        res = subprocess.run([py, "-c", PEER_SCRIPT, str(f), json.dumps(eps_list)], capture_output=True, text=True, check=True)
+    for k, v in json.loads(res.stdout).items():
+        out[("diffprivlib LR", float(k))] = v
     return out
-
-
-def evaluate(model, X, y):
-    err = float(np.mean(model.predict(X) != y))
-    P = np.asarray(model.predict_proba(X))
-    rand_err = float(np.mean(1.0 - P[np.arange(len(y)), y]))
-    return err, rand_err, float(model.worst_case_error_)
 
 
 def log(msg: str) -> None:
@@ -167,89 +269,117 @@ def log(msg: str) -> None:
 
 
 def main() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--epsilons", default="0.1,0.5,1,2,5,inf")
-    ap.add_argument("--learners", default="mrc,renyi,renyi-2r,dcc")
-    ap.add_argument("--top-k", type=int, default=6, help="features kept by the two-round screening")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--epsilons", default="0.25,0.5,1,2,4")
+    ap.add_argument("--sets", default="adult,credit,votes,kr-vs-kp")
+    ap.add_argument("--uci-epsilons", default="1", help="ε for the smaller sets")
+    ap.add_argument("--first-order-share", type=float, default=None, help="experiment: not the default split")
+    ap.add_argument("--stats", default=None, help="experiment: not the default --stats auto")
+    ap.add_argument("--no-certified", action="store_true", help="skip the holdout path (adult, ε ≥ 1)")
     args = ap.parse_args()
-    if not DATA.exists():
-        sys.exit(f"dataset not found: {DATA}")
-    eps_list = [math.inf if e.strip() in ("inf", "∞") else float(e) for e in args.epsilons.split(",")]
-    learners = load_learners([s.strip() for s in args.learners.split(",") if s.strip()])
+    if args.first_order_share is not None:
+        EXPORT_OPTIONS["first_share"] = args.first_order_share
+    if args.stats is not None:
+        EXPORT_OPTIONS["stats"] = args.stats
+    eps_adult = [float(e) for e in args.epsilons.split(",")]
+    eps_uci = [float(e) for e in args.uci_epsilons.split(",")]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"numpy {np.__version__}; {args.reps} seeded splits per set; sites 50/30/20 % of the training rows\n")
+    rows = {}  # (set, ε, what) -> list of (err, cert, chosen)
+    extra = {}
+    for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+        make, y = load_set(name)
+        eps_list = eps_adult if name == "adult" else eps_uci
+        for rep in range(args.reps):
+            rng = np.random.default_rng(1000 + rep)
+            perm = rng.permutation(y.size)
+            n_te = y.size // 5
+            te, tr = perm[:n_te], perm[n_te:]
+            cb, X = make(tr)
+            cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+            sites = np.split(tr, cuts)
+            maj = int(np.argmax(np.bincount(y[tr])))
+            rows.setdefault((name, None, "majority"), []).append((float(np.mean(y[te] != maj)), math.nan, ""))
+            for eps in [None] + eps_list:
+                t0 = time.perf_counter()
+                with tempfile.TemporaryDirectory() as d:
+                    models = default_path(cb, X, y, sites, eps, Path(d), learner=("auto", "renyi"))
+                for what in ("auto", "renyi"):
+                    m = models.get(what)
+                    if m is None:
+                        rows.setdefault((name, eps, what), []).append((math.nan, math.nan, "-"))
+                        continue
+                    err = float(np.mean(m.predict(X[te]) != y[te]))
+                    rows.setdefault((name, eps, what), []).append((err, float(m.worst_case_error), m.learner))
+                log(f"{name} rep {rep} ε={eps}: auto {rows[(name, eps, 'auto')][-1]}, renyi "
+                    f"{rows[(name, eps, 'renyi')][-1][0]:.4f} ({time.perf_counter() - t0:.1f} s)")
+            if name == "adult" and not args.no_certified:
+                for eps in eps_list:
+                    if eps < 1:
+                        continue
+                    t0 = time.perf_counter()
+                    with tempfile.TemporaryDirectory() as d:
+                        m = certified_path(RAW["adult"], cb, X, y, sites, eps, Path(d))
+                    err = float(np.mean(m.predict(X[te]) != y[te]))
+                    rows.setdefault((name, eps, "certified"), []).append((err, float(m.worst_case_error), m.learner))
+                    log(f"{name} rep {rep} ε={eps}: certified path {rows[(name, eps, 'certified')][-1]} "
+                        f"({time.perf_counter() - t0:.1f} s)")
+            if name == "adult":
+                for k, v in peers(X, y, tr, te, eps_list, rep).items():
+                    extra.setdefault(k, []).append(v)
+        report(name, eps_list, rows, extra)
 
-    cb = adult_codebook()
-    enc = encode_file(DATA, cb)
-    X, y = enc.X, enc.y
-    rng = np.random.default_rng(args.seed)
-    perm = rng.permutation(len(y))
-    n_test = len(y) // 5
-    test, train = perm[:n_test], perm[n_test:]
-    sites = np.array_split(train, 3)
-    print(f"# DP on adult: {len(train):,} training rows over 3 sites ({', '.join(str(len(s)) for s in sites)}), "
-          f"{n_test:,} test rows; {args.reps} noise draws per ε")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}\n")
 
-    releases = {name: Release(cb, X, y, sites, plan, args.top_k) for name, (plan, _) in learners.items()}
-    results = {}  # (learner, eps) -> array of (err, rand_err, cert)
-    timing = {}
+def report(name, eps_list, rows, extra) -> None:
+    maj = np.mean([r[0] for r in rows[(name, None, "majority")]])
+    ex = rows[(name, None, "auto")]
+    ex_err = np.mean([r[0] for r in ex])
+    ex_r = np.mean([r[0] for r in rows[(name, None, "renyi")]])
+    print(f"\n### {name}: majority vote {maj:.4f}; exact summaries (all pairs): default {ex_err:.4f} "
+          f"(chose {', '.join(sorted(set(r[2] for r in ex)))}), renyi {ex_r:.4f}\n")
+    head = "| ε per site (Gaussian, δ = 1e-6) | default path: test error | chose | certificate (mean) | cert ≥ error | cert < 0.30 | renyi error | Δ vs exact |"
+    peers_cols = []
+    if name == "adult":
+        peers_cols = ["diffprivlib LR", *PEERS_ISSUE, "target"]
+        head += " " + " | ".join(peers_cols) + " |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
     for eps in eps_list:
-        reps = 1 if math.isinf(eps) else args.reps
-        for name, (_, fit) in learners.items():
-            rel = releases[name]
-            rows = []
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                model = fit(rel.summary(eps), rel)
-                rows.append(evaluate(model, X[test], y[test]))
-            timing[(name, eps)] = (time.perf_counter() - t0) / reps
-            results[(name, eps)] = np.array(rows)
-            log(f"{name} ε={eps:g}: error {results[(name, eps)][:, 0].mean():.4f}, {timing[(name, eps)]:.1f} s/run")
-
-    print("| learner | ε per site | test error (mean ± sd) | randomized-rule error | certificate (mean) | "
-          "cert ≥ rand. error | Δ error vs ε=∞ | s / run |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name in learners:
-        base = results.get((name, math.inf))
-        for eps in eps_list:
-            r = results[(name, eps)]
-            cover = float(np.mean(r[:, 2] >= r[:, 1]))
-            d = "" if base is None else f"{100 * (r[:, 0].mean() - base[:, 0].mean()):+.2f} pt"
-            print(f"| {name} | {'∞' if math.isinf(eps) else f'{eps:g}'} | {r[:, 0].mean():.4f} ± {r[:, 0].std():.4f} | "
-                  f"{r[:, 1].mean():.4f} | {r[:, 2].mean():.4f} | {100 * cover:.0f} % ({len(r)}) | {d} | "
-                  f"{timing[(name, eps)]:.2f} |")
-
-    if args.no_plot:
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    finite = [e for e in eps_list if not math.isinf(e)]
-    for k, name in enumerate(learners):
-        col = f"C{k}"
-        m = [results[(name, e)][:, 0].mean() for e in finite]
-        s = [results[(name, e)][:, 0].std() for e in finite]
-        c = [results[(name, e)][:, 2].mean() for e in finite]
-        ax.errorbar(finite, m, yerr=s, marker="o", color=col, capsize=3, label=f"{name}: test error")
-        ax.plot(finite, c, ls="--", marker="^", color=col, alpha=0.7, label=f"{name}: certificate")
-        if (name, math.inf) in results:
-            ax.axhline(results[(name, math.inf)][0, 0], color=col, ls=":", lw=1, label=f"{name}: non-private error")
-    ax.set_xscale("log")
-    ax.set_ylim(0.0, 0.6)  # a noisy Rényi γ < 0 gives a negative "certificate": off the plot
-    ax.set_xlabel("ε per site (Laplace, pure DP)")
-    ax.set_ylabel("error")
-    ax.set_title(f"adult, 3 sites: error vs ε ({args.reps} draws per point)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(True, which="both", alpha=0.3)
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(PLOT, dpi=120)
-    print(f"\nplot: {PLOT.relative_to(ROOT)}")
+        r = rows[(name, eps, "auto")]
+        err = np.array([x[0] for x in r])
+        cert = np.array([x[1] for x in r])
+        chose = {c: sum(1 for x in r if x[2] == c) for c in sorted(set(x[2] for x in r))}
+        rr = np.mean([x[0] for x in rows[(name, eps, "renyi")]])
+        line = (f"| {eps:g} | {err.mean():.4f} ± {err.std():.4f} | {', '.join(f'{c}×{k}' for c, k in chose.items())} | "
+                f"{cert.mean():.3f} | {np.mean(cert >= err):.0%} | {np.mean(cert < 0.30):.0%} | {rr:.4f} | "
+                f"{100 * (err.mean() - ex_err):+.1f} pt |")
+        if name == "adult":
+            dp = extra.get(("diffprivlib LR", eps))
+            line += f" {np.mean(dp):.4f} |" if dp else " (not installed) |"
+            for k in PEERS_ISSUE:
+                line += f" {PEERS_ISSUE[k][eps]:.3f} |" if eps in PEERS_ISSUE[k] else " – |"
+            line += f" {TARGET.get(eps, math.nan):.3f} |"
+        print(line)
+    cert_eps = [e for e in eps_list if (name, e, "certified") in rows]
+    if cert_eps:
+        print(f"\n**Holdout path** (adult; `--holdout {HOLDOUT}`, tables at {1 - EVAL_SHARE:g}·ε, "
+              f"`--evaluate` at {EVAL_SHARE:g}·ε with Laplace noise, `marg certify`; ε per site in total):\n")
+        print("| ε per site | test error | chose | holdout certificate (mean) | cert ≥ error | cert < 0.30 |")
+        print("|---|---|---|---|---|---|")
+        for eps in cert_eps:
+            r = rows[(name, eps, "certified")]
+            err = np.array([x[0] for x in r])
+            cert = np.array([x[1] for x in r])
+            chose = {c: sum(1 for x in r if x[2] == c) for c in sorted(set(x[2] for x in r))}
+            print(f"| {eps:g} | {err.mean():.4f} ± {err.std():.4f} | {', '.join(f'{c}×{k}' for c, k in chose.items())} | "
+                  f"{cert.mean():.4f} | {np.mean(cert >= err):.0%} | {np.mean(cert < 0.30):.0%} |")
+    if name == "adult" and "LR (non-private)" in extra:
+        print(f"\nnon-private LogisticRegression on the same pooled rows: {np.mean(extra['LR (non-private)']):.4f}")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

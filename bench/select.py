@@ -68,6 +68,7 @@ else:
     ROOT = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(ROOT))
 
+    from marg.learners.features.quadratic import discrete_blocks
     from marg.learners.group_lasso import group_lasso_path
     from marg.learners.renyi import RenyiClassifier
     from marg.learners.selection import SelectionProblem, select_features, selection_problem
@@ -135,12 +136,12 @@ def problem_from_tables(S: Summary) -> SelectionProblem:
     """The SelectionProblem of an exact all-pairs Summary, assembled from its tables.
 
     Same numbers as :func:`learners.selection.selection_problem` (checked in ``gene_rows``)
-    but O(#tables): ``Summary.Q`` looks every pair up by a linear scan over all tables,
+    but O(#tables): :func:`marg.learners.features.quadratic.second_moments` looks every pair up by a linear scan over all tables,
     which is O(p⁴) and out of reach beyond ~100 features.
     """
     assert not S.is_noisy
     lab = S.codebook.label.name
-    blocks = S.discrete_blocks
+    blocks = discrete_blocks(S.codebook)
     M = sum(b.size for b in blocks)
     Q = np.zeros((M, M))
     d = np.zeros(M)

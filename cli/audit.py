@@ -15,14 +15,24 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marg.errors import InputError, RefusedError
-from marg.marginals.privacy import PrivacyCost
-from marg.protocols.keys import short_id
-from marg.protocols.ledger import DEFAULT_LEDGER_DIR, Ledger
-from marg.protocols.sealing import SEAL_MAGIC
 
-from .common import JsonOpt, emit_json, err, guarded
+from .app import sub_app
+from .common import JsonOpt, emit_json, err
 
-app = typer.Typer(help="The site's release ledger: what left, when, to whom, at what privacy cost.", no_args_is_help=True)
+DEFAULT_LEDGER_DIR = "marg-ledger"  # protocols.ledger.DEFAULT_LEDGER_DIR, without importing it for --help
+
+
+def _heavy() -> None:
+    """Import the ledger (cryptography, numpy) on first use, not at ``marg --help``."""
+    global PrivacyCost, short_id, Ledger, SEAL_MAGIC
+    from marg.marginals.privacy import PrivacyCost
+    from marg.protocols.keys import short_id
+    from marg.protocols.ledger import Ledger
+    from marg.protocols.sealing import SEAL_MAGIC
+
+
+
+app = sub_app("The site's release ledger: what left, when, to whom, at what privacy cost.")
 
 LedgerOpt = Annotated[Path, typer.Option("--ledger", help="The site's ledger folder.")]
 
@@ -55,12 +65,22 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 
 
 @app.command("show")
-@guarded
-def show_cmd(ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR), json_out: JsonOpt = False) -> None:
+def show_cmd(
+    ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
+    json_out: JsonOpt = False,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the history as a readable page (HTML, no network resources).")] = None,
+) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
+    _heavy()
     led = Ledger(ledger)
     if not led.directory.is_dir():
         raise InputError(f"no ledger directory at {str(led.directory)!r}")
+    if html is not None:
+        from marg._util import atomic_write_bytes
+        from marg.reports.audit_page import audit_page
+
+        atomic_write_bytes(html, audit_page(led).encode("utf-8"))
+        err(f"wrote {html}: the ledger's release history")
     entries = led.entries()
     cap = led.cap()
     spent = led.spent()
@@ -132,7 +152,6 @@ def _remaining(cap: PrivacyCost, spent: PrivacyCost) -> str:
 
 
 @app.command("verify")
-@guarded
 def verify_cmd(
     ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
     bundles: Annotated[
@@ -148,6 +167,7 @@ def verify_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Check the hash chain, every signature, the running totals and the bundle files; exit 1 on the first bad entry."""
+    _heavy()
     led = Ledger(ledger)
     report = led.verify(bundle_paths=_expand_bundles(bundles or []) or None, public_key=key, allow_unsigned=allow_unsigned)
     if json_out:
@@ -168,7 +188,6 @@ def verify_cmd(
 
 
 @app.command("budget")
-@guarded
 def budget_cmd(
     ledger: LedgerOpt = Path(DEFAULT_LEDGER_DIR),
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")] = None,
@@ -181,6 +200,7 @@ def budget_cmd(
     Every later `marg export --ledger DIR` is refused if it would take the total spend past
     the cap; exports of exact counts are refused outright once a cap exists.
     """
+    _heavy()
     from marg.marginals.privacy import read_budget, write_budget
 
     if epsilon is None and rho is None:

@@ -114,5 +114,18 @@ class Progress:
             sys.stderr.flush()
 
 
+class CountProgress:
+    """``k of total`` progress on stderr (a live line on a terminal, quiet otherwise)."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, k: int, total: int) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r{self.label}: {k:,} of {total:,}" + ("\n" if k == total else ""))
+            sys.stderr.flush()
+
+
 def split_list(s: str | None) -> list[str]:
     return [x.strip() for x in (s or "").split(",") if x.strip()]

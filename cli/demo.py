@@ -1,163 +1,21 @@
-"""``marg demo``: the whole story on generated hospital data.
-
-Three hospitals with different populations each hold a table of patients. Each site
-creates its keys, configures a privacy budget, and exports differentially private
-marginal tables (never rows) — signed, sealed to the learner and recorded in its ledger.
-The learner verifies, opens and aggregates the bundles and fits certified classifiers
-from the summaries alone; every site evaluates the models on its own held-out rows; the
-privacy officer of each site audits what left it.
-"""
+"""``marg demo``: the whole story on generated hospital data (:func:`marg.demo.run_demo`)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Annotated, Callable
+from typing import Annotated
 
 import typer
 
-from marg.learners.model import Model, evaluate
-from marg.learners.mrc import MRC
-from marg.learners.renyi import RenyiClassifier
-from marg.marginals.encoding import encode_file
-from marg.errors import InputError
-from marg.marginals.privacy import PrivacyCost, write_budget
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from marg.protocols.aggregate import summary_from_bundles
-from marg.protocols.export import export_site
-from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
-from marg.protocols.ledger import Ledger
-from marg.protocols.signing import load_verified_bundle
-
-from .common import guarded
-
-SITE_ROWS = {"north": 6000, "south": 4000, "city": 8000}
-HOLDOUT = 0.25
-EPSILON = 2.0  # per export, per site
-CAP = 4.0  # each site's total budget for this dataset
-MARKER = ".marg-demo"
+from .app import app
 
 
-def _fresh_dir(workdir: Path) -> None:
-    if workdir.exists() and any(workdir.iterdir()):
-        if not (workdir / MARKER).exists():
-            raise InputError(f"{workdir} exists and is not a marg demo folder; choose another --dir")
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / MARKER).write_text("files written by `marg demo`; safe to delete\n")
+@app.command("demo")
+def demo(
+    workdir: Annotated[Path, typer.Option("--dir", help="Where to write the demo's files (replaced if it holds an earlier demo).")] = Path("marg-demo"),
+    seed: Annotated[int, typer.Option(help="Seed of the data generator.")] = 7,
+) -> None:
+    """Generate hospital data, export at three sites, learn, evaluate and audit."""
+    from marg.demo import run_demo
 
-
-def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
-    """Generate each site's training and held-out files and the study codebook."""
-    demo_codebook().save(workdir / "codebook.json")
-    files: dict[str, dict[str, Path]] = {}
-    for k, prof in enumerate(SITES):
-        n = SITE_ROWS[prof.name]
-        cols = generate(n, prof, seed=seed * 100 + k)
-        n_test = int(round(n * HOLDOUT))
-        site_dir = workdir / prof.name
-        site_dir.mkdir(exist_ok=True)
-        train, test = site_dir / "patients.csv", site_dir / "holdout.csv"
-        write_csv(train, cols, slice(0, n - n_test))
-        write_csv(test, cols, slice(n - n_test, n))
-        files[prof.name] = {"train": train, "test": test, "dir": site_dir}
-    return files
-
-
-def run_demo(workdir: Path, echo: Callable[[str], None] = typer.echo, seed: int = 7) -> dict:
-    """Run the demo in ``workdir``; returns a dict of what happened (for tests)."""
-    _fresh_dir(workdir)
-    echo(f"marg demo — working in {workdir}")
-    files = prepare(workdir, seed)
-    codebook = demo_codebook()
-    echo(f"1. The study shares a codebook: {codebook.n_features} features, label {codebook.label.name!r}; "
-         f"fingerprint {codebook.fingerprint[:16]}")
-
-    keys_dir, trust_dir = workdir / "learner", workdir / "learner" / "trust"
-    trust_dir.mkdir(parents=True)
-    learner_keys = generate_keys("learner", keys_dir)
-    site_keys = {}
-    for site, f in files.items():
-        kf = generate_keys(site, f["dir"] / "keys")
-        shutil.copy(kf.sign_pub, trust_dir / kf.sign_pub.name)  # the learner's trust store
-        site_keys[site] = kf
-    echo(f"2. Keys: each site has an Ed25519 signing key (its public half is in the learner's trust store);"
-         f" the learner has an X25519 key ({learner_keys.seal_id[:12]}…) that sites seal bundles to.")
-
-    echo(f"3. Each site sets a privacy budget of ε = {CAP:g} and exports DP tables at ε = {EPSILON:g}"
-         " (Laplace noise through OpenDP), signed, sealed and recorded in its ledger:")
-    bundles = []
-    learner_pub = load_seal_public_key(learner_keys.seal_pub)
-    for site, f in files.items():
-        ledger_dir = f["dir"] / "marg-ledger"
-        write_budget(ledger_dir, PrivacyCost(epsilon=CAP))
-        out = f["dir"] / f"{site}.bundle"
-        res = export_site(
-            f["train"], codebook, site, out, stats="all", epsilon=EPSILON,
-            signing_key=load_signing_key(site_keys[site].sign_key), recipient=learner_pub,
-            recipient_name="learner", ledger_dir=ledger_dir,
-        )
-        d = res.bundle.describe()
-        echo(f"   {site:<6} {res.n_rows:>6,} rows → {out.relative_to(workdir)}: {d['n_statistics']} tables, "
-             f"{d['cells']:,} noisy numbers, ε spent {res.cost.epsilon:.3g}")
-        bundles.append(out)
-
-    seal_key = load_seal_key(learner_keys.seal_key)
-    store = TrustStore(trust_dir)
-    loaded = [load_verified_bundle(p, store, seal_key=seal_key) for p in bundles]
-    summary = summary_from_bundles(loaded, [str(p) for p in bundles])
-    prev = ", ".join(f"{c}: {p:.1%}" for c, p in zip(summary.classes, summary.prior))
-    echo(f"4. The learner opens and verifies {len(loaded)} bundles (signatures checked against its trust store) and")
-    echo(f"   aggregates them: n ≈ {summary.n:,.0f} patients, class balance {prev} (noisy tables post-processed)")
-    models = {}
-    for name, est in (("mrc", MRC()), ("renyi", RenyiClassifier())):
-        est.fit(summary)
-        m = Model(learner=name, codebook=codebook, estimator=est, info={"sites": summary.provenance["sites"]})
-        m.save(keys_dir / f"{name}.model.json")
-        models[name] = m
-    echo(
-        "5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
-        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)\n"
-        f"   Rényi {models['renyi'].worst_case_error:.3f}  (2γ for the pairwise marginals, widened by a 95% margin for the DP noise)"
-    )
-    echo("6. Each site evaluates both models on its own held-out patients:")
-    echo(f"   {'site':<6} {'rows':>6}  {'MRC error':>9}  {'Rényi error':>11}")
-    results: dict[str, dict[str, float]] = {}
-    total = {name: 0.0 for name in models}
-    n_all = 0
-    for site, f in files.items():
-        enc = encode_file(f["test"], codebook)
-        r = {name: evaluate(m, enc.X, enc.y)["error"] for name, m in models.items()}
-        results[site] = r
-        n_all += enc.n
-        for name in models:
-            total[name] += r[name] * enc.n
-        echo(f"   {site:<6} {enc.n:>6,}  {r['mrc']:>9.3f}  {r['renyi']:>11.3f}")
-    results["all"] = {name: total[name] / n_all for name in models}
-    echo(f"   {'all':<6} {n_all:>6,}  {results['all']['mrc']:>9.3f}  {results['all']['renyi']:>11.3f}")
-    echo("   The certificates bound the error on the pooled population the summaries describe; a single site")
-    echo("   whose patients differ (north and south are older) can sit above them.")
-
-    echo("7. Each site's privacy officer audits its ledger (`marg audit show|verify --ledger DIR`):")
-    audits = {}
-    for site, f in files.items():
-        led = Ledger(f["dir"] / "marg-ledger")
-        rep = led.verify(bundle_paths=[f["dir"] / f"{site}.bundle"], public_key=site_keys[site].sign_pub)
-        spent = led.spent()
-        audits[site] = rep
-        status = "chain and signatures verified, bundle accounted for" if rep.ok else f"FAILED: {rep.reason}"
-        echo(f"   {site:<6} {rep.n_entries} release(s) to 'learner', ε spent {spent.epsilon:.3g} of {CAP:g}; {status}")
-    echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'}")
-    return {"workdir": workdir, "bundles": bundles, "summary": summary, "files": files, "models": models,
-            "errors": results, "audits": audits}
-
-
-def register(app: typer.Typer) -> None:
-    @app.command("demo")
-    @guarded
-    def demo(
-        workdir: Annotated[Path, typer.Option("--dir", help="Where to write the demo's files (replaced if it holds an earlier demo).")] = Path("marg-demo"),
-        seed: Annotated[int, typer.Option(help="Seed of the data generator.")] = 7,
-    ) -> None:
-        """Generate hospital data, export at three sites, learn, evaluate and audit."""
-        run_demo(workdir, seed=seed)
+    run_demo(workdir, echo=typer.echo, seed=seed)

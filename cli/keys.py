@@ -1,7 +1,7 @@
 """``marg keys``: create a site's (or the learner's) key pairs, show key ids, fill a trust store.
 
 Thin commands over :mod:`protocols.keys`; library errors become one line and an exit code
-through :func:`cli.common.guarded`.
+through :class:`marg.cli.app.MargTyper`.
 """
 
 from __future__ import annotations
@@ -13,29 +13,33 @@ from typing import Annotated, Optional
 import typer
 
 from marg.errors import InputError, RefusedError
-from marg.protocols.keys import (
-    SIGN_PUB_SUFFIX,
-    generate_keys,
-    key_id,
-    kind_name,
-    load_any_public_key,
-    load_verify_key,
-    read_passphrase_file,
-    validate_site_name,
-)
 
-from .common import JsonOpt, emit_json, guarded
+from .app import sub_app
+from .common import JsonOpt, emit_json
+
+
+def _heavy() -> None:
+    """Import the key module (cryptography) on first use, not at ``marg --help``."""
+    global SIGN_PUB_SUFFIX, generate_keys, key_id, kind_name, load_any_public_key, load_verify_key
+    global read_passphrase_file, validate_site_name
+    from marg.protocols.keys import (
+        SIGN_PUB_SUFFIX,
+        generate_keys,
+        key_id,
+        kind_name,
+        load_any_public_key,
+        load_verify_key,
+        read_passphrase_file,
+        validate_site_name,
+    )
+
 
 DEFAULT_KEY_DIR = "marg-keys"
 
-app = typer.Typer(
-    help="Key pairs: Ed25519 to sign bundles and ledger entries, X25519 to receive sealed bundles.",
-    no_args_is_help=True,
-)
+app = sub_app("Key pairs: Ed25519 to sign bundles and ledger entries, X25519 to receive sealed bundles.")
 
 
 @app.command("init")
-@guarded
 def init_cmd(
     site: Annotated[str, typer.Option("--site", help="Site (or learner) name; becomes the key file names.")],
     directory: Annotated[Path, typer.Option("--dir", help="Folder for the four key files.")] = Path(DEFAULT_KEY_DIR),
@@ -46,6 +50,7 @@ def init_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Create SITE.sign.key/.sign.pub (Ed25519) and SITE.seal.key/.seal.pub (X25519) in --dir."""
+    _heavy()
     pw = read_passphrase_file(passphrase_file) if passphrase_file is not None else None
     kf = generate_keys(site, directory, passphrase=pw, overwrite=force)
     if json_out:
@@ -73,12 +78,12 @@ def init_cmd(
 
 
 @app.command("show")
-@guarded
 def show_cmd(
     key_file: Annotated[Path, typer.Argument(help="A public key file (.sign.pub or .seal.pub).")],
     json_out: JsonOpt = False,
 ) -> None:
     """Print a public key's kind and id (sha256 of its raw bytes), to compare out of band."""
+    _heavy()
     key = load_any_public_key(key_file)
     kid = key_id(key)
     if json_out:
@@ -88,7 +93,6 @@ def show_cmd(
 
 
 @app.command("trust")
-@guarded
 def trust_cmd(
     key_file: Annotated[Path, typer.Argument(help="A site's public signing key (.sign.pub).")],
     trust: Annotated[Path, typer.Option("--trust", help="The learner's trust store folder.")],
@@ -100,6 +104,7 @@ def trust_cmd(
     ] = None,
 ) -> None:
     """Add a site's public signing key to a trust store (as SITE.sign.pub)."""
+    _heavy()
     key = load_verify_key(key_file)
     name = site
     if name is None:

@@ -1,344 +1,323 @@
-"""``marg learn``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites."""
+"""``marg learn``, ``marg certify``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
+
+Commands parse options, call :mod:`marg.api` and print; the library does the work.
+"""
 
 from __future__ import annotations
 
-import csv
-import io
+import inspect
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import numpy as np
 import typer
 
-from marg.learners.model import LEARNERS, Model, estimator_class, evaluate, now_iso
-from marg.marginals.codebook import Codebook
-from marg.marginals.encoding import encode_file, iter_encoded
-from marg.errors import InputError
-from marg._util import atomic_write_bytes
-from marg.marginals.io import iter_batches
-from marg.protocols.aggregate import summary_from_bundles
-from marg.protocols.bundle import Bundle
-
-from .common import JsonOpt, OutOpt, emit_json, err, guarded
+from .app import app
+from .common import CountProgress, JsonOpt, OutOpt, emit_json, err
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
 SchemaCheck = Annotated[
     Optional[Path], typer.Option("--schema", help="The site's codebook; refused if its fingerprint differs from the model's.")
 ]
+TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")]
+UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
+SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
+PassphraseOpt = Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")]
+SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): sign the model file, so sites can verify it.")]
+SignPassOpt = Annotated[Optional[Path], typer.Option("--sign-passphrase-file", help="File holding --sign-key's passphrase.")]
+ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key (a folder of NAME.sign.pub files): the model's signature is verified against it.")]
+ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
 
 
-def load_bundles(
-    paths: list[Path],
-    trust: Path | None = None,
-    allow_unsigned: bool = False,
-    key: Path | None = None,
-    passphrase_file: Path | None = None,
-) -> tuple[list[Bundle], list[str]]:
-    """Open (if sealed), parse and verify every bundle against the trust store.
+def _sign(out: Path, sign_key: Path | None, passphrase_file: Path | None) -> str:
+    """Sign the model file ``out`` when a key is given; the words to print."""
+    if sign_key is None:
+        return "unsigned"
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
+    from marg.protocols.model_signing import sign_model_file
 
-    Any failure — altered byte, unknown signer, unsigned without ``--allow-unsigned``,
-    sealed to another key — is a one-line refusal naming the file (exit 1).
+    pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+    signer = sign_key.name.split(".")[0]
+    kid = sign_model_file(out, load_signing_key(sign_key, pw), signer)
+    return f"signed by {signer} ({kid[:12]}…)"
+
+
+def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
+    """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
+    from marg import api
+    from marg.protocols.model_signing import verify_model_file
+
+    verify_model_file(model, trust, allow_unsigned)
+    return api.load_model(model, schema)
+
+
+
+class _Progress:
+    """Progress records of selection and fitting as stderr lines (GBD throttled: the first, then every 5 s)."""
+
+    def __init__(self, time_limit: float):
+        self.time_limit = time_limit
+        self.last = float("-inf")
+
+    def __call__(self, info: dict) -> None:
+        stage = info.get("stage")
+        if "R" in info and stage == "cg":
+            err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
+        elif stage == "greedy":
+            a, b = info["edge"]
+            err(f"  greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")
+        elif stage == "gbd" and time.perf_counter() - self.last >= 5.0:
+            self.last = time.perf_counter()
+            err(f"  gbd iteration {info['iteration']}: best {info['upper']:.6g}, bound {info['lower']:.6g}, "
+                f"gap {info['gap']:.3g} ({info['seconds']:.0f} s of --time-limit {self.time_limit:g})")
+
+
+@app.command("learn")
+def learn(
+    bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
+    out: OutOpt,
+    learner: Annotated[str, typer.Option("--learner", help="auto (default: leave-one-site-out choice when 2-20 sites released pair tables of a binary label, else the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
+    json_out: JsonOpt = False,
+    s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
+    coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
+    solver: Annotated[str, typer.Option(help="mrc LP: cg (column generation) or full.")] = "cg",
+    eps: Annotated[float, typer.Option("--eps", help="mrc column generation: minimum dual violation for a feature to enter.")] = 1e-4,
+    n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.")] = 100,
+    k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.")] = 10,
+    ridge: Annotated[Optional[float], typer.Option(help="renyi: ridge on z (the intercept is not shrunk). Default: 0 on exact summaries, set from the recorded noise under DP.")] = None,
+    alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.")] = 0.5,
+    greedy: Annotated[bool, typer.Option("--greedy", help="dcc: start first-order and add the edge that lowers R* most, while it does.")] = False,
+    max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.")] = None,
+    edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
+    structure: Annotated[str, typer.Option("--structure", help="dcc edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).")] = "forest",
+    loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
+    select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
+    max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
+    feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
+    norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.")] = "linf",
+    time_limit: Annotated[float, typer.Option(help="gbd: seconds before stopping with the certified gap reached so far.")] = 60.0,
+    trust: TrustOpt = None,
+    allow_unsigned: UnsignedOpt = False,
+    key: SealKeyOpt = None,
+    passphrase_file: PassphraseOpt = None,
+    sign_key: SignKeyOpt = None,
+    sign_passphrase_file: SignPassOpt = None,
+    round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
+) -> None:
+    """Aggregate site bundles and fit a certified classifier from the summaries alone.
+
+    Exit codes: 0 success; 1 refused (bad or missing signature, unknown signer); 2 bad input
+    (malformed bundle, inconsistent statistics, an option the learner does not take);
+    3 solver failure.
     """
-    from marg.protocols.keys import TrustStore, load_seal_key, read_passphrase_file
-    from marg.protocols.signing import load_verified_bundle
+    from marg import api
+    from marg.learners.base import LEARNERS
+    from marg.protocols.load import load_summary
 
-    seal_key = None
-    if key is not None:
-        pw = read_passphrase_file(passphrase_file) if passphrase_file else None
-        seal_key = load_seal_key(key, pw)
-    store = TrustStore(trust) if trust is not None else None
-    bundles = [load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key) for p in paths]
-    return bundles, [str(p) for p in paths]
+    if learner != "auto" and learner not in LEARNERS:
+        from marg.errors import InputError
 
+        raise InputError(f"unknown learner {learner!r} (expected auto or one of {', '.join(LEARNERS)})")
+    options = {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
+               "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
+               "structure": structure, "loss": loss}
+    defaults = inspect.signature(learn).parameters
+    given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
+    if learner != "auto":
+        api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
+    rounds = None
+    if round_:
+        from marg.protocols.rounds import read_round
 
-def build_estimator(learner: str, *, s: float | None, coverage: float, solver: str, eps: float, n_max: int,
-                    k_max: int, ridge: float, features: list[str] | None, callback=None, greedy: bool = False,
-                    max_edges: int | None = None, edge_weight: str = "cmi", loss: str = "01",
-                    structure: str = "forest"):
-    cls = estimator_class(learner)
-    if learner == "renyi":
-        return cls(ridge=ridge, features=features)
-    if learner == "dcc":
-        return cls(s=s, coverage=coverage, features=features, greedy=greedy, max_edges=max_edges,
-                   edge_weight=edge_weight, loss=loss, structure=structure, callback=callback)
-    kw: dict[str, Any] = dict(s=s, coverage=coverage, features=features, solver=solver, eps=eps, n_max=n_max,
-                              k_max=k_max, callback=callback)
-    return cls(**kw)
+        rounds = [read_round(r) for r in round_]
+    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
+                           rounds=rounds)
+    dropped = summary.provenance.get("dropped_tables")
+    if dropped:
+        err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
+    if learner == "dcc" and structure == "all":
+        err("solving the local-polytope LP over every released pair (can take a while with many features)")
 
+    def selected(sel: Any) -> None:
+        gap = f", certified gap {sel.gap:.3g}" if sel.gap is not None else ""
+        err(f"{select}: selected {len(sel.selected)} features ({sel.status}{gap}): {', '.join(sel.selected)}")
 
-def learn_report(learner: str, est: Any, summary, seconds: float) -> dict[str, Any]:
-    """The machine-readable result of ``marg learn`` (keys of the CLI contract)."""
-    out: dict[str, Any] = {
-        "learner": learner,
-        "n": summary.n,
-        "sites": [s["site"] for s in summary.provenance.get("sites", [])],
-        "features": list(getattr(est, "feature_names_", None) or getattr(est, "features_", None) or summary.feature_names),
-        "worst_case_error": float(est.worst_case_error_),
-        "seconds": seconds,
-    }
-    if learner in ("mrc", "dcc"):
-        out["iterations"] = [float(r) for r in est.iterations_]
-        sel = getattr(est, "selected_features_", None)
-        if sel is not None:
-            out["active_features"] = list(sel)
-    if learner == "dcc":
-        out["edges"] = [list(e) for e in est.edges_]
-    if learner == "renyi":
-        out["gamma"] = _scalar_or_list(est.gamma_)
-        out["hgr_lower_bound"] = _scalar_or_list(est.hgr_lower_bound_)
-        out["separable"] = _scalar_or_list(est.separable_)
-        out["certificate_approximate"] = bool(getattr(est, "certificate_approximate_", False))
-        out["noise_margin"] = _scalar_or_list(getattr(est, "noise_margin_", 0.0))
-    return out
+    res = api.learn(summary, learner, options, given, select=select, max_features=max_features,
+                    feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=_Progress(time_limit),
+                    on_selected=selected)
+    res.model.save(out)
+    signed = _sign(out, sign_key, sign_passphrase_file)
+    rep = {**res.report, "signed": signed != "unsigned"}
+    if json_out:
+        emit_json(rep)
+        return
+    cert = res.model.estimator.certificate_
+    learner = res.model.learner
+    if "auto" in rep:
+        def said(c: dict) -> str:
+            name = f"{c['learner']}{_params_words(c['params'])}"
+            if c.get("score") is not None:
+                return f"{name} {c['score']:.4f}"
+            if c["certificate"] is not None:
+                return f"{name} {c['certificate']:.4f}"
+            return f"{name} (skipped: {c['note']})"
 
-
-def _scalar_or_list(v: Any) -> Any:
-    a = np.asarray(v)
-    if a.size == 1:  # binary label: one problem, one number
-        return a.reshape(()).item()
-    return a.tolist()
-
-
-def register(app: typer.Typer) -> None:
-    @app.command("learn")
-    @guarded
-    def learn(
-        bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
-        learner: Annotated[str, typer.Option("--learner", help="mrc, dcc or renyi.")],
-        out: OutOpt,
-        json_out: JsonOpt = False,
-        s: Annotated[Optional[float], typer.Option("--s", help="Raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
-        coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
-        solver: Annotated[str, typer.Option(help="MRC LP: cg (column generation) or full.")] = "cg",
-        eps: Annotated[float, typer.Option("--eps", help="Column generation: minimum dual violation for a feature to enter.")] = 1e-4,
-        n_max: Annotated[int, typer.Option("--n-max", help="Column generation: most features added per iteration.")] = 100,
-        k_max: Annotated[int, typer.Option("--k-max", help="Column generation: most iterations.")] = 10,
-        ridge: Annotated[float, typer.Option(help="Rényi: ridge on z (the intercept is not shrunk).")] = 0.0,
-        greedy: Annotated[bool, typer.Option("--greedy", help="DCC: start first-order and add the edge that lowers R* most, while it does.")] = False,
-        max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="DCC: cap on the number of forest edges.")] = None,
-        edge_weight: Annotated[str, typer.Option("--edge-weight", help="DCC forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
-        structure: Annotated[str, typer.Option("--structure", help="DCC edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).")] = "forest",
-        loss: Annotated[str, typer.Option("--loss", help="DCC loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
-        select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
-        max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
-        feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
-        norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.")] = "linf",
-        time_limit: Annotated[float, typer.Option(help="gbd: seconds before stopping with the certified gap reached so far.")] = 60.0,
-        trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")] = None,
-        allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")] = False,
-        key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")] = None,
-        passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")] = None,
-    ) -> None:
-        """Aggregate site bundles and fit a certified classifier from the summaries alone."""
-        if learner not in LEARNERS:
-            raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
-        if not bundles:
-            raise InputError("give at least one bundle")
-        t0 = time.perf_counter()
-        loaded, sources = load_bundles(bundles, trust, allow_unsigned, key, passphrase_file)
-        summary = summary_from_bundles(loaded, sources)
-        if summary.provenance.get("dropped_tables"):
-            dropped = summary.provenance["dropped_tables"]
-            err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
-
-        last = {"t": float("-inf")}  # throttled progress: the first record, then every 5 s
-
-        def progress(info: dict) -> None:
-            stage = info.get("stage")
-            if "R" in info and stage == "cg":
-                err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
-            elif stage == "greedy":
-                a, b = info["edge"]
-                err(f"  greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")
-            elif stage == "gbd" and time.perf_counter() - last["t"] >= 5.0:  # GBD iterates fast: every 5 s
-                last["t"] = time.perf_counter()
-                err(f"  gbd iteration {info['iteration']}: best {info['upper']:.6g}, bound {info['lower']:.6g}, "
-                    f"gap {info['gap']:.3g} ({info['seconds']:.0f} s of --time-limit {time_limit:g})")
-
-        selection = None
-        if select not in ("none", "group-lasso", "gbd"):
-            raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
-        if select != "none":
-            from marg.learners.selection import select_features
-
-            if select == "gbd" and max_features is None and feature_cost is None:
-                raise InputError("--select gbd needs --max-features M or --feature-cost C")
-            if max_features is not None and max_features < 1:
-                raise InputError(f"--max-features must be at least 1, got {max_features}")
-            selection = select_features(
-                summary, method=select, max_features=max_features, norm=norm, feature_cost=feature_cost,
-                time_limit=time_limit, callback=progress,
-            )
-            if not selection.selected:
-                raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
-            gap = f", certified gap {selection.gap:.3g}" if selection.gap is not None else ""
-            err(f"{select}: selected {len(selection.selected)} features ({selection.status}{gap}): {', '.join(selection.selected)}")
-        features = selection.selected if selection is not None else None
-        est = build_estimator(learner, s=s, coverage=coverage, solver=solver, eps=eps, n_max=n_max, k_max=k_max,
-                              ridge=ridge, features=features, callback=progress, greedy=greedy, max_edges=max_edges,
-                              edge_weight=edge_weight, loss=loss, structure=structure)
-        if learner == "dcc" and structure == "all":
-            err("solving the local-polytope LP over every released pair (can take a while with many features)")
-        est.fit(summary)
-        seconds = time.perf_counter() - t0
-        rep = learn_report(learner, est, summary, seconds)
-        if selection is not None:
-            rep["features"] = list(selection.selected)
-            rep["selected"] = list(selection.selected)
-            rep["selection"] = {"method": select, "status": selection.status, "objective": selection.objective,
-                                "lambda": selection.lam}
-            if select == "gbd":
-                rep["gap"] = selection.gap
-                rep["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)
-        model = Model(
-            learner=learner,
-            codebook=summary.codebook,
-            estimator=est,
-            info={
-                "created": now_iso(),
-                "n": summary.n,
-                "sites": summary.provenance.get("sites", []),
-                "params": {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
-                           "ridge": ridge, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight, "loss": loss, "structure": structure, "select": select, "max_features": max_features, "feature_cost": feature_cost},
-                "report": {k: v for k, v in rep.items() if k != "seconds"},
-            },
-        )
-        model.save(out)
-        if json_out:
-            emit_json(rep)
-            return
-        typer.echo(
-            f"{learner} model from {len(loaded)} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}"
-        )
-        typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {_certificate_words(learner, coverage, s)}")
-        K = len(summary.codebook.label.classes)
-        if learner in ("mrc", "dcc") and loss == "01" and rep["worst_case_error"] >= 1.0 - 1.0 / K - 1e-9:
-            hint = "select features (--select)" + (", release fewer pair tables (export --pairs)" if learner == "dcc" else "") + (
-                " or lower --coverage") + ("" if s is not None else ", or use --s for an uncalibrated model")
-            err(f"warning: the certificate is trivial (R* = {rep['worst_case_error']:.4f} = 1 − 1/{K}, what guessing "
-                f"uniformly achieves): {summary.n:,.0f} rows are too few for {coverage:.0%} coverage over this many "
-                f"table entries, so the model guarantees no more than a coin; {hint}")
-        if rep.get("certificate_approximate"):
-            err("note: the bundles carry DP noise; the Rényi certificate 2γ is computed on the post-processed summary "
-                "and widened by a noise margin (normal approximation), so it is approximate")
-        if learner == "renyi":
-            typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
-        if learner == "dcc":
-            kind = "graph (local-polytope bound)" if getattr(est, "relaxed_", False) else "forest"
-            typer.echo(f"{kind}: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
-        if learner == "mrc" and solver == "cg" and rep.get("active_features") is not None:
-            act = rep["active_features"]
-            shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
-            typer.echo(f"column generation: {len(act)} features in the final working set: {shown}")
-        if learner in ("mrc", "dcc") and len(rep["iterations"]) > 1:
-            typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
-        typer.echo(f"fitted in {seconds:.2f} s")
-
-    @app.command("request")
-    @guarded
-    def request_cmd(
-        bundles: Annotated[list[Path], typer.Argument(help="Round-1 bundles (first-order tables).")],
-        top: Annotated[int, typer.Option("--top", help="How many features to keep (by mutual information with the label).")],
-        out: OutOpt,
-        trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")] = None,
-        allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles.")] = False,
-        key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to open sealed bundles.")] = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Two-round protocol, round 2: screen the top features from round-1 bundles and write
-        the pair request the sites answer with `marg export --pairs @REQUEST.json`."""
-        from itertools import combinations
-
-        from marg.marginals.request import screen_features, write_request
-
-        loaded, sources = load_bundles(bundles, trust, allow_unsigned, key)
-        summary = summary_from_bundles(loaded, sources)
-        if top < 2:
-            raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
-        lab = summary.codebook.label.name
-        first = [t for t in summary.tables if t.kind == "counts" and len(t.clique) <= 2 and lab in t.clique]
-        names = screen_features(first, top, label=lab)
-        pairs = list(combinations(sorted(names, key=summary.codebook.index), 2))
-        write_request(out, summary.fingerprint, pairs, features=names)
-        if json_out:
-            emit_json({"features": names, "pairs": [list(p) for p in pairs], "out": str(out)})
-            return
-        typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
-        typer.echo(f"features: {', '.join(names)}")
-        typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
-
-    @app.command("predict")
-    @guarded
-    def predict(
-        model: ModelArg,
-        data: DataArg,
-        out: OutOpt,
-        schema: SchemaCheck = None,
-        id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
-        flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
-    ) -> None:
-        """Write class probabilities and the predicted label for every row of DATA."""
-        m = Model.load(model)
-        if schema is not None:
-            m.check_codebook(Codebook.load(schema))
-        if flag_outside and not hasattr(m.estimator, "outside"):
-            raise InputError(f"--flag-outside needs an mrc or dcc model; {model} is a {m.learner} model (it records no ruled-out cells)")
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        head = ([id_column] if id_column else []) + [f"p_{c}" for c in m.classes] + ["predicted"] + (["outside"] if flag_outside else [])
-        w.writerow(head)
-        ids = iter_batches(data, [id_column]) if id_column else None
-        n = n_out = 0
-        for enc in iter_encoded(data, m.codebook, with_label=False):
-            proba = m.predict_proba(enc.X)
-            pred = m.predict(enc.X)
-            outside = m.outside(enc.X) if flag_outside else None
-            idv = next(ids)[id_column].to_pylist() if ids is not None else None
-            for r in range(enc.n):
-                row = ([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]] + [m.classes[int(pred[r])]]
-                if outside is not None:
-                    row.append(int(outside[r]))
-                w.writerow(row)
-            n += enc.n
-            n_out += int(outside.sum()) if outside is not None else 0
-        atomic_write_bytes(Path(out), buf.getvalue().encode("utf-8"))
-        typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
-        if flag_outside:
-            typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
-
-    @app.command("evaluate")
-    @guarded
-    def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None) -> None:
-        """Accuracy and error of a model on labelled data, next to its certificate."""
-        m = Model.load(model)
-        if schema is not None:
-            m.check_codebook(Codebook.load(schema))
-        enc = encode_file(data, m.codebook, with_label=True)
-        rep = evaluate(m, enc.X, enc.y)
-        if json_out:
-            emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
-                                           "outside", "outside_error")})
-            return
-        typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
-        typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
-        typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
-        if rep["outside"]:
-            typer.echo(f"  {rep['outside']:,} rows ({rep['outside'] / rep['n']:.1%}) are outside the uncertainty set (every label "
-                       f"crosses a cell the released tables rule out): the certificate does not cover them; error there "
-                       f"{rep['outside_error']:.4f}")
-        classes = rep["classes"]
-        width = max(8, *(len(c) for c in classes))
-        typer.echo("  confusion matrix (rows: true, columns: predicted)")
-        typer.echo("  " + " " * width + "".join(f"{c:>{width + 2}}" for c in classes))
-        for c, row in zip(classes, rep["confusion"]):
-            typer.echo(f"  {c:<{width}}" + "".join(f"{v:>{width + 2}}" for v in row))
+        typer.echo(f"auto: chose {learner} by {rep['auto_rule']}; tried: {', '.join(said(c) for c in rep['auto'])}")
+    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
+    if rep.get("unpaired_features"):
+        typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
+                   f"left out, first-order tables only: {', '.join(rep['unpaired_features'])}")
+    typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
+    warning = api.trivial_certificate_warning(res.model, summary)
+    if warning:
+        err(warning)
+    if cert.approximate:
+        err("note: the bundles carry DP noise; this certificate's noise margin is a normal approximation (see the README)")
+    if "gamma" in rep:
+        typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
+    if "edges" in rep:
+        kind = "graph (local-polytope bound)" if rep.get("relaxed") else "forest"
+        typer.echo(f"{kind}: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
+    if rep.get("active_features") is not None and len(rep.get("iterations", [])) > 0 and solver == "cg":
+        act = rep["active_features"]
+        shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
+        typer.echo(f"column generation: {len(act)} features in the final working set: {shown}")
+    if len(rep.get("iterations", [])) > 1:
+        typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
+    typer.echo(f"fitted in {res.seconds:.2f} s")
 
 
-def _certificate_words(learner: str, coverage: float, s: float | None) -> str:
-    if learner == "renyi":
-        return "(2γ: for distributions with the released pairwise marginals; no sampling margin)"
-    if s is None:
-        return f"(holds with probability ≥ {coverage:.0%} over the sample)"
-    return f"(λ = {s:g}·std/√n; not calibrated to a coverage level)"
+def _params_words(params: dict) -> str:
+    return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+
+
+@app.command("request")
+def request_cmd(
+    bundles: Annotated[list[Path], typer.Argument(help="Round-1 bundles (first-order tables).")],
+    top: Annotated[int, typer.Option("--top", help="How many features to keep (by mutual information with the label).")],
+    out: OutOpt,
+    trust: TrustOpt = None,
+    allow_unsigned: UnsignedOpt = False,
+    key: SealKeyOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Two-round protocol, round 2: screen the top features from round-1 bundles and write
+    the pair request the sites answer with `marg export --pairs @REQUEST.json`."""
+    from itertools import combinations
+
+    from marg.errors import InputError
+    from marg.marginals.request import screen_features, write_request
+    from marg.protocols.load import load_summary
+
+    if top < 2:
+        raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
+    summary = load_summary(bundles, trust, allow_unsigned, key)
+    lab = summary.codebook.label.name
+    first = [t for t in summary.tables if t.kind == "counts" and len(t.clique) <= 2 and lab in t.clique]
+    names = screen_features(first, top, label=lab)
+    pairs = list(combinations(sorted(names, key=summary.codebook.index), 2))
+    write_request(out, summary.fingerprint, pairs, features=names)
+    if json_out:
+        emit_json({"features": names, "pairs": [list(p) for p in pairs], "out": str(out)})
+        return
+    typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
+    typer.echo(f"features: {', '.join(names)}")
+    typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
+
+
+@app.command("round")
+def round_cmd(
+    schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
+    out: OutOpt,
+) -> None:
+    """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
+    so `marg learn --round` refuses replayed or stale bundles."""
+    from marg.marginals.codebook import Codebook
+    from marg.protocols.rounds import new_round
+
+    rid = new_round(out, Codebook.load(schema).fingerprint)
+    typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
+
+
+@app.command("predict")
+def predict(
+    model: ModelArg,
+    data: DataArg,
+    out: OutOpt,
+    schema: SchemaCheck = None,
+    id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
+    flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
+    trust: ModelTrustOpt = None,
+    allow_unsigned: ModelUnsignedOpt = False,
+) -> None:
+    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
+    from marg import api
+
+    m = _verified_model(model, trust, allow_unsigned, schema)
+    n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
+    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
+    if flag_outside:
+        typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
+
+
+@app.command("certify")
+def certify_cmd(
+    model: ModelArg,
+    bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export DATA --evaluate MODEL).")],
+    out: OutOpt,
+    coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound holds.")] = 0.95,
+    json_out: JsonOpt = False,
+    trust: TrustOpt = None,
+    allow_unsigned: UnsignedOpt = False,
+    key: SealKeyOpt = None,
+    passphrase_file: PassphraseOpt = None,
+    sign_key: SignKeyOpt = None,
+    sign_passphrase_file: SignPassOpt = None,
+) -> None:
+    """Certify a model from its errors on the sites' held-out rows (released with DP noise).
+
+    Exit codes: 0 success; 1 refused (bad or missing signature, unknown signer); 2 bad input
+    (not an evaluation of this model file, another study).
+    """
+    from marg import api
+
+    res = api.certify_with_holdout(model, bundles, coverage=coverage, trust=trust, allow_unsigned=allow_unsigned,
+                                   key=key, passphrase_file=passphrase_file)
+    res.model.save(out)
+    _sign(out, sign_key, sign_passphrase_file)
+    b = res.bound
+    if json_out:
+        emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
+                   "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"}})
+        return
+    typer.echo(f"{res.model.learner} model certified from {len(res.sites)} site(s)' held-out rows → {out}")
+    typer.echo(f"released: {b.errors:,.0f} errors in {b.rows:,.0f} held-out rows (noise ±{b.q_errors:.0f} / ±{b.q_rows:.0f})")
+    typer.echo(f"certificate: error ≤ {b.value:.4f} {res.model.estimator.certificate_.words()}")
+
+
+@app.command("evaluate")
+def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, schema: SchemaCheck = None,
+                 trust: ModelTrustOpt = None, allow_unsigned: ModelUnsignedOpt = False) -> None:
+    """Accuracy and error of a model on labelled data, next to its certificate."""
+    from marg import api
+
+    m = _verified_model(model, trust, allow_unsigned, schema)
+    rep = api.evaluate_file(m, data)
+    if json_out:
+        emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
+                                       "outside", "outside_error")})
+        return
+    typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
+    typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
+    typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
+    if rep["outside"]:
+        typer.echo(f"  {rep['outside']:,} rows ({rep['outside'] / rep['n']:.1%}) are outside the uncertainty set (every label "
+                   f"crosses a cell the released tables rule out): the certificate does not cover them; error there "
+                   f"{rep['outside_error']:.4f}")
+    classes = rep["classes"]
+    width = max(8, *(len(c) for c in classes))
+    typer.echo("  confusion matrix (rows: true, columns: predicted)")
+    typer.echo("  " + " " * width + "".join(f"{c:>{width + 2}}" for c in classes))
+    for c, row in zip(classes, rep["confusion"]):
+        typer.echo(f"  {c:<{width}}" + "".join(f"{v:>{width + 2}}" for v in row))

@@ -2,7 +2,10 @@
 
 Sub-apps per noun (``schema``, ``keys``, ``audit``) and top-level verbs (``export``,
 ``inspect``, ``learn``, ``predict``, ``evaluate``, ``demo``). Commands parse options, call
-the library and print; errors go through :func:`cli.common.guarded`.
+the library and print; every command is guarded in one place (:class:`marg.cli.app.MargTyper`).
+Library modules are imported inside the commands that use them, so ``marg --help`` starts
+without numpy, scipy or highspy (``python -X importtime -m marg.cli.main --help`` shows
+what remains).
 """
 
 from __future__ import annotations
@@ -13,33 +16,33 @@ from typing import Annotated, Optional
 
 import typer
 
-from marg.marginals.codebook import Codebook
 from marg.errors import InputError
-from marg.marginals.draft import draft_codebook
-from marg.marginals.tables import parse_pairs
-from marg.protocols.export import export_site
 
 from . import audit as audit_cli
+from . import demo as _demo  # noqa: F401  (registers `marg demo`)
 from . import keys as keys_cli
-from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, guarded, split_list
+from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
+from . import report as _report  # noqa: F401  (registers `marg report`)
+from .app import app, schema_app
+from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
 
-app = typer.Typer(
-    name="marg",
-    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-schema_app = typer.Typer(help="Study codebooks (the shared schema).", no_args_is_help=True)
-app.add_typer(schema_app, name="schema")
 app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
 
 
+DataArg = Annotated[str, typer.Argument(
+    metavar="DATA",
+    help="The data: a CSV/TSV/.gz/Parquet file, duckdb:///site.db?table=T (or any file DuckDB reads), "
+         "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their own tables.")]
+SparkMasterOpt = Annotated[Optional[str], typer.Option(
+    "--spark-master", help="Spark master URL for --engine spark (default: $MARG_SPARK_MASTER or local[*]).")]
+
+
 @schema_app.command("init")
-@guarded
 def schema_init(
-    data: Annotated[Path, typer.Argument(help="Local data file (CSV, TSV, .gz, Parquet).")],
+    data: DataArg,
     label: Annotated[str, typer.Option("--label", help="The label column.")],
     out: OutOpt,
     max_levels: Annotated[int, typer.Option(help="Numeric columns with more distinct values are binned.")] = 20,
@@ -47,12 +50,18 @@ def schema_init(
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
     numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
     exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out (identifiers).")] = None,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Draft a codebook from local data. Review it before sharing: levels and edges come from the data."""
-    cb = draft_codebook(
-        data, label, max_levels=max_levels, bins=bins,
-        categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
-    )
+    from marg.marginals.draft import draft_codebook
+    from marg.marginals.sources import open_source
+
+    with open_source(data, engine=engine, spark_master=spark_master) as src:
+        cb = draft_codebook(
+            src, label, max_levels=max_levels, bins=bins,
+            categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
+        )
     cb.save(out)
     n_num = sum(1 for f in cb.features if f.kind == "numeric")
     typer.echo(
@@ -67,18 +76,22 @@ def schema_init(
 
 
 @app.command("export")
-@guarded
 def export_cmd(
-    data: Annotated[Path, typer.Argument(help="The site's data file (CSV, TSV, .gz, Parquet).")],
+    data: DataArg,
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
-    stats: Annotated[str, typer.Option(help="first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); all: every pair.")] = "first",
-    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (implies --stats pairs).')] = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export (Laplace, pure DP).")] = None,
+    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair while the pair tables hold at most 250,000 cells; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); pairs-only: the --pairs tables alone (the default with @REQUEST); all: every pair.")] = "auto",
+    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (round 2: releases those pair tables alone).')] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ at which a --rho export is also reported as (ε, δ)-DP.")] = 1e-6,
-    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (default 0.5 when pairs are released).")] = None,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ).")] = 1e-6,
+    mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
+    allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
+    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
+    round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
+    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -86,9 +99,14 @@ def export_cmd(
     to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): encrypt the bundle to it.")] = None,
     ledger: Annotated[Path, typer.Option("--ledger", help="The site's ledger folder (records every export; holds budget.json).")] = Path("marg-ledger"),
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (not recommended).")] = False,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
+    from marg.marginals.codebook import Codebook
     from marg.marginals.request import read_request
+    from marg.marginals.tables import parse_pairs
+    from marg.protocols.export import export_site
     from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
 
     cb = Codebook.load(schema)
@@ -99,8 +117,8 @@ def export_cmd(
         if pairs.startswith("@"):
             req = read_request(pairs[1:], fingerprint=cb.fingerprint)
             pair_list = parse_pairs(cb, req.spec)
-            if stats == "first":
-                stats = "pairs"
+            if stats in ("first", "auto"):
+                stats = "pairs-only"  # round 2: the first-order tables came in round 1
         else:
             pair_list = parse_pairs(cb, pairs)
     passphrase = read_passphrase_file(passphrase_file) if passphrase_file else None
@@ -109,12 +127,34 @@ def export_cmd(
     recipient_name = to.name.split(".")[0] if to else None
     if not no_ledger:
         ledger.mkdir(parents=True, exist_ok=True)
+    round_id = None
+    if round_ is not None:
+        from marg.protocols.rounds import read_round
+
+        round_id = read_round(round_, cb.fingerprint)
     prog = Progress(f"export {site}")
+    if evaluate is not None:
+        from marg.api import load_model
+        from marg.errors import InputError
+        from marg.protocols.evaluation import evaluate_site, model_digest
+
+        if no_ledger:
+            raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
+        if holdout is not None or pairs:
+            raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
+        m = load_model(evaluate, schema)
+        res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
+                            mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
+                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
+        prog.done()
+        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+                   f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
+        return
     res = export_site(
-        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta,
-        first_share=first_order_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+        first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
-        ledger_dir=None if no_ledger else ledger, progress=prog,
+        ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )
     prog.done()
     d = res.bundle.describe()
@@ -138,23 +178,39 @@ def _privacy_words(p: dict | None) -> str:
         return "exact counts (no differential privacy)"
     if p.get("mechanism") == "laplace":
         return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)"
-    return f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    words = f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    if p.get("target"):
+        words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
+    return words
 
 
 @app.command("inspect")
-@guarded
 def inspect_cmd(
-    bundle: Annotated[Path, typer.Argument(help="A bundle file.")],
+    bundle: Annotated[Path, typer.Argument(help="A bundle file, or a model file (who signed it, from which bundles).")],
     json_out: JsonOpt = False,
     key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
 ) -> None:
-    """Say in plain words what a bundle contains."""
+    """Say in plain words what a bundle (or a model file) contains."""
     from marg.protocols.bundle import Bundle, read_bundle_bytes
     from marg.protocols.keys import load_seal_key
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
     from marg.protocols.signing import verify_bundle
 
+    if bundle.is_file() and bundle.read_bytes()[:1] == b"{":
+        from marg.protocols.model_signing import describe_model_file, verify_model_file
+
+        d = describe_model_file(bundle)
+        d["verified_signer"] = verify_model_file(bundle, trust) if trust is not None else None
+        if json_out:
+            emit_json(d)
+            return
+        who = f"signed by {d['signer']!r} (key {str(d['key_id'])[:12]}…)" if d["signed"] else "unsigned"
+        typer.echo(f"Model {bundle}: {d['learner']}, {who}" + (", signature verified" if d["verified_signer"] else "")
+                   + f"; codebook {str(d['codebook_fingerprint'])[:16]}…; certificate {d['worst_case_error']}")
+        for b in d["bundles"]:
+            typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
+        return
     raw = read_bundle_bytes(bundle)
     if is_sealed(raw):
         if key is None:
@@ -175,6 +231,10 @@ def inspect_cmd(
         f"({', '.join(lab.get('classes', []))})."
     )
     typer.echo(f"Rows at the site: {d['n_rows'] if d['n_rows'] is not None else 'not released'}.")
+    if d.get("source"):
+        src = d["source"]
+        where = ", ".join(f"{k} {v}" for k, v in src.items() if k not in ("kind", "engine"))
+        typer.echo(f"Counted from: {src.get('kind')} ({where}).")
     typer.echo(f"It releases {d['n_statistics']} statistics, {d['cells']:,} numbers in all:")
     for s in d["statistics"]:
         what = "per-class sum and sum of squares" if s["kind"] == "moments" else "counts"
@@ -190,13 +250,6 @@ def inspect_cmd(
     if d["recipient"]:
         typer.echo(f"Sealed for: {d['recipient']}.")
     typer.echo(f"Digest (sha256): {d['digest']}")
-
-
-from . import demo as _demo  # noqa: E402  (registers `marg demo`)
-from . import learn as _learn  # noqa: E402  (registers learn / predict / evaluate)
-
-_learn.register(app)
-_demo.register(app)
 
 
 def main() -> None:

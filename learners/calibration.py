@@ -6,28 +6,32 @@ confidence box for the m = K·D entries of τ, not a tuning knob.
 
 Default (``s=None``): a two-sided interval per entry at level α' = (1 − coverage)/m,
 Bonferroni-corrected over all m entries so that all intervals hold together with
-probability ≥ ``coverage``, plus the release's noise::
+probability ≥ ``coverage``. For an exact release::
 
-    λ = h_CP(τ, n, α')  +  z · noise_std        (one-hot entries: a Bernoulli mean)
-    λ = z · tau_std / sqrt(n)  +  z · noise_std (raw numeric entries)
-    z = Φ⁻¹(1 − α'/2),
+    λ = h_CP(τ, n, α')               (one-hot entries: a Bernoulli mean)
+    λ = z · tau_std / sqrt(n)        (raw numeric entries; z = Φ⁻¹(1 − α'/2))
 
 where h_CP(τ, n, α') = max(τ − lo, hi − τ) is the smallest half-width around τ that covers the
 Clopper–Pearson interval [lo, hi] of k = n·τ successes in n trials (:func:`binomial_halfwidth`).
 That interval is exact-conservative for every n and every true probability, including
 empty cells (τ = 0: hi = 1 − (α'/2)^{1/n}), where the normal interval z·sqrt(τ(1−τ)/n)
 would be 0 — ruling the cell out though a small sample says little about it. For large
-counts h_CP ≈ z·sqrt(τ(1−τ)/n). ``tau_std`` is the sample standard deviation of a numeric
-entry, ``noise_std`` the standard deviation of the differential-privacy noise on τ (in τ
-units; zero for exact releases); both terms get the same z, which over-covers their sum
-(|a + b| ≤ |a| + |b|). The numeric entries' interval is the normal approximation of a sample
-mean (asymptotic). The noise term is a normal approximation too: the released noise is
-(discrete) Gaussian or Laplace, summed over sites and post-processed; for Laplace noise the
-far tail at the Bonferroni level is heavier than z·σ assumes, and the Clopper–Pearson term
-is evaluated at the noisy τ, so under DP the coverage is approximate (exact releases: the
-one-hot entries' coverage is exact-conservative).
+counts h_CP ≈ z·sqrt(τ(1−τ)/n). The numeric entries' interval is the normal approximation
+of a sample mean (asymptotic).
 
-Override (``s`` given): λ = s · tau_std / sqrt(n) + z · noise_std, the seed's λ = s/√n
+Under differential privacy the released τ is the sample's τ̂ plus noise, so each entry's
+α' is split in two halves (union bound: |τ − E τ| ≤ |τ − τ̂| + |τ̂ − E τ|)::
+
+    λ = q(draws, α'/2)/n  +  max_{t ∈ τ ± q/n} h_CP(t, n, α'/2)
+
+q the noise half-width with P(|noise| > q) ≤ α'/2 for the draws actually added
+(:func:`marg.marginals.noise_tails.halfwidth`: exact for the discrete Laplace and Gaussian
+noise of count tables, summed over sites; no normal approximation), and the sampling
+half-width taken at the τ̂ in the noise interval where it is largest (closest to ½), since
+τ̂ itself is not released. When no noise draws are given, the noise term falls back to
+z·noise_std (a normal approximation, flagged by the learners as approximate).
+
+Override (``s`` given): λ = s · tau_std / sqrt(n) + the noise term at α', the seed's λ = s/√n
 multiplier (MRCpy uses s = 0.3, whose certificates sit far below the real error in high
 dimensions); ``s = 0`` gives λ = 0 for exact releases: the pure minimax problem on the
 released marginals, in which an empty cell is ruled out.
@@ -35,12 +39,13 @@ released marginals, in which an empty cell is ruled out.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from scipy.stats import beta, norm
 
 from marg.errors import InputError
 
-from .featuremap import onehot_columns
 
 
 def bonferroni_z(coverage: float, m: int) -> float:
@@ -103,6 +108,8 @@ def confidence_lambda(
     coverage: float = 0.95,
     tau: np.ndarray | None = None,
     binary: np.ndarray | None = None,
+    draws: Sequence[tuple] | None = None,
+    n_draws: Sequence[tuple] = (),
 ) -> np.ndarray:
     """λ for the MRC uncertainty set (see the module docstring for the formula).
 
@@ -111,19 +118,25 @@ def confidence_lambda(
     tau_std : ndarray, shape (K, D)
         Sample std of each Φ entry.
     noise_std : ndarray, shape (K, D)
-        Std of the released noise on each τ entry, in τ units.
+        Std of the released noise on each τ entry, in τ units (used only without ``draws``).
     n : float
         Number of rows the summary was computed from.
     s : float or None
         None: Bonferroni-calibrated intervals; otherwise the raw multiplier of tau_std/√n.
     coverage : float
-        Simultaneous coverage of the box (default 0.95); also sets z of the noise term.
+        Simultaneous coverage of the box (default 0.95).
     tau : ndarray, shape (K, D), optional
         The released τ; with ``binary``, needed for the exact binomial intervals.
     binary : ndarray of bool, shape (D,) or (K, D), optional
         Entries that are Bernoulli means (one-hot cells): with ``s=None`` they get the
         Clopper–Pearson half-width :func:`binomial_halfwidth` instead of z·tau_std/√n.
         Without ``tau``/``binary`` every entry gets the normal interval.
+    draws : sequence (length D) of noise parts, optional
+        Per Ψ column, the independent noise draws in one count behind it
+        (:func:`marg.marginals.noise_tails.halfwidth` turns them into the exact noise term).
+    n_draws : noise parts of n (the label table's total), optional
+        With noise on n, τ = N/n̂ also moves by τ·|n̂ − n|/n̂: one more interval (on n) joins
+        the Bonferroni count and that term is added.
 
     Returns
     -------
@@ -140,10 +153,25 @@ def confidence_lambda(
         raise InputError("noise_std must be finite and >= 0")
     if not (n > 0 and np.isfinite(n)):
         raise InputError(f"n must be positive, got {n!r}")
-    m = max(1, tau_std.size)
+    if s is not None and not (np.isfinite(s) and s >= 0):
+        raise InputError(f"s must be finite and >= 0, got {s!r}")
+    noisy = bool(np.any(noise_std > 0)) or bool(draws and any(draws))
+    with_n = bool(noisy and draws is not None and n_draws)
+    m = max(1, tau_std.size) + int(with_n)
+    alpha = (1.0 - coverage) / m if 0.0 < coverage < 1.0 else None
     z = bonferroni_z(coverage, m)
+    if draws is not None and noisy:
+        if len(draws) != tau_std.shape[1]:
+            raise InputError(f"draws must give one entry per column ({tau_std.shape[1]}), got {len(draws)}")
+        a_noise = alpha / 2.0 if s is None else alpha
+        widths = _noise_widths(draws, a_noise) / float(n)  # (D,)
+        noise = np.broadcast_to(widths[None, :], tau_std.shape)
+    else:
+        a_noise = 0.0
+        noise = z * noise_std
+    a_sample = alpha - a_noise if s is None and draws is not None and noisy else alpha
     if s is None:
-        lam = z * tau_std / np.sqrt(n)
+        lam = bonferroni_z_level(a_sample) * tau_std / np.sqrt(n)
         if (tau is None) != (binary is None):
             raise InputError("the binomial intervals need both tau and binary (or neither)")
         if tau is not None:
@@ -154,31 +182,46 @@ def confidence_lambda(
                 raise InputError("tau must be finite")
             b = np.broadcast_to(np.asarray(binary, dtype=bool), tau.shape)
             if b.any():
-                lam = np.where(b, binomial_halfwidth(tau, n, (1.0 - coverage) / m), lam)
+                # τ̂ (the sample's) is within the noise width of the released τ: take the worst one
+                at = np.clip(0.5, tau - noise, tau + noise) if noisy else tau
+                lam = np.where(b, binomial_halfwidth(at, n, a_sample), lam)
     else:
-        if not (np.isfinite(s) and s >= 0):
-            raise InputError(f"s must be finite and >= 0, got {s!r}")
         lam = float(s) * tau_std / np.sqrt(n)
-    return lam + z * noise_std
+    lam = lam + noise
+    if with_n:
+        from marg.marginals.noise_tails import halfwidth
+
+        qn = halfwidth(tuple(n_draws), alpha)
+        t = np.abs(tau) if tau is not None else tau_std
+        lam = lam + np.minimum(1.0, t + lam) * qn / max(float(n) - qn, 1.0)
+    return lam
 
 
-def summary_lambda(summary, columns: np.ndarray | None = None, s: float | None = None, coverage: float = 0.95) -> np.ndarray:
-    """λ for (a column subset of) a Summary's τ.
+def bonferroni_z_level(alpha: float) -> float:
+    """Two-sided normal quantile Φ⁻¹(1 − α/2) of one interval at miss rate ``alpha``."""
+    return float(norm.isf(alpha / 2.0))
 
-    Parameters
-    ----------
-    summary : marginals.summary.Summary
-    columns : ndarray of int, optional
-        Ψ columns in use (e.g. the selected features' blocks); all D columns if None. The
-        Bonferroni count m is K times the number of columns in use.
-    s, coverage : see :func:`confidence_lambda`.
 
-    Returns
-    -------
-    ndarray, shape (K, len(columns))
+def _noise_widths(draws: Sequence[tuple], alpha: float) -> np.ndarray:
+    """Per column, the half-width q with P(|noise| > q) ≤ ``alpha`` (computed once per distinct draws)."""
+    from marg.marginals.noise_tails import halfwidth
+
+    cache: dict[tuple, float] = {}
+    out = np.zeros(len(draws))
+    for j, d in enumerate(draws):
+        key = tuple(d)
+        if key not in cache:
+            cache[key] = halfwidth(key, alpha) if key else 0.0
+        out[j] = cache[key]
+    return out
+
+
+def map_lambda(moments, fmap, s: float | None = None, coverage: float = 0.95) -> np.ndarray:
+    """λ (K, D) for a feature map's :class:`marg.learners.features.statistics.Moments`.
+
+    The map's indicator columns (one-hot levels, edge cells) get the exact binomial
+    intervals when ``s`` is None; the Bonferroni count is every entry of the map; under DP
+    the noise term is exact for the draws behind each column (``moments.draws``).
     """
-    ts, ns, tau = summary.tau_std, summary.noise_std, np.asarray(summary.tau, dtype=np.float64)
-    binary = onehot_columns(summary.blocks, tau.shape[1])
-    if columns is not None:
-        ts, ns, tau, binary = ts[:, columns], ns[:, columns], tau[:, columns], binary[columns]
-    return confidence_lambda(ts, ns, summary.n, s=s, coverage=coverage, tau=tau, binary=binary)
+    return confidence_lambda(moments.std, moments.noise, moments.n, s=s, coverage=coverage, tau=moments.tau,
+                             binary=fmap.indicator_columns(), draws=moments.draws or None, n_draws=moments.n_draws)

@@ -32,11 +32,10 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
-from scipy.optimize import Bounds, LinearConstraint, milp
 
-from marg.errors import InputError, SolverError
+from marg.errors import InputError
 
-from .lp import new_highs, stdout_silenced
+from .lp import INF, HighsLP, Status, solver_error
 
 __all__ = ["Cut", "GBDResult", "restricted_value", "benders_cut", "gbd"]
 
@@ -140,81 +139,48 @@ def benders_cut(Qc: np.ndarray, Dc: np.ndarray, sizes: Sequence[int], Z: np.ndar
 
 
 class _Master:
-    """min η + costᵀσ  s.t.  η + b_kᵀσ ≥ a_k (cuts),  Σσ ≤ M,  σ ∈ {0,1}^p,  η ∈ [η_lb, 0]."""
+    """min η + costᵀσ  s.t.  η + b_kᵀσ ≥ a_k (cuts),  Σσ ≤ M,  σ ∈ {0,1}^p,  η ∈ [η_lb, 0].
 
-    def __init__(self, p: int, cost: np.ndarray, eta_lb: float, cap: int | None, solver: str):
-        if solver not in ("highspy", "scipy"):
-            raise InputError(f"unknown master solver {solver!r} (expected 'highspy' or 'scipy')")
-        self.p, self.cost, self.eta_lb, self.cap, self.solver = p, cost, eta_lb, cap, solver
-        self.rows: list[np.ndarray] = []
-        self.rhs: list[float] = []
-        if solver == "highspy":
-            import highspy
+    One HiGHS MIP (:class:`marg.learners.lp.HighsLP`) kept across iterations: each cut is a
+    row added in place, and each solve gets ``time_limit`` seconds of its own (the wrapper
+    extends HiGHS' cumulative limit from the instance's run time).
+    """
 
-            self._hs = highspy
-            h = new_highs()
-            h.setOptionValue("mip_rel_gap", 0.0)
-            h.setOptionValue("mip_abs_gap", 0.0)
-            h.setOptionValue("mip_feasibility_tolerance", 1e-9)
-            h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-            h.setOptionValue("mip_improving_solution_save", True)
-            inf = highspy.kHighsInf
-            empty_i, empty_v = np.zeros(0, dtype=np.int32), np.zeros(0)
-            h.addCol(1.0, eta_lb if math.isfinite(eta_lb) else -inf, 1e-9, 0, empty_i, empty_v)
-            for j in range(p):
-                h.addCol(float(cost[j]), 0.0, 1.0, 0, empty_i, empty_v)
-            if p:
-                h.changeColsIntegrality(p, np.arange(1, p + 1, dtype=np.int32),
-                                        np.array([highspy.HighsVarType.kInteger] * p))
-            if cap is not None and p:
-                h.addRow(-inf, float(cap), p, np.arange(1, p + 1, dtype=np.int32), np.ones(p))
-            self._h = h
+    def __init__(self, p: int, cost: np.ndarray, eta_lb: float, cap: int | None):
+        self.p = p
+        self.pool: list[np.ndarray] = []
+        lp = HighsLP(solver="choose", presolve=None, mip_rel_gap=0.0, mip_abs_gap=0.0, mip_feasibility_tolerance=1e-9,
+                     primal_feasibility_tolerance=1e-9, mip_improving_solution_save=True)
+        lp.add_cols([1.0], [eta_lb if math.isfinite(eta_lb) else -INF], [1e-9])
+        if p:
+            cols = lp.add_cols(np.asarray(cost, dtype=np.float64), np.zeros(p), np.ones(p))
+            lp.set_integer(cols)
+            if cap is not None:
+                lp.add_rows([-INF], [float(cap)], [0], cols, np.ones(p))
+        self.lp = lp
 
     def add_cut(self, a: float, b: np.ndarray) -> None:
         row = np.concatenate([[1.0], b])
-        self.rows.append(row)
-        self.rhs.append(a)
-        if self.solver == "highspy":
-            nz = np.flatnonzero(row).astype(np.int32)
-            self._h.addRow(float(a), self._hs.kHighsInf, nz.size, nz, row[nz])
+        nz = np.flatnonzero(row)
+        self.lp.add_rows([float(a)], [INF], [0], nz, row[nz])
 
     def solve(self, time_limit: float) -> tuple[np.ndarray | None, float | None, bool]:
-        """Returns (σ or None, dual bound, solved to optimality)."""
+        """Returns (σ or None, dual bound, solved to optimality).
+
+        Raises
+        ------
+        SolverError
+            When HiGHS fails on the master (not for a time limit, which is a status).
+        """
         p = self.p
-        if self.solver == "highspy":
-            h = self._h
-            # HiGHS compares time_limit with the instance's cumulative run time: extend it from now
-            h.setOptionValue("time_limit", float(h.getRunTime() + max(time_limit, 0.01)))
-            if h.run() == self._hs.HighsStatus.kError:
-                raise SolverError(f"the GBD master MILP failed to run (HiGHS status {h.getModelStatus().name})")
-            st = h.getModelStatus()
-            info = h.getInfo()
-            optimal = st == self._hs.HighsModelStatus.kOptimal
-            dual = float(info.mip_dual_bound)
-            x = np.asarray(h.getSolution().col_value)
-            has = info.primal_solution_status == 2 and x.size == p + 1
-            self.pool = []
-            try:  # improving solutions met during the branch-and-bound: extra cuts for free
-                for sol in h.getSavedMipSolutions():
-                    cv = np.asarray(sol.col_value)
-                    if cv.size == p + 1:
-                        self.pool.append(np.round(cv[1:]).astype(int))
-            except Exception:  # pragma: no cover - older highspy
-                pass
-            return (np.round(x[1:]).astype(int) if has else None), dual, optimal
-        cons = [LinearConstraint(np.array(self.rows), np.array(self.rhs), np.inf)]
-        if self.cap is not None:
-            cons.append(LinearConstraint(np.concatenate([[0.0], np.ones(p)])[None, :], -np.inf, self.cap))
-        bounds = Bounds(np.concatenate([[self.eta_lb], np.zeros(p)]), np.concatenate([[1e-9], np.ones(p)]))
-        with stdout_silenced():
-            res = milp(np.concatenate([[1.0], self.cost]), integrality=np.concatenate([[0], np.ones(p)]),
-                       bounds=bounds, constraints=cons,
-                       options={"mip_rel_gap": 0.0, "time_limit": max(time_limit, 0.01)})
-        dual = getattr(res, "mip_dual_bound", None)
-        if (dual is None or not np.isfinite(dual)) and res.status == 0:
-            dual = res.fun
-        sigma = None if res.x is None else np.round(res.x[1:]).astype(int)
-        return sigma, (None if dual is None else float(dual)), res.status == 0
+        res = self.lp.solve(deadline=time.perf_counter() + max(time_limit, 0.01))
+        if res.status not in (Status.OPTIMAL, Status.LIMIT):
+            raise solver_error("the GBD master MILP", res)
+        # improving solutions met during the branch-and-bound: extra cuts for free
+        self.pool = [np.round(cv[1:]).astype(int) for cv in self.lp.saved_mip_solutions() if cv.size == p + 1]
+        has = res.x.size == p + 1
+        dual = res.dual_bound if math.isfinite(res.dual_bound) else None
+        return (np.round(res.x[1:]).astype(int) if has else None), dual, res.status is Status.OPTIMAL
 
 
 @dataclass
@@ -265,7 +231,6 @@ def gbd(
     max_iter: int = 500,
     gap_tol: float = 1e-6,
     full_cut_max_dim: int = 4000,
-    solver: str = "highspy",
     local_search_evals: int = 2000,
     callback: Callable[[dict], None] | None = None,
 ) -> GBDResult:
@@ -294,10 +259,6 @@ def gbd(
         Stop when upper − lower ≤ gap_tol·max(|upper|, scale).
     full_cut_max_dim : int
         Also cut at the full support (its c is a global lower bound) when M ≤ this.
-    solver : {"highspy", "scipy"}
-        Master MILP through highspy (one persistent model, cuts appended as rows,
-        feasibility tolerance 1e-9) or through ``scipy.optimize.milp`` (rebuilt each
-        iteration; scipy's bundled HiGHS writes debug lines to stdout, which we divert).
     local_search_evals : int
         Upper-bound heuristic: after each master solution, a best-improvement 1-swap
         (and add; drop under FSP-λ) descent with at most this many evaluations of c; its
@@ -401,7 +362,7 @@ def gbd(
     status = "iteration_limit"
     it = 0
     eta_lb = -math.inf if full_val is None else s * full_val - 1e-9
-    master = _Master(p, s * cost, eta_lb, Mcap if max_features is not None else None, solver)
+    master = _Master(p, s * cost, eta_lb, Mcap if max_features is not None else None)
     n_rows = 0
     while it < max_iter:
         remaining = time_limit - (time.perf_counter() - t0)
@@ -428,7 +389,7 @@ def gbd(
             evaluate(S)
             if local_search_evals > 0:
                 evaluate(local_search(S if len(S) <= Mcap else best["support"]))
-        for extra in getattr(master, "pool", []):
+        for extra in master.pool:
             if extra.sum() <= Mcap:
                 evaluate(np.flatnonzero(extra))
         upper = best["value"]

@@ -1,10 +1,11 @@
 """Model files: a fitted learner, its certificate and where it came from, as JSON.
 
-A model file records the study codebook (and its fingerprint), the learner and its
-hyperparameters, the fitted state (``estimator``), the certificate (an upper bound on the
-worst-case error), the features used and the provenance of the summaries it was fitted
-on. Loading re-creates the estimator; applying it to data first checks that the data's
-codebook has the model's fingerprint.
+A model file records the study codebook (and its fingerprint), the learner, the estimator
+(its hyper-parameters once, and its fitted state: :meth:`marg.learners.base.MarginalEstimator.to_dict`),
+the certificate (an upper bound on the worst-case error) and the provenance of the
+summaries it was fitted on (``info``). Loading re-creates the estimator through the learner
+registry; files of the previous release (version 1) are read too. Applying a model to data
+first checks that the data's codebook has the model's fingerprint.
 """
 
 from __future__ import annotations
@@ -18,31 +19,17 @@ from typing import Any
 import numpy as np
 
 from marg.marginals.codebook import Codebook
-from marg.errors import InputError
+from marg.errors import InputError, MargError
 from marg._util import atomic_write_bytes
 
+from .base import LEARNERS, estimator_class
+
 FORMAT = "marg-model"
-VERSION = 1
-LEARNERS = ("mrc", "dcc", "renyi")
+VERSION = 2
+READS = (1, 2)
+"""Model-file versions this release reads (1: parameters inside the estimator state)."""
 
-
-def estimator_class(learner: str):
-    """The estimator class for a learner name."""
-    if learner == "mrc":
-        from .mrc import MRC
-
-        return MRC
-    if learner == "renyi":
-        from .renyi import RenyiClassifier
-
-        return RenyiClassifier
-    if learner == "dcc":
-        try:
-            from .dcc import DCC
-        except ImportError:
-            raise InputError("learner 'dcc' is not available in this version of marg") from None
-        return DCC
-    raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
+__all__ = ["Model", "FORMAT", "VERSION", "LEARNERS", "estimator_class", "evaluate", "now_iso"]
 
 
 @dataclass
@@ -82,9 +69,14 @@ class Model:
         """(n, K) class probabilities of the learner's randomized rule (rows sum to 1)."""
         return np.asarray(self.estimator.predict_proba(X))
 
+    @property
+    def has_uncertainty_set(self) -> bool:
+        """The model records the cells its uncertainty set rules out (mrc, dcc), so :meth:`outside` applies."""
+        return hasattr(self.estimator, "outside")
+
     def outside(self, X: np.ndarray) -> np.ndarray | None:
         """Rows outside the model's uncertainty set (bool (n,); see
-        :meth:`learners.rules.MinimaxRules.outside`), or None for a learner without one
+        :meth:`marg.learners.minimax.rules.MinimaxRules.outside`), or None for a learner without one
         recorded (renyi)."""
         fn = getattr(self.estimator, "outside", None)
         return None if fn is None else np.asarray(fn(X), dtype=bool)
@@ -108,10 +100,20 @@ class Model:
 
     @classmethod
     def from_dict(cls, d: Any, source: str = "model") -> "Model":
+        """A model from its JSON dict; anything malformed is one InputError line naming ``source``."""
+        try:
+            return cls._from_dict(d, source)
+        except MargError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            raise InputError(f"{source}: malformed model file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+    @classmethod
+    def _from_dict(cls, d: Any, source: str = "model") -> "Model":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise InputError(f"{source}: not a marg model file")
-        if d.get("version") != VERSION:
-            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads {VERSION})")
+        if d.get("version") not in READS:
+            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads {', '.join(map(str, READS))})")
         cb = Codebook.from_dict(d.get("codebook"))
         if cb.fingerprint != d.get("codebook_fingerprint"):
             raise InputError(f"{source}: embedded codebook does not match the recorded fingerprint (altered file?)")

@@ -56,13 +56,27 @@ P(X_i=a, Y≠c). See :class:`RenyiClassifier` for the multi-class rule and certi
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.optimize import linprog
 
 from marg.errors import InputError
+
+from .base import Certificate, MarginalEstimator, check_choice, check_number
+from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
+from .renyi_problem import (
+    RCOND,
+    _is_separable,
+    block_offsets,
+    center_problem,
+    hgr_lower_bound,
+    min_norm_solve,
+    psd_eigh,
+    quadratic_value,
+    rule7_positive_proba,
+    score_range,
+    separable_solution,
+)
 
 __all__ = [
     "RenyiClassifier",
@@ -77,257 +91,12 @@ __all__ = [
     "rule7_positive_proba",
 ]
 
-RCOND = 1e-10
-SEP_TOL = 1e-9
-
-
-# --------------------------------------------------------------------------- array level
-def block_offsets(sizes: Sequence[int]) -> np.ndarray:
-    """Start offsets of the feature blocks (length len(sizes) + 1, last = M)."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-
-
-def center_problem(Q: np.ndarray, d: np.ndarray, q1: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """Eliminate the unpenalized intercept from ``min_{b,z} E[(b + Wᵀz − C)²]``.
-
-    Parameters
-    ----------
-    Q : ndarray, shape (M, M)
-        Second moments of the one-hot encoding; ``p = diag(Q)`` are the level probabilities.
-    d : ndarray, shape (M,)
-        d_i(a) = P(X_i=a, Y=1) − P(X_i=a, Y=0).
-    q1 : float
-        P(Y=1) (the positive class of this binary problem).
-
-    Returns
-    -------
-    Qc : ndarray, shape (M, M)
-        Q − ppᵀ (the covariance of W).
-    dc : ndarray, shape (M,)
-        d − (2q₁ − 1)p.
-    const : float
-        q₁(1 − q₁): the value of E[(b + Wᵀz − C)²] at z = 0, b optimal.
-    p : ndarray, shape (M,)
-        diag(Q); the optimal intercept for a given z is b = (2q₁ − 1)/2 − pᵀz.
-
-    Notes
-    -----
-    E[(b + Wᵀz − C)²] = b² + 2b pᵀz − (2q₁−1)b + zᵀQz − dᵀz + 1/4; minimising in b gives
-    zᵀQ_c z − d_cᵀz + q₁(1−q₁).
-    """
-    Q = np.asarray(Q, dtype=np.float64)
-    d = np.asarray(d, dtype=np.float64)
-    p = np.diag(Q).copy()
-    delta = 2.0 * float(q1) - 1.0
-    Qc = Q - np.outer(p, p)
-    dc = d - delta * p
-    return Qc, dc, float(q1) * (1.0 - float(q1)), p
-
-
-def psd_eigh(Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigendecomposition of the symmetric part of Q with negative eigenvalues set to 0.
-
-    A noisy (differentially private) Q can be slightly indefinite; projecting it onto the
-    PSD cone keeps ``zᵀQz − dᵀz`` bounded below.
-
-    Returns
-    -------
-    lam : ndarray, shape (M,)
-        Eigenvalues, clipped at 0, ascending.
-    V : ndarray, shape (M, M)
-        Orthonormal eigenvectors (columns).
-    """
-    Q = np.asarray(Q, dtype=np.float64)
-    if Q.size == 0:
-        return np.zeros(0), np.zeros((0, 0))
-    lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
-    return np.clip(lam, 0.0, None), V
-
-
-def min_norm_solve(
-    Q: np.ndarray | None,
-    d: np.ndarray,
-    ridge: float = 0.0,
-    rcond: float = RCOND,
-    eig: tuple[np.ndarray, np.ndarray] | None = None,
-) -> np.ndarray:
-    """Minimum-norm minimiser of ``zᵀQz − dᵀz + ridge·‖z‖²``.
-
-    Parameters
-    ----------
-    Q : ndarray, shape (M, M), or None
-        Symmetric PSD (negative eigenvalues are treated as 0); may be None when ``eig``
-        is given.
-    d : ndarray, shape (M,)
-    ridge : float, >= 0
-    rcond : float
-        Eigenvalues ``λ + ridge <= rcond·max(λ + ridge)`` count as zero.
-    eig : (lam, V), optional
-        A precomputed :func:`psd_eigh` of Q.
-
-    Returns
-    -------
-    z : ndarray, shape (M,)
-        z = (Q + ridge·I)⁺ d / 2, so 2(Q + ridge·I)z = d on range(Q + ridge·I).
-    """
-    d = np.asarray(d, dtype=np.float64)
-    if ridge < 0 or not math.isfinite(ridge):
-        raise InputError(f"ridge must be finite and >= 0, got {ridge!r}")
-    if d.size == 0:
-        return np.zeros(0)
-    lam, V = eig if eig is not None else psd_eigh(Q)
-    denom = lam + ridge
-    top = float(denom.max()) if denom.size else 0.0
-    if top <= 0.0:
-        return np.zeros_like(d)
-    keep = denom > rcond * top
-    Vk = V[:, keep]
-    return Vk @ ((Vk.T @ d) / (2.0 * denom[keep]))
-
-
-def quadratic_value(Q: np.ndarray, d: np.ndarray, z: np.ndarray) -> float:
-    """``zᵀQz − dᵀz``."""
-    z = np.asarray(z, dtype=np.float64)
-    return float(z @ (np.asarray(Q) @ z) - np.asarray(d) @ z)
-
-
-def score_range(z: np.ndarray, b: float, sizes: Sequence[int]) -> tuple[float, float]:
-    """(max_x f(x), min_x f(x)) of f(x) = b + Σ_i z_{i,x_i} over the full domain.
-
-    Equals (b + h(z), b − h(−z)) with the paper's h(z) = Σ_i max_a z_{i,a}.
-    """
-    off = block_offsets(sizes)
-    hi = lo = float(b)
-    for i in range(len(off) - 1):
-        blk = z[off[i] : off[i + 1]]
-        if blk.size:
-            hi += float(blk.max())
-            lo += float(blk.min())
-    return hi, lo
-
-
-def _is_separable(z: np.ndarray, b: float, sizes: Sequence[int], tol: float = SEP_TOL) -> bool:
-    hi, lo = score_range(z, b, sizes)
-    return hi <= 0.5 + tol and lo >= -0.5 - tol
-
-
-def separable_solution(
-    z0: np.ndarray,
-    b0: float,
-    p: np.ndarray,
-    sizes: Sequence[int],
-    null_basis: np.ndarray,
-    tol: float = SEP_TOL,
-) -> np.ndarray | None:
-    """A minimiser of the centered problem with 1/2 + f(x) ∈ [0, 1] for all x, if one exists.
-
-    The minimisers are z = z₀ + Nw (N spans null(Q_c)), with intercept b = b₀ − pᵀNw. Block
-    shifts (a constant added to one block) change neither f nor h, so they are projected
-    out of N first; if nothing is left, f is unique and z₀ decides. Otherwise solve the LP
-
-        min t  s.t.  z_{i,a} ≤ u_i,  z_{i,a} ≥ l_i,  b + Σu_i − 1/2 ≤ t,  −1/2 − b − Σl_i ≤ t
-
-    over (w, u, l, t); the condition holds iff t* ≤ tol.
-
-    Parameters
-    ----------
-    z0 : ndarray, shape (M,)
-        One minimiser.
-    b0 : float
-        Its intercept.
-    p : ndarray, shape (M,)
-        Level probabilities (diag Q).
-    sizes : sequence of int
-        Block sizes m_i.
-    null_basis : ndarray, shape (M, k)
-        Orthonormal basis of null(Q_c).
-
-    Returns
-    -------
-    z : ndarray, shape (M,) or None
-        A separable minimiser (z₀ itself when it already is), or None if none exists.
-    """
-    if _is_separable(z0, b0, sizes, tol):
-        return z0
-    M = z0.size
-    off = block_offsets(sizes)
-    nb = len(sizes)
-    N = np.asarray(null_basis, dtype=np.float64).reshape(M, -1)
-    if N.shape[1] == 0:
-        return None
-    B = np.zeros((M, nb))
-    for i in range(nb):
-        B[off[i] : off[i + 1], i] = 1.0 / math.sqrt(max(1, off[i + 1] - off[i]))
-    R = N - B @ (B.T @ N)
-    U, s, _ = np.linalg.svd(R, full_matrices=False)
-    N2 = U[:, s > 0.5]
-    k = N2.shape[1]
-    if k == 0:
-        return None
-    # variables: w (k), u (nb), l (nb), t (1)
-    nv = k + 2 * nb + 1
-    rows, rhs = [], []
-    blk_of = np.repeat(np.arange(nb), np.diff(off))
-    for j in range(M):
-        i = blk_of[j]
-        r = np.zeros(nv)
-        r[:k] = N2[j]
-        r[k + i] = -1.0
-        rows.append(r)
-        rhs.append(-z0[j])  # z0_j + N_j w − u_i ≤ 0
-        r = np.zeros(nv)
-        r[:k] = -N2[j]
-        r[k + nb + i] = 1.0
-        rows.append(r)
-        rhs.append(z0[j])  # −z0_j − N_j w + l_i ≤ 0
-    pN = p @ N2
-    r = np.zeros(nv)
-    r[:k] = -pN
-    r[k : k + nb] = 1.0
-    r[-1] = -1.0
-    rows.append(r)
-    rhs.append(0.5 - b0)  # b0 − pN w + Σu − 1/2 ≤ t
-    r = np.zeros(nv)
-    r[:k] = pN
-    r[k + nb : k + 2 * nb] = -1.0
-    r[-1] = -1.0
-    rows.append(r)
-    rhs.append(0.5 + b0)  # −1/2 − b0 + pN w − Σl ≤ t
-    c = np.zeros(nv)
-    c[-1] = 1.0
-    res = linprog(c, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=[(None, None)] * nv, method="highs")
-    if res.status != 0 or res.fun > tol:
-        return None
-    z = z0 + N2 @ res.x[:k]
-    b = b0 - float(p @ (N2 @ res.x[:k]))
-    return z if _is_separable(z, b, sizes, 10 * tol + 1e-9) else None
-
-
-def hgr_lower_bound(gamma: float, q: float) -> float:
-    """Theorem 3's bound sqrt(1 − γ/(q(1−q))) on min_{P∈C} ρ(X, Y), clipped at 0."""
-    v = q * (1.0 - q)
-    if v <= 0.0:
-        return 0.0
-    return math.sqrt(max(0.0, 1.0 - gamma / v))
-
-
-def rule7_positive_proba(f: np.ndarray) -> np.ndarray:
-    """Probability that rule (7) predicts the positive class, given the score f.
-
-    s₁ = clip(1/2 + f, 0, 1), s₀ = 1 − s₁, returns s₁²/(s₀² + s₁²) (denominator ≥ 1/2).
-    """
-    s1 = np.clip(0.5 + np.asarray(f, dtype=np.float64), 0.0, 1.0)
-    s0 = 1.0 - s1
-    return s1**2 / (s0**2 + s1**2)
-
-
 # ------------------------------------------------------------------------- estimator
 def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[list[str], Any]:
     """Resolve the feature names and the (possibly restricted) summary to fit on."""
     cb = summary.codebook
     if features is None:
-        names = list(cb.feature_names)
+        names = paired_features(summary)
     else:
         if isinstance(features, str):
             raise InputError(f"features must be a list of feature names, got the string {features!r}")
@@ -383,13 +152,15 @@ def noise_sd(summary: Any, names: Sequence[str], sizes: Sequence[int], z: np.nda
     return float(np.sqrt(var))
 
 
-class RenyiClassifier:
+class RenyiClassifier(MarginalEstimator):
     """Rényi classifier (seed 004) fitted from a Summary's Q, d and class prior.
 
     Parameters
     ----------
-    ridge : float, default 0.0
+    ridge : float or None
         Ridge weight on z (not on the intercept): minimise zᵀQ_c z − d_cᵀz + ridge·‖z‖².
+        None (default): 0 on exact summaries, set from the recorded noise under DP
+        (:func:`auto_ridge`).
     coding : {"min-norm", "reference"}
         How the singular system is resolved (see the module docstring).
     features : list of str or None
@@ -399,14 +170,18 @@ class RenyiClassifier:
     Attributes
     ----------
     classes_ : tuple of str
-    features_ : list of str
+    feature_names_in_ : list of str
         Feature names used, codebook order.
+    unpaired_ : list of str
+        Discrete features left out because their pair tables were not all released (round 2
+        of the two-round protocol released the requested features' pairs only); empty when
+        ``features`` is given or every pair was released.
     columns_ : ndarray of int, shape (p,)
         Their column positions in the codebook (the columns of X at predict time).
     sizes_ : ndarray of int, shape (p,)
         Their level counts m_i; z_ is laid out block by block in this order.
-    blocks_ : list of FeatureBlock
-        The discrete blocks used (offsets into z_).
+    levels_ : list of tuple of str
+        The level names of each feature used (z_ is laid out block by block).
     n_features_in_ : int
         Number of codebook features X must have.
     z_ : ndarray, shape (n_problems, M)
@@ -424,10 +199,10 @@ class RenyiClassifier:
         keeps 1/2 + f in [0, 1].
     separable_ : bool
         All problems separable.
-    worst_case_error_ : float
-        Certificate on the error of :meth:`predict_proba`'s randomized rule under every
+    certificate_ : Certificate
+        Bound on the error of :meth:`predict_proba`'s randomized rule under every
         distribution matching the pairwise marginals: 2γ for a binary label; for K > 2,
-        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`).
+        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`); ``worst_case_error_`` is its value.
     prior_ : ndarray, shape (K,)
     n_ : float
         Rows behind the summary.
@@ -435,7 +210,10 @@ class RenyiClassifier:
         The study codebook's fingerprint.
     """
 
-    def __init__(self, ridge: float = 0.0, coding: str = "min-norm", features: Sequence[str] | None = None,
+    learner = "renyi"
+    display_name = "a Rényi"
+
+    def __init__(self, ridge: float | None = None, coding: str = "min-norm", features: Sequence[str] | None = None,
                  coverage: float = 0.95):
         self.ridge = ridge
         self.coding = coding
@@ -443,28 +221,30 @@ class RenyiClassifier:
         self.coverage = coverage
 
     # ------------------------------------------------------------------ fit
+    def check_params(self) -> None:
+        check_number("ridge", self.ridge, low=0, none_ok=True)
+        check_choice("coding", self.coding, ("min-norm", "reference"))
+        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
+
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
-        ridge = float(self.ridge)
-        if not (ridge >= 0.0) or not math.isfinite(ridge):
-            raise InputError(f"ridge must be finite and >= 0, got {self.ridge!r}")
-        if self.coding not in ("min-norm", "reference"):
-            raise InputError(f"unknown coding {self.coding!r} (expected 'min-norm' or 'reference')")
+        self.check_params()
         names, sub = _discrete_problem(summary, self.features)
         cb = summary.codebook
         K = summary.n_classes
         prior = np.asarray(summary.prior, dtype=np.float64)
         positives = [1] if K == 2 else list(range(K))
         if sub is not None:
-            Q = np.asarray(sub.Q, dtype=np.float64)
-            blocks = list(sub.discrete_blocks)
-            ds = [np.asarray(sub.d(c if K > 2 else None), dtype=np.float64) for c in positives]
+            Q = second_moments(sub)
+            blocks = discrete_blocks(sub.codebook)
+            ds = [label_contrast(sub, c if K > 2 else None) for c in positives]
         else:
             Q = np.zeros((0, 0))
             blocks = []
             ds = [np.zeros(0) for _ in positives]
         sizes = np.array([b.size for b in blocks], dtype=np.int64)
         M = int(sizes.sum())
+        ridge = float(self.ridge) if self.ridge is not None else auto_ridge(summary, names, M)
         p = np.diag(Q).copy()
         Qc = Q - np.outer(p, p)
         eig_full = psd_eigh(Qc) if M else (np.zeros(0), np.zeros((0, 0)))
@@ -504,10 +284,11 @@ class RenyiClassifier:
                 N = V[:, lam <= RCOND * top] if top > 0 else V
                 sep[k] = separable_solution(z0, b0, p, sizes, N) is not None
         self.classes_ = tuple(summary.classes)
-        self.features_ = names
+        self.feature_names_in_ = names
+        self.unpaired_ = [] if self.features is not None else [f for f in cb.discrete_names if f not in names]
         self.columns_ = np.array([cb.index(nm) for nm in names], dtype=np.int64)
         self.sizes_ = sizes
-        self.blocks_ = blocks
+        self.levels_ = [tuple(cb.feature(nm).level_names) for nm in names]
         self.n_features_in_ = cb.n_features
         self.z_ = Z
         self.intercept_ = b
@@ -528,24 +309,34 @@ class RenyiClassifier:
             for k in range(len(gam)):
                 pos = 1 if len(gam) == 1 else k
                 margin[k] = zq * noise_sd(summary, names, sizes, Z[k], float(b[k]), pos)
+        # Never worse than the majority vote: a problem whose fitted risk does not beat the
+        # prior's, q(1−q), by more than the noise margin predicts the majority (z = 0).
+        fallback = np.zeros(len(gam), dtype=bool)
+        for k, c in enumerate(positives):
+            q1 = float(prior[c])
+            if summary.is_noisy and M and gam[k] + margin[k] >= q1 * (1.0 - q1):
+                fallback[k] = True
+                Z[k] = 0.0
+                b[k] = 0.5 * (2.0 * q1 - 1.0)
+                gam[k] = q1 * (1.0 - q1)
+                hgr[k] = hgr_lower_bound(gam[k], q1)
+        self.ridge_ = ridge
+        self.fallback_ = fallback
         self.noise_margin_ = margin
         self.certificate_approximate_ = bool(summary.is_noisy)
-        self.worst_case_error_ = float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum()))))
+        self.certificate_ = Certificate(float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum())))), "2gamma",
+                                        float(self.coverage) if summary.is_noisy else None, bool(summary.is_noisy), K)
         self.prior_ = prior
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         return self
 
     # -------------------------------------------------------------- predict
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "z_"):
-            raise InputError("this RenyiClassifier is not fitted: call fit(summary) first")
-
     def _check_X(self, X: Any) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise InputError(f"X must have shape (n, {self.n_features_in_}), got {X.shape}")
-        for col, m, nm in zip(self.columns_, self.sizes_, self.features_):
+        for col, m, nm in zip(self.columns_, self.sizes_, self.feature_names_in_):
             v = X[:, col]
             bad = ~np.isfinite(v) | (v < 0) | (v >= m) | (v != np.floor(v))
             if bad.any():
@@ -613,21 +404,28 @@ class RenyiClassifier:
             return (F > 0).astype(np.int64)
         return np.argmax(F, axis=1).astype(np.int64)
 
-    # ---------------------------------------------------------- persistence
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (plain lists and floats) of the fitted model."""
-        self._check_fitted()
+    def _report(self) -> dict[str, Any]:
         return {
-            "learner": "renyi",
-            "version": 1,
-            "ridge": float(self.ridge),
-            "coding": self.coding,
+            "unpaired_features": list(self.unpaired_),
+            "gamma": _scalar_or_list(self.gamma_),
+            "hgr_lower_bound": _scalar_or_list(self.hgr_lower_bound_),
+            "separable": bool(self.separable_),
+            "certificate_approximate": bool(self.certificate_approximate_),
+            "noise_margin": _scalar_or_list(self.noise_margin_),
+            "ridge": float(self.ridge_),
+            "majority_fallback": _scalar_or_list(self.fallback_),
+        }
+
+    # ---------------------------------------------------------- persistence
+    def _state(self) -> dict[str, Any]:
+        """The fitted state as JSON-ready values (plain lists and floats)."""
+        return {
             "fingerprint": self.fingerprint_,
             "classes": list(self.classes_),
-            "features": list(self.features_),
+            "features": list(self.feature_names_in_),
             "columns": [int(c) for c in self.columns_],
             "sizes": [int(s) for s in self.sizes_],
-            "levels": [list(b.levels) for b in self.blocks_],
+            "levels": [list(lv) for lv in self.levels_],
             "n_features_in": int(self.n_features_in_),
             "z": [[float(v) for v in row] for row in self.z_],
             "intercept": [float(v) for v in self.intercept_],
@@ -635,66 +433,103 @@ class RenyiClassifier:
             "hgr_lower_bound": [float(v) for v in self.hgr_lower_bound_],
             "separable": bool(self.separable_),
             "separable_per_problem": [bool(v) for v in self.separable_per_problem_],
-            "worst_case_error": float(self.worst_case_error_),
+            "worst_case_error": float(self.certificate_.value),
             "noise_margin": [float(v) for v in self.noise_margin_],
             "certificate_approximate": bool(self.certificate_approximate_),
-            "coverage": float(self.coverage),
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
+            "ridge_used": float(self.ridge_),
+            "unpaired": list(self.unpaired_),
+            "fallback": [bool(v) for v in self.fallback_],
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RenyiClassifier":
-        """Rebuild a fitted model from :meth:`to_dict` output; InputError if malformed."""
-        from marg.marginals.summary import FeatureBlock
+    def from_dict(cls, d: Any) -> "RenyiClassifier":
+        """Rebuild a fitted model from :meth:`to_dict` output (or a previous release's layout)."""
+        if isinstance(d, dict) and d.get("learner") == "renyi" and "state" not in d:
+            # the previous release kept the parameters beside the state
+            try:
+                params = {"ridge": float(d["ridge"]), "coding": str(d["coding"]), "features": list(d["features"]),
+                          "coverage": float(d.get("coverage", 0.95))}
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"malformed Rényi model: {type(exc).__name__} {exc}") from None
+            d = {"learner": "renyi", "params": params, "state": d}
+        return super().from_dict(d)
 
-        if not isinstance(d, dict) or d.get("learner") != "renyi":
-            raise InputError(f"not a Rényi model: learner {d.get('learner') if isinstance(d, dict) else d!r}")
-        try:
-            m = cls(ridge=float(d["ridge"]), coding=str(d["coding"]), features=list(d["features"]))
-            m.classes_ = tuple(str(c) for c in d["classes"])
-            m.features_ = [str(f) for f in d["features"]]
-            m.columns_ = np.asarray(d["columns"], dtype=np.int64)
-            m.sizes_ = np.asarray(d["sizes"], dtype=np.int64)
-            levels = [tuple(str(v) for v in lv) for lv in d["levels"]]
-            m.n_features_in_ = int(d["n_features_in"])
-            m.z_ = np.asarray(d["z"], dtype=np.float64).reshape(len(d["z"]), -1)
-            m.intercept_ = np.asarray(d["intercept"], dtype=np.float64)
-            m.gamma_ = np.asarray(d["gamma"], dtype=np.float64)
-            m.hgr_lower_bound_ = np.asarray(d["hgr_lower_bound"], dtype=np.float64)
-            m.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
-            m.separable_ = bool(d["separable"])
-            m.worst_case_error_ = float(d["worst_case_error"])
-            m.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
-            m.certificate_approximate_ = bool(d.get("certificate_approximate", False))
-            m.coverage = float(d.get("coverage", 0.95))
-            m.prior_ = np.asarray(d["prior"], dtype=np.float64)
-            m.n_ = float(d["n"])
-            m.fingerprint_ = str(d["fingerprint"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"malformed Rényi model: {type(exc).__name__} {exc}") from None
-        K = len(m.classes_)
+    def _load_state(self, d: dict[str, Any]) -> None:
+        self.classes_ = tuple(str(c) for c in d["classes"])
+        self.feature_names_in_ = [str(f) for f in d["features"]]
+        self.columns_ = np.asarray(d["columns"], dtype=np.int64)
+        self.sizes_ = np.asarray(d["sizes"], dtype=np.int64)
+        self.levels_ = [tuple(str(v) for v in lv) for lv in d["levels"]]
+        self.n_features_in_ = int(d["n_features_in"])
+        self.z_ = np.asarray(d["z"], dtype=np.float64).reshape(len(d["z"]), -1)
+        self.intercept_ = np.asarray(d["intercept"], dtype=np.float64)
+        self.gamma_ = np.asarray(d["gamma"], dtype=np.float64)
+        self.hgr_lower_bound_ = np.asarray(d["hgr_lower_bound"], dtype=np.float64)
+        self.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
+        self.separable_ = bool(d["separable"])
+        self.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
+        self.certificate_approximate_ = bool(d.get("certificate_approximate", False))
+        self.ridge_ = float(d.get("ridge_used", self.ridge or 0.0))
+        self.unpaired_ = [str(f) for f in d.get("unpaired", [])]
+        self.fallback_ = np.asarray(d.get("fallback", [False] * len(d["gamma"])), dtype=bool)
+        self.prior_ = np.asarray(d["prior"], dtype=np.float64)
+        self.n_ = float(d["n"])
+        self.fingerprint_ = str(d["fingerprint"])
+        K = len(self.classes_)
         n_prob = 1 if K == 2 else K
-        M = int(m.sizes_.sum())
+        M = int(self.sizes_.sum())
         ok = (
             K >= 2
-            and len(m.features_) == len(m.columns_) == len(m.sizes_) == len(levels)
-            and all(len(lv) == s for lv, s in zip(levels, m.sizes_))
-            and m.z_.shape == (n_prob, M)
-            and m.intercept_.shape == m.gamma_.shape == m.hgr_lower_bound_.shape == (n_prob,)
-            and m.separable_per_problem_.shape == (n_prob,)
-            and m.prior_.shape == (K,)
-            and np.all((m.columns_ >= 0) & (m.columns_ < m.n_features_in_))
-            and np.all(np.isfinite(m.z_))
-            and np.all(np.isfinite(m.intercept_))
+            and len(self.feature_names_in_) == len(self.columns_) == len(self.sizes_) == len(self.levels_)
+            and all(len(lv) == s for lv, s in zip(self.levels_, self.sizes_))
+            and self.z_.shape == (n_prob, M)
+            and self.intercept_.shape == self.gamma_.shape == self.hgr_lower_bound_.shape == (n_prob,)
+            and self.separable_per_problem_.shape == (n_prob,)
+            and self.prior_.shape == (K,)
+            and np.all((self.columns_ >= 0) & (self.columns_ < self.n_features_in_))
+            and np.all(np.isfinite(self.z_))
+            and np.all(np.isfinite(self.intercept_))
         )
         if not ok:
             raise InputError(
-                f"malformed Rényi model: inconsistent shapes (classes {K}, features {len(m.features_)}, z {m.z_.shape})"
+                f"malformed Rényi model: inconsistent shapes (classes {K}, features {len(self.feature_names_in_)}, "
+                f"z {self.z_.shape})"
             )
-        off = block_offsets(m.sizes_)
-        m.blocks_ = [
-            FeatureBlock(nm, "onehot", int(s), int(o), levels=lv)
-            for nm, s, o, lv in zip(m.features_, m.sizes_, off[:-1], levels)
-        ]
-        return m
+        self.certificate_ = Certificate(float(d["worst_case_error"]), "2gamma",
+                                        float(self.coverage) if self.certificate_approximate_ else None,
+                                        self.certificate_approximate_, K)
+
+
+RIDGE_PER_NOISE = 0.35
+"""The automatic ridge under noise is this multiple of σ_Q·√M (see :func:`auto_ridge`)."""
+
+
+def auto_ridge(summary: Any, names: Sequence[str], M: int) -> float:
+    """The ridge for a noisy summary: ``RIDGE_PER_NOISE``·σ_Q·√M; 0 for an exact one.
+
+    σ_Q is the root-mean-square noise std of the pair cells of Q in probability units
+    (count noise std / n, from the released tables' records), so σ_Q·√M is the order of
+    the spectral norm of Q's noise matrix (M × M with independent entries): the ridge
+    dominates the noise's eigenvalues, so the solve no longer follows them (on DP adult the
+    unregularised fit erred 0.34–0.47). Set from the recorded noise and n only — never from
+    test data; the multiple 0.35 (0.5 per released (x_i, x_j, y) cell with a binary label)
+    was the best of a small grid on adult over ε = 0.25…4 (BENCHMARKS.md) and is shared by
+    every dataset.
+    """
+    if not summary.is_noisy or M == 0:
+        return 0.0
+    n = float(summary.n)
+    stds = [summary.count_noise_std((a, b)) / n for i, a in enumerate(names) for b in names[i + 1:]]
+    if not stds:
+        stds = [summary.count_noise_std((a,)) / n for a in names]
+    sigma = float(np.sqrt(np.mean(np.square(stds)))) if stds else 0.0
+    return RIDGE_PER_NOISE * sigma * float(np.sqrt(M))
+
+
+def _scalar_or_list(v: Any) -> Any:
+    a = np.asarray(v)
+    if a.size == 1:  # binary label: one problem, one number
+        return a.reshape(()).item()
+    return a.tolist()

@@ -41,6 +41,7 @@ import numpy as np
 
 from marg.errors import InputError
 
+from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .gbd import gbd, restricted_value
 from .group_lasso import NORMS, PathPoint, group_lasso, group_lasso_path, group_norms
 
@@ -92,14 +93,16 @@ class SelectionProblem:
 
 
 def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> SelectionProblem:
-    """Build Q_c, D_c from a Summary (all discrete features, or ``candidates``).
+    """Build Q_c, D_c from a Summary (the features whose pair tables are all present —
+    :func:`~marg.learners.features.quadratic.paired_features`: every feature after a
+    ``--stats all`` release, the requested ones after the two-round protocol — or ``candidates``).
 
     Raises InputError naming a raw numeric candidate (no pair statistics exist for it) and,
-    through ``summary.Q``, a missing pair table.
+    through :func:`marg.learners.features.quadratic.second_moments`, a missing pair table.
     """
     cb = summary.codebook
     if candidates is None:
-        names = list(cb.feature_names)
+        names = paired_features(summary)
     else:
         if isinstance(candidates, str):
             raise InputError(f"candidates must be a list of feature names, got the string {candidates!r}")
@@ -119,7 +122,7 @@ def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> 
                 "(bin it, or pass the discrete features as candidates)"
             )
     sub = summary if names == list(cb.feature_names) else summary.restrict(names)
-    Q = np.asarray(sub.Q, dtype=np.float64)
+    Q = second_moments(sub)
     p = np.diag(Q).copy()
     K = summary.n_classes
     prior = np.asarray(summary.prior, dtype=np.float64)
@@ -127,14 +130,14 @@ def selection_problem(summary: Any, candidates: Sequence[str] | None = None) -> 
     cols = []
     const = 0.0
     for c in positives:
-        d = np.asarray(sub.d(c if K > 2 else None), dtype=np.float64)
+        d = label_contrast(sub, c if K > 2 else None)
         q = float(prior[c])
         cols.append(d - (2.0 * q - 1.0) * p)
         const += q * (1.0 - q)
     return SelectionProblem(
         Qc=Q - np.outer(p, p),
         Dc=np.column_stack(cols),
-        sizes=[int(b.size) for b in sub.discrete_blocks],
+        sizes=[int(b.size) for b in discrete_blocks(sub.codebook)],
         names=names,
         const=const,
         n=float(summary.n),
@@ -242,7 +245,6 @@ def select_features(
     gap_tol: float = 1e-6,
     warm_start: bool = True,
     problem: SelectionProblem | None = None,
-    solver: str = "highspy",
     callback: Callable[[dict], None] | None = None,
 ) -> SelectionResult:
     """Select features from a Summary (never rows).
@@ -271,8 +273,6 @@ def select_features(
         Seed GBD with cuts at the group-lasso path's supports.
     problem : SelectionProblem, optional
         Precomputed :func:`selection_problem` (to reuse across calls).
-    solver : {"highspy", "scipy"}
-        GBD master MILP backend (see :func:`learners.gbd.gbd`).
     callback : callable, optional
         Progress: called with each path / iteration record.
 
@@ -365,7 +365,7 @@ def select_features(
 
     res = gbd(P.Qc, P.Dc, P.sizes, max_features=max_features, g=gg, feature_cost=feature_cost,
               warm_supports=warm, time_limit=max(0.0, time_limit - elapsed), max_iter=max_iter,
-              gap_tol=gap_tol, solver=solver, callback=it_cb)
+              gap_tol=gap_tol, callback=it_cb)
     S = list(res.support)
     obj = P.objective(S)
     hist = [{"stage": "gbd", **h} for h in res.history]

@@ -52,3 +52,35 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
             os.close(dfd)
     except OSError:
         pass
+
+
+class atomic_text_writer:
+    """Write a text file in pieces, atomically: a temp file beside ``path`` renamed over it on success.
+
+    Use as a context manager; the handle is a text file. If the block raises, the temp file
+    is removed and ``path`` is untouched (never a half-written output).
+    """
+
+    def __init__(self, path: str | Path, newline: str = ""):
+        self.path = Path(path)
+        self.newline = newline
+
+    def __enter__(self):
+        parent = self.path.parent if str(self.path.parent) else Path(".")
+        if not parent.exists():
+            raise InputError(f"output folder does not exist: {parent}")
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=parent)
+        self._fh = os.fdopen(fd, "w", encoding="utf-8", newline=self.newline)
+        return self._fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            self._fh.close()
+            if exc_type is None:
+                os.replace(self._tmp, self.path)
+        finally:
+            if os.path.exists(self._tmp):
+                os.unlink(self._tmp)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Union
 
@@ -290,9 +291,9 @@ class Codebook:
             d["draft"] = True
         return d
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """SHA-256 (hex) of the canonical JSON of the schema (the draft flag excluded)."""
+        """SHA-256 (hex) of the canonical JSON of the schema (the draft flag excluded; computed once: a codebook is frozen)."""
         return hashlib.sha256(canonical_json(self.to_dict(include_draft=False))).hexdigest()
 
     @classmethod

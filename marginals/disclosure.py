@@ -14,8 +14,9 @@ Policies
 released. This is the default because suppression is leaky (below).
 
 ``"suppress"``: offending cells are set to 0 (for a moment table: both rows of the
-offending class) and every suppressed cell is returned, so the export records it; the
-table is never released silently altered. **Caveat**: no complementary suppression is
+offending class) and every suppressed cell is returned, so the export records how many per
+table (not where: positions would point at the rare cells); the table is never released
+silently altered. **Caveat**: no complementary suppression is
 done. A suppressed cell of ``N[x_i, y]`` can often be recovered by differencing with
 another released table that shares its margin (e.g. ``N[y=c] − Σ_{a'≠a} N[x_i=a', y=c]``).
 Use ``"suppress"`` only when the released tables do not share margins with the

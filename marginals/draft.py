@@ -1,7 +1,8 @@
 """Drafting a codebook from local data (``marg schema init``).
 
 The draft takes categorical levels from the values seen and numeric bin edges from
-quantiles of the data. Both are *data-derived*, which can disclose (a rare level, an
+quantiles of the data (a file streams through; a database sends each column's distinct
+values and a random sample of rows for the quantiles). Both are *data-derived*, which can disclose (a rare level, an
 extreme value), so the draft is marked ``"draft": true`` and the CLI says loudly that it
 must be reviewed — replace edges by public clinical cut points, add levels every site may
 have — before the codebook is shared.
@@ -10,7 +11,7 @@ have — before the codebook is shared.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,9 @@ import pyarrow.compute as pc
 
 from .codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
-from .io import column_names, iter_batches
+
+if TYPE_CHECKING:
+    from .sources import Source
 
 MISSING_LEVEL = "(missing)"
 RESERVOIR = 200_000
@@ -32,7 +35,7 @@ def _sort_levels(values: Sequence[str]) -> list[str]:
 
 
 def draft_codebook(
-    path: str | Path,
+    path: "str | Path | Source",
     label: str,
     *,
     max_levels: int = 20,
@@ -50,12 +53,15 @@ def draft_codebook(
     if empty cells occur). ``categorical`` / ``numeric`` force a column's type; ``exclude``
     drops columns (e.g. identifiers).
     """
-    names = column_names(path)
+    from .sources import open_source
+
+    src = open_source(path) if not hasattr(path, "draft_batches") else path
+    names = src.columns()
     if label not in names:
-        raise InputError(f"label column {label!r} is absent from {Path(path).name} (columns: {', '.join(names[:12])})")
+        raise InputError(f"label column {label!r} is absent from {src.name} (columns: {', '.join(names[:12])})")
     for nm in list(categorical) + list(numeric) + list(exclude):
         if nm not in names:
-            raise InputError(f"column {nm!r} is absent from {Path(path).name}")
+            raise InputError(f"column {nm!r} is absent from {src.name}")
     both = set(categorical) & set(numeric)
     if both:
         raise InputError(f"column {sorted(both)[0]!r} cannot be both categorical and numeric")
@@ -72,9 +78,9 @@ def draft_codebook(
     is_num = {c: True for c in feats}
     sample: dict[str, list[np.ndarray]] = {c: [] for c in feats}
     seen = 0
-    for batch in iter_batches(path, cols):
-        nrows = len(batch[cols[0]])
-        for c in cols:
+    for batch, rows in src.draft_batches(cols):
+        nrows = len(next(iter(batch.values()))) if rows else 0
+        for c in batch:
             arr = pc.utf8_trim_whitespace(batch[c])
             if arr.null_count:
                 has_null[c] = True
@@ -90,8 +96,8 @@ def draft_codebook(
                 is_num[c] = False
                 sample[c] = []
                 continue
-            v = v[np.isfinite(v)]
-            sample[c].append(v)
+            if rows:  # a sample of rows (not a list of distinct values) gives the quantiles
+                sample[c].append(v[np.isfinite(v)])
         seen += nrows
         # Keep the numeric reservoir bounded for files larger than memory.
         for c in feats:
@@ -99,7 +105,7 @@ def draft_codebook(
                 allv = np.concatenate(sample[c])
                 sample[c] = [rng.choice(allv, RESERVOIR, replace=False)]
     if seen == 0:
-        raise InputError(f"{Path(path).name} has no data rows")
+        raise InputError(f"{src.name} has no data rows")
     out = []
     for c in feats:
         force_num, force_cat = c in numeric, c in categorical

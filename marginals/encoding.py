@@ -1,135 +1,365 @@
-"""Encoding rows into integer codes under a codebook.
+"""Encoding values into integer codes under a codebook.
 
-A chunk of text columns becomes ``X`` (float64, shape (n, p), codebook feature order:
-discrete features as codes 0..m_i−1, raw numeric features as values clipped to their
-public range) and ``y`` (int64 class codes, shape (n,)). Any value the codebook does not
-allow — an unknown level, a missing value in a feature without a missing level, a NaN or
-non-number in a numeric column, a missing or unknown label — is a one-line
-:class:`~marginals.errors.InputError` naming the column, the value and the row number
-(1-based, counting data rows after the header).
+Every column is encoded through its *distinct values*: a column arrives as (or is turned
+into) a dictionary array — the dictionary holds each distinct value once, the indices say
+which value every row holds — so the text work (cast to text, trim, look up the level,
+parse the number) is done once per distinct value, and the rows only gather from a small
+code table. Parquet dictionary pages, CSV dictionary columns and the grouped results of a
+database all arrive this way, and they all go through the same value rules:
+
+- a categorical value (and the label) is compared as text after trimming whitespace
+  (``"01"`` stays ``"01"``; a float column's ``1.0`` reads ``"1"``); a missing value (null,
+  or NaN in a float column) takes the feature's missing level;
+- a binned numeric value gets the code ``#{edges < v}``; missing or NaN takes the missing bin;
+- a raw numeric value is clipped to its public range ``[lo, hi]``.
+
+Anything the codebook does not allow — an unknown level, a missing value in a feature
+without a missing level, a non-number or NaN in a numeric column, a missing or unknown
+label — is a one-line :class:`~marg.errors.InputError` naming the column, the value and
+the row (1-based, counting data rows after the header); within a column an unknown value
+(or a non-number) is reported before a missing one.
+
+A chunk becomes :class:`Encoded`: one array per feature (codes in the smallest unsigned
+integer type, raw numeric values as float64) and the label codes; ``Encoded.X`` stacks
+them as the (n, p) float64 matrix the learners use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .codebook import CategoricalFeature, Codebook, NumericFeature
+from .tables import code_dtype
 from marg.errors import InputError
-from .io import DEFAULT_CHUNK_BYTES, iter_batches
+from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches
+
+# Sentinel codes of a distinct value that is not allowed (negative, so never a level).
+UNKNOWN = -1  # a value that is not a level (categorical) / not a number (numeric)
+MISSING = -2  # null or NaN where the codebook has no missing level
 
 
 @dataclass(frozen=True)
-class Encoded:
-    """One encoded chunk.
+class Dictionary:
+    """A discrete column kept as its distinct values' codes and each row's value index.
+
+    ``codes = lut[index]``; counting a table of this column alone needs only ``index``
+    (count the distinct values, then add their counts by code), never the gathered codes.
 
     Attributes
     ----------
-    X : ndarray, shape (n, p), float64
-        Codes (discrete features) or clipped values (raw numeric), codebook order.
+    lut : ndarray, shape (d + 1,)
+        Code of each distinct value (the last slot: null), in the code dtype; checked, so
+        every slot a row uses holds a valid code.
+    index : ndarray, shape (n,), int32 or int64
+    """
+
+    lut: np.ndarray
+    index: np.ndarray
+
+    def codes(self) -> np.ndarray:
+        return self.lut[self.index]
+
+
+class Encoded:
+    """One encoded chunk.
+
+    Parameters
+    ----------
+    parts : tuple, one per feature (codebook order)
+        An ndarray (n,) — codes of a discrete feature (unsigned, see :func:`code_dtype`)
+        or clipped float64 values of a raw numeric feature — or a :class:`Dictionary`.
     y : ndarray, shape (n,), int64, or None when the label was not read.
     start_row : int
         1-based data-row number of the chunk's first row.
+    n_rows : int, optional
+        Rows in the chunk (needed only when there are neither features nor labels).
+
+    ``column(i)`` gives feature i's codes or values (a dictionary is gathered once, on
+    first use); ``X`` stacks all of them as the (n, p) float64 matrix the learners use.
     """
 
-    X: np.ndarray
-    y: np.ndarray | None
-    start_row: int
+    def __init__(self, parts, y: np.ndarray | None, start_row: int, n_rows: int = -1):
+        self.parts = tuple(parts)
+        self.y = y
+        self.start_row = start_row
+        self._n = n_rows
+        self._cols: dict[int, np.ndarray] = {}
 
     @property
     def n(self) -> int:
-        return int(self.X.shape[0])
+        if self.parts:
+            p = self.parts[0]
+            return int((p.index if isinstance(p, Dictionary) else p).shape[0])
+        return int(self.y.shape[0]) if self.y is not None else max(self._n, 0)
+
+    def column(self, i: int) -> np.ndarray:
+        c = self._cols.get(i)
+        if c is None:
+            p = self.parts[i]
+            c = self._cols[i] = p.codes() if isinstance(p, Dictionary) else p
+        return c
+
+    @property
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return tuple(self.column(i) for i in range(len(self.parts)))
+
+    @cached_property
+    def X(self) -> np.ndarray:
+        """shape (n, p), float64: codes and clipped values side by side."""
+        if not self.parts:
+            return np.zeros((self.n, 0))
+        return np.column_stack([c.astype(np.float64, copy=False) for c in self.columns])
 
 
-def _first_bad(mask: np.ndarray) -> int:
-    return int(np.flatnonzero(mask)[0])
+# ------------------------------------------------------------------ distinct values
+def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, bool]:
+    """Split a column into its distinct values and, per row, the index of its value.
+
+    Returns
+    -------
+    values : pyarrow Array, shape (d,)
+        The dictionary (may hold values no row uses).
+    index : ndarray, shape (n,), int32/int64
+        Row r holds ``values[index[r]]``; a null row has index ``d`` (one past the end).
+    null_rows : bool
+        Whether any row is null (if not, no row needs to be searched for index ``d``).
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        if isinstance(arr, pa.ChunkedArray):  # pragma: no cover - combine_chunks of dictionaries
+            arr = pa.concat_arrays(arr.chunks)
+    if not pa.types.is_dictionary(arr.type):
+        small = _integer_range(arr)
+        if small is not None:
+            return small
+        arr = pc.dictionary_encode(arr, null_encoding="mask")
+    values = arr.dictionary
+    idx = arr.indices
+    nulls = idx.null_count > 0
+    if nulls:
+        idx = pc.fill_null(idx, len(values))
+    return values, idx.to_numpy(zero_copy_only=False), nulls
 
 
-def _strip(arr: pa.Array) -> pa.Array:
-    return pc.utf8_trim_whitespace(arr)
+def _integer_range(arr: pa.Array) -> tuple[pa.Array, np.ndarray, bool] | None:
+    """An integer column with a small range: values ``lo..hi``, index ``v − lo`` (no hashing)."""
+    if not pa.types.is_integer(arr.type) or len(arr) < 4096 or arr.null_count == len(arr):
+        return None
+    mm = pc.min_max(arr)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if hi - lo >= min(1 << 16, len(arr)):
+        return None
+    if 0 <= lo and hi < min(1 << 16, len(arr)) and arr.type == pa.int64():
+        lo = 0  # codes 0..hi index themselves: the column is its own index, no copy
+    values = pa.array(np.arange(lo, hi + 1)).cast(arr.type)
+    if arr.null_count:
+        index = pc.fill_null(pc.subtract(arr.cast(pa.int64()), pa.scalar(lo, pa.int64())), len(values))
+        return values, index.to_numpy(zero_copy_only=False), True
+    v = arr.to_numpy(zero_copy_only=False)
+    return values, (v if lo == 0 and v.dtype == np.int64 else np.subtract(v, lo, dtype=np.int64)), False
 
 
-def _encode_levels(arr: pa.Array, levels: tuple[str, ...], column: str, start_row: int,
-                   missing_code: int | None, what: str) -> np.ndarray:
-    arr = _strip(arr)
-    idx = pc.index_in(arr, value_set=pa.array(levels, type=pa.string()))
-    is_null_in = arr.is_null().to_numpy(zero_copy_only=False)
-    idx_np = idx.to_numpy(zero_copy_only=False)  # float with NaN where null
-    unknown = np.isnan(idx_np) & ~is_null_in
-    if unknown.any():
-        k = _first_bad(unknown)
-        raise InputError(
-            f"column {column!r}: unknown {what} {arr[k].as_py()!r} at row {start_row + k} "
-            f"(allowed: {', '.join(levels[:10])}{'…' if len(levels) > 10 else ''})"
-        )
-    if is_null_in.any():
-        if missing_code is None:
-            k = _first_bad(is_null_in)
-            noun = "label" if what == "class" else "value"
-            raise InputError(
-                f"column {column!r}: missing {noun} at row {start_row + k}"
-                + ("" if what == "class" else " (the codebook gives this feature no missing level)")
-            )
-        idx_np = np.where(is_null_in, missing_code, idx_np)
-    return idx_np.astype(np.int64)
+def _first_row(index: np.ndarray, bad_values: np.ndarray) -> int | None:
+    """First row whose distinct-value index is in ``bad_values`` (None if no row is)."""
+    if bad_values.size == 0:
+        return None
+    mask = np.zeros(int(max(index.max(initial=0), bad_values.max())) + 1, dtype=bool)
+    mask[bad_values] = True
+    hit = np.flatnonzero(mask[index])
+    return int(hit[0]) if hit.size else None
 
 
-def _parse_float(arr: pa.Array, column: str, start_row: int) -> np.ndarray:
-    arr = _strip(arr)
+def _text(values: pa.Array) -> pa.Array:
+    """Distinct values as trimmed text, with the null slot appended."""
+    s = pc.utf8_trim_whitespace(as_text(values)).cast(pa.string())
+    return pa.concat_arrays([s, pa.nulls(1, pa.string())])
+
+
+def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None) -> np.ndarray:
+    """Per distinct value: its level index, UNKNOWN, or the missing code / MISSING."""
+    idx = pc.index_in(text, value_set=pa.array(list(levels), type=pa.string()))
+    out = pc.fill_null(idx, UNKNOWN).to_numpy(zero_copy_only=False).astype(np.int64)
+    null = text.is_null().to_numpy(zero_copy_only=False)
+    out[null] = MISSING if missing_code is None else missing_code
+    return out
+
+
+def _numbers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct value: its float value (NaN if missing) and whether it is not a number."""
+    ok = pc.is_valid(text).to_numpy(zero_copy_only=False)
+    vals = np.full(len(text), np.nan)
+    bad = np.zeros(len(text), dtype=bool)
     try:
-        vals = pc.cast(arr, pa.float64())
+        vals = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
     except pa.ArrowInvalid:
-        # Find the first value that is not a number, for the message.
-        for k, v in enumerate(arr.to_pylist()):
+        for k, v in enumerate(text.to_pylist()):
             if v is None:
                 continue
             try:
-                float(v)
+                vals[k] = float(v)
             except ValueError:
-                raise InputError(f"column {column!r}: value {v!r} at row {start_row + k} is not a number") from None
-        raise InputError(f"column {column!r}: cannot parse numbers") from None
-    return vals.to_numpy(zero_copy_only=False).astype(np.float64)
+                bad[k] = True
+    bad &= ok
+    return vals, bad
+
+
+def value_codes(f, values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Encode distinct values of feature ``f`` (plus the null slot at the end).
+
+    Returns
+    -------
+    codes : ndarray, shape (d + 1,)
+        int64 codes (discrete) with UNKNOWN / MISSING sentinels, or float64 clipped values
+        (raw numeric) with NaN for a missing value and ``inf`` for a non-number.
+    text : pyarrow Array
+        The distinct values as trimmed text (for messages).
+    """
+    text = _text(values)
+    if isinstance(f, CategoricalFeature):
+        miss = f.levels.index(f.missing) if f.missing is not None else None
+        return _level_codes(text, f.levels, miss), text
+    assert isinstance(f, NumericFeature)
+    v, bad = _numbers(text)
+    if f.edges is None:
+        out = np.clip(v, f.lo, f.hi)
+        out[bad] = np.inf
+        return out, text
+    codes = np.searchsorted(np.asarray(f.edges), v, side="left").astype(np.int64)
+    nan = np.isnan(v) & ~bad
+    codes[nan] = f.n_levels - 1 if f.missing else MISSING
+    codes[bad] = UNKNOWN
+    return codes, text
+
+
+def at_row(start_row: int) -> Callable[[int], str]:
+    """Where row ``k`` of a chunk starting at data row ``start_row`` is, for messages."""
+    return lambda k: f"at row {start_row + k}"
+
+
+def check_codes(f, codes: np.ndarray, text: pa.Array, index: np.ndarray, start_row: int,
+                where: Callable[[int], str] | None = None, null_rows: bool = True) -> None:
+    """Raise the column's one-line error if a row holds a value the codebook refuses.
+
+    ``where(k)`` says where row ``k`` is (default: its data-row number); a database
+    source, whose rows have no order, says in which table instead. ``null_rows=False``
+    (no row is null) skips the search for the null slot ``codes[-1]``.
+    """
+    where = where or at_row(start_row)
+    keep = len(codes) if null_rows else len(codes) - 1
+    name = f.name
+    if isinstance(f, NumericFeature) and f.edges is None:
+        bad_values, nan_values = np.flatnonzero(np.isinf(codes[:keep])), np.flatnonzero(np.isnan(codes[:keep]))
+    else:
+        bad_values, nan_values = np.flatnonzero(codes[:keep] == UNKNOWN), np.flatnonzero(codes[:keep] == MISSING)
+    k = _first_row(index, bad_values)
+    if k is not None:
+        v = text[int(index[k])].as_py()
+        if isinstance(f, NumericFeature):
+            raise InputError(f"column {name!r}: value {v!r} {where(k)} is not a number")
+        levels = f.levels
+        raise InputError(
+            f"column {name!r}: unknown level {v!r} {where(k)} "
+            f"(allowed: {', '.join(levels[:10])}{'…' if len(levels) > 10 else ''})"
+        )
+    k = _first_row(index, nan_values)
+    if k is not None:
+        if isinstance(f, NumericFeature):
+            why = "raw numeric features need a value" if f.edges is None else "the codebook gives this feature no missing level"
+            raise InputError(f"column {name!r}: missing or NaN value {where(k)} ({why})")
+        raise InputError(f"column {name!r}: missing value {where(k)} (the codebook gives this feature no missing level)")
+
+
+def label_codes(classes: Sequence[str], values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Encode distinct label values: class index, UNKNOWN, or MISSING (shape (d + 1,))."""
+    text = _text(values)
+    return _level_codes(text, classes, None), text
+
+
+def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.Array, index: np.ndarray,
+                start_row: int, where: Callable[[int], str] | None = None, null_rows: bool = True) -> None:
+    """Raise the label's one-line error for an unknown or missing class (see :func:`check_codes`)."""
+    where = where or at_row(start_row)
+    keep = len(codes) if null_rows else len(codes) - 1
+    k = _first_row(index, np.flatnonzero(codes[:keep] == UNKNOWN))
+    if k is not None:
+        v = text[int(index[k])].as_py()
+        raise InputError(
+            f"column {name!r}: unknown class {v!r} {where(k)} "
+            f"(allowed: {', '.join(classes[:10])}{'…' if len(classes) > 10 else ''})"
+        )
+    k = _first_row(index, np.flatnonzero(codes[:keep] == MISSING))
+    if k is not None:
+        raise InputError(f"column {name!r}: missing label {where(k)}")
+
+
+def encode_part(f, arr: pa.Array, start_row: int) -> "np.ndarray | Dictionary":
+    """Encode one feature column, checked: a :class:`Dictionary` for a discrete feature,
+    float64 values for a raw numeric one. A numeric feature stored as numbers (not text,
+    not a dictionary) is converted directly, without looking up distinct values."""
+    if isinstance(f, NumericFeature) and _is_plain_number(arr):
+        return _direct_number(f, arr, start_row)
+    values, index, nulls = distinct(arr)
+    codes, text = value_codes(f, values)
+    check_codes(f, codes, text, index, start_row, null_rows=nulls)
+    if f.is_discrete:
+        return Dictionary(np.where(codes >= 0, codes, 0).astype(code_dtype(f.n_levels)), index)
+    return codes[index]
 
 
 def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
-    """Encode one feature column (a pyarrow string array) into float64 codes/values."""
-    if isinstance(f, CategoricalFeature):
-        miss = f.levels.index(f.missing) if f.missing is not None else None
-        return _encode_levels(arr, f.levels, f.name, start_row, miss, "level").astype(np.float64)
-    assert isinstance(f, NumericFeature)
-    v = _parse_float(arr, f.name, start_row)
+    """Encode one feature column: codes (smallest unsigned type) or clipped float64 values."""
+    p = encode_part(f, arr, start_row)
+    return p.codes() if isinstance(p, Dictionary) else p
+
+
+def _is_plain_number(arr) -> bool:
+    t = arr.type
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _direct_number(f: NumericFeature, arr, start_row: int) -> np.ndarray:
+    """A numeric column stored as numbers: the text rules give the same values (an Arrow
+    number prints as the shortest text that reads back to itself), so skip the text."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     nan = np.isnan(v)
     if f.edges is None:
         if nan.any():
-            k = _first_bad(nan)
+            k = int(np.flatnonzero(nan)[0])
             raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} (raw numeric features need a value)")
         return np.clip(v, f.lo, f.hi)
-    codes = np.searchsorted(np.asarray(f.edges), v, side="left").astype(np.float64)
+    codes = np.searchsorted(np.asarray(f.edges), v, side="left")
     if nan.any():
         if not f.missing:
-            k = _first_bad(nan)
-            raise InputError(
-                f"column {f.name!r}: missing or NaN value at row {start_row + k} (the codebook gives this feature no missing level)"
-            )
+            k = int(np.flatnonzero(nan)[0])
+            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} "
+                             "(the codebook gives this feature no missing level)")
         codes[nan] = f.n_levels - 1
-    return codes
+    return codes.astype(code_dtype(f.n_levels))
+
+
+def encode_label(lab, arr: pa.Array, start_row: int) -> np.ndarray:
+    """Encode the label column into int64 class codes."""
+    values, index, nulls = distinct(arr)
+    codes, text = label_codes(lab.classes, values)
+    check_label(lab.name, lab.classes, codes, text, index, start_row, null_rows=nulls)
+    return codes[index]
 
 
 def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int, *, with_label: bool = True) -> Encoded:
-    """Encode one chunk ``{column: text array}`` under ``codebook``."""
-    cols = [encode_feature(f, batch[f.name], start_row) for f in codebook.features]
-    n = len(batch[codebook.features[0].name])
-    X = np.column_stack(cols) if cols else np.zeros((n, 0))
-    y = None
-    if with_label:
-        lab = codebook.label
-        y = _encode_levels(batch[lab.name], lab.classes, lab.name, start_row, None, "class")
-    return Encoded(X=X, y=y, start_row=start_row)
+    """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order)."""
+    parts = tuple(encode_part(f, batch[f.name], start_row) for f in codebook.features)
+    y = encode_label(codebook.label, batch[codebook.label.name], start_row) if with_label else None
+    n = len(next(iter(batch.values()))) if batch else 0
+    return Encoded(parts, y, start_row, n)
 
 
 def iter_encoded(
@@ -139,11 +369,19 @@ def iter_encoded(
     with_label: bool = True,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: Callable[[int], None] | None = None,
+    prefetch: bool = False,
 ) -> Iterator[Encoded]:
-    """Stream a table file as encoded chunks. ``progress(rows_so_far)`` after each chunk."""
+    """Stream a table file as encoded chunks. ``progress(rows_so_far)`` after each chunk.
+
+    ``prefetch`` reads (and decodes) the next chunk in a background thread while the
+    caller works on this one.
+    """
     columns = codebook.feature_names + ([codebook.label.name] if with_label else [])
     row = 1
-    for batch in iter_batches(path, columns, chunk_bytes=chunk_bytes):
+    batches = iter_typed_batches(path, columns, chunk_bytes=chunk_bytes)
+    if prefetch:
+        batches = _prefetched(batches)
+    for batch in batches:
         enc = encode_batch(codebook, batch, row, with_label=with_label)
         row += enc.n
         yield enc
@@ -151,12 +389,51 @@ def iter_encoded(
             progress(row - 1)
 
 
+def _prefetched(it: Iterator, depth: int = 1) -> Iterator:
+    """Run ``it`` one item ahead in a background thread (exceptions re-raised in order)."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", done))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            q.put(("error", exc))
+
+    t = threading.Thread(target=run, name="marg-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "item":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+
+
 def encode_file(path: str | Path, codebook: Codebook, *, with_label: bool = True) -> Encoded:
     """Encode a whole file in memory (for prediction and evaluation)."""
     parts = list(iter_encoded(path, codebook, with_label=with_label))
     if not parts:
-        p = codebook.n_features
-        return Encoded(X=np.zeros((0, p)), y=np.zeros(0, dtype=np.int64) if with_label else None, start_row=1)
-    X = np.concatenate([e.X for e in parts], axis=0)
+        cols = tuple(np.zeros(0, dtype=code_dtype(f.n_levels) if f.is_discrete else np.float64) for f in codebook.features)
+        return Encoded(cols, np.zeros(0, dtype=np.int64) if with_label else None, 1, 0)
+    cols = tuple(np.concatenate([e.column(i) for e in parts]) for i in range(codebook.n_features))
     y = np.concatenate([e.y for e in parts]) if with_label else None
-    return Encoded(X=X, y=y, start_row=1)
+    return Encoded(cols, y, 1)

@@ -60,6 +60,10 @@ class NoiseRecord:
         δ of the (ε, δ) report; 0 for pure DP.
     rho : float
         zCDP cost (Gaussian); 0 otherwise.
+    parts : tuple of (mechanism, scale, discrete, count)
+        For a table summed over sites: the independent draws in each cell, per site
+        (:mod:`marginals.noise_tails` bounds their sum exactly). Empty for one site's
+        release: one draw of ``mechanism`` at ``scale`` (discrete on count tables).
     """
 
     mechanism: str = "none"
@@ -68,6 +72,7 @@ class NoiseRecord:
     epsilon: float = 0.0
     delta: float = 0.0
     rho: float = 0.0
+    parts: tuple = ()
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
@@ -78,6 +83,17 @@ class NoiseRecord:
                 raise InputError(f"noise record field {field} must be finite and >= 0, got {v!r}")
         if self.mechanism == "none" and (self.std != 0.0 or self.scale != 0.0):
             raise InputError("an exact release (mechanism 'none') cannot carry noise std/scale")
+        for part in self.parts:
+            ok = (isinstance(part, tuple) and len(part) == 4 and part[0] in MECHANISMS[1:] and float(part[1]) > 0
+                  and isinstance(part[2], bool) and isinstance(part[3], int) and part[3] > 0)
+            if not ok:
+                raise InputError(f"malformed noise part {part!r} (expected (mechanism, scale > 0, discrete, count > 0))")
+
+    def draws(self, discrete: bool) -> tuple:
+        """The independent draws in one cell: ``parts``, or this record's one draw."""
+        if self.is_exact:
+            return ()
+        return self.parts or ((self.mechanism, float(self.scale), bool(discrete), 1),)
 
     @classmethod
     def exact(cls) -> "NoiseRecord":
@@ -88,7 +104,12 @@ class NoiseRecord:
         return self.mechanism == "none"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if not self.parts:
+            del d["parts"]
+        else:
+            d["parts"] = [list(p) for p in self.parts]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NoiseRecord":
@@ -100,6 +121,7 @@ class NoiseRecord:
                 epsilon=float(d.get("epsilon", 0.0)),
                 delta=float(d.get("delta", 0.0)),
                 rho=float(d.get("rho", 0.0)),
+                parts=tuple((str(m), float(b), bool(di), int(c)) for m, b, di, c in d.get("parts", ())),
             )
         except (TypeError, ValueError) as exc:
             raise InputError(f"malformed noise record {d!r}: {exc}") from None

@@ -50,9 +50,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-FLOOR = 1e-5  # IPF start floor per table, as a fraction of n̂ spread over its cells
-
 from marg.errors import InputError
+
+FLOOR = 1e-5  # IPF start floor per table, as a fraction of n̂ spread over its cells
 
 
 # ---------------------------------------------------------------------------------------

@@ -24,13 +24,9 @@ Mechanisms (all built and accounted by OpenDP, ``opendp.prelude``, contrib):
 
 **Budget split (sequential composition).** The k tables of one release are k measurements
 of the same patients, so their costs add (pure DP: ε's add; zCDP: ρ's add). The total is
-split across tables in proportion to ``weights``. The default (:func:`default_weights`):
-*first-order* tables (the label table, ``N[x_i, y]`` and moment tables) share **half** of
-the budget equally and *higher-order* tables (``N[x_i, x_j, y]``) share the other half
-equally; when only one kind is released it gets the whole budget. So in a release with
-all pairs of p features, each first-order table gets a (p−1)/2 times larger share than a
-pair table: τ (and so the MRC certificate) depends only on first-order tables, and the
-first-order tables are also the round-1 release of the two-round protocol. Each table's
+split across tables in proportion to ``weights``
+(:mod:`marg.marginals.allocation`); by default first-order tables share half of it and pair
+tables the other half. Each table's
 scale is calibrated so that OpenDP's own map of its measurement is at most its share
 (``Δ/ε_t`` or ``Δ/sqrt(2ρ_t)``, nudged up by ulps if OpenDP's conservative arithmetic
 rounds the map above the share); the reported total is the sum of those maps, which
@@ -57,6 +53,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from marg.errors import InputError, RefusedError
+from .allocation import resolve_weights, split_budget
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
 
 BUDGET_FILE = "budget.json"
@@ -193,6 +190,11 @@ def check_budget(cap: PrivacyCost, spent: PrivacyCost, requested: PrivacyCost) -
         bad = True
     if cap.epsilon > 0.0 and (over(total.epsilon, cap.epsilon) or over(total.delta, cap.delta)):
         bad = True
+    if bad and cap.rho == 0.0 and cap.delta == 0.0 and requested.delta > 0.0:
+        raise RefusedError(
+            f"privacy budget refuses an (ε, δ) release: the cap is pure ε-DP (δ = 0, {cap.describe()}); export with "
+            f"--mechanism laplace, or set a cap with --delta or --rho"
+        )
     if bad:
         raise RefusedError(
             f"privacy budget exhausted: spent {spent.describe()}, requested {requested.describe()}, "
@@ -248,75 +250,6 @@ def read_budget(directory: str | os.PathLike[str]) -> PrivacyCost | None:
     if not isinstance(d, dict) or d.get("format") != BUDGET_FORMAT:
         raise InputError(f"not a marg privacy budget file: {path}")
     return PrivacyCost.from_dict(d)
-
-
-# ---------------------------------------------------------------------------------------
-# Sensitivities, weights, split
-# ---------------------------------------------------------------------------------------
-def default_weights(tables: Sequence[Any], label: str | None = None) -> np.ndarray:
-    """Default budget weights: first-order tables share half, the rest the other half.
-
-    Parameters
-    ----------
-    tables : sequence of MarginalTable
-    label : str, optional
-        The label's name. A table is *first order* when its clique holds at most one
-        feature (attributes other than ``label``) or it is a moment table. Without
-        ``label``, cliques of size ≤ 2 count as first order.
-
-    Returns
-    -------
-    ndarray, shape (k,)
-        Nonnegative weights summing to 1: ``1/(2·k1)`` for each of the k1 first-order
-        tables and ``1/(2·k2)`` for each of the k2 others (``1/k1`` or ``1/k2`` when the
-        other kind is absent).
-    """
-    first = np.array([_is_first(t, label) for t in tables], dtype=bool)
-    k1, k2 = int(first.sum()), int((~first).sum())
-    w = np.zeros(len(tables))
-    if k1 and k2:
-        w[first], w[~first] = 0.5 / k1, 0.5 / k2
-    elif k1:
-        w[:] = 1.0 / k1
-    elif k2:
-        w[:] = 1.0 / k2
-    return w
-
-
-def _is_first(t: Any, label: str | None) -> bool:
-    if t.kind == "moments":
-        return True
-    if label is None:
-        return len(t.clique) <= 2
-    return sum(1 for a in t.clique if a != label) <= 1
-
-
-def _resolve_weights(tables: Sequence[Any], weights: Any, label: str | None) -> np.ndarray:
-    if weights is None:
-        w = default_weights(tables, label)
-    elif isinstance(weights, Mapping):
-        w = np.empty(len(tables))
-        for k, t in enumerate(tables):
-            for key in (t.clique, t.name, ",".join(t.clique)):
-                if key in weights:
-                    w[k] = float(weights[key])
-                    break
-            else:
-                raise InputError(f"weights give no value for table {t.name}")
-    else:
-        w = np.asarray(weights, dtype=np.float64).ravel()
-        if w.shape != (len(tables),):
-            raise InputError(f"weights must have one value per table ({len(tables)}), got {w.shape[0]}")
-    if not np.all(np.isfinite(w)) or np.any(w <= 0):
-        bad = w[~(np.isfinite(w) & (w > 0))][0]
-        raise InputError(f"budget weights must be finite and > 0, got {bad!r}")
-    return w / w.sum()
-
-
-def split_budget(total: float, weights: np.ndarray) -> np.ndarray:
-    """Shares ``total · w_t / Σ w`` (shape (k,)); they add up to ``total``."""
-    w = np.asarray(weights, dtype=np.float64)
-    return float(total) * w / w.sum()
 
 
 # ---------------------------------------------------------------------------------------
@@ -398,6 +331,27 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
     return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
 
 
+def rho_for_epsilon(epsilon: float, delta: float) -> float:
+    """The largest ρ whose zCDP guarantee implies (``epsilon``, ``delta``)-DP under OpenDP's
+    conversion (:func:`rho_to_epsilon`, monotone in ρ), by bisection to a relative 1e-9.
+
+    A Gaussian release at this ρ is an (ε, δ)-DP release: noise grows like the square root
+    of the number of tables instead of linearly (pure-ε Laplace), so it is the better choice
+    for releases of many tables.
+    """
+    epsilon = float(epsilon)
+    if not (epsilon > 0.0 and math.isfinite(epsilon)):
+        raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    lo, hi = 0.0, epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if rho_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def pure_to_rho(meas, sens: float | int) -> float:
     """ρ of an ε-DP measurement seen as zCDP (OpenDP ``make_pureDP_to_zCDP``: ρ = ε²/2)."""
     return float(_dp().c.make_pureDP_to_zCDP(meas).map(sens))
@@ -438,6 +392,7 @@ def _mechanism(epsilon: Any, rho: Any, delta: Any) -> tuple[str, float]:
 class _Spec:
     clique: tuple[str, ...]
     kind: str
+    size: int  # released numbers: cells of a count table, 2K of a moment table
 
     @property
     def name(self) -> str:
@@ -478,10 +433,13 @@ def plan_cost(
             raise InputError("empty clique in the release plan")
         feats = [a for a in c if a != lab]
         raw = [a for a in feats if not codebook.feature(a).is_discrete]
-        specs.append(_Spec(c, "moments" if raw else "counts"))
+        if raw:
+            specs.append(_Spec(c, "moments", 2 * codebook.label.n_classes))
+        else:
+            specs.append(_Spec(c, "counts", int(np.prod([codebook.attribute_size(a) for a in c]))))
     if not specs:
         raise InputError("nothing to release: no cliques")
-    shares = split_budget(budget, _resolve_weights(specs, weights, lab))
+    shares = split_budget(budget, resolve_weights(specs, weights, lab, mechanism))
     tot_eps = tot_rho = 0.0
     for sp, share in zip(specs, shares):
         integer = sp.kind == "counts"
@@ -522,7 +480,8 @@ def privatize(
         Total zCDP budget ρ > 0 → Gaussian, reported also as (ε, δ).
     weights : None, sequence of float (one per table), or mapping
         Relative budget shares; a mapping is keyed by clique tuple, table name or
-        ``"a,b,y"``. None → :func:`default_weights` (first-order tables share half).
+        ``"a,b,y"``; or an allocation name. None → the half split
+        (:func:`marg.marginals.allocation.resolve_weights`).
     delta : float
         δ at which a zCDP cost is reported as (ε, δ); unused for Laplace.
     codebook : Codebook, optional
@@ -546,7 +505,7 @@ def privatize(
         if not t.noise.is_exact:
             raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables only")
     label = codebook.label.name if codebook is not None else None
-    shares = split_budget(budget, _resolve_weights(tables, weights, label))
+    shares = split_budget(budget, resolve_weights(tables, weights, label, mechanism))
 
     noisy: list[Any] = []
     tot_eps = tot_rho = 0.0

@@ -1,25 +1,18 @@
-"""The Summary: everything a learner may know about the data, derived from count tables.
+"""The Summary: a validated, read-only store of the (aggregated) marginal tables learners may see.
 
-Built from (aggregated) marginal tables under one codebook, a Summary exposes the design
-card's quantities and never any row:
+Built from count tables under one codebook — never from rows — a Summary answers queries:
+the counts or probabilities over any clique held by some released table (marginalised from
+the smallest one), the noise std of such a cell, the released pairs, n, the class prior,
+the codebook fingerprint and the provenance of the bundles. What a learner derives from
+them (τ, λ, Q, d) is the learner's business (:mod:`marg.learners.features`).
 
-- the feature map layout: Ψ(x) is the concatenation of a one-hot block per discrete
-  feature (m_i columns) and one column per raw numeric feature; Φ(x, y) = e_y ⊗ Ψ(x) is
-  laid out as a (K, D) array;
-- ``tau``  (K, D): τ[y, j] = E[1{Y=y} Ψ_j(X)] = N[x_i=a, y] / n for one-hot columns;
-- ``tau_std`` (K, D): the sample std of each Φ entry, sqrt(τ(1−τ)) for one-hot columns
-  (so λ = s·tau_std/sqrt(n) needs no extra statistic);
-- ``noise_std`` (K, D): the std of the released noise on each τ entry, in τ units;
-- ``Q`` (M, M) over the discrete features (M = Σ m_i): block (i, j) = P(X_i=a, X_j=b),
-  diagonal block i = diag P(X_i=a); singular by construction (rank Σm_i − d + 1);
-- ``d(c)`` (M,): P(X_i=a, Y=1) − P(X_i=a, Y=0) for binary labels; one-vs-rest with c.
+When tables carry differential-privacy noise the Summary post-processes them first
+(consistency and non-negativity, :mod:`marg.marginals.postprocess`; free under DP).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
-from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,38 +20,8 @@ import numpy as np
 from .codebook import Codebook
 from marg.errors import InputError
 from .noise import NoiseRecord
+from .noise_tails import merge as merge_parts
 from .tables import MarginalTable, canonical_clique, count_tables, plan_cliques
-
-
-@dataclass(frozen=True)
-class FeatureBlock:
-    """The columns of Ψ that belong to one feature.
-
-    Attributes
-    ----------
-    name : str
-    kind : {"onehot", "numeric"}
-    size : int
-        m_i for a one-hot block, 1 for a raw numeric feature.
-    offset : int
-        First column of the block in Ψ (or in Q/d for ``discrete_blocks``).
-    levels : tuple of str
-        Level names (one-hot blocks).
-    lo, hi : float or None
-        Public range of a raw numeric feature.
-    """
-
-    name: str
-    kind: str
-    size: int
-    offset: int
-    levels: tuple[str, ...] = ()
-    lo: float | None = None
-    hi: float | None = None
-
-    @property
-    def slice(self) -> slice:
-        return slice(self.offset, self.offset + self.size)
 
 
 def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalTable], list[str]]:
@@ -92,6 +55,7 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
         if noisy:
             mechs = {r.mechanism for r in noisy}
             mech = noisy[0].mechanism if len(mechs) == 1 else "gaussian"
+            discrete = ts[0].kind == "counts"
             rec = NoiseRecord(
                 mechanism=mech,
                 scale=max(r.scale for r in noisy),
@@ -99,6 +63,7 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
                 epsilon=max(r.epsilon for r in noisy),
                 delta=max(r.delta for r in noisy),
                 rho=max(r.rho for r in noisy),
+                parts=tuple(merge_parts([d for r in noisy for d in r.draws(discrete)])),
             )
         else:
             rec = NoiseRecord.exact()
@@ -107,7 +72,7 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
 
 
 class Summary:
-    """Learner-side view of the data: n, τ, its std, Q, d, priors — from tables only.
+    """Learner-side store of the released tables, with queries (see the module docstring).
 
     Parameters
     ----------
@@ -121,8 +86,18 @@ class Summary:
         Fingerprint of the full study codebook when this summary is a feature subset.
     postprocess : bool
         When some table carries DP noise, make the tables consistent and non-negative
-        first (:func:`marginals.postprocess.postprocess_tables`; free under DP) and project
-        Q onto the PSD cone. Default True.
+        first (:func:`marginals.postprocess.postprocess_tables`; free under DP), and let
+        learners project second-moment matrices onto the PSD cone. Default True.
+    site_parts : sequence of (site, tables), optional
+        Each site's own tables when the aggregator kept them (few sites): what
+        leave-one-site-out model choice evaluates on. Not part of the summary's statistics.
+
+    Attributes
+    ----------
+    postprocess : bool
+        Noisy tables are (to be) post-processed: learners project Q onto the PSD cone.
+    postprocessed : bool
+        The tables were noisy and have been post-processed.
     """
 
     def __init__(
@@ -132,8 +107,10 @@ class Summary:
         provenance: dict[str, Any] | None = None,
         parent_fingerprint: str | None = None,
         postprocess: bool = True,
+        site_parts: Sequence[tuple[str, Sequence[MarginalTable]]] = (),
     ):
         self.codebook = codebook
+        self.site_parts = tuple((str(site), tuple(ts)) for site, ts in site_parts)
         self.provenance = dict(provenance or {})
         self.parent_fingerprint = parent_fingerprint
         self._tables: dict[tuple[tuple[str, ...], str], MarginalTable] = {}
@@ -156,11 +133,13 @@ class Summary:
                 raise InputError(f"table {t.name} given twice")
             self._tables[key] = t
         self.postprocessed = False
-        self._psd = postprocess
+        self.postprocess = bool(postprocess)
+        self._raw: list[MarginalTable] | None = None
         if postprocess and any(not t.noise.is_exact for t in self._tables.values()):
             from .postprocess import postprocess_tables
 
-            done = postprocess_tables(list(self._tables.values()))
+            self._raw = list(self._tables.values())
+            done = postprocess_tables(self._raw)
             self._tables = {(t.clique, t.kind): t for t in done}
             self.postprocessed = True
         if not any(lab in c for (c, k) in self._tables if k == "counts"):
@@ -251,7 +230,22 @@ class Summary:
         cells = t.counts.size // max(1, int(np.prod([t.counts.shape[t.clique.index(a)] for a in names])))
         return t.noise.std * float(np.sqrt(cells))
 
-    _count_noise_std = count_noise_std
+    def noise_draws(self, names: Sequence[str]) -> tuple:
+        """The independent noise draws in one cell of ``counts(names)``: (mechanism, scale,
+        discrete, count) parts, ``count`` multiplied by the cells of the released table that
+        the marginal sums (see :mod:`marg.marginals.noise_tails`); () for exact tables."""
+        t = self._find_table(names)
+        if t is None:
+            raise InputError(f"no released table contains the attributes {list(names)!r}")
+        cells = t.counts.size // max(1, int(np.prod([t.counts.shape[t.clique.index(a)] for a in names])))
+        return tuple((m, b, d, c * cells) for m, b, d, c in t.noise.draws(t.kind == "counts"))
+
+    def moment_table(self, name: str) -> MarginalTable:
+        """The moment table (per-class sum and sum of squares, shape (2, K)) of raw numeric feature ``name``."""
+        t = self._tables.get(((name, self.codebook.label.name), "moments"))
+        if t is None:
+            raise InputError(f"no moment table for raw numeric feature {name!r}")
+        return t
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
@@ -266,10 +260,6 @@ class Summary:
     @property
     def is_noisy(self) -> bool:
         return any(not t.noise.is_exact for t in self._tables.values())
-
-    @property
-    def noise_records(self) -> dict[str, NoiseRecord]:
-        return {t.name: t.noise for t in self._tables.values()}
 
     # ------------------------------------------------------- basic quantities
     @cached_property
@@ -297,115 +287,20 @@ class Summary:
     def feature_names(self) -> list[str]:
         return self.codebook.feature_names
 
-    # -------------------------------------------------------- feature layout
-    @cached_property
-    def blocks(self) -> list[FeatureBlock]:
-        """Ψ's blocks in codebook order."""
-        out, off = [], 0
-        for f in self.codebook.features:
-            if f.is_discrete:
-                b = FeatureBlock(f.name, "onehot", f.n_levels, off, levels=f.level_names)
-            else:
-                b = FeatureBlock(f.name, "numeric", 1, off, lo=f.lo, hi=f.hi)
-            out.append(b)
-            off += b.size
-        return out
-
-    @property
-    def psi_dim(self) -> int:
-        return sum(b.size for b in self.blocks)
-
-    @cached_property
-    def discrete_blocks(self) -> list[FeatureBlock]:
-        """One-hot blocks only, offsets into Q/d (M = Σ m_i columns)."""
-        out, off = [], 0
-        for b in self.blocks:
-            if b.kind == "onehot":
-                out.append(FeatureBlock(b.name, "onehot", b.size, off, levels=b.levels))
-                off += b.size
-        return out
-
-    # ---------------------------------------------------------- τ and its std
-    def _first_order(self, name: str) -> np.ndarray:
-        """(m_i, K) counts N[x_i, y]."""
-        return self.counts((name, self.codebook.label.name))
-
-    @cached_property
-    def _moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        K, D = self.n_classes, self.psi_dim
-        tau = np.zeros((K, D))
-        second = np.zeros((K, D))
-        noise = np.zeros((K, D))
-        lab = self.codebook.label.name
-        for b in self.blocks:
-            if b.kind == "onehot":
-                N = self._first_order(b.name)  # (m, K)
-                tau[:, b.slice] = N.T / self.n
-                second[:, b.slice] = N.T / self.n
-                noise[:, b.slice] = self._count_noise_std((b.name, lab)) / self.n
-            else:
-                t = self._tables[((b.name, lab), "moments")]
-                tau[:, b.offset] = t.counts[0] / self.n
-                second[:, b.offset] = t.counts[1] / self.n
-                noise[:, b.offset] = t.noise.std / self.n
-        return tau, second, noise
-
-    @property
-    def tau(self) -> np.ndarray:
-        """(K, D) feature expectations τ = E[Φ(X, Y)]."""
-        return self._moments[0]
-
-    @property
-    def tau_std(self) -> np.ndarray:
-        """(K, D) sample std of each Φ entry: sqrt(E[Φ²] − τ²) (= sqrt(τ(1−τ)) one-hot)."""
-        tau, second, _ = self._moments
-        return np.sqrt(np.clip(second - tau**2, 0.0, None))
-
-    @property
-    def noise_std(self) -> np.ndarray:
-        """(K, D) std of the released noise on τ entries, in τ units (count std / n)."""
-        return self._moments[2]
-
-    # ------------------------------------------------------------------ Q, d
-    @cached_property
-    def Q(self) -> np.ndarray:
-        """(M, M) second-moment matrix of the one-hot encoding of the discrete features."""
-        db = self.discrete_blocks
-        M = sum(b.size for b in db)
-        Q = np.zeros((M, M))
-        for b in db:
-            p = self.joint((b.name,))
-            Q[b.slice, b.slice] = np.diag(p)
-        for bi, bj in combinations(db, 2):
-            if not self.has_clique((bi.name, bj.name)):
-                raise InputError(
-                    f"Q needs the pair table of {bi.name!r} and {bj.name!r}; export with --stats all"
-                )
-            P = self.joint((bi.name, bj.name))
-            Q[bi.slice, bj.slice] = P
-            Q[bj.slice, bi.slice] = P.T
-        if self._psd and self.is_noisy:
-            from .postprocess import nearest_psd
-
-            Q = nearest_psd(Q)
-        return Q
-
-    def d(self, positive: int | None = None) -> np.ndarray:
-        """(M,) d_i(a) = P(X_i=a, Y=c) − P(X_i=a, Y≠c); c = 1 for binary labels."""
-        K = self.n_classes
-        if positive is None:
-            if K != 2:
-                raise InputError(f"d needs a positive class for a {K}-class label (one-vs-rest)")
-            positive = 1
-        if not 0 <= positive < K:
-            raise InputError(f"positive class index {positive} outside 0..{K - 1}")
-        parts = []
-        for b in self.discrete_blocks:
-            P = self._first_order(b.name) / self.n  # (m, K)
-            parts.append(2 * P[:, positive] - P.sum(axis=1))
-        return np.concatenate(parts) if parts else np.zeros(0)
-
     # ------------------------------------------------------------- subsets
+    def released(self) -> "Summary":
+        """The Summary of the tables as released (before post-processing; ``self`` if none).
+
+        Their noise is exactly what each table's record describes, so intervals built from
+        it hold exactly (post-processing mixes tables of different noise)."""
+        if self._raw is None:
+            return self
+        if "_released" not in self.__dict__:
+            child = Summary(self.codebook, self._raw, provenance=self.provenance,
+                            parent_fingerprint=self.parent_fingerprint, postprocess=False)
+            self.__dict__["_released"] = child
+        return self.__dict__["_released"]
+
     def restrict(self, names: Sequence[str]) -> "Summary":
         """The summary over a subset of features (tables within the subset + label)."""
         names = list(names)
@@ -415,7 +310,7 @@ class Summary:
         keep = set(sub.feature_names) | {self.codebook.label.name}
         tables = [t for t in self._tables.values() if set(t.clique) <= keep]
         child = Summary(sub, tables, provenance=self.provenance, parent_fingerprint=self.fingerprint, postprocess=False)
-        child._psd = self._psd  # tables are already post-processed; keep Q's PSD projection
+        child.postprocess = self.postprocess  # tables are already post-processed; keep Q's PSD projection
         return child
 
     def describe(self) -> dict[str, Any]:

@@ -7,16 +7,16 @@ label last. For a raw numeric feature ``f`` the site releases a *moment* table
 (``kind="moments"``, clique ``(f, label)``) of shape (2, K): row 0 the per-class sums of
 the clipped values, row 1 the per-class sums of their squares.
 
-Counting is vectorised: a clique's codes are combined into one flat index
-(``ravel_multi_index``) and counted with ``np.bincount``; all first-order-with-label tables
-are counted together in one bincount over offset codes.
+Counting is vectorised (:class:`TableCounter`): a clique's codes are combined into one
+flat cell index in a small integer type and counted with ``np.bincount``, a block of rows
+at a time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -24,8 +24,11 @@ from .codebook import Codebook
 from marg.errors import InputError
 from .noise import NoiseRecord
 
+if TYPE_CHECKING:
+    from .encoding import Encoded
+
 KINDS = ("counts", "moments")
-STATS = ("first", "pairs", "all")
+STATS = ("first", "pairs", "pairs-only", "all")
 
 
 @dataclass(frozen=True)
@@ -131,11 +134,17 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
 
     ``first``: ``N[y]`` and ``N[x_i, y]`` for every discrete feature (moments for raw numeric
     ones); ``pairs``: first plus ``N[x_i, x_j, y]`` for the given pairs (all pairs if none);
-    ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features.
+    ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features;
+    ``pairs-only``: the given pairs' tables alone (round 2 of the two-round protocol: the
+    first-order tables came in round 1).
     """
     if stats not in STATS:
         raise InputError(f"unknown --stats {stats!r} (expected one of {', '.join(STATS)})")
     lab = codebook.label.name
+    if stats == "pairs-only":
+        if not pairs:
+            raise InputError("--stats pairs-only needs --pairs")
+        return [(a, b, lab) for a, b in pairs]
     out: list[tuple[str, ...]] = [(lab,)]
     for f in codebook.features:
         out.append((f.name, lab))
@@ -154,8 +163,67 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
     return out
 
 
+MAX_PLAN_CELLS = 1 << 28  # 268 M counts (2 GiB as int64): a release plan above this is refused before counting
+
+
+def check_plan_size(codebook: Codebook, cliques: Sequence[tuple[str, ...]], max_cells: int = MAX_PLAN_CELLS) -> int:
+    """The number of counts a plan releases; a one-line InputError naming the largest tables
+    when it exceeds ``max_cells`` (before any memory is allocated or data read)."""
+    lab = codebook.label.name
+    sizes = []
+    for c in cliques:
+        raw = any(a != lab and not codebook.feature(a).is_discrete for a in c)
+        cells = 2 * codebook.n_classes if raw else int(np.prod([float(codebook.attribute_size(a)) for a in c]))
+        sizes.append((cells, c))
+    total = sum(x for x, _ in sizes)
+    if total > max_cells:
+        big = sorted(sizes, reverse=True)[:2]
+        named = ", ".join(f"N[{','.join(c)}] {x:,.0f} cells" for x, c in big)
+        raise InputError(f"the release plan holds {total:,.0f} counts ({8 * total / 2**30:,.1f} GiB), over the limit of "
+                         f"{max_cells:,} ({named}): ask for fewer pairs or coarser levels")
+    return int(total)
+
+
+def code_dtype(n_levels: int) -> np.dtype:
+    """The smallest unsigned integer type holding codes 0..n_levels−1."""
+    if n_levels <= 1 << 8:
+        return np.dtype(np.uint8)
+    if n_levels <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint32)
+
+
+ROW_BLOCK = 1 << 16  # rows counted at a time: every table's counts stay in cache
+
+
+def _flat_dtype(size: int) -> np.dtype:
+    """Smallest unsigned type for flat cell indices 0..size−1 (bincount input)."""
+    if size <= 1 << 16:
+        return np.dtype(np.uint16)
+    if size <= 1 << 32:
+        return np.dtype(np.uint32)
+    return np.dtype(np.int64)
+
+
+class _Lazy:
+    """``columns[i]`` for a column function (a dictionary column is gathered on first use)."""
+
+    def __init__(self, fn: Callable[[int], np.ndarray]):
+        self.fn = fn
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.fn(i)
+
+
 class TableCounter:
     """Accumulates the tables of a clique plan over encoded chunks.
+
+    Every count table is one ``np.bincount`` of the clique's flat cell index over a block
+    of rows; the flat index of ``N[x_i, x_j, y]`` is ``c_i·(m_j·K) + (c_j·K + y)``, with
+    ``c_j·K + y`` computed once per feature and block and shared by every table that ends
+    in ``(x_j, y)`` (all first-order tables and every pair table). Indices are built in the
+    smallest unsigned type that holds them and rows go ``ROW_BLOCK`` at a time, so the
+    counts of all tables stay in cache while the codes stream past. Counts are int64.
 
     Parameters
     ----------
@@ -173,56 +241,110 @@ class TableCounter:
         self.n_rows = 0
         self._acc: dict[tuple[str, ...], np.ndarray] = {}
         self._kind: dict[tuple[str, ...], str] = {}
-        first_disc: list[str] = []
+        # (accumulator, plan) per table; plan kinds: label, moments, tail (x_j, y), pair, general.
+        self._plan: list[tuple[np.ndarray, str, tuple[int, ...]]] = []
         for c in self.cliques:
+            if c in self._acc:
+                continue
             feats = [a for a in c if a != lab]
             if any(not codebook.feature(a).is_discrete for a in feats):
                 if len(c) != 2 or lab not in c:
                     raise InputError(f"clique {c!r}: raw numeric features are released only as (feature, label) moments")
                 self._kind[c] = "moments"
-                self._acc[c] = np.zeros((2, K), dtype=np.float64)
+                acc = self._acc[c] = np.zeros((2, K), dtype=np.float64)
+                self._plan.append((acc, "moments", (codebook.index(c[0]),)))
                 continue
             self._kind[c] = "counts"
             shape = tuple(codebook.attribute_size(a) for a in c)
-            self._acc[c] = np.zeros(shape, dtype=np.int64)
-            if len(c) == 2 and c[1] == lab:
-                first_disc.append(c[0])
-        # All first-order-with-label tables are counted in a single bincount.
-        self._first = [codebook.index(a) for a in first_disc]
-        self._first_names = first_disc
-        sizes = np.array([codebook.n_levels(i) for i in self._first], dtype=np.int64)
-        self._first_off = np.concatenate([[0], np.cumsum(sizes)])
-        self._first_total = int(self._first_off[-1])
+            acc = self._acc[c] = np.zeros(shape, dtype=np.int64)
+            idx = tuple(codebook.index(a) for a in feats)
+            if c == (lab,):
+                self._plan.append((acc, "label", ()))
+            elif len(c) == 2 and c[1] == lab:
+                self._plan.append((acc, "tail", idx))
+            elif len(c) == 3 and c[2] == lab:
+                self._plan.append((acc, "pair", idx))
+            else:
+                self._plan.append((acc, "general", tuple(-1 if a == lab else codebook.index(a) for a in c)))
+        # Features some pair (or larger) table needs as gathered codes.
+        self._paired = {i for _, kind, idx in self._plan if kind in ("pair", "general") for i in idx if i >= 0}
 
     def add(self, X: np.ndarray, y: np.ndarray) -> None:
-        """Count one encoded chunk (X: (n, p) codes/values, y: (n,) class codes)."""
-        cb = self.codebook
-        lab = cb.label.name
-        K = cb.n_classes
-        n = X.shape[0]
+        """Count one chunk given as a matrix (X: (n, p) codes/values, y: (n,) class codes)."""
+        X = np.asarray(X)
+        cols = [X[:, i] if not f.is_discrete else X[:, i].astype(code_dtype(f.n_levels))
+                for i, f in enumerate(self.codebook.features)]
+        self.add_columns(cols, y)
+
+    def add_encoded(self, enc: "Encoded") -> None:
+        """Count one encoded chunk. A first-order table of a feature in no other table is
+        counted from its distinct-value index (:class:`~marg.marginals.encoding.Dictionary`)
+        — one bincount of ``index·K + y``, then the distinct values' counts added up by
+        code — so its codes are never gathered."""
+        from .encoding import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
+
+        n = len(enc.y)
+        if n == 0:
+            return
+        K = self.codebook.n_classes
+        done: set[int] = set()
+        for acc, kind, idx in self._plan:
+            if kind != "tail" or idx[0] in self._paired or not isinstance(enc.parts[idx[0]], Dictionary):
+                continue
+            d = enc.parts[idx[0]]
+            slots = len(d.lut)
+            flat = np.multiply(d.index, K, dtype=np.intp)  # bincount's own index type: no further copy
+            flat += enc.y
+            cnt = np.bincount(flat, minlength=slots * K).reshape(slots, K)
+            np.add.at(acc, d.lut.astype(np.intp), cnt)
+            done.add(id(acc))
+        self._add(enc.column, enc.y, skip=done)
+
+    def add_columns(self, columns: Sequence[np.ndarray], y: np.ndarray) -> None:
+        """Count one encoded chunk: ``columns[i]`` (n,) codes or values of feature i, ``y`` (n,)."""
+        self._add(lambda i: columns[i], y)
+
+    def _add(self, column: Callable[[int], np.ndarray], y: np.ndarray, skip: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        n = len(y)
         if n == 0:
             return
         self.n_rows += n
-        y = np.asarray(y, dtype=np.int64)
-        if self._first:
-            codes = X[:, self._first].astype(np.int64) + self._first_off[:-1][None, :]
-            flat = (codes * K + y[:, None]).ravel()
-            cnt = np.bincount(flat, minlength=self._first_total * K)
-            for j, nm in enumerate(self._first_names):
-                lo, hi = self._first_off[j] * K, self._first_off[j + 1] * K
-                self._acc[(nm, lab)] += cnt[lo:hi].reshape(-1, K)
-        for c, acc in self._acc.items():
-            kind = self._kind[c]
-            if kind == "moments":
-                v = X[:, cb.index(c[0])]
-                acc[0] += np.bincount(y, weights=v, minlength=K)
-                acc[1] += np.bincount(y, weights=v * v, minlength=K)
-                continue
-            if len(c) == 2 and c[1] == lab and c[0] in self._first_names:
-                continue  # done above
-            cols = [y if a == lab else X[:, cb.index(a)].astype(np.int64) for a in c]
-            flat = np.ravel_multi_index(cols, acc.shape)
-            acc += np.bincount(flat, minlength=acc.size).reshape(acc.shape)
+        K = self.codebook.n_classes
+        y = np.asarray(y).astype(code_dtype(K), copy=False)
+        sizes = [f.n_levels for f in self.codebook.features]
+        columns = _Lazy(column)
+        for s in range(0, n, ROW_BLOCK):
+            e = min(n, s + ROW_BLOCK)
+            ys = y[s:e]
+            tails: dict[int, np.ndarray] = {}
+
+            def tail(j: int) -> np.ndarray:  # c_j·K + y, shared by the tables ending in (x_j, y)
+                t = tails.get(j)
+                if t is None:
+                    dt = _flat_dtype(sizes[j] * K)
+                    t = tails[j] = columns[j][s:e].astype(dt) * dt.type(K) + ys
+                return t
+
+            for acc, kind, idx in self._plan:
+                if id(acc) in skip:
+                    continue
+                if kind == "tail":
+                    acc += np.bincount(tail(idx[0]), minlength=acc.size).reshape(acc.shape)
+                elif kind == "pair":
+                    i, j = idx
+                    dt = _flat_dtype(acc.size)
+                    flat = columns[i][s:e].astype(dt) * dt.type(sizes[j] * K) + tail(j)
+                    acc += np.bincount(flat, minlength=acc.size).reshape(acc.shape)
+                elif kind == "label":
+                    acc += np.bincount(ys, minlength=K)
+                elif kind == "moments":
+                    v = np.asarray(columns[idx[0]][s:e], dtype=np.float64)
+                    acc[0] += np.bincount(ys, weights=v, minlength=K)
+                    acc[1] += np.bincount(ys, weights=v * v, minlength=K)
+                else:
+                    cols = [ys if j < 0 else columns[j][s:e] for j in idx]
+                    flat = np.ravel_multi_index([np.asarray(c, dtype=np.intp) for c in cols], acc.shape)
+                    acc += np.bincount(flat, minlength=acc.size).reshape(acc.shape)
 
     def tables(self) -> list[MarginalTable]:
         """The exact (noise-free) tables counted so far, in plan order."""

@@ -281,6 +281,7 @@ class Bundle:
             "cells": sum(s["cells"] for s in stats),
             "privacy": self.header.get("privacy"),
             "recipient": self.header.get("recipient"),
+            "source": self.header.get("source"),  # where the site counted (no credentials); None in older bundles
             "signed": sig is not None,
             "signer": (sig or {}).get("key_id"),
             "digest": self.digest(),

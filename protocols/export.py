@@ -1,10 +1,11 @@
-"""A site's export: data file → count tables → (noise | min-cell) → bundle → sign/seal → ledger → file.
+"""A site's export: data source → count tables → (noise | min-cell) → bundle → sign/seal → ledger → file.
 
 This is the site-side pipeline behind ``marg export``. The order is what makes it safe:
 
 1. the release plan (cliques) and its privacy cost are known from the codebook alone, so
    the budget is checked against the ledger **before any data is read**;
-2. the data streams through the encoder into the count tables (any bad value stops here);
+2. the source counts the tables (a file streams through the encoder here; a database or
+   Spark runs the GROUP BY itself); any bad value, missing table or lost connection stops here;
 3. exact releases pass the min-cell rule; DP releases get OpenDP noise;
 4. the bundle is built, addressed, signed and (optionally) sealed in memory;
 5. the ledger entry is appended (atomically; the budget is re-checked under its lock);
@@ -19,15 +20,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.encoding import iter_encoded
-from marg.errors import InputError
+from marg.marginals.holdout import Holdout, remember
+from marg.marginals.sources import Source, open_source
+from marg.marginals.sources.files import FileSource
+from marg.errors import InputError, RefusedError
 from marg._util import atomic_write_bytes
-from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget
-from marg.marginals.tables import MarginalTable, TableCounter, plan_cliques
+from marg.marginals.allocation import ALLOCATIONS, half_split_weights
+from marg.marginals.privacy import PrivacyCost, check_budget, plan_cost, privatize, read_budget, rho_for_epsilon
+from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
 
@@ -45,45 +50,77 @@ class ExportResult:
 
 
 def count_file(
-    data: str | Path,
+    data: "str | Path | Source",
     codebook: Codebook,
     cliques: Sequence[tuple[str, ...]],
     progress: Callable[[int], None] | None = None,
+    *,
+    engine: str | None = None,
 ) -> tuple[list[MarginalTable], int]:
-    """Stream ``data`` through the encoder and count the tables of ``cliques``."""
-    counter = TableCounter(codebook, cliques)
-    for enc in iter_encoded(data, codebook, progress=progress):
-        counter.add(enc.X, enc.y)
-    if counter.n_rows == 0:
-        raise InputError(f"{Path(data).name} has no data rows")
-    return counter.tables(), counter.n_rows
+    """Count the tables of ``cliques`` from ``data`` (a file, a URI or an open Source)."""
+    if isinstance(data, Source):
+        return data.count(codebook, cliques, progress)
+    with open_source(data, engine=engine) as src:
+        return src.count(codebook, cliques, progress)
 
 
 def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
-    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest."""
-    if not 0.0 < first_share <= 1.0:
-        raise InputError(f"--first-order-share must be in (0, 1], got {first_share}")
-    lab = codebook.label.name
-    first = [len(c) == 1 or (len(c) == 2 and c[-1] == lab) for c in cliques]
-    n_first, n_high = sum(first), len(first) - sum(first)
-    if n_high == 0:
-        return [1.0] * len(first)
-    if first_share == 1.0:
-        raise InputError("--first-order-share 1 leaves no budget for the pair tables")
-    return [first_share / n_first if f else (1.0 - first_share) / n_high for f in first]
+    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest
+    (:func:`marg.marginals.allocation.half_split_weights` over the plan)."""
+    plan = [SimpleNamespace(clique=tuple(c), kind="counts") for c in cliques]
+    return half_split_weights(plan, codebook.label.name, first_share).tolist()
+
+
+MECHANISMS = ("gaussian", "laplace")
+MAX_AUTO_CELLS = 250_000  # --stats auto releases every pair while the pair tables hold at most this many cells
+
+
+def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str:
+    """``stats="auto"`` → what ``marg learn``'s default (the automatic choice) can use.
+
+    Under differential privacy: first-order tables and every pair of discrete features
+    (``"all"``: Rényi and the DCC need them) while the pair tables hold at most
+    :data:`MAX_AUTO_CELLS` cells (adult: 17,000; kr-vs-kp: 5,000); beyond that first-order
+    tables only (round 1 of the two-round protocol: ``marg request`` then asks for the pairs
+    of the screened features).
+    Exact releases: first-order tables only, since the min-cell rule would refuse most
+    pair tables of real data. Given ``pairs`` → ``"pairs"``.
+    """
+    if stats != "auto":
+        if stats not in STATS:
+            raise InputError(f"unknown --stats {stats!r} (expected one of auto, {', '.join(STATS)})")
+        return stats
+    if pairs:
+        return "pairs"
+    if not dp:
+        return "first"
+    sizes = [codebook.attribute_size(a) for a in codebook.discrete_names]
+    if len(sizes) < 2:
+        return "first"
+    total, cells = float(sum(sizes)), 0.0
+    for m in sizes:  # Σ_{i<j} m_i m_j K, accumulated without listing the pairs
+        total -= m
+        cells += m * total * codebook.label.n_classes
+        if cells > MAX_AUTO_CELLS:
+            return "first"
+    return "all"
 
 
 def export_site(
-    data: str | Path,
+    data: "str | Path | Source",
     codebook: Codebook,
     site: str,
     out: str | Path,
     *,
-    stats: str = "first",
+    stats: str = "auto",
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
     rho: float | None = None,
     delta: float = 1e-6,
+    mechanism: str = "gaussian",
+    allocation: str = "half",
+    holdout: float | None = None,
+    round_id: str | None = None,
     first_share: float | None = None,
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -92,16 +129,35 @@ def export_site(
     recipient_name: str | None = None,
     ledger_dir: str | Path | None = None,
     progress: Callable[[int], None] | None = None,
+    engine: str | None = None,
+    spark_master: str | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
     Parameters
     ----------
+    stats : {"auto", "first", "pairs", "all"}
+        The tables to release (:func:`resolve_stats` for ``"auto"``).
     epsilon, rho : float, optional
-        Total privacy budget of this export: Laplace (pure ε-DP) or Gaussian (ρ-zCDP,
-        reported at ``delta``). Neither: exact counts under the min-cell rule.
+        Total privacy budget of this export. ``epsilon`` with ``mechanism="gaussian"``
+        (the default): the discrete Gaussian at the largest ρ whose zCDP guarantee implies
+        (ε, ``delta``)-DP (:func:`marg.marginals.privacy.rho_for_epsilon`); with
+        ``mechanism="laplace"``: the discrete Laplace, pure ε-DP. ``rho``: Gaussian,
+        ρ-zCDP reported at ``delta``. Neither: exact counts under the min-cell rule.
+    mechanism : {"gaussian", "laplace"}
+        How ``epsilon`` is spent. The Gaussian's noise grows like the square root of the
+        number of tables, the Laplace's linearly: for releases of pair tables the Gaussian
+        is far less noisy at the same ε (δ = 1e-6).
+    allocation : {"half", "least-squares"}
+        How the budget is split across tables (:mod:`marg.marginals.allocation`).
     first_share : float, optional
-        Fraction of the budget for first-order tables (default: the privacy module's split).
+        Fraction of the budget for first-order tables (overrides ``allocation``).
+    round_id : str, optional
+        The learner's round id (:mod:`marg.protocols.rounds`), signed into the bundle.
+    holdout : float, optional
+        Leave this fraction of the rows out of every table (a file source and a ledger
+        folder needed): :mod:`marg.marginals.holdout` remembers the split beside the ledger,
+        for ``marg export --evaluate MODEL`` (:func:`marg.protocols.evaluation.evaluate_site`).
     min_cell, min_cell_policy
         Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
     signing_key : Ed25519PrivateKey, optional
@@ -110,6 +166,11 @@ def export_site(
         Seals the bundle to the learner.
     ledger_dir : path, optional
         The site's ledger; its ``budget.json`` cap is enforced before anything is read.
+    data, engine, spark_master
+        The DATA argument (file, ``duckdb://``/``postgresql://`` URI, or a path or table
+        for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
+        open Source. The bundle header records ``source`` (:meth:`Source.describe`: kind,
+        location, table or query, never credentials).
     """
     from .ledger import Ledger
     from .signing import finalize_bundle
@@ -119,9 +180,20 @@ def export_site(
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
+    if mechanism not in MECHANISMS:
+        raise InputError(f"unknown --mechanism {mechanism!r} (expected one of {', '.join(MECHANISMS)})")
     dp = epsilon is not None or rho is not None
+    target_epsilon = None
+    if epsilon is not None and mechanism == "gaussian":
+        target_epsilon, rho, epsilon = float(epsilon), rho_for_epsilon(epsilon, delta), None
+    elif rho is not None and mechanism == "laplace":
+        raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
+    stats = resolve_stats(codebook, stats, dp, pairs)
     cliques = plan_cliques(codebook, stats, pairs)
-    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else None
+    check_plan_size(codebook, cliques)
+    if allocation not in ALLOCATIONS:
+        raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
+    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
 
     # 1. The cost is known from the plan: check the budget before reading any data.
     requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
@@ -131,23 +203,61 @@ def export_site(
         if cap is not None:
             check_budget(cap, ledger.spent(), requested)
 
-    # 2. Count.
-    tables, n_rows = count_file(data, codebook, cliques, progress)
+    # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
+    spec = None
+    if holdout is not None:
+        if ledger_dir is None:
+            raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
+        spec = Holdout.new(holdout)
+    src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    if spec is not None:
+        if not isinstance(src, FileSource):
+            raise InputError(f"--holdout needs a data file counted by marg (got {src.describe().get('kind')!r})")
+        src.exclude = spec
+    try:
+        tables, n_rows = src.count(codebook, cliques, progress)
+        source = src.describe()  # after counting: a Spark source knows its master only then
+    finally:
+        if src is not data:
+            src.close()
 
+    # 3. Protect. An exact release after an exact release of overlapping statistics from a
+    # dataset of another size would reveal the difference (one patient added or removed: their
+    # every feature and label): refused — release it with DP instead.
+    if not dp and ledger is not None:
+        names = {t.name for t in tables}
+        for e in ledger.entries():
+            if e.get("mechanism") == "none" and e.get("n_rows") not in (None, n_rows):
+                shared = sorted(names & {st["name"] for st in e.get("statistics") or []})
+                if shared:
+                    raise RefusedError(
+                        f"an exact release of {shared[0]} (and {len(shared) - 1} more) left this site on "
+                        f"{str(e.get('time'))[:10]} from {e['n_rows']:,} rows; releasing it again exactly from {n_rows:,} "
+                        "rows would reveal the difference: use --epsilon")
     # 3. Protect.
     suppressed: list[Any] = []
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
-        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
+        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
+                   "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
+        if target_epsilon is not None:
+            privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
-    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None}
-    if suppressed:
-        extra["suppressed_cells"] = [s.to_dict() for s in suppressed]
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy} if not dp else None, "source": source}
+    if spec is not None:
+        extra["holdout"] = {"fraction": spec.fraction}
+    if round_id is not None:
+        extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
+    if suppressed:  # how many, per table — not where: positions would point at the rare cells
+        per: dict[str, int] = {}
+        for c in suppressed:
+            per[c.table] = per.get(c.table, 0) + 1
+        extra["suppressed_cells"] = per
 
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
@@ -158,6 +268,8 @@ def export_site(
     if ledger is not None:
         file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
         entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name)
+    if spec is not None:
+        remember(ledger_dir, codebook.fingerprint, site, spec, n_rows + src.held_rows, src.held_rows)
     atomic_write_bytes(out, file_bytes)
     return ExportResult(
         bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,

@@ -27,14 +27,14 @@ Each entry (keys sorted, no spaces, UTF-8) records one release::
     key_id       sha256 hex of the signing key, or null
     signature    base64 Ed25519 signature over the entry without "signature", or null
 
-**Atomic appends.** :meth:`Ledger.append` holds an exclusive ``flock``, re-reads the
-ledger, checks the budget (nothing is written if it is exceeded), writes the old complete
-lines plus the new one to a temporary file in ``DIR``, fsyncs it, renames it over
-``ledger.jsonl`` and fsyncs the directory. A crash at any point leaves either the old
-ledger or the old ledger plus one whole entry (plus possibly a stale ``.ledger.jsonl.*.tmp``
-that readers ignore and the next append deletes). Each append re-reads and rewrites the
-whole file: O(ledger size), about 0.1 s for a 300-entry, 1 MB ledger — fine for a
-release log, whose entries number in the hundreds.
+**Appends.** :meth:`Ledger.append` holds an exclusive ``flock``, reads the ledger from the
+site's checkpoint on (:mod:`marg.protocols.checkpoint`: the checkpointed entry's hash pins the
+prefix and its cumulative spend; the whole file when there is no checkpoint), verifies what it
+read, checks the budget (nothing is written if it is exceeded), appends the new entry as one
+line with ``write`` + ``fsync`` and updates the checkpoint: O(1) in the ledger's length
+(``bench/ledger.py``). A crash leaves the old ledger, or the old ledger plus one whole entry
+(the ledger then over-states what left the site, never under-states it), or a torn last
+line that readers ignore and the next append removes first.
 
 **Torn tail.** This writer never leaves a partial line, but a ledger copied mid-write or
 written by another tool might end in an incomplete line (no final ``"\\n"``). If that
@@ -72,6 +72,7 @@ from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.privacy import PrivacyCost, check_budget, read_budget, release_cost
 
+from . import checkpoint
 from .keys import SIGN_PUB_SUFFIX, key_id, load_verify_key, short_id
 from .signing import b64, sign_bytes, unb64, verify_bytes
 
@@ -421,11 +422,12 @@ class Ledger:
     ) -> dict[str, Any]:
         """Append one release entry, atomically; refuse it if the budget would be exceeded.
 
-        Under an exclusive lock: re-read the ledger (a malformed complete line refuses the
-        append — never extend a broken chain), compute ``cumulative = spent + cost``,
-        check it against the cap (``cap`` if given, else ``budget.json``;
-        :func:`marginals.privacy.check_budget`), then write old lines + the new entry via
-        temp file + fsync + rename. Nothing is written if any step fails.
+        Under an exclusive lock: read and verify the ledger from the site's checkpoint on
+        (a contradiction or a line that does not verify refuses the append — never extend a
+        broken chain), compute ``cumulative = spent + cost``, check it against the cap
+        (``cap`` if given, else ``budget.json``; :func:`marginals.privacy.check_budget`), then
+        append the entry as one fsynced line and update the checkpoint. Nothing is written if
+        any step before the append fails.
 
         Parameters
         ----------
@@ -478,22 +480,16 @@ class Ledger:
             if not isinstance(s.get("name"), str) or not isinstance(s.get("clique"), list):
                 raise InputError(f"malformed statistic record {s!r} (needs name and clique list)")
         with self._locked():
-            lines, _tail = self._read()
-            try:
-                entries = self._parse_all(lines)
-            except InputError as exc:
-                raise RefusedError(f"refusing to append to a malformed ledger: {exc}") from None
-            spent = PrivacyCost.zero()
-            for e in entries:
-                spent = spent + PrivacyCost.from_dict(e["cost"])
             cap_cost = _as_cost(cap, "budget cap") if cap is not None else self.cap()
+            st = self._verified_state(private_key, cap_cost)
+            spent, n_entries, last_line = st.spent, st.n, st.last
             if cap_cost is not None:
                 check_budget(cap_cost, spent, c)
             entry: dict[str, Any] = {
                 "v": ENTRY_VERSION,
-                "seq": len(entries) + 1,
+                "seq": n_entries + 1,
                 "time": time or _now(),
-                "prev": line_hash(lines[-1]) if lines else GENESIS,
+                "prev": line_hash(last_line) if last_line is not None else GENESIS,
                 "site": site,
                 "recipient": recipient,
                 "recipient_name": recipient_name,
@@ -513,10 +509,36 @@ class Ledger:
                 self._store_key(private_key.public_key())
             line = canonical_json(entry)
             parse_entry(line, "new ledger entry")  # the writer obeys its own format
-            body = b"".join(ln + b"\n" for ln in lines) + line + b"\n"  # a torn tail is dropped
             self._clean_stale()
-            atomic_write_bytes(self.path, body)
+            start = checkpoint.append_line(self.path, line, st.size, st.torn)
+            checkpoint.update(self.path, n_entries + 1, line_hash(line), entry["cap"], start=start,
+                              cumulative=entry["cumulative"], kid=entry["key_id"])
         return entry
+
+    def _verified_state(self, private_key: Any, cap_cost: PrivacyCost | None) -> "checkpoint.State":
+        """The ledger's state for an append, verified: from the site's checkpoint on (the
+        entries after it; O(1) in the ledger's length), or the whole file when there is no
+        usable checkpoint. Refuses a ledger that contradicts its checkpoint or does not verify
+        (chain, sums, signatures against the exporting key)."""
+        keys = self._keys(private_key)[0] if private_key is not None else self._keys(None)[0]
+        checkpoint.check_key(self.path, key_id(private_key) if private_key is not None else None)
+        st = checkpoint.read_state(self.path, cap_cost.to_dict() if cap_cost is not None else None, line_hash)
+        report = LedgerReport(ledger=str(self.path))
+        if st.pinned is None:  # no checkpoint: the whole file
+            _check_chain(report, st.lines, keys, allow_unsigned=True)
+            total = PrivacyCost.from_dict(report.spent) if report.spent else PrivacyCost.zero()
+        else:
+            try:
+                pin = parse_entry(st.pinned, f"ledger {self.path} entry {st.pinned_seq}")
+            except InputError as exc:
+                raise RefusedError(f"refusing to append to a malformed ledger: {exc}") from None
+            _check_chain(report, st.lines, keys, allow_unsigned=True, start=st.pinned_seq + 1,
+                         prev=line_hash(st.pinned), total=PrivacyCost.from_dict(pin["cumulative"]))
+            total = PrivacyCost.from_dict(report.spent) if report.spent else PrivacyCost.from_dict(pin["cumulative"])
+        if not report.ok:
+            raise RefusedError(f"refusing to append to a ledger that does not verify: {report.reason}")
+        st.spent = total
+        return st
 
     def record(
         self,
@@ -675,13 +697,17 @@ def _check_chain(
     lines: Sequence[bytes],
     keys: Mapping[str, ed25519.Ed25519PublicKey],
     allow_unsigned: bool,
+    start: int = 1,
+    prev: str = GENESIS,
+    total: PrivacyCost | None = None,
 ) -> list[dict[str, Any] | None]:
     """Check every line (format, seq, prev hash, signature, sums, cap) into ``report``;
-    return the parsed entries (None where a line does not parse)."""
+    return the parsed entries (None where a line does not parse). ``lines`` may be a
+    ledger's tail: its first line is entry ``start``, ``prev`` the hash of the line before it
+    and ``total`` the cumulative spend before it."""
     parsed: list[dict[str, Any] | None] = []
-    total = PrivacyCost.zero()
-    prev = GENESIS
-    for k, ln in enumerate(lines, 1):
+    total = PrivacyCost.zero() if total is None else total
+    for k, ln in enumerate(lines, start):
         try:
             e = parse_entry(ln, f"line {k}")
         except InputError as exc:

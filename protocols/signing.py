@@ -119,6 +119,21 @@ def _trust(trust: Trust) -> TrustStore:
     return trust if isinstance(trust, TrustStore) else TrustStore(trust)
 
 
+def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str) -> tuple[str, ed25519.Ed25519PublicKey, bytes]:
+    """(the trust store's name for the signing key, the key, the decoded signature) of a
+    well-formed signature record; a one-line RefusedError naming ``name`` otherwise."""
+    value = unb64(sig.get("value"), 64)
+    if value is None:
+        raise RefusedError(f"{name} refused: malformed signature value")
+    if trust is None:
+        raise RefusedError(f"{name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given (--trust)")
+    store = _trust(trust)
+    entry = store.lookup(sig["key_id"])
+    if entry is None:
+        raise RefusedError(f"{name} refused: signed by unknown key {short_id(sig['key_id'])} (not in trust store {store.directory})")
+    return entry[0], entry[1], value
+
+
 def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool = False, source: str | None = None) -> str:
     """Check a bundle's signature against the trust store; return the signer's site.
 
@@ -162,18 +177,7 @@ def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool 
         or not isinstance(sig.get("site"), str)
     ):
         raise RefusedError(f"{name} refused: malformed signature record")
-    value = unb64(sig.get("value"), 64)
-    if value is None:
-        raise RefusedError(f"{name} refused: malformed signature value")
-    if trust_dir is None:
-        raise RefusedError(f"{name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given (--trust)")
-    store = _trust(trust_dir)
-    entry = store.lookup(sig["key_id"])
-    if entry is None:
-        raise RefusedError(
-            f"{name} refused: signed by unknown key {short_id(sig['key_id'])} (not in trust store {store.directory})"
-        )
-    trusted_site, pub = entry
+    trusted_site, pub, value = trusted_signer(sig, trust_dir, name)
     if not verify_bytes(bundle.signing_bytes(), value, pub):
         raise RefusedError(f"{name} refused: bad signature (bundle altered after signing, or signature forged)")
     if trusted_site != bundle.site or sig["site"] != bundle.site:

@@ -54,10 +54,24 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_marg_home(tmp_path_factory):
+    """Module-scoped fixtures export too: their ledger checkpoints go to a session folder, never ~/.config."""
+    old = os.environ.get("MARG_HOME")
+    os.environ["MARG_HOME"] = str(tmp_path_factory.mktemp("marg-home"))
+    yield
+    if old is None:
+        os.environ.pop("MARG_HOME", None)
+    else:
+        os.environ["MARG_HOME"] = old
+
+
 @pytest.fixture(autouse=True)
 def _in_tmp_dir(tmp_path, monkeypatch):
-    """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo."""
+    """Run every test in its own folder, so default paths (marg-ledger/) never land in the repo,
+    with its own site configuration (ledger checkpoints) under MARG_HOME."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MARG_HOME", str(tmp_path / ".marg-home"))
 
 
 @pytest.fixture
@@ -108,28 +122,29 @@ def learn_dcc(tmp_path):
 
 
 def check_malformed_models(cls, d):
-    """A damaged model file gives one InputError line naming what is wrong, never a traceback."""
-    bad = copy.deepcopy(d)
-    bad["mu"] = bad["mu"][:-1]
+    """A damaged model file gives one InputError line naming what is wrong, never a traceback.
+
+    ``d`` is ``to_dict()`` output; its fitted state is damaged in each way in turn."""
+    def damaged(edit):
+        bad = copy.deepcopy(d)
+        edit(bad["state"])
+        return bad
+
+    bad = damaged(lambda st: st.__setitem__("mu", st["mu"][:-1]))
     with pytest.raises(InputError, match=r"model mu has shape"):
         cls.from_dict(bad)
-    bad = copy.deepcopy(d)
-    bad["mu"][0][0] = float("nan")
+    bad = damaged(lambda st: st["mu"][0].__setitem__(0, float("nan")))
     with pytest.raises(InputError, match="NaN or infinity"):
         cls.from_dict(bad)
-    bad = copy.deepcopy(d)
-    del bad["phi"]
+    bad = damaged(lambda st: st.pop("phi"))
     with pytest.raises(InputError, match=r"malformed .* model: 'phi'"):
         cls.from_dict(bad)
-    bad = copy.deepcopy(d)
-    bad["ruled_out"] = [[10**6]] + bad.get("ruled_out", bad["impossible"])[1:]  # stored only when it differs
+    bad = damaged(lambda st: st.__setitem__("ruled_out", [[10**6]] + st.get("ruled_out", st["impossible"])[1:]))  # stored only when it differs
     with pytest.raises(InputError, match="'ruled_out' cells out of range"):
         cls.from_dict(bad)
-    bad = copy.deepcopy(d)
-    bad["nb_logp"] = bad["nb_logp"][:1]
+    bad = damaged(lambda st: st.__setitem__("nb_logp", st["nb_logp"][:1]))
     with pytest.raises(InputError, match="nb_logp must be finite with mu's shape"):
         cls.from_dict(bad)
-    bad = copy.deepcopy(d)
-    bad["worst_case_error"] = "high"
+    bad = damaged(lambda st: st.__setitem__("worst_case_error", "high"))
     with pytest.raises(InputError, match="malformed .* model"):
         cls.from_dict(bad)

@@ -47,7 +47,7 @@ def test_signed_sealed_dp_round_trip(world):
     bundles = []
     for site in ("north", "south"):
         assert run("audit", "budget", "--ledger", tmp / f"{site}-ledger", "--epsilon", "3").exit_code == 0
-        r, out = export(world, site, "--stats", "all", "--epsilon", "1")
+        r, out = export(world, site, "--stats", "all", "--epsilon", "1", "--mechanism", "laplace")
         assert r.exit_code == 0, r.output
         assert "signed" in r.stdout and "sealed to learner" in r.stdout and "ledger entry #1" in r.stdout
         bundles.append(out)
@@ -69,11 +69,14 @@ def test_signed_sealed_dp_round_trip(world):
     r = run("audit", "show", "--ledger", tmp / "north-ledger", "--json")
     assert r.exit_code == 0
     # A second export at ε = 2.5 would exceed the cap of 3: refused, nothing written.
-    r, out = export(world, "north", "--stats", "first", "--epsilon", "2.5", out=tmp / "again.bundle")
+    r, out = export(world, "north", "--stats", "first", "--epsilon", "2.5", "--mechanism", "laplace", out=tmp / "again.bundle")
     assert r.exit_code == 1 and "privacy budget exhausted" in r.stderr and r.stderr.count("\n") == 1
     assert not out.exists()
     lines = (tmp / "north-ledger" / "ledger.jsonl").read_text().splitlines()
     assert len(lines) == 1
+    # The default (Gaussian, (ε, δ)-DP) release does not fit a pure-DP cap: refused, and said why.
+    r, out = export(world, "north", "--stats", "first", "--epsilon", "0.1", out=tmp / "gauss.bundle")
+    assert r.exit_code == 1 and "refuses an (ε, δ) release" in r.stderr and not out.exists()
     # Exact counts are refused outright once a budget exists.
     r, out = export(world, "north", "--stats", "first", out=tmp / "exact.bundle")
     assert r.exit_code == 1 and "privacy budget exhausted" in r.stderr and not out.exists()

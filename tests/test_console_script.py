@@ -70,7 +70,7 @@ def test_learn_json_is_the_whole_stdout(site_bundles, extra):
     report = json.loads(r.stdout)  # the whole of stdout is one JSON object: no solver banner
     assert 0.0 <= report["worst_case_error"] <= 1.0
     assert report["learner"] == extra[1]
-    ev = marg("evaluate", model, tmp / "north.csv", "--json", cwd=tmp)
+    ev = marg("evaluate", "--allow-unsigned", model, tmp / "north.csv", "--json", cwd=tmp)
     assert ev.returncode == 0, ev.stderr
     assert set(json.loads(ev.stdout)) >= {"n", "accuracy", "error", "worst_case_error"}
 

@@ -18,22 +18,20 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from marg.learners.dcc import (
-    DCC,
-    ForestOracle,
-    PairwiseFeatureMap,
-    empty_cells,
-    fix_empty_cells_forest,
-    pair_marginals,
-    reference_mask,
-    solve_compact,
-)
+from marg.learners.dcc import DCC
+from marg.learners.features.pairwise import PairwiseFeatureMap
+from marg.learners.minimax.empty_cells import empty_cells, fix_empty_cells_forest
+from marg.learners.minimax.forest import ForestOracle
+from marg.learners.minimax.forest_lp import solve_compact
+from marg.learners.minimax.gauge import reference_mask
+from marg.learners.minimax.worst_case import pair_marginals
 from marg.learners.mrc import MRC
 from marg.learners.structure import UnionFind, max_spanning_forest, pair_weights
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
+from tests.helpers.quantities import blocks_of, tau_of
 from tests.conftest import check_malformed_models
 
 N = 300.0
@@ -471,11 +469,11 @@ def test_worst_case_distribution_from_compact_duals():
         levels, K = [3, 2, 3, 2][: 3 + t % 2], 2 + t % 2
         cb, S, p = make_problem(rng, levels, K)
         d = len(levels)
-        blocks = list(S.blocks)
+        blocks = list(blocks_of(S))
         cand = list(itertools.combinations(range(d), 2))
         full = PairwiseFeatureMap(blocks, list(range(d)), cand)
         tau = np.zeros((K, full.dim))
-        tau[:, : full.nodes.dim] = S.tau
+        tau[:, : full.nodes.dim] = tau_of(S)
         for e, (i, j) in enumerate(cand):
             tau[:, full.edge_columns(e)] = np.transpose(S.joint((f"f{i}", f"f{j}", "y")), (2, 0, 1)).reshape(K, -1)
         lam = np.zeros_like(tau)
@@ -553,7 +551,7 @@ def test_first_order_summary_gives_the_mrc():
     cb, S, p = make_problem(rng, [3, 2, 2], 2)
     first = Summary.from_tables(cb, [t for t in S.tables if len(t.clique) <= 2])
     m = DCC(s=0.0).fit(first)
-    assert m.edges_ == [] and m.pmap_.n_edges == 0
+    assert m.edges_ == [] and m.map_.n_edges == 0
     assert abs(m.worst_case_error_ - MRC(s=0.0, solver="full").fit(first).worst_case_error_) <= 1e-7
 
 
@@ -561,7 +559,7 @@ def test_feature_subset():
     rng = np.random.default_rng(43)
     cb, S, p = make_problem(rng, [3, 2, 3, 2], 2)
     m = DCC(s=0.0, features=["f0", "f2", "f3"]).fit(S)
-    assert m.feature_names_ == ["f0", "f2", "f3"]
+    assert m.feature_names_in_ == ["f0", "f2", "f3"]
     assert all(a != "f1" and b != "f1" for a, b in m.edges_)
     q = p.sum(axis=1)  # the joint of (f0, f2, f3, y)
     E = [(["f0", "f2", "f3"].index(a), ["f0", "f2", "f3"].index(b)) for a, b in m.edges_]

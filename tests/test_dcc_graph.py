@@ -18,19 +18,16 @@ import json
 import numpy as np
 import pytest
 
-from marg.learners.dcc import (
-    DCC,
-    ForestOracle,
-    PairwiseFeatureMap,
-    common_constant,
-    empty_cells,
-    reference_mask,
-    solve_compact,
-    solve_local,
-)
+from marg.learners.dcc import DCC
+from marg.learners.features.pairwise import PairwiseFeatureMap
+from marg.learners.minimax.empty_cells import empty_cells
+from marg.learners.minimax.forest import ForestOracle
+from marg.learners.minimax.forest_lp import solve_compact
+from marg.learners.minimax.gauge import common_constant, reference_mask
+from marg.learners.minimax.local import solve_local
 from marg.learners.structure import UnionFind
 from marg.errors import InputError
-from test_dcc import brute_force_R, domain, edge_indices, make_problem, rule_worst_case
+from tests.test_dcc import brute_force_R, domain, edge_indices, make_problem, rule_worst_case
 
 
 def spanning_trees(n, edges):
@@ -85,16 +82,15 @@ def test_local_bound_between_true_minimax_and_spanning_trees(K, s):
 
 def _lp_inputs(S, edges, s=0.0):
     """The map, τ, λ, LP columns and empty cells the DCC builds for these node-index edges."""
-    est = DCC(s=s)
-    blocks = est._node_blocks(S)
-    cols = [S.codebook.index(b.name) for b in blocks]
-    node_psi = np.concatenate([np.arange(b.offset, b.offset + b.size) for b in blocks]).astype(np.int64)
-    pm = PairwiseFeatureMap(blocks, cols, edges)
-    from marg.learners.calibration import confidence_lambda
-    from marg.learners.dcc import cell_columns
+    from marg.learners.calibration import map_lambda
+    from marg.learners.features.blocks import node_blocks
+    from marg.learners.features.statistics import map_moments
 
-    tau, std, noise = DCC._statistics(S, pm, node_psi)
-    lam = confidence_lambda(std, noise, float(S.n), s=s, coverage=0.95, tau=tau, binary=cell_columns(pm))
+    blocks = node_blocks(S.codebook)
+    pm = PairwiseFeatureMap(blocks, [b.column for b in blocks], edges)
+    m = map_moments(S, pm)
+    tau = m.tau
+    lam = map_lambda(m, pm, s=s, coverage=0.95)
     empty = empty_cells(pm, tau, lam)
     mask = ~empty
     if not np.any(lam > 0):

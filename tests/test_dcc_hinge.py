@@ -20,7 +20,7 @@ from scipy.optimize import linprog
 
 from marg.learners.dcc import DCC
 from marg.errors import InputError
-from test_dcc import brute_force_R, domain, edge_indices, make_problem, marginal_constraints, random_cases, rule_worst_case
+from tests.test_dcc import brute_force_R, domain, edge_indices, make_problem, marginal_constraints, random_cases, rule_worst_case
 
 S_Y = np.array([-1.0, 1.0])
 
@@ -62,7 +62,7 @@ def test_hinge_certificate_equals_brute_force(s, edge_weight):
         # predict: sign f, ties (f = 0) to the naive-Bayes choice
         F = m.decision_function(X)
         tie = np.abs(f) <= 1e-9 * np.maximum(1.0, np.abs(F).max(axis=1))
-        tb = m.pmap_.psi(X) @ m.nb_logp_.T + np.log(m.prior_)
+        tb = m.map_.psi(X) @ m.nb_logp_.T + np.log(m.prior_)
         assert np.array_equal(m.predict(X), np.where(tie, tb.argmax(axis=1), (f > 0).astype(int)))
         assert m.worst_case_error_ == m.iterations_[-1]
         if s == 0.0:
@@ -76,7 +76,7 @@ def test_hinge_unseen_cells_score_as_main_effects():
         cb, S, p = make_problem(rng, [3, 3, 2], 2, sparsity=0.5)
         m = DCC(s=0.0, loss="hinge").fit(S)
         both = (m.tau_ + m.lambda_ <= 0).all(axis=0)
-        nd = m.pmap_.nodes.dim
+        nd = m.map_.nodes.dim
         assert np.all(m.f_[nd:][both[nd:]] == 0.0)
         assert np.allclose(m.f_, m.mu_[1] - m.mu_[0])
 

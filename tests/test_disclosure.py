@@ -106,3 +106,38 @@ def test_dp_tables_are_not_checked():
     noisy, _ = privatize(exact, epsilon=1.0, codebook=cb)
     out, sup = apply_min_cell(noisy)
     assert sup == [] and all(a is b for a, b in zip(out, noisy))
+
+
+def test_exact_releases_do_not_reveal_one_patient_or_where_cells_were_suppressed(tmp_path):
+    """Two exact exports of a dataset that changed by one patient would reveal that patient: the
+    second is refused (nothing written); a suppressing export says how many cells, not where."""
+    from typer.testing import CliRunner
+
+    from marg.cli.main import app
+    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from marg.protocols.bundle import Bundle
+
+    def run(*a):
+        return CliRunner().invoke(app, [str(x) for x in a])
+
+    schema = tmp_path / "codebook.json"
+    demo_codebook().save(schema)
+    cols = generate(400, SITES[0], seed=9)
+    write_csv(tmp_path / "all.csv", cols, slice(0, 400))
+    write_csv(tmp_path / "less.csv", cols, slice(0, 399))
+    led = tmp_path / "ledger"
+    r = run("export", tmp_path / "all.csv", "--schema", schema, "--site", "north", "--out", tmp_path / "a.bundle",
+            "--stats", "first", "--min-cell", "5", "--min-cell-policy", "suppress", "--ledger", led)
+    assert r.exit_code == 0, r.output
+    header = Bundle.from_bytes((tmp_path / "a.bundle").read_bytes()).header
+    sup = header.get("suppressed_cells")
+    assert isinstance(sup, dict) and all(isinstance(v, int) and v > 0 for v in sup.values())
+    r = run("export", tmp_path / "less.csv", "--schema", schema, "--site", "north", "--out", tmp_path / "b.bundle",
+            "--stats", "first", "--min-cell", "1", "--ledger", led)
+    assert r.exit_code == 1 and "would reveal the difference" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "b.bundle").exists() and len((led / "ledger.jsonl").read_text().splitlines()) == 1
+    # the same data again (nothing to difference) and a DP release of the changed data pass
+    assert run("export", tmp_path / "all.csv", "--schema", schema, "--site", "north", "--out", tmp_path / "c.bundle",
+               "--stats", "first", "--min-cell", "5", "--min-cell-policy", "suppress", "--ledger", led).exit_code == 0
+    assert run("export", tmp_path / "less.csv", "--schema", schema, "--site", "north", "--out", tmp_path / "d.bundle",
+               "--stats", "first", "--epsilon", "1", "--ledger", led).exit_code == 0

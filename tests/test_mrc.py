@@ -15,16 +15,20 @@ import pytest
 from scipy.optimize import linprog
 from scipy.stats import beta, norm
 
-from marg.learners.calibration import bonferroni_z, confidence_lambda, summary_lambda
-from marg.learners.featuremap import FeatureMap
+from marg.learners.calibration import bonferroni_z, confidence_lambda
+from marg.learners.features.blocks import FeatureMap
 from marg.learners.dcc import DCC
 from marg.learners.mrc import MRC
 from tests.conftest import check_malformed_models
-from marg.learners.mrc_lp import FirstOrderOracle, MinimaxLP, generate_rows, label_subsets, solve_full
+from marg.learners.minimax.drivers import solve_full
+from marg.learners.minimax.problem import label_subsets
+from marg.learners.minimax.rows import MinimaxLP, generate_rows
+from marg.learners.minimax.separation import FirstOrderOracle
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
+from tests.helpers.quantities import blocks_of, psi_dim_of, tau_of, tau_std_of, lam_of
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -65,8 +69,8 @@ def make_problem(rng, levels, K, numeric=(), n=300.0, sparsity=0.0):
 def domain_phi(summary):
     """All domain points: list of (codes row for X, Ψ(x) vector)."""
     cb = summary.codebook
-    blocks = summary.blocks
-    D = summary.psi_dim
+    blocks = blocks_of(summary)
+    D = psi_dim_of(summary)
     choices = []
     for b in blocks:
         if b.kind == "onehot":
@@ -161,7 +165,7 @@ def test_R_matches_brute_force_joint_lp(s, solver, formulation):
     for rng, levels, K, _ in random_cases(12, seed=11 if s is None else int(100 * s) + 1):
         cb, S, p = make_problem(rng, levels, K, sparsity=0.15)
         m = MRC(s=s, solver=solver, formulation=formulation, eps=0.0, n_max=1, k_max=100).fit(S)
-        R = brute_force_R(S, S.tau, m.lambda_)
+        R = brute_force_R(S, tau_of(S), m.lambda_)
         assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
         if s == 0.0:
             assert np.all(m.lambda_ == 0.0)
@@ -176,7 +180,7 @@ def test_R_matches_brute_force_with_numeric_features(solver, formulation):
         cb, S, p = make_problem(rng, levels[:3], K, numeric=num)
         for s in (0.0, 0.5):
             m = MRC(s=s, solver=solver, formulation=formulation, eps=0.0, n_max=1, k_max=100).fit(S)
-            R = brute_force_R(S, S.tau, m.lambda_)
+            R = brute_force_R(S, tau_of(S), m.lambda_)
             assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
 
 
@@ -187,10 +191,10 @@ def test_solver_on_arrays_with_arbitrary_lambda(formulation):
     for t in range(6):
         K = 2 + t % 2
         cb, S, p = make_problem(rng, [3, 2, 3][: 1 + t % 3], K)
-        lam = rng.uniform(0.0, 0.03, size=S.tau.shape)
-        fmap = FeatureMap(S.blocks, list(range(len(S.blocks))))
-        sol = solve_full(fmap, S.tau, lam, formulation=formulation)
-        R = brute_force_R(S, S.tau, lam)
+        lam = rng.uniform(0.0, 0.03, size=tau_of(S).shape)
+        fmap = FeatureMap(blocks_of(S), list(range(len(blocks_of(S)))))
+        sol = solve_full(fmap, tau_of(S), lam, formulation=formulation)
+        R = brute_force_R(S, tau_of(S), lam)
         assert abs(sol.value - R) <= 1e-6
         assert sol.converged
 
@@ -201,7 +205,7 @@ def test_randomized_rule_attains_R_and_deterministic_rule_within_twice():
     for t in range(6):
         cb, S, p = make_problem(rng, [3, 2, 2][: 1 + t % 3], 2 + t % 2)
         m = MRC(s=0.5 if t % 2 else 0.0, solver="full").fit(S)
-        wc = worst_case_error_of_rule(S, S.tau, m.lambda_, m)
+        wc = worst_case_error_of_rule(S, tau_of(S), m.lambda_, m)
         assert abs(wc - m.worst_case_error_) <= 1e-6, (wc, m.worst_case_error_)
 
 
@@ -244,10 +248,10 @@ def test_dual_is_a_distribution_matching_the_box():
     for t in range(4):
         K = 2 + t % 2
         cb, S, p = make_problem(rng, [3, 2, 3], K)
-        fmap = FeatureMap(S.blocks, [0, 1, 2])
-        lam = np.full(S.tau.shape, 0.01)
-        lp = MinimaxLP((S.tau - lam).ravel(), (S.tau + lam).ravel(), 1e3)
-        lp.add_columns(np.arange(S.tau.size))
+        fmap = FeatureMap(blocks_of(S), [0, 1, 2])
+        lam = np.full(tau_of(S).shape, 0.01)
+        lp = MinimaxLP((tau_of(S) - lam).ravel(), (tau_of(S) + lam).ravel(), 1e3)
+        lp.add_columns(np.arange(tau_of(S).size))
         orc = FirstOrderOracle(fmap, K)
         lp.add_rows(orc.covering_cuts())
         res = generate_rows(lp, orc)
@@ -263,10 +267,10 @@ def test_row_generation_lp_add_remove_in_place():
     re-adding columns returns to it; row generation then re-converges to the same value."""
     rng = np.random.default_rng(6)
     cb, S, p = make_problem(rng, [3, 2, 3, 2], 3)
-    K, D = S.tau.shape
-    fmap = FeatureMap(S.blocks, [0, 1, 2, 3])
-    lam = np.full(S.tau.shape, 0.02)
-    lp = MinimaxLP((S.tau - lam).ravel(), (S.tau + lam).ravel(), 1e3)
+    K, D = tau_of(S).shape
+    fmap = FeatureMap(blocks_of(S), [0, 1, 2, 3])
+    lam = np.full(tau_of(S).shape, 0.02)
+    lp = MinimaxLP((tau_of(S) - lam).ravel(), (tau_of(S) + lam).ravel(), 1e3)
     lp.add_columns(np.arange(K * D))
     orc = FirstOrderOracle(fmap, K)
     lp.add_rows(orc.covering_cuts())
@@ -308,18 +312,18 @@ def test_predict_proba_and_predict_consistency():
     pred = m.predict(X)
     assert np.array_equal(pred[~tied], np.argmax(F, axis=1)[~tied])  # the argmax rule …
     assert np.all(F[tied, pred[tied]] >= top[tied, 0] - 1e-9)  # … ties to a maximal label …
-    tb = m.fmap_.psi(X) @ m.nb_logp_.T + np.log(m.prior_)
+    tb = m.map_.psi(X) @ m.nb_logp_.T + np.log(m.prior_)
     for r in np.flatnonzero(tied):  # … of largest naive-Bayes score
         cands = np.flatnonzero(F[r] >= top[r, 0] - 1e-9 * max(1.0, abs(top[r, 0])))
         assert pred[r] == cands[np.argmax(tb[r, cands])]
     # decision_function = Φ(x, y)ᵀμ with Φ built explicitly (numeric values clipped to [lo, hi])
     Xc = X.copy()
     Xc[:, 3] = np.clip(Xc[:, 3], 0.0, 5.0)
-    psi = np.zeros((50, S.psi_dim))
+    psi = np.zeros((50, psi_dim_of(S)))
     for r in range(50):
         for i in range(3):
-            psi[r, S.blocks[i].offset + int(X[r, i])] = 1.0
-        psi[r, S.blocks[3].offset] = Xc[r, 3]
+            psi[r, blocks_of(S)[i].offset + int(X[r, i])] = 1.0
+        psi[r, blocks_of(S)[3].offset] = Xc[r, 3]
     assert np.allclose(F, psi @ m.mu_.T)
     # rule (6): probabilities proportional to (score − φ)+
     h = np.maximum(F - m.phi_, 0.0)
@@ -335,14 +339,14 @@ def test_empty_cells_are_impossible_not_errors():
     for t in range(8):
         cb, S, p = make_problem(rng, [3, 3], 2 + t % 2, sparsity=0.45)
         m = MRC(s=0.0, solver="full").fit(S)
-        R = brute_force_R(S, S.tau, m.lambda_)
+        R = brute_force_R(S, tau_of(S), m.lambda_)
         assert abs(m.worst_case_error_ - R) <= 1e-6
-        assert np.array_equal(m.impossible_, (S.tau + m.lambda_) <= 0)
+        assert np.array_equal(m.impossible_, (tau_of(S) + m.lambda_) <= 0)
         for y, j in zip(*np.nonzero(m.impossible_)):
-            blk = next(b for b in S.blocks if b.offset <= j < b.offset + b.size)
-            if (S.tau[:, j] > 0).any():  # a level seen with another label
+            blk = next(b for b in blocks_of(S) if b.offset <= j < b.offset + b.size)
+            if (tau_of(S)[:, j] > 0).any():  # a level seen with another label
                 found += 1
-                i = S.blocks.index(blk)
+                i = blocks_of(S).index(blk)
                 X = np.zeros((3, 2))
                 X[:, i] = j - blk.offset
                 X[:, 1 - i] = np.arange(3)
@@ -362,7 +366,7 @@ def test_empty_cells_keep_gives_same_R_and_leaves_mu():
         assert abs(veto.worst_case_error_ - keep.worst_case_error_) <= 1e-9
         assert np.array_equal(veto.impossible_, keep.impossible_)
         assert np.all(np.abs(keep.mu_[keep.impossible_]) < veto.bound_ / 2)  # no −B in keep mode
-        assert np.all(veto.mu_[veto.impossible_ & (S.tau.sum(axis=0, keepdims=True) > 0)] == -veto.bound_)
+        assert np.all(veto.mu_[veto.impossible_ & (tau_of(S).sum(axis=0, keepdims=True) > 0)] == -veto.bound_)
 
 
 @pytest.mark.parametrize("formulation", ["compact", "rows"])
@@ -381,9 +385,9 @@ def test_feature_subset_equals_marginal_problem():
     cb, S, p = make_problem(rng, [3, 2, 3], 2)
     m = MRC(s=0.0, features=["f0", "f2"], solver="full").fit(S)
     sub = S.restrict(["f0", "f2"])
-    R = brute_force_R(sub, sub.tau, np.zeros_like(sub.tau))
+    R = brute_force_R(sub, tau_of(sub), np.zeros_like(tau_of(sub)))
     assert abs(m.worst_case_error_ - R) <= 1e-6
-    assert m.feature_names_ == ["f0", "f2"]
+    assert m.feature_names_in_ == ["f0", "f2"]
     X = np.array([[0, 1, 2], [2, 0, 1]], dtype=float)
     Xs = X[:, [0, 2]]
     m2 = MRC(s=0.0, solver="full").fit(sub)
@@ -447,18 +451,18 @@ def test_bonferroni_z_gives_simultaneous_coverage():
 def test_lambda_formula_and_overrides():
     rng = np.random.default_rng(0)
     cb, S, p = make_problem(rng, [3, 2], 2)
-    lam = summary_lambda(S)
-    z = bonferroni_z(0.95, S.tau.size)
+    lam = lam_of(S)
+    z = bonferroni_z(0.95, tau_of(S).size)
     # one-hot entries: the symmetric cover of the Clopper–Pearson interval at α' = 0.05/m
-    a = 0.05 / S.tau.size
-    k = S.tau * S.n
+    a = 0.05 / tau_of(S).size
+    k = tau_of(S) * S.n
     lo, hi = beta.ppf(a / 2, k, S.n - k + 1), beta.ppf(1 - a / 2, k + 1, S.n - k)
-    assert np.allclose(lam, np.maximum(S.tau - lo, hi - S.tau))
+    assert np.allclose(lam, np.maximum(tau_of(S) - lo, hi - tau_of(S)))
     # ... a little wider than the normal interval at these counts (n = 300, τ ≥ 0.06)
-    wald = z * np.sqrt(S.tau * (1 - S.tau)) / np.sqrt(S.n)
+    wald = z * np.sqrt(tau_of(S) * (1 - tau_of(S))) / np.sqrt(S.n)
     assert np.all((wald <= lam) & (lam <= 1.35 * wald))
-    assert np.all(summary_lambda(S, s=0.0) == 0.0)
-    ts, ns = S.tau_std, np.full(S.tau.shape, 0.002)
+    assert np.all(lam_of(S, s=0.0) == 0.0)
+    ts, ns = tau_std_of(S), np.full(tau_of(S).shape, 0.002)
     lam2 = confidence_lambda(ts, ns, S.n, s=0.3)
     assert np.allclose(lam2, 0.3 * ts / np.sqrt(S.n) + z * 0.002)
     with pytest.raises(InputError, match="s must be"):
@@ -495,10 +499,10 @@ def test_empty_cells_are_not_ruled_out_by_the_calibrated_box():
     X = np.array([[0, 0], [1, 1], [2, 0], [0, 1]] * 5, dtype=float)
     y = np.array([0, 1] * 10)
     S = Summary.from_rows(cb, X, y)
-    assert np.any(S.tau == 0)
-    lam = summary_lambda(S)
-    assert np.all(lam[S.tau == 0] > 0.1)
-    assert np.all(summary_lambda(S, s=0.0)[S.tau == 0] == 0)
+    assert np.any(tau_of(S) == 0)
+    lam = lam_of(S)
+    assert np.all(lam[tau_of(S) == 0] > 0.1)
+    assert np.all(lam_of(S, s=0.0)[tau_of(S) == 0] == 0)
     assert not MRC().fit(S).ruled_out_.any()
 
 
@@ -548,7 +552,7 @@ def test_featuremap_psi_phi():
 
 def test_rules_shared_by_mrc_and_dcc():
     """Rule (6) sums to one, is uniform where every score is ≤ φ, and is proportional to (score − φ)₊ elsewhere."""
-    from marg.learners.rules import argmax_rule, randomized_rule
+    from marg.learners.minimax.rules import argmax_rule, randomized_rule
 
     rng = np.random.default_rng(3)
     S = rng.normal(size=(50, 4))

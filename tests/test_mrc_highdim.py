@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from marg.learners.calibration import confidence_lambda
-from marg.learners.featuremap import FeatureMap
+from marg.learners.features.blocks import FeatureMap
 from marg.learners.mrc import MRC
-from marg.learners.mrc_lp import SplitPricer, label_subsets, solve_cg, solve_full
+from marg.learners.minimax.drivers import solve_cg, solve_full
+from marg.learners.minimax.pricing import SplitPricer
+from marg.learners.minimax.problem import label_subsets
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
 

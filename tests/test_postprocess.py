@@ -20,6 +20,7 @@ from marg.marginals.postprocess import (
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
 from marg.marginals.tables import count_tables, plan_cliques
+from tests.helpers.quantities import Q_of
 
 
 def _cb(levels=(3, 2, 4, 2)):
@@ -62,7 +63,7 @@ def test_postprocessed_tables_are_consistent_nonnegative_and_share_the_total(see
     # the learner can build its Summary and Q from the result
     s = Summary.from_tables(cb, out)
     assert s.n == pytest.approx(n_hat)
-    assert np.all(np.linalg.eigvalsh(nearest_psd(s.Q)) >= -1e-10)
+    assert np.all(np.linalg.eigvalsh(nearest_psd(Q_of(s))) >= -1e-10)
 
 
 def test_exact_tables_pass_unchanged_and_anchor_noisy_ones():
@@ -193,9 +194,9 @@ def test_noisy_q_is_indefinite_and_projection_fixes_it():
     found_indefinite = False
     for seed in range(6):
         _, _, noisy = _noisy(seed, epsilon=0.5, n=300, cb=cb)
-        Q = Summary.from_tables(cb, noisy, postprocess=False).Q
+        Q = Q_of(Summary.from_tables(cb, noisy, postprocess=False))
         found_indefinite |= np.linalg.eigvalsh((Q + Q.T) / 2).min() < -1e-6
-        Qp = nearest_psd(Summary.from_tables(cb, postprocess_tables(noisy)).Q)
+        Qp = nearest_psd(Q_of(Summary.from_tables(cb, postprocess_tables(noisy))))
         assert np.linalg.eigvalsh(Qp).min() >= -1e-10
     assert found_indefinite
 

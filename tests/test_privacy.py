@@ -16,10 +16,10 @@ import opendp.prelude as dp
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError, RefusedError
 from marg.marginals.noise import cell_noise_std, gaussian_std, laplace_std
+from marg.marginals.allocation import half_split_weights
 from marg.marginals.privacy import (
     PrivacyCost,
     check_budget,
-    default_weights,
     plan_cost,
     privatize,
     read_budget,
@@ -93,7 +93,11 @@ def test_empirical_std_of_released_counts_matches_record(kw, discrete_vs_cont):
     assert rec.std == pytest.approx(discrete_vs_cont[0], rel=1e-9)
     # The two candidate stds differ by > 4 %; the estimate's relative SE is < 1 %.
     assert abs(discrete_vs_cont[0] - discrete_vs_cont[1]) / discrete_vs_cont[0] > 0.04
-    kurt = 6.0 if "epsilon" in kw else 3.0
+    # the std estimate's SE needs the kurtosis of the discrete noise, from its exact pmf
+    k = np.arange(-200, 201, dtype=float)
+    pmf = np.exp(-np.abs(k) / rec.scale) if "epsilon" in kw else np.exp(-k * k / (2 * rec.scale**2))
+    pmf /= pmf.sum()
+    kurt = float(np.sum(pmf * k**4) / np.sum(pmf * k**2) ** 2)
     se = rec.std * math.sqrt((kurt - 1.0) / (4.0 * x.size))
     assert abs(x.std() - rec.std) < 5 * se
     assert abs(x.mean()) < 5 * rec.std / math.sqrt(x.size)
@@ -196,16 +200,34 @@ def test_composition_over_tables_sums_to_requested_budget(kw):
     assert plan_cost(plan_cliques(cb, "all"), cb, **kw) == cost
 
 
-def test_default_weights_give_first_order_tables_half_and_custom_weights_are_followed():
-    cb = _codebook(levels=(2, 2, 2, 2), numeric=False)
+def test_least_squares_split_minimises_the_objective_weighted_noise_half_is_the_default_and_custom_weights_are_followed():
+    cb = _codebook(levels=(2, 3, 2, 4), numeric=False)
     X, y = _data(cb, 200, 2)
     tables = count_tables(cb, X, y, plan_cliques(cb, "all"))  # 1 + 4 first-order, 6 pairs
-    w = default_weights(tables, "y")
+    sizes = np.array([t.counts.size for t in tables], dtype=float)
+    orders = np.array([len(t.clique) - 1 for t in tables], dtype=float)  # features besides the label
+    c = sizes * 4.0 ** (-2 * orders)  # p = 4 features: a cell's weight in an objective is p^-order
+    for mech, kw, root in (("laplace", {"epsilon": 2.0}, np.cbrt), ("gaussian", {"rho": 0.5}, np.sqrt)):
+        noisy, cost = privatize(tables, codebook=cb, weights="least-squares", **kw)
+        share = np.array([t.noise.epsilon if mech == "laplace" else t.noise.rho for t in noisy])
+        np.testing.assert_allclose(share, list(kw.values())[0] * root(c) / root(c).sum(), rtol=1e-9)
+        # optimality: no other split of the same total has a smaller sum of c_T * var_T
+        var = np.array([t.noise.std for t in noisy]) ** 2
+        best = float(np.sum(c * var))
+        rng = np.random.default_rng(0)
+        for _ in range(20):
+            w = share * np.exp(0.3 * rng.standard_normal(share.size))
+            alt, _ = privatize(tables, codebook=cb, weights=w, **kw)
+            assert float(np.sum(c * np.array([t.noise.std for t in alt]) ** 2)) >= best * (1 - 1e-6)
+        assert plan_cost(plan_cliques(cb, "all"), cb, weights="least-squares", **kw) == cost
+    # the default, the half split: first-order tables share half, equally within each kind
+    w = half_split_weights(tables, "y")
     first = np.array([len(t.clique) <= 2 for t in tables])
     assert w[first].sum() == pytest.approx(0.5) and w[~first].sum() == pytest.approx(0.5)
     noisy, cost = privatize(tables, epsilon=2.0, codebook=cb)
-    eps = np.array([t.noise.epsilon for t in noisy])
-    np.testing.assert_allclose(eps, 2.0 * w, rtol=1e-12)
+    np.testing.assert_allclose([t.noise.epsilon for t in noisy], 2.0 * w, rtol=1e-12)
+    with pytest.raises(InputError, match="unknown allocation 'fair'"):
+        privatize(tables, epsilon=2.0, codebook=cb, weights="fair")
     # custom weights by clique: shares proportional to them
     custom = {t.clique: (3.0 if len(t.clique) == 3 else 1.0) for t in tables}
     noisy, cost = privatize(tables, epsilon=2.0, weights=custom, codebook=cb)
@@ -213,10 +235,6 @@ def test_default_weights_give_first_order_tables_half_and_custom_weights_are_fol
     wts = np.array([custom[t.clique] for t in tables])
     np.testing.assert_allclose(eps, 2.0 * wts / wts.sum(), rtol=1e-12)
     assert cost.epsilon == pytest.approx(2.0, rel=1e-12)
-    # only first-order tables → all of the budget to them, equally
-    ft = [t for t in tables if len(t.clique) <= 2]
-    noisy, _ = privatize(ft, epsilon=1.0, codebook=cb)
-    np.testing.assert_allclose([t.noise.epsilon for t in noisy], 1.0 / len(ft), rtol=1e-12)
 
 
 def test_privatize_refuses_bad_input():

@@ -28,6 +28,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
+from tests.helpers.quantities import Q_of, d_of
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -301,7 +302,7 @@ def test_min_norm_solver_optimality():
     rng = np.random.default_rng(3)
     for kind, sizes, P in PROBLEMS[:10]:
         S = summary_from_joint(P)
-        Q, d = S.Q, S.d()
+        Q, d = Q_of(S), d_of(S)
         z = min_norm_solve(Q, d)
         lam, V = psd_eigh(Q)
         null = V[:, lam <= 1e-10 * lam.max()]
@@ -359,7 +360,7 @@ def test_rules_sign_and_rule7():
         Xi = domain(sizes)
         px = P.sum(axis=-1).reshape(-1)
         W = onehot(Xi, sizes)
-        assert np.allclose(W.T @ (px * 2 * f), S.d(), atol=1e-10)
+        assert np.allclose(W.T @ (px * 2 * f), d_of(S), atol=1e-10)
 
 
 def test_reference_coding_and_ridge():
@@ -388,7 +389,7 @@ def test_separable_lp_uses_the_whole_solution_set():
     P[2, :, :] = 0.0  # level 2 of x0 never occurs
     P /= P.sum()
     S = summary_from_joint(P)
-    Q, d = S.Q, S.d()
+    Q, d = Q_of(S), d_of(S)
     q1 = S.prior[1]
     Qc, dc, const, p = center_problem(Q, d, q1)
     lam, V = psd_eigh(Qc)
@@ -414,8 +415,8 @@ def test_summary_q_d_equal_rows():
     cb = make_codebook(sizes)
     S = Summary.from_rows(cb, X.astype(float), y, stats="all")
     W = onehot(X, sizes)
-    assert np.allclose(S.Q, W.T @ W / n)
-    assert np.allclose(S.d(), W.T @ (2 * y - 1) / n)
+    assert np.allclose(Q_of(S), W.T @ W / n)
+    assert np.allclose(d_of(S), W.T @ (2 * y - 1) / n)
     # and the fitted γ is the in-sample least-squares MSE of C on [1, W]
     m = RenyiClassifier().fit(S)
     A = np.column_stack([np.ones(n), W])
@@ -458,9 +459,9 @@ def test_json_roundtrip_and_errors():
     m2 = RenyiClassifier.from_dict(json.loads(json.dumps(m.to_dict())))
     Xs = domain(sizes).astype(float)
     assert np.array_equal(m.predict_proba(Xs), m2.predict_proba(Xs))
-    assert m2.worst_case_error_ == m.worst_case_error_ and m2.features_ == m.features_
+    assert m2.worst_case_error_ == m.worst_case_error_ and m2.feature_names_in_ == m.feature_names_in_
     bad = m.to_dict()
-    bad["z"] = [[0.0]]
+    bad["state"]["z"] = [[0.0]]
     with pytest.raises(InputError, match="malformed"):
         RenyiClassifier.from_dict(bad)
     with pytest.raises(InputError, match="not fitted"):
@@ -480,7 +481,7 @@ def test_json_roundtrip_and_errors():
     Sr = Summary.from_rows(cb, Xr, np.array([0, 1, 1, 0]), stats="all")
     with pytest.raises(InputError, match="'age'"):
         RenyiClassifier().fit(Sr)
-    assert RenyiClassifier(features=["a"]).fit(Sr).features_ == ["a"]
+    assert RenyiClassifier(features=["a"]).fit(Sr).feature_names_in_ == ["a"]
 
 
 def test_feature_subset_equals_subcodebook_fit_and_empty():
@@ -497,6 +498,37 @@ def test_feature_subset_equals_subcodebook_fit_and_empty():
     q = S.prior[1]
     assert e.gamma_[0] == pytest.approx(q * (1 - q)) and e.hgr_lower_bound_[0] == 0.0
     assert np.allclose(e.decision_function(Xs), q - 0.5)
+
+
+def test_default_features_are_those_whose_pairs_were_all_released():
+    """Round 2 of the two-round protocol released the pairs of some features only: Rényi (and
+    the selection problem) fit on exactly those, equal to asking for them by name, and say
+    which were left out; pairs that miss one of their own features' pairs, or no pair at all,
+    are one-line errors naming what is missing."""
+    from itertools import combinations
+
+    from marg.learners.selection import selection_problem
+    from tests.conftest import random_codebook, random_rows
+
+    rng = np.random.default_rng(5)
+    cb = random_codebook(rng, n_features=5)
+    X, y = random_rows(rng, cb, 400)
+    req = ["f1", "f3", "f4"]
+    S = Summary.from_rows(cb, X, y, "pairs", list(combinations(req, 2)))
+    m = RenyiClassifier().fit(S)
+    named = RenyiClassifier(features=req).fit(S)
+    assert m.feature_names_in_ == req and m.unpaired_ == ["f0", "f2"] and named.unpaired_ == []
+    np.testing.assert_array_equal(m.z_, named.z_)
+    assert m.report()["unpaired_features"] == ["f0", "f2"]
+    assert RenyiClassifier.from_dict(json.loads(json.dumps(m.to_dict()))).unpaired_ == ["f0", "f2"]
+    assert selection_problem(S).names == req
+    full = RenyiClassifier().fit(Summary.from_rows(cb, X, y, "all"))
+    assert full.feature_names_in_ == cb.feature_names and full.unpaired_ == []
+    gappy = Summary.from_rows(cb, X, y, "pairs", [("f1", "f3"), ("f3", "f4")])
+    with pytest.raises(InputError, match=r"^Q needs the pair table of 'f1' and 'f4' \(the 3 features of the released"):
+        RenyiClassifier().fit(gappy)
+    with pytest.raises(InputError, match=r"first-order tables only; export with --stats all, or run the two-round"):
+        RenyiClassifier().fit(Summary.from_rows(cb, X, y, "first"))
 
 
 def test_real_dataset_house_votes():

@@ -1,6 +1,7 @@
 """The Rényi certificate under DP noise: the noise std of γ̂(z, b) and the widened certificate."""
 
 import numpy as np
+import pytest
 
 from marg.learners.renyi import RenyiClassifier, noise_sd
 from marg.marginals.privacy import privatize
@@ -35,7 +36,7 @@ def test_gamma_formula_matches_the_fit():
     y = ((X[:, 0] + X[:, 1] + rng.integers(0, 2, 800)) > 2).astype(int)
     s = Summary.from_rows(cb, X, y, stats="all")
     m = RenyiClassifier().fit(s)
-    assert abs(gamma_at(s, m.features_, m.sizes_, m.z_[0], m.intercept_[0]) - m.gamma_[0]) < 1e-10
+    assert abs(gamma_at(s, m.feature_names_in_, m.sizes_, m.z_[0], m.intercept_[0]) - m.gamma_[0]) < 1e-10
     assert m.noise_margin_[0] == 0.0 and not m.certificate_approximate_
 
 
@@ -46,7 +47,7 @@ def test_noise_sd_matches_empirical_std_over_releases():
     y = ((X[:, 0] + X[:, 2] + rng.integers(0, 2, 3000)) > 2).astype(int)
     exact = count_tables(cb, X, y, plan_cliques(cb, "all"))
     m = RenyiClassifier().fit(Summary(cb, exact))
-    z, b, names, sizes = m.z_[0], m.intercept_[0], m.features_, m.sizes_
+    z, b, names, sizes = m.z_[0], m.intercept_[0], m.feature_names_in_, m.sizes_
     vals, sds = [], []
     for _ in range(300):
         noisy, _ = privatize(exact, epsilon=2.0, codebook=cb)
@@ -70,3 +71,47 @@ def test_noisy_certificate_is_widened_and_flagged():
     assert m.worst_case_error_ >= 2 * m.gamma_[0]
     m2 = RenyiClassifier.from_dict(m.to_dict())
     assert m2.certificate_approximate_ and m2.worst_case_error_ == m.worst_case_error_
+
+
+def _dp_problem(eps, seed=5, n=3000):
+    rng = np.random.default_rng(seed)
+    cb = random_codebook(rng, n_features=6, max_levels=4)
+    X, y = random_rows(rng, cb, 2 * n)
+    y = ((X[:, 0] + X[:, 1] - X[:, 2] + rng.normal(0, 1.0, 2 * n)) > 1.5).astype(int)
+    sites = np.array_split(np.arange(n), 3)
+    tables = [privatize(count_tables(cb, X[s], y[s], plan_cliques(cb, "all")), epsilon=eps, codebook=cb)[0] for s in sites]
+    from marg.marginals.summary import sum_tables
+
+    return cb, Summary.from_tables(cb, sum_tables(tables)[0]), X[n:], y[n:]
+
+
+def test_automatic_ridge_is_zero_exact_and_set_from_the_noise_under_dp():
+    rng = np.random.default_rng(4)
+    cb = random_codebook(rng, n_features=4, max_levels=3)
+    X, y = random_rows(rng, cb, 600)
+    assert RenyiClassifier().fit(Summary.from_rows(cb, X, y, stats="all")).ridge_ == 0.0
+    cb, S, Xte, yte = _dp_problem(eps=1.0)
+    m = RenyiClassifier().fit(S)
+    lab = cb.label.name
+    # Q's pair cell P(x_i = a, x_j = b) sums the K label cells of the released (x_i, x_j, y) table;
+    # σ_Q is the root mean square of those cells' noise std over the pairs (tables differ in size,
+    # so the budget split gives them different noise)
+    from marg.learners.renyi import RIDGE_PER_NOISE
+
+    pair_std = [t.noise.std * np.sqrt(cb.n_classes) / S.n for t in S.tables if len(t.clique) == 3]
+    assert len(pair_std) == 6 * 5 // 2
+    sigma_q = np.sqrt(np.mean(np.square(pair_std)))
+    expected = RIDGE_PER_NOISE * sigma_q * np.sqrt(sum(f.n_levels for f in cb.features))
+    assert m.ridge_ == pytest.approx(expected, rel=1e-9) and m.report()["ridge"] == m.ridge_
+    majority = min(np.mean(yte), 1 - np.mean(yte))
+    assert np.mean(m.predict(Xte) != yte) <= majority
+    assert lab == "y"
+
+
+def test_falls_back_to_the_majority_when_noise_swamps_the_signal():
+    """With almost no budget the fitted rule cannot be told from the prior: it predicts the majority."""
+    cb, S, Xte, yte = _dp_problem(eps=0.002)
+    m = RenyiClassifier().fit(S)
+    assert m.fallback_.all()
+    pred = m.predict(Xte)
+    assert np.unique(pred).size == 1 and pred[0] == int(np.argmax(S.prior))

@@ -14,6 +14,7 @@ from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle
 from marg.protocols.secagg import mask_counts, mask_tables, pair_mask, secure_sum_tables, unmask_sum, unmask_tables
+from tests.helpers.quantities import tau_of, tau_std_of, Q_of, d_of
 
 
 def _keys(names):
@@ -172,7 +173,7 @@ def test_summary_from_a_secure_round_equals_the_plain_aggregate_of_bundles():
     keys = _keys([b.site for b in bundles])
     secure = Summary.from_tables(cb, secure_sum_tables({b.site: b.tables for b in bundles}, keys, fractional_bits=20))
     assert secure.n == plain.n
-    np.testing.assert_array_equal(secure.Q, plain.Q)
-    np.testing.assert_array_equal(secure.d(), plain.d())
-    np.testing.assert_allclose(secure.tau, plain.tau, rtol=0, atol=3 * 2.0**-21 / plain.n)
-    np.testing.assert_allclose(secure.tau_std, plain.tau_std, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(Q_of(secure), Q_of(plain))
+    np.testing.assert_array_equal(d_of(secure), d_of(plain))
+    np.testing.assert_allclose(tau_of(secure), tau_of(plain), rtol=0, atol=3 * 2.0**-21 / plain.n)
+    np.testing.assert_allclose(tau_std_of(secure), tau_std_of(plain), rtol=1e-6, atol=1e-9)

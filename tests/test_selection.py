@@ -196,13 +196,6 @@ def test_gbd_equals_brute_force(K):
                 assert r.lower_bound <= val + 1e-9
 
 
-def test_gbd_scipy_master_agrees():
-    P = problem(13, p=10, informative=3)
-    a = gbd(P.Qc, P.Dc, P.sizes, max_features=3, g=20.0, solver="highspy")
-    b = gbd(P.Qc, P.Dc, P.sizes, max_features=3, g=20.0, solver="scipy")
-    assert a.support == b.support and a.status == b.status == "optimal"
-
-
 def test_fsp_lambda_equals_brute_force():
     P = problem(14, p=10, informative=3)
     for cost in (1e-3, 5e-3, 2e-2):

@@ -1,6 +1,6 @@
 """The fitted state of a 0-1 minimax risk classifier and its two classification rules.
 
-Shared by :class:`learners.mrc.MRC` and :class:`learners.dcc.DCC`: the deterministic rule
+Shared by :class:`marg.learners.mrc.MRC` and :class:`marg.learners.dcc.DCC`: the deterministic rule
 argmax_y Φ(x, y)ᵀμ and the randomized rule (6) of seed 000,
 h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊ (uniform when every term is 0), whose
 worst-case error over the uncertainty set is at most R*; the naive-Bayes tie-break of the
@@ -11,11 +11,13 @@ tie-break tables, provenance).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from marg.errors import InputError
+
+from ..base import Certificate, MarginalEstimator
 
 
 def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
@@ -73,24 +75,21 @@ def randomized_rule(scores: np.ndarray, phi: float) -> np.ndarray:
     return np.where(d > 0, h / np.where(d > 0, d, 1.0), 1.0 / K)
 
 
-class MinimaxRules:
-    """Prediction, coverage and persistence of a fitted 0-1 minimax classifier (mixin of MRC and DCC).
+class MinimaxRules(MarginalEstimator):
+    """Prediction, coverage and persistence of a fitted 0-1 minimax classifier (base of MRC and DCC).
 
-    The estimator sets ``mu_`` (K, D), ``phi_``, ``ruled_out_`` (K, D), ``prior_`` (K,) and
-    ``nb_logp_`` (K, D) when fitted and names its feature map (an object with
-    ``scores(X, mu)`` and ``psi(X)``) in the class attribute ``_score_map``.
+    The estimator sets ``mu_`` (K, D), ``phi_``, ``certificate_``, ``ruled_out_`` (K, D),
+    ``prior_`` (K,) and ``nb_logp_`` (K, D) when fitted, and its feature map (an object with
+    ``scores(X, mu)``, ``psi(X)``, ``dim`` and ``to_dict``) in ``map_``.
     """
 
-    _score_map = ""
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "mu_"):
-            raise InputError(f"this {type(self).__name__} is not fitted yet: call fit(summary) first")
+    remedies: ClassVar[tuple[str, ...]] = ()
+    """What lowers a trivial certificate, in words (the CLI's warning lists them)."""
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Scores Φ(x, y)ᵀμ, shape (n, K); X is (n, p) codes in codebook feature order."""
         self._check_fitted()
-        return getattr(self, self._score_map).scores(X, self.mu_)
+        return self.map_.scores(X, self.mu_)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,).
@@ -107,7 +106,7 @@ class MinimaxRules:
             return pred
         tied = np.flatnonzero(maximal(F).sum(axis=1) > 1)
         if tied.size:  # the tie-break scores only where they decide
-            psi = getattr(self, self._score_map).psi(np.asarray(X)[tied])
+            psi = self.map_.psi(np.asarray(X)[tied])
             tb = np.asarray(psi) @ nb.T + np.log(np.maximum(self.prior_, 1e-300))[None, :]
             pred[tied] = argmax_rule(F[tied], tb)
         return pred
@@ -125,20 +124,53 @@ class MinimaxRules:
         whichever optimal μ the solver returned.
         """
         self._check_fitted()
-        psi = getattr(self, self._score_map).psi(X)
+        psi = self.map_.psi(X)
         hits = (np.asarray(psi) != 0).astype(np.float64) @ np.asarray(self.ruled_out_, dtype=np.float64).T  # (n, K)
         return np.all(hits > 0, axis=1)
 
+    # ---------------------------------------------------------------- fitted state
+    def _set_minimax_state(self, summary: Any, fmap: Any, tau: np.ndarray, lam: np.ndarray, mu: np.ndarray,
+                           phi: float, value: float, iterations: list[float], lower: list[float],
+                           upper: list[float], n_rows: int, impossible: np.ndarray, ruled_out: np.ndarray,
+                           converged: bool, bound: float, kind: str, approximate: bool = False) -> None:
+        """Store the fitted state every minimax fit path shares."""
+        self.map_ = fmap
+        self.feature_names_in_ = list(fmap.names)
+        self.classes_ = tuple(summary.classes)
+        self.prior_ = np.asarray(summary.prior, dtype=np.float64)
+        self.nb_logp_ = naive_bayes_logp(tau, self.prior_, float(summary.n), fmap.blocks, fmap.dim)
+        self.tau_ = tau
+        self.lambda_ = lam
+        self.mu_ = mu
+        self.phi_ = float(phi)
+        self.nu_ = float(phi) + 1.0
+        self.iterations_ = [float(v) for v in iterations]
+        self.row_rounds_ = {"lower": [float(v) for v in lower], "upper": [float(v) for v in upper]}
+        self.n_rows_ = int(n_rows)
+        self.impossible_ = impossible
+        self.ruled_out_ = ruled_out
+        self.converged_ = bool(converged)
+        self.bound_ = float(bound)
+        self.fingerprint_ = str(summary.fingerprint)
+        self.n_ = float(summary.n)
+        self.certificate_ = Certificate(float(value), kind, self.coverage if self.s is None else None,
+                                        bool(approximate), len(self.classes_))
+
+    def _report(self) -> dict[str, Any]:
+        return {"iterations": [float(r) for r in self.iterations_]}
+
     # ------------------------------------------------------------------ persistence
-    def _state_dict(self) -> dict[str, Any]:
-        """The fitted minimax state as JSON-ready values (the learner adds its params and map)."""
+    def _state(self) -> dict[str, Any]:
+        """The fitted minimax state as JSON-ready values (the learner adds its map)."""
+        c = self.certificate_
         return {
             "fingerprint": self.fingerprint_,
             "classes": list(self.classes_),
             "n": self.n_,
             "mu": self.mu_.tolist(),
             "phi": self.phi_,
-            "worst_case_error": self.worst_case_error_,
+            "worst_case_error": float(c.value),
+            "certificate": {"kind": c.kind, "coverage": c.coverage, "approximate": c.approximate},
             "iterations": list(self.iterations_),
             "n_rows": self.n_rows_,
             "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
@@ -148,21 +180,26 @@ class MinimaxRules:
             "converged": self.converged_,
             "prior": None if getattr(self, "prior_", None) is None else [float(v) for v in self.prior_],
             "nb_logp": None if getattr(self, "nb_logp_", None) is None else self.nb_logp_.tolist(),
+            "map": self.map_.to_dict(),
         }
 
-    def _load_state(self, d: dict[str, Any], dim: int) -> None:
-        """Set the fitted state from :meth:`_state_dict` output for a map of ``dim`` columns.
+    def _load_minimax_state(self, d: dict[str, Any], fmap: Any, kind: str) -> None:
+        """Set the fitted state from :meth:`_state` output for the map ``fmap``.
 
-        Raises InputError when μ is not (K, dim) or not finite; a missing key raises
+        Raises InputError when μ is not (K, D) or not finite; a missing key raises
         KeyError, a wrong type TypeError/ValueError (the caller turns those into one line).
-        τ and λ are not stored: ``tau_`` and ``lambda_`` are None after loading.
+        τ and λ are not stored: ``tau_`` and ``lambda_`` are None after loading. Files of
+        the previous release carry no ``certificate`` record: its kind is the learner's and
+        its coverage the saved parameters'.
         """
+        dim = fmap.dim
         classes = tuple(str(c) for c in d["classes"])
         mu = np.asarray(d["mu"], dtype=np.float64)
         if mu.shape != (len(classes), dim):
             raise InputError(f"model mu has shape {mu.shape}, expected {(len(classes), dim)}")
         if not np.all(np.isfinite(mu)):
             raise InputError("model mu contains NaN or infinity")
+
         def cells(key: str) -> np.ndarray:
             out = np.zeros(mu.shape, dtype=bool)
             for y, cols in enumerate(d.get(key, [[] for _ in classes])):
@@ -174,11 +211,19 @@ class MinimaxRules:
 
         imp = cells("impossible")
         ruled = cells("ruled_out") if "ruled_out" in d else imp
+        self.map_ = fmap
+        self.feature_names_in_ = list(fmap.names)
         self.classes_ = classes
         self.mu_ = mu
         self.phi_ = float(d["phi"])
         self.nu_ = self.phi_ + 1.0
-        self.worst_case_error_ = float(d["worst_case_error"])
+        value = float(d["worst_case_error"])
+        rec = d.get("certificate") or {}
+        if not isinstance(rec, dict):
+            raise TypeError("certificate must be an object")
+        cov = rec.get("coverage", self.coverage if self.s is None else None)
+        self.certificate_ = Certificate(value, str(rec.get("kind", kind)), None if cov is None else float(cov),
+                                        bool(rec.get("approximate", False)), len(classes))
         self.iterations_ = [float(v) for v in d.get("iterations", [])]
         self.n_rows_ = int(d.get("n_rows", 0))
         self.impossible_ = imp

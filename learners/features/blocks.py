@@ -1,4 +1,4 @@
-"""The MRC feature map: Ψ(x) block by block, and Φ(x, y) = e_y ⊗ Ψ(x) as a (K, D) layout.
+"""The node feature map: Ψ(x) block by block, and Φ(x, y) = e_y ⊗ Ψ(x) as a (K, D) layout.
 
 Ψ(x) ∈ R^D is the concatenation, in codebook order, of one block per feature in use:
 
@@ -31,7 +31,7 @@ from marg.errors import InputError
 
 @dataclass(frozen=True)
 class Block:
-    """One feature's columns of Ψ (the learner-side twin of ``marginals.summary.FeatureBlock``).
+    """One feature's columns of Ψ.
 
     Attributes
     ----------
@@ -93,6 +93,48 @@ class Block:
         return b
 
 
+def node_blocks(codebook: Any, features: Sequence[str] | None = None) -> list[Block]:
+    """Contiguous blocks of the features a learner uses, in codebook order.
+
+    Parameters
+    ----------
+    codebook : marginals.codebook.Codebook
+    features : sequence of str or None
+        Feature names to use (any order; duplicates ignored); None for every feature.
+
+    Returns
+    -------
+    list of Block
+        One-hot blocks (m_i levels) for discrete features, one column for a raw numeric
+        feature on its public range; ``column`` is the feature's codebook index.
+
+    Raises
+    ------
+    InputError
+        An empty list, or a name that is not a feature of the codebook.
+    """
+    if features is not None:
+        names = list(features)
+        if not names:
+            raise InputError("features must name at least one feature (got an empty list)")
+        known = set(codebook.feature_names)
+        for nm in names:
+            if nm not in known:
+                raise InputError(f"unknown feature {nm!r} in features (not in the summary's codebook)")
+        want = set(names)
+    out: list[Block] = []
+    off = 0
+    for col, f in enumerate(codebook.features):
+        if features is not None and f.name not in want:
+            continue
+        if f.is_discrete:
+            out.append(Block(f.name, "onehot", int(f.n_levels), off, col))
+        else:
+            out.append(Block(f.name, "numeric", 1, off, col, float(f.lo), float(f.hi)))
+        off += out[-1].size
+    return out
+
+
 def onehot_columns(blocks: Sequence[Any], dim: int) -> np.ndarray:
     """(dim,) bool: the Ψ columns of one-hot blocks (indicator entries: their τ is a
     Bernoulli mean), given blocks with ``kind``, ``offset`` and ``size``."""
@@ -109,7 +151,7 @@ class FeatureMap:
     Parameters
     ----------
     blocks : sequence of objects with ``name``, ``kind``, ``size`` (and ``lo``, ``hi`` for
-        numeric blocks) — e.g. ``summary.blocks`` or a subset of it, in the order Ψ uses.
+        numeric blocks) — e.g. :func:`node_blocks`, in the order Ψ uses.
     columns : sequence of int
         ``columns[k]`` is the column of block k's feature in the data array X.
 
@@ -182,6 +224,35 @@ class FeatureMap:
     @property
     def names(self) -> list[str]:
         return [b.name for b in self.blocks]
+
+    @property
+    def nodes(self) -> "FeatureMap":
+        """The node part of the map: the map itself (it has no edges)."""
+        return self
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        return []
+
+    def indicator_columns(self) -> np.ndarray:
+        """(D,) bool: the Ψ columns whose τ is a Bernoulli mean (one-hot levels)."""
+        return onehot_columns(self.blocks, self.dim)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blocks": [b.to_dict() for b in self.blocks]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "FeatureMap":
+        """The map from :meth:`to_dict` output; a malformed one is an InputError."""
+        try:
+            blocks = [Block.from_dict(b) for b in d["blocks"]]
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"malformed feature map: {exc}") from None
+        return cls(blocks, [b.column for b in blocks])
 
     # ----------------------------------------------------------------- encoding
     def _codes(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,34 @@
+"""``marg report``: a model card as one self-contained HTML file. Parses options and writes; the library renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .common import OutOpt
+
+
+@app.command("report")
+def report_cmd(
+    model: Annotated[Path, typer.Argument(help="A model file written by `marg learn` (or `marg certify`).")],
+    out: OutOpt,
+    data: Annotated[Optional[Path], typer.Option("--data", help="Labelled rows (under the model's codebook) to evaluate the model on, shown beside the certificate.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key: the model's signature is verified against it.")] = None,
+    allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model.")] = False,
+) -> None:
+    """Write a model card: task, learner, certificate in plain words, weights, provenance (HTML, no network resources)."""
+    from marg import api
+    from marg._util import atomic_write_bytes
+    from marg.reports.model_card import model_card
+
+    from marg.protocols.model_signing import verify_model_file
+
+    signer = verify_model_file(model, trust, allow_unsigned)
+    m = api.load_model(model)
+    m.info = {**m.info, "signed_by": signer}
+    evaluation = api.evaluate_file(m, data) if data is not None else None
+    atomic_write_bytes(out, model_card(m, evaluation, source=model.name).encode("utf-8"))
+    typer.echo(f"wrote {out}: model card of {model.name}" + (f", evaluated on {data.name}" if data is not None else ""))

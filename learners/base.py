@@ -1,0 +1,304 @@
+"""The estimator base every marg learner shares: parameters, fitted state, certificate, report, persistence.
+
+Conventions follow scikit-learn's, with a Summary in place of rows:
+
+- ``__init__`` only stores its arguments; :meth:`MarginalEstimator.get_params` reads their
+  names from the signature and :meth:`MarginalEstimator.set_params` sets them;
+- ``fit(summary)`` validates the parameters, sets fitted state in attributes with a
+  trailing underscore (among them ``certificate_``, a :class:`Certificate`, and
+  ``feature_names_in_``) and returns ``self``; using an estimator before ``fit`` raises
+  :class:`marg.errors.NotFittedError`;
+- :meth:`MarginalEstimator.report` gives the keys of ``marg learn --json``;
+- persistence is written once: ``to_dict`` stores ``{"learner", "params", "state"}`` (the
+  parameters once, from ``get_params``; the state from the learner's ``_state``) and
+  ``from_dict`` rebuilds ``cls(**params)`` and loads the state — model files of the previous
+  release (parameters inside the state) are read too;
+- :data:`REGISTRY` maps learner names to classes (filled lazily, so that importing this
+  module stays cheap).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any, ClassVar, Literal, Sequence, get_args
+
+import numpy as np
+
+from marg.errors import InputError, NotFittedError
+
+CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma", "W(h)", "holdout"]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """An upper bound on a model's worst-case error, and what kind of bound it is.
+
+    Attributes
+    ----------
+    value : float
+        The bound.
+    kind : {"R*", "R*_L", "hinge", "2gamma", "W(h)"}
+        ``R*``: the exact minimax 0-1 risk over the uncertainty set (a worst case over every
+        distribution whose released statistics lie within ±λ); ``R*_L``: its local-polytope
+        upper bound (graphs with cycles); ``hinge``: the worst-case hinge loss (= 2R*), which
+        bounds the deterministic rule's 0-1 error; ``2gamma``: the Rényi bound 2γ, for
+        distributions with exactly the released pairwise marginals; ``W(h)``: the exact
+        worst-case 0-1 error of the model's own (deterministic) rule over the uncertainty set;
+        ``holdout``: an upper confidence bound on the deterministic rule's error rate from
+        the sites' held-out rows (:mod:`marg.learners.holdout_certificate`).
+    coverage : float or None
+        Probability with which the uncertainty set holds the truth (λ calibrated to a
+        simultaneous coverage level); None when λ was set by hand (``s``).
+    approximate : bool
+        The bound rests on an approximation (e.g. a normal approximation of DP noise).
+    n_classes : int
+    """
+
+    value: float
+    kind: CertificateKind
+    coverage: float | None
+    approximate: bool
+    n_classes: int
+
+    @property
+    def trivial(self) -> bool:
+        """A 0-1 bound no better than guessing uniformly: value ≥ 1 − 1/K."""
+        if self.kind not in ("R*", "R*_L", "W(h)", "holdout"):
+            return False
+        return self.value >= 1.0 - 1.0 / self.n_classes - 1e-9
+
+    def words(self) -> str:
+        """What the bound promises, in a clause for the CLI."""
+        if self.kind == "2gamma":
+            return "(2γ: for distributions with the released pairwise marginals; no sampling margin)"
+        if self.kind == "hinge":
+            return "(worst-case hinge loss, = 2·R*: bounds the deterministic rule's worst-case error)"
+        if self.kind == "holdout":
+            return (f"(the rule's error rate on the sites' held-out patients' population, released with its noise; "
+                    f"holds with probability ≥ {self.coverage:.0%} over the held-out sample and the noise)")
+        bound = {"R*_L": "local-polytope bound R*_L ≥ R*, ", "W(h)": "the rule's own worst case, "}.get(self.kind, "")
+        if self.coverage is None:
+            return f"({bound}λ set by --s; not calibrated to a coverage level)"
+        return f"({bound}holds with probability ≥ {self.coverage:.0%} over the sample)"
+
+
+def check_choice(name: str, value: Any, allowed: Any) -> str:
+    """``value`` if it is one of ``allowed`` (a tuple or a ``Literal`` type), else a one-line InputError."""
+    options = tuple(get_args(allowed)) if not isinstance(allowed, (tuple, list)) else tuple(allowed)
+    if value not in options:
+        raise InputError(f"unknown {name} {value!r} (expected one of {', '.join(map(str, options))})")
+    return value
+
+
+def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+                 open_low: bool = False, open_high: bool = False, integer: bool = False,
+                 none_ok: bool = False) -> Any:
+    """``value`` if it is a finite number in the given range, else a one-line InputError naming it."""
+    if value is None and none_ok:
+        return value
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if ok and integer:
+        ok = isinstance(value, (int, np.integer))
+    if ok:
+        v = float(value)
+        ok = math.isfinite(v)
+        if ok and low is not None:
+            ok = v > low if open_low else v >= low
+        if ok and high is not None:
+            ok = v < high if open_high else v <= high
+    if not ok:
+        what = "an integer" if integer else "a finite number"
+        rng = ""
+        if low is not None or high is not None:
+            lo = "" if low is None else (f"> {low:g}" if open_low else f">= {low:g}")
+            hi = "" if high is None else (f"< {high:g}" if open_high else f"<= {high:g}")
+            rng = " " + " and ".join(x for x in (lo, hi) if x)
+        raise InputError(f"{name} must be {what}{rng}, got {value!r}")
+    return value
+
+
+class MarginalEstimator:
+    """Base of every learner fitted from a Summary (see the module docstring)."""
+
+    learner: ClassVar[str] = ""
+    display_name: ClassVar[str] = ""
+    """The learner's name in messages, with its article (e.g. "an MRC")."""
+    _transient: ClassVar[tuple[str, ...]] = ("callback",)
+    """Parameters that are not saved with a model (callables)."""
+
+    # ------------------------------------------------------------ parameters
+    @classmethod
+    def param_names(cls) -> list[str]:
+        """The constructor's parameter names (scikit-learn's recipe: read from the signature)."""
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def get_params(self) -> dict[str, Any]:
+        """The hyper-parameters as given to ``__init__`` (or :meth:`set_params`)."""
+        return {name: getattr(self, name) for name in self.param_names()}
+
+    def set_params(self, **params: Any) -> "MarginalEstimator":
+        """Set hyper-parameters by name; an unknown name is an InputError naming it."""
+        valid = set(self.param_names())
+        for name, value in params.items():
+            if name not in valid:
+                raise InputError(f"{type(self).__name__} has no parameter {name!r} (it has {', '.join(sorted(valid))})")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        shown = [f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, defaults.get(k))]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    # --------------------------------------------------------------- fitting
+    def check_params(self) -> None:
+        """Validate the hyper-parameters (one-line InputError naming the bad one); ``fit`` calls it first."""
+
+    def fit(self, summary: Any) -> "MarginalEstimator":  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "certificate_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(summary) first")
+
+    @property
+    def worst_case_error_(self) -> float:
+        """The certificate's value (the CLI contract's ``worst_case_error``)."""
+        self._check_fitted()
+        return float(self.certificate_.value)
+
+    # ---------------------------------------------------------------- report
+    def report(self) -> dict[str, Any]:
+        """The machine-readable result of ``marg learn`` (the CLI contract's keys for this learner)."""
+        self._check_fitted()
+        return {
+            "learner": self.learner,
+            "n": float(self.n_),
+            "features": list(self.feature_names_in_),
+            "worst_case_error": float(self.certificate_.value),
+            "certificate": {"kind": self.certificate_.kind, "coverage": self.certificate_.coverage,
+                            "approximate": self.certificate_.approximate, "trivial": self.certificate_.trivial},
+            **self._report(),
+        }
+
+    def _report(self) -> dict[str, Any]:
+        return {}
+
+    # ----------------------------------------------------------- persistence
+    def saved_params(self) -> dict[str, Any]:
+        """``get_params`` without transient parameters, as JSON-ready values."""
+        return {k: _jsonable(v) for k, v in self.get_params().items() if k not in self._transient}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready model: ``{"learner", "params", "state", "certificate"}`` — the certificate
+        as it stands, which may have replaced the learner's own (W(h) of Rényi's rule, a
+        holdout bound)."""
+        self._check_fitted()
+        c = self.certificate_
+        return {"learner": self.learner, "params": self.saved_params(), "state": self._state(),
+                "certificate": {"value": float(c.value), "kind": c.kind, "coverage": c.coverage,
+                                "approximate": bool(c.approximate)}}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "MarginalEstimator":
+        """Rebuild a fitted estimator from :meth:`to_dict` output (or a previous release's layout).
+
+        A damaged dict gives one InputError line naming what is wrong.
+        """
+        if not isinstance(d, dict) or d.get("learner") != cls.learner:
+            got = d.get("learner") if isinstance(d, dict) else d
+            raise InputError(f"not {cls.display_name} model (learner {got!r})")
+        try:
+            params = d.get("params") or {}
+            if not isinstance(params, dict):
+                raise TypeError(f"params must be an object, got {type(params).__name__}")
+            state = d["state"] if "state" in d else d  # the previous release kept the state at the top level
+            valid = set(cls.param_names())
+            est = cls(**{k: cls._param_from_json(k, v) for k, v in params.items() if k in valid})
+            est._load_state(state)
+            if "certificate" in d:  # files without it (previous releases) keep the learner's own
+                est.certificate_ = _certificate_from(d["certificate"], est.certificate_.n_classes)
+        except InputError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise InputError(f"malformed {cls.display_name.split(' ', 1)[-1]} model: {exc}") from None
+        return est
+
+    @classmethod
+    def _param_from_json(cls, name: str, value: Any) -> Any:
+        """A saved parameter back in the form ``__init__`` takes (lists stay lists)."""
+        return value
+
+    def _state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _load_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _certificate_from(rec: Any, n_classes: int) -> Certificate:
+    if not isinstance(rec, dict):
+        raise TypeError(f"certificate must be an object, got {type(rec).__name__}")
+    kind = check_choice("certificate kind", rec.get("kind"), CertificateKind)
+    value = float(rec["value"])
+    if not 0.0 <= value <= 1.0 + 1e-9 and kind != "hinge":
+        raise ValueError(f"certificate value {value!r} outside [0, 1]")
+    cov = rec.get("coverage")
+    return Certificate(value, kind, None if cov is None else float(cov), bool(rec.get("approximate", False)), n_classes)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) if not isinstance(a, np.ndarray) else False
+    except Exception:  # noqa: BLE001 - repr must never fail
+        return False
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+# ------------------------------------------------------------------------ registry
+_LEARNER_MODULES = {"mrc": ("marg.learners.mrc", "MRC"), "dcc": ("marg.learners.dcc", "DCC"),
+                    "renyi": ("marg.learners.renyi", "RenyiClassifier"), "nb": ("marg.learners.naive_bayes", "NaiveBayes")}
+LEARNERS: tuple[str, ...] = tuple(_LEARNER_MODULES)
+
+
+class _Registry(dict):
+    """Learner name → estimator class, importing each learner's module on first use."""
+
+    def __missing__(self, name: str) -> type[MarginalEstimator]:
+        if name not in _LEARNER_MODULES:
+            raise InputError(f"unknown learner {name!r} (expected one of {', '.join(LEARNERS)})")
+        module, attr = _LEARNER_MODULES[name]
+        cls = getattr(import_module(module), attr)
+        self[name] = cls
+        return cls
+
+
+REGISTRY: dict[str, type[MarginalEstimator]] = _Registry()
+
+
+def estimator_class(learner: str) -> type[MarginalEstimator]:
+    """The estimator class of a learner name (one-line InputError for an unknown one)."""
+    return REGISTRY[str(learner)]
+
+
+def features_param(features: Sequence[str] | None) -> list[str] | None:
+    """A ``features`` parameter as a list of names (None stays None; a bare string is refused)."""
+    if features is None:
+        return None
+    if isinstance(features, str):
+        raise InputError(f"features must be a list of feature names, got the string {features!r}")
+    return [str(f) for f in features]

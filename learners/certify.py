@@ -1,0 +1,91 @@
+"""Certify a fitted model's own rule: its worst-case error over an uncertainty set built from a Summary.
+
+Any model whose deterministic rule is an argmax of scores additive in one-hot features (Rényi's
+MAP rule, naive Bayes, the MRC's argmax) is turned into a
+:class:`marg.learners.minimax.fixed_rule.LinearRule` and certified over
+U = {p : |E_pΦ − τ| ≤ λ}, Φ the first-order indicators (``structure="first"``) or those plus
+the pairs of a maximum spanning forest on I(X_i, X_j; Y) (``"forest"``), λ calibrated to the
+simultaneous ``coverage`` as for the MRC. ``exact=True`` computes W(h) by row generation
+with MILP separation (:func:`.minimax.fixed_rule.certify_rule`, valid at any stop);
+otherwise the one-LP Lagrangian bound W_L ≥ W(h) (:func:`.minimax.fixed_rule_lp.certify_rule_lp`).
+Either is a valid certificate for the rule the model predicts with.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from marg.errors import InputError
+
+from .base import Certificate
+from .calibration import map_lambda
+from .features.blocks import FeatureMap, node_blocks
+from .features.pairwise import PairwiseFeatureMap
+from .features.statistics import map_moments
+from .minimax.fixed_rule import LinearRule, certify_rule
+from .minimax.fixed_rule_lp import certify_rule_lp
+from .structure import max_spanning_forest, pair_label_information
+
+Structure = Literal["first", "forest"]
+
+
+def linear_rule(est: Any) -> LinearRule:
+    """The deterministic rule of a fitted model as a :class:`LinearRule` over its node map.
+
+    Supported: Rényi (binary: scores (0, f); K > 2: the one-vs-rest scores), naive Bayes,
+    and minimax models without edges (MRC: argmax Φ(x,y)ᵀμ). Ties are over-approximated by
+    the certificate, so any tie-break rule is covered.
+    """
+    est._check_fitted()
+    if est.learner == "renyi":
+        blocks = []
+        off = 0
+        for nm, col, m in zip(est.feature_names_in_, est.columns_, est.sizes_):
+            from .features.blocks import Block
+
+            blocks.append(Block(nm, "onehot", int(m), off, int(col)))
+            off += int(m)
+        fmap = FeatureMap(blocks, [b.column for b in blocks])
+        K = len(est.classes_)
+        if K == 2:
+            W = np.zeros((2, fmap.dim))
+            W[1] = est.z_[0]
+            return LinearRule(fmap, W, np.array([0.0, float(est.intercept_[0])]))
+        return LinearRule(fmap, np.asarray(est.z_), np.asarray(est.intercept_))
+    if est.learner == "nb":
+        return LinearRule(est.map_, est.weights_, est.intercept_)
+    if est.learner in ("mrc", "dcc") and not getattr(est.map_, "edges", []):
+        fmap = est.map_.nodes
+        return LinearRule(fmap, est.mu_[:, : fmap.dim], np.zeros(len(est.classes_)))
+    raise InputError(f"a {est.learner} model with pairwise features is not an additive rule; its certificate is its own R*")
+
+
+def uncertainty_map(summary: Any, structure: Structure = "forest", features: list[str] | None = None) -> Any:
+    """The map of U: every discrete feature's first-order indicators, plus a maximum spanning
+    forest's pairs on I(X_i, X_j; Y) over the released pair tables for ``"forest"``."""
+    blocks = [b for b in node_blocks(summary.codebook, features) if b.kind == "onehot"]
+    nodes = FeatureMap(blocks, [b.column for b in blocks])
+    if structure == "first":
+        return nodes
+    if structure != "forest":
+        raise InputError(f"unknown uncertainty structure {structure!r} (expected 'first' or 'forest')")
+    node_of = {b.column: k for k, b in enumerate(blocks)}
+    info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary, [b.name for b in blocks]).items()}
+    forest = max_spanning_forest(len(blocks), info)
+    return PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(forest))
+
+
+def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = None, structure: Structure = "forest",
+            exact: bool = False, time_limit: float | None = None) -> Certificate:
+    """A valid certificate (kind ``"W(h)"``) for ``est``'s deterministic rule from ``summary``'s tables."""
+    rule = linear_rule(est)
+    umap = uncertainty_map(summary, structure)
+    m = map_moments(summary, umap)
+    lam = map_lambda(m, umap, s=s, coverage=coverage)
+    if exact:
+        value = certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value
+    else:
+        value = certify_rule_lp(rule, umap, m.tau, lam)
+    return Certificate(float(value), "W(h)", coverage if s is None else None, False, rule.n_classes)

@@ -1,0 +1,110 @@
+"""The moments a minimax learner needs for its feature map: τ = E[Φ], its sample std and the noise std.
+
+For Φ(x, y) = e_y ⊗ Ψ(x) laid out (K, D) and the released (aggregated) tables of a Summary:
+
+- one-hot node column (i, a): τ[y, ·] = N[x_i = a, y]/n, sample std sqrt(τ(1 − τ));
+- raw numeric node column i (public range): τ[y] = Σ_{rows of y} x_i / n from the moment
+  table, sample std sqrt(E[x_i² 1{y}] − τ²);
+- edge cell (i, j, a, b): τ[y, ·] = N[x_i = a, x_j = b, y]/n, sample std sqrt(τ(1 − τ));
+- noise std: the std of the released DP noise on the entry, in τ units (count std / n; a
+  cell marginalised from a larger table sums that table's independent cell noises).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Summary → {map layout → Moments}: a Summary is read-only, so a map's moments are computed
+# once per Summary however many learners (or repeated fits) ask for them.
+_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Moments]]" = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Moments:
+    """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them.
+
+    ``draws[j]``: the independent noise draws in one count behind Ψ column j (the same for
+    every label; (mechanism, scale, discrete, count) parts, :mod:`marg.marginals.noise_tails`),
+    () when exact; ``n_draws`` those of n (the label table's total).
+    """
+
+    tau: np.ndarray
+    std: np.ndarray
+    noise: np.ndarray
+    n: float
+    draws: tuple = ()
+    n_draws: tuple = ()
+
+
+def map_moments(summary: Any, fmap: Any) -> Moments:
+    """The :class:`Moments` of ``fmap`` (a node map or a pairwise map) from ``summary``'s tables
+    as released (before any post-processing, so that the noise draws describe them exactly).
+
+    Parameters
+    ----------
+    summary : marginals.summary.Summary
+        Must hold N[x_i, y] for every one-hot node, the moment table of every raw numeric
+        node, and N[x_i, x_j, y] (or a table containing it) for every edge.
+    fmap : FeatureMap or PairwiseFeatureMap
+
+    Returns
+    -------
+    Moments
+        Shared between calls on the same Summary and layout (do not modify its arrays).
+    """
+    summary = summary.released()  # the tables as released: their noise is exactly what is recorded
+    key = (tuple((b.name, b.kind, b.size) for b in fmap.nodes.blocks), tuple(fmap.edges))
+    try:
+        per = _CACHE.setdefault(summary, {})
+    except TypeError:  # not weak-referenceable: no cache
+        per = {}
+    if key not in per:
+        m = _moments(summary, fmap)
+        for a in (m.tau, m.std, m.noise):
+            a.setflags(write=False)  # shared: read-only
+        per[key] = m
+    return per[key]
+
+
+def _moments(summary: Any, fmap: Any) -> Moments:
+    lab = summary.codebook.label.name
+    n = float(summary.n)
+    K = int(summary.n_classes)
+    nodes = fmap.nodes
+    D = fmap.dim
+    tau = np.zeros((K, D))
+    second = np.zeros((K, D))
+    noise = np.zeros((K, D))
+    draws: list[tuple] = [()] * D
+    for b in nodes.blocks:
+        if b.kind == "onehot":
+            N = summary.counts((b.name, lab))  # (m, K)
+            tau[:, b.slice] = N.T / n
+            second[:, b.slice] = N.T / n
+            noise[:, b.slice] = summary.count_noise_std((b.name, lab)) / n
+            draws[b.slice] = [summary.noise_draws((b.name, lab))] * b.size
+        else:
+            t = summary.moment_table(b.name)
+            tau[:, b.offset] = t.counts[0] / n
+            second[:, b.offset] = t.counts[1] / n
+            noise[:, b.offset] = t.noise.std / n
+            draws[b.offset] = t.noise.draws(False)
+    std = np.sqrt(np.clip(second - tau**2, 0.0, None))
+    for e, (a, c) in enumerate(fmap.edges):
+        fa, fc = nodes.blocks[a].name, nodes.blocks[c].name
+        P = summary.joint((fa, fc, lab))  # (m_a, m_c, K)
+        cols = fmap.edge_columns(e)
+        t = np.transpose(P, (2, 0, 1)).reshape(K, -1)
+        tau[:, cols] = t
+        std[:, cols] = np.sqrt(np.clip(t * (1.0 - t), 0.0, None))
+        noise[:, cols] = summary.count_noise_std((fa, fc, lab)) / n
+        d = summary.noise_draws((fa, fc, lab))
+        for j in cols:
+            draws[j] = d
+    nd = summary.noise_draws((lab,))
+    n_draws = tuple((m, b, d, c * int(summary.n_classes)) for m, b, d, c in nd)  # n sums the label table's K cells
+    return Moments(tau, std, noise, n, tuple(draws), n_draws)

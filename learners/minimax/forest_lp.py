@@ -1,0 +1,325 @@
+"""The minimax LP on a forest in exact epigraph form: the max-sum DP written as linear constraints.
+
+For a label subset C, max_x Σ_{y∈C} Φ(x,y)ᵀμ ≤ T holds iff there are message variables
+satisfying the DP's inequalities (:func:`forest_max_rows`), so the exponentially many rows
+(x, C) of LP (13) become, per C, Σ_edges m_p·m_c + Σ_roots m_r + 1 rows and one HiGHS solve
+gives R* and, from the duals, the worst-case distribution's flows on the forest
+(:func:`solve_compact`). The same row writer serves the hinge-loss LP
+(:mod:`marg.learners.dcc_hinge`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from marg.errors import InconsistentStatistics
+
+from ..lp import LPResult, Status, linprog, solver_error
+from .forest import ForestOracle
+
+
+def check_minimax_result(res: LPResult, what: str) -> None:
+    """Raise for a one-shot minimax LP that did not end optimal.
+
+    Unbounded means no distribution matches τ within λ (the data's fault, exit 2); any
+    other non-optimal end is a solver failure (exit 3).
+    """
+    if res.status is Status.UNBOUNDED:
+        raise InconsistentStatistics(
+            f"no distribution matches the statistics within lambda: {what} is unbounded; the released tables are inconsistent"
+        )
+    if res.status is not Status.OPTIMAL:
+        raise solver_error(what, res)
+
+
+class RowBuffer:
+    """Sparse ``A_ub`` rows (row index, column, value), right-hand sides and a tag per row."""
+
+    def __init__(self) -> None:
+        self.R: list[np.ndarray] = []
+        self.C: list[np.ndarray] = []
+        self.V: list[np.ndarray] = []
+        self.rhs: list[float] = []
+        self.meta: list[tuple] = []
+        self.n = 0
+
+    def add(self, cols, vals, rhs: float, meta: tuple = ()) -> None:
+        cols = np.asarray(cols, dtype=np.int64)
+        self.R.append(np.full(cols.size, self.n, dtype=np.int64))
+        self.C.append(cols)
+        self.V.append(np.asarray(vals, dtype=np.float64))
+        self.rhs.append(float(rhs))
+        self.meta.append(meta)
+        self.n += 1
+
+    def add_block(self, R, C, V, rhs, meta: tuple | list = ()) -> None:
+        """Many rows at once: entries (R[t], C[t], V[t]) with LOCAL row indices 0..len(rhs)−1;
+        ``meta`` is one tag for every row, or a list with one tag per row."""
+        rhs = np.asarray(rhs, dtype=np.float64).ravel()
+        self.R.append(np.asarray(R, dtype=np.int64) + self.n)
+        self.C.append(np.asarray(C, dtype=np.int64))
+        self.V.append(np.asarray(V, dtype=np.float64))
+        self.rhs.extend(rhs.tolist())
+        self.meta.extend(meta if isinstance(meta, list) else [meta] * rhs.size)
+        self.n += int(rhs.size)
+
+    def matrix(self, nvar: int) -> sp.csr_array:
+        if not self.R:
+            return sp.csr_array((self.n, nvar))
+        return sp.csr_array((np.concatenate(self.V), (np.concatenate(self.R), np.concatenate(self.C))), shape=(self.n, nvar))
+
+
+Entries = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def forest_max_rows(
+    oracle: ForestOracle,
+    dead_col: np.ndarray,
+    entries: Entries,
+    nvar: int,
+    rows: RowBuffer,
+    tag: Any = 0,
+) -> tuple[np.ndarray | None, int]:
+    """Rows making Σ_r t_r ≥ max_x g(x) for g(x) = Σ_i g_i(x_i) + Σ_{(i,j)∈E} g_ij(x_i, x_j)
+    on the oracle's active forest, with every factor value linear in the LP variables.
+
+    The max-sum DP written as constraints on new free message variables (the smallest
+    feasible messages are the DP's)::
+
+        m_c(x_p) ≥ g_pc(x_p, x_c) + g_c(x_c) + Σ_{k child of c} m_k(x_c)   for every (x_p, x_c),
+        t_r ≥ g_r(x_r) + Σ_{k child of r} m_k(x_r)                          for every root value.
+
+    So "max_x g(x) ≤ T" holds iff Σ_r t_r ≤ T is feasible with these rows; the caller adds
+    that row (with its own T). A min is the max of the negation. Cells with ``dead_col``
+    True are −∞ (x through them is outside the max): their rows are dropped, and a parent
+    value with no allowed continuation is dropped upwards. Rows come child by child
+    (leaves first), an edge's cells in row-major (x_p, x_c) order, then the roots.
+
+    Parameters
+    ----------
+    oracle : ForestOracle
+        Map and active forest.
+    dead_col : ndarray of bool (D,)
+        Ψ columns that are −∞ (one-hot node levels and edge cells).
+    entries : callable
+        ``entries(row, psi_cols, vals)`` -> (rows, LP columns, LP values): the entries of
+        vals[t]·g[psi_cols[t]] in row ``row[t]`` (g a linear function of the LP variables per
+        Ψ column), vectorised over t.
+    nvar : int
+        Number of LP variables so far; the message and root variables come next.
+    rows : RowBuffer
+        Receives the rows, tagged (tag, 0, c, x_p, x_c) for an edge row and
+        (tag, 1, r, x_r, 0) for a root row.
+    tag : any
+
+    Returns
+    -------
+    roots : ndarray of int (n_roots,) or None
+        The root epigraph variables t_r (free); None, with no rows added, when some root has
+        no allowed value (the max is over an empty set: −∞, the bound holds vacuously).
+    nvar : int
+        The new number of LP variables.
+    """
+    pm = oracle.pmap
+    n = pm.n_nodes
+    alive: list[np.ndarray] = []
+    for i in range(n):
+        alive.append(~dead_col[oracle.vertex_cols[i]] if pm.blocks[i].kind == "onehot" else np.ones(int(oracle.n_vertices[i]), dtype=bool))
+    pending: list[tuple] = []
+    for c in reversed(oracle.order):
+        p = int(oracle.parent[c])
+        if p < 0:
+            continue
+        e = int(oracle.parent_edge[c])
+        mi, mj = pm.edge_shape[e]
+        cells = pm.edge_columns(e).reshape(mi, mj)
+        if pm.edges[e][0] == c:  # stored (c, p)
+            cells = cells.T
+        ok = ~dead_col[cells] & alive[c][None, :]  # (m_p, m_c)
+        has = ok.any(axis=1)
+        alive[p] = alive[p] & has
+        pending.append((c, cells, ok, has))
+    if any(not alive[r].any() for r in oracle.roots):
+        return None, nvar
+    msg_var: list[np.ndarray | None] = [None] * n  # per child: var index per parent value (−1: dead)
+    for c, cells, ok, has in pending:
+        var = np.full(cells.shape[0], -1, dtype=np.int64)
+        var[has] = nvar + np.arange(int(has.sum()))
+        nvar += int(has.sum())
+        msg_var[c] = var
+
+    vstart = pm.nodes.vertex_start
+    vcol, vval = pm.nodes.vertex_col, pm.nodes.vertex_val
+
+    def block(node: np.ndarray, own: np.ndarray | None, at: np.ndarray, epi: np.ndarray, metas: list) -> None:
+        """Rows (one per t): own cell (if any) + node[t]'s term at vertex at[t] + its children's
+        messages at at[t] − epi[t] ≤ 0."""
+        r = np.arange(at.size)
+        flat = vstart[node] + at
+        parts = [entries(r, vcol[flat], vval[flat])]
+        if own is not None:
+            parts.insert(0, entries(r, own, np.ones(at.size)))
+        for v in np.unique(node):
+            kids = oracle.children[int(v)]
+            if kids:
+                sel = np.flatnonzero(node == v)
+                for q in kids:
+                    parts.append((r[sel], msg_var[q][at[sel]], np.ones(sel.size)))
+        parts.append((r, epi, -np.ones(at.size)))
+        rows.add_block(np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts]),
+                       np.concatenate([x[2] for x in parts]), np.zeros(at.size), metas)
+
+    for c, cells, ok, has in pending:
+        a, b = np.nonzero(ok)
+        block(np.full(a.size, c), cells[a, b], b, msg_var[c][a], [(tag, 0, c, int(i), int(j)) for i, j in zip(a, b)])
+    roots = nvar + np.arange(len(oracle.roots))
+    nvar += len(oracle.roots)
+    at = [np.flatnonzero(alive[r]) for r in oracle.roots]
+    node = np.repeat(np.asarray(oracle.roots, dtype=np.int64), [x.size for x in at])
+    at_all = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
+    epi = np.repeat(roots, [x.size for x in at])
+    block(node, None, at_all, epi, [(tag, 1, int(r), int(i), 0) for r, x in zip(oracle.roots, at) for i in x])
+    return roots, nvar
+
+
+class MuTerms:
+    """LP (column, value) pairs of μ = μ⁺ − μ⁻ in the layout ν | μ⁺ (nmu) | μ⁻ (nmu) | … of the
+    0-1 minimax LPs (:func:`solve_compact`, :func:`solve_local`)."""
+
+    def __init__(self, K: int, D: int, subsets: Sequence[tuple[int, ...]], columns: np.ndarray):
+        self.K, self.D, self.subsets = K, D, subsets
+        self.columns = np.asarray(columns, dtype=np.int64)
+        self.nmu = self.columns.size
+        self.pos = np.full(K * D, -1, dtype=np.int64)
+        self.pos[self.columns] = np.arange(self.nmu)
+
+    def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
+        R, C, V = [], [], []
+        for y in self.subsets[k]:
+            p_ = self.pos[y * self.D + psi_cols]
+            on = p_ >= 0
+            R += [row[on], row[on]]
+            C += [1 + p_[on], 1 + self.nmu + p_[on]]
+            V += [vals[on], -vals[on]]
+        if not R:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate(R), np.concatenate(C), np.concatenate(V)
+
+    def cost_and_bounds(self, tau: np.ndarray, lam: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
+        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free)."""
+        nmu = self.nmu
+        c = np.zeros(nvar)
+        c[0] = 1.0
+        c[1 : 1 + nmu] = -(tau - lam)[self.columns]
+        c[1 + nmu : 1 + 2 * nmu] = (tau + lam)[self.columns]
+        bounds = np.zeros((nvar, 2))
+        bounds[:, 1] = np.inf
+        bounds[0] = (-np.inf, np.inf)
+        bounds[1 + 2 * nmu :] = (-np.inf, np.inf)
+        return c, bounds
+
+    def mu(self, x: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.K * self.D)
+        out[self.columns] = x[1 : 1 + self.nmu] - x[1 + self.nmu : 1 + 2 * self.nmu]
+        return out
+
+
+def solve_compact(
+    oracle: ForestOracle,
+    tau: np.ndarray,
+    lam: np.ndarray,
+    columns: np.ndarray,
+) -> tuple[float, np.ndarray]:
+    """LP (13) over the active forest in exact epigraph form, one HiGHS solve, no rows generated.
+
+    For a label subset C, max_x Σ_{y∈C} Φ(x,y)ᵀμ ≤ T holds iff there are messages m with
+
+        m_c(x_p) ≥ θ_pc(x_p, x_c) + θ_c(x_c) + Σ_{k child of c} m_k(x_c)   for every (x_p, x_c),
+        t_r ≥ θ_r(x_r) + Σ_{k child of r} m_k(x_r)                          for every root value,
+        Σ_roots t_r ≤ T,
+
+    (the smallest feasible messages are the DP's; :func:`forest_max_rows`), with θ linear in μ. So the exponentially
+    many rows (x, C) of LP (13) become, per C, Σ_edges m_p·m_c + Σ_roots m_r + 1 rows:
+    Σ_r t_{C,r} − |C|·ν ≤ 1 − |C|. Cells the oracle excludes (τ = λ = 0) are −∞: their
+    constraints are dropped, and a value with no allowed continuation is dropped upwards.
+
+    Parameters
+    ----------
+    oracle : ForestOracle
+        Map, active forest, label subsets and excluded cells.
+    tau, lam : ndarray (K, D)
+    columns : ndarray of int
+        Flat μ indices in the LP (the others are fixed at 0).
+
+    Returns
+    -------
+    CompactSolution
+        The LP optimum R*, μ, and the worst-case distribution's flows (from the duals).
+
+    Raises
+    ------
+    InconsistentStatistics
+        If the LP is unbounded (no distribution matches τ within λ).
+    SolverError
+        If HiGHS fails.
+    """
+    K, D = oracle.K, oracle.D
+    tau = np.asarray(tau, dtype=np.float64).ravel()
+    lam = np.asarray(lam, dtype=np.float64).ravel()
+    mt = MuTerms(K, D, oracle.subsets, columns)
+    # variables: ν | μ⁺ (nmu) | μ⁻ (nmu) | messages and root epigraphs
+    nvar = 1 + 2 * mt.nmu
+    pen = oracle.penalty
+    rows = RowBuffer()
+    for k, Cset in enumerate(oracle.subsets):
+        dead_col = (pen[k] < 0) if pen is not None else np.zeros(D, dtype=bool)
+        roots, nvar = forest_max_rows(oracle, dead_col, lambda r_, cols_, vals_, k=k: mt.entries(k, r_, cols_, vals_),
+                                      nvar, rows, tag=k)
+        if roots is None:
+            continue
+        size = len(Cset)
+        rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-float(size)]]), 1.0 - size, (k, 2, -1, 0, 0))
+    meta = rows.meta
+    cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
+    A = rows.matrix(nvar)
+    res = linprog(cvec, A, np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
+    check_minimax_result(res, "the forest minimax LP")
+    mu = mt.mu(res.x)
+    # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)
+    mass = np.clip(-res.row_dual, 0.0, None)
+    flows = [{"edge": {}, "root": {}, "total": 0.0} for _ in oracle.subsets]
+    for r_, (k, kind, v, a, b) in enumerate(meta):
+        f = flows[k]
+        if kind == 0:
+            c = v
+            shape = (int(oracle.n_vertices[int(oracle.parent[c])]), int(oracle.n_vertices[c]))
+            f["edge"].setdefault(c, np.zeros(shape))[a, b] += mass[r_]
+        elif kind == 1:
+            f["root"].setdefault(v, np.zeros(int(oracle.n_vertices[v])))[a] += mass[r_]
+        else:
+            f["total"] = float(mass[r_])
+    return CompactSolution(float(res.objective), mu, flows)
+
+
+class CompactSolution(NamedTuple):
+    """Output of :func:`solve_compact`.
+
+    Attributes
+    ----------
+    value : float
+        The LP optimum R*.
+    mu : ndarray (K·D,)
+    flows : list (one per label subset C) of dict
+        The LP duals as the worst-case distribution's structure: ``flows[k]["edge"][c]``
+        (m_parent, m_c) is the mass w_C(x_p = a, x_c = b) on the edge from node c to its
+        parent, ``flows[k]["root"][r]`` the mass w_C(x_r = a) at a root, ``flows[k]["total"]``
+        the total mass β_C, with Σ_C |C|·β_C = 1 and p(x, y) = Σ_{C∋y} w_C(x).
+    """
+
+    value: float
+    mu: np.ndarray
+    flows: list

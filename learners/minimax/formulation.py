@@ -1,0 +1,399 @@
+"""Two formulations of the first-order minimax LP that features can enter and leave in place.
+
+Column generation over features (:func:`marg.learners.minimax.drivers.solve_cg`) needs an
+LP over a working set of features that grows and shrinks between warm-started solves:
+
+- :class:`CompactModel` (the default, "epigraph"): for first-order features the maximum
+  over the domain separates per feature, so the exponentially many rows (x, C) have an
+  exact polynomial epigraph form — the forest epigraph of :mod:`.forest_lp` with no edges,
+  laid out feature by feature so a feature's rows and columns can be deleted;
+- :class:`RowModel` ("rows"): row generation (:mod:`.rows`) with the exact first-order
+  oracle; rows generated while a feature was out get its pricing split's coefficients
+  when it enters.
+
+Both report per feature the dual violation v = |Fᵀα − τ| − λ that SELECT needs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from marg.errors import InconsistentStatistics
+
+from ..features.blocks import FeatureMap
+from ..lp import INF, HighsLP, Status, solver_error
+from .pricing import SplitPricer
+from .rows import MinimaxLP, solve_boxed
+from .separation import FirstOrderOracle
+
+
+def column_bounds(fmap: FeatureMap, n_classes: int, bound: float) -> np.ndarray:
+    """Box B_j per flat μ column: ``bound`` for one-hot columns, bound/max(|lo|, |hi|) numeric."""
+    per = np.full(fmap.dim, float(bound))
+    for b in fmap.blocks:
+        if b.kind == "numeric":
+            per[b.offset] = float(bound) / max(abs(b.lo), abs(b.hi), 1e-12)
+    return np.tile(per, n_classes)
+
+
+def _block_flat_cols(fmap: FeatureMap, K: int, blocks: np.ndarray) -> np.ndarray:
+    """Flat μ indices (y·D + column) of the given blocks, label-major."""
+    D = fmap.dim
+    if len(blocks) == 0:
+        return np.zeros(0, dtype=np.int64)
+    cols = np.concatenate([np.arange(fmap.blocks[int(i)].offset, fmap.blocks[int(i)].offset + fmap.blocks[int(i)].size) for i in blocks])
+    return (np.arange(K)[:, None] * D + cols[None, :]).ravel()
+
+
+class CompactModel:
+    """LP (13) for first-order features in exact epigraph form, on one HiGHS model.
+
+    Because max_x Σ_{y∈C} Φ(x,y)ᵀμ = Σ_i max_{v∈vertices(i)} vᵀ s_C[i] separates over the
+    features, the exponentially many rows (x, C) are equivalent to, per label subset C and
+    feature i, a variable t_{C,i} with
+
+        t_{C,i} ≥ Σ_{y∈C} v_a·μ[y, i, a]     for every vertex a of feature i,
+        Σ_i t_{C,i} − |C|·ν ≤ 1 − |C|,
+
+    i.e. (Σ_{y∈C}Φ(x,y)ᵀμ − 1)/|C| + 1 ≤ ν for all x at once: Σ_C (2^K−1)·(Σ_i n_vertices_i)
+    rows instead of row generation. The dual of the epigraph row (C, i, a) is the mass the
+    worst-case distribution puts on rows of subset C with x_i = a; the dual α_C of the sum
+    row is that subset's total per-label mass W_C (Σ_C |C|·W_C = 1).
+
+    Features enter and leave in place (columns μ±, t and their rows added or deleted), so
+    each re-solve starts from the previous basis. No box is needed: the LP is bounded
+    exactly when some distribution matches τ within λ.
+
+    Parameters
+    ----------
+    fmap : FeatureMap
+    tau, lam : ndarray (K, D)
+    subsets : list of label subsets C
+    feas_tol : float
+        HiGHS primal/dual feasibility tolerance.
+    lp_solver : {"simplex", "ipm", "choose"}
+        HiGHS algorithm ("ipm" runs crossover to a basic solution).
+    """
+
+    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]], feas_tol: float = 1e-8, lp_solver: str = "simplex"):
+        self.fmap = fmap
+        self.tau = np.asarray(tau, dtype=np.float64)
+        self.lam = np.asarray(lam, dtype=np.float64)
+        self.K, self.D = self.tau.shape
+        self.subsets = list(subsets)
+        self.nC = len(self.subsets)
+        self.csize = np.array([len(c) for c in self.subsets], dtype=np.float64)
+        self.lower = (self.tau - self.lam).ravel()
+        self.upper = (self.tau + self.lam).ravel()
+        lp = HighsLP(solver=lp_solver, presolve=False if lp_solver == "simplex" else None, feas_tol=feas_tol)
+        lp.add_cols([1.0], [-INF], [INF])
+        nC = self.nC
+        lp.add_rows(np.full(nC, -INF), 1.0 - self.csize, np.arange(nC), np.zeros(nC), -self.csize)
+        self.lp = lp
+        # bookkeeping of model columns / rows: owner block (-1: ν or sum rows), kind, reference
+        self.col_block = np.array([-1], dtype=np.int64)
+        self.col_kind = np.array([0], dtype=np.int8)  # 0 ν, 1 μ+, 2 μ−, 3 t
+        self.col_ref = np.array([0], dtype=np.int64)  # flat μ index (μ±) or subset index (t)
+        self.row_block = np.full(nC, -1, dtype=np.int64)
+        self.in_model = np.zeros(fmap.n_blocks, dtype=bool)
+        self.oracle = FirstOrderOracle(fmap, self.K)
+        self.oracle.set_active(np.zeros(0, np.int64))
+        self.mu = np.zeros(self.K * self.D)
+        self.nu = np.nan
+        self.W = np.zeros(nC)
+        self.lp_value = np.nan
+        self.value = np.nan
+        self.phi = np.nan
+        self.lower_hist: list[float] = []
+        self.upper_hist: list[float] = []
+        self.status = "unsolved"
+        self._x = np.zeros(1)
+        self._d = np.zeros(1)
+
+    @property
+    def active(self) -> np.ndarray:
+        return np.flatnonzero(self.in_model)
+
+    @property
+    def simplex_iterations(self) -> int:
+        return self.lp.simplex_iterations
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.row_block.size)
+
+    @property
+    def n_cols(self) -> int:
+        return int(self.col_block.size)
+
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
+        """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
+        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
+        blocks = blocks[~self.in_model[blocks]]
+        if blocks.size == 0:
+            return
+        fm, K, D, nC = self.fmap, self.K, self.D, self.nC
+        flat = _block_flat_cols(fm, K, blocks)
+        n = flat.size
+        base = self.n_cols
+        # μ+ then μ− (no entries yet)
+        self.lp.add_cols(-self.lower[flat], np.zeros(n), np.full(n, INF))
+        self.lp.add_cols(self.upper[flat], np.zeros(n), np.full(n, INF))
+        pos_p = np.full(K * D, -1, dtype=np.int64)
+        pos_p[flat] = base + np.arange(n)
+        # t_{C,i}: one entry each, in sum row C
+        nb = blocks.size
+        nt = nb * nC
+        t_base = base + 2 * n
+        self.lp.add_cols(np.zeros(nt), np.full(nt, -INF), np.full(nt, INF), np.arange(nt), np.tile(np.arange(nC), nb), np.ones(nt))
+        blk_of_flat = fm.block_of_column[flat % D]
+        self.col_block = np.concatenate([self.col_block, blk_of_flat, blk_of_flat, np.repeat(blocks, nC)])
+        self.col_kind = np.concatenate([self.col_kind, np.full(n, 1, np.int8), np.full(n, 2, np.int8), np.full(nt, 3, np.int8)])
+        self.col_ref = np.concatenate([self.col_ref, flat, flat, np.tile(np.arange(nC), nb)])
+        # epigraph rows, grouped by number of vertices
+        nv_all = np.array([fm.blocks[int(i)].n_vertices for i in blocks], dtype=np.int64)
+        rr, cc, vv = [], [], []
+        row_owner = []
+        r0 = 0
+        for nv in np.unique(nv_all):
+            sel = np.flatnonzero(nv_all == nv)
+            ids = blocks[sel]
+            vid = fm.vertex_start[ids][:, None] + np.arange(nv)[None, :]  # (g, nv)
+            vcol = fm.vertex_col[vid]
+            vval = fm.vertex_val[vid]
+            g = ids.size
+            rows_g = r0 + (np.arange(g)[:, None, None] * nC + np.arange(nC)[None, :, None]) * nv + np.arange(nv)[None, None, :]  # (g, nC, nv)
+            for c, C in enumerate(self.subsets):
+                rows_c = rows_g[:, c, :]  # (g, nv)
+                for y in C:
+                    pc = pos_p[y * D + vcol]
+                    rr += [rows_c.ravel(), rows_c.ravel()]
+                    cc += [pc.ravel(), (pc + n).ravel()]
+                    vv += [vval.ravel(), -vval.ravel()]
+                tcol = t_base + sel * nC + c  # (g,)
+                rr.append(rows_c.ravel())
+                cc.append(np.repeat(tcol, nv))
+                vv.append(np.full(g * nv, -1.0))
+            row_owner.append(np.repeat(ids, nC * nv))
+            r0 += g * nC * nv
+        R = sp.csr_array((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(r0, self.n_cols))
+        R.eliminate_zeros()
+        R.sort_indices()
+        self.lp.add_rows(np.full(r0, -INF), np.zeros(r0), R.indptr[:-1], R.indices, R.data)
+        self.row_block = np.concatenate([self.row_block, np.concatenate(row_owner)])
+        self.in_model[blocks] = True
+        self.oracle.set_active(self.active)
+
+    def remove_blocks(self, blocks: np.ndarray) -> None:
+        """Take features (with μ = 0) out of the model: their columns and epigraph rows go."""
+        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
+        blocks = blocks[self.in_model[blocks]]
+        if blocks.size == 0:
+            return
+        drop_r = np.flatnonzero(np.isin(self.row_block, blocks)).astype(np.int32)
+        drop_c = np.flatnonzero(np.isin(self.col_block, blocks)).astype(np.int32)
+        self.lp.delete_rows(drop_r)
+        self.lp.delete_cols(drop_c)
+        keep_c = np.ones(self.n_cols, dtype=bool)
+        keep_c[drop_c] = False
+        keep_r = np.ones(self.n_rows, dtype=bool)
+        keep_r[drop_r] = False
+        self.col_block, self.col_kind, self.col_ref = self.col_block[keep_c], self.col_kind[keep_c], self.col_ref[keep_c]
+        self.row_block = self.row_block[keep_r]
+        self.in_model[blocks] = False
+        self.mu[_block_flat_cols(self.fmap, self.K, blocks)] = 0.0
+        self.oracle.set_active(self.active)
+
+    def solve(self, deadline: float | None = None, tol: float = 1e-9, callback: Callable[[dict], None] | None = None) -> str:
+        """Solve from the current basis; returns "optimal" or "time_limit"."""
+        res = self.lp.solve(deadline)
+        if res.status is Status.LIMIT:
+            self.status = "time_limit"
+            return self.status
+        if res.status is Status.UNBOUNDED:
+            raise InconsistentStatistics(
+                "no distribution matches the statistics within lambda: the minimax problem is unbounded "
+                "(the released tables are inconsistent; widen lambda)"
+            )
+        if res.status is not Status.OPTIMAL:
+            raise solver_error("the minimax LP (first-order epigraph)", res)
+        self.status = "optimal"
+        x, d, rd = res.x, res.col_dual, res.row_dual
+        self._x, self._d = x, d
+        self.nu = float(x[0])
+        mu = np.zeros(self.K * self.D)
+        pl = self.col_kind == 1
+        mi = self.col_kind == 2
+        np.add.at(mu, self.col_ref[pl], x[pl])
+        np.add.at(mu, self.col_ref[mi], -x[mi])
+        self.mu = mu
+        self.W = np.clip(-rd[: self.nC], 0.0, None)
+        self.lp_value = float(res.objective)
+        top = self.oracle.most_violated(mu)
+        vmax = max(float(c.violation) for c in top)
+        self.phi = vmax - 1.0
+        self.value = float(-self.lower @ np.maximum(mu, 0.0) + self.upper @ np.maximum(-mu, 0.0) + vmax)
+        self.lower_hist.append(self.lp_value)
+        self.upper_hist.append(self.value)
+        if callback is not None:
+            callback({"stage": "lp", "lower": self.lp_value, "upper": self.value, "rows": self.n_rows})
+        return self.status
+
+    def block_violation(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the features in the model: (blocks, max_j v_j, max_j |μ_j|), v = |Fᵀα − τ| − λ.
+
+        Fᵀα on a μ⁺ column is its reduced cost plus (τ − λ) (HiGHS: d = c − Aᵀy).
+        """
+        blocks = self.active
+        pl = np.flatnonzero(self.col_kind == 1)
+        if blocks.size == 0 or self._d.size != self.n_cols:
+            return blocks, np.zeros(blocks.size), np.zeros(blocks.size)
+        j = self.col_ref[pl]
+        fa = self._d[pl] + self.lower[j]
+        tau, lam = self.tau.ravel()[j], self.lam.ravel()[j]
+        v = np.abs(fa - tau) - lam
+        owner = self.col_block[pl]
+        vmax = np.full(self.fmap.n_blocks, -np.inf)
+        np.maximum.at(vmax, owner, v)
+        mmax = np.zeros(self.fmap.n_blocks)
+        np.maximum.at(mmax, owner, np.abs(self.mu[j]))
+        return blocks, vmax[blocks], mmax[blocks]
+
+    def bound_flat(self, bound: float) -> np.ndarray:
+        return column_bounds(self.fmap, self.K, bound)
+
+
+class RowModel:
+    """LP (13) by row generation (:class:`MinimaxLP` + :class:`FirstOrderOracle`), same interface
+    as :class:`CompactModel`. Rows built while a feature was out of the model get, when it
+    enters, the coefficients of the pricing split (a convex combination of valid rows)."""
+
+    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]], bound: float = 1e3, tol: float = 1e-9):
+        self.fmap = fmap
+        self.tau, self.lam = tau, lam
+        self.K, self.D = tau.shape
+        self.subsets = list(subsets)
+        self.sub_index = {c: k for k, c in enumerate(self.subsets)}
+        self.B0 = column_bounds(fmap, self.K, bound)
+        self.lp = MinimaxLP((tau - lam).ravel(), (tau + lam).ravel(), self.B0)
+        self.oracle = FirstOrderOracle(fmap, self.K)
+        self.oracle.set_active(np.zeros(0, np.int64))
+        self.in_model = np.zeros(fmap.n_blocks, dtype=bool)
+        self.tol = tol
+        self.lower_hist: list[float] = []
+        self.upper_hist: list[float] = []
+        self._started = False
+        self.value = np.nan
+        self.phi = np.nan
+        self.status = "unsolved"
+        self.W = np.zeros(len(self.subsets))
+        self._pricer: SplitPricer | None = None
+
+    @property
+    def active(self) -> np.ndarray:
+        return np.flatnonzero(self.in_model)
+
+    @property
+    def mu(self) -> np.ndarray:
+        return self.lp.mu
+
+    @property
+    def n_rows(self) -> int:
+        return self.lp.n_rows
+
+    @property
+    def simplex_iterations(self) -> int:
+        return self.lp.simplex_iterations
+
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
+        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
+        blocks = blocks[~self.in_model[blocks]]
+        if blocks.size == 0:
+            return
+        K, D, lp = self.K, self.D, self.lp
+        new_cols = _block_flat_cols(self.fmap, K, blocks)
+        fill = None
+        if lp.n_rows:
+            if self._pricer is None:
+                self._pricer = SplitPricer(self.fmap, self.tau, self.lam, self.subsets)
+            Wv = self.W if W is None else W
+            F = lp.row_matrix()
+            colpos = {int(c): t for t, c in enumerate(new_cols)}
+            fr, fc, fv = [], [], []
+            for i in blocks:
+                blk = self.fmap.blocks[int(i)]
+                bcols = _block_flat_cols(self.fmap, K, np.array([i]))
+                has = np.asarray((F[:, bcols] != 0).sum(axis=1)).ravel() > 0
+                q = (splits or {}).get(int(i))
+                if q is None:
+                    q = self._pricer.pooled_split(int(i), Wv)
+                g = int(self._pricer.group_of[i])
+                Vi = self._pricer._V[g][int(self._pricer.index_in_group[i])]
+                val = q @ Vi  # (nC, size)
+                for r in np.flatnonzero(~has):
+                    lab = lp.labels[r]
+                    c = self.sub_index[lab]
+                    for y in lab:
+                        for s_ in range(blk.size):
+                            fr.append(r)
+                            fc.append(colpos[y * D + blk.offset + s_])
+                            fv.append(val[c, s_] / len(lab))
+            fill = sp.csc_array((np.asarray(fv, dtype=np.float64), (np.asarray(fr, dtype=np.int64), np.asarray(fc, dtype=np.int64))), shape=(lp.n_rows, new_cols.size))
+        lp.add_columns(new_cols, fill)
+        self.in_model[blocks] = True
+        self.oracle.set_active(self.active)
+        if not self._started:
+            lp.add_rows(self.oracle.covering_cuts())
+            self._started = True
+
+    def remove_blocks(self, blocks: np.ndarray) -> None:
+        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
+        blocks = blocks[self.in_model[blocks]]
+        if blocks.size == 0:
+            return
+        self.lp.remove_columns(_block_flat_cols(self.fmap, self.K, blocks))
+        self.in_model[blocks] = False
+        self.oracle.set_active(self.active)
+
+    def solve(self, deadline: float | None = None, tol: float | None = None, callback: Callable[[dict], None] | None = None) -> str:
+        if not self._started:
+            self.lp.add_rows(self.oracle.covering_cuts())
+            self._started = True
+        res = solve_boxed(self.lp, self.oracle, tol=self.tol if tol is None else tol, deadline=deadline, callback=callback)
+        self.lower_hist += res.lower
+        self.upper_hist += res.upper
+        if not res.upper:
+            self.status = "time_limit"
+            return self.status
+        self.value = res.upper[-1]
+        self.phi = res.phi
+        self.lp_value = res.lower[-1]
+        self.status = "optimal" if res.converged else "time_limit"
+        alpha = np.clip(self.lp.alpha, 0.0, None)
+        if alpha.sum() > 0:
+            alpha = alpha / alpha.sum()
+        W = np.zeros(len(self.subsets))
+        for r, lab in enumerate(self.lp.labels):
+            if alpha[r] > 0:
+                W[self.sub_index[lab]] += alpha[r] / len(lab)
+        self.W = W
+        return self.status
+
+    def block_violation(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        blocks = self.active
+        if blocks.size == 0:
+            return blocks, np.zeros(0), np.zeros(0)
+        cols = _block_flat_cols(self.fmap, self.K, blocks)
+        v = self.lp.dual_violation(cols)
+        owner = self.fmap.block_of_column[cols % self.D]
+        vmax = np.full(self.fmap.n_blocks, -np.inf)
+        np.maximum.at(vmax, owner, v)
+        mmax = np.zeros(self.fmap.n_blocks)
+        np.maximum.at(mmax, owner, np.abs(self.lp.mu[cols]))
+        return blocks, vmax[blocks], mmax[blocks]
+
+    def bound_flat(self, bound: float) -> np.ndarray:
+        return self.lp.bound.copy()

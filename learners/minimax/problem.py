@@ -1,0 +1,107 @@
+"""The 0-1 minimax problem every minimax learner solves, and its label subsets.
+
+For a feature map Φ(x, y) = e_y ⊗ Ψ(x) (laid out (K, D)), expectations τ and half-widths λ
+(the uncertainty set U = {p : |E_pΦ − τ| ≤ λ} over the WHOLE codebook domain), the minimax
+risk is (seed 000, LP (13))::
+
+    R* = min_μ R(μ),   R(μ) = 1 − τᵀμ + φ(μ) + λᵀ|μ|,
+    φ(μ) = max_{x ∈ X, ∅≠C⊆Y} (Σ_{y∈C} Φ(x,y)ᵀμ − 1)/|C|.
+
+R* is the worst-case 0-1 error over U of the randomized rule (6) — the certificate. The
+inner maximum runs over the non-empty label subsets C (:class:`LabelSubsets`); a separator
+(:mod:`.separation`, :mod:`.forest`) computes it exactly for forests, and a formulation
+(:mod:`.formulation`, :mod:`.forest_lp`, :mod:`.local`, :mod:`.rows`) writes it into an LP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+
+def label_subsets(n_classes: int) -> list[tuple[int, ...]]:
+    """All non-empty subsets C of {0..K−1}, by size then lexicographically."""
+    return [c for k in range(1, n_classes + 1) for c in combinations(range(n_classes), k)]
+
+
+class LabelSubsets:
+    """The 2^K − 1 non-empty label subsets C, their sizes |C| and membership matrix.
+
+    Attributes
+    ----------
+    subsets : list of tuple of int
+        By size, then lexicographically (:func:`label_subsets`).
+    sizes : ndarray (n_subsets,)
+        |C| as floats.
+    member : ndarray (n_subsets, K)
+        member[k, y] = 1 if y ∈ subsets[k]; ``member @ μ`` gives s_C = Σ_{y∈C} μ[y].
+    """
+
+    def __init__(self, n_classes: int):
+        self.K = int(n_classes)
+        self.subsets = label_subsets(self.K)
+        self.sizes = np.array([len(c) for c in self.subsets], dtype=np.float64)
+        self.member = np.zeros((len(self.subsets), self.K))
+        for k, c in enumerate(self.subsets):
+            self.member[k, list(c)] = 1.0
+        self.index = {c: k for k, c in enumerate(self.subsets)}
+
+    def __len__(self) -> int:
+        return len(self.subsets)
+
+
+@lru_cache(maxsize=16)
+def subsets_for(n_classes: int) -> LabelSubsets:
+    """The (shared, read-only) :class:`LabelSubsets` of K classes."""
+    return LabelSubsets(n_classes)
+
+
+def risk(tau: np.ndarray, lam: np.ndarray, mu: np.ndarray, phi: float) -> float:
+    """R(μ) = 1 − τᵀμ + φ(μ) + λᵀ|μ| for μ, τ, λ of the same shape (φ given)."""
+    return float(-np.sum(tau * mu) + np.sum(lam * np.abs(mu)) + phi + 1.0)
+
+
+@dataclass(frozen=True)
+class MinimaxProblem:
+    """One minimax problem: a feature map with its moments, the box and the LP's columns.
+
+    Attributes
+    ----------
+    fmap : FeatureMap or PairwiseFeatureMap
+        Φ's layout (for a structure search: nodes and every candidate edge).
+    tau, lam : ndarray (K, D)
+        Expectations and half-widths of the uncertainty set.
+    excluded : ndarray of bool (K, D)
+        Cells that are −∞ in the LP (empty cells τ + λ = 0 a formulation leaves out).
+    lp_mask : ndarray of bool (K, D)
+        Entries of μ that are LP columns (not excluded, and gauge-fixed when λ = 0); μ is 0
+        elsewhere until empty cells are fixed.
+    """
+
+    fmap: Any
+    tau: np.ndarray
+    lam: np.ndarray
+    excluded: np.ndarray
+    lp_mask: np.ndarray
+
+    @property
+    def K(self) -> int:
+        return int(self.tau.shape[0])
+
+    @property
+    def D(self) -> int:
+        return int(self.tau.shape[1])
+
+    def lp_columns(self, psi_cols: np.ndarray) -> np.ndarray:
+        """Flat LP columns y·D + j for every label and the Ψ columns ``psi_cols`` in the LP."""
+        psi_cols = np.asarray(psi_cols, dtype=np.int64)
+        flat = (np.arange(self.K)[:, None] * self.D + psi_cols[None, :]).ravel()
+        return flat[self.lp_mask.ravel()[flat]]
+
+    def risk(self, mu: np.ndarray, phi: float) -> float:
+        """R(μ) for μ (K, D) on this problem's map."""
+        return risk(self.tau, self.lam, mu, phi)

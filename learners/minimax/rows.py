@@ -1,0 +1,428 @@
+"""Row generation for the minimax LP: one HiGHS model over a working set of columns, rows added in place.
+
+With Φ(x, y) ∈ R^m (flattened μ space), rows indexed by pairs (x, C), x in the whole
+domain and C a non-empty label subset, g_{x,C} = Σ_{y∈C} Φ(x, y)/|C| and
+b_C = 1/|C| − 1, the problem is::
+
+    R* = min_{μ⁺, μ⁻ ≥ 0, ν}  −(τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ + ν
+         s.t.  g_{x,C}ᵀ(μ⁺ − μ⁻) − ν ≤ b_C     for all (x, C),
+
+with μ = μ⁺ − μ⁻, ν = φ(μ) + 1. Its dual (17) is max −bᵀα over distributions α on rows
+with τ − λ ≤ Fᵀα ≤ τ + λ: α is the worst-case distribution p(x, y) = Σ_C α_{x,C} 1{y∈C}/|C|.
+
+:class:`MinimaxLP` holds the model (μ boxed, |μ_j| ≤ B_j, so a restricted row set never
+makes it unbounded; :func:`solve_boxed` checks the box is slack at the end) and
+:func:`generate_rows` adds the rows a separation oracle (:class:`RowOracle`) reports as
+violated until none is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from marg.errors import InconsistentStatistics, InputError
+
+from ..lp import INF, HighsLP, Status, solver_error
+from .separation import RowOracle, as_sparse_row
+
+
+class MinimaxLP:
+    """LP (13) over a working set of columns, with rows added in place (one HiGHS model).
+
+    Model layout: column 0 is ν (free, cost 1); working column k (flat μ index
+    ``active[k]``) is HiGHS columns 1+2k (μ⁺, cost −(τ−λ)_j) and 2+2k (μ⁻, cost (τ+λ)_j),
+    both in [0, B_j]. Row r is gᵀ(μ⁺ − μ⁻) − ν ≤ b_r over the working columns. All rows
+    ever added are also kept in flat μ space (``row_matrix``) so that columns entering
+    later get their coefficients.
+
+    Parameters
+    ----------
+    lower, upper : ndarray, shape (m,)
+        τ − λ and τ + λ (flat).
+    bound : float or ndarray (m,)
+        Box B on |μ_j|.
+    feas_tol : float
+        HiGHS primal and dual feasibility tolerance.
+    accept_tol : float
+        A solve HiGHS ends with status "Unknown" is accepted when its primal and dual
+        infeasibilities are below this (the objective is re-evaluated exactly from μ).
+    """
+
+    def __init__(self, lower: np.ndarray, upper: np.ndarray, bound: float | np.ndarray = 1e3, feas_tol: float = 1e-8, accept_tol: float = 1e-6):
+        self.lower = np.asarray(lower, dtype=np.float64).ravel()
+        self.upper = np.asarray(upper, dtype=np.float64).ravel()
+        if self.lower.shape != self.upper.shape:
+            raise InputError(f"lower {self.lower.shape} and upper {self.upper.shape} differ in shape")
+        if np.any(self.lower > self.upper):
+            raise InputError("the uncertainty box needs tau - lambda <= tau + lambda (lambda >= 0)")
+        self.m = self.lower.size
+        self.bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), (self.m,)).copy()
+        if not np.all(self.bound > 0):
+            raise InputError("the box bound on mu must be positive")
+        self.lp = HighsLP(solver="simplex", presolve=False, feas_tol=feas_tol, accept_tol=accept_tol)
+        self.lp.add_cols([1.0], [-INF], [INF])
+        self.active = np.zeros(0, dtype=np.int64)
+        self.pos = np.full(self.m, -1, dtype=np.int64)
+        self.b: list[float] = []
+        self.labels: list[tuple[int, ...] | None] = []
+        self._coo_r: list[np.ndarray] = []
+        self._coo_c: list[np.ndarray] = []
+        self._coo_v: list[np.ndarray] = []
+        self._F: sp.csc_array | None = None
+        self._seen: set[int] = set()
+        self.status = "unsolved"
+        self.objective = np.nan
+        self.nu = np.nan
+        self.mu = np.zeros(self.m)
+        self.alpha = np.zeros(0)
+        self._x = np.zeros(1)
+        self._d = np.zeros(1)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_rows(self) -> int:
+        return len(self.b)
+
+    @property
+    def n_active(self) -> int:
+        return int(self.active.size)
+
+    def row_matrix(self) -> sp.csc_array:
+        """All stored rows in flat μ space, shape (n_rows, m) (CSC)."""
+        if self._F is None:
+            if self._coo_r:
+                r = np.concatenate(self._coo_r)
+                c = np.concatenate(self._coo_c)
+                v = np.concatenate(self._coo_v)
+            else:
+                r = c = np.zeros(0, np.int64)
+                v = np.zeros(0)
+            self._F = sp.csc_array((v, (r, c)), shape=(self.n_rows, self.m))
+        return self._F
+
+    # ------------------------------------------------------------------- rows
+    def add_rows(self, cuts: Sequence[Any]) -> int:
+        """Add rows (Cut or (g, b, ...) tuples), skipping exact duplicates; returns the count added."""
+        starts, idxs, vals, ub = [], [], [], []
+        nnz = 0
+        for c in cuts:
+            g, b = c[0], float(c[1])
+            lab = getattr(c, "labels", None)
+            idx, val = as_sparse_row(g, self.m)
+            key = hash((idx.tobytes(), np.round(val, 12).tobytes(), round(b, 12)))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            r = self.n_rows
+            self.b.append(b)
+            self.labels.append(tuple(lab) if lab is not None else None)
+            self._coo_r.append(np.full(idx.size, r, dtype=np.int64))
+            self._coo_c.append(idx)
+            self._coo_v.append(val)
+            p = self.pos[idx]
+            on = p >= 0
+            p, v = p[on], val[on]
+            mi = np.concatenate([[0], 1 + 2 * p, 2 + 2 * p]).astype(np.int32)
+            mv = np.concatenate([[-1.0], v, -v])
+            starts.append(nnz)
+            idxs.append(mi)
+            vals.append(mv)
+            ub.append(b)
+            nnz += mi.size
+        if not ub:
+            return 0
+        self._F = None
+        k = len(ub)
+        self.lp.add_rows(np.full(k, -INF), np.asarray(ub, dtype=np.float64), starts, np.concatenate(idxs), np.concatenate(vals))
+        return k
+
+    def delete_rows(self, rows: np.ndarray) -> None:
+        """Remove rows (indices into the current row list) from the model and the store."""
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        if rows.size == 0:
+            return
+        self.lp.delete_rows(rows)
+        keep = np.ones(self.n_rows, dtype=bool)
+        keep[rows] = False
+        F = self.row_matrix().tocsr()[keep]
+        coo = F.tocoo()
+        self.b = [b for b, k in zip(self.b, keep) if k]
+        self.labels = [lab for lab, k in zip(self.labels, keep) if k]
+        self._coo_r = [coo.row.astype(np.int64)]
+        self._coo_c = [coo.col.astype(np.int64)]
+        self._coo_v = [coo.data.astype(np.float64)]
+        self._F = None
+        if self.alpha.size == keep.size:
+            self.alpha = self.alpha[keep]
+        # Deleted rows may be needed again later: forget their keys by rebuilding.
+        Fr = self.row_matrix().tocsr()
+        self._seen = set()
+        for r in range(self.n_rows):
+            s, e = Fr.indptr[r], Fr.indptr[r + 1]
+            idx, val = Fr.indices[s:e].astype(np.int64), Fr.data[s:e]
+            self._seen.add(hash((idx.tobytes(), np.round(val, 12).tobytes(), round(self.b[r], 12))))
+
+    # ---------------------------------------------------------------- columns
+    def add_columns(self, cols: np.ndarray, fill: sp.spmatrix | None = None) -> None:
+        """Bring flat μ columns into the model at value 0 (the current point stays feasible).
+
+        Parameters
+        ----------
+        cols : ndarray of int
+            Flat μ indices, not yet in the working set.
+        fill : sparse (n_rows, len(cols)), optional
+            Coefficients for rows that have no entry in these columns yet (e.g. rows
+            generated while the feature was out of the model); recorded in the row store.
+            The model column is the stored rows' entries after the fill.
+        """
+        cols = np.asarray(cols, dtype=np.int64).ravel()
+        if cols.size == 0:
+            return
+        if np.any(self.pos[cols] >= 0) or np.unique(cols).size != cols.size:
+            raise InputError("add_columns: a column is already in the working set or repeated")
+        if fill is not None:
+            Fl = sp.csc_array(fill)
+            if Fl.shape != (self.n_rows, cols.size):
+                raise InputError(f"add_columns: fill must have shape {(self.n_rows, cols.size)}, got {Fl.shape}")
+            coo = Fl.tocoo()
+            keep = coo.data != 0.0
+            if keep.any():
+                self._coo_r.append(coo.row[keep].astype(np.int64))
+                self._coo_c.append(cols[coo.col[keep]])
+                self._coo_v.append(coo.data[keep].astype(np.float64))
+                self._F = None
+        C = self.row_matrix()[:, cols]
+        C = sp.csc_array(C)
+        C.sort_indices()
+        k = cols.size
+        costs = np.empty(2 * k)
+        costs[0::2] = -self.lower[cols]
+        costs[1::2] = self.upper[cols]
+        lo = np.zeros(2 * k)
+        hi = np.repeat(self.bound[cols], 2)
+        starts, idxs, vals = [], [], []
+        nnz = 0
+        for t in range(k):
+            s, e = C.indptr[t], C.indptr[t + 1]
+            ri = C.indices[s:e].astype(np.int32)
+            rv = C.data[s:e].astype(np.float64)
+            for sign in (1.0, -1.0):
+                starts.append(nnz)
+                idxs.append(ri)
+                vals.append(sign * rv)
+                nnz += ri.size
+        self.lp.add_cols(costs, lo, hi, starts, np.concatenate(idxs) if idxs else np.zeros(0, np.int32),
+                         np.concatenate(vals) if vals else np.zeros(0))
+        base = self.active.size
+        self.active = np.concatenate([self.active, cols])
+        self.pos[cols] = base + np.arange(k)
+
+    def remove_columns(self, cols: np.ndarray) -> None:
+        """Take flat μ columns out of the model (their μ becomes 0; rows keep their entries in the store)."""
+        cols = np.asarray(cols, dtype=np.int64).ravel()
+        if cols.size == 0:
+            return
+        ks = self.pos[cols]
+        if np.any(ks < 0):
+            raise InputError("remove_columns: a column is not in the working set")
+        model = np.sort(np.concatenate([1 + 2 * ks, 2 + 2 * ks])).astype(np.int32)
+        self.lp.delete_cols(model)
+        keep = np.ones(self.active.size, dtype=bool)
+        keep[ks] = False
+        self.pos[self.active] = -1
+        self.active = self.active[keep]
+        self.pos[self.active] = np.arange(self.active.size)
+        self.mu[cols] = 0.0
+
+    def set_bound(self, bound: np.ndarray | float) -> None:
+        """Change the box B on |μ_j| (all columns; working columns updated in the model)."""
+        self.bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), (self.m,)).copy()
+        k = self.active.size
+        if k:
+            idx = np.concatenate([1 + 2 * np.arange(k), 2 + 2 * np.arange(k)]).astype(np.int32)
+            hi = np.concatenate([self.bound[self.active], self.bound[self.active]])
+            self.lp.set_col_bounds(idx, np.zeros(idx.size), hi)
+
+    # ------------------------------------------------------------------ solve
+    @property
+    def simplex_iterations(self) -> int:
+        return self.lp.simplex_iterations
+
+    def solve(self, time_limit: float | None = None) -> str:
+        """Re-solve from the current basis. Returns "optimal" or "time_limit".
+
+        On a time limit the last optimal point (μ, ν, α) is kept as it was.
+
+        Raises
+        ------
+        InconsistentStatistics
+            The boxed LP cannot be unbounded; an unbounded status means HiGHS met no box.
+        SolverError
+            HiGHS failed twice (see :meth:`marg.learners.lp.HighsLP.solve`).
+        """
+        deadline = None if time_limit is None else time.perf_counter() + max(float(time_limit), 1e-3)
+        res = self.lp.solve(deadline)
+        if res.status is Status.LIMIT:
+            self.status = "time_limit"
+            return self.status
+        if res.status is not Status.OPTIMAL:
+            raise solver_error("the minimax LP (row generation)", res)
+        self.status = "optimal"
+        x, d = res.x, res.col_dual
+        self._x, self._d = x, d
+        self.nu = float(x[0])
+        self.mu = np.zeros(self.m)
+        if self.active.size:
+            self.mu[self.active] = x[1::2] - x[2::2]
+        self.alpha = -res.row_dual
+        self.objective = float(res.objective)
+        return self.status
+
+    # ------------------------------------------------------------- read-outs
+    def penalty(self, mu: np.ndarray) -> float:
+        """−(τ−λ)ᵀμ⁺ + (τ+λ)ᵀμ⁻ = −τᵀμ + λᵀ|μ| at a flat μ."""
+        mu = np.asarray(mu, dtype=np.float64).ravel()
+        return float(-self.lower @ np.maximum(mu, 0.0) + self.upper @ np.maximum(-mu, 0.0))
+
+    def dual_features(self, cols: np.ndarray | None = None) -> np.ndarray:
+        """Fᵀα at flat columns ``cols`` (all m if None), from the stored rows and the LP duals."""
+        F = self.row_matrix()
+        if cols is not None:
+            F = F[:, np.asarray(cols, dtype=np.int64)]
+        a = self.alpha if self.alpha.size == self.n_rows else np.zeros(self.n_rows)
+        return np.asarray(F.T @ a).ravel()
+
+    def dual_violation(self, cols: np.ndarray | None = None) -> np.ndarray:
+        """v = |Fᵀα − τ| − λ at ``cols`` (Algorithm 2, line 1): > 0 where α breaks the box."""
+        cols_ = np.arange(self.m) if cols is None else np.asarray(cols, dtype=np.int64)
+        fa = self.dual_features(cols_)
+        lo, hi = self.lower[cols_], self.upper[cols_]
+        tau, lam = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        return np.abs(fa - tau) - lam
+
+    def box_gap(self, dtol: float = 1e-8) -> float:
+        """Σ_j B_j·|d_j| over μ± sitting at their upper bound B with reduced cost d_j < −dtol.
+
+        A variable at B with a (significantly) negative reduced cost is held there by the box:
+        every optimum of the boxed LP has it at B, so the box binds. Reduced costs within
+        ``dtol`` (above the solver's dual tolerance) are numerical noise of degenerate
+        optima (e.g. the free directions of λ = 0 problems) and are ignored.
+        """
+        k = self.active.size
+        if k == 0 or self._x.size != 1 + 2 * k:
+            return 0.0
+        x, d = self._x[1:], self._d[1:]
+        B = np.repeat(self.bound[self.active], 2)
+        at = (x >= B * (1.0 - 1e-9)) & (d < -dtol)
+        return float(np.sum(B[at] * -d[at]))
+
+
+@dataclass
+class RowGenerationResult:
+    """What :func:`generate_rows` did.
+
+    Attributes
+    ----------
+    lower : list of float
+        LP value of each round (non-decreasing: rows are only added).
+    upper : list of float
+        Exact R(μ) of each round's μ (μ is feasible for all rows once ν = φ(μ) + 1).
+    converged : bool
+        No row violated beyond the tolerance (False after a time limit).
+    rows_added : int
+    """
+
+    lower: list[float] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    converged: bool = False
+    rows_added: int = 0
+    phi: float = float("nan")
+
+
+def generate_rows(
+    lp: MinimaxLP,
+    oracle: RowOracle,
+    tol: float = 1e-9,
+    max_rounds: int = 100_000,
+    deadline: float | None = None,
+    callback: Callable[[dict], None] | None = None,
+) -> RowGenerationResult:
+    """Row generation: solve, ask the oracle for the most violated rows, add them, repeat.
+
+    Stops when no proposed row has gᵀμ − b > ν + tol·max(1, |ν|) (or every such row is
+    already in the model: violated only within the LP solver's tolerance), at
+    ``max_rounds``, or at ``deadline`` (a ``time.perf_counter()`` value).
+
+    Returns
+    -------
+    RowGenerationResult
+    """
+    res = RowGenerationResult()
+    for _ in range(max_rounds):
+        remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        status = lp.solve(time_limit=remaining)
+        if status != "optimal":
+            return res
+        cuts = oracle.most_violated(lp.mu)
+        top = max(float(c[2]) for c in cuts)
+        res.lower.append(lp.objective)
+        res.upper.append(lp.penalty(lp.mu) + top)
+        res.phi = top - 1.0
+        if callback is not None:
+            callback({"stage": "rows", "lower": lp.objective, "upper": res.upper[-1], "rows": lp.n_rows})
+        thr = lp.nu + tol * max(1.0, abs(lp.nu))
+        new = [c for c in cuts if float(c[2]) > thr]
+        if not new:
+            res.converged = True
+            return res
+        added = lp.add_rows(new)
+        res.rows_added += added
+        if added == 0:
+            res.converged = True
+            return res
+        if deadline is not None and time.perf_counter() > deadline:
+            return res
+    return res
+
+
+def solve_boxed(
+    lp: MinimaxLP,
+    oracle: RowOracle,
+    tol: float = 1e-9,
+    grow: float = 100.0,
+    max_grow: int = 2,
+    deadline: float | None = None,
+    callback: Callable[[dict], None] | None = None,
+) -> RowGenerationResult:
+    """Row generation, then check the box |μ| ≤ B is slack; enlarge it (×``grow``) while it binds.
+
+    Raises
+    ------
+    InputError
+        When the box still binds after ``max_grow`` enlargements: no distribution matches
+        τ within λ (the statistics are inconsistent), so the minimax problem is unbounded.
+    """
+    total = RowGenerationResult()
+    for attempt in range(max_grow + 1):
+        res = generate_rows(lp, oracle, tol=tol, deadline=deadline, callback=callback)
+        total.lower += res.lower
+        total.upper += res.upper
+        total.rows_added += res.rows_added
+        total.converged = res.converged
+        total.phi = res.phi
+        if not res.converged:
+            return total
+        gap = lp.box_gap()
+        if gap <= tol * max(1.0, abs(lp.objective)):
+            return total
+        if attempt < max_grow:
+            lp.set_bound(lp.bound * grow)
+    raise InconsistentStatistics(
+        f"no distribution matches the statistics within lambda: the minimax problem is unbounded "
+        f"(box |mu| <= {float(lp.bound.max()):g} still binds by {gap:.3g}); the released tables are inconsistent"
+    )

@@ -1,0 +1,61 @@
+"""A CSV or Parquet file counted on this machine: streamed, encoded once, counted in blocks.
+
+The file streams through in chunks (peak memory set by the chunk size, not the file size);
+a background thread reads and decodes the next chunk (Arrow's readers use every core and
+release the GIL) while this one encodes and counts the current one
+(:class:`~marg.marginals.tables.TableCounter`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import pyarrow as pa
+
+from ..codebook import Codebook
+from ..encoding import iter_encoded
+from ..io import column_names, iter_batches
+from ..tables import MarginalTable, TableCounter
+from .base import Source
+from marg.errors import InputError
+
+
+class FileSource(Source):
+    """A local CSV/TSV (optionally gzip) or Parquet file."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.name = self.path.name
+        self.exclude = None  # a marginals.holdout.Holdout: count only the rows it does not hold out
+        self.held_rows = 0  # rows the last count left out
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "file", "engine": "local", "file": self.path.name}
+
+    def columns(self) -> list[str]:
+        return column_names(self.path)
+
+    def count(
+        self,
+        codebook: Codebook,
+        cliques: Sequence[tuple[str, ...]],
+        progress: Callable[[int], None] | None = None,
+    ) -> tuple[list[MarginalTable], int]:
+        from ..holdout import select
+
+        counter = TableCounter(codebook, cliques)
+        self.held_rows = 0
+        for enc in iter_encoded(self.path, codebook, progress=progress, prefetch=True):
+            if self.exclude is not None:
+                held = self.exclude.mask(enc.start_row, len(enc.y))
+                self.held_rows += int(held.sum())
+                enc = select(enc, ~held)
+            counter.add_encoded(enc)
+        if counter.n_rows == 0:
+            raise InputError(f"{self.name} has no data rows" + (" outside the holdout" if self.held_rows else ""))
+        return counter.tables(), counter.n_rows
+
+    def draft_batches(self, columns: list[str]) -> Iterator[tuple[dict[str, pa.Array], bool]]:
+        for batch in iter_batches(self.path, columns):
+            yield batch, True

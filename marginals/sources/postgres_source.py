@@ -1,0 +1,130 @@
+"""PostgreSQL as a source: ``postgresql://[user[:password]@]host[:port]/database?table=visits``
+(``&schema=``; or ``?query=SELECT…``), counted by the server.
+
+The connection is read-only (``SET TRANSACTION READ ONLY``), so a ``query=`` cannot change
+the site's data. Any other URI parameter (``sslmode``, ``host`` for a socket folder, …) goes
+to libpq unchanged; the password may also come from ``PGPASSWORD`` or ``~/.pgpass``.
+The bundle records host, port, database and table or query — never the user or password,
+and no error message repeats the password. Needs the optional extra ``postgres``
+(psycopg 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+import pyarrow as pa
+
+from .sql import POSTGRES, table_sql
+from .sqlsource import NotANumber, SQLSource, parse_query_string
+from marg.errors import InputError
+
+MARG_PARAMS = ("table", "schema", "query")
+CONNECT_TIMEOUT = 10
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError:
+        raise InputError("PostgreSQL sources need psycopg 3: pip install 'marg[postgres]'") from None
+    return psycopg
+
+
+class PostgresSource(SQLSource):
+    """A table or query in a PostgreSQL database."""
+
+    dialect = POSTGRES
+
+    def __init__(self, uri: str):
+        parts = urlsplit(uri)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        ours = urlencode([(k, v) for k, v in pairs if k in MARG_PARAMS])
+        opts = parse_query_string(ours, MARG_PARAMS, "postgresql")
+        if "table" not in opts and "query" not in opts:
+            raise InputError("a postgresql URI needs ?table=NAME or ?query=SELECT…")
+        libpq = [(k, v) for k, v in pairs if k not in MARG_PARAMS]
+        self._conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(libpq), ""))
+        self._password = unquote(parts.password) if parts.password else None
+        self.table, self.schema, self.query = opts.get("table"), opts.get("schema"), opts.get("query")
+        if self.table is not None:  # refuse a name the server could not hold before connecting
+            table_sql(self.dialect, self.table, self.schema)
+        lib = dict(libpq)
+        try:
+            port = parts.port
+        except ValueError:
+            raise InputError(f"postgresql URI has a bad port: {parts.netloc.rsplit(':', 1)[-1]!r}") from None
+        self.host = parts.hostname or lib.get("host") or "localhost"
+        self.port = port or (int(lib["port"]) if lib.get("port", "").isdigit() else 5432)
+        self.database = unquote(parts.path.lstrip("/")) or lib.get("dbname") or None
+        what = f"table {self.table!r}" if self.table is not None else "query"
+        self.name = f"postgresql {what} on {self.host}:{self.port}/{self.database or ''}"
+        self._con = None
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": "postgresql", "engine": "postgresql", "host": self.host, "port": self.port,
+                             "database": self.database}
+        for k in ("schema", "table", "query"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._password, "***") if self._password else text
+
+    def _error(self, exc: BaseException) -> InputError:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        msg = "; ".join(lines[:3]) if lines else type(exc).__name__
+        return InputError(self._redact(f"{self.name}: {msg}"))
+
+    def _connect(self):
+        if self._con is None:
+            psycopg = _psycopg()
+            try:
+                con = psycopg.connect(self._conninfo, connect_timeout=CONNECT_TIMEOUT)
+                con.read_only = True
+            except psycopg.Error as exc:
+                raise self._error(exc) from None
+            self._con = con
+        return self._con
+
+    def select(self) -> tuple[str, list[Any]]:
+        if self.query is not None:
+            return self.dialect.text(self.query), []
+        return table_sql(self.dialect, self.table, self.schema), []  # type: ignore[arg-type]
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        psycopg = _psycopg()
+        con = self._connect()
+        try:
+            with con.cursor() as cur:
+                cur.execute(sql, list(params))
+                names = [d.name for d in cur.description]
+                rows = cur.fetchall()
+            con.rollback()  # read-only: end the transaction, keep the connection
+        except psycopg.DataError as exc:  # e.g. a text value that is not a number
+            self._rollback()
+            raise NotANumber(self._redact(str(exc).strip().splitlines()[0])) from None
+        except psycopg.Error as exc:
+            self._rollback()
+            raise self._error(exc) from None
+        cols = list(zip(*rows)) if rows else [()] * len(names)
+        try:
+            return pa.table({n: pa.array(list(c)) for n, c in zip(names, cols)}) if names else pa.table({})
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise InputError(f"{self.name}: cannot read the result: {exc}") from None
+
+    def _rollback(self) -> None:
+        try:
+            if self._con is not None and not self._con.closed:
+                self._con.rollback()
+        except Exception:  # noqa: BLE001 - the connection is gone; close() cleans up
+            pass
+
+    def close(self) -> None:
+        if self._con is not None:
+            try:
+                self._con.close()
+            finally:
+                self._con = None

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (never imported from another ``test_*.py``)."""

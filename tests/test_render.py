@@ -1,0 +1,39 @@
+"""The reports render in headless Chromium at desktop and phone widths: not blank, not wider than the window."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("render_reports", ROOT / "bench" / "render_reports.py")
+render = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(render)
+
+
+@pytest.mark.slow
+def test_reports_render_in_chromium(tmp_path):
+    if render.chromium() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed (.ci/run installs Debian's chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from marg.demo import run_demo
+
+    res = run_demo(tmp_path / "demo", echo=lambda s: None)
+    problems = []
+    for path in res["reports"].values():
+        problems += render.check_page(path, tmp_path)
+    assert not problems, problems
+    assert len(list(tmp_path.glob("*.png"))) == 4
+
+
+def test_the_width_probe_catches_a_page_wider_than_the_window(tmp_path):
+    if render.chromium() is None:
+        pytest.skip("chromium is not installed")
+    wide = tmp_path / "wide.html"
+    wide.write_text('<!DOCTYPE html><html><body><div style="width:3000px;height:50px;background:#000">x</div></body></html>')
+    problems = render.check_page(wide, tmp_path)
+    assert any("wider than the window" in p for p in problems)
