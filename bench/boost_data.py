@@ -103,3 +103,18 @@ def load(name: str) -> tuple[Codebook, np.ndarray, np.ndarray]:
     batch[cb.label.name] = pa.array(labels, type=pa.string())
     enc = encode_batch(cb, batch, 1)
     return cb, enc.X, enc.y
+
+
+def folds(y: np.ndarray, rep: int, n_folds: int = 10) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified ``n_folds``-fold split of repetition ``rep`` (seeded by rep): (train, test) index pairs.
+
+    Each class's rows are shuffled with ``default_rng(rep)`` and dealt round-robin to the
+    folds, so every benchmark that names the same repetition uses the same folds.
+    """
+    rng = np.random.default_rng(rep)
+    fold_of = np.empty(y.shape[0], dtype=np.int64)
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c)
+        idx = idx[rng.permutation(idx.size)]
+        fold_of[idx] = (np.arange(idx.size) + rng.integers(n_folds)) % n_folds
+    return [(np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)) for f in range(n_folds)]

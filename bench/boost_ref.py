@@ -74,6 +74,7 @@ class BoostStats:
     lp_seconds: float = 0.0
     cuts: int = 0
     certified: bool = True  # every pricing ended optimal (no limit hit)
+    stopped: bool = False  # the run's wall-clock budget ended it before the LP was optimal
     weights: list[np.ndarray] = field(default_factory=list)  # the w passed to each pricing (if kept)
 
 
@@ -88,8 +89,10 @@ def _price(oracle: RowOracle, K: int, cost, threshold: float, options: SearchOpt
 
 def lpboost(cb: Codebook, X: np.ndarray, y: np.ndarray, *, nu: float, max_order: int,
             options: SearchOptions | None = None, max_iter: int = 1000, tol: float = 1e-7,
-            keep_weights: bool = False, tests: tuple[BinaryTest, ...] | None = None) -> tuple[VotingModel, BoostStats]:
-    """LP-Boost (1.12) with D = 1/(νM) over monomials of order ≤ max_order."""
+            keep_weights: bool = False, tests: tuple[BinaryTest, ...] | None = None,
+            budget: float | None = None) -> tuple[VotingModel, BoostStats]:
+    """LP-Boost (1.12) with D = 1/(νM) over monomials of order ≤ max_order (``budget``: wall seconds)."""
+    start = time.perf_counter()
     opts = options or SearchOptions()
     tests = tests if tests is not None else codebook_tests(cb)
     n = X.shape[0]
@@ -132,6 +135,10 @@ def lpboost(cb: Codebook, X: np.ndarray, y: np.ndarray, *, nu: float, max_order:
         if r.monomial is None:
             break
         add(r.monomial, float(r.sign))
+        if budget is not None and time.perf_counter() - start > budget:
+            stats.stopped = True
+            x, _, _ = lp.solve()
+            break
     lam = np.maximum(x[cols], 0.0)
     default = int(np.mean(y == 1) >= 0.5)
     return VotingModel(tests, monos, np.asarray(signs), lam, default), stats
@@ -238,8 +245,14 @@ class _L0Master:
 
 def l0rboost(cb: Codebook, X: np.ndarray, y: np.ndarray, *, rho: float, max_order: int, kappa: float = 1.5,
              options: SearchOptions | None = None, max_iter: int = 2000, tol: float = 1e-7,
-             hamming_factor: float = 2.0, tests: tuple[BinaryTest, ...] | None = None) -> tuple[VotingModel, BoostStats]:
-    """L0-RBoost (Algorithm 2) over monomials of order ≤ max_order with c(k) of (3.22)."""
+             hamming_factor: float = 2.0, tests: tuple[BinaryTest, ...] | None = None,
+             budget: float | None = None) -> tuple[VotingModel, BoostStats]:
+    """L0-RBoost (Algorithm 2) over monomials of order ≤ max_order with c(k) of (3.22).
+
+    ``budget`` (wall seconds): past it the run stops after the next LP solve and returns
+    that LP's vote (``stats.stopped``); the LP is then not proven optimal over all columns.
+    """
+    start = time.perf_counter()
     opts = options or SearchOptions()
     tests = tests if tests is not None else codebook_tests(cb)
     n = X.shape[0]
@@ -254,6 +267,9 @@ def l0rboost(cb: Codebook, X: np.ndarray, y: np.ndarray, *, rho: float, max_orde
         x, dual, _ = m.lp.solve()
         stats.lp_seconds += time.perf_counter() - t0
         stats.iterations += 1
+        if budget is not None and time.perf_counter() - start > budget:
+            stats.stopped = True
+            break
         w = np.maximum(dual[:n], 0.0)
         alpha = dual[n]  # reduced cost of λ_u: −Σ y h w − α + q_u
         V = m.pair_weights(dual)
