@@ -345,6 +345,7 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     mu, R, phi_up = best
     D = src.fmap.dim
     mu = np.pad(mu, ((0, 0), (0, D - mu.shape[1])))
+    mu = np.where(np.abs(mu) > 1e-9 * max(1.0, float(np.abs(mu).max(initial=0.0))), mu, 0.0)  # solver round-off
     tau = np.zeros((n_classes, D))
     lam = np.zeros((n_classes, D))
     for u, m in enumerate(src.fmap.monomials):

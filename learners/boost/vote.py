@@ -179,7 +179,7 @@ class BoostVote(MinimaxRules):
         _, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
                                         bound=float(self.bound), time_limit=self.time_limit,
                                         options=SearchOptions(), callback=self.callback)
-        keep = np.flatnonzero(np.any(np.abs(res.mu) > 1e-12, axis=0))
+        keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
         fmap = MonomialMap(tests, [src.fmap.monomials[u] for u in keep])
         mu, tau, lam = res.mu[:, keep], res.tau[:, keep], res.lam[:, keep]
         none = np.zeros(mu.shape, dtype=bool)
