@@ -220,7 +220,6 @@ class MonomialMinimax:
             mu = self.mu(r.x)
             nu = float(r.x[0])
             sep = self.separate(mu)
-            phi = max(s[0] for s in sep)
             phi_up = max(s[1] for s in sep)
             lin = self._linear(mu)
             lower.append(lin + nu + 1.0)
