@@ -137,8 +137,8 @@ def lpboost(cb: Codebook, X: np.ndarray, y: np.ndarray, *, nu: float, max_order:
         add(r.monomial, float(r.sign))
         if budget is not None and time.perf_counter() - start > budget:
             stats.stopped = True
-            x, _, _ = lp.solve()
             break
+    x, _, _ = lp.solve()  # the LP over every column added (the loop may end right after an addition)
     lam = np.maximum(x[cols], 0.0)
     default = int(np.mean(y == 1) >= 0.5)
     return VotingModel(tests, monos, np.asarray(signs), lam, default), stats
@@ -284,6 +284,7 @@ def l0rboost(cb: Codebook, X: np.ndarray, y: np.ndarray, *, rho: float, max_orde
         if vi.size == 0:
             break
         stats.cuts += m.add_cuts(vi, vj)
+    x, _, _ = m.lp.solve()  # the LP over every column and cut added
     lam = np.maximum(x[np.asarray(m.lam)], 0.0)
     default = int(np.mean(y == 1) >= 0.5)
     return VotingModel(tests, m.monos, np.asarray(m.signs), lam, default), stats
