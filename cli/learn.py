@@ -82,7 +82,7 @@ class _Progress:
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
-    learner: Annotated[str, typer.Option("--learner", help="auto (default: leave-one-site-out choice when 2-20 sites released pair tables of a binary label, else the smallest certificate), mrc, dcc, renyi or nb.")] = "auto",
+    learner: Annotated[str, typer.Option("--learner", help="auto (default: leave-one-site-out choice when 2-20 sites released pair tables of a binary label, else the smallest certificate), mrc, dcc, renyi, nb or boost.")] = "auto",
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
@@ -97,6 +97,8 @@ def learn(
     edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
     structure: Annotated[str, typer.Option("--structure", help="dcc edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).")] = "forest",
     loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
+    max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1 or 2; 2 reads the pair tables).")] = 2,
+    kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k) of a monomial of order k (bits of a weight, in log₂ n units).")] = 1.5,
     select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
     max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
     feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
@@ -126,7 +128,8 @@ def learn(
         raise InputError(f"unknown learner {learner!r} (expected auto or one of {', '.join(LEARNERS)})")
     options = {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
                "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
-               "structure": structure, "loss": loss}
+               "structure": structure, "loss": loss,
+               "max_order": max_order, "kappa": kappa}
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     if learner != "auto":
@@ -188,6 +191,10 @@ def learn(
         act = rep["active_features"]
         shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
         typer.echo(f"column generation: {len(act)} features in the final working set: {shown}")
+    if "monomials" in rep:
+        typer.echo(f"vote: {len(rep['monomials'])} weighted rules (score of a class = sum of the weights of its rules that hold):")
+        for r in rep["monomials"]:
+            typer.echo(f"  {r['weight']:+.4f}  {r['class']}  if  {r['rule']}")
     if len(rep.get("iterations", [])) > 1:
         typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
     typer.echo(f"fitted in {res.seconds:.2f} s")

@@ -110,6 +110,7 @@ def confidence_lambda(
     binary: np.ndarray | None = None,
     draws: Sequence[tuple] | None = None,
     n_draws: Sequence[tuple] = (),
+    n_intervals: int | None = None,
 ) -> np.ndarray:
     """λ for the MRC uncertainty set (see the module docstring for the formula).
 
@@ -137,6 +138,10 @@ def confidence_lambda(
     n_draws : noise parts of n (the label table's total), optional
         With noise on n, τ = N/n̂ also moves by τ·|n̂ − n|/n̂: one more interval (on n) joins
         the Bonferroni count and that term is added.
+    n_intervals : int, optional
+        The Bonferroni count m of entries the box must cover together, when it exceeds the
+        entries given (column generation computes λ for the columns it adds, but a column is
+        chosen among all candidates: m counts every candidate). Default: the entries given.
 
     Returns
     -------
@@ -157,7 +162,9 @@ def confidence_lambda(
         raise InputError(f"s must be finite and >= 0, got {s!r}")
     noisy = bool(np.any(noise_std > 0)) or bool(draws and any(draws))
     with_n = bool(noisy and draws is not None and n_draws)
-    m = max(1, tau_std.size) + int(with_n)
+    if n_intervals is not None and (int(n_intervals) != n_intervals or n_intervals < tau_std.size):
+        raise InputError(f"n_intervals must be an integer >= the {tau_std.size} entries given, got {n_intervals!r}")
+    m = max(1, tau_std.size if n_intervals is None else int(n_intervals)) + int(with_n)
     alpha = (1.0 - coverage) / m if 0.0 < coverage < 1.0 else None
     z = bonferroni_z(coverage, m)
     if draws is not None and noisy:

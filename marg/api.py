@@ -16,8 +16,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from marg.errors import InputError
 
 LEARN_OPTIONS: dict[str, dict[str, str]] = {
-    "s": {"mrc": "s", "dcc": "s", "nb": "s"},
-    "coverage": {"mrc": "coverage", "dcc": "coverage", "renyi": "coverage", "nb": "coverage"},
+    "s": {"mrc": "s", "dcc": "s", "nb": "s", "boost": "s"},
+    "coverage": {"mrc": "coverage", "dcc": "coverage", "renyi": "coverage", "nb": "coverage", "boost": "coverage"},
     "alpha": {"nb": "alpha"},
     "solver": {"mrc": "solver"},
     "eps": {"mrc": "eps"},
@@ -29,6 +29,8 @@ LEARN_OPTIONS: dict[str, dict[str, str]] = {
     "edge_weight": {"dcc": "edge_weight"},
     "structure": {"dcc": "structure"},
     "loss": {"dcc": "loss"},
+    "max_order": {"boost": "max_order"},
+    "kappa": {"boost": "kappa"},
 }
 """``marg learn`` option → {learner: the estimator parameter it sets}. An option a learner
 does not take is refused when the user gave it (not when it only has its default)."""

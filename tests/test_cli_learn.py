@@ -57,7 +57,7 @@ def test_learn_json_contract(study, learner):
     assert m.learner == learner and m.worst_case_error == pytest.approx(d["worst_case_error"])
 
 
-@pytest.mark.parametrize("learner", ["mrc", "renyi"])
+@pytest.mark.parametrize("learner", ["mrc", "renyi", "boost"])
 def test_evaluate_and_predict(study, learner):
     tmp, schema, bundles = study
     model = tmp / f"{learner}_e.json"
@@ -84,6 +84,20 @@ def test_evaluate_and_predict(study, learner):
     P = np.array([[float(r["p_no"]), float(r["p_yes"])] for r in rows])
     np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-5)
     assert [r["predicted"] for r in rows] == [m.classes[k] for k in pred]
+
+
+def test_boost_prints_its_rules_in_words(study):
+    tmp, schema, bundles = study
+    out = tmp / "boost_rules.json"
+    r = run("learn", *bundles, "--learner", "boost", "--out", out, "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    rules = Model.load(out).estimator.rules()
+    assert rules and "weighted rules" in r.stdout
+    for rule in rules:  # every rule of the model file is printed with its weight and class
+        assert f"{rule['weight']:+.4f}  {rule['class']}  if  {rule['rule']}" in r.stdout
+    d = json.loads(run("learn", *bundles, "--learner", "boost", "--out", out, "--json", "--allow-unsigned").stdout)
+    assert d["monomials"] == json.loads(json.dumps(rules)) and d["terms"] == sum(1 for _ in rules)
+    assert run("learn", *bundles, "--learner", "mrc", "--max-order", "1", "--out", out, "--allow-unsigned").exit_code == 2
 
 
 def test_model_round_trip_predicts_the_same(study):

@@ -15,7 +15,7 @@ from tests.conftest import random_codebook, random_rows
 
 CONTRACT = {"learner", "n", "features", "worst_case_error"}
 EXTRA = {"mrc": {"iterations"}, "dcc": {"iterations", "edges"}, "renyi": {"gamma", "hgr_lower_bound", "separable"},
-         "nb": {"certificate_converged"}}
+         "nb": {"certificate_converged"}, "boost": {"iterations", "monomials", "terms"}}
 
 
 @pytest.fixture(scope="module")

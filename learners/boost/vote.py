@@ -1,0 +1,217 @@
+"""``boost``: a sparse minimax vote over Boolean monomials, fitted from marginal tables.
+
+The marginals version of the boosting seed's L0-RBoost (Goldberg 2010, ch. 3): the minimax
+0-1 problem of seed 000 over monomial columns m_u(x)·1{y = c} (a rule "age > 54 AND cp = 4"
+voting for a class), with the code-length price c(k) of (3.22), divided by n, added to each
+column's half-width λ — so that, as in L0-RBoost, a column of order k enters only when its
+gain pays for the bits that name it. Column generation prices monomials by the MMA branch
+and bound on the cells of the released tables (:mod:`.minimax_cg`); monomials of order ≤ 2
+read the first-order and label-pair tables. The inner maximisation over the whole domain is
+exact (enumeration or a MILP, :mod:`.domain`), so the certificate R(μ) is a valid bound on
+the worst-case error over the uncertainty set (enlarged by the price, which only makes it
+more conservative).
+
+Rules: ŷ(x) = argmax_c Σ_u μ[c, u] m_u(x) (``predict``; ties to the larger prior) and the
+randomized rule (6) (``predict_proba``), both from :class:`..minimax.rules.MinimaxRules`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+
+from ..base import check_number, features_param
+from ..calibration import confidence_lambda
+from ..minimax.rules import MinimaxRules
+from .columns import MonomialMap, monomial_moments
+from .cost import code_length_cost
+from .literals import Monomial, codebook_tests
+from .minimax_cg import ColumnSource, solve_monomial_minimax
+from .mma import SearchOptions
+
+
+def count_candidates(tests: Sequence[Any], cliques: Sequence[tuple[str, ...]], max_order: int) -> int:
+    """How many monomials of order ≤ max_order (≤ 2) the released cliques price: the Bonferroni count per class."""
+    n = 1 + 2 * len(tests)
+    if max_order >= 2:
+        pairs = {frozenset(c) for c in cliques if len(c) == 2}
+        for a in range(len(tests)):
+            for b in range(a + 1, len(tests)):
+                fa, fb = tests[a].feature, tests[b].feature
+                if fa == fb or frozenset((fa, fb)) in pairs:
+                    n += 4
+    return n
+
+
+class BoostVote(MinimaxRules):
+    """Sparse minimax vote over Boolean monomials of order ≤ 2 (see the module docstring).
+
+    Parameters
+    ----------
+    s : float or None
+        None: λ calibrated to simultaneous ``coverage`` over every candidate column
+        (Bonferroni over K × the number of candidate monomials); a number: λ = s·std/√n
+        (+ the noise term); 0 gives λ = 0 on exact summaries (only the price remains).
+    coverage : float
+    features : sequence of str or None
+        Features monomials may read; None = every discrete feature.
+    max_order : {1, 2}
+        Largest monomial order (2 needs pair tables with the label for cross-feature pairs;
+        two literals on one feature, an interval, read the first-order table).
+    kappa : float
+        κ of (3.22): the bits of a weight, in units of log₂ n (the seed uses 1.5).
+    penalty : float
+        Multiplier of the price c(k)/n (1 = the seed's; 0 = no sparsity price).
+    eps : float
+        A column enters when its dual violation exceeds this.
+    n_max, k_max : int
+        Columns added per iteration; iterations (column generation also stops when R^k has
+        not dropped for 8 iterations: ``converged_`` is then False, the certificate valid).
+    bound : float
+        Box on |μ|.
+    time_limit : float or None
+        Seconds; the best R^k so far is kept (``converged_`` False).
+    callback : callable or None
+        Progress records per iteration (not saved).
+
+    Attributes
+    ----------
+    mu_ : (K, D)
+        Weights of the chosen monomials (the map's columns) per class.
+    map_ : MonomialMap
+        The chosen monomials (columns with a non-zero weight).
+    certificate_ : Certificate
+        R(μ) with the exact φ(μ): a bound on the worst-case 0-1 error over the uncertainty set.
+    tau_, lambda_ : (K, D)
+        Expectations and half-widths (price included) of the chosen columns.
+    pricing_exact_ : bool
+        No candidate column was left violated (``converged_`` and an exact search).
+    phi_exact_ : bool
+        Every inner maximisation was solved to optimality (else φ is HiGHS' dual bound).
+    history_ : list of dict
+        Per column-generation iteration: R, columns, rows, entered, seconds.
+    """
+
+    learner = "boost"
+    display_name = "a sparse monomial vote"
+    remedies = ("lower --max-order or raise the price (--kappa)",)
+
+    def __init__(self, s: float | None = None, coverage: float = 0.95, features: Sequence[str] | None = None,
+                 max_order: int = 2, kappa: float = 1.5, penalty: float = 1.0, eps: float = 1e-6, n_max: int = 20,
+                 k_max: int = 30, bound: float = 1e3, time_limit: float | None = None,
+                 callback: Callable[[dict], None] | None = None):
+        self.s = s
+        self.coverage = coverage
+        self.features = features
+        self.max_order = max_order
+        self.kappa = kappa
+        self.penalty = penalty
+        self.eps = eps
+        self.n_max = n_max
+        self.k_max = k_max
+        self.bound = bound
+        self.time_limit = time_limit
+        self.callback = callback
+
+    def check_params(self) -> None:
+        check_number("s", self.s, low=0, none_ok=True)
+        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
+        check_number("max_order", self.max_order, low=1, high=2, integer=True)
+        check_number("kappa", self.kappa, low=0)
+        check_number("penalty", self.penalty, low=0)
+        check_number("eps", self.eps, low=0)
+        check_number("n_max", self.n_max, low=1, integer=True)
+        check_number("k_max", self.k_max, low=0, integer=True)
+        check_number("bound", self.bound, low=0, open_low=True)
+        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, summary: Any) -> "BoostVote":
+        """Fit the vote from a Summary (first-order tables; pair tables for order-2 monomials). Returns self."""
+        self.check_params()
+        cb = summary.codebook
+        lab = cb.label.name
+        tests = codebook_tests(cb, features_param(self.features))
+        if not tests:
+            raise InputError("boost needs discrete features (categorical or binned numeric): the codebook gives no binary test")
+        used = sorted({t.feature for t in tests}, key=cb.index)
+        cliques: list[tuple[str, ...]] = [(f,) for f in used]
+        if self.max_order >= 2:
+            names = cb.feature_names
+            for i, j in summary.pairs:
+                if names[i] in used and names[j] in used:
+                    cliques.append((names[i], names[j]))
+        K = int(summary.n_classes)
+        n = float(summary.n)
+        n_cand = count_candidates(tests, cliques, int(self.max_order))
+        order_cost = self.penalty * code_length_cost(len(tests), max(n, 2.0), min(int(self.max_order), len(tests)),
+                                                     self.kappa) / n
+        rel = summary.released()
+        n_draws = tuple((m, b, d, c * K) for m, b, d, c in rel.noise_draws((lab,)))
+        cache: dict[Monomial, tuple[np.ndarray, np.ndarray]] = {}
+
+        def moments(mono: Monomial) -> tuple[np.ndarray, np.ndarray]:
+            if mono not in cache:
+                cm = monomial_moments(summary, tests, mono)
+                tau = cm.tau
+                draws = tuple((m, b, d, c * cm.cells) for m, b, d, c in cm.draws)
+                if self.s == 0 and not draws:
+                    lam = np.zeros(K)
+                else:
+                    lam = confidence_lambda(np.sqrt(np.clip(tau * (1 - tau), 0, None))[:, None],
+                                            np.full((K, 1), cm.noise_std * math.sqrt(cm.cells) / n), n, s=self.s,
+                                            coverage=self.coverage, tau=tau[:, None], binary=np.ones(1, dtype=bool),
+                                            draws=[draws], n_draws=n_draws, n_intervals=K * n_cand)[:, 0]
+                cache[mono] = (tau, lam + order_cost[len(mono)])
+            return cache[mono]
+
+        sizes = np.array([cb.attribute_size(f.name) if f.is_discrete else 1 for f in cb.features], dtype=np.int64)
+        src = ColumnSource(
+            codebook=cb, fmap=MonomialMap(tests), sizes=sizes, cliques=cliques,
+            clique_tau={c: summary.joint((*c, lab)) for c in cliques},
+            pooled=[summary.joint((f.name, lab)).T if f.is_discrete else np.ones((K, 1)) for f in cb.features],
+            moments=moments, order_cost=order_cost, max_order=int(self.max_order),
+        )
+        _, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
+                                        bound=float(self.bound), time_limit=self.time_limit,
+                                        options=SearchOptions(), callback=self.callback)
+        keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
+        fmap = MonomialMap(tests, [src.fmap.monomials[u] for u in keep])
+        mu, tau, lam = res.mu[:, keep], res.tau[:, keep], res.lam[:, keep]
+        none = np.zeros(mu.shape, dtype=bool)
+        self._set_minimax_state(summary, fmap, tau, lam, mu, res.phi, res.value, res.iterations, res.lower, res.upper,
+                                res.n_rows, none, none, res.converged, self.bound, "R*")
+        self.pricing_exact_ = bool(res.converged and res.pricing_exact)
+        self.phi_exact_ = bool(res.phi_exact)
+        self.history_ = res.history
+        return self
+
+    # ------------------------------------------------------------------ rules
+    def rules(self) -> list[dict[str, Any]]:
+        """The vote in words: one entry per (class, monomial) with a non-zero weight, largest |weight| first."""
+        self._check_fitted()
+        out = []
+        for u in range(self.map_.dim):
+            for c, cls in enumerate(self.classes_):
+                w = float(self.mu_[c, u])
+                if w != 0.0:
+                    out.append({"class": cls, "rule": self.map_.describe(u), "order": len(self.map_.monomials[u]),
+                                "weight": w})
+        return sorted(out, key=lambda r: -abs(r["weight"]))
+
+    @property
+    def n_terms_(self) -> int:
+        """‖μ‖₀: the number of (class, monomial) weights in the vote."""
+        return int(np.count_nonzero(self.mu_))
+
+    def _report(self) -> dict[str, Any]:
+        return {**super()._report(), "monomials": self.rules(), "terms": self.n_terms_,
+                "converged": bool(self.converged_)}
+
+    # ---------------------------------------------------------- persistence
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self._load_minimax_state(state, MonomialMap.from_dict(state["map"]), "R*")
