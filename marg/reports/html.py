@@ -21,7 +21,7 @@ th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-ali
 th{background:#f3f5f7}img{max-width:100%;height:auto;display:block;margin:.5rem 0}
 .note{background:#f6f8fa;border-left:4px solid #8c959f;padding:.5rem .8rem;margin:.6rem 0}
 .ok{color:#116329;font-weight:600}.bad{color:#a40e26;font-weight:600}code{font-size:.85rem;word-break:break-all}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
+summary{cursor:pointer;margin:.4rem 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
 @media (max-width:600px){dl{grid-template-columns:1fr;gap:0}dd{margin-bottom:.5rem}}
 """
 
@@ -65,12 +65,15 @@ class Page:
         body = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in items)
         self.parts.append(f"<dl>{body}</dl>")
 
-    def table(self, headers: Sequence[str], rows: Iterable[Sequence[str]], key: str | None = None) -> None:
-        """A table; cells are already-escaped HTML."""
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[str]], key: str | None = None,
+              folded: str | None = None) -> None:
+        """A table; cells are already-escaped HTML. ``folded``: show it closed under this summary
+        line (an HTML ``<details>`` element: no script)."""
         head = "".join(f"<th>{escape(h)}</th>" for h in headers)
         body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
         attr = f' data-table="{escape(key)}"' if key else ""
-        self.parts.append(f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
+        html = f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        self.parts.append(f"<details><summary>{escape(folded)}</summary>{html}</details>" if folded else html)
 
     def figure(self, png: bytes, alt: str, key: str) -> None:
         data = base64.b64encode(png).decode("ascii")

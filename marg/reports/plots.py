@@ -55,9 +55,11 @@ def confusion(matrix, classes: Sequence[str]) -> bytes:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(3.6, 3.2))
     ax.imshow(matrix, cmap="Blues")
+    top = max(1, max(int(v) for row in matrix for v in row))
     for i in range(len(classes)):
         for j in range(len(classes)):
-            ax.text(j, i, f"{int(matrix[i][j]):,}", ha="center", va="center", fontsize=9)
+            v = int(matrix[i][j])
+            ax.text(j, i, f"{v:,}", ha="center", va="center", fontsize=9, color="white" if v > 0.55 * top else "black")
     ax.set_xticks(range(len(classes)), classes, fontsize=8)
     ax.set_yticks(range(len(classes)), classes, fontsize=8)
     ax.set_xlabel("predicted", fontsize=9)
@@ -65,19 +67,19 @@ def confusion(matrix, classes: Sequence[str]) -> bytes:
     return _png(fig)
 
 
-def spend(times: Sequence[str], cumulative: Sequence[float], cap: float | None, currency: str) -> bytes:
-    """Cumulative privacy spend per release, against the cap."""
+def spend(seqs: Sequence[int], cumulative: Sequence[float], cap: float | None, currency: str) -> bytes:
+    """Cumulative privacy spend after each release (x: its ledger seq), against the cap."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3))
-    ax.step(range(1, len(cumulative) + 1), cumulative, where="post", marker="o", label=f"spent {currency}")
+    ax.step(list(seqs), cumulative, where="post", marker="o", label=f"spent {currency}")
     if cap is not None:
         ax.axhline(cap, color="#cf222e", ls="--", label=f"cap {cap:g}")
-    ax.set_xticks(range(1, len(cumulative) + 1))
-    ax.set_ylim(bottom=0)
+    ax.set_xticks(list(seqs))
+    ax.set_ylim(bottom=0, top=max([*cumulative, cap or 0.0]) * 1.1 or 1.0)
     ax.set_xlabel("release (ledger seq)", fontsize=9)
     ax.set_ylabel(currency, fontsize=9)
     ax.set_title(f"Cumulative privacy spend ({currency})", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     return _png(fig)
 
