@@ -16,6 +16,9 @@ from typing import Any
 from . import plots
 from .html import Page, e, value
 
+FOLD_STATISTICS = 60
+"""A release of more statistics than this lists them folded (``<details>``)."""
+
 
 def _f(v: Any) -> float:
     try:
@@ -146,7 +149,7 @@ def _release_detail(page: Page, x: dict) -> None:
                      value("cells:%d:%s" % (seq, name), math.prod(shape) if shape else 0, " × ".join(map(str, shape)) or "—"),
                      e(st.get("mechanism")), value("std:%d:%s" % (seq, name), _f(st.get("std", 0.0)))])
     page.table(["statistic", "kind", "attributes", "shape", "mechanism", "noise std"], rows, key="release:%d" % seq,
-               folded=f"{len(stats)} statistics" if len(stats) > 12 else None)
+               folded=f"{len(stats)} statistics" if len(stats) > FOLD_STATISTICS else None, cards=False)
 
 
 def _inf_text(v: Any) -> str | None:

@@ -87,7 +87,7 @@ def _task(page: Page, model: Any, info: dict) -> None:
         ("Features in the codebook", value("n_features", len(cb.features))),
         ("Codebook fingerprint", f"<code>{e(cb.fingerprint)}</code>"),
         ("Created", e(info.get("created", "—"))),
-        ("Signed by", e(info["signed_by"]) if info.get("signed_by") else "unsigned (nobody vouches for this file)"),
+        ("Signed by", _signer(info)),
         ("Patients summarised (n)", value("n", None if n is None else float(n), "—" if n is None else None)),
     ])
     page.text("The codebook is the study's public schema: every site coded its patients with these levels, and the "
@@ -112,7 +112,7 @@ def _learner(page: Page, model: Any, rep: dict) -> None:
            "sites' summaries alone; its parameters:")
     params = {k: v for k, v in est.get_params().items() if k != "callback"}
     page.table(["parameter", "value"], [[e(k), e(v)] for k, v in sorted(params.items())], key="params")
-    fitted = {k: v for k, v in est.report().items() if k not in SHOWN_ELSEWHERE}
+    fitted = {k: v for k, v in est.report().items() if k not in SHOWN_ELSEWHERE and not k.startswith("certificate")}
     if fitted:
         page.p("Fitted values:")
         page.table(["value", ""], [[e(k), _cell(f"fitted:{k}", v)] for k, v in sorted(fitted.items())], key="fitted")
@@ -120,10 +120,23 @@ def _learner(page: Page, model: Any, rep: dict) -> None:
         page.p(f"Chosen automatically by {e(rep['auto_rule'])}.")
     cands = rep.get("auto") or []
     if cands:
-        rows = [[e(c.get("learner")), e(_params_words(c.get("params"))),
-                 value(f"auto_certificate:{k}", c.get("certificate"), "not fitted" if c.get("certificate") is None else None),
-                 e(c.get("kind") or ""), e(c.get("note") or "")] for k, c in enumerate(cands)]
-        page.table(["candidate", "parameters", "certificate", "kind", "note"], rows, key="auto")
+        scored = any(c.get("score") is not None for c in cands)
+        notes = any(c.get("note") for c in cands)
+        rows = []
+        for k, c in enumerate(cands):
+            row = [e(c.get("learner")), e(_params_words(c.get("params")))]
+            if scored:
+                row.append(value(f"auto_score:{k}", _num(c.get("score")), "—" if c.get("score") is None else None))
+            cert = c.get("certificate")
+            cert_text = ("not computed" if scored else "not fitted") if cert is None else f"{float(cert):.4g} ({c.get('kind')})"
+            row.append(value(f"auto_certificate:{k}", _num(cert), cert_text))
+            if notes:
+                row.append(e(c.get("note") or ""))
+            rows.append(row)
+        page.table(["candidate", "parameters", *(["score (the choice's criterion)"] if scored else []), "certificate",
+                    *(["note"] if notes else [])], rows, key="auto")
+        if scored:
+            page.text("The candidates were compared by the score; only the chosen model's certificate is computed.")
 
 
 def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
@@ -285,6 +298,16 @@ def _sites(page: Page, info: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ helpers
+def _signer(info: dict) -> str:
+    """Who signed the file, as ``marg report`` verified it (``info["signed_by"]``: a name, or None
+    for an unsigned file it was allowed to read); not checked when rendered without it."""
+    if "signed_by" not in info:
+        return "not checked (marg report --trust verifies the model's signature)"
+    if info["signed_by"] is None:
+        return '<span class="bad">unsigned</span> (nobody vouches for this file)'
+    return f'<span class="ok">{e(info["signed_by"])}</span> (signature verified against the trust store)'
+
+
 def _cell(key: str, v: Any) -> str:
     if isinstance(v, bool) or v is None:
         return e(v)
