@@ -151,20 +151,23 @@ def test_user_text_stays_text(tmp_path):
     from marg.marginals.summary import Summary
     from marg.reports.model_card import model_card
 
-    evil = ("<script>alert(1)</script>", 'a"b&c', "<img src=x onerror=1>")
+    from marg.learners.model import evaluate
+
+    # markup, and a $ that matplotlib would read as mathtext (and fail to parse) in the charts
+    evil = ("<script>alert(1)</script>", 'a"b&c', "<img src=x onerror=1>", r"$\frac{$")
     cb = Codebook(features=(CategoricalFeature("f<i>", evil), CategoricalFeature("g&h", ("0", "1"))),
-                  label=Label("y</td>", ("<b>no</b>", "yes&")))
+                  label=Label("y</td>", ("<b>no</b>", "yes&$x^{$")))
     rng = np.random.default_rng(1)
-    X = np.column_stack([rng.integers(0, 3, 200), rng.integers(0, 2, 200)]).astype(float)
+    X = np.column_stack([rng.integers(0, 4, 200), rng.integers(0, 2, 200)]).astype(float)
     y = ((X[:, 0] == 1) ^ (rng.random(200) < 0.2)).astype(int)
     m = Model("mrc", cb, MRC(s=0.3).fit(Summary.from_rows(cb, X, y)), {})
     out = tmp_path / "card.html"
-    out.write_text(model_card(m, source="<x>.json"), encoding="utf-8")
+    out.write_text(model_card(m, evaluate(m, X, y), source="<x>.json"), encoding="utf-8")
     root = parse(out)
-    assert [img.get("data-plot") for img in root.iter("img") if img.get("src", "").startswith("data:")]
+    assert {"weights", "confusion"} <= {img.get("data-plot") for img in root.iter("img")}
     assert all(img.get("onerror") is None for img in root.iter("img"))
     text = "".join(root.itertext())
-    for s in (*evil, "f<i>", "g&h", "y</td>", "<b>no</b>", "<x>.json"):
+    for s in (*evil, "f<i>", "g&h", "y</td>", "<b>no</b>", "yes&$x^{$", "<x>.json"):
         assert s in text
     assert [row[3] for row in table(root, "codebook")][0] == ", ".join(evil)
 

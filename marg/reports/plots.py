@@ -1,4 +1,9 @@
-"""The reports' plots, drawn by matplotlib (Agg) into PNG bytes; one function per plot."""
+"""The reports' plots, drawn by matplotlib (Agg) into PNG bytes; one function per plot.
+
+Text that comes from the study (feature, level and class names) goes through :func:`plain`,
+so matplotlib draws it as written: a ``$`` would otherwise start mathtext, and a name like
+``$\\frac{$`` would stop the report with a parse error.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +24,15 @@ def _plt():
     return plt
 
 
+def plain(text: str) -> str:
+    """``text`` for a matplotlib label, drawn literally (every ``$`` escaped: no mathtext)."""
+    return str(text).replace("$", r"\$")
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=100)
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # same bytes on any matplotlib version
     _plt().close(fig)
     return buf.getvalue()
 
@@ -33,10 +43,10 @@ def bars(labels: Sequence[str], values: Sequence[float], title: str, xlabel: str
     fig, ax = plt.subplots(figsize=(7, 0.3 * len(labels) + 1.2))
     ys = list(range(len(labels)))[::-1]
     ax.barh(ys, values, color=["#1f6feb" if v >= 0 else "#cf222e" for v in values])
-    ax.set_yticks(ys, [lab if len(lab) <= 40 else lab[:37] + "…" for lab in labels], fontsize=8)
+    ax.set_yticks(ys, [plain(lab if len(lab) <= 40 else lab[:37] + "…") for lab in labels], fontsize=8)
     ax.axvline(0, color="#57606a", lw=0.8)
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_title(plain(title), fontsize=10)
+    ax.set_xlabel(plain(xlabel), fontsize=9)
     return _png(fig)
 
 
@@ -60,8 +70,8 @@ def confusion(matrix, classes: Sequence[str]) -> bytes:
         for j in range(len(classes)):
             v = int(matrix[i][j])
             ax.text(j, i, f"{v:,}", ha="center", va="center", fontsize=9, color="white" if v > 0.55 * top else "black")
-    ax.set_xticks(range(len(classes)), classes, fontsize=8)
-    ax.set_yticks(range(len(classes)), classes, fontsize=8)
+    ax.set_xticks(range(len(classes)), [plain(c) for c in classes], fontsize=8)
+    ax.set_yticks(range(len(classes)), [plain(c) for c in classes], fontsize=8)
     ax.set_xlabel("predicted", fontsize=9)
     ax.set_ylabel("true", fontsize=9)
     return _png(fig)
