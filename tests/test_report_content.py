@@ -10,7 +10,6 @@ same bytes.
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
@@ -22,6 +21,7 @@ from marg.learners.model import Model
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.synthetic import demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
+from tests.conftest import gene_study
 from tests.test_reports import parse, values
 
 runner = CliRunner()
@@ -46,27 +46,12 @@ def genes(tmp_path_factory):
     """A 3-class gene study through the CLI: export (exact), learn an MRC by column generation
     (one feature per iteration), sign the model; returns (dir, model, trust, data)."""
     tmp = tmp_path_factory.mktemp("genes")
-    rng = np.random.default_rng(0)
-    n, p, labels = 150, 120, ("a", "b", "c")
-    y = rng.integers(0, 3, n)
-    X = rng.integers(0, 3, (n, p))
-    for j in range(12):  # informative genes: gene j is "hi" for half the rows of class j mod 3
-        flip = rng.random(n) < 0.5
-        X[flip, j] = np.where(y[flip] == j % 3, 2, 0)
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("lo", "mid", "hi")) for j in range(p)),
-                  label=Label("tumour", labels))
-    cb.save(tmp / "codebook.json")
-    data = tmp / "genes.csv"
-    with data.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow([f"g{j}" for j in range(p)] + ["tumour"])
-        for i in range(n):
-            w.writerow([("lo", "mid", "hi")[v] for v in X[i]] + [labels[y[i]]])
+    schema, data = gene_study(tmp, n=150, p=120)
     assert run("keys", "init", "--site", "learner", "--dir", tmp / "keys").exit_code == 0
     trust = tmp / "trust"
     trust.mkdir()
     (trust / "learner.sign.pub").write_bytes((tmp / "keys" / "learner.sign.pub").read_bytes())
-    r = run("export", data, "--schema", tmp / "codebook.json", "--site", "lab", "--out", tmp / "genes.bundle",
+    r = run("export", data, "--schema", schema, "--site", "lab", "--out", tmp / "genes.bundle",
             "--min-cell", "1", "--ledger", tmp / "ledger")
     assert r.exit_code == 0, r.output
     model = tmp / "cg.json"
