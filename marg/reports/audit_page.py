@@ -52,9 +52,11 @@ def audit_page(ledger: Any, public_key: Any = None) -> str:
         ("Cap", "none configured" if cap is None else
          f"ε {value('cap_epsilon', cap.epsilon)}, δ {value('cap_delta', cap.delta)}, ρ {value('cap_rho', cap.rho)}"),
     ])
-    if report.key_source != "given":
+    if report.key_source == "ledger directory":
         page.text("The signatures were checked against the keys the ledger folder itself holds: give the site's "
                   "public key from an independent copy (marg audit verify --key) for a real audit.", "note")
+    elif report.key_source == "none":
+        page.text("No key was available to check the signatures with: they are unverified.", "bad")
     if report.torn_tail:
         page.text("The ledger ended in an incomplete line (a crashed write), which is ignored.", "note")
     if any(math.isinf(_f(x["cost"].get("epsilon"))) for x in releases):
