@@ -37,6 +37,8 @@ PROMISE = {
 }
 CODEBOOK_ROWS = 60
 """Features listed one per row in the codebook table; a larger codebook is summarised."""
+LEVELS_SHOWN = 20
+"""Levels listed per feature in the codebook table."""
 FOLD_ROWS = 12
 """A codebook table longer than this is shown folded (``<details>``)."""
 SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate", "iterations", "edges",
@@ -95,7 +97,8 @@ def _task(page: Page, model: Any, info: dict) -> None:
     rows = []
     for f in cb.features[:CODEBOOK_ROWS]:
         if f.is_discrete:
-            kind, what = f.kind, ", ".join(f.level_names)
+            lv = list(f.level_names)
+            kind, what = f.kind, ", ".join(lv[:LEVELS_SHOWN]) + (f", … ({len(lv):,} in all)" if len(lv) > LEVELS_SHOWN else "")
         else:
             kind, what = "numeric (raw)", f"range [{f.lo:g}, {f.hi:g}]"
         rows.append([e(f.name), e(kind), value(f"levels:{f.name}", int(f.n_levels)), e(what)])
