@@ -2,8 +2,9 @@
 
 Run: python bench/render_reports.py [--out bench/out/screenshots]
 
-Writes the demo's model card and ledger page (``marg demo``), screenshots each at 1280×900
-(desktop) and 390×844 (phone) with Debian's ``chromium --headless --no-sandbox --disable-gpu
+Writes the demo's model cards (its default model's and its MRC's) and ledger page
+(``marg demo``), screenshots each at 1280×900 (desktop) and 390×844 (phone), and the whole
+page at both widths (``*-full.png``, to look at) with Debian's ``chromium --headless --no-sandbox --disable-gpu
 --screenshot``, and fails (exit 1) if a page renders blank (nearly uniform pixels) or wider
 than its window (``document.documentElement.scrollWidth > innerWidth``, read from
 ``--dump-dom`` of a copy of the page with a one-line probe script added). tests/test_render.py
@@ -22,7 +23,10 @@ from pathlib import Path
 
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 PROBE = ("<script>addEventListener('load',function(){document.body.setAttribute('data-overflow',"
-         "String(document.documentElement.scrollWidth-innerWidth))})</script>")
+         "String(document.documentElement.scrollWidth-innerWidth));document.body.setAttribute('data-height',"
+         "String(document.documentElement.scrollHeight))})</script>")
+MAX_HEIGHT = 16000
+"""Tallest full-page screenshot (px): the page's own height up to this."""
 
 
 def chromium() -> str | None:
@@ -59,9 +63,25 @@ def check_page(page: Path, out_dir: Path) -> list[str]:
             m = re.search(r'data-overflow="(-?\d+)"', dom.stdout)
             if m is None:
                 problems.append(f"{page.name} at {name}: the width probe did not run")
-            elif int(m.group(1)) > 0:
+                continue
+            if int(m.group(1)) > 0:
                 problems.append(f"{page.name} at {name}: {m.group(1)} px wider than the window")
+            # the whole page at this width, to look at (the issue's closing note names these)
+            height = int(re.search(r'data-height="(\d+)"', dom.stdout).group(1))
+            full = out_dir / f"{page.stem}-{name}-full.png"
+            _run(base + [f"--window-size={w},{min(max(height, h), MAX_HEIGHT)}", f"--screenshot={full}", page.resolve().as_uri()])
+            if not full.exists():
+                problems.append(f"{page.name} at {name}: no full-page screenshot")
     return problems
+
+
+def demo_pages(res: dict) -> list[Path]:
+    """The demo's two reports, plus the model card of its MRC (column generation, weights)."""
+    from marg.reports.model_card import model_card
+
+    mrc = res["workdir"] / "learner" / "mrc-card.html"
+    mrc.write_text(model_card(res["models"]["mrc"], source="mrc.model.json"), encoding="utf-8")
+    return [*res["reports"].values(), mrc]
 
 
 def main() -> None:
@@ -76,7 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         res = run_demo(Path(d) / "demo", echo=lambda s: None)
         problems = []
-        for path in res["reports"].values():
+        for path in demo_pages(res):
             problems += check_page(path, out)
     for p in sorted(out.glob("*.png")):
         print(f"screenshot: {p}")

@@ -202,30 +202,15 @@ def test_colon_cg_equals_full():
 
 def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
     """`marg learn --learner mrc` on 300 genes: progress per CG iteration, R^k in --json, --solver full agrees."""
-    import csv
     import json
 
     from typer.testing import CliRunner
 
     from marg.cli.main import app
+    from tests.conftest import gene_study
 
-    rng = np.random.default_rng(0)
-    n, p, labels = 150, 300, ("a", "b", "c")
-    y = rng.integers(0, 3, n)
-    X = rng.integers(0, 3, (n, p))
-    for j in range(12):  # informative genes: gene j is "hi" for half the rows of class j mod 3
-        flip = rng.random(n) < 0.5
-        X[flip, j] = np.where(y[flip] == j % 3, 2, 0)
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("lo", "mid", "hi")) for j in range(p)),
-                  label=Label("tumour", labels))
-    schema = tmp_path / "codebook.json"
-    cb.save(schema)
-    data = tmp_path / "genes.csv"
-    with data.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow([f"g{j}" for j in range(p)] + ["tumour"])
-        for i in range(n):
-            w.writerow([("lo", "mid", "hi")[v] for v in X[i]] + [labels[y[i]]])
+    p = 300
+    schema, data = gene_study(tmp_path, n=150, p=p)
     runner = CliRunner()
     bundle = tmp_path / "genes.bundle"
     r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "lab", "--out", str(bundle), "--min-cell", "1"])

@@ -24,10 +24,11 @@ def test_reports_render_in_chromium(tmp_path):
 
     res = run_demo(tmp_path / "demo", echo=lambda s: None)
     problems = []
-    for path in res["reports"].values():
+    pages = render.demo_pages(res)
+    for path in pages:
         problems += render.check_page(path, tmp_path)
     assert not problems, problems
-    assert len(list(tmp_path.glob("*.png"))) == 4
+    assert len(list(tmp_path.glob("*.png"))) == 4 * len(pages)  # window and whole page, desktop and phone
 
 
 def test_the_width_probe_catches_a_page_wider_than_the_window(tmp_path):

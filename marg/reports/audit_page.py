@@ -2,8 +2,10 @@
 
 :func:`audit_page` renders the entries of a ledger (a timeline of releases: when, to whom,
 which statistics, mechanism and cost), the cumulative privacy spend against the cap as a
-plot, and the verification status of the hash chain, every entry and every signature
-(:meth:`marg.protocols.ledger.Ledger.verify`).
+plot (ε, and ρ when zCDP releases or a ρ cap are recorded), every released statistic of
+every entry (clique, shape, noise), and the verification status of the hash chain, every
+entry and every signature (:meth:`marg.protocols.ledger.Ledger.verify`): the entries before
+the first failure verified, the failing one with the reason, the ones after it unverified.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from typing import Any
 
 from . import plots
 from .html import Page, e, value
+
+FOLD_STATISTICS = 60
+"""A release of more statistics than this lists them folded (``<details>``)."""
 
 
 def _f(v: Any) -> float:
@@ -34,13 +39,14 @@ def audit_page(ledger: Any, public_key: Any = None) -> str:
     spent = PrivacyCost.from_dict(report.spent)
     sites = sorted({x["site"] for x in entries})
     page = Page(f"Release ledger — {', '.join(sites) or 'no releases'}")
+    releases = [x for x in entries if _is_release(x)]
 
     page.h2("Summary")
     status = ('<span class="ok">verified</span>' if report.ok else
               f'<span class="bad">FAILED</span>: {e(report.reason)}')
     page.dl([
         ("Ledger file", f"<code>{e(report.ledger)}</code>"),
-        ("Releases", value("n_entries", len(entries))),
+        ("Releases", value("n_entries", len(releases))),
         ("Integrity", f'<span data-key="integrity" data-value="{"ok" if report.ok else "failed"}">{status}</span>'),
         ("Keys used to verify", e(report.key_source)),
         ("Head (hash of the last entry)", f"<code>{e(report.head or '—')}</code>"),
@@ -49,44 +55,111 @@ def audit_page(ledger: Any, public_key: Any = None) -> str:
         ("Cap", "none configured" if cap is None else
          f"ε {value('cap_epsilon', cap.epsilon)}, δ {value('cap_delta', cap.delta)}, ρ {value('cap_rho', cap.rho)}"),
     ])
-    if any(math.isinf(_f(x["cost"].get("epsilon"))) for x in entries):
+    if report.key_source == "ledger directory":
+        page.text("The signatures were checked against the keys the ledger folder itself holds: give the site's "
+                  "public key from an independent copy (marg audit verify --key) for a real audit.", "note")
+    elif report.key_source == "none":
+        page.text("No key was available to check the signatures with: they are unverified.", "bad")
+    if report.torn_tail:
+        page.text("The ledger ended in an incomplete line (a crashed write), which is ignored.", "note")
+    if any(math.isinf(_f(x["cost"].get("epsilon"))) for x in releases):
         page.text("∞: exact counts were released — no differential-privacy guarantee for those releases.", "note")
 
     page.h2("Timeline")
-    bad_seq = report.first_bad_seq if not report.ok else None
-    rows = []
-    for x in entries:
-        seq = int(x["seq"])
-        if bad_seq is not None and seq >= bad_seq:
-            st = '<span class="bad">not verified</span>'
-        elif seq in report.unsigned:
-            st = "chain ok, unsigned"
-        else:
-            st = '<span class="ok">chain and signature ok</span>'
-        stats = x.get("statistics") or []
-        names = ", ".join(s.get("name", "?") for s in stats[:6]) + (f", … ({len(stats)} in all)" if len(stats) > 6 else "")
-        c = x["cost"]
-        rows.append([value(f"seq:{seq}", seq), e(x.get("time", "")), e(x.get("recipient_name") or x.get("recipient") or "unsealed"),
-                     value(f"n_statistics:{seq}", len(stats)), e(names), e(x.get("mechanism", "")),
-                     value(f"epsilon:{seq}", _f(c.get("epsilon")), "∞" if math.isinf(_f(c.get("epsilon"))) else None),
-                     value(f"delta:{seq}", _f(c.get("delta"))), value(f"rho:{seq}", _f(c.get("rho"))),
-                     value(f"cumulative_epsilon:{seq}", _f(x["cumulative"].get("epsilon")),
-                           "∞" if math.isinf(_f(x["cumulative"].get("epsilon"))) else None), st])
     page.table(["seq", "time (UTC)", "to", "tables", "statistics", "mechanism", "ε", "δ", "ρ", "total ε", "status"],
-               rows, key="timeline")
+               [_timeline_row(x, report) for x in entries], key="timeline")
+    _spend(page, releases, cap)
 
-    finite = [x for x in entries if not math.isinf(_f(x["cumulative"].get("epsilon")))]
-    if finite:
-        cum = [_f(x["cumulative"].get("epsilon")) for x in finite]
-        page.figure(plots.spend([x.get("time", "") for x in finite], cum, cap.epsilon if cap is not None and cap.epsilon > 0
-                                else None, "ε"), "cumulative privacy spend against the cap", "spend")
     page.h2("What each release contained")
-    for x in entries:
-        stats = x.get("statistics") or []
-        seq = int(x["seq"])
-        digest = str(x.get("bundle", ""))[:16]
-        page.p(f"<b>Release {value('detail_seq:%d' % seq, seq)}</b> ({e(x.get('time', ''))}), bundle <code>{e(digest)}…</code>:")
-        page.table(["statistic", "mechanism", "noise std"],
-                   [[e(st.get("name")), e(st.get("mechanism")), value("std:%d:%s" % (seq, st.get("name")), _f(st.get("std", 0.0)))]
-                    for st in stats], key="release:%d" % seq)
+    for x in releases:
+        _release_detail(page, x)
     return page.render()
+
+
+# ------------------------------------------------------------------------------ parts
+def _is_release(x: dict) -> bool:
+    return x.get("kind", "release") == "release"
+
+
+def _status(seq: int, report: Any) -> str:
+    """The verification status of entry ``seq`` as the report establishes it."""
+    if not report.ok and report.first_bad_seq is not None:
+        if seq == report.first_bad_seq:
+            return f'<span class="bad">FAILED</span>: {e(report.reason)}'
+        if seq > report.first_bad_seq:
+            return '<span class="bad">not verified</span> (follows a failed entry)'
+    if seq in report.unsigned:
+        return "chain ok, unsigned"
+    return '<span class="ok">chain and signature ok</span>'
+
+
+def _timeline_row(x: dict, report: Any) -> list[str]:
+    seq = int(x["seq"])
+    st = f'<span data-key="status:{seq}" data-value="{_status_word(seq, report)}">{_status(seq, report)}</span>'
+    if not _is_release(x):  # a cap entry (recorded budget), not a release
+        capd = x.get("cap") or {}
+        what = "privacy cap set: " + ", ".join(f"{k} {_f(capd.get(k)):g}" for k in ("epsilon", "delta", "rho") if capd.get(k))
+        return [value(f"seq:{seq}", seq), e(x.get("time", "")), "—", "0", e(what), "—", "—", "—", "—",
+                e(_fmt_inf(_f((x.get("cumulative") or {}).get("epsilon", 0.0)))), st]
+    stats = x.get("statistics") or []
+    names = ", ".join(s.get("name", "?") for s in stats[:6]) + (f", … ({len(stats)} in all)" if len(stats) > 6 else "")
+    c = x["cost"]
+    return [value(f"seq:{seq}", seq), e(x.get("time", "")), e(x.get("recipient_name") or x.get("recipient") or "unsealed"),
+            value(f"n_statistics:{seq}", len(stats)), e(names), e(x.get("mechanism", "")),
+            value(f"epsilon:{seq}", _f(c.get("epsilon")), _inf_text(c.get("epsilon"))),
+            value(f"delta:{seq}", _f(c.get("delta"))), value(f"rho:{seq}", _f(c.get("rho")), _inf_text(c.get("rho"))),
+            value(f"cumulative_epsilon:{seq}", _f(x["cumulative"].get("epsilon")), _inf_text(x["cumulative"].get("epsilon"))), st]
+
+
+def _status_word(seq: int, report: Any) -> str:
+    html = _status(seq, report)
+    return "failed" if "FAILED" in html else "unverified" if "not verified" in html else "unsigned" if "unsigned" in html else "ok"
+
+
+def _spend(page: Page, releases: list[dict], cap: Any) -> None:
+    """The cumulative spend plot(s): ε always, ρ too when zCDP is in play; exact releases noted."""
+    finite = [x for x in releases if not math.isinf(_f(x["cumulative"].get("epsilon")))]
+    if len(finite) < len(releases):
+        first = next(int(x["seq"]) for x in releases if math.isinf(_f(x["cumulative"].get("epsilon"))))
+        page.text(f"From release {first} on the spend is unbounded (exact counts left the site); the plot stops there.", "bad")
+    if not finite:
+        return
+    seqs = [int(x["seq"]) for x in finite]
+    cap_eps = cap.epsilon if cap is not None and cap.epsilon > 0 else None
+    page.figure(plots.spend(seqs, [_f(x["cumulative"].get("epsilon")) for x in finite], cap_eps, "ε"),
+                "cumulative privacy spend (ε) against the cap", "spend")
+    rhos = [_f(x["cumulative"].get("rho", 0.0)) for x in finite]
+    if (cap is not None and cap.rho > 0) or any(r > 0 for r in rhos):
+        page.figure(plots.spend(seqs, rhos, cap.rho if cap is not None and cap.rho > 0 else None, "ρ"),
+                    "cumulative privacy spend (ρ, zCDP) against the cap", "spend_rho")
+
+
+def _release_detail(page: Page, x: dict) -> None:
+    stats = x.get("statistics") or []
+    seq = int(x["seq"])
+    digest = str(x.get("bundle") or "")[:16]
+    extra = []
+    if x.get("n_rows") is not None:
+        extra.append(f"{value('n_rows:%d' % seq, int(x['n_rows']))} rows")
+    if x.get("round"):
+        extra.append(f"round <code>{e(x['round'])}</code>")
+    page.p(f"<b>Release {value('detail_seq:%d' % seq, seq)}</b> ({e(x.get('time', ''))}) to "
+           f"{e(x.get('recipient_name') or x.get('recipient') or 'nobody in particular (unsealed)')}, bundle "
+           f"<code>{e(digest)}…</code>" + (", " + ", ".join(extra) if extra else "") + ":")
+    rows = []
+    for st in stats:
+        name = st.get("name")
+        shape = [int(s) for s in st.get("shape") or []]
+        rows.append([e(name), e(st.get("kind", "counts")), e(" × ".join(map(str, st.get("clique") or []))),
+                     value("cells:%d:%s" % (seq, name), math.prod(shape) if shape else 0, " × ".join(map(str, shape)) or "—"),
+                     e(st.get("mechanism")), value("std:%d:%s" % (seq, name), _f(st.get("std", 0.0)))])
+    page.table(["statistic", "kind", "attributes", "shape", "mechanism", "noise std"], rows, key="release:%d" % seq,
+               folded=f"{len(stats)} statistics" if len(stats) > FOLD_STATISTICS else None, cards=False)
+
+
+def _inf_text(v: Any) -> str | None:
+    return "∞" if math.isinf(_f(v)) else None
+
+
+def _fmt_inf(v: float) -> str:
+    return "∞" if math.isinf(v) else f"{v:g}"

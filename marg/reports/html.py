@@ -21,9 +21,16 @@ th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-ali
 th{background:#f3f5f7}img{max-width:100%;height:auto;display:block;margin:.5rem 0}
 .note{background:#f6f8fa;border-left:4px solid #8c959f;padding:.5rem .8rem;margin:.6rem 0}
 .ok{color:#116329;font-weight:600}.bad{color:#a40e26;font-weight:600}code{font-size:.85rem;word-break:break-all}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
-@media (max-width:600px){dl{grid-template-columns:1fr;gap:0}dd{margin-bottom:.5rem}}
+summary{cursor:pointer;margin:.4rem 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
+@media (max-width:600px){dl{grid-template-columns:1fr;gap:0}dd{margin-bottom:.5rem}
+table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%;box-sizing:border-box}
+table.cards tr{border:1px solid #d0d7de;margin:.5rem 0}table.cards td{border:0;border-bottom:1px solid #eaeef2}
+table.cards td{display:flex;gap:.6rem}table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
+font-size:.8rem;color:#57606a}}
 """
+CARD_COLUMNS = 4
+"""Tables with more columns than this show each row as a card on a phone (CSS only: each cell
+says its column's header)."""
 
 
 def fmt(v: Any) -> str:
@@ -65,12 +72,18 @@ class Page:
         body = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in items)
         self.parts.append(f"<dl>{body}</dl>")
 
-    def table(self, headers: Sequence[str], rows: Iterable[Sequence[str]], key: str | None = None) -> None:
-        """A table; cells are already-escaped HTML."""
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[str]], key: str | None = None,
+              folded: str | None = None, cards: bool | None = None) -> None:
+        """A table; cells are already-escaped HTML. ``folded``: show it closed under this summary
+        line (an HTML ``<details>`` element: no script). ``cards``: each row a card on a phone
+        (default: tables of more than :data:`CARD_COLUMNS` columns); else it scrolls sideways."""
         head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-        body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-        attr = f' data-table="{escape(key)}"' if key else ""
-        self.parts.append(f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
+        labels = [f' data-label="{escape(h)}"' for h in headers]
+        body = "".join("<tr>" + "".join(f"<td{labels[k] if k < len(labels) else ''}>{c}</td>" for k, c in enumerate(r))
+                       + "</tr>" for r in rows)
+        attr = (f' data-table="{escape(key)}"' if key else "") + (' class="cards"' if (len(headers) > CARD_COLUMNS if cards is None else cards) else "")
+        html = f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        self.parts.append(f"<details><summary>{escape(folded)}</summary>{html}</details>" if folded else html)
 
     def figure(self, png: bytes, alt: str, key: str) -> None:
         data = base64.b64encode(png).decode("ascii")

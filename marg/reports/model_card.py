@@ -1,10 +1,14 @@
 """The model card: what a marg model is, what its certificate promises, where its data came from.
 
 :func:`model_card` renders one self-contained HTML page from a model file's contents (and,
-given labelled data, an evaluation): the task and codebook; the learner and its
-parameters; the certificate with what it does and does not promise; the evaluated error and
-confusion matrix; the selected features; the largest weights of an additive rule; the R*
-trace of column generation; the sites, their row counts and privacy spend.
+given labelled data, an evaluation): the task and the codebook; the learner, its parameters,
+its fitted values and (for ``--learner auto``) the candidates it was chosen from; the
+certificate with what it does and does not promise, and what the sites' DP noise did to it;
+the evaluated error and confusion matrix; the features the model uses; the largest
+per-class weights (:mod:`marg.reports.weights`); the R* trace of column generation; the
+group-lasso regularization path; the sites, their row counts and their privacy spend.
+Every number is read from the model (never typed into a template) and sits in a
+``data-key`` element, so tests read it back.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from . import plots
-from .html import Page, e, fmt, value
+from .html import Page, e, value
+from .weights import class_weights, largest
 
 PROMISE = {
     "R*": "the largest error of the model's randomized rule over every distribution whose released "
@@ -30,29 +35,15 @@ PROMISE = {
     "2gamma": "2γ for distributions with exactly the released pairwise marginals (the training sample); "
               "no allowance for sampling error",
 }
-
-
-def _weights(model: Any) -> tuple[list[str], np.ndarray] | None:
-    """(column names "feature = level", weights of the binary score difference or of the first class
-    against the rest), for models with an additive rule; None otherwise."""
-    from marg.errors import InputError
-    from marg.learners.certify import linear_rule
-
-    try:
-        rule = linear_rule(model.estimator)
-    except (InputError, AttributeError):
-        return None
-    names = []
-    for b in rule.fmap.blocks:
-        if b.kind != "onehot":
-            names.append(b.name)
-            continue
-        f = model.codebook.feature(b.name)
-        levels = tuple(f.level_names) if hasattr(f, "level_names") else tuple(str(k) for k in range(b.size))
-        names.extend(f"{b.name} = {lv}" for lv in levels[: b.size])
-    W = rule.weights
-    w = W[1] - W[0] if W.shape[0] == 2 else W[0] - W[1:].mean(axis=0)
-    return names, w
+CODEBOOK_ROWS = 60
+"""Features listed one per row in the codebook table; a larger codebook is summarised."""
+LEVELS_SHOWN = 20
+"""Levels listed per feature in the codebook table."""
+FOLD_ROWS = 12
+"""A codebook table longer than this is shown folded (``<details>``)."""
+SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate", "iterations", "edges",
+                   "active_features", "sites", "seconds", "auto", "auto_rule", "selection", "selected", "gap"}
+"""Report keys with a section of their own (the rest go in the fitted-values table)."""
 
 
 def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str = "", top: int = 15) -> str:
@@ -65,119 +56,275 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
     source : str
         The model file's name, for the title.
     top : int
-        Bars in the weight chart.
-    """
-    est, cb, info = model.estimator, model.codebook, model.info or {}
-    rep = info.get("report") or {}
-    cert = est.certificate_
-    page = Page(f"Model card — {model.learner} model{f' ({source})' if source else ''}")
+        Bars per weight chart.
 
+    Returns
+    -------
+    str
+        The page; the same model (and evaluation) always gives the same bytes.
+    """
+    est, info = model.estimator, model.info or {}
+    rep = info.get("report") or {}
+    page = Page(f"Model card — {model.learner} model{f' ({source})' if source else ''}")
+    _task(page, model, info)
+    _learner(page, model, rep)
+    _certificate(page, est.certificate_, info, rep)
+    if evaluation is not None:
+        _evaluation(page, evaluation)
+    _features(page, model, rep)
+    _weights(page, model, top)
+    _trace(page, est, rep)
+    _selection(page, rep)
+    _sites(page, info)
+    return page.render()
+
+
+# ------------------------------------------------------------------------------ sections
+def _task(page: Page, model: Any, info: dict) -> None:
+    cb, est = model.codebook, model.estimator
     page.h2("Task")
-    feats = ", ".join(f.name for f in cb.features)
+    n = info.get("n", getattr(est, "n_", None))
     page.dl([
         ("Predicts", f"{e(cb.label.name)} ∈ {{{e(', '.join(cb.label.classes))}}}"),
-        ("Features", f"{value('n_features', len(cb.features))}: {e(feats)}"),
+        ("Features in the codebook", value("n_features", len(cb.features))),
         ("Codebook fingerprint", f"<code>{e(cb.fingerprint)}</code>"),
         ("Created", e(info.get("created", "—"))),
-        ("Signed by", e(info["signed_by"]) if info.get("signed_by") else "unsigned (nobody vouches for this file)"),
-        ("Patients summarised (n)", value("n", float(info["n"]) if info.get("n") is not None else None)),
+        ("Signed by", _signer(info)),
+        ("Patients summarised (n)", value("n", None if n is None else float(n), "—" if n is None else None)),
     ])
+    page.text("The codebook is the study's public schema: every site coded its patients with these levels, and the "
+              "certificate ranges over every combination of them.")
+    rows = []
+    for f in cb.features[:CODEBOOK_ROWS]:
+        if f.is_discrete:
+            lv = list(f.level_names)
+            kind, what = f.kind, ", ".join(lv[:LEVELS_SHOWN]) + (f", … ({len(lv):,} in all)" if len(lv) > LEVELS_SHOWN else "")
+        else:
+            kind, what = "numeric (raw)", f"range [{f.lo:g}, {f.hi:g}]"
+        rows.append([e(f.name), e(kind), value(f"levels:{f.name}", int(f.n_levels)), e(what)])
+    page.table(["feature", "kind", "levels", "levels or range"], rows, key="codebook",
+               folded=f"The codebook's {len(cb.features):,} features and their levels" if len(cb.features) > FOLD_ROWS else None)
+    if len(cb.features) > CODEBOOK_ROWS:
+        page.text(f"… and {len(cb.features) - CODEBOOK_ROWS:,} more features (the model file holds the whole codebook).")
 
+
+def _learner(page: Page, model: Any, rep: dict) -> None:
+    est = model.estimator
     page.h2("Learner")
+    page.p(f"{e(type(est).__name__)} (<code>{value('learner', model.learner, model.learner)}</code>), fitted from the "
+           "sites' summaries alone; its parameters:")
     params = {k: v for k, v in est.get_params().items() if k != "callback"}
     page.table(["parameter", "value"], [[e(k), e(v)] for k, v in sorted(params.items())], key="params")
-    used = rep.get("features") or getattr(est, "feature_names_in_", None) or []
-    if used:
-        page.p(f"Features used: {value('n_features_used', len(used))} — {e(', '.join(map(str, used)))}")
+    fitted = {k: v for k, v in est.report().items() if k not in SHOWN_ELSEWHERE and not k.startswith("certificate")}
+    if fitted:
+        page.p("Fitted values:")
+        page.table(["value", ""], [[e(k), _cell(f"fitted:{k}", v)] for k, v in sorted(fitted.items())], key="fitted")
     if rep.get("auto_rule"):
         page.p(f"Chosen automatically by {e(rep['auto_rule'])}.")
+    cands = rep.get("auto") or []
+    if cands:
+        scored = any(c.get("score") is not None for c in cands)
+        notes = any(c.get("note") for c in cands)
+        rows = []
+        for k, c in enumerate(cands):
+            row = [e(c.get("learner")), e(_params_words(c.get("params")))]
+            if scored:
+                row.append(value(f"auto_score:{k}", _num(c.get("score")), "—" if c.get("score") is None else None))
+            cert = c.get("certificate")
+            cert_text = ("not computed" if scored else "not fitted") if cert is None else f"{float(cert):.4g} ({c.get('kind')})"
+            row.append(value(f"auto_certificate:{k}", _num(cert), cert_text))
+            if notes:
+                row.append(e(c.get("note") or ""))
+            rows.append(row)
+        page.table(["candidate", "parameters", *(["score (the choice's criterion)"] if scored else []), "certificate",
+                    *(["note"] if notes else [])], rows, key="auto")
+        if scored:
+            page.text("The candidates were compared by the score; only the chosen model's certificate is computed.")
 
+
+def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
     page.h2("Certificate")
     page.p(f"Worst-case error ≤ {value('certificate', float(cert.value))} "
            f"(kind {value('certificate_kind', cert.kind, cert.kind)}"
-           + (f", coverage {value('coverage', float(cert.coverage), f'{cert.coverage:.0%}')}" if cert.coverage is not None else "")
-           + ")")
+           + (f", coverage {value('coverage', float(cert.coverage), f'{cert.coverage:.0%}')}" if cert.coverage is not None else
+              ", λ set by hand: no coverage level") + ")")
+    noisy = _noisy(info)
     page.p(e(f"It is {PROMISE.get(cert.kind, cert.kind)}" + (
         f", and it holds with probability at least {cert.coverage:.0%} over the sample"
-        + (" and the released noise" if _noisy(info) else "") + "." if cert.coverage is not None else ".")), "note")
+        + (" and the released noise" if noisy else "") + "." if cert.coverage is not None else ".")), "note")
     page.text("It does not promise: accuracy on a population other than the one the sites' patients come from; "
               "anything about rows outside the uncertainty set (cells the released tables rule out), which the "
               "evaluation below counts; a tight value — it is an upper bound, often far above the error.", "note")
     if cert.trivial:
         page.text("This certificate is trivial (no better than guessing): the released statistics are too few or "
                   "too noisy for a meaningful guarantee.", "bad")
-    if _noisy(info):
-        page.text("The sites added differential-privacy noise: the confidence box was widened by intervals exact for "
-                  "the noise actually added, so the bound is larger than it would be on exact counts.", "note")
+    if cert.approximate:
+        page.text("This bound rests on an approximation (see the learner's documentation): treat it as an estimate, "
+                  "not a guarantee.", "bad")
+    if noisy:
+        words = ("The sites added differential-privacy noise (table below). The confidence box was widened by "
+                 "intervals exact for the noise actually added, so the bound holds with the stated probability "
+                 "despite the noise, and is larger than it would be on exact counts.")
+        if rep.get("noise_margin") is not None or rep.get("ridge") is not None:
+            words += " The Rényi fit also regularised against the noise (ridge and noise margin under Fitted values)."
+        page.text(words, "note")
+    else:
+        page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error alone.",
+                  "note")
     hold = info.get("holdout_certificate")
     if hold:
         page.p(f"Held-out evaluation: {value('holdout_errors', float(hold['errors']))} errors in "
                f"{value('holdout_rows', float(hold['rows']))} held-out rows (released with noise), sites "
                f"{e(', '.join(hold.get('sites', [])))}.")
 
-    if evaluation is not None:
-        page.h2("Evaluation on the given data")
-        page.dl([
-            ("Rows", value("eval_n", int(evaluation["n"]))),
-            ("Error (deterministic rule)", value("eval_error", float(evaluation["error"]))),
-            ("Error of the randomized rule", value("eval_randomized_error", float(evaluation["randomized_error"]))),
-            ("Certificate", value("eval_certificate", float(evaluation["worst_case_error"]))),
-            ("Rows outside the uncertainty set", value("eval_outside", evaluation.get("outside"),
-                                                      "not defined for this learner" if evaluation.get("outside") is None
-                                                      else None)),
-        ])
-        classes = list(evaluation["classes"])
-        conf = evaluation["confusion"]
-        page.table(["true \\ predicted", *classes],
-                   [[e(c), *[value(f"confusion_{i}_{j}", int(conf[i][j])) for j in range(len(classes))]]
-                    for i, c in enumerate(classes)], key="confusion")
-        page.figure(plots.confusion(conf, classes), "confusion matrix", "confusion")
 
-    w = _weights(model)
-    if w is not None:
-        names, vals = w
-        order = np.argsort(-np.abs(vals))[:top]
-        lab = (f"score({cb.label.classes[1]}) − score({cb.label.classes[0]})" if len(cb.label.classes) == 2
-               else f"score({cb.label.classes[0]}) − mean of the others")
-        page.h2("Largest weights")
-        page.text(f"The deterministic rule adds one weight per feature level; the {len(order)} largest in magnitude "
-                  f"of {lab}:")
-        page.figure(plots.bars([names[i] for i in order], [float(vals[i]) for i in order], "largest weights", lab),
-                    "largest weights", "weights")
-        page.table(["feature = level", "weight"], [[e(names[i]), value(f"weight:{names[i]}", float(vals[i]))] for i in order],
-                   key="weights")
+def _evaluation(page: Page, ev: dict) -> None:
+    page.h2("Evaluation on the given data")
+    out = ev.get("outside")
+    page.dl([
+        ("Rows", value("eval_n", int(ev["n"]))),
+        ("Error (deterministic rule)", value("eval_error", float(ev["error"]))),
+        ("Error of the randomized rule", value("eval_randomized_error", float(ev["randomized_error"]))),
+        ("Certificate", value("eval_certificate", float(ev["worst_case_error"]))),
+        ("Rows outside the uncertainty set", value("eval_outside", out, "not defined for this learner" if out is None else None)),
+        ("Error on those rows", value("eval_outside_error", ev.get("outside_error"),
+                                      "—" if ev.get("outside_error") is None else None)),
+    ])
+    if float(ev["error"]) > float(ev["worst_case_error"]):
+        page.text("The error on these rows is above the certificate: they may come from another population than the "
+                  "summaries describe, or the certificate's coverage event failed.", "bad")
+    classes = list(ev["classes"])
+    conf = ev["confusion"]
+    page.table(["true \\ predicted", *classes],
+               [[e(c), *[value(f"confusion_{i}_{j}", int(conf[i][j])) for j in range(len(classes))]]
+                for i, c in enumerate(classes)], key="confusion")
+    page.figure(plots.confusion(conf, classes), "confusion matrix", "confusion")
 
-    iters = rep.get("iterations")
-    if iters and len(iters) > 1:
-        page.h2("Column generation")
-        page.text(f"R* after each of the {len(iters)} iterations (never increasing; each a valid certificate):")
-        page.figure(plots.trace([float(x) for x in iters], "R* by column-generation iteration", "R*"), "R* trace", "trace")
+
+def _features(page: Page, model: Any, rep: dict) -> None:
+    est = model.estimator
+    used = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
+    page.h2("Features the model uses")
+    page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,}: {e(', '.join(map(str, used)))}")
+    active = list(getattr(est, "selected_features_", None) or [])
+    if active and len(active) < len(used):
+        page.p(f"Column generation kept {value('n_active_features', len(active))} of them in its working set: "
+               f"{e(', '.join(active))}")
+    edges = getattr(est, "edges_", None) or []
+    if edges:
+        page.p(f"Pairs modelled jointly ({value('n_edges', len(edges))} edges): "
+               + e("; ".join(f"{a} – {b}" for a, b in edges)))
+
+
+def _weights(page: Page, model: Any, top: int) -> None:
+    cw = class_weights(model)
+    if cw is None:
+        return
+    page.h2("Largest weights")
+    fallback = getattr(model.estimator, "fallback_", None)
+    if fallback is not None and bool(np.any(fallback)):
+        page.text("This model predicts the majority class (its fit did not beat the prior by more than the noise "
+                  "margin); the weights below are the fit it set aside.", "bad")
+    page.text("The deterministic rule adds one weight per feature level (and per pair of levels on an edge) and "
+              "predicts the class of the largest score. Adding the same number to every class changes nothing, "
+              "so the charts show "
+              + ("the difference of the two classes' weights." if len(cw.titles) == 1 else
+                 "each class's weights minus their mean over the classes."))
+    for r, title in enumerate(cw.titles):
+        w = cw.weights[r]
+        order = largest(w, top)
+        key = "weights" if len(cw.titles) == 1 else f"weights:{model.classes[r]}"
+        if len(order) == 0:
+            page.p(f"{e(title)}: every weight is 0.")
+            continue
+        page.p(f"The {len(order)} largest in magnitude of {e(title)} "
+               f"({value(f'{key}:nonzero', int(np.count_nonzero(w)))} of {len(w):,} are nonzero):")
+        page.figure(plots.bars([cw.names[i] for i in order], [float(w[i]) for i in order], title, "weight"),
+                    f"largest weights, {title}", key)
+        page.table(["feature = level", "weight"],
+                   [[e(cw.names[i]), value(f"{key}:{cw.names[i]}", float(w[i]))] for i in order], key=key)
+    if cw.impossible:
+        page.text(f"Ruled out ({len(cw.impossible)} cells): the exact counts show no patient of the class with the level, "
+                  "so no distribution of the uncertainty set has one and the rule never predicts that class there; "
+                  "these columns are left out of the charts above.", "note")
+        page.table(["class", "feature = level"], [[e(c), e(nm)] for c, nm in cw.impossible], key="impossible",
+                   folded=f"The {len(cw.impossible)} ruled-out cells" if len(cw.impossible) > FOLD_ROWS else None)
+
+
+def _trace(page: Page, est: Any, rep: dict) -> None:
+    iters = list(getattr(est, "iterations_", None) or rep.get("iterations") or [])
+    if len(iters) < 2:
+        return
+    page.h2("Column generation")
+    page.text(f"R* after each of the {len(iters)} iterations (never increasing; each a valid certificate for the "
+              "columns then in the model; the last is the certificate):")
+    page.figure(plots.trace([float(x) for x in iters], "R* by column-generation iteration", "R*"), "R* trace", "trace")
+    page.table(["iteration", "R*"], [[value(f"iteration:{k}", k + 1), value(f"trace:{k}", float(v))]
+                                     for k, v in enumerate(iters)], key="trace")
+
+
+def _selection(page: Page, rep: dict) -> None:
     sel = rep.get("selection")
-    if sel:
-        page.h2("Feature selection")
-        page.p(f"{e(sel.get('method'))}: {e(sel.get('status'))}; objective {value('selection_objective', sel.get('objective'))}")
-        path = [p for p in sel.get("path") or [] if p.get("lam", 0) > 0]
-        if len(path) > 1:
-            page.figure(plots.lasso_path([float(p["lam"]) for p in path], [int(p["n_active"]) for p in path]),
-                        "regularization path", "path")
-            page.table(["λ", "features", "entered"], [[value(f"path_lam:{k}", float(p["lam"])),
-                                                       value(f"path_active:{k}", int(p["n_active"])),
-                                                       e(", ".join(p.get("entered") or []))] for k, p in enumerate(path)],
-                       key="path")
+    if not sel:
+        return
+    page.h2("Feature selection")
+    page.p(f"{e(sel.get('method'))}: {e(sel.get('status'))}; objective {value('selection_objective', sel.get('objective'))}"
+           + (f"; optimality gap {value('selection_gap', rep.get('gap'))}" if rep.get("gap") is not None else ""))
+    path = [p for p in sel.get("path") or [] if p.get("lam", 0) > 0]
+    if len(path) > 1:
+        page.figure(plots.lasso_path([float(p["lam"]) for p in path], [int(p["n_active"]) for p in path]),
+                    "regularization path", "path")
+        page.table(["λ", "features", "entered"], [[value(f"path_lam:{k}", float(p["lam"])),
+                                                   value(f"path_active:{k}", int(p["n_active"])),
+                                                   e(", ".join(p.get("entered") or []))] for k, p in enumerate(path)],
+                   key="path")
 
+
+def _sites(page: Page, info: dict) -> None:
     sites = info.get("sites") or []
     page.h2("Where the data came from")
+    if not sites:
+        page.text("The model file records no provenance (it was not fitted through marg learn).")
+        return
     rows = []
     for s in sites:
         p = s.get("privacy") or {}
-        mech = p.get("mechanism", "none")
-        rows.append([e(s.get("site")), value(f"site_rows:{s.get('site')}", s.get("n_rows"),
-                                              "not released (DP)" if s.get("n_rows") is None else None),
-                     e(mech), value(f"site_epsilon:{s.get('site')}", _num(p.get("epsilon"))),
-                     value(f"site_delta:{s.get('site')}", _num(p.get("delta"))), e(s.get("created", "")),
+        name = s.get("site")
+        rows.append([e(name), value(f"site_rows:{name}", s.get("n_rows"), "not released (DP)" if s.get("n_rows") is None else None),
+                     e(p.get("mechanism", "none")), value(f"site_epsilon:{name}", _num(p.get("epsilon"))),
+                     value(f"site_delta:{name}", _num(p.get("delta"))), value(f"site_rho:{name}", _num(p.get("rho"))),
+                     value(f"site_rounds:{name}", len(s.get("rounds") or []) or 1), e(s.get("created", "")),
                      "signed" if s.get("signed") else "unsigned"])
-    page.table(["site", "rows", "noise", "ε", "δ", "exported", "signature"], rows, key="sites")
-    return page.render()
+    page.table(["site", "rows", "noise", "ε", "δ", "ρ", "exports", "exported", "signature"], rows, key="sites")
+    page.text("Privacy spend is what each site's ledger records for the bundles this model was fitted on; a site's "
+              "total spend over all its releases is in its ledger (marg audit show).")
+
+
+# ------------------------------------------------------------------------------ helpers
+def _signer(info: dict) -> str:
+    """Who signed the file, as ``marg report`` verified it (``info["signed_by"]``: a name, or None
+    for an unsigned file it was allowed to read); not checked when rendered without it."""
+    if "signed_by" not in info:
+        return "not checked (marg report --trust verifies the model's signature)"
+    if info["signed_by"] is None:
+        return '<span class="bad">unsigned</span> (nobody vouches for this file)'
+    return f'<span class="ok">{e(info["signed_by"])}</span> (signature verified against the trust store)'
+
+
+def _cell(key: str, v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return e(v)
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return value(key, float(v) if isinstance(v, (float, np.floating)) else int(v))
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) and len(v) <= 12:
+        return ", ".join(value(f"{key}:{k}", float(x)) for k, x in enumerate(v))
+    return e(v)
+
+
+def _params_words(p: Any) -> str:
+    if not p:
+        return "defaults"
+    return ", ".join(f"{k}={v}" for k, v in sorted(dict(p).items()))
 
 
 def _num(v: Any) -> float | None:
@@ -191,4 +338,4 @@ def _noisy(info: dict) -> bool:
     return any((s.get("privacy") or {}).get("mechanism", "none") != "none" for s in info.get("sites") or [])
 
 
-__all__ = ["model_card", "fmt"]
+__all__ = ["model_card"]

@@ -1,4 +1,9 @@
-"""The reports' plots, drawn by matplotlib (Agg) into PNG bytes; one function per plot."""
+"""The reports' plots, drawn by matplotlib (Agg) into PNG bytes; one function per plot.
+
+Text that comes from the study (feature, level and class names) goes through :func:`plain`,
+so matplotlib draws it as written: a ``$`` would otherwise start mathtext, and a name like
+``$\\frac{$`` would stop the report with a parse error.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +24,15 @@ def _plt():
     return plt
 
 
+def plain(text: str) -> str:
+    """``text`` for a matplotlib label, drawn literally (every ``$`` escaped: no mathtext)."""
+    return str(text).replace("$", r"\$")
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=100)
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # same bytes on any matplotlib version
     _plt().close(fig)
     return buf.getvalue()
 
@@ -33,10 +43,10 @@ def bars(labels: Sequence[str], values: Sequence[float], title: str, xlabel: str
     fig, ax = plt.subplots(figsize=(7, 0.3 * len(labels) + 1.2))
     ys = list(range(len(labels)))[::-1]
     ax.barh(ys, values, color=["#1f6feb" if v >= 0 else "#cf222e" for v in values])
-    ax.set_yticks(ys, [lab if len(lab) <= 40 else lab[:37] + "…" for lab in labels], fontsize=8)
+    ax.set_yticks(ys, [plain(lab if len(lab) <= 40 else lab[:37] + "…") for lab in labels], fontsize=8)
     ax.axvline(0, color="#57606a", lw=0.8)
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_title(plain(title), fontsize=10)
+    ax.set_xlabel(plain(xlabel), fontsize=9)
     return _png(fig)
 
 
@@ -55,29 +65,31 @@ def confusion(matrix, classes: Sequence[str]) -> bytes:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(3.6, 3.2))
     ax.imshow(matrix, cmap="Blues")
+    top = max(1, max(int(v) for row in matrix for v in row))
     for i in range(len(classes)):
         for j in range(len(classes)):
-            ax.text(j, i, f"{int(matrix[i][j]):,}", ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(classes)), classes, fontsize=8)
-    ax.set_yticks(range(len(classes)), classes, fontsize=8)
+            v = int(matrix[i][j])
+            ax.text(j, i, f"{v:,}", ha="center", va="center", fontsize=9, color="white" if v > 0.55 * top else "black")
+    ax.set_xticks(range(len(classes)), [plain(c) for c in classes], fontsize=8)
+    ax.set_yticks(range(len(classes)), [plain(c) for c in classes], fontsize=8)
     ax.set_xlabel("predicted", fontsize=9)
     ax.set_ylabel("true", fontsize=9)
     return _png(fig)
 
 
-def spend(times: Sequence[str], cumulative: Sequence[float], cap: float | None, currency: str) -> bytes:
-    """Cumulative privacy spend per release, against the cap."""
+def spend(seqs: Sequence[int], cumulative: Sequence[float], cap: float | None, currency: str) -> bytes:
+    """Cumulative privacy spend after each release (x: its ledger seq), against the cap."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3))
-    ax.step(range(1, len(cumulative) + 1), cumulative, where="post", marker="o", label=f"spent {currency}")
+    ax.step(list(seqs), cumulative, where="post", marker="o", label=f"spent {currency}")
     if cap is not None:
         ax.axhline(cap, color="#cf222e", ls="--", label=f"cap {cap:g}")
-    ax.set_xticks(range(1, len(cumulative) + 1))
-    ax.set_ylim(bottom=0)
+    ax.set_xticks(list(seqs))
+    ax.set_ylim(bottom=0, top=max([*cumulative, cap or 0.0]) * 1.1 or 1.0)
     ax.set_xlabel("release (ledger seq)", fontsize=9)
     ax.set_ylabel(currency, fontsize=9)
     ax.set_title(f"Cumulative privacy spend ({currency})", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     return _png(fig)
 
