@@ -9,6 +9,7 @@ import typer
 
 from .app import app
 from .common import OutOpt
+from .learn import SchemaCheck
 
 
 @app.command("report")
@@ -18,6 +19,7 @@ def report_cmd(
     data: Annotated[Optional[Path], typer.Option("--data", help="Labelled rows (under the model's codebook) to evaluate the model on, shown beside the certificate.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key: the model's signature is verified against it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model.")] = False,
+    schema: SchemaCheck = None,
 ) -> None:
     """Write a model card: task, learner, certificate in plain words, weights, provenance (HTML, no network resources)."""
     from marg import api
@@ -27,7 +29,12 @@ def report_cmd(
     from marg.protocols.model_signing import verify_model_file
 
     signer = verify_model_file(model, trust, allow_unsigned)
-    m = api.load_model(model)
+    if data is not None and schema is None and not allow_unsigned:
+        from marg.errors import InputError
+
+        raise InputError(f"{model}: give the codebook --data is coded under (--schema): a model fitted under another "
+                         "study's codebook would be evaluated silently wrong")
+    m = api.load_model(model, schema)
     m.info = {**m.info, "signed_by": signer}
     evaluation = api.evaluate_file(m, data) if data is not None else None
     atomic_write_bytes(out, model_card(m, evaluation, source=model.name).encode("utf-8"))

@@ -27,8 +27,9 @@ from tests.test_reports import parse, values
 runner = CliRunner()
 
 
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+def run(*args, home=None):
+    """Run marg; ``home``: the site configuration folder ($MARG_HOME) of the site running it."""
+    return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)} if home else None)
 
 
 def table(root, key: str) -> list[list[str]]:
@@ -64,7 +65,7 @@ def genes(tmp_path_factory):
 def test_card_states_the_cg_trace_and_every_per_class_weight(genes, tmp_path):
     tmp, model, trust, data = genes
     out = tmp_path / "card.html"
-    r = run("report", model, "--out", out, "--trust", trust, "--data", data)
+    r = run("report", model, "--out", out, "--trust", trust, "--data", data, "--schema", tmp / "codebook.json")
     assert r.exit_code == 0, r.output
     root = parse(out)
     v = values(root)
@@ -95,7 +96,7 @@ def test_card_states_the_cg_trace_and_every_per_class_weight(genes, tmp_path):
     assert [row[0] for row in table(root, "codebook")] == m.codebook.feature_names[:60]
     assert all(int(v[f"levels:{f.name}"]) == f.n_levels for f in m.codebook.features[:60])
     # the evaluation is the CLI's
-    ev = json.loads(run("evaluate", model, data, "--json", "--trust", trust).stdout)
+    ev = json.loads(run("evaluate", model, data, "--json", "--trust", trust, "--schema", tmp / "codebook.json").stdout)
     assert float(v["eval_error"]) == pytest.approx(ev["error"]) and int(v["eval_outside"]) == ev["outside"]
     assert [[int(v[f"confusion_{i}_{j}"]) for j in range(3)] for i in range(3)] == ev["confusion"]
 
@@ -105,7 +106,7 @@ def test_card_is_deterministic(genes, tmp_path):
     pages = []
     for k in range(2):
         out = tmp_path / f"card{k}.html"
-        assert run("report", model, "--out", out, "--trust", trust, "--data", data).exit_code == 0
+        assert run("report", model, "--out", out, "--trust", trust, "--data", data, "--schema", tmp / "codebook.json").exit_code == 0
         pages.append(out.read_bytes())
     assert pages[0] == pages[1]
 
@@ -168,21 +169,21 @@ def site_ledger(tmp_path_factory):
     schema = tmp / "codebook.json"
     demo_codebook().save(schema)
     assert run("keys", "init", "--site", "north", "--dir", tmp / "keys").exit_code == 0
-    led = tmp / "ledger"
-    r = run("audit", "budget", "--ledger", led, "--epsilon", "10", "--delta", "1e-5")
-    assert r.exit_code == 0, r.output
+    led, home = tmp / "ledger", tmp / "home"
     key = tmp / "keys" / "north.sign.key"
+    r = run("audit", "init", "--site", "north", "--key", key, "--ledger", led, "--epsilon", "10", "--delta", "1e-5", home=home)
+    assert r.exit_code == 0, r.output
     common = ["--schema", schema, "--site", "north", "--ledger", led, "--key", key]
     for k, opts in enumerate((["--stats", "first", "--epsilon", "1", "--mechanism", "laplace"],
                               ["--stats", "pairs-only", "--pairs", "age_band:sex", "--rho", "0.05"],
                               ["--stats", "first", "--epsilon", "0.5"])):
-        r = run("export", data, *common, "--out", tmp / f"b{k}.bundle", *opts)
+        r = run("export", data, *common, "--out", tmp / f"b{k}.bundle", *opts, home=home)
         assert r.exit_code == 0, r.output
     return tmp, led
 
 
-def _page(led, out):
-    r = run("audit", "show", "--ledger", led, "--html", out)
+def _page(led, out, *extra):
+    r = run("audit", "show", "--ledger", led, "--html", out, *extra)
     assert r.exit_code == 0, r.output
     return parse(out)
 
@@ -228,7 +229,7 @@ def test_ledger_page_shows_a_bad_signature_at_its_entry(site_ledger, tmp_path):
 
     lines[k] = canonical_json(entries[k])
     path.write_bytes(b"\n".join(lines))
-    v = values(_page(copy, tmp_path / "bad.html"))
+    v = values(_page(copy, tmp_path / "bad.html", "--key", tmp / "keys" / "north.sign.pub"))  # the site's key, not the folder's copy
     assert v["integrity"] == "failed"
     bad = entries[k]["seq"]
     assert [v[f"status:{x['seq']}"] for x in entries] == [
