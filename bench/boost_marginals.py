@@ -1,13 +1,13 @@
 """``marg learn --learner boost`` from summaries on the folds of the row references, beside mrc and dcc.
 
 Run: python bench/boost_marginals.py [--sets bcw,vote,clvheart,huheart,sonar] [--reps 1]
-     [--learners boost,mrc,dcc] [--dp-sets vote,clvheart] [--dp-reps 1] [--time-limit 120] [--jobs 1]
+     [--learners boost,boost:cal,mrc,mrc:cal,dcc] [--dp-sets vote,clvheart] [--dp-reps 1] [--time-limit 120] [--jobs 1]
      [--out FILE]
 
 Exact part: on each fold of ``boost_data.folds`` (the folds ``bench/boost_table31.py``
 uses) the training rows are counted into first-order and all pair-with-label tables
 (``Summary.from_rows(..., stats="all")``) and each learner is fitted on that Summary alone
-with s = 0 (λ = 0: the pure minimax problem on the released marginals; boost keeps its price
+with s = 0 (``NAME``; λ = 0: the pure minimax problem on the released marginals; boost keeps its price
 c(k)/n); scored on the test rows. Reported per set and learner: accuracy, the number of
 weights in the vote (boost: ‖μ‖₀ over (class, monomial) pairs; the binary vote's
 ‖λ‖₀ is the number of distinct monomials, also shown), the mean certificate, and in how many
@@ -47,10 +47,12 @@ TIME_LIMIT = {"boost": 120.0}  # seconds per boost fit (--time-limit); its certi
 
 
 def _fit(learner: str, summary, dp: bool):
-    params = {} if dp else {"s": 0.0}
-    if learner in TIME_LIMIT:
-        params["time_limit"] = TIME_LIMIT[learner]
-    return REGISTRY[learner](**params).fit(summary)
+    """``learner``: a registry name (s = 0 on exact summaries) or ``NAME:cal`` (the default calibrated λ)."""
+    name, _, variant = learner.partition(":")
+    params = {} if dp or variant == "cal" else {"s": 0.0}
+    if name in TIME_LIMIT:
+        params["time_limit"] = TIME_LIMIT[name]
+    return REGISTRY[name](**params).fit(summary)
 
 
 def _dp_summary(cb, X, y, eps: float, seed: int):
@@ -89,7 +91,7 @@ def run_fold(job: tuple) -> list[dict]:
         err = float((est.predict(X[te].astype(float)) != y[te]).mean())
         rec = {"set": name, "rep": rep, "fold": fold, "learner": learner, "eps": eps, "acc": 1.0 - err,
                "certificate": float(est.certificate_.value), "seconds": round(time.perf_counter() - t0, 2)}
-        if learner == "boost":
+        if learner.partition(":")[0] == "boost":
             rec.update(terms=est.n_terms_, monomials=int(est.map_.dim), converged=bool(est.converged_),
                        rules=[f"{r['weight']:+.3f} {r['class']}: {r['rule']}" for r in est.rules()])
         out.append(rec)
@@ -105,8 +107,8 @@ def summarize(rows: list[dict], ref: list[dict]) -> str:
         rs = [r for r in rows if (r["set"], r["eps"] or 0.0, r["learner"]) == (s, e, lr) and "acc" in r]
         fails = sum(1 for r in rows if (r["set"], r["eps"] or 0.0, r["learner"]) == (s, e, lr) and "error" in r)
         held = sum(r["certificate"] >= 1.0 - r["acc"] - 1e-12 for r in rs)
-        t = f"{np.mean([r['terms'] for r in rs]):.1f}" if lr == "boost" else ""
-        m = f"{np.mean([r['monomials'] for r in rs]):.1f}" if lr == "boost" else ""
+        t = f"{np.mean([r['terms'] for r in rs]):.1f}" if lr.startswith("boost") else ""
+        m = f"{np.mean([r['monomials'] for r in rs]):.1f}" if lr.startswith("boost") else ""
         folds_ = {(r["rep"], r["fold"]) for r in rs}
         rr = [r for r in ref if r["set"] == s and r["method"] == "l0" and r["K"] == 1 and (r["rep"], r["fold"]) in folds_]
         refs = f"{np.mean([r['acc'] for r in rr]):.3f} / {np.mean([r['nnz'] for r in rr]):.1f} ({len(rr)} folds)" if rr and not e else ""
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--learners", default="boost,mrc,dcc")
+    ap.add_argument("--learners", default="boost,boost:cal,mrc,mrc:cal,dcc", help="NAME (s = 0) or NAME:cal (the default calibrated lambda)")
     ap.add_argument("--dp-sets", default="vote,clvheart")
     ap.add_argument("--dp-reps", type=int, default=1)
     ap.add_argument("--eps", type=float, default=1.0)
