@@ -17,6 +17,11 @@ Request file (JSON, UTF-8)::
      "pairs": [["a", "b"], ["a", "c"], ["b", "c"]]}
 
 A site refuses a request whose fingerprint is not its codebook's.
+
+Version 2 (written when a request names a table over more than two features): the same
+keys, and an entry of ``"pairs"`` may list 3–5 features — the higher-order tables
+``N[x_i, x_j, x_k, y]`` the ``boost`` learner asks for (``marg request --learner boost``,
+:mod:`marg.learners.boost.request`). Version-1 files read unchanged.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from marg.errors import InputError
+
+from .tables import MAX_CLIQUE
 
 REQUEST_FORMAT = "marg-request"
 
@@ -99,12 +106,13 @@ class PairRequest:
         Codebook fingerprint of the study.
     features : tuple of str
         Screened features, best first.
-    pairs : tuple of (str, str)
+    pairs : tuple of tuple of str
+        Feature cliques, each released with the label: pairs, or 3–5 features (version 2).
     """
 
     fingerprint: str
     features: tuple[str, ...]
-    pairs: tuple[tuple[str, str], ...]
+    pairs: tuple[tuple[str, ...], ...]
 
     @classmethod
     def all_pairs(cls, fingerprint: str, features: Sequence[str]) -> "PairRequest":
@@ -114,20 +122,20 @@ class PairRequest:
 
     @property
     def spec(self) -> str:
-        """The pairs as a ``--pairs`` string: ``"a:b,a:c,b:c"``."""
-        return ",".join(f"{a}:{b}" for a, b in self.pairs)
+        """The cliques as a ``--pairs`` string: ``"a:b,a:c,b:c"`` (``"a:b:c"`` for a triple)."""
+        return ",".join(":".join(c) for c in self.pairs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": REQUEST_FORMAT,
-            "version": 1,
+            "version": 1 if all(len(c) == 2 for c in self.pairs) else 2,
             "fingerprint": self.fingerprint,
             "features": list(self.features),
             "pairs": [list(p) for p in self.pairs],
         }
 
 
-def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequence[tuple[str, str]],
+def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequence[tuple[str, ...]],
                   features: Sequence[str] | None = None) -> Path:
     """Write a request file (atomically) and return its path.
 
@@ -137,15 +145,15 @@ def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequenc
         raise InputError(f"request needs the study's codebook fingerprint, got {fingerprint!r}")
     prs = []
     for p in pairs:
-        if len(p) != 2 or p[0] == p[1] or not all(isinstance(a, str) and a for a in p):
-            raise InputError(f"bad pair {p!r} in request")
-        prs.append((p[0], p[1]))
+        if not 2 <= len(p) <= MAX_CLIQUE or len(set(p)) != len(p) or not all(isinstance(a, str) and a for a in p):
+            raise InputError(f"bad pair {p!r} in request (2 to {MAX_CLIQUE} distinct feature names)")
+        prs.append(tuple(p))
     if not prs:
         raise InputError("request names no pair")
     if features is None:
         seen: list[str] = []
-        for a, b in prs:
-            for x in (a, b):
+        for c in prs:
+            for x in c:
                 if x not in seen:
                     seen.append(x)
         features = seen
@@ -187,10 +195,15 @@ def read_request(path: str | os.PathLike[str], fingerprint: str | None = None) -
     if not isinstance(pairs, list) or not pairs:
         raise InputError(f"request file {path} names no pair")
     out = []
+    version = d.get("version", 1)
+    if version not in (1, 2):
+        raise InputError(f"request file {path}: unknown version {version!r} (this marg reads 1 and 2)")
+    width = 2 if version == 1 else MAX_CLIQUE
     for p in pairs:
-        if not (isinstance(p, list) and len(p) == 2 and all(isinstance(a, str) and a for a in p) and p[0] != p[1]):
+        if not (isinstance(p, list) and 2 <= len(p) <= width and all(isinstance(a, str) and a for a in p)
+                and len(set(p)) == len(p)):
             raise InputError(f"request file {path}: bad pair {p!r}")
-        out.append((p[0], p[1]))
+        out.append(tuple(p))
     feats = d.get("features", [])
     if not isinstance(feats, list) or not all(isinstance(a, str) for a in feats):
         raise InputError(f"request file {path}: 'features' must be a list of names")

@@ -257,6 +257,13 @@ class Summary:
                 out.append((self.codebook.index(c[0]), self.codebook.index(c[1])))
         return sorted(out)
 
+    def feature_cliques(self, min_size: int = 2) -> list[tuple[str, ...]]:
+        """Feature tuples (codebook order) of the released counts tables ``N[x_a, …, y]`` with at
+        least ``min_size`` features: the pairs and any higher-order tables a request brought."""
+        lab = self.codebook.label.name
+        out = {c[:-1] for (c, k) in self._tables if k == "counts" and c[-1] == lab and len(c) - 1 >= min_size}
+        return sorted(out, key=lambda c: tuple(self.codebook.index(a) for a in c))
+
     @property
     def is_noisy(self) -> bool:
         return any(not t.noise.is_exact for t in self._tables.values())

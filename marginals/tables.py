@@ -106,37 +106,41 @@ def canonical_clique(codebook: Codebook, names: Iterable[str]) -> tuple[str, ...
     return tuple(feats) + ((lab,) if lab in names else ())
 
 
-def parse_pairs(codebook: Codebook, spec: str) -> list[tuple[str, str]]:
-    """Parse ``"a:b,c:d"`` into canonical feature pairs; InputError on a bad item."""
-    pairs: list[tuple[str, str]] = []
+MAX_CLIQUE = 5  # features in one requested table (the boost learner's highest monomial order)
+
+
+def parse_pairs(codebook: Codebook, spec: str) -> list[tuple[str, ...]]:
+    """Parse ``"a:b,c:d"`` (pairs) or ``"a:b:c"`` (a table over 3 to 5 features, as a learner's
+    request may ask) into canonical feature cliques; InputError on a bad item."""
+    pairs: list[tuple[str, ...]] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             continue
-        parts = item.split(":")
-        if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-            raise InputError(f"bad pair {item!r} in --pairs (expected name:name)")
-        a, b = parts[0].strip(), parts[1].strip()
-        if a == b:
+        parts = [x.strip() for x in item.split(":")]
+        if not 2 <= len(parts) <= MAX_CLIQUE or not all(parts):
+            raise InputError(f"bad pair {item!r} in --pairs (expected name:name, or up to {MAX_CLIQUE} names a:b:c)")
+        if len(set(parts)) != len(parts):
             raise InputError(f"bad pair {item!r} in --pairs: a feature paired with itself")
-        for nm in (a, b):
+        for nm in parts:
             if not codebook.feature(nm).is_discrete:
                 raise InputError(f"feature {nm!r} in --pairs is raw numeric; pair tables need discrete features")
-        pair = canonical_clique(codebook, (a, b))
+        pair = canonical_clique(codebook, tuple(parts))
         if pair not in pairs:
-            pairs.append(pair)  # type: ignore[arg-type]
+            pairs.append(pair)
     if not pairs:
         raise InputError(f"--pairs {spec!r} names no pair")
     return pairs
 
 
-def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, ...]]:
+def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple[str, ...]] | None = None) -> list[tuple[str, ...]]:
     """The cliques a site releases for a ``--stats`` choice.
 
     ``first``: ``N[y]`` and ``N[x_i, y]`` for every discrete feature (moments for raw numeric
     ones); ``pairs``: first plus ``N[x_i, x_j, y]`` for the given pairs (all pairs if none);
     ``all``: first plus ``N[x_i, x_j, y]`` for every pair of discrete features;
     ``pairs-only``: the given pairs' tables alone (round 2 of the two-round protocol: the
-    first-order tables came in round 1).
+    first-order tables came in round 1). A given "pair" may list 3–5 features (a learner's
+    request for higher-order tables, ``N[x_i, x_j, x_k, y]``).
     """
     if stats not in STATS:
         raise InputError(f"unknown --stats {stats!r} (expected one of {', '.join(STATS)})")
@@ -144,7 +148,7 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
     if stats == "pairs-only":
         if not pairs:
             raise InputError("--stats pairs-only needs --pairs")
-        return [(a, b, lab) for a, b in pairs]
+        return [(*c, lab) for c in pairs]
     out: list[tuple[str, ...]] = [(lab,)]
     for f in codebook.features:
         out.append((f.name, lab))
@@ -159,7 +163,7 @@ def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple
         chosen = list(combinations(disc, 2))
     else:
         chosen = list(pairs) if pairs else list(combinations(disc, 2))
-    out.extend((a, b, lab) for a, b in chosen)
+    out.extend((*c, lab) for c in chosen)
     return out
 
 

@@ -160,6 +160,6 @@ def test_bad_parameters_are_one_line_errors():
     from marg.errors import InputError
 
     with pytest.raises(InputError, match="max_order"):
-        BoostVote(max_order=3).check_params()
+        BoostVote(max_order=6).check_params()
     with pytest.raises(InputError, match="kappa"):
         BoostVote(kappa=-1.0).check_params()

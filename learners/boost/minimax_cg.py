@@ -236,31 +236,38 @@ class MonomialMinimax:
         return float(sum(-self.tau[k] * mu[k] + self.lam[k] * abs(mu[k]) for k in self.tau))
 
     # ------------------------------------------------------------------- pricing
+    def class_weights(self, duals: np.ndarray, c: int) -> np.ndarray:
+        """(R,) the row duals y_r of the rows whose label subset holds class ``c`` (0 elsewhere)."""
+        y = np.maximum(np.asarray(duals[: len(self.rows)], dtype=np.float64), 0.0)
+        return np.array([y[r] if c in C else 0.0 for r, (_, C) in enumerate(self.rows)])
+
+    def cell_expectations(self, wc: np.ndarray, clique: Sequence[str]) -> np.ndarray:
+        """E over the cells of ``clique``: Σ_r wc_r 1{x_r lands in the cell}, shape (m_f…,).
+
+        The rows are complete points (free features at the pooled mode), so the dual's
+        expectation of any monomial over ``clique`` is the sum of E over its true cells.
+        """
+        names = self.src.codebook.feature_names
+        idx = [names.index(f) for f in clique]
+        E = np.zeros(tuple(int(self.src.sizes[i]) for i in idx))
+        if self.rows:
+            X = np.stack([x for x, _ in self.rows])
+            np.add.at(E, tuple(np.clip(X[:, i], 0, None) for i in idx), wc)
+        return E
+
     def price(self, duals: np.ndarray, eps: float, n_max: int, options: SearchOptions) -> tuple[list[tuple[float, int, Monomial]], bool]:
         """The most violated columns (violation, class, monomial), at most ``n_max``; and whether the search was exact."""
         src = self.src
         y = np.maximum(np.asarray(duals[: len(self.rows)], dtype=np.float64), 0.0)
-        names = src.codebook.feature_names
-        p = len(src.sizes)
-        # P_r(x_f): the rows as the LP holds them (free features completed at the pooled mode),
-        # so a column priced violated has exactly that reduced cost in the LP
-        X = np.stack([x for x, _ in self.rows])
-        dist = []
-        for f in range(p):
-            P = np.zeros((len(self.rows), int(src.sizes[f])))
-            P[np.arange(len(self.rows)), np.clip(X[:, f], 0, None)] = 1.0
-            dist.append(P)
+        # the rows as the LP holds them (free features completed at the pooled mode), so a
+        # column priced violated has exactly that reduced cost in the LP
         exact = True
         cands: list[tuple[float, int, Monomial]] = []
         for c in range(self.K):
-            wc = np.array([y[r] if c in C else 0.0 for r, (_, C) in enumerate(self.rows)])
+            wc = self.class_weights(y, c)
             cells = []
             for clique in src.cliques:
-                idx = [names.index(f) for f in clique]
-                if len(idx) == 1:
-                    E = dist[idx[0]].T @ wc
-                else:
-                    E = (dist[idx[0]] * wc[:, None]).T @ dist[idx[1]]
+                E = self.cell_expectations(wc, clique)
                 W = E - src.clique_tau[clique][..., c]
                 cells.append(CellWeights(clique, np.maximum(W, 0.0), np.maximum(-W, 0.0)))
             oracle = MarginalsOracle(src.codebook, cells, tests=src.fmap.tests)

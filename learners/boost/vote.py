@@ -17,6 +17,7 @@ randomized rule (6) (``predict_proba``), both from :class:`..minimax.rules.Minim
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Callable, Sequence
 
@@ -35,20 +36,34 @@ from .mma import SearchOptions
 
 
 def count_candidates(tests: Sequence[Any], cliques: Sequence[tuple[str, ...]], max_order: int) -> int:
-    """How many monomials of order ≤ max_order (≤ 2) the released cliques price: the Bonferroni count per class."""
+    """An upper bound on the monomials of order ≤ max_order the released cliques price: the
+    Bonferroni count per class.
+
+    Order ≤ 2 is counted exactly (the constant, 2 literals per test, 4 sign patterns per pair
+    of tests on one feature or on a released pair); order k ≥ 3 adds C(T_Q, k)·2^k for every
+    released clique Q of at least 3 features (T_Q its tests) — an over-count where cliques
+    overlap, which only widens λ.
+    """
     n = 1 + 2 * len(tests)
     if max_order >= 2:
-        pairs = {frozenset(c) for c in cliques if len(c) == 2}
+        pairs = {frozenset(p) for c in cliques if len(c) >= 2 for p in itertools.combinations(c, 2)}
         for a in range(len(tests)):
             for b in range(a + 1, len(tests)):
                 fa, fb = tests[a].feature, tests[b].feature
                 if fa == fb or frozenset((fa, fb)) in pairs:
                     n += 4
+    for c in cliques:
+        if len(c) >= 3:
+            t_q = sum(1 for t in tests if t.feature in c)
+            n += sum(math.comb(t_q, k) * 2 ** k for k in range(3, int(max_order) + 1))
     return n
 
 
+MAX_ORDER = 5  # the largest monomial order (and the largest table a request may ask for: MAX_CLIQUE)
+
+
 class BoostVote(MinimaxRules):
-    """Sparse minimax vote over Boolean monomials of order ≤ 2 (see the module docstring).
+    """Sparse minimax vote over Boolean monomials of order ≤ 5 (see the module docstring).
 
     Parameters
     ----------
@@ -59,9 +74,10 @@ class BoostVote(MinimaxRules):
     coverage : float
     features : sequence of str or None
         Features monomials may read; None = every discrete feature.
-    max_order : {1, 2}
+    max_order : int in 1..5
         Largest monomial order (2 needs pair tables with the label for cross-feature pairs;
-        two literals on one feature, an interval, read the first-order table).
+        two literals on one feature, an interval, read the first-order table; orders 3–5 are
+        priced on the higher-order tables a ``marg request --learner boost`` round brought).
     kappa : float
         κ of (3.22): the bits of a weight, in units of log₂ n (the seed uses 1.5).
     penalty : float
@@ -120,7 +136,7 @@ class BoostVote(MinimaxRules):
     def check_params(self) -> None:
         check_number("s", self.s, low=0, none_ok=True)
         check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        check_number("max_order", self.max_order, low=1, high=2, integer=True)
+        check_number("max_order", self.max_order, low=1, high=MAX_ORDER, integer=True)
         check_number("kappa", self.kappa, low=0)
         check_number("penalty", self.penalty, low=0)
         check_number("eps", self.eps, low=0)
@@ -131,8 +147,22 @@ class BoostVote(MinimaxRules):
 
     # ------------------------------------------------------------------ fit
     def fit(self, summary: Any) -> "BoostVote":
-        """Fit the vote from a Summary (first-order tables; pair tables for order-2 monomials). Returns self."""
+        """Fit the vote from a Summary (first-order tables; pair and higher-order tables for longer rules). Returns self."""
         self.check_params()
+        src, mm, res = self._solve(summary)
+        keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
+        fmap = MonomialMap(src.fmap.tests, [src.fmap.monomials[u] for u in keep])
+        mu, tau, lam = res.mu[:, keep], res.tau[:, keep], res.lam[:, keep]
+        none = np.zeros(mu.shape, dtype=bool)
+        self._set_minimax_state(summary, fmap, tau, lam, mu, res.phi, res.value, res.iterations, res.lower, res.upper,
+                                res.n_rows, none, none, res.converged, self.bound, "R*")
+        self.pricing_exact_ = bool(res.converged and res.pricing_exact)
+        self.phi_exact_ = bool(res.phi_exact)
+        self.history_ = res.history
+        return self
+
+    def _solve(self, summary: Any) -> tuple[ColumnSource, Any, Any]:
+        """Column generation on ``summary``: (the column source, the driver with its LP, the result)."""
         cb = summary.codebook
         lab = cb.label.name
         tests = codebook_tests(cb, features_param(self.features))
@@ -141,10 +171,7 @@ class BoostVote(MinimaxRules):
         used = sorted({t.feature for t in tests}, key=cb.index)
         cliques: list[tuple[str, ...]] = [(f,) for f in used]
         if self.max_order >= 2:
-            names = cb.feature_names
-            for i, j in summary.pairs:
-                if names[i] in used and names[j] in used:
-                    cliques.append((names[i], names[j]))
+            cliques += [c for c in summary.feature_cliques() if set(c) <= set(used)]
         K = int(summary.n_classes)
         n = float(summary.n)
         n_cand = count_candidates(tests, cliques, int(self.max_order))
@@ -176,19 +203,10 @@ class BoostVote(MinimaxRules):
             pooled=[summary.joint((f.name, lab)).T if f.is_discrete else np.ones((K, 1)) for f in cb.features],
             moments=moments, order_cost=order_cost, max_order=int(self.max_order),
         )
-        _, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
-                                        bound=float(self.bound), time_limit=self.time_limit,
-                                        options=SearchOptions(), callback=self.callback)
-        keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
-        fmap = MonomialMap(tests, [src.fmap.monomials[u] for u in keep])
-        mu, tau, lam = res.mu[:, keep], res.tau[:, keep], res.lam[:, keep]
-        none = np.zeros(mu.shape, dtype=bool)
-        self._set_minimax_state(summary, fmap, tau, lam, mu, res.phi, res.value, res.iterations, res.lower, res.upper,
-                                res.n_rows, none, none, res.converged, self.bound, "R*")
-        self.pricing_exact_ = bool(res.converged and res.pricing_exact)
-        self.phi_exact_ = bool(res.phi_exact)
-        self.history_ = res.history
-        return self
+        mm, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
+                                         bound=float(self.bound), time_limit=self.time_limit,
+                                         options=SearchOptions(), callback=self.callback)
+        return src, mm, res
 
     # ------------------------------------------------------------------ rules
     def rules(self) -> list[dict[str, Any]]:
