@@ -97,7 +97,7 @@ def learn(
     edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
     structure: Annotated[str, typer.Option("--structure", help="dcc edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).")] = "forest",
     loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
-    max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1 or 2; 2 reads the pair tables).")] = 2,
+    max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1-5; 2 reads the pair tables, 3-5 the tables a `marg request --learner boost` round brought).")] = 2,
     kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k) of a monomial of order k (bits of a weight, in log₂ n units).")] = 1.5,
     select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
     max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
@@ -206,22 +206,56 @@ def _params_words(params: dict) -> str:
 
 @app.command("request")
 def request_cmd(
-    bundles: Annotated[list[Path], typer.Argument(help="Round-1 bundles (first-order tables).")],
-    top: Annotated[int, typer.Option("--top", help="How many features to keep (by mutual information with the label).")],
+    bundles: Annotated[list[Path], typer.Argument(help="The bundles released so far (round 1: first-order tables; for --learner boost: first-order and pair tables, plus any earlier requested tables).")],
     out: OutOpt,
+    top: Annotated[Optional[int], typer.Option("--top", help="Pair screening: how many features to keep (by mutual information with the label).")] = None,
+    learner: Annotated[Optional[str], typer.Option("--learner", help="boost: request the higher-order tables whose bound says a longer rule could enter (instead of screening pairs).")] = None,
+    max_order: Annotated[int, typer.Option("--max-order", help="boost: the longest rule the learner will fit (3-5); the request asks for tables one order above the released ones.")] = 3,
+    max_tables: Annotated[int, typer.Option("--max-tables", help="boost: request at most this many tables (the largest bounds first).")] = 20,
+    s: Annotated[Optional[float], typer.Option("--s", help="boost: λ multiplier of the round's fit (default: calibrated).")] = None,
+    kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k).")] = 1.5,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Two-round protocol, round 2: screen the top features from round-1 bundles and write
-    the pair request the sites answer with `marg export --pairs @REQUEST.json`."""
+    """Ask the sites for more tables: the pairs of the top screened features (two-round
+    protocol), or with --learner boost the few higher-order tables a longer rule needs.
+    Sites answer with `marg export DATA --pairs @REQUEST.json`."""
     from itertools import combinations
 
     from marg.errors import InputError
     from marg.marginals.request import screen_features, write_request
     from marg.protocols.load import load_summary
 
+    if learner not in (None, "boost"):
+        raise InputError(f"marg request --learner takes boost (higher-order tables for longer rules), got {learner!r}")
+    if learner == "boost":
+        if top is not None:
+            raise InputError("--top screens features for pair tables; --learner boost ranks tables by its own bound")
+        if max_tables < 1:
+            raise InputError(f"--max-tables must be at least 1, got {max_tables}")
+        from marg import api
+
+        summary = load_summary(bundles, trust, allow_unsigned, key)
+        ranked = api.boost_request(summary, max_order=max_order, s=s, kappa=kappa)
+        if not ranked:
+            raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
+        chosen = ranked[:max_tables]
+        cliques = [b.clique for b in chosen]
+        write_request(out, summary.fingerprint, cliques)
+        if json_out:
+            emit_json({"tables": [{"features": list(b.clique), "bound": b.bound, "class": b.cls, "rule": b.rule}
+                                  for b in chosen], "qualified": len(ranked), "out": str(out)})
+            return
+        more = f" (of {len(ranked)} that qualify; raise --max-tables for more)" if len(ranked) > len(chosen) else ""
+        typer.echo(f"wrote {out}: {len(chosen)} tables of {len(cliques[0])} features requested{more}")
+        for b in chosen:
+            typer.echo(f"  {' x '.join(b.clique)}: bound {b.bound:.4f} (e.g. {b.cls} if {b.rule})")
+        typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
+        return
+    if top is None:
+        raise InputError("give --top K (pair screening) or --learner boost")
     if top < 2:
         raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
     summary = load_summary(bundles, trust, allow_unsigned, key)

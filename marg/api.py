@@ -348,6 +348,18 @@ def learn(
     return LearnResult(model, report, selection, seconds)
 
 
+def boost_request(summary: Any, max_order: int = 3, s: float | None = None, kappa: float = 1.5) -> list[Any]:
+    """Higher-order tables a ``boost`` vote could use, best bound first (``marg request --learner boost``).
+
+    Fits the vote on ``summary`` and ranks the tables one order above the released ones by
+    :func:`marg.learners.boost.request.rank_cliques`; only tables whose bound exceeds eps.
+    """
+    from marg.learners.boost.request import rank_cliques
+    from marg.learners.boost.vote import BoostVote
+
+    return rank_cliques(BoostVote(s=s, max_order=max_order, kappa=kappa), summary)
+
+
 def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
     """The warning for a certificate no better than guessing uniformly, naming the remedies; None otherwise."""
     est = model.estimator
