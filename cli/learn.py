@@ -192,7 +192,8 @@ def learn(
         shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
         typer.echo(f"column generation: {len(act)} features in the final working set: {shown}")
     if "monomials" in rep:
-        typer.echo(f"vote: {len(rep['monomials'])} weighted rules (score of a class = sum of the weights of its rules that hold):")
+        k = len(rep['monomials'])
+        typer.echo(f"vote: {k} weighted rule{'' if k == 1 else 's'} (score of a class = sum of the weights of its rules that hold):")
         for r in rep["monomials"]:
             typer.echo(f"  {r['weight']:+.4f}  {r['class']}  if  {r['rule']}")
     if len(rep.get("iterations", [])) > 1:

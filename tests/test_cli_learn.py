@@ -92,7 +92,7 @@ def test_boost_prints_its_rules_in_words(study):
     r = run("learn", *bundles, "--learner", "boost", "--out", out, "--allow-unsigned")
     assert r.exit_code == 0, r.output
     rules = Model.load(out).estimator.rules()
-    assert rules and "weighted rules" in r.stdout
+    assert rules and "weighted rule" in r.stdout
     for rule in rules:  # every rule of the model file is printed with its weight and class
         assert f"{rule['weight']:+.4f}  {rule['class']}  if  {rule['rule']}" in r.stdout
     d = json.loads(run("learn", *bundles, "--learner", "boost", "--out", out, "--json", "--allow-unsigned").stdout)
