@@ -163,3 +163,41 @@ def test_bad_parameters_are_one_line_errors():
         BoostVote(max_order=6).check_params()
     with pytest.raises(InputError, match="kappa"):
         BoostVote(kappa=-1.0).check_params()
+
+
+def test_time_limit_inside_an_lp_keeps_the_best_vote_so_far(monkeypatch):
+    """A deadline that expires inside an LP solve (HiGHS stops with a limit) ends column
+    generation with the best vote so far, whose certificate is still R(μ) by enumeration;
+    before the first iteration finishes it is a one-line SolverError."""
+    import dataclasses
+
+    from marg.errors import SolverError
+    from marg.learners.lp import HighsLP, Status
+
+    rng = np.random.default_rng(5)
+    cb = tiny_codebook((3, 3, 2))
+    X, y = sample(cb, 300, rng)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    full = BoostVote(s=0.0).fit(S)
+    assert len(full.iterations_) >= 3
+    original = HighsLP.solve
+    for stop_after, ok in ((6, True), (0, False)):
+        calls = {"n": 0}
+
+        def limited(self, deadline=None):
+            r = original(self, deadline)
+            calls["n"] += 1
+            return dataclasses.replace(r, status=Status.LIMIT) if calls["n"] > stop_after else r
+
+        monkeypatch.setattr(HighsLP, "solve", limited)
+        if not ok:
+            with pytest.raises(SolverError, match="did not finish one iteration"):
+                BoostVote(s=0.0, time_limit=30.0).fit(S)
+            continue
+        est = BoostVote(s=0.0, time_limit=30.0).fit(S)
+        assert not est.converged_ and len(est.iterations_) < len(full.iterations_)
+        grid = np.array(list(itertools.product(*[range(cb.attribute_size(f.name)) for f in cb.features])), dtype=float)
+        F = est.decision_function(grid)
+        phi = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for C in label_subsets(S.n_classes))
+        R = 1.0 - np.sum(est.tau_ * est.mu_) + np.sum(est.lambda_ * np.abs(est.mu_)) + phi
+        assert est.certificate_.value == pytest.approx(R, abs=1e-9) and est.certificate_.value >= full.certificate_.value - 1e-9

@@ -98,6 +98,10 @@ class CGResult:
     history: list[dict] = field(default_factory=list)
 
 
+class _OutOfTime(Exception):
+    """The time limit ran out inside an LP solve (the driver keeps the best R^k so far)."""
+
+
 class _SinglePart(AgreementOracle):
     """One part of a marginals oracle as an oracle of its own (a per-clique search)."""
 
@@ -215,6 +219,8 @@ class MonomialMinimax:
         """Row generation to the exact R(μ) of the current columns: (μ, R, φ upper bound, row duals)."""
         while True:
             r = self.lp.solve(deadline)
+            if r.status is Status.LIMIT and deadline is not None:
+                raise _OutOfTime()
             if r.status is not Status.OPTIMAL:
                 raise solver_error("the monomial minimax LP", r)
             mu = self.mu(r.x)
@@ -327,7 +333,13 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     converged = False
     best = None
     for k in range(1, k_max + 2):
-        mu, R, phi_up, duals = mm.solve_rows(deadline, res.lower, res.upper)
+        try:
+            mu, R, phi_up, duals = mm.solve_rows(deadline, res.lower, res.upper)
+        except _OutOfTime:
+            if best is None:  # not one iteration finished: nothing to certify
+                raise SolverError(f"the monomial minimax LP did not finish one iteration in {time_limit} s "
+                                  "(raise --time-limit or lower --max-order)") from None
+            break
         res.iterations.append(R)
         if best is None or R < best[1]:
             best = (mu, R, phi_up)
