@@ -201,3 +201,26 @@ def test_time_limit_inside_an_lp_keeps_the_best_vote_so_far(monkeypatch):
         phi = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for C in label_subsets(S.n_classes))
         R = 1.0 - np.sum(est.tau_ * est.mu_) + np.sum(est.lambda_ * np.abs(est.mu_)) + phi
         assert est.certificate_.value == pytest.approx(R, abs=1e-9) and est.certificate_.value >= full.certificate_.value - 1e-9
+
+
+def test_candidate_count_bounds_every_priceable_monomial():
+    """The Bonferroni count is at least the number of distinct monomials of order ≤ K whose
+    features lie in one priced clique (enumerated), for K = 1..3, pairs or a triple released."""
+    from marg.learners.boost.literals import canonical
+    from marg.learners.boost.vote import count_candidates
+
+    cb = tiny_codebook((3, 3, 2, 2))
+    tests = codebook_tests(cb)
+    names = cb.feature_names
+    for cliques in ([(f,) for f in names] + [(names[0], names[1]), (names[1], names[3])],
+                    [(f,) for f in names] + [(names[0], names[1], names[2])]):
+        for K in (1, 2, 3):
+            seen = set()
+            for k in range(K + 1):
+                for S in itertools.combinations(range(len(tests)), k):
+                    feats = {tests[t].feature for t in S}
+                    if not any(feats <= set(c) for c in cliques):
+                        continue
+                    for pol in itertools.product((True, False), repeat=k):
+                        seen.add(canonical(Literal(t, p) for t, p in zip(S, pol)))
+            assert count_candidates(tests, cliques, K) >= len(seen), (cliques, K)

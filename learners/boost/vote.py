@@ -52,10 +52,9 @@ def count_candidates(tests: Sequence[Any], cliques: Sequence[tuple[str, ...]], m
                 fa, fb = tests[a].feature, tests[b].feature
                 if fa == fb or frozenset((fa, fb)) in pairs:
                     n += 4
-    for c in cliques:
-        if len(c) >= 3:
-            t_q = sum(1 for t in tests if t.feature in c)
-            n += sum(math.comb(t_q, k) * 2 ** k for k in range(3, int(max_order) + 1))
+    for c in cliques:  # order ≥ 3: any k of the clique's tests (also within one or two features)
+        t_q = sum(1 for t in tests if t.feature in c)
+        n += sum(math.comb(t_q, k) * 2 ** k for k in range(3, int(max_order) + 1))
     return n
 
 
