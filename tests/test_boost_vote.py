@@ -224,3 +224,35 @@ def test_candidate_count_bounds_every_priceable_monomial():
                     for pol in itertools.product((True, False), repeat=k):
                         seen.add(canonical(Literal(t, p) for t, p in zip(S, pol)))
             assert count_candidates(tests, cliques, K) >= len(seen), (cliques, K)
+
+
+def test_ties_go_to_the_naive_bayes_class_of_the_first_order_tables(tmp_path):
+    """Rows where the vote ties get argmax_y log π_y + Σ_f log((N_f[x_f, y] + ½)/(N_y + ½ m_f))
+    (computed here from the rows); the others the vote's argmax; a saved model predicts the same."""
+    from marg.learners.model import Model
+
+    rng = np.random.default_rng(0)
+    cb = tiny_codebook((3, 4, 2))
+    X, y = sample(cb, 200, rng)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    est = BoostVote().fit(S)  # calibrated λ on 200 rows: one rule per class, the other rows tie
+    assert est.n_terms_ > 0
+    grid = np.array(list(itertools.product(*[range(cb.attribute_size(f.name)) for f in cb.features])), dtype=float)
+    F = est.decision_function(grid)
+    tied = np.isclose(F, F.max(axis=1, keepdims=True), rtol=1e-9, atol=1e-12).sum(axis=1) > 1
+    assert tied.any()
+    K = S.n_classes
+    nb = np.tile(np.log(np.bincount(y, minlength=K) / y.size), (grid.shape[0], 1))
+    features = {t.feature for t in est.map_.tests}
+    for i, f in enumerate(cb.features):
+        if f.name in features:
+            m = cb.attribute_size(f.name)
+            N = np.array([[np.sum((X[:, i] == a) & (y == c)) for c in range(K)] for a in range(m)], dtype=float)
+            nb += np.log((N + 0.5) / (N.sum(axis=0) + 0.5 * m))[grid[:, i].astype(int)]
+    pred = est.predict(grid)
+    assert np.array_equal(pred[tied], np.argmax(nb[tied], axis=1))
+    assert len(set(pred[tied])) == K  # not the larger prior everywhere
+    assert np.array_equal(pred[~tied], np.argmax(F[~tied], axis=1))
+    path = tmp_path / "boost.json"
+    Model(learner="boost", codebook=cb, estimator=est, info={}).save(path)
+    assert np.array_equal(Model.load(path).estimator.predict(grid), pred)

@@ -11,8 +11,12 @@ exact (enumeration or a MILP, :mod:`.domain`), so the certificate R(μ) is a val
 the worst-case error over the uncertainty set (enlarged by the price, which only makes it
 more conservative).
 
-Rules: ŷ(x) = argmax_c Σ_u μ[c, u] m_u(x) (``predict``; ties to the larger prior) and the
-randomized rule (6) (``predict_proba``), both from :class:`..minimax.rules.MinimaxRules`.
+Rules: ŷ(x) = argmax_c Σ_u μ[c, u] m_u(x) (``predict``) and the randomized rule (6)
+(``predict_proba``, from :class:`..minimax.rules.MinimaxRules`). Where no rule separates the
+classes (no rule holds, or the votes tie) the worst case is indifferent and the certificate
+holds for any choice; ``predict`` then takes the naive-Bayes class of the released first-order
+tables of the rule features, log π_y + Σ_f log P̂(x_f | y) (Jeffreys ½ pseudo-counts,
+``tiebreak_``), as MRC does, rather than always the larger prior.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from marg.errors import InputError
 
 from ..base import check_number, features_param
 from ..calibration import confidence_lambda
-from ..minimax.rules import MinimaxRules
+from ..minimax.rules import MinimaxRules, argmax_rule, maximal
 from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
 from .literals import Monomial, codebook_tests
@@ -155,6 +159,7 @@ class BoostVote(MinimaxRules):
         none = np.zeros(mu.shape, dtype=bool)
         self._set_minimax_state(summary, fmap, tau, lam, mu, res.phi, res.value, res.iterations, res.lower, res.upper,
                                 res.n_rows, none, none, res.converged, self.bound, "R*")
+        self.tiebreak_ = self._tiebreak_tables(summary, [t.feature for t in src.fmap.tests])
         self.pricing_exact_ = bool(res.converged and res.pricing_exact)
         self.phi_exact_ = bool(res.phi_exact)
         self.history_ = res.history
@@ -207,6 +212,36 @@ class BoostVote(MinimaxRules):
                                          options=SearchOptions(), callback=self.callback)
         return src, mm, res
 
+    @staticmethod
+    def _tiebreak_tables(summary: Any, features: Sequence[str]) -> list[tuple[str, int, np.ndarray]]:
+        """(feature, codebook column, log P̂(x_f = a | y) of shape (K, m_f)) per rule feature, from
+        the first-order tables (negative noisy counts clipped to 0; Jeffreys ½ pseudo-counts)."""
+        cb = summary.codebook
+        out = []
+        for f in dict.fromkeys(features):
+            N = np.clip(summary.counts((f, cb.label.name)), 0.0, None)  # (m, K)
+            out.append((f, cb.index(f), np.log((N + 0.5) / (N.sum(axis=0, keepdims=True) + 0.5 * N.shape[0])).T))
+        return out
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """The vote's class per row (n,); where no rule separates the classes, the naive-Bayes class (module docstring)."""
+        F = self.decision_function(X)
+        pred = argmax_rule(F)
+        tables = getattr(self, "tiebreak_", None)
+        if not tables or F.shape[0] == 0:
+            return pred
+        tied = np.flatnonzero(maximal(F).sum(axis=1) > 1)
+        if tied.size:
+            Xt = np.asarray(X)[tied]
+            tb = np.tile(np.log(np.maximum(self.prior_, 1e-300)), (tied.size, 1))
+            for f, col, logp in tables:
+                codes = Xt[:, col].astype(np.int64) if col < Xt.shape[1] else None
+                if codes is None or codes.min() < 0 or codes.max() >= logp.shape[1]:
+                    raise InputError(f"tie-break table of {f!r} does not fit the rows' codes (column {col}, {logp.shape[1]} levels)")
+                tb += logp[:, codes].T
+            pred[tied] = argmax_rule(F[tied], tb)
+        return pred
+
     # ------------------------------------------------------------------ rules
     def rules(self) -> list[dict[str, Any]]:
         """The vote in words: one entry per (class, monomial) with a non-zero weight, largest |weight| first."""
@@ -230,5 +265,18 @@ class BoostVote(MinimaxRules):
                 "converged": bool(self.converged_)}
 
     # ---------------------------------------------------------- persistence
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "tiebreak": [{"feature": f, "column": c, "logp": t.tolist()} for f, c, t in self.tiebreak_]}
+
     def _load_state(self, state: dict[str, Any]) -> None:
         self._load_minimax_state(state, MonomialMap.from_dict(state["map"]), "R*")
+        tables = []
+        for d in state.get("tiebreak", []):
+            try:
+                f, col, t = str(d["feature"]), int(d["column"]), np.asarray(d["logp"], dtype=np.float64)
+            except (KeyError, TypeError, ValueError):
+                raise InputError(f"model tie-break entry {d!r} must hold feature, column and logp") from None
+            if t.ndim != 2 or t.shape[0] != len(self.classes_) or not np.all(np.isfinite(t)) or col < 0:
+                raise InputError(f"model tie-break table of {f!r} must be {len(self.classes_)} rows of finite log-probabilities")
+            tables.append((f, col, t))
+        self.tiebreak_ = tables
