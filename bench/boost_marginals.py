@@ -95,6 +95,10 @@ def run_fold(job: tuple) -> list[dict]:
         rec = {"set": name, "rep": rep, "fold": fold, "learner": learner, "eps": eps, "acc": 1.0 - err, "rand_err": rand_err,
                "certificate": float(est.certificate_.value), "seconds": round(time.perf_counter() - t0, 2)}
         if learner.partition(":")[0] == "boost":
+            from marg.learners.minimax.rules import maximal
+
+            F = est.decision_function(X[te].astype(float))
+            rec["decided"] = float(np.mean(maximal(F).sum(axis=1) == 1))  # rows the rules decide (no tie-break)
             rec.update(terms=est.n_terms_, monomials=int(est.map_.dim), converged=bool(est.converged_),
                        rules=[f"{r['weight']:+.3f} {r['class']}: {r['rule']}" for r in est.rules()])
         out.append(rec)
@@ -102,8 +106,8 @@ def run_fold(job: tuple) -> list[dict]:
 
 
 def summarize(rows: list[dict], ref: list[dict]) -> str:
-    lines = ["| set | ε | learner | folds | accuracy | terms ‖μ‖₀ | monomials | certificate | randomized rule's test error | cert ≥ it | cert ≥ argmax's error | row L0-RBoost K=1 acc / ‖λ‖₀ | s/fold |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| set | ε | learner | folds | accuracy | terms ‖μ‖₀ | monomials | rows the rules decide | certificate | randomized rule's test error | cert ≥ it | cert ≥ argmax's error | row L0-RBoost K=1 acc / ‖λ‖₀ | s/fold |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["set"], r["eps"] or 0.0, r["learner"]) for r in rows if "acc" in r},
                   key=lambda k: (SETS.index(k[0]), k[1], k[2]))
     for s, e, lr in keys:
@@ -114,11 +118,13 @@ def summarize(rows: list[dict], ref: list[dict]) -> str:
         rand = [r["rand_err"] for r in rs if "rand_err" in r]
         t = f"{np.mean([r['terms'] for r in rs]):.1f}" if lr.startswith("boost") else ""
         m = f"{np.mean([r['monomials'] for r in rs]):.1f}" if lr.startswith("boost") else ""
+        dec = [r["decided"] for r in rs if "decided" in r]
+        d = f"{np.mean(dec):.2f}" if dec and len(dec) == len(rs) else ""
         folds_ = {(r["rep"], r["fold"]) for r in rs}
         rr = [r for r in ref if r["set"] == s and r["method"] == "l0" and r["K"] == 1 and (r["rep"], r["fold"]) in folds_]
         refs = f"{np.mean([r['acc'] for r in rr]):.3f} / {np.mean([r['nnz'] for r in rr]):.1f} ({len(rr)} folds)" if rr and not e else ""
         lines.append(f"| {s} | {e or 'exact'} | {lr} | {len(rs)}{f' ({fails} failed)' if fails else ''} | "
-                     f"{np.mean([r['acc'] for r in rs]):.3f} | {t} | {m} | {np.mean([r['certificate'] for r in rs]):.3f} | "
+                     f"{np.mean([r['acc'] for r in rs]):.3f} | {t} | {m} | {d} | {np.mean([r['certificate'] for r in rs]):.3f} | "
                      f"{f'{np.mean(rand):.3f}' if len(rand) == len(rs) else '–'} | {f'{held}/{len(rs)}' if len(rand) == len(rs) else '–'} | "
                      f"{held_det}/{len(rs)} | {refs} | {np.mean([r['seconds'] for r in rs]):.1f} |")
     return "\n".join(lines)
@@ -134,8 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per boost fit")
-    ap.add_argument("--out", default=str(HERE / "out" / "boost_marginals.jsonl"))
-    ap.add_argument("--ref", default=str(HERE / "out" / "boost_table31.jsonl"))
+    ap.add_argument("--out", default=str(HERE / "results" / "boost_marginals.jsonl"))
+    ap.add_argument("--ref", default=str(HERE / "results" / "boost_table31.jsonl"))
     a = ap.parse_args(argv)
     TIME_LIMIT["boost"] = a.time_limit
     out = Path(a.out)
