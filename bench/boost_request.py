@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--folds", type=int, default=10)
     ap.add_argument("--tables", type=int, default=10, help="triples requested per fold (marg request --max-tables)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per boost fit")
-    ap.add_argument("--out", default=str(HERE / "out" / "boost_request.jsonl"))
+    ap.add_argument("--out", default=str(HERE / "results" / "boost_request.jsonl"))
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
