@@ -26,6 +26,7 @@ from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.export import export_site
 from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
 from marg.protocols.ledger import Ledger
+from marg.protocols.ledger_format import kind_of
 from marg.protocols.signing import load_verified_bundle
 from marg.protocols.site import SiteConfig, init_site
 
@@ -155,7 +156,8 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         spent = led.spent()
         audits[site] = rep
         status = "chain and signatures verified, bundle accounted for" if rep.ok else f"FAILED: {rep.reason}"
-        echo(f"   {site:<6} {rep.n_entries} release(s) to 'learner', ε spent {spent.epsilon:.3g} of {CAP:g}; {status}")
+        releases = sum(1 for e in led.entries() if kind_of(e) == "release")  # not the cap entry
+        echo(f"   {site:<6} {releases} release(s) to 'learner', ε spent {spent.epsilon:.3g} of {CAP:g}; {status}")
     from marg.reports.audit_page import audit_page
     from marg.reports.model_card import model_card
 

@@ -150,6 +150,7 @@ def test_demo(tmp_path):
     assert r.exit_code == 0, r.output
     assert "opens and verifies 3 bundles" in r.stdout
     assert r.stdout.count("chain and signatures verified") == 3
+    assert r.stdout.count("1 release(s) to 'learner'") == 3  # one export each; the cap entry is not a release
     # Running it again over its own folder replaces the earlier demo.
     assert run("demo", "--dir", tmp_path / "demo").exit_code == 0
     # It refuses to overwrite a folder that is not a demo.
