@@ -364,7 +364,19 @@ def linprog(
 
     options = {} if tol is None else {"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol}
     r = _linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=method, options=options)
-    status = {0: Status.OPTIMAL, 1: Status.LIMIT, 2: Status.INFEASIBLE, 3: Status.UNBOUNDED}.get(int(r.status), Status.FAILED)
+    status = _scipy_status(r)
+    # "Unbounded" is a verdict on the data (the statistics admit no distribution, exit 2), so it
+    # is confirmed before it is returned: on a badly scaled LP (noisy tables, large rule
+    # weights) presolve or the dual simplex can declare it for a bounded problem. Re-solve with
+    # presolve off, then with the other HiGHS method; an optimal re-solve wins.
+    if status is Status.UNBOUNDED:
+        other = "highs-ipm" if method != "highs-ipm" else "highs-ds"
+        for m, extra in ((method, {"presolve": False}), (other, {})):
+            r2 = _linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=m, options={**options, **extra})
+            s2 = _scipy_status(r2)
+            if s2 is Status.OPTIMAL:
+                r, status = r2, s2
+                break
     if status is not Status.OPTIMAL or r.x is None:
         return LPResult(status, float("nan"), np.zeros(0), np.zeros(0), np.zeros(0), int(getattr(r, "nit", 0) or 0), message=str(r.message))
     ineq = getattr(getattr(r, "ineqlin", None), "marginals", None)
@@ -373,6 +385,11 @@ def linprog(
                     np.zeros(0) if ineq is None else np.asarray(ineq, dtype=np.float64),
                     np.zeros(0) if eq is None else np.asarray(eq, dtype=np.float64),
                     int(getattr(r, "nit", 0) or 0), message=str(r.message))
+
+
+def _scipy_status(r: Any) -> Status:
+    """SciPy ``linprog``'s status code as a :class:`Status`."""
+    return {0: Status.OPTIMAL, 1: Status.LIMIT, 2: Status.INFEASIBLE, 3: Status.UNBOUNDED}.get(int(r.status), Status.FAILED)
 
 
 def sparse_rows(A: Any) -> sp.csr_array:

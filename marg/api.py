@@ -125,10 +125,22 @@ def _make(learner: str, params: Mapping[str, Any], coverage: float, features: Se
 
 def _certified(est: Any, summary: Any, coverage: float) -> Any:
     """A fitted estimator whose certificate bounds the error of the rule it predicts with."""
+    from marg.errors import InconsistentStatistics
+    from marg.learners.base import Certificate
     from marg.learners.certify import certify
 
     if est.certificate_.kind in ("2gamma",):  # bounds the training sample only: certify the rule itself
-        est.certificate_ = certify(est, summary, coverage=coverage)
+        try:
+            est.certificate_ = certify(est, summary, coverage=coverage)
+        except InconsistentStatistics:
+            if not summary.is_noisy:
+                raise  # exact tables that admit no distribution: the data's fault
+            # Under DP the box τ ± λ is empty only when the noise left its calibrated half-width
+            # (probability ≤ 1 − coverage): no certificate at this coverage; the rule stands.
+            est.certificate_ = Certificate(1.0, "W(h)", coverage, False, int(est.certificate_.n_classes))
+            est.certificate_note_ = (f"no distribution lies within the {coverage:.0%} confidence box of the noisy tables "
+                                     f"(the DP noise exceeded its calibrated half-width, probability <= {1 - coverage:.0%}); "
+                                     f"the certificate is the trivial 1")
     return est
 
 
@@ -328,6 +340,8 @@ def learn(
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
+    if getattr(est, "certificate_note_", None):
+        report["certificate"] = {**report.get("certificate", {}), "note": est.certificate_note_}
     if table is not None:
         report["auto"] = [{"learner": c.learner, "params": c.params, "certificate": c.certificate, "kind": c.kind,
                            "score": c.score, "note": c.note} for c in table]
@@ -366,6 +380,9 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
     cert = est.certificate_
     if not cert.trivial:
         return None
+    note = getattr(est, "certificate_note_", None)
+    if note:
+        return f"warning: {note}"
     remedies = list(getattr(est, "remedies", ()))
     if cert.coverage is not None:
         remedies.append("or lower --coverage, or use --s for an uncalibrated model")

@@ -115,3 +115,42 @@ def test_falls_back_to_the_majority_when_noise_swamps_the_signal():
     assert m.fallback_.all()
     pred = m.predict(Xte)
     assert np.unique(pred).size == 1 and pred[0] == int(np.argmax(S.prior))
+
+
+def _tampered(noisy: bool):
+    """A release whose raw tables contradict each other far beyond any noise: one first-order
+    table N[x, y] claims three times as many patients as the label's table."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(11)
+    cb = random_codebook(rng, n_features=3, max_levels=3)
+    X, y = random_rows(rng, cb, 3000)
+    y = ((X[:, 0] + X[:, 2] + rng.integers(0, 2, 3000)) > 2).astype(int)
+    tables = count_tables(cb, X, y, plan_cliques(cb, "all"))
+    if noisy:
+        tables, _ = privatize(tables, epsilon=50.0, codebook=cb)
+    k = next(i for i, t in enumerate(tables) if len(t.clique) == 2)
+    tables[k] = replace(tables[k], counts=tables[k].counts * 3)
+    return Summary(cb, tables)
+
+
+def test_an_empty_confidence_box_under_noise_gives_a_trivial_flagged_certificate():
+    """Under DP the box τ ± λ can be empty (the noise left its half-width): the rule is kept,
+    its certificate is the trivial 1 and the learner says why; on exact tables the same
+    contradiction is the data's fault and is refused."""
+    from marg import api
+    from marg.errors import InconsistentStatistics
+    from marg.learners.model import Model
+
+    s = _tampered(noisy=True)
+    res = api.learn(s, "renyi", {}, ())
+    cert = res.model.estimator.certificate_
+    assert cert.kind == "W(h)" and cert.value == 1.0 and cert.trivial
+    assert "confidence box" in res.report["certificate"]["note"]
+    warning = api.trivial_certificate_warning(res.model, s)
+    assert warning.startswith("warning: no distribution lies within the 95% confidence box") and "\n" not in warning
+    # the rule itself is the one fitted on the post-processed tables
+    assert np.array_equal(res.model.estimator.z_, RenyiClassifier().fit(s).z_)
+    assert isinstance(res.model, Model)
+    with pytest.raises(InconsistentStatistics, match="no distribution matches"):
+        api.learn(_tampered(noisy=False), "renyi", {}, ())
