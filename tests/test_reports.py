@@ -136,3 +136,29 @@ def test_model_card_shows_the_group_lasso_path(tmp_path):
     v = values(root)
     path = [p for p in m.info["report"]["selection"]["path"] if p["lam"] > 0]
     assert [int(v[f"path_active:{k}"]) for k in range(len(path))] == [p["n_active"] for p in path]
+
+
+def test_model_card_lists_a_boost_votes_rules(demo, tmp_path):
+    """A boost model's card states each rule of the vote in words with its weight (as the model
+    file and marg learn do) and counts as used only the features its rules read."""
+    from marg.reports.model_card import model_card
+
+    learner = demo["workdir"] / "learner"
+    out = tmp_path / "boost.json"
+    r = run("learn", *demo["bundles"], "--learner", "boost", "--out", out, "--trust", learner / "trust",
+            "--key", learner / "learner.seal.key")
+    assert r.exit_code == 0, r.output
+    m = Model.load(out)
+    rules = m.estimator.rules()
+    assert rules, "the demo's vote should hold a rule"
+    page = tmp_path / "boost.html"
+    page.write_text(model_card(m), encoding="utf-8")
+    root = parse(page)
+    v = values(root)
+    for k, rule in enumerate(rules):
+        assert float(v[f"rule_weight:{k}"]) == rule["weight"] and int(v[f"rule_order:{k}"]) == rule["order"]
+    table = next(t for t in root.iter("table") if t.get("data-table") == "rules" or "rule_weight:0" in ET.tostring(t, encoding="unicode"))
+    text = ET.tostring(table, encoding="unicode")
+    assert all(rule["rule"].replace("<", "&lt;").replace(">", "&gt;") in text for rule in rules)
+    used = {f for u in range(m.estimator.map_.dim) if (m.estimator.mu_[:, u] != 0).any() for f in m.estimator.map_.features(u)}
+    assert int(v["n_features_used"]) == len(used) < len(m.codebook.features)

@@ -255,6 +255,12 @@ class BoostVote(MinimaxRules):
                                 "weight": w})
         return sorted(out, key=lambda r: -abs(r["weight"]))
 
+    def used_features(self) -> list[str]:
+        """The features some rule of the vote reads (a non-zero weight), in codebook order."""
+        self._check_fitted()
+        used = {f for u in range(self.map_.dim) if np.any(self.mu_[:, u] != 0.0) for f in self.map_.features(u)}
+        return [f for f in self.feature_names_in_ if f in used]
+
     @property
     def n_terms_(self) -> int:
         """‖μ‖₀: the number of (class, monomial) weights in the vote."""

@@ -41,7 +41,7 @@ LEVELS_SHOWN = 20
 """Levels listed per feature in the codebook table."""
 FOLD_ROWS = 12
 """A codebook table longer than this is shown folded (``<details>``)."""
-SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate", "iterations", "edges",
+SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate", "iterations", "edges", "monomials",
                    "active_features", "sites", "seconds", "auto", "auto_rule", "selection", "selected", "gap"}
 """Report keys with a section of their own (the rest go in the fitted-values table)."""
 
@@ -72,6 +72,7 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
     if evaluation is not None:
         _evaluation(page, evaluation)
     _features(page, model, rep)
+    _rules(page, model)
     _weights(page, model, top)
     _trace(page, est, rep)
     _selection(page, rep)
@@ -204,8 +205,10 @@ def _evaluation(page: Page, ev: dict) -> None:
 def _features(page: Page, model: Any, rep: dict) -> None:
     est = model.estimator
     used = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
+    if callable(getattr(est, "used_features", None)):  # a vote of rules reads only its rules' features
+        used = est.used_features()
     page.h2("Features the model uses")
-    page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,}: {e(', '.join(map(str, used)))}")
+    page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,}: {e(', '.join(map(str, used))) or 'none'}")
     active = list(getattr(est, "selected_features_", None) or [])
     if active and len(active) < len(used):
         page.p(f"Column generation kept {value('n_active_features', len(active))} of them in its working set: "
@@ -214,6 +217,27 @@ def _features(page: Page, model: Any, rep: dict) -> None:
     if edges:
         page.p(f"Pairs modelled jointly ({value('n_edges', len(edges))} edges): "
                + e("; ".join(f"{a} – {b}" for a, b in edges)))
+
+
+def _rules(page: Page, model: Any) -> None:
+    """A vote of Boolean monomials (``boost``): its rules in words, as ``marg learn`` prints them."""
+    est = model.estimator
+    if not callable(getattr(est, "rules", None)):
+        return
+    rules = est.rules()
+    page.h2("The vote's rules")
+    if not rules:
+        page.text("The vote is empty: no rule lowered the worst-case error by more than its price (the code length of "
+                  "the rule plus its confidence interval), so the model predicts the naive-Bayes class of the "
+                  "first-order tables for every patient.", "bad")
+        return
+    page.text("A class's score is the sum of the weights of its rules that hold for the patient; the model predicts the "
+              "class of the largest score. Where no rule separates the classes, it predicts the naive-Bayes class of "
+              "the rule features' first-order tables.")
+    page.table(["class", "rule", "order", "weight"],
+               [[e(r["class"]), e(r["rule"]), value(f"rule_order:{k}", int(r["order"])), value(f"rule_weight:{k}", float(r["weight"]))]
+                for k, r in enumerate(rules)], key="rules",
+               folded=f"The vote's {len(rules)} rules" if len(rules) > FOLD_ROWS else None)
 
 
 def _weights(page: Page, model: Any, top: int) -> None:
