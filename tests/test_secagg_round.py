@@ -16,7 +16,9 @@ from marg.marginals.summary import sum_tables
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.marginals.tables import count_tables, plan_cliques
 from marg.protocols import keys as K
+from marg.protocols.export import count_file
 from marg.protocols.secagg import expand, unmask_sum
+from marg.protocols.signing import unb64
 from marg.protocols.secagg_round import (
     finish,
     make_request,
@@ -159,6 +161,40 @@ def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
         parse_upload(up, rnd2)
 
 
+def folder(d):
+    """Every file under ``d``, byte for byte."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+
+
+def one_line_refusal(r, words):
+    assert r.exit_code == 1, r.output
+    assert r.stderr.count("\n") == 1 and r.stderr.endswith("\n") and words in r.stderr, r.stderr
+
+
+def test_two_rounds_get_different_ids(tmp_path):
+    """Every marg secagg start draws a fresh round id (a reused id would let a site's second masked
+    vector be combined with its first)."""
+    runner = CliRunner()
+    schema = tmp_path / "codebook.json"
+    demo_codebook().save(schema)
+    for s in ("north", "south", "learner"):
+        assert runner.invoke(app, ["keys", "init", "--site", s, "--dir", str(tmp_path / "keys")]).exit_code == 0
+    for s in ("north", "south"):
+        for kind in ("sign", "seal"):
+            r = runner.invoke(app, ["keys", "trust", str(tmp_path / "keys" / f"{s}.{kind}.pub"), "--trust", str(tmp_path / "roster")])
+            assert r.exit_code == 0, r.output
+    ids = []
+    for k in range(2):
+        out = tmp_path / f"round{k}.json"
+        r = runner.invoke(app, ["secagg", "start", "--schema", str(schema), "--roster", str(tmp_path / "roster"),
+                                "--key", str(tmp_path / "keys" / "learner.sign.key"), "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(out.read_text())
+        assert doc["id"] in r.stdout and [m["site"] for m in doc["members"]] == ["north", "south"]
+        ids.append(doc["id"])
+    assert len(ids[0]) == 32 and ids[0] != ids[1]
+
+
 def test_secure_round_through_the_cli(tmp_path):
     """Three sites, threshold 2: one drops out; the sum is the two survivors' tables (with their DP
     noise), marg learn reads it, each site answers the round once and reveals once."""
@@ -183,19 +219,37 @@ def test_secure_round_through_the_cli(tmp_path):
     assert r.exit_code == 0, r.output
     assert "threshold 2" in r.stdout and "at most 1 drop out" in r.stdout
 
-    def submit(s, *extra):
+    def submit(s, *extra, out=None):
         return run("secagg", "submit", tmp_path / f"{s}.csv", "--schema", schema, "--round", tmp_path / "round.json",
                    "--site", s, "--trust", site_trust, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
                    "--key", tmp_path / "keys" / f"{s}.sign.key", "--ledger", tmp_path / f"{s}-ledger",
-                   "--out", tmp_path / f"{s}.upload", *extra)
+                   "--out", out or tmp_path / f"{s}.upload", *extra)
 
     for k, s in enumerate(sites[:2]):  # city drops out
         write_csv(tmp_path / f"{s}.csv", generate(500, SITES[k], seed=40 + k))
         r = submit(s, "--epsilon", "1", "--mechanism", "laplace")
         assert r.exit_code == 0, r.output
-    # a second submission to the same round: refused before any data is read
-    r = submit("north", "--epsilon", "1", "--mechanism", "laplace")
-    assert r.exit_code == 1 and "already answered" in r.stderr
+    # each upload is masked: its vector is nowhere near the site's true counts (nor its noisy ones,
+    # which lie within a few noise stds of them)
+    true = {}
+    for s in sites[:2]:
+        up = json.loads((tmp_path / f"{s}.upload").read_text())
+        cliques = [tuple(x["clique"]) for x in up["layout"]]
+        assert all(x["kind"] == "counts" for x in up["layout"])
+        true[s], n = count_file(tmp_path / f"{s}.csv", demo_codebook(), cliques)
+        assert n == 500
+        plain = np.concatenate([np.asarray(tb.counts, dtype=np.int64).ravel() for tb in true[s]])
+        vec = np.frombuffer(unb64(up["vector"]), dtype="<u8").view(np.int64)
+        assert vec.shape == plain.shape
+        far = np.abs(vec.astype(np.float64) - plain) > 2.0**40
+        assert far.mean() > 0.99, f"{s}'s upload is not masked"
+    # a second submission to the same round: refused in one line before any data is read, nothing
+    # written (another output path, which stays absent; the site's ledger folder byte-identical)
+    before = folder(tmp_path / "north-ledger")
+    r = submit("north", "--epsilon", "1", "--mechanism", "laplace", out=tmp_path / "north-again.upload")
+    one_line_refusal(r, "already answered")
+    assert not (tmp_path / "north-again.upload").exists()
+    assert folder(tmp_path / "north-ledger") == before
     ups = [tmp_path / f"{s}.upload" for s in sites[:2]]
     r = run("secagg", "collect", *ups, "--round", tmp_path / "round.json", "--key", tmp_path / "keys" / "learner.sign.key",
             "--out", tmp_path / "request.json")
@@ -209,11 +263,16 @@ def test_secure_round_through_the_cli(tmp_path):
                 "--out", tmp_path / f"{s}.reveal")
         assert r.exit_code == 0, r.output
         reveals += ["--reveal", tmp_path / f"{s}.reveal"]
-    # the same site asked again (e.g. with another survivor set): refused
+    # the same site asked again (e.g. with another survivor set): refused in one line, nothing written
+    before = folder(tmp_path / "north-ledger")
+    assert (tmp_path / "north.reveal").exists() and not (tmp_path / "north-again.reveal").exists()
     r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "north",
             "--trust", site_trust, "--seal-key", tmp_path / "keys" / "north.seal.key",
-            "--key", tmp_path / "keys" / "north.sign.key", "--ledger", tmp_path / "north-ledger", "--out", tmp_path / "x")
-    assert r.exit_code == 1 and "already answered" in r.stderr
+            "--key", tmp_path / "keys" / "north.sign.key", "--ledger", tmp_path / "north-ledger",
+            "--out", tmp_path / "north-again.reveal")
+    one_line_refusal(r, "already answered")
+    assert not (tmp_path / "north-again.reveal").exists()
+    assert folder(tmp_path / "north-ledger") == before
     r = run("secagg", "finish", *ups, "--round", tmp_path / "round.json", "--request", tmp_path / "request.json",
             *reveals, "--schema", schema, "--key", tmp_path / "keys" / "learner.sign.key", "--out", tmp_path / "sum.bundle")
     assert r.exit_code == 0, r.output
@@ -224,6 +283,20 @@ def test_secure_round_through_the_cli(tmp_path):
     assert total.header["secagg"]["sites"] == ["north", "south"] and total.header["secagg"]["dropped"] == ["city"]
     # the same counts as the two sites' noisy tables summed: the sites' ledgers hold their bundles' digests
     assert all(t.noise.mechanism == "laplace" for t in total.tables)
+    # DP noise was added at the sites: the sum differs from the exact sum of the survivors' true
+    # tables, by noise of the recorded std (each table's std is the sites' stds in quadrature)
+    site_std = {s: [x["noise"]["std"] for x in json.loads((tmp_path / f"{s}.upload").read_text())["layout"]]
+                for s in sites[:2]}
+    exact = sum_tables([true[s] for s in sites[:2]])[0]
+    z = []
+    for k, (tb, ex) in enumerate(zip(total.tables, exact)):
+        assert tb.clique == ex.clique
+        want_std = float(np.hypot(site_std["north"][k], site_std["south"][k]))
+        assert want_std > 0 and tb.noise.std == pytest.approx(want_std, rel=1e-9)
+        z.append(((np.asarray(tb.counts, dtype=float) - ex.counts) / tb.noise.std).ravel())
+    z = np.concatenate(z)
+    assert np.mean(z != 0) > 0.5  # noise was added
+    assert 0.5 < np.sqrt(np.mean(z**2)) < 2.0, np.sqrt(np.mean(z**2))  # of the recorded size
     for s in sites[:2]:
         e = json.loads((tmp_path / f"{s}-ledger" / "ledger.jsonl").read_text().splitlines()[-1])
         assert e["round"] == json.loads((tmp_path / "round.json").read_text())["id"]
