@@ -125,3 +125,82 @@ def test_an_oversized_plan_is_refused_before_counting(tmp_path):
         export_site(tmp_path / "missing.csv", cb, "s", out, stats="all", ledger_dir=tmp_path / "ledger")
     assert "N[a,b,y] 20,000,000,000 cells" in str(exc.value) and "\n" not in str(exc.value)
     assert not out.exists() and not (tmp_path / "ledger").exists()
+
+
+def _oversized_study(d):
+    """Codebook (two 100,000-level features, a binary label) and a three-row CSV in ``d``."""
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+
+    levels = tuple(f"v{k}" for k in range(100_000))
+    cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)), label=Label("y", ("0", "1")))
+    cb.save(d / "codebook.json")
+    (d / "data.csv").write_text("a,b,y\nv1,v2,0\nv99999,v0,1\nv5,v5,0\n")
+    return d / "codebook.json", d / "data.csv"
+
+
+def _planned_size_refusal(stderr):
+    assert stderr.count("\n") == 1 and stderr.endswith("\n"), stderr
+    assert "the release plan holds 20,000,400,002 counts (149.0 GiB), over the limit" in stderr, stderr
+    assert "over the limit of 268,435,456 (N[a,b,y] 20,000,000,000 cells, N[b,y] 200,000 cells)" in stderr, stderr
+
+
+def test_an_oversized_plan_is_refused_through_the_cli(tmp_path):
+    """marg export --stats all at a configured site: one line naming the tables and the planned
+    size, exit != 0, no bundle, the site's ledger and configuration byte-identical."""
+    from typer.testing import CliRunner
+
+    from marg.cli.main import app
+
+    schema, data = _oversized_study(tmp_path)
+    home = tmp_path / "home"
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)})
+
+    assert run("keys", "init", "--site", "s", "--dir", tmp_path / "keys").exit_code == 0
+    r = run("audit", "init", "--site", "s", "--key", tmp_path / "keys" / "s.sign.key", "--epsilon", "10")
+    assert r.exit_code == 0, r.output
+    before = {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    assert "site.json" in before and "ledger/ledger.jsonl" in before
+    for extra in ([], ["--epsilon", "1"]):
+        r = run("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "x.bundle", "--stats", "all", *extra)
+        assert r.exit_code != 0, r.output
+        _planned_size_refusal(r.stderr)
+        assert not (tmp_path / "x.bundle").exists()
+        assert {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "marg-ledger").exists()
+
+
+def test_an_oversized_plan_is_refused_before_allocating(tmp_path):
+    """The installed marg under a 2 GiB address-space limit: still the one-line planned-size
+    refusal (no MemoryError, no traceback), nothing written; the same limit does stop numpy
+    from allocating the plan's counts, so the refusal came before any allocation."""
+    import os
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    schema, data = _oversized_study(tmp_path)
+    limit = 2 << 30
+    env = {**os.environ, "MARG_HOME": str(tmp_path / "home"), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1"}
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    marg = Path(sys.executable).parent / "marg"
+    assert marg.exists(), marg
+    p = subprocess.run([str(marg), "export", str(data), "--schema", str(schema), "--site", "s", "--out",
+                        str(tmp_path / "x.bundle"), "--stats", "all", "--ledger", str(tmp_path / "ledger")],
+                       cwd=tmp_path, env=env, preexec_fn=limited, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "MemoryError" not in p.stderr and "Traceback" not in p.stderr
+    _planned_size_refusal(p.stderr)
+    assert not (tmp_path / "x.bundle").exists() and not (tmp_path / "ledger").exists()
+    assert not (tmp_path / "marg-ledger").exists() and not (tmp_path / "home").exists()
+    # the control: under that limit the plan's counts cannot be allocated
+    c = subprocess.run([sys.executable, "-c", "import numpy; numpy.zeros(20_000_400_002, dtype=numpy.int64)"],
+                       env=env, preexec_fn=limited, capture_output=True, text=True, timeout=120)
+    assert c.returncode != 0 and "MemoryError" in c.stderr, c.stderr
