@@ -212,8 +212,17 @@ def inspect_cmd(
         if json_out:
             emit_json(d)
             return
-        who = f"signed by {d['signer']!r} (key {str(d['key_id'])[:12]}…)" if d["signed"] else "unsigned"
-        typer.echo(f"Model {bundle}: {d['learner']}, {who}" + (", signature verified" if d["verified_signer"] else "")
+        # the record's "signer" is not covered by the signature: once verified, name the key as the
+        # trust store names it; unverified, say so (as for a bundle)
+        verified = d["verified_signer"]
+        if not d["signed"]:
+            who = "unsigned"
+        elif verified:
+            claimed = "" if d["signer"] == verified else f", the file claims {d['signer']!r}"
+            who = f"signed by {verified!r} (key {str(d['key_id'])[:12]}…{claimed}), signature verified"
+        else:
+            who = f"signed by {d['signer']!r} (key {str(d['key_id'])[:12]}…), not verified: pass --trust DIR"
+        typer.echo(f"Model {bundle}: {d['learner']}, {who}"
                    + f"; codebook {str(d['codebook_fingerprint'])[:16]}…; certificate {d['worst_case_error']}")
         for b in d["bundles"]:
             typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
