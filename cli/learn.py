@@ -68,7 +68,10 @@ class _Progress:
     def __call__(self, info: dict) -> None:
         stage = info.get("stage")
         if "R" in info and stage == "cg":
-            err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
+            if "unit" in info:  # a column-generation driver that counts something other than features
+                err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('columns', '?')} {info['unit']} in the LP")
+            else:
+                err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
         elif stage == "greedy":
             a, b = info["edge"]
             err(f"  greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")

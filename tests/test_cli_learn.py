@@ -93,6 +93,9 @@ def test_boost_prints_its_rules_in_words(study):
     assert r.exit_code == 0, r.output
     rules = Model.load(out).estimator.rules()
     assert rules and "weighted rule" in r.stdout
+    # progress counts the vote's candidate rule columns, not features (the codebook has few)
+    progress = [ln for ln in r.stderr.splitlines() if ln.startswith("  iteration ")]
+    assert progress and all("candidate rules in the LP" in ln and "features" not in ln for ln in progress)
     for rule in rules:  # every rule of the model file is printed with its weight and class
         assert f"{rule['weight']:+.4f}  {rule['class']}  if  {rule['rule']}" in r.stdout
     d = json.loads(run("learn", *bundles, "--learner", "boost", "--out", out, "--json", "--allow-unsigned").stdout)
