@@ -68,10 +68,8 @@ class _Progress:
     def __call__(self, info: dict) -> None:
         stage = info.get("stage")
         if "R" in info and stage == "cg":
-            if "unit" in info:  # a column-generation driver that counts something other than features
-                err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('columns', '?')} {info['unit']} in the LP")
-            else:
-                err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {info.get('features', '?')} active features")
+            size = info.get("size") or f"{info.get('features', '?')} active features"  # a driver may say what it counts
+            err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {size}")
         elif stage == "greedy":
             a, b = info["edge"]
             err(f"  greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")

@@ -55,6 +55,9 @@ class Certificate:
     approximate : bool
         The bound rests on an approximation (e.g. a normal approximation of DP noise).
     n_classes : int
+    note : str
+        Why the bound is what it is when that is not the usual story (e.g. an empty confidence
+        box under DP noise gives the trivial 1); "" otherwise. Not saved in the model file.
     """
 
     value: float
@@ -62,6 +65,7 @@ class Certificate:
     coverage: float | None
     approximate: bool
     n_classes: int
+    note: str = ""
 
     @property
     def trivial(self) -> bool:
@@ -182,7 +186,8 @@ class MarginalEstimator:
             "features": list(self.feature_names_in_),
             "worst_case_error": float(self.certificate_.value),
             "certificate": {"kind": self.certificate_.kind, "coverage": self.certificate_.coverage,
-                            "approximate": self.certificate_.approximate, "trivial": self.certificate_.trivial},
+                            "approximate": self.certificate_.approximate, "trivial": self.certificate_.trivial,
+                            **({"note": self.certificate_.note} if self.certificate_.note else {})},
             **self._report(),
         }
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from marg.errors import InputError
+from marg.errors import InconsistentStatistics, InputError
 
 from .base import Certificate
 from .calibration import map_lambda
@@ -84,8 +84,20 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
     umap = uncertainty_map(summary, structure)
     m = map_moments(summary, umap)
     lam = map_lambda(m, umap, s=s, coverage=coverage)
-    if exact:
-        value = certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value
-    else:
-        value = certify_rule_lp(rule, umap, m.tau, lam)
-    return Certificate(float(value), "W(h)", coverage if s is None else None, False, rule.n_classes)
+    cov = coverage if s is None else None
+    try:
+        if exact:
+            value = certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value
+        else:
+            value = certify_rule_lp(rule, umap, m.tau, lam)
+    except InconsistentStatistics:
+        if not summary.is_noisy:
+            raise  # exact tables that admit no distribution: the data's fault
+        # Under DP the box τ ± λ (built from the tables as released) is empty only when the noise
+        # left its calibrated half-width (probability ≤ 1 − coverage): no bound at this coverage;
+        # the rule stands with the trivial certificate, and says why.
+        return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
+                           note=f"no distribution lies within the {coverage:.0%} confidence box of the noisy tables "
+                                f"(the DP noise exceeded its calibrated half-width, probability <= {1 - coverage:.0%}); "
+                                f"the certificate is the trivial 1")
+    return Certificate(float(value), "W(h)", cov, False, rule.n_classes)

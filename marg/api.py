@@ -125,22 +125,10 @@ def _make(learner: str, params: Mapping[str, Any], coverage: float, features: Se
 
 def _certified(est: Any, summary: Any, coverage: float) -> Any:
     """A fitted estimator whose certificate bounds the error of the rule it predicts with."""
-    from marg.errors import InconsistentStatistics
-    from marg.learners.base import Certificate
     from marg.learners.certify import certify
 
     if est.certificate_.kind in ("2gamma",):  # bounds the training sample only: certify the rule itself
-        try:
-            est.certificate_ = certify(est, summary, coverage=coverage)
-        except InconsistentStatistics:
-            if not summary.is_noisy:
-                raise  # exact tables that admit no distribution: the data's fault
-            # Under DP the box τ ± λ is empty only when the noise left its calibrated half-width
-            # (probability ≤ 1 − coverage): no certificate at this coverage; the rule stands.
-            est.certificate_ = Certificate(1.0, "W(h)", coverage, False, int(est.certificate_.n_classes))
-            est.certificate_note_ = (f"no distribution lies within the {coverage:.0%} confidence box of the noisy tables "
-                                     f"(the DP noise exceeded its calibrated half-width, probability <= {1 - coverage:.0%}); "
-                                     f"the certificate is the trivial 1")
+        est.certificate_ = certify(est, summary, coverage=coverage)
     return est
 
 
@@ -340,8 +328,6 @@ def learn(
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
-    if getattr(est, "certificate_note_", None):
-        report["certificate"] = {**report.get("certificate", {}), "note": est.certificate_note_}
     if table is not None:
         report["auto"] = [{"learner": c.learner, "params": c.params, "certificate": c.certificate, "kind": c.kind,
                            "score": c.score, "note": c.note} for c in table]
@@ -380,9 +366,8 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
     cert = est.certificate_
     if not cert.trivial:
         return None
-    note = getattr(est, "certificate_note_", None)
-    if note:
-        return f"warning: {note}"
+    if cert.note:
+        return f"warning: {cert.note}"
     remedies = list(getattr(est, "remedies", ()))
     if cert.coverage is not None:
         remedies.append("or lower --coverage, or use --s for an uncalibrated model")

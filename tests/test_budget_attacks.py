@@ -16,6 +16,7 @@ from marg.protocols.ledger_format import entry_signing_bytes, line_hash, parse_e
 from marg.protocols.ledger_state import LedgerState, apply_entry, checkpoint_bytes
 from marg.protocols.keys import key_id
 from marg.protocols.signing import b64
+from tests.helpers.files import folder_bytes
 
 runner = CliRunner()
 
@@ -66,7 +67,7 @@ def refused(s, r, words, name="x.bundle"):
 def snapshot(s):
     """Every file of the site's home, byte for byte: the ledger folder (ledger, checkpoint,
     lock, round markers, a stray budget.json) and the site configuration (site.json)."""
-    snap = {str(p.relative_to(s["home"])): p.read_bytes() for p in s["home"].rglob("*") if p.is_file()}
+    snap = folder_bytes(s["home"])
     assert "site.json" in snap
     return snap
 

@@ -19,6 +19,7 @@ from marg.protocols import keys as K
 from marg.protocols.export import count_file
 from marg.protocols.secagg import expand, unmask_sum
 from marg.protocols.signing import unb64
+from tests.helpers.files import folder_bytes
 from marg.protocols.secagg_round import (
     finish,
     make_request,
@@ -161,11 +162,6 @@ def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
         parse_upload(up, rnd2)
 
 
-def folder(d):
-    """Every file under ``d``, byte for byte."""
-    return {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()}
-
-
 def one_line_refusal(r, words):
     assert r.exit_code == 1, r.output
     assert r.stderr.count("\n") == 1 and r.stderr.endswith("\n") and words in r.stderr, r.stderr
@@ -245,11 +241,11 @@ def test_secure_round_through_the_cli(tmp_path):
         assert far.mean() > 0.99, f"{s}'s upload is not masked"
     # a second submission to the same round: refused in one line before any data is read, nothing
     # written (another output path, which stays absent; the site's ledger folder byte-identical)
-    before = folder(tmp_path / "north-ledger")
+    before = folder_bytes(tmp_path / "north-ledger")
     r = submit("north", "--epsilon", "1", "--mechanism", "laplace", out=tmp_path / "north-again.upload")
     one_line_refusal(r, "already answered")
     assert not (tmp_path / "north-again.upload").exists()
-    assert folder(tmp_path / "north-ledger") == before
+    assert folder_bytes(tmp_path / "north-ledger") == before
     ups = [tmp_path / f"{s}.upload" for s in sites[:2]]
     r = run("secagg", "collect", *ups, "--round", tmp_path / "round.json", "--key", tmp_path / "keys" / "learner.sign.key",
             "--out", tmp_path / "request.json")
@@ -264,7 +260,7 @@ def test_secure_round_through_the_cli(tmp_path):
         assert r.exit_code == 0, r.output
         reveals += ["--reveal", tmp_path / f"{s}.reveal"]
     # the same site asked again (e.g. with another survivor set): refused in one line, nothing written
-    before = folder(tmp_path / "north-ledger")
+    before = folder_bytes(tmp_path / "north-ledger")
     assert (tmp_path / "north.reveal").exists() and not (tmp_path / "north-again.reveal").exists()
     r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "north",
             "--trust", site_trust, "--seal-key", tmp_path / "keys" / "north.seal.key",
@@ -272,7 +268,7 @@ def test_secure_round_through_the_cli(tmp_path):
             "--out", tmp_path / "north-again.reveal")
     one_line_refusal(r, "already answered")
     assert not (tmp_path / "north-again.reveal").exists()
-    assert folder(tmp_path / "north-ledger") == before
+    assert folder_bytes(tmp_path / "north-ledger") == before
     r = run("secagg", "finish", *ups, "--round", tmp_path / "round.json", "--request", tmp_path / "request.json",
             *reveals, "--schema", schema, "--key", tmp_path / "keys" / "learner.sign.key", "--out", tmp_path / "sum.bundle")
     assert r.exit_code == 0, r.output

@@ -352,7 +352,7 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
         res.history.append({"k": k, "R": R, "columns": len(mm.cols), "rows": len(mm.rows), "entered": len(cands),
                             "seconds": time.perf_counter() - t0})
         if callback is not None:
-            callback({"stage": "cg", **res.history[-1], "unit": "candidate rules"})
+            callback({"stage": "cg", **res.history[-1], "size": f"{len(mm.cols)} candidate rules in the LP"})
         if not cands:
             converged = True
             pricing_exact = exact

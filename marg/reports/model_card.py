@@ -204,9 +204,10 @@ def _evaluation(page: Page, ev: dict) -> None:
 
 def _features(page: Page, model: Any, rep: dict) -> None:
     est = model.estimator
-    used = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
     if callable(getattr(est, "used_features", None)):  # a vote of rules reads only its rules' features
         used = est.used_features()
+    else:
+        used = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
     page.h2("Features the model uses")
     page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,}: {e(', '.join(map(str, used))) or 'none'}")
     active = list(getattr(est, "selected_features_", None) or [])
