@@ -43,7 +43,7 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).re
 sys.path.insert(0, str(ROOT))
 
 from marg.errors import SolverError  # noqa: E402
-from marg.learners.calibration import map_lambda  # noqa: E402
+from marg.learners.calibration import confidence_box  # noqa: E402
 from marg.learners.features.blocks import FeatureMap, node_blocks  # noqa: E402
 from marg.learners.features.statistics import map_moments  # noqa: E402
 from marg.learners.mrc import MRC  # noqa: E402
@@ -143,7 +143,7 @@ def plot_run(S: Summary) -> tuple[float, dict]:
     blocks = node_blocks(S.codebook)
     fm = FeatureMap(blocks, [b.column for b in blocks])
     m = map_moments(S, fm)
-    lam = map_lambda(m, fm, s=0.3)
+    lam = confidence_box(m, fm.indicator_columns(), s=0.3).lam
     R_star = MRC(s=0.3, solver="full", lp_solver="ipm").fit(S).worst_case_error_
     init = np.random.default_rng(0).choice(fm.n_blocks, size=10, replace=False)
     curves = {n_max: solve_cg(fm, m.tau, lam, n_max=n_max, eps=1e-4, k_max=200, init=init).iterations for n_max in (1, 5, 10)}

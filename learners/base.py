@@ -58,6 +58,11 @@ class Certificate:
     note : str
         Why the bound is what it is when that is not the usual story (e.g. an empty confidence
         box under DP noise gives the trivial 1); "" otherwise. Not saved in the model file.
+    box : tuple of dict
+        The uncertainty box the bound was computed over, per released table
+        (:func:`marg.learners.features.box.box_tables`: ``{"features", "lower", "upper"}``,
+        joint cell probabilities); () for bounds not computed over a box of table cells
+        (2γ, holdout, boost's monomials). Saved in the model file.
     """
 
     value: float
@@ -66,6 +71,12 @@ class Certificate:
     approximate: bool
     n_classes: int
     note: str = ""
+    box: tuple = ()
+
+    def record(self) -> dict[str, Any]:
+        """The certificate as the model file records it (``marg inspect MODEL --json``'s ``certificate``)."""
+        return {"value": float(self.value), "kind": self.kind, "coverage": self.coverage,
+                "approximate": bool(self.approximate), "box": [dict(t) for t in self.box]}
 
     @property
     def trivial(self) -> bool:
@@ -201,13 +212,11 @@ class MarginalEstimator:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready model: ``{"learner", "params", "state", "certificate"}`` — the certificate
-        as it stands, which may have replaced the learner's own (W(h) of Rényi's rule, a
-        holdout bound)."""
+        as it stands (:meth:`Certificate.record`, with the box it was computed over), which a
+        holdout bound may have replaced."""
         self._check_fitted()
-        c = self.certificate_
         return {"learner": self.learner, "params": self.saved_params(), "state": self._state(),
-                "certificate": {"value": float(c.value), "kind": c.kind, "coverage": c.coverage,
-                                "approximate": bool(c.approximate)}}
+                "certificate": self.certificate_.record()}
 
     @classmethod
     def from_dict(cls, d: Any) -> "MarginalEstimator":
@@ -254,7 +263,11 @@ def _certificate_from(rec: Any, n_classes: int) -> Certificate:
     if not 0.0 <= value <= 1.0 + 1e-9 and kind != "hinge":
         raise ValueError(f"certificate value {value!r} outside [0, 1]")
     cov = rec.get("coverage")
-    return Certificate(value, kind, None if cov is None else float(cov), bool(rec.get("approximate", False)), n_classes)
+    box = rec.get("box") or []
+    if not isinstance(box, list) or not all(isinstance(t, dict) and {"features", "lower", "upper"} <= set(t) for t in box):
+        raise ValueError("certificate box must be a list of {features, lower, upper} records")
+    return Certificate(value, kind, None if cov is None else float(cov), bool(rec.get("approximate", False)), n_classes,
+                       box=tuple(box))
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -28,8 +28,13 @@ q the noise half-width with P(|noise| > q) ≤ α'/2 for the draws actually adde
 (:func:`marg.marginals.noise_tails.halfwidth`: exact for the discrete Laplace and Gaussian
 noise of count tables, summed over sites; no normal approximation), and the sampling
 half-width taken at the τ̂ in the noise interval where it is largest (closest to ½), since
-τ̂ itself is not released. When no noise draws are given, the noise term falls back to
-z·noise_std (a normal approximation, flagged by the learners as approximate).
+τ̂ itself is not released, and the noise on n (the label table's total, the denominator of
+every τ) is one more interval of the Bonferroni count. A column whose noise has no recorded
+draws falls back to z·noise_std (a normal approximation: :attr:`ConfidenceBox.approximate`).
+
+:func:`confidence_box` is the one entry point: every learner (MRC, DCC, naive Bayes, boost)
+and every certificate (:func:`marg.learners.certify.certify`) builds its box there, from the
+moments of its feature map as released (:func:`marg.learners.features.statistics.map_moments`).
 
 Override (``s`` given): λ = s · tau_std / sqrt(n) + the noise term at α', the seed's λ = s/√n
 multiplier (MRCpy uses s = 0.3, whose certificates sit far below the real error in high
@@ -39,7 +44,8 @@ released marginals, in which an empty cell is ruled out.
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 from scipy.stats import beta, norm
@@ -100,44 +106,44 @@ def binomial_halfwidth(tau: np.ndarray, n: float, alpha: float) -> np.ndarray:
     return np.maximum(t - lo, hi - t)
 
 
-def confidence_lambda(
-    tau_std: np.ndarray,
-    noise_std: np.ndarray,
-    n: float,
-    s: float | None = None,
-    coverage: float = 0.95,
-    tau: np.ndarray | None = None,
-    binary: np.ndarray | None = None,
-    draws: Sequence[tuple] | None = None,
-    n_draws: Sequence[tuple] = (),
-    n_intervals: int | None = None,
-) -> np.ndarray:
-    """λ for the MRC uncertainty set (see the module docstring for the formula).
+@dataclass(frozen=True)
+class ConfidenceBox:
+    """The half-widths λ of the box τ ± λ and whether they rest on an approximation.
+
+    Attributes
+    ----------
+    lam : ndarray, shape (K, D)
+        λ ≥ 0 per entry of τ.
+    approximate : bool
+        Some entry's interval is asymptotic rather than exact-conservative: a raw numeric
+        entry's normal interval, or noise without recorded draws (its normal approximation
+        z·noise_std). False whenever λ is set by hand (``s``: no coverage is claimed).
+    """
+
+    lam: np.ndarray
+    approximate: bool
+
+
+def confidence_box(moments: Any, binary: np.ndarray, s: float | None = None, coverage: float = 0.95,
+                   n_intervals: int | None = None) -> ConfidenceBox:
+    """λ for the uncertainty set |E_pΦ − τ| ≤ λ from the moments as released: THE entry point.
+
+    Every learner and certificate builds its box here (see the module docstring for the
+    formula), from the noise as released: each column's recorded draws (mechanism, scale,
+    how many) give the exact noise tail, and the draws behind n its term.
 
     Parameters
     ----------
-    tau_std : ndarray, shape (K, D)
-        Sample std of each Φ entry.
-    noise_std : ndarray, shape (K, D)
-        Std of the released noise on each τ entry, in τ units (used only without ``draws``).
-    n : float
-        Number of rows the summary was computed from.
+    moments : :class:`marg.learners.features.statistics.Moments`
+        τ, its sample std and noise std (each (K, D)), n, the noise draws per column and of n.
+    binary : ndarray of bool, shape (D,) or (K, D)
+        Entries that are Bernoulli means (one-hot cells, pair cells, monomials): with
+        ``s=None`` they get the Clopper–Pearson half-width; the others (raw numeric
+        entries) the normal interval z·std/√n.
     s : float or None
-        None: Bonferroni-calibrated intervals; otherwise the raw multiplier of tau_std/√n.
+        None: Bonferroni-calibrated intervals at ``coverage``; otherwise λ = s·std/√n + noise term.
     coverage : float
         Simultaneous coverage of the box (default 0.95).
-    tau : ndarray, shape (K, D), optional
-        The released τ; with ``binary``, needed for the exact binomial intervals.
-    binary : ndarray of bool, shape (D,) or (K, D), optional
-        Entries that are Bernoulli means (one-hot cells): with ``s=None`` they get the
-        Clopper–Pearson half-width :func:`binomial_halfwidth` instead of z·tau_std/√n.
-        Without ``tau``/``binary`` every entry gets the normal interval.
-    draws : sequence (length D) of noise parts, optional
-        Per Ψ column, the independent noise draws in one count behind it
-        (:func:`marg.marginals.noise_tails.halfwidth` turns them into the exact noise term).
-    n_draws : noise parts of n (the label table's total), optional
-        With noise on n, τ = N/n̂ also moves by τ·|n̂ − n|/n̂: one more interval (on n) joins
-        the Bonferroni count and that term is added.
     n_intervals : int, optional
         The Bonferroni count m of entries the box must cover together, when it exceeds the
         entries given (column generation computes λ for the columns it adds, but a column is
@@ -145,53 +151,72 @@ def confidence_lambda(
 
     Returns
     -------
-    ndarray, shape (K, D)
-        λ ≥ 0.
+    ConfidenceBox
     """
-    tau_std = np.asarray(tau_std, dtype=np.float64)
-    noise_std = np.asarray(noise_std, dtype=np.float64)
-    if tau_std.shape != noise_std.shape:
-        raise InputError(f"tau_std {tau_std.shape} and noise_std {noise_std.shape} differ in shape")
+    tau_std = np.asarray(moments.std, dtype=np.float64)
+    noise_std = np.asarray(moments.noise, dtype=np.float64)
+    tau = np.asarray(moments.tau, dtype=np.float64)
+    D = tau_std.shape[1] if tau_std.ndim == 2 else 0
+    draws = tuple(moments.draws) if moments.draws else ((),) * D
+    b = np.broadcast_to(np.asarray(binary, dtype=bool), tau_std.shape)
+    lam = _lambda(tau_std, noise_std, float(moments.n), s=s, coverage=coverage, tau=tau, binary=b,
+                  draws=draws, n_draws=tuple(moments.n_draws), n_intervals=n_intervals)
+    no_draws = np.array([not d for d in draws], dtype=bool)
+    approximate = s is None and bool(np.any(~b & (tau_std > 0)) or np.any((noise_std > 0) & no_draws[None, :]))
+    return ConfidenceBox(lam, approximate)
+
+
+def _lambda(
+    tau_std: np.ndarray,
+    noise_std: np.ndarray,
+    n: float,
+    s: float | None,
+    coverage: float,
+    tau: np.ndarray,
+    binary: np.ndarray,
+    draws: Sequence[tuple],
+    n_draws: Sequence[tuple],
+    n_intervals: int | None,
+) -> np.ndarray:
+    """λ (K, D) from arrays: ``draws`` one noise record per column (() for a column without
+    recorded draws, whose noise term falls back to z·noise_std); see :func:`confidence_box`."""
+    if tau_std.shape != noise_std.shape or tau.shape != tau_std.shape:
+        raise InputError(f"tau {tau.shape}, its std {tau_std.shape} and noise std {noise_std.shape} differ in shape")
     if not (np.all(np.isfinite(tau_std)) and np.all(tau_std >= 0)):
         raise InputError("tau_std must be finite and >= 0")
     if not (np.all(np.isfinite(noise_std)) and np.all(noise_std >= 0)):
         raise InputError("noise_std must be finite and >= 0")
+    if not np.all(np.isfinite(tau)):
+        raise InputError("tau must be finite")
     if not (n > 0 and np.isfinite(n)):
         raise InputError(f"n must be positive, got {n!r}")
     if s is not None and not (np.isfinite(s) and s >= 0):
         raise InputError(f"s must be finite and >= 0, got {s!r}")
-    noisy = bool(np.any(noise_std > 0)) or bool(draws and any(draws))
-    with_n = bool(noisy and draws is not None and n_draws)
+    if len(draws) != tau_std.shape[1]:
+        raise InputError(f"draws must give one entry per column ({tau_std.shape[1]}), got {len(draws)}")
+    has_draws = np.array([bool(d) for d in draws], dtype=bool)
+    noisy = bool(np.any(noise_std > 0)) or bool(has_draws.any())
+    with_n = bool(noisy and n_draws)
     if n_intervals is not None and (int(n_intervals) != n_intervals or n_intervals < tau_std.size):
         raise InputError(f"n_intervals must be an integer >= the {tau_std.size} entries given, got {n_intervals!r}")
     m = max(1, tau_std.size if n_intervals is None else int(n_intervals)) + int(with_n)
-    alpha = (1.0 - coverage) / m if 0.0 < coverage < 1.0 else None
     z = bonferroni_z(coverage, m)
-    if draws is not None and noisy:
-        if len(draws) != tau_std.shape[1]:
-            raise InputError(f"draws must give one entry per column ({tau_std.shape[1]}), got {len(draws)}")
-        a_noise = alpha / 2.0 if s is None else alpha
-        widths = _noise_widths(draws, a_noise) / float(n)  # (D,)
-        noise = np.broadcast_to(widths[None, :], tau_std.shape)
-    else:
-        a_noise = 0.0
-        noise = z * noise_std
-    a_sample = alpha - a_noise if s is None and draws is not None and noisy else alpha
+    alpha = (1.0 - coverage) / m
+    # per column: the exact tail of the recorded draws at α'/2 (α' with s given), or z·noise_std without draws
+    a_noise = alpha / 2.0 if s is None else alpha
+    exact_noise = np.broadcast_to((_noise_widths(draws, a_noise) / float(n))[None, :], tau_std.shape)
+    noise = np.where(has_draws[None, :], exact_noise, z * noise_std)
+    # the sampling half-width gets what the noise term left of α'
+    a_sample = np.where(has_draws[None, :], alpha - a_noise, alpha) if s is None else alpha
     if s is None:
-        lam = bonferroni_z_level(a_sample) * tau_std / np.sqrt(n)
-        if (tau is None) != (binary is None):
-            raise InputError("the binomial intervals need both tau and binary (or neither)")
-        if tau is not None:
-            tau = np.asarray(tau, dtype=np.float64)
-            if tau.shape != tau_std.shape:
-                raise InputError(f"tau {tau.shape} and tau_std {tau_std.shape} differ in shape")
-            if not np.all(np.isfinite(tau)):
-                raise InputError("tau must be finite")
-            b = np.broadcast_to(np.asarray(binary, dtype=bool), tau.shape)
-            if b.any():
-                # τ̂ (the sample's) is within the noise width of the released τ: take the worst one
-                at = np.clip(0.5, tau - noise, tau + noise) if noisy else tau
-                lam = np.where(b, binomial_halfwidth(at, n, a_sample), lam)
+        a_all = np.broadcast_to(a_sample, tau.shape)
+        lam = norm.isf(a_all / 2.0) * tau_std / np.sqrt(n)
+        if binary.any():
+            # τ̂ (the sample's) is within the noise width of the released τ: take the worst one
+            at = np.clip(0.5, tau - noise, tau + noise) if noisy else tau
+            for a in np.unique(a_all[binary]):  # at most two levels: with and without recorded draws
+                sel = binary & (a_all == a)
+                lam = np.where(sel, binomial_halfwidth(at, n, float(a)), lam)
     else:
         lam = float(s) * tau_std / np.sqrt(n)
     lam = lam + noise
@@ -199,8 +224,7 @@ def confidence_lambda(
         from marg.marginals.noise_tails import halfwidth
 
         qn = halfwidth(tuple(n_draws), alpha)
-        t = np.abs(tau) if tau is not None else tau_std
-        lam = lam + np.minimum(1.0, t + lam) * qn / max(float(n) - qn, 1.0)
+        lam = lam + np.minimum(1.0, np.abs(tau) + lam) * qn / max(float(n) - qn, 1.0)
     return lam
 
 
@@ -221,14 +245,3 @@ def _noise_widths(draws: Sequence[tuple], alpha: float) -> np.ndarray:
             cache[key] = halfwidth(key, alpha) if key else 0.0
         out[j] = cache[key]
     return out
-
-
-def map_lambda(moments, fmap, s: float | None = None, coverage: float = 0.95) -> np.ndarray:
-    """λ (K, D) for a feature map's :class:`marg.learners.features.statistics.Moments`.
-
-    The map's indicator columns (one-hot levels, edge cells) get the exact binomial
-    intervals when ``s`` is None; the Bonferroni count is every entry of the map; under DP
-    the noise term is exact for the draws behind each column (``moments.draws``).
-    """
-    return confidence_lambda(moments.std, moments.noise, moments.n, s=s, coverage=coverage, tau=moments.tau,
-                             binary=fmap.indicator_columns(), draws=moments.draws or None, n_draws=moments.n_draws)

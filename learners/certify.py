@@ -20,7 +20,8 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError
 
 from .base import Certificate
-from .calibration import map_lambda
+from .calibration import confidence_box
+from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
 from .features.pairwise import PairwiseFeatureMap
 from .features.statistics import map_moments
@@ -81,10 +82,20 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
             exact: bool = False, time_limit: float | None = None) -> Certificate:
     """A valid certificate (kind ``"W(h)"``) for ``est``'s deterministic rule from ``summary``'s tables."""
     rule = linear_rule(est)
+    cov = coverage if s is None else None
+    try:
+        summary.released()  # the box is built from the tables as released
+    except InputError as exc:
+        if not summary.is_noisy:
+            raise
+        return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
+                           note=f"the tables as released give no confidence box ({exc}: the DP noise swamps the "
+                                f"counts); the certificate is the trivial 1")
     umap = uncertainty_map(summary, structure)
     m = map_moments(summary, umap)
-    lam = map_lambda(m, umap, s=s, coverage=coverage)
-    cov = coverage if s is None else None
+    cbox = confidence_box(m, umap.indicator_columns(), s=s, coverage=coverage)
+    lam = cbox.lam
+    box = box_tables(umap, m.tau, lam, summary.codebook.label.name)
     try:
         if exact:
             value = certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value
@@ -96,8 +107,8 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
         # Under DP the box τ ± λ (built from the tables as released) is empty only when the noise
         # left its calibrated half-width (probability ≤ 1 − coverage): no bound at this coverage;
         # the rule stands with the trivial certificate, and says why.
-        return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
+        return Certificate(1.0, "W(h)", cov, cbox.approximate, rule.n_classes, box=box,
                            note=f"no distribution lies within the {coverage:.0%} confidence box of the noisy tables "
                                 f"(the DP noise exceeded its calibrated half-width, probability <= {1 - coverage:.0%}); "
                                 f"the certificate is the trivial 1")
-    return Certificate(float(value), "W(h)", cov, False, rule.n_classes)
+    return Certificate(float(value), "W(h)", cov, cbox.approximate, rule.n_classes, box=box)

@@ -37,7 +37,7 @@ import numpy as np
 from marg.errors import InputError
 
 from .base import check_choice, check_number, features_param
-from .calibration import confidence_lambda
+from .calibration import confidence_box
 from .dcc_hinge import solve_hinge
 from .features.blocks import node_blocks
 from .features.pairwise import PairwiseFeatureMap
@@ -228,8 +228,8 @@ class DCC(MinimaxRules):
         # λ: Bonferroni over the node entries and every candidate pair's entries
         full = PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights))
         m = map_moments(summary, full)
-        lam = confidence_lambda(m.std, m.noise, m.n, s=self.s, coverage=self.coverage, tau=m.tau,
-                                binary=full.indicator_columns())
+        box = confidence_box(m, full.indicator_columns(), s=self.s, coverage=self.coverage)
+        lam = box.lam
         # empty cells (τ = λ = 0) are −∞ in the LP: out of the columns, excluded by the oracle
         excluded = empty_cells(full, m.tau, lam)
         mask = ~excluded
@@ -241,12 +241,12 @@ class DCC(MinimaxRules):
             if K != 2:
                 raise InputError(f"loss='hinge' needs a binary label, got {K} classes {tuple(summary.classes)!r}")
             forest = max_spanning_forest(len(blocks), weights, self.max_edges)
-            return self._fit_hinge(summary, problem, forest, weights, t0)
+            return self._fit_hinge(summary, problem, forest, weights, t0, box.approximate)
         if self.structure != "forest":
             edges = self._graph_edges(full, weights)
             uf = UnionFind(len(blocks))
             if not all(uf.union(a, b) for a, b in edges):  # a cycle: the local-polytope LP
-                return self._fit_local(summary, problem, edges, weights, t0)
+                return self._fit_local(summary, problem, edges, weights, t0, box.approximate)
         if self.greedy:
             fit = greedy_forest(problem, rank, formulation=self.solver, max_edges=self.max_edges, tol=self.greedy_tol,
                                 candidates=self.greedy_candidates, bound=self.bound, row_tol=self.tol,
@@ -256,7 +256,7 @@ class DCC(MinimaxRules):
             deadline = None if self.time_limit is None else time.perf_counter() + float(self.time_limit)
             fit = solve_forest(problem, forest, formulation=self.solver, bound=self.bound, tol=self.tol,
                                extra_rows=self.extra_rows, deadline=deadline, callback=self.callback)
-        return self._fit_forest(summary, problem, fit, weights, t0)
+        return self._fit_forest(summary, problem, fit, weights, t0, box.approximate)
 
     @staticmethod
     def _submodel(problem: MinimaxProblem, edges: Sequence[tuple[int, int]]) -> tuple[PairwiseFeatureMap, np.ndarray]:
@@ -267,7 +267,8 @@ class DCC(MinimaxRules):
         keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in edges]).astype(np.int64)
         return pmap, keep
 
-    def _fit_forest(self, summary: Any, problem: MinimaxProblem, fit: ForestFit, weights: dict, t0: float) -> "DCC":
+    def _fit_forest(self, summary: Any, problem: MinimaxProblem, fit: ForestFit, weights: dict, t0: float,
+                    approximate: bool) -> "DCC":
         """The model over the chosen forest: empty cells fixed by max-marginals, R(μ) exactly."""
         K = problem.K
         pmap, keep = self._submodel(problem, fit.edges)
@@ -286,10 +287,11 @@ class DCC(MinimaxRules):
             iters[-1] = value
         self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in fit.edges], tau, lam, mu, float(phi),
                             value, iters, fit.lower, fit.upper, fit.n_rows, empty, fit.converged,
-                            float(np.max(B)) if B.size else float(self.bound), "R*", t0)
+                            float(np.max(B)) if B.size else float(self.bound), "R*", t0, approximate)
         return self
 
-    def _fit_local(self, summary: Any, problem: MinimaxProblem, edges: list, weights: dict, t0: float) -> "DCC":
+    def _fit_local(self, summary: Any, problem: MinimaxProblem, edges: list, weights: dict, t0: float,
+                   approximate: bool) -> "DCC":
         """A graph with a cycle: the local-polytope LP (R*_L), empty cells fixed at its reparametrisation."""
         K = problem.K
         pmap, keep = self._submodel(problem, edges)
@@ -304,10 +306,11 @@ class DCC(MinimaxRules):
         if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
             raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
         self._set_dcc_state(summary, pmap, True, [float(weights[e]) for e in edges], tau, lam, mu, float(phi), value,
-                            [value], [sol.value], [value], sol.n_rows, empty, True, self.bound, "R*_L", t0)
+                            [value], [sol.value], [value], sol.n_rows, empty, True, self.bound, "R*_L", t0, approximate)
         return self
 
-    def _fit_hinge(self, summary: Any, problem: MinimaxProblem, forest: list, weights: dict, t0: float) -> "DCC":
+    def _fit_hinge(self, summary: Any, problem: MinimaxProblem, forest: list, weights: dict, t0: float,
+                   approximate: bool) -> "DCC":
         """loss="hinge" on the maximum spanning forest (:func:`marg.learners.dcc_hinge.solve_hinge`).
 
         LP columns: f in the reference coding minus the cells empty for BOTH labels (every
@@ -329,14 +332,14 @@ class DCC(MinimaxRules):
         self.theta_ = sol.theta
         self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in forest], tau, lam,
                             np.stack([-0.5 * sol.f, 0.5 * sol.f]), 0.0, sol.value, [sol.value], [], [], sol.n_rows,
-                            empty, True, self.bound, "hinge", t0)
+                            empty, True, self.bound, "hinge", t0, approximate)
         self.nu_ = sol.nu
         return self
 
     def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, tau, lam, mu, phi, value, iterations, lower, upper,
-                       n_rows, impossible, converged, bound, kind, t0) -> None:
+                       n_rows, impossible, converged, bound, kind, t0, approximate) -> None:
         self._set_minimax_state(summary, pmap, tau, lam, mu, phi, value, iterations, lower, upper, n_rows,
-                                impossible, impossible, converged, bound, kind)
+                                impossible, impossible, converged, bound, kind, approximate)
         self.edges_ = pmap.edge_names
         self.relaxed_ = bool(relaxed)
         self.edge_weights_ = list(edge_weights)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 
 from .base import check_choice, check_number, features_param
-from .calibration import confidence_lambda
+from .calibration import confidence_box
 from .features.blocks import Block, FeatureMap, node_blocks
 from .features.statistics import map_moments
 from .minimax.drivers import FORMULATIONS, solve_cg, solve_full
@@ -165,12 +165,14 @@ class MRC(MinimaxRules):
         fmap = FeatureMap(blocks, [b.column for b in blocks])
         m = map_moments(summary, fmap)
         cells = fmap.indicator_columns()
-        lam = confidence_lambda(m.std, m.noise, m.n, s=self.s, coverage=self.coverage, tau=m.tau, binary=cells)
+        box = confidence_box(m, cells, s=self.s, coverage=self.coverage)
+        lam = box.lam
         sol = self._solve(fmap, m.tau, lam)
         # every feature's empty cells, not only the working set's
         ruled_out = ((m.tau + lam) <= 0.0) & cells[None, :]
         self._set_minimax_state(summary, fmap, m.tau, lam, sol.mu, sol.phi, sol.value, sol.iterations, sol.lower,
-                                sol.upper, sol.n_rows, sol.impossible, ruled_out, sol.converged, sol.bound, "R*")
+                                sol.upper, sol.n_rows, sol.impossible, ruled_out, sol.converged, sol.bound, "R*",
+                                approximate=box.approximate)
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
         return self

@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .base import Certificate, MarginalEstimator, check_number, features_param
-from .calibration import map_lambda
+from .calibration import confidence_box
+from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
 from .features.statistics import map_moments
 from .minimax.fixed_rule import LinearRule, certify_rule
@@ -102,7 +103,8 @@ class NaiveBayes(MarginalEstimator):
             N = np.clip(summary.counts((b.name, lab)), 0.0, None)  # (m, K)
             W[:, b.slice] = np.log((N.T + a) / (N.sum(axis=0)[:, None] + a * b.size))
         b0 = np.log((Ny + a) / (Ny.sum() + a * K))
-        lam = map_lambda(m, fmap, s=self.s, coverage=self.coverage)
+        cbox = confidence_box(m, fmap.indicator_columns(), s=self.s, coverage=self.coverage)
+        lam = cbox.lam
         rule = LinearRule(fmap, W, b0)
         value, converged = float(certify_rule_lp(rule, fmap, m.tau, lam)), False
         if self.certify == "exact":
@@ -118,7 +120,8 @@ class NaiveBayes(MarginalEstimator):
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         self.certificate_converged_ = converged
-        self.certificate_ = Certificate(value, "W(h)", self.coverage if self.s is None else None, False, K)
+        self.certificate_ = Certificate(value, "W(h)", self.coverage if self.s is None else None, cbox.approximate, K,
+                                        box=box_tables(fmap, m.tau, lam, lab))
         return self
 
     # -------------------------------------------------------------- predict

@@ -63,6 +63,7 @@ import numpy as np
 from marg.errors import InputError
 
 from .base import Certificate, MarginalEstimator, check_choice, check_number
+from .certify import certify
 from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .renyi_problem import (
     RCOND,
@@ -200,9 +201,16 @@ class RenyiClassifier(MarginalEstimator):
     separable_ : bool
         All problems separable.
     certificate_ : Certificate
-        Bound on the error of :meth:`predict_proba`'s randomized rule under every
-        distribution matching the pairwise marginals: 2γ for a binary label; for K > 2,
-        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`); ``worst_case_error_`` is its value.
+        W(h): the worst-case error of the rule :meth:`predict` uses (the MAP rule) over the
+        uncertainty set of the released tables at ``coverage``
+        (:func:`marg.learners.certify.certify`, first-order cells and a spanning forest's
+        pairs); ``worst_case_error_`` is its value. The same number ``marg learn`` prints.
+    training_bound_ : Certificate
+        2γ (kind ``"2gamma"``): bounds the error of :meth:`predict_proba`'s randomized rule
+        under every distribution with exactly the released pairwise marginals — the
+        training sample's, not the population's: 2γ for a binary label; for K > 2,
+        min(1, Σ_c 2γ_c) (see :meth:`predict_proba`). Under DP widened by the noise margin
+        (a normal approximation: ``training_bound_.approximate``).
     prior_ : ndarray, shape (K,)
     n_ : float
         Rows behind the summary.
@@ -323,12 +331,13 @@ class RenyiClassifier(MarginalEstimator):
         self.ridge_ = ridge
         self.fallback_ = fallback
         self.noise_margin_ = margin
-        self.certificate_approximate_ = bool(summary.is_noisy)
-        self.certificate_ = Certificate(float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum())))), "2gamma",
-                                        float(self.coverage) if summary.is_noisy else None, bool(summary.is_noisy), K)
+        self.training_bound_ = Certificate(float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum())))), "2gamma",
+                                           float(self.coverage) if summary.is_noisy else None, bool(summary.is_noisy), K)
         self.prior_ = prior
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
+        self.certificate_ = self.training_bound_  # fitted: the rule exists; now certify it
+        self.certificate_ = certify(self, summary, coverage=self.coverage)
         return self
 
     # -------------------------------------------------------------- predict
@@ -410,7 +419,8 @@ class RenyiClassifier(MarginalEstimator):
             "gamma": _scalar_or_list(self.gamma_),
             "hgr_lower_bound": _scalar_or_list(self.hgr_lower_bound_),
             "separable": bool(self.separable_),
-            "certificate_approximate": bool(self.certificate_approximate_),
+            "training_bound": float(self.training_bound_.value),
+            "training_bound_approximate": bool(self.training_bound_.approximate),
             "noise_margin": _scalar_or_list(self.noise_margin_),
             "ridge": float(self.ridge_),
             "majority_fallback": _scalar_or_list(self.fallback_),
@@ -434,8 +444,9 @@ class RenyiClassifier(MarginalEstimator):
             "separable": bool(self.separable_),
             "separable_per_problem": [bool(v) for v in self.separable_per_problem_],
             "worst_case_error": float(self.certificate_.value),
+            "training_bound": float(self.training_bound_.value),
             "noise_margin": [float(v) for v in self.noise_margin_],
-            "certificate_approximate": bool(self.certificate_approximate_),
+            "training_bound_approximate": bool(self.training_bound_.approximate),
             "prior": [float(v) for v in self.prior_],
             "n": float(self.n_),
             "ridge_used": float(self.ridge_),
@@ -470,7 +481,7 @@ class RenyiClassifier(MarginalEstimator):
         self.separable_per_problem_ = np.asarray(d["separable_per_problem"], dtype=bool)
         self.separable_ = bool(d["separable"])
         self.noise_margin_ = np.asarray(d.get("noise_margin", [0.0] * len(d["gamma"])), dtype=np.float64)
-        self.certificate_approximate_ = bool(d.get("certificate_approximate", False))
+        tb_approx = bool(d.get("training_bound_approximate", d.get("certificate_approximate", False)))
         self.ridge_ = float(d.get("ridge_used", self.ridge or 0.0))
         self.unpaired_ = [str(f) for f in d.get("unpaired", [])]
         self.fallback_ = np.asarray(d.get("fallback", [False] * len(d["gamma"])), dtype=bool)
@@ -497,9 +508,13 @@ class RenyiClassifier(MarginalEstimator):
                 f"malformed Rényi model: inconsistent shapes (classes {K}, features {len(self.feature_names_in_)}, "
                 f"z {self.z_.shape})"
             )
-        self.certificate_ = Certificate(float(d["worst_case_error"]), "2gamma",
-                                        float(self.coverage) if self.certificate_approximate_ else None,
-                                        self.certificate_approximate_, K)
+        # files of earlier releases stored 2γ as "worst_case_error" (their W(h), if any, in the model's
+        # certificate record, which replaces this one when the model is loaded)
+        old = "training_bound" not in d
+        self.training_bound_ = Certificate(float(d["worst_case_error" if old else "training_bound"]), "2gamma",
+                                           float(self.coverage) if tb_approx else None, tb_approx, K)
+        self.certificate_ = self.training_bound_ if old else Certificate(
+            float(d["worst_case_error"]), "W(h)", float(self.coverage), False, K)
 
 
 RIDGE_PER_NOISE = 0.35

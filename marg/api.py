@@ -123,15 +123,6 @@ def _make(learner: str, params: Mapping[str, Any], coverage: float, features: Se
     return cls(**kw)
 
 
-def _certified(est: Any, summary: Any, coverage: float) -> Any:
-    """A fitted estimator whose certificate bounds the error of the rule it predicts with."""
-    from marg.learners.certify import certify
-
-    if est.certificate_.kind in ("2gamma",):  # bounds the training sample only: certify the rule itself
-        est.certificate_ = certify(est, summary, coverage=coverage)
-    return est
-
-
 def loso_reason(summary: Any, features: Sequence[str] | None = None) -> str | None:
     """Why leave-one-site-out choice does not apply to ``summary`` (None: it applies)."""
     from marg.learners.cross_site import MAX_SITES, MIN_SITES
@@ -210,7 +201,7 @@ def _choose_by_sites(summary: Any, coverage: float, callback: Callable[[dict], N
         best, rest = _choose_by_certificate(summary, coverage, None, callback)
         return best, table + rest, "smallest certificate (no candidate could be scored leave-one-site-out)"
     name, params = LOSO_CANDIDATES[best_k]
-    est = _certified(_make(name, params, coverage, None).fit(summary), summary, coverage)
+    est = _make(name, params, coverage, None).fit(summary)
     table[best_k].certificate, table[best_k].kind = float(est.certificate_.value), est.certificate_.kind
     return est, table, (f"leave-one-site-out over {len(summary.site_parts)} sites: the smallest mean error "
                         f"bound ({best_score:.4f}) on the left-out sites' tables")
@@ -232,7 +223,7 @@ def _choose_by_certificate(summary: Any, coverage: float, features: Sequence[str
             continue
         est = _make(learner, params, coverage, features)
         try:
-            _certified(est.fit(summary), summary, coverage)
+            est.fit(summary)
         except InputError as exc:
             table.append(Candidate(learner, params, None, "", str(exc)))
             continue
@@ -324,7 +315,7 @@ def learn(
                                          features=None if selection is None else selection.selected, callback=callback)
         learner = est.learner
     else:
-        _certified(est.fit(summary), summary, float(getattr(est, "coverage", 0.95) or 0.95))
+        est.fit(summary)
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}

@@ -82,7 +82,7 @@ def test_local_bound_between_true_minimax_and_spanning_trees(K, s):
 
 def _lp_inputs(S, edges, s=0.0):
     """The map, τ, λ, LP columns and empty cells the DCC builds for these node-index edges."""
-    from marg.learners.calibration import map_lambda
+    from marg.learners.calibration import confidence_box
     from marg.learners.features.blocks import node_blocks
     from marg.learners.features.statistics import map_moments
 
@@ -90,7 +90,7 @@ def _lp_inputs(S, edges, s=0.0):
     pm = PairwiseFeatureMap(blocks, [b.column for b in blocks], edges)
     m = map_moments(S, pm)
     tau = m.tau
-    lam = map_lambda(m, pm, s=s, coverage=0.95)
+    lam = confidence_box(m, pm.indicator_columns(), s=s, coverage=0.95).lam
     empty = empty_cells(pm, tau, lam)
     mask = ~empty
     if not np.any(lam > 0):

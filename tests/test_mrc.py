@@ -15,7 +15,8 @@ import pytest
 from scipy.optimize import linprog
 from scipy.stats import beta, norm
 
-from marg.learners.calibration import bonferroni_z, confidence_lambda
+from marg.learners.calibration import bonferroni_z, confidence_box
+from marg.learners.features.statistics import Moments
 from marg.learners.features.blocks import FeatureMap
 from marg.learners.dcc import DCC
 from marg.learners.mrc import MRC
@@ -463,10 +464,12 @@ def test_lambda_formula_and_overrides():
     assert np.all((wald <= lam) & (lam <= 1.35 * wald))
     assert np.all(lam_of(S, s=0.0) == 0.0)
     ts, ns = tau_std_of(S), np.full(tau_of(S).shape, 0.002)
-    lam2 = confidence_lambda(ts, ns, S.n, s=0.3)
-    assert np.allclose(lam2, 0.3 * ts / np.sqrt(S.n) + z * 0.002)
+    mo = Moments(tau_of(S), ts, ns, S.n)  # noise without recorded draws: the normal term, flagged approximate
+    box2 = confidence_box(mo, np.ones(ts.shape[1], bool), s=0.3)
+    assert np.allclose(box2.lam, 0.3 * ts / np.sqrt(S.n) + z * 0.002) and not box2.approximate  # s: no coverage claimed
+    assert confidence_box(mo, np.ones(ts.shape[1], bool)).approximate
     with pytest.raises(InputError, match="s must be"):
-        confidence_lambda(ts, ns, S.n, s=-1.0)
+        confidence_box(mo, np.ones(ts.shape[1], bool), s=-1.0)
 
 
 def test_binomial_halfwidth_is_exact_where_the_normal_interval_fails():
@@ -522,7 +525,7 @@ def test_coverage_of_calibrated_box_by_simulation():
         np.add.at(tau, (y, a), 1.0)
         np.add.at(tau, (y, 3 + b), 1.0)
         tau /= n
-        lam = confidence_lambda(np.sqrt(tau * (1 - tau)), np.zeros_like(tau), n, tau=tau, binary=np.ones(5, bool))
+        lam = confidence_box(Moments(tau, np.sqrt(tau * (1 - tau)), np.zeros_like(tau), n), np.ones(5, bool)).lam
         hits += np.all(np.abs(tau - tau_true) <= lam)
     assert hits / trials >= 0.9
 

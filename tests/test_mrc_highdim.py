@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marg.learners.calibration import confidence_lambda
+from marg.learners.calibration import confidence_box
+from marg.learners.features.statistics import Moments
 from marg.learners.features.blocks import FeatureMap
 from marg.learners.mrc import MRC
 from marg.learners.minimax.drivers import solve_cg, solve_full
@@ -26,6 +27,11 @@ from marg.marginals.summary import Summary
 class _B:
     def __init__(self, name, kind, size, lo=0.0, hi=1.0):
         self.name, self.kind, self.size, self.lo, self.hi = name, kind, size, lo, hi
+
+
+def _lam(sd, n, s):
+    """λ = s·sd/√n of an exact release with raw entries (the calibration's override)."""
+    return confidence_box(Moments(np.zeros_like(sd), sd, np.zeros_like(sd), n), np.zeros(sd.shape[1], bool), s=s).lam
 
 
 def random_highdim(rng, p, K, n, levels=(2, 3), informative=6, numeric=0):
@@ -60,7 +66,7 @@ def test_cg_equals_full_at_eps_zero(p, K, n, numeric):
     rng = np.random.default_rng(p * 7 + K)
     fmap, tau, sd = random_highdim(rng, p, K, n, numeric=numeric)
     for s in (0.0, 0.3, 1.0):
-        lam = confidence_lambda(sd, np.zeros_like(sd), n, s=s)
+        lam = _lam(sd, n, s)
         full = solve_full(fmap, tau, lam)
         worst = np.argsort(-np.abs(tau).sum(axis=0))[-1:]  # start from an arbitrary feature
         init = [int(fmap.block_of_column[worst[0]])]
@@ -78,7 +84,7 @@ def test_cg_leaves_features_out_and_is_still_exact():
     """With λ > 0 the optimum is sparse: CG stops with most features outside and the same R*."""
     rng = np.random.default_rng(5)
     fmap, tau, sd = random_highdim(rng, 120, 2, 100, informative=4)
-    lam = confidence_lambda(sd, np.zeros_like(sd), 100, s=0.5)
+    lam = _lam(sd, 100, 0.5)
     full = solve_full(fmap, tau, lam)
     cg = solve_cg(fmap, tau, lam, n_max=3, eps=0.0, k_max=1000, n_init=3)
     assert cg.converged and len(cg.selected) < fmap.n_blocks // 2
@@ -91,7 +97,7 @@ def test_theorem3_eps_bound(eps):
     rng = np.random.default_rng(int(eps * 1e4))
     for K in (2, 3):
         fmap, tau, sd = random_highdim(rng, 60, K, 80, informative=8)
-        lam = confidence_lambda(sd, np.zeros_like(sd), 80, s=0.2)
+        lam = _lam(sd, 80, 0.2)
         full = solve_full(fmap, tau, lam)
         cg = solve_cg(fmap, tau, lam, n_max=2, eps=eps, k_max=1000, n_init=1)
         assert cg.converged
@@ -104,7 +110,7 @@ def test_cg_rows_formulation_matches_compact():
     """The row-generation formulation (pluggable oracle, split-filled rows) gives the same R^k path end."""
     rng = np.random.default_rng(12)
     fmap, tau, sd = random_highdim(rng, 25, 3, 70, informative=5)
-    lam = confidence_lambda(sd, np.zeros_like(sd), 70, s=0.4)
+    lam = _lam(sd, 70, 0.4)
     a = solve_cg(fmap, tau, lam, n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="compact")
     b = solve_cg(fmap, tau, lam, n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="rows")
     assert abs(a.value - b.value) <= 1e-6
@@ -114,7 +120,7 @@ def test_cg_rows_formulation_matches_compact():
 def test_k_max_stops_early_with_a_valid_certificate():
     rng = np.random.default_rng(3)
     fmap, tau, sd = random_highdim(rng, 50, 2, 60, informative=10)
-    lam = confidence_lambda(sd, np.zeros_like(sd), 60, s=0.2)
+    lam = _lam(sd, 60, 0.2)
     full = solve_full(fmap, tau, lam)
     cg = solve_cg(fmap, tau, lam, n_max=1, eps=0.0, k_max=0, init=[49])  # start from a noise feature
     assert len(cg.iterations) == 1 and not cg.converged  # features wanted in, but k_max reached
@@ -129,7 +135,7 @@ def test_pricing_heuristic_bounds_exact_and_exact_is_minimal():
     """The IPF split's violation ≥ the exact min-max split LP; random splits never beat the LP."""
     rng = np.random.default_rng(8)
     fmap, tau, sd = random_highdim(rng, 30, 3, 50, informative=6, numeric=1)
-    lam = confidence_lambda(sd, np.zeros_like(sd), 50, s=0.3)
+    lam = _lam(sd, 50, 0.3)
     pr = SplitPricer(fmap, tau, lam, label_subsets(3))
     sizes = np.array([len(c) for c in label_subsets(3)], dtype=float)
     for _ in range(5):

@@ -330,8 +330,9 @@ def test_certificate_two_gamma_brute_force():
         for kw in ({}, {"ridge": 0.05}, {"coding": "reference"}, {"features": ["x0"]}):
             m = RenyiClassifier(**kw).fit(S)
             wc = worst_case_error(P, m.predict_proba(Xs))
-            assert wc <= m.worst_case_error_ + 1e-9
-            assert abs(m.worst_case_error_ - 2 * m.gamma_[0]) < 1e-15
+            assert wc <= m.training_bound_.value + 1e-9
+            assert abs(m.training_bound_.value - 2 * m.gamma_[0]) < 1e-15
+            assert m.certificate_.kind == "W(h)"  # the bound on the rule it predicts with is another number
         # the HGR bound holds for the true joint (a member of C): ρ(p̄) ≥ bound
         m = RenyiClassifier().fit(S)
         q = S.prior[1]
@@ -449,7 +450,7 @@ def test_multiclass_one_vs_rest_certificate():
         assert np.allclose(pr.sum(axis=1), 1.0) and (pr >= 0).all()
         assert np.array_equal(m.predict(Xs.astype(float)), np.argmax(m.decision_function(Xs.astype(float)), axis=1))
         wc = worst_case_error(P, pr)
-        assert wc <= m.worst_case_error_ + 1e-9
+        assert wc <= m.training_bound_.value + 1e-9
 
 
 def test_json_roundtrip_and_errors():
@@ -460,6 +461,7 @@ def test_json_roundtrip_and_errors():
     Xs = domain(sizes).astype(float)
     assert np.array_equal(m.predict_proba(Xs), m2.predict_proba(Xs))
     assert m2.worst_case_error_ == m.worst_case_error_ and m2.feature_names_in_ == m.feature_names_in_
+    assert m2.certificate_ == m.certificate_ and m2.training_bound_ == m.training_bound_
     bad = m.to_dict()
     bad["state"]["z"] = [[0.0]]
     with pytest.raises(InputError, match="malformed"):
@@ -554,5 +556,5 @@ def test_real_dataset_house_votes():
     # distribution (a member of C): randomized training error ≤ 2γ
     pr = m.predict_proba(X[tr].astype(float))
     train_rand_err = float(np.mean(1.0 - pr[np.arange(len(tr)), y[tr]]))
-    assert train_rand_err <= m.worst_case_error_ + 1e-12
+    assert train_rand_err <= m.training_bound_.value + 1e-12
     assert err < 0.1

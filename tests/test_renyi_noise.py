@@ -37,7 +37,7 @@ def test_gamma_formula_matches_the_fit():
     s = Summary.from_rows(cb, X, y, stats="all")
     m = RenyiClassifier().fit(s)
     assert abs(gamma_at(s, m.feature_names_in_, m.sizes_, m.z_[0], m.intercept_[0]) - m.gamma_[0]) < 1e-10
-    assert m.noise_margin_[0] == 0.0 and not m.certificate_approximate_
+    assert m.noise_margin_[0] == 0.0 and not m.training_bound_.approximate
 
 
 def test_noise_sd_matches_empirical_std_over_releases():
@@ -67,10 +67,11 @@ def test_noisy_certificate_is_widened_and_flagged():
     exact = count_tables(cb, X, y, plan_cliques(cb, "all"))
     noisy, _ = privatize(exact, epsilon=1.0, codebook=cb)
     m = RenyiClassifier().fit(Summary(cb, noisy))
-    assert m.certificate_approximate_ and m.noise_margin_[0] > 0
-    assert m.worst_case_error_ >= 2 * m.gamma_[0]
+    assert m.training_bound_.approximate and m.noise_margin_[0] > 0
+    assert m.training_bound_.value >= 2 * m.gamma_[0]
     m2 = RenyiClassifier.from_dict(m.to_dict())
-    assert m2.certificate_approximate_ and m2.worst_case_error_ == m.worst_case_error_
+    assert m2.training_bound_.approximate and m2.training_bound_.value == m.training_bound_.value
+    assert m2.certificate_ == m.certificate_
 
 
 def _dp_problem(eps, seed=5, n=3000):

@@ -30,7 +30,8 @@ import numpy as np
 from marg.errors import InputError
 
 from ..base import check_number, features_param
-from ..calibration import confidence_lambda
+from ..calibration import confidence_box
+from ..features.statistics import Moments
 from ..minimax.rules import MinimaxRules, argmax_rule, maximal
 from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
@@ -192,11 +193,11 @@ class BoostVote(MinimaxRules):
                 draws = tuple((m, b, d, c * cm.cells) for m, b, d, c in cm.draws)
                 if self.s == 0 and not draws:
                     lam = np.zeros(K)
-                else:
-                    lam = confidence_lambda(np.sqrt(np.clip(tau * (1 - tau), 0, None))[:, None],
-                                            np.full((K, 1), cm.noise_std * math.sqrt(cm.cells) / n), n, s=self.s,
-                                            coverage=self.coverage, tau=tau[:, None], binary=np.ones(1, dtype=bool),
-                                            draws=[draws], n_draws=n_draws, n_intervals=K * n_cand)[:, 0]
+                else:  # a Bernoulli mean whose noise is the recorded draws of the cells it sums: never approximate
+                    col = Moments(tau[:, None], np.sqrt(np.clip(tau * (1 - tau), 0, None))[:, None],
+                                  np.full((K, 1), cm.noise_std * math.sqrt(cm.cells) / n), n, (draws,), n_draws)
+                    lam = confidence_box(col, np.ones(1, dtype=bool), s=self.s, coverage=self.coverage,
+                                         n_intervals=K * n_cand).lam[:, 0]
                 cache[mono] = (tau, lam + order_cost[len(mono)])
             return cache[mono]
 

@@ -18,6 +18,7 @@ import numpy as np
 from marg.errors import InputError
 
 from ..base import Certificate, MarginalEstimator
+from ..features.box import box_tables
 
 
 def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
@@ -154,7 +155,8 @@ class MinimaxRules(MarginalEstimator):
         self.fingerprint_ = str(summary.fingerprint)
         self.n_ = float(summary.n)
         self.certificate_ = Certificate(float(value), kind, self.coverage if self.s is None else None,
-                                        bool(approximate), len(self.classes_))
+                                        bool(approximate), len(self.classes_),
+                                        box=box_tables(fmap, tau, lam, summary.codebook.label.name))
 
     def _report(self) -> dict[str, Any]:
         return {"iterations": [float(r) for r in self.iterations_]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marg.learners.calibration import map_lambda
+from marg.learners.calibration import confidence_box
 from marg.learners.features.blocks import FeatureMap, node_blocks
 from marg.learners.features.quadratic import label_contrast, second_moments
 from marg.learners.features.statistics import map_moments
@@ -40,7 +40,7 @@ def noise_std_of(S) -> np.ndarray:
 def lam_of(S, s=None, coverage: float = 0.95, features=None) -> np.ndarray:
     """λ of the first-order map (over ``features``, default all) as the MRC computes it."""
     fm = node_map(S, features)
-    return map_lambda(map_moments(S, fm), fm, s=s, coverage=coverage)
+    return confidence_box(map_moments(S, fm), fm.indicator_columns(), s=s, coverage=coverage).lam
 
 
 def Q_of(S) -> np.ndarray:
