@@ -182,7 +182,8 @@ def learn(
     if warning:
         err(warning)
     if cert.approximate:
-        err("note: the bundles carry DP noise; this certificate's noise margin is a normal approximation (see the README)")
+        err("note: part of this certificate's confidence box is a normal approximation (raw numeric features' means, "
+            "or noise without recorded draws; see the README)")
     if "gamma" in rep:
         typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
     if "edges" in rep:

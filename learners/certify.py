@@ -6,8 +6,9 @@ MAP rule, naive Bayes, the MRC's argmax) is turned into a
 U = {p : |E_pΦ − τ| ≤ λ}, Φ the first-order indicators (``structure="first"``) or those plus
 the pairs of a maximum spanning forest on I(X_i, X_j; Y) (``"forest"``), λ calibrated to the
 simultaneous ``coverage`` as for the MRC. ``exact=True`` computes W(h) by row generation
-with MILP separation (:func:`.minimax.fixed_rule.certify_rule`, valid at any stop);
-otherwise the one-LP Lagrangian bound W_L ≥ W(h) (:func:`.minimax.fixed_rule_lp.certify_rule_lp`).
+with MILP separation (:func:`.minimax.fixed_rule.certify_rule`, valid at any stop), or the
+one-LP bound where that is smaller; otherwise the one-LP Lagrangian bound W_L ≥ W(h)
+(:func:`.minimax.fixed_rule_lp.certify_rule_lp`), which can be far above W(h) over a forest's box.
 Either is a valid certificate for the rule the model predicts with.
 """
 
@@ -97,10 +98,9 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
     lam = cbox.lam
     box = box_tables(umap, m.tau, lam, summary.codebook.label.name)
     try:
-        if exact:
-            value = certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value
-        else:
-            value = certify_rule_lp(rule, umap, m.tau, lam)
+        value = certify_rule_lp(rule, umap, m.tau, lam)
+        if exact:  # row generation is valid at any stop; the LP bound may still be the smaller
+            value = min(value, certify_rule(rule, umap, m.tau, lam, time_limit=time_limit).value)
     except InconsistentStatistics:
         if not summary.is_noisy:
             raise  # exact tables that admit no distribution: the data's fault

@@ -167,6 +167,15 @@ class RenyiClassifier(MarginalEstimator):
     features : list of str or None
         Discrete features to use (default: all features; a raw numeric one is an
         InputError naming it). An empty list gives the intercept-only model.
+    coverage : float
+        Simultaneous coverage of the confidence box behind the certificate.
+    certify : {"bound", "exact"}
+        ``"bound"`` (default): the one-LP bound W_L ≥ W(h) (about a second on adult);
+        ``"exact"``: W(h) by row generation (at most ``time_limit`` seconds), or W_L if
+        smaller — far tighter on small codebooks (3 ternary features: 0.44 against W_L
+        0.86), no better on adult within 120 s.
+    time_limit : float or None
+        Seconds for the exact certificate (valid at any stop).
 
     Attributes
     ----------
@@ -222,17 +231,21 @@ class RenyiClassifier(MarginalEstimator):
     display_name = "a Rényi"
 
     def __init__(self, ridge: float | None = None, coding: str = "min-norm", features: Sequence[str] | None = None,
-                 coverage: float = 0.95):
+                 coverage: float = 0.95, certify: str = "bound", time_limit: float | None = 120.0):
         self.ridge = ridge
         self.coding = coding
         self.features = features
         self.coverage = coverage
+        self.certify = certify
+        self.time_limit = time_limit
 
     # ------------------------------------------------------------------ fit
     def check_params(self) -> None:
         check_number("ridge", self.ridge, low=0, none_ok=True)
         check_choice("coding", self.coding, ("min-norm", "reference"))
         check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
+        check_choice("certify", self.certify, ("exact", "bound"))
+        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
 
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
@@ -337,7 +350,8 @@ class RenyiClassifier(MarginalEstimator):
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         self.certificate_ = self.training_bound_  # fitted: the rule exists; now certify it
-        self.certificate_ = certify(self, summary, coverage=self.coverage)
+        self.certificate_ = certify(self, summary, coverage=self.coverage, exact=self.certify == "exact",
+                                    time_limit=self.time_limit)
         return self
 
     # -------------------------------------------------------------- predict

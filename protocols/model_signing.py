@@ -94,6 +94,8 @@ def describe_model_file(path: str | Path) -> dict[str, Any]:
         "learner": d.get("learner"),
         "codebook_fingerprint": d.get("codebook_fingerprint"),
         "worst_case_error": d.get("worst_case_error"),
+        # the certificate as the estimator records it, with the box it was computed over
+        "certificate": (d.get("estimator") or {}).get("certificate"),
         "signed": sig is not None,
         "signer": None if sig is None else sig.get("signer"),
         "key_id": None if sig is None else sig.get("key_id"),
