@@ -246,7 +246,7 @@ def test_select_features_from_summary():
         # the refit on the selection carries the Rényi certificate of γ(selected)
         m = RenyiClassifier(features=gb.selected).fit(S)
         assert m.gamma_[0] == pytest.approx(gb.gamma, abs=1e-10)
-        assert m.worst_case_error_ == pytest.approx(2 * gb.gamma, abs=1e-10)
+        assert m.training_bound_.value == pytest.approx(2 * gb.gamma, abs=1e-10)
     # path records: features enter once each, λ decreases
     lams = [r["lam"] for r in gl.path]
     assert all(a > b for a, b in zip(lams, lams[1:]))
