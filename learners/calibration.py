@@ -29,7 +29,8 @@ q the noise half-width with P(|noise| > q) ≤ α'/2 for the draws actually adde
 noise of count tables, summed over sites; no normal approximation), and the sampling
 half-width taken at the τ̂ in the noise interval where it is largest (closest to ½), since
 τ̂ itself is not released, and the noise on n (the label table's total, the denominator of
-every τ) is one more interval of the Bonferroni count. A column whose noise has no recorded
+every τ) is one more interval of the Bonferroni count. A Bernoulli entry's λ is capped at
+max(|τ|, |1 − τ|): the box then already holds all of [0, 1], so the set U is unchanged. A column whose noise has no recorded
 draws falls back to z·noise_std (a normal approximation: :attr:`ConfidenceBox.approximate`).
 
 :func:`confidence_box` is the one entry point: every learner (MRC, DCC, naive Bayes, boost)
@@ -225,7 +226,8 @@ def _lambda(
 
         qn = halfwidth(tuple(n_draws), alpha)
         lam = lam + np.minimum(1.0, np.abs(tau) + lam) * qn / max(float(n) - qn, 1.0)
-    return lam
+    # a Bernoulli mean lies in [0, 1]: a half-width reaching past both ends adds nothing to the box
+    return np.where(binary, np.minimum(lam, np.maximum(np.abs(tau), np.abs(1.0 - tau))), lam)
 
 
 def bonferroni_z_level(alpha: float) -> float:
