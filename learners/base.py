@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, ClassVar, Literal, Sequence, get_args
 
@@ -71,7 +71,7 @@ class Certificate:
     approximate: bool
     n_classes: int
     note: str = ""
-    box: tuple = ()
+    box: tuple = field(default=(), hash=False)
 
     def record(self) -> dict[str, Any]:
         """The certificate as the model file records it (``marg inspect MODEL --json``'s ``certificate``)."""

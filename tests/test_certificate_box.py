@@ -126,3 +126,26 @@ def test_renyi_and_dcc_certificates_bound_the_lp_over_their_printed_pair_boxes(t
     cert, box = _printed_box(Model("dcc", cb, dcc), tmp_path)
     assert [r["features"][:-1] for r in box if len(r["features"]) == 3] == [list(e) for e in dcc.edges_]
     assert _lp_worst_case(cb, box, _randomized_loss(dcc, X)) == pytest.approx(dcc.certificate_.value, abs=1e-6)
+
+
+def test_a_raw_numeric_feature_is_recorded_as_its_sum_and_flags_the_normal_interval():
+    """A raw numeric feature's entry E[x·1{y = k}] has only the normal interval z·std/√n (an
+    approximation: ``approximate`` is true, and only then); its record says ``"statistic": "sum"``
+    and holds τ ± λ of that entry, unclipped."""
+    from marg.marginals.codebook import NumericFeature
+
+    cb = Codebook(features=(CategoricalFeature("a", ("p", "q")), NumericFeature("x", lo=-2.0, hi=3.0)),
+                  label=Label("y", ("no", "yes")))
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 300)
+    X = np.column_stack([rng.integers(0, 2, 300), np.clip(rng.normal(y - 0.5, 1.0), -2, 3)])
+    S = Summary.from_rows(cb, X, y)
+    est = MRC().fit(S)
+    assert est.certificate_.approximate
+    rec = {tuple(r["features"]): r for r in est.certificate_.box}
+    num = rec[("x", "y")]
+    j = est.map_.blocks[1].offset
+    assert num["statistic"] == "sum" and "statistic" not in rec[("a", "y")]
+    assert np.allclose(num["lower"], est.tau_[:, j] - est.lambda_[:, j])
+    assert np.allclose(num["upper"], est.tau_[:, j] + est.lambda_[:, j])
+    assert not MRC(features=["a"]).fit(S).certificate_.approximate
