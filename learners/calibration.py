@@ -28,10 +28,12 @@ q the noise half-width with P(|noise| > q) ≤ α'/2 for the draws actually adde
 (:func:`marg.marginals.noise_tails.halfwidth`: exact for the discrete Laplace and Gaussian
 noise of count tables, summed over sites; no normal approximation), and the sampling
 half-width taken at the τ̂ in the noise interval where it is largest (closest to ½), since
-τ̂ itself is not released, and the noise on n (the label table's total, the denominator of
-every τ) is one more interval of the Bonferroni count. A Bernoulli entry's λ is capped at
-max(|τ|, |1 − τ|): the box then already holds all of [0, 1], so the set U is unchanged. A column whose noise has no recorded
-draws falls back to z·noise_std (a normal approximation: :attr:`ConfidenceBox.approximate`).
+τ̂ itself is not released. The noise on n (the label table's total, the denominator of
+every τ = N/n̂) is one more interval of the Bonferroni count: with q_n its half-width, λ
+grows by min(1, |τ| + λ)·q_n/(n − q_n). A Bernoulli entry's λ is capped at
+max(|τ|, |1 − τ|): the box then already holds all of [0, 1], so the set U is unchanged. A
+column whose noise has no recorded draws falls back to z·noise_std (a normal
+approximation: :attr:`ConfidenceBox.approximate`).
 
 :func:`confidence_box` is the one entry point: every learner (MRC, DCC, naive Bayes, boost)
 and every certificate (:func:`marg.learners.certify.certify`) builds its box there, from the
