@@ -61,8 +61,8 @@ class Certificate:
     box : tuple of dict
         The uncertainty box the bound was computed over, per released table
         (:func:`marg.learners.features.box.box_tables`: ``{"features", "lower", "upper"}``,
-        joint cell probabilities); () for bounds not computed over a box of table cells
-        (2γ, holdout, boost's monomials). Saved in the model file.
+        joint cell probabilities; boost: one record per monomial, its cells and bounds); () for
+        bounds not computed over a box (2γ, holdout). Saved in the model file.
     """
 
     value: float

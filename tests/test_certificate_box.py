@@ -56,9 +56,19 @@ def _lp_worst_case(cb: Codebook, box: list[dict], loss: np.ndarray) -> float:
     for rec in box:
         assert rec["features"][-1] == cb.label.name  # the label's name last
         feats = rec["features"][:-1]
+        cols = [names.index(f) for f in feats]
+        if "cells" in rec:  # a monomial: Σ over its cells of p(cell, y = k) within [lower_k, upper_k]
+            mask = np.array(rec["cells"], dtype=bool).reshape([sizes[c] for c in cols])
+            hit = mask[tuple(pts[:, cols].T)] if cols else np.ones(len(pts), dtype=bool)
+            for k in range(K):
+                row = np.zeros((len(pts), K))
+                row[hit, k] = 1.0
+                rows.append(row.ravel())
+                lo.append(rec["lower"][k])
+                hi.append(rec["upper"][k])
+            continue
         shape = [sizes[names.index(f)] for f in feats] + [K]
         assert len(rec["lower"]) == len(rec["upper"]) == int(np.prod(shape))
-        cols = [names.index(f) for f in feats]
         for flat in range(int(np.prod(shape))):
             idx = np.unravel_index(flat, shape)
             hit = np.all(pts[:, cols] == np.array(idx[:-1]), axis=1)
@@ -126,6 +136,20 @@ def test_renyi_and_dcc_certificates_bound_the_lp_over_their_printed_pair_boxes(t
     cert, box = _printed_box(Model("dcc", cb, dcc), tmp_path)
     assert [r["features"][:-1] for r in box if len(r["features"]) == 3] == [list(e) for e in dcc.edges_]
     assert _lp_worst_case(cb, box, _randomized_loss(dcc, X)) == pytest.approx(dcc.certificate_.value, abs=1e-6)
+
+
+def test_boost_certificate_recomputed_from_its_printed_monomial_box(tmp_path):
+    """Boost's vote: one record per monomial of the vote (its rule, its cells, K bounds widened by
+    the rule's code-length price); the LP over them gives the vote's R*."""
+    from marg.learners.boost.vote import BoostVote
+
+    cb, S = _problem(seed=9, n=600)
+    est = BoostVote().fit(S)
+    assert est.converged_
+    cert, box = _printed_box(Model("boost", cb, est), tmp_path)
+    assert [r["rule"] for r in box] == [est.map_.describe(u) for u in range(est.map_.dim)]
+    X = _domain(cb)
+    assert _lp_worst_case(cb, box, _randomized_loss(est, X)) == pytest.approx(est.certificate_.value, abs=1e-6)
 
 
 def test_a_raw_numeric_feature_is_recorded_as_its_sum_and_flags_the_normal_interval():

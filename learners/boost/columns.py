@@ -83,6 +83,21 @@ class MonomialMap:
         """(D,) bool: every column is a Bernoulli mean."""
         return np.ones(self.dim, dtype=bool)
 
+    def cell_mask(self, u: int) -> tuple[tuple[str, ...], np.ndarray]:
+        """Monomial u as cells of a table: (its features in codebook order, the bool mask over
+        their codes, shape (m_f1, m_f2, …), true where every literal holds); () and a scalar
+        True for the constant monomial."""
+        feats = self.features(u)
+        per = {f: None for f in feats}
+        for lit in self.monomials[u]:
+            t = self.tests[lit.test]
+            v = t.lookup() if lit.positive else ~t.lookup()
+            per[t.feature] = v if per[t.feature] is None else per[t.feature] & v
+        mask = np.ones((), dtype=bool)
+        for f in feats:
+            mask = np.multiply.outer(mask, per[f])
+        return feats, mask.astype(bool)
+
     # ----------------------------------------------------------------- evaluate
     def psi(self, X: np.ndarray) -> np.ndarray:
         """Ψ(X), shape (n, D): m_u(x) ∈ {0, 1} for every row (codes in codebook feature order)."""

@@ -10,8 +10,11 @@ joint probability of one released table. :func:`box_tables` writes it that way:
 one record per table, cells in C order over the levels as the codebook lists them (the
 label last), each clipped to [0, 1] (a probability lies there anyway, so U is unchanged).
 A raw numeric node column (τ = E[x_i·1{y = k}], x_i clipped to its public range) gives a
-record with ``"statistic": "sum"`` and its K bounds, unclipped. Maps whose entries are not
-table cells (boost's monomials) have no such record: :func:`box_tables` returns ().
+record with ``"statistic": "sum"`` and its K bounds, unclipped. A monomial of boost's vote
+(``x_a ∈ S_a AND x_b ∈ S_b …``, times 1{y = k}) is a sum of cells of the table over its
+features: its record names the rule (``"rule"``), lists ``"cells"`` (1 where the rule
+holds, C order over the features' levels) and bounds Σ_{cells} p(cell, y = k) by its K
+``lower``/``upper`` values (the label's levels).
 
 From the records anyone can rebuild U over the codebook's domain (a distribution over
 every (x, y), each record's cell sums between its bounds) and recompute a certificate.
@@ -29,8 +32,8 @@ def box_tables(fmap: Any, tau: np.ndarray, lam: np.ndarray, label: str) -> tuple
 
     Parameters
     ----------
-    fmap : FeatureMap or PairwiseFeatureMap
-        Any other map (no ``nodes``/``edge_columns``) gives ().
+    fmap : FeatureMap, PairwiseFeatureMap or boost's MonomialMap
+        Any other map gives ().
     tau, lam : ndarray, shape (K, D)
     label : str
         The label's name (last in every record's ``features``).
@@ -40,13 +43,23 @@ def box_tables(fmap: Any, tau: np.ndarray, lam: np.ndarray, label: str) -> tuple
     tuple of dict
         Node records in map order, then one per edge.
     """
-    nodes = getattr(fmap, "nodes", None)
-    if nodes is None or not hasattr(nodes, "blocks") or tau is None or lam is None:
+    if tau is None or lam is None:
         return ()
     tau = np.asarray(tau, dtype=np.float64)
     lam = np.asarray(lam, dtype=np.float64)
     K = tau.shape[0]
     lo, hi = tau - lam, tau + lam
+    if hasattr(fmap, "cell_mask"):  # monomials: each a set of cells of the table over its features
+        out = []
+        for u in range(fmap.dim):
+            feats, mask = fmap.cell_mask(u)
+            out.append({"features": [*feats, label], "rule": fmap.describe(u),
+                        "cells": mask.ravel().astype(int).tolist(),
+                        "lower": np.clip(lo[:, u], 0.0, 1.0).tolist(), "upper": np.clip(hi[:, u], 0.0, 1.0).tolist()})
+        return tuple(out)
+    nodes = getattr(fmap, "nodes", None)
+    if nodes is None or not hasattr(nodes, "blocks"):
+        return ()
     out: list[dict[str, Any]] = []
     for b in nodes.blocks:
         if b.kind == "onehot":  # Φ[y, a] = 1{x_i = a, y}: the table (x_i, y) is its transpose
