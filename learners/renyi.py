@@ -19,7 +19,9 @@ C_pairwise. The fitted additive score f(x) = b + Σ_i z_{i,x_i} gives
 - the worst-case error certificate 2γ: for *any* additive f and *every* p ∈ C_pairwise,
   P_p(δ(X) ≠ Y) = Σ_x (p_{x0}s₁² + p_{x1}s₀²)/(s₀² + s₁²) ≤ 2 E_p[(C − f(X))²] because
   s₀² + s₁² ≥ 1/2 and clipping only moves s towards the label. So 2γ bounds the error of
-  rule (7) whatever z was fitted (ridge, reference coding, a feature subset).
+  rule (7) whatever z was fitted (ridge, reference coding, a feature subset). It bounds the
+  training sample only, so it is kept as ``training_bound_``; the model's ``certificate_`` is
+  W(h) of the MAP rule over the confidence box (:func:`marg.learners.certify.certify`).
 
 The constant column is in the span of W (each block sums to one), so the paper's problem has
 an implicit intercept. We make it explicit and unpenalized: minimising over b first gives
