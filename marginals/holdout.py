@@ -249,6 +249,7 @@ def site_key(ledger_dir: str | os.PathLike[str], create: bool = False) -> bytes:
     if not create:
         raise InputError(f"no held-out rows are recorded in {ledger_dir} (export with --holdout F first)")
     key = secrets.token_bytes(32)
+    Path(ledger_dir).mkdir(parents=True, exist_ok=True)  # the ledger's folder (the ledger makes it too)
     _write(ledger_dir, {**data, "key": key.hex()})
     return key
 
