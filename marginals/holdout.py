@@ -154,7 +154,7 @@ class Splitter:
         if isinstance(ids, pa.ChunkedArray):
             ids = ids.combine_chunks()
         text = pc.utf8_trim_whitespace(as_text(ids, name))
-        bad = pc.or_(pc.is_null(text), pc.equal(text, "")).to_numpy(zero_copy_only=False)
+        bad = pc.or_kleene(pc.is_null(text), pc.equal(text, "")).fill_null(True).to_numpy(zero_copy_only=False)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
             raise InputError(f"--holdout-id column {name!r}: missing id at row {start_row + r} (every row needs an id)")
