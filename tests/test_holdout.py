@@ -160,10 +160,25 @@ def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(site
     assert all(h["holdout"] == {"fraction": 0.25, "by": "rows"} for h in heads)
     if not dp:
         assert sum(h["n_rows"] for h in heads) == 3 * 1500 - held
-    # both rounds' ε per site are on the certified model, for the card's privacy table
-    if dp:
-        priv = back.info["holdout_certificate"]["privacy"]
-        assert set(priv) == set(data) and all(p["epsilon"] == pytest.approx(0.5) for p in priv.values())
+    # the model card: the certificate's kind and promise in plain words, and each site's ε over both rounds
+    from marg.reports.model_card import model_card
+    from tests.test_reports import parse, values
+
+    card = tmp / f"card-{tag}.html"
+    card.write_text(model_card(back))
+    root = parse(card)
+    v = values(root)
+    text = " ".join(root.itertext())
+    assert float(v["certificate"]) == back.worst_case_error and v["certificate_kind"].startswith("holdout")
+    assert "Error rate ≤" in text and "Worst-case error ≤" not in text and "never learned from them" in text
+    for site, b, ev in zip(data, bundles, evals):
+        train = Bundle.from_bytes(b.read_bytes()).header["privacy"]
+        evaluation = Bundle.from_bytes(ev.read_bytes()).header["privacy"]
+        assert float(v[f"site_epsilon:{site}"]) == pytest.approx(float(train["epsilon"]) + float(evaluation["epsilon"]))
+        assert float(v[f"site_eval_epsilon:{site}"]) == pytest.approx(float(evaluation["epsilon"]))
+        assert int(v[f"site_rounds:{site}"]) == 2
+        if dp:
+            assert float(evaluation["epsilon"]) == pytest.approx(0.5) and float(train["epsilon"]) == pytest.approx(2, rel=1e-3)
 
 
 def test_holdout_refusals(sites, tmp_path):
