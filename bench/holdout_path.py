@@ -114,7 +114,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--epsilons", default="1,0.25", help="total ε per site over both rounds")
+    ap.add_argument("--holdout", type=float, default=HOLDOUT, help="experiment: another held-out fraction")
+    ap.add_argument("--eval-share", type=float, default=EVAL_SHARE, help="experiment: another share of ε for round 2")
     args = ap.parse_args()
+    global HOLDOUT, EVAL_SHARE
+    HOLDOUT, EVAL_SHARE = args.holdout, args.eval_share
     from marg.learners.model import Model
 
     from marg.marginals.encoding import encode_file
