@@ -101,7 +101,9 @@ class Splitter:
     rows: int = 0
     held: int = 0
     fingerprint: int = 0
-    _seen: dict[bytes, list[int]] = field(default_factory=dict, repr=False)
+    # contents seen so far: their 64-bit keyed digests (sorted) and occurrence counts — 16 bytes a distinct row
+    _digests: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64), repr=False)
+    _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64), repr=False)
 
     def mask(self, enc: Any, ids: Any = None) -> np.ndarray:
         """Held-out flags (n,) bool of an encoded chunk (``ids``: its id column, when split by id)."""
@@ -126,21 +128,31 @@ class Splitter:
         rows = np.ascontiguousarray(M).view(np.dtype((np.void, 8 * M.shape[1]))).ravel()
         uniq, inv, counts = np.unique(rows, return_inverse=True, return_counts=True)
         inv = inv.ravel()
-        digest = np.empty(len(uniq), dtype=np.uint64)
-        base = np.empty(len(uniq), dtype=np.uint64)
-        for i, c in enumerate(uniq):
-            b = c.tobytes()
-            rec = self._seen.get(b)
-            if rec is None:
-                rec = self._seen[b] = [_keyed(self.key, b"row\x00" + b), 0]
-            digest[i], base[i] = rec[0], rec[1]
-            rec[1] += int(counts[i])
+        digest = np.fromiter((_keyed(self.key, b"row\x00" + c.tobytes()) for c in uniq), dtype=np.uint64,
+                             count=len(uniq))
+        base = self._occurrences(digest, counts.astype(np.uint64))
         order = np.argsort(inv, kind="stable")
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])
         rank = np.empty(n, dtype=np.uint64)
         rank[order] = np.arange(n, dtype=np.uint64) - first[inv[order]].astype(np.uint64)
         with np.errstate(over="ignore"):
             return _mix64(digest[inv] + (base[inv] + rank) * _PHI)
+
+    def _occurrences(self, digest: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Rows seen before with each of the (distinct) ``digest``s; adds ``counts`` to the tally."""
+        pos = np.searchsorted(self._digests, digest)
+        found = pos < self._digests.size
+        found[found] = self._digests[pos[found]] == digest[found]
+        base = np.zeros(digest.size, dtype=np.uint64)
+        base[found] = self._counts[pos[found]]
+        self._counts[pos[found]] += counts[found]
+        new = ~found
+        if new.any():
+            order = np.argsort(digest[new], kind="stable")
+            at = pos[new][order]
+            self._digests = np.insert(self._digests, at, digest[new][order])
+            self._counts = np.insert(self._counts, at, counts[new][order])
+        return base
 
     def _by_id(self, ids: Any, start_row: int) -> np.ndarray:
         import pyarrow as pa
