@@ -165,7 +165,10 @@ def export_cmd(
                             recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
                             signer=signer, engine=engine, spark_master=spark_master)
         prog.done()
-        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+        split = res.bundle.header["evaluation"]["split"]
+        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} "
+                   f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
+                   f"{len(split['bundles'])} training bundle(s) from this site, "
                    f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
         return
     res = export_site(

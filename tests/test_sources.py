@@ -552,3 +552,31 @@ def test_export_holdout_from_duckdb_releases_the_files_tables(tmp_path, data):
     (n0, a), (n1, b) = got
     assert n0 == n1 and 0.7 * N < n0 < 0.8 * N
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_evaluate_from_duckdb_counts_the_files_held_out_rows(tmp_path, data):
+    """Round 1 from a DuckDB table, round 2 from the CSV of the same rows and from DuckDB: the
+    same held-out rows, so the same confusion matrix (exact releases, compared cell by cell)."""
+    from typer.testing import CliRunner
+
+    from marg.cli.main import app
+
+    tmp, table = data
+    duckdb_db(tmp / "site.db", table)
+    uri = f"duckdb://{tmp}/site.db?table=visits"
+    r, out = marg_export(tmp, uri, "--holdout", "0.3")
+    assert r.exit_code == 0, r.output
+    model = tmp / "model.json"
+    r = CliRunner().invoke(app, ["learn", str(out), "--out", str(model), "--allow-unsigned", "--learner", "nb"])
+    assert r.exit_code == 0, r.output
+    got = []
+    for k, spec in enumerate((str(tmp / "d.csv"), uri)):
+        ev = tmp / f"e{k}.eval"
+        r = CliRunner().invoke(app, ["export", spec, "--schema", str(tmp / "codebook.json"), "--site", "north",
+                                     "--out", str(ev), "--evaluate", str(model), "--allow-unsigned", "--min-cell", "1",
+                                     "--ledger", str(tmp / "ledger")])
+        assert r.exit_code == 0, r.output
+        b, counts = bundle_counts(ev)
+        got.append((b.header["n_rows"], next(iter(counts.values()))))
+    (n0, a), (n1, b) = got
+    assert n0 == n1 == int(a.sum()) and 0.25 * N < n0 < 0.35 * N and np.array_equal(a, b)
