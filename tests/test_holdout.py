@@ -344,3 +344,37 @@ def test_evaluate_verifies_the_model_before_predicting(attack):
     from marg.protocols.bundle import load_bundle
 
     assert load_bundle(tmp / "x.eval").header["evaluation"]["signer"] is None
+
+
+def test_two_rounds_of_one_site_are_evaluated_on_the_rows_held_out_of_both(sites, tmp_path):
+    """One key per site: round 2 (pair tables) with the same --holdout holds out the same rows as round 1, and
+    the evaluation names both bundles; a round 2 with a smaller F holds out a subset, which is what is evaluated;
+    a round 2 without --holdout leaves no row unseen, and --evaluate refuses."""
+    from marg.protocols.bundle import load_bundle
+
+    tmp, schema, data = sites
+    f = data["north"]
+    base = ("--schema", schema, "--site", "north", "--epsilon", "1")
+    enc = encode_file(f, demo_codebook())
+    for case, round2 in (("same", ("--holdout", "0.2")), ("smaller", ("--holdout", "0.1")), ("none", ())):
+        led, r1, r2 = tmp_path / f"led-{case}", tmp_path / f"{case}-1.bundle", tmp_path / f"{case}-2.bundle"
+        assert run("export", f, *base, "--out", r1, "--ledger", led, "--stats", "first", "--holdout", "0.2").exit_code == 0
+        r = run("export", f, *base, "--out", r2, "--ledger", led, "--stats", "pairs-only", "--pairs", "age_band:sex",
+                *round2)
+        assert r.exit_code == 0, r.output
+        model = tmp_path / f"{case}.json"
+        r = run("learn", r1, r2, "--out", model, "--allow-unsigned", "--learner", "nb")
+        assert r.exit_code == 0, r.output
+        ev = tmp_path / f"{case}.eval"
+        r = run("export", f, "--schema", schema, "--site", "north", "--out", ev, "--evaluate", model, "--allow-unsigned",
+                "--ledger", led, "--min-cell", "1")
+        if case == "none":
+            assert r.exit_code == 1 and "not exported with --holdout" in r.stderr and not ev.exists()
+            continue
+        assert r.exit_code == 0, r.output
+        head = load_bundle(ev).header
+        digests = [load_bundle(b).digest() for b in (r1, r2)]
+        assert sorted(head["evaluation"]["split"]["bundles"]) == sorted(digests)
+        F = 0.2 if case == "same" else 0.1
+        assert head["evaluation"]["split"]["fraction"] == F
+        assert head["n_rows"] == int(Splitter(Holdout(F), site_key(led)).mask(enc).sum())
