@@ -92,8 +92,11 @@ def export_cmd(
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
-    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
-    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
+    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate: chosen by a keyed hash of each row (the key stays in the ledger folder), the same from every source.")] = None,
+    holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
+    model_trust: Annotated[Optional[Path], typer.Option("--trust", help="With --evaluate: trust store of the learner's key (NAME.sign.pub files); the model's signature is verified against it.")] = None,
+    allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -140,26 +143,37 @@ def export_cmd(
 
         round_id = read_round(round_, cb.fingerprint)
     prog = Progress(f"export {site}")
+    if evaluate is None and (model_trust is not None or allow_unsigned):
+        from marg.errors import InputError
+
+        raise InputError("--trust and --allow-unsigned verify the model of --evaluate MODEL; this export has none")
     if evaluate is not None:
-        from marg.api import load_model
+        from marg.api import load_verified_model
         from marg.errors import InputError
         from marg.protocols.evaluation import evaluate_site, model_digest
 
         if no_ledger:
             raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
-        if holdout is not None or pairs:
-            raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
-        m = load_model(evaluate, schema)
-        res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
+        if holdout is not None or holdout_id is not None or pairs:
+            raise InputError("--evaluate releases a confusion matrix: --holdout, --holdout-id and --pairs do not apply")
+        digest = model_digest(evaluate)  # the bytes verified are the bytes named in the release
+        m, signer = load_verified_model(evaluate, schema, model_trust, allow_unsigned)
+        if model_digest(evaluate) != digest:
+            raise InputError(f"{evaluate}: the model file changed while it was being verified")
+        res = evaluate_site(data, m, digest, site, out, epsilon=epsilon, rho=rho, delta=delta,
                             mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
-                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
+                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
+                            signer=signer, engine=engine, spark_master=spark_master)
         prog.done()
-        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+        split = res.bundle.header["evaluation"]["split"]
+        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} "
+                   f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
+                   f"{len(split['bundles'])} training bundle(s) from this site, "
                    f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
         return
     res = export_site(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-        first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        first_share=first_order_share, holdout=holdout, holdout_id=holdout_id, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )

@@ -381,6 +381,16 @@ def load_model(path: str | Path, schema: str | Path | None = None) -> Any:
     return m
 
 
+def load_verified_model(path: str | Path, schema: str | Path, trust: str | Path | None = None,
+                        allow_unsigned: bool = False) -> tuple[Any, str | None]:
+    """A model a site may run: its signature verified against ``trust`` (unsigned refused
+    unless ``allow_unsigned``), its codebook equal to the site's ``schema``; and the signer."""
+    from marg.protocols.model_signing import verify_model_file
+
+    signer = verify_model_file(path, trust, allow_unsigned)
+    return load_model(path, schema), signer
+
+
 def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str | None = None,
                  flag_outside: bool = False) -> tuple[int, int]:
     """Write class probabilities and the predicted label of every row of ``data`` to ``out`` (CSV).
@@ -446,14 +456,16 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
     """Replace a model's certificate by the holdout bound of the sites' evaluation releases.
 
     Every bundle is verified like a training bundle and must be an evaluation of *this* model
-    file (its SHA-256) under its study codebook, one per site; the bound is
+    file (its SHA-256) under its study codebook, one per site, of rows held out of every
+    bundle the model learned from at that site (:func:`marg.protocols.evaluation.check_provenance`,
+    refused otherwise); the bound is
     :func:`marg.learners.holdout_certificate.holdout_bound` at ``coverage``.
     """
     from marg.learners.base import Certificate
     from marg.learners.holdout_certificate import holdout_bound
     from marg.learners.model import Model
     from marg.protocols.aggregate import summary_from_bundles
-    from marg.protocols.evaluation import PREDICTED, evaluation_codebook, model_digest
+    from marg.protocols.evaluation import PREDICTED, check_provenance, evaluation_codebook, model_digest
     from marg.protocols.load import load_verified_bundles
 
     model = Model.load(model_path)
@@ -469,11 +481,13 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
             raise InputError(f"{p}: evaluates model {str(ev.get('model'))[:16]}…, not {Path(model_path).name} ({digest[:16]}…)")
         if b.fingerprint != ecb.fingerprint:
             raise InputError(f"{p}: its evaluation codebook differs from this model's (another study or label)")
+        check_provenance(b.header, b.site, model.info, str(p))
     summary = summary_from_bundles(loaded, [str(p) for p in bundles])
     bound = holdout_bound(summary, PREDICTED, coverage)
     est = model.estimator
     est.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(model.codebook.label.classes))
     sites = [s["site"] for s in summary.provenance.get("sites", [])]
-    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "sites": sites,
+    privacy = {s["site"]: s.get("privacy") for s in summary.provenance.get("sites", [])}
+    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "sites": sites, "privacy": privacy,
                                                         "bundles": [b.digest() for b in loaded]}}
     return HoldoutResult(model, bound, sites)

@@ -1,94 +1,219 @@
-"""A site's held-out rows: a seeded split of the data rows, decided row by row and remembered locally.
+"""A site's held-out rows: a keyed hash of each row's content (or id), decided at the site and remembered there.
 
 ``marg export --holdout F`` leaves a fraction F of the site's rows out of every released
-table. Which rows: row r (1-based data-row number) is held out iff ``u(seed, r) < F`` with
-``u`` the SplitMix64 hash of ``seed + r`` mapped to [0, 1) — a pure function of the row
-number, so the split is the same however the file is chunked, and independent of the data.
-The seed is drawn at export time and stored **only at the site**, in ``holdout.json`` beside
-the ledger (:func:`remember`), together with the row counts; ``marg export --evaluate
-MODEL`` recomputes the same split on the same file, refuses if the counts differ (the data
-changed), and releases the model's confusion matrix on the held-out rows with DP noise.
-Those rows never entered the training release, so the error measured on them is an
-unbiased estimate of the model's error on the sites' population, and its confidence bound
-a valid certificate of that error (:mod:`marg.learners.holdout_certificate`).
+table; ``marg export --evaluate MODEL`` later releases the model's errors on exactly those
+rows. Which rows is a function of the data and of a secret **key kept at the site**
+(32 random bytes in ``holdout.json`` beside the ledger, :func:`site_key`), never of the
+row order or of the engine that reads the data:
+
+- by content (the default): a row's content is its encoded values under the codebook
+  (feature codes, clipped raw numbers, label code) — the same for a CSV, a Parquet file,
+  DuckDB, PostgreSQL or Spark holding the same rows, since every source encodes through
+  the one set of value rules (:mod:`marg.marginals.encoding`). The k-th row with content c
+  gets ``h = mix(BLAKE2b_key(c) + k·φ)``; identical rows are interchangeable, so which of
+  them comes k-th does not matter — the *multiset* of held-out rows is a function of the
+  data alone, and each (c, k) is held out independently, as if every row had been drawn
+  with probability F;
+- by an id column (``--holdout-id COLUMN``): ``h = mix(BLAKE2b_key(id as text))``; every
+  row with the same id is held out together (one patient's visits stay on one side).
+
+Row r is held out iff ``u = (h >> 11)·2⁻⁵³ < F``. One key serves every export of the site,
+so exports of the same data with the same F hold out the same rows (the rounds of the
+two-round protocol fit together) and a smaller F holds out a subset of a larger F's rows.
+
+Provenance: each ``--holdout`` export is remembered under its bundle's digest
+(:func:`remember`) with F, the id column and the held-out rows' count and fingerprint (an
+order-free sum of their hashes). ``--evaluate MODEL`` reads which bundles of this site the
+model learned from (its signed provenance) and evaluates the rows held out of *all* of
+them (:func:`split_for_model`); if one of them was exported without ``--holdout`` it
+refuses, since every row was in training. The evaluation release names those bundles, and
+``marg certify`` checks them against the model's (:mod:`marg.protocols.evaluation`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from marg._util import atomic_write_bytes, canonical_json
-from marg.errors import InputError
+from marg.errors import InputError, RefusedError
 
 HOLDOUT_FILE = "holdout.json"
-_MASK64 = (1 << 64) - 1
+FORMAT = "marg-holdout"
+_PHI = np.uint64(0x9E3779B97F4A7C15)
+_PERSON = b"marg-holdout-v2"
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
+def _mix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser of uint64 ``x`` (vectorised; wraps modulo 2⁶⁴)."""
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    with np.errstate(over="ignore"):
+        z = x + _PHI
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
+
+
+def _keyed(key: bytes, data: bytes) -> int:
+    """BLAKE2b keyed with the site's secret: 64 bits of ``data``'s pseudorandom digest."""
+    return int.from_bytes(hashlib.blake2b(data, key=key, digest_size=8, person=_PERSON[:16]).digest(), "little")
 
 
 @dataclass(frozen=True)
 class Holdout:
-    """The split: ``fraction`` ∈ (0, 1) of the rows held out, chosen by ``seed`` (0 ≤ seed < 2⁶⁴)."""
+    """The split: ``fraction`` ∈ (0, 1) held out, by row content or by ``id_column``."""
 
     fraction: float
-    seed: int
+    id_column: str | None = None
 
     def __post_init__(self) -> None:
         if not (0.0 < float(self.fraction) < 1.0):
             raise InputError(f"--holdout must be a fraction in (0, 1), got {self.fraction!r}")
-        if not (isinstance(self.seed, int) and 0 <= self.seed <= _MASK64):
-            raise InputError(f"holdout seed must be an integer in [0, 2^64), got {self.seed!r}")
+        if self.id_column is not None and (not isinstance(self.id_column, str) or not self.id_column):
+            raise InputError(f"--holdout-id must name a column, got {self.id_column!r}")
 
-    @classmethod
-    def new(cls, fraction: float) -> "Holdout":
-        return cls(float(fraction), secrets.randbits(64))
+    @property
+    def by(self) -> str:
+        return "rows" if self.id_column is None else f"id column {self.id_column}"
 
-    def mask(self, start_row: int, n: int) -> np.ndarray:
-        """Held-out flags (n,) bool of data rows ``start_row … start_row + n − 1``."""
-        rows = np.arange(start_row, start_row + n, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            h = _splitmix64(rows + np.uint64(self.seed))
+
+@dataclass
+class Splitter:
+    """Decides chunk by chunk which rows are held out, and keeps the tally.
+
+    Attributes
+    ----------
+    rows, held : int
+        Rows seen and held out so far.
+    fingerprint : int
+        Σ mix(h ⊕ c) mod 2⁶⁴ over the held-out rows: equal for equal multisets, whatever
+        the order (how ``--evaluate`` tells that the data changed since the export).
+    """
+
+    spec: Holdout
+    key: bytes
+    rows: int = 0
+    held: int = 0
+    fingerprint: int = 0
+    # contents seen so far: their 64-bit keyed digests (sorted) and occurrence counts — 16 bytes a distinct row
+    _digests: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64), repr=False)
+    _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64), repr=False)
+
+    def mask(self, enc: Any, ids: Any = None) -> np.ndarray:
+        """Held-out flags (n,) bool of an encoded chunk (``ids``: its id column, when split by id)."""
+        h = self._by_id(ids, enc.start_row) if self.spec.id_column is not None else self._by_content(enc)
         u = (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
-        return u < self.fraction
+        held = u < float(self.spec.fraction)
+        self.rows += int(held.shape[0])
+        self.held += int(held.sum())
+        if held.any():
+            s = _mix64(h[held] ^ np.uint64(0x5851F42D4C957F2D)).sum(dtype=np.uint64)
+            self.fingerprint = (self.fingerprint + int(s)) & ((1 << 64) - 1)
+        return held
+
+    def _by_content(self, enc: Any) -> np.ndarray:
+        n = enc.n
+        cols = [np.asarray(enc.column(i)) for i in range(len(enc.parts))]
+        if enc.y is not None:
+            cols.append(np.asarray(enc.y))
+        M = np.empty((n, len(cols)), dtype=np.uint64)
+        for j, c in enumerate(cols):
+            M[:, j] = (c.astype(np.float64) + 0.0).view(np.uint64) if c.dtype.kind == "f" else c.astype(np.uint64)
+        rows = np.ascontiguousarray(M).view(np.dtype((np.void, 8 * M.shape[1]))).ravel()
+        uniq, inv, counts = np.unique(rows, return_inverse=True, return_counts=True)
+        inv = inv.ravel()
+        digest = np.fromiter((_keyed(self.key, b"row\x00" + c.tobytes()) for c in uniq), dtype=np.uint64,
+                             count=len(uniq))
+        base = self._occurrences(digest, counts.astype(np.uint64))
+        order = np.argsort(inv, kind="stable")
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        rank = np.empty(n, dtype=np.uint64)
+        rank[order] = np.arange(n, dtype=np.uint64) - first[inv[order]].astype(np.uint64)
+        with np.errstate(over="ignore"):
+            return _mix64(digest[inv] + (base[inv] + rank) * _PHI)
+
+    def _occurrences(self, digest: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Rows seen before with each of the (distinct) ``digest``s; adds ``counts`` to the tally."""
+        pos = np.searchsorted(self._digests, digest)
+        found = pos < self._digests.size
+        found[found] = self._digests[pos[found]] == digest[found]
+        base = np.zeros(digest.size, dtype=np.uint64)
+        base[found] = self._counts[pos[found]]
+        self._counts[pos[found]] += counts[found]
+        new = ~found
+        if new.any():
+            order = np.argsort(digest[new], kind="stable")
+            at = pos[new][order]
+            self._digests = np.insert(self._digests, at, digest[new][order])
+            self._counts = np.insert(self._counts, at, counts[new][order])
+        return base
+
+    def _by_id(self, ids: Any, start_row: int) -> np.ndarray:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from .io import as_text
+
+        name = self.spec.id_column
+        if ids is None:
+            raise InputError(f"--holdout-id {name}: the id column was not read")
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        text = pc.utf8_trim_whitespace(as_text(ids, name))
+        bad = pc.or_kleene(pc.is_null(text), pc.equal(text, "")).fill_null(True).to_numpy(zero_copy_only=False)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise InputError(f"--holdout-id column {name!r}: missing id at row {start_row + r} (every row needs an id)")
+        enc = pc.dictionary_encode(text)
+        values = enc.dictionary.to_pylist()
+        digest = np.array([_keyed(self.key, b"id\x00" + v.encode("utf-8")) for v in values], dtype=np.uint64)
+        return _mix64(digest[enc.indices.to_numpy(zero_copy_only=False)])
 
 
-def record_path(ledger_dir: str | os.PathLike[str]) -> Path:
-    return Path(ledger_dir) / HOLDOUT_FILE
+# ------------------------------------------------------------------ rows of any source
+def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool = True,
+               progress: Callable[[int], None] | None = None) -> Iterator[tuple[Any, np.ndarray]]:
+    """``(encoded chunk, held-out flags)`` over the rows of any Source, ``split`` keeping the tally.
+
+    Every source yields its rows' values in batches (:meth:`Source.row_batches`) that go
+    through :func:`marg.marginals.encoding.encode_batch`, so the same rows give the same
+    codes — and so the same split — from a file, a database or Spark.
+    """
+    from .encoding import encode_batch
+
+    spec = split.spec
+    columns = codebook.feature_names + ([codebook.label.name] if with_label else [])
+    extra = [spec.id_column] if spec.id_column is not None and spec.id_column not in columns else []
+    if spec.id_column is not None:
+        source.check_columns([spec.id_column])
+    row = 1
+    for batch in source.row_batches(columns + extra):
+        enc = encode_batch(codebook, batch, row, with_label=with_label)
+        held = split.mask(enc, batch.get(spec.id_column) if spec.id_column is not None else None)
+        yield enc, held
+        row += enc.n
+        if progress is not None:
+            progress(row - 1)
 
 
-def remember(ledger_dir: str | os.PathLike[str], fingerprint: str, site: str, spec: Holdout,
-             n_rows: int, n_held: int) -> None:
-    """Store the split of this study's export at this site (atomically; replaces an earlier one)."""
-    path = record_path(ledger_dir)
-    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    data[f"{fingerprint}:{site}"] = {"fraction": spec.fraction, "seed": spec.seed, "n_rows": int(n_rows),
-                                     "n_held": int(n_held)}
-    atomic_write_bytes(path, canonical_json(data))
+def count_outside(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], spec: Holdout, key: bytes,
+                  progress: Callable[[int], None] | None = None) -> tuple[list[Any], int, Splitter]:
+    """The exact count tables of the rows ``spec`` does not hold out, their number, and the tally."""
+    from .tables import TableCounter
 
-
-def recall(ledger_dir: str | os.PathLike[str], fingerprint: str, site: str) -> tuple[Holdout, int, int]:
-    """The split remembered for this study and site, with its (rows, held-out rows) counts."""
-    path = record_path(ledger_dir)
-    if not path.exists():
-        raise InputError(f"no held-out rows are recorded in {path.parent} (export with --holdout F first)")
-    try:
-        rec = json.loads(path.read_text())[f"{fingerprint}:{site}"]
-    except (KeyError, ValueError):
-        raise InputError(f"{path}: no holdout recorded for site {site!r} under codebook {fingerprint[:16]}…") from None
-    return Holdout(float(rec["fraction"]), int(rec["seed"])), int(rec["n_rows"]), int(rec["n_held"])
+    counter = TableCounter(codebook, cliques)
+    split = Splitter(spec, key)
+    for enc, held in iter_split(source, codebook, split, progress=progress):
+        counter.add_encoded(select(enc, ~held))
+    if counter.n_rows == 0:
+        raise InputError(f"{source.name} has no data rows" + (" outside the holdout" if split.held else ""))
+    return counter.tables(), counter.n_rows, split
 
 
 def select(enc: Any, keep: np.ndarray) -> Any:
@@ -97,3 +222,108 @@ def select(enc: Any, keep: np.ndarray) -> Any:
 
     parts = [enc.column(i)[keep] for i in range(len(enc.parts))]
     return Encoded(parts, None if enc.y is None else enc.y[keep], enc.start_row, int(keep.sum()))
+
+
+# ------------------------------------------------------------------ what the site remembers
+def record_path(ledger_dir: str | os.PathLike[str]) -> Path:
+    return Path(ledger_dir) / HOLDOUT_FILE
+
+
+def _read(ledger_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    path = record_path(ledger_dir)
+    if not path.exists():
+        return {"format": FORMAT, "version": 2, "splits": {}}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable holdout record ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        # version 1 kept a seed per study and split by row number: those splits cannot be recomputed
+        return {"format": FORMAT, "version": 2, "splits": {}}
+    return data
+
+
+def _write(ledger_dir: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    atomic_write_bytes(record_path(ledger_dir), canonical_json(data), mode=0o600)
+
+
+def site_key(ledger_dir: str | os.PathLike[str], create: bool = False) -> bytes:
+    """The site's split key (32 bytes), kept only in its ``holdout.json``; made on first use."""
+    data = _read(ledger_dir)
+    if "key" in data:
+        try:
+            key = bytes.fromhex(str(data["key"]))
+        except ValueError:
+            key = b""
+        if len(key) != 32:
+            raise InputError(f"{record_path(ledger_dir)}: its split key is damaged (expected 32 bytes in hex)")
+        return key
+    if not create:
+        raise InputError(f"no held-out rows are recorded in {ledger_dir} (export with --holdout F first)")
+    key = secrets.token_bytes(32)
+    Path(ledger_dir).mkdir(parents=True, exist_ok=True)  # the ledger's folder (the ledger makes it too)
+    _write(ledger_dir, {**data, "key": key.hex()})
+    return key
+
+
+def remember(ledger_dir: str | os.PathLike[str], bundle_digest: str, fingerprint: str, site: str,
+             spec: Holdout, split: Splitter) -> None:
+    """Record that bundle ``bundle_digest`` of ``site`` left out ``split``'s rows (atomically)."""
+    data = _read(ledger_dir)
+    data.setdefault("splits", {})[bundle_digest] = {
+        "fingerprint": fingerprint, "site": site, "fraction": float(spec.fraction), "id_column": spec.id_column,
+        "n_rows": int(split.rows), "n_held": int(split.held), "held_fingerprint": f"{split.fingerprint:016x}"}
+    _write(ledger_dir, data)
+
+
+@dataclass(frozen=True)
+class ModelSplit:
+    """The rows a model never saw at this site: held out of every bundle it learned from here."""
+
+    spec: Holdout
+    key: bytes
+    bundles: tuple[str, ...]
+    n_rows: int
+    n_held: int
+    held_fingerprint: str
+
+
+def training_bundles(model_info: dict[str, Any], site: str) -> list[str]:
+    """Digests of the bundles of ``site`` a model learned from (its provenance, ``info["sites"]``)."""
+    out: list[str] = []
+    for s in model_info.get("sites") or []:
+        if isinstance(s, dict) and s.get("site") == site:
+            rounds = s.get("rounds") or [s]
+            out += [str(r.get("digest")) for r in rounds if isinstance(r, dict) and r.get("digest")]
+    return out
+
+
+def split_for_model(ledger_dir: str | os.PathLike[str], model_info: dict[str, Any], fingerprint: str,
+                    site: str) -> ModelSplit:
+    """The split to evaluate a model on: the rows held out of every bundle of ``site`` it learned from.
+
+    Raises RefusedError when the model learned from no bundle of this site, or from one
+    exported without ``--holdout`` (or not recorded in this ledger): its rows were in training.
+    """
+    digests = training_bundles(model_info, site)
+    if not digests:
+        raise RefusedError(f"refused: the model learned from no bundle of site {site!r}, so no rows of it are held "
+                           "out of its training (evaluate it at a site that exported with --holdout)")
+    data = _read(ledger_dir)
+    splits = data.get("splits") or {}
+    recs = []
+    for d in digests:
+        rec = splits.get(d)
+        if rec is None:
+            raise RefusedError(f"refused: the model learned from bundle {d[:16]}… of site {site!r}, which was not "
+                               f"exported with --holdout from {ledger_dir}: every row of it was in training")
+        if rec.get("fingerprint") != fingerprint or rec.get("site") != site:
+            raise RefusedError(f"refused: bundle {d[:16]}… was exported under another codebook or site")
+        recs.append(rec)
+    if len({r.get("id_column") for r in recs}) > 1 or len({r["n_rows"] for r in recs}) > 1:
+        raise RefusedError(f"refused: the model's bundles of site {site!r} held out different rows (another "
+                           "--holdout-id or other data): no row is held out of all of them")
+    smallest = min(recs, key=lambda r: float(r["fraction"]))
+    return ModelSplit(Holdout(float(smallest["fraction"]), smallest.get("id_column")), site_key(ledger_dir),
+                      tuple(digests), int(smallest["n_rows"]), int(smallest["n_held"]),
+                      str(smallest["held_fingerprint"]))

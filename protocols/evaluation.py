@@ -1,14 +1,16 @@
 """A site's evaluation release: a model's confusion matrix on the site's held-out rows, protected, signed, ledgered.
 
 ``marg export DATA --evaluate MODEL`` (:func:`evaluate_site`) is the second half of the
-holdout protocol of :mod:`marg.marginals.holdout`: the site recomputes the split it used
-when it exported (refusing if the data's row counts changed), predicts the held-out rows
+holdout protocol of :mod:`marg.marginals.holdout`: the site verifies the model (signature,
+codebook), recomputes the split of the bundles the model learned from at this site
+(refusing if one of them held nothing out, or if the held-out rows changed), predicts the held-out rows
 with the model's deterministic rule and releases one count table N[predicted, y] — the
 confusion matrix, K×K cells, sensitivity 1 (a patient is one cell) — with the same
 mechanisms, budget check and ledger as any export. The bundle's codebook is the derived
 *evaluation codebook* (one feature ``predicted`` whose levels are the classes, the study's
-label); its header names the model's digest and the study's fingerprint, so the learner
-can check that every site evaluated the same model (:mod:`marg.learners.holdout_certificate`).
+label); its header names the model's digest, the study's fingerprint and the training bundles
+whose held-out rows were evaluated, so the learner can check that every site evaluated the
+same model on rows it never learned from (:mod:`marg.learners.holdout_certificate`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from marg._util import atomic_write_bytes
 from marg.errors import InputError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import recall, select
+from marg.marginals.holdout import ModelSplit, Splitter, iter_split, select, split_for_model
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
 from marg.marginals.tables import MarginalTable
@@ -46,36 +48,44 @@ def model_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def confusion_on_holdout(data: str | Path, model: Any, ledger_dir: str | Path, site: str,
-                         progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, int]:
-    """N[predicted, y] (K, K) of ``model`` on the held-out rows of ``data``, and their number.
+def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: str,
+                         progress: Callable[[int], None] | None = None, *, engine: str | None = None,
+                         spark_master: str | None = None) -> tuple[np.ndarray, int, ModelSplit]:
+    """N[predicted, y] (K, K) of ``model`` on the rows of ``data`` held out of its training, their number, the split.
 
-    Refuses when no split is remembered for this study and site, or when the file's row
-    counts differ from those at export time.
+    ``data`` is any DATA argument (file, database URI, Spark path or table) or an open
+    Source. The split is the one of the bundles of ``site`` the model learned from
+    (:func:`marg.marginals.holdout.split_for_model`: refused when one of them held out
+    nothing); refuses when the held-out rows differ from those at export time (count or
+    fingerprint: the data changed).
     """
-    from marg.marginals.encoding import iter_encoded
+    from marg.marginals.sources import Source, open_source
 
     cb = model.codebook
-    spec, n_rows, n_held = recall(ledger_dir, cb.fingerprint, site)
+    ms = split_for_model(ledger_dir, model.info, cb.fingerprint, site)
     K = cb.n_classes
     conf = np.zeros((K, K), dtype=np.int64)
-    seen = held = 0
-    for enc in iter_encoded(data, cb, progress=progress):
-        n = len(enc.y)
-        mask = spec.mask(enc.start_row, n)
-        seen += n
-        if not mask.any():
-            continue
-        part = select(enc, mask)
-        held += int(mask.sum())
-        pred = np.asarray(model.predict(part.X), dtype=np.int64)
-        np.add.at(conf, (pred, part.y), 1)
-    if (seen, held) != (n_rows, n_held):
-        raise InputError(f"{Path(data).name}: {seen} rows ({held} held out), but the export counted {n_rows} "
-                         f"({n_held} held out): the data changed since the export, so its held-out rows are unknown")
+    src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    split = Splitter(ms.spec, ms.key)
+    try:
+        for enc, mask in iter_split(src, cb, split, progress=progress):
+            if not mask.any():
+                continue
+            part = select(enc, mask)
+            pred = np.asarray(model.predict(part.X), dtype=np.int64)
+            np.add.at(conf, (pred, part.y), 1)
+        name = src.name
+    finally:
+        if src is not data:
+            src.close()
+    seen, held = split.rows, split.held
+    if (seen, held, f"{split.fingerprint:016x}") != (ms.n_rows, ms.n_held, ms.held_fingerprint):
+        raise InputError(f"{name}: {seen} rows ({held} held out), but the export counted {ms.n_rows} "
+                         f"({ms.n_held} held out, or other rows): the data changed since the export, so its held-out "
+                         "rows are unknown")
     if held == 0:
-        raise InputError(f"{Path(data).name}: no held-out rows")
-    return conf, held
+        raise InputError(f"{name}: no held-out rows")
+    return conf, held, ms
 
 
 def evaluate_site(
@@ -96,6 +106,9 @@ def evaluate_site(
     recipient_name: str | None = None,
     ledger_dir: str | Path,
     progress: Callable[[int], None] | None = None,
+    signer: str | None = None,
+    engine: str | None = None,
+    spark_master: str | None = None,
 ) -> ExportResult:
     """Release ``model``'s confusion matrix on this site's held-out rows (see the module docstring).
 
@@ -103,6 +116,11 @@ def evaluate_site(
     spent by the Laplace mechanism by default: for one table of K² cells its noise is far
     below the Gaussian's at δ = 1e-6. The cost is checked against the dataset's budget
     before any data is read and recorded in its ledger.
+
+    The caller has verified the model (:func:`marg.api.load_verified_model`); ``signer``
+    names who signed it (None: unsigned, allowed). The header's ``evaluation.split`` names
+    the training bundles whose held-out rows were evaluated, which ``marg certify`` checks
+    against the model's own provenance.
     """
     from .ledger import Ledger
     from .signing import finalize_bundle
@@ -127,7 +145,8 @@ def evaluate_site(
     ledger = Ledger(ledger_dir, site=site_cfg)
     ledger.check(requested)  # the signed cap; refuses a missing, truncated, rolled-back or re-signed ledger
 
-    conf, held = confusion_on_holdout(data, model, ledger_dir, site, progress)
+    conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=engine,
+                                          spark_master=spark_master)
     tables = [MarginalTable(clique=clique, counts=conf, noise=NoiseRecord.exact())]
     suppressed: list[Any] = []
     if dp:
@@ -139,7 +158,9 @@ def evaluate_site(
         cost = PrivacyCost.unbounded()
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
         released_n = held
-    extra = {"evaluation": {"model": model_file_digest, "study": model.codebook.fingerprint, "learner": model.learner}}
+    extra = {"evaluation": {"model": model_file_digest, "study": model.codebook.fingerprint, "learner": model.learner,
+                            "signer": signer, "split": {"bundles": list(ms.bundles), "fraction": ms.spec.fraction,
+                                                        "by": ms.spec.by}}}
     bundle = Bundle.build(ecb, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
@@ -148,3 +169,38 @@ def evaluate_site(
     atomic_write_bytes(out, file_bytes)
     return ExportResult(bundle=final, path=out, n_rows=held, tables=tables, cost=cost, sealed=recipient is not None,
                         ledger_entry=entry, suppressed=suppressed)
+
+
+def check_provenance(header: dict[str, Any], site: str, model_info: dict[str, Any], source: str) -> None:
+    """Refuse an evaluation release whose held-out rows are not held out of the model's training at its site.
+
+    The release names the training bundles of ``site`` whose split it evaluated
+    (``evaluation.split.bundles``); the model's signed provenance lists the bundles it
+    learned from. They must be the same set: a model that learned from another bundle of
+    this site — one exported without ``--holdout``, or with another split — may have seen
+    the evaluated rows, and its error on them would not bound its error on new patients.
+
+    Raises
+    ------
+    RefusedError
+        One line naming the file, the site and the digests.
+    """
+    from marg.errors import RefusedError
+    from marg.marginals.holdout import training_bundles
+
+    named = (header.get("evaluation") or {}).get("split") or {}
+    evaluated = [str(d) for d in named.get("bundles") or []] if isinstance(named, dict) else []
+    trained = training_bundles(model_info, site)
+    if not evaluated:
+        raise RefusedError(f"{source} refused: site {site!r}'s evaluation names no training bundle its held-out rows "
+                           "belong to (released by an older marg: evaluate again)")
+    if not trained:
+        raise RefusedError(f"{source} refused: the model learned from no bundle of site {site!r}, so its evaluation "
+                           "rows are held out of no training export of this model")
+    if set(evaluated) != set(trained):
+        other = sorted(set(trained) - set(evaluated)) or sorted(set(evaluated) - set(trained))
+        raise RefusedError(
+            f"{source} refused: site {site!r} evaluated the rows held out of bundle(s) "
+            f"{', '.join(d[:12] + '…' for d in evaluated)}, but the model learned from its bundle(s) "
+            f"{', '.join(d[:12] + '…' for d in trained)} ({other[0][:12]}… differs): the evaluated rows may have "
+            "been in training")

@@ -25,9 +25,8 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import Holdout, remember
+from marg.marginals.holdout import Holdout, count_outside, remember, site_key
 from marg.marginals.sources import Source, open_source
-from marg.marginals.sources.files import FileSource
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
@@ -120,6 +119,7 @@ def export_site(
     mechanism: str = "gaussian",
     allocation: str = "half",
     holdout: float | None = None,
+    holdout_id: str | None = None,
     round_id: str | None = None,
     first_share: float | None = None,
     min_cell: int = 3,
@@ -157,9 +157,13 @@ def export_site(
     round_id : str, optional
         The learner's round id (:mod:`marg.protocols.rounds`), signed into the bundle.
     holdout : float, optional
-        Leave this fraction of the rows out of every table (a file source and a ledger
-        folder needed): :mod:`marg.marginals.holdout` remembers the split beside the ledger,
-        for ``marg export --evaluate MODEL`` (:func:`marg.protocols.evaluation.evaluate_site`).
+        Leave this fraction of the rows out of every table (a ledger folder needed; any
+        source: the rows pass through this process to be split by the site's key):
+        :mod:`marg.marginals.holdout` remembers the split beside the ledger under the
+        bundle's digest, for ``marg export --evaluate MODEL``
+        (:func:`marg.protocols.evaluation.evaluate_site`).
+    holdout_id : str, optional
+        Split by this id column instead of each row's content (rows sharing an id stay together).
     min_cell, min_cell_policy
         Disclosure control for exact releases (``refuse`` or ``suppress`` cells below k).
     signing_key : Ed25519PrivateKey, optional
@@ -213,18 +217,20 @@ def export_site(
         ledger.check(requested, round_id)  # also refuses a missing, truncated, rolled-back or re-signed ledger
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
-    spec = None
-    if holdout is not None:
+    spec = split = None
+    if holdout is not None or holdout_id is not None:
+        if holdout is None:
+            raise InputError("--holdout-id needs --holdout F (the fraction of rows to hold out)")
+        spec = Holdout(holdout, holdout_id)
         if ledger_dir is None:
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
-        spec = Holdout.new(holdout)
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
-    if spec is not None:
-        if not isinstance(src, FileSource):
-            raise InputError(f"--holdout needs a data file counted by marg (got {src.describe().get('kind')!r})")
-        src.exclude = spec
     try:
-        tables, n_rows = src.count(codebook, cliques, progress)
+        if spec is not None:  # the rows pass through here, to be split by the site's key
+            tables, n_rows, split = count_outside(src, codebook, cliques, spec, site_key(ledger_dir, create=True),
+                                                  progress)
+        else:
+            tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
     finally:
         if src is not data:
@@ -248,7 +254,7 @@ def export_site(
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
                              if not dp else None, "source": source}
     if spec is not None:
-        extra["holdout"] = {"fraction": spec.fraction}
+        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by}
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
     if suppressed:  # how many, per table — not where: positions would point at the rare cells
@@ -269,8 +275,8 @@ def export_site(
         file_digest = hashlib.sha256(file_bytes).hexdigest() if (recipient is not None or package is not None) else None
         entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
                               suppressed=suppressed)
-    if spec is not None:
-        remember(ledger_dir, codebook.fingerprint, site, spec, n_rows + src.held_rows, src.held_rows)
+    if split is not None:
+        remember(ledger_dir, final.digest(), codebook.fingerprint, site, spec, split)
     atomic_write_bytes(out, file_bytes)
     return ExportResult(
         bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,

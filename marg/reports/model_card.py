@@ -145,6 +145,9 @@ def _learner(page: Page, model: Any, rep: dict) -> None:
 
 def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
     page.h2("Certificate")
+    if cert.kind == "holdout":
+        _holdout_certificate(page, cert, info)
+        return
     page.p(f"Worst-case error ≤ {value('certificate', float(cert.value))} "
            f"(kind {value('certificate_kind', cert.kind, cert.kind)}"
            + (f", coverage {value('coverage', float(cert.coverage), f'{cert.coverage:.0%}')}" if cert.coverage is not None else
@@ -172,7 +175,29 @@ def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
     else:
         page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error alone.",
                   "note")
-    hold = info.get("holdout_certificate")
+
+
+def _holdout_certificate(page: Page, cert: Any, info: dict) -> None:
+    """A certificate from held-out patients: its kind and promise in plain words."""
+    hold = info.get("holdout_certificate") or {}
+    cov = float(cert.coverage) if cert.coverage is not None else float(hold.get("coverage", 0.95))
+    page.p(f"Error rate ≤ {value('certificate', float(cert.value))} on new patients "
+           f"(kind {value('certificate_kind', cert.kind, 'holdout: measured on held-out patients')}, "
+           f"coverage {value('coverage', cov, f'{cov:.0%}')})")
+    rows = hold.get("rows")
+    page.p(e(f"What it promises: among new patients drawn from the same population as the sites' patients, this "
+             f"model's prediction is wrong for at most a fraction {float(cert.value):.3f} of them. Each site set aside "
+             "patients before training (chosen by a keyed hash of each record, kept secret at the site), the model "
+             "never learned from them, and the sites then released how often it was wrong on them"
+             + (f" ({float(hold['errors']):,.0f} errors in {float(rows):,.0f} patients, as released)" if rows else "")
+             + f". The bound holds with probability at least {cov:.0%} over which patients were set aside and the "
+             "privacy noise added to those counts."), "note")
+    page.text("What it assumes and does not promise: the set-aside patients are like the patients the model will "
+              "see (same hospitals, same period, same coding); it says nothing about another population, and it is an "
+              "average error rate over patients, not a promise for every subgroup or every patient.", "note")
+    if cert.trivial:
+        page.text("This certificate is trivial (no better than guessing): too few patients were set aside, or their "
+                  "counts were released with too much noise, for a meaningful guarantee.", "bad")
     if hold:
         page.p(f"Held-out evaluation: {value('holdout_errors', float(hold['errors']))} errors in "
                f"{value('holdout_rows', float(hold['rows']))} held-out rows (released with noise), sites "
@@ -306,23 +331,38 @@ def _selection(page: Page, rep: dict) -> None:
 
 
 def _sites(page: Page, info: dict) -> None:
+    from marg.protocols.aggregate import composed_privacy
+
     sites = info.get("sites") or []
     page.h2("Where the data came from")
     if not sites:
         page.text("The model file records no provenance (it was not fitted through marg learn).")
         return
+    evaluation = (info.get("holdout_certificate") or {}).get("privacy") or {}
     rows = []
     for s in sites:
         p = s.get("privacy") or {}
         name = s.get("site")
-        rows.append([e(name), value(f"site_rows:{name}", s.get("n_rows"), "not released (DP)" if s.get("n_rows") is None else None),
-                     e(p.get("mechanism", "none")), value(f"site_epsilon:{name}", _num(p.get("epsilon"))),
-                     value(f"site_delta:{name}", _num(p.get("delta"))), value(f"site_rho:{name}", _num(p.get("rho"))),
-                     value(f"site_rounds:{name}", len(s.get("rounds") or []) or 1), e(s.get("created", "")),
-                     "signed" if s.get("signed") else "unsigned"])
-    page.table(["site", "rows", "noise", "ε", "δ", "ρ", "exports", "exported", "signature"], rows, key="sites")
-    page.text("Privacy spend is what each site's ledger records for the bundles this model was fitted on; a site's "
-              "total spend over all its releases is in its ledger (marg audit show).")
+        rounds = len(s.get("rounds") or []) or 1
+        ev = evaluation.get(name)
+        if ev is not None:  # both rounds: the training export(s) and the evaluation release
+            p, rounds = composed_privacy([p, ev]), rounds + 1
+        row = [e(name), value(f"site_rows:{name}", s.get("n_rows"), "not released (DP)" if s.get("n_rows") is None else None),
+               e(p.get("mechanism", "none")), value(f"site_epsilon:{name}", _num(p.get("epsilon"))),
+               value(f"site_delta:{name}", _num(p.get("delta"))), value(f"site_rho:{name}", _num(p.get("rho"))),
+               value(f"site_rounds:{name}", rounds), e(s.get("created", "")),
+               "signed" if s.get("signed") else "unsigned"]
+        if evaluation:
+            row.insert(4, value(f"site_eval_epsilon:{name}", _num((ev or {}).get("epsilon"))))
+        rows.append(row)
+    head = ["site", "rows", "noise", "ε", "δ", "ρ", "exports", "exported", "signature"]
+    if evaluation:
+        head[3:4] = ["ε (both rounds)", "of which evaluation"]
+    page.table(head, rows, key="sites")
+    page.text("Privacy spend is what each site's ledger records for the bundles this model was fitted on"
+              + (" plus its evaluation release on held-out patients (ε, δ and ρ add over the two rounds)"
+                 if evaluation else "")
+              + "; a site's total spend over all its releases is in its ledger (marg audit show).")
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -49,6 +49,17 @@ class Source(ABC):
         """Text batches for drafting a codebook: ``(batch, True)`` for a batch of rows,
         ``(batch, False)`` for a column's distinct values (nulls included)."""
 
+    def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
+        """The rows' values of ``columns``, batch by batch, as stored (typed or text).
+
+        For work that needs rows rather than counts — the held-out split and the
+        evaluation on held-out rows (:mod:`marg.marginals.holdout`): they reach this
+        process, at the site, and are encoded by the same rules as a file's.
+        """
+        from marg.errors import InputError
+
+        raise InputError(f"{self.name}: this source cannot give its rows")
+
     def close(self) -> None:
         """Release connections (idempotent)."""
 

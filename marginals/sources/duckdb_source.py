@@ -10,7 +10,7 @@ connections (:data:`NAN_SAFE`), because it mis-tests NaN.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ import pyarrow as pa
 from ..io import NULL_VALUES, _delimiter, _is_parquet
 from .base import first_line
 from .sql import DUCKDB, table_sql
-from .sqlsource import NotANumber, SQLSource, parse_query_string
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
 
 # DuckDB 2.0 decides isnan(x) (and x > 'inf') from Parquet/column statistics, which leave
@@ -110,6 +110,19 @@ class DuckDBSource(SQLSource):
             return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB < 1.4
         except duckdb.ConversionException as exc:
             raise NotANumber(first_line(exc)) from None
+        except duckdb.Error as exc:
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
+
+    def fetch_batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[pa.Table]:
+        duckdb = _duckdb()
+        con = self._connect()
+        try:
+            rel = con.sql(sql, params=list(params))
+            reader = rel.to_arrow_reader(ROW_BATCH) if hasattr(rel, "to_arrow_reader") else rel.fetch_record_batch(ROW_BATCH)
+            for batch in reader:
+                yield pa.Table.from_batches([batch])
+        except duckdb.ConversionException as exc:
+            raise InputError(f"{self.name}: a numeric column holds a value that is not a number ({first_line(exc)})") from None
         except duckdb.Error as exc:
             raise InputError(f"{self.name}: {first_line(exc)}") from None
 

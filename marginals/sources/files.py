@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ..codebook import Codebook
 from ..encoding import iter_encoded
-from ..io import column_names, iter_batches
+from ..io import column_names, iter_batches, iter_typed_batches
 from ..tables import MarginalTable, TableCounter
 from .base import Source
 from marg.errors import InputError
@@ -27,8 +27,6 @@ class FileSource(Source):
     def __init__(self, path: Path):
         self.path = Path(path)
         self.name = self.path.name
-        self.exclude = None  # a marginals.holdout.Holdout: count only the rows it does not hold out
-        self.held_rows = 0  # rows the last count left out
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "file", "engine": "local", "file": self.path.name}
@@ -42,19 +40,17 @@ class FileSource(Source):
         cliques: Sequence[tuple[str, ...]],
         progress: Callable[[int], None] | None = None,
     ) -> tuple[list[MarginalTable], int]:
-        from ..holdout import select
-
         counter = TableCounter(codebook, cliques)
-        self.held_rows = 0
         for enc in iter_encoded(self.path, codebook, progress=progress, prefetch=True):
-            if self.exclude is not None:
-                held = self.exclude.mask(enc.start_row, len(enc.y))
-                self.held_rows += int(held.sum())
-                enc = select(enc, ~held)
             counter.add_encoded(enc)
         if counter.n_rows == 0:
-            raise InputError(f"{self.name} has no data rows" + (" outside the holdout" if self.held_rows else ""))
+            raise InputError(f"{self.name} has no data rows")
         return counter.tables(), counter.n_rows
+
+    def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
+        from ..encoding import _prefetched
+
+        return _prefetched(iter_typed_batches(self.path, columns))
 
     def draft_batches(self, columns: list[str]) -> Iterator[tuple[dict[str, pa.Array], bool]]:
         for batch in iter_batches(self.path, columns):

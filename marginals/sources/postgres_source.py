@@ -11,13 +11,13 @@ and no error message repeats the password. Needs the optional extra ``postgres``
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 
 from .sql import POSTGRES, table_sql
-from .sqlsource import NotANumber, SQLSource, parse_query_string
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
 
 MARG_PARAMS = ("table", "schema", "query")
@@ -114,6 +114,27 @@ class PostgresSource(SQLSource):
             return pa.table({n: pa.array(list(c)) for n, c in zip(names, cols)}) if names else pa.table({})
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise InputError(f"{self.name}: cannot read the result: {exc}") from None
+
+    def fetch_batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[pa.Table]:
+        """A server-side cursor, :data:`ROW_BATCH` rows at a time (the rows never sit in memory at once)."""
+        psycopg = _psycopg()
+        con = self._connect()
+        try:
+            with con.cursor(name="marg_rows") as cur:
+                cur.execute(sql, list(params))
+                while True:
+                    rows = cur.fetchmany(ROW_BATCH)
+                    if not rows:
+                        break
+                    cols = list(zip(*rows))
+                    try:
+                        yield pa.table({f"c{i}": pa.array(list(c)) for i, c in enumerate(cols)})
+                    except (pa.ArrowException, TypeError, ValueError) as exc:
+                        raise InputError(f"{self.name}: cannot read the result: {exc}") from None
+            con.rollback()
+        except psycopg.Error as exc:
+            self._rollback()
+            raise self._error(exc) from None
 
     def _rollback(self) -> None:
         try:

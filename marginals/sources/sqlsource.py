@@ -24,6 +24,7 @@ from marg.errors import InputError
 
 DRAFT_DISTINCT = 10_001  # more distinct values than this: an identifier or a continuous column
 DRAFT_SAMPLE = 200_000  # rows sampled for drafting bin edges
+ROW_BATCH = 65_536  # rows per batch when the rows themselves are needed (the held-out split)
 
 
 class NotANumber(Exception):
@@ -47,6 +48,18 @@ class SQLSource(Source):
     @abstractmethod
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """Run ``sql`` and return its whole (small) result as an Arrow table."""
+
+    @abstractmethod
+    def fetch_batches(self, sql: str, params: Sequence[Any] = ()) -> Iterator[pa.Table]:
+        """Run ``sql`` and return its result in batches of at most :data:`ROW_BATCH` rows."""
+
+    def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
+        self.check_columns(columns)
+        src, params = self.select()
+        sql = f"SELECT {', '.join(self.dialect.ident(c) for c in columns)} FROM ({src}) AS src"
+        for t in self.fetch_batches(sql, params):
+            if t.num_rows:
+                yield {c: t.column(i).combine_chunks() for i, c in enumerate(columns)}
 
     def columns(self) -> list[str]:
         src, params = self.select()
