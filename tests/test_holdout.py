@@ -201,17 +201,18 @@ def test_holdout_refusals(sites, tmp_path):
     r = run("learn", tmp_path / "a.bundle", "--out", tmp_path / "m.json", "--allow-unsigned", "--learner", "nb")
     assert r.exit_code == 0, r.output
     ev = ("--evaluate", tmp_path / "m.json", "--allow-unsigned", "--ledger", led, "--min-cell", "1")
-    # the data changed since the export: its held-out rows are unknown
+    # the data changed since the export: a held-out row is gone (the split is random with the site's key, so the
+    # removed row is chosen among the held-out ones; removing only training rows leaves the evaluation valid)
     lines = f.read_text().splitlines()
+    enc = encode_file(f, demo_codebook())
+    mask = Splitter(Holdout(0.2), site_key(led)).mask(enc)
+    k = int(np.flatnonzero(mask)[0]) + 1  # a held-out row (line k of the data, after the header)
     changed = tmp_path / "changed.csv"
-    changed.write_text("\n".join(lines[:-10]) + "\n")
+    changed.write_text("\n".join(lines[:k] + lines[k + 1:]) + "\n")
     r = run("export", changed, "--schema", schema, "--site", "north", "--out", tmp_path / "e.eval", *ev)
     assert r.exit_code == 2 and "the data changed since the export" in r.stderr and not (tmp_path / "e.eval").exists()
     # the same number of rows, one of them edited: caught by the held-out rows' fingerprint
     edited = tmp_path / "edited.csv"
-    enc = encode_file(f, demo_codebook())
-    mask = Splitter(Holdout(0.2), site_key(led)).mask(enc)
-    k = int(np.flatnonzero(mask)[0]) + 1  # a held-out row (line k of the data, after the header)
     cells = lines[k].split(",")
     cells[-1] = "yes" if cells[-1] == "no" else "no"
     edited.write_text("\n".join(lines[:k] + [",".join(cells)] + lines[k + 1:]) + "\n")
