@@ -1,0 +1,186 @@
+"""The automatic choice (``marg learn`` without --learner) on small clinical sets and on adult under DP (issue 24).
+
+Run: nice -n 10 python bench/auto_choice.py [--reps 5] [--sets credit,bcw,clvheart,huheart] [--adult-reps 1]
+
+Protocol (every number from one run):
+- Each repetition (seed = 1000 + rep) draws a random 70/30 train/test split; the training rows
+  go to three sites of 50 / 30 / 20 %. Each site's **exact** count tables (first-order and
+  every pair-with-label table: ``--stats all``) are counted; the learner's Summary sums them
+  and keeps each site's own tables (as ``marg learn`` does for 2-20 sites).
+- ``auto`` is :class:`marg.learners.auto.AutoLearner` with every default (``prefer="balanced"``:
+  the smallest certificate among the candidates whose leave-one-site-out estimated error is
+  within 0.02 of the best). Every candidate is printed side by side: its estimated error,
+  its certificate and its **test error** (deterministic rule on the 30 % test rows).
+- Targets: the default's certificate < 0.5 on every split, and its test error within 0.02 of
+  the best candidate's test error on that split.
+- Sets: credit-a (bench/privacy.py's coding: PMLB levels, continuous columns cut at the
+  training rows' terciles), breast-w, cleveland (num > 0) and hungarian under the public
+  codebooks of bench/boost_data.py.
+- ``--adult-reps R``: adult, 80/20 split, the same three sites each exporting with
+  ``marg export --epsilon 1`` defaults (bench/privacy.py's ``default_path``), learned by
+  ``marg learn`` defaults; the default's error, certificate, the candidates and, when every
+  certificate is trivial, the patients a non-trivial one would need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SHARES = (0.5, 0.3, 0.2)
+
+
+def load(name: str):
+    """(make(train idx) → (codebook, X codes), y) of one set."""
+    if name == "credit":
+        return _bench_module("privacy").load_set("credit")
+    cb, X, y = _bench_module("boost_data").load(name)
+    return (lambda tr: (cb, X)), y
+
+
+def site_summary(cb, X, y, sites):
+    from marg.marginals.summary import Summary, sum_tables
+    from marg.marginals.tables import count_tables, plan_cliques
+
+    plan = plan_cliques(cb, "all")
+    parts = [(f"site{k}", count_tables(cb, X[s], y[s], plan)) for k, s in enumerate(sites)]
+    return Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts)
+
+
+def one_split(name: str, rep: int, test_share: float = 0.3):
+    from marg.learners.auto import AutoLearner
+
+    make, y = load(name)
+    rng = np.random.default_rng(1000 + rep)
+    perm = rng.permutation(y.size)
+    n_te = int(round(test_share * y.size))
+    te, tr = perm[:n_te], perm[n_te:]
+    cb, X = make(tr)
+    cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+    sites = np.split(tr, cuts)
+    S = site_summary(cb, X, y, sites)
+    t0 = time.perf_counter()
+    auto = AutoLearner().fit(S)
+    secs = time.perf_counter() - t0
+    cands = []
+    for row, est in zip(auto.candidates_, auto.fitted_):
+        test = float(np.mean(est.predict(X[te]) != y[te])) if est is not None else float("nan")
+        cands.append({**row.to_dict(), "test": test})
+    return {"n_train": int(tr.size), "n_test": int(te.size), "sites": [int(s.size) for s in sites],
+            "candidates": cands, "seconds": secs}
+
+
+def name_of(c: dict) -> str:
+    return c["learner"] + ("" if not c["params"] else "(" + ",".join(f"{k}={v}" for k, v in c["params"].items()) + ")")
+
+
+def report_small(sets, reps) -> None:
+    print("| set | split | n train (sites) | " + "candidate: est. error / certificate / test error | " * 3
+          + "default | default cert < 0.5 | default test − best test | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    summary = []
+    for name in sets:
+        met_c = met_e = 0
+        for rep in range(reps):
+            r = one_split(name, rep)
+            cs = r["candidates"]
+            chosen = next(c for c in cs if c["chosen"])
+            best_test = min(c["test"] for c in cs if c["certificate"] is not None)
+            gap = chosen["test"] - best_test
+            ok_c, ok_e = chosen["certificate"] < 0.5, gap <= 0.02 + 1e-12
+            met_c += ok_c
+            met_e += ok_e
+            cells = []
+            for c in cs:
+                est = "—" if c["error"] is None else f"{c['error']:.3f}"
+                cert = "—" if c["certificate"] is None else f"{c['certificate']:.3f}"
+                cells.append(f"{name_of(c)}: {est} / {cert} / {c['test']:.3f}")
+            print(f"| {name} | {rep} | {r['n_train']} ({'/'.join(map(str, r['sites']))}) | " + " | ".join(cells)
+                  + f" | {name_of(chosen)} | {'yes' if ok_c else 'NO'} ({chosen['certificate']:.3f}) | "
+                  f"{gap:+.3f} {'ok' if ok_e else 'NOT MET'} | {r['seconds']:.1f} |", flush=True)
+        summary.append((name, met_c, met_e))
+    print()
+    for name, mc, me in summary:
+        print(f"- {name}: certificate < 0.5 on {mc}/{reps} splits; test error within 0.02 of the best candidate on "
+              f"{me}/{reps}")
+
+
+def report_adult(reps: int, eps: float) -> None:
+    from marg.api import trivial_certificate_warning
+    from marg.cli.learn import choice_lines
+    from marg.protocols.load import load_summary
+    from marg.protocols.export import export_site
+
+    priv = _bench_module("privacy")
+    make, y = priv.load_set("adult")
+    print(f"\nadult, ε = {eps:g} per site, sites 50/30/20 % of an 80 % training split, `marg learn` defaults:\n")
+    for rep in range(reps):
+        rng = np.random.default_rng(1000 + rep)
+        perm = rng.permutation(y.size)
+        n_te = y.size // 5
+        te, tr = perm[:n_te], perm[n_te:]
+        cb, X = make(tr)
+        cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+        sites = np.split(tr, cuts)
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for k, s in enumerate(sites):
+                out = Path(d) / f"site{k}.bundle"
+                export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, epsilon=eps)
+                paths.append(out)
+            summary = load_summary(paths, allow_unsigned=True)
+            from marg.api import learn
+
+            res = learn(summary, "auto", {})
+        err = float(np.mean(res.model.predict(X[te]) != y[te]))
+        print(f"split {rep}: test error {err:.4f}, certificate {res.model.worst_case_error:.4f} "
+              f"({res.model.learner}), {time.perf_counter() - t0:.0f} s")
+        for line in choice_lines(res.report):
+            print("    " + line)
+        w = trivial_certificate_warning(res.model, summary)
+        if w:
+            print("    " + w)
+
+
+def main() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sets", default="credit,bcw,clvheart,huheart")
+    ap.add_argument("--adult-reps", type=int, default=0)
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"numpy {np.__version__}; {args.reps} seeded splits per set; sites 50/30/20 % of the training rows\n")
+    sets = [s for s in args.sets.split(",") if s]
+    if sets:
+        report_small(sets, args.reps)
+    if args.adult_reps:
+        report_adult(args.adult_reps, args.epsilon)
+
+
+if __name__ == "__main__":
+    main()
