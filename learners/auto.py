@@ -7,13 +7,13 @@ per candidate:
   rule it predicts with, at the same coverage for all); a training-sample quantity (2γ) is
   replaced by W(h) of the rule (:func:`marg.learners.certify.certify`);
 - its **estimated error** (:mod:`marg.learners.cross_site`): with 2–20 sites' own tables,
-  **leave-one-site-out** — the candidate refitted without site k, its rule's plug-in error
-  on site k's tables (the class-conditional score taken normal with the mean and covariance
-  the first-order and pair tables fix), averaged over the sites by their n; with one site
-  (or more than 20), the fitted rule's plug-in error **in sample** on the whole summary
-  (optimistic: the tables it was fitted on). A candidate whose rule is not additive over
-  one-hot features (a DCC with edges, boost) or uses raw numeric features gets no estimate,
-  and says why.
+  **leave-one-site-out** — the candidate refitted without site k, its error on rows
+  simulated from site k's tables (the tree-augmented naive-Bayes distribution those tables
+  determine; the model's own ``predict``, so any rule and tie-break is covered), averaged
+  over the sites by their n; with one site (or more than 20), the fitted model's error on
+  rows simulated from the whole summary **in sample** (optimistic: the tables it was fitted
+  on). Raw numeric features give no estimate (only their moments are released), and the
+  row says why.
 
 The choice (:func:`choose`) is one stated rule, set by ``prefer``:
 
@@ -26,8 +26,9 @@ The choice (:func:`choose`) is one stated rule, set by ``prefer``:
 
 The chosen fitted estimator is ``chosen_``; predictions and the certificate are its own.
 Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
-many patients would give the chosen learner a non-trivial one under the same noise
-(:func:`marg.learners.sample_size.patients_needed`).
+many patients would give a candidate a non-trivial one under the same noise
+(:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
+certificate, the first that gets there within 2¹⁴·n patients).
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marg.errors import InputError
+from marg.errors import InconsistentStatistics, InputError
 
 from .base import Certificate, MarginalEstimator, check_choice, check_number, estimator_class, features_param
-from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, in_sample_error, loso_errors
+from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mrc", {}),
@@ -142,7 +143,7 @@ class AutoLearner(MarginalEstimator):
     error_method_ : str
         How errors were estimated, in words.
     patients_ : PatientsNeeded or None
-        Under DP with every certificate trivial: the patients the chosen learner would need.
+        Under DP with every certificate trivial: the patients a candidate would need (module docstring).
     certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
     """
 
@@ -229,7 +230,7 @@ class AutoLearner(MarginalEstimator):
         self.rule_ = words
         self.patients_ = None
         if summary.is_noisy and all(f is None or f.certificate_.trivial for f in fitted):
-            self.patients_ = self._patients(summary, cands[k])
+            self.patients_ = self._patients(summary, cands, rows)
         self._adopt(chosen)
         return self
 
@@ -251,27 +252,38 @@ class AutoLearner(MarginalEstimator):
             return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
                     "rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n")
         why = ("one site's tables" if len(parts) <= 1 else f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
+        try:
+            sample: TanSample | str = tan_sample(summary)
+        except InputError as exc:
+            sample = str(exc)
         for k, est in enumerate(fitted):
-            if est is None:
-                continue
-            try:
-                res: ErrorEstimate | str = in_sample_error(est, summary)
-            except InputError as exc:
-                res = str(exc)
-            _record(rows[k], res)
+            if est is not None:
+                _record(rows[k], sample if isinstance(sample, str) else
+                        ErrorEstimate(sample_error(est, sample), "in-sample"))
         return (f"in sample ({why}): each model's error on rows simulated from the tables it was fitted on "
                 "(tree-augmented naive Bayes) — optimistic")
 
-    def _patients(self, summary: Any, cand: tuple[str, dict[str, Any]]) -> Any:
+    def _patients(self, summary: Any, cands: list, rows: list[CandidateRow]) -> Any:
         from .sample_size import patients_needed
 
-        name, params = cand
+        order = sorted((k for k, r in enumerate(rows) if r.certificate is not None),
+                       key=lambda k: (rows[k].certificate, math.inf if rows[k].error is None else rows[k].error, k))
+        last = None
+        for k in order:
+            name, params = cands[k]
 
-        def certificate_at(scaled: Any) -> float:
-            est = self._make(name, params).fit(scaled)
-            return float(own_certificate(est, scaled, self.coverage).value)
+            def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
+                try:
+                    est = self._make(name, params).fit(scaled)
+                    return float(own_certificate(est, scaled, self.coverage).value)
+                except InconsistentStatistics:  # the noise left the box empty at this size: no bound there
+                    return 1.0
 
-        return patients_needed(certificate_at, summary, summary.n_classes)
+            last = patients_needed(certificate_at, summary, summary.n_classes)
+            last.learner = name + _params_words(params)
+            if last.needed is not None:
+                break
+        return last
 
     def _adopt(self, chosen: MarginalEstimator) -> None:
         self.certificate_ = chosen.certificate_
@@ -338,16 +350,19 @@ def own_certificate(est: Any, summary: Any, coverage: float) -> Certificate:
     return est.certificate_
 
 
-def patients_line(report: dict[str, Any], epsilon_words: str = "under this DP noise") -> str | None:
+def _params_words(params: dict[str, Any]) -> str:
+    return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+
+
+def patients_line(report: dict[str, Any]) -> str | None:
     """One line for a choice whose every certificate is trivial under DP: the patients now and
-    the patients the chosen learner would need (None when the report has no such record)."""
+    the patients a candidate would need (None when the report has no such record)."""
     p = report.get("auto_patients")
     if not p:
         return None
-    chosen = next((r["learner"] for r in report.get("auto", []) if r.get("chosen")), report.get("learner", "the model"))
-    head = (f"{epsilon_words}, {p['n']:,.0f} patients are too few for an informative certificate from any candidate "
-            f"(each ≥ {p['threshold']:.2g}, what guessing achieves)")
+    head = (f"under the sites' DP noise {p['n']:,.0f} patients are too few for an informative certificate from any "
+            f"candidate (each ≥ 1 − 1/K = {p['threshold']:.3g}, what guessing achieves)")
     if p["needed"] is None:
-        return head + f"; {chosen} stays trivial even at {p['tried']:,} patients with the same noise per site"
-    return head + (f"; {chosen} would need about {p['needed']:,} patients with the same noise per table cell "
+        return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
+    return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
                    f"(its certificate there: {p['certificate']:.3f})")

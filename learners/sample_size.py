@@ -5,8 +5,8 @@ so a small study can be too small for any informative certificate: the confidenc
 wide that every rule's worst case is no better than guessing (≥ 1 − 1/K). The question a
 study planner asks is how many patients would change that.
 
-**Method** (:func:`patients_needed`). Scale every released table by a factor t (counts ×
-t: the same cell proportions τ, n·t patients) keeping each table's noise record — the
+**Method** (:func:`patients_needed`). Scale every (post-processed) table by a factor t
+(counts × t: the same cell proportions τ, n·t patients) keeping each table's noise record — the
 same mechanism and the same per-cell noise scale, i.e. the same ε per site and the same
 number of sites — and recompute the certificate with ``certificate_at(scaled summary)``
 (:func:`scaled_summary`; the caller refits its learner and reads its certificate). The
@@ -44,6 +44,10 @@ class PatientsNeeded:
         The largest number of patients tried.
     threshold : float
         1 − 1/K.
+    factor : float
+        The multiple of every table at which ``certificate`` was computed (``needed`` = ⌈n·factor⌉).
+    learner : str
+        Which learner (the caller's name for it; "" when not said).
     """
 
     n: float
@@ -51,22 +55,28 @@ class PatientsNeeded:
     certificate: float
     tried: int
     threshold: float
+    factor: float
+    learner: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "needed": self.needed, "certificate": self.certificate, "tried": self.tried,
-                "threshold": self.threshold}
+                "threshold": self.threshold, "factor": self.factor, "learner": self.learner}
 
 
 def scaled_summary(summary: Any, factor: float) -> Summary:
-    """``summary``'s released tables with every count (and moment sum) multiplied by ``factor``,
-    each keeping its noise record (so the per-cell noise scale is unchanged); post-processed again."""
-    tables = [MarginalTable(t.clique, t.counts * float(factor), t.noise, t.kind) for t in summary.released().tables]
+    """``summary``'s tables with every count (and moment sum) multiplied by ``factor``, each keeping
+    its noise record (so the per-cell noise scale is unchanged).
+
+    The tables scaled are the post-processed ones (consistent, non-negative: the best estimate
+    of the counts): scaling the tables as released would scale their noise draws too, far
+    beyond the recorded scale, and leave no distribution in the confidence box."""
+    tables = [MarginalTable(t.clique, t.counts * float(factor), t.noise, t.kind) for t in summary.tables]
     return Summary(summary.codebook, tables, provenance=summary.provenance, parent_fingerprint=summary.parent_fingerprint,
                    postprocess=summary.postprocess)
 
 
 def patients_needed(certificate_at: Callable[[Summary], float], summary: Any, n_classes: int,
-                    max_factor: float = 2.0 ** 20, rel_tol: float = 0.02) -> PatientsNeeded:
+                    max_factor: float = 2.0 ** 14, rel_tol: float = 0.02) -> PatientsNeeded:
     """The smallest study size (to ``rel_tol``) whose certificate is below 1 − 1/K (see the module docstring).
 
     Parameters
@@ -97,7 +107,7 @@ def patients_needed(certificate_at: Callable[[Summary], float], summary: Any, n_
         lo, c_hi = t, c
         t *= 2.0
     if hi is None:
-        return PatientsNeeded(n, None, c_hi, int(math.ceil(n * lo)), threshold)
+        return PatientsNeeded(n, None, c_hi, int(math.ceil(n * lo)), threshold, lo)
     while hi / lo > 1.0 + rel_tol:
         mid = math.sqrt(lo * hi)
         ok, c = informative(mid)
@@ -105,4 +115,4 @@ def patients_needed(certificate_at: Callable[[Summary], float], summary: Any, n_
             hi, c_hi = mid, c
         else:
             lo = mid
-    return PatientsNeeded(n, int(math.ceil(n * hi)), c_hi, int(math.ceil(n * hi)), threshold)
+    return PatientsNeeded(n, int(math.ceil(n * hi)), c_hi, int(math.ceil(n * hi)), threshold, hi)

@@ -1,0 +1,241 @@
+"""The automatic choice: the rule on a constructed table, the simulated plug-in error, the chooser end to end
+on a three-site study, the patients a non-trivial DP certificate needs, and the console script's table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from marg.errors import InputError
+from marg.learners.auto import AutoLearner, CandidateRow, choose, own_certificate
+from marg.learners.base import REGISTRY
+from marg.learners.cross_site import SEED, in_sample_error, sample_error, tan_sample
+from marg.learners.naive_bayes import NaiveBayes
+from marg.learners.sample_size import scaled_summary
+from marg.learners.structure import chow_liu_forest
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.summary import Summary, sum_tables
+from marg.marginals.tables import count_tables, plan_cliques
+
+
+def _row(name, error, cert):
+    return CandidateRow(name, {}, error=error, certificate=cert, kind="R*" if cert is not None else "")
+
+
+def test_the_rule_on_a_constructed_table():
+    rows = [_row("a", 0.150, 0.90), _row("b", 0.165, 0.40), _row("c", 0.171, 0.30), _row("d", None, 0.10),
+            _row("e", None, None)]
+    k, words = choose(rows)
+    assert rows[k].learner == "b"  # c is 0.021 above the best; d has no estimate; e was not fitted
+    assert "within 0.02 of the best (0.1500)" in words
+    assert rows[choose(rows, tolerance=0.03)[0]].learner == "c"
+    assert rows[choose(rows, prefer="accuracy")[0]].learner == "a"
+    assert rows[choose(rows, prefer="certificate")[0]].learner == "d"
+    # ties: the same certificate goes to the smaller estimated error, the same error to the smaller certificate
+    tie = [_row("x", 0.16, 0.4), _row("y", 0.15, 0.4), _row("z", 0.15, 0.5)]
+    assert tie[choose(tie)[0]].learner == "y" and tie[choose(tie, prefer="accuracy")[0]].learner == "y"
+    # no estimate at all: the smallest certificate, and the words say why
+    k, words = choose([_row("p", None, 0.7), _row("q", None, 0.6)])
+    assert k == 1 and "no candidate's error could be estimated" in words
+    with pytest.raises(InputError, match="no learner could be fitted"):
+        choose([_row("e", None, None)])
+    with pytest.raises(InputError, match="unknown prefer 'speed'"):
+        choose(rows, prefer="speed")
+
+
+def _tan_rows(rng, n):
+    """Rows from a known TAN distribution: y, then X0 | y, X1 | X0, y, X2 | X1, y, X3 | y."""
+    y = (rng.random(n) < 0.4).astype(np.int64)
+    x0 = np.where(rng.random(n) < np.where(y == 1, 0.7, 0.3), 1, 0) + (rng.random(n) < 0.2)
+    x1 = np.where(rng.random(n) < 0.8, np.minimum(x0, 1), 1 - np.minimum(x0, 1))
+    x2 = np.where(rng.random(n) < np.where(y == 1, 0.75, 0.35), x1, 1 - x1)
+    x3 = (rng.random(n) < np.where(y == 1, 0.6, 0.45)).astype(np.int64)
+    return np.column_stack([x0, x1, x2, x3]).astype(np.float64), y
+
+
+def _tan_codebook():
+    return Codebook(features=(CategoricalFeature("x0", ("a", "b", "c")), CategoricalFeature("x1", ("a", "b")),
+                              CategoricalFeature("x2", ("a", "b")), CategoricalFeature("x3", ("a", "b"))),
+                    label=Label("y", ("no", "yes")))
+
+
+def test_simulated_rows_reproduce_the_tables_on_the_forest():
+    rng = np.random.default_rng(0)
+    cb = _tan_codebook()
+    X, y = _tan_rows(rng, 4000)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    smp = tan_sample(S, draws=20000)
+    T = Summary.from_rows(cb, smp.X, smp.y, stats="all")
+    assert np.isclose(smp.w.sum(), 1.0) and np.allclose([smp.w[smp.y == c].sum() for c in (0, 1)], S.prior)
+    tol = 4.0 / np.sqrt(20000)  # 4 standard errors of a proportion
+    for f in cb.feature_names:  # p(x_i | y)
+        P, Q = S.counts((f, "y")), T.counts((f, "y"))
+        assert np.abs(P / P.sum(0) - Q / Q.sum(0)).max() < tol
+    edges, _ = chow_liu_forest(S)
+    assert len(edges) == 3
+    for i, j in edges:  # p(x_i, x_j | y) on the forest's edges
+        a, b = cb.features[i].name, cb.features[j].name
+        P, Q = S.counts((a, b, "y")), T.counts((a, b, "y"))
+        assert np.abs(P / P.sum((0, 1)) - Q / Q.sum((0, 1))).max() < tol
+    assert tan_sample(S, draws=500).X.tolist() == tan_sample(S, draws=500).X.tolist()  # a fixed seed
+
+
+def test_plug_in_error_is_the_population_error_when_the_population_is_tan():
+    """Tables of a large sample from a TAN population: the simulated error of a rule is its error on
+    fresh rows of that population (the estimate is exact up to Monte Carlo and sampling error)."""
+    rng = np.random.default_rng(1)
+    cb = _tan_codebook()
+    X, y = _tan_rows(rng, 200_000)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    Xt, yt = _tan_rows(rng, 200_000)
+    for est in (NaiveBayes().fit(S), REGISTRY["mrc"]().fit(S)):
+        truth = float(np.mean(est.predict(Xt) != yt))
+        assert in_sample_error(est, S).value == pytest.approx(truth, abs=0.01), est.learner
+
+
+def _three_sites(rng, sizes, epsilon=None):
+    from marg.marginals.privacy import privatize
+
+    cb = _tan_codebook()
+    plan = plan_cliques(cb, "all")
+    parts = []
+    for k, n in enumerate(sizes):
+        X, y = _tan_rows(rng, n)
+        tabs = count_tables(cb, X, y, plan)
+        if epsilon is not None:
+            tabs, _ = privatize(tabs, epsilon=epsilon, codebook=cb)
+        parts.append((f"s{k}", tabs))
+    return cb, Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts), parts
+
+
+def test_the_chooser_end_to_end_on_three_exact_sites():
+    rng = np.random.default_rng(2)
+    cb, S, parts = _three_sites(rng, (250, 150, 100))
+    auto = AutoLearner(coverage=0.9).fit(S)
+    rows = auto.candidates_
+    assert [r.learner for r in rows] == ["mrc", "dcc", "dcc", "nb", "renyi"]
+    for k, (row, fitted) in enumerate(zip(rows, auto.fitted_)):
+        # the certificate is the candidate's own, fitted alone at the same coverage
+        alone = REGISTRY[row.learner](**row.params, coverage=0.9).fit(S)
+        assert row.certificate == pytest.approx(own_certificate(alone, S, 0.9).value, abs=1e-9)
+        # the estimate: fitted without site j, its error on rows simulated from site j's tables
+        folds = []
+        for j in range(3):
+            rest = Summary(cb, sum_tables([p[1] for i, p in enumerate(parts) if i != j])[0])
+            est = REGISTRY[row.learner](**{**row.params, **({"certify": "bound"} if row.learner == "nb" else {})},
+                                        coverage=0.9).fit(rest)
+            folds.append(sample_error(est, tan_sample(Summary(cb, list(parts[j][1])), seed=SEED + j)))
+        assert row.method == "loso" and row.folds == pytest.approx(folds, abs=1e-12)
+        assert row.error == pytest.approx(np.average(folds, weights=[250, 150, 100]), abs=1e-12)
+    best = min(r.error for r in rows)
+    eligible = [r for r in rows if r.error <= best + 0.02]
+    want = min(eligible, key=lambda r: (r.certificate, r.error))
+    assert [r.chosen for r in rows].count(True) == 1 and next(r for r in rows if r.chosen) is want
+    k = rows.index(want)
+    assert auto.chosen_ is auto.fitted_[k] and auto.certificate_ == auto.chosen_.certificate_
+    X, _ = _tan_rows(rng, 300)
+    assert np.array_equal(auto.predict(X), auto.fitted_[k].predict(X))
+    by_err = AutoLearner(coverage=0.9, prefer="accuracy").fit(S)
+    assert next(r for r in by_err.candidates_ if r.chosen).error == min(r.error for r in rows)
+    by_cert = AutoLearner(coverage=0.9, prefer="certificate").fit(S)
+    assert next(r for r in by_cert.candidates_ if r.chosen).certificate == min(r.certificate for r in rows)
+    assert auto.patients_ is None  # exact tables: no DP line
+
+
+def test_one_site_uses_the_in_sample_estimate_and_says_so():
+    rng = np.random.default_rng(3)
+    cb = _tan_codebook()
+    X, y = _tan_rows(rng, 500)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    auto = AutoLearner(candidates=[("mrc", {}), ("nb", {})]).fit(S)
+    assert auto.error_method_.startswith("in sample (one site's tables)")
+    for row, est in zip(auto.candidates_, auto.fitted_):
+        assert row.method == "in-sample" and row.error == pytest.approx(in_sample_error(est, S).value, abs=1e-12)
+    with pytest.raises(InputError, match="cannot be auto itself"):
+        AutoLearner(candidates=[("auto", {})]).fit(S)
+
+
+def test_under_dp_too_few_patients_gives_the_patients_a_non_trivial_certificate_needs():
+    rng = np.random.default_rng(4)
+    cb, S, _ = _three_sites(rng, (300, 200, 100), epsilon=0.3)
+    auto = AutoLearner(candidates=[("mrc", {}), ("nb", {"certify": "bound"})]).fit(S)
+    assert all(r.certificate >= 0.5 - 1e-9 for r in auto.candidates_)  # every candidate trivial
+    p = auto.patients_
+    assert p is not None and p.needed is not None and p.needed > S.n and p.certificate < 0.5
+    cand = next(r for r in auto.candidates_ if r.learner + ("(certify=bound)" if r.params else "") == p.learner)
+    # recompute: the same learner on the tables scaled to that many patients, the noise records kept
+    big = scaled_summary(S, p.factor)
+    assert big.n == pytest.approx(p.needed, rel=0.02)
+    assert [t.noise for t in big.released().tables] == [t.noise for t in S.tables]
+    est = REGISTRY[cand.learner](**cand.params).fit(big)
+    assert own_certificate(est, big, 0.95).value == pytest.approx(p.certificate, abs=1e-9)
+    from marg.learners.auto import patients_line
+
+    line = patients_line(auto.choice_report())
+    assert f"would need about {p.needed:,} patients" in line and "\n" not in line
+
+
+def test_estimator_persistence_keeps_the_table(tmp_path):
+    rng = np.random.default_rng(5)
+    cb, S, _ = _three_sites(rng, (200, 100, 100))
+    auto = AutoLearner(candidates=[("mrc", {}), ("renyi", {})]).fit(S)
+    again = AutoLearner.from_dict(json.loads(json.dumps(auto.to_dict())))
+    assert [r.to_dict() for r in again.candidates_] == [r.to_dict() for r in auto.candidates_]
+    assert again.rule_ == auto.rule_ and again.chosen_.learner == auto.chosen_.learner
+
+
+# ------------------------------------------------------------------ the console script
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from tests.test_console_script import marg
+
+    tmp = tmp_path_factory.mktemp("auto")
+    schema = tmp / "codebook.json"
+    demo_codebook().save(schema)
+    bundles = []
+    for k, prof in enumerate(SITES):
+        data = tmp / f"{prof.name}.csv"
+        write_csv(data, generate(300, prof, seed=70 + k), slice(0, 300))
+        out = tmp / f"{prof.name}.bundle"
+        r = marg("export", data, "--schema", schema, "--site", prof.name, "--out", out, "--stats", "all",
+                 "--min-cell", "1", "--no-ledger", cwd=tmp)
+        assert r.returncode == 0, r.stderr
+        bundles.append(out)
+    return tmp, bundles
+
+
+@pytest.mark.parametrize("prefer", ["balanced", "certificate"])
+def test_console_script_table_matches_the_model_file(study, prefer):
+    from marg.cli.learn import choice_lines
+    from marg.learners.model import Model
+    from tests.test_console_script import marg
+
+    tmp, bundles = study
+    out, out2 = tmp / f"auto-{prefer}.json", tmp / f"auto-{prefer}-2.json"
+    r = marg("learn", *bundles, "--prefer", prefer, "--out", out, "--json", "--allow-unsigned", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    m = Model.load(out)
+    rep = m.info["report"]
+    assert d["auto"] == rep["auto"] and d["auto_rule"] == rep["auto_rule"] and d["auto_prefer"] == prefer
+    chosen = [c for c in d["auto"] if c["chosen"]]
+    assert len(chosen) == 1 and m.learner == chosen[0]["learner"] == d["learner"]
+    assert m.worst_case_error == pytest.approx(chosen[0]["certificate"], abs=1e-12)
+    fitted = [c for c in d["auto"] if c["certificate"] is not None]
+    if prefer == "certificate":
+        assert chosen[0]["certificate"] == min(c["certificate"] for c in fitted)
+    else:
+        best = min(c["error"] for c in fitted if c["error"] is not None)
+        ok = [c for c in fitted if c["error"] is not None and c["error"] <= best + 0.02]
+        assert chosen[0]["certificate"] == min(c["certificate"] for c in ok)
+    text = marg("learn", *bundles, "--prefer", prefer, "--out", out2, "--allow-unsigned", cwd=tmp)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    printed = choice_lines(Model.load(out2).info["report"])
+    assert lines[: len(printed)] == printed  # the table printed is the one the model file keeps
+    assert sum(1 for ln in printed if ln.startswith("  * ")) == 1
+    bad = marg("learn", *bundles, "--prefer", "speed", "--out", tmp / "x.json", "--allow-unsigned", cwd=tmp)
+    assert bad.returncode == 2 and "unknown prefer 'speed'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
