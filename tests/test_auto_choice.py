@@ -12,12 +12,10 @@ from marg.errors import InputError
 from marg.learners.auto import AutoLearner, CandidateRow, choose, own_certificate
 from marg.learners.base import REGISTRY
 from marg.learners.cross_site import SEED, in_sample_error, sample_error, tan_sample
-from marg.learners.naive_bayes import NaiveBayes
 from marg.learners.sample_size import scaled_summary
-from marg.learners.structure import chow_liu_forest
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary, sum_tables
 from marg.marginals.tables import count_tables, plan_cliques
+from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
 
 
 def _row(name, error, cert):
@@ -43,56 +41,6 @@ def test_the_rule_on_a_constructed_table():
         choose([_row("e", None, None)])
     with pytest.raises(InputError, match="unknown prefer 'speed'"):
         choose(rows, prefer="speed")
-
-
-def _tan_rows(rng, n):
-    """Rows from a known TAN distribution: y, then X0 | y, X1 | X0, y, X2 | X1, y, X3 | y."""
-    y = (rng.random(n) < 0.4).astype(np.int64)
-    x0 = np.where(rng.random(n) < np.where(y == 1, 0.7, 0.3), 1, 0) + (rng.random(n) < 0.2)
-    x1 = np.where(rng.random(n) < 0.8, np.minimum(x0, 1), 1 - np.minimum(x0, 1))
-    x2 = np.where(rng.random(n) < np.where(y == 1, 0.75, 0.35), x1, 1 - x1)
-    x3 = (rng.random(n) < np.where(y == 1, 0.6, 0.45)).astype(np.int64)
-    return np.column_stack([x0, x1, x2, x3]).astype(np.float64), y
-
-
-def _tan_codebook():
-    return Codebook(features=(CategoricalFeature("x0", ("a", "b", "c")), CategoricalFeature("x1", ("a", "b")),
-                              CategoricalFeature("x2", ("a", "b")), CategoricalFeature("x3", ("a", "b"))),
-                    label=Label("y", ("no", "yes")))
-
-
-def test_simulated_rows_reproduce_the_tables_on_the_forest():
-    rng = np.random.default_rng(0)
-    cb = _tan_codebook()
-    X, y = _tan_rows(rng, 4000)
-    S = Summary.from_rows(cb, X, y, stats="all")
-    smp = tan_sample(S, draws=20000)
-    T = Summary.from_rows(cb, smp.X, smp.y, stats="all")
-    assert np.isclose(smp.w.sum(), 1.0) and np.allclose([smp.w[smp.y == c].sum() for c in (0, 1)], S.prior)
-    tol = 4.0 / np.sqrt(20000)  # 4 standard errors of a proportion
-    for f in cb.feature_names:  # p(x_i | y)
-        P, Q = S.counts((f, "y")), T.counts((f, "y"))
-        assert np.abs(P / P.sum(0) - Q / Q.sum(0)).max() < tol
-    edges, _ = chow_liu_forest(S)
-    assert len(edges) == 3
-    for i, j in edges:  # p(x_i, x_j | y) on the forest's edges
-        a, b = cb.features[i].name, cb.features[j].name
-        P, Q = S.counts((a, b, "y")), T.counts((a, b, "y"))
-        assert np.abs(P / P.sum((0, 1)) - Q / Q.sum((0, 1))).max() < tol
-    assert tan_sample(S, draws=500).X.tolist() == tan_sample(S, draws=500).X.tolist()  # a fixed seed
-
-
-def test_plug_in_error_is_the_population_error_when_the_population_is_tan():
-    """Tables of a large sample from a TAN population: the simulated error of a rule is its error on
-    fresh rows of that population (the estimate is exact up to Monte Carlo and sampling error)."""
-    rng = np.random.default_rng(1)
-    cb = _tan_codebook()
-    X, y = _tan_rows(rng, 200_000)
-    S = Summary.from_rows(cb, X, y, stats="all")
-    Xt, yt = _tan_rows(rng, 200_000)
-    for est in (NaiveBayes().fit(S), REGISTRY["mrc"]().fit(S)):
-        truth = float(np.mean(est.predict(Xt) != yt))
-        assert in_sample_error(est, S).value == pytest.approx(truth, abs=0.01), est.learner
 
 
 def _three_sites(rng, sizes, epsilon=None):
