@@ -63,7 +63,10 @@ class ErrorEstimate:
 
 
 DRAWS = 10000
-"""Simulated rows per class of the plug-in error."""
+"""Simulated rows per class of the plug-in error (fewer on wide codebooks: :data:`MAX_CELLS`)."""
+MAX_CELLS = 20_000_000
+"""Cap on simulated rows × features (memory): a wide codebook gets ⌊MAX_CELLS / (K·p)⌋ rows per
+class (at least 500; Monte Carlo error ≤ 0.5/√rows)."""
 SEED = 20241
 """Seed of the simulation (fixed: the same tables give the same estimate)."""
 
@@ -92,6 +95,7 @@ def tan_sample(summary: Any, draws: int = DRAWS, seed: int = SEED) -> TanSample:
                          "so rows cannot be simulated from the tables")
     lab = cb.label.name
     p, K = cb.n_features, summary.n_classes
+    draws = int(min(draws, max(500, MAX_CELLS // max(1, K * p))))
     edges, _ = chow_liu_forest(summary)
     adj: dict[int, list[int]] = {i: [] for i in range(p)}
     for i, j in edges:
