@@ -185,5 +185,16 @@ def test_console_script_table_matches_the_model_file(study, prefer):
     printed = choice_lines(Model.load(out2).info["report"])
     assert lines[: len(printed)] == printed  # the table printed is the one the model file keeps
     assert sum(1 for ln in printed if ln.startswith("  * ")) == 1
+    # the model card shows the same table (every number in a data-key span)
+    import re
+
+    from marg.reports.model_card import model_card
+
+    html = model_card(m)
+    shown = dict(re.findall(r'data-key="(auto_(?:error|certificate):\d+)" data-value="([^"]*)"', html))
+    for k, c in enumerate(d["auto"]):
+        for key in ("error", "certificate"):
+            want = "" if c[key] is None else repr(float(c[key]))
+            assert shown[f"auto_{key}:{k}"] == want
     bad = marg("learn", *bundles, "--prefer", "speed", "--out", tmp / "x.json", "--allow-unsigned", cwd=tmp)
     assert bad.returncode == 2 and "unknown prefer 'speed'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
