@@ -130,14 +130,17 @@ def report_small(sets, reps) -> None:
 
 
 def report_adult(reps: int, eps: float) -> None:
-    from marg.api import trivial_certificate_warning
-    from marg.cli.learn import choice_lines
-    from marg.protocols.load import load_summary
+    """adult under DP: each site exports with ``marg export --epsilon eps`` defaults, the learner runs
+    the default choice (``AutoLearner()`` = ``marg learn`` without options) on the loaded summary."""
+    from marg.learners.auto import AutoLearner, patients_line
     from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
 
     priv = _bench_module("privacy")
     make, y = priv.load_set("adult")
     print(f"\nadult, ε = {eps:g} per site, sites 50/30/20 % of an 80 % training split, `marg learn` defaults:\n")
+    print("| split | candidate | est. error | certificate | test error | chosen |")
+    print("|---|---|---|---|---|---|")
     for rep in range(reps):
         rng = np.random.default_rng(1000 + rep)
         perm = rng.permutation(y.size)
@@ -154,17 +157,16 @@ def report_adult(reps: int, eps: float) -> None:
                 export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, epsilon=eps)
                 paths.append(out)
             summary = load_summary(paths, allow_unsigned=True)
-            from marg.api import learn
-
-            res = learn(summary, "auto", {})
-        err = float(np.mean(res.model.predict(X[te]) != y[te]))
-        print(f"split {rep}: test error {err:.4f}, certificate {res.model.worst_case_error:.4f} "
-              f"({res.model.learner}), {time.perf_counter() - t0:.0f} s")
-        for line in choice_lines(res.report):
-            print("    " + line)
-        w = trivial_certificate_warning(res.model, summary)
-        if w:
-            print("    " + w)
+        auto = AutoLearner().fit(summary)
+        for row, est in zip(auto.candidates_, auto.fitted_):
+            test = float(np.mean(est.predict(X[te]) != y[te])) if est is not None else float("nan")
+            est_err = "—" if row.error is None else f"{row.error:.4f}"
+            cert = "—" if row.certificate is None else f"{row.certificate:.4f} ({row.kind})"
+            print(f"| {rep} | {name_of(row.to_dict())} | {est_err} | {cert} | {test:.4f} | {'**yes**' if row.chosen else ''} |")
+        line = patients_line(auto.choice_report())
+        print(f"\nsplit {rep}: the default chose {auto.chosen_.learner}: test error "
+              f"{float(np.mean(auto.predict(X[te]) != y[te])):.4f}, certificate {auto.certificate_.value:.4f} "
+              f"({time.perf_counter() - t0:.0f} s){'; ' + line if line else ''}\n")
 
 
 def main() -> None:
