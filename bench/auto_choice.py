@@ -1,6 +1,7 @@
 """The automatic choice (``marg learn`` without --learner) on small clinical sets and on adult under DP (issue 24).
 
 Run: nice -n 10 python bench/auto_choice.py [--reps 5] [--sets credit,bcw,clvheart,huheart] [--adult-reps 1]
+[--small-dp] [--epsilon 1]
 
 Protocol (every number from one run):
 - Each repetition (seed = 1000 + rep) draws a random 70/30 train/test split; the training rows
@@ -20,6 +21,8 @@ Protocol (every number from one run):
   ``marg export --epsilon 1`` defaults (bench/privacy.py's ``default_path``), learned by
   ``marg learn`` defaults; the default's error, certificate, the candidates and, when every
   certificate is trivial, the patients a non-trivial one would need.
+- ``--small-dp``: the small sets at ε per site (split 0, same sites): the default's
+  certificates and the one line on the patients a non-trivial certificate would need.
 """
 
 from __future__ import annotations
@@ -169,6 +172,38 @@ def report_adult(reps: int, eps: float) -> None:
               f"({time.perf_counter() - t0:.0f} s){'; ' + line if line else ''}\n")
 
 
+def report_small_dp(sets, eps: float) -> None:
+    """The small sets under DP (split 0): each site exports with ``marg export --epsilon eps`` defaults;
+    the default's certificate, and the one line saying how many patients a non-trivial one needs."""
+    from marg.learners.auto import AutoLearner, patients_line
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    priv = _bench_module("privacy")
+    print(f"\nthe small sets at ε = {eps:g} per site (split 0, the same three sites), `marg learn` defaults:\n")
+    for name in sets:
+        make, y = load(name)
+        rng = np.random.default_rng(1000)
+        perm = rng.permutation(y.size)
+        n_te = int(round(0.3 * y.size))
+        te, tr = perm[:n_te], perm[n_te:]
+        cb, X = make(tr)
+        cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for k, s in enumerate(np.split(tr, cuts)):
+                out = Path(d) / f"site{k}.bundle"
+                export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, epsilon=eps)
+                paths.append(out)
+            summary = load_summary(paths, allow_unsigned=True)
+        auto = AutoLearner().fit(summary)
+        certs = ", ".join(f"{name_of(r.to_dict())} {r.certificate:.3f}" for r in auto.candidates_ if r.certificate is not None)
+        line = patients_line(auto.choice_report()) or "(some certificate is informative)"
+        print(f"- {name}: chose {auto.chosen_.learner}, test error {float(np.mean(auto.predict(X[te]) != y[te])):.3f}; "
+              f"certificates {certs}; {time.perf_counter() - t0:.0f} s.\n  `{line}`")
+
+
 def main() -> None:
     import warnings
 
@@ -178,12 +213,15 @@ def main() -> None:
     ap.add_argument("--sets", default="credit,bcw,clvheart,huheart")
     ap.add_argument("--adult-reps", type=int, default=0)
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--small-dp", action="store_true", help="also the small sets at --epsilon (split 0)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"numpy {np.__version__}; {args.reps} seeded splits per set; sites 50/30/20 % of the training rows\n")
     sets = [s for s in args.sets.split(",") if s]
     if sets:
         report_small(sets, args.reps)
+    if args.small_dp:
+        report_small_dp(sets, args.epsilon)
     if args.adult_reps:
         report_adult(args.adult_reps, args.epsilon)
 
