@@ -365,4 +365,4 @@ def patients_line(report: dict[str, Any]) -> str | None:
     if p["needed"] is None:
         return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
     return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
-                   f"(its certificate there: {p['certificate']:.3f})")
+                   f"(its certificate there: {p['certificate']:.4f})")
