@@ -236,6 +236,7 @@ class AutoLearner(MarginalEstimator):
 
     def _estimate_errors(self, summary: Any, cands: list, rows: list[CandidateRow], fitted: list) -> str:
         parts = summary.site_parts
+        pairs = "" if summary.feature_cliques(2) else "; no pair tables, so the features are simulated independent given the label"
         if MIN_SITES <= len(parts) <= MAX_SITES:
             from marg.marginals.summary import Summary, sum_tables
 
@@ -250,7 +251,7 @@ class AutoLearner(MarginalEstimator):
             for key, res in got.items():
                 _record(rows[int(key)], res)
             return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
-                    "rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n")
+                    f"rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n{pairs}")
         why = ("one site's tables" if len(parts) <= 1 else f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
         try:
             sample: TanSample | str = tan_sample(summary)
@@ -261,7 +262,7 @@ class AutoLearner(MarginalEstimator):
                 _record(rows[k], sample if isinstance(sample, str) else
                         ErrorEstimate(sample_error(est, sample), "in-sample"))
         return (f"in sample ({why}): each model's error on rows simulated from the tables it was fitted on "
-                "(tree-augmented naive Bayes) — optimistic")
+                f"(tree-augmented naive Bayes) — optimistic{pairs}")
 
     def _patients(self, summary: Any, cands: list, rows: list[CandidateRow]) -> Any:
         from .sample_size import patients_needed

@@ -101,6 +101,19 @@ def test_one_site_uses_the_in_sample_estimate_and_says_so():
     assert auto.error_method_.startswith("in sample (one site's tables)")
     for row, est in zip(auto.candidates_, auto.fitted_):
         assert row.method == "in-sample" and row.error == pytest.approx(in_sample_error(est, S).value, abs=1e-12)
+    # a three-class label from first-order tables only: still an estimate per candidate, and it says how
+    from tests.conftest import random_codebook, random_rows
+
+    cb3 = random_codebook(rng, n_features=4, max_levels=3, n_classes=3)
+    X3, y3 = random_rows(rng, cb3, 600)
+    S3 = Summary.from_rows(cb3, X3, y3, stats="first")
+    auto3 = AutoLearner().fit(S3)
+    assert "no pair tables, so the features are simulated independent given the label" in auto3.error_method_
+    for row, est in zip(auto3.candidates_, auto3.fitted_):
+        if est is None:
+            assert row.learner in ("dcc", "renyi") and row.note  # they need pair tables, and say so
+            continue
+        assert row.error == pytest.approx(sample_error(est, tan_sample(S3)), abs=1e-12) and 0 <= row.error <= 1
     with pytest.raises(InputError, match="cannot be auto itself"):
         AutoLearner(candidates=[("auto", {})]).fit(S)
 
