@@ -252,7 +252,8 @@ class AutoLearner(MarginalEstimator):
                 _record(rows[int(key)], res)
             return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
                     f"rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n{pairs}")
-        why = ("one site's tables" if len(parts) <= 1 else f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
+        why = {0: "no site's own tables were kept, only their sum", 1: "one site's tables"}.get(
+            len(parts), f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
         try:
             sample: TanSample | str = tan_sample(summary)
         except InputError as exc:

@@ -98,7 +98,7 @@ def test_one_site_uses_the_in_sample_estimate_and_says_so():
     X, y = _tan_rows(rng, 500)
     S = Summary.from_rows(cb, X, y, stats="all")
     auto = AutoLearner(candidates=[("mrc", {}), ("nb", {})]).fit(S)
-    assert auto.error_method_.startswith("in sample (one site's tables)")
+    assert auto.error_method_.startswith("in sample (no site's own tables were kept, only their sum)")
     for row, est in zip(auto.candidates_, auto.fitted_):
         assert row.method == "in-sample" and row.error == pytest.approx(in_sample_error(est, S).value, abs=1e-12)
     # a three-class label from first-order tables only: still an estimate per candidate, and it says how
