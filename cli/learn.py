@@ -83,7 +83,8 @@ class _Progress:
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
-    learner: Annotated[str, typer.Option("--learner", help="auto (default: leave-one-site-out choice when 2-20 sites released pair tables of a binary label, else the smallest certificate), mrc, dcc, renyi, nb or boost.")] = "auto",
+    learner: Annotated[str, typer.Option("--learner", help="auto (default: estimates each candidate's error — leave-one-site-out with 2-20 sites — and computes its certificate, then chooses by --prefer), mrc, dcc, renyi, nb or boost.")] = "auto",
+    prefer: Annotated[str, typer.Option("--prefer", help="auto: balanced (the smallest certificate among candidates whose estimated error is within 0.02 of the best), accuracy (the smallest estimated error) or certificate (the smallest certificate).")] = "balanced",
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
@@ -123,18 +124,17 @@ def learn(
     from marg.learners.base import LEARNERS
     from marg.protocols.load import load_summary
 
-    if learner != "auto" and learner not in LEARNERS:
+    if learner not in LEARNERS:
         from marg.errors import InputError
 
-        raise InputError(f"unknown learner {learner!r} (expected auto or one of {', '.join(LEARNERS)})")
-    options = {"s": s, "coverage": coverage, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
+        raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
+    options = {"s": s, "coverage": coverage, "prefer": prefer, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
                "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
                "structure": structure, "loss": loss,
                "max_order": max_order, "kappa": kappa}
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
-    if learner != "auto":
-        api.make_estimator(learner, options, given).check_params()  # bad options fail before any file is read
+    api.learn_estimator(learner, options, given)  # bad options fail before any file is read
     rounds = None
     if round_:
         from marg.protocols.rounds import read_round
@@ -164,15 +164,8 @@ def learn(
     cert = res.model.estimator.certificate_
     learner = res.model.learner
     if "auto" in rep:
-        def said(c: dict) -> str:
-            name = f"{c['learner']}{_params_words(c['params'])}"
-            if c.get("score") is not None:
-                return f"{name} {c['score']:.4f}"
-            if c["certificate"] is not None:
-                return f"{name} {c['certificate']:.4f}"
-            return f"{name} (skipped: {c['note']})"
-
-        typer.echo(f"auto: chose {learner} by {rep['auto_rule']}; tried: {', '.join(said(c) for c in rep['auto'])}")
+        for line in choice_lines(rep):
+            typer.echo(line)
     typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
     if rep.get("unpaired_features"):
         typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
@@ -205,6 +198,22 @@ def learn(
 
 def _params_words(params: dict) -> str:
     return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+
+
+def choice_lines(rep: dict) -> list[str]:
+    """The automatic choice as printed: the rule, how errors were estimated, and one row per
+    candidate (estimated error, certificate, '*' on the chosen one, why a cell is empty)."""
+    out = [f"auto: chose {rep['learner']} by {rep['auto_rule']}",
+           f"  estimated error: {rep['auto_error_method']}"]
+    names = [f"{c['learner']}{_params_words(c['params'])}" for c in rep["auto"]]
+    w = max(9, *(len(n) for n in names))
+    out.append(f"    {'candidate':<{w}}  {'est. error':>10}  {'certificate':>18}")
+    for name, c in zip(names, rep["auto"]):
+        est = "—" if c["error"] is None else f"{c['error']:.4f}"
+        cert = "—" if c["certificate"] is None else f"{c['certificate']:.4f} ({c['kind']})"
+        note = f"  {c['note']}" if c.get("note") else ""
+        out.append(f"  {'*' if c['chosen'] else ' '} {name:<{w}}  {est:>10}  {cert:>18}{note}")
+    return out
 
 
 @app.command("request")

@@ -1,139 +1,201 @@
-"""Leave-one-site-out evaluation of binary additive rules from pairwise statistics.
+"""The estimated error of a fitted model from count tables: on left-out sites' tables, or in sample.
 
-A binary rule that predicts class 1 iff ``f(x) > 0`` with ``f`` additive over one-hot
-features, ``f(x) = b + wᵀW(x)`` (W the one-hot encoding of the discrete features; Rényi,
-naive Bayes and first-order MRC rules are all of this form), errs on a row exactly when
-``s·f(x) ≤ 0`` with ``s = ±1`` the label. By Cantelli's inequality (equivalently: the best
-quadratic surrogate ``(1 − c·s f)²`` over the scale c > 0)::
+The tables do not determine a distribution over whole rows, only its first-order and pair
+marginals. The **plug-in error** (:func:`sample_error`) of a model under a Summary is its error
+rate under the tree-augmented naive-Bayes (TAN) distribution those tables determine::
 
-    P(s f ≤ 0) ≤ 1 − E[s f]² / E[f²]      when E[s f] > 0 (else the bound is 1),
-    E[s f] = b·E[s] + wᵀd,   E[f²] = b² + 2b·wᵀ diag(Q) + wᵀQw,
+    p(x, y) = p(y) · Π_i p(x_i | x_π(i), y)
 
-with ``d = E[sW]`` (first-order tables) and ``Q = E[WWᵀ]`` (pair tables) — so the bound is
-a function of first-order and pairwise statistics alone (:func:`cantelli_bound`).
+with π the maximum-weight spanning forest of I(X_i; X_j | Y) over the released pair tables
+(:func:`marg.learners.structure.chow_liu_forest`), each factor read from the tables
+(N[x_i, y] for a root, N[x_π(i), x_i, y] for a child): the distribution closest (in
+Kullback–Leibler terms, among those that factor over a tree given the label) to any
+distribution with these marginals, and one that reproduces the tables on the forest's edges
+exactly. It is computed by simulation (:func:`tan_sample`): ``DRAWS`` rows per class drawn
+ancestrally with a fixed seed, weighted by p(y), and the model's own ``predict`` applied to
+them — so any rule is covered (ties broken as the model breaks them, pairwise DCC rules,
+multiclass labels). Monte Carlo error: ≤ 0.5/√DRAWS per class (≈ 0.004). It is an
+**estimate**, not a bound: the dependence beyond the forest is not released, and the TAN
+distribution stands in for it. Raw numeric features are not covered (only their per-class
+moments are released).
 
-**Leave one site out.** The learner has every site's tables. For each site k a candidate
-is fitted on the other sites' sum and its bound evaluated on site k's tables
-(:func:`loso_scores`); a candidate's score is the row-weighted mean over the sites. The
-rule is never evaluated on the tables it was fitted on, so a learner that over-fits the
-noise (an unregularised Rényi solve) scores badly. This is a **model choice** criterion,
-not a certificate: site k's tables carry noise, and the bound is that of the fold's rule,
-not of the final one fitted on every site.
+**Leave one site out** (:func:`loso_errors`). The learner has every site's tables. For each
+site k a candidate is fitted on the other sites' sum and its plug-in error computed under
+site k's tables (the same draws for every candidate); the candidate's estimate is the mean
+over the sites weighted by their n. The model is never evaluated on the tables it was fitted
+on, so a learner that over-fits the tables (or their noise) is seen to. With one site (or
+more than :data:`MAX_SITES`) the estimate is the fitted model's plug-in error on the whole
+summary (:func:`in_sample_error`) — in sample, hence optimistic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from marg.errors import InputError
 
-from .features.quadratic import discrete_blocks, label_contrast, second_moments
+from .structure import chow_liu_forest
 
 MIN_SITES = 2
 MAX_SITES = 20  # beyond this a leave-one-site-out sweep costs more fits than it is worth
 
 
-def rule_direction(rule: Any, codebook: Any) -> tuple[np.ndarray, float] | None:
-    """``(w, b)`` of a binary :class:`~marg.learners.minimax.fixed_rule.LinearRule` over the
-    codebook's discrete one-hot layout (shape (M,)): ``f = scores[1] − scores[0]``.
+@dataclass
+class ErrorEstimate:
+    """A rule's estimated error and how it was obtained.
 
-    None when the rule is not binary or uses a raw numeric feature.
-    """
-    if rule.n_classes != 2:
-        return None
-    layout = {b.name: b for b in discrete_blocks(codebook)}
-    M = sum(b.size for b in layout.values())
-    w = np.zeros(M)
-    diff = rule.weights[1] - rule.weights[0]
-    for blk in rule.fmap.blocks:
-        if blk.kind != "onehot" or blk.name not in layout:
-            return None
-        target = layout[blk.name]
-        w[target.slice] += diff[blk.offset:blk.offset + blk.size]
-    return w, float(rule.intercept[1] - rule.intercept[0])
-
-
-def cantelli_bound(w: np.ndarray, b: float, summary: Any) -> float:
-    """``1 − E[s f]² / E[f²]`` for ``f = b + wᵀW`` under ``summary``'s tables (1 if E[s f] ≤ 0).
-
-    Parameters
+    Attributes
     ----------
-    w : ndarray, shape (M,)
-        Weights over the discrete one-hot layout (:func:`discrete_blocks` order).
-    b : float
-    summary : Summary
-        Binary label; first-order and every pair table of the discrete features.
+    value : float
+        The estimate (mean over folds for leave-one-site-out).
+    method : str
+        ``"loso"`` (leave-one-site-out) or ``"in-sample"``.
+    folds : list of float
+        The per-site plug-in errors (leave-one-site-out); empty in sample.
     """
-    if summary.n_classes != 2:
-        raise InputError(f"the leave-one-site-out bound needs a binary label, got {summary.n_classes} classes")
-    Q = second_moments(summary)
-    d = label_contrast(summary)
-    s_mean = float(summary.prior[1] - summary.prior[0])
-    m = b * s_mean + float(w @ d)
-    v = b * b + 2.0 * b * float(w @ np.diag(Q)) + float(w @ Q @ w)
-    if m <= 0.0 or v <= 0.0:
-        return 1.0
-    return float(min(1.0, max(0.0, 1.0 - m * m / v)))
+
+    value: float
+    method: str
+    folds: list[float] = field(default_factory=list)
+
+
+DRAWS = 10000
+"""Simulated rows per class of the plug-in error (fewer on wide codebooks: :data:`MAX_CELLS`)."""
+MAX_CELLS = 20_000_000
+"""Cap on simulated rows × features (memory): a wide codebook gets ⌊MAX_CELLS / (K·p)⌋ rows per
+class (at least 500; Monte Carlo error ≤ 0.5/√rows)."""
+SEED = 20241
+"""Seed of the simulation (fixed: the same tables give the same estimate)."""
 
 
 @dataclass
-class FoldScore:
-    """A candidate's leave-one-site-out score: the row-weighted mean of its fold bounds."""
+class TanSample:
+    """Rows drawn from the TAN distribution of a Summary: codes ``X`` (n, p), labels ``y`` (n,)
+    and weights ``w`` (n,) summing to p(y) within each class (so Σ w·loss is an expectation)."""
 
-    score: float
-    folds: list[float]
+    X: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
 
 
-def loso_scores(
+def tan_sample(summary: Any, draws: int = DRAWS, seed: int = SEED) -> TanSample:
+    """``draws`` rows per class from the TAN distribution of ``summary``'s tables (module docstring).
+
+    Raises
+    ------
+    InputError
+        The codebook has raw numeric features (one line naming one).
+    """
+    cb = summary.codebook
+    if cb.numeric_names:
+        raise InputError(f"raw numeric feature {cb.numeric_names[0]!r}: only its per-class moments are released, "
+                         "so rows cannot be simulated from the tables")
+    lab = cb.label.name
+    p, K = cb.n_features, summary.n_classes
+    draws = int(min(draws, max(500, MAX_CELLS // max(1, K * p))))
+    edges, _ = chow_liu_forest(summary)
+    adj: dict[int, list[int]] = {i: [] for i in range(p)}
+    for i, j in edges:
+        adj[i].append(j)
+        adj[j].append(i)
+    order: list[tuple[int, int | None]] = []  # (node, parent) in breadth-first order from each component's root
+    seen: set[int] = set()
+    for r in range(p):
+        if r in seen:
+            continue
+        seen.add(r)
+        queue = [(r, None)]
+        while queue:
+            node, parent = queue.pop(0)
+            order.append((node, parent))
+            for nb in sorted(adj[node]):
+                if nb not in seen:
+                    seen.add(nb)
+                    queue.append((nb, node))
+    prior = np.clip(summary.prior, 0.0, None)
+    prior = prior / prior.sum() if prior.sum() > 0 else np.full(K, 1.0 / K)
+    rng = np.random.default_rng(seed)
+    X = np.zeros((K * draws, p))
+    for y in range(K):
+        rows = slice(y * draws, (y + 1) * draws)
+        for node, parent in order:
+            name = cb.features[node].name
+            first = _normalised(np.clip(summary.counts((name, lab))[:, y], 0.0, None))
+            if parent is None:
+                X[rows, node] = _draw(rng, np.tile(first, (draws, 1)))
+                continue
+            P = np.clip(summary.counts((cb.features[parent].name, name, lab))[:, :, y], 0.0, None)
+            cond = np.array([_normalised(r) if r.sum() > 0 else first for r in P])  # p(x_node | x_parent, y)
+            X[rows, node] = _draw(rng, cond[X[rows, parent].astype(np.int64)])
+    y_all = np.repeat(np.arange(K), draws)
+    return TanSample(X, y_all, prior[y_all] / draws)
+
+
+def _normalised(v: np.ndarray) -> np.ndarray:
+    t = float(v.sum())
+    return v / t if t > 0 else np.full(v.shape, 1.0 / v.size)
+
+
+def _draw(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
+    """One category per row of ``probs`` (n, m) (rows sum to 1)."""
+    cdf = np.cumsum(probs, axis=1)
+    u = rng.random(probs.shape[0]) * cdf[:, -1]
+    return np.minimum((cdf < u[:, None]).sum(axis=1), probs.shape[1] - 1).astype(np.float64)
+
+
+def sample_error(model: Any, sample: TanSample) -> float:
+    """The plug-in error of ``model`` (anything with ``predict``) on a :class:`TanSample`."""
+    pred = np.asarray(model.predict(sample.X))
+    return float(np.sum(sample.w * (pred != sample.y)))
+
+
+def in_sample_error(model: Any, summary: Any) -> ErrorEstimate:
+    """The plug-in error of ``model`` under the tables it was fitted on (optimistic)."""
+    return ErrorEstimate(sample_error(model, tan_sample(summary)), "in-sample")
+
+
+def loso_errors(
     candidates: Sequence[tuple[str, Callable[[Any], Any]]],
-    codebook: Any,
     parts: Sequence[tuple[str, Sequence[Any]]],
     make_summary: Callable[[Sequence[Any]], Any],
     combine: Callable[[Sequence[Sequence[Any]]], Sequence[Any]],
-    rule_of: Callable[[Any], Any],
-) -> dict[str, FoldScore | str]:
-    """Score each candidate by leave-one-site-out Cantelli bounds.
+) -> dict[str, ErrorEstimate | str]:
+    """Leave-one-site-out plug-in errors of each candidate.
 
     Parameters
     ----------
     candidates : sequence of (name, fit)
-        ``fit(summary)`` returns a fitted estimator.
-    codebook : Codebook
+        ``fit(summary)`` returns a fitted model.
     parts : sequence of (site, tables)
-        Each site's released tables (2 ≤ sites ≤ :data:`MAX_SITES`).
+        Each site's released tables (:data:`MIN_SITES` ≤ sites ≤ :data:`MAX_SITES`).
     make_summary : tables → Summary
     combine : list of table lists → summed tables
-    rule_of : fitted estimator → LinearRule
 
     Returns
     -------
     dict
-        name → :class:`FoldScore`, or a one-line reason the candidate could not be scored.
+        name → :class:`ErrorEstimate` (``folds[k]``: the model fitted without site k, its
+        plug-in error under site k's tables; ``value``: their mean weighted by the sites' n),
+        or a one-line reason the candidate could not be estimated.
     """
     if not MIN_SITES <= len(parts) <= MAX_SITES:
         raise InputError(f"leave-one-site-out needs {MIN_SITES} to {MAX_SITES} sites, got {len(parts)}")
-    folds: list[tuple[Any, Any]] = []
+    folds: list[tuple[Any, TanSample, float]] = []
     for k in range(len(parts)):
         held = make_summary(parts[k][1])
         rest = make_summary(combine([p[1] for j, p in enumerate(parts) if j != k]))
-        folds.append((rest, held))
-    out: dict[str, FoldScore | str] = {}
+        folds.append((rest, tan_sample(held, seed=SEED + k), max(float(held.n), 0.0)))
+    out: dict[str, ErrorEstimate | str] = {}
     for name, fit in candidates:
-        bounds, weights = [], []
         try:
-            for rest, held in folds:
-                est = fit(rest)
-                wb = rule_direction(rule_of(est), codebook)
-                if wb is None:
-                    raise InputError("not a binary additive rule over one-hot features")
-                bounds.append(cantelli_bound(wb[0], wb[1], held))
-                weights.append(held.n)
+            errs = [sample_error(fit(rest), sample) for rest, sample, _ in folds]
         except InputError as exc:
             out[name] = str(exc)
             continue
-        wts = np.asarray(weights, dtype=np.float64)
-        out[name] = FoldScore(float(np.average(bounds, weights=wts)), [float(x) for x in bounds])
+        wts = np.array([n for _, _, n in folds])
+        value = float(np.average(errs, weights=wts)) if wts.sum() > 0 else float(np.mean(errs))
+        out[name] = ErrorEstimate(value, "loso", [float(x) for x in errs])
     return out

@@ -17,7 +17,9 @@ from marg.errors import InputError
 
 LEARN_OPTIONS: dict[str, dict[str, str]] = {
     "s": {"mrc": "s", "dcc": "s", "nb": "s", "boost": "s"},
-    "coverage": {"mrc": "coverage", "dcc": "coverage", "renyi": "coverage", "nb": "coverage", "boost": "coverage"},
+    "coverage": {"mrc": "coverage", "dcc": "coverage", "renyi": "coverage", "nb": "coverage", "boost": "coverage",
+                 "auto": "coverage"},
+    "prefer": {"auto": "prefer"},
     "alpha": {"nb": "alpha"},
     "solver": {"mrc": "solver"},
     "eps": {"mrc": "eps"},
@@ -76,166 +78,17 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
     return cls(**params)
 
 
-AUTO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("mrc", {}),
-    ("dcc", {"edge_weight": "label"}),
-    ("dcc", {"edge_weight": "cmi"}),
-    ("nb", {"certify": "bound"}),  # the one-LP bound: the exact W(h) takes minutes on thousands of features
-    ("renyi", {}),
-)
-"""What ``--learner auto`` tries: (learner, its parameters) — all certified at the same coverage."""
-AUTO_NB_MAX_FEATURES = 2000  # beyond this, naive Bayes' certificate LP costs minutes per fit: auto skips it
-
-
-LOSO_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("mrc", {}),
-    ("nb", {}),
-    ("renyi", {}),
-)
-FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
-"""Parameters of the leave-one-site-out folds only (their certificates are not used)."""
-"""What leave-one-site-out model choice compares: the binary additive rules (their error bound
-is a function of first-order and pairwise statistics; :mod:`marg.learners.cross_site`)."""
-
-
-@dataclass
-class Candidate:
-    """One learner tried by the automatic choice: its certificate (None: not fitted on the
-    whole summary) and, under leave-one-site-out choice, its score (mean fold bound)."""
-
-    learner: str
-    params: dict[str, Any]
-    certificate: float | None
-    kind: str
-    note: str = ""
-    score: float | None = None
-
-
-def _make(learner: str, params: Mapping[str, Any], coverage: float, features: Sequence[str] | None) -> Any:
-    from marg.learners.base import estimator_class
-
-    cls = estimator_class(learner)
-    kw = dict(params)
-    if "coverage" in cls.param_names():
-        kw["coverage"] = coverage
-    if features is not None:
-        kw["features"] = list(features)
-    return cls(**kw)
-
-
-def loso_reason(summary: Any, features: Sequence[str] | None = None) -> str | None:
-    """Why leave-one-site-out choice does not apply to ``summary`` (None: it applies)."""
-    from marg.learners.cross_site import MAX_SITES, MIN_SITES
-
-    k = len(summary.site_parts)
-    if not MIN_SITES <= k <= MAX_SITES:
-        return f"leave-one-site-out needs {MIN_SITES}-{MAX_SITES} sites' own tables, have {k}"
-    if summary.n_classes != 2:
-        return f"leave-one-site-out scores binary rules; the label has {summary.n_classes} classes"
-    if features is not None:
-        return "features were selected: leave-one-site-out scores rules over every feature"
-    cb = summary.codebook
-    if cb.numeric_names:
-        return "raw numeric features: their rules are not sums of one-hot scores"
-    disc = cb.discrete_names
-    for a_i, a in enumerate(disc):
-        for b in disc[a_i + 1:]:
-            if not summary.has_clique((a, b)):
-                if summary.pairs:  # round 2 of the two-round protocol: the requested features' pairs
-                    return (f"pair tables of some features only (none of {a!r} and {b!r}): leave-one-site-out "
-                            "scores rules over every feature")
-                return f"no pair table of {a!r} and {b!r} (export with --stats all)"
-    return None
-
-
-def choose_learner(summary: Any, coverage: float = 0.95, features: Sequence[str] | None = None,
-                   callback: Callable[[dict], None] | None = None) -> tuple[Any, list[Candidate], str]:
-    """Pick the learner for ``summary`` without test data, and say why.
-
-    With 2–20 sites' own tables, a binary label and every pair table
-    (:func:`loso_reason`): **leave-one-site-out** — each candidate of
-    :data:`LOSO_CANDIDATES` is fitted on all sites but one and scored by the error bound of
-    its rule on the left-out site's tables (:func:`marg.learners.cross_site.loso_scores`);
-    the smallest mean score wins and is refitted on every site. Otherwise every candidate of
-    :data:`AUTO_CANDIDATES` is fitted and the **smallest certificate** wins: R* for mrc/dcc
-    (their randomized rule), W(h) for the additive rules (naive Bayes, Rényi:
-    :func:`marg.learners.certify.certify`). Candidates whose tables are missing are skipped
-    and say why. The chosen model's certificate is a valid bound on its own rule's
-    worst-case error either way.
-
-    Returns
-    -------
-    (fitted estimator of the choice, the candidates in the order tried, the rule used in words)
-    """
-    reason = loso_reason(summary, features)
-    if reason is None:
-        return _choose_by_sites(summary, coverage, callback)
-    best, table = _choose_by_certificate(summary, coverage, features, callback)
-    return best, table, f"smallest certificate ({reason})"
-
-
-def _choose_by_sites(summary: Any, coverage: float, callback: Callable[[dict], None] | None):
-    from marg.learners.certify import linear_rule
-    from marg.learners.cross_site import FoldScore, loso_scores
-    from marg.marginals.summary import Summary, sum_tables
-
-    cb = summary.codebook
-    fits = [(f"{name}{params or ''}",
-             lambda s, n=name, p=params: _make(n, {**p, **FOLD_PARAMS.get(n, {})}, coverage, None).fit(s))
-            for name, params in LOSO_CANDIDATES]
-    scores = loso_scores(fits, cb, summary.site_parts, make_summary=lambda ts: Summary(cb, list(ts)),
-                         combine=lambda parts: sum_tables(parts)[0], rule_of=linear_rule)
-    table: list[Candidate] = []
-    best_k, best_score = None, float("inf")
-    for k, (name, params) in enumerate(LOSO_CANDIDATES):
-        sc = scores[fits[k][0]]
-        if isinstance(sc, FoldScore):
-            table.append(Candidate(name, dict(params), None, "", "", sc.score))
-            if callback is not None:
-                callback({"stage": "auto", "learner": name, "params": params, "score": sc.score, "folds": sc.folds})
-            if sc.score < best_score - 1e-12:
-                best_k, best_score = k, sc.score
-        else:
-            table.append(Candidate(name, dict(params), None, "", sc))
-    if best_k is None:
-        best, rest = _choose_by_certificate(summary, coverage, None, callback)
-        return best, table + rest, "smallest certificate (no candidate could be scored leave-one-site-out)"
-    name, params = LOSO_CANDIDATES[best_k]
-    est = _make(name, params, coverage, None).fit(summary)
-    table[best_k].certificate, table[best_k].kind = float(est.certificate_.value), est.certificate_.kind
-    return est, table, (f"leave-one-site-out over {len(summary.site_parts)} sites: the smallest mean error "
-                        f"bound ({best_score:.4f}) on the left-out sites' tables")
-
-
-def _choose_by_certificate(summary: Any, coverage: float, features: Sequence[str] | None,
-                           callback: Callable[[dict], None] | None) -> tuple[Any, list[Candidate]]:
-    best, table = None, []
-    lab = summary.codebook.label.name
-    has_pairs = any(t.kind == "counts" and len([a for a in t.clique if a != lab]) >= 2 for t in summary.tables)
-    n_feats = len(features) if features is not None else len(summary.codebook.features)
-    for learner, params in AUTO_CANDIDATES:
-        if learner == "dcc" and not has_pairs:
-            table.append(Candidate(learner, params, None, "", "no pair tables released (it would be the MRC)"))
-            continue
-        if learner == "nb" and n_feats > AUTO_NB_MAX_FEATURES:
-            table.append(Candidate(learner, params, None, "", f"{n_feats:,} features: its certificate's LP takes minutes "
-                                                             "(fit --learner nb to compute it)"))
-            continue
-        est = _make(learner, params, coverage, features)
-        try:
-            est.fit(summary)
-        except InputError as exc:
-            table.append(Candidate(learner, params, None, "", str(exc)))
-            continue
-        cert = est.certificate_
-        table.append(Candidate(learner, params, float(cert.value), cert.kind))
-        if callback is not None:
-            callback({"stage": "auto", "learner": learner, "params": params, "certificate": float(cert.value)})
-        if best is None or cert.value < best.certificate_.value - 1e-12:
-            best = est
-    if best is None:
-        raise InputError("no learner could be fitted on these summaries: " + "; ".join(f"{c.learner}: {c.note}" for c in table))
-    return best, table
+def learn_estimator(learner: str, options: Mapping[str, Any], given: Collection[str] = (),
+                    callback: Callable[[dict], None] | None = None) -> Any:
+    """:func:`make_estimator` with its parameters checked (before any work); ``auto`` takes only
+    ``coverage`` and ``prefer`` (it tries each candidate with its defaults)."""
+    if learner == "auto":
+        extra = sorted(set(given) - {"coverage", "prefer"})
+        if extra:
+            raise InputError(f"--{extra[0].replace('_', '-')} needs a chosen --learner (auto tries each learner's defaults)")
+    est = make_estimator(learner, options, given, callback=callback)
+    est.check_params()
+    return est
 
 
 @dataclass
@@ -267,7 +120,8 @@ def learn(
     ----------
     summary : marginals.summary.Summary
     learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner
-        (:func:`choose_learner`; only ``coverage`` may be given).
+        (:class:`marg.learners.auto.AutoLearner`; only ``coverage`` and ``prefer`` may be given) and the
+        model is the chosen candidate, its report carrying the candidates table.
     select : {"none", "group-lasso", "gbd"}
     max_features, feature_cost, norm, time_limit : feature selection (see
         :func:`marg.learners.selection.select_features`).
@@ -285,14 +139,7 @@ def learn(
     if select not in ("none", "group-lasso", "gbd"):
         raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
     auto = learner == "auto"
-    if auto:
-        extra = sorted(set(given) - {"coverage"})
-        if extra:
-            raise InputError(f"--{extra[0].replace('_', '-')} needs a chosen --learner (auto tries each learner's defaults)")
-        est = None
-    else:
-        est = make_estimator(learner, options, given, callback=callback)
-        est.check_params()  # before any work
+    est = learn_estimator(learner, options, given, callback=callback)
     selection = None
     if select != "none":
         from marg.learners.selection import select_features
@@ -307,22 +154,17 @@ def learn(
             raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
         if on_selected is not None:
             on_selected(selection)
-        if est is not None:
-            est.set_params(features=list(selection.selected))
-    table = None
-    if auto:
-        est, table, why = choose_learner(summary, coverage=float(options.get("coverage", 0.95)),
-                                         features=None if selection is None else selection.selected, callback=callback)
-        learner = est.learner
+        est.set_params(features=list(selection.selected))
+    if auto:  # the choice is the estimator's (marg.learners.auto); the model is the chosen candidate
+        choice = est.fit(summary)
+        est, learner = choice.chosen_, choice.chosen_.learner
     else:
         est.fit(summary)
     seconds = time.perf_counter() - t0
     report = {**est.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
-    if table is not None:
-        report["auto"] = [{"learner": c.learner, "params": c.params, "certificate": c.certificate, "kind": c.kind,
-                           "score": c.score, "note": c.note} for c in table]
-        report["auto_rule"] = why
+    if auto:
+        report.update(choice.choice_report())
     if selection is not None:
         report["features"] = list(selection.selected)
         report["selected"] = list(selection.selected)
@@ -357,6 +199,11 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
     cert = est.certificate_
     if not cert.trivial:
         return None
+    from marg.learners.auto import patients_line
+
+    line = patients_line((model.info or {}).get("report") or {})
+    if line:  # the automatic choice under DP: every candidate trivial, and the patients it would take
+        return f"warning: {line}"
     if cert.note:
         return f"warning: {cert.note}"
     remedies = list(getattr(est, "remedies", ()))

@@ -264,40 +264,45 @@ def test_learn_refuses_an_option_of_another_learner(study, tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
-def test_learn_chooses_the_smallest_certificate_by_default(study, tmp_path):
-    """Without --learner and with one site (no leave-one-site-out), every candidate is fitted and
-    the one of the smallest certificate is kept; the report lists them all (each a valid bound at
-    the same coverage)."""
+def test_learn_auto_with_one_site_estimates_in_sample(study, tmp_path):
+    """With one site (no leave-one-site-out) every candidate is fitted and certified at the same
+    coverage, its error estimated in sample, and the rule picks among them; the report lists them all."""
     tmp, schema, bundles = study
     out = tmp_path / "auto.json"
     r = run("learn", bundles[0], "--out", out, "--json", "--allow-unsigned")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["auto_rule"].startswith("smallest certificate (leave-one-site-out needs 2-20 sites")
+    assert d["auto_error_method"].startswith("in sample (one site's tables)")
     tried = [c for c in d["auto"] if c["certificate"] is not None]
     assert {c["learner"] for c in tried} >= {"mrc", "dcc", "nb", "renyi"}
-    best = min(tried, key=lambda c: c["certificate"])
-    assert d["learner"] == best["learner"] and d["worst_case_error"] == pytest.approx(best["certificate"])
+    assert all(c["method"] == "in-sample" and 0 <= c["error"] <= 1 for c in tried)
+    best = min(c["error"] for c in tried)
+    want = min((c for c in tried if c["error"] <= best + 0.02), key=lambda c: (c["certificate"], c["error"]))
+    assert d["learner"] == want["learner"] and d["worst_case_error"] == pytest.approx(want["certificate"])
     assert all(c["kind"] in ("R*", "W(h)") for c in tried)  # no 2γ: every candidate's bound is on test error
     assert Model.load(out).learner == d["learner"]
     text = run("learn", bundles[0], "--out", tmp_path / "auto2.json", "--allow-unsigned")
-    assert f"auto: chose {d['learner']} by smallest certificate" in text.stdout
+    assert f"auto: chose {d['learner']} by the smallest certificate among" in text.stdout
     bad = run("learn", *bundles, "--out", tmp_path / "x.json", "--greedy", "--allow-unsigned")
     assert bad.exit_code == 2 and "--greedy needs a chosen --learner" in bad.stderr
+    bad = run("learn", *bundles, "--learner", "mrc", "--prefer", "accuracy", "--out", tmp_path / "x.json",
+              "--allow-unsigned")
+    assert bad.exit_code == 2 and "--prefer does not apply to --learner mrc (it is for auto)" in bad.stderr
 
 
-def test_learn_chooses_leave_one_site_out_with_several_sites(study, tmp_path):
-    """Several sites with pair tables of a binary label: the additive candidates are scored on
-    left-out sites and the smallest score wins; its certificate bounds its own rule."""
+def test_learn_auto_leave_one_site_out_with_several_sites(study, tmp_path):
+    """Several sites: each candidate's error is estimated on left-out sites; --prefer accuracy keeps
+    the smallest estimate, and the chosen certificate bounds the chosen model's own rule."""
     tmp, schema, bundles = study
-    r = run("learn", *bundles, "--out", tmp_path / "auto.json", "--json", "--allow-unsigned")
+    r = run("learn", *bundles, "--out", tmp_path / "auto.json", "--json", "--allow-unsigned", "--prefer", "accuracy")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["auto_rule"].startswith(f"leave-one-site-out over {len(bundles)} sites")
-    scored = [c for c in d["auto"] if c["score"] is not None]
-    assert {c["learner"] for c in scored} == {"mrc", "nb", "renyi"}
-    best = min(scored, key=lambda c: c["score"])
-    assert d["learner"] == best["learner"] and 0 <= best["score"] <= 1
+    assert d["auto_error_method"].startswith(f"leave-one-site-out over {len(bundles)} sites")
+    scored = [c for c in d["auto"] if c["error"] is not None]
+    assert {c["learner"] for c in scored} == {"mrc", "dcc", "nb", "renyi"}
+    assert all(c["method"] == "loso" and len(c["folds"]) == len(bundles) for c in scored)
+    best = min(scored, key=lambda c: (c["error"], c["certificate"]))
+    assert d["learner"] == best["learner"] and best["chosen"] and 0 <= best["error"] <= 1
     assert d["certificate"]["kind"] in ("R*", "W(h)") and d["worst_case_error"] == pytest.approx(best["certificate"])
 
 

@@ -1,64 +1,62 @@
-"""Leave-one-site-out model choice: the pairwise Cantelli bound is the rows' exact value, folds never see their site."""
+"""The plug-in error from tables: simulated rows reproduce the tables on the forest, the estimate is the
+population's error when the population is TAN, and each leave-one-site-out fold never sees its site."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from marg.learners.certify import linear_rule
-from marg.learners.cross_site import cantelli_bound, loso_scores, rule_direction
-from marg.learners.features.quadratic import discrete_blocks
+from marg.learners.base import REGISTRY
+from marg.learners.cross_site import SEED, in_sample_error, loso_errors, sample_error, tan_sample
 from marg.learners.naive_bayes import NaiveBayes
 from marg.learners.renyi import RenyiClassifier
+from marg.learners.structure import chow_liu_forest
 from marg.marginals.summary import Summary, sum_tables
 from marg.marginals.tables import count_tables, plan_cliques
-from tests.conftest import random_codebook, random_rows
+from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
 
 
-def _onehot(cb, X):
-    blocks = discrete_blocks(cb)
-    W = np.zeros((X.shape[0], sum(b.size for b in blocks)))
-    for b in blocks:
-        W[np.arange(X.shape[0]), b.offset + X[:, b.column].astype(int)] = 1.0
-    return W
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_cantelli_bound_from_tables_equals_the_rows_value_and_bounds_their_error(seed):
-    rng = np.random.default_rng(seed)
-    cb = random_codebook(rng, n_features=4, max_levels=3)
-    X, y = random_rows(rng, cb, 400)
+def test_simulated_rows_reproduce_the_tables_on_the_forest():
+    rng = np.random.default_rng(0)
+    cb = _tan_codebook()
+    X, y = _tan_rows(rng, 4000)
     S = Summary.from_rows(cb, X, y, stats="all")
-    W = _onehot(cb, X)
-    w, b = rng.standard_normal(W.shape[1]), float(rng.standard_normal())
-    f = b + W @ w
-    s = 2.0 * y - 1.0
-    m, v = np.mean(s * f), np.mean(f * f)
-    expect = 1.0 - m * m / v if m > 0 else 1.0
-    got = cantelli_bound(w, b, S)
-    assert got == pytest.approx(expect, abs=1e-10)
-    assert got >= np.mean(s * f <= 0) - 1e-12  # Cantelli: a bound on the rule's error on these rows
+    smp = tan_sample(S, draws=20000)
+    T = Summary.from_rows(cb, smp.X, smp.y, stats="all")
+    assert np.isclose(smp.w.sum(), 1.0) and np.allclose([smp.w[smp.y == c].sum() for c in (0, 1)], S.prior)
+    tol = 4.0 / np.sqrt(20000)  # 4 standard errors of a proportion
+    for f in cb.feature_names:  # p(x_i | y)
+        P, Q = S.counts((f, "y")), T.counts((f, "y"))
+        assert np.abs(P / P.sum(0) - Q / Q.sum(0)).max() < tol
+    edges, _ = chow_liu_forest(S)
+    assert len(edges) == 3
+    for i, j in edges:  # p(x_i, x_j | y) on the forest's edges
+        a, b = cb.features[i].name, cb.features[j].name
+        P, Q = S.counts((a, b, "y")), T.counts((a, b, "y"))
+        assert np.abs(P / P.sum((0, 1)) - Q / Q.sum((0, 1))).max() < tol
+    assert tan_sample(S, draws=500).X.tolist() == tan_sample(S, draws=500).X.tolist()  # a fixed seed
 
 
-def test_rule_direction_reproduces_the_rule_on_every_row():
-    rng = np.random.default_rng(3)
-    cb = random_codebook(rng, n_features=5, max_levels=4)
-    X, y = random_rows(rng, cb, 600)
+def test_plug_in_error_is_the_population_error_when_the_population_is_tan():
+    """Tables of a large sample from a TAN population: the simulated error of a rule is its error on
+    fresh rows of that population (the estimate is exact up to Monte Carlo and sampling error)."""
+    rng = np.random.default_rng(1)
+    cb = _tan_codebook()
+    X, y = _tan_rows(rng, 200_000)
     S = Summary.from_rows(cb, X, y, stats="all")
-    for est in (RenyiClassifier().fit(S), NaiveBayes().fit(S)):
-        rule = linear_rule(est)
-        w, b = rule_direction(rule, cb)
-        sc = rule.scores(X)
-        np.testing.assert_allclose(b + _onehot(cb, X) @ w, sc[:, 1] - sc[:, 0], atol=1e-9)
+    Xt, yt = _tan_rows(rng, 200_000)
+    for est in (NaiveBayes().fit(S), REGISTRY["mrc"]().fit(S)):
+        truth = float(np.mean(est.predict(Xt) != yt))
+        assert in_sample_error(est, S).value == pytest.approx(truth, abs=0.01), est.learner
 
 
 def test_each_fold_is_fitted_without_its_site_and_scored_on_it():
     rng = np.random.default_rng(5)
-    cb = random_codebook(rng, n_features=4, max_levels=3)
+    cb = _tan_codebook()
     cl = plan_cliques(cb, "all")
     parts = []
     for k, n in enumerate((300, 200, 100)):
-        X, y = random_rows(rng, cb, n)
+        X, y = _tan_rows(rng, n)
         parts.append((f"s{k}", count_tables(cb, X, y, cl)))
     seen = []
 
@@ -66,12 +64,12 @@ def test_each_fold_is_fitted_without_its_site_and_scored_on_it():
         seen.append(summary.n)
         return RenyiClassifier().fit(summary)
 
-    out = loso_scores([("renyi", fit)], cb, parts, make_summary=lambda ts: Summary(cb, list(ts)),
-                      combine=lambda ps: sum_tables(ps)[0], rule_of=linear_rule)
+    out = loso_errors([("renyi", fit)], parts, make_summary=lambda ts: Summary(cb, list(ts)),
+                      combine=lambda ps: sum_tables(ps)[0])
     assert seen == [300.0, 400.0, 500.0]  # fitted on the others' 300 = 200+100, 400 = 300+100, 500 = 300+200
     sc = out["renyi"]
     for k, (site, tabs) in enumerate(parts):
         rest = Summary(cb, sum_tables([p[1] for j, p in enumerate(parts) if j != k])[0])
-        w, b = rule_direction(linear_rule(RenyiClassifier().fit(rest)), cb)
-        assert sc.folds[k] == pytest.approx(cantelli_bound(w, b, Summary(cb, list(tabs))), abs=1e-12)
-    assert sc.score == pytest.approx(np.average(sc.folds, weights=[300, 200, 100]))
+        want = sample_error(RenyiClassifier().fit(rest), tan_sample(Summary(cb, list(tabs)), seed=SEED + k))
+        assert sc.folds[k] == pytest.approx(want, abs=1e-12)
+    assert sc.value == pytest.approx(np.average(sc.folds, weights=[300, 200, 100]))

@@ -15,7 +15,8 @@ from tests.conftest import random_codebook, random_rows
 
 CONTRACT = {"learner", "n", "features", "worst_case_error"}
 EXTRA = {"mrc": {"iterations"}, "dcc": {"iterations", "edges"}, "renyi": {"gamma", "hgr_lower_bound", "separable"},
-         "nb": {"certificate_converged"}, "boost": {"iterations", "monomials", "terms"}}
+         "nb": {"certificate_converged"}, "boost": {"iterations", "monomials", "terms"},
+         "auto": {"chosen", "auto", "auto_rule", "auto_prefer", "auto_error_method"}}
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +73,12 @@ def test_model_file_stores_parameters_once(learner, summary, tmp_path):
     raw = json.loads((tmp_path / "m.json").read_text())
     assert raw["version"] == 2 and "params" not in raw["info"]
     assert raw["estimator"]["params"]["coverage"] == 0.9
-    # params, the model's certificate record and (but renyi) the learner state's own
-    assert json.dumps(raw).count('"coverage"') == 2 + (learner != "renyi")
+    # params, the model's certificate record and (but renyi) the learner state's own; auto's state holds
+    # the chosen estimator's whole record (its params, certificate and state) besides its own
+    own = 2 + (learner != "renyi")
+    if learner == "auto":
+        own = 2 + json.dumps(raw["estimator"]["state"]["chosen"]).count('"coverage"')
+    assert json.dumps(raw).count('"coverage"') == own
     back = Model.load(tmp_path / "m.json")
     assert np.array_equal(back.predict(X), m.predict(X))
 

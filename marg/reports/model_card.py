@@ -120,27 +120,37 @@ def _learner(page: Page, model: Any, rep: dict) -> None:
     if fitted:
         page.p("Fitted values:")
         page.table(["value", ""], [[e(k), _cell(f"fitted:{k}", v)] for k, v in sorted(fitted.items())], key="fitted")
-    if rep.get("auto_rule"):
-        page.p(f"Chosen automatically by {e(rep['auto_rule'])}.")
+    _auto_choice(page, rep)
+
+
+def _auto_choice(page: Page, rep: dict) -> None:
+    """``--learner auto``: the rule that chose, how errors were estimated, and every candidate's
+    estimated error and certificate, the chosen one marked (and, under DP with every certificate
+    trivial, the patients a non-trivial one would need)."""
     cands = rep.get("auto") or []
-    if cands:
-        scored = any(c.get("score") is not None for c in cands)
-        notes = any(c.get("note") for c in cands)
-        rows = []
-        for k, c in enumerate(cands):
-            row = [e(c.get("learner")), e(_params_words(c.get("params")))]
-            if scored:
-                row.append(value(f"auto_score:{k}", _num(c.get("score")), "—" if c.get("score") is None else None))
-            cert = c.get("certificate")
-            cert_text = ("not computed" if scored else "not fitted") if cert is None else f"{float(cert):.4g} ({c.get('kind')})"
-            row.append(value(f"auto_certificate:{k}", _num(cert), cert_text))
-            if notes:
-                row.append(e(c.get("note") or ""))
-            rows.append(row)
-        page.table(["candidate", "parameters", *(["score (the choice's criterion)"] if scored else []), "certificate",
-                    *(["note"] if notes else [])], rows, key="auto")
-        if scored:
-            page.text("The candidates were compared by the score; only the chosen model's certificate is computed.")
+    if not cands and not rep.get("auto_rule"):
+        return
+    page.p(f"Chosen automatically by {e(rep.get('auto_rule', ''))}"
+           + (f" (--prefer {e(rep['auto_prefer'])})" if rep.get("auto_prefer") else "") + ".")
+    if rep.get("auto_error_method"):
+        page.text(f"Estimated error: {rep['auto_error_method']}. An estimate, not a guarantee; the certificate is the "
+                  "guarantee.", "note")
+    if not cands:
+        return
+    rows = []
+    for k, c in enumerate(cands):
+        cert = c.get("certificate")
+        rows.append([("✔ " if c.get("chosen") else "") + e(c.get("learner")), e(_params_words(c.get("params"))),
+                     value(f"auto_error:{k}", _num(c.get("error")), "—" if c.get("error") is None else None),
+                     value(f"auto_certificate:{k}", _num(cert),
+                           "not fitted" if cert is None else f"{float(cert):.4g} ({c.get('kind')})"),
+                     e(c.get("note") or "")])
+    page.table(["candidate", "parameters", "estimated error", "certificate", "note"], rows, key="auto")
+    from marg.learners.auto import patients_line
+
+    line = patients_line(rep)
+    if line:
+        page.text(line[0].upper() + line[1:] + ".", "bad")
 
 
 def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:

@@ -1,0 +1,232 @@
+"""The automatic choice (``marg learn`` without --learner) on small clinical sets and on adult under DP (issue 24).
+
+Run: nice -n 10 python bench/auto_choice.py [--reps 5] [--sets credit,bcw,clvheart,huheart] [--adult-reps 1]
+[--small-dp] [--epsilon 1]
+
+Protocol (every number from one run):
+- Each repetition (seed = 1000 + rep) draws a random 70/30 train/test split; the training rows
+  go to three sites of 50 / 30 / 20 %. Each site's **exact** count tables (first-order and
+  every pair-with-label table: ``--stats all``) are counted; the learner's Summary sums them
+  and keeps each site's own tables (as ``marg learn`` does for 2-20 sites).
+- ``auto`` is :class:`marg.learners.auto.AutoLearner` with every default (``prefer="balanced"``:
+  the smallest certificate among the candidates whose leave-one-site-out estimated error is
+  within 0.02 of the best). Every candidate is printed side by side: its estimated error,
+  its certificate and its **test error** (deterministic rule on the 30 % test rows).
+- Targets: the default's certificate < 0.5 on every split, and its test error within 0.02 of
+  the best candidate's test error on that split.
+- Sets: credit-a (bench/privacy.py's coding: PMLB levels, continuous columns cut at the
+  training rows' terciles), breast-w, cleveland (num > 0) and hungarian under the public
+  codebooks of bench/boost_data.py.
+- ``--adult-reps R``: adult, 80/20 split, the same three sites each exporting with
+  ``marg export --epsilon 1`` defaults (bench/privacy.py's ``default_path``), learned by
+  ``marg learn`` defaults; the default's error, certificate, the candidates and, when every
+  certificate is trivial, the patients a non-trivial one would need.
+- ``--with-boost``: an experiment, boost as a sixth candidate (10–65 s per fit, so not a default).
+- ``--small-dp``: the small sets at ε per site (split 0, same sites): the default's
+  certificates and the one line on the patients a non-trivial certificate would need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SHARES = (0.5, 0.3, 0.2)
+
+
+def load(name: str):
+    """(make(train idx) → (codebook, X codes), y) of one set."""
+    if name == "credit":
+        return _bench_module("privacy").load_set("credit")
+    cb, X, y = _bench_module("boost_data").load(name)
+    return (lambda tr: (cb, X)), y
+
+
+def site_summary(cb, X, y, sites):
+    from marg.marginals.summary import Summary, sum_tables
+    from marg.marginals.tables import count_tables, plan_cliques
+
+    plan = plan_cliques(cb, "all")
+    parts = [(f"site{k}", count_tables(cb, X[s], y[s], plan)) for k, s in enumerate(sites)]
+    return Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts)
+
+
+def one_split(name: str, rep: int, test_share: float = 0.3, extra: tuple = ()):
+    from marg.learners.auto import DEFAULT_CANDIDATES, AutoLearner
+
+    make, y = load(name)
+    rng = np.random.default_rng(1000 + rep)
+    perm = rng.permutation(y.size)
+    n_te = int(round(test_share * y.size))
+    te, tr = perm[:n_te], perm[n_te:]
+    cb, X = make(tr)
+    cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+    sites = np.split(tr, cuts)
+    S = site_summary(cb, X, y, sites)
+    t0 = time.perf_counter()
+    auto = AutoLearner(candidates=[*DEFAULT_CANDIDATES, *extra] if extra else None).fit(S)
+    secs = time.perf_counter() - t0
+    cands = []
+    for row, est in zip(auto.candidates_, auto.fitted_):
+        test = float(np.mean(est.predict(X[te]) != y[te])) if est is not None else float("nan")
+        cands.append({**row.to_dict(), "test": test})
+    return {"n_train": int(tr.size), "n_test": int(te.size), "sites": [int(s.size) for s in sites],
+            "candidates": cands, "seconds": secs}
+
+
+def name_of(c: dict) -> str:
+    return c["learner"] + ("" if not c["params"] else "(" + ",".join(f"{k}={v}" for k, v in c["params"].items()) + ")")
+
+
+def report_small(sets, reps, extra: tuple = ()) -> None:
+    print("| set | split | n train (sites) | " + "candidate: est. error / certificate / test error | " * (5 + len(extra))
+          + "default | default cert < 0.5 | default test − best test | a candidate meets both? | s |")
+    print("|---|---|---|" + "---|" * (5 + len(extra)) + "---|---|---|---|---|")
+    summary = []
+    for name in sets:
+        met_c = met_e = any_both = 0
+        for rep in range(reps):
+            r = one_split(name, rep, extra=extra)
+            cs = r["candidates"]
+            chosen = next(c for c in cs if c["chosen"])
+            best_test = min(c["test"] for c in cs if c["certificate"] is not None)
+            gap = chosen["test"] - best_test
+            ok_c, ok_e = chosen["certificate"] < 0.5, gap <= 0.02 + 1e-12
+            met_c += ok_c
+            met_e += ok_e
+            both = [name_of(c) for c in cs if c["certificate"] is not None and c["certificate"] < 0.5
+                    and c["test"] <= best_test + 0.02 + 1e-12]
+            any_both += bool(both)
+            cells = []
+            for c in cs:
+                est = "—" if c["error"] is None else f"{c['error']:.3f}"
+                cert = "—" if c["certificate"] is None else f"{c['certificate']:.3f}"
+                cells.append(f"{name_of(c)}: {est} / {cert} / {c['test']:.3f}")
+            print(f"| {name} | {rep} | {r['n_train']} ({'/'.join(map(str, r['sites']))}) | " + " | ".join(cells)
+                  + f" | {name_of(chosen)} | {'yes' if ok_c else 'NO'} ({chosen['certificate']:.3f}) | "
+                  f"{gap:+.3f} {'ok' if ok_e else 'NOT MET'} | {', '.join(both) if both else 'none'} | "
+                  f"{r['seconds']:.1f} |", flush=True)
+        summary.append((name, met_c, met_e, any_both))
+    print()
+    for name, mc, me, ab in summary:
+        print(f"- {name}: certificate < 0.5 on {mc}/{reps} splits; test error within 0.02 of the best candidate on "
+              f"{me}/{reps}; some candidate met both on {ab}/{reps}")
+
+
+def report_adult(reps: int, eps: float) -> None:
+    """adult under DP: each site exports with ``marg export --epsilon eps`` defaults, the learner runs
+    the default choice (``AutoLearner()`` = ``marg learn`` without options) on the loaded summary."""
+    from marg.learners.auto import AutoLearner, patients_line
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    priv = _bench_module("privacy")
+    make, y = priv.load_set("adult")
+    print(f"\nadult, ε = {eps:g} per site, sites 50/30/20 % of an 80 % training split, `marg learn` defaults:\n")
+    print("| split | candidate | est. error | certificate | test error | chosen |")
+    print("|---|---|---|---|---|---|")
+    for rep in range(reps):
+        rng = np.random.default_rng(1000 + rep)
+        perm = rng.permutation(y.size)
+        n_te = y.size // 5
+        te, tr = perm[:n_te], perm[n_te:]
+        cb, X = make(tr)
+        cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+        sites = np.split(tr, cuts)
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for k, s in enumerate(sites):
+                out = Path(d) / f"site{k}.bundle"
+                export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, epsilon=eps)
+                paths.append(out)
+            summary = load_summary(paths, allow_unsigned=True)
+        auto = AutoLearner().fit(summary)
+        for row, est in zip(auto.candidates_, auto.fitted_):
+            test = float(np.mean(est.predict(X[te]) != y[te])) if est is not None else float("nan")
+            est_err = "—" if row.error is None else f"{row.error:.4f}"
+            cert = "—" if row.certificate is None else f"{row.certificate:.4f} ({row.kind})"
+            print(f"| {rep} | {name_of(row.to_dict())} | {est_err} | {cert} | {test:.4f} | {'**yes**' if row.chosen else ''} |")
+        line = patients_line(auto.choice_report())
+        print(f"\nsplit {rep}: the default chose {auto.chosen_.learner}: test error "
+              f"{float(np.mean(auto.predict(X[te]) != y[te])):.4f}, certificate {auto.certificate_.value:.4f} "
+              f"({time.perf_counter() - t0:.0f} s){'; ' + line if line else ''}\n")
+
+
+def report_small_dp(sets, eps: float) -> None:
+    """The small sets under DP (split 0): each site exports with ``marg export --epsilon eps`` defaults;
+    the default's certificate, and the one line saying how many patients a non-trivial one needs."""
+    from marg.learners.auto import AutoLearner, patients_line
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    priv = _bench_module("privacy")
+    print(f"\nthe small sets at ε = {eps:g} per site (split 0, the same three sites), `marg learn` defaults:\n")
+    for name in sets:
+        make, y = load(name)
+        rng = np.random.default_rng(1000)
+        perm = rng.permutation(y.size)
+        n_te = int(round(0.3 * y.size))
+        te, tr = perm[:n_te], perm[n_te:]
+        cb, X = make(tr)
+        cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for k, s in enumerate(np.split(tr, cuts)):
+                out = Path(d) / f"site{k}.bundle"
+                export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, epsilon=eps)
+                paths.append(out)
+            summary = load_summary(paths, allow_unsigned=True)
+        auto = AutoLearner().fit(summary)
+        certs = ", ".join(f"{name_of(r.to_dict())} {r.certificate:.3f}" for r in auto.candidates_ if r.certificate is not None)
+        line = patients_line(auto.choice_report()) or "(some certificate is informative)"
+        print(f"- {name}: chose {auto.chosen_.learner}, test error {float(np.mean(auto.predict(X[te]) != y[te])):.3f}; "
+              f"certificates {certs}; {time.perf_counter() - t0:.0f} s.\n  `{line}`")
+
+
+def main() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sets", default="credit,bcw,clvheart,huheart")
+    ap.add_argument("--adult-reps", type=int, default=0)
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--small-dp", action="store_true", help="also the small sets at --epsilon (split 0)")
+    ap.add_argument("--with-boost", action="store_true", help="experiment: boost as a sixth candidate (not a default)")
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"numpy {np.__version__}; {args.reps} seeded splits per set; sites 50/30/20 % of the training rows\n")
+    sets = [s for s in args.sets.split(",") if s]
+    if sets:
+        report_small(sets, args.reps, extra=(("boost", {}),) if args.with_boost else ())
+    if args.small_dp:
+        report_small_dp(sets, args.epsilon)
+    if args.adult_reps:
+        report_adult(args.adult_reps, args.epsilon)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""The automatic learner choice as an estimator: estimate each candidate's error, compute its certificate, choose by one rule.
+
+:class:`AutoLearner` fits every candidate (learner, parameters) on the summary and records,
+per candidate:
+
+- its **certificate** — the learner's own ``certificate_`` (a bound on the error of the
+  rule it predicts with, at the same coverage for all); a training-sample quantity (2γ) is
+  replaced by W(h) of the rule (:func:`marg.learners.certify.certify`);
+- its **estimated error** (:mod:`marg.learners.cross_site`): with 2–20 sites' own tables,
+  **leave-one-site-out** — the candidate refitted without site k, its error on rows
+  simulated from site k's tables (the tree-augmented naive-Bayes distribution those tables
+  determine; the model's own ``predict``, so any rule and tie-break is covered), averaged
+  over the sites by their n; with one site (or more than 20), the fitted model's error on
+  rows simulated from the whole summary **in sample** (optimistic: the tables it was fitted
+  on). Raw numeric features give no estimate (only their moments are released), and the
+  row says why.
+
+The choice (:func:`choose`) is one stated rule, set by ``prefer``:
+
+- ``"balanced"`` (default): among the candidates whose estimated error is within
+  ``tolerance`` (0.02) of the best estimate, the smallest certificate (ties: the smaller
+  estimated error); candidates without an estimate are not eligible, and when no candidate
+  has one the smallest certificate wins;
+- ``"accuracy"``: the smallest estimated error (ties: the smaller certificate);
+- ``"certificate"``: the smallest certificate (ties: the smaller estimated error).
+
+The chosen fitted estimator is ``chosen_``; predictions and the certificate are its own.
+Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
+many patients would give a candidate a non-trivial one under the same noise
+(:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
+certificate, the first that gets there within 2¹⁴·n patients).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from marg.errors import InconsistentStatistics, InputError
+
+from .base import Certificate, MarginalEstimator, check_choice, check_number, estimator_class, features_param
+from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
+
+DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("mrc", {}),
+    ("dcc", {"edge_weight": "label"}),
+    ("dcc", {"edge_weight": "cmi"}),
+    ("nb", {"certify": "bound"}),  # the one-LP bound: the exact W(h) takes minutes on thousands of features
+    ("renyi", {}),
+)
+"""What ``--learner auto`` tries by default (a DCC needs pair tables: without them it is skipped, saying so)."""
+PREFER = ("balanced", "accuracy", "certificate")
+FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
+"""Parameters of the leave-one-site-out folds only (their certificates are not used)."""
+
+
+@dataclass
+class CandidateRow:
+    """One candidate of the automatic choice: what was estimated and certified, and whether it was chosen.
+
+    ``error`` None: no estimate (``note`` says why); ``certificate`` None: not fitted (``note``)."""
+
+    learner: str
+    params: dict[str, Any]
+    error: float | None = None
+    method: str = ""
+    folds: list[float] = field(default_factory=list)
+    certificate: float | None = None
+    kind: str = ""
+    chosen: bool = False
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = 0.02) -> tuple[int, str]:
+    """The index of the chosen candidate and the rule in words (see the module docstring).
+
+    Only candidates with a certificate (fitted) are considered.
+
+    Raises
+    ------
+    InputError
+        No candidate was fitted.
+    """
+    check_choice("prefer", prefer, PREFER)
+    fitted = [k for k, r in enumerate(rows) if r.certificate is not None]
+    if not fitted:
+        raise InputError("no learner could be fitted on these summaries: "
+                         + "; ".join(f"{r.learner}: {r.note}" for r in rows))
+    estimated = [k for k in fitted if rows[k].error is not None]
+
+    def err(k: int) -> float:
+        return math.inf if rows[k].error is None else float(rows[k].error)
+
+    def by_certificate(ks: Sequence[int]) -> int:
+        return min(ks, key=lambda k: (float(rows[k].certificate), err(k), k))
+
+    if prefer == "certificate":
+        return by_certificate(fitted), "the smallest certificate (--prefer certificate)"
+    if not estimated:
+        return by_certificate(fitted), "the smallest certificate (no candidate's error could be estimated)"
+    if prefer == "accuracy":
+        k = min(estimated, key=lambda k: (err(k), float(rows[k].certificate), k))
+        return k, "the smallest estimated error (--prefer accuracy)"
+    best = min(err(k) for k in estimated)
+    within = [k for k in estimated if err(k) <= best + tolerance + 1e-12]
+    return by_certificate(within), (f"the smallest certificate among the candidates whose estimated error is within "
+                                    f"{tolerance:g} of the best ({best:.4f})")
+
+
+class AutoLearner(MarginalEstimator):
+    """Choose among candidate learners by estimated error and certificate (see the module docstring).
+
+    Parameters
+    ----------
+    candidates : sequence of (learner, params) or None
+        The learners tried, each with its parameters (None: :data:`DEFAULT_CANDIDATES`);
+        ``coverage`` and ``features`` are set on every candidate that takes them.
+    prefer : {"balanced", "accuracy", "certificate"}
+    tolerance : float
+        How far above the best estimated error a candidate stays eligible under ``"balanced"``.
+    coverage : float
+        Coverage of every candidate's certificate.
+    features : sequence of str or None
+        Features the candidates use (None: every feature).
+    callback : callable or None
+        A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate.
+
+    Attributes
+    ----------
+    chosen_ : MarginalEstimator
+        The chosen candidate, fitted on the whole summary.
+    fitted_ : list of MarginalEstimator or None
+        Every candidate fitted on the whole summary (None: it failed), in order; not saved.
+    candidates_ : list of CandidateRow
+    rule_ : str
+        The rule that chose, in words.
+    error_method_ : str
+        How errors were estimated, in words.
+    patients_ : PatientsNeeded or None
+        Under DP with every certificate trivial: the patients a candidate would need (module docstring).
+    certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
+    """
+
+    learner = "auto"
+    display_name = "an automatic-choice"
+
+    def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
+                 tolerance: float = 0.02, coverage: float = 0.95, features: Sequence[str] | None = None,
+                 callback: Callable[[dict], None] | None = None):
+        self.candidates = candidates
+        self.prefer = prefer
+        self.tolerance = tolerance
+        self.coverage = coverage
+        self.features = features
+        self.callback = callback
+
+    # ------------------------------------------------------------ parameters
+    def check_params(self) -> None:
+        check_choice("prefer", self.prefer, PREFER)
+        check_number("tolerance", self.tolerance, low=0, high=1)
+        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
+        features_param(self.features)
+        self._candidate_list()
+
+    def _candidate_list(self) -> list[tuple[str, dict[str, Any]]]:
+        if self.candidates is None:
+            return [(n, dict(p)) for n, p in DEFAULT_CANDIDATES]
+        out = []
+        for c in self.candidates:
+            if isinstance(c, str):
+                c = (c, {})
+            if not (isinstance(c, (tuple, list)) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], dict)):
+                raise InputError(f"a candidate must be (learner, params), got {c!r}")
+            if c[0] == self.learner:
+                raise InputError("a candidate of the automatic choice cannot be auto itself")
+            estimator_class(c[0])  # one-line error for an unknown learner
+            out.append((c[0], dict(c[1])))
+        if not out:
+            raise InputError("candidates must name at least one learner")
+        return out
+
+    def _make(self, name: str, params: dict[str, Any]) -> MarginalEstimator:
+        cls = estimator_class(name)
+        kw = dict(params)
+        names = cls.param_names()
+        if "coverage" in names:
+            kw.setdefault("coverage", self.coverage)
+        if self.features is not None and "features" in names:
+            kw["features"] = features_param(self.features)
+        return cls(**kw)
+
+    # --------------------------------------------------------------- fitting
+    def fit(self, summary: Any) -> "AutoLearner":
+        self.check_params()
+        cands = self._candidate_list()
+        rows: list[CandidateRow] = []
+        fitted: list[MarginalEstimator | None] = []
+        for name, params in cands:
+            row = CandidateRow(name, params)
+            est = self._make(name, params)
+            try:
+                est.fit(summary)
+                cert = est.certificate_  # every estimator's certificate bounds the rule it predicts with
+            except InputError as exc:
+                row.note = str(exc)
+                est = None
+            else:
+                row.certificate, row.kind = float(cert.value), cert.kind
+            rows.append(row)
+            fitted.append(est)
+        self.error_method_ = self._estimate_errors(summary, cands, rows, fitted)
+        k, words = choose(rows, self.prefer, self.tolerance)
+        rows[k].chosen = True
+        if self.callback is not None:
+            for r in rows:
+                self.callback({"stage": "auto", "learner": r.learner, "params": r.params, "error": r.error,
+                               "certificate": r.certificate})
+        chosen = fitted[k]
+        assert chosen is not None
+        self.chosen_ = chosen
+        self.fitted_ = fitted  # every candidate fitted on the whole summary (None: failed); not saved
+        self.candidates_ = rows
+        self.rule_ = words
+        self.patients_ = None
+        if summary.is_noisy and all(f is None or f.certificate_.trivial for f in fitted):
+            self.patients_ = self._patients(summary, cands, rows)
+        self._adopt(chosen)
+        return self
+
+    def _estimate_errors(self, summary: Any, cands: list, rows: list[CandidateRow], fitted: list) -> str:
+        parts = summary.site_parts
+        pairs = "" if summary.feature_cliques(2) else "; no pair tables, so the features are simulated independent given the label"
+        if MIN_SITES <= len(parts) <= MAX_SITES:
+            from marg.marginals.summary import Summary, sum_tables
+
+            cb = summary.codebook
+            fits = [(str(k), lambda s, n=name, p=params: self._make(n, {**p, **FOLD_PARAMS.get(n, {})}).fit(s))
+                    for k, (name, params) in enumerate(cands) if fitted[k] is not None]
+            try:
+                got = loso_errors(fits, parts, make_summary=lambda ts: Summary(cb, list(ts)),
+                                  combine=lambda ps: sum_tables(ps)[0])
+            except InputError as exc:  # e.g. raw numeric features: no rows can be simulated
+                got = {key: str(exc) for key, _ in fits}
+            for key, res in got.items():
+                _record(rows[int(key)], res)
+            return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
+                    f"rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n{pairs}")
+        why = {0: "no site's own tables were kept, only their sum", 1: "one site's tables"}.get(
+            len(parts), f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
+        try:
+            sample: TanSample | str = tan_sample(summary)
+        except InputError as exc:
+            sample = str(exc)
+        for k, est in enumerate(fitted):
+            if est is not None:
+                _record(rows[k], sample if isinstance(sample, str) else
+                        ErrorEstimate(sample_error(est, sample), "in-sample"))
+        return (f"in sample ({why}): each model's error on rows simulated from the tables it was fitted on "
+                f"(tree-augmented naive Bayes) — optimistic{pairs}")
+
+    def _patients(self, summary: Any, cands: list, rows: list[CandidateRow]) -> Any:
+        from .sample_size import patients_needed
+
+        order = sorted((k for k, r in enumerate(rows) if r.certificate is not None),
+                       key=lambda k: (rows[k].certificate, math.inf if rows[k].error is None else rows[k].error, k))
+        last = None
+        for k in order:
+            name, params = cands[k]
+
+            def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
+                try:
+                    est = self._make(name, params).fit(scaled)
+                    return float(est.certificate_.value)
+                except InconsistentStatistics:  # the noise left the box empty at this size: no bound there
+                    return 1.0
+
+            last = patients_needed(certificate_at, summary, summary.n_classes)
+            last.learner = name + _params_words(params)
+            if last.needed is not None:
+                break
+        return last
+
+    def _adopt(self, chosen: MarginalEstimator) -> None:
+        self.certificate_ = chosen.certificate_
+        for attr in ("classes_", "feature_names_in_", "n_", "fingerprint_"):
+            if hasattr(chosen, attr):
+                setattr(self, attr, getattr(chosen, attr))
+
+    # ------------------------------------------------------------ prediction
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self.chosen_.predict(X)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return self.chosen_.predict_proba(X)
+
+    # ---------------------------------------------------------------- report
+    def choice_report(self) -> dict[str, Any]:
+        """The choice's keys of ``marg learn --json`` (and the model file's report): the candidates
+        table, the rule, how errors were estimated, and under DP the patients a non-trivial
+        certificate would need."""
+        self._check_fitted()
+        out: dict[str, Any] = {"auto": [r.to_dict() for r in self.candidates_], "auto_rule": self.rule_,
+                               "auto_prefer": self.prefer, "auto_error_method": self.error_method_}
+        if self.patients_ is not None:
+            out["auto_patients"] = self.patients_.to_dict()
+        return out
+
+    def _report(self) -> dict[str, Any]:
+        return {"chosen": self.chosen_.learner, **self.chosen_._report(), **self.choice_report()}
+
+    # ----------------------------------------------------------- persistence
+    def _state(self) -> dict[str, Any]:
+        return {"chosen": self.chosen_.to_dict(), **self.choice_report()}
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        from .sample_size import PatientsNeeded
+
+        d = state["chosen"]
+        chosen = estimator_class(str(d["learner"])).from_dict(d)
+        self.chosen_ = chosen
+        self.candidates_ = [CandidateRow(**r) for r in state["auto"]]
+        self.rule_ = str(state["auto_rule"])
+        self.error_method_ = str(state["auto_error_method"])
+        p = state.get("auto_patients")
+        self.patients_ = None if p is None else PatientsNeeded(**p)
+        self._adopt(chosen)
+
+
+def _record(row: CandidateRow, res: ErrorEstimate | str) -> None:
+    if isinstance(res, str):
+        row.note = (row.note + "; " if row.note else "") + f"no error estimate: {res}"
+        return
+    row.error, row.method, row.folds = float(res.value), res.method, list(res.folds)
+
+
+def _params_words(params: dict[str, Any]) -> str:
+    return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+
+
+def patients_line(report: dict[str, Any]) -> str | None:
+    """One line for a choice whose every certificate is trivial under DP: the patients now and
+    the patients a candidate would need (None when the report has no such record)."""
+    p = report.get("auto_patients")
+    if not p:
+        return None
+    head = (f"under the sites' DP noise {p['n']:,.0f} patients are too few for an informative certificate from any "
+            f"candidate (each ≥ 1 − 1/K = {p['threshold']:.3g}, what guessing achieves)")
+    if p["needed"] is None:
+        return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
+    return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
+                   f"(its certificate there: {p['certificate']:.4f})")
