@@ -41,7 +41,7 @@ import numpy as np
 
 from marg.errors import InconsistentStatistics, InputError
 
-from .base import Certificate, MarginalEstimator, check_choice, check_number, estimator_class, features_param
+from .base import MarginalEstimator, check_choice, check_number, estimator_class, features_param
 from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
