@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from marg.errors import InputError
+from marg.marginals.codebook import MAX_LEVELS
 
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
@@ -103,15 +104,21 @@ def export_cmd(
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (refused once the site is configured).")] = False,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show exactly what would leave (tables, cells, noise, cost against the cap, exact counts) and write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out (refused otherwise, before anything is counted or charged).")] = False,
+    keep_copy: Annotated[bool, typer.Option("--keep-copy/--no-keep-copy", help="Keep the plain signed bundle of a sealed export beside the ledger, so `marg inspect` can show this site what it sent.")] = True,
+    max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused (it identifies patients).")] = MAX_LEVELS,
+    json_out: JsonOpt = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
     from marg.marginals.codebook import Codebook
     from marg.marginals.request import read_request
     from marg.marginals.tables import parse_pairs
-    from marg.protocols.export import export_site
+    from marg.protocols.export import check_out, export_site
     from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
 
     cb = Codebook.load(schema)
+    cb.check_level_cap(max_levels)
     if cb.draft:
         err("warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing")
     pair_list = None
@@ -139,7 +146,27 @@ def export_cmd(
         from marg.protocols.rounds import read_round
 
         round_id = read_round(round_, cb.fingerprint)
-    prog = Progress(f"export {site}")
+    prog = Progress(f"export {site}", enabled=not json_out)
+    if dry_run:
+        if evaluate is not None:
+            raise InputError("--dry-run shows a table release; for --evaluate see `marg inspect` of the written release")
+        from marg.protocols.export_plan import plan_export
+
+        plan = plan_export(data, cb, site, out, recipient_name=recipient_name, stats=stats, pairs=pair_list,
+                           epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+                           first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell,
+                           min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
+                           ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
+                           spark_master=spark_master, max_levels=max_levels)
+        prog.done()
+        if json_out:
+            emit_json(plan.to_dict())
+            return
+        for line in plan.notes:
+            err(line)
+        for line in plan_lines(plan):
+            typer.echo(line)
+        return
     if evaluate is not None:
         from marg.api import load_model
         from marg.errors import InputError
@@ -150,10 +177,15 @@ def export_cmd(
         if holdout is not None or pairs:
             raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
         m = load_model(evaluate, schema)
+        check_out(out, force)
         res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
                             mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
                             recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
         prog.done()
+        if json_out:
+            emit_json({"out": str(out), "site": site, "evaluated_model": str(evaluate), "n_rows": res.n_rows,
+                       "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest()})
+            return
         typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
                    f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
         return
@@ -162,9 +194,19 @@ def export_cmd(
         first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
+        force=force, keep_copy=keep_copy, max_levels=max_levels,
     )
     prog.done()
     d = res.bundle.describe()
+    for line in res.notes:
+        err(line)
+    if json_out:
+        emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
+                   "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
+                   "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
+                   "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
+                   "digest": d["digest"]})
+        return
     extras = []
     if sk is not None:
         extras.append("signed")
@@ -178,6 +220,34 @@ def export_cmd(
         f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
         f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
     )
+
+
+def plan_lines(plan) -> list[str]:
+    """The text of ``marg export --dry-run``: what would leave, table by table, and its cost."""
+    where = f"sealed to {plan.sealed_to}" if plan.sealed_to else "not sealed"
+    lines = [f"dry run: nothing written. {plan.out} would hold site {plan.site!r}'s {len(plan.tables)} tables "
+             f"({plan.cells:,} cells, {plan.bundle_bytes:,} bytes), {'signed' if plan.signed else 'unsigned'}, {where}.",
+             f"rows counted here: {plan.n_rows:,}; " + (f"released: {plan.released_n_rows:,}" if plan.released_n_rows is not None
+                                                      else "not released (DP: the noisy label table estimates it)")]
+    lines.append(f"privacy: {_privacy_words(plan.privacy)}")
+    if plan.ledger is None:
+        lines.append("cost: not recorded (--no-ledger)")
+    else:
+        cap = plan.cap.describe() if plan.cap is not None else "no cap set (marg audit init --cap)"
+        lines.append(f"cost: {plan.cost.describe()}; ledger {plan.ledger}: spent {plan.spent.describe()}, "
+                     f"after this {(plan.spent + plan.cost).describe()}, cap {cap}")
+    lines.append("tables:")
+    for t in plan.tables:
+        noise = ("exact" + (f", {t.suppressed} small cells suppressed" if t.suppressed else "")) if t.mechanism == "none" else \
+            f"{t.mechanism} noise, scale {t.scale:.4g}, std {t.std:.4g} per cell"
+        lines.append(f"  {t.name:<40} {' × '.join(map(str, t.shape))} = {t.cells:,} cells, {noise}")
+    if plan.exact:
+        lines.append("the exact counts that would leave (flattened in codebook order of the levels):")
+        for t in plan.tables:
+            import numpy as np
+
+            lines.append(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
+    return lines
 
 
 def _privacy_words(p: dict | None) -> str:
@@ -197,8 +267,13 @@ def inspect_cmd(
     json_out: JsonOpt = False,
     key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="A site reading its own sealed bundle: the ledger that recorded it (default: the configured one, else ./marg-ledger).")] = None,
+    values: Annotated[bool, typer.Option("--values", help="Also print every released value (the counts as they left, noise included).")] = False,
 ) -> None:
-    """Say in plain words what a bundle (or a model file) contains."""
+    """Say in plain words what a bundle (or a model file) contains.
+
+    A site reads its own sealed bundle without the learner's key: the ledger records the
+    sealed file's digest and export kept the plain signed bundle beside it (--keep-copy)."""
     from marg.protocols.bundle import Bundle, read_bundle_bytes
     from marg.protocols.keys import load_seal_key
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
@@ -228,18 +303,34 @@ def inspect_cmd(
             typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
         return
     raw = read_bundle_bytes(bundle)
+    own = None
     if is_sealed(raw):
-        if key is None:
-            raise InputError(
-                f"{bundle} is sealed to key {sealed_recipient(raw)[:16]}…; pass --key LEARNER.seal.key to read it"
-            )
-        raw = open_sealed(raw, load_seal_key(key), name=str(bundle))
-    b = Bundle.from_bytes(raw, source=str(bundle))
+        if key is not None:
+            b = Bundle.from_bytes(open_sealed(raw, load_seal_key(key), name=str(bundle)), source=str(bundle))
+        else:
+            from marg.protocols.site import SiteConfig
+            from marg.protocols.site_copies import open_own
+
+            if ledger is None:
+                cfg = SiteConfig.load()
+                ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+            try:
+                b, own = open_own(raw, ledger, name=str(bundle))
+            except InputError as exc:
+                raise InputError(f"{exc} (sealed to key {sealed_recipient(raw)[:16]}…; the learner reads it with "
+                                 "--key LEARNER.seal.key)") from None
+    else:
+        b = Bundle.from_bytes(raw, source=str(bundle))
     verified = verify_bundle(b, trust, source=str(bundle)) if trust is not None else None
     d = b.describe()
     if json_out:
-        emit_json({**d, "verified_site": verified})
+        extra = {"values": {t.name: t.counts for t in b.tables}} if values else {}
+        emit_json({**d, "verified_site": verified, "site_copy": None if own is None else {"ledger_entry": own["seq"],
+                   "ledger": str(ledger)}, **extra})
         return
+    if own is not None:
+        typer.echo(f"Sealed file {bundle}: this site's release of ledger entry #{own['seq']} ({own['time']}), read from "
+                   f"the copy kept beside {ledger} (its digest matches the ledger's record).")
     lab = d["label"] or {}
     typer.echo(f"Bundle {bundle} from site {d['site']!r}, created {d['created']} by {d['software']}.")
     typer.echo(
@@ -266,6 +357,12 @@ def inspect_cmd(
     if d["recipient"]:
         typer.echo(f"Sealed for: {d['recipient']}.")
     typer.echo(f"Digest (sha256): {d['digest']}")
+    if values:
+        import numpy as np
+
+        typer.echo("Released values (flattened in codebook order of the levels):")
+        for t in b.tables:
+            typer.echo(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
 
 
 def main() -> None:
