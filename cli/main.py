@@ -52,20 +52,35 @@ def schema_init(
     bins: Annotated[int, typer.Option(help="Quantile bins for numeric columns.")] = 4,
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
     numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
-    exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out (identifiers).")] = None,
+    exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out.")] = None,
+    level_cap: Annotated[int, typer.Option("--level-cap", help="Text columns with more levels are left out (export's --max-levels refuses them).")] = MAX_LEVELS,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Draft a codebook from local data. Review it before sharing: levels and edges come from the data."""
+    """Draft a codebook from local data. Review it before sharing: levels and edges come from the data.
+
+    Columns that identify rows are left out, each named with its reason: id-like names (id, mrn,
+    ssn, name, email, phone, date of birth…), text nearly unique per row, a whole number unique
+    per row, more levels than --level-cap. --categorical/--numeric keep a column regardless."""
     from marg.marginals.draft import draft_codebook
     from marg.marginals.sources import open_source
 
+    left_out: list = []
     with open_source(data, engine=engine, spark_master=spark_master) as src:
         cb = draft_codebook(
             src, label, max_levels=max_levels, bins=bins,
             categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
+            level_cap=level_cap, left_out=left_out,
         )
     cb.save(out)
+    if json_out:
+        emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name, "classes": list(cb.label.classes),
+                   "fingerprint": cb.fingerprint, "draft": True,
+                   "left_out": [{"column": x.column, "reason": x.reason} for x in left_out]})
+        return
+    for x in left_out:
+        err(f"left out {x.column!r}: {x.reason}")
     n_num = sum(1 for f in cb.features if f.kind == "numeric")
     typer.echo(
         f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
