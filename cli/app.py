@@ -97,7 +97,33 @@ def _conventional_metavars() -> None:
     core.TyperArgument._rich_display_name = lambda self: usage_name(self).strip("[]")
 
 
+def _option_panels() -> None:
+    """Plain help (no rich, for start-up time) that still groups options by their
+    ``rich_help_panel``: ``marg learn --help`` shows the common options, then one section per learner."""
+    from typer import core
+
+    def format_options(self: Any, *, ctx: Any, formatter: Any) -> None:
+        args, sections = [], {}
+        for param in self.get_params(ctx):
+            rv = param.get_help_record(ctx)
+            if rv is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append(rv)
+            else:
+                sections.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(rv)
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        for title, rows in sorted(sections.items(), key=lambda kv: kv[0] != "Options"):  # stable: panels in order of appearance
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+    core._typer_format_options = format_options
+
+
 _conventional_metavars()
+_option_panels()
 
 
 def _version(value: bool) -> None:

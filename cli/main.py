@@ -26,7 +26,8 @@ from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
 from .app import app, schema_app
-from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
+from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err, split_list
+from .progress import RowProgress
 
 app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
@@ -161,80 +162,80 @@ def export_cmd(
         from marg.protocols.rounds import read_round
 
         round_id = read_round(round_, cb.fingerprint)
-    prog = Progress(f"export {site}", enabled=not json_out)
-    if dry_run:
+    prog = RowProgress(f"export {site}", quiet=json_out)
+    with prog:
+        if dry_run:
+            if evaluate is not None:
+                raise InputError("--dry-run shows a table release; for --evaluate see `marg inspect` of the written release")
+            from marg.protocols.export_plan import plan_export
+
+            plan = plan_export(data, cb, site, out, recipient_name=recipient_name, stats=stats, pairs=pair_list,
+                               epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+                               first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell,
+                               min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
+                               ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
+                               spark_master=spark_master, max_levels=max_levels)
+            prog.done()
+            if json_out:
+                emit_json(plan.to_dict())
+                return
+            for line in plan.notes:
+                err(line)
+            for line in plan_lines(plan):
+                typer.echo(line)
+            return
         if evaluate is not None:
-            raise InputError("--dry-run shows a table release; for --evaluate see `marg inspect` of the written release")
-        from marg.protocols.export_plan import plan_export
+            from marg.api import load_model
+            from marg.protocols.evaluation import evaluate_site, model_digest
 
-        plan = plan_export(data, cb, site, out, recipient_name=recipient_name, stats=stats, pairs=pair_list,
-                           epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-                           first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell,
-                           min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
-                           ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
-                           spark_master=spark_master, max_levels=max_levels)
-        prog.done()
-        if json_out:
-            emit_json(plan.to_dict())
+            if no_ledger:
+                raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
+            if holdout is not None or pairs:
+                raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
+            m = load_model(evaluate, schema)
+            check_out(out, force)
+            res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
+                                mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
+                                recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
+            prog.done()
+            if json_out:
+                emit_json({"out": str(out), "site": site, "evaluated_model": str(evaluate), "n_rows": res.n_rows,
+                           "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest()})
+                return
+            typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+                       f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
             return
-        for line in plan.notes:
+        res = export_site(
+            data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+            first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
+            signing_key=sk, recipient=recipient, recipient_name=recipient_name,
+            ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
+            force=force, keep_copy=keep_copy, max_levels=max_levels,
+        )
+        prog.done()
+        d = res.bundle.describe()
+        for line in res.notes:
             err(line)
-        for line in plan_lines(plan):
-            typer.echo(line)
-        return
-    if evaluate is not None:
-        from marg.api import load_model
-        from marg.errors import InputError
-        from marg.protocols.evaluation import evaluate_site, model_digest
-
-        if no_ledger:
-            raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
-        if holdout is not None or pairs:
-            raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
-        m = load_model(evaluate, schema)
-        check_out(out, force)
-        res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
-                            mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
-                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
-        prog.done()
         if json_out:
-            emit_json({"out": str(out), "site": site, "evaluated_model": str(evaluate), "n_rows": res.n_rows,
-                       "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest()})
+            emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
+                       "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
+                       "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
+                       "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
+                       "digest": d["digest"]})
             return
-        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
-                   f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
-        return
-    res = export_site(
-        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-        first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
-        signing_key=sk, recipient=recipient, recipient_name=recipient_name,
-        ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
-        force=force, keep_copy=keep_copy, max_levels=max_levels,
-    )
-    prog.done()
-    d = res.bundle.describe()
-    for line in res.notes:
-        err(line)
-    if json_out:
-        emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
-                   "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
-                   "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
-                   "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
-                   "digest": d["digest"]})
-        return
-    extras = []
-    if sk is not None:
-        extras.append("signed")
-    if res.sealed:
-        extras.append(f"sealed to {recipient_name}")
-    if res.ledger_entry is not None:
-        extras.append(f"ledger entry #{res.ledger_entry['seq']} in {ledger}")
-    if res.suppressed:
-        extras.append(f"{len(res.suppressed)} small cells suppressed")
-    typer.echo(
-        f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
-        f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
-    )
+        extras = []
+        if sk is not None:
+            extras.append("signed")
+        if res.sealed:
+            extras.append(f"sealed to {recipient_name}")
+        if res.ledger_entry is not None:
+            extras.append(f"ledger entry #{res.ledger_entry['seq']} in {ledger}")
+        if res.suppressed:
+            extras.append(f"{len(res.suppressed)} small cells suppressed")
+        typer.echo(
+            f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
+            f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
+        )
 
 
 def plan_lines(plan) -> list[str]:
