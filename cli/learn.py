@@ -6,7 +6,6 @@ Commands parse options, call :mod:`marg.api` and print; the library does the wor
 from __future__ import annotations
 
 import inspect
-import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -101,8 +100,8 @@ def learn(
     loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).", rich_help_panel="DCC (--learner dcc)")] = "01",
     max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1-5; 2 reads the pair tables, 3-5 the tables a `marg request --learner boost` round brought).", rich_help_panel="Boost (--learner boost)")] = 2,
     kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k) of a monomial of order k (bits of a weight, in log₂ n units).", rich_help_panel="Boost (--learner boost)")] = 1.5,
-    patience: Annotated[int, typer.Option("--patience", help="boost: stop early when the bound has improved by at most --stall-tol over this many iterations.", rich_help_panel="Boost (--learner boost)")] = 3,
-    stall_tol: Annotated[float, typer.Option("--stall-tol", help="boost: the improvement of the bound (an error rate) that counts as progress.", rich_help_panel="Boost (--learner boost)")] = 1e-4,
+    patience: Annotated[int, typer.Option("--patience", help="boost: stop early when the bound has improved by at most --stall-tol over this many iterations (column generation can sit on a plateau for a few iterations before rules enter).", rich_help_panel="Boost (--learner boost)")] = 8,
+    stall_tol: Annotated[float, typer.Option("--stall-tol", help="boost: the improvement of the bound (an error rate) that counts as progress.", rich_help_panel="Boost (--learner boost)")] = 1e-6,
     select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).", rich_help_panel="Feature selection")] = "none",
     max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).", rich_help_panel="Feature selection")] = None,
     feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).", rich_help_panel="Feature selection")] = None,
@@ -289,6 +288,7 @@ def request_cmd(
 def round_cmd(
     schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
     out: OutOpt,
+    json_out: JsonOpt = False,
 ) -> None:
     """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
     so `marg learn --round` refuses replayed or stale bundles."""
@@ -296,6 +296,9 @@ def round_cmd(
     from marg.protocols.rounds import new_round
 
     rid = new_round(out, Codebook.load(schema).fingerprint)
+    if json_out:
+        emit_json({"round": rid, "out": str(out)})
+        return
     typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
 
 
@@ -309,12 +312,17 @@ def predict(
     flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
     trust: ModelTrustOpt = None,
     allow_unsigned: ModelUnsignedOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
     from marg import api
 
     m = _verified_model(model, trust, allow_unsigned, schema)
     n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
+    if json_out:
+        emit_json({"out": str(out), "n": n, "learner": m.learner, "classes": list(m.classes),
+                   "outside": n_out if flag_outside else None})
+        return
     typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
     if flag_outside:
         typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")

@@ -307,7 +307,7 @@ class MonomialMinimax:
 
 
 def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e-6, n_max: int = 20,
-                           k_max: int = 30, patience: int = 3, stall_tol: float = 1e-4, bound: float = 1e3, tol: float = 1e-9,
+                           k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3, tol: float = 1e-9,
                            time_limit: float | None = None,
                            options: SearchOptions | None = None, enum_limit: int = 1 << 16,
                            milp_seconds: float | None = 60.0,

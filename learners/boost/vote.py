@@ -124,7 +124,7 @@ class BoostVote(MinimaxRules):
 
     def __init__(self, s: float | None = None, coverage: float = 0.95, features: Sequence[str] | None = None,
                  max_order: int = 2, kappa: float = 1.5, penalty: float = 1.0, eps: float = 1e-6, n_max: int = 20,
-                 k_max: int = 30, patience: int = 3, stall_tol: float = 1e-4, bound: float = 1e3,
+                 k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3,
                  time_limit: float | None = None, callback: Callable[[dict], None] | None = None):
         self.s = s
         self.coverage = coverage
