@@ -115,13 +115,13 @@ def pairs_left_out(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tup
     """
     if stats != "auto" or pairs or not dp or resolve_stats(codebook, stats, dp) != "first":
         return None
-    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), reverse=True)
+    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), key=lambda t: -t[0])  # ties: codebook order
     if len(sizes) < 2:
         return None
     m = [float(x) for x, _ in sizes]
     K = codebook.label.n_classes
     cells = (sum(m) ** 2 - sum(x * x for x in m)) / 2.0 * K
-    (m1, a), (m2, b) = sizes[0], sizes[1]
+    (m1, a), (m2, b) = sorted(sizes[:2], key=lambda t: codebook.index(t[1]))
     return (f"warning: the {len(m) * (len(m) - 1) // 2:,} pair tables are left out (--stats auto): they would hold {cells:,.0f} "
             f"cells, above {MAX_AUTO_CELLS:,}; the largest, N[{a},{b},{codebook.label.name}], {m1 * m2 * K:,} cells "
             f"({a!r} has {m1:,} levels, {b!r} {m2:,}); coarser levels, --stats pairs --pairs a:b, or marg request choose fewer")
