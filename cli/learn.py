@@ -249,7 +249,8 @@ def request_cmd(
             raise InputError(f"--max-tables must be at least 1, got {max_tables}")
         from marg import api
 
-        summary = load_summary(bundles, trust, allow_unsigned, key)
+        with CountProgress("bundles verified and summed", quiet=json_out) as prog:
+            summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
         ranked = api.boost_request(summary, max_order=max_order, s=s, kappa=kappa)
         if not ranked:
             raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
@@ -270,7 +271,8 @@ def request_cmd(
         raise InputError("give --top K (pair screening) or --learner boost")
     if top < 2:
         raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
-    summary = load_summary(bundles, trust, allow_unsigned, key)
+    with CountProgress("bundles verified and summed", quiet=json_out) as prog:
+        summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
     lab = summary.codebook.label.name
     first = [t for t in summary.tables if t.kind == "counts" and len(t.clique) <= 2 and lab in t.clique]
     names = screen_features(first, top, label=lab)
