@@ -10,6 +10,9 @@ a :class:`Step`. What the user sees depends on where stderr goes and on ``MARG_P
 - ``lines``: every progress record as its own line (for logs of long runs), then the summary;
 - ``off``: nothing.
 
+A step shorter than ``MARG_PROGRESS_AFTER`` seconds (default 2) writes no summary line, so a
+quick command's stderr holds only what matters (a refusal stays one line).
+
 stdout is never touched, so ``--json`` output stays one JSON object.
 """
 
@@ -21,6 +24,14 @@ import time
 from typing import Any
 
 MODES = ("auto", "lines", "off")
+SUMMARY_AFTER = 2.0  # seconds: a shorter step writes no summary line (MARG_PROGRESS_AFTER)
+
+
+def _summary_after() -> float:
+    try:
+        return max(0.0, float(os.environ.get("MARG_PROGRESS_AFTER", SUMMARY_AFTER)))
+    except ValueError:
+        return SUMMARY_AFTER
 
 
 def _mode(quiet: bool) -> str:
@@ -81,7 +92,7 @@ class Step:
             return
         self._closed = True
         said = summary if summary is not None else self.text
-        if said:
+        if said and time.perf_counter() - self.t0 >= _summary_after():
             sys.stderr.write(f"{self.label}: {said} ({time.perf_counter() - self.t0:.1f} s)\n")
             sys.stderr.flush()
 
