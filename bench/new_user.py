@@ -133,7 +133,7 @@ def main() -> None:
     t.run("marg keys init (learner, in $MARG_HOME/keys)", marg, "keys", "init", "--site", "learner", "--dir", home / "keys")
     bundles = []
     for name, src in sources.items():
-        t.run(f"marg keys init + trust ({name} site)", marg, "keys", "init", "--site", name, "--dir", work / "keys")
+        t.run(f"marg keys init ({name} site)", marg, "keys", "init", "--site", name, "--dir", work / "keys")
         t.run(f"marg keys trust ({name})", marg, "keys", "trust", work / "keys" / f"{name}.sign.pub", "--trust", work / "trust")
         out = work / f"{name}.bundle"
         common = ["export", src, "--schema", schema, "--site", name, "--out", out, "--epsilon", "1",
