@@ -252,16 +252,18 @@ def plan_lines(plan) -> list[str]:
         cap = plan.cap.describe() if plan.cap is not None else "no cap set (marg audit init --cap)"
         lines.append(f"cost: {plan.cost.describe()}; ledger {plan.ledger}: spent {plan.spent.describe()}, "
                      f"after this {(plan.spent + plan.cost).describe()}, cap {cap}")
+    # lines about what the release will buy the learner (such as the certificate to expect from it) belong here,
+    # between the cost and the tables
     lines.append("tables:")
     for t in plan.tables:
         noise = ("exact" + (f", {t.suppressed} small cells suppressed" if t.suppressed else "")) if t.mechanism == "none" else \
             f"{t.mechanism} noise, scale {t.scale:.4g}, std {t.std:.4g} per cell"
         lines.append(f"  {t.name:<40} {' × '.join(map(str, t.shape))} = {t.cells:,} cells, {noise}")
     if plan.exact:
+        import numpy as np
+
         lines.append("the exact counts that would leave (flattened in codebook order of the levels):")
         for t in plan.tables:
-            import numpy as np
-
             lines.append(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
     return lines
 
