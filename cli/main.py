@@ -75,18 +75,18 @@ def schema_init(
             level_cap=level_cap, left_out=left_out,
         )
     cb.save(out)
+    for x in left_out:
+        err(f"left out {x.column!r}: {x.reason}")
     if json_out:
         emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name, "classes": list(cb.label.classes),
                    "fingerprint": cb.fingerprint, "draft": True,
                    "left_out": [{"column": x.column, "reason": x.reason} for x in left_out]})
-        return
-    for x in left_out:
-        err(f"left out {x.column!r}: {x.reason}")
-    n_num = sum(1 for f in cb.features if f.kind == "numeric")
-    typer.echo(
-        f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
-        f"label {cb.label.name!r} with classes {', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}"
-    )
+    else:
+        n_num = sum(1 for f in cb.features if f.kind == "numeric")
+        typer.echo(
+            f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
+            f"label {cb.label.name!r} with classes {', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}"
+        )
     err(
         "WARNING: this codebook is a DRAFT derived from local data. Its levels and bin edges can disclose "
         "patients (rare levels, extreme values). Replace data-derived edges by public cut points and levels by "

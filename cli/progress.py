@@ -106,7 +106,12 @@ class Step:
 
 
 class RowProgress(Step):
-    """Rows processed (export, predict): called with the running row count."""
+    """Rows processed (export): called with the running row count (a database or Spark counts
+    inside itself and may not call it: the step then says ``counted``)."""
+
+    def __init__(self, label: str, quiet: bool = False):
+        super().__init__(label, quiet)
+        self.text = "counted"
 
     def __call__(self, rows: int) -> None:
         self.rows = rows
