@@ -8,11 +8,12 @@ modules import :data:`app` (or a sub-app) and decorate module-level functions.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import sys
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from .common import guarded
+from .common import err, guarded
 
 EXIT_CODES = (
     "Exit codes: 0 success; 1 refused (budget exhausted, bad or missing signature, unknown signer); "
@@ -22,7 +23,32 @@ EXIT_CODES = (
 
 
 class MargTyper(typer.Typer):
-    """A Typer app whose commands are all wrapped by :func:`guarded`."""
+    """A Typer app whose commands are all wrapped by :func:`guarded`, and whose usage errors
+    (a missing option, an unknown option, a value of the wrong type) are one line
+    ``marg: error: COMMAND: …`` on stderr with exit code 2, as library errors are."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Typer vendors click: its exceptions live in typer._click (no public alias in typer 0.29).
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().__call__(*args, **kwargs)
+        except NoArgsIsHelpError as exc:
+            exc.show()  # `marg` or `marg keys` alone: the help, as before
+            sys.exit(exc.exit_code)
+        except UsageError as exc:
+            where = exc.ctx.command_path.split(" ", 1)[1] + ": " if exc.ctx is not None and " " in exc.ctx.command_path else ""
+            hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            err(f"marg: error: {where}{_sentence(exc.format_message())}{hint}")
+            sys.exit(2)
+        except ClickException as exc:
+            err(f"marg: error: {_sentence(exc.format_message())}")
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err("marg: interrupted")
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)
@@ -34,6 +60,80 @@ class MargTyper(typer.Typer):
         return decorator
 
 
+def _sentence(msg: str) -> str:
+    """One line, lower-case start, no final full stop (it is followed by a hint)."""
+    line = " ".join(msg.split())
+    return (line[:1].lower() + line[1:]).rstrip(".")
+
+
+def _conventional_metavars() -> None:
+    """Show option values as TEXT, PATH, FLOAT, INTEGER and a required argument as DATA.
+
+    Typer 0.29 writes ``--site <str>`` and ``marg export {DATA}``; a command line reads
+    better with click's long-standing convention (``--site TEXT``, ``marg export DATA``).
+    An explicit ``metavar=`` still wins.
+    """
+    from typer import core
+
+    names = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "bool": "BOOLEAN"}
+    typed = core._TyperParameter.display_type
+
+    def display_type(self: Any, ctx: Any) -> str:
+        inner = typed(self, ctx).strip("<>")
+        if inner.startswith("list[") and inner.endswith("]"):
+            inner = inner[5:-1]
+        if "|" in inner:
+            return f"[{inner}]"
+        return names.get(inner.lower(), names.get(inner.lower().split("[")[0], inner.upper()))
+
+    def usage_name(self: Any) -> str:
+        name = self.display_name_raw.upper() if self.metavar is None else self.metavar
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    core._TyperParameter.display_type = display_type
+    core.TyperArgument._usage_display_name = usage_name
+    core.TyperArgument.display_type_rich = lambda self, ctx: None  # the argument's name says what it is
+    core.TyperArgument._rich_display_name = lambda self: usage_name(self).strip("[]")
+
+
+def _option_panels() -> None:
+    """Plain help (no rich, for start-up time) that still groups options by their
+    ``rich_help_panel``: ``marg learn --help`` shows the common options, then one section per learner."""
+    from typer import core
+
+    def format_options(self: Any, *, ctx: Any, formatter: Any) -> None:
+        args, sections = [], {}
+        for param in self.get_params(ctx):
+            rv = param.get_help_record(ctx)
+            if rv is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append(rv)
+            else:
+                sections.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(rv)
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        for title, rows in sorted(sections.items(), key=lambda kv: kv[0] != "Options"):  # stable: panels in order of appearance
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+    core._typer_format_options = format_options
+
+
+_conventional_metavars()
+_option_panels()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from marg import __version__
+
+        typer.echo(f"marg {__version__}")
+        raise typer.Exit()
+
+
 def sub_app(help: str) -> MargTyper:
     return MargTyper(help=help, no_args_is_help=True, rich_markup_mode=None)  # plain help: rich costs ~0.1 s of start-up
 
@@ -42,9 +142,17 @@ app = MargTyper(
     name="marg",
     help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.\n\n" + EXIT_CODES,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _root(
+    version: Annotated[Optional[bool], typer.Option("--version", is_eager=True, callback=_version,
+                                                    help="Print marg's version and exit.")] = None,
+) -> None:
+    pass
 schema_app = sub_app("Study codebooks (the shared schema).")
 app.add_typer(schema_app, name="schema")

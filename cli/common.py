@@ -94,38 +94,5 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-class Progress:
-    """Rows-processed progress on stderr (a live line on a terminal, quiet otherwise)."""
-
-    def __init__(self, label: str, enabled: bool = True):
-        self.label = label
-        self.enabled = enabled and sys.stderr.isatty()
-        self.last = 0
-
-    def __call__(self, rows: int) -> None:
-        self.last = rows
-        if self.enabled:
-            sys.stderr.write(f"\r{self.label}: {rows:,} rows processed")
-            sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-class CountProgress:
-    """``k of total`` progress on stderr (a live line on a terminal, quiet otherwise)."""
-
-    def __init__(self, label: str):
-        self.label = label
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, k: int, total: int) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r{self.label}: {k:,} of {total:,}" + ("\n" if k == total else ""))
-            sys.stderr.flush()
-
-
 def split_list(s: str | None) -> list[str]:
     return [x.strip() for x in (s or "").split(",") if x.strip()]

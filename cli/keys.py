@@ -102,6 +102,7 @@ def trust_cmd(
     expect_id: Annotated[
         Optional[str], typer.Option("--expect-id", help="Refuse unless the key id starts with this (as read out by the site).")
     ] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster)."""
     _heavy()
@@ -125,8 +126,14 @@ def trust_cmd(
     if target.exists():
         old = key_id(load(target))
         if old == kid:
+            if json_out:
+                emit_json({"site": name, "key_id": kid, "path": str(target), "added": False})
+                return
             typer.echo(f"{target} already trusts this key ({kid[:16]})")
             return
         raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}); remove {target} first")
     shutil.copyfile(key_file, target)
+    if json_out:
+        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True})
+        return
     typer.echo(f"trusted site {name!r}: key id {kid} → {target}")

@@ -6,14 +6,14 @@ Commands parse options, call :mod:`marg.api` and print; the library does the wor
 from __future__ import annotations
 
 import inspect
-import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from .app import app
-from .common import CountProgress, JsonOpt, OutOpt, emit_json, err
+from .common import JsonOpt, OutOpt, emit_json, err
+from .progress import CountProgress, LearnProgress
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
 DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
@@ -24,23 +24,44 @@ TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: 
 UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
 SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
 PassphraseOpt = Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")]
-SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): sign the model file, so sites can verify it.")]
+SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key) to sign the model, so sites accept it. Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")]
+NoSignOpt = Annotated[bool, typer.Option("--no-sign", help="Write an unsigned model (sites refuse it unless --allow-unsigned).")]
 SignPassOpt = Annotated[Optional[Path], typer.Option("--sign-passphrase-file", help="File holding --sign-key's passphrase.")]
 ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key (a folder of NAME.sign.pub files): the model's signature is verified against it.")]
 ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
 
 
-def _sign(out: Path, sign_key: Path | None, passphrase_file: Path | None) -> str:
-    """Sign the model file ``out`` when a key is given; the words to print."""
-    if sign_key is None:
+def _signer(sign_key: Path | None, passphrase_file: Path | None, no_sign: bool) -> tuple[Any, str] | None:
+    """The key that will sign the model, loaded before any work (a wrong passphrase fails first):
+    ``--sign-key``, else the configured one (:func:`marg.protocols.keys.default_signing_key`);
+    None with ``--no-sign`` or when no key is configured."""
+    from marg.protocols.keys import default_signing_key, load_signing_key, read_passphrase_file
+
+    if no_sign:
+        if sign_key is not None:
+            from marg.errors import InputError
+
+            raise InputError("--sign-key and --no-sign contradict each other")
+        return None
+    path = sign_key if sign_key is not None else default_signing_key()
+    if path is None:
+        return None
+    pw = read_passphrase_file(passphrase_file) if passphrase_file else None
+    return load_signing_key(path, pw), path.name.split(".")[0]
+
+
+def _sign(out: Path, signer: tuple[Any, str] | None, quiet: bool = False) -> str:
+    """Sign the model file ``out`` with ``signer``; the words to print. An unsigned model is said in one line."""
+    if signer is None:
+        if not quiet:
+            err(f"note: {out} is unsigned: sites refuse it (predict, evaluate and report need --allow-unsigned); sign it "
+                "with --sign-key LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys (or $MARG_SIGN_KEY)")
         return "unsigned"
-    from marg.protocols.keys import load_signing_key, read_passphrase_file
     from marg.protocols.model_signing import sign_model_file
 
-    pw = read_passphrase_file(passphrase_file) if passphrase_file else None
-    signer = sign_key.name.split(".")[0]
-    kid = sign_model_file(out, load_signing_key(sign_key, pw), signer)
-    return f"signed by {signer} ({kid[:12]}…)"
+    key, name = signer
+    kid = sign_model_file(out, key, name)
+    return f"signed by {name} ({kid[:12]}…)"
 
 
 def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
@@ -58,27 +79,6 @@ def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schem
 
 
 
-class _Progress:
-    """Progress records of selection and fitting as stderr lines (GBD throttled: the first, then every 5 s)."""
-
-    def __init__(self, time_limit: float):
-        self.time_limit = time_limit
-        self.last = float("-inf")
-
-    def __call__(self, info: dict) -> None:
-        stage = info.get("stage")
-        if "R" in info and stage == "cg":
-            size = info.get("size") or f"{info.get('features', '?')} active features"  # a driver may say what it counts
-            err(f"  iteration {info.get('k', '?')}: R = {info['R']:.6f}, {size}")
-        elif stage == "greedy":
-            a, b = info["edge"]
-            err(f"  greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")
-        elif stage == "gbd" and time.perf_counter() - self.last >= 5.0:
-            self.last = time.perf_counter()
-            err(f"  gbd iteration {info['iteration']}: best {info['upper']:.6g}, bound {info['lower']:.6g}, "
-                f"gap {info['gap']:.3g} ({info['seconds']:.0f} s of --time-limit {self.time_limit:g})")
-
-
 @app.command("learn")
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
@@ -86,32 +86,35 @@ def learn(
     learner: Annotated[str, typer.Option("--learner", help="auto (default: estimates each candidate's error — leave-one-site-out with 2-20 sites — and computes its certificate, then chooses by --prefer), mrc, dcc, renyi, nb or boost.")] = "auto",
     prefer: Annotated[str, typer.Option("--prefer", help="auto: balanced (the smallest certificate among candidates whose estimated error is within 0.02 of the best), accuracy (the smallest estimated error) or certificate (the smallest certificate).")] = "balanced",
     json_out: JsonOpt = False,
-    s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.")] = None,
+    s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.", rich_help_panel="MRC and DCC")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
-    solver: Annotated[str, typer.Option(help="mrc LP: cg (column generation) or full.")] = "cg",
-    eps: Annotated[float, typer.Option("--eps", help="mrc column generation: minimum dual violation for a feature to enter.")] = 1e-4,
-    n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.")] = 100,
-    k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.")] = 10,
-    ridge: Annotated[Optional[float], typer.Option(help="renyi: ridge on z (the intercept is not shrunk). Default: 0 on exact summaries, set from the recorded noise under DP.")] = None,
-    alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.")] = 0.5,
-    greedy: Annotated[bool, typer.Option("--greedy", help="dcc: start first-order and add the edge that lowers R* most, while it does.")] = False,
-    max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.")] = None,
-    edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).")] = "cmi",
-    structure: Annotated[str, typer.Option("--structure", help="dcc edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).")] = "forest",
-    loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).")] = "01",
-    max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1-5; 2 reads the pair tables, 3-5 the tables a `marg request --learner boost` round brought).")] = 2,
-    kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k) of a monomial of order k (bits of a weight, in log₂ n units).")] = 1.5,
-    select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).")] = "none",
-    max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).")] = None,
-    feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).")] = None,
-    norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.")] = "linf",
-    time_limit: Annotated[float, typer.Option(help="gbd: seconds before stopping with the certified gap reached so far.")] = 60.0,
+    solver: Annotated[str, typer.Option(help="mrc LP: cg (column generation) or full.", rich_help_panel="MRC (--learner mrc)")] = "cg",
+    eps: Annotated[float, typer.Option("--eps", help="mrc column generation: minimum dual violation for a feature to enter.", rich_help_panel="MRC (--learner mrc)")] = 1e-4,
+    n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.", rich_help_panel="MRC (--learner mrc)")] = 100,
+    k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.", rich_help_panel="MRC (--learner mrc)")] = 10,
+    ridge: Annotated[Optional[float], typer.Option(help="renyi: ridge on z (the intercept is not shrunk). Default: 0 on exact summaries, set from the recorded noise under DP.", rich_help_panel="Rényi (--learner renyi)")] = None,
+    alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.", rich_help_panel="Naive Bayes (--learner nb)")] = 0.5,
+    greedy: Annotated[bool, typer.Option("--greedy", help="dcc: start first-order and add the edge that lowers R* most, while it does.", rich_help_panel="DCC (--learner dcc)")] = False,
+    max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.", rich_help_panel="DCC (--learner dcc)")] = None,
+    edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).", rich_help_panel="DCC (--learner dcc)")] = "cmi",
+    structure: Annotated[str, typer.Option("--structure", help="dcc edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).", rich_help_panel="DCC (--learner dcc)")] = "forest",
+    loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).", rich_help_panel="DCC (--learner dcc)")] = "01",
+    max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1-5; 2 reads the pair tables, 3-5 the tables a `marg request --learner boost` round brought).", rich_help_panel="Boost (--learner boost)")] = 2,
+    kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k) of a monomial of order k (bits of a weight, in log₂ n units).", rich_help_panel="Boost (--learner boost)")] = 1.5,
+    patience: Annotated[int, typer.Option("--patience", help="boost: stop early when the bound has improved by at most --stall-tol over this many iterations (column generation can sit on a plateau for a few iterations before rules enter).", rich_help_panel="Boost (--learner boost)")] = 8,
+    stall_tol: Annotated[float, typer.Option("--stall-tol", help="boost: the improvement of the bound (an error rate) that counts as progress.", rich_help_panel="Boost (--learner boost)")] = 1e-6,
+    select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).", rich_help_panel="Feature selection")] = "none",
+    max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).", rich_help_panel="Feature selection")] = None,
+    feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).", rich_help_panel="Feature selection")] = None,
+    norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.", rich_help_panel="Feature selection")] = "linf",
+    time_limit: Annotated[float, typer.Option(help="gbd: seconds before stopping with the certified gap reached so far.", rich_help_panel="Feature selection")] = 60.0,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
     passphrase_file: PassphraseOpt = None,
     sign_key: SignKeyOpt = None,
     sign_passphrase_file: SignPassOpt = None,
+    no_sign: NoSignOpt = False,
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
@@ -131,17 +134,18 @@ def learn(
     options = {"s": s, "coverage": coverage, "prefer": prefer, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
                "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
                "structure": structure, "loss": loss,
-               "max_order": max_order, "kappa": kappa}
+               "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     api.learn_estimator(learner, options, given)  # bad options fail before any file is read
+    signer = _signer(sign_key, sign_passphrase_file, no_sign)  # a wrong key or passphrase fails before the work
     rounds = None
     if round_:
         from marg.protocols.rounds import read_round
 
         rounds = [read_round(r) for r in round_]
-    summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
-                           rounds=rounds)
+    with CountProgress("bundles verified and summed", quiet=json_out) as prog:
+        summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=prog, rounds=rounds)
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
@@ -152,12 +156,18 @@ def learn(
         gap = f", certified gap {sel.gap:.3g}" if sel.gap is not None else ""
         err(f"{select}: selected {len(sel.selected)} features ({sel.status}{gap}): {', '.join(sel.selected)}")
 
-    res = api.learn(summary, learner, options, given, select=select, max_features=max_features,
-                    feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=_Progress(time_limit),
-                    on_selected=selected)
+    with LearnProgress(f"learn {learner}", quiet=json_out, time_limit=time_limit) as prog:
+        res = api.learn(summary, learner, options, given, select=select, max_features=max_features,
+                        feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=prog,
+                        on_selected=selected)
+        prog.finish()
     res.model.save(out)
-    signed = _sign(out, sign_key, sign_passphrase_file)
+    signed = _sign(out, signer)
     rep = {**res.report, "signed": signed != "unsigned"}
+    if rep.get("empty_vote") is not None:
+        err(f"warning: the {res.model.learner} vote is empty: no rule reads a feature, so the model predicts "
+            f"{rep['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower --kappa "
+            "or release more rows)")
     if json_out:
         emit_json(rep)
         return
@@ -166,7 +176,7 @@ def learn(
     if "auto" in rep:
         for line in choice_lines(rep):
             typer.echo(line)
-    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out}")
+    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out} ({signed})")
     if rep.get("unpaired_features"):
         typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
                    f"left out, first-order tables only: {', '.join(rep['unpaired_features'])}")
@@ -249,7 +259,8 @@ def request_cmd(
             raise InputError(f"--max-tables must be at least 1, got {max_tables}")
         from marg import api
 
-        summary = load_summary(bundles, trust, allow_unsigned, key)
+        with CountProgress("bundles verified and summed", quiet=json_out) as prog:
+            summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
         ranked = api.boost_request(summary, max_order=max_order, s=s, kappa=kappa)
         if not ranked:
             raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
@@ -270,7 +281,8 @@ def request_cmd(
         raise InputError("give --top K (pair screening) or --learner boost")
     if top < 2:
         raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
-    summary = load_summary(bundles, trust, allow_unsigned, key)
+    with CountProgress("bundles verified and summed", quiet=json_out) as prog:
+        summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
     lab = summary.codebook.label.name
     first = [t for t in summary.tables if t.kind == "counts" and len(t.clique) <= 2 and lab in t.clique]
     names = screen_features(first, top, label=lab)
@@ -288,6 +300,7 @@ def request_cmd(
 def round_cmd(
     schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
     out: OutOpt,
+    json_out: JsonOpt = False,
 ) -> None:
     """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
     so `marg learn --round` refuses replayed or stale bundles."""
@@ -295,6 +308,9 @@ def round_cmd(
     from marg.protocols.rounds import new_round
 
     rid = new_round(out, Codebook.load(schema).fingerprint)
+    if json_out:
+        emit_json({"round": rid, "out": str(out)})
+        return
     typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
 
 
@@ -308,12 +324,17 @@ def predict(
     flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
     trust: ModelTrustOpt = None,
     allow_unsigned: ModelUnsignedOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
     from marg import api
 
     m = _verified_model(model, trust, allow_unsigned, schema)
     n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
+    if json_out:
+        emit_json({"out": str(out), "n": n, "learner": m.learner, "classes": list(m.classes),
+                   "outside": n_out if flag_outside else None})
+        return
     typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
     if flag_outside:
         typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
@@ -332,6 +353,7 @@ def certify_cmd(
     passphrase_file: PassphraseOpt = None,
     sign_key: SignKeyOpt = None,
     sign_passphrase_file: SignPassOpt = None,
+    no_sign: NoSignOpt = False,
 ) -> None:
     """Certify a model from its errors on the sites' held-out rows (released with DP noise).
 
@@ -340,10 +362,11 @@ def certify_cmd(
     """
     from marg import api
 
+    signer = _signer(sign_key, sign_passphrase_file, no_sign)
     res = api.certify_with_holdout(model, bundles, coverage=coverage, trust=trust, allow_unsigned=allow_unsigned,
                                    key=key, passphrase_file=passphrase_file)
     res.model.save(out)
-    _sign(out, sign_key, sign_passphrase_file)
+    _sign(out, signer, quiet=json_out)
     b = res.bound
     if json_out:
         emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",

@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from marg.errors import InputError
+from marg.marginals.codebook import MAX_LEVELS
 
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
@@ -25,7 +26,8 @@ from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
 from .app import app, schema_app
-from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
+from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err, split_list
+from .progress import RowProgress
 
 app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
@@ -51,25 +53,40 @@ def schema_init(
     bins: Annotated[int, typer.Option(help="Quantile bins for numeric columns.")] = 4,
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
     numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
-    exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out (identifiers).")] = None,
+    exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out.")] = None,
+    level_cap: Annotated[int, typer.Option("--level-cap", help="Text columns with more levels are left out (export's --max-levels refuses them).")] = MAX_LEVELS,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Draft a codebook from local data. Review it before sharing: levels and edges come from the data."""
+    """Draft a codebook from local data. Review it before sharing: levels and edges come from the data.
+
+    Columns that identify rows are left out, each named with its reason: id-like names (id, mrn,
+    ssn, name, email, phone, date of birth…), text nearly unique per row, a whole number unique
+    per row, more levels than --level-cap. --categorical/--numeric keep a column regardless."""
     from marg.marginals.draft import draft_codebook
     from marg.marginals.sources import open_source
 
+    left_out: list = []
     with open_source(data, engine=engine, spark_master=spark_master) as src:
         cb = draft_codebook(
             src, label, max_levels=max_levels, bins=bins,
             categorical=split_list(categorical), numeric=split_list(numeric), exclude=split_list(exclude),
+            level_cap=level_cap, left_out=left_out,
         )
     cb.save(out)
-    n_num = sum(1 for f in cb.features if f.kind == "numeric")
-    typer.echo(
-        f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
-        f"label {cb.label.name!r} with classes {', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}"
-    )
+    for x in left_out:
+        err(f"left out {x.column!r}: {x.reason}")
+    if json_out:
+        emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name, "classes": list(cb.label.classes),
+                   "fingerprint": cb.fingerprint, "draft": True,
+                   "left_out": [{"column": x.column, "reason": x.reason} for x in left_out]})
+    else:
+        n_num = sum(1 for f in cb.features if f.kind == "numeric")
+        typer.echo(
+            f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
+            f"label {cb.label.name!r} with classes {', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}"
+        )
     err(
         "WARNING: this codebook is a DRAFT derived from local data. Its levels and bin edges can disclose "
         "patients (rare levels, extreme values). Replace data-derived edges by public cut points and levels by "
@@ -106,15 +123,21 @@ def export_cmd(
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (refused once the site is configured).")] = False,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show exactly what would leave (tables, cells, noise, cost against the cap, exact counts) and write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out (refused otherwise, before anything is counted or charged).")] = False,
+    keep_copy: Annotated[bool, typer.Option("--keep-copy/--no-keep-copy", help="Keep the plain signed bundle of a sealed export beside the ledger, so `marg inspect` can show this site what it sent.")] = True,
+    max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused (it identifies patients).")] = MAX_LEVELS,
+    json_out: JsonOpt = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
     from marg.marginals.codebook import Codebook
     from marg.marginals.request import read_request
     from marg.marginals.tables import parse_pairs
-    from marg.protocols.export import export_site
+    from marg.protocols.export import check_out, export_site
     from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
 
     cb = Codebook.load(schema)
+    cb.check_level_cap(max_levels)
     if cb.draft:
         err("warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing")
     pair_list = None
@@ -142,56 +165,120 @@ def export_cmd(
         from marg.protocols.rounds import read_round
 
         round_id = read_round(round_, cb.fingerprint)
-    prog = Progress(f"export {site}")
-    if evaluate is None and (model_trust is not None or allow_unsigned):
-        from marg.errors import InputError
+    prog = RowProgress(f"export {site}", quiet=json_out)
+    with prog:
+        if evaluate is None and (model_trust is not None or allow_unsigned):
+            raise InputError("--trust and --allow-unsigned verify the model of --evaluate MODEL; this export has none")
+        if dry_run:
+            if evaluate is not None:
+                raise InputError("--dry-run shows a table release; for --evaluate see `marg inspect` of the written release")
+            from marg.protocols.export_plan import plan_export
 
-        raise InputError("--trust and --allow-unsigned verify the model of --evaluate MODEL; this export has none")
-    if evaluate is not None:
-        from marg.api import load_verified_model
-        from marg.errors import InputError
-        from marg.protocols.evaluation import evaluate_site, model_digest
+            plan = plan_export(data, cb, site, out, recipient_name=recipient_name, stats=stats, pairs=pair_list,
+                               epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+                               first_share=first_order_share, holdout=holdout, holdout_id=holdout_id, round_id=round_id,
+                               min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
+                               ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
+                               spark_master=spark_master, max_levels=max_levels)
+            prog.done()
+            if json_out:
+                emit_json(plan.to_dict())
+                return
+            for line in plan.notes:
+                err(line)
+            for line in plan_lines(plan):
+                typer.echo(line)
+            return
+        if evaluate is not None:
+            from marg.api import load_verified_model
+            from marg.protocols.evaluation import evaluate_site, model_digest
 
-        if no_ledger:
-            raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
-        if holdout is not None or holdout_id is not None or pairs:
-            raise InputError("--evaluate releases a confusion matrix: --holdout, --holdout-id and --pairs do not apply")
-        digest = model_digest(evaluate)  # the bytes verified are the bytes named in the release
-        m, signer = load_verified_model(evaluate, schema, model_trust, allow_unsigned)
-        if model_digest(evaluate) != digest:
-            raise InputError(f"{evaluate}: the model file changed while it was being verified")
-        res = evaluate_site(data, m, digest, site, out, epsilon=epsilon, rho=rho, delta=delta,
-                            mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
-                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
-                            signer=signer, engine=engine, spark_master=spark_master)
+            if no_ledger:
+                raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
+            if holdout is not None or holdout_id is not None or pairs:
+                raise InputError("--evaluate releases a confusion matrix: --holdout, --holdout-id and --pairs do not apply")
+            check_out(out, force)
+            digest = model_digest(evaluate)  # the bytes verified are the bytes named in the release
+            m, signer = load_verified_model(evaluate, schema, model_trust, allow_unsigned)
+            if model_digest(evaluate) != digest:
+                raise InputError(f"{evaluate}: the model file changed while it was being verified")
+            res = evaluate_site(data, m, digest, site, out, epsilon=epsilon, rho=rho, delta=delta,
+                                mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
+                                recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
+                                signer=signer, engine=engine, spark_master=spark_master)
+            prog.done()
+            split = res.bundle.header["evaluation"]["split"]
+            if json_out:
+                emit_json({"out": str(out), "site": site, "evaluated_model": str(evaluate), "signed_by": signer,
+                           "n_rows": res.n_rows, "training_bundles": list(split["bundles"]),
+                           "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest()})
+                return
+            typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} "
+                       f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
+                       f"{len(split['bundles'])} training bundle(s) from this site, "
+                       f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
+            return
+        res = export_site(
+            data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
+            first_share=first_order_share, holdout=holdout, holdout_id=holdout_id, round_id=round_id, min_cell=min_cell,
+            min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient, recipient_name=recipient_name,
+            ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
+            force=force, keep_copy=keep_copy, max_levels=max_levels,
+        )
         prog.done()
-        split = res.bundle.header["evaluation"]["split"]
-        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} "
-                   f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
-                   f"{len(split['bundles'])} training bundle(s) from this site, "
-                   f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
-        return
-    res = export_site(
-        data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-        first_share=first_order_share, holdout=holdout, holdout_id=holdout_id, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
-        signing_key=sk, recipient=recipient, recipient_name=recipient_name,
-        ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
-    )
-    prog.done()
-    d = res.bundle.describe()
-    extras = []
-    if sk is not None:
-        extras.append("signed")
-    if res.sealed:
-        extras.append(f"sealed to {recipient_name}")
-    if res.ledger_entry is not None:
-        extras.append(f"ledger entry #{res.ledger_entry['seq']} in {ledger}")
-    if res.suppressed:
-        extras.append(f"{len(res.suppressed)} small cells suppressed")
-    typer.echo(
-        f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
-        f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
-    )
+        d = res.bundle.describe()
+        for line in res.notes:
+            err(line)
+        if json_out:
+            emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
+                       "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
+                       "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
+                       "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
+                       "digest": d["digest"]})
+            return
+        extras = []
+        if sk is not None:
+            extras.append("signed")
+        if res.sealed:
+            extras.append(f"sealed to {recipient_name}")
+        if res.ledger_entry is not None:
+            extras.append(f"ledger entry #{res.ledger_entry['seq']} in {ledger}")
+        if res.suppressed:
+            extras.append(f"{len(res.suppressed)} small cells suppressed")
+        typer.echo(
+            f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
+            f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
+        )
+
+
+def plan_lines(plan) -> list[str]:
+    """The text of ``marg export --dry-run``: what would leave, table by table, and its cost."""
+    where = f"sealed to {plan.sealed_to}" if plan.sealed_to else "not sealed"
+    lines = [f"dry run: nothing written. {plan.out} would hold site {plan.site!r}'s {len(plan.tables)} tables "
+             f"({plan.cells:,} cells, {plan.bundle_bytes:,} bytes), {'signed' if plan.signed else 'unsigned'}, {where}.",
+             f"rows counted here: {plan.n_rows:,}; " + (f"released: {plan.released_n_rows:,}" if plan.released_n_rows is not None
+                                                      else "not released (DP: the noisy label table estimates it)")]
+    lines.append(f"privacy: {_privacy_words(plan.privacy)}")
+    if plan.ledger is None:
+        lines.append("cost: not recorded (--no-ledger)")
+    else:
+        cap = plan.cap.describe() if plan.cap is not None else "no cap set (marg audit init --cap)"
+        lines.append(f"cost: {plan.cost.describe()}; ledger {plan.ledger}: spent {plan.spent.describe()}, "
+                     f"after this {(plan.spent + plan.cost).describe()}, cap {cap}")
+    # lines about what the release will buy the learner (such as the certificate to expect from it) belong here,
+    # between the cost and the tables
+    lines.append("tables:")
+    for t in plan.tables:
+        noise = ("exact" + (f", {t.suppressed} small cells suppressed" if t.suppressed else "")) if t.mechanism == "none" else \
+            f"{t.mechanism} noise, scale {t.scale:.4g}, std {t.std:.4g} per cell"
+        lines.append(f"  {t.name:<40} {' × '.join(map(str, t.shape))} = {t.cells:,} cells, {noise}")
+    if plan.exact:
+        import numpy as np
+
+        lines.append("the exact counts that would leave (flattened in codebook order of the levels):")
+        for t in plan.tables:
+            lines.append(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
+    return lines
 
 
 def _privacy_words(p: dict | None) -> str:
@@ -211,8 +298,13 @@ def inspect_cmd(
     json_out: JsonOpt = False,
     key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="A site reading its own sealed bundle: the ledger that recorded it (default: the configured one, else ./marg-ledger).")] = None,
+    values: Annotated[bool, typer.Option("--values", help="Also print every released value (the counts as they left, noise included).")] = False,
 ) -> None:
-    """Say in plain words what a bundle (or a model file) contains."""
+    """Say in plain words what a bundle (or a model file) contains.
+
+    A site reads its own sealed bundle without the learner's key: the ledger records the
+    sealed file's digest and export kept the plain signed bundle beside it (--keep-copy)."""
     from marg.protocols.bundle import Bundle, read_bundle_bytes
     from marg.protocols.keys import load_seal_key
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
@@ -242,18 +334,34 @@ def inspect_cmd(
             typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
         return
     raw = read_bundle_bytes(bundle)
+    own = None
     if is_sealed(raw):
-        if key is None:
-            raise InputError(
-                f"{bundle} is sealed to key {sealed_recipient(raw)[:16]}…; pass --key LEARNER.seal.key to read it"
-            )
-        raw = open_sealed(raw, load_seal_key(key), name=str(bundle))
-    b = Bundle.from_bytes(raw, source=str(bundle))
+        if key is not None:
+            b = Bundle.from_bytes(open_sealed(raw, load_seal_key(key), name=str(bundle)), source=str(bundle))
+        else:
+            from marg.protocols.site import SiteConfig
+            from marg.protocols.site_copies import open_own
+
+            if ledger is None:
+                cfg = SiteConfig.load()
+                ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+            try:
+                b, own = open_own(raw, ledger, name=str(bundle))
+            except InputError as exc:
+                raise InputError(f"{exc} (sealed to key {sealed_recipient(raw)[:16]}…; the learner reads it with "
+                                 "--key LEARNER.seal.key)") from None
+    else:
+        b = Bundle.from_bytes(raw, source=str(bundle))
     verified = verify_bundle(b, trust, source=str(bundle)) if trust is not None else None
     d = b.describe()
     if json_out:
-        emit_json({**d, "verified_site": verified})
+        extra = {"values": {t.name: t.counts for t in b.tables}} if values else {}
+        emit_json({**d, "verified_site": verified, "site_copy": None if own is None else {"ledger_entry": own["seq"],
+                   "ledger": str(ledger)}, **extra})
         return
+    if own is not None:
+        typer.echo(f"Sealed file {bundle}: this site's release of ledger entry #{own['seq']} ({own['time']}), read from "
+                   f"the copy kept beside {ledger} (its digest matches the ledger's record).")
     lab = d["label"] or {}
     typer.echo(f"Bundle {bundle} from site {d['site']!r}, created {d['created']} by {d['software']}.")
     typer.echo(
@@ -280,6 +388,12 @@ def inspect_cmd(
     if d["recipient"]:
         typer.echo(f"Sealed for: {d['recipient']}.")
     typer.echo(f"Digest (sha256): {d['digest']}")
+    if values:
+        import numpy as np
+
+        typer.echo("Released values (flattened in codebook order of the levels):")
+        for t in b.tables:
+            typer.echo(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .common import OutOpt
+from .common import JsonOpt, OutOpt, emit_json
 from .learn import SchemaCheck
 
 
@@ -20,6 +20,7 @@ def report_cmd(
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key: the model's signature is verified against it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model.")] = False,
     schema: SchemaCheck = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write a model card: task, learner, certificate in plain words, weights, provenance (HTML, no network resources)."""
     from marg import api
@@ -38,4 +39,9 @@ def report_cmd(
     m.info = {**m.info, "signed_by": signer}
     evaluation = api.evaluate_file(m, data) if data is not None else None
     atomic_write_bytes(out, model_card(m, evaluation, source=model.name).encode("utf-8"))
+    if json_out:
+        emit_json({"out": str(out), "model": str(model), "learner": m.learner, "signed_by": signer,
+                   "worst_case_error": float(m.estimator.certificate_.value),
+                   "evaluated_on": None if data is None else {"data": str(data), "n": evaluation["n"], "error": evaluation["error"]}})
+        return
     typer.echo(f"wrote {out}: model card of {model.name}" + (f", evaluated on {data.name}" if data is not None else ""))

@@ -33,6 +33,8 @@ LEARN_OPTIONS: dict[str, dict[str, str]] = {
     "loss": {"dcc": "loss"},
     "max_order": {"boost": "max_order"},
     "kappa": {"boost": "kappa"},
+    "patience": {"boost": "patience"},
+    "stall_tol": {"boost": "stall_tol"},
 }
 """``marg learn`` option → {learner: the estimator parameter it sets}. An option a learner
 does not take is refused when the user gave it (not when it only has its default)."""

@@ -25,6 +25,7 @@ from marg.errors import InputError
 
 FORMAT = "marg-codebook"
 VERSION = 1
+MAX_LEVELS = 100  # a feature with more levels is refused at export (--max-levels) and left out of a drafted codebook
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -362,6 +363,21 @@ class Codebook:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read codebook {p}: {exc}") from None
         return cls.from_json(text)
+
+    def check_level_cap(self, max_levels: int = MAX_LEVELS) -> None:
+        """Refuse a feature with more than ``max_levels`` levels (InputError naming it and its count).
+
+        A feature with that many levels is an identifier or close to one: its rare levels
+        point at single patients and its pair tables grow as ``m_i · m_j · K``.
+        """
+        if not isinstance(max_levels, int) or max_levels < 2:
+            raise InputError(f"--max-levels must be an integer of at least 2, got {max_levels!r}")
+        for f in self.features:
+            if f.is_discrete and f.n_levels > max_levels:
+                raise InputError(
+                    f"feature {f.name!r} has {f.n_levels:,} levels, above the level cap {max_levels:,} (--max-levels): "
+                    "that many levels identify patients; merge them into public categories or leave the column out"
+                )
 
     def subset(self, names: list[str]) -> "Codebook":
         """The codebook restricted to the features ``names`` (in codebook order)."""

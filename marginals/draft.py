@@ -10,6 +10,7 @@ have — before the codebook is shared.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -17,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from .codebook import MAX_LEVELS, CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 
 if TYPE_CHECKING:
@@ -25,6 +26,40 @@ if TYPE_CHECKING:
 
 MISSING_LEVEL = "(missing)"
 RESERVOIR = 200_000
+NEAR_UNIQUE = 0.5  # a text column with at least this many distinct values per row identifies rows
+MIN_ROWS_UNIQUE = 20  # fewer rows seen: uniqueness says nothing
+# name tokens of columns that identify patients (matched on the words of the name: patient_id, PatientName, DOB…)
+ID_WORDS = ("id", "ids", "mrn", "ssn", "nhs", "uuid", "guid", "name", "surname", "email", "phone", "telephone", "dob",
+            "address", "postcode")
+ID_PHRASES = (("date", "of", "birth"), ("birth", "date"), ("birthdate",), ("patient", "number"), ("patient", "no"),
+              ("record", "number"), ("first", "name"), ("last", "name"))
+
+
+def _words(name: str) -> list[str]:
+    import re
+
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)  # PatientID -> Patient ID
+    return [w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w]
+
+
+def identifier_name(name: str) -> str | None:
+    """The id-like word of a column name (``patient_id`` → ``"patient"``), or None."""
+    words = _words(name)
+    if words == ["patient"]:
+        return "patient"
+    for phrase in ID_PHRASES:
+        k = len(phrase)
+        if any(tuple(words[i:i + k]) == phrase for i in range(len(words) - k + 1)):
+            return " ".join(phrase)
+    return next((w for w in words if w in ID_WORDS), None)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A column the draft left out, and why (one phrase naming the evidence)."""
+
+    column: str
+    reason: str
 
 
 def _sort_levels(values: Sequence[str]) -> list[str]:
@@ -44,6 +79,8 @@ def draft_codebook(
     numeric: Sequence[str] = (),
     exclude: Sequence[str] = (),
     seed: int = 0,
+    level_cap: int = MAX_LEVELS,
+    left_out: list[LeftOut] | None = None,
 ) -> Codebook:
     """Draft a codebook from a data file.
 
@@ -51,7 +88,15 @@ def draft_codebook(
     ``max_levels`` distinct values becomes a numeric feature with ``bins`` quantile bins;
     every other column becomes categorical with its observed levels (plus a missing level
     if empty cells occur). ``categorical`` / ``numeric`` force a column's type; ``exclude``
-    drops columns (e.g. identifiers).
+    drops columns.
+
+    Columns that identify rows are left out, each appended to ``left_out`` with its reason:
+    an id-like name (:func:`identifier_name`: id, mrn, ssn, patient, name, email, phone,
+    date of birth, …); a text column with at least ``NEAR_UNIQUE`` distinct values per row
+    (of at least ``MIN_ROWS_UNIQUE`` rows seen — a database sends a random sample of rows);
+    an integer column unique in every row (a row number); a text column with more than
+    ``level_cap`` levels (its rare levels point at patients; export refuses it). A column
+    forced with ``categorical``/``numeric`` is kept.
     """
     from .sources import open_source
 
@@ -78,12 +123,15 @@ def draft_codebook(
     is_num = {c: True for c in feats}
     sample: dict[str, list[np.ndarray]] = {c: [] for c in feats}
     seen = 0
+    row_levels: dict[str, set[str]] = {c: set() for c in feats}  # distinct values among the rows seen (capped)
     for batch, rows in src.draft_batches(cols):
         nrows = len(next(iter(batch.values()))) if rows else 0
         for c in batch:
             arr = pc.utf8_trim_whitespace(batch[c])
             if arr.null_count:
                 has_null[c] = True
+            if rows and c != label and len(row_levels[c]) <= 10_000:
+                row_levels[c].update(v for v in pc.unique(arr.drop_null()).to_pylist())
             if c not in too_many:
                 levels[c].update(v for v in pc.unique(arr.drop_null()).to_pylist())
                 if c != label and len(levels[c]) > 10_000:
@@ -109,6 +157,12 @@ def draft_codebook(
     out = []
     for c in feats:
         force_num, force_cat = c in numeric, c in categorical
+        why = None if (force_num or force_cat) else _identifies(c, levels[c], row_levels[c], seen, is_num[c],
+                                                                 c in too_many, max_levels, level_cap)
+        if why is not None:
+            if left_out is not None:
+                left_out.append(LeftOut(c, why))
+            continue
         if force_num and not is_num[c]:
             raise InputError(f"column {c!r} was declared numeric but holds non-numbers")
         n_distinct = len(levels[c])
@@ -133,6 +187,9 @@ def draft_codebook(
             if not lv:
                 raise InputError(f"column {c!r} is empty")
             out.append(CategoricalFeature(name=c, levels=tuple(lv), missing=miss))
+    if not out:
+        raise InputError("no feature columns left besides the label: every column looks like an identifier "
+                         "(force one with --categorical or --numeric)")
     if has_null[label]:
         pass  # rows with a missing label are rejected at export; classes come from the values seen
     classes = _sort_levels(list(levels[label]))
@@ -141,3 +198,24 @@ def draft_codebook(
     if len(classes) > 100:
         raise InputError(f"label column {label!r} has {len(classes)} distinct values; is it really a class label?")
     return Codebook(features=tuple(out), label=Label(name=label, classes=tuple(classes)), draft=True)
+
+
+def _identifies(c: str, levels: set[str], row_levels: set[str], rows: int, numeric: bool, too_many: bool,
+                max_levels: int, level_cap: int) -> str | None:
+    """Why column ``c`` identifies rows (one phrase), or None (see :func:`draft_codebook`)."""
+    word = identifier_name(c)
+    if word is not None:
+        return f"its name says it identifies patients ({word!r})"
+    n_row = len(row_levels)
+    if numeric:
+        if rows >= MIN_ROWS_UNIQUE and n_row >= rows and all(float(v).is_integer() for v in row_levels):
+            return f"a different whole number in every one of the {rows:,} rows (a row or patient number)"
+        return None
+    if too_many:
+        return "more than 10,000 distinct values (an identifier or free text)"
+    if rows >= MIN_ROWS_UNIQUE and n_row >= NEAR_UNIQUE * rows:
+        return f"{n_row:,} distinct values in {rows:,} rows: nearly one per row"
+    if len(levels) > level_cap:
+        return (f"{len(levels):,} levels, above the level cap {level_cap:,} (export refuses it: map it to public "
+                "categories, or force it with --categorical and raise --max-levels at export)")
+    return None

@@ -247,6 +247,11 @@ def _write(ledger_dir: str | os.PathLike[str], data: dict[str, Any]) -> None:
     atomic_write_bytes(record_path(ledger_dir), canonical_json(data), mode=0o600)
 
 
+def has_site_key(ledger_dir: str | os.PathLike[str]) -> bool:
+    """Whether the site's ``holdout.json`` holds a split key already (:func:`site_key` reads it)."""
+    return "key" in _read(ledger_dir)
+
+
 def site_key(ledger_dir: str | os.PathLike[str], create: bool = False) -> bytes:
     """The site's split key (32 bytes), kept only in its ``holdout.json``; made on first use."""
     data = _read(ledger_dir)

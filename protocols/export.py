@@ -23,9 +23,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
-from marg.marginals.codebook import Codebook
+from marg.marginals.codebook import MAX_LEVELS, Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import Holdout, count_outside, remember, site_key
+from marg.marginals.holdout import Holdout, count_outside, has_site_key, remember, site_key
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
@@ -46,6 +46,7 @@ class ExportResult:
     sealed: bool = False
     ledger_entry: dict[str, Any] | None = None
     suppressed: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # warning lines (pair tables left out for size)
 
 
 def count_file(
@@ -105,6 +106,60 @@ def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tupl
     return "all"
 
 
+def pairs_left_out(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str | None:
+    """The warning line when ``stats="auto"`` leaves the pair tables out for their size, else None.
+
+    It names the size of all pair tables (``Σ_{i<j} m_i m_j K`` cells against
+    :data:`MAX_AUTO_CELLS`) and the largest one, whose features are the likely cause.
+    """
+    if stats != "auto" or pairs or not dp or resolve_stats(codebook, stats, dp) != "first":
+        return None
+    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), key=lambda t: -t[0])  # ties: codebook order
+    if len(sizes) < 2:
+        return None
+    m = [float(x) for x, _ in sizes]
+    K = codebook.label.n_classes
+    cells = (sum(m) ** 2 - sum(x * x for x in m)) / 2.0 * K
+    (m1, a), (m2, b) = sorted(sizes[:2], key=lambda t: codebook.index(t[1]))
+    return (f"warning: the {len(m) * (len(m) - 1) // 2:,} pair tables are left out (--stats auto): they would hold {cells:,.0f} "
+            f"cells, above {MAX_AUTO_CELLS:,}; the largest, N[{a},{b},{codebook.label.name}], {m1 * m2 * K:,} cells "
+            f"({a!r} has {m1:,} levels, {b!r} {m2:,}); coarser levels, --stats pairs --pairs a:b, or marg request choose fewer")
+
+
+@dataclass
+class Prepared:
+    """An export up to the point where something is written (steps 1-4 of the module docstring).
+
+    ``bundle`` is final (addressed, signed), ``file_bytes`` what would be written to ``out``,
+    ``cost`` what the release costs (checked against the ledger's cap before counting),
+    ``holdout``/``split`` the split to remember, ``notes`` warning lines (pair tables left out).
+    """
+
+    bundle: Bundle
+    file_bytes: bytes
+    tables: list[MarginalTable]
+    n_rows: int
+    cost: PrivacyCost
+    suppressed: list[Any]
+    ledger: Any
+    ledger_dir: Path | None
+    holdout: Holdout | None
+    split: Any
+    stats: str
+    notes: list[str]
+
+
+def check_out(out: str | Path, force: bool = False) -> Path:
+    """Refuse an output path whose folder is missing, or that exists (unless ``force``): an export
+    is not repeated by accident (each one is charged to the budget)."""
+    out = Path(out)
+    if not (out.parent if str(out.parent) else Path(".")).exists():
+        raise InputError(f"output folder does not exist: {out.parent}")
+    if not force and (out.exists() or out.is_symlink()):
+        raise InputError(f"{out} exists: refusing to overwrite it (nothing was counted or charged); pass --force to replace it")
+    return out
+
+
 def export_site(
     data: "str | Path | Source",
     codebook: Codebook,
@@ -133,6 +188,9 @@ def export_site(
     spark_master: str | None = None,
     site_home: str | Path | None = None,
     package: Callable[[Bundle], bytes] | None = None,
+    force: bool = False,
+    keep_copy: bool = True,
+    max_levels: int = MAX_LEVELS,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
@@ -184,14 +242,85 @@ def export_site(
         for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
         open Source. The bundle header records ``source`` (:meth:`Source.describe`: kind,
         location, table or query, never credentials).
+    force : bool
+        Replace an existing ``out`` (refused otherwise, before anything is read or charged).
+    keep_copy : bool
+        When the written file is sealed (or a secure-aggregation package) and a ledger
+        records the export, keep the plain signed bundle beside the ledger
+        (:mod:`protocols.site_copies`), so ``marg inspect`` shows the site what it sent.
+    max_levels : int
+        The level cap (:meth:`Codebook.check_level_cap`): a feature with more levels is refused.
+
+    See Also
+    --------
+    marg.protocols.export_plan.plan_export : the same steps without writing (``--dry-run``).
     """
+    out = check_out(out, force)
+    rel = prepare_release(data, codebook, site, stats=stats, pairs=pairs, epsilon=epsilon, rho=rho, delta=delta,
+                          mechanism=mechanism, allocation=allocation, holdout=holdout, holdout_id=holdout_id,
+                          round_id=round_id,
+                          first_share=first_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
+                          signing_key=signing_key, recipient=recipient, ledger_dir=ledger_dir, progress=progress,
+                          engine=engine, spark_master=spark_master, site_home=site_home, package=package,
+                          max_levels=max_levels)
+    final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
+
+    # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
+    entry = None
+    if ledger is not None:
+        file_digest = hashlib.sha256(file_bytes).hexdigest() if (recipient is not None or package is not None) else None
+        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=rel.cost, recipient_name=recipient_name,
+                              suppressed=rel.suppressed)
+        if keep_copy and file_digest is not None:
+            from .site_copies import keep
+
+            keep(rel.ledger_dir, final)
+    if rel.split is not None:
+        remember(rel.ledger_dir, final.digest(), codebook.fingerprint, site, rel.holdout, rel.split)
+    atomic_write_bytes(out, file_bytes)
+    return ExportResult(
+        bundle=final, path=out, n_rows=rel.n_rows, tables=rel.tables, cost=rel.cost, sealed=recipient is not None,
+        ledger_entry=entry, suppressed=rel.suppressed, notes=rel.notes,
+    )
+
+
+def prepare_release(
+    data: "str | Path | Source",
+    codebook: Codebook,
+    site: str,
+    *,
+    stats: str = "auto",
+    pairs: Sequence[tuple[str, str]] | None = None,
+    epsilon: float | None = None,
+    rho: float | None = None,
+    delta: float = 1e-6,
+    mechanism: str = "gaussian",
+    allocation: str = "half",
+    holdout: float | None = None,
+    holdout_id: str | None = None,
+    round_id: str | None = None,
+    first_share: float | None = None,
+    min_cell: int = 3,
+    min_cell_policy: str = "refuse",
+    signing_key: Any = None,
+    recipient: Any = None,
+    ledger_dir: str | Path | None = None,
+    progress: Callable[[int], None] | None = None,
+    engine: str | None = None,
+    spark_master: str | None = None,
+    site_home: str | Path | None = None,
+    package: Callable[[Bundle], bytes] | None = None,
+    max_levels: int = MAX_LEVELS,
+    create_key: bool = True,
+) -> Prepared:
+    """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
+    nothing is written. Parameters as for :func:`export_site`; ``create_key=False`` (a dry run) does
+    not make the site's split key when it has none: the split then uses a key of this call only."""
     from .ledger import Ledger
     from .site import resolve_export_ledger
     from .signing import finalize_bundle
 
-    out = Path(out)
-    if not (out.parent if str(out.parent) else Path(".")).exists():
-        raise InputError(f"output folder does not exist: {out.parent}")
+    codebook.check_level_cap(max_levels)
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
     if mechanism not in MECHANISMS:
@@ -202,6 +331,8 @@ def export_site(
         target_epsilon, rho, epsilon = float(epsilon), rho_for_epsilon(epsilon, delta), None
     elif rho is not None and mechanism == "laplace":
         raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
+    note = pairs_left_out(codebook, stats, dp, pairs)
+    notes: list[str] = []
     stats = resolve_stats(codebook, stats, dp, pairs)
     cliques = plan_cliques(codebook, stats, pairs)
     check_plan_size(codebook, cliques)
@@ -227,8 +358,15 @@ def export_site(
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
     try:
         if spec is not None:  # the rows pass through here, to be split by the site's key
-            tables, n_rows, split = count_outside(src, codebook, cliques, spec, site_key(ledger_dir, create=True),
-                                                  progress)
+            if create_key or has_site_key(ledger_dir):
+                key = site_key(ledger_dir, create=True)
+            else:  # a dry run before the first --holdout export: the real export draws the site's key
+                import secrets
+
+                key = secrets.token_bytes(32)
+                notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
+                             "patients (and the exact counts) will differ from this dry run's")
+            tables, n_rows, split = count_outside(src, codebook, cliques, spec, key, progress)
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
@@ -269,16 +407,6 @@ def export_site(
     if package is not None:
         file_bytes = package(final)
 
-    # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
-    entry = None
-    if ledger is not None:
-        file_digest = hashlib.sha256(file_bytes).hexdigest() if (recipient is not None or package is not None) else None
-        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
-                              suppressed=suppressed)
-    if split is not None:
-        remember(ledger_dir, final.digest(), codebook.fingerprint, site, spec, split)
-    atomic_write_bytes(out, file_bytes)
-    return ExportResult(
-        bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,
-        ledger_entry=entry, suppressed=suppressed,
-    )
+    return Prepared(bundle=final, file_bytes=file_bytes, tables=tables, n_rows=n_rows, cost=cost, suppressed=suppressed,
+                    ledger=ledger, ledger_dir=Path(ledger_dir) if ledger_dir is not None else None, holdout=spec,
+                    split=split, stats=stats, notes=([note] if note else []) + notes)

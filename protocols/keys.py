@@ -289,6 +289,29 @@ def _load_public(path: PathLike, cls: type, what: str) -> object:
     return key
 
 
+KEYS_DIR = "keys"  # under the configuration folder ($MARG_HOME): the learner's default key pairs
+
+
+def default_signing_key(home: PathLike | None = None) -> Path | None:
+    """The signing key used when none is named: ``$MARG_SIGN_KEY``, else the one
+    ``*.sign.key`` in ``HOME/keys`` (``marg keys init --site NAME --dir $MARG_HOME/keys``),
+    else None. Two or more keys there, or ``$MARG_SIGN_KEY`` naming no file: InputError.
+    """
+    from .site import site_home
+
+    env = os.environ.get("MARG_SIGN_KEY")
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise InputError(f"$MARG_SIGN_KEY names no key file: {p}")
+        return p
+    d = site_home(home) / KEYS_DIR
+    found = sorted(d.glob("*" + SIGN_KEY_SUFFIX)) if d.is_dir() else []
+    if len(found) > 1:
+        raise InputError(f"{d} holds {len(found)} signing keys ({', '.join(p.name for p in found)}): name one with --sign-key")
+    return found[0] if found else None
+
+
 def load_signing_key(path: PathLike, passphrase: bytes | None = None) -> ed25519.Ed25519PrivateKey:
     """Load an Ed25519 private key (``*.sign.key``).
 

@@ -70,7 +70,7 @@ from .ledger_format import (
     split_lines,
     statistics_of,
 )
-from .ledger_state import CHECKPOINT_FILE, LedgerState, apply_entry, checkpoint_bytes, parse_checkpoint
+from .ledger_state import CHECKPOINT_FILE, LedgerState, _apply_exact, apply_entry, checkpoint_bytes, parse_checkpoint
 from .ledger_verify import LedgerReport, verify_ledger
 from .signing import b64, sign_bytes, unb64, verify_bytes
 
@@ -546,6 +546,21 @@ class Ledger:
             n_rows=bundle.header.get("n_rows"), private_key=private_key, source=bundle.header.get("source"),
             round=round if round is not None else bundle.header.get("round"), exact=exact, suppressed=len(suppressed),
         )
+
+    def preview(self, bundle: Any, cost: Any, suppressed: Sequence[Any] = ()) -> LedgerState:
+        """Refuse now what :meth:`record` would refuse for ``bundle`` (the budget, the exact-release
+        rules), writing nothing: ``marg export --dry-run``. Returns the state before the release."""
+        state = self.state()
+        c = _as_cost(cost, "release cost")
+        if any(s["mechanism"] == "none" for s in statistics_of(bundle)):
+            c = PrivacyCost.unbounded()
+        if state.cap is not None:
+            check_budget(state.cap, state.cumulative, c)
+        hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
+        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.fingerprint)
+        if exact:
+            _apply_exact(state, {"exact": exact, "site": bundle.site, "suppressed": len(suppressed), "seq": state.n + 1})
+        return state
 
     # ------------------------------------------------------------------ verifying
     def verify(self, bundle_paths: Sequence[Any] | None = None, public_key: Any = None, allow_unsigned: bool = False,

@@ -256,3 +256,59 @@ def test_ties_go_to_the_naive_bayes_class_of_the_first_order_tables(tmp_path):
     path = tmp_path / "boost.json"
     Model(learner="boost", codebook=cb, estimator=est, info={}).save(path)
     assert np.array_equal(Model.load(path).estimator.predict(grid), pred)
+
+
+def test_column_generation_stops_when_the_bound_stops_improving():
+    """The early stop: column generation ends at the first iteration k where the best bound has
+    not dropped by more than stall_tol over the last `patience` iterations (never before), and
+    a longer patience rides out a plateau that the rules then leave (here 6 flat iterations)."""
+    rng = np.random.default_rng(0)
+    cb = tiny_codebook((3, 4, 2))
+    X, y = sample(cb, 200, rng)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    records = []
+    short = BoostVote(patience=3, stall_tol=1e-4, callback=records.append).fit(S)
+    it = list(short.iterations_)
+
+    def stalled(j, p, tol):  # after j iterations
+        return j > p and min(it[:j - p]) - min(it[j - p:j]) <= tol
+
+    assert stalled(len(it), 3, 1e-4) and not any(stalled(j, 3, 1e-4) for j in range(1, len(it)))
+    assert not short.converged_ and records[-1]["stage"] == "stalled" and records[-1]["patience"] == 3
+    assert short.used_features() == [] and short._report()["empty_vote"] in cb.label.classes
+    long = BoostVote(patience=8).fit(S)  # the default
+    assert min(long.iterations_) < min(it) - 1e-3 and long.used_features()
+    assert long._report()["empty_vote"] is None
+
+
+def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path):
+    """Stopped on its first plateau the demo's vote holds no rule: `marg learn` says so in one line
+    naming the class, and that class is what `marg predict` writes for every row."""
+    import csv
+
+    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from tests.helpers.console import marg
+
+    schema = tmp_path / "cb.json"
+    demo_codebook().save(schema)
+    bundles = []
+    for k, prof in enumerate(SITES):
+        write_csv(tmp_path / f"{prof.name}.csv", generate(400, prof, seed=10 + k), slice(0, 400))
+        bundles.append(tmp_path / f"{prof.name}.b")
+        assert marg("export", tmp_path / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", bundles[-1],
+                    "--stats", "all", "--min-cell", "1", "--no-ledger", cwd=tmp_path).returncode == 0
+    env = {"MARG_HOME": str(tmp_path / "home")}
+    r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
+             "--no-sign", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    said = [ln for ln in r.stderr.splitlines() if "vote is empty" in ln]
+    assert len(said) == 1 and "stopped early" in r.stderr
+    cls = said[0].split("predicts ")[1].split("'")[1]
+    r = marg("predict", tmp_path / "m.json", tmp_path / "north.csv", "--out", tmp_path / "p.csv", "--schema", schema,
+             "--allow-unsigned", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "p.csv", newline="") as fh:
+        assert {row["predicted"] for row in csv.DictReader(fh)} == {cls}
+    r = marg("learn", *bundles, "--learner", "boost", "--out", tmp_path / "m8.json", "--allow-unsigned", "--no-sign",
+             cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "vote is empty" not in r.stderr  # patience 8 rides out the plateau

@@ -12,7 +12,7 @@ from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 
-runner = CliRunner()
+runner = CliRunner(env={"MARG_PROGRESS": "lines"})  # progress records as lines (not a terminal: a summary only)
 
 
 def run(*args):

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-
-from tests.helpers.console import marg
+from tests.helpers.console import marg, marg_exe  # noqa: F401  (marg is imported from here by other tests)
 
 
 @pytest.fixture(scope="module")

@@ -217,7 +217,7 @@ def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
 
     p = 300
     schema, data = gene_study(tmp_path, n=150, p=p)
-    runner = CliRunner()
+    runner = CliRunner(env={"MARG_PROGRESS": "lines"})
     bundle = tmp_path / "genes.bundle"
     r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "lab", "--out", str(bundle), "--min-cell", "1"])
     assert r.exit_code == 0, r.output

@@ -123,7 +123,7 @@ def test_an_oversized_plan_is_refused_before_counting(tmp_path):
     cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)), label=Label("y", ("0", "1")))
     out = tmp_path / "x.bundle"
     with pytest.raises(InputError, match=r"^the release plan holds 20,000,400,002 counts \(149\.0 GiB\), over the limit") as exc:
-        export_site(tmp_path / "missing.csv", cb, "s", out, stats="all", ledger_dir=tmp_path / "ledger")
+        export_site(tmp_path / "missing.csv", cb, "s", out, stats="all", ledger_dir=tmp_path / "ledger", max_levels=100_000)
     assert "N[a,b,y] 20,000,000,000 cells" in str(exc.value) and "\n" not in str(exc.value)
     assert not out.exists() and not (tmp_path / "ledger").exists()
 
@@ -165,7 +165,8 @@ def test_an_oversized_plan_is_refused_through_the_cli(tmp_path):
     before = folder_bytes(home)
     assert "site.json" in before and "ledger/ledger.jsonl" in before
     for extra in ([], ["--epsilon", "1"]):
-        r = run("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "x.bundle", "--stats", "all", *extra)
+        r = run("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "x.bundle", "--stats", "all",
+                "--max-levels", "100000", *extra)
         assert r.exit_code != 0, r.output
         _planned_size_refusal(r.stderr)
         assert not (tmp_path / "x.bundle").exists()
@@ -194,7 +195,7 @@ def test_an_oversized_plan_is_refused_before_allocating(tmp_path):
     marg = Path(sys.executable).parent / "marg"
     assert marg.exists(), marg
     p = subprocess.run([str(marg), "export", str(data), "--schema", str(schema), "--site", "s", "--out",
-                        str(tmp_path / "x.bundle"), "--stats", "all", "--ledger", str(tmp_path / "ledger")],
+                        str(tmp_path / "x.bundle"), "--stats", "all", "--max-levels", "100000", "--ledger", str(tmp_path / "ledger")],
                        cwd=tmp_path, env=env, preexec_fn=limited, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "MemoryError" not in p.stderr and "Traceback" not in p.stderr

@@ -307,7 +307,8 @@ class MonomialMinimax:
 
 
 def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e-6, n_max: int = 20,
-                           k_max: int = 30, patience: int = 8, bound: float = 1e3, tol: float = 1e-9, time_limit: float | None = None,
+                           k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3, tol: float = 1e-9,
+                           time_limit: float | None = None,
                            options: SearchOptions | None = None, enum_limit: int = 1 << 16,
                            milp_seconds: float | None = 60.0,
                            callback: Callable[[dict], None] | None = None) -> tuple[MonomialMinimax, CGResult]:
@@ -315,9 +316,10 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
 
     Each iteration solves the LP over the columns in the model to the exact R(μ) (row
     generation), prices, and adds at most ``n_max`` violated columns; it stops when none is
-    violated (``converged``), after ``k_max`` iterations, when R^k has not dropped by a
-    relative 1e-6 over ``patience`` iterations (the degenerate tail of column generation: many
-    near-equivalent monomials), or at ``time_limit`` seconds. Every R^k is a certificate (R(μ)
+    violated (``converged``), after ``k_max`` iterations, when the bound has stopped improving —
+    R^k is not more than ``stall_tol`` below R^(k−patience), the best bound ``patience``
+    iterations earlier (the degenerate tail of column generation: many near-equivalent
+    monomials; the record says ``"stalled"``) — or at ``time_limit`` seconds. Every R^k is a certificate (R(μ)
     with the exact or certified φ); only ``converged`` proves R^k = R* over all columns.
     """
     t0 = time.perf_counter()
@@ -345,7 +347,9 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
             best = (mu, R, phi_up)
         timed_out = deadline is not None and time.perf_counter() > deadline
         stalled = len(res.iterations) > patience and \
-            res.iterations[-1 - patience] - R <= 1e-6 * max(1e-12, abs(R))
+            min(res.iterations[:-patience]) - min(res.iterations[-patience:]) <= stall_tol
+        if stalled and callback is not None:
+            callback({"stage": "stalled", "k": k, "R": best[1], "patience": patience, "tol": stall_tol})
         if timed_out or k > k_max or stalled:
             break
         cands, exact = mm.price(duals, eps, n_max, opts)

@@ -89,8 +89,11 @@ class BoostVote(MinimaxRules):
     eps : float
         A column enters when its dual violation exceeds this.
     n_max, k_max : int
-        Columns added per iteration; iterations (column generation also stops when R^k has
-        not dropped for 8 iterations: ``converged_`` is then False, the certificate valid).
+        Columns added per iteration; most iterations.
+    patience, stall_tol : int, float
+        Early stop: column generation stops when the best bound has not dropped by more than
+        ``stall_tol`` over the last ``patience`` iterations (``converged_`` is then False; the
+        certificate, the best R^k, stays valid).
     bound : float
         Box on |μ|.
     time_limit : float or None
@@ -122,8 +125,8 @@ class BoostVote(MinimaxRules):
 
     def __init__(self, s: float | None = None, coverage: float = 0.95, features: Sequence[str] | None = None,
                  max_order: int = 2, kappa: float = 1.5, penalty: float = 1.0, eps: float = 1e-6, n_max: int = 20,
-                 k_max: int = 30, bound: float = 1e3, time_limit: float | None = None,
-                 callback: Callable[[dict], None] | None = None):
+                 k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3,
+                 time_limit: float | None = None, callback: Callable[[dict], None] | None = None):
         self.s = s
         self.coverage = coverage
         self.features = features
@@ -133,6 +136,8 @@ class BoostVote(MinimaxRules):
         self.eps = eps
         self.n_max = n_max
         self.k_max = k_max
+        self.patience = patience
+        self.stall_tol = stall_tol
         self.bound = bound
         self.time_limit = time_limit
         self.callback = callback
@@ -146,6 +151,8 @@ class BoostVote(MinimaxRules):
         check_number("eps", self.eps, low=0)
         check_number("n_max", self.n_max, low=1, integer=True)
         check_number("k_max", self.k_max, low=0, integer=True)
+        check_number("patience", self.patience, low=1, integer=True)
+        check_number("stall_tol", self.stall_tol, low=0)
         check_number("bound", self.bound, low=0, open_low=True)
         check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
 
@@ -209,7 +216,7 @@ class BoostVote(MinimaxRules):
             moments=moments, order_cost=order_cost, max_order=int(self.max_order),
         )
         mm, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
-                                         bound=float(self.bound), time_limit=self.time_limit,
+                                         patience=int(self.patience), stall_tol=float(self.stall_tol), bound=float(self.bound), time_limit=self.time_limit,
                                          options=SearchOptions(), callback=self.callback)
         return src, mm, res
 
@@ -268,8 +275,10 @@ class BoostVote(MinimaxRules):
         return int(np.count_nonzero(self.mu_))
 
     def _report(self) -> dict[str, Any]:
+        used = self.used_features()
         return {**super()._report(), "monomials": self.rules(), "terms": self.n_terms_,
-                "converged": bool(self.converged_)}
+                "converged": bool(self.converged_), "used_features": used,
+                "empty_vote": None if used else self.classes_[int(self.predict(np.zeros((1, len(self.feature_names_in_)), dtype=np.int64))[0])]}
 
     # ---------------------------------------------------------- persistence
     def _state(self) -> dict[str, Any]:

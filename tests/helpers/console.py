@@ -1,4 +1,4 @@
-"""The installed ``marg`` console script, run as a subprocess (what a user's shell sees)."""
+"""The installed ``marg`` console script as a subprocess: what a user's shell sees."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -19,6 +20,8 @@ def marg_exe() -> str:
     return exe
 
 
-def marg(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "MARG_DEBUG"}
-    return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def marg(*args: object, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``marg ARGS`` in ``cwd`` (``MARG_DEBUG`` unset; ``env`` added to the environment)."""
+    full = {k: v for k, v in os.environ.items() if k != "MARG_DEBUG"}
+    full.update(env or {})
+    return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True, timeout=300)
