@@ -31,6 +31,7 @@ from marg.marginals.sources.files import FileSource
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
+from marg.marginals.accounting import DEFAULT_DELTA
 from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
@@ -116,7 +117,7 @@ def export_site(
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
     rho: float | None = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     mechanism: str = "gaussian",
     allocation: str = "half",
     holdout: float | None = None,

@@ -52,7 +52,9 @@ class LedgerReport:
     bundles : list of dict
         ``{path, seq, ok}`` per bundle file checked.
     spent : dict
-        Cumulative cost of the verified prefix.
+        Field sums of the costs of the verified prefix (as its entries record them).
+    spend : dict
+        The composed spend of the verified prefix (:class:`marginals.accounting.Spend`).
     cap : dict or None
         The cap in force at the end of the verified prefix.
     checkpoint : int or None
@@ -71,6 +73,7 @@ class LedgerReport:
     unsigned: list[int] = field(default_factory=list)
     bundles: list[dict[str, Any]] = field(default_factory=list)
     spent: dict[str, Any] = field(default_factory=dict)
+    spend: dict[str, Any] = field(default_factory=dict)
     cap: dict[str, Any] | None = None
     checkpoint: int | None = None
 
@@ -139,6 +142,7 @@ def check_lines(
             broken = True
     end = states[-1]
     report.spent = end.cumulative.to_dict()
+    report.spend = end.spend.to_dict()
     report.cap = None if end.cap is None else end.cap.to_dict()
     return states
 

@@ -1,0 +1,159 @@
+"""Privacy accounting (issue 25): releases compose in zCDP and convert once through OpenDP;
+the cap holds the composed spend; lowering a cap changes only what is named."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import opendp.prelude as dp
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost, Spend, check_budget, rho_for_epsilon
+from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.protocols.ledger import Ledger
+from marg.protocols.ledger_state import checkpoint_bytes
+from tests.test_console_script import marg
+
+dp.enable_features("contrib")
+
+
+def _gauss(rho: float):
+    """A real OpenDP Gaussian measurement costing ``rho`` at sensitivity 1."""
+    return dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0 / math.sqrt(2 * rho))
+
+
+def _laplace(eps: float):
+    return dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0 / eps)
+
+
+# ---------------------------------------------------------------------------------------
+# the composed spend against OpenDP itself
+# ---------------------------------------------------------------------------------------
+def test_spend_of_gaussian_releases_is_opendps_composition_converted_once():
+    rho = rho_for_epsilon(1.0, 1e-6)
+    costs = [PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho)] * 4
+    ms = [_gauss(rho) for _ in costs]
+    ref = dp.c.make_zCDP_to_approxDP(dp.c.make_composition(ms)).map(1.0).epsilon(1e-5)
+    s = Spend.of(*costs)
+    assert s.epsilon_at(1e-5) == pytest.approx(ref, rel=1e-9)
+    assert s.rho == pytest.approx(float(dp.c.make_composition(ms).map(1.0)), rel=1e-9)
+    assert ref < 2.0 < 4.0  # the four fit a (2, 1e-5) cap; their ε's added would not
+    five = Spend.of(*costs, costs[0])
+    assert five.epsilon_at(1e-5) > 2.0
+
+
+def test_laplace_releases_count_as_pure_epsilon_or_zcdp_whichever_is_tighter():
+    # few large Laplace releases: pure ε is tighter (no δ needed)
+    big = [PrivacyCost(epsilon=1.0, rho=0.5)] * 2
+    assert Spend.of(*big).epsilon_at(1e-6) == pytest.approx(2.0)
+    # many small ones: zCDP is tighter (ε²/2 each, composed, converted by OpenDP)
+    small = [PrivacyCost(epsilon=0.1, rho=0.005)] * 100
+    zc = dp.c.make_zCDP_to_approxDP(dp.c.make_composition([dp.c.make_pureDP_to_zCDP(_laplace(0.1))] * 100))
+    ref = zc.map(1.0).epsilon(1e-6)
+    got = Spend.of(*small).epsilon_at(1e-6)
+    assert got == pytest.approx(ref, rel=1e-6) and got < 10.0
+    # a Laplace cost recorded without its ρ (an older entry) gets ε²/2 from OpenDP
+    assert Spend.of(PrivacyCost(epsilon=0.3)).rho == pytest.approx(0.045)
+    # mixed: Laplace pure ε composed with the Gaussians' converted ε, by OpenDP's composition
+    g = rho_for_epsilon(1.0, 1e-6)
+    mixed = Spend.of(PrivacyCost(epsilon=0.2, rho=0.02), PrivacyCost(epsilon=1.0, delta=1e-6, rho=g))
+    parts = [dp.c.make_approximate(_laplace(0.2)), dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(_gauss(g)), 1e-5)]
+    ref_b = dp.c.make_composition(parts).map(1.0)[0]
+    ref_a = dp.c.make_zCDP_to_approxDP(_gauss(g + 0.02)).map(1.0).epsilon(1e-5)
+    assert mixed.epsilon_at(1e-5) == pytest.approx(min(ref_a, ref_b), rel=1e-6)
+
+
+def test_cap_holds_the_composed_spend_and_exact_releases_exceed_it():
+    rho = rho_for_epsilon(1.0, 1e-6)
+    c = PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho)
+    cap = PrivacyCost(epsilon=2.0, delta=1e-5)
+    check_budget(cap, Spend.of(c, c, c), c)
+    with pytest.raises(Exception, match="privacy budget exhausted: spent ε=1.88"):
+        check_budget(cap, Spend.of(c, c, c, c), c)
+    with pytest.raises(Exception, match="inf"):
+        check_budget(cap, Spend(), PrivacyCost.unbounded())
+    assert Spend.from_dict(json.loads(json.dumps(Spend.of(c, PrivacyCost(epsilon=0.5)).to_dict()))) == Spend.of(
+        c, PrivacyCost(epsilon=0.5))
+
+
+def test_a_checkpoint_of_an_older_marg_without_the_composed_spend_is_folded_again(tmp_path):
+    key = ed25519.Ed25519PrivateKey.generate()
+    led = Ledger(tmp_path / "L")
+    led.set_cap(PrivacyCost(epsilon=2.0, delta=1e-5), key, "s")
+    rho = rho_for_epsilon(1.0, 1e-6)
+    for i in range(3):
+        led.append(bundle_digest=f"{i:064x}", site="s", statistics=[], cost=PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho),
+                   private_key=key)
+    state = led.state()
+    # rewrite the checkpoint as an older marg wrote it: the same state without "spend"
+    body = json.loads(checkpoint_bytes(state, key, "2025-01-01T00:00:00+00:00"))
+    from marg.protocols.signing import sign_document
+
+    old = {k: v for k, v in body.items() if k not in ("key_id", "signature")}
+    old["state"] = {k: v for k, v in old["state"].items() if k != "spend"}
+    led.checkpoint_path.write_text(json.dumps(sign_document(old, key)))
+    assert Ledger(tmp_path / "L", public_key=key.public_key()).state().spend == state.spend
+    led.append(bundle_digest=f"{9:064x}", site="s", statistics=[], cost=PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho),
+               private_key=key)  # the fourth still fits
+    with pytest.raises(Exception, match="privacy budget exhausted"):
+        led.append(bundle_digest=f"{10:064x}", site="s", statistics=[],
+                   cost=PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho), private_key=key)
+    assert led.verify(public_key=key.public_key()).ok
+
+
+# ---------------------------------------------------------------------------------------
+# through the installed console script
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARG_HOME", str(tmp_path / "home"))
+    demo_codebook().save(tmp_path / "cb.json")
+    write_csv(tmp_path / "north.csv", generate(400, SITES[0], seed=3))
+    assert marg("keys", "init", "--site", "north", "--dir", "keys", cwd=tmp_path).returncode == 0
+    return tmp_path
+
+
+def _export(site, name, *extra):
+    return marg("export", "north.csv", "--schema", "cb.json", "--site", "north", "--out", name, "--stats", "first",
+                *extra, cwd=site)
+
+
+def test_cap_2_at_1e5_admits_exactly_four_gaussian_exports_at_epsilon_1(site):
+    r = marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", "--epsilon", "2", "--delta", "1e-5", cwd=site)
+    assert r.returncode == 0, r.stderr
+    for i in range(4):
+        r = _export(site, f"b{i}.bundle", "--epsilon", "1")
+        assert r.returncode == 0, r.stderr
+    r = _export(site, "b4.bundle", "--epsilon", "1")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "privacy budget exhausted" in r.stderr
+    assert not (site / "b4.bundle").exists()
+    shown = marg("audit", "show", cwd=site)
+    assert shown.returncode == 0 and "ρ=0.09742" in shown.stdout and "by OpenDP's conversion" in shown.stdout
+    out = json.loads(marg("audit", "show", "--json", cwd=site).stdout)
+    rho = sum(PrivacyCost.from_dict(e["cost"]).rho for e in out["entries"])
+    ref = dp.c.make_zCDP_to_approxDP(_gauss(rho)).map(1.0).epsilon(1e-5)
+    assert out["spent"]["rho"] == pytest.approx(rho) and out["spent"]["epsilon"] == pytest.approx(ref, rel=1e-9)
+    assert out["spent"]["delta"] == 1e-5 and out["spent_sum"]["epsilon"] == pytest.approx(4.0)
+    assert marg("audit", "verify", cwd=site).returncode == 0
+
+
+def test_lowering_the_cap_changes_only_what_is_named_and_defaults_agree(site):
+    # audit init without --delta caps at the δ export uses by default: a default Gaussian export fits
+    r = marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", "--epsilon", "4", cwd=site)
+    assert r.returncode == 0, r.stderr
+    cap = json.loads(marg("audit", "budget", "--json", cwd=site).stdout)["cap"]
+    assert cap == {"epsilon": 4.0, "delta": DEFAULT_DELTA, "rho": 0.0}
+    assert _export(site, "a.bundle", "--epsilon", "1").returncode == 0
+    # lowering ε keeps δ (the README's `marg audit budget --epsilon 2.4`): later exports still fit
+    r = marg("audit", "budget", "--epsilon", "2.4", cwd=site)
+    assert r.returncode == 0, r.stderr
+    cap = json.loads(marg("audit", "budget", "--json", cwd=site).stdout)["cap"]
+    assert cap == {"epsilon": 2.4, "delta": DEFAULT_DELTA, "rho": 0.0}
+    assert _export(site, "b.bundle", "--epsilon", "1").returncode == 0
+    # raising back is refused in one line, nothing recorded
+    n = len((site / "home" / "ledger" / "ledger.jsonl").read_bytes().splitlines())
+    r = marg("audit", "budget", "--epsilon", "4", cwd=site)
+    assert r.returncode == 1 and "never raised" in r.stderr and r.stderr.count("\n") == 1
+    assert len((site / "home" / "ledger" / "ledger.jsonl").read_bytes().splitlines()) == n
