@@ -21,7 +21,10 @@ composition) wastes budget: four Gaussian releases at (ε = 1, δ = 1e-6) would 
   (``make_composition``) of an ε_pure-DP proxy (``make_approximate``) with the ρ_zCDP proxy
   converted and fixed at δ (``make_zCDP_to_approxDP``, ``make_fix_delta``).
 
-Both are valid (ε, δ) guarantees of the whole history, so their minimum is. Releases whose
+* basic composition of the releases' recorded (ε, δ): ``Σ ε`` at ``Σ δ`` (when that is at
+  most δ) — what the ledger did before; so the composed spend is never above it.
+
+All are valid (ε, δ) guarantees of the whole history, so their minimum is. Releases whose
 cost carries (ε, δ) but no ρ (none that marg makes) are composed on top by adding (ε, δ).
 
 **The cap** :func:`check_budget` holds a spend to is a :class:`PrivacyCost` too: ``ε`` at
@@ -34,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -249,6 +252,8 @@ class Spend:
         Σ ε and Σ ρ of the pure-DP (δ = 0) releases.
     rho_zcdp : float
         Σ ρ of the zCDP releases with δ > 0 (Gaussian).
+    eps_zcdp, delta_zcdp : float
+        Σ of the same releases' recorded ε and δ (basic composition).
     eps_approx, delta_approx : float
         Σ ε and Σ δ of releases that are (ε, δ)-DP without a ρ (none that marg makes).
     exact : bool
@@ -261,20 +266,20 @@ class Spend:
     eps_approx: float = 0.0
     delta_approx: float = 0.0
     exact: bool = False
+    eps_zcdp: float = 0.0
+    delta_zcdp: float = 0.0
 
     def add(self, cost: PrivacyCost) -> "Spend":
         """The spend after one more release of ``cost``."""
         if math.isinf(cost.epsilon) or math.isinf(cost.rho):
-            return Spend(self.eps_pure, self.rho_pure, self.rho_zcdp, self.eps_approx, self.delta_approx, True)
+            return replace(self, exact=True)
         if cost.delta == 0.0:
             rho = cost.rho if cost.rho > 0.0 or cost.epsilon == 0.0 else pure_to_rho(_laplace_proxy(cost.epsilon), 1.0)
-            return Spend(self.eps_pure + cost.epsilon, self.rho_pure + rho, self.rho_zcdp, self.eps_approx,
-                         self.delta_approx, self.exact)
+            return replace(self, eps_pure=self.eps_pure + cost.epsilon, rho_pure=self.rho_pure + rho)
         if cost.rho > 0.0:
-            return Spend(self.eps_pure, self.rho_pure, self.rho_zcdp + cost.rho, self.eps_approx, self.delta_approx,
-                         self.exact)
-        return Spend(self.eps_pure, self.rho_pure, self.rho_zcdp, self.eps_approx + cost.epsilon,
-                     self.delta_approx + cost.delta, self.exact)
+            return replace(self, rho_zcdp=self.rho_zcdp + cost.rho, eps_zcdp=self.eps_zcdp + cost.epsilon,
+                           delta_zcdp=self.delta_zcdp + cost.delta)
+        return replace(self, eps_approx=self.eps_approx + cost.epsilon, delta_approx=self.delta_approx + cost.delta)
 
     @classmethod
     def of(cls, *costs: PrivacyCost) -> "Spend":
@@ -314,6 +319,8 @@ class Spend:
         r = self.rho_pure + self.rho_zcdp
         if r > 0.0 and d > 0.0:
             best = min(best, rho_to_epsilon(r, d))
+        if self.rho_zcdp > 0.0 and self.delta_zcdp <= d * (1.0 + _REL_TOL):
+            best = min(best, self.eps_pure + self.eps_zcdp)
         return best + self.eps_approx
 
     def as_cost(self, delta: float) -> PrivacyCost:
@@ -329,14 +336,16 @@ class Spend:
 
     def to_dict(self) -> dict[str, Any]:
         return {"eps_pure": self.eps_pure, "rho_pure": self.rho_pure, "rho_zcdp": self.rho_zcdp,
-                "eps_approx": self.eps_approx, "delta_approx": self.delta_approx, "exact": self.exact}
+                "eps_approx": self.eps_approx, "delta_approx": self.delta_approx, "exact": self.exact,
+                "eps_zcdp": self.eps_zcdp, "delta_zcdp": self.delta_zcdp}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Spend":
         if not isinstance(d, Mapping) or not isinstance(d.get("exact"), bool):
             raise InputError(f"malformed privacy spend {d!r}")
-        return cls(*(_num(d.get(k), k) for k in ("eps_pure", "rho_pure", "rho_zcdp", "eps_approx", "delta_approx")),
-                   exact=d["exact"])
+        nums = {k: _num(d.get(k), k) for k in ("eps_pure", "rho_pure", "rho_zcdp", "eps_approx", "delta_approx",
+                                                "eps_zcdp", "delta_zcdp")}
+        return cls(**nums, exact=d["exact"])
 
 
 def cap_delta(cap: PrivacyCost | None, default: float = DEFAULT_DELTA) -> float:

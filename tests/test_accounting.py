@@ -157,3 +157,27 @@ def test_lowering_the_cap_changes_only_what_is_named_and_defaults_agree(site):
     r = marg("audit", "budget", "--epsilon", "4", cwd=site)
     assert r.returncode == 1 and "never raised" in r.stderr and r.stderr.count("\n") == 1
     assert len((site / "home" / "ledger" / "ledger.jsonl").read_bytes().splitlines()) == n
+
+
+def test_the_composed_spend_never_exceeds_the_sum_of_recorded_costs_so_older_ledgers_keep_verifying():
+    """Random histories of Laplace and Gaussian releases as marg records them: the composed ε at
+    the summed δ is at most the summed ε (the rule older ledgers were checked against)."""
+    import numpy as np
+
+    from marg.marginals.accounting import rho_to_epsilon
+
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        costs = []
+        for _ in range(int(rng.integers(1, 6))):
+            if rng.random() < 0.5:
+                e = float(rng.uniform(0.05, 2.0))
+                costs.append(PrivacyCost(epsilon=e, rho=e * e / 2))
+            else:
+                r, d = float(rng.uniform(0.001, 0.5)), float(rng.choice([1e-7, 1e-6, 1e-5]))
+                costs.append(PrivacyCost(epsilon=rho_to_epsilon(r, d), delta=d, rho=r))
+        total = sum(costs, PrivacyCost())
+        s = Spend.of(*costs)
+        assert s.epsilon_at(total.delta if total.delta > 0 else 1e-6) <= total.epsilon * (1 + 1e-9)
+        cap = PrivacyCost(epsilon=total.epsilon, delta=max(total.delta, 1e-9))
+        check_budget(cap, Spend.of(*costs[:-1]), costs[-1])  # what the old rule accepted, the new one does

@@ -321,8 +321,9 @@ def _sites(page: Page, info: dict) -> None:
                      value(f"site_rounds:{name}", len(s.get("rounds") or []) or 1), e(s.get("created", "")),
                      "signed" if s.get("signed") else "unsigned"])
     page.table(["site", "rows", "noise", "ε", "δ", "ρ", "exports", "exported", "signature"], rows, key="sites")
-    page.text("Privacy spend is what each site's ledger records for the bundles this model was fitted on; a site's "
-              "total spend over all its releases is in its ledger (marg audit show).")
+    page.text("Privacy spend is that of the bundles this model was fitted on, a site's rounds composed as its ledger "
+              "composes them (zCDP: the ρ's add; ε is the total ρ converted once by OpenDP at the rounds' δ's added); "
+              "a site's total spend over all its releases is in its ledger (marg audit show).")
 
 
 # ------------------------------------------------------------------------------ helpers
