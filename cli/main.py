@@ -165,6 +165,8 @@ def export_cmd(
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
     )
     prog.done()
+    for w in res.warnings:
+        err(w)
     d = res.bundle.describe()
     extras = []
     if sk is not None:

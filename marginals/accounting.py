@@ -44,6 +44,7 @@ from typing import Any, Mapping
 from marg.errors import InputError, RefusedError
 
 DEFAULT_DELTA = 1e-6  # δ of a Gaussian export and of a cap, unless given
+MAX_NOISE_SCALE = 1e15  # noise of a larger scale could leave the 64-bit counts (and is pure noise anyway)
 BUDGET_FILE = "budget.json"
 BUDGET_FORMAT = "marg-budget"
 _REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
@@ -55,6 +56,12 @@ def _dp():
 
     dp.enable_features("contrib")
     return dp
+
+
+def _opendp_words(exc: Exception) -> str:
+    """OpenDP's error message on one line (its first non-empty line, without the backtrace)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0][:200] if lines else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------------------
@@ -192,7 +199,11 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
         return math.inf
     if not (0.0 < delta < 1.0):
         raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
-    return float(_dp().c.make_zCDP_to_approxDP(_gaussian_proxy(rho)).map(1.0).epsilon(delta))
+    dp = _dp()
+    try:
+        return float(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)).map(1.0).epsilon(delta))
+    except dp.OpenDPException:  # OpenDP overflows for ρ in the thousands: no finite ε it can vouch for
+        return math.inf
 
 
 def pure_and_zcdp_to_epsilon(epsilon: float, rho: float, delta: float) -> float:
@@ -206,10 +217,13 @@ def pure_and_zcdp_to_epsilon(epsilon: float, rho: float, delta: float) -> float:
     if not (0.0 < delta < 1.0):
         raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
     dp = _dp()
-    parts = [dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)), delta)]
-    if epsilon > 0.0:
-        parts.append(dp.c.make_approximate(_laplace_proxy(epsilon)))
-    eps, _ = dp.c.make_composition(parts).map(1.0) if len(parts) > 1 else parts[0].map(1.0)
+    try:
+        parts = [dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)), delta)]
+        if epsilon > 0.0:
+            parts.append(dp.c.make_approximate(_laplace_proxy(epsilon)))
+        eps, _ = dp.c.make_composition(parts).map(1.0) if len(parts) > 1 else parts[0].map(1.0)
+    except dp.OpenDPException:
+        return math.inf
     return float(eps)
 
 
@@ -230,12 +244,24 @@ def rho_for_epsilon(epsilon: float, delta: float) -> float:
     if not (epsilon > 0.0 and math.isfinite(epsilon)):
         raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
     lo, hi = 0.0, epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
+    if 1.0 / math.sqrt(2.0 * epsilon) > MAX_NOISE_SCALE:  # even ρ = ε needs noise beyond what counts can hold
+        raise InputError(f"--epsilon {epsilon:g} needs Gaussian noise of scale above {MAX_NOISE_SCALE:.0e} per cell, "
+                         "more than marg can add to 64-bit counts: give a larger --epsilon")
+    while math.isinf(rho_to_epsilon(hi, delta)):  # OpenDP's conversion overflows for ρ in the thousands
+        hi *= 0.5
+        if rho_to_epsilon(hi, delta) < epsilon:
+            raise InputError(f"--epsilon {epsilon:g} at δ = {delta:g} is beyond what OpenDP's zCDP conversion can "
+                             f"compute (it overflows above ρ ≈ {2 * hi:.3g}); such a release protects nobody: give a "
+                             "smaller --epsilon")
     while hi - lo > 1e-9 * hi:
         mid = 0.5 * (lo + hi)
         if rho_to_epsilon(mid, delta) <= epsilon:
             lo = mid
         else:
             hi = mid
+    if lo == 0.0:
+        raise InputError(f"--epsilon {epsilon:g} at δ = {delta:g} is too small for any Gaussian noise OpenDP can "
+                         "calibrate: give a larger --epsilon")
     return lo
 
 

@@ -48,9 +48,11 @@ from marg.errors import InputError
 from .accounting import (  # noqa: F401  (the accounting names privacy's callers import from here)
     BUDGET_FILE,
     DEFAULT_DELTA,
+    MAX_NOISE_SCALE,
     PrivacyCost,
     Spend,
     _dp,
+    _opendp_words,
     check_budget,
     pure_to_rho,
     read_budget,
@@ -108,14 +110,29 @@ def table_sensitivity(kind: str, mechanism: str, integer: bool) -> float | int:
 
 
 def _calibrate(mechanism: str, share: float, sens: float | int, integer: bool):
-    """Scale whose OpenDP map at ``sens`` is ≤ ``share`` (nudged up if rounding exceeds it)."""
+    """Scale whose OpenDP map at ``sens`` is ≤ ``share`` (nudged up if rounding exceeds it).
+
+    Raises
+    ------
+    InputError
+        The share needs a noise scale above :data:`MAX_NOISE_SCALE` (or none OpenDP can
+        build): one line naming the share and the scale, before any data is read.
+    """
     if mechanism == "laplace":
         scale = float(sens) / share
     else:
         scale = float(sens) / math.sqrt(2.0 * share)
+    what = "ε" if mechanism == "laplace" else "ρ"
+    if not (scale <= MAX_NOISE_SCALE):
+        raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, above "
+                         f"the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger --epsilon/--rho")
     for _ in range(64):
-        meas = table_measurement(mechanism, scale, integer)
-        cost = float(meas.map(sens))
+        try:
+            meas = table_measurement(mechanism, scale, integer)
+            cost = float(meas.map(sens))
+        except _dp().OpenDPException as exc:
+            raise InputError(f"OpenDP cannot build {mechanism} noise of scale {scale:.3g} for a table's {what} share "
+                             f"{share:.3g} ({_opendp_words(exc)})") from None
         if cost <= share:
             return scale, meas, cost
         scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)

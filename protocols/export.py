@@ -48,6 +48,7 @@ class ExportResult:
     sealed: bool = False
     ledger_entry: dict[str, Any] | None = None
     suppressed: list[Any] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def count_file(
@@ -233,8 +234,10 @@ def export_site(
 
     # 3. Protect.
     suppressed: list[Any] = []
+    warnings: list[str] = []
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
+        warnings = useless_noise(tables, n_rows)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
@@ -275,5 +278,21 @@ def export_site(
     atomic_write_bytes(out, file_bytes)
     return ExportResult(
         bundle=final, path=out, n_rows=n_rows, tables=tables, cost=cost, sealed=recipient is not None,
-        ledger_entry=entry, suppressed=suppressed,
+        ledger_entry=entry, suppressed=suppressed, warnings=warnings,
     )
+
+
+def useless_noise(tables: Sequence[MarginalTable], n_rows: int) -> list[str]:
+    """A warning when a DP release will be mostly noise: count tables whose noise std per cell
+    is at least the expected count of a cell, ``n / cells`` (empty when none is).
+
+    The site sees its own row count; the warning stays on the site's terminal.
+    """
+    bad = [t for t in tables if t.kind == "counts" and t.noise.std >= max(n_rows, 1) / max(int(t.counts.size), 1)]
+    if not bad:
+        return []
+    worst = max(bad, key=lambda t: t.noise.std * t.counts.size)
+    return [f"warning: the noise std per cell is at least the expected cell count in {len(bad)} of "
+            f"{sum(t.kind == 'counts' for t in tables)} tables (e.g. {worst.name}: std {worst.noise.std:.3g} against "
+            f"{n_rows / worst.counts.size:.3g} patients per cell on average): this release is mostly noise, and it spends "
+            "its privacy budget all the same"]

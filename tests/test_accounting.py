@@ -181,3 +181,31 @@ def test_the_composed_spend_never_exceeds_the_sum_of_recorded_costs_so_older_led
         assert s.epsilon_at(total.delta if total.delta > 0 else 1e-6) <= total.epsilon * (1 + 1e-9)
         cap = PrivacyCost(epsilon=total.epsilon, delta=max(total.delta, 1e-9))
         check_budget(cap, Spend.of(*costs[:-1]), costs[-1])  # what the old rule accepted, the new one does
+
+
+# ---------------------------------------------------------------------------------------
+# extreme ε through the console script
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("eps,words", [("1e-300", "above 1e+15 per cell"), ("1e6", "beyond what OpenDP's zCDP conversion"),
+                                       ("1e-300 --mechanism laplace", "above the 1e+15")])
+def test_an_epsilon_that_cannot_be_computed_is_refused_in_one_line_with_nothing_written(site, eps, words):
+    assert marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", cwd=site).returncode == 0
+    ledger = site / "home" / "ledger" / "ledger.jsonl"
+    before = ledger.read_bytes() if ledger.exists() else b""
+    r = _export(site, "x.bundle", "--epsilon", *eps.split())
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+    assert "internal error" not in r.stderr and not (site / "x.bundle").exists()
+    assert (ledger.read_bytes() if ledger.exists() else b"") == before
+
+
+def test_a_release_that_will_be_mostly_noise_is_warned_about_with_its_noise(site):
+    r = _export(site, "x.bundle", "--epsilon", "1e-4", "--no-ledger")
+    assert r.returncode == 0 and (site / "x.bundle").exists()
+    warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: the noise std")]
+    assert len(warn) == 1 and "9 of 9 tables" in warn[0]
+    # the stated std is the std the bundle records, and it is above n / cells
+    d = json.loads(marg("inspect", "x.bundle", "--json", cwd=site).stdout)
+    worst = max(d["statistics"], key=lambda st: st["noise_std"] * math.prod(st["shape"]))
+    assert f"std {worst['noise_std']:.3g}" in warn[0] and worst["noise_std"] >= 400 / math.prod(worst["shape"])
+    r = _export(site, "y.bundle", "--epsilon", "5", "--no-ledger")
+    assert r.returncode == 0 and "warning: the noise" not in r.stderr
