@@ -550,7 +550,8 @@ class Ledger:
         if any(s["mechanism"] == "none" for s in stats):
             c = PrivacyCost.unbounded()
         hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.fingerprint)
+        rows = "evaluation" if bundle.header.get("evaluation") else "study"  # held-out rows, or the study's
+        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
         return self.append(
             bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,

@@ -72,9 +72,11 @@ class LedgerState:
         The cap in force.
     key_id : str or None
         The key that signed the entries (None for an unsigned ledger).
-    exact : dict "site/codebook" -> {key: [digest, seq]}
-        What the site's exact releases under a codebook disclosed (:mod:`protocols.exact_releases`).
-    suppressed : dict "site/codebook" -> seq
+    exact : dict "site/#scope" -> {key: [digest, seq]}
+        What the site's exact releases of a scope (its study rows, its held-out rows) disclosed,
+        in canonical form (:mod:`protocols.exact_releases`); "site/fingerprint" for the
+        entries of an older marg, per codebook.
+    suppressed : dict "site/#scope" -> seq
         The first such exact release with suppressed cells.
     """
 
@@ -180,8 +182,8 @@ def _apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
     digests = entry.get("exact")
     if not digests:
         return new
-    codebook, digests = scope(digests)
-    where = f"{entry['site']}/{codebook}"  # a site's exact releases under one codebook
+    rows, digests = scope(digests)
+    where = f"{entry['site']}/{rows}"  # a site's exact releases of one scope (or, for older entries, one codebook)
     earlier = {k: (v[0], v[1]) for k, v in new.exact.get(where, {}).items()}
     suppressed = entry.get("suppressed", 0) > 0
     check_exact_release(earlier, new.suppressed.get(where), digests, suppressed)
