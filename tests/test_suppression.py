@@ -79,15 +79,13 @@ def test_the_attack_recovers_cells_that_a_deterministic_complementary_rule_hides
         small = [h for h in hidden if 0 < tables[h[0]].counts[h[1]] < k]
         if not small:
             continue
-        cand = simulation_attack(tables, released, hidden, _naive(k), "y")
-        if cand is None:
-            continue
+        cand, partial = simulation_attack(tables, released, hidden, _naive(k), "y")
         assert all(tables[h[0]].counts[h[1]] in cand[h] for h in hidden)  # the truth is always a candidate
-        narrowed += any(len(cand[h]) < k for h in small)
+        narrowed += any(h not in partial and len(cand[h]) < k for h in small)
     assert narrowed >= 5
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.integers(2, 4), st.integers(2, 3))
 def test_every_hidden_small_cell_keeps_k_candidates_against_the_simulation_attack(seed, k, classes):
     rng = np.random.default_rng(seed)
@@ -110,9 +108,7 @@ def test_every_hidden_small_cell_keeps_k_candidates_against_the_simulation_attac
     small = [h for h in hidden if 0 < tables[h[0]].counts[h[1]] < k]
     assert {(i, tuple(int(v) for v in ix)) for i, t in enumerate(tables)
             for ix in np.argwhere((t.counts > 0) & (t.counts < k))} <= set(small)
-    cand = simulation_attack(tables, out, hidden, _public(k), "y")
-    if cand is None:
-        return
+    cand, _ = simulation_attack(tables, out, hidden, _public(k), "y")
     for h in small:
         assert tables[h[0]].counts[h[1]] in cand[h]
         assert len(cand[h]) >= k, (h, sorted(cand[h]))
@@ -172,8 +168,8 @@ def test_the_issue_release_through_the_console_script(tmp_path):
     with open_source(tmp_path / "d.csv") as src:
         true, _ = src.count(demo_codebook(), plan(demo_codebook(), "first"), None)
     true = [next(t for t in true if t.name == x.name) for x in tables]
-    cand = simulation_attack(true, tables, hidden, _public(3, "cv_event"), "cv_event", limit=200_000)
-    assert cand is not None
-    for h in hidden:
-        if 0 < true[h[0]].counts[h[1]] < 3:
-            assert len(cand[h]) >= 3 and true[h[0]].counts[h[1]] in cand[h]
+    cand, _ = simulation_attack(true, tables, hidden, _public(3, "cv_event"), "cv_event", limit=2_000)
+    small = [h for h in hidden if 0 < true[h[0]].counts[h[1]] < 3]
+    assert small
+    for h in small:
+        assert len(cand[h]) >= 3 and true[h[0]].counts[h[1]] in cand[h]

@@ -2,11 +2,11 @@
 
 The attacker holds a release (exact tables with some cells set to 0 and, worst case, knows
 which), knows the public suppression algorithm, and enumerates every filling of the hidden
-cells of one table that is consistent with the release (each class column sums to the
-released class total), re-runs the algorithm on the filled release and keeps the fillings
-that give back exactly the released tables. What a hidden cell can be is the set of its
-values over the kept fillings. Varying one table at a time (the others at their true values)
-is a subset of the attacker's fillings, so the candidate sets it finds are subsets of the
+cells that is consistent with the release (each class column sums to the released class
+total), re-runs the algorithm on the filled release and keeps the fillings that give back
+exactly the released tables. What a hidden cell can be is the set of its values over the
+kept fillings. Varying one class column of one table at a time (everything else at its true
+value) is a subset of the attacker's fillings, so the candidate sets it finds are subsets of the
 attacker's: a defence that leaves ``k`` candidates here leaves at least ``k`` against the full
 attack.
 """
@@ -14,6 +14,7 @@ attack.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -37,8 +38,8 @@ def simulation_attack(
     algorithm: Callable[[list[Any]], list[Any] | None],
     label: str,
     limit: int = 50_000,
-) -> dict[tuple[int, tuple[int, ...]], set[int]] | None:
-    """Candidate values of every hidden cell, one table at a time.
+) -> tuple[dict[tuple[int, tuple[int, ...]], set[int]], set[tuple[int, tuple[int, ...]]]]:
+    """Candidate values of every hidden cell, one class column at a time.
 
     Parameters
     ----------
@@ -47,41 +48,51 @@ def simulation_attack(
     hidden : ``(table, cell)`` of each hidden cell
     algorithm : the public algorithm: filled tables → released tables, or None if it refuses
     label : the label's name
-    limit : give up (None) when a table has more fillings than this
+    limit : a column with more fillings is attacked with the fillings that move patients
+        between two of its hidden cells only (a subset: fewer candidates than the attacker's)
 
     Returns
     -------
-    dict (table, cell) -> set of int, or None when too many fillings
+    candidates : dict (table, cell) -> set of int
+    partial : the cells whose columns were attacked with that subset only
     """
     totals = np.asarray(released[0].counts)
     out: dict[tuple[int, tuple[int, ...]], set[int]] = {h: set() for h in hidden}
-    for t in sorted({t for t, _ in hidden}):
-        tab = released[t]
-        ax = tab.clique.index(label)
-        cells = [ix for tt, ix in hidden if tt == t]
-        by_class: dict[int, list[tuple[int, ...]]] = {}
-        for ix in cells:
-            by_class.setdefault(ix[ax], []).append(ix)
-        visible = np.array(tab.counts, copy=True)
-        for ix in cells:
-            visible[ix] = 0
-        cols = np.moveaxis(visible, ax, -1)
-        need = {v: int(totals[v] - cols[..., v].sum()) for v in by_class}
-        if any(r < 0 for r in need.values()):
-            return {h: set() for h in hidden}
-        choices = [list(compositions(need[v], len(by_class[v]))) for v in sorted(by_class)]
-        if int(np.prod([len(c) for c in choices])) > limit:
-            return None
-        for combo in itertools.product(*choices):
-            filled = np.array(visible, copy=True)
-            for v, vals in zip(sorted(by_class), combo):
-                for ix, val in zip(by_class[v], vals):
-                    filled[ix] = val
+    partial: set[tuple[int, tuple[int, ...]]] = set()
+    groups: dict[tuple[int, int], list[tuple[int, ...]]] = {}
+    for t, ix in hidden:
+        groups.setdefault((t, ix[released[t].clique.index(label)]), []).append(ix)
+    for (t, v), cells in sorted(groups.items()):
+        ax = released[t].clique.index(label)
+        truth_t = np.asarray(truth[t].counts)
+        col = np.moveaxis(np.asarray(released[t].counts), ax, -1)[..., v]
+        need = int(totals[v] - col.sum())  # released zeros at the hidden cells: the rest of the class total
+        if need < 0:
+            continue
+        if math.comb(need + len(cells) - 1, len(cells) - 1) <= limit:
+            fillings = compositions(need, len(cells))
+        else:  # too many: only move patients between two hidden cells, the rest at the truth (a subset)
+            partial.update((t, ix) for ix in cells)
+            fillings = _pair_moves([int(truth_t[ix]) for ix in cells])
+        for vals in fillings:
+            filled = np.array(truth_t, copy=True)
+            for ix, val in zip(cells, vals):
+                filled[ix] = val
             trial = [replace(x, counts=filled) if i == t else x for i, x in enumerate(truth)]
             got = algorithm(trial)
             if got is None or not all(np.array_equal(a.counts, b.counts) for a, b in zip(got, released)):
                 continue
-            for v, vals in zip(sorted(by_class), combo):
-                for ix, val in zip(by_class[v], vals):
-                    out[(t, ix)].add(int(val))
-    return out
+            for ix, val in zip(cells, vals):
+                out[(t, ix)].add(int(val))
+    return out, partial
+
+
+def _pair_moves(values: list[int]):
+    """The fillings that differ from ``values`` by moving patients between two of its cells."""
+    yield tuple(values)
+    for i, j in itertools.combinations(range(len(values)), 2):
+        s = values[i] + values[j]
+        for a in range(s + 1):
+            v = list(values)
+            v[i], v[j] = a, s - a
+            yield tuple(v)
