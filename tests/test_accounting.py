@@ -209,3 +209,15 @@ def test_a_release_that_will_be_mostly_noise_is_warned_about_with_its_noise(site
     assert f"std {worst['noise_std']:.3g}" in warn[0] and worst["noise_std"] >= 400 / math.prod(worst["shape"])
     r = _export(site, "y.bundle", "--epsilon", "5", "--no-ledger")
     assert r.returncode == 0 and "warning: the noise" not in r.stderr
+
+
+def test_a_sites_rounds_on_the_model_card_are_composed_as_its_ledger_composes_them():
+    from marg.protocols.aggregate import composed_privacy
+
+    rho = rho_for_epsilon(1.0, 1e-6)
+    rec = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-6, "rho": rho}
+    out = composed_privacy([rec] * 4)
+    ms = dp.c.make_composition([_gauss(rho)] * 4)
+    ref = dp.c.make_zCDP_to_approxDP(ms).map(1.0).epsilon(4e-6)
+    assert out["epsilon"] == pytest.approx(ref, rel=1e-9) and out["epsilon"] < 4.0
+    assert out["delta"] == pytest.approx(4e-6) and out["rho"] == pytest.approx(4 * rho) and out["rounds"] == 4

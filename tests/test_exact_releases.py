@@ -172,3 +172,27 @@ def test_changing_what_a_level_means_is_refused_even_on_the_same_data(configured
     r = marg("export", data, "--schema", cb2, "--site", "north", "--out", "b.bundle", "--stats", "first",
              "--min-cell", "1", cwd=tmp)
     assert r.returncode == 1 and "differs from the exact release" in r.stderr and not (tmp / "b.bundle").exists()
+
+
+def test_exact_digests_of_an_older_marg_keep_their_codebook_scope(tmp_path):
+    """Entries written before the canonical digests carry the codebook fingerprint: they verify, and
+    a later entry in that old form under the same codebook is still held to them."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from marg.errors import RefusedError
+    from marg.marginals.accounting import PrivacyCost
+    from marg.protocols.ledger import Ledger
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    led = Ledger(tmp_path / "L")
+    old = {"codebook": "f" * 64, "n": "10", 'm:["a"]': "1" * 32}
+    led.append(bundle_digest="0" * 63 + "1", site="s", statistics=[], cost=PrivacyCost.unbounded(), private_key=key,
+               exact=old)
+    with pytest.raises(RefusedError, match="differs from the exact release of ledger entry #1"):
+        led.append(bundle_digest="0" * 63 + "2", site="s", statistics=[], cost=PrivacyCost.unbounded(), private_key=key,
+                   exact={**old, "n": "9"})
+    # a release in the canonical form is scoped apart (its keys mean other numbers)
+    led.append(bundle_digest="0" * 63 + "3", site="s", statistics=[], cost=PrivacyCost.unbounded(), private_key=key,
+               exact={"scope": "study", "n": "9"})
+    assert led.verify(public_key=key.public_key()).ok
+    assert set(led.state().exact) == {"s/" + "f" * 64, "s/#study"}
