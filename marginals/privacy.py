@@ -238,7 +238,11 @@ def plan_cost(
 def _total(mechanism: str, tot_eps: float, tot_rho: float, delta: float) -> PrivacyCost:
     if mechanism == "laplace":
         return PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
-    return PrivacyCost(epsilon=rho_to_epsilon(tot_rho, delta), delta=delta, rho=tot_rho)
+    eps = rho_to_epsilon(tot_rho, delta)
+    if math.isinf(eps):
+        raise InputError(f"--rho {tot_rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = {delta:g}); "
+                         "such a release protects nobody: give a smaller --rho")
+    return PrivacyCost(epsilon=eps, delta=delta, rho=tot_rho)
 
 
 def privatize(

@@ -187,12 +187,12 @@ def test_the_composed_spend_never_exceeds_the_sum_of_recorded_costs_so_older_led
 # extreme ε through the console script
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("eps,words", [("1e-300", "above 1e+15 per cell"), ("1e6", "beyond what OpenDP's zCDP conversion"),
-                                       ("1e-300 --mechanism laplace", "above the 1e+15")])
+                                       ("1e-300 --mechanism laplace", "above the 1e+15")] + [("RHO1e6", "beyond what OpenDP")])
 def test_an_epsilon_that_cannot_be_computed_is_refused_in_one_line_with_nothing_written(site, eps, words):
     assert marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", cwd=site).returncode == 0
     ledger = site / "home" / "ledger" / "ledger.jsonl"
     before = ledger.read_bytes() if ledger.exists() else b""
-    r = _export(site, "x.bundle", "--epsilon", *eps.split())
+    r = _export(site, "x.bundle", *(["--rho", "1e6"] if eps == "RHO1e6" else ["--epsilon", *eps.split()]))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
     assert "internal error" not in r.stderr and not (site / "x.bundle").exists()
     assert (ledger.read_bytes() if ledger.exists() else b"") == before
