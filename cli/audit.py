@@ -175,7 +175,7 @@ def _spent_words(spend: "Spend", composed: "PrivacyCost", sums: dict) -> str:
     """The composed spend in words: ρ and the (ε, δ) OpenDP converts it to; the plain sum of ε's."""
     if spend.exact:
         return "unbounded (exact counts were released)"
-    if spend.pure:
+    if composed.delta == 0.0:
         return f"ε={_fmt(composed.epsilon)} (pure DP; as zCDP ρ={_fmt(composed.rho)})"
     words = (f"ρ={_fmt(composed.rho)} (zCDP: the releases' ρ add) = (ε={_fmt(composed.epsilon)}, "
              f"δ={composed.delta:g}) by OpenDP's conversion")

@@ -350,11 +350,15 @@ class Spend:
         return best + self.eps_approx
 
     def as_cost(self, delta: float) -> PrivacyCost:
-        """The spend as one (ε, δ, ρ): ε converted at ``delta`` (δ = 0 for a pure-DP history)."""
+        """The spend as one (ε, δ, ρ): ε at ``delta`` (δ = 0 for a pure-DP history whose pure ε is
+        at least as tight)."""
         if self.exact:
             return PrivacyCost.unbounded()
-        d = 0.0 if self.pure else float(delta)
-        return PrivacyCost(epsilon=self.epsilon_at(d), delta=d, rho=self.rho)
+        d = float(delta)
+        eps = self.epsilon_at(d)
+        if self.pure and (d == 0.0 or eps >= self.eps_pure):  # pure ε is the tighter statement: δ = 0
+            return PrivacyCost(epsilon=self.eps_pure, delta=0.0, rho=self.rho)
+        return PrivacyCost(epsilon=eps, delta=d, rho=self.rho)
 
     def describe(self, delta: float) -> str:
         """``ε=…, δ=…, ρ=…`` with ε the spend converted at ``delta`` (:meth:`as_cost`)."""
