@@ -34,19 +34,14 @@ default δ of exports and caps.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping
 
 from marg.errors import InputError, RefusedError
 
 DEFAULT_DELTA = 1e-6  # δ of a Gaussian export and of a cap, unless given
 MAX_NOISE_SCALE = 1e15  # noise of a larger scale could leave the 64-bit counts (and is pure noise anyway)
-BUDGET_FILE = "budget.json"
-BUDGET_FORMAT = "marg-budget"
 _REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
 
 
@@ -424,53 +419,3 @@ def check_budget(cap: PrivacyCost, spent: "Spend | PrivacyCost", requested: Priv
             f"privacy budget exhausted: spent {spent.describe(cap.delta)}, requested {requested.describe()}, "
             f"cap {cap.describe()}"
         )
-
-
-def write_budget(directory: str | os.PathLike[str], cap: PrivacyCost) -> Path:
-    """Configure the dataset's privacy budget cap, once: ``DIR/budget.json`` (older marg).
-
-    The file is ``{"format": "marg-budget", "version": 1, "epsilon": …, "delta": …,
-    "rho": …}``, written atomically. Writing the same cap again is a no-op; a different cap
-    is refused. Current marg records the cap in the signed ledger instead.
-
-    Returns the file's path.
-    """
-    if cap.epsilon == 0.0 and cap.rho == 0.0:
-        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
-    if math.isinf(cap.epsilon) or math.isinf(cap.rho):
-        raise InputError(f"privacy budget cap must be finite, got {cap.describe()}")
-    d = Path(directory)
-    old = read_budget(d)
-    path = d / BUDGET_FILE
-    if old is not None:
-        if old == cap:
-            return path
-        raise RefusedError(f"privacy budget already configured in {path}: {old.describe()} (requested {cap.describe()})")
-    d.mkdir(parents=True, exist_ok=True)
-    body = {"format": BUDGET_FORMAT, "version": 1, **cap.to_dict()}
-    tmp = d / f".{BUDGET_FILE}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(body, fh, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def read_budget(directory: str | os.PathLike[str]) -> PrivacyCost | None:
-    """The configured cap in ``DIR/budget.json``, or None when none is configured."""
-    path = Path(directory) / BUDGET_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InputError(f"cannot read privacy budget {path}: {exc}") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"privacy budget {path} is not valid JSON: {exc.msg}") from None
-    if not isinstance(d, dict) or d.get("format") != BUDGET_FORMAT:
-        raise InputError(f"not a marg privacy budget file: {path}")
-    return PrivacyCost.from_dict(d)

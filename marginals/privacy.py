@@ -46,7 +46,6 @@ import numpy as np
 
 from marg.errors import InputError
 from .accounting import (  # noqa: F401  (the accounting names privacy's callers import from here)
-    BUDGET_FILE,
     DEFAULT_DELTA,
     MAX_NOISE_SCALE,
     PrivacyCost,
@@ -55,11 +54,10 @@ from .accounting import (  # noqa: F401  (the accounting names privacy's callers
     _opendp_words,
     check_budget,
     pure_to_rho,
-    read_budget,
     rho_for_epsilon,
     rho_to_epsilon,
-    write_budget,
 )
+from .budget_file import BUDGET_FILE, read_budget, write_budget  # noqa: F401
 from .allocation import resolve_weights, split_budget
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
 

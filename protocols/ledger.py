@@ -53,7 +53,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, MargError, RefusedError
-from marg.marginals.accounting import BUDGET_FILE, PrivacyCost, check_budget, read_budget
+from marg.marginals.accounting import PrivacyCost, check_budget
+from marg.marginals.budget_file import BUDGET_FILE, read_budget
 from marg.marginals.privacy import release_cost
 
 from .exact_releases import release_digests
