@@ -221,3 +221,33 @@ def test_a_sites_rounds_on_the_model_card_are_composed_as_its_ledger_composes_th
     ref = dp.c.make_zCDP_to_approxDP(ms).map(1.0).epsilon(4e-6)
     assert out["epsilon"] == pytest.approx(ref, rel=1e-9) and out["epsilon"] < 4.0
     assert out["delta"] == pytest.approx(4e-6) and out["rho"] == pytest.approx(4 * rho) and out["rounds"] == 4
+
+
+def test_ledgers_written_by_the_previous_marg_verify_and_are_held_to_the_composed_spend(tmp_path):
+    """tests/fixtures/compat/ledger_v2: written by marg before this accounting (cap (3, 1e-5), one
+    Laplace export at ε = 0.5, two Gaussian at ε = 1; and an exact release with codebook-scoped
+    digests). They verify; their recorded costs give the composed spend; a further Gaussian
+    export that the summed ε (3.5) would have refused fits."""
+    import shutil
+    from pathlib import Path
+
+    from cryptography.hazmat.primitives import serialization
+
+    from marg.marginals.privacy import plan_cost
+    from marg.marginals.tables import plan_cliques
+
+    src = Path(__file__).parent / "fixtures" / "compat" / "ledger_v2"
+    key = serialization.load_pem_private_key((src / "north.sign.key.pem").read_bytes(), None)
+    for d in ("dp-ledger", "exact-ledger"):
+        shutil.copytree(src / d, tmp_path / d)
+    led = Ledger(tmp_path / "dp-ledger", public_key=key.public_key())
+    assert led.verify().ok
+    costs = [PrivacyCost.from_dict(e["cost"]) for e in led.entries() if e.get("kind") == "release"]
+    st = led.state()
+    assert st.spend == Spend.of(*costs) and sum(c.epsilon for c in costs) == pytest.approx(2.5)
+    g = plan_cost(plan_cliques(demo_codebook(), "first"), demo_codebook(), rho=rho_for_epsilon(1.0, 1e-6), delta=1e-6)
+    assert st.spend.add(g).epsilon_at(1e-5) < 3.0 < sum(c.epsilon for c in costs) + g.epsilon
+    led.append(bundle_digest="9" * 64, site="north", statistics=[], cost=g, private_key=key)
+    assert led.verify().ok and led.state().spend == Spend.of(*costs, g)
+    ex = Ledger(tmp_path / "exact-ledger", public_key=key.public_key())
+    assert ex.verify().ok and all(not k.endswith("#study") for k in ex.state().exact)
