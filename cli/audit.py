@@ -266,8 +266,9 @@ def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional
     if old is None:
         return PrivacyCost(epsilon=epsilon or 0.0, delta=(DEFAULT_DELTA if epsilon else 0.0) if delta is None else delta,
                            rho=rho or 0.0)
-    return PrivacyCost(epsilon=old.epsilon if epsilon is None else epsilon, delta=old.delta if delta is None else delta,
-                       rho=old.rho if rho is None else rho)
+    if delta is None:  # the δ in force, or the default when the cap did not set ε before
+        delta = old.delta if old.epsilon > 0 or not epsilon else DEFAULT_DELTA
+    return PrivacyCost(epsilon=old.epsilon if epsilon is None else epsilon, delta=delta, rho=old.rho if rho is None else rho)
 
 
 def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> None:

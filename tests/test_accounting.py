@@ -251,3 +251,14 @@ def test_ledgers_written_by_the_previous_marg_verify_and_are_held_to_the_compose
     assert led.verify().ok and led.state().spend == Spend.of(*costs, g)
     ex = Ledger(tmp_path / "exact-ledger", public_key=key.public_key())
     assert ex.verify().ok and all(not k.endswith("#study") for k in ex.state().exact)
+
+
+def test_a_new_cap_changes_only_the_fields_named():
+    from marg.cli.audit import new_cap
+
+    assert new_cap(None, 2.0, None, None) == PrivacyCost(epsilon=2.0, delta=DEFAULT_DELTA)
+    assert new_cap(PrivacyCost(epsilon=4.0, delta=1e-5), 2.4, None, None) == PrivacyCost(epsilon=2.4, delta=1e-5)
+    assert new_cap(PrivacyCost(epsilon=4.0), 2.0, None, None) == PrivacyCost(epsilon=2.0)  # a pure cap stays pure
+    assert new_cap(PrivacyCost(rho=0.5), 2.0, None, None) == PrivacyCost(epsilon=2.0, delta=DEFAULT_DELTA, rho=0.5)
+    assert new_cap(PrivacyCost(epsilon=4.0, delta=1e-5, rho=0.5), None, 1e-6, None) == PrivacyCost(
+        epsilon=4.0, delta=1e-6, rho=0.5)
