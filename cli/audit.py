@@ -263,6 +263,8 @@ def init_cmd(
 def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> "PrivacyCost":
     """The cap ``marg audit init/budget`` records: the fields given; the others those of the cap
     in force (lowering ε keeps its δ), else the defaults (δ = :data:`DEFAULT_DELTA` with an ε)."""
+    from marg.marginals.accounting import PrivacyCost
+
     if old is None:
         return PrivacyCost(epsilon=epsilon or 0.0, delta=(DEFAULT_DELTA if epsilon else 0.0) if delta is None else delta,
                            rho=rho or 0.0)
