@@ -15,6 +15,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marg.errors import InputError, RefusedError
+from marg.marginals.accounting import DEFAULT_DELTA
 
 from .app import sub_app
 from .common import JsonOpt, emit_json, err
@@ -24,8 +25,8 @@ DEFAULT_LEDGER_DIR = "marg-ledger"  # protocols.ledger.DEFAULT_LEDGER_DIR, witho
 
 def _heavy() -> None:
     """Import the ledger (cryptography, numpy) on first use, not at ``marg --help``."""
-    global PrivacyCost, short_id, Ledger, SEAL_MAGIC, SiteConfig
-    from marg.marginals.privacy import PrivacyCost
+    global PrivacyCost, Spend, cap_delta, short_id, Ledger, SEAL_MAGIC, SiteConfig
+    from marg.marginals.accounting import PrivacyCost, Spend, cap_delta
     from marg.protocols.keys import short_id
     from marg.protocols.ledger import Ledger
     from marg.protocols.sealing import SEAL_MAGIC
@@ -48,7 +49,9 @@ LedgerOpt = Annotated[Optional[Path], typer.Option("--ledger", help="The site's 
 KeyFileOpt = Annotated[Path, typer.Option("--key", help="The site's signing key (SITE.sign.key).")]
 PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase.")]
 EpsOpt = Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")]
-DeltaOpt = Annotated[float, typer.Option(help="Cap on the total δ (0: pure-DP releases only, unless --rho is set).")]
+DeltaOpt = Annotated[Optional[float], typer.Option(
+    "--delta", help=f"The δ the cap's ε holds at (default {DEFAULT_DELTA:g}, as marg export's; 0: pure-DP releases only, "
+    "unless --rho is set). Lowering a cap keeps the δ in force unless given.")]
 RhoOpt = Annotated[Optional[float], typer.Option("--rho", help="Cap on the total ρ (zCDP) of all exports.")]
 
 
@@ -100,14 +103,18 @@ def show_cmd(
     entries = led.entries()
     report = led.verify(allow_unsigned=True, require_key=False)
     cap = PrivacyCost.from_dict(report.cap) if report.cap is not None else None
-    spent = PrivacyCost.from_dict(report.spent)
+    spend = Spend.from_dict(report.spend)
+    at = cap_delta(cap)
+    composed = spend.as_cost(at)
     if json_out:
         emit_json(
             {
                 "ledger": str(led.path),
                 "entries": entries,
                 "n_entries": len(entries),
-                "spent": spent.to_dict(),
+                "spent": composed.to_dict(),
+                "spent_sum": report.spent,
+                "spend": report.spend,
                 "cap": cap.to_dict() if cap is not None else None,
                 "head": report.head,
                 "integrity": {"ok": report.ok, "reason": report.reason, "key_source": report.key_source,
@@ -122,22 +129,26 @@ def show_cmd(
     if entries:
         hdr = f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} {'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}"
         typer.echo(hdr)
+        running = Spend()
         for e in entries:
             if e.get("kind") == "cap":
                 typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe()}")
                 continue
-            cost, cum = e["cost"], e["cumulative"]
+            cost = e["cost"]
+            running = running.add(PrivacyCost.from_dict(cost))
+            row_cap = PrivacyCost.from_dict(e["cap"]) if e.get("cap") else None
+            total = running.as_cost(cap_delta(row_cap))
             typer.echo(
                 f"{e['seq']:>4}  {e['time']:<25} {_to(e):<16} "
                 f"{_stats_words(e['statistics']):<44} {e['mechanism']:<9} {_fmt(cost['epsilon']):>8} "
                 f"{_fmt(cost['delta']):>8} {_fmt(cost['rho']):>8}  "
-                f"{_pair(cum, e['cap'], 'epsilon'):>13} {_pair(cum, e['cap'], 'rho'):>13}"
+                f"{_pair(total, row_cap, 'epsilon'):>13} {_pair(total, row_cap, 'rho'):>13}"
             )
     if any(e["cost"].get("epsilon") == "inf" for e in entries):
         typer.echo("inf = exact counts were released: no differential-privacy guarantee for those releases.")
-    typer.echo(f"Spent so far: {spent.describe()}")
+    typer.echo(f"Spent so far: {_spent_words(spend, composed, report.spent)}")
     if cap is not None:
-        typer.echo(f"Remaining: {_remaining(cap, spent)}")
+        typer.echo(f"Remaining: {_remaining(cap, composed)}")
     status = "verified" if report.ok else f"FAILED ({report.reason})"
     if report.unsigned:
         status += f"; {len(report.unsigned)} unsigned entr{'y' if len(report.unsigned) == 1 else 'ies'}"
@@ -154,19 +165,29 @@ def _to(e: dict) -> str:
     return f"{name[:7]}:{e['recipient'][:8]}" if name else short_id(e["recipient"])
 
 
-def _pair(cum: dict, cap: dict | None, field: str) -> str:
-    t = _fmt(cum.get(field, 0.0))
-    if cap is None:
-        return t
-    cv = getattr(PrivacyCost.from_dict(cap), field)
+def _pair(total: "PrivacyCost", cap: "PrivacyCost | None", field: str) -> str:
+    t = _fmt(getattr(total, field))
+    cv = getattr(cap, field) if cap is not None else 0.0
     return f"{t}/{_fmt(cv)}" if cv > 0 else t
 
 
-def _remaining(cap: PrivacyCost, spent: PrivacyCost) -> str:
+def _spent_words(spend: "Spend", composed: "PrivacyCost", sums: dict) -> str:
+    """The composed spend in words: ρ and the (ε, δ) OpenDP converts it to; the plain sum of ε's."""
+    if spend.exact:
+        return "unbounded (exact counts were released)"
+    if composed.delta == 0.0:
+        return f"ε={_fmt(composed.epsilon)} (pure DP; as zCDP ρ={_fmt(composed.rho)})"
+    words = (f"ρ={_fmt(composed.rho)} (zCDP: the releases' ρ add) = (ε={_fmt(composed.epsilon)}, "
+             f"δ={composed.delta:g}) by OpenDP's conversion")
+    if spend.eps_pure > 0:
+        words += " (Laplace releases counted as pure ε where that is tighter)"
+    return words + f"; the releases' ε's added up would be {_fmt(sums.get('epsilon', 0.0))}"
+
+
+def _remaining(cap: "PrivacyCost", spent: "PrivacyCost") -> str:
     parts = []
     if cap.epsilon > 0:
-        parts.append(f"ε {_fmt(max(0.0, cap.epsilon - spent.epsilon))}")
-        parts.append(f"δ {_fmt(max(0.0, cap.delta - spent.delta))}")
+        parts.append(f"ε {_fmt(max(0.0, cap.epsilon - spent.epsilon))} at δ {cap.delta:g}")
     if cap.rho > 0:
         parts.append(f"ρ {_fmt(max(0.0, cap.rho - spent.rho))}")
     return ", ".join(parts)
@@ -206,7 +227,8 @@ def verify_cmd(
     if report.bundles:
         typer.echo(f"{len(report.bundles)} bundle file(s) matched their entries: "
                    + ", ".join(f"{Path(b['path']).name}→#{b['seq']}" for b in report.bundles))
-    typer.echo(f"spent: {PrivacyCost.from_dict(report.spent).describe()}; head {report.head or '-'}")
+    cap = PrivacyCost.from_dict(report.cap) if report.cap is not None else None
+    typer.echo(f"spent: {Spend.from_dict(report.spend).describe(cap_delta(cap))}; head {report.head or '-'}")
 
 
 @app.command("init")
@@ -216,7 +238,7 @@ def init_cmd(
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The ledger folder (default: HOME/ledger).")] = None,
     passphrase_file: PassOpt = None,
     epsilon: EpsOpt = None,
-    delta: DeltaOpt = 0.0,
+    delta: DeltaOpt = None,
     rho: RhoOpt = None,
 ) -> None:
     """Configure this site once: pin its signing key, fix its ledger's location, optionally set the privacy cap.
@@ -238,8 +260,21 @@ def init_cmd(
         _set_cap(led, sk, cfg.site, epsilon, delta, rho)
 
 
-def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: float, rho: Optional[float]) -> None:
-    cap = PrivacyCost(epsilon=epsilon or 0.0, delta=delta, rho=rho or 0.0)
+def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> "PrivacyCost":
+    """The cap ``marg audit init/budget`` records: the fields given; the others those of the cap
+    in force (lowering ε keeps its δ), else the defaults (δ = :data:`DEFAULT_DELTA` with an ε)."""
+    from marg.marginals.accounting import PrivacyCost
+
+    if old is None:
+        return PrivacyCost(epsilon=epsilon or 0.0, delta=(DEFAULT_DELTA if epsilon else 0.0) if delta is None else delta,
+                           rho=rho or 0.0)
+    if delta is None:  # the δ in force, or the default when the cap did not set ε before
+        delta = old.delta if old.epsilon > 0 or not epsilon else DEFAULT_DELTA
+    return PrivacyCost(epsilon=old.epsilon if epsilon is None else epsilon, delta=delta, rho=old.rho if rho is None else rho)
+
+
+def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> None:
+    cap = new_cap(led.state().cap, epsilon, delta, rho)
     e = led.set_cap(cap, sk, site)
     typer.echo(f"privacy cap {cap.describe()} recorded as signed ledger entry #{e['seq']} in {led.path} "
                "(it can be lowered, never raised)")
@@ -249,7 +284,7 @@ def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], del
 def budget_cmd(
     ledger: LedgerOpt = None,
     epsilon: EpsOpt = None,
-    delta: DeltaOpt = 0.0,
+    delta: DeltaOpt = None,
     rho: RhoOpt = None,
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (default: the configured one).")] = None,
     passphrase_file: PassOpt = None,
@@ -257,20 +292,22 @@ def budget_cmd(
 ) -> None:
     """Record the dataset's privacy cap in the signed ledger (or show it, with no cap given).
 
-    Every later export is refused if it would take the total spend past the cap; exports of
-    exact counts are refused outright once a cap exists. The cap can be lowered, never raised.
+    Every later export is refused if it would take the composed spend past the cap; exports
+    of exact counts are refused outright once a cap exists. The cap can be lowered, never
+    raised; lowering changes only the fields given (``--epsilon 2.4`` keeps the δ in force).
     """
     _heavy()
     led = _open(ledger)
-    if epsilon is None and rho is None:
+    if epsilon is None and rho is None and delta is None:
         state = led.state()
+        spent = state.spend.as_cost(cap_delta(state.cap))
         if json_out:
-            emit_json({"cap": state.cap.to_dict() if state.cap else None, "spent": state.cumulative.to_dict()})
+            emit_json({"cap": state.cap.to_dict() if state.cap else None, "spent": spent.to_dict()})
             return
         if state.cap is None:
-            typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho)")
+            typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho); spent {spent.describe()}")
         else:
-            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe()}; spent {state.cumulative.describe()}")
+            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe()}; spent {spent.describe()}")
         return
     from marg.protocols.keys import load_signing_key, read_passphrase_file
 

@@ -18,6 +18,7 @@ import typer
 
 from marg.errors import InputError
 from marg.marginals.codebook import MAX_LEVELS
+from marg.marginals.accounting import DEFAULT_DELTA
 
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
@@ -104,7 +105,7 @@ def export_cmd(
     pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (round 2: releases those pair tables alone).')] = None,
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ).")] = 1e-6,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ). The ledger composes releases in zCDP and converts the total at the cap's δ.")] = DEFAULT_DELTA,
     mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,

@@ -13,12 +13,12 @@ Policies
 :class:`~marginals.errors.RefusedError` naming the table, the cell and k — nothing is
 released. This is the default because suppression is leaky (below).
 
-``"suppress"``: offending cells are set to 0 together with **complementary** cells chosen
-so that no offending cell can be recomputed, or narrowed below ``k``, from the released
-tables' margins (:mod:`marg.marginals.suppression`: an LP audit of what the release says
-about each cell; releases whose tables form a cycle are refused). For a moment table both
-rows of the offending class are zeroed. Every suppressed cell is returned, so the export
-records how many per table, never where (positions would point at the rare cells).
+``"suppress"``: for a first-order release (``N[y]``, ``N[x_i, y]``), every class column of a
+table that holds an offending cell is set to 0 whole (:mod:`marg.marginals.suppression`: the
+pattern then tells an attacker who re-runs the algorithm nothing beyond the class total, and
+each hidden small cell keeps at least k possible values); a class with fewer than k
+patients, a column too small to hide a cell among k values, or pair tables are refused.
+Every suppressed cell is returned, so the export records how many per table, never where.
 
 Tables that carry DP noise are not checked: the DP guarantee covers small cells.
 """
@@ -144,17 +144,10 @@ def apply_min_cell(
             if bad_classes.size == 0:
                 out.append(t)
                 continue
-            if policy == "refuse":
-                c = int(bad_classes[0])
-                raise RefusedError(
-                    f"min-cell rule: table {t.name} sums over class {c} with {class_counts[c]:g} patients (< {k})"
-                )
-            counts = np.array(t.counts, dtype=np.float64, copy=True)
-            counts[:, bad_classes] = 0.0
-            for c in bad_classes:
-                suppressed.extend(SuppressedCell(t.name, (r, int(c))) for r in (0, 1))
-            out.append(replace(t, counts=counts))
-            continue
+            c = int(bad_classes[0])
+            raise RefusedError(  # under either policy: the class total (or the row count) gives these patients away
+                f"min-cell rule: table {t.name} sums over class {c} with {class_counts[c]:g} patients (< {k})"
+            )
         counts = np.asarray(t.counts)
         bad = (counts > 0) & (counts < k)
         cells = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
@@ -166,20 +159,25 @@ def apply_min_cell(
         primary.extend((pos, c) for c in cells)
         out.append(t)
     if primary:
-        out, more = _suppress_counts(tables, out, primary, k)
+        out, more = _suppress_counts(tables, out, k, label, codebook)
         suppressed.extend(more)
     return out, suppressed
 
 
-def _suppress_counts(tables: Sequence[Any], out: list[Any], primary: list[tuple[int, tuple[int, ...]]],
-                     k: int) -> tuple[list[Any], list[SuppressedCell]]:
-    """Zero the primary cells and their complementary cells (:mod:`marg.marginals.suppression`)."""
-    from .suppression import complementary_suppression
+def _suppress_counts(tables: Sequence[Any], out: list[Any], k: int, label: str | None,
+                     codebook: Any) -> tuple[list[Any], list[SuppressedCell]]:
+    """Zero every class column holding a small cell (:func:`marg.marginals.suppression.suppress_columns`)."""
+    from .suppression import suppress_columns
 
     exact = [i for i, t in enumerate(tables) if t.kind == "counts" and t.noise.is_exact]
-    local = {g: i for i, g in enumerate(exact)}
-    cells = complementary_suppression([tables[g].clique for g in exact], [tables[g].counts for g in exact],
-                                      [(local[g], ix) for g, ix in primary], k, [tables[g].name for g in exact])
+    if label is None:
+        ones = [tables[g].clique[0] for g in exact if len(tables[g].clique) == 1]
+        if not ones:
+            raise RefusedError("min-cell suppression needs the label's name (or the label table N[y] in the release)")
+        label = ones[0]
+    classes = codebook.label.classes if codebook is not None else None
+    cells = suppress_columns([tables[g].clique for g in exact], [tables[g].counts for g in exact], label, k,
+                             [tables[g].name for g in exact], classes)
     new = {g: np.array(tables[g].counts, copy=True) for g in exact}
     result: list[SuppressedCell] = []
     for t, ix in cells:

@@ -169,6 +169,8 @@ def gaussian_std(scale: float, discrete: bool) -> float:
         raise InputError(f"Gaussian scale must be finite and > 0, got {scale!r}")
     if not discrete:
         return s
+    if s >= 40.0:  # the lattice sum equals σ² to machine precision long before: no 80σ-long array
+        return s
     zmax = int(math.ceil(40.0 * s + 40.0))
     z = np.arange(-zmax, zmax + 1, dtype=np.float64)
     w = np.exp(-(z * z) / (2.0 * s * s))

@@ -32,224 +32,34 @@ scale is calibrated so that OpenDP's own map of its measurement is at most its s
 rounds the map above the share); the reported total is the sum of those maps, which
 equals the requested budget to floating-point rounding and never exceeds it by more.
 
-**Budget cap.** A site configures one cap per dataset (:func:`write_budget`: a
-``budget.json`` in the site's ledger directory, written once; a different cap is
-refused). :func:`check_budget` compares ``spent + requested`` with the cap before
-anything is computed or written. Every :class:`PrivacyCost` holds valid guarantees in
-both currencies: (ε, δ)-DP and ρ-zCDP (a pure ε-DP table is also ε²/2-zCDP, converted by
-OpenDP's ``make_pureDP_to_zCDP``), so a cap may be set in either and across exports the
-fields add up (basic composition).
+**Accounting** (what a release costs in ε, δ and ρ, what a site's releases compose to,
+and the cap) lives in :mod:`marg.marginals.accounting`; its names are importable from here.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from marg.errors import InputError, RefusedError
+from marg.errors import InputError
+from .accounting import (  # noqa: F401  (the accounting names privacy's callers import from here)
+    DEFAULT_DELTA,
+    MAX_NOISE_SCALE,
+    PrivacyCost,
+    Spend,
+    _dp,
+    _opendp_words,
+    check_budget,
+    pure_to_rho,
+    rho_for_epsilon,
+    rho_to_epsilon,
+)
+from .budget_file import BUDGET_FILE, read_budget, write_budget  # noqa: F401
 from .allocation import resolve_weights, split_budget
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
-
-BUDGET_FILE = "budget.json"
-BUDGET_FORMAT = "marg-budget"
-_REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
-
-
-def _dp():
-    """Import ``opendp.prelude`` with the contrib features enabled."""
-    import opendp.prelude as dp
-
-    dp.enable_features("contrib")
-    return dp
-
-
-# ---------------------------------------------------------------------------------------
-# Privacy cost
-# ---------------------------------------------------------------------------------------
-def _num(v: Any, what: str) -> float:
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    if v is None:
-        return 0.0
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"privacy cost field {what} must be a number, got {v!r}") from None
-    if x != x or x < 0.0:
-        raise InputError(f"privacy cost field {what} must be >= 0, got {v!r}")
-    return x
-
-
-@dataclass(frozen=True)
-class PrivacyCost:
-    """The privacy cost of a release (or a cap on the total cost).
-
-    A release with cost ``(ε, δ, ρ)`` is (ε, δ)-differentially private (pure ε-DP when
-    ``δ = 0``) **and** ρ-zCDP, for add/remove-one-patient neighbours. Costs of releases
-    about the same patients add up field by field (basic composition), see ``__add__``.
-    ``math.inf`` marks an exact (non-private) release: :meth:`unbounded`.
-
-    As a **cap** (:func:`check_budget`), a field equal to 0 means "not capped in this
-    currency": ``PrivacyCost(epsilon=1.0)`` caps pure ε at 1 (δ must stay 0, so Gaussian
-    releases are refused), ``PrivacyCost(epsilon=1.0, delta=1e-5)`` caps (ε, δ),
-    ``PrivacyCost(rho=0.5)`` caps ρ-zCDP.
-
-    Attributes
-    ----------
-    epsilon : float
-    delta : float
-    rho : float
-    """
-
-    epsilon: float = 0.0
-    delta: float = 0.0
-    rho: float = 0.0
-
-    def __post_init__(self) -> None:
-        for f in ("epsilon", "delta", "rho"):
-            object.__setattr__(self, f, _num(getattr(self, f), f))
-        if self.delta > 1.0:
-            raise InputError(f"privacy cost field delta must be <= 1, got {self.delta!r}")
-
-    @classmethod
-    def zero(cls) -> "PrivacyCost":
-        return cls()
-
-    @classmethod
-    def unbounded(cls) -> "PrivacyCost":
-        """The cost of an exact (non-private) release: unbounded in every currency."""
-        return cls(epsilon=math.inf, delta=0.0, rho=math.inf)
-
-    @property
-    def is_zero(self) -> bool:
-        return self.epsilon == 0.0 and self.delta == 0.0 and self.rho == 0.0
-
-    def __add__(self, other: "PrivacyCost") -> "PrivacyCost":
-        if not isinstance(other, PrivacyCost):
-            return NotImplemented
-        return PrivacyCost(
-            epsilon=self.epsilon + other.epsilon,
-            delta=min(1.0, self.delta + other.delta),
-            rho=self.rho + other.rho,
-        )
-
-    def describe(self) -> str:
-        """One-line text, e.g. ``ε=0.5, δ=1e-06, ρ=0.125``."""
-
-        def f(x: float) -> str:
-            return "inf" if math.isinf(x) else f"{x:.6g}"
-
-        return f"ε={f(self.epsilon)}, δ={f(self.delta)}, ρ={f(self.rho)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict; infinities are written as the string ``"inf"``."""
-        return {k: ("inf" if math.isinf(v) else v) for k, v in
-                (("epsilon", self.epsilon), ("delta", self.delta), ("rho", self.rho))}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "PrivacyCost":
-        if not isinstance(d, Mapping):
-            raise InputError(f"privacy cost must be an object, got {d!r}")
-        return cls(epsilon=d.get("epsilon", 0.0), delta=d.get("delta", 0.0), rho=d.get("rho", 0.0))
-
-
-# ---------------------------------------------------------------------------------------
-# Budget cap and check
-# ---------------------------------------------------------------------------------------
-def check_budget(cap: PrivacyCost, spent: PrivacyCost, requested: PrivacyCost) -> None:
-    """Refuse a release whose cost would take the total past the cap.
-
-    Call it before anything is computed or written. With ``total = spent + requested``
-    the release is allowed iff, for every currency the cap sets (a nonzero field),
-    ``total.rho ≤ cap.rho`` (if ``cap.rho > 0``) and ``total.epsilon ≤ cap.epsilon`` and
-    ``total.delta ≤ cap.delta`` (if ``cap.epsilon > 0``), each up to a relative rounding
-    tolerance of 1e-9. An exact release (:meth:`PrivacyCost.unbounded`) always exceeds it.
-
-    Raises
-    ------
-    InputError
-        If the cap sets no currency (all fields 0).
-    RefusedError
-        ``privacy budget exhausted: spent …, requested …, cap …`` (one line).
-    """
-    if cap.epsilon == 0.0 and cap.rho == 0.0:
-        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
-    total = spent + requested
-
-    def over(x: float, c: float) -> bool:
-        return x > c * (1.0 + _REL_TOL) + 1e-300
-
-    bad = False
-    if cap.rho > 0.0 and over(total.rho, cap.rho):
-        bad = True
-    if cap.epsilon > 0.0 and (over(total.epsilon, cap.epsilon) or over(total.delta, cap.delta)):
-        bad = True
-    if bad and cap.rho == 0.0 and cap.delta == 0.0 and requested.delta > 0.0:
-        raise RefusedError(
-            f"privacy budget refuses an (ε, δ) release: the cap is pure ε-DP (δ = 0, {cap.describe()}); export with "
-            f"--mechanism laplace, or set a cap with --delta or --rho"
-        )
-    if bad:
-        raise RefusedError(
-            f"privacy budget exhausted: spent {spent.describe()}, requested {requested.describe()}, "
-            f"cap {cap.describe()}"
-        )
-
-
-def write_budget(directory: str | os.PathLike[str], cap: PrivacyCost) -> Path:
-    """Configure the dataset's privacy budget cap, once: ``DIR/budget.json``.
-
-    The file is ``{"format": "marg-budget", "version": 1, "epsilon": …, "delta": …,
-    "rho": …}``, written atomically. Writing the same cap again is a no-op; a different cap
-    is refused (a budget promised to an ethics board is not raised after the fact).
-
-    Returns the file's path.
-    """
-    if cap.epsilon == 0.0 and cap.rho == 0.0:
-        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
-    if math.isinf(cap.epsilon) or math.isinf(cap.rho):
-        raise InputError(f"privacy budget cap must be finite, got {cap.describe()}")
-    d = Path(directory)
-    old = read_budget(d)
-    path = d / BUDGET_FILE
-    if old is not None:
-        if old == cap:
-            return path
-        raise RefusedError(f"privacy budget already configured in {path}: {old.describe()} (requested {cap.describe()})")
-    d.mkdir(parents=True, exist_ok=True)
-    body = {"format": BUDGET_FORMAT, "version": 1, **cap.to_dict()}
-    tmp = d / f".{BUDGET_FILE}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(body, fh, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def read_budget(directory: str | os.PathLike[str]) -> PrivacyCost | None:
-    """The configured cap in ``DIR/budget.json``, or None when none is configured."""
-    path = Path(directory) / BUDGET_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InputError(f"cannot read privacy budget {path}: {exc}") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"privacy budget {path} is not valid JSON: {exc.msg}") from None
-    if not isinstance(d, dict) or d.get("format") != BUDGET_FORMAT:
-        raise InputError(f"not a marg privacy budget file: {path}")
-    return PrivacyCost.from_dict(d)
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,63 +108,33 @@ def table_sensitivity(kind: str, mechanism: str, integer: bool) -> float | int:
 
 
 def _calibrate(mechanism: str, share: float, sens: float | int, integer: bool):
-    """Scale whose OpenDP map at ``sens`` is ≤ ``share`` (nudged up if rounding exceeds it)."""
+    """Scale whose OpenDP map at ``sens`` is ≤ ``share`` (nudged up if rounding exceeds it).
+
+    Raises
+    ------
+    InputError
+        The share needs a noise scale above :data:`MAX_NOISE_SCALE` (or none OpenDP can
+        build): one line naming the share and the scale, before any data is read.
+    """
     if mechanism == "laplace":
         scale = float(sens) / share
     else:
         scale = float(sens) / math.sqrt(2.0 * share)
+    what = "ε" if mechanism == "laplace" else "ρ"
+    if not (scale <= MAX_NOISE_SCALE):
+        raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, above "
+                         f"the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger --epsilon/--rho")
     for _ in range(64):
-        meas = table_measurement(mechanism, scale, integer)
-        cost = float(meas.map(sens))
+        try:
+            meas = table_measurement(mechanism, scale, integer)
+            cost = float(meas.map(sens))
+        except _dp().OpenDPException as exc:
+            raise InputError(f"OpenDP cannot build {mechanism} noise of scale {scale:.3g} for a table's {what} share "
+                             f"{share:.3g} ({_opendp_words(exc)})") from None
         if cost <= share:
             return scale, meas, cost
         scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)
     raise RuntimeError(f"could not calibrate a {mechanism} scale for a share of {share!r}")  # pragma: no cover
-
-
-def rho_to_epsilon(rho: float, delta: float) -> float:
-    """ε such that ρ-zCDP implies (ε, δ)-DP, by OpenDP's ``make_zCDP_to_approxDP``.
-
-    Computed on a proxy Gaussian measurement (scale ``1/sqrt(2ρ)``, sensitivity 1) whose
-    OpenDP map is ``ρ``; the conversion depends on ρ only.
-    """
-    if rho == 0.0:
-        return 0.0
-    if not (0.0 < delta < 1.0):
-        raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
-    dp = _dp()
-    scale = 1.0 / math.sqrt(2.0 * rho)
-    meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=scale)
-    while float(meas.map(1.0)) < rho:  # make sure the proxy is at least as costly
-        scale = math.nextafter(scale, 0.0)
-        meas = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=scale)
-    return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
-
-
-def rho_for_epsilon(epsilon: float, delta: float) -> float:
-    """The largest ρ whose zCDP guarantee implies (``epsilon``, ``delta``)-DP under OpenDP's
-    conversion (:func:`rho_to_epsilon`, monotone in ρ), by bisection to a relative 1e-9.
-
-    A Gaussian release at this ρ is an (ε, δ)-DP release: noise grows like the square root
-    of the number of tables instead of linearly (pure-ε Laplace), so it is the better choice
-    for releases of many tables.
-    """
-    epsilon = float(epsilon)
-    if not (epsilon > 0.0 and math.isfinite(epsilon)):
-        raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    lo, hi = 0.0, epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if rho_to_epsilon(mid, delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def pure_to_rho(meas, sens: float | int) -> float:
-    """ρ of an ε-DP measurement seen as zCDP (OpenDP ``make_pureDP_to_zCDP``: ρ = ε²/2)."""
-    return float(_dp().c.make_pureDP_to_zCDP(meas).map(sens))
 
 
 def _is_integral(arr: np.ndarray) -> bool:
@@ -456,7 +236,11 @@ def plan_cost(
 def _total(mechanism: str, tot_eps: float, tot_rho: float, delta: float) -> PrivacyCost:
     if mechanism == "laplace":
         return PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
-    return PrivacyCost(epsilon=rho_to_epsilon(tot_rho, delta), delta=delta, rho=tot_rho)
+    eps = rho_to_epsilon(tot_rho, delta)
+    if math.isinf(eps):
+        raise InputError(f"--rho {tot_rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = {delta:g}); "
+                         "such a release protects nobody: give a smaller --rho")
+    return PrivacyCost(epsilon=eps, delta=delta, rho=tot_rho)
 
 
 def privatize(

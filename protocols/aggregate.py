@@ -142,20 +142,22 @@ class Aggregator:
 
 
 def composed_privacy(records: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
-    """One site's total privacy cost over its rounds: ε, δ and ρ add (basic composition, as
-    its ledger adds them); the mechanisms are named together."""
-    from marg.marginals.privacy import PrivacyCost
+    """One site's total privacy cost over its rounds, composed as its ledger composes them
+    (:class:`marginals.accounting.Spend`: ρ's add, converted once by OpenDP) at the sum of
+    the rounds' δ's; the mechanisms are named together."""
+    from marg.marginals.accounting import PrivacyCost, Spend
 
-    total = PrivacyCost.zero()
+    total, spend = PrivacyCost.zero(), Spend()
     mechs: list[str] = []
     for r in records:
         r = r or {}
-        total = total + PrivacyCost.from_dict(r)
+        c = PrivacyCost.from_dict(r)
+        total, spend = total + c, spend.add(c)
         m = str(r.get("mechanism", "none"))
         if m not in mechs:
             mechs.append(m)
     named = [m for m in mechs if m != "none"] or ["none"]
-    return {"mechanism": "+".join(named), **total.to_dict(), "rounds": len(records)}
+    return {"mechanism": "+".join(named), **spend.as_cost(total.delta).to_dict(), "rounds": len(records)}
 
 
 def summary_from_bundles(

@@ -14,23 +14,41 @@ same site is refused (:func:`check_exact_release`) when any key it shares with e
 releases has another digest: the data changed, and the difference would disclose it. The same
 numbers may be released again (that discloses nothing new).
 
+**Invariant to the codebook's form.** Whoever writes the codebook (the learner, or a site's
+operator) controls its form, so the digests do not depend on it: a statistic is named by its
+attributes' **column names** (sorted), and its numbers are digested in **canonical form** —
+each cell named by what its levels *mean* to the encoder (a categorical level by its trimmed
+text, plus whether missing values fall in it; a bin by its interval; a class by its trimmed
+text), empty cells dropped, cells sorted. Reordering features or levels, adding unused levels,
+padding a level with whitespace, renaming the codebook or its study leave every digest as it
+was, so ``export all.csv --schema cb.json`` then ``export minus_one.csv --schema
+cb_reordered.json`` is refused. Changing what a level means (other bin edges, another missing
+level) changes the digest of every statistic on that column: refused too, even on unchanged
+data (two binnings of the same column can isolate the patients between their edges). What is
+*not* covered: the same column released under another name (a copy of the column in the data
+file is other data to marg), and exact releases recorded by marg before this form (their
+digests are per codebook; they are compared, as then, only with releases under the same
+codebook).
+
 Suppression across releases: a release's complementary suppression
 (:mod:`marg.marginals.suppression`) is audited against that release's own tables only. So an
 exact release with suppressed cells must not overlap an earlier exact release of the site,
 and no exact release may overlap an earlier one that had suppressed cells (their margins
 could recompute the hidden cells) unless it repeats it exactly; such releases need DP.
 
-Keys are ``"n"``, ``"m:<json list of attributes>"``, ``"t:<json clique>"`` (suppressed
-table) and ``"s:<json clique>"`` (moments); digests are the first 32 hex characters of
-SHA-256 over shape and little-endian values. The codebook's fingerprint (key ``"codebook"``)
-scopes them: releases under different codebooks (a study's tables, an evaluation's confusion
-matrix) are different statistics even where attribute names coincide.
+Keys are ``"n"``, ``"m:<json list of attributes>"``, ``"t:<json list>"`` (suppressed
+table) and ``"s:<json list>"`` (moments); digests are the first 32 hex characters of SHA-256
+over the canonical JSON of the cells. ``"scope"`` names the rows released: ``"study"`` (the
+site's rows, minus any held-out ones) or ``"evaluation"`` (held-out rows); releases of
+different scopes are not compared. (Entries of older marg carry ``"codebook"``, the
+fingerprint that scoped them, instead.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from itertools import combinations
 from typing import Any, Mapping, Sequence
 
@@ -41,18 +59,43 @@ from marg.errors import RefusedError
 DIGEST_HEX = 32
 
 
-def _digest(arr: np.ndarray, integer: bool) -> str:
-    a = np.ascontiguousarray(arr, dtype="<i8" if integer else "<f8")
-    h = hashlib.sha256(json.dumps(list(a.shape)).encode("ascii") + b"|" + a.tobytes())
-    return h.hexdigest()[:DIGEST_HEX]
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()[:DIGEST_HEX]
 
 
 def _key(prefix: str, names: Sequence[str]) -> str:
     return prefix + json.dumps(list(names), separators=(",", ":"), ensure_ascii=False)
 
 
+def level_meanings(codebook: Any, name: str) -> list[str]:
+    """What each code of attribute ``name`` means to the encoder, independent of the codebook's form.
+
+    A class or categorical level: its text as the encoder matches it (trimmed), with
+    ``" +missing"`` when missing values fall in it; a bin: its interval ``(lo, hi]`` (edges as
+    ``repr`` floats) or ``missing``.
+    """
+    if name == codebook.label.name:
+        return ["class " + c.strip() for c in codebook.label.classes]
+    f = codebook.feature(name)
+    if f.kind == "categorical":
+        return ["level " + lv.strip() + (" +missing" if lv == f.missing else "") for lv in f.levels]
+    edges = [-math.inf, *f.edges, math.inf]
+    out = [f"bin ({edges[k]!r}, {edges[k + 1]!r}]" for k in range(len(edges) - 1)]
+    return out + (["bin missing"] if f.missing else [])
+
+
+def _canonical_counts(arr: np.ndarray, meanings: Sequence[Sequence[str]]) -> list:
+    """The nonzero cells of ``arr`` as ``[[meaning, …], count]``, merged and sorted."""
+    cells: dict[tuple[str, ...], int] = {}
+    a = np.asarray(arr)
+    for ix in np.argwhere(a != 0):
+        key = tuple(meanings[d][int(i)] for d, i in enumerate(ix))
+        cells[key] = cells.get(key, 0) + int(a[tuple(ix)])
+    return sorted([list(k), v] for k, v in cells.items() if v != 0)
+
+
 def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables: Sequence[str] = (),
-                    codebook: str = "") -> dict[str, str] | None:
+                    codebook: Any = None, scope: str = "study") -> dict[str, str] | None:
     """The digests of what an exact release disclosed; None if it holds no exact table.
 
     Parameters
@@ -62,36 +105,48 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
     n_rows : int or None
         The row count the bundle states.
     suppressed_tables : names of tables with suppressed cells
-    codebook : the codebook fingerprint of the release (scopes the keys)
+    codebook : Codebook
+        The release's codebook: what each level means (:func:`level_meanings`).
+    scope : {"study", "evaluation"}
+        Which rows were released (see the module docstring).
 
     Returns
     -------
     dict key -> digest, or None
-        Keys as in the module docstring. Margins are taken on attributes in sorted order, so
-        the same margin of two different tables has one key.
+        Keys as in the module docstring, on attributes in sorted order, so the same margin of
+        two tables — or of two codebooks that order or name levels differently — has one key.
     """
     exact = [t for t in tables if t.noise.is_exact]
     if not exact:
         return None
-    out: dict[str, str] = {"codebook": str(codebook)}
+    out: dict[str, str] = {"scope": str(scope)}
     if n_rows is not None:
         out["n"] = str(int(n_rows))
     hidden = set(suppressed_tables)
     for t in exact:
+        names = sorted(t.clique)
         if t.kind == "moments":
-            out[_key("s:", t.clique)] = _digest(t.counts, integer=False)
-        elif t.name in hidden:
-            out[_key("t:", t.clique)] = _digest(t.counts, integer=True)
-        else:
-            for r in range(1, len(t.clique) + 1):
-                for sub in combinations(sorted(t.clique), r):
-                    out[_key("m:", sub)] = _digest(t.marginal(sub), integer=True)
+            f, lab = codebook.feature(t.clique[0]), t.clique[1]
+            sums = {c: [float(t.counts[0, k]), float(t.counts[1, k])]
+                    for k, c in enumerate(level_meanings(codebook, lab))}
+            out[_key("s:", names)] = _digest([[f.lo, f.hi], sorted([c, v] for c, v in sums.items() if v != [0.0, 0.0])])
+            continue
+        means = {a: level_meanings(codebook, a) for a in t.clique}
+        if t.name in hidden:
+            out[_key("t:", names)] = _digest(_canonical_counts(t.marginal(names), [means[a] for a in names]))
+            continue
+        for r in range(1, len(names) + 1):
+            for sub in combinations(names, r):
+                out[_key("m:", sub)] = _digest(_canonical_counts(t.marginal(sub), [means[a] for a in sub]))
     return out
 
 
 def scope(digests: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """``(codebook fingerprint, the digests without it)`` of a release's digests."""
-    return str(digests.get("codebook", "")), {k: v for k, v in digests.items() if k != "codebook"}
+    """``(scope, the digests without it)`` of a release's digests: ``"#study"`` or
+    ``"#evaluation"``, or the codebook fingerprint of an older marg's entry."""
+    if "codebook" in digests:
+        return str(digests["codebook"]), {k: v for k, v in digests.items() if k != "codebook"}
+    return "#" + str(digests.get("scope", "study")), {k: v for k, v in digests.items() if k != "scope"}
 
 
 def _attributes(key: str) -> set[str]:

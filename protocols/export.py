@@ -30,6 +30,7 @@ from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
+from marg.marginals.accounting import DEFAULT_DELTA
 from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
@@ -170,7 +171,7 @@ def export_site(
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
     rho: float | None = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     mechanism: str = "gaussian",
     allocation: str = "half",
     holdout: float | None = None,
@@ -293,7 +294,7 @@ def prepare_release(
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
     rho: float | None = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     mechanism: str = "gaussian",
     allocation: str = "half",
     holdout: float | None = None,
@@ -378,6 +379,7 @@ def prepare_release(
     suppressed: list[Any] = []
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
+        notes += useless_noise(tables, n_rows)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
@@ -410,3 +412,19 @@ def prepare_release(
     return Prepared(bundle=final, file_bytes=file_bytes, tables=tables, n_rows=n_rows, cost=cost, suppressed=suppressed,
                     ledger=ledger, ledger_dir=Path(ledger_dir) if ledger_dir is not None else None, holdout=spec,
                     split=split, stats=stats, notes=([note] if note else []) + notes)
+
+
+def useless_noise(tables: Sequence[MarginalTable], n_rows: int) -> list[str]:
+    """A warning when a DP release will be mostly noise: count tables whose noise std per cell
+    is at least the expected count of a cell, ``n / cells`` (empty when none is).
+
+    The site sees its own row count; the warning stays on the site's terminal.
+    """
+    bad = [t for t in tables if t.kind == "counts" and t.noise.std >= max(n_rows, 1) / max(int(t.counts.size), 1)]
+    if not bad:
+        return []
+    worst = max(bad, key=lambda t: t.noise.std * t.counts.size)
+    return [f"warning: the noise std per cell is at least the expected cell count in {len(bad)} of "
+            f"{sum(t.kind == 'counts' for t in tables)} tables (e.g. {worst.name}: std {worst.noise.std:.3g} against "
+            f"{n_rows / worst.counts.size:.3g} patients per cell on average): this release is mostly noise, and it spends "
+            "its privacy budget all the same"]

@@ -53,7 +53,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, MargError, RefusedError
-from marg.marginals.privacy import BUDGET_FILE, PrivacyCost, check_budget, read_budget, release_cost
+from marg.marginals.accounting import PrivacyCost, check_budget
+from marg.marginals.budget_file import BUDGET_FILE, read_budget
+from marg.marginals.privacy import release_cost
 
 from .exact_releases import release_digests
 from .keys import key_id, load_verify_key, short_id
@@ -230,6 +232,15 @@ class Ledger:
                 lines, tail = split_lines(fh.read())
             state = self._fold(LedgerState(), lines, keys)
             end = state.size
+        elif cp.spend is None:  # a checkpoint of an older marg: fold every line, then check it is a state of them
+            with open(self.path, "rb") as fh:
+                lines, tail = split_lines(fh.read())
+            state = self._fold(LedgerState(), lines, keys)
+            end = state.size
+            with open(self.path, "rb") as fh:
+                ok = cp.size <= end and (cp.n == 0 or line_hash(_line_ending_at(fh, cp.size)) == cp.head)
+            if not ok:
+                raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or replaced)")
         else:
             state, end = self._resume(cp, size, keys)
         self._check_site_head(state)
@@ -272,7 +283,8 @@ class Ledger:
             return self._load_state()[0]
 
     def spent(self) -> PrivacyCost:
-        """Cumulative privacy cost of every recorded release (from the verified state)."""
+        """Field sums of every recorded release's cost (from the verified state); the composed
+        spend the cap holds is ``state().spend`` (:class:`marginals.accounting.Spend`)."""
         return self.state().cumulative
 
     def cap(self) -> PrivacyCost | None:
@@ -284,7 +296,7 @@ class Ledger:
         or one for a round this site already answered."""
         state = self.state()
         if state.cap is not None:
-            check_budget(state.cap, state.cumulative, _as_cost(cost, "release cost"))
+            check_budget(state.cap, state.spend, _as_cost(cost, "release cost"))
         if round_id is not None:
             self.mark_round(round_id, create=False)
 
@@ -539,7 +551,8 @@ class Ledger:
         if any(s["mechanism"] == "none" for s in stats):
             c = PrivacyCost.unbounded()
         hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.fingerprint)
+        rows = "evaluation" if bundle.header.get("evaluation") else "study"  # held-out rows, or the study's
+        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
         return self.append(
             bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,

@@ -7,8 +7,10 @@ disclosed — and :func:`apply_entry` is the single place the rules live:
 
 * ``seq`` is n + 1 and ``prev`` is the hash of line n (the chain);
 * a ``cap`` entry costs nothing and may set a cap or lower it, never raise it;
-* a ``release`` entry's ``cumulative`` is the previous one plus its ``cost``, its ``cap`` is
-  the cap in force, and the cumulative spend stays within it;
+* a ``release`` entry's ``cumulative`` is the previous one plus its ``cost`` (field sums, the
+  recorded form), its ``cap`` is the cap in force, and the **composed** spend
+  (:class:`marginals.accounting.Spend`: ρ's add, converted once by OpenDP, from each
+  entry's recorded cost) stays within it;
 * an exact release passes :func:`protocols.exact_releases.check_exact_release`.
 
 Full verification (``marg audit verify``) folds every line; an append folds one line onto
@@ -28,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg._util import canonical_json
 from marg.errors import InputError, MargError, RefusedError
-from marg.marginals.privacy import PrivacyCost, check_budget
+from marg.marginals.accounting import PrivacyCost, Spend, check_budget
 
 from .exact_releases import check_exact_release, scope
 from .ledger_format import GENESIS, HEX64, kind_of, line_hash
@@ -63,14 +65,18 @@ class LedgerState:
     head : str
         ``line_hash`` of entry n (genesis zeros when n = 0).
     cumulative : PrivacyCost
-        Total spend of all releases.
+        Field sums of all releases' costs (as the entries record them).
+    spend : Spend
+        The composed spend of all releases (what the cap is checked against).
     cap : PrivacyCost or None
         The cap in force.
     key_id : str or None
         The key that signed the entries (None for an unsigned ledger).
-    exact : dict "site/codebook" -> {key: [digest, seq]}
-        What the site's exact releases under a codebook disclosed (:mod:`protocols.exact_releases`).
-    suppressed : dict "site/codebook" -> seq
+    exact : dict "site/#scope" -> {key: [digest, seq]}
+        What the site's exact releases of a scope (its study rows, its held-out rows) disclosed,
+        in canonical form (:mod:`protocols.exact_releases`); "site/fingerprint" for the
+        entries of an older marg, per codebook.
+    suppressed : dict "site/#scope" -> seq
         The first such exact release with suppressed cells.
     """
 
@@ -82,11 +88,13 @@ class LedgerState:
     key_id: str | None = None
     exact: dict[str, dict[str, list]] = field(default_factory=dict)
     suppressed: dict[str, int] = field(default_factory=dict)
+    spend: Spend | None = field(default_factory=Spend)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "size": self.size, "head": self.head, "cumulative": self.cumulative.to_dict(),
                 "cap": None if self.cap is None else self.cap.to_dict(), "key_id": self.key_id,
-                "exact": self.exact, "suppressed": self.suppressed}
+                "exact": self.exact, "suppressed": self.suppressed,
+                "spend": None if self.spend is None else self.spend.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LedgerState":
@@ -96,7 +104,9 @@ class LedgerState:
                      cap=None if d["cap"] is None else PrivacyCost.from_dict(d["cap"]),
                      key_id=d["key_id"],
                      exact={str(s): {str(k): [str(v[0]), int(v[1])] for k, v in dict(m).items()} for s, m in dict(d["exact"]).items()},
-                     suppressed={str(k): int(v) for k, v in dict(d["suppressed"]).items()})
+                     suppressed={str(k): int(v) for k, v in dict(d["suppressed"]).items()},
+                     # a checkpoint of an older marg has no composed spend: the ledger is folded again
+                     spend=Spend.from_dict(d["spend"]) if d.get("spend") is not None else None)
         except (KeyError, TypeError, ValueError, IndexError, MargError) as exc:
             raise InputError(f"malformed ledger state ({type(exc).__name__})") from None
         if st.n < 0 or st.size < 0 or not HEX64.match(st.head) or (st.key_id is not None and not HEX64.match(str(st.key_id))):
@@ -146,9 +156,12 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
         cap = state.cap
     else:  # version 1: the cap came from budget.json at the time, recorded in the entry
         cap = recorded_cap
+    spend = state.spend
+    if spend is None:  # an older checkpoint's state: Ledger folds such a ledger from its first line
+        raise RefusedError(f"{where}: the ledger state has no composed privacy spend (an older checkpoint)")
     if cap is not None:
-        check_budget(cap, state.cumulative, cost)
-    new = replace(new, cumulative=total, cap=cap if entry.get("v", 1) >= 2 else state.cap)
+        check_budget(cap, spend, cost)
+    new = replace(new, cumulative=total, spend=spend.add(cost), cap=cap if entry.get("v", 1) >= 2 else state.cap)
     return _apply_exact(new, entry)
 
 
@@ -169,8 +182,8 @@ def _apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
     digests = entry.get("exact")
     if not digests:
         return new
-    codebook, digests = scope(digests)
-    where = f"{entry['site']}/{codebook}"  # a site's exact releases under one codebook
+    rows, digests = scope(digests)
+    where = f"{entry['site']}/{rows}"  # a site's exact releases of one scope (or, for older entries, one codebook)
     earlier = {k: (v[0], v[1]) for k, v in new.exact.get(where, {}).items()}
     suppressed = entry.get("suppressed", 0) > 0
     check_exact_release(earlier, new.suppressed.get(where), digests, suppressed)

@@ -78,10 +78,10 @@ def test_min_cell_refuse_and_suppress(site):
     assert r.exit_code == 1 and "min-cell" in r.stderr and r.stderr.count("\n") == 1
     assert not out.exists()
     assert not (tmp / "led" / "ledger.jsonl").exists() or (tmp / "led" / "ledger.jsonl").read_text() == ""
-    # every pair table: the release's attributes form cycles, so suppression cannot be audited (issue 18)
+    # pair tables: suppression is audited for first-order releases only (issue 25)
     r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", "all",
             "--min-cell-policy", "suppress", "--ledger", tmp / "led")
-    assert r.exit_code == 1 and "form no cycle" in r.stderr and not out.exists()
+    assert r.exit_code == 1 and "first-order releases only" in r.stderr and not out.exists()
     r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", "first",
             "--min-cell-policy", "suppress", "--min-cell", "20", "--ledger", tmp / "led")
     assert r.exit_code == 0, r.output

@@ -194,9 +194,14 @@ def test_ledger_page_lists_every_released_statistic(site_ledger, tmp_path):
     v = values(root)
     entries = [x for x in Ledger(led).entries() if x.get("kind", "release") == "release"]  # not cap entries
     assert len(entries) == 3 and int(v["n_entries"]) == 3 and v["integrity"] == "ok"
-    for x in entries:
+    from marg.marginals.accounting import PrivacyCost, Spend, cap_delta
+
+    for k, x in enumerate(entries):
         seq = x["seq"]
-        assert float(v[f"cumulative_epsilon:{seq}"]) == pytest.approx(float(x["cumulative"]["epsilon"]))
+        composed = Spend.of(*(PrivacyCost.from_dict(y["cost"]) for y in entries[:k + 1]))
+        cap = PrivacyCost.from_dict(x["cap"]) if x["cap"] else None
+        assert float(v[f"cumulative_epsilon:{seq}"]) == pytest.approx(composed.as_cost(cap_delta(cap)).epsilon)
+        assert float(v[f"cumulative_epsilon:{seq}"]) <= float(x["cumulative"]["epsilon"]) * (1 + 1e-9)
         assert float(v[f"rho:{seq}"]) == pytest.approx(float(x["cost"]["rho"]))
         rows = table(root, f"release:{seq}")
         assert [r[0] for r in rows] == [st["name"] for st in x["statistics"]]

@@ -95,7 +95,11 @@ def test_ledger_page_states_the_ledgers_numbers_and_verification(demo, tmp_path)
     led = Ledger(led_dir)
     entries = [x for x in led.entries() if x.get("kind", "release") == "release"]  # not the cap entry
     assert int(v["n_entries"]) == len(entries) and v["integrity"] == "ok"
-    assert float(v["spent_epsilon"]) == pytest.approx(led.spent().epsilon)
+    from marg.marginals.accounting import cap_delta
+
+    assert float(v["spent_epsilon"]) == pytest.approx(led.state().spend.as_cost(cap_delta(led.cap())).epsilon)
+    assert float(v["spent_epsilon_sum"]) == pytest.approx(led.spent().epsilon)
+    assert float(v["spent_rho"]) == pytest.approx(led.state().spend.rho)
     assert float(v["cap_epsilon"]) == pytest.approx(led.cap().epsilon)
     for x in entries:
         assert int(v[f"n_statistics:{x['seq']}"]) == len(x["statistics"])

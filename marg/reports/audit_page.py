@@ -31,12 +31,13 @@ def audit_page(ledger: Any, public_key: Any = None) -> str:
     """The HTML page of ``ledger`` (a :class:`marg.protocols.ledger.Ledger`); ``public_key`` as
     for :meth:`Ledger.verify` (default: the key the site configuration pins; without one the
     signatures are reported unchecked). Spend and cap are those of the verified prefix."""
-    from marg.marginals.privacy import PrivacyCost
+    from marg.marginals.accounting import PrivacyCost, Spend, cap_delta
 
     entries = ledger.entries()
     report = ledger.verify(public_key=public_key, allow_unsigned=True, require_key=False)
     cap = None if report.cap is None else PrivacyCost.from_dict(report.cap)
-    spent = PrivacyCost.from_dict(report.spent)
+    spent = Spend.from_dict(report.spend).as_cost(cap_delta(cap))
+    running = _running(entries)
     sites = sorted({x["site"] for x in entries})
     page = Page(f"Release ledger — {', '.join(sites) or 'no releases'}")
     releases = [x for x in entries if _is_release(x)]
@@ -50,8 +51,9 @@ def audit_page(ledger: Any, public_key: Any = None) -> str:
         ("Integrity", f'<span data-key="integrity" data-value="{"ok" if report.ok else "failed"}">{status}</span>'),
         ("Keys used to verify", e(report.key_source)),
         ("Head (hash of the last entry)", f"<code>{e(report.head or '—')}</code>"),
-        ("Spent", f"ε {value('spent_epsilon', spent.epsilon)}, δ {value('spent_delta', spent.delta)}, "
-                  f"ρ {value('spent_rho', spent.rho)}"),
+        ("Spent", f"ρ {value('spent_rho', spent.rho)} (zCDP: the releases' ρ add), converted by OpenDP to "
+                  f"ε {value('spent_epsilon', spent.epsilon)} at δ {value('spent_delta', spent.delta)}; the releases' "
+                  f"ε's added up would be {value('spent_epsilon_sum', _f(report.spent.get('epsilon', 0.0)))}"),
         ("Cap", "none configured" if cap is None else
          f"ε {value('cap_epsilon', cap.epsilon)}, δ {value('cap_delta', cap.delta)}, ρ {value('cap_rho', cap.rho)}"),
     ])
@@ -67,8 +69,8 @@ def audit_page(ledger: Any, public_key: Any = None) -> str:
 
     page.h2("Timeline")
     page.table(["seq", "time (UTC)", "to", "tables", "statistics", "mechanism", "ε", "δ", "ρ", "total ε", "status"],
-               [_timeline_row(x, report) for x in entries], key="timeline")
-    _spend(page, releases, cap)
+               [_timeline_row(x, report, running) for x in entries], key="timeline")
+    _spend(page, releases, cap, running)
 
     page.h2("What each release contained")
     for x in releases:
@@ -93,14 +95,32 @@ def _status(seq: int, report: Any) -> str:
     return '<span class="ok">chain and signature ok</span>'
 
 
-def _timeline_row(x: dict, report: Any) -> list[str]:
+def _running(entries: list[dict]) -> dict[int, Any]:
+    """The composed spend after each entry (``seq`` → PrivacyCost, ε at the cap then in force)."""
+    from marg.errors import MargError
+    from marg.marginals.accounting import PrivacyCost, Spend, cap_delta
+
+    out, spend = {}, Spend()
+    for x in entries:
+        try:
+            if _is_release(x):
+                spend = spend.add(PrivacyCost.from_dict(x["cost"]))
+            cap = PrivacyCost.from_dict(x["cap"]) if x.get("cap") else None
+            out[int(x["seq"])] = spend.as_cost(cap_delta(cap))
+        except (MargError, KeyError, TypeError, ValueError):  # a malformed entry (the report names it): no running total from there on
+            break
+    return out
+
+
+def _timeline_row(x: dict, report: Any, running: dict[int, Any]) -> list[str]:
     seq = int(x["seq"])
     st = f'<span data-key="status:{seq}" data-value="{_status_word(seq, report)}">{_status(seq, report)}</span>'
     if not _is_release(x):  # a cap entry (recorded budget), not a release
         capd = x.get("cap") or {}
         what = "privacy cap set: " + ", ".join(f"{k} {_f(capd.get(k)):g}" for k in ("epsilon", "delta", "rho") if capd.get(k))
+        total = running.get(seq)
         return [value(f"seq:{seq}", seq), e(x.get("time", "")), "—", "0", e(what), "—", "—", "—", "—",
-                e(_fmt_inf(_f((x.get("cumulative") or {}).get("epsilon", 0.0)))), st]
+                e(_fmt_inf(total.epsilon) if total is not None else "—"), st]
     stats = x.get("statistics") or []
     names = ", ".join(s.get("name", "?") for s in stats[:6]) + (f", … ({len(stats)} in all)" if len(stats) > 6 else "")
     c = x["cost"]
@@ -108,7 +128,14 @@ def _timeline_row(x: dict, report: Any) -> list[str]:
             value(f"n_statistics:{seq}", len(stats)), e(names), e(x.get("mechanism", "")),
             value(f"epsilon:{seq}", _f(c.get("epsilon")), _inf_text(c.get("epsilon"))),
             value(f"delta:{seq}", _f(c.get("delta"))), value(f"rho:{seq}", _f(c.get("rho")), _inf_text(c.get("rho"))),
-            value(f"cumulative_epsilon:{seq}", _f(x["cumulative"].get("epsilon")), _inf_text(x["cumulative"].get("epsilon"))), st]
+            _total_cell(seq, running), st]
+
+
+def _total_cell(seq: int, running: dict[int, Any]) -> str:
+    total = running.get(seq)
+    if total is None:
+        return "—"
+    return value(f"cumulative_epsilon:{seq}", total.epsilon, "∞" if math.isinf(total.epsilon) else None)
 
 
 def _status_word(seq: int, report: Any) -> str:
@@ -116,19 +143,20 @@ def _status_word(seq: int, report: Any) -> str:
     return "failed" if "FAILED" in html else "unverified" if "not verified" in html else "unsigned" if "unsigned" in html else "ok"
 
 
-def _spend(page: Page, releases: list[dict], cap: Any) -> None:
-    """The cumulative spend plot(s): ε always, ρ too when zCDP is in play; exact releases noted."""
-    finite = [x for x in releases if not math.isinf(_f(x["cumulative"].get("epsilon")))]
+def _spend(page: Page, releases: list[dict], cap: Any, running: dict[int, Any]) -> None:
+    """The cumulative (composed) spend plot(s): ε always, ρ too when zCDP is in play; exact releases noted."""
+    releases = [x for x in releases if int(x["seq"]) in running]
+    finite = [x for x in releases if not math.isinf(running[int(x["seq"])].epsilon)]
     if len(finite) < len(releases):
-        first = next(int(x["seq"]) for x in releases if math.isinf(_f(x["cumulative"].get("epsilon"))))
+        first = next(int(x["seq"]) for x in releases if math.isinf(running[int(x["seq"])].epsilon))
         page.text(f"From release {first} on the spend is unbounded (exact counts left the site); the plot stops there.", "bad")
     if not finite:
         return
     seqs = [int(x["seq"]) for x in finite]
     cap_eps = cap.epsilon if cap is not None and cap.epsilon > 0 else None
-    page.figure(plots.spend(seqs, [_f(x["cumulative"].get("epsilon")) for x in finite], cap_eps, "ε"),
-                "cumulative privacy spend (ε) against the cap", "spend")
-    rhos = [_f(x["cumulative"].get("rho", 0.0)) for x in finite]
+    page.figure(plots.spend(seqs, [running[s].epsilon for s in seqs], cap_eps, "ε"),
+                "cumulative privacy spend (ε, composed in zCDP and converted by OpenDP) against the cap", "spend")
+    rhos = [running[s].rho for s in seqs]
     if (cap is not None and cap.rho > 0) or any(r > 0 for r in rhos):
         page.figure(plots.spend(seqs, rhos, cap.rho if cap is not None and cap.rho > 0 else None, "ρ"),
                     "cumulative privacy spend (ρ, zCDP) against the cap", "spend_rho")

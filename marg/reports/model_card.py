@@ -369,10 +369,11 @@ def _sites(page: Page, info: dict) -> None:
     if evaluation:
         head[3:4] = ["ε (both rounds)", "of which evaluation"]
     page.table(head, rows, key="sites")
-    page.text("Privacy spend is what each site's ledger records for the bundles this model was fitted on"
-              + (" plus its evaluation release on held-out patients (ε, δ and ρ add over the two rounds)"
-                 if evaluation else "")
-              + "; a site's total spend over all its releases is in its ledger (marg audit show).")
+    page.text("Privacy spend is that of the bundles this model was fitted on"
+              + (" plus its evaluation release on held-out patients" if evaluation else "")
+              + ", a site's rounds composed as its ledger composes them (zCDP: the ρ's add; ε is the total ρ converted "
+                "once by OpenDP at the rounds' δ's added); a site's total spend over all its releases is in its ledger "
+                "(marg audit show).")
 
 
 # ------------------------------------------------------------------------------ helpers
