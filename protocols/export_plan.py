@@ -62,7 +62,8 @@ class ExportPlan:
     tables : list of :class:`PlannedTable`
     privacy : the bundle header's privacy record (mechanism, ε, δ, ρ, allocation, target)
     cost : PrivacyCost of this release (``inf`` for exact counts)
-    spent, cap : the ledger's spend before it and its cap (None: no ledger / no cap)
+    spent, after, cap : the ledger's composed spend before and after it (ρ's add, converted once by
+        OpenDP at the cap's δ: :class:`marginals.accounting.Spend`) and its cap (None: no ledger / no cap)
     ledger : the ledger folder that would record it (None: not recorded)
     signed, sealed_to : whether the bundle would be signed, and the learner it would be sealed to
     bundle_bytes : size of the file that would be written
@@ -79,6 +80,7 @@ class ExportPlan:
     cost: PrivacyCost
     spent: PrivacyCost | None
     cap: PrivacyCost | None
+    after: PrivacyCost | None
     ledger: Path | None
     signed: bool
     sealed_to: str | None
@@ -99,6 +101,7 @@ class ExportPlan:
                 "released_n_rows": self.released_n_rows, "stats": self.stats, "n_tables": len(self.tables),
                 "cells": self.cells, "tables": [t.to_dict() for t in self.tables], "privacy": self.privacy,
                 "cost": self.cost.to_dict(), "spent": None if self.spent is None else self.spent.to_dict(),
+                "spent_after": None if self.after is None else self.after.to_dict(),
                 "cap": None if self.cap is None else self.cap.to_dict(),
                 "ledger": None if self.ledger is None else str(self.ledger), "signed": self.signed,
                 "sealed_to": self.sealed_to, "bundle_bytes": self.bundle_bytes, "notes": list(self.notes)}
@@ -126,10 +129,14 @@ def plan_export(data: Any, codebook: Any, site: str, out: str | Path, *, recipie
 
         raise InputError("a dry run of a secure-aggregation upload is not supported: it would prepare the masks")
     rel = prepare_release(data, codebook, site, create_key=False, **kwargs)
-    spent = cap = None
+    spent = cap = after = None
     if rel.ledger is not None:
+        from marg.marginals.accounting import cap_delta
+
         state = rel.ledger.preview(rel.bundle, rel.cost, rel.suppressed)
-        spent, cap = state.cumulative, state.cap
+        cap = state.cap
+        d = cap_delta(cap, max(float(state.cumulative.delta), float(rel.cost.delta)) or 1e-6)
+        spent, after = state.spend.as_cost(d), state.spend.add(rel.cost).as_cost(d)
     per_table: dict[str, int] = {}
     for c in rel.suppressed:
         per_table[c.table] = per_table.get(c.table, 0) + 1
@@ -143,7 +150,7 @@ def plan_export(data: Any, codebook: Any, site: str, out: str | Path, *, recipie
             counts=t.counts.tolist() if r.is_exact else None, suppressed=per_table.get(t.name, 0)))
     h = rel.bundle.header
     return ExportPlan(site=site, out=Path(out), n_rows=rel.n_rows, released_n_rows=h.get("n_rows"), stats=rel.stats,
-                      tables=tables, privacy=dict(h.get("privacy") or {}), cost=rel.cost, spent=spent, cap=cap,
+                      tables=tables, privacy=dict(h.get("privacy") or {}), cost=rel.cost, spent=spent, cap=cap, after=after,
                       ledger=rel.ledger_dir if rel.ledger is not None else None, signed=h.get("signature") is not None,
                       sealed_to=(recipient_name or h.get("recipient")) if h.get("recipient") else None,
                       bundle_bytes=len(rel.file_bytes), notes=list(rel.notes))

@@ -568,9 +568,10 @@ class Ledger:
         if any(s["mechanism"] == "none" for s in statistics_of(bundle)):
             c = PrivacyCost.unbounded()
         if state.cap is not None:
-            check_budget(state.cap, state.cumulative, c)
+            check_budget(state.cap, state.spend, c)
         hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.fingerprint)
+        rows = "evaluation" if bundle.header.get("evaluation") else "study"  # as record() scopes it
+        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
         if exact:
             _apply_exact(state, {"exact": exact, "site": bundle.site, "suppressed": len(suppressed), "seq": state.n + 1})
         return state
