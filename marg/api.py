@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
-from marg.errors import InputError
+from marg.errors import InputError, option
 
 LEARN_OPTIONS: dict[str, dict[str, str]] = {
     "s": {"mrc": "s", "dcc": "s", "nb": "s", "boost": "s"},
@@ -65,7 +65,7 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
         if target is None:
             if opt in given:
                 takers = ", ".join(sorted(LEARN_OPTIONS[opt]))
-                raise InputError(f"--{opt.replace('_', '-')} does not apply to --learner {learner} (it is for {takers})")
+                raise InputError(f"{option(opt)} does not apply to learner {learner!r} (it is for {takers})")
             continue
         params[target] = value
     names = set(cls.param_names())
@@ -292,12 +292,12 @@ def learn(
 
     t0 = time.perf_counter()
     if select not in ("none", "group-lasso", "gbd"):
-        raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
+        raise InputError(f"unknown feature selection {option('select', select)} (expected none, group-lasso or gbd)")
     auto = learner == "auto"
     if auto:
         extra = sorted(set(given) - {"coverage"})
         if extra:
-            raise InputError(f"--{extra[0].replace('_', '-')} needs a chosen --learner (auto tries each learner's defaults)")
+            raise InputError(f"{option(extra[0])} needs a chosen learner, not {option('learner', 'auto')} (auto tries each learner's defaults)")
         est = None
     else:
         est = make_estimator(learner, options, given, callback=callback)
@@ -307,9 +307,9 @@ def learn(
         from marg.learners.selection import select_features
 
         if select == "gbd" and max_features is None and feature_cost is None:
-            raise InputError("--select gbd needs --max-features M or --feature-cost C")
+            raise InputError(f"{option('select', 'gbd')} needs {option('max_features')} or {option('feature_cost')}")
         if max_features is not None and max_features < 1:
-            raise InputError(f"--max-features must be at least 1, got {max_features}")
+            raise InputError(f"{option('max_features')} must be at least 1, got {max_features}")
         selection = select_features(summary, method=select, max_features=max_features, norm=norm,
                                     feature_cost=feature_cost, time_limit=time_limit, callback=callback)
         if not selection.selected:
@@ -408,7 +408,7 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
     from marg.marginals.io import iter_batches
 
     if flag_outside and not model.has_uncertainty_set:
-        raise InputError(f"--flag-outside needs an mrc or dcc model; this is a {model.learner} model "
+        raise InputError(f"{option('flag_outside', True)} needs an mrc or dcc model; this is a {model.learner} model "
                          "(it records no ruled-out cells)")
     n = n_out = 0
     with atomic_text_writer(out) as fh:
