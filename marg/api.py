@@ -288,7 +288,7 @@ def learn(
     LearnResult
         ``report`` holds the keys of the ``marg learn --json`` contract.
     """
-    from marg.learners.model import Model, now_iso
+    from marg.learners.model import Model
 
     t0 = time.perf_counter()
     if select not in ("none", "group-lasso", "gbd"):
@@ -342,10 +342,25 @@ def learn(
         if select == "gbd":
             report["gap"] = selection.gap
             report["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)
-    info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []),
-            "report": {k: v for k, v in report.items() if k != "seconds"}}
+    info = model_info(summary, {k: v for k, v in report.items() if k != "seconds"})
     model = Model(learner=learner, codebook=summary.codebook, estimator=est, info=info)
     return LearnResult(model, report, selection, seconds)
+
+
+def model_info(summary: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """A model file's provenance record: when, n (and ``n_exact`` for an exact release), the
+    sites, the learn report, and each level's released counts with their noise half-width
+    (:func:`marg.marginals.level_counts.level_counts`: the card's caveats on noise-set weights)."""
+    from marg.learners.model import now_iso
+    from marg.marginals.level_counts import level_counts
+
+    info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []), "report": report}
+    if summary.n_exact is not None:
+        info["n_exact"] = summary.n_exact
+    levels = level_counts(summary)
+    if levels is not None:
+        info["level_counts"] = levels
+    return info
 
 
 def boost_request(summary: Any, max_order: int = 3, s: float | None = None, kappa: float = 1.5) -> list[Any]:

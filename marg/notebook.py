@@ -76,14 +76,13 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
     """
     from marg import api
     from marg.learners.base import MarginalEstimator
-    from marg.learners.model import Model, now_iso
+    from marg.learners.model import Model
 
     if isinstance(learner, MarginalEstimator):
         if params:
             raise InputError(f"{option(sorted(params)[0])}: give an estimator's parameters to its constructor")
         est = api._certified(learner.fit(summary), summary, float(getattr(learner, "coverage", 0.95) or 0.95))
-        info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []),
-                "report": {**est.report(), "n": summary.n}}
+        info = api.model_info(summary, {**est.report(), "n": summary.n})
         return Model(learner=est.learner, codebook=summary.codebook, estimator=est, info=info)
     if not isinstance(learner, str):
         raise InputError(f"learner must be a learner name or an estimator, got {type(learner).__name__}")
