@@ -391,8 +391,10 @@ def _signer(info: dict) -> str:
 
 
 def _cell(key: str, v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return e(v)
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "—"
     if isinstance(v, (int, float, np.integer, np.floating)):
         return value(key, float(v) if isinstance(v, (float, np.floating)) else int(v))
     if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) and len(v) <= 12:
