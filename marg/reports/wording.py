@@ -39,15 +39,15 @@ FITTED: dict[str, tuple[str, str]] = {
     "gamma": ("Rényi bound 2γ on exact pairwise tables", "the bound before allowing for sampling error and noise"),
     "hgr_lower_bound": ("Strength of the association between the features and the outcome",
                         "a lower bound on their maximal correlation (0: none, 1: perfect)"),
-    "separable": ("The classes are perfectly separable", "in the released tables"),
+    "separable": ("The classes are perfectly separable", "yes: in the released tables some levels occur with one class only"),
     "noise_margin": ("Noise margin", "how much the fit must beat always predicting the majority class, given the noise"),
     "ridge": ("Ridge penalty used", "set from the recorded noise when not given"),
-    "majority_fallback": ("Falls back to the majority class", "the fit did not beat the prior by more than the noise margin"),
+    "majority_fallback": ("Falls back to the majority class", "yes when the fit did not beat the prior by more than the noise margin"),
     "unpaired_features": ("Features without pair tables", "read on their own, not jointly with the others"),
-    "relaxed": ("Bound relaxed", "the pairs form cycles: the certificate is an upper bound of the exact one"),
+    "relaxed": ("Bound relaxed", "yes when the pairs form cycles: the certificate is then an upper bound of the exact one"),
     "terms": ("Rules in the vote", ""),
-    "converged": ("The search for rules finished", "no rule left would lower the bound by more than its price"),
-    "certificate_converged": ("The certificate's computation finished", "within its time limit"),
+    "converged": ("The search for rules finished", "yes: no rule left would lower the bound by more than its price"),
+    "certificate_converged": ("The certificate's computation finished", "yes: within its time limit (no: the bound is the faster upper bound)"),
 }
 """Fitted value (a key of the learner's report) → (plain name, meaning)."""
 
