@@ -185,7 +185,7 @@ def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
                  "intervals exact for the noise actually added, so the bound holds with the stated probability "
                  "despite the noise, and is larger than it would be on exact counts.")
         if rep.get("noise_margin") is not None or rep.get("ridge") is not None:
-            words += " The Rényi fit also regularised against the noise (ridge penalty and noise margin under "What the fit found")."
+            words += " The Rényi fit also regularised against the noise (ridge penalty and noise margin under 'What the fit found')."
         page.text(words, "note")
     else:
         page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error alone.",
