@@ -119,7 +119,7 @@ def main() -> None:
     if problems:
         print("\n".join(problems))
         sys.exit(1)
-    print("both reports render, non-blank and within the window, at desktop and phone widths")
+    print("every page renders, non-blank, within the window and with no table cut off, at desktop and phone widths")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ summary{cursor:pointer;margin:.4rem 0}dl{display:grid;grid-template-columns:max-
 .scroll table{width:100%}th,td{overflow-wrap:break-word}
 table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%;box-sizing:border-box}
 table.cards tr{border:1px solid #d0d7de;margin:.5rem 0}table.cards td{border:0;border-bottom:1px solid #eaeef2}
-table.cards td{display:flex;gap:.6rem}table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
+table.cards td{display:flex;gap:.6rem;overflow-wrap:anywhere}table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
 font-size:.8rem;color:#57606a}}
 """
 CARD_COLUMNS = 3
