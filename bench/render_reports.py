@@ -2,11 +2,12 @@
 
 Run: python bench/render_reports.py [--out bench/out/screenshots]
 
-Writes the demo's model cards (its default model's and its MRC's) and ledger page
-(``marg demo``), screenshots each at 1280×900 (desktop) and 390×844 (phone), and the whole
+Writes the demo's model card (its default model's), a card of each learner fitted on the demo's
+summary, and its ledger page (``marg demo``), screenshots each at 1280×900 (desktop) and 390×844 (phone), and the whole
 page at both widths (``*-full.png``, to look at) with Debian's ``chromium --headless --no-sandbox --disable-gpu
 --screenshot``, and fails (exit 1) if a page renders blank (nearly uniform pixels) or wider
-than its window (``document.documentElement.scrollWidth > innerWidth``, read from
+than its window, or holds a table wider than its box (a column a phone reader would have to
+scroll to) (``document.documentElement.scrollWidth > innerWidth``, read from
 ``--dump-dom`` of a copy of the page with a one-line probe script added). tests/test_render.py
 runs the same check in CI.
 """
@@ -24,7 +25,11 @@ from pathlib import Path
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 PROBE = ("<script>addEventListener('load',function(){document.body.setAttribute('data-overflow',"
          "String(document.documentElement.scrollWidth-innerWidth));document.body.setAttribute('data-height',"
-         "String(document.documentElement.scrollHeight))})</script>")
+         "String(document.documentElement.scrollHeight));var cut=[];document.querySelectorAll('table').forEach("
+         "function(t){var p=t.parentElement;if(t.offsetWidth>p.clientWidth+1)cut.push(t.getAttribute('data-table')||'?')});"
+         "document.body.setAttribute('data-cut',cut.join(' '))})</script>")
+"""Reports the page's overflow, its height and the tables wider than their box (a column the
+reader must scroll sideways to, e.g. a certificate cut off on a phone)."""
 MAX_HEIGHT = 16000
 """Tallest full-page screenshot (px): the page's own height up to this."""
 
@@ -66,6 +71,9 @@ def check_page(page: Path, out_dir: Path) -> list[str]:
                 continue
             if int(m.group(1)) > 0:
                 problems.append(f"{page.name} at {name}: {m.group(1)} px wider than the window")
+            cut = re.search(r'data-cut="([^"]*)"', dom.stdout)
+            if cut is not None and cut.group(1).strip():
+                problems.append(f"{page.name} at {name}: tables cut off (wider than the page, scrolled sideways): {cut.group(1)}")
             # the whole page at this width, to look at (the issue's closing note names these)
             height = int(re.search(r'data-height="(\d+)"', dom.stdout).group(1))
             full = out_dir / f"{page.stem}-{name}-full.png"
@@ -75,13 +83,21 @@ def check_page(page: Path, out_dir: Path) -> list[str]:
     return problems
 
 
-def demo_pages(res: dict) -> list[Path]:
-    """The demo's two reports, plus the model card of its MRC (column generation, weights)."""
-    from marg.reports.model_card import model_card
+LEARNER_CARDS = ("mrc", "dcc", "nb", "renyi", "boost")
+"""Learners whose card is rendered beside the demo's own (its ``auto`` model's) card."""
 
-    mrc = res["workdir"] / "learner" / "mrc-card.html"
-    mrc.write_text(model_card(res["models"]["mrc"], source="mrc.model.json"), encoding="utf-8")
-    return [*res["reports"].values(), mrc]
+
+def demo_pages(res: dict, learners: tuple[str, ...] = LEARNER_CARDS) -> list[Path]:
+    """The demo's two reports (its auto model's card and a ledger page), plus a card of each of
+    ``learners`` fitted on the demo's summary and evaluated on north's held-out rows."""
+    import marg
+
+    pages = [*res["reports"].values()]
+    for name in learners:
+        model = res["models"][name] if name in res["models"] else marg.learn(res["summary"], name)
+        pages.append(marg.model_card(model, res["workdir"] / "learner" / f"{name}-card.html",
+                                     data=res["files"]["north"]["test"]))
+    return pages
 
 
 def main() -> None:
@@ -103,7 +119,7 @@ def main() -> None:
     if problems:
         print("\n".join(problems))
         sys.exit(1)
-    print("both reports render, non-blank and within the window, at desktop and phone widths")
+    print("every page renders, non-blank, within the window and with no table cut off, at desktop and phone widths")
 
 
 if __name__ == "__main__":

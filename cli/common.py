@@ -74,7 +74,7 @@ def guarded(fn: F) -> F:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = (exc.cli_message() if isinstance(exc, MargError) else str(exc)).strip()  # settings named as flags
     return text.splitlines()[0] if text else type(exc).__name__
 
 

@@ -168,7 +168,13 @@ class MarginalEstimator:
     def __repr__(self) -> str:
         defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
         shown = [f"{k}={v!r}" for k, v in self.get_params().items() if not _same(v, defaults.get(k))]
-        return f"{type(self).__name__}({', '.join(shown)})"
+        head = f"{type(self).__name__}({', '.join(shown)})"
+        cert = getattr(self, "certificate_", None)
+        if cert is None:
+            return head + "  # not fitted"
+        cov = f" at {cert.coverage:.0%} coverage" if cert.coverage is not None else ""
+        n_feat = len(getattr(self, "feature_names_in_", None) or [])
+        return f"{head}  # fitted on {n_feat} features: certificate {cert.kind} ≤ {cert.value:.4f}{cov}"
 
     # --------------------------------------------------------------- fitting
     def check_params(self) -> None:
@@ -186,6 +192,22 @@ class MarginalEstimator:
         """The certificate's value (the CLI contract's ``worst_case_error``)."""
         self._check_fitted()
         return float(self.certificate_.value)
+
+    def score(self, X: Any, y: Any) -> float:
+        """Accuracy of the deterministic rule on integer codes: the fraction of rows with ``predict(X) == y``.
+
+        ``X`` (n, d) holds codes of every codebook feature, ``y`` (n,) class codes. Rows of
+        values (a data frame, an Arrow table, a file) go through a model, which holds the
+        codebook: :meth:`marg.learners.model.Model.score`.
+        """
+        self._check_fitted()
+        y = np.asarray(y)
+        pred = np.asarray(self.predict(X))
+        if y.shape != pred.shape:
+            raise InputError(f"{len(pred)} rows but labels of shape {y.shape}")
+        if len(y) == 0:
+            raise InputError("no rows to score")
+        return float(np.mean(pred == y))
 
     # ---------------------------------------------------------------- report
     def report(self) -> dict[str, Any]:

@@ -61,25 +61,73 @@ class Model:
                 "(the data is coded under another schema)"
             )
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Class codes (n,) by the learner's deterministic rule."""
-        return np.asarray(self.estimator.predict(X))
+    def codes(self, X: Any) -> np.ndarray:
+        """Codes (n, d) of ``X``: rows of values (a data frame, a pyarrow Table, a file path)
+        encoded through the codebook, or integer codes as given
+        (:func:`marg.marginals.frames.feature_codes`; an unknown level is one InputError line
+        naming column, value and row)."""
+        from marg.marginals.frames import feature_codes
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """(n, K) class probabilities of the learner's randomized rule (rows sum to 1)."""
-        return np.asarray(self.estimator.predict_proba(X))
+        return feature_codes(X, self.codebook)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Class codes (n,) by the learner's deterministic rule; ``X`` as in :meth:`codes`
+        (:meth:`predict_labels` gives the class names)."""
+        return np.asarray(self.estimator.predict(self.codes(X)))
+
+    def predict_labels(self, X: Any) -> list[str]:
+        """Class names (n,) by the deterministic rule."""
+        return [self.classes[int(k)] for k in self.predict(X)]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """(n, K) class probabilities of the learner's randomized rule (rows sum to 1); ``X`` as in :meth:`codes`."""
+        return np.asarray(self.estimator.predict_proba(self.codes(X)))
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Accuracy of the deterministic rule, the fraction of rows with ``predict(X) == y``.
+
+        Parameters
+        ----------
+        X : rows (n) as in :meth:`codes`
+        y : class names or codes (n,), optional
+            Without it, the label column of ``X`` (a data frame, table or file of labelled rows).
+        """
+        from marg.marginals.frames import encode_rows, is_rows, label_codes_of
+
+        if y is None:
+            if not is_rows(X):
+                raise InputError("score needs labels y when X is an array of codes")
+            enc = encode_rows(X, self.codebook, with_label=True)
+            Xc, yc = enc.X, enc.y
+        else:
+            Xc, yc = self.codes(X), label_codes_of(y, self.codebook)
+        if len(yc) != len(Xc):
+            raise InputError(f"{len(Xc)} rows but {len(yc)} labels")
+        if len(yc) == 0:
+            raise InputError("no rows to score")
+        return float(np.mean(np.asarray(self.estimator.predict(Xc)) == yc))
 
     @property
     def has_uncertainty_set(self) -> bool:
         """The model records the cells its uncertainty set rules out (mrc, dcc), so :meth:`outside` applies."""
         return hasattr(self.estimator, "outside")
 
-    def outside(self, X: np.ndarray) -> np.ndarray | None:
+    def outside(self, X: Any) -> np.ndarray | None:
         """Rows outside the model's uncertainty set (bool (n,); see
         :meth:`marg.learners.minimax.rules.MinimaxRules.outside`), or None for a learner without one
         recorded (renyi)."""
         fn = getattr(self.estimator, "outside", None)
-        return None if fn is None else np.asarray(fn(X), dtype=bool)
+        return None if fn is None else np.asarray(fn(self.codes(X)), dtype=bool)
+
+    def __repr__(self) -> str:
+        cert = self.estimator.certificate_
+        cov = f", {cert.coverage:.0%} coverage" if cert.coverage is not None else ""
+        info = self.info if isinstance(self.info, dict) else {}
+        signed = ("signature not checked" if "signed_by" not in info else
+                  "unsigned" if info["signed_by"] is None else f"signed by {info['signed_by']}")
+        return (f"<marg Model: learner {self.learner!r}, predicts {self.codebook.label.name!r} "
+                f"({', '.join(self.classes)}) from {self.codebook.n_features} features; "
+                f"certificate {cert.kind} ≤ {cert.value:.4f}{cov}; {signed}>")
 
     # -------------------------------------------------------------- files
     def to_dict(self) -> dict[str, Any]:

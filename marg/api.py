@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
-from marg.errors import InputError
+from marg.errors import InputError, option
 
 LEARN_OPTIONS: dict[str, dict[str, str]] = {
     "s": {"mrc": "s", "dcc": "s", "nb": "s", "boost": "s"},
@@ -69,7 +69,7 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
         if target is None:
             if opt in given:
                 takers = ", ".join(sorted(LEARN_OPTIONS[opt]))
-                raise InputError(f"--{opt.replace('_', '-')} does not apply to --learner {learner} (it is for {takers})")
+                raise InputError(f"{option(opt)} does not apply to learner {learner!r} (it is for {takers})")
             continue
         params[target] = value
     names = set(cls.param_names())
@@ -87,7 +87,7 @@ def learn_estimator(learner: str, options: Mapping[str, Any], given: Collection[
     if learner == "auto":
         extra = sorted(set(given) - {"coverage", "prefer"})
         if extra:
-            raise InputError(f"--{extra[0].replace('_', '-')} needs a chosen --learner (auto tries each learner's defaults)")
+            raise InputError(f"{option(extra[0])} needs a chosen learner, not {option('learner', 'auto')} (auto tries each learner's defaults)")
     est = make_estimator(learner, options, given, callback=callback)
     est.check_params()
     return est
@@ -135,11 +135,11 @@ def learn(
     LearnResult
         ``report`` holds the keys of the ``marg learn --json`` contract.
     """
-    from marg.learners.model import Model, now_iso
+    from marg.learners.model import Model
 
     t0 = time.perf_counter()
     if select not in ("none", "group-lasso", "gbd"):
-        raise InputError(f"unknown --select {select!r} (expected none, group-lasso or gbd)")
+        raise InputError(f"unknown feature selection {option('select', select)} (expected none, group-lasso or gbd)")
     auto = learner == "auto"
     est = learn_estimator(learner, options, given, callback=callback)
     selection = None
@@ -147,9 +147,9 @@ def learn(
         from marg.learners.selection import select_features
 
         if select == "gbd" and max_features is None and feature_cost is None:
-            raise InputError("--select gbd needs --max-features M or --feature-cost C")
+            raise InputError(f"{option('select', 'gbd')} needs {option('max_features')} or {option('feature_cost')}")
         if max_features is not None and max_features < 1:
-            raise InputError(f"--max-features must be at least 1, got {max_features}")
+            raise InputError(f"{option('max_features')} must be at least 1, got {max_features}")
         selection = select_features(summary, method=select, max_features=max_features, norm=norm,
                                     feature_cost=feature_cost, time_limit=time_limit, callback=callback)
         if not selection.selected:
@@ -177,10 +177,25 @@ def learn(
         if select == "gbd":
             report["gap"] = selection.gap
             report["selection"].update(lower_bound=selection.lower_bound, upper_bound=selection.upper_bound)
-    info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []),
-            "report": {k: v for k, v in report.items() if k != "seconds"}}
+    info = model_info(summary, {k: v for k, v in report.items() if k != "seconds"})
     model = Model(learner=learner, codebook=summary.codebook, estimator=est, info=info)
     return LearnResult(model, report, selection, seconds)
+
+
+def model_info(summary: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """A model file's provenance record: when, n (and ``n_exact`` for an exact release), the
+    sites, the learn report, and each level's released counts with their noise half-width
+    (:func:`marg.marginals.level_counts.level_counts`: the card's caveats on noise-set weights)."""
+    from marg.learners.model import now_iso
+    from marg.marginals.level_counts import level_counts
+
+    info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []), "report": report}
+    if summary.n_exact is not None:
+        info["n_exact"] = summary.n_exact
+    levels = level_counts(summary)
+    if levels is not None:
+        info["level_counts"] = levels
+    return info
 
 
 def boost_request(summary: Any, max_order: int = 3, s: float | None = None, kappa: float = 1.5) -> list[Any]:
@@ -258,7 +273,7 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
     from marg.marginals.io import iter_batches
 
     if flag_outside and not model.has_uncertainty_set:
-        raise InputError(f"--flag-outside needs an mrc or dcc model; this is a {model.learner} model "
+        raise InputError(f"{option('flag_outside', True)} needs an mrc or dcc model; this is a {model.learner} model "
                          "(it records no ruled-out cells)")
     n = n_out = 0
     with atomic_text_writer(out) as fh:

@@ -16,7 +16,7 @@ from typing import Callable
 
 from marg.learners.model import Model, evaluate
 from marg._util import atomic_write_bytes
-from marg.api import evaluate_file, learn
+from marg.api import evaluate_file, learn, model_info
 from marg.learners.mrc import MRC
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
@@ -115,8 +115,8 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     models = {}
     chosen = learn(summary, "auto", {})
     models["auto"] = chosen.model
-    models["mrc"] = Model(learner="mrc", codebook=codebook, estimator=MRC().fit(summary),
-                          info={"sites": summary.provenance["sites"]})
+    mrc = MRC().fit(summary)
+    models["mrc"] = Model(learner="mrc", codebook=codebook, estimator=mrc, info=model_info(summary, mrc.report()))
     from marg.protocols.model_signing import sign_model_file
 
     learner_sign = load_signing_key(learner_keys.sign_key)

@@ -279,6 +279,21 @@ class Summary:
         return float(self.class_counts.sum())
 
     @property
+    def n_exact(self) -> int | None:
+        """The row count as an integer when every table is an exact count; None for a noisy
+        (DP) release, whose count is only known approximately: :attr:`n` (a float) is then the
+        post-processed estimate. :attr:`n` stays a float either way."""
+        return None if self.is_noisy else int(round(self.n))
+
+    def __repr__(self) -> str:
+        sites = [str(s.get("site")) for s in self.provenance.get("sites", []) if isinstance(s, dict)]
+        where = f"{len(sites)} site{'s' if len(sites) != 1 else ''} ({', '.join(sites)})" if sites else "no recorded sites"
+        count = f"n = {self.n_exact:,} (exact)" if self.n_exact is not None else f"n ≈ {self.n:,.0f} (noisy: differential privacy)"
+        lab = self.codebook.label
+        return (f"<marg Summary: {where}; {count}; {len(self._tables)} tables; label {lab.name!r} "
+                f"({', '.join(lab.classes)}); {self.codebook.n_features} features>")
+
+    @property
     def prior(self) -> np.ndarray:
         return self.class_counts / self.n
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from marg._util import atomic_write_bytes, canonical_json
 from marg.marginals.codebook import Codebook
-from marg.errors import InputError
+from marg.errors import InputError, option
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.tables import MarginalTable
 
@@ -145,7 +145,7 @@ class Bundle:
             raise InputError(f"{source}: expected bytes")
         data = bytes(data)
         if data[:8] == b"MARGSEAL":
-            raise InputError(f"{source}: the bundle is sealed (encrypted); open it with the learner's key (--key)")
+            raise InputError(f"{source}: the bundle is sealed (encrypted); open it with the learner's sealing key ({option('key')})")
         if len(data) < 12 or data[:8] != MAGIC:
             raise InputError(f"{source}: not a marg bundle (bad magic {data[:8]!r})")
         (hlen,) = struct.unpack(">I", data[8:12])

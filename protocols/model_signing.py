@@ -24,7 +24,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg._util import atomic_write_bytes, canonical_json
-from marg.errors import InputError, RefusedError
+from marg.errors import InputError, RefusedError, option
 
 from .keys import TrustStore, key_id
 from .signing import ALG, _HEX64, b64, sign_bytes, trusted_signer, verify_bytes
@@ -73,7 +73,8 @@ def verify_model_file(path: str | Path, trust: TrustStore | str | Path | None, a
     if sig is None:
         if allow_unsigned:
             return None
-        raise RefusedError(f"{p.name} refused: unsigned model (sign it with marg learn --sign-key, or pass --allow-unsigned)")
+        raise RefusedError(f"{p.name} refused: unsigned model (the learner signs it with its signing key, "
+                           f"{option('sign_key')}; or accept unsigned models: {option('allow_unsigned', True)})")
     if not isinstance(sig, dict) or sig.get("alg") != ALG or not _HEX64.match(str(sig.get("key_id", ""))):
         raise RefusedError(f"{p.name} refused: malformed model signature record")
     name, key, value = trusted_signer(sig, trust, p.name)

@@ -35,7 +35,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from marg._util import canonical_json
-from marg.errors import InputError, MargError, RefusedError
+from marg.errors import InputError, MargError, RefusedError, option
 
 from .bundle import Bundle, read_bundle_bytes
 from .keys import TrustStore, short_id
@@ -154,7 +154,7 @@ def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str) -> tuple
     if value is None:
         raise RefusedError(f"{name} refused: malformed signature value")
     if trust is None:
-        raise RefusedError(f"{name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given (--trust)")
+        raise RefusedError(f"{name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given ({option('trust')})")
     store = _trust(trust)
     entry = store.lookup(sig["key_id"])
     if entry is None:
@@ -196,7 +196,8 @@ def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool 
     if sig is None:
         if allow_unsigned:
             return bundle.site
-        raise RefusedError(f"{name} refused: unsigned (sign it at the site with --key, or pass --allow-unsigned)")
+        raise RefusedError(f"{name} refused: unsigned (the site signs its export with its signing key; or accept "
+                           f"unsigned bundles: {option('allow_unsigned', True)})")
     if (
         not isinstance(sig, dict)
         or sig.get("alg") != ALG
@@ -241,7 +242,7 @@ def parse_verified(
     opened_with: str | None = None
     if is_sealed(data):
         if seal_key is None:
-            raise RefusedError(f"{source} refused: sealed to key {short_id(_rcpt(data))}; give the learner's key (--key)")
+            raise RefusedError(f"{source} refused: sealed to key {short_id(_rcpt(data))}; give the learner's sealing key ({option('key')})")
         data = open_sealed(data, seal_key, name=source)
         opened_with = _key_id(seal_key)
     try:

@@ -88,7 +88,7 @@ def test_unknown_learner_and_option_errors():
 
     with pytest.raises(InputError, match="unknown learner 'svm'"):
         REGISTRY["svm"]
-    with pytest.raises(InputError, match="--greedy does not apply to --learner mrc"):
+    with pytest.raises(InputError, match="greedy=… does not apply to learner .mrc."):
         api.make_estimator("mrc", {"greedy": True}, given={"greedy"})
     est = api.make_estimator("dcc", {"greedy": True, "solver": "cg", "s": 0.0}, given={"greedy", "s"})
     assert est.greedy is True and est.s == 0.0 and est.solver == "compact"  # --solver is the MRC's choice

@@ -131,6 +131,151 @@ def test_report_refuses_a_tampered_or_unsigned_model(genes, tmp_path, edit):
     assert not out.exists()
 
 
+# ------------------------------------------------------------------------------ a card a clinician can read
+def visible_text(root, skip_tables=("solver",)) -> str:
+    """The page's text as a reader sees it unfolded, without the tables named in ``skip_tables``
+    (the solver's settings, folded away, name parameters as the code does on purpose)."""
+    parts = []
+
+    def walk(el):
+        if el.tag == "table" and el.get("data-table") in skip_tables:
+            return
+        if el.tag in ("style", "title"):
+            return
+        parts.append(el.text or "")
+        for ch in el:
+            walk(ch)
+            parts.append(ch.tail or "")
+
+    walk(root)
+    return " ".join(parts)
+
+
+@pytest.fixture(scope="module")
+def rare_study(tmp_path_factory):
+    """One site, 3,000 patients: ``smoker`` drives the outcome; ``country`` has a rare level
+    (Hungary, 6 patients). Exported twice — with DP noise (ε = 1, Gaussian) and exact —
+    and learned by ``marg learn`` (nb on the noisy bundle, nb on the exact one, renyi and mrc on
+    the noisy one); returns (dir, {name: model path}, {name: bundle path}, data)."""
+    from marg.protocols.export import export_site
+
+    tmp = tmp_path_factory.mktemp("rare")
+    rng = np.random.default_rng(3)
+    n = 3000
+    cb = Codebook([CategoricalFeature("country", ["Spain", "France", "Hungary"]), CategoricalFeature("smoker", ["no", "yes"])],
+                  Label("outcome", ["no", "yes"]))
+    cb.save(tmp / "codebook.json")
+    country = np.concatenate([np.full(6, 2), rng.choice(2, n - 6, p=[0.6, 0.4])])
+    smoker = rng.integers(0, 2, n)
+    y = (rng.random(n) < np.where(smoker == 1, 0.7, 0.2)).astype(int)
+    data = tmp / "rows.csv"
+    data.write_text("country,smoker,outcome\n" + "".join(
+        f"{cb.features[0].levels[a]},{['no', 'yes'][b]},{['no', 'yes'][c]}\n" for a, b, c in zip(country, smoker, y)))
+    bundles = {"noisy": tmp / "noisy.bundle", "exact": tmp / "exact.bundle"}
+    export_site(data, cb, "north", bundles["noisy"], epsilon=1.0)
+    export_site(data, cb, "north", bundles["exact"], min_cell=1)
+    models = {}
+    for name, learner, bundle in [("nb", "nb", "noisy"), ("nb_exact", "nb", "exact"), ("renyi", "renyi", "noisy"),
+                                  ("mrc", "mrc", "noisy")]:
+        models[name] = tmp / f"{name}.model.json"
+        r = run("learn", bundles[bundle], "--learner", learner, "--allow-unsigned", "--out", models[name])
+        assert r.exit_code == 0, r.output
+    return tmp, models, bundles, data
+
+
+def card_of(model_path, tmp_path):
+    from marg.reports.model_card import model_card
+
+    out = tmp_path / f"{model_path.stem}.html"
+    out.write_text(model_card(Model.load(model_path), source=model_path.name), encoding="utf-8")
+    return parse(out)
+
+
+def test_card_has_no_internal_names_and_no_none(rare_study, genes, tmp_path):
+    """Issue 26: "None" parameters and field names (hgr_lower_bound, unpaired_features) on the card."""
+    tmp, models, _, _ = rare_study
+    for path in [models["renyi"], models["mrc"], genes[1]]:
+        m = Model.load(path)
+        root = card_of(path, tmp_path)
+        text = visible_text(root)
+        internal = {k for k in m.estimator.report() if "_" in k} | {k for k in m.estimator.get_params() if "_" in k}
+        assert internal, "the oracle needs internal names to look for"
+        assert not [k for k in internal if k in text], (path.name, [k for k in internal if k in text])
+        for t in root.iter("table"):
+            if t.get("data-table") in ("params", "fitted"):
+                assert all("".join(td.itertext()).strip() not in ("None", "") for tr in t.find("tbody") for td in list(tr)[:2])
+    text = visible_text(card_of(models["renyi"], tmp_path))
+    assert "Strength of the association between the features and the outcome" in text  # hgr_lower_bound, in words
+
+
+def test_card_counts_patients_as_integers(rare_study, genes, tmp_path):
+    """Issue 26: "Patients summarised 44013.2126": an integer when exact, "about N (noisy …)" under DP."""
+    tmp, models, _, data = rare_study
+    n_rows = len(data.read_text().splitlines()) - 1
+    el = {e.get("data-key"): e for e in card_of(models["nb_exact"], tmp_path).iter() if e.get("data-key")}
+    assert el["n"].text == f"{n_rows:,}"
+    m = Model.load(models["nb"])
+    el = {e.get("data-key"): e for e in card_of(models["nb"], tmp_path).iter() if e.get("data-key")}
+    assert m.info["n"] != round(m.info["n"])  # the noisy count is not an integer: the oracle has something to round
+    assert el["n"].text.startswith(f"about {round(m.info['n']):,} (noisy")
+    assert float(el["n"].get("data-value")) == m.info["n"]  # the number itself stays as recorded
+    gtmp, gmodel, _, gdata = genes
+    el = {e.get("data-key"): e for e in card_of(gmodel, tmp_path).iter() if e.get("data-key")}
+    assert el["n"].text == f"{len(gdata.read_text().splitlines()) - 1:,}"
+
+
+def _oracle_used_features(model) -> list[str]:
+    """Features whose level weights differ in some class's score (μ of a minimax model, read
+    straight from the estimator: one block of columns per feature, in codebook order)."""
+    est = model.estimator
+    mu = np.asarray(est.mu_, dtype=float)
+    mu = np.where(np.asarray(est.impossible_, dtype=bool), 0.0, mu) if getattr(est, "impossible_", None) is not None else mu
+    W = mu - mu.mean(axis=0, keepdims=True)
+    tol = 1e-6 * np.abs(W).max()
+    used, j = [], 0
+    for f in model.codebook.features:
+        block = W[:, j:j + f.n_levels]
+        j += f.n_levels
+        if (block.max(axis=1) - block.min(axis=1)).max() > tol:
+            used.append(f.name)
+    return used
+
+
+def test_used_feature_count_matches_nonzero_weights(rare_study, genes, tmp_path):
+    """Issue 26: the MRC card said 11 of 11 features used while one carried weight."""
+    for path in [rare_study[1]["mrc"], genes[1]]:
+        m = Model.load(path)
+        oracle = _oracle_used_features(m)
+        v = values(card_of(path, tmp_path))
+        assert int(v["n_features_used"]) == len(oracle), (path.name, v["n_features_used"], oracle)
+        assert len(oracle) < len(m.estimator.feature_names_in_), "the case the issue reports: fitted on more than it uses"
+
+
+def test_caveat_marks_a_weight_set_by_noise(rare_study, tmp_path):
+    """Issue 26: weights driven by DP noise on rare levels (Hungary +0.11) carried no caveat."""
+    from marg.marginals.noise_tails import halfwidth
+    from marg.protocols.load import load_summary
+
+    tmp, models, bundles, _ = rare_study
+    released = load_summary([bundles["noisy"]], allow_unsigned=True).released()
+    counts = released.counts(("country", "outcome"))
+    q = halfwidth(list(released.noise_draws(("country", "outcome"))), 0.05)
+    assert q > 0 and np.abs(counts[2]).min() <= q  # Hungary's released count is within the noise: the oracle
+    assert np.abs(released.counts(("smoker", "outcome"))).min() > q  # smoker's are far from it
+    root = card_of(models["nb"], tmp_path)
+    v = values(root)
+    assert float(v["weights:country = Hungary"]) != 0.0  # the weight the noise may have set is on the card
+    rows = table(root, "noise_caveats")
+    assert [r[0] for r in rows] == ["country = Hungary"]
+    assert float(v["caveat_halfwidth:country = Hungary"]) == q
+    assert abs(float(v["caveat_count:country = Hungary"])) <= q
+    marked = {r[0]: r[2] for r in table(root, "weights")}
+    assert "noise" in marked["country = Hungary"] and not marked["smoker = yes"]
+    # the exact release of the same rows: nothing is noise, no caveat table
+    exact = card_of(models["nb_exact"], tmp_path)
+    assert "noise_caveats" not in {t.get("data-table") for t in exact.iter("table")}
+
+
 def test_user_text_stays_text(tmp_path):
     """Feature, level and class names (the study's, so user-controlled) cannot inject markup."""
     from marg.learners.mrc import MRC

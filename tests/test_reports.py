@@ -68,8 +68,9 @@ def test_model_card_states_the_models_numbers(demo, tmp_path):
     for site in m.info["sites"]:
         assert v[f"site_epsilon:{site['site']}"] == repr(float(site["privacy"]["epsilon"]))
     # parameters as the model file has them
-    rows = {tr[0].text: tr[1].text for tr in root.iter("tr") if len(tr) == 2 and tr[0].tag == "td"}
-    assert rows["coverage"] == str(m.estimator.get_params()["coverage"])
+    params = next(t for t in root.iter("table") if t.get("data-table") == "params")
+    rows = {tr[0].text: tr[1].text for tr in params.find("tbody")}
+    assert rows["Confidence of the certificate"] == f"{m.estimator.get_params()['coverage']:.0%}"
 
 
 def test_model_card_escapes_text(demo, tmp_path):

@@ -182,7 +182,7 @@ def _release_detail(page: Page, x: dict) -> None:
                      value("cells:%d:%s" % (seq, name), math.prod(shape) if shape else 0, " × ".join(map(str, shape)) or "—"),
                      e(st.get("mechanism")), value("std:%d:%s" % (seq, name), _f(st.get("std", 0.0)))])
     page.table(["statistic", "kind", "attributes", "shape", "mechanism", "noise std"], rows, key="release:%d" % seq,
-               folded=f"{len(stats)} statistics" if len(stats) > FOLD_STATISTICS else None, cards=False)
+               folded=f"{len(stats)} statistics" if len(stats) > FOLD_STATISTICS else None)  # cards on a phone: no column cut off
 
 
 def _inf_text(v: Any) -> str | None:

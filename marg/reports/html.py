@@ -23,14 +23,15 @@ th{background:#f3f5f7}img{max-width:100%;height:auto;display:block;margin:.5rem 
 .ok{color:#116329;font-weight:600}.bad{color:#a40e26;font-weight:600}code{font-size:.85rem;word-break:break-all}
 summary{cursor:pointer;margin:.4rem 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
 @media (max-width:600px){dl{grid-template-columns:1fr;gap:0}dd{margin-bottom:.5rem}
+.scroll table{width:100%}th,td{overflow-wrap:break-word}
 table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%;box-sizing:border-box}
 table.cards tr{border:1px solid #d0d7de;margin:.5rem 0}table.cards td{border:0;border-bottom:1px solid #eaeef2}
-table.cards td{display:flex;gap:.6rem}table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
+table.cards td{display:flex;gap:.6rem;overflow-wrap:anywhere}table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
 font-size:.8rem;color:#57606a}}
 """
-CARD_COLUMNS = 4
+CARD_COLUMNS = 3
 """Tables with more columns than this show each row as a card on a phone (CSS only: each cell
-says its column's header)."""
+says its column's header): four columns of words do not fit 390 px without breaking words."""
 
 
 def fmt(v: Any) -> str:

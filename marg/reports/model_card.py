@@ -1,14 +1,17 @@
-"""The model card: what a marg model is, what its certificate promises, where its data came from.
+"""The model card: what a marg model guarantees, what it reads, where its data came from — for a clinician.
 
 :func:`model_card` renders one self-contained HTML page from a model file's contents (and,
-given labelled data, an evaluation): the task and the codebook; the learner, its parameters,
-its fitted values and (for ``--learner auto``) the candidates it was chosen from; the
-certificate with what it does and does not promise, and what the sites' DP noise did to it;
-the evaluated error and confusion matrix; the features the model uses; the largest
-per-class weights (:mod:`marg.reports.weights`); the R* trace of column generation; the
-group-lasso regularization path; the sites, their row counts and their privacy spend.
-Every number is read from the model (never typed into a template) and sits in a
-``data-key`` element, so tests read it back.
+given labelled data, an evaluation), most important first: the certificate with what it
+does and does not promise and what the sites' DP noise did to it (:func:`_certificate`);
+for ``--learner auto`` the candidates it was chosen from (:func:`_choice_table`); the
+evaluated error and confusion matrix; the task, the patient count (an integer; "about …"
+under DP noise) and the codebook; the learner with the settings that shape the model in
+plain words (:mod:`marg.reports.wording`; solver settings folded); the features whose
+weights change a prediction; the largest per-class weights (:mod:`marg.reports.weights`)
+with a caveat on every weighted level whose released count the noise cannot tell from 0;
+the R* trace of column generation; the group-lasso regularization path; the sites, their
+row counts and their privacy spend (:func:`_sites`). Every number is read from the model
+(never typed into a template) and sits in a ``data-key`` element, so tests read it back.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import numpy as np
 
 from . import plots
 from .html import Page, e, value
-from .weights import class_weights, largest
+from .weights import RTOL, class_weights, features_with_weight, largest, noise_caveats
+from .wording import fitted_rows, parameter_rows
 
 PROMISE = {
     "R*": "the largest error of the model's randomized rule over every distribution whose released "
@@ -66,14 +70,16 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
     est, info = model.estimator, model.info or {}
     rep = info.get("report") or {}
     page = Page(f"Model card — {model.learner} model{f' ({source})' if source else ''}")
-    _task(page, model, info)
-    _learner(page, model, rep)
-    _certificate(page, est.certificate_, info, rep)
+    _certificate(page, est.certificate_, info, rep)  # first: what the model guarantees
+    _choice_table(page, rep)
     if evaluation is not None:
         _evaluation(page, evaluation)
-    _features(page, model, rep)
+    _task(page, model, info)
+    _learner(page, model, rep)
+    cw = class_weights(model)
+    _features(page, model, rep, cw)
     _rules(page, model)
-    _weights(page, model, top)
+    _weights(page, model, top, cw)
     _trace(page, est, rep)
     _selection(page, rep)
     _sites(page, info)
@@ -91,7 +97,7 @@ def _task(page: Page, model: Any, info: dict) -> None:
         ("Codebook fingerprint", f"<code>{e(cb.fingerprint)}</code>"),
         ("Created", e(info.get("created", "—"))),
         ("Signed by", _signer(info)),
-        ("Patients summarised (n)", value("n", None if n is None else float(n), "—" if n is None else None)),
+        ("Patients summarised", value("n", None if n is None else float(n), _patients(n, info))),
     ])
     page.text("The codebook is the study's public schema: every site coded its patients with these levels, and the "
               "certificate ranges over every combination of them.")
@@ -113,23 +119,28 @@ def _learner(page: Page, model: Any, rep: dict) -> None:
     est = model.estimator
     page.h2("Learner")
     page.p(f"{e(type(est).__name__)} (<code>{value('learner', model.learner, model.learner)}</code>), fitted from the "
-           "sites' summaries alone; its parameters:")
-    params = {k: v for k, v in est.get_params().items() if k != "callback"}
-    page.table(["parameter", "value"], [[e(k), e(v)] for k, v in sorted(params.items())], key="params")
-    fitted = {k: v for k, v in est.report().items() if k not in SHOWN_ELSEWHERE and not k.startswith("certificate")}
+           "sites' summaries alone.")
+    shown, solver = parameter_rows(est.get_params(), model.learner, est.certificate_)
+    if shown:
+        page.table(["setting", "value", "what it means"], [[e(a), e(b), e(c)] for a, b, c in shown], key="params")
+    if solver:
+        page.table(["setting", "value"], [[e(k), e(v)] for k, v in solver], key="solver",
+                   folded=f"The solver's settings ({len(solver)}), to reproduce the fit")
+    fitted = fitted_rows(est.report(), SHOWN_ELSEWHERE)
     if fitted:
-        page.p("Fitted values:")
-        page.table(["value", ""], [[e(k), _cell(f"fitted:{k}", v)] for k, v in sorted(fitted.items())], key="fitted")
-    _auto_choice(page, rep)
+        page.p("What the fit found:")
+        page.table(["", "value", "what it means"], [[e(label), _cell(f"fitted:{k}", v), e(meaning)] for k, label, v, meaning in fitted],
+                   key="fitted")
 
 
-def _auto_choice(page: Page, rep: dict) -> None:
+def _choice_table(page: Page, rep: dict) -> None:
     """``--learner auto``: the rule that chose, how errors were estimated, and every candidate's
     estimated error and certificate, the chosen one marked (and, under DP with every certificate
     trivial, the patients a non-trivial one would need)."""
     cands = rep.get("auto") or []
     if not cands and not rep.get("auto_rule"):
         return
+    page.h2("How the learner was chosen")
     page.p(f"Chosen automatically by {e(rep.get('auto_rule', ''))}"
            + (f" (--prefer {e(rep['auto_prefer'])})" if rep.get("auto_prefer") else "") + ".")
     if rep.get("auto_error_method"):
@@ -154,7 +165,7 @@ def _auto_choice(page: Page, rep: dict) -> None:
 
 
 def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
-    page.h2("Certificate")
+    page.h2("Certificate: what this model guarantees")
     if cert.kind == "holdout":
         _holdout_certificate(page, cert, info)
         return
@@ -180,7 +191,7 @@ def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
                  "intervals exact for the noise actually added, so the bound holds with the stated probability "
                  "despite the noise, and is larger than it would be on exact counts.")
         if rep.get("noise_margin") is not None or rep.get("ridge") is not None:
-            words += " The Rényi fit also regularised against the noise (ridge and noise margin under Fitted values)."
+            words += " The Rényi fit also regularised against the noise (ridge penalty and noise margin under 'What the fit found')."
         page.text(words, "note")
     else:
         page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error alone.",
@@ -237,16 +248,25 @@ def _evaluation(page: Page, ev: dict) -> None:
     page.figure(plots.confusion(conf, classes), "confusion matrix", "confusion")
 
 
-def _features(page: Page, model: Any, rep: dict) -> None:
+def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:
     est = model.estimator
+    allowed = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
+    page.h2("Features the model uses")
     if callable(getattr(est, "used_features", None)):  # a vote of rules reads only its rules' features
         used = est.used_features()
+        why = "the features its rules read"
+    elif cw is not None:
+        used = features_with_weight(cw, [f.name for f in model.codebook.features])
+        why = (f"the features whose weights change a prediction: a feature counts when its levels' weights differ, or "
+               f"a pair it is in has a nonzero weight, by more than {RTOL:g} × the largest weight")
     else:
-        used = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
-    page.h2("Features the model uses")
-    page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,}: {e(', '.join(map(str, used))) or 'none'}")
+        used, why = allowed, "the features it was fitted on"
+    page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,} ({e(why)}): "
+           f"{e(', '.join(map(str, used))) or 'none — it predicts the same class for every patient'}")
+    if cw is not None and len(used) < len(allowed):
+        page.text(f"It was fitted on {len(allowed)} features; the others ended with no weight (the bound did not need them).")
     active = list(getattr(est, "selected_features_", None) or [])
-    if active and len(active) < len(used):
+    if active and len(active) < len(allowed):
         page.p(f"Column generation kept {value('n_active_features', len(active))} of them in its working set: "
                f"{e(', '.join(active))}")
     edges = getattr(est, "edges_", None) or []
@@ -276,10 +296,10 @@ def _rules(page: Page, model: Any) -> None:
                folded=f"The vote's {len(rules)} rules" if len(rules) > FOLD_ROWS else None)
 
 
-def _weights(page: Page, model: Any, top: int) -> None:
-    cw = class_weights(model)
+def _weights(page: Page, model: Any, top: int, cw: Any) -> None:
     if cw is None:
         return
+    info = model.info or {}
     page.h2("Largest weights")
     fallback = getattr(model.estimator, "fallback_", None)
     if fallback is not None and bool(np.any(fallback)):
@@ -290,6 +310,8 @@ def _weights(page: Page, model: Any, top: int) -> None:
               "so the charts show "
               + ("the difference of the two classes' weights." if len(cw.titles) == 1 else
                  "each class's weights minus their mean over the classes."))
+    caveats = noise_caveats(cw, info.get("level_counts"), model.codebook)
+    _noise_caveats(page, caveats, info)
     for r, title in enumerate(cw.titles):
         w = cw.weights[r]
         order = largest(w, top)
@@ -301,14 +323,38 @@ def _weights(page: Page, model: Any, top: int) -> None:
                f"({value(f'{key}:nonzero', int(np.count_nonzero(w)))} of {len(w):,} are nonzero):")
         page.figure(plots.bars([cw.names[i] for i in order], [float(w[i]) for i in order], title, "weight"),
                     f"largest weights, {title}", key)
-        page.table(["feature = level", "weight"],
-                   [[e(cw.names[i]), value(f"{key}:{cw.names[i]}", float(w[i]))] for i in order], key=key)
+        marked = {c.column for c in caveats}
+        page.table(["feature = level", "weight", *(["caveat"] if marked else [])],
+                   [[e(cw.names[i]), value(f"{key}:{cw.names[i]}", float(w[i])),
+                     *(["⚠ count within the noise" if i in marked else ""] if marked else [])] for i in order], key=key)
     if cw.impossible:
         page.text(f"Ruled out ({len(cw.impossible)} cells): the exact counts show no patient of the class with the level, "
                   "so no distribution of the uncertainty set has one and the rule never predicts that class there; "
                   "these columns are left out of the charts above.", "note")
         page.table(["class", "feature = level"], [[e(c), e(nm)] for c, nm in cw.impossible], key="impossible",
                    folded=f"The {len(cw.impossible)} ruled-out cells" if len(cw.impossible) > FOLD_ROWS else None)
+
+
+def _noise_caveats(page: Page, caveats: list, info: dict) -> None:
+    """The weights the sites' DP noise may have set: a level whose released count for some class is within the noise of 0."""
+    if not _noisy(info):
+        return
+    rec = info.get("level_counts")
+    if not rec:
+        page.text("The model file records no per-level counts, so the card cannot say which weights the noise may have set.",
+                  "note")
+        return
+    if not caveats:
+        page.text(f"Every weighted level's released counts stand clear of the noise (each count is more than the noise's "
+                  f"{1 - rec['alpha']:.0%} half-width away from 0).", "note")
+        return
+    page.text(f"Caveat: {len(caveats)} weighted level(s) rest on a released count that the noise cannot tell from 0 "
+              f"(|count| ≤ the noise's {1 - rec['alpha']:.0%} half-width): their weight may be set by the noise rather than "
+              "by the patients. Read them as unknown.", "bad")
+    page.table(["feature = level", "class", "released count", "noise ±"],
+               [[e(c.name), e(c.cls), value(f"caveat_count:{c.name}", c.count, f"{c.count:,.0f}"),
+                 value(f"caveat_halfwidth:{c.name}", c.halfwidth, f"{c.halfwidth:,.0f}")] for c in caveats], key="noise_caveats",
+               folded=f"The {len(caveats)} levels" if len(caveats) > FOLD_ROWS else None)
 
 
 def _trace(page: Page, est: Any, rep: dict) -> None:
@@ -341,6 +387,7 @@ def _selection(page: Page, rep: dict) -> None:
 
 
 def _sites(page: Page, info: dict) -> None:
+    """Where the data came from: each site's rows, noise and privacy spend (the privacy table)."""
     from marg.protocols.aggregate import composed_privacy
 
     sites = info.get("sites") or []
@@ -388,13 +435,26 @@ def _signer(info: dict) -> str:
 
 
 def _cell(key: str, v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return e(v)
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "—"
     if isinstance(v, (int, float, np.integer, np.floating)):
         return value(key, float(v) if isinstance(v, (float, np.floating)) else int(v))
     if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) and len(v) <= 12:
         return ", ".join(value(f"{key}:{k}", float(x)) for k, x in enumerate(v))
     return e(v)
+
+
+def _patients(n: Any, info: dict) -> str:
+    """The patient count in words: exact ("13,501") or, under DP noise, "about 13,501 (noisy)"."""
+    if n is None:
+        return "—"
+    if info.get("n_exact") is not None:
+        return f"{int(info['n_exact']):,}"
+    if _noisy(info):
+        return f"about {float(n):,.0f} (noisy: the sites added differential-privacy noise)"
+    return f"{float(n):,.0f}"
 
 
 def _params_words(p: Any) -> str:
