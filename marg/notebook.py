@@ -70,8 +70,8 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
     Returns
     -------
     marg.learners.model.Model
-        Its certificate bounds the worst-case error of the rule it predicts with (a ``2gamma``
-        bound is replaced by the rule's W(h), as ``marg learn`` does). Save it with
+        Its certificate bounds the worst-case error of the rule it predicts with (every
+        estimator's ``certificate_`` does; the same value ``marg learn`` prints). Save it with
         :func:`save_model`.
     """
     from marg import api
@@ -81,7 +81,7 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
     if isinstance(learner, MarginalEstimator):
         if params:
             raise InputError(f"{option(sorted(params)[0])}: give an estimator's parameters to its constructor")
-        est = api._certified(learner.fit(summary), summary, float(getattr(learner, "coverage", 0.95) or 0.95))
+        est = learner.fit(summary)
         info = api.model_info(summary, {**est.report(), "n": summary.n})
         return Model(learner=est.learner, codebook=summary.codebook, estimator=est, info=info)
     if not isinstance(learner, str):
