@@ -93,7 +93,9 @@ def export_cmd(
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
     holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
-    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count on the rows held out by this site's --holdout export (for marg certify).")] = None,
+    evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
+    site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -152,9 +154,11 @@ def export_cmd(
         m = load_model(evaluate, schema)
         res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
                             mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
-                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
+                            recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
+                            content=evaluate_content, site_certificate=site_certificate)
         prog.done()
-        typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} on {res.n_rows:,} held-out rows, "
+        what = {"errors": "the error count", "classes": "the error counts by true class"}.get(evaluate_content, "the confusion matrix")
+        typer.echo(f"wrote {out}: site {site!r}, {what} of {evaluate.name} on its held-out rows, "
                    f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
         return
     res = export_site(
