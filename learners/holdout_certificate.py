@@ -154,16 +154,6 @@ def _noise_cdf(parts: tuple, tail: float) -> tuple[np.ndarray, int, float]:
     return np.cumsum(pmf), lo, lost
 
 
-def _cdf_upper(parts: tuple, z: np.ndarray, tail: float) -> np.ndarray:
-    """An upper bound on P(S ≤ z) for integer ``z`` (array): truncated cdf plus lost mass."""
-    if not parts:
-        return (z >= 0).astype(np.float64)
-    cdf, lo, lost = _noise_cdf(parts, tail)
-    idx = np.asarray(z, dtype=np.int64) - lo
-    out = np.where(idx < 0, 0.0, cdf[np.clip(idx, 0, cdf.size - 1)])
-    return np.minimum(1.0, out + lost)
-
-
 def rows_quantile(parts: Sequence[NoisePart], alpha: float) -> int:
     """The smallest integer q with P(S > q) ≤ ``alpha`` for the noise sum S of ``parts`` (0 if exact)."""
     parts = tuple(p for p in merge(parts) if p[0] != "none" and p[1] > 0 and p[3] > 0)
@@ -225,11 +215,17 @@ def exact_bound(rel: Released, coverage: float = 0.95, rows_share: float = ROWS_
         return result(1.0)
     if not pe:  # the error count is exact: Clopper–Pearson at n⁻
         return result(1.0 if e >= n_low else float(beta.ppf(1.0 - a_e, e + 1, n_low - e)))
-    k = np.arange(n_low + 1)
-    G = _cdf_upper(pe, e - k, _TAIL * a_e)
+    cdf, lo, lost = _noise_cdf(pe, _TAIL * a_e)
+    top = min(1.0, float(cdf[-1]) + lost)  # ≥ P(Z ≤ z) for z above the support
+    k0 = max(0, e - (lo + cdf.size - 1))  # k < k0: e − k above the support
+    k1 = min(n_low, e - lo)  # k > k1: e − k below the support, P(Z ≤ e − k) ≤ lost
+    ks = np.arange(k0, k1 + 1)
+    G = np.minimum(1.0, cdf[e - ks - lo] + lost)
 
     def F(p: float) -> float:
-        return float(np.dot(binom.pmf(k, n_low, p), G))
+        below = float(binom.cdf(k0 - 1, n_low, p)) * top if k0 > 0 else 0.0
+        above = float(binom.sf(k1, n_low, p)) * lost if k1 < n_low else 0.0
+        return below + float(np.dot(binom.pmf(ks, n_low, p), G)) + above
 
     if F(1.0) >= a_e:
         return result(1.0)
