@@ -24,6 +24,7 @@ from . import keys as keys_cli
 from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
+from . import plan as _plan  # noqa: F401  (registers `marg plan`)
 from .app import app, schema_app
 from .common import JsonOpt, OutOpt, Progress, SchemaOpt, emit_json, err, split_list
 
@@ -92,7 +93,10 @@ def export_cmd(
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
-    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
+    holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed); auto: the fraction and the ε split of `marg plan` for --plan-rows (--epsilon is then the site's total, tables + evaluation).")] = None,
+    plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto: the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
+    plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --holdout auto: the number of sites when --plan-rows gives one count.")] = None,
+    expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count on the rows held out by this site's --holdout export (for marg certify).")] = None,
     evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
     site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
@@ -141,10 +145,23 @@ def export_cmd(
         from marg.protocols.rounds import read_round
 
         round_id = read_round(round_, cb.fingerprint)
+    holdout_f, holdout_plan = None, None
+    if holdout is not None and holdout.strip().lower() == "auto":
+        from .plan import parse_rows, resolve_plan
+
+        if epsilon is None or rho is not None:
+            raise InputError("--holdout auto splits a total ε between the tables and the evaluation: give --epsilon")
+        if plan_rows is None:
+            raise InputError("--holdout auto needs --plan-rows (the rows per site as stated publicly; the data's own count is private)")
+        holdout_plan = resolve_plan(parse_rows(plan_rows), plan_sites, epsilon, expected_error, cb.n_features, None, None, delta)
+        holdout_f, epsilon = holdout_plan["holdout"], holdout_plan["epsilon_tables"]
+    elif holdout is not None:
+        from .plan import parse_auto
+
+        holdout_f = parse_auto(holdout, "--holdout")
     prog = Progress(f"export {site}")
     if evaluate is not None:
         from marg.api import load_model
-        from marg.errors import InputError
         from marg.protocols.evaluation import evaluate_site, model_digest
 
         if no_ledger:
@@ -163,9 +180,11 @@ def export_cmd(
         return
     res = export_site(
         data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-        first_share=first_order_share, holdout=holdout, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
+        first_share=first_order_share, holdout=holdout_f, round_id=round_id, min_cell=min_cell, min_cell_policy=min_cell_policy,
         signing_key=sk, recipient=recipient, recipient_name=recipient_name,
         ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
+        holdout_plan=None if holdout_plan is None else {k: holdout_plan[k] for k in (
+            "rows", "epsilon", "expected_error", "holdout", "epsilon_tables", "epsilon_evaluate", "expected_certificate", "rule")},
     )
     prog.done()
     d = res.bundle.describe()
@@ -182,6 +201,10 @@ def export_cmd(
         f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
         f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
     )
+    if holdout_plan is not None:
+        typer.echo(f"holdout plan (recorded in the bundle): {holdout_plan['holdout']:.0%} of the rows held out, tables at "
+                   f"ε = {holdout_plan['epsilon_tables']:.4g}; evaluate later with --evaluate MODEL --epsilon "
+                   f"{holdout_plan['epsilon_evaluate']:.4g} (expected certificate {holdout_plan['expected_certificate']:.3f})")
 
 
 def _privacy_words(p: dict | None) -> str:

@@ -133,6 +133,7 @@ def export_site(
     spark_master: str | None = None,
     site_home: str | Path | None = None,
     package: Callable[[Bundle], bytes] | None = None,
+    holdout_plan: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
@@ -248,7 +249,7 @@ def export_site(
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
                              if not dp else None, "source": source}
     if spec is not None:
-        extra["holdout"] = {"fraction": spec.fraction}
+        extra["holdout"] = {"fraction": spec.fraction, **({"plan": holdout_plan} if holdout_plan else {})}
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
     if suppressed:  # how many, per table — not where: positions would point at the rare cells
