@@ -13,16 +13,16 @@ per site, or the evaluation ε, at which it reaches p + margin.
 s·ε for the evaluation, and its rows into training (1 − f) and held out (f). More for the
 evaluation tightens the bound but weakens the model. The planner models that cost: the
 learner's inputs are the first-order tables N[y], N[x_i, y], which share half of the
-tables' budget (the default split), each of the d + 1 at (1 − s)·ε/(2(d + 1)) in ρ
+tables' budget (the default split), each of the d + 1 at ρ((1 − s)·ε)/(2(d + 1))
 (Gaussian, the tables' default mechanism), per-cell noise std σ_t; a rate read from them on
 n_t = (1 − f)·Σ n_s rows, pooled over the d + 1 tables (each table's margins estimate the
 same rates; the learner pools them), has variance
 
     v_t = p(1 − p)/n_t + 2·S·σ_t²/((d + 1)·n_t²)      (S sites, numerator and denominator noisy),
 
-and a plug-in rule's excess error grows with the square of the error of its estimated
-conditional probabilities (margin condition, Audibert & Tsybakov 2007), so the model's error
-is taken as p_model = p + v_t. The rule: **(f, s) minimise the expected certificate at
+and the model's error is taken as p_model = p + √v_t: one standard error of a rate read
+from the training tables (noise and sampling both cost the learner in proportion to the
+uncertainty of its inputs). The rule: **(f, s) minimise the expected certificate at
 p_model(f, s)** over the grid f ∈ {0.10, 0.15, …, 0.50}, s ∈ {0.1, 0.2, …, 0.9}. It is a
 planning heuristic, not a guarantee: the certificate is valid whatever split is used. The
 plan depends only on what the site declares (its row count as stated publicly, the number
@@ -178,7 +178,7 @@ class HoldoutPlan:
     expected_certificate: float
     model_error: float
     expected_error: float
-    rule: str = "min expected certificate at p + v_t (marg.learners.holdout_plan)"
+    rule: str = "min expected certificate at p + sqrt(v_t) (marg.learners.holdout_plan)"
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -217,7 +217,7 @@ def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_err
         for f in fractions:
             n_t = (1.0 - f) * total
             v_t = p * (1.0 - p) / n_t + 2.0 * S * sigma * sigma / ((n_features + 1) * n_t * n_t)
-            pm = min(0.5, p + v_t)
+            pm = min(0.5, p + math.sqrt(v_t))
             c = expected_holdout_certificate(rows, s * epsilon_total, pm, None, f, "laplace", delta, coverage).value
             if best is None or c < best[0] - 1e-12:
                 best = (c, f, s, pm)
