@@ -14,20 +14,21 @@ s·ε for the evaluation, and its rows into training (1 − f) and held out (f).
 evaluation tightens the bound but weakens the model. The planner models that cost: the
 learner's inputs are the first-order tables N[y], N[x_i, y], which share half of the
 tables' budget (the default split), each of the d + 1 at ρ((1 − s)·ε)/(2(d + 1))
-(Gaussian, the tables' default mechanism), per-cell noise std σ_t; a rate read from them on
-n_t = (1 − f)·Σ n_s rows, pooled over the d + 1 tables (each table's margins estimate the
-same rates; the learner pools them), has variance
+(Gaussian, the tables' default mechanism), per-cell noise std σ_t. The model reads d + 1
+rates from them on n_t = (1 − f)·Σ n_s rows; their summed sampling variance is
+(d + 1)·p(1 − p)/n_t, and the DP noise of a rate (numerator and denominator noisy at S
+sites, 2·S·σ_t²/n_t² per table) is pooled over the d + 1 tables that all carry it:
 
-    v_t = p(1 − p)/n_t + 2·S·σ_t²/((d + 1)·n_t²)      (S sites, numerator and denominator noisy),
+    v_t = (d + 1)·p(1 − p)/n_t + 2·S·σ_t²/((d + 1)·n_t²),
 
-and the model's error is taken as p_model = p + √v_t: one standard error of a rate read
-from the training tables (noise and sampling both cost the learner in proportion to the
-uncertainty of its inputs). The rule: **(f, s) minimise the expected certificate at
-p_model(f, s)** over the grid f ∈ {0.10, 0.15, …, 0.50}, s ∈ {0.1, 0.2, …, 0.9}. It is a
-planning heuristic, not a guarantee: the certificate is valid whatever split is used. The
-plan depends only on what the site declares (its row count as stated publicly, the number
-of sites, features and the expected error), never on its data, so recording it in the
-bundle reveals nothing more.
+and the model's error is taken as p_model = p + √v_t. The rule: **(f, s) minimise the
+expected certificate at p_model(f, s)** over the grid f ∈ {0.10, 0.15, …, 0.50},
+s ∈ {0.1, 0.2, …, 0.9}; beyond p_model = 0.5 (a model the planner expects to be no better
+than chance) the objective is the certificate at 0.5 plus p_model − 0.5, so even then the
+plan that keeps the model best wins instead of a tie. It is a planning heuristic, not a
+guarantee: the certificate is valid whatever split is used. The plan depends only on what
+the site declares (its row count as stated publicly, the number of sites, features and the
+expected error), never on its data, so recording it in the bundle reveals nothing more.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .holdout_certificate import Released, exact_bound
 FRACTIONS = tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
 SHARES = tuple(np.round(np.arange(0.1, 0.901, 0.1), 2))
 MARGIN = 0.20  # "informative": a certificate within this of the expected error
+MAX_ERROR = 0.5  # the planner's objective is extrapolated linearly beyond this modelled error
 
 
 @lru_cache(maxsize=512)
@@ -178,7 +180,7 @@ class HoldoutPlan:
     expected_certificate: float
     model_error: float
     expected_error: float
-    rule: str = "min expected certificate at p + sqrt(v_t) (marg.learners.holdout_plan)"
+    rule: str = "min expected certificate at p + sqrt(v_t), v_t = (d+1)p(1-p)/n_t + 2S sigma_t^2/((d+1) n_t^2)"
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -216,11 +218,13 @@ def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_err
         sigma = release_scale(eps_t, "gaussian", delta, 2 * (n_features + 1))
         for f in fractions:
             n_t = (1.0 - f) * total
-            v_t = p * (1.0 - p) / n_t + 2.0 * S * sigma * sigma / ((n_features + 1) * n_t * n_t)
-            pm = min(0.5, p + math.sqrt(v_t))
-            c = expected_holdout_certificate(rows, s * epsilon_total, pm, None, f, "laplace", delta, coverage).value
-            if best is None or c < best[0] - 1e-12:
-                best = (c, f, s, pm)
+            v_t = (n_features + 1) * p * (1.0 - p) / n_t + 2.0 * S * sigma * sigma / ((n_features + 1) * n_t * n_t)
+            pm = p + math.sqrt(v_t)
+            pc = min(pm, MAX_ERROR)
+            c = expected_holdout_certificate(rows, s * epsilon_total, pc, None, f, "laplace", delta, coverage).value
+            J = c + (pm - pc)  # beyond MAX_ERROR: the bound's margin there, plus the modelled error
+            if best is None or J < best[0] - 1e-12:
+                best = (J, f, s, pm, c)
     assert best is not None
-    c, f, s, pm = best
+    _, f, s, pm, c = best
     return HoldoutPlan(float(f), float((1.0 - s) * epsilon_total), float(s * epsilon_total), float(c), float(pm), p)

@@ -51,7 +51,7 @@ def test_the_split_is_the_grid_minimiser_of_the_expected_certificate():
         sigma = release_scale((1 - s) * 1.0, "gaussian", 1e-6, 2 * 9)
         for f in fr:
             n_t = (1 - f) * 490
-            pm = 0.15 + np.sqrt(0.15 * 0.85 / n_t + 2 * 3 * sigma**2 / (9 * n_t**2))
+            pm = 0.15 + np.sqrt(9 * 0.15 * 0.85 / n_t + 2 * 3 * sigma**2 / (9 * n_t**2))
             values[(f, s)] = expected_holdout_certificate([240, 150, 100], s, pm, holdout=f).value
     f, s = min(values, key=values.get)
     assert (plan.fraction, plan.epsilon_evaluate) == (f, pytest.approx(s))
