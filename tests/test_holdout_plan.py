@@ -142,6 +142,12 @@ def test_certify_gives_pooled_per_site_and_class_certificates_from_the_releases(
         acc = rel[0][2][y] + rel[1][2][y] + rel[2][2][y]
         assert d["class_certificates"][c]["value"] == exact_bound(acc, 1 - 0.05 / len(classes)).value
     assert 0.0 < d["worst_case_error"] < 1.0 and np.isfinite(d["noise_sd"]) and d["noise_sd"] > 0
+    # the model file carries them: marg inspect MODEL --json shows the pooled, per-site and class-wise bounds
+    r = marg("inspect", tmp / "cert.json", "--json", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)["holdout_certificate"]
+    assert info["value"] == d["worst_case_error"] and info["site_certificates"] == d["site_certificates"]
+    assert info["class_certificates"] == d["class_certificates"]
 
 
 def test_holdout_auto_refusals(tmp_path):
