@@ -25,7 +25,10 @@ and the model's error is taken as p_model = p + √v_t. The rule: **(f, s) minim
 expected certificate at p_model(f, s)** over the grid f ∈ {0.10, 0.15, …, 0.50},
 s ∈ {0.1, 0.2, …, 0.9}; beyond p_model = 0.5 (a model the planner expects to be no better
 than chance) the objective is the certificate at 0.5 plus p_model − 0.5, so even then the
-plan that keeps the model best wins instead of a tie. It is a planning heuristic, not a
+plan that keeps the model best wins instead of a tie. Plans within 1 % of the minimum are
+ties (the training side is modelled coarsely); among them the smallest fraction, then the
+smallest evaluation share wins — spending less on the evaluation never hurts the model.
+It is a planning heuristic, not a
 guarantee: the certificate is valid whatever split is used. The plan depends only on what
 the site declares (its row count as stated publicly, the number of sites, features and the
 expected error), never on its data, so recording it in the bundle reveals nothing more.
@@ -47,6 +50,7 @@ FRACTIONS = tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
 SHARES = tuple(np.round(np.arange(0.1, 0.901, 0.1), 2))
 MARGIN = 0.20  # "informative": a certificate within this of the expected error
 MAX_ERROR = 0.5  # the planner's objective is extrapolated linearly beyond this modelled error
+TIE = 0.01  # plans within this relative distance of the best count as ties
 
 
 @lru_cache(maxsize=512)
@@ -211,7 +215,7 @@ def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_err
     rows = _rows(n_rows, n_sites)
     S, total = len(rows), float(sum(rows))
     p = float(expected_error)
-    best = None
+    grid = []
     for s in shares:
         eps_t = (1.0 - s) * epsilon_total
         # the first-order tables: half of the tables' budget over d + 1 tables (Gaussian)
@@ -223,8 +227,8 @@ def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_err
             pc = min(pm, MAX_ERROR)
             c = expected_holdout_certificate(rows, s * epsilon_total, pc, None, f, "laplace", delta, coverage).value
             J = c + (pm - pc)  # beyond MAX_ERROR: the bound's margin there, plus the modelled error
-            if best is None or J < best[0] - 1e-12:
-                best = (J, f, s, pm, c)
-    assert best is not None
-    _, f, s, pm, c = best
+            grid.append((J, f, s, pm, c))
+    J_min = min(g[0] for g in grid)
+    # ties within TIE of the minimum: the plan spending least on the evaluation (fraction, then share)
+    _, f, s, pm, c = min((g for g in grid if g[0] <= J_min * (1.0 + TIE)), key=lambda g: (g[1], g[2]))
     return HoldoutPlan(float(f), float((1.0 - s) * epsilon_total), float(s * epsilon_total), float(c), float(pm), p)

@@ -2,7 +2,7 @@
 
 The planner's numbers are the bound's at the expected counts (checked against the bound
 itself), the rows/ε it says are needed do reach the target and less does not, the chosen
-split is the grid's minimiser, and a full two-round run spends exactly the site's total ε,
+split minimises the expected certificate (least spent on the evaluation among ties), and a full two-round run spends exactly the site's total ε,
 records the plan and yields pooled, per-site and class-wise certificates equal to the bound
 recomputed from the released bundles.
 """
@@ -43,7 +43,7 @@ def test_needed_rows_and_epsilon_reach_the_target_and_less_does_not():
     assert expected_holdout_certificate(rows, need["epsilon"] * 0.97, p, holdout=0.2).value > tgt
 
 
-def test_the_split_is_the_grid_minimiser_of_the_expected_certificate():
+def test_the_split_minimises_the_expected_certificate_spending_least_among_ties():
     fr, sh = (0.2, 0.3, 0.4), (0.2, 0.5, 0.8)
     plan = plan_holdout([240, 150, 100], 1.0, 0.15, n_features=8, fractions=fr, shares=sh)
     values = {}
@@ -53,7 +53,8 @@ def test_the_split_is_the_grid_minimiser_of_the_expected_certificate():
             n_t = (1 - f) * 490
             pm = 0.15 + np.sqrt(9 * 0.15 * 0.85 / n_t + 2 * 3 * sigma**2 / (9 * n_t**2))
             values[(f, s)] = expected_holdout_certificate([240, 150, 100], s, pm, holdout=f).value
-    f, s = min(values, key=values.get)
+    best = min(values.values())
+    f, s = min(k for k, v in values.items() if v <= best * 1.01)  # ties within 1 %: least spent on the evaluation
     assert (plan.fraction, plan.epsilon_evaluate) == (f, pytest.approx(s))
     assert plan.expected_certificate == pytest.approx(values[(f, s)])
     assert plan.epsilon_tables + plan.epsilon_evaluate == pytest.approx(1.0)
