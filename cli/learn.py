@@ -367,14 +367,24 @@ def certify_cmd(
                                    key=key, passphrase_file=passphrase_file)
     res.model.save(out)
     _sign(out, signer, quiet=json_out)
-    b = res.bound
+    b, certs = res.bound, res.certificates
     if json_out:
         emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
-                   "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"}})
+                   "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"},
+                   "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},
+                   "class_certificates": {c: v.to_dict() for c, v in certs.classes.items()}})
         return
     typer.echo(f"{res.model.learner} model certified from {len(res.sites)} site(s)' held-out rows → {out}")
-    typer.echo(f"released: {b.errors:,.0f} errors in {b.rows:,.0f} held-out rows (noise ±{b.q_errors:.0f} / ±{b.q_rows:.0f})")
+    noise = f" (noise sd {b.noise_sd:.1f}; held-out rows ≥ {b.rows_low:,} at {b.alpha_rows:.3g})" if b.noise_sd else ""
+    typer.echo(f"released: {b.errors:,.0f} errors in {b.rows:,.0f} held-out rows{noise}")
     typer.echo(f"certificate: error ≤ {b.value:.4f} {res.model.estimator.certificate_.words()}")
+    for s, v in certs.sites.items():
+        typer.echo(f"  site {s} (its own held-out rows, asked for by the site): error ≤ {v.value:.4f} "
+                   f"({v.errors:,.0f} errors in {v.rows:,.0f} rows, {v.coverage:.0%})")
+    if certs.classes:
+        level = 1.0 - (1.0 - coverage) / len(certs.classes)
+        typer.echo(f"  by true class (all {len(certs.classes)} together at {coverage:.0%}, each at {level:.4g}): "
+                   + ", ".join(f"{c} ≤ {v.value:.4f}" for c, v in certs.classes.items()))
 
 
 @app.command("evaluate")

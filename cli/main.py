@@ -26,6 +26,7 @@ from . import keys as keys_cli
 from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
+from . import plan as _plan  # noqa: F401  (registers `marg plan`)
 from .app import app, schema_app
 from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err, split_list
 from .progress import RowProgress
@@ -110,11 +111,16 @@ def export_cmd(
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
-    holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate: chosen by a keyed hash of each row (the key stays in the ledger folder), the same from every source.")] = None,
+    holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (chosen by a keyed hash of each row, the key kept in the ledger folder; the same from every source); auto: the fraction and the ε split of `marg plan` for --plan-rows (--epsilon is then the site's total, tables + evaluation).")] = None,
     holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
-    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
+    plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto: the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
+    plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --holdout auto: the number of sites when --plan-rows gives one count.")] = None,
+    expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
     model_trust: Annotated[Optional[Path], typer.Option("--trust", help="With --evaluate: trust store of the learner's key (NAME.sign.pub files); the model's signature is verified against it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
+    evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
+    site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
     key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
@@ -166,6 +172,22 @@ def export_cmd(
         from marg.protocols.rounds import read_round
 
         round_id = read_round(round_, cb.fingerprint)
+    holdout_f, holdout_plan, plan_record = None, None, None
+    if holdout is not None and holdout.strip().lower() == "auto":
+        from .plan import parse_rows, resolve_plan
+
+        if epsilon is None or rho is not None:
+            raise InputError("--holdout auto splits a total ε between the tables and the evaluation: give --epsilon")
+        if plan_rows is None:
+            raise InputError("--holdout auto needs --plan-rows (the rows per site as stated publicly; the data's own count is private)")
+        holdout_plan = resolve_plan(parse_rows(plan_rows), plan_sites, epsilon, expected_error, cb.n_features, None, None, delta)
+        holdout_f, epsilon = holdout_plan["holdout"], holdout_plan["epsilon_tables"]
+        plan_record = {k: holdout_plan[k] for k in ("rows", "epsilon", "expected_error", "holdout", "epsilon_tables",
+                                                    "epsilon_evaluate", "expected_certificate", "rule")}
+    elif holdout is not None:
+        from .plan import parse_auto
+
+        holdout_f = parse_auto(holdout, "--holdout")
     prog = RowProgress(f"export {site}", quiet=json_out)
     with prog:
         if evaluate is None and (model_trust is not None or allow_unsigned):
@@ -177,10 +199,10 @@ def export_cmd(
 
             plan = plan_export(data, cb, site, out, recipient_name=recipient_name, stats=stats, pairs=pair_list,
                                epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-                               first_share=first_order_share, holdout=holdout, holdout_id=holdout_id, round_id=round_id,
+                               first_share=first_order_share, holdout=holdout_f, holdout_id=holdout_id, round_id=round_id,
                                min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
                                ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
-                               spark_master=spark_master, max_levels=max_levels)
+                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record)
             prog.done()
             if json_out:
                 emit_json(plan.to_dict())
@@ -189,6 +211,8 @@ def export_cmd(
                 err(line)
             for line in plan_lines(plan):
                 typer.echo(line)
+            if holdout_plan is not None:
+                typer.echo(_holdout_plan_line(holdout_plan))
             return
         if evaluate is not None:
             from marg.api import load_verified_model
@@ -197,7 +221,7 @@ def export_cmd(
             if no_ledger:
                 raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
             if holdout is not None or holdout_id is not None or pairs:
-                raise InputError("--evaluate releases a confusion matrix: --holdout, --holdout-id and --pairs do not apply")
+                raise InputError("--evaluate releases counts on held-out rows: --holdout, --holdout-id and --pairs do not apply")
             check_out(out, force)
             digest = model_digest(evaluate)  # the bytes verified are the bytes named in the release
             m, signer = load_verified_model(evaluate, schema, model_trust, allow_unsigned)
@@ -206,7 +230,8 @@ def export_cmd(
             res = evaluate_site(data, m, digest, site, out, epsilon=epsilon, rho=rho, delta=delta,
                                 mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
                                 recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
-                                signer=signer, engine=engine, spark_master=spark_master)
+                                signer=signer, engine=engine, spark_master=spark_master, content=evaluate_content,
+                                site_certificate=site_certificate)
             prog.done()
             split = res.bundle.header["evaluation"]["split"]
             if json_out:
@@ -214,17 +239,20 @@ def export_cmd(
                            "n_rows": res.n_rows, "training_bundles": list(split["bundles"]),
                            "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest()})
                 return
-            typer.echo(f"wrote {out}: site {site!r}, the confusion matrix of {evaluate.name} "
+            what = {"errors": "the error count", "classes": "the error counts by true class"}.get(evaluate_content,
+                                                                                                  "the confusion matrix")
+            typer.echo(f"wrote {out}: site {site!r}, {what} of {evaluate.name} "
                        f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
                        f"{len(split['bundles'])} training bundle(s) from this site, "
                        f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
             return
         res = export_site(
             data, cb, site, out, stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism or "gaussian", allocation=allocation,
-            first_share=first_order_share, holdout=holdout, holdout_id=holdout_id, round_id=round_id, min_cell=min_cell,
+            first_share=first_order_share, holdout=holdout_f, holdout_id=holdout_id, round_id=round_id, min_cell=min_cell,
             min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient, recipient_name=recipient_name,
             ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
             force=force, keep_copy=keep_copy, max_levels=max_levels,
+            holdout_plan=plan_record,
         )
         prog.done()
         d = res.bundle.describe()
@@ -250,6 +278,15 @@ def export_cmd(
             f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
             f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
         )
+        if holdout_plan is not None:
+            typer.echo(_holdout_plan_line(holdout_plan))
+
+
+def _holdout_plan_line(plan: dict) -> str:
+    """What ``--holdout auto`` chose, and what the site gives ``--evaluate`` later."""
+    return (f"holdout plan (recorded in the bundle): {plan['holdout']:.0%} of the rows held out, tables at "
+            f"ε = {plan['epsilon_tables']:.4g}; evaluate later with --evaluate MODEL --epsilon "
+            f"{plan['epsilon_evaluate']:.4g} (expected certificate {plan['expected_certificate']:.3f})")
 
 
 def plan_lines(plan) -> list[str]:

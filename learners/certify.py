@@ -92,6 +92,10 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
         return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
                            note=f"the tables as released give no confidence box ({exc}: the DP noise swamps the "
                                 f"counts); the certificate is the trivial 1")
+    bad = summary.released_invalid if summary.is_noisy else None
+    if bad:  # tiny sites under heavy noise: the tables as released sum to n ≤ 0
+        return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
+                           note=f"the noisy tables as released admit no interval ({bad}); the certificate is the trivial 1")
     umap = uncertainty_map(summary, structure)
     m = map_moments(summary, umap)
     cbox = confidence_box(m, umap.indicator_columns(), s=s, coverage=coverage)

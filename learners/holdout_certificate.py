@@ -1,83 +1,289 @@
-"""A certificate from held-out rows: an upper confidence bound on a model's error from released confusion matrices.
+"""A certificate from held-out rows: an exact upper confidence bound on an error rate from noisily released counts.
 
-The sites' evaluation releases (:mod:`marg.protocols.evaluation`) sum to N[ŷ, y] over the
-held-out rows of every site, each cell with its recorded noise. With e = Σ_{ŷ≠y} N (errors)
-and n = Σ N (held-out rows) as released, and α = 1 − coverage split three ways,
+**What is released.** Site s predicts its n_s held-out rows with the model's deterministic
+rule and releases (:mod:`marg.protocols.evaluation`) its error count and its count of
+correct predictions, each plus one independent noise draw of the same scale (a patient is
+one of the two, so the pair has L1 sensitivity 1 and costs what the error count alone
+would): Ẽ_s = E_s + Z_s, C̃_s = C_s + W_s. The held-out count is derived, ñ_s = Ẽ_s + C̃_s =
+n_s + Z_s + W_s: it is sensitive (it reveals the site's size), so it is never released
+exactly. Summed over the sites of a certificate, Ẽ = E + Z and ñ = n + Z_n, where Z (Z_n)
+is the sum of the noise draws in Ẽ (ñ), whose exact distribution on the integers is the
+convolution of the draws' pmfs (:func:`marg.marginals.noise_tails.lattice_pmf`: discrete
+Laplace or discrete Gaussian, as OpenDP added them). A confusion-table release
+(N[predicted, y], K² cells) and a class-wise release (N[y, outcome], 2K cells) give the same
+two sums with more draws in each.
 
-    e⁺ = ⌈e + q_e⌉,  n⁻ = ⌊n − q_n⌋,  bound = CP⁺(e⁺, n⁻; α/2),
+**The bound.** α = 1 − coverage; α_n = ``ROWS_SHARE``·α when ñ carries noise (else 0) and
+α_e = α − α_n:
 
-where q_e (q_n) is a half-width with P(|noise of e| > q) ≤ α/4 for the draws actually
-added to those K(K−1) (K²) cells (:func:`marg.marginals.noise_tails.halfwidth`: exact for
-the discrete mechanisms, never a normal approximation), and CP⁺ the exact one-sided
-Clopper–Pearson upper limit Beta⁻¹(1 − α/2; e⁺ + 1, n⁻ − e⁺). By the union bound, with
-probability ≥ coverage over the held-out sample **and** the noise, the model's error rate
-on the population the held-out rows were drawn from is at most the bound. The held-out rows
-never entered the tables the model was fitted on, so no uniform bound over models is needed:
-this is why it is far tighter than a worst case over the uncertainty set. It assumes what
-every certificate here assumes: the rows are a random sample of the population of interest.
+    q_n  = min{q ∈ ℤ : P(Z_n > q) ≤ α_n},            n⁻ = ⌊ñ⌋ − q_n,
+    F_p(e) = P(Binomial(n⁻, p) + Z ≤ e) = Σ_{k=0}^{n⁻} C(n⁻,k) p^k (1−p)^{n⁻−k} · P(Z ≤ e − k),
+    bound = sup{p ∈ [0, 1] : F_p(max(⌊Ẽ⌋, 0)) ≥ α_e}        (1 when n⁻ ≤ 0).
+
+Without noise it is the exact one-sided Clopper–Pearson limit Beta⁻¹(1 − α; E + 1, n − E).
+
+**Why it holds** (probability ≥ 1 − α over the held-out sample *and* the noise that the
+model's error rate p* on the population the rows were drawn from is ≤ bound). Given n, the
+rows are independent draws, so E ~ Binomial(n, p*) and Ẽ has cdf F⁽ⁿ⁾_{p*}. On the event
+A = {Z_n ≤ q_n}, of probability ≥ 1 − α_n, n⁻ ≤ n, and Binomial(n⁻, p) is stochastically
+smaller than Binomial(n, p), so F⁽ⁿ⁻⁾_p ≥ F⁽ⁿ⁾_p: p* excluded implies F⁽ⁿ⁾_{p*}(Ẽ) < α_e,
+an event of probability ≤ α_e (a random variable's own cdf at it is below α_e with
+probability ≤ α_e). The union bound gives ≤ α_n + α_e = α, whatever the dependence of Z and
+Z_n. F_p is decreasing in p, so the set of non-excluded p is an interval [0, bound],
+found by bisection. Raising Ẽ to 0 only enlarges the interval. The truncated pmf is used
+conservatively: P(Z ≤ z) is taken as its truncated value plus the mass left out, and
+P(Z_n > q) likewise. The noise of the **sum** enters once, exactly — not a half-width per
+cell and per total — which is what makes the bound informative on a few hundred rows.
+
+Pooled over sites whose error rates differ, E is a sum of binomials with the held-out-count
+weighted mean rate p̄; by Hoeffding's theorem (1956) such a sum is more concentrated than
+Binomial(n, p̄) in the tails the test uses, so the pooled bound covers p̄ (the simulation
+in ``tests/test_holdout_bound.py`` draws sites with different rates). The held-out rows
+never entered the tables the model was fitted on, so no uniform bound over models is needed. A **per-site** certificate is the same bound on one site's release
+(its own held-out population); a **class-wise** certificate bounds each class's error rate
+(the rate among rows of true class y) at α/K each, so all K hold together. Every bound
+assumes what every certificate here assumes: the rows are a random sample of the population
+of interest.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Sequence
 
 import numpy as np
 
 from marg.errors import InputError
-from marg.marginals.noise_tails import halfwidth
+from marg.marginals.noise_tails import NoisePart, lattice_pmf, merge
+
+ROWS_SHARE = 0.25  # share of α spent on the lower bound of the (noisy) held-out count
+_TAIL = 1e-4  # share of a level allowed as truncated noise mass (added back conservatively)
+LAYOUTS = ("errors", "classes", "confusion")
+
+
+@dataclass(frozen=True)
+class Released:
+    """Released error and held-out counts over some sites, with the noise draws in each.
+
+    Attributes
+    ----------
+    errors, rows : float
+        Ẽ and ñ as released (sums over sites).
+    noise_errors, noise_rows : tuple of (mechanism, scale, discrete, count)
+        The independent draws summed into Ẽ and into ñ (() when exact).
+    """
+
+    errors: float
+    rows: float
+    noise_errors: tuple = ()
+    noise_rows: tuple = ()
+
+    def __add__(self, other: "Released") -> "Released":
+        return Released(self.errors + other.errors, self.rows + other.rows,
+                        tuple(merge(self.noise_errors + other.noise_errors)),
+                        tuple(merge(self.noise_rows + other.noise_rows)))
+
+
+def released_counts(counts: np.ndarray, draws: Sequence[NoisePart], layout: str) -> tuple[Released, list[Released]]:
+    """One site's evaluation table read as (overall, per true class) released counts.
+
+    Parameters
+    ----------
+    counts : ndarray
+        ``errors``: N[outcome] (2,) = (correct, error); ``classes``: N[y, outcome] (K, 2);
+        ``confusion``: N[predicted, y] (K, K).
+    draws : sequence of (mechanism, scale, discrete, count)
+        The noise draws in ONE cell of the table (its record; () when exact).
+    layout : {"errors", "classes", "confusion"}
+
+    Returns
+    -------
+    overall : Released
+    by_class : list of Released
+        Per true class (empty for ``errors``).
+    """
+    N = np.asarray(counts, dtype=np.float64)
+    draws = tuple(draws)
+
+    def parts(k: int) -> tuple:
+        return tuple((m, b, d, c * k) for m, b, d, c in draws) if k else ()
+
+    if layout == "errors":
+        if N.shape != (2,):
+            raise InputError(f"an error-count release has 2 cells (correct, error), got shape {N.shape}")
+        return Released(float(N[1]), float(N.sum()), parts(1), parts(2)), []
+    if layout == "classes":
+        if N.ndim != 2 or N.shape[1] != 2:
+            raise InputError(f"a class-wise release has shape (K, 2), got {N.shape}")
+        K = N.shape[0]
+        per = [Released(float(N[y, 1]), float(N[y].sum()), parts(1), parts(2)) for y in range(K)]
+        return Released(float(N[:, 1].sum()), float(N.sum()), parts(K), parts(2 * K)), per
+    if layout == "confusion":
+        if N.ndim != 2 or N.shape[0] != N.shape[1]:
+            raise InputError(f"a confusion release is square (K, K), got shape {N.shape}")
+        K = N.shape[0]
+        off = ~np.eye(K, dtype=bool)
+        per = [Released(float(N[off[:, y], y].sum()), float(N[:, y].sum()), parts(K - 1), parts(K)) for y in range(K)]
+        return Released(float(N[off].sum()), float(N.sum()), parts(K * (K - 1)), parts(K * K)), per
+    raise InputError(f"unknown evaluation layout {layout!r} (expected one of {', '.join(LAYOUTS)})")
 
 
 @dataclass(frozen=True)
 class HoldoutBound:
-    """The bound and what it rests on (released sums, noise half-widths, coverage)."""
+    """The bound and what it rests on (released sums, the rows' lower bound, the levels)."""
 
     value: float
     errors: float
     rows: float
-    q_errors: float
-    q_rows: float
+    rows_low: int
     coverage: float
+    alpha_errors: float
+    alpha_rows: float
+    noise_sd: float = 0.0  # std of the noise in the released error count
+    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "errors": self.errors, "rows": self.rows, "q_errors": self.q_errors,
-                "q_rows": self.q_rows, "coverage": self.coverage}
+        return {"value": self.value, "errors": self.errors, "rows": self.rows, "rows_low": self.rows_low,
+                "coverage": self.coverage, "alpha_errors": self.alpha_errors, "alpha_rows": self.alpha_rows,
+                "noise_sd": self.noise_sd, **self.extra}
 
 
-def holdout_bound(summary: Any, predicted: str, coverage: float = 0.95) -> HoldoutBound:
-    """The bound of the module docstring from a Summary of evaluation releases.
+@lru_cache(maxsize=256)
+def _noise_cdf(parts: tuple, tail: float) -> tuple[np.ndarray, int, float]:
+    """cdf of the truncated pmf of a noise sum: (P(S ≤ lo + i), lo, lost mass)."""
+    pmf, lo, lost = lattice_pmf(list(parts), tail)
+    return np.cumsum(pmf), lo, lost
+
+
+def rows_quantile(parts: Sequence[NoisePart], alpha: float) -> int:
+    """The smallest integer q with P(S > q) ≤ ``alpha`` for the noise sum S of ``parts`` (0 if exact)."""
+    parts = tuple(p for p in merge(parts) if p[0] != "none" and p[1] > 0 and p[3] > 0)
+    if not parts:
+        return 0
+    tail = _TAIL * alpha
+    cdf, lo, lost = _noise_cdf(parts, tail)
+    above = 1.0 - cdf + lost  # ≥ P(S > lo + i): the truncated upper tail plus all lost mass
+    ok = np.flatnonzero(above <= alpha)
+    if not ok.size:  # pragma: no cover - the support reaches far beyond any level used here
+        raise InputError(f"noise quantile at level {alpha!r} is beyond the computed support")
+    return int(lo + ok[0])
+
+
+def _noise_sd(parts: Sequence[NoisePart]) -> float:
+    from marg.marginals.noise import gaussian_std, laplace_std
+
+    v = 0.0
+    for m, b, d, c in parts:
+        s = laplace_std(b, d) if m == "laplace" else gaussian_std(b, d)
+        v += c * s * s
+    return math.sqrt(v)
+
+
+def exact_bound(rel: Released, coverage: float = 0.95, rows_share: float = ROWS_SHARE) -> HoldoutBound:
+    """The bound of the module docstring on released counts ``rel`` at ``coverage``.
 
     Parameters
     ----------
-    summary : Summary
-        Over the evaluation codebook: the table N[``predicted``, y] summed over sites.
-    predicted : str
-        The name of the prediction attribute.
+    rel : Released
+        Ẽ, ñ and their noise draws (discrete mechanisms, as count releases are).
     coverage : float in (0, 1)
+    rows_share : float in (0, 1)
+        Share of α = 1 − coverage spent on the held-out count's lower bound when it is noisy.
+
+    Returns
+    -------
+    HoldoutBound
     """
-    from scipy.stats import beta
+    from scipy.stats import beta, binom
 
     if not 0.0 < coverage < 1.0:
         raise InputError(f"coverage must be in (0, 1), got {coverage!r}")
-    raw = summary.released()
-    lab = summary.codebook.label.name
-    N = raw.counts((predicted, lab))
-    K = N.shape[0]
-    off = ~np.eye(K, dtype=bool)
-    e, n = float(N[off].sum()), float(N.sum())
-    cell = raw.noise_draws((predicted, lab))  # draws in one cell of the released table
+    if not 0.0 < rows_share < 1.0:
+        raise InputError(f"rows_share must be in (0, 1), got {rows_share!r}")
     alpha = 1.0 - coverage
+    pe = tuple(p for p in merge(rel.noise_errors) if p[0] != "none" and p[1] > 0 and p[3] > 0)
+    pn = tuple(p for p in merge(rel.noise_rows) if p[0] != "none" and p[1] > 0 and p[3] > 0)
+    a_n = rows_share * alpha if pn else 0.0
+    a_e = alpha - a_n
+    n_low = int(math.floor(rel.rows + 1e-9)) - rows_quantile(pn, a_n) if pn else int(round(rel.rows))
+    e = max(0, int(math.floor(rel.errors + 1e-9)))
+    sd = _noise_sd(pe)
 
-    def parts(k: int) -> list:
-        return [(m, b, d, c * k) for m, b, d, c in cell]
+    def result(v: float) -> HoldoutBound:
+        return HoldoutBound(float(min(1.0, max(0.0, v))), rel.errors, rel.rows, n_low, coverage, a_e, a_n, sd)
 
-    q_e = halfwidth(parts(K * (K - 1)), alpha / 4.0)
-    q_n = halfwidth(parts(K * K), alpha / 4.0)
-    e_up = max(0.0, math.ceil(e + q_e - 1e-9))
-    n_low = math.floor(n - q_n + 1e-9)
-    if n_low <= 0 or e_up >= n_low:
-        value = 1.0
-    else:
-        value = float(beta.ppf(1.0 - alpha / 2.0, e_up + 1.0, n_low - e_up))
-    return HoldoutBound(min(1.0, value), e, n, q_e, q_n, coverage)
+    if n_low <= 0:
+        return result(1.0)
+    if not pe:  # the error count is exact: Clopper–Pearson at n⁻
+        return result(1.0 if e >= n_low else float(beta.ppf(1.0 - a_e, e + 1, n_low - e)))
+    cdf, lo, lost = _noise_cdf(pe, _TAIL * a_e)
+    top = min(1.0, float(cdf[-1]) + lost)  # ≥ P(Z ≤ z) for z above the support
+    k0 = max(0, e - (lo + cdf.size - 1))  # k < k0: e − k above the support
+    k1 = min(n_low, e - lo)  # k > k1: e − k below the support, P(Z ≤ e − k) ≤ lost
+    ks = np.arange(k0, k1 + 1)
+    G = np.minimum(1.0, cdf[e - ks - lo] + lost)
+
+    def F(p: float) -> float:
+        below = float(binom.cdf(k0 - 1, n_low, p)) * top if k0 > 0 else 0.0
+        above = float(binom.sf(k1, n_low, p)) * lost if k1 < n_low else 0.0
+        return below + float(np.dot(binom.pmf(ks, n_low, p), G)) + above
+
+    if F(1.0) >= a_e:
+        return result(1.0)
+    lo, hi = 0.0, 1.0  # F(lo) ≥ α_e > F(hi): F(0) = P(Z ≤ e) + lost ≥ 1/2 for e ≥ 0
+    while hi - lo > 1e-9:
+        mid = 0.5 * (lo + hi)
+        if F(mid) >= a_e:
+            lo = mid
+        else:
+            hi = mid
+    return result(hi)
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """The pooled bound, per-site bounds (sites that asked) and class-wise bounds (where released)."""
+
+    pooled: HoldoutBound
+    sites: dict[str, HoldoutBound]
+    classes: dict[str, HoldoutBound]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pooled": self.pooled.to_dict(), "sites": {s: b.to_dict() for s, b in self.sites.items()},
+                "classes": {c: b.to_dict() for c, b in self.classes.items()}}
+
+
+def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]], classes: Sequence[str],
+                         coverage: float = 0.95, per_site: Sequence[str] = ()) -> Certificates:
+    """The pooled certificate over every site, per-site certificates for ``per_site``, and
+    class-wise certificates (at α/K each, simultaneous) when every site released per-class counts.
+
+    Parameters
+    ----------
+    releases : sequence of (site, overall Released, per-class Released list)
+        One per site (:func:`released_counts`).
+    classes : sequence of str
+        The class names (K).
+    coverage : float in (0, 1)
+        Of each bound: the pooled one, each site's (its own population), the class-wise set.
+    per_site : sequence of str
+        The sites that asked for a certificate of their own.
+    """
+    if not releases:
+        raise InputError("no evaluation releases to certify from")
+    total = releases[0][1]
+    for _, r, _ in releases[1:]:
+        total = total + r
+    pooled = exact_bound(total, coverage)
+    sites = {s: exact_bound(r, coverage) for s, r, _ in releases if s in set(per_site)}
+    by_class: dict[str, HoldoutBound] = {}
+    if all(len(pc) == len(classes) for _, _, pc in releases) and len(classes) > 0:
+        level = 1.0 - (1.0 - coverage) / len(classes)
+        for y, name in enumerate(classes):
+            acc = releases[0][2][y]
+            for _, _, pc in releases[1:]:
+                acc = acc + pc[y]
+            by_class[name] = exact_bound(acc, level)
+    return Certificates(pooled, sites, by_class)

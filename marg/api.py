@@ -307,11 +307,13 @@ def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
 
 @dataclass
 class HoldoutResult:
-    """What :func:`certify_with_holdout` produced: the model with its new certificate and the bound's parts."""
+    """What :func:`certify_with_holdout` produced: the model with its new certificate, the pooled
+    bound, the per-site and class-wise bounds (:class:`marg.learners.holdout_certificate.Certificates`)."""
 
     model: Any
     bound: Any
     sites: list[str]
+    certificates: Any = None
 
 
 def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], coverage: float = 0.95,
@@ -323,35 +325,50 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
     file (its SHA-256) under its study codebook, one per site, of rows held out of every
     bundle the model learned from at that site (:func:`marg.protocols.evaluation.check_provenance`,
     refused otherwise); the bound is
-    :func:`marg.learners.holdout_certificate.holdout_bound` at ``coverage``.
+    :func:`marg.learners.holdout_certificate.holdout_certificates` at ``coverage``: the
+    pooled one becomes the model's certificate, per-site bounds (sites whose release asks
+    for one) and class-wise bounds (releases with per-class counts) go to ``model.info``.
     """
     from marg.learners.base import Certificate
-    from marg.learners.holdout_certificate import holdout_bound
+    from marg.learners.holdout_certificate import holdout_certificates, released_counts
     from marg.learners.model import Model
-    from marg.protocols.aggregate import summary_from_bundles
-    from marg.protocols.evaluation import PREDICTED, check_provenance, evaluation_codebook, model_digest
+    from marg.protocols.evaluation import check_provenance, model_digest, release_codebook
     from marg.protocols.load import load_verified_bundles
 
     model = Model.load(model_path)
     digest = model_digest(model_path)
     loaded = load_verified_bundles(list(bundles), trust=trust, allow_unsigned=allow_unsigned, key=key,
                                    passphrase_file=passphrase_file)
-    ecb = evaluation_codebook(model.codebook)
+    releases, asked, seen = [], [], set()
     for p, b in zip(bundles, loaded):
         ev = b.header.get("evaluation")
         if not isinstance(ev, dict):
             raise InputError(f"{p}: not an evaluation release (export it with marg export DATA --evaluate MODEL)")
         if ev.get("model") != digest:
             raise InputError(f"{p}: evaluates model {str(ev.get('model'))[:16]}…, not {Path(model_path).name} ({digest[:16]}…)")
-        if b.fingerprint != ecb.fingerprint:
+        content = str(ev.get("content", "confusion"))  # releases before the error-count content were confusion tables
+        if b.fingerprint != release_codebook(model.codebook, content).fingerprint:
             raise InputError(f"{p}: its evaluation codebook differs from this model's (another study or label)")
         check_provenance(b.header, b.site, model.info, str(p))
-    summary = summary_from_bundles(loaded, [str(p) for p in bundles])
-    bound = holdout_bound(summary, PREDICTED, coverage)
+        if b.site in seen:
+            raise InputError(f"{p}: a second evaluation release from site {b.site!r}")
+        seen.add(b.site)
+        tables = b.tables
+        if len(tables) != 1:
+            raise InputError(f"{p}: an evaluation release holds one table, found {len(tables)}")
+        t = tables[0]
+        overall, per_class = released_counts(t.counts, t.noise.draws(True), content)
+        releases.append((b.site, overall, per_class))
+        if ev.get("site_certificate"):
+            asked.append(b.site)
+    certs = holdout_certificates(releases, list(model.codebook.label.classes), coverage, per_site=asked)
+    bound = certs.pooled
     est = model.estimator
     est.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(model.codebook.label.classes))
-    sites = [s["site"] for s in summary.provenance.get("sites", [])]
-    privacy = {s["site"]: s.get("privacy") for s in summary.provenance.get("sites", [])}
+    sites = [s for s, _, _ in releases]
+    privacy = {b.site: b.header.get("privacy") for b in loaded}
     model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "sites": sites, "privacy": privacy,
+                                                        "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},
+                                                        "class_certificates": {c: v.to_dict() for c, v in certs.classes.items()},
                                                         "bundles": [b.digest() for b in loaded]}}
-    return HoldoutResult(model, bound, sites)
+    return HoldoutResult(model, bound, sites, certs)

@@ -73,18 +73,49 @@ def _lattice_pmf(mech: str, b: float, tail: float) -> tuple[np.ndarray, float]:
     return inner, max(0.0, 1.0 - float(inner.sum()))
 
 
-def _lattice_halfwidth(parts: list[NoisePart], alpha: float) -> float:
+def lattice_pmf(parts: Sequence[NoisePart], tail: float) -> tuple[np.ndarray, int, float]:
+    """The exact pmf of a sum of independent discrete draws, truncated.
+
+    Each draw's pmf is cut where its remaining two-sided tail mass is below
+    ``tail / (number of draws)`` and the pieces are convolved (FFT).
+
+    Parameters
+    ----------
+    parts : sequence of (mechanism, scale, discrete, count)
+        Discrete draws only (integer lattice).
+    tail : float in (0, 1)
+        Total probability mass allowed outside the returned support.
+
+    Returns
+    -------
+    pmf : ndarray (m,)
+        P(S = lo + i), i = 0..m−1 (clipped at 0; sums to 1 − lost up to rounding).
+    lo : int
+        The value of the first entry.
+    lost : float
+        Mass outside the support, ≤ ``tail``: for any set A,
+        pmf-mass(A) ≤ P(S ∈ A) ≤ pmf-mass(A) + lost.
+    """
     from scipy.signal import fftconvolve
 
-    draws = [(m, b) for m, b, _, c in parts for _ in range(c)]
-    tail = 1e-3 * alpha / len(draws)
+    draws = [(m, b) for m, b, d, c in merge(parts) if m != "none" and b > 0 for _ in range(c)]
+    if any(not d for m, b, d, c in parts if b > 0 and c > 0 and m != "none"):
+        raise InputError("lattice_pmf: continuous noise has no pmf on the integers")
+    if not draws:
+        return np.ones(1), 0, 0.0
+    per = tail / len(draws)
     pmf = np.ones(1)
     lost = 0.0
     for m, b in draws:
-        f, t = _lattice_pmf(m, b, tail)
+        f, t = _lattice_pmf(m, b, per)
         pmf = np.clip(fftconvolve(pmf, f), 0.0, None)
         lost += t
-    c = (pmf.size - 1) // 2  # index of 0
+    return pmf, -((pmf.size - 1) // 2), min(1.0, lost)
+
+
+def _lattice_halfwidth(parts: list[NoisePart], alpha: float) -> float:
+    pmf, lo, lost = lattice_pmf(parts, 1e-3 * alpha)
+    c = -lo  # index of 0
     both = pmf[c:].copy()
     both[1:] += pmf[:c][::-1]  # P(|S| = k), k = 0..
     outside = np.concatenate([np.cumsum(both[::-1])[::-1][1:], [0.0]])  # P(|S| > k)

@@ -314,14 +314,29 @@ class Summary:
         """The Summary of the tables as released (before post-processing; ``self`` if none).
 
         Their noise is exactly what each table's record describes, so intervals built from
-        it hold exactly (post-processing mixes tables of different noise)."""
+        it hold exactly (post-processing mixes tables of different noise). When the noise is
+        so large that the tables as released count n ≤ 0 rows (tiny sites, small ε) they are
+        no Summary: ``self`` stands in and :attr:`released_invalid` says so (the
+        certificate of :func:`marg.learners.certify.certify` is then the trivial 1)."""
         if self._raw is None:
             return self
         if "_released" not in self.__dict__:
-            child = Summary(self.codebook, self._raw, provenance=self.provenance,
-                            parent_fingerprint=self.parent_fingerprint, postprocess=False)
+            try:
+                child = Summary(self.codebook, self._raw, provenance=self.provenance,
+                                parent_fingerprint=self.parent_fingerprint, postprocess=False)
+            except InputError as exc:
+                if "row count must be positive" not in str(exc):
+                    raise
+                self.__dict__["released_invalid"] = str(exc)
+                child = self
             self.__dict__["_released"] = child
         return self.__dict__["_released"]
+
+    @property
+    def released_invalid(self) -> str | None:
+        """Why the tables as released are no Summary (n ≤ 0), or None."""
+        self.released()
+        return self.__dict__.get("released_invalid")
 
     def restrict(self, names: Sequence[str]) -> "Summary":
         """The summary over a subset of features (tables within the subset + label)."""

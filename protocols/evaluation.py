@@ -1,16 +1,25 @@
-"""A site's evaluation release: a model's confusion matrix on the site's held-out rows, protected, signed, ledgered.
+"""A site's evaluation release: what the holdout certificate needs about a model's errors on the site's held-out rows.
 
 ``marg export DATA --evaluate MODEL`` (:func:`evaluate_site`) is the second half of the
 holdout protocol of :mod:`marg.marginals.holdout`: the site verifies the model (signature,
 codebook), recomputes the split of the bundles the model learned from at this site
-(refusing if one of them held nothing out, or if the held-out rows changed), predicts the held-out rows
-with the model's deterministic rule and releases one count table N[predicted, y] — the
-confusion matrix, K×K cells, sensitivity 1 (a patient is one cell) — with the same
-mechanisms, budget check and ledger as any export. The bundle's codebook is the derived
-*evaluation codebook* (one feature ``predicted`` whose levels are the classes, the study's
-label); its header names the model's digest, the study's fingerprint and the training bundles
-whose held-out rows were evaluated, so the learner can check that every site evaluated the
-same model on rows it never learned from (:mod:`marg.learners.holdout_certificate`).
+(refusing if one of them held nothing out, or if the held-out rows changed), predicts the
+held-out rows with the model's deterministic rule and releases ONE count table, noised once,
+with the same mechanisms, budget check and ledger as any export. Its content (``content``):
+
+- ``errors`` (the default): N[outcome] = (correct, error), 2 cells — exactly what the
+  certificate needs: the error count and, derived as their sum, the held-out count;
+- ``classes``: N[truth, outcome], 2K cells — the same per true class, for class-wise bounds;
+- ``confusion``: N[predicted, y], the K×K confusion matrix.
+
+Each has sensitivity 1 (a patient is one cell), so the error count and the held-out count
+together cost what the error count alone would; the noise per cell does not grow with the
+cells, but the certificate sums more draws from the larger tables. The codebook is derived
+(:func:`release_codebook`); the header names the model's digest, the study's fingerprint,
+the content, whether the site asks for a certificate of its own (``site_certificate``) and
+the training bundles whose held-out rows were evaluated, so the learner checks that every
+site evaluated the same model on rows it never learned from
+(:mod:`marg.learners.holdout_certificate` has the bound).
 """
 
 from __future__ import annotations
@@ -26,7 +35,6 @@ from marg.errors import InputError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, iter_split, select, split_for_model
-from marg.marginals.noise import NoiseRecord
 from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
 from marg.marginals.tables import MarginalTable
 
@@ -34,6 +42,10 @@ from .bundle import Bundle
 from .export import ExportResult
 
 PREDICTED = "predicted"
+TRUTH = "truth"
+OUTCOME = "outcome"
+OUTCOMES = ("correct", "error")
+CONTENTS = ("errors", "classes", "confusion")
 
 
 def evaluation_codebook(study: Codebook) -> Codebook:
@@ -41,6 +53,37 @@ def evaluation_codebook(study: Codebook) -> Codebook:
     classes) and the study's label."""
     classes = tuple(study.label.classes)
     return Codebook(features=(CategoricalFeature(PREDICTED, classes),), label=Label(study.label.name, classes))
+
+
+def outcome_codebook(study: Codebook) -> Codebook:
+    """The derived codebook of an error-count release: feature ``truth`` (levels: the
+    classes) and label ``outcome`` (correct, error)."""
+    return Codebook(features=(CategoricalFeature(TRUTH, tuple(study.label.classes)),), label=Label(OUTCOME, OUTCOMES))
+
+
+def release_codebook(study: Codebook, content: str) -> Codebook:
+    """The codebook of an evaluation release of ``content`` (one of :data:`CONTENTS`)."""
+    if content not in CONTENTS:
+        raise InputError(f"unknown evaluation content {content!r} (expected one of {', '.join(CONTENTS)})")
+    return evaluation_codebook(study) if content == "confusion" else outcome_codebook(study)
+
+
+def release_table(conf: np.ndarray, study: Codebook, content: str) -> MarginalTable:
+    """The exact table of ``content`` from a confusion matrix ``conf`` (K, K) = N[predicted, y].
+
+    ``errors``: (correct, error) = (Σ_y N[y, y], Σ_{ŷ≠y} N[ŷ, y]); ``classes``: row y =
+    (N[y, y], Σ_{ŷ≠y} N[ŷ, y]); ``confusion``: ``conf`` itself.
+    """
+    conf = np.asarray(conf, dtype=np.int64)
+    right = np.diag(conf)
+    wrong = conf.sum(axis=0) - right
+    if content == "errors":
+        return MarginalTable(clique=(OUTCOME,), counts=np.array([right.sum(), wrong.sum()], dtype=np.int64))
+    if content == "classes":
+        return MarginalTable(clique=(TRUTH, OUTCOME), counts=np.stack([right, wrong], axis=1))
+    if content == "confusion":
+        return MarginalTable(clique=(PREDICTED, study.label.name), counts=conf)
+    raise InputError(f"unknown evaluation content {content!r} (expected one of {', '.join(CONTENTS)})")
 
 
 def model_digest(path: str | Path) -> str:
@@ -109,13 +152,19 @@ def evaluate_site(
     signer: str | None = None,
     engine: str | None = None,
     spark_master: str | None = None,
+    content: str = "errors",
+    site_certificate: bool = False,
+    plan: dict[str, Any] | None = None,
 ) -> ExportResult:
-    """Release ``model``'s confusion matrix on this site's held-out rows (see the module docstring).
+    """Release what the certificate needs about ``model`` on this site's held-out rows (module docstring).
 
     Privacy arguments as for :func:`marg.protocols.export.export_site`, but ``epsilon`` is
-    spent by the Laplace mechanism by default: for one table of K² cells its noise is far
-    below the Gaussian's at δ = 1e-6. The cost is checked against the dataset's budget
-    before any data is read and recorded in its ledger.
+    spent by the Laplace mechanism by default: for one small table its noise is far below
+    the Gaussian's at δ = 1e-6. The cost is checked against the dataset's budget before any
+    data is read and recorded in its ledger. ``content`` is one of :data:`CONTENTS`;
+    ``site_certificate`` asks the learner for this site's own certificate beside the pooled
+    one; ``plan`` (a JSON-safe dict, e.g. the ε split chosen by the planner) is recorded in
+    the header.
 
     The caller has verified the model (:func:`marg.api.load_verified_model`); ``signer``
     names who signed it (None: unsigned, allowed). The header's ``evaluation.split`` names
@@ -136,8 +185,11 @@ def evaluate_site(
     if epsilon is not None and mechanism == "gaussian":
         rho, epsilon = rho_for_epsilon(epsilon, delta), None
     dp = epsilon is not None or rho is not None
-    ecb = evaluation_codebook(model.codebook)
-    clique = (PREDICTED, ecb.label.name)
+    ecb = release_codebook(model.codebook, content)
+    if not dp and min_cell_policy != "refuse":
+        raise InputError(f"an evaluation release cannot suppress cells (--min-cell-policy {min_cell_policy}): the "
+                         f"certificate would count suppressed errors as none; use refuse or differential privacy")
+    clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, content).clique
     requested = plan_cost([clique], ecb, epsilon=epsilon, rho=rho, delta=delta) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key)
     if ledger_dir is None:
@@ -147,7 +199,7 @@ def evaluate_site(
 
     conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=engine,
                                           spark_master=spark_master)
-    tables = [MarginalTable(clique=clique, counts=conf, noise=NoiseRecord.exact())]
+    tables = [release_table(conf, model.codebook, content)]
     suppressed: list[Any] = []
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, delta=delta, codebook=ecb)
@@ -160,7 +212,9 @@ def evaluate_site(
         released_n = held
     extra = {"evaluation": {"model": model_file_digest, "study": model.codebook.fingerprint, "learner": model.learner,
                             "signer": signer, "split": {"bundles": list(ms.bundles), "fraction": ms.spec.fraction,
-                                                        "by": ms.spec.by}}}
+                                                        "by": ms.spec.by},
+                            "content": content, "site_certificate": bool(site_certificate),
+                            **({"plan": plan} if plan else {})}}
     bundle = Bundle.build(ecb, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None

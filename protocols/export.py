@@ -192,6 +192,7 @@ def export_site(
     force: bool = False,
     keep_copy: bool = True,
     max_levels: int = MAX_LEVELS,
+    holdout_plan: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
@@ -263,7 +264,7 @@ def export_site(
                           first_share=first_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
                           signing_key=signing_key, recipient=recipient, ledger_dir=ledger_dir, progress=progress,
                           engine=engine, spark_master=spark_master, site_home=site_home, package=package,
-                          max_levels=max_levels)
+                          max_levels=max_levels, holdout_plan=holdout_plan)
     final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
 
     # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
@@ -313,6 +314,7 @@ def prepare_release(
     package: Callable[[Bundle], bytes] | None = None,
     max_levels: int = MAX_LEVELS,
     create_key: bool = True,
+    holdout_plan: dict[str, Any] | None = None,
 ) -> Prepared:
     """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
     nothing is written. Parameters as for :func:`export_site`; ``create_key=False`` (a dry run) does
@@ -394,7 +396,7 @@ def prepare_release(
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
                              if not dp else None, "source": source}
     if spec is not None:
-        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by}
+        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": holdout_plan} if holdout_plan else {})}
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
     if suppressed:  # how many, per table — not where: positions would point at the rare cells

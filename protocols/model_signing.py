@@ -101,4 +101,5 @@ def describe_model_file(path: str | Path) -> dict[str, Any]:
         "signer": None if sig is None else sig.get("signer"),
         "key_id": None if sig is None else sig.get("key_id"),
         "bundles": [{"site": s.get("site"), "digest": s.get("digest")} for s in sites if isinstance(s, dict)],
+        **({"holdout_certificate": info["holdout_certificate"]} if isinstance(info.get("holdout_certificate"), dict) else {}),
     }

@@ -1,0 +1,119 @@
+"""``marg plan``: the holdout certificate a site can expect before it spends anything, and the plan that minimises it.
+
+The numbers come from :mod:`marg.learners.holdout_plan` (the bound of
+:mod:`marg.learners.holdout_certificate` at the expected released counts, with the noise
+scales of the release code); :func:`resolve_plan` is what ``marg export --holdout auto``
+uses, so the plan printed here is the plan an export would record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from marg.errors import InputError
+
+from .app import app
+from .common import JsonOpt, emit_json
+
+
+def parse_rows(text: str) -> list[int]:
+    """``"240"`` or ``"240,145,97"`` → row counts (one line error otherwise)."""
+    try:
+        rows = [int(t) for t in str(text).split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"--rows must be a row count or a comma-separated list of counts, got {text!r}") from None
+    if not rows or min(rows) <= 0:
+        raise InputError(f"--rows must be positive row counts, got {text!r}")
+    return rows
+
+
+def parse_auto(text: str | None, what: str) -> float | None:
+    """``"auto"`` → None; a number → float (one-line error otherwise)."""
+    if text is None or str(text).strip().lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{what} must be a number or auto, got {text!r}") from None
+
+
+def resolve_plan(rows: list[int], sites: Optional[int], epsilon: float, error: float, n_features: int,
+                 holdout: float | None, eval_epsilon: float | None, delta: float = 1e-6,
+                 coverage: float = 0.95) -> dict[str, Any]:
+    """The plan for total ε per site: the fraction and ε split (``auto``: chosen by
+    :func:`plan_holdout`; given ones are kept) and the expected certificate at them."""
+    from marg.learners.holdout_plan import expected_holdout_certificate, plan_holdout
+
+    rows = rows * sites if (sites and len(rows) == 1) else rows
+    if eval_epsilon is not None and not (0.0 < eval_epsilon < epsilon):
+        raise InputError(f"--evaluate-epsilon must be in (0, --epsilon = {epsilon:g}), got {eval_epsilon!r}")
+    if holdout is None or eval_epsilon is None:
+        auto = plan_holdout(rows, epsilon, error, None, n_features, delta, coverage,
+                            **({"fractions": (holdout,)} if holdout is not None else {}),
+                            **({"shares": (eval_epsilon / epsilon,)} if eval_epsilon is not None else {}))
+        f, e_eval, model_error, rule = auto.fraction, auto.epsilon_evaluate, auto.model_error, auto.rule
+    else:
+        f, e_eval, model_error, rule = holdout, eval_epsilon, error, "given"
+    exp = expected_holdout_certificate(rows, e_eval, model_error, None, f, "laplace", delta, coverage)
+    return {"rows": rows, "epsilon": epsilon, "expected_error": error, "holdout": f, "epsilon_tables": epsilon - e_eval,
+            "epsilon_evaluate": e_eval, "model_error": model_error, "expected_certificate": exp.value,
+            "coverage": coverage, "features": n_features, "rule": rule}
+
+
+@app.command("plan")
+def plan_cmd(
+    rows: Annotated[str, typer.Option("--rows", help="Rows per site as stated publicly: one count (with --sites) or one per site, 240,145,97.")],
+    epsilon: Annotated[float, typer.Option("--epsilon", help="Each site's total ε (training tables + evaluation).")],
+    sites: Annotated[Optional[int], typer.Option("--sites", help="Number of sites when --rows gives one count.")] = None,
+    error: Annotated[float, typer.Option("--error", help="The error rate the model is expected to reach.")] = 0.2,
+    holdout: Annotated[str, typer.Option("--holdout", help="Fraction of rows held out, or auto (the planner's choice).")] = "auto",
+    evaluate_epsilon: Annotated[str, typer.Option("--evaluate-epsilon", help="ε of the evaluation release, or auto (the planner's split).")] = "auto",
+    schema: Annotated[Optional[Path], typer.Option("--schema", help="The study codebook: its number of features enters the split rule.")] = None,
+    features: Annotated[Optional[int], typer.Option("--features", help="Number of features (instead of --schema).")] = None,
+    margin: Annotated[float, typer.Option("--margin", help="Informative: a certificate within this of the error.")] = 0.2,
+    coverage: Annotated[float, typer.Option(help="Coverage of the certificate.")] = 0.95,
+    json_out: JsonOpt = False,
+) -> None:
+    """The holdout certificate to expect at these rows and ε, and the rows or ε that would make it informative.
+
+    Spends nothing and reads no data: every input is what the sites declare.
+    """
+    from marg.learners.holdout_plan import needed_for
+
+    row_list = parse_rows(rows)
+    if sites is not None and len(row_list) not in (1, sites):
+        raise InputError(f"--rows gives {len(row_list)} counts for --sites {sites}")
+    if schema is not None:
+        from marg.marginals.codebook import Codebook
+
+        features = Codebook.load(schema).n_features
+    f_given, e_given = parse_auto(holdout, "--holdout"), parse_auto(evaluate_epsilon, "--evaluate-epsilon")
+    if features is None:
+        if f_given is None or e_given is None:
+            raise InputError("--holdout auto / --evaluate-epsilon auto weigh the training tables: give --schema or --features")
+        features = 1
+    plan = resolve_plan(row_list, sites, epsilon, error, features, f_given, e_given, coverage=coverage)
+    need = needed_for(plan["rows"], plan["epsilon_evaluate"], plan["model_error"], None, plan["holdout"], margin,
+                      coverage=coverage)
+    plan["needed"] = need
+    plan["informative"] = plan["expected_certificate"] <= need["target"]
+    if json_out:
+        emit_json(plan)
+        return
+    r = plan["rows"]
+    typer.echo(f"{len(r)} site(s) of {'/'.join(str(x) for x in r)} rows, ε = {epsilon:g} per site, expected error {error:g}")
+    typer.echo(f"  plan: hold out {plan['holdout']:.0%} of the rows (≈ {sum(r) * plan['holdout']:.0f} patients); "
+               f"tables ε = {plan['epsilon_tables']:.3g}, evaluation ε = {plan['epsilon_evaluate']:.3g}"
+               + ("" if plan["rule"] == "given" else " (chosen to minimise the expected certificate)"))
+    typer.echo(f"  expected holdout certificate: {plan['expected_certificate']:.3f} at {coverage:.0%} "
+               f"(model error taken as {plan['model_error']:.3f})")
+    tgt = need["target"]
+    verdict = "informative" if plan["informative"] else "not informative"
+    typer.echo(f"  {verdict} (≤ error + {margin:g} = {tgt:.3f} is the target); it would take:")
+    typer.echo("    rows per site: " + ("/".join(str(x) for x in need["rows"]) if need["rows"] else "more than 10^5 times these")
+               + " at this evaluation ε")
+    typer.echo("    evaluation ε per site: " + (f"{need['epsilon']:.3g}" if need["epsilon"] is not None else
+                                                "none suffices at these rows (even exact counts)") + " at these rows")
