@@ -319,7 +319,7 @@ def test_a_model_trained_on_the_holdout_bundle_certifies(attack):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["certificate"]["kind"] == "holdout" and d["rows"] > 300
-    assert d["worst_case_error"] == pytest.approx(beta.ppf(0.975, d["errors"] + 1, d["rows"] - d["errors"]), rel=1e-12)
+    assert d["worst_case_error"] == pytest.approx(beta.ppf(0.95, d["errors"] + 1, d["rows"] - d["errors"]), rel=1e-12)
 
 
 def test_evaluate_verifies_the_model_before_predicting(attack):

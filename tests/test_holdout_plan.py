@@ -102,7 +102,8 @@ def two_rounds(tmp_path_factory):
         ev = tmp / f"{name}.eval"
         extra = ["--site-certificate"] if name == SITES[0].name else []
         r = marg("export", f, "--schema", schema, "--site", name, "--out", ev, "--evaluate", model, "--epsilon",
-                 plan["epsilon_evaluate"], "--evaluate-content", "classes", "--ledger", tmp / f"{name}-led", *extra, cwd=tmp)
+                 plan["epsilon_evaluate"], "--evaluate-content", "classes", "--allow-unsigned", "--ledger", tmp / f"{name}-led", *extra,
+                 cwd=tmp)
         assert r.returncode == 0, r.stderr
         evals.append(ev)
     r = marg("certify", model, *evals, "--out", tmp / "cert.json", "--allow-unsigned", "--json", cwd=tmp)
