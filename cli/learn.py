@@ -30,6 +30,17 @@ ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust st
 ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
 
 
+HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.")]
+UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).")]
+
+
+def _history(path: Path | None, allow_unledgered: bool):
+    """The learner's history of site ledgers (:mod:`marg.protocols.history`)."""
+    from marg.protocols.history import History, default_history_path
+
+    return History(path if path is not None else default_history_path(), allow_unledgered=allow_unledgered)
+
+
 def _sign(out: Path, sign_key: Path | None, passphrase_file: Path | None) -> str:
     """Sign the model file ``out`` when a key is given; the words to print."""
     if sign_key is None:
@@ -112,6 +123,8 @@ def learn(
     sign_key: SignKeyOpt = None,
     sign_passphrase_file: SignPassOpt = None,
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
+    history: HistoryOpt = None,
+    allow_unledgered: UnledgeredOpt = False,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -141,7 +154,7 @@ def learn(
 
         rounds = [read_round(r) for r in round_]
     summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
-                           rounds=rounds)
+                           rounds=rounds, history=_history(history, allow_unledgered))
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")

@@ -7,28 +7,12 @@ file descriptor 1; these tests run the installed entry point and parse its whole
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-
-
-def marg_exe() -> str:
-    """The ``marg`` script installed beside this interpreter (the package must be installed)."""
-    exe = shutil.which("marg", path=str(Path(sys.executable).parent))
-    if exe is None:
-        pytest.fail(f"the marg console script is not installed beside {sys.executable}: run `pip install .` first")
-    return exe
-
-
-def marg(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "MARG_DEBUG"}
-    return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+from tests.helpers.console import marg
 
 
 @pytest.fixture(scope="module")
