@@ -35,7 +35,7 @@ def test_a_replayed_bundle_of_an_earlier_round_is_refused(tmp_path):
     old, new = tmp_path / "old.bundle", tmp_path / "new.bundle"
     for out, rnd in ((old, rounds[0]), (new, rounds[1])):
         r = run("export", tmp_path / "rows.csv", "--schema", schema, "--site", "north", "--out", out, "--min-cell", "1",
-                "--key", tmp_path / "keys" / "north.sign.key", "--round", rnd, "--no-ledger")
+                "--key", tmp_path / "keys" / "north.sign.key", "--round", rnd)
         assert r.exit_code == 0, r.output
     assert Bundle.from_bytes(new.read_bytes()).header["round"] == ids[1]
     ok = run("learn", new, "--learner", "mrc", "--out", tmp_path / "m.json", "--trust", trust, "--round", rounds[1])
@@ -46,7 +46,7 @@ def test_a_replayed_bundle_of_an_earlier_round_is_refused(tmp_path):
     # a bundle of no round is refused too when a round is required; the id alone works as well
     none = tmp_path / "none.bundle"
     assert run("export", tmp_path / "rows.csv", "--schema", schema, "--site", "north", "--out", none, "--min-cell", "1",
-               "--key", tmp_path / "keys" / "north.sign.key", "--no-ledger").exit_code == 0
+               "--key", tmp_path / "keys" / "north.sign.key").exit_code == 0
     r = run("learn", none, "--learner", "mrc", "--out", tmp_path / "x.json", "--trust", trust, "--round", ids[1])
     assert r.exit_code == 1 and "carries no round" in r.stderr
     # editing the round in a signed bundle breaks its signature
