@@ -29,6 +29,8 @@ and refuses a bundle that forks it, naming the fork in one line:
 * **unledgered**: a signed bundle with no position (``--no-ledger``, or an older marg) is
   recorded nowhere, so it is refused unless ``allow_unledgered``.
 
+A secure-aggregation sum (signed by the learner) is not tracked: the sites' uploads carry no
+position (each is recorded in its site's ledger; ``marg audit verify --bundles UPLOAD`` checks it).
 The same bundle read again is no fork (``marg learn`` on the same files twice). Only signed
 bundles are tracked: an unsigned bundle's position is unauthenticated (anyone could forge a
 "fork" against a site). The file is updated only when every bundle of the run is accepted.
@@ -118,6 +120,8 @@ class History:
         sig = bundle.signature
         if sig is None:
             return  # unauthenticated: nothing to hold the site to
+        if bundle.header.get("secagg") is not None:
+            return  # a secure sum, signed by the learner itself: each site's upload is in its own ledger
         pos = parse_position(bundle.header, source)
         name = f"site {bundle.site!r} (key {short_id(sig['key_id'])})"
         if pos is None:
