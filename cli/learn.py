@@ -57,15 +57,15 @@ def _sign(out: Path, sign_key: Path | None, passphrase_file: Path | None) -> str
 def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
     """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
     from marg import api
-    from marg.protocols.model_signing import verify_model_file
+    from marg.protocols.model_signing import read_verified_model
 
-    verify_model_file(model, trust, allow_unsigned)
+    data, _signer = read_verified_model(model, trust, allow_unsigned)  # read once: the bytes verified are the bytes used
     if schema is None and not allow_unsigned:
         from marg.errors import InputError
 
         raise InputError(f"{model}: give this site's codebook (--schema): a model fitted under another study's "
                          "codebook would predict silently wrong")
-    return api.load_model(model, schema)
+    return api.load_model(model, schema, data=data)
 
 
 

@@ -149,8 +149,11 @@ def export_cmd(
             raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
         if holdout is not None or pairs:
             raise InputError("--evaluate releases a confusion matrix: --holdout and --pairs do not apply")
-        m = load_model(evaluate, schema)
-        res = evaluate_site(data, m, model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
+        import hashlib
+
+        raw = evaluate.read_bytes() if evaluate.is_file() else None  # read once: the digest names the bytes used
+        m = load_model(evaluate, schema, data=raw)
+        res = evaluate_site(data, m, hashlib.sha256(raw).hexdigest() if raw is not None else model_digest(evaluate), site, out, epsilon=epsilon, rho=rho, delta=delta,
                             mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
                             recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog)
         prog.done()

@@ -379,12 +379,16 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
             f"guarantees no more than a coin; " + ", ".join(remedies))
 
 
-def load_model(path: str | Path, schema: str | Path | None = None) -> Any:
-    """A model file, checked against the site's codebook when ``schema`` is given."""
+def load_model(path: str | Path, schema: str | Path | None = None, data: bytes | None = None) -> Any:
+    """A model file, checked against the site's codebook when ``schema`` is given.
+
+    ``data``: the file's bytes as already read and verified
+    (:func:`marg.protocols.model_signing.read_verified_model`); the path is then not read again.
+    """
     from marg.learners.model import Model
     from marg.marginals.codebook import Codebook
 
-    m = Model.load(path)
+    m = Model.load(path) if data is None else Model.from_bytes(data, source=str(path))
     if schema is not None:
         m.check_codebook(Codebook.load(schema))
     return m

@@ -53,7 +53,7 @@ from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, TrustStore, key_id, load_sea
 from .keys import public_bytes, short_id, validate_site_name
 from .sealing import open_sealed, seal
 from .secagg import MaskedTables, check_layouts, decode_tables, mask_tables, pair_seed, recover_sum
-from .signing import b64, document_signed_by, sign_document, unb64
+from .signing import b64, check_role, document_signed_by, sign_document, unb64
 
 ROUND_FORMAT = "marg-secagg-round"
 UPLOAD_FORMAT = "marg-secagg-upload"
@@ -202,6 +202,7 @@ def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None, learner_p
         if found is None or found[0] != learner:
             raise RefusedError(f"{name} refused: issued by key {str(d.get('key_id'))[:16]!r} ({learner!r}), not a "
                                f"learner in trust store {trust.directory}")
+        check_role(trust, str(d.get("key_id")), learner, "learner", name)
         learner_pub = found[1]
     _check_signature(d, learner_pub, name)
     if fingerprint is not None and d.get("fingerprint") != fingerprint:

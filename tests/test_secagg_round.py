@@ -150,8 +150,10 @@ def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
     # a round signed by a learner the site does not trust
     other = K.generate_keys("learner", tmp_path / "other")
     forged = start_round(d, names, CB.fingerprint, K.load_signing_key(other.sign_key), "learner")
-    trust = K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()})
+    trust = K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "learner"})
     assert parse_round(doc, trust=trust).id == rnd.id
+    with pytest.raises(RefusedError, match="a site's key: a learner's signature is needed"):  # key roles (issue 25)
+        parse_round(doc, trust=K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "site"}))
     with pytest.raises(RefusedError, match="not a learner in trust store"):
         parse_round(forged, trust=trust)
     with pytest.raises(InputError, match="more than half"):
@@ -174,7 +176,8 @@ def test_two_rounds_get_different_ids(tmp_path):
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)
     for s in ("north", "south", "learner"):
-        assert runner.invoke(app, ["keys", "init", "--site", s, "--dir", str(tmp_path / "keys")]).exit_code == 0
+        assert runner.invoke(app, ["keys", "init", "--site", s, "--dir", str(tmp_path / "keys"), "--role",
+                                   "learner" if s == "learner" else "site"]).exit_code == 0
     for s in ("north", "south"):
         for kind in ("sign", "seal"):
             r = runner.invoke(app, ["keys", "trust", str(tmp_path / "keys" / f"{s}.{kind}.pub"), "--trust", str(tmp_path / "roster")])
@@ -204,7 +207,7 @@ def test_secure_round_through_the_cli(tmp_path):
     roster, site_trust = tmp_path / "roster", tmp_path / "site-trust"
     sites = ["north", "south", "city"]
     for s in sites + ["learner"]:
-        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys").exit_code == 0
+        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys", "--role", "learner" if s == "learner" else "site").exit_code == 0
     for s in sites:
         for kind in ("sign", "seal"):
             assert run("keys", "trust", tmp_path / "keys" / f"{s}.{kind}.pub", "--trust", roster).exit_code == 0
