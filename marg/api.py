@@ -419,12 +419,12 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(([id_column] if id_column else []) + [f"p_{c}" for c in model.classes] + ["predicted"]
                    + (["outside"] if flag_outside else []))
-        ids = iter_batches(data, [id_column]) if id_column else None
+        ids = _RowAligned(iter_batches(data, [id_column]), id_column, data) if id_column else None
         for enc in iter_encoded(data, model.codebook, with_label=False):
             proba = model.predict_proba(enc.X)
             pred = model.predict(enc.X)
             outside = model.outside(enc.X) if flag_outside else None
-            idv = next(ids)[id_column].to_pylist() if ids is not None else None
+            idv = ids.take(enc.n) if ids is not None else None
             for r in range(enc.n):
                 row = ([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]] + [model.classes[int(pred[r])]]
                 if outside is not None:
@@ -433,6 +433,24 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
             n += enc.n
             n_out += int(outside.sum()) if outside is not None else 0
     return n, n_out
+
+
+class _RowAligned:
+    """The id column's values handed out ``n`` rows at a time, whatever its own batches are
+    (a Parquet file's id column alone is read in batches of another size than the features)."""
+
+    def __init__(self, batches: Any, column: str, source: Any) -> None:
+        self.batches, self.column, self.source = batches, column, source
+        self.pending: list[Any] = []
+
+    def take(self, n: int) -> list[Any]:
+        while len(self.pending) < n:
+            try:
+                self.pending.extend(next(self.batches)[self.column].to_pylist())
+            except StopIteration:
+                raise InputError(f"{self.source}: the id column {self.column!r} has fewer rows than the data") from None
+        out, self.pending = self.pending[:n], self.pending[n:]
+        return out
 
 
 def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
