@@ -153,8 +153,15 @@ def learn(
         from marg.protocols.rounds import read_round
 
         rounds = [read_round(r) for r in round_]
+    seen: list = []
     summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
-                           rounds=rounds, history=_history(history, allow_unledgered))
+                           rounds=rounds, history=_history(history, allow_unledgered), observe=seen.append)
+    if not rounds:
+        from marg.protocols.rounds import round_warning
+
+        said = round_warning([b.header.get("round") for b in seen])
+        if said:
+            err(said)
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
@@ -291,13 +298,17 @@ def request_cmd(
 def round_cmd(
     schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
     out: OutOpt,
+    sign_key: Annotated[Path, typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key, role learner): sites check the round file's signature (marg export --round ROUND --trust).")],
+    sign_passphrase_file: SignPassOpt = None,
 ) -> None:
-    """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
-    so `marg learn --round` refuses replayed or stale bundles."""
+    """Start an aggregation round: a fresh id, signed by the learner, that sites sign into their bundles
+    (marg export --round), so `marg learn --round` refuses replayed or stale bundles."""
     from marg.marginals.codebook import Codebook
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
     from marg.protocols.rounds import new_round
 
-    rid = new_round(out, Codebook.load(schema).fingerprint)
+    pw = read_passphrase_file(sign_passphrase_file) if sign_passphrase_file else None
+    rid = new_round(out, Codebook.load(schema).fingerprint, load_signing_key(sign_key, pw))
     typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
 
 

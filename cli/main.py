@@ -92,6 +92,7 @@ def export_cmd(
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store holding the learner's key (role learner): the --round file's signature is checked against it.")] = None,
     holdout: Annotated[Optional[float], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (a data file and a ledger needed).")] = None,
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's confusion matrix on the rows held out by this site's --holdout export (for marg certify).")] = None,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
@@ -138,7 +139,7 @@ def export_cmd(
     if round_ is not None:
         from marg.protocols.rounds import read_round
 
-        round_id = read_round(round_, cb.fingerprint)
+        round_id = read_round(round_, cb.fingerprint, trust)
     prog = Progress(f"export {site}")
     if evaluate is not None:
         from marg.api import load_model
@@ -181,6 +182,9 @@ def export_cmd(
         f"wrote {out}: site {site!r}, {res.n_rows:,} rows, {d['n_statistics']} tables ({d['cells']:,} cells), "
         f"privacy: {_privacy_words(d['privacy'])}" + (f"; {', '.join(extras)}" if extras else "")
     )
+    if round_ is not None and trust is None:  # said after success: a refusal stays one line
+        err(f"warning: the round file's signature was not checked (give --trust with the learner's key): "
+            f"anyone could have written {round_}")
 
 
 def _privacy_words(p: dict | None) -> str:

@@ -19,7 +19,7 @@ from .aggregate import summary_from_files
 from .bundle import Bundle
 
 
-def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=None):
+def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=None, observe=None):
     """``open(path) -> Bundle``: open (if sealed), parse and verify one file (its round, and
     its ledger position against ``history``, a :class:`protocols.history.History`)."""
     from .keys import TrustStore, load_seal_key, read_passphrase_file
@@ -38,6 +38,8 @@ def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=No
             check_round(b.header.get("round"), rounds, str(p))
         if history is not None:
             history.check(b, str(p))
+        if observe is not None:
+            observe(b)
         return b
 
     return open_checked
@@ -75,6 +77,7 @@ def load_summary(
     progress: Callable[[int, int], None] | None = None,
     rounds: Sequence[str] | None = None,
     history: Any = None,
+    observe: Callable[[Bundle], None] | None = None,
 ) -> Summary:
     """Open, verify and sum the bundle files into one Summary, one bundle at a time
     (:func:`marg.protocols.aggregate.summary_from_files`: memory of one bundle, however many
@@ -82,10 +85,11 @@ def load_summary(
     ``rounds``, a bundle whose signed round id is not among them is refused
     (:mod:`marg.protocols.rounds`). With ``history`` (a :class:`protocols.history.History`),
     a bundle that forks its site's ledger as received before, or a signed bundle recorded in
-    no ledger, is refused; the history is saved once every bundle is accepted."""
+    no ledger, is refused; the history is saved once every bundle is accepted. ``observe(bundle)``
+    sees every accepted bundle (e.g. to report the rounds they answer)."""
     if not paths:
         raise InputError("give at least one bundle")
-    summary = summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds, history), progress)
+    summary = summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds, history, observe), progress)
     if history is not None:
         history.save()
     return summary
