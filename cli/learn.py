@@ -154,14 +154,13 @@ def learn(
 
         rounds = [read_round(r) for r in round_]
     seen: list = []
+    said = None
     summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=CountProgress("bundles verified and summed"),
                            rounds=rounds, history=_history(history, allow_unledgered), observe=seen.append)
     if not rounds:
         from marg.protocols.rounds import round_warning
 
         said = round_warning([b.header.get("round") for b in seen])
-        if said:
-            err(said)
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
@@ -177,6 +176,8 @@ def learn(
                     on_selected=selected)
     res.model.save(out)
     signed = _sign(out, sign_key, sign_passphrase_file)
+    if not rounds and said:  # after the fit: a refusal stays one line
+        err(said)
     rep = {**res.report, "signed": signed != "unsigned"}
     if json_out:
         emit_json(rep)
