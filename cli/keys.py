@@ -6,7 +6,6 @@ through :class:`marg.cli.app.MargTyper`.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -47,12 +46,13 @@ def init_cmd(
         Optional[Path], typer.Option("--passphrase-file", help="Encrypt the private keys with the passphrase in this file.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing keys of this site (old signatures stop verifying).")] = False,
+    role: Annotated[str, typer.Option("--role", help="site (signs bundles and ledger entries) or learner (signs models and secure rounds); written into the .sign.pub and checked by verifiers.")] = "site",
     json_out: JsonOpt = False,
 ) -> None:
     """Create SITE.sign.key/.sign.pub (Ed25519) and SITE.seal.key/.seal.pub (X25519) in --dir."""
     _heavy()
     pw = read_passphrase_file(passphrase_file) if passphrase_file is not None else None
-    kf = generate_keys(site, directory, passphrase=pw, overwrite=force)
+    kf = generate_keys(site, directory, passphrase=pw, overwrite=force, role=role)
     if json_out:
         emit_json(
             {
@@ -64,6 +64,7 @@ def init_cmd(
                 "sign_key_id": kf.sign_id,
                 "seal_key_id": kf.seal_id,
                 "encrypted": kf.encrypted,
+                "role": role,
             }
         )
         return
@@ -72,7 +73,7 @@ def init_cmd(
     typer.echo(f"wrote {kf.sign_pub}  public signing key: give it to the learner for its trust store")
     typer.echo(f"wrote {kf.seal_key}  private sealing key ({enc}, owner-only): opens bundles sealed to {site!r}")
     typer.echo(f"wrote {kf.seal_pub}  public sealing key: sites seal bundles to it with `marg export --to`")
-    typer.echo(f"signing key id {kf.sign_id}")
+    typer.echo(f"signing key id {kf.sign_id} (role {role})")
     typer.echo(f"sealing key id {kf.seal_id}")
     typer.echo("Confirm key ids with the other party over a second channel (phone, letter) before trusting them.")
 
@@ -103,6 +104,9 @@ def trust_cmd(
         Optional[str], typer.Option("--expect-id", help="Refuse unless the key id starts with this (as read out by the site).")
     ] = None,
     json_out: JsonOpt = False,
+    role: Annotated[
+        Optional[str], typer.Option("--role", help="Set the trusted copy's role: site or learner (default: the one the file declares).")
+    ] = None,
 ) -> None:
     """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster)."""
     _heavy()
@@ -121,19 +125,29 @@ def trust_cmd(
     kid = key_id(key)
     if expect_id is not None and (len(expect_id) < 8 or not kid.startswith(expect_id.lower())):
         raise RefusedError(f"key id {kid[:16]} of {key_file} does not match the expected {expect_id!r} (need >= 8 hex chars)")
+    from marg._util import atomic_write_bytes
+    from marg.protocols.keys import read_role, with_role
+
+    data = key_file.read_bytes()
+    if role is not None:
+        if sealing:
+            raise InputError("--role applies to signing keys (.sign.pub)")
+        data = with_role(data, role)
     trust.mkdir(parents=True, exist_ok=True)
     target = trust / f"{name}{suffix}"
     if target.exists():
         old = key_id(load(target))
-        if old == kid:
+        if old == kid and (sealing or read_role(target.read_bytes()) == read_role(data)):
             if json_out:
                 emit_json({"site": name, "key_id": kid, "path": str(target), "added": False})
                 return
             typer.echo(f"{target} already trusts this key ({kid[:16]})")
             return
-        raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}); remove {target} first")
-    shutil.copyfile(key_file, target)
+        if old != kid:
+            raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}); remove {target} first")
+    atomic_write_bytes(target, data, mode=0o644)
+    said = "" if sealing else f" as a {read_role(data) or 'key of no declared role (an older marg; accepted as a site)'}"
     if json_out:
-        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True})
+        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True, "role": None if sealing else read_role(data)})
         return
-    typer.echo(f"trusted site {name!r}: key id {kid} → {target}")
+    typer.echo(f"trusted {name!r}{said}: key id {kid} → {target}")

@@ -31,6 +31,17 @@ ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust st
 ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
 
 
+HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.")]
+UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).")]
+
+
+def _history(path: Path | None, allow_unledgered: bool):
+    """The learner's history of site ledgers (:mod:`marg.protocols.history`)."""
+    from marg.protocols.history import History, default_history_path
+
+    return History(path if path is not None else default_history_path(), allow_unledgered=allow_unledgered)
+
+
 def _signer(sign_key: Path | None, passphrase_file: Path | None, no_sign: bool) -> tuple[Any, str] | None:
     """The key that will sign the model, loaded before any work (a wrong passphrase fails first):
     ``--sign-key``, else the configured one (:func:`marg.protocols.keys.default_signing_key`);
@@ -67,15 +78,15 @@ def _sign(out: Path, signer: tuple[Any, str] | None, quiet: bool = False) -> str
 def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
     """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
     from marg import api
-    from marg.protocols.model_signing import verify_model_file
+    from marg.protocols.model_signing import read_verified_model
 
-    verify_model_file(model, trust, allow_unsigned)
+    data, _signer = read_verified_model(model, trust, allow_unsigned)  # read once: the bytes verified are the bytes used
     if schema is None and not allow_unsigned:
         from marg.errors import InputError
 
         raise InputError(f"{model}: give this site's codebook (--schema): a model fitted under another study's "
                          "codebook would predict silently wrong")
-    return api.load_model(model, schema)
+    return api.load_model(model, schema, data=data)
 
 
 
@@ -116,6 +127,8 @@ def learn(
     sign_passphrase_file: SignPassOpt = None,
     no_sign: NoSignOpt = False,
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
+    history: HistoryOpt = None,
+    allow_unledgered: UnledgeredOpt = False,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -144,8 +157,15 @@ def learn(
         from marg.protocols.rounds import read_round
 
         rounds = [read_round(r) for r in round_]
+    seen: list = []
+    said = None
     with CountProgress("bundles verified and summed", quiet=json_out) as prog:
-        summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=prog, rounds=rounds)
+        summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=prog, rounds=rounds,
+                               history=_history(history, allow_unledgered), observe=seen.append)
+    if not rounds:
+        from marg.protocols.rounds import round_warning
+
+        said = round_warning([b.header.get("round") for b in seen])
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
@@ -163,6 +183,8 @@ def learn(
         prog.finish()
     res.model.save(out)
     signed = _sign(out, signer)
+    if not rounds and said:  # after the fit: a refusal stays one line
+        err(said)
     rep = {**res.report, "signed": signed != "unsigned"}
     if rep.get("empty_vote") is not None:
         err(f"warning: the {res.model.learner} vote is empty: no rule reads a feature, so the model predicts "
@@ -300,14 +322,18 @@ def request_cmd(
 def round_cmd(
     schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
     out: OutOpt,
+    sign_key: Annotated[Path, typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key, role learner): sites check the round file's signature (marg export --round ROUND --trust).")],
+    sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Start an aggregation round: a fresh id that sites sign into their bundles (marg export --round),
-    so `marg learn --round` refuses replayed or stale bundles."""
+    """Start an aggregation round: a fresh id, signed by the learner, that sites sign into their bundles
+    (marg export --round), so `marg learn --round` refuses replayed or stale bundles."""
     from marg.marginals.codebook import Codebook
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
     from marg.protocols.rounds import new_round
 
-    rid = new_round(out, Codebook.load(schema).fingerprint)
+    pw = read_passphrase_file(sign_passphrase_file) if sign_passphrase_file else None
+    rid = new_round(out, Codebook.load(schema).fingerprint, load_signing_key(sign_key, pw))
     if json_out:
         emit_json({"round": rid, "out": str(out)})
         return

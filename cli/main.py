@@ -111,13 +111,13 @@ def export_cmd(
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store holding the learner's key (role learner): the signature of the --round file and of the --evaluate model is checked against it.")] = None,
     holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (chosen by a keyed hash of each row, the key kept in the ledger folder; the same from every source); auto: the fraction and the ε split of `marg plan` for --plan-rows (--epsilon is then the site's total, tables + evaluation).")] = None,
     holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
     plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto: the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
     plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --holdout auto: the number of sites when --plan-rows gives one count.")] = None,
     expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
-    model_trust: Annotated[Optional[Path], typer.Option("--trust", help="With --evaluate: trust store of the learner's key (NAME.sign.pub files); the model's signature is verified against it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
     evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
     site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
@@ -171,7 +171,7 @@ def export_cmd(
     if round_ is not None:
         from marg.protocols.rounds import read_round
 
-        round_id = read_round(round_, cb.fingerprint)
+        round_id = read_round(round_, cb.fingerprint, trust)
     holdout_f, holdout_plan, plan_record = None, None, None
     if holdout is not None and holdout.strip().lower() == "auto":
         from .plan import parse_rows, resolve_plan
@@ -190,8 +190,8 @@ def export_cmd(
         holdout_f = parse_auto(holdout, "--holdout")
     prog = RowProgress(f"export {site}", quiet=json_out)
     with prog:
-        if evaluate is None and (model_trust is not None or allow_unsigned):
-            raise InputError("--trust and --allow-unsigned verify the model of --evaluate MODEL; this export has none")
+        if evaluate is None and allow_unsigned:
+            raise InputError("--allow-unsigned accepts an unsigned model of --evaluate MODEL; this export has none")
         if dry_run:
             if evaluate is not None:
                 raise InputError("--dry-run shows a table release; for --evaluate see `marg inspect` of the written release")
@@ -216,17 +216,15 @@ def export_cmd(
             return
         if evaluate is not None:
             from marg.api import load_verified_model
-            from marg.protocols.evaluation import evaluate_site, model_digest
+            from marg.protocols.evaluation import evaluate_site
 
             if no_ledger:
                 raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
             if holdout is not None or holdout_id is not None or pairs:
                 raise InputError("--evaluate releases counts on held-out rows: --holdout, --holdout-id and --pairs do not apply")
             check_out(out, force)
-            digest = model_digest(evaluate)  # the bytes verified are the bytes named in the release
-            m, signer = load_verified_model(evaluate, schema, model_trust, allow_unsigned)
-            if model_digest(evaluate) != digest:
-                raise InputError(f"{evaluate}: the model file changed while it was being verified")
+            # read once: the bytes verified are the bytes used and named in the release
+            m, signer, digest = load_verified_model(evaluate, schema, trust, allow_unsigned)
             res = evaluate_site(data, m, digest, site, out, epsilon=epsilon, rho=rho, delta=delta,
                                 mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
                                 recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
@@ -280,6 +278,9 @@ def export_cmd(
         )
         if holdout_plan is not None:
             typer.echo(_holdout_plan_line(holdout_plan))
+        if round_ is not None and trust is None:  # said after success: a refusal stays one line
+            err(f"warning: the round file's signature was not checked (give --trust with the learner's key): "
+                f"anyone could have written {round_}")
 
 
 def _holdout_plan_line(plan: dict) -> str:

@@ -24,6 +24,7 @@ SealKeyOpt = Annotated[Path, typer.Option("--seal-key", help="The site's sealing
 TrustOpt = Annotated[Path, typer.Option("--trust", help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
 PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the private keys' passphrase.")]
 SiteOpt = Annotated[str, typer.Option("--site", help="This site's name.")]
+MembersOpt = Annotated[Path, typer.Option("--members", help="This site's own list of the study's sites: a folder of SITE.sign.pub (marg keys trust). A roster with fewer than the threshold of them is refused.")]
 
 
 def _pw(passphrase_file: Optional[Path]) -> Optional[bytes]:
@@ -42,11 +43,14 @@ def _learner_round(path: Path, key: Path, passphrase_file: Optional[Path]):
     return rnd, sk, name
 
 
-def _site_round(path: Path, trust: Path, fingerprint: str | None = None):
+def _site_round(path: Path, trust: Path, members: Path, site: str, fingerprint: str | None = None):
+    """The round, verified against the learners this site trusts and its own list of study members."""
     from marg.protocols.keys import TrustStore
-    from marg.protocols.secagg_round import ROUND_FORMAT, parse_round, read_doc
+    from marg.protocols.secagg_round import ROUND_FORMAT, check_roster, parse_round, read_doc
 
-    return parse_round(read_doc(path, ROUND_FORMAT), trust=TrustStore(trust), fingerprint=fingerprint, name=str(path))
+    rnd = parse_round(read_doc(path, ROUND_FORMAT), trust=TrustStore(trust), fingerprint=fingerprint, name=str(path))
+    check_roster(rnd, TrustStore(members), site, str(path))
+    return rnd
 
 
 def _site_keys(site: str, key: Optional[Path], seal_key: Path, passphrase_file: Optional[Path]):
@@ -105,6 +109,7 @@ def submit_cmd(
     round_file: RoundOpt,
     site: SiteOpt,
     trust: TrustOpt,
+    members: MembersOpt,
     seal_key: SealKeyOpt,
     out: OutOpt,
     key: SiteKeyOpt = None,
@@ -123,7 +128,7 @@ def submit_cmd(
     from marg.protocols.secagg_round import make_upload
 
     cb = Codebook.load(schema)
-    rnd = _site_round(round_file, trust, cb.fingerprint)
+    rnd = _site_round(round_file, trust, members, site, cb.fingerprint)
     sk, ck, cfg = _site_keys(site, key, seal_key, passphrase_file)
     if ledger is None:
         ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
@@ -172,22 +177,25 @@ def reveal_cmd(
     round_file: RoundOpt,
     site: SiteOpt,
     trust: TrustOpt,
+    members: MembersOpt,
     seal_key: SealKeyOpt,
     out: OutOpt,
     key: SiteKeyOpt = None,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (remembers that this round was answered).")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger that recorded its upload (default: the configured one, else ./marg-ledger); it remembers the reveal.")] = None,
     passphrase_file: PassOpt = None,
 ) -> None:
     """Site: reveal the shares that remove the survivors' self masks and the dropped sites' masks — once per round."""
     from marg.protocols.ledger import Ledger
-    from marg.protocols.secagg_round import REQUEST_FORMAT, make_reveal, read_doc, write_doc
+    from marg.protocols.secagg_round import REQUEST_FORMAT, make_reveal, read_doc, reveal_once, write_doc
+    from marg.protocols.site import resolve_export_ledger
 
-    rnd = _site_round(round_file, trust)
+    rnd = _site_round(round_file, trust, members, site)
     sk, ck, cfg = _site_keys(site, key, seal_key, passphrase_file)
     if ledger is None:
         ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+    ledger_dir, site_cfg = resolve_export_ledger(ledger, site, sk)  # a configured site: its own ledger only
     doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk)
-    marker = Ledger(ledger).mark_round(f"{rnd.id}-reveal")  # a second request for this round is refused
+    marker = reveal_once(Ledger(ledger_dir, site=site_cfg), rnd, site)  # once per round, in the upload's ledger
     try:
         write_doc(doc, out)
     except BaseException:

@@ -181,16 +181,23 @@ class Model:
     def load(cls, path: str | Path) -> "Model":
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except FileNotFoundError:
             raise InputError(f"model file not found: {p}") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise InputError(f"cannot read model {p}: {exc}") from None
+        return cls.from_bytes(data, source=str(p))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "model") -> "Model":
+        """A model from a model file's bytes (those a signature was verified over: read once)."""
         try:
-            d = json.loads(text)
+            d = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"cannot read model {source}: {exc}") from None
         except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: model file is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        return cls.from_dict(d, source=str(p))
+            raise InputError(f"{source}: model file is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(d, source=source)
 
 
 def _json_default(o: Any) -> Any:

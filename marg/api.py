@@ -234,25 +234,39 @@ def trivial_certificate_warning(model: Any, summary: Any) -> str | None:
             f"guarantees no more than a coin; " + ", ".join(remedies))
 
 
-def load_model(path: str | Path, schema: str | Path | None = None) -> Any:
-    """A model file, checked against the site's codebook when ``schema`` is given."""
+def load_model(path: str | Path, schema: str | Path | None = None, data: bytes | None = None) -> Any:
+    """A model file, checked against the site's codebook when ``schema`` is given.
+
+    ``data``: the file's bytes as already read and verified
+    (:func:`marg.protocols.model_signing.read_verified_model`); the path is then not read again.
+    """
     from marg.learners.model import Model
     from marg.marginals.codebook import Codebook
 
-    m = Model.load(path)
+    m = Model.load(path) if data is None else Model.from_bytes(data, source=str(path))
     if schema is not None:
         m.check_codebook(Codebook.load(schema))
     return m
 
 
 def load_verified_model(path: str | Path, schema: str | Path, trust: str | Path | None = None,
-                        allow_unsigned: bool = False) -> tuple[Any, str | None]:
+                        allow_unsigned: bool = False) -> tuple[Any, str | None, str]:
     """A model a site may run: its signature verified against ``trust`` (unsigned refused
-    unless ``allow_unsigned``), its codebook equal to the site's ``schema``; and the signer."""
-    from marg.protocols.model_signing import verify_model_file
+    unless ``allow_unsigned``), its codebook equal to the site's ``schema``.
 
-    signer = verify_model_file(path, trust, allow_unsigned)
-    return load_model(path, schema), signer
+    The file is read once (:func:`marg.protocols.model_signing.read_verified_model`): the bytes
+    verified are the bytes loaded and named.
+
+    Returns
+    -------
+    (model, the signer's name or None, SHA-256 of the bytes used)
+    """
+    import hashlib
+
+    from marg.protocols.model_signing import read_verified_model
+
+    data, signer = read_verified_model(path, trust, allow_unsigned)
+    return load_model(path, schema, data=data), signer, hashlib.sha256(data).hexdigest()
 
 
 def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str | None = None,
@@ -280,12 +294,12 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(([id_column] if id_column else []) + [f"p_{c}" for c in model.classes] + ["predicted"]
                    + (["outside"] if flag_outside else []))
-        ids = iter_batches(data, [id_column]) if id_column else None
+        ids = _RowAligned(iter_batches(data, [id_column]), id_column, data) if id_column else None
         for enc in iter_encoded(data, model.codebook, with_label=False):
             proba = model.predict_proba(enc.X)
             pred = model.predict(enc.X)
             outside = model.outside(enc.X) if flag_outside else None
-            idv = next(ids)[id_column].to_pylist() if ids is not None else None
+            idv = ids.take(enc.n) if ids is not None else None
             for r in range(enc.n):
                 row = ([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]] + [model.classes[int(pred[r])]]
                 if outside is not None:
@@ -294,6 +308,24 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
             n += enc.n
             n_out += int(outside.sum()) if outside is not None else 0
     return n, n_out
+
+
+class _RowAligned:
+    """The id column's values handed out ``n`` rows at a time, whatever its own batches are
+    (a Parquet file's id column alone is read in batches of another size than the features)."""
+
+    def __init__(self, batches: Any, column: str, source: Any) -> None:
+        self.batches, self.column, self.source = batches, column, source
+        self.pending: list[Any] = []
+
+    def take(self, n: int) -> list[Any]:
+        while len(self.pending) < n:
+            try:
+                self.pending.extend(next(self.batches)[self.column].to_pylist())
+            except StopIteration:
+                raise InputError(f"{self.source}: the id column {self.column!r} has fewer rows than the data") from None
+        out, self.pending = self.pending[:n], self.pending[n:]
+        return out
 
 
 def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
 
     keys_dir, trust_dir = workdir / "learner", workdir / "learner" / "trust"
     trust_dir.mkdir(parents=True)
-    learner_keys = generate_keys("learner", keys_dir)
+    learner_keys = generate_keys("learner", keys_dir, role="learner")
     site_keys = {}
     for site, f in files.items():
         kf = generate_keys(site, f["dir"] / "keys")

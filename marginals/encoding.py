@@ -177,8 +177,10 @@ def _first_row(index: np.ndarray, bad_values: np.ndarray) -> int | None:
 
 
 def _text(values: pa.Array) -> pa.Array:
-    """Distinct values as trimmed text, with the null slot appended."""
+    """Distinct values as trimmed text, with the null slot appended; an empty text is missing
+    (as an empty CSV cell is, whatever the file format or database)."""
     s = pc.utf8_trim_whitespace(as_text(values)).cast(pa.string())
+    s = pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s)
     return pa.concat_arrays([s, pa.nulls(1, pa.string())])
 
 

@@ -10,10 +10,15 @@ own type — for the encoder, which works on distinct values; :func:`iter_batche
 every column as plain text (categoricals and labels are compared as strings, so ``"01"``
 stays ``"01"``). In CSV the cells listed in ``NULL_VALUES`` are missing; in Parquet,
 nulls and NaN in float columns are.
+
+A malformed CSV row (too few or too many fields, an unterminated quote) is named by its line
+and the first missing column — never by its content, which Arrow's own message repeats
+(patient data, identifier included, would reach the terminal and the logs).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -81,12 +86,87 @@ def column_names(path: str | Path) -> list[str]:
                 ),
             )
             return list(reader.schema.names)
+    except UnicodeDecodeError:  # a header name that is not UTF-8
+        raise InputError(f"cannot read {path}: the header is not UTF-8 text ({_bad_name(path)}); save the file as "
+                         "UTF-8") from None
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"cannot read {path}: {_arrow_msg(exc)}") from None
+        raise InputError(csv_error(exc, path)) from None
+
+
+def _bad_name(path: Path) -> str:
+    """Which header name (1-based) is not UTF-8, for the message (the header only is read)."""
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            first = s.read(1 << 20).split(b"\n", 1)[0].rstrip(b"\r")
+    except (OSError, pa.ArrowException):
+        return "a column name"
+    for k, raw in enumerate(first.split(_delimiter(path).encode()), 1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"column {k}, byte {raw[exc.start:exc.start + 1]!r}"
+    return "a column name"
 
 
 def _arrow_msg(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+_FIELDS = re.compile(r"Expected (\d+) columns, got (\d+)")
+_ROW = re.compile(r"Row #(\d+)")
+
+
+def csv_error(exc: Exception, path: Path, names: list[str] | None = None) -> str:
+    """One line for a CSV parse error: the line and the column, never the row's values.
+
+    Arrow's message ends with the offending row's text; it is dropped. With threads Arrow
+    does not say which row, so the file is scanned again on one thread to find it.
+    """
+    text = str(exc)
+    if "CSV parse error" not in text:
+        return f"cannot read {path}: {_arrow_msg(exc)}"
+    row = _ROW.search(text)
+    if row is None:
+        row = _ROW.search(_single_thread_error(path))
+    where = f"line {row.group(1)}" if row else "a row"
+    m = _FIELDS.search(text)
+    if m is None:
+        return f"cannot read {path}: malformed CSV at {where} (its values are not shown)"
+    want, got = int(m.group(1)), int(m.group(2))
+    names = names or _header(path)
+    if got < want:
+        col = f" (first missing: column {names[got]!r})" if names and got < len(names) else ""
+        return (f"cannot read {path}: {where} has {got} of the header's {want} fields{col}: a short row or an "
+                "unterminated quote (its values are not shown)")
+    return (f"cannot read {path}: {where} has {got} fields, the header {want}: an extra delimiter or an unquoted "
+            "value (its values are not shown)")
+
+
+def _header(path: Path) -> list[str]:
+    """The header line's names, read with Python's csv module (no data row)."""
+    import csv
+
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            first = s.read(1 << 20).decode("utf-8", errors="replace").split("\n", 1)[0]
+        return next(csv.reader([first], delimiter=_delimiter(path)), [])
+    except (OSError, pa.ArrowException, csv.Error):
+        return []
+
+
+def _single_thread_error(path: Path) -> str:
+    import pyarrow.csv as pcsv
+
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            reader = pcsv.open_csv(s, read_options=pcsv.ReadOptions(use_threads=False),
+                                   parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
+                                   convert_options=pcsv.ConvertOptions(column_types={}, strings_can_be_null=True))
+            for _ in reader:
+                pass
+    except (OSError, pa.ArrowException) as exc:
+        return str(exc)
+    return ""
 
 
 def iter_typed_batches(
@@ -101,6 +181,11 @@ def iter_typed_batches(
     """
     path = Path(path)
     names = column_names(path)
+    twice = [c for c in dict.fromkeys(columns) if names.count(c) > 1]
+    if twice:
+        at = [k + 1 for k, n in enumerate(names) if n == twice[0]]
+        raise InputError(f"{path.name}: the header names column {twice[0]!r} {len(at)} times (columns "
+                         f"{', '.join(map(str, at))}): rename all but one")
     missing = [c for c in columns if c not in names]
     if missing:
         raise InputError(f"column {missing[0]!r} is absent from {path.name} (columns: {', '.join(names[:12])}{'…' if len(names) > 12 else ''})")
@@ -135,7 +220,7 @@ def iter_typed_batches(
             for batch in reader:
                 yield {c: batch.column(c) for c in columns}
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"cannot read {path}: {_arrow_msg(exc)}") from None
+        raise InputError(csv_error(exc, path, names)) from None
 
 
 def iter_batches(

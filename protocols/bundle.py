@@ -12,7 +12,9 @@ The header holds ``format`` ("marg-bundle"), ``version``, ``codebook_fingerprint
 ``created`` (UTF-8 ISO time), ``software``, ``n_rows`` (the site's row count, or null if it
 was not released exactly), ``statistics`` (one entry per table: ``name``, ``kind``,
 ``clique``, ``shape``, ``dtype``, ``offset``, ``nbytes``, ``noise``), ``payload_sha256``,
-``privacy`` (the export's total privacy cost), ``recipient`` and ``signature`` (null until
+``privacy`` (the export's total privacy cost), ``ledger`` (the site ledger position the release
+occupies: ``seq``, ``prev``, ``origin``, ``prev_bundle``, :mod:`protocols.history`; null when
+recorded nowhere), ``recipient`` and ``signature`` (null until
 signed; the signature covers :meth:`Bundle.signing_bytes`, the canonical bytes with the
 signature set to null). Serialisation is canonical, so ``to_bytes(from_bytes(b)) == b``.
 """
@@ -282,6 +284,7 @@ class Bundle:
             "privacy": self.header.get("privacy"),
             "recipient": self.header.get("recipient"),
             "source": self.header.get("source"),  # where the site counted (no credentials); None in older bundles
+            "ledger": self.header.get("ledger"),  # its signed ledger position (None: --no-ledger, or an older marg)
             "signed": sig is not None,
             "signer": (sig or {}).get("key_id"),
             "digest": self.digest(),

@@ -347,8 +347,10 @@ def prepare_release(
     requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
+    position = None
     if ledger is not None:
         ledger.check(requested, round_id)  # also refuses a missing, truncated, rolled-back or re-signed ledger
+        position = ledger.position()  # signed into the bundle: the learner detects a forked ledger
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
     spec = split = None
@@ -399,6 +401,7 @@ def prepare_release(
         extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": holdout_plan} if holdout_plan else {})}
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
+    extra["ledger"] = position  # null: recorded nowhere (--no-ledger); the learner refuses it by default
     if suppressed:  # how many, per table — not where: positions would point at the rare cells
         per: dict[str, int] = {}
         for c in suppressed:

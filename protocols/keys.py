@@ -17,6 +17,15 @@ A **trust store** (:class:`TrustStore`) is a directory of ``*.sign.pub`` files; 
 name of a key is the file name before ``.sign.pub``. The learner accepts a signed bundle
 only if its key id is in the trust store and belongs to the site the bundle claims.
 
+**Roles.** A signing key is a *site*'s (it signs bundles and ledger entries) or the
+*learner*'s (it signs models, secure-aggregation rounds and sums). :func:`generate_keys`
+writes the role as the first line of ``NAME.sign.pub`` (``marg-role: site`` or
+``marg-role: learner``, before the PEM block); a trust store reads it, and verification
+checks it (:func:`protocols.signing.trusted_signer`): a model signed by a site's key is
+refused even when that key is trusted (a roster holds site keys). A ``.sign.pub`` without
+the line (an older marg) has no role: it is accepted as a site's, never as the learner's;
+``marg keys trust PUB --trust DIR --role learner`` marks the copy in the verifier's store.
+
 Errors are one line: :class:`~marginals.errors.InputError` for a missing file, a file that
 is not a key, the wrong kind of key, or a missing passphrase;
 :class:`~marginals.errors.RefusedError` for a wrong passphrase or an attempt to overwrite
@@ -44,6 +53,34 @@ SIGN_KEY_SUFFIX = ".sign.key"
 SIGN_PUB_SUFFIX = ".sign.pub"
 SEAL_KEY_SUFFIX = ".seal.key"
 SEAL_PUB_SUFFIX = ".seal.pub"
+
+ROLES = ("site", "learner")
+ROLE_LINE = re.compile(rb"^marg-role: ([a-z]+)\r?\n")
+
+
+def role_line(role: str) -> bytes:
+    """The first line of a ``.sign.pub`` naming its key's role."""
+    if role not in ROLES:
+        raise InputError(f"unknown key role {role!r} (expected one of {', '.join(ROLES)})")
+    return f"marg-role: {role}\n".encode()
+
+
+def read_role(data: bytes, name: str = "public key") -> str | None:
+    """The role a ``.sign.pub`` file's bytes declare (None: no role line, an older marg)."""
+    m = ROLE_LINE.match(data)
+    if m is None:
+        return None
+    role = m.group(1).decode()
+    if role not in ROLES:
+        raise InputError(f"{name}: unknown key role {role!r} (expected one of {', '.join(ROLES)})")
+    return role
+
+
+def with_role(data: bytes, role: str) -> bytes:
+    """``.sign.pub`` bytes with their role line set to ``role``."""
+    m = ROLE_LINE.match(data)
+    return role_line(role) + (data[m.end():] if m else data)
+
 
 _SITE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -182,6 +219,7 @@ def generate_keys(
     directory: PathLike = ".",
     passphrase: bytes | None = None,
     overwrite: bool = False,
+    role: str = "site",
 ) -> KeyFiles:
     """Generate an Ed25519 signing pair and an X25519 sealing pair for ``site``.
 
@@ -201,12 +239,15 @@ def generate_keys(
     overwrite : bool, default False
         Without it, existing key files of ``site`` are never replaced
         (:class:`RefusedError`).
+    role : {"site", "learner"}
+        Written as the first line of ``SITE.sign.pub`` (see the module docstring).
 
     Returns
     -------
     KeyFiles
     """
     validate_site_name(site)
+    head = role_line(role)
     if passphrase is not None and not isinstance(passphrase, (bytes, bytearray)):
         raise InputError(f"passphrase must be bytes, got {type(passphrase).__name__}")
     d = Path(directory)
@@ -222,7 +263,7 @@ def generate_keys(
     seal = x25519.X25519PrivateKey.generate()
     pw = bytes(passphrase) if passphrase else None
     # public keys first: a crash half-way never leaves a private key without its public one
-    atomic_write_bytes(paths["sign_pub"], _public_pem(sign.public_key()), mode=0o644)
+    atomic_write_bytes(paths["sign_pub"], head + _public_pem(sign.public_key()), mode=0o644)
     atomic_write_bytes(paths["seal_pub"], _public_pem(seal.public_key()), mode=0o644)
     atomic_write_bytes(paths["sign_key"], _private_pem(sign, pw), mode=0o600)
     atomic_write_bytes(paths["seal_key"], _private_pem(seal, pw), mode=0o600)
@@ -381,6 +422,8 @@ class TrustStore:
     directory : Path
     keys : dict[str, tuple[str, Ed25519PublicKey]]
         key id -> (site, public key).
+    roles : dict[str, str or None]
+        key id -> the role its file declares ("site", "learner"; None: no role line).
     """
 
     def __init__(self, directory: PathLike) -> None:
@@ -389,10 +432,12 @@ class TrustStore:
             raise InputError(f"trust store {str(d)!r} is not a directory")
         self.directory = d
         self.keys: dict[str, tuple[str, ed25519.Ed25519PublicKey]] = {}
+        self.roles: dict[str, str | None] = {}
         for f in sorted(d.glob(f"*{SIGN_PUB_SUFFIX}")):
             site = f.name[: -len(SIGN_PUB_SUFFIX)]
             key = load_verify_key(f)
             kid = key_id(key)
+            self.roles[kid] = read_role(_read(f, "public key")[1], str(f))
             if kid in self.keys and self.keys[kid][0] != site:
                 raise InputError(
                     f"trust store {str(d)!r}: key {short_id(kid)} is listed for two sites, "
@@ -401,21 +446,29 @@ class TrustStore:
             self.keys[kid] = (site, key)
 
     @classmethod
-    def from_keys(cls, keys: dict[str, ed25519.Ed25519PublicKey]) -> "TrustStore":
-        """An in-memory trust store from ``{site: public key}`` (for tests and APIs)."""
+    def from_keys(cls, keys: dict[str, ed25519.Ed25519PublicKey], roles: dict[str, str] | None = None) -> "TrustStore":
+        """An in-memory trust store from ``{site: public key}`` (for tests and APIs); ``roles``:
+        ``{site: "site" | "learner"}`` (default none declared)."""
         self = cls.__new__(cls)
         self.directory = Path("<memory>")
         self.keys = {}
+        self.roles = {}
         for site, key in keys.items():
             validate_site_name(site)
             if not isinstance(key, ed25519.Ed25519PublicKey):
                 raise InputError(f"trust store key for site {site!r} is a {_kind_name(key)}, expected Ed25519 public")
             self.keys[key_id(key)] = (site, key)
+            role = (roles or {}).get(site)
+            self.roles[key_id(key)] = None if role is None else read_role(role_line(role))
         return self
 
     def lookup(self, kid: str) -> tuple[str, ed25519.Ed25519PublicKey] | None:
         """``(site, key)`` for a key id, or ``None`` if the key is not trusted."""
         return self.keys.get(kid)
+
+    def role(self, kid: str) -> str | None:
+        """The role a trusted key's file declares (None: none, or not trusted)."""
+        return self.roles.get(kid)
 
     def sites(self) -> dict[str, list[str]]:
         """site -> list of trusted key ids (a site may have rotated keys)."""

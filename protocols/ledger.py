@@ -291,6 +291,30 @@ class Ledger:
         """The cap in force (a signed ``cap`` entry of the chain), or None."""
         return self.state().cap
 
+    def position(self) -> dict[str, Any]:
+        """Where the next entry will stand, for the bundle's header (equivocation detection).
+
+        Returns
+        -------
+        dict
+            ``{"seq": n + 1, "prev": head after entry n, "origin": line hash of entry 1 (null
+            while the ledger is empty), "prev_bundle": the bundle digest entry n records (null
+            for a cap entry or an empty ledger)}``. The learner keeps these per signing key
+            (:mod:`protocols.history`): two bundles at one position, a position going back, or
+            a bundle whose ``prev_bundle``/``origin`` disagrees with what it received are forks.
+            :meth:`record` refuses the entry if the ledger moved since (a concurrent export).
+        """
+        with self._locked(create=False):
+            state, _end = self._load_state()
+            origin = prev_bundle = None
+            if state.n > 0:
+                with open(self.path, "rb") as fh:
+                    first = fh.readline().rstrip(b"\n")
+                    last = _line_ending_at(fh, state.size)
+                origin = line_hash(first)
+                prev_bundle = parse_entry(last, f"ledger {self.path} entry {state.n}").get("bundle")
+        return {"seq": state.n + 1, "prev": state.head, "origin": origin, "prev_bundle": prev_bundle}
+
     def check(self, cost: Any, round_id: str | None = None) -> None:
         """Refuse now (before any data is read) a release of ``cost`` the budget would refuse,
         or one for a round this site already answered."""
@@ -340,8 +364,12 @@ class Ledger:
             except OSError:
                 pass
 
-    def _write(self, entry: dict[str, Any], private_key: ed25519.Ed25519PrivateKey | None) -> dict[str, Any]:
-        """Under the lock: verify the state, check and append ``entry``, checkpoint it."""
+    def _write(self, entry: dict[str, Any], private_key: ed25519.Ed25519PrivateKey | None,
+               position: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Under the lock: verify the state, check and append ``entry``, checkpoint it.
+
+        ``position`` (:meth:`position`, signed into the bundle): refused unless the entry
+        lands exactly there."""
         if private_key is not None and not isinstance(private_key, ed25519.Ed25519PrivateKey):
             raise InputError(f"ledger entries are signed with an Ed25519 private key, got {type(private_key).__name__}")
         if self.public_key is not None and (private_key is None or key_id(private_key) != key_id(self.public_key)):
@@ -352,6 +380,9 @@ class Ledger:
             state, end = self._load_state(private_key, recording_cap=kind_of(entry) == "cap")
             if state.key_id is not None and private_key is None:
                 raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}; sign this entry too (--key)")
+            if position is not None and (position.get("seq") != state.n + 1 or position.get("prev") != state.head):
+                raise RefusedError(f"ledger {self.directory} moved during the export (the bundle states position "
+                                   f"{position.get('seq')}, the next entry is {state.n + 1}): nothing written; export again")
             entry.update(seq=state.n + 1, prev=state.head)
             if kind_of(entry) == "release":
                 entry["cumulative"] = (state.cumulative + PrivacyCost.from_dict(entry["cost"])).to_dict()
@@ -437,6 +468,7 @@ class Ledger:
         round: str | None = None,
         exact: Mapping[str, str] | None = None,
         suppressed: int = 0,
+        position: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Append one release entry; refuse it (writing nothing) if a rule forbids it.
 
@@ -456,6 +488,7 @@ class Ledger:
         round : the learner's round id answered (refused if already answered)
         exact : :func:`protocols.exact_releases.release_digests` of an exact release
         suppressed : cells suppressed by the min-cell rule
+        position : the bundle's stated ledger position (:meth:`position`): refused if the entry would land elsewhere
 
         Returns
         -------
@@ -489,7 +522,7 @@ class Ledger:
             "round": round or None, "exact": dict(exact) if exact else None,
             "suppressed": int(suppressed),
         }
-        return self._write(entry, private_key)
+        return self._write(entry, private_key, position)
 
     def set_cap(self, cap: Any, private_key: ed25519.Ed25519PrivateKey, site: str, time: str | None = None) -> dict[str, Any]:
         """Record the dataset's privacy cap as a signed ``cap`` entry (or lower it; never raise it).
@@ -540,6 +573,9 @@ class Ledger:
         ----------
         suppressed : the min-cell rule's suppressed cells (``SuppressedCell``: ``table``, ``cell``)
         round : the round id answered (default: the header's ``round``)
+
+        The bundle's ``ledger`` header field (its position, :meth:`position`), if any, must be
+        where the entry lands.
         """
         if cost is None:
             try:
@@ -558,6 +594,7 @@ class Ledger:
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,
             n_rows=bundle.header.get("n_rows"), private_key=private_key, source=bundle.header.get("source"),
             round=round if round is not None else bundle.header.get("round"), exact=exact, suppressed=len(suppressed),
+            position=bundle.header.get("ledger"),
         )
 
     def preview(self, bundle: Any, cost: Any, suppressed: Sequence[Any] = ()) -> LedgerState:

@@ -236,10 +236,14 @@ def _verify_bundles(report: LedgerReport, lines: Sequence[bytes], paths: Sequenc
         e = by_digest.get(digest)
         if e is None:
             report.bundles.append({"path": str(p), "seq": None, "ok": False})
-            report.fail(None, None, f"bundle {p} (sha256 {short_id(digest)}) has no ledger entry "
-                        "(released without record, or its entry was deleted)")
+            report.fail(None, None, f"bundle {p} (sha256 {short_id(digest)}) has no ledger entry: {_why_absent(data, lines)}")
             continue
         ok = True
+        pos = _position(data)
+        if pos is not None and (pos.get("seq") != e["seq"] or pos.get("prev") != e["prev"]):
+            ok = False
+            report.fail(None, e["seq"], f"bundle {p}: states ledger position {pos.get('seq')} after head "
+                        f"{short_id(str(pos.get('prev')))}, but is entry seq {e['seq']} after {short_id(e['prev'])} (a forked ledger)")
         if digest == e["bundle"]:
             try:
                 b = Bundle.from_bytes(data, source=str(p))
@@ -262,3 +266,39 @@ def _same_state(folded: LedgerState, cp: LedgerState) -> bool:
     if cp.spend is None:
         a.pop("spend"), b.pop("spend")
     return a == b
+
+
+def _position(data: bytes) -> dict[str, Any] | None:
+    """The ledger position a plain bundle states (None: sealed, unparsable or none)."""
+    from .bundle import Bundle
+
+    try:
+        pos = Bundle.from_bytes(data).header.get("ledger")
+    except InputError:
+        return None
+    return pos if isinstance(pos, dict) else None
+
+
+def _why_absent(data: bytes, lines: Sequence[bytes]) -> str:
+    """Why a bundle the learner received is not in this ledger, naming the fork when it says where it stood."""
+    from .bundle import Bundle
+
+    try:
+        header = Bundle.from_bytes(data).header
+    except InputError:
+        return "released without record, or its entry was deleted (sealed: its position is not readable here)"
+    pos = header.get("ledger")
+    if not isinstance(pos, dict):
+        return "it carries no ledger position (exported with --no-ledger, or by an older marg): recorded nowhere"
+    seq = pos.get("seq")
+    if isinstance(seq, int) and 1 <= seq <= len(lines):
+        try:
+            e = parse_entry(lines[seq - 1], f"line {seq}")
+        except InputError:
+            e = None
+        held = "a cap entry" if e is not None and e["bundle"] is None else \
+            (f"bundle {short_id(e['bundle'])}" if e is not None else "a malformed line")
+        return (f"it states ledger position {seq} after head {short_id(str(pos.get('prev')))}, where this ledger holds "
+                f"{held}: a forked (copied and restored, or rolled back) ledger")
+    return (f"it states ledger position {seq}, but this ledger has {len(lines)} entries: released from a copy of "
+            "the ledger that was discarded (rolled back) or from another ledger")

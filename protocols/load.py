@@ -10,7 +10,7 @@ store; any failure — an altered byte, an unknown signer, an unsigned bundle wi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from marg.errors import InputError
 from marg.marginals.summary import Summary
@@ -19,8 +19,9 @@ from .aggregate import summary_from_files
 from .bundle import Bundle
 
 
-def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None):
-    """``open(path) -> Bundle``: open (if sealed), parse and verify one file (and its round)."""
+def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=None, observe=None):
+    """``open(path) -> Bundle``: open (if sealed), parse and verify one file (its round, and
+    its ledger position against ``history``, a :class:`protocols.history.History`)."""
     from .keys import TrustStore, load_seal_key, read_passphrase_file
     from .signing import load_verified_bundle
 
@@ -29,13 +30,16 @@ def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None):
         pw = read_passphrase_file(passphrase_file) if passphrase_file else None
         seal_key = load_seal_key(key, pw)
     store = TrustStore(trust) if trust is not None else None
-    if not rounds:
-        return lambda p: load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key)
     from .rounds import check_round
 
     def open_checked(p):
         b = load_verified_bundle(p, store, allow_unsigned=allow_unsigned, seal_key=seal_key)
-        check_round(b.header.get("round"), rounds, str(p))
+        if rounds:
+            check_round(b.header.get("round"), rounds, str(p))
+        if history is not None:
+            history.check(b, str(p))
+        if observe is not None:
+            observe(b)
         return b
 
     return open_checked
@@ -72,12 +76,20 @@ def load_summary(
     passphrase_file: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     rounds: Sequence[str] | None = None,
+    history: Any = None,
+    observe: Callable[[Bundle], None] | None = None,
 ) -> Summary:
     """Open, verify and sum the bundle files into one Summary, one bundle at a time
     (:func:`marg.protocols.aggregate.summary_from_files`: memory of one bundle, however many
     sites); ``progress(k, total)`` after each file; provenance names the files. With
     ``rounds``, a bundle whose signed round id is not among them is refused
-    (:mod:`marg.protocols.rounds`)."""
+    (:mod:`marg.protocols.rounds`). With ``history`` (a :class:`protocols.history.History`),
+    a bundle that forks its site's ledger as received before, or a signed bundle recorded in
+    no ledger, is refused; the history is saved once every bundle is accepted. ``observe(bundle)``
+    sees every accepted bundle (e.g. to report the rounds they answer)."""
     if not paths:
         raise InputError("give at least one bundle")
-    return summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds), progress)
+    summary = summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds, history, observe), progress)
+    if history is not None:
+        history.save()
+    return summary

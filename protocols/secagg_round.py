@@ -19,11 +19,13 @@ Ed25519 (``key_id``, ``signature`` over the document with ``signature`` null):
 3. **Request** (learner, ``marg secagg collect``): the survivors ``U`` — the sites whose
    uploads verified (at least ``t``) — and, for each survivor, the envelopes addressed to it.
    Signed by the learner: the dropped sites are recorded.
+   Each site checks the roster against its own list of study members (:func:`check_roster`):
+   a roster with fewer than ``t`` sites it knows is refused (Sybil keys of the learner).
 4. **Reveal** (each surviving site, ``marg secagg reveal``): the site opens its envelopes,
    checks each dealer's signature, and reveals its shares of ``b_i`` for ``i ∈ U`` and of
    ``k_ij`` for ``i ∈ U, j ∉ U`` — never of both for one site. It reveals for one request
    per round only (a second request with another survivor set would let the learner collect
-   both kinds of shares).
+   both kinds of shares), remembered in the ledger that recorded its upload (:func:`reveal_once`).
 5. **Sum** (learner, ``marg secagg finish``): with ``t`` reveals it rebuilds those seeds,
    removes the self masks and the dangling pairwise masks and decodes the sum
    (:func:`finish`), which it writes as a bundle signed with its own key.
@@ -51,7 +53,7 @@ from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, TrustStore, key_id, load_sea
 from .keys import public_bytes, short_id, validate_site_name
 from .sealing import open_sealed, seal
 from .secagg import MaskedTables, check_layouts, decode_tables, mask_tables, pair_seed, recover_sum
-from .signing import b64, document_signed_by, sign_document, unb64
+from .signing import b64, check_role, document_signed_by, sign_document, unb64
 
 ROUND_FORMAT = "marg-secagg-round"
 UPLOAD_FORMAT = "marg-secagg-upload"
@@ -200,11 +202,47 @@ def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None, learner_p
         if found is None or found[0] != learner:
             raise RefusedError(f"{name} refused: issued by key {str(d.get('key_id'))[:16]!r} ({learner!r}), not a "
                                f"learner in trust store {trust.directory}")
+        check_role(trust, str(d.get("key_id")), learner, "learner", name)
         learner_pub = found[1]
     _check_signature(d, learner_pub, name)
     if fingerprint is not None and d.get("fingerprint") != fingerprint:
         raise InputError(f"{name}: the round is for codebook {str(d.get('fingerprint'))[:16]!r}…, not {fingerprint[:16]}…")
     return SecureRound(rid, str(d["fingerprint"]), t, tuple(members), learner, learner_pub, stats, pairs)
+
+
+def check_roster(rnd: SecureRound, members: TrustStore, site: str, name: str = "round") -> None:
+    """Refuse a roster with fewer than ``t`` sites this site knows as study members.
+
+    ``members`` is the site's own list of the study's sites (a folder of ``SITE.sign.pub``,
+    ``marg keys trust``); a roster member is known when that list holds its name with the
+    same key (the site itself always is). A learner that slips ``s`` keys of its own into the
+    roster (Sybils) holds their shares: with ``s ≥ t`` it rebuilds a site's self-mask seed,
+    computes its pairwise masks with the Sybils, and reads that site's exact table. With at
+    least ``t`` known sites, ``s ≤ n − t < t`` (``t > n/2``).
+    """
+    known, unknown = [], []
+    for m in rnd.members:
+        found = members.lookup(key_id(m.sign_pub))
+        (known if m.site == site or (found is not None and found[0] == m.site) else unknown).append(m.site)
+    if len(known) < rnd.threshold:
+        raise RefusedError(f"{name} refused: only {len(known)} of its {len(rnd.members)} sites are study members this "
+                           f"site knows ({members.directory}), below the threshold {rnd.threshold}; not known: "
+                           f"{', '.join(unknown)} (a roster padded with keys the learner holds unmasks this site)")
+
+
+def reveal_once(ledger: Any, rnd: SecureRound, site: str) -> Path:
+    """Mark round ``rnd`` revealed in the site's ledger (verified, the one its upload was recorded in); return the marker.
+
+    Refuses a ledger that does not record this site's upload for the round (``--ledger
+    elsewhere``: a fresh folder would forget an earlier reveal) and a second reveal (another
+    request, e.g. one marking another survivor set, would give the learner both kinds of shares
+    of one site and unmask it).
+    """
+    ledger.state()  # refuses a missing, truncated, rolled-back or re-signed ledger
+    if not any(e.get("round") == rnd.id and e.get("site") == site for e in ledger.entries()):
+        raise RefusedError(f"ledger {ledger.directory} records no upload of site {site!r} for round {rnd.id}: reveal "
+                           "with the ledger that recorded the submission")
+    return ledger.mark_round(f"{rnd.id}-reveal")
 
 
 # ---------------------------------------------------------------------------------------

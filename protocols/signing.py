@@ -147,9 +147,15 @@ def _trust(trust: Trust) -> TrustStore:
     return trust if isinstance(trust, TrustStore) else TrustStore(trust)
 
 
-def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str) -> tuple[str, ed25519.Ed25519PublicKey, bytes]:
+def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str,
+                   role: str = "site") -> tuple[str, ed25519.Ed25519PublicKey, bytes]:
     """(the trust store's name for the signing key, the key, the decoded signature) of a
-    well-formed signature record; a one-line RefusedError naming ``name`` otherwise."""
+    well-formed signature record; a one-line RefusedError naming ``name`` otherwise.
+
+    ``role``: what the document needs its signer to be (:mod:`protocols.keys`, Roles): a
+    ``"learner"`` document (model, round, secure sum) only under a key whose trust-store file
+    says ``learner``; a ``"site"`` one (bundle) under a key that says ``site`` or nothing.
+    """
     value = unb64(sig.get("value"), 64)
     if value is None:
         raise RefusedError(f"{name} refused: malformed signature value")
@@ -159,7 +165,21 @@ def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str) -> tuple
     entry = store.lookup(sig["key_id"])
     if entry is None:
         raise RefusedError(f"{name} refused: signed by unknown key {short_id(sig['key_id'])} (not in trust store {store.directory})")
+    check_role(store, sig["key_id"], entry[0], role, name)
     return entry[0], entry[1], value
+
+
+def check_role(store: TrustStore, kid: str, holder: str, role: str, name: str) -> None:
+    """Refuse (one line) a trusted key whose role is not ``role`` (see :func:`trusted_signer`)."""
+    have = store.role(kid)
+    if have == role or (have is None and role == "site"):
+        return
+    if have is None:
+        raise RefusedError(f"{name} refused: signed by {holder!r} (key {short_id(kid)}), whose trust-store file "
+                           f"{store.directory}/{holder}.sign.pub declares no role (an older marg); a {role}'s "
+                           f"signature is needed: mark it with marg keys trust PUB --trust DIR --role {role}")
+    raise RefusedError(f"{name} refused: signed by {holder!r} (key {short_id(kid)}), a {have}'s key: a {role}'s "
+                       "signature is needed")
 
 
 def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool = False, source: str | None = None) -> str:
@@ -206,7 +226,8 @@ def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool 
         or not isinstance(sig.get("site"), str)
     ):
         raise RefusedError(f"{name} refused: malformed signature record")
-    trusted_site, pub, value = trusted_signer(sig, trust_dir, name)
+    role = "learner" if bundle.header.get("secagg") is not None else "site"  # a secure sum is the learner's
+    trusted_site, pub, value = trusted_signer(sig, trust_dir, name, role)
     if not verify_bytes(bundle.signing_bytes(), value, pub):
         raise RefusedError(f"{name} refused: bad signature (bundle altered after signing, or signature forged)")
     if trusted_site != bundle.site or sig["site"] != bundle.site:

@@ -289,7 +289,9 @@ def test_a_site_answers_a_round_once(site):
     """A learner that sends the same round twice gets one answer: the second is refused before any
     data is read (for secure aggregation a second masked vector under one round would leak)."""
     s = site
-    r = run("round", "--schema", s["schema"], "--out", s["tmp"] / "round.json", home=s["home"])
+    assert run("keys", "init", "--site", "learner", "--dir", s["tmp"] / "lk", "--role", "learner", home=s["home"]).exit_code == 0
+    r = run("round", "--schema", s["schema"], "--out", s["tmp"] / "round.json", "--sign-key", s["tmp"] / "lk" / "learner.sign.key",
+            home=s["home"])
     assert r.exit_code == 0, r.output
     r = export(s, 1, "r1.bundle", "--round", s["tmp"] / "round.json")
     assert r.exit_code == 0, r.output

@@ -29,7 +29,7 @@ def signed(tmp_path_factory):
     assert run("export", tmp / "rows.csv", "--schema", schema, "--site", "north", "--out", b, "--min-cell", "1",
                "--no-ledger").exit_code == 0
     for who in ("learner", "mallory"):
-        assert run("keys", "init", "--site", who, "--dir", tmp / "keys").exit_code == 0
+        assert run("keys", "init", "--site", who, "--dir", tmp / "keys", "--role", "learner").exit_code == 0
     trust = tmp / "trust"
     trust.mkdir()
     (trust / "learner.sign.pub").write_bytes((tmp / "keys" / "learner.sign.pub").read_bytes())
@@ -153,3 +153,88 @@ def test_inspect_names_the_trust_stores_signer_not_the_claimed_one(signed, tmp_p
     assert "signed by 'learner'" in r.stdout and "signature verified" in r.stdout, r.stdout
     assert "signed by 'ethics-board'" not in r.stdout
     assert json.loads(run("inspect", relabeled, "--trust", trust, "--json").stdout)["verified_signer"] == "learner"
+
+
+def test_a_model_signed_by_a_site_key_is_refused(signed, tmp_path):
+    """Issue 25: keys have roles. The secure-aggregation workflow puts site keys in the trust store;
+    a model signed by one of them is refused (a site's key), and so is a key whose trust-store
+    file declares no role (an older marg) until the verifier marks it a learner's."""
+    tmp, model, trust = signed
+    assert run("keys", "init", "--site", "north", "--dir", tmp_path / "keys").exit_code == 0  # role site (default)
+    store = tmp_path / "trust"
+    for pub in (tmp / "keys" / "learner.sign.pub", tmp_path / "keys" / "north.sign.pub"):
+        assert run("keys", "trust", pub, "--trust", store).exit_code == 0
+    forged = tmp_path / "forged.json"
+    assert run("learn", tmp / "a.bundle", "--learner", "mrc", "--out", forged, "--allow-unsigned",
+               "--sign-key", tmp_path / "keys" / "north.sign.key").exit_code == 0
+    r = run("predict", forged, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", store, "--schema", tmp / "codebook.json")
+    assert r.exit_code == 1 and "signed by 'north'" in r.stderr and "a site's key: a learner's signature is needed" in r.stderr
+    assert r.stderr.count("\n") == 1 and not (tmp_path / "p.csv").exists()
+    ok = run("predict", model, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", store, "--schema", tmp / "codebook.json")
+    assert ok.exit_code == 0, ok.output
+    # a learner key without a role line (made by an older marg): refused for models, until marked
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    pem = (tmp / "keys" / "learner.sign.pub").read_bytes().split(b"\n", 1)[1]
+    assert pem.startswith(b"-----BEGIN PUBLIC KEY")
+    (legacy / "learner.sign.pub").write_bytes(pem)
+    r = run("predict", model, tmp / "test.csv", "--out", tmp_path / "q.csv", "--trust", legacy, "--schema", tmp / "codebook.json")
+    assert r.exit_code == 1 and "declares no role" in r.stderr and "--role learner" in r.stderr
+    (legacy / "learner.sign.pub").unlink()
+    (tmp_path / "old.sign.pub").write_bytes(pem)
+    assert run("keys", "trust", tmp_path / "old.sign.pub", "--site", "learner", "--trust", legacy, "--role", "learner").exit_code == 0
+    assert run("predict", model, tmp / "test.csv", "--out", tmp_path / "q.csv", "--trust", legacy,
+               "--schema", tmp / "codebook.json").exit_code == 0
+
+
+def test_the_model_file_swapped_after_verification_is_not_used(signed, tmp_path, monkeypatch):
+    """Issue 25: the model was read once to verify and again to load; swapping the file in between
+    gave flipped predictions. A hook swaps the file for a negated model right after the first read
+    of its path: the predictions are still the verified model's, byte for byte."""
+    import io
+    import pathlib
+
+    tmp, model, trust = signed
+    work = tmp_path / "model.json"
+    work.write_bytes(model.read_bytes())
+    args = ["--trust", trust, "--schema", tmp / "codebook.json"]
+    assert run("predict", work, tmp / "test.csv", "--out", tmp_path / "want.csv", *args).exit_code == 0
+    d = json.loads(model.read_text())
+    d["estimator"]["state"]["mu"] = [[-x for x in row] for row in d["estimator"]["state"]["mu"]]
+    negated = json.dumps(d).encode()
+    original = pathlib.Path.open
+    swapped = []
+
+    def open_then_swap(self, mode="r", *a, **k):
+        fh = original(self, mode, *a, **k)
+        if pathlib.Path(self) == work and "r" in mode and not swapped:  # the first read of the model's path
+            data = fh.read()
+            fh.close()
+            work.write_bytes(negated)  # every later read of the path sees the attacker's model
+            swapped.append(True)
+            return io.BytesIO(data) if "b" in mode else io.StringIO(data)
+        return fh
+
+    monkeypatch.setattr(pathlib.Path, "open", open_then_swap)
+    r = run("predict", work, tmp / "test.csv", "--out", tmp_path / "got.csv", *args)
+    assert swapped and r.exit_code == 0, r.output
+    assert (tmp_path / "got.csv").read_bytes() == (tmp_path / "want.csv").read_bytes()
+
+
+def test_a_signed_model_holding_nan_is_refused_not_an_internal_error(signed, tmp_path):
+    """Issue 25: NaN in a signed model was an internal error; NaN has no canonical JSON, so marg never
+    signed it: the file was altered (exit 1, one line). Signing such a file is a one-line error."""
+    from marg.errors import InputError
+    from marg.protocols.keys import load_signing_key
+    from marg.protocols.model_signing import sign_model_file
+
+    tmp, model, trust = signed
+    d = json.loads(model.read_text())
+    d["worst_case_error"] = float("nan")
+    bad = tmp_path / "nan.json"
+    bad.write_text(json.dumps(d))
+    assert "NaN" in bad.read_text()
+    r = run("predict", bad, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", trust, "--schema", tmp / "codebook.json")
+    assert r.exit_code == 1 and "non-finite number" in r.stderr and r.stderr.count("\n") == 1, r.output
+    with pytest.raises(InputError, match="non-finite number"):
+        sign_model_file(bad, load_signing_key(tmp / "keys" / "learner.sign.key"), "learner")

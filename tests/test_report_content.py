@@ -48,7 +48,7 @@ def genes(tmp_path_factory):
     (one feature per iteration), sign the model; returns (dir, model, trust, data)."""
     tmp = tmp_path_factory.mktemp("genes")
     schema, data = gene_study(tmp, n=150, p=120)
-    assert run("keys", "init", "--site", "learner", "--dir", tmp / "keys").exit_code == 0
+    assert run("keys", "init", "--site", "learner", "--dir", tmp / "keys", "--role", "learner").exit_code == 0
     trust = tmp / "trust"
     trust.mkdir()
     (trust / "learner.sign.pub").write_bytes((tmp / "keys" / "learner.sign.pub").read_bytes())

@@ -150,8 +150,10 @@ def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
     # a round signed by a learner the site does not trust
     other = K.generate_keys("learner", tmp_path / "other")
     forged = start_round(d, names, CB.fingerprint, K.load_signing_key(other.sign_key), "learner")
-    trust = K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()})
+    trust = K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "learner"})
     assert parse_round(doc, trust=trust).id == rnd.id
+    with pytest.raises(RefusedError, match="a site's key: a learner's signature is needed"):  # key roles (issue 25)
+        parse_round(doc, trust=K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "site"}))
     with pytest.raises(RefusedError, match="not a learner in trust store"):
         parse_round(forged, trust=trust)
     with pytest.raises(InputError, match="more than half"):
@@ -174,7 +176,8 @@ def test_two_rounds_get_different_ids(tmp_path):
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)
     for s in ("north", "south", "learner"):
-        assert runner.invoke(app, ["keys", "init", "--site", s, "--dir", str(tmp_path / "keys")]).exit_code == 0
+        assert runner.invoke(app, ["keys", "init", "--site", s, "--dir", str(tmp_path / "keys"), "--role",
+                                   "learner" if s == "learner" else "site"]).exit_code == 0
     for s in ("north", "south"):
         for kind in ("sign", "seal"):
             r = runner.invoke(app, ["keys", "trust", str(tmp_path / "keys" / f"{s}.{kind}.pub"), "--trust", str(tmp_path / "roster")])
@@ -204,12 +207,15 @@ def test_secure_round_through_the_cli(tmp_path):
     roster, site_trust = tmp_path / "roster", tmp_path / "site-trust"
     sites = ["north", "south", "city"]
     for s in sites + ["learner"]:
-        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys").exit_code == 0
+        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys", "--role", "learner" if s == "learner" else "site").exit_code == 0
     for s in sites:
         for kind in ("sign", "seal"):
             assert run("keys", "trust", tmp_path / "keys" / f"{s}.{kind}.pub", "--trust", roster).exit_code == 0
     assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", site_trust).exit_code == 0
     assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", roster).exit_code == 0
+    members = tmp_path / "members"  # each site's own list of the study's sites
+    for s in sites:
+        assert run("keys", "trust", tmp_path / "keys" / f"{s}.sign.pub", "--trust", members).exit_code == 0
     r = run("secagg", "start", "--schema", schema, "--roster", roster, "--key", tmp_path / "keys" / "learner.sign.key",
             "--out", tmp_path / "round.json")
     assert r.exit_code == 0, r.output
@@ -217,7 +223,7 @@ def test_secure_round_through_the_cli(tmp_path):
 
     def submit(s, *extra, out=None):
         return run("secagg", "submit", tmp_path / f"{s}.csv", "--schema", schema, "--round", tmp_path / "round.json",
-                   "--site", s, "--trust", site_trust, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
+                   "--site", s, "--trust", site_trust, "--members", members, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
                    "--key", tmp_path / "keys" / f"{s}.sign.key", "--ledger", tmp_path / f"{s}-ledger",
                    "--out", out or tmp_path / f"{s}.upload", *extra)
 
@@ -254,7 +260,7 @@ def test_secure_round_through_the_cli(tmp_path):
     reveals = []
     for s in sites[:2]:
         r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", s,
-                "--trust", site_trust, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
+                "--trust", site_trust, "--members", members, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
                 "--key", tmp_path / "keys" / f"{s}.sign.key", "--ledger", tmp_path / f"{s}-ledger",
                 "--out", tmp_path / f"{s}.reveal")
         assert r.exit_code == 0, r.output
@@ -262,12 +268,15 @@ def test_secure_round_through_the_cli(tmp_path):
     # the same site asked again (e.g. with another survivor set): refused in one line, nothing written
     before = folder_bytes(tmp_path / "north-ledger")
     assert (tmp_path / "north.reveal").exists() and not (tmp_path / "north-again.reveal").exists()
-    r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "north",
-            "--trust", site_trust, "--seal-key", tmp_path / "keys" / "north.seal.key",
-            "--key", tmp_path / "keys" / "north.sign.key", "--ledger", tmp_path / "north-ledger",
-            "--out", tmp_path / "north-again.reveal")
-    one_line_refusal(r, "already answered")
-    assert not (tmp_path / "north-again.reveal").exists()
+    def reveal_again(ledger):
+        return run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "north",
+                   "--trust", site_trust, "--members", members, "--seal-key", tmp_path / "keys" / "north.seal.key",
+                   "--key", tmp_path / "keys" / "north.sign.key", "--ledger", ledger, "--out", tmp_path / "north-again.reveal")
+
+    one_line_refusal(reveal_again(tmp_path / "north-ledger"), "already answered")
+    # the attack of issue 25: the second reveal pointed at a fresh ledger folder, which forgets the first
+    one_line_refusal(reveal_again(tmp_path / "elsewhere"), "records no upload of site 'north'")
+    assert not (tmp_path / "north-again.reveal").exists() and not (tmp_path / "elsewhere").exists()
     assert folder_bytes(tmp_path / "north-ledger") == before
     r = run("secagg", "finish", *ups, "--round", tmp_path / "round.json", "--request", tmp_path / "request.json",
             *reveals, "--schema", schema, "--key", tmp_path / "keys" / "learner.sign.key", "--out", tmp_path / "sum.bundle")
@@ -301,3 +310,35 @@ def test_secure_round_through_the_cli(tmp_path):
         assert r.exit_code == 0, r.output
     r = run("learn", tmp_path / "sum.bundle", "--learner", "mrc", "--trust", roster, "--out", tmp_path / "m.json", "--json")
     assert r.exit_code == 0, r.output
+
+
+def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
+    """Issue 25: the learner puts a key of its own (site01) beside site00 in a two-site roster: with
+    site00's reveal and its own it reads site00's exact table. site00 checks the roster against its own
+    list of study members and refuses it; a roster holding the threshold of known sites passes."""
+    from marg.protocols.secagg_round import check_roster
+
+    d, names, keys, tables = ten
+    doc = start_round(d, ["site00", "site01"], CB.fingerprint, keys["learner"][0], "learner")
+    rnd = parse_round(doc, learner_pub=keys["learner"][0].public_key())
+    ups = _uploads(ten, rnd, ["site00", "site01"])
+    req = make_request(rnd, list(ups.values()), keys["learner"][0])
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in ("site00", "site01")]
+    out, _ = finish(rnd, list(ups.values()), req, reveals)
+    for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):  # the attack: sum minus the Sybil's own
+        if got.kind == "counts":
+            assert np.array_equal(got.counts - sybil.counts, victim.counts)
+    members = tmp_path / "members"  # site00's own list of the study: site00, site02, site03
+    members.mkdir()
+    for s in ("site00", "site02", "site03"):
+        (members / f"{s}.sign.pub").write_bytes((d / f"{s}.sign.pub").read_bytes())
+    store = K.TrustStore(members)
+    with pytest.raises(RefusedError, match=r"only 1 of its 2 sites are study members .* threshold 2; not known: site01"):
+        check_roster(rnd, store, "site00")
+    ok = parse_round(start_round(d, ["site00", "site01", "site02"], CB.fingerprint, keys["learner"][0], "learner"),
+                     learner_pub=keys["learner"][0].public_key())
+    check_roster(ok, store, "site00")  # known: site00, site02 = the threshold 2; the one Sybil holds 1 share
+    # a known name with another key is not known
+    (members / "site01.sign.pub").write_bytes((d / "site04.sign.pub").read_bytes())
+    with pytest.raises(RefusedError, match="not known: site01"):
+        check_roster(rnd, K.TrustStore(members), "site00")

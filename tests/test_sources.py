@@ -580,3 +580,52 @@ def test_evaluate_from_duckdb_counts_the_files_held_out_rows(tmp_path, data):
         got.append((b.header["n_rows"], next(iter(counts.values()))))
     (n0, a), (n1, b) = got
     assert n0 == n1 == int(a.sum()) and 0.25 * N < n0 < 0.35 * N and np.array_equal(a, b)
+
+
+# ------------------------------------------------------- a query= that escapes its subquery (issue 25)
+def test_duckdb_stacked_query_refused(tmp_path):
+    """``SELECT … ) AS src; COPY visits TO 'leak.csv'; SELECT * FROM (SELECT 1`` wrote every patient row to a
+    file while marg printed a syntax error: one SELECT only, checked by DuckDB's parser; nothing written."""
+    duckdb_db(tmp_path / "site.db", make_table(n=50))
+    leak = tmp_path / "leak.csv"
+    for q in (f"SELECT * FROM visits) AS src; COPY visits TO '{leak}'; SELECT * FROM (SELECT * FROM visits",
+              f"COPY visits TO '{leak}'", "SELECT 1; SELECT 2"):
+        r, out = marg_export(tmp_path, f"duckdb://{tmp_path}/site.db?query={q}")
+        assert r.exit_code == 2, r.output
+        assert "one SELECT" in r.output or "does not parse" in r.output, r.output
+        assert not leak.exists() and not out.exists()
+
+
+def test_duckdb_query_cannot_read_other_files(tmp_path):
+    """A single SELECT reading another file (read_csv of the site's other data) is refused: external access is off."""
+    duckdb_db(tmp_path / "site.db", make_table(n=50))
+    pcsv.write_csv(make_table(seed=5, n=50), tmp_path / "other.csv")
+    with pytest.raises(InputError, match="external|disabled|Permission"):
+        count(f"duckdb://{tmp_path}/site.db?query=SELECT * FROM read_csv('{tmp_path}/other.csv')", plan_cliques(CB, "first"))
+
+
+def test_postgres_stacked_query_refused(tmp_path, pg, pgdb):
+    """``COMMIT; DROP TABLE visits`` inside ?query= ran despite the read-only transaction: now the
+    extended protocol refuses more than one command and the table survives."""
+    import psycopg
+
+    pg_load(pg, pgdb, make_table(n=50))
+    q = "SELECT * FROM visits) AS src; COMMIT; DROP TABLE visits; SELECT * FROM (SELECT * FROM visits"
+    r, out = marg_export(tmp_path, pg.uri(pgdb, query=q))
+    assert r.exit_code == 2 and "multiple commands" in r.output, r.output
+    assert not out.exists()
+    with psycopg.connect(pg.uri(pgdb)) as con:
+        assert con.execute("SELECT count(*) FROM visits").fetchone()[0] == 50
+
+
+def test_postgres_session_is_read_only(tmp_path, pg, pgdb):
+    """A single SELECT that writes (nextval advances a sequence) is refused by the read-only transaction."""
+    import psycopg
+
+    pg_load(pg, pgdb, make_table(n=50))
+    with psycopg.connect(pg.uri(pgdb), autocommit=True) as con:
+        con.execute("CREATE SEQUENCE seq")
+    r, out = marg_export(tmp_path, pg.uri(pgdb, query="SELECT *, nextval('seq') AS k FROM visits"))
+    assert r.exit_code == 2 and "read-only transaction" in r.output, r.output
+    with psycopg.connect(pg.uri(pgdb), autocommit=True) as con:
+        assert con.execute("SELECT nextval('seq')").fetchone()[0] == 1

@@ -1,9 +1,12 @@
 """DuckDB as a source: a DuckDB database (``duckdb:///site.db?table=visits``) or any file
 DuckDB reads (``duckdb:///visits.parquet``, ``.csv``, ``.tsv``, ``.gz``), counted by DuckDB.
 
-A database file is opened read-only. A CSV file is read the way marg reads it (every cell
-as text, the same missing-value markers, header row), so DuckDB's counts equal the local
-path's. Needs the optional extra ``duckdb``. Statistics propagation is switched off on marg's
+A database file is opened read-only, without access to other files (``enable_external_access``
+off, configuration locked), and ``?query=`` must be exactly one ``SELECT`` statement as
+DuckDB's own parser splits it (:func:`single_select`): ``SELECT 1) t; COPY visits TO 'x.csv';
+SELECT * FROM (SELECT 1`` would otherwise escape the subquery marg wraps around it.
+A CSV file is read the way marg reads it (every cell as text, the same missing-value
+markers, header row), so DuckDB's counts equal the local path's. Needs the optional extra ``duckdb``. Statistics propagation is switched off on marg's
 connections (:data:`NAN_SAFE`), because it mis-tests NaN.
 """
 
@@ -36,6 +39,19 @@ def _duckdb():
     return duckdb
 
 
+def single_select(duckdb: Any, sql: str, name: str) -> None:
+    """Refuse ``sql`` unless DuckDB's parser reads exactly one SELECT statement in it."""
+    try:
+        stmts = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise InputError(f"{name}: the query does not parse: {first_line(exc)}") from None
+    if len(stmts) != 1:
+        raise InputError(f"{name}: the query holds {len(stmts)} statements; give exactly one SELECT")
+    kind = getattr(stmts[0].type, "name", str(stmts[0].type))
+    if kind != "SELECT":
+        raise InputError(f"{name}: the query is a {kind} statement; give exactly one SELECT")
+
+
 class DuckDBSource(SQLSource):
     """A table or query in a DuckDB database, or a data file read by DuckDB."""
 
@@ -53,6 +69,8 @@ class DuckDBSource(SQLSource):
         what = f"table {table!r}" if table is not None else ("query" if query is not None else "file")
         self.name = f"duckdb {what} in {self.path.name}" if not file else f"{self.path.name} (read by duckdb)"
         self._con = None
+        if query is not None:
+            single_select(_duckdb(), query, self.name)
 
     @classmethod
     def from_uri(cls, uri: str) -> "DuckDBSource":
@@ -84,6 +102,9 @@ class DuckDBSource(SQLSource):
             try:
                 con = duckdb.connect(":memory:" if self.file else str(self.path), read_only=not self.file)
                 con.execute(f"SET disabled_optimizers = '{NAN_SAFE}'")
+                if not self.file:  # the database's own tables only: no COPY TO, no read_csv('/etc/…')
+                    con.execute("SET enable_external_access = false")
+                    con.execute("SET lock_configuration = true")
                 self._con = con
             except duckdb.Error as exc:
                 raise InputError(f"cannot open DuckDB database {self.path}: {first_line(exc)}") from None
@@ -105,6 +126,7 @@ class DuckDBSource(SQLSource):
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         duckdb = _duckdb()
         con = self._connect()
+        single_select(duckdb, sql, self.name)  # what marg composed around the query is one SELECT too
         try:
             rel = con.sql(sql, params=list(params))
             return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()  # DuckDB < 1.4

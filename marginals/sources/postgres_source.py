@@ -1,9 +1,11 @@
 """PostgreSQL as a source: ``postgresql://[user[:password]@]host[:port]/database?table=visits``
 (``&schema=``; or ``?query=SELECT…``), counted by the server.
 
-The connection is read-only (``SET TRANSACTION READ ONLY``), so a ``query=`` cannot change
-the site's data. Any other URI parameter (``sslmode``, ``host`` for a socket folder, …) goes
-to libpq unchanged; the password may also come from ``PGPASSWORD`` or ``~/.pgpass``.
+The session is read-only (``default_transaction_read_only``, and every transaction READ ONLY),
+and every statement goes through the extended query protocol as a prepared statement, which
+the server refuses to hold more than one command: ``?query=SELECT 1) t; COMMIT; DROP TABLE
+visits; SELECT * FROM (SELECT 1`` is one refused statement, not three. Any other URI
+parameter (``sslmode``, ``host`` for a socket folder, …) goes to libpq unchanged; the password may also come from ``PGPASSWORD`` or ``~/.pgpass``.
 The bundle records host, port, database and table or query — never the user or password,
 and no error message repeats the password. Needs the optional extra ``postgres``
 (psycopg 3).
@@ -82,7 +84,9 @@ class PostgresSource(SQLSource):
         if self._con is None:
             psycopg = _psycopg()
             try:
-                con = psycopg.connect(self._conninfo, connect_timeout=CONNECT_TIMEOUT)
+                con = psycopg.connect(self._conninfo, connect_timeout=CONNECT_TIMEOUT, autocommit=True)
+                con.execute("SET default_transaction_read_only = on")
+                con.autocommit = False
                 con.read_only = True
             except psycopg.Error as exc:
                 raise self._error(exc) from None
@@ -99,7 +103,7 @@ class PostgresSource(SQLSource):
         con = self._connect()
         try:
             with con.cursor() as cur:
-                cur.execute(sql, list(params))
+                cur.execute(sql, list(params), prepare=True)  # extended protocol: one statement only
                 names = [d.name for d in cur.description]
                 rows = cur.fetchall()
             con.rollback()  # read-only: end the transaction, keep the connection

@@ -1,0 +1,185 @@
+"""The learner's history of each site's ledger: equivocation detection, as a Certificate Transparency monitor.
+
+A site's own administrator can always fork its ledger (copy the ledger folder and
+``site.json``, export, restore; or export with ``--no-ledger`` under another ``MARG_HOME``):
+local state cannot stop whoever owns the disk. Every bundle therefore carries, under the
+site's signature, where it stands in the site's ledger (``header["ledger"]``,
+:meth:`protocols.ledger.Ledger.position`)::
+
+    seq          the entry the release occupies (1, 2, ...)
+    prev         the ledger head before it (line hash of entry seq - 1)
+    origin       line hash of entry 1 (which ledger this is; null for seq 1)
+    prev_bundle  the bundle digest entry seq - 1 records (null: a cap entry, or seq 1)
+
+The learner keeps what it received, per signing key, in one JSON file (default
+``$MARG_HOME/learner-history.json``, ``marg learn --history PATH``)::
+
+    {"format": "marg-learner-history", "version": 1,
+     "keys": {KEY_ID: {"site": NAME, "origin": HASH | null,
+                       "positions": {"SEQ": {"bundle", "prev", "prev_bundle", "origin", "file"}}}}}
+
+and refuses a bundle that forks it, naming the fork in one line:
+
+* **same position, another release**: a bundle at a ``seq`` already held with another
+  digest or another ``prev`` (the restored-copy attack: both exports stand at one position);
+* **a position going back**: a new bundle below the highest position received before;
+* **a head it cannot chain to**: ``prev_bundle`` differs from the bundle received at
+  ``seq - 1`` (or the bundle at ``seq + 1`` names another predecessor), or ``origin``
+  differs from the ledger's first entry seen before (a fresh ledger elsewhere);
+* **unledgered**: a signed bundle with no position (``--no-ledger``, or an older marg) is
+  recorded nowhere, so it is refused unless ``allow_unledgered``.
+
+A secure-aggregation sum (signed by the learner) is not tracked: the sites' uploads carry no
+position (each is recorded in its site's ledger; ``marg audit verify --bundles UPLOAD`` checks it).
+The same bundle read again is no fork (``marg learn`` on the same files twice). Only signed
+bundles are tracked: an unsigned bundle's position is unauthenticated (anyone could forge a
+"fork" against a site). The file is updated only when every bundle of the run is accepted.
+
+What the learner cannot see: a fork of which it receives one side only. ``marg audit verify
+--bundles B...`` at the site (:func:`protocols.ledger_verify.verify_ledger`) checks the ledger
+against the bundles the learner received: each must be the entry at its stated position.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from marg._util import atomic_write_bytes, canonical_json
+from marg.errors import InputError, RefusedError
+
+from .bundle import Bundle
+from .keys import short_id
+from .ledger_format import GENESIS, HEX64
+
+FORMAT = "marg-learner-history"
+VERSION = 1
+HISTORY_FILE = "learner-history.json"
+
+
+def default_history_path() -> Path:
+    """``$MARG_HOME/learner-history.json`` (:func:`protocols.site.site_home`)."""
+    from .site import site_home
+
+    return site_home() / HISTORY_FILE
+
+
+def parse_position(header: Mapping[str, Any], source: str) -> dict[str, Any] | None:
+    """The bundle's ``ledger`` field checked for form; None when the bundle carries none."""
+    pos = header.get("ledger")
+    if pos is None:
+        return None
+    ok = (isinstance(pos, dict) and isinstance(pos.get("seq"), int) and not isinstance(pos.get("seq"), bool)
+          and pos["seq"] >= 1 and isinstance(pos.get("prev"), str) and HEX64.match(pos["prev"]) is not None
+          and all(pos.get(k) is None or (isinstance(pos.get(k), str) and HEX64.match(pos[k]) is not None)
+                  for k in ("origin", "prev_bundle"))
+          and (pos["seq"] == 1) == (pos["prev"] == GENESIS))
+    if not ok:
+        raise RefusedError(f"{source} refused: malformed ledger position {pos!r}")
+    return {k: pos.get(k) for k in ("seq", "prev", "origin", "prev_bundle")}
+
+
+class History:
+    """The learner's record of every site ledger position it received (see the module docstring).
+
+    Parameters
+    ----------
+    path : path
+        The history file (created on the first :meth:`save`).
+    allow_unledgered : bool
+        Accept signed bundles that carry no ledger position (recorded nowhere: the site's
+        budget does not cover them).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], allow_unledgered: bool = False) -> None:
+        self.path = Path(path)
+        self.allow_unledgered = allow_unledgered
+        self.keys: dict[str, dict[str, Any]] = {}
+        self.changed = False
+        self.before: dict[str, int] = {}  # the highest position per key received by earlier runs
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise InputError(f"cannot read the learner history {self.path}: {exc.strerror or exc}") from None
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise InputError(f"learner history {self.path} is not JSON (corrupt?)") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION \
+                or not isinstance(doc.get("keys"), dict):
+            raise InputError(f"{self.path} is not a marg learner history ({FORMAT} version {VERSION})")
+        self.keys = doc["keys"]
+        self.before = {k: max((int(s) for s in v.get("positions", {})), default=0) for k, v in self.keys.items()}
+
+    def check(self, bundle: Bundle, source: str) -> None:
+        """Refuse ``bundle`` (a verified bundle) if it forks what was received; remember it."""
+        sig = bundle.signature
+        if sig is None:
+            return  # unauthenticated: nothing to hold the site to
+        if bundle.header.get("secagg") is not None:
+            return  # a secure sum, signed by the learner itself: each site's upload is in its own ledger
+        pos = parse_position(bundle.header, source)
+        name = f"site {bundle.site!r} (key {short_id(sig['key_id'])})"
+        if pos is None:
+            if self.allow_unledgered:
+                return
+            raise RefusedError(f"{source} refused: {name} released it without a ledger position (--no-ledger or an "
+                               "older marg): recorded nowhere, its privacy cost is on no budget (--allow-unledgered to accept)")
+        digest = bundle.digest()
+        rec = self.keys.setdefault(sig["key_id"], {"site": bundle.site, "origin": None, "positions": {}})
+        held = rec["positions"]
+        seq = pos["seq"]
+        mine = {"bundle": digest, "prev": pos["prev"], "prev_bundle": pos["prev_bundle"], "origin": pos["origin"],
+                "file": str(source)}
+        old = held.get(str(seq))
+        if old is not None:
+            if old["bundle"] == digest:
+                return
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} holds bundle "
+                               f"{short_id(old['bundle'])} ({old.get('file')}) and bundle {short_id(digest)} "
+                               f"(prev {short_id(old['prev'])} / {short_id(pos['prev'])}): a rolled-back or copied ledger")
+        top = self.before.get(sig["key_id"], 0)
+        if seq < top:
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} goes back behind position "
+                               f"{top} received earlier (a rolled-back ledger)")
+        origin = pos["origin"] if seq > 1 else None
+        known = rec.get("origin") or self._origin_of(held)
+        if origin is not None and known is not None and origin != known:
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} descends from first entry "
+                               f"{short_id(origin)}, earlier bundles from {short_id(known)} (another ledger)")
+        below, above = held.get(str(seq - 1)), held.get(str(seq + 1))
+        if below is not None and below["bundle"] != pos["prev_bundle"]:
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} follows "
+                               f"{_named(pos['prev_bundle'])}, but bundle {short_id(below['bundle'])} was received at "
+                               f"position {seq - 1}")
+        if above is not None and above["prev_bundle"] != digest:
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq + 1} follows "
+                               f"{_named(above['prev_bundle'])}, not this bundle {short_id(digest)} at position {seq}")
+        held[str(seq)] = mine
+        if origin is not None and rec.get("origin") is None:
+            rec["origin"] = origin
+        self.changed = True
+
+    @staticmethod
+    def _origin_of(held: Mapping[str, Any]) -> str | None:
+        for v in held.values():
+            if v.get("origin"):
+                return v["origin"]
+        return None
+
+    def save(self) -> None:
+        """Write the history (atomically) if a new position was received."""
+        if not self.changed:
+            return
+        if not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write_bytes(self.path, canonical_json({"format": FORMAT, "version": VERSION, "keys": self.keys}), mode=0o600)
+        self.changed = False
+
+
+def _named(digest: str | None) -> str:
+    return "no release (a cap entry or the start)" if digest is None else f"bundle {short_id(digest)}"
