@@ -86,7 +86,7 @@ def run(*args: object, cwd: Path) -> str:
 
 def one_run(raw, cb_path: Path, sites, eps: float, d: Path) -> tuple[Path, dict, dict]:
     """The four steps for one split at total ε per site; (certified model, learn --json, certify --json)."""
-    run("keys", "init", "--site", "learner", "--dir", d / "keys", cwd=d)
+    run("keys", "init", "--site", "learner", "--role", "learner", "--dir", d / "keys", cwd=d)
     (d / "trust").mkdir()
     shutil.copy(d / "keys" / "learner.sign.pub", d / "trust" / "learner.sign.pub")
     files, bundles = [], []

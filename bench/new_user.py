@@ -130,7 +130,7 @@ def main() -> None:
 
     schema = work / "codebook.json"
     t.run("marg schema init (CSV site)", marg, "schema", "init", csvs[0], "--label", "target", "--out", schema)
-    t.run("marg keys init (learner, in $MARG_HOME/keys)", marg, "keys", "init", "--site", "learner", "--dir", home / "keys")
+    t.run("marg keys init (learner, in $MARG_HOME/keys)", marg, "keys", "init", "--site", "learner", "--role", "learner", "--dir", home / "keys")
     bundles = []
     for name, src in sources.items():
         t.run(f"marg keys init ({name} site)", marg, "keys", "init", "--site", name, "--dir", work / "keys")

@@ -139,7 +139,9 @@ def test_every_reporting_command_speaks_json(study, tmp_path):
     assert rep["evaluated_on"]["n"] == 400 and (tmp_path / "card.html").exists()
     j = one_json("schema", "init", s["data"], "--label", demo_codebook().label.name, "--out", tmp_path / "cb.json", "--json")
     assert j["features"] == [f["name"] for f in json.loads((tmp_path / "cb.json").read_text())["features"]]
-    assert one_json("round", "--schema", s["schema"], "--out", tmp_path / "r.json", "--json")["round"]
+    assert run("keys", "init", "--site", "learner", "--role", "learner", "--dir", tmp_path / "lk", cwd=d).returncode == 0
+    assert one_json("round", "--schema", s["schema"], "--out", tmp_path / "r.json", "--sign-key",
+                    tmp_path / "lk" / "learner.sign.key", "--json")["round"]
     assert one_json("keys", "trust", *_a_key(tmp_path), "--json")["added"] is True
 
 
@@ -198,7 +200,7 @@ def test_models_are_signed_by_default_with_the_configured_key(study, tmp_path):
             "--trust", tmp_path / "trust", cwd=d, env=env)
     assert r.returncode == 1
     # the learner's key in $MARG_HOME/keys: signed without --sign-key, and a site with its public key accepts it
-    assert run("keys", "init", "--site", "learner", "--dir", home / "keys", cwd=d).returncode == 0
+    assert run("keys", "init", "--site", "learner", "--role", "learner", "--dir", home / "keys", cwd=d).returncode == 0
     r = run("learn", *s["bundles"], "--learner", "nb", "--out", tmp_path / "s.json", "--allow-unsigned", cwd=d, env=env)
     assert r.returncode == 0 and "is unsigned" not in r.stderr and "signed by learner" in r.stdout, r.stderr
     assert run("keys", "trust", home / "keys" / "learner.sign.pub", "--trust", tmp_path / "trust", cwd=d).returncode == 0

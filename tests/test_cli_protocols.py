@@ -21,7 +21,7 @@ def world(tmp_path):
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)
     for site in ("north", "south", "learner"):
-        r = run("keys", "init", "--site", site, "--dir", tmp_path / "keys")
+        r = run("keys", "init", "--site", site, "--role", "learner" if site == "learner" else "site", "--dir", tmp_path / "keys")
         assert r.exit_code == 0, r.output
     trust = tmp_path / "trust"
     trust.mkdir()

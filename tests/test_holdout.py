@@ -252,8 +252,8 @@ def attack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attack")
     demo_codebook().save(tmp / "codebook.json")
     write_csv(tmp / "north.csv", generate(2000, SITES[0], seed=77), slice(0, 2000))
-    for who in ("learner", "mallory"):
-        assert marg("keys", "init", "--site", who, "--dir", tmp / "keys", cwd=tmp).returncode == 0
+    for who in ("learner", "mallory"):  # both sign models: learner keys
+        assert marg("keys", "init", "--site", who, "--role", "learner", "--dir", tmp / "keys", cwd=tmp).returncode == 0
     (tmp / "trust").mkdir()
     (tmp / "trust" / "learner.sign.pub").write_bytes((tmp / "keys" / "learner.sign.pub").read_bytes())
     common = ("--schema", "codebook.json", "--site", "north", "--ledger", "ledger", "--epsilon", "1")

@@ -32,8 +32,8 @@ def site(tmp_path) -> dict:
     demo_codebook().save(schema)
     data = tmp_path / "north.csv"
     write_csv(data, generate(400, SITES[0], seed=3), slice(0, 400))
-    for who in ("north", "learner"):
-        r = marg("keys", "init", "--site", who, "--dir", tmp_path / "keys", cwd=tmp_path, env=env)
+    for who, role in (("north", "site"), ("learner", "learner")):
+        r = marg("keys", "init", "--site", who, "--role", role, "--dir", tmp_path / "keys", cwd=tmp_path, env=env)
         assert r.returncode == 0, r.stderr
     r = marg("audit", "init", "--site", "north", "--key", tmp_path / "keys" / "north.sign.key", "--epsilon", "3",
              "--delta", "1e-5", cwd=tmp_path, env=env)
