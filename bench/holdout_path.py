@@ -78,7 +78,9 @@ def marg_exe() -> str:
 
 
 def run(*args: object, cwd: Path) -> str:
-    r = subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, capture_output=True, text=True)
+    # each run its own configuration folder: the learner's history of site ledgers, the sites' checkpoints
+    env = {**os.environ, "MARG_HOME": str(cwd / ".marg-home")}
+    r = subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"marg {' '.join(map(str, args[:2]))}: {r.stderr.strip()}")
     return r.stdout
@@ -111,13 +113,13 @@ def one_run(raw, cb_path: Path, sites, eps: float, d: Path) -> tuple[Path, dict,
 
 
 def main() -> None:
+    global HOLDOUT, EVAL_SHARE
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--epsilons", default="1,0.25", help="total ε per site over both rounds")
     ap.add_argument("--holdout", type=float, default=HOLDOUT, help="experiment: another held-out fraction")
     ap.add_argument("--eval-share", type=float, default=EVAL_SHARE, help="experiment: another share of ε for round 2")
     args = ap.parse_args()
-    global HOLDOUT, EVAL_SHARE
     HOLDOUT, EVAL_SHARE = args.holdout, args.eval_share
     from marg.learners.model import Model
 

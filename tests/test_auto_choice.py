@@ -150,21 +150,10 @@ def test_estimator_persistence_keeps_the_table(tmp_path):
 # ------------------------------------------------------------------ the console script
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-    from tests.test_console_script import marg
+    from tests.helpers.console import demo_bundles
 
     tmp = tmp_path_factory.mktemp("auto")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        data = tmp / f"{prof.name}.csv"
-        write_csv(data, generate(300, prof, seed=70 + k), slice(0, 300))
-        out = tmp / f"{prof.name}.bundle"
-        r = marg("export", data, "--schema", schema, "--site", prof.name, "--out", out, "--stats", "all",
-                 "--min-cell", "1", "--no-ledger", cwd=tmp)
-        assert r.returncode == 0, r.stderr
-        bundles.append(out)
+    bundles = demo_bundles(tmp, seed=70)
     return tmp, bundles
 
 
@@ -172,7 +161,7 @@ def study(tmp_path_factory):
 def test_console_script_table_matches_the_model_file(study, prefer):
     from marg.cli.learn import choice_lines
     from marg.learners.model import Model
-    from tests.test_console_script import marg
+    from tests.helpers.console import marg
 
     tmp, bundles = study
     out, out2 = tmp / f"auto-{prefer}.json", tmp / f"auto-{prefer}-2.json"

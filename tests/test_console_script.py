@@ -11,25 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from tests.helpers.console import marg, marg_exe  # noqa: F401  (marg is imported from here by other tests)
+from tests.helpers.console import demo_bundles, marg, marg_exe  # noqa: F401  (marg is imported from here by other tests)
 
 
 @pytest.fixture(scope="module")
 def site_bundles(tmp_path_factory) -> tuple[Path, list[Path]]:
     """The three demo sites exported by the installed script (every pair table, exact)."""
     tmp = tmp_path_factory.mktemp("console")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        data = tmp / f"{prof.name}.csv"
-        write_csv(data, generate(300, prof, seed=40 + k), slice(0, 300))
-        out = tmp / f"{prof.name}.bundle"
-        r = marg("export", data, "--schema", schema, "--site", prof.name, "--out", out, "--stats", "all",
-                 "--min-cell", "1", "--no-ledger", cwd=tmp)
-        assert r.returncode == 0, r.stderr
-        bundles.append(out)
+    bundles = demo_bundles(tmp, seed=40)
     return tmp, bundles
 
 

@@ -25,3 +25,22 @@ def marg(*args: object, cwd: Path, env: Mapping[str, str] | None = None) -> subp
     full = {k: v for k, v in os.environ.items() if k != "MARG_DEBUG"}
     full.update(env or {})
     return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True, timeout=300)
+
+
+def demo_bundles(tmp: Path, seed: int, n: int = 300) -> list[Path]:
+    """The three demo sites' CSVs (``n`` rows each) exported exactly, every pair table, by the installed
+    script into ``tmp`` (``codebook.json`` there too); the bundles in the sites' order."""
+    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+
+    schema = tmp / "codebook.json"
+    demo_codebook().save(schema)
+    bundles = []
+    for k, prof in enumerate(SITES):
+        data = tmp / f"{prof.name}.csv"
+        write_csv(data, generate(n, prof, seed=seed + k), slice(0, n))
+        out = tmp / f"{prof.name}.bundle"
+        r = marg("export", data, "--schema", schema, "--site", prof.name, "--out", out, "--stats", "all",
+                 "--min-cell", "1", "--no-ledger", cwd=tmp)
+        assert r.returncode == 0, r.stderr
+        bundles.append(out)
+    return bundles
