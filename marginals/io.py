@@ -22,7 +22,7 @@ import pyarrow as pa
 from marg.errors import InputError
 
 DEFAULT_CHUNK_BYTES = 8 << 20
-PARQUET_BATCH_CELLS = 1 << 24  # rows per Parquet batch = this / number of columns
+PARQUET_BATCH_CELLS = 1 << 22  # rows per Parquet batch = this / number of columns (small batches: memory reused, not faulted in anew)
 DICT_TEXT = pa.dictionary(pa.int32(), pa.string())
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
 
