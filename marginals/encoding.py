@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from .codebook import CategoricalFeature, Codebook, NumericFeature
 from .tables import code_dtype
 from marg.errors import InputError
-from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches
+from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
 
 # Sentinel codes of a distinct value that is not allowed (negative, so never a level).
 UNKNOWN = -1  # a value that is not a level (categorical) / not a number (numeric)
@@ -403,7 +403,7 @@ def iter_encoded(
     row = 1
     batches = iter_typed_batches(path, columns, chunk_bytes=chunk_bytes)
     if prefetch:
-        batches = _prefetched(batches)
+        batches = prefetched(batches)
     memo: dict = {}
     for batch in batches:
         enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
@@ -411,45 +411,6 @@ def iter_encoded(
         yield enc
         if progress is not None:
             progress(row - 1)
-
-
-def _prefetched(it: Iterator, depth: int = 1) -> Iterator:
-    """Run ``it`` one item ahead in a background thread (exceptions re-raised in order)."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def run() -> None:
-        try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("done", done))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            q.put(("error", exc))
-
-    t = threading.Thread(target=run, name="marg-prefetch", daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "item":
-                yield item
-            elif kind == "error":
-                raise item
-            else:
-                return
-    finally:
-        stop.set()
 
 
 def encode_file(path: str | Path, codebook: Codebook, *, with_label: bool = True) -> Encoded:
