@@ -5,6 +5,7 @@ Run (data goes to bench/out/, which git ignores; delete it afterwards):
 
     python bench/export.py generate --rows 10000000 --features 30     # wide.parquet (+ codebook)
     python bench/export.py tables                                      # first order and all pairs
+    python bench/export.py cli --stats first --repeat 5                # `marg export` vs DuckDB, fresh processes
     python bench/export.py csv --gb 5                                  # streamed CSV peak memory
     python bench/export.py startup                                     # marg --help
     python bench/export.py aggregate --sites 1000                      # 1,000 site bundles
@@ -145,6 +146,79 @@ def tables(args) -> None:
         print(f"| {what} | {t_local:.2f} | {t_src:.2f} | {t_dd:.2f} | {t_local / t_dd:.2f} | {t_src / t_dd:.2f} |", flush=True)
 
 
+DUCKDB_CHILD = """
+import json, sys
+import duckdb
+path, cb = sys.argv[1], json.load(open(sys.argv[2]))
+feats, lab = [f["name"] for f in cb["features"]], cb["label"]["name"]
+cliques = [[lab]] + [[f, lab] for f in feats]
+if sys.argv[3] == "all":
+    cliques += [[a, b, lab] for i, a in enumerate(feats) for b in feats[i + 1:]]
+con = duckdb.connect()
+out = []
+for c in cliques:
+    cols = ", ".join('"' + a + '"' for a in c)
+    rows = con.execute(f"SELECT {cols}, count(*) FROM read_parquet(?) GROUP BY ALL", [path]).fetchall()
+    out.append([c, [[str(v) for v in r[:-1]] + [r[-1]] for r in rows]])
+json.dump(out, open(sys.argv[4], "w"))
+"""
+
+
+def cli(args) -> None:
+    """``marg export FILE`` (the installed console script: start-up, reading, counting, bundle,
+    ledger entry) against a fresh Python process that runs DuckDB's GROUP BY queries on the
+    same file, one per table (start-up: ``import duckdb``), alternating, ``--repeat`` times.
+    The bundle's tables are checked equal to DuckDB's counts before any time is printed."""
+    import shutil
+    import statistics
+    import tempfile
+
+    from marg.protocols.bundle import load_bundle
+
+    path = Path(args.file) if args.file else OUT / "wide.parquet"
+    cbp = OUT / "wide.codebook.json"
+    cb = Codebook.load(cbp)
+    exe = Path(sys.executable).parent / "marg"
+    work = Path(tempfile.mkdtemp(prefix="marg-bench-"))
+    child = work / "duckdb_child.py"
+    child.write_text(DUCKDB_CHILD)
+    t_marg, t_dd = [], []
+    try:
+        for k in range(args.repeat):
+            bundle, ledger, res = work / f"b{k}.bundle", work / f"ledger{k}", work / f"dd{k}.json"
+            cmd = [str(exe), "export", str(path), "--schema", str(cbp), "--site", "bench", "--stats", args.stats,
+                   "--out", str(bundle), "--ledger", str(ledger)]
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            t_marg.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, str(child), str(path), str(cbp), args.stats, str(res)], check=True)
+            t_dd.append(time.perf_counter() - t0)
+            if k == 0:
+                by = {t.clique: t.counts for t in load_bundle(bundle).tables}
+                dd = json.loads(res.read_text())
+                assert len(dd) == len(by)
+                for c, rows in dd:
+                    arr = np.zeros_like(by[tuple(c)])
+                    for r in rows:
+                        arr[tuple(cb.label.classes.index(v) if a == cb.label.name else cb.feature(a).levels.index(v)
+                                  for a, v in zip(c, r[:-1]))] = r[-1]
+                    assert np.array_equal(arr, by[tuple(c)]), c
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    import pyarrow.parquet as pq
+
+    n = pq.ParquetFile(str(path)).metadata.num_rows
+    ratios = [a / b for a, b in zip(t_marg, t_dd)]
+    print(f"# `marg export --stats {args.stats}` vs DuckDB GROUP BY queries, {n:,} rows × {cb.n_features} features, "
+          f"fresh processes alternating, {args.repeat} runs (tables checked equal)")
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"marg export (s): {' '.join(f'{t:.2f}' for t in t_marg)}; median {statistics.median(t_marg):.2f}")
+    print(f"DuckDB (s):      {' '.join(f'{t:.2f}' for t in t_dd)}; median {statistics.median(t_dd):.2f}")
+    print(f"ratio per run:   {' '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}; "
+          f"ratio of medians {statistics.median(t_marg) / statistics.median(t_dd):.2f}")
+
+
 def csv_memory(args) -> None:
     """Peak memory (max RSS) of `count_file` on a CSV of about --gb GB, in a child process."""
     import pyarrow as pa
@@ -245,6 +319,10 @@ def main() -> None:
     g.add_argument("--features", type=int, default=30)
     t = sub.add_parser("tables")
     t.add_argument("--repeat", type=int, default=2)
+    k = sub.add_parser("cli")
+    k.add_argument("--stats", default="first", choices=["first", "all"])
+    k.add_argument("--repeat", type=int, default=5)
+    k.add_argument("--file", default=None, help="a Parquet file of the generated codebook (default bench/out/wide.parquet)")
     c = sub.add_parser("csv")
     c.add_argument("--gb", type=float, default=5.0)
     c.add_argument("--stats", default="all")
@@ -254,7 +332,7 @@ def main() -> None:
     a.add_argument("--sites", type=int, default=1000)
     a.add_argument("--features", type=int, default=30)
     args = ap.parse_args()
-    {"generate": generate, "tables": tables, "csv": csv_memory, "startup": startup, "aggregate": aggregate}[args.cmd](args)
+    {"generate": generate, "tables": tables, "cli": cli, "csv": csv_memory, "startup": startup, "aggregate": aggregate}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from .codebook import CategoricalFeature, Codebook, NumericFeature
 from .tables import code_dtype
 from marg.errors import InputError
-from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches
+from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
 
 # Sentinel codes of a distinct value that is not allowed (negative, so never a level).
 UNKNOWN = -1  # a value that is not a level (categorical) / not a number (numeric)
@@ -158,7 +158,7 @@ def _integer_range(arr: pa.Array) -> tuple[pa.Array, np.ndarray, bool] | None:
         return None
     if 0 <= lo and hi < min(1 << 16, len(arr)) and arr.type == pa.int64():
         lo = 0  # codes 0..hi index themselves: the column is its own index, no copy
-    values = pa.array(np.arange(lo, hi + 1)).cast(arr.type)
+    values = pa.array(range(lo, hi + 1), type=pa.int64()).cast(arr.type)  # not from numpy: that loads numpy.ma
     if arr.null_count:
         index = pc.fill_null(pc.subtract(arr.cast(pa.int64()), pa.scalar(lo, pa.int64())), len(values))
         return values, index.to_numpy(zero_copy_only=False), True
@@ -301,17 +301,38 @@ def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.A
         raise InputError(f"column {name!r}: missing label {where(k)}")
 
 
-def encode_part(f, arr: pa.Array, start_row: int) -> "np.ndarray | Dictionary":
+def _memo_codes(memo: dict | None, key: object, values: pa.Array, encode: Callable[[], tuple]) -> tuple:
+    """``encode()`` of a column's distinct values, reused while the next chunk's distinct
+    values are the same (a Parquet row group's dictionary, an integer column's range)."""
+    if memo is None:
+        return encode()
+    hit = memo.get(key)
+    if hit is not None and hit[0].equals(values):
+        return hit[1]
+    out = encode()
+    memo[key] = (values, out)
+    return out
+
+
+def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "np.ndarray | Dictionary":
     """Encode one feature column, checked: a :class:`Dictionary` for a discrete feature,
     float64 values for a raw numeric one. A numeric feature stored as numbers (not text,
-    not a dictionary) is converted directly, without looking up distinct values."""
+    not a dictionary) is converted directly, without looking up distinct values.
+    ``memo`` (a dict kept across the chunks of one file) reuses the previous chunk's
+    codes of the same distinct values."""
     if isinstance(f, NumericFeature) and _is_plain_number(arr):
         return _direct_number(f, arr, start_row)
     values, index, nulls = distinct(arr)
-    codes, text = value_codes(f, values)
+
+    def encode() -> tuple:
+        codes, text = value_codes(f, values)
+        lut = np.where(codes >= 0, codes, 0).astype(code_dtype(f.n_levels)) if f.is_discrete else None
+        return codes, text, lut
+
+    codes, text, lut = _memo_codes(memo, f.name, values, encode)
     check_codes(f, codes, text, index, start_row, null_rows=nulls)
     if f.is_discrete:
-        return Dictionary(np.where(codes >= 0, codes, 0).astype(code_dtype(f.n_levels)), index)
+        return Dictionary(lut, index)
     return codes[index]
 
 
@@ -348,18 +369,20 @@ def _direct_number(f: NumericFeature, arr, start_row: int) -> np.ndarray:
     return codes.astype(code_dtype(f.n_levels))
 
 
-def encode_label(lab, arr: pa.Array, start_row: int) -> np.ndarray:
-    """Encode the label column into int64 class codes."""
+def encode_label(lab, arr: pa.Array, start_row: int, memo: dict | None = None) -> np.ndarray:
+    """Encode the label column into int64 class codes (``memo`` as in :func:`encode_part`)."""
     values, index, nulls = distinct(arr)
-    codes, text = label_codes(lab.classes, values)
+    codes, text = _memo_codes(memo, ("label", lab.name), values, lambda: label_codes(lab.classes, values))
     check_label(lab.name, lab.classes, codes, text, index, start_row, null_rows=nulls)
     return codes[index]
 
 
-def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int, *, with_label: bool = True) -> Encoded:
-    """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order)."""
-    parts = tuple(encode_part(f, batch[f.name], start_row) for f in codebook.features)
-    y = encode_label(codebook.label, batch[codebook.label.name], start_row) if with_label else None
+def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int, *, with_label: bool = True,
+                 memo: dict | None = None) -> Encoded:
+    """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order);
+    ``memo``: a dict kept across the chunks of one file (see :func:`encode_part`)."""
+    parts = tuple(encode_part(f, batch[f.name], start_row, memo) for f in codebook.features)
+    y = encode_label(codebook.label, batch[codebook.label.name], start_row, memo) if with_label else None
     n = len(next(iter(batch.values()))) if batch else 0
     return Encoded(parts, y, start_row, n)
 
@@ -382,52 +405,14 @@ def iter_encoded(
     row = 1
     batches = iter_typed_batches(path, columns, chunk_bytes=chunk_bytes)
     if prefetch:
-        batches = _prefetched(batches)
+        batches = prefetched(batches)
+    memo: dict = {}
     for batch in batches:
-        enc = encode_batch(codebook, batch, row, with_label=with_label)
+        enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
         row += enc.n
         yield enc
         if progress is not None:
             progress(row - 1)
-
-
-def _prefetched(it: Iterator, depth: int = 1) -> Iterator:
-    """Run ``it`` one item ahead in a background thread (exceptions re-raised in order)."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def run() -> None:
-        try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("done", done))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            q.put(("error", exc))
-
-    t = threading.Thread(target=run, name="marg-prefetch", daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "item":
-                yield item
-            elif kind == "error":
-                raise item
-            else:
-                return
-    finally:
-        stop.set()
 
 
 def encode_file(path: str | Path, codebook: Codebook, *, with_label: bool = True) -> Encoded:

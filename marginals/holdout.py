@@ -193,8 +193,9 @@ def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool 
     if spec.id_column is not None:
         source.check_columns([spec.id_column])
     row = 1
+    memo: dict = {}
     for batch in source.row_batches(columns + extra):
-        enc = encode_batch(codebook, batch, row, with_label=with_label)
+        enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
         held = split.mask(enc, batch.get(spec.id_column) if spec.id_column is not None else None)
         yield enc, held
         row += enc.n

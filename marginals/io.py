@@ -9,7 +9,8 @@ Parquet text columns straight from their dictionary pages, other Parquet columns
 own type — for the encoder, which works on distinct values; :func:`iter_batches` yields
 every column as plain text (categoricals and labels are compared as strings, so ``"01"``
 stays ``"01"``). In CSV the cells listed in ``NULL_VALUES`` are missing; in Parquet,
-nulls and NaN in float columns are.
+nulls and NaN in float columns are. :func:`prefetched` reads the next chunk in a background
+thread while the caller works on this one.
 
 A malformed CSV row (too few or too many fields, an unterminated quote) is named by its line
 and the first missing column — never by its content, which Arrow's own message repeats
@@ -27,7 +28,7 @@ import pyarrow as pa
 from marg.errors import InputError
 
 DEFAULT_CHUNK_BYTES = 8 << 20
-PARQUET_BATCH_CELLS = 1 << 24  # rows per Parquet batch = this / number of columns
+PARQUET_BATCH_CELLS = 1 << 22  # rows per Parquet batch = this / number of columns (small batches: memory reused, not faulted in anew)
 DICT_TEXT = pa.dictionary(pa.int32(), pa.string())
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
 
@@ -250,3 +251,42 @@ def as_text(arr: pa.Array, name: str | None = None) -> pa.Array:
     except pa.ArrowException as exc:
         where = f"column {name!r}" if name else "a column"
         raise InputError(f"{where} of type {arr.type} cannot be read as text: {_arrow_msg(exc)}") from None
+
+
+def prefetched(it: Iterator, depth: int = 1) -> Iterator:
+    """Run ``it`` one item ahead in a background thread (exceptions re-raised in order)."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", done))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            q.put(("error", exc))
+
+    t = threading.Thread(target=run, name="marg-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "item":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()

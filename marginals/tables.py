@@ -209,6 +209,63 @@ def _flat_dtype(size: int) -> np.dtype:
     return np.dtype(np.int64)
 
 
+JOINT_CELLS = 1 << 16  # first-order tables counted together while their joint index fits in uint16
+
+
+def _joint_groups(tails: list, K: int) -> list[list]:
+    """Consecutive ``(accumulator, Dictionary)`` pairs grouped so that each group's joint
+    index (value slots of every member × K) stays within :data:`JOINT_CELLS` (a feature
+    with more slots forms its own group)."""
+    groups: list[list] = []
+    cells = JOINT_CELLS + 1
+    for item in tails:
+        slots = len(item[1].lut)
+        if cells * slots > JOINT_CELLS:
+            groups.append([])
+            cells = K
+        groups[-1].append(item)
+        cells *= slots
+    return groups
+
+
+def _joint_index(group: list, y: np.ndarray, K: int) -> tuple[np.ndarray, list[int]]:
+    """The joint index ``((i_1·s_2 + i_2)·s_3 + …)·K + y`` of a group of ``(acc, Dictionary)``
+    over the members' distinct-value indices ``i_k`` (``s_k`` value slots each), in the
+    smallest unsigned type that holds it, and the slots ``[s_1, …, s_g]``."""
+    sizes = [len(d.lut) for _, d in group]
+    cells = K * int(np.prod(sizes, dtype=np.int64))
+    dt = _flat_dtype(cells)
+    flat = y.astype(dt)
+    mult = K
+    for (_, d), s in zip(reversed(group), reversed(sizes)):
+        # one pass: cast each index to dt (it holds every index < s) and multiply there
+        flat += np.multiply(d.index, dt.type(mult), dtype=dt, casting="unsafe")
+        mult *= s
+    return flat, sizes
+
+
+class _Joint:
+    """The joint counts, shape (s_1, …, s_g, K), of a group of first-order tables over the
+    chunks that share the members' value-to-code tables (``luts``); :meth:`fold` adds each
+    member's marginal to its table, each distinct value's counts to the row of its code."""
+
+    def __init__(self, group: list, sizes: list[int], K: int):
+        self.accs = [acc for acc, _ in group]
+        self.luts = [d.lut for _, d in group]
+        self.counts = np.zeros(K * int(np.prod(sizes, dtype=np.int64)), dtype=np.int64)
+        self.shape = (*sizes, K)
+
+    def same_codes(self, group: list) -> bool:
+        return all(a is acc and (lut is d.lut or np.array_equal(lut, d.lut))
+                   for a, lut, (acc, d) in zip(self.accs, self.luts, group)) and len(group) == len(self.accs)
+
+    def fold(self) -> None:
+        joint = self.counts.reshape(self.shape)
+        for k, (acc, lut) in enumerate(zip(self.accs, self.luts)):
+            other = tuple(a for a in range(len(self.accs)) if a != k)
+            np.add.at(acc, lut.astype(np.intp), joint.sum(axis=other) if other else joint)
+
+
 class _Lazy:
     """``columns[i]`` for a column function (a dictionary column is gathered on first use)."""
 
@@ -270,6 +327,7 @@ class TableCounter:
                 self._plan.append((acc, "pair", idx))
             else:
                 self._plan.append((acc, "general", tuple(-1 if a == lab else codebook.index(a) for a in c)))
+        self._joint: dict[tuple[int, ...], _Joint] = {}  # first-order joint counts not yet folded
         # Features some pair (or larger) table needs as gathered codes.
         self._paired = {i for _, kind, idx in self._plan if kind in ("pair", "general") for i in idx if i >= 0}
 
@@ -281,28 +339,35 @@ class TableCounter:
         self.add_columns(cols, y)
 
     def add_encoded(self, enc: "Encoded") -> None:
-        """Count one encoded chunk. A first-order table of a feature in no other table is
-        counted from its distinct-value index (:class:`~marg.marginals.encoding.Dictionary`)
-        — one bincount of ``index·K + y``, then the distinct values' counts added up by
-        code — so its codes are never gathered."""
+        """Count one encoded chunk. The first-order tables of features in no other table are
+        counted from their distinct-value indices (:class:`~marg.marginals.encoding.Dictionary`),
+        several features in one ``bincount`` of their joint index (:func:`_joint_index`),
+        accumulated over the chunks whose distinct values get the same codes (:class:`_Joint`),
+        so their codes are never gathered; the other tables as in :meth:`add_columns`."""
         from .encoding import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
 
         n = len(enc.y)
         if n == 0:
             return
         K = self.codebook.n_classes
-        done: set[int] = set()
-        for acc, kind, idx in self._plan:
-            if kind != "tail" or idx[0] in self._paired or not isinstance(enc.parts[idx[0]], Dictionary):
-                continue
-            d = enc.parts[idx[0]]
-            slots = len(d.lut)
-            flat = np.multiply(d.index, K, dtype=np.intp)  # bincount's own index type: no further copy
-            flat += enc.y
-            cnt = np.bincount(flat, minlength=slots * K).reshape(slots, K)
-            np.add.at(acc, d.lut.astype(np.intp), cnt)
-            done.add(id(acc))
-        self._add(enc.column, enc.y, skip=done)
+        solo = [(acc, enc.parts[idx[0]]) for acc, kind, idx in self._plan
+                if kind == "tail" and idx[0] not in self._paired and isinstance(enc.parts[idx[0]], Dictionary)]
+        if solo:
+            y = np.asarray(enc.y).astype(np.uint16 if K <= 1 << 16 else np.int64)  # cast once, not per group
+            pending, self._joint = self._joint, {}
+            for group in _joint_groups(solo, K):
+                flat, sizes = _joint_index(group, y, K)
+                key = tuple(id(acc) for acc, _ in group)
+                j = pending.pop(key, None)
+                if j is None or not j.same_codes(group):
+                    if j is not None:
+                        j.fold()
+                    j = _Joint(group, sizes, K)
+                j.counts += np.bincount(flat, minlength=j.counts.size)
+                self._joint[key] = j
+            for j in pending.values():  # groups this chunk formed differently
+                j.fold()
+        self._add(enc.column, enc.y, skip={id(acc) for acc, _ in solo})
 
     def add_columns(self, columns: Sequence[np.ndarray], y: np.ndarray) -> None:
         """Count one encoded chunk: ``columns[i]`` (n,) codes or values of feature i, ``y`` (n,)."""
@@ -352,6 +417,9 @@ class TableCounter:
 
     def tables(self) -> list[MarginalTable]:
         """The exact (noise-free) tables counted so far, in plan order."""
+        for j in self._joint.values():
+            j.fold()
+        self._joint = {}
         return [
             MarginalTable(clique=c, counts=self._acc[c].copy(), noise=NoiseRecord.exact(), kind=self._kind[c])
             for c in self.cliques

@@ -97,3 +97,24 @@ def test_one_lp_bound_is_never_below_W(pairwise):
         umap, rule, X, tau, lam, K = random_case(rng, pairwise)
         W = brute_force_W(umap, rule, X, tau, lam, K)
         assert certify_rule_lp(rule, umap, tau, lam) >= W - 1e-7
+
+
+@pytest.mark.parametrize("pairwise", [False, True])
+def test_W_stopped_by_its_budget_is_still_an_upper_bound(pairwise):
+    """The exact certifier stopped at any time (inside a round: its MILPs stop at the deadline
+    with their proven bounds) returns a value ≥ W(h) (brute force); with no round done, the
+    trivial 1. So naive Bayes' min(W_L, budgeted W) is a valid certificate at any budget."""
+    from marg.learners.minimax.fixed_rule_lp import certify_rule_lp
+
+    rng = np.random.default_rng(170 + pairwise)
+    stopped = 0
+    for k in range(30):
+        umap, rule, X, tau, lam, K = random_case(rng, pairwise)
+        W = brute_force_W(umap, rule, X, tau, lam, K)
+        cert = certify_rule(rule, umap, tau, lam, time_limit=[0.0, 1e-4, 2e-3][k % 3])
+        stopped += not cert.converged
+        assert cert.value >= W - 1e-7, (cert.value, W)
+        if cert.rounds == 0:
+            assert cert.value == 1.0
+        assert min(cert.value, certify_rule_lp(rule, umap, tau, lam)) >= W - 1e-7
+    assert stopped >= 10  # the budget did stop it (time_limit 0 always does)

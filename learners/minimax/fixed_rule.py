@@ -143,6 +143,7 @@ class FixedRuleOracle:
             self.models.append(parts)
         self.last_upper = np.nan
         self.last_lower = np.nan
+        self.deadline: float | None = None  # a time.perf_counter() value no MILP runs past (certify_rule's budget)
         self.center: np.ndarray | None = None
         self.center_value = np.inf
 
@@ -247,9 +248,13 @@ class FixedRuleOracle:
                 loss = 0.0 if pred == y else 1.0
                 lp.set_col_costs(np.arange(lp.n_cols), obj)
                 deadline = None if self.time_limit is None else time.perf_counter() + self.time_limit
+                if self.deadline is not None:
+                    deadline = self.deadline if deadline is None else min(deadline, self.deadline)
                 res = lp.solve(deadline)
                 if res.status is Status.INFEASIBLE:
                     continue  # the rule never predicts ``pred`` (within the tie tolerance)
+                if res.status is Status.LIMIT and not res.has_solution:
+                    raise _OutOfTime  # no row and no bound for this part: the round cannot be completed
                 if res.status not in (Status.OPTIMAL, Status.LIMIT) or not res.has_solution:
                     raise SolverError(f"HiGHS failed on the fixed-rule separation MILP: {res.message or res.status.value}")
                 bound = (-res.dual_bound if np.isfinite(res.dual_bound) else -res.objective) + loss
@@ -295,6 +300,10 @@ class FixedRuleOracle:
             for y in range(self.K):
                 cuts.append(Cut((y * self.D + cols, psi[cols]), -float(pred != y), np.nan, (y,)))
         return cuts
+
+
+class _OutOfTime(Exception):
+    """The time budget ran out inside a separation round (caught by :func:`certify_rule`)."""
 
 
 @dataclass
@@ -344,7 +353,9 @@ def certify_rule(
     bound : float
         Initial box on |μ| (enlarged while it binds; InconsistentStatistics if it keeps binding).
     time_limit : float or None
-        Seconds for the whole computation; the bound returned is valid at any stop.
+        Seconds for the whole computation, the MILPs of a round included (each stops at the
+        deadline with its proven bound); the bound returned is valid at any stop. If not one
+        round completes in time, the value is the trivial 1 (``converged`` False, no rounds).
 
     Returns
     -------
@@ -357,6 +368,7 @@ def certify_rule(
         raise InputError(f"tau and lam must have shape {(K, umap.dim)}, got {tau.shape} and {lam.shape}")
     deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     oracle = FixedRuleOracle(umap, rule)
+    oracle.deadline = deadline
     lp = MinimaxLP((tau - lam).ravel(), (tau + lam).ravel(), bound)
     lp.add_columns(np.arange(K * umap.dim))
     lp.add_rows(oracle.covering_cuts())
@@ -368,12 +380,16 @@ def certify_rule(
         if callback is not None:
             callback({"stage": "certify", "lower": info["lower"], "upper": history[-1], "rows": info["rows"]})
 
-    res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=track)
+    try:
+        res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=track)
+        converged, lp_value = bool(res.converged), float(res.lower[-1]) if res.lower else float("nan")
+    except _OutOfTime:
+        converged, lp_value = False, float(lp.objective) if history else float("nan")
     if not history:
-        raise SolverError("the fixed-rule certificate LP produced no solution within the time limit")
+        return RuleCertificate(value=1.0, lp_value=float("nan"), mu=np.zeros((K, umap.dim)), converged=False, rounds=0)
     best = int(np.argmin(history))
-    return RuleCertificate(value=float(min(1.0, history[best])), lp_value=float(res.lower[-1]) if res.lower else float("nan"),
-                           mu=lp.mu.reshape(K, umap.dim).copy(), converged=bool(res.converged), rounds=len(history),
+    return RuleCertificate(value=float(min(1.0, history[best])), lp_value=lp_value,
+                           mu=lp.mu.reshape(K, umap.dim).copy(), converged=converged, rounds=len(history),
                            history=history)
 
 

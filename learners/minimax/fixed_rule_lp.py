@@ -37,7 +37,16 @@ def _as_pairwise(umap: Any) -> PairwiseFeatureMap:
 
 
 def certify_rule_lp(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarray, tie_tol: float = 1e-9) -> float:
-    """An upper bound W_L ≥ W(h) on ``rule``'s worst-case error over U = {p : |E_pΦ − τ| ≤ λ}.
+    """An upper bound W_L ≥ W(h) on ``rule``'s worst-case error over U = {p : |E_pΦ − τ| ≤ λ}
+    (:func:`rule_lp_solution`'s value)."""
+    return rule_lp_solution(rule, umap, tau, lam, tie_tol)[0]
+
+
+def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarray,
+                     tie_tol: float = 1e-9) -> tuple[float, np.ndarray]:
+    """An upper bound W_L ≥ W(h) on ``rule``'s worst-case error over U = {p : |E_pΦ − τ| ≤ λ},
+    and the μ (K, D) at which it is attained — a good point to evaluate W(h)'s dual at exactly
+    (:func:`.fixed_rule.certify_rule` ``start``): there the exact value is ≤ W_L.
 
     Parameters
     ----------
@@ -51,8 +60,9 @@ def certify_rule_lp(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarra
 
     Returns
     -------
-    float
+    value : float
         W_L, clipped to [0, 1].
+    mu : ndarray (K, D)
 
     Raises
     ------
@@ -109,4 +119,4 @@ def certify_rule_lp(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarra
     bounds[np.concatenate(multipliers)] = (0.0, np.inf)  # the Lagrange multipliers t ≥ 0
     res = linprog(c, rows.matrix(nvar), np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
     check_minimax_result(res, "the fixed-rule certificate LP")
-    return float(min(1.0, max(0.0, res.objective)))
+    return float(min(1.0, max(0.0, res.objective))), mt.mu(np.asarray(res.x)).reshape(K, D)

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ..codebook import Codebook
 from ..encoding import iter_encoded
-from ..io import column_names, iter_batches, iter_typed_batches
+from ..io import column_names, iter_batches, iter_typed_batches, prefetched
 from ..tables import MarginalTable, TableCounter
 from .base import Source
 from marg.errors import InputError
@@ -48,9 +48,7 @@ class FileSource(Source):
         return counter.tables(), counter.n_rows
 
     def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
-        from ..encoding import _prefetched
-
-        return _prefetched(iter_typed_batches(self.path, columns))
+        return prefetched(iter_typed_batches(self.path, columns))
 
     def draft_batches(self, columns: list[str]) -> Iterator[tuple[dict[str, pa.Array], bool]]:
         for batch in iter_batches(self.path, columns):
