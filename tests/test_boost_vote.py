@@ -297,7 +297,7 @@ def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path):
         bundles.append(tmp_path / f"{prof.name}.b")
         assert marg("export", tmp_path / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", bundles[-1],
                     "--stats", "all", "--min-cell", "1", "--no-ledger", cwd=tmp_path).returncode == 0
-    env = {"MARG_HOME": str(tmp_path / "home")}
+    env = {"MARG_HOME": str(tmp_path / "home"), "MARG_PROGRESS_AFTER": "0"}  # the summary line however fast the fit
     r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
              "--no-sign", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

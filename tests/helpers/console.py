@@ -20,11 +20,16 @@ def marg_exe() -> str:
     return exe
 
 
-def marg(*args: object, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``marg ARGS`` in ``cwd`` (``MARG_DEBUG`` unset; ``env`` added to the environment)."""
+def marg(*args: object, cwd: Path, env: Mapping[str, str] | None = None, home: Path | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``marg ARGS`` in ``cwd`` (``MARG_DEBUG`` unset; ``env`` added to the environment; ``home``: the
+    $MARG_HOME of whoever runs it, site or learner)."""
     full = {k: v for k, v in os.environ.items() if k != "MARG_DEBUG"}
     full.update(env or {})
-    return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True, timeout=300)
+    if home is not None:
+        full["MARG_HOME"] = str(home)
+    return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def demo_bundles(tmp: Path, seed: int, n: int = 300) -> list[Path]:
