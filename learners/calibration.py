@@ -39,6 +39,11 @@ approximation: :attr:`ConfidenceBox.approximate`).
 and every certificate (:func:`marg.learners.certify.certify`) builds its box there, from the
 moments of its feature map as released (:func:`marg.learners.features.statistics.map_moments`).
 
+Hidden cells (class columns released as 0 by min-cell suppression, exact releases): the
+true count lies in [lo, hi] (:meth:`marg.marginals.summary.Summary.count_bounds`), not at the
+point estimate τ, so the entry's λ is max(τ − CP_lo(lo/n), CP_hi(hi/n) − τ): the box holds the
+Clopper–Pearson interval of every count the release leaves possible (wider than a real cell's).
+
 Override (``s`` given): λ = s · tau_std / sqrt(n) + the noise term at α', the seed's λ = s/√n
 multiplier (MRCpy uses s = 0.3, whose certificates sit far below the real error in high
 dimensions); ``s = 0`` gives λ = 0 for exact releases: the pure minimax problem on the
@@ -98,15 +103,27 @@ def binomial_halfwidth(tau: np.ndarray, n: float, alpha: float) -> np.ndarray:
     ndarray, same shape as tau
         h ≥ 0; for τ = 0, h = 1 − (alpha/2)^{1/n}.
     """
+    t = np.clip(np.asarray(tau, dtype=np.float64), 0.0, 1.0)
+    lo, hi = binomial_interval(t, n, alpha)
+    return np.maximum(t - lo, hi - t)
+
+
+def binomial_interval(tau: np.ndarray, n: float, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two-sided Clopper–Pearson interval [lo, hi] at level 1 − alpha of k = n·τ successes
+    in n trials (see :func:`binomial_halfwidth`); both ends increase with k.
+
+    Returns
+    -------
+    (lo, hi) : ndarrays, same shape as tau
+    """
     if not (0.0 < alpha < 1.0):
         raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
     n = float(n)
     k = np.clip(np.asarray(tau, dtype=np.float64), 0.0, 1.0) * n
-    t = k / n
     with np.errstate(invalid="ignore", divide="ignore"):
         lo = np.where(k > 0, beta.ppf(alpha / 2.0, np.maximum(k, 1e-300), n - k + 1.0), 0.0)
         hi = np.where(k < n, beta.ppf(1.0 - alpha / 2.0, k + 1.0, np.maximum(n - k, 1e-300)), 1.0)
-    return np.maximum(t - lo, hi - t)
+    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -162,8 +179,10 @@ def confidence_box(moments: Any, binary: np.ndarray, s: float | None = None, cov
     D = tau_std.shape[1] if tau_std.ndim == 2 else 0
     draws = tuple(moments.draws) if moments.draws else ((),) * D
     b = np.broadcast_to(np.asarray(binary, dtype=bool), tau_std.shape)
+    lo, hi = getattr(moments, "lo", None), getattr(moments, "hi", None)
     lam = _lambda(tau_std, noise_std, float(moments.n), s=s, coverage=coverage, tau=tau, binary=b,
-                  draws=draws, n_draws=tuple(moments.n_draws), n_intervals=n_intervals)
+                  draws=draws, n_draws=tuple(moments.n_draws), n_intervals=n_intervals,
+                  bounds=None if lo is None or hi is None else (np.asarray(lo), np.asarray(hi)))
     no_draws = np.array([not d for d in draws], dtype=bool)
     approximate = s is None and bool(np.any(~b & (tau_std > 0)) or np.any((noise_std > 0) & no_draws[None, :]))
     return ConfidenceBox(lam, approximate)
@@ -180,9 +199,11 @@ def _lambda(
     draws: Sequence[tuple],
     n_draws: Sequence[tuple],
     n_intervals: int | None,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """λ (K, D) from arrays: ``draws`` one noise record per column (() for a column without
-    recorded draws, whose noise term falls back to z·noise_std); see :func:`confidence_box`."""
+    recorded draws, whose noise term falls back to z·noise_std); ``bounds`` (lo, hi), each
+    (K, D), where hidden cells leave the sample value only bounded (see :func:`confidence_box`)."""
     if tau_std.shape != noise_std.shape or tau.shape != tau_std.shape:
         raise InputError(f"tau {tau.shape}, its std {tau_std.shape} and noise std {noise_std.shape} differ in shape")
     if not (np.all(np.isfinite(tau_std)) and np.all(tau_std >= 0)):
@@ -223,6 +244,8 @@ def _lambda(
     else:
         lam = float(s) * tau_std / np.sqrt(n)
     lam = lam + noise
+    if bounds is not None:
+        lam = _widen_hidden(lam, tau, noise, n, bounds, binary, a_sample if s is None else None)
     if with_n:
         from marg.marginals.noise_tails import halfwidth
 
@@ -230,6 +253,30 @@ def _lambda(
         lam = lam + np.minimum(1.0, np.abs(tau) + lam) * qn / max(float(n) - qn, 1.0)
     # a Bernoulli mean lies in [0, 1]: a half-width reaching past both ends adds nothing to the box
     return np.where(binary, np.minimum(lam, np.maximum(np.abs(tau), np.abs(1.0 - tau))), lam)
+
+
+def _widen_hidden(lam: np.ndarray, tau: np.ndarray, noise: np.ndarray, n: float,
+                  bounds: tuple[np.ndarray, np.ndarray], binary: np.ndarray, a_all: Any) -> np.ndarray:
+    """λ of the entries whose sample value is only known to lie in [lo, hi] (hidden cells).
+
+    With ``a_all`` the entries' miss rates (``s=None``): the true probability is in
+    [CP_lo(lo), CP_hi(hi)] (Clopper–Pearson at the true count, which lies in [lo·n, hi·n]; both
+    ends increase with the count), so λ = max(τ − CP_lo(lo), CP_hi(hi) − τ) + noise. With λ
+    set by hand (``a_all`` None): the hand-set λ plus max(τ − lo, hi − τ)."""
+    lo, hi = bounds
+    hid = (hi > lo) & binary
+    if not hid.any():
+        return lam
+    if a_all is None:
+        return np.where(hid, lam + np.maximum(tau - lo, hi - tau), lam)
+    a_all = np.broadcast_to(a_all, tau.shape)
+    out = lam.copy()
+    for a in np.unique(a_all[hid]):
+        sel = hid & (a_all == a)
+        low, _ = binomial_interval(lo, n, float(a))
+        _, up = binomial_interval(hi, n, float(a))
+        out = np.where(sel, np.maximum(tau - low, up - tau) + noise, out)
+    return out
 
 
 def bonferroni_z_level(alpha: float) -> float:

@@ -7,7 +7,10 @@ the codebook fingerprint and the provenance of the bundles. What a learner deriv
 them (τ, λ, Q, d) is the learner's business (:mod:`marg.learners.features`).
 
 When tables carry differential-privacy noise the Summary post-processes them first
-(consistency and non-negativity, :mod:`marg.marginals.postprocess`; free under DP).
+(consistency and non-negativity, :mod:`marg.marginals.postprocess`; free under DP). Class
+columns hidden by min-cell suppression (exact releases) are unknown, not zero
+(:mod:`marg.marginals.hidden`): :meth:`Summary.counts` spreads their rows evenly (the point
+estimate) and :meth:`Summary.count_bounds` says how far the truth may lie from it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from .codebook import Codebook
 from marg.errors import InputError
+from .hidden import count_bounds, filled, mark_hidden
 from .noise import NoiseRecord
 from .noise_tails import merge as merge_parts
 from .tables import MarginalTable, canonical_clique, count_tables, plan_cliques
@@ -28,7 +32,8 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
     """Aggregate several sites' tables: counts add up clique by clique.
 
     Only cliques released by every site are kept (the others are returned by name as
-    ``dropped``). Noise stds add in quadrature (independent noise); the combined record
+    ``dropped``). Hidden class-column counts (:attr:`MarginalTable.hidden`, marked per site
+    before summing) add up. Noise stds add in quadrature (independent noise); the combined record
     keeps the largest per-site privacy cost, since sites hold disjoint patients.
 
     Returns
@@ -67,7 +72,9 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
             )
         else:
             rec = NoiseRecord.exact()
-        out.append(MarginalTable(clique=ts[0].clique, counts=counts, noise=rec, kind=ts[0].kind))
+        hid = [t.hidden for t in ts if t.hidden is not None]  # each site's hidden columns: rows known only by class
+        out.append(MarginalTable(clique=ts[0].clique, counts=counts, noise=rec, kind=ts[0].kind,
+                                 hidden=np.sum(hid, axis=0) if hid else None))
     return out, dropped
 
 
@@ -115,6 +122,7 @@ class Summary:
         self.parent_fingerprint = parent_fingerprint
         self._tables: dict[tuple[tuple[str, ...], str], MarginalTable] = {}
         lab = codebook.label.name
+        tables = mark_hidden(list(tables), lab)  # columns released as 0 that the sites did not mark (one site's tables)
         for t in tables:
             clique = canonical_clique(codebook, t.clique)
             if clique != t.clique:
@@ -132,6 +140,7 @@ class Summary:
             if key in self._tables:
                 raise InputError(f"table {t.name} given twice")
             self._tables[key] = t
+        self._filled = self._check_hidden(lab)
         self.postprocessed = False
         self.postprocess = bool(postprocess)
         self._raw: list[MarginalTable] | None = None
@@ -152,6 +161,28 @@ class Summary:
                 raise InputError(f"no moment table for raw numeric feature {f.name!r}")
         if not self.n > 0:
             raise InputError(f"the summary's row count must be positive, got {self.n:g}")
+
+    def _check_hidden(self, lab: str) -> dict[tuple[tuple[str, ...], str], MarginalTable]:
+        """The point estimates of the tables with hidden class columns (:mod:`marg.marginals.hidden`),
+        after checking that each column's released count plus its hidden rows is its class total."""
+        out = {}
+        hid = [t for t in self._tables.values() if t.hidden is not None and np.any(t.hidden > 0)]
+        if not hid:
+            return out
+        noisy = [t for t in self._tables.values() if not t.noise.is_exact]
+        if noisy:
+            raise InputError(f"table {hid[0].name} has class columns hidden by min-cell suppression and {noisy[0].name} "
+                             "carries DP noise: the learner bounds hidden cells of exact releases only; release "
+                             "every table with DP (--epsilon), or all exactly")
+        totals = self._tables[((lab,), "counts")].counts if ((lab,), "counts") in self._tables else None
+        for t in hid:
+            got = np.asarray(t.counts, dtype=np.float64).sum(axis=0) + t.hidden
+            if totals is None or not np.allclose(got, totals, rtol=0.0, atol=1e-6):
+                raise InputError(f"table {t.name} has hidden class columns whose released and hidden rows add up to "
+                                 f"{got.tolist()}, not the class totals {None if totals is None else totals.tolist()}: "
+                                 "a site's hidden column was summed with another's without marking it")
+            out[(t.clique, t.kind)] = MarginalTable(t.clique, filled(t), t.noise, t.kind)
+        return out
 
     # ----------------------------------------------------------- constructors
     @classmethod
@@ -213,7 +244,23 @@ class Summary:
         t = self._find_table(names)
         if t is None:
             raise InputError(f"no released table contains the attributes {list(names)!r}")
+        t = self._filled.get((t.clique, t.kind), t)  # hidden class columns: their rows spread evenly
         return t.marginal(names).astype(np.float64)
+
+    def count_bounds(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Bounds ``lo ≤ N ≤ hi`` on the true counts over ``names`` where a table hides class
+        columns (:func:`marg.marginals.hidden.count_bounds`), None where :meth:`counts` is exact
+        (no hidden cell behind it). :meth:`counts` gives the point estimate inside them."""
+        t = self._find_table(names)
+        if t is None:
+            raise InputError(f"no released table contains the attributes {list(names)!r}")
+        return count_bounds(t, names)
+
+    @property
+    def hidden(self) -> dict[str, list[float]]:
+        """Per table with class columns hidden by min-cell suppression: the rows of each class
+        known only by that class's total (``MarginalTable.hidden``); empty when nothing is hidden."""
+        return {t.name: t.hidden.tolist() for (c, k), t in self._tables.items() if (c, k) in self._filled}
 
     def joint(self, names: Sequence[str]) -> np.ndarray:
         """Empirical probabilities over ``names`` (counts / n)."""
@@ -358,4 +405,5 @@ class Summary:
             "features": self.feature_names,
             "tables": [t.name for t in self._tables.values()],
             "noisy": self.is_noisy,
+            "hidden": self.hidden,
         }

@@ -43,12 +43,17 @@ class MarginalTable:
         Shape = the attributes' domain sizes (``kind="counts"``), or (2, K) for moments.
     noise : NoiseRecord
     kind : {"counts", "moments"}
+    hidden : ndarray of shape (K,), optional
+        Two-attribute tables ``N[x, y]`` (label last) only: per class, the rows whose class
+        column some site released as 0 (min-cell suppression hides whole class columns,
+        :mod:`marg.marginals.hidden`); they are not in ``counts``. None: nothing hidden.
     """
 
     clique: tuple[str, ...]
     counts: np.ndarray
     noise: NoiseRecord = field(default_factory=NoiseRecord.exact)
     kind: str = "counts"
+    hidden: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clique", tuple(self.clique))
@@ -68,6 +73,12 @@ class MarginalTable:
         if not np.all(np.isfinite(arr)):
             raise InputError(f"table {self.name}: counts contain NaN or infinity")
         object.__setattr__(self, "counts", arr)
+        if self.hidden is not None:
+            h = np.asarray(self.hidden, dtype=np.float64)
+            if self.kind != "counts" or arr.ndim != 2 or h.shape != (arr.shape[1],) or not np.all(h >= 0):
+                raise InputError(f"table {self.name}: hidden class-column counts must be >= 0, one per class of "
+                                 f"a two-attribute count table, got shape {h.shape}")
+            object.__setattr__(self, "hidden", h)
 
     @property
     def name(self) -> str:

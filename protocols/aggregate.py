@@ -6,7 +6,9 @@ two-round protocol) but each table once, and in a study of several rounds every 
 answer every round; anything else is refused with one line naming the bundle or the site.
 Bundles are folded into running sums one at a time (:class:`Aggregator`), so a thousand
 sites need the memory of one bundle plus the sums, not of a thousand bundles: give
-:func:`summary_from_files` the paths, or :func:`summary_from_bundles` a generator.
+:func:`summary_from_files` the paths, or :func:`summary_from_bundles` a generator. Class
+columns a site hid (min-cell suppression) are marked in its own tables, checked against the
+counts its header reports, before they are summed (:mod:`marg.marginals.hidden`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from marg.errors import InputError
+from marg.marginals.hidden import mark_hidden
 from marg.marginals.summary import Summary, sum_tables
 from marg.marginals.tables import MarginalTable
 
@@ -76,7 +79,9 @@ class Aggregator:
                                  f"{seen['source']} (its data changed between rounds: the tables would not fit together)")
         self.bundles += 1
         self._digests[digest] = source
-        for t in b.tables:
+        # hidden class columns are marked per site, before summing (another site's real column would mask them)
+        tables = mark_hidden(b.tables, b.codebook.label.name, dict(b.header.get("suppressed_cells") or {}), source)
+        for t in tables:
             key = (t.clique, t.kind)
             self.sums[key] = t if key not in self.sums else sum_tables([[self.sums[key]], [t]])[0][0]
             self.released_by.setdefault(key, {})[b.site] = source
@@ -84,7 +89,7 @@ class Aggregator:
             self._site_index[b.site] = len(self.sites)
             self.sites.append({"site": b.site, "rounds": []})
         if len(self._site_index) <= self.KEEP_SITES:
-            self.parts.setdefault(b.site, []).extend(b.tables)
+            self.parts.setdefault(b.site, []).extend(tables)
         else:
             self.parts = {}  # too many sites to keep: memory of one bundle, as promised
         rec = self.sites[self._site_index[b.site]]

@@ -166,12 +166,18 @@ class ColumnMoments:
         The noise draws of ONE such cell ((mechanism, scale, discrete, count) parts; () exact).
     noise_std : float
         Std of one cell's noise, in counts.
+    lo, hi : (K,) or None
+        Bounds on P(m(x) = 1, y = c) in the sample where the monomial's cells include hidden
+        ones (min-cell suppression, :meth:`marg.marginals.summary.Summary.count_bounds`); None
+        when τ is exact.
     """
 
     tau: np.ndarray
     cells: int
     draws: tuple
     noise_std: float
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
 
 
 def clique_mask(monomial: Monomial, tests: Sequence[BinaryTest], clique: Sequence[str], shape: Sequence[int]) -> np.ndarray:
@@ -205,4 +211,14 @@ def monomial_moments(summary: Any, tests: Sequence[BinaryTest], monomial: Monomi
     tau = N[mask].sum(axis=0) / float(summary.n) if feats else N / float(summary.n)
     cells = int(mask.sum()) if feats else 1
     rel = summary.released()
-    return ColumnMoments(np.asarray(tau, dtype=np.float64), cells, rel.noise_draws(names), rel.count_noise_std(names))
+    lo = hi = None
+    bounds = summary.count_bounds(names) if feats else None
+    if bounds is not None:  # a hidden column's rows may all sit in the monomial's cells, or none of them
+        spare = (bounds[1] - bounds[0]).reshape(-1, N.shape[-1]).max(axis=0)  # per class: the hidden rows
+        lo = bounds[0][mask].sum(axis=0)
+        hi = lo + spare
+        if mask.all():
+            lo = hi
+        lo, hi = lo / float(summary.n), hi / float(summary.n)
+    return ColumnMoments(np.asarray(tau, dtype=np.float64), cells, rel.noise_draws(names), rel.count_noise_std(names),
+                         lo, hi)

@@ -198,11 +198,12 @@ class BoostVote(MinimaxRules):
                 cm = monomial_moments(summary, tests, mono)
                 tau = cm.tau
                 draws = tuple((m, b, d, c * cm.cells) for m, b, d, c in cm.draws)
-                if self.s == 0 and not draws:
+                if self.s == 0 and not draws and cm.lo is None:
                     lam = np.zeros(K)
                 else:  # a Bernoulli mean whose noise is the recorded draws of the cells it sums: never approximate
                     col = Moments(tau[:, None], np.sqrt(np.clip(tau * (1 - tau), 0, None))[:, None],
-                                  np.full((K, 1), cm.noise_std * math.sqrt(cm.cells) / n), n, (draws,), n_draws)
+                                  np.full((K, 1), cm.noise_std * math.sqrt(cm.cells) / n), n, (draws,), n_draws,
+                                  None if cm.lo is None else cm.lo[:, None], None if cm.hi is None else cm.hi[:, None])
                     lam = confidence_box(col, np.ones(1, dtype=bool), s=self.s, coverage=self.coverage,
                                          n_intervals=K * n_cand).lam[:, 0]
                 cache[mono] = (tau, lam + order_cost[len(mono)])

@@ -7,7 +7,11 @@ For Φ(x, y) = e_y ⊗ Ψ(x) laid out (K, D) and the released (aggregated) table
   table, sample std sqrt(E[x_i² 1{y}] − τ²);
 - edge cell (i, j, a, b): τ[y, ·] = N[x_i = a, x_j = b, y]/n, sample std sqrt(τ(1 − τ));
 - noise std: the std of the released DP noise on the entry, in τ units (count std / n; a
-  cell marginalised from a larger table sums that table's independent cell noises).
+  cell marginalised from a larger table sums that table's independent cell noises);
+- hidden one-hot cells (a class column released as 0 by min-cell suppression): τ is the
+  point estimate (the column's hidden rows spread evenly over its m levels) and ``lo``/``hi``
+  bound the true count/n (:meth:`marg.marginals.summary.Summary.count_bounds`), which the
+  uncertainty box must cover (:func:`marg.learners.calibration.confidence_box`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ class Moments:
 
     ``draws[j]``: the independent noise draws in one count behind Ψ column j (the same for
     every label; (mechanism, scale, discrete, count) parts, :mod:`marg.marginals.noise_tails`),
-    () when exact; ``n_draws`` those of n (the label table's total).
+    () when exact; ``n_draws`` those of n (the label table's total). ``lo``, ``hi`` (K, D): bounds
+    on each entry's true sample value (count/n) where cells are hidden (``lo < hi`` there,
+    ``lo = hi = τ`` elsewhere); None when no cell is hidden.
     """
 
     tau: np.ndarray
@@ -38,6 +44,8 @@ class Moments:
     n: float
     draws: tuple = ()
     n_draws: tuple = ()
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
 
 
 def map_moments(summary: Any, fmap: Any) -> Moments:
@@ -64,8 +72,9 @@ def map_moments(summary: Any, fmap: Any) -> Moments:
         per = {}
     if key not in per:
         m = _moments(summary, fmap)
-        for a in (m.tau, m.std, m.noise):
-            a.setflags(write=False)  # shared: read-only
+        for a in (m.tau, m.std, m.noise, m.lo, m.hi):
+            if a is not None:
+                a.setflags(write=False)  # shared: read-only
         per[key] = m
     return per[key]
 
@@ -80,10 +89,17 @@ def _moments(summary: Any, fmap: Any) -> Moments:
     second = np.zeros((K, D))
     noise = np.zeros((K, D))
     draws: list[tuple] = [()] * D
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
     for b in nodes.blocks:
         if b.kind == "onehot":
             N = summary.counts((b.name, lab))  # (m, K)
             tau[:, b.slice] = N.T / n
+            bounds = summary.count_bounds((b.name, lab))
+            if bounds is not None:
+                if lo is None or hi is None:
+                    lo, hi = np.full((K, D), np.nan), np.full((K, D), np.nan)
+                lo[:, b.slice], hi[:, b.slice] = bounds[0].T / n, bounds[1].T / n
             second[:, b.slice] = N.T / n
             noise[:, b.slice] = summary.count_noise_std((b.name, lab)) / n
             draws[b.slice] = [summary.noise_draws((b.name, lab))] * b.size
@@ -107,4 +123,6 @@ def _moments(summary: Any, fmap: Any) -> Moments:
             draws[j] = d
     nd = summary.noise_draws((lab,))
     n_draws = tuple((m, b, d, c * int(summary.n_classes)) for m, b, d, c in nd)  # n sums the label table's K cells
-    return Moments(tau, std, noise, n, tuple(draws), n_draws)
+    if lo is not None and hi is not None:  # entries without hidden cells: exactly τ
+        lo, hi = np.where(np.isnan(lo), tau, lo), np.where(np.isnan(hi), tau, hi)
+    return Moments(tau, std, noise, n, tuple(draws), n_draws, lo, hi)
