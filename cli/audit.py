@@ -240,6 +240,7 @@ def init_cmd(
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
     rho: RhoOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Configure this site once: pin its signing key, fix its ledger's location, optionally set the privacy cap.
 
@@ -254,10 +255,15 @@ def init_cmd(
     cfg = init_site(site, key, sk, ledger)
     led = Ledger(cfg.ledger, site=cfg)
     state = led.checkpoint(sk)
-    typer.echo(f"site {cfg.site!r} configured in {cfg.path}: key {short_id(cfg.key_id)} pinned, ledger {cfg.ledger} "
-               f"({state.n} entries)")
+    if not json_out:
+        typer.echo(f"site {cfg.site!r} configured in {cfg.path}: key {short_id(cfg.key_id)} pinned, ledger {cfg.ledger} "
+                   f"({state.n} entries)")
+    cap = None
     if epsilon is not None or rho is not None:
-        _set_cap(led, sk, cfg.site, epsilon, delta, rho)
+        cap = _set_cap(led, sk, cfg.site, epsilon, delta, rho, quiet=json_out)
+    if json_out:
+        emit_json({"site": cfg.site, "config": str(cfg.path), "key_id": cfg.key_id, "ledger": str(cfg.ledger),
+                   "entries": led.state().n, "cap": None if cap is None else cap.to_dict()})
 
 
 def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> "PrivacyCost":
@@ -273,11 +279,15 @@ def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional
     return PrivacyCost(epsilon=old.epsilon if epsilon is None else epsilon, delta=delta, rho=old.rho if rho is None else rho)
 
 
-def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> None:
+def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: Optional[float], rho: Optional[float],
+             quiet: bool = False) -> "PrivacyCost":
+    """Record the new cap as a signed ledger entry (said in one line unless ``quiet``); the cap."""
     cap = new_cap(led.state().cap, epsilon, delta, rho)
     e = led.set_cap(cap, sk, site)
-    typer.echo(f"privacy cap {cap.describe()} recorded as signed ledger entry #{e['seq']} in {led.path} "
-               "(it can be lowered, never raised)")
+    if not quiet:
+        typer.echo(f"privacy cap {cap.describe()} recorded as signed ledger entry #{e['seq']} in {led.path} "
+                   "(it can be lowered, never raised)")
+    return cap
 
 
 @app.command("budget")

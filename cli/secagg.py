@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import sub_app
-from .common import OutOpt, SchemaOpt, err
+from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
 
 app = sub_app("Secure aggregation: the learner sees only the sum of the sites' tables (dropout-tolerant).")
 
@@ -79,6 +79,7 @@ def start_cmd(
     stats: Annotated[str, typer.Option(help="The tables every site releases: first, pairs (with --pairs) or all.")] = "first",
     pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d".')] = None,
     passphrase_file: PassOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Learner: start a secure round (a fresh id, the roster, the threshold), signed with its key."""
     from marg.marginals.codebook import Codebook
@@ -98,6 +99,9 @@ def start_cmd(
     doc = start_round(roster, names, cb.fingerprint, sk, learner, threshold, stats, pair_list)
     write_doc(doc, out)
     n, t = len(doc["members"]), doc["threshold"]
+    if json_out:
+        emit_json({"out": str(out), "round": doc["id"], "sites": [m["site"] for m in doc["members"]], "threshold": t})
+        return
     typer.echo(f"wrote {out}: secure round {doc['id']} of {n} sites ({', '.join(m['site'] for m in doc['members'])}), "
                f"threshold {t}: the sum is recovered if at most {n - t} drop out")
 
@@ -120,6 +124,7 @@ def submit_cmd(
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact releases: smallest allowed nonzero cell of this site's tables.")] = 3,
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (default: the configured one, else ./marg-ledger).")] = None,
     passphrase_file: PassOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Site: count, add DP noise, mask and upload this site's tables for a secure round (recorded in the ledger)."""
     from marg._util import canonical_json
@@ -140,6 +145,10 @@ def submit_cmd(
                       epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism, min_cell=min_cell, signing_key=sk,
                       round_id=rnd.id, ledger_dir=ledger, package=package)
     noise = "exact counts" if res.cost.epsilon == float("inf") else f"DP cost {res.cost.describe()}"
+    if json_out:
+        emit_json({"out": str(out), "site": site, "round": rnd.id, "n_tables": len(res.tables), "cost": res.cost.to_dict(),
+                   "ledger_entry": res.ledger_entry["seq"] if res.ledger_entry else None})
+        return
     typer.echo(f"wrote {out}: site {site!r}'s masked tables for round {rnd.id} ({len(res.tables)} tables, {noise}); "
                f"ledger entry #{res.ledger_entry['seq']}" if res.ledger_entry else f"wrote {out}")
 
@@ -151,6 +160,7 @@ def collect_cmd(
     key: LearnerKeyOpt,
     out: OutOpt,
     passphrase_file: PassOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Learner: check the uploads and ask the surviving sites for their shares (the dropped sites are recorded)."""
     from marg.protocols.secagg_round import UPLOAD_FORMAT, make_request, parse_upload, read_doc, write_doc
@@ -167,6 +177,10 @@ def collect_cmd(
     doc = make_request(rnd, ups, sk)
     write_doc(doc, out)
     dropped = f"; dropped: {', '.join(doc['dropped'])}" if doc["dropped"] else "; no site dropped out"
+    if json_out:
+        emit_json({"out": str(out), "round": rnd.id, "survivors": list(doc["survivors"]), "dropped": list(doc["dropped"]),
+                   "threshold": rnd.threshold})
+        return
     typer.echo(f"wrote {out}: {len(doc['survivors'])} of {len(rnd.members)} sites uploaded{dropped}. "
                f"Each survivor answers with marg secagg reveal; {rnd.threshold} answers are needed.")
 
@@ -183,6 +197,7 @@ def reveal_cmd(
     key: SiteKeyOpt = None,
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger that recorded its upload (default: the configured one, else ./marg-ledger); it remembers the reveal.")] = None,
     passphrase_file: PassOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Site: reveal the shares that remove the survivors' self masks and the dropped sites' masks — once per round."""
     from marg.protocols.ledger import Ledger
@@ -201,6 +216,9 @@ def reveal_cmd(
     except BaseException:
         marker.unlink()  # nothing revealed: the round may still be answered
         raise
+    if json_out:
+        emit_json({"out": str(out), "site": site, "round": rnd.id, "survivors": list(doc["survivors"])})
+        return
     typer.echo(f"wrote {out}: site {site!r}'s shares for round {rnd.id} (survivors {', '.join(doc['survivors'])})")
 
 
@@ -214,6 +232,7 @@ def finish_cmd(
     key: LearnerKeyOpt,
     out: OutOpt,
     passphrase_file: PassOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Learner: recover the survivors' summed tables and write them as a bundle signed with the learner's key.
 
@@ -238,6 +257,10 @@ def finish_cmd(
     final, data = finalize_bundle(bundle, sk)
     atomic_write_bytes(out, data)
     dropped = f", {len(info['dropped'])} dropped out ({', '.join(info['dropped'])})" if info["dropped"] else ""
+    if json_out:
+        emit_json({"out": str(out), "round": rnd.id, "sites": list(info["sites"]), "dropped": list(info["dropped"]),
+                   "signed_by": learner, "privacy": privacy, "digest": final.digest()})
+        return
     typer.echo(f"wrote {out}: the sum of {len(info['sites'])} sites' tables{dropped}, round {rnd.id}, "
                f"signed by {learner!r}")
     if info["dropped"]:

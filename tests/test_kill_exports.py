@@ -32,8 +32,9 @@ WORKER = textwrap.dedent("""
     cb = Codebook.load(d / "codebook.json"); key = load_signing_key(sys.argv[4]); cfg = SiteConfig.load(d / "home")
     for i in range(start, stop):
         try:
+            # force: a worker killed after writing bundle i but before saying so exports i again (a retry)
             export_site(d / "rows.csv", cb, "north", d / "out" / f"b{i:04d}.bundle", stats="first", epsilon=0.1,
-                        mechanism="laplace", signing_key=key, ledger_dir=cfg.ledger, site_home=cfg.home)
+                        mechanism="laplace", signing_key=key, ledger_dir=cfg.ledger, site_home=cfg.home, force=True)
         except RefusedError:
             pass  # the cap: refused before anything is written
         print(i, flush=True)

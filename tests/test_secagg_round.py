@@ -254,9 +254,10 @@ def test_secure_round_through_the_cli(tmp_path):
     assert folder_bytes(tmp_path / "north-ledger") == before
     ups = [tmp_path / f"{s}.upload" for s in sites[:2]]
     r = run("secagg", "collect", *ups, "--round", tmp_path / "round.json", "--key", tmp_path / "keys" / "learner.sign.key",
-            "--out", tmp_path / "request.json")
+            "--out", tmp_path / "request.json", "--json")
     assert r.exit_code == 0, r.output
-    assert "dropped: city" in r.stdout
+    said = json.loads(r.stdout)  # --json: the whole of stdout is one object
+    assert said["dropped"] == ["city"] and said["survivors"] == ["north", "south"] and said["threshold"] == 2
     reveals = []
     for s in sites[:2]:
         r = run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", s,

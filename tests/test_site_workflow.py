@@ -36,8 +36,10 @@ def site(tmp_path) -> dict:
         r = marg("keys", "init", "--site", who, "--role", role, "--dir", tmp_path / "keys", cwd=tmp_path, env=env)
         assert r.returncode == 0, r.stderr
     r = marg("audit", "init", "--site", "north", "--key", tmp_path / "keys" / "north.sign.key", "--epsilon", "3",
-             "--delta", "1e-5", cwd=tmp_path, env=env)
+             "--delta", "1e-5", "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)  # --json: the whole of stdout is one object
+    assert said["site"] == "north" and said["cap"]["epsilon"] == 3 and said["cap"]["delta"] == 1e-5 and said["entries"] == 1
     return {"dir": tmp_path, "env": env, "home": home, "schema": schema, "data": data, "keys": tmp_path / "keys"}
 
 
