@@ -78,15 +78,14 @@ def _sign(out: Path, signer: tuple[Any, str] | None, quiet: bool = False) -> str
 def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
     """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
     from marg import api
-    from marg.protocols.model_signing import read_verified_model
 
-    data, _signer = read_verified_model(model, trust, allow_unsigned)  # read once: the bytes verified are the bytes used
+    m = api.load_verified_model(model, schema, trust, allow_unsigned)[0]  # read once; a refusal exits 1 first
     if schema is None and not allow_unsigned:
         from marg.errors import InputError
 
         raise InputError(f"{model}: give this site's codebook (--schema): a model fitted under another study's "
                          "codebook would predict silently wrong")
-    return api.load_model(model, schema, data=data)
+    return m
 
 
 
@@ -228,16 +227,14 @@ def learn(
     typer.echo(f"fitted in {res.seconds:.2f} s")
 
 
-def _params_words(params: dict) -> str:
-    return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
-
-
 def choice_lines(rep: dict) -> list[str]:
     """The automatic choice as printed: the rule, how errors were estimated, and one row per
     candidate (estimated error, certificate, '*' on the chosen one, why a cell is empty)."""
     out = [f"auto: chose {rep['learner']} by {rep['auto_rule']}",
            f"  estimated error: {rep['auto_error_method']}"]
-    names = [f"{c['learner']}{_params_words(c['params'])}" for c in rep["auto"]]
+    from marg.learners.auto import candidate_name
+
+    names = [candidate_name(c["learner"], c["params"]) for c in rep["auto"]]
     w = max(9, *(len(n) for n in names))
     out.append(f"    {'candidate':<{w}}  {'est. error':>10}  {'certificate':>18}")
     for name, c in zip(names, rep["auto"]):

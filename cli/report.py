@@ -27,15 +27,12 @@ def report_cmd(
     from marg._util import atomic_write_bytes
     from marg.reports.model_card import model_card
 
-    from marg.protocols.model_signing import read_verified_model
-
-    raw, signer = read_verified_model(model, trust, allow_unsigned)  # read once: the bytes verified are the bytes used
+    m, signer, _ = api.load_verified_model(model, schema, trust, allow_unsigned)  # read once; a refusal exits 1 first
     if data is not None and schema is None and not allow_unsigned:
         from marg.errors import InputError
 
         raise InputError(f"{model}: give the codebook --data is coded under (--schema): a model fitted under another "
                          "study's codebook would be evaluated silently wrong")
-    m = api.load_model(model, schema, data=raw)
     m.info = {**m.info, "signed_by": signer}
     evaluation = api.evaluate_file(m, data) if data is not None else None
     atomic_write_bytes(out, model_card(m, evaluation, source=model.name).encode("utf-8"))

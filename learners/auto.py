@@ -281,7 +281,7 @@ class AutoLearner(MarginalEstimator):
                     return 1.0
 
             last = patients_needed(certificate_at, summary, summary.n_classes)
-            last.learner = name + _params_words(params)
+            last.learner = candidate_name(name, params)
             if last.needed is not None:
                 break
         return last
@@ -341,8 +341,9 @@ def _record(row: CandidateRow, res: ErrorEstimate | str) -> None:
     row.error, row.method, row.folds = float(res.value), res.method, list(res.folds)
 
 
-def _params_words(params: dict[str, Any]) -> str:
-    return "" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+def candidate_name(learner: str, params: dict[str, Any]) -> str:
+    """A candidate as printed: ``nb(certify=bound)``, or the learner's name alone with its defaults."""
+    return learner + ("" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")")
 
 
 def patients_line(report: dict[str, Any]) -> str | None:

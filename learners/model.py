@@ -179,6 +179,14 @@ class Model:
 
     @classmethod
     def load(cls, path: str | Path) -> "Model":
+        return cls.read(path)[0]
+
+    @classmethod
+    def read(cls, path: str | Path) -> tuple["Model", str]:
+        """The model file read once: the model and the SHA-256 of the very bytes it was built from
+        (the name under which sites evaluate it)."""
+        import hashlib
+
         p = Path(path)
         try:
             data = p.read_bytes()
@@ -186,7 +194,7 @@ class Model:
             raise InputError(f"model file not found: {p}") from None
         except OSError as exc:
             raise InputError(f"cannot read model {p}: {exc}") from None
-        return cls.from_bytes(data, source=str(p))
+        return cls.from_bytes(data, source=str(p)), hashlib.sha256(data).hexdigest()
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "model") -> "Model":

@@ -249,10 +249,10 @@ def load_model(path: str | Path, schema: str | Path | None = None, data: bytes |
     return m
 
 
-def load_verified_model(path: str | Path, schema: str | Path, trust: str | Path | None = None,
+def load_verified_model(path: str | Path, schema: str | Path | None, trust: str | Path | None = None,
                         allow_unsigned: bool = False) -> tuple[Any, str | None, str]:
     """A model a site may run: its signature verified against ``trust`` (unsigned refused
-    unless ``allow_unsigned``), its codebook equal to the site's ``schema``.
+    unless ``allow_unsigned``), its codebook equal to the site's ``schema`` (when given).
 
     The file is read once (:func:`marg.protocols.model_signing.read_verified_model`): the bytes
     verified are the bytes loaded and named.
@@ -364,11 +364,10 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
     from marg.learners.base import Certificate
     from marg.learners.holdout_certificate import holdout_certificates, released_counts
     from marg.learners.model import Model
-    from marg.protocols.evaluation import check_provenance, model_digest, release_codebook
+    from marg.protocols.evaluation import check_provenance, release_codebook
     from marg.protocols.load import load_verified_bundles
 
-    model = Model.load(model_path)
-    digest = model_digest(model_path)
+    model, digest = Model.read(model_path)  # read once: the digest names the bytes certified
     loaded = load_verified_bundles(list(bundles), trust=trust, allow_unsigned=allow_unsigned, key=key,
                                    passphrase_file=passphrase_file)
     releases, asked, seen = [], [], set()

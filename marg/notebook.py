@@ -106,10 +106,8 @@ def load_model(path: PathLike, trust: PathLike | None = None, allow_unsigned: bo
         The site's codebook: a model of another study is refused.
     """
     from marg import api
-    from marg.protocols.model_signing import verify_model_file
 
-    signer = verify_model_file(path, trust, allow_unsigned)
-    model = api.load_model(path, schema)
+    model, signer, _ = api.load_verified_model(path, schema, trust, allow_unsigned)  # read once: the bytes verified are used
     model.info = {**model.info, "signed_by": signer}
     return model
 

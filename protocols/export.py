@@ -167,6 +167,62 @@ def export_site(
     site: str,
     out: str | Path,
     *,
+    recipient_name: str | None = None,
+    force: bool = False,
+    keep_copy: bool = True,
+    **release: Any,
+) -> ExportResult:
+    """Count the planned tables of ``data``, protect them, and write the site's bundle.
+
+    Parameters
+    ----------
+    data, codebook, site, **release
+        What to release and how: the arguments of :func:`prepare_release` (steps 1-4), which
+        document them.
+    out : path
+        The file written (the bundle, sealed when ``recipient`` is given, or ``package``'s bytes).
+    recipient_name : str, optional
+        The learner's name, recorded in the ledger entry of a sealed bundle.
+    force : bool
+        Replace an existing ``out`` (refused otherwise, before anything is read or charged).
+    keep_copy : bool
+        When the written file is sealed (or a secure-aggregation package) and a ledger
+        records the export, keep the plain signed bundle beside the ledger
+        (:mod:`protocols.site_copies`), so ``marg inspect`` shows the site what it sent.
+
+    See Also
+    --------
+    marg.protocols.export_plan.plan_export : the same steps without writing (``--dry-run``).
+    """
+    out = check_out(out, force)
+    rel = prepare_release(data, codebook, site, **release)
+    final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
+    signing_key, sealed = release.get("signing_key"), release.get("recipient") is not None
+
+    # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
+    entry = None
+    if ledger is not None:
+        file_digest = hashlib.sha256(file_bytes).hexdigest() if (sealed or release.get("package") is not None) else None
+        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=rel.cost, recipient_name=recipient_name,
+                              suppressed=rel.suppressed)
+        if keep_copy and file_digest is not None:
+            from .site_copies import keep
+
+            keep(rel.ledger_dir, final)
+    if rel.split is not None:
+        remember(rel.ledger_dir, final.digest(), codebook.fingerprint, site, rel.holdout, rel.split)
+    atomic_write_bytes(out, file_bytes)
+    return ExportResult(
+        bundle=final, path=out, n_rows=rel.n_rows, tables=rel.tables, cost=rel.cost, sealed=sealed,
+        ledger_entry=entry, suppressed=rel.suppressed, notes=rel.notes,
+    )
+
+
+def prepare_release(
+    data: "str | Path | Source",
+    codebook: Codebook,
+    site: str,
+    *,
     stats: str = "auto",
     pairs: Sequence[tuple[str, str]] | None = None,
     epsilon: float | None = None,
@@ -182,19 +238,18 @@ def export_site(
     min_cell_policy: str = "refuse",
     signing_key: Any = None,
     recipient: Any = None,
-    recipient_name: str | None = None,
     ledger_dir: str | Path | None = None,
     progress: Callable[[int], None] | None = None,
     engine: str | None = None,
     spark_master: str | None = None,
     site_home: str | Path | None = None,
     package: Callable[[Bundle], bytes] | None = None,
-    force: bool = False,
-    keep_copy: bool = True,
     max_levels: int = MAX_LEVELS,
+    create_key: bool = True,
     holdout_plan: dict[str, Any] | None = None,
-) -> ExportResult:
-    """Count the planned tables of ``data``, protect them, and write the site's bundle.
+) -> Prepared:
+    """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
+    nothing is written (:func:`export_site` then records and writes it).
 
     Parameters
     ----------
@@ -244,81 +299,14 @@ def export_site(
         for ``engine="spark"``; see :func:`marg.marginals.sources.open_source`), or an
         open Source. The bundle header records ``source`` (:meth:`Source.describe`: kind,
         location, table or query, never credentials).
-    force : bool
-        Replace an existing ``out`` (refused otherwise, before anything is read or charged).
-    keep_copy : bool
-        When the written file is sealed (or a secure-aggregation package) and a ledger
-        records the export, keep the plain signed bundle beside the ledger
-        (:mod:`protocols.site_copies`), so ``marg inspect`` shows the site what it sent.
     max_levels : int
         The level cap (:meth:`Codebook.check_level_cap`): a feature with more levels is refused.
-
-    See Also
-    --------
-    marg.protocols.export_plan.plan_export : the same steps without writing (``--dry-run``).
+    create_key : bool
+        False (a dry run): do not make the site's split key when it has none; the split then
+        uses a key of this call only.
+    holdout_plan : dict, optional
+        The plan of ``--holdout auto`` (:mod:`marg.learners.holdout_plan`), recorded in the header.
     """
-    out = check_out(out, force)
-    rel = prepare_release(data, codebook, site, stats=stats, pairs=pairs, epsilon=epsilon, rho=rho, delta=delta,
-                          mechanism=mechanism, allocation=allocation, holdout=holdout, holdout_id=holdout_id,
-                          round_id=round_id,
-                          first_share=first_share, min_cell=min_cell, min_cell_policy=min_cell_policy,
-                          signing_key=signing_key, recipient=recipient, ledger_dir=ledger_dir, progress=progress,
-                          engine=engine, spark_master=spark_master, site_home=site_home, package=package,
-                          max_levels=max_levels, holdout_plan=holdout_plan)
-    final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
-
-    # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
-    entry = None
-    if ledger is not None:
-        file_digest = hashlib.sha256(file_bytes).hexdigest() if (recipient is not None or package is not None) else None
-        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=rel.cost, recipient_name=recipient_name,
-                              suppressed=rel.suppressed)
-        if keep_copy and file_digest is not None:
-            from .site_copies import keep
-
-            keep(rel.ledger_dir, final)
-    if rel.split is not None:
-        remember(rel.ledger_dir, final.digest(), codebook.fingerprint, site, rel.holdout, rel.split)
-    atomic_write_bytes(out, file_bytes)
-    return ExportResult(
-        bundle=final, path=out, n_rows=rel.n_rows, tables=rel.tables, cost=rel.cost, sealed=recipient is not None,
-        ledger_entry=entry, suppressed=rel.suppressed, notes=rel.notes,
-    )
-
-
-def prepare_release(
-    data: "str | Path | Source",
-    codebook: Codebook,
-    site: str,
-    *,
-    stats: str = "auto",
-    pairs: Sequence[tuple[str, str]] | None = None,
-    epsilon: float | None = None,
-    rho: float | None = None,
-    delta: float = DEFAULT_DELTA,
-    mechanism: str = "gaussian",
-    allocation: str = "half",
-    holdout: float | None = None,
-    holdout_id: str | None = None,
-    round_id: str | None = None,
-    first_share: float | None = None,
-    min_cell: int = 3,
-    min_cell_policy: str = "refuse",
-    signing_key: Any = None,
-    recipient: Any = None,
-    ledger_dir: str | Path | None = None,
-    progress: Callable[[int], None] | None = None,
-    engine: str | None = None,
-    spark_master: str | None = None,
-    site_home: str | Path | None = None,
-    package: Callable[[Bundle], bytes] | None = None,
-    max_levels: int = MAX_LEVELS,
-    create_key: bool = True,
-    holdout_plan: dict[str, Any] | None = None,
-) -> Prepared:
-    """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
-    nothing is written. Parameters as for :func:`export_site`; ``create_key=False`` (a dry run) does
-    not make the site's split key when it has none: the split then uses a key of this call only."""
     from .ledger import Ledger
     from .site import resolve_export_ledger
     from .signing import finalize_bundle

@@ -135,7 +135,7 @@ def plan_export(data: Any, codebook: Any, site: str, out: str | Path, *, recipie
 
         state = rel.ledger.preview(rel.bundle, rel.cost, rel.suppressed)
         cap = state.cap
-        d = cap_delta(cap, max(float(state.cumulative.delta), float(rel.cost.delta)) or 1e-6)
+        d = cap_delta(cap)  # the δ `marg audit show` converts the spend at
         spent, after = state.spend.as_cost(d), state.spend.add(rel.cost).as_cost(d)
     per_table: dict[str, int] = {}
     for c in rel.suppressed:

@@ -582,13 +582,7 @@ class Ledger:
                 cost = _as_cost(bundle.header.get("privacy"), "bundle privacy")
             except MargError:
                 cost = release_cost(bundle.tables)
-        c = _as_cost(cost, "release cost")
-        stats = statistics_of(bundle)
-        if any(s["mechanism"] == "none" for s in stats):
-            c = PrivacyCost.unbounded()
-        hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-        rows = "evaluation" if bundle.header.get("evaluation") else "study"  # held-out rows, or the study's
-        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
+        stats, c, exact = _release_facts(bundle, cost, suppressed)
         return self.append(
             bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,
@@ -601,14 +595,9 @@ class Ledger:
         """Refuse now what :meth:`record` would refuse for ``bundle`` (the budget, the exact-release
         rules), writing nothing: ``marg export --dry-run``. Returns the state before the release."""
         state = self.state()
-        c = _as_cost(cost, "release cost")
-        if any(s["mechanism"] == "none" for s in statistics_of(bundle)):
-            c = PrivacyCost.unbounded()
+        _, c, exact = _release_facts(bundle, cost, suppressed)
         if state.cap is not None:
             check_budget(state.cap, state.spend, c)
-        hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-        rows = "evaluation" if bundle.header.get("evaluation") else "study"  # as record() scopes it
-        exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
         if exact:
             _apply_exact(state, {"exact": exact, "site": bundle.site, "suppressed": len(suppressed), "seq": state.n + 1})
         return state
@@ -635,3 +624,17 @@ class Ledger:
             raise InputError(f"no ledger directory at {str(self.directory)!r}")
         pub = _pub(public_key) or self.public_key
         return verify_ledger(self, pub, bundle_paths or (), allow_unsigned, require_key, head)
+
+
+def _release_facts(bundle: Any, cost: Any, suppressed: Sequence[Any]) -> tuple[list[dict[str, Any]], PrivacyCost, Any]:
+    """What the ledger records of a release, for :meth:`Ledger.record` and :meth:`Ledger.preview` alike:
+    its statistics, its cost (``inf`` when it holds an exact table) and the digests of what an exact
+    release disclosed (scoped to held-out rows for an evaluation, else the study's rows)."""
+    c = _as_cost(cost, "release cost")
+    stats = statistics_of(bundle)
+    if any(s["mechanism"] == "none" for s in stats):
+        c = PrivacyCost.unbounded()
+    hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
+    rows = "evaluation" if bundle.header.get("evaluation") else "study"
+    exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
+    return stats, c, exact
