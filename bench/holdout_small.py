@@ -116,7 +116,7 @@ def previous_bound(evals, coverage=0.95) -> float:
 
 
 def train(files, cb, fraction, eps_tables, work: Path, tag: str):
-    from marg.api import learn
+    from marg.learners.learn import learn
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
 

@@ -10,7 +10,7 @@ Protocol (every number from one run):
   export_site``: ``--stats auto`` = first-order and every pair table, the Gaussian
   mechanism at (ε, δ = 1e-6) via zCDP, the least-squares budget split) and writes a bundle;
   the learner runs ``marg learn BUNDLES`` with every default (``protocols.load.load_summary``
-  then ``marg.api.learn(summary, "auto")``: leave-one-site-out choice, the chosen model's
+  then ``marg.learners.learn.learn(summary, "auto")``: leave-one-site-out choice, the chosen model's
   certificate). Reported: mean test error, the learners chosen, the certificate, how often
   certificate ≥ test error, and how often the certificate is < 0.30.
 - ``renyi``: the same bundles, ``marg learn --learner renyi`` (automatic ridge; never
@@ -154,7 +154,7 @@ EXPORT_OPTIONS: dict = {}  # --first-order-share / --stats experiments (empty: t
 
 def default_path(cb, X, y, sites, eps, workdir: Path, learner: str = "auto"):
     """Export every site with the defaults (ε per site) and learn with the defaults."""
-    from marg.api import learn
+    from marg.learners.learn import learn
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
 
@@ -201,7 +201,8 @@ def certified_path(raw, cb, X, y, sites, eps, workdir: Path):
 
     Sites' rows are written as files (the holdout is defined on a data file's row numbers).
     """
-    from marg.api import certify_with_holdout, learn
+    from marg.api import certify_with_holdout
+    from marg.learners.learn import learn
     from marg.protocols.evaluation import evaluate_site, model_digest
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary

@@ -1,6 +1,6 @@
 """``marg learn``, ``marg certify``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
 
-Commands parse options, call :mod:`marg.api` and print; the library does the work.
+Commands parse options, call the library (:mod:`marg.learners.learn`, :mod:`marg.api`) and print; the library does the work.
 """
 
 from __future__ import annotations
@@ -135,8 +135,9 @@ def learn(
     (malformed bundle, inconsistent statistics, an option the learner does not take);
     3 solver failure.
     """
-    from marg import api
     from marg.learners.base import LEARNERS
+    from marg.learners.learn import learn as learn_model
+    from marg.learners.learn import learn_estimator, trivial_certificate_warning
     from marg.protocols.load import load_summary
 
     if learner not in LEARNERS:
@@ -149,7 +150,7 @@ def learn(
                "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
-    api.learn_estimator(learner, options, given)  # bad options fail before any file is read
+    learn_estimator(learner, options, given)  # bad options fail before any file is read
     signer = _signer(sign_key, sign_passphrase_file, no_sign)  # a wrong key or passphrase fails before the work
     rounds = None
     if round_:
@@ -176,7 +177,7 @@ def learn(
         err(f"{select}: selected {len(sel.selected)} features ({sel.status}{gap}): {', '.join(sel.selected)}")
 
     with LearnProgress(f"learn {learner}", quiet=json_out, time_limit=time_limit) as prog:
-        res = api.learn(summary, learner, options, given, select=select, max_features=max_features,
+        res = learn_model(summary, learner, options, given, select=select, max_features=max_features,
                         feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=prog,
                         on_selected=selected)
         prog.finish()
@@ -202,7 +203,7 @@ def learn(
         typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
                    f"left out, first-order tables only: {', '.join(rep['unpaired_features'])}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
-    warning = api.trivial_certificate_warning(res.model, summary)
+    warning = trivial_certificate_warning(res.model, summary.n)
     if warning:
         err(warning)
     if cert.approximate:
@@ -276,11 +277,12 @@ def request_cmd(
             raise InputError("--top screens features for pair tables; --learner boost ranks tables by its own bound")
         if max_tables < 1:
             raise InputError(f"--max-tables must be at least 1, got {max_tables}")
-        from marg import api
+        from marg.learners.boost.request import rank_cliques
+        from marg.learners.boost.vote import BoostVote
 
         with CountProgress("bundles verified and summed", quiet=json_out) as prog:
             summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
-        ranked = api.boost_request(summary, max_order=max_order, s=s, kappa=kappa)
+        ranked = rank_cliques(BoostVote(s=s, max_order=max_order, kappa=kappa), summary)
         if not ranked:
             raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
         chosen = ranked[:max_tables]

@@ -134,7 +134,7 @@ class CountProgress(Step):
 
 
 class LearnProgress(Step):
-    """A learner's progress records (``marg.api.learn``'s callback) as its current state.
+    """A learner's progress records (``marg.learners.learn.learn``'s callback) as its current state.
 
     Records carry a ``stage``: ``cg`` (column generation: iteration ``k``, bound ``R``),
     ``greedy`` (an edge added), ``gbd`` (selection: best, bound, gap), ``certify``/``rows``/

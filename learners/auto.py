@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
-from marg.errors import InconsistentStatistics, InputError
+from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, check_choice, check_number, estimator_class, features_param
 from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
@@ -149,6 +149,7 @@ class AutoLearner(MarginalEstimator):
 
     learner = "auto"
     display_name = "an automatic-choice"
+    learn_options = ("coverage", "prefer")
 
     def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
                  tolerance: float = 0.02, coverage: float = 0.95, features: Sequence[str] | None = None,
@@ -161,6 +162,14 @@ class AutoLearner(MarginalEstimator):
         self.callback = callback
 
     # ------------------------------------------------------------ parameters
+    @classmethod
+    def check_given(cls, given: Collection[str]) -> None:
+        """Only ``coverage`` and ``prefer`` may be given: the automatic choice tries each candidate with its defaults."""
+        extra = sorted(set(given) - set(cls.learn_options))
+        if extra:
+            raise InputError(f"{option(extra[0])} needs a chosen learner, not {option('learner', 'auto')} "
+                             "(auto tries each learner's defaults)")
+
     def check_params(self) -> None:
         check_choice("prefer", self.prefer, PREFER)
         check_number("tolerance", self.tolerance, low=0, high=1)
@@ -312,6 +321,11 @@ class AutoLearner(MarginalEstimator):
         if self.patients_ is not None:
             out["auto_patients"] = self.patients_.to_dict()
         return out
+
+    def model_estimator(self) -> MarginalEstimator:
+        """The chosen candidate: the model file holds it, and its report carries :meth:`choice_report`."""
+        self._check_fitted()
+        return self.chosen_
 
     def _report(self) -> dict[str, Any]:
         return {"chosen": self.chosen_.learner, **self.chosen_._report(), **self.choice_report()}

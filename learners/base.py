@@ -23,7 +23,7 @@ import inspect
 import math
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, ClassVar, Literal, Sequence, get_args
+from typing import Any, ClassVar, Collection, Literal, Sequence, get_args
 
 import numpy as np
 
@@ -143,6 +143,11 @@ class MarginalEstimator:
     """The learner's name in messages, with its article (e.g. "an MRC")."""
     _transient: ClassVar[tuple[str, ...]] = ("callback",)
     """Parameters that are not saved with a model (callables)."""
+    learn_options: ClassVar[tuple[str, ...]] = ()
+    """The ``marg learn`` options that set this learner's parameter of the same name
+    (:func:`marg.learners.learn.make_estimator`); the others given by the user are refused."""
+    remedies: ClassVar[tuple[str, ...]] = ()
+    """What the user can do about a trivial certificate, in CLI words (:meth:`trivial_warning`)."""
 
     # ------------------------------------------------------------ parameters
     @classmethod
@@ -175,6 +180,12 @@ class MarginalEstimator:
         cov = f" at {cert.coverage:.0%} coverage" if cert.coverage is not None else ""
         n_feat = len(getattr(self, "feature_names_in_", None) or [])
         return f"{head}  # fitted on {n_feat} features: certificate {cert.kind} ≤ {cert.value:.4f}{cov}"
+
+    @classmethod
+    def check_given(cls, given: Collection[str]) -> None:
+        """Refuse, before any work, options the user gave that this learner cannot take as a
+        whole (one-line InputError); the options it does not take one by one are refused by
+        :func:`marg.learners.learn.make_estimator`, which names the learners that do."""
 
     # --------------------------------------------------------------- fitting
     def check_params(self) -> None:
@@ -226,6 +237,33 @@ class MarginalEstimator:
 
     def _report(self) -> dict[str, Any]:
         return {}
+
+    def model_estimator(self) -> "MarginalEstimator":
+        """The fitted estimator a model file holds: this one (the automatic choice: its chosen candidate)."""
+        return self
+
+    def choice_report(self) -> dict[str, Any]:
+        """Keys the learn report adds after the model estimator's own (the automatic choice's
+        candidates table); {} for a learner that chose nothing."""
+        return {}
+
+    def trivial_warning(self, n: float) -> str | None:
+        """The warning for a certificate no better than guessing uniformly, naming :attr:`remedies`
+        (``n``: the rows the tables summarise); None for a non-trivial certificate."""
+        cert = self.certificate_
+        if not cert.trivial:
+            return None
+        if cert.note:
+            return f"warning: {cert.note}"
+        remedies = list(self.remedies)
+        if cert.coverage is not None:
+            remedies.append("or lower --coverage, or use --s for an uncalibrated model")
+        K = cert.n_classes
+        cov = f"{cert.coverage:.0%} coverage" if cert.coverage is not None else "this λ"
+        what = {"W(h)": "W(h)", "holdout": "the holdout bound"}.get(cert.kind, "R*")
+        return (f"warning: the certificate is trivial ({what} = {cert.value:.4f} ≥ 1 − 1/{K}, what guessing uniformly "
+                f"achieves): {n:,.0f} rows are too few for {cov} over this many table entries, so the model "
+                f"guarantees no more than a coin; " + ", ".join(remedies))
 
     # ----------------------------------------------------------- persistence
     def saved_params(self) -> dict[str, Any]:
@@ -335,6 +373,22 @@ REGISTRY: dict[str, type[MarginalEstimator]] = _Registry()
 def estimator_class(learner: str) -> type[MarginalEstimator]:
     """The estimator class of a learner name (one-line InputError for an unknown one)."""
     return REGISTRY[str(learner)]
+
+
+def register(cls: type[MarginalEstimator]) -> type[MarginalEstimator]:
+    """Add a learner outside marg to :data:`REGISTRY` under ``cls.learner`` (usable as a decorator):
+    :func:`marg.learners.learn.learn`, model files and the card then know it. A name already
+    taken is an InputError."""
+    name = cls.learner
+    if not name or name in _LEARNER_MODULES or name in REGISTRY:
+        raise InputError(f"cannot register learner {name!r}: the name is empty or taken")
+    REGISTRY[name] = cls
+    return cls
+
+
+def registered_learners() -> list[str]:
+    """Every learner name: the built-in ones (:data:`LEARNERS`), then those added by :func:`register`."""
+    return [*LEARNERS, *(n for n in REGISTRY if n not in _LEARNER_MODULES)]
 
 
 def features_param(features: Sequence[str] | None) -> list[str] | None:

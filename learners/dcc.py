@@ -139,6 +139,7 @@ class DCC(MinimaxRules):
 
     learner = "dcc"
     display_name = "a DCC"
+    learn_options = ("s", "coverage", "greedy", "max_edges", "edge_weight", "structure", "loss")
     remedies = ("select features (--select)", "release fewer pair tables (export --pairs)")
 
     def __init__(

@@ -287,3 +287,33 @@ def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]
                 acc = acc + pc[y]
             by_class[name] = exact_bound(acc, level)
     return Certificates(pooled, sites, by_class)
+
+
+def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95) -> Certificates:
+    """Replace ``model``'s certificate by the pooled holdout bound of the sites' evaluation releases.
+
+    ``releases``: the verified releases (each with ``site``, ``table``, ``content``,
+    ``site_certificate``, ``privacy``, ``digest``; :func:`marg.protocols.evaluation.verified_evaluations`).
+    The pooled bound (:func:`holdout_certificates` at ``coverage``) becomes the model's
+    certificate (kind ``"holdout"``); it, the per-site bounds (sites that asked) and the
+    class-wise bounds (releases with per-class counts) are recorded in ``model.info["holdout_certificate"]``.
+    """
+    from .base import Certificate
+
+    counts, asked = [], []
+    for r in releases:
+        t = r.table
+        overall, per_class = released_counts(t.counts, t.noise.draws(True), r.content)
+        counts.append((r.site, overall, per_class))
+        if r.site_certificate:
+            asked.append(r.site)
+    classes = list(model.codebook.label.classes)
+    certs = holdout_certificates(counts, classes, coverage, per_site=asked)
+    bound = certs.pooled
+    model.estimator.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(classes))
+    model.info = {**model.info, "holdout_certificate": {
+        **bound.to_dict(), "sites": [r.site for r in releases], "privacy": {r.site: r.privacy for r in releases},
+        "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},
+        "class_certificates": {c: v.to_dict() for c, v in certs.classes.items()},
+        "bundles": [r.digest for r in releases]}}
+    return certs

@@ -29,7 +29,7 @@ VERSION = 2
 READS = (1, 2)
 """Model-file versions this release reads (1: parameters inside the estimator state)."""
 
-__all__ = ["Model", "FORMAT", "VERSION", "LEARNERS", "estimator_class", "evaluate", "now_iso"]
+__all__ = ["Model", "FORMAT", "VERSION", "LEARNERS", "estimator_class", "evaluate", "model_info", "now_iso"]
 
 
 @dataclass
@@ -218,6 +218,21 @@ def _json_default(o: Any) -> Any:
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def model_info(summary: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """A model file's provenance record: when, n (and ``n_exact`` for an exact release), the
+    sites, the learn report, and each level's released counts with their noise half-width
+    (:func:`marg.marginals.level_counts.level_counts`: the card's caveats on noise-set weights)."""
+    from marg.marginals.level_counts import level_counts
+
+    info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []), "report": report}
+    if summary.n_exact is not None:
+        info["n_exact"] = summary.n_exact
+    levels = level_counts(summary)
+    if levels is not None:
+        info["level_counts"] = levels
+    return info
 
 
 def evaluate(model: Model, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:

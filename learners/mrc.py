@@ -109,6 +109,7 @@ class MRC(MinimaxRules):
 
     learner = "mrc"
     display_name = "an MRC"
+    learn_options = ("s", "coverage", "solver", "eps", "n_max", "k_max")
     remedies = ("select features (--select)",)
 
     def __init__(

@@ -70,6 +70,7 @@ class NaiveBayes(MarginalEstimator):
 
     learner = "nb"
     display_name = "a naive-Bayes"
+    learn_options = ("s", "coverage", "alpha")
 
     def __init__(self, alpha: float = 0.5, s: float | None = None, coverage: float = 0.95,
                  features: Sequence[str] | None = None, certify: str = "exact", time_limit: float | None = EXACT_SECONDS,

@@ -231,6 +231,7 @@ class RenyiClassifier(MarginalEstimator):
 
     learner = "renyi"
     display_name = "a Rényi"
+    learn_options = ("coverage", "ridge")
 
     def __init__(self, ridge: float | None = None, coding: str = "min-norm", features: Sequence[str] | None = None,
                  coverage: float = 0.95, certify: str = "bound", time_limit: float | None = 120.0):

@@ -214,6 +214,19 @@ class SelectionResult:
                 out[k] = float(v)
         return out
 
+    def learn_report(self) -> dict[str, Any]:
+        """The keys the selection adds to ``marg learn --json`` (and the model file's report):
+        ``features``/``selected``, ``selection`` (method, status, objective, λ, the group-lasso
+        path's λ, size and entering features) and, for GBD, its ``gap`` and bounds."""
+        sel = {"method": self.method, "status": self.status, "objective": self.objective, "lambda": self.lam,
+               "path": [{"lam": p["lam"], "n_active": p["n_active"], "entered": p["entered"]}
+                        for p in self.path if self.method == "group-lasso" and "lam" in p]}
+        out: dict[str, Any] = {"features": list(self.selected), "selected": list(self.selected), "selection": sel}
+        if self.method == "gbd":
+            out["gap"] = self.gap
+            sel.update(lower_bound=self.lower_bound, upper_bound=self.upper_bound)
+        return out
+
 
 def _path_records(problem: SelectionProblem, path: list) -> list[dict]:
     recs, seen = [], set()

@@ -16,7 +16,9 @@ from typing import Callable
 
 from marg.learners.model import Model, evaluate
 from marg._util import atomic_write_bytes
-from marg.api import evaluate_file, learn, model_info
+from marg.api import evaluate_file
+from marg.learners.learn import learn
+from marg.learners.model import model_info
 from marg.learners.mrc import MRC
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError

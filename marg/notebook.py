@@ -74,20 +74,20 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
         estimator's ``certificate_`` does; the same value ``marg learn`` prints). Save it with
         :func:`save_model`.
     """
-    from marg import api
     from marg.learners.base import MarginalEstimator
-    from marg.learners.model import Model
+    from marg.learners.learn import learn as learn_model
+    from marg.learners.model import Model, model_info
 
     if isinstance(learner, MarginalEstimator):
         if params:
             raise InputError(f"{option(sorted(params)[0])}: give an estimator's parameters to its constructor")
         est = learner.fit(summary)
-        info = api.model_info(summary, {**est.report(), "n": summary.n})
+        info = model_info(summary, {**est.report(), "n": summary.n})
         return Model(learner=est.learner, codebook=summary.codebook, estimator=est, info=info)
     if not isinstance(learner, str):
         raise InputError(f"learner must be a learner name or an estimator, got {type(learner).__name__}")
     selection = {k: params.pop(k) for k in ("select", "max_features", "feature_cost", "norm", "time_limit") if k in params}
-    return api.learn(summary, learner, params, given=set(params), **selection).model
+    return learn_model(summary, learner, params, given=set(params), **selection).model
 
 
 def load_model(path: PathLike, trust: PathLike | None = None, allow_unsigned: bool = False,

@@ -25,8 +25,9 @@ site evaluated the same model on rows it never learned from
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -258,3 +259,54 @@ def check_provenance(header: dict[str, Any], site: str, model_info: dict[str, An
             f"{', '.join(d[:12] + '…' for d in evaluated)}, but the model learned from its bundle(s) "
             f"{', '.join(d[:12] + '…' for d in trained)} ({other[0][:12]}… differs): the evaluated rows may have "
             "been in training")
+
+
+@dataclass(frozen=True)
+class EvaluationRelease:
+    """One site's verified evaluation release of a model: its one table, its content
+    (``errors``, ``classes`` or ``confusion``), whether the site asked for a certificate of its
+    own, the release's privacy record and the bundle's digest."""
+
+    site: str
+    table: MarginalTable
+    content: str
+    site_certificate: bool
+    privacy: Any
+    digest: str
+
+
+def verified_evaluations(bundles: Sequence[str | Path], model_codebook: Codebook, model_info: dict[str, Any], digest: str,
+                         model_name: str, trust: str | Path | None = None, allow_unsigned: bool = False,
+                         key: str | Path | None = None, passphrase_file: str | Path | None = None) -> list[EvaluationRelease]:
+    """The sites' evaluation releases of one model file, each verified like a training bundle.
+
+    Each must evaluate *this* model file (``digest``, its SHA-256; ``model_name`` names it in
+    messages) under its study codebook, one per site, on rows held out of every bundle the
+    model learned from at that site (:func:`check_provenance`), in one table; anything else is
+    a one-line InputError (RefusedError for the provenance) naming the file.
+    """
+    from .load import load_verified_bundles
+
+    loaded = load_verified_bundles(list(bundles), trust=trust, allow_unsigned=allow_unsigned, key=key,
+                                   passphrase_file=passphrase_file)
+    out: list[EvaluationRelease] = []
+    seen: set[str] = set()
+    for p, b in zip(bundles, loaded):
+        ev = b.header.get("evaluation")
+        if not isinstance(ev, dict):
+            raise InputError(f"{p}: not an evaluation release (export it with marg export DATA --evaluate MODEL)")
+        if ev.get("model") != digest:
+            raise InputError(f"{p}: evaluates model {str(ev.get('model'))[:16]}…, not {model_name} ({digest[:16]}…)")
+        content = str(ev.get("content", "confusion"))  # releases before the error-count content were confusion tables
+        if b.fingerprint != release_codebook(model_codebook, content).fingerprint:
+            raise InputError(f"{p}: its evaluation codebook differs from this model's (another study or label)")
+        check_provenance(b.header, b.site, model_info, str(p))
+        if b.site in seen:
+            raise InputError(f"{p}: a second evaluation release from site {b.site!r}")
+        seen.add(b.site)
+        tables = b.tables
+        if len(tables) != 1:
+            raise InputError(f"{p}: an evaluation release holds one table, found {len(tables)}")
+        out.append(EvaluationRelease(b.site, tables[0], content, bool(ev.get("site_certificate")),
+                                     b.header.get("privacy"), b.digest()))
+    return out

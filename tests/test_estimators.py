@@ -84,11 +84,11 @@ def test_model_file_stores_parameters_once(learner, summary, tmp_path):
 
 
 def test_unknown_learner_and_option_errors():
-    from marg import api
+    from marg.learners.learn import make_estimator
 
     with pytest.raises(InputError, match="unknown learner 'svm'"):
         REGISTRY["svm"]
     with pytest.raises(InputError, match="greedy=… does not apply to learner .mrc."):
-        api.make_estimator("mrc", {"greedy": True}, given={"greedy"})
-    est = api.make_estimator("dcc", {"greedy": True, "solver": "cg", "s": 0.0}, given={"greedy", "s"})
+        make_estimator("mrc", {"greedy": True}, given={"greedy"})
+    est = make_estimator("dcc", {"greedy": True, "solver": "cg", "s": 0.0}, given={"greedy", "s"})
     assert est.greedy is True and est.s == 0.0 and est.solver == "compact"  # --solver is the MRC's choice

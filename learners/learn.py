@@ -1,0 +1,166 @@
+"""``marg learn`` as a library call: options → a registered estimator → optional feature selection → fit → model.
+
+The learner is found through the registry (:data:`marg.learners.base.REGISTRY`); which
+``marg learn`` option sets which parameter each estimator declares itself
+(``learn_options``: an option sets the parameter of the same name), and an option the user
+gave that the learner does not take is refused, naming the learners that take it. The
+automatic choice is an estimator like the others (:class:`marg.learners.auto.AutoLearner`):
+the model holds its ``model_estimator()`` and the report carries its ``choice_report()``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Mapping, Sequence
+
+from marg.errors import InputError, option
+
+from .base import MarginalEstimator, estimator_class, registered_learners
+
+SELECTORS = ("none", "group-lasso", "gbd")
+"""``--select``: no feature selection, the group-lasso path, or GBD's exact best M."""
+
+
+def option_takers(opt: str) -> list[str]:
+    """The registered learners that take the ``marg learn`` option ``opt`` (sorted; imports every learner)."""
+    return sorted(n for n in registered_learners() if opt in estimator_class(n).learn_options)
+
+
+def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[str] = (),
+                   features: Sequence[str] | None = None, callback: Callable[[dict], None] | None = None) -> MarginalEstimator:
+    """The registered estimator for ``learner`` with the parameters ``options`` set.
+
+    Parameters
+    ----------
+    learner : str
+        A registered learner name (:func:`marg.learners.base.registered_learners`).
+    options : mapping option -> value
+        ``marg learn`` options; those in the estimator's ``learn_options`` set its parameter
+        of the same name, the others are ignored unless given.
+    given : collection of str
+        The options the user set explicitly; one that does not apply to ``learner`` is an
+        InputError naming it and the learners it is for (or "unknown" when none takes it).
+    features : list of str, optional
+        Features to use (e.g. after feature selection).
+    callback : callable, optional
+        Progress records (learners that report progress take it).
+    """
+    cls = estimator_class(learner)
+    cls.check_given(given)
+    params: dict[str, Any] = {}
+    for opt, value in options.items():
+        if opt in cls.learn_options:
+            params[opt] = value
+        elif opt in given:
+            takers = option_takers(opt)
+            if not takers:
+                raise InputError(f"unknown learn option {opt!r}")
+            raise InputError(f"{option(opt)} does not apply to learner {learner!r} (it is for {', '.join(takers)})")
+    if features is not None:
+        params["features"] = list(features)
+    if callback is not None and "callback" in cls.param_names():
+        params["callback"] = callback
+    return cls(**params)
+
+
+def learn_estimator(learner: str, options: Mapping[str, Any], given: Collection[str] = (),
+                    callback: Callable[[dict], None] | None = None) -> MarginalEstimator:
+    """:func:`make_estimator` with its parameters checked (before any work)."""
+    est = make_estimator(learner, options, given, callback=callback)
+    est.check_params()
+    return est
+
+
+@dataclass
+class LearnResult:
+    """What :func:`learn` produced: the model (not yet saved), its report, the selection."""
+
+    model: Any
+    report: dict[str, Any]
+    selection: Any
+    seconds: float
+
+
+def learn(
+    summary: Any,
+    learner: str,
+    options: Mapping[str, Any],
+    given: Collection[str] = (),
+    select: str = "none",
+    max_features: int | None = None,
+    feature_cost: float | None = None,
+    norm: str = "linf",
+    time_limit: float = 60.0,
+    callback: Callable[[dict], None] | None = None,
+    on_selected: Callable[[Any], None] | None = None,
+) -> LearnResult:
+    """Select features (optionally), fit the learner on ``summary`` and wrap it as a model.
+
+    Parameters
+    ----------
+    summary : marginals.summary.Summary
+    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner
+        (:class:`marg.learners.auto.AutoLearner`; only ``coverage`` and ``prefer`` may be given) and the
+        model is the chosen candidate, its report carrying the candidates table.
+    select : {"none", "group-lasso", "gbd"}
+    max_features, feature_cost, norm, time_limit : feature selection (see
+        :func:`marg.learners.selection.select_features`).
+    callback : progress records of the selection and the fit.
+    on_selected : called with the selection result before the fit (to report it).
+
+    Returns
+    -------
+    LearnResult
+        ``report`` holds the keys of the ``marg learn --json`` contract.
+    """
+    from .model import Model, model_info
+
+    t0 = time.perf_counter()
+    if select not in SELECTORS:
+        raise InputError(f"unknown feature selection {option('select', select)} (expected none, group-lasso or gbd)")
+    est = learn_estimator(learner, options, given, callback=callback)
+    selection = None
+    if select != "none":
+        from .selection import select_features
+
+        if select == "gbd" and max_features is None and feature_cost is None:
+            raise InputError(f"{option('select', 'gbd')} needs {option('max_features')} or {option('feature_cost')}")
+        if max_features is not None and max_features < 1:
+            raise InputError(f"{option('max_features')} must be at least 1, got {max_features}")
+        selection = select_features(summary, method=select, max_features=max_features, norm=norm,
+                                    feature_cost=feature_cost, time_limit=time_limit, callback=callback)
+        if not selection.selected:
+            raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
+        if on_selected is not None:
+            on_selected(selection)
+        est.set_params(features=list(selection.selected))
+    est.fit(summary)
+    fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
+    seconds = time.perf_counter() - t0
+    report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
+              "seconds": seconds}
+    report.update(est.choice_report())
+    if selection is not None:
+        report.update(selection.learn_report())
+    info = model_info(summary, {k: v for k, v in report.items() if k != "seconds"})
+    model = Model(learner=fitted.learner, codebook=summary.codebook, estimator=fitted, info=info)
+    return LearnResult(model, report, selection, seconds)
+
+
+def trivial_certificate_warning(model: Any, n: float) -> str | None:
+    """The warning for a model whose certificate is no better than guessing uniformly, naming the
+    remedies (:meth:`MarginalEstimator.trivial_warning`; the automatic choice under DP: the
+    patients a candidate would need); None otherwise. ``n``: the rows the tables summarise."""
+    from .auto import patients_line
+
+    if not model.estimator.certificate_.trivial:
+        return None
+    line = patients_line((model.info or {}).get("report") or {})
+    if line:  # the automatic choice under DP: every candidate trivial, and the patients it would take
+        return f"warning: {line}"
+    return model.estimator.trivial_warning(n)
+
+
+__all__ = ["LearnResult", "SELECTORS", "learn", "learn_estimator", "make_estimator", "option_takers",
+           "trivial_certificate_warning"]
