@@ -150,7 +150,7 @@ def learn(
                "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
-    learn_estimator(learner, options, given)  # bad options fail before any file is read
+    est = learn_estimator(learner, options, given)  # bad options fail before any file is read
     signer = _signer(sign_key, sign_passphrase_file, no_sign)  # a wrong key or passphrase fails before the work
     rounds = None
     if round_:
@@ -169,8 +169,9 @@ def learn(
     dropped = summary.provenance.get("dropped_tables")
     if dropped:
         err(f"note: {len(dropped)} tables not released by every site are left out (e.g. {dropped[0]})")
-    if learner == "dcc" and structure == "all":
-        err("solving the local-polytope LP over every released pair (can take a while with many features)")
+    note = est.start_note()
+    if note:
+        err(note)
 
     def selected(sel: Any) -> None:
         gap = f", certified gap {sel.gap:.3g}" if sel.gap is not None else ""
@@ -186,14 +187,13 @@ def learn(
     if not rounds and said:  # after the fit: a refusal stays one line
         err(said)
     rep = {**res.report, "signed": signed != "unsigned"}
-    if rep.get("empty_vote") is not None:
-        err(f"warning: the {res.model.learner} vote is empty: no rule reads a feature, so the model predicts "
-            f"{rep['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower --kappa "
-            "or release more rows)")
+    fitted = res.model.estimator
+    for line in fitted.learn_warnings(rep):
+        err(line)
     if json_out:
         emit_json(rep)
         return
-    cert = res.model.estimator.certificate_
+    cert = fitted.certificate_
     learner = res.model.learner
     if "auto" in rep:
         for line in choice_lines(rep):
@@ -209,22 +209,8 @@ def learn(
     if cert.approximate:
         err("note: part of this certificate's confidence box is a normal approximation (raw numeric features' means, "
             "or noise without recorded draws; see the README)")
-    if "gamma" in rep:
-        typer.echo(f"γ = {rep['gamma']}, HGR lower bound {rep['hgr_lower_bound']}, separable: {rep['separable']}")
-    if "edges" in rep:
-        kind = "graph (local-polytope bound)" if rep.get("relaxed") else "forest"
-        typer.echo(f"{kind}: {len(rep['edges'])} edges: " + ", ".join(f"{a}–{b}" for a, b in rep["edges"]))
-    if rep.get("active_features") is not None and len(rep.get("iterations", [])) > 0 and solver == "cg":
-        act = rep["active_features"]
-        shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
-        typer.echo(f"column generation: {len(act)} features in the final working set: {shown}")
-    if "monomials" in rep:
-        k = len(rep['monomials'])
-        typer.echo(f"vote: {k} weighted rule{'' if k == 1 else 's'} (score of a class = sum of the weights of its rules that hold):")
-        for r in rep["monomials"]:
-            typer.echo(f"  {r['weight']:+.4f}  {r['class']}  if  {r['rule']}")
-    if len(rep.get("iterations", [])) > 1:
-        typer.echo("R^k: " + ", ".join(f"{r:.4f}" for r in rep["iterations"]))
+    for line in fitted.learn_lines(rep):  # what this learner found, in its own words
+        typer.echo(line)
     typer.echo(f"fitted in {res.seconds:.2f} s")
 
 

@@ -41,7 +41,8 @@ import numpy as np
 
 from marg.errors import InconsistentStatistics, InputError, option
 
-from .base import MarginalEstimator, check_choice, check_number, estimator_class, features_param
+from .base import MarginalEstimator, estimator_class, features_param
+from .params import COVERAGE, Check, Interval, Options, check_choice
 from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -170,29 +171,16 @@ class AutoLearner(MarginalEstimator):
             raise InputError(f"{option(extra[0])} needs a chosen learner, not {option('learner', 'auto')} "
                              "(auto tries each learner's defaults)")
 
-    def check_params(self) -> None:
-        check_choice("prefer", self.prefer, PREFER)
-        check_number("tolerance", self.tolerance, low=0, high=1)
-        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        features_param(self.features)
-        self._candidate_list()
+    _parameter_constraints = {
+        "prefer": Options(PREFER),
+        "tolerance": Interval(0, 1),
+        "coverage": COVERAGE,
+        "features": Check(features_param, bad="age", what="features"),
+        "candidates": Check(lambda c: candidate_list(c), bad=[("svm", {})], what="learner"),
+    }
 
     def _candidate_list(self) -> list[tuple[str, dict[str, Any]]]:
-        if self.candidates is None:
-            return [(n, dict(p)) for n, p in DEFAULT_CANDIDATES]
-        out = []
-        for c in self.candidates:
-            if isinstance(c, str):
-                c = (c, {})
-            if not (isinstance(c, (tuple, list)) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], dict)):
-                raise InputError(f"a candidate must be (learner, params), got {c!r}")
-            if c[0] == self.learner:
-                raise InputError("a candidate of the automatic choice cannot be auto itself")
-            estimator_class(c[0])  # one-line error for an unknown learner
-            out.append((c[0], dict(c[1])))
-        if not out:
-            raise InputError("candidates must name at least one learner")
-        return out
+        return candidate_list(self.candidates)
 
     def _make(self, name: str, params: dict[str, Any]) -> MarginalEstimator:
         cls = estimator_class(name)
@@ -346,6 +334,26 @@ class AutoLearner(MarginalEstimator):
         p = state.get("auto_patients")
         self.patients_ = None if p is None else PatientsNeeded(**p)
         self._adopt(chosen)
+
+
+def candidate_list(candidates: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`); a bare name
+    means its defaults. One-line InputError for a malformed entry, an unknown learner, auto itself or none."""
+    if candidates is None:
+        return [(n, dict(p)) for n, p in DEFAULT_CANDIDATES]
+    out = []
+    for c in candidates:
+        if isinstance(c, str):
+            c = (c, {})
+        if not (isinstance(c, (tuple, list)) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], dict)):
+            raise InputError(f"a candidate must be (learner, params), got {c!r}")
+        if c[0] == AutoLearner.learner:
+            raise InputError("a candidate of the automatic choice cannot be auto itself")
+        estimator_class(c[0])  # one-line error for an unknown learner
+        out.append((c[0], dict(c[1])))
+    if not out:
+        raise InputError("candidates must name at least one learner")
+    return out
 
 
 def _record(row: CandidateRow, res: ErrorEstimate | str) -> None:

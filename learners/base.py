@@ -20,14 +20,15 @@ Conventions follow scikit-learn's, with a Summary in place of rows:
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, ClassVar, Collection, Literal, Sequence, get_args
+from typing import Any, ClassVar, Collection, Literal, Sequence
 
 import numpy as np
 
 from marg.errors import InputError, NotFittedError
+
+from .params import Constraint, check_choice, validate_params
 
 CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma", "W(h)", "holdout"]
 
@@ -100,41 +101,6 @@ class Certificate:
         return f"({bound}holds with probability ≥ {self.coverage:.0%} over the sample)"
 
 
-def check_choice(name: str, value: Any, allowed: Any) -> str:
-    """``value`` if it is one of ``allowed`` (a tuple or a ``Literal`` type), else a one-line InputError."""
-    options = tuple(get_args(allowed)) if not isinstance(allowed, (tuple, list)) else tuple(allowed)
-    if value not in options:
-        raise InputError(f"unknown {name} {value!r} (expected one of {', '.join(map(str, options))})")
-    return value
-
-
-def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-                 open_low: bool = False, open_high: bool = False, integer: bool = False,
-                 none_ok: bool = False) -> Any:
-    """``value`` if it is a finite number in the given range, else a one-line InputError naming it."""
-    if value is None and none_ok:
-        return value
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if ok and integer:
-        ok = isinstance(value, (int, np.integer))
-    if ok:
-        v = float(value)
-        ok = math.isfinite(v)
-        if ok and low is not None:
-            ok = v > low if open_low else v >= low
-        if ok and high is not None:
-            ok = v < high if open_high else v <= high
-    if not ok:
-        what = "an integer" if integer else "a finite number"
-        rng = ""
-        if low is not None or high is not None:
-            lo = "" if low is None else (f"> {low:g}" if open_low else f">= {low:g}")
-            hi = "" if high is None else (f"< {high:g}" if open_high else f"<= {high:g}")
-            rng = " " + " and ".join(x for x in (lo, hi) if x)
-        raise InputError(f"{name} must be {what}{rng}, got {value!r}")
-    return value
-
-
 class MarginalEstimator:
     """Base of every learner fitted from a Summary (see the module docstring)."""
 
@@ -146,6 +112,9 @@ class MarginalEstimator:
     learn_options: ClassVar[tuple[str, ...]] = ()
     """The ``marg learn`` options that set this learner's parameter of the same name
     (:func:`marg.learners.learn.make_estimator`); the others given by the user are refused."""
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
+    """Parameter name → what it may hold (:mod:`marg.learners.params`), declared once per learner;
+    :meth:`check_params` validates them."""
     remedies: ClassVar[tuple[str, ...]] = ()
     """What the user can do about a trivial certificate, in CLI words (:meth:`trivial_warning`)."""
 
@@ -189,7 +158,10 @@ class MarginalEstimator:
 
     # --------------------------------------------------------------- fitting
     def check_params(self) -> None:
-        """Validate the hyper-parameters (one-line InputError naming the bad one); ``fit`` calls it first."""
+        """Validate the hyper-parameters against :attr:`_parameter_constraints` (one-line InputError
+        naming the bad one and its value); ``fit`` calls it first. A learner overrides it only to
+        add rules that tie parameters together."""
+        validate_params(self._parameter_constraints, self.get_params())
 
     def fit(self, summary: Any) -> "MarginalEstimator":  # pragma: no cover - abstract
         raise NotImplementedError
@@ -264,6 +236,66 @@ class MarginalEstimator:
         return (f"warning: the certificate is trivial ({what} = {cert.value:.4f} ≥ 1 − 1/{K}, what guessing uniformly "
                 f"achieves): {n:,.0f} rows are too few for {cov} over this many table entries, so the model "
                 f"guarantees no more than a coin; " + ", ".join(remedies))
+
+    # ------------------------------------------- what the card, certify and the CLI ask
+    def linear_rule(self) -> Any:
+        """The deterministic rule as a :class:`marg.learners.minimax.fixed_rule.LinearRule` (scores
+        additive in one-hot features), which :func:`marg.learners.certify.certify` bounds; a learner
+        whose rule is not additive raises a one-line InputError (its certificate is its own)."""
+        raise InputError(f"a {self.learner} model with pairwise features is not an additive rule; its certificate is "
+                         "its own R*")
+
+    def score_weights(self) -> tuple[Any, np.ndarray] | None:
+        """(feature map, W (K, D)): the per-class column weights the deterministic rule adds up,
+        what the card charts; None for a rule without them. Default: :meth:`linear_rule`'s."""
+        try:
+            rule = self.linear_rule()
+        except InputError:
+            return None
+        return rule.fmap, np.asarray(rule.weights, dtype=float)
+
+    def impossible_cells(self) -> np.ndarray | None:
+        """Bool (K, D): the (class, column) cells the exact counts rule out, left out of the card's
+        weights; None when the learner records none."""
+        return None
+
+    def used_features(self) -> list[str] | None:
+        """The features the rule reads when the learner knows them itself (a vote: its rules'
+        features); None: the card derives them from :meth:`score_weights`."""
+        return None
+
+    def rules(self) -> list[dict[str, Any]] | None:
+        """A vote's rules in words (``class``, ``rule``, ``order``, ``weight``); None: not a vote of rules."""
+        return None
+
+    def working_set(self) -> list[str]:
+        """The features column generation kept in its final working set ([] without one)."""
+        return []
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The pairs of features modelled jointly (the edges of the learner's graph; [] for none)."""
+        return []
+
+    def trace(self) -> list[float]:
+        """The bound after each iteration of the fit (column or edge generation); [] for a one-shot fit."""
+        return []
+
+    def falls_back(self) -> bool:
+        """True when the fitted rule set its fit aside and predicts the majority class."""
+        return False
+
+    def start_note(self) -> str | None:
+        """A line ``marg learn`` says before a fit that can take long with these parameters (None: nothing)."""
+        return None
+
+    def learn_lines(self, report: dict[str, Any]) -> list[str]:
+        """The learner's own lines of ``marg learn``'s text output, after the certificate
+        (``report``: the learn report, :func:`marg.learners.learn.learn`)."""
+        return []
+
+    def learn_warnings(self, report: dict[str, Any]) -> list[str]:
+        """Warnings ``marg learn`` writes on stderr after the model is saved (both text and --json)."""
+        return []
 
     # ----------------------------------------------------------- persistence
     def saved_params(self) -> dict[str, Any]:

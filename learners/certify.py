@@ -1,8 +1,9 @@
 """Certify a fitted model's own rule: its worst-case error over an uncertainty set built from a Summary.
 
 Any model whose deterministic rule is an argmax of scores additive in one-hot features (Rényi's
-MAP rule, naive Bayes, the MRC's argmax) is turned into a
-:class:`marg.learners.minimax.fixed_rule.LinearRule` and certified over
+MAP rule, naive Bayes, the MRC's argmax) gives it as a
+:class:`marg.learners.minimax.fixed_rule.LinearRule` (its estimator's ``linear_rule()``; ties are
+over-approximated, so any tie-break is covered) and is certified over
 U = {p : |E_pΦ − τ| ≤ λ}, Φ the first-order indicators (``structure="first"``) or those plus
 the pairs of a maximum spanning forest on I(X_i, X_j; Y) (``"forest"``), λ calibrated to the
 simultaneous ``coverage`` as for the MRC. ``exact=True`` computes W(h) by row generation
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
 
 from marg.errors import InconsistentStatistics, InputError
 
@@ -26,42 +26,11 @@ from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
 from .features.pairwise import PairwiseFeatureMap
 from .features.statistics import map_moments
-from .minimax.fixed_rule import LinearRule, certify_rule
+from .minimax.fixed_rule import certify_rule
 from .minimax.fixed_rule_lp import certify_rule_lp
 from .structure import max_spanning_forest, pair_label_information
 
 Structure = Literal["first", "forest"]
-
-
-def linear_rule(est: Any) -> LinearRule:
-    """The deterministic rule of a fitted model as a :class:`LinearRule` over its node map.
-
-    Supported: Rényi (binary: scores (0, f); K > 2: the one-vs-rest scores), naive Bayes,
-    and minimax models without edges (MRC: argmax Φ(x,y)ᵀμ). Ties are over-approximated by
-    the certificate, so any tie-break rule is covered.
-    """
-    est._check_fitted()
-    if est.learner == "renyi":
-        blocks = []
-        off = 0
-        for nm, col, m in zip(est.feature_names_in_, est.columns_, est.sizes_):
-            from .features.blocks import Block
-
-            blocks.append(Block(nm, "onehot", int(m), off, int(col)))
-            off += int(m)
-        fmap = FeatureMap(blocks, [b.column for b in blocks])
-        K = len(est.classes_)
-        if K == 2:
-            W = np.zeros((2, fmap.dim))
-            W[1] = est.z_[0]
-            return LinearRule(fmap, W, np.array([0.0, float(est.intercept_[0])]))
-        return LinearRule(fmap, np.asarray(est.z_), np.asarray(est.intercept_))
-    if est.learner == "nb":
-        return LinearRule(est.map_, est.weights_, est.intercept_)
-    if est.learner in ("mrc", "dcc") and not getattr(est.map_, "edges", []):
-        fmap = est.map_.nodes
-        return LinearRule(fmap, est.mu_[:, : fmap.dim], np.zeros(len(est.classes_)))
-    raise InputError(f"a {est.learner} model with pairwise features is not an additive rule; its certificate is its own R*")
 
 
 def uncertainty_map(summary: Any, structure: Structure = "forest", features: list[str] | None = None) -> Any:
@@ -82,7 +51,7 @@ def uncertainty_map(summary: Any, structure: Structure = "forest", features: lis
 def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = None, structure: Structure = "forest",
             exact: bool = False, time_limit: float | None = None) -> Certificate:
     """A valid certificate (kind ``"W(h)"``) for ``est``'s deterministic rule from ``summary``'s tables."""
-    rule = linear_rule(est)
+    rule = est.linear_rule()  # each estimator knows its rule; a non-additive one raises InputError
     cov = coverage if s is None else None
     try:
         summary.released()  # the box is built from the tables as released

@@ -36,7 +36,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .base import check_choice, check_number, features_param
+from .base import features_param
 from .calibration import confidence_box
 from .dcc_hinge import solve_hinge
 from .features.blocks import node_blocks
@@ -49,10 +49,25 @@ from .minimax.gauge import common_constant, reference_mask
 from .minimax.local import solve_local
 from .minimax.problem import MinimaxProblem, risk
 from .minimax.rules import MinimaxRules
+from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
 from .structure import UnionFind, max_spanning_forest, pair_label_information, pair_weights
 
 Loss = Literal["01", "hinge"]
 EdgeWeight = Literal["cmi", "label"]
+
+
+def _check_structure(st: Any) -> None:
+    """``structure``: "forest", "all", or a list of pairs of two different feature names."""
+    if isinstance(st, str):
+        if st not in ("forest", "all"):
+            raise InputError(f"unknown DCC structure {st!r} (expected 'forest', 'all' or a list of feature pairs)")
+        return
+    try:
+        pairs = [(str(a), str(b)) for a, b in st]
+    except (TypeError, ValueError):
+        raise InputError(f"structure must be 'forest', 'all' or a list of feature-name pairs, got {st!r}") from None
+    if any(a == b for a, b in pairs):
+        raise InputError(f"structure pairs must name two different features, got {st!r}")
 
 
 class DCC(MinimaxRules):
@@ -183,32 +198,29 @@ class DCC(MinimaxRules):
         self.structure = structure
 
     # ------------------------------------------------------------------ fit
+    _parameter_constraints = {
+        "s": LAMBDA_SCALE,
+        "coverage": COVERAGE,
+        "max_edges": Interval(low=0, integer=True, none_ok=True),
+        "greedy_tol": Interval(low=0),
+        "greedy_candidates": Interval(low=1, integer=True, none_ok=True),
+        "edge_weight": Options(EdgeWeight, "edge weight"),
+        "solver": Options(FORMULATIONS, "DCC solver"),
+        "empty": Options(POLICIES, "empty-cell policy"),
+        "alpha": Interval(0, 1, open_low=True, open_high=True),
+        "extra_rows": Interval(low=0, integer=True, none_ok=True),
+        "tol": Interval(low=0, open_low=True),
+        "bound": Interval(low=0, open_low=True),
+        "time_limit": TIME_LIMIT,
+        "loss": Options(Loss, "DCC loss"),
+        "structure": Check(_check_structure, bad="chain", what="structure"),
+        "features": Check(features_param, bad="age", what="features"),
+    }
+
     def check_params(self) -> None:
-        check_number("s", self.s, low=0, none_ok=True)
-        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        check_number("max_edges", self.max_edges, low=0, integer=True, none_ok=True)
-        check_number("greedy_tol", self.greedy_tol, low=0)
-        check_number("greedy_candidates", self.greedy_candidates, low=1, integer=True, none_ok=True)
-        check_choice("edge weight", self.edge_weight, EdgeWeight)
-        check_choice("DCC solver", self.solver, FORMULATIONS)
-        check_choice("empty-cell policy", self.empty, POLICIES)
-        check_number("alpha", self.alpha, low=0, high=1, open_low=True, open_high=True)
-        check_number("extra_rows", self.extra_rows, low=0, integer=True, none_ok=True)
-        check_number("tol", self.tol, low=0, open_low=True)
-        check_number("bound", self.bound, low=0, open_low=True)
-        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
-        check_choice("DCC loss", self.loss, Loss)
+        """The declared constraints, then the rules tying ``structure``, ``loss``, ``greedy`` and ``solver``."""
+        super().check_params()
         st = self.structure
-        if isinstance(st, str):
-            if st not in ("forest", "all"):
-                raise InputError(f"unknown DCC structure {st!r} (expected 'forest', 'all' or a list of feature pairs)")
-        else:
-            try:
-                pairs = [(str(a), str(b)) for a, b in st]
-            except (TypeError, ValueError):
-                raise InputError(f"structure must be 'forest', 'all' or a list of feature-name pairs, got {st!r}") from None
-            if any(a == b for a, b in pairs):
-                raise InputError(f"structure pairs must name two different features, got {st!r}")
         if st != "forest" and (self.greedy or self.solver != "compact" or self.loss != "01"):
             raise InputError("structure other than 'forest' is solved by the compact LP with the 0-1 loss only (no greedy, solver='rows' or loss='hinge')")
         if self.loss == "hinge" and (self.greedy or self.solver != "compact"):
@@ -386,6 +398,21 @@ class DCC(MinimaxRules):
 
     def _report(self) -> dict[str, Any]:
         return {**super()._report(), "edges": [list(e) for e in self.edges_], "relaxed": bool(self.relaxed_)}
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [tuple(e) for e in self.edges_]
+
+    def start_note(self) -> str | None:
+        if self.structure == "all":
+            return "solving the local-polytope LP over every released pair (can take a while with many features)"
+        return None
+
+    def learn_lines(self, report: dict[str, Any]) -> list[str]:
+        """The forest's (or graph's) edges, then the R* trace."""
+        kind = "graph (local-polytope bound)" if report.get("relaxed") else "forest"
+        edges = report.get("edges", [])
+        return ([f"{kind}: {len(edges)} edges: " + ", ".join(f"{a}–{b}" for a, b in edges)]
+                + super().learn_lines(report))
 
     # ---------------------------------------------------------- persistence
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from .base import check_choice, check_number, features_param
+from .base import features_param
 from .calibration import confidence_box
 from .features.blocks import Block, FeatureMap, node_blocks
 from .features.statistics import map_moments
@@ -27,6 +27,7 @@ from .minimax.drivers import FORMULATIONS, solve_cg, solve_full
 from .minimax.empty_cells import FIRST_ORDER_POLICIES, policy_name
 from .minimax.rules import MinimaxRules
 from .minimax.solution import MinimaxSolution
+from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
 
 Solver = Literal["cg", "full"]
 LPSolver = Literal["simplex", "ipm", "choose"]
@@ -145,19 +146,22 @@ class MRC(MinimaxRules):
         self.empty_cells = empty_cells
 
     # ------------------------------------------------------------------ fit
-    def check_params(self) -> None:
-        check_choice("MRC solver", self.solver, Solver)
-        check_choice("MRC formulation", self.formulation, FORMULATIONS)
-        check_choice("LP solver", self.lp_solver, LPSolver)
-        policy_name(self.empty_cells, FIRST_ORDER_POLICIES, "MRC")
-        check_number("s", self.s, low=0, none_ok=True)
-        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        check_number("n_max", self.n_max, low=1, integer=True)
-        check_number("eps", self.eps, low=0)
-        check_number("k_max", self.k_max, low=0, integer=True)
-        check_number("tol", self.tol, low=0, open_low=True)
-        check_number("bound", self.bound, low=0, open_low=True)
-        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
+    _parameter_constraints = {
+        "solver": Options(Solver, "MRC solver"),
+        "formulation": Options(FORMULATIONS, "MRC formulation"),
+        "lp_solver": Options(LPSolver, "LP solver"),
+        "empty_cells": Check(lambda v: policy_name(v, FIRST_ORDER_POLICIES, "MRC"), bad="no-such-policy",
+                             what="empty-cell policy"),
+        "s": LAMBDA_SCALE,
+        "coverage": COVERAGE,
+        "n_max": Interval(low=1, integer=True),
+        "eps": Interval(low=0),
+        "k_max": Interval(low=0, integer=True),
+        "tol": Interval(low=0, open_low=True),
+        "bound": Interval(low=0, open_low=True),
+        "time_limit": TIME_LIMIT,
+        "features": Check(features_param, bad="age", what="features"),
+    }
 
     def fit(self, summary: Any) -> "MRC":
         """Fit μ from a Summary (first-order-with-label tables suffice). Returns self."""
@@ -193,6 +197,18 @@ class MRC(MinimaxRules):
 
     def _report(self) -> dict[str, Any]:
         return {**super()._report(), "active_features": list(self.selected_features_)}
+
+    def working_set(self) -> list[str]:
+        return list(self.selected_features_)
+
+    def learn_lines(self, report: dict[str, Any]) -> list[str]:
+        """Column generation's final working set (``solver="cg"``), then the R* trace."""
+        out = []
+        act = report.get("active_features")
+        if act is not None and len(report.get("iterations", [])) > 0 and self.solver == "cg":
+            shown = ", ".join(act[:10]) + (f", … ({len(act) - 10} more)" if len(act) > 10 else "")
+            out.append(f"column generation: {len(act)} features in the final working set: {shown}")
+        return out + super().learn_lines(report)
 
     # ---------------------------------------------------------- persistence
     def _state(self) -> dict[str, Any]:

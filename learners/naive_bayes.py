@@ -19,7 +19,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .base import Certificate, MarginalEstimator, check_number, features_param
+from .base import Certificate, MarginalEstimator, features_param
+from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
 from .calibration import confidence_box
 from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
@@ -83,15 +84,14 @@ class NaiveBayes(MarginalEstimator):
         self.time_limit = time_limit
         self.callback = callback
 
-    def check_params(self) -> None:
-        check_number("alpha", self.alpha, low=0, open_low=True)
-        check_number("s", self.s, low=0, none_ok=True)
-        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
-        if self.certify not in ("exact", "bound"):
-            from marg.errors import InputError
-
-            raise InputError(f"certify must be 'exact' or 'bound', got {self.certify!r}")
+    _parameter_constraints = {
+        "alpha": Interval(low=0, open_low=True),
+        "s": LAMBDA_SCALE,
+        "coverage": COVERAGE,
+        "time_limit": TIME_LIMIT,
+        "certify": Options(("exact", "bound")),
+        "features": Check(features_param, bad="age", what="features"),
+    }
 
     def fit(self, summary: Any) -> "NaiveBayes":
         """Fit the rule from the first-order tables and certify it. Returns self."""
@@ -149,6 +149,13 @@ class NaiveBayes(MarginalEstimator):
 
     def _report(self) -> dict[str, Any]:
         return {"certificate_converged": self.certificate_converged_}
+
+    def linear_rule(self) -> Any:
+        """log π_y + Σ_i log P̂(x_i | y): additive in the node map's one-hot columns."""
+        from .minimax.fixed_rule import LinearRule
+
+        self._check_fitted()
+        return LinearRule(self.map_, self.weights_, self.intercept_)
 
     # ---------------------------------------------------------- persistence
     def _state(self) -> dict[str, Any]:

@@ -64,7 +64,8 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .base import Certificate, MarginalEstimator, check_choice, check_number
+from .base import Certificate, MarginalEstimator, features_param
+from .params import COVERAGE, TIME_LIMIT, Check, Interval, Options
 from .certify import certify
 from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .renyi_problem import (
@@ -100,9 +101,7 @@ def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[lis
     cb = summary.codebook
     if features is None:
         names = paired_features(summary)
-    else:
-        if isinstance(features, str):
-            raise InputError(f"features must be a list of feature names, got the string {features!r}")
+    else:  # a list (check_params refused a bare string)
         names = [str(f) for f in features]
         seen: set[str] = set()
         for nm in names:
@@ -243,12 +242,14 @@ class RenyiClassifier(MarginalEstimator):
         self.time_limit = time_limit
 
     # ------------------------------------------------------------------ fit
-    def check_params(self) -> None:
-        check_number("ridge", self.ridge, low=0, none_ok=True)
-        check_choice("coding", self.coding, ("min-norm", "reference"))
-        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        check_choice("certify", self.certify, ("exact", "bound"))
-        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
+    _parameter_constraints = {
+        "ridge": Interval(low=0, none_ok=True),
+        "coding": Options(("min-norm", "reference")),
+        "coverage": COVERAGE,
+        "certify": Options(("exact", "bound")),
+        "time_limit": TIME_LIMIT,
+        "features": Check(features_param, bad="age", what="features"),
+    }
 
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
@@ -429,6 +430,30 @@ class RenyiClassifier(MarginalEstimator):
         if len(self.classes_) == 2:
             return (F > 0).astype(np.int64)
         return np.argmax(F, axis=1).astype(np.int64)
+
+    def linear_rule(self) -> Any:
+        """The MAP rule over the node map: binary, scores (0, f); K > 2, the one-vs-rest scores."""
+        from .features.blocks import Block, FeatureMap
+        from .minimax.fixed_rule import LinearRule
+
+        self._check_fitted()
+        blocks = []
+        off = 0
+        for nm, col, m in zip(self.feature_names_in_, self.columns_, self.sizes_):
+            blocks.append(Block(nm, "onehot", int(m), off, int(col)))
+            off += int(m)
+        fmap = FeatureMap(blocks, [b.column for b in blocks])
+        if len(self.classes_) == 2:
+            W = np.zeros((2, fmap.dim))
+            W[1] = self.z_[0]
+            return LinearRule(fmap, W, np.array([0.0, float(self.intercept_[0])]))
+        return LinearRule(fmap, np.asarray(self.z_), np.asarray(self.intercept_))
+
+    def falls_back(self) -> bool:
+        return bool(np.any(self.fallback_))
+
+    def learn_lines(self, report: dict[str, Any]) -> list[str]:
+        return [f"γ = {report['gamma']}, HGR lower bound {report['hgr_lower_bound']}, separable: {report['separable']}"]
 
     def _report(self) -> dict[str, Any]:
         return {

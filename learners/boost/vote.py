@@ -29,10 +29,11 @@ import numpy as np
 
 from marg.errors import InputError
 
-from ..base import check_number, features_param
+from ..base import MarginalEstimator, features_param
 from ..calibration import confidence_box
 from ..features.statistics import Moments
 from ..minimax.rules import MinimaxRules, argmax_rule, maximal
+from ..params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
 from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
 from .literals import Monomial, codebook_tests
@@ -143,19 +144,21 @@ class BoostVote(MinimaxRules):
         self.time_limit = time_limit
         self.callback = callback
 
-    def check_params(self) -> None:
-        check_number("s", self.s, low=0, none_ok=True)
-        check_number("coverage", self.coverage, low=0, high=1, open_low=True, open_high=True)
-        check_number("max_order", self.max_order, low=1, high=MAX_ORDER, integer=True)
-        check_number("kappa", self.kappa, low=0)
-        check_number("penalty", self.penalty, low=0)
-        check_number("eps", self.eps, low=0)
-        check_number("n_max", self.n_max, low=1, integer=True)
-        check_number("k_max", self.k_max, low=0, integer=True)
-        check_number("patience", self.patience, low=1, integer=True)
-        check_number("stall_tol", self.stall_tol, low=0)
-        check_number("bound", self.bound, low=0, open_low=True)
-        check_number("time_limit", self.time_limit, low=0, open_low=True, none_ok=True)
+    _parameter_constraints = {
+        "s": LAMBDA_SCALE,
+        "coverage": COVERAGE,
+        "max_order": Interval(1, MAX_ORDER, integer=True),
+        "kappa": Interval(low=0),
+        "penalty": Interval(low=0),
+        "eps": Interval(low=0),
+        "n_max": Interval(low=1, integer=True),
+        "k_max": Interval(low=0, integer=True),
+        "patience": Interval(low=1, integer=True),
+        "stall_tol": Interval(low=0),
+        "bound": Interval(low=0, open_low=True),
+        "time_limit": TIME_LIMIT,
+        "features": Check(features_param, bad="age", what="features"),
+    }
 
     # ------------------------------------------------------------------ fit
     def fit(self, summary: Any) -> "BoostVote":
@@ -275,6 +278,25 @@ class BoostVote(MinimaxRules):
     def n_terms_(self) -> int:
         """‖μ‖₀: the number of (class, monomial) weights in the vote."""
         return int(np.count_nonzero(self.mu_))
+
+    def linear_rule(self) -> Any:
+        """A vote of monomials is not additive in one-hot features: its certificate is its own R*."""
+        return MarginalEstimator.linear_rule(self)
+
+    def learn_lines(self, report: dict[str, Any]) -> list[str]:
+        """The vote's weighted rules, then the R* trace."""
+        rules = report.get("monomials", [])
+        k = len(rules)
+        return ([f"vote: {k} weighted rule{'' if k == 1 else 's'} (score of a class = sum of the weights of its rules that hold):"]
+                + [f"  {r['weight']:+.4f}  {r['class']}  if  {r['rule']}" for r in rules] + super().learn_lines(report))
+
+    def learn_warnings(self, report: dict[str, Any]) -> list[str]:
+        """An empty vote predicts one class for every row: say so, and what would let a rule enter."""
+        if report.get("empty_vote") is None:
+            return []
+        return [f"warning: the {self.learner} vote is empty: no rule reads a feature, so the model predicts "
+                f"{report['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower --kappa "
+                "or release more rows)"]
 
     def _report(self) -> dict[str, Any]:
         used = self.used_features()

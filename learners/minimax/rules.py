@@ -11,7 +11,7 @@ tie-break tables, provenance).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -83,9 +83,6 @@ class MinimaxRules(MarginalEstimator):
     ``prior_`` (K,) and ``nb_logp_`` (K, D) when fitted, and its feature map (an object with
     ``scores(X, mu)``, ``psi(X)``, ``dim`` and ``to_dict``) in ``map_``.
     """
-
-    remedies: ClassVar[tuple[str, ...]] = ()
-    """What lowers a trivial certificate, in words (the CLI's warning lists them)."""
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Scores Φ(x, y)ᵀμ, shape (n, K); X is (n, p) codes in codebook feature order."""
@@ -160,6 +157,33 @@ class MinimaxRules(MarginalEstimator):
 
     def _report(self) -> dict[str, Any]:
         return {"iterations": [float(r) for r in self.iterations_]}
+
+    # ------------------------------------------------------- what the card and the CLI show
+    def linear_rule(self) -> Any:
+        """argmax Φ(x, y)ᵀμ over the node columns, for a map without pair columns (with edges the
+        rule is not additive: the base's InputError)."""
+        self._check_fitted()
+        if self.map_.edges:
+            return super().linear_rule()
+        from .fixed_rule import LinearRule
+
+        fmap = self.map_.nodes
+        return LinearRule(fmap, self.mu_[:, : fmap.dim], np.zeros(len(self.classes_)))
+
+    def score_weights(self) -> tuple[Any, np.ndarray]:
+        """The map and μ's columns (pair columns included): the weights the rule adds up."""
+        return self.map_, np.asarray(self.mu_, dtype=float)[:, : self.map_.dim]
+
+    def impossible_cells(self) -> np.ndarray:
+        return self.impossible_
+
+    def trace(self) -> list[float]:
+        return list(self.iterations_)
+
+    def learn_lines(self, report: dict[str, Any]) -> list[str]:
+        """R* after each iteration when there was more than one."""
+        its = report.get("iterations", [])
+        return ["R^k: " + ", ".join(f"{r:.4f}" for r in its)] if len(its) > 1 else []
 
     # ------------------------------------------------------------------ persistence
     def _state(self) -> dict[str, Any]:

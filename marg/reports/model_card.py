@@ -90,7 +90,7 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
 def _task(page: Page, model: Any, info: dict) -> None:
     cb, est = model.codebook, model.estimator
     page.h2("Task")
-    n = info.get("n", getattr(est, "n_", None))
+    n = info["n"] if "n" in info else est.n_
     page.dl([
         ("Predicts", f"{e(cb.label.name)} ∈ {{{e(', '.join(cb.label.classes))}}}"),
         ("Features in the codebook", value("n_features", len(cb.features))),
@@ -250,10 +250,10 @@ def _evaluation(page: Page, ev: dict) -> None:
 
 def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:
     est = model.estimator
-    allowed = list(rep.get("features") or getattr(est, "feature_names_in_", None) or [])
+    allowed = list(rep.get("features") or est.feature_names_in_ or [])
     page.h2("Features the model uses")
-    if callable(getattr(est, "used_features", None)):  # a vote of rules reads only its rules' features
-        used = est.used_features()
+    used = est.used_features()  # a vote of rules knows the features its rules read
+    if used is not None:
         why = "the features its rules read"
     elif cw is not None:
         used = features_with_weight(cw, [f.name for f in model.codebook.features])
@@ -265,11 +265,11 @@ def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:
            f"{e(', '.join(map(str, used))) or 'none — it predicts the same class for every patient'}")
     if cw is not None and len(used) < len(allowed):
         page.text(f"It was fitted on {len(allowed)} features; the others ended with no weight (the bound did not need them).")
-    active = list(getattr(est, "selected_features_", None) or [])
+    active = est.working_set()
     if active and len(active) < len(allowed):
         page.p(f"Column generation kept {value('n_active_features', len(active))} of them in its working set: "
                f"{e(', '.join(active))}")
-    edges = getattr(est, "edges_", None) or []
+    edges = est.pairs()
     if edges:
         page.p(f"Pairs modelled jointly ({value('n_edges', len(edges))} edges): "
                + e("; ".join(f"{a} – {b}" for a, b in edges)))
@@ -278,9 +278,9 @@ def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:
 def _rules(page: Page, model: Any) -> None:
     """A vote of Boolean monomials (``boost``): its rules in words, as ``marg learn`` prints them."""
     est = model.estimator
-    if not callable(getattr(est, "rules", None)):
-        return
     rules = est.rules()
+    if rules is None:  # not a vote of rules
+        return
     page.h2("The vote's rules")
     if not rules:
         page.text("The vote is empty: no rule lowered the worst-case error by more than its price (the code length of "
@@ -301,8 +301,7 @@ def _weights(page: Page, model: Any, top: int, cw: Any) -> None:
         return
     info = model.info or {}
     page.h2("Largest weights")
-    fallback = getattr(model.estimator, "fallback_", None)
-    if fallback is not None and bool(np.any(fallback)):
+    if model.estimator.falls_back():
         page.text("This model predicts the majority class (its fit did not beat the prior by more than the noise "
                   "margin); the weights below are the fit it set aside.", "bad")
     page.text("The deterministic rule adds one weight per feature level (and per pair of levels on an edge) and "
@@ -358,7 +357,7 @@ def _noise_caveats(page: Page, caveats: list, info: dict) -> None:
 
 
 def _trace(page: Page, est: Any, rep: dict) -> None:
-    iters = list(getattr(est, "iterations_", None) or rep.get("iterations") or [])
+    iters = list(est.trace() or rep.get("iterations") or [])
     if len(iters) < 2:
         return
     page.h2("Column generation")

@@ -3,7 +3,7 @@
 Every rule marg emits scores class y at x as ``s_y(x) = Σ_j W[y, j] Ψ_j(x) + b_y`` and
 predicts ``argmax_y s_y(x)``: minimax models (MRC, DCC) with ``W = μ`` over their node map
 or their node-and-pair map, Rényi and naive Bayes through
-:func:`marg.learners.certify.linear_rule`. Adding one vector to every row of W changes no
+:meth:`marg.learners.base.MarginalEstimator.score_weights`. Adding one vector to every row of W changes no
 prediction, so what a reader can interpret is
 
 - K = 2: the difference ``W[1] − W[0]`` (positive pushes towards the second class);
@@ -96,20 +96,9 @@ def _levels(codebook: Any, name: str, size: int) -> list[str]:
 
 
 def raw_weights(model: Any) -> tuple[Any, np.ndarray] | None:
-    """(feature map, W (K, D)) of the model's deterministic rule; None for a rule without one."""
-    from marg.errors import InputError
-    from marg.learners.certify import linear_rule
-
-    est = model.estimator
-    fmap = getattr(est, "map_", None)
-    mu = getattr(est, "mu_", None)
-    if fmap is not None and mu is not None:  # minimax models, with or without pair columns
-        return fmap, np.asarray(mu, dtype=float)[:, : fmap.dim]
-    try:
-        rule = linear_rule(est)
-    except (InputError, AttributeError):
-        return None
-    return rule.fmap, np.asarray(rule.weights, dtype=float)
+    """(feature map, W (K, D)) of the model's deterministic rule; None for a rule without one
+    (the estimator's ``score_weights()``)."""
+    return model.estimator.score_weights()
 
 
 def class_weights(model: Any) -> ClassWeights | None:
@@ -124,7 +113,7 @@ def class_weights(model: Any) -> ClassWeights | None:
     if len(names) != W.shape[1]:
         return None
     imp = np.zeros(W.shape, dtype=bool)
-    rec = getattr(model.estimator, "impossible_", None)
+    rec = model.estimator.impossible_cells()
     if rec is not None and np.shape(rec)[0] == W.shape[0]:
         imp = np.asarray(rec, dtype=bool)[:, : W.shape[1]]
     W = np.where(imp, 0.0, W)
