@@ -1,59 +1,13 @@
 """The Rényi (minimum-HGR) classifier: additive least squares on one-hot indicators, from Q and d.
 
-Seed 004 (Razaviyayn, Farnia, Tse, *Discrete Rényi classifiers*). With pairwise marginals
-only, the worst-case-robust surrogate problem reduces to the least-squares fit
-
-    γ = min_z  zᵀQz − dᵀz + 1/4  = min_z E[(Wᵀz − C)²],                              (9)
-
-where W ∈ {0,1}^M is the one-hot encoding of the discrete features (block i has m_i
-entries, M = Σ m_i), C = +1/2 if Y = 1 and −1/2 otherwise, Q = E[WWᵀ] (block (i, j) =
-P(X_i=a, X_j=b)) and d = 2E[CW] (d_i(a) = P(X_i=a, Y=1) − P(X_i=a, Y=0)). Q, d and therefore
-γ depend on the pairwise marginals only, so they are the same for every distribution in
-C_pairwise. The fitted additive score f(x) = b + Σ_i z_{i,x_i} gives
-
-- P̃(Y=1 | x) = 1/2 + f(x)                                                         (11)
-- the MAP rule: predict 1 iff f(x) > 0;
-- the randomized rule (7): predict 1 with probability s₁²/(s₀² + s₁²),
-  s₁ = clip(1/2 + f(x), 0, 1), s₀ = 1 − s₁;
-- the HGR lower bound sqrt(1 − γ/(q(1−q))), q = P(Y=0) (Theorem 3, clipped at 0);
-- the worst-case error certificate 2γ: for *any* additive f and *every* p ∈ C_pairwise,
-  P_p(δ(X) ≠ Y) = Σ_x (p_{x0}s₁² + p_{x1}s₀²)/(s₀² + s₁²) ≤ 2 E_p[(C − f(X))²] because
-  s₀² + s₁² ≥ 1/2 and clipping only moves s towards the label. So 2γ bounds the error of
-  rule (7) whatever z was fitted (ridge, reference coding, a feature subset). It bounds the
-  training sample only, so it is kept as ``training_bound_``; the model's ``certificate_`` is
-  W(h) of the MAP rule over the confidence box (:func:`marg.learners.certify.certify`).
-
-The constant column is in the span of W (each block sums to one), so the paper's problem has
-an implicit intercept. We make it explicit and unpenalized: minimising over b first gives
-the *centered* problem
-
-    γ = q(1−q) + min_z zᵀQ_c z − d_cᵀz,   Q_c = Q − ppᵀ,  d_c = d − (2q₁ − 1)p,        (C)
-    b = (2q₁ − 1)/2 − pᵀz,
-
-with p = diag(Q) the level probabilities and q₁ = P(Y=1). (C) is what a ridge term or a
-group penalty should act on (they must not shrink the intercept), and it is what
-:mod:`learners.selection` solves.
-
-Q is singular by construction (and Q_c more so): block-constant shifts and never-seen
-levels lie in its null space. ``coding="min-norm"`` takes the minimum-norm minimiser
-(eigendecomposition, eigenvalues below ``rcond·λ_max`` — and any negative ones a noisy Q may
-have — treated as zero); ``coding="reference"`` drops each feature's most probable level
-(its z is fixed at 0) and solves the reduced system. Both give the same f on the support of
-the marginals.
-
-Separability (Theorem 3): if *some* minimiser z* has h(z*) ≤ 1/2 and h(−z*) ≤ 1/2,
-h(z) = Σ_i max_a z_{i,a} — i.e. 1/2 + f(x) ∈ [0, 1] for every x in the full domain — then
-γ = θ, θ the worst case of the harmonic-mean surrogate (8), and rule (7) is within a
-factor 2 of the minimax rule. We check the fitted minimiser first and, if it fails while
-the solution set is larger than the block shifts, solve a small LP over the whole solution
-set {z₀ + Nw : N spans null(Q_c)}, so ``separable_`` decides the h-condition exactly.
-The paper states the condition as necessary too; it is not quite: θ = γ also holds when
-the worst-case distribution puts no mass on the x where 1/2 + f leaves [0, 1] (our tests
-exhibit such a case with a brute-force witness). ``separable_ = False`` therefore means
-"not certified", not "γ > θ". The exact criterion needs the full joint domain.
-
-Multi-class labels are handled one-vs-rest: problem c has d^c_i(a) = P(X_i=a, Y=c) −
-P(X_i=a, Y≠c). See :class:`RenyiClassifier` for the multi-class rule and certificate.
+The estimator: :class:`RenyiClassifier` fits z and the intercept from a Summary's Q, d and
+class prior, predicts with the MAP rule (binary: class 1 iff f(x) > 0; K > 2: one-vs-rest,
+argmax_c f_c(x)) or the randomized rule (7), and certifies the MAP rule by W(h) over the
+confidence box (:func:`marg.learners.certify.certify`); the training-sample bound 2γ is kept
+as ``training_bound_``. The mathematics (problem (9), its centered form (C), the codings,
+separability, the HGR bound) is in :mod:`marg.learners.renyi_problem`, which solves it on
+arrays; what the fit reads from a Summary (features, noise in γ̂, ridge under DP) is in
+:mod:`marg.learners.renyi_summary`.
 """
 
 from __future__ import annotations
@@ -67,93 +21,23 @@ from marg.errors import InputError
 from .base import Certificate, MarginalEstimator, features_param
 from .params import COVERAGE, TIME_LIMIT, Check, Interval, Options
 from .certify import certify
-from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
+from .features.quadratic import discrete_blocks, label_contrast, second_moments
+from .renyi_summary import auto_ridge, discrete_problem, noise_sd
 from .renyi_problem import (
     RCOND,
     _is_separable,
     block_offsets,
-    center_problem,
     hgr_lower_bound,
     min_norm_solve,
     psd_eigh,
     quadratic_value,
     rule7_positive_proba,
-    score_range,
     separable_solution,
 )
 
-__all__ = [
-    "RenyiClassifier",
-    "block_offsets",
-    "center_problem",
-    "psd_eigh",
-    "min_norm_solve",
-    "quadratic_value",
-    "score_range",
-    "separable_solution",
-    "hgr_lower_bound",
-    "rule7_positive_proba",
-]
+__all__ = ["RenyiClassifier"]
 
 # ------------------------------------------------------------------------- estimator
-def _discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[list[str], Any]:
-    """Resolve the feature names and the (possibly restricted) summary to fit on."""
-    cb = summary.codebook
-    if features is None:
-        names = paired_features(summary)
-    else:  # a list (check_params refused a bare string)
-        names = [str(f) for f in features]
-        seen: set[str] = set()
-        for nm in names:
-            cb.index(nm)
-            if nm in seen:
-                raise InputError(f"feature {nm!r} listed twice in features")
-            seen.add(nm)
-        names = sorted(names, key=cb.index)
-    for nm in names:
-        if not cb.feature(nm).is_discrete:
-            raise InputError(
-                f"the Rényi classifier needs discrete features; {nm!r} is raw numeric (give it bin edges)"
-            )
-    if not names:
-        return names, None
-    sub = summary if names == list(cb.feature_names) else summary.restrict(names)
-    return names, sub
-
-
-def noise_sd(summary: Any, names: Sequence[str], sizes: Sequence[int], z: np.ndarray, b: float, positive: int) -> float:
-    """Std of the DP noise in γ̂(z, b) = Ê[(b + Wᵀz − C)²], for fixed (z, b).
-
-    Expanding, γ(z, b) = b² + 2b·Σ z_ia P_i(a) − 2b·E[C] + Σ z_ia² P_i(a)
-    + 2 Σ_{i<j} Σ_ab z_ia z_jb P_ij(a, b) − Σ z_ia d_i(a) + 1/4 is *linear* in the released
-    probabilities, so its noise is a weighted sum of the tables' independent cell noises:
-
-    - first-order cell (a, y) of feature i: weight 2b·z_ia + z_ia² − s_y·z_ia;
-    - pair cell (a, b, ·) of features i, j: weight 2·z_ia·z_jb;
-    - label cell y: weight −b·s_y,
-
-    with s_y = +1 for the positive class and −1 otherwise, each cell's noise std from the
-    summary's noise records (count std / n; the raw released noise, an upper bound for the
-    post-processed tables). Returns sqrt(Σ weight² · std²).
-    """
-    lab = summary.codebook.label.name
-    K = summary.n_classes
-    n = float(summary.n)
-    s_y = np.where(np.arange(K) == positive, 1.0, -1.0)
-    off = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
-    zs = [np.asarray(z[off[i]:off[i + 1]], dtype=np.float64) for i in range(len(names))]
-    var = (summary.count_noise_std((lab,)) / n) ** 2 * float(np.sum((b * s_y) ** 2))
-    for nm, zi in zip(names, zs):
-        sig = summary.count_noise_std((nm, lab)) / n
-        coef = (2.0 * b * zi + zi**2)[:, None] - zi[:, None] * s_y[None, :]
-        var += sig**2 * float(np.sum(coef**2))
-    for i in range(len(names)):
-        for j in range(i + 1, len(names)):
-            sig = summary.count_noise_std((names[i], names[j])) / n
-            var += 4.0 * sig**2 * float(zs[i] @ zs[i]) * float(zs[j] @ zs[j])
-    return float(np.sqrt(var))
-
-
 class RenyiClassifier(MarginalEstimator):
     """Rényi classifier (seed 004) fitted from a Summary's Q, d and class prior.
 
@@ -254,7 +138,7 @@ class RenyiClassifier(MarginalEstimator):
     def fit(self, summary: Any) -> "RenyiClassifier":
         """Fit from ``summary`` (its Q, d(·), prior and discrete blocks only). Returns self."""
         self.check_params()
-        names, sub = _discrete_problem(summary, self.features)
+        names, sub = discrete_problem(summary, self.features)
         cb = summary.codebook
         K = summary.n_classes
         prior = np.asarray(summary.prior, dtype=np.float64)
@@ -557,32 +441,6 @@ class RenyiClassifier(MarginalEstimator):
                                            float(self.coverage) if tb_approx else None, tb_approx, K)
         self.certificate_ = self.training_bound_ if old else Certificate(
             float(d["worst_case_error"]), "W(h)", float(self.coverage), False, K)
-
-
-RIDGE_PER_NOISE = 0.35
-"""The automatic ridge under noise is this multiple of σ_Q·√M (see :func:`auto_ridge`)."""
-
-
-def auto_ridge(summary: Any, names: Sequence[str], M: int) -> float:
-    """The ridge for a noisy summary: ``RIDGE_PER_NOISE``·σ_Q·√M; 0 for an exact one.
-
-    σ_Q is the root-mean-square noise std of the pair cells of Q in probability units
-    (count noise std / n, from the released tables' records), so σ_Q·√M is the order of
-    the spectral norm of Q's noise matrix (M × M with independent entries): the ridge
-    dominates the noise's eigenvalues, so the solve no longer follows them (on DP adult the
-    unregularised fit erred 0.34–0.47). Set from the recorded noise and n only — never from
-    test data; the multiple 0.35 (0.5 per released (x_i, x_j, y) cell with a binary label)
-    was the best of a small grid on adult over ε = 0.25…4 (BENCHMARKS.md) and is shared by
-    every dataset.
-    """
-    if not summary.is_noisy or M == 0:
-        return 0.0
-    n = float(summary.n)
-    stds = [summary.count_noise_std((a, b)) / n for i, a in enumerate(names) for b in names[i + 1:]]
-    if not stds:
-        stds = [summary.count_noise_std((a,)) / n for a in names]
-    sigma = float(np.sqrt(np.mean(np.square(stds)))) if stds else 0.0
-    return RIDGE_PER_NOISE * sigma * float(np.sqrt(M))
 
 
 def _scalar_or_list(v: Any) -> Any:

@@ -1,10 +1,65 @@
 """The Rényi least-squares problem on arrays: centering, the min-norm solve, separability, the bounds.
 
-Array-level pieces of :mod:`marg.learners.renyi` (see its docstring for the maths): the
-intercept eliminated from min E[(b + Wᵀz − C)²] (:func:`center_problem`), the minimum-norm
-or ridge solution of the singular system (:func:`psd_eigh`, :func:`min_norm_solve`), the
-exact separability test over the whole solution set (:func:`separable_solution`, one LP),
-the HGR lower bound and rule (7)'s probability. Shared with feature selection.
+Array-level pieces of the Rényi classifier (:mod:`marg.learners.renyi`): the intercept
+eliminated from min E[(b + Wᵀz − C)²] (:func:`center_problem`), the minimum-norm or ridge
+solution of the singular system (:func:`psd_eigh`, :func:`min_norm_solve`), the exact
+separability test over the whole solution set (:func:`separable_solution`, one LP), the HGR
+lower bound and rule (7)'s probability. Shared with feature selection.
+
+Seed 004 (Razaviyayn, Farnia, Tse, *Discrete Rényi classifiers*). With pairwise marginals
+only, the worst-case-robust surrogate problem reduces to the least-squares fit
+
+    γ = min_z  zᵀQz − dᵀz + 1/4  = min_z E[(Wᵀz − C)²],                              (9)
+
+where W ∈ {0,1}^M is the one-hot encoding of the discrete features (block i has m_i
+entries, M = Σ m_i), C = +1/2 if Y = 1 and −1/2 otherwise, Q = E[WWᵀ] (block (i, j) =
+P(X_i=a, X_j=b)) and d = 2E[CW] (d_i(a) = P(X_i=a, Y=1) − P(X_i=a, Y=0)). Q, d and therefore
+γ depend on the pairwise marginals only, so they are the same for every distribution in
+C_pairwise. The fitted additive score f(x) = b + Σ_i z_{i,x_i} gives
+
+- P̃(Y=1 | x) = 1/2 + f(x)                                                         (11)
+- the MAP rule: predict 1 iff f(x) > 0;
+- the randomized rule (7): predict 1 with probability s₁²/(s₀² + s₁²),
+  s₁ = clip(1/2 + f(x), 0, 1), s₀ = 1 − s₁;
+- the HGR lower bound sqrt(1 − γ/(q(1−q))), q = P(Y=0) (Theorem 3, clipped at 0);
+- the worst-case error certificate 2γ: for *any* additive f and *every* p ∈ C_pairwise,
+  P_p(δ(X) ≠ Y) = Σ_x (p_{x0}s₁² + p_{x1}s₀²)/(s₀² + s₁²) ≤ 2 E_p[(C − f(X))²] because
+  s₀² + s₁² ≥ 1/2 and clipping only moves s towards the label. So 2γ bounds the error of
+  rule (7) whatever z was fitted (ridge, reference coding, a feature subset). It bounds the
+  training sample only, so it is kept as ``training_bound_``; the model's ``certificate_`` is
+  W(h) of the MAP rule over the confidence box (:func:`marg.learners.certify.certify`).
+
+The constant column is in the span of W (each block sums to one), so the paper's problem has
+an implicit intercept. We make it explicit and unpenalized: minimising over b first gives
+the *centered* problem
+
+    γ = q(1−q) + min_z zᵀQ_c z − d_cᵀz,   Q_c = Q − ppᵀ,  d_c = d − (2q₁ − 1)p,        (C)
+    b = (2q₁ − 1)/2 − pᵀz,
+
+with p = diag(Q) the level probabilities and q₁ = P(Y=1). (C) is what a ridge term or a
+group penalty should act on (they must not shrink the intercept), and it is what
+:mod:`learners.selection` solves.
+
+Q is singular by construction (and Q_c more so): block-constant shifts and never-seen
+levels lie in its null space. ``coding="min-norm"`` takes the minimum-norm minimiser
+(eigendecomposition, eigenvalues below ``rcond·λ_max`` — and any negative ones a noisy Q may
+have — treated as zero); ``coding="reference"`` drops each feature's most probable level
+(its z is fixed at 0) and solves the reduced system. Both give the same f on the support of
+the marginals.
+
+Separability (Theorem 3): if *some* minimiser z* has h(z*) ≤ 1/2 and h(−z*) ≤ 1/2,
+h(z) = Σ_i max_a z_{i,a} — i.e. 1/2 + f(x) ∈ [0, 1] for every x in the full domain — then
+γ = θ, θ the worst case of the harmonic-mean surrogate (8), and rule (7) is within a
+factor 2 of the minimax rule. We check the fitted minimiser first and, if it fails while
+the solution set is larger than the block shifts, solve a small LP over the whole solution
+set {z₀ + Nw : N spans null(Q_c)}, so ``separable_`` decides the h-condition exactly.
+The paper states the condition as necessary too; it is not quite: θ = γ also holds when
+the worst-case distribution puts no mass on the x where 1/2 + f leaves [0, 1] (our tests
+exhibit such a case with a brute-force witness). ``separable_ = False`` therefore means
+"not certified", not "γ > θ". The exact criterion needs the full joint domain.
+
+Multi-class labels are handled one-vs-rest: problem c has d^c_i(a) = P(X_i=a, Y=c) −
+P(X_i=a, Y≠c). See :class:`RenyiClassifier` for the multi-class rule and certificate.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ from marg.errors import InputError
 
 from .features.quadratic import discrete_blocks, label_contrast, paired_features, second_moments
 from .gbd import gbd, restricted_value
-from .group_lasso import NORMS, PathPoint, group_lasso, group_lasso_path, group_norms
+from .group_lasso import PathPoint, group_lasso, group_lasso_path
+from .group_norms import NORMS, group_norms
 
 __all__ = ["SelectionProblem", "SelectionResult", "selection_problem", "select_features", "gcv"]
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from marg.learners.renyi import (
-    RenyiClassifier,
+from marg.learners.renyi import RenyiClassifier
+from marg.learners.renyi_problem import (
     center_problem,
     min_norm_solve,
     psd_eigh,

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from marg.learners.renyi import RenyiClassifier, noise_sd
+from marg.learners.renyi import RenyiClassifier
+from marg.learners.renyi_summary import noise_sd
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
 from marg.marginals.tables import count_tables, plan_cliques
@@ -97,7 +98,7 @@ def test_automatic_ridge_is_zero_exact_and_set_from_the_noise_under_dp():
     # Q's pair cell P(x_i = a, x_j = b) sums the K label cells of the released (x_i, x_j, y) table;
     # σ_Q is the root mean square of those cells' noise std over the pairs (tables differ in size,
     # so the budget split gives them different noise)
-    from marg.learners.renyi import RIDGE_PER_NOISE
+    from marg.learners.renyi_summary import RIDGE_PER_NOISE
 
     pair_std = [t.noise.std * np.sqrt(cb.n_classes) / S.n for t in S.tables if len(t.clique) == 3]
     assert len(pair_std) == 6 * 5 // 2

@@ -10,13 +10,8 @@ import pytest
 from scipy.optimize import minimize
 
 from marg.learners.gbd import benders_cut, gbd, restricted_value
-from marg.learners.group_lasso import (
-    group_lasso,
-    group_lasso_path,
-    lambda_max,
-    project_l1_ball,
-    prox_group,
-)
+from marg.learners.group_lasso import group_lasso, group_lasso_path, lambda_max
+from marg.learners.group_norms import project_l1_ball, prox_group
 from marg.learners.renyi import RenyiClassifier
 from marg.learners.selection import gcv, select_features, selection_problem
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature

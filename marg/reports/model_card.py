@@ -2,7 +2,8 @@
 
 :func:`model_card` renders one self-contained HTML page from a model file's contents (and,
 given labelled data, an evaluation), most important first: the certificate with what it
-does and does not promise and what the sites' DP noise did to it (:func:`_certificate`);
+does and does not promise and what the sites' DP noise did to it
+(:mod:`marg.reports.card_certificate`);
 for ``--learner auto`` the candidates it was chosen from (:func:`_choice_table`); the
 evaluated error and confusion matrix; the task, the patient count (an integer; "about …"
 under DP noise) and the codebook; the learner with the settings that shape the model in
@@ -21,24 +22,11 @@ from typing import Any
 import numpy as np
 
 from . import plots
+from .card_certificate import certificate_section, evaluation_section, noisy
 from .html import Page, e, value
 from .weights import RTOL, class_weights, features_with_weight, largest, noise_caveats
 from .wording import fitted_rows, parameter_rows
 
-PROMISE = {
-    "R*": "the largest error of the model's randomized rule over every distribution whose released "
-          "statistics lie within the confidence box (τ ± λ)",
-    "R*_L": "an upper bound (local-polytope relaxation) on the largest error of the randomized rule over "
-            "every distribution whose released statistics lie within the confidence box",
-    "W(h)": "the largest error of the model's own deterministic rule over every distribution whose released "
-            "statistics lie within the confidence box",
-    "holdout": "an upper confidence bound on the deterministic rule's error rate, from the sites' held-out "
-               "patients (rows the model never saw), released with their noise",
-    "hinge": "the worst-case hinge loss over the confidence box (twice the minimax 0-1 risk); it bounds the "
-             "deterministic rule's worst-case error",
-    "2gamma": "2γ for distributions with exactly the released pairwise marginals (the training sample); "
-              "no allowance for sampling error",
-}
 CODEBOOK_ROWS = 60
 """Features listed one per row in the codebook table; a larger codebook is summarised."""
 LEVELS_SHOWN = 20
@@ -70,10 +58,10 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
     est, info = model.estimator, model.info or {}
     rep = info.get("report") or {}
     page = Page(f"Model card — {model.learner} model{f' ({source})' if source else ''}")
-    _certificate(page, est.certificate_, info, rep)  # first: what the model guarantees
+    certificate_section(page, est.certificate_, info, rep)  # first: what the model guarantees
     _choice_table(page, rep)
     if evaluation is not None:
-        _evaluation(page, evaluation)
+        evaluation_section(page, evaluation)
     _task(page, model, info)
     _learner(page, model, rep)
     cw = class_weights(model)
@@ -164,90 +152,6 @@ def _choice_table(page: Page, rep: dict) -> None:
         page.text(line[0].upper() + line[1:] + ".", "bad")
 
 
-def _certificate(page: Page, cert: Any, info: dict, rep: dict) -> None:
-    page.h2("Certificate: what this model guarantees")
-    if cert.kind == "holdout":
-        _holdout_certificate(page, cert, info)
-        return
-    page.p(f"Worst-case error ≤ {value('certificate', float(cert.value))} "
-           f"(kind {value('certificate_kind', cert.kind, cert.kind)}"
-           + (f", coverage {value('coverage', float(cert.coverage), f'{cert.coverage:.0%}')}" if cert.coverage is not None else
-              ", λ set by hand: no coverage level") + ")")
-    noisy = _noisy(info)
-    page.p(e(f"It is {PROMISE.get(cert.kind, cert.kind)}" + (
-        f", and it holds with probability at least {cert.coverage:.0%} over the sample"
-        + (" and the released noise" if noisy else "") + "." if cert.coverage is not None else ".")), "note")
-    page.text("It does not promise: accuracy on a population other than the one the sites' patients come from; "
-              "anything about rows outside the uncertainty set (cells the released tables rule out), which the "
-              "evaluation below counts; a tight value — it is an upper bound, often far above the error.", "note")
-    if cert.trivial:
-        page.text("This certificate is trivial (no better than guessing): the released statistics are too few or "
-                  "too noisy for a meaningful guarantee.", "bad")
-    if cert.approximate:
-        page.text("This bound rests on an approximation (see the learner's documentation): treat it as an estimate, "
-                  "not a guarantee.", "bad")
-    if noisy:
-        words = ("The sites added differential-privacy noise (table below). The confidence box was widened by "
-                 "intervals exact for the noise actually added, so the bound holds with the stated probability "
-                 "despite the noise, and is larger than it would be on exact counts.")
-        if rep.get("noise_margin") is not None or rep.get("ridge") is not None:
-            words += " The Rényi fit also regularised against the noise (ridge penalty and noise margin under 'What the fit found')."
-        page.text(words, "note")
-    else:
-        page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error alone.",
-                  "note")
-
-
-def _holdout_certificate(page: Page, cert: Any, info: dict) -> None:
-    """A certificate from held-out patients: its kind and promise in plain words."""
-    hold = info.get("holdout_certificate") or {}
-    cov = float(cert.coverage) if cert.coverage is not None else float(hold.get("coverage", 0.95))
-    page.p(f"Error rate ≤ {value('certificate', float(cert.value))} on new patients "
-           f"(kind {value('certificate_kind', cert.kind, 'holdout: measured on held-out patients')}, "
-           f"coverage {value('coverage', cov, f'{cov:.0%}')})")
-    rows = hold.get("rows")
-    page.p(e(f"What it promises: among new patients drawn from the same population as the sites' patients, this "
-             f"model's prediction is wrong for at most a fraction {float(cert.value):.3f} of them. Each site set aside "
-             "patients before training (chosen by a keyed hash of each record, kept secret at the site), the model "
-             "never learned from them, and the sites then released how often it was wrong on them"
-             + (f" ({float(hold['errors']):,.0f} errors in {float(rows):,.0f} patients, as released)" if rows else "")
-             + f". The bound holds with probability at least {cov:.0%} over which patients were set aside and the "
-             "privacy noise added to those counts."), "note")
-    page.text("What it assumes and does not promise: the set-aside patients are like the patients the model will "
-              "see (same hospitals, same period, same coding); it says nothing about another population, and it is an "
-              "average error rate over patients, not a promise for every subgroup or every patient.", "note")
-    if cert.trivial:
-        page.text("This certificate is trivial (no better than guessing): too few patients were set aside, or their "
-                  "counts were released with too much noise, for a meaningful guarantee.", "bad")
-    if hold:
-        page.p(f"Held-out evaluation: {value('holdout_errors', float(hold['errors']))} errors in "
-               f"{value('holdout_rows', float(hold['rows']))} held-out rows (released with noise), sites "
-               f"{e(', '.join(hold.get('sites', [])))}.")
-
-
-def _evaluation(page: Page, ev: dict) -> None:
-    page.h2("Evaluation on the given data")
-    out = ev.get("outside")
-    page.dl([
-        ("Rows", value("eval_n", int(ev["n"]))),
-        ("Error (deterministic rule)", value("eval_error", float(ev["error"]))),
-        ("Error of the randomized rule", value("eval_randomized_error", float(ev["randomized_error"]))),
-        ("Certificate", value("eval_certificate", float(ev["worst_case_error"]))),
-        ("Rows outside the uncertainty set", value("eval_outside", out, "not defined for this learner" if out is None else None)),
-        ("Error on those rows", value("eval_outside_error", ev.get("outside_error"),
-                                      "—" if ev.get("outside_error") is None else None)),
-    ])
-    if float(ev["error"]) > float(ev["worst_case_error"]):
-        page.text("The error on these rows is above the certificate: they may come from another population than the "
-                  "summaries describe, or the certificate's coverage event failed.", "bad")
-    classes = list(ev["classes"])
-    conf = ev["confusion"]
-    page.table(["true \\ predicted", *classes],
-               [[e(c), *[value(f"confusion_{i}_{j}", int(conf[i][j])) for j in range(len(classes))]]
-                for i, c in enumerate(classes)], key="confusion")
-    page.figure(plots.confusion(conf, classes), "confusion matrix", "confusion")
-
-
 def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:
     est = model.estimator
     allowed = list(rep.get("features") or est.feature_names_in_ or [])
@@ -336,7 +240,7 @@ def _weights(page: Page, model: Any, top: int, cw: Any) -> None:
 
 def _noise_caveats(page: Page, caveats: list, info: dict) -> None:
     """The weights the sites' DP noise may have set: a level whose released count for some class is within the noise of 0."""
-    if not _noisy(info):
+    if not noisy(info):
         return
     rec = info.get("level_counts")
     if not rec:
@@ -451,7 +355,7 @@ def _patients(n: Any, info: dict) -> str:
         return "—"
     if info.get("n_exact") is not None:
         return f"{int(info['n_exact']):,}"
-    if _noisy(info):
+    if noisy(info):
         return f"about {float(n):,.0f} (noisy: the sites added differential-privacy noise)"
     return f"{float(n):,.0f}"
 
@@ -467,10 +371,6 @@ def _num(v: Any) -> float | None:
         return None if v is None else float(v)
     except (TypeError, ValueError):
         return None
-
-
-def _noisy(info: dict) -> bool:
-    return any((s.get("privacy") or {}).get("mechanism", "none") != "none" for s in info.get("sites") or [])
 
 
 __all__ = ["model_card"]

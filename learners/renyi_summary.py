@@ -1,0 +1,102 @@
+"""What a Rényi fit reads from a Summary: the features it can use, the DP noise in γ̂, the automatic ridge.
+
+:func:`discrete_problem` resolves the features (every feature whose pair tables were
+released, or the ones asked for) and the summary restricted to them; :func:`noise_sd` is the
+standard deviation of the DP noise in γ̂(z, b) for a fixed fit (the noise margin the fit must
+beat the prior by); :func:`auto_ridge` the ridge a noisy summary gets when none is given. The
+estimator is :class:`marg.learners.renyi.RenyiClassifier`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+
+from .features.quadratic import paired_features
+
+
+def discrete_problem(summary: Any, features: Sequence[str] | None) -> tuple[list[str], Any]:
+    """Resolve the feature names and the (possibly restricted) summary to fit on."""
+    cb = summary.codebook
+    if features is None:
+        names = paired_features(summary)
+    else:  # a list (check_params refused a bare string)
+        names = [str(f) for f in features]
+        seen: set[str] = set()
+        for nm in names:
+            cb.index(nm)
+            if nm in seen:
+                raise InputError(f"feature {nm!r} listed twice in features")
+            seen.add(nm)
+        names = sorted(names, key=cb.index)
+    for nm in names:
+        if not cb.feature(nm).is_discrete:
+            raise InputError(
+                f"the Rényi classifier needs discrete features; {nm!r} is raw numeric (give it bin edges)"
+            )
+    if not names:
+        return names, None
+    sub = summary if names == list(cb.feature_names) else summary.restrict(names)
+    return names, sub
+
+
+def noise_sd(summary: Any, names: Sequence[str], sizes: Sequence[int], z: np.ndarray, b: float, positive: int) -> float:
+    """Std of the DP noise in γ̂(z, b) = Ê[(b + Wᵀz − C)²], for fixed (z, b).
+
+    Expanding, γ(z, b) = b² + 2b·Σ z_ia P_i(a) − 2b·E[C] + Σ z_ia² P_i(a)
+    + 2 Σ_{i<j} Σ_ab z_ia z_jb P_ij(a, b) − Σ z_ia d_i(a) + 1/4 is *linear* in the released
+    probabilities, so its noise is a weighted sum of the tables' independent cell noises:
+
+    - first-order cell (a, y) of feature i: weight 2b·z_ia + z_ia² − s_y·z_ia;
+    - pair cell (a, b, ·) of features i, j: weight 2·z_ia·z_jb;
+    - label cell y: weight −b·s_y,
+
+    with s_y = +1 for the positive class and −1 otherwise, each cell's noise std from the
+    summary's noise records (count std / n; the raw released noise, an upper bound for the
+    post-processed tables). Returns sqrt(Σ weight² · std²).
+    """
+    lab = summary.codebook.label.name
+    K = summary.n_classes
+    n = float(summary.n)
+    s_y = np.where(np.arange(K) == positive, 1.0, -1.0)
+    off = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+    zs = [np.asarray(z[off[i]:off[i + 1]], dtype=np.float64) for i in range(len(names))]
+    var = (summary.count_noise_std((lab,)) / n) ** 2 * float(np.sum((b * s_y) ** 2))
+    for nm, zi in zip(names, zs):
+        sig = summary.count_noise_std((nm, lab)) / n
+        coef = (2.0 * b * zi + zi**2)[:, None] - zi[:, None] * s_y[None, :]
+        var += sig**2 * float(np.sum(coef**2))
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            sig = summary.count_noise_std((names[i], names[j])) / n
+            var += 4.0 * sig**2 * float(zs[i] @ zs[i]) * float(zs[j] @ zs[j])
+    return float(np.sqrt(var))
+
+
+RIDGE_PER_NOISE = 0.35
+"""The automatic ridge under noise is this multiple of σ_Q·√M (see :func:`auto_ridge`)."""
+
+
+def auto_ridge(summary: Any, names: Sequence[str], M: int) -> float:
+    """The ridge for a noisy summary: ``RIDGE_PER_NOISE``·σ_Q·√M; 0 for an exact one.
+
+    σ_Q is the root-mean-square noise std of the pair cells of Q in probability units
+    (count noise std / n, from the released tables' records), so σ_Q·√M is the order of
+    the spectral norm of Q's noise matrix (M × M with independent entries): the ridge
+    dominates the noise's eigenvalues, so the solve no longer follows them (on DP adult the
+    unregularised fit erred 0.34–0.47). Set from the recorded noise and n only — never from
+    test data; the multiple 0.35 (0.5 per released (x_i, x_j, y) cell with a binary label)
+    was the best of a small grid on adult over ε = 0.25…4 (BENCHMARKS.md) and is shared by
+    every dataset.
+    """
+    if not summary.is_noisy or M == 0:
+        return 0.0
+    n = float(summary.n)
+    stds = [summary.count_noise_std((a, b)) / n for i, a in enumerate(names) for b in names[i + 1:]]
+    if not stds:
+        stds = [summary.count_noise_std((a,)) / n for a in names]
+    sigma = float(np.sqrt(np.mean(np.square(stds)))) if stds else 0.0
+    return RIDGE_PER_NOISE * sigma * float(np.sqrt(M))
