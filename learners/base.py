@@ -328,7 +328,8 @@ class MarginalEstimator:
             est = cls(**{k: cls._param_from_json(k, v) for k, v in params.items() if k in valid})
             est._load_state(state)
             if "certificate" in d:  # files without it (previous releases) keep the learner's own
-                est.certificate_ = _certificate_from(d["certificate"], est.certificate_.n_classes)
+                k = est.certificate_.n_classes if hasattr(est, "certificate_") else len(est.classes_)
+                est.certificate_ = _certificate_from(d["certificate"], k)
         except InputError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:
