@@ -280,6 +280,14 @@ class MarginalEstimator:
         """The bound after each iteration of the fit (column or edge generation); [] for a one-shot fit."""
         return []
 
+    has_uncertainty_set: ClassVar[bool] = False
+    """The learner records the cells its uncertainty set rules out, so :meth:`outside` answers."""
+
+    def outside(self, X: np.ndarray) -> np.ndarray | None:
+        """Bool (n,): rows of codes outside the uncertainty set (the certificate does not cover
+        them); None for a learner that records no uncertainty set."""
+        return None
+
     def falls_back(self) -> bool:
         """True when the fitted rule set its fit aside and predicts the majority class."""
         return False

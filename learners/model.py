@@ -110,14 +110,14 @@ class Model:
     @property
     def has_uncertainty_set(self) -> bool:
         """The model records the cells its uncertainty set rules out (mrc, dcc), so :meth:`outside` applies."""
-        return hasattr(self.estimator, "outside")
+        return self.estimator.has_uncertainty_set
 
     def outside(self, X: Any) -> np.ndarray | None:
         """Rows outside the model's uncertainty set (bool (n,); see
         :meth:`marg.learners.minimax.rules.MinimaxRules.outside`), or None for a learner without one
         recorded (renyi)."""
-        fn = getattr(self.estimator, "outside", None)
-        return None if fn is None else np.asarray(fn(self.codes(X)), dtype=bool)
+        out = self.estimator.outside(self.codes(X))
+        return None if out is None else np.asarray(out, dtype=bool)
 
     def __repr__(self) -> str:
         cert = self.estimator.certificate_

@@ -113,6 +113,8 @@ class MinimaxRules(MarginalEstimator):
         """Randomized rule (6): h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊, uniform when all are 0; (n, K)."""
         return randomized_rule(self.decision_function(X), self.phi_)
 
+    has_uncertainty_set = True
+
     def outside(self, X: np.ndarray) -> np.ndarray:
         """Rows no distribution of the uncertainty set reaches, with any label; bool (n,).
 
