@@ -17,7 +17,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .lp import linprog
+from marg.lp import HighsLP
 from .minimax.forest import ForestOracle
 from .minimax.forest_lp import RowBuffer, check_minimax_result, forest_max_rows
 
@@ -145,7 +145,7 @@ def solve_hinge(
     bounds[:, 1] = np.inf
     bounds[0] = (-np.inf, np.inf)
     bounds[f0:] = (-np.inf, np.inf)
-    res = linprog(cvec, rows.matrix(nvar), np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
+    res = HighsLP.from_arrays(cvec, rows.matrix(nvar), np.asarray(rows.rhs), bounds, solver="simplex", presolve=True, feas_tol=1e-10).solve()
     check_minimax_result(res, "the hinge-loss minimax LP")
     theta = np.zeros(K * D)
     theta[theta_columns] = res.x[1 : 1 + nt] - res.x[1 + nt : 1 + 2 * nt]

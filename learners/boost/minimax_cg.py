@@ -37,7 +37,7 @@ import numpy as np
 
 from marg.errors import SolverError
 
-from ..lp import INF, HighsLP, Status, solver_error
+from marg.lp import INF, HighsLP, Status, solver_error
 from ..minimax.problem import subsets_for
 from .columns import MonomialMap
 from .domain import maximize_monomial_sum

@@ -28,7 +28,7 @@ import numpy as np
 from marg.errors import InputError, SolverError
 
 from ..features.blocks import FeatureMap
-from ..lp import INF, HighsLP, Status
+from marg.lp import INF, HighsLP, Status
 from .rows import MinimaxLP, solve_boxed
 from .separation import Cut
 

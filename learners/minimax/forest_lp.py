@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics
 
-from ..lp import LPResult, Status, linprog, solver_error
+from marg.lp import HighsLP, LPResult, Status, solver_error
 from .forest import ForestOracle
 
 
@@ -286,7 +286,7 @@ def solve_compact(
     meta = rows.meta
     cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
     A = rows.matrix(nvar)
-    res = linprog(cvec, A, np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
+    res = HighsLP.from_arrays(cvec, A, np.asarray(rows.rhs), bounds, solver="simplex", presolve=True, feas_tol=1e-10).solve()
     check_minimax_result(res, "the forest minimax LP")
     mu = mt.mu(res.x)
     # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from marg.errors import InconsistentStatistics
 
 from ..features.blocks import FeatureMap
-from ..lp import INF, HighsLP, Status, solver_error
+from marg.lp import INF, HighsLP, Status, solver_error
 from .pricing import SplitPricer
 from .rows import MinimaxLP, solve_boxed
 from .separation import FirstOrderOracle

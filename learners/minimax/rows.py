@@ -12,7 +12,7 @@ with τ − λ ≤ Fᵀα ≤ τ + λ: α is the worst-case distribution p(x, y)
 
 :class:`MinimaxLP` holds the model (μ boxed, |μ_j| ≤ B_j, so a restricted row set never
 makes it unbounded; :func:`solve_boxed` checks the box is slack at the end) and
-:func:`generate_rows` adds the rows a separation oracle (:class:`RowOracle`) reports as
+:func:`generate_rows` adds the rows a separation oracle (:class:`SeparationOracle`) reports as
 violated until none is.
 """
 
@@ -27,8 +27,8 @@ import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics, InputError
 
-from ..lp import INF, HighsLP, Status, solver_error
-from .separation import RowOracle, as_sparse_row
+from marg.lp import INF, HighsLP, Status, solver_error
+from .separation import SeparationOracle, as_sparse_row
 
 
 class MinimaxLP:
@@ -263,7 +263,7 @@ class MinimaxLP:
         InconsistentStatistics
             The boxed LP cannot be unbounded; an unbounded status means HiGHS met no box.
         SolverError
-            HiGHS failed twice (see :meth:`marg.learners.lp.HighsLP.solve`).
+            HiGHS failed twice (see :meth:`marg.lp.HighsLP.solve`).
         """
         deadline = None if time_limit is None else time.perf_counter() + max(float(time_limit), 1e-3)
         res = self.lp.solve(deadline)
@@ -346,7 +346,7 @@ class RowGenerationResult:
 
 def generate_rows(
     lp: MinimaxLP,
-    oracle: RowOracle,
+    oracle: SeparationOracle,
     tol: float = 1e-9,
     max_rounds: int = 100_000,
     deadline: float | None = None,
@@ -392,7 +392,7 @@ def generate_rows(
 
 def solve_boxed(
     lp: MinimaxLP,
-    oracle: RowOracle,
+    oracle: SeparationOracle,
     tol: float = 1e-9,
     grow: float = 100.0,
     max_grow: int = 2,
