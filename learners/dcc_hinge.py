@@ -16,8 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from marg.errors import InputError
-
 from marg.lp import HighsLP
+
 from .minimax.forest import ForestOracle
 from .minimax.forest_lp import RowBuffer, check_minimax_result, forest_max_rows
 

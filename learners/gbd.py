@@ -34,8 +34,8 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from marg.errors import InputError
-
 from marg.lp import INF, HighsLP, Status, solver_error
+
 
 __all__ = ["BendersCut", "GBDResult", "restricted_value", "benders_cut", "gbd"]
 

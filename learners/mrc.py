@@ -170,9 +170,7 @@ class MRC(MinimaxRules):
         sol = self._solve(fmap, m.tau, lam)
         # every feature's empty cells, not only the working set's
         ruled_out = ((m.tau + lam) <= 0.0) & cells[None, :]
-        self._set_minimax_state(summary, fmap, m.tau, lam, sol.mu, sol.phi, sol.value, sol.iterations, sol.lower,
-                                sol.upper, sol.n_rows, sol.impossible, ruled_out, sol.converged, sol.bound, "R*",
-                                approximate=box.approximate)
+        self._set_minimax_state(summary, fmap, sol, ruled_out, approximate=box.approximate)
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
         return self

@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from marg.errors import InputError, SolverError
-
 from marg.lp import HighsLP, Status
+
 
 RCOND = 1e-10
 SEP_TOL = 1e-9

@@ -251,7 +251,7 @@ def test_dual_is_a_distribution_matching_the_box():
         cb, S, p = make_problem(rng, [3, 2, 3], K)
         fmap = FeatureMap(blocks_of(S), [0, 1, 2])
         lam = np.full(tau_of(S).shape, 0.01)
-        lp = MinimaxLP((tau_of(S) - lam).ravel(), (tau_of(S) + lam).ravel(), 1e3)
+        lp = MinimaxLP(tau_of(S), lam, 1e3)
         lp.add_columns(np.arange(tau_of(S).size))
         orc = FirstOrderOracle(fmap, K)
         lp.add_rows(orc.covering_cuts())
@@ -271,7 +271,7 @@ def test_row_generation_lp_add_remove_in_place():
     K, D = tau_of(S).shape
     fmap = FeatureMap(blocks_of(S), [0, 1, 2, 3])
     lam = np.full(tau_of(S).shape, 0.02)
-    lp = MinimaxLP((tau_of(S) - lam).ravel(), (tau_of(S) + lam).ravel(), 1e3)
+    lp = MinimaxLP(tau_of(S), lam, 1e3)
     lp.add_columns(np.arange(K * D))
     orc = FirstOrderOracle(fmap, K)
     lp.add_rows(orc.covering_cuts())

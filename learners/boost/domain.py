@@ -30,8 +30,8 @@ from typing import Sequence
 import numpy as np
 
 from marg.errors import InputError
-
 from marg.lp import INF, HighsLP, Status, solver_error
+
 from .literals import BinaryTest, Monomial
 
 

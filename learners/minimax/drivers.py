@@ -19,7 +19,7 @@ from ..features.blocks import FeatureMap
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
 from .formulation import CompactModel, RowModel
 from .pricing import SplitPricer, screening_scores
-from .problem import subsets_for
+from .problem import risk, subsets_for
 from .separation import FirstOrderOracle
 from .solution import MinimaxSolution
 
@@ -59,7 +59,7 @@ def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: fl
     nzb[fmap.block_of_column[np.flatnonzero(np.any(mu_fixed != 0, axis=0))]] = True
     oracle.set_active(np.flatnonzero(nzb))
     phi = oracle.phi(mu_fixed.ravel())
-    value = float(-tau.ravel() @ mu_fixed.ravel() + lam.ravel() @ np.abs(mu_fixed.ravel()) + phi + 1.0)
+    value = risk(tau, lam, mu_fixed, phi)
     if value > model.value + 1e-8 * max(1.0, abs(model.value)):
         # cannot happen at an optimum (see fix_empty_cells); keep the LP's μ if it does
         mu_fixed, empty = mu.copy(), np.zeros_like(empty)
@@ -114,8 +114,9 @@ def solve_full(
     nzb[fmap.block_of_column[np.flatnonzero(np.any(np.abs(model.mu.reshape(K, D)) > 1e-12, axis=0))]] = True
     sel = np.flatnonzero(nzb)
     return MinimaxSolution(
-        mu=mu, value=value, phi=phi, iterations=[value], lower=list(model.lower_hist), upper=list(model.upper_hist),
-        selected=sel, converged=status == "optimal", n_rows=model.n_rows, impossible=empty, bound=float(bound),
+        mu=mu, tau=tau, lam=lam, value=value, phi=phi, iterations=[value], lower=list(model.lower_hist),
+        upper=list(model.upper_hist), selected=sel, converged=status == "optimal", n_rows=model.n_rows,
+        impossible=empty, bound=float(bound),
         simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()),
         info={"seconds": time.perf_counter() - t0, "formulation": formulation},
     )
@@ -240,8 +241,9 @@ def solve_cg(
     Jb = model.active
     mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, Jb, empty_cells)
     return MinimaxSolution(
-        mu=mu, value=value, phi=phi, iterations=iterations, lower=list(model.lower_hist), upper=list(model.upper_hist),
-        selected=Jb, converged=converged, n_rows=model.n_rows, impossible=empty, bound=float(bound),
+        mu=mu, tau=tau, lam=lam, value=value, phi=phi, iterations=iterations, lower=list(model.lower_hist),
+        upper=list(model.upper_hist), selected=Jb, converged=converged, n_rows=model.n_rows, impossible=empty,
+        bound=float(bound),
         simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()),
         info={"seconds": time.perf_counter() - t0, "history": history, "max_dual_violation": max_dual_violation, "formulation": formulation},
     )

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from marg.errors import InputError
+from marg.lp import HighsLP
 
 from ..features.pairwise import PairwiseFeatureMap
-from marg.lp import HighsLP
 from .fixed_rule import LinearRule
 from .forest import ForestOracle
 from .forest_lp import MuTerms, RowBuffer, check_minimax_result, forest_max_rows

@@ -16,8 +16,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics
-
 from marg.lp import HighsLP, LPResult, Status, solver_error
+
 from .forest import ForestOracle
 
 

@@ -14,8 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..features.pairwise import PairwiseFeatureMap
 from marg.lp import HighsLP
+
+from ..features.pairwise import PairwiseFeatureMap
 from .forest_lp import MuTerms, RowBuffer, check_minimax_result
 from .problem import subsets_for
 

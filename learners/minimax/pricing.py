@@ -14,8 +14,9 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ..features.blocks import FeatureMap
 from marg.lp import HighsLP, Status, solver_error
+
+from ..features.blocks import FeatureMap
 
 
 class SplitPricer:
