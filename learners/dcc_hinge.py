@@ -16,10 +16,9 @@ from typing import NamedTuple
 import numpy as np
 
 from marg.errors import InputError
-from marg.lp import HighsLP
 
 from .minimax.forest import ForestOracle
-from .minimax.forest_lp import RowBuffer, check_minimax_result, forest_max_rows
+from .minimax.forest_lp import RowBuffer, forest_max_rows
 
 
 class HingeSolution(NamedTuple):
@@ -145,8 +144,7 @@ def solve_hinge(
     bounds[:, 1] = np.inf
     bounds[0] = (-np.inf, np.inf)
     bounds[f0:] = (-np.inf, np.inf)
-    res = HighsLP.from_arrays(cvec, rows.matrix(nvar), np.asarray(rows.rhs), bounds, solver="simplex", presolve=True, feas_tol=1e-10).solve()
-    check_minimax_result(res, "the hinge-loss minimax LP")
+    res = rows.solve(cvec, bounds, "the hinge-loss minimax LP")
     theta = np.zeros(K * D)
     theta[theta_columns] = res.x[1 : 1 + nt] - res.x[1 + nt : 1 + 2 * nt]
     f = np.zeros(D)

@@ -14,10 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from marg.lp import HighsLP
 
 from ..features.pairwise import PairwiseFeatureMap
-from .forest_lp import MuTerms, RowBuffer, check_minimax_result
+from .forest_lp import MuTerms, RowBuffer
 from .problem import subsets_for
 
 
@@ -203,8 +202,7 @@ def solve_local(
         size = len(Cset)
         rows.add(np.concatenate([u0 + np.arange(n + E), [0]]), np.concatenate([np.ones(n + E), [-float(size)]]), 1.0 - size, (k,))
     cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
-    res = HighsLP.from_arrays(cvec, rows.matrix(nvar), np.asarray(rows.rhs), bounds, solver="simplex", presolve=True, feas_tol=1e-10).solve()
-    check_minimax_result(res, "the local-polytope minimax LP")
+    res = rows.solve(cvec, bounds, "the local-polytope minimax LP")
     delta = np.zeros((len(subsets), g.n_slots))
     for k, ds in enumerate(dslots):
         if ds is not None:
