@@ -255,9 +255,8 @@ class DCC(MinimaxRules):
                                 extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
         else:
             forest = edges if self.structure != "forest" else max_spanning_forest(len(blocks), weights, self.max_edges)
-            deadline = None if self.time_limit is None else time.perf_counter() + float(self.time_limit)
             fit = solve_forest(problem, forest, formulation=self.solver, bound=self.bound, tol=self.tol,
-                               extra_rows=self.extra_rows, deadline=deadline, callback=self.callback)
+                               extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
         return self._fit_forest(summary, problem, fit, weights, t0, box.approximate)
 
     @staticmethod

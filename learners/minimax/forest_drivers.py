@@ -94,7 +94,7 @@ def solve_forest(
     bound: float = 1e3,
     tol: float = 1e-9,
     extra_rows: int | None = 0,
-    deadline: float | None = None,
+    time_limit: float | None = None,
     callback: Callable[[dict], None] | None = None,
 ) -> MinimaxSolution:
     """The minimax LP on ``forest`` (node pairs, each a candidate edge of the problem's map).
@@ -102,9 +102,11 @@ def solve_forest(
     Parameters
     ----------
     formulation : {"compact", "rows"}
-    bound, tol, extra_rows, deadline : row generation only (box on |μ|, relative row
-        tolerance, extra constrained-maximum rows per subset and round, perf_counter deadline).
+    bound, tol, extra_rows, time_limit : row generation only (box on |μ|, relative row
+        tolerance, extra constrained-maximum rows per subset and round, seconds — the options
+        of every minimax driver, :func:`.drivers.solve_full` and :func:`.drivers.solve_cg` too).
     """
+    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     full, K = problem.fmap, problem.K
     cand = list(full.edges)
     active = [cand.index(tuple(e)) for e in forest]
