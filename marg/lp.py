@@ -441,11 +441,4 @@ class HighsLP:
             return []
 
 
-def sparse_rows(A: Any) -> sp.csr_array:
-    """A matrix as CSR with sorted indices (the layout HiGHS' row adds take)."""
-    R = sp.csr_array(A)
-    R.sort_indices()
-    return R
-
-
-__all__: Sequence[str] = ["Status", "LPResult", "HighsLP", "new_highs", "stdout_silenced", "solver_error", "sparse_rows", "INF"]
+__all__: Sequence[str] = ["Status", "LPResult", "HighsLP", "new_highs", "stdout_silenced", "solver_error", "INF"]
