@@ -25,6 +25,7 @@ from .features.blocks import Block, FeatureMap, node_blocks
 from .features.statistics import map_moments
 from .minimax.drivers import FORMULATIONS, solve_cg, solve_full
 from .minimax.empty_cells import FIRST_ORDER_POLICIES, policy_name
+from .minimax.problem import MinimaxProblem
 from .minimax.rules import MinimaxRules
 from .minimax.solution import MinimaxSolution
 
@@ -176,14 +177,15 @@ class MRC(MinimaxRules):
         return self
 
     def _solve(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray) -> MinimaxSolution:
+        problem = MinimaxProblem.first_order(fmap, tau, lam)
         if self.solver == "full":
             return solve_full(
-                fmap, tau, lam, tol=self.tol, bound=self.bound, time_limit=self.time_limit,
+                problem, tol=self.tol, bound=self.bound, time_limit=self.time_limit,
                 callback=self.callback, formulation=self.formulation, lp_solver=self.lp_solver,
                 empty_cells=self.empty_cells,
             )
         return solve_cg(
-            fmap, tau, lam, n_max=int(self.n_max), eps=float(self.eps), k_max=int(self.k_max), tol=self.tol,
+            problem, n_max=int(self.n_max), eps=float(self.eps), k_max=int(self.k_max), tol=self.tol,
             bound=self.bound, time_limit=self.time_limit, callback=self.callback, formulation=self.formulation,
             empty_cells=self.empty_cells,
         )

@@ -3,7 +3,10 @@
 :func:`solve_full` puts every feature in one LP; :func:`solve_cg` runs column generation
 (Algorithms 1–2 of seed 000) on a formulation whose features enter and leave in place
 (:mod:`.formulation`), priced by :class:`marg.learners.minimax.pricing.SplitPricer`. Both
-finish with the empty-cell policy and the exact R(μ) over the whole domain.
+finish with the empty-cell policy and the exact R(μ) over the whole domain. Like the forest
+drivers (:mod:`.forest_drivers`) they take a :class:`.problem.MinimaxProblem` and the options
+``formulation``, ``bound``, ``tol``, ``time_limit``, ``callback``, and return a
+:class:`.solution.MinimaxSolution`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ..features.blocks import FeatureMap
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
 from .formulation import CompactModel, RowModel
 from .pricing import SplitPricer, screening_scores
-from .problem import risk, subsets_for
+from .problem import MinimaxProblem, risk, subsets_for
 from .separation import FirstOrderOracle
 from .solution import MinimaxSolution
 
@@ -68,9 +71,7 @@ def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: fl
 
 
 def solve_full(
-    fmap: FeatureMap,
-    tau: np.ndarray,
-    lam: np.ndarray,
+    problem: MinimaxProblem,
     tol: float = 1e-9,
     bound: float = 1e3,
     time_limit: float | None = None,
@@ -83,8 +84,8 @@ def solve_full(
 
     Parameters
     ----------
-    fmap : FeatureMap
-    tau, lam : ndarray, shape (K, D)
+    problem : MinimaxProblem
+        A first-order map with its box (:meth:`MinimaxProblem.first_order`).
     tol : float
         Relative row-violation tolerance (row formulation).
     bound : float
@@ -102,6 +103,7 @@ def solve_full(
     """
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
+    fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     K, D = tau.shape
     model = _make_model(formulation, fmap, tau, lam, bound, tol, lp_solver)
     model.add_blocks(np.arange(fmap.n_blocks))
@@ -123,9 +125,7 @@ def solve_full(
 
 
 def solve_cg(
-    fmap: FeatureMap,
-    tau: np.ndarray,
-    lam: np.ndarray,
+    problem: MinimaxProblem,
     n_max: int = 100,
     eps: float = 1e-4,
     k_max: int = 10,
@@ -153,8 +153,8 @@ def solve_cg(
 
     Parameters
     ----------
-    fmap : FeatureMap
-    tau, lam : ndarray (K, D)
+    problem : MinimaxProblem
+        A first-order map with its box (:meth:`MinimaxProblem.first_order`).
     n_max, eps, k_max : see above (seed 000 §4: 100, 1e-4, 10).
     init : block indices of the initial set; default: the ``n_init`` (default ``n_max``)
         best by :func:`screening_scores`.
@@ -173,6 +173,7 @@ def solve_cg(
     """
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
+    fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     K, D = tau.shape
     nb = fmap.n_blocks
     model = _make_model(formulation, fmap, tau, lam, bound, tol)
