@@ -197,6 +197,11 @@ def _bounds(bounds: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(lower), np.ascontiguousarray(upper)
 
 
+def _csr(A: Any, m: int, n: int) -> sp.csr_array:
+    """A dense or sparse constraint matrix as CSR of shape (m, n)."""
+    return sp.csr_array(A, shape=(m, n)) if sp.issparse(A) else sp.csr_array(np.reshape(np.asarray(A, dtype=np.float64), (m, n)))
+
+
 class HighsLP:
     """One HiGHS model edited in place (minimisation), with one status and retry policy.
 
@@ -263,12 +268,12 @@ class HighsLP:
         blocks, lo, hi = [], [], []
         if A_ub is not None:
             b = _f64(b_ub)
-            blocks.append(sp.csr_array(A_ub, shape=(b.size, n)) if sp.issparse(A_ub) else sp.csr_array(np.reshape(A_ub, (b.size, n))))
+            blocks.append(_csr(A_ub, b.size, n))
             lo.append(np.full(b.size, -INF))
             hi.append(b)
         if A_eq is not None:
             b = _f64(b_eq)
-            blocks.append(sp.csr_array(A_eq, shape=(b.size, n)) if sp.issparse(A_eq) else sp.csr_array(np.reshape(A_eq, (b.size, n))))
+            blocks.append(_csr(A_eq, b.size, n))
             lo.append(b)
             hi.append(b)
         A = sp.csc_array(sp.vstack(blocks) if blocks else sp.csr_array((0, n)))
