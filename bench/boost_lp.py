@@ -1,5 +1,5 @@
 """The one place the boosting references touch HiGHS: a growing LP (columns and rows added
-in batches, re-solved warm) through ``marg.learners.lp.new_highs``.
+in batches, re-solved warm) through ``marg.lp.new_highs``.
 
 Convention (HiGHS's): minimise cᵀx; ``duals`` are the row duals y with reduced costs
 c − Aᵀy, so y ≥ 0 on a ≥ row of a minimisation.
@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from marg.errors import SolverError
-from marg.learners.lp import INF, new_highs
+from marg.lp import INF, new_highs
 
 
 def _csr(entries: Sequence[tuple[Sequence[int], Sequence[float]]]):

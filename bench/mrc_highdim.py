@@ -48,6 +48,7 @@ from marg.learners.features.blocks import FeatureMap, node_blocks  # noqa: E402
 from marg.learners.features.statistics import map_moments  # noqa: E402
 from marg.learners.mrc import MRC  # noqa: E402
 from marg.learners.minimax.drivers import solve_cg  # noqa: E402
+from marg.learners.minimax.problem import MinimaxProblem  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
@@ -146,7 +147,7 @@ def plot_run(S: Summary) -> tuple[float, dict]:
     lam = confidence_box(m, fm.indicator_columns(), s=0.3).lam
     R_star = MRC(s=0.3, solver="full", lp_solver="ipm").fit(S).worst_case_error_
     init = np.random.default_rng(0).choice(fm.n_blocks, size=10, replace=False)
-    curves = {n_max: solve_cg(fm, m.tau, lam, n_max=n_max, eps=1e-4, k_max=200, init=init).iterations for n_max in (1, 5, 10)}
+    curves = {n_max: solve_cg(MinimaxProblem.first_order(fm, m.tau, lam), n_max=n_max, eps=1e-4, k_max=200, init=init).iterations for n_max in (1, 5, 10)}
     return R_star, curves
 
 

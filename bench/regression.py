@@ -18,7 +18,11 @@ each side's fit time:
 - DP (bench/privacy.py's adult setup: 3 sites, ε = 1 per site, Laplace): mrc, renyi (with its
   noise margin), dcc;
 - high dimensions (bench/mrc_highdim.py's colon, leukemia, arcene; terciles): MRC by column
-  generation at s = 0.3 (the seed's λ) and calibrated — the fit-time comparison of issue 14.
+  generation at s = 0.3 (the seed's λ) and calibrated — the fit-time comparison of issue 14;
+- engine (``--groups engine``, not in the default): the minimax engine's other paths on the
+  small UCI sets — MRC and DCC on the row-generation formulation (full, column generation,
+  a given forest, greedy edges). (The boosting vote cannot be compared in one process: the
+  previous release's boost checks feature types against this release's codebook classes.)
 
 Only the adapters ``OldSide`` and ``NewSide`` touch either release's API.
 """
@@ -120,6 +124,10 @@ UCI_CONFIGS = [
     ("mrc", "mrc", {"s": 0.0, "solver": "full"}), ("mrc-cal", "mrc", {"solver": "full"}),
     ("mrc-cg", "mrc", {"s": 0.0}), ("mrc-cg-cal", "mrc", {}), ("renyi", "renyi", {}),
 ]
+ENGINE_CONFIGS = [
+    ("mrc-rows", "mrc", {"s": 0.0, "solver": "full", "formulation": "rows"}), ("mrc-cg-rows", "mrc", {"formulation": "rows"}),
+    ("dcc-rows", "dcc", {"s": 0.0, "solver": "rows"}), ("gdcc-rows", "dcc", {"greedy": True, "solver": "rows"}),
+]
 DP_CONFIGS = [("mrc", "mrc", {}), ("renyi", "renyi", {}), ("dcc", "dcc", {})]
 
 
@@ -177,7 +185,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one split of the small UCI sets, DP once, no gene sets")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="fits per side and configuration (median time reported)")
-    ap.add_argument("--groups", default="uci,dp,cg", help="comma-separated: uci (with selection), dp, cg")
+    ap.add_argument("--groups", default="uci,dp,cg", help="comma-separated: uci (with selection), dp, cg, engine")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "regression.md"))
     args = ap.parse_args()
     global REPEAT
@@ -198,6 +206,15 @@ def main() -> None:
 
     groups = {g.strip() for g in args.groups.split(",") if g.strip()}
     sets = (["votes", "credit", "kr-vs-kp", "promoters"] + ([] if args.quick else ["adult"])) if "uci" in groups else []
+    for name in ["votes", "credit", "kr-vs-kp"] if "engine" in groups else []:
+        df, y, binned = uci.load(name)
+        cb, Xtr, ytr, Xte, yte = uci.split_codes(df, y, binned, 0, 4)
+        from marg.marginals.summary import Summary
+
+        recs = table_records(Summary.from_rows(cb, Xtr, ytr, stats="all").tables)
+        so, sn = OLD.summary(cb.to_dict(), recs), NEW.summary(cb.to_dict(), recs)
+        for config, kind, params in ENGINE_CONFIGS:
+            emit(row("engine", f"{name}/0", config, run_pair(OLD, NEW, kind, params, so, sn, Xte)))
     for name in sets:
         df, y, binned = uci.load(name)
         for seed in range(1 if args.quick or name == "adult" else args.seeds):

@@ -30,6 +30,7 @@ values afterwards (:mod:`.minimax.empty_cells`).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -44,10 +45,11 @@ from .features.pairwise import PairwiseFeatureMap
 from .features.statistics import map_moments
 from .minimax.empty_cells import POLICIES, empty_cells, fix_empty_cells_forest, fix_empty_cells_local
 from .minimax.forest import ForestOracle
-from .minimax.forest_drivers import FORMULATIONS, ForestFit, greedy_forest, solve_forest
+from .minimax.forest_drivers import FORMULATIONS, greedy_forest, solve_forest
 from .minimax.gauge import common_constant, reference_mask
 from .minimax.local import solve_local
 from .minimax.problem import MinimaxProblem, risk
+from .minimax.solution import MinimaxSolution
 from .minimax.rules import MinimaxRules
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
 from .structure import UnionFind, max_spanning_forest, pair_label_information, pair_weights
@@ -266,9 +268,8 @@ class DCC(MinimaxRules):
                                 extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
         else:
             forest = edges if self.structure != "forest" else max_spanning_forest(len(blocks), weights, self.max_edges)
-            deadline = None if self.time_limit is None else time.perf_counter() + float(self.time_limit)
             fit = solve_forest(problem, forest, formulation=self.solver, bound=self.bound, tol=self.tol,
-                               extra_rows=self.extra_rows, deadline=deadline, callback=self.callback)
+                               extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
         return self._fit_forest(summary, problem, fit, weights, t0, box.approximate)
 
     @staticmethod
@@ -280,7 +281,7 @@ class DCC(MinimaxRules):
         keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in edges]).astype(np.int64)
         return pmap, keep
 
-    def _fit_forest(self, summary: Any, problem: MinimaxProblem, fit: ForestFit, weights: dict, t0: float,
+    def _fit_forest(self, summary: Any, problem: MinimaxProblem, fit: MinimaxSolution, weights: dict, t0: float,
                     approximate: bool) -> "DCC":
         """The model over the chosen forest: empty cells fixed by max-marginals, R(μ) exactly."""
         K = problem.K
@@ -298,9 +299,9 @@ class DCC(MinimaxRules):
             raise RuntimeError(f"empty-cell post-processing raised R from {upper!r} to {value!r}")
         if iters:
             iters[-1] = value
-        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in fit.edges], tau, lam, mu, float(phi),
-                            value, iters, fit.lower, fit.upper, fit.n_rows, empty, fit.converged,
-                            float(np.max(B)) if B.size else float(self.bound), "R*", t0, approximate)
+        sol = replace(fit, mu=mu, tau=tau, lam=lam, phi=float(phi), value=value, iterations=iters, impossible=empty,
+                      bound=float(np.max(B)) if B.size else float(self.bound))
+        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in fit.edges], sol, t0, approximate)
         return self
 
     def _fit_local(self, summary: Any, problem: MinimaxProblem, edges: list, weights: dict, t0: float,
@@ -318,8 +319,10 @@ class DCC(MinimaxRules):
         value = risk(tau, lam, mu, phi)
         if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
             raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
-        self._set_dcc_state(summary, pmap, True, [float(weights[e]) for e in edges], tau, lam, mu, float(phi), value,
-                            [value], [sol.value], [value], sol.n_rows, empty, True, self.bound, "R*_L", t0, approximate)
+        fit = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=float(phi), value=value, iterations=[value], lower=[sol.value],
+                              upper=[value], converged=True, n_rows=sol.n_rows, impossible=empty, bound=self.bound,
+                              kind="R*_L", edges=list(edges))
+        self._set_dcc_state(summary, pmap, True, [float(weights[e]) for e in edges], fit, t0, approximate)
         return self
 
     def _fit_hinge(self, summary: Any, problem: MinimaxProblem, forest: list, weights: dict, t0: float,
@@ -343,16 +346,15 @@ class DCC(MinimaxRules):
             self.callback({"stage": "hinge", "R": sol.value, "edges": len(forest)})
         self.f_ = sol.f
         self.theta_ = sol.theta
-        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in forest], tau, lam,
-                            np.stack([-0.5 * sol.f, 0.5 * sol.f]), 0.0, sol.value, [sol.value], [], [], sol.n_rows,
-                            empty, True, self.bound, "hinge", t0, approximate)
+        fit = MinimaxSolution(mu=np.stack([-0.5 * sol.f, 0.5 * sol.f]), tau=tau, lam=lam, phi=0.0, value=sol.value,
+                              iterations=[sol.value], lower=[], upper=[], converged=True, n_rows=sol.n_rows,
+                              impossible=empty, bound=self.bound, kind="hinge", edges=list(forest))
+        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in forest], fit, t0, approximate)
         self.nu_ = sol.nu
         return self
 
-    def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, tau, lam, mu, phi, value, iterations, lower, upper,
-                       n_rows, impossible, converged, bound, kind, t0, approximate) -> None:
-        self._set_minimax_state(summary, pmap, tau, lam, mu, phi, value, iterations, lower, upper, n_rows,
-                                impossible, impossible, converged, bound, kind, approximate)
+    def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, sol: MinimaxSolution, t0, approximate) -> None:
+        self._set_minimax_state(summary, pmap, sol, approximate=approximate)
         self.edges_ = pmap.edge_names
         self.relaxed_ = bool(relaxed)
         self.edge_weights_ = list(edge_weights)

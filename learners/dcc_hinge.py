@@ -17,9 +17,8 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .lp import linprog
 from .minimax.forest import ForestOracle
-from .minimax.forest_lp import RowBuffer, check_minimax_result, forest_max_rows
+from .minimax.forest_lp import RowBuffer, forest_max_rows
 
 
 class HingeSolution(NamedTuple):
@@ -145,8 +144,7 @@ def solve_hinge(
     bounds[:, 1] = np.inf
     bounds[0] = (-np.inf, np.inf)
     bounds[f0:] = (-np.inf, np.inf)
-    res = linprog(cvec, rows.matrix(nvar), np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
-    check_minimax_result(res, "the hinge-loss minimax LP")
+    res = rows.solve(cvec, bounds, "the hinge-loss minimax LP")
     theta = np.zeros(K * D)
     theta[theta_columns] = res.x[1 : 1 + nt] - res.x[1 + nt : 1 + 2 * nt]
     f = np.zeros(D)

@@ -6,7 +6,7 @@ Restricted value of a support σ ∈ {0,1}^p (T problems sharing Q_c, intercept 
 
 Subproblem: (Q_{c,SS} + I/g) Z_S = D_{c,S}/2 (a Cholesky solve on the support S).
 
-Cut. With Q_c = LLᵀ and the dual variable α = 2LᵀZ̄ of the subproblem solution Z̄,
+Benders cut. With Q_c = LLᵀ and the dual variable α = 2LᵀZ̄ of the subproblem solution Z̄,
 weak duality of the perspective reformulation gives, for *every* σ ∈ [0,1]^p,
 
     c(σ) ≥ −‖α‖²/4 − (g/4) Σ_i σ_i‖(D_c − Lα)_i‖²  =  a − bᵀσ,
@@ -15,7 +15,7 @@ weak duality of the perspective reformulation gives, for *every* σ ∈ [0,1]^p,
 tight at σ̄ (there R_i = 2Z̄_i/g on the support). No factor L is needed: Lα = 2Q_cZ̄.
 
 Master (FSP-M): min η s.t. η ≥ a_k − b_kᵀσ for all cuts k, Σσ ≤ M, σ binary — a MILP solved
-by scipy's ``milp`` (HiGHS) with ``mip_rel_gap = 0``. Its dual bound is a lower bound on
+by HiGHS (:class:`marg.lp.HighsLP`) with ``mip_rel_gap = 0``. Its dual bound is a lower bound on
 min_{|σ|≤M} c(σ); the best evaluated c(σ̄) is an upper bound; the difference is the
 certified gap (up to HiGHS's feasibility tolerance, 1e-6 relative after we scale the master
 by 1/|c|). FSP-λ (penalty per feature): minimise c(σ) + Σ_i λ_iσ_i instead (optionally with
@@ -34,10 +34,10 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from marg.errors import InputError
+from marg.lp import INF, HighsLP, Status, solver_error
 
-from .lp import INF, HighsLP, Status, solver_error
 
-__all__ = ["Cut", "GBDResult", "restricted_value", "benders_cut", "gbd"]
+__all__ = ["BendersCut", "GBDResult", "restricted_value", "benders_cut", "gbd"]
 
 
 def _offsets(sizes: Sequence[int]) -> np.ndarray:
@@ -108,7 +108,7 @@ def restricted_value(
 
 
 @dataclass(frozen=True)
-class Cut:
+class BendersCut:
     """A Benders cut c(σ) ≥ a − bᵀσ, generated at ``support``."""
 
     a: float
@@ -120,7 +120,7 @@ class Cut:
 
 
 def benders_cut(Qc: np.ndarray, Dc: np.ndarray, sizes: Sequence[int], Z: np.ndarray, g: float,
-                support: Iterable[int] = ()) -> Cut:
+                support: Iterable[int] = ()) -> BendersCut:
     """The cut a − bᵀσ from a subproblem solution Z̄ (any Z̄ gives a valid cut; the
     subproblem's makes it tight at its support).
 
@@ -135,13 +135,13 @@ def benders_cut(Qc: np.ndarray, Dc: np.ndarray, sizes: Sequence[int], Z: np.ndar
     R = D - 2.0 * QZ
     sq = np.add.reduceat(np.sum(R * R, axis=1), off[:-1]) if len(sizes) else np.zeros(0)
     sq = np.where(np.diff(off) > 0, sq, 0.0)
-    return Cut(a=a, b=(g / 4.0) * sq, support=tuple(sorted(int(i) for i in support)))
+    return BendersCut(a=a, b=(g / 4.0) * sq, support=tuple(sorted(int(i) for i in support)))
 
 
 class _Master:
     """min η + costᵀσ  s.t.  η + b_kᵀσ ≥ a_k (cuts),  Σσ ≤ M,  σ ∈ {0,1}^p,  η ∈ [η_lb, 0].
 
-    One HiGHS MIP (:class:`marg.learners.lp.HighsLP`) kept across iterations: each cut is a
+    One HiGHS MIP (:class:`marg.lp.HighsLP`) kept across iterations: each cut is a
     row added in place, and each solve gets ``time_limit`` seconds of its own (the wrapper
     extends HiGHS' cumulative limit from the instance's run time).
     """
@@ -203,7 +203,7 @@ class GBDResult:
     seconds : float
     history : list of dict
         Per iteration: iteration, lower, upper, gap, seconds, support size.
-    cuts : list of Cut
+    cuts : list of BendersCut
     """
 
     support: tuple[int, ...]
@@ -216,7 +216,7 @@ class GBDResult:
     iterations: int
     seconds: float
     history: list[dict] = field(default_factory=list)
-    cuts: list[Cut] = field(default_factory=list, repr=False)
+    cuts: list[BendersCut] = field(default_factory=list, repr=False)
 
 
 def gbd(
@@ -291,7 +291,7 @@ def gbd(
             raise InputError("feature_cost must be finite and >= 0")
     Mcap = p if max_features is None else min(int(max_features), p)
 
-    cuts: list[Cut] = []
+    cuts: list[BendersCut] = []
     evaluated: dict[tuple[int, ...], float] = {}
     best: dict = {"value": math.inf, "support": (), "Z": np.zeros_like(D)}
 

@@ -25,6 +25,7 @@ from .features.blocks import Block, FeatureMap, node_blocks
 from .features.statistics import map_moments
 from .minimax.drivers import FORMULATIONS, solve_cg, solve_full
 from .minimax.empty_cells import FIRST_ORDER_POLICIES, policy_name
+from .minimax.problem import MinimaxProblem
 from .minimax.rules import MinimaxRules
 from .minimax.solution import MinimaxSolution
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
@@ -175,22 +176,21 @@ class MRC(MinimaxRules):
         sol = self._solve(fmap, m.tau, lam)
         # every feature's empty cells, not only the working set's
         ruled_out = ((m.tau + lam) <= 0.0) & cells[None, :]
-        self._set_minimax_state(summary, fmap, m.tau, lam, sol.mu, sol.phi, sol.value, sol.iterations, sol.lower,
-                                sol.upper, sol.n_rows, sol.impossible, ruled_out, sol.converged, sol.bound, "R*",
-                                approximate=box.approximate)
+        self._set_minimax_state(summary, fmap, sol, ruled_out, approximate=box.approximate)
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
         return self
 
     def _solve(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray) -> MinimaxSolution:
+        problem = MinimaxProblem.first_order(fmap, tau, lam)
         if self.solver == "full":
             return solve_full(
-                fmap, tau, lam, tol=self.tol, bound=self.bound, time_limit=self.time_limit,
+                problem, tol=self.tol, bound=self.bound, time_limit=self.time_limit,
                 callback=self.callback, formulation=self.formulation, lp_solver=self.lp_solver,
                 empty_cells=self.empty_cells,
             )
         return solve_cg(
-            fmap, tau, lam, n_max=int(self.n_max), eps=float(self.eps), k_max=int(self.k_max), tol=self.tol,
+            problem, n_max=int(self.n_max), eps=float(self.eps), k_max=int(self.k_max), tol=self.tol,
             bound=self.bound, time_limit=self.time_limit, callback=self.callback, formulation=self.formulation,
             empty_cells=self.empty_cells,
         )

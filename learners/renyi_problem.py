@@ -70,8 +70,8 @@ from typing import Sequence
 import numpy as np
 
 from marg.errors import InputError, SolverError
+from marg.lp import HighsLP, Status
 
-from .lp import Status, linprog
 
 RCOND = 1e-10
 SEP_TOL = 1e-9
@@ -291,7 +291,7 @@ def separable_solution(
     rhs.append(0.5 + b0)  # −1/2 − b0 + pN w − Σl ≤ t
     c = np.zeros(nv)
     c[-1] = 1.0
-    res = linprog(c, np.array(rows), np.array(rhs), [(None, None)] * nv, method="highs", tol=None)
+    res = HighsLP.from_arrays(c, np.array(rows), np.array(rhs), (None, None), solver="choose").solve()
     if res.status is not Status.OPTIMAL:
         # the LP is always feasible and bounded (t ≥ (Σu − Σl − 1)/2 ≥ −1/2): anything else is the solver's failure
         raise SolverError(f"HiGHS failed on the Rényi separability LP: {res.message or res.status.value}")

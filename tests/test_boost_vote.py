@@ -26,7 +26,7 @@ from marg.learners.boost.columns import MonomialMap, monomial_moments
 from marg.learners.boost.domain import brute_force_max, maximize_monomial_sum
 from marg.learners.boost.literals import Literal, codebook_tests
 from marg.learners.boost.vote import BoostVote
-from marg.learners.lp import Status, linprog
+from marg.lp import HighsLP, Status
 from marg.learners.minimax.problem import label_subsets
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.summary import Summary
@@ -106,7 +106,7 @@ def minimax_lp(est, S, monos, classes_of, price):
             rhs.append(1.0)
     cost = np.concatenate([[1.0], -tau + lam, tau + lam])
     bounds = [(None, None)] + [(0, est.bound)] * (2 * len(cols))
-    r = linprog(cost, np.array(rows), np.array(rhs), bounds)
+    r = HighsLP.from_arrays(cost, np.array(rows), np.array(rhs), bounds).solve()
     assert r.status is Status.OPTIMAL
     return r.objective + 1.0
 
@@ -172,7 +172,7 @@ def test_time_limit_inside_an_lp_keeps_the_best_vote_so_far(monkeypatch):
     import dataclasses
 
     from marg.errors import SolverError
-    from marg.learners.lp import HighsLP, Status
+    from marg.lp import HighsLP, Status
 
     rng = np.random.default_rng(5)
     cb = tiny_codebook((3, 3, 2))

@@ -78,11 +78,12 @@ def test_W_equals_the_brute_force_lp(pairwise):
 def test_W_is_at_least_the_minimax_risk():
     """MRC is minimax: no fixed rule has a smaller worst case than R*."""
     from marg.learners.minimax.drivers import solve_full
+    from marg.learners.minimax.problem import MinimaxProblem
 
     rng = np.random.default_rng(3)
     for _ in range(20):
         umap, rule, X, tau, lam, K = random_case(rng, False)
-        R = solve_full(umap, tau, lam).value
+        R = solve_full(MinimaxProblem.first_order(umap, tau, lam)).value
         assert certify_rule(rule, umap, tau, lam).value >= R - 1e-7
 
 

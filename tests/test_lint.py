@@ -1,6 +1,7 @@
 """Lint gate: no unused or undefined names and no imports below code (ruff's F and E402 rules), and the
 layering rule of the package (marginals never imports learners, protocols or cli; learners never
-imports protocols or cli; protocols never imports learners or cli)."""
+imports protocols or cli; protocols never imports learners or cli; the bottom — marg/errors.py and the LP
+solver layer marg/lp.py — imports no layer), and the one solver owner: only marg/lp.py imports HiGHS."""
 
 from __future__ import annotations
 
@@ -46,3 +47,41 @@ def test_layers_import_one_way(layer):
                 if parts[0] == "marg" and len(parts) > 1 and parts[1] in FORBIDDEN[layer]:
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not bad, "\n".join(bad)
+
+
+BOTTOM = ("errors.py", "lp.py")
+"""Modules of the root package below every layer: marginals and learners both import them."""
+
+LIBRARY = ("marg", "marginals", "learners", "protocols", "cli")
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, module, imported names) of every import in a file, nested ones included."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.append((node.lineno, node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name, []) for a in node.names)
+    return out
+
+
+def test_bottom_imports_no_layer():
+    bad = [f"marg/{name}:{line} imports {module}" for name in BOTTOM for line, module, _ in _imports(ROOT / "marg" / name)
+           if module.split(".")[0] in ("marginals", "learners", "protocols", "cli")
+           or (module.startswith("marg.") and module.split(".")[1] not in ("errors", "_util", "lp"))]
+    assert not bad, "\n".join(bad)
+
+
+def test_one_module_owns_the_lp_solver():
+    """Exactly one library module imports highspy or SciPy's LP/MILP functions (linprog, milp, HiGHS)."""
+    owners = set()
+    for layer in LIBRARY:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            for _, module, names in _imports(path):
+                scipy_lp = module.startswith("scipy.optimize") and (
+                    "_highs" in module or "linprog" in module or "milp" in module
+                    or any(n in ("linprog", "milp", "LinearConstraint") for n in names))
+                if module.split(".")[0] == "highspy" or scipy_lp:
+                    owners.add(str(path.relative_to(ROOT)))
+    assert owners == {"marg/lp.py"}, sorted(owners)

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from marg.errors import SolverError
 from marg.learners.gbd import _Master
-from marg.learners.lp import INF, HighsLP, Status, linprog, new_highs, solver_error
+from marg.lp import INF, HighsLP, Status, new_highs, solver_error
 
 
 def test_new_highs_prints_nothing(capfd):
@@ -67,18 +67,44 @@ def test_status_map_and_errors():
     assert res.row_dual.shape == (1,) and res.row_dual[0] == pytest.approx(1.0)
 
 
-def test_linprog_wrapper_matches_inplace_model():
+def test_one_shot_model_matches_inplace_model_and_its_duals_certify_optimality():
+    """A one-shot LP (``from_arrays``: A_ub rows then A_eq rows) and the same LP built in place agree;
+    the duals have one meaning in both: row duals y ≤ 0 on ≤ rows, reduced costs d = c − Aᵀy ≥ 0
+    at a lower bound, and strong duality cᵀx = bᵀy + boundsᵀd."""
     rng = np.random.default_rng(3)
     A = rng.random((20, 10))
     c = -rng.random(10)
-    one = linprog(c, A, np.ones(20), (0, None))
+    Aeq, beq = np.ones((1, 10)), np.array([0.5])
+    one = HighsLP.from_arrays(c, A, np.ones(20), (0, None), Aeq, beq).solve()
     lp = HighsLP()
     lp.add_cols(c, np.zeros(10), np.full(10, INF))
     lp.add_rows_matrix(sp.csr_array(A), np.full(20, -INF), np.ones(20))
+    lp.add_rows_matrix(sp.csr_array(Aeq), beq, beq)
     two = lp.solve()
     assert one.status is two.status is Status.OPTIMAL
     assert one.objective == pytest.approx(two.objective, abs=1e-9)
-    assert linprog(np.array([-1.0]), np.zeros((1, 1)), np.ones(1), (0, None)).status is Status.UNBOUNDED
+    for res in (one, two):
+        y, d = res.row_dual, res.col_dual
+        assert y.shape == (21,) and d.shape == (10,)
+        assert np.all(y[:20] <= 1e-9)
+        assert np.allclose(d, c - np.vstack([A, Aeq]).T @ y, atol=1e-9)
+        assert np.all(d >= -1e-9) and np.allclose(d * res.x, 0.0, atol=1e-9)  # x ≥ 0: complementary slackness
+        assert res.objective == pytest.approx(float(np.concatenate([np.ones(20), beq]) @ y), abs=1e-9)
+    # bounds as n pairs or an (n, 2) array, None meaning unbounded; the same LP either way
+    three = HighsLP.from_arrays(c, A, np.ones(20), [(0, None)] * 10, Aeq, beq).solve()
+    four = HighsLP.from_arrays(c, sp.csr_array(A), np.ones(20), np.tile([0.0, np.inf], (10, 1)), sp.csr_array(Aeq), beq).solve()
+    assert three.objective == pytest.approx(one.objective, abs=1e-12) and four.objective == pytest.approx(one.objective, abs=1e-12)
+
+
+def test_unbounded_is_confirmed_and_stays_a_verdict():
+    """An unbounded one-shot LP is re-solved (presolve off, then IPM) and still reported UNBOUNDED;
+    the instance's options are restored afterwards."""
+    lp = HighsLP.from_arrays(np.array([-1.0]), np.zeros((1, 1)), np.ones(1), (0, None), solver="simplex", presolve=True)
+    assert lp.solve().status is Status.UNBOUNDED
+    assert lp.h.getOptionValue("presolve")[1] == "on" and lp.h.getOptionValue("solver")[1] == "simplex"
+    # min −x − y s.t. x + y ≤ 1, x ≥ 0, y free: bounded (the row caps the objective), optimum −1
+    ok = HighsLP.from_arrays(np.array([-1.0, -1.0]), np.ones((1, 2)), np.ones(1), [(0, None), (None, None)]).solve()
+    assert ok.status is Status.OPTIMAL and ok.objective == pytest.approx(-1.0)
 
 
 def test_gbd_master_is_a_reusable_mip():

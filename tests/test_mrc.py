@@ -22,6 +22,7 @@ from marg.learners.dcc import DCC
 from marg.learners.mrc import MRC
 from tests.conftest import check_malformed_models
 from marg.learners.minimax.drivers import solve_full
+from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.problem import label_subsets
 from marg.learners.minimax.rows import MinimaxLP, generate_rows
 from marg.learners.minimax.separation import FirstOrderOracle
@@ -194,7 +195,7 @@ def test_solver_on_arrays_with_arbitrary_lambda(formulation):
         cb, S, p = make_problem(rng, [3, 2, 3][: 1 + t % 3], K)
         lam = rng.uniform(0.0, 0.03, size=tau_of(S).shape)
         fmap = FeatureMap(blocks_of(S), list(range(len(blocks_of(S)))))
-        sol = solve_full(fmap, tau_of(S), lam, formulation=formulation)
+        sol = solve_full(MinimaxProblem.first_order(fmap, tau_of(S), lam), formulation=formulation)
         R = brute_force_R(S, tau_of(S), lam)
         assert abs(sol.value - R) <= 1e-6
         assert sol.converged
@@ -251,7 +252,7 @@ def test_dual_is_a_distribution_matching_the_box():
         cb, S, p = make_problem(rng, [3, 2, 3], K)
         fmap = FeatureMap(blocks_of(S), [0, 1, 2])
         lam = np.full(tau_of(S).shape, 0.01)
-        lp = MinimaxLP((tau_of(S) - lam).ravel(), (tau_of(S) + lam).ravel(), 1e3)
+        lp = MinimaxLP(tau_of(S), lam, 1e3)
         lp.add_columns(np.arange(tau_of(S).size))
         orc = FirstOrderOracle(fmap, K)
         lp.add_rows(orc.covering_cuts())
@@ -271,7 +272,7 @@ def test_row_generation_lp_add_remove_in_place():
     K, D = tau_of(S).shape
     fmap = FeatureMap(blocks_of(S), [0, 1, 2, 3])
     lam = np.full(tau_of(S).shape, 0.02)
-    lp = MinimaxLP((tau_of(S) - lam).ravel(), (tau_of(S) + lam).ravel(), 1e3)
+    lp = MinimaxLP(tau_of(S), lam, 1e3)
     lp.add_columns(np.arange(K * D))
     orc = FirstOrderOracle(fmap, K)
     lp.add_rows(orc.covering_cuts())
@@ -377,7 +378,7 @@ def test_inconsistent_statistics_raise_input_error(formulation):
     blocks = [type("B", (), {"name": "a", "kind": "onehot", "size": 2})(), type("B", (), {"name": "b", "kind": "onehot", "size": 2})()]
     fmap = FeatureMap(blocks, [0, 1])
     with pytest.raises(InputError, match="no distribution matches"):
-        solve_full(fmap, tau, np.zeros_like(tau), formulation=formulation)
+        solve_full(MinimaxProblem.first_order(fmap, tau, np.zeros_like(tau)), formulation=formulation)
 
 
 def test_feature_subset_equals_marginal_problem():

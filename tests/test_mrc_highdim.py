@@ -18,6 +18,7 @@ from marg.learners.features.statistics import Moments
 from marg.learners.features.blocks import FeatureMap
 from marg.learners.mrc import MRC
 from marg.learners.minimax.drivers import solve_cg, solve_full
+from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.pricing import SplitPricer
 from marg.learners.minimax.problem import label_subsets
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
@@ -67,10 +68,10 @@ def test_cg_equals_full_at_eps_zero(p, K, n, numeric):
     fmap, tau, sd = random_highdim(rng, p, K, n, numeric=numeric)
     for s in (0.0, 0.3, 1.0):
         lam = _lam(sd, n, s)
-        full = solve_full(fmap, tau, lam)
+        full = solve_full(MinimaxProblem.first_order(fmap, tau, lam))
         worst = np.argsort(-np.abs(tau).sum(axis=0))[-1:]  # start from an arbitrary feature
         init = [int(fmap.block_of_column[worst[0]])]
-        cg = solve_cg(fmap, tau, lam, n_max=2, eps=0.0, k_max=1000, init=init)
+        cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, init=init)
         assert cg.converged
         assert abs(cg.value - full.value) <= 1e-6, (s, cg.value, full.value)
         assert cg.info["max_dual_violation"] <= 1e-8  # dual feasible for every feature
@@ -85,8 +86,8 @@ def test_cg_leaves_features_out_and_is_still_exact():
     rng = np.random.default_rng(5)
     fmap, tau, sd = random_highdim(rng, 120, 2, 100, informative=4)
     lam = _lam(sd, 100, 0.5)
-    full = solve_full(fmap, tau, lam)
-    cg = solve_cg(fmap, tau, lam, n_max=3, eps=0.0, k_max=1000, n_init=3)
+    full = solve_full(MinimaxProblem.first_order(fmap, tau, lam))
+    cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=3, eps=0.0, k_max=1000, n_init=3)
     assert cg.converged and len(cg.selected) < fmap.n_blocks // 2
     assert abs(cg.value - full.value) <= 1e-6
 
@@ -98,8 +99,8 @@ def test_theorem3_eps_bound(eps):
     for K in (2, 3):
         fmap, tau, sd = random_highdim(rng, 60, K, 80, informative=8)
         lam = _lam(sd, 80, 0.2)
-        full = solve_full(fmap, tau, lam)
-        cg = solve_cg(fmap, tau, lam, n_max=2, eps=eps, k_max=1000, n_init=1)
+        full = solve_full(MinimaxProblem.first_order(fmap, tau, lam))
+        cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=eps, k_max=1000, n_init=1)
         assert cg.converged
         assert full.value - 1e-7 <= cg.value <= full.value + eps * np.abs(full.mu).sum() + 1e-7
         assert cg.info["max_dual_violation"] <= eps + 1e-9
@@ -111,8 +112,8 @@ def test_cg_rows_formulation_matches_compact():
     rng = np.random.default_rng(12)
     fmap, tau, sd = random_highdim(rng, 25, 3, 70, informative=5)
     lam = _lam(sd, 70, 0.4)
-    a = solve_cg(fmap, tau, lam, n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="compact")
-    b = solve_cg(fmap, tau, lam, n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="rows")
+    a = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="compact")
+    b = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="rows")
     assert abs(a.value - b.value) <= 1e-6
     assert np.all(np.diff(b.iterations) <= 1e-9)
 
@@ -121,12 +122,12 @@ def test_k_max_stops_early_with_a_valid_certificate():
     rng = np.random.default_rng(3)
     fmap, tau, sd = random_highdim(rng, 50, 2, 60, informative=10)
     lam = _lam(sd, 60, 0.2)
-    full = solve_full(fmap, tau, lam)
-    cg = solve_cg(fmap, tau, lam, n_max=1, eps=0.0, k_max=0, init=[49])  # start from a noise feature
+    full = solve_full(MinimaxProblem.first_order(fmap, tau, lam))
+    cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=1, eps=0.0, k_max=0, init=[49])  # start from a noise feature
     assert len(cg.iterations) == 1 and not cg.converged  # features wanted in, but k_max reached
     assert cg.value >= full.value + 1e-3  # a valid (loose) upper bound on R*
     for k_max in (1, 2, 3):
-        cg = solve_cg(fmap, tau, lam, n_max=1, eps=0.0, k_max=k_max, init=[49])
+        cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=1, eps=0.0, k_max=k_max, init=[49])
         assert len(cg.iterations) <= k_max + 1  # Algorithm 1: the loop runs while k ≤ k_max
         assert cg.value >= full.value - 1e-9
 

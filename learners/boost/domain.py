@@ -8,7 +8,7 @@ X the product of the codebook features' code sets. Only the features the monomia
 w_u ≠ 0 read matter (the others do not change s). :func:`maximize_monomial_sum` solves it
 
 - by enumeration when the product of those features' sizes is at most ``enum_limit``;
-- otherwise as a MILP on HiGHS (through :mod:`marg.learners.lp`): one-hot binaries z_{f,a}
+- otherwise as a MILP on HiGHS (through :mod:`marg.lp`): one-hot binaries z_{f,a}
   (Σ_a z_{f,a} = 1), a monomial's value on feature f the linear
   ℓ_{u,f} = Σ_{a: m_u true at a} z_{f,a}, and for a monomial over ≥ 2 features a variable
   t_u ∈ [0, 1] with t_u ≤ ℓ_{u,f} (if w_u > 0) or t_u ≥ Σ_f ℓ_{u,f} − (k − 1) (if w_u < 0) —
@@ -30,8 +30,8 @@ from typing import Sequence
 import numpy as np
 
 from marg.errors import InputError
+from marg.lp import INF, HighsLP, Status, solver_error
 
-from ..lp import INF, HighsLP, Status, solver_error
 from .literals import BinaryTest, Monomial
 
 

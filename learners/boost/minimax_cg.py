@@ -30,15 +30,16 @@ reported (``pricing_exact`` False).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from marg.errors import SolverError
+from marg.lp import INF, HighsLP, Status, solver_error
 
-from ..lp import INF, HighsLP, Status, solver_error
-from ..minimax.problem import subsets_for
+from ..minimax.problem import risk, subsets_for
+from ..minimax.solution import MinimaxSolution
 from .columns import MonomialMap
 from .domain import maximize_monomial_sum
 from .literals import Monomial
@@ -79,23 +80,6 @@ class ColumnSource:
     moments: Callable[[Monomial], tuple[np.ndarray, np.ndarray]]
     order_cost: np.ndarray
     max_order: int
-
-
-@dataclass
-class CGResult:
-    mu: np.ndarray  # (K, D) over fmap's columns
-    tau: np.ndarray
-    lam: np.ndarray
-    phi: float  # certified upper bound of φ(μ)
-    value: float  # R(μ) with that φ: the certificate
-    iterations: list[float] = field(default_factory=list)
-    lower: list[float] = field(default_factory=list)
-    upper: list[float] = field(default_factory=list)
-    n_rows: int = 0
-    converged: bool = False
-    pricing_exact: bool = True
-    phi_exact: bool = True
-    history: list[dict] = field(default_factory=list)
 
 
 class _OutOfTime(Exception):
@@ -311,7 +295,7 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
                            time_limit: float | None = None,
                            options: SearchOptions | None = None, enum_limit: int = 1 << 16,
                            milp_seconds: float | None = 60.0,
-                           callback: Callable[[dict], None] | None = None) -> tuple[MonomialMinimax, CGResult]:
+                           callback: Callable[[dict], None] | None = None) -> tuple[MonomialMinimax, MinimaxSolution]:
     """Column generation from the constant columns until no monomial of order ≤ K is violated.
 
     Each iteration solves the LP over the columns in the model to the exact R(μ) (row
@@ -330,33 +314,36 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     x0 = np.full(len(src.sizes), -1, dtype=np.int64)
     for C in mm.subsets:
         mm.add_row(x0, C)
-    res = CGResult(np.zeros((n_classes, 0)), np.zeros(0), np.zeros(0), 0.0, 1.0)
+    iterations: list[float] = []
+    lower: list[float] = []
+    upper: list[float] = []
+    history: list[dict] = []
     pricing_exact = True
     converged = False
     best = None
     for k in range(1, k_max + 2):
         try:
-            mu, R, phi_up, duals = mm.solve_rows(deadline, res.lower, res.upper)
+            mu, R, phi_up, duals = mm.solve_rows(deadline, lower, upper)
         except _OutOfTime:
             if best is None:  # not one iteration finished: nothing to certify
                 raise SolverError(f"the monomial minimax LP did not finish one iteration in {time_limit} s "
                                   "(raise --time-limit or lower --max-order)") from None
             break
-        res.iterations.append(R)
+        iterations.append(R)
         if best is None or R < best[1]:
             best = (mu, R, phi_up)
         timed_out = deadline is not None and time.perf_counter() > deadline
-        stalled = len(res.iterations) > patience and \
-            min(res.iterations[:-patience]) - min(res.iterations[-patience:]) <= stall_tol
+        stalled = len(iterations) > patience and \
+            min(iterations[:-patience]) - min(iterations[-patience:]) <= stall_tol
         if stalled and callback is not None:
             callback({"stage": "stalled", "k": k, "R": best[1], "patience": patience, "tol": stall_tol})
         if timed_out or k > k_max or stalled:
             break
         cands, exact = mm.price(duals, eps, n_max, opts)
-        res.history.append({"k": k, "R": R, "columns": len(mm.cols), "rows": len(mm.rows), "entered": len(cands),
+        history.append({"k": k, "R": R, "columns": len(mm.cols), "rows": len(mm.rows), "entered": len(cands),
                             "seconds": time.perf_counter() - t0})
         if callback is not None:
-            callback({"stage": "cg", **res.history[-1], "size": f"{len(mm.cols)} candidate rules in the LP"})
+            callback({"stage": "cg", **history[-1], "size": f"{len(mm.cols)} candidate rules in the LP"})
         if not cands:
             converged = True
             pricing_exact = exact
@@ -376,10 +363,9 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     # the certificate: R(μ) = 1 − τᵀμ + λᵀ|μ| + φ(μ), φ from the exact (or bounded) maximisation
     sep = mm.separate(mu)
     phi = max(s[1] for s in sep)
-    value = float(1.0 - np.sum(tau * mu) + np.sum(lam * np.abs(mu)) + phi)
-    res.mu, res.tau, res.lam, res.phi, res.value = mu, tau, lam, phi, value
-    res.n_rows = len(mm.rows)
-    res.converged = converged
-    res.pricing_exact = pricing_exact
-    res.phi_exact = mm.phi_exact
+    value = risk(tau, lam, mu, phi)
+    res = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=value, iterations=iterations, lower=lower, upper=upper,
+                          converged=converged, n_rows=len(mm.rows), impossible=np.zeros(mu.shape, dtype=bool),
+                          bound=float(bound),
+                          info={"pricing_exact": pricing_exact, "phi_exact": mm.phi_exact, "history": history})
     return mm, res

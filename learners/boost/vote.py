@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -167,14 +168,13 @@ class BoostVote(MinimaxRules):
         src, mm, res = self._solve(summary)
         keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
         fmap = MonomialMap(src.fmap.tests, [src.fmap.monomials[u] for u in keep])
-        mu, tau, lam = res.mu[:, keep], res.tau[:, keep], res.lam[:, keep]
-        none = np.zeros(mu.shape, dtype=bool)
-        self._set_minimax_state(summary, fmap, tau, lam, mu, res.phi, res.value, res.iterations, res.lower, res.upper,
-                                res.n_rows, none, none, res.converged, self.bound, "R*")
+        sol = replace(res, mu=res.mu[:, keep], tau=res.tau[:, keep], lam=res.lam[:, keep],
+                      impossible=res.impossible[:, keep], bound=float(self.bound))
+        self._set_minimax_state(summary, fmap, sol)
         self.tiebreak_ = self._tiebreak_tables(summary, [t.feature for t in src.fmap.tests])
-        self.pricing_exact_ = bool(res.converged and res.pricing_exact)
-        self.phi_exact_ = bool(res.phi_exact)
-        self.history_ = res.history
+        self.pricing_exact_ = bool(res.converged and res.info["pricing_exact"])
+        self.phi_exact_ = bool(res.info["phi_exact"])
+        self.history_ = res.info["history"]
         return self
 
     def _solve(self, summary: Any) -> tuple[ColumnSource, Any, Any]:

@@ -3,7 +3,10 @@
 :func:`solve_full` puts every feature in one LP; :func:`solve_cg` runs column generation
 (Algorithms 1–2 of seed 000) on a formulation whose features enter and leave in place
 (:mod:`.formulation`), priced by :class:`marg.learners.minimax.pricing.SplitPricer`. Both
-finish with the empty-cell policy and the exact R(μ) over the whole domain.
+finish with the empty-cell policy and the exact R(μ) over the whole domain. Like the forest
+drivers (:mod:`.forest_drivers`) they take a :class:`.problem.MinimaxProblem` and the options
+``formulation``, ``bound``, ``tol``, ``time_limit``, ``callback``, and return a
+:class:`.solution.MinimaxSolution`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ..features.blocks import FeatureMap
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
 from .formulation import CompactModel, RowModel
 from .pricing import SplitPricer, screening_scores
-from .problem import subsets_for
+from .problem import MinimaxProblem, risk, subsets_for
 from .separation import FirstOrderOracle
 from .solution import MinimaxSolution
 
@@ -59,7 +62,7 @@ def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: fl
     nzb[fmap.block_of_column[np.flatnonzero(np.any(mu_fixed != 0, axis=0))]] = True
     oracle.set_active(np.flatnonzero(nzb))
     phi = oracle.phi(mu_fixed.ravel())
-    value = float(-tau.ravel() @ mu_fixed.ravel() + lam.ravel() @ np.abs(mu_fixed.ravel()) + phi + 1.0)
+    value = risk(tau, lam, mu_fixed, phi)
     if value > model.value + 1e-8 * max(1.0, abs(model.value)):
         # cannot happen at an optimum (see fix_empty_cells); keep the LP's μ if it does
         mu_fixed, empty = mu.copy(), np.zeros_like(empty)
@@ -68,9 +71,7 @@ def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: fl
 
 
 def solve_full(
-    fmap: FeatureMap,
-    tau: np.ndarray,
-    lam: np.ndarray,
+    problem: MinimaxProblem,
     tol: float = 1e-9,
     bound: float = 1e3,
     time_limit: float | None = None,
@@ -83,8 +84,8 @@ def solve_full(
 
     Parameters
     ----------
-    fmap : FeatureMap
-    tau, lam : ndarray, shape (K, D)
+    problem : MinimaxProblem
+        A first-order map with its box (:meth:`MinimaxProblem.first_order`).
     tol : float
         Relative row-violation tolerance (row formulation).
     bound : float
@@ -102,6 +103,7 @@ def solve_full(
     """
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
+    fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     K, D = tau.shape
     model = _make_model(formulation, fmap, tau, lam, bound, tol, lp_solver)
     model.add_blocks(np.arange(fmap.n_blocks))
@@ -114,17 +116,16 @@ def solve_full(
     nzb[fmap.block_of_column[np.flatnonzero(np.any(np.abs(model.mu.reshape(K, D)) > 1e-12, axis=0))]] = True
     sel = np.flatnonzero(nzb)
     return MinimaxSolution(
-        mu=mu, value=value, phi=phi, iterations=[value], lower=list(model.lower_hist), upper=list(model.upper_hist),
-        selected=sel, converged=status == "optimal", n_rows=model.n_rows, impossible=empty, bound=float(bound),
+        mu=mu, tau=tau, lam=lam, value=value, phi=phi, iterations=[value], lower=list(model.lower_hist),
+        upper=list(model.upper_hist), selected=sel, converged=status == "optimal", n_rows=model.n_rows,
+        impossible=empty, bound=float(bound),
         simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()),
         info={"seconds": time.perf_counter() - t0, "formulation": formulation},
     )
 
 
 def solve_cg(
-    fmap: FeatureMap,
-    tau: np.ndarray,
-    lam: np.ndarray,
+    problem: MinimaxProblem,
     n_max: int = 100,
     eps: float = 1e-4,
     k_max: int = 10,
@@ -152,8 +153,8 @@ def solve_cg(
 
     Parameters
     ----------
-    fmap : FeatureMap
-    tau, lam : ndarray (K, D)
+    problem : MinimaxProblem
+        A first-order map with its box (:meth:`MinimaxProblem.first_order`).
     n_max, eps, k_max : see above (seed 000 §4: 100, 1e-4, 10).
     init : block indices of the initial set; default: the ``n_init`` (default ``n_max``)
         best by :func:`screening_scores`.
@@ -172,6 +173,7 @@ def solve_cg(
     """
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
+    fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     K, D = tau.shape
     nb = fmap.n_blocks
     model = _make_model(formulation, fmap, tau, lam, bound, tol)
@@ -240,8 +242,9 @@ def solve_cg(
     Jb = model.active
     mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, Jb, empty_cells)
     return MinimaxSolution(
-        mu=mu, value=value, phi=phi, iterations=iterations, lower=list(model.lower_hist), upper=list(model.upper_hist),
-        selected=Jb, converged=converged, n_rows=model.n_rows, impossible=empty, bound=float(bound),
+        mu=mu, tau=tau, lam=lam, value=value, phi=phi, iterations=iterations, lower=list(model.lower_hist),
+        upper=list(model.upper_hist), selected=Jb, converged=converged, n_rows=model.n_rows, impossible=empty,
+        bound=float(bound),
         simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()),
         info={"seconds": time.perf_counter() - t0, "history": history, "max_dual_violation": max_dual_violation, "formulation": formulation},
     )

@@ -26,9 +26,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from marg.errors import InputError, SolverError
+from marg.lp import INF, HighsLP, Status
 
 from ..features.blocks import FeatureMap
-from ..lp import INF, HighsLP, Status
 from .rows import MinimaxLP, solve_boxed
 from .separation import Cut
 
@@ -369,13 +369,13 @@ def certify_rule(
     deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     oracle = FixedRuleOracle(umap, rule)
     oracle.deadline = deadline
-    lp = MinimaxLP((tau - lam).ravel(), (tau + lam).ravel(), bound)
+    lp = MinimaxLP(tau, lam, bound)
     lp.add_columns(np.arange(K * umap.dim))
     lp.add_rows(oracle.covering_cuts())
     history: list[float] = []
 
     def track(info: dict) -> None:
-        history.append(lp.penalty(lp.mu) + oracle.last_upper)
+        history.append(lp.risk(lp.mu, oracle.last_upper - 1.0))
         oracle.recenter(lp.mu, history[-1])
         if callback is not None:
             callback({"stage": "certify", "lower": info["lower"], "upper": history[-1], "rows": info["rows"]})

@@ -24,10 +24,9 @@ import numpy as np
 from marg.errors import InputError
 
 from ..features.pairwise import PairwiseFeatureMap
-from ..lp import linprog
 from .fixed_rule import LinearRule
 from .forest import ForestOracle
-from .forest_lp import MuTerms, RowBuffer, check_minimax_result, forest_max_rows
+from .forest_lp import MuTerms, RowBuffer, forest_max_rows
 
 
 def _as_pairwise(umap: Any) -> PairwiseFeatureMap:
@@ -117,6 +116,5 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
             rows.add(np.concatenate([roots, tcol, [0]]), np.concatenate([np.ones(len(roots)), const, [-1.0]]), -loss, (y, p))
     c, bounds = mt.cost_and_bounds(tau.ravel(), lam.ravel(), nvar)
     bounds[np.concatenate(multipliers)] = (0.0, np.inf)  # the Lagrange multipliers t ≥ 0
-    res = linprog(c, rows.matrix(nvar), np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
-    check_minimax_result(res, "the fixed-rule certificate LP")
+    res = rows.solve(c, bounds, "the fixed-rule certificate LP")
     return float(min(1.0, max(0.0, res.objective))), mt.mu(np.asarray(res.x)).reshape(K, D)

@@ -20,7 +20,7 @@ from marg.errors import InputError
 
 from ..features.pairwise import PairwiseFeatureMap
 from ..structure import UnionFind
-from .problem import subsets_for
+from .problem import risk, subsets_for
 from .separation import Cut
 
 
@@ -346,7 +346,7 @@ class ForestOracle:
                 idx, val = c.g
                 viol = float(mu[idx] @ val) - c.b
                 cuts.append(c._replace(violation=viol))
-        R = float(-self.tau @ mu + self.lam @ np.abs(mu)) + float(np.max((values - 1.0) / self.sizes)) + 1.0
+        R = risk(self.tau, self.lam, mu, float(np.max((values - 1.0) / self.sizes)))
         if R < self.center_value:
             self.center_value, self.center = R, mu.copy()
         return cuts

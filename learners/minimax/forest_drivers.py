@@ -2,7 +2,9 @@
 
 All take a :class:`marg.learners.minimax.problem.MinimaxProblem` whose map holds the nodes
 and EVERY candidate edge (so λ and the excluded cells are those of the whole candidate
-set) and return a :class:`ForestFit` over the full map:
+set) and return a :class:`.solution.MinimaxSolution` over the full map (the LP's μ, zero off
+the forest; ``edges`` the forest; ``iterations`` R* per greedy step, or the running minimum of
+R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
 
 - :func:`solve_forest` — the exact forest epigraph LP (:func:`.forest_lp.solve_compact`,
   ``formulation="compact"``) or row generation with the max-sum oracle
@@ -19,7 +21,6 @@ set) and return a :class:`ForestFit` over the full map:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -31,41 +32,21 @@ from .forest import EXCLUDED, ForestOracle
 from .forest_lp import CompactSolution, solve_compact
 from .problem import MinimaxProblem
 from .rows import MinimaxLP, solve_boxed
+from .solution import MinimaxSolution
 from .worst_case import pair_marginals
 
 FORMULATIONS = ("compact", "rows")
 
 
-@dataclass
-class ForestFit:
-    """A forest solve on the full candidate map.
-
-    Attributes
-    ----------
-    edges : list of (int, int)
-        The forest's node pairs (greedy: in the order they entered).
-    mu : ndarray (K·D,)
-        The LP's μ over the full map (zero off the forest and on excluded cells).
-    lower, upper : list of float
-        LP value and exact R(μ) of every solve (row generation: every round).
-    iterations : list of float
-        Greedy: R* before the first edge and after each added edge; otherwise R* (the
-        running minimum of R(μ) over the row-generation rounds).
-    converged : bool
-    bound : ndarray (K·D,)
-        The box on |μ| (row generation; ``bound`` otherwise).
-    n_rows : int
-        Rows of the final row-generation LP (0 for the compact LP).
-    """
-
-    edges: list[tuple[int, int]]
-    mu: np.ndarray
-    lower: list[float]
-    upper: list[float]
-    iterations: list[float]
-    converged: bool
-    bound: np.ndarray
-    n_rows: int
+def _fit(problem: MinimaxProblem, edges: list[tuple[int, int]], mu: np.ndarray, lower: list[float], upper: list[float],
+         iterations: list[float], converged: bool, bound: np.ndarray, n_rows: int) -> MinimaxSolution:
+    """A forest solve on the full candidate map as the one result type: the LP's μ (zero off the
+    forest and on excluded cells, not yet post-processed: φ NaN), ``value`` the last R*."""
+    return MinimaxSolution(
+        mu=np.asarray(mu, dtype=np.float64).reshape(problem.K, problem.D), tau=problem.tau, lam=problem.lam,
+        phi=float("nan"), value=float(iterations[-1]), iterations=list(iterations), lower=list(lower),
+        upper=list(upper), converged=bool(converged), n_rows=int(n_rows), impossible=problem.excluded,
+        bound=bound, edges=list(edges))
 
 
 def _node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np.ndarray:
@@ -84,7 +65,7 @@ def _row_lp(problem: MinimaxProblem, bound: float) -> MinimaxLP:
     for b in full.blocks:  # a raw numeric column moves the score by up to max(|lo|, |hi|)·μ
         if b.kind == "numeric":
             per[b.offset] = float(bound) / max(abs(b.lo), abs(b.hi), 1e-12)
-    return MinimaxLP((problem.tau - problem.lam).ravel(), (problem.tau + problem.lam).ravel(), np.tile(per, problem.K))
+    return MinimaxLP(problem.tau, problem.lam, np.tile(per, problem.K))
 
 
 def _initial_rows(lp: MinimaxLP, oracle: ForestOracle) -> None:
@@ -113,17 +94,19 @@ def solve_forest(
     bound: float = 1e3,
     tol: float = 1e-9,
     extra_rows: int | None = 0,
-    deadline: float | None = None,
+    time_limit: float | None = None,
     callback: Callable[[dict], None] | None = None,
-) -> ForestFit:
+) -> MinimaxSolution:
     """The minimax LP on ``forest`` (node pairs, each a candidate edge of the problem's map).
 
     Parameters
     ----------
     formulation : {"compact", "rows"}
-    bound, tol, extra_rows, deadline : row generation only (box on |μ|, relative row
-        tolerance, extra constrained-maximum rows per subset and round, perf_counter deadline).
+    bound, tol, extra_rows, time_limit : row generation only (box on |μ|, relative row
+        tolerance, extra constrained-maximum rows per subset and round, seconds — the options
+        of every minimax driver, :func:`.drivers.solve_full` and :func:`.drivers.solve_cg` too).
     """
+    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     full, K = problem.fmap, problem.K
     cand = list(full.edges)
     active = [cand.index(tuple(e)) for e in forest]
@@ -132,7 +115,7 @@ def solve_forest(
         if callback is not None:
             callback({"stage": "compact", "R": sol.value, "edges": len(active)})
         v = sol.value
-        return ForestFit(list(forest), sol.mu, [v], [v], [v], True, np.full(K * full.dim, float(bound)), 0)
+        return _fit(problem, list(forest), sol.mu, [v], [v], [v], True, np.full(K * full.dim, float(bound)), 0)
     lp = _row_lp(problem, bound)
     lp.add_columns(problem.lp_columns(_node_and_edge_columns(problem, active)))
     oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.excluded)
@@ -141,7 +124,7 @@ def solve_forest(
     if not res.upper:
         raise SolverError("the forest minimax LP did not produce a solution within the time limit")
     iters = list(np.minimum.accumulate(np.asarray(res.upper)))
-    return ForestFit(list(forest), lp.mu.copy(), res.lower, res.upper, iters, res.converged, lp.bound, lp.n_rows)
+    return _fit(problem, list(forest), lp.mu.copy(), res.lower, res.upper, iters, res.converged, lp.bound, lp.n_rows)
 
 
 def greedy_forest(
@@ -156,7 +139,7 @@ def greedy_forest(
     extra_rows: int | None = 0,
     time_limit: float | None = None,
     callback: Callable[[dict], None] | None = None,
-) -> ForestFit:
+) -> MinimaxSolution:
     """Greedy edges (see the module docstring).
 
     Parameters
@@ -184,7 +167,7 @@ def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list, rank:
     return order if candidates is None else order[: int(candidates)]
 
 
-def _greedy_compact(problem, rank, cap, tol, candidates, bound, callback) -> ForestFit:
+def _greedy_compact(problem, rank, cap, tol, candidates, bound, callback) -> MinimaxSolution:
     full, K, tau, lam = problem.fmap, problem.K, problem.tau, problem.lam
     cand = list(full.edges)
     sol, orc = _compact(problem, [])
@@ -220,10 +203,10 @@ def _greedy_compact(problem, rank, cap, tol, candidates, bound, callback) -> For
         iters.append(R)
         if callback is not None:
             callback({"stage": "greedy", "edges": len(chosen), "R": R, "edge": full.edge_names[best]})
-    return ForestFit([cand[e] for e in chosen], mu, values, values, iters, True, np.full(K * full.dim, float(bound)), 0)
+    return _fit(problem, [cand[e] for e in chosen], mu, values, values, iters, True, np.full(K * full.dim, float(bound)), 0)
 
 
-def _greedy_rows(problem, rank, cap, tol, candidates, bound, row_tol, extra_rows, time_limit, callback) -> ForestFit:
+def _greedy_rows(problem, rank, cap, tol, candidates, bound, row_tol, extra_rows, time_limit, callback) -> MinimaxSolution:
     full, K = problem.fmap, problem.K
     cand = list(full.edges)
     lp = _row_lp(problem, bound)
@@ -279,4 +262,4 @@ def _greedy_rows(problem, rank, cap, tol, candidates, bound, row_tol, extra_rows
         iters.append(R)
         if callback is not None:
             callback({"stage": "greedy", "edges": len(chosen), "R": R, "edge": full.edge_names[best]})
-    return ForestFit([cand[e] for e in chosen], lp.mu.copy(), lower, upper, iters, converged, lp.bound, lp.n_rows)
+    return _fit(problem, [cand[e] for e in chosen], lp.mu.copy(), lower, upper, iters, converged, lp.bound, lp.n_rows)

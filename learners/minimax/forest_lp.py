@@ -16,8 +16,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics
+from marg.lp import HighsLP, LPResult, Status, solver_error
 
-from ..lp import LPResult, Status, linprog, solver_error
 from .forest import ForestOracle
 
 
@@ -70,6 +70,15 @@ class RowBuffer:
         if not self.R:
             return sp.csr_array((self.n, nvar))
         return sp.csr_array((np.concatenate(self.V), (np.concatenate(self.R), np.concatenate(self.C))), shape=(self.n, nvar))
+
+    def solve(self, cost: np.ndarray, bounds: np.ndarray, what: str) -> LPResult:
+        """The one-shot LP min costᵀx s.t. these rows ≤ rhs and ``bounds`` (n, 2), on a fresh
+        :class:`marg.lp.HighsLP` (dual simplex after presolve, tolerances 1e-10); raises as
+        :func:`check_minimax_result` for a non-optimal end."""
+        res = HighsLP.from_arrays(cost, self.matrix(len(cost)), np.asarray(self.rhs), bounds, solver="simplex",
+                                  presolve=True, feas_tol=1e-10).solve()
+        check_minimax_result(res, what)
+        return res
 
 
 Entries = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -285,9 +294,7 @@ def solve_compact(
         rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-float(size)]]), 1.0 - size, (k, 2, -1, 0, 0))
     meta = rows.meta
     cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
-    A = rows.matrix(nvar)
-    res = linprog(cvec, A, np.asarray(rows.rhs), bounds, method="highs-ds", tol=1e-10)
-    check_minimax_result(res, "the forest minimax LP")
+    res = rows.solve(cvec, bounds, "the forest minimax LP")
     mu = mt.mu(res.x)
     # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)
     mass = np.clip(-res.row_dual, 0.0, None)

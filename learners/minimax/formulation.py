@@ -22,10 +22,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics
+from marg.lp import INF, HighsLP, Status, solver_error
 
 from ..features.blocks import FeatureMap
-from ..lp import INF, HighsLP, Status, solver_error
 from .pricing import SplitPricer
+from .problem import risk
 from .rows import MinimaxLP, solve_boxed
 from .separation import FirstOrderOracle
 
@@ -235,7 +236,7 @@ class CompactModel:
         top = self.oracle.most_violated(mu)
         vmax = max(float(c.violation) for c in top)
         self.phi = vmax - 1.0
-        self.value = float(-self.lower @ np.maximum(mu, 0.0) + self.upper @ np.maximum(-mu, 0.0) + vmax)
+        self.value = risk(self.tau, self.lam, mu.reshape(self.K, self.D), self.phi)
         self.lower_hist.append(self.lp_value)
         self.upper_hist.append(self.value)
         if callback is not None:
@@ -278,7 +279,7 @@ class RowModel:
         self.subsets = list(subsets)
         self.sub_index = {c: k for k, c in enumerate(self.subsets)}
         self.B0 = column_bounds(fmap, self.K, bound)
-        self.lp = MinimaxLP((tau - lam).ravel(), (tau + lam).ravel(), self.B0)
+        self.lp = MinimaxLP(tau, lam, self.B0)
         self.oracle = FirstOrderOracle(fmap, self.K)
         self.oracle.set_active(np.zeros(0, np.int64))
         self.in_model = np.zeros(fmap.n_blocks, dtype=bool)

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+
 from ..features.pairwise import PairwiseFeatureMap
-from ..lp import linprog
-from .forest_lp import MuTerms, RowBuffer, check_minimax_result
+from .forest_lp import MuTerms, RowBuffer
 from .problem import subsets_for
 
 
@@ -116,7 +116,6 @@ def solve_local(
     lam: np.ndarray,
     columns: np.ndarray,
     exclude: np.ndarray | None = None,
-    method: str = "highs-ds",
 ) -> LocalSolution:
     """LP (13) on ANY edge set, with the separation replaced by its local-polytope (MAP-LP) bound.
 
@@ -147,8 +146,6 @@ def solve_local(
     columns : ndarray of int
         Flat μ indices in the LP (the others are fixed at 0).
     exclude : ndarray of bool (K, D), optional
-    method : str
-        scipy ``linprog`` HiGHS method.
 
     Returns
     -------
@@ -205,8 +202,7 @@ def solve_local(
         size = len(Cset)
         rows.add(np.concatenate([u0 + np.arange(n + E), [0]]), np.concatenate([np.ones(n + E), [-float(size)]]), 1.0 - size, (k,))
     cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
-    res = linprog(cvec, rows.matrix(nvar), np.asarray(rows.rhs), bounds, method=method, tol=1e-10)
-    check_minimax_result(res, "the local-polytope minimax LP")
+    res = rows.solve(cvec, bounds, "the local-polytope minimax LP")
     delta = np.zeros((len(subsets), g.n_slots))
     for k, ds in enumerate(dslots):
         if ds is not None:

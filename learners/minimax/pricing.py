@@ -14,8 +14,9 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from marg.lp import HighsLP, Status, solver_error
+
 from ..features.blocks import FeatureMap
-from ..lp import Status, linprog, solver_error
 
 
 class SplitPricer:
@@ -229,7 +230,7 @@ class SplitPricer:
             bub = np.concatenate([(T + L).ravel(), -(T - L).ravel()])
             c = np.zeros(nvar)
             c[base + per - 1] = 1.0
-            r = linprog(c, Aub, bub, (0, None), method="highs", tol=None, A_eq=Aeq, b_eq=beq)
+            r = HighsLP.from_arrays(c, Aub, bub, (0, None), Aeq, beq, solver="choose").solve()
             if r.status is not Status.OPTIMAL:
                 raise solver_error("the split-pricing LP", r)
             x = r.x

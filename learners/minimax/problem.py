@@ -88,6 +88,13 @@ class MinimaxProblem:
     excluded: np.ndarray
     lp_mask: np.ndarray
 
+    @classmethod
+    def first_order(cls, fmap: Any, tau: np.ndarray, lam: np.ndarray) -> "MinimaxProblem":
+        """MRC's problem: every entry of μ is an LP column (nothing excluded: the drivers of
+        :mod:`.drivers` fix the empty cells after the solve, by the empty-cell policy)."""
+        tau = np.asarray(tau, dtype=np.float64)
+        return cls(fmap, tau, np.asarray(lam, dtype=np.float64), np.zeros(tau.shape, dtype=bool), np.ones(tau.shape, dtype=bool))
+
     @property
     def K(self) -> int:
         return int(self.tau.shape[0])

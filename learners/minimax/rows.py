@@ -12,7 +12,7 @@ with τ − λ ≤ Fᵀα ≤ τ + λ: α is the worst-case distribution p(x, y)
 
 :class:`MinimaxLP` holds the model (μ boxed, |μ_j| ≤ B_j, so a restricted row set never
 makes it unbounded; :func:`solve_boxed` checks the box is slack at the end) and
-:func:`generate_rows` adds the rows a separation oracle (:class:`RowOracle`) reports as
+:func:`generate_rows` adds the rows a separation oracle (:class:`SeparationOracle`) reports as
 violated until none is.
 """
 
@@ -26,9 +26,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics, InputError
+from marg.lp import INF, HighsLP, Status, solver_error
 
-from ..lp import INF, HighsLP, Status, solver_error
-from .separation import RowOracle, as_sparse_row
+from .problem import risk
+from .separation import SeparationOracle, as_sparse_row
 
 
 class MinimaxLP:
@@ -42,8 +43,9 @@ class MinimaxLP:
 
     Parameters
     ----------
-    lower, upper : ndarray, shape (m,)
-        τ − λ and τ + λ (flat).
+    tau, lam : ndarray, shape (m,) or (K, D)
+        The box's centre τ and half-widths λ ≥ 0 (flattened; the costs are −(τ−λ) on μ⁺ and
+        τ+λ on μ⁻).
     bound : float or ndarray (m,)
         Box B on |μ_j|.
     feas_tol : float
@@ -53,13 +55,15 @@ class MinimaxLP:
         infeasibilities are below this (the objective is re-evaluated exactly from μ).
     """
 
-    def __init__(self, lower: np.ndarray, upper: np.ndarray, bound: float | np.ndarray = 1e3, feas_tol: float = 1e-8, accept_tol: float = 1e-6):
-        self.lower = np.asarray(lower, dtype=np.float64).ravel()
-        self.upper = np.asarray(upper, dtype=np.float64).ravel()
-        if self.lower.shape != self.upper.shape:
-            raise InputError(f"lower {self.lower.shape} and upper {self.upper.shape} differ in shape")
-        if np.any(self.lower > self.upper):
-            raise InputError("the uncertainty box needs tau - lambda <= tau + lambda (lambda >= 0)")
+    def __init__(self, tau: np.ndarray, lam: np.ndarray, bound: float | np.ndarray = 1e3, feas_tol: float = 1e-8, accept_tol: float = 1e-6):
+        self.tau = np.asarray(tau, dtype=np.float64).ravel()
+        self.lam = np.asarray(lam, dtype=np.float64).ravel()
+        if self.tau.shape != self.lam.shape:
+            raise InputError(f"tau {self.tau.shape} and lam {self.lam.shape} differ in shape")
+        if np.any(self.lam < 0):
+            raise InputError("the uncertainty box needs lambda >= 0")
+        self.lower = self.tau - self.lam
+        self.upper = self.tau + self.lam
         self.m = self.lower.size
         self.bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), (self.m,)).copy()
         if not np.all(self.bound > 0):
@@ -263,7 +267,7 @@ class MinimaxLP:
         InconsistentStatistics
             The boxed LP cannot be unbounded; an unbounded status means HiGHS met no box.
         SolverError
-            HiGHS failed twice (see :meth:`marg.learners.lp.HighsLP.solve`).
+            HiGHS failed twice (see :meth:`marg.lp.HighsLP.solve`).
         """
         deadline = None if time_limit is None else time.perf_counter() + max(float(time_limit), 1e-3)
         res = self.lp.solve(deadline)
@@ -284,10 +288,9 @@ class MinimaxLP:
         return self.status
 
     # ------------------------------------------------------------- read-outs
-    def penalty(self, mu: np.ndarray) -> float:
-        """−(τ−λ)ᵀμ⁺ + (τ+λ)ᵀμ⁻ = −τᵀμ + λᵀ|μ| at a flat μ."""
-        mu = np.asarray(mu, dtype=np.float64).ravel()
-        return float(-self.lower @ np.maximum(mu, 0.0) + self.upper @ np.maximum(-mu, 0.0))
+    def risk(self, mu: np.ndarray, phi: float) -> float:
+        """R(μ) at a flat μ given φ(μ) (:func:`marg.learners.minimax.problem.risk`)."""
+        return risk(self.tau, self.lam, np.asarray(mu, dtype=np.float64).ravel(), phi)
 
     def dual_features(self, cols: np.ndarray | None = None) -> np.ndarray:
         """Fᵀα at flat columns ``cols`` (all m if None), from the stored rows and the LP duals."""
@@ -346,7 +349,7 @@ class RowGenerationResult:
 
 def generate_rows(
     lp: MinimaxLP,
-    oracle: RowOracle,
+    oracle: SeparationOracle,
     tol: float = 1e-9,
     max_rounds: int = 100_000,
     deadline: float | None = None,
@@ -371,7 +374,7 @@ def generate_rows(
         cuts = oracle.most_violated(lp.mu)
         top = max(float(c[2]) for c in cuts)
         res.lower.append(lp.objective)
-        res.upper.append(lp.penalty(lp.mu) + top)
+        res.upper.append(lp.risk(lp.mu, top - 1.0))
         res.phi = top - 1.0
         if callback is not None:
             callback({"stage": "rows", "lower": lp.objective, "upper": res.upper[-1], "rows": lp.n_rows})
@@ -392,7 +395,7 @@ def generate_rows(
 
 def solve_boxed(
     lp: MinimaxLP,
-    oracle: RowOracle,
+    oracle: SeparationOracle,
     tol: float = 1e-9,
     grow: float = 100.0,
     max_grow: int = 2,

@@ -19,6 +19,7 @@ from marg.errors import InputError
 
 from ..base import Certificate, MarginalEstimator
 from ..features.box import box_tables
+from .solution import MinimaxSolution
 
 
 def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
@@ -129,11 +130,16 @@ class MinimaxRules(MarginalEstimator):
         return np.all(hits > 0, axis=1)
 
     # ---------------------------------------------------------------- fitted state
-    def _set_minimax_state(self, summary: Any, fmap: Any, tau: np.ndarray, lam: np.ndarray, mu: np.ndarray,
-                           phi: float, value: float, iterations: list[float], lower: list[float],
-                           upper: list[float], n_rows: int, impossible: np.ndarray, ruled_out: np.ndarray,
-                           converged: bool, bound: float, kind: str, approximate: bool = False) -> None:
-        """Store the fitted state every minimax fit path shares."""
+    def _set_minimax_state(self, summary: Any, fmap: Any, sol: MinimaxSolution, ruled_out: np.ndarray | None = None,
+                           approximate: bool = False) -> None:
+        """Store the fitted state every minimax fit path shares, from its one result type.
+
+        ``ruled_out`` (K, D): cells the rule vetoes (default: the solution's impossible cells);
+        ``bound``: the largest entry of ``sol.bound``.
+        """
+        tau, lam, mu, phi, value = sol.tau, sol.lam, sol.mu, sol.phi, sol.value
+        impossible = sol.impossible
+        ruled_out = impossible if ruled_out is None else ruled_out
         self.map_ = fmap
         self.feature_names_in_ = list(fmap.names)
         self.classes_ = tuple(summary.classes)
@@ -144,16 +150,16 @@ class MinimaxRules(MarginalEstimator):
         self.mu_ = mu
         self.phi_ = float(phi)
         self.nu_ = float(phi) + 1.0
-        self.iterations_ = [float(v) for v in iterations]
-        self.row_rounds_ = {"lower": [float(v) for v in lower], "upper": [float(v) for v in upper]}
-        self.n_rows_ = int(n_rows)
+        self.iterations_ = [float(v) for v in sol.iterations]
+        self.row_rounds_ = {"lower": [float(v) for v in sol.lower], "upper": [float(v) for v in sol.upper]}
+        self.n_rows_ = int(sol.n_rows)
         self.impossible_ = impossible
         self.ruled_out_ = ruled_out
-        self.converged_ = bool(converged)
-        self.bound_ = float(bound)
+        self.converged_ = bool(sol.converged)
+        self.bound_ = float(np.max(sol.bound)) if np.size(sol.bound) else float("nan")
         self.fingerprint_ = str(summary.fingerprint)
         self.n_ = float(summary.n)
-        self.certificate_ = Certificate(float(value), kind, self.coverage if self.s is None else None,
+        self.certificate_ = Certificate(float(value), sol.kind, self.coverage if self.s is None else None,
                                         bool(approximate), len(self.classes_),
                                         box=box_tables(fmap, tau, lam, summary.codebook.label.name))
 

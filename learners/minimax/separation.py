@@ -2,7 +2,7 @@
 
 A row (x, C) of the minimax LP is g_{x,C}ᵀμ − ν ≤ b_C with g = Σ_{y∈C} Φ(x, y)/|C| and
 b_C = 1/|C| − 1 (:class:`Cut`). A separation oracle returns, at μ, the most violated row of
-every label subset (:class:`RowOracle`). For first-order features the maximum over x
+every label subset (:class:`SeparationOracle`). For first-order features the maximum over x
 separates per feature (:class:`FirstOrderOracle`); a forest of pairwise features needs a
 max-sum dynamic program (:class:`marg.learners.minimax.forest.ForestOracle`, the same
 protocol, equal to this one when the forest has no edges).
@@ -42,7 +42,7 @@ class Cut(NamedTuple):
     labels: tuple[int, ...] | None = None
 
 
-class RowOracle(Protocol):
+class SeparationOracle(Protocol):
     """Separation oracle: the most violated rows at μ (flat, shape (m,))."""
 
     def most_violated(self, mu: np.ndarray) -> list[Cut]: ...

@@ -1,22 +1,32 @@
-"""The one place marg touches the HiGHS solver: a silent, in-place editable LP/MIP and a status map.
+"""The LP solver layer: the one place marg touches HiGHS (a silent, in-place editable LP/MIP and its status map).
 
-Every linear program of the learners goes through this module:
+Every linear program of marg — the learners' minimax, hinge, Rényi and certificate LPs, the
+GBD master and boosting's MILPs — goes through :class:`HighsLP`, which owns one
+``highspy.Highs`` instance:
 
-- :class:`HighsLP` owns one ``highspy.Highs`` instance: columns and rows are added, deleted
-  and re-bounded in place so that each re-solve starts from the previous basis; its
-  :meth:`HighsLP.solve` maps HiGHS' model status to a :class:`Status`, applies one
-  retry-and-accept policy and honours a wall-clock deadline on a reused instance (HiGHS
-  compares its ``time_limit`` option with the run time accumulated over all runs, so the
-  limit is always set from the instance's current run time).
-- :func:`linprog` solves a one-shot LP given as sparse arrays through SciPy's bundled
-  HiGHS (``scipy.optimize.linprog``), with the same status map. It is kept for the
-  learners whose solutions are reproduced vertex for vertex from earlier releases.
+- columns and rows are added, deleted and re-bounded in place so that each re-solve starts
+  from the previous basis (warm starts); a one-shot LP is a fresh instance loaded whole by
+  :meth:`HighsLP.from_arrays` (``min cᵀx s.t. A_ub x ≤ b_ub, A_eq x = b_eq, bounds``);
+- :meth:`HighsLP.solve` maps HiGHS' model status to a :class:`Status`, applies the one retry
+  policy (below) and honours a wall-clock deadline on a reused instance (HiGHS compares its
+  ``time_limit`` option with the run time accumulated over all runs, so the limit is always
+  set from the instance's current run time);
+- duals have one meaning: ``row_dual`` is HiGHS' row dual y of every row in the order the
+  rows were added (∂objective/∂bound of the active side; ≤ 0 on a binding ``≤`` row of a
+  minimisation), ``col_dual`` the reduced costs d = c − Aᵀy.
 
 The status map is the contract with callers: ``OPTIMAL``; ``LIMIT`` (time or iteration
 limit — a status, never an exception: the caller keeps its last point); ``UNBOUNDED`` and
 ``INFEASIBLE`` (the caller knows which one means "the statistics are inconsistent", a data
 error, exit 2 via :class:`marg.errors.InconsistentStatistics`); ``FAILED`` (numerical
 trouble — :func:`solver_error` gives the :class:`marg.errors.SolverError`, exit 3).
+
+The retry policy: a solve that ends without a verdict (``FAILED``) is accepted when its point
+meets ``accept_tol``, else run once more from scratch; "unbounded" is a verdict on the data, so
+it is confirmed before it is returned — on a badly scaled LP (noisy tables, large rule
+weights) presolve or the dual simplex can declare it for a bounded problem: the LP is re-solved
+from scratch with presolve off, then with the interior-point method, and an optimal re-solve
+wins (the instance's options are restored afterwards).
 
 Creating a ``highspy.Highs`` object prints HiGHS' banner on the process's standard output
 (from C, so Python's ``sys.stdout`` redirection cannot catch it) in highspy ≥ 1.16, before
@@ -25,6 +35,9 @@ any option can be set; :func:`new_highs` creates solvers with file descriptor 1 
 nothing but its JSON. HiGHS' global thread scheduler refuses to run an instance whose
 ``threads`` option differs from the one it was first started with, so every instance runs
 single-threaded (:func:`new_highs`).
+
+This module sits at the bottom of the layers (beside :mod:`marg.errors`): ``marginals`` and
+``learners`` may both import it; it imports no layer.
 """
 
 from __future__ import annotations
@@ -171,6 +184,24 @@ def _f64(a: Any, n: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(out.ravel())
 
 
+def _bounds(bounds: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Column bounds as two arrays (n,): one pair for all, n pairs or an array (n, 2); None is ±inf."""
+    if isinstance(bounds, tuple) and len(bounds) == 2 and all(b is None or np.isscalar(b) for b in bounds):
+        pairs = np.array([[np.nan if b is None else b for b in bounds]] * n, dtype=np.float64).reshape(n, 2)
+    elif isinstance(bounds, np.ndarray):
+        pairs = np.asarray(bounds, dtype=np.float64).reshape(n, 2)
+    else:
+        pairs = np.array([[np.nan if b is None else b for b in pair] for pair in bounds], dtype=np.float64).reshape(n, 2)
+    lower = np.where(np.isnan(pairs[:, 0]), -INF, np.maximum(pairs[:, 0], -INF))
+    upper = np.where(np.isnan(pairs[:, 1]), INF, np.minimum(pairs[:, 1], INF))
+    return np.ascontiguousarray(lower), np.ascontiguousarray(upper)
+
+
+def _csr(A: Any, m: int, n: int) -> sp.csr_array:
+    """A dense or sparse constraint matrix as CSR of shape (m, n)."""
+    return sp.csr_array(A, shape=(m, n)) if sp.issparse(A) else sp.csr_array(np.reshape(np.asarray(A, dtype=np.float64), (m, n)))
+
+
 class HighsLP:
     """One HiGHS model edited in place (minimisation), with one status and retry policy.
 
@@ -209,6 +240,56 @@ class HighsLP:
         self.simplex_iterations = 0
         self._mip = False
         self._run_status = highspy.HighsStatus.kOk
+
+    @classmethod
+    def from_arrays(cls, c: Any, A_ub: Any = None, b_ub: Any = None, bounds: Any = (0.0, None), A_eq: Any = None,
+                    b_eq: Any = None, **kwargs: Any) -> "HighsLP":
+        """A fresh instance holding min cᵀx s.t. A_ub x ≤ b_ub, A_eq x = b_eq, bounds (a one-shot LP).
+
+        Parameters
+        ----------
+        c : array (n,)
+        A_ub, A_eq : array or sparse (m_ub, n), (m_eq, n), optional
+        b_ub, b_eq : array (m_ub,), (m_eq,)
+        bounds : (lower, upper), a sequence of n such pairs, or an array (n, 2)
+            ``None`` (or ±inf) means unbounded on that side.
+        **kwargs
+            The constructor's options (``solver``, ``presolve``, ``feas_tol``, …).
+
+        Returns
+        -------
+        HighsLP
+            Rows in the order A_ub then A_eq (``row_dual`` follows it); call :meth:`solve`.
+        """
+        lp = cls(**kwargs)
+        c = _f64(c)
+        n = c.size
+        lower, upper = _bounds(bounds, n)
+        blocks, lo, hi = [], [], []
+        if A_ub is not None:
+            b = _f64(b_ub)
+            blocks.append(_csr(A_ub, b.size, n))
+            lo.append(np.full(b.size, -INF))
+            hi.append(b)
+        if A_eq is not None:
+            b = _f64(b_eq)
+            blocks.append(_csr(A_eq, b.size, n))
+            lo.append(b)
+            hi.append(b)
+        A = sp.csc_array(sp.vstack(blocks) if blocks else sp.csr_array((0, n)))
+        A.sort_indices()
+        model = highspy.HighsLp()
+        model.num_col_, model.num_row_ = n, A.shape[0]
+        model.col_cost_, model.col_lower_, model.col_upper_ = c, lower, upper
+        model.row_lower_ = np.concatenate(lo) if lo else np.zeros(0)
+        model.row_upper_ = np.concatenate(hi) if hi else np.zeros(0)
+        model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        model.a_matrix_.num_col_, model.a_matrix_.num_row_ = n, A.shape[0]
+        model.a_matrix_.start_ = _i32(A.indptr)
+        model.a_matrix_.index_ = _i32(A.indices)
+        model.a_matrix_.value_ = _f64(A.data)
+        lp.h.passModel(model)
+        return lp
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -310,6 +391,26 @@ class HighsLP:
             self.h.clearSolver()
             self._run(deadline)
             res = self._result()
+        if res.status is Status.UNBOUNDED and not self._mip:
+            res = self._confirm_unbounded(res, deadline)
+        return res
+
+    def _confirm_unbounded(self, res: LPResult, deadline: float | None) -> LPResult:
+        """Re-solve an "unbounded" LP from scratch with presolve off, then by IPM; an optimal re-solve wins."""
+        saved = {name: self.h.getOptionValue(name)[1] for name in ("presolve", "solver")}
+        try:
+            for name, value in (("presolve", "off"), ("solver", "ipm")):
+                for n, v in saved.items():
+                    self.h.setOptionValue(n, v)
+                self.h.setOptionValue(name, value)
+                self.h.clearSolver()
+                self._run(deadline)
+                again = self._result()
+                if again.status is Status.OPTIMAL:
+                    return again
+        finally:
+            for name, value in saved.items():
+                self.h.setOptionValue(name, value)
         return res
 
     def _result(self) -> LPResult:
@@ -345,58 +446,4 @@ class HighsLP:
             return []
 
 
-def linprog(
-    c: np.ndarray,
-    A_ub: Any,
-    b_ub: np.ndarray,
-    bounds: Any,
-    method: str = "highs-ds",
-    tol: float | None = 1e-10,
-    A_eq: Any = None,
-    b_eq: Any = None,
-) -> LPResult:
-    """A one-shot LP min cᵀx s.t. A_ub x ≤ b_ub, A_eq x = b_eq, bounds, on SciPy's HiGHS.
-
-    ``row_dual`` holds the inequality rows' marginals (∂objective/∂b_ub, ≤ 0), ``col_dual``
-    the equality rows' marginals. SciPy's bundled HiGHS prints nothing.
-    """
-    from scipy.optimize import linprog as _linprog
-
-    options = {} if tol is None else {"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol}
-    r = _linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=method, options=options)
-    status = _scipy_status(r)
-    # "Unbounded" is a verdict on the data (the statistics admit no distribution, exit 2), so it
-    # is confirmed before it is returned: on a badly scaled LP (noisy tables, large rule
-    # weights) presolve or the dual simplex can declare it for a bounded problem. Re-solve with
-    # presolve off, then with the other HiGHS method; an optimal re-solve wins.
-    if status is Status.UNBOUNDED:
-        other = "highs-ipm" if method != "highs-ipm" else "highs-ds"
-        for m, extra in ((method, {"presolve": False}), (other, {})):
-            r2 = _linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method=m, options={**options, **extra})
-            s2 = _scipy_status(r2)
-            if s2 is Status.OPTIMAL:
-                r, status = r2, s2
-                break
-    if status is not Status.OPTIMAL or r.x is None:
-        return LPResult(status, float("nan"), np.zeros(0), np.zeros(0), np.zeros(0), int(getattr(r, "nit", 0) or 0), message=str(r.message))
-    ineq = getattr(getattr(r, "ineqlin", None), "marginals", None)
-    eq = getattr(getattr(r, "eqlin", None), "marginals", None)
-    return LPResult(status, float(r.fun), np.asarray(r.x, dtype=np.float64),
-                    np.zeros(0) if ineq is None else np.asarray(ineq, dtype=np.float64),
-                    np.zeros(0) if eq is None else np.asarray(eq, dtype=np.float64),
-                    int(getattr(r, "nit", 0) or 0), message=str(r.message))
-
-
-def _scipy_status(r: Any) -> Status:
-    """SciPy ``linprog``'s status code as a :class:`Status`."""
-    return {0: Status.OPTIMAL, 1: Status.LIMIT, 2: Status.INFEASIBLE, 3: Status.UNBOUNDED}.get(int(r.status), Status.FAILED)
-
-
-def sparse_rows(A: Any) -> sp.csr_array:
-    """A matrix as CSR with sorted indices (the layout HiGHS' row adds take)."""
-    R = sp.csr_array(A)
-    R.sort_indices()
-    return R
-
-
-__all__: Sequence[str] = ["Status", "LPResult", "HighsLP", "linprog", "new_highs", "stdout_silenced", "solver_error", "INF"]
+__all__: Sequence[str] = ["Status", "LPResult", "HighsLP", "new_highs", "stdout_silenced", "solver_error", "INF"]
