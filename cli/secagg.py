@@ -45,7 +45,7 @@ def _learner_round(path: Path, key: Path, passphrase_file: Optional[Path]):
 
 def _site_round(path: Path, trust: Path, members: Path, site: str, fingerprint: str | None = None):
     """The round, verified against the learners this site trusts and its own list of study members."""
-    from marg.protocols.keys import TrustStore
+    from marg.protocols.trust_store import TrustStore
     from marg.protocols.secagg_round import ROUND_FORMAT, check_roster, parse_round, read_doc
 
     rnd = parse_round(read_doc(path, ROUND_FORMAT), trust=TrustStore(trust), fingerprint=fingerprint, name=str(path))

@@ -58,7 +58,8 @@ def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = 1e-
     """Per-cell noise scale (Laplace b or Gaussian σ) of one of ``n_tables`` equal-share count
     tables released at total ``epsilon`` — from :func:`marg.marginals.privacy.privatize` on a
     table of zeros (no data; the scale does not depend on the counts)."""
-    from marg.marginals.privacy import privatize, rho_for_epsilon
+    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.privacy import privatize
     from marg.marginals.tables import MarginalTable
 
     if not (epsilon > 0 and math.isfinite(epsilon)):

@@ -32,8 +32,9 @@ scale is calibrated so that OpenDP's own map of its measurement is at most its s
 rounds the map above the share); the reported total is the sum of those maps, which
 equals the requested budget to floating-point rounding and never exceeds it by more.
 
-**Accounting** (what a release costs in ε, δ and ρ, what a site's releases compose to,
-and the cap) lives in :mod:`marg.marginals.accounting`; its names are importable from here.
+**Accounting** (what a release costs in ε, δ and ρ — :func:`marg.marginals.accounting.release_cost`,
+which :func:`privatize`, :func:`plan_cost` and :func:`tables_cost` call —, what a site's releases
+compose to, and the cap) lives in :mod:`marg.marginals.accounting`.
 """
 
 from __future__ import annotations
@@ -45,19 +46,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from marg.errors import InputError
-from .accounting import (  # noqa: F401  (the accounting names privacy's callers import from here)
-    DEFAULT_DELTA,
-    MAX_NOISE_SCALE,
-    PrivacyCost,
-    Spend,
-    _dp,
-    _opendp_words,
-    check_budget,
-    pure_to_rho,
-    rho_for_epsilon,
-    rho_to_epsilon,
-)
-from .budget_file import BUDGET_FILE, read_budget, write_budget  # noqa: F401
+from .accounting import PrivacyCost, release_cost
+from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, pure_rho, pure_to_rho, rho_to_epsilon
 from .allocation import resolve_weights, split_budget
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
 
@@ -83,7 +73,7 @@ def table_measurement(mechanism: str, scale: float, integer: bool):
         Input metric ``l1_distance`` (Laplace, output measure ``MaxDivergence``) or
         ``l2_distance`` (Gaussian, ``ZeroConcentratedDivergence``) over the same type.
     """
-    dp = _dp()
+    dp = dp_prelude()
     T = "i64" if integer else "f64"
     dom = dp.vector_domain(dp.atom_domain(T=T)) if integer else dp.vector_domain(dp.atom_domain(T=T, nan=False))
     if mechanism == "laplace":
@@ -128,9 +118,9 @@ def _calibrate(mechanism: str, share: float, sens: float | int, integer: bool):
         try:
             meas = table_measurement(mechanism, scale, integer)
             cost = float(meas.map(sens))
-        except _dp().OpenDPException as exc:
+        except dp_prelude().OpenDPException as exc:
             raise InputError(f"OpenDP cannot build {mechanism} noise of scale {scale:.3g} for a table's {what} share "
-                             f"{share:.3g} ({_opendp_words(exc)})") from None
+                             f"{share:.3g} ({opendp_words(exc)})") from None
         if cost <= share:
             return scale, meas, cost
         scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)
@@ -220,27 +210,29 @@ def plan_cost(
     if not specs:
         raise InputError("nothing to release: no cliques")
     shares = split_budget(budget, resolve_weights(specs, weights, lab, mechanism))
-    tot_eps = tot_rho = 0.0
+    parts = []
     for sp, share in zip(specs, shares):
         integer = sp.kind == "counts"
         sens = table_sensitivity(sp.kind, mechanism, integer)
         _, meas, cost = _calibrate(mechanism, float(share), sens, integer)
-        if mechanism == "laplace":
-            tot_eps += cost
-            tot_rho += pure_to_rho(meas, sens)
-        else:
-            tot_rho += cost
-    return _total(mechanism, tot_eps, tot_rho, float(delta))
+        parts.append(_table_cost(mechanism, meas, sens, cost, float(delta)))
+    return _stated(release_cost(parts))
 
 
-def _total(mechanism: str, tot_eps: float, tot_rho: float, delta: float) -> PrivacyCost:
+def _table_cost(mechanism: str, meas: Any, sens: float | int, cost: float, delta: float) -> tuple[str, float, float, float]:
+    """One calibrated table's part of :func:`marginals.accounting.release_cost`: OpenDP's map of its
+    measurement (and, for Laplace, of that measurement seen as zCDP)."""
     if mechanism == "laplace":
-        return PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
-    eps = rho_to_epsilon(tot_rho, delta)
-    if math.isinf(eps):
-        raise InputError(f"--rho {tot_rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = {delta:g}); "
+        return ("laplace", cost, pure_to_rho(meas, sens), 0.0)
+    return ("gaussian", 0.0, cost, delta)
+
+
+def _stated(cost: PrivacyCost) -> PrivacyCost:
+    """``cost``, refused when its ρ is beyond what OpenDP's conversion can state as (ε, δ)."""
+    if math.isinf(cost.epsilon):
+        raise InputError(f"--rho {cost.rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = {cost.delta:g}); "
                          "such a release protects nobody: give a smaller --rho")
-    return PrivacyCost(epsilon=eps, delta=delta, rho=tot_rho)
+    return cost
 
 
 def privatize(
@@ -292,7 +284,7 @@ def privatize(
     shares = split_budget(budget, resolve_weights(tables, weights, label, mechanism))
 
     noisy: list[Any] = []
-    tot_eps = tot_rho = 0.0
+    parts = []
     for t, share in zip(tables, shares):
         counts = np.asarray(t.counts)
         if t.kind == "moments":
@@ -319,37 +311,30 @@ def privatize(
         if mechanism == "laplace":
             std = laplace_std(scale, integer) * unit
             rec = NoiseRecord(mechanism="laplace", scale=scale * unit, std=std, epsilon=cost, delta=0.0, rho=0.0)
-            tot_eps += cost
-            tot_rho += pure_to_rho(meas, sens)
         else:
             std = gaussian_std(scale, integer) * unit
             rec = NoiseRecord(mechanism="gaussian", scale=scale * unit, std=std,
                               epsilon=rho_to_epsilon(cost, float(delta)), delta=float(delta), rho=cost)
-            tot_rho += cost
+        parts.append(_table_cost(mechanism, meas, sens, cost, float(delta)))
         noisy.append(replace(t, counts=new, noise=rec))
-    return noisy, _total(mechanism, tot_eps, tot_rho, float(delta))
+    return noisy, _stated(release_cost(parts))
 
 
-def release_cost(tables: Sequence[Any]) -> PrivacyCost:
-    """The privacy cost of a set of released tables, recomputed from their noise records.
+def tables_cost(tables: Sequence[Any]) -> PrivacyCost:
+    """The privacy cost of released tables, recomputed from their noise records by
+    :func:`marginals.accounting.release_cost`.
 
-    Laplace records add their ε (and ε²/2 as ρ); Gaussian records add their ρ, reported as
-    (ε, δ) at the records' δ. A release containing an exact table is unbounded.
+    A Laplace record's ρ is its ε as zCDP (:func:`marginals.accounting.pure_rho`); a Gaussian
+    record's ρ is reported as (ε, δ) at the records' δ. A release containing an exact table is
+    unbounded.
     """
-    eps = rho = 0.0
-    gdelta = 0.0
-    grho = 0.0
+    parts = []
     for t in tables:
         r = t.noise
         if r.is_exact:
-            return PrivacyCost.unbounded()
-        if r.mechanism == "laplace":
-            eps += r.epsilon
-            rho += r.epsilon**2 / 2.0
+            parts.append(("none", 0.0, 0.0, 0.0))
+        elif r.mechanism == "laplace":
+            parts.append(("laplace", r.epsilon, pure_rho(r.epsilon), 0.0))
         else:
-            grho += r.rho
-            gdelta = max(gdelta, r.delta)
-    if grho > 0.0:
-        eps += rho_to_epsilon(grho, gdelta)
-        rho += grho
-    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho)
+            parts.append(("gaussian", 0.0, r.rho, r.delta))
+    return release_cost(parts)

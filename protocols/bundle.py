@@ -25,13 +25,12 @@ import hashlib
 import json
 import struct
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from marg._util import atomic_write_bytes, canonical_json
+from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.marginals.codebook import Codebook
 from marg.errors import InputError, option
 from marg.marginals.noise import NoiseRecord
@@ -48,10 +47,6 @@ def software_version() -> str:
     from marg import __version__
 
     return f"marg {__version__}"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,9 @@ from marg.errors import InputError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, iter_split, select, split_for_model
-from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
+from marg.marginals.accounting import PrivacyCost
+from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.privacy import plan_cost, privatize
 from marg.marginals.tables import MarginalTable
 
 from .bundle import Bundle

@@ -30,8 +30,9 @@ from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
-from marg.marginals.accounting import DEFAULT_DELTA
-from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
+from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
+from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.privacy import plan_cost, privatize
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
@@ -258,7 +259,7 @@ def prepare_release(
     epsilon, rho : float, optional
         Total privacy budget of this export. ``epsilon`` with ``mechanism="gaussian"``
         (the default): the discrete Gaussian at the largest ρ whose zCDP guarantee implies
-        (ε, ``delta``)-DP (:func:`marg.marginals.privacy.rho_for_epsilon`); with
+        (ε, ``delta``)-DP (:func:`marg.marginals.dp_conversions.rho_for_epsilon`); with
         ``mechanism="laplace"``: the discrete Laplace, pure ε-DP. ``rho``: Gaussian,
         ρ-zCDP reported at ``delta``. Neither: exact counts under the min-cell rule.
     mechanism : {"gaussian", "laplace"}

@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 from marg._util import canonical_json
 from marg.errors import InputError, MargError
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 
 LEDGER_FILE = "ledger.jsonl"
 GENESIS = "0" * 64

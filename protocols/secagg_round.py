@@ -49,7 +49,8 @@ from marg.marginals.noise import NoiseRecord
 from marg.marginals.tables import MarginalTable
 
 from . import shamir
-from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, TrustStore, key_id, load_seal_public_key, load_verify_key
+from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, key_id, load_seal_public_key, load_verify_key
+from .trust_store import TrustStore
 from .keys import public_bytes, short_id, validate_site_name
 from .sealing import open_sealed, seal
 from .secagg import MaskedTables, check_layouts, decode_tables, mask_tables, pair_seed, recover_sum
