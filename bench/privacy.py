@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.sources.base import Source  # noqa: E402
-from marg.marginals.tables import count_tables  # noqa: E402
+from marg.marginals.counting import count_tables  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
 DATA = DATASETS / "adult" / "adult.tsv.gz"

@@ -20,12 +20,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Union
 
+import numpy as np
+
 from marg._util import canonical_json
 from marg.errors import InputError
 
 FORMAT = "marg-codebook"
 VERSION = 1
 MAX_LEVELS = 100  # a feature with more levels is refused at export (--max-levels) and left out of a drafted codebook
+
+
+def code_dtype(n_levels: int) -> np.dtype:
+    """The smallest unsigned integer type holding codes 0..n_levels−1."""
+    if n_levels <= 1 << 8:
+        return np.dtype(np.uint8)
+    if n_levels <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint32)
 
 
 def _check_name(name: Any, what: str) -> str:

@@ -35,8 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codebook import CategoricalFeature, Codebook, NumericFeature
-from .tables import code_dtype
+from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
 from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
 

@@ -22,7 +22,8 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.errors import InputError, RefusedError
 from marg.marginals.accounting import PrivacyCost
 from marg.marginals.budget_file import write_budget
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols.bundle import Bundle
 from marg.protocols.ledger import Ledger

@@ -22,7 +22,8 @@ from marg.marginals.budget_file import read_budget, write_budget
 from marg.marginals.dp_conversions import rho_to_epsilon
 from marg.marginals.privacy import plan_cost, privatize, tables_cost
 from marg.marginals.request import PairRequest, mutual_information, read_request, screen_features, write_request
-from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, plan_cliques
 
 dp.enable_features("contrib")
 

@@ -24,7 +24,8 @@ from marg._util import canonical_json
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError, RefusedError
 from marg.marginals.accounting import PrivacyCost
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from marg.protocols.bundle import MAGIC, Bundle
 from marg.protocols.keys import key_id
 from marg.protocols.trust_store import TrustStore

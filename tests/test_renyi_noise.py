@@ -6,7 +6,8 @@ import pytest
 from marg.learners.renyi import RenyiClassifier, noise_sd
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from tests.conftest import random_codebook, random_rows
 
 

@@ -10,7 +10,8 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle
 from marg.protocols.secagg import mask_counts, pair_mask, unmask_sum

@@ -14,7 +14,8 @@ from marg.errors import InputError, RefusedError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.summary import sum_tables
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols.trust_store import TrustStore
 from marg.protocols.export import count_file
