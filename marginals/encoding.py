@@ -335,12 +335,6 @@ def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "
     return codes[index]
 
 
-def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
-    """Encode one feature column: codes (smallest unsigned type) or clipped float64 values."""
-    p = encode_part(f, arr, start_row)
-    return p.codes() if isinstance(p, Dictionary) else p
-
-
 def _is_plain_number(arr) -> bool:
     t = arr.type
     return pa.types.is_integer(t) or pa.types.is_floating(t)

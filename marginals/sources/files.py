@@ -35,12 +35,8 @@ class FileSource(Source):
     def columns(self) -> list[str]:
         return column_names(self.path)
 
-    def count(
-        self,
-        codebook: Codebook,
-        cliques: Sequence[tuple[str, ...]],
-        progress: Callable[[int], None] | None = None,
-    ) -> tuple[list[MarginalTable], int]:
+    def count(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]],
+              progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
         counter = TableCounter(codebook, cliques)
         for enc in iter_encoded(self.path, codebook, progress=progress, prefetch=True):
             counter.add_encoded(enc)
