@@ -53,11 +53,13 @@ def _site_round(path: Path, trust: Path, members: Path, site: str, fingerprint: 
     return rnd
 
 
-def _site_keys(site: str, key: Optional[Path], seal_key: Path, passphrase_file: Optional[Path]):
+def _site_keys(key: Optional[Path], seal_key: Path, passphrase_file: Optional[Path], ledger: Optional[Path]):
+    """The site's signing and sealing keys and its ledger folder (defaults: the configured site's,
+    :func:`marg.protocols.site.site_ledger`)."""
     from marg.protocols.keys import load_seal_key, load_signing_key
-    from marg.protocols.site import SiteConfig
+    from marg.protocols.site import site_ledger
 
-    cfg = SiteConfig.load()
+    ledger, cfg = site_ledger(ledger)
     if key is None:
         if cfg is None:
             from marg.errors import InputError
@@ -65,7 +67,7 @@ def _site_keys(site: str, key: Optional[Path], seal_key: Path, passphrase_file: 
             raise InputError("give the site's signing key (--key SITE.sign.key)")
         key = cfg.sign_key
     pw = _pw(passphrase_file)
-    return load_signing_key(key, pw), load_seal_key(seal_key, pw), cfg
+    return load_signing_key(key, pw), load_seal_key(seal_key, pw), ledger
 
 
 @app.command("start")
@@ -134,9 +136,7 @@ def submit_cmd(
 
     cb = Codebook.load(schema)
     rnd = _site_round(round_file, trust, members, site, cb.fingerprint)
-    sk, ck, cfg = _site_keys(site, key, seal_key, passphrase_file)
-    if ledger is None:
-        ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+    sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
 
     def package(bundle):
         return canonical_json(make_upload(rnd, site, bundle.tables, ck, sk, bundle.header.get("privacy"))) + b"\n"
@@ -205,9 +205,7 @@ def reveal_cmd(
     from marg.protocols.site import resolve_export_ledger
 
     rnd = _site_round(round_file, trust, members, site)
-    sk, ck, cfg = _site_keys(site, key, seal_key, passphrase_file)
-    if ledger is None:
-        ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+    sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
     ledger_dir, site_cfg = resolve_export_ledger(ledger, site, sk)  # a configured site: its own ledger only
     doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk)
     marker = reveal_once(Ledger(ledger_dir, site=site_cfg), rnd, site)  # once per round, in the upload's ledger

@@ -43,6 +43,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from marg._util import bisect_monotone
 from marg.errors import InputError
 from .holdout_certificate import Released, exact_bound
 
@@ -155,9 +156,7 @@ def needed_for(n_rows: int | Sequence[int], epsilon: float | None, expected_erro
         if hi > 1e5:
             break
     if cert(hi, epsilon) <= target:
-        while hi - lo > 1e-3 * hi:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if mid > 0 and cert(mid, epsilon) <= target else (mid, hi)
+        lo, hi = bisect_monotone(lambda f: f > 0 and cert(f, epsilon) <= target, lo, hi, 1e-3)
         out["rows_factor"] = hi
         out["rows"] = [math.ceil(r * hi) for r in rows]
     else:
@@ -168,9 +167,7 @@ def needed_for(n_rows: int | Sequence[int], epsilon: float | None, expected_erro
     elo, ehi = 1e-3, max(float(epsilon), 1e-3)
     while cert(1.0, ehi) > target:
         elo, ehi = ehi, ehi * 2.0
-    while ehi - elo > 1e-3 * ehi:
-        mid = 0.5 * (elo + ehi)
-        elo, ehi = (elo, mid) if cert(1.0, mid) <= target else (mid, ehi)
+    elo, ehi = bisect_monotone(lambda e: cert(1.0, e) <= target, elo, ehi, 1e-3)
     out["epsilon"] = ehi
     return out
 

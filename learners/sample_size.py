@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from marg._util import bisect_monotone
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
 
@@ -108,11 +109,14 @@ def patients_needed(certificate_at: Callable[[Summary], float], summary: Any, n_
         t *= 2.0
     if hi is None:
         return PatientsNeeded(n, None, c_hi, int(math.ceil(n * lo)), threshold, lo)
-    while hi / lo > 1.0 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        ok, c = informative(mid)
-        if ok:
-            hi, c_hi = mid, c
-        else:
-            lo = mid
+    last = [c_hi]
+
+    def ok(t: float) -> bool:
+        good, c = informative(t)
+        if good:
+            last[0] = c
+        return good
+
+    lo, hi = bisect_monotone(ok, lo, hi, rel_tol, geometric=True)
+    c_hi = last[0]
     return PatientsNeeded(n, int(math.ceil(n * hi)), c_hi, int(math.ceil(n * hi)), threshold, hi)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, ContextManager, Iterator
+from typing import IO, Any, Callable, ContextManager, Iterator
 
 from marg.errors import InputError
 
@@ -18,6 +19,52 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
         "utf-8"
     )
+
+
+def parse_canonical(raw: bytes) -> tuple[Any, str | None]:
+    """Read bytes that must be the canonical JSON (:func:`canonical_json`) of an object.
+
+    Returns
+    -------
+    (object, None), or (None, what is wrong)
+        ``"UnicodeDecodeError"``, ``"JSONDecodeError"``, ``"RecursionError"`` (nested too deep),
+        ``"not an object"``, ``"not canonical"`` (no canonical form, e.g. NaN) or ``"edited"``
+        (valid JSON in another form: any byte edit that keeps valid JSON shows). Each reader
+        (bundle header, ledger line) words the problem for its own message.
+    """
+    try:
+        obj = json.loads(bytes(raw).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return None, type(exc).__name__
+    if not isinstance(obj, dict):
+        return None, "not an object"
+    try:
+        canon = canonical_json(obj)
+    except (ValueError, TypeError):
+        return None, "not canonical"
+    return (obj, None) if canon == raw else (None, "edited")
+
+
+def bisect_monotone(ok: Callable[[float], bool], lo: float, hi: float, rel_tol: float,
+                    geometric: bool = False) -> tuple[float, float]:
+    """Shrink the bracket ``[lo, hi]`` of a monotone predicate (``ok`` false below some point,
+    true above it; ``ok(hi)`` true) until ``hi − lo ≤ rel_tol · hi`` (``geometric``: ``hi / lo ≤
+    1 + rel_tol``, midpoints ``sqrt(lo · hi)``); the one bisection of marg's searches (ρ for an
+    ε, rows or ε for an informative certificate, patients needed).
+
+    Returns
+    -------
+    (lo, hi)
+        The final bracket: ``ok`` is true at ``hi`` (if it was at the start), false at ``lo``
+        unless ``lo`` was never moved.
+    """
+    while (hi / lo > 1.0 + rel_tol) if geometric else (hi - lo > rel_tol * hi):
+        mid = math.sqrt(lo * hi) if geometric else 0.5 * (lo + hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo, hi
 
 
 def now_iso() -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from marg._util import bisect_monotone
 from marg.errors import InputError
 
 MAX_NOISE_SCALE = 1e15  # noise of a larger scale could leave the 64-bit counts (and is pure noise anyway)
@@ -122,12 +123,7 @@ def rho_for_epsilon(epsilon: float, delta: float) -> float:
             raise InputError(f"--epsilon {epsilon:g} at δ = {delta:g} is beyond what OpenDP's zCDP conversion can "
                              f"compute (it overflows above ρ ≈ {2 * hi:.3g}); such a release protects nobody: give a "
                              "smaller --epsilon")
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if rho_to_epsilon(mid, delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
+    lo, hi = bisect_monotone(lambda rho: rho_to_epsilon(rho, delta) > epsilon, lo, hi, 1e-9)
     if lo == 0.0:
         raise InputError(f"--epsilon {epsilon:g} at δ = {delta:g} is too small for any Gaussian noise OpenDP can "
                          "calibrate: give a larger --epsilon")
