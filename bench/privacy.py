@@ -44,8 +44,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/ holds a select.py that would shadow the standard library's select module.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
