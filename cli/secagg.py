@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from marg.marginals.accounting import DEFAULT_DELTA
+
 from .app import sub_app
 from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
 
@@ -121,7 +123,7 @@ def submit_cmd(
     key: SiteKeyOpt = None,
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="DP noise added at this site before masking: total ε.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="DP noise added at this site before masking: total ρ (zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ of a Gaussian release.")] = 1e-6,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release.")] = DEFAULT_DELTA,
     mechanism: Annotated[str, typer.Option(help="gaussian or laplace.")] = "gaussian",
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact releases: smallest allowed nonzero cell of this site's tables.")] = 3,
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (default: the configured one, else ./marg-ledger).")] = None,

@@ -44,6 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from marg._util import bisect_monotone
+from marg.marginals.accounting import DEFAULT_DELTA
 from marg.errors import InputError
 from .holdout_certificate import Released, exact_bound
 
@@ -55,7 +56,7 @@ TIE = 0.01  # plans within this relative distance of the best count as ties
 
 
 @lru_cache(maxsize=512)
-def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = 1e-6, n_tables: int = 1) -> float:
+def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = DEFAULT_DELTA, n_tables: int = 1) -> float:
     """Per-cell noise scale (Laplace b or Gaussian σ) of one of ``n_tables`` equal-share count
     tables released at total ``epsilon`` — from :func:`marg.marginals.privacy.privatize` on a
     table of zeros (no data; the scale does not depend on the counts)."""
@@ -100,7 +101,7 @@ class ExpectedCertificate:
 
 def expected_holdout_certificate(n_rows: int | Sequence[int], epsilon: float | None, expected_error: float = 0.2,
                                  n_sites: int | None = None, holdout: float = 0.2, mechanism: str = "laplace",
-                                 delta: float = 1e-6, coverage: float = 0.95) -> ExpectedCertificate:
+                                 delta: float = DEFAULT_DELTA, coverage: float = 0.95) -> ExpectedCertificate:
     """The certificate a holdout evaluation can expect (module docstring).
 
     Parameters
@@ -189,7 +190,7 @@ class HoldoutPlan:
 
 
 def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_error: float = 0.2,
-                 n_sites: int | None = None, n_features: int = 10, delta: float = 1e-6,
+                 n_sites: int | None = None, n_features: int = 10, delta: float = DEFAULT_DELTA,
                  coverage: float = 0.95, fractions: Sequence[float] = FRACTIONS,
                  shares: Sequence[float] = SHARES) -> HoldoutPlan:
     """The holdout fraction and ε split that minimise the expected certificate (module docstring).

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from marg.errors import InputError
-from .accounting import PrivacyCost, release_cost
+from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
 from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, pure_rho, pure_to_rho, rho_to_epsilon
 from .allocation import resolve_weights, split_budget
 from .mechanisms import Mechanism, get_mechanism
@@ -171,7 +171,7 @@ def plan_cost(
     epsilon: float | None = None,
     rho: float | None = None,
     weights: Any = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     mechanism: str | None = None,
 ) -> PrivacyCost:
     """The cost :func:`privatize` will report for these cliques — computed from the plan
@@ -237,7 +237,7 @@ def privatize(
     epsilon: float | None = None,
     rho: float | None = None,
     weights: Any = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     codebook: Any = None,
     mechanism: str | None = None,
 ) -> tuple[list[Any], PrivacyCost]:

@@ -35,7 +35,7 @@ from marg.errors import InputError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, iter_split, select, split_for_model
-from marg.marginals.accounting import PrivacyCost
+from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
 from marg.marginals.dp_conversions import rho_for_epsilon
 from marg.marginals.privacy import plan_cost, privatize
 from marg.marginals.tables import MarginalTable
@@ -142,7 +142,7 @@ def evaluate_site(
     *,
     epsilon: float | None = None,
     rho: float | None = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     mechanism: str = "laplace",
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
