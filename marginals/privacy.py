@@ -47,7 +47,7 @@ import numpy as np
 
 from marg.errors import InputError
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
-from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, pure_rho, pure_to_rho, rho_to_epsilon
+from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, pure_rho, pure_to_rho, rho_for_epsilon, rho_to_epsilon
 from .allocation import resolve_weights, split_budget
 from .mechanisms import Mechanism, get_mechanism
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
@@ -152,6 +152,22 @@ def _mechanism(epsilon: Any, rho: Any, delta: Any, name: str | None = None) -> t
     if not mech.pure and not (0.0 < dl < 1.0):
         raise InputError(f"delta must be in (0, 1), got {delta!r}")
     return mech, budget
+
+
+def budget_for(mechanism: str, epsilon: float | None, rho: float | None,
+               delta: float = DEFAULT_DELTA) -> tuple[Mechanism, float | None, float | None]:
+    """The registered ``mechanism`` (InputError naming the known ones) and the budget in its own
+    currency: an ``epsilon`` given to a zCDP mechanism becomes the largest ρ whose guarantee
+    implies (ε, ``delta``)-DP (:func:`marginals.dp_conversions.rho_for_epsilon`).
+
+    Returns
+    -------
+    (Mechanism, epsilon, rho)
+    """
+    mech = get_mechanism(mechanism, "--mechanism")
+    if epsilon is not None and not mech.pure:
+        return mech, None, rho_for_epsilon(epsilon, delta)
+    return mech, epsilon, rho
 
 
 @dataclass(frozen=True)

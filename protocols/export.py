@@ -31,9 +31,7 @@ from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
-from marg.marginals.dp_conversions import rho_for_epsilon
-from marg.marginals.mechanisms import get_mechanism
-from marg.marginals.privacy import plan_cost, privatize
+from marg.marginals.privacy import budget_for, plan_cost, privatize
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
@@ -316,13 +314,13 @@ def prepare_release(
     codebook.check_level_cap(max_levels)
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
-    mech = get_mechanism(mechanism, "--mechanism")
-    dp = epsilon is not None or rho is not None
-    target_epsilon = None
-    if epsilon is not None and not mech.pure:
-        target_epsilon, rho, epsilon = float(epsilon), rho_for_epsilon(epsilon, delta), None
+    target_epsilon = None if epsilon is None else float(epsilon)
+    mech, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
+    if epsilon is not None:
+        target_epsilon = None  # spent as given (pure ε-DP)
     elif rho is not None and mech.pure:
         raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
+    dp = epsilon is not None or rho is not None
     note = pairs_left_out(codebook, stats, dp, pairs)
     notes: list[str] = []
     stats = resolve_stats(codebook, stats, dp, pairs)
