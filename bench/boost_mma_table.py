@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench/select.py shadows the stdlib
 sys.path.append(str(HERE))
 
 import numpy as np  # noqa: E402

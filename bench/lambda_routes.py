@@ -28,7 +28,8 @@ from marg.learners.mrc import MRC  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 from marg.marginals.privacy import privatize  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
-from marg.marginals.tables import count_tables, plan_cliques  # noqa: E402
+from marg.marginals.counting import count_tables  # noqa: E402
+from marg.marginals.tables import plan_cliques  # noqa: E402
 
 
 def old_lambda(m, coverage: float = 0.95) -> np.ndarray:

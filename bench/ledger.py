@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: E402
 
-from marg.marginals.privacy import PrivacyCost  # noqa: E402
+from marg.marginals.accounting import PrivacyCost  # noqa: E402
 from marg.protocols.keys import generate_keys, load_signing_key  # noqa: E402
 from marg.protocols.ledger import Ledger  # noqa: E402
 from marg.protocols.site import SiteConfig, init_site  # noqa: E402

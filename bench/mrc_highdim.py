@@ -38,8 +38,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/select.py would shadow the standard library's `select` (imported by sklearn/pyarrow)
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 from marg.errors import SolverError  # noqa: E402

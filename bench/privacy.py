@@ -44,13 +44,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/ holds a select.py that would shadow the standard library's select module.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.sources.base import Source  # noqa: E402
-from marg.marginals.tables import count_tables  # noqa: E402
+from marg.marginals.counting import count_tables  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
 DATA = DATASETS / "adult" / "adult.tsv.gz"

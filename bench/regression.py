@@ -241,7 +241,8 @@ def main() -> None:
     from marg.marginals.encoding import encode_file
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import sum_tables
-    from marg.marginals.tables import count_tables, plan_cliques
+    from marg.marginals.counting import count_tables
+    from marg.marginals.tables import plan_cliques
 
     cb = priv.adult_codebook()
     enc = encode_file(priv.DATA, cb)

@@ -20,25 +20,21 @@ from marg.marginals.accounting import DEFAULT_DELTA
 from .app import sub_app
 from .common import JsonOpt, emit_json, err
 
-DEFAULT_LEDGER_DIR = "marg-ledger"  # protocols.ledger.DEFAULT_LEDGER_DIR, without importing it for --help
-
 
 def _heavy() -> None:
     """Import the ledger (cryptography, numpy) on first use, not at ``marg --help``."""
-    global PrivacyCost, Spend, cap_delta, short_id, Ledger, SEAL_MAGIC, SiteConfig
+    global PrivacyCost, Spend, cap_delta, short_id, Ledger, SEAL_MAGIC, site_ledger
     from marg.marginals.accounting import PrivacyCost, Spend, cap_delta
     from marg.protocols.keys import short_id
     from marg.protocols.ledger import Ledger
     from marg.protocols.sealing import SEAL_MAGIC
-    from marg.protocols.site import SiteConfig
+    from marg.protocols.site import site_ledger
 
 
 def _open(ledger: Optional[Path], key: Optional[Path] = None) -> "Ledger":
     """The ledger folder asked for (default: the configured site's, else ./marg-ledger),
     pinned to the site's key when it is the configured ledger (or to ``key`` if given)."""
-    cfg = SiteConfig.load()
-    if ledger is None:
-        ledger = cfg.ledger if cfg is not None else Path(DEFAULT_LEDGER_DIR)
+    ledger, cfg = site_ledger(ledger)
     site = cfg if cfg is not None and cfg.owns(ledger) else None
     return Ledger(ledger, public_key=key, site=site)
 

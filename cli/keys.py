@@ -126,7 +126,7 @@ def trust_cmd(
     if expect_id is not None and (len(expect_id) < 8 or not kid.startswith(expect_id.lower())):
         raise RefusedError(f"key id {kid[:16]} of {key_file} does not match the expected {expect_id!r} (need >= 8 hex chars)")
     from marg._util import atomic_write_bytes
-    from marg.protocols.keys import read_role, with_role
+    from marg.protocols.key_roles import read_role, with_role
 
     data = key_file.read_bytes()
     if role is not None:

@@ -44,9 +44,10 @@ def _history(path: Path | None, allow_unledgered: bool):
 
 def _signer(sign_key: Path | None, passphrase_file: Path | None, no_sign: bool) -> tuple[Any, str] | None:
     """The key that will sign the model, loaded before any work (a wrong passphrase fails first):
-    ``--sign-key``, else the configured one (:func:`marg.protocols.keys.default_signing_key`);
+    ``--sign-key``, else the configured one (:func:`marg.protocols.site.default_signing_key`);
     None with ``--no-sign`` or when no key is configured."""
-    from marg.protocols.keys import default_signing_key, load_signing_key, read_passphrase_file
+    from marg.protocols.keys import load_signing_key, read_passphrase_file
+    from marg.protocols.site import default_signing_key
 
     if no_sign:
         if sign_key is not None:

@@ -156,13 +156,12 @@ def export_cmd(
                 stats = "pairs-only"  # round 2: the first-order tables came in round 1
         else:
             pair_list = parse_pairs(cb, pairs)
-    from marg.protocols.site import SiteConfig
+    from marg.protocols.site import site_ledger
 
-    cfg = SiteConfig.load()  # a configured site: its key and ledger are the defaults (and the only ones accepted)
+    configured, cfg = site_ledger(ledger)  # a configured site: its key and ledger are the defaults (and the only ones accepted)
     if key is None and cfg is not None:
         key = cfg.sign_key
-    if ledger is None and not no_ledger:
-        ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+    ledger = None if no_ledger else configured
     passphrase = read_passphrase_file(passphrase_file) if passphrase_file else None
     sk = load_signing_key(key, passphrase) if key else None
     recipient = load_seal_public_key(to) if to else None
@@ -378,12 +377,11 @@ def inspect_cmd(
         if key is not None:
             b = Bundle.from_bytes(open_sealed(raw, load_seal_key(key), name=str(bundle)), source=str(bundle))
         else:
-            from marg.protocols.site import SiteConfig
+            from marg.protocols.site import site_ledger
             from marg.protocols.site_copies import open_own
 
             if ledger is None:
-                cfg = SiteConfig.load()
-                ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+                ledger = site_ledger()[0]
             try:
                 b, own = open_own(raw, ledger, name=str(bundle))
             except InputError as exc:

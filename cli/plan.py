@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marg.errors import InputError
+from marg.marginals.accounting import DEFAULT_DELTA
 
 from .app import app
 from .common import JsonOpt, emit_json
@@ -41,7 +42,7 @@ def parse_auto(text: str | None, what: str) -> float | None:
 
 
 def resolve_plan(rows: list[int], sites: Optional[int], epsilon: float, error: float, n_features: int,
-                 holdout: float | None, eval_epsilon: float | None, delta: float = 1e-6,
+                 holdout: float | None, eval_epsilon: float | None, delta: float = DEFAULT_DELTA,
                  coverage: float = 0.95) -> dict[str, Any]:
     """The plan for total ε per site: the fraction and ε split (``auto``: chosen by
     :func:`plan_holdout`; given ones are kept) and the expected certificate at them."""

@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from marg.marginals.accounting import DEFAULT_DELTA
+
 from .app import sub_app
 from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
 
@@ -45,7 +47,7 @@ def _learner_round(path: Path, key: Path, passphrase_file: Optional[Path]):
 
 def _site_round(path: Path, trust: Path, members: Path, site: str, fingerprint: str | None = None):
     """The round, verified against the learners this site trusts and its own list of study members."""
-    from marg.protocols.keys import TrustStore
+    from marg.protocols.trust_store import TrustStore
     from marg.protocols.secagg_round import ROUND_FORMAT, check_roster, parse_round, read_doc
 
     rnd = parse_round(read_doc(path, ROUND_FORMAT), trust=TrustStore(trust), fingerprint=fingerprint, name=str(path))
@@ -53,11 +55,13 @@ def _site_round(path: Path, trust: Path, members: Path, site: str, fingerprint: 
     return rnd
 
 
-def _site_keys(site: str, key: Optional[Path], seal_key: Path, passphrase_file: Optional[Path]):
+def _site_keys(key: Optional[Path], seal_key: Path, passphrase_file: Optional[Path], ledger: Optional[Path]):
+    """The site's signing and sealing keys and its ledger folder (defaults: the configured site's,
+    :func:`marg.protocols.site.site_ledger`)."""
     from marg.protocols.keys import load_seal_key, load_signing_key
-    from marg.protocols.site import SiteConfig
+    from marg.protocols.site import site_ledger
 
-    cfg = SiteConfig.load()
+    ledger, cfg = site_ledger(ledger)
     if key is None:
         if cfg is None:
             from marg.errors import InputError
@@ -65,7 +69,7 @@ def _site_keys(site: str, key: Optional[Path], seal_key: Path, passphrase_file: 
             raise InputError("give the site's signing key (--key SITE.sign.key)")
         key = cfg.sign_key
     pw = _pw(passphrase_file)
-    return load_signing_key(key, pw), load_seal_key(seal_key, pw), cfg
+    return load_signing_key(key, pw), load_seal_key(seal_key, pw), ledger
 
 
 @app.command("start")
@@ -119,7 +123,7 @@ def submit_cmd(
     key: SiteKeyOpt = None,
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="DP noise added at this site before masking: total ε.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="DP noise added at this site before masking: total ρ (zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ of a Gaussian release.")] = 1e-6,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release.")] = DEFAULT_DELTA,
     mechanism: Annotated[str, typer.Option(help="gaussian or laplace.")] = "gaussian",
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact releases: smallest allowed nonzero cell of this site's tables.")] = 3,
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (default: the configured one, else ./marg-ledger).")] = None,
@@ -134,9 +138,7 @@ def submit_cmd(
 
     cb = Codebook.load(schema)
     rnd = _site_round(round_file, trust, members, site, cb.fingerprint)
-    sk, ck, cfg = _site_keys(site, key, seal_key, passphrase_file)
-    if ledger is None:
-        ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+    sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
 
     def package(bundle):
         return canonical_json(make_upload(rnd, site, bundle.tables, ck, sk, bundle.header.get("privacy"))) + b"\n"
@@ -205,9 +207,7 @@ def reveal_cmd(
     from marg.protocols.site import resolve_export_ledger
 
     rnd = _site_round(round_file, trust, members, site)
-    sk, ck, cfg = _site_keys(site, key, seal_key, passphrase_file)
-    if ledger is None:
-        ledger = cfg.ledger if cfg is not None else Path("marg-ledger")
+    sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
     ledger_dir, site_cfg = resolve_export_ledger(ledger, site, sk)  # a configured site: its own ledger only
     doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk)
     marker = reveal_once(Ledger(ledger_dir, site=site_cfg), rnd, site)  # once per round, in the upload's ledger

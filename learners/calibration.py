@@ -279,11 +279,6 @@ def _widen_hidden(lam: np.ndarray, tau: np.ndarray, noise: np.ndarray, n: float,
     return out
 
 
-def bonferroni_z_level(alpha: float) -> float:
-    """Two-sided normal quantile Φ⁻¹(1 − α/2) of one interval at miss rate ``alpha``."""
-    return float(norm.isf(alpha / 2.0))
-
-
 def _noise_widths(draws: Sequence[tuple], alpha: float) -> np.ndarray:
     """Per column, the half-width q with P(|noise| > q) ≤ ``alpha`` (computed once per distinct draws)."""
     from marg.marginals.noise_tails import halfwidth

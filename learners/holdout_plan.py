@@ -43,6 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from marg._util import bisect_monotone
+from marg.marginals.accounting import DEFAULT_DELTA
 from marg.errors import InputError
 from .holdout_certificate import Released, exact_bound
 
@@ -54,11 +56,12 @@ TIE = 0.01  # plans within this relative distance of the best count as ties
 
 
 @lru_cache(maxsize=512)
-def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = 1e-6, n_tables: int = 1) -> float:
+def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = DEFAULT_DELTA, n_tables: int = 1) -> float:
     """Per-cell noise scale (Laplace b or Gaussian σ) of one of ``n_tables`` equal-share count
     tables released at total ``epsilon`` — from :func:`marg.marginals.privacy.privatize` on a
     table of zeros (no data; the scale does not depend on the counts)."""
-    from marg.marginals.privacy import privatize, rho_for_epsilon
+    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.privacy import privatize
     from marg.marginals.tables import MarginalTable
 
     if not (epsilon > 0 and math.isfinite(epsilon)):
@@ -98,7 +101,7 @@ class ExpectedCertificate:
 
 def expected_holdout_certificate(n_rows: int | Sequence[int], epsilon: float | None, expected_error: float = 0.2,
                                  n_sites: int | None = None, holdout: float = 0.2, mechanism: str = "laplace",
-                                 delta: float = 1e-6, coverage: float = 0.95) -> ExpectedCertificate:
+                                 delta: float = DEFAULT_DELTA, coverage: float = 0.95) -> ExpectedCertificate:
     """The certificate a holdout evaluation can expect (module docstring).
 
     Parameters
@@ -154,9 +157,7 @@ def needed_for(n_rows: int | Sequence[int], epsilon: float | None, expected_erro
         if hi > 1e5:
             break
     if cert(hi, epsilon) <= target:
-        while hi - lo > 1e-3 * hi:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if mid > 0 and cert(mid, epsilon) <= target else (mid, hi)
+        lo, hi = bisect_monotone(lambda f: f > 0 and cert(f, epsilon) <= target, lo, hi, 1e-3)
         out["rows_factor"] = hi
         out["rows"] = [math.ceil(r * hi) for r in rows]
     else:
@@ -167,9 +168,7 @@ def needed_for(n_rows: int | Sequence[int], epsilon: float | None, expected_erro
     elo, ehi = 1e-3, max(float(epsilon), 1e-3)
     while cert(1.0, ehi) > target:
         elo, ehi = ehi, ehi * 2.0
-    while ehi - elo > 1e-3 * ehi:
-        mid = 0.5 * (elo + ehi)
-        elo, ehi = (elo, mid) if cert(1.0, mid) <= target else (mid, ehi)
+    elo, ehi = bisect_monotone(lambda e: cert(1.0, e) <= target, elo, ehi, 1e-3)
     out["epsilon"] = ehi
     return out
 
@@ -191,7 +190,7 @@ class HoldoutPlan:
 
 
 def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_error: float = 0.2,
-                 n_sites: int | None = None, n_features: int = 10, delta: float = 1e-6,
+                 n_sites: int | None = None, n_features: int = 10, delta: float = DEFAULT_DELTA,
                  coverage: float = 0.95, fractions: Sequence[float] = FRACTIONS,
                  shares: Sequence[float] = SHARES) -> HoldoutPlan:
     """The holdout fraction and ε split that minimise the expected certificate (module docstring).

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from marg.marginals.codebook import Codebook
 from marg.errors import InputError, MargError
-from marg._util import atomic_write_bytes
+from marg._util import atomic_write_bytes, now_iso
 
 from .base import LEARNERS, estimator_class
 
@@ -214,10 +213,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
 def model_info(summary: Any, report: dict[str, Any]) -> dict[str, Any]:

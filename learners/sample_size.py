@@ -20,9 +20,10 @@ this one's (same proportions) — a planning figure, not a promise.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from marg._util import bisect_monotone
 from marg.marginals.summary import Summary
 from marg.marginals.tables import MarginalTable
 
@@ -59,8 +60,8 @@ class PatientsNeeded:
     learner: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "needed": self.needed, "certificate": self.certificate, "tried": self.tried,
-                "threshold": self.threshold, "factor": self.factor, "learner": self.learner}
+        """Every field, in declaration order (``marg learn --json``'s ``patients_needed``)."""
+        return asdict(self)
 
 
 def scaled_summary(summary: Any, factor: float) -> Summary:
@@ -108,11 +109,14 @@ def patients_needed(certificate_at: Callable[[Summary], float], summary: Any, n_
         t *= 2.0
     if hi is None:
         return PatientsNeeded(n, None, c_hi, int(math.ceil(n * lo)), threshold, lo)
-    while hi / lo > 1.0 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        ok, c = informative(mid)
-        if ok:
-            hi, c_hi = mid, c
-        else:
-            lo = mid
+    last = [c_hi]
+
+    def ok(t: float) -> bool:
+        good, c = informative(t)
+        if good:
+            last[0] = c
+        return good
+
+    lo, hi = bisect_monotone(ok, lo, hi, rel_tol, geometric=True)
+    c_hi = last[0]
     return PatientsNeeded(n, int(math.ceil(n * hi)), c_hi, int(math.ceil(n * hi)), threshold, hi)

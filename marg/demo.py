@@ -22,11 +22,12 @@ from marg.learners.model import model_info
 from marg.learners.mrc import MRC
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.export import export_site
-from marg.protocols.keys import TrustStore, generate_keys, load_seal_key, load_seal_public_key, load_signing_key
+from marg.protocols.keys import generate_keys, load_seal_key, load_seal_public_key, load_signing_key
+from marg.protocols.trust_store import TrustStore
 from marg.protocols.ledger import Ledger
 from marg.protocols.ledger_format import kind_of
 from marg.protocols.signing import load_verified_bundle

@@ -1,13 +1,13 @@
 """Privacy accounting: what a release costs, what a site has spent, and the cap it is held to.
 
 Every conversion and composition of guarantees is done by OpenDP (``opendp.combinators``),
-on *proxy* measurements whose OpenDP map is the recorded cost: a Gaussian on a scalar with
-scale ``1/sqrt(2ρ)`` (its map at sensitivity 1 is ρ) and a Laplace with scale ``1/ε``.
+on proxy measurements whose OpenDP map is the recorded cost (:mod:`marginals.dp_conversions`).
 
 **One release** has a :class:`PrivacyCost` ``(ε, δ, ρ)``: it is (ε, δ)-DP and ρ-zCDP. A
 Laplace release is pure ε-DP (δ = 0) and ``Σ_t ε_t²/2``-zCDP (OpenDP's
 ``make_pureDP_to_zCDP`` per table); a Gaussian release is ρ-zCDP, and its ε is ρ converted
-at the release's δ (``make_zCDP_to_approxDP``).
+at the release's δ (``make_zCDP_to_approxDP``). :func:`release_cost` is the one place that
+composes a release's tables into its cost.
 
 **Many releases** (:class:`Spend`, what the ledger keeps). Adding the releases' ε's (basic
 composition) wastes budget: four Gaussian releases at (ε = 1, δ = 1e-6) would count as
@@ -36,27 +36,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from marg.errors import InputError, RefusedError
 
+from .dp_conversions import pure_and_zcdp_to_epsilon, pure_rho, rho_to_epsilon
+
 DEFAULT_DELTA = 1e-6  # δ of a Gaussian export and of a cap, unless given
-MAX_NOISE_SCALE = 1e15  # noise of a larger scale could leave the 64-bit counts (and is pure noise anyway)
 _REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
-
-
-def _dp():
-    """Import ``opendp.prelude`` with the contrib features enabled."""
-    import opendp.prelude as dp
-
-    dp.enable_features("contrib")
-    return dp
-
-
-def _opendp_words(exc: Exception) -> str:
-    """OpenDP's error message on one line (its first non-empty line, without the backtrace)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0][:200] if lines else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------------------
@@ -149,115 +136,41 @@ class PrivacyCost:
         return cls(epsilon=d.get("epsilon", 0.0), delta=d.get("delta", 0.0), rho=d.get("rho", 0.0))
 
 
-# ---------------------------------------------------------------------------------------
-# OpenDP conversions on proxy measurements
-# ---------------------------------------------------------------------------------------
-def _gaussian_proxy(rho: float):
-    """A scalar Gaussian whose OpenDP map at sensitivity 1 is at least ``rho`` (scale 1/sqrt(2ρ))."""
-    dp = _dp()
-    scale = 1.0 / math.sqrt(2.0 * rho)
+def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCost:
+    """The privacy cost of one release: the sequential composition of its tables' costs.
 
-    def make(s: float):
-        return dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s)
+    The one place a release's cost is computed: :func:`marginals.privacy.plan_cost` (before any
+    data is read), :func:`marginals.privacy.privatize` (what it released) and
+    :func:`marginals.privacy.tables_cost` (from the tables' noise records) all call it.
 
-    meas = make(scale)
-    while float(meas.map(1.0)) < rho:  # make sure the proxy is at least as costly
-        scale = math.nextafter(scale, 0.0)
-        meas = make(scale)
-    return meas
+    Parameters
+    ----------
+    parts : iterable of (mechanism, epsilon, rho, delta)
+        One per table, as OpenDP maps its measurement: ``"laplace"`` is ε_t-DP and ρ_t-zCDP
+        (ρ_t = OpenDP's pure → zCDP map); ``"gaussian"`` is ρ_t-zCDP, its ε reported at δ_t;
+        ``"none"`` an exact table.
 
-
-def _laplace_proxy(epsilon: float):
-    """A scalar Laplace whose OpenDP map at sensitivity 1 is at least ``epsilon`` (scale 1/ε)."""
-    dp = _dp()
-    scale = 1.0 / epsilon
-
-    def make(s: float):
-        return dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s)
-
-    meas = make(scale)
-    while float(meas.map(1.0)) < epsilon:
-        scale = math.nextafter(scale, 0.0)
-        meas = make(scale)
-    return meas
-
-
-def rho_to_epsilon(rho: float, delta: float) -> float:
-    """ε such that ρ-zCDP implies (ε, δ)-DP, by OpenDP's ``make_zCDP_to_approxDP``.
-
-    Computed on a proxy Gaussian measurement (scale ``1/sqrt(2ρ)``, sensitivity 1) whose
-    OpenDP map is ``ρ``; the conversion depends on ρ only.
+    Returns
+    -------
+    PrivacyCost
+        ``(Σ ε_laplace + ε(Σ ρ_gaussian, δ), δ, Σ ρ)`` with δ the largest Gaussian δ_t (0 for a
+        Laplace release): ε's add, ρ's add, the Gaussian ρ converted once by OpenDP
+        (:func:`rho_to_epsilon`); :meth:`PrivacyCost.unbounded` if any table is exact.
     """
-    if rho == 0.0:
-        return 0.0
-    if math.isinf(rho):
-        return math.inf
-    if not (0.0 < delta < 1.0):
-        raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
-    dp = _dp()
-    try:
-        return float(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)).map(1.0).epsilon(delta))
-    except dp.OpenDPException:  # OpenDP overflows for ρ in the thousands: no finite ε it can vouch for
-        return math.inf
-
-
-def pure_and_zcdp_to_epsilon(epsilon: float, rho: float, delta: float) -> float:
-    """ε of the composition of an ε-DP release with a ρ-zCDP release, at ``delta``.
-
-    OpenDP: ``make_composition`` of the pure proxy (``make_approximate``) and the zCDP proxy
-    converted (``make_zCDP_to_approxDP``) and fixed at δ (``make_fix_delta``).
-    """
-    if rho == 0.0:
-        return epsilon
-    if not (0.0 < delta < 1.0):
-        raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
-    dp = _dp()
-    try:
-        parts = [dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)), delta)]
-        if epsilon > 0.0:
-            parts.append(dp.c.make_approximate(_laplace_proxy(epsilon)))
-        eps, _ = dp.c.make_composition(parts).map(1.0) if len(parts) > 1 else parts[0].map(1.0)
-    except dp.OpenDPException:
-        return math.inf
-    return float(eps)
-
-
-def pure_to_rho(meas, sens: float | int) -> float:
-    """ρ of an ε-DP measurement seen as zCDP (OpenDP ``make_pureDP_to_zCDP``: ρ = ε²/2)."""
-    return float(_dp().c.make_pureDP_to_zCDP(meas).map(sens))
-
-
-def rho_for_epsilon(epsilon: float, delta: float) -> float:
-    """The largest ρ whose zCDP guarantee implies (``epsilon``, ``delta``)-DP under OpenDP's
-    conversion (:func:`rho_to_epsilon`, monotone in ρ), by bisection to a relative 1e-9.
-
-    A Gaussian release at this ρ is an (ε, δ)-DP release: noise grows like the square root
-    of the number of tables instead of linearly (pure-ε Laplace), so it is the better choice
-    for releases of many tables.
-    """
-    epsilon = float(epsilon)
-    if not (epsilon > 0.0 and math.isfinite(epsilon)):
-        raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    lo, hi = 0.0, epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
-    if 1.0 / math.sqrt(2.0 * epsilon) > MAX_NOISE_SCALE:  # even ρ = ε needs noise beyond what counts can hold
-        raise InputError(f"--epsilon {epsilon:g} needs Gaussian noise of scale above {MAX_NOISE_SCALE:.0e} per cell, "
-                         "more than marg can add to 64-bit counts: give a larger --epsilon")
-    while math.isinf(rho_to_epsilon(hi, delta)):  # OpenDP's conversion overflows for ρ in the thousands
-        hi *= 0.5
-        if rho_to_epsilon(hi, delta) < epsilon:
-            raise InputError(f"--epsilon {epsilon:g} at δ = {delta:g} is beyond what OpenDP's zCDP conversion can "
-                             f"compute (it overflows above ρ ≈ {2 * hi:.3g}); such a release protects nobody: give a "
-                             "smaller --epsilon")
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if rho_to_epsilon(mid, delta) <= epsilon:
-            lo = mid
+    eps = rho = grho = gdelta = 0.0
+    for mechanism, e, r, d in parts:
+        if mechanism == "none":
+            return PrivacyCost.unbounded()
+        if mechanism == "laplace":
+            eps += e
+            rho += r
         else:
-            hi = mid
-    if lo == 0.0:
-        raise InputError(f"--epsilon {epsilon:g} at δ = {delta:g} is too small for any Gaussian noise OpenDP can "
-                         "calibrate: give a larger --epsilon")
-    return lo
+            grho += r
+            gdelta = max(gdelta, d)
+    if grho > 0.0:
+        eps += rho_to_epsilon(grho, gdelta)
+        rho += grho
+    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho)
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,7 +208,7 @@ class Spend:
         if math.isinf(cost.epsilon) or math.isinf(cost.rho):
             return replace(self, exact=True)
         if cost.delta == 0.0:
-            rho = cost.rho if cost.rho > 0.0 or cost.epsilon == 0.0 else pure_to_rho(_laplace_proxy(cost.epsilon), 1.0)
+            rho = cost.rho if cost.rho > 0.0 or cost.epsilon == 0.0 else pure_rho(cost.epsilon)
             return replace(self, eps_pure=self.eps_pure + cost.epsilon, rho_pure=self.rho_pure + rho)
         if cost.rho > 0.0:
             return replace(self, rho_zcdp=self.rho_zcdp + cost.rho, eps_zcdp=self.eps_zcdp + cost.epsilon,
@@ -381,6 +294,16 @@ def cap_delta(cap: PrivacyCost | None, default: float = DEFAULT_DELTA) -> float:
 # ---------------------------------------------------------------------------------------
 # Budget cap and check
 # ---------------------------------------------------------------------------------------
+def validate_cap(cap: PrivacyCost, finite: bool = True) -> PrivacyCost:
+    """``cap`` if it is a usable privacy cap: it caps ε or ρ (a field of 0 caps nothing) and, with
+    ``finite``, every field is finite (an infinite cap allows everything). InputError otherwise."""
+    if cap.epsilon == 0.0 and cap.rho == 0.0:
+        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
+    if finite and (math.isinf(cap.epsilon) or math.isinf(cap.rho)):
+        raise InputError(f"privacy budget cap must be finite, got {cap.describe()}")
+    return cap
+
+
 def check_budget(cap: PrivacyCost, spent: "Spend | PrivacyCost", requested: PrivacyCost) -> None:
     """Refuse a release whose cost would take the composed spend past the cap.
 
@@ -397,8 +320,7 @@ def check_budget(cap: PrivacyCost, spent: "Spend | PrivacyCost", requested: Priv
     RefusedError
         ``privacy budget exhausted: spent …, requested …, cap …`` (one line).
     """
-    if cap.epsilon == 0.0 and cap.rho == 0.0:
-        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
+    validate_cap(cap, finite=False)
     if isinstance(spent, PrivacyCost):
         spent = Spend.of(spent)
     total = spent.add(requested)

@@ -8,13 +8,13 @@ chain (``marg audit budget``), which moves the file aside.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
+from marg._util import atomic_write_bytes
 from marg.errors import InputError, RefusedError
 
-from .accounting import PrivacyCost
+from .accounting import PrivacyCost, validate_cap
 
 BUDGET_FILE = "budget.json"
 BUDGET_FORMAT = "marg-budget"
@@ -29,10 +29,7 @@ def write_budget(directory: str | os.PathLike[str], cap: PrivacyCost) -> Path:
 
     Returns the file's path.
     """
-    if cap.epsilon == 0.0 and cap.rho == 0.0:
-        raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
-    if math.isinf(cap.epsilon) or math.isinf(cap.rho):
-        raise InputError(f"privacy budget cap must be finite, got {cap.describe()}")
+    validate_cap(cap)
     d = Path(directory)
     old = read_budget(d)
     path = d / BUDGET_FILE
@@ -42,13 +39,7 @@ def write_budget(directory: str | os.PathLike[str], cap: PrivacyCost) -> Path:
         raise RefusedError(f"privacy budget already configured in {path}: {old.describe()} (requested {cap.describe()})")
     d.mkdir(parents=True, exist_ok=True)
     body = {"format": BUDGET_FORMAT, "version": 1, **cap.to_dict()}
-    tmp = d / f".{BUDGET_FILE}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(body, fh, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write_bytes(path, (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))
     return path
 
 

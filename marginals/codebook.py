@@ -18,14 +18,28 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from marg._util import canonical_json
 from marg.errors import InputError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 FORMAT = "marg-codebook"
 VERSION = 1
 MAX_LEVELS = 100  # a feature with more levels is refused at export (--max-levels) and left out of a drafted codebook
+
+
+def code_dtype(n_levels: int) -> "np.dtype":
+    """The smallest unsigned integer type holding codes 0..n_levels−1."""
+    import numpy as np  # not at import: the codebook is read by commands that never count (marg --help)
+
+    if n_levels <= 1 << 8:
+        return np.dtype(np.uint8)
+    if n_levels <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint32)
 
 
 def _check_name(name: Any, what: str) -> str:

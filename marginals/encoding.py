@@ -35,8 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codebook import CategoricalFeature, Codebook, NumericFeature
-from .tables import code_dtype
+from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
 from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
 
@@ -334,12 +333,6 @@ def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "
     if f.is_discrete:
         return Dictionary(lut, index)
     return codes[index]
-
-
-def encode_feature(f, arr: pa.Array, start_row: int) -> np.ndarray:
-    """Encode one feature column: codes (smallest unsigned type) or clipped float64 values."""
-    p = encode_part(f, arr, start_row)
-    return p.codes() if isinstance(p, Dictionary) else p
 
 
 def _is_plain_number(arr) -> bool:

@@ -206,7 +206,7 @@ def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool 
 def count_outside(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], spec: Holdout, key: bytes,
                   progress: Callable[[int], None] | None = None) -> tuple[list[Any], int, Splitter]:
     """The exact count tables of the rows ``spec`` does not hold out, their number, and the tally."""
-    from .tables import TableCounter
+    from .counting import TableCounter
 
     counter = TableCounter(codebook, cliques)
     split = Splitter(spec, key)

@@ -35,7 +35,6 @@ from marg.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .codebook import Codebook
-    from .tables import MarginalTable
 
 MECHANISMS = ("none", "laplace", "gaussian")
 
@@ -186,7 +185,7 @@ def moment_bound(codebook: "Codebook", feature: str) -> float:
     return max(abs(float(f.lo)), abs(float(f.hi)))  # type: ignore[union-attr,arg-type]
 
 
-def cell_noise_std(table: "MarginalTable", codebook: "Codebook | None" = None) -> np.ndarray:
+def cell_noise_std(table: Any, codebook: "Codebook | None" = None) -> np.ndarray:
     """Per-cell std of the released noise, same shape as ``table.counts``.
 
     Count tables: ``table.noise.std`` in every cell. Moment tables (shape (2, K)): row 0

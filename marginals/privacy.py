@@ -32,8 +32,9 @@ scale is calibrated so that OpenDP's own map of its measurement is at most its s
 rounds the map above the share); the reported total is the sum of those maps, which
 equals the requested budget to floating-point rounding and never exceeds it by more.
 
-**Accounting** (what a release costs in ε, δ and ρ, what a site's releases compose to,
-and the cap) lives in :mod:`marg.marginals.accounting`; its names are importable from here.
+**Accounting** (what a release costs in ε, δ and ρ — :func:`marg.marginals.accounting.release_cost`,
+which :func:`privatize`, :func:`plan_cost` and :func:`tables_cost` call —, what a site's releases
+compose to, and the cap) lives in :mod:`marg.marginals.accounting`.
 """
 
 from __future__ import annotations
@@ -45,20 +46,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from marg.errors import InputError
-from .accounting import (  # noqa: F401  (the accounting names privacy's callers import from here)
-    DEFAULT_DELTA,
-    MAX_NOISE_SCALE,
-    PrivacyCost,
-    Spend,
-    _dp,
-    _opendp_words,
-    check_budget,
-    pure_to_rho,
-    rho_for_epsilon,
-    rho_to_epsilon,
-)
-from .budget_file import BUDGET_FILE, read_budget, write_budget  # noqa: F401
+from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
+from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, pure_rho, pure_to_rho, rho_for_epsilon, rho_to_epsilon
 from .allocation import resolve_weights, split_budget
+from .mechanisms import Mechanism, get_mechanism
 from .noise import NoiseRecord, gaussian_std, laplace_std, moment_bound
 
 
@@ -70,7 +61,8 @@ def table_measurement(mechanism: str, scale: float, integer: bool):
 
     Parameters
     ----------
-    mechanism : {"laplace", "gaussian"}
+    mechanism : str
+        A registered mechanism (:mod:`marginals.mechanisms`: ``"laplace"``, ``"gaussian"``, …).
     scale : float
         Laplace ``b`` or Gaussian ``σ``, per cell.
     integer : bool
@@ -80,17 +72,10 @@ def table_measurement(mechanism: str, scale: float, integer: bool):
     Returns
     -------
     opendp.mod.Measurement
-        Input metric ``l1_distance`` (Laplace, output measure ``MaxDivergence``) or
+        Input metric ``l1_distance`` (Laplace noise, output measure ``MaxDivergence``) or
         ``l2_distance`` (Gaussian, ``ZeroConcentratedDivergence``) over the same type.
     """
-    dp = _dp()
-    T = "i64" if integer else "f64"
-    dom = dp.vector_domain(dp.atom_domain(T=T)) if integer else dp.vector_domain(dp.atom_domain(T=T, nan=False))
-    if mechanism == "laplace":
-        return dp.m.make_laplace(dom, dp.l1_distance(T=T), scale=float(scale))
-    if mechanism == "gaussian":
-        return dp.m.make_gaussian(dom, dp.l2_distance(T=T), scale=float(scale))
-    raise InputError(f"unknown DP mechanism {mechanism!r} (laplace or gaussian)")
+    return get_mechanism(mechanism).measurement(scale, integer)
 
 
 def table_sensitivity(kind: str, mechanism: str, integer: bool) -> float | int:
@@ -103,11 +88,11 @@ def table_sensitivity(kind: str, mechanism: str, integer: bool) -> float | int:
     if kind == "counts":
         return 1 if integer else 1.0
     if kind == "moments":
-        return 2.0 if mechanism == "laplace" else math.sqrt(2.0)
+        return 2.0 if get_mechanism(mechanism).pure else math.sqrt(2.0)
     raise InputError(f"unknown table kind {kind!r}")
 
 
-def _calibrate(mechanism: str, share: float, sens: float | int, integer: bool):
+def _calibrate(mech: Mechanism, share: float, sens: float | int, integer: bool):
     """Scale whose OpenDP map at ``sens`` is ≤ ``share`` (nudged up if rounding exceeds it).
 
     Raises
@@ -116,21 +101,19 @@ def _calibrate(mechanism: str, share: float, sens: float | int, integer: bool):
         The share needs a noise scale above :data:`MAX_NOISE_SCALE` (or none OpenDP can
         build): one line naming the share and the scale, before any data is read.
     """
-    if mechanism == "laplace":
-        scale = float(sens) / share
-    else:
-        scale = float(sens) / math.sqrt(2.0 * share)
-    what = "ε" if mechanism == "laplace" else "ρ"
+    mechanism = mech.name
+    scale = mech.scale_for(share, sens)
+    what = "ε" if mech.pure else "ρ"
     if not (scale <= MAX_NOISE_SCALE):
         raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, above "
                          f"the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger --epsilon/--rho")
     for _ in range(64):
         try:
-            meas = table_measurement(mechanism, scale, integer)
+            meas = mech.measurement(scale, integer)
             cost = float(meas.map(sens))
-        except _dp().OpenDPException as exc:
+        except dp_prelude().OpenDPException as exc:
             raise InputError(f"OpenDP cannot build {mechanism} noise of scale {scale:.3g} for a table's {what} share "
-                             f"{share:.3g} ({_opendp_words(exc)})") from None
+                             f"{share:.3g} ({opendp_words(exc)})") from None
         if cost <= share:
             return scale, meas, cost
         scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)
@@ -146,8 +129,9 @@ def _is_integral(arr: np.ndarray) -> bool:
 # ---------------------------------------------------------------------------------------
 # Release
 # ---------------------------------------------------------------------------------------
-def _mechanism(epsilon: Any, rho: Any, delta: Any) -> tuple[str, float]:
-    """Validate the budget arguments; return (mechanism, total budget)."""
+def _mechanism(epsilon: Any, rho: Any, delta: Any, name: str | None = None) -> tuple[Mechanism, float]:
+    """Validate the budget arguments; return (the mechanism, total budget). ``name``: a registered
+    mechanism of the budget's kind (default Laplace for ``epsilon``, Gaussian for ``rho``)."""
     if (epsilon is None) == (rho is None):
         raise InputError("give exactly one of epsilon (Laplace) or rho (Gaussian)")
     budget = epsilon if epsilon is not None else rho
@@ -158,14 +142,32 @@ def _mechanism(epsilon: Any, rho: Any, delta: Any) -> tuple[str, float]:
         raise InputError(f"{which} must be a number, got {budget!r}") from None
     if not (budget > 0.0) or not math.isfinite(budget):
         raise InputError(f"{which} must be finite and > 0, got {budget!r}")
-    mechanism = "laplace" if epsilon is not None else "gaussian"
+    mech = get_mechanism(name if name is not None else ("laplace" if epsilon is not None else "gaussian"))
+    if mech.pure != (epsilon is not None):
+        raise InputError(f"mechanism {mech.name!r} takes a{'n epsilon' if mech.pure else ' rho'} budget, got {which}")
     try:
         dl = float(delta)
     except (TypeError, ValueError):
         raise InputError(f"delta must be a number, got {delta!r}") from None
-    if mechanism == "gaussian" and not (0.0 < dl < 1.0):
+    if not mech.pure and not (0.0 < dl < 1.0):
         raise InputError(f"delta must be in (0, 1), got {delta!r}")
-    return mechanism, budget
+    return mech, budget
+
+
+def budget_for(mechanism: str, epsilon: float | None, rho: float | None,
+               delta: float = DEFAULT_DELTA) -> tuple[Mechanism, float | None, float | None]:
+    """The registered ``mechanism`` (InputError naming the known ones) and the budget in its own
+    currency: an ``epsilon`` given to a zCDP mechanism becomes the largest ρ whose guarantee
+    implies (ε, ``delta``)-DP (:func:`marginals.dp_conversions.rho_for_epsilon`).
+
+    Returns
+    -------
+    (Mechanism, epsilon, rho)
+    """
+    mech = get_mechanism(mechanism, "--mechanism")
+    if epsilon is not None and not mech.pure:
+        return mech, None, rho_for_epsilon(epsilon, delta)
+    return mech, epsilon, rho
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,8 @@ def plan_cost(
     epsilon: float | None = None,
     rho: float | None = None,
     weights: Any = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
+    mechanism: str | None = None,
 ) -> PrivacyCost:
     """The cost :func:`privatize` will report for these cliques — computed from the plan
     alone, before any data is read, so the budget can be checked first.
@@ -196,7 +199,7 @@ def plan_cost(
         Canonical cliques (e.g. from ``marginals.tables.plan_cliques``); a clique
         ``(f, label)`` with ``f`` raw numeric is a moment table.
     codebook : Codebook
-    epsilon, rho, weights, delta
+    epsilon, rho, weights, delta, mechanism
         As for :func:`privatize`.
 
     Returns
@@ -204,7 +207,7 @@ def plan_cost(
     PrivacyCost
         Identical to the cost :func:`privatize` returns for tables of these cliques.
     """
-    mechanism, budget = _mechanism(epsilon, rho, delta)
+    mech, budget = _mechanism(epsilon, rho, delta, mechanism)
     lab = codebook.label.name
     specs = []
     for c in cliques:
@@ -219,28 +222,30 @@ def plan_cost(
             specs.append(_Spec(c, "counts", int(np.prod([codebook.attribute_size(a) for a in c]))))
     if not specs:
         raise InputError("nothing to release: no cliques")
-    shares = split_budget(budget, resolve_weights(specs, weights, lab, mechanism))
-    tot_eps = tot_rho = 0.0
+    shares = split_budget(budget, resolve_weights(specs, weights, lab, mech.noise))
+    parts = []
     for sp, share in zip(specs, shares):
-        integer = sp.kind == "counts"
-        sens = table_sensitivity(sp.kind, mechanism, integer)
-        _, meas, cost = _calibrate(mechanism, float(share), sens, integer)
-        if mechanism == "laplace":
-            tot_eps += cost
-            tot_rho += pure_to_rho(meas, sens)
-        else:
-            tot_rho += cost
-    return _total(mechanism, tot_eps, tot_rho, float(delta))
+        integer = sp.kind == "counts" and mech.discrete
+        sens = table_sensitivity(sp.kind, mech.name, integer)
+        _, meas, cost = _calibrate(mech, float(share), sens, integer)
+        parts.append(_table_cost(mech, meas, sens, cost, float(delta)))
+    return _stated(release_cost(parts))
 
 
-def _total(mechanism: str, tot_eps: float, tot_rho: float, delta: float) -> PrivacyCost:
-    if mechanism == "laplace":
-        return PrivacyCost(epsilon=tot_eps, delta=0.0, rho=tot_rho)
-    eps = rho_to_epsilon(tot_rho, delta)
-    if math.isinf(eps):
-        raise InputError(f"--rho {tot_rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = {delta:g}); "
+def _table_cost(mech: Mechanism, meas: Any, sens: float | int, cost: float, delta: float) -> tuple[str, float, float, float]:
+    """One calibrated table's part of :func:`marginals.accounting.release_cost`: OpenDP's map of its
+    measurement (and, for Laplace noise, of that measurement seen as zCDP)."""
+    if mech.pure:
+        return ("laplace", cost, pure_to_rho(meas, sens), 0.0)
+    return ("gaussian", 0.0, cost, delta)
+
+
+def _stated(cost: PrivacyCost) -> PrivacyCost:
+    """``cost``, refused when its ρ is beyond what OpenDP's conversion can state as (ε, δ)."""
+    if math.isinf(cost.epsilon):
+        raise InputError(f"--rho {cost.rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = {cost.delta:g}); "
                          "such a release protects nobody: give a smaller --rho")
-    return PrivacyCost(epsilon=eps, delta=delta, rho=tot_rho)
+    return cost
 
 
 def privatize(
@@ -248,8 +253,9 @@ def privatize(
     epsilon: float | None = None,
     rho: float | None = None,
     weights: Any = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     codebook: Any = None,
+    mechanism: str | None = None,
 ) -> tuple[list[Any], PrivacyCost]:
     """Release tables with differential privacy through OpenDP.
 
@@ -271,6 +277,9 @@ def privatize(
     codebook : Codebook, optional
         Needed for moment tables (the public range gives ``B``) and to tell first-order
         tables by the label name.
+    mechanism : str, optional
+        A registered mechanism (:mod:`marginals.mechanisms`) taking the budget given:
+        default ``"laplace"`` for ``epsilon``, ``"gaussian"`` for ``rho``.
 
     Returns
     -------
@@ -281,7 +290,7 @@ def privatize(
         Sum of OpenDP's maps: Laplace ``(Σ ε_t, 0, Σ ε_t²/2)``; Gaussian
         ``(ε(Σ ρ_t, δ), δ, Σ ρ_t)``.
     """
-    mechanism, budget = _mechanism(epsilon, rho, delta)
+    mech, budget = _mechanism(epsilon, rho, delta, mechanism)
     tables = list(tables)
     if not tables:
         raise InputError("nothing to privatize: no tables")
@@ -289,10 +298,10 @@ def privatize(
         if not t.noise.is_exact:
             raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables only")
     label = codebook.label.name if codebook is not None else None
-    shares = split_budget(budget, resolve_weights(tables, weights, label, mechanism))
+    shares = split_budget(budget, resolve_weights(tables, weights, label, mech.noise))
 
     noisy: list[Any] = []
-    tot_eps = tot_rho = 0.0
+    parts = []
     for t, share in zip(tables, shares):
         counts = np.asarray(t.counts)
         if t.kind == "moments":
@@ -305,51 +314,46 @@ def privatize(
             vec = np.concatenate([counts[0] / B, counts[1] / (B * B)]).astype(np.float64)
             unit = B
         else:
-            integer = _is_integral(counts)
-            vec = counts.ravel()
+            integer = mech.discrete and _is_integral(counts)
+            vec = counts.ravel() if integer else counts.ravel().astype(np.float64)
             unit = 1.0
-        sens = table_sensitivity(t.kind, mechanism, integer)
-        scale, meas, cost = _calibrate(mechanism, float(share), sens, integer)
+        sens = table_sensitivity(t.kind, mech.name, integer)
+        scale, meas, cost = _calibrate(mech, float(share), sens, integer)
         out = np.asarray(meas([int(v) for v in vec.astype(np.int64)] if integer else vec.tolist()))
         if t.kind == "moments":
             K = counts.shape[1]
             new = np.stack([out[:K] * B, out[K:] * B * B]).astype(np.float64)
         else:
-            new = out.reshape(counts.shape).astype(np.int64 if counts.dtype.kind in "iu" else np.float64)
-        if mechanism == "laplace":
+            new = out.reshape(counts.shape).astype(np.int64 if integer and counts.dtype.kind in "iu" else np.float64)
+        # a count table with continuous noise says so (its draws are not on the integer lattice)
+        draws = ((mech.noise, scale * unit, False, 1),) if t.kind == "counts" and not integer else ()
+        if mech.pure:
             std = laplace_std(scale, integer) * unit
-            rec = NoiseRecord(mechanism="laplace", scale=scale * unit, std=std, epsilon=cost, delta=0.0, rho=0.0)
-            tot_eps += cost
-            tot_rho += pure_to_rho(meas, sens)
+            rec = NoiseRecord(mechanism="laplace", scale=scale * unit, std=std, epsilon=cost, delta=0.0, rho=0.0, parts=draws)
         else:
             std = gaussian_std(scale, integer) * unit
             rec = NoiseRecord(mechanism="gaussian", scale=scale * unit, std=std,
-                              epsilon=rho_to_epsilon(cost, float(delta)), delta=float(delta), rho=cost)
-            tot_rho += cost
+                              epsilon=rho_to_epsilon(cost, float(delta)), delta=float(delta), rho=cost, parts=draws)
+        parts.append(_table_cost(mech, meas, sens, cost, float(delta)))
         noisy.append(replace(t, counts=new, noise=rec))
-    return noisy, _total(mechanism, tot_eps, tot_rho, float(delta))
+    return noisy, _stated(release_cost(parts))
 
 
-def release_cost(tables: Sequence[Any]) -> PrivacyCost:
-    """The privacy cost of a set of released tables, recomputed from their noise records.
+def tables_cost(tables: Sequence[Any]) -> PrivacyCost:
+    """The privacy cost of released tables, recomputed from their noise records by
+    :func:`marginals.accounting.release_cost`.
 
-    Laplace records add their ε (and ε²/2 as ρ); Gaussian records add their ρ, reported as
-    (ε, δ) at the records' δ. A release containing an exact table is unbounded.
+    A Laplace record's ρ is its ε as zCDP (:func:`marginals.accounting.pure_rho`); a Gaussian
+    record's ρ is reported as (ε, δ) at the records' δ. A release containing an exact table is
+    unbounded.
     """
-    eps = rho = 0.0
-    gdelta = 0.0
-    grho = 0.0
+    parts = []
     for t in tables:
         r = t.noise
         if r.is_exact:
-            return PrivacyCost.unbounded()
-        if r.mechanism == "laplace":
-            eps += r.epsilon
-            rho += r.epsilon**2 / 2.0
+            parts.append(("none", 0.0, 0.0, 0.0))
+        elif r.mechanism == "laplace":
+            parts.append(("laplace", r.epsilon, pure_rho(r.epsilon), 0.0))
         else:
-            grho += r.rho
-            gdelta = max(gdelta, r.delta)
-    if grho > 0.0:
-        eps += rho_to_epsilon(grho, gdelta)
-        rho += grho
-    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho)
+            parts.append(("gaussian", 0.0, r.rho, r.delta))
+    return release_cost(parts)

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from marg._util import atomic_write_bytes
 from marg.errors import InputError
 
 from .tables import MAX_CLIQUE
@@ -159,11 +160,7 @@ def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequenc
         features = seen
     req = PairRequest(fingerprint, tuple(features), tuple(prs))
     path = Path(path)
-    if not path.parent.exists():
-        raise InputError(f"output folder does not exist: {path.parent}")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(req.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, (json.dumps(req.to_dict(), indent=2) + "\n").encode("utf-8"))
     return path
 
 

@@ -25,7 +25,8 @@ from marg.errors import InputError
 from .hidden import count_bounds, filled, mark_hidden
 from .noise import NoiseRecord
 from .noise_tails import merge as merge_parts
-from .tables import MarginalTable, canonical_clique, count_tables, plan_cliques
+from .counting import count_tables
+from .tables import MarginalTable, canonical_clique, plan_cliques
 
 
 def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalTable], list[str]]:

@@ -22,16 +22,14 @@ signature set to null). Serialisation is canonical, so ``to_bytes(from_bytes(b))
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from marg._util import atomic_write_bytes, canonical_json
+from marg._util import atomic_write_bytes, canonical_json, now_iso, parse_canonical
 from marg.marginals.codebook import Codebook
 from marg.errors import InputError, option
 from marg.marginals.noise import NoiseRecord
@@ -48,10 +46,6 @@ def software_version() -> str:
     from marg import __version__
 
     return f"marg {__version__}"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
 @dataclass(frozen=True)
@@ -154,18 +148,11 @@ class Bundle:
         if hlen > MAX_HEADER or 12 + hlen > len(data):
             raise InputError(f"{source}: truncated or corrupt header (length {hlen}, file {len(data)} bytes)")
         raw = data[12 : 12 + hlen]
-        try:
-            header = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{source}: corrupt header ({type(exc).__name__})") from None
-        if not isinstance(header, dict):
-            raise InputError(f"{source}: corrupt header (not an object)")
-        try:
-            canon = canonical_json(header)
-        except (ValueError, TypeError):
-            raise InputError(f"{source}: corrupt header (not canonical JSON)") from None
-        if canon != raw:
+        header, problem = parse_canonical(raw)
+        if problem == "edited":
             raise InputError(f"{source}: header is not in canonical form (altered?)")
+        if problem is not None:
+            raise InputError(f"{source}: corrupt header ({'not canonical JSON' if problem == 'not canonical' else problem})")
         if header.get("format") != FORMAT:
             raise InputError(f"{source}: not a marg bundle (format {header.get('format')!r})")
         if header.get("version") != VERSION:

@@ -36,7 +36,8 @@ from marg.errors import InputError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, iter_split, select, split_for_model
-from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
+from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
+from marg.marginals.privacy import budget_for, plan_cost, privatize
 from marg.marginals.tables import MarginalTable
 
 from .bundle import Bundle
@@ -141,7 +142,7 @@ def evaluate_site(
     *,
     epsilon: float | None = None,
     rho: float | None = None,
-    delta: float = 1e-6,
+    delta: float = DEFAULT_DELTA,
     mechanism: str = "laplace",
     min_cell: int = 3,
     min_cell_policy: str = "refuse",
@@ -181,10 +182,7 @@ def evaluate_site(
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
-    if mechanism not in ("gaussian", "laplace"):
-        raise InputError(f"unknown --mechanism {mechanism!r} (expected gaussian or laplace)")
-    if epsilon is not None and mechanism == "gaussian":
-        rho, epsilon = rho_for_epsilon(epsilon, delta), None
+    _, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
     dp = epsilon is not None or rho is not None
     ecb = release_codebook(model.codebook, content)
     if not dp and min_cell_policy != "refuse":

@@ -30,8 +30,8 @@ from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
-from marg.marginals.accounting import DEFAULT_DELTA
-from marg.marginals.privacy import PrivacyCost, plan_cost, privatize, rho_for_epsilon
+from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
+from marg.marginals.privacy import budget_for, plan_cost, privatize
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
@@ -72,7 +72,6 @@ def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], 
     return half_split_weights(plan, codebook.label.name, first_share).tolist()
 
 
-MECHANISMS = ("gaussian", "laplace")
 MAX_AUTO_CELLS = 250_000  # --stats auto releases every pair while the pair tables hold at most this many cells
 
 
@@ -258,11 +257,12 @@ def prepare_release(
     epsilon, rho : float, optional
         Total privacy budget of this export. ``epsilon`` with ``mechanism="gaussian"``
         (the default): the discrete Gaussian at the largest ρ whose zCDP guarantee implies
-        (ε, ``delta``)-DP (:func:`marg.marginals.privacy.rho_for_epsilon`); with
+        (ε, ``delta``)-DP (:func:`marg.marginals.dp_conversions.rho_for_epsilon`); with
         ``mechanism="laplace"``: the discrete Laplace, pure ε-DP. ``rho``: Gaussian,
         ρ-zCDP reported at ``delta``. Neither: exact counts under the min-cell rule.
-    mechanism : {"gaussian", "laplace"}
-        How ``epsilon`` is spent. The Gaussian's noise grows like the square root of the
+    mechanism : str
+        How ``epsilon`` is spent: ``"gaussian"``, ``"laplace"`` or another registered
+        mechanism (:mod:`marg.marginals.mechanisms`). The Gaussian's noise grows like the square root of the
         number of tables, the Laplace's linearly: for releases of pair tables the Gaussian
         is far less noisy at the same ε (δ = 1e-6).
     allocation : {"half", "least-squares"}
@@ -314,14 +314,13 @@ def prepare_release(
     codebook.check_level_cap(max_levels)
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
-    if mechanism not in MECHANISMS:
-        raise InputError(f"unknown --mechanism {mechanism!r} (expected one of {', '.join(MECHANISMS)})")
+    target_epsilon = None if epsilon is None else float(epsilon)
+    mech, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
+    if epsilon is not None:
+        target_epsilon = None  # spent as given (pure ε-DP)
+    elif rho is not None and mech.pure:
+        raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
     dp = epsilon is not None or rho is not None
-    target_epsilon = None
-    if epsilon is not None and mechanism == "gaussian":
-        target_epsilon, rho, epsilon = float(epsilon), rho_for_epsilon(epsilon, delta), None
-    elif rho is not None and mechanism == "laplace":
-        raise InputError("--rho is a Gaussian (zCDP) budget; --mechanism laplace needs --epsilon")
     note = pairs_left_out(codebook, stats, dp, pairs)
     notes: list[str] = []
     stats = resolve_stats(codebook, stats, dp, pairs)
@@ -332,7 +331,8 @@ def prepare_release(
     weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
 
     # 1. The cost is known from the plan: check the budget before reading any data.
-    requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta) if dp else PrivacyCost.unbounded()
+    requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
+                          mechanism=mech.name) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     position = None
@@ -370,10 +370,11 @@ def prepare_release(
     # 3. Protect.
     suppressed: list[Any] = []
     if dp:
-        tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook)
+        tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
+                                 mechanism=mech.name)
         notes += useless_noise(tables, n_rows)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
-        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(),
+        privacy = {"mechanism": mech.name, **cost.to_dict(),
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}

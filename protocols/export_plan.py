@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 
 from .export import prepare_release
 

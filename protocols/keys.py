@@ -1,4 +1,4 @@
-"""Site and learner key material: Ed25519 signing keys, X25519 sealing keys, trust stores.
+"""Key files: Ed25519 signing and X25519 sealing key pairs of a site or the learner, their ids.
 
 A site (or the learner) owns two key pairs, written by :func:`generate_keys` as PEM files
 in one directory::
@@ -13,18 +13,8 @@ sealing pair lets others encrypt to its owner (sites seal bundles to the learner
 ``.seal.pub``). A key's **id** is ``sha256(raw 32 public bytes)`` in hex (64 characters);
 :func:`short_id` gives the first 16 for display.
 
-A **trust store** (:class:`TrustStore`) is a directory of ``*.sign.pub`` files; the site
-name of a key is the file name before ``.sign.pub``. The learner accepts a signed bundle
-only if its key id is in the trust store and belongs to the site the bundle claims.
-
-**Roles.** A signing key is a *site*'s (it signs bundles and ledger entries) or the
-*learner*'s (it signs models, secure-aggregation rounds and sums). :func:`generate_keys`
-writes the role as the first line of ``NAME.sign.pub`` (``marg-role: site`` or
-``marg-role: learner``, before the PEM block); a trust store reads it, and verification
-checks it (:func:`protocols.signing.trusted_signer`): a model signed by a site's key is
-refused even when that key is trusted (a roster holds site keys). A ``.sign.pub`` without
-the line (an older marg) has no role: it is accepted as a site's, never as the learner's;
-``marg keys trust PUB --trust DIR --role learner`` marks the copy in the verifier's store.
+Who a public key belongs to is the trust store's (:mod:`protocols.trust_store`); whether a
+signing key is a site's or the learner's is its role line (:mod:`protocols.key_roles`).
 
 Errors are one line: :class:`~marginals.errors.InputError` for a missing file, a file that
 is not a key, the wrong kind of key, or a missing passphrase;
@@ -47,40 +37,14 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 from marg._util import atomic_write_bytes
 from marg.errors import InputError, RefusedError
 
+from .key_roles import role_line
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 SIGN_KEY_SUFFIX = ".sign.key"
 SIGN_PUB_SUFFIX = ".sign.pub"
 SEAL_KEY_SUFFIX = ".seal.key"
 SEAL_PUB_SUFFIX = ".seal.pub"
-
-ROLES = ("site", "learner")
-ROLE_LINE = re.compile(rb"^marg-role: ([a-z]+)\r?\n")
-
-
-def role_line(role: str) -> bytes:
-    """The first line of a ``.sign.pub`` naming its key's role."""
-    if role not in ROLES:
-        raise InputError(f"unknown key role {role!r} (expected one of {', '.join(ROLES)})")
-    return f"marg-role: {role}\n".encode()
-
-
-def read_role(data: bytes, name: str = "public key") -> str | None:
-    """The role a ``.sign.pub`` file's bytes declare (None: no role line, an older marg)."""
-    m = ROLE_LINE.match(data)
-    if m is None:
-        return None
-    role = m.group(1).decode()
-    if role not in ROLES:
-        raise InputError(f"{name}: unknown key role {role!r} (expected one of {', '.join(ROLES)})")
-    return role
-
-
-def with_role(data: bytes, role: str) -> bytes:
-    """``.sign.pub`` bytes with their role line set to ``role``."""
-    m = ROLE_LINE.match(data)
-    return role_line(role) + (data[m.end():] if m else data)
-
 
 _SITE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -92,7 +56,8 @@ _KIND_NAMES = {
 }
 
 
-def _kind_name(key: object) -> str:
+def kind_name(key: object) -> str:
+    """Human-readable kind of a key object, e.g. ``"Ed25519 public (verify) key"``."""
     for cls, name in _KIND_NAMES.items():
         if isinstance(key, cls):
             return name
@@ -282,7 +247,8 @@ def generate_keys(
 # ---------------------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------------------
-def _read(path: PathLike, what: str) -> tuple[Path, bytes]:
+def read_key_bytes(path: PathLike, what: str) -> tuple[Path, bytes]:
+    """The path and bytes of the ``what`` file ``path``; InputError naming it if it cannot be read."""
     p = Path(path)
     try:
         return p, p.read_bytes()
@@ -295,7 +261,7 @@ def _read(path: PathLike, what: str) -> tuple[Path, bytes]:
 
 
 def _load_private(path: PathLike, passphrase: bytes | None, cls: type, what: str) -> object:
-    p, data = _read(path, what)
+    p, data = read_key_bytes(path, what)
     if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
         raise InputError(f"{str(p)!r} holds a public key, expected a {what}")
     try:
@@ -313,44 +279,24 @@ def _load_private(path: PathLike, passphrase: bytes | None, cls: type, what: str
     except Exception as exc:  # unsupported algorithm and other parser errors
         raise InputError(f"{str(p)!r} is not a usable {what}: {type(exc).__name__}") from None
     if not isinstance(key, cls):
-        raise InputError(f"{str(p)!r} holds a {_kind_name(key)}, expected a {what}")
+        raise InputError(f"{str(p)!r} holds a {kind_name(key)}, expected a {what}")
     return key
 
 
-def _load_public(path: PathLike, cls: type, what: str) -> object:
-    p, data = _read(path, what)
+def _load_public(path: PathLike, cls: type | tuple[type, ...], what: str, expected: str | None = None,
+                 private: str | None = None) -> object:
+    """The public key of class ``cls`` in the PEM file ``path``; InputError naming ``what`` (the
+    words ``expected`` and ``private`` for a key of the wrong kind and for a private key)."""
+    p, data = read_key_bytes(path, what)
     if b"PRIVATE KEY-----" in data:
-        raise InputError(f"{str(p)!r} holds a private key, expected a {what} (never share private keys)")
+        raise InputError(f"{str(p)!r} holds a private key" + (private or f", expected a {what} (never share private keys)"))
     try:
         key = serialization.load_pem_public_key(data)
     except Exception:
         raise InputError(f"{str(p)!r} is not a PEM {what}") from None
     if not isinstance(key, cls):
-        raise InputError(f"{str(p)!r} holds a {_kind_name(key)}, expected a {what}")
+        raise InputError(f"{str(p)!r} holds a {kind_name(key)}, expected {expected or 'a ' + what}")
     return key
-
-
-KEYS_DIR = "keys"  # under the configuration folder ($MARG_HOME): the learner's default key pairs
-
-
-def default_signing_key(home: PathLike | None = None) -> Path | None:
-    """The signing key used when none is named: ``$MARG_SIGN_KEY``, else the one
-    ``*.sign.key`` in ``HOME/keys`` (``marg keys init --site NAME --dir $MARG_HOME/keys``),
-    else None. Two or more keys there, or ``$MARG_SIGN_KEY`` naming no file: InputError.
-    """
-    from .site import site_home
-
-    env = os.environ.get("MARG_SIGN_KEY")
-    if env:
-        p = Path(env)
-        if not p.is_file():
-            raise InputError(f"$MARG_SIGN_KEY names no key file: {p}")
-        return p
-    d = site_home(home) / KEYS_DIR
-    found = sorted(d.glob("*" + SIGN_KEY_SUFFIX)) if d.is_dir() else []
-    if len(found) > 1:
-        raise InputError(f"{d} holds {len(found)} signing keys ({', '.join(p.name for p in found)}): name one with --sign-key")
-    return found[0] if found else None
 
 
 def load_signing_key(path: PathLike, passphrase: bytes | None = None) -> ed25519.Ed25519PrivateKey:
@@ -386,99 +332,5 @@ def load_seal_public_key(path: PathLike) -> x25519.X25519PublicKey:
 
 def load_any_public_key(path: PathLike) -> object:
     """Load a PEM public key of either kind (Ed25519 or X25519), for display."""
-    p, data = _read(path, "public key")
-    if b"PRIVATE KEY-----" in data:
-        # a private key file: report its public half
-        raise InputError(f"{str(p)!r} holds a private key; show its .pub file instead")
-    try:
-        key = serialization.load_pem_public_key(data)
-    except Exception:
-        raise InputError(f"{str(p)!r} is not a PEM public key") from None
-    if not isinstance(key, (ed25519.Ed25519PublicKey, x25519.X25519PublicKey)):
-        raise InputError(f"{str(p)!r} holds a {_kind_name(key)}, expected an Ed25519 or X25519 public key")
-    return key
-
-
-def kind_name(key: object) -> str:
-    """Human-readable kind of a key object, e.g. ``"Ed25519 public (verify) key"``."""
-    return _kind_name(key)
-
-
-# ---------------------------------------------------------------------------------------
-# trust store
-# ---------------------------------------------------------------------------------------
-class TrustStore:
-    """The learner's trusted site keys: a directory of ``SITE.sign.pub`` files.
-
-    Parameters
-    ----------
-    directory : path
-        Every ``*.sign.pub`` file in it (not recursive) is loaded; other files are
-        ignored. A ``*.sign.pub`` file that is not an Ed25519 public key is an
-        :class:`InputError` (a broken trust store is never silently skipped).
-
-    Attributes
-    ----------
-    directory : Path
-    keys : dict[str, tuple[str, Ed25519PublicKey]]
-        key id -> (site, public key).
-    roles : dict[str, str or None]
-        key id -> the role its file declares ("site", "learner"; None: no role line).
-    """
-
-    def __init__(self, directory: PathLike) -> None:
-        d = Path(directory)
-        if not d.is_dir():
-            raise InputError(f"trust store {str(d)!r} is not a directory")
-        self.directory = d
-        self.keys: dict[str, tuple[str, ed25519.Ed25519PublicKey]] = {}
-        self.roles: dict[str, str | None] = {}
-        for f in sorted(d.glob(f"*{SIGN_PUB_SUFFIX}")):
-            site = f.name[: -len(SIGN_PUB_SUFFIX)]
-            key = load_verify_key(f)
-            kid = key_id(key)
-            self.roles[kid] = read_role(_read(f, "public key")[1], str(f))
-            if kid in self.keys and self.keys[kid][0] != site:
-                raise InputError(
-                    f"trust store {str(d)!r}: key {short_id(kid)} is listed for two sites, "
-                    f"{self.keys[kid][0]!r} and {site!r}"
-                )
-            self.keys[kid] = (site, key)
-
-    @classmethod
-    def from_keys(cls, keys: dict[str, ed25519.Ed25519PublicKey], roles: dict[str, str] | None = None) -> "TrustStore":
-        """An in-memory trust store from ``{site: public key}`` (for tests and APIs); ``roles``:
-        ``{site: "site" | "learner"}`` (default none declared)."""
-        self = cls.__new__(cls)
-        self.directory = Path("<memory>")
-        self.keys = {}
-        self.roles = {}
-        for site, key in keys.items():
-            validate_site_name(site)
-            if not isinstance(key, ed25519.Ed25519PublicKey):
-                raise InputError(f"trust store key for site {site!r} is a {_kind_name(key)}, expected Ed25519 public")
-            self.keys[key_id(key)] = (site, key)
-            role = (roles or {}).get(site)
-            self.roles[key_id(key)] = None if role is None else read_role(role_line(role))
-        return self
-
-    def lookup(self, kid: str) -> tuple[str, ed25519.Ed25519PublicKey] | None:
-        """``(site, key)`` for a key id, or ``None`` if the key is not trusted."""
-        return self.keys.get(kid)
-
-    def role(self, kid: str) -> str | None:
-        """The role a trusted key's file declares (None: none, or not trusted)."""
-        return self.roles.get(kid)
-
-    def sites(self) -> dict[str, list[str]]:
-        """site -> list of trusted key ids (a site may have rotated keys)."""
-        out: dict[str, list[str]] = {}
-        for kid, (site, _) in self.keys.items():
-            out.setdefault(site, []).append(kid)
-        return out
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def __repr__(self) -> str:
-        return f"TrustStore({str(self.directory)!r}, {len(self.keys)} keys)"
+    return _load_public(path, (ed25519.Ed25519PublicKey, x25519.X25519PublicKey), "public key",
+                        expected="an Ed25519 or X25519 public key", private="; show its .pub file instead")

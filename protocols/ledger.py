@@ -1,11 +1,7 @@
 """The site's release ledger: an append-only, hash-chained, signed file with a signed checkpoint.
 
-Layout of a ledger folder ``DIR``::
-
-    DIR/ledger.jsonl       one canonical-JSON entry per line (:mod:`protocols.ledger_format`)
-    DIR/checkpoint.json    the state after the last entry, signed (:mod:`protocols.ledger_state`)
-    DIR/rounds/ID          one empty file per learner's round a release answered
-    DIR/.lock              advisory lock serialising appends
+Its files (``DIR/ledger.jsonl``, ``checkpoint.json``, ``rounds/ID``, ``.lock``) are
+:mod:`protocols.ledger_file`'s; one entry's form is :mod:`protocols.ledger_format`'s.
 
 The **privacy cap lives in the chain** (a signed ``cap`` entry, :meth:`Ledger.set_cap`), so
 editing or deleting a side file cannot raise it. A site configured with ``marg audit init``
@@ -24,12 +20,8 @@ rename) and the site configuration's head. A crash anywhere leaves the old ledge
 ledger plus one whole entry (accounted at the next append), plus possibly a torn tail or a
 stale temp file. Cost: independent of the number of entries.
 
-**A round is answered once.** A release for a learner's round (:mod:`protocols.rounds`)
-creates ``DIR/rounds/ID`` (``O_EXCL``, under the lock, before its line is written); a second
-release for the same round id is refused, so a learner cannot make the site mask or release
-twice under one round (for secure aggregation that would leak the difference of the two
-vectors). A crash after the marker and before the line burns the round id: refusing is the
-safe side. A ledger without a checkpoint
+**A round is answered once** (:func:`protocols.ledger_file.mark_round`, under the lock, before
+the line is written). A ledger without a checkpoint
 (written by an older marg, or the checkpoint deleted) is verified in full once.
 
 **What verification proves** (:meth:`Ledger.verify`, ``marg audit verify``): every line, its
@@ -42,59 +34,27 @@ checkpoint), and ``marg audit verify`` finds it.
 
 from __future__ import annotations
 
-import fcntl
 import os
-from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from marg._util import atomic_write_bytes, canonical_json
-from marg.errors import InputError, MargError, RefusedError
+from marg._util import atomic_write_bytes, canonical_json, now_iso
+from marg.errors import InputError, RefusedError
 from marg.marginals.accounting import PrivacyCost, check_budget
 from marg.marginals.budget_file import BUDGET_FILE, read_budget
-from marg.marginals.privacy import release_cost
 
-from .exact_releases import release_digests
 from .keys import key_id, load_verify_key, short_id
-from .ledger_format import (
-    ENTRY_VERSION,
-    GENESIS,
-    HEX64,
-    LEDGER_FILE,
-    ROUND_ID,
-    entry_signing_bytes,
-    kind_of,
-    line_hash,
-    parse_entry,
-    split_lines,
-    statistics_of,
-)
-from .ledger_state import CHECKPOINT_FILE, LedgerState, _apply_exact, apply_entry, checkpoint_bytes, parse_checkpoint
+from .ledger_entries import as_cost, bundle_cost, cap_entry, release_entry, release_facts
+from .ledger_file import append_line, clean_stale, line_ending_at, locked, mark_round
+from .ledger_format import LEDGER_FILE, entry_signing_bytes, kind_of, line_hash, parse_entry, split_lines
+from .ledger_state import CHECKPOINT_FILE, LedgerState, apply_entry, apply_exact, checkpoint_bytes, parse_checkpoint
 from .ledger_verify import LedgerReport, verify_ledger
 from .signing import b64, sign_bytes, unb64, verify_bytes
+from .site import DEFAULT_LEDGER_DIR
 
-DEFAULT_LEDGER_DIR = "marg-ledger"
-LOCK_FILE = ".lock"
-ROUNDS_DIR = "rounds"
-_CHUNK = 1 << 16
-
-__all__ = ["DEFAULT_LEDGER_DIR", "GENESIS", "LEDGER_FILE", "Ledger", "LedgerReport", "LedgerState",
-           "entry_signing_bytes", "line_hash", "parse_entry", "statistics_of"]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _as_cost(x: Any, what: str) -> PrivacyCost:
-    if isinstance(x, PrivacyCost):
-        return x
-    if isinstance(x, Mapping):
-        return PrivacyCost.from_dict(x)
-    raise InputError(f"{what} must be a privacy cost {{epsilon, delta, rho}}, got {x!r}")
+__all__ = ["Ledger"]
 
 
 def _pub(key: Any) -> ed25519.Ed25519PublicKey | None:
@@ -105,29 +65,6 @@ def _pub(key: Any) -> ed25519.Ed25519PublicKey | None:
     if isinstance(key, (str, os.PathLike)):
         return load_verify_key(key)
     raise InputError(f"ledger key must be an Ed25519 public key or a .sign.pub path, got {type(key).__name__}")
-
-
-def _line_ending_at(fh: Any, end: int) -> bytes:
-    """The line that ends (with its ``"\\n"``) at byte ``end`` of an open file, without the newline.
-
-    Reads backwards in 64 KiB chunks: the cost is one line's length, not the file's.
-    Returns ``b"\\x00"`` (which hashes to no head) when ``end`` is not a line boundary.
-    """
-    if end <= 0:
-        return b"\x00"
-    fh.seek(end - 1)
-    if fh.read(1) != b"\n":
-        return b"\x00"
-    buf, pos = b"", end - 1
-    while pos > 0:
-        start = max(0, pos - _CHUNK)
-        fh.seek(start)
-        buf = fh.read(pos - start) + buf
-        pos = start
-        cut = buf.rfind(b"\n")
-        if cut >= 0:
-            return buf[cut + 1:]
-    return buf
 
 
 class Ledger:
@@ -238,7 +175,7 @@ class Ledger:
             state = self._fold(LedgerState(), lines, keys)
             end = state.size
             with open(self.path, "rb") as fh:
-                ok = cp.size <= end and (cp.n == 0 or line_hash(_line_ending_at(fh, cp.size)) == cp.head)
+                ok = cp.size <= end and (cp.n == 0 or line_hash(line_ending_at(fh, cp.size)) == cp.head)
             if not ok:
                 raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or replaced)")
         else:
@@ -256,7 +193,7 @@ class Ledger:
             raise RefusedError(f"ledger {self.path} is shorter than its checkpoint records ({size} bytes, {cp.n} entries "
                                f"in {cp.size} bytes): truncated or edited")
         with open(self.path, "rb") as fh:
-            if cp.n > 0 and line_hash(_line_ending_at(fh, cp.size)) != cp.head:
+            if cp.n > 0 and line_hash(line_ending_at(fh, cp.size)) != cp.head:
                 raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or replaced)")
             fh.seek(cp.size)
             lines, _tail = split_lines(fh.read())
@@ -272,14 +209,14 @@ class Ledger:
                                f"{head['n']} ({self.site.path}): truncated, deleted or rolled back")
         if head["n"] > 0:
             with open(self.path, "rb") as fh:
-                ok = head["size"] <= state.size and line_hash(_line_ending_at(fh, head["size"])) == head["hash"]
+                ok = head["size"] <= state.size and line_hash(line_ending_at(fh, head["size"])) == head["hash"]
             if not ok:
                 raise RefusedError(f"ledger {self.path} does not contain entry {head['n']} as site {self.site.site!r} "
                                    f"recorded it ({self.site.path}): replaced or rolled back")
 
     def state(self) -> LedgerState:
         """The verified current state (O(1) with a checkpoint); RefusedError if the ledger is not intact."""
-        with self._locked(create=False):
+        with locked(self.directory, create=False):
             return self._load_state()[0]
 
     def spent(self) -> PrivacyCost:
@@ -304,13 +241,13 @@ class Ledger:
             a bundle whose ``prev_bundle``/``origin`` disagrees with what it received are forks.
             :meth:`record` refuses the entry if the ledger moved since (a concurrent export).
         """
-        with self._locked(create=False):
+        with locked(self.directory, create=False):
             state, _end = self._load_state()
             origin = prev_bundle = None
             if state.n > 0:
                 with open(self.path, "rb") as fh:
                     first = fh.readline().rstrip(b"\n")
-                    last = _line_ending_at(fh, state.size)
+                    last = line_ending_at(fh, state.size)
                 origin = line_hash(first)
                 prev_bundle = parse_entry(last, f"ledger {self.path} entry {state.n}").get("bundle")
         return {"seq": state.n + 1, "prev": state.head, "origin": origin, "prev_bundle": prev_bundle}
@@ -320,50 +257,16 @@ class Ledger:
         or one for a round this site already answered."""
         state = self.state()
         if state.cap is not None:
-            check_budget(state.cap, state.spend, _as_cost(cost, "release cost"))
+            check_budget(state.cap, state.spend, as_cost(cost, "release cost"))
         if round_id is not None:
             self.mark_round(round_id, create=False)
 
     def mark_round(self, round_id: str, create: bool = True) -> Path:
         """Refuse a round this site already answered; with ``create``, mark it answered
-        (``DIR/rounds/ID``, created exclusively). Returns the marker's path."""
-        if not isinstance(round_id, str) or not ROUND_ID.match(round_id):
-            raise InputError(f"malformed round id {round_id!r}")
-        marker = self.directory / ROUNDS_DIR / round_id
-        if marker.exists():
-            raise RefusedError(f"round {round_id} was already answered by this site (ledger {self.directory}): a reused "
-                               "or replayed round; ask the learner for a new one")
-        if create:
-            marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            try:
-                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                raise RefusedError(f"round {round_id} was already answered by this site (ledger {self.directory})") from None
-        return marker
+        (:func:`protocols.ledger_file.mark_round`). Returns the marker's path."""
+        return mark_round(self.directory, round_id, create)
 
     # ------------------------------------------------------------------ writing
-    @contextmanager
-    def _locked(self, create: bool = True) -> Iterator[None]:
-        if not self.directory.is_dir():
-            if not create:
-                yield
-                return
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-    def _clean_stale(self) -> None:
-        for p in self.directory.glob(".*.tmp"):
-            try:
-                p.unlink()
-            except OSError:
-                pass
-
     def _write(self, entry: dict[str, Any], private_key: ed25519.Ed25519PrivateKey | None,
                position: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Under the lock: verify the state, check and append ``entry``, checkpoint it.
@@ -376,7 +279,7 @@ class Ledger:
             have = "no key" if private_key is None else f"key {short_id(key_id(private_key))}"
             raise RefusedError(f"ledger {self.directory} is pinned to key {short_id(key_id(self.public_key))}; "
                                f"refusing an entry signed with {have}")
-        with self._locked():
+        with locked(self.directory):
             state, end = self._load_state(private_key, recording_cap=kind_of(entry) == "cap")
             if state.key_id is not None and private_key is None:
                 raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}; sign this entry too (--key)")
@@ -397,9 +300,9 @@ class Ledger:
             parse_entry(line, "new ledger entry")  # the writer obeys its own format
             new = apply_entry(state, entry, line)  # refuses (budget, exact releases) before any byte is written
             marker = self.mark_round(entry["round"], create=True) if entry.get("round") else None
-            self._clean_stale()
+            clean_stale(self.directory)
             try:
-                self._append_line(line, end)
+                append_line(self.path, line, end)
             except BaseException:
                 if marker is not None:
                     marker.unlink()  # the entry was not written: the round is not answered
@@ -420,75 +323,28 @@ class Ledger:
         ``marg audit init`` runs it once, so a ledger written by an older marg (no checkpoint,
         maybe unsigned entries) is taken over only after it verifies.
         """
-        with self._locked():
+        with locked(self.directory):
             state, _ = self._load_state(private_key)
             if state.key_id is not None and state.key_id != key_id(private_key):
                 raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not {short_id(key_id(private_key))}")
-            atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(state, private_key, _now()), mode=0o600)
+            atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(state, private_key, now_iso()), mode=0o600)
             if self.site is not None and self.site.owns(self.directory):
                 self.site = self.site.with_head(state.n, state.size, state.head)
                 self.site.save(private_key)
         return state
 
-    def _append_line(self, line: bytes, end: int) -> None:
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            if os.fstat(fd).st_size != end:
-                os.ftruncate(fd, end)  # drop a torn tail left by a crashed append
-            data = line + b"\n"
-            while data:
-                n = os.write(fd, data)
-                data = data[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            dfd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-
-    def append(
-        self,
-        *,
-        bundle_digest: str,
-        site: str,
-        statistics: Sequence[Mapping[str, Any]],
-        cost: Any,
-        recipient: str | None = None,
-        recipient_name: str | None = None,
-        mechanism: str | None = None,
-        file_digest: str | None = None,
-        n_rows: int | None = None,
-        private_key: ed25519.Ed25519PrivateKey | None = None,
-        time: str | None = None,
-        source: Mapping[str, Any] | None = None,
-        round: str | None = None,
-        exact: Mapping[str, str] | None = None,
-        suppressed: int = 0,
-        position: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    def append(self, *, private_key: ed25519.Ed25519PrivateKey | None = None, position: Mapping[str, Any] | None = None,
+               **facts: Any) -> dict[str, Any]:
         """Append one release entry; refuse it (writing nothing) if a rule forbids it.
 
         Parameters
         ----------
-        bundle_digest : ``Bundle.digest()`` of the signed bundle (sha256 hex)
-        site : the releasing site
-        statistics : ``{name, kind, clique, shape, mechanism, std}`` per table (:func:`statistics_of`)
-        cost : PrivacyCost or {epsilon, delta, rho}; ``inf`` for exact releases
-        recipient, recipient_name : the learner's sealing key id and name, if sealed
-        mechanism : default derived from ``statistics``
-        file_digest : sha256 hex of the file written, if it differs from the bundle (sealed)
-        n_rows : the row count the bundle states
         private_key : the site's signing key (required for a signed or pinned ledger)
-        time : default now (UTC)
-        source : where the site counted (``Source.describe()``)
-        round : the learner's round id answered (refused if already answered)
-        exact : :func:`protocols.exact_releases.release_digests` of an exact release
-        suppressed : cells suppressed by the min-cell rule
         position : the bundle's stated ledger position (:meth:`position`): refused if the entry would land elsewhere
+        **facts
+            The release: ``bundle_digest``, ``site``, ``statistics``, ``cost`` and the optional
+            fields of :func:`protocols.ledger_entries.release_entry` (a ``round`` already
+            answered is refused).
 
         Returns
         -------
@@ -501,51 +357,21 @@ class Ledger:
             Budget exhausted, a replayed round, a differencing exact release, or a ledger
             that is not intact (missing, truncated, edited, re-signed).
         """
-        for name, v in (("bundle digest", bundle_digest), ("file digest", file_digest)):
-            if v is not None and (not isinstance(v, str) or not HEX64.match(v)):
-                raise InputError(f"{name} must be a sha256 hex string, got {v!r}")
-        if bundle_digest is None:
-            raise InputError("a release entry needs the bundle digest")
-        if not isinstance(site, str) or not site:
-            raise InputError(f"site must be a non-empty string, got {site!r}")
-        stats = [dict(s) for s in statistics]
-        for s in stats:
-            if not isinstance(s.get("name"), str) or not isinstance(s.get("clique"), list):
-                raise InputError(f"malformed statistic record {s!r} (needs name and clique list)")
-        mechs = sorted({str(s.get("mechanism", "none")) for s in stats})
-        entry: dict[str, Any] = {
-            "v": ENTRY_VERSION, "kind": "release", "time": time or _now(), "site": site,
-            "recipient": recipient, "recipient_name": recipient_name, "bundle": bundle_digest,
-            "file_sha256": file_digest, "n_rows": None if n_rows is None else int(n_rows), "statistics": stats,
-            "mechanism": mechanism or (mechs[0] if len(mechs) == 1 else ("mixed" if mechs else "none")),
-            "cost": _as_cost(cost, "release cost").to_dict(), "source": dict(source) if source else None,
-            "round": round or None, "exact": dict(exact) if exact else None,
-            "suppressed": int(suppressed),
-        }
-        return self._write(entry, private_key, position)
+        return self._write(release_entry(**facts), private_key, position)
 
     def set_cap(self, cap: Any, private_key: ed25519.Ed25519PrivateKey, site: str, time: str | None = None) -> dict[str, Any]:
         """Record the dataset's privacy cap as a signed ``cap`` entry (or lower it; never raise it).
 
         A cap needs a signing key: an unsigned cap could be edited away.
         """
-        c = _as_cost(cap, "budget cap")
-        if c.epsilon == 0.0 and c.rho == 0.0:
-            raise InputError(f"privacy budget cap sets neither epsilon nor rho: {c.describe()}")
-        if c.epsilon == float("inf") or c.rho == float("inf"):
-            raise InputError(f"privacy budget cap must be finite, got {c.describe()}")
+        entry = cap_entry(cap, site, time)
+        c = PrivacyCost.from_dict(entry["cap"])
         if private_key is None:
             raise InputError("a privacy cap is recorded signed: give the site's key (--key SITE.sign.key)")
         legacy = read_budget(self.directory) if (self.directory / BUDGET_FILE).exists() else None
         if legacy is not None and legacy != c:
             raise RefusedError(f"{self.directory / BUDGET_FILE} sets cap {legacy.describe()}; record that one "
                                f"(requested {c.describe()})")
-        entry: dict[str, Any] = {
-            "v": ENTRY_VERSION, "kind": "cap", "time": time or _now(), "site": site, "recipient": None,
-            "recipient_name": None, "bundle": None, "file_sha256": None, "n_rows": None, "statistics": [],
-            "mechanism": "none", "cost": PrivacyCost.zero().to_dict(), "cap": c.to_dict(), "source": None,
-            "round": None, "exact": None, "suppressed": 0,
-        }
         out = self._write(entry, private_key)
         if legacy is not None:
             os.replace(self.directory / BUDGET_FILE, self.directory / f"{BUDGET_FILE}.recorded")
@@ -565,7 +391,7 @@ class Ledger:
         cost and digest are read from it; an exact release also records what it disclosed.
 
         The cost is ``cost`` if given, else the header's ``privacy``, else
-        :func:`marginals.privacy.release_cost` of its tables; a bundle holding an exact table
+        :func:`marginals.privacy.tables_cost` of its tables; a bundle holding an exact table
         always costs ``inf``. Call it *before* writing the bundle file: a crash then leaves a
         ledger that over-states what left, never one that under-states it.
 
@@ -577,12 +403,7 @@ class Ledger:
         The bundle's ``ledger`` header field (its position, :meth:`position`), if any, must be
         where the entry lands.
         """
-        if cost is None:
-            try:
-                cost = _as_cost(bundle.header.get("privacy"), "bundle privacy")
-            except MargError:
-                cost = release_cost(bundle.tables)
-        stats, c, exact = _release_facts(bundle, cost, suppressed)
+        stats, c, exact = release_facts(bundle, bundle_cost(bundle, cost), suppressed)
         return self.append(
             bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,
@@ -595,11 +416,11 @@ class Ledger:
         """Refuse now what :meth:`record` would refuse for ``bundle`` (the budget, the exact-release
         rules), writing nothing: ``marg export --dry-run``. Returns the state before the release."""
         state = self.state()
-        _, c, exact = _release_facts(bundle, cost, suppressed)
+        _, c, exact = release_facts(bundle, cost, suppressed)
         if state.cap is not None:
             check_budget(state.cap, state.spend, c)
         if exact:
-            _apply_exact(state, {"exact": exact, "site": bundle.site, "suppressed": len(suppressed), "seq": state.n + 1})
+            apply_exact(state, {"exact": exact, "site": bundle.site, "suppressed": len(suppressed), "seq": state.n + 1})
         return state
 
     # ------------------------------------------------------------------ verifying
@@ -625,16 +446,3 @@ class Ledger:
         pub = _pub(public_key) or self.public_key
         return verify_ledger(self, pub, bundle_paths or (), allow_unsigned, require_key, head)
 
-
-def _release_facts(bundle: Any, cost: Any, suppressed: Sequence[Any]) -> tuple[list[dict[str, Any]], PrivacyCost, Any]:
-    """What the ledger records of a release, for :meth:`Ledger.record` and :meth:`Ledger.preview` alike:
-    its statistics, its cost (``inf`` when it holds an exact table) and the digests of what an exact
-    release disclosed (scoped to held-out rows for an evaluation, else the study's rows)."""
-    c = _as_cost(cost, "release cost")
-    stats = statistics_of(bundle)
-    if any(s["mechanism"] == "none" for s in stats):
-        c = PrivacyCost.unbounded()
-    hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
-    rows = "evaluation" if bundle.header.get("evaluation") else "study"
-    exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
-    return stats, c, exact

@@ -35,13 +35,12 @@ tie entries together (chain, sums, cap, rounds, exact releases) are in
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any, Mapping
 
-from marg._util import canonical_json
+from marg._util import canonical_json, parse_canonical
 from marg.errors import InputError, MargError
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 
 LEDGER_FILE = "ledger.jsonl"
 GENESIS = "0" * 64
@@ -80,6 +79,10 @@ _FIELDS_V2: dict[str, Any] = {
     "suppressed": int,
 }
 FIELDS = {1: _FIELDS_V1, 2: _FIELDS_V2}
+
+
+_PROBLEMS = {"UnicodeDecodeError": "not UTF-8 (corrupted)", "not an object": "not a JSON object",
+             "not canonical": "not canonical JSON", "edited": "not in canonical form (edited)"}
 
 
 def line_hash(line: bytes) -> str:
@@ -145,22 +148,9 @@ def parse_entry(line: bytes, where: str = "ledger entry") -> dict[str, Any]:
     The line must be the canonical JSON of its object (so any byte edit that keeps valid
     JSON is still caught), with every field of its version and the right types.
     """
-    try:
-        text = bytes(line).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{where}: not UTF-8 (corrupted)") from None
-    try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise InputError(f"{where}: not valid JSON (truncated or corrupted)") from None
-    if not isinstance(obj, dict):
-        raise InputError(f"{where}: not a JSON object")
-    try:
-        canon = canonical_json(obj)
-    except (ValueError, TypeError):
-        raise InputError(f"{where}: not canonical JSON") from None
-    if canon != line:
-        raise InputError(f"{where}: not in canonical form (edited)")
+    obj, problem = parse_canonical(line)
+    if problem is not None:
+        raise InputError(f"{where}: {_PROBLEMS.get(problem, 'not valid JSON (truncated or corrupted)')}")
     version = obj.get("v")
     if not isinstance(version, int) or isinstance(version, bool) or version not in FIELDS:
         raise InputError(f"{where}: unsupported entry version {version!r}")

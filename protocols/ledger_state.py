@@ -121,7 +121,7 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
     ------
     RefusedError
         One line naming the entry and the rule it breaks; the budget rule raises the
-        :func:`marginals.privacy.check_budget` message ("privacy budget exhausted: ...").
+        :func:`marginals.accounting.check_budget` message ("privacy budget exhausted: ...").
     """
     seq = entry["seq"]
     where = f"entry seq {seq}"
@@ -162,7 +162,7 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
     if cap is not None:
         check_budget(cap, spend, cost)
     new = replace(new, cumulative=total, spend=spend.add(cost), cap=cap if entry.get("v", 1) >= 2 else state.cap)
-    return _apply_exact(new, entry)
+    return apply_exact(new, entry)
 
 
 def _not_raised(old: PrivacyCost, new: PrivacyCost) -> bool:
@@ -178,7 +178,7 @@ def _not_raised(old: PrivacyCost, new: PrivacyCost) -> bool:
     return True
 
 
-def _apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
+def apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
     digests = entry.get("exact")
     if not digests:
         return new

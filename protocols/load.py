@@ -22,7 +22,8 @@ from .bundle import Bundle
 def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=None, observe=None):
     """``open(path) -> Bundle``: open (if sealed), parse and verify one file (its round, and
     its ledger position against ``history``, a :class:`protocols.history.History`)."""
-    from .keys import TrustStore, load_seal_key, read_passphrase_file
+    from .keys import load_seal_key, read_passphrase_file
+    from .trust_store import TrustStore
     from .signing import load_verified_bundle
 
     seal_key = None

@@ -13,7 +13,7 @@ codebook — invalidates it. The record::
 :func:`sign_model_file` adds it (``marg learn --sign-key``); :func:`verify_model_file` checks
 it against a trust store of ``NAME.sign.pub`` files (``--trust``), refusing with one line
 (exit 1) an unsigned model (unless ``allow_unsigned``), an unknown signer, a signer whose
-trust-store key is not a learner's (:mod:`protocols.keys`, Roles: a site's key in the same
+trust-store key is not a learner's (:mod:`protocols.key_roles`: a site's key in the same
 folder does not sign models) or a bad signature.
 
 **Verify the bytes you use.** :func:`read_verified_model` reads the file once and returns the
@@ -32,7 +32,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from marg._util import atomic_write_bytes, canonical_json
 from marg.errors import InputError, RefusedError, option
 
-from .keys import TrustStore, key_id
+from .keys import key_id
+from .trust_store import TrustStore
 from .signing import ALG, _HEX64, b64, sign_bytes, trusted_signer, verify_bytes
 
 

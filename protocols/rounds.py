@@ -3,7 +3,7 @@
 ``marg round --schema codebook.json --sign-key learner.sign.key --out round.json`` draws a
 fresh 128-bit round id for one aggregation of one study, signed by the learner; sites export
 with ``--round round.json --trust learner-keys/`` (the signature is checked against a key whose
-role is learner, :mod:`protocols.keys`; the id goes into the bundle header, which the site's
+role is learner, :mod:`protocols.key_roles`; the id goes into the bundle header, which the site's
 signature covers); ``marg learn --round round.json`` refuses any bundle of another round, or
 of none — a replayed or stale bundle, even one validly signed and sealed. Without
 ``--round``, ``marg learn`` says in one line how many bundles carry no round (rounds are
@@ -20,11 +20,10 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from marg._util import atomic_write_bytes, canonical_json
+from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
 FORMAT = "marg-round"
@@ -38,7 +37,7 @@ def new_round(path: str | Path, fingerprint: str, sign_key: Any = None) -> str:
 
     rid = secrets.token_hex(16)
     d = {"format": FORMAT, "version": 1, "id": rid, "fingerprint": str(fingerprint),
-         "created": datetime.now(timezone.utc).replace(microsecond=0).isoformat()}
+         "created": now_iso()}
     if sign_key is not None:
         d = sign_document(d, sign_key)
     atomic_write_bytes(Path(path), canonical_json(d))
@@ -75,7 +74,7 @@ def read_round(spec: str | Path, fingerprint: str | None = None, trust: Any = No
 
 def verify_round(d: dict[str, Any], trust: Any, name: str) -> str:
     """Check a round document's signature under a learner key of ``trust``; return the signer's name."""
-    from .keys import TrustStore
+    from .trust_store import TrustStore
     from .signing import document_signed_by, trusted_signer
 
     kid = d.get("key_id")

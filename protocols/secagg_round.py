@@ -49,10 +49,12 @@ from marg.marginals.noise import NoiseRecord
 from marg.marginals.tables import MarginalTable
 
 from . import shamir
-from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, TrustStore, key_id, load_seal_public_key, load_verify_key
+from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, key_id, load_seal_public_key, load_verify_key
+from .trust_store import TrustStore
 from .keys import public_bytes, short_id, validate_site_name
 from .sealing import open_sealed, seal
-from .secagg import MaskedTables, check_layouts, decode_tables, mask_tables, pair_seed, recover_sum
+from .secagg import pair_seed, recover_sum
+from .secagg_tables import MaskedTables, check_layouts, decode_tables, mask_tables
 from .signing import b64, check_role, document_signed_by, sign_document, unb64
 
 ROUND_FORMAT = "marg-secagg-round"

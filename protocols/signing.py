@@ -38,7 +38,8 @@ from marg._util import canonical_json
 from marg.errors import InputError, MargError, RefusedError, option
 
 from .bundle import Bundle, read_bundle_bytes
-from .keys import TrustStore, short_id
+from .keys import short_id
+from .trust_store import TrustStore
 from .keys import key_id as _key_id
 from .sealing import is_sealed, open_sealed, seal, sealed_recipient
 
@@ -152,7 +153,7 @@ def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str,
     """(the trust store's name for the signing key, the key, the decoded signature) of a
     well-formed signature record; a one-line RefusedError naming ``name`` otherwise.
 
-    ``role``: what the document needs its signer to be (:mod:`protocols.keys`, Roles): a
+    ``role``: what the document needs its signer to be (:mod:`protocols.key_roles`): a
     ``"learner"`` document (model, round, secure sum) only under a key whose trust-store file
     says ``learner``; a ``"site"`` one (bundle) under a key that says ``site`` or nothing.
     """

@@ -1,5 +1,9 @@
 """The site's configuration: who the site is, its pinned signing key, where its ledger lives.
 
+The one owner of the configuration's defaults: the folder (:func:`site_home`), the ledger a
+command uses when none is named (:func:`site_ledger`), the signing key a learner uses when
+none is named (:func:`default_signing_key`).
+
 One file, ``HOME/site.json``, where ``HOME`` is ``$MARG_HOME`` or else
 ``$XDG_CONFIG_HOME/marg`` (default ``~/.config/marg``) — a place of the site's own, not the
 working directory. ``marg audit init`` writes it::
@@ -43,7 +47,9 @@ from .signing import b64, document_signed_by, sign_document, unb64
 
 CONFIG_FILE = "site.json"
 CONFIG_FORMAT = "marg-site"
-DEFAULT_LEDGER = "ledger"
+DEFAULT_LEDGER = "ledger"  # a configured site's ledger folder, under HOME (marg audit init)
+DEFAULT_LEDGER_DIR = "marg-ledger"  # an unconfigured site's ledger folder, in the working directory
+KEYS_DIR = "keys"  # under HOME: the learner's default key pairs
 
 
 def site_home(home: str | os.PathLike[str] | None = None) -> Path:
@@ -56,6 +62,24 @@ def site_home(home: str | os.PathLike[str] | None = None) -> Path:
         return Path(env)
     xdg = os.environ.get("XDG_CONFIG_HOME")
     return (Path(xdg) if xdg else Path.home() / ".config") / "marg"
+
+
+def default_signing_key(home: str | os.PathLike[str] | None = None) -> Path | None:
+    """The signing key used when none is named: ``$MARG_SIGN_KEY``, else the one
+    ``*.sign.key`` in ``HOME/keys`` (``marg keys init --site NAME --dir $MARG_HOME/keys``),
+    else None. Two or more keys there, or ``$MARG_SIGN_KEY`` naming no file: InputError.
+    """
+    env = os.environ.get("MARG_SIGN_KEY")
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise InputError(f"$MARG_SIGN_KEY names no key file: {p}")
+        return p
+    d = site_home(home) / KEYS_DIR
+    found = sorted(d.glob("*" + SIGN_KEY_SUFFIX)) if d.is_dir() else []
+    if len(found) > 1:
+        raise InputError(f"{d} holds {len(found)} signing keys ({', '.join(p.name for p in found)}): name one with --sign-key")
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)
@@ -145,6 +169,20 @@ class SiteConfig:
         if not document_signed_by(d, pub):
             raise RefusedError(f"site configuration {path}: bad signature (edited without the site key)")
         return cfg
+
+
+def site_ledger(ledger: str | os.PathLike[str] | None = None,
+                home: str | os.PathLike[str] | None = None) -> tuple[Path, "SiteConfig | None"]:
+    """The ledger folder a command uses, and the site's configuration (None if unconfigured).
+
+    The folder is ``ledger`` if given, else the configured site's, else ``./marg-ledger``
+    (:data:`DEFAULT_LEDGER_DIR`): the one place these defaults are decided (``marg export``,
+    ``marg inspect``, ``marg audit``).
+    """
+    cfg = SiteConfig.load(home)
+    if ledger is None:
+        return (cfg.ledger if cfg is not None else Path(DEFAULT_LEDGER_DIR)), cfg
+    return Path(ledger), cfg
 
 
 def _resolved(p: str | os.PathLike[str]) -> Path:

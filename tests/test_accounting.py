@@ -10,7 +10,8 @@ import opendp.prelude as dp
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost, Spend, check_budget, rho_for_epsilon
+from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost, Spend, check_budget
+from marg.marginals.dp_conversions import rho_for_epsilon
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
 from marg.protocols.ledger_state import checkpoint_bytes
@@ -164,7 +165,7 @@ def test_the_composed_spend_never_exceeds_the_sum_of_recorded_costs_so_older_led
     the summed δ is at most the summed ε (the rule older ledgers were checked against)."""
     import numpy as np
 
-    from marg.marginals.accounting import rho_to_epsilon
+    from marg.marginals.dp_conversions import rho_to_epsilon
 
     rng = np.random.default_rng(11)
     for _ in range(20):

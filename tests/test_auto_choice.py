@@ -14,7 +14,8 @@ from marg.learners.base import REGISTRY
 from marg.learners.cross_site import SEED, in_sample_error, sample_error, tan_sample
 from marg.learners.sample_size import scaled_summary
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
 
 

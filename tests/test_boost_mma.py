@@ -23,7 +23,7 @@ from marg.learners.boost.mma import SearchOptions, maximize_agreement
 from marg.learners.boost.oracles import MarginalsOracle, RowOracle, WeightedPoints, cell_weights
 from marg.learners.boost.points import PointSet
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marg.marginals.tables import count_tables
+from marg.marginals.counting import count_tables
 
 CONFIGS = [
     SearchOptions(bound=b, branching=br, k_fraction=kf)

@@ -19,7 +19,8 @@ from marg.learners.renyi import RenyiClassifier
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 
 RELEASES = 200
 COVERAGE = 0.95

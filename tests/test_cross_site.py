@@ -12,7 +12,8 @@ from marg.learners.naive_bayes import NaiveBayes
 from marg.learners.renyi import RenyiClassifier
 from marg.learners.structure import chow_liu_forest
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
 
 

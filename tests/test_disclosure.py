@@ -13,7 +13,8 @@ from marg.marginals.disclosure import DEFAULT_MIN_CELL, DEFAULT_POLICY, apply_mi
 from marg.errors import InputError, RefusedError
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.privacy import privatize
-from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, plan_cliques
 
 
 def _t(clique, counts, **kw):

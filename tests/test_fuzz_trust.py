@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marg.errors import MargError
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 from marg.marginals.summary import Summary
 from marg.protocols import keys as K
+from marg.protocols.trust_store import TrustStore
 from marg.protocols.ledger import Ledger
 from marg.protocols.ledger_state import parse_checkpoint
 from marg.protocols.ledger_verify import verify_ledger_bytes
@@ -151,7 +152,7 @@ DOCS = {"round": ROUND, "upload": UPLOADS["s1"], "request": REQUEST, "reveal": R
 def _secagg(kind, doc):
     if kind == "round":
         parse_round(doc, learner_pub=SK_S["learner"][0].public_key())
-        parse_round(doc, trust=K.TrustStore.from_keys({"learner": SK_S["learner"][0].public_key()}))
+        parse_round(doc, trust=TrustStore.from_keys({"learner": SK_S["learner"][0].public_key()}))
     elif kind == "upload":
         parse_upload(doc, RND)
     elif kind == "request":
@@ -190,7 +191,7 @@ def test_model_signature_records_and_sealed_files(value, i, b):
 
     p = WORK / "m.json"
     p.write_text(json.dumps({"format": "marg-model", "signature": value}))
-    store = K.TrustStore.from_keys({"learner": ed25519.Ed25519PrivateKey.generate().public_key()})
+    store = TrustStore.from_keys({"learner": ed25519.Ed25519PrivateKey.generate().public_key()})
     _only_marg_errors(verify_model_file, p, store)
     raw = bytearray(SEALED)
     raw[i] = b

@@ -23,7 +23,8 @@ from marg.learners.naive_bayes import NaiveBayes
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle, load_bundle
 from tests.helpers.console import marg

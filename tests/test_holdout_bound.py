@@ -18,7 +18,8 @@ from scipy.stats import beta, binom
 
 from marg.learners.holdout_certificate import Released, exact_bound, holdout_certificates, released_counts
 from marg.marginals.codebook import Codebook
-from marg.marginals.privacy import privatize, rho_for_epsilon
+from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.privacy import privatize
 from marg.marginals.tables import MarginalTable
 from marg.protocols.evaluation import OUTCOME, TRUTH, outcome_codebook, release_table
 

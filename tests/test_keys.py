@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from marg.cli import keys as keys_cli
 from marg.errors import InputError, RefusedError
 from marg.protocols import keys as K
+from marg.protocols.trust_store import TrustStore
 
 
 def _raw(pub):
@@ -126,7 +127,7 @@ def test_trust_store_maps_key_ids_to_site_names(tmp_path):
         (trust / f"{s}.sign.pub").write_bytes((tmp_path / "all" / f"{s}.sign.pub").read_bytes())
     (trust / "README.txt").write_text("ignored")
     (trust / "alpha.seal.pub").write_bytes((tmp_path / "all" / "alpha.seal.pub").read_bytes())  # ignored
-    ts = K.TrustStore(trust)
+    ts = TrustStore(trust)
     assert len(ts) == 2
     for s in sites[:2]:
         site, key = ts.lookup(ids[s])
@@ -136,21 +137,21 @@ def test_trust_store_maps_key_ids_to_site_names(tmp_path):
     # a broken *.sign.pub is an error, never silently skipped
     (trust / "delta.sign.pub").write_bytes(b"garbage")
     with pytest.raises(InputError, match="delta.sign.pub"):
-        K.TrustStore(trust)
+        TrustStore(trust)
     # the same key under two names is ambiguous
     (trust / "delta.sign.pub").write_bytes((trust / "alpha.sign.pub").read_bytes())
     with pytest.raises(InputError, match="two sites"):
-        K.TrustStore(trust)
+        TrustStore(trust)
     with pytest.raises(InputError, match="not a directory"):
-        K.TrustStore(tmp_path / "nowhere")
+        TrustStore(tmp_path / "nowhere")
 
 
 def test_in_memory_trust_store():
     k = ed25519.Ed25519PrivateKey.generate()
-    ts = K.TrustStore.from_keys({"s1": k.public_key()})
+    ts = TrustStore.from_keys({"s1": k.public_key()})
     assert ts.lookup(K.key_id(k))[0] == "s1"
     with pytest.raises(InputError):
-        K.TrustStore.from_keys({"s1": x25519.X25519PrivateKey.generate().public_key()})
+        TrustStore.from_keys({"s1": x25519.X25519PrivateKey.generate().public_key()})
 
 
 # ---------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ def test_cli_keys_trust(tmp_path):
     assert res.exit_code == 1 and "does not match" in res.stderr and not trust.exists()
     res = runner.invoke(root, ["keys", "trust", str(kf.sign_pub), "--trust", str(trust), "--expect-id", kf.sign_id[:12]])
     assert res.exit_code == 0, res.output
-    ts = K.TrustStore(trust)
+    ts = TrustStore(trust)
     assert ts.lookup(kf.sign_id)[0] == "south"
     other = K.generate_keys("south", tmp_path / "k2")
     res = runner.invoke(root, ["keys", "trust", str(other.sign_pub), "--trust", str(trust)])

@@ -43,7 +43,7 @@ WORKER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_random_kills_during_100_exports(tmp_path):
-    from marg.marginals.privacy import PrivacyCost
+    from marg.marginals.accounting import PrivacyCost
     from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 
     demo_codebook().save(tmp_path / "codebook.json")

@@ -20,17 +20,14 @@ from marg.cli import audit as audit_cli
 from marg._util import canonical_json
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.errors import InputError, RefusedError
-from marg.marginals.privacy import PrivacyCost, write_budget
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.accounting import PrivacyCost
+from marg.marginals.budget_file import write_budget
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols.bundle import Bundle
-from marg.protocols.ledger import (
-    GENESIS,
-    Ledger,
-    entry_signing_bytes,
-    line_hash,
-    parse_entry,
-)
+from marg.protocols.ledger import Ledger
+from marg.protocols.ledger_format import GENESIS, entry_signing_bytes, line_hash, parse_entry
 from marg.protocols.ledger_verify import verify_ledger_bytes
 from marg.protocols.signing import finalize_bundle, verify_bytes, unb64
 
@@ -302,7 +299,7 @@ import os, signal, sys, hashlib
 from marg.protocols.ledger import Ledger
 from marg.protocols import ledger as L
 from marg.protocols.keys import load_signing_key
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 led, key = Ledger(sys.argv[1]), load_signing_key(sys.argv[2])
 def app(i):
     led.append(bundle_digest=hashlib.sha256(str(i).encode()).hexdigest(), site="north",
@@ -403,7 +400,7 @@ _CONCURRENT = """
 import sys, hashlib
 from marg.protocols.ledger import Ledger
 from marg.protocols.keys import load_signing_key
-from marg.marginals.privacy import PrivacyCost
+from marg.marginals.accounting import PrivacyCost
 led, key = Ledger(sys.argv[1]), load_signing_key(sys.argv[2])
 tag = sys.argv[3]
 for i in range(8):

@@ -19,7 +19,8 @@ from marg.marginals.postprocess import (
 )
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from tests.helpers.quantities import Q_of
 
 

@@ -17,18 +17,13 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError, RefusedError
 from marg.marginals.noise import cell_noise_std, gaussian_std, laplace_std
 from marg.marginals.allocation import half_split_weights
-from marg.marginals.privacy import (
-    PrivacyCost,
-    check_budget,
-    plan_cost,
-    privatize,
-    read_budget,
-    release_cost,
-    rho_to_epsilon,
-    write_budget,
-)
+from marg.marginals.accounting import PrivacyCost, check_budget
+from marg.marginals.budget_file import read_budget, write_budget
+from marg.marginals.dp_conversions import rho_to_epsilon
+from marg.marginals.privacy import plan_cost, privatize, tables_cost
 from marg.marginals.request import PairRequest, mutual_information, read_request, screen_features, write_request
-from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, plan_cliques
 
 dp.enable_features("contrib")
 
@@ -196,7 +191,7 @@ def test_composition_over_tables_sums_to_requested_budget(kw):
     else:
         assert cost.rho == pytest.approx(composed, rel=1e-12)
         assert cost.rho == pytest.approx(kw["rho"], rel=1e-12)
-    assert release_cost(noisy).rho == pytest.approx(cost.rho, rel=1e-12)
+    assert tables_cost(noisy).rho == pytest.approx(cost.rho, rel=1e-12)
     assert plan_cost(plan_cliques(cb, "all"), cb, **kw) == cost
 
 

@@ -23,11 +23,15 @@ from hypothesis import strategies as st
 from marg._util import canonical_json
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError, RefusedError
-from marg.marginals.privacy import PrivacyCost
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.accounting import PrivacyCost
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from marg.protocols.bundle import MAGIC, Bundle
-from marg.protocols.keys import TrustStore, key_id
-from marg.protocols.ledger import LedgerReport, Ledger, parse_entry
+from marg.protocols.keys import key_id
+from marg.protocols.trust_store import TrustStore
+from marg.protocols.ledger import Ledger
+from marg.protocols.ledger_format import parse_entry
+from marg.protocols.ledger_verify import LedgerReport
 from marg.protocols.ledger_verify import verify_ledger_bytes
 from marg.protocols.sealing import SEAL_MAGIC, open_sealed, seal
 from marg.protocols.signing import finalize_bundle, parse_verified

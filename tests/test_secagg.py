@@ -10,10 +10,12 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label, Numeric
 from marg.errors import InputError
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import MarginalTable, count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle
-from marg.protocols.secagg import mask_counts, mask_tables, pair_mask, secure_sum_tables, unmask_sum, unmask_tables
+from marg.protocols.secagg import mask_counts, pair_mask, unmask_sum
+from marg.protocols.secagg_tables import mask_tables, secure_sum_tables, unmask_tables
 from tests.helpers.quantities import tau_of, tau_std_of, Q_of, d_of
 
 

@@ -14,8 +14,10 @@ from marg.errors import InputError, RefusedError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.summary import sum_tables
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from marg.protocols import keys as K
+from marg.protocols.trust_store import TrustStore
 from marg.protocols.export import count_file
 from marg.protocols.secagg import expand, unmask_sum
 from marg.protocols.signing import unb64
@@ -150,10 +152,10 @@ def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
     # a round signed by a learner the site does not trust
     other = K.generate_keys("learner", tmp_path / "other")
     forged = start_round(d, names, CB.fingerprint, K.load_signing_key(other.sign_key), "learner")
-    trust = K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "learner"})
+    trust = TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "learner"})
     assert parse_round(doc, trust=trust).id == rnd.id
     with pytest.raises(RefusedError, match="a site's key: a learner's signature is needed"):  # key roles (issue 25)
-        parse_round(doc, trust=K.TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "site"}))
+        parse_round(doc, trust=TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "site"}))
     with pytest.raises(RefusedError, match="not a learner in trust store"):
         parse_round(forged, trust=trust)
     with pytest.raises(InputError, match="more than half"):
@@ -333,7 +335,7 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
     members.mkdir()
     for s in ("site00", "site02", "site03"):
         (members / f"{s}.sign.pub").write_bytes((d / f"{s}.sign.pub").read_bytes())
-    store = K.TrustStore(members)
+    store = TrustStore(members)
     with pytest.raises(RefusedError, match=r"only 1 of its 2 sites are study members .* threshold 2; not known: site01"):
         check_roster(rnd, store, "site00")
     ok = parse_round(start_round(d, ["site00", "site01", "site02"], CB.fingerprint, keys["learner"][0], "learner"),
@@ -342,4 +344,4 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
     # a known name with another key is not known
     (members / "site01.sign.pub").write_bytes((d / "site04.sign.pub").read_bytes())
     with pytest.raises(RefusedError, match="not known: site01"):
-        check_roster(rnd, K.TrustStore(members), "site00")
+        check_roster(rnd, TrustStore(members), "site00")

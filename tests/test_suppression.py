@@ -15,7 +15,8 @@ from marg.errors import RefusedError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.suppression import candidate_values
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from tests.helpers.simulation_attack import compositions, simulation_attack
 
 

@@ -5,7 +5,8 @@ import pytest
 
 from marg.marginals.codebook import Codebook
 from marg.errors import InputError
-from marg.marginals.tables import MarginalTable, count_tables, parse_pairs, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import MarginalTable, parse_pairs, plan_cliques
 from tests.conftest import random_codebook, random_rows
 from tests.helpers.files import folder_bytes
 
@@ -85,7 +86,7 @@ def test_counting_from_dictionaries_equals_brute_force(stats):
 
     from marg.marginals.codebook import CategoricalFeature, Label
     from marg.marginals.encoding import encode_batch
-    from marg.marginals.tables import TableCounter
+    from marg.marginals.counting import TableCounter
 
     rng = np.random.default_rng(7)
     cb = Codebook(features=(CategoricalFeature("color", ("red", "green", "blue")),
@@ -114,14 +115,14 @@ def test_counting_from_dictionaries_equals_brute_force(stats):
 
 def test_first_order_joint_counts_over_chunks_whose_dictionaries_change():
     """First-order tables counted several features to one bincount and accumulated over chunks
-    (:class:`~marg.marginals.tables._Joint`) equal the per-row count when chunks share a
+    (:class:`~marg.marginals.counting._Joint`) equal the per-row count when chunks share a
     dictionary, change its order, change an integer column's range, and when a feature has
     too many values to share a joint index (its own group, a wider index type)."""
     import pyarrow as pa
 
     from marg.marginals.codebook import CategoricalFeature, Label
     from marg.marginals.encoding import encode_batch
-    from marg.marginals.tables import JOINT_CELLS, TableCounter
+    from marg.marginals.counting import JOINT_CELLS, TableCounter
 
     rng = np.random.default_rng(11)
     wide = tuple(f"w{k}" for k in range(JOINT_CELLS // 2 + 5))  # alone: (levels + 1) · K > JOINT_CELLS

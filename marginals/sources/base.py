@@ -32,12 +32,8 @@ class Source(ABC):
         """The column names, in order."""
 
     @abstractmethod
-    def count(
-        self,
-        codebook: Codebook,
-        cliques: Sequence[tuple[str, ...]],
-        progress: Callable[[int], None] | None = None,
-    ) -> tuple[list[MarginalTable], int]:
+    def count(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]],
+              progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
         """Exact count tables of ``cliques`` (plan order) and the number of rows.
 
         Raises InputError (one line) for a value the codebook refuses, a missing column,

@@ -3,7 +3,7 @@
 The file streams through in chunks (peak memory set by the chunk size, not the file size);
 a background thread reads and decodes the next chunk (Arrow's readers use every core and
 release the GIL) while this one encodes and counts the current one
-(:class:`~marg.marginals.tables.TableCounter`).
+(:class:`~marg.marginals.counting.TableCounter`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pyarrow as pa
 from ..codebook import Codebook
 from ..encoding import iter_encoded
 from ..io import column_names, iter_batches, iter_typed_batches, prefetched
-from ..tables import MarginalTable, TableCounter
+from ..counting import TableCounter
+from ..tables import MarginalTable
 from .base import Source
 from marg.errors import InputError
 
@@ -34,12 +35,8 @@ class FileSource(Source):
     def columns(self) -> list[str]:
         return column_names(self.path)
 
-    def count(
-        self,
-        codebook: Codebook,
-        cliques: Sequence[tuple[str, ...]],
-        progress: Callable[[int], None] | None = None,
-    ) -> tuple[list[MarginalTable], int]:
+    def count(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]],
+              progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
         counter = TableCounter(codebook, cliques)
         for enc in iter_encoded(self.path, codebook, progress=progress, prefetch=True):
             counter.add_encoded(enc)

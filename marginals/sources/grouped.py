@@ -17,6 +17,7 @@ engine counted it, and a value the codebook refuses is the same one-line error (
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -27,6 +28,7 @@ from ..codebook import Codebook
 from ..encoding import MISSING, check_codes, check_label, distinct, label_codes, value_codes
 from ..noise import NoiseRecord
 from ..tables import MarginalTable, canonical_clique
+from .base import Source
 from marg.errors import InputError
 
 
@@ -101,15 +103,27 @@ def plan_groups(codebook: Codebook, cliques: Sequence[tuple[str, ...]]) -> Group
     return GroupPlan(keys=keys, sets=tuple(tuple(pos[a] for a in c) for c in sets), moments=tuple(moments), label_key=0)
 
 
-def counted_tables(codebook: Codebook, cliques: Sequence[tuple[str, ...]], plan: GroupPlan, result: pa.Table,
-                   where: str, progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
-    """:func:`tables_from_groups`, refusing a source without rows and reporting the row count."""
-    tables, n = tables_from_groups(codebook, cliques, plan, result, where)
-    if n == 0:
-        raise InputError(f"{where} has no data rows")
-    if progress is not None:
-        progress(n)
-    return tables, n
+class GroupedSource(Source):
+    """A source whose engine counts: it runs the plan's grouped query (:meth:`grouped`) and sends
+    back the groups, which :meth:`count` turns into tables (SQL databases, Spark)."""
+
+    def count(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]],
+              progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
+        """The tables of ``cliques`` from the engine's groups; InputError for a missing column, a
+        value the codebook refuses or a source without rows."""
+        self.check_columns(codebook.feature_names + [codebook.label.name])
+        plan = plan_groups(codebook, cliques)
+        tables, n = tables_from_groups(codebook, cliques, plan, self.grouped(codebook, plan), self.name)
+        if n == 0:
+            raise InputError(f"{self.name} has no data rows")
+        if progress is not None:
+            progress(n)
+        return tables, n
+
+    @abstractmethod
+    def grouped(self, codebook: Codebook, plan: GroupPlan) -> pa.Table:
+        """The engine's result of ``plan``'s grouping sets (columns as :func:`tables_from_groups`
+        reads them); InputError (one line) naming a value that is not a number or a failing engine."""
 
 
 def tables_from_groups(

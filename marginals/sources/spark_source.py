@@ -19,16 +19,15 @@ import os
 from itertools import islice
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
 from ..codebook import Codebook
 from ..encoding import MISSING, UNKNOWN, check_codes, distinct, value_codes
 from ..io import NULL_VALUES, _delimiter, _is_parquet, as_text
-from ..tables import MarginalTable
-from .base import Source, first_line
-from .grouped import counted_tables, plan_groups
+from .base import first_line
+from .grouped import GroupPlan, GroupedSource
 from marg.errors import InputError
 
 DRAFT_DISTINCT = 10_001
@@ -59,7 +58,7 @@ def _col(F, name: str):
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-class SparkSource(Source):
+class SparkSource(GroupedSource):
     """A Parquet/CSV path or a catalog table, counted by Spark."""
 
     def __init__(self, data: str, master: str | None = None):
@@ -121,16 +120,9 @@ class SparkSource(Source):
             return F.trim(c).try_cast("double")
         return c.try_cast("double")
 
-    def count(
-        self,
-        codebook: Codebook,
-        cliques: Sequence[tuple[str, ...]],
-        progress: Callable[[int], None] | None = None,
-    ) -> tuple[list[MarginalTable], int]:
+    def grouped(self, codebook: Codebook, plan: GroupPlan) -> pa.Table:
         _, F = _spark()
-        self.check_columns(codebook.feature_names + [codebook.label.name])
         df = self._frame()
-        plan = plan_groups(codebook, cliques)
         exprs = []
         for q, key in enumerate(plan.keys):
             if not key.binned:
@@ -165,7 +157,7 @@ class SparkSource(Source):
         for q, key in enumerate(plan.keys):
             if key.binned and UNKNOWN in result.column(f"k{q}").to_pylist():
                 self._diagnose(codebook.feature(key.attr))
-        return counted_tables(codebook, cliques, plan, result, self.name, progress)
+        return result
 
     def _diagnose(self, f) -> None:
         """Raise the one-line error naming a value of ``f`` that is not a number."""

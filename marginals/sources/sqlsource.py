@@ -10,15 +10,13 @@ column and which value, from that column's distinct values, and says so in one l
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
 from ..codebook import Codebook
 from ..encoding import check_codes, distinct, value_codes
-from ..tables import MarginalTable
-from .base import Source
-from .grouped import counted_tables, plan_groups
+from .grouped import GroupPlan, GroupedSource
 from .sql import Dialect, columns_query, count_query, distinct_query, sample_query
 from marg.errors import InputError
 
@@ -31,7 +29,7 @@ class NotANumber(Exception):
     """The database could not read some value as a number (its message attached)."""
 
 
-class SQLSource(Source):
+class SQLSource(GroupedSource):
     """A source that is a SQL SELECT (a quoted table or the site's own query).
 
     Subclasses give the dialect, the SELECT (:meth:`select`) and how to run a query
@@ -65,22 +63,14 @@ class SQLSource(Source):
         src, params = self.select()
         return list(self.fetch(columns_query(src), params).column_names)
 
-    def count(
-        self,
-        codebook: Codebook,
-        cliques: Sequence[tuple[str, ...]],
-        progress: Callable[[int], None] | None = None,
-    ) -> tuple[list[MarginalTable], int]:
-        self.check_columns(codebook.feature_names + [codebook.label.name])
-        plan = plan_groups(codebook, cliques)
+    def grouped(self, codebook: Codebook, plan: GroupPlan) -> pa.Table:
         src, src_params = self.select()
         sql, params = count_query(self.dialect, codebook, plan, src, src_params)
         try:
-            result = self.fetch(sql, params)
+            return self.fetch(sql, params)
         except NotANumber as exc:
             self._diagnose_numbers(codebook)
             raise InputError(f"{self.name}: a numeric column holds a value that is not a number ({exc})") from None
-        return counted_tables(codebook, cliques, plan, result, self.name, progress)
 
     def _diagnose_numbers(self, codebook: Codebook) -> None:
         """Find the numeric column and value the database refused; raise its one-line error."""

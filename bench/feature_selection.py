@@ -1,6 +1,6 @@
 """Feature selection from summaries: group lasso vs exact GBD vs a mutual-information filter.
 
-Run: python bench/select.py [--time-limit 120] [--g 100] [--genes 300] [--sets kr-vs-kp,promoters,colon,ALLAML]
+Run: python bench/feature_selection.py [--time-limit 120] [--g 100] [--genes 300] [--sets kr-vs-kp,promoters,colon,ALLAML]
 
 UCI sets (kr-vs-kp: 36 features, promoters: 57): one random 70/30 split (seed 0). The
 codebook lists every PMLB code of each column as a level (a public fact of the encoding).
@@ -27,60 +27,34 @@ reach). On those we time the L1/L∞ path and run GBD (M = 5, 10) to the time li
 
 from __future__ import annotations
 
+import argparse
+import io
+import os
+import platform
 import sys
+import time
+import zipfile
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 
-def _become_stdlib_select() -> None:
-    """This file shares its name with the standard library's ``select``. When another
-    script in bench/ runs (bench/ is then sys.path[0]), ``import select`` — done by
-    selectors, socket, subprocess, pandas … — finds this file. Hand over to the real module
-    and import nothing else."""
-    import importlib.machinery
-    import importlib.util
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-    here = Path(__file__).resolve().parent
-    spec = importlib.machinery.PathFinder.find_spec(
-        "select", [p for p in sys.path if Path(p or ".").resolve() != here])
-    real = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real)
-    sys.modules["select"] = real
-    globals().update({k: v for k, v in vars(real).items() if not k.startswith("__")})
+from marg.learners.features.quadratic import discrete_blocks  # noqa: E402
+from marg.learners.group_lasso import group_lasso_path  # noqa: E402
+from marg.learners.renyi import RenyiClassifier  # noqa: E402
+from marg.learners.selection import SelectionProblem, select_features, selection_problem  # noqa: E402
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
+from marg.marginals.summary import Summary  # noqa: E402
 
-
-if __name__ == "select":
-    _become_stdlib_select()
-else:
-    # run as the benchmark: keep bench/ off the path so `select` is the stdlib's
-    _HERE = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-    import argparse
-    import io
-    import os
-    import platform
-    import time
-    import zipfile
-
-    import numpy as np
-    import pandas as pd
-
-    ROOT = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(ROOT))
-
-    from marg.learners.features.quadratic import discrete_blocks
-    from marg.learners.group_lasso import group_lasso_path
-    from marg.learners.renyi import RenyiClassifier
-    from marg.learners.selection import SelectionProblem, select_features, selection_problem
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-    from marg.marginals.summary import Summary
-
-    DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
-    PLOTS = ROOT / "bench" / "plots"
-    UCI = {
-        "kr-vs-kp": "kr-vs-kp/kr-vs-kp.tsv.gz",
-        "promoters": "molecular_biology_promoters/molecular_biology_promoters.tsv.gz",
-    }
+DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
+PLOTS = ROOT / "bench" / "plots"
+UCI = {
+    "kr-vs-kp": "kr-vs-kp/kr-vs-kp.tsv.gz",
+    "promoters": "molecular_biology_promoters/molecular_biology_promoters.tsv.gz",
+}
 
 def split(n: int, seed: int = 0, frac: float = 0.7) -> tuple[np.ndarray, np.ndarray]:
     perm = np.random.default_rng(seed).permutation(n)
@@ -336,7 +310,7 @@ def main() -> None:
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    log(f"# bench/select.py  python {platform.python_version()}  numpy {np.__version__}  "
+    log(f"# bench/feature_selection.py  python {platform.python_version()}  numpy {np.__version__}  "
         f"time limit {args.time_limit}s  g={gs}")
     rows: list[dict] = []
     for name in sets:

@@ -1,0 +1,104 @@
+"""DP noise mechanisms: how OpenDP builds each one, and where a new one plugs in.
+
+A :class:`Mechanism` is what :func:`marginals.privacy.privatize` needs to release a table
+through OpenDP: the OpenDP constructor of its measurement (``build``), the noise distribution
+it adds (``noise``: ``"laplace"`` or ``"gaussian"`` — that fixes its accounting and the
+exact tail bounds the learner's λ uses, :mod:`marginals.noise_tails`) and whether integral
+counts get discrete noise (integer domain) or continuous noise (float domain).
+
+* ``noise="laplace"``: pure ε-DP under the L1 sensitivity; a share ε_t of the budget gives
+  scale ``Δ/ε_t``; the table's cost is OpenDP's map (ε_t, and ρ_t = its pure → zCDP map).
+* ``noise="gaussian"``: ρ-zCDP under the L2 sensitivity; a share ρ_t gives scale
+  ``Δ/sqrt(2ρ_t)``; reported as (ε, δ) by OpenDP's conversion.
+
+:data:`MECHANISMS` holds the two marg ships (``gaussian``, ``laplace``: OpenDP's
+``make_gaussian`` and ``make_laplace``, discrete on integral counts). A new mechanism is a
+:class:`Mechanism` passed to :func:`register`; ``privatize(..., mechanism=NAME)``,
+:func:`marginals.privacy.plan_cost` and :func:`protocols.export.export_site` then use it
+(``tests/marginals/test_plugins.py`` adds a toy one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from marg.errors import InputError
+
+from .dp_conversions import dp_prelude
+
+NOISES = ("laplace", "gaussian")
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One DP noise mechanism (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        What ``--mechanism`` and ``privatize(mechanism=...)`` call it; the bundle header's
+        ``privacy.mechanism``.
+    noise : {"laplace", "gaussian"}
+        The distribution it adds, as noise records name it (accounting, tail bounds).
+    build : callable
+        ``build(dp, domain, metric, scale)`` → an OpenDP measurement on ``domain`` (a vector
+        domain of i64 or f64) under ``metric`` (``l1_distance`` for Laplace noise,
+        ``l2_distance`` for Gaussian), adding noise of ``scale`` per cell.
+    discrete : bool
+        Integral counts get the integer domain (discrete noise, integer output); False: every
+        table is released on the float domain (continuous noise).
+    """
+
+    name: str
+    noise: str
+    build: Callable[[Any, Any, Any, float], Any]
+    discrete: bool = True
+
+    def __post_init__(self) -> None:
+        if self.noise not in NOISES:
+            raise InputError(f"mechanism {self.name!r}: noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+
+    @property
+    def pure(self) -> bool:
+        """Pure ε-DP (Laplace noise; its budget is an ε), else ρ-zCDP (its budget is a ρ)."""
+        return self.noise == "laplace"
+
+    def measurement(self, scale: float, integer: bool) -> Any:
+        """The OpenDP measurement releasing one table as a flat vector (``integer``: i64 domain)."""
+        dp = dp_prelude()
+        T = "i64" if integer else "f64"
+        dom = dp.vector_domain(dp.atom_domain(T=T)) if integer else dp.vector_domain(dp.atom_domain(T=T, nan=False))
+        metric = dp.l1_distance(T=T) if self.pure else dp.l2_distance(T=T)
+        return self.build(dp, dom, metric, float(scale))
+
+    def scale_for(self, share: float, sensitivity: float | int) -> float:
+        """The scale whose cost at ``sensitivity`` is ``share`` before OpenDP's rounding:
+        ``Δ/ε_t`` (Laplace) or ``Δ/sqrt(2ρ_t)`` (Gaussian)."""
+        if self.pure:
+            return float(sensitivity) / share
+        return float(sensitivity) / math.sqrt(2.0 * share)
+
+
+MECHANISMS: dict[str, Mechanism] = {}
+
+
+def register(mechanism: Mechanism) -> Mechanism:
+    """Make ``mechanism`` available by its name (a name already taken is refused)."""
+    if mechanism.name in MECHANISMS or mechanism.name == "none":
+        raise InputError(f"a DP mechanism named {mechanism.name!r} is already registered")
+    MECHANISMS[mechanism.name] = mechanism
+    return mechanism
+
+
+def get_mechanism(name: str, what: str = "DP mechanism") -> Mechanism:
+    """The registered mechanism ``name``; InputError naming the known ones."""
+    try:
+        return MECHANISMS[name]
+    except (KeyError, TypeError):
+        raise InputError(f"unknown {what} {name!r} (expected one of {', '.join(MECHANISMS)})") from None
+
+
+register(Mechanism("gaussian", "gaussian", lambda dp, dom, metric, scale: dp.m.make_gaussian(dom, metric, scale=scale)))
+register(Mechanism("laplace", "laplace", lambda dp, dom, metric, scale: dp.m.make_laplace(dom, metric, scale=scale)))

@@ -1,0 +1,130 @@
+"""What the ledger records of one event: a release (from its facts or from its bundle) or a cap.
+
+:func:`release_entry` and :func:`cap_entry` build the entry dict a site appends — every field
+of :mod:`protocols.ledger_format` except the ones the ledger fills in when it appends (``seq``,
+``prev``, ``cumulative``, the cap in force, ``key_id``, ``signature``). :func:`release_facts`
+reads a bundle for :meth:`protocols.ledger.Ledger.record` and
+:meth:`~protocols.ledger.Ledger.preview` alike: its statistics, its cost and the digests of
+what an exact release disclosed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from marg._util import now_iso
+from marg.errors import InputError, MargError
+from marg.marginals.accounting import PrivacyCost, validate_cap
+from marg.marginals.privacy import tables_cost
+
+from .exact_releases import release_digests
+from .ledger_format import ENTRY_VERSION, HEX64, statistics_of
+
+
+def as_cost(x: Any, what: str) -> PrivacyCost:
+    """``x`` as a :class:`PrivacyCost` (one, or its ``{epsilon, delta, rho}`` dict); InputError naming ``what``."""
+    if isinstance(x, PrivacyCost):
+        return x
+    if isinstance(x, Mapping):
+        return PrivacyCost.from_dict(x)
+    raise InputError(f"{what} must be a privacy cost {{epsilon, delta, rho}}, got {x!r}")
+
+
+def release_entry(
+    *,
+    bundle_digest: str,
+    site: str,
+    statistics: Sequence[Mapping[str, Any]],
+    cost: Any,
+    recipient: str | None = None,
+    recipient_name: str | None = None,
+    mechanism: str | None = None,
+    file_digest: str | None = None,
+    n_rows: int | None = None,
+    time: str | None = None,
+    source: Mapping[str, Any] | None = None,
+    round: str | None = None,
+    exact: Mapping[str, str] | None = None,
+    suppressed: int = 0,
+) -> dict[str, Any]:
+    """The release entry for these facts (before the ledger chains and signs it).
+
+    Parameters
+    ----------
+    bundle_digest : ``Bundle.digest()`` of the signed bundle (sha256 hex)
+    site : the releasing site
+    statistics : ``{name, kind, clique, shape, mechanism, std}`` per table (:func:`statistics_of`)
+    cost : PrivacyCost or {epsilon, delta, rho}; ``inf`` for exact releases
+    recipient, recipient_name : the learner's sealing key id and name, if sealed
+    mechanism : default derived from ``statistics``
+    file_digest : sha256 hex of the file written, if it differs from the bundle (sealed)
+    n_rows : the row count the bundle states
+    time : default now (UTC)
+    source : where the site counted (``Source.describe()``)
+    round : the learner's round id answered
+    exact : :func:`protocols.exact_releases.release_digests` of an exact release
+    suppressed : cells suppressed by the min-cell rule
+
+    Raises
+    ------
+    InputError
+        A malformed digest, site or statistic record (one line naming it).
+    """
+    for name, v in (("bundle digest", bundle_digest), ("file digest", file_digest)):
+        if v is not None and (not isinstance(v, str) or not HEX64.match(v)):
+            raise InputError(f"{name} must be a sha256 hex string, got {v!r}")
+    if bundle_digest is None:
+        raise InputError("a release entry needs the bundle digest")
+    if not isinstance(site, str) or not site:
+        raise InputError(f"site must be a non-empty string, got {site!r}")
+    stats = [dict(s) for s in statistics]
+    for s in stats:
+        if not isinstance(s.get("name"), str) or not isinstance(s.get("clique"), list):
+            raise InputError(f"malformed statistic record {s!r} (needs name and clique list)")
+    mechs = sorted({str(s.get("mechanism", "none")) for s in stats})
+    return {
+        "v": ENTRY_VERSION, "kind": "release", "time": time or now_iso(), "site": site,
+        "recipient": recipient, "recipient_name": recipient_name, "bundle": bundle_digest,
+        "file_sha256": file_digest, "n_rows": None if n_rows is None else int(n_rows), "statistics": stats,
+        "mechanism": mechanism or (mechs[0] if len(mechs) == 1 else ("mixed" if mechs else "none")),
+        "cost": as_cost(cost, "release cost").to_dict(), "source": dict(source) if source else None,
+        "round": round or None, "exact": dict(exact) if exact else None,
+        "suppressed": int(suppressed),
+    }
+
+
+def cap_entry(cap: Any, site: str, time: str | None = None) -> dict[str, Any]:
+    """The entry recording the dataset's privacy cap ``cap`` (validated: :func:`marginals.accounting.validate_cap`)."""
+    c = validate_cap(as_cost(cap, "budget cap"))
+    return {
+        "v": ENTRY_VERSION, "kind": "cap", "time": time or now_iso(), "site": site, "recipient": None,
+        "recipient_name": None, "bundle": None, "file_sha256": None, "n_rows": None, "statistics": [],
+        "mechanism": "none", "cost": PrivacyCost.zero().to_dict(), "cap": c.to_dict(), "source": None,
+        "round": None, "exact": None, "suppressed": 0,
+    }
+
+
+def bundle_cost(bundle: Any, cost: Any = None) -> PrivacyCost:
+    """The cost a bundle's entry records: ``cost`` if given, else its header's ``privacy``, else
+    :func:`marginals.privacy.tables_cost` of its tables (before the exact-table rule of
+    :func:`release_facts`)."""
+    if cost is not None:
+        return as_cost(cost, "release cost")
+    try:
+        return as_cost(bundle.header.get("privacy"), "bundle privacy")
+    except MargError:
+        return tables_cost(bundle.tables)
+
+
+def release_facts(bundle: Any, cost: Any, suppressed: Sequence[Any]) -> tuple[list[dict[str, Any]], PrivacyCost, Any]:
+    """What the ledger records of a release: its statistics, its cost (``inf`` when it holds an
+    exact table) and the digests of what an exact release disclosed (scoped to held-out rows for
+    an evaluation, else the study's rows)."""
+    c = as_cost(cost, "release cost")
+    stats = statistics_of(bundle)
+    if any(s["mechanism"] == "none" for s in stats):
+        c = PrivacyCost.unbounded()
+    hidden = sorted({getattr(s, "table", None) or s["table"] for s in suppressed})
+    rows = "evaluation" if bundle.header.get("evaluation") else "study"
+    exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
+    return stats, c, exact
