@@ -185,10 +185,8 @@ def learn(
     if not rounds and said:  # after the fit: a refusal stays one line
         err(said)
     rep = {**res.report, "signed": signed != "unsigned"}
-    if rep.get("empty_vote") is not None:
-        err(f"warning: the {res.model.learner} vote is empty: no rule reads a feature, so the model predicts "
-            f"{rep['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower --kappa "
-            "or release more rows)")
+    if rep.get("empty_vote") is not None:  # the estimator says why (boost.vote.BoostVote._why_empty)
+        err(f"warning: {rep.get('empty_vote_reason') or f'the {res.model.learner} vote is empty'}")
     if json_out:
         emit_json(rep)
         return

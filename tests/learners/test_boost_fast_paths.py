@@ -1,12 +1,14 @@
-"""The MMA search's row keys (integers up to 64 tests, byte records beyond) group and match
-points exactly as the definitions do: equal rows together, groups in lexicographic order, and
-the exclude children's tight bounds (4.5) from classes that differ in one test."""
+"""The boost learner's fast paths equal their definitions: the MMA search's row keys (integers
+up to 64 tests, byte records beyond) group and match points as the definitions do — equal rows
+together, groups in lexicographic order, the exclude children's tight bounds (4.5) from classes
+that differ in one test — and the marginals oracle keeps exactly the maximal cliques."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from marg.learners.boost.oracles import CellWeights, _maximal
 from marg.learners.boost.points import Classes, PointSet, group_rows
 
 
@@ -67,3 +69,15 @@ def test_exclude_bounds_match_merging_by_hand(t, pairs):
     got = ps.child_bounds(cls, tight=True, leaf=False).exclude
     ref_p, ref_n = brute_exclude(cls)
     np.testing.assert_allclose(got, np.maximum(ref_p, ref_n), rtol=1e-12, atol=1e-12)
+
+
+def test_maximal_cliques_are_those_no_other_clique_contains():
+    rng = np.random.default_rng(5)
+    feats = [f"f{i}" for i in range(7)]
+    for _ in range(30):
+        cliques = [tuple(sorted(rng.choice(feats, size=int(rng.integers(1, 5)), replace=False))) for _ in range(12)]
+        cells = [CellWeights(c, np.zeros(1), np.zeros(1)) for c in cliques]
+        got = [c.clique for c in _maximal(cells)]
+        ref = [c for k, c in enumerate(cliques)  # the definition: not strictly inside another, first of equals
+               if not any(set(c) < set(o) or (set(c) == set(o) and j < k) for j, o in enumerate(cliques))]
+        assert got == ref
