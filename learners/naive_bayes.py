@@ -116,6 +116,9 @@ class NaiveBayes(MarginalEstimator):
         rule = LinearRule(fmap, W, b0)
         value, converged = float(certify_rule_lp(rule, fmap, m.tau, lam)), False
         if self.certify == "exact":
+            if self.callback is not None:
+                budget = "" if self.time_limit is None else f" for at most {self.time_limit:g} s"
+                self.callback({"stage": "note", "text": f"LP bound W_L = {value:.4f}; refining W(h) by row generation{budget}"})
             cert = certify_rule(rule, fmap, m.tau, lam, time_limit=self.time_limit, callback=self.callback)
             if cert.value <= value:
                 value, converged = float(cert.value), bool(cert.converged)
