@@ -3,7 +3,6 @@
 Commands parse options, call :mod:`marg.api` and print; the library does the work.
 """
 
-from __future__ import annotations
 
 import inspect
 from pathlib import Path
