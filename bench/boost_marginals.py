@@ -2,7 +2,7 @@
 
 Run: python bench/boost_marginals.py [--sets bcw,vote,clvheart,huheart,sonar] [--reps 1]
      [--learners boost,boost:cal,mrc,mrc:cal,dcc] [--dp-sets vote,clvheart] [--dp-reps 1] [--time-limit 120] [--jobs 1]
-     [--out FILE]
+     [--folds 10] [--out FILE]
 
 Exact part: on each fold of ``boost_data.folds`` (the folds ``bench/boost_table31.py``
 uses) the training rows are counted into first-order and all pair-with-label tables
@@ -99,7 +99,8 @@ def run_fold(job: tuple) -> list[dict]:
             F = est.decision_function(X[te].astype(float))
             rec["decided"] = float(np.mean(maximal(F).sum(axis=1) == 1))  # rows the rules decide (no tie-break)
             rec.update(terms=est.n_terms_, monomials=int(est.map_.dim), converged=bool(est.converged_),
-                       rules=[f"{r['weight']:+.3f} {r['class']}: {r['rule']}" for r in est.rules()])
+                       rules=[f"{r['weight']:+.3f} {r['class']}: {r['rule']}" for r in est.rules()],
+                       stopped=est.stopped_, empty_reason=est.empty_reason_)
         out.append(rec)
     return out
 
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per boost fit")
+    ap.add_argument("--folds", type=int, default=10, help="the first FOLDS folds of each repetition")
     ap.add_argument("--out", default=str(HERE / "results" / "boost_marginals.jsonl"))
     ap.add_argument("--ref", default=str(HERE / "results" / "boost_table31.jsonl"))
     a = ap.parse_args(argv)
@@ -151,13 +153,13 @@ def main(argv: list[str] | None = None) -> None:
     jobs = []
     for rep in range(a.reps):
         for s in [x for x in a.sets.split(",") if x]:
-            for f in range(10):
+            for f in range(a.folds):
                 todo = [lr for lr in learners if (s, rep, f, lr, None) not in seen]
                 if todo:
                     jobs.append((s, rep, f, todo, None))
     for rep in range(a.dp_reps):
         for s in [x for x in a.dp_sets.split(",") if x]:
-            for f in range(10):
+            for f in range(a.folds):
                 if (s, rep, f, "boost", a.eps) not in seen:
                     jobs.append((s, rep, f, ["boost"], a.eps))
     if jobs:

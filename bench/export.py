@@ -6,6 +6,7 @@ Run (data goes to bench/out/, which git ignores; delete it afterwards):
     python bench/export.py generate --rows 10000000 --features 30     # wide.parquet (+ codebook)
     python bench/export.py tables                                      # first order and all pairs
     python bench/export.py cli --stats first --repeat 5                # `marg export` vs DuckDB, fresh processes
+                                        [--baseline OTHER/bin/marg]    # ... and another installation's marg beside it
     python bench/export.py csv --gb 5                                  # streamed CSV peak memory
     python bench/export.py startup                                     # marg --help
     python bench/export.py aggregate --sites 1000                      # 1,000 site bundles
@@ -168,7 +169,9 @@ def cli(args) -> None:
     """``marg export FILE`` (the installed console script: start-up, reading, counting, bundle,
     ledger entry) against a fresh Python process that runs DuckDB's GROUP BY queries on the
     same file, one per table (start-up: ``import duckdb``), alternating, ``--repeat`` times.
-    The bundle's tables are checked equal to DuckDB's counts before any time is printed."""
+    The bundle's tables are checked equal to DuckDB's counts before any time is printed.
+    ``--baseline``: another installation's ``marg`` (e.g. a virtual environment of an earlier
+    commit) runs third in each round, its times and ratio to DuckDB beside."""
     import shutil
     import statistics
     import tempfile
@@ -182,9 +185,15 @@ def cli(args) -> None:
     work = Path(tempfile.mkdtemp(prefix="marg-bench-"))
     child = work / "duckdb_child.py"
     child.write_text(DUCKDB_CHILD)
-    t_marg, t_dd = [], []
+    t_marg, t_dd, t_base = [], [], []
     try:
         for k in range(args.repeat):
+            if args.baseline:
+                bb, bl = work / f"base{k}.bundle", work / f"base-ledger{k}"
+                t0 = time.perf_counter()
+                subprocess.run([args.baseline, "export", str(path), "--schema", str(cbp), "--site", "bench", "--stats",
+                                args.stats, "--out", str(bb), "--ledger", str(bl)], check=True, capture_output=True)
+                t_base.append(time.perf_counter() - t0)
             bundle, ledger, res = work / f"b{k}.bundle", work / f"ledger{k}", work / f"dd{k}.json"
             cmd = [str(exe), "export", str(path), "--schema", str(cbp), "--site", "bench", "--stats", args.stats,
                    "--out", str(bundle), "--ledger", str(ledger)]
@@ -217,6 +226,11 @@ def cli(args) -> None:
     print(f"DuckDB (s):      {' '.join(f'{t:.2f}' for t in t_dd)}; median {statistics.median(t_dd):.2f}")
     print(f"ratio per run:   {' '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}; "
           f"ratio of medians {statistics.median(t_marg) / statistics.median(t_dd):.2f}")
+    if t_base:
+        br = [a / b for a, b in zip(t_base, t_dd)]
+        print(f"baseline marg (s): {' '.join(f'{t:.2f}' for t in t_base)}; median {statistics.median(t_base):.2f} "
+              f"({args.baseline})")
+        print(f"baseline / DuckDB per run: {' '.join(f'{r:.2f}' for r in br)}; median {statistics.median(br):.2f}")
 
 
 def csv_memory(args) -> None:
@@ -323,6 +337,7 @@ def main() -> None:
     k.add_argument("--stats", default="first", choices=["first", "all"])
     k.add_argument("--repeat", type=int, default=5)
     k.add_argument("--file", default=None, help="a Parquet file of the generated codebook (default bench/out/wide.parquet)")
+    k.add_argument("--baseline", default=None, help="another installation's marg console script, run beside")
     c = sub.add_parser("csv")
     c.add_argument("--gb", type=float, default=5.0)
     c.add_argument("--stats", default="all")

@@ -1,13 +1,15 @@
 """Fit time and test error of marg's learners vs scikit-learn's LogisticRegression.
 
 Run: python bench/learn.py [--splits 5]
-     python bench/learn.py --adult-sites [--learners mrc,dcc,nb,renyi,auto,boost]
+     python bench/learn.py --adult-sites [--learners mrc,dcc,nb,renyi,auto,boost] [--baseline OTHER/bin/marg]
 
 ``--adult-sites``: adult's training rows (a seeded 70/30 split) dealt to three sites, each
 exported through the installed console script (``marg export SITE.tsv --epsilon 1``: with
 DP, first-order and every pair table), then ``marg learn`` with each learner, timed as a
-fresh process (start-up and bundle loading included), its test accuracy beside it
-(``--timeout`` stops a learner; it is then reported as stopped).
+fresh process (start-up and bundle loading included), its test accuracy and certificate
+beside it (``--timeout`` stops a learner; it is then reported as stopped). ``--baseline``
+names another installation's ``marg`` (e.g. a virtual environment of an earlier commit): each
+learner is then run by both, one after the other on the same bundles, side by side.
 
 On kr-vs-kp and adult (codebook drafted by `marg schema init`'s drafting code: categorical
 levels as seen, 4 quantile bins for numeric columns), random 70/30 splits. marg's learners
@@ -90,11 +92,9 @@ def main() -> None:
 
 def adult_sites(args) -> None:
     import gzip
-    import json
     import subprocess
     import tempfile
 
-    from marg.api import load_model
     from marg.marginals.encoding import encode_file
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -121,28 +121,42 @@ def adult_sites(args) -> None:
           f"{len(te):,} test rows")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average {os.getloadavg()[0]:.1f}\n")
-    print("| learner | `marg learn` (s) | test accuracy | certificate |")
-    print("|---|---|---|---|")
+    runs = [("", exe)] if not args.baseline else [("baseline ", Path(args.baseline)), ("", exe)]
+    head = " | ".join(f"{who}`marg learn` (s) | {who}test accuracy | {who}certificate" for who, _ in runs)
+    print(f"| learner | {head} |")
+    print("|---|" + "---|---|---|" * len(runs))
     for learner in args.learners.split(","):
-        out = work / f"{learner}.model"
-        cmd = [str(exe), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--out", str(out), "--json"]
-        t0 = time.perf_counter()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"| {learner} | stopped at {args.timeout:g} | — | — |", flush=True)
-            continue
-        dt = time.perf_counter() - t0
-        if r.returncode != 0:
-            print(f"| {learner} | {dt:.1f} (exit {r.returncode}: {r.stderr.strip().splitlines()[-1]}) | — | — |", flush=True)
-            continue
-        rep = json.loads(r.stdout)
-        value = rep.get("worst_case_error")
-        model = load_model(out, work / "cb.json")
-        acc = float(np.mean(model.predict(test.X) == test.y))
-        name = learner if learner != "auto" else f"auto (chose {rep.get('learner', '?')})"
-        print(f"| {name} | {dt:.1f} | {acc:.4f} | {value if value is None else f'{float(value):.4f}'} |", flush=True)
+        cells, name = [], learner
+        for who, marg in runs:
+            cell, chose = run_learner(marg, bundles, learner, work / f"{who.strip() or 'this'}-{learner}.model", work, test,
+                                      args.timeout)
+            cells.append(cell)
+            name = f"auto (chose {chose})" if learner == "auto" and chose else name
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
+
+def run_learner(marg, bundles, learner, out, work, test, timeout):
+    """``marg learn`` as a fresh process: its table cells (seconds | accuracy | certificate) and,
+    for auto, the learner it chose."""
+    import json
+    import subprocess
+
+    from marg.api import load_model
+
+    cmd = [str(marg), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--out", str(out), "--json"]
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"stopped at {timeout:g} | — | —", None
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        return f"{dt:.1f} (exit {r.returncode}: {r.stderr.strip().splitlines()[-1]}) | — | —", None
+    rep = json.loads(r.stdout)
+    value = rep.get("worst_case_error")
+    model = load_model(out, work / "cb.json")
+    acc = float(np.mean(model.predict(test.X) == test.y))
+    return f"{dt:.1f} | {acc:.4f} | {value if value is None else f'{float(value):.4f}'}", rep.get("learner")
 
 if __name__ == "__main__":
     if "--adult-sites" in sys.argv:
@@ -150,6 +164,7 @@ if __name__ == "__main__":
         ap.add_argument("--adult-sites", action="store_true")
         ap.add_argument("--learners", default="mrc,dcc,nb,renyi,auto,boost")
         ap.add_argument("--timeout", type=float, default=300.0)
+        ap.add_argument("--baseline", default=None, help="another installation's marg console script, run side by side")
         adult_sites(ap.parse_args())
     else:
         main()

@@ -6,7 +6,6 @@ statistics, 1 refused, 3 solver or internal failure) wherever the command lives.
 modules import :data:`app` (or a sub-app) and decorate module-level functions.
 """
 
-from __future__ import annotations
 
 import sys
 from typing import Annotated, Any, Callable, Optional

@@ -6,7 +6,6 @@ the hash chain, every signature, the running totals and, given the bundle files,
 released file has its entry — exit 1 naming the first bad entry.
 """
 
-from __future__ import annotations
 
 import math
 from pathlib import Path

@@ -6,7 +6,6 @@ other exception becomes a one-line internal error (exit 3). ``MARG_DEBUG=1`` re-
 the traceback shows.
 """
 
-from __future__ import annotations
 
 import functools
 import json

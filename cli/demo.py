@@ -1,6 +1,5 @@
 """``marg demo``: the whole story on generated hospital data (:func:`marg.demo.run_demo`)."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

@@ -4,7 +4,6 @@ Thin commands over :mod:`protocols.keys`; library errors become one line and an 
 through :class:`marg.cli.app.MargTyper`.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional

@@ -3,7 +3,6 @@
 Commands parse options, call the library (:mod:`marg.learners.learn`, :mod:`marg.api`) and print; the library does the work.
 """
 
-from __future__ import annotations
 
 import inspect
 from pathlib import Path
@@ -118,7 +117,7 @@ def learn(
     max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).", rich_help_panel="Feature selection")] = None,
     feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).", rich_help_panel="Feature selection")] = None,
     norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.", rich_help_panel="Feature selection")] = "linf",
-    time_limit: Annotated[float, typer.Option(help="gbd: seconds before stopping with the certified gap reached so far.", rich_help_panel="Feature selection")] = 60.0,
+    time_limit: Annotated[Optional[float], typer.Option(help="Seconds before stopping with the best bound so far (valid at any stop): boost's column generation (default 90), nb's exact certificate (default 10), gbd selection (default 60, with the certified gap reached).")] = None,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
@@ -138,7 +137,7 @@ def learn(
     """
     from marg.learners.base import LEARNERS
     from marg.learners.learn import learn as learn_model
-    from marg.learners.learn import learn_estimator, trivial_certificate_warning
+    from marg.learners.learn import learn_estimator, option_takers, trivial_certificate_warning
     from marg.protocols.load import load_summary
 
     if learner not in LEARNERS:
@@ -149,6 +148,8 @@ def learn(
                "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
                "structure": structure, "loss": loss,
                "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
+    if time_limit is not None and learner in option_takers("time_limit"):  # else gbd's alone, as given
+        options["time_limit"] = time_limit
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
     est = learn_estimator(learner, options, given)  # bad options fail before any file is read

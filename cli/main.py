@@ -8,7 +8,6 @@ without numpy, scipy or highspy (``python -X importtime -m marg.cli.main --help`
 what remains).
 """
 
-from __future__ import annotations
 
 import sys
 from pathlib import Path

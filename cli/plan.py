@@ -6,7 +6,6 @@ scales of the release code); :func:`resolve_plan` is what ``marg export --holdou
 uses, so the plan printed here is the plan an export would record.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Optional

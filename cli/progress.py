@@ -140,7 +140,8 @@ class LearnProgress(Step):
     ``greedy`` (an edge added), ``gbd`` (selection: best, bound, gap), ``certify``/``rows``/
     ``lp`` (a bound between ``lower`` and ``upper``), ``local``/``hinge``/``compact`` (R with
     ``edges``), ``path`` (group-lasso path), ``auto`` (a candidate of the automatic choice),
-    ``stalled`` (the boost vote's early stop).
+    ``stalled`` (the boost vote's early stop), ``time_limit`` (a learner stopped at its time limit),
+    ``note`` (a ``text`` saying what the learner does now).
     """
 
     def __init__(self, label: str, quiet: bool = False, time_limit: float | None = None):
@@ -180,6 +181,12 @@ class LearnProgress(Step):
         elif stage == "auto":
             val = info.get("score", info.get("certificate"))
             self.update(f"auto: {info['learner']} {'' if val is None else f'{val:.4f}'}".rstrip())
+        elif stage == "note":
+            self.update(str(info["text"]))
+        elif stage == "time_limit":
+            self.stop_note = (f"stopped at the time limit ({info['seconds']:g} s) after {info['k']} iterations: the "
+                              "certificate is the best bound so far (valid at any stop)")
+            self.update(self.stop_note)
         elif stage == "stalled":
             self.stop_note = (f"stopped early: the bound improved by at most {info['tol']:g} over the last "
                               f"{info['patience']} iterations")

@@ -1,6 +1,5 @@
 """``marg report``: a model card as one self-contained HTML file. Parses options and writes; the library renders."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional

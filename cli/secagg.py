@@ -5,7 +5,6 @@ and ``finish``; each site runs ``submit`` and ``reveal``. The learner sees only 
 sites that uploaded; up to ``n − t`` sites may drop out.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional

@@ -130,7 +130,9 @@ class AutoLearner(MarginalEstimator):
     features : sequence of str or None
         Features the candidates use (None: every feature).
     callback : callable or None
-        A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate.
+        A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate
+        as it is fitted (``error`` None), a ``note`` while errors are estimated, then one per
+        candidate with its estimated error.
 
     Attributes
     ----------
@@ -211,6 +213,11 @@ class AutoLearner(MarginalEstimator):
                 row.certificate, row.kind = float(cert.value), cert.kind
             rows.append(row)
             fitted.append(est)
+            if self.callback is not None:  # progress while the candidates are fitted
+                self.callback({"stage": "auto", "learner": candidate_name(name, params), "params": params, "error": None,
+                               "certificate": row.certificate})
+        if self.callback is not None:
+            self.callback({"stage": "note", "text": "auto: estimating each candidate's error"})
         self.error_method_ = self._estimate_errors(summary, cands, rows, fitted)
         k, words = choose(rows, self.prefer, self.tolerance)
         rows[k].chosen = True

@@ -91,7 +91,7 @@ def learn(
     max_features: int | None = None,
     feature_cost: float | None = None,
     norm: str = "linf",
-    time_limit: float = 60.0,
+    time_limit: float | None = 60.0,
     callback: Callable[[dict], None] | None = None,
     on_selected: Callable[[Any], None] | None = None,
 ) -> LearnResult:
@@ -105,7 +105,7 @@ def learn(
         model is the chosen candidate, its report carrying the candidates table.
     select : {"none", "group-lasso", "gbd"}
     max_features, feature_cost, norm, time_limit : feature selection (see
-        :func:`marg.learners.selection.select_features`).
+        :func:`marg.learners.selection.select_features`; ``time_limit`` None: 60 s).
     callback : progress records of the selection and the fit.
     on_selected : called with the selection result before the fit (to report it).
 
@@ -129,7 +129,8 @@ def learn(
         if max_features is not None and max_features < 1:
             raise InputError(f"{option('max_features')} must be at least 1, got {max_features}")
         selection = select_features(summary, method=select, max_features=max_features, norm=norm,
-                                    feature_cost=feature_cost, time_limit=time_limit, callback=callback)
+                                    feature_cost=feature_cost, time_limit=60.0 if time_limit is None else time_limit,
+                                    callback=callback)
         if not selection.selected:
             raise InputError(f"{select} selected no feature (the label looks independent of every feature)")
         if on_selected is not None:

@@ -71,7 +71,7 @@ class NaiveBayes(MarginalEstimator):
 
     learner = "nb"
     display_name = "a naive-Bayes"
-    learn_options = ("s", "coverage", "alpha")
+    learn_options = ("s", "coverage", "alpha", "time_limit")
 
     def __init__(self, alpha: float = 0.5, s: float | None = None, coverage: float = 0.95,
                  features: Sequence[str] | None = None, certify: str = "exact", time_limit: float | None = EXACT_SECONDS,
@@ -117,6 +117,9 @@ class NaiveBayes(MarginalEstimator):
         rule = LinearRule(fmap, W, b0)
         value, converged = float(certify_rule_lp(rule, fmap, m.tau, lam)), False
         if self.certify == "exact":
+            if self.callback is not None:
+                budget = "" if self.time_limit is None else f" for at most {self.time_limit:g} s"
+                self.callback({"stage": "note", "text": f"LP bound W_L = {value:.4f}; refining W(h) by row generation{budget}"})
             cert = certify_rule(rule, fmap, m.tau, lam, time_limit=self.time_limit, callback=self.callback)
             if cert.value <= value:
                 value, converged = float(cert.value), bool(cert.converged)

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import integer_array, scalar, string_array, to_numpy
 from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
 from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
@@ -143,8 +144,8 @@ def distinct(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, boo
     idx = arr.indices
     nulls = idx.null_count > 0
     if nulls:
-        idx = pc.fill_null(idx, len(values))
-    return values, idx.to_numpy(zero_copy_only=False), nulls
+        idx = pc.fill_null(idx, scalar(len(values), idx.type))
+    return values, to_numpy(idx), nulls
 
 
 def _integer_range(arr: pa.Array) -> tuple[pa.Array, np.ndarray, bool] | None:
@@ -157,11 +158,11 @@ def _integer_range(arr: pa.Array) -> tuple[pa.Array, np.ndarray, bool] | None:
         return None
     if 0 <= lo and hi < min(1 << 16, len(arr)) and arr.type == pa.int64():
         lo = 0  # codes 0..hi index themselves: the column is its own index, no copy
-    values = pa.array(range(lo, hi + 1), type=pa.int64()).cast(arr.type)  # not from numpy: that loads numpy.ma
+    values = integer_array(np.arange(lo, hi + 1, dtype=np.int64), pa.int64()).cast(arr.type)
     if arr.null_count:
-        index = pc.fill_null(pc.subtract(arr.cast(pa.int64()), pa.scalar(lo, pa.int64())), len(values))
-        return values, index.to_numpy(zero_copy_only=False), True
-    v = arr.to_numpy(zero_copy_only=False)
+        index = pc.fill_null(pc.subtract(arr.cast(pa.int64()), scalar(lo, pa.int64())), scalar(len(values), pa.int64()))
+        return values, to_numpy(index), True
+    v = to_numpy(arr)
     return values, (v if lo == 0 and v.dtype == np.int64 else np.subtract(v, lo, dtype=np.int64)), False
 
 
@@ -179,26 +180,26 @@ def _text(values: pa.Array) -> pa.Array:
     """Distinct values as trimmed text, with the null slot appended; an empty text is missing
     (as an empty CSV cell is, whatever the file format or database)."""
     s = pc.utf8_trim_whitespace(as_text(values)).cast(pa.string())
-    s = pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s)
+    s = pc.if_else(pc.equal(s, scalar("", pa.string())), scalar(None, pa.string()), s)
     return pa.concat_arrays([s, pa.nulls(1, pa.string())])
 
 
 def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None) -> np.ndarray:
     """Per distinct value: its level index, UNKNOWN, or the missing code / MISSING."""
-    idx = pc.index_in(text, value_set=pa.array(list(levels), type=pa.string()))
-    out = pc.fill_null(idx, UNKNOWN).to_numpy(zero_copy_only=False).astype(np.int64)
-    null = text.is_null().to_numpy(zero_copy_only=False)
+    idx = pc.index_in(text, value_set=string_array(levels))
+    out = to_numpy(pc.fill_null(idx, scalar(UNKNOWN, idx.type))).astype(np.int64)
+    null = to_numpy(text.is_null())
     out[null] = MISSING if missing_code is None else missing_code
     return out
 
 
 def _numbers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Per distinct value: its float value (NaN if missing) and whether it is not a number."""
-    ok = pc.is_valid(text).to_numpy(zero_copy_only=False)
+    ok = to_numpy(pc.is_valid(text))
     vals = np.full(len(text), np.nan)
     bad = np.zeros(len(text), dtype=bool)
     try:
-        vals = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+        vals = to_numpy(pc.cast(text, pa.float64())).astype(np.float64)
     except pa.ArrowInvalid:
         for k, v in enumerate(text.to_pylist()):
             if v is None:
@@ -345,7 +346,7 @@ def _direct_number(f: NumericFeature, arr, start_row: int) -> np.ndarray:
     number prints as the shortest text that reads back to itself), so skip the text."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    v = to_numpy(pc.cast(arr, pa.float64())).astype(np.float64, copy=False)
     nan = np.isnan(v)
     if f.edges is None:
         if nan.any():

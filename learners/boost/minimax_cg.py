@@ -245,8 +245,14 @@ class MonomialMinimax:
             np.add.at(E, tuple(np.clip(X[:, i], 0, None) for i in idx), wc)
         return E
 
-    def price(self, duals: np.ndarray, eps: float, n_max: int, options: SearchOptions) -> tuple[list[tuple[float, int, Monomial]], bool]:
-        """The most violated columns (violation, class, monomial), at most ``n_max``; and whether the search was exact."""
+    def price(self, duals: np.ndarray, eps: float, n_max: int, options: SearchOptions,
+              deadline: float | None = None) -> tuple[list[tuple[float, int, Monomial]], bool]:
+        """The most violated columns (violation, class, monomial), at most ``n_max``; and whether the search was exact.
+
+        At ``deadline`` (``time.perf_counter()`` seconds) the searches stop: a search cut short
+        offers the best monomial it found, the parts not yet searched offer none, and the
+        search is not exact (every column returned is still violated).
+        """
         src = self.src
         y = np.maximum(np.asarray(duals[: len(self.rows)], dtype=np.float64), 0.0)
         # the rows as the LP holds them (free features completed at the pooled mode), so a
@@ -254,6 +260,9 @@ class MonomialMinimax:
         exact = True
         cands: list[tuple[float, int, Monomial]] = []
         for c in range(self.K):
+            if deadline is not None and time.perf_counter() >= deadline:
+                exact = False
+                break
             wc = self.class_weights(y, c)
             cells = []
             for clique in src.cliques:
@@ -262,8 +271,15 @@ class MonomialMinimax:
                 cells.append(CellWeights(clique, np.maximum(W, 0.0), np.maximum(-W, 0.0)))
             oracle = MarginalsOracle(src.codebook, cells, tests=src.fmap.tests)
             for part in oracle.parts():
+                opts = options
+                if deadline is not None:
+                    left = deadline - time.perf_counter()
+                    if left <= 0.0:
+                        exact = False
+                        break
+                    opts = replace(options, time_limit=left if options.time_limit is None else min(left, options.time_limit))
                 res = maximize_agreement(_SinglePart(oracle, part), max_order=src.max_order, cost=src.order_cost,
-                                         threshold=eps, options=options)
+                                         threshold=eps, options=opts)
                 if res.status != "optimal":
                     exact = False
                 if res.monomial is None:
@@ -303,8 +319,10 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     violated (``converged``), after ``k_max`` iterations, when the bound has stopped improving —
     R^k is not more than ``stall_tol`` below R^(k−patience), the best bound ``patience``
     iterations earlier (the degenerate tail of column generation: many near-equivalent
-    monomials; the record says ``"stalled"``) — or at ``time_limit`` seconds. Every R^k is a certificate (R(μ)
+    monomials; the record says ``"stalled"``) — or at ``time_limit`` seconds, which the LP solves
+    and the pricing searches respect (the record says ``"time_limit"``). Every R^k is a certificate (R(μ)
     with the exact or certified φ); only ``converged`` proves R^k = R* over all columns.
+    ``info["stop"]`` of the result says which of the four ended it.
     """
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
@@ -320,6 +338,7 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     history: list[dict] = []
     pricing_exact = True
     converged = False
+    stop = "converged"
     best = None
     for k in range(1, k_max + 2):
         try:
@@ -328,6 +347,7 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
             if best is None:  # not one iteration finished: nothing to certify
                 raise SolverError(f"the monomial minimax LP did not finish one iteration in {time_limit} s "
                                   "(raise --time-limit or lower --max-order)") from None
+            stop = "time_limit"
             break
         iterations.append(R)
         if best is None or R < best[1]:
@@ -338,17 +358,23 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
         if stalled and callback is not None:
             callback({"stage": "stalled", "k": k, "R": best[1], "patience": patience, "tol": stall_tol})
         if timed_out or k > k_max or stalled:
+            stop = "time_limit" if timed_out else "stalled" if stalled else "k_max"
             break
-        cands, exact = mm.price(duals, eps, n_max, opts)
+        cands, exact = mm.price(duals, eps, n_max, opts, deadline)
         history.append({"k": k, "R": R, "columns": len(mm.cols), "rows": len(mm.rows), "entered": len(cands),
-                            "seconds": time.perf_counter() - t0})
+                        "seconds": time.perf_counter() - t0})
         if callback is not None:
             callback({"stage": "cg", **history[-1], "size": f"{len(mm.cols)} candidate rules in the LP"})
+        if deadline is not None and time.perf_counter() >= deadline:  # pricing was cut short: nothing is proven
+            stop = "time_limit"
+            break
         if not cands:
             converged = True
             pricing_exact = exact
             break
         mm.add_columns([(c, m) for _, c, m in cands])
+    if stop == "time_limit" and callback is not None:
+        callback({"stage": "time_limit", "k": len(iterations), "R": best[1] if best else None, "seconds": time_limit})
     if best is None:
         raise SolverError("the monomial minimax LP produced no solution")
     mu, R, phi_up = best
@@ -367,5 +393,5 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     res = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=value, iterations=iterations, lower=lower, upper=upper,
                           converged=converged, n_rows=len(mm.rows), impossible=np.zeros(mu.shape, dtype=bool),
                           bound=float(bound),
-                          info={"pricing_exact": pricing_exact, "phi_exact": mm.phi_exact, "history": history})
+                          info={"pricing_exact": pricing_exact, "phi_exact": mm.phi_exact, "history": history, "stop": stop})
     return mm, res

@@ -22,6 +22,7 @@ Both expose ``tests`` (the global test list literals index), ``parts()`` and
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -207,6 +208,26 @@ def cell_weights(table: MarginalTable, label: str, weights: np.ndarray) -> CellW
     return CellWeights(table.clique[:-1], np.maximum(W, 0.0).sum(axis=-1), np.maximum(-W, 0.0).sum(axis=-1))
 
 
+def _maximal(cells: Sequence[CellWeights]) -> list[CellWeights]:
+    """The cliques no other given clique strictly contains, each feature set once (its first).
+
+    Every proper subset of every clique is marked covered (2^|Q| of them: cliques hold at
+    most five features), so the filter is linear in the cliques, not quadratic (1,830
+    cliques of SONAR: 3.3 M set comparisons per oracle before)."""
+    covered: set[frozenset] = set()
+    for cw in cells:
+        q = tuple(cw.clique)
+        covered.update(frozenset(sub) for r in range(1, len(q)) for sub in itertools.combinations(q, r))
+    seen: set[frozenset] = set()
+    out = []
+    for cw in cells:
+        key = frozenset(cw.clique)
+        if key not in covered and key not in seen:
+            out.append(cw)
+        seen.add(key)
+    return out
+
+
 @dataclass(frozen=True)
 class WeightedPoints:
     """Extra points over all features: codes X (n, p), positive and negative weights (n,)."""
@@ -250,9 +271,7 @@ class MarginalsOracle(AgreementOracle):
                 if not np.all(np.isfinite(a)) or (a < 0).any():
                     raise InputError(f"clique {clique!r}: {nm} cell weights must be finite and >= 0")
             checked.append(CellWeights(clique, np.asarray(cw.positive, float), np.asarray(cw.negative, float)))
-        maximal = [c for k, c in enumerate(checked)
-                   if not any(set(c.clique) < set(o.clique) or (set(c.clique) == set(o.clique) and j < k)
-                              for j, o in enumerate(checked))]
+        maximal = _maximal(checked)
         if points is not None:
             PX = np.asarray(points.X, dtype=np.float64)
             pp = np.asarray(points.positive, dtype=np.float64)

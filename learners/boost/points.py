@@ -33,13 +33,30 @@ import numpy as np
 from marg.errors import InputError
 
 
-def _void_rows(bits: np.ndarray) -> np.ndarray:
-    """(n,) void keys of the rows of a bool matrix (n, t): equal keys ⇔ equal rows; byte order sorts."""
+def _row_keys(bits: np.ndarray) -> np.ndarray:
+    """(n,) keys of the rows of a bool matrix (n, t): equal keys ⇔ equal rows; keys sort as the
+    packed bytes do (byte order). Up to 64 tests the key is an unsigned integer (the packed
+    bytes read big-endian: the same order, and numpy sorts and searches integers far faster
+    than void records); beyond, the void record of the packed bytes."""
     packed = np.packbits(bits, axis=1)
     if packed.shape[1] == 0:
         packed = np.zeros((bits.shape[0], 1), dtype=np.uint8)
+    if packed.shape[1] <= 8:
+        wide = np.zeros((packed.shape[0], 8), dtype=np.uint8)
+        wide[:, : packed.shape[1]] = packed
+        return wide.view(">u8").ravel().astype(np.uint64)
     packed = np.ascontiguousarray(packed)
     return packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
+
+
+def _with_test_set(keys: np.ndarray, bits: np.ndarray, rows: np.ndarray, tests: np.ndarray) -> np.ndarray:
+    """The keys (:func:`_row_keys` of ``bits``) of rows ``rows`` with test ``tests`` set to true."""
+    if keys.dtype == np.uint64:
+        return keys[rows] | (np.uint64(1) << (np.uint64(63) - tests.astype(np.uint64)))
+    packed = np.packbits(bits, axis=1)
+    tgt = packed[rows].copy()
+    tgt[np.arange(rows.size), tests // 8] |= (np.uint8(0x80) >> (tests % 8).astype(np.uint8))
+    return np.ascontiguousarray(tgt).view(np.dtype((np.void, packed.shape[1]))).ravel()
 
 
 def group_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +72,7 @@ def group_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if bits.shape[1] == 0:
         return np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    _, first, members = np.unique(_void_rows(bits), return_index=True, return_inverse=True)
+    _, first, members = np.unique(_row_keys(bits), return_index=True, return_inverse=True)
     return members.ravel().astype(np.int64), first.astype(np.int64)
 
 
@@ -289,18 +306,13 @@ class PointSet:
         out_p, out_n = np.full(f, base_p), np.full(f, base_n)
         if q < 2 or f == 0:
             return out_p, out_n
-        packed = np.ascontiguousarray(np.packbits(cls.patterns, axis=1))
-        nb = packed.shape[1]
-        vt = np.dtype((np.void, nb))
-        keys = packed.view(vt).ravel()
+        keys = _row_keys(cls.patterns)
         order = np.argsort(keys)
         skeys = keys[order]
         a_idx, t_idx = np.nonzero(~cls.patterns)  # class a has test t false: its partner has it true
         if a_idx.size == 0:
             return out_p, out_n
-        tgt = packed[a_idx].copy()
-        tgt[np.arange(a_idx.size), t_idx // 8] |= (np.uint8(0x80) >> (t_idx % 8).astype(np.uint8))
-        tkeys = np.ascontiguousarray(tgt).view(vt).ravel()
+        tkeys = _with_test_set(keys, cls.patterns, a_idx, t_idx)
         loc = np.minimum(np.searchsorted(skeys, tkeys), q - 1)
         hit = skeys[loc] == tkeys
         a = a_idx[hit]

@@ -67,6 +67,17 @@ def count_candidates(tests: Sequence[Any], cliques: Sequence[tuple[str, ...]], m
 
 MAX_ORDER = 5  # the largest monomial order (and the largest table a request may ask for: MAX_CLIQUE)
 
+DEFAULT_TIME_LIMIT = 90.0
+"""Default seconds of column generation: the LP solves and the pricing searches stop there and
+the best bound so far is the certificate (valid at any stop). adult's three DP bundles (91 pair
+tables) stall in about 40 s, SONAR's 1,770 pair tables take about a minute per iteration."""
+
+STOPS = {"converged": "converged (no candidate rule is violated)",
+         "stalled": "stopped when the bound stopped improving (--patience, --stall-tol)",
+         "time_limit": "stopped at its time limit",
+         "k_max": "stopped after its most iterations"}
+"""Why column generation ended (:attr:`BoostVote.stopped_`), in words."""
+
 
 class BoostVote(MinimaxRules):
     """Sparse minimax vote over Boolean monomials of order ≤ 5 (see the module docstring).
@@ -99,7 +110,9 @@ class BoostVote(MinimaxRules):
     bound : float
         Box on |μ|.
     time_limit : float or None
-        Seconds; the best R^k so far is kept (``converged_`` False).
+        Seconds of column generation (default :data:`TIME_LIMIT`; None: no limit): the LP
+        solves and the pricing searches stop there, the best R^k so far is kept
+        (``converged_`` False, ``stopped_`` ``"time_limit"``).
     callback : callable or None
         Progress records per iteration (not saved).
 
@@ -119,17 +132,22 @@ class BoostVote(MinimaxRules):
         Every inner maximisation was solved to optimality (else φ is HiGHS' dual bound).
     history_ : list of dict
         Per column-generation iteration: R, columns, rows, entered, seconds.
+    stopped_ : str
+        Why column generation ended: a key of :data:`STOPS`.
+    empty_reason_ : str or None
+        When no rule reads a feature: why, in one sentence (what was tried, the half-widths
+        that kept every rule out, how the search ended, what the model predicts).
     """
 
     learner = "boost"
     display_name = "a sparse monomial vote"
-    learn_options = ("s", "coverage", "max_order", "kappa", "patience", "stall_tol")
+    learn_options = ("s", "coverage", "max_order", "kappa", "patience", "stall_tol", "time_limit")
     remedies = ("lower --max-order or raise the price (--kappa)",)
 
     def __init__(self, s: float | None = None, coverage: float = 0.95, features: Sequence[str] | None = None,
                  max_order: int = 2, kappa: float = 1.5, penalty: float = 1.0, eps: float = 1e-6, n_max: int = 20,
                  k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3,
-                 time_limit: float | None = None, callback: Callable[[dict], None] | None = None):
+                 time_limit: float | None = DEFAULT_TIME_LIMIT, callback: Callable[[dict], None] | None = None):
         self.s = s
         self.coverage = coverage
         self.features = features
@@ -175,7 +193,35 @@ class BoostVote(MinimaxRules):
         self.pricing_exact_ = bool(res.converged and res.info["pricing_exact"])
         self.phi_exact_ = bool(res.info["phi_exact"])
         self.history_ = res.info["history"]
+        self.stopped_ = res.info["stop"]
+        self.empty_reason_ = None if self.used_features() else self._why_empty(src, mm, res)
         return self
+
+    def _why_empty(self, src: ColumnSource, mm: Any, res: Any) -> str:
+        """One sentence on an empty vote: the rules tried, the half-widths that kept them out,
+        how column generation ended and what the model predicts instead."""
+        tried = [(c, u) for c, u in mm.cols if src.fmap.monomials[u]]
+        stop = STOPS.get(res.info["stop"], res.info["stop"])
+        if res.info["stop"] == "time_limit":
+            stop += f" ({self.time_limit:g} s)"
+        if tried:
+            lam = np.array([mm.lam[k] for k in tried])
+            price = np.array([src.order_cost[len(src.fmap.monomials[u])] for _, u in tried])
+            j = int(np.argmin(lam))
+            why = (f"{len(tried)} candidate rules entered the LP and the optimum gives none a weight: each rule's "
+                   f"half-width λ (here at least {lam[j]:.3g}, of which the code-length price {price[j]:.3g}) "
+                   "outweighs what it lowers the worst-case error by")
+            remedy = ("lower --kappa" if price[j] >= 0.5 * lam[j]
+                      else "more rows narrow λ (like 1/√n), so does a lower --coverage")
+        else:
+            why = "no candidate rule was violated at the first LP's duals"
+            remedy = "lower --kappa, or release more rows"
+        F = self.decision_function(np.zeros((1, len(self.feature_names_in_)), dtype=np.int64))
+        if maximal(F).sum() > 1:
+            pred = "the naive-Bayes class of the first-order tables (the vote ties on every row)"
+        else:
+            pred = f"{self.classes_[int(np.argmax(F[0]))]!r} for every row"
+        return f"the boost vote is empty: {why}; column generation {stop}. The model predicts {pred}; {remedy}"
 
     def _solve(self, summary: Any) -> tuple[ColumnSource, Any, Any]:
         """Column generation on ``summary``: (the column source, the driver with its LP, the result)."""
@@ -291,9 +337,12 @@ class BoostVote(MinimaxRules):
                 + [f"  {r['weight']:+.4f}  {r['class']}  if  {r['rule']}" for r in rules] + super().learn_lines(report))
 
     def learn_warnings(self, report: dict[str, Any]) -> list[str]:
-        """An empty vote predicts one class for every row: say so, and what would let a rule enter."""
+        """An empty vote predicts one class for every row: say so, why (:meth:`_why_empty`) and what
+        would let a rule enter."""
         if report.get("empty_vote") is None:
             return []
+        if report.get("empty_vote_reason"):
+            return [f"warning: {report['empty_vote_reason']}"]
         return [f"warning: the {self.learner} vote is empty: no rule reads a feature, so the model predicts "
                 f"{report['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower --kappa "
                 "or release more rows)"]
@@ -301,7 +350,8 @@ class BoostVote(MinimaxRules):
     def _report(self) -> dict[str, Any]:
         used = self.used_features()
         return {**super()._report(), "monomials": self.rules(), "terms": self.n_terms_,
-                "converged": bool(self.converged_), "used_features": used,
+                "converged": bool(self.converged_), "used_features": used, "stopped": getattr(self, "stopped_", None),
+                "empty_vote_reason": getattr(self, "empty_reason_", None),
                 "empty_vote": None if used else self.classes_[int(self.predict(np.zeros((1, len(self.feature_names_in_)), dtype=np.int64))[0])]}
 
     # ---------------------------------------------------------- persistence
