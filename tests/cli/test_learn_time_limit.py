@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from marg import api
+from marg.learners import learn as api
 from marg.errors import InputError
-from marg.learners.boost.vote import TIME_LIMIT
+from marg.learners.boost.vote import DEFAULT_TIME_LIMIT as TIME_LIMIT
 from marg.learners.naive_bayes import EXACT_SECONDS
 from tests.helpers.console import demo_bundles, marg
 
