@@ -132,15 +132,17 @@ def test_postprocessing_reduces_error_on_average():
     exact = count_tables(cb, X, y, plan_cliques(cb, "all"))
     raw_err = pp_err = 0.0
     n_err = []
-    for _ in range(15):
+    for _ in range(100):
         noisy, _ = privatize(exact, epsilon=1.0, codebook=cb)
         out = postprocess_tables(noisy)
         raw_err += sum(float(np.sum((z.counts - e.counts) ** 2)) for z, e in zip(noisy, exact))
         pp_err += sum(float(np.sum((o.counts - e.counts) ** 2)) for o, e in zip(out, exact))
         n_err.append(out[0].counts.sum() - 600)
     assert pp_err < 0.8 * raw_err
-    # the pooled n stays close to the truth (the non-negativity step keeps the total)
-    assert abs(np.mean(n_err)) < 4 * np.std(n_err) / np.sqrt(len(n_err)) + 2.0
+    # the pooled n stays close to the truth (the non-negativity step keeps the total). The noise is
+    # OpenDP's (unseeded): with 100 releases |mean| / SE is t-distributed with 99 degrees of freedom,
+    # so an unbiased total fails 7 SE with probability < 1e-9 (15 releases at 4 SE failed 1 run in ~4,000).
+    assert abs(np.mean(n_err)) < 7 * np.std(n_err, ddof=1) / np.sqrt(len(n_err)) + 2.0
 
 
 @settings(max_examples=40, deadline=None)
