@@ -14,7 +14,7 @@ from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost, Spend, check_b
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
 from marg.protocols.ledger_state import checkpoint_bytes
-from tests.test_console_script import marg
+from tests.helpers.console import marg
 
 dp.enable_features("contrib")
 

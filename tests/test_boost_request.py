@@ -29,7 +29,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.request import read_request, write_request
 from marg.marginals.summary import Summary
 from marg.marginals.tables import parse_pairs
-from tests.test_console_script import marg
+from tests.helpers.console import marg
 
 P = 6
 

@@ -7,22 +7,15 @@ import shutil
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
-from typer.testing import CliRunner
 
 from marg._util import canonical_json
-from marg.cli.main import app
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.ledger_format import entry_signing_bytes, line_hash, parse_entry
 from marg.protocols.ledger_state import LedgerState, apply_entry, checkpoint_bytes
 from marg.protocols.keys import key_id
 from marg.protocols.signing import b64
 from tests.helpers.files import folder_bytes
-
-runner = CliRunner()
-
-
-def run(*args, home):
-    return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)})
+from tests.helpers.console import run
 
 
 @pytest.fixture

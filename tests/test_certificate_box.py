@@ -19,7 +19,7 @@ from marg.learners.naive_bayes import NaiveBayes
 from marg.learners.renyi import RenyiClassifier
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
-from tests.test_console_script import marg
+from tests.helpers.console import marg
 
 
 def _problem(seed: int = 3, n: int = 400):

@@ -4,13 +4,10 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.marginals.codebook import Codebook
 from marg.marginals.synthetic import demo_codebook, generate, write_csv
-
-runner = CliRunner()
+from tests.helpers.console import run
 
 
 @pytest.fixture
@@ -21,10 +18,6 @@ def site(tmp_path):
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)
     return tmp_path, data, schema
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_schema_init(tmp_path, site):

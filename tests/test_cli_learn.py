@@ -2,21 +2,17 @@
 
 import csv
 import json
+from functools import partial
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from tests.helpers.console import run as marg_run
 
-runner = CliRunner(env={"MARG_PROGRESS": "lines"})  # progress records as lines (not a terminal: a summary only)
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+run = partial(marg_run, env={"MARG_PROGRESS": "lines"})  # progress records as lines (not a terminal: a summary only)
 
 
 @pytest.fixture(scope="module")

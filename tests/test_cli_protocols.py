@@ -3,17 +3,9 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-
-runner = CliRunner()
-
-
-def run(*args, home=None):
-    """Run marg; ``home``: the site configuration folder ($MARG_HOME) of the site running it."""
-    return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)} if home else None)
+from tests.helpers.console import run
 
 
 @pytest.fixture

@@ -11,15 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.console import demo_bundles, marg, marg_exe  # noqa: F401  (marg is imported from here by other tests)
-
-
-@pytest.fixture(scope="module")
-def site_bundles(tmp_path_factory) -> tuple[Path, list[Path]]:
-    """The three demo sites exported by the installed script (every pair table, exact)."""
-    tmp = tmp_path_factory.mktemp("console")
-    bundles = demo_bundles(tmp, seed=40)
-    return tmp, bundles
+from tests.helpers.console import marg
 
 
 def test_help_runs():

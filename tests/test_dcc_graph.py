@@ -27,7 +27,7 @@ from marg.learners.minimax.gauge import common_constant, reference_mask
 from marg.learners.minimax.local import solve_local
 from marg.learners.structure import UnionFind
 from marg.errors import InputError
-from tests.test_dcc import brute_force_R, domain, edge_indices, make_problem, rule_worst_case
+from tests.helpers.dcc_oracle import brute_force_R, domain, edge_indices, make_problem, rule_worst_case
 
 
 def spanning_trees(n, edges):

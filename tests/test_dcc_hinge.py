@@ -20,7 +20,7 @@ from scipy.optimize import linprog
 
 from marg.learners.dcc import DCC
 from marg.errors import InputError
-from tests.test_dcc import brute_force_R, domain, edge_indices, make_problem, marginal_constraints, random_cases, rule_worst_case
+from tests.helpers.dcc_oracle import brute_force_R, domain, edge_indices, make_problem, marginal_constraints, random_cases, rule_worst_case
 
 S_Y = np.array([-1.0, 1.0])
 

@@ -8,17 +8,10 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.bundle import load_bundle
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.helpers.console import run
 
 
 @pytest.fixture
@@ -128,7 +121,7 @@ VARIANTS = [_reverse_features, _extra_unused_level, _extra_level_with_a_space, _
 @pytest.fixture
 def configured(site, monkeypatch):
     """``site`` configured (``marg audit init``) and one exact first-order export of all.csv made."""
-    from tests.test_console_script import marg
+    from tests.helpers.console import marg
 
     tmp, schema, data, minus, rows = site
     monkeypatch.setenv("MARG_HOME", str(tmp / "home"))

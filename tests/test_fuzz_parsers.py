@@ -23,6 +23,7 @@ from marg.marginals.summary import Summary
 from marg.protocols.bundle import Bundle
 from marg.protocols.rounds import read_round
 from tests.conftest import random_codebook, random_rows
+from tests.helpers.fuzzing import DELETE as _DELETE, json_values, mutate as _mutate, paths as _paths
 
 N = int(os.environ.get("MARG_FUZZ_N", "20000"))  # per test: 5 × N + N/8 ≈ 1.0·10⁵ inputs
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -34,43 +35,9 @@ MODEL = Model("mrc", CB, MRC().fit(Summary.from_rows(CB, X, Y)), {"n": 200}).to_
 MODEL = json.loads(json.dumps(MODEL, default=float))
 BUNDLE = Bundle.build(CB, Summary.from_rows(CB, X, Y).tables, site="north", n_rows=200).to_bytes()
 
-# Integers stay small: a model whose state names a 10⁶-level block asks numpy for terabytes, which
-# is a resource question (a signed model from a trusted learner never does), not a parsing one.
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-100, 100) | st.floats(allow_nan=False, max_value=1e3, min_value=-1e3) | st.just(float("nan")) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
-    max_leaves=8,
-)
-
-
-def _paths(d, prefix=()):
-    yield prefix
-    if isinstance(d, dict):
-        for k, v in d.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(d, list):
-        for i, v in enumerate(d[:3]):
-            yield from _paths(v, prefix + (i,))
-
-
 MODEL_PATHS = [p for p in _paths(MODEL) if p]
 CB_DICT = CB.to_dict()
 CB_PATHS = [p for p in _paths(CB_DICT) if p]
-
-
-def _mutate(d, path, value):
-    d = json.loads(json.dumps(d))
-    cur = d
-    for k in path[:-1]:
-        cur = cur[k]
-    if value is _DELETE:
-        del cur[path[-1]]
-    else:
-        cur[path[-1]] = value
-    return d
-
-
-_DELETE = object()
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -35,7 +35,7 @@ from marg.protocols.secagg_round import (
 )
 from marg.protocols.site import SiteConfig, init_site
 from tests.conftest import random_codebook, random_rows
-from tests.test_fuzz_parsers import _mutate, _paths, json_values
+from tests.helpers.fuzzing import json_values, mutate as _mutate, paths as _paths
 
 N = int(os.environ.get("MARG_FUZZ_N", "8000"))  # per test: ~4.2·10⁴ inputs here, ~1.5·10⁵ with test_fuzz_parsers
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)

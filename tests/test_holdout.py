@@ -15,21 +15,14 @@ import json
 import numpy as np
 import pytest
 from scipy.stats import beta
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.holdout import Holdout, Splitter, select, site_key
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from tests.helpers.console import marg
+from tests.helpers.console import marg, run
 
-runner = CliRunner()
 KEY = b"k" * 32
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def held_rows(enc, split: Splitter) -> list[tuple]:
@@ -162,7 +155,7 @@ def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(site
         assert sum(h["n_rows"] for h in heads) == 3 * 1500 - held
     # the model card: the certificate's kind and promise in plain words, and each site's ε over both rounds
     from marg.reports.model_card import model_card
-    from tests.test_reports import parse, values
+    from tests.helpers.reports import parse, values
 
     card = tmp / f"card-{tag}.html"
     card.write_text(model_card(back))

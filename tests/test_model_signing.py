@@ -5,16 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.helpers.console import run
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ import pytest
 
 from marg.learners.base import LEARNERS, estimator_class
 from marg.protocols.load import load_summary
-from tests.test_console_script import marg, site_bundles  # noqa: F401  (site_bundles: the fixture)
-from tests.test_reports import parse, values
+from tests.helpers.console import marg
+from tests.helpers.reports import parse, values
 
 
 @pytest.mark.parametrize("learner", LEARNERS)
-def test_python_and_cli_certificates_are_identical(site_bundles, learner):  # noqa: F811
+def test_python_and_cli_certificates_are_identical(site_bundles, learner):
     tmp, bundles = site_bundles
     est = estimator_class(learner)().fit(load_summary(bundles, allow_unsigned=True))
     cert = est.certificate_

@@ -24,13 +24,6 @@ ENTRY_POINTS = {"load_summary", "learn", "load_model", "save_model", "model_card
                 "NaiveBayes", "BoostVote", "Summary", "Model"}
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    from marg.demo import run_demo
-
-    return run_demo(tmp_path_factory.mktemp("demo") / "d", echo=lambda s: None)
-
-
 def _paths(demo):
     w = demo["workdir"]
     return {"bundles": [str(b) for b in demo["bundles"]], "trust": w / "learner" / "trust",

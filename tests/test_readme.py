@@ -25,11 +25,9 @@ def python_blocks(text: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    """The README's folder (see the module docstring), from one ``marg demo`` run."""
-    from marg.demo import run_demo
-
-    res = run_demo(tmp_path_factory.mktemp("demo") / "d", echo=lambda s: None)
+def study(tmp_path_factory, demo):
+    """The README's folder (see the module docstring), from the session's ``marg demo`` run."""
+    res = demo
     w = res["workdir"]
     here = tmp_path_factory.mktemp("readme")
     for b in res["bundles"]:

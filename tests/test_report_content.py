@@ -14,22 +14,14 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.learners.model import Model
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.synthetic import demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
 from tests.conftest import gene_study
-from tests.test_reports import parse, values
-
-runner = CliRunner()
-
-
-def run(*args, home=None):
-    """Run marg; ``home``: the site configuration folder ($MARG_HOME) of the site running it."""
-    return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)} if home else None)
+from tests.helpers.reports import parse, values
+from tests.helpers.console import run
 
 
 def table(root, key: str) -> list[list[str]]:

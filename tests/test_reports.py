@@ -3,45 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.learners.model import Model
 from marg.protocols.ledger import Ledger
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def parse(path) -> ET.Element:
-    text = path.read_text(encoding="utf-8")
-    root = ET.fromstring(text.split("\n", 1)[1])  # well-formed (after the doctype line)
-    # self-contained: no script, no external resource of any kind
-    assert not list(root.iter("script")) and not list(root.iter("link")) and not list(root.iter("iframe"))
-    for el in root.iter():
-        for attr in ("src", "href"):
-            v = el.get(attr)
-            assert v is None or v.startswith("data:"), (el.tag, v)
-    assert not re.search(r"https?://|url\(", text)
-    return root
-
-
-def values(root: ET.Element) -> dict[str, str]:
-    return {el.get("data-key"): el.get("data-value") for el in root.iter() if el.get("data-key")}
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    from marg.demo import run_demo
-
-    return run_demo(tmp_path_factory.mktemp("demo") / "d", echo=lambda s: None)
+from tests.helpers.console import run
+from tests.helpers.reports import parse, values
 
 
 def test_model_card_states_the_models_numbers(demo, tmp_path):

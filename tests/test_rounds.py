@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
 
-from marg.cli.main import app
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.bundle import Bundle
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.helpers.console import run
 
 
 def test_a_replayed_bundle_of_an_earlier_round_is_refused(tmp_path):

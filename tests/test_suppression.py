@@ -143,7 +143,7 @@ def test_the_issue_release_through_the_console_script(tmp_path):
     class columns; the attack on it (hidden positions known) leaves every hidden cell k candidates."""
     from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
     from marg.protocols.bundle import load_bundle
-    from tests.test_console_script import marg
+    from tests.helpers.console import marg
 
     demo_codebook().save(tmp_path / "cb.json")
     write_csv(tmp_path / "d.csv", generate(300, SITES[0], seed=4))

@@ -14,7 +14,7 @@ from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.load import load_summary
-from tests.test_console_script import marg
+from tests.helpers.console import marg
 
 TOP = 4
 
