@@ -19,6 +19,21 @@ from tests.helpers.model_files import check_malformed_models  # noqa: F401  (re-
 from tests.helpers.study import Study, export_study, write_study
 
 
+SERVICE_GROUPS = {"pg": "postgres", "spark": "spark"}
+"""A test using one of these fixtures runs in that service's group: under ``pytest -n`` (pytest-xdist,
+``--dist loadgroup``) one worker runs the whole group, so one PostgreSQL cluster and one Spark
+JVM serve them instead of one per worker."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        used = getattr(item, "fixturenames", ())
+        group = next((g for f, g in SERVICE_GROUPS.items() if f in used), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def datasets() -> Path:
     d = datasets_dir()

@@ -99,9 +99,22 @@ def start_postgres():
 
     run(str(bindir / "initdb"), "-D", str(data), "-U", user, "--pwfile", str(pwfile), "--auth", "scram-sha-256",
         "-E", "UTF8", "--no-instructions")
-    port = free_port()
-    opts = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={base} -c fsync=off"
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(base / "log"), "-w", "-t", "60", "start")
+    # free_port() releases the port before the server binds it: another process on the machine (a
+    # parallel test worker, another cluster) can take it in between. The server then fails to bind
+    # and says so in its log; try another port (three times) instead of failing the run.
+    for attempt in range(3):
+        port = free_port()
+        opts = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={base} -c fsync=off"
+        log = base / f"log{attempt}"
+        r = subprocess.run([*runas, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(log), "-w", "-t", "60", "start"],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode == 0:
+            break
+        said = log.read_text(errors="replace") if log.exists() else ""
+        if "could not bind" not in said and "already in use" not in said:
+            unavailable(f"pg_ctl failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    else:
+        unavailable(f"pg_ctl failed: no free port after 3 attempts ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
 
     def stop() -> None:
         subprocess.run([*runas, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],

@@ -148,22 +148,13 @@ def test_estimator_persistence_keeps_the_table(tmp_path):
 
 
 # ------------------------------------------------------------------ the console script
-@pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    from tests.helpers.console import demo_bundles
-
-    tmp = tmp_path_factory.mktemp("auto")
-    bundles = demo_bundles(tmp, seed=70)
-    return tmp, bundles
-
-
 @pytest.mark.parametrize("prefer", ["balanced", "certificate"])
-def test_console_script_table_matches_the_model_file(study, prefer):
+def test_console_script_table_matches_the_model_file(site_bundles, prefer):
     from marg.cli.learn import choice_lines
     from marg.learners.model import Model
     from tests.helpers.console import marg
 
-    tmp, bundles = study
+    tmp, bundles = site_bundles
     out, out2 = tmp / f"auto-{prefer}.json", tmp / f"auto-{prefer}-2.json"
     r = marg("learn", *bundles, "--prefer", prefer, "--out", out, "--json", "--allow-unsigned", cwd=tmp)
     assert r.returncode == 0, r.stderr

@@ -281,22 +281,14 @@ def test_column_generation_stops_when_the_bound_stops_improving():
     assert long._report()["empty_vote"] is None
 
 
-def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path):
+def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path, demo_study):
     """Stopped on its first plateau the demo's vote holds no rule: `marg learn` says so in one line
     naming the class, and that class is what `marg predict` writes for every row."""
     import csv
 
-    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
     from tests.helpers.console import marg
 
-    schema = tmp_path / "cb.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        write_csv(tmp_path / f"{prof.name}.csv", generate(400, prof, seed=10 + k), slice(0, 400))
-        bundles.append(tmp_path / f"{prof.name}.b")
-        assert marg("export", tmp_path / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", bundles[-1],
-                    "--stats", "all", "--min-cell", "1", "--no-ledger", cwd=tmp_path).returncode == 0
+    schema, bundles = demo_study.schema, demo_study.bundles  # 400 rows per site, seeds 10, 11, 12
     env = {"MARG_HOME": str(tmp_path / "home"), "MARG_PROGRESS_AFTER": "0"}  # the summary line however fast the fit
     r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
              "--no-sign", cwd=tmp_path, env=env)
@@ -304,7 +296,7 @@ def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path):
     said = [ln for ln in r.stderr.splitlines() if "vote is empty" in ln]
     assert len(said) == 1 and "stopped early" in r.stderr
     cls = said[0].split("predicts ")[1].split("'")[1]
-    r = marg("predict", tmp_path / "m.json", tmp_path / "north.csv", "--out", tmp_path / "p.csv", "--schema", schema,
+    r = marg("predict", tmp_path / "m.json", demo_study.data["north"], "--out", tmp_path / "p.csv", "--schema", schema,
              "--allow-unsigned", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "p.csv", newline="") as fh:

@@ -19,27 +19,16 @@ from pathlib import Path
 import pytest
 
 import marg
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.synthetic import SITES, demo_codebook
 from tests.helpers.console import marg as run, marg_exe
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory) -> dict:
-    """The demo codebook, three sites' rows and their exact bundles (every pair table)."""
-    tmp = tmp_path_factory.mktemp("conventions")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        data = tmp / f"{prof.name}.csv"
-        write_csv(data, generate(400, prof, seed=10 + k), slice(0, 400))
-        out = tmp / f"{prof.name}.bundle"
-        r = run("export", data, "--schema", schema, "--site", prof.name, "--out", out, "--stats", "all", "--min-cell", "1",
-                "--no-ledger", cwd=tmp)
-        assert r.returncode == 0, r.stderr
-        bundles.append(out)
-    return {"dir": tmp, "schema": schema, "bundles": bundles, "data": tmp / f"{SITES[0].name}.csv",
-            "env": {"MARG_HOME": str(tmp / "home")}}
+def study(demo_study, tmp_path_factory) -> dict:
+    """The session's demo study (three sites' rows and exact bundles, every pair table) and this
+    module's own site configuration folder."""
+    return {"dir": demo_study.dir, "schema": demo_study.schema, "bundles": demo_study.bundles,
+            "data": demo_study.data[SITES[0].name], "env": {"MARG_HOME": str(tmp_path_factory.mktemp("conventions") / "home")}}
 
 
 def test_version_and_completion(tmp_path):

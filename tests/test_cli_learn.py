@@ -9,27 +9,18 @@ import pytest
 
 from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.synthetic import SITES, generate, write_csv
 from tests.helpers.console import run as marg_run
+from tests.helpers.study import export_study, write_study
 
 run = partial(marg_run, env={"MARG_PROGRESS": "lines"})  # progress records as lines (not a terminal: a summary only)
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("study")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        cols = generate(1500, prof, seed=100 + k)
-        write_csv(tmp / f"{prof.name}.csv", cols, slice(0, 1200))
-        write_csv(tmp / f"{prof.name}_test.csv", cols, slice(1200, 1500))
-        b = tmp / f"{prof.name}.bundle"
-        r = run("export", tmp / f"{prof.name}.csv", "--schema", schema, "--site", prof.name, "--out", b, "--stats", "all", "--min-cell", "1")
-        assert r.exit_code == 0, r.output
-        bundles.append(b)
-    return tmp, schema, bundles
+    """Three demo sites, 1,500 rows each: 1,200 exported exactly (every pair table), 300 in NAME_test.csv."""
+    s = export_study(write_study(tmp_path_factory.mktemp("study"), 1500, seed=100, train=1200))
+    return s.dir, s.schema, s.bundles
 
 
 @pytest.mark.parametrize("learner", ["mrc", "renyi"])

@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from tests.helpers.console import run
+from tests.helpers.study import write_study
 
 
 @pytest.fixture
 def world(tmp_path):
-    schema = tmp_path / "codebook.json"
-    demo_codebook().save(schema)
+    study = write_study(tmp_path, 2500, seed=50, sites=2)  # north and south
+    schema = study.schema
     for site in ("north", "south", "learner"):
         r = run("keys", "init", "--site", site, "--role", "learner" if site == "learner" else "site", "--dir", tmp_path / "keys")
         assert r.exit_code == 0, r.output
@@ -19,12 +19,7 @@ def world(tmp_path):
     trust.mkdir()
     for site in ("north", "south"):
         (trust / f"{site}.sign.pub").write_bytes((tmp_path / "keys" / f"{site}.sign.pub").read_bytes())
-    data = {}
-    for k, prof in enumerate(SITES[:2]):
-        p = tmp_path / f"{prof.name}.csv"
-        write_csv(p, generate(2500, prof, seed=50 + k))
-        data[prof.name] = p
-    return tmp_path, schema, trust, data
+    return tmp_path, schema, trust, study.data
 
 
 def export(world, site, *extra, out=None):

@@ -21,6 +21,7 @@ from marg.marginals.encoding import encode_file
 from marg.marginals.holdout import Holdout, Splitter, select, site_key
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from tests.helpers.console import marg, run
+from tests.helpers.study import write_study
 
 KEY = b"k" * 32
 
@@ -96,15 +97,8 @@ def test_an_id_column_keeps_a_patients_rows_together(tmp_path):
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("holdout")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    out = {}
-    for k, prof in enumerate(SITES):
-        cols = generate(1500, prof, seed=300 + k)
-        write_csv(tmp / f"{prof.name}.csv", cols, slice(0, 1500))
-        out[prof.name] = tmp / f"{prof.name}.csv"
-    return tmp, schema, out
+    s = write_study(tmp_path_factory.mktemp("holdout"), 1500, seed=300)
+    return s.dir, s.schema, s.data
 
 
 @pytest.mark.parametrize("dp", [False, True])

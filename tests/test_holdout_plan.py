@@ -19,6 +19,7 @@ from marg.learners.holdout_plan import expected_holdout_certificate, needed_for,
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.bundle import Bundle
 from tests.helpers.console import marg
+from tests.helpers.study import write_study
 
 
 def test_expected_certificate_is_the_bound_at_the_expected_counts():
@@ -78,18 +79,13 @@ def test_marg_plan_prints_the_library_numbers(tmp_path):
 def two_rounds(tmp_path_factory):
     """Three demo sites: round 1 with --holdout auto at ε = 1 in total, learn, round 2 at the planned ε
     (class-wise content; north asks for its own certificate), certify."""
-    tmp = tmp_path_factory.mktemp("plan")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
     n = 400
-    files, bundles = {}, []
-    for k, prof in enumerate(SITES):
-        f = tmp / f"{prof.name}.csv"
-        write_csv(f, generate(n, prof, seed=700 + k), slice(0, n))
-        files[prof.name] = f
-        b = tmp / f"{prof.name}.bundle"
-        r = marg("export", f, "--schema", schema, "--site", prof.name, "--out", b, "--epsilon", "1", "--holdout", "auto",
-                 "--plan-rows", n, "--plan-sites", len(SITES), "--expected-error", "0.2", "--ledger", tmp / f"{prof.name}-led",
+    study = write_study(tmp_path_factory.mktemp("plan"), n, seed=700)
+    tmp, schema, files, bundles = study.dir, study.schema, study.data, []
+    for name, f in files.items():
+        b = tmp / f"{name}.bundle"
+        r = marg("export", f, "--schema", schema, "--site", name, "--out", b, "--epsilon", "1", "--holdout", "auto",
+                 "--plan-rows", n, "--plan-sites", len(SITES), "--expected-error", "0.2", "--ledger", tmp / f"{name}-led",
                  cwd=tmp)
         assert r.returncode == 0, r.stderr
         bundles.append(b)

@@ -13,6 +13,8 @@ _spec = importlib.util.spec_from_file_location("render_reports", ROOT / "bench" 
 render = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render)
 
+pytestmark = pytest.mark.xdist_group("chromium")  # one headless Chromium at a time under pytest -n
+
 
 @pytest.mark.slow
 def test_reports_render_in_chromium(tmp_path):

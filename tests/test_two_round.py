@@ -12,25 +12,19 @@ import pytest
 
 from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.synthetic import demo_codebook
 from marg.protocols.load import load_summary
 from tests.helpers.console import marg
+from tests.helpers.study import write_study
 
 TOP = 4
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tworound")
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    data = {}
-    for k, prof in enumerate(SITES):
-        cols = generate(2000, prof, seed=700 + k)
-        write_csv(tmp / f"{prof.name}.csv", cols, slice(0, 1600))
-        write_csv(tmp / f"{prof.name}_test.csv", cols, slice(1600, 2000))
-        data[prof.name] = tmp / f"{prof.name}.csv"
-    return tmp, schema, data
+    """Three demo sites, 2,000 rows each: 1,600 in NAME.csv, 400 in NAME_test.csv."""
+    s = write_study(tmp_path_factory.mktemp("tworound"), 2000, seed=700, train=1600)
+    return s.dir, s.schema, s.data
 
 
 def two_rounds(study, tag: str, priv: list[str]):
