@@ -236,7 +236,7 @@ def test_ledgers_written_by_the_previous_marg_verify_and_are_held_to_the_compose
     from marg.marginals.privacy import plan_cost
     from marg.marginals.tables import plan_cliques
 
-    src = Path(__file__).parent / "fixtures" / "compat" / "ledger_v2"
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "compat" / "ledger_v2"
     key = serialization.load_pem_private_key((src / "north.sign.key.pem").read_bytes(), None)
     for d in ("dp-ledger", "exact-ledger"):
         shutil.copytree(src / d, tmp_path / d)

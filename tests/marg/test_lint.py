@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("marg", "marginals", "learners", "protocols", "cli", "tests", "bench")
 
 
@@ -45,4 +45,16 @@ def test_layers_import_one_way(layer):
                 parts = name.split(".")
                 if parts[0] == "marg" and len(parts) > 1 and parts[1] in FORBIDDEN[layer]:
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/helpers/ (functions) or tests/conftest.py (fixtures): a test module
+    that imports another runs that module's set-up and hides what is shared."""
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names if n.split(".")[-1].startswith("test_")]
     assert not bad, "\n".join(bad)

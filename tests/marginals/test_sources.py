@@ -219,7 +219,7 @@ def test_duckdb_missing_table_and_database(tmp_path):
 @pytest.fixture(scope="session")
 def pg():
     pytest.importorskip("psycopg")
-    from tests.services import start_postgres
+    from tests.helpers.services import start_postgres
 
     server, stop = start_postgres()
     yield server
@@ -315,7 +315,7 @@ def test_postgres_source_recorded_without_credentials(pg, pgdb):
 @pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark")
-    from tests.services import java_available, unavailable
+    from tests.helpers.services import java_available, unavailable
 
     if not java_available():
         unavailable("Spark local mode needs a Java runtime (java not found)")

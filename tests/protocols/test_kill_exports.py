@@ -18,7 +18,7 @@ from marg.protocols.keys import generate_keys, load_signing_key
 from marg.protocols.ledger import Ledger
 from marg.protocols.site import SiteConfig, init_site
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 WORKER = textwrap.dedent("""
     import sys

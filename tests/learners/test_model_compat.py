@@ -19,7 +19,7 @@ from marg.cli.main import app
 from marg.learners.model import Model
 from marg.marginals.encoding import encode_file
 
-HERE = Path(__file__).resolve().parent / "fixtures" / "compat"
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "compat"
 EXPECTED = json.loads((HERE / "expected.json").read_text())["models"]
 
 

@@ -177,7 +177,7 @@ def test_estimator_cg_reports_selection_and_iterations():
 
 # ------------------------------------------------------------------- real data
 
-DATASETS = Path(os.environ.get("MARG_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+DATASETS = Path(os.environ.get("MARG_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
 
 
 def test_colon_cg_equals_full():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("render_reports", ROOT / "bench" / "render_reports.py")
 render = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render)

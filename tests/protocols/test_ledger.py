@@ -34,7 +34,7 @@ from marg.protocols.ledger import (
 from marg.protocols.ledger_verify import verify_ledger_bytes
 from marg.protocols.signing import finalize_bundle, verify_bytes, unb64
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_bundle(site="north", seed=0, n=30) -> Bundle:
