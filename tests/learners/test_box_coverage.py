@@ -87,23 +87,37 @@ def old_mrc_lambda(m) -> np.ndarray:
 def test_the_old_mrc_lambda_under_covers_where_the_noise_tail_matters():
     """Eight ternary features, n = 500, ε = 0.25 (noise well above the sampling error, 48 entries:
     the Bonferroni level sits deep in the Laplace tail): the recorded box covers; the old
-    normal-approximation box — inside the new one entry by entry — does not."""
+    normal-approximation box — inside the new one entry by entry — does not.
+
+    The noise is OpenDP's (unseeded). The old box covered 153–168 of 200 releases, 14 short of the
+    criterion at best (a run in a few thousand passed it); it needs no fit, so it is counted over
+    five times as many releases (≈ 800 of 1,000 against the criterion's 933; P(pass) < 1e-20 even at 168 of 200)."""
+    from tests.helpers.quantities import node_map
+
     p = 8
     cb = Codebook(features=tuple(CategoricalFeature(f"f{i}", ("0", "1", "2")) for i in range(p)), label=CB.label)
     rng = np.random.default_rng(11)
     P8 = rng.dirichlet(np.ones(3**p * 2)).reshape((3,) * p + (2,))
     tau_true = np.concatenate([P8.sum(axis=tuple(j for j in range(p) if j != i)).T for i in range(p)], axis=1)
     new = old = 0
-    for _ in range(RELEASES):
+    old_releases = 5 * RELEASES
+    for k in range(old_releases):
         cells = np.unravel_index(rng.choice(P8.size, size=500, p=P8.ravel()), P8.shape)
         tables = count_tables(cb, np.column_stack(cells[:-1]).astype(float), cells[-1], plan_cliques(cb, "first"))
         S = Summary(cb, privatize(tables, epsilon=0.25, codebook=cb)[0])
+        if k >= RELEASES:  # the old route alone: τ and its noise from the same first-order map
+            m = map_moments(S, node_map(S))
+            old += bool(np.all(np.abs(m.tau - tau_true) <= old_mrc_lambda(m)))
+            continue
         est = MRC().fit(S)
         m = map_moments(S, est.map_)
+        if k == 0:
+            assert np.array_equal(map_moments(S, node_map(S)).tau, m.tau)  # the map the old route uses below
         lam_old = old_mrc_lambda(m)
         assert np.all(est.lambda_ >= np.minimum(lam_old, np.maximum(np.abs(m.tau), np.abs(1 - m.tau))))  # both capped
         box = est.certificate_.box
         new += all(np.all((np.array(r["lower"]) <= t + 1e-12) & (t <= np.array(r["upper"]) + 1e-12))
                    for r, t in zip(box, [tau_true[:, 3 * i: 3 * i + 3].T.ravel() for i in range(p)]))
         old += bool(np.all(np.abs(m.tau - tau_true) <= lam_old))
-    assert new >= NEEDED and old < NEEDED, (new, old, NEEDED)
+    needed_old = int(binom.ppf(0.01, old_releases, COVERAGE))
+    assert new >= NEEDED and old < needed_old, (new, NEEDED, old, needed_old)

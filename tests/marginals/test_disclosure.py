@@ -114,14 +114,9 @@ def test_dp_tables_are_not_checked():
 def test_exact_releases_do_not_reveal_one_patient_or_where_cells_were_suppressed(tmp_path):
     """Two exact exports of a dataset that changed by one patient would reveal that patient: the
     second is refused (nothing written); a suppressing export says how many cells, not where."""
-    from typer.testing import CliRunner
-
-    from marg.cli.main import app
     from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
     from marg.protocols.bundle import Bundle
-
-    def run(*a):
-        return CliRunner().invoke(app, [str(x) for x in a])
+    from tests.helpers.console import run
 
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)

@@ -190,16 +190,13 @@ def _planned_size_refusal(stderr):
 def test_an_oversized_plan_is_refused_through_the_cli(tmp_path):
     """marg export --stats all at a configured site: one line naming the tables and the planned
     size, exit != 0, no bundle, the site's ledger and configuration byte-identical."""
-    from typer.testing import CliRunner
+    from functools import partial
 
-    from marg.cli.main import app
+    from tests.helpers.console import run as marg_run
 
     schema, data = _oversized_study(tmp_path)
     home = tmp_path / "home"
-    runner = CliRunner()
-
-    def run(*args):
-        return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)})
+    run = partial(marg_run, home=home)
 
     assert run("keys", "init", "--site", "s", "--dir", tmp_path / "keys").exit_code == 0
     r = run("audit", "init", "--site", "s", "--key", tmp_path / "keys" / "s.sign.key", "--epsilon", "10")

@@ -197,10 +197,7 @@ def test_two_rounds_get_different_ids(tmp_path):
 def test_secure_round_through_the_cli(tmp_path):
     """Three sites, threshold 2: one drops out; the sum is the two survivors' tables (with their DP
     noise), marg learn reads it, each site answers the round once and reveals once."""
-    runner = CliRunner()
-
-    def run(*args, home=None):
-        return runner.invoke(app, [str(a) for a in args], env={"MARG_HOME": str(home)} if home else None)
+    from tests.helpers.console import run
 
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)
