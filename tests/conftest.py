@@ -20,16 +20,23 @@ from tests.helpers.study import Study, export_study, write_study
 
 
 SERVICE_GROUPS = {"pg": "postgres", "spark": "spark"}
-"""A test using one of these fixtures runs in that service's group: under ``pytest -n`` (pytest-xdist,
-``--dist loadgroup``) one worker runs the whole group, so one PostgreSQL cluster and one Spark
-JVM serve them instead of one per worker."""
+"""A test using one of these fixtures runs in that service's group, so one PostgreSQL cluster and
+one Spark JVM serve them instead of one per worker."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    """Units of work for ``pytest -n 2 --dist loadgroup`` (pytest-xdist): a test module is one unit,
+    so its module-scoped fixtures are built once and its tests keep their order; a service's tests
+    are one unit (SERVICE_GROUPS); a test marked ``slow`` (the fuzzing, 10⁴ inputs each) is a unit
+    of its own, so the two workers share them; an explicit ``xdist_group`` mark is kept."""
     for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
         used = getattr(item, "fixturenames", ())
         group = next((g for f, g in SERVICE_GROUPS.items() if f in used), None)
+        if group is None and item.get_closest_marker("slow") is None:
+            group = item.nodeid.split("::")[0]
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 
