@@ -164,7 +164,19 @@ def rare_study(tmp_path_factory):
     data.write_text("country,smoker,outcome\n" + "".join(
         f"{cb.features[0].levels[a]},{['no', 'yes'][b]},{['no', 'yes'][c]}\n" for a, b, c in zip(country, smoker, y)))
     bundles = {"noisy": tmp / "noisy.bundle", "exact": tmp / "exact.bundle"}
-    export_site(data, cb, "north", bundles["noisy"], epsilon=1.0)
+    # test_caveat_marks_a_weight_set_by_noise needs a draw where Hungary's released count is within
+    # the noise (its oracle). Hungary's true counts are (6, 0) and the half-width q ≈ 22 (σ ≈ 11): both
+    # cells land outside in ≈ 0.4 % of OpenDP's unseeded draws (P(|6+Z| > q)·P(|Z| > q) ≈ 0.083·0.05),
+    # which failed that test about 1 run in 240; such a draw is redrawn (5 tries: P(no draw) ≈ 1e-12).
+    from marg.marginals.noise_tails import halfwidth
+    from marg.protocols.load import load_summary
+
+    for _ in range(5):
+        export_site(data, cb, "north", bundles["noisy"], epsilon=1.0, force=True)
+        released = load_summary([bundles["noisy"]], allow_unsigned=True).released()
+        q = halfwidth(list(released.noise_draws(("country", "outcome"))), 0.05)
+        if np.abs(released.counts(("country", "outcome"))[2]).min() <= q:
+            break
     export_site(data, cb, "north", bundles["exact"], min_cell=1)
     models = {}
     for name, learner, bundle in [("nb", "nb", "noisy"), ("nb_exact", "nb", "exact"), ("renyi", "renyi", "noisy"),
