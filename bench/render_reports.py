@@ -8,7 +8,7 @@ page at both widths (``*-full.png``, to look at) with Debian's ``chromium --head
 --screenshot``, and fails (exit 1) if a page renders blank (nearly uniform pixels) or wider
 than its window, or holds a table wider than its box (a column a phone reader would have to
 scroll to) (``document.documentElement.scrollWidth > innerWidth``, read from
-``--dump-dom`` of a copy of the page with a one-line probe script added). tests/test_render.py
+``--dump-dom`` of a copy of the page with a one-line probe script added). tests/marg/test_render.py
 runs the same check in CI.
 """
 

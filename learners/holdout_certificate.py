@@ -38,7 +38,7 @@ cell and per total — which is what makes the bound informative on a few hundre
 Pooled over sites whose error rates differ, E is a sum of binomials with the held-out-count
 weighted mean rate p̄; by Hoeffding's theorem (1956) such a sum is more concentrated than
 Binomial(n, p̄) in the tails the test uses, so the pooled bound covers p̄ (the simulation
-in ``tests/test_holdout_bound.py`` draws sites with different rates). The held-out rows
+in ``tests/learners/test_holdout_bound.py`` draws sites with different rates). The held-out rows
 never entered the tables the model was fitted on, so no uniform bound over models is needed. A **per-site** certificate is the same bound on one site's release
 (its own held-out population); a **class-wise** certificate bounds each class's error rate
 (the rate among rows of true class y) at α/K each, so all K hold together. Every bound

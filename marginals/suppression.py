@@ -26,7 +26,7 @@ fewer than ``k`` patients (its total is released or given by the row count). Tab
 ``N[x, y]`` of one release share only ``y``, so their fillings are independent given the
 class totals (any combination is the margins of some dataset) and the argument holds per
 table. Releases with other tables (pairs ``N[x_i, x_j, y]``) are refused: their columns are
-tied to each other by more margins than the class totals. ``tests/test_suppression.py`` runs
+tied to each other by more margins than the class totals. ``tests/marginals/test_suppression.py`` runs
 the simulation attack itself on random tables.
 """
 

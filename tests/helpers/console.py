@@ -1,4 +1,5 @@
-"""The installed ``marg`` console script as a subprocess: what a user's shell sees."""
+"""Running ``marg`` as a user does: in this process (``run``, typer's CliRunner) or the installed
+console script as a subprocess (``marg``: what a user's shell sees, bytes C code writes included)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,23 @@ from pathlib import Path
 from typing import Mapping
 
 import pytest
+
+from tests.helpers.study import demo_bundles  # noqa: F401  (its home is tests.helpers.study)
+
+
+def run(*args: object, home: Path | None = None, env: Mapping[str, str] | None = None):
+    """Run ``marg ARGS`` in this process (typer's CliRunner; stdout and stderr both in ``.output``);
+    ``home``: the $MARG_HOME of whoever runs it, site or learner; ``env`` added to the environment.
+
+    Returns the CliRunner result (``exit_code``, ``output``, ``stdout``, ``stderr``)."""
+    from typer.testing import CliRunner
+
+    from marg.cli.main import app
+
+    full = dict(env or {})
+    if home is not None:
+        full["MARG_HOME"] = str(home)
+    return CliRunner().invoke(app, [str(a) for a in args], env=full or None)
 
 
 def marg_exe() -> str:
@@ -31,21 +49,3 @@ def marg(*args: object, cwd: Path, env: Mapping[str, str] | None = None, home: P
     return subprocess.run([marg_exe(), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True,
                           timeout=timeout)
 
-
-def demo_bundles(tmp: Path, seed: int, n: int = 300) -> list[Path]:
-    """The three demo sites' CSVs (``n`` rows each) exported exactly, every pair table, by the installed
-    script into ``tmp`` (``codebook.json`` there too); the bundles in the sites' order."""
-    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-
-    schema = tmp / "codebook.json"
-    demo_codebook().save(schema)
-    bundles = []
-    for k, prof in enumerate(SITES):
-        data = tmp / f"{prof.name}.csv"
-        write_csv(data, generate(n, prof, seed=seed + k), slice(0, n))
-        out = tmp / f"{prof.name}.bundle"
-        r = marg("export", data, "--schema", schema, "--site", prof.name, "--out", out, "--stats", "all",
-                 "--min-cell", "1", "--no-ledger", cwd=tmp)
-        assert r.returncode == 0, r.stderr
-        bundles.append(out)
-    return bundles

@@ -1,0 +1,194 @@
+"""The automatic choice: the rule on a constructed table, the simulated plug-in error, the chooser end to end
+on a three-site study, the patients a non-trivial DP certificate needs, and the console script's table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from marg.errors import InputError
+from marg.learners.auto import AutoLearner, CandidateRow, choose
+from marg.learners.base import REGISTRY
+from marg.learners.cross_site import SEED, in_sample_error, sample_error, tan_sample
+from marg.learners.sample_size import scaled_summary
+from marg.marginals.summary import Summary, sum_tables
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
+from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
+
+
+def _row(name, error, cert):
+    return CandidateRow(name, {}, error=error, certificate=cert, kind="R*" if cert is not None else "")
+
+
+def test_the_rule_on_a_constructed_table():
+    rows = [_row("a", 0.150, 0.90), _row("b", 0.165, 0.40), _row("c", 0.171, 0.30), _row("d", None, 0.10),
+            _row("e", None, None)]
+    k, words = choose(rows)
+    assert rows[k].learner == "b"  # c is 0.021 above the best; d has no estimate; e was not fitted
+    assert "within 0.02 of the best (0.1500)" in words
+    assert rows[choose(rows, tolerance=0.03)[0]].learner == "c"
+    assert rows[choose(rows, prefer="accuracy")[0]].learner == "a"
+    assert rows[choose(rows, prefer="certificate")[0]].learner == "d"
+    # ties: the same certificate goes to the smaller estimated error, the same error to the smaller certificate
+    tie = [_row("x", 0.16, 0.4), _row("y", 0.15, 0.4), _row("z", 0.15, 0.5)]
+    assert tie[choose(tie)[0]].learner == "y" and tie[choose(tie, prefer="accuracy")[0]].learner == "y"
+    # no estimate at all: the smallest certificate, and the words say why
+    k, words = choose([_row("p", None, 0.7), _row("q", None, 0.6)])
+    assert k == 1 and "no candidate's error could be estimated" in words
+    with pytest.raises(InputError, match="no learner could be fitted"):
+        choose([_row("e", None, None)])
+    with pytest.raises(InputError, match="unknown prefer 'speed'"):
+        choose(rows, prefer="speed")
+
+
+def _three_sites(rng, sizes, epsilon=None):
+    from marg.marginals.privacy import privatize
+
+    cb = _tan_codebook()
+    plan = plan_cliques(cb, "all")
+    parts = []
+    for k, n in enumerate(sizes):
+        X, y = _tan_rows(rng, n)
+        tabs = count_tables(cb, X, y, plan)
+        if epsilon is not None:
+            tabs, _ = privatize(tabs, epsilon=epsilon, codebook=cb)
+        parts.append((f"s{k}", tabs))
+    return cb, Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts), parts
+
+
+def test_the_chooser_end_to_end_on_three_exact_sites():
+    rng = np.random.default_rng(2)
+    cb, S, parts = _three_sites(rng, (250, 150, 100))
+    auto = AutoLearner(coverage=0.9).fit(S)
+    rows = auto.candidates_
+    assert [r.learner for r in rows] == ["mrc", "dcc", "dcc", "nb", "renyi"]
+    for k, (row, fitted) in enumerate(zip(rows, auto.fitted_)):
+        # the certificate is the candidate's own, fitted alone at the same coverage
+        alone = REGISTRY[row.learner](**row.params, coverage=0.9).fit(S)
+        assert row.certificate == pytest.approx(alone.certificate_.value, abs=1e-9)
+        # the estimate: fitted without site j, its error on rows simulated from site j's tables
+        folds = []
+        for j in range(3):
+            rest = Summary(cb, sum_tables([p[1] for i, p in enumerate(parts) if i != j])[0])
+            est = REGISTRY[row.learner](**{**row.params, **({"certify": "bound"} if row.learner == "nb" else {})},
+                                        coverage=0.9).fit(rest)
+            folds.append(sample_error(est, tan_sample(Summary(cb, list(parts[j][1])), seed=SEED + j)))
+        assert row.method == "loso" and row.folds == pytest.approx(folds, abs=1e-12)
+        assert row.error == pytest.approx(np.average(folds, weights=[250, 150, 100]), abs=1e-12)
+    best = min(r.error for r in rows)
+    eligible = [r for r in rows if r.error <= best + 0.02]
+    want = min(eligible, key=lambda r: (r.certificate, r.error))
+    assert [r.chosen for r in rows].count(True) == 1 and next(r for r in rows if r.chosen) is want
+    k = rows.index(want)
+    assert auto.chosen_ is auto.fitted_[k] and auto.certificate_ == auto.chosen_.certificate_
+    X, _ = _tan_rows(rng, 300)
+    assert np.array_equal(auto.predict(X), auto.fitted_[k].predict(X))
+    by_err = AutoLearner(coverage=0.9, prefer="accuracy").fit(S)
+    assert next(r for r in by_err.candidates_ if r.chosen).error == min(r.error for r in rows)
+    by_cert = AutoLearner(coverage=0.9, prefer="certificate").fit(S)
+    assert next(r for r in by_cert.candidates_ if r.chosen).certificate == min(r.certificate for r in rows)
+    assert auto.patients_ is None  # exact tables: no DP line
+
+
+def test_one_site_uses_the_in_sample_estimate_and_says_so():
+    rng = np.random.default_rng(3)
+    cb = _tan_codebook()
+    X, y = _tan_rows(rng, 500)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    auto = AutoLearner(candidates=[("mrc", {}), ("nb", {})]).fit(S)
+    assert auto.error_method_.startswith("in sample (no site's own tables were kept, only their sum)")
+    for row, est in zip(auto.candidates_, auto.fitted_):
+        assert row.method == "in-sample" and row.error == pytest.approx(in_sample_error(est, S).value, abs=1e-12)
+    # a three-class label from first-order tables only: still an estimate per candidate, and it says how
+    from tests.conftest import random_codebook, random_rows
+
+    cb3 = random_codebook(rng, n_features=4, max_levels=3, n_classes=3)
+    X3, y3 = random_rows(rng, cb3, 600)
+    S3 = Summary.from_rows(cb3, X3, y3, stats="first")
+    auto3 = AutoLearner().fit(S3)
+    assert "no pair tables, so the features are simulated independent given the label" in auto3.error_method_
+    for row, est in zip(auto3.candidates_, auto3.fitted_):
+        if est is None:
+            assert row.learner in ("dcc", "renyi") and row.note  # they need pair tables, and say so
+            continue
+        assert row.error == pytest.approx(sample_error(est, tan_sample(S3)), abs=1e-12) and 0 <= row.error <= 1
+    with pytest.raises(InputError, match="cannot be auto itself"):
+        AutoLearner(candidates=[("auto", {})]).fit(S)
+
+
+def test_under_dp_too_few_patients_gives_the_patients_a_non_trivial_certificate_needs():
+    rng = np.random.default_rng(4)
+    cb, S, _ = _three_sites(rng, (300, 200, 100), epsilon=0.2)
+    auto = AutoLearner(candidates=[("mrc", {}), ("nb", {"certify": "bound"})]).fit(S)
+    assert all(r.certificate >= 0.5 - 1e-9 for r in auto.candidates_)  # every candidate trivial
+    p = auto.patients_
+    assert p is not None and p.needed is not None and p.needed > S.n and p.certificate < 0.5
+    cand = next(r for r in auto.candidates_ if r.learner + ("(certify=bound)" if r.params else "") == p.learner)
+    # recompute: the same learner on the tables scaled to that many patients, the noise records kept
+    big = scaled_summary(S, p.factor)
+    assert big.n == pytest.approx(p.needed, rel=0.02)
+    assert [t.noise for t in big.released().tables] == [t.noise for t in S.tables]
+    est = REGISTRY[cand.learner](**cand.params).fit(big)
+    assert est.certificate_.value == pytest.approx(p.certificate, abs=1e-9)
+    from marg.learners.auto import patients_line
+
+    line = patients_line(auto.choice_report())
+    assert f"would need about {p.needed:,} patients" in line and "\n" not in line
+
+
+def test_estimator_persistence_keeps_the_table(tmp_path):
+    rng = np.random.default_rng(5)
+    cb, S, _ = _three_sites(rng, (200, 100, 100))
+    auto = AutoLearner(candidates=[("mrc", {}), ("renyi", {})]).fit(S)
+    again = AutoLearner.from_dict(json.loads(json.dumps(auto.to_dict())))
+    assert [r.to_dict() for r in again.candidates_] == [r.to_dict() for r in auto.candidates_]
+    assert again.rule_ == auto.rule_ and again.chosen_.learner == auto.chosen_.learner
+
+
+# ------------------------------------------------------------------ the console script
+@pytest.mark.parametrize("prefer", ["balanced", "certificate"])
+def test_console_script_table_matches_the_model_file(site_bundles, prefer):
+    from marg.cli.learn import choice_lines
+    from marg.learners.model import Model
+    from tests.helpers.console import marg
+
+    tmp, bundles = site_bundles
+    out, out2 = tmp / f"auto-{prefer}.json", tmp / f"auto-{prefer}-2.json"
+    r = marg("learn", *bundles, "--prefer", prefer, "--out", out, "--json", "--allow-unsigned", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    m = Model.load(out)
+    rep = m.info["report"]
+    assert d["auto"] == rep["auto"] and d["auto_rule"] == rep["auto_rule"] and d["auto_prefer"] == prefer
+    chosen = [c for c in d["auto"] if c["chosen"]]
+    assert len(chosen) == 1 and m.learner == chosen[0]["learner"] == d["learner"]
+    assert m.worst_case_error == pytest.approx(chosen[0]["certificate"], abs=1e-12)
+    fitted = [c for c in d["auto"] if c["certificate"] is not None]
+    if prefer == "certificate":
+        assert chosen[0]["certificate"] == min(c["certificate"] for c in fitted)
+    else:
+        best = min(c["error"] for c in fitted if c["error"] is not None)
+        ok = [c for c in fitted if c["error"] is not None and c["error"] <= best + 0.02]
+        assert chosen[0]["certificate"] == min(c["certificate"] for c in ok)
+    text = marg("learn", *bundles, "--prefer", prefer, "--out", out2, "--allow-unsigned", cwd=tmp)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    printed = choice_lines(Model.load(out2).info["report"])
+    assert lines[: len(printed)] == printed  # the table printed is the one the model file keeps
+    assert sum(1 for ln in printed if ln.startswith("  * ")) == 1
+    # the model card shows the same table (every number in a data-key span)
+    import re
+
+    from marg.reports.model_card import model_card
+
+    html = model_card(m)
+    shown = dict(re.findall(r'data-key="(auto_(?:error|certificate):\d+)" data-value="([^"]*)"', html))
+    for k, c in enumerate(d["auto"]):
+        for key in ("error", "certificate"):
+            want = "" if c[key] is None else repr(float(c[key]))
+            assert shown[f"auto_{key}:{k}"] == want
+    bad = marg("learn", *bundles, "--prefer", "speed", "--out", tmp / "x.json", "--allow-unsigned", cwd=tmp)
+    assert bad.returncode == 2 and "unknown prefer 'speed'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
