@@ -21,3 +21,23 @@ def tan_codebook():
     return Codebook(features=(CategoricalFeature("x0", ("a", "b", "c")), CategoricalFeature("x1", ("a", "b")),
                               CategoricalFeature("x2", ("a", "b")), CategoricalFeature("x3", ("a", "b"))),
                     label=Label("y", ("no", "yes")))
+
+
+def three_sites(rng, sizes, epsilon=None):
+    """Three sites of TAN rows (sizes ``sizes``), every pair table, exact or privatized at
+    ``epsilon``: (codebook, the aggregated Summary with its site parts, the parts)."""
+    from marg.marginals.counting import count_tables
+    from marg.marginals.privacy import privatize
+    from marg.marginals.summary import Summary, sum_tables
+    from marg.marginals.tables import plan_cliques
+
+    cb = tan_codebook()
+    plan = plan_cliques(cb, "all")
+    parts = []
+    for k, n in enumerate(sizes):
+        X, y = tan_rows(rng, n)
+        tabs = count_tables(cb, X, y, plan)
+        if epsilon is not None:
+            tabs, _ = privatize(tabs, epsilon=epsilon, codebook=cb)
+        parts.append((f"s{k}", tabs))
+    return cb, Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts), parts

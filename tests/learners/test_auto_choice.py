@@ -14,9 +14,7 @@ from marg.learners.base import REGISTRY
 from marg.learners.cross_site import SEED, in_sample_error, sample_error, tan_sample
 from marg.learners.sample_size import scaled_summary
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
-from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
+from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows, three_sites as _three_sites
 
 
 def _row(name, error, cert):
@@ -42,21 +40,6 @@ def test_the_rule_on_a_constructed_table():
         choose([_row("e", None, None)])
     with pytest.raises(InputError, match="unknown prefer 'speed'"):
         choose(rows, prefer="speed")
-
-
-def _three_sites(rng, sizes, epsilon=None):
-    from marg.marginals.privacy import privatize
-
-    cb = _tan_codebook()
-    plan = plan_cliques(cb, "all")
-    parts = []
-    for k, n in enumerate(sizes):
-        X, y = _tan_rows(rng, n)
-        tabs = count_tables(cb, X, y, plan)
-        if epsilon is not None:
-            tabs, _ = privatize(tabs, epsilon=epsilon, codebook=cb)
-        parts.append((f"s{k}", tabs))
-    return cb, Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts), parts
 
 
 def test_the_chooser_end_to_end_on_three_exact_sites():

@@ -6,7 +6,6 @@ handed the time left; an empty vote says why."""
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -15,18 +14,7 @@ from marg.learners.boost import minimax_cg
 from marg.learners.boost.vote import BoostVote
 from marg.learners.minimax.problem import label_subsets
 from marg.marginals.summary import Summary
-from tests.test_boost_vote import sample, tiny_codebook
-
-
-class Clock:
-    """The driver's ``time``: the real clock plus one second per pricing search (HiGHS keeps
-    the real clock, so the LP deadlines stay far away)."""
-
-    def __init__(self):
-        self.skew = 0.0
-
-    def perf_counter(self):
-        return time.perf_counter() + self.skew
+from tests.helpers.boost import Clock, sample, tiny_codebook
 
 
 def R_by_enumeration(est, cb, K):

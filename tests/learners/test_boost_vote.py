@@ -28,18 +28,8 @@ from marg.learners.boost.literals import Literal, codebook_tests
 from marg.learners.boost.vote import BoostVote
 from marg.lp import HighsLP, Status
 from marg.learners.minimax.problem import label_subsets
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.summary import Summary
-
-
-def tiny_codebook(sizes, classes=("neg", "pos")):
-    feats = []
-    for i, m in enumerate(sizes):
-        if i % 2 == 0:
-            feats.append(CategoricalFeature(f"c{i}", tuple(f"l{a}" for a in range(m))))
-        else:
-            feats.append(NumericFeature(f"n{i}", edges=tuple(float(e) for e in range(m - 1))))
-    return Codebook(tuple(feats), Label("y", tuple(classes)))
+from tests.helpers.boost import sample, tiny_codebook
 
 
 def random_monomials(rng, n_tests, count):
@@ -68,15 +58,6 @@ def test_domain_max_equals_enumeration(seed, sizes, count):
         cols = [fm.add(m) for m in monos]
         psi = fm.psi(x[None, :].astype(float))[0]
         assert float(sum(w[k] * psi[cols[k]] for k in range(count))) == pytest.approx(r.value, abs=1e-7)
-
-
-def sample(cb, n, rng):
-    """Rows with a label that depends on the features (so the vote has something to find)."""
-    sizes = [cb.attribute_size(f.name) for f in cb.features]
-    X = np.column_stack([rng.integers(0, m, size=n) for m in sizes])
-    score = (X[:, 0] == 0).astype(float) + 0.8 * ((X[:, 1] > 0) & (X[:, -1] == 1)) + rng.normal(0, 0.4, size=n)
-    y = (score > 0.6).astype(np.int64)
-    return X, y
 
 
 def all_monomials(n_tests, max_order=2):

@@ -11,7 +11,7 @@ from cli.progress import LearnProgress
 from marg.learners.auto import AutoLearner, candidate_name
 from marg.learners.boost.vote import BoostVote
 from marg.learners.naive_bayes import NaiveBayes
-from tests.test_auto_choice import _three_sites
+from tests.helpers.tan import three_sites as _three_sites
 
 
 def test_auto_reports_each_candidate_as_it_is_fitted():
@@ -51,8 +51,7 @@ def test_progress_lines_for_the_stop_and_the_note(capsys, monkeypatch):
 def test_boost_reports_the_time_limit_stop(monkeypatch):
     from marg.learners.boost import minimax_cg
     from marg.marginals.summary import Summary
-    from tests.learners.test_boost_budget import Clock
-    from tests.test_boost_vote import sample, tiny_codebook
+    from tests.helpers.boost import Clock, sample, tiny_codebook
 
     cb = tiny_codebook((3, 3, 2, 2))
     X, y = sample(cb, 300, np.random.default_rng(2))
