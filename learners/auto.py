@@ -25,6 +25,15 @@ The choice (:func:`choose`) is one stated rule, set by ``prefer``:
 - ``"certificate"``: the smallest certificate (ties: the smaller estimated error).
 
 The chosen fitted estimator is ``chosen_``; predictions and the certificate are its own.
+
+**Many features** (:func:`marg.learners.screened.screening_applies`: more than
+:data:`~marg.learners.screened.SCREEN_MIN_FEATURES` discrete features whose pair tables are
+not all released) with the default candidates: screen, then learn
+(:func:`marg.learners.screened.screen_and_learn`) — each (learner, number of screened
+features M) is a candidate row, the chosen one the smallest estimated error, its certificate
+W(h) over every feature's first-order uncertainty set (valid for the selection); ``screen_``
+records the genes. When no feature passes the screen (DP noise above every dependence), the
+usual candidates on every feature, saying so.
 Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
 many patients would give a candidate a non-trivial one under the same noise
 (:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
@@ -42,6 +51,7 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError
 
 from .base import MarginalEstimator, check_choice, check_number, estimator_class, features_param
+from .screened import TOLERANCE, screen_and_learn, screening_applies
 from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -144,6 +154,11 @@ class AutoLearner(MarginalEstimator):
         How errors were estimated, in words.
     patients_ : PatientsNeeded or None
         Under DP with every certificate trivial: the patients a candidate would need (module docstring).
+    screen_ : dict or None
+        With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
+        the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
+        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or a ``note``
+        when no feature passed the screen). None otherwise.
     certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
     """
 
@@ -198,6 +213,13 @@ class AutoLearner(MarginalEstimator):
     # --------------------------------------------------------------- fitting
     def fit(self, summary: Any) -> "AutoLearner":
         self.check_params()
+        self.screen_: dict[str, Any] | None = None
+        if self.candidates is None and screening_applies(summary):
+            try:
+                return self._fit_screened(summary)
+            except InputError as exc:  # nothing above the noise: every feature, the usual candidates
+                self.screen_ = {"applied": False, "note": f"screening kept no feature ({exc}); the usual candidates "
+                                                          f"on every feature"}
         cands = self._candidate_list()
         rows: list[CandidateRow] = []
         fitted: list[MarginalEstimator | None] = []
@@ -231,6 +253,31 @@ class AutoLearner(MarginalEstimator):
         if summary.is_noisy and all(f is None or f.certificate_.trivial for f in fitted):
             self.patients_ = self._patients(summary, cands, rows)
         self._adopt(chosen)
+        return self
+
+    def _fit_screened(self, summary: Any) -> "AutoLearner":
+        """Screen, then learn (:mod:`marg.learners.screened`): each (learner, M) a candidate row."""
+        res = screen_and_learn(summary, coverage=self.coverage, features=self.features)
+        how = "loso" if res.method.startswith("leave") else "split"
+        rows = [CandidateRow(c.learner, {"screened": c.size}, error=c.error, method=how if c.error is not None else "",
+                             folds=c.folds, chosen=c.chosen, note=c.note) for c in res.configs]
+        for r in rows:
+            if r.chosen:
+                r.certificate, r.kind = float(res.chosen.certificate_.value), res.chosen.certificate_.kind
+        if self.callback is not None:
+            for r in rows:
+                self.callback({"stage": "auto", "learner": r.learner, "params": r.params, "error": r.error,
+                               "certificate": r.certificate})
+        self.chosen_ = res.chosen
+        self.fitted_ = [res.chosen if r.chosen else None for r in rows]
+        self.candidates_ = rows
+        self.screen_ = {"applied": True, **res.to_dict()}
+        self.rule_ = (f"screening: the fewest of the top-M features (of {res.ranked} whose screening lower bound is "
+                      f"positive) among the (learner, M) whose estimated error is within {TOLERANCE:g} of the best; "
+                      f"certified over every feature's first-order uncertainty set")
+        self.error_method_ = res.method
+        self.patients_ = None
+        self._adopt(res.chosen)
         return self
 
     def _estimate_errors(self, summary: Any, cands: list, rows: list[CandidateRow], fitted: list) -> str:
@@ -311,6 +358,8 @@ class AutoLearner(MarginalEstimator):
                                "auto_prefer": self.prefer, "auto_error_method": self.error_method_}
         if self.patients_ is not None:
             out["auto_patients"] = self.patients_.to_dict()
+        if getattr(self, "screen_", None) is not None:
+            out["screen"] = self.screen_
         return out
 
     def _report(self) -> dict[str, Any]:
@@ -331,6 +380,7 @@ class AutoLearner(MarginalEstimator):
         self.error_method_ = str(state["auto_error_method"])
         p = state.get("auto_patients")
         self.patients_ = None if p is None else PatientsNeeded(**p)
+        self.screen_ = state.get("screen")
         self._adopt(chosen)
 
 
