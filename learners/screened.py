@@ -129,15 +129,18 @@ class ScreenResult:
                 "configs": [c.to_dict() for c in self.configs], "method": self.method}
 
 
-def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float) -> Certificate:
-    """W(h) of ``est``'s rule over the first-order uncertainty set of every discrete feature (module docstring, 4).
+def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float, exact: bool = False,
+                          time_limit: float | None = None) -> Certificate:
+    """A bound on W(h) of ``est``'s rule over the first-order uncertainty set of every discrete feature (module docstring, 4).
 
     :func:`marg.learners.certify.certify` with ``structure="first"`` over the whole
     summary: the rule's features are a subset of the uncertainty map's nodes, the others
-    enter with zero weight, and λ is calibrated for every cell of every feature."""
+    enter with zero weight, and λ is calibrated for every cell of every feature. Default:
+    the one-LP Lagrangian bound W_L ≥ W(h) (fast on thousands of features); ``exact``:
+    refined by row generation (at most ``time_limit`` seconds, valid at any stop)."""
     from .certify import certify
 
-    return certify(est, summary, coverage=coverage, structure="first")
+    return certify(est, summary, coverage=coverage, structure="first", exact=exact, time_limit=time_limit)
 
 
 def _fit(summary: Any, learner: str, features: Sequence[str], coverage: float) -> MarginalEstimator:
