@@ -203,12 +203,13 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
             configs.append(c)
             try:
                 fitted[(name, m)] = _fit(summary, name, ranked[:m], coverage)
-            except InputError as exc:
+            except InputError as exc:  # e.g. Rényi without the screened features' pair tables: one row says why
                 c.note = str(exc)
+                break
     live = [c for c in configs if (c.learner, c.size) in fitted]
     if not live:
         raise InputError("no learner could be fitted on the screened features: "
-                         + "; ".join(f"{c.learner}: {c.note}" for c in configs[:: len(grid)]))
+                         + "; ".join(f"{c.learner}: {c.note}" for c in configs if c.note))
     method = _estimate(summary, live, coverage, features, int(replicates))
     best = choose_config(live, learners, tolerance)
     best.chosen = True
