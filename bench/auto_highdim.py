@@ -89,8 +89,8 @@ def references(Xtr, ytr, Xte, yte) -> tuple[float, float]:
 
     sc = StandardScaler().fit(Xtr)
     a, b = sc.transform(Xtr), sc.transform(Xte)
-    l1 = LogisticRegression(penalty="l1", solver="liblinear", C=1.0).fit(a, ytr)
-    svm = LinearSVC(C=1.0, max_iter=5000).fit(a, ytr)
+    l1 = LogisticRegression(penalty="l1", solver="liblinear", C=1.0, random_state=0).fit(a, ytr)
+    svm = LinearSVC(C=1.0, max_iter=5000, random_state=0).fit(a, ytr)
     return float(np.mean(l1.predict(b) != yte)), float(np.mean(svm.predict(b) != yte))
 
 

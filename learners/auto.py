@@ -33,7 +33,7 @@ not all released) with the default candidates: screen, then learn
 features M) is a candidate row, the chosen one the smallest estimated error, its certificate
 W(h) over every feature's first-order uncertainty set (valid for the selection); ``screen_``
 records the genes. When no feature passes the screen (DP noise above every dependence), the
-usual candidates on every feature, saying so.
+MRC on every feature (:data:`FALLBACK`), saying so.
 Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
 many patients would give a candidate a non-trivial one under the same noise
 (:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
@@ -62,6 +62,9 @@ DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("renyi", {}),
 )
 """What ``--learner auto`` tries by default (a DCC needs pair tables: without them it is skipped, saying so)."""
+FALLBACK: tuple[str, dict[str, Any]] = ("mrc", {})
+"""On a wide summary where no feature passes the screen: the minimax rule on every feature (it needs no
+ranking, and the usual candidates' leave-one-site-out refits take many minutes on thousands of features)."""
 PREFER = ("balanced", "accuracy", "certificate")
 FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
 """Parameters of the leave-one-site-out folds only (their certificates are not used)."""
@@ -217,10 +220,10 @@ class AutoLearner(MarginalEstimator):
         if self.candidates is None and screening_applies(summary):
             try:
                 return self._fit_screened(summary)
-            except InputError as exc:  # nothing above the noise: every feature, the usual candidates
-                self.screen_ = {"applied": False, "note": f"screening kept no feature ({exc}); the usual candidates "
-                                                          f"on every feature"}
-        cands = self._candidate_list()
+            except InputError as exc:  # nothing above the noise: the minimax rule on every feature
+                self.screen_ = {"applied": False, "note": f"screening kept no feature ({exc}); the MRC on every "
+                                                          f"feature, its error not estimated"}
+        cands = [FALLBACK] if self.screen_ is not None else self._candidate_list()
         rows: list[CandidateRow] = []
         fitted: list[MarginalEstimator | None] = []
         for name, params in cands:
@@ -236,7 +239,8 @@ class AutoLearner(MarginalEstimator):
                 row.certificate, row.kind = float(cert.value), cert.kind
             rows.append(row)
             fitted.append(est)
-        self.error_method_ = self._estimate_errors(summary, cands, rows, fitted)
+        self.error_method_ = ("not estimated (the one candidate after an empty screen)" if self.screen_ is not None
+                              else self._estimate_errors(summary, cands, rows, fitted))
         k, words = choose(rows, self.prefer, self.tolerance)
         rows[k].chosen = True
         if self.callback is not None:
