@@ -13,6 +13,7 @@ import pytest
 from scipy.optimize import linprog
 from scipy.stats import binom
 
+from marg.learners.auto import AutoLearner
 from marg.learners.calibration import confidence_box
 from marg.learners.certify import uncertainty_map
 from marg.learners.features.statistics import map_moments
@@ -264,3 +265,55 @@ def test_marg_learn_screens_by_default_only_past_the_rule(tmp_path, p):
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert "screen" not in rep and len(rep["features"]) == p
+
+
+def test_leave_one_site_out_repeats_the_screen_without_each_site():
+    """Three exact sites: each (learner, M)'s estimate is the n-weighted mean over sites of the error, on rows
+    simulated from the left-out site's tables, of the learner fitted on the top M screened from the OTHER sites."""
+    from marg.learners.cross_site import SEED, sample_error, tan_sample
+    from marg.marginals.summary import sum_tables
+
+    rng = np.random.default_rng(8)
+    p = SCREEN_MIN_FEATURES + 5
+    cb = _codebook([3] * p)
+    parts = []
+    for k, n in enumerate((120, 90, 60)):
+        X, y = _rows(rng, n, p, informative=3)
+        parts.append((f"s{k}", count_tables(cb, X, y, plan_cliques(cb, "first"))))
+    S = Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts)
+    res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), coverage=0.9)
+    assert res.method.startswith("leave-one-site-out over 3 sites")
+    for c in res.configs:
+        errs = []
+        for k in range(3):
+            rest = Summary(cb, sum_tables([t for j, (_, t) in enumerate(parts) if j != k])[0])
+            top = screen_scores(rest, coverage=0.9).rank()[: c.size]
+            nb = NaiveBayes(features=top, certify="bound", coverage=0.9).fit(rest)
+            errs.append(sample_error(nb, tan_sample(Summary(cb, list(parts[k][1])), seed=SEED + k)))
+        assert c.folds == pytest.approx(errs, abs=1e-12)
+        assert c.error == pytest.approx(np.average(errs, weights=[120, 90, 60]), abs=1e-12)
+
+
+def test_an_empty_screen_under_dp_falls_back_to_the_mrc_and_says_so():
+    """Every feature exactly independent of the label in the sample, tables released with DP noise: on the event
+    that the noise stays within its recorded tails (probability ≥ 0.99 per draw) no feature passes the screen and
+    the default fits the MRC on every feature with a note; three draws all off that event have probability ≤ 1e-6."""
+    from marg.marginals.privacy import privatize
+
+    p = SCREEN_MIN_FEATURES + 1
+    n = 600
+    y = np.repeat([0, 1], n // 2)
+    half = np.arange(n // 2) % 3
+    X = np.stack([np.concatenate([np.roll(half, j), np.roll(half, j)]) for j in range(p)], axis=1).astype(np.float64)
+    cb = _codebook([3] * p)
+    exact = count_tables(cb, X, y, plan_cliques(cb, "first"))
+    fallbacks = 0
+    for _ in range(3):
+        noisy, _ = privatize(exact, epsilon=2.0, codebook=cb)
+        auto = AutoLearner(coverage=0.99).fit(Summary(cb, noisy))
+        if not auto.screen_["applied"]:
+            fallbacks += 1
+            assert auto.chosen_.learner == "mrc" and len(auto.chosen_.feature_names_in_) == p
+            assert "screening kept no feature" in auto.screen_["note"]
+            assert auto.choice_report()["screen"] == auto.screen_
+    assert fallbacks >= 1
