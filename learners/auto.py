@@ -412,3 +412,15 @@ def patients_line(report: dict[str, Any]) -> str | None:
         return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
     return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
                    f"(its certificate there: {p['certificate']:.4f})")
+
+
+def screen_line(report: dict[str, Any]) -> str | None:
+    """One line for a screened choice: the features used, how many of how many, and by which learner
+    (or why nothing passed the screen); None when the report has no screening record."""
+    scr = report.get("screen")
+    if not scr:
+        return None
+    if not scr.get("applied"):
+        return str(scr["note"])
+    return (f"screened: {scr['size']} of {scr['scored']} features used by {scr['learner']} "
+            f"({scr['screened']} above the noise): {', '.join(scr['features'])}")

@@ -257,7 +257,11 @@ def test_marg_learn_screens_by_default_only_past_the_rule(tmp_path, p):
         assert all(c["params"].get("screened") for c in rep["auto"])
         text = marg("learn", bundle, "--out", tmp_path / "m2.json", "--allow-unsigned", cwd=tmp_path)
         assert text.returncode == 0, text.stderr
-        assert f"screened: {scr['size']} of {p} features used by {scr['learner']}" in text.stdout
+        line = f"screened: {scr['size']} of {p} features used by {scr['learner']}"
+        assert line in text.stdout
+        card = marg("report", tmp_path / "m.json", "--out", tmp_path / "card.html", "--allow-unsigned", cwd=tmp_path)
+        assert card.returncode == 0, card.stderr
+        assert "S" + line[1:] in (tmp_path / "card.html").read_text()  # the model card names the screened genes
     else:
         assert "screen" not in rep and len(rep["features"]) == p
     # an explicit learner never screens
