@@ -25,6 +25,15 @@ The choice (:func:`choose`) is one stated rule, set by ``prefer``:
 - ``"certificate"``: the smallest certificate (ties: the smaller estimated error).
 
 The chosen fitted estimator is ``chosen_``; predictions and the certificate are its own.
+
+**Many features** (:func:`marg.learners.screened.screening_applies`: more than
+:data:`~marg.learners.screened.SCREEN_MIN_FEATURES` discrete features whose pair tables are
+not all released) with the default candidates: screen, then learn
+(:func:`marg.learners.screened.screen_and_learn`) — each (learner, number of screened
+features M) is a candidate row, the chosen one the smallest estimated error, its certificate
+W(h) over every feature's first-order uncertainty set (valid for the selection); ``screen_``
+records the genes. When no feature passes the screen (DP noise above every dependence), the
+MRC on every feature (:data:`FALLBACK`), saying so.
 Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
 many patients would give a candidate a non-trivial one under the same noise
 (:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
@@ -43,6 +52,7 @@ from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
 from .params import COVERAGE, Check, Interval, Options, check_choice
+from .screened import TOLERANCE, screen_and_learn, screening_applies
 from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -53,6 +63,9 @@ DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("renyi", {}),
 )
 """What ``--learner auto`` tries by default (a DCC needs pair tables: without them it is skipped, saying so)."""
+FALLBACK: tuple[str, dict[str, Any]] = ("mrc", {})
+"""On a wide summary where no feature passes the screen: the minimax rule on every feature (it needs no
+ranking, and the usual candidates' leave-one-site-out refits take many minutes on thousands of features)."""
 PREFER = ("balanced", "accuracy", "certificate")
 FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
 """Parameters of the leave-one-site-out folds only (their certificates are not used)."""
@@ -147,6 +160,11 @@ class AutoLearner(MarginalEstimator):
         How errors were estimated, in words.
     patients_ : PatientsNeeded or None
         Under DP with every certificate trivial: the patients a candidate would need (module docstring).
+    screen_ : dict or None
+        With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
+        the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
+        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or a ``note``
+        when no feature passed the screen). None otherwise.
     certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
     """
 
@@ -197,7 +215,14 @@ class AutoLearner(MarginalEstimator):
     # --------------------------------------------------------------- fitting
     def fit(self, summary: Any) -> "AutoLearner":
         self.check_params()
-        cands = self._candidate_list()
+        self.screen_: dict[str, Any] | None = None
+        if self.candidates is None and screening_applies(summary):
+            try:
+                return self._fit_screened(summary)
+            except InputError as exc:  # nothing above the noise: the minimax rule on every feature
+                self.screen_ = {"applied": False, "note": f"screening kept no feature ({exc}); the MRC on every "
+                                                          f"feature, its error not estimated"}
+        cands = [FALLBACK] if self.screen_ is not None else self._candidate_list()
         rows: list[CandidateRow] = []
         fitted: list[MarginalEstimator | None] = []
         for name, params in cands:
@@ -218,7 +243,8 @@ class AutoLearner(MarginalEstimator):
                                "certificate": row.certificate})
         if self.callback is not None:
             self.callback({"stage": "note", "text": "auto: estimating each candidate's error"})
-        self.error_method_ = self._estimate_errors(summary, cands, rows, fitted)
+        self.error_method_ = ("not estimated (the one candidate after an empty screen)" if self.screen_ is not None
+                              else self._estimate_errors(summary, cands, rows, fitted))
         k, words = choose(rows, self.prefer, self.tolerance)
         rows[k].chosen = True
         if self.callback is not None:
@@ -235,6 +261,31 @@ class AutoLearner(MarginalEstimator):
         if summary.is_noisy and all(f is None or f.certificate_.trivial for f in fitted):
             self.patients_ = self._patients(summary, cands, rows)
         self._adopt(chosen)
+        return self
+
+    def _fit_screened(self, summary: Any) -> "AutoLearner":
+        """Screen, then learn (:mod:`marg.learners.screened`): each (learner, M) a candidate row."""
+        res = screen_and_learn(summary, coverage=self.coverage, features=self.features)
+        how = "loso" if res.method.startswith("leave") else "split"
+        rows = [CandidateRow(c.learner, {"screened": c.size}, error=c.error, method=how if c.error is not None else "",
+                             folds=c.folds, chosen=c.chosen, note=c.note) for c in res.configs]
+        for r in rows:
+            if r.chosen:
+                r.certificate, r.kind = float(res.chosen.certificate_.value), res.chosen.certificate_.kind
+        if self.callback is not None:
+            for r in rows:
+                self.callback({"stage": "auto", "learner": r.learner, "params": r.params, "error": r.error,
+                               "certificate": r.certificate})
+        self.chosen_ = res.chosen
+        self.fitted_ = [res.chosen if r.chosen else None for r in rows]
+        self.candidates_ = rows
+        self.screen_ = {"applied": True, **res.to_dict()}
+        self.rule_ = (f"screening: the fewest of the top-M features (of {res.ranked} whose screening lower bound is "
+                      f"positive) among the (learner, M) whose estimated error is within {TOLERANCE:g} of the best; "
+                      f"certified over every feature's first-order uncertainty set")
+        self.error_method_ = res.method
+        self.patients_ = None
+        self._adopt(res.chosen)
         return self
 
     def _estimate_errors(self, summary: Any, cands: list, rows: list[CandidateRow], fitted: list) -> str:
@@ -315,6 +366,8 @@ class AutoLearner(MarginalEstimator):
                                "auto_prefer": self.prefer, "auto_error_method": self.error_method_}
         if self.patients_ is not None:
             out["auto_patients"] = self.patients_.to_dict()
+        if getattr(self, "screen_", None) is not None:
+            out["screen"] = self.screen_
         return out
 
     def model_estimator(self) -> MarginalEstimator:
@@ -340,6 +393,7 @@ class AutoLearner(MarginalEstimator):
         self.error_method_ = str(state["auto_error_method"])
         p = state.get("auto_patients")
         self.patients_ = None if p is None else PatientsNeeded(**p)
+        self.screen_ = state.get("screen")
         self._adopt(chosen)
 
 
@@ -387,3 +441,15 @@ def patients_line(report: dict[str, Any]) -> str | None:
         return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
     return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
                    f"(its certificate there: {p['certificate']:.4f})")
+
+
+def screen_line(report: dict[str, Any]) -> str | None:
+    """One line for a screened choice: the features used, how many of how many, and by which learner
+    (or why nothing passed the screen); None when the report has no screening record."""
+    scr = report.get("screen")
+    if not scr:
+        return None
+    if not scr.get("applied"):
+        return str(scr["note"])
+    return (f"screened: {scr['size']} of {scr['scored']} features used by {scr['learner']} "
+            f"({scr['screened']} above the noise): {', '.join(scr['features'])}")

@@ -49,8 +49,15 @@ def uncertainty_map(summary: Any, structure: Structure = "forest", features: lis
 
 
 def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = None, structure: Structure = "forest",
-            exact: bool = False, time_limit: float | None = None) -> Certificate:
-    """A valid certificate (kind ``"W(h)"``) for ``est``'s deterministic rule from ``summary``'s tables."""
+            exact: bool = False, time_limit: float | None = None, features: list[str] | None = None,
+            n_intervals: int | None = None) -> Certificate:
+    """A valid certificate (kind ``"W(h)"``) for ``est``'s deterministic rule from ``summary``'s tables.
+
+    ``features`` restricts the uncertainty map to those features (they must include the
+    rule's) and ``n_intervals`` counts the entries the box must cover together
+    (:func:`marg.learners.calibration.confidence_box`): with the count of the whole
+    summary's map, the box is the projection of the whole box, so W(h) over it bounds W(h)
+    over the whole set from above (:mod:`marg.learners.screened`)."""
     rule = est.linear_rule()  # each estimator knows its rule; a non-additive one raises InputError
     cov = coverage if s is None else None
     try:
@@ -65,9 +72,9 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
     if bad:  # tiny sites under heavy noise: the tables as released sum to n ≤ 0
         return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
                            note=f"the noisy tables as released admit no interval ({bad}); the certificate is the trivial 1")
-    umap = uncertainty_map(summary, structure)
+    umap = uncertainty_map(summary, structure, features)
     m = map_moments(summary, umap)
-    cbox = confidence_box(m, umap.indicator_columns(), s=s, coverage=coverage)
+    cbox = confidence_box(m, umap.indicator_columns(), s=s, coverage=coverage, n_intervals=n_intervals)
     lam = cbox.lam
     box = box_tables(umap, m.tau, lam, summary.codebook.label.name)
     try:

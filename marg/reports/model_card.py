@@ -34,7 +34,7 @@ LEVELS_SHOWN = 20
 FOLD_ROWS = 12
 """A codebook table longer than this is shown folded (``<details>``)."""
 SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate", "iterations", "edges", "monomials",
-                   "active_features", "sites", "seconds", "auto", "auto_rule", "selection", "selected", "gap"}
+                   "active_features", "sites", "seconds", "auto", "auto_rule", "selection", "selected", "gap", "screen"}
 """Report keys with a section of their own (the rest go in the fitted-values table)."""
 
 
@@ -145,11 +145,14 @@ def _choice_table(page: Page, rep: dict) -> None:
                            "not fitted" if cert is None else f"{float(cert):.4g} ({c.get('kind')})"),
                      e(c.get("note") or "")])
     page.table(["candidate", "parameters", "estimated error", "certificate", "note"], rows, key="auto")
-    from marg.learners.auto import patients_line
+    from marg.learners.auto import patients_line, screen_line
 
     line = patients_line(rep)
     if line:
         page.text(line[0].upper() + line[1:] + ".", "bad")
+    line = screen_line(rep)
+    if line:
+        page.text(line[0].upper() + line[1:] + ".", "note")
 
 
 def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:

@@ -1,0 +1,306 @@
+"""Screen, then learn: a learner on the top-M screened features, M and the learner chosen without test data, certified for the selection.
+
+When the features outnumber what pair tables can carry (:func:`screening_applies`), the
+automatic choice (:class:`marg.learners.auto.AutoLearner`) works on a screened subset:
+
+1. **Screen** (:mod:`marg.learners.screening`): the features ranked by the lower
+   confidence bound of their L1 dependence on the label, from the first-order tables and
+   the DP noise as recorded; only features whose bound is positive are candidates.
+2. **Fit** each learner of ``learners`` (naive Bayes, MRC; Rényi and DCC only where the
+   pair tables of the screened features were released — the two-round request,
+   ``marg request --top M`` then ``marg export --pairs @request.json``) on the top M
+   features, for every M of ``sizes``.
+3. **Choose** (learner, M): the fewest features among the configurations whose estimated
+   error is within ``tolerance`` of the smallest (ties: the order of ``learners``;
+   :func:`choose_config`), the estimate never using the tables it is judged on:
+
+   - with 2–20 sites' own tables, **leave-one-site-out**
+     (:func:`marg.learners.cross_site.loso_errors`): screening *and* fitting repeated on the
+     other sites' sum, the error on rows simulated from the left-out site's tables;
+   - on one site, a **parametric split of the released tables**: ``replicates`` training
+     sets of the summary's class sizes drawn from the distribution the tables determine
+     (:func:`marg.learners.cross_site.tan_sample`: features independent given the label
+     when no pair table was released), each screened and fitted from its own exact
+     first-order tables, each configuration's error measured on a separate simulated
+     population. It sees the noise of screening thousands of features on n rows; it
+     cannot see dependence between the features that the tables do not release.
+
+4. **Certify** (:func:`selection_certificate`) the chosen rule over the uncertainty set of
+   EVERY feature's first-order tables, the box calibrated for all their cells at
+   ``coverage`` (:mod:`marg.learners.calibration`); features the rule does not use carry
+   no weight (the LP keeps only the rule's cells, which can only raise the bound). Why the
+   selection does not invalidate it: the certificate bounds
+   W(h) = max_{p ∈ U} P_p(h(X) ≠ Y) with U = {p : |E_pΦ − τ| ≤ λ} over all features. U is
+   fixed before any screening, and the event "the true distribution lies in U" has
+   probability ≥ ``coverage`` whatever rule is later chosen; on that event W(h) ≥ the
+   true error of *every* rule h at once, in particular of the one the data selected. A box
+   calibrated for the screened features only (fewer Bonferroni terms) would not have
+   this property, since which features those are depends on the same data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+
+from .base import Certificate, MarginalEstimator, estimator_class
+from .cross_site import MAX_SITES, MIN_SITES, SEED, loso_errors, sample_error, tan_sample
+from .screening import screen_scores
+
+SCREEN_MIN_FEATURES = 100
+"""Screening is the default when there are more discrete features than this and the pair
+tables do not cover all of them (:func:`screening_applies`)."""
+SIZES: tuple[int, ...] = (5, 10, 20, 50, 100)
+"""The numbers of screened features tried."""
+LEARNERS: tuple[str, ...] = ("nb", "mrc", "renyi")
+"""The learners tried on the screened features (Rényi needs their pair tables; without them it is skipped, saying so)."""
+REPLICATES = 3
+"""Training sets drawn for the one-site estimate."""
+POPULATION = 2000
+"""Simulated rows per class on which each configuration's error is measured (Monte Carlo error ≤ 0.5/√2000 ≈ 0.011 per class)."""
+TOLERANCE = 0.01
+"""Estimated errors within this of the best count as equal: the fewest features among them is chosen
+(the estimates carry Monte Carlo and split noise of about this size)."""
+FIT_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
+"""Parameters of the fits (their own certificates are replaced by :func:`selection_certificate`)."""
+
+
+def screening_applies(summary: Any) -> bool:
+    """The rule under which ``marg learn`` screens by default: more than
+    :data:`SCREEN_MIN_FEATURES` discrete features, and pair tables that do not cover every
+    one of them (a first-order release, or the pairs of a requested few)."""
+    cb = summary.codebook
+    discrete = set(cb.discrete_names)
+    if len(discrete) <= SCREEN_MIN_FEATURES:
+        return False
+    paired = {f for c in summary.feature_cliques(2) for f in c}
+    return not discrete <= paired
+
+
+@dataclass
+class Config:
+    """One (learner, M) tried: its estimated error (None: ``note`` says why) and whether it was chosen."""
+
+    learner: str
+    size: int
+    error: float | None = None
+    folds: list[float] = field(default_factory=list)
+    chosen: bool = False
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ScreenResult:
+    """What :func:`screen_and_learn` chose and why.
+
+    Attributes
+    ----------
+    chosen : MarginalEstimator
+        The chosen learner fitted on the top ``size`` features of the whole summary, its
+        ``certificate_`` the selection-valid one (:func:`selection_certificate`).
+    features : list of str
+        The features it uses (the top ``size`` of the ranking), best first.
+    ranked : int
+        How many features had a positive screening bound (of ``scored``).
+    scored : int
+    configs : list of Config
+    method : str
+        How the errors were estimated, in words.
+    lower : list of float
+        The chosen features' screening lower bounds, in order.
+    """
+
+    chosen: MarginalEstimator
+    features: list[str]
+    ranked: int
+    scored: int
+    configs: list[Config]
+    method: str
+    lower: list[float]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``screen`` key of ``marg learn --json`` and the model's report."""
+        return {"learner": self.chosen.learner, "size": len(self.features), "features": list(self.features),
+                "lower_bounds": [float(v) for v in self.lower], "screened": self.ranked, "scored": self.scored,
+                "configs": [c.to_dict() for c in self.configs], "method": self.method}
+
+
+def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float, exact: bool = False,
+                          time_limit: float | None = None) -> Certificate:
+    """A bound on W(h) of ``est``'s rule over the first-order uncertainty set of every discrete feature (module docstring, 4).
+
+    U_all = {p : |E_pΦ − τ| ≤ λ} over every discrete feature's first-order cells, λ calibrated
+    for all K·D of them together at ``coverage``. The rule uses the features S only; the
+    LP is solved over the cells of S with THE SAME λ (the Bonferroni count of the whole map,
+    ``n_intervals``): that set U_S contains the projection of U_all (dropping constraints
+    only enlarges it), so W(h) over U_S ≥ W(h) over U_all ≥ the true error whenever the
+    true distribution lies in U_all — an event of probability ≥ ``coverage`` fixed before
+    screening. (Solving over U_all itself, the unused features with zero weight, gives a
+    value between the two; on thousands of genes its LP takes minutes.)
+    :func:`marg.learners.certify.certify` computes it: the one-LP bound W_L ≥ W(h) by
+    default, refined by row generation with ``exact`` (at most ``time_limit`` seconds,
+    valid at any stop)."""
+    from .certify import certify
+    from .features.blocks import node_blocks
+
+    K = int(summary.n_classes)
+    cells = sum(b.size for b in node_blocks(summary.codebook) if b.kind == "onehot")
+    return certify(est, summary, coverage=coverage, structure="first", exact=exact, time_limit=time_limit,
+                   features=list(est.feature_names_in_), n_intervals=K * cells)
+
+
+def _fit(summary: Any, learner: str, features: Sequence[str], coverage: float) -> MarginalEstimator:
+    cls = estimator_class(learner)
+    kw: dict[str, Any] = {**FIT_PARAMS.get(learner, {}), "features": list(features)}
+    if "coverage" in cls.param_names():
+        kw["coverage"] = coverage
+    return cls(**kw).fit(summary)
+
+
+def _fit_screened(summary: Any, learner: str, size: int, coverage: float, features: Sequence[str] | None) -> Any:
+    ranked = screen_scores(summary, features, coverage).rank()
+    if not ranked:
+        raise InputError("no feature's dependence on the label is above the noise of these tables")
+    return _fit(summary, learner, ranked[:size], coverage)
+
+
+def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Sequence[int] = SIZES,
+                     coverage: float = 0.95, features: Sequence[str] | None = None,
+                     replicates: int = REPLICATES, tolerance: float = TOLERANCE) -> ScreenResult:
+    """Screen, fit every (learner, M), choose by estimated error, certify the choice (module docstring).
+
+    Parameters
+    ----------
+    summary : Summary
+    learners : sequence of str
+        Registered learners that take ``features`` and whose rule is additive (certifiable by W(h)).
+    sizes : sequence of int
+        The numbers M of top-ranked features tried (capped at the number with a positive bound).
+    coverage : float
+        Coverage of the screening bounds and of the certificate.
+    features : sequence of str or None
+        The features screened (None: every discrete feature).
+    replicates : int
+        Training sets drawn for the one-site estimate.
+    tolerance : float
+        Configurations within this of the best estimated error count as equal (:func:`choose_config`).
+
+    Raises
+    ------
+    InputError
+        No feature's screening bound is positive (the noise swamps every dependence), or no
+        learner could be fitted on the screened features.
+    """
+    if not sizes or any(int(m) != m or m < 1 for m in sizes):
+        raise InputError(f"sizes must be positive integers, got {list(sizes)!r}")
+    if int(replicates) != replicates or replicates < 1:
+        raise InputError(f"replicates must be a positive integer, got {replicates!r}")
+    scores = screen_scores(summary, features, coverage)
+    ranked = scores.rank()
+    if not ranked:
+        raise InputError(f"no feature's dependence on the label is above the noise of these tables "
+                         f"(all {len(scores.names)} screening lower bounds are 0 at coverage {coverage:g})")
+    grid = sorted({min(int(m), len(ranked)) for m in sizes})
+    configs: list[Config] = []
+    fitted: dict[tuple[str, int], MarginalEstimator] = {}
+    for name in learners:
+        for m in grid:
+            c = Config(name, m)
+            configs.append(c)
+            try:
+                fitted[(name, m)] = _fit(summary, name, ranked[:m], coverage)
+            except InputError as exc:  # e.g. Rényi without the screened features' pair tables: one row says why
+                c.note = str(exc)
+                break
+    live = [c for c in configs if (c.learner, c.size) in fitted]
+    if not live:
+        raise InputError("no learner could be fitted on the screened features: "
+                         + "; ".join(f"{c.learner}: {c.note}" for c in configs if c.note))
+    method = _estimate(summary, live, coverage, features, int(replicates))
+    best = choose_config(live, learners, tolerance)
+    best.chosen = True
+    chosen = fitted[(best.learner, best.size)]
+    chosen.certificate_ = selection_certificate(chosen, summary, coverage)
+    top = ranked[: best.size]
+    idx = {nm: j for j, nm in enumerate(scores.names)}
+    return ScreenResult(chosen, top, len(ranked), len(scores.names), configs, method,
+                        [float(scores.lower[idx[nm]]) for nm in top])
+
+
+def choose_config(configs: Sequence[Config], learners: Sequence[str], tolerance: float = TOLERANCE) -> Config:
+    """Among the configurations whose estimated error is within ``tolerance`` of the best, the one with
+    the fewest features (ties: the order of ``learners``); without any estimate, the fewest features."""
+    order = {nm: k for k, nm in enumerate(learners)}
+    est = [c for c in configs if c.error is not None]
+    if est:
+        best = min(float(c.error) for c in est)
+        configs = [c for c in est if float(c.error) <= best + tolerance + 1e-12]
+    return min(configs, key=lambda c: (c.size, order[c.learner]))
+
+
+def _estimate(summary: Any, live: list[Config], coverage: float, features: Sequence[str] | None,
+              replicates: int) -> str:
+    """Set each configuration's estimated error; return how, in words."""
+    parts = summary.site_parts
+    if MIN_SITES <= len(parts) <= MAX_SITES:
+        from marg.marginals.summary import Summary, sum_tables
+
+        cb = summary.codebook
+        fits = [(str(k), lambda s, c=c: _fit_screened(s, c.learner, c.size, coverage, features))
+                for k, c in enumerate(live)]
+        try:
+            got = loso_errors(fits, parts, make_summary=lambda ts: Summary(cb, list(ts)),
+                              combine=lambda ps: sum_tables(ps)[0])
+        except InputError as exc:
+            got = {key: str(exc) for key, _ in fits}
+        for key, res in got.items():
+            c = live[int(key)]
+            if isinstance(res, str):
+                c.note = f"no error estimate: {res}"
+            else:
+                c.error, c.folds = float(res.value), list(res.folds)
+        return (f"leave-one-site-out over {len(parts)} sites: screening and fitting repeated without each site, "
+                f"the error on rows simulated from that site's tables")
+    try:
+        errs = _split_errors(summary, live, coverage, features, replicates)
+    except InputError as exc:
+        for c in live:
+            c.note = f"no error estimate: {exc}"
+        return "no estimate (rows cannot be simulated from these tables); the smallest M of the first learner"
+    for c, e in zip(live, errs):
+        c.error, c.folds = float(np.mean(e)), [float(v) for v in e]
+    return (f"one site: {replicates} training sets of the summary's class sizes drawn from the distribution its "
+            f"tables determine, each screened and fitted, the error on a separate simulated population")
+
+
+def _split_errors(summary: Any, live: list[Config], coverage: float, features: Sequence[str] | None,
+                  replicates: int) -> list[list[float]]:
+    """Per configuration, its error in each parametric training split (module docstring, 3)."""
+    from marg.marginals.summary import Summary
+
+    cb = summary.codebook
+    population = tan_sample(summary, draws=POPULATION)
+    sizes = np.maximum(1, np.rint(np.clip(summary.class_counts, 0.0, None))).astype(int)
+    out: list[list[float]] = [[] for _ in live]
+    for r in range(replicates):
+        draw = tan_sample(summary, draws=int(sizes.max()), seed=SEED + 1000 + r)
+        keep = np.concatenate([np.flatnonzero(draw.y == k)[: sizes[k]] for k in range(sizes.size)])
+        train = Summary.from_rows(cb, draw.X[keep], draw.y[keep])
+        ranked = screen_scores(train, features, coverage).rank()
+        for k, c in enumerate(live):
+            if not ranked:
+                out[k].append(float(1.0 - population.w[population.y == np.argmax(summary.prior)].sum()))
+                continue
+            try:
+                model = _fit(train, c.learner, ranked[: c.size], coverage)
+            except InputError:
+                model = None
+            out[k].append(1.0 if model is None else sample_error(model, population))
+    return out

@@ -1,0 +1,323 @@
+"""Screening from first-order tables (learners/screening.py) and screen-then-learn (learners/screened.py):
+the score against a brute-force count, the DP bounds on the event the noise stays within its recorded
+tails (checked for every draw), the selection-valid certificate against an exact LP oracle and by
+coverage simulation, and the default's switch through the installed ``marg learn``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+from scipy.stats import binom
+
+from marg.learners.auto import AutoLearner
+from marg.learners.calibration import confidence_box
+from marg.learners.certify import uncertainty_map
+from marg.learners.features.statistics import map_moments
+from marg.learners.naive_bayes import NaiveBayes
+from marg.learners.screened import SCREEN_MIN_FEATURES, screen_and_learn, screening_applies, selection_certificate
+from marg.learners.screening import screen_scores
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.noise_tails import halfwidth
+from marg.marginals.summary import Summary
+from marg.marginals.tables import count_tables, plan_cliques
+from tests.helpers.console import marg
+
+
+def _codebook(sizes, K=2):
+    feats = tuple(CategoricalFeature(f"g{j}", tuple(f"v{a}" for a in range(m))) for j, m in enumerate(sizes))
+    return Codebook(features=feats, label=Label("y", tuple(f"c{k}" for k in range(K))))
+
+
+def _rows(rng, n, p, informative, levels=3, flip=0.2):
+    """Labels uniform; feature j < informative copies the label (level 2y) except a ``flip`` share; the rest uniform."""
+    y = rng.integers(0, 2, n)
+    X = rng.integers(0, levels, (n, p)).astype(np.float64)
+    for j in range(informative):
+        noise = rng.random(n) < flip
+        X[:, j] = np.where(noise, rng.integers(0, levels, n), 2 * y)
+    return X, y
+
+
+def _brute_dependence(X, y, j, levels, K):
+    """Σ_{a,y} |P(a, y) − P(a)P(y)| counted row by row."""
+    n = len(y)
+    total = 0.0
+    for a in range(levels):
+        for k in range(K):
+            pay = sum(1 for i in range(n) if X[i, j] == a and y[i] == k) / n
+            pa = sum(1 for i in range(n) if X[i, j] == a) / n
+            py = sum(1 for i in range(n) if y[i] == k) / n
+            total += abs(pay - pa * py)
+    return total
+
+
+def test_scores_and_ranking_match_a_brute_force_count():
+    rng = np.random.default_rng(3)
+    X, y = _rows(rng, 90, 7, informative=2, flip=0.4)
+    X[:, 6] = 1.0  # a constant feature: no dependence at all
+    S = Summary.from_rows(_codebook([3] * 7), X, y)
+    sc = screen_scores(S)
+    brute = np.array([_brute_dependence(X, y, j, 3, 2) for j in range(7)])
+    assert sc.score == pytest.approx(brute, abs=1e-12)
+    assert sc.lower == pytest.approx(brute, abs=1e-12) and sc.upper == pytest.approx(brute, abs=1e-12)  # exact tables
+    # the ranking: every feature with positive dependence, by dependence (ties by codebook order)
+    expect = [f"g{j}" for j in sorted(range(7), key=lambda j: (-brute[j], j)) if brute[j] > 0]
+    assert sc.rank() == expect and "g6" not in expect
+    assert set(sc.rank()[:2]) == {"g0", "g1"}
+
+
+
+
+def test_dp_bounds_hold_for_every_draw_on_the_noise_event():
+    """Released counts = exact counts + OpenDP noise (unseedable): for EVERY draw, when every cell's noise is within
+    its recorded half-width (the event E, probability ≥ coverage), the bounds hold the exact tables' dependence,
+    features independent of the label in the sample are not kept, and the informative ones (dependence above the
+    interval's width) are; E itself fails at most as often as its coverage allows (binomial tail < 1e-6)."""
+    from marg.marginals.privacy import privatize
+
+    n, p, coverage = 3000, 8, 0.9
+    y = np.repeat([0, 1], n // 2)
+    X = np.zeros((n, p))
+    for j in range(2):  # informative: level 2y, a fifth of the rows moved to level 1
+        X[:, j] = np.where(np.arange(n) % 5 == j, 1.0, 2.0 * y)
+    for j in range(2, p):  # exactly independent of the label in the sample: the same level pattern in both classes
+        half = np.arange(n // 2) % 3
+        X[:, j] = np.concatenate([np.roll(half, j), np.roll(half, j)])
+    cb = _codebook([3] * p)
+    exact = count_tables(cb, X, y, plan_cliques(cb, "first"))
+    S0 = Summary(cb, exact)
+    truth = screen_scores(S0).score
+    assert np.all(truth[2:] == 0) and np.all(truth[:2] > 0.5)
+    m = 2 * (3 * p + 1)
+    alpha = (1 - coverage) / m
+    draws, misses = 60, 0
+    kept_informative = 0
+    for _ in range(draws):
+        noisy, _ = privatize(exact, epsilon=4.0, codebook=cb)
+        S = Summary(cb, noisy)
+        sc = screen_scores(S, coverage=coverage)
+        lab = cb.label.name
+        inside = abs(S.counts((lab,)) - S0.counts((lab,))).max() <= halfwidth(S.noise_draws((lab,)), alpha)
+        for nm in cb.feature_names:
+            q = halfwidth(S.noise_draws((nm, lab)), alpha)
+            inside &= bool(np.abs(S.counts((nm, lab)) - S0.counts((nm, lab))).max() <= q)
+        if not inside:
+            misses += 1
+            continue
+        assert np.all(sc.lower <= truth + 1e-12) and np.all(truth <= sc.upper + 1e-12)
+        ranked = sc.rank()
+        assert not set(ranked) & {f"g{j}" for j in range(2, p)}
+        for j in range(2):
+            if truth[j] > sc.upper[j] - sc.lower[j]:
+                assert f"g{j}" in ranked
+                kept_informative += 1
+    assert binom.sf(misses - 1, draws, 1 - coverage) > 1e-6  # P(≥ misses | P(miss) ≤ 1 − coverage) is not tiny
+    assert kept_informative > 0  # the informative features' dependence was above the noise's width
+
+
+def _oracle_worst_error(rule_predict, cb, tau, lam, blocks):
+    """max P_p(h(X) ≠ Y) over every distribution p on the domain of ``blocks``' features (the others fixed at
+    level 0: the rule does not read them) with |E_pΦ − τ| ≤ λ on those blocks' first-order cells: an LP over the
+    domain's probabilities (``tau``, ``lam`` indexed by each block's offset)."""
+    K = cb.n_classes
+    cells = list(itertools.product(*[range(b.size) for b in blocks]))
+    Xd = np.zeros((len(cells), cb.n_features))
+    for i, cell in enumerate(cells):
+        for b, a in zip(blocks, cell):
+            Xd[i, b.column] = a
+    pred = rule_predict(Xd)
+    nvar = len(cells) * K
+    c = np.zeros(nvar)
+    for i in range(len(cells)):
+        for k in range(K):
+            if pred[i] != k:
+                c[i * K + k] = -1.0  # maximise the error
+    A, b_ub = [], []
+    for t, blk in enumerate(blocks):
+        for a in range(blk.size):
+            for k in range(K):
+                row = np.zeros(nvar)
+                for i, cell in enumerate(cells):
+                    if cell[t] == a:
+                        row[i * K + k] = 1.0
+                col = blk.offset + a
+                A.append(row)
+                b_ub.append(tau[k, col] + lam[k, col])
+                A.append(-row)
+                b_ub.append(-(tau[k, col] - lam[k, col]))
+    res = linprog(c, A_ub=np.array(A), b_ub=np.array(b_ub), A_eq=np.ones((1, nvar)), b_eq=[1.0], bounds=(0, None),
+                  method="highs")
+    assert res.status == 0
+    return -res.fun
+
+
+def test_the_screened_certificate_bounds_the_worst_case_over_every_features_box():
+    """The certificate of a rule on the screened features is ≥ the exact worst-case error of that rule over the
+    uncertainty set of ALL features (brute force over the whole domain, λ calibrated for every cell); its exact
+    refinement equals the worst case over the screened features' cells with that same λ (the set it is computed
+    over, which contains the projection of the whole set)."""
+    rng = np.random.default_rng(11)
+    X, y = _rows(rng, 400, 4, informative=2, levels=3, flip=0.5)
+    cb = _codebook([3, 3, 3, 3])
+    S = Summary.from_rows(cb, X, y)
+    top = screen_scores(S).rank()[:2]
+    for coverage in (0.5, 0.95):
+        nb = NaiveBayes(features=top, certify="bound", coverage=coverage).fit(S)
+        umap = uncertainty_map(S, "first")
+        m = map_moments(S, umap)
+        lam = confidence_box(m, umap.indicator_columns(), coverage=coverage).lam
+        whole = _oracle_worst_error(nb.predict, cb, m.tau, lam, list(umap.blocks))
+        screened = _oracle_worst_error(nb.predict, cb, m.tau, lam, [b for b in umap.blocks if b.name in top])
+        bound = selection_certificate(nb, S, coverage)  # the one-LP bound: valid, possibly loose
+        exact = selection_certificate(nb, S, coverage, exact=True, time_limit=30)
+        assert bound.value >= exact.value - 1e-9 and exact.value >= whole - 1e-7
+        assert exact.value == pytest.approx(screened, abs=1e-6)
+        assert screened >= whole - 1e-9 and 0 < whole < 1
+
+
+def test_the_selection_valid_certificate_covers_the_true_error_by_simulation():
+    """Rows from a known distribution; screen, choose M and the learner from the summary, certify: the chosen
+    rule's true error (exact over the domain) exceeds the certificate in at most as many draws as coverage 0.8
+    allows (a binomial tail < 1e-6 beyond the asserted count)."""
+    rng = np.random.default_rng(21)
+    cb = _codebook([2] * 5)
+    coverage, draws = 0.8, 25
+    # p*(y) = ½; x_0, x_1 copy y with probability 0.75 and 0.65; x_2..x_4 fair coins: the true error of any rule
+    flips = [0.25, 0.35, 0.5, 0.5, 0.5]
+    cells = np.array(list(itertools.product(*[range(2)] * 5)), dtype=np.float64)
+
+    def true_error(model):
+        pred = model.predict(cells)
+        err = 0.0
+        for k in range(2):
+            pk = np.prod([np.where(cells[:, j] == k, 1 - f, f) for j, f in enumerate(flips)], axis=0) * 0.5
+            err += float(pk[pred != k].sum())
+        return err
+
+    misses = 0
+    for _ in range(draws):
+        y = rng.integers(0, 2, 300)
+        X = np.array([np.where(rng.random(300) < f, 1 - y, y) for f in flips], dtype=np.float64).T
+        res = screen_and_learn(Summary.from_rows(cb, X, y), learners=("nb",), sizes=(1, 2, 3), coverage=coverage,
+                               replicates=1)
+        misses += true_error(res.chosen) > res.chosen.certificate_.value + 1e-12
+    # each draw misses with probability ≤ 1 − coverage: more than `limit` misses has probability < 1e-6
+    limit = next(k for k in range(draws + 1) if binom.sf(k, draws, 1 - coverage) < 1e-6)
+    assert misses <= limit
+
+
+def test_screening_applies_only_past_the_stated_rule():
+    rng = np.random.default_rng(1)
+    wide, narrow = SCREEN_MIN_FEATURES + 1, SCREEN_MIN_FEATURES
+    for p, first_only, expect in ((wide, True, True), (narrow, True, False)):
+        X, y = _rows(rng, 40, p, informative=1)
+        assert screening_applies(Summary.from_rows(_codebook([3] * p), X, y)) is expect
+    # every pair released: the pair tables carry every feature, no screening
+    X, y = _rows(rng, 40, wide, informative=1)
+    cb = _codebook([3] * wide)
+    assert not screening_applies(Summary(cb, count_tables(cb, X, y, plan_cliques(cb, "all"))))
+    # the pairs of a requested few: screening still applies
+    pairs = [("g0", "g1"), ("g0", "g2"), ("g1", "g2")]
+    assert screening_applies(Summary.from_rows(cb, X, y, stats="pairs", pairs=pairs))
+
+
+def _wide_bundle(tmp, p, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    X = rng.integers(0, 2, (n, p))
+    for j in range(3):
+        X[:, j] = np.where(rng.random(n) < 0.1, 1 - y, y)
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(p)), label=Label("y", ("no", "yes")))
+    cb.save(tmp / "codebook.json")
+    lines = [",".join([f"g{j}" for j in range(p)] + ["y"])]
+    lines += [",".join(["ab"[v] for v in X[i]] + [("no", "yes")[y[i]]]) for i in range(n)]
+    (tmp / "data.csv").write_text("\n".join(lines) + "\n")
+    out = tmp / f"site{p}.bundle"
+    r = marg("export", tmp / "data.csv", "--schema", tmp / "codebook.json", "--site", "north", "--out", out,
+             "--stats", "first", "--min-cell", "1", "--no-ledger", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.mark.parametrize("p", [SCREEN_MIN_FEATURES + 20, 12])
+def test_marg_learn_screens_by_default_only_past_the_rule(tmp_path, p):
+    bundle = _wide_bundle(tmp_path, p)
+    r = marg("learn", bundle, "--out", tmp_path / "m.json", "--json", "--allow-unsigned", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    if p > SCREEN_MIN_FEATURES:
+        scr = rep["screen"]
+        assert scr["applied"] and scr["size"] == len(scr["features"]) == len(rep["features"])
+        assert {"g0", "g1", "g2"} <= set(scr["features"])  # the three label copies pass the screen first
+        assert set(rep["features"]) == set(scr["features"])  # the model lists them in codebook order
+        assert all(c["params"].get("screened") for c in rep["auto"])
+        text = marg("learn", bundle, "--out", tmp_path / "m2.json", "--allow-unsigned", cwd=tmp_path)
+        assert text.returncode == 0, text.stderr
+        line = f"screened: {scr['size']} of {p} features used by {scr['learner']}"
+        assert line in text.stdout
+        card = marg("report", tmp_path / "m.json", "--out", tmp_path / "card.html", "--allow-unsigned", cwd=tmp_path)
+        assert card.returncode == 0, card.stderr
+        assert "S" + line[1:] in (tmp_path / "card.html").read_text()  # the model card names the screened genes
+    else:
+        assert "screen" not in rep and len(rep["features"]) == p
+    # an explicit learner never screens
+    r = marg("learn", bundle, "--learner", "nb", "--out", tmp_path / "nb.json", "--json", "--allow-unsigned", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert "screen" not in rep and len(rep["features"]) == p
+
+
+def test_leave_one_site_out_repeats_the_screen_without_each_site():
+    """Three exact sites: each (learner, M)'s estimate is the n-weighted mean over sites of the error, on rows
+    simulated from the left-out site's tables, of the learner fitted on the top M screened from the OTHER sites."""
+    from marg.learners.cross_site import SEED, sample_error, tan_sample
+    from marg.marginals.summary import sum_tables
+
+    rng = np.random.default_rng(8)
+    p = SCREEN_MIN_FEATURES + 5
+    cb = _codebook([3] * p)
+    parts = []
+    for k, n in enumerate((120, 90, 60)):
+        X, y = _rows(rng, n, p, informative=3)
+        parts.append((f"s{k}", count_tables(cb, X, y, plan_cliques(cb, "first"))))
+    S = Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts)
+    res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), coverage=0.9)
+    assert res.method.startswith("leave-one-site-out over 3 sites")
+    for c in res.configs:
+        errs = []
+        for k in range(3):
+            rest = Summary(cb, sum_tables([t for j, (_, t) in enumerate(parts) if j != k])[0])
+            top = screen_scores(rest, coverage=0.9).rank()[: c.size]
+            nb = NaiveBayes(features=top, certify="bound", coverage=0.9).fit(rest)
+            errs.append(sample_error(nb, tan_sample(Summary(cb, list(parts[k][1])), seed=SEED + k)))
+        assert c.folds == pytest.approx(errs, abs=1e-12)
+        assert c.error == pytest.approx(np.average(errs, weights=[120, 90, 60]), abs=1e-12)
+
+
+def test_an_empty_screen_under_dp_falls_back_to_the_mrc_and_says_so():
+    """Every feature exactly independent of the label in the sample, tables released with DP noise: on the event
+    that the noise stays within its recorded tails (probability ≥ 0.99 per draw) no feature passes the screen and
+    the default fits the MRC on every feature with a note; three draws all off that event have probability ≤ 1e-6."""
+    from marg.marginals.privacy import privatize
+
+    p = SCREEN_MIN_FEATURES + 1
+    n = 600
+    y = np.repeat([0, 1], n // 2)
+    half = np.arange(n // 2) % 3
+    X = np.stack([np.concatenate([np.roll(half, j), np.roll(half, j)]) for j in range(p)], axis=1).astype(np.float64)
+    cb = _codebook([3] * p)
+    exact = count_tables(cb, X, y, plan_cliques(cb, "first"))
+    fallbacks = 0
+    for _ in range(3):
+        noisy, _ = privatize(exact, epsilon=2.0, codebook=cb)
+        auto = AutoLearner(coverage=0.99).fit(Summary(cb, noisy))
+        if not auto.screen_["applied"]:
+            fallbacks += 1
+            assert auto.chosen_.learner == "mrc" and len(auto.chosen_.feature_names_in_) == p
+            assert "screening kept no feature" in auto.screen_["note"]
+            assert auto.choice_report()["screen"] == auto.screen_
+    assert fallbacks >= 1
