@@ -23,7 +23,8 @@ from marg.learners.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.summary import Summary
-from marg.marginals.tables import count_tables, plan_cliques
+from marg.marginals.counting import count_tables
+from marg.marginals.tables import plan_cliques
 from tests.helpers.console import marg
 
 
