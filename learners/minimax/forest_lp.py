@@ -219,8 +219,11 @@ class MuTerms:
         return np.concatenate(R), np.concatenate(C), np.concatenate(V)
 
     def cost_and_bounds(self, tau: np.ndarray, lam: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
-        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free)."""
+        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free);
+        ``tau``, ``lam`` of any shape with K·D entries."""
         nmu = self.nmu
+        tau = np.asarray(tau, dtype=np.float64).ravel()
+        lam = np.asarray(lam, dtype=np.float64).ravel()
         c = np.zeros(nvar)
         c[0] = 1.0
         c[1 : 1 + nmu] = -(tau - lam)[self.columns]
@@ -277,8 +280,6 @@ def solve_compact(
         If HiGHS fails.
     """
     K, D = oracle.K, oracle.D
-    tau = np.asarray(tau, dtype=np.float64).ravel()
-    lam = np.asarray(lam, dtype=np.float64).ravel()
     mt = MuTerms(K, D, oracle.subsets, columns)
     # variables: ν | μ⁺ (nmu) | μ⁻ (nmu) | messages and root epigraphs
     nvar = 1 + 2 * mt.nmu

@@ -159,8 +159,6 @@ def solve_local(
         If HiGHS fails.
     """
     K, D = int(n_classes), pmap.dim
-    tau = np.asarray(tau, dtype=np.float64).ravel()
-    lam = np.asarray(lam, dtype=np.float64).ravel()
     ls = subsets_for(K)
     subsets, member = ls.subsets, ls.member
     ex = np.zeros((K, D), dtype=bool) if exclude is None else np.asarray(exclude, dtype=bool).reshape(K, D)
