@@ -19,6 +19,7 @@ from marg.errors import InconsistentStatistics
 from marg.lp import HighsLP, LPResult, Status, solver_error
 
 from .forest import ForestOracle
+from .problem import mu_columns
 
 
 def check_minimax_result(res: LPResult, what: str) -> None:
@@ -222,16 +223,13 @@ class MuTerms:
         """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free);
         ``tau``, ``lam`` of any shape with K·D entries."""
         nmu = self.nmu
-        tau = np.asarray(tau, dtype=np.float64).ravel()
-        lam = np.asarray(lam, dtype=np.float64).ravel()
+        mc = mu_columns(tau, lam, self.columns)
         c = np.zeros(nvar)
         c[0] = 1.0
-        c[1 : 1 + nmu] = -(tau - lam)[self.columns]
-        c[1 + nmu : 1 + 2 * nmu] = (tau + lam)[self.columns]
-        bounds = np.zeros((nvar, 2))
-        bounds[:, 1] = np.inf
-        bounds[0] = (-np.inf, np.inf)
-        bounds[1 + 2 * nmu :] = (-np.inf, np.inf)
+        c[1 : 1 + 2 * nmu] = mc.costs
+        bounds = np.full((nvar, 2), (-np.inf, np.inf))
+        bounds[1 : 1 + 2 * nmu, 0] = mc.lower
+        bounds[1 : 1 + 2 * nmu, 1] = mc.upper
         return c, bounds
 
     def mu(self, x: np.ndarray) -> np.ndarray:
