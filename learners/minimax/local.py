@@ -153,10 +153,9 @@ def solve_local(
 
     Raises
     ------
-    InconsistentStatistics
-        If the LP is unbounded (no distribution matches τ within λ).
-    SolverError
-        If HiGHS fails.
+    InconsistentStatistics, SolverError
+        As :func:`.forest_lp.check_minimax_result`: the LP is unbounded (no distribution matches
+        τ within λ), or HiGHS fails.
     """
     K, D = int(n_classes), pmap.dim
     ls = subsets_for(K)
