@@ -19,6 +19,7 @@ from marg.errors import InputError
 
 from .minimax.forest import ForestOracle
 from .minimax.forest_lp import RowBuffer, forest_max_rows
+from .minimax.problem import mu_columns
 
 
 class HingeSolution(NamedTuple):
@@ -100,8 +101,6 @@ def solve_hinge(
     K, D = oracle.K, oracle.D
     if K != 2:
         raise InputError(f"the hinge-loss DCC needs a binary label, got {K} classes")
-    tau = np.asarray(tau, dtype=np.float64).ravel()
-    lam = np.asarray(lam, dtype=np.float64).ravel()
     dead = np.asarray(dead, dtype=bool).reshape(K, D)
     f_columns = np.asarray(f_columns, dtype=np.int64)
     theta_columns = np.asarray(theta_columns, dtype=np.int64)
@@ -112,7 +111,8 @@ def solve_hinge(
     fpos[f_columns] = np.arange(nf)
     # variables: ν | θ⁺ (nt) | θ⁻ (nt) | f (nf) | messages and root epigraphs
     f0 = 1 + 2 * nt
-    cost = [np.array([1.0]), (tau + lam)[theta_columns], -(tau - lam)[theta_columns], np.zeros(nf)]
+    mc = mu_columns(tau, lam, theta_columns).costs  # θ = −μ: θ⁺ is μ⁻, θ⁻ is μ⁺
+    cost = [np.array([1.0]), mc[nt:], mc[:nt], np.zeros(nf)]
     nvar = f0 + nf
 
     def entries(y: int, with_f: bool, row: np.ndarray, psi_cols: np.ndarray,

@@ -74,23 +74,24 @@ class _Layout:
         return out[:-1].reshape(self.M, self.T)
 
 
-def group_norms(Z: np.ndarray, sizes: Sequence[int], norm: str = "linf") -> np.ndarray:
-    """‖Z_i‖ per group: max |entry| (``linf``) or Frobenius (``l2``). Shape (p,)."""
+def _group_blocks(Z: np.ndarray, sizes: Sequence[int], norm: str) -> np.ndarray:
+    """Z's groups as (p, L) zero-padded blocks, after checking ``norm``."""
     _check_norm(norm)
     Z = _as_matrix(Z)
     if len(sizes) == 0:
-        return np.zeros(0)
-    B = _Layout.get(sizes, Z.shape[1]).gather(Z)
+        return np.zeros((0, 1))
+    return _Layout.get(sizes, Z.shape[1]).gather(Z)
+
+
+def group_norms(Z: np.ndarray, sizes: Sequence[int], norm: str = "linf") -> np.ndarray:
+    """‖Z_i‖ per group: max |entry| (``linf``) or Frobenius (``l2``). Shape (p,)."""
+    B = _group_blocks(Z, sizes, norm)
     return np.abs(B).max(axis=1) if norm == "linf" else np.sqrt(np.sum(B * B, axis=1))
 
 
 def dual_group_norms(G: np.ndarray, sizes: Sequence[int], norm: str = "linf") -> np.ndarray:
     """Dual norm per group: Σ|entry| for ``linf``, Frobenius for ``l2``. Shape (p,)."""
-    _check_norm(norm)
-    G = _as_matrix(G)
-    if len(sizes) == 0:
-        return np.zeros(0)
-    B = _Layout.get(sizes, G.shape[1]).gather(G)
+    B = _group_blocks(G, sizes, norm)
     return np.abs(B).sum(axis=1) if norm == "linf" else np.sqrt(np.sum(B * B, axis=1))
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from marg.errors import SolverError
 from marg.lp import INF, HighsLP, Status, solver_error
 
-from ..minimax.problem import risk, subsets_for
+from ..minimax.problem import mu_columns, risk, subsets_for
 from ..minimax.solution import MinimaxSolution
 from .columns import MonomialMap
 from .domain import maximize_monomial_sum
@@ -139,8 +139,8 @@ class MonomialMinimax:
             self._fill_rows(u)
             m = np.array([self.psi_rows[r, u] if c in C else 0.0 for r, (_, C) in enumerate(self.rows)])
             nz = np.flatnonzero(m)
-            t, l_ = self.tau[(c, u)], self.lam[(c, u)]
-            j = self.lp.add_cols([-t + l_, t + l_], [0.0, 0.0], [self.bound, self.bound],
+            costs, lo, hi = mu_columns(np.array([self.tau[(c, u)]]), np.array([self.lam[(c, u)]]), bound=self.bound, pairs=True)
+            j = self.lp.add_cols(costs, lo, hi,
                                  np.array([0, nz.size]), np.concatenate([nz, nz]), np.concatenate([-m[nz], m[nz]]))
             self.col_of[(c, u)] = len(self.cols)
             self.cols.append((c, u))

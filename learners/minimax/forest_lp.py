@@ -19,6 +19,7 @@ from marg.errors import InconsistentStatistics
 from marg.lp import HighsLP, LPResult, Status, solver_error
 
 from .forest import ForestOracle
+from .problem import mu_columns
 
 
 def check_minimax_result(res: LPResult, what: str) -> None:
@@ -219,16 +220,16 @@ class MuTerms:
         return np.concatenate(R), np.concatenate(C), np.concatenate(V)
 
     def cost_and_bounds(self, tau: np.ndarray, lam: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
-        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free)."""
+        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free);
+        ``tau``, ``lam`` of any shape with K·D entries."""
         nmu = self.nmu
+        mc = mu_columns(tau, lam, self.columns)
         c = np.zeros(nvar)
         c[0] = 1.0
-        c[1 : 1 + nmu] = -(tau - lam)[self.columns]
-        c[1 + nmu : 1 + 2 * nmu] = (tau + lam)[self.columns]
-        bounds = np.zeros((nvar, 2))
-        bounds[:, 1] = np.inf
-        bounds[0] = (-np.inf, np.inf)
-        bounds[1 + 2 * nmu :] = (-np.inf, np.inf)
+        c[1 : 1 + 2 * nmu] = mc.costs
+        bounds = np.full((nvar, 2), (-np.inf, np.inf))
+        bounds[1 : 1 + 2 * nmu, 0] = mc.lower
+        bounds[1 : 1 + 2 * nmu, 1] = mc.upper
         return c, bounds
 
     def mu(self, x: np.ndarray) -> np.ndarray:
@@ -277,8 +278,6 @@ def solve_compact(
         If HiGHS fails.
     """
     K, D = oracle.K, oracle.D
-    tau = np.asarray(tau, dtype=np.float64).ravel()
-    lam = np.asarray(lam, dtype=np.float64).ravel()
     mt = MuTerms(K, D, oracle.subsets, columns)
     # variables: ν | μ⁺ (nmu) | μ⁻ (nmu) | messages and root epigraphs
     nvar = 1 + 2 * mt.nmu

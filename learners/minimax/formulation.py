@@ -26,7 +26,7 @@ from marg.lp import INF, HighsLP, Status, solver_error
 
 from ..features.blocks import FeatureMap
 from .pricing import SplitPricer
-from .problem import risk
+from .problem import mu_columns, risk
 from .rows import MinimaxLP, solve_boxed
 from .separation import FirstOrderOracle
 
@@ -88,7 +88,6 @@ class CompactModel:
         self.nC = len(self.subsets)
         self.csize = np.array([len(c) for c in self.subsets], dtype=np.float64)
         self.lower = (self.tau - self.lam).ravel()
-        self.upper = (self.tau + self.lam).ravel()
         lp = HighsLP(solver=lp_solver, presolve=False if lp_solver == "simplex" else None, feas_tol=feas_tol)
         lp.add_cols([1.0], [-INF], [INF])
         nC = self.nC
@@ -141,8 +140,7 @@ class CompactModel:
         n = flat.size
         base = self.n_cols
         # μ+ then μ− (no entries yet)
-        self.lp.add_cols(-self.lower[flat], np.zeros(n), np.full(n, INF))
-        self.lp.add_cols(self.upper[flat], np.zeros(n), np.full(n, INF))
+        self.lp.add_cols(*mu_columns(self.tau, self.lam, flat))
         pos_p = np.full(K * D, -1, dtype=np.int64)
         pos_p[flat] = base + np.arange(n)
         # t_{C,i}: one entry each, in sum row C

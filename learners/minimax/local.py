@@ -153,14 +153,11 @@ def solve_local(
 
     Raises
     ------
-    InconsistentStatistics
-        If the LP is unbounded (no distribution matches τ within λ).
-    SolverError
-        If HiGHS fails.
+    InconsistentStatistics, SolverError
+        As :func:`.forest_lp.check_minimax_result`: the LP is unbounded (no distribution matches
+        τ within λ), or HiGHS fails.
     """
     K, D = int(n_classes), pmap.dim
-    tau = np.asarray(tau, dtype=np.float64).ravel()
-    lam = np.asarray(lam, dtype=np.float64).ravel()
     ls = subsets_for(K)
     subsets, member = ls.subsets, ls.member
     ex = np.zeros((K, D), dtype=bool) if exclude is None else np.asarray(exclude, dtype=bool).reshape(K, D)

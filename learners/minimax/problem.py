@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -63,6 +63,48 @@ def subsets_for(n_classes: int) -> LabelSubsets:
 def risk(tau: np.ndarray, lam: np.ndarray, mu: np.ndarray, phi: float) -> float:
     """R(μ) = 1 − τᵀμ + φ(μ) + λᵀ|μ| for μ, τ, λ of the same shape (φ given)."""
     return float(-np.sum(tau * mu) + np.sum(lam * np.abs(mu)) + phi + 1.0)
+
+
+class MuColumns(NamedTuple):
+    """Costs and bounds of the LP columns μ⁺, μ⁻ (μ = μ⁺ − μ⁻) from :func:`mu_columns`, each (2n,)."""
+
+    costs: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def mu_columns(tau: np.ndarray, lam: np.ndarray, cols: np.ndarray | None = None,
+               bound: float | np.ndarray = np.inf, pairs: bool = False) -> MuColumns:
+    """The μ columns of every minimax LP: the objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ (= R(μ) − 1
+    at the optimum, ν the free epigraph column of cost 1 each LP puts first) with 0 ≤ μ± ≤ bound.
+
+    Parameters
+    ----------
+    tau, lam : ndarray, K·D entries (any shape; flattened)
+    cols : ndarray of int (n,), optional
+        Flat μ indices that are LP columns (default: all).
+    bound : float or ndarray (n,)
+        Box on μ± (``inf``: none).
+    pairs : bool
+        Layout: μ⁺_1, μ⁻_1, μ⁺_2, … (True) or μ⁺ (n) then μ⁻ (n) (False).
+
+    Returns
+    -------
+    MuColumns
+        ``costs`` −(τ − λ) for μ⁺ and τ + λ for μ⁻, ``lower`` 0, ``upper`` the bound, each (2n,).
+    """
+    tau = np.asarray(tau, dtype=np.float64).ravel()
+    lam = np.asarray(lam, dtype=np.float64).ravel()
+    if cols is not None:
+        tau, lam = tau[cols], lam[cols]
+    n = tau.size
+    plus, minus = -(tau - lam), tau + lam
+    hi = np.broadcast_to(np.asarray(bound, dtype=np.float64), (n,))
+    if pairs:
+        costs = np.empty(2 * n)
+        costs[0::2], costs[1::2] = plus, minus
+        return MuColumns(costs, np.zeros(2 * n), np.repeat(hi, 2))
+    return MuColumns(np.concatenate([plus, minus]), np.zeros(2 * n), np.concatenate([hi, hi]))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from marg.errors import InconsistentStatistics, InputError
 from marg.lp import INF, HighsLP, Status, solver_error
 
-from .problem import risk
+from .problem import mu_columns, risk
 from .separation import SeparationOracle, as_sparse_row
 
 
@@ -204,11 +204,7 @@ class MinimaxLP:
         C = sp.csc_array(C)
         C.sort_indices()
         k = cols.size
-        costs = np.empty(2 * k)
-        costs[0::2] = -self.lower[cols]
-        costs[1::2] = self.upper[cols]
-        lo = np.zeros(2 * k)
-        hi = np.repeat(self.bound[cols], 2)
+        costs, lo, hi = mu_columns(self.tau, self.lam, cols, self.bound[cols], pairs=True)
         starts, idxs, vals = [], [], []
         nnz = 0
         for t in range(k):
