@@ -231,7 +231,7 @@ def choice_lines(rep: dict) -> list[str]:
         cert = "—" if c["certificate"] is None else f"{c['certificate']:.4f} ({c['kind']})"
         note = f"  {c['note']}" if c.get("note") else ""
         out.append(f"  {'*' if c['chosen'] else ' '} {name:<{w}}  {est:>10}  {cert:>18}{note}")
-    from marg.learners.auto import screen_line
+    from marg.learners.screened import screen_line
 
     line = screen_line(rep)
     if line:

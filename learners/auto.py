@@ -427,29 +427,3 @@ def _record(row: CandidateRow, res: ErrorEstimate | str) -> None:
 def candidate_name(learner: str, params: dict[str, Any]) -> str:
     """A candidate as printed: ``nb(certify=bound)``, or the learner's name alone with its defaults."""
     return learner + ("" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")")
-
-
-def patients_line(report: dict[str, Any]) -> str | None:
-    """One line for a choice whose every certificate is trivial under DP: the patients now and
-    the patients a candidate would need (None when the report has no such record)."""
-    p = report.get("auto_patients")
-    if not p:
-        return None
-    head = (f"under the sites' DP noise {p['n']:,.0f} patients are too few for an informative certificate from any "
-            f"candidate (each ≥ 1 − 1/K = {p['threshold']:.3g}, what guessing achieves)")
-    if p["needed"] is None:
-        return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
-    return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
-                   f"(its certificate there: {p['certificate']:.4f})")
-
-
-def screen_line(report: dict[str, Any]) -> str | None:
-    """One line for a screened choice: the features used, how many of how many, and by which learner
-    (or why nothing passed the screen); None when the report has no screening record."""
-    scr = report.get("screen")
-    if not scr:
-        return None
-    if not scr.get("applied"):
-        return str(scr["note"])
-    return (f"screened: {scr['size']} of {scr['scored']} features used by {scr['learner']} "
-            f"({scr['screened']} above the noise): {', '.join(scr['features'])}")

@@ -153,7 +153,7 @@ def trivial_certificate_warning(model: Any, n: float) -> str | None:
     """The warning for a model whose certificate is no better than guessing uniformly, naming the
     remedies (:meth:`MarginalEstimator.trivial_warning`; the automatic choice under DP: the
     patients a candidate would need); None otherwise. ``n``: the rows the tables summarise."""
-    from .auto import patients_line
+    from .sample_size import patients_line
 
     if not model.estimator.certificate_.trivial:
         return None

@@ -120,3 +120,17 @@ def patients_needed(certificate_at: Callable[[Summary], float], summary: Any, n_
     lo, hi = bisect_monotone(ok, lo, hi, rel_tol, geometric=True)
     c_hi = last[0]
     return PatientsNeeded(n, int(math.ceil(n * hi)), c_hi, int(math.ceil(n * hi)), threshold, hi)
+
+
+def patients_line(report: dict[str, Any]) -> str | None:
+    """One line for a choice whose every certificate is trivial under DP: the patients now and
+    the patients a candidate would need (None when the report has no such record)."""
+    p = report.get("auto_patients")
+    if not p:
+        return None
+    head = (f"under the sites' DP noise {p['n']:,.0f} patients are too few for an informative certificate from any "
+            f"candidate (each ≥ 1 − 1/K = {p['threshold']:.3g}, what guessing achieves)")
+    if p["needed"] is None:
+        return head + (f"; none gets below it even at {p['tried']:,} patients with the same noise per table cell")
+    return head + (f"; {p['learner']} would need about {p['needed']:,} patients with the same noise per table cell "
+                   f"(its certificate there: {p['certificate']:.4f})")

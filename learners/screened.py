@@ -304,3 +304,15 @@ def _split_errors(summary: Any, live: list[Config], coverage: float, features: S
                 model = None
             out[k].append(1.0 if model is None else sample_error(model, population))
     return out
+
+
+def screen_line(report: dict[str, Any]) -> str | None:
+    """One line for a screened choice: the features used, how many of how many, and by which learner
+    (or why nothing passed the screen); None when the report has no screening record."""
+    scr = report.get("screen")
+    if not scr:
+        return None
+    if not scr.get("applied"):
+        return str(scr["note"])
+    return (f"screened: {scr['size']} of {scr['scored']} features used by {scr['learner']} "
+            f"({scr['screened']} above the noise): {', '.join(scr['features'])}")

@@ -145,7 +145,8 @@ def _choice_table(page: Page, rep: dict) -> None:
                            "not fitted" if cert is None else f"{float(cert):.4g} ({c.get('kind')})"),
                      e(c.get("note") or "")])
     page.table(["candidate", "parameters", "estimated error", "certificate", "note"], rows, key="auto")
-    from marg.learners.auto import patients_line, screen_line
+    from marg.learners.sample_size import patients_line
+    from marg.learners.screened import screen_line
 
     line = patients_line(rep)
     if line:

@@ -116,7 +116,7 @@ def test_under_dp_too_few_patients_gives_the_patients_a_non_trivial_certificate_
     assert [t.noise for t in big.released().tables] == [t.noise for t in S.tables]
     est = REGISTRY[cand.learner](**cand.params).fit(big)
     assert est.certificate_.value == pytest.approx(p.certificate, abs=1e-9)
-    from marg.learners.auto import patients_line
+    from marg.learners.sample_size import patients_line
 
     line = patients_line(auto.choice_report())
     assert f"would need about {p.needed:,} patients" in line and "\n" not in line
