@@ -148,13 +148,7 @@ def report_adult(reps: int, eps: float) -> None:
     print("| split | candidate | est. error | certificate | test error | chosen |")
     print("|---|---|---|---|---|---|")
     for rep in range(reps):
-        rng = np.random.default_rng(1000 + rep)
-        perm = rng.permutation(y.size)
-        n_te = y.size // 5
-        te, tr = perm[:n_te], perm[n_te:]
-        cb, X = make(tr)
-        cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
-        sites = np.split(tr, cuts)
+        te, tr, cb, X, sites = priv.adult_style_split(make, y.size, rep)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as d:
             paths = []

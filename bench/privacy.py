@@ -150,6 +150,18 @@ def load_set(name: str):
 EXPORT_OPTIONS: dict = {}  # --first-order-share / --stats experiments (empty: the defaults)
 
 
+def adult_style_split(make, n: int, rep: int):
+    """Split ``rep`` of a set of ``n`` rows: a seeded 20 % test share, the rest encoded by ``make``
+    and cut into three sites of :data:`SHARES`; returns (test rows, train rows, codebook, X, sites)."""
+    rng = np.random.default_rng(1000 + rep)
+    perm = rng.permutation(n)
+    n_te = n // 5
+    te, tr = perm[:n_te], perm[n_te:]
+    cb, X = make(tr)
+    cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
+    return te, tr, cb, X, np.split(tr, cuts)
+
+
 def default_path(cb, X, y, sites, eps, workdir: Path, learner: str = "auto"):
     """Export every site with the defaults (ε per site) and learn with the defaults."""
     from marg.learners.learn import learn
@@ -294,13 +306,7 @@ def main() -> None:
         make, y = load_set(name)
         eps_list = eps_adult if name == "adult" else eps_uci
         for rep in range(args.reps):
-            rng = np.random.default_rng(1000 + rep)
-            perm = rng.permutation(y.size)
-            n_te = y.size // 5
-            te, tr = perm[:n_te], perm[n_te:]
-            cb, X = make(tr)
-            cuts = np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)])
-            sites = np.split(tr, cuts)
+            te, tr, cb, X, sites = adult_style_split(make, y.size, rep)
             maj = int(np.argmax(np.bincount(y[tr])))
             rows.setdefault((name, None, "majority"), []).append((float(np.mean(y[te] != maj)), math.nan, ""))
             for eps in [None] + eps_list:
