@@ -24,6 +24,7 @@ from marg.marginals.privacy import plan_cost, privatize, tables_cost
 from marg.marginals.request import PairRequest, mutual_information, read_request, screen_features, write_request
 from marg.marginals.counting import count_tables
 from marg.marginals.tables import MarginalTable, plan_cliques
+from tests.helpers.data import random_rows
 
 dp.enable_features("contrib")
 
@@ -36,14 +37,7 @@ def _codebook(levels=(3, 2, 4), numeric=True, lo=-20.0, hi=100.0):
 
 
 def _data(cb, n, seed):
-    rng = np.random.default_rng(seed)
-    cols = []
-    for f in cb.features:
-        if f.is_discrete:
-            cols.append(rng.integers(0, f.n_levels, n).astype(float))
-        else:
-            cols.append(rng.uniform(f.lo, f.hi, n))
-    return np.column_stack(cols), rng.integers(0, cb.n_classes, n)
+    return random_rows(np.random.default_rng(seed), cb, n)
 
 
 def _zero_table(shape, dtype=np.int64):
