@@ -35,9 +35,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marg.errors import SolverError
 from marg.lp import INF, HighsLP, Status, solver_error
 
+from ..minimax.generation import Pricing, generate_columns
 from ..minimax.problem import mu_columns, risk, subsets_for
 from ..minimax.solution import MinimaxSolution
 from .columns import MonomialMap
@@ -306,6 +306,44 @@ class MonomialMinimax:
         return out, exact
 
 
+class MonomialColumns:
+    """Boosting's column model for :func:`marg.learners.minimax.generation.generate_columns`.
+
+    ``solve`` runs row generation to the exact R(μ) of the columns in the LP
+    (:meth:`MonomialMinimax.solve_rows`) and keeps the best iterate (μ, R, φ upper bound);
+    ``price`` is the MMA search (:meth:`MonomialMinimax.price`), complete unless the deadline
+    passed during it; ``update`` adds the violated columns.
+    """
+
+    def __init__(self, mm: MonomialMinimax, eps: float, n_max: int, options: SearchOptions):
+        self.mm, self.eps, self.n_max, self.options = mm, eps, n_max, options
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.best: tuple[np.ndarray, float, float] | None = None
+        self.exact = True
+        self._duals = np.zeros(0)
+        self._cands: list[tuple[float, int, Monomial]] = []
+
+    def solve(self, deadline: float | None) -> float | None:
+        try:
+            mu, R, phi_up, self._duals = self.mm.solve_rows(deadline, self.lower, self.upper)
+        except _OutOfTime:
+            return None
+        if self.best is None or R < self.best[1]:
+            self.best = (mu, R, phi_up)
+        return R
+
+    def price(self, deadline: float | None) -> Pricing:
+        mm = self.mm
+        self._cands, self.exact = mm.price(self._duals, self.eps, self.n_max, self.options, deadline)
+        cut_short = deadline is not None and time.perf_counter() >= deadline
+        return Pricing(len(self._cands), {"columns": len(mm.cols), "rows": len(mm.rows)}, complete=not cut_short,
+                       progress={"size": f"{len(mm.cols)} candidate rules in the LP"})
+
+    def update(self) -> None:
+        self.mm.add_columns([(c, m) for _, c, m in self._cands])
+
+
 def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e-6, n_max: int = 20,
                            k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3, tol: float = 1e-9,
                            time_limit: float | None = None,
@@ -325,59 +363,17 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     ``info["stop"]`` of the result says which of the four ended it.
     """
     t0 = time.perf_counter()
-    deadline = None if time_limit is None else t0 + float(time_limit)
-    opts = options or SearchOptions()
     mm = MonomialMinimax(src, n_classes, bound=bound, tol=tol, enum_limit=enum_limit, milp_seconds=milp_seconds)
     mm.add_columns([(c, ()) for c in range(n_classes)])
     x0 = np.full(len(src.sizes), -1, dtype=np.int64)
     for C in mm.subsets:
         mm.add_row(x0, C)
-    iterations: list[float] = []
-    lower: list[float] = []
-    upper: list[float] = []
-    history: list[dict] = []
-    pricing_exact = True
-    converged = False
-    stop = "converged"
-    best = None
-    for k in range(1, k_max + 2):
-        try:
-            mu, R, phi_up, duals = mm.solve_rows(deadline, lower, upper)
-        except _OutOfTime:
-            if best is None:  # not one iteration finished: nothing to certify
-                raise SolverError(f"the monomial minimax LP did not finish one iteration in {time_limit} s "
-                                  "(raise --time-limit or lower --max-order)") from None
-            stop = "time_limit"
-            break
-        iterations.append(R)
-        if best is None or R < best[1]:
-            best = (mu, R, phi_up)
-        timed_out = deadline is not None and time.perf_counter() > deadline
-        stalled = len(iterations) > patience and \
-            min(iterations[:-patience]) - min(iterations[-patience:]) <= stall_tol
-        if stalled and callback is not None:
-            callback({"stage": "stalled", "k": k, "R": best[1], "patience": patience, "tol": stall_tol})
-        if timed_out or k > k_max or stalled:
-            stop = "time_limit" if timed_out else "stalled" if stalled else "k_max"
-            break
-        cands, exact = mm.price(duals, eps, n_max, opts, deadline)
-        history.append({"k": k, "R": R, "columns": len(mm.cols), "rows": len(mm.rows), "entered": len(cands),
-                        "seconds": time.perf_counter() - t0})
-        if callback is not None:
-            callback({"stage": "cg", **history[-1], "size": f"{len(mm.cols)} candidate rules in the LP"})
-        if deadline is not None and time.perf_counter() >= deadline:  # pricing was cut short: nothing is proven
-            stop = "time_limit"
-            break
-        if not cands:
-            converged = True
-            pricing_exact = exact
-            break
-        mm.add_columns([(c, m) for _, c, m in cands])
-    if stop == "time_limit" and callback is not None:
-        callback({"stage": "time_limit", "k": len(iterations), "R": best[1] if best else None, "seconds": time_limit})
-    if best is None:
-        raise SolverError("the monomial minimax LP produced no solution")
-    mu, R, phi_up = best
+    cols = MonomialColumns(mm, eps, n_max, options or SearchOptions())
+    gen = generate_columns(cols, k_max=k_max, t0=t0, time_limit=time_limit, patience=patience, stall_tol=stall_tol,
+                           price_last=False, callback=callback,
+                           no_solution=f"the monomial minimax LP did not finish one iteration in {time_limit} s "
+                                       "(raise --time-limit or lower --max-order)")
+    mu = cols.best[0]  # the lowest R^k's μ
     D = src.fmap.dim
     mu = np.pad(mu, ((0, 0), (0, D - mu.shape[1])))
     mu = np.where(np.abs(mu) > 1e-9 * max(1.0, float(np.abs(mu).max(initial=0.0))), mu, 0.0)  # solver round-off
@@ -390,8 +386,9 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     sep = mm.separate(mu)
     phi = max(s[1] for s in sep)
     value = risk(tau, lam, mu, phi)
-    res = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=value, iterations=iterations, lower=lower, upper=upper,
-                          converged=converged, n_rows=len(mm.rows), impossible=np.zeros(mu.shape, dtype=bool),
-                          bound=float(bound),
-                          info={"pricing_exact": pricing_exact, "phi_exact": mm.phi_exact, "history": history, "stop": stop})
+    res = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=value, iterations=gen.iterations, lower=cols.lower,
+                          upper=cols.upper, converged=gen.converged, n_rows=len(mm.rows),
+                          impossible=np.zeros(mu.shape, dtype=bool), bound=float(bound),
+                          info={"pricing_exact": cols.exact if gen.converged else True, "phi_exact": mm.phi_exact,
+                                "history": gen.history, "stop": gen.stop})
     return mm, res

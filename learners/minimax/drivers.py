@@ -1,8 +1,10 @@
 """Drivers of the first-order minimax LP: one solve with every feature, or column generation over features.
 
-:func:`solve_full` puts every feature in one LP; :func:`solve_cg` runs column generation
-(Algorithms 1–2 of seed 000) on a formulation whose features enter and leave in place
-(:mod:`.formulation`), priced by :class:`marg.learners.minimax.pricing.SplitPricer`. Both
+:func:`solve_full` puts every feature in one LP; :func:`solve_cg` runs the engine's one
+column-generation driver (:func:`.generation.generate_columns`, Algorithm 1 of seed 000) on a
+formulation whose features enter and leave in place (:mod:`.formulation`), priced by SELECT
+(:class:`Select`, Algorithm 2, with :class:`marg.learners.minimax.pricing.SplitPricer`); MRC has
+no stall rule. Both
 finish with the empty-cell policy and the exact R(μ) over the whole domain. Like the forest
 drivers (:mod:`.forest_drivers`) they take a :class:`.problem.MinimaxProblem` and the options
 ``formulation``, ``bound``, ``tol``, ``time_limit``, ``callback``, and return a
@@ -21,6 +23,7 @@ from marg.errors import InputError, SolverError
 from ..features.blocks import FeatureMap
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
 from .formulation import CompactModel, RowModel
+from .generation import Pricing, generate_columns
 from .pricing import SplitPricer, screening_scores
 from .problem import MinimaxProblem, risk, subsets_for
 from .separation import FirstOrderOracle
@@ -169,16 +172,13 @@ def solve_cg(
     Returns
     -------
     MinimaxSolution
-        ``iterations`` = R^1, R^2, ...; ``selected`` = the final working set.
+        ``iterations`` = R^1, R^2, ...; ``selected`` = the final working set; ``info["stop"]``
+        why column generation stopped (``converged``, ``k_max``, ``time_limit``).
     """
     t0 = time.perf_counter()
-    deadline = None if time_limit is None else t0 + float(time_limit)
     fmap, tau, lam = problem.fmap, problem.tau, problem.lam
-    K, D = tau.shape
     nb = fmap.n_blocks
     model = _make_model(formulation, fmap, tau, lam, bound, tol)
-    pricer = SplitPricer(fmap, tau, lam, subsets_for(K).subsets)
-    batch = int(exact_batch) if exact_batch is not None else max(4 * n_max, 200)
     if init is None:
         k0 = min(nb, n_max if n_init is None else int(n_init))
         J = np.sort(np.argsort(-screening_scores(fmap, tau), kind="stable")[:k0])
@@ -187,18 +187,49 @@ def solve_cg(
         if J.size and (J.min() < 0 or J.max() >= nb):
             raise InputError(f"initial feature index outside 0..{nb - 1}")
     model.add_blocks(J)
-    iterations: list[float] = []
-    history: list[dict] = []
-    converged = False
-    max_dual_violation = np.inf
-    k = 0
-    while True:
-        k += 1
-        status = model.solve(deadline=deadline, callback=callback)
-        if status != "optimal":
-            break
-        iterations.append(model.value)
-        # ------------------------------------------------------------- SELECT
+    select = Select(model, SplitPricer(fmap, tau, lam, subsets_for(tau.shape[0]).subsets), n_max, eps,
+                    int(exact_batch) if exact_batch is not None else max(4 * n_max, 200), callback)
+    gen = generate_columns(select, k_max=k_max, t0=t0, time_limit=time_limit, callback=callback,
+                           no_solution=f"the minimax LP produced no solution within the time limit ({time_limit} s)")
+    Jb = model.active
+    mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, Jb, empty_cells)
+    return MinimaxSolution(
+        mu=mu, tau=tau, lam=lam, value=value, phi=phi, iterations=gen.iterations, lower=list(model.lower_hist),
+        upper=list(model.upper_hist), selected=Jb, converged=gen.converged, n_rows=model.n_rows, impossible=empty,
+        bound=float(bound),
+        simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()),
+        info={"seconds": time.perf_counter() - t0, "history": gen.history, "max_dual_violation": select.max_dual_violation,
+              "formulation": formulation, "stop": gen.stop},
+    )
+
+
+class Select:
+    """MRC's column model for :func:`.generation.generate_columns`: a formulation whose features
+    enter and leave in place (:class:`CompactModel`, :class:`RowModel`), priced by SELECT.
+
+    SELECT (Algorithm 2 of seed 000) drops the features of the working set whose dual
+    constraints are all over-satisfied (v < 0, hence μ = 0 there) and lets in the at most
+    ``n_max`` outside features with the largest violation v_i > ``eps`` (the IPF bound of
+    :class:`SplitPricer` filters, its exact split LP decides, ``batch`` features at a time).
+    ``max_dual_violation`` is the largest v over all features at the last pricing.
+    """
+
+    def __init__(self, model, pricer: SplitPricer, n_max: int, eps: float, batch: int,
+                 callback: Callable[[dict], None] | None = None):
+        self.model, self.pricer = model, pricer
+        self.n_max, self.eps, self.batch = n_max, eps, batch
+        self.callback = callback
+        self.max_dual_violation = np.inf
+        self._step: tuple[np.ndarray, np.ndarray, np.ndarray, dict] | None = None
+
+    def solve(self, deadline: float | None) -> float | None:
+        """The restricted LP's R^k, or None when the deadline stopped it."""
+        status = self.model.solve(deadline=deadline, callback=self.callback)
+        return float(self.model.value) if status == "optimal" else None
+
+    def price(self, deadline: float | None) -> Pricing:
+        """SELECT at the current point (the exact split LPs run to the end: the pricing is complete)."""
+        model, pricer, eps, n_max = self.model, self.pricer, self.eps, self.n_max
         W = model.W
         Jb, vJ, mJ = model.block_violation()
         drop = Jb[(vJ < -1e-8) & (mJ == 0.0)]
@@ -208,8 +239,8 @@ def solve_cg(
         order = out[over][np.argsort(-v_heur[over], kind="stable")]
         exact_v: dict[int, float] = {}
         splits: dict[int, np.ndarray] = {}
-        for s0 in range(0, order.size, batch):
-            chunk = order[s0 : s0 + batch]
+        for s0 in range(0, order.size, self.batch):
+            chunk = order[s0 : s0 + self.batch]
             v, q = pricer.exact(chunk, W)
             exact_v.update({int(i): float(t) for i, t in zip(chunk, v)})
             splits.update(q)
@@ -221,30 +252,14 @@ def solve_cg(
         for j, i in enumerate(out):
             if int(i) in exact_v:
                 v_known[j] = exact_v[int(i)]
-        max_dual_violation = float(max(vJ.max() if vJ.size else -np.inf, v_known.max() if v_known.size else -np.inf))
-        history.append({
-            "k": k, "R": iterations[-1], "features": int(model.in_model.sum()), "entered": int(enter.size),
-            "dropped": int(drop.size), "rows": model.n_rows, "heuristic_flagged": int(over.sum()),
-            "exact_priced": len(exact_v), "seconds": time.perf_counter() - t0,
-        })
-        if callback is not None:
-            callback({"stage": "cg", **history[-1]})
-        if enter.size == 0:
-            converged = True
-            break
-        if k > k_max or (deadline is not None and time.perf_counter() > deadline):
-            break
-        model.remove_blocks(drop)
-        model.add_blocks(enter, W=W, splits=splits)
+        self.max_dual_violation = float(max(vJ.max() if vJ.size else -np.inf, v_known.max() if v_known.size else -np.inf))
+        self._step = (drop, enter, W, splits)
+        return Pricing(int(enter.size), {"features": int(model.in_model.sum()), "dropped": int(drop.size),
+                                         "rows": model.n_rows, "heuristic_flagged": int(over.sum()),
+                                         "exact_priced": len(exact_v)})
 
-    if not iterations:
-        raise SolverError(f"the minimax LP produced no solution within the time limit ({time_limit} s)")
-    Jb = model.active
-    mu, empty, phi, value = _finish(fmap, model, tau, lam, bound, Jb, empty_cells)
-    return MinimaxSolution(
-        mu=mu, tau=tau, lam=lam, value=value, phi=phi, iterations=iterations, lower=list(model.lower_hist),
-        upper=list(model.upper_hist), selected=Jb, converged=converged, n_rows=model.n_rows, impossible=empty,
-        bound=float(bound),
-        simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()),
-        info={"seconds": time.perf_counter() - t0, "history": history, "max_dual_violation": max_dual_violation, "formulation": formulation},
-    )
+    def update(self) -> None:
+        """Drop the idle features, let the priced ones in (at μ = 0, rows filled by their splits)."""
+        drop, enter, W, splits = self._step
+        self.model.remove_blocks(drop)
+        self.model.add_blocks(enter, W=W, splits=splits)

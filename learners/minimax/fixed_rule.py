@@ -29,7 +29,8 @@ from marg.errors import InputError, SolverError
 from marg.lp import INF, HighsLP, Status
 
 from ..features.blocks import FeatureMap
-from .rows import MinimaxLP, solve_boxed
+from .generation import solve_boxed
+from .rows import MinimaxLP
 from .separation import Cut
 
 

@@ -31,7 +31,8 @@ from ..structure import UnionFind
 from .forest import EXCLUDED, ForestOracle
 from .forest_lp import CompactSolution, solve_compact
 from .problem import MinimaxProblem
-from .rows import MinimaxLP, solve_boxed
+from .generation import solve_boxed
+from .rows import MinimaxLP
 from .solution import MinimaxSolution
 from .worst_case import pair_marginals
 

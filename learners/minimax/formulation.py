@@ -27,7 +27,8 @@ from marg.lp import INF, HighsLP, Status, solver_error
 from ..features.blocks import FeatureMap
 from .pricing import SplitPricer
 from .problem import mu_columns, risk
-from .rows import MinimaxLP, solve_boxed
+from .generation import solve_boxed
+from .rows import MinimaxLP
 from .separation import FirstOrderOracle
 
 

@@ -11,25 +11,24 @@ with μ = μ⁺ − μ⁻, ν = φ(μ) + 1. Its dual (17) is max −bᵀα over 
 with τ − λ ≤ Fᵀα ≤ τ + λ: α is the worst-case distribution p(x, y) = Σ_C α_{x,C} 1{y∈C}/|C|.
 
 :class:`MinimaxLP` holds the model (μ boxed, |μ_j| ≤ B_j, so a restricted row set never
-makes it unbounded; :func:`solve_boxed` checks the box is slack at the end) and
-:func:`generate_rows` adds the rows a separation oracle (:class:`SeparationOracle`) reports as
-violated until none is.
+makes it unbounded; :func:`.generation.solve_boxed` checks the box is slack at the end);
+row generation — the rows a separation oracle (:class:`SeparationOracle`) reports as violated,
+added until none is — is the engine's one driver, :func:`.generation.generate_rows`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from marg.errors import InconsistentStatistics, InputError
+from marg.errors import InputError
 from marg.lp import INF, HighsLP, Status, solver_error
 
 from .problem import mu_columns, risk
-from .separation import SeparationOracle, as_sparse_row
+from .separation import as_sparse_row
 
 
 class MinimaxLP:
@@ -319,109 +318,3 @@ class MinimaxLP:
         B = np.repeat(self.bound[self.active], 2)
         at = (x >= B * (1.0 - 1e-9)) & (d < -dtol)
         return float(np.sum(B[at] * -d[at]))
-
-
-@dataclass
-class RowGenerationResult:
-    """What :func:`generate_rows` did.
-
-    Attributes
-    ----------
-    lower : list of float
-        LP value of each round (non-decreasing: rows are only added).
-    upper : list of float
-        Exact R(μ) of each round's μ (μ is feasible for all rows once ν = φ(μ) + 1).
-    converged : bool
-        No row violated beyond the tolerance (False after a time limit).
-    rows_added : int
-    """
-
-    lower: list[float] = field(default_factory=list)
-    upper: list[float] = field(default_factory=list)
-    converged: bool = False
-    rows_added: int = 0
-    phi: float = float("nan")
-
-
-def generate_rows(
-    lp: MinimaxLP,
-    oracle: SeparationOracle,
-    tol: float = 1e-9,
-    max_rounds: int = 100_000,
-    deadline: float | None = None,
-    callback: Callable[[dict], None] | None = None,
-) -> RowGenerationResult:
-    """Row generation: solve, ask the oracle for the most violated rows, add them, repeat.
-
-    Stops when no proposed row has gᵀμ − b > ν + tol·max(1, |ν|) (or every such row is
-    already in the model: violated only within the LP solver's tolerance), at
-    ``max_rounds``, or at ``deadline`` (a ``time.perf_counter()`` value).
-
-    Returns
-    -------
-    RowGenerationResult
-    """
-    res = RowGenerationResult()
-    for _ in range(max_rounds):
-        remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        status = lp.solve(time_limit=remaining)
-        if status != "optimal":
-            return res
-        cuts = oracle.most_violated(lp.mu)
-        top = max(float(c[2]) for c in cuts)
-        res.lower.append(lp.objective)
-        res.upper.append(lp.risk(lp.mu, top - 1.0))
-        res.phi = top - 1.0
-        if callback is not None:
-            callback({"stage": "rows", "lower": lp.objective, "upper": res.upper[-1], "rows": lp.n_rows})
-        thr = lp.nu + tol * max(1.0, abs(lp.nu))
-        new = [c for c in cuts if float(c[2]) > thr]
-        if not new:
-            res.converged = True
-            return res
-        added = lp.add_rows(new)
-        res.rows_added += added
-        if added == 0:
-            res.converged = True
-            return res
-        if deadline is not None and time.perf_counter() > deadline:
-            return res
-    return res
-
-
-def solve_boxed(
-    lp: MinimaxLP,
-    oracle: SeparationOracle,
-    tol: float = 1e-9,
-    grow: float = 100.0,
-    max_grow: int = 2,
-    deadline: float | None = None,
-    callback: Callable[[dict], None] | None = None,
-) -> RowGenerationResult:
-    """Row generation, then check the box |μ| ≤ B is slack; enlarge it (×``grow``) while it binds.
-
-    Raises
-    ------
-    InputError
-        When the box still binds after ``max_grow`` enlargements: no distribution matches
-        τ within λ (the statistics are inconsistent), so the minimax problem is unbounded.
-    """
-    total = RowGenerationResult()
-    for attempt in range(max_grow + 1):
-        res = generate_rows(lp, oracle, tol=tol, deadline=deadline, callback=callback)
-        total.lower += res.lower
-        total.upper += res.upper
-        total.rows_added += res.rows_added
-        total.converged = res.converged
-        total.phi = res.phi
-        if not res.converged:
-            return total
-        gap = lp.box_gap()
-        if gap <= tol * max(1.0, abs(lp.objective)):
-            return total
-        if attempt < max_grow:
-            lp.set_bound(lp.bound * grow)
-    raise InconsistentStatistics(
-        f"no distribution matches the statistics within lambda: the minimax problem is unbounded "
-        f"(box |mu| <= {float(lp.bound.max()):g} still binds by {gap:.3g}); the released tables are inconsistent"
-    )

@@ -24,7 +24,8 @@ from tests.conftest import check_malformed_models
 from marg.learners.minimax.drivers import solve_full
 from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.problem import label_subsets
-from marg.learners.minimax.rows import MinimaxLP, generate_rows
+from marg.learners.minimax.generation import generate_rows
+from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import FirstOrderOracle
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from marg.learners.minimax.problem import label_subsets, risk
-from marg.learners.minimax.rows import MinimaxLP, solve_boxed
+from marg.learners.minimax.generation import solve_boxed
+from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import Cut
 from marg.learners.minimax.solution import MinimaxSolution
 from marg.lp import HighsLP, Status
