@@ -46,13 +46,14 @@ from .features.statistics import map_moments
 from .minimax.empty_cells import POLICIES, empty_cells, fix_empty_cells_forest, fix_empty_cells_local
 from .minimax.forest import ForestOracle
 from .minimax.forest_drivers import FORMULATIONS, greedy_forest, solve_forest
+from .minimax.formulations import HINGE, LOCAL, Formulation, Statistics, check
 from .minimax.gauge import common_constant, reference_mask
 from .minimax.local import solve_local
 from .minimax.problem import MinimaxProblem, risk
 from .minimax.solution import MinimaxSolution
 from .minimax.rules import MinimaxRules
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
-from .structure import UnionFind, max_spanning_forest, pair_label_information, pair_weights
+from .structure import max_spanning_forest, pair_label_information, pair_weights
 
 Loss = Literal["01", "hinge"]
 EdgeWeight = Literal["cmi", "label"]
@@ -220,13 +221,23 @@ class DCC(MinimaxRules):
     }
 
     def check_params(self) -> None:
-        """The declared constraints, then the rules tying ``structure``, ``loss``, ``greedy`` and ``solver``."""
+        """The declared constraints, then the formulation (:mod:`.minimax.formulations`) against the structure."""
         super().check_params()
-        st = self.structure
-        if st != "forest" and (self.greedy or self.solver != "compact" or self.loss != "01"):
-            raise InputError("structure other than 'forest' is solved by the compact LP with the 0-1 loss only (no greedy, solver='rows' or loss='hinge')")
-        if self.loss == "hinge" and (self.greedy or self.solver != "compact"):
-            raise InputError("loss='hinge' is solved by the compact LP on a spanning forest only (no greedy, no solver='rows')")
+        self._formulation()
+        if self.greedy and self.structure != "forest":
+            raise InputError(f"greedy=True chooses its own edges: it needs structure='forest', got {self.structure!r}")
+        if self.loss == "hinge" and self.solver == "rows":
+            raise InputError("loss='hinge' is the 'hinge' formulation, one compact LP: solver='rows' does not apply")
+
+    def _formulation(self, n_classes: int | None = None, given: Sequence[tuple[Any, Any]] | None = None) -> Formulation:
+        """The formulation of ``loss``, ``solver`` and the structure's pair graph (``given`` edges once known)."""
+        st, words = self.structure, f"the pair tables of structure={self.structure!r}"
+        if st == "forest" or (given is None and st == "all"):
+            stats = Statistics(2, "forest" if st == "forest" else "cycles", words + " (every released pair)" * (st == "all"), n_classes)
+        else:
+            stats = Statistics.of_pairs(list(st) if given is None else given, words, n_classes)
+        names = ("hinge",) if self.loss == "hinge" else ("forest-rows",) if self.solver == "rows" else ("forest", "local")
+        return check(names, stats, "greedy" if self.greedy else "one", "DCC")
 
     def fit(self, summary: Any) -> "DCC":
         """Fit the structure and μ from a Summary (first-order and pair-with-label tables). Returns self."""
@@ -252,16 +263,13 @@ class DCC(MinimaxRules):
             mask &= reference_mask(full, m.tau)[None, :]
             mask &= ~common_constant(full, m.tau, excluded)
         problem = MinimaxProblem(full, m.tau, lam, excluded, mask)
-        if self.loss == "hinge":
-            if K != 2:
-                raise InputError(f"loss='hinge' needs a binary label, got {K} classes {tuple(summary.classes)!r}")
-            forest = max_spanning_forest(len(blocks), weights, self.max_edges)
+        edges = self._graph_edges(full, weights) if self.structure != "forest" else None
+        how = self._formulation(K, edges)  # the statistics it lacks, in one line
+        if how is HINGE:
+            forest = edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)
             return self._fit_hinge(summary, problem, forest, weights, t0, box.approximate)
-        if self.structure != "forest":
-            edges = self._graph_edges(full, weights)
-            uf = UnionFind(len(blocks))
-            if not all(uf.union(a, b) for a, b in edges):  # a cycle: the local-polytope LP
-                return self._fit_local(summary, problem, edges, weights, t0, box.approximate)
+        if how is LOCAL:
+            return self._fit_local(summary, problem, edges, weights, t0, box.approximate)
         if self.greedy:
             fit = greedy_forest(problem, rank, formulation=self.solver, max_edges=self.max_edges, tol=self.greedy_tol,
                                 candidates=self.greedy_candidates, bound=self.bound, row_tol=self.tol,

@@ -23,7 +23,8 @@ from .base import features_param
 from .calibration import confidence_box
 from .features.blocks import Block, FeatureMap, node_blocks
 from .features.statistics import map_moments
-from .minimax.drivers import FORMULATIONS, solve_cg, solve_full
+from .minimax.drivers import solve_cg, solve_full
+from .minimax.formulations import FIRST_ORDER, formulation
 from .minimax.empty_cells import FIRST_ORDER_POLICIES, policy_name
 from .minimax.problem import MinimaxProblem
 from .minimax.rules import MinimaxRules
@@ -149,7 +150,7 @@ class MRC(MinimaxRules):
     # ------------------------------------------------------------------ fit
     _parameter_constraints = {
         "solver": Options(Solver, "MRC solver"),
-        "formulation": Options(FORMULATIONS, "MRC formulation"),
+        "formulation": Check(lambda v: formulation(v, "MRC"), bad="no-such-formulation", what="MRC formulation"),
         "lp_solver": Options(LPSolver, "LP solver"),
         "empty_cells": Check(lambda v: policy_name(v, FIRST_ORDER_POLICIES, "MRC"), bad="no-such-policy",
                              what="empty-cell policy"),
@@ -163,6 +164,11 @@ class MRC(MinimaxRules):
         "time_limit": TIME_LIMIT,
         "features": Check(features_param, bad="age", what="features"),
     }
+
+    def check_params(self) -> None:
+        """The declared constraints, then the formulation against MRC's statistics (first-order tables) and solver."""
+        super().check_params()
+        formulation(self.formulation, "MRC").check(FIRST_ORDER, "columns" if self.solver == "cg" else "one", "MRC")
 
     def fit(self, summary: Any) -> "MRC":
         """Fit μ from a Summary (first-order-with-label tables suffice). Returns self."""

@@ -33,6 +33,7 @@ from marg.errors import InputError
 from ..base import MarginalEstimator, features_param
 from ..calibration import confidence_box
 from ..features.statistics import Moments
+from ..minimax.formulations import MONOMIALS, Statistics
 from ..minimax.rules import MinimaxRules, argmax_rule, maximal
 from ..params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
 from .columns import MonomialMap, monomial_moments
@@ -228,8 +229,8 @@ class BoostVote(MinimaxRules):
         cb = summary.codebook
         lab = cb.label.name
         tests = codebook_tests(cb, features_param(self.features))
-        if not tests:
-            raise InputError("boost needs discrete features (categorical or binned numeric): the codebook gives no binary test")
+        MONOMIALS.check(Statistics(int(self.max_order), "cycles", "the codebook's features", discrete=bool(tests)),
+                        "columns", "boost")
         used = sorted({t.feature for t in tests}, key=cb.index)
         cliques: list[tuple[str, ...]] = [(f,) for f in used]
         if self.max_order >= 2:

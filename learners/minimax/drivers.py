@@ -22,7 +22,7 @@ from marg.errors import InputError, SolverError
 
 from ..features.blocks import FeatureMap
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
-from .formulation import CompactModel, RowModel
+from .formulations import COMPACT, FIRST_ORDER, formulation
 from .generation import Pricing, generate_columns
 from .pricing import SplitPricer, screening_scores
 from .problem import MinimaxProblem, risk, subsets_for
@@ -30,16 +30,14 @@ from .separation import FirstOrderOracle
 from .solution import MinimaxSolution
 
 
-FORMULATIONS = ("compact", "rows")
-
-
-def _make_model(formulation: str, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, bound: float, tol: float, lp_solver: str = "simplex"):
+def _make_model(name: str, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, bound: float, tol: float,
+                lp_solver: str = "simplex", search: str = "one"):
+    """The first-order formulation ``name`` of the registry (:mod:`.formulations`) on (τ, λ): its entry point's model."""
+    f = formulation(name, "MRC").check(FIRST_ORDER, search, "MRC")
     subsets = subsets_for(tau.shape[0]).subsets
-    if formulation == "compact":
-        return CompactModel(fmap, tau, lam, subsets, lp_solver=lp_solver)
-    if formulation == "rows":
-        return RowModel(fmap, tau, lam, subsets, bound=bound, tol=tol)
-    raise InputError(f"unknown minimax LP formulation {formulation!r} (expected one of {', '.join(FORMULATIONS)})")
+    if f is COMPACT:
+        return f.entry(fmap, tau, lam, subsets, lp_solver=lp_solver)
+    return f.entry(fmap, tau, lam, subsets, bound=bound, tol=tol)
 
 
 def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: float, blocks: np.ndarray, empty_cells: str = "impossible") -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -178,7 +176,7 @@ def solve_cg(
     t0 = time.perf_counter()
     fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     nb = fmap.n_blocks
-    model = _make_model(formulation, fmap, tau, lam, bound, tol)
+    model = _make_model(formulation, fmap, tau, lam, bound, tol, search="columns")
     if init is None:
         k0 = min(nb, n_max if n_init is None else int(n_init))
         J = np.sort(np.argsort(-screening_scores(fmap, tau), kind="stable")[:k0])

@@ -168,9 +168,10 @@ def test_max_edges_round_trip_and_errors():
     assert k.worst_case_error_ >= m.worst_case_error_ - 1e-9
     for kw, msg in [
         (dict(structure="dense"), "unknown DCC structure"),
-        (dict(structure="all", greedy=True), "no greedy"),
-        (dict(structure="all", loss="hinge"), "0-1 loss only"),
-        (dict(structure="all", solver="rows"), "solver='rows'"),
+        (dict(structure="all", greedy=True), "DCC formulation 'local' .* does not run greedy edge search"),
+        (dict(structure="all", loss="hinge"), "DCC formulation 'hinge' .* accepts pair tables forming a forest; .*structure='all'"),
+        (dict(structure="all", solver="rows"), "DCC formulation 'forest-rows' .* form a graph with cycles"),
+        (dict(structure=[("f0", "f1")], greedy=True), "greedy=True chooses its own edges"),
         (dict(structure=[("f0", "zz")]), "unknown feature"),
         (dict(structure=[("f0", "f0")]), "two different features"),
     ]:

@@ -96,8 +96,8 @@ def test_hinge_round_trip_and_errors():
         DCC(s=0.0, loss="hinge").fit(S3)
     for kw, msg in [
         (dict(loss="log"), "unknown DCC loss"),
-        (dict(loss="hinge", greedy=True), "no greedy"),
-        (dict(loss="hinge", solver="rows"), "solver='rows'"),
+        (dict(loss="hinge", greedy=True), "DCC formulation 'hinge' .* does not run greedy edge search"),
+        (dict(loss="hinge", solver="rows"), "'hinge' formulation, one compact LP: solver='rows' does not apply"),
     ]:
         with pytest.raises(InputError, match=msg):
             DCC(**kw).fit(S)
