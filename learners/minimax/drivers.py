@@ -30,8 +30,8 @@ from .separation import FirstOrderOracle
 from .solution import MinimaxSolution
 
 
-def _make_model(name: str, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, bound: float, tol: float,
-                lp_solver: str = "simplex", search: str = "one"):
+def first_order_model(name: str, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, bound: float, tol: float,
+                      lp_solver: str = "simplex", search: str = "one"):
     """The first-order formulation ``name`` of the registry (:mod:`.formulations`) on (τ, λ): its entry point's model."""
     f = formulation(name, "MRC").check(FIRST_ORDER, search, "MRC")
     subsets = subsets_for(tau.shape[0]).subsets
@@ -106,7 +106,7 @@ def solve_full(
     deadline = None if time_limit is None else t0 + float(time_limit)
     fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     K, D = tau.shape
-    model = _make_model(formulation, fmap, tau, lam, bound, tol, lp_solver)
+    model = first_order_model(formulation, fmap, tau, lam, bound, tol, lp_solver)
     model.add_blocks(np.arange(fmap.n_blocks))
     status = model.solve(deadline=deadline, callback=callback)
     if not model.upper_hist:
@@ -176,7 +176,7 @@ def solve_cg(
     t0 = time.perf_counter()
     fmap, tau, lam = problem.fmap, problem.tau, problem.lam
     nb = fmap.n_blocks
-    model = _make_model(formulation, fmap, tau, lam, bound, tol, search="columns")
+    model = first_order_model(formulation, fmap, tau, lam, bound, tol, search="columns")
     if init is None:
         k0 = min(nb, n_max if n_init is None else int(n_init))
         J = np.sort(np.argsort(-screening_scores(fmap, tau), kind="stable")[:k0])

@@ -115,13 +115,13 @@ class Formulation:
 
     def accepts(self, stats: Statistics, search: str = "one") -> str | None:
         """None if it solves ``stats`` by ``search``, else the reason it does not (one line)."""
-        if self.max_order is not None and stats.order > self.max_order:
-            return (f"reads tables of at most {self.max_order} feature(s) with the label; {stats.source} "
-                    f"need tables of {stats.order}")
         if GRAPHS.index(stats.graph) > GRAPHS.index(self.graph):
             need = "first-order tables only" if self.graph == "none" else "pair tables forming a forest"
             has = "add pair tables" if self.graph == "none" else "form a graph with cycles"
             return f"accepts {need}; {stats.source} {has}"
+        if self.max_order is not None and stats.order > self.max_order:
+            return (f"reads tables of at most {self.max_order} feature(s) with the label; {stats.source} "
+                    f"need tables of {stats.order} features")
         if self.classes is not None and stats.n_classes is not None and stats.n_classes != self.classes:
             return f"needs a {'binary' if self.classes == 2 else str(self.classes) + '-class'} label; {stats.source} have {stats.n_classes} classes"
         if self.discrete and not stats.discrete:
