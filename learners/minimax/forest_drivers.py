@@ -10,7 +10,10 @@ R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
   ``formulation="compact"``) or row generation with the max-sum oracle
   (:mod:`.rows`, ``formulation="rows"``) on a given forest;
 - :func:`greedy_forest` — start first-order and add, while R* drops by more than ``tol``,
-  the forest-keeping edge whose R* is lowest. A candidate whose marginals the current
+  the forest-keeping edge whose R* is lowest: the engine's column-generation driver
+  (:func:`.generation.generate_columns`) over candidate edges (:class:`GreedyEdges`; ``k_max``
+  the cap on edges; ``info["stop"]`` converged, k_max, or time_limit when a row-generation
+  solve did not finish). A candidate whose marginals the current
   worst-case distribution α already matches (v_e = max |P_α(x_i, x_j, y) − τ_e| − λ_e ≤ 0)
   provably cannot lower R* (α stays dual feasible) and is skipped; of the others the
   ``candidates`` first in ``rank`` are solved exactly. The compact formulation reads α from
@@ -31,7 +34,7 @@ from ..structure import UnionFind
 from .forest import EXCLUDED, ForestOracle
 from .forest_lp import CompactSolution, solve_compact
 from .problem import MinimaxProblem
-from .generation import solve_boxed
+from .generation import Pricing, generate_columns, solve_boxed
 from .rows import MinimaxLP
 from .solution import MinimaxSolution
 from .worst_case import pair_marginals
@@ -159,8 +162,13 @@ def greedy_forest(
     full = problem.fmap
     cap = full.n_nodes if max_edges is None else int(max_edges)
     if formulation == "compact":
-        return _greedy_compact(problem, rank, cap, tol, candidates, bound, callback)
-    return _greedy_rows(problem, rank, cap, tol, candidates, bound, row_tol, extra_rows, time_limit, callback)
+        edges: GreedyEdges = _GreedyCompact(problem, rank, tol, candidates, callback, bound)
+    else:
+        edges = _GreedyRows(problem, rank, tol, candidates, callback, bound, row_tol, extra_rows, time_limit)
+    gen = generate_columns(edges, k_max=cap, price_last=False, callback=callback)
+    fit = edges.result(gen.iterations)
+    fit.info.update(stop=gen.stop, history=gen.history)
+    return fit
 
 
 def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list, rank: dict, candidates: int | None) -> list[int]:
@@ -168,99 +176,169 @@ def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list, rank:
     return order if candidates is None else order[: int(candidates)]
 
 
-def _greedy_compact(problem, rank, cap, tol, candidates, bound, callback) -> MinimaxSolution:
-    full, K, tau, lam = problem.fmap, problem.K, problem.tau, problem.lam
-    cand = list(full.edges)
-    sol, orc = _compact(problem, [])
-    R, mu = sol.value, sol.mu
-    iters, values = [R], [R]
-    chosen: list[int] = []
-    uf = UnionFind(full.n_nodes)
-    while len(chosen) < cap:
-        free = [e for e in range(len(cand)) if e not in chosen and uf.find(cand[e][0]) != uf.find(cand[e][1])]
-        if not free:
-            break
-        # price: how far the worst-case distribution is from each candidate's marginals
-        joint = pair_marginals(orc, sol.flows, [cand[e] for e in free])
+class GreedyEdges:
+    """Greedy edges as a column model of :func:`.generation.generate_columns`: the columns are candidate edges.
+
+    ``solve`` gives R* of the forest so far; ``price`` skips the candidates whose marginals the
+    worst-case distribution already matches, solves the ``candidates`` first in ``rank`` of the
+    others with each added, and lets in the best if it lowers R* by more than ``tol`` (else
+    nothing enters: converged); ``update`` adds it. ``k_max`` is the cap on edges. A subclass
+    holds the model: :meth:`_solve_model`, :meth:`_violations`, :meth:`_trials`, :meth:`_add`,
+    :meth:`_restore` and :meth:`result`.
+    """
+
+    def __init__(self, problem: MinimaxProblem, rank: dict, tol: float, candidates: int | None,
+                 callback: Callable[[dict], None] | None):
+        self.problem, self.rank, self.tol, self.candidates, self.callback = problem, rank, tol, candidates, callback
+        self.cand = list(problem.fmap.edges)
+        self.chosen: list[int] = []
+        self.uf = UnionFind(problem.fmap.n_nodes)
+        self.R = float("nan")
+        self.converged = True  # the last solve converged (row generation within its time limit)
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self._best: int | None = None
+        self._added = False
+
+    def solve(self, deadline: float | None) -> float:
+        self.R, self.converged = self._solve_model()
+        if self._added and self.callback is not None:
+            self.callback({"stage": "greedy", "edges": len(self.chosen), "R": self.R,
+                           "edge": self.problem.fmap.edge_names[self.chosen[-1]]})
+        self._added = False
+        return self.R
+
+    def price(self, deadline: float | None) -> Pricing:
+        record = {"edges": len(self.chosen)}
+        if not self.converged:  # the last row generation stopped at its time limit: nothing is proven
+            return Pricing(0, record, complete=False)
+        cand = self.cand
+        free = [e for e in range(len(cand)) if e not in self.chosen and self.uf.find(cand[e][0]) != self.uf.find(cand[e][1])]
+        order = _violated_in_rank_order(free, self._violations(free), cand, self.rank, self.candidates) if free else []
+        if not order:  # no edge left, or α matches every candidate's marginals: no single edge lowers R*
+            return Pricing(0, record)
+        best, best_R = self._trials(order)
+        if best is None or self.R - best_R <= self.tol:
+            self._restore()
+            return Pricing(0, {**record, "tried": len(order)})
+        self._best = best
+        return Pricing(1, {**record, "tried": len(order)}, progress={"size": f"{len(self.chosen)} edges"})
+
+    def update(self) -> None:
+        self.chosen.append(self._best)
+        self.uf.union(*self.cand[self._best])
+        self._add(self._best)
+        self._added = True
+
+    def edges(self) -> list[tuple[int, int]]:
+        return [self.cand[e] for e in self.chosen]
+
+    def _restore(self) -> None:
+        """Bring the model back to the chosen forest after trials that did not pay."""
+
+
+class _GreedyCompact(GreedyEdges):
+    """Each trial is the exact forest epigraph LP; α is read from the current LP's flows."""
+
+    def __init__(self, problem, rank, tol, candidates, callback, bound: float):
+        super().__init__(problem, rank, tol, candidates, callback)
+        self.bound = bound
+        self.sol: CompactSolution | None = None
+        self._pending: tuple[CompactSolution, ForestOracle] | None = None
+
+    def _solve_model(self) -> tuple[float, bool]:
+        if self._pending is not None:  # the best trial's LP is the forest's
+            self.sol, self.orc = self._pending
+            self._pending = None
+        else:
+            self.sol, self.orc = _compact(self.problem, self.chosen)
+            self.lower.append(self.sol.value)
+        return self.sol.value, True
+
+    def _violations(self, free: list[int]) -> np.ndarray:
+        full, K, tau, lam = self.problem.fmap, self.problem.K, self.problem.tau, self.problem.lam
+        joint = pair_marginals(self.orc, self.sol.flows, [self.cand[e] for e in free])
         viol = np.empty(len(free))
         for t, e in enumerate(free):
             cols = full.edge_columns(e)
-            viol[t] = float((np.abs(joint[cand[e]].reshape(K, -1) - tau[:, cols]) - lam[:, cols]).max())
-        order = _violated_in_rank_order(free, viol, cand, rank, candidates)
-        if not order:
-            break  # that distribution matches every candidate: no single edge lowers R*
-        best, best_sol, best_orc = None, sol, orc
+            viol[t] = float((np.abs(joint[self.cand[e]].reshape(K, -1) - tau[:, cols]) - lam[:, cols]).max())
+        return viol
+
+    def _trials(self, order: list[int]) -> tuple[int | None, float]:
+        best, best_sol, best_orc = None, self.sol, self.orc
         for e in order:
-            se, oe = _compact(problem, chosen + [e])
-            values.append(se.value)
+            se, oe = _compact(self.problem, self.chosen + [e])
+            self.lower.append(se.value)
             if se.value < best_sol.value:
                 best, best_sol, best_orc = e, se, oe
-        if best is None or R - best_sol.value <= tol:
-            break
-        chosen.append(best)
-        uf.union(*cand[best])
-        sol, orc = best_sol, best_orc
-        R, mu = sol.value, sol.mu
-        iters.append(R)
-        if callback is not None:
-            callback({"stage": "greedy", "edges": len(chosen), "R": R, "edge": full.edge_names[best]})
-    return _fit(problem, [cand[e] for e in chosen], mu, values, values, iters, True, np.full(K * full.dim, float(bound)), 0)
+        self._pending = (best_sol, best_orc)
+        return best, best_sol.value
+
+    def _add(self, e: int) -> None:
+        """The forest's LP is the best trial's (kept in ``_pending``)."""
+
+    def _restore(self) -> None:
+        self._pending = None
+
+    def result(self, iterations: list[float]) -> MinimaxSolution:
+        full, K = self.problem.fmap, self.problem.K
+        return _fit(self.problem, self.edges(), self.sol.mu, self.lower, self.lower, iterations, True,
+                    np.full(K * full.dim, float(self.bound)), 0)
 
 
-def _greedy_rows(problem, rank, cap, tol, candidates, bound, row_tol, extra_rows, time_limit, callback) -> MinimaxSolution:
-    full, K = problem.fmap, problem.K
-    cand = list(full.edges)
-    lp = _row_lp(problem, bound)
-    lp.add_columns(problem.lp_columns(np.arange(full.nodes.dim)))
-    oracle = ForestOracle(full, K, [], tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.excluded)
-    _initial_rows(lp, oracle)
-    lower: list[float] = []
-    upper: list[float] = []
+class _GreedyRows(GreedyEdges):
+    """ONE warm-started row-generation LP whose rows carry every candidate's coefficients;
+    each trial adds an edge's columns, re-solves and takes them out again."""
 
-    def solve() -> tuple[float, bool]:
-        deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
-        res = solve_boxed(lp, oracle, tol=row_tol, deadline=deadline, callback=callback)
+    def __init__(self, problem, rank, tol, candidates, callback, bound: float, row_tol: float,
+                 extra_rows: int | None, time_limit: float | None):
+        super().__init__(problem, rank, tol, candidates, callback)
+        full = problem.fmap
+        self.row_tol, self.time_limit = row_tol, time_limit
+        self.lp = _row_lp(problem, bound)
+        self.lp.add_columns(problem.lp_columns(np.arange(full.nodes.dim)))
+        self.oracle = ForestOracle(full, problem.K, [], tau=problem.tau, lam=problem.lam, extra_rows=extra_rows,
+                                   exclude=problem.excluded)
+        _initial_rows(self.lp, self.oracle)
+
+    def _solve_model(self) -> tuple[float, bool]:
+        """Row generation to the forest's R* within ``time_limit`` seconds (each solve its own)."""
+        deadline = None if self.time_limit is None else time.perf_counter() + float(self.time_limit)
+        res = solve_boxed(self.lp, self.oracle, tol=self.row_tol, deadline=deadline, callback=self.callback)
         if not res.upper:
             raise SolverError("the forest minimax LP did not produce a solution within the time limit")
-        lower.extend(res.lower)
-        upper.extend(res.upper)
+        self.lower.extend(res.lower)
+        self.upper.extend(res.upper)
         return float(res.upper[-1]), bool(res.converged)
 
-    R, converged = solve()
-    iters = [R]
-    chosen: list[int] = []
-    uf = UnionFind(full.n_nodes)
-    while len(chosen) < cap and converged:
-        free = [e for e in range(len(cand)) if e not in chosen and uf.find(cand[e][0]) != uf.find(cand[e][1])]
-        if not free:
-            break
-        # price: how far the current worst-case distribution is from each edge's marginals
-        viol = np.array([float(lp.dual_violation(full.flat_columns(full.edge_columns(e), K)).max()) for e in free])
-        order = _violated_in_rank_order(free, viol, cand, rank, candidates)
-        if not order:
-            break  # α is dual feasible with any single extra edge: none can lower R*
-        best, best_R = None, R
+    def _violations(self, free: list[int]) -> np.ndarray:
+        full, K = self.problem.fmap, self.problem.K
+        return np.array([float(self.lp.dual_violation(full.flat_columns(full.edge_columns(e), K)).max()) for e in free])
+
+    def _trials(self, order: list[int]) -> tuple[int | None, float]:
+        problem, lp, oracle = self.problem, self.lp, self.oracle
+        best, best_R = None, self.R
         for e in order:
-            cols = problem.lp_columns(full.edge_columns(e))
+            cols = problem.lp_columns(problem.fmap.edge_columns(e))
             lp.add_columns(cols)
             _drop_vacuous_rows(lp, problem, e)
-            oracle.set_active(chosen + [e])
+            oracle.set_active(self.chosen + [e])
             lp.add_rows(oracle.covering_cuts([e], nodes=False))
-            Re, conv = solve()
+            Re, conv = self._solve_model()
             lp.remove_columns(cols)
             if conv and Re < best_R:
                 best, best_R = e, Re
-        oracle.set_active(chosen)
-        if best is None or R - best_R <= tol:
-            R, converged = solve()  # restore the model of the chosen edges
-            break
-        chosen.append(best)
-        uf.union(*cand[best])
-        lp.add_columns(problem.lp_columns(full.edge_columns(best)))
-        _drop_vacuous_rows(lp, problem, best)
-        oracle.set_active(chosen)
-        R, converged = solve()
-        iters.append(R)
-        if callback is not None:
-            callback({"stage": "greedy", "edges": len(chosen), "R": R, "edge": full.edge_names[best]})
-    return _fit(problem, [cand[e] for e in chosen], lp.mu.copy(), lower, upper, iters, converged, lp.bound, lp.n_rows)
+        oracle.set_active(self.chosen)
+        return best, best_R
+
+    def _add(self, e: int) -> None:
+        self.lp.add_columns(self.problem.lp_columns(self.problem.fmap.edge_columns(e)))
+        _drop_vacuous_rows(self.lp, self.problem, e)
+        self.oracle.set_active(self.chosen)
+
+    def _restore(self) -> None:
+        self.R, self.converged = self._solve_model()  # the model of the chosen edges
+
+    def result(self, iterations: list[float]) -> MinimaxSolution:
+        return _fit(self.problem, self.edges(), self.lp.mu.copy(), self.lower, self.upper, iterations, self.converged,
+                    self.lp.bound, self.lp.n_rows)

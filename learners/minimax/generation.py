@@ -209,7 +209,7 @@ def generate_columns(
         model.update()
     if not gen.iterations:
         raise SolverError(no_solution)
-    if gen.stop == "time_limit" and callback is not None:
+    if gen.stop == "time_limit" and callback is not None and time_limit is not None:
         callback({"stage": "time_limit", "k": len(gen.iterations), "R": min(gen.iterations), "seconds": time_limit})
     return gen
 

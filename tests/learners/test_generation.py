@@ -156,3 +156,24 @@ def test_row_generation_converges_with_no_violated_row(seed):
     assert one.stop == "k_max" and len(one.upper) == 1 and one.added > 0
     late = generate_rows(lp2, oracle, deadline=time.perf_counter() - 1.0)  # round 2 adds rows (≥ 3 rounds above)
     assert late.stop == "time_limit" and len(late.upper) <= 1
+
+
+@pytest.mark.parametrize("solver", ["compact", "rows"])
+def test_greedy_edges_run_on_the_driver(solver):
+    """DCC's greedy edges are column generation over candidate edges: each edge that enters lowers R*
+    by more than greedy_tol, the last pricing lets none in (converged), and max_edges is k_max."""
+    from marg.learners.dcc import DCC
+
+    _, S, _ = make_problem(np.random.default_rng(5), [3, 2, 3, 2, 2], 2)
+    records: list[dict] = []
+    m = DCC(s=0.0, greedy=True, solver=solver, greedy_tol=1e-6, callback=records.append).fit(S)
+    R = np.array(m.iterations_)
+    assert len(m.edges_) >= 2 and len(R) == len(m.edges_) + 1
+    assert np.all(np.diff(R) < -1e-6), R
+    priced = [r for r in records if r["stage"] == "cg"]
+    assert [r["k"] for r in priced] == list(range(1, len(R) + 1)) and priced[-1]["entered"] == 0
+    assert all(r["entered"] == 1 for r in priced[:-1])
+    records.clear()
+    capped = DCC(s=0.0, greedy=True, solver=solver, max_edges=1, callback=records.append).fit(S)
+    assert capped.edges_ == m.edges_[:1] and capped.iterations_[0] == pytest.approx(R[0], abs=1e-12)
+    assert [r["k"] for r in records if r["stage"] == "cg"] == [1]  # k_max = 1: the second forest is not priced
