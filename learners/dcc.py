@@ -116,7 +116,7 @@ class DCC(MinimaxRules):
     callback : callable or None
         Progress: called with a dict per row-generation round and greedy step. Not saved.
     loss : {"01", "hinge"}
-        ``"hinge"`` (binary labels; spanning forest, compact LP): the score f minimising
+        ``"hinge"`` (binary labels; a forest, spanning or given; compact LP): the score f minimising
         the worst-case hinge loss; ``predict`` is sign f (ties to naive Bayes),
         ``predict_proba`` h(1|x) = (1 + clip(f, −1, 1))/2, the certificate the worst-case
         hinge loss (= 2·R*).
@@ -125,8 +125,8 @@ class DCC(MinimaxRules):
         every pair with a released pair-with-label table (with ``max_edges``: the
         ``max_edges`` pairs of largest ``edge_weight``). A sequence: those feature pairs.
         On a graph with a cycle the certificate is R*_L ≥ R* and ``relaxed_`` is True;
-        ``predict_proba`` then uses the certified bound φ_L(μ) ≥ φ(μ). Not with ``greedy``,
-        ``solver="rows"`` or ``loss="hinge"``.
+        ``predict_proba`` then uses the certified bound φ_L(μ) ≥ φ(μ). Not with ``greedy``; with
+        a cycle not with ``solver="rows"`` or ``loss="hinge"`` (:mod:`.minimax.formulations`).
 
     Attributes
     ----------

@@ -2,8 +2,10 @@
 
 :mod:`.problem` (the problem and its label subsets), :mod:`.separation` and :mod:`.forest`
 (exact maximisation over the domain), :mod:`.formulation`, :mod:`.forest_lp`,
-:mod:`.local` and :mod:`.rows` (writing the maximum into an LP), :mod:`.drivers` and
-:mod:`.forest_drivers` (one solve, column generation, greedy structure), :mod:`.pricing`,
+:mod:`.local` and :mod:`.rows` (writing the maximum into an LP), :mod:`.formulations` (which
+statistics each formulation accepts), :mod:`.generation` (the one column- and row-generation
+driver), :mod:`.drivers` and :mod:`.forest_drivers` (its adapters: one solve, column generation,
+greedy structure), :mod:`.pricing`,
 :mod:`.empty_cells`, :mod:`.gauge`, :mod:`.worst_case`, :mod:`.solution` and
 :mod:`.rules` (the fitted classifier's two rules).
 """
