@@ -209,20 +209,20 @@ class GreedyEdges:
         return self.R
 
     def price(self, deadline: float | None) -> Pricing:
-        record = {"edges": len(self.chosen)}
+        record, size = {"edges": len(self.chosen)}, {"size": f"{len(self.chosen)} edges"}
         if not self.converged:  # the last row generation stopped at its time limit: nothing is proven
-            return Pricing(0, record, complete=False)
+            return Pricing(0, record, complete=False, progress=size)
         cand = self.cand
         free = [e for e in range(len(cand)) if e not in self.chosen and self.uf.find(cand[e][0]) != self.uf.find(cand[e][1])]
         order = _violated_in_rank_order(free, self._violations(free), cand, self.rank, self.candidates) if free else []
         if not order:  # no edge left, or α matches every candidate's marginals: no single edge lowers R*
-            return Pricing(0, record)
+            return Pricing(0, record, progress=size)
         best, best_R = self._trials(order)
         if best is None or self.R - best_R <= self.tol:
             self._restore()
-            return Pricing(0, {**record, "tried": len(order)})
+            return Pricing(0, {**record, "tried": len(order)}, progress=size)
         self._best = best
-        return Pricing(1, {**record, "tried": len(order)}, progress={"size": f"{len(self.chosen)} edges"})
+        return Pricing(1, {**record, "tried": len(order)}, progress=size)
 
     def update(self) -> None:
         self.chosen.append(self._best)

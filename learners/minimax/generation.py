@@ -214,14 +214,8 @@ def generate_columns(
     return gen
 
 
-def generate_rows(
-    lp: Any,
-    oracle: SeparationOracle,
-    tol: float = 1e-9,
-    max_rounds: int = 100_000,
-    deadline: float | None = None,
-    callback: Callable[[dict], None] | None = None,
-) -> Generation:
+def generate_rows(lp: Any, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
+                  deadline: float | None = None, callback: Callable[[dict], None] | None = None) -> Generation:
     """Row generation on a :class:`.rows.MinimaxLP`: solve, add the oracle's most violated rows, repeat.
 
     Stops ``converged`` when no proposed row has gᵀμ − b > ν + tol·max(1, |ν|) (or every such
