@@ -165,7 +165,7 @@ def greedy_forest(
         edges: GreedyEdges = _GreedyCompact(problem, rank, tol, candidates, callback, bound)
     else:
         edges = _GreedyRows(problem, rank, tol, candidates, callback, bound, row_tol, extra_rows, time_limit)
-    gen = generate_columns(edges, k_max=cap, price_last=False, callback=callback)
+    gen = generate_columns(edges, k_max=cap, price_last=False)  # progress: the "greedy" record of each edge
     fit = edges.result(gen.iterations)
     fit.info.update(stop=gen.stop, history=gen.history)
     return fit

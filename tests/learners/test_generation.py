@@ -5,10 +5,12 @@ convergence no feature outside or inside the model has a dual violation above ε
 the exact split LP on EVERY feature, not only those the heuristic flags) and R^k is the full
 LP's R*; each of the four stop reasons is reached and recorded. Row generation: at
 convergence the oracle finds no violated row and the LP value is R(μ); its stops are recorded.
+DCC's greedy edges on the driver: every edge that enters lowers R* by more than tol.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -16,7 +18,11 @@ import pytest
 
 from marg.errors import SolverError
 from marg.learners.features.blocks import FeatureMap
+from marg.learners.features.pairwise import PairwiseFeatureMap
+from marg.learners.features.statistics import map_moments
 from marg.learners.minimax.drivers import Select, first_order_model, solve_cg, solve_full
+from marg.learners.minimax.empty_cells import empty_cells
+from marg.learners.minimax.forest_drivers import greedy_forest
 from marg.learners.minimax.generation import STOPS, Pricing, generate_columns, generate_rows
 from marg.learners.minimax.pricing import SplitPricer
 from marg.learners.minimax.problem import MinimaxProblem, subsets_for
@@ -161,19 +167,25 @@ def test_row_generation_converges_with_no_violated_row(seed):
 @pytest.mark.parametrize("solver", ["compact", "rows"])
 def test_greedy_edges_run_on_the_driver(solver):
     """DCC's greedy edges are column generation over candidate edges: each edge that enters lowers R*
-    by more than greedy_tol, the last pricing lets none in (converged), and max_edges is k_max."""
-    from marg.learners.dcc import DCC
-
+    by more than tol, the last pricing lets none in (converged), and max_edges is k_max."""
     _, S, _ = make_problem(np.random.default_rng(5), [3, 2, 3, 2, 2], 2)
+    blocks = blocks_of(S)
+    pairs = list(itertools.combinations(range(len(blocks)), 2))
+    full = PairwiseFeatureMap(blocks, [b.column for b in blocks], pairs)
+    tau = map_moments(S, full).tau
+    lam = np.full(tau.shape, 1e-3)
+    excluded = empty_cells(full, tau, lam)
+    problem = MinimaxProblem(full, tau, lam, excluded, ~excluded)
+    rank = {e: (0, e) for e in pairs}
     records: list[dict] = []
-    m = DCC(s=0.0, greedy=True, solver=solver, greedy_tol=1e-6, callback=records.append).fit(S)
-    R = np.array(m.iterations_)
-    assert len(m.edges_) >= 2 and len(R) == len(m.edges_) + 1
+    sol = greedy_forest(problem, rank, formulation=solver, tol=1e-6, callback=records.append)
+    R = np.array(sol.iterations)
+    assert sol.info["stop"] == "converged" and len(sol.edges) >= 2 and len(R) == len(sol.edges) + 1
     assert np.all(np.diff(R) < -1e-6), R
-    priced = [r for r in records if r["stage"] == "cg"]
-    assert [r["k"] for r in priced] == list(range(1, len(R) + 1)) and priced[-1]["entered"] == 0
-    assert all(r["entered"] == 1 for r in priced[:-1])
-    records.clear()
-    capped = DCC(s=0.0, greedy=True, solver=solver, max_edges=1, callback=records.append).fit(S)
-    assert capped.edges_ == m.edges_[:1] and capped.iterations_[0] == pytest.approx(R[0], abs=1e-12)
-    assert [r["k"] for r in records if r["stage"] == "cg"] == [1]  # k_max = 1: the second forest is not priced
+    hist = sol.info["history"]
+    assert [h["k"] for h in hist] == list(range(1, len(R) + 1)) and [h["R"] for h in hist] == sol.iterations
+    assert [h["entered"] for h in hist] == [1] * (len(R) - 1) + [0]
+    assert [r["edges"] for r in records if r["stage"] == "greedy"] == list(range(1, len(sol.edges) + 1))
+    capped = greedy_forest(problem, rank, formulation=solver, tol=1e-6, max_edges=1)
+    assert capped.info["stop"] == "k_max" and capped.edges == sol.edges[:1] and capped.iterations == sol.iterations[:2]
+    assert len(capped.info["history"]) == 1  # k_max = 1: the one-edge forest is not priced
