@@ -35,7 +35,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from marg.errors import InputError
+from marg.errors import InputError, option
 
 from .base import features_param
 from .calibration import confidence_box
@@ -225,13 +225,13 @@ class DCC(MinimaxRules):
         super().check_params()
         self._formulation()
         if self.greedy and self.structure != "forest":
-            raise InputError(f"greedy=True chooses its own edges: it needs structure='forest', got {self.structure!r}")
+            raise InputError(f"{option('greedy', True)} chooses its own edges: it needs {option('structure', 'forest')}")
         if self.loss == "hinge" and self.solver == "rows":
-            raise InputError("loss='hinge' is the 'hinge' formulation, one compact LP: solver='rows' does not apply")
+            raise InputError(f"{option('loss', 'hinge')} is the 'hinge' formulation, one compact LP: {option('solver', 'rows')} does not apply")
 
     def _formulation(self, n_classes: int | None = None, given: Sequence[tuple[Any, Any]] | None = None) -> Formulation:
         """The formulation of ``loss``, ``solver`` and the structure's pair graph (``given`` edges once known)."""
-        st, words = self.structure, f"the pair tables of structure={self.structure!r}"
+        st, words = self.structure, f"the pair tables of {option('structure', self.structure)}"
         if st == "forest" or (given is None and st == "all"):
             stats = Statistics(2, "forest" if st == "forest" else "cycles", words + " (every released pair)" * (st == "all"), n_classes)
         else:

@@ -121,5 +121,5 @@ def test_the_console_script_names_the_formulation_and_the_statistic(site_bundles
     said = [ln for ln in lines if "formulation" in ln]
     assert len(said) == 1, r.output
     assert "DCC formulation 'hinge'" in said[0] and "pair tables forming a forest" in said[0]
-    assert "structure='all'" in said[0]
+    assert "--structure all" in said[0]  # the setting as the command line spells it
     assert not (tmp_path / "m.json").exists()
