@@ -3,7 +3,8 @@
 Column generation (Algorithm 1 of seed 000) over any model that can solve its restricted LP
 and price the columns outside it (:class:`ColumnModel`) — MRC's features
 (:func:`.drivers.solve_cg`), boosting's monomials
-(:func:`marg.learners.boost.minimax_cg.solve_monomial_minimax`) — is :func:`generate_columns`::
+(:func:`marg.learners.boost.minimax_cg.solve_monomial_minimax`), DCC's candidate edges
+(:func:`.forest_drivers.greedy_forest`) — is :func:`generate_columns`::
 
     k = 1, 2, …:  solve the restricted LP → R^k  (recorded; every R^k is a certificate)
                   price the columns outside   → the ones that enter, the ones that leave
@@ -22,8 +23,8 @@ It stops for one of four reasons (:data:`STOPS`, the record's ``stop``):
 is still priced (MRC: yes, so the final point's dual violation and convergence are known;
 boosting: no, its pricing is a branch and bound). One history record per priced iteration:
 ``{"k", "R", "entered", …what the model's pricing counts…, "seconds"}``; the progress callback
-gets it as ``{"stage": "cg", …}``, plus ``"stalled"`` and ``"time_limit"`` records when those
-rules stop the loop.
+gets it as ``{"stage": "cg", …}``, plus a ``"stalled"`` record when that rule stops the loop
+and a ``"time_limit"`` one when the time limit does.
 
 Row generation — solve, ask a separation oracle (:class:`.separation.SeparationOracle`) for the
 most violated rows, add them, until none is violated or the deadline — is
