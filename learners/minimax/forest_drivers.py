@@ -29,7 +29,7 @@ from marg.errors import SolverError
 
 from ..structure import UnionFind
 from .forest import EXCLUDED, ForestOracle
-from .forest_lp import CompactSolution, solve_compact
+from .forest_lp import solve_compact
 from .problem import MinimaxProblem
 from .rows import MinimaxLP, solve_boxed
 from .solution import MinimaxSolution
@@ -54,7 +54,7 @@ def _node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np
     return np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(e) for e in active]).astype(np.int64)
 
 
-def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[CompactSolution, ForestOracle]:
+def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[MinimaxSolution, ForestOracle]:
     oracle = ForestOracle(problem.fmap, problem.K, active, exclude=problem.excluded)
     return solve_compact(oracle, problem.tau, problem.lam, problem.lp_columns(_node_and_edge_columns(problem, active))), oracle
 
@@ -180,7 +180,7 @@ def _greedy_compact(problem, rank, cap, tol, candidates, bound, callback) -> Min
         if not free:
             break
         # price: how far the worst-case distribution is from each candidate's marginals
-        joint = pair_marginals(orc, sol.flows, [cand[e] for e in free])
+        joint = pair_marginals(orc, sol.info["flows"], [cand[e] for e in free])
         viol = np.empty(len(free))
         for t, e in enumerate(free):
             cols = full.edge_columns(e)
