@@ -184,13 +184,9 @@ class MonomialMinimax:
         psi = self.src.fmap.psi(x[None, :])[0] if D else np.zeros(0)
         self.rows.append((x, C))
         self.psi_rows = np.vstack([self.psi_rows.reshape(-1, D), psi[None, :]])
-        idx, val = [0], [float(len(C))]
-        plus, minus = self.model.plus, self.model.minus
-        for k, (c, u) in enumerate(self.cols):
-            if c in C and psi[u] != 0.0:
-                idx += [int(plus[k]), int(minus[k])]
-                val += [-psi[u], psi[u]]
-        self.model.add_rows([-1.0], [INF], [0], idx, val)
+        ks = [k for k, (c, u) in enumerate(self.cols) if c in C and psi[u] != 0.0]
+        _, cols, vals = self.model.mu_entries(ks, [-psi[self.cols[k][1]] for k in ks])  # −Σ m_u(x) μ[y, u]
+        self.model.add_rows([-1.0], [INF], [0], np.concatenate([[0], cols]), np.concatenate([[float(len(C))], vals]))
 
     def separate(self, mu: np.ndarray) -> list[tuple[float, float, np.ndarray, tuple[int, ...]]]:
         """For every label subset C: ((max_x s_C − 1)/|C|, its certified upper bound, maximiser, C)."""

@@ -209,13 +209,11 @@ class MuTerms:
     def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
         R, C, V = [], [], []
-        plus, minus = self.model.plus, self.model.minus
         for y in self.subsets[k]:
-            flat = y * self.D + psi_cols
-            on = plus[flat] >= 0
-            R += [row[on], row[on]]
-            C += [plus[flat[on]], minus[flat[on]]]
-            V += [vals[on], -vals[on]]
+            t, c, v = self.model.mu_entries(y * self.D + psi_cols, vals)
+            R.append(row[t])
+            C.append(c)
+            V.append(v)
         if not R:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(R), np.concatenate(C), np.concatenate(V)

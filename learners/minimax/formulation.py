@@ -140,7 +140,6 @@ class CompactModel:
         flat = _block_flat_cols(fm, K, blocks)
         # μ+ then μ− (no entries yet), owned by their feature
         model.add_mu(flat, tag=fm.block_of_column[flat % D])
-        plus, minus = model.plus, model.minus
         # t_{C,i}: one entry each, in sum row C
         nb = blocks.size
         nt = nb * nC
@@ -162,9 +161,10 @@ class CompactModel:
             for c, C in enumerate(self.subsets):
                 rows_c = rows_g[:, c, :]  # (g, nv)
                 for y in C:
-                    rr += [rows_c.ravel(), rows_c.ravel()]
-                    cc += [plus[y * D + vcol].ravel(), minus[y * D + vcol].ravel()]
-                    vv += [vval.ravel(), -vval.ravel()]
+                    t, cols, vals = model.mu_entries((y * D + vcol).ravel(), vval.ravel())
+                    rr.append(rows_c.ravel()[t])
+                    cc.append(cols)
+                    vv.append(vals)
                 tcol = t_base + sel * nC + c  # (g,)
                 rr.append(rows_c.ravel())
                 cc.append(np.repeat(tcol, nv))

@@ -246,6 +246,15 @@ class MinimaxModel:
         self.lp.set_col_bounds(on, np.zeros(on.size), self.bound[self.ref[on]])
 
     # ------------------------------------------------------------------- rows
+    def mu_entries(self, flat: Any, vals: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries a row writes for Σ_t vals[t]·μ[flat[t]] = Σ_t vals[t]·(μ⁺ − μ⁻): (t, LP column,
+        value) triples, the μ⁺ entries then the μ⁻ entries (terms of columns not in the model dropped)."""
+        flat = np.asarray(flat, dtype=np.int64)
+        vals = np.asarray(vals, dtype=np.float64)
+        on = np.flatnonzero(self.plus[flat] >= 0)
+        f, v = flat[on], vals[on]
+        return np.concatenate([on, on]), np.concatenate([self.plus[f], self.minus[f]]), np.concatenate([v, -v])
+
     def add_rows(self, lower: Any, upper: Any, starts: Any, index: Any, value: Any, tag: Any = -1) -> np.ndarray:
         """Rows lower ≤ Ax ≤ upper in CSR form over LP columns (:meth:`marg.lp.HighsLP.add_rows`)."""
         rows = self.lp.add_rows(lower, upper, starts, index, value)

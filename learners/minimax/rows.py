@@ -125,7 +125,6 @@ class MinimaxLP:
         """Add rows (Cut or (g, b, ...) tuples), skipping exact duplicates; returns the count added."""
         starts, idxs, vals, ub = [], [], [], []
         nnz = 0
-        plus, minus = self.model.plus, self.model.minus
         for c in cuts:
             g, b = c[0], float(c[1])
             lab = getattr(c, "labels", None)
@@ -140,9 +139,9 @@ class MinimaxLP:
             self._coo_r.append(np.full(idx.size, r, dtype=np.int64))
             self._coo_c.append(idx)
             self._coo_v.append(val)
-            on = plus[idx] >= 0
-            mi = np.concatenate([[0], plus[idx[on]], minus[idx[on]]]).astype(np.int32)
-            mv = np.concatenate([[-1.0], val[on], -val[on]])
+            _, cols, vs = self.model.mu_entries(idx, val)
+            mi = np.concatenate([[0], cols]).astype(np.int32)
+            mv = np.concatenate([[-1.0], vs])
             starts.append(nnz)
             idxs.append(mi)
             vals.append(mv)
