@@ -5,7 +5,12 @@ satisfying the DP's inequalities (:func:`forest_max_rows`), so the exponentially
 (x, C) of LP (13) become, per C, Σ_edges m_p·m_c + Σ_roots m_r + 1 rows and one HiGHS solve
 gives R* and, from the duals, the worst-case distribution's flows on the forest
 (:func:`solve_compact`). The same row writer serves the hinge-loss LP
-(:mod:`marg.learners.dcc_hinge`).
+(:mod:`marg.learners.dcc_hinge`) and the fixed-rule LP (:mod:`.fixed_rule_lp`).
+
+The one-shot LPs (these, :func:`.local.solve_local`) stage their rows in a :class:`RowBuffer`
+(μ terms by :class:`MuTerms`), put them on the one model (:func:`one_shot_model`, a
+:class:`.lp_model.MinimaxModel` holding ν and the μ columns) after their auxiliary columns,
+and solve once (:meth:`RowBuffer.solve`).
 """
 
 from __future__ import annotations
