@@ -268,14 +268,15 @@ class MinimaxModel:
         upper = np.asarray(upper, dtype=np.float64).ravel()
         return self.add_rows(np.full(upper.size, -INF), upper, R.indptr[:-1], R.indices, R.data, tag)
 
-    def delete_rows(self, rows: Any) -> None:
+    def delete_rows(self, rows: Any) -> np.ndarray:
+        """Delete rows; returns the mask (n_rows before,) of the rows kept."""
         rows = np.unique(np.asarray(rows, dtype=np.int64))
-        if rows.size == 0:
-            return
-        self.lp.delete_rows(rows)
         keep = np.ones(self.n_rows, dtype=bool)
         keep[rows] = False
-        self.row_tag = self.row_tag[keep]
+        if rows.size:
+            self.lp.delete_rows(rows)
+            self.row_tag = self.row_tag[keep]
+        return keep
 
     def delete_tagged(self, tags: Any) -> None:
         """Delete the rows, then the columns, owned by ``tags``."""

@@ -156,12 +156,9 @@ class MinimaxLP:
 
     def delete_rows(self, rows: np.ndarray) -> None:
         """Remove rows (indices into the current row list) from the model and the store."""
-        rows = np.unique(np.asarray(rows, dtype=np.int64))
-        if rows.size == 0:
+        if np.size(rows) == 0:
             return
-        self.model.delete_rows(rows)
-        keep = np.ones(self.n_rows, dtype=bool)
-        keep[rows] = False
+        keep = self.model.delete_rows(rows)
         F = self.row_matrix().tocsr()[keep]
         coo = F.tocoo()
         self.b = [b for b, k in zip(self.b, keep) if k]
