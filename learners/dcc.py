@@ -322,14 +322,13 @@ class DCC(MinimaxRules):
                           exclude=problem.excluded[:, keep])
         if self.callback is not None:
             self.callback({"stage": "local", "R": sol.value, "edges": len(edges)})
-        mu, empty, phi = fix_empty_cells_local(pmap, sol.mu.reshape(K, -1), tau, lam, sol.offsets, sol.nu, self.empty,
+        mu, empty, phi = fix_empty_cells_local(pmap, sol.mu, tau, lam, sol.info["offsets"], sol.info["nu"], self.empty,
                                                n=float(summary.n), alpha=self.alpha)
         value = risk(tau, lam, mu, phi)
         if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
             raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
-        fit = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=float(phi), value=value, iterations=[value], lower=[sol.value],
-                              upper=[value], converged=True, n_rows=sol.n_rows, impossible=empty, bound=self.bound,
-                              kind="R*_L", edges=list(edges))
+        fit = replace(sol, mu=mu, phi=float(phi), value=value, iterations=[value], lower=[sol.value], upper=[value],
+                      impossible=empty, bound=self.bound, edges=list(edges))
         self._set_dcc_state(summary, pmap, True, [float(weights[e]) for e in edges], fit, t0, approximate)
         return self
 
@@ -352,13 +351,11 @@ class DCC(MinimaxRules):
         sol = solve_hinge(ForestOracle(pmap, 2), tau, lam, f_cols, np.flatnonzero(tmask.ravel()), empty)
         if self.callback is not None:
             self.callback({"stage": "hinge", "R": sol.value, "edges": len(forest)})
-        self.f_ = sol.f
-        self.theta_ = sol.theta
-        fit = MinimaxSolution(mu=np.stack([-0.5 * sol.f, 0.5 * sol.f]), tau=tau, lam=lam, phi=0.0, value=sol.value,
-                              iterations=[sol.value], lower=[], upper=[], converged=True, n_rows=sol.n_rows,
-                              impossible=empty, bound=self.bound, kind="hinge", edges=list(forest))
+        self.f_ = sol.info["f"]
+        self.theta_ = sol.info["theta"]
+        fit = replace(sol, bound=self.bound, edges=list(forest))
         self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in forest], fit, t0, approximate)
-        self.nu_ = sol.nu
+        self.nu_ = sol.info["nu"]
         return self
 
     def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, sol: MinimaxSolution, t0, approximate) -> None:

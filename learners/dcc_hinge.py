@@ -11,39 +11,13 @@ which optimal score is returned, not the worst case.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from marg.errors import InputError
 
 from .minimax.forest import ForestOracle
-from .minimax.forest_lp import RowBuffer, forest_max_rows
-from .minimax.problem import mu_columns
-
-
-class HingeSolution(NamedTuple):
-    """Output of :func:`solve_hinge`.
-
-    Attributes
-    ----------
-    value : float
-        min_f max_{p∈U} E_p[max(0, 1 − s_y f(x))].
-    f : ndarray (D,)
-        Coefficients of the score f(x) = Ψ(x)ᵀf (zero outside ``f_columns``).
-    theta : ndarray (2, D)
-        The dual prices θ of the indicator moments (zero outside ``theta_columns``).
-    nu : float
-        The dual price of Σ p = 1.
-    n_rows : int
-        Rows of the LP.
-    """
-
-    value: float
-    f: np.ndarray
-    theta: np.ndarray
-    nu: float
-    n_rows: int
+from .minimax.forest_lp import MuTerms, RowBuffer, forest_max_rows, one_shot_model
+from .minimax.solution import MinimaxSolution
 
 
 def solve_hinge(
@@ -53,7 +27,7 @@ def solve_hinge(
     f_columns: np.ndarray,
     theta_columns: np.ndarray,
     dead: np.ndarray,
-) -> HingeSolution:
+) -> MinimaxSolution:
     """The minimax hinge loss over the forest's moment box, as ONE exact LP (binary labels).
 
     With s_y = −1 for label 0 and +1 for label 1, a score f(x) = Σ_i f_i(x_i) +
@@ -65,7 +39,9 @@ def solve_hinge(
           = min_{θ⁺,θ⁻ ≥ 0, ν} ν + τᵀθ + λᵀ(θ⁺ + θ⁻)
             s.t. ν + θ(x, y) ≥ max(0, 1 − s_y f(x)) for every (x, y),
 
-    θ(x, y) = Φ(x, y)ᵀθ. Per label y the constraint is two forest minima,
+    θ(x, y) = Φ(x, y)ᵀθ. With μ = −θ this is LP (13)'s objective ν − τᵀμ + λᵀ|μ| on the
+    one model (:class:`marg.learners.minimax.lp_model.MinimaxModel`, the θ⁺ = μ⁻ block first),
+    with these rows and the score columns f. Per label y the constraint is two forest minima,
     (A) min_x θ(x, y) + ν ≥ 0 and (B) min_x θ(x, y) + s_y f(x) + ν ≥ 1, each written
     exactly with message variables (:func:`forest_max_rows` on −θ(·, y) and
     −θ(·, y) − s_y f). Minimising over f as well is one LP in (f, θ⁺, θ⁻, ν, messages).
@@ -87,7 +63,12 @@ def solve_hinge(
 
     Returns
     -------
-    HingeSolution
+    MinimaxSolution
+        ``kind`` "hinge", ``value`` min_f max_{p∈U} E_p[max(0, 1 − s_y f(x))] (= 2·R*), ``mu``
+        (2, D) the rule's coefficients (−f/2, f/2) (so Φ(x, 1)ᵀμ − Φ(x, 0)ᵀμ = f(x)), φ 0,
+        ``impossible`` ``dead``, ``bound`` inf, and in ``info``: ``"f"`` (D,) the score's
+        coefficients (zero outside ``f_columns``), ``"theta"`` (2, D) the dual prices θ of the
+        indicator moments (zero outside ``theta_columns``), ``"nu"`` the dual price of Σ p = 1.
 
     Raises
     ------
@@ -104,31 +85,25 @@ def solve_hinge(
     dead = np.asarray(dead, dtype=bool).reshape(K, D)
     f_columns = np.asarray(f_columns, dtype=np.int64)
     theta_columns = np.asarray(theta_columns, dtype=np.int64)
-    nt, nf = theta_columns.size, f_columns.size
-    tpos = np.full(K * D, -1, dtype=np.int64)
-    tpos[theta_columns] = np.arange(nt)
+    nf = f_columns.size
     fpos = np.full(D, -1, dtype=np.int64)
     fpos[f_columns] = np.arange(nf)
-    # variables: ν | θ⁺ (nt) | θ⁻ (nt) | f (nf) | messages and root epigraphs
-    f0 = 1 + 2 * nt
-    mc = mu_columns(tau, lam, theta_columns).costs  # θ = −μ: θ⁺ is μ⁻, θ⁻ is μ⁺
-    cost = [np.array([1.0]), mc[nt:], mc[:nt], np.zeros(nf)]
+    # variables: ν | θ⁺ = μ⁻ | θ⁻ = μ⁺ | f (nf) | messages and root epigraphs
+    model = one_shot_model(tau, lam, theta_columns, "the hinge-loss minimax LP", layout="minus-first")
+    mt = MuTerms(model, D, [(0,), (1,)])
+    f0 = model.n_cols
     nvar = f0 + nf
 
     def entries(y: int, with_f: bool, row: np.ndarray, psi_cols: np.ndarray,
                 vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row, LP column, value) of vals[t]·(−θ[y, psi_cols[t]] − s_y·f[psi_cols[t]]) (f if ``with_f``) in row[t]."""
-        p_ = tpos[y * D + psi_cols]
-        on = p_ >= 0
-        R, cols = [row[on], row[on]], [1 + p_[on], 1 + nt + p_[on]]
-        vs = [-vals[on], vals[on]]
-        if with_f:
-            q = fpos[psi_cols]
-            onf = q >= 0
-            R.append(row[onf])
-            cols.append(f0 + q[onf])
-            vs.append(-(2.0 * y - 1.0) * vals[onf])
-        return np.concatenate(R), np.concatenate(cols), np.concatenate(vs)
+        """(row, LP column, value) of vals[t]·(μ[y, psi_cols[t]] − s_y·f[psi_cols[t]]) (f if ``with_f``) in row[t] (μ = −θ)."""
+        R, cols, vs = mt.entries(y, row, psi_cols, vals)
+        if not with_f:
+            return R, cols, vs
+        q = fpos[psi_cols]
+        onf = q >= 0
+        return (np.concatenate([R, row[onf]]), np.concatenate([cols, f0 + q[onf]]),
+                np.concatenate([vs, -(2.0 * y - 1.0) * vals[onf]]))
 
     rows = RowBuffer()
     for y in range(K):
@@ -139,14 +114,13 @@ def solve_hinge(
                 continue
             # max_x g(x) ≤ Σ t_r ≤ ν + rhs
             rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-1.0]]), rhs, (y, with_f, 2))
-    cvec = np.concatenate(cost + [np.zeros(nvar - f0 - nf)])
-    bounds = np.zeros((nvar, 2))
-    bounds[:, 1] = np.inf
-    bounds[0] = (-np.inf, np.inf)
-    bounds[f0:] = (-np.inf, np.inf)
-    res = rows.solve(cvec, bounds, "the hinge-loss minimax LP")
-    theta = np.zeros(K * D)
-    theta[theta_columns] = res.x[1 : 1 + nt] - res.x[1 + nt : 1 + 2 * nt]
+    rows.solve(model, nvar)  # f and the messages free
+    theta = -model.mu.reshape(K, D)
     f = np.zeros(D)
-    f[f_columns] = res.x[f0 : f0 + nf]
-    return HingeSolution(float(res.objective), f, theta.reshape(K, D), float(res.x[0]), rows.n)
+    f[f_columns] = model.x[f0 : f0 + nf]
+    value = model.objective
+    return MinimaxSolution(mu=np.stack([-0.5 * f, 0.5 * f]), tau=np.asarray(tau, dtype=np.float64).reshape(K, D),
+                           lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=0.0, value=value,
+                           iterations=[value], lower=[], upper=[], converged=True, n_rows=rows.n, impossible=dead,
+                           bound=np.inf, kind="hinge", simplex_iterations=model.simplex_iterations,
+                           lp_columns=model.n_cols, info={"f": f, "theta": theta, "nu": model.nu})

@@ -34,11 +34,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
-from marg.lp import INF, HighsLP, Status, solver_error
+from marg.lp import INF, solver_error
 
 from ..minimax.generation import Pricing, generate_columns
-from ..minimax.problem import mu_columns, risk, subsets_for
+from ..minimax.lp_model import MinimaxModel
+from ..minimax.problem import risk, subsets_for
 from ..minimax.solution import MinimaxSolution
 from .columns import MonomialMap
 from .domain import maximize_monomial_sum
@@ -114,8 +116,9 @@ class MonomialMinimax:
         self.tol = float(tol)
         self.enum_limit = int(enum_limit)
         self.milp_seconds = milp_seconds
-        self.lp = HighsLP()
-        self.lp.add_cols([1.0], [-INF], [INF])  # ν, column 0
+        # ν and the μ± pairs: the one minimax model; its flat index k is the k-th (class, monomial) column
+        self.model = MinimaxModel(np.zeros(0), np.zeros(0), self.bound, layout="pairs", solver="simplex", presolve=None,
+                                  feas_tol=None, what="the monomial minimax LP")
         self.cols: list[tuple[int, int]] = []  # (class, map column) per LP pair
         self.col_of: dict[tuple[int, int], int] = {}
         self.tau: dict[tuple[int, int], float] = {}
@@ -139,12 +142,11 @@ class MonomialMinimax:
             self._fill_rows(u)
             m = np.array([self.psi_rows[r, u] if c in C else 0.0 for r, (_, C) in enumerate(self.rows)])
             nz = np.flatnonzero(m)
-            costs, lo, hi = mu_columns(np.array([self.tau[(c, u)]]), np.array([self.lam[(c, u)]]), bound=self.bound, pairs=True)
-            j = self.lp.add_cols(costs, lo, hi,
-                                 np.array([0, nz.size]), np.concatenate([nz, nz]), np.concatenate([-m[nz], m[nz]]))
+            k = self.model.extend([self.tau[(c, u)]], [self.lam[(c, u)]])
+            # μ's coefficient in row r is −m_u(x_r) (rows |C|·ν − Σ m μ ≥ −1)
+            self.model.add_mu(k, self.bound, coef=sp.csc_array((-m[nz], (nz, np.zeros(nz.size, dtype=np.int64))), shape=(m.size, 1)))
             self.col_of[(c, u)] = len(self.cols)
             self.cols.append((c, u))
-            assert j[0] == 1 + 2 * (len(self.cols) - 1)
             added += 1
         return added
 
@@ -166,10 +168,12 @@ class MonomialMinimax:
             x[f] = int(np.argmax(self.src.pooled[f][list(C)].sum(axis=0)))
 
     def mu(self, sol: np.ndarray) -> np.ndarray:
+        """μ (K, D) from the model's column values: the k-th pair is column (class, monomial) ``cols[k]``."""
         D = self.src.fmap.dim
         mu = np.zeros((self.K, D))
+        flat = self.model.mu_of(sol)
         for k, (c, u) in enumerate(self.cols):
-            mu[c, u] = sol[1 + 2 * k] - sol[2 + 2 * k]
+            mu[c, u] = flat[k]
         return mu
 
     # --------------------------------------------------------------------- rows
@@ -180,12 +184,9 @@ class MonomialMinimax:
         psi = self.src.fmap.psi(x[None, :])[0] if D else np.zeros(0)
         self.rows.append((x, C))
         self.psi_rows = np.vstack([self.psi_rows.reshape(-1, D), psi[None, :]])
-        idx, val = [0], [float(len(C))]
-        for k, (c, u) in enumerate(self.cols):
-            if c in C and psi[u] != 0.0:
-                idx += [1 + 2 * k, 2 + 2 * k]
-                val += [-psi[u], psi[u]]
-        self.lp.add_rows([-1.0], [INF], [0], idx, val)
+        ks = [k for k, (c, u) in enumerate(self.cols) if c in C and psi[u] != 0.0]
+        _, cols, vals = self.model.mu_entries(ks, [-psi[self.cols[k][1]] for k in ks])  # −Σ m_u(x) μ[y, u]
+        self.model.add_rows([-1.0], [INF], [0], np.concatenate([[0], cols]), np.concatenate([[float(len(C))], vals]))
 
     def separate(self, mu: np.ndarray) -> list[tuple[float, float, np.ndarray, tuple[int, ...]]]:
         """For every label subset C: ((max_x s_C − 1)/|C|, its certified upper bound, maximiser, C)."""
@@ -201,14 +202,14 @@ class MonomialMinimax:
 
     def solve_rows(self, deadline: float | None, lower: list[float], upper: list[float]) -> tuple[np.ndarray, float, float, np.ndarray]:
         """Row generation to the exact R(μ) of the current columns: (μ, R, φ upper bound, row duals)."""
+        model = self.model
         while True:
-            r = self.lp.solve(deadline)
-            if r.status is Status.LIMIT and deadline is not None:
-                raise _OutOfTime()
-            if r.status is not Status.OPTIMAL:
-                raise solver_error("the monomial minimax LP", r)
-            mu = self.mu(r.x)
-            nu = float(r.x[0])
+            if model.solve(deadline) != "optimal":
+                if deadline is not None:
+                    raise _OutOfTime()
+                raise solver_error(model.what, model.result)
+            mu = self.mu(model.x)
+            nu = model.nu
             sep = self.separate(mu)
             phi_up = max(s[1] for s in sep)
             lin = self._linear(mu)
@@ -220,7 +221,7 @@ class MonomialMinimax:
                     self.add_row(x, C)
                     added += 1
             if not added or (deadline is not None and time.perf_counter() > deadline):
-                return mu, lin + phi_up + 1.0, phi_up, r.row_dual
+                return mu, lin + phi_up + 1.0, phi_up, model.row_dual
 
     def _linear(self, mu: np.ndarray) -> float:
         return float(sum(-self.tau[k] * mu[k] + self.lam[k] * abs(mu[k]) for k in self.tau))

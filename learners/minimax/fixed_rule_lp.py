@@ -26,7 +26,7 @@ from marg.errors import InputError
 from ..features.pairwise import PairwiseFeatureMap
 from .fixed_rule import LinearRule
 from .forest import ForestOracle
-from .forest_lp import MuTerms, RowBuffer, forest_max_rows
+from .forest_lp import MuTerms, RowBuffer, forest_max_rows, one_shot_model
 
 
 def _as_pairwise(umap: Any) -> PairwiseFeatureMap:
@@ -84,8 +84,9 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
             raise InputError(f"the rule's feature {b.name!r} is not a node of the uncertainty set's map")
         S[:, u.offset : u.offset + u.size] = rule.weights[:, b.offset : b.offset + b.size]
     oracle = ForestOracle(pm, K)
-    mt = MuTerms(K, D, [(y,) for y in range(K)], np.arange(K * D))
-    nvar = 1 + 2 * mt.nmu
+    model = one_shot_model(tau, lam, np.arange(K * D), "the fixed-rule certificate LP")
+    mt = MuTerms(model, D, [(y,) for y in range(K)])
+    nvar = model.n_cols
     rows = RowBuffer()
     dead = np.zeros(D, dtype=bool)
     multipliers: list[np.ndarray] = []
@@ -114,7 +115,7 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
             loss = float(p != y)
             # Σ roots + Σ_c t_c·const_c − ν ≤ −loss
             rows.add(np.concatenate([roots, tcol, [0]]), np.concatenate([np.ones(len(roots)), const, [-1.0]]), -loss, (y, p))
-    c, bounds = mt.cost_and_bounds(tau.ravel(), lam.ravel(), nvar)
-    bounds[np.concatenate(multipliers)] = (0.0, np.inf)  # the Lagrange multipliers t ≥ 0
-    res = rows.solve(c, bounds, "the fixed-rule certificate LP")
-    return float(min(1.0, max(0.0, res.objective))), mt.mu(np.asarray(res.x)).reshape(K, D)
+    aux_lower = np.full(nvar - model.n_cols, -np.inf)
+    aux_lower[np.concatenate(multipliers) - model.n_cols] = 0.0  # the Lagrange multipliers t ≥ 0, messages free
+    rows.solve(model, nvar, aux_lower)
+    return float(min(1.0, max(0.0, model.objective))), model.mu.reshape(K, D)

@@ -32,7 +32,7 @@ from marg.errors import SolverError
 
 from ..structure import UnionFind
 from .forest import EXCLUDED, ForestOracle
-from .forest_lp import CompactSolution, solve_compact
+from .forest_lp import solve_compact
 from .problem import MinimaxProblem
 from .generation import Pricing, generate_columns, solve_boxed
 from .rows import MinimaxLP
@@ -58,7 +58,7 @@ def _node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np
     return np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(e) for e in active]).astype(np.int64)
 
 
-def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[CompactSolution, ForestOracle]:
+def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[MinimaxSolution, ForestOracle]:
     oracle = ForestOracle(problem.fmap, problem.K, active, exclude=problem.excluded)
     return solve_compact(oracle, problem.tau, problem.lam, problem.lp_columns(_node_and_edge_columns(problem, active))), oracle
 
@@ -243,8 +243,8 @@ class _GreedyCompact(GreedyEdges):
     def __init__(self, problem, rank, tol, candidates, callback, bound: float):
         super().__init__(problem, rank, tol, candidates, callback)
         self.bound = bound
-        self.sol: CompactSolution | None = None
-        self._pending: tuple[CompactSolution, ForestOracle] | None = None
+        self.sol: MinimaxSolution | None = None
+        self._pending: tuple[MinimaxSolution, ForestOracle] | None = None
 
     def _solve_model(self) -> tuple[float, bool]:
         if self._pending is not None:  # the best trial's LP is the forest's
@@ -257,7 +257,7 @@ class _GreedyCompact(GreedyEdges):
 
     def _violations(self, free: list[int]) -> np.ndarray:
         full, K, tau, lam = self.problem.fmap, self.problem.K, self.problem.tau, self.problem.lam
-        joint = pair_marginals(self.orc, self.sol.flows, [self.cand[e] for e in free])
+        joint = pair_marginals(self.orc, self.sol.info["flows"], [self.cand[e] for e in free])
         viol = np.empty(len(free))
         for t, e in enumerate(free):
             cols = full.edge_columns(e)

@@ -5,35 +5,34 @@ satisfying the DP's inequalities (:func:`forest_max_rows`), so the exponentially
 (x, C) of LP (13) become, per C, Σ_edges m_p·m_c + Σ_roots m_r + 1 rows and one HiGHS solve
 gives R* and, from the duals, the worst-case distribution's flows on the forest
 (:func:`solve_compact`). The same row writer serves the hinge-loss LP
-(:mod:`marg.learners.dcc_hinge`).
+(:mod:`marg.learners.dcc_hinge`) and the fixed-rule LP (:mod:`.fixed_rule_lp`).
+
+The one-shot LPs (these, :func:`.local.solve_local`) stage their rows in a :class:`RowBuffer`
+(μ terms by :class:`MuTerms`), put them on the one model (:func:`one_shot_model`, a
+:class:`.lp_model.MinimaxModel` holding ν and the μ columns) after their auxiliary columns,
+and solve once (:meth:`RowBuffer.solve`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from marg.errors import InconsistentStatistics
-from marg.lp import HighsLP, LPResult, Status, solver_error
+from marg.lp import INF, solver_error
 
 from .forest import ForestOracle
-from .problem import mu_columns
+from .lp_model import MinimaxModel
+from .solution import MinimaxSolution
 
 
-def check_minimax_result(res: LPResult, what: str) -> None:
-    """Raise for a one-shot minimax LP that did not end optimal.
-
-    Unbounded means no distribution matches τ within λ (the data's fault, exit 2); any
-    other non-optimal end is a solver failure (exit 3).
-    """
-    if res.status is Status.UNBOUNDED:
-        raise InconsistentStatistics(
-            f"no distribution matches the statistics within lambda: {what} is unbounded; the released tables are inconsistent"
-        )
-    if res.status is not Status.OPTIMAL:
-        raise solver_error(what, res)
+def one_shot_model(tau: np.ndarray, lam: np.ndarray, columns: np.ndarray, what: str, layout: str = "blocks") -> MinimaxModel:
+    """The :class:`.lp_model.MinimaxModel` of a one-shot minimax LP: ν, then the μ± columns of the flat
+    indices ``columns`` (no box), solved by the dual simplex after presolve with tolerances 1e-10."""
+    model = MinimaxModel(tau, lam, layout=layout, solver="simplex", presolve=True, feas_tol=1e-10, what=what)
+    model.add_mu(np.asarray(columns, dtype=np.int64))
+    return model
 
 
 class RowBuffer:
@@ -72,14 +71,23 @@ class RowBuffer:
             return sp.csr_array((self.n, nvar))
         return sp.csr_array((np.concatenate(self.V), (np.concatenate(self.R), np.concatenate(self.C))), shape=(self.n, nvar))
 
-    def solve(self, cost: np.ndarray, bounds: np.ndarray, what: str) -> LPResult:
-        """The one-shot LP min costᵀx s.t. these rows ≤ rhs and ``bounds`` (n, 2), on a fresh
-        :class:`marg.lp.HighsLP` (dual simplex after presolve, tolerances 1e-10); raises as
-        :func:`check_minimax_result` for a non-optimal end."""
-        res = HighsLP.from_arrays(cost, self.matrix(len(cost)), np.asarray(self.rhs), bounds, solver="simplex",
-                                  presolve=True, feas_tol=1e-10).solve()
-        check_minimax_result(res, what)
-        return res
+    def solve(self, model: MinimaxModel, nvar: int, aux_lower: np.ndarray | None = None) -> None:
+        """Put these rows (≤ rhs) on ``model`` after its auxiliary columns ``model.n_cols .. nvar − 1``
+        (cost 0, free, or bounded below by ``aux_lower``) and solve it once.
+
+        Raises
+        ------
+        InconsistentStatistics
+            The LP is unbounded (no distribution matches τ within λ).
+        SolverError
+            HiGHS failed (or stopped at a limit).
+        """
+        k = nvar - model.n_cols
+        lower = np.full(k, -INF) if aux_lower is None else np.asarray(aux_lower, dtype=np.float64)
+        model.add_aux(np.zeros(k), lower, np.full(k, INF))
+        model.add_rows_matrix(self.matrix(nvar), np.asarray(self.rhs))
+        if model.solve() != "optimal":
+            raise solver_error(model.what, model.result)
 
 
 Entries = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -196,46 +204,24 @@ def forest_max_rows(
 
 
 class MuTerms:
-    """LP (column, value) pairs of μ = μ⁺ − μ⁻ in the layout ν | μ⁺ (nmu) | μ⁻ (nmu) | … of the
-    0-1 minimax LPs (:func:`solve_compact`, :func:`solve_local`)."""
+    """The rows' entries of μ = μ⁺ − μ⁻ on a :class:`.lp_model.MinimaxModel` (its ``plus`` and
+    ``minus`` columns), per label subset: the one-shot LPs' (:func:`solve_compact`,
+    :func:`.local.solve_local`, the hinge and fixed-rule LPs) writer of Σ_{y∈C} θ_y terms."""
 
-    def __init__(self, K: int, D: int, subsets: Sequence[tuple[int, ...]], columns: np.ndarray):
-        self.K, self.D, self.subsets = K, D, subsets
-        self.columns = np.asarray(columns, dtype=np.int64)
-        self.nmu = self.columns.size
-        self.pos = np.full(K * D, -1, dtype=np.int64)
-        self.pos[self.columns] = np.arange(self.nmu)
+    def __init__(self, model: MinimaxModel, D: int, subsets: Sequence[tuple[int, ...]]):
+        self.model, self.D, self.subsets = model, int(D), subsets
 
     def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
         R, C, V = [], [], []
         for y in self.subsets[k]:
-            p_ = self.pos[y * self.D + psi_cols]
-            on = p_ >= 0
-            R += [row[on], row[on]]
-            C += [1 + p_[on], 1 + self.nmu + p_[on]]
-            V += [vals[on], -vals[on]]
+            t, c, v = self.model.mu_entries(y * self.D + psi_cols, vals)
+            R.append(row[t])
+            C.append(c)
+            V.append(v)
         if not R:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(R), np.concatenate(C), np.concatenate(V)
-
-    def cost_and_bounds(self, tau: np.ndarray, lam: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
-        """Objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ and bounds (ν free, μ± ≥ 0, the rest free);
-        ``tau``, ``lam`` of any shape with K·D entries."""
-        nmu = self.nmu
-        mc = mu_columns(tau, lam, self.columns)
-        c = np.zeros(nvar)
-        c[0] = 1.0
-        c[1 : 1 + 2 * nmu] = mc.costs
-        bounds = np.full((nvar, 2), (-np.inf, np.inf))
-        bounds[1 : 1 + 2 * nmu, 0] = mc.lower
-        bounds[1 : 1 + 2 * nmu, 1] = mc.upper
-        return c, bounds
-
-    def mu(self, x: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.K * self.D)
-        out[self.columns] = x[1 : 1 + self.nmu] - x[1 + self.nmu : 1 + 2 * self.nmu]
-        return out
 
 
 def solve_compact(
@@ -267,8 +253,13 @@ def solve_compact(
 
     Returns
     -------
-    CompactSolution
-        The LP optimum R*, μ, and the worst-case distribution's flows (from the duals).
+    MinimaxSolution
+        ``value`` the LP optimum R* (= R(μ), φ = ν − 1 the forest's exact φ(μ)), ``mu`` (K, D),
+        ``impossible`` the excluded cells, ``bound`` inf (no box) and ``info["flows"]``, the LP
+        duals as the worst-case distribution's structure: one dict per label subset C,
+        ``["edge"][c]`` (m_parent, m_c) the mass w_C(x_p = a, x_c = b) on the edge from node c to
+        its parent, ``["root"][r]`` the mass w_C(x_r = a) at a root, ``["total"]`` the total
+        mass β_C, with Σ_C |C|·β_C = 1 and p(x, y) = Σ_{C∋y} w_C(x).
 
     Raises
     ------
@@ -278,9 +269,10 @@ def solve_compact(
         If HiGHS fails.
     """
     K, D = oracle.K, oracle.D
-    mt = MuTerms(K, D, oracle.subsets, columns)
+    model = one_shot_model(tau, lam, columns, "the forest minimax LP")
+    mt = MuTerms(model, D, oracle.subsets)
     # variables: ν | μ⁺ (nmu) | μ⁻ (nmu) | messages and root epigraphs
-    nvar = 1 + 2 * mt.nmu
+    nvar = model.n_cols
     pen = oracle.penalty
     rows = RowBuffer()
     for k, Cset in enumerate(oracle.subsets):
@@ -292,11 +284,9 @@ def solve_compact(
         size = len(Cset)
         rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-float(size)]]), 1.0 - size, (k, 2, -1, 0, 0))
     meta = rows.meta
-    cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
-    res = rows.solve(cvec, bounds, "the forest minimax LP")
-    mu = mt.mu(res.x)
+    rows.solve(model, nvar)
     # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)
-    mass = np.clip(-res.row_dual, 0.0, None)
+    mass = np.clip(-model.row_dual, 0.0, None)
     flows = [{"edge": {}, "root": {}, "total": 0.0} for _ in oracle.subsets]
     for r_, (k, kind, v, a, b) in enumerate(meta):
         f = flows[k]
@@ -308,24 +298,10 @@ def solve_compact(
             f["root"].setdefault(v, np.zeros(int(oracle.n_vertices[v])))[a] += mass[r_]
         else:
             f["total"] = float(mass[r_])
-    return CompactSolution(float(res.objective), mu, flows)
-
-
-class CompactSolution(NamedTuple):
-    """Output of :func:`solve_compact`.
-
-    Attributes
-    ----------
-    value : float
-        The LP optimum R*.
-    mu : ndarray (K·D,)
-    flows : list (one per label subset C) of dict
-        The LP duals as the worst-case distribution's structure: ``flows[k]["edge"][c]``
-        (m_parent, m_c) is the mass w_C(x_p = a, x_c = b) on the edge from node c to its
-        parent, ``flows[k]["root"][r]`` the mass w_C(x_r = a) at a root, ``flows[k]["total"]``
-        the total mass β_C, with Σ_C |C|·β_C = 1 and p(x, y) = Σ_{C∋y} w_C(x).
-    """
-
-    value: float
-    mu: np.ndarray
-    flows: list
+    value = model.objective
+    impossible = np.zeros((K, D), dtype=bool) if pen is None else pen[:K] < 0  # subsets[y] = (y,) for y < K
+    return MinimaxSolution(mu=model.mu.reshape(K, D), tau=np.asarray(tau, dtype=np.float64).reshape(K, D),
+                           lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=model.nu - 1.0, value=value,
+                           iterations=[value], lower=[value], upper=[value], converged=True, n_rows=rows.n,
+                           impossible=impossible, bound=np.inf, simplex_iterations=model.simplex_iterations,
+                           lp_columns=model.n_cols, info={"flows": flows})

@@ -21,13 +21,13 @@ from typing import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from marg.errors import InconsistentStatistics
-from marg.lp import INF, HighsLP, Status, solver_error
+from marg.lp import INF
 
 from ..features.blocks import FeatureMap
+from .lp_model import MinimaxModel
 from .pricing import SplitPricer
-from .problem import mu_columns, risk
 from .generation import solve_boxed
+from .problem import risk
 from .rows import MinimaxLP
 from .separation import FirstOrderOracle
 
@@ -89,20 +89,15 @@ class CompactModel:
         self.nC = len(self.subsets)
         self.csize = np.array([len(c) for c in self.subsets], dtype=np.float64)
         self.lower = (self.tau - self.lam).ravel()
-        lp = HighsLP(solver=lp_solver, presolve=False if lp_solver == "simplex" else None, feas_tol=feas_tol)
-        lp.add_cols([1.0], [-INF], [INF])
+        self.model = MinimaxModel(self.tau, self.lam, layout="blocks", solver=lp_solver,
+                                  presolve=False if lp_solver == "simplex" else None, feas_tol=feas_tol,
+                                  what="the minimax LP (first-order epigraph)")
         nC = self.nC
-        lp.add_rows(np.full(nC, -INF), 1.0 - self.csize, np.arange(nC), np.zeros(nC), -self.csize)
-        self.lp = lp
-        # bookkeeping of model columns / rows: owner block (-1: ν or sum rows), kind, reference
-        self.col_block = np.array([-1], dtype=np.int64)
-        self.col_kind = np.array([0], dtype=np.int8)  # 0 ν, 1 μ+, 2 μ−, 3 t
-        self.col_ref = np.array([0], dtype=np.int64)  # flat μ index (μ±) or subset index (t)
-        self.row_block = np.full(nC, -1, dtype=np.int64)
+        # the sum rows Σ_i t_{C,i} − |C|·ν ≤ 1 − |C|, one per subset, shared (tag −1)
+        self.model.add_rows(np.full(nC, -INF), 1.0 - self.csize, np.arange(nC), np.zeros(nC), -self.csize)
         self.in_model = np.zeros(fmap.n_blocks, dtype=bool)
         self.oracle = FirstOrderOracle(fmap, self.K)
         self.oracle.set_active(np.zeros(0, np.int64))
-        self.mu = np.zeros(self.K * self.D)
         self.nu = np.nan
         self.W = np.zeros(nC)
         self.lp_value = np.nan
@@ -110,9 +105,14 @@ class CompactModel:
         self.phi = np.nan
         self.lower_hist: list[float] = []
         self.upper_hist: list[float] = []
-        self.status = "unsolved"
-        self._x = np.zeros(1)
-        self._d = np.zeros(1)
+
+    @property
+    def mu(self) -> np.ndarray:
+        return self.model.mu
+
+    @property
+    def status(self) -> str:
+        return self.model.status
 
     @property
     def active(self) -> np.ndarray:
@@ -120,15 +120,15 @@ class CompactModel:
 
     @property
     def simplex_iterations(self) -> int:
-        return self.lp.simplex_iterations
+        return self.model.simplex_iterations
 
     @property
     def n_rows(self) -> int:
-        return int(self.row_block.size)
+        return self.model.n_rows
 
     @property
     def n_cols(self) -> int:
-        return int(self.col_block.size)
+        return self.model.n_cols
 
     def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
         """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
@@ -137,22 +137,15 @@ class CompactModel:
         if blocks.size == 0:
             return
         fm, K, D, nC = self.fmap, self.K, self.D, self.nC
+        model = self.model
         flat = _block_flat_cols(fm, K, blocks)
-        n = flat.size
-        base = self.n_cols
-        # μ+ then μ− (no entries yet)
-        self.lp.add_cols(*mu_columns(self.tau, self.lam, flat))
-        pos_p = np.full(K * D, -1, dtype=np.int64)
-        pos_p[flat] = base + np.arange(n)
+        # μ+ then μ− (no entries yet), owned by their feature
+        model.add_mu(flat, tag=fm.block_of_column[flat % D])
         # t_{C,i}: one entry each, in sum row C
         nb = blocks.size
         nt = nb * nC
-        t_base = base + 2 * n
-        self.lp.add_cols(np.zeros(nt), np.full(nt, -INF), np.full(nt, INF), np.arange(nt), np.tile(np.arange(nC), nb), np.ones(nt))
-        blk_of_flat = fm.block_of_column[flat % D]
-        self.col_block = np.concatenate([self.col_block, blk_of_flat, blk_of_flat, np.repeat(blocks, nC)])
-        self.col_kind = np.concatenate([self.col_kind, np.full(n, 1, np.int8), np.full(n, 2, np.int8), np.full(nt, 3, np.int8)])
-        self.col_ref = np.concatenate([self.col_ref, flat, flat, np.tile(np.arange(nC), nb)])
+        t_base = model.add_aux(np.zeros(nt), np.full(nt, -INF), np.full(nt, INF), np.arange(nt), np.tile(np.arange(nC), nb),
+                               np.ones(nt), tag=np.repeat(blocks, nC))[0]
         # epigraph rows, grouped by number of vertices
         nv_all = np.array([fm.blocks[int(i)].n_vertices for i in blocks], dtype=np.int64)
         rr, cc, vv = [], [], []
@@ -169,10 +162,10 @@ class CompactModel:
             for c, C in enumerate(self.subsets):
                 rows_c = rows_g[:, c, :]  # (g, nv)
                 for y in C:
-                    pc = pos_p[y * D + vcol]
-                    rr += [rows_c.ravel(), rows_c.ravel()]
-                    cc += [pc.ravel(), (pc + n).ravel()]
-                    vv += [vval.ravel(), -vval.ravel()]
+                    t, cols, vals = model.mu_entries((y * D + vcol).ravel(), vval.ravel())
+                    rr.append(rows_c.ravel()[t])
+                    cc.append(cols)
+                    vv.append(vals)
                 tcol = t_base + sel * nC + c  # (g,)
                 rr.append(rows_c.ravel())
                 cc.append(np.repeat(tcol, nv))
@@ -182,8 +175,7 @@ class CompactModel:
         R = sp.csr_array((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(r0, self.n_cols))
         R.eliminate_zeros()
         R.sort_indices()
-        self.lp.add_rows(np.full(r0, -INF), np.zeros(r0), R.indptr[:-1], R.indices, R.data)
-        self.row_block = np.concatenate([self.row_block, np.concatenate(row_owner)])
+        model.add_rows(np.full(r0, -INF), np.zeros(r0), R.indptr[:-1], R.indices, R.data, tag=np.concatenate(row_owner))
         self.in_model[blocks] = True
         self.oracle.set_active(self.active)
 
@@ -193,45 +185,19 @@ class CompactModel:
         blocks = blocks[self.in_model[blocks]]
         if blocks.size == 0:
             return
-        drop_r = np.flatnonzero(np.isin(self.row_block, blocks)).astype(np.int32)
-        drop_c = np.flatnonzero(np.isin(self.col_block, blocks)).astype(np.int32)
-        self.lp.delete_rows(drop_r)
-        self.lp.delete_cols(drop_c)
-        keep_c = np.ones(self.n_cols, dtype=bool)
-        keep_c[drop_c] = False
-        keep_r = np.ones(self.n_rows, dtype=bool)
-        keep_r[drop_r] = False
-        self.col_block, self.col_kind, self.col_ref = self.col_block[keep_c], self.col_kind[keep_c], self.col_ref[keep_c]
-        self.row_block = self.row_block[keep_r]
+        self.model.delete_tagged(blocks)
         self.in_model[blocks] = False
-        self.mu[_block_flat_cols(self.fmap, self.K, blocks)] = 0.0
         self.oracle.set_active(self.active)
 
     def solve(self, deadline: float | None = None, tol: float = 1e-9, callback: Callable[[dict], None] | None = None) -> str:
         """Solve from the current basis; returns "optimal" or "time_limit"."""
-        res = self.lp.solve(deadline)
-        if res.status is Status.LIMIT:
-            self.status = "time_limit"
-            return self.status
-        if res.status is Status.UNBOUNDED:
-            raise InconsistentStatistics(
-                "no distribution matches the statistics within lambda: the minimax problem is unbounded "
-                "(the released tables are inconsistent; widen lambda)"
-            )
-        if res.status is not Status.OPTIMAL:
-            raise solver_error("the minimax LP (first-order epigraph)", res)
-        self.status = "optimal"
-        x, d, rd = res.x, res.col_dual, res.row_dual
-        self._x, self._d = x, d
-        self.nu = float(x[0])
-        mu = np.zeros(self.K * self.D)
-        pl = self.col_kind == 1
-        mi = self.col_kind == 2
-        np.add.at(mu, self.col_ref[pl], x[pl])
-        np.add.at(mu, self.col_ref[mi], -x[mi])
-        self.mu = mu
-        self.W = np.clip(-rd[: self.nC], 0.0, None)
-        self.lp_value = float(res.objective)
+        model = self.model
+        if model.solve(deadline) != "optimal":
+            return model.status
+        self.nu = model.nu
+        mu = model.mu
+        self.W = np.clip(-model.row_dual[: self.nC], 0.0, None)
+        self.lp_value = model.objective
         top = self.oracle.most_violated(mu)
         vmax = max(float(c.violation) for c in top)
         self.phi = vmax - 1.0
@@ -240,7 +206,7 @@ class CompactModel:
         self.upper_hist.append(self.value)
         if callback is not None:
             callback({"stage": "lp", "lower": self.lp_value, "upper": self.value, "rows": self.n_rows})
-        return self.status
+        return model.status
 
     def block_violation(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For the features in the model: (blocks, max_j v_j, max_j |μ_j|), v = |Fᵀα − τ| − λ.
@@ -248,14 +214,15 @@ class CompactModel:
         Fᵀα on a μ⁺ column is its reduced cost plus (τ − λ) (HiGHS: d = c − Aᵀy).
         """
         blocks = self.active
-        pl = np.flatnonzero(self.col_kind == 1)
-        if blocks.size == 0 or self._d.size != self.n_cols:
+        model = self.model
+        pl = np.flatnonzero(model.sign == 1)
+        if blocks.size == 0 or model.col_dual.size != self.n_cols:
             return blocks, np.zeros(blocks.size), np.zeros(blocks.size)
-        j = self.col_ref[pl]
-        fa = self._d[pl] + self.lower[j]
+        j = model.ref[pl]
+        fa = model.col_dual[pl] + self.lower[j]
         tau, lam = self.tau.ravel()[j], self.lam.ravel()[j]
         v = np.abs(fa - tau) - lam
-        owner = self.col_block[pl]
+        owner = model.tag[pl]
         vmax = np.full(self.fmap.n_blocks, -np.inf)
         np.maximum.at(vmax, owner, v)
         mmax = np.zeros(self.fmap.n_blocks)

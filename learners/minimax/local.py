@@ -10,14 +10,12 @@ edge set; :func:`local_phi` evaluates the certified φ_L(μ; δ) ≥ φ(μ).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-
 from ..features.pairwise import PairwiseFeatureMap
-from .forest_lp import MuTerms, RowBuffer
+from .forest_lp import MuTerms, RowBuffer, one_shot_model
 from .problem import subsets_for
+from .solution import MinimaxSolution
 
 
 class GraphLayout:
@@ -81,34 +79,6 @@ class GraphLayout:
         return np.maximum.reduceat(val, self.starts, axis=-1)
 
 
-class LocalSolution(NamedTuple):
-    """Output of :func:`solve_local`.
-
-    Attributes
-    ----------
-    value : float
-        The LP optimum R*_L (≥ R*, = R* on a forest).
-    mu : ndarray (K·D,)
-    nu : float
-        ν = φ_L + 1 at the optimum.
-    offsets : ndarray (n_subsets, D)
-        The optimal reparametrisation δ per label subset, as each Ψ column's δ part
-        (:meth:`GraphLayout.offsets`; 0 on vertices and cells without a row).
-    vacuous : ndarray of bool (n_subsets,)
-        Subsets with no row (some node or edge has no allowed value: the max is −∞).
-    n_rows : int
-    n_vars : int
-    """
-
-    value: float
-    mu: np.ndarray
-    nu: float
-    offsets: np.ndarray
-    vacuous: np.ndarray
-    n_rows: int
-    n_vars: int
-
-
 def solve_local(
     pmap: PairwiseFeatureMap,
     n_classes: int,
@@ -116,7 +86,7 @@ def solve_local(
     lam: np.ndarray,
     columns: np.ndarray,
     exclude: np.ndarray | None = None,
-) -> LocalSolution:
+) -> MinimaxSolution:
     """LP (13) on ANY edge set, with the separation replaced by its local-polytope (MAP-LP) bound.
 
     For a label subset C and θ = Σ_{y∈C} μ[y] (node potentials θ_i, edge potentials θ_ij),
@@ -149,13 +119,20 @@ def solve_local(
 
     Returns
     -------
-    LocalSolution
+    MinimaxSolution
+        ``kind`` "R*_L", ``value`` the LP optimum R*_L (≥ R*, = R* on a forest; = R(μ) with
+        φ = φ_L(μ; δ) = ν − 1), ``mu`` (K, D), ``impossible`` the excluded cells, ``bound`` inf,
+        ``lp_columns`` the LP's variables, and in ``info``: ``"nu"`` (ν = φ_L + 1), ``"offsets"``
+        (n_subsets, D) the optimal reparametrisation δ per label subset as each Ψ column's δ
+        part (:meth:`GraphLayout.offsets`; 0 on vertices and cells without a row; :func:`local_phi`),
+        ``"vacuous"`` (n_subsets,) the subsets with no row (some node or edge has no allowed
+        value: the max is −∞).
 
     Raises
     ------
     InconsistentStatistics, SolverError
-        As :func:`.forest_lp.check_minimax_result`: the LP is unbounded (no distribution matches
-        τ within λ), or HiGHS fails.
+        The LP is unbounded (no distribution matches τ within λ), or HiGHS fails
+        (:meth:`.lp_model.MinimaxModel.solve`).
     """
     K, D = int(n_classes), pmap.dim
     ls = subsets_for(K)
@@ -164,8 +141,9 @@ def solve_local(
     dead_all = (member @ ex) > 0
     g = GraphLayout(pmap)
     n, E = g.n, g.E
-    mt = MuTerms(K, D, subsets, columns)
-    nvar = 1 + 2 * mt.nmu
+    model = one_shot_model(tau, lam, columns, "the local-polytope minimax LP")
+    mt = MuTerms(model, D, subsets)
+    nvar = model.n_cols
     rows = RowBuffer()
     vacuous = np.zeros(len(subsets), dtype=bool)
     dslots: list[tuple[int, np.ndarray] | None] = []
@@ -198,14 +176,18 @@ def solve_local(
         rows.add_block(np.concatenate(R), np.concatenate(C), np.concatenate(V), np.zeros(nr + cr.size), (k,))
         size = len(Cset)
         rows.add(np.concatenate([u0 + np.arange(n + E), [0]]), np.concatenate([np.ones(n + E), [-float(size)]]), 1.0 - size, (k,))
-    cvec, bounds = mt.cost_and_bounds(tau, lam, nvar)
-    res = rows.solve(cvec, bounds, "the local-polytope minimax LP")
+    rows.solve(model, nvar)
     delta = np.zeros((len(subsets), g.n_slots))
     for k, ds in enumerate(dslots):
         if ds is not None:
             d0, live = ds
-            delta[k] = np.where(live, res.x[d0 : d0 + g.n_slots], 0.0)
-    return LocalSolution(float(res.objective), mt.mu(res.x), float(res.x[0]), g.offsets(delta), vacuous, rows.n, nvar)
+            delta[k] = np.where(live, model.x[d0 : d0 + g.n_slots], 0.0)
+    value = model.objective
+    return MinimaxSolution(mu=model.mu.reshape(K, D), tau=np.asarray(tau, dtype=np.float64).reshape(K, D),
+                           lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=model.nu - 1.0, value=value,
+                           iterations=[value], lower=[value], upper=[value], converged=True, n_rows=rows.n,
+                           impossible=ex, bound=np.inf, kind="R*_L", simplex_iterations=model.simplex_iterations,
+                           lp_columns=nvar, info={"nu": model.nu, "offsets": g.offsets(delta), "vacuous": vacuous})
 
 
 def local_phi(pmap: PairwiseFeatureMap, mu: np.ndarray, offsets: np.ndarray) -> float:

@@ -10,7 +10,8 @@ risk is (seed 000, LP (13))::
 R* is the worst-case 0-1 error over U of the randomized rule (6) — the certificate. The
 inner maximum runs over the non-empty label subsets C (:class:`LabelSubsets`); a separator
 (:mod:`.separation`, :mod:`.forest`) computes it exactly for forests, and a formulation
-(:mod:`.formulation`, :mod:`.forest_lp`, :mod:`.local`, :mod:`.rows`) writes it into an LP.
+(:mod:`.formulation`, :mod:`.forest_lp`, :mod:`.local`, :mod:`.rows`) writes it as rows on the
+one LP model (:mod:`.lp_model`).
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ class MuColumns(NamedTuple):
 
 def mu_columns(tau: np.ndarray, lam: np.ndarray, cols: np.ndarray | None = None,
                bound: float | np.ndarray = np.inf, pairs: bool = False) -> MuColumns:
-    """The μ columns of every minimax LP: the objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ (= R(μ) − 1
-    at the optimum, ν the free epigraph column of cost 1 each LP puts first) with 0 ≤ μ± ≤ bound.
+    """The μ columns of every minimax LP: the objective ν − (τ − λ)ᵀμ⁺ + (τ + λ)ᵀμ⁻ (= R(μ) at the
+    optimum, ν = φ(μ) + 1 the free column of cost 1) with 0 ≤ μ± ≤ bound; written on the LP by the
+    one model, :meth:`marg.learners.minimax.lp_model.MinimaxModel.add_mu`.
 
     Parameters
     ----------

@@ -10,10 +10,11 @@ b_C = 1/|C| − 1, the problem is::
 with μ = μ⁺ − μ⁻, ν = φ(μ) + 1. Its dual (17) is max −bᵀα over distributions α on rows
 with τ − λ ≤ Fᵀα ≤ τ + λ: α is the worst-case distribution p(x, y) = Σ_C α_{x,C} 1{y∈C}/|C|.
 
-:class:`MinimaxLP` holds the model (μ boxed, |μ_j| ≤ B_j, so a restricted row set never
-makes it unbounded; :func:`.generation.solve_boxed` checks the box is slack at the end);
-row generation — the rows a separation oracle (:class:`SeparationOracle`) reports as violated,
-added until none is — is the engine's one driver, :func:`.generation.generate_rows`.
+:class:`MinimaxLP` writes the rows on the one model (:class:`.lp_model.MinimaxModel`; μ boxed,
+|μ_j| ≤ B_j, so a restricted row set never makes it unbounded; :func:`.generation.solve_boxed`
+checks the box is slack at the end); row generation — the rows a separation oracle
+(:class:`SeparationOracle`) reports as violated, added until none is — is the engine's one
+driver, :func:`.generation.generate_rows`.
 """
 
 from __future__ import annotations
@@ -25,26 +26,24 @@ import numpy as np
 import scipy.sparse as sp
 
 from marg.errors import InputError
-from marg.lp import INF, HighsLP, Status, solver_error
+from marg.lp import INF
 
-from .problem import mu_columns, risk
+from .lp_model import MinimaxModel
 from .separation import as_sparse_row
 
 
 class MinimaxLP:
-    """LP (13) over a working set of columns, with rows added in place (one HiGHS model).
+    """LP (13) by row generation: the rows gᵀ(μ⁺ − μ⁻) − ν ≤ b a separator reports, on a :class:`MinimaxModel`.
 
-    Model layout: column 0 is ν (free, cost 1); working column k (flat μ index
-    ``active[k]``) is HiGHS columns 1+2k (μ⁺, cost −(τ−λ)_j) and 2+2k (μ⁻, cost (τ+λ)_j),
-    both in [0, B_j]. Row r is gᵀ(μ⁺ − μ⁻) − ν ≤ b_r over the working columns. All rows
-    ever added are also kept in flat μ space (``row_matrix``) so that columns entering
-    later get their coefficients.
+    The model (``self.model``: ν, the working μ columns in pairs μ⁺_k, μ⁻_k with costs
+    −(τ−λ)_j, (τ+λ)_j and box [0, B_j]) is shared with every formulation; this class writes
+    the rows. All rows ever added are also kept in flat μ space (``row_matrix``) so that
+    columns entering later get their coefficients.
 
     Parameters
     ----------
     tau, lam : ndarray, shape (m,) or (K, D)
-        The box's centre τ and half-widths λ ≥ 0 (flattened; the costs are −(τ−λ) on μ⁺ and
-        τ+λ on μ⁻).
+        The box's centre τ and half-widths λ ≥ 0 (flattened).
     bound : float or ndarray (m,)
         Box B on |μ_j|.
     feas_tol : float
@@ -55,22 +54,12 @@ class MinimaxLP:
     """
 
     def __init__(self, tau: np.ndarray, lam: np.ndarray, bound: float | np.ndarray = 1e3, feas_tol: float = 1e-8, accept_tol: float = 1e-6):
-        self.tau = np.asarray(tau, dtype=np.float64).ravel()
-        self.lam = np.asarray(lam, dtype=np.float64).ravel()
-        if self.tau.shape != self.lam.shape:
-            raise InputError(f"tau {self.tau.shape} and lam {self.lam.shape} differ in shape")
-        if np.any(self.lam < 0):
-            raise InputError("the uncertainty box needs lambda >= 0")
+        self.model = MinimaxModel(tau, lam, bound, layout="pairs", solver="simplex", presolve=False, feas_tol=feas_tol,
+                                  accept_tol=accept_tol, what="the minimax LP (row generation)")
+        self.tau, self.lam = self.model.tau, self.model.lam
         self.lower = self.tau - self.lam
         self.upper = self.tau + self.lam
-        self.m = self.lower.size
-        self.bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), (self.m,)).copy()
-        if not np.all(self.bound > 0):
-            raise InputError("the box bound on mu must be positive")
-        self.lp = HighsLP(solver="simplex", presolve=False, feas_tol=feas_tol, accept_tol=accept_tol)
-        self.lp.add_cols([1.0], [-INF], [INF])
-        self.active = np.zeros(0, dtype=np.int64)
-        self.pos = np.full(self.m, -1, dtype=np.int64)
+        self.m = self.model.m
         self.b: list[float] = []
         self.labels: list[tuple[int, ...] | None] = []
         self._coo_r: list[np.ndarray] = []
@@ -78,13 +67,36 @@ class MinimaxLP:
         self._coo_v: list[np.ndarray] = []
         self._F: sp.csc_array | None = None
         self._seen: set[int] = set()
-        self.status = "unsolved"
-        self.objective = np.nan
-        self.nu = np.nan
-        self.mu = np.zeros(self.m)
         self.alpha = np.zeros(0)
-        self._x = np.zeros(1)
-        self._d = np.zeros(1)
+
+    # ------------------------------------------------------- the model's read-outs
+    @property
+    def mu(self) -> np.ndarray:
+        return self.model.mu
+
+    @property
+    def nu(self) -> float:
+        return self.model.nu
+
+    @property
+    def objective(self) -> float:
+        return self.model.objective
+
+    @property
+    def status(self) -> str:
+        return self.model.status
+
+    @property
+    def bound(self) -> np.ndarray:
+        return self.model.bound
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.model.active
+
+    @property
+    def simplex_iterations(self) -> int:
+        return self.model.simplex_iterations
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -127,11 +139,9 @@ class MinimaxLP:
             self._coo_r.append(np.full(idx.size, r, dtype=np.int64))
             self._coo_c.append(idx)
             self._coo_v.append(val)
-            p = self.pos[idx]
-            on = p >= 0
-            p, v = p[on], val[on]
-            mi = np.concatenate([[0], 1 + 2 * p, 2 + 2 * p]).astype(np.int32)
-            mv = np.concatenate([[-1.0], v, -v])
+            _, cols, vs = self.model.mu_entries(idx, val)
+            mi = np.concatenate([[0], cols]).astype(np.int32)
+            mv = np.concatenate([[-1.0], vs])
             starts.append(nnz)
             idxs.append(mi)
             vals.append(mv)
@@ -141,17 +151,14 @@ class MinimaxLP:
             return 0
         self._F = None
         k = len(ub)
-        self.lp.add_rows(np.full(k, -INF), np.asarray(ub, dtype=np.float64), starts, np.concatenate(idxs), np.concatenate(vals))
+        self.model.add_rows(np.full(k, -INF), np.asarray(ub, dtype=np.float64), starts, np.concatenate(idxs), np.concatenate(vals))
         return k
 
     def delete_rows(self, rows: np.ndarray) -> None:
         """Remove rows (indices into the current row list) from the model and the store."""
-        rows = np.unique(np.asarray(rows, dtype=np.int64))
-        if rows.size == 0:
+        if np.size(rows) == 0:
             return
-        self.lp.delete_rows(rows)
-        keep = np.ones(self.n_rows, dtype=bool)
-        keep[rows] = False
+        keep = self.model.delete_rows(rows)
         F = self.row_matrix().tocsr()[keep]
         coo = F.tocoo()
         self.b = [b for b, k in zip(self.b, keep) if k]
@@ -186,7 +193,7 @@ class MinimaxLP:
         cols = np.asarray(cols, dtype=np.int64).ravel()
         if cols.size == 0:
             return
-        if np.any(self.pos[cols] >= 0) or np.unique(cols).size != cols.size:
+        if np.any(self.model.plus[cols] >= 0) or np.unique(cols).size != cols.size:
             raise InputError("add_columns: a column is already in the working set or repeated")
         if fill is not None:
             Fl = sp.csc_array(fill)
@@ -199,59 +206,20 @@ class MinimaxLP:
                 self._coo_c.append(cols[coo.col[keep]])
                 self._coo_v.append(coo.data[keep].astype(np.float64))
                 self._F = None
-        C = self.row_matrix()[:, cols]
-        C = sp.csc_array(C)
-        C.sort_indices()
-        k = cols.size
-        costs, lo, hi = mu_columns(self.tau, self.lam, cols, self.bound[cols], pairs=True)
-        starts, idxs, vals = [], [], []
-        nnz = 0
-        for t in range(k):
-            s, e = C.indptr[t], C.indptr[t + 1]
-            ri = C.indices[s:e].astype(np.int32)
-            rv = C.data[s:e].astype(np.float64)
-            for sign in (1.0, -1.0):
-                starts.append(nnz)
-                idxs.append(ri)
-                vals.append(sign * rv)
-                nnz += ri.size
-        self.lp.add_cols(costs, lo, hi, starts, np.concatenate(idxs) if idxs else np.zeros(0, np.int32),
-                         np.concatenate(vals) if vals else np.zeros(0))
-        base = self.active.size
-        self.active = np.concatenate([self.active, cols])
-        self.pos[cols] = base + np.arange(k)
+        self.model.add_mu(cols, coef=self.row_matrix()[:, cols])
 
     def remove_columns(self, cols: np.ndarray) -> None:
         """Take flat μ columns out of the model (their μ becomes 0; rows keep their entries in the store)."""
         cols = np.asarray(cols, dtype=np.int64).ravel()
-        if cols.size == 0:
-            return
-        ks = self.pos[cols]
-        if np.any(ks < 0):
+        if cols.size and np.any(self.model.plus[cols] < 0):
             raise InputError("remove_columns: a column is not in the working set")
-        model = np.sort(np.concatenate([1 + 2 * ks, 2 + 2 * ks])).astype(np.int32)
-        self.lp.delete_cols(model)
-        keep = np.ones(self.active.size, dtype=bool)
-        keep[ks] = False
-        self.pos[self.active] = -1
-        self.active = self.active[keep]
-        self.pos[self.active] = np.arange(self.active.size)
-        self.mu[cols] = 0.0
+        self.model.remove_mu(cols)
 
     def set_bound(self, bound: np.ndarray | float) -> None:
         """Change the box B on |μ_j| (all columns; working columns updated in the model)."""
-        self.bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), (self.m,)).copy()
-        k = self.active.size
-        if k:
-            idx = np.concatenate([1 + 2 * np.arange(k), 2 + 2 * np.arange(k)]).astype(np.int32)
-            hi = np.concatenate([self.bound[self.active], self.bound[self.active]])
-            self.lp.set_col_bounds(idx, np.zeros(idx.size), hi)
+        self.model.set_bound(bound)
 
     # ------------------------------------------------------------------ solve
-    @property
-    def simplex_iterations(self) -> int:
-        return self.lp.simplex_iterations
-
     def solve(self, time_limit: float | None = None) -> str:
         """Re-solve from the current basis. Returns "optimal" or "time_limit".
 
@@ -265,27 +233,15 @@ class MinimaxLP:
             HiGHS failed twice (see :meth:`marg.lp.HighsLP.solve`).
         """
         deadline = None if time_limit is None else time.perf_counter() + max(float(time_limit), 1e-3)
-        res = self.lp.solve(deadline)
-        if res.status is Status.LIMIT:
-            self.status = "time_limit"
-            return self.status
-        if res.status is not Status.OPTIMAL:
-            raise solver_error("the minimax LP (row generation)", res)
-        self.status = "optimal"
-        x, d = res.x, res.col_dual
-        self._x, self._d = x, d
-        self.nu = float(x[0])
-        self.mu = np.zeros(self.m)
-        if self.active.size:
-            self.mu[self.active] = x[1::2] - x[2::2]
-        self.alpha = -res.row_dual
-        self.objective = float(res.objective)
-        return self.status
+        status = self.model.solve(deadline)
+        if status == "optimal":
+            self.alpha = -self.model.row_dual
+        return status
 
     # ------------------------------------------------------------- read-outs
     def risk(self, mu: np.ndarray, phi: float) -> float:
         """R(μ) at a flat μ given φ(μ) (:func:`marg.learners.minimax.problem.risk`)."""
-        return risk(self.tau, self.lam, np.asarray(mu, dtype=np.float64).ravel(), phi)
+        return self.model.risk(mu, phi)
 
     def dual_features(self, cols: np.ndarray | None = None) -> np.ndarray:
         """Fᵀα at flat columns ``cols`` (all m if None), from the stored rows and the LP duals."""
@@ -304,17 +260,5 @@ class MinimaxLP:
         return np.abs(fa - tau) - lam
 
     def box_gap(self, dtol: float = 1e-8) -> float:
-        """Σ_j B_j·|d_j| over μ± sitting at their upper bound B with reduced cost d_j < −dtol.
-
-        A variable at B with a (significantly) negative reduced cost is held there by the box:
-        every optimum of the boxed LP has it at B, so the box binds. Reduced costs within
-        ``dtol`` (above the solver's dual tolerance) are numerical noise of degenerate
-        optima (e.g. the free directions of λ = 0 problems) and are ignored.
-        """
-        k = self.active.size
-        if k == 0 or self._x.size != 1 + 2 * k:
-            return 0.0
-        x, d = self._x[1:], self._d[1:]
-        B = np.repeat(self.bound[self.active], 2)
-        at = (x >= B * (1.0 - 1e-9)) & (d < -dtol)
-        return float(np.sum(B[at] * -d[at]))
+        """The model's :meth:`MinimaxModel.box_gap`: > 0 when the box |μ| ≤ B binds."""
+        return self.model.box_gap(dtol)

@@ -1,7 +1,8 @@
 """What a minimax solve returns — the one result type of every fit path on the minimax engine.
 
-MRC's drivers (:mod:`.drivers`), DCC's forest drivers (:mod:`.forest_drivers`) and its
-local-polytope and hinge paths, and boosting's column generation
+MRC's drivers (:mod:`.drivers`), DCC's forest drivers (:mod:`.forest_drivers`), the one-shot
+LPs (:func:`.forest_lp.solve_compact`, :func:`.local.solve_local`,
+:func:`marg.learners.dcc_hinge.solve_hinge`) and boosting's column generation
 (:mod:`marg.learners.boost.minimax_cg`) all return a :class:`MinimaxSolution`; the fitted
 classifier's state is set from one (:meth:`marg.learners.minimax.rules.MinimaxRules._set_minimax_state`).
 """
@@ -54,7 +55,11 @@ class MinimaxSolution:
     info : dict
         Path-specific records: ``seconds``, ``history`` (per CG iteration),
         ``max_dual_violation`` (MRC: the largest v = |Fᵀα − τ| − λ over all features at the
-        end; ≤ ε when converged), ``pricing_exact`` and ``phi_exact`` (boost).
+        end; ≤ ε when converged), ``pricing_exact`` and ``phi_exact`` (boost); ``flows`` (the
+        forest LP's worst-case distribution per label subset, :func:`.forest_lp.solve_compact`);
+        ``nu``, ``offsets`` (n_subsets, D) and ``vacuous`` (n_subsets,) (the local polytope,
+        :func:`.local.solve_local`); ``f`` (D,), ``theta`` (2, D) and ``nu`` (the hinge LP,
+        :func:`marg.learners.dcc_hinge.solve_hinge`).
     """
 
     mu: np.ndarray

@@ -3,9 +3,11 @@
 A formulation is a feature map Φ(x, y) = e_y ⊗ ψ(x) and a separation oracle (the
 ``SeparationOracle`` protocol of ``marg.learners.minimax.separation``): ``most_violated(mu)``
 returns, for every label subset C, the row (x*, C) that maximises Σ_{y∈C} Φ(x, y)ᵀμ over the
-whole domain as a ``Cut``. The engine — the LP written once (``MinimaxLP``: ν, μ⁺, μ⁻ and the
-costs −(τ−λ), τ+λ), row generation (``solve_boxed``), R(μ) (``problem.risk``) and the result
-type (``MinimaxSolution``) read by ``MinimaxRules`` — does the rest.
+whole domain as a ``Cut``. The engine — the one LP model (``lp_model.MinimaxModel``: ν, μ⁺, μ⁻
+and the costs −(τ−λ), τ+λ, the solve and its read-outs), row generation on it (``MinimaxLP``,
+``solve_boxed``), R(μ) (``problem.risk``) and the result type (``MinimaxSolution``) read by
+``MinimaxRules`` — does the rest. A formulation that can list its rows outright writes only those
+rows on the model (``test_a_formulation_writes_only_its_rows``).
 
 The toy family here exists nowhere in marg: ψ(x) = (1, x₀x₁, x₀ ⊕ x₂, x₁ + x₂) on {0, 1}³,
 separated by brute force over the 8 points. The oracle is the dense LP (13) with one row per
@@ -19,12 +21,14 @@ import itertools
 import numpy as np
 import pytest
 
+from marg.learners.minimax.lp_model import MinimaxModel
 from marg.learners.minimax.problem import label_subsets, risk
 from marg.learners.minimax.generation import solve_boxed
 from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import Cut
 from marg.learners.minimax.solution import MinimaxSolution
 from marg.lp import HighsLP, Status
+from tests.helpers.minimax_rows import dense_rows, write_dense_rows
 
 POINTS = np.array(list(itertools.product([0, 1], repeat=3)), dtype=np.float64)
 
@@ -106,3 +110,20 @@ def test_a_toy_formulation_plugs_into_the_engine(K, seed, half_width):
     # p itself lies in the box, so the certificate is at least the Bayes error of p and at most 1 − 1/K
     assert R_star >= float(1.0 - p.max(axis=1).sum()) - 1e-9
     assert R_star <= 1.0 - 1.0 / K + 1e-9
+
+
+@pytest.mark.parametrize("K,seed,half_width", [(2, 3, 0.02), (3, 4, 0.0)])
+def test_a_formulation_writes_only_its_rows(K, seed, half_width):
+    """The toy's every (x, C) row written on the one model — no columns, costs or read-outs of its
+    own — solves to the independent dense LP's R*, and the objective is R(μ) at the model's μ."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(len(POINTS) * K)).reshape(len(POINTS), K)
+    tau = p.T @ psi(POINTS)
+    lam = np.full(tau.shape, half_width)
+    model = MinimaxModel(tau, lam)
+    model.add_mu(np.arange(tau.size))
+    write_dense_rows(model, *dense_rows(psi(POINTS), K))
+    assert model.solve() == "optimal"
+    R_star = dense_lp13(tau, lam)
+    assert model.objective == pytest.approx(R_star, abs=1e-8)
+    assert model.objective == pytest.approx(model.risk(model.mu, BruteForceOracle(K).phi(model.mu)), abs=1e-8)
