@@ -28,7 +28,9 @@ and a ``"time_limit"`` one when the time limit does.
 
 Row generation — solve, ask a separation oracle (:class:`.separation.SeparationOracle`) for the
 most violated rows, add them, until none is violated or the deadline — is
-:func:`generate_rows` on a :class:`.rows.MinimaxLP`, and :func:`solve_boxed` adds the check that
+:func:`generate_rows` on a :class:`RowLP` (a :class:`.rows.MinimaxLP` for every separator of
+the engine; boosting's :class:`marg.learners.boost.minimax_cg.MonomialMinimax`, rows at domain
+points, its own separator), and :func:`solve_boxed` adds the check that
 the box |μ| ≤ B is slack at its end. Both loops return the one record :class:`Generation`.
 """
 
@@ -215,15 +217,32 @@ def generate_columns(
     return gen
 
 
-def generate_rows(lp: Any, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
-                  deadline: float | None = None, callback: Callable[[dict], None] | None = None) -> Generation:
-    """Row generation on a :class:`.rows.MinimaxLP`: solve, add the oracle's most violated rows, repeat.
+class RowLP(Protocol):
+    """What row generation needs of an LP: a :class:`.rows.MinimaxLP`, or boosting's monomial LP
+    (:class:`marg.learners.boost.minimax_cg.MonomialMinimax`, whose rows are domain points)."""
 
-    Stops ``converged`` when no proposed row has gᵀμ − b > ν + tol·max(1, |ν|) (or every such
-    row is already in the model: violated only within the LP solver's tolerance),
-    ``"k_max"`` after ``max_rounds`` rounds, ``"time_limit"`` at ``deadline`` (a
-    ``time.perf_counter()`` value). Each round records the LP value (``lower``) and R(μ)
-    (``upper``) and calls ``callback({"stage": "rows", "lower", "upper", "rows"})``.
+    mu: Any
+    nu: float
+    n_rows: int
+
+    def solve(self, time_limit: float | None = None) -> str: ...
+
+    def bounds(self, cuts: list) -> tuple[float, float, float]: ...
+
+    def add_rows(self, cuts: list) -> int: ...
+
+
+def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
+                  deadline: float | None = None, callback: Callable[[dict], None] | None = None) -> Generation:
+    """Row generation on a :class:`RowLP`: solve, add the oracle's most violated rows, repeat.
+
+    A row (a cut) proposed by ``oracle.most_violated(mu)`` has its value (gᵀμ − b, the LP's ν
+    would have to reach) at index 2. Stops ``converged`` when no proposed row has value
+    > ν + tol·max(1, |ν|) (or every such row is already in the model: violated only within the
+    LP solver's tolerance), ``"k_max"`` after ``max_rounds`` rounds, ``"time_limit"`` at
+    ``deadline`` (a ``time.perf_counter()`` value). Each round records ``lp.bounds(cuts)``: the
+    LP value (``lower``), R(μ) with φ(μ) exact or certified from above (``upper``) and that φ
+    (``phi``), and calls ``callback({"stage": "rows", "lower", "upper", "rows"})``.
     """
     res = Generation(stop="k_max")
     for _ in range(max_rounds):
@@ -232,12 +251,11 @@ def generate_rows(lp: Any, oracle: SeparationOracle, tol: float = 1e-9, max_roun
             res.stop = "time_limit"
             return res
         cuts = oracle.most_violated(lp.mu)
-        top = max(float(c[2]) for c in cuts)
-        res.lower.append(lp.objective)
-        res.upper.append(lp.risk(lp.mu, top - 1.0))
-        res.phi = top - 1.0
+        lower, upper, res.phi = lp.bounds(cuts)
+        res.lower.append(lower)
+        res.upper.append(upper)
         if callback is not None:
-            callback({"stage": "rows", "lower": lp.objective, "upper": res.upper[-1], "rows": lp.n_rows})
+            callback({"stage": "rows", "lower": lower, "upper": upper, "rows": lp.n_rows})
         thr = lp.nu + tol * max(1.0, abs(lp.nu))
         new = [c for c in cuts if float(c[2]) > thr]
         added = lp.add_rows(new) if new else 0

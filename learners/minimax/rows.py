@@ -243,6 +243,12 @@ class MinimaxLP:
         """R(μ) at a flat μ given φ(μ) (:func:`marg.learners.minimax.problem.risk`)."""
         return self.model.risk(mu, phi)
 
+    def bounds(self, cuts: Sequence[Any]) -> tuple[float, float, float]:
+        """One row-generation round's (LP value, R(μ), φ(μ)) at the current μ, φ(μ) = max value − 1 of ``cuts``
+        (one per label subset, as a separator reports them: the exact maximum over the domain)."""
+        phi = max(float(c[2]) for c in cuts) - 1.0
+        return self.objective, self.risk(self.mu, phi), phi
+
     def dual_features(self, cols: np.ndarray | None = None) -> np.ndarray:
         """Fᵀα at flat columns ``cols`` (all m if None), from the stored rows and the LP duals."""
         F = self.row_matrix()

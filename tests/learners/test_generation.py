@@ -189,3 +189,33 @@ def test_greedy_edges_run_on_the_driver(solver):
     capped = greedy_forest(problem, rank, formulation=solver, tol=1e-6, max_edges=1)
     assert capped.info["stop"] == "k_max" and capped.edges == sol.edges[:1] and capped.iterations == sol.iterations[:2]
     assert len(capped.info["history"]) == 1  # k_max = 1: the one-edge forest is not priced
+
+
+def test_boosting_rows_run_on_the_one_row_driver():
+    """Boosting's monomial LP is a RowLP of the same ``generate_rows``: after its row generation
+    no domain point's row is violated at the final μ (enumeration is exact here), the bound it
+    returns is R(μ) of :func:`problem.risk` with that φ, and it is the last round's ``upper``."""
+    from marg.learners.boost.minimax_cg import MonomialMinimax
+    from marg.learners.boost.vote import BoostVote
+    from marg.learners.minimax.problem import risk
+    from marg.marginals.summary import Summary
+    from tests.helpers.boost import sample, tiny_codebook
+
+    cb = tiny_codebook([3, 3, 2, 3])
+    X, y = sample(cb, 400, np.random.default_rng(3))
+    src, done, _ = BoostVote(s=0.0, max_order=2, k_max=4, time_limit=None)._solve(Summary.from_rows(cb, X, y, stats="all"))
+    mm = MonomialMinimax(src, 2)  # the fitted vote's columns, afresh with one row per label subset
+    mm.add_columns([(c, src.fmap.monomials[u]) for c, u in done.cols])
+    for C in mm.subsets:
+        mm.add_row(np.full(len(src.sizes), -1, dtype=np.int64), C)
+    lower, upper = [], []
+    mu, R, phi, _ = mm.solve_rows(None, lower, upper)
+    assert len(lower) == len(upper) >= 2 and R == upper[-1]  # rows were added: more than one round
+    rows = mm.most_violated(mu)
+    assert max(c[2] for c in rows) <= mm.nu + 1e-9 * max(1.0, abs(mm.nu))  # converged: nothing violated
+    assert mm.phi_exact and phi == max(c[3] for c in rows)
+    tau = np.array([mm.tau[k] for k in mm.cols])
+    lam = np.array([mm.lam[k] for k in mm.cols])
+    flat = np.array([mu[c, u] for c, u in mm.cols])
+    assert R == pytest.approx(risk(tau, lam, flat, phi), abs=1e-12)
+    assert R == pytest.approx(lower[-1], abs=1e-7)  # LP value = R(μ) at row convergence
