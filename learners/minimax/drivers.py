@@ -36,8 +36,8 @@ def first_order_model(name: str, fmap: FeatureMap, tau: np.ndarray, lam: np.ndar
     f = formulation(name, "MRC").check(FIRST_ORDER, search, "MRC")
     subsets = subsets_for(tau.shape[0]).subsets
     if f is COMPACT:
-        return f.entry(fmap, tau, lam, subsets, lp_solver=lp_solver)
-    return f.entry(fmap, tau, lam, subsets, bound=bound, tol=tol)
+        return f.load()(fmap, tau, lam, subsets, lp_solver=lp_solver)
+    return f.load()(fmap, tau, lam, subsets, bound=bound, tol=tol)
 
 
 def _finish(fmap: FeatureMap, model, tau: np.ndarray, lam: np.ndarray, bound: float, blocks: np.ndarray, empty_cells: str = "impossible") -> tuple[np.ndarray, np.ndarray, float, float]:

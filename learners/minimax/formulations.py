@@ -17,18 +17,13 @@ point) and by the learner that offers it calling the entry point.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Sequence
 
 from marg.errors import InputError
 
-from ..boost.minimax_cg import MonomialMinimax
-from ..dcc_hinge import solve_hinge
 from ..structure import UnionFind
-from .forest_lp import solve_compact
-from .formulation import CompactModel, RowModel
-from .local import solve_local
-from .rows import MinimaxLP
 
 GRAPHS = ("none", "forest", "cycles")
 """Pair graphs, each more general than the one before: no pair tables, a forest, any graph."""
@@ -89,8 +84,10 @@ class Formulation:
         What it is, in words.
     learners : tuple of str
         The estimators that offer it.
-    entry : callable
-        Its entry point: the model class or the one-shot solve.
+    entry : callable or str
+        Its entry point: the model class or the one-shot solve, or where it lives as
+        ``"module:name"`` under ``marg.learners`` (imported by :meth:`load` when first used, so
+        the registry imports no learner: the engine stays below them).
     max_order : int or None
         The most features in one table it reads (None: any).
     graph : {"none", "forest", "cycles"}
@@ -106,7 +103,7 @@ class Formulation:
     name: str
     title: str
     learners: tuple[str, ...]
-    entry: Callable = field(compare=False)
+    entry: Callable | str = field(compare=False)
     max_order: int | None = 1
     graph: str = "none"
     classes: int | None = None
@@ -129,6 +126,13 @@ class Formulation:
         if search not in self.searches:
             return f"does not run {SEARCHES.get(search, search)} (it runs {', '.join(SEARCHES[s] for s in self.searches)})"
         return None
+
+    def load(self) -> Callable:
+        """The entry point itself (imported from ``"module:name"`` the first time)."""
+        if callable(self.entry):
+            return self.entry
+        module, name = self.entry.split(":")
+        return getattr(importlib.import_module(f"marg.learners.{module}"), name)
 
     def check(self, stats: Statistics, search: str = "one", learner: str = "") -> "Formulation":
         """Itself if it accepts ``stats`` by ``search``, else a one-line InputError naming it and the reason."""
@@ -172,16 +176,16 @@ def check(names: tuple[str, ...], stats: Statistics, search: str = "one", learne
     return REGISTRY[names[-1]].check(stats, search, learner)
 
 
-COMPACT = register(Formulation("compact", "the first-order epigraph LP", ("MRC",), CompactModel,
+COMPACT = register(Formulation("compact", "the first-order epigraph LP", ("MRC",), "minimax.formulation:CompactModel",
                                searches=("one", "columns")))
-ROWS = register(Formulation("rows", "first-order row generation", ("MRC",), RowModel, searches=("one", "columns")))
-FOREST = register(Formulation("forest", "the forest epigraph LP", ("DCC",), solve_compact, max_order=2,
+ROWS = register(Formulation("rows", "first-order row generation", ("MRC",), "minimax.formulation:RowModel", searches=("one", "columns")))
+FOREST = register(Formulation("forest", "the forest epigraph LP", ("DCC",), "minimax.forest_lp:solve_compact", max_order=2,
                               graph="forest", searches=("one", "greedy")))
 FOREST_ROWS = register(Formulation("forest-rows", "row generation with the forest's max-sum oracle", ("DCC",),
-                                   MinimaxLP, max_order=2, graph="forest", searches=("one", "greedy")))
-LOCAL = register(Formulation("local", "the local-polytope LP, a bound R*_L >= R*", ("DCC",), solve_local,
+                                   "minimax.rows:MinimaxLP", max_order=2, graph="forest", searches=("one", "greedy")))
+LOCAL = register(Formulation("local", "the local-polytope LP, a bound R*_L >= R*", ("DCC",), "minimax.local:solve_local",
                              max_order=2, graph="cycles"))
-HINGE = register(Formulation("hinge", "the worst-case hinge loss LP on a forest", ("DCC",), solve_hinge, max_order=2,
+HINGE = register(Formulation("hinge", "the worst-case hinge loss LP on a forest", ("DCC",), "dcc_hinge:solve_hinge", max_order=2,
                              graph="forest", classes=2))
-MONOMIALS = register(Formulation("monomials", "boosting's monomial columns", ("boost",), MonomialMinimax,
+MONOMIALS = register(Formulation("monomials", "boosting's monomial columns", ("boost",), "boost.minimax_cg:MonomialMinimax",
                                  max_order=None, graph="cycles", discrete=True, searches=("columns",)))

@@ -123,3 +123,19 @@ def test_the_console_script_names_the_formulation_and_the_statistic(site_bundles
     assert "DCC formulation 'hinge'" in said[0] and "pair tables forming a forest" in said[0]
     assert "--structure all" in said[0]  # the setting as the command line spells it
     assert not (tmp_path / "m.json").exists()
+
+
+def test_every_entry_point_loads_to_the_code_that_solves_it():
+    """The registry names its entry points as "module:name" (the engine imports no learner); each
+    resolves to the object the learners call."""
+    from marg.learners.boost.minimax_cg import MonomialMinimax
+    from marg.learners.dcc_hinge import solve_hinge
+    from marg.learners.minimax import formulations as fm
+    from marg.learners.minimax.forest_lp import solve_compact
+    from marg.learners.minimax.formulation import CompactModel, RowModel
+    from marg.learners.minimax.local import solve_local
+    from marg.learners.minimax.rows import MinimaxLP
+
+    expected = {"compact": CompactModel, "rows": RowModel, "forest": solve_compact, "forest-rows": MinimaxLP,
+                "local": solve_local, "hinge": solve_hinge, "monomials": MonomialMinimax}
+    assert {name: fm.REGISTRY[name].load() for name in expected} == expected
