@@ -24,7 +24,9 @@ bounds are the plug-in D_j.
 score, then codebook order) and keeps those whose lower bound is positive: on E, a feature
 independent of the label in the sample (D_j = 0) is never kept, and one with
 D_j > upper − lower always is. The number of features kept is chosen elsewhere
-(:mod:`marg.learners.screened`).
+(:mod:`marg.learners.screened`). The same order ranks the features whose pair tables
+``marg request --top K`` asks for (:meth:`Scores.order`, the top K whether or not their bound
+is positive: the request says how many are above the noise).
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ class Scores:
     upper: np.ndarray
     coverage: float
     noisy: bool
+
+    def order(self) -> list[str]:
+        """Every feature scored, best first: by lower bound, ties by plug-in score, then codebook order."""
+        return [self.names[j] for j in sorted(range(len(self.names)), key=lambda j: (-self.lower[j], -self.score[j], j))]
 
     def rank(self) -> list[str]:
         """The features with a positive lower bound, best first (see :func:`rank`)."""
@@ -172,5 +178,5 @@ def screen_scores(summary: Any, features: Sequence[str] | None = None, coverage:
 
 def rank(scores: Scores) -> list[str]:
     """The features with a positive lower bound, by lower bound (ties: plug-in score, then codebook order)."""
-    order = sorted(range(len(scores.names)), key=lambda j: (-scores.lower[j], -scores.score[j], j))
-    return [scores.names[j] for j in order if scores.lower[j] > 0]
+    idx = {nm: j for j, nm in enumerate(scores.names)}
+    return [nm for nm in scores.order() if scores.lower[idx[nm]] > 0]

@@ -226,22 +226,56 @@ def test_screening_applies_only_past_the_stated_rule():
     assert screening_applies(Summary.from_rows(cb, X, y, stats="pairs", pairs=pairs))
 
 
+def _export(tmp, X, y, levels="ab", name="site"):
+    """Rows (codes into ``levels``) written as a CSV, exported exactly (first-order tables) by the installed CLI."""
+    p = X.shape[1]
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(levels)) for j in range(p)), label=Label("y", ("no", "yes")))
+    cb.save(tmp / "codebook.json")
+    lines = [",".join([f"g{j}" for j in range(p)] + ["y"])]
+    lines += [",".join([levels[v] for v in X[i]] + [("no", "yes")[y[i]]]) for i in range(len(y))]
+    (tmp / "data.csv").write_text("\n".join(lines) + "\n")
+    out = tmp / f"{name}{p}.bundle"
+    r = marg("export", tmp / "data.csv", "--schema", tmp / "codebook.json", "--site", "north", "--out", out,
+             "--stats", "first", "--min-cell", "1", "--no-ledger", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def _wide_bundle(tmp, p, n=400, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)
     X = rng.integers(0, 2, (n, p))
     for j in range(3):
         X[:, j] = np.where(rng.random(n) < 0.1, 1 - y, y)
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(p)), label=Label("y", ("no", "yes")))
-    cb.save(tmp / "codebook.json")
-    lines = [",".join([f"g{j}" for j in range(p)] + ["y"])]
-    lines += [",".join(["ab"[v] for v in X[i]] + [("no", "yes")[y[i]]]) for i in range(n)]
-    (tmp / "data.csv").write_text("\n".join(lines) + "\n")
-    out = tmp / f"site{p}.bundle"
-    r = marg("export", tmp / "data.csv", "--schema", tmp / "codebook.json", "--site", "north", "--out", out,
-             "--stats", "first", "--min-cell", "1", "--no-ledger", cwd=tmp)
+    return _export(tmp, X, y)
+
+
+def _mi(N):
+    """Plug-in mutual information (nats) of a count table."""
+    P = N / N.sum()
+    E = np.outer(P.sum(1), P.sum(0))
+    nz = P > 0
+    return float(np.sum(P[nz] * np.log(P[nz] / E[nz])))
+
+
+def test_marg_request_top_ranks_by_the_screening_score(tmp_path):
+    """Planted counts where the two scores disagree: g0 has a rare level seen only in class yes (L1 dependence
+    0.2, mutual information 0.075 nats), g1 a mild shift over two levels (0.24, 0.029), g2 exactly independent.
+    ``marg request --top 2`` asks for the screening order (g1 before g0), not the plug-in MI order."""
+    y = np.repeat([1, 0], 500)
+    g0 = np.concatenate([np.r_[np.full(100, 2), np.zeros(400)], np.zeros(500)]).astype(int)
+    g1 = np.concatenate([np.r_[np.ones(310), np.zeros(190)], np.r_[np.ones(190), np.zeros(310)]]).astype(int)
+    g2 = np.arange(1000) % 2
+    X = np.stack([g0, g1, g2], axis=1)
+    bundle = _export(tmp_path, X, y, levels="abc")
+    tables = [np.array([[np.sum((X[:, j] == a) & (y == k)) for k in (0, 1)] for a in range(3)], float) for j in range(3)]
+    S = Summary.from_rows(_codebook([3] * 3), X.astype(float), y)
+    d = screen_scores(S).score
+    assert d[1] > d[0] > d[2] == 0 and _mi(tables[0]) > _mi(tables[1])  # the two orders differ on this table
+    r = marg("request", bundle, "--top", "2", "--out", tmp_path / "req.json", "--allow-unsigned", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    return out
+    got = json.loads(r.stdout)
+    assert got["features"] == ["g1", "g0"] and got["above_noise"] == 2 and got["pairs"] == [["g0", "g1"]]
 
 
 @pytest.mark.parametrize("p", [SCREEN_MIN_FEATURES + 20, 12])
