@@ -18,7 +18,8 @@ from marg.learners.calibration import confidence_box
 from marg.learners.certify import uncertainty_map
 from marg.learners.features.statistics import map_moments
 from marg.learners.naive_bayes import NaiveBayes
-from marg.learners.screened import SCREEN_MIN_FEATURES, screen_and_learn, screening_applies, selection_certificate
+from marg.learners.screened import (SCREEN_MIN_FEATURES, TOLERANCE, screen_and_learn, screening_applies,
+                                    selection_certificate)
 from marg.learners.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
@@ -356,3 +357,37 @@ def test_an_empty_screen_under_dp_falls_back_to_the_mrc_and_says_so():
             assert "screening kept no feature" in auto.screen_["note"]
             assert auto.choice_report()["screen"] == auto.screen_
     assert fallbacks >= 1
+
+
+@pytest.mark.parametrize("informative, flip", [(40, 0.85), (3, 0.1)])
+def test_the_number_of_features_grows_while_the_estimate_still_falls_at_the_largest(informative, flip):
+    """The choice among the tried (learner, M) is the fewest features within the tolerance of the best estimate; while
+    that is the largest M tried, GROWTH × M is tried too, until the choice is below the largest M or every ranked
+    feature is used. Planted populations: 40 weak features, each a noisy copy of the label (the signal is spread:
+    the estimate at 4 features is far above the one at 40, so M must grow past the grid), and 3 strong copies
+    among 37 independent features (the signal is in 3: the choice stays at most one step past the grid)."""
+    from marg.learners.screened import GROWTH
+
+    rng = np.random.default_rng(11)
+    X, y = _rows(rng, 300, 40, informative=informative, flip=flip)
+    S = Summary.from_rows(_codebook([3] * 40), X, y)
+    ranked = screen_scores(S).rank()
+    res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), replicates=1)
+    tried = [c.size for c in res.configs]
+    best = min(c.error for c in res.configs)
+    chosen = [c for c in res.configs if c.chosen]
+    assert len(chosen) == 1 and chosen[0].size == len(res.features) == len(res.chosen.feature_names_in_)
+    ok = [c.size for c in res.configs if c.error <= best + TOLERANCE + 1e-12]
+    assert chosen[0].size == min(ok)
+    # each size past the grid is GROWTH × the largest before it (capped at the ranked count), tried only
+    # because the choice was the largest M tried so far
+    for k in range(2, len(tried)):
+        assert tried[k] == min(len(ranked), GROWTH * tried[k - 1])
+        prior = res.configs[:k]
+        pbest = min(c.error for c in prior)
+        assert min(c.size for c in prior if c.error <= pbest + TOLERANCE + 1e-12) == tried[k - 1]
+    assert chosen[0].size < max(tried) or max(tried) == len(ranked)
+    if informative == 40:
+        assert max(tried) > 4 and chosen[0].size > 4
+    else:
+        assert max(tried) <= GROWTH * 4
