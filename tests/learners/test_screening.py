@@ -111,6 +111,7 @@ def test_dp_bounds_hold_for_every_draw_on_the_noise_event():
             misses += 1
             continue
         assert np.all(sc.lower <= truth + 1e-12) and np.all(truth <= sc.upper + 1e-12)
+        assert np.all(sc.class_lower <= screen_scores(S0).class_score + 1e-12)  # the one-vs-rest bounds too
         ranked = sc.rank()
         assert not set(ranked) & {f"g{j}" for j in range(2, p)}
         for j in range(2):
@@ -119,6 +120,31 @@ def test_dp_bounds_hold_for_every_draw_on_the_noise_event():
                 kept_informative += 1
     assert binom.sf(misses - 1, draws, 1 - coverage) > 1e-6  # P(≥ misses | P(miss) ≤ 1 − coverage) is not tiny
     assert kept_informative > 0  # the informative features' dependence was above the noise's width
+
+
+def test_with_more_classes_every_class_gets_its_genes_in_turn():
+    """A planted population of four classes: 12 strong genes each separate class 3 only, one weaker gene separates
+    class 1 only, the rest are noise. By D_j alone the class-1 gene ranks below every class-3 gene; the multi-class
+    ranking puts it among the first K = 4 (class 1's turn comes before the class-3 genes run out). The one-vs-rest
+    scores match a row-by-row count of the dependence on [Y = y], and they sum to twice D_j."""
+    rng = np.random.default_rng(21)
+    n, p, K = 800, 30, 4
+    y = np.repeat(np.arange(K), n // K)
+    X = rng.integers(0, 3, (n, p)).astype(np.float64)
+    for j in range(12):  # class 3: level 2, the others level 0, a tenth of the rows random
+        X[:, j] = np.where(rng.random(n) < 0.1, rng.integers(0, 3, n), np.where(y == 3, 2, 0))
+    X[:, 12] = np.where((y == 1) & (rng.random(n) < 0.5), 2, rng.integers(0, 2, n))  # class 1 only, weaker
+    S = Summary.from_rows(_codebook([3] * p, K=K), X, y)
+    sc = screen_scores(S)
+    for j in (0, 12, 20):
+        for k in range(K):
+            assert sc.class_score[j, k] == pytest.approx(_brute_dependence(X, (y == k).astype(int), j, 3, 2), abs=1e-12)
+    assert sc.class_score.sum(axis=1) == pytest.approx(2 * sc.score, abs=1e-12)
+    by_d = sorted(range(p), key=lambda j: (-sc.lower[j], j))
+    assert by_d.index(12) >= 12  # D_j alone: every class-3 gene first
+    ranked = sc.rank()
+    assert "g12" in ranked[:K] and set(ranked) == {f"g{j}" for j in range(p) if sc.lower[j] > 0}
+    assert sc.order()[: len(ranked)] == ranked
 
 
 def _oracle_worst_error(rule_predict, cb, tau, lam, blocks):
