@@ -5,7 +5,8 @@ automatic choice (:class:`marg.learners.auto.AutoLearner`) works on a screened s
 
 1. **Screen** (:mod:`marg.learners.screening`): the features ranked by the lower
    confidence bound of their L1 dependence on the label, from the first-order tables and
-   the DP noise as recorded; only features whose bound is positive are candidates.
+   the DP noise as recorded (with K > 2 classes, the classes taking turns, each by its
+   one-vs-rest bound); only features whose bound is positive are candidates.
 2. **Fit** each learner of ``learners`` (naive Bayes, MRC; Rényi and DCC only where the
    pair tables of the screened features were released — the two-round request,
    ``marg request --top M`` then ``marg export --pairs @request.json``) on the top M
