@@ -243,7 +243,7 @@ def choice_lines(rep: dict) -> list[str]:
 def request_cmd(
     bundles: Annotated[list[Path], typer.Argument(help="The bundles released so far (round 1: first-order tables; for --learner boost: first-order and pair tables, plus any earlier requested tables).")],
     out: OutOpt,
-    top: Annotated[Optional[int], typer.Option("--top", help="Pair screening: how many features to keep (by mutual information with the label).")] = None,
+    top: Annotated[Optional[int], typer.Option("--top", help="Pair screening: how many features to keep (by the screening score: the lower bound of their L1 dependence on the label under the recorded noise).")] = None,
     learner: Annotated[Optional[str], typer.Option("--learner", help="boost: request the higher-order tables whose bound says a longer rule could enter (instead of screening pairs).")] = None,
     max_order: Annotated[int, typer.Option("--max-order", help="boost: the longest rule the learner will fit (3-5); the request asks for tables one order above the released ones.")] = 3,
     max_tables: Annotated[int, typer.Option("--max-tables", help="boost: request at most this many tables (the largest bounds first).")] = 20,
@@ -260,7 +260,8 @@ def request_cmd(
     from itertools import combinations
 
     from marg.errors import InputError
-    from marg.marginals.request import screen_features, write_request
+    from marg.learners.screening import screen_scores
+    from marg.marginals.request import write_request
     from marg.protocols.load import load_summary
 
     if learner not in (None, "boost"):
@@ -297,16 +298,16 @@ def request_cmd(
         raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
     with CountProgress("bundles verified and summed", quiet=json_out) as prog:
         summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
-    lab = summary.codebook.label.name
-    first = [t for t in summary.tables if t.kind == "counts" and len(t.clique) <= 2 and lab in t.clique]
-    names = screen_features(first, top, label=lab)
+    scores = screen_scores(summary)
+    names = scores.order()[:top]
+    above = len(scores.rank())
     pairs = list(combinations(sorted(names, key=summary.codebook.index), 2))
     write_request(out, summary.fingerprint, pairs, features=names)
     if json_out:
-        emit_json({"features": names, "pairs": [list(p) for p in pairs], "out": str(out)})
+        emit_json({"features": names, "pairs": [list(p) for p in pairs], "above_noise": above, "out": str(out)})
         return
     typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
-    typer.echo(f"features: {', '.join(names)}")
+    typer.echo(f"features: {', '.join(names)} ({min(above, len(names))} of them above the noise: screening lower bound > 0)")
     typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
 
 

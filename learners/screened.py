@@ -5,14 +5,18 @@ automatic choice (:class:`marg.learners.auto.AutoLearner`) works on a screened s
 
 1. **Screen** (:mod:`marg.learners.screening`): the features ranked by the lower
    confidence bound of their L1 dependence on the label, from the first-order tables and
-   the DP noise as recorded; only features whose bound is positive are candidates.
+   the DP noise as recorded (with K > 2 classes, the classes taking turns, each by its
+   one-vs-rest bound); only features whose bound is positive are candidates.
 2. **Fit** each learner of ``learners`` (naive Bayes, MRC; Rényi and DCC only where the
    pair tables of the screened features were released — the two-round request,
    ``marg request --top M`` then ``marg export --pairs @request.json``) on the top M
    features, for every M of ``sizes``.
 3. **Choose** (learner, M): the fewest features among the configurations whose estimated
    error is within ``tolerance`` of the smallest (ties: the order of ``learners``;
-   :func:`choose_config`), the estimate never using the tables it is judged on:
+   :func:`choose_config`); while that is the largest M tried, M = :data:`GROWTH` × it is
+   tried too (a signal spread over many weak features, as on four-class TOX_171, is not cut
+   at an arbitrary cap; a set whose estimate has levelled off is not charged for it). The
+   estimate never uses the tables it is judged on:
 
    - with 2–20 sites' own tables, **leave-one-site-out**
      (:func:`marg.learners.cross_site.loso_errors`): screening *and* fitting repeated on the
@@ -55,7 +59,11 @@ SCREEN_MIN_FEATURES = 100
 """Screening is the default when there are more discrete features than this and the pair
 tables do not cover all of them (:func:`screening_applies`)."""
 SIZES: tuple[int, ...] = (5, 10, 20, 50, 100)
-"""The numbers of screened features tried."""
+"""The numbers of screened features tried first."""
+GROWTH = 3
+"""When the chosen M is the largest tried (the estimate still falls there by more than the
+tolerance), M = GROWTH × that is tried next, until the choice is below the largest M or every
+feature that passed the screen is used."""
 LEARNERS: tuple[str, ...] = ("nb", "mrc", "renyi")
 """The learners tried on the screened features (Rényi needs their pair tables; without them it is skipped, saying so)."""
 REPLICATES = 3
@@ -182,7 +190,8 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
     learners : sequence of str
         Registered learners that take ``features`` and whose rule is additive (certifiable by W(h)).
     sizes : sequence of int
-        The numbers M of top-ranked features tried (capped at the number with a positive bound).
+        The numbers M of top-ranked features tried first (capped at the number with a positive
+        bound); while the choice is the largest M tried, :data:`GROWTH` × it is tried next.
     coverage : float
         Coverage of the screening bounds and of the certificate.
     features : sequence of str or None
@@ -210,21 +219,35 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
     grid = sorted({min(int(m), len(ranked)) for m in sizes})
     configs: list[Config] = []
     fitted: dict[tuple[str, int], MarginalEstimator] = {}
-    for name in learners:
-        for m in grid:
-            c = Config(name, m)
-            configs.append(c)
-            try:
-                fitted[(name, m)] = _fit(summary, name, ranked[:m], coverage)
-            except InputError as exc:  # e.g. Rényi without the screened features' pair tables: one row says why
-                c.note = str(exc)
-                break
-    live = [c for c in configs if (c.learner, c.size) in fitted]
-    if not live:
-        raise InputError("no learner could be fitted on the screened features: "
-                         + "; ".join(f"{c.learner}: {c.note}" for c in configs if c.note))
-    method = _estimate(summary, live, coverage, features, int(replicates))
-    best = choose_config(live, learners, tolerance)
+    failed: set[str] = set()
+    live: list[Config] = []
+    while True:
+        new: list[Config] = []
+        for name in learners:
+            for m in grid:
+                if name in failed:
+                    break
+                c = Config(name, m)
+                configs.append(c)
+                try:
+                    fitted[(name, m)] = _fit(summary, name, ranked[:m], coverage)
+                    new.append(c)
+                except InputError as exc:  # e.g. Rényi without the screened features' pair tables: one row says why
+                    c.note = str(exc)
+                    failed.add(name)
+        if not live and not new:
+            raise InputError("no learner could be fitted on the screened features: "
+                             + "; ".join(f"{c.learner}: {c.note}" for c in configs if c.note))
+        if not new:
+            break
+        method = _estimate(summary, new, coverage, features, int(replicates))
+        live += new
+        best = choose_config(live, learners, tolerance)
+        top = max(c.size for c in live)
+        # the estimate still falls at the largest M tried: try GROWTH times more (module docstring, 3)
+        if best.error is None or best.size < top or top >= len(ranked):
+            break
+        grid = [min(len(ranked), GROWTH * top)]
     best.chosen = True
     chosen = fitted[(best.learner, best.size)]
     chosen.certificate_ = selection_certificate(chosen, summary, coverage)

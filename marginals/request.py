@@ -2,8 +2,10 @@
 
 Round 1: every site releases first-order tables only (``marg export --stats first``, with a
 part of the privacy budget). The learner aggregates them and ranks the discrete features
-by their estimated mutual information with the label (:func:`screen_features`), keeps the
-top K, and writes a **request file** (:func:`write_request`) listing the K(K−1)/2 pairs.
+by the screening score — the lower confidence bound of their L1 dependence on the label
+under the recorded noise (:mod:`marg.learners.screening`, the one ranking the screened
+learners use too; ``marg request --top K``) —, keeps the top K, and writes a **request
+file** (:func:`write_request`) listing the K(K−1)/2 pairs.
 Round 2: each site exports the pair tables ``N[x_i, x_j, y]`` of those pairs only
 (``marg export --stats pairs --pairs @request.json``) with the rest of its budget. Pair
 tables for p features cost O(p²) cells and budget shares; for K ≪ p this is what makes
@@ -33,7 +35,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from marg._util import atomic_write_bytes
 from marg.errors import InputError
@@ -41,60 +42,6 @@ from marg.errors import InputError
 from .tables import MAX_CLIQUE
 
 REQUEST_FORMAT = "marg-request"
-
-
-def mutual_information(joint: np.ndarray) -> float:
-    """Mutual information ``I(X; Y) = Σ p(x,y) log(p(x,y) / (p(x)p(y)))`` in nats.
-
-    Parameters
-    ----------
-    joint : ndarray, shape (m, K)
-        Counts or probabilities of ``(x, y)``; negative entries (noise) are clipped to 0
-        and the table renormalised first.
-    """
-    p = np.clip(np.asarray(joint, dtype=np.float64), 0.0, None)
-    s = p.sum()
-    if s <= 0.0:
-        return 0.0
-    p = p / s
-    px = p.sum(axis=1, keepdims=True)
-    py = p.sum(axis=0, keepdims=True)
-    nz = p > 0
-    return float(np.sum(p[nz] * np.log(p[nz] / (px @ py)[nz])))
-
-
-def screen_features(first_order_tables: Sequence[Any], top_k: int, label: str | None = None) -> list[str]:
-    """Names of the ``top_k`` discrete features with the largest ``I(X_i; Y)``.
-
-    Parameters
-    ----------
-    first_order_tables : sequence of MarginalTable
-        Tables ``N[x_i, y]`` (others — the label table, moment tables, pair tables — are
-        ignored). Noisy tables are fine: MI is computed after clipping negatives.
-    top_k : int
-        Number of features to keep (all of them if fewer are available).
-    label : str, optional
-        The label's name; defaults to the last attribute of each two-attribute clique.
-
-    Returns
-    -------
-    list of str
-        Feature names, highest MI first (ties broken by the tables' order).
-    """
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-        raise InputError(f"top_k must be an integer >= 1, got {top_k!r}")
-    scored: list[tuple[float, int, str]] = []
-    for k, t in enumerate(first_order_tables):
-        if t.kind != "counts" or len(t.clique) != 2:
-            continue
-        lab = label if label is not None else t.clique[-1]
-        if t.clique[-1] != lab:
-            continue
-        scored.append((-mutual_information(t.marginal((t.clique[0], lab))), k, t.clique[0]))
-    if not scored:
-        raise InputError("screen_features: no first-order table N[x_i, y] to screen")
-    scored.sort()
-    return [name for _, _, name in scored[: int(top_k)]]
 
 
 @dataclass(frozen=True)

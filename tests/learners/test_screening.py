@@ -18,7 +18,8 @@ from marg.learners.calibration import confidence_box
 from marg.learners.certify import uncertainty_map
 from marg.learners.features.statistics import map_moments
 from marg.learners.naive_bayes import NaiveBayes
-from marg.learners.screened import SCREEN_MIN_FEATURES, screen_and_learn, screening_applies, selection_certificate
+from marg.learners.screened import (SCREEN_MIN_FEATURES, TOLERANCE, screen_and_learn, screening_applies,
+                                    selection_certificate)
 from marg.learners.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
@@ -110,6 +111,7 @@ def test_dp_bounds_hold_for_every_draw_on_the_noise_event():
             misses += 1
             continue
         assert np.all(sc.lower <= truth + 1e-12) and np.all(truth <= sc.upper + 1e-12)
+        assert np.all(sc.class_lower <= screen_scores(S0).class_score + 1e-12)  # the one-vs-rest bounds too
         ranked = sc.rank()
         assert not set(ranked) & {f"g{j}" for j in range(2, p)}
         for j in range(2):
@@ -118,6 +120,31 @@ def test_dp_bounds_hold_for_every_draw_on_the_noise_event():
                 kept_informative += 1
     assert binom.sf(misses - 1, draws, 1 - coverage) > 1e-6  # P(≥ misses | P(miss) ≤ 1 − coverage) is not tiny
     assert kept_informative > 0  # the informative features' dependence was above the noise's width
+
+
+def test_with_more_classes_every_class_gets_its_genes_in_turn():
+    """A planted population of four classes: 12 strong genes each separate class 3 only, one weaker gene separates
+    class 1 only, the rest are noise. By D_j alone the class-1 gene ranks below every class-3 gene; the multi-class
+    ranking puts it among the first K = 4 (class 1's turn comes before the class-3 genes run out). The one-vs-rest
+    scores match a row-by-row count of the dependence on [Y = y], and they sum to twice D_j."""
+    rng = np.random.default_rng(21)
+    n, p, K = 800, 30, 4
+    y = np.repeat(np.arange(K), n // K)
+    X = rng.integers(0, 3, (n, p)).astype(np.float64)
+    for j in range(12):  # class 3: level 2, the others level 0, a tenth of the rows random
+        X[:, j] = np.where(rng.random(n) < 0.1, rng.integers(0, 3, n), np.where(y == 3, 2, 0))
+    X[:, 12] = np.where((y == 1) & (rng.random(n) < 0.5), 2, rng.integers(0, 2, n))  # class 1 only, weaker
+    S = Summary.from_rows(_codebook([3] * p, K=K), X, y)
+    sc = screen_scores(S)
+    for j in (0, 12, 20):
+        for k in range(K):
+            assert sc.class_score[j, k] == pytest.approx(_brute_dependence(X, (y == k).astype(int), j, 3, 2), abs=1e-12)
+    assert sc.class_score.sum(axis=1) == pytest.approx(2 * sc.score, abs=1e-12)
+    by_d = sorted(range(p), key=lambda j: (-sc.lower[j], j))
+    assert by_d.index(12) >= 12  # D_j alone: every class-3 gene first
+    ranked = sc.rank()
+    assert "g12" in ranked[:K] and set(ranked) == {f"g{j}" for j in range(p) if sc.lower[j] > 0}
+    assert sc.order()[: len(ranked)] == ranked
 
 
 def _oracle_worst_error(rule_predict, cb, tau, lam, blocks):
@@ -226,22 +253,56 @@ def test_screening_applies_only_past_the_stated_rule():
     assert screening_applies(Summary.from_rows(cb, X, y, stats="pairs", pairs=pairs))
 
 
+def _export(tmp, X, y, levels="ab", name="site"):
+    """Rows (codes into ``levels``) written as a CSV, exported exactly (first-order tables) by the installed CLI."""
+    p = X.shape[1]
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(levels)) for j in range(p)), label=Label("y", ("no", "yes")))
+    cb.save(tmp / "codebook.json")
+    lines = [",".join([f"g{j}" for j in range(p)] + ["y"])]
+    lines += [",".join([levels[v] for v in X[i]] + [("no", "yes")[y[i]]]) for i in range(len(y))]
+    (tmp / "data.csv").write_text("\n".join(lines) + "\n")
+    out = tmp / f"{name}{p}.bundle"
+    r = marg("export", tmp / "data.csv", "--schema", tmp / "codebook.json", "--site", "north", "--out", out,
+             "--stats", "first", "--min-cell", "1", "--no-ledger", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def _wide_bundle(tmp, p, n=400, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)
     X = rng.integers(0, 2, (n, p))
     for j in range(3):
         X[:, j] = np.where(rng.random(n) < 0.1, 1 - y, y)
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(p)), label=Label("y", ("no", "yes")))
-    cb.save(tmp / "codebook.json")
-    lines = [",".join([f"g{j}" for j in range(p)] + ["y"])]
-    lines += [",".join(["ab"[v] for v in X[i]] + [("no", "yes")[y[i]]]) for i in range(n)]
-    (tmp / "data.csv").write_text("\n".join(lines) + "\n")
-    out = tmp / f"site{p}.bundle"
-    r = marg("export", tmp / "data.csv", "--schema", tmp / "codebook.json", "--site", "north", "--out", out,
-             "--stats", "first", "--min-cell", "1", "--no-ledger", cwd=tmp)
+    return _export(tmp, X, y)
+
+
+def _mi(N):
+    """Plug-in mutual information (nats) of a count table."""
+    P = N / N.sum()
+    E = np.outer(P.sum(1), P.sum(0))
+    nz = P > 0
+    return float(np.sum(P[nz] * np.log(P[nz] / E[nz])))
+
+
+def test_marg_request_top_ranks_by_the_screening_score(tmp_path):
+    """Planted counts where the two scores disagree: g0 has a rare level seen only in class yes (L1 dependence
+    0.2, mutual information 0.075 nats), g1 a mild shift over two levels (0.24, 0.029), g2 exactly independent.
+    ``marg request --top 2`` asks for the screening order (g1 before g0), not the plug-in MI order."""
+    y = np.repeat([1, 0], 500)
+    g0 = np.concatenate([np.r_[np.full(100, 2), np.zeros(400)], np.zeros(500)]).astype(int)
+    g1 = np.concatenate([np.r_[np.ones(310), np.zeros(190)], np.r_[np.ones(190), np.zeros(310)]]).astype(int)
+    g2 = np.arange(1000) % 2
+    X = np.stack([g0, g1, g2], axis=1)
+    bundle = _export(tmp_path, X, y, levels="abc")
+    tables = [np.array([[np.sum((X[:, j] == a) & (y == k)) for k in (0, 1)] for a in range(3)], float) for j in range(3)]
+    S = Summary.from_rows(_codebook([3] * 3), X.astype(float), y)
+    d = screen_scores(S).score
+    assert d[1] > d[0] > d[2] == 0 and _mi(tables[0]) > _mi(tables[1])  # the two orders differ on this table
+    r = marg("request", bundle, "--top", "2", "--out", tmp_path / "req.json", "--allow-unsigned", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    return out
+    got = json.loads(r.stdout)
+    assert got["features"] == ["g1", "g0"] and got["above_noise"] == 2 and got["pairs"] == [["g0", "g1"]]
 
 
 @pytest.mark.parametrize("p", [SCREEN_MIN_FEATURES + 20, 12])
@@ -322,3 +383,37 @@ def test_an_empty_screen_under_dp_falls_back_to_the_mrc_and_says_so():
             assert "screening kept no feature" in auto.screen_["note"]
             assert auto.choice_report()["screen"] == auto.screen_
     assert fallbacks >= 1
+
+
+@pytest.mark.parametrize("informative, flip", [(40, 0.85), (3, 0.1)])
+def test_the_number_of_features_grows_while_the_estimate_still_falls_at_the_largest(informative, flip):
+    """The choice among the tried (learner, M) is the fewest features within the tolerance of the best estimate; while
+    that is the largest M tried, GROWTH × M is tried too, until the choice is below the largest M or every ranked
+    feature is used. Planted populations: 40 weak features, each a noisy copy of the label (the signal is spread:
+    the estimate at 4 features is far above the one at 40, so M must grow past the grid), and 3 strong copies
+    among 37 independent features (the signal is in 3: the choice stays at most one step past the grid)."""
+    from marg.learners.screened import GROWTH
+
+    rng = np.random.default_rng(11)
+    X, y = _rows(rng, 300, 40, informative=informative, flip=flip)
+    S = Summary.from_rows(_codebook([3] * 40), X, y)
+    ranked = screen_scores(S).rank()
+    res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), replicates=1)
+    tried = [c.size for c in res.configs]
+    best = min(c.error for c in res.configs)
+    chosen = [c for c in res.configs if c.chosen]
+    assert len(chosen) == 1 and chosen[0].size == len(res.features) == len(res.chosen.feature_names_in_)
+    ok = [c.size for c in res.configs if c.error <= best + TOLERANCE + 1e-12]
+    assert chosen[0].size == min(ok)
+    # each size past the grid is GROWTH × the largest before it (capped at the ranked count), tried only
+    # because the choice was the largest M tried so far
+    for k in range(2, len(tried)):
+        assert tried[k] == min(len(ranked), GROWTH * tried[k - 1])
+        prior = res.configs[:k]
+        pbest = min(c.error for c in prior)
+        assert min(c.size for c in prior if c.error <= pbest + TOLERANCE + 1e-12) == tried[k - 1]
+    assert chosen[0].size < max(tried) or max(tried) == len(ranked)
+    if informative == 40:
+        assert max(tried) > 4 and chosen[0].size > 4
+    else:
+        assert max(tried) <= GROWTH * 4
