@@ -55,7 +55,8 @@ def dp_summary(enc, X, y, epsilon: float, seed: int):
     """Three stratified sites of (X, y), each releasing its first-order tables with ε = ``epsilon``."""
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import Summary, sum_tables
-    from marg.marginals.tables import count_tables, plan_cliques
+    from marg.marginals.counting import count_tables
+    from marg.marginals.tables import plan_cliques
 
     rng = np.random.default_rng(seed)
     site = np.empty(len(y), dtype=int)

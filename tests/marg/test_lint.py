@@ -200,3 +200,25 @@ def test_no_test_module_imports_another():
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
             bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names if n.split(".")[-1].startswith("test_")]
     assert not bad, "\n".join(bad)
+
+
+def test_bench_scripts_import_names_that_exist():
+    """Every ``from marg… import name`` in bench/ (at any depth: a benchmark's setting may import
+    inside a function) names a module or attribute that exists: a module split must move the
+    benchmarks' imports too (bench/auto_highdim.py's DP setting once imported a moved function)."""
+    import importlib
+
+    bad = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "marg"):
+                continue
+            try:
+                mod = importlib.import_module(node.module)
+            except ImportError as exc:
+                bad.append(f"{path.name}:{node.lineno} {node.module} ({exc})")
+                continue
+            for alias in node.names:
+                if not hasattr(mod, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
+                    bad.append(f"{path.name}:{node.lineno} {node.module}.{alias.name}")
+    assert not bad, "bench imports of names that do not exist: " + "; ".join(bad)
