@@ -45,6 +45,7 @@ automatic choice (:class:`marg.learners.auto.AutoLearner`) works on a screened s
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
@@ -312,11 +313,16 @@ def _split_errors(summary: Any, live: list[Config], coverage: float, features: S
     population = tan_sample(summary, draws=POPULATION)
     sizes = np.maximum(1, np.rint(np.clip(summary.class_counts, 0.0, None))).astype(int)
     out: list[list[float]] = [[] for _ in live]
+    # the second round (marg request --top k): pair tables among the k top features the summary holds them for
+    k_pairs = len({f for c in summary.feature_cliques() if len(c) == 2 for f in c})
     for r in range(replicates):
         draw = tan_sample(summary, draws=int(sizes.max()), seed=SEED + 1000 + r)
         keep = np.concatenate([np.flatnonzero(draw.y == k)[: sizes[k]] for k in range(sizes.size)])
         train = Summary.from_rows(cb, draw.X[keep], draw.y[keep])
         ranked = screen_scores(train, features, coverage).rank()
+        if k_pairs and len(ranked) > 1:  # the replicate's own request round: the pairs of ITS top k_pairs
+            train = Summary.from_rows(cb, draw.X[keep], draw.y[keep], stats="pairs",
+                                      pairs=list(combinations(ranked[:k_pairs], 2)))
         for k, c in enumerate(live):
             if not ranked:
                 out[k].append(float(1.0 - population.w[population.y == np.argmax(summary.prior)].sum()))
