@@ -307,7 +307,9 @@ def _estimate(summary: Any, live: list[Config], coverage: float, features: Seque
 def _split_errors(summary: Any, live: list[Config], coverage: float, features: Sequence[str] | None,
                   replicates: int) -> list[list[float]]:
     """Per configuration, its error in each parametric training split (module docstring, 3)."""
+    from marg.marginals.counting import count_tables
     from marg.marginals.summary import Summary
+    from marg.marginals.tables import plan_cliques
 
     cb = summary.codebook
     population = tan_sample(summary, draws=POPULATION)
@@ -318,11 +320,12 @@ def _split_errors(summary: Any, live: list[Config], coverage: float, features: S
     for r in range(replicates):
         draw = tan_sample(summary, draws=int(sizes.max()), seed=SEED + 1000 + r)
         keep = np.concatenate([np.flatnonzero(draw.y == k)[: sizes[k]] for k in range(sizes.size)])
-        train = Summary.from_rows(cb, draw.X[keep], draw.y[keep])
+        X, y = draw.X[keep], draw.y[keep]
+        train = Summary.from_rows(cb, X, y)
         ranked = screen_scores(train, features, coverage).rank()
-        if k_pairs and len(ranked) > 1:  # the replicate's own request round: the pairs of ITS top k_pairs
-            train = Summary.from_rows(cb, draw.X[keep], draw.y[keep], stats="pairs",
-                                      pairs=list(combinations(ranked[:k_pairs], 2)))
+        if k_pairs and len(ranked) > 1:  # the replicate's own request round: the pairs of ITS top k_pairs (first-order kept)
+            plan = plan_cliques(cb, "pairs", list(combinations(ranked[:k_pairs], 2)))
+            train = Summary(cb, train.tables + count_tables(cb, X, y, [c for c in plan if len(c) > 2]))
         for k, c in enumerate(live):
             if not ranked:
                 out[k].append(float(1.0 - population.w[population.y == np.argmax(summary.prior)].sum()))
