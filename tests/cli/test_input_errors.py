@@ -16,19 +16,17 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.synthetic import SITES
 from tests.helpers.console import marg
+from tests.helpers.study import write_study
 
 SECRET = "N999-424242"
 
 
 @pytest.fixture
 def study(tmp_path):
-    schema = tmp_path / "codebook.json"
-    demo_codebook().save(schema)
-    data = tmp_path / "rows.csv"
-    write_csv(data, generate(3000, SITES[0], seed=5))
-    return tmp_path, schema, data
+    st = write_study(tmp_path, 3000, seed=5, sites=1)
+    return tmp_path, st.schema, st.data[SITES[0].name]
 
 
 def export(tmp, schema, data, out="x.bundle"):

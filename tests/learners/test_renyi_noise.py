@@ -42,12 +42,17 @@ def test_gamma_formula_matches_the_fit():
     assert m.noise_margin_[0] == 0.0 and not m.training_bound_.approximate
 
 
+def _exact_tables(seed: int, n_features: int, n: int, cols: tuple[int, int]):
+    """A random codebook and the exact tables (every pair) of n rows whose label leans on features ``cols``."""
+    rng = np.random.default_rng(seed)
+    cb = random_codebook(rng, n_features=n_features, max_levels=3)
+    X, y = random_rows(rng, cb, n)
+    y = ((X[:, cols[0]] + X[:, cols[1]] + rng.integers(0, 2, n)) > 2).astype(int)
+    return cb, count_tables(cb, X, y, plan_cliques(cb, "all"))
+
+
 def test_noise_sd_matches_empirical_std_over_releases():
-    rng = np.random.default_rng(4)
-    cb = random_codebook(rng, n_features=3, max_levels=3)
-    X, y = random_rows(rng, cb, 3000)
-    y = ((X[:, 0] + X[:, 2] + rng.integers(0, 2, 3000)) > 2).astype(int)
-    exact = count_tables(cb, X, y, plan_cliques(cb, "all"))
+    cb, exact = _exact_tables(seed=4, n_features=3, n=3000, cols=(0, 2))
     m = RenyiClassifier().fit(Summary(cb, exact))
     z, b, names, sizes = m.z_[0], m.intercept_[0], m.feature_names_in_, m.sizes_
     vals, sds = [], []
@@ -65,11 +70,7 @@ def test_noise_sd_matches_empirical_std_over_releases():
 
 
 def test_noisy_certificate_is_widened_and_flagged():
-    rng = np.random.default_rng(5)
-    cb = random_codebook(rng, n_features=4, max_levels=3)
-    X, y = random_rows(rng, cb, 4000)
-    y = ((X[:, 0] + X[:, 1] + rng.integers(0, 2, 4000)) > 2).astype(int)
-    exact = count_tables(cb, X, y, plan_cliques(cb, "all"))
+    cb, exact = _exact_tables(seed=5, n_features=4, n=4000, cols=(0, 1))
     noisy, _ = privatize(exact, epsilon=1.0, codebook=cb)
     m = RenyiClassifier().fit(Summary(cb, noisy))
     assert m.training_bound_.approximate and m.noise_margin_[0] > 0

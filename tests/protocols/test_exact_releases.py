@@ -9,17 +9,16 @@ import json
 import numpy as np
 import pytest
 
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.synthetic import SITES, demo_codebook
 from marg.protocols.bundle import load_bundle
 from tests.helpers.console import run
+from tests.helpers.study import write_study
 
 
 @pytest.fixture
 def site(tmp_path):
-    schema = tmp_path / "codebook.json"
-    demo_codebook().save(schema)
-    data = tmp_path / "all.csv"
-    write_csv(data, generate(3000, SITES[0], seed=11))
+    st = write_study(tmp_path, 3000, seed=11, sites=1)
+    schema, data = st.schema, st.data[SITES[0].name]
     rows = list(csv.reader(open(data)))
     minus = tmp_path / "minus_one.csv"
     with open(minus, "w", newline="") as fh:
@@ -120,7 +119,7 @@ VARIANTS = [_reverse_features, _extra_unused_level, _extra_level_with_a_space, _
 
 @pytest.fixture
 def configured(site, monkeypatch):
-    """``site`` configured (``marg audit init``) and one exact first-order export of all.csv made."""
+    """``site`` configured (``marg audit init``) and one exact first-order export of the site's rows made."""
     from tests.helpers.console import marg
 
     tmp, schema, data, minus, rows = site
