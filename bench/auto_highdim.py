@@ -1,13 +1,17 @@
 """The default ``marg learn`` on the gene-expression sets: screen, then learn (issue 28), beside row-based references.
 
 Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/auto_highdim.py [--datasets colon,...]
-     [--folds 10] [--dp-folds 10] [--epsilon 1] [--settings exact,dp]
+     [--folds 10] [--dp-folds 10] [--epsilon 1] [--settings exact,pairs,dp] [--request 200]
 
 Folds: 10-fold stratified CV (seed 0); each training fold discretized as in bench/mrc_highdim.py
 (colon and leukemia ship as {-2, 0, 2}; the others get per-gene terciles of the training rows).
 Two settings, separately:
 
 - ``exact``: the training fold's exact first-order tables, one site;
+- ``pairs``: the two-round protocol on the exact tables, one site: the first-order tables,
+  then (``marg request --top K``, K = ``--request``) the pair tables of the K features ranked
+  first by the screening score, then the default on both rounds' tables (where Rényi on the
+  screened features becomes a candidate);
 - ``dp``: the training fold split into three stratified sites, each releasing its first-order
   tables with ε = ``--epsilon`` (OpenDP, the default half split), summed; the learner keeps
   each site's tables (leave-one-site-out). Runs on the first ``--dp-folds`` folds.
@@ -74,6 +78,22 @@ def dp_summary(enc, X, y, epsilon: float, seed: int):
     return Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts)
 
 
+def two_rounds(enc, S, X, y, k: int):
+    """Round 1's exact first-order summary ``S`` plus round 2's pair tables (``N[x_i, x_j, y]``) of the ``k``
+    features ranked first by the screening score (what ``marg request --top k`` asks for)."""
+    from itertools import combinations
+
+    from marg.learners.screening import screen_scores
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary
+    from marg.marginals.tables import plan_cliques
+
+    top = screen_scores(S).order()[:k]
+    plan = plan_cliques(enc.codebook, "pairs", list(combinations(top, 2)))
+    pairs = count_tables(enc.codebook, enc.codes(X), y, [c for c in plan if len(c) > 2])
+    return Summary(enc.codebook, S.tables + pairs)
+
+
 def run_default(S, Xte, yte) -> dict:
     from marg.learners.auto import AutoLearner
 
@@ -133,7 +153,8 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=10)
     ap.add_argument("--dp-folds", type=int, default=10, help="folds run in the DP setting (the first ones)")
     ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--settings", default="exact,dp", help="which settings to run (exact, dp or both)")
+    ap.add_argument("--settings", default="exact,pairs,dp", help="which settings to run (exact, pairs, dp)")
+    ap.add_argument("--request", type=int, default=200, help="pairs: the K of marg request --top K")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}; "
           f"{args.folds}-fold stratified CV (seed 0); dp: 3 sites at ε = {args.epsilon:g}, first {args.dp_folds} folds\n")
@@ -148,12 +169,14 @@ def main() -> None:
         classes = np.unique(yraw)
         y = np.searchsorted(classes, yraw)
         folds = list(StratifiedKFold(n_splits=args.folds, shuffle=True, random_state=0).split(X, y))
-        exact, dp, refs_f = [], [], []
+        exact, pairs, dp, refs_f = [], [], [], []
         for f, (tr, te) in enumerate(folds):
             enc, S, _ = hd.summary_of(X[tr], y[tr], classes, discrete)
             Xte = enc.codes(X[te])
             if "exact" in args.settings:
                 exact.append(run_default(S, Xte, y[te]))
+            if "pairs" in args.settings:
+                pairs.append(run_default(two_rounds(enc, S, X[tr], y[tr], args.request), Xte, y[te]))
             if "dp" in args.settings and f < args.dp_folds:
                 dp.append(run_default(dp_summary(enc, X[tr], y[tr], args.epsilon, seed=f), Xte, y[te]))
             refs_f.append(references(X[tr], y[tr], X[te], y[te], enc.codes(X[tr]), Xte))
@@ -162,6 +185,9 @@ def main() -> None:
         head = f"| {name} | {X.shape[0]} × {X.shape[1]} ({classes.size}) |"
         if "exact" in args.settings:
             print(f"{head} exact | {cell(exact)} | {refs} | {seed} | {TARGET.get(name, '–')} |", flush=True)
+        if "pairs" in args.settings:
+            print(f"{head} exact, two rounds (pairs of the top {args.request}) | {cell(pairs)} | {refs} | {seed} | "
+                  f"{TARGET.get(name, '–')} |", flush=True)
         if "dp" in args.settings:
             print(f"{head} dp ε={args.epsilon:g}, 3 sites ({len(dp)} folds) | {cell(dp)} | {refs} | {seed} | – |", flush=True)
 

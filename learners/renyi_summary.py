@@ -100,3 +100,27 @@ def auto_ridge(summary: Any, names: Sequence[str], M: int) -> float:
         stds = [summary.count_noise_std((a,)) / n for a in names]
     sigma = float(np.sqrt(np.mean(np.square(stds)))) if stds else 0.0
     return RIDGE_PER_NOISE * sigma * float(np.sqrt(M))
+
+
+def sampling_ridge(summary: Any, names: Sequence[str]) -> float:
+    """The ridge against the sampling noise of n rows: ``RIDGE_PER_NOISE``·σ_S·√M.
+
+    The same rule as :func:`auto_ridge` with the DP noise replaced by the sampling noise of
+    Q's pair cells: a pair cell with probability q = P(x_i = a, x_j = b) is estimated from n
+    rows with std √(q(1 − q)/n); σ_S is the root mean square of that over every pair cell of
+    different features, with q taken as p_ia·p_jb from the first-order tables (the pair
+    tables of thousands of genes need not be read), and M = Σ m_i the indicator count. With
+    tens of rows and hundreds of genes (M ≫ n) the unregularised least squares interpolates
+    the training rows; on the gene sets' folds a ridge of this size (0.2–0.4) erred
+    0.19–0.25 where ridge 0 erred 0.22–0.44 (BENCHMARKS.md, issue 28). 0 for no features.
+    """
+    if not names:
+        return 0.0
+    ps = [np.clip(summary.counts((nm,)), 0.0, None) for nm in names]
+    p = np.concatenate([c / max(float(c.sum()), 1e-300) for c in ps])
+    blk = np.repeat(np.arange(len(ps)), [c.size for c in ps])
+    q = np.outer(p, p)[blk[:, None] != blk[None, :]]
+    if q.size == 0:
+        return 0.0
+    sigma = float(np.sqrt(np.mean(q * (1.0 - q)) / max(float(summary.n), 1.0)))
+    return RIDGE_PER_NOISE * sigma * float(np.sqrt(p.size))

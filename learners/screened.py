@@ -54,6 +54,7 @@ from marg.errors import InputError
 
 from .base import Certificate, MarginalEstimator, estimator_class
 from .cross_site import MAX_SITES, MIN_SITES, SEED, loso_errors, sample_error, tan_sample
+from .renyi_summary import sampling_ridge
 from .screening import screen_scores
 
 SCREEN_MIN_FEATURES = 100
@@ -74,8 +75,10 @@ POPULATION = 2000
 TOLERANCE = 0.01
 """Estimated errors within this of the best count as equal: the fewest features among them is chosen
 (the estimates carry Monte Carlo and split noise of about this size)."""
-FIT_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
-"""Parameters of the fits (their own certificates are replaced by :func:`selection_certificate`)."""
+FIT_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}, "renyi": {"certify": "first"}}
+"""Parameters of the fits (their own certificates are replaced by :func:`selection_certificate`, so each
+takes its cheapest valid one). Rényi on exact tables also gets the ridge against the sampling noise
+of n rows (:func:`marg.learners.renyi_summary.sampling_ridge`): on the screened genes M ≫ n."""
 
 
 def screening_applies(summary: Any) -> bool:
@@ -168,6 +171,8 @@ def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float,
 def _fit(summary: Any, learner: str, features: Sequence[str], coverage: float) -> MarginalEstimator:
     cls = estimator_class(learner)
     kw: dict[str, Any] = {**FIT_PARAMS.get(learner, {}), "features": list(features)}
+    if learner == "renyi" and not summary.is_noisy:  # under DP its own ridge follows the recorded noise
+        kw["ridge"] = sampling_ridge(summary, features)
     if "coverage" in cls.param_names():
         kw["coverage"] = coverage
     return cls(**kw).fit(summary)

@@ -558,3 +558,41 @@ def test_real_dataset_house_votes():
     train_rand_err = float(np.mean(1.0 - pr[np.arange(len(tr)), y[tr]]))
     assert train_rand_err <= m.training_bound_.value + 1e-12
     assert err < 0.1
+
+
+def first_order_worst_case(P, pred, box):
+    """max P_p(pred(X) ≠ Y) over joints p with every (x_i, y) table within the box records (an LP)."""
+    sizes, K = P.shape[:-1], P.shape[-1]
+    shape = tuple(sizes) + (K,)
+    idx = np.arange(int(np.prod(shape))).reshape(shape)
+    A, lo, hi = [], [], []
+    for rec in box:
+        i = int(rec["features"][0][1:])
+        for k, (a, c) in enumerate(itertools.product(range(sizes[i]), range(K))):
+            row = np.zeros(idx.size)
+            row[np.take(np.take(idx, a, axis=i), c, axis=-1).ravel()] = 1.0
+            A.append(row)
+            lo.append(rec["lower"][k])
+            hi.append(rec["upper"][k])
+    A = np.array(A)
+    err = (np.arange(K)[None, :] != pred[:, None]).astype(float).ravel()  # C order: x major, y minor
+    lp = linprog(-err, A_ub=np.vstack([A, -A]), b_ub=np.concatenate([hi, -np.array(lo)]),
+                 A_eq=np.ones((1, idx.size)), b_eq=[1.0], bounds=[(0, None)] * idx.size, method="highs")
+    assert lp.status == 0
+    return -lp.fun
+
+
+def test_first_order_certificate_bounds_the_exact_worst_case():
+    """certify="first": W_L over the first-order box ≥ W(h) over it (an LP over the whole joint domain)
+    ≥ the MAP rule's error under the true joint, which the box of exact tables contains."""
+    for kind, sizes, P in PROBLEMS[:6]:
+        S = summary_from_joint(P, n=200.0)
+        Xs = domain(sizes).astype(float)
+        m = RenyiClassifier(certify="first").fit(S)
+        pred = m.predict(Xs).astype(int)
+        box = m.certificate_.box
+        assert len(box) == len(sizes) and all(len(r["features"]) == 2 for r in box)  # first-order tables only
+        oracle = first_order_worst_case(P, pred, box)
+        true_err = float(np.sum(P.reshape(-1, 2)[np.arange(len(pred)), 1 - pred]))
+        assert m.certificate_.value >= oracle - 1e-7 >= true_err - 2e-7
+        assert oracle > true_err + 1e-3  # the box is wider than the truth: a bound, not the error itself
