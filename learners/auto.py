@@ -250,6 +250,8 @@ class AutoLearner(MarginalEstimator):
                               "share of the classes it does not predict, which its certificate bounds)"
                               if self.screen_ is not None else self._estimate_errors(summary, cands, rows, fitted))
         k, words = choose(rows, self.prefer, self.tolerance)
+        if self.screen_ is not None:
+            words = "the screen: no feature passed it, so the label table alone decides"
         rows[k].chosen = True
         if self.callback is not None:
             for r in rows:

@@ -67,9 +67,9 @@ def share_bounds(tau: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """
     tau = np.asarray(tau, dtype=np.float64)
     lam = np.asarray(lam, dtype=np.float64)
-    lo = np.clip(tau - lam, 0.0, 1.0)
-    hi = np.clip(tau + lam, 0.0, 1.0)
-    if lo.sum() > 1.0 + 1e-12 or hi.sum() < 1.0 - 1e-12:
+    lo = np.maximum(tau - lam, 0.0)
+    hi = np.minimum(tau + lam, 1.0)
+    if np.any(lo > hi) or lo.sum() > 1.0 + 1e-12 or hi.sum() < 1.0 - 1e-12:
         return None
     lower = np.maximum(lo, 1.0 - (hi.sum() - hi))
     upper = np.minimum(hi, 1.0 - (lo.sum() - lo))
