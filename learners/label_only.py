@@ -102,7 +102,7 @@ class LabelOnly(MarginalEstimator):
     learner = "prior"
     display_name = "a label-only"
     learn_options = ("coverage",)
-    remedies = ("no feature carried signal above the noise: more patients or a larger ε per site",)
+    remedies = ("the label table alone bounds this rule: more patients, or under DP a larger ε per site",)
 
     def __init__(self, coverage: float = 0.95):
         self.coverage = coverage
@@ -182,10 +182,12 @@ class LabelOnly(MarginalEstimator):
         return []
 
     def learn_lines(self, report: dict[str, Any]) -> list[str]:
-        low = report["share_lower_bound"]
-        shown = "unknown: the box is empty" if low is None else f"{low:.4f}"
-        return [f"no feature: predicts {report['predicts']!r} for every row (its share's lower confidence bound, "
-                f"{shown}, is the largest of the label table's)"]
+        low, cls = report["share_lower_bound"], report["predicts"]
+        if low is None:
+            return [f"no feature: predicts {cls!r} for every row (the largest share as released; the label table's "
+                    f"noise leaves no confidence bound)"]
+        return [f"no feature: predicts {cls!r} for every row (its share's lower confidence bound, {low:.4f}, is the "
+                f"largest of the label table's)"]
 
     def _report(self) -> dict[str, Any]:
         low = float(self.share_lower_[self.class_])
