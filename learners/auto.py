@@ -165,8 +165,8 @@ class AutoLearner(MarginalEstimator):
     screen_ : dict or None
         With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
         the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
-        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or a ``note``
-        when no feature passed the screen). None otherwise.
+        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or, when no feature passed the screen, the ``note`` that the
+        label-only rule stands in and the screen's ``reason``). None otherwise.
     certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
     """
 
