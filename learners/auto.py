@@ -33,7 +33,9 @@ not all released) with the default candidates: screen, then learn
 features M) is a candidate row, the chosen one the smallest estimated error, its certificate
 W(h) over every feature's first-order uncertainty set (valid for the selection); ``screen_``
 records the genes. When no feature passes the screen (DP noise above every dependence), the
-MRC on every feature (:data:`FALLBACK`), saying so.
+label-only rule (:data:`FALLBACK`, :class:`marg.learners.label_only.LabelOnly`): the class whose
+share's lower confidence bound is largest, for every row, certified by the label table's box
+alone — a rule that reads features whose signal is below the noise predicts from the noise.
 Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
 many patients would give a candidate a non-trivial one under the same noise
 (:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
@@ -63,9 +65,9 @@ DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("renyi", {}),
 )
 """What ``--learner auto`` tries by default (a DCC needs pair tables: without them it is skipped, saying so)."""
-FALLBACK: tuple[str, dict[str, Any]] = ("mrc", {})
-"""On a wide summary where no feature passes the screen: the minimax rule on every feature (it needs no
-ranking, and the usual candidates' leave-one-site-out refits take many minutes on thousands of features)."""
+FALLBACK: tuple[str, dict[str, Any]] = ("prior", {})
+"""On a wide summary where no feature passes the screen: the label-only rule (no feature carries signal above
+the noise, so a rule reading them predicts from the noise — the MRC on every gene erred at chance level)."""
 PREFER = ("balanced", "accuracy", "certificate")
 FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
 """Parameters of the leave-one-site-out folds only (their certificates are not used)."""
@@ -163,8 +165,8 @@ class AutoLearner(MarginalEstimator):
     screen_ : dict or None
         With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
         the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
-        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or a ``note``
-        when no feature passed the screen). None otherwise.
+        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or, when no feature passed the screen, the ``note`` that the
+        label-only rule stands in and the screen's ``reason``). None otherwise.
     certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
     """
 
@@ -219,9 +221,10 @@ class AutoLearner(MarginalEstimator):
         if self.candidates is None and screening_applies(summary):
             try:
                 return self._fit_screened(summary)
-            except InputError as exc:  # nothing above the noise: the minimax rule on every feature
-                self.screen_ = {"applied": False, "note": f"screening kept no feature ({exc}); the MRC on every "
-                                                          f"feature, its error not estimated"}
+            except InputError as exc:  # nothing above the noise: the label-only rule
+                self.screen_ = {"applied": False, "reason": str(exc),
+                                "note": f"no feature above the noise: predicting the class with the largest share, "
+                                        f"{FALLBACK[0]}"}
         cands = [FALLBACK] if self.screen_ is not None else self._candidate_list()
         rows: list[CandidateRow] = []
         fitted: list[MarginalEstimator | None] = []
@@ -243,9 +246,12 @@ class AutoLearner(MarginalEstimator):
                                "certificate": row.certificate})
         if self.callback is not None:
             self.callback({"stage": "note", "text": "auto: estimating each candidate's error"})
-        self.error_method_ = ("not estimated (the one candidate after an empty screen)" if self.screen_ is not None
-                              else self._estimate_errors(summary, cands, rows, fitted))
+        self.error_method_ = ("not estimated (the one candidate after an empty screen: the label-only rule errs at the "
+                              "share of the classes it does not predict, which its certificate bounds)"
+                              if self.screen_ is not None else self._estimate_errors(summary, cands, rows, fitted))
         k, words = choose(rows, self.prefer, self.tolerance)
+        if self.screen_ is not None:
+            words = "the screen: no feature passed it, so the label table alone decides"
         rows[k].chosen = True
         if self.callback is not None:
             for r in rows:

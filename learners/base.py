@@ -391,7 +391,7 @@ def _jsonable(v: Any) -> Any:
 # ------------------------------------------------------------------------ registry
 _LEARNER_MODULES = {"mrc": ("marg.learners.mrc", "MRC"), "dcc": ("marg.learners.dcc", "DCC"),
                     "renyi": ("marg.learners.renyi", "RenyiClassifier"), "nb": ("marg.learners.naive_bayes", "NaiveBayes"),
-                    "boost": ("marg.learners.boost.vote", "BoostVote"),
+                    "boost": ("marg.learners.boost.vote", "BoostVote"), "prior": ("marg.learners.label_only", "LabelOnly"),
                     "auto": ("marg.learners.auto", "AutoLearner")}
 LEARNERS: tuple[str, ...] = tuple(_LEARNER_MODULES)
 

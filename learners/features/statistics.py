@@ -121,8 +121,34 @@ def _moments(summary: Any, fmap: Any) -> Moments:
         d = summary.noise_draws((fa, fc, lab))
         for j in cols:
             draws[j] = d
-    nd = summary.noise_draws((lab,))
-    n_draws = tuple((m, b, d, c * int(summary.n_classes)) for m, b, d, c in nd)  # n sums the label table's K cells
+    n_draws = _n_draws(summary)
     if lo is not None and hi is not None:  # entries without hidden cells: exactly τ
         lo, hi = np.where(np.isnan(lo), tau, lo), np.where(np.isnan(hi), tau, hi)
     return Moments(tau, std, noise, n, tuple(draws), n_draws, lo, hi)
+
+
+def _n_draws(summary: Any) -> tuple:
+    """The noise draws behind n: the label table's K cells summed."""
+    nd = summary.noise_draws((summary.codebook.label.name,))
+    return tuple((m, b, d, c * int(summary.n_classes)) for m, b, d, c in nd)
+
+
+def label_moments(summary: Any) -> Moments:
+    """The :class:`Moments` of the label table alone: τ (K, 1) the class shares N[y]/n as released.
+
+    The one column is Φ(x, y) = e_y (Ψ ≡ 1): τ[y, 0] = N[y]/n, sample std sqrt(τ(1 − τ)),
+    noise std and draws those of one cell of N[y] (:meth:`Summary.noise_draws`), ``n_draws``
+    as for every map; ``lo``/``hi`` where the label table hides cells. What a label-only
+    rule is certified over (:mod:`marg.learners.label_only`)."""
+    summary = summary.released()
+    lab = summary.codebook.label.name
+    n = float(summary.n)
+    N = np.asarray(summary.counts((lab,)), dtype=np.float64).reshape(-1, 1)
+    tau = N / n
+    std = np.sqrt(np.clip(tau * (1.0 - tau), 0.0, None))
+    noise = np.full_like(tau, float(summary.count_noise_std((lab,))) / n)
+    bounds = summary.count_bounds((lab,))
+    lo = hi = None
+    if bounds is not None:
+        lo, hi = (np.asarray(b, dtype=np.float64).reshape(-1, 1) / n for b in bounds)
+    return Moments(tau, std, noise, n, (summary.noise_draws((lab,)),), _n_draws(summary), lo, hi)

@@ -16,7 +16,8 @@ from tests.conftest import random_codebook, random_rows
 CONTRACT = {"learner", "n", "features", "worst_case_error"}
 EXTRA = {"mrc": {"iterations"}, "dcc": {"iterations", "edges"}, "renyi": {"gamma", "hgr_lower_bound", "separable"},
          "nb": {"certificate_converged"}, "boost": {"iterations", "monomials", "terms"},
-         "auto": {"chosen", "auto", "auto_rule", "auto_prefer", "auto_error_method"}}
+         "auto": {"chosen", "auto", "auto_rule", "auto_prefer", "auto_error_method"},
+         "prior": {"predicts", "share_lower_bound", "shares"}}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def test_estimator_contract(learner, summary):
         est.predict(X)
     assert est.fit(S) is est
     assert isinstance(est.certificate_, Certificate) and est.worst_case_error_ == est.certificate_.value
-    assert est.feature_names_in_ == cb.feature_names
+    assert est.feature_names_in_ == ([] if learner == "prior" else cb.feature_names)  # the label-only rule reads none
     rep = est.report()
     assert CONTRACT | EXTRA[learner] <= set(rep) and rep["learner"] == learner
     d = json.loads(json.dumps(est.to_dict()))
@@ -73,9 +74,9 @@ def test_model_file_stores_parameters_once(learner, summary, tmp_path):
     raw = json.loads((tmp_path / "m.json").read_text())
     assert raw["version"] == 2 and "params" not in raw["info"]
     assert raw["estimator"]["params"]["coverage"] == 0.9
-    # params, the model's certificate record and (but renyi) the learner state's own; auto's state holds
+    # params, the model's certificate record and (but renyi and prior) the learner state's own; auto's state holds
     # the chosen estimator's whole record (its params, certificate and state) besides its own
-    own = 2 + (learner != "renyi")
+    own = 2 + (learner not in ("renyi", "prior"))
     if learner == "auto":
         own = 2 + json.dumps(raw["estimator"]["state"]["chosen"]).count('"coverage"')
     assert json.dumps(raw).count('"coverage"') == own

@@ -360,10 +360,12 @@ def test_leave_one_site_out_repeats_the_screen_without_each_site():
         assert c.error == pytest.approx(np.average(errs, weights=[120, 90, 60]), abs=1e-12)
 
 
-def test_an_empty_screen_under_dp_falls_back_to_the_mrc_and_says_so():
+def test_an_empty_screen_under_dp_falls_back_to_the_label_only_rule_and_says_so():
     """Every feature exactly independent of the label in the sample, tables released with DP noise: on the event
     that the noise stays within its recorded tails (probability ≥ 0.99 per draw) no feature passes the screen and
-    the default fits the MRC on every feature with a note; three draws all off that event have probability ≤ 1e-6."""
+    the default is the label-only rule (one class for every row, the label table's certificate) with a note;
+    three draws all off that event have probability ≤ 1e-6."""
+    from marg.learners.label_only import LabelOnly
     from marg.marginals.privacy import privatize
 
     p = SCREEN_MIN_FEATURES + 1
@@ -376,12 +378,18 @@ def test_an_empty_screen_under_dp_falls_back_to_the_mrc_and_says_so():
     fallbacks = 0
     for _ in range(3):
         noisy, _ = privatize(exact, epsilon=2.0, codebook=cb)
-        auto = AutoLearner(coverage=0.99).fit(Summary(cb, noisy))
+        S = Summary(cb, noisy)
+        auto = AutoLearner(coverage=0.99).fit(S)
         if not auto.screen_["applied"]:
             fallbacks += 1
-            assert auto.chosen_.learner == "mrc" and len(auto.chosen_.feature_names_in_) == p
-            assert "screening kept no feature" in auto.screen_["note"]
+            assert auto.chosen_.learner == "prior" and auto.chosen_.feature_names_in_ == []
+            assert auto.screen_["note"] == "no feature above the noise: predicting the class with the largest share, prior"
+            assert "screening lower bounds are 0" in auto.screen_["reason"]
             assert auto.choice_report()["screen"] == auto.screen_
+            assert auto.error_method_.startswith("not estimated")
+            direct = LabelOnly(coverage=0.99).fit(S)
+            assert auto.certificate_ == direct.certificate_
+            assert set(auto.predict(X[:50])) == {direct.class_}
     assert fallbacks >= 1
 
 
