@@ -286,9 +286,10 @@ class AutoLearner(MarginalEstimator):
         self.fitted_ = [res.chosen if r.chosen else None for r in rows]
         self.candidates_ = rows
         self.screen_ = {"applied": True, **res.to_dict()}
-        self.rule_ = (f"screening: the fewest of the top-M features (of {res.ranked} whose screening lower bound is "
-                      f"positive) among the (learner, M) whose estimated error is within {TOLERANCE:g} of the best; "
-                      f"certified over every feature's first-order uncertainty set")
+        self.rule_ = res.rule or (
+            f"screening: the fewest of the top-M features (of {res.ranked} whose screening lower bound is positive) "
+            f"among the (learner, M) whose estimated error is within {TOLERANCE:g} of the best; certified over every "
+            f"feature's first-order uncertainty set")
         self.error_method_ = res.method
         self.patients_ = None
         self._adopt(res.chosen)

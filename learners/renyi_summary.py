@@ -124,3 +124,71 @@ def sampling_ridge(summary: Any, names: Sequence[str]) -> float:
         return 0.0
     sigma = float(np.sqrt(np.mean(q * (1.0 - q)) / max(float(summary.n), 1.0)))
     return RIDGE_PER_NOISE * sigma * float(np.sqrt(p.size))
+
+
+GCV_RIDGES: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+"""The ridges :func:`gcv_path` tries (probability units, as ``RenyiClassifier.ridge``)."""
+
+
+def gcv_path(summary: Any, ranked: Sequence[str], sizes: Sequence[int],
+             ridges: Sequence[float] = GCV_RIDGES) -> list[tuple[int, float, float]]:
+    """Generalized cross-validation of the Rényi fit on the top M of ``ranked``, for every (M, ridge).
+
+    Rényi is least squares of C = 1{Y = c} − 1/2 on the one-hot indicators W:
+    minimise (1/n)‖Wz + b − C‖² + ridge·‖z‖², i.e. zᵀQ_c z − d_cᵀz + ridge·‖z‖². Its hat
+    matrix H = W_c (W_cᵀW_c + n·ridge·I)⁻¹ W_cᵀ (plus the intercept) has trace
+    df = 1 + Σ_k λ_k / (λ_k + ridge), λ the eigenvalues of Q_c = W_cᵀW_c / n, and the
+    training mean square is γ (:mod:`marg.learners.renyi_problem`). Both come from the pair
+    tables, so the generalized cross-validation score (Golub, Heath & Wahba 1979)
+
+        GCV(M, ridge) = γ / (1 − df/n)²,
+
+    a rotation-invariant version of the leave-one-out error of the least-squares fit, needs no
+    row. With K > 2 classes γ is the sum over the one-vs-rest problems. It sees what a
+    simulation from the tables cannot: correlated features add to df but not to the fit.
+
+    Parameters
+    ----------
+    summary : Summary
+        Exact tables holding the pair tables of the top ``max(sizes)`` features of ``ranked``.
+    ranked : sequence of str
+        Discrete features, best first.
+    sizes : sequence of int
+        The numbers M of top features tried.
+    ridges : sequence of float
+
+    Returns
+    -------
+    list of (M, ridge, GCV)
+        GCV is inf where df ≥ n.
+    """
+    from .features.quadratic import discrete_blocks, label_contrast, second_moments
+    from .renyi_problem import min_norm_solve, psd_eigh, quadratic_value
+
+    cb = summary.codebook
+    names = sorted(ranked[: max(sizes)], key=cb.index)
+    sub = summary.restrict(names)
+    Q = second_moments(sub)
+    blocks = discrete_blocks(sub.codebook)
+    K, n = summary.n_classes, float(summary.n)
+    prior = np.asarray(summary.prior, dtype=np.float64)
+    positives = [1] if K == 2 else list(range(K))
+    ds = [label_contrast(sub, c if K > 2 else None) for c in positives]
+    out: list[tuple[int, float, float]] = []
+    for M in sizes:
+        keep = set(ranked[:M])
+        idx = np.concatenate([np.arange(b.offset, b.offset + b.size) for b in blocks if b.name in keep])
+        Qm = Q[np.ix_(idx, idx)]
+        p = np.diag(Qm).copy()
+        Qc = Qm - np.outer(p, p)
+        lam, V = psd_eigh(Qc)
+        for r in ridges:
+            gam = 0.0
+            for c, d in zip(positives, ds):
+                q1 = float(prior[c])
+                dc = d[idx] - (2.0 * q1 - 1.0) * p
+                z = min_norm_solve(None, dc, float(r), eig=(lam, V))
+                gam += q1 * (1.0 - q1) + quadratic_value(Qc, dc, z)
+            df = 1.0 + float(np.sum(lam / (lam + float(r))))
+            out.append((int(M), float(r), max(gam, 0.0) / (1.0 - df / n) ** 2 if df < n else float("inf")))
+    return out

@@ -427,20 +427,62 @@ def test_the_number_of_features_grows_while_the_estimate_still_falls_at_the_larg
         assert max(tried) <= GROWTH * 4
 
 
-def test_renyi_on_the_screened_genes_pair_tables_gets_a_real_estimate():
-    """The two-round path: with the pair tables of the top screened features released, Rényi on them
-    is fitted and its one-site estimate comes from training sets that carry those pair tables too —
-    not the failure value 1.0 a first-order-only simulated summary used to give it (Rényi cannot fit
-    without its pair tables), so it is a candidate the choice can take."""
-    import itertools
-
-    rng = np.random.default_rng(4)
+def _two_rounds(seed: int, informative: int = 6, k: int = 5):
+    rng = np.random.default_rng(seed)
     p = SCREEN_MIN_FEATURES + 20
-    X, y = _rows(rng, 400, p, informative=6)
+    X, y = _rows(rng, 400, p, informative=informative)
     cb = _codebook([3] * p)
-    top = screen_scores(Summary.from_rows(cb, X, y)).order()[:5]
-    S = Summary.from_rows(cb, X, y, stats="pairs", pairs=list(itertools.combinations(top, 2)))
+    top = screen_scores(Summary.from_rows(cb, X, y)).order()[:k]
+    return X, y, cb, top, Summary.from_rows(cb, X, y, stats="pairs", pairs=list(itertools.combinations(top, 2)))
+
+
+def test_renyi_on_the_screened_genes_pair_tables_gets_a_real_estimate():
+    """Under the one-site simulation (the path DP summaries take), Rényi on the requested pairs gets a
+    real estimate: each training set carries the pair tables of its own top k — not the failure value
+    1.0 a first-order-only simulated summary used to give it."""
+    from marg.learners.screened import Config, _split_errors
+
+    X, y, cb, top, S = _two_rounds(4)
+    five, ten = Config("renyi", 5), Config("renyi", 10)
+    errs = _split_errors(S, [five, ten], 0.95, None, 2)
+    assert max(errs[0]) < 0.25, errs  # 6 genes copy the label: far below chance
+    assert errs[1] == [1.0, 1.0]  # beyond the released pairs Rényi cannot fit: the failure value
+
+
+def test_second_round_gcv_equals_ridge_regression_on_the_rows():
+    """gcv_path's GCV(M, ridge) = (RSS/n) / (1 − tr H/n)², computed here from the rows: least squares of
+    1{y = 1} on the one-hot codes of the top M with an intercept and the penalty n·ridge·‖z‖², H its hat
+    matrix, RSS its residual sum of squares."""
+    from marg.learners.renyi_summary import gcv_path
+
+    X, y, cb, top, S = _two_rounds(7)
+    path = gcv_path(S, top, [2, 5], ridges=(0.01, 0.3))
+    n = len(y)
+    for M, r, g in path:
+        names = sorted(top[:M], key=cb.index)
+        W = np.hstack([(X[:, cb.index(nm)][:, None] == np.arange(3)[None, :]).astype(float) for nm in names])
+        Wc = W - W.mean(axis=0)
+        t = (y == 1).astype(float)
+        tc = t - t.mean()
+        A = Wc.T @ Wc + n * r * np.eye(W.shape[1])
+        z = np.linalg.solve(A, Wc.T @ tc)
+        rss = float(np.sum((tc - Wc @ z) ** 2))
+        df = 1.0 + float(np.trace(Wc @ np.linalg.solve(A, Wc.T)))
+        assert g == pytest.approx((rss / n) / (1.0 - df / n) ** 2, rel=1e-8), (M, r)
+
+
+def test_second_round_fits_renyi_on_the_requested_pairs_by_gcv():
+    """With the pairs of the top k released (exact tables), screen_and_learn takes Rényi on the top M of
+    those k, (M, ridge) the smallest GCV, certified by the selection-valid certificate; the rule beats
+    chance on fresh rows of the same population, and no M beyond the requested k is tried."""
+    from marg.learners.renyi_summary import gcv_path
+
+    X, y, cb, top, S = _two_rounds(4)
     res = screen_and_learn(S)
-    renyi = {c.size: c for c in res.configs if c.learner == "renyi"}
-    assert renyi[5].error is not None and renyi[5].error < 0.25, renyi[5]  # 6 genes copy the label: far below chance
-    assert renyi[10].error is None and "pair table" in renyi[10].note  # beyond the released pairs: said why
+    assert res.chosen.learner == "renyi" and [c.learner for c in res.configs] == ["renyi"] * len(res.configs)
+    assert max(c.size for c in res.configs) == 5 and sum(c.chosen for c in res.configs) == 1
+    M, r, g = min(gcv_path(S, top, [c.size for c in res.configs]), key=lambda t: (t[2], t[0]))
+    assert len(res.features) == M and res.chosen.ridge == r and res.features == top[:M]
+    assert res.chosen.certificate_.kind == "W(h)" and "generalized cross-validation" in res.method
+    Xn, yn = _rows(np.random.default_rng(99), 400, SCREEN_MIN_FEATURES + 20, informative=6)
+    assert np.mean(res.chosen.predict(Xn) != yn) < 0.25
