@@ -486,3 +486,29 @@ def test_second_round_fits_renyi_on_the_requested_pairs_by_gcv():
     assert res.chosen.certificate_.kind == "W(h)" and "generalized cross-validation" in res.method
     Xn, yn = _rows(np.random.default_rng(99), 400, SCREEN_MIN_FEATURES + 20, informative=6)
     assert np.mean(res.chosen.predict(Xn) != yn) < 0.25
+
+
+def test_marg_learn_after_the_second_round_fits_renyi_on_the_requested_pairs(tmp_path):
+    """The installed console script, both rounds: first-order export, ``marg request --top 5``, the pairs
+    export, ``marg learn`` on both bundles: Rényi on the top M of the 5 requested genes by GCV, said in
+    its output, and ``marg predict`` uses the model."""
+    b1 = _wide_bundle(tmp_path, SCREEN_MIN_FEATURES + 20)
+    req = tmp_path / "req.json"
+    r = marg("request", b1, "--top", "5", "--out", req, "--allow-unsigned", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    b2 = tmp_path / "round2.bundle"
+    r = marg("export", tmp_path / "data.csv", "--schema", tmp_path / "codebook.json", "--site", "north", "--out", b2,
+             "--pairs", f"@{req}", "--min-cell", "1", "--no-ledger", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = marg("learn", b1, b2, "--out", tmp_path / "m.json", "--json", "--allow-unsigned", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    scr = rep["screen"]
+    assert scr["applied"] and scr["learner"] == "renyi" and "generalized cross-validation" in scr["method"]
+    assert set(scr["features"]) <= set(json.loads(req.read_text())["features"])
+    assert {"g0", "g1", "g2"} <= set(scr["features"]) or scr["size"] < 3
+    text = marg("learn", b1, b2, "--out", tmp_path / "m2.json", "--allow-unsigned", cwd=tmp_path)
+    assert text.returncode == 0 and "used by renyi" in text.stdout and "GCV" in text.stdout, text.stdout + text.stderr
+    r = marg("predict", tmp_path / "m.json", tmp_path / "data.csv", "--out", tmp_path / "pred.csv", "--allow-unsigned",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
