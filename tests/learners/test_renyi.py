@@ -596,3 +596,20 @@ def test_first_order_certificate_bounds_the_exact_worst_case():
         true_err = float(np.sum(P.reshape(-1, 2)[np.arange(len(pred)), 1 - pred]))
         assert m.certificate_.value >= oracle - 1e-7 >= true_err - 2e-7
         assert oracle > true_err + 1e-3  # the box is wider than the truth: a bound, not the error itself
+
+
+def test_sampling_ridge_is_the_noise_rule_with_the_sampling_std():
+    """sampling_ridge = RIDGE_PER_NOISE · σ_S · √M, σ_S² the mean over pair cells of different features of
+    q(1 − q)/n with q = p_ia · p_jb (two features of 2 and 3 levels, by hand); it shrinks as 1/√n."""
+    from marg.learners.renyi_summary import RIDGE_PER_NOISE, sampling_ridge
+
+    P = np.zeros((2, 3, 2))
+    P[..., 0] = [[0.1, 0.2, 0.1], [0.05, 0.05, 0.1]]
+    P[..., 1] = [[0.1, 0.05, 0.05], [0.1, 0.05, 0.05]]
+    p0, p1 = P.sum(axis=(1, 2)), P.sum(axis=(0, 2))
+    q = np.outer(p0, p1).ravel()
+    for n in (100.0, 400.0):
+        S = summary_from_joint(P, n=n)
+        want = RIDGE_PER_NOISE * np.sqrt(np.mean(q * (1 - q)) / n) * np.sqrt(5)
+        assert sampling_ridge(S, ["x0", "x1"]) == pytest.approx(want, rel=1e-12)
+    assert sampling_ridge(S, []) == 0.0
