@@ -230,6 +230,8 @@ class MarginalEstimator:
         remedies = list(self.remedies)
         if cert.coverage is not None:
             remedies.append("or lower --coverage, or use --s for an uncalibrated model")
+        if cert.kind != "holdout":  # a bound measured on patients the model never saw needs no box over the tables
+            remedies.append("or hold patients out at export (marg export --holdout) for a certificate measured on them")
         K = cert.n_classes
         cov = f"{cert.coverage:.0%} coverage" if cert.coverage is not None else "this λ"
         what = {"W(h)": "W(h)", "holdout": "the holdout bound"}.get(cert.kind, "R*")

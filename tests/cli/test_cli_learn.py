@@ -204,6 +204,7 @@ def test_learn_warns_when_the_certificate_is_trivial(tmp_path, demo_bundles):
     assert r.exit_code == 0, r.output
     assert Model.load(tmp_path / "m.json").worst_case_error == pytest.approx(0.5)
     assert "warning: the certificate is trivial" in r.output and "--s" in r.output
+    assert "marg export --holdout" in r.output  # the route to a certificate measured on held-out patients
     r = run("learn", *small, "--learner", "dcc", "--s", "0", "--out", tmp_path / "m0.json", "--allow-unsigned")
     assert r.exit_code == 0 and "trivial" not in r.output
 

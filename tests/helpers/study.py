@@ -6,6 +6,8 @@ and the session's shared exact study (the ``demo_study`` fixture in ``tests/conf
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,8 +72,10 @@ def export_study(study: Study, *options: object, script: bool = False, suffix: s
         if script:
             r = marg(*args, cwd=study.dir)
             assert r.returncode == 0, r.stderr
-        else:
-            r = run(*args)
+        else:  # in study.dir: a module-scoped fixture runs before the per-test chdir, and the default
+            # ledger (marg-ledger/) must not land in the checkout, shared by the test processes
+            with contextlib.chdir(study.dir):
+                r = run(*args)
             assert r.exit_code == 0, r.output
         bundles.append(out)
     return Study(study.dir, study.schema, study.data, study.test, bundles)
