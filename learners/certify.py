@@ -92,3 +92,20 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
                                 f"(the DP noise exceeded its calibrated half-width, probability <= {1 - coverage:.0%}); "
                                 f"the certificate is the trivial 1")
     return Certificate(float(value), "W(h)", cov, cbox.approximate, rule.n_classes, box=box)
+
+
+def certify_projected(est: Any, summary: Any, coverage: float = 0.95, exact: bool = False,
+                      time_limit: float | None = None) -> Certificate:
+    """W(h) of ``est``'s rule over the first-order box of the features it uses, λ calibrated for
+    every discrete feature's first-order cells together.
+
+    With U_all = {p : |E_pΦ − τ| ≤ λ} over all K·D first-order cells of the summary, the LP
+    over the rule's features S alone with THE SAME λ (``n_intervals`` = K·D) is over a set U_S
+    that contains the projection of U_all, so its value bounds W(h) over U_all from above: a
+    valid certificate on the event that U_all holds the truth, an event fixed before any
+    feature was chosen from the same tables (:mod:`marg.learners.screened`). Its LP has the
+    rule's cells only, where U_all's has every feature's (minutes on thousands of genes)."""
+    K = int(summary.n_classes)
+    cells = sum(b.size for b in node_blocks(summary.codebook) if b.kind == "onehot")
+    return certify(est, summary, coverage=coverage, structure="first", exact=exact, time_limit=time_limit,
+                   features=list(est.feature_names_in_), n_intervals=K * cells)

@@ -62,7 +62,7 @@ from marg.errors import InputError
 from .base import Certificate, MarginalEstimator, estimator_class
 from .cross_site import MAX_SITES, MIN_SITES, SEED, loso_errors, sample_error, tan_sample
 from .renyi_summary import gcv_path, sampling_ridge
-from .screening import screen_scores
+from .screening import Scores, screen_scores
 
 SCREEN_MIN_FEATURES = 100
 """Screening is the default when there are more discrete features than this and the pair
@@ -166,16 +166,12 @@ def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float,
     true distribution lies in U_all — an event of probability ≥ ``coverage`` fixed before
     screening. (Solving over U_all itself, the unused features with zero weight, gives a
     value between the two; on thousands of genes its LP takes minutes.)
-    :func:`marg.learners.certify.certify` computes it: the one-LP bound W_L ≥ W(h) by
-    default, refined by row generation with ``exact`` (at most ``time_limit`` seconds,
+    :func:`marg.learners.certify.certify_projected` computes it: the one-LP bound W_L ≥ W(h)
+    by default, refined by row generation with ``exact`` (at most ``time_limit`` seconds,
     valid at any stop)."""
-    from .certify import certify
-    from .features.blocks import node_blocks
+    from .certify import certify_projected
 
-    K = int(summary.n_classes)
-    cells = sum(b.size for b in node_blocks(summary.codebook) if b.kind == "onehot")
-    return certify(est, summary, coverage=coverage, structure="first", exact=exact, time_limit=time_limit,
-                   features=list(est.feature_names_in_), n_intervals=K * cells)
+    return certify_projected(est, summary, coverage=coverage, exact=exact, time_limit=time_limit)
 
 
 def _fit(summary: Any, learner: str, features: Sequence[str], coverage: float, **given: Any) -> MarginalEstimator:
@@ -271,9 +267,7 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
     chosen = fitted[(best.learner, best.size)]
     chosen.certificate_ = selection_certificate(chosen, summary, coverage)
     top = ranked[: best.size]
-    idx = {nm: j for j, nm in enumerate(scores.names)}
-    return ScreenResult(chosen, top, len(ranked), len(scores.names), configs, method,
-                        [float(scores.lower[idx[nm]]) for nm in top])
+    return ScreenResult(chosen, top, len(ranked), len(scores.names), configs, method, scores.lower_of(top))
 
 
 def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
@@ -287,7 +281,7 @@ def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
 
 
 def _second_round(summary: Any, ranked: list[str], paired: int, sizes: Sequence[int], coverage: float,
-                  scores: Any) -> ScreenResult:
+                  scores: Scores) -> ScreenResult:
     """Rényi on the top M of the requested pairs, (M, ridge) by generalized cross-validation (module docstring, 2b)."""
     grid = sorted({min(int(m), paired) for m in sizes} | {paired})
     path = gcv_path(summary, ranked, grid)
@@ -298,11 +292,9 @@ def _second_round(summary: Any, ranked: list[str], paired: int, sizes: Sequence[
         configs.append(Config("renyi", m, chosen=m == M, note=f"GCV {g:.4g} at ridge {r:g}"))
     chosen = _fit(summary, "renyi", ranked[:M], coverage, ridge=ridge)
     chosen.certificate_ = selection_certificate(chosen, summary, coverage)
-    idx = {nm: j for j, nm in enumerate(scores.names)}
     method = (f"second round: Rényi on the top M of the {paired} features whose pairs were released, M and the ridge "
               f"by generalized cross-validation from the pair tables (GCV = γ / (1 − df/n)², no row needed)")
-    return ScreenResult(chosen, ranked[:M], len(ranked), len(scores.names), configs, method,
-                        [float(scores.lower[idx[nm]]) for nm in ranked[:M]],
+    return ScreenResult(chosen, ranked[:M], len(ranked), len(scores.names), configs, method, scores.lower_of(ranked[:M]),
                         rule=f"the second round: the (M, ridge) of the smallest GCV among {len(path)}; certified over "
                              f"every feature's first-order uncertainty set")
 

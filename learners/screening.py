@@ -93,6 +93,11 @@ class Scores:
         """The features with a positive lower bound, best first (see :func:`rank`)."""
         return rank(self)
 
+    def lower_of(self, names: Sequence[str]) -> list[float]:
+        """The lower bounds of ``names``, in their order."""
+        idx = {nm: j for j, nm in enumerate(self.names)}
+        return [float(self.lower[idx[nm]]) for nm in names]
+
 
 def dependence(counts: np.ndarray) -> float:
     """The plug-in L1 dependence Σ |N(a, y)/n − N(a)N(y)/n²| of a count table (m, K), negative counts clipped."""
