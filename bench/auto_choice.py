@@ -24,6 +24,14 @@ Protocol (every number from one run):
 - ``--with-boost``: an experiment, boost as a sixth candidate (10–65 s per fit, so not a default).
 - ``--small-dp``: the small sets at ε per site (split 0, same sites): the default's
   certificates and the one line on the patients a non-trivial certificate would need.
+- ``--sim-dp N`` (issue 38): N simulated small-site DP studies per population
+  (``--sim-sets``, default adult and kr-vs-kp): each draws 3 sites × ``--site-rows`` (300) patients
+  without replacement from the set, every site exports at ``--epsilon`` (1) with the export's
+  defaults, the learner runs ``AutoLearner()`` (``marg learn`` defaults) on the loaded summary,
+  and every candidate's true error is its error on the set's remaining rows (the population).
+  Reported side by side: the fraction of studies whose default choice is within 0.02 of the best
+  candidate's true error (target ≥ 0.90; Wilson 95 % interval), and the same for always naive
+  Bayes, always the smallest estimate (``--prefer accuracy``) and always the label-only rule.
 """
 
 from __future__ import annotations
@@ -202,6 +210,81 @@ def report_small_dp(sets, eps: float) -> None:
               f"certificates {certs}; {time.perf_counter() - t0:.0f} s.\n  `{line}`")
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of k successes in n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(c - h), float(c + h)
+
+
+def sim_study(name: str, seed: int, eps: float, site_rows: int):
+    """One simulated small-site DP study (module docstring, ``--sim-dp``): the candidates' rows with their true errors."""
+    from marg.learners.auto import AutoLearner, choose
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    priv = _bench_module("privacy")
+    make, y = LOADED.setdefault(name, priv.load_set(name) if name in ("adult", "kr-vs-kp") else load(name))
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(y.size)
+    tr, te = perm[: 3 * site_rows], perm[3 * site_rows:]
+    cb, X = make(tr)
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for k in range(3):
+            s = tr[k * site_rows:(k + 1) * site_rows]
+            out = Path(d) / f"site{k}.bundle"
+            export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, epsilon=eps)
+            paths.append(out)
+        summary = load_summary(paths, allow_unsigned=True)
+    auto = AutoLearner().fit(summary)
+    rows = []
+    for row, est in zip(auto.candidates_, auto.fitted_):
+        test = float(np.mean(est.predict(X[te]) != y[te])) if est is not None else float("nan")
+        rows.append({**row.to_dict(), "test": test})
+    acc = choose(auto.candidates_, "accuracy")[0]
+    return rows, acc
+
+
+LOADED: dict = {}
+
+
+def report_sim_dp(sets, studies: int, eps: float, site_rows: int) -> None:
+    print(f"\nsimulated small-site DP studies: 3 sites × {site_rows} patients drawn from the set, ε = {eps:g} per site, "
+          f"`marg learn` defaults; true error = error on the set's remaining rows\n")
+    print("| population | studies | default within 0.02 of the best | always nb | smallest estimate | always prior | "
+          "default chose (counts) | mean gap default − best | s / study |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in sets:
+        hits = {"default": 0, "nb": 0, "accuracy": 0, "prior": 0}
+        chosen_counts: dict = {}
+        gaps = []
+        t0 = time.perf_counter()
+        for k in range(studies):
+            rows, acc = sim_study(name, 5000 + k, eps, site_rows)
+            best = min(r["test"] for r in rows if r["certificate"] is not None)
+            pick = {"default": next(r for r in rows if r["chosen"]),
+                    "nb": next(r for r in rows if r["learner"] == "nb"),
+                    "accuracy": rows[acc], "prior": next(r for r in rows if r["learner"] == "prior")}
+            for key, r in pick.items():
+                hits[key] += r["test"] <= best + 0.02 + 1e-12
+            nm = name_of(pick["default"])
+            chosen_counts[nm] = chosen_counts.get(nm, 0) + 1
+            gaps.append(pick["default"]["test"] - best)
+        secs = (time.perf_counter() - t0) / max(studies, 1)
+
+        def cell(key: str) -> str:
+            lo, hi = wilson(hits[key], studies)
+            return f"{hits[key] / studies:.3f} [{lo:.3f}, {hi:.3f}]"
+
+        counts = ", ".join(f"{n} {c}" for n, c in sorted(chosen_counts.items(), key=lambda t: -t[1]))
+        print(f"| {name} | {studies} | {cell('default')} | {cell('nb')} | {cell('accuracy')} | {cell('prior')} | {counts} | "
+              f"{np.mean(gaps):+.4f} | {secs:.1f} |", flush=True)
+
+
 def main() -> None:
     import warnings
 
@@ -212,6 +295,9 @@ def main() -> None:
     ap.add_argument("--adult-reps", type=int, default=0)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--small-dp", action="store_true", help="also the small sets at --epsilon (split 0)")
+    ap.add_argument("--sim-dp", type=int, default=0, help="simulated small-site DP studies per population (issue 38)")
+    ap.add_argument("--sim-sets", default="adult,kr-vs-kp")
+    ap.add_argument("--site-rows", type=int, default=300)
     ap.add_argument("--with-boost", action="store_true", help="experiment: boost as a sixth candidate (not a default)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -223,6 +309,8 @@ def main() -> None:
         report_small_dp(sets, args.epsilon)
     if args.adult_reps:
         report_adult(args.adult_reps, args.epsilon)
+    if args.sim_dp:
+        report_sim_dp([s for s in args.sim_sets.split(",") if s], args.sim_dp, args.epsilon, args.site_rows)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,19 @@ per candidate:
   on). Raw numeric features give no estimate (only their moments are released), and the
   row says why.
 
-The choice (:func:`choose`) is one stated rule, set by ``prefer``:
+The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice_rule`, set by ``prefer``:
+``"balanced"`` (default) — among the candidates whose estimate is within noise of the best
+(max(``tolerance``, one standard error of the paired difference over the folds)), the smallest
+non-trivial certificate, or the smallest estimate when every one of them is trivial;
+``"accuracy"``; ``"certificate"``. Never a rule estimated worse than the label-only rule
+``prior``, which is always a candidate.
 
-- ``"balanced"`` (default): among the candidates whose estimated error is within
-  ``tolerance`` (0.02) of the best estimate, the smallest certificate (ties: the smaller
-  estimated error); candidates without an estimate are not eligible, and when no candidate
-  has one the smallest certificate wins;
-- ``"accuracy"``: the smallest estimated error (ties: the smaller certificate);
-- ``"certificate"``: the smallest certificate (ties: the smaller estimated error).
+**Certificates for the choice** (:mod:`marg.learners.choice_certificates`): each candidate's
+certificate bounds the error of the labels it predicts (W(h); a minimax learner's R*, the
+randomized rule's, is kept under ``minimax_risk`` and never compared), and the m candidates
+are fitted and certified at coverage 1 − (1 − ``coverage``)/m each, so that every certificate
+the choice looked at holds at once with probability ≥ ``coverage`` — the chosen one's
+coverage is ``coverage`` whichever is chosen.
 
 The chosen fitted estimator is ``chosen_``; predictions and the certificate are its own.
 
@@ -53,8 +58,10 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
-from .params import COVERAGE, Check, Interval, Options, check_choice
-from .screened import TOLERANCE, screen_and_learn, screening_applies
+from .choice_certificates import label_certificate, split_coverage
+from .choice_rule import PREFER, PRIOR, TOLERANCE, choose_index
+from .params import COVERAGE, Check, Interval, Options
+from .screened import screen_and_learn, screening_applies
 from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -63,12 +70,13 @@ DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("dcc", {"edge_weight": "cmi"}),
     ("nb", {"certify": "bound"}),  # the one-LP bound: the exact W(h) takes minutes on thousands of features
     ("renyi", {}),
+    (PRIOR, {}),
 )
-"""What ``--learner auto`` tries by default (a DCC needs pair tables: without them it is skipped, saying so)."""
+"""What ``--learner auto`` tries by default (a DCC needs pair tables: without them it is skipped, saying so).
+The label-only rule ``prior`` is always a candidate (:func:`candidate_list` adds it to any list)."""
 FALLBACK: tuple[str, dict[str, Any]] = ("prior", {})
 """On a wide summary where no feature passes the screen: the label-only rule (no feature carries signal above
 the noise, so a rule reading them predicts from the noise — the MRC on every gene erred at chance level)."""
-PREFER = ("balanced", "accuracy", "certificate")
 FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
 """Parameters of the leave-one-site-out folds only (their certificates are not used)."""
 
@@ -88,45 +96,26 @@ class CandidateRow:
     kind: str = ""
     chosen: bool = False
     note: str = ""
+    trivial: bool = False
+    minimax_risk: float | None = None
+    fold_weights: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = 0.02) -> tuple[int, str]:
-    """The index of the chosen candidate and the rule in words (see the module docstring).
+def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = TOLERANCE) -> tuple[int, str]:
+    """The index of the chosen candidate and the rule in words (:mod:`marg.learners.choice_rule`, the one rule).
 
-    Only candidates with a certificate (fitted) are considered.
+    Only candidates with a certificate (fitted) are considered; the folds' weights are the rows'.
 
     Raises
     ------
     InputError
         No candidate was fitted.
     """
-    check_choice("prefer", prefer, PREFER)
-    fitted = [k for k, r in enumerate(rows) if r.certificate is not None]
-    if not fitted:
-        raise InputError("no learner could be fitted on these summaries: "
-                         + "; ".join(f"{r.learner}: {r.note}" for r in rows))
-    estimated = [k for k in fitted if rows[k].error is not None]
-
-    def err(k: int) -> float:
-        return math.inf if rows[k].error is None else float(rows[k].error)
-
-    def by_certificate(ks: Sequence[int]) -> int:
-        return min(ks, key=lambda k: (float(rows[k].certificate), err(k), k))
-
-    if prefer == "certificate":
-        return by_certificate(fitted), "the smallest certificate (--prefer certificate)"
-    if not estimated:
-        return by_certificate(fitted), "the smallest certificate (no candidate's error could be estimated)"
-    if prefer == "accuracy":
-        k = min(estimated, key=lambda k: (err(k), float(rows[k].certificate), k))
-        return k, "the smallest estimated error (--prefer accuracy)"
-    best = min(err(k) for k in estimated)
-    within = [k for k in estimated if err(k) <= best + tolerance + 1e-12]
-    return by_certificate(within), (f"the smallest certificate among the candidates whose estimated error is within "
-                                    f"{tolerance:g} of the best ({best:.4f})")
+    weights = next((r.fold_weights for r in rows if r.fold_weights), None)
+    return choose_index(rows, prefer, tolerance, weights=weights)
 
 
 class AutoLearner(MarginalEstimator):
@@ -139,7 +128,7 @@ class AutoLearner(MarginalEstimator):
         ``coverage`` and ``features`` are set on every candidate that takes them.
     prefer : {"balanced", "accuracy", "certificate"}
     tolerance : float
-        How far above the best estimated error a candidate stays eligible under ``"balanced"``.
+        The floor of the noise margin under ``"balanced"`` (:data:`marg.learners.choice_rule.TOLERANCE`).
     coverage : float
         Coverage of every candidate's certificate.
     features : sequence of str or None
@@ -175,7 +164,7 @@ class AutoLearner(MarginalEstimator):
     learn_options = ("coverage", "prefer")
 
     def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
-                 tolerance: float = 0.02, coverage: float = 0.95, features: Sequence[str] | None = None,
+                 tolerance: float = TOLERANCE, coverage: float = 0.95, features: Sequence[str] | None = None,
                  callback: Callable[[dict], None] | None = None):
         self.candidates = candidates
         self.prefer = prefer
@@ -204,12 +193,12 @@ class AutoLearner(MarginalEstimator):
     def _candidate_list(self) -> list[tuple[str, dict[str, Any]]]:
         return candidate_list(self.candidates)
 
-    def _make(self, name: str, params: dict[str, Any]) -> MarginalEstimator:
+    def _make(self, name: str, params: dict[str, Any], coverage: float | None = None) -> MarginalEstimator:
         cls = estimator_class(name)
         kw = dict(params)
         names = cls.param_names()
         if "coverage" in names:
-            kw.setdefault("coverage", self.coverage)
+            kw.setdefault("coverage", self.coverage if coverage is None else coverage)
         if self.features is not None and "features" in names:
             kw["features"] = features_param(self.features)
         return cls(**kw)
@@ -226,21 +215,25 @@ class AutoLearner(MarginalEstimator):
                                 "note": f"no feature above the noise: predicting the class with the largest share, "
                                         f"{FALLBACK[0]}"}
         cands = [FALLBACK] if self.screen_ is not None else self._candidate_list()
+        self.each_coverage_ = split_coverage(self.coverage, len(cands))  # one event for every certificate compared
         rows: list[CandidateRow] = []
         fitted: list[MarginalEstimator | None] = []
+        certs: list[Any] = []
         for name, params in cands:
             row = CandidateRow(name, params)
-            est = self._make(name, params)
+            est = self._make(name, params, self.each_coverage_)
+            cert = None
             try:
                 est.fit(summary)
-                cert = est.certificate_  # every estimator's certificate bounds the rule it predicts with
+                cert, row.minimax_risk = label_certificate(est, summary, self.each_coverage_, self.features)
             except InputError as exc:
                 row.note = str(exc)
                 est = None
             else:
-                row.certificate, row.kind = float(cert.value), cert.kind
+                row.certificate, row.kind, row.trivial = float(cert.value), cert.kind, bool(cert.trivial)
             rows.append(row)
             fitted.append(est)
+            certs.append(cert)
             if self.callback is not None:  # progress while the candidates are fitted
                 self.callback({"stage": "auto", "learner": candidate_name(name, params), "params": params, "error": None,
                                "certificate": row.certificate})
@@ -259,12 +252,16 @@ class AutoLearner(MarginalEstimator):
                                "certificate": r.certificate})
         chosen = fitted[k]
         assert chosen is not None
+        c = certs[k]  # the labels' certificate, holding with every other candidate's at once: coverage as asked
+        chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
+                                      c.approximate, c.n_classes, note=c.note, box=c.box)
         self.chosen_ = chosen
         self.fitted_ = fitted  # every candidate fitted on the whole summary (None: failed); not saved
         self.candidates_ = rows
         self.rule_ = words
+        self.confidence_ = confidence_record(self.coverage, len(cands), self.each_coverage_)
         self.patients_ = None
-        if summary.is_noisy and all(f is None or f.certificate_.trivial for f in fitted):
+        if summary.is_noisy and all(r.certificate is None or r.trivial for r in rows):
             self.patients_ = self._patients(summary, cands, rows)
         self._adopt(chosen)
         return self
@@ -273,11 +270,12 @@ class AutoLearner(MarginalEstimator):
         """Screen, then learn (:mod:`marg.learners.screened`): each (learner, M) a candidate row."""
         res = screen_and_learn(summary, coverage=self.coverage, features=self.features)
         how = "loso" if res.method.startswith("leave") else "split"
-        rows = [CandidateRow(c.learner, {"screened": c.size}, error=c.error, method=how if c.error is not None else "",
+        rows = [CandidateRow(c.learner, {} if c.learner == PRIOR else {"screened": c.size}, error=c.error, method=how if c.error is not None else "",
                              folds=c.folds, chosen=c.chosen, note=c.note) for c in res.configs]
         for r in rows:
             if r.chosen:
                 r.certificate, r.kind = float(res.chosen.certificate_.value), res.chosen.certificate_.kind
+                r.trivial = bool(res.chosen.certificate_.trivial)
         if self.callback is not None:
             for r in rows:
                 self.callback({"stage": "auto", "learner": r.learner, "params": r.params, "error": r.error,
@@ -288,9 +286,14 @@ class AutoLearner(MarginalEstimator):
         self.screen_ = {"applied": True, **res.to_dict()}
         self.rule_ = res.rule or (
             f"screening: the fewest of the top-M features (of {res.ranked} whose screening lower bound is positive) "
-            f"among the (learner, M) whose estimated error is within {TOLERANCE:g} of the best; certified over every "
+            f"among the (learner, M) whose estimated error is within noise of the best (max({TOLERANCE:g}, one standard "
+            f"error over the folds)) and not above the label-only rule's; certified over every "
             f"feature's first-order uncertainty set")
         self.error_method_ = res.method
+        self.confidence_ = confidence_record(self.coverage, 2, split_coverage(self.coverage, 2))
+        self.confidence_["words"] = (f"two boxes could carry the chosen rule's certificate (every feature's first-order "
+                                     f"cells, the label table's), each at {self.confidence_['each']:g}: the chosen one "
+                                     f"holds at {self.coverage:g} (Bonferroni)")
         self.patients_ = None
         self._adopt(res.chosen)
         return self
@@ -337,8 +340,8 @@ class AutoLearner(MarginalEstimator):
 
             def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
                 try:
-                    est = self._make(name, params).fit(scaled)
-                    return float(est.certificate_.value)
+                    est = self._make(name, params, self.each_coverage_).fit(scaled)
+                    return float(label_certificate(est, scaled, self.each_coverage_, self.features)[0].value)
                 except InconsistentStatistics:  # the noise left the box empty at this size: no bound there
                     return 1.0
 
@@ -371,6 +374,8 @@ class AutoLearner(MarginalEstimator):
         self._check_fitted()
         out: dict[str, Any] = {"auto": [r.to_dict() for r in self.candidates_], "auto_rule": self.rule_,
                                "auto_prefer": self.prefer, "auto_error_method": self.error_method_}
+        if getattr(self, "confidence_", None) is not None:
+            out["auto_confidence"] = self.confidence_
         if self.patients_ is not None:
             out["auto_patients"] = self.patients_.to_dict()
         if getattr(self, "screen_", None) is not None:
@@ -401,6 +406,7 @@ class AutoLearner(MarginalEstimator):
         p = state.get("auto_patients")
         self.patients_ = None if p is None else PatientsNeeded(**p)
         self.screen_ = state.get("screen")
+        self.confidence_ = state.get("auto_confidence")
         self._adopt(chosen)
 
 
@@ -421,6 +427,8 @@ def candidate_list(candidates: Sequence[Any] | None) -> list[tuple[str, dict[str
         out.append((c[0], dict(c[1])))
     if not out:
         raise InputError("candidates must name at least one learner")
+    if all(name != PRIOR for name, _ in out):  # the label-only rule is always a candidate
+        out.append((PRIOR, {}))
     return out
 
 
@@ -429,8 +437,17 @@ def _record(row: CandidateRow, res: ErrorEstimate | str) -> None:
         row.note = (row.note + "; " if row.note else "") + f"no error estimate: {res}"
         return
     row.error, row.method, row.folds = float(res.value), res.method, list(res.folds)
+    row.fold_weights = list(res.weights)
 
 
 def candidate_name(learner: str, params: dict[str, Any]) -> str:
     """A candidate as printed: ``nb(certify=bound)``, or the learner's name alone with its defaults."""
     return learner + ("" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")")
+
+
+def confidence_record(coverage: float, m: int, each: float) -> dict[str, Any]:
+    """The choice's one confidence event, as the report, the model file and the card say it."""
+    words = (f"every candidate's certificate at coverage {each:.6g} (1 − {1 - coverage:.3g}/{m}), so that all {m} hold "
+             f"together with probability ≥ {coverage:g} (Bonferroni): the chosen certificate holds at {coverage:g} "
+             f"whichever was chosen" if m > 1 else f"one candidate, certified at {coverage:g}")
+    return {"coverage": float(coverage), "candidates": int(m), "each": float(each), "words": words}

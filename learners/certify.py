@@ -48,6 +48,20 @@ def uncertainty_map(summary: Any, structure: Structure = "forest", features: lis
     return PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(forest))
 
 
+def candidate_count(summary: Any, features: list[str] | None = None) -> int:
+    """The Bonferroni count of the forest's box: K × (every first-order cell + every released pair's
+    cells) among ``features`` (None: every discrete feature).
+
+    The forest of :func:`uncertainty_map` is chosen from the same tables (by I(X_i, X_j; Y)), so
+    its box must be the projection of the box over every pair it could have chosen: a count of
+    the chosen pairs' cells alone would make the event depend on the choice."""
+    blocks = [b for b in node_blocks(summary.codebook, features) if b.kind == "onehot"]
+    node_of = {b.column: k for k, b in enumerate(blocks)}
+    pairs = [(node_of[i], node_of[j]) for (i, j) in pair_label_information(summary, [b.name for b in blocks])]
+    full = PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(pairs))
+    return int(summary.n_classes) * int(full.dim)
+
+
 def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = None, structure: Structure = "forest",
             exact: bool = False, time_limit: float | None = None, features: list[str] | None = None,
             n_intervals: int | None = None) -> Certificate:
@@ -57,7 +71,8 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
     rule's) and ``n_intervals`` counts the entries the box must cover together
     (:func:`marg.learners.calibration.confidence_box`): with the count of the whole
     summary's map, the box is the projection of the whole box, so W(h) over it bounds W(h)
-    over the whole set from above (:mod:`marg.learners.screened`)."""
+    over the whole set from above (:mod:`marg.learners.screened`). With ``structure="forest"``
+    the count defaults to :func:`candidate_count` (every pair the forest could have taken)."""
     rule = est.linear_rule()  # each estimator knows its rule; a non-additive one raises InputError
     cov = coverage if s is None else None
     try:
@@ -73,6 +88,8 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
         return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
                            note=f"the noisy tables as released admit no interval ({bad}); the certificate is the trivial 1")
     umap = uncertainty_map(summary, structure, features)
+    if structure == "forest" and n_intervals is None:  # the forest is chosen from the tables: count every candidate pair
+        n_intervals = candidate_count(summary, features)
     m = map_moments(summary, umap)
     cbox = confidence_box(m, umap.indicator_columns(), s=s, coverage=coverage, n_intervals=n_intervals)
     lam = cbox.lam

@@ -55,11 +55,14 @@ class ErrorEstimate:
         ``"loso"`` (leave-one-site-out) or ``"in-sample"``.
     folds : list of float
         The per-site plug-in errors (leave-one-site-out); empty in sample.
+    weights : list of float
+        The folds' weights (the left-out sites' n); empty in sample.
     """
 
     value: float
     method: str
     folds: list[float] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
 
 
 DRAWS = 10000
@@ -197,5 +200,5 @@ def loso_errors(
             continue
         wts = np.array([n for _, _, n in folds])
         value = float(np.average(errs, weights=wts)) if wts.sum() > 0 else float(np.mean(errs))
-        out[name] = ErrorEstimate(value, "loso", [float(x) for x in errs])
+        out[name] = ErrorEstimate(value, "loso", [float(x) for x in errs], [float(x) for x in wts])
     return out

@@ -60,6 +60,8 @@ import numpy as np
 from marg.errors import InputError
 
 from .base import Certificate, MarginalEstimator, estimator_class
+from .choice_certificates import split_coverage
+from .choice_rule import PRIOR, TOLERANCE, choose_index
 from .cross_site import MAX_SITES, MIN_SITES, SEED, loso_errors, sample_error, tan_sample
 from .renyi_summary import gcv_path, sampling_ridge
 from .screening import Scores, screen_scores
@@ -79,9 +81,6 @@ REPLICATES = 3
 """Training sets drawn for the one-site estimate."""
 POPULATION = 2000
 """Simulated rows per class on which each configuration's error is measured (Monte Carlo error ≤ 0.5/√2000 ≈ 0.011 per class)."""
-TOLERANCE = 0.01
-"""Estimated errors within this of the best count as equal: the fewest features among them is chosen
-(the estimates carry Monte Carlo and split noise of about this size)."""
 FIT_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}, "renyi": {"certify": "first"}}
 """Parameters of the fits (their own certificates are replaced by :func:`selection_certificate`, so each
 takes its cheapest valid one). Rényi on exact tables also gets the ridge against the sampling noise
@@ -110,6 +109,7 @@ class Config:
     folds: list[float] = field(default_factory=list)
     chosen: bool = False
     note: str = ""
+    fold_weights: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -175,6 +175,8 @@ def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float,
 
 
 def _fit(summary: Any, learner: str, features: Sequence[str], coverage: float, **given: Any) -> MarginalEstimator:
+    if learner == PRIOR:  # the label-only rule reads no feature
+        return estimator_class(PRIOR)(coverage=split_coverage(coverage, 2)).fit(summary)
     cls = estimator_class(learner)
     kw: dict[str, Any] = {**FIT_PARAMS.get(learner, {}), "features": list(features), **given}
     if learner == "renyi" and not summary.is_noisy and "ridge" not in kw:  # under DP its ridge follows the noise
@@ -185,6 +187,8 @@ def _fit(summary: Any, learner: str, features: Sequence[str], coverage: float, *
 
 
 def _fit_screened(summary: Any, learner: str, size: int, coverage: float, features: Sequence[str] | None) -> Any:
+    if learner == PRIOR:
+        return _fit(summary, learner, [], coverage)
     ranked = screen_scores(summary, features, coverage).rank()
     if not ranked:
         raise InputError("no feature's dependence on the label is above the noise of these tables")
@@ -232,12 +236,13 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
     if "renyi" in learners and paired >= 2 and not summary.is_noisy:
         return _second_round(summary, ranked, paired, sizes, coverage, scores)
     grid = sorted({min(int(m), len(ranked)) for m in sizes})
-    configs: list[Config] = []
-    fitted: dict[tuple[str, int], MarginalEstimator] = {}
+    prior = Config(PRIOR, 0)  # the label-only rule is always a configuration: never a rule estimated worse
+    configs: list[Config] = [prior]
+    fitted: dict[tuple[str, int], MarginalEstimator] = {(PRIOR, 0): _fit(summary, PRIOR, [], coverage)}
     failed: set[str] = set()
     live: list[Config] = []
     while True:
-        new: list[Config] = []
+        new: list[Config] = [prior] if not live else []
         for name in learners:
             for m in grid:
                 if name in failed:
@@ -250,22 +255,26 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
                 except InputError as exc:  # e.g. Rényi without the screened features' pair tables: one row says why
                     c.note = str(exc)
                     failed.add(name)
-        if not live and not new:
+        if not live and len(new) <= 1:
             raise InputError("no learner could be fitted on the screened features: "
                              + "; ".join(f"{c.learner}: {c.note}" for c in configs if c.note))
         if not new:
             break
+        choosable = [c for c in new if c.learner != PRIOR]
         method = _estimate(summary, new, coverage, features, int(replicates))
         live += new
         best = choose_config(live, learners, tolerance)
         top = max(c.size for c in live)
         # the estimate still falls at the largest M tried: try GROWTH times more (module docstring, 3)
-        if best.error is None or best.size < top or top >= len(ranked):
+        if best.error is None or best.size < top or top >= len(ranked) or not choosable:
             break
         grid = [min(len(ranked), GROWTH * top)]
     best.chosen = True
     chosen = fitted[(best.learner, best.size)]
-    chosen.certificate_ = selection_certificate(chosen, summary, coverage)
+    if best.learner != PRIOR:  # two boxes could be chosen (the label table's, every feature's): α/2 each
+        chosen.certificate_ = selection_certificate(chosen, summary, split_coverage(coverage, 2))
+    c = chosen.certificate_
+    chosen.certificate_ = Certificate(c.value, c.kind, coverage, c.approximate, c.n_classes, note=c.note, box=c.box)
     top = ranked[: best.size]
     return ScreenResult(chosen, top, len(ranked), len(scores.names), configs, method, scores.lower_of(top))
 
@@ -299,15 +308,18 @@ def _second_round(summary: Any, ranked: list[str], paired: int, sizes: Sequence[
                              f"every feature's first-order uncertainty set")
 
 
-def choose_config(configs: Sequence[Config], learners: Sequence[str], tolerance: float = TOLERANCE) -> Config:
-    """Among the configurations whose estimated error is within ``tolerance`` of the best, the one with
-    the fewest features (ties: the order of ``learners``); without any estimate, the fewest features."""
+def choose_config(configs: Sequence[Config], learners: Sequence[str], tolerance: float = TOLERANCE,
+                  weights: Sequence[float] | None = None) -> Config:
+    """The one rule of :mod:`marg.learners.choice_rule` without certificates: among the configurations
+    whose estimate is within noise of the best (max(``tolerance``, one standard error of the paired
+    difference over the folds)) and not above the label-only rule's, the fewest features (ties: the
+    order of ``learners``; the label-only rule last); without any estimate, the fewest features."""
     order = {nm: k for k, nm in enumerate(learners)}
-    est = [c for c in configs if c.error is not None]
-    if est:
-        best = min(float(c.error) for c in est)
-        configs = [c for c in est if float(c.error) <= best + tolerance + 1e-12]
-    return min(configs, key=lambda c: (c.size, order[c.learner]))
+    if weights is None:
+        weights = next((c.fold_weights for c in configs if c.fold_weights), None)
+    keys = [(1, 0, 0) if c.learner == PRIOR else (0, c.size, order.get(c.learner, len(order))) for c in configs]
+    k, _ = choose_index(configs, "balanced", tolerance, weights=weights, by_certificate=False, order=keys)
+    return configs[k]
 
 
 def _estimate(summary: Any, live: list[Config], coverage: float, features: Sequence[str] | None,
@@ -330,7 +342,7 @@ def _estimate(summary: Any, live: list[Config], coverage: float, features: Seque
             if isinstance(res, str):
                 c.note = f"no error estimate: {res}"
             else:
-                c.error, c.folds = float(res.value), list(res.folds)
+                c.error, c.folds, c.fold_weights = float(res.value), list(res.folds), list(res.weights)
         return (f"leave-one-site-out over {len(parts)} sites: screening and fitting repeated without each site, "
                 f"the error on rows simulated from that site's tables")
     try:

@@ -1,0 +1,165 @@
+"""The one rule that chooses among fitted candidates: estimated error within its own noise, never worse than the prior, then certificate.
+
+Both automatic choices use it — among learners (:class:`marg.learners.auto.AutoLearner`) and
+among (learner, M) on screened features (:func:`marg.learners.screened.choose_config`). A
+candidate ``k`` carries an estimated error ê_k (leave-one-site-out over S sites: the mean of
+its fold errors e_{k,s} weighted by the sites' n, w_s = n_s / Σn; or in sample), its folds,
+and, for the learner choice, a certificate (a bound on the error of the labels it predicts:
+W(h), or the holdout bound — never R*, the randomized rule's, :mod:`marg.learners.choice_certificates`).
+
+**Noise of a comparison.** The folds are paired: every candidate is evaluated on the same
+left-out sites with the same simulated rows. The standard error of the difference of two
+estimates is that of the weighted mean of the paired differences d_s = e_{a,s} − e_{b,s}::
+
+    se(a, b)² = S/(S − 1) · Σ_s w_s² (d_s − d̄)²,      d̄ = Σ_s w_s d_s
+
+(the weighted sample variance, :func:`paired_se`). Without folds (in-sample estimates, one
+site) it is 0 and only the floor below counts.
+
+**Eligible.** Let b be the candidate with the smallest estimate. Candidate k is *within noise*
+of b when ê_k ≤ ê_b + max(``tolerance``, se(k, b)) — the one-standard-error rule (Breiman,
+Friedman, Olshen and Stone, 1984: among rules whose estimated risk is within one standard error
+of the best, any is as good as the data can tell); ``tolerance`` is the floor (the Monte Carlo
+error of the simulated rows, :data:`TOLERANCE`).
+
+**Never worse than the larger class.** When the label-only rule (``prior``, the class with
+the largest share for every row) has an estimate, a candidate whose estimate is above the
+prior's is never chosen, whatever ``prefer`` says: the prior is a candidate like any other.
+
+**The choice** (``prefer``):
+
+- ``"balanced"`` (default): among the eligible candidates within noise of the best, the
+  smallest **non-trivial** certificate (ties: the smaller estimate); when every one of them
+  is trivial (≥ 1 − 1/K, no better than guessing), the smallest estimate — a trivial
+  certificate is no reason to prefer a candidate the estimate cannot tell apart;
+- ``"accuracy"``: the smallest estimate (ties: the smaller certificate);
+- ``"certificate"``: the smallest certificate (ties: the smaller estimate).
+
+Candidates without an estimate are eligible only when no candidate has one (then: the
+smallest certificate).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+
+from .params import check_choice
+
+PREFER = ("balanced", "accuracy", "certificate")
+TOLERANCE = 0.01
+"""The floor of the noise margin: the Monte Carlo error of the simulated rows (≤ 0.5/√DRAWS per class
+for the learner choice, about 0.011 per class on the screened path's population)."""
+PRIOR = "prior"
+
+
+def paired_se(a: Sequence[float], b: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """Standard error of Σ_s w_s (a_s − b_s) from paired folds (module docstring); 0 without ≥ 2 folds.
+
+    Parameters
+    ----------
+    a, b : sequence of float, shape (S,)
+        Two candidates' fold errors on the same folds.
+    weights : sequence of float, shape (S,), optional
+        The folds' weights (the sites' n); None: equal.
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    S = a.size
+    if S < 2 or b.size != S:
+        return 0.0
+    w = np.ones(S) if weights is None else np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
+    if w.size != S or w.sum() <= 0:
+        w = np.ones(S)
+    w = w / w.sum()
+    d = a - b
+    dbar = float(np.dot(w, d))
+    return float(math.sqrt(S / (S - 1) * float(np.sum(w * w * (d - dbar) ** 2))))
+
+
+def _err(c: Any) -> float:
+    return math.inf if c.error is None else float(c.error)
+
+
+def _cert(c: Any) -> float:
+    v = getattr(c, "certificate", None)
+    return math.inf if v is None else float(v)
+
+
+def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] | None = None) -> float:
+    """How far above ``best``'s estimate ``c``'s may lie and still be within noise: max(tolerance, se(c, best))."""
+    if c is best or not c.folds or len(c.folds) != len(best.folds):
+        return float(tolerance)
+    return max(float(tolerance), paired_se(c.folds, best.folds, weights))
+
+
+def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float = TOLERANCE,
+                 weights: Sequence[float] | None = None, by_certificate: bool = True,
+                 order: Sequence[int] | None = None) -> tuple[int, str]:
+    """The index of the chosen candidate and the rule in words (module docstring).
+
+    Parameters
+    ----------
+    rows : sequence of candidates
+        Each with ``learner``, ``error``, ``folds``, ``certificate`` and ``trivial``. Only those with a
+        certificate are considered when ``by_certificate``.
+    prefer : {"balanced", "accuracy", "certificate"}
+    tolerance : float
+        The floor of the noise margin.
+    weights : sequence of float, optional
+        The folds' weights (the sites' n).
+    by_certificate : bool
+        False (the screened path, whose configurations are certified after the choice): among the
+        candidates within noise, the first by ``order`` instead of the smallest certificate.
+    order : sequence of int, optional
+        Tie-break key per row (default: the row's index).
+
+    Raises
+    ------
+    InputError
+        No candidate was fitted.
+    """
+    check_choice("prefer", prefer, PREFER)
+    key = list(range(len(rows))) if order is None else list(order)
+    fitted = [k for k, r in enumerate(rows) if not by_certificate or getattr(r, "certificate", None) is not None]
+    if not fitted:
+        raise InputError("no learner could be fitted on these summaries: "
+                         + "; ".join(f"{r.learner}: {getattr(r, 'note', '')}" for r in rows))
+    estimated = [k for k in fitted if rows[k].error is not None]
+
+    def by_cert(ks: Sequence[int]) -> int:
+        return min(ks, key=lambda k: (_cert(rows[k]), _err(rows[k]), key[k]))
+
+    if not estimated:
+        if not by_certificate:
+            return min(fitted, key=lambda k: key[k]), "the first candidate (no candidate's error could be estimated)"
+        return by_cert(fitted), "the smallest certificate (no candidate's error could be estimated)"
+    prior = [k for k in estimated if rows[k].learner == PRIOR]
+    guard = ""
+    if prior:
+        cap = min(_err(rows[k]) for k in prior)
+        kept = [k for k in estimated if _err(rows[k]) <= cap + 1e-12]
+        if len(kept) < len(estimated):
+            guard = f"; never a rule estimated worse than the larger class ({cap:.4f})"
+        estimated = kept
+    if prefer == "certificate" and by_certificate:
+        return by_cert(estimated), "the smallest certificate (--prefer certificate)" + guard
+    if prefer == "accuracy":
+        k = min(estimated, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
+        return k, "the smallest estimated error (--prefer accuracy)" + guard
+    b = min(estimated, key=lambda k: (_err(rows[k]), key[k]))
+    best = rows[b]
+    within = [k for k in estimated if _err(rows[k]) <= _err(best) + noise_margin(rows[k], best, tolerance, weights) + 1e-12]
+    noise = (f"within noise of the best estimate ({_err(best):.4f}: within max({tolerance:g}, one standard error of "
+             f"the paired difference over the folds))")
+    if not by_certificate:
+        return min(within, key=lambda k: key[k]), f"the first candidate {noise}" + guard
+    useful = [k for k in within if not getattr(rows[k], "trivial", True)]
+    if useful:
+        return by_cert(useful), f"the smallest non-trivial certificate among the candidates {noise}" + guard
+    k = min(within, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
+    return k, (f"the smallest estimated error: every candidate {noise} has a trivial certificate, which is no reason "
+               f"to prefer one") + guard
