@@ -129,6 +129,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
         raise InputError("no learner could be fitted on these summaries: "
                          + "; ".join(f"{r.learner}: {getattr(r, 'note', '')}" for r in rows))
     estimated = [k for k in fitted if rows[k].error is not None]
+    unestimated = [k for k in fitted if rows[k].error is None]
 
     def by_cert(ks: Sequence[int]) -> int:
         return min(ks, key=lambda k: (_cert(rows[k]), _err(rows[k]), key[k]))
@@ -146,7 +147,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
             guard = f"; never a rule estimated worse than the larger class ({cap:.4f})"
         estimated = kept
     if prefer == "certificate" and by_certificate:
-        return by_cert(estimated), "the smallest certificate (--prefer certificate)" + guard
+        return by_cert(estimated + unestimated), "the smallest certificate (--prefer certificate)" + guard
     if prefer == "accuracy":
         k = min(estimated, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
         return k, "the smallest estimated error (--prefer accuracy)" + guard

@@ -17,21 +17,22 @@ from marg.marginals.summary import Summary, sum_tables
 from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows, three_sites as _three_sites
 
 
-def _row(name, error, cert):
-    return CandidateRow(name, {}, error=error, certificate=cert, kind="R*" if cert is not None else "")
+def _row(name, error, cert, folds=(), trivial=None):
+    return CandidateRow(name, {}, error=error, certificate=cert, kind="W(h)" if cert is not None else "",
+                        folds=list(folds), trivial=bool(cert is not None and cert >= 0.5) if trivial is None else trivial)
 
 
 def test_the_rule_on_a_constructed_table():
-    rows = [_row("a", 0.150, 0.90), _row("b", 0.165, 0.40), _row("c", 0.171, 0.30), _row("d", None, 0.10),
+    rows = [_row("a", 0.150, 0.90), _row("b", 0.155, 0.40), _row("c", 0.171, 0.30), _row("d", None, 0.10),
             _row("e", None, None)]
     k, words = choose(rows)
-    assert rows[k].learner == "b"  # c is 0.021 above the best; d has no estimate; e was not fitted
-    assert "within 0.02 of the best (0.1500)" in words
+    assert rows[k].learner == "b"  # c is 0.021 above the best (no folds: the floor 0.01); d no estimate; e not fitted
+    assert "within noise of the best estimate (0.1500" in words
     assert rows[choose(rows, tolerance=0.03)[0]].learner == "c"
     assert rows[choose(rows, prefer="accuracy")[0]].learner == "a"
     assert rows[choose(rows, prefer="certificate")[0]].learner == "d"
     # ties: the same certificate goes to the smaller estimated error, the same error to the smaller certificate
-    tie = [_row("x", 0.16, 0.4), _row("y", 0.15, 0.4), _row("z", 0.15, 0.5)]
+    tie = [_row("x", 0.16, 0.4), _row("y", 0.15, 0.4), _row("z", 0.15, 0.45)]
     assert tie[choose(tie)[0]].learner == "y" and tie[choose(tie, prefer="accuracy")[0]].learner == "y"
     # no estimate at all: the smallest certificate, and the words say why
     k, words = choose([_row("p", None, 0.7), _row("q", None, 0.6)])
@@ -42,37 +43,75 @@ def test_the_rule_on_a_constructed_table():
         choose(rows, prefer="speed")
 
 
+def test_the_margin_is_the_folds_standard_error():
+    from marg.learners.choice_rule import paired_se
+
+    # paired folds: b is 0.03 worse on average; the spread of the differences sets the margin
+    a = _row("a", 0.20, 0.9, folds=[0.10, 0.20, 0.30])
+    b = _row("b", 0.23, 0.3, folds=[0.22, 0.20, 0.30])
+    d = np.array([0.12, 0.0, 0.0])
+    se = np.sqrt(3 / 2 * np.sum((d - d.mean()) ** 2) / 9)  # equal weights: the textbook weighted SE
+    assert paired_se(b.folds, a.folds) == pytest.approx(se, abs=1e-12) and se > 0.03
+    assert choose([a, b])[0] == 1  # within one standard error: the non-trivial certificate
+    tight = _row("b", 0.23, 0.3, folds=[0.13, 0.23, 0.33])  # the same 0.03 everywhere: no noise, the floor only
+    assert paired_se(tight.folds, a.folds) == pytest.approx(0.0, abs=1e-12)
+    assert choose([a, tight])[0] == 0
+    # weights: the sites' n
+    assert paired_se([0.1, 0.2], [0.0, 0.0], [1, 1]) == pytest.approx(np.sqrt(2 * 2 * 0.25 * 0.05 ** 2), abs=1e-12)
+
+
+def test_a_trivial_certificate_is_no_reason_and_the_prior_is_a_floor():
+    # within noise of each other, both trivial: the smaller estimate, not the smaller (trivial) certificate
+    rows = [_row("mrc", 0.150, 0.50), _row("nb", 0.145, 0.95)]
+    k, words = choose(rows)
+    assert rows[k].learner == "nb" and "trivial certificate, which is no reason" in words
+    # a rule estimated worse than the label-only rule is never chosen, whatever prefer says
+    rows = [_row("mrc", 0.40, 0.20, trivial=False), _row("nb", 0.30, 0.90), _row("prior", 0.31, 0.45, trivial=False)]
+    for prefer in ("balanced", "certificate", "accuracy"):
+        k, words = choose(rows, prefer=prefer)
+        assert rows[k].learner in ("nb", "prior")
+        assert "never a rule estimated worse than the larger class (0.3100)" in words
+    assert rows[choose(rows, prefer="certificate")[0]].learner == "prior"
+
+
 def test_the_chooser_end_to_end_on_three_exact_sites():
+    from marg.learners.choice_certificates import label_certificate
+
     rng = np.random.default_rng(2)
     cb, S, parts = _three_sites(rng, (250, 150, 100))
     auto = AutoLearner(coverage=0.9).fit(S)
     rows = auto.candidates_
-    assert [r.learner for r in rows] == ["mrc", "dcc", "dcc", "nb", "renyi"]
+    assert [r.learner for r in rows] == ["mrc", "dcc", "dcc", "nb", "renyi", "prior"]
+    each = 1 - 0.1 / 6  # one event for the six certificates compared: α split over them
+    assert auto.each_coverage_ == pytest.approx(each) and auto.confidence_["candidates"] == 6
     for k, (row, fitted) in enumerate(zip(rows, auto.fitted_)):
-        # the certificate is the candidate's own, fitted alone at the same coverage
-        alone = REGISTRY[row.learner](**row.params, coverage=0.9).fit(S)
-        assert row.certificate == pytest.approx(alone.certificate_.value, abs=1e-9)
+        # the certificate is of the labels the candidate predicts, fitted alone at the split coverage
+        alone = REGISTRY[row.learner](**row.params, coverage=each).fit(S)
+        cert, rstar = label_certificate(alone, S, each)
+        assert row.certificate == pytest.approx(cert.value, abs=1e-9) and row.kind == "W(h)"
+        if row.learner in ("mrc", "dcc"):  # R* under its own name, never the certificate
+            assert row.minimax_risk == pytest.approx(alone.certificate_.value, abs=1e-9)
         # the estimate: fitted without site j, its error on rows simulated from site j's tables
         folds = []
         for j in range(3):
             rest = Summary(cb, sum_tables([p[1] for i, p in enumerate(parts) if i != j])[0])
             est = REGISTRY[row.learner](**{**row.params, **({"certify": "bound"} if row.learner == "nb" else {})},
-                                        coverage=0.9).fit(rest)
+                                        coverage=each).fit(rest)
             folds.append(sample_error(est, tan_sample(Summary(cb, list(parts[j][1])), seed=SEED + j)))
         assert row.method == "loso" and row.folds == pytest.approx(folds, abs=1e-12)
         assert row.error == pytest.approx(np.average(folds, weights=[250, 150, 100]), abs=1e-12)
-    best = min(r.error for r in rows)
-    eligible = [r for r in rows if r.error <= best + 0.02]
-    want = min(eligible, key=lambda r: (r.certificate, r.error))
-    assert [r.chosen for r in rows].count(True) == 1 and next(r for r in rows if r.chosen) is want
-    k = rows.index(want)
-    assert auto.chosen_ is auto.fitted_[k] and auto.certificate_ == auto.chosen_.certificate_
+    k_want, _ = choose(rows)
+    assert [r.chosen for r in rows].count(True) == 1 and rows[k_want].chosen
+    assert auto.chosen_ is auto.fitted_[k_want] and auto.certificate_ == auto.chosen_.certificate_
+    assert auto.certificate_.value == rows[k_want].certificate and auto.certificate_.coverage == 0.9
     X, _ = _tan_rows(rng, 300)
-    assert np.array_equal(auto.predict(X), auto.fitted_[k].predict(X))
+    assert np.array_equal(auto.predict(X), auto.fitted_[k_want].predict(X))
     by_err = AutoLearner(coverage=0.9, prefer="accuracy").fit(S)
     assert next(r for r in by_err.candidates_ if r.chosen).error == min(r.error for r in rows)
     by_cert = AutoLearner(coverage=0.9, prefer="certificate").fit(S)
-    assert next(r for r in by_cert.candidates_ if r.chosen).certificate == min(r.certificate for r in rows)
+    prior = next(r.error for r in rows if r.learner == "prior")
+    assert next(r for r in by_cert.candidates_ if r.chosen).certificate == min(
+        r.certificate for r in rows if r.error <= prior)
     assert auto.patients_ is None  # exact tables: no DP line
 
 
@@ -114,8 +153,10 @@ def test_under_dp_too_few_patients_gives_the_patients_a_non_trivial_certificate_
     big = scaled_summary(S, p.factor)
     assert big.n == pytest.approx(p.needed, rel=0.02)
     assert [t.noise for t in big.released().tables] == [t.noise for t in S.tables]
-    est = REGISTRY[cand.learner](**cand.params).fit(big)
-    assert est.certificate_.value == pytest.approx(p.certificate, abs=1e-9)
+    from marg.learners.choice_certificates import label_certificate
+
+    est = REGISTRY[cand.learner](**cand.params, coverage=auto.each_coverage_).fit(big)
+    assert label_certificate(est, big, auto.each_coverage_)[0].value == pytest.approx(p.certificate, abs=1e-9)
     from marg.learners.sample_size import patients_line
 
     line = patients_line(auto.choice_report())
@@ -153,9 +194,10 @@ def test_console_script_table_matches_the_model_file(site_bundles, prefer):
     if prefer == "certificate":
         assert chosen[0]["certificate"] == min(c["certificate"] for c in fitted)
     else:
-        best = min(c["error"] for c in fitted if c["error"] is not None)
-        ok = [c for c in fitted if c["error"] is not None and c["error"] <= best + 0.02]
-        assert chosen[0]["certificate"] == min(c["certificate"] for c in ok)
+        from marg.learners.auto import CandidateRow
+
+        assert d["auto"].index(chosen[0]) == choose([CandidateRow(**c) for c in d["auto"]])[0]
+        assert d["auto_confidence"]["candidates"] == len(d["auto"])
     text = marg("learn", *bundles, "--prefer", prefer, "--out", out2, "--allow-unsigned", cwd=tmp)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()

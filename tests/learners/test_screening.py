@@ -316,7 +316,8 @@ def test_marg_learn_screens_by_default_only_past_the_rule(tmp_path, p):
         assert scr["applied"] and scr["size"] == len(scr["features"]) == len(rep["features"])
         assert {"g0", "g1", "g2"} <= set(scr["features"])  # the three label copies pass the screen first
         assert set(rep["features"]) == set(scr["features"])  # the model lists them in codebook order
-        assert all(c["params"].get("screened") for c in rep["auto"])
+        assert all(c["params"].get("screened") for c in rep["auto"] if c["learner"] != "prior")
+        assert [c["learner"] for c in rep["auto"]].count("prior") == 1  # the label-only rule: always a candidate
         text = marg("learn", bundle, "--out", tmp_path / "m2.json", "--allow-unsigned", cwd=tmp_path)
         assert text.returncode == 0, text.stderr
         line = f"screened: {scr['size']} of {p} features used by {scr['learner']}"
@@ -349,7 +350,8 @@ def test_leave_one_site_out_repeats_the_screen_without_each_site():
     S = Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts)
     res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), coverage=0.9)
     assert res.method.startswith("leave-one-site-out over 3 sites")
-    for c in res.configs:
+    assert res.configs[0].learner == "prior"  # always a configuration; the others screen
+    for c in res.configs[1:]:
         errs = []
         for k in range(3):
             rest = Summary(cb, sum_tables([t for j, (_, t) in enumerate(parts) if j != k])[0])
@@ -407,17 +409,18 @@ def test_the_number_of_features_grows_while_the_estimate_still_falls_at_the_larg
     S = Summary.from_rows(_codebook([3] * 40), X, y)
     ranked = screen_scores(S).rank()
     res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), replicates=1)
-    tried = [c.size for c in res.configs]
-    best = min(c.error for c in res.configs)
-    chosen = [c for c in res.configs if c.chosen]
+    configs = [c for c in res.configs if c.learner != "prior"]  # the label-only rule: never chosen here
+    tried = [c.size for c in configs]
+    best = min(c.error for c in configs)
+    chosen = [c for c in configs if c.chosen]
     assert len(chosen) == 1 and chosen[0].size == len(res.features) == len(res.chosen.feature_names_in_)
-    ok = [c.size for c in res.configs if c.error <= best + TOLERANCE + 1e-12]
+    ok = [c.size for c in configs if c.error <= best + TOLERANCE + 1e-12]
     assert chosen[0].size == min(ok)
     # each size past the grid is GROWTH × the largest before it (capped at the ranked count), tried only
     # because the choice was the largest M tried so far
     for k in range(2, len(tried)):
         assert tried[k] == min(len(ranked), GROWTH * tried[k - 1])
-        prior = res.configs[:k]
+        prior = configs[:k]
         pbest = min(c.error for c in prior)
         assert min(c.size for c in prior if c.error <= pbest + TOLERANCE + 1e-12) == tried[k - 1]
     assert chosen[0].size < max(tried) or max(tried) == len(ranked)
