@@ -155,12 +155,15 @@ def trivial_certificate_warning(model: Any, n: float) -> str | None:
     patients a candidate would need); None otherwise. ``n``: the rows the tables summarise."""
     from .sample_size import patients_line
 
+    from .auto import choice_warning
+
     if not model.estimator.certificate_.trivial:
         return None
-    line = patients_line((model.info or {}).get("report") or {})
+    report = (model.info or {}).get("report") or {}
+    line = patients_line(report)
     if line:  # the automatic choice under DP: every candidate trivial, and the patients it would take
-        return f"warning: {line}"
-    return model.estimator.trivial_warning(n)
+        return f"warning: {line}; or hold patients out at export (marg export --holdout auto) for a measured certificate"
+    return choice_warning(report) or model.estimator.trivial_warning(n)
 
 
 __all__ = ["LearnResult", "SELECTORS", "learn", "learn_estimator", "make_estimator", "option_takers",
