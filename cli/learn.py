@@ -387,9 +387,12 @@ def certify_cmd(
     res.model.save(out)
     _sign(out, signer, quiet=json_out)
     b, certs = res.bound, res.certificates
+    hold = res.model.info["holdout_certificate"]
+    models = {k: hold[k] for k in ("models_on_split", "models_known", "models_note", "fractions")}
     if json_out:
         emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
                    "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"},
+                   **models,
                    "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},
                    "class_certificates": {c: v.to_dict() for c, v in certs.classes.items()}})
         return
@@ -397,6 +400,9 @@ def certify_cmd(
     noise = f" (noise sd {b.noise_sd:.1f}; held-out rows ≥ {b.rows_low:,} at {b.alpha_rows:.3g})" if b.noise_sd else ""
     typer.echo(f"released: {b.errors:,.0f} errors in {b.rows:,.0f} held-out rows{noise}")
     typer.echo(f"certificate: error ≤ {b.value:.4f} {res.model.estimator.certificate_.words()}")
+    typer.echo(f"  population: {b.extra['population']}; {hold['models_note']}")
+    if not hold["models_known"]:
+        typer.echo(f"warning: {hold['models_note']}", err=True)
     for s, v in certs.sites.items():
         typer.echo(f"  site {s} (its own held-out rows, asked for by the site): error ≤ {v.value:.4f} "
                    f"({v.errors:,.0f} errors in {v.rows:,.0f} rows, {v.coverage:.0%})")

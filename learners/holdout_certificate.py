@@ -35,6 +35,26 @@ conservatively: P(Z ≤ z) is taken as its truncated value plus the mass left ou
 P(Z_n > q) likewise. The noise of the **sum** enters once, exactly — not a half-width per
 cell and per total — which is what makes the bound informative on a few hundred rows.
 
+**The population it names** (issue 38, F1). The promise is "among new patients like the
+sites' patients": the sites' error rates p_s weighted by their **patients**, Σ_s (N_s/N)·p_s.
+When every site holds out the **same fraction** f (each patient independently, by the keyed
+hash), the held-out rows are a uniform sample of all the study's patients, so the pooled bound
+below is about that population. When the fractions differ, pooling would weight each site by
+its held-out count (sites erring 10/25/45 % holding out 50/20/10 % certify 0.195 for a
+population error of 0.267), so the certificate is instead the largest of the per-site bounds,
+each at level α/S (Bonferroni over the S sites): on the event that every p_s lies below its
+bound, Σ_s w_s·p_s ≤ max_s bound_s for **every** weighting w of the sites — the patients'
+among them, whatever their numbers. :func:`holdout_certificates` says which in ``population``.
+
+**One held-out set, several models** (F2). A site may evaluate more than one model on the same
+held-out rows; keeping the best would spend the bound's α once per model. The evaluation
+release names the ordinal of this model among the distinct models evaluated on that split
+(``evaluations_on_split``, recorded by the site's ledger); the certificate splits α over the
+largest ordinal among the sites (Bonferroni: each of the K models' bounds at α/K, so all hold
+together). A release without it (an older marg) leaves K unknown: the bound is computed for
+K = 1 and the certificate says so (``models_known`` False) — it is not valid if other models
+were evaluated on the same rows.
+
 Pooled over sites whose error rates differ, E is a sum of binomials with the held-out-count
 weighted mean rate p̄; by Hoeffding's theorem (1956) such a sum is more concentrated than
 Binomial(n, p̄) in the tails the test uses, so the pooled bound covers p̄ (the simulation
@@ -256,7 +276,8 @@ class Certificates:
 
 
 def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]], classes: Sequence[str],
-                         coverage: float = 0.95, per_site: Sequence[str] = ()) -> Certificates:
+                         coverage: float = 0.95, per_site: Sequence[str] = (),
+                         fractions: Sequence[float | None] | None = None, models: int = 1) -> Certificates:
     """The pooled certificate over every site, per-site certificates for ``per_site``, and
     class-wise certificates (at α/K each, simultaneous) when every site released per-class counts.
 
@@ -270,17 +291,43 @@ def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]
         Of each bound: the pooled one, each site's (its own population), the class-wise set.
     per_site : sequence of str
         The sites that asked for a certificate of their own.
+    fractions : sequence of float or None, optional
+        Each release's held-out fraction (an entry None: not known). Equal fractions (or one site,
+        or ``fractions`` None: the caller knows they are one): the pooled bound; different or
+        unknown ones: the largest per-site bound at α/S (module docstring, F1).
+    models : int
+        How many models were evaluated on the held-out split (≥ 1): every bound at α/``models`` (F2).
     """
     if not releases:
         raise InputError("no evaluation releases to certify from")
+    if int(models) != models or models < 1:
+        raise InputError(f"the number of models evaluated on the held-out split must be >= 1, got {models!r}")
+    level = 1.0 - (1.0 - coverage) / int(models)  # Bonferroni over the models evaluated on this split
     total = releases[0][1]
     for _, r, _ in releases[1:]:
         total = total + r
-    pooled = exact_bound(total, coverage)
-    sites = {s: exact_bound(r, coverage) for s, r, _ in releases if s in set(per_site)}
+    fr = [None if f is None else float(f) for f in fractions] if fractions is not None else [1.0] * len(releases)
+    one = len(releases) == 1 or (None not in fr and max(fr) - min(fr) <= 1e-12)
+    if one:
+        pooled = exact_bound(total, level)
+        pooled = HoldoutBound(**{**pooled.__dict__, "coverage": coverage, "extra": {
+            "population": "the sites' patients weighted by their numbers (one held-out fraction at every site: the "
+                          "held-out rows are a uniform sample of the study's patients)"}})
+    else:
+        S = len(releases)
+        each = {s: exact_bound(r, 1.0 - (1.0 - level) / S) for s, r, _ in releases}
+        worst = max(each, key=lambda s: each[s].value)
+        why = ("the sites held out different fractions" if None not in fr else
+               "a site's held-out fraction is not known")
+        pooled = HoldoutBound(each[worst].value, total.errors, total.rows, sum(b.rows_low for b in each.values()),
+                              coverage, (1.0 - level) / S, 0.0, each[worst].noise_sd, extra={
+                                  "population": f"the sites' patients under any weighting of the sites ({why}: the "
+                                                f"largest of the {S} per-site bounds, each at α/{S})",
+                                  "site_bounds": {s: b.value for s, b in each.items()}})
+    sites = {s: exact_bound(r, level) for s, r, _ in releases if s in set(per_site)}
     by_class: dict[str, HoldoutBound] = {}
-    if all(len(pc) == len(classes) for _, _, pc in releases) and len(classes) > 0:
-        level = 1.0 - (1.0 - coverage) / len(classes)
+    if all(len(pc) == len(classes) for _, _, pc in releases) and len(classes) > 0 and one:
+        level = 1.0 - (1.0 - level) / len(classes)
         for y, name in enumerate(classes):
             acc = releases[0][2][y]
             for _, _, pc in releases[1:]:
@@ -301,6 +348,10 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95) -
     from .base import Certificate
 
     counts, asked = [], []
+    fractions = [getattr(r, "fraction", None) for r in releases]
+    known = [getattr(r, "evaluations_on_split", None) for r in releases]
+    models_known = all(k is not None for k in known)
+    models = max([int(k) for k in known if k is not None] or [1])
     for r in releases:
         t = r.table
         overall, per_class = released_counts(t.counts, t.noise.draws(True), r.content)
@@ -308,11 +359,17 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95) -
         if r.site_certificate:
             asked.append(r.site)
     classes = list(model.codebook.label.classes)
-    certs = holdout_certificates(counts, classes, coverage, per_site=asked)
+    certs = holdout_certificates(counts, classes, coverage, per_site=asked, fractions=fractions, models=models)
     bound = certs.pooled
-    model.estimator.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(classes))
+    note = "" if models_known else (
+        "the evaluation releases do not say how many models were evaluated on this held-out split (released by an "
+        "older marg): the bound is for one model, and does not hold if the sites evaluated others on the same rows")
+    model.estimator.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(classes), note=note)
     model.info = {**model.info, "holdout_certificate": {
-        **bound.to_dict(), "sites": [r.site for r in releases], "privacy": {r.site: r.privacy for r in releases},
+        **bound.to_dict(), "models_on_split": models, "models_known": models_known,
+        "models_note": note or (f"α split over the {models} model(s) evaluated on this held-out split (Bonferroni)"),
+        "fractions": {r.site: f for r, f in zip(releases, fractions)},
+        "sites": [r.site for r in releases], "privacy": {r.site: r.privacy for r in releases},
         "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},
         "class_certificates": {c: v.to_dict() for c, v in certs.classes.items()},
         "bundles": [r.digest for r in releases]}}

@@ -271,6 +271,8 @@ class EvaluationRelease:
     site_certificate: bool
     privacy: Any
     digest: str
+    fraction: float | None = None
+    evaluations_on_split: int | None = None
 
 
 def verified_evaluations(bundles: Sequence[str | Path], model_codebook: Codebook, model_info: dict[str, Any], digest: str,
@@ -305,6 +307,12 @@ def verified_evaluations(bundles: Sequence[str | Path], model_codebook: Codebook
         tables = b.tables
         if len(tables) != 1:
             raise InputError(f"{p}: an evaluation release holds one table, found {len(tables)}")
+        split = ev.get("split") if isinstance(ev.get("split"), dict) else {}
+        frac = split.get("fraction")
+        count = b.header.get("evaluations_on_split", ev.get("evaluations_on_split"))  # the site's ledger's ordinal
         out.append(EvaluationRelease(b.site, tables[0], content, bool(ev.get("site_certificate")),
-                                     b.header.get("privacy"), b.digest()))
+                                     b.header.get("privacy"), b.digest(),
+                                     None if not isinstance(frac, (int, float)) else float(frac),
+                                     count if isinstance(count, int) and not isinstance(count, bool) and count >= 1
+                                     else None))
     return out
