@@ -35,8 +35,9 @@ prior's is never chosen, whatever ``prefer`` says: the prior is a candidate like
 - ``"accuracy"``: the smallest estimate (ties: the smaller certificate);
 - ``"certificate"``: the smallest certificate (ties: the smaller estimate).
 
-Candidates without an estimate are eligible only when no candidate has one (then: the
-smallest certificate).
+Under ``"balanced"`` and ``"accuracy"`` candidates without an estimate are eligible only when
+no candidate has one (then: the smallest certificate); under ``"certificate"`` every fitted
+candidate is, bar those estimated worse than the prior.
 """
 
 from __future__ import annotations

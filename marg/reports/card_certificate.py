@@ -82,6 +82,11 @@ def holdout_section(page: Page, cert: Any, info: dict) -> None:
              + (f" ({float(hold['errors']):,.0f} errors in {float(rows):,.0f} patients, as released)" if rows else "")
              + f". The bound holds with probability at least {cov:.0%} over which patients were set aside and the "
              "privacy noise added to those counts."), "note")
+    if hold.get("population"):
+        page.text(f"Which population: {hold['population']}.", "note")
+    if hold.get("models_note"):
+        page.text(f"Models evaluated on these patients: {hold['models_note']}.",
+                  "note" if hold.get("models_known", True) else "bad")
     page.text("What it assumes and does not promise: the set-aside patients are like the patients the model will "
               "see (same hospitals, same period, same coding); it says nothing about another population, and it is an "
               "average error rate over patients, not a promise for every subgroup or every patient.", "note")

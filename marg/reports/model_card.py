@@ -34,7 +34,8 @@ LEVELS_SHOWN = 20
 FOLD_ROWS = 12
 """A codebook table longer than this is shown folded (``<details>``)."""
 SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate", "iterations", "edges", "monomials",
-                   "active_features", "sites", "seconds", "auto", "auto_rule", "selection", "selected", "gap", "screen"}
+                   "active_features", "sites", "seconds", "auto", "auto_rule", "selection", "selected", "gap", "screen",
+                   "auto_confidence"}
 """Report keys with a section of their own (the rest go in the fitted-values table)."""
 
 
@@ -134,6 +135,11 @@ def _choice_table(page: Page, rep: dict) -> None:
     if rep.get("auto_error_method"):
         page.text(f"Estimated error: {rep['auto_error_method']}. An estimate, not a guarantee; the certificate is the "
                   "guarantee.", "note")
+    conf = rep.get("auto_confidence")
+    if conf:
+        page.text(f"Chosen after seeing every candidate's estimated error and certificate: {conf['words']}. Each "
+                  "certificate is about the labels that candidate writes out (its deterministic rule); a minimax "
+                  "learner's R* bounds its randomized rule instead and is shown apart, never compared.", "note")
     if not cands:
         return
     rows = []
@@ -143,8 +149,11 @@ def _choice_table(page: Page, rep: dict) -> None:
                      value(f"auto_error:{k}", _num(c.get("error")), "—" if c.get("error") is None else None),
                      value(f"auto_certificate:{k}", _num(cert),
                            "not fitted" if cert is None else f"{float(cert):.4g} ({c.get('kind')})"),
+                     value(f"auto_minimax_risk:{k}", _num(c.get("minimax_risk")),
+                           "—" if c.get("minimax_risk") is None else None),
                      e(c.get("note") or "")])
-    page.table(["candidate", "parameters", "estimated error", "certificate", "note"], rows, key="auto")
+    page.table(["candidate", "parameters", "estimated error", "certificate (its labels)",
+                "R* (randomized rule)", "note"], rows, key="auto")
     from marg.learners.sample_size import patients_line
     from marg.learners.screened import screen_line
 
