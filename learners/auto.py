@@ -468,7 +468,7 @@ def choice_warning(report: dict[str, Any]) -> str | None:
     if chosen is None or not chosen.get("trivial"):
         return None
     useful = sorted((r for r in rows if r.get("certificate") is not None and not r.get("trivial")),
-                    key=lambda r: (r["certificate"], math.inf if r.get("error") is None else r["error"]))
+                    key=lambda r: (math.inf if r.get("error") is None else r["error"], r["certificate"]))
     name = candidate_name(chosen["learner"], chosen["params"])
     head = (f"warning: the chosen {name}'s certificate is trivial ({chosen['kind']} = {chosen['certificate']:.4f}, no "
             f"better than guessing)")
@@ -478,6 +478,12 @@ def choice_warning(report: dict[str, Any]) -> str | None:
         u = useful[0]
         est = "" if u.get("error") is None else f", estimated error {u['error']:.4f}"
         mine = "" if chosen.get("error") is None else f" against {chosen['error']:.4f}"
+        fields = set(CandidateRow.__dataclass_fields__)
+        k, _ = choose([CandidateRow(**{f: v for f, v in r.items() if f in fields}) for r in rows], "certificate")
+        c = rows[k]
+        by_cert = (f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
+                   f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")
+                   + ")")
         return (f"{head}; {candidate_name(u['learner'], u['params'])} has a useful one ({u['certificate']:.4f}{est}"
-                f"{mine}): marg learn --prefer certificate chooses it; or {holdout}")
+                f"{mine}); {by_cert}; or {holdout}")
     return f"{head}; no candidate's is useful from these tables: {holdout}"

@@ -164,11 +164,14 @@ def test_a_trivial_choice_names_what_would_give_a_useful_certificate():
     rows = [{"learner": "renyi", "params": {}, "error": 0.15, "certificate": 0.635, "kind": "W(h)", "chosen": True,
              "trivial": True},
             {"learner": "nb", "params": {"certify": "bound"}, "error": 0.19, "certificate": 0.244, "kind": "W(h)",
-             "chosen": False, "trivial": False}]
+             "chosen": False, "trivial": False},
+            {"learner": "prior", "params": {}, "error": 0.24, "certificate": 0.240, "kind": "W(h)", "chosen": False,
+             "trivial": False}]
     line = choice_warning({"auto": rows})
     assert "nb(certify=bound) has a useful one (0.2440, estimated error 0.1900 against 0.1500)" in line
+    assert "marg learn --prefer certificate chooses prior (0.2400, estimated error 0.2400)" in line
     assert "--prefer certificate" in line and "--holdout" in line and "too few" not in line and "\n" not in line
-    rows[1]["trivial"] = True
+    rows[1]["trivial"] = rows[2]["trivial"] = True
     assert "no candidate's is useful" in choice_warning({"auto": rows})
     rows[0]["trivial"] = False
     assert choice_warning({"auto": rows}) is None and choice_warning({}) is None
