@@ -24,6 +24,8 @@ Protocol (every number from one run):
 - ``--with-boost``: an experiment, boost as a sixth candidate (10–65 s per fit, so not a default).
 - ``--small-dp``: the small sets at ε per site (split 0, same sites): the default's
   certificates and the one line on the patients a non-trivial certificate would need.
+- ``--replay FILE``: the studies a ``--dump FILE`` run saved, re-chosen by the current rule (the
+  candidates' estimates and certificates do not depend on it), reported in the same table.
 - ``--sim-dp N`` (issue 38): N simulated small-site DP studies per population
   (``--sim-sets``, default adult and kr-vs-kp): each draws 3 sites × ``--site-rows`` (300) patients
   without replacement from the set, every site exports at ``--epsilon`` (1) with the export's
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
 import sys
@@ -250,9 +253,22 @@ def sim_study(name: str, seed: int, eps: float, site_rows: int):
 
 
 LOADED: dict = {}
+DUMP: str = ""
 
 
-def report_sim_dp(sets, studies: int, eps: float, site_rows: int) -> None:
+def replay(path: str):
+    """The studies a ``--dump`` file holds, each candidate's row re-chosen by the current rule (the rows —
+    estimates, folds, certificates — do not depend on the rule): yields (set, rows, default index, accuracy index)."""
+    from marg.learners.auto import CandidateRow, choose
+
+    fields = set(CandidateRow.__dataclass_fields__)
+    for line in open(path):
+        d = json.loads(line)
+        objs = [CandidateRow(**{k: v for k, v in r.items() if k in fields}) for r in d["rows"]]
+        yield d["set"], d["rows"], choose(objs)[0], choose(objs, "accuracy")[0]
+
+
+def report_sim_dp(sets, studies: int, eps: float, site_rows: int, source: str = "") -> None:
     print(f"\nsimulated small-site DP studies: 3 sites × {site_rows} patients drawn from the set, ε = {eps:g} per site, "
           f"`marg learn` defaults; true error = error on the set's remaining rows\n")
     print("| population | studies | default within 0.02 of the best | always nb | smallest estimate | always prior | "
@@ -260,11 +276,21 @@ def report_sim_dp(sets, studies: int, eps: float, site_rows: int) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name in sets:
         hits = {"default": 0, "nb": 0, "accuracy": 0, "prior": 0}
+        studies_run = 0
         chosen_counts: dict = {}
         gaps = []
         t0 = time.perf_counter()
-        for k in range(studies):
-            rows, acc = sim_study(name, 5000 + k, eps, site_rows)
+        done = [(rows, k, a) for st, rows, k, a in replay(source) if st == name] if source else None
+        for k in range(len(done) if done is not None else studies):
+            if done is not None:
+                rows, chosen, acc = done[k]
+                for j, r in enumerate(rows):
+                    r["chosen"] = j == chosen
+            else:
+                rows, acc = sim_study(name, 5000 + k, eps, site_rows)
+            if DUMP:  # every candidate's row and true error, to compare rules on the same studies
+                with open(DUMP, "a") as fh:
+                    fh.write(json.dumps({"set": name, "study": k, "rows": rows}) + "\n")
             best = min(r["test"] for r in rows if r["certificate"] is not None)
             pick = {"default": next(r for r in rows if r["chosen"]),
                     "nb": next(r for r in rows if r["learner"] == "nb"),
@@ -274,14 +300,20 @@ def report_sim_dp(sets, studies: int, eps: float, site_rows: int) -> None:
             nm = name_of(pick["default"])
             chosen_counts[nm] = chosen_counts.get(nm, 0) + 1
             gaps.append(pick["default"]["test"] - best)
-        secs = (time.perf_counter() - t0) / max(studies, 1)
+            studies_run += 1
+            print(f"  {name} study {k}: default {nm} {pick['default']['test']:.4f}, best {best:.4f}, nb "
+                  f"{pick['nb']['test']:.4f}, prior {pick['prior']['test']:.4f}; within so far "
+                  f"{hits['default']}/{k + 1}", file=sys.stderr, flush=True)
+        secs = (time.perf_counter() - t0) / max(studies_run, 1)
+        if not studies_run:
+            continue
 
         def cell(key: str) -> str:
-            lo, hi = wilson(hits[key], studies)
-            return f"{hits[key] / studies:.3f} [{lo:.3f}, {hi:.3f}]"
+            lo, hi = wilson(hits[key], studies_run)
+            return f"{hits[key] / studies_run:.3f} [{lo:.3f}, {hi:.3f}]"
 
         counts = ", ".join(f"{n} {c}" for n, c in sorted(chosen_counts.items(), key=lambda t: -t[1]))
-        print(f"| {name} | {studies} | {cell('default')} | {cell('nb')} | {cell('accuracy')} | {cell('prior')} | {counts} | "
+        print(f"| {name} | {studies_run} | {cell('default')} | {cell('nb')} | {cell('accuracy')} | {cell('prior')} | {counts} | "
               f"{np.mean(gaps):+.4f} | {secs:.1f} |", flush=True)
 
 
@@ -298,6 +330,8 @@ def main() -> None:
     ap.add_argument("--sim-dp", type=int, default=0, help="simulated small-site DP studies per population (issue 38)")
     ap.add_argument("--sim-sets", default="adult,kr-vs-kp")
     ap.add_argument("--site-rows", type=int, default=300)
+    ap.add_argument("--replay", default="", help="the studies of a --dump file, re-chosen by the current rule")
+    ap.add_argument("--dump", default="", help="append each simulated study's candidate rows (JSON lines) to this file")
     ap.add_argument("--with-boost", action="store_true", help="experiment: boost as a sixth candidate (not a default)")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -309,8 +343,10 @@ def main() -> None:
         report_small_dp(sets, args.epsilon)
     if args.adult_reps:
         report_adult(args.adult_reps, args.epsilon)
-    if args.sim_dp:
-        report_sim_dp([s for s in args.sim_sets.split(",") if s], args.sim_dp, args.epsilon, args.site_rows)
+    global DUMP
+    DUMP = args.dump
+    if args.sim_dp or args.replay:
+        report_sim_dp([s for s in args.sim_sets.split(",") if s], args.sim_dp, args.epsilon, args.site_rows, args.replay)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ prior's is never chosen, whatever ``prefer`` says: the prior is a candidate like
 
 - ``"balanced"`` (default): among the eligible candidates within noise of the best, the
   smallest **non-trivial** certificate (ties: the smaller estimate); when every one of them
-  is trivial (≥ 1 − 1/K, no better than guessing), the smallest estimate — a trivial
-  certificate is no reason to prefer a candidate the estimate cannot tell apart;
+  is trivial (≥ 1 − 1/K, no better than guessing), the first by :data:`NOISE_ORDER` (ties:
+  the smaller estimate) — a trivial certificate is no reason to prefer a candidate, and among
+  estimates the noise cannot tell apart the smallest is the one most flattered by it;
 - ``"accuracy"``: the smallest estimate (ties: the smaller certificate);
 - ``"certificate"``: the smallest certificate (ties: the smaller estimate).
 
@@ -56,6 +57,12 @@ TOLERANCE = 0.01
 """The floor of the noise margin: the Monte Carlo error of the simulated rows (≤ 0.5/√DRAWS per class
 for the learner choice, about 0.011 per class on the screened path's population)."""
 PRIOR = "prior"
+NOISE_ORDER: tuple[str, ...] = ("nb", "renyi", "mrc", "dcc", "boost", PRIOR)
+"""Among candidates the estimate cannot tell apart, all with trivial certificates: the first learner in
+this order (then the smaller estimate). Naive Bayes reads the first-order tables directly and loses least
+to their noise; a minimax learner whose certificate is trivial predicts from its tie-break (its minimax rule
+is the uniform guess), so it comes after the rules that read the tables themselves. Measured on simulated
+small-site DP studies (BENCHMARKS.md, issue 38): within noise, the smallest estimate is the winner's curse."""
 
 
 def paired_se(a: Sequence[float], b: Sequence[float], weights: Sequence[float] | None = None) -> float:
@@ -162,6 +169,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
     useful = [k for k in within if not getattr(rows[k], "trivial", True)]
     if useful:
         return by_cert(useful), f"the smallest non-trivial certificate among the candidates {noise}" + guard
-    k = min(within, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
-    return k, (f"the smallest estimated error: every candidate {noise} has a trivial certificate, which is no reason "
-               f"to prefer one") + guard
+    rank = {nm: i for i, nm in enumerate(NOISE_ORDER)}
+    k = min(within, key=lambda k: (rank.get(rows[k].learner, len(rank)), _err(rows[k]), key[k]))
+    return k, (f"the first of {', '.join(NOISE_ORDER)} among the candidates {noise}: every one has a trivial "
+               f"certificate, which is no reason to prefer one") + guard

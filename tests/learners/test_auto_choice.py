@@ -62,9 +62,12 @@ def test_the_margin_is_the_folds_standard_error():
 
 def test_a_trivial_certificate_is_no_reason_and_the_prior_is_a_floor():
     # within noise of each other, both trivial: the smaller estimate, not the smaller (trivial) certificate
-    rows = [_row("mrc", 0.150, 0.50), _row("nb", 0.145, 0.95)]
+    rows = [_row("mrc", 0.145, 0.50), _row("renyi", 0.150, 0.60), _row("nb", 0.152, 0.95)]
     k, words = choose(rows)
-    assert rows[k].learner == "nb" and "trivial certificate, which is no reason" in words
+    assert rows[k].learner == "nb" and "trivial certificate, which is no reason" in words  # the noise order
+    assert rows[choose(rows[:2])[0]].learner == "renyi"
+    rows[2] = _row("nb", 0.170, 0.95)  # outside the noise: the smaller estimates decide, in the same order
+    assert rows[choose(rows)[0]].learner == "renyi"
     # a rule estimated worse than the label-only rule is never chosen, whatever prefer says
     rows = [_row("mrc", 0.40, 0.20, trivial=False), _row("nb", 0.30, 0.90), _row("prior", 0.31, 0.45, trivial=False)]
     for prefer in ("balanced", "certificate", "accuracy"):
