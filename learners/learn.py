@@ -138,6 +138,10 @@ def learn(
         est.set_params(features=list(selection.selected))
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
+    from .two_round import finish, is_selected
+
+    if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection
+        fitted, _note = finish(fitted, summary, float(getattr(fitted, "coverage", None) or 0.95))
     seconds = time.perf_counter() - t0
     report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}

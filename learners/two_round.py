@@ -1,0 +1,201 @@
+"""The learner's side of select, then measure: what round 2 measures, how its budget is split, and the model on what it measured.
+
+**Pooling the sites' selections** (:func:`pool`). Each site released, in round 1, the k
+features its noisy top-k chose (:mod:`marg.marginals.selection`) and its noisy label table.
+With w_s = n̂_s / Σ n̂ (the noisy row counts), feature i's vote is v_i = Σ_s w_s·1[i chosen at
+s] and its rank score b_i = Σ_s w_s·(k_s − rank_s(i)). The request keeps the features chosen
+by sites holding more than half the patients (v_i > 1/2), best b_i first — a feature chosen
+by noise at one site is rarely chosen at another (k of p at random), one that carries the
+label is chosen everywhere. The bar is raised above chance: v_i > max(1/2, (1 + c)/2), c = Σ_s
+w_s·k_s/p the vote a feature gets when the sites pick at random (k of p: c ≈ 0.44 for 16 of 36).
+When none qualifies — nothing rises above the selection's noise — the single best b_i is
+measured anyway (the study's summary needs one feature) and the model is the larger class.
+
+**What round 2 measures, and how much** (:func:`plan_request`). Every kept feature's
+first-order table N[x_i, y], plus the pair tables N[x_i, x_j, y] among the first M kept
+features, M the largest for which the pooled noise std of the largest pair table's cells,
+sqrt(Σ_s σ_s²), stays below ``NOISE_RATIO`` times its expected cell count n̂/|T| (a pair table
+noisier than that adds variance, not information). The sites' rest ρ_s (their round-1 bundles
+record it) is split among the tables by the least-squares rule
+(:func:`marg.marginals.allocation.least_squares_weights`: weights ∝ √|T| minimise the summed
+noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_T·ρ_s).
+
+**The model** (:func:`finish`). The summary of both rounds holds the measured features only
+(:func:`marg.protocols.aggregate.measured_only`); the learner fits on it as usual. Its
+certificate must hold although the features were chosen from the same patients: it is
+recomputed as W(h) of the model's rule over the first-order box with λ calibrated for
+**every candidate feature's** cells together (``n_intervals`` = K·Σ_i m_i over all p
+candidates, as :func:`marg.learners.certify.certify_projected` does for screened genes): on
+the event that all p candidates' cells lie in their intervals — an event fixed before any
+selection — the selected ones do too, whichever were chosen. When the sites agreed on no
+feature (:func:`agreed`), the model is the label-only rule (``prior``), certified by the
+label table alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+from marg.marginals.allocation import least_squares_weights
+from marg.marginals.request import StudyRequest
+from marg.marginals.selection import Selection
+
+NOISE_RATIO = 0.25
+
+
+@dataclass(frozen=True)
+class SiteRound1:
+    """What one site's round-1 bundle tells the learner: its name, noisy n, selection and what it has left."""
+
+    site: str
+    n_hat: float
+    selection: Selection
+    rho_rest: float
+
+
+def site_round1(site: str, record: Mapping[str, Any], label_counts: np.ndarray) -> SiteRound1:
+    """A :class:`SiteRound1` from a round-1 bundle's study record and its noisy label table."""
+    if record.get("round") != 1:
+        raise InputError(f"site {site!r}: not a round-1 bundle of select-then-measure (marg export --epsilon TOTAL)")
+    plan = record.get("plan") or {}
+    try:
+        rest = float(plan["rho_total"]) - float(record["spent"]["rho"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"site {site!r}: its round-1 record has no study total") from None
+    return SiteRound1(site, max(1.0, float(np.sum(label_counts))), Selection.from_dict(record["selection"]), max(0.0, rest))
+
+
+def pool(sites: Sequence[SiteRound1]) -> list[tuple[str, float, float]]:
+    """(feature, vote v_i, rank score b_i) for every feature some site chose, best b_i first (module docstring)."""
+    total = sum(s.n_hat for s in sites)
+    vote: dict[str, float] = {}
+    borda: dict[str, float] = {}
+    for s in sites:
+        w = s.n_hat / total
+        k = len(s.selection.features)
+        for r, a in enumerate(s.selection.features):
+            vote[a] = vote.get(a, 0.0) + w
+            borda[a] = borda.get(a, 0.0) + w * (k - r)
+    return sorted(((a, vote[a], borda[a]) for a in vote), key=lambda t: (-t[2], -t[1], t[0]))
+
+
+def chance_vote(sites: Sequence[SiteRound1]) -> float:
+    """The vote a feature gets by chance when no feature carries the label: Σ_s w_s·k_s/p_s."""
+    total = sum(s.n_hat for s in sites)
+    return sum(s.n_hat / total * len(s.selection.features) / max(1, s.selection.candidates) for s in sites)
+
+
+def agreed(sites: Sequence[SiteRound1]) -> list[str]:
+    """The features the sites agree on, best first: vote v_i above the majority and above halfway
+    from the chance vote c to 1 (v_i > max(1/2, (1 + c)/2)); empty when nothing rises above the selection's noise."""
+    if not sites:
+        return []
+    bar = max(0.5, (1.0 + chance_vote(sites)) / 2.0)
+    return [a for a, v, _ in pool(sites) if v > bar]
+
+
+def _pooled_std(sites: Sequence[SiteRound1], weight: float) -> float:
+    """Pooled noise std of one cell of a table given share ``weight`` of each site's rest."""
+    var = sum(1.0 / (2.0 * weight * s.rho_rest) for s in sites if s.rho_rest > 0)
+    return float(np.sqrt(var))
+
+
+def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
+    """The round-2 request (module docstring): tables, their weights and each site's ρ."""
+    if not sites:
+        raise InputError("no round-1 bundle to plan from")
+    pooled = pool(sites)
+    if not pooled:
+        raise InputError("the round-1 bundles carry no selection")
+    kept = agreed(sites) or [pooled[0][0]]
+    K = int(codebook.label.n_classes)
+    m = {a: int(codebook.feature(a).n_levels) for a in kept}
+    n_hat = sum(s.n_hat for s in sites)
+    first = [(a,) for a in kept]
+    tables, weights, M = first, None, 0
+    for size in range(len(kept), 1, -1):
+        pairs = list(combinations(kept[:size], 2))
+        cand = first + pairs
+        sizes = [K * int(np.prod([m[a] for a in c])) for c in cand]
+        w = least_squares_weights(sizes, "gaussian")
+        worst = max(range(len(first), len(cand)), key=lambda t: sizes[t])
+        if _pooled_std(sites, float(w[worst])) <= NOISE_RATIO * n_hat / sizes[worst]:
+            tables, weights, M = cand, w, size
+            break
+    if weights is None:
+        weights = least_squares_weights([K * m[a] for a in kept], "gaussian")
+    why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
+           "kept": kept, "pairs_among": kept[:M],
+           "rule": (f"features chosen by sites holding > 1/2 of the patients; pairs among the first M while the pooled "
+                    f"noise std of a pair cell <= {NOISE_RATIO:g} x its expected count; weights: least squares")}
+    budget = {s.site: s.rho_rest for s in sites}
+    return StudyRequest(codebook.fingerprint, tuple(tuple(c) for c in tables), tuple(float(x) for x in weights), budget, why)
+
+
+def is_selected(summary: Any) -> bool:
+    """Whether ``summary`` holds a select-then-measure study (its bundles carry study records)."""
+    return bool(_round1_records(summary))
+
+
+def _round1_records(summary: Any) -> list[Mapping[str, Any]]:
+    return [st for _, st in _round1_by_site(summary)]
+
+
+def _round1_by_site(summary: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    out = []
+    for s in (summary.provenance or {}).get("sites", []):
+        for r in s.get("rounds", []):
+            st = r.get("study")
+            if isinstance(st, Mapping) and st.get("round") == 1:
+                out.append((str(s.get("site")), st))
+    return out
+
+
+def pool_records(summary: Any) -> list[SiteRound1]:
+    """The sites' round-1 selections from a summary's provenance, weighted by the site's share of n
+    (its tables as summed: the label table's per-site part when kept, else equal weights)."""
+    lab = summary.codebook.label.name
+    parts = dict(summary.site_parts) if summary.site_parts else {}
+    out = []
+    for site, st in _round1_by_site(summary):
+        ts = [t for t in parts.get(site, ()) if t.clique == (lab,) and t.kind == "counts"]
+        counts = np.asarray(ts[0].counts, dtype=np.float64) if ts else np.ones(1)
+        out.append(site_round1(site, st, counts))
+    return out
+
+
+def candidate_entries(summary: Any) -> int:
+    """K·Σ_i m_i over every candidate feature the sites selected from (the full codebook's discrete features)."""
+    recs = _round1_records(summary)
+    cells = max(int((r.get("plan") or {}).get("cells", 0)) for r in recs) if recs else 0
+    own = sum(int(f.n_levels) for f in summary.codebook.features if f.is_discrete)
+    return int(summary.n_classes) * max(cells, own)
+
+
+def finish(est: Any, summary: Any, coverage: float = 0.95) -> tuple[Any, str]:
+    """The model of a select-then-measure study: the prior when nothing is above the noise, else ``est``
+    with its certificate recomputed to cover the selection (module docstring). Returns (estimator, note)."""
+    from .certify import certify
+    from .label_only import LabelOnly
+
+    entries = candidate_entries(summary)
+    above = len(agreed(pool_records(summary)))
+    if above == 0 or est.learner == "prior":
+        prior = est if est.learner == "prior" else LabelOnly(coverage=coverage).fit(summary)
+        return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "
+                       "larger class, certified by the label table" if above == 0 else "")
+    try:
+        cert = certify(est, summary, coverage=coverage, structure="first", n_intervals=entries)
+    except InputError as exc:  # a rule that is not additive in one-hot features: no certificate under selection
+        from .base import Certificate
+
+        cert = Certificate(1.0, "W(h)", coverage, False, int(summary.n_classes),
+                           note=f"the rule cannot be certified over the selection-wide box ({exc}); trivial 1")
+    est.certificate_ = cert
+    return est, (f"certificate W(h) over the first-order box of the {len(summary.codebook.features)} measured features, "
+                 f"lambda calibrated for all {entries} candidate cells (the features were selected from the data)")
