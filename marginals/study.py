@@ -13,7 +13,8 @@ release and their ρ's add, so the two rounds together are (ε, δ)-DP.
   certified by this table alone (``prior``);
 - the private selection (:mod:`marg.marginals.selection`): the k features whose
   single-feature rule scores highest, by OpenDP's noisy top-k at ``SELECT_SHARE``·ρ_total,
-  k = min(p, ``K_SELECT``).
+  k = min(``K_SELECT``, p/2) — at most half the candidates, so that a feature the sites
+  agree on is not agreed on by chance.
 
 **Round 2** (``marg export --request REQ``) measures what the learner asked for with the
 rest, ρ_total − ρ_round1: the first-order tables of the features the sites agreed on and
@@ -84,7 +85,7 @@ class StudyPlan:
         return {"epsilon": self.epsilon, "delta": self.delta, "rho_total": self.rho_total, "rho_label": self.rho_label,
                 "rho_select": self.rho_select, "rho_rest": self.rho_rest, "k": self.k, "candidates": self.candidates,
                 "cells": self.cells,
-                "rule": f"label table {LABEL_SHARE:g}, selection {SELECT_SHARE:g} of rho_total (k = min(p, {K_SELECT})); "
+                "rule": f"label table {LABEL_SHARE:g}, selection {SELECT_SHARE:g} of rho_total (k = min({K_SELECT}, p // 2)); "
                         "round 2 the rest, split by least squares"}
 
 
@@ -99,7 +100,7 @@ def study_plan(codebook: Any, epsilon: float, delta: float) -> StudyPlan:
     if p == 0:
         raise InputError("the two-round DP export selects among discrete features; this codebook has none (use --rounds 1)")
     cells = sum(int(codebook.feature(a).n_levels) for a in codebook.discrete_names)
-    return StudyPlan(float(epsilon), float(delta), rho, LABEL_SHARE * rho, SELECT_SHARE * rho, min(p, K_SELECT), p, cells)
+    return StudyPlan(float(epsilon), float(delta), rho, LABEL_SHARE * rho, SELECT_SHARE * rho, max(1, min(K_SELECT, p // 2)), p, cells)
 
 
 def round1_cliques(codebook: Any) -> list[tuple[str, ...]]:
