@@ -112,3 +112,16 @@ def request_study(bundles: list[Path], out: Path, trust: Any, allow_unsigned: bo
     digest = write_request(out, req, sk)
     return {"out": str(out), "tables": [list(c) for c in req.tables], "weights": list(req.weights),
             "budget": req.budget, "why": req.why, "digest": digest}
+
+
+def preview_lines(d: dict[str, Any]) -> list[str]:
+    """``marg plan``'s words for the DP default (:func:`marg.learners.two_round.preview`)."""
+    pl = d["plan"]
+    pairs = (f"the {d['round2_pairs']} pair tables among the first {d['round2_pairs_among']} (pooled noise std "
+             f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
+    return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
+            f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
+            f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
+            f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
+            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), if the sites agree on {d['round2_first_order']} features: their "
+            f"first-order tables (pooled noise std {d['round2_first_std']:.3g} per cell) and {pairs}"]

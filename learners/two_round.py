@@ -99,10 +99,45 @@ def agreed(sites: Sequence[SiteRound1]) -> list[str]:
     return [a for a, v, _ in pool(sites) if v > bar]
 
 
-def _pooled_std(sites: Sequence[SiteRound1], weight: float) -> float:
-    """Pooled noise std of one cell of a table given share ``weight`` of each site's rest."""
-    var = sum(1.0 / (2.0 * weight * s.rho_rest) for s in sites if s.rho_rest > 0)
-    return float(np.sqrt(var))
+def _pooled_std(rests: Sequence[float], weight: float) -> float:
+    """Pooled noise std of one cell of a table given share ``weight`` of each site's rest ρ_s:
+    sqrt(Σ_s σ_s²), σ_s the discrete Gaussian's scale for ρ = weight·ρ_s at sensitivity 1."""
+    from marg.marginals.mechanisms import get_mechanism
+
+    g = get_mechanism("gaussian")
+    return float(np.sqrt(sum(g.scale_for(weight * r, 1.0) ** 2 for r in rests if r > 0)))
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """What round 2 measures: the cliques (features only), their weights, M (pairs among the first M),
+    and the pooled noise std per cell of the first-order and the largest pair table."""
+
+    tables: tuple[tuple[str, ...], ...]
+    weights: tuple[float, ...]
+    pairs_among: int
+    first_std: float
+    pair_std: float | None
+
+
+def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float) -> TablePlan:
+    """The first-order tables of ``kept`` and the pairs among its first M, M the largest for which the
+    largest pair table's pooled noise std per cell is at most ``NOISE_RATIO``·n̂/|T|; least-squares weights."""
+    K = int(codebook.label.n_classes)
+    m = {a: int(codebook.feature(a).n_levels) for a in kept}
+    first = [(a,) for a in kept]
+    fsizes = [K * m[a] for a in kept]
+    for size in range(len(kept), 1, -1):
+        cand = first + list(combinations(kept[:size], 2))
+        sizes = fsizes + [K * m[a] * m[b] for a, b in cand[len(first):]]
+        w = least_squares_weights(sizes, "gaussian")
+        worst = max(range(len(first), len(cand)), key=lambda t: sizes[t])
+        pstd = _pooled_std(rests, float(w[worst]))
+        if pstd <= NOISE_RATIO * n_hat / sizes[worst]:
+            return TablePlan(tuple(cand), tuple(float(x) for x in w), size,
+                             _pooled_std(rests, float(w[int(np.argmax(fsizes))])), pstd)
+    w = least_squares_weights(fsizes, "gaussian")
+    return TablePlan(tuple(first), tuple(float(x) for x in w), 0, _pooled_std(rests, float(w[int(np.argmax(fsizes))])), None)
 
 
 def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
@@ -113,28 +148,34 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     if not pooled:
         raise InputError("the round-1 bundles carry no selection")
     kept = agreed(sites) or [pooled[0][0]]
-    K = int(codebook.label.n_classes)
-    m = {a: int(codebook.feature(a).n_levels) for a in kept}
-    n_hat = sum(s.n_hat for s in sites)
-    first = [(a,) for a in kept]
-    tables, weights, M = first, None, 0
-    for size in range(len(kept), 1, -1):
-        pairs = list(combinations(kept[:size], 2))
-        cand = first + pairs
-        sizes = [K * int(np.prod([m[a] for a in c])) for c in cand]
-        w = least_squares_weights(sizes, "gaussian")
-        worst = max(range(len(first), len(cand)), key=lambda t: sizes[t])
-        if _pooled_std(sites, float(w[worst])) <= NOISE_RATIO * n_hat / sizes[worst]:
-            tables, weights, M = cand, w, size
-            break
-    if weights is None:
-        weights = least_squares_weights([K * m[a] for a in kept], "gaussian")
+    tp = choose_tables(kept, codebook, [s.rho_rest for s in sites], sum(s.n_hat for s in sites))
     why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
-           "kept": kept, "pairs_among": kept[:M],
-           "rule": (f"features chosen by sites holding > 1/2 of the patients; pairs among the first M while the pooled "
-                    f"noise std of a pair cell <= {NOISE_RATIO:g} x its expected count; weights: least squares")}
-    budget = {s.site: s.rho_rest for s in sites}
-    return StudyRequest(codebook.fingerprint, tuple(tuple(c) for c in tables), tuple(float(x) for x in weights), budget, why)
+           "kept": kept, "pairs_among": kept[:tp.pairs_among], "chance_vote": chance_vote(sites),
+           "noise_std": {"first_order": tp.first_std, "pair": tp.pair_std},
+           "rule": (f"features chosen by sites holding more than max(1/2, (1 + chance)/2) of the patients; pairs among the "
+                    f"first M while the pooled noise std of a pair cell <= {NOISE_RATIO:g} x its expected count; weights: "
+                    "least squares")}
+    return StudyRequest(codebook.fingerprint, tp.tables, tp.weights, {s.site: s.rho_rest for s in sites}, why)
+
+
+def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float) -> dict[str, Any]:
+    """What the DP path will measure and at what noise, before anything is spent (``marg plan``).
+
+    Round 1 is fixed by the plan; for round 2 it assumes the sites agree on all k features they each
+    select, taken as the k with the most levels (the noisiest case)."""
+    from marg.marginals.mechanisms import get_mechanism
+    from marg.marginals.selection import calibrate_top_k
+    from marg.marginals.study import study_plan
+
+    plan = study_plan(codebook, epsilon, delta)
+    names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels), codebook.index(a)))[:plan.k]
+    tp = choose_tables(names, codebook, [plan.rho_rest] * len(rows), float(sum(rows)))
+    return {"plan": plan.to_dict(), "sites": len(rows), "rows": list(rows),
+            "label_std": get_mechanism("gaussian").scale_for(plan.rho_label, 1.0),
+            "selection_scale": calibrate_top_k(plan.k, plan.rho_select)[0],
+            "round2_first_order": len(names), "round2_pairs_among": tp.pairs_among,
+            "round2_pairs": sum(len(c) == 2 for c in tp.tables),
+            "round2_first_std": tp.first_std, "round2_pair_std": tp.pair_std}
 
 
 def is_selected(summary: Any) -> bool:

@@ -81,6 +81,16 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
         assert r.returncode == 0, r.stderr
         assert "round 1 of select-then-measure" in r.stdout
         r1.append(out)
+    # marg plan said, before anything was spent, the noise round 1 then added
+    r = marg("plan", "--rows", "240,240,240", "--epsilon", "1", "--schema", w["schema"], "--json", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["select_then_measure"]
+    from marg.protocols.bundle import Bundle
+
+    b = Bundle.from_bytes(r1[0].read_bytes())
+    assert [t.noise.std for t in b.tables] == [pytest.approx(said["label_std"], rel=1e-6)]
+    assert b.header["study"]["selection"]["scale"] == pytest.approx(said["selection_scale"], rel=1e-9)
+    assert said["plan"]["k"] == b.header["study"]["selection"]["k"] == 6
     # a second round 1 of the same study is refused (it would spend the total again), nothing written
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "again.r1", "--epsilon", "1",
              cwd=tmp, home=tmp / "home0")
