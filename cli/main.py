@@ -209,7 +209,7 @@ def export_cmd(
                                first_share=first_order_share, holdout=holdout_f, holdout_id=holdout_id, round_id=round_id,
                                min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
                                ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
-                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record)
+                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record, study=study)
             prog.done()
             if json_out:
                 emit_json(plan.to_dict())
@@ -218,6 +218,11 @@ def export_cmd(
                 err(line)
             for line in plan_lines(plan):
                 typer.echo(line)
+            if study is not None:
+                from .study import study_lines
+
+                for line in study_lines(study.record or {}, out, dry_run=True):
+                    typer.echo(line)
             if holdout_plan is not None:
                 typer.echo(_holdout_plan_line(holdout_plan))
             return

@@ -22,8 +22,9 @@ def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any
     ``--rounds`` defaults to 2 for a DP table release stated by ``--epsilon`` with the default
     mechanism and tables (the site's total for the study); any option that chooses the tables
     or the release (``--stats``, ``--pairs``, ``--rho``, ``--mechanism``, ``--holdout``,
-    ``--evaluate``, ``--round``, ``--first-order-share``, ``--allocation``), ``--no-ledger`` or
-    ``--dry-run`` keeps the one-round release. ``--request`` is round 2.
+    ``--evaluate``, ``--round``, ``--first-order-share``, ``--allocation``) or ``--no-ledger``
+    keeps the one-round release. ``--request`` is round 2. ``--dry-run`` shows the round it
+    would be (the selection is drawn and shown to the site only; nothing leaves or is charged).
     """
     from marg.protocols.study import Round1, Round2, read_request
 
@@ -33,7 +34,7 @@ def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any
               "--mechanism": mechanism not in (None, "gaussian"), "--holdout": holdout is not None,
               "--evaluate": evaluate is not None, "--round": round_ is not None,
               "--first-order-share": first_share is not None, "--allocation": allocation != "half",
-              "--no-ledger": no_ledger, "--dry-run": dry_run}
+              "--no-ledger": no_ledger}
     clash = [k for k, v in chosen.items() if v]
     if request is not None:
         if rounds == 1:
@@ -58,8 +59,11 @@ def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any
     return Round1(study_plan(cb, epsilon, delta))
 
 
-def study_lines(record: dict[str, Any], out: Path) -> list[str]:
-    """What an export of a round says after its bundle line."""
+def study_lines(record: dict[str, Any], out: Path, dry_run: bool = False) -> list[str]:
+    """What an export of a round says after its bundle line (a dry run: what it would spend)."""
+    if dry_run:
+        return [line.replace("spent ρ", "would spend ρ").replace("round 1 of", "dry run of round 1 of")
+                .replace("round 2 of", "dry run of round 2 of") for line in study_lines(record, out)[:1]]
     if record.get("round") == 1:
         plan, sel = record.get("plan", {}), record.get("selection", {})
         rest = float(plan.get("rho_rest", 0.0))

@@ -118,6 +118,7 @@ class Round1:
 
     plan: StudyPlan
     sensitivity: float = 1.0
+    record: dict[str, Any] | None = None
 
     @property
     def requested(self) -> PrivacyCost:
@@ -142,7 +143,8 @@ class Round1:
         released, sel, cost = release_round1(tables, codebook, self.plan, self.sensitivity)
         privacy = {"mechanism": "gaussian+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
                    "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}
-        return released, cost, privacy, round1_record(self.plan, sel, cost)
+        self.record = round1_record(self.plan, sel, cost)
+        return released, cost, privacy, self.record
 
     def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None, cost: PrivacyCost) -> None:
         _save_study(ledger_dir, fingerprint, {
