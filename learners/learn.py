@@ -136,10 +136,12 @@ def learn(
         if on_selected is not None:
             on_selected(selection)
         est.set_params(features=list(selection.selected))
-    est.fit(summary)
-    fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     from .two_round import finish, is_selected
 
+    if is_selected(summary) and learner == "auto" and "prefer" not in given:
+        est.set_params(prefer="accuracy")  # the candidates' certificates are replaced below (two_round)
+    est.fit(summary)
+    fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection
         fitted, _note = finish(fitted, summary, float(getattr(fitted, "coverage", None) or 0.95))
     seconds = time.perf_counter() - t0

@@ -29,7 +29,11 @@ candidates, as :func:`marg.learners.certify.certify_projected` does for screened
 the event that all p candidates' cells lie in their intervals — an event fixed before any
 selection — the selected ones do too, whichever were chosen. When the sites agreed on no
 feature (:func:`agreed`), the model is the label-only rule (``prior``), certified by the
-label table alone.
+label table alone. The automatic choice runs with ``prefer="accuracy"`` unless the user sets
+``prefer``: the certificates its balanced rule would compare are each candidate's own, for the
+measured tables as if they had not been selected, and the chosen model's is replaced by the
+selection-wide one (measured on the planted wide study: balanced chose the MRC, whose rule
+erred 0.27 on the 10 right features, where naive Bayes and Rényi erred 0.07).
 """
 
 from __future__ import annotations
