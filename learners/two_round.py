@@ -11,8 +11,10 @@ w_s·k_s/p the vote a feature gets when the sites pick at random (k of p: c ≈ 
 When none qualifies — nothing rises above the selection's noise — the single best b_i is
 measured anyway (the study's summary needs one feature) and the model is the larger class.
 
-**What round 2 measures, and how much** (:func:`plan_request`). Every kept feature's
-first-order table N[x_i, y], plus the pair tables N[x_i, x_j, y] among the first M kept
+**What round 2 measures, and how much** (:func:`plan_request`). The kept features'
+first-order tables N[x_i, y] — but not a table whose pooled noise std per cell would exceed
+``NOISE_RATIO`` times its expected count n̂/|T| (:func:`first_order_rule`: such a table, a
+feature with many levels at a small site, is mostly noise and takes budget from the others) —, plus the pair tables N[x_i, x_j, y] among the first M kept
 features, M the largest for which the pooled noise std of the largest pair table's cells,
 sqrt(Σ_s σ_s²), stays below ``NOISE_RATIO`` times its expected cell count n̂/|T| (a pair table
 noisier than that adds variance, not information). The sites' rest ρ_s (their round-1 bundles
@@ -29,7 +31,8 @@ candidates, as :func:`marg.learners.certify.certify_projected` does for screened
 the event that all p candidates' cells lie in their intervals — an event fixed before any
 selection — the selected ones do too, whichever were chosen. When the sites agreed on no
 feature (:func:`agreed`), the model is the label-only rule (``prior``), certified by the
-label table alone. The automatic choice runs with ``prefer="accuracy"`` unless the user sets
+label counts alone — the least noisy of the label table and a measured table's column sums
+(:func:`label_source`). The automatic choice runs with ``prefer="accuracy"`` unless the user sets
 ``prefer``: the certificates its balanced rule would compare are each candidate's own, for the
 measured tables as if they had not been selected, and the chosen model's is replaced by the
 selection-wide one (measured on the planted wide study: balanced chose the MRC, whose rule
@@ -124,11 +127,28 @@ class TablePlan:
     pair_std: float | None
 
 
+def first_order_rule(kept: Sequence[str], m: Mapping[str, int], K: int, rests: Sequence[float], n_hat: float) -> list[str]:
+    """The agreed features whose first-order table would not be mostly noise: drop, worst first, a
+    table whose pooled noise std per cell exceeds ``NOISE_RATIO``·n̂/|T| (least-squares weights over
+    the tables left; dropping one gives the others more); the best-ranked feature always stays."""
+    keep = list(kept)
+    while len(keep) > 1:
+        sizes = [K * m[a] for a in keep]
+        w = least_squares_weights(sizes, "gaussian")
+        ratio = [_pooled_std(rests, float(w[i])) * sizes[i] / max(n_hat, 1.0) for i in range(len(keep))]
+        worst = max(range(1, len(keep)), key=lambda i: (round(ratio[i], 9), i))  # ties: the lowest-ranked
+        if ratio[worst] <= NOISE_RATIO:
+            break
+        del keep[worst]
+    return keep
+
+
 def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float) -> TablePlan:
     """The first-order tables of ``kept`` and the pairs among its first M, M the largest for which the
     largest pair table's pooled noise std per cell is at most ``NOISE_RATIO``·n̂/|T|; least-squares weights."""
     K = int(codebook.label.n_classes)
     m = {a: int(codebook.feature(a).n_levels) for a in kept}
+    kept = first_order_rule(kept, m, K, rests, n_hat)
     first = [(a,) for a in kept]
     fsizes = [K * m[a] for a in kept]
     for size in range(len(kept), 1, -1):
@@ -222,6 +242,27 @@ def candidate_entries(summary: Any) -> int:
     return int(summary.n_classes) * max(cells, own)
 
 
+def label_source(summary: Any) -> Any:
+    """The summary the label-only rule reads: the released tables whose N[y] is least noisy — the label
+    table (round 1's share), or the column sums Σ_x N[x, y] of a measured first-order table (round 2's
+    share, m cells' noise). Either is the sample's label counts plus noise drawn after the selection,
+    so the label-only box holds whichever feature was selected."""
+    from marg.marginals.summary import Summary
+
+    rel = summary.released()
+    lab = summary.codebook.label.name
+    best, best_std = summary, float(rel.count_noise_std((lab,)))
+    for t in rel.tables:
+        if t.kind != "counts" or len(t.clique) != 2 or t.clique[1] != lab:
+            continue
+        sub = Summary(summary.codebook.subset([t.clique[0]]), [t], provenance=summary.provenance,
+                      parent_fingerprint=summary.fingerprint, postprocess=False)
+        std = float(sub.count_noise_std((lab,)))
+        if std < best_std:
+            best, best_std = sub, std
+    return best
+
+
 def finish(est: Any, summary: Any, coverage: float = 0.95) -> tuple[Any, str]:
     """The model of a select-then-measure study: the prior when nothing is above the noise, else ``est``
     with its certificate recomputed to cover the selection (module docstring). Returns (estimator, note)."""
@@ -231,7 +272,7 @@ def finish(est: Any, summary: Any, coverage: float = 0.95) -> tuple[Any, str]:
     entries = candidate_entries(summary)
     above = len(agreed(pool_records(summary)))
     if above == 0 or est.learner == "prior":
-        prior = est if est.learner == "prior" else LabelOnly(coverage=coverage).fit(summary)
+        prior = LabelOnly(coverage=coverage).fit(label_source(summary))
         return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "
                        "larger class, certified by the label table" if above == 0 else "")
     try:

@@ -91,3 +91,25 @@ def test_the_round_two_plan_spends_each_sites_rest_on_the_features_they_agree_on
     assert {c for c in req.tables if len(c) == 1} == {("g1",), ("g2",)}
     assert sum(req.weights) == pytest.approx(1.0)
     assert req.budget == {f"s{s}": pytest.approx(0.015) for s in range(3)}
+
+
+def test_the_prior_reads_the_least_noisy_label_counts():
+    """Nothing agreed on: the larger class comes from the label counts with the smallest noise — here a
+    first-order table measured with most of the budget, whose column sums say b where the noisy label table
+    (its own small share) says a."""
+    from dataclasses import replace
+
+    from marg.learners.learn import learn
+    from marg.marginals.privacy import privatize
+
+    rng = np.random.default_rng(5)
+    cb, X, y = _null_study(rng, 400, 1)
+    exact = {t.clique: t for t in Summary.from_rows(cb, X, y).tables}
+    (lab_t,), _ = privatize([exact[("y",)]], rho=1e-4, codebook=cb)
+    (first_t,), _ = privatize([exact[("g0", "y")]], rho=1.0, codebook=cb)
+    lab_t = replace(lab_t, counts=np.array([260.0, 140.0]))  # the noisy label table: a
+    first_t = replace(first_t, counts=np.array([[60.0, 140.0], [60.0, 140.0]]))  # the precise column sums: b
+    S = Summary(cb, [lab_t, first_t], provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000), postprocess=False)
+    model = learn(S, "auto", {}).model
+    assert model.learner == "prior"
+    assert model.predict(X[:5]).tolist() == [1] * 5
