@@ -20,7 +20,8 @@ tests/protocols/test_select_measure.py); ε is each site's total for the study (
   discretized as bench/mrc_highdim.py does and split into three stratified sites.
 
 Reported per split: test error, the larger class's error on the same test rows, the learner
-chosen, how many features round 2 measured (and pairs among how many).
+chosen, how many features the sites agreed on, how many first-order tables round 2 measured
+(and pairs among how many).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
     m = learn(S, "auto", {}).model
     cols = [cb.index(f.name) for f in S.codebook.features]
     err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
-    return {"error": err, "learner": m.learner, "measured": len(req.why["kept"]), "pairs_among": len(req.why["pairs_among"]),
+    return {"error": err, "learner": m.learner, "agreed": len(req.why["kept"]),
+            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": len(req.why["pairs_among"]),
             "certificate": float(m.estimator.certificate_.value)}
 
 
@@ -137,8 +139,8 @@ def main() -> None:
     a = ap.parse_args()
     print(f"# select, then measure: ε = {a.epsilon:g} per site in total, δ = 1e-6; {platform.machine()}, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
-    print("| set | split | test error | larger class | learner | features measured | pairs among | certificate | s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| set | split | test error | larger class | learner | features agreed | measured | pairs among | certificate | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in a.sets.split(","):
         errs, majs = [], []
         for rep, (cb, X, y, sites, Xte, yte) in enumerate(splits(name, a.reps)):
@@ -147,10 +149,10 @@ def main() -> None:
             maj = 1.0 - np.bincount(yte).max() / yte.size
             errs.append(r["error"])
             majs.append(maj)
-            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['measured']} | {r['pairs_among']} | "
+            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['agreed']} | {r['measured']} | {r['pairs_among']} | "
                   f"{r['certificate']:.3f} | {time.perf_counter() - t:.0f} |", flush=True)
         worst = max(e - m for e, m in zip(errs, majs))
-        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | worst vs larger class {worst:+.4f} |",
+        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | worst vs larger class {worst:+.4f} |",
               flush=True)
 
 

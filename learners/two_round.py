@@ -99,11 +99,18 @@ def chance_vote(sites: Sequence[SiteRound1]) -> float:
 
 def agreed(sites: Sequence[SiteRound1]) -> list[str]:
     """The features the sites agree on, best first: vote v_i above the majority and above halfway
-    from the chance vote c to 1 (v_i > max(1/2, (1 + c)/2)); empty when nothing rises above the selection's noise."""
+    from the chance vote c to 1 (v_i > max(1/2, (1 + c)/2)), and chosen by at least two sites (a
+    site's weight comes from its noisy n, which at a tiny site can be far off: one site never
+    agrees with itself); empty when nothing rises above the selection's noise."""
     if not sites:
         return []
     bar = max(0.5, (1.0 + chance_vote(sites)) / 2.0)
-    return [a for a, v, _ in pool(sites) if v > bar]
+    need = min(2, len(sites))
+    count: dict[str, int] = {}
+    for s in sites:
+        for a in s.selection.features:
+            count[a] = count.get(a, 0) + 1
+    return [a for a, v, _ in pool(sites) if v > bar and count[a] >= need]
 
 
 def _pooled_std(rests: Sequence[float], weight: float) -> float:

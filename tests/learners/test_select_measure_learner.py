@@ -113,3 +113,16 @@ def test_the_prior_reads_the_least_noisy_label_counts():
     model = learn(S, "auto", {}).model
     assert model.learner == "prior"
     assert model.predict(X[:5]).tolist() == [1] * 5
+
+
+def test_one_site_never_agrees_with_itself():
+    """A tiny site's noisy n can make one site hold nearly all the weight: its choices alone are not agreement."""
+    from marg.learners.two_round import agreed, site_round1
+
+    recs = _records([["g1", "g2"], ["g3"], ["g4"]], 3000, 6000)["sites"]
+    ns = [np.array([500.0, 500.0]), np.array([-40.0, 30.0]), np.array([-25.0, 20.0])]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s, n in zip(recs, ns)]
+    assert agreed(sites) == []
+    recs = _records([["g1", "g2"], ["g1"], ["g4"]], 3000, 6000)["sites"]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s, n in zip(recs, ns)]
+    assert agreed(sites) == ["g1"]
