@@ -135,6 +135,10 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     model = tmp / "model.json"
     r = marg("learn", *r1, *r2, "--out", model, "--trust", w["trust"], "--no-sign", cwd=tmp)
     assert r.returncode == 0, r.stderr
+    # the model reads the measured features of the study's own data files, under the study's codebook
+    r = marg("evaluate", model, w["files"][0], "--schema", w["schema"], "--allow-unsigned", "--json", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["error"] < 0.3
 
 
 def test_a_request_for_a_table_outside_the_codebook_is_refused_before_anything_is_spent(tmp_path):
