@@ -123,6 +123,9 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "y.r2", "--request", req,
              "--trust", w["trust"], cwd=tmp, home=tmp / "home0")
     assert r.returncode != 0 and "already answered round 2" in r.stderr and not (tmp / "y.r2").exists()
+    # what left the site in round 1, for its privacy officer: the label table and the selection
+    r = marg("audit", "show", cwd=tmp, home=tmp / "home0")
+    assert r.returncode == 0 and "top-6 of 12 features (noisy top-k)" in r.stdout, r.stdout
     # the two rounds together spend the site's total: ε = 1 at δ = 1e-6 (the cap), never more
     from marg.marginals.dp_conversions import rho_for_epsilon
 
