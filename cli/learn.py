@@ -252,7 +252,7 @@ def request_cmd(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="Select-then-measure (round-1 bundles, no --top): the learner's signing key; sites check the request against it (--trust).")] = None,
+    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="Select-then-measure (round-1 bundles, no --top): the learner's signing key; sites check the request against it (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
     sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -299,7 +299,7 @@ def request_cmd(
     if top is None:
         from .study import request_study
 
-        res = request_study(bundles, out, trust, allow_unsigned, key, sign_key, sign_passphrase_file)
+        res = request_study(bundles, out, trust, allow_unsigned, key, _signer(sign_key, sign_passphrase_file, False))
         if json_out:
             emit_json(res)
             return

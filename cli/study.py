@@ -79,22 +79,21 @@ def study_lines(record: dict[str, Any], out: Path, dry_run: bool = False) -> lis
     return []
 
 
-def request_study(bundles: list[Path], out: Path, trust: Any, allow_unsigned: bool, key: Any, sign_key: Any,
-                  passphrase_file: Any) -> dict[str, Any]:
+def request_study(bundles: list[Path], out: Path, trust: Any, allow_unsigned: bool, key: Any,
+                  signer: tuple[Any, str] | None) -> dict[str, Any]:
     """``marg request`` without ``--top``: plan round 2 from the round-1 bundles, sign and write it.
 
-    Returns what was asked (for the command to print)."""
+    ``signer``: the learner's key and name (``--sign-key``, else the configured one). Returns what
+    was asked (for the command to print)."""
     from marg.learners.two_round import plan_request, site_round1
     from marg.marginals.study import study_record
-    from marg.protocols.keys import load_signing_key, read_passphrase_file
     from marg.protocols.load import load_verified_bundles
     from marg.protocols.study import write_request
 
-    if sign_key is None:
+    if signer is None:
         raise InputError("the round-2 request is signed by the learner (sites refuse an unsigned one): give --sign-key "
-                         "LEARNER.sign.key")
-    pw = read_passphrase_file(passphrase_file) if passphrase_file else None
-    sk = load_signing_key(sign_key, pw)
+                         "LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys (or $MARG_SIGN_KEY)")
+    sk = signer[0]
     bs = load_verified_bundles(bundles, trust, allow_unsigned, key)
     cb = bs[0].codebook
     recs, seen = [], set()
