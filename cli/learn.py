@@ -252,11 +252,15 @@ def request_cmd(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
+    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="Select-then-measure (round-1 bundles, no --top): the learner's signing key; sites check the request against it (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
+    sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Ask the sites for more tables: the pairs of the top screened features (two-round
-    protocol), or with --learner boost the few higher-order tables a longer rule needs.
-    Sites answer with `marg export DATA --pairs @REQUEST.json`."""
+    """Ask the sites for more tables. From round-1 bundles of select-then-measure (no --top): what
+    round 2 measures and how much each site spends, decided from the sites' private selections and
+    signed (--sign-key); sites answer with `marg export DATA --request REQ --trust KEYS`. With --top K:
+    the pairs of the top screened features; with --learner boost the higher-order tables a longer
+    rule needs (sites answer with `marg export DATA --pairs @REQUEST.json`)."""
     from itertools import combinations
 
     from marg.errors import InputError
@@ -293,7 +297,18 @@ def request_cmd(
         typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
         return
     if top is None:
-        raise InputError("give --top K (pair screening) or --learner boost")
+        from .study import request_study
+
+        res = request_study(bundles, out, trust, allow_unsigned, key, _signer(sign_key, sign_passphrase_file, False))
+        if json_out:
+            emit_json(res)
+            return
+        pairs_n = sum(len(c) > 1 for c in res["tables"])
+        typer.echo(f"wrote {out}: {len(res['tables']) - pairs_n} first-order and {pairs_n} pair tables requested "
+                   f"(features the sites agreed on: {', '.join(res['why']['kept'])})")
+        typer.echo("round 2 per site: " + ", ".join(f"{s} rho = {r:.4g}" for s, r in sorted(res["budget"].items())))
+        typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --out NAME.r2 --request {out} --trust LEARNER-KEYS")
+        return
     if top < 2:
         raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
     with CountProgress("bundles verified and summed", quiet=json_out) as prog:

@@ -133,6 +133,8 @@ def export_cmd(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out (refused otherwise, before anything is counted or charged).")] = False,
     keep_copy: Annotated[bool, typer.Option("--keep-copy/--no-keep-copy", help="Keep the plain signed bundle of a sealed export beside the ledger, so `marg inspect` can show this site what it sent.")] = True,
     max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused (it identifies patients).")] = MAX_LEVELS,
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="Under DP with --epsilon: 2 (the default) = select, then measure — --epsilon is this site's TOTAL for the study; round 1 releases the label table and a private selection, marg request decides round 2 (--request). 1: one release of the --stats tables.")] = None,
+    request: Annotated[Optional[Path], typer.Option("--request", help="Round 2 of select-then-measure: the learner's signed request (marg request); measures only what it asks with the rest of this site's study total (--trust: the learner's key).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
@@ -186,6 +188,13 @@ def export_cmd(
         from .plan import parse_auto
 
         holdout_f = parse_auto(holdout, "--holdout")
+    from .study import study_round
+
+    study = study_round(cb, rounds=rounds, request=request, trust=trust, epsilon=epsilon, rho=rho, delta=delta,
+                        mechanism=mechanism, stats=stats, pairs=pairs, holdout=holdout, evaluate=evaluate, round_=round_,
+                        first_share=first_order_share, allocation=allocation, no_ledger=no_ledger, dry_run=dry_run)
+    if study is not None:
+        epsilon = None  # the round spends its own share of the site's total
     prog = RowProgress(f"export {site}", quiet=json_out)
     with prog:
         if evaluate is None and allow_unsigned:
@@ -200,7 +209,7 @@ def export_cmd(
                                first_share=first_order_share, holdout=holdout_f, holdout_id=holdout_id, round_id=round_id,
                                min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
                                ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
-                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record)
+                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record, study=study)
             prog.done()
             if json_out:
                 emit_json(plan.to_dict())
@@ -209,6 +218,11 @@ def export_cmd(
                 err(line)
             for line in plan_lines(plan):
                 typer.echo(line)
+            if study is not None:
+                from .study import study_lines
+
+                for line in study_lines(study.record or {}, out, dry_run=True):
+                    typer.echo(line)
             if holdout_plan is not None:
                 typer.echo(_holdout_plan_line(holdout_plan))
             return
@@ -248,7 +262,7 @@ def export_cmd(
             min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient, recipient_name=recipient_name,
             ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
             force=force, keep_copy=keep_copy, max_levels=max_levels,
-            holdout_plan=plan_record,
+            holdout_plan=plan_record, study=study,
         )
         prog.done()
         d = res.bundle.describe()
@@ -259,7 +273,7 @@ def export_cmd(
                        "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
                        "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
                        "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
-                       "digest": d["digest"]})
+                       "digest": d["digest"], "study": res.bundle.header.get("study")})
             return
         extras = []
         if sk is not None:
@@ -276,6 +290,11 @@ def export_cmd(
         )
         if holdout_plan is not None:
             typer.echo(_holdout_plan_line(holdout_plan))
+        if study is not None:
+            from .study import study_lines
+
+            for line in study_lines(res.bundle.header.get("study") or {}, out):
+                typer.echo(line)
         if round_ is not None and trust is None:  # said after success: a refusal stays one line
             err(f"warning: the round file's signature was not checked (give --trust with the learner's key): "
                 f"anyone could have written {round_}")

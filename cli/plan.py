@@ -86,10 +86,16 @@ def plan_cmd(
     row_list = parse_rows(rows)
     if sites is not None and len(row_list) not in (1, sites):
         raise InputError(f"--rows gives {len(row_list)} counts for --sites {sites}")
+    study = None
     if schema is not None:
+        from marg.learners.two_round import preview
         from marg.marginals.codebook import Codebook
 
-        features = Codebook.load(schema).n_features
+        cb = Codebook.load(schema)
+        features = cb.n_features
+        if cb.discrete_names:
+            rl = row_list * sites if (sites and len(row_list) == 1) else row_list
+            study = preview(cb, rl, epsilon, DEFAULT_DELTA)
     f_given, e_given = parse_auto(holdout, "--holdout"), parse_auto(evaluate_epsilon, "--evaluate-epsilon")
     if features is None:
         if f_given is None or e_given is None:
@@ -100,9 +106,16 @@ def plan_cmd(
                       coverage=coverage)
     plan["needed"] = need
     plan["informative"] = plan["expected_certificate"] <= need["target"]
+    if study is not None:
+        plan["select_then_measure"] = study
     if json_out:
         emit_json(plan)
         return
+    if study is not None:
+        from .study import preview_lines
+
+        for line in preview_lines(study):
+            typer.echo(line)
     r = plan["rows"]
     typer.echo(f"{len(r)} site(s) of {'/'.join(str(x) for x in r)} rows, ε = {epsilon:g} per site, expected error {error:g}")
     typer.echo(f"  plan: hold out {plan['holdout']:.0%} of the rows (≈ {sum(r) * plan['holdout']:.0f} patients); "

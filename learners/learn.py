@@ -136,8 +136,14 @@ def learn(
         if on_selected is not None:
             on_selected(selection)
         est.set_params(features=list(selection.selected))
+    from .two_round import STUDY_CHOICE, finish, is_selected
+
+    if is_selected(summary) and learner == "auto":  # the study's choice (two_round.STUDY_CHOICE)
+        est.set_params(**{k: v for k, v in STUDY_CHOICE.items() if k not in given})
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
+    if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection
+        fitted, _note = finish(fitted, summary, float(getattr(fitted, "coverage", None) or 0.95))
     seconds = time.perf_counter() - t0
     report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}

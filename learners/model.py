@@ -53,7 +53,14 @@ class Model:
         return self.codebook.label.classes
 
     def check_codebook(self, codebook: Codebook) -> None:
-        """Refuse data coded under another codebook."""
+        """Refuse data coded under another codebook. A model of a select-then-measure study reads the
+        features measured (its codebook is the study's restricted to them): the study's codebook,
+        recorded as ``study_fingerprint``, is accepted when restricted to them it is the model's."""
+        study = (self.info or {}).get("study_fingerprint") if isinstance(self.info, dict) else None
+        if study is not None and codebook.fingerprint == study and codebook.fingerprint != self.fingerprint:
+            names = self.codebook.feature_names
+            if all(n in codebook.feature_names for n in names) and codebook.subset(names).fingerprint == self.fingerprint:
+                return
         if codebook.fingerprint != self.fingerprint:
             raise InputError(
                 f"codebook fingerprint {codebook.fingerprint[:16]}… differs from the model's {self.fingerprint[:16]}… "
@@ -222,6 +229,8 @@ def model_info(summary: Any, report: dict[str, Any]) -> dict[str, Any]:
     from marg.marginals.level_counts import level_counts
 
     info = {"created": now_iso(), "n": summary.n, "sites": summary.provenance.get("sites", []), "report": report}
+    if summary.fingerprint != summary.codebook.fingerprint:  # fitted on the study's measured features only
+        info["study_fingerprint"] = summary.fingerprint
     if summary.n_exact is not None:
         info["n_exact"] = summary.n_exact
     levels = level_counts(summary)

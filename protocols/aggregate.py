@@ -102,6 +102,8 @@ class Aggregator:
             "signed": b.signature is not None,
             "privacy": b.header.get("privacy"),
         }
+        if b.header.get("study"):  # select-then-measure: the round, its plan and the site's private selection
+            info["study"] = b.header["study"]
         if b.header.get("secagg"):  # a secure sum: which sites it covers, which dropped out
             info["secagg"] = b.header["secagg"]
         if not rec["rounds"]:
@@ -125,9 +127,13 @@ class Aggregator:
                     if s["site"] not in self.released_by[key]:
                         missing.setdefault(s["site"], []).append(t.name)
         parts = [(s["site"], self.parts[s["site"]]) for s in self.sites] if len(self.parts) == n_sites else ()
-        return Summary(self.first.codebook, kept,
+        codebook, parent = self.first.codebook, None
+        if any(r.get("study") for s in self.sites for r in s["rounds"]):
+            codebook, kept, parts = measured_only(codebook, kept, parts)
+            parent = self.first.codebook.fingerprint if codebook is not self.first.codebook else None
+        return Summary(codebook, kept,
                        provenance={"sites": self.sites, "dropped_tables": dropped, "missing_by_site": missing},
-                       site_parts=parts)
+                       site_parts=parts, parent_fingerprint=parent)
 
     def _check_rounds(self) -> None:
         """Several rounds: refuse the first site that lacks a table some other site released."""
@@ -144,6 +150,24 @@ class Aggregator:
                 f"site {s['site']!r} is missing from {which}: {len(lacking)} table(s) released by "
                 f"{', '.join(repr(o) for o in others)} are not in its bundles (e.g. {lacking[0][1].name}); "
                 "give all of its rounds' bundles, or leave every bundle of that site out")
+
+
+def measured_only(codebook: Any, kept: list[MarginalTable], parts: Any) -> tuple[Any, list[MarginalTable], Any]:
+    """Select-then-measure: the study's codebook restricted to the features whose first-order
+    table was measured (the rest were not selected), with the tables and site parts within it."""
+    lab = codebook.label.name
+    have = {t.clique[0] for t in kept if t.kind == "counts" and len(t.clique) == 2 and t.clique[1] == lab}
+    measured = [f.name for f in codebook.features if f.name in have]
+    if len(measured) == len(codebook.features):
+        return codebook, kept, parts
+    if not measured:
+        raise InputError("these select-then-measure bundles measure no feature's table (round 1 alone, or a request "
+                         "that asked for nothing): give the round-2 bundles too")
+    keep = set(measured) | {lab}
+    sub = codebook.subset(measured)
+    inside = [t for t in kept if set(t.clique) <= keep]
+    parts = [(s, [t for t in ts if set(t.clique) <= keep]) for s, ts in parts]
+    return sub, inside, parts
 
 
 def composed_privacy(records: Sequence[dict[str, Any] | None]) -> dict[str, Any]:

@@ -194,6 +194,7 @@ def export_site(
     marg.protocols.export_plan.plan_export : the same steps without writing (``--dry-run``).
     """
     out = check_out(out, force)
+    study = release.get("study")
     rel = prepare_release(data, codebook, site, **release)
     final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
     signing_key, sealed = release.get("signing_key"), release.get("recipient") is not None
@@ -208,6 +209,8 @@ def export_site(
             from .site_copies import keep
 
             keep(rel.ledger_dir, final)
+    if study is not None:  # after the ledger entry: the site's record of its study (what round 2 may spend)
+        study.commit(rel.ledger_dir, codebook.fingerprint, final, entry, rel.cost)
     if rel.split is not None:
         remember(rel.ledger_dir, final.digest(), codebook.fingerprint, site, rel.holdout, rel.split)
     atomic_write_bytes(out, file_bytes)
@@ -246,6 +249,7 @@ def prepare_release(
     max_levels: int = MAX_LEVELS,
     create_key: bool = True,
     holdout_plan: dict[str, Any] | None = None,
+    study: Any = None,
 ) -> Prepared:
     """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
     nothing is written (:func:`export_site` then records and writes it).
@@ -306,6 +310,10 @@ def prepare_release(
         uses a key of this call only.
     holdout_plan : dict, optional
         The plan of ``--holdout auto`` (:mod:`marg.learners.holdout_plan`), recorded in the header.
+    study : :class:`marg.protocols.study.Round1` or :class:`~marg.protocols.study.Round2`, optional
+        A round of the select-then-measure path: it says what is counted, what the release
+        costs (checked against the cap first) and protects the counts itself; its record
+        goes into the header as ``study``.
     """
     from .ledger import Ledger
     from .site import resolve_export_ledger
@@ -320,20 +328,27 @@ def prepare_release(
         target_epsilon = None  # spent as given (pure ε-DP)
     elif rho is not None and mech.pure:
         raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
-    dp = epsilon is not None or rho is not None
-    note = pairs_left_out(codebook, stats, dp, pairs)
+    dp = epsilon is not None or rho is not None or study is not None
+    note = None if study is not None else pairs_left_out(codebook, stats, dp, pairs)
     notes: list[str] = []
-    stats = resolve_stats(codebook, stats, dp, pairs)
-    cliques = plan_cliques(codebook, stats, pairs)
-    check_plan_size(codebook, cliques)
-    if allocation not in ALLOCATIONS:
-        raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
-    weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
+    if study is not None:  # select-then-measure: the round says what is counted and what it costs
+        stats, cliques, weights = "study", study.cliques(codebook), None
+    else:
+        stats = resolve_stats(codebook, stats, dp, pairs)
+        cliques = plan_cliques(codebook, stats, pairs)
+        check_plan_size(codebook, cliques)
+        if allocation not in ALLOCATIONS:
+            raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
+        weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
 
     # 1. The cost is known from the plan: check the budget before reading any data.
-    requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
-                          mechanism=mech.name) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
+    if study is not None:
+        study.check(ledger_dir, codebook, site)  # refusals before anything is read or charged
+        requested = study.requested
+    else:
+        requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
+                              mechanism=mech.name) if dp else PrivacyCost.unbounded()
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     position = None
     if ledger is not None:
@@ -369,7 +384,11 @@ def prepare_release(
 
     # 3. Protect.
     suppressed: list[Any] = []
-    if dp:
+    study_record = None
+    if study is not None:
+        tables, cost, privacy, study_record = study.protect(tables, codebook)
+        released_n = None
+    elif dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
                                  mechanism=mech.name)
         notes += useless_noise(tables, n_rows)
@@ -388,6 +407,8 @@ def prepare_release(
                              if not dp else None, "source": source}
     if spec is not None:
         extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": holdout_plan} if holdout_plan else {})}
+    if study_record is not None:
+        extra["study"] = study_record
     if round_id is not None:
         extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
     extra["ledger"] = position  # null: recorded nowhere (--no-ledger); the learner refuses it by default

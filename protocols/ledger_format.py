@@ -13,7 +13,8 @@ Each entry (keys sorted, no spaces, UTF-8, one line) records one event at the si
     bundle       sha256 hex of the signed bundle's bytes (Bundle.digest()); null for "cap"
     file_sha256  sha256 hex of the file written (the sealed envelope), or null
     n_rows       the row count stated in the bundle (null if not released)
-    statistics   [{name, kind, clique, shape, mechanism, std}] exactly as released
+    statistics   [{name, kind, clique, shape, mechanism, std}] exactly as released (a select-then-measure
+                 round 1 adds its selection: kind "selection", shape [k], the Gumbel noise's std)
     mechanism    "laplace" | "gaussian" | "none" | "mixed"
     cost         {epsilon, delta, rho} of this release ("inf" = exact, no DP guarantee)
     cumulative   {epsilon, delta, rho} spent by all releases up to and including this one
@@ -35,6 +36,7 @@ tie entries together (chain, sums, cap, rounds, exact releases) are in
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from typing import Any, Mapping
 
@@ -121,6 +123,12 @@ def statistics_of(bundle: Any) -> list[dict[str, Any]]:
                 "std": float(noise.get("std", 0.0)),
             }
         )
+    sel = (bundle.header.get("study") or {}).get("selection") if isinstance(bundle.header.get("study"), dict) else None
+    if isinstance(sel, dict):  # select-then-measure round 1: which features, chosen by OpenDP's noisy top-k
+        k, p = int(sel.get("k", 0)), int(sel.get("candidates", 0))
+        out.append({"name": f"top-{k} of {p} features (noisy top-k)", "kind": "selection", "clique": [],
+                    "shape": [k], "mechanism": str(sel.get("mechanism", "noisy-top-k")),
+                    "std": float(sel.get("scale", 0.0)) * math.pi / math.sqrt(6.0)})  # the Gumbel noise's std
     return out
 
 

@@ -52,20 +52,20 @@ def test_dp_dry_run_writes_nothing_and_is_what_the_export_releases(site):
     s = site
     out = s["dir"] / "north.bundle"
     before = folder_bytes(s["dir"])
-    r = marg(*_export(s, out, "--epsilon", "1", "--dry-run", "--json"), cwd=s["dir"], env=s["env"])
+    r = marg(*_export(s, out, "--epsilon", "1", "--rounds", "1", "--dry-run", "--json"), cwd=s["dir"], env=s["env"])
     assert r.returncode == 0, r.stderr
     assert folder_bytes(s["dir"]) == before  # no bundle, no ledger entry, no site copy, no checkpoint change
     plan = json.loads(r.stdout)
     assert plan["dry_run"] and plan["sealed_to"] == "learner" and plan["signed"]
     assert plan["cap"]["epsilon"] == pytest.approx(3.0) and plan["spent"]["epsilon"] == 0.0
-    text = marg(*_export(s, out, "--epsilon", "1", "--dry-run"), cwd=s["dir"], env=s["env"])
+    text = marg(*_export(s, out, "--epsilon", "1", "--rounds", "1", "--dry-run"), cwd=s["dir"], env=s["env"])
     assert text.returncode == 0 and folder_bytes(s["dir"]) == before
     assert "dry run: nothing written" in text.stdout and "cap ε=3" in text.stdout
     for t in plan["tables"]:  # every table named with its noise on the text page
         assert t["name"] in text.stdout and t["mechanism"] == "gaussian" and t["counts"] is None
 
     # the export itself: the same tables, the same noise, the same cost as the plan said
-    r = marg(*_export(s, out, "--epsilon", "1"), cwd=s["dir"], env=s["env"])
+    r = marg(*_export(s, out, "--epsilon", "1", "--rounds", "1"), cwd=s["dir"], env=s["env"])
     assert r.returncode == 0, r.stderr
     got = json.loads(marg("inspect", out, "--json", "--key", s["keys"] / "learner.seal.key", cwd=s["dir"]).stdout)
     assert [t["name"] for t in plan["tables"]] == [t["name"] for t in got["statistics"]]
@@ -112,7 +112,7 @@ def test_dry_run_refuses_what_the_export_would_refuse(site, tmp_path):
     refuses in one line, exit 1, and writes nothing."""
     s = site
     before = folder_bytes(s["dir"])
-    r = marg(*_export(s, s["dir"] / "big.bundle", "--epsilon", "5", "--dry-run"), cwd=s["dir"], env=s["env"])
+    r = marg(*_export(s, s["dir"] / "big.bundle", "--epsilon", "5", "--rounds", "1", "--dry-run"), cwd=s["dir"], env=s["env"])
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "budget" in r.stderr, r.stderr
     assert folder_bytes(s["dir"]) == before
     # exact releases on a plain ledger: release once, change one row, dry-run again → refused
@@ -135,13 +135,13 @@ def test_dry_run_refuses_what_the_export_would_refuse(site, tmp_path):
 def test_an_existing_out_is_refused_without_charge_unless_force(site):
     s = site
     out = s["dir"] / "north.bundle"
-    assert marg(*_export(s, out, "--epsilon", "1"), cwd=s["dir"], env=s["env"]).returncode == 0
+    assert marg(*_export(s, out, "--epsilon", "1", "--rounds", "1"), cwd=s["dir"], env=s["env"]).returncode == 0
     before = folder_bytes(s["dir"])
-    r = marg(*_export(s, out, "--epsilon", "1"), cwd=s["dir"], env=s["env"])
+    r = marg(*_export(s, out, "--epsilon", "1", "--rounds", "1"), cwd=s["dir"], env=s["env"])
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
     assert r.stderr.startswith(f"marg: error: {out.name} exists") or f"{out} exists" in r.stderr, r.stderr
     assert "--force" in r.stderr and folder_bytes(s["dir"]) == before  # not counted, not charged
-    r = marg(*_export(s, out, "--epsilon", "1", "--force"), cwd=s["dir"], env=s["env"])
+    r = marg(*_export(s, out, "--epsilon", "1", "--rounds", "1", "--force"), cwd=s["dir"], env=s["env"])
     assert r.returncode == 0, r.stderr
     entries = (s["home"] / "ledger" / "ledger.jsonl").read_text().splitlines()
     spent = json.loads(entries[-1])["cumulative"]["epsilon"]
@@ -151,7 +151,7 @@ def test_an_existing_out_is_refused_without_charge_unless_force(site):
 def test_a_site_inspects_its_own_sealed_bundle(site):
     s = site
     out = s["dir"] / "north.bundle"
-    assert marg(*_export(s, out, "--epsilon", "1"), cwd=s["dir"], env=s["env"]).returncode == 0
+    assert marg(*_export(s, out, "--epsilon", "1", "--rounds", "1"), cwd=s["dir"], env=s["env"]).returncode == 0
     mine = marg("inspect", out, "--values", "--json", cwd=s["dir"], env=s["env"])  # no learner key: the ledger's copy
     assert mine.returncode == 0, mine.stderr
     learner = marg("inspect", out, "--values", "--json", "--key", s["keys"] / "learner.seal.key", cwd=s["dir"])
@@ -169,7 +169,7 @@ def test_a_site_inspects_its_own_sealed_bundle(site):
     assert r.returncode == 1 and "does not match ledger entry #2" in r.stderr and r.stderr.count("\n") == 1
     # without a kept copy: one line saying so
     out2 = s["dir"] / "second.bundle"
-    assert marg(*_export(s, out2, "--epsilon", "0.5", "--no-keep-copy"), cwd=s["dir"], env=s["env"]).returncode == 0
+    assert marg(*_export(s, out2, "--epsilon", "0.5", "--rounds", "1", "--no-keep-copy"), cwd=s["dir"], env=s["env"]).returncode == 0
     r = marg("inspect", out2, cwd=s["dir"], env=s["env"])
     assert r.returncode == 2 and "--no-keep-copy" in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
@@ -227,7 +227,7 @@ def test_pair_tables_left_out_for_size_are_named(tmp_path):
         w.writerow([f"f{i}" for i in range(10)] + ["y"])
         for _ in range(50):
             w.writerow([f"v{k}" for k in rng.integers(0, 90, 10)] + [str(rng.integers(0, 2))])
-    r = marg("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "b.bundle", "--epsilon", "1",
+    r = marg("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "b.bundle", "--epsilon", "1", "--rounds", "1",
              "--no-ledger", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: the 45 pair tables are left out")]

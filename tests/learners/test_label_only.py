@@ -165,7 +165,7 @@ def _wide_dp_bundle(tmp, seed):
     (tmp / "data.csv").write_text("\n".join(lines) + "\n")
     out = tmp / f"site{seed}.bundle"
     r = marg("export", tmp / "data.csv", "--schema", tmp / "codebook.json", "--site", "north", "--out", out,
-             "--stats", "first", "--epsilon", "1", "--ledger", tmp / f"led{seed}", cwd=tmp)
+             "--stats", "first", "--epsilon", "1", "--rounds", "1", "--ledger", tmp / f"led{seed}", cwd=tmp)
     assert r.returncode == 0, r.stderr
     return out
 

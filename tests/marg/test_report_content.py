@@ -324,9 +324,9 @@ def site_ledger(tmp_path_factory):
     r = run("audit", "init", "--site", "north", "--key", key, "--ledger", led, "--epsilon", "10", "--delta", "1e-5", home=home)
     assert r.exit_code == 0, r.output
     common = ["--schema", schema, "--site", "north", "--ledger", led, "--key", key]
-    for k, opts in enumerate((["--stats", "first", "--epsilon", "1", "--mechanism", "laplace"],
+    for k, opts in enumerate((["--stats", "first", "--epsilon", "1", "--rounds", "1", "--mechanism", "laplace"],
                               ["--stats", "pairs-only", "--pairs", "age_band:sex", "--rho", "0.05"],
-                              ["--stats", "first", "--epsilon", "0.5"])):
+                              ["--stats", "first", "--epsilon", "0.5", "--rounds", "1"])):
         r = run("export", data, *common, "--out", tmp / f"b{k}.bundle", *opts, home=home)
         assert r.exit_code == 0, r.output
     return tmp, led

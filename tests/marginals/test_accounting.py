@@ -125,9 +125,9 @@ def test_cap_2_at_1e5_admits_exactly_four_gaussian_exports_at_epsilon_1(site):
     r = marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", "--epsilon", "2", "--delta", "1e-5", cwd=site)
     assert r.returncode == 0, r.stderr
     for i in range(4):
-        r = _export(site, f"b{i}.bundle", "--epsilon", "1")
+        r = _export(site, f"b{i}.bundle", "--epsilon", "1", "--rounds", "1")
         assert r.returncode == 0, r.stderr
-    r = _export(site, "b4.bundle", "--epsilon", "1")
+    r = _export(site, "b4.bundle", "--epsilon", "1", "--rounds", "1")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "privacy budget exhausted" in r.stderr
     assert not (site / "b4.bundle").exists()
     shown = marg("audit", "show", cwd=site)
@@ -146,13 +146,13 @@ def test_lowering_the_cap_changes_only_what_is_named_and_defaults_agree(site):
     assert r.returncode == 0, r.stderr
     cap = json.loads(marg("audit", "budget", "--json", cwd=site).stdout)["cap"]
     assert cap == {"epsilon": 4.0, "delta": DEFAULT_DELTA, "rho": 0.0}
-    assert _export(site, "a.bundle", "--epsilon", "1").returncode == 0
+    assert _export(site, "a.bundle", "--epsilon", "1", "--rounds", "1").returncode == 0
     # lowering ε keeps δ (the README's `marg audit budget --epsilon 2.4`): later exports still fit
     r = marg("audit", "budget", "--epsilon", "2.4", cwd=site)
     assert r.returncode == 0, r.stderr
     cap = json.loads(marg("audit", "budget", "--json", cwd=site).stdout)["cap"]
     assert cap == {"epsilon": 2.4, "delta": DEFAULT_DELTA, "rho": 0.0}
-    assert _export(site, "b.bundle", "--epsilon", "1").returncode == 0
+    assert _export(site, "b.bundle", "--epsilon", "1", "--rounds", "1").returncode == 0
     # raising back is refused in one line, nothing recorded
     n = len((site / "home" / "ledger" / "ledger.jsonl").read_bytes().splitlines())
     r = marg("audit", "budget", "--epsilon", "4", cwd=site)
@@ -200,7 +200,7 @@ def test_an_epsilon_that_cannot_be_computed_is_refused_in_one_line_with_nothing_
 
 
 def test_a_release_that_will_be_mostly_noise_is_warned_about_with_its_noise(site):
-    r = _export(site, "x.bundle", "--epsilon", "1e-4", "--no-ledger")
+    r = _export(site, "x.bundle", "--epsilon", "1e-4", "--rounds", "1", "--no-ledger")
     assert r.returncode == 0 and (site / "x.bundle").exists()
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: the noise std")]
     assert len(warn) == 1 and "9 of 9 tables" in warn[0]
@@ -208,7 +208,7 @@ def test_a_release_that_will_be_mostly_noise_is_warned_about_with_its_noise(site
     d = json.loads(marg("inspect", "x.bundle", "--json", cwd=site).stdout)
     worst = max(d["statistics"], key=lambda st: st["noise_std"] * math.prod(st["shape"]))
     assert f"std {worst['noise_std']:.3g}" in warn[0] and worst["noise_std"] >= 400 / math.prod(worst["shape"])
-    r = _export(site, "y.bundle", "--epsilon", "5", "--no-ledger")
+    r = _export(site, "y.bundle", "--epsilon", "5", "--rounds", "1", "--no-ledger")
     assert r.returncode == 0 and "warning: the noise" not in r.stderr
 
 

@@ -204,7 +204,7 @@ def test_an_oversized_plan_is_refused_through_the_cli(tmp_path):
     assert r.exit_code == 0, r.output
     before = folder_bytes(home)
     assert "site.json" in before and "ledger/ledger.jsonl" in before
-    for extra in ([], ["--epsilon", "1"]):
+    for extra in ([], ["--epsilon", "1", "--rounds", "1"]):
         r = run("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "x.bundle", "--stats", "all",
                 "--max-levels", "100000", *extra)
         assert r.exit_code != 0, r.output

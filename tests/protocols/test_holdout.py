@@ -105,7 +105,7 @@ def sites(tmp_path_factory):
 def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(sites, dp):
     tmp, schema, data = sites
     tag = "dp" if dp else "exact"
-    priv = ["--epsilon", "2"] if dp else ["--stats", "all", "--min-cell", "1"]
+    priv = ["--epsilon", "2", "--rounds", "1"] if dp else ["--stats", "all", "--min-cell", "1"]
     bundles = []
     for site, f in data.items():
         b = tmp / f"{site}-{tag}.bundle"
@@ -121,7 +121,7 @@ def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(site
     for site, f in data.items():
         ev = tmp / f"{site}-{tag}.eval"
         r = run("export", f, "--schema", schema, "--site", site, "--out", ev, "--evaluate", model, "--allow-unsigned",
-                "--ledger", tmp / f"{site}-{tag}-ledger", *([] if not dp else ["--epsilon", "0.5"]),
+                "--ledger", tmp / f"{site}-{tag}-ledger", *([] if not dp else ["--epsilon", "0.5", "--rounds", "1"]),
                 *(["--min-cell", "1"] if not dp else []))
         assert r.exit_code == 0, r.output
         evals.append(ev)
@@ -243,7 +243,7 @@ def attack(tmp_path_factory):
         assert marg("keys", "init", "--site", who, "--role", "learner", "--dir", tmp / "keys", cwd=tmp).returncode == 0
     (tmp / "trust").mkdir()
     (tmp / "trust" / "learner.sign.pub").write_bytes((tmp / "keys" / "learner.sign.pub").read_bytes())
-    common = ("--schema", "codebook.json", "--site", "north", "--ledger", "ledger", "--epsilon", "1")
+    common = ("--schema", "codebook.json", "--site", "north", "--ledger", "ledger", "--epsilon", "1", "--rounds", "1")
     for name, extra in (("H", ("--holdout", "0.2")), ("N", ())):
         r = marg("export", "north.csv", "--out", f"{name}.bundle", *common, *extra, cwd=tmp)
         assert r.returncode == 0, r.stderr
@@ -353,7 +353,7 @@ def test_two_rounds_of_one_site_are_evaluated_on_the_rows_held_out_of_both(sites
 
     tmp, schema, data = sites
     f = data["north"]
-    base = ("--schema", schema, "--site", "north", "--epsilon", "1")
+    base = ("--schema", schema, "--site", "north", "--epsilon", "1", "--rounds", "1")
     enc = encode_file(f, demo_codebook())
     for case, round2 in (("same", ("--holdout", "0.2")), ("smaller", ("--holdout", "0.1")), ("none", ())):
         led, r1, r2 = tmp_path / f"led-{case}", tmp_path / f"{case}-1.bundle", tmp_path / f"{case}-2.bundle"

@@ -53,7 +53,7 @@ def two_rounds(study, tag: str, priv: list[str]):
 
 @pytest.fixture(scope="module")
 def dp_rounds(study):
-    return two_rounds(study, "dp", ["--epsilon", "1"])
+    return two_rounds(study, "dp", ["--epsilon", "1", "--rounds", "1"])
 
 
 @pytest.fixture(scope="module")

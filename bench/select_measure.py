@@ -1,0 +1,160 @@
+"""Select, then measure (issue 34): the DP default's test error on small, narrow and wide studies, beside the larger class.
+
+Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/select_measure.py
+     [--sets kr-vs-kp,votes,credit,wide,leukemia,ALLAML] [--reps 5] [--epsilon 1]
+
+Every split runs the library steps the CLI sequence of the README's "DP quick start" runs
+(``marg export --epsilon ε`` → ``marg request`` → ``marg export --request`` → ``marg learn``):
+round 1 (:class:`marg.protocols.study.Round1`) at each of three sites with its own ledger,
+the learner's plan (:func:`marg.learners.two_round.plan_request`), round 2
+(:class:`~marg.protocols.study.Round2`), the default learn on both rounds' bundles. The
+request is handed over in memory (unsigned: its signature is the CLI's concern, tested in
+tests/protocols/test_select_measure.py); ε is each site's total for the study (δ = 1e-6).
+
+- kr-vs-kp, votes (house-votes-84), credit (credit-a): the splits of bench/privacy.py (a seeded
+  80/20 split, ``default_rng(1000 + rep)``, training rows to three sites of 50/30/20 %).
+- wide: the planted study of issue 34 — three sites × 1,000 patients, 3,000 binary features
+  of which the first 10 agree with the label with probability 0.72 (Bayes error 0.076, the
+  majority vote of the 10), a fresh test set of 4,000 (``default_rng(500 + rep)``).
+- leukemia, ALLAML: stratified 80/20 splits (``default_rng(rep)``), the training rows
+  discretized as bench/mrc_highdim.py does and split into three stratified sites.
+
+Reported per split: test error, the larger class's error on the same test rows, the learner
+chosen, how many features the sites agreed on, how many first-order tables round 2 measured
+(and pairs among how many).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+
+def _bench(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
+    """The two rounds at three sites and the default learn; the test error of the model."""
+    from marg.learners.learn import learn
+    from marg.learners.two_round import plan_request, site_round1
+    from marg.marginals.study import study_plan, study_record
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary, load_verified_bundles
+    from marg.protocols.study import Round1, Round2
+
+    P = _bench("privacy")
+    wd = Path(tempfile.mkdtemp())
+    r1, r2 = [], []
+    for k, s in enumerate(sites):
+        out = wd / f"s{k}.r1"
+        export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round1(study_plan(cb, eps, 1e-6)),
+                    ledger_dir=wd / f"ledger{k}")
+        r1.append(out)
+    recs = []
+    for b in load_verified_bundles(r1, allow_unsigned=True):
+        lab = next(t.counts for t in b.tables if t.clique == (cb.label.name,))
+        recs.append(site_round1(b.site, study_record(b.header), lab))
+    req = plan_request(recs, cb)
+    for k, s in enumerate(sites):
+        out = wd / f"s{k}.r2"
+        export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round2(req, "0" * 64, None),
+                    ledger_dir=wd / f"ledger{k}")
+        r2.append(out)
+    S = load_summary(r1 + r2, allow_unsigned=True)
+    m = learn(S, "auto", {}).model
+    cols = [cb.index(f.name) for f in S.codebook.features]
+    err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
+    return {"error": err, "learner": m.learner, "agreed": len(req.why["kept"]),
+            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": len(req.why["pairs_among"]),
+            "certificate": float(m.estimator.certificate_.value)}
+
+
+def splits(name: str, reps: int):
+    """(codebook, X codes, y, site index lists, test codes, test labels) per repetition."""
+    if name in ("kr-vs-kp", "votes", "credit"):
+        P = _bench("privacy")
+        make, y = P.load_set(name)
+        for rep in range(reps):
+            te, tr, cb, X, sites = P.adult_style_split(make, y.size, rep)
+            yield cb, X, y, sites, X[te], y[te]
+    elif name == "wide":
+        from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+
+        p, inf = 3000, 10
+        cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(p)), label=Label("y", ("a", "b")))
+        for rep in range(reps):
+            rng = np.random.default_rng(500 + rep)
+
+            def draw(n):
+                yy = rng.integers(0, 2, n)
+                XX = rng.integers(0, 2, (n, p)).astype(np.float64)
+                for j in range(inf):
+                    XX[:, j] = np.where(rng.random(n) < 0.72, yy, 1 - yy)
+                return XX, yy
+
+            X, y = draw(3000)
+            Xte, yte = draw(4000)
+            yield cb, X, y, [np.arange(0, 1000), np.arange(1000, 2000), np.arange(2000, 3000)], Xte, yte
+    else:
+        hd = _bench("mrc_highdim")
+        Xr, yr, discrete = hd.load(name)
+        classes = np.unique(yr)
+        y_all = np.searchsorted(classes, yr)
+        for rep in range(reps):
+            rng = np.random.default_rng(rep)
+            te = np.zeros(y_all.size, dtype=bool)
+            site = np.zeros(y_all.size, dtype=int)
+            for c in range(classes.size):
+                idx = rng.permutation(np.flatnonzero(y_all == c))
+                n_te = int(round(0.2 * idx.size))
+                te[idx[:n_te]] = True
+                site[idx[n_te:]] = np.arange(idx.size - n_te) % 3
+            tr = np.flatnonzero(~te)
+            enc, _, _ = hd.summary_of(Xr[tr], y_all[tr], classes, discrete)
+            X = np.zeros((y_all.size, Xr.shape[1]))
+            X[tr] = enc.codes(Xr[tr])
+            yield (enc.codebook, X, y_all, [tr[site[tr] == s] for s in range(3)], enc.codes(Xr[te]), y_all[te])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="kr-vs-kp,votes,credit,wide,leukemia,ALLAML")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    a = ap.parse_args()
+    print(f"# select, then measure: ε = {a.epsilon:g} per site in total, δ = 1e-6; {platform.machine()}, "
+          f"Python {platform.python_version()}, numpy {np.__version__}")
+    print("| set | split | test error | larger class | learner | features agreed | measured | pairs among | certificate | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in a.sets.split(","):
+        errs, majs = [], []
+        for rep, (cb, X, y, sites, Xte, yte) in enumerate(splits(name, a.reps)):
+            t = time.perf_counter()
+            r = run(cb, X, y, sites, a.epsilon, Xte, yte)
+            maj = 1.0 - np.bincount(yte).max() / yte.size
+            errs.append(r["error"])
+            majs.append(maj)
+            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['agreed']} | {r['measured']} | {r['pairs_among']} | "
+                  f"{r['certificate']:.3f} | {time.perf_counter() - t:.0f} |", flush=True)
+        worst = max(e - m for e, m in zip(errs, majs))
+        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | worst vs larger class {worst:+.4f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

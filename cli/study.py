@@ -1,0 +1,130 @@
+"""Select, then measure on the command line: which round an export is, and what ``marg request`` asks for.
+
+The commands (``marg export``, ``marg request``) parse; this module turns their options into
+the library's rounds (:mod:`marg.protocols.study`) and the learner's plan
+(:mod:`marg.learners.two_round`), and words what they did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from marg.errors import InputError
+
+
+def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any, epsilon: float | None,
+                rho: float | None, delta: float, mechanism: str | None, stats: str, pairs: str | None,
+                holdout: str | None, evaluate: Path | None, round_: str | None, first_share: float | None,
+                allocation: str, no_ledger: bool, dry_run: bool) -> Any:
+    """The export's round of select-then-measure, or None for a one-round release.
+
+    ``--rounds`` defaults to 2 for a DP table release stated by ``--epsilon`` with the default
+    mechanism and tables (the site's total for the study); any option that chooses the tables
+    or the release (``--stats``, ``--pairs``, ``--rho``, ``--mechanism``, ``--holdout``,
+    ``--evaluate``, ``--round``, ``--first-order-share``, ``--allocation``) or ``--no-ledger``
+    keeps the one-round release. ``--request`` is round 2. ``--dry-run`` shows the round it
+    would be (the selection is drawn and shown to the site only; nothing leaves or is charged).
+    """
+    from marg.protocols.study import Round1, Round2, read_request
+
+    if rounds not in (None, 1, 2):
+        raise InputError(f"--rounds must be 1 or 2, got {rounds}")
+    chosen = {"--stats": stats != "auto", "--pairs": bool(pairs), "--rho": rho is not None,
+              "--mechanism": mechanism not in (None, "gaussian"), "--holdout": holdout is not None,
+              "--evaluate": evaluate is not None, "--round": round_ is not None,
+              "--first-order-share": first_share is not None, "--allocation": allocation != "half",
+              "--no-ledger": no_ledger}
+    clash = [k for k, v in chosen.items() if v]
+    if request is not None:
+        if rounds == 1:
+            raise InputError("--request is round 2 of select-then-measure; --rounds 1 contradicts it")
+        if epsilon is not None:
+            raise InputError("round 2 spends the rest of this site's study total (stated in round 1): drop --epsilon")
+        if clash:
+            raise InputError(f"--request measures exactly what the learner asked: {clash[0]} does not apply")
+        req, signer, digest = read_request(request, cb.fingerprint, trust)
+        return Round2(req, digest, signer)
+    if rounds == 1 or epsilon is None:
+        if rounds == 2 and epsilon is None:
+            raise InputError("--rounds 2 needs --epsilon: this site's total for the study")
+        return None
+    if clash:
+        if rounds == 2:
+            raise InputError(f"--rounds 2 (select, then measure) chooses its tables and mechanism itself: {clash[0]} "
+                             "does not apply (give --rounds 1 for a one-round release)")
+        return None
+    from marg.marginals.study import study_plan
+
+    return Round1(study_plan(cb, epsilon, delta))
+
+
+def study_lines(record: dict[str, Any], out: Path, dry_run: bool = False) -> list[str]:
+    """What an export of a round says after its bundle line (a dry run: what it would spend)."""
+    if dry_run:
+        return [line.replace("spent ρ", "would spend ρ").replace("round 1 of", "dry run of round 1 of")
+                .replace("round 2 of", "dry run of round 2 of") for line in study_lines(record, out)[:1]]
+    if record.get("round") == 1:
+        plan, sel = record.get("plan", {}), record.get("selection", {})
+        rest = float(plan.get("rho_rest", 0.0))
+        return [f"round 1 of select-then-measure: study total ε = {plan.get('epsilon'):g} (ρ = {plan.get('rho_total'):.4g}); "
+                f"spent ρ = {record['spent']['rho']:.4g} (label table {plan.get('rho_label'):.3g}, private top-{sel.get('k')} "
+                f"of {sel.get('candidates')} features {sel.get('rho'):.3g}); ρ = {rest:.4g} left for round 2",
+                f"send {out} to the learner; answer its request with: marg export DATA --schema SCHEMA --site NAME "
+                "--out NAME.r2 --request REQ --trust LEARNER-KEYS"]
+    if record.get("round") == 2:
+        by = record.get("requested_by")
+        return [f"round 2 of select-then-measure: spent ρ = {record['spent']['rho']:.4g} of the {record.get('rho', 0):.4g} "
+                f"the request asked" + (f" (signed by {by})" if by else "")]
+    return []
+
+
+def request_study(bundles: list[Path], out: Path, trust: Any, allow_unsigned: bool, key: Any,
+                  signer: tuple[Any, str] | None) -> dict[str, Any]:
+    """``marg request`` without ``--top``: plan round 2 from the round-1 bundles, sign and write it.
+
+    ``signer``: the learner's key and name (``--sign-key``, else the configured one). Returns what
+    was asked (for the command to print)."""
+    from marg.learners.two_round import plan_request, site_round1
+    from marg.marginals.study import study_record
+    from marg.protocols.load import load_verified_bundles
+    from marg.protocols.study import write_request
+
+    if signer is None:
+        raise InputError("the round-2 request is signed by the learner (sites refuse an unsigned one): give --sign-key "
+                         "LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys (or $MARG_SIGN_KEY)")
+    sk = signer[0]
+    bs = load_verified_bundles(bundles, trust, allow_unsigned, key)
+    cb = bs[0].codebook
+    recs, seen = [], set()
+    for b, p in zip(bs, bundles):
+        if b.fingerprint != cb.fingerprint:
+            raise InputError(f"{p}: another study's codebook (the round-1 bundles must share one)")
+        rec = study_record(b.header)
+        if rec is None or rec.get("round") != 1:
+            raise InputError(f"{p}: not a round-1 bundle of select-then-measure (marg export --epsilon TOTAL; "
+                             "for a one-round release use --top K)")
+        if b.site in seen:
+            raise InputError(f"{p}: site {b.site!r} gave two round-1 bundles")
+        seen.add(b.site)
+        lab = [t for t in b.tables if t.clique == (cb.label.name,)]
+        if not lab:
+            raise InputError(f"{p}: no label table")
+        recs.append(site_round1(b.site, rec, lab[0].counts))
+    req = plan_request(recs, cb)
+    digest = write_request(out, req, sk)
+    return {"out": str(out), "tables": [list(c) for c in req.tables], "weights": list(req.weights),
+            "budget": req.budget, "why": req.why, "digest": digest}
+
+
+def preview_lines(d: dict[str, Any]) -> list[str]:
+    """``marg plan``'s words for the DP default (:func:`marg.learners.two_round.preview`)."""
+    pl = d["plan"]
+    pairs = (f"the {d['round2_pairs']} pair tables among the first {d['round2_pairs_among']} (pooled noise std "
+             f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
+    return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
+            f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
+            f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
+            f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
+            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), if the sites agree on {d['round2_first_order']} features: their "
+            f"first-order tables (pooled noise std {d['round2_first_std']:.3g} per cell) and {pairs}"]

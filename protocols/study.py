@@ -1,0 +1,222 @@
+"""The site's side of select-then-measure: its two rounds, the learner's signed request, and what is left to spend.
+
+:mod:`marg.marginals.study` holds the budget rule; this module holds what crosses the network
+and what the site remembers:
+
+- :class:`Round1` and :class:`Round2`, the two releases as steps of the one export pipeline
+  (:func:`marg.protocols.export.prepare_release`, ``study=``): what the site counts, what the
+  release costs (checked against the ledger's cap before any data is read), what it releases;
+- the **request** (:class:`marg.marginals.request.StudyRequest`), signed by the learner's
+  Ed25519 key (:func:`write_request`) and verified by the site against its trust store, role
+  learner (:func:`read_request`): an unsigned, altered or untrusted request is refused;
+- the site's **study record** beside its ledger (``studies/<fingerprint>.json``, written
+  atomically after the ledger entry): the total stated in round 1, what round 1 spent, and
+  whether round 2 was answered. Round 2 spends at most ``ρ_total − ρ_round1`` and only once;
+  a request asking more, naming a table outside the codebook, or answered already is refused
+  in one line before anything is counted or charged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from marg._util import atomic_write_bytes, canonical_json, now_iso
+from marg.errors import InputError, RefusedError
+from marg.marginals.accounting import PrivacyCost
+from marg.marginals.request import StudyRequest
+from marg.marginals.study import (STUDY_FORMAT, StudyPlan, release_round1, round1_cliques, round1_record,
+                                  round2_record)
+
+SLACK = 1e-9  # relative: a request of exactly the rest, rounded in JSON, is not "more than the rest"
+
+
+# ------------------------------------------------------------------ the request
+def write_request(path: str | Path, request: StudyRequest, sign_key: Any) -> str:
+    """Write ``request`` signed by the learner's key (canonical JSON, atomically); return its digest."""
+    from .signing import sign_document
+
+    if sign_key is None:
+        raise InputError("a round-2 request is signed by the learner: give --sign-key LEARNER.sign.key")
+    data = canonical_json(sign_document(request.to_dict(), sign_key))
+    atomic_write_bytes(Path(path), data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_request(path: str | Path, fingerprint: str, trust: Any) -> tuple[StudyRequest, str, str]:
+    """The request at ``path`` after its learner's signature checks out: (request, signer, sha256 of the file).
+
+    Raises
+    ------
+    RefusedError
+        No trust store given, unsigned, signed by a key not trusted as a learner, or altered.
+    InputError
+        Not a request, or for another codebook.
+    """
+    from .signing import document_signed_by, trusted_signer
+    from .trust_store import TrustStore
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        d = json.loads(raw.decode("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"request file not found: {p}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{p}: not a request file (JSON expected)") from None
+    req = StudyRequest.from_dict(d, p, fingerprint)
+    if trust is None:
+        raise RefusedError(f"{p.name} refused: give --trust with the learner's key (role learner) to check who asks")
+    kid = d.get("key_id")
+    if d.get("signature") is None or not isinstance(kid, str):
+        raise RefusedError(f"{p.name} refused: unsigned request (the learner signs it: marg request --sign-key)")
+    store = trust if isinstance(trust, TrustStore) else TrustStore(trust)
+    signer, pub, _ = trusted_signer({"key_id": kid, "value": d.get("signature")}, store, p.name, role="learner")
+    if not document_signed_by(d, pub):
+        raise RefusedError(f"{p.name} refused: bad signature by {signer!r} (the request was altered)")
+    return req, signer, hashlib.sha256(raw).hexdigest()
+
+
+# ------------------------------------------------------------------ the site's study record
+def study_path(ledger_dir: str | Path, fingerprint: str) -> Path:
+    return Path(ledger_dir) / "studies" / f"{fingerprint[:32]}.json"
+
+
+def load_study(ledger_dir: str | Path | None, fingerprint: str) -> dict[str, Any] | None:
+    """The site's record of the study ``fingerprint`` (None: round 1 not run here)."""
+    if ledger_dir is None:
+        return None
+    p = study_path(ledger_dir, fingerprint)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{p}: the site's study record is unreadable") from None
+    if not isinstance(d, dict) or d.get("format") != STUDY_FORMAT:
+        raise InputError(f"{p}: not a study record")
+    return d
+
+
+def _save_study(ledger_dir: Path, fingerprint: str, d: dict[str, Any]) -> None:
+    p = study_path(ledger_dir, fingerprint)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(p, canonical_json(d))
+
+
+# ------------------------------------------------------------------ the two rounds as export steps
+@dataclass
+class Round1:
+    """Round 1 under DP: the label table and the private selection (:mod:`marg.marginals.study`).
+
+    ``requested`` is the site's whole study total: the cap is checked against it before round 1
+    spends anything, so round 2 can never be refused for the cap after round 1 spent its share.
+    """
+
+    plan: StudyPlan
+    sensitivity: float = 1.0
+    record: dict[str, Any] | None = None
+
+    @property
+    def requested(self) -> PrivacyCost:
+        from marg.marginals.accounting import release_cost
+
+        return release_cost([("gaussian", 0.0, self.plan.rho_total, self.plan.delta)])
+
+    def cliques(self, codebook: Any) -> list[tuple[str, ...]]:
+        return round1_cliques(codebook)
+
+    def check(self, ledger_dir: Path | None, codebook: Any, site: str) -> None:
+        fingerprint = codebook.fingerprint
+        if ledger_dir is None:
+            raise InputError("the two-round DP export needs the site's ledger (it remembers the study's total for round 2); "
+                             "--rounds 1 releases in one round")
+        d = load_study(ledger_dir, fingerprint)
+        if d is not None:
+            raise RefusedError(f"this site already ran round 1 of study {fingerprint[:12]}… (ledger entry #{d.get('round1', {}).get('seq')}): "
+                               "answer the learner's request with --request REQ (a second round 1 would spend the total again)")
+
+    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+        released, sel, cost = release_round1(tables, codebook, self.plan, self.sensitivity)
+        privacy = {"mechanism": "gaussian+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
+                   "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}
+        self.record = round1_record(self.plan, sel, cost)
+        return released, cost, privacy, self.record
+
+    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None, cost: PrivacyCost) -> None:
+        _save_study(ledger_dir, fingerprint, {
+            "format": STUDY_FORMAT, "fingerprint": fingerprint, "site": bundle.site, "created": now_iso(),
+            "total": {"epsilon": self.plan.epsilon, "delta": self.plan.delta, "rho": self.plan.rho_total},
+            "round1": {"bundle": bundle.digest(), "seq": None if entry is None else entry.get("seq"), "rho": cost.rho},
+            "round2": None})
+
+
+@dataclass
+class Round2:
+    """Round 2: the tables a signed request asks for, at the ρ it asks of this site (at most the rest)."""
+
+    request: StudyRequest
+    request_digest: str
+    signer: str | None
+    rho: float = 0.0
+    delta: float = 0.0
+    record: dict[str, Any] | None = None
+
+    def check(self, ledger_dir: Path | None, codebook: Any, site: str) -> None:
+        """Refuse now (one line, nothing read or charged): no round 1 here, answered already,
+        a table outside the codebook, this site not asked, or more than the rest."""
+        fingerprint = codebook.fingerprint
+        d = load_study(ledger_dir, fingerprint)
+        if d is None:
+            raise RefusedError(f"refused: this site has no round 1 of study {fingerprint[:12]}… in its ledger folder "
+                               f"{ledger_dir} (run marg export --epsilon TOTAL first)")
+        if d.get("round2") is not None:
+            raise RefusedError(f"refused: this site already answered round 2 of study {fingerprint[:12]}… "
+                               f"(ledger entry #{d['round2'].get('seq')}); nothing is left to spend")
+        known = set(codebook.discrete_names)
+        for c in self.request.tables:
+            bad = [a for a in c if a not in known]
+            if bad:
+                raise RefusedError(f"refused: the request names {bad[0]!r}, which is not a discrete feature of the codebook")
+        if site not in self.request.budget:
+            raise RefusedError(f"refused: the request asks nothing of site {site!r} (it names "
+                               f"{', '.join(sorted(self.request.budget)) or 'no site'})")
+        total, spent = float(d["total"]["rho"]), float(d["round1"]["rho"])
+        rest = max(0.0, total - spent)
+        asked = self.request.budget[site]
+        if asked > rest * (1.0 + SLACK) + 1e-15:
+            raise RefusedError(f"refused: the request asks site {site!r} for rho = {asked:.6g}, more than the rest of its "
+                               f"study total ({rest:.6g} = {total:.6g} - {spent:.6g} spent in round 1); nothing was spent")
+        self.rho, self.delta = min(asked, rest), float(d["total"]["delta"])
+
+    @property
+    def requested(self) -> PrivacyCost:
+        from marg.marginals.accounting import release_cost
+
+        return release_cost([("gaussian", 0.0, self.rho, self.delta)]) if self.rho > 0 else PrivacyCost.zero()
+
+    def cliques(self, codebook: Any) -> list[tuple[str, ...]]:
+        y = codebook.label.name
+        return [tuple(c) + (y,) for c in self.request.tables]
+
+    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+        from marg.marginals.privacy import privatize
+
+        if not tables:
+            cost = PrivacyCost.zero()
+            released: list[Any] = []
+        else:
+            released, cost = privatize(tables, rho=self.rho, weights=list(self.request.weights), delta=self.delta,
+                                       codebook=codebook, mechanism="gaussian")
+        privacy = {"mechanism": "gaussian", **cost.to_dict(), "allocation": "the learner's request (least squares)"}
+        self.record = round2_record(self.rho, cost, self.request_digest, self.signer)
+        return released, cost, privacy, self.record
+
+    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None, cost: PrivacyCost) -> None:
+        d = load_study(ledger_dir, fingerprint) or {}
+        d["round2"] = {"bundle": bundle.digest(), "seq": None if entry is None else entry.get("seq"), "rho": cost.rho,
+                       "request": self.request_digest}
+        _save_study(ledger_dir, fingerprint, d)

@@ -1,0 +1,180 @@
+"""Select, then measure (issue 34): the selection's cost is OpenDP's, the two rounds through the console script
+under a cap, round 2 cannot overspend, bad requests are refused in one line with nothing spent."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.helpers.console import marg, run
+
+
+def _study(tmp, n_sites=3, n=240, p=12, seed=0):
+    """A planted study: feature f0 and f1 carry the label, the rest are noise; one CSV per site."""
+    rng = np.random.default_rng(seed)
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+
+    schema = tmp / "codebook.json"
+    Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1")) for j in range(p)), label=Label("y", ("a", "b"))).save(schema)
+    files = []
+    for s in range(n_sites):
+        y = rng.integers(0, 2, n)
+        X = rng.integers(0, 2, (n, p))
+        for j in (0, 1):
+            X[:, j] = np.where(rng.random(n) < 0.9, y, 1 - y)
+        f = tmp / f"site{s}.csv"
+        f.write_text("\n".join([",".join([f"f{j}" for j in range(p)] + ["y"])] +
+                               [",".join([str(v) for v in X[i]] + ["ab"[y[i]]]) for i in range(n)]) + "\n")
+        files.append(f)
+    return schema, files
+
+
+def test_the_selection_costs_what_opendp_says():
+    import opendp.prelude as dp
+
+    from marg.marginals.selection import calibrate_top_k
+
+    dp.enable_features("contrib")
+    for k, rho, sens in ((1, 0.01, 1.0), (16, 0.004, 1.0), (5, 0.02, 3.0)):
+        scale, meas, cost = calibrate_top_k(k, rho, sens)
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float, monotonic=True)
+        ref = dp.m.make_noisy_top_k(*space, dp.zero_concentrated_divergence(), k=k, scale=scale)
+        assert cost == pytest.approx(float(ref.map(sens)), rel=0, abs=0)
+        assert cost <= rho and cost == pytest.approx(rho, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("select")
+    schema, files = _study(tmp)
+    keys = tmp / "keys"
+    assert run("keys", "init", "--site", "learner", "--dir", keys, "--role", "learner").exit_code == 0
+    trust = tmp / "trust"
+    trust.mkdir()
+    (trust / "learner.sign.pub").write_bytes((keys / "learner.sign.pub").read_bytes())
+    for s in range(len(files)):
+        home = tmp / f"home{s}"
+        assert run("keys", "init", "--site", f"s{s}", "--dir", keys).exit_code == 0
+        (trust / f"s{s}.sign.pub").write_bytes((keys / f"s{s}.sign.pub").read_bytes())
+        r = marg("audit", "init", "--site", f"s{s}", "--key", keys / f"s{s}.sign.key", "--epsilon", "1", "--delta", "1e-6",
+                 cwd=tmp, home=home)
+        assert r.returncode == 0, r.stderr
+    return {"tmp": tmp, "schema": schema, "files": files, "keys": keys, "trust": trust}
+
+
+def _ledger_spend(w, s):
+    r = marg("audit", "show", "--json", cwd=w["tmp"], home=w["tmp"] / f"home{s}")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_two_rounds_through_the_console_script_under_the_cap(world):
+    w, tmp = world, world["tmp"]
+    r1 = []
+    for s, f in enumerate(w["files"]):
+        out = tmp / f"s{s}.r1"
+        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--epsilon", "1",
+                 cwd=tmp, home=tmp / f"home{s}")
+        assert r.returncode == 0, r.stderr
+        assert "round 1 of select-then-measure" in r.stdout
+        r1.append(out)
+    # marg plan said, before anything was spent, the noise round 1 then added
+    r = marg("plan", "--rows", "240,240,240", "--epsilon", "1", "--schema", w["schema"], "--json", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["select_then_measure"]
+    from marg.protocols.bundle import Bundle
+
+    b = Bundle.from_bytes(r1[0].read_bytes())
+    assert [t.noise.std for t in b.tables] == [pytest.approx(said["label_std"], rel=1e-6)]
+    assert b.header["study"]["selection"]["scale"] == pytest.approx(said["selection_scale"], rel=1e-9)
+    assert said["plan"]["k"] == b.header["study"]["selection"]["k"] == 6
+    # a second round 1 of the same study is refused (it would spend the total again), nothing written
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "again.r1", "--epsilon", "1",
+             cwd=tmp, home=tmp / "home0")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and not (tmp / "again.r1").exists()
+    req = tmp / "req.json"
+    r = marg("request", *r1, "--out", req, "--trust", w["trust"], "--sign-key", w["keys"] / "learner.sign.key", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(req.read_text())
+    assert ["f0"] in d["tables"] and ["f1"] in d["tables"]
+    # the request is refused unless signed by a trusted learner, and when altered to ask more than the rest
+    forged = tmp / "forged.json"
+    e = dict(d)
+    e["budget"] = {k: {"rho": v["rho"] * 2} for k, v in d["budget"].items()}
+    forged.write_text(json.dumps(e))
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request", forged,
+             "--trust", w["trust"], cwd=tmp, home=tmp / "home0")
+    assert r.returncode != 0 and "bad signature" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request", req,
+             cwd=tmp, home=tmp / "home0")
+    assert r.returncode != 0 and "--trust" in r.stderr and not (tmp / "x.r2").exists()
+    r2 = []
+    for s, f in enumerate(w["files"]):
+        out = tmp / f"s{s}.r2"
+        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
+                 cwd=tmp, home=tmp / f"home{s}")
+        assert r.returncode == 0, r.stderr
+        assert "round 2 of select-then-measure" in r.stdout
+        r2.append(out)
+    # round 2 cannot be answered twice: nothing is left to spend
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "y.r2", "--request", req,
+             "--trust", w["trust"], cwd=tmp, home=tmp / "home0")
+    assert r.returncode != 0 and "already answered round 2" in r.stderr and not (tmp / "y.r2").exists()
+    # what left the site in round 1, for its privacy officer: the label table and the selection
+    r = marg("audit", "show", cwd=tmp, home=tmp / "home0")
+    assert r.returncode == 0 and "top-6 of 12 features (noisy top-k)" in r.stdout, r.stdout
+    # the two rounds together spend the site's total: ε = 1 at δ = 1e-6 (the cap), never more
+    from marg.marginals.dp_conversions import rho_for_epsilon
+
+    total = rho_for_epsilon(1.0, 1e-6)
+    for s in range(3):
+        led = tmp / f"home{s}"
+        entries = [json.loads(x) for x in sorted(led.rglob("ledger.jsonl"))[0].read_text().splitlines()]
+        rho = sum(float(x["cost"]["rho"]) for x in entries if x.get("type", "release") == "release" and "cost" in x)
+        assert rho <= total * (1 + 1e-9) and rho == pytest.approx(total, rel=1e-6)
+    model = tmp / "model.json"
+    r = marg("learn", *r1, *r2, "--out", model, "--trust", w["trust"], "--no-sign", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    # the model reads the measured features of the study's own data files, under the study's codebook
+    r = marg("evaluate", model, w["files"][0], "--schema", w["schema"], "--allow-unsigned", "--json", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["error"] < 0.3
+
+
+def test_a_request_for_a_table_outside_the_codebook_is_refused_before_anything_is_spent(tmp_path):
+    from marg.marginals.codebook import Codebook
+    from marg.marginals.request import StudyRequest
+    from marg.protocols.keys import load_signing_key
+    from marg.protocols.study import write_request
+
+    schema, files = _study(tmp_path, n_sites=1, seed=3)
+    keys = tmp_path / "keys"
+    assert run("keys", "init", "--site", "learner", "--dir", keys, "--role", "learner").exit_code == 0
+    assert run("keys", "init", "--site", "s0", "--dir", keys).exit_code == 0
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    (trust / "learner.sign.pub").write_bytes((keys / "learner.sign.pub").read_bytes())
+    home = tmp_path / "home"
+    assert marg("audit", "init", "--site", "s0", "--key", keys / "s0.sign.key", "--epsilon", "1", "--delta", "1e-6",
+                cwd=tmp_path, home=home).returncode == 0
+    assert marg("export", files[0], "--schema", schema, "--site", "s0", "--out", tmp_path / "s0.r1", "--epsilon", "1",
+                cwd=tmp_path, home=home).returncode == 0
+    cb = Codebook.load(schema)
+    sk = load_signing_key(keys / "learner.sign.key")
+    for tables, budget, words in (([("nope",)], 1e-3, "not a discrete feature"), ([("f0",)], 1.0, "more than the rest"),
+                                  ([("f0",)], 1e-3, None)):
+        req = tmp_path / "req.json"
+        write_request(req, StudyRequest(cb.fingerprint, tuple(tables), (1.0,), {"s0": budget}, {}), sk)
+        before = sorted(p.read_bytes() for p in home.rglob("ledger.jsonl"))
+        r = marg("export", files[0], "--schema", schema, "--site", "s0", "--out", tmp_path / "s0.r2", "--request", req,
+                 "--trust", trust, cwd=tmp_path, home=home)
+        if words is None:
+            assert r.returncode == 0, r.stderr
+            continue
+        assert r.returncode != 0 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "s0.r2").exists()
+        assert sorted(p.read_bytes() for p in home.rglob("ledger.jsonl")) == before
+        assert not math.isnan(budget)
