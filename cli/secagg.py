@@ -208,7 +208,9 @@ def reveal_cmd(
     rnd = _site_round(round_file, trust, members, site)
     sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
     ledger_dir, site_cfg = resolve_export_ledger(ledger, site, sk)  # a configured site: its own ledger only
-    doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk)
+    from marg.protocols.trust_store import TrustStore
+
+    doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk, members=TrustStore(members))
     marker = reveal_once(Ledger(ledger_dir, site=site_cfg), rnd, site)  # once per round, in the upload's ledger
     try:
         write_doc(doc, out)

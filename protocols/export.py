@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import MAX_LEVELS, Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import Holdout, count_outside, has_site_key, remember, site_key
+from marg.marginals.holdout import Holdout, has_site_key, remember, site_key
+from marg.marginals.privacy_unit import agree_holdout, count_rows, refuse_repeats, resolve_unit
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
@@ -246,6 +247,8 @@ def prepare_release(
     max_levels: int = MAX_LEVELS,
     create_key: bool = True,
     holdout_plan: dict[str, Any] | None = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
 ) -> Prepared:
     """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
     nothing is written (:func:`export_site` then records and writes it).
@@ -306,6 +309,12 @@ def prepare_release(
         uses a key of this call only.
     holdout_plan : dict, optional
         The plan of ``--holdout auto`` (:mod:`marg.learners.holdout_plan`), recorded in the header.
+    privacy_unit, max_rows_per_unit : optional
+        The column naming each patient (``"row"``: each row is a person) and the bound K on a
+        patient's rows (:mod:`marg.marginals.privacy_unit`; default the codebook's ``privacy_unit``):
+        each table counts at most K rows of a patient and its sensitivity is K times a row's. A
+        holdout then splits by the unit. Under DP with no unit declared, an id column that
+        repeats (:func:`marg.marginals.privacy_unit.repeating_column`) is refused.
     """
     from .ledger import Ledger
     from .site import resolve_export_ledger
@@ -321,6 +330,9 @@ def prepare_release(
     elif rho is not None and mech.pure:
         raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
     dp = epsilon is not None or rho is not None
+    unit = resolve_unit(codebook, privacy_unit, max_rows_per_unit)
+    bound = unit.bound if unit is not None else 1
+    holdout_id = agree_holdout(unit, holdout_id) if holdout is not None else holdout_id
     note = pairs_left_out(codebook, stats, dp, pairs)
     notes: list[str] = []
     stats = resolve_stats(codebook, stats, dp, pairs)
@@ -332,7 +344,7 @@ def prepare_release(
 
     # 1. The cost is known from the plan: check the budget before reading any data.
     requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
-                          mechanism=mech.name) if dp else PrivacyCost.unbounded()
+                          mechanism=mech.name, max_rows=bound) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     position = None
@@ -350,6 +362,9 @@ def prepare_release(
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
     try:
+        if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
+            refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
+        key = None
         if spec is not None:  # the rows pass through here, to be split by the site's key
             if create_key or has_site_key(ledger_dir):
                 key = site_key(ledger_dir, create=True)
@@ -359,7 +374,10 @@ def prepare_release(
                 key = secrets.token_bytes(32)
                 notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
                              "patients (and the exact counts) will differ from this dry run's")
-            tables, n_rows, split = count_outside(src, codebook, cliques, spec, key, progress)
+        if spec is not None or (unit is not None and unit.column is not None):
+            tables, n_rows, split, kept = count_rows(src, codebook, cliques, unit, spec, key, progress)
+            if kept is not None and kept.note():
+                notes.append(kept.note())
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
@@ -371,18 +389,21 @@ def prepare_release(
     suppressed: list[Any] = []
     if dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
-                                 mechanism=mech.name)
+                                 mechanism=mech.name, max_rows=bound)
         notes += useless_noise(tables, n_rows)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": mech.name, **cost.to_dict(),
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
+        privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+        if unit is not None:
+            privacy["unit"] = unit.to_dict()
     # the bundle says that cells were suppressed, not where (the site's ledger records how many)
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
                              if not dp else None, "source": source}

@@ -112,11 +112,11 @@ def test_files_and_duckdb_equal_in_memory(data, stats):
 
 
 BAD = [
-    ("color", "purple", r"column 'color': unknown level 'purple'"),
+    ("color", "purple", r"column 'color': unknown level .*not shown"),
     ("color", None, r"column 'color': missing value .*no missing level"),
-    ("y", "maybe", r"column 'y': unknown class 'maybe'"),
+    ("y", "maybe", r"column 'y': unknown class .*not shown"),
     ("y", None, r"column 'y': missing label"),
-    ("code", 7, r"column 'code': unknown level '7'"),
+    ("code", 7, r"column 'code': unknown level .*not shown"),
 ]
 
 
@@ -149,9 +149,9 @@ def test_not_a_number_in_a_text_column_names_the_value(tmp_path):
     table = table.set_column(table.schema.get_field_index("age"), "age", pa.array(age))
     duckdb_db(tmp_path / "site.db", table)
     pcsv.write_csv(table, tmp_path / "d.csv")
-    with pytest.raises(InputError, match=r"column 'age': value 'abc' at row 6 is not a number"):
+    with pytest.raises(InputError, match=r"column 'age': the value at row 6 is not a number"):
         count(tmp_path / "d.csv", plan_cliques(CB))
-    with pytest.raises(InputError, match=r"column 'age': value 'abc' in duckdb table 'visits' .* is not a number"):
+    with pytest.raises(InputError, match=r"column 'age': the value in duckdb table 'visits' .* is not a number"):
         count(f"duckdb://{tmp_path}/site.db?table=visits", plan_cliques(CB))
 
 
@@ -283,7 +283,7 @@ def test_postgres_not_a_number(pg, pgdb):
     age = [None if v is None else str(v) for v in table.column("age").to_pylist()]
     age[3] = "n/a?"
     pg_load(pg, pgdb, table.set_column(table.schema.get_field_index("age"), "age", pa.array(age)))
-    with pytest.raises(InputError, match=r"column 'age': value 'n/a\?' in postgresql table 'visits'.* is not a number"):
+    with pytest.raises(InputError, match=r"column 'age': the value in postgresql table 'visits'.* is not a number"):
         count(pg.uri(pgdb, table="visits"), plan_cliques(CB))
 
 
@@ -353,7 +353,7 @@ def test_spark_not_a_number_and_missing_table(tmp_path, spark):
     age = [None if v is None else str(v) for v in table.column("age").to_pylist()]
     age[3] = "abc"
     pcsv.write_csv(table.set_column(table.schema.get_field_index("age"), "age", pa.array(age)), tmp_path / "d.csv")
-    with pytest.raises(InputError, match=r"column 'age': value 'abc' in d.csv \(read by spark\) is not a number"):
+    with pytest.raises(InputError, match=r"column 'age': the value in d.csv \(read by spark\) is not a number"):
         count(tmp_path / "d.csv", plan_cliques(CB), engine="spark")
     with pytest.raises(InputError, match=r"spark cannot read table 'no_such_table'") as exc:
         count("no_such_table", plan_cliques(CB), engine="spark")
@@ -571,11 +571,15 @@ def test_evaluate_from_duckdb_counts_the_files_held_out_rows(tmp_path, data):
     r = CliRunner().invoke(app, ["learn", str(out), "--out", str(model), "--allow-unsigned", "--learner", "nb"])
     assert r.exit_code == 0, r.output
     got = []
+    import shutil
+
+    for k in (0, 1):  # one exact evaluation per held-out set: each source evaluates from a copy of the site's ledger
+        shutil.copytree(tmp / "ledger", tmp / f"ledger{k}")
     for k, spec in enumerate((str(tmp / "d.csv"), uri)):
         ev = tmp / f"e{k}.eval"
         r = CliRunner().invoke(app, ["export", spec, "--schema", str(tmp / "codebook.json"), "--site", "north",
                                      "--out", str(ev), "--evaluate", str(model), "--allow-unsigned", "--min-cell", "1",
-                                     "--ledger", str(tmp / "ledger")])
+                                     "--ledger", str(tmp / f"ledger{k}")])
         assert r.exit_code == 0, r.output
         b, counts = bundle_counts(ev)
         got.append((b.header["n_rows"], next(iter(counts.values()))))
