@@ -109,6 +109,7 @@ def export_cmd(
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
     delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ). The ledger composes releases in zCDP and converts the total at the cap's δ.")] = DEFAULT_DELTA,
+    allow_large_delta: Annotated[bool, typer.Option("--allow-large-delta", help="Accept a --delta above 1e-3 (refused otherwise: the guarantee fails outright with probability δ); δ ≥ 1/n is always refused.")] = False,
     mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
@@ -206,7 +207,8 @@ def export_cmd(
                                min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
                                ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
                                spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record,
-                               privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit)
+                               privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+                               allow_large_delta=allow_large_delta)
             prog.done()
             if json_out:
                 emit_json(plan.to_dict())
@@ -257,6 +259,7 @@ def export_cmd(
             ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
             force=force, keep_copy=keep_copy, max_levels=max_levels,
             holdout_plan=plan_record, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+            allow_large_delta=allow_large_delta,
         )
         prog.done()
         d = res.bundle.describe()
@@ -340,6 +343,9 @@ def _privacy_words(p: dict | None) -> str:
     words = f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
     if p.get("target"):
         words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
+    if isinstance(p.get("at_cap_delta"), dict):
+        c = p["at_cap_delta"]
+        words += f"; ε = {float(c['epsilon']):.3g} at the cap's δ = {float(c['delta']):g}"
     return words + per
 
 

@@ -37,7 +37,7 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, select, split_for_model
 from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
-from marg.marginals.privacy import budget_for, plan_cost, privatize
+from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
 from marg.marginals.tables import MarginalTable
 
 from . import evaluation_ledger as evl
@@ -97,7 +97,7 @@ def model_digest(path: str | Path) -> str:
 def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: str,
                          progress: Callable[[int], None] | None = None, *, engine: str | None = None,
                          spark_master: str | None = None, split: ModelSplit | None = None,
-                         unit: Any = None) -> tuple[np.ndarray, int, ModelSplit]:
+                         unit: Any = None, per_patient: bool = False) -> tuple[np.ndarray, int, ModelSplit]:
     """N[predicted, y] (K, K) of ``model`` on the rows of ``data`` held out of its training, their number, the split.
 
     ``data`` is any DATA argument (file, database URI, Spark path or table) or an open
@@ -107,8 +107,10 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     time (count or fingerprint: the data changed). ``unit`` (a
     :class:`marg.marginals.privacy_unit.PrivacyUnit` with a column): at most its bound of rows
     of each held-out patient are counted (the matrix's sensitivity is then that bound).
+    ``per_patient`` without ``unit`` (a DP release): an id column that repeats is refused
+    (:func:`marg.marginals.privacy_unit.refuse_repeats`), as at export.
     """
-    from marg.marginals.privacy_unit import RowBound, bounded_batches
+    from marg.marginals.privacy_unit import RowBound, bounded_batches, refuse_repeats
     from marg.marginals.sources import Source, open_source
 
     cb = model.codebook
@@ -119,6 +121,8 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     splitter = Splitter(ms.spec, ms.key)
     bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:
+        if per_patient and unit is None:
+            refuse_repeats(src, cb, also=[ms.spec.id_column] if ms.spec.id_column else [])
         for enc, held, counted in bounded_batches(src, cb, bound, splitter, progress=progress):
             mask = held & counted
             if not mask.any():
@@ -197,8 +201,10 @@ def evaluate_site(
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
-    _, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
+    mech, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
     dp = epsilon is not None or rho is not None
+    if dp and not mech.pure:
+        check_delta(delta)
     ecb = release_codebook(model.codebook, content)
     if not dp and min_cell_policy != "refuse":
         raise InputError(f"an evaluation release cannot suppress cells (--min-cell-policy {min_cell_policy}): the "
@@ -226,7 +232,7 @@ def evaluate_site(
 
     try:
         conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=engine,
-                                              spark_master=spark_master, split=ms, unit=unit)
+                                              spark_master=spark_master, split=ms, unit=unit, per_patient=dp)
         tables = [release_table(conf, model.codebook, content)]
         suppressed: list[Any] = []
         if dp:

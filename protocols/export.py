@@ -32,7 +32,7 @@ from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
-from marg.marginals.privacy import budget_for, plan_cost, privatize
+from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
@@ -249,6 +249,7 @@ def prepare_release(
     holdout_plan: dict[str, Any] | None = None,
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
+    allow_large_delta: bool = False,
 ) -> Prepared:
     """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
     nothing is written (:func:`export_site` then records and writes it).
@@ -315,6 +316,9 @@ def prepare_release(
         each table counts at most K rows of a patient and its sensitivity is K times a row's. A
         holdout then splits by the unit. Under DP with no unit declared, an id column that
         repeats (:func:`marg.marginals.privacy_unit.repeating_column`) is refused.
+    allow_large_delta : bool
+        Accept a Gaussian release's ``delta`` above :data:`marg.marginals.privacy.MAX_DELTA`;
+        a ``delta`` of at least 1/n (n the patients counted) is always refused.
     """
     from .ledger import Ledger
     from .site import resolve_export_ledger
@@ -330,6 +334,8 @@ def prepare_release(
     elif rho is not None and mech.pure:
         raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
     dp = epsilon is not None or rho is not None
+    if dp and not mech.pure:
+        check_delta(delta, allow_large_delta)
     unit = resolve_unit(codebook, privacy_unit, max_rows_per_unit)
     bound = unit.bound if unit is not None else 1
     holdout_id = agree_holdout(unit, holdout_id) if holdout is not None else holdout_id
@@ -374,12 +380,15 @@ def prepare_release(
                 key = secrets.token_bytes(32)
                 notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
                              "patients (and the exact counts) will differ from this dry run's")
+        kept = None
         if spec is not None or (unit is not None and unit.column is not None):
             tables, n_rows, split, kept = count_rows(src, codebook, cliques, unit, spec, key, progress)
             if kept is not None and kept.note():
                 notes.append(kept.note())
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
+        if dp and not mech.pure:  # δ ≥ 1/n protects nobody (the site's own count, never released)
+            check_delta(delta, True, kept.units if kept is not None else n_rows)
         source = src.describe()  # after counting: a Spark source knows its master only then
     finally:
         if src is not data:
@@ -397,6 +406,12 @@ def prepare_release(
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
         privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
+        cap = ledger.cap() if ledger is not None else None
+        if cap is not None and cap.delta > 0 and not mech.pure and cap.delta != float(delta):
+            from marg.marginals.dp_conversions import rho_to_epsilon
+
+            # the learner reads ε where the site's budget is kept: at the cap's δ (OpenDP's conversion)
+            privacy["at_cap_delta"] = {"epsilon": rho_to_epsilon(cost.rho, cap.delta), "delta": cap.delta}
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()

@@ -418,8 +418,15 @@ def test_postgres_failures_leave_no_bundle_and_no_ledger_entry(tmp_path, pg, pgd
     assert "wrong-password" not in r.stderr
     r, out = marg_export(tmp_path, pg.uri(pgdb, table="no_such_table"))
     assert_failed_cleanly(tmp_path, r, out, r"relation \"no_such_table\" does not exist")
-    # The server ends the session in the middle of the counting query: a dropped connection.
-    r, out = marg_export(tmp_path, pg.uri(pgdb, query="SELECT *, pg_terminate_backend(pg_backend_pid()) AS t FROM visits"))
+    # The server ends the session in the middle of the counting query: a dropped connection. (A ?query= calling
+    # pg_terminate_backend itself is refused before it runs: issue 35; a function declared stable that does it
+    # is the database's own administrator's doing.)
+    import psycopg
+
+    with psycopg.connect(pg.uri(pgdb), autocommit=True) as con:
+        con.execute("CREATE FUNCTION marg_die() RETURNS int LANGUAGE plpgsql STABLE AS "
+                    "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN 1; END $$")
+    r, out = marg_export(tmp_path, pg.uri(pgdb, query="SELECT * FROM visits WHERE marg_die() = 1"))
     assert_failed_cleanly(tmp_path, r, out, r"terminating connection|server closed the connection|connection")
     r, out = marg_export(tmp_path, f"postgresql://{pg.user}@127.0.0.1:1/{pgdb}?table=visits")
     assert_failed_cleanly(tmp_path, r, out, r"127.0.0.1:1/")
@@ -631,6 +638,34 @@ def test_postgres_session_is_read_only(tmp_path, pg, pgdb):
     with psycopg.connect(pg.uri(pgdb), autocommit=True) as con:
         con.execute("CREATE SEQUENCE seq")
     r, out = marg_export(tmp_path, pg.uri(pgdb, query="SELECT *, nextval('seq') AS k FROM visits"))
-    assert r.exit_code == 2 and "read-only transaction" in r.output, r.output
+    assert r.exit_code == 2 and "calls nextval (a volatile function" in r.output, r.output
     with psycopg.connect(pg.uri(pgdb), autocommit=True) as con:
         assert con.execute("SELECT nextval('seq')").fetchone()[0] == 1
+
+
+def test_postgres_query_cannot_call_side_effect_functions_and_travels_as_a_digest(tmp_path, pg, pgdb):
+    """Issue 35: ``pg_read_file`` and ``pg_terminate_backend`` ran inside the read-only statement, and the
+    query's text travelled to the learner in the bundle. Both are refused before anything runs (a view
+    hiding the call too); an ordinary query's bundle records its SHA-256, not its text."""
+    import hashlib
+
+    import psycopg
+
+    from marg.protocols.bundle import load_bundle
+
+    pg_load(pg, pgdb, make_table(n=50))
+    with psycopg.connect(pg.uri(pgdb), autocommit=True) as con:
+        con.execute("CREATE VIEW sneaky AS SELECT v.*, pg_terminate_backend(0) AS t FROM visits v")
+    for q, fn in (("SELECT v.*, length(pg_read_file('PG_VERSION')) AS n FROM visits v", "pg_read_file"),
+                  ("SELECT * FROM visits WHERE pg_terminate_backend(pg_backend_pid() + 1) IS NOT NULL",
+                   "pg_terminate_backend"),
+                  ("SELECT * FROM sneaky", "pg_terminate_backend")):
+        r, out = marg_export(tmp_path, pg.uri(pgdb, query=q))
+        assert r.exit_code == 2 and f"calls {fn}" in r.output and "volatile" in r.output, r.output
+        assert not out.exists()
+    q = "SELECT * FROM visits WHERE bp IS NOT NULL AND lower(color) <> 'secret-word'"
+    r, out = marg_export(tmp_path, pg.uri(pgdb, query=q))
+    assert r.exit_code == 0, r.output
+    src = load_bundle(out).header["source"]
+    assert src["query_sha256"] == hashlib.sha256(q.encode()).hexdigest() and "query" not in src
+    assert b"secret-word" not in out.read_bytes()

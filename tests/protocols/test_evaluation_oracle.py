@@ -59,3 +59,4 @@ def test_exact_evaluations_once_per_held_out_set_and_refusals_recorded(tmp_path,
         assert _ledger(tmp_path)[-1]["source"]["evaluation"]["evaluations_on_split"] == rank
     r = run("audit", "verify", "--ledger", "led", "--allow-unsigned")  # the refusal entry keeps the chain valid
     assert r.exit_code == 0, r.output
+    assert "refused evaluation (min-cell, exact)" in run("audit", "show", "--ledger", "led").stdout

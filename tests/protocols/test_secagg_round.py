@@ -210,8 +210,9 @@ def test_secure_round_through_the_cli(tmp_path):
     for s in sites:
         for kind in ("sign", "seal"):
             assert run("keys", "trust", tmp_path / "keys" / f"{s}.{kind}.pub", "--trust", roster).exit_code == 0
-    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", site_trust).exit_code == 0
-    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", roster).exit_code == 0
+    for store in (site_trust, roster):
+        assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", store, "--role",
+                   "learner").exit_code == 0
     members = tmp_path / "members"  # each site's own list of the study's sites
     for s in sites:
         assert run("keys", "trust", tmp_path / "keys" / f"{s}.sign.pub", "--trust", members).exit_code == 0
