@@ -6,10 +6,10 @@ ledger entry, whether a held-out patient has those values. So, whatever the site
 configuration:
 
 - **one exact evaluation per held-out set.** Every split the site's key draws (any fraction,
-  by rows or by one id column) nests in the others, so they count as one set
+  by rows or by an id column) nests in or overlaps the others, so they count as one set
   (:func:`exact_group`): after one exact evaluation — released *or refused* — every later
-  exact evaluation is refused before any row is read; further evaluations need DP, which
-  composes on the budget;
+  exact evaluation is refused before any row is read (an older marg's exact evaluation too);
+  further evaluations need DP, which composes on the budget;
 - **refusals are recorded like releases**: an evaluation refused after the rows were read
   (the min-cell rule, data changed, no held-out rows) appends a ledger entry (no statistics,
   no cost, ``source.evaluation.refused``), so no answer is missing from the ledger, and its
@@ -38,8 +38,8 @@ def held_set_id(split: Any) -> str:
 
 
 def exact_group(split: Any) -> str:
-    """All held-out sets of this site's key and split column (32 hex): they nest, so they share the one exact evaluation."""
-    return hashlib.sha256(b"marg-exact-group\x00" + split.key + (split.spec.id_column or "").encode()).hexdigest()[:32]
+    """All held-out sets of this site's split key (32 hex): they nest or overlap, so they share the one exact evaluation."""
+    return hashlib.sha256(b"marg-exact-group\x00" + split.key).hexdigest()[:32]
 
 
 def evaluations(entries: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -55,11 +55,14 @@ def evaluations(entries: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, 
 def check_exact(entries: Sequence[dict[str, Any]], split: Any) -> None:
     """Refuse a second exact evaluation of this site's held-out patients (before any row is read)."""
     group = exact_group(split)
-    for seq, ev in evaluations(entries):
-        if ev.get("exact") and ev.get("group") == group:
-            raise RefusedError(f"refused: this site's held-out patients had their one exact evaluation (ledger entry "
-                               f"#{seq}); every later evaluation needs differential privacy (--epsilon): a second "
-                               "exact one could tell a held-out patient's values by difference")
+    earlier = [(seq, ev) for seq, ev in evaluations(entries) if ev.get("exact") and ev.get("group") == group]
+    # an exact evaluation recorded by an older marg (no record of its held-out set): its digests' scope says it
+    earlier += [(int(e.get("seq", 0)), {}) for e in entries if isinstance(e.get("exact"), dict)
+                and e["exact"].get("scope") == "evaluation" and not evaluations([e])]
+    for seq, _ in earlier[:1]:
+        raise RefusedError(f"refused: this site's held-out patients had their one exact evaluation (ledger entry "
+                           f"#{seq}); every later evaluation needs differential privacy (--epsilon): a second "
+                           "exact one could tell a held-out patient's values by difference")
 
 
 def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:

@@ -60,3 +60,32 @@ def test_exact_evaluations_once_per_held_out_set_and_refusals_recorded(tmp_path,
     r = run("audit", "verify", "--ledger", "led", "--allow-unsigned")  # the refusal entry keeps the chain valid
     assert r.exit_code == 0, r.output
     assert "refused evaluation (min-cell, exact)" in run("audit", "show", "--ledger", "led").stdout
+
+
+def test_an_older_marg_exact_evaluation_counts_and_sets_of_one_key_share_it():
+    """A ledger entry of an exact evaluation recorded before issue 35 (its digests scoped to held-out rows,
+    no record of the set) spends the one exact evaluation too; splits of one key by rows or by an id
+    column overlap, so they share it; ordinals count distinct models per set."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from marg.errors import RefusedError
+    from marg.marginals.holdout import Holdout
+    from marg.protocols import evaluation_ledger as evl
+
+    def split(fraction, by=None, key=b"k" * 32, fp="ab"):
+        return SimpleNamespace(spec=Holdout(fraction, by), key=key, n_held=10, held_fingerprint=fp)
+
+    a, b = split(0.3), split(0.2, "patient_id")
+    evl.check_exact([], a)
+    with pytest.raises(RefusedError, match="entry #3"):
+        evl.check_exact([{"seq": 3, "exact": {"scope": "evaluation", "n": "x"}}], a)
+    evl.check_exact([{"seq": 3, "exact": {"scope": "study", "n": "x"}}], a)  # a training release: no evaluation
+    entry = {"seq": 5, "source": {"evaluation": evl.record_of(a, "m1", True, 1)}}
+    with pytest.raises(RefusedError, match="entry #5"):
+        evl.check_exact([entry], b)
+    evl.check_exact([entry], split(0.3, key=b"o" * 32))  # another site key: other patients
+    entries = [entry, {"seq": 6, "source": {"evaluation": evl.record_of(a, "m2", False, 2)}}]
+    assert [evl.ordinal(entries, a, m) for m in ("m1", "m2", "m3")] == [1, 2, 3]
+    assert evl.ordinal(entries, b, "m2") == 1  # another held-out set
