@@ -56,6 +56,14 @@ def _fmt(x: Any) -> str:
     return f"{float(x):.4g}"
 
 
+def _refused_words(e: dict) -> str | None:
+    """A refused evaluation's entry (:mod:`marg.protocols.evaluation_ledger`), in words; None otherwise."""
+    ev = (e.get("source") or {}).get("evaluation") if isinstance(e.get("source"), dict) else None
+    if not isinstance(ev, dict) or not ev.get("refused"):
+        return None
+    return f"refused evaluation ({ev['refused']}{', exact' if ev.get('exact') else ''})"
+
+
 def _stats_words(stats: list[dict], width: int = 44) -> str:
     names = ", ".join(s.get("name", "?") for s in stats)
     text = f"{len(stats)}: {names}"
@@ -135,7 +143,7 @@ def show_cmd(
             total = running.as_cost(cap_delta(row_cap))
             typer.echo(
                 f"{e['seq']:>4}  {e['time']:<25} {_to(e):<16} "
-                f"{_stats_words(e['statistics']):<44} {e['mechanism']:<9} {_fmt(cost['epsilon']):>8} "
+                f"{_refused_words(e) or _stats_words(e['statistics']):<44} {e['mechanism']:<9} {_fmt(cost['epsilon']):>8} "
                 f"{_fmt(cost['delta']):>8} {_fmt(cost['rho']):>8}  "
                 f"{_pair(total, row_cap, 'epsilon'):>13} {_pair(total, row_cap, 'rho'):>13}"
             )

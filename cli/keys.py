@@ -104,7 +104,7 @@ def trust_cmd(
     ] = None,
     json_out: JsonOpt = False,
     role: Annotated[
-        Optional[str], typer.Option("--role", help="Set the trusted copy's role: site or learner (default: the one the file declares).")
+        Optional[str], typer.Option("--role", help="Whose key you trust: site or learner (you say it, not the file; default site — a file declaring learner is refused without --role learner).")
     ] = None,
 ) -> None:
     """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster)."""
@@ -132,6 +132,10 @@ def trust_cmd(
         if sealing:
             raise InputError("--role applies to signing keys (.sign.pub)")
         data = with_role(data, role)
+    elif not sealing and read_role(data) == "learner":
+        # a key's own file does not make it a learner's: whoever trusts it says so (issue 35)
+        raise RefusedError(f"{key_file.name} declares itself a learner's key; a file's own role line is not trusted: "
+                           f"if you know it is the learner's, say so with --role learner (or --role site)")
     trust.mkdir(parents=True, exist_ok=True)
     target = trust / f"{name}{suffix}"
     if target.exists():

@@ -76,16 +76,22 @@ def _sign(out: Path, signer: tuple[Any, str] | None, quiet: bool = False) -> str
 
 
 def _verified_model(model: Path, trust: Path | None, allow_unsigned: bool, schema: Path | None):
-    """The model after its signature checks out (refusals exit 1), checked against ``schema``."""
+    """(the model, who signed it) after its signature checks out (refusals exit 1), checked against ``schema``."""
     from marg import api
 
-    m = api.load_verified_model(model, schema, trust, allow_unsigned)[0]  # read once; a refusal exits 1 first
+    m, signer, _ = api.load_verified_model(model, schema, trust, allow_unsigned)  # read once; a refusal exits 1 first
     if schema is None and not allow_unsigned:
         from marg.errors import InputError
 
         raise InputError(f"{model}: give this site's codebook (--schema): a model fitted under another study's "
                          "codebook would predict silently wrong")
-    return m
+    return m, signer
+
+
+def _signed_words(signer: str | None) -> str:
+    """Who vouches for the model, in the words ``predict`` and ``evaluate`` print."""
+    return (f"signed by {signer!r} (a learner's key in the trust store)" if signer else
+            "UNSIGNED (accepted with --allow-unsigned: nobody vouches for it)")
 
 
 
@@ -363,13 +369,14 @@ def predict(
     """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
     from marg import api
 
-    m = _verified_model(model, trust, allow_unsigned, schema)
+    m, signer = _verified_model(model, trust, allow_unsigned, schema)
     n, n_out = api.predict_file(m, data, out, id_column=id_column, flag_outside=flag_outside)
     if json_out:
         emit_json({"out": str(out), "n": n, "learner": m.learner, "classes": list(m.classes),
-                   "outside": n_out if flag_outside else None})
+                   "outside": n_out if flag_outside else None, "signed_by": signer})
         return
-    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, classes {', '.join(m.classes)})")
+    typer.echo(f"wrote {out}: {n:,} predictions ({m.learner} model, {_signed_words(signer)}, classes "
+               f"{', '.join(m.classes)})")
     if flag_outside:
         typer.echo(f"{n_out:,} of {n:,} rows are outside the model's uncertainty set (column 'outside' = 1)")
 
@@ -433,13 +440,13 @@ def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, sche
     """Accuracy and error of a model on labelled data, next to its certificate."""
     from marg import api
 
-    m = _verified_model(model, trust, allow_unsigned, schema)
+    m, signer = _verified_model(model, trust, allow_unsigned, schema)
     rep = api.evaluate_file(m, data)
     if json_out:
-        emit_json({k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
-                                       "outside", "outside_error")})
+        emit_json({**{k: rep[k] for k in ("n", "accuracy", "error", "worst_case_error", "randomized_error", "confusion",
+                                          "outside", "outside_error")}, "signed_by": signer})
         return
-    typer.echo(f"{m.learner} model on {rep['n']:,} rows of {data}:")
+    typer.echo(f"{m.learner} model ({_signed_words(signer)}) on {rep['n']:,} rows of {data}:")
     typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
     typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
     if rep["outside"]:

@@ -78,9 +78,12 @@ def schema_init(
     cb.save(out)
     for x in left_out:
         err(f"left out {x.column!r}: {x.reason}")
+    if cb.privacy_unit is not None:
+        err(f"privacy unit: {cb.privacy_unit[0]!r} repeats, so a patient has several rows; DP exports bound each "
+            "patient's rows: set \"max_rows_per_unit\" in the codebook's privacy_unit (or give --max-rows-per-unit K)")
     if json_out:
         emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name, "classes": list(cb.label.classes),
-                   "fingerprint": cb.fingerprint, "draft": True,
+                   "fingerprint": cb.fingerprint, "draft": True, "privacy_unit": cb.unit_declaration or None,
                    "left_out": [{"column": x.column, "reason": x.reason} for x in left_out]})
     else:
         n_num = sum(1 for f in cb.features if f.kind == "numeric")
@@ -106,6 +109,7 @@ def export_cmd(
     epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
     rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
     delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ). The ledger composes releases in zCDP and converts the total at the cap's δ.")] = DEFAULT_DELTA,
+    allow_large_delta: Annotated[bool, typer.Option("--allow-large-delta", help="Accept a --delta above 1e-3 (refused otherwise: the guarantee fails outright with probability δ); δ ≥ 1/n is always refused.")] = False,
     mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
@@ -113,6 +117,8 @@ def export_cmd(
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store holding the learner's key (role learner): the signature of the --round file and of the --evaluate model is checked against it.")] = None,
     holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (chosen by a keyed hash of each row, the key kept in the ledger folder; the same from every source); auto: the fraction and the ε split of `marg plan` for --plan-rows (--epsilon is then the site's total, tables + evaluation).")] = None,
     holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
+    privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit", help="The column naming each patient (the unit DP protects; default the codebook's privacy_unit), or 'row' when every row is a different person. Required under DP when an id column repeats.")] = None,
+    max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit", help="With --privacy-unit: count at most K rows of each patient (the K of smallest keyed priority, the same from every source); every table's sensitivity, so its noise, scales with K.")] = None,
     plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto: the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
     plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --holdout auto: the number of sites when --plan-rows gives one count.")] = None,
     expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
@@ -209,7 +215,9 @@ def export_cmd(
                                first_share=first_order_share, holdout=holdout_f, holdout_id=holdout_id, round_id=round_id,
                                min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient,
                                ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine,
-                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record, study=study)
+                               spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record, study=study,
+                               privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+                               allow_large_delta=allow_large_delta)
             prog.done()
             if json_out:
                 emit_json(plan.to_dict())
@@ -241,13 +249,15 @@ def export_cmd(
                                 mechanism=mechanism or "laplace", min_cell=min_cell, min_cell_policy=min_cell_policy, signing_key=sk,
                                 recipient=recipient, recipient_name=recipient_name, ledger_dir=ledger, progress=prog,
                                 signer=signer, engine=engine, spark_master=spark_master, content=evaluate_content,
-                                site_certificate=site_certificate)
+                                site_certificate=site_certificate, privacy_unit=privacy_unit,
+                                max_rows_per_unit=max_rows_per_unit)
             prog.done()
             split = res.bundle.header["evaluation"]["split"]
             if json_out:
                 emit_json({"out": str(out), "site": site, "evaluated_model": str(evaluate), "signed_by": signer,
                            "n_rows": res.n_rows, "training_bundles": list(split["bundles"]),
-                           "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest()})
+                           "privacy": res.bundle.describe()["privacy"], "digest": res.bundle.digest(),
+                           "evaluations_on_split": res.bundle.header["evaluations_on_split"]})
                 return
             what = {"errors": "the error count", "classes": "the error counts by true class"}.get(evaluate_content,
                                                                                                   "the confusion matrix")
@@ -262,7 +272,8 @@ def export_cmd(
             min_cell_policy=min_cell_policy, signing_key=sk, recipient=recipient, recipient_name=recipient_name,
             ledger_dir=None if no_ledger else ledger, progress=prog, engine=engine, spark_master=spark_master,
             force=force, keep_copy=keep_copy, max_levels=max_levels,
-            holdout_plan=plan_record, study=study,
+            holdout_plan=plan_record, study=study, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+            allow_large_delta=allow_large_delta,
         )
         prog.done()
         d = res.bundle.describe()
@@ -338,14 +349,23 @@ def plan_lines(plan) -> list[str]:
 
 
 def _privacy_words(p: dict | None) -> str:
+    unit = (p or {}).get("unit")
+    per = ""
+    if isinstance(unit, dict):
+        k = unit.get("max_rows_per_unit")
+        per = ("; privacy unit: the row (each row a different person)" if unit.get("column") == "row" else
+               f"; privacy unit: {unit.get('column')}, at most {k} row{'s' if k != 1 else ''} each")
     if not p or p.get("mechanism", "none") == "none":
-        return "exact counts (no differential privacy)"
+        return "exact counts (no differential privacy)" + per
     if p.get("mechanism") == "laplace":
-        return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)"
+        return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)" + per
     words = f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
     if p.get("target"):
         words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
-    return words
+    if isinstance(p.get("at_cap_delta"), dict):
+        c = p["at_cap_delta"]
+        words += f"; ε = {float(c['epsilon']):.3g} at the cap's δ = {float(c['delta']):g}"
+    return words + per
 
 
 @app.command("inspect")

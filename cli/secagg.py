@@ -128,6 +128,8 @@ def submit_cmd(
     ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (default: the configured one, else ./marg-ledger).")] = None,
     passphrase_file: PassOpt = None,
     json_out: JsonOpt = False,
+    privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit", help="The column naming each patient (default the codebook's privacy_unit), or 'row'; as for marg export.")] = None,
+    max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit", help="With --privacy-unit: count at most K rows of each patient; every table's sensitivity scales with K.")] = None,
 ) -> None:
     """Site: count, add DP noise, mask and upload this site's tables for a secure round (recorded in the ledger)."""
     from marg._util import canonical_json
@@ -144,7 +146,8 @@ def submit_cmd(
 
     res = export_site(data, cb, site, out, stats=rnd.stats, pairs=list(rnd.pairs) if rnd.pairs else None,
                       epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism, min_cell=min_cell, signing_key=sk,
-                      round_id=rnd.id, ledger_dir=ledger, package=package)
+                      round_id=rnd.id, ledger_dir=ledger, package=package, privacy_unit=privacy_unit,
+                      max_rows_per_unit=max_rows_per_unit)
     noise = "exact counts" if res.cost.epsilon == float("inf") else f"DP cost {res.cost.describe()}"
     if json_out:
         emit_json({"out": str(out), "site": site, "round": rnd.id, "n_tables": len(res.tables), "cost": res.cost.to_dict(),
@@ -208,7 +211,9 @@ def reveal_cmd(
     rnd = _site_round(round_file, trust, members, site)
     sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
     ledger_dir, site_cfg = resolve_export_ledger(ledger, site, sk)  # a configured site: its own ledger only
-    doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk)
+    from marg.protocols.trust_store import TrustStore
+
+    doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk, members=TrustStore(members))
     marker = reveal_once(Ledger(ledger_dir, site=site_cfg), rnd, site)  # once per round, in the upload's ledger
     try:
         write_doc(doc, out)

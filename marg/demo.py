@@ -1,6 +1,7 @@
 """The whole marg story on generated hospital data (what ``marg demo`` runs).
 
-Three hospitals with different populations each hold a table of patients. Each site
+Three hospitals with different populations each hold a table of patients (city's holds visits,
+several rows per patient: its privacy unit is the patient, at most 3 rows each). Each site
 creates its keys, configures a privacy budget, and exports differentially private
 marginal tables (never rows) — signed, sealed to the learner and recorded in its ledger.
 The learner verifies, opens and aggregates the bundles and fits certified classifiers
@@ -23,7 +24,7 @@ from marg.learners.mrc import MRC
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
 from marg.marginals.accounting import PrivacyCost
-from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.synthetic import SITES, demo_codebook, generate, visits, write_csv
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.export import export_site
 from marg.protocols.keys import generate_keys, load_seal_key, load_seal_public_key, load_signing_key
@@ -38,6 +39,8 @@ HOLDOUT = 0.25
 EPSILON = 2.0  # per export, per site
 CAP = 4.0  # each site's total budget for this dataset
 CAP_DELTA = 1e-5
+LONGITUDINAL = "city"  # this site's table holds visits: several rows per patient (the privacy unit is the patient)
+MAX_VISITS = 3  # the rows of one patient its tables count at most (every table's sensitivity)
 MARKER = ".marg-demo"
 
 
@@ -61,7 +64,10 @@ def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
         site_dir = workdir / prof.name
         site_dir.mkdir(exist_ok=True)
         train, test = site_dir / "patients.csv", site_dir / "holdout.csv"
-        write_csv(train, cols, slice(0, n - n_test))
+        if prof.name == LONGITUDINAL:  # its patients' visits: one row each
+            write_csv(train, visits({c: v[:n - n_test] for c, v in cols.items()}, seed=seed))
+        else:
+            write_csv(train, cols, slice(0, n - n_test))
         write_csv(test, cols, slice(n - n_test, n))
         files[prof.name] = {"train": train, "test": test, "dir": site_dir}
     return files
@@ -89,8 +95,9 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
 
     echo(f"3. Each site pins its key, records a privacy cap of (ε = {CAP:g}, δ = {CAP_DELTA:g}) in its signed ledger and"
          f" exports DP tables at (ε = {EPSILON:g}, δ = 1e-6) (Gaussian noise through OpenDP, the export's default),"
-         " signed, sealed and recorded in that ledger:")
-    bundles = []
+         f" signed, sealed and recorded in that ledger ({LONGITUDINAL} holds visits, several rows per patient: its"
+         f" privacy unit is the patient, at most {MAX_VISITS} rows each, and its noise scales with that bound):")
+    bundles, counted = [], {}
     learner_pub = load_seal_public_key(learner_keys.seal_pub)
     configs = {}
     for site, f in files.items():
@@ -102,11 +109,13 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         res = export_site(
             f["train"], codebook, site, out, epsilon=EPSILON, signing_key=sk, recipient=learner_pub,
             recipient_name="learner", ledger_dir=cfg.ledger, site_home=cfg.home,
+            **({"privacy_unit": "patient_id", "max_rows_per_unit": MAX_VISITS} if site == LONGITUDINAL else {}),
         )
         d = res.bundle.describe()
         echo(f"   {site:<6} {res.n_rows:>6,} rows → {out.relative_to(workdir)}: {d['n_statistics']} tables, "
              f"{d['cells']:,} noisy numbers, ε spent {res.cost.epsilon:.3g}")
         bundles.append(out)
+        counted[site] = res.n_rows
 
     seal_key = load_seal_key(learner_keys.seal_key)
     store = TrustStore(trust_dir)
@@ -174,4 +183,4 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"Files are in {workdir}. Try: marg audit show --ledger {files['north']['dir'] / 'marg-ledger'} "
          f"--key {site_keys['north'].sign_pub}")
     return {"workdir": workdir, "bundles": bundles, "summary": summary, "files": files, "models": models,
-            "errors": results, "audits": audits, "reports": {"model_card": card, "ledger": page}}
+            "errors": results, "audits": audits, "rows": counted, "reports": {"model_card": card, "ledger": page}}

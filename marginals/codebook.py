@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 FORMAT = "marg-codebook"
 VERSION = 1
+MAX_CODEBOOK_BYTES = 8 << 20  # a larger codebook file is refused before it is parsed (20,000 binned genes: ~2 MB)
 MAX_LEVELS = 100  # a feature with more levels is refused at export (--max-levels) and left out of a drafted codebook
 
 
@@ -231,11 +232,15 @@ class Codebook:
     label : Label
     draft : bool
         True for a codebook drafted from local data that nobody has reviewed yet.
+    privacy_unit : (column, max_rows_per_unit or None), optional
+        The column naming each patient and the bound on a patient's rows
+        (:mod:`marg.marginals.privacy_unit`; the bound may be left to ``--max-rows-per-unit``).
     """
 
     features: tuple[Feature, ...]
     label: Label
     draft: bool = False
+    privacy_unit: tuple[str, int | None] | None = None
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -249,6 +254,11 @@ class Codebook:
                 raise InputError(f"codebook: duplicate column name {nm!r}")
             seen.add(nm)
         object.__setattr__(self, "_index", {nm: i for i, nm in enumerate(names)})
+        if self.privacy_unit is not None:
+            unit = self.privacy_unit
+            if not isinstance(unit, tuple) or len(unit) != 2 or not isinstance(unit[0], str) or not unit[0] or not (
+                    unit[1] is None or (isinstance(unit[1], int) and not isinstance(unit[1], bool) and unit[1] >= 1)):
+                raise InputError("codebook: 'privacy_unit' must be {\"column\": NAME, \"max_rows_per_unit\": K >= 1 or null}")
 
     # ----------------------------------------------------------------- queries
     @property
@@ -302,9 +312,18 @@ class Codebook:
             "features": [f.to_dict() for f in self.features],
             "label": self.label.to_dict(),
         }
+        if self.privacy_unit is not None:
+            d["privacy_unit"] = {"column": self.privacy_unit[0], "max_rows_per_unit": self.privacy_unit[1]}
         if include_draft and self.draft:
             d["draft"] = True
         return d
+
+    @property
+    def unit_declaration(self) -> dict[str, Any]:
+        """The codebook's ``privacy_unit`` as ``{column, max_rows_per_unit}`` (empty when it names none)."""
+        if self.privacy_unit is None:
+            return {}
+        return {"column": self.privacy_unit[0], "max_rows_per_unit": self.privacy_unit[1]}
 
     @cached_property
     def fingerprint(self) -> str:
@@ -345,10 +364,14 @@ class Codebook:
         lab = d.get("label")
         if not isinstance(lab, dict):
             raise InputError("codebook: 'label' must be an object with name and classes")
+        unit = d.get("privacy_unit")
+        if unit is not None and not isinstance(unit, dict):
+            raise InputError("codebook: 'privacy_unit' must be an object {column, max_rows_per_unit}")
         return cls(
             features=tuple(feats),
             label=Label(name=lab.get("name"), classes=lab.get("classes")),
             draft=bool(d.get("draft", False)),
+            privacy_unit=None if unit is None else (unit.get("column"), unit.get("max_rows_per_unit")),
         )
 
     def to_json(self) -> str:
@@ -356,6 +379,8 @@ class Codebook:
 
     @classmethod
     def from_json(cls, text: str) -> "Codebook":
+        if len(text) > MAX_CODEBOOK_BYTES:
+            raise InputError(f"codebook text is larger than {MAX_CODEBOOK_BYTES >> 20} MiB: refused before parsing")
         try:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -371,7 +396,12 @@ class Codebook:
     def load(cls, path: str | Path) -> "Codebook":
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            with open(p, "rb") as fh:  # the size is checked before anything is parsed
+                raw = fh.read(MAX_CODEBOOK_BYTES + 1)
+            if len(raw) > MAX_CODEBOOK_BYTES:
+                raise InputError(f"codebook {p} is larger than {MAX_CODEBOOK_BYTES >> 20} MiB: refused before parsing "
+                                 "(a study's codebook of 20,000 binned features is about 2 MB)")
+            text = raw.decode("utf-8")
         except FileNotFoundError:
             raise InputError(f"codebook file not found: {p}") from None
         except (OSError, UnicodeDecodeError) as exc:

@@ -10,7 +10,7 @@ patients' values.
 Policies
 --------
 ``"refuse"`` (the default): the first offending table stops the export with a
-:class:`~marginals.errors.RefusedError` naming the table, the cell and k — nothing is
+:class:`~marginals.errors.RefusedError` naming the table, how many cells and k (never which cell, class or count) — nothing is
 released. This is the default because suppression is leaky (below).
 
 ``"suppress"``: for a first-order release (``N[y]``, ``N[x_i, y]``), every class column of a
@@ -72,20 +72,6 @@ def _label_counts(tables: Sequence[Any], label: str | None) -> np.ndarray | None
     return np.asarray(best.marginal((lab,)), dtype=np.float64)
 
 
-def _format_cell(t: Any, idx: tuple[int, ...], codebook: Any = None) -> str:
-    """``[age_band=18-39, cv_event=yes]`` with level names when the codebook is known."""
-
-    def level(a: str, i: int) -> str:
-        if codebook is None:
-            return str(i)
-        names = codebook.label.classes if a == codebook.label.name else codebook.feature(a).level_names
-        return names[i] if 0 <= i < len(names) else str(i)
-
-    if t.kind == "moments":
-        return f"class {level(t.clique[1], idx[1])}"
-    return "[" + ", ".join(f"{a}={level(a, int(i))}" for a, i in zip(t.clique, idx)) + "]"
-
-
 def apply_min_cell(
     tables: Sequence[Any],
     k: int = DEFAULT_MIN_CELL,
@@ -105,6 +91,8 @@ def apply_min_cell(
     label : str, optional
         The label's name (to find class counts for moment tables); defaults to the clique
         of a one-attribute exact count table (the label table ``N[y]``).
+    codebook : Codebook, optional
+        Accepted for the callers' convenience; messages name no level, class or count (issue 35).
 
     Returns
     -------
@@ -117,7 +105,7 @@ def apply_min_cell(
     ------
     RefusedError
         ``"refuse"`` and some exact table has a cell in ``(0, k)``: one line naming the table,
-        the cell and ``k``; also when a moment table cannot be checked (no exact class counts).
+        how many such cells and ``k`` — never which cell, class or count; also when a moment table cannot be checked (no exact class counts).
     InputError
         Bad ``k`` or ``policy``.
     """
@@ -144,28 +132,29 @@ def apply_min_cell(
             if bad_classes.size == 0:
                 out.append(t)
                 continue
-            c = int(bad_classes[0])
             raise RefusedError(  # under either policy: the class total (or the row count) gives these patients away
-                f"min-cell rule: table {t.name} sums over class {c} with {class_counts[c]:g} patients (< {k})"
+                f"min-cell rule: table {t.name} sums over a class with fewer than {k} patients (which class is not "
+                "said: it would point at them); use DP (--epsilon)"
             )
         counts = np.asarray(t.counts)
         bad = (counts > 0) & (counts < k)
         cells = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
         if cells and policy == "refuse":
-            raise RefusedError(
-                f"min-cell rule: table {t.name} has a cell {_format_cell(t, cells[0], codebook)} below {k} "
-                f"({len(cells)} such cell{'s' if len(cells) > 1 else ''})"
+            raise RefusedError(  # which cells is not said: a cell of one or two patients points at them
+                f"min-cell rule: table {t.name} has {len(cells)} nonzero cell{'s' if len(cells) > 1 else ''} below {k} "
+                "(which is not said: it would point at one or two patients); coarser levels, --min-cell-policy "
+                "suppress or DP (--epsilon)"
             )
         primary.extend((pos, c) for c in cells)
         out.append(t)
     if primary:
-        out, more = _suppress_counts(tables, out, k, label, codebook)
+        out, more = _suppress_counts(tables, out, k, label)
         suppressed.extend(more)
     return out, suppressed
 
 
-def _suppress_counts(tables: Sequence[Any], out: list[Any], k: int, label: str | None,
-                     codebook: Any) -> tuple[list[Any], list[SuppressedCell]]:
+def _suppress_counts(tables: Sequence[Any], out: list[Any], k: int,
+                     label: str | None) -> tuple[list[Any], list[SuppressedCell]]:
     """Zero every class column holding a small cell (:func:`marg.marginals.suppression.suppress_columns`)."""
     from .suppression import suppress_columns
 
@@ -175,9 +164,8 @@ def _suppress_counts(tables: Sequence[Any], out: list[Any], k: int, label: str |
         if not ones:
             raise RefusedError("min-cell suppression needs the label's name (or the label table N[y] in the release)")
         label = ones[0]
-    classes = codebook.label.classes if codebook is not None else None
     cells = suppress_columns([tables[g].clique for g in exact], [tables[g].counts for g in exact], label, k,
-                             [tables[g].name for g in exact], classes)
+                             [tables[g].name for g in exact])
     new = {g: np.array(tables[g].counts, copy=True) for g in exact}
     result: list[SuppressedCell] = []
     for t, ix in cells:

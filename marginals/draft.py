@@ -96,7 +96,9 @@ def draft_codebook(
     (of at least ``MIN_ROWS_UNIQUE`` rows seen — a database sends a random sample of rows);
     an integer column unique in every row (a row number); a text column with more than
     ``level_cap`` levels (its rare levels point at patients; export refuses it). A column
-    forced with ``categorical``/``numeric`` is kept.
+    forced with ``categorical``/``numeric`` is kept. The first id-like column whose values
+    repeat among the rows seen (visits of one patient) becomes the codebook's ``privacy_unit``,
+    its row bound left for a person to set (:mod:`marg.marginals.privacy_unit`).
     """
     from .sources import open_source
 
@@ -155,11 +157,15 @@ def draft_codebook(
     if seen == 0:
         raise InputError(f"{src.name} has no data rows")
     out = []
+    unit = None  # the first id-like column whose values repeat: several rows per patient
     for c in feats:
         force_num, force_cat = c in numeric, c in categorical
         why = None if (force_num or force_cat) else _identifies(c, levels[c], row_levels[c], seen, is_num[c],
                                                                  c in too_many, max_levels, level_cap)
         if why is not None:
+            if unit is None and identifier_name(c) is not None and len(row_levels[c]) < min(seen, 10_000):
+                unit = c
+                why += "; its values repeat (several rows per patient): the codebook names it the privacy unit"
             if left_out is not None:
                 left_out.append(LeftOut(c, why))
             continue
@@ -197,7 +203,8 @@ def draft_codebook(
         raise InputError(f"label column {label!r} has fewer than 2 distinct values: {classes!r}")
     if len(classes) > 100:
         raise InputError(f"label column {label!r} has {len(classes)} distinct values; is it really a class label?")
-    return Codebook(features=tuple(out), label=Label(name=label, classes=tuple(classes)), draft=True)
+    return Codebook(features=tuple(out), label=Label(name=label, classes=tuple(classes)), draft=True,
+                    privacy_unit=None if unit is None else (unit, None))
 
 
 def _identifies(c: str, levels: set[str], row_levels: set[str], rows: int, numeric: bool, too_many: bool,

@@ -262,13 +262,13 @@ def check_codes(f, codes: np.ndarray, text: pa.Array, index: np.ndarray, start_r
         bad_values, nan_values = np.flatnonzero(codes[:keep] == UNKNOWN), np.flatnonzero(codes[:keep] == MISSING)
     k = _first_row(index, bad_values)
     if k is not None:
-        v = text[int(index[k])].as_py()
+        # the value itself is a patient's: the row says where to look, the message never echoes it
         if isinstance(f, NumericFeature):
-            raise InputError(f"column {name!r}: value {v!r} {where(k)} is not a number")
+            raise InputError(f"column {name!r}: the value {where(k)} is not a number (not shown: a patient's value)")
         levels = f.levels
         raise InputError(
-            f"column {name!r}: unknown level {v!r} {where(k)} "
-            f"(allowed: {', '.join(levels[:10])}{'…' if len(levels) > 10 else ''})"
+            f"column {name!r}: unknown level {where(k)} (not shown: a patient's value; "
+            f"allowed: {', '.join(levels[:10])}{'…' if len(levels) > 10 else ''})"
         )
     k = _first_row(index, nan_values)
     if k is not None:
@@ -291,10 +291,9 @@ def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.A
     keep = len(codes) if null_rows else len(codes) - 1
     k = _first_row(index, np.flatnonzero(codes[:keep] == UNKNOWN))
     if k is not None:
-        v = text[int(index[k])].as_py()
         raise InputError(
-            f"column {name!r}: unknown class {v!r} {where(k)} "
-            f"(allowed: {', '.join(classes[:10])}{'…' if len(classes) > 10 else ''})"
+            f"column {name!r}: unknown class {where(k)} (not shown: a patient's value; "
+            f"allowed: {', '.join(classes[:10])}{'…' if len(classes) > 10 else ''})"
         )
     k = _first_row(index, np.flatnonzero(codes[:keep] == MISSING))
     if k is not None:

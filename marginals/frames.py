@@ -125,7 +125,8 @@ def label_codes_of(y: Any, codebook: Codebook) -> np.ndarray:
     for r, v in enumerate(arr.tolist()):
         k = index.get(str(v).strip() if v is not None else None)
         if k is None:
-            raise InputError(f"label {v!r} at row {r + 1} is not a class of {codebook.label.name!r} (classes: {', '.join(classes)})")
+            raise InputError(f"the label at row {r + 1} is not a class of {codebook.label.name!r} (not shown: a patient's "
+                             f"value; classes: {', '.join(classes)})")
         out[r] = k
     return out
 

@@ -119,13 +119,7 @@ class Splitter:
 
     def _by_content(self, enc: Any) -> np.ndarray:
         n = enc.n
-        cols = [np.asarray(enc.column(i)) for i in range(len(enc.parts))]
-        if enc.y is not None:
-            cols.append(np.asarray(enc.y))
-        M = np.empty((n, len(cols)), dtype=np.uint64)
-        for j, c in enumerate(cols):
-            M[:, j] = (c.astype(np.float64) + 0.0).view(np.uint64) if c.dtype.kind == "f" else c.astype(np.uint64)
-        rows = np.ascontiguousarray(M).view(np.dtype((np.void, 8 * M.shape[1]))).ravel()
+        rows = content_rows(enc)
         uniq, inv, counts = np.unique(rows, return_inverse=True, return_counts=True)
         inv = inv.ravel()
         digest = np.fromiter((_keyed(self.key, b"row\x00" + c.tobytes()) for c in uniq), dtype=np.uint64,
@@ -155,25 +149,45 @@ class Splitter:
         return base
 
     def _by_id(self, ids: Any, start_row: int) -> np.ndarray:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from .io import as_text
-
-        name = self.spec.id_column
-        if ids is None:
-            raise InputError(f"--holdout-id {name}: the id column was not read")
-        if isinstance(ids, pa.ChunkedArray):
-            ids = ids.combine_chunks()
-        text = pc.utf8_trim_whitespace(as_text(ids, name))
-        bad = pc.or_kleene(pc.is_null(text), pc.equal(text, "")).fill_null(True).to_numpy(zero_copy_only=False)
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            raise InputError(f"--holdout-id column {name!r}: missing id at row {start_row + r} (every row needs an id)")
-        enc = pc.dictionary_encode(text)
-        values = enc.dictionary.to_pylist()
+        values, index = id_values(ids, self.spec.id_column, start_row, "--holdout-id")
         digest = np.array([_keyed(self.key, b"id\x00" + v.encode("utf-8")) for v in values], dtype=np.uint64)
-        return _mix64(digest[enc.indices.to_numpy(zero_copy_only=False)])
+        return _mix64(digest[index])
+
+
+def content_rows(enc: Any, extra: np.ndarray | None = None) -> np.ndarray:
+    """Each row's content as one opaque value (n,): its encoded values under the codebook (feature
+    codes, clipped raw numbers, label code), preceded by ``extra`` (n,) uint64 when given — equal
+    rows give equal values, whatever source they came from."""
+    cols = ([extra] if extra is not None else []) + [np.asarray(enc.column(i)) for i in range(len(enc.parts))]
+    if enc.y is not None:
+        cols.append(np.asarray(enc.y))
+    M = np.empty((enc.n, len(cols)), dtype=np.uint64)
+    for j, c in enumerate(cols):
+        M[:, j] = (c.astype(np.float64) + 0.0).view(np.uint64) if c.dtype.kind == "f" else c.astype(np.uint64)
+    return np.ascontiguousarray(M).view(np.dtype((np.void, 8 * M.shape[1]))).ravel()
+
+
+def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str], np.ndarray]:
+    """An id column's distinct values (trimmed text) and each row's index into them.
+
+    InputError for a row without an id, naming ``flag``, the column and the row — never an id.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .io import as_text
+
+    if ids is None:
+        raise InputError(f"{flag} {name}: the id column was not read")
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    text = pc.utf8_trim_whitespace(as_text(ids, name))
+    bad = pc.or_kleene(pc.is_null(text), pc.equal(text, "")).fill_null(True).to_numpy(zero_copy_only=False)
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{flag} column {name!r}: missing id at row {start_row + r} (every row needs an id)")
+    enc = pc.dictionary_encode(text)
+    return enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False)
 
 
 # ------------------------------------------------------------------ rows of any source

@@ -1,6 +1,8 @@
 """Differential privacy of a site's release: budget split, OpenDP mechanisms, accounting.
 
-Neighbouring datasets differ by **adding or removing one patient** (one row). Under that
+Neighbouring datasets differ by **adding or removing one patient** — one privacy unit, whose
+rows are bounded to K (:mod:`marg.marginals.privacy_unit`; K = 1 when each row is a patient,
+and every sensitivity below is multiplied by K). For one row, under that
 relation one count table ``N[clique]`` has L1 = L2 sensitivity 1 (the row adds 1 to
 exactly one cell), and a moment table of a raw numeric feature on its public range
 ``[lo, hi]`` — per-class sums and sums of squares of the values clipped to the range —
@@ -78,17 +80,23 @@ def table_measurement(mechanism: str, scale: float, integer: bool):
     return get_mechanism(mechanism).measurement(scale, integer)
 
 
-def table_sensitivity(kind: str, mechanism: str, integer: bool) -> float | int:
-    """Sensitivity ``Δ`` of one (normalised) table under add/remove-one-patient.
+def table_sensitivity(kind: str, mechanism: str, integer: bool, max_rows: int = 1) -> float | int:
+    """Sensitivity ``Δ`` of one (normalised) table under add/remove-one-unit, each unit counted
+    on at most ``max_rows`` rows (:mod:`marg.marginals.privacy_unit`; 1: the unit is the row).
 
-    Count tables: 1 (L1 and L2). Moment tables on the normalised scale (row 0 / B, row 1 /
-    B²): one row adds ``|x|/B ≤ 1`` to one sum and ``x²/B² ≤ 1`` to one sum of squares,
-    so L1 ≤ 2 and L2 ≤ √2.
+    Count tables: ``max_rows`` (L1 and L2: a unit's K rows may all fall in one cell). Moment
+    tables on the normalised scale (row 0 / B, row 1 / B²): one row adds ``|x|/B ≤ 1`` to one
+    sum and ``x²/B² ≤ 1`` to one sum of squares, so L1 ≤ 2K and L2 ≤ √2·K. This is the
+    ``d_in`` at which OpenDP maps each measurement to its cost (``meas.map(Δ)``): every
+    mechanism takes the bound here, and its noise and cost follow from OpenDP.
     """
+    k = int(max_rows)
+    if k < 1:
+        raise InputError(f"max_rows_per_unit must be at least 1, got {max_rows!r}")
     if kind == "counts":
-        return 1 if integer else 1.0
+        return k if integer else float(k)
     if kind == "moments":
-        return 2.0 if get_mechanism(mechanism).pure else math.sqrt(2.0)
+        return 2.0 * k if get_mechanism(mechanism).pure else math.sqrt(2.0) * k
     raise InputError(f"unknown table kind {kind!r}")
 
 
@@ -170,6 +178,22 @@ def budget_for(mechanism: str, epsilon: float | None, rho: float | None,
     return mech, epsilon, rho
 
 
+MAX_DELTA = 1e-3  # a larger δ is refused unless forced: δ is the chance the guarantee fails outright
+
+
+def check_delta(delta: float, force: bool = False, n_units: int | None = None) -> None:
+    """Refuse a δ that makes (ε, δ)-DP meaningless: above :data:`MAX_DELTA` (unless ``force``),
+    or at least ``1/n`` for the ``n_units`` patients counted (never allowed: a mechanism that
+    publishes one patient's rows in full is (0, 1/n)-DP). InputError naming the fix."""
+    dl = float(delta)
+    if n_units is not None and n_units > 0 and dl >= 1.0 / n_units:
+        raise InputError(f"--delta {dl:g} is at least 1/n for this site's {n_units:,} patients: a release may then fail "
+                         "its guarantee for a whole patient; give a --delta well below 1/n (e.g. 1e-6)")
+    if dl > MAX_DELTA and not force:
+        raise InputError(f"--delta {dl:g} is above {MAX_DELTA:g}: the guarantee would fail outright with that "
+                         "probability; give a smaller --delta (default 1e-6), or --allow-large-delta to insist")
+
+
 @dataclass(frozen=True)
 class _Spec:
     clique: tuple[str, ...]
@@ -189,6 +213,7 @@ def plan_cost(
     weights: Any = None,
     delta: float = DEFAULT_DELTA,
     mechanism: str | None = None,
+    max_rows: int = 1,
 ) -> PrivacyCost:
     """The cost :func:`privatize` will report for these cliques — computed from the plan
     alone, before any data is read, so the budget can be checked first.
@@ -199,7 +224,7 @@ def plan_cost(
         Canonical cliques (e.g. from ``marginals.tables.plan_cliques``); a clique
         ``(f, label)`` with ``f`` raw numeric is a moment table.
     codebook : Codebook
-    epsilon, rho, weights, delta, mechanism
+    epsilon, rho, weights, delta, mechanism, max_rows
         As for :func:`privatize`.
 
     Returns
@@ -226,7 +251,7 @@ def plan_cost(
     parts = []
     for sp, share in zip(specs, shares):
         integer = sp.kind == "counts" and mech.discrete
-        sens = table_sensitivity(sp.kind, mech.name, integer)
+        sens = table_sensitivity(sp.kind, mech.name, integer, max_rows)
         _, meas, cost = _calibrate(mech, float(share), sens, integer)
         parts.append(_table_cost(mech, meas, sens, cost, float(delta)))
     return _stated(release_cost(parts))
@@ -256,6 +281,7 @@ def privatize(
     delta: float = DEFAULT_DELTA,
     codebook: Any = None,
     mechanism: str | None = None,
+    max_rows: int = 1,
 ) -> tuple[list[Any], PrivacyCost]:
     """Release tables with differential privacy through OpenDP.
 
@@ -280,6 +306,9 @@ def privatize(
     mechanism : str, optional
         A registered mechanism (:mod:`marginals.mechanisms`) taking the budget given:
         default ``"laplace"`` for ``epsilon``, ``"gaussian"`` for ``rho``.
+    max_rows : int
+        The rows of one privacy unit the tables count at most (:mod:`marg.marginals.privacy_unit`):
+        every table's sensitivity, so its noise scale, is ``max_rows`` times a row's.
 
     Returns
     -------
@@ -317,7 +346,7 @@ def privatize(
             integer = mech.discrete and _is_integral(counts)
             vec = counts.ravel() if integer else counts.ravel().astype(np.float64)
             unit = 1.0
-        sens = table_sensitivity(t.kind, mech.name, integer)
+        sens = table_sensitivity(t.kind, mech.name, integer, max_rows)
         scale, meas, cost = _calibrate(mech, float(share), sens, integer)
         out = np.asarray(meas([int(v) for v in vec.astype(np.int64)] if integer else vec.tolist()))
         if t.kind == "moments":

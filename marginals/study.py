@@ -112,13 +112,14 @@ def round1_cliques(codebook: Any) -> list[tuple[str, ...]]:
 
 
 def release_round1(tables: Sequence[Any], codebook: Any, plan: StudyPlan,
-                   sensitivity: float = 1.0) -> tuple[list[Any], Selection, PrivacyCost]:
+                   max_rows: int = 1) -> tuple[list[Any], Selection, PrivacyCost]:
     """Round 1 from the site's exact tables: the noisy label table, the selection, their composed cost.
 
     Parameters
     ----------
     tables : the exact tables of :func:`round1_cliques`
-    sensitivity : the selection scores' L∞ sensitivity (rows per privacy unit)
+    max_rows : the bound K on a patient's rows (:mod:`marg.marginals.privacy_unit`): the label
+        table's sensitivity and the selection scores' L∞ sensitivity are K rows
 
     Returns
     -------
@@ -132,8 +133,9 @@ def release_round1(tables: Sequence[Any], codebook: Any, plan: StudyPlan,
     label = [t for t in tables if t.clique == (y,) and t.kind == "counts"]
     if len(label) != 1:
         raise InputError("round 1 needs the label table N[y]")
-    released, label_cost = privatize(label, rho=plan.rho_label, delta=plan.delta, codebook=codebook, mechanism="gaussian")
-    sel = select_top_k(tables, codebook.discrete_names, y, plan.k, plan.rho_select, sensitivity)
+    released, label_cost = privatize(label, rho=plan.rho_label, delta=plan.delta, codebook=codebook, mechanism="gaussian",
+                                   max_rows=max_rows)
+    sel = select_top_k(tables, codebook.discrete_names, y, plan.k, plan.rho_select, max_rows)
     cost = release_cost([("gaussian", 0.0, label_cost.rho, plan.delta), sel.cost_part(plan.delta)])
     return released, sel, cost
 

@@ -70,7 +70,6 @@ def suppress_columns(
     label: str,
     k: int,
     names: Sequence[str] | None = None,
-    class_names: Sequence[str] | None = None,
 ) -> list[Cell]:
     """The cells to hide: every cell of each class column that holds a small cell.
 
@@ -80,8 +79,7 @@ def suppress_columns(
     counts : their true counts (integers)
     label : the label's name
     k : the min-cell threshold (≥ 2)
-    names : table names for messages
-    class_names : the classes' names for messages
+    names : table names for messages (which name no class, cell or count: issue 35)
 
     Returns
     -------
@@ -105,13 +103,9 @@ def suppress_columns(
     totals = first.sum(axis=tuple(a for a, n in enumerate(cliques[0]) if n != label)) if first.ndim > 1 else first
     totals = np.asarray(totals, dtype=np.int64)
 
-    def cname(v: int) -> str:
-        return class_names[v] if class_names is not None and v < len(class_names) else str(v)
-
     small_class = np.flatnonzero((totals > 0) & (totals < k))
     if small_class.size:
-        v = int(small_class[0])
-        raise RefusedError(f"min-cell rule: class {cname(v)} has {int(totals[v])} patients (< {k}): no suppression "
+        raise RefusedError(f"min-cell rule: a class has fewer than {k} patients (which one is not said): no suppression "
                            "can hide a class total the row count gives back; use DP (--epsilon)")
     hidden: list[Cell] = []
     for t, (c, arr) in enumerate(zip(cliques, counts)):
@@ -127,9 +121,10 @@ def suppress_columns(
                 continue
             S = int(col.sum())
             if candidate_values(m, S, k) < k:
-                raise RefusedError(f"min-cell rule: table {names[t]} has a cell below {k} in class {cname(v)}, and hiding "
-                                   f"that class's column of {m} cells ({S} patients) would leave it fewer than {k} "
-                                   "possible values for an attacker who knows the algorithm; use DP (--epsilon)")
+                raise RefusedError(f"min-cell rule: table {names[t]} has a cell below {k} in one class, and hiding "
+                                   f"that class's column of {m} cells would leave it fewer than {k} possible values "
+                                   "for an attacker who knows the algorithm (which class, and how many patients, is not "
+                                   "said); use DP (--epsilon)")
             for a in range(m):
                 hidden.append((t, (a, v) if ax == 1 else (v, a)))
     return hidden

@@ -139,3 +139,24 @@ def write_csv(path: str | Path, columns: dict[str, list[str]], rows: slice | Non
         w.writerow(names)
         for i in idx:
             w.writerow([columns[c][i] for c in names])
+
+
+def visits(columns: dict[str, list[str]], seed: int = 0, mean_extra: float = 1.5,
+           changing: tuple[str, ...] = ("blood_pressure", "glucose")) -> dict[str, list[str]]:
+    """Longitudinal rows: each patient of ``columns`` (one row each, ``patient_id``) seen at
+    1 + Poisson(``mean_extra``) visits, in the order of the patients; at each later visit every
+    column of ``changing`` moves one level (up or down) with probability 0.3, the rest stays."""
+    rng = np.random.default_rng(seed)
+    n = len(columns["patient_id"])
+    reps = 1 + rng.poisson(mean_extra, size=n)
+    idx = np.repeat(np.arange(n), reps)
+    out = {c: [v[i] for i in idx] for c, v in columns.items()}
+    levels = {"blood_pressure": BP, "glucose": GLUCOSE, "cholesterol": CHOL, "bmi_band": BMI}
+    first = np.concatenate([[True], idx[1:] != idx[:-1]])
+    for c in changing:
+        lv = levels[c]
+        code = np.array([lv.index(v) for v in out[c]])
+        step = np.where(rng.random(idx.size) < 0.3, rng.choice((-1, 1), size=idx.size), 0)
+        step[first] = 0
+        out[c] = [lv[k] for k in np.clip(code + step, 0, len(lv) - 1)]
+    return out

@@ -13,6 +13,8 @@ counts its header reports, before they are summed (:mod:`marg.marginals.hidden`)
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -186,7 +188,11 @@ def composed_privacy(records: Sequence[dict[str, Any] | None]) -> dict[str, Any]
         if m not in mechs:
             mechs.append(m)
     named = [m for m in mechs if m != "none"] or ["none"]
-    return {"mechanism": "+".join(named), **spend.as_cost(total.delta).to_dict(), "rounds": len(records)}
+    out = {"mechanism": "+".join(named), **spend.as_cost(total.delta).to_dict(), "rounds": len(records)}
+    units = {json.dumps((r or {}).get("unit"), sort_keys=True) for r in records}
+    if len(units) == 1 and (records[0] or {}).get("unit") is not None:  # the rounds' one privacy unit
+        out["unit"] = (records[0] or {})["unit"]
+    return out
 
 
 def summary_from_bundles(

@@ -32,14 +32,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from marg._util import atomic_write_bytes
-from marg.errors import InputError
+from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import ModelSplit, Splitter, iter_split, select, split_for_model
+from marg.marginals.holdout import ModelSplit, Splitter, select, split_for_model
 from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
-from marg.marginals.privacy import budget_for, plan_cost, privatize
+from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
 from marg.marginals.tables import MarginalTable
 
+from . import evaluation_ledger as evl
 from .bundle import Bundle
 from .export import ExportResult
 
@@ -95,25 +96,35 @@ def model_digest(path: str | Path) -> str:
 
 def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: str,
                          progress: Callable[[int], None] | None = None, *, engine: str | None = None,
-                         spark_master: str | None = None) -> tuple[np.ndarray, int, ModelSplit]:
+                         spark_master: str | None = None, split: ModelSplit | None = None,
+                         unit: Any = None, per_patient: bool = False) -> tuple[np.ndarray, int, ModelSplit]:
     """N[predicted, y] (K, K) of ``model`` on the rows of ``data`` held out of its training, their number, the split.
 
     ``data`` is any DATA argument (file, database URI, Spark path or table) or an open
     Source. The split is the one of the bundles of ``site`` the model learned from
-    (:func:`marg.marginals.holdout.split_for_model`: refused when one of them held out
-    nothing); refuses when the held-out rows differ from those at export time (count or
-    fingerprint: the data changed).
+    (:func:`marg.marginals.holdout.split_for_model`, unless ``split`` is given: refused when
+    one of them held out nothing); refuses when the held-out rows differ from those at export
+    time (count or fingerprint: the data changed). ``unit`` (a
+    :class:`marg.marginals.privacy_unit.PrivacyUnit` with a column): at most its bound of rows
+    of each held-out patient are counted (the matrix's sensitivity is then that bound).
+    ``per_patient`` without ``unit`` (a DP release): an id column that repeats is refused
+    (:func:`marg.marginals.privacy_unit.refuse_repeats`), as at export.
     """
+    from marg.marginals.privacy_unit import RowBound, bounded_batches, refuse_repeats
     from marg.marginals.sources import Source, open_source
 
     cb = model.codebook
-    ms = split_for_model(ledger_dir, model.info, cb.fingerprint, site)
+    ms = split if split is not None else split_for_model(ledger_dir, model.info, cb.fingerprint, site)
     K = cb.n_classes
     conf = np.zeros((K, K), dtype=np.int64)
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
-    split = Splitter(ms.spec, ms.key)
+    splitter = Splitter(ms.spec, ms.key)
+    bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:
-        for enc, mask in iter_split(src, cb, split, progress=progress):
+        if per_patient and unit is None:
+            refuse_repeats(src, cb, also=[ms.spec.id_column] if ms.spec.id_column else [])
+        for enc, held, counted in bounded_batches(src, cb, bound, splitter, progress=progress):
+            mask = held & counted
             if not mask.any():
                 continue
             part = select(enc, mask)
@@ -123,14 +134,14 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     finally:
         if src is not data:
             src.close()
-    seen, held = split.rows, split.held
-    if (seen, held, f"{split.fingerprint:016x}") != (ms.n_rows, ms.n_held, ms.held_fingerprint):
+    seen, held = splitter.rows, splitter.held
+    if (seen, held, f"{splitter.fingerprint:016x}") != (ms.n_rows, ms.n_held, ms.held_fingerprint):
         raise InputError(f"{name}: {seen} rows ({held} held out), but the export counted {ms.n_rows} "
                          f"({ms.n_held} held out, or other rows): the data changed since the export, so its held-out "
                          "rows are unknown")
     if held == 0:
         raise InputError(f"{name}: no held-out rows")
-    return conf, held, ms
+    return conf, int(conf.sum()), ms
 
 
 def evaluate_site(
@@ -157,6 +168,8 @@ def evaluate_site(
     content: str = "errors",
     site_certificate: bool = False,
     plan: dict[str, Any] | None = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
 ) -> ExportResult:
     """Release what the certificate needs about ``model`` on this site's held-out rows (module docstring).
 
@@ -171,7 +184,13 @@ def evaluate_site(
     The caller has verified the model (:func:`marg.api.load_verified_model`); ``signer``
     names who signed it (None: unsigned, allowed). The header's ``evaluation.split`` names
     the training bundles whose held-out rows were evaluated, which ``marg certify`` checks
-    against the model's own provenance.
+    against the model's own provenance, and ``evaluations_on_split`` the rank of this model
+    among the models evaluated on the same held-out patients.
+
+    No oracle (:mod:`protocols.evaluation_ledger`): one exact evaluation per held-out set,
+    refused before any row is read after the first; a refusal after the rows are read is
+    recorded in the ledger and names no cell or class. ``privacy_unit``/``max_rows_per_unit``
+    (default the codebook's) bound each held-out patient's rows, as at export.
     """
     from .ledger import Ledger
     from .signing import finalize_bundle
@@ -182,46 +201,90 @@ def evaluate_site(
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
-    _, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
+    mech, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
     dp = epsilon is not None or rho is not None
+    if dp and not mech.pure:
+        check_delta(delta)
     ecb = release_codebook(model.codebook, content)
     if not dp and min_cell_policy != "refuse":
         raise InputError(f"an evaluation release cannot suppress cells (--min-cell-policy {min_cell_policy}): the "
                          f"certificate would count suppressed errors as none; use refuse or differential privacy")
+    from marg.marginals.privacy_unit import resolve_unit
+
+    unit = resolve_unit(model.codebook, privacy_unit, max_rows_per_unit)
+    bound = unit.bound if unit is not None else 1
     clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, content).clique
-    requested = plan_cost([clique], ecb, epsilon=epsilon, rho=rho, delta=delta) if dp else PrivacyCost.unbounded()
+    requested = plan_cost([clique], ecb, epsilon=epsilon, rho=rho, delta=delta,
+                          max_rows=bound) if dp else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key)
     if ledger_dir is None:
         raise InputError("an evaluation release needs the site's ledger (it remembers the held-out rows)")
     ledger = Ledger(ledger_dir, site=site_cfg)
     ledger.check(requested)  # the signed cap; refuses a missing, truncated, rolled-back or re-signed ledger
+    ms = split_for_model(ledger_dir, model.info, model.codebook.fingerprint, site)
+    if unit is not None and unit.column is not None and ms.spec.id_column != unit.column:
+        raise InputError(f"the held-out rows were split by {ms.spec.by}, not by the privacy unit {unit.column!r}: "
+                         "a patient's rows may lie on both sides")
+    entries = ledger.entries()
+    if not dp:
+        evl.check_exact(entries, ms)  # before any row is read: the answer depends on the ledger alone
+    rank = evl.ordinal(entries, ms, model_file_digest)
 
-    conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=engine,
-                                          spark_master=spark_master)
-    tables = [release_table(conf, model.codebook, content)]
-    suppressed: list[Any] = []
-    if dp:
-        tables, cost = privatize(tables, epsilon=epsilon, rho=rho, delta=delta, codebook=ecb)
-        privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
-        released_n = None
-    else:
-        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name, codebook=ecb)
-        cost = PrivacyCost.unbounded()
-        privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
-        released_n = held
+    try:
+        conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=engine,
+                                              spark_master=spark_master, split=ms, unit=unit, per_patient=dp)
+        tables = [release_table(conf, model.codebook, content)]
+        suppressed: list[Any] = []
+        if dp:
+            tables, cost = privatize(tables, epsilon=epsilon, rho=rho, delta=delta, codebook=ecb, max_rows=bound)
+            privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
+            released_n = None
+        else:
+            tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name, codebook=ecb)
+            cost = PrivacyCost.unbounded()
+            privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+            released_n = held
+    except MargError as exc:  # after the rows were read: recorded like a release, and naming nothing of them
+        why = _why(exc)  # only the min-cell rule's answer depends on the model: it spends the one exact evaluation
+        raise _refused(ledger, signing_key, site, evl.record_of(ms, model_file_digest, not dp and why == "min-cell",
+                                                                rank, why), exc)
+    if unit is not None:
+        privacy["unit"] = unit.to_dict()
     extra = {"evaluation": {"model": model_file_digest, "study": model.codebook.fingerprint, "learner": model.learner,
                             "signer": signer, "split": {"bundles": list(ms.bundles), "fraction": ms.spec.fraction,
                                                         "by": ms.spec.by},
                             "content": content, "site_certificate": bool(site_certificate),
-                            **({"plan": plan} if plan else {})}}
+                            **({"plan": plan} if plan else {})},
+             "evaluations_on_split": rank}
     bundle = Bundle.build(ecb, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
     entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
-                          suppressed=suppressed)
+                          suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank))
     atomic_write_bytes(out, file_bytes)
     return ExportResult(bundle=final, path=out, n_rows=held, tables=tables, cost=cost, sealed=recipient is not None,
                         ledger_entry=entry, suppressed=suppressed)
+
+
+def _why(exc: MargError) -> str:
+    """A refused evaluation's reason, in a word the ledger records (no cell, class or count)."""
+    text = str(exc)
+    return "min-cell" if "min-cell" in text else "data"
+
+
+def _refused(ledger: Any, signing_key: Any, site: str, record: dict[str, Any], exc: MargError) -> MargError:
+    """Record a refused evaluation in the ledger, and the error to raise: the min-cell rule's in
+    words naming no cell, class or count; any other (a bad value, the data changed) as it was —
+    it does not depend on the model."""
+    try:
+        evl.record_refusal(ledger, signing_key, site, record)
+    except MargError:
+        return exc  # the ledger refuses the entry too (tampered, unsigned): its own error said enough
+    if record.get("refused") == "min-cell":
+        return RefusedError("refused: a count of this evaluation is below the min-cell threshold (which one is not "
+                            "said); recorded in the ledger as this held-out set's one exact evaluation: evaluate with "
+                            "differential privacy (--epsilon)")
+    return exc
 
 
 def check_provenance(header: dict[str, Any], site: str, model_info: dict[str, Any], source: str) -> None:

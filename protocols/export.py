@@ -25,13 +25,14 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import MAX_LEVELS, Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import Holdout, count_outside, has_site_key, remember, site_key
+from marg.marginals.holdout import Holdout, has_site_key, remember, site_key
+from marg.marginals.privacy_unit import agree_holdout, count_rows, refuse_repeats, resolve_unit
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
-from marg.marginals.privacy import budget_for, plan_cost, privatize
+from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
@@ -250,6 +251,9 @@ def prepare_release(
     create_key: bool = True,
     holdout_plan: dict[str, Any] | None = None,
     study: Any = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    allow_large_delta: bool = False,
 ) -> Prepared:
     """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
     nothing is written (:func:`export_site` then records and writes it).
@@ -314,6 +318,15 @@ def prepare_release(
         A round of the select-then-measure path: it says what is counted, what the release
         costs (checked against the cap first) and protects the counts itself; its record
         goes into the header as ``study``.
+    privacy_unit, max_rows_per_unit : optional
+        The column naming each patient (``"row"``: each row is a person) and the bound K on a
+        patient's rows (:mod:`marg.marginals.privacy_unit`; default the codebook's ``privacy_unit``):
+        each table counts at most K rows of a patient and its sensitivity is K times a row's. A
+        holdout then splits by the unit. Under DP with no unit declared, an id column that
+        repeats (:func:`marg.marginals.privacy_unit.repeating_column`) is refused.
+    allow_large_delta : bool
+        Accept a Gaussian release's ``delta`` above :data:`marg.marginals.privacy.MAX_DELTA`;
+        a ``delta`` of at least 1/n (n the patients counted) is always refused.
     """
     from .ledger import Ledger
     from .site import resolve_export_ledger
@@ -329,7 +342,14 @@ def prepare_release(
     elif rho is not None and mech.pure:
         raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
     dp = epsilon is not None or rho is not None or study is not None
+    if dp and not mech.pure:
+        check_delta(delta, allow_large_delta)
+    unit = resolve_unit(codebook, privacy_unit, max_rows_per_unit)
+    bound = unit.bound if unit is not None else 1
+    holdout_id = agree_holdout(unit, holdout_id) if holdout is not None else holdout_id
     note = None if study is not None else pairs_left_out(codebook, stats, dp, pairs)
+    if study is not None:
+        study.max_rows = bound  # every table's and the selection's sensitivity: K rows per patient
     notes: list[str] = []
     if study is not None:  # select-then-measure: the round says what is counted and what it costs
         stats, cliques, weights = "study", study.cliques(codebook), None
@@ -348,7 +368,7 @@ def prepare_release(
         requested = study.requested
     else:
         requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
-                              mechanism=mech.name) if dp else PrivacyCost.unbounded()
+                              mechanism=mech.name, max_rows=bound) if dp else PrivacyCost.unbounded()
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     position = None
     if ledger is not None:
@@ -365,6 +385,9 @@ def prepare_release(
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
     src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
     try:
+        if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
+            refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
+        key = None
         if spec is not None:  # the rows pass through here, to be split by the site's key
             if create_key or has_site_key(ledger_dir):
                 key = site_key(ledger_dir, create=True)
@@ -374,9 +397,15 @@ def prepare_release(
                 key = secrets.token_bytes(32)
                 notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
                              "patients (and the exact counts) will differ from this dry run's")
-            tables, n_rows, split = count_outside(src, codebook, cliques, spec, key, progress)
+        kept = None
+        if spec is not None or (unit is not None and unit.column is not None):
+            tables, n_rows, split, kept = count_rows(src, codebook, cliques, unit, spec, key, progress)
+            if kept is not None and kept.note():
+                notes.append(kept.note())
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
+        if dp and not mech.pure:  # δ ≥ 1/n protects nobody (the site's own count, never released)
+            check_delta(delta, True, kept.units if kept is not None else n_rows)
         source = src.describe()  # after counting: a Spark source knows its master only then
     finally:
         if src is not data:
@@ -387,21 +416,31 @@ def prepare_release(
     study_record = None
     if study is not None:
         tables, cost, privacy, study_record = study.protect(tables, codebook)
+        privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
         released_n = None
     elif dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
-                                 mechanism=mech.name)
+                                 mechanism=mech.name, max_rows=bound)
         notes += useless_noise(tables, n_rows)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": mech.name, **cost.to_dict(),
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
+        privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
+        cap = ledger.cap() if ledger is not None else None
+        if cap is not None and cap.delta > 0 and not mech.pure and cap.delta != float(delta):
+            from marg.marginals.dp_conversions import rho_to_epsilon
+
+            # the learner reads ε where the site's budget is kept: at the cap's δ (OpenDP's conversion)
+            privacy["at_cap_delta"] = {"epsilon": rho_to_epsilon(cost.rho, cap.delta), "delta": cap.delta}
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+        if unit is not None:
+            privacy["unit"] = unit.to_dict()
     # the bundle says that cells were suppressed, not where (the site's ledger records how many)
     extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
                              if not dp else None, "source": source}

@@ -22,7 +22,9 @@ and refuses a bundle that forks it, naming the fork in one line:
 
 * **same position, another release**: a bundle at a ``seq`` already held with another
   digest or another ``prev`` (the restored-copy attack: both exports stand at one position);
-* **a position going back**: a new bundle below the highest position received before;
+* **a position going back**: a new bundle below the highest position received before that no
+  bundle received beside it confirms (a consistent earlier bundle — its predecessor's digest,
+  or its successor naming it — is accepted: learning round 1 after round 2 is no rollback);
 * **a head it cannot chain to**: ``prev_bundle`` differs from the bundle received at
   ``seq - 1`` (or the bundle at ``seq + 1`` names another predecessor), or ``origin``
   differs from the ledger's first entry seen before (a fresh ledger elsewhere);
@@ -143,15 +145,17 @@ class History:
                                f"{short_id(old['bundle'])} ({old.get('file')}) and bundle {short_id(digest)} "
                                f"(prev {short_id(old['prev'])} / {short_id(pos['prev'])}): a rolled-back or copied ledger")
         top = self.before.get(sig["key_id"], 0)
-        if seq < top:
+        below, above = held.get(str(seq - 1)), held.get(str(seq + 1))
+        if seq < top and below is None and above is None:
+            # an earlier position is accepted when a bundle received beside it confirms the chain (below)
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} goes back behind position "
-                               f"{top} received earlier (a rolled-back ledger)")
+                               f"{top} received earlier, and no bundle received beside it (position {seq - 1} or "
+                               f"{seq + 1}) confirms it (a rolled-back ledger?)")
         origin = pos["origin"] if seq > 1 else None
         known = rec.get("origin") or self._origin_of(held)
         if origin is not None and known is not None and origin != known:
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} descends from first entry "
                                f"{short_id(origin)}, earlier bundles from {short_id(known)} (another ledger)")
-        below, above = held.get(str(seq - 1)), held.get(str(seq + 1))
         if below is not None and below["bundle"] != pos["prev_bundle"]:
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} follows "
                                f"{_named(pos['prev_bundle'])}, but bundle {short_id(below['bundle'])} was received at "

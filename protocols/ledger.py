@@ -386,6 +386,7 @@ class Ledger:
         recipient_name: str | None = None,
         suppressed: Sequence[Any] = (),
         round: str | None = None,
+        evaluation: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Append the entry for a (final, signed) bundle: site, recipient, statistics, source,
         cost and digest are read from it; an exact release also records what it disclosed.
@@ -399,15 +400,23 @@ class Ledger:
         ----------
         suppressed : the min-cell rule's suppressed cells (``SuppressedCell``: ``table``, ``cell``)
         round : the round id answered (default: the header's ``round``)
+        evaluation : an evaluation release's record against its held-out set
+            (:func:`protocols.evaluation_ledger.record_of`), kept as ``source.evaluation``
 
         The bundle's ``ledger`` header field (its position, :meth:`position`), if any, must be
         where the entry lands.
         """
         stats, c, exact = release_facts(bundle, bundle_cost(bundle, cost), suppressed)
+        source = bundle.header.get("source")
+        unit = (bundle.header.get("privacy") or {}).get("unit")
+        if unit is not None:  # the privacy unit and its row bound, beside where the rows were counted
+            source = {**(source or {}), "privacy_unit": unit}
+        if evaluation is not None:
+            source = {**(source or {}), "evaluation": dict(evaluation)}
         return self.append(
             bundle_digest=bundle.digest(), site=bundle.site, statistics=stats, cost=c,
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,
-            n_rows=bundle.header.get("n_rows"), private_key=private_key, source=bundle.header.get("source"),
+            n_rows=bundle.header.get("n_rows"), private_key=private_key, source=source,
             round=round if round is not None else bundle.header.get("round"), exact=exact, suppressed=len(suppressed),
             position=bundle.header.get("ledger"),
         )

@@ -222,14 +222,40 @@ def check_roster(rnd: SecureRound, members: TrustStore, site: str, name: str = "
     computes its pairwise masks with the Sybils, and reads that site's exact table. With at
     least ``t`` known sites, ``s ≤ n − t < t`` (``t > n/2``).
     """
-    known, unknown = [], []
-    for m in rnd.members:
-        found = members.lookup(key_id(m.sign_pub))
-        (known if m.site == site or (found is not None and found[0] == m.site) else unknown).append(m.site)
+    known, unknown = _known(rnd, members, site, rnd.names)
     if len(known) < rnd.threshold:
         raise RefusedError(f"{name} refused: only {len(known)} of its {len(rnd.members)} sites are study members this "
                            f"site knows ({members.directory}), below the threshold {rnd.threshold}; not known: "
                            f"{', '.join(unknown)} (a roster padded with keys the learner holds unmasks this site)")
+
+
+def _known(rnd: SecureRound, members: TrustStore, site: str, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``names`` split into the study members this site knows (itself included) and the others."""
+    known, unknown = [], []
+    for name in names:
+        m = rnd.member(name)
+        found = members.lookup(key_id(m.sign_pub))
+        (known if m.site == site or (found is not None and found[0] == m.site) else unknown).append(m.site)
+    return known, unknown
+
+
+def check_survivors(rnd: SecureRound, members: TrustStore, site: str, survivors: Sequence[str],
+                    name: str = "request") -> None:
+    """Refuse to reveal unless at least ``t − 1`` study members this site knows, other than itself, survived.
+
+    The roster check (:func:`check_roster`) counts members in the roster; the learner then
+    chooses who "dropped out". Declaring honest sites dropped leaves survivors of which the
+    learner's own keys (Sybils) may make up all but this site: its reveal then gives the
+    learner this site's self-mask seed (``t`` shares with the Sybils'), and the sum minus the
+    Sybils' own tables is this site's table with only its own noise. With ``t − 1`` known
+    others among the survivors, the Sybils hold at most ``n − t < t`` shares of any seed.
+    """
+    known, unknown = _known(rnd, members, site, [s for s in survivors if s != site])
+    if len(known) < rnd.threshold - 1:
+        raise RefusedError(f"{name} refused: only {len(known)} of the other survivors are study members this site knows "
+                           f"({members.directory}), fewer than the threshold minus one ({rnd.threshold - 1}); not known: "
+                           f"{', '.join(unknown) or 'none'} (known sites declared dropped would leave this site's "
+                           "table to keys the learner may hold)")
 
 
 def reveal_once(ledger: Any, rnd: SecureRound, site: str) -> Path:
@@ -346,11 +372,16 @@ def parse_request(d: Mapping[str, Any], rnd: SecureRound, name: str = "request")
 
 
 def make_reveal(rnd: SecureRound, request: Mapping[str, Any], site: str, seal_key: x25519.X25519PrivateKey,
-                sign_key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
-    """A surviving site's reveal: its shares of b_i (i survived) and of k_ij (i survived, j dropped)."""
+                sign_key: ed25519.Ed25519PrivateKey, *, members: TrustStore) -> dict[str, Any]:
+    """A surviving site's reveal: its shares of b_i (i survived) and of k_ij (i survived, j dropped).
+
+    ``members`` is the site's own list of the study's sites: the reveal is refused unless
+    ``t − 1`` of them, other than this site, are among the survivors (:func:`check_survivors`).
+    """
     survivors, dropped = parse_request(request, rnd)
     if site not in survivors:
         raise RefusedError(f"site {site!r} is not among round {rnd.id}'s survivors: it reveals nothing")
+    check_survivors(rnd, members, site, survivors)
     me = rnd.member(site)
     if key_id(sign_key) != key_id(me.sign_pub):
         raise RefusedError(f"site {site!r}: the signing key is not the one round {rnd.id} lists for it")

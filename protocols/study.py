@@ -117,7 +117,7 @@ class Round1:
     """
 
     plan: StudyPlan
-    sensitivity: float = 1.0
+    max_rows: int = 1
     record: dict[str, Any] | None = None
 
     @property
@@ -140,7 +140,7 @@ class Round1:
                                "answer the learner's request with --request REQ (a second round 1 would spend the total again)")
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
-        released, sel, cost = release_round1(tables, codebook, self.plan, self.sensitivity)
+        released, sel, cost = release_round1(tables, codebook, self.plan, self.max_rows)
         privacy = {"mechanism": "gaussian+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
                    "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}
         self.record = round1_record(self.plan, sel, cost)
@@ -163,6 +163,7 @@ class Round2:
     signer: str | None
     rho: float = 0.0
     delta: float = 0.0
+    max_rows: int = 1
     record: dict[str, Any] | None = None
 
     def check(self, ledger_dir: Path | None, codebook: Any, site: str) -> None:
@@ -210,7 +211,7 @@ class Round2:
             released: list[Any] = []
         else:
             released, cost = privatize(tables, rho=self.rho, weights=list(self.request.weights), delta=self.delta,
-                                       codebook=codebook, mechanism="gaussian")
+                                       codebook=codebook, mechanism="gaussian", max_rows=self.max_rows)
         privacy = {"mechanism": "gaussian", **cost.to_dict(), "allocation": "the learner's request (least squares)"}
         self.record = round2_record(self.rho, cost, self.request_digest, self.signer)
         return released, cost, privacy, self.record

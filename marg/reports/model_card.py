@@ -332,6 +332,13 @@ def _sites(page: Page, info: dict) -> None:
     if evaluation:
         head[3:4] = ["ε (both rounds)", "of which evaluation"]
     page.table(head, rows, key="sites")
+    units = [(s.get("site"), (s.get("privacy") or {}).get("unit")) for s in sites]
+    if any(isinstance(u, dict) for _, u in units):
+        page.text("Privacy unit (whom each site's guarantee protects, and the rows of one counted at most): "
+                  + "; ".join(f"{n}: " + ("not stated" if not isinstance(u, dict) else "the row (each row a different person)"
+                                          if u.get("column") == "row" else
+                                          f"{u.get('column')}, at most {u.get('max_rows_per_unit')} rows each")
+                              for n, u in units) + ".")
     page.text("Privacy spend is that of the bundles this model was fitted on"
               + (" plus its evaluation release on held-out patients" if evaluation else "")
               + ", a site's rounds composed as its ledger composes them (zCDP: the ρ's add; ε is the total ρ converted "

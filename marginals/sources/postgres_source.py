@@ -6,7 +6,10 @@ and every statement goes through the extended query protocol as a prepared state
 the server refuses to hold more than one command: ``?query=SELECT 1) t; COMMIT; DROP TABLE
 visits; SELECT * FROM (SELECT 1`` is one refused statement, not three. Any other URI
 parameter (``sslmode``, ``host`` for a socket folder, …) goes to libpq unchanged; the password may also come from ``PGPASSWORD`` or ``~/.pgpass``.
-The bundle records host, port, database and table or query — never the user or password,
+A ``?query=`` calling a volatile function (``pg_read_file``, ``pg_terminate_backend``…: side
+effects a read-only transaction does not stop) is refused before it runs (its plan names it).
+The bundle records host, port, database and table or the query's SHA-256 — never the query's
+text, the user or password,
 and no error message repeats the password. Needs the optional extra ``postgres``
 (psycopg 3).
 """
@@ -19,7 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import pyarrow as pa
 
 from .sql import POSTGRES, table_sql
-from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string, query_record
 from marg.errors import InputError
 
 MARG_PARAMS = ("table", "schema", "query")
@@ -63,13 +66,16 @@ class PostgresSource(SQLSource):
         what = f"table {self.table!r}" if self.table is not None else "query"
         self.name = f"postgresql {what} on {self.host}:{self.port}/{self.database or ''}"
         self._con = None
+        self._functions_checked = False
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": "postgresql", "engine": "postgresql", "host": self.host, "port": self.port,
                              "database": self.database}
-        for k in ("schema", "table", "query"):
+        for k in ("schema", "table"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
+        if self.query is not None:
+            d.update(query_record(self.query))
         return d
 
     def _redact(self, text: str) -> str:
@@ -95,8 +101,46 @@ class PostgresSource(SQLSource):
 
     def select(self) -> tuple[str, list[Any]]:
         if self.query is not None:
+            self._check_functions()
             return self.dialect.text(self.query), []
         return table_sql(self.dialect, self.table, self.schema), []  # type: ignore[arg-type]
+
+    def _check_functions(self) -> None:
+        """Refuse a ``?query=`` that calls a volatile function (``pg_read_file``, ``pg_terminate_backend``,
+        ``nextval``, ``set_config``, ``dblink``…), before it runs: the read-only transaction does not stop
+        a function's side effects. The server plans the query without running it (``EXPLAIN VERBOSE``,
+        views expanded); every function its plan names is looked up in ``pg_proc``."""
+        import json
+        import re
+
+        if self._functions_checked:
+            return
+        # planned, not run; wrapped as the counting query wraps it (a stacked query is one refused statement)
+        plan = self.fetch(f"EXPLAIN (VERBOSE, FORMAT JSON) SELECT * FROM ({self.dialect.text(self.query)}) AS src")
+        texts: list[str] = []
+
+        def walk(x: Any) -> None:
+            if isinstance(x, str):
+                texts.append(x)
+            elif isinstance(x, dict):
+                for v in x.values():
+                    walk(v)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+
+        for cell in plan.column(0).to_pylist() if plan.num_columns else []:
+            walk(json.loads(cell) if isinstance(cell, str) else cell)
+        names = sorted({m.lower() for t in texts for m in re.findall(r'([A-Za-z_][A-Za-z0-9_$]*)"?\s*\(', t)})
+        if names:
+            found = self.fetch("SELECT DISTINCT proname::text FROM pg_catalog.pg_proc WHERE provolatile = 'v' "
+                               "AND proname::text = ANY(%s) ORDER BY 1", [names])
+            bad = found.column(0).to_pylist() if found.num_rows else []
+            if bad:
+                raise InputError(f"{self.name}: the query calls {', '.join(bad)} (a volatile function, which can act "
+                                 "on the server even in a read-only transaction): a ?query= may only read; give "
+                                 "?table= or a query without it")
+        self._functions_checked = True
 
     def fetch(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         psycopg = _psycopg()

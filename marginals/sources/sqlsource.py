@@ -111,3 +111,11 @@ def parse_query_string(query: str, allowed: Sequence[str], uri_kind: str) -> dic
     if "query" in out and "schema" in out:
         raise InputError(f"a {uri_kind} URI's schema= goes with table=, not with query=")
     return out
+
+
+def query_record(query: str) -> dict[str, str]:
+    """What the bundle records of a ``?query=``: its SHA-256, never its text (which may name
+    tables, columns, patients or paths the learner has no business seeing)."""
+    import hashlib
+
+    return {"query_sha256": hashlib.sha256(query.encode("utf-8")).hexdigest()}

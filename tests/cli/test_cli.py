@@ -164,4 +164,8 @@ def test_demo_story_numbers(tmp_path):
         assert res["errors"]["all"][name] <= m.worst_case_error, name
     assert res["errors"]["all"]["auto"] < res["errors"]["all"]["mrc"]
     assert all(rep.ok for rep in res["audits"].values())
-    assert abs(res["summary"].n - 13500) < 200  # n is estimated from noisy tables
+    # n is estimated from noisy tables: the rows counted, city's visits bounded to 3 per patient (its privacy unit)
+    assert res["rows"]["north"] == 4500 and 6000 < res["rows"]["city"] <= 3 * 6000
+    assert abs(res["summary"].n - sum(res["rows"].values())) < 200
+    card = res["reports"]["model_card"].read_text()  # the card states each site's privacy unit and its bound
+    assert "city: patient_id, at most 3 rows each" in card and "north: the row (each row a different person)" in card

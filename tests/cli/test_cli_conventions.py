@@ -192,7 +192,8 @@ def test_models_are_signed_by_default_with_the_configured_key(study, tmp_path):
     assert run("keys", "init", "--site", "learner", "--role", "learner", "--dir", home / "keys", cwd=d).returncode == 0
     r = run("learn", *s["bundles"], "--learner", "nb", "--out", tmp_path / "s.json", "--allow-unsigned", cwd=d, env=env)
     assert r.returncode == 0 and "is unsigned" not in r.stderr and "signed by learner" in r.stdout, r.stderr
-    assert run("keys", "trust", home / "keys" / "learner.sign.pub", "--trust", tmp_path / "trust", cwd=d).returncode == 0
+    assert run("keys", "trust", home / "keys" / "learner.sign.pub", "--trust", tmp_path / "trust", "--role", "learner",
+               cwd=d).returncode == 0
     r = run("predict", tmp_path / "s.json", s["data"], "--out", tmp_path / "p.csv", "--schema", s["schema"],
             "--trust", tmp_path / "trust", cwd=d, env=env)
     assert r.returncode == 0, r.stderr

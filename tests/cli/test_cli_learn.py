@@ -236,7 +236,8 @@ def test_predict_failure_leaves_no_partial_output(study, tmp_path):
         csv.writer(fh).writerows(rows)
     out = tmp_path / "pred.csv"
     r = run("predict", "--allow-unsigned", model, bad, "--out", out)
-    assert r.exit_code == 2 and "not-a-level" in r.stderr
+    assert r.exit_code == 2 and "column 'age_band': unknown level at row" in r.stderr
+    assert "not-a-level" not in r.stderr  # a patient's value is never echoed (issue 35)
     assert not out.exists() and list(tmp_path.glob(".pred.csv*")) == []
     out.write_text("earlier\n")
     assert run("predict", "--allow-unsigned", model, bad, "--out", out).exit_code == 2

@@ -100,8 +100,21 @@ def test_rollback_refused_by_the_learner_across_runs(north):
     r = learn(north, "b4")
     one_line(r, "fork in site 'north'", "position 4 holds bundle", "b3.bundle")
     assert learn(north, "b3").returncode == 0  # the same bundle again: no fork
-    r = learn(north, "b2")  # position 3, never received, after position 4: the ledger went back
-    one_line(r, "fork in site 'north'", "position 3 goes back behind position 4")
+    # issue 35: b2 (position 3, never received) after b3 (position 4) is no rollback: b3 names it as its
+    # predecessor and it follows b1 — a consistent earlier bundle is accepted
+    r = learn(north, "b2")
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_earlier_bundle_no_received_bundle_confirms_is_refused(north):
+    """b1 (position 2) after only b3 (position 4): nothing received beside it confirms the chain; once b2
+    (confirmed by b3 naming it) is in, b1 is confirmed by b2 and accepted."""
+    rollback(north)
+    assert learn(north, "b3").returncode == 0
+    one_line(learn(north, "b1"), "fork in site 'north'", "position 2 goes back behind position 4",
+             "no bundle received beside it")
+    assert learn(north, "b2").returncode == 0
+    assert learn(north, "b1").returncode == 0
 
 
 def test_rollback_named_by_audit_verify_bundles(north):

@@ -145,7 +145,7 @@ TABLES = {s: Summary.from_rows(CB, *random_rows(RNG, CB, 40)).tables for s in SI
 UPLOADS = {s: make_upload(RND, s, TABLES[s], SK_S[s][1], SK_S[s][0]) for s in SITES[:2]}
 PARSED = [parse_upload(UPLOADS[s], RND) for s in SITES[:2]]
 REQUEST = make_request(RND, PARSED, SK_S["learner"][0])
-REVEALS = [make_reveal(RND, REQUEST, s, SK_S[s][1], SK_S[s][0]) for s in SITES[:2]]
+REVEALS = [make_reveal(RND, REQUEST, s, SK_S[s][1], SK_S[s][0], members=TrustStore(ROSTER)) for s in SITES[:2]]
 DOCS = {"round": ROUND, "upload": UPLOADS["s1"], "request": REQUEST, "reveal": REVEALS[0]}
 
 
@@ -157,7 +157,7 @@ def _secagg(kind, doc):
         parse_upload(doc, RND)
     elif kind == "request":
         parse_request(doc, RND)
-        make_reveal(RND, doc, "s1", SK_S["s1"][1], SK_S["s1"][0])
+        make_reveal(RND, doc, "s1", SK_S["s1"][1], SK_S["s1"][0], members=TrustStore(ROSTER))
     else:
         finish(RND, PARSED, REQUEST, [doc, REVEALS[1]])
 

@@ -155,8 +155,8 @@ def test_a_model_signed_by_a_site_key_is_refused(signed, tmp_path):
     tmp, model, trust = signed
     assert run("keys", "init", "--site", "north", "--dir", tmp_path / "keys").exit_code == 0  # role site (default)
     store = tmp_path / "trust"
-    for pub in (tmp / "keys" / "learner.sign.pub", tmp_path / "keys" / "north.sign.pub"):
-        assert run("keys", "trust", pub, "--trust", store).exit_code == 0
+    for pub, role in ((tmp / "keys" / "learner.sign.pub", "learner"), (tmp_path / "keys" / "north.sign.pub", "site")):
+        assert run("keys", "trust", pub, "--trust", store, "--role", role).exit_code == 0
     forged = tmp_path / "forged.json"
     assert run("learn", tmp / "a.bundle", "--learner", "mrc", "--out", forged, "--allow-unsigned",
                "--sign-key", tmp_path / "keys" / "north.sign.key").exit_code == 0

@@ -61,7 +61,8 @@ def test_the_round_file_is_signed_by_the_learner_and_learn_warns_without_rounds(
     for who, role in (("north", "site"), ("learner", "learner")):
         assert run("keys", "init", "--site", who, "--dir", tmp_path / "keys", "--role", role).exit_code == 0
     learner_keys, site_trust = tmp_path / "learner-keys", tmp_path / "trust"
-    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", learner_keys).exit_code == 0
+    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", learner_keys, "--role",
+               "learner").exit_code == 0
     assert run("keys", "trust", tmp_path / "keys" / "north.sign.pub", "--trust", site_trust).exit_code == 0
     rnd = tmp_path / "round.json"
     assert run("round", "--schema", schema, "--out", rnd, "--sign-key", tmp_path / "keys" / "learner.sign.key").exit_code == 0
@@ -85,7 +86,8 @@ def test_the_round_file_is_signed_by_the_learner_and_learn_warns_without_rounds(
         assert not (tmp_path / f"{name}.bundle").exists()
     both = tmp_path / "both"
     for who in ("learner", "north"):
-        assert run("keys", "trust", tmp_path / "keys" / f"{who}.sign.pub", "--trust", both).exit_code == 0
+        assert run("keys", "trust", tmp_path / "keys" / f"{who}.sign.pub", "--trust", both,
+                   "--role", "learner" if who == "learner" else "site").exit_code == 0
     assert run("round", "--schema", schema, "--out", tmp_path / "site-round.json",
                "--sign-key", tmp_path / "keys" / "north.sign.key").exit_code == 0
     r = export("site.bundle", tmp_path / "site-round.json", "--trust", both)

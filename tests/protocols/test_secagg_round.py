@@ -80,7 +80,7 @@ def test_two_of_ten_sites_drop_out_and_the_sum_is_exact(ten, late):
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
     assert req["dropped"] == ["site03", "site07"]
     answering = survivors[late:]
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in answering]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in answering]
     out, info = finish(rnd, list(ups.values()), req, reveals)
     want = _plain(ten, survivors)
     for t, w in zip(out, want):
@@ -103,7 +103,7 @@ def test_too_few_uploads_or_reveals_are_refused(ten):
         make_request(rnd, list(ups.values()), keys["learner"][0])
     ups = _uploads(ten, rnd, names[:7])
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in names[:5]]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in names[:5]]
     with pytest.raises(RefusedError, match="5 sites revealed their shares, the threshold is 6"):
         finish(rnd, list(ups.values()), req, reveals)
 
@@ -116,7 +116,7 @@ def test_the_learner_cannot_unmask_one_site(ten):
     survivors = names[:8]
     ups = _uploads(ten, rnd, survivors)
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in survivors[:6]]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in survivors[:6]]
     # what a learner can rebuild: every survivor's self seed and the seeds shared with dropped sites
     from marg.protocols import shamir
 
@@ -210,8 +210,9 @@ def test_secure_round_through_the_cli(tmp_path):
     for s in sites:
         for kind in ("sign", "seal"):
             assert run("keys", "trust", tmp_path / "keys" / f"{s}.{kind}.pub", "--trust", roster).exit_code == 0
-    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", site_trust).exit_code == 0
-    assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", roster).exit_code == 0
+    for store in (site_trust, roster):
+        assert run("keys", "trust", tmp_path / "keys" / "learner.sign.pub", "--trust", store, "--role",
+                   "learner").exit_code == 0
     members = tmp_path / "members"  # each site's own list of the study's sites
     for s in sites:
         assert run("keys", "trust", tmp_path / "keys" / f"{s}.sign.pub", "--trust", members).exit_code == 0
@@ -323,7 +324,7 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
     rnd = parse_round(doc, learner_pub=keys["learner"][0].public_key())
     ups = _uploads(ten, rnd, ["site00", "site01"])
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0]) for s in ("site00", "site01")]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in ("site00", "site01")]
     out, _ = finish(rnd, list(ups.values()), req, reveals)
     for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):  # the attack: sum minus the Sybil's own
         if got.kind == "counts":
@@ -342,3 +343,46 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
     (members / "site01.sign.pub").write_bytes((d / "site04.sign.pub").read_bytes())
     with pytest.raises(RefusedError, match="not known: site01"):
         check_roster(rnd, TrustStore(members), "site00")
+
+
+def test_a_sybil_through_the_drop_out_path_is_refused_at_reveal(ten, tmp_path):
+    """Issue 35: roster {site00, site02, site01 = the learner's Sybil}, threshold 2. site00 knows site00 and
+    site02, so the roster passes its --members check; the learner declares site02 dropped and asks site00
+    to reveal for the survivors {site00, site01}: with the Sybil's shares it rebuilds site00's self mask and
+    reads its table. site00 now refuses unless t − 1 known members other than itself survived — also
+    through the installed console script."""
+    from marg.protocols.secagg_round import check_roster, check_survivors, write_doc
+    from tests.helpers.console import marg
+
+    d, names, keys, tables = ten
+    doc = start_round(d, ["site00", "site02", "site01"], CB.fingerprint, keys["learner"][0], "learner")
+    rnd = parse_round(doc, learner_pub=keys["learner"][0].public_key())
+    members = tmp_path / "members"  # site00's own list of the study
+    members.mkdir()
+    for s in ("site00", "site02"):
+        (members / f"{s}.sign.pub").write_bytes((d / f"{s}.sign.pub").read_bytes())
+    check_roster(rnd, TrustStore(members), "site00")  # passes: 2 known sites, the threshold
+    ups = _uploads(ten, rnd, ["site00", "site02", "site01"])
+    req = make_request(rnd, [ups["site00"], ups["site01"]], keys["learner"][0])  # site02 "dropped out"
+    # the attack, where the check is skipped (the Sybil's store knows everyone): site00's table, exactly
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in ("site00", "site01")]
+    out, _ = finish(rnd, [ups["site00"], ups["site01"]], req, reveals)
+    for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):
+        if got.kind == "counts":
+            assert np.array_equal(got.counts - sybil.counts, victim.counts)
+    with pytest.raises(RefusedError, match=r"only 0 of the other survivors .* threshold minus one \(1\); not known: site01"):
+        make_reveal(rnd, req, "site00", keys["site00"][1], keys["site00"][0], members=TrustStore(members))
+    check_survivors(rnd, TrustStore(members), "site00", ["site00", "site02"])  # a known survivor: revealed
+    # through the console script: refused before anything is written or remembered
+    write_doc(doc, tmp_path / "round.json")
+    write_doc(req, tmp_path / "request.json")
+    trust = tmp_path / "trust"  # the learners site00 trusts: the ten's learner, marked with its role
+    trust.mkdir()
+    from marg.protocols.key_roles import with_role
+
+    (trust / "learner.sign.pub").write_bytes(with_role((d / "learner.sign.pub").read_bytes(), "learner"))
+    r = marg("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "site00",
+             "--trust", trust, "--members", members, "--seal-key", d / "site00.seal.key", "--key", d / "site00.sign.key",
+             "--ledger", tmp_path / "ledger", "--out", tmp_path / "reveal.json", cwd=tmp_path)
+    assert r.returncode == 1 and "other survivors are study members" in r.stderr, r.stderr
+    assert not (tmp_path / "reveal.json").exists() and not (tmp_path / "ledger").exists()

@@ -1,0 +1,97 @@
+"""What a site's ledger knows of its evaluations: held-out sets, the one exact evaluation, ordinals, refusals.
+
+The evaluation round must not be an oracle: a learner that signs a probe model (one that says
+"yes" for one combination of values) must not tell, from a refusal, a message or a missing
+ledger entry, whether a held-out patient has those values. So, whatever the site's
+configuration:
+
+- **one exact evaluation per held-out set.** Every split the site's key draws (any fraction,
+  by rows or by an id column) nests in or overlaps the others, so they count as one set
+  (:func:`exact_group`): after one exact evaluation — released *or refused* — every later
+  exact evaluation is refused before any row is read (an older marg's exact evaluation too);
+  further evaluations need DP, which composes on the budget;
+- **refusals are recorded like releases**: an evaluation refused after the rows were read
+  (the min-cell rule, data changed, no held-out rows) appends a ledger entry (no statistics,
+  no cost, ``source.evaluation.refused``), so no answer is missing from the ledger, and its
+  message names no cell, class or count;
+- **the ordinal**: every evaluation's bundle header carries ``evaluations_on_split``, the rank
+  of this model among the distinct models evaluated on that held-out set (1 for the first),
+  recorded in the ledger entry against the set (``source.evaluation``), so ``marg certify``
+  can account for the models tried on the same patients.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+from marg._util import canonical_json
+from marg.errors import RefusedError
+
+
+def held_set_id(split: Any) -> str:
+    """The held-out set a :class:`marg.marginals.holdout.ModelSplit` evaluates (32 hex): its rows'
+    keyed fingerprint, count, fraction and split column (the key itself never leaves it)."""
+    spec = split.spec
+    text = f"{spec.id_column or ''}\x00{float(spec.fraction)!r}\x00{split.n_held}\x00{split.held_fingerprint}"
+    return hashlib.sha256(b"marg-held-set\x00" + split.key + text.encode()).hexdigest()[:32]
+
+
+def exact_group(split: Any) -> str:
+    """All held-out sets of this site's split key (32 hex): they nest or overlap, so they share the one exact evaluation."""
+    return hashlib.sha256(b"marg-exact-group\x00" + split.key).hexdigest()[:32]
+
+
+def evaluations(entries: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(seq, source.evaluation)`` of every evaluation entry of a ledger, released or refused."""
+    out = []
+    for e in entries:
+        ev = (e.get("source") or {}).get("evaluation") if isinstance(e.get("source"), dict) else None
+        if isinstance(ev, dict):
+            out.append((int(e.get("seq", 0)), ev))
+    return out
+
+
+def check_exact(entries: Sequence[dict[str, Any]], split: Any) -> None:
+    """Refuse a second exact evaluation of this site's held-out patients (before any row is read)."""
+    group = exact_group(split)
+    earlier = [(seq, ev) for seq, ev in evaluations(entries) if ev.get("exact") and ev.get("group") == group]
+    # an exact evaluation recorded by an older marg (no record of its held-out set): its digests' scope says it
+    earlier += [(int(e.get("seq", 0)), {}) for e in entries if isinstance(e.get("exact"), dict)
+                and e["exact"].get("scope") == "evaluation" and not evaluations([e])]
+    for seq, _ in earlier[:1]:
+        raise RefusedError(f"refused: this site's held-out patients had their one exact evaluation (ledger entry "
+                           f"#{seq}); every later evaluation needs differential privacy (--epsilon): a second "
+                           "exact one could tell a held-out patient's values by difference")
+
+
+def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:
+    """The rank of ``model`` (its file digest) among the distinct models evaluated on this held-out set (1 for the first)."""
+    sid, seen = held_set_id(split), []
+    for _, ev in evaluations(entries):
+        if ev.get("split") == sid and ev.get("model") not in seen:
+            seen.append(ev.get("model"))
+    return seen.index(model) + 1 if model in seen else len(seen) + 1
+
+
+def record_of(split: Any, model: str, exact: bool, rank: int, refused: str | None = None) -> dict[str, Any]:
+    """The ledger's ``source.evaluation`` of one evaluation (``refused``: why, in a word, or None)."""
+    rec = {"split": held_set_id(split), "group": exact_group(split), "model": model, "exact": bool(exact),
+           "evaluations_on_split": int(rank)}
+    if refused is not None:
+        rec["refused"] = refused
+    return rec
+
+
+def record_refusal(ledger: Any, signing_key: Any, site: str, record: dict[str, Any], time: str | None = None) -> None:
+    """Append the entry of a refused evaluation: no statistics, no cost, ``source.evaluation`` = ``record``.
+
+    Its ``bundle`` field is the digest of the refusal's record (no bundle left the site).
+    """
+    from marg._util import now_iso
+    from marg.marginals.accounting import PrivacyCost
+
+    when = time or now_iso()
+    digest = hashlib.sha256(canonical_json({"refused_evaluation": record, "site": site, "time": when})).hexdigest()
+    ledger.append(bundle_digest=digest, site=site, statistics=[], cost=PrivacyCost.zero(), private_key=signing_key,
+                  source={"kind": "evaluation", "evaluation": record}, time=when)
