@@ -183,7 +183,7 @@ def learn(
         res = learn_model(summary, learner, options, given, select=select, max_features=max_features,
                         feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=prog,
                         on_selected=selected)
-        prog.finish()
+        prog.finish(chosen=res.model.learner)
     res.model.save(out)
     signed = _sign(out, signer)
     if not rounds and said:  # after the fit: a refusal stays one line

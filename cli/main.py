@@ -26,6 +26,7 @@ from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
 from . import plan as _plan  # noqa: F401  (registers `marg plan`)
+from . import schema_check as _schema_check  # noqa: F401  (registers `marg schema check`)
 from .app import app, schema_app
 from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err, split_list
 from .progress import RowProgress
@@ -133,6 +134,7 @@ def export_cmd(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out (refused otherwise, before anything is counted or charged).")] = False,
     keep_copy: Annotated[bool, typer.Option("--keep-copy/--no-keep-copy", help="Keep the plain signed bundle of a sealed export beside the ledger, so `marg inspect` can show this site what it sent.")] = True,
     max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused (it identifies patients).")] = MAX_LEVELS,
+    allow_draft: Annotated[bool, typer.Option("--allow-draft", help="Release under a codebook still marked draft (refused otherwise: run `marg schema check` at every site first).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
@@ -144,8 +146,13 @@ def export_cmd(
 
     cb = Codebook.load(schema)
     cb.check_level_cap(max_levels)
-    if cb.draft:
-        err("warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing")
+    if cb.draft and not (dry_run or allow_draft):
+        from marg.errors import RefusedError
+
+        raise RefusedError(f"{schema} is still a draft (levels and edges from one site's data): another site's data "
+                           f"may hold levels it lacks, refused there after this site spent; review it, run `marg schema "
+                           f"check DATA --schema {schema}` at every site, then remove \"draft\": true "
+                           "(--allow-draft releases anyway)")
     pair_list = None
     if pairs:
         if pairs.startswith("@"):
@@ -205,7 +212,7 @@ def export_cmd(
             if json_out:
                 emit_json(plan.to_dict())
                 return
-            for line in plan.notes:
+            for line in plan.notes + _draft_note(cb):
                 err(line)
             for line in plan_lines(plan):
                 typer.echo(line)
@@ -252,7 +259,7 @@ def export_cmd(
         )
         prog.done()
         d = res.bundle.describe()
-        for line in res.notes:
+        for line in res.notes + _draft_note(cb):  # said after success: a refusal stays one line
             err(line)
         if json_out:
             emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
@@ -279,6 +286,11 @@ def export_cmd(
         if round_ is not None and trust is None:  # said after success: a refusal stays one line
             err(f"warning: the round file's signature was not checked (give --trust with the learner's key): "
                 f"anyone could have written {round_}")
+
+
+def _draft_note(cb) -> list[str]:
+    return ["warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing"] \
+        if cb.draft else []
 
 
 def _holdout_plan_line(plan: dict) -> str:

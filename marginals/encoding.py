@@ -7,9 +7,10 @@ parse the number) is done once per distinct value, and the rows only gather from
 code table. Parquet dictionary pages, CSV dictionary columns and the grouped results of a
 database all arrive this way, and they all go through the same value rules:
 
-- a categorical value (and the label) is compared as text after trimming whitespace
-  (``"01"`` stays ``"01"``; a float column's ``1.0`` reads ``"1"``); a missing value (null,
-  or NaN in a float column) takes the feature's missing level;
+- a categorical value (and the label) is compared as its canonical text after trimming
+  whitespace (:mod:`.value_text`: ``"01"`` stays ``"01"``; a CSV's ``10.0`` and a float
+  column's 10 both read ``"10"``), with the levels read by the same rule; a missing value
+  (null, or NaN in a float column) takes the feature's missing level;
 - a binned numeric value gets the code ``#{edges < v}``; missing or NaN takes the missing bin;
 - a raw numeric value is clipped to its public range ``[lo, hi]``.
 
@@ -39,6 +40,7 @@ from .arrays import integer_array, scalar, string_array, to_numpy
 from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
 from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
+from .value_text import canonical_levels
 
 # Sentinel codes of a distinct value that is not allowed (negative, so never a level).
 UNKNOWN = -1  # a value that is not a level (categorical) / not a number (numeric)
@@ -179,14 +181,15 @@ def _first_row(index: np.ndarray, bad_values: np.ndarray) -> int | None:
 def _text(values: pa.Array) -> pa.Array:
     """Distinct values as trimmed text, with the null slot appended; an empty text is missing
     (as an empty CSV cell is, whatever the file format or database)."""
-    s = pc.utf8_trim_whitespace(as_text(values)).cast(pa.string())
+    s = as_text(values)
     s = pc.if_else(pc.equal(s, scalar("", pa.string())), scalar(None, pa.string()), s)
     return pa.concat_arrays([s, pa.nulls(1, pa.string())])
 
 
-def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None) -> np.ndarray:
-    """Per distinct value: its level index, UNKNOWN, or the missing code / MISSING."""
-    idx = pc.index_in(text, value_set=string_array(levels))
+def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None, where: str) -> np.ndarray:
+    """Per distinct value: its level index, UNKNOWN, or the missing code / MISSING (the levels
+    compared as their canonical text; ``where`` names the feature for a codebook's clash)."""
+    idx = pc.index_in(text, value_set=string_array(list(canonical_levels(tuple(levels), where))))
     out = to_numpy(pc.fill_null(idx, scalar(UNKNOWN, idx.type))).astype(np.int64)
     null = to_numpy(text.is_null())
     out[null] = MISSING if missing_code is None else missing_code
@@ -226,7 +229,7 @@ def value_codes(f, values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     text = _text(values)
     if isinstance(f, CategoricalFeature):
         miss = f.levels.index(f.missing) if f.missing is not None else None
-        return _level_codes(text, f.levels, miss), text
+        return _level_codes(text, f.levels, miss, f"feature {f.name!r}"), text
     assert isinstance(f, NumericFeature)
     v, bad = _numbers(text)
     if f.edges is None:
@@ -281,7 +284,7 @@ def check_codes(f, codes: np.ndarray, text: pa.Array, index: np.ndarray, start_r
 def label_codes(classes: Sequence[str], values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Encode distinct label values: class index, UNKNOWN, or MISSING (shape (d + 1,))."""
     text = _text(values)
-    return _level_codes(text, classes, None), text
+    return _level_codes(text, classes, None, "the label"), text
 
 
 def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.Array, index: np.ndarray,
