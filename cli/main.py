@@ -38,7 +38,7 @@ app.add_typer(secagg_cli.app, name="secagg")
 
 DataArg = Annotated[str, typer.Argument(
     metavar="DATA",
-    help="The data: a CSV/TSV/.gz/Parquet file, duckdb:///site.db?table=T (or any file DuckDB reads), "
+    help="The data: a CSV/TSV/.gz/Parquet file, duckdb://site.db?table=T (relative; duckdb:///abs/site.db absolute; or any file DuckDB reads), "
          "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their own tables.")]

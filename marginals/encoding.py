@@ -317,7 +317,8 @@ def _memo_codes(memo: dict | None, key: object, values: pa.Array, encode: Callab
     return out
 
 
-def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "np.ndarray | Dictionary":
+def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None,
+                where: Callable[[int], str] | None = None) -> "np.ndarray | Dictionary":
     """Encode one feature column, checked: a :class:`Dictionary` for a discrete feature,
     float64 values for a raw numeric one. A numeric feature stored as numbers (not text,
     not a dictionary) is converted directly, without looking up distinct values.
@@ -333,7 +334,7 @@ def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "
         return codes, text, lut
 
     codes, text, lut = _memo_codes(memo, f.name, values, encode)
-    check_codes(f, codes, text, index, start_row, null_rows=nulls)
+    check_codes(f, codes, text, index, start_row, where, null_rows=nulls)
     if f.is_discrete:
         return Dictionary(lut, index)
     return codes[index]
@@ -344,42 +345,45 @@ def _is_plain_number(arr) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
-def _direct_number(f: NumericFeature, arr, start_row: int) -> np.ndarray:
+def _direct_number(f: NumericFeature, arr, start_row: int, where: Callable[[int], str] | None = None) -> np.ndarray:
     """A numeric column stored as numbers: the text rules give the same values (an Arrow
     number prints as the shortest text that reads back to itself), so skip the text."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     v = to_numpy(pc.cast(arr, pa.float64())).astype(np.float64, copy=False)
     nan = np.isnan(v)
+    where = where or at_row(start_row)
     if f.edges is None:
         if nan.any():
             k = int(np.flatnonzero(nan)[0])
-            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} (raw numeric features need a value)")
+            raise InputError(f"column {f.name!r}: missing or NaN value {where(k)} (raw numeric features need a value)")
         return np.clip(v, f.lo, f.hi)
     codes = np.searchsorted(np.asarray(f.edges), v, side="left")
     if nan.any():
         if not f.missing:
             k = int(np.flatnonzero(nan)[0])
-            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} "
+            raise InputError(f"column {f.name!r}: missing or NaN value {where(k)} "
                              "(the codebook gives this feature no missing level)")
         codes[nan] = f.n_levels - 1
     return codes.astype(code_dtype(f.n_levels))
 
 
-def encode_label(lab, arr: pa.Array, start_row: int, memo: dict | None = None) -> np.ndarray:
-    """Encode the label column into int64 class codes (``memo`` as in :func:`encode_part`)."""
+def encode_label(lab, arr: pa.Array, start_row: int, memo: dict | None = None,
+                 where: Callable[[int], str] | None = None) -> np.ndarray:
+    """Encode the label column into int64 class codes (``memo``, ``where`` as in :func:`encode_part`)."""
     values, index, nulls = distinct(arr)
     codes, text = _memo_codes(memo, ("label", lab.name), values, lambda: label_codes(lab.classes, values))
-    check_label(lab.name, lab.classes, codes, text, index, start_row, null_rows=nulls)
+    check_label(lab.name, lab.classes, codes, text, index, start_row, where, null_rows=nulls)
     return codes[index]
 
 
 def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int, *, with_label: bool = True,
-                 memo: dict | None = None) -> Encoded:
+                 memo: dict | None = None, where: Callable[[int], str] | None = None) -> Encoded:
     """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order);
-    ``memo``: a dict kept across the chunks of one file (see :func:`encode_part`)."""
-    parts = tuple(encode_part(f, batch[f.name], start_row, memo) for f in codebook.features)
-    y = encode_label(codebook.label, batch[codebook.label.name], start_row, memo) if with_label else None
+    ``memo``: a dict kept across the chunks of one file (see :func:`encode_part`); ``where``
+    says where a refused value is (default: its row number; a database's rows have none)."""
+    parts = tuple(encode_part(f, batch[f.name], start_row, memo, where) for f in codebook.features)
+    y = encode_label(codebook.label, batch[codebook.label.name], start_row, memo, where) if with_label else None
     n = len(next(iter(batch.values()))) if batch else 0
     return Encoded(parts, y, start_row, n)
 
