@@ -120,14 +120,14 @@ def show_cmd(
     sites = sorted({e["site"] for e in entries})
     n_rel = sum(1 for e in entries if e.get("kind", "release") == "release")
     typer.echo(f"Ledger {led.path}: {n_rel} release(s) by site {', '.join(map(repr, sites)) or '-'}")
-    typer.echo(f"Budget cap: {cap.describe() if cap is not None else 'none recorded (marg audit budget)'}")
+    typer.echo(f"Budget cap: {cap.describe_cap() if cap is not None else 'none recorded (marg audit budget)'}")
     if entries:
         hdr = f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} {'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}"
         typer.echo(hdr)
         running = Spend()
         for e in entries:
             if e.get("kind") == "cap":
-                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe()}")
+                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe_cap()}")
                 continue
             cost = e["cost"]
             running = running.add(PrivacyCost.from_dict(cost))
@@ -280,7 +280,7 @@ def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], del
     cap = new_cap(led.state().cap, epsilon, delta, rho)
     e = led.set_cap(cap, sk, site)
     if not quiet:
-        typer.echo(f"privacy cap {cap.describe()} recorded as signed ledger entry #{e['seq']} in {led.path} "
+        typer.echo(f"privacy cap {cap.describe_cap()} recorded as signed ledger entry #{e['seq']} in {led.path} "
                    "(it can be lowered, never raised)")
     return cap
 
@@ -312,7 +312,7 @@ def budget_cmd(
         if state.cap is None:
             typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho); spent {spent.describe()}")
         else:
-            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe()}; spent {spent.describe()}")
+            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe_cap()}; spent {spent.describe()}")
         return
     from marg.protocols.keys import load_signing_key, read_passphrase_file
 

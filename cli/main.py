@@ -311,7 +311,7 @@ def plan_lines(plan) -> list[str]:
     if plan.ledger is None:
         lines.append("cost: not recorded (--no-ledger)")
     else:
-        cap = plan.cap.describe() if plan.cap is not None else "no cap set (marg audit init --cap)"
+        cap = plan.cap.describe_cap() if plan.cap is not None else "no cap set (marg audit init --cap)"
         lines.append(f"cost: {plan.cost.describe()}; ledger {plan.ledger}: spent {plan.spent.describe()}, "
                      f"after this {plan.after.describe()} (composed in zCDP, converted by OpenDP), cap {cap}")
     # lines about what the release will buy the learner (such as the certificate to expect from it) belong here,

@@ -378,6 +378,7 @@ def prepare_release(
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
+        privacy.update(ledger.spend_delta() if ledger is not None else {})
     else:
         tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
         cost = PrivacyCost.unbounded()

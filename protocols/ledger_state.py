@@ -142,7 +142,7 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
         if recorded_cap is None:
             raise RefusedError(f"{where}: a cap entry without a cap")
         if state.cap is not None and not _not_raised(state.cap, recorded_cap):
-            raise RefusedError(f"{where}: raises the privacy cap from {state.cap.describe()} to {recorded_cap.describe()} "
+            raise RefusedError(f"{where}: raises the privacy cap from {state.cap.describe_cap()} to {recorded_cap.describe_cap()} "
                                "(a cap can be lowered, never raised)")
         return replace(new, cap=recorded_cap)
     total = state.cumulative + cost
@@ -150,8 +150,8 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
         raise RefusedError(f"{where}: cumulative spend {cum.describe()} does not equal the sum of costs {total.describe()}")
     if entry.get("v", 1) >= 2:
         if (recorded_cap is None) != (state.cap is None) or (recorded_cap is not None and not same_cost(recorded_cap, state.cap)):
-            have = "none" if state.cap is None else state.cap.describe()
-            raise RefusedError(f"{where}: records cap {'none' if recorded_cap is None else recorded_cap.describe()}, "
+            have = "none" if state.cap is None else state.cap.describe_cap()
+            raise RefusedError(f"{where}: records cap {'none' if recorded_cap is None else recorded_cap.describe_cap()}, "
                                f"but the cap in force is {have}")
         cap = state.cap
     else:  # version 1: the cap came from budget.json at the time, recorded in the entry
