@@ -193,8 +193,11 @@ def verify_cmd(
     ledger: LedgerOpt = None,
     bundles: Annotated[
         Optional[list[Path]],
-        typer.Option("--bundles", help="Released bundle files (or folders of them) that must each have an entry; repeatable."),
+        typer.Option("--bundles", help="Released bundle files (or folders of them) that must each have an entry: "
+                     "--bundles A B C (or repeated)."),
     ] = None,
+    more: Annotated[Optional[list[Path]], typer.Argument(metavar="[BUNDLES]...", help="More bundle files after --bundles A.",
+                                                         show_default=False)] = None,
     key: Annotated[
         Optional[Path],
         typer.Option("--key", help="The site's public signing key (.sign.pub), from an independent copy. "
@@ -206,8 +209,11 @@ def verify_cmd(
 ) -> None:
     """Check the hash chain, every signature, the rules, the checkpoint and the bundle files; exit 1 on the first failure."""
     _heavy()
+    if more and not bundles:
+        raise InputError(f"{more[0]}: bundle files follow --bundles (marg audit verify --bundles A B)")
     led = _open(ledger, key)
-    report = led.verify(bundle_paths=_expand_bundles(bundles or []) or None, allow_unsigned=allow_unsigned, head=head)
+    report = led.verify(bundle_paths=_expand_bundles([*(bundles or []), *(more or [])]) or None,
+                        allow_unsigned=allow_unsigned, head=head)
     if json_out:
         emit_json(report.to_dict())
         if not report.ok:
@@ -247,6 +253,8 @@ def init_cmd(
     from marg.protocols.site import init_site
 
     sk = load_signing_key(key, read_passphrase_file(passphrase_file) if passphrase_file else None)
+    if epsilon is not None or rho is not None:  # a raised cap is refused before anything is written or said
+        _check_cap_not_raised(ledger, epsilon, delta, rho)
     cfg = init_site(site, key, sk, ledger)
     led = Ledger(cfg.ledger, site=cfg)
     state = led.checkpoint(sk)
@@ -259,6 +267,21 @@ def init_cmd(
     if json_out:
         emit_json({"site": cfg.site, "config": str(cfg.path), "key_id": cfg.key_id, "ledger": str(cfg.ledger),
                    "entries": led.state().n, "cap": None if cap is None else cap.to_dict()})
+
+
+def _check_cap_not_raised(ledger: Optional[Path], epsilon: Optional[float], delta: Optional[float],
+                          rho: Optional[float]) -> None:
+    """Refuse (one line) a cap that would raise the one in force in the ledger this init would use."""
+    from marg.protocols.ledger_format import LEDGER_FILE
+    from marg.protocols.ledger_state import refuse_raised_cap
+    from marg.protocols.site import DEFAULT_LEDGER, SiteConfig, site_home
+
+    cfg = SiteConfig.load(site_home())
+    folder = Path(ledger) if ledger is not None else (cfg.ledger if cfg is not None else site_home() / DEFAULT_LEDGER)
+    if not (folder / LEDGER_FILE).is_file():
+        return
+    old = Ledger(folder, site=cfg).cap()
+    refuse_raised_cap(old, new_cap(old, epsilon, delta, rho), f"ledger {folder}: this cap ")
 
 
 def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> "PrivacyCost":

@@ -210,7 +210,7 @@ def export_cmd(
                                spark_master=spark_master, max_levels=max_levels, holdout_plan=plan_record)
             prog.done()
             if json_out:
-                emit_json(plan.to_dict())
+                emit_json({**plan.to_dict(), **_holdout_plan_json(holdout_plan)})
                 return
             for line in plan.notes + _draft_note(cb):
                 err(line)
@@ -266,7 +266,7 @@ def export_cmd(
                        "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
                        "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
                        "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
-                       "digest": d["digest"]})
+                       "digest": d["digest"], **_holdout_plan_json(holdout_plan)})
             return
         extras = []
         if sk is not None:
@@ -291,6 +291,16 @@ def export_cmd(
 def _draft_note(cb) -> list[str]:
     return ["warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing"] \
         if cb.draft else []
+
+
+def _holdout_plan_json(plan: dict | None) -> dict:
+    """``--json``'s ``holdout_plan``: what ``--holdout auto`` chose, round 2 included (what the text line says)."""
+    if plan is None:
+        return {}
+    keep = ("rows", "epsilon", "expected_error", "holdout", "epsilon_tables", "epsilon_evaluate", "expected_certificate", "rule")
+    return {"holdout_plan": {**{k: plan[k] for k in keep if k in plan},
+                             "round_2": {"command": "--evaluate MODEL", "epsilon": plan["epsilon_evaluate"],
+                                         "expected_certificate": plan["expected_certificate"]}}}
 
 
 def _holdout_plan_line(plan: dict) -> str:

@@ -141,9 +141,7 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
             raise RefusedError(f"{where}: a cap entry must cost nothing and keep the spend {state.cumulative.describe()}")
         if recorded_cap is None:
             raise RefusedError(f"{where}: a cap entry without a cap")
-        if state.cap is not None and not _not_raised(state.cap, recorded_cap):
-            raise RefusedError(f"{where}: raises the privacy cap from {state.cap.describe_cap()} to {recorded_cap.describe_cap()} "
-                               "(a cap can be lowered, never raised)")
+        refuse_raised_cap(state.cap, recorded_cap, f"{where}: ")
         return replace(new, cap=recorded_cap)
     total = state.cumulative + cost
     if not same_cost(total, cum):
@@ -163,6 +161,13 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
         check_budget(cap, spend, cost)
     new = replace(new, cumulative=total, spend=spend.add(cost), cap=cap if entry.get("v", 1) >= 2 else state.cap)
     return apply_exact(new, entry)
+
+
+def refuse_raised_cap(old: PrivacyCost | None, new: PrivacyCost, where: str = "") -> None:
+    """RefusedError (one line) if ``new`` would raise the cap ``old`` in force (None: no cap yet)."""
+    if old is not None and not _not_raised(old, new):
+        raise RefusedError(f"{where}raises the privacy cap from {old.describe_cap()} to {new.describe_cap()} "
+                           "(a cap can be lowered, never raised)")
 
 
 def _not_raised(old: PrivacyCost, new: PrivacyCost) -> bool:
