@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any
 
+from .common import err
+
 MODES = ("auto", "lines", "off")
 SUMMARY_AFTER = 2.0  # seconds: a shorter step writes no summary line (MARG_PROGRESS_AFTER)
 
@@ -184,7 +186,11 @@ class LearnProgress(Step):
             self._auto = True
             self.update(f"auto: {info['learner']} {'' if val is None else f'{val:.4f}'}".rstrip())
         elif stage == "note":
-            self.update(str(info["text"]))
+            if info.get("warn"):  # said at once, on its own line, whatever the mode: the user can stop here
+                err(f"warning: {info['text']}")
+                self.text = str(info["text"])
+            else:
+                self.update(str(info["text"]))
         elif stage == "time_limit":
             self.stop_note = (f"stopped at the time limit ({info['seconds']:g} s) after {info['k']} iterations: the "
                               "certificate is the best bound so far (valid at any stop)")
