@@ -93,34 +93,31 @@ class Staging:
 
     def fetch(self, url: str) -> Path:
         """A local copy of the file or folder at ``url`` (InputError naming it when it cannot be read)."""
+        return self._stage(url, output=False)
+
+    def output(self, url: str) -> Path:
+        """A local path the command writes in place of ``url``; an existing remote file is fetched first."""
+        return self._stage(url, output=True)
+
+    def _stage(self, url: str, output: bool) -> Path:
         if url.startswith("file://"):
             return Path(url[len("file://"):])
         fs, path = _fs(url)
         local = self._local(url)
         try:
-            if fs.isdir(path):
+            if output:
+                if fs.exists(path):  # the command's own overwrite rule then applies to it
+                    fs.get(path, str(local))
+            elif fs.isdir(path):
                 fs.get(path.rstrip("/") + "/", str(local), recursive=True)
             else:
                 fs.get(path, str(local))
         except FileNotFoundError:
             raise InputError(f"not found: {_shown(url)}") from None
         except Exception as exc:  # noqa: BLE001 - any store's failure is one line naming the URL
-            raise InputError(f"cannot read {_shown(url)}: {_first(exc)}") from None
-        self.staged.append((local, url))
-        return local
-
-    def output(self, url: str) -> Path:
-        """A local path the command writes in place of ``url``; an existing remote file is fetched first."""
-        if url.startswith("file://"):
-            return Path(url[len("file://"):])
-        fs, path = _fs(url)
-        local = self._local(url)
-        try:
-            if fs.exists(path):
-                fs.get(path, str(local))
-        except Exception as exc:  # noqa: BLE001
-            raise InputError(f"cannot reach {_shown(url)}: {_first(exc)}") from None
-        self.uploads.append((local, url))
+            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_first(exc)}") from None
+        if output:
+            self.uploads.append((local, url))
         self.staged.append((local, url))
         return local
 

@@ -139,6 +139,37 @@ def wait_until(pred, timeout: float = 10.0) -> bool:
     return False
 
 
+def end_process(proc: subprocess.Popen) -> None:
+    """Stop a server this module started (its own process, by its handle)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def local_spark():
+    """A Spark session in local mode for the tests (generator: yields it, stops it after)."""
+    pytest.importorskip("pyspark")
+    if not java_available():
+        unavailable("Spark local mode needs a Java runtime (java not found)")
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("marg tests").config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def local_postgres():
+    """A throw-away PostgreSQL cluster for the tests (generator: yields the server, stops it after)."""
+    pytest.importorskip("psycopg")
+    server, stop = start_postgres()
+    yield server
+    stop()
+
+
 # ----------------------------------------------------------------------------- SFTP (OpenSSH)
 @dataclass
 class SftpServer:
@@ -234,11 +265,7 @@ def start_sftp():
         unavailable("sshd: no free port after 3 attempts")
 
     def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        end_process(proc)
         shutil.rmtree(base, ignore_errors=True)
 
     return SftpServer("127.0.0.1", port, user, str(base / "client"), str(drop)), stop
@@ -268,11 +295,4 @@ def start_s3():
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
            "FSSPEC_S3_ENDPOINT_URL": endpoint}
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-    return endpoint, env, stop
+    return endpoint, env, lambda: end_process(proc)

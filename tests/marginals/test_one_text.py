@@ -119,12 +119,9 @@ def test_notebook_predicts_from_pd_read_csv_and_arrow(study):
 
 @pytest.fixture(scope="module")
 def pg():
-    pytest.importorskip("psycopg")
-    from tests.helpers.services import start_postgres
+    from tests.helpers.services import local_postgres
 
-    server, stop = start_postgres()
-    yield server
-    stop()
+    yield from local_postgres()
 
 
 def test_postgres_double_precision_reads_the_csvs_levels(study, pg):
@@ -151,18 +148,9 @@ def test_postgres_double_precision_reads_the_csvs_levels(study, pg):
 
 @pytest.fixture(scope="module")
 def spark():
-    pytest.importorskip("pyspark")
-    from tests.helpers.services import java_available, unavailable
+    from tests.helpers.services import local_spark
 
-    if not java_available():
-        unavailable("Spark local mode needs a Java runtime (java not found)")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("marg tests").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_spark()
 
 
 def test_spark_reads_the_csvs_levels(study, spark):
