@@ -1,18 +1,24 @@
-"""A new user's path, timed: fresh install → demo → export from every source → learn → model card.
+"""A new user's path, timed: fresh install → demo → check and export from every typed source through an SFTP drop → learn → model card.
 
 What a hospital's data engineer and a researcher do on their first day, each step a command
 of the installed ``marg`` run as a subprocess and timed (wall clock):
 
-1. ``python3.11 -m venv`` + ``pip install .`` (the core), then the source extras
-   (``pip install ".[duckdb,postgres,spark]"``);
+1. ``python3.11 -m venv`` + ``pip install .`` (the core), then the source and remote extras
+   (``pip install ".[duckdb,postgres,spark,remote]"``);
 2. ``marg demo``;
-3. adult (48,842 rows) split into five sites, one per source: CSV, Parquet, DuckDB,
-   PostgreSQL (a throw-away cluster, if the server binaries are there) and Spark local mode
-   (if ``java`` is there); ``marg schema init`` on the CSV site, keys for every site and the
-   learner (the learner's in ``$MARG_HOME/keys``, so models are signed by default), then per
-   site ``marg export --dry-run`` and ``marg export --epsilon 1`` signed and sealed to the learner;
-4. ``marg learn`` (the default automatic choice) with the trust store and the sealing key;
-5. ``marg report`` (the model card), verified against the learner's public key.
+3. adult (48,842 rows, float columns written ``39.0``) split into five sites, one per source,
+   each **typed** as the engine reads it: the CSV as written, Parquet with Arrow's inferred
+   types (doubles), DuckDB's own CSV types, PostgreSQL ``double precision``/``bigint`` (a
+   throw-away cluster, if the server binaries are there) and Spark local mode on a typed
+   Parquet file (if ``java`` is there); an OpenSSH server on 127.0.0.1 (the tests' helper,
+   if ``sshd`` is there) is the SFTP drop between the sites and the learner;
+4. ``marg schema init`` on the CSV site, then the study checklist: ``marg schema check`` at
+   every site, the draft flag removed; keys for every site and the learner (the learner's in
+   ``$MARG_HOME/keys``, so models are signed by default), then per site ``marg export
+   --dry-run`` and ``marg export --epsilon 1`` signed and sealed, ``--out sftp://…/SITE.bundle``;
+5. ``marg learn`` (the default automatic choice) from the ``sftp://`` bundles, the model
+   written to the drop;
+6. ``marg report`` (the model card) of the drop's model, verified against the learner's key.
 
 Run (about 5-10 minutes on 2 cores, most of it pip and Spark's start-up)::
 
@@ -88,7 +94,8 @@ def main() -> None:
     else:
         t.run("python3.11 -m venv", sys.executable, "-m", "venv", venv)
         t.run("pip install . (core)", venv / "bin" / "pip", "install", "-q", str(ROOT))
-        t.run("pip install .[duckdb,postgres,spark] (sources)", venv / "bin" / "pip", "install", "-q", f"{ROOT}[duckdb,postgres,spark]")
+        t.run("pip install .[duckdb,postgres,spark,remote] (sources, SFTP/S3)", venv / "bin" / "pip", "install", "-q",
+              f"{ROOT}[duckdb,postgres,spark,remote]")
     marg = venv / "bin" / "marg"
     t.run("marg --version", marg, "--version")
     t.run("marg demo", marg, "demo", "--dir", work / "demo")
@@ -96,65 +103,85 @@ def main() -> None:
     csvs = split_adult(work, len(SITES))
     sources: dict[str, str] = {"csv": str(csvs[0])}
     py = venv / "bin" / "python"
-    # text columns, as the CSV the codebook was drafted from: a typed Parquet stores 13.0 for the CSV's "13.0",
-    # read back as "13", which a drafted codebook's level "13.0" does not match (see BENCHMARKS.md)
-    conv = ("import pyarrow as pa, pyarrow.csv as c, pyarrow.parquet as q, sys; h = open(sys.argv[1]).readline().strip().split(','); "
-            "q.write_table(c.read_csv(sys.argv[1], convert_options=c.ConvertOptions(column_types={x: pa.string() for x in h})), sys.argv[2])")
-    t.run("prepare: site 2 as Parquet", py, "-c", conv, csvs[1], work / "site1.parquet")
+    # typed, as each engine reads a CSV: Arrow infers doubles for adult's "39.0" (read back as 39)
+    conv = "import pyarrow.csv as c, pyarrow.parquet as q, sys; q.write_table(c.read_csv(sys.argv[1]), sys.argv[2])"
+    t.run("prepare: site 2 as typed Parquet", py, "-c", conv, csvs[1], work / "site1.parquet")
     sources["parquet"] = str(work / "site1.parquet")
-    t.run("prepare: site 3 into DuckDB", py, "-c",
-          "import duckdb, sys; duckdb.connect(sys.argv[2]).execute(f\"CREATE TABLE adult AS SELECT * FROM read_csv('{sys.argv[1]}', all_varchar=true)\")",
+    t.run("prepare: site 3 into DuckDB (its own types)", py, "-c",
+          "import duckdb, sys; duckdb.connect(sys.argv[2]).execute(f\"CREATE TABLE adult AS SELECT * FROM read_csv('{sys.argv[1]}')\")",
           csvs[2], work / "site2.duckdb")
-    sources["duckdb"] = f"duckdb:///{work / 'site2.duckdb'}?table=adult"
-    stop_pg = None
-    try:
-        sys.path.insert(0, str(ROOT))
-        from tests import services
+    sources["duckdb"] = f"duckdb://{work / 'site2.duckdb'}?table=adult"
+    sys.path.insert(0, str(ROOT))
+    from tests.helpers import services
 
+    stop_pg = stop_sftp = None
+    try:
         pg, stop_pg = services.start_postgres()
         load_pg = work / "load_pg.py"
         load_pg.write_text(
-            "import sys, psycopg\n"
-            "h = open(sys.argv[2]).readline().strip().split(',')\n"
-            "with psycopg.connect(sys.argv[1]) as c:\n"
-            "    c.execute('CREATE TABLE adult (' + ', '.join(f'\"{x}\" text' for x in h) + ')')\n"
-            "    with c.cursor().copy('COPY adult FROM STDIN WITH (FORMAT csv, HEADER true)') as cp:\n"
+            "import sys, psycopg, pyarrow.csv as c\n"
+            "t = c.read_csv(sys.argv[2])\n"
+            "kinds = {'double': 'double precision', 'int64': 'bigint'}\n"
+            "with psycopg.connect(sys.argv[1]) as con:\n"
+            "    con.execute('CREATE TABLE adult (' + ', '.join(f'\"{f.name}\" {kinds.get(str(f.type), \"text\")}' for f in t.schema) + ')')\n"
+            "    with con.cursor().copy('COPY adult FROM STDIN WITH (FORMAT csv, HEADER true)') as cp:\n"
             "        cp.write(open(sys.argv[2], 'rb').read())\n")
-        t.run("prepare: site 4 into PostgreSQL", py, load_pg, pg.uri(), csvs[3])
+        t.run("prepare: site 4 into PostgreSQL (double precision, bigint)", py, load_pg, pg.uri(), csvs[3])
         sources["postgres"] = pg.uri(table="adult")
     except BaseException as exc:  # noqa: BLE001 - a missing server is reported, not fatal
         print(f"   PostgreSQL not started: {exc}", flush=True)
     if shutil.which("java"):
         sources["spark"] = str(work / "site4.parquet")
-        t.run("prepare: site 5 as Parquet for Spark", py, "-c", conv, csvs[4], work / "site4.parquet")
+        t.run("prepare: site 5 as typed Parquet for Spark", py, "-c", conv, csvs[4], work / "site4.parquet")
+    drop = None
+    try:
+        sftp, stop_sftp = services.start_sftp()
+        env.update(sftp.env())
+        drop = sftp.url
+        print(f"   SFTP drop: {drop('')}", flush=True)
+    except BaseException as exc:  # noqa: BLE001 - a missing server is reported, not fatal
+        print(f"   SFTP drop not started (bundles stay local): {exc}", flush=True)
+
+    def where(name: str) -> object:
+        return drop(name) if drop is not None else work / name
 
     schema = work / "codebook.json"
     t.run("marg schema init (CSV site)", marg, "schema", "init", csvs[0], "--label", "target", "--out", schema)
+    for name, src in sources.items():
+        t.run(f"marg schema check ({name} site)", marg, "schema", "check", src, "--schema", schema,
+              *(["--engine", "spark"] if name == "spark" else []))
+    import json as _json
+
+    d = _json.loads(schema.read_text())
+    d.pop("draft", None)  # reviewed, and every site fits: the checklist's step 3
+    schema.write_text(_json.dumps(d, indent=2))
     t.run("marg keys init (learner, in $MARG_HOME/keys)", marg, "keys", "init", "--site", "learner", "--role", "learner", "--dir", home / "keys")
     bundles = []
     for name, src in sources.items():
         t.run(f"marg keys init ({name} site)", marg, "keys", "init", "--site", name, "--dir", work / "keys")
         t.run(f"marg keys trust ({name})", marg, "keys", "trust", work / "keys" / f"{name}.sign.pub", "--trust", work / "trust")
-        out = work / f"{name}.bundle"
-        common = ["export", src, "--schema", schema, "--site", name, "--out", out, "--epsilon", "1",
+        out = where(f"{name}.bundle")
+        common = ["export", src, "--schema", schema, "--site", name, "--epsilon", "1",
                   "--key", work / "keys" / f"{name}.sign.key", "--to", home / "keys" / "learner.seal.pub",
                   "--ledger", work / f"ledger-{name}"]
         if name == "spark":
             common += ["--engine", "spark"]
-        t.run(f"marg export --dry-run ({name})", marg, *common, "--dry-run")
-        t.run(f"marg export --epsilon 1 ({name})", marg, *common)
+        t.run(f"marg export --dry-run ({name})", marg, *common, "--out", work / f"{name}.bundle", "--dry-run")
+        t.run(f"marg export --epsilon 1 ({name}) → {'SFTP drop' if drop else 'file'}", marg, *common, "--out", out)
         bundles.append(out)
     if stop_pg is not None:
         stop_pg()
     shutil.copy(home / "keys" / "learner.sign.pub", work / "trust" / "learner.sign.pub")
-    model = work / "model.json"
-    r = t.run("marg learn (auto, signed by default)", marg, "learn", *bundles, "--out", model, "--trust", work / "trust",
-              "--key", home / "keys" / "learner.seal.key")
+    model = where("model.json")
+    r = t.run(f"marg learn (auto, signed by default) from the {'SFTP drop' if drop else 'files'}", marg, "learn", *bundles,
+              "--out", model, "--trust", work / "trust", "--key", home / "keys" / "learner.seal.key")
     print("   " + "\n   ".join(r.stdout.strip().splitlines()[:3]), flush=True)
-    t.run("marg report (model card, signature verified)", marg, "report", model, "--out", work / "card.html",
-          "--trust", work / "trust", "--schema", schema, "--data", csvs[0])
+    t.run("marg report (model card of the drop's model, signature verified)", marg, "report", model, "--out",
+          work / "card.html", "--trust", work / "trust", "--schema", schema, "--data", csvs[0])
+    if stop_sftp is not None:
+        stop_sftp()
     total = sum(dt for _, dt, _ in t.rows)
-    print(f"\nmachine: {machine()}; sources: {', '.join(sources)}; total {total:.1f} s\n")
+    print(f"\nmachine: {machine()}; sources: {', '.join(sources)}; drop: {'sftp' if drop else 'none'}; total {total:.1f} s\n")
     print("| step | wall time (s) |\n|---|---:|")
     for label, dt, _ in t.rows:
         print(f"| {label} | {dt:.2f} |")

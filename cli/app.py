@@ -13,6 +13,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from .common import err, guarded
+from .remote import staged
 
 EXIT_CODES = (
     "Exit codes: 0 success; 1 refused (budget exhausted, bad or missing signature, unknown signer); "
@@ -53,7 +54,7 @@ class MargTyper(typer.Typer):
         register = super().command(*args, **kwargs)
 
         def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-            register(guarded(fn))
+            register(guarded(staged(fn)))  # paths that are URLs (sftp://, s3://): cli/remote.py
             return fn
 
         return decorator

@@ -128,14 +128,14 @@ def show_cmd(
     sites = sorted({e["site"] for e in entries})
     n_rel = sum(1 for e in entries if e.get("kind", "release") == "release")
     typer.echo(f"Ledger {led.path}: {n_rel} release(s) by site {', '.join(map(repr, sites)) or '-'}")
-    typer.echo(f"Budget cap: {cap.describe() if cap is not None else 'none recorded (marg audit budget)'}")
+    typer.echo(f"Budget cap: {cap.describe_cap() if cap is not None else 'none recorded (marg audit budget)'}")
     if entries:
         hdr = f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} {'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}"
         typer.echo(hdr)
         running = Spend()
         for e in entries:
             if e.get("kind") == "cap":
-                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe()}")
+                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe_cap()}")
                 continue
             cost = e["cost"]
             running = running.add(PrivacyCost.from_dict(cost))
@@ -201,8 +201,11 @@ def verify_cmd(
     ledger: LedgerOpt = None,
     bundles: Annotated[
         Optional[list[Path]],
-        typer.Option("--bundles", help="Released bundle files (or folders of them) that must each have an entry; repeatable."),
+        typer.Option("--bundles", help="Released bundle files (or folders of them) that must each have an entry: "
+                     "--bundles A B C (or repeated)."),
     ] = None,
+    more: Annotated[Optional[list[Path]], typer.Argument(metavar="[BUNDLES]...", help="More bundle files after --bundles A.",
+                                                         show_default=False)] = None,
     key: Annotated[
         Optional[Path],
         typer.Option("--key", help="The site's public signing key (.sign.pub), from an independent copy. "
@@ -214,8 +217,11 @@ def verify_cmd(
 ) -> None:
     """Check the hash chain, every signature, the rules, the checkpoint and the bundle files; exit 1 on the first failure."""
     _heavy()
+    if more and not bundles:
+        raise InputError(f"{more[0]}: bundle files follow --bundles (marg audit verify --bundles A B)")
     led = _open(ledger, key)
-    report = led.verify(bundle_paths=_expand_bundles(bundles or []) or None, allow_unsigned=allow_unsigned, head=head)
+    report = led.verify(bundle_paths=_expand_bundles([*(bundles or []), *(more or [])]) or None,
+                        allow_unsigned=allow_unsigned, head=head)
     if json_out:
         emit_json(report.to_dict())
         if not report.ok:
@@ -255,6 +261,8 @@ def init_cmd(
     from marg.protocols.site import init_site
 
     sk = load_signing_key(key, read_passphrase_file(passphrase_file) if passphrase_file else None)
+    if epsilon is not None or rho is not None:  # a raised cap is refused before anything is written or said
+        _check_cap_not_raised(ledger, epsilon, delta, rho)
     cfg = init_site(site, key, sk, ledger)
     led = Ledger(cfg.ledger, site=cfg)
     state = led.checkpoint(sk)
@@ -267,6 +275,21 @@ def init_cmd(
     if json_out:
         emit_json({"site": cfg.site, "config": str(cfg.path), "key_id": cfg.key_id, "ledger": str(cfg.ledger),
                    "entries": led.state().n, "cap": None if cap is None else cap.to_dict()})
+
+
+def _check_cap_not_raised(ledger: Optional[Path], epsilon: Optional[float], delta: Optional[float],
+                          rho: Optional[float]) -> None:
+    """Refuse (one line) a cap that would raise the one in force in the ledger this init would use."""
+    from marg.protocols.ledger_format import LEDGER_FILE
+    from marg.protocols.ledger_state import refuse_raised_cap
+    from marg.protocols.site import DEFAULT_LEDGER, SiteConfig, site_home
+
+    cfg = SiteConfig.load(site_home())
+    folder = Path(ledger) if ledger is not None else (cfg.ledger if cfg is not None else site_home() / DEFAULT_LEDGER)
+    if not (folder / LEDGER_FILE).is_file():
+        return
+    old = Ledger(folder, site=cfg).cap()
+    refuse_raised_cap(old, new_cap(old, epsilon, delta, rho), f"ledger {folder}: this cap ")
 
 
 def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> "PrivacyCost":
@@ -288,7 +311,7 @@ def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], del
     cap = new_cap(led.state().cap, epsilon, delta, rho)
     e = led.set_cap(cap, sk, site)
     if not quiet:
-        typer.echo(f"privacy cap {cap.describe()} recorded as signed ledger entry #{e['seq']} in {led.path} "
+        typer.echo(f"privacy cap {cap.describe_cap()} recorded as signed ledger entry #{e['seq']} in {led.path} "
                    "(it can be lowered, never raised)")
     return cap
 
@@ -320,7 +343,7 @@ def budget_cmd(
         if state.cap is None:
             typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho); spent {spent.describe()}")
         else:
-            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe()}; spent {spent.describe()}")
+            typer.echo(f"privacy cap of {led.directory}: {state.cap.describe_cap()}; spent {spent.describe()}")
         return
     from marg.protocols.keys import load_signing_key, read_passphrase_file
 

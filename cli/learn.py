@@ -134,6 +134,7 @@ def learn(
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
     history: HistoryOpt = None,
     allow_unledgered: UnledgeredOpt = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write a boost vote in which no rule has a weight (it predicts one class, or the naive-Bayes tie-break, for every row); refused otherwise.", rich_help_panel="Boost (--learner boost)")] = False,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -189,7 +190,12 @@ def learn(
         res = learn_model(summary, learner, options, given, select=select, max_features=max_features,
                         feature_cost=feature_cost, norm=norm, time_limit=time_limit, callback=prog,
                         on_selected=selected)
-        prog.finish()
+        prog.finish(chosen=res.model.learner)
+    if res.report.get("empty_vote") is not None and not allow_empty:
+        from marg.errors import RefusedError
+
+        why = res.report.get("empty_vote_reason") or "the boost vote is empty: no rule has a weight"
+        raise RefusedError(f"{why}. Not written: --allow-empty writes an empty vote")
     res.model.save(out)
     signed = _sign(out, signer)
     if not rounds and said:  # after the fit: a refusal stays one line

@@ -26,6 +26,7 @@ from . import secagg as secagg_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
 from . import plan as _plan  # noqa: F401  (registers `marg plan`)
+from . import schema_check as _schema_check  # noqa: F401  (registers `marg schema check`)
 from .app import app, schema_app
 from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err, split_list
 from .progress import RowProgress
@@ -37,7 +38,7 @@ app.add_typer(secagg_cli.app, name="secagg")
 
 DataArg = Annotated[str, typer.Argument(
     metavar="DATA",
-    help="The data: a CSV/TSV/.gz/Parquet file, duckdb:///site.db?table=T (or any file DuckDB reads), "
+    help="The data: a CSV/TSV/.gz/Parquet file, duckdb://site.db?table=T (relative; duckdb:///abs/site.db absolute; or any file DuckDB reads), "
          "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their own tables.")]
@@ -141,6 +142,7 @@ def export_cmd(
     max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused (it identifies patients).")] = MAX_LEVELS,
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="Under DP with --epsilon: 2 (the default) = select, then measure — --epsilon is this site's TOTAL for the study; round 1 releases the label table and a private selection, marg request decides round 2 (--request). 1: one release of the --stats tables.")] = None,
     request: Annotated[Optional[Path], typer.Option("--request", help="Round 2 of select-then-measure: the learner's signed request (marg request); measures only what it asks with the rest of this site's study total (--trust: the learner's key).")] = None,
+    allow_draft: Annotated[bool, typer.Option("--allow-draft", help="Release under a codebook still marked draft (refused otherwise: run `marg schema check` at every site first).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
@@ -152,8 +154,13 @@ def export_cmd(
 
     cb = Codebook.load(schema)
     cb.check_level_cap(max_levels)
-    if cb.draft:
-        err("warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing")
+    if cb.draft and not (dry_run or allow_draft):
+        from marg.errors import RefusedError
+
+        raise RefusedError(f"{schema} is still a draft (levels and edges from one site's data): another site's data "
+                           f"may hold levels it lacks, refused there after this site spent; review it, run `marg schema "
+                           f"check DATA --schema {schema}` at every site, then remove \"draft\": true "
+                           "(--allow-draft releases anyway)")
     pair_list = None
     if pairs:
         if pairs.startswith("@"):
@@ -220,9 +227,9 @@ def export_cmd(
                                allow_large_delta=allow_large_delta)
             prog.done()
             if json_out:
-                emit_json(plan.to_dict())
+                emit_json({**plan.to_dict(), **_holdout_plan_json(holdout_plan)})
                 return
-            for line in plan.notes:
+            for line in plan.notes + _draft_note(cb):
                 err(line)
             for line in plan_lines(plan):
                 typer.echo(line)
@@ -277,14 +284,14 @@ def export_cmd(
         )
         prog.done()
         d = res.bundle.describe()
-        for line in res.notes:
+        for line in res.notes + _draft_note(cb):  # said after success: a refusal stays one line
             err(line)
         if json_out:
             emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
                        "privacy": d["privacy"], "signed": sk is not None, "sealed_to": recipient_name if res.sealed else None,
                        "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
                        "ledger": None if res.ledger_entry is None else str(ledger), "suppressed": len(res.suppressed),
-                       "digest": d["digest"], "study": res.bundle.header.get("study")})
+                       "digest": d["digest"], "study": res.bundle.header.get("study"), **_holdout_plan_json(holdout_plan)})
             return
         extras = []
         if sk is not None:
@@ -311,6 +318,21 @@ def export_cmd(
                 f"anyone could have written {round_}")
 
 
+def _draft_note(cb) -> list[str]:
+    return ["warning: the codebook is still marked as a draft (data-derived levels/edges); review it before sharing"] \
+        if cb.draft else []
+
+
+def _holdout_plan_json(plan: dict | None) -> dict:
+    """``--json``'s ``holdout_plan``: what ``--holdout auto`` chose, round 2 included (what the text line says)."""
+    if plan is None:
+        return {}
+    keep = ("rows", "epsilon", "expected_error", "holdout", "epsilon_tables", "epsilon_evaluate", "expected_certificate", "rule")
+    return {"holdout_plan": {**{k: plan[k] for k in keep if k in plan},
+                             "round_2": {"command": "--evaluate MODEL", "epsilon": plan["epsilon_evaluate"],
+                                         "expected_certificate": plan["expected_certificate"]}}}
+
+
 def _holdout_plan_line(plan: dict) -> str:
     """What ``--holdout auto`` chose, and what the site gives ``--evaluate`` later."""
     return (f"holdout plan (recorded in the bundle): {plan['holdout']:.0%} of the rows held out, tables at "
@@ -329,7 +351,7 @@ def plan_lines(plan) -> list[str]:
     if plan.ledger is None:
         lines.append("cost: not recorded (--no-ledger)")
     else:
-        cap = plan.cap.describe() if plan.cap is not None else "no cap set (marg audit init --cap)"
+        cap = plan.cap.describe_cap() if plan.cap is not None else "no cap set (marg audit init --cap)"
         lines.append(f"cost: {plan.cost.describe()}; ledger {plan.ledger}: spent {plan.spent.describe()}, "
                      f"after this {plan.after.describe()} (composed in zCDP, converted by OpenDP), cap {cap}")
     # lines about what the release will buy the learner (such as the certificate to expect from it) belong here,

@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any
 
+from .common import err
+
 MODES = ("auto", "lines", "off")
 SUMMARY_AFTER = 2.0  # seconds: a shorter step writes no summary line (MARG_PROGRESS_AFTER)
 
@@ -151,6 +153,7 @@ class LearnProgress(Step):
         self.best: float | None = None
         self.stop_note: str | None = None
         self._last_gbd = float("-inf")
+        self._auto = False
 
     def __call__(self, info: dict) -> None:
         stage = info.get("stage")
@@ -180,9 +183,14 @@ class LearnProgress(Step):
             self.update(f"group-lasso path: λ = {info['lam']:.4g}, {info['n_active']} features")
         elif stage == "auto":
             val = info.get("score", info.get("certificate"))
+            self._auto = True
             self.update(f"auto: {info['learner']} {'' if val is None else f'{val:.4f}'}".rstrip())
         elif stage == "note":
-            self.update(str(info["text"]))
+            if info.get("warn"):  # said at once, on its own line, whatever the mode: the user can stop here
+                err(f"warning: {info['text']}")
+                self.text = str(info["text"])
+            else:
+                self.update(str(info["text"]))
         elif stage == "time_limit":
             self.stop_note = (f"stopped at the time limit ({info['seconds']:g} s) after {info['k']} iterations: the "
                               "certificate is the best bound so far (valid at any stop)")
@@ -192,8 +200,11 @@ class LearnProgress(Step):
                               f"{info['patience']} iterations")
             self.update(self.stop_note)
 
-    def finish(self) -> None:
-        parts = [self.text] if self.text else []
+    def finish(self, chosen: str | None = None) -> None:
+        """Close with the summary line; ``chosen``: the learner fitted (the automatic choice's pick,
+        which the summary names instead of the last candidate tried)."""
+        text = f"auto chose {chosen}" if chosen is not None and self._auto else self.text
+        parts = [text] if text else []
         if self.best is not None and self.stop_note is None:
             parts.append(f"best bound R = {self.best:.6f}")
         if self.stop_note:

@@ -74,6 +74,14 @@ class Certificate:
     note: str = ""
     box: tuple = field(default=(), hash=False)
 
+    def __repr__(self) -> str:
+        """One short line: the bound and its kind; the box (thousands of cell bounds) is summarised —
+        ``.box`` (or :meth:`record`) holds it in full."""
+        note = f", note={self.note!r}" if self.note else ""
+        box = f", box=<{len(self.box)} table{'s' if len(self.box) != 1 else ''}: see .box>" if self.box else ""
+        return (f"Certificate(value={self.value:.4f}, kind={self.kind!r}, coverage={self.coverage!r}, "
+                f"approximate={self.approximate}, n_classes={self.n_classes}{note}{box})")
+
     def record(self) -> dict[str, Any]:
         """The certificate as the model file records it (``marg inspect MODEL --json``'s ``certificate``)."""
         return {"value": float(self.value), "kind": self.kind, "coverage": self.coverage,

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from marg.errors import InputError, RefusedError
+from marg.errors import InputError, RefusedError, option
 
 from .dp_conversions import pure_and_zcdp_to_epsilon, pure_rho, rho_to_epsilon
 
@@ -123,6 +123,19 @@ class PrivacyCost:
     def describe(self) -> str:
         """One-line text, e.g. ``ε=0.5, δ=1e-06, ρ=0.125``."""
         return f"ε={_g(self.epsilon)}, δ={_g(self.delta)}, ρ={_g(self.rho)}"
+
+    def describe_cap(self) -> str:
+        """The text of a cap: the currencies it caps, a field of 0 said as not capped (never
+        ``ρ=0``, which reads as a zero budget), e.g. ``ε=1 at δ=1e-05 (ρ not capped)``."""
+        parts = []
+        if self.epsilon > 0.0:
+            parts.append(f"ε={_g(self.epsilon)} at δ={_g(self.delta)}" if self.delta > 0.0 else f"ε={_g(self.epsilon)} (pure DP, δ=0)")
+        if self.rho > 0.0:
+            parts.append(f"ρ={_g(self.rho)}")
+        if not parts:
+            return "nothing capped"
+        missing = "ρ" if self.rho == 0.0 else ("ε" if self.epsilon == 0.0 else None)
+        return ", ".join(parts) + (f" ({missing} not capped)" if missing else "")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict; infinities are written as the string ``"inf"``."""
@@ -300,7 +313,7 @@ def validate_cap(cap: PrivacyCost, finite: bool = True) -> PrivacyCost:
     if cap.epsilon == 0.0 and cap.rho == 0.0:
         raise InputError(f"privacy budget cap sets neither epsilon nor rho: {cap.describe()}")
     if finite and (math.isinf(cap.epsilon) or math.isinf(cap.rho)):
-        raise InputError(f"privacy budget cap must be finite, got {cap.describe()}")
+        raise InputError(f"privacy budget cap must be finite, got {cap.describe_cap()}")
     return cap
 
 
@@ -321,6 +334,12 @@ def check_budget(cap: PrivacyCost, spent: "Spend | PrivacyCost", requested: Priv
         ``privacy budget exhausted: spent …, requested …, cap …`` (one line).
     """
     validate_cap(cap, finite=False)
+    if math.isinf(requested.epsilon) and math.isinf(requested.rho):
+        raise RefusedError(
+            f"an exact release (no noise) has no differential-privacy guarantee, and this site's cap, "
+            f"{cap.describe_cap()}, admits only DP releases: give {option('epsilon')} or {option('rho')} "
+            f"(the ledger has spent {spent.describe(cap.delta) if isinstance(spent, Spend) else spent.describe()})"
+        )
     if isinstance(spent, PrivacyCost):
         spent = Spend.of(spent)
     total = spent.add(requested)
@@ -333,11 +352,11 @@ def check_budget(cap: PrivacyCost, spent: "Spend | PrivacyCost", requested: Priv
         bad = over(total.epsilon_at(cap.delta), cap.epsilon)
     if bad and cap.rho == 0.0 and cap.delta == 0.0 and requested.delta > 0.0:
         raise RefusedError(
-            f"privacy budget refuses an (ε, δ) release: the cap is pure ε-DP (δ = 0, {cap.describe()}); export with "
+            f"privacy budget refuses an (ε, δ) release: the cap is pure ε-DP ({cap.describe_cap()}); export with "
             f"--mechanism laplace, or set a cap with --delta or --rho"
         )
     if bad:
         raise RefusedError(
             f"privacy budget exhausted: spent {spent.describe(cap.delta)}, requested {requested.describe()}, "
-            f"cap {cap.describe()}"
+            f"cap {cap.describe_cap()}"
         )

@@ -7,9 +7,10 @@ parse the number) is done once per distinct value, and the rows only gather from
 code table. Parquet dictionary pages, CSV dictionary columns and the grouped results of a
 database all arrive this way, and they all go through the same value rules:
 
-- a categorical value (and the label) is compared as text after trimming whitespace
-  (``"01"`` stays ``"01"``; a float column's ``1.0`` reads ``"1"``); a missing value (null,
-  or NaN in a float column) takes the feature's missing level;
+- a categorical value (and the label) is compared as its canonical text after trimming
+  whitespace (:mod:`.value_text`: ``"01"`` stays ``"01"``; a CSV's ``10.0`` and a float
+  column's 10 both read ``"10"``), with the levels read by the same rule; a missing value
+  (null, or NaN in a float column) takes the feature's missing level;
 - a binned numeric value gets the code ``#{edges < v}``; missing or NaN takes the missing bin;
 - a raw numeric value is clipped to its public range ``[lo, hi]``.
 
@@ -39,6 +40,7 @@ from .arrays import integer_array, scalar, string_array, to_numpy
 from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
 from marg.errors import InputError
 from .io import DEFAULT_CHUNK_BYTES, as_text, iter_typed_batches, prefetched
+from .value_text import canonical_levels
 
 # Sentinel codes of a distinct value that is not allowed (negative, so never a level).
 UNKNOWN = -1  # a value that is not a level (categorical) / not a number (numeric)
@@ -179,14 +181,15 @@ def _first_row(index: np.ndarray, bad_values: np.ndarray) -> int | None:
 def _text(values: pa.Array) -> pa.Array:
     """Distinct values as trimmed text, with the null slot appended; an empty text is missing
     (as an empty CSV cell is, whatever the file format or database)."""
-    s = pc.utf8_trim_whitespace(as_text(values)).cast(pa.string())
+    s = as_text(values)
     s = pc.if_else(pc.equal(s, scalar("", pa.string())), scalar(None, pa.string()), s)
     return pa.concat_arrays([s, pa.nulls(1, pa.string())])
 
 
-def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None) -> np.ndarray:
-    """Per distinct value: its level index, UNKNOWN, or the missing code / MISSING."""
-    idx = pc.index_in(text, value_set=string_array(levels))
+def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None, where: str) -> np.ndarray:
+    """Per distinct value: its level index, UNKNOWN, or the missing code / MISSING (the levels
+    compared as their canonical text; ``where`` names the feature for a codebook's clash)."""
+    idx = pc.index_in(text, value_set=string_array(list(canonical_levels(tuple(levels), where))))
     out = to_numpy(pc.fill_null(idx, scalar(UNKNOWN, idx.type))).astype(np.int64)
     null = to_numpy(text.is_null())
     out[null] = MISSING if missing_code is None else missing_code
@@ -226,7 +229,7 @@ def value_codes(f, values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     text = _text(values)
     if isinstance(f, CategoricalFeature):
         miss = f.levels.index(f.missing) if f.missing is not None else None
-        return _level_codes(text, f.levels, miss), text
+        return _level_codes(text, f.levels, miss, f"feature {f.name!r}"), text
     assert isinstance(f, NumericFeature)
     v, bad = _numbers(text)
     if f.edges is None:
@@ -281,7 +284,7 @@ def check_codes(f, codes: np.ndarray, text: pa.Array, index: np.ndarray, start_r
 def label_codes(classes: Sequence[str], values: pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Encode distinct label values: class index, UNKNOWN, or MISSING (shape (d + 1,))."""
     text = _text(values)
-    return _level_codes(text, classes, None), text
+    return _level_codes(text, classes, None, "the label"), text
 
 
 def check_label(name: str, classes: Sequence[str], codes: np.ndarray, text: pa.Array, index: np.ndarray,
@@ -313,7 +316,8 @@ def _memo_codes(memo: dict | None, key: object, values: pa.Array, encode: Callab
     return out
 
 
-def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "np.ndarray | Dictionary":
+def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None,
+                where: Callable[[int], str] | None = None) -> "np.ndarray | Dictionary":
     """Encode one feature column, checked: a :class:`Dictionary` for a discrete feature,
     float64 values for a raw numeric one. A numeric feature stored as numbers (not text,
     not a dictionary) is converted directly, without looking up distinct values.
@@ -329,7 +333,7 @@ def encode_part(f, arr: pa.Array, start_row: int, memo: dict | None = None) -> "
         return codes, text, lut
 
     codes, text, lut = _memo_codes(memo, f.name, values, encode)
-    check_codes(f, codes, text, index, start_row, null_rows=nulls)
+    check_codes(f, codes, text, index, start_row, where, null_rows=nulls)
     if f.is_discrete:
         return Dictionary(lut, index)
     return codes[index]
@@ -340,42 +344,45 @@ def _is_plain_number(arr) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
-def _direct_number(f: NumericFeature, arr, start_row: int) -> np.ndarray:
+def _direct_number(f: NumericFeature, arr, start_row: int, where: Callable[[int], str] | None = None) -> np.ndarray:
     """A numeric column stored as numbers: the text rules give the same values (an Arrow
     number prints as the shortest text that reads back to itself), so skip the text."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     v = to_numpy(pc.cast(arr, pa.float64())).astype(np.float64, copy=False)
     nan = np.isnan(v)
+    where = where or at_row(start_row)
     if f.edges is None:
         if nan.any():
             k = int(np.flatnonzero(nan)[0])
-            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} (raw numeric features need a value)")
+            raise InputError(f"column {f.name!r}: missing or NaN value {where(k)} (raw numeric features need a value)")
         return np.clip(v, f.lo, f.hi)
     codes = np.searchsorted(np.asarray(f.edges), v, side="left")
     if nan.any():
         if not f.missing:
             k = int(np.flatnonzero(nan)[0])
-            raise InputError(f"column {f.name!r}: missing or NaN value at row {start_row + k} "
+            raise InputError(f"column {f.name!r}: missing or NaN value {where(k)} "
                              "(the codebook gives this feature no missing level)")
         codes[nan] = f.n_levels - 1
     return codes.astype(code_dtype(f.n_levels))
 
 
-def encode_label(lab, arr: pa.Array, start_row: int, memo: dict | None = None) -> np.ndarray:
-    """Encode the label column into int64 class codes (``memo`` as in :func:`encode_part`)."""
+def encode_label(lab, arr: pa.Array, start_row: int, memo: dict | None = None,
+                 where: Callable[[int], str] | None = None) -> np.ndarray:
+    """Encode the label column into int64 class codes (``memo``, ``where`` as in :func:`encode_part`)."""
     values, index, nulls = distinct(arr)
     codes, text = _memo_codes(memo, ("label", lab.name), values, lambda: label_codes(lab.classes, values))
-    check_label(lab.name, lab.classes, codes, text, index, start_row, null_rows=nulls)
+    check_label(lab.name, lab.classes, codes, text, index, start_row, where, null_rows=nulls)
     return codes[index]
 
 
 def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int, *, with_label: bool = True,
-                 memo: dict | None = None) -> Encoded:
+                 memo: dict | None = None, where: Callable[[int], str] | None = None) -> Encoded:
     """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order);
-    ``memo``: a dict kept across the chunks of one file (see :func:`encode_part`)."""
-    parts = tuple(encode_part(f, batch[f.name], start_row, memo) for f in codebook.features)
-    y = encode_label(codebook.label, batch[codebook.label.name], start_row, memo) if with_label else None
+    ``memo``: a dict kept across the chunks of one file (see :func:`encode_part`); ``where``
+    says where a refused value is (default: its row number; a database's rows have none)."""
+    parts = tuple(encode_part(f, batch[f.name], start_row, memo, where) for f in codebook.features)
+    y = encode_label(codebook.label, batch[codebook.label.name], start_row, memo, where) if with_label else None
     n = len(next(iter(batch.values()))) if batch else 0
     return Encoded(parts, y, start_row, n)
 

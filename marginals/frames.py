@@ -30,6 +30,7 @@ from marg.errors import InputError
 
 from .codebook import Codebook
 from .encoding import Encoded, encode_batch, encode_file
+from .value_text import canonical_levels, canonical_value
 
 
 def is_rows(obj: Any) -> bool:
@@ -106,7 +107,8 @@ def feature_codes(X: Any, codebook: Codebook) -> np.ndarray:
 
 def label_codes_of(y: Any, codebook: Codebook) -> np.ndarray:
     """Class codes (n,) of labels given as class names or as codes 0..K−1 (an unknown one is
-    an InputError naming it and its row, counted from 1)."""
+    an InputError naming it and its row, counted from 1). Names are compared as their canonical
+    text (:mod:`.value_text`): a float label 1.0 is class ``"1"``. An integer array is codes."""
     classes = list(codebook.label.classes)
     if isinstance(y, (pa.Array, pa.ChunkedArray)):
         y = y.to_pylist()
@@ -120,10 +122,10 @@ def label_codes_of(y: Any, codebook: Codebook) -> np.ndarray:
         if bad.size:
             raise InputError(f"label code {int(arr[bad[0]])} at row {int(bad[0]) + 1} is not a class code 0..{len(classes) - 1}")
         return arr.astype(np.int64)
-    index = {c: k for k, c in enumerate(classes)}
+    index = {c: k for k, c in enumerate(canonical_levels(tuple(classes), "the label"))}
     out = np.empty(len(arr), dtype=np.int64)
     for r, v in enumerate(arr.tolist()):
-        k = index.get(str(v).strip() if v is not None else None)
+        k = index.get(canonical_value(v))
         if k is None:
             raise InputError(f"the label at row {r + 1} is not a class of {codebook.label.name!r} (not shown: a patient's "
                              f"value; classes: {', '.join(classes)})")

@@ -209,7 +209,7 @@ def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool 
     row = 1
     memo: dict = {}
     for batch in source.row_batches(columns + extra):
-        enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
+        enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo, where=source.where_rows())
         held = split.mask(enc, batch.get(spec.id_column) if spec.id_column is not None else None)
         yield enc, held
         row += enc.n

@@ -236,18 +236,21 @@ def iter_batches(
 
 
 def as_text(arr: pa.Array, name: str | None = None) -> pa.Array:
-    """A column as text: dictionaries decoded, NaN in a float column made null."""
-    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        return arr
+    """A column as canonical text (:mod:`.value_text`): dictionaries decoded, whitespace trimmed,
+    NaN in a float column made null, numbers, dates and booleans written the one way every source writes them."""
+    import pyarrow.compute as pc
+
+    from .value_text import canonical, typed_text
+
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return canonical(pc.utf8_trim_whitespace(arr).cast(pa.string()))
     try:
-        if pa.types.is_floating(arr.type):
-            import pyarrow.compute as pc
-
-            # NaN in a float column is a missing value, like an empty CSV cell.
-            arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
-        return arr.cast(pa.string())
+        text = typed_text(arr)
+        return canonical(pc.utf8_trim_whitespace(arr.cast(pa.string()))) if text is None else text
     except pa.ArrowException as exc:
         where = f"column {name!r}" if name else "a column"
         raise InputError(f"{where} of type {arr.type} cannot be read as text: {_arrow_msg(exc)}") from None

@@ -174,12 +174,15 @@ def measured_only(codebook: Any, kept: list[MarginalTable], parts: Any) -> tuple
 
 def composed_privacy(records: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     """One site's total privacy cost over its rounds, composed as its ledger composes them
-    (:class:`marginals.accounting.Spend`: ρ's add, converted once by OpenDP) at the sum of
-    the rounds' δ's; the mechanisms are named together."""
+    (:class:`marginals.accounting.Spend`: ρ's add, converted once by OpenDP) at the δ its ledger
+    states its spend at (the cap's, ``ledger_delta`` of the releases; bundles of an older marg
+    or without a cap: the sum of the rounds' δ's) — the number ``marg audit show`` gives for
+    these releases; ``releases`` keeps each release's own (ε, δ) beside it."""
     from marg.marginals.accounting import PrivacyCost, Spend
 
     total, spend = PrivacyCost.zero(), Spend()
     mechs: list[str] = []
+    at = [float(r["ledger_delta"]) for r in records if r and r.get("ledger_delta") is not None]
     for r in records:
         r = r or {}
         c = PrivacyCost.from_dict(r)
@@ -188,7 +191,10 @@ def composed_privacy(records: Sequence[dict[str, Any] | None]) -> dict[str, Any]
         if m not in mechs:
             mechs.append(m)
     named = [m for m in mechs if m != "none"] or ["none"]
-    out = {"mechanism": "+".join(named), **spend.as_cost(total.delta).to_dict(), "rounds": len(records)}
+    releases = [{"epsilon": PrivacyCost.from_dict(r or {}).epsilon, "delta": PrivacyCost.from_dict(r or {}).delta}
+                for r in records]
+    out = {"mechanism": "+".join(named), **spend.as_cost(max(at) if at else total.delta).to_dict(),
+           "rounds": len(records), "releases": releases, "ledger_delta": max(at) if at else None}
     units = {json.dumps((r or {}).get("unit"), sort_keys=True) for r in records}
     if len(units) == 1 and (records[0] or {}).get("unit") is not None:  # the rounds' one privacy unit
         out["unit"] = (records[0] or {})["unit"]

@@ -237,7 +237,7 @@ def evaluate_site(
         suppressed: list[Any] = []
         if dp:
             tables, cost = privatize(tables, epsilon=epsilon, rho=rho, delta=delta, codebook=ecb, max_rows=bound)
-            privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict()}
+            privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(), **ledger.spend_delta()}
             released_n = None
         else:
             tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name, codebook=ecb)

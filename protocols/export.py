@@ -417,6 +417,7 @@ def prepare_release(
     if study is not None:
         tables, cost, privacy, study_record = study.protect(tables, codebook)
         privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
+        privacy.update(ledger.spend_delta() if ledger is not None else {})
         released_n = None
     elif dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
@@ -428,6 +429,7 @@ def prepare_release(
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
         privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
+        privacy.update(ledger.spend_delta() if ledger is not None else {})
         cap = ledger.cap() if ledger is not None else None
         if cap is not None and cap.delta > 0 and not mech.pure and cap.delta != float(delta):
             from marg.marginals.dp_conversions import rho_to_epsilon

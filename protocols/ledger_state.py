@@ -141,17 +141,15 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
             raise RefusedError(f"{where}: a cap entry must cost nothing and keep the spend {state.cumulative.describe()}")
         if recorded_cap is None:
             raise RefusedError(f"{where}: a cap entry without a cap")
-        if state.cap is not None and not _not_raised(state.cap, recorded_cap):
-            raise RefusedError(f"{where}: raises the privacy cap from {state.cap.describe()} to {recorded_cap.describe()} "
-                               "(a cap can be lowered, never raised)")
+        refuse_raised_cap(state.cap, recorded_cap, f"{where}: ")
         return replace(new, cap=recorded_cap)
     total = state.cumulative + cost
     if not same_cost(total, cum):
         raise RefusedError(f"{where}: cumulative spend {cum.describe()} does not equal the sum of costs {total.describe()}")
     if entry.get("v", 1) >= 2:
         if (recorded_cap is None) != (state.cap is None) or (recorded_cap is not None and not same_cost(recorded_cap, state.cap)):
-            have = "none" if state.cap is None else state.cap.describe()
-            raise RefusedError(f"{where}: records cap {'none' if recorded_cap is None else recorded_cap.describe()}, "
+            have = "none" if state.cap is None else state.cap.describe_cap()
+            raise RefusedError(f"{where}: records cap {'none' if recorded_cap is None else recorded_cap.describe_cap()}, "
                                f"but the cap in force is {have}")
         cap = state.cap
     else:  # version 1: the cap came from budget.json at the time, recorded in the entry
@@ -163,6 +161,13 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
         check_budget(cap, spend, cost)
     new = replace(new, cumulative=total, spend=spend.add(cost), cap=cap if entry.get("v", 1) >= 2 else state.cap)
     return apply_exact(new, entry)
+
+
+def refuse_raised_cap(old: PrivacyCost | None, new: PrivacyCost, where: str = "") -> None:
+    """RefusedError (one line) if ``new`` would raise the cap ``old`` in force (None: no cap yet)."""
+    if old is not None and not _not_raised(old, new):
+        raise RefusedError(f"{where}raises the privacy cap from {old.describe_cap()} to {new.describe_cap()} "
+                           "(a cap can be lowered, never raised)")
 
 
 def _not_raised(old: PrivacyCost, new: PrivacyCost) -> bool:

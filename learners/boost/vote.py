@@ -224,6 +224,29 @@ class BoostVote(MinimaxRules):
             pred = f"{self.classes_[int(np.argmax(F[0]))]!r} for every row"
         return f"the boost vote is empty: {why}; column generation {stop}. The model predicts {pred}; {remedy}"
 
+    def _watch_empty(self) -> Callable[[dict], None] | None:
+        """The callback, and a warning record in the first seconds when the vote is still empty after the
+        first rules entered: the LP's bound has not moved from the class prior's (the first LP, no rule).
+        A statement of what is so, not a prediction: on breast-w rules enter together at iteration 9."""
+        if self.callback is None:
+            return None
+        seen: list[float] = []
+
+        def watch(info: dict) -> None:
+            self.callback(info)
+            if info.get("stage") != "cg" or info.get("R") is None or len(seen) >= 2:
+                return
+            seen.append(float(info["R"]))
+            if len(seen) == 2 and seen[1] >= seen[0] - max(float(self.stall_tol), 1e-9):
+                self.callback({"stage": "note", "warn": True, "text": (
+                    f"boost: no rule has a weight so far (R = {seen[1]:.4f}, the class prior's bound, after the first "
+                    "candidate rules entered the LP): each rule's half-width λ, its code-length price included, "
+                    "outweighs what it lowers the worst-case error by; rules may still enter together in later "
+                    "iterations, but a vote that ends empty is not written without --allow-empty (lower --kappa, or "
+                    "release more rows)")})
+
+        return watch
+
     def _solve(self, summary: Any) -> tuple[ColumnSource, Any, Any]:
         """Column generation on ``summary``: (the column source, the driver with its LP, the result)."""
         cb = summary.codebook
@@ -269,7 +292,7 @@ class BoostVote(MinimaxRules):
         )
         mm, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
                                          patience=int(self.patience), stall_tol=float(self.stall_tol), bound=float(self.bound), time_limit=self.time_limit,
-                                         options=SearchOptions(), callback=self.callback)
+                                         options=SearchOptions(), callback=self._watch_empty())
         return src, mm, res
 
     @staticmethod

@@ -378,8 +378,9 @@ def certify_rule(
     def track(info: dict) -> None:
         history.append(lp.risk(lp.mu, oracle.last_upper - 1.0))
         oracle.recenter(lp.mu, history[-1])
-        if callback is not None:
-            callback({"stage": "certify", "lower": info["lower"], "upper": history[-1], "rows": info["rows"]})
+        if callback is not None:  # what is known of W(h), an error rate: at least max(0, LP bound), at most the best so far
+            upper = min(1.0, min(history))
+            callback({"stage": "certify", "lower": min(upper, max(0.0, info["lower"])), "upper": upper, "rows": info["rows"]})
 
     try:
         res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=track)

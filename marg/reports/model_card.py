@@ -314,21 +314,22 @@ def _sites(page: Page, info: dict) -> None:
     evaluation = (info.get("holdout_certificate") or {}).get("privacy") or {}
     rows = []
     for s in sites:
-        p = s.get("privacy") or {}
         name = s.get("site")
-        rounds = len(s.get("rounds") or []) or 1
         ev = evaluation.get(name)
-        if ev is not None:  # both rounds: the training export(s) and the evaluation release
-            p, rounds = composed_privacy([p, ev]), rounds + 1
+        records = [r.get("privacy") for r in s.get("rounds") or []] or [s.get("privacy")]
+        records += [] if ev is None else [ev]  # both rounds: the training export(s) and the evaluation release
+        p, rounds = composed_privacy(records), len(records)  # the ledger's number, each release's own beside it
+        own = " + ".join(f"{r['epsilon']:.3g}" + (f" (δ={r['delta']:g})" if r["delta"] else "") for r in p["releases"])
         row = [e(name), value(f"site_rows:{name}", s.get("n_rows"), "not released (DP)" if s.get("n_rows") is None else None),
                e(p.get("mechanism", "none")), value(f"site_epsilon:{name}", _num(p.get("epsilon"))),
                value(f"site_delta:{name}", _num(p.get("delta"))), value(f"site_rho:{name}", _num(p.get("rho"))),
+               e(own if p.get("mechanism", "none") != "none" else "exact"),
                value(f"site_rounds:{name}", rounds), e(s.get("created", "")),
                "signed" if s.get("signed") else "unsigned"]
         if evaluation:
             row.insert(4, value(f"site_eval_epsilon:{name}", _num((ev or {}).get("epsilon"))))
         rows.append(row)
-    head = ["site", "rows", "noise", "ε", "δ", "ρ", "exports", "exported", "signature"]
+    head = ["site", "rows", "noise", "ε", "δ", "ρ", "ε of each release", "exports", "exported", "signature"]
     if evaluation:
         head[3:4] = ["ε (both rounds)", "of which evaluation"]
     page.table(head, rows, key="sites")
@@ -342,8 +343,9 @@ def _sites(page: Page, info: dict) -> None:
     page.text("Privacy spend is that of the bundles this model was fitted on"
               + (" plus its evaluation release on held-out patients" if evaluation else "")
               + ", a site's rounds composed as its ledger composes them (zCDP: the ρ's add; ε is the total ρ converted "
-                "once by OpenDP at the rounds' δ's added); a site's total spend over all its releases is in its ledger "
-                "(marg audit show).")
+                "once by OpenDP at the δ the site's ledger uses, its cap's — the number marg audit show gives for "
+                "these releases; at the rounds' δ's added for bundles without a cap), with each release's own ε beside "
+                "it; a site's total spend over all its releases is in its ledger (marg audit show).")
 
 
 # ------------------------------------------------------------------------------ helpers

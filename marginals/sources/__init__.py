@@ -4,7 +4,8 @@
 DATA                                        source
 ==========================================  ===========================================
 ``visits.csv``, ``.tsv``, ``.gz``, Parquet   a file, streamed and counted on this machine
-``duckdb:///path/site.db?table=visits``      a DuckDB database (``&schema=``; or ``query=``)
+``duckdb://site.db?table=visits``            a DuckDB database (``&schema=``; or ``query=``);
+                                            two slashes: relative, ``duckdb:///abs/site.db``: absolute
 ``duckdb:///path/visits.parquet``            any file DuckDB reads, counted by DuckDB
 ``postgresql://host/db?table=visits``        PostgreSQL (``&schema=``; or ``query=``)
 ``--engine spark`` with a path or a table    Spark (local mode or a cluster)

@@ -56,6 +56,11 @@ class Source(ABC):
 
         raise InputError(f"{self.name}: this source cannot give its rows")
 
+    def where_rows(self) -> "Callable[[int], str] | None":
+        """How a message locates a refused value of :meth:`row_batches`: None for row numbers (a
+        file's rows have an order), or a function naming the source (a database's rows have none)."""
+        return None
+
     def close(self) -> None:
         """Release connections (idempotent)."""
 

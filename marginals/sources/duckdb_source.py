@@ -1,5 +1,6 @@
-"""DuckDB as a source: a DuckDB database (``duckdb:///site.db?table=visits``) or any file
-DuckDB reads (``duckdb:///visits.parquet``, ``.csv``, ``.tsv``, ``.gz``), counted by DuckDB.
+"""DuckDB as a source: a DuckDB database (``duckdb://site.db?table=visits`` relative to the
+working folder, ``duckdb:///data/site.db?table=visits`` absolute) or any file DuckDB reads
+(``duckdb:///data/visits.parquet``, ``.csv``, ``.tsv``, ``.gz``), counted by DuckDB.
 
 A database file is opened read-only, without access to other files (``enable_external_access``
 off, configuration locked), and ``?query=`` must be exactly one ``SELECT`` statement as
@@ -74,11 +75,17 @@ class DuckDBSource(SQLSource):
 
     @classmethod
     def from_uri(cls, uri: str) -> "DuckDBSource":
-        """``duckdb:///abs/path.db?table=t`` (``duckdb://rel.db?…`` for a relative path)."""
+        """``duckdb:///abs/path.db?table=t`` — three slashes: an absolute path — or ``duckdb://rel/path.db?…``
+        (two slashes: relative to the working folder). A missing absolute path whose relative reading
+        exists is refused naming both forms (``duckdb:///site.db`` is ``/site.db``, not ``./site.db``)."""
         parts = urlsplit(uri)
         path = unquote(parts.netloc + parts.path)
         if not path:
             raise InputError(f"duckdb URI {uri!r} names no database or file")
+        if not parts.netloc and not Path(path).exists() and Path(path.lstrip("/")).exists():
+            rel = path.lstrip("/")
+            raise InputError(f"DuckDB database not found: {path} (duckdb:///PATH is absolute; for {rel} in this folder "
+                             f"write duckdb://{rel})")
         opts = parse_query_string(parts.query, ("table", "schema", "query"), "duckdb")
         p = Path(path)
         if not opts and (p.suffix.lower() in DATA_SUFFIXES or _is_parquet(p)):

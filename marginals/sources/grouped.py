@@ -120,6 +120,9 @@ class GroupedSource(Source):
             progress(n)
         return tables, n
 
+    def where_rows(self) -> Callable[[int], str]:
+        return lambda _k: f"in {self.name}"  # the engine's rows have no order: the table is named instead
+
     @abstractmethod
     def grouped(self, codebook: Codebook, plan: GroupPlan) -> pa.Table:
         """The engine's result of ``plan``'s grouping sets (columns as :func:`tables_from_groups`

@@ -69,7 +69,8 @@ def test_signed_sealed_dp_round_trip(world):
     assert r.exit_code == 1 and "refuses an (ε, δ) release" in r.stderr and not out.exists()
     # Exact counts are refused outright once a budget exists.
     r, out = export(world, "north", "--stats", "first", out=tmp / "exact.bundle")
-    assert r.exit_code == 1 and "privacy budget exhausted" in r.stderr and not out.exists()
+    assert r.exit_code == 1 and "an exact release (no noise) has no differential-privacy guarantee" in r.stderr
+    assert "admits only DP releases: give --epsilon or --rho" in r.stderr and "inf" not in r.stderr and not out.exists()
 
 
 def test_learn_refusals(world):

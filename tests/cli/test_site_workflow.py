@@ -208,7 +208,7 @@ def test_schema_init_leaves_out_identifying_columns_and_says_why(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "feature 'code' has 150 levels, above the level cap 100 (--max-levels)" in r.stderr
     assert folder_bytes(tmp_path) == before
-    assert marg(*args, "--max-levels", "200", cwd=tmp_path).returncode == 0
+    assert marg(*args, "--max-levels", "200", "--allow-draft", cwd=tmp_path).returncode == 0
 
 
 def test_pair_tables_left_out_for_size_are_named(tmp_path):

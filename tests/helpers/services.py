@@ -137,3 +137,162 @@ def wait_until(pred, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def end_process(proc: subprocess.Popen) -> None:
+    """Stop a server this module started (its own process, by its handle)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def local_spark():
+    """A Spark session in local mode for the tests (generator: yields it, stops it after)."""
+    pytest.importorskip("pyspark")
+    if not java_available():
+        unavailable("Spark local mode needs a Java runtime (java not found)")
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("marg tests").config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def local_postgres():
+    """A throw-away PostgreSQL cluster for the tests (generator: yields the server, stops it after)."""
+    pytest.importorskip("psycopg")
+    server, stop = start_postgres()
+    yield server
+    stop()
+
+
+# ----------------------------------------------------------------------------- SFTP (OpenSSH)
+@dataclass
+class SftpServer:
+    """An OpenSSH server on 127.0.0.1 serving SFTP to one user with one key, its drop folder ``root``."""
+
+    host: str
+    port: int
+    user: str
+    key_file: str
+    root: str
+
+    def url(self, path: str = "") -> str:
+        return f"sftp://{self.user}@{self.host}:{self.port}{self.root}/{path.lstrip('/')}"
+
+    def env(self) -> dict[str, str]:
+        """What a client needs to log in (fsspec reads FSSPEC_SFTP_* as the sftp file system's options)."""
+        return {"FSSPEC_SFTP_KEY_FILENAME": self.key_file}
+
+
+def sshd_binary() -> str | None:
+    return shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd",) if Path(p).exists()), None)
+
+
+SFTP_USER = "marg-sftp"
+
+
+def sftp_user() -> str:
+    """The non-root user the test SSH server runs as, and logs in, when the tests run as root: created
+    once (a system user without home or shell). OpenSSH refuses accounts whose password is locked (``*``,
+    ``!``, as every system user's is), so it gets a password field that is no hash: no password opens it."""
+    try:
+        pwd.getpwnam(SFTP_USER)
+    except KeyError:
+        r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SFTP_USER],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            unavailable(f"useradd {SFTP_USER} failed: {r.stderr.strip()[-200:]}")
+    r = subprocess.run(["usermod", "-p", "no-password-opens-this", SFTP_USER], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        unavailable(f"usermod {SFTP_USER} failed: {r.stderr.strip()[-200:]}")
+    return SFTP_USER
+
+
+def start_sftp():
+    """Start Debian's OpenSSH server (``openssh-server``; ``.ci/run`` installs it when missing) in a new
+    folder under the system temp folder, as a non-root user (:func:`sftp_user` when the tests run as root):
+    its own host key, one authorised client key, public-key login only, SFTP only (internal-sftp),
+    listening on 127.0.0.1 on a free port. Returns (SftpServer, stop)."""
+    sshd = sshd_binary()
+    keygen = shutil.which("ssh-keygen")
+    if sshd is None or keygen is None:
+        unavailable("OpenSSH server not found (sshd, ssh-keygen: Debian's openssh-server)")
+    root = os.geteuid() == 0
+    user = sftp_user() if root else pwd.getpwuid(os.geteuid()).pw_name
+    base = Path(tempfile.mkdtemp(prefix="marg-sftp-"))
+    drop = base / "drop"
+    drop.mkdir()
+    for name in ("host", "client"):
+        r = subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(base / name)], capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            unavailable(f"ssh-keygen failed: {r.stderr.strip()[-200:]}")
+    (base / "authorized_keys").write_text((base / "client.pub").read_text())
+    if root:
+        for p in (base, drop, base / "host", base / "host.pub", base / "authorized_keys"):
+            shutil.chown(p, user)
+    os.chmod(base, 0o755)
+    os.chmod(base / "host", 0o600)
+    runas = ["runuser", "-u", user, "--"] if root else []
+    for attempt in range(3):
+        port = free_port()
+        cfg = base / "sshd_config"
+        cfg.write_text("\n".join([
+            f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {base / 'host'}", f"PidFile {base / 'sshd.pid'}",
+            f"AuthorizedKeysFile {base / 'authorized_keys'}", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "PubkeyAuthentication yes", "UsePAM no", "StrictModes no", "Subsystem sftp internal-sftp",
+            "ForceCommand internal-sftp", f"AllowUsers {user}", "LogLevel ERROR", ""]))
+        proc = subprocess.Popen([*runas, sshd, "-D", "-e", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        if wait_until(lambda: listening() or proc.poll() is not None, 20) and proc.poll() is None:
+            break
+        said = proc.stderr.read() if proc.poll() is not None else ""
+        proc.kill()
+        if "Address already in use" not in said:
+            shutil.rmtree(base, ignore_errors=True)
+            unavailable(f"sshd did not start: {said.strip()[-300:]}")
+    else:
+        unavailable("sshd: no free port after 3 attempts")
+
+    def stop() -> None:
+        end_process(proc)
+        shutil.rmtree(base, ignore_errors=True)
+
+    return SftpServer("127.0.0.1", port, user, str(base / "client"), str(drop)), stop
+
+
+# ----------------------------------------------------------------------------- S3 (moto's server)
+def start_s3():
+    """moto's S3 server (PyPI ``moto[server]``, in the test extra) on 127.0.0.1 on a free port, a real HTTP
+    endpoint speaking the S3 protocol. Returns (endpoint URL, env for clients, stop)."""
+    import sys
+
+    exe = Path(sys.executable).parent / "moto_server"
+    if not exe.exists():
+        unavailable("moto_server not found beside the interpreter (pip install 'moto[server]')")
+    port = free_port()
+    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    if not wait_until(lambda: listening() or proc.poll() is not None, 30) or proc.poll() is not None:
+        proc.kill()
+        unavailable("moto_server did not start")
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "FSSPEC_S3_ENDPOINT_URL": endpoint}
+
+    return endpoint, env, lambda: end_process(proc)

@@ -273,8 +273,11 @@ def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path, demo_study):
     env = {"MARG_HOME": str(tmp_path / "home"), "MARG_PROGRESS_AFTER": "0"}  # the summary line however fast the fit
     r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
              "--no-sign", cwd=tmp_path, env=env)
+    assert r.returncode == 1 and not (tmp_path / "m.json").exists()  # an empty vote is written only when asked for
+    r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
+             "--no-sign", "--allow-empty", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
-    said = [ln for ln in r.stderr.splitlines() if "vote is empty" in ln]
+    said = [ln for ln in r.stderr.splitlines() if "vote is empty" in ln]  # (and, early, "no rule has a weight so far")
     assert len(said) == 1 and "stopped early" in r.stderr
     cls = said[0].split("predicts ")[1].split("'")[1]
     r = marg("predict", tmp_path / "m.json", demo_study.data["north"], "--out", tmp_path / "p.csv", "--schema", schema,

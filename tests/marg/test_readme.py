@@ -1,10 +1,12 @@
 """Every ```python block of README.md runs, in a folder laid out the way its examples assume.
 
-The folder is a ``marg demo`` study seen from the learner's and a site's desk: the three
-sites' sealed, signed bundles (``north.bundle`` …), the learner's trust store of site keys
-(``trust/``) and its keys (``learner.seal.key``, ``learner.sign.key``), the sites' store of
-the learner's model key (``learner-keys/``), north's held-out rows (``holdout.csv``), the
-codebook and a signed model (``model.json``). A block that raises fails the test with the
+The folder is a study seen from the learner's and a site's desk: the three sites' sealed,
+signed bundles (``north.bundle`` …), the learner's trust store of site keys (``trust/``) and
+its keys (``learner.seal.key``, ``learner.sign.key``), the sites' store of the learner's model
+key (``learner-keys/``), north's held-out rows (``holdout.csv``), the codebook and a signed
+model (``model.json``). Two studies: ``marg demo``'s (text columns), and breast-w split over
+three sites as its file writes it — float columns (``5.0``) read by ``pd.read_csv`` as floats —
+exported and learned through the command line, so the notebook path meets typed floats. A block that raises fails the test with the
 block's first line; the blocks run in order in one namespace, as a reader would paste them.
 """
 
@@ -24,10 +26,12 @@ def python_blocks(text: str) -> list[str]:
     return BLOCK.findall(text)
 
 
-@pytest.fixture(scope="module")
-def study(tmp_path_factory, demo):
-    """The README's folder (see the module docstring), from the session's ``marg demo`` run."""
-    res = demo
+@pytest.fixture(scope="module", params=["demo", "breast-w"])
+def study(request, tmp_path_factory):
+    """The README's folder (see the module docstring)."""
+    if request.param == "breast-w":
+        return breast_w_study(tmp_path_factory.mktemp("readme-bw"))
+    res = request.getfixturevalue("demo")
     w = res["workdir"]
     here = tmp_path_factory.mktemp("readme")
     for b in res["bundles"]:
@@ -41,6 +45,55 @@ def study(tmp_path_factory, demo):
     shutil.copy(res["files"]["north"]["train"], here / "patients.csv")
     shutil.copy(w / "codebook.json", here / "codebook.json")
     shutil.copy(w / "learner" / "auto.model.json", here / "model.json")
+    return here
+
+
+def breast_w_study(here: Path) -> Path:
+    """breast-w (float columns) over north, south and city: the README's folder, made by the CLI."""
+    import contextlib
+    import json
+
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from tests.helpers.console import run
+    from tests.helpers.data import datasets_dir
+
+    src = datasets_dir() / "breast-w" / "breast-w.tsv.gz"
+    if not src.is_file():
+        pytest.skip(f"shared datasets not found at {src.parent}")
+    names = pcsv.read_csv(src, parse_options=pcsv.ParseOptions(delimiter="\t")).column_names
+    t = pcsv.read_csv(src, parse_options=pcsv.ParseOptions(delimiter="\t"),
+                      convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in names}))
+    pcsv.write_csv(t, here / "all.csv")
+    parts = {"north": t.slice(0, 250), "south": t.slice(250, 250), "city": t.slice(500)}
+    for name, part in parts.items():
+        pcsv.write_csv(part, here / f"{name}.csv")
+    pcsv.write_csv(t.slice(0, 120), here / "holdout.csv")
+    pcsv.write_csv(t.slice(120, 130), here / "patients.csv")
+
+    def ok(*args):
+        r = run(*args, home=here / "home")
+        assert r.exit_code == 0, r.output
+
+    with contextlib.chdir(here):
+        ok("schema", "init", "all.csv", "--label", "target", "--out", "codebook.json")
+        d = json.loads((here / "codebook.json").read_text())
+        d.pop("draft")  # reviewed: breast-w's levels are the public 1..10 scale
+        (here / "codebook.json").write_text(json.dumps(d))
+        for name in parts:
+            ok("keys", "init", "--site", name, "--dir", "keys")
+        ok("keys", "init", "--site", "learner", "--role", "learner", "--dir", ".")
+        (here / "trust").mkdir()
+        (here / "learner-keys").mkdir()
+        shutil.copy(here / "learner.sign.pub", here / "learner-keys" / "learner.sign.pub")
+        for name in parts:
+            shutil.copy(here / "keys" / f"{name}.sign.pub", here / "trust" / f"{name}.sign.pub")
+            ok("export", f"{name}.csv", "--schema", "codebook.json", "--site", name, "--out", f"{name}.bundle",
+               "--stats", "all", "--min-cell", "1", "--key", f"keys/{name}.sign.key", "--to", "learner.seal.pub",
+               "--ledger", f"ledger-{name}")
+        ok("learn", "north.bundle", "south.bundle", "city.bundle", "--learner", "mrc", "--out", "model.json",
+           "--trust", "trust", "--key", "learner.seal.key", "--sign-key", "learner.sign.key")
     return here
 
 

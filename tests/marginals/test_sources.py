@@ -219,12 +219,9 @@ def test_duckdb_missing_table_and_database(tmp_path):
 # ----------------------------------------------------------------------------- PostgreSQL
 @pytest.fixture(scope="session")
 def pg():
-    pytest.importorskip("psycopg")
-    from tests.helpers.services import start_postgres
+    from tests.helpers.services import local_postgres
 
-    server, stop = start_postgres()
-    yield server
-    stop()
+    yield from local_postgres()
 
 
 @pytest.fixture
@@ -315,18 +312,9 @@ def test_postgres_source_recorded_without_credentials(pg, pgdb):
 # ----------------------------------------------------------------------------- Spark
 @pytest.fixture(scope="module")
 def spark():
-    pytest.importorskip("pyspark")
-    from tests.helpers.services import java_available, unavailable
+    from tests.helpers.services import local_spark
 
-    if not java_available():
-        unavailable("Spark local mode needs a Java runtime (java not found)")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("marg tests").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_spark()
 
 
 def test_spark_equals_in_memory(data, spark):

@@ -124,5 +124,6 @@ def test_a_sites_rounds_compose_their_privacy_costs(rng):
             bundles.append(Bundle.build(cb, tables, site=f"s{k}", n_rows=None, privacy=priv))
     s = summary_from_bundles(bundles)
     for rec in s.provenance["sites"]:
-        assert rec["privacy"] == {"mechanism": "laplace+gaussian", "epsilon": 1.25, "delta": 1e-6, "rho": 0.145, "rounds": 2}
+        assert rec["privacy"] == {"mechanism": "laplace+gaussian", "epsilon": 1.25, "delta": 1e-6, "rho": 0.145, "rounds": 2,
+                                  "releases": [{"epsilon": 0.5, "delta": 0.0}, {"epsilon": 0.75, "delta": 1e-6}], "ledger_delta": None}
         assert [r["privacy"]["epsilon"] for r in rec["rounds"]] == [0.5, 0.75]

@@ -1,0 +1,234 @@
+"""Paths that are URLs: an SFTP drop or an object-store bucket, read and written through fsspec.
+
+Every file or folder a command reads (data, codebooks, bundles, models, trust stores, round and
+request files) and every file it writes (``--out``, ``--html``) may be an fsspec URL —
+``sftp://user@host[:port]/path``, ``s3://bucket/key``, ``file:///abs/path`` (any protocol fsspec
+knows: ``gs://``, ``az://``, …) — when the optional extra ``marg[remote]`` (fsspec, paramiko) is
+installed. Sealed, signed bundles make an untrusted store safe: what is read is verified as a
+local file would be. The command works on local copies in a private temporary folder: inputs are
+fetched before it starts; outputs are uploaded after it succeeded (to a temporary name, then
+renamed over the target), never after a refusal, and an existing remote ``--out`` is fetched
+first so the command's own overwrite rule applies to it. **The ledger stays local**: ``--ledger``
+and ``--history`` refuse a URL. A failed upload keeps the local file and names it.
+
+Credentials never go on the command line: SFTP uses the user's SSH keys and known hosts as
+``ssh`` does (or ``FSSPEC_SFTP_KEY_FILENAME=…``), S3 the usual ``AWS_*`` variables (an endpoint
+of your own: ``AWS_ENDPOINT_URL`` or ``FSSPEC_S3_ENDPOINT_URL``); fsspec reads
+``FSSPEC_<PROTOCOL>_<OPTION>`` variables for any other option.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path, PurePath
+from typing import Any
+
+from marg.errors import InputError, RefusedError
+
+URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
+_MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
+NOT_FILES = ("duckdb", "postgresql", "postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
+LOCAL_ONLY = ("ledger", "history", "workdir", "directory")  # the site's ledger and the learner's record stay here
+OUTPUTS = ("out", "html")
+
+
+def as_url(value: Any) -> str | None:
+    """The URL ``value`` holds (a string, or a Path that collapsed its ``//``), or None for a local path."""
+    if not isinstance(value, (str, PurePath)):
+        return None
+    text = str(value)
+    if isinstance(value, PurePath):
+        text = _MANGLED.sub(r"\1://", text)
+        if text.startswith("file://") and not text.startswith("file:///"):
+            text = "file:///" + text[len("file://"):]
+    m = URL.match(text)
+    if m is None or m.group(1) in NOT_FILES:
+        return None
+    return text
+
+
+def _fs(url: str):
+    try:
+        import fsspec
+    except ImportError:
+        raise InputError(f"{_shown(url)}: paths that are URLs need fsspec: pip install 'marg[remote]'") from None
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise InputError(f"{_shown(url)}: {_first(exc)} (pip install 'marg[remote]' for sftp://)") from None
+
+
+def _shown(url: str) -> str:
+    """The URL without a password."""
+    return re.sub(r"(://[^/@:]+):[^/@]*@", r"\1:***@", url)
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Staging:
+    """Local copies of a command's URL arguments (module docstring); :meth:`finish` uploads the outputs."""
+
+    def __init__(self) -> None:
+        self.dir: Path | None = None
+        self.uploads: list[tuple[Path, str]] = []
+        self.staged: list[tuple[Path, str]] = []
+
+    def names(self) -> list[tuple[str, str]]:
+        """(local copy, URL as shown) of everything staged, for messages."""
+        return [(str(local), _shown(url)) for local, url in self.staged]
+
+    def _local(self, url: str) -> Path:
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="marg-remote-"))
+        name = url.rstrip("/").rsplit("/", 1)[-1] or "root"
+        k = 0
+        while (self.dir / f"{k}" / name).exists():
+            k += 1
+        (self.dir / f"{k}").mkdir(parents=True, exist_ok=True)
+        return self.dir / f"{k}" / name
+
+    def fetch(self, url: str) -> Path:
+        """A local copy of the file or folder at ``url`` (InputError naming it when it cannot be read)."""
+        return self._stage(url, output=False)
+
+    def output(self, url: str) -> Path:
+        """A local path the command writes in place of ``url``; an existing remote file is fetched first."""
+        return self._stage(url, output=True)
+
+    def _stage(self, url: str, output: bool) -> Path:
+        if url.startswith("file://"):
+            return Path(url[len("file://"):])
+        fs, path = _fs(url)
+        local = self._local(url)
+        try:
+            if output:
+                if fs.exists(path):  # the command's own overwrite rule then applies to it
+                    fs.get(path, str(local))
+            elif fs.isdir(path):
+                fs.get(path.rstrip("/") + "/", str(local), recursive=True)
+            else:
+                fs.get(path, str(local))
+        except FileNotFoundError:
+            raise InputError(f"not found: {_shown(url)}") from None
+        except Exception as exc:  # noqa: BLE001 - any store's failure is one line naming the URL
+            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_first(exc)}") from None
+        if output:
+            self.uploads.append((local, url))
+        self.staged.append((local, url))
+        return local
+
+    def finish(self) -> None:
+        """Upload every output the command wrote (to a temporary name, then renamed over the target)."""
+        for local, url in self.uploads:
+            if not local.exists():
+                continue
+            fs, path = _fs(url)
+            part = f"{path}.part-{os.getpid()}"
+            try:
+                fs.put(str(local), part)
+                if fs.exists(path):
+                    fs.rm(path)
+                fs.mv(part, path)
+            except Exception as exc:  # noqa: BLE001
+                keep = Path(tempfile.mkdtemp(prefix="marg-unsent-")) / local.name
+                shutil.copy2(local, keep)
+                raise RefusedError(f"could not upload {_shown(url)} ({_first(exc)}); the file is kept at {keep}: "
+                                   "copy it there yourself") from None
+
+    def close(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def stage_arguments(kwargs: dict[str, Any], staging: Staging) -> dict[str, Any]:
+    """``kwargs`` with every URL replaced by its local copy (inputs) or local stand-in (outputs)."""
+    spark = kwargs.get("engine") == "spark"
+    out = dict(kwargs)
+    for name, value in kwargs.items():
+        if name == "data" and spark:
+            continue  # Spark reads its own file systems
+        many = isinstance(value, (list, tuple))
+        items = list(value) if many else [value]
+        urls = [as_url(v) for v in items]
+        if not any(urls):
+            continue
+        if name in LOCAL_ONLY:
+            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: the {name} stays on this "
+                             "machine (a local folder); bundles, models and data may be URLs")
+        staged = []
+        for v, u in zip(items, urls):
+            if u is None:
+                staged.append(v)
+                continue
+            local = staging.output(u) if name in OUTPUTS else staging.fetch(u)
+            staged.append(str(local) if isinstance(v, str) else local)
+        out[name] = type(value)(staged) if many else staged[0]
+    return out
+
+
+class _Named:
+    """A text stream that writes each staged local path as the URL it stands for (messages name what
+    the user gave: ``wrote sftp://…/north.bundle``, not the private temporary copy)."""
+
+    def __init__(self, inner: Any, names: list[tuple[str, str]]):
+        self._inner, self._names = inner, names
+
+    def write(self, text: str) -> int:
+        if isinstance(text, str):
+            for local, url in self._names:
+                text = text.replace(local, url)
+        return self._inner.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def staged(fn):
+    """``fn`` (a command) with its URL arguments staged (module docstring): fetched before it runs,
+    its outputs uploaded after it succeeded, each upload said on stderr; its messages name the URLs."""
+    import functools
+    import sys
+
+    from marg.errors import MargError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not any(as_url(v) for value in kwargs.values()
+                   for v in (value if isinstance(value, (list, tuple)) else [value])):
+            return fn(*args, **kwargs)
+        staging = Staging()
+        out, errs = sys.stdout, sys.stderr
+        try:
+            local_kwargs = stage_arguments(kwargs, staging)
+            names = sorted(staging.names(), key=lambda p: -len(p[0]))
+            sys.stdout, sys.stderr = _Named(out, names), _Named(errs, names)
+            try:
+                rv = fn(*args, **local_kwargs)
+            except MargError as exc:
+                exc.args = tuple(_rename(a, names) for a in exc.args)
+                raise
+            finally:
+                sys.stdout, sys.stderr = out, errs
+            if rv in (None, 0):
+                staging.finish()
+                from .common import err
+
+                for _, url in staging.uploads:
+                    err(f"uploaded {_shown(url)}")
+            return rv
+        finally:
+            staging.close()
+
+    return wrapper
+
+
+def _rename(arg: Any, names: list[tuple[str, str]]) -> Any:
+    if not isinstance(arg, str):
+        return arg
+    for local, url in names:
+        arg = arg.replace(local, url)
+    return arg
