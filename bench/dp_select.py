@@ -12,8 +12,9 @@ Per set and split, side by side in one run, on the same test rows:
     call a subprocess): three sites, each in its own folder with its own keys, its own
     ``$MARG_HOME`` and ledger, and a cap of (ε = 1, δ = 10⁻⁶) set by ``marg audit init``; the
     learner with its own signing key, trust store and history. ``--marg-path`` picks the
-    sequence (:func:`marg_dp`): ``one-round`` = ``marg export --epsilon 1`` with every default,
-    then ``marg learn`` (today's default); ``select`` = issue 34's agreed two-round sequence
+    sequence (:func:`marg_dp`): ``one-round`` = ``marg export --epsilon 1`` with every default
+    (plus ``--rounds 1`` where the installed ``marg export`` has that option, i.e. once
+    select-then-measure is the default), then ``marg learn``; ``select`` = issue 34's agreed two-round sequence
     (round 1 ``--epsilon 1`` = the site's total, ``marg request`` on the round-1 bundles,
     signed by the learner, round 2 ``--request``, learn on both rounds);
 (b) **marg with exact summaries**: the same sites, ``marg export`` without ``--epsilon``
@@ -78,7 +79,10 @@ TARGET = {"kr-vs-kp": 0.10, "house-votes-84": 0.06, "credit-a": 0.165, "adult": 
 PAIRS_UP_TO = 60
 PLANTED_P, PLANTED_K, PLANTED_SITE, PLANTED_TEST = 3000, 10, 1000, 2000
 PLANTED_BAYES = 0.10
-METHODS = ("marg DP", "marg exact", "AIM → LR", "MST → LR", "LR on the real rows (no privacy)", "larger class")
+METHODS = ("marg DP (select)", "marg DP (one-round)", "marg exact", "AIM → LR", "MST → LR", "LR on the real rows (no privacy)",
+           "larger class")
+PARTS = ("dp", "exact", "peers")
+"""What --methods can name: (a) marg's DP path, (b) marg with exact summaries, (c) the central peers; (d) always runs."""
 
 
 def log(msg: str) -> None:
@@ -200,7 +204,7 @@ class Console:
     """Runs the installed ``marg`` as a subprocess; a failure raises with the command's last line."""
 
     def __init__(self, timeout: float):
-        self.timeout = timeout
+        self.timeout, self.helps = timeout, {}
         self.base = {k: v for k, v in os.environ.items() if not k.startswith("MARG_")}
 
     def __call__(self, *args, home: Path | None = None, cwd: Path | None = None) -> str:
@@ -211,6 +215,12 @@ class Console:
             last = (r.stderr.strip() or r.stdout.strip()).splitlines()[-1:] or ["(no output)"]
             raise RuntimeError(f"marg {args[0]} {args[1] if len(args) > 1 else ''} exited {r.returncode}: {last[0]}")
         return r.stdout
+
+    def has_option(self, command: str, option: str) -> bool:
+        """Whether the installed ``marg COMMAND`` takes ``option`` (``--help`` read once per command)."""
+        if command not in self.helps:
+            self.helps[command] = self(command, "--help")
+        return option in self.helps[command]
 
 
 class Study:
@@ -262,10 +272,12 @@ def marg_dp(marg: Console, st: Study, path: str) -> dict:
         homes[s] = st.work / s / "home"
         marg("audit", "init", "--site", s, "--key", st.keys / s / f"{s}.sign.key", "--epsilon", EPSILON,
              "--delta", DELTA, home=homes[s])
+    # once select-then-measure is the DP default, the one-round release is `--rounds 1`
+    rounds = ["--rounds", 1] if path == "one-round" and marg.has_option("export", "--rounds") else []
     r1 = []
     for s in st.names:
         out = st.work / s / f"{s}.r1"
-        marg("export", st.data[s], "--schema", st.schema, "--site", s, "--out", out, "--epsilon", EPSILON,
+        marg("export", st.data[s], "--schema", st.schema, "--site", s, "--out", out, "--epsilon", EPSILON, *rounds,
              home=homes[s], cwd=st.work / s)
         r1.append(out)
     if path == "one-round":
@@ -336,16 +348,18 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
     add("larger class", {"error": float(np.mean(y[te] != maj))}, 0.0)
     with tempfile.TemporaryDirectory(prefix=f"dpsel-{name}-{rep}-") as d:
         st = Study(Path(d), keys, cb, X, y, sites, te)
-        for method, fn in (("marg DP", lambda: marg_dp(marg, st, args.marg_path)),
+        for method, fn in ((f"marg DP ({args.marg_path})", lambda: marg_dp(marg, st, args.marg_path)),
                            ("marg exact", lambda: marg_exact(marg, st, cb.n_features))):
-            if method == "marg exact" and args.no_exact:
+            if ("dp" if method.startswith("marg DP") else "exact") not in args.methods:
                 continue
             t0 = time.perf_counter()
             try:
                 res = fn()
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 res = {"status": f"failed: {exc}"[:300]}
-            add(method, res, time.perf_counter() - t0, **({"path": args.marg_path} if method == "marg DP" else {}))
+            add(method, res, time.perf_counter() - t0, **({"path": args.marg_path} if method.startswith("marg DP") else {}))
+        if "peers" not in args.methods:
+            return out
         py = os.environ.get("MARG_PEER_PYTHON")
         if not py:
             for m in ("AIM → LR", "MST → LR", "LR on the real rows (no privacy)"):
@@ -371,12 +385,12 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
 # --------------------------------------------------------------------------- the report
 
 
-def flag_of(rows: list[dict], name: str) -> str:
-    """The flags of marg's DP row (module docstring)."""
+def flag_of(rows: list[dict], name: str, method: str) -> str:
+    """The flags of one of marg's DP rows (module docstring)."""
     by = {}
     for r in rows:
         by.setdefault(r["method"], {})[r["split"]] = r
-    dp, maj = by.get("marg DP", {}), by.get("larger class", {})
+    dp, maj = by.get(method, {}), by.get("larger class", {})
     tol = 0.02 if name in GENES else 0.01
     flags = []
     above = [s for s, r in sorted(dp.items()) if "error" in r and s in maj and r["error"] > maj[s]["error"] + tol]
@@ -421,17 +435,21 @@ def table(rows: list[dict], name: str) -> list[str]:
         secs = np.mean([rs[s]["seconds"] for s in splits if s in rs])
         extra = (", ".join(f"{k}×{v}" for k, v in sorted(chose.items())) + f"; {secs:.0f} s") if chose else f"{secs:.0f} s"
         path = rs[splits[0]].get("path", "exact, one round" if m == "marg exact" else "–")
-        flag = flag_of(rows, name) if m == "marg DP" else ""
+        flag = flag_of(rows, name, m) if m.startswith("marg DP") else ""
         lines.append(f"| {m} | {path} | {mean} | {per} | {extra} | {flag} |")
     return lines
 
 
 def report(files: list[Path], out: Path) -> None:
-    rows, meta = [], []
-    for f in files:
+    keyed, meta = {}, []
+    for f in files:  # a later file's result for the same (set, split, method) replaces an earlier one's
         d = json.loads(Path(f).read_text())
-        rows += d["results"]
+        for r in d["results"]:
+            if r["method"] == "marg DP":  # the first runs' name for "marg DP (PATH)"
+                r["method"] = f"marg DP ({r['path']})"
+            keyed[(r["set"], r["split"], r["method"])] = r
         meta.append(d["meta"])
+    rows = list(keyed.values())
     names = list(dict.fromkeys(r["set"] for r in rows))
     text = [f"# Small and wide studies under DP: marg vs central AIM and MST ({meta[0]['date']})", ""]
     for m in meta:
@@ -462,11 +480,17 @@ def main() -> None:
     ap.add_argument("--peer-timeout", type=float, default=900.0, help="seconds per AIM / MST fit")
     ap.add_argument("--aim-max-features", type=int, default=100)
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
-    ap.add_argument("--no-exact", action="store_true", help="skip (b)")
+    ap.add_argument("--methods", default=",".join(PARTS),
+                    help="which of dp (a), exact (b), peers (c) to run (the larger class always runs); e.g. dp alone to "
+                         "add a marg path to an earlier run's JSON (the splits are seeded: --report merges them)")
     ap.add_argument("--json", type=Path, help="raw results (default bench/results/dp_select_DATE.json)")
-    ap.add_argument("--report", type=Path, nargs="+", help="render these JSON files as markdown (no run)")
+    ap.add_argument("--report", type=Path, nargs="+",
+                    help="render these JSON files as markdown (no run; a later file's result for a set, split and method wins)")
     ap.add_argument("--out", type=Path, help="the markdown (default bench/results/dp_select_DATE.md)")
     args = ap.parse_args()
+    args.methods = {m.strip() for m in args.methods.split(",") if m.strip()}
+    if not args.methods <= set(PARTS):
+        ap.error(f"--methods: one or more of {', '.join(PARTS)}, got {', '.join(sorted(args.methods - set(PARTS)))}")
     date = dt.date.today().isoformat()
     md = args.out or ROOT / "bench" / "results" / f"dp_select_{date}.md"
     if args.report:
