@@ -23,8 +23,9 @@ Per set and split, side by side in one run, on the same test rows:
 (c) **central AIM and MST** (smartnoise-synth; bench/dp_peer_synth.py in the peer's own
     Python ``$MARG_PEER_PYTHON``): every training row pooled at one curator, (ε = 1,
     δ = 10⁻⁶), a synthetic table, then scikit-learn's LogisticRegression on it; each fit time-
-    boxed (``--peer-timeout``; a set whose fit ran out of time is not retried on later
-    splits; AIM is not run above ``--aim-max-features`` features). Beside them, the same
+    boxed in CPU seconds (``--peer-cpu``, enforced by the kernel's ``RLIMIT_CPU``, so the box
+    means the same on a loaded machine; a set whose fit ran out of its box is not retried on
+    later splits; AIM is not run above ``--aim-max-features`` features). Beside them, the same
     logistic regression on the real training rows (no privacy; context);
 (d) **the larger class**: always answering the training rows' majority class.
 
@@ -310,18 +311,37 @@ def marg_exact(marg: Console, st: Study, n_features: int) -> dict:
 # --------------------------------------------------------------------------- the central peers
 
 
-def peer(py: str, arrays: Path, method: str, seed: int, timeout: float) -> dict:
-    """bench/dp_peer_synth.py in the peer's Python: {"error", "seconds"} or {"status": why not}."""
-    t0 = time.perf_counter()
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: float) -> dict:
+    """bench/dp_peer_synth.py in the peer's Python: {"error", "cpu_seconds", …} or {"status": why not}.
+
+    The time box is CPU time (``RLIMIT_CPU``: the kernel stops the fit after ``cpu_box`` CPU seconds), so
+    that it means the same on a loaded machine; ``wall`` is a second, wall-clock limit."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_box), int(cpu_box) + 10))
+
+    c0 = children_cpu()
     try:
         r = subprocess.run([py, str(PEER), str(arrays), method, str(EPSILON), str(DELTA), str(seed)],
-                           capture_output=True, text=True, timeout=timeout)
+                           capture_output=True, text=True, timeout=wall, preexec_fn=limit)
     except subprocess.TimeoutExpired:
-        return {"status": f"timeout after {timeout:.0f} s"}
+        return {"status": f"wall-clock limit {wall:.0f} s (CPU {children_cpu() - c0:.0f} s)"}
+    cpu = children_cpu() - c0
     if r.returncode != 0:
+        if cpu >= cpu_box - 1:
+            return {"status": f"CPU time box {cpu_box:.0f} s exceeded", "cpu_seconds": round(cpu, 1)}
         last = (r.stderr.strip() or "(no output)").splitlines()[-1]
-        return {"status": f"failed: {last[:200]}", "seconds": time.perf_counter() - t0}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        return {"status": f"failed: {last[:200]}", "cpu_seconds": round(cpu, 1)}
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]), cpu_seconds=round(cpu, 1))
 
 
 def levels_of(cb: Codebook) -> np.ndarray:
@@ -352,11 +372,12 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
                            ("marg exact", lambda: marg_exact(marg, st, cb.n_features))):
             if ("dp" if method.startswith("marg DP") else "exact") not in args.methods:
                 continue
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), children_cpu()
             try:
                 res = fn()
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 res = {"status": f"failed: {exc}"[:300]}
+            res["cpu_seconds"] = round(children_cpu() - c0, 1)
             add(method, res, time.perf_counter() - t0, **({"path": args.marg_path} if method.startswith("marg DP") else {}))
         if "peers" not in args.methods:
             return out
@@ -375,8 +396,8 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
                 add(method, {"status": f"not run: {skip[(name, key)]}"}, 0.0)
                 continue
             t0 = time.perf_counter()
-            res = peer(py, arrays, key, rep, args.peer_timeout)
-            if res.get("status", "").startswith("timeout"):
+            res = peer(py, arrays, key, rep, args.peer_cpu, args.peer_wall)
+            if res.get("status", "").startswith("CPU time box"):
                 skip[(name, key)] = f"{res['status']} on split {rep}, not retried"
             add(method, {k: v for k, v in res.items() if k != "seconds"}, time.perf_counter() - t0)
     return out
@@ -417,7 +438,7 @@ def table(rows: list[dict], name: str) -> list[str]:
     by = {}
     for r in rows:
         by.setdefault(r["method"], {})[r["split"]] = r
-    lines = ["| method | marg path | mean error | per split | chose (marg) / seconds | flag |", "|---|---|---|---|---|---|"]
+    lines = ["| method | marg path | mean error | per split | chose (marg); wall seconds per split | flag |", "|---|---|---|---|---|---|"]
     for m in METHODS:
         if m not in by:
             continue
@@ -433,7 +454,9 @@ def table(rows: list[dict], name: str) -> list[str]:
             if s in rs and rs[s].get("chose"):
                 chose[rs[s]["chose"]] = chose.get(rs[s]["chose"], 0) + 1
         secs = np.mean([rs[s]["seconds"] for s in splits if s in rs])
-        extra = (", ".join(f"{k}×{v}" for k, v in sorted(chose.items())) + f"; {secs:.0f} s") if chose else f"{secs:.0f} s"
+        cpu = [rs[s]["cpu_seconds"] for s in splits if s in rs and "cpu_seconds" in rs[s]]
+        secs_text = f"{secs:.0f} s" + (f" ({np.mean(cpu):.0f} s CPU)" if cpu else "")
+        extra = (", ".join(f"{k}×{v}" for k, v in sorted(chose.items())) + f"; {secs_text}") if chose else secs_text
         path = rs[splits[0]].get("path", "exact, one round" if m == "marg exact" else "–")
         flag = flag_of(rows, name, m) if m.startswith("marg DP") else ""
         lines.append(f"| {m} | {path} | {mean} | {per} | {extra} | {flag} |")
@@ -450,6 +473,8 @@ def report(files: list[Path], out: Path) -> None:
             keyed[(r["set"], r["split"], r["method"])] = r
         meta.append(d["meta"])
     rows = list(keyed.values())
+    if out.with_suffix(".json").resolve() not in {Path(f).resolve() for f in files}:  # the merged raw results
+        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     names = list(dict.fromkeys(r["set"] for r in rows))
     text = [f"# Small and wide studies under DP: marg vs central AIM and MST ({meta[0]['date']})", ""]
     for m in meta:
@@ -477,7 +502,9 @@ def main() -> None:
     ap.add_argument("--first-split", type=int, default=0)
     ap.add_argument("--marg-path", choices=("select", "one-round"), default="select",
                     help="marg's DP sequence: select (issue 34's two rounds) or one-round (today's default)")
-    ap.add_argument("--peer-timeout", type=float, default=900.0, help="seconds per AIM / MST fit")
+    ap.add_argument("--peer-cpu", type=float, default=600.0,
+                    help="CPU seconds per AIM / MST fit (a fit over it is stopped, and not retried on the set's later splits)")
+    ap.add_argument("--peer-wall", type=float, default=3600.0, help="wall-clock seconds per AIM / MST fit")
     ap.add_argument("--aim-max-features", type=int, default=100)
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
     ap.add_argument("--methods", default=",".join(PARTS),
@@ -486,7 +513,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="raw results (default bench/results/dp_select_DATE.json)")
     ap.add_argument("--report", type=Path, nargs="+",
                     help="render these JSON files as markdown (no run; a later file's result for a set, split and method wins)")
-    ap.add_argument("--out", type=Path, help="the markdown (default bench/results/dp_select_DATE.md)")
+    ap.add_argument("--out", type=Path, help="the markdown (default bench/results/dp_select_DATE.md; with --report the merged "
+                                              "JSON goes beside it)")
     args = ap.parse_args()
     args.methods = {m.strip() for m in args.methods.split(",") if m.strip()}
     if not args.methods <= set(PARTS):
