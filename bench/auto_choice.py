@@ -220,7 +220,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = k / n
     c = (p + z * z / (2 * n)) / (1 + z * z / n)
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(c - h), float(c + h)
+    return float(max(0.0, c - h)), float(min(1.0, c + h))
 
 
 def sim_study(name: str, seed: int, eps: float, site_rows: int):
