@@ -220,7 +220,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     p = k / n
     c = (p + z * z / (2 * n)) / (1 + z * z / n)
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(c - h), float(c + h)
+    return float(max(0.0, c - h)), float(min(1.0, c + h))
 
 
 def sim_study(name: str, seed: int, eps: float, site_rows: int):
@@ -254,6 +254,7 @@ def sim_study(name: str, seed: int, eps: float, site_rows: int):
 
 LOADED: dict = {}
 DUMP: str = ""
+SEED0 = 5000
 
 
 def replay(path: str):
@@ -287,7 +288,7 @@ def report_sim_dp(sets, studies: int, eps: float, site_rows: int, source: str = 
                 for j, r in enumerate(rows):
                     r["chosen"] = j == chosen
             else:
-                rows, acc = sim_study(name, 5000 + k, eps, site_rows)
+                rows, acc = sim_study(name, SEED0 + k, eps, site_rows)
             if DUMP:  # every candidate's row and true error, to compare rules on the same studies
                 with open(DUMP, "a") as fh:
                     fh.write(json.dumps({"set": name, "study": k, "rows": rows}) + "\n")
@@ -330,6 +331,7 @@ def main() -> None:
     ap.add_argument("--sim-dp", type=int, default=0, help="simulated small-site DP studies per population (issue 38)")
     ap.add_argument("--sim-sets", default="adult,kr-vs-kp")
     ap.add_argument("--site-rows", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=5000, help="--sim-dp: study k draws its patients with seed SEED + k")
     ap.add_argument("--replay", default="", help="the studies of a --dump file, re-chosen by the current rule")
     ap.add_argument("--dump", default="", help="append each simulated study's candidate rows (JSON lines) to this file")
     ap.add_argument("--with-boost", action="store_true", help="experiment: boost as a sixth candidate (not a default)")
@@ -343,8 +345,8 @@ def main() -> None:
         report_small_dp(sets, args.epsilon)
     if args.adult_reps:
         report_adult(args.adult_reps, args.epsilon)
-    global DUMP
-    DUMP = args.dump
+    global DUMP, SEED0
+    DUMP, SEED0 = args.dump, args.seed
     if args.sim_dp or args.replay:
         report_sim_dp([s for s in args.sim_sets.split(",") if s], args.sim_dp, args.epsilon, args.site_rows, args.replay)
 
