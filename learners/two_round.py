@@ -8,8 +8,9 @@ by sites holding more than half the patients (v_i > 1/2), best b_i first — a f
 by noise at one site is rarely chosen at another (k of p at random), one that carries the
 label is chosen everywhere. The bar is raised above chance: v_i > max(1/2, (1 + c)/2), c = Σ_s
 w_s·k_s/p the vote a feature gets when the sites pick at random (k of p: c ≈ 0.44 for 16 of 36).
-When none qualifies — nothing rises above the selection's noise — the single best b_i is
-measured anyway (the study's summary needs one feature) and the model is the larger class.
+When none qualifies — nothing rises above the selection's noise — one chosen feature is
+measured anyway (the study's summary needs one): the one with the fewest levels, whose column
+sums give the label counts with the least noise, and the model is the larger class.
 
 **What round 2 measures, and how much** (:func:`plan_request`). The kept features'
 first-order tables N[x_i, y] — but not a table whose pooled noise std per cell would exceed
@@ -188,7 +189,9 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     pooled = pool(sites)
     if not pooled:
         raise InputError("the round-1 bundles carry no selection")
-    kept = agreed(sites) or [pooled[0][0]]
+    # nothing agreed: the one table measured serves the label counts (its column sums), so the
+    # chosen feature with the fewest levels (the least noise summed per class; ties: the best ranked)
+    kept = agreed(sites) or [min(pooled, key=lambda t: int(codebook.feature(t[0]).n_levels))[0]]
     tp = choose_tables(kept, codebook, [s.rho_rest for s in sites], sum(s.n_hat for s in sites))
     why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
            "kept": kept, "pairs_among": kept[:tp.pairs_among], "chance_vote": chance_vote(sites),

@@ -126,3 +126,14 @@ def test_one_site_never_agrees_with_itself():
     recs = _records([["g1", "g2"], ["g1"], ["g4"]], 3000, 6000)["sites"]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s, n in zip(recs, ns)]
     assert agreed(sites) == ["g1"]
+
+
+def test_when_nothing_is_agreed_the_table_measured_is_the_least_noisy_source_of_the_label_counts():
+    from marg.learners.two_round import plan_request, site_round1
+
+    feats = [CategoricalFeature(f"g{j}", tuple(str(v) for v in range(2 + (j % 3)))) for j in range(300)]
+    cb = Codebook(features=tuple(feats), label=Label("y", ("a", "b")))
+    recs = _records([["g2", "g5"], ["g4", "g8"], ["g3", "g11"]], 300, 900)["sites"]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], np.array([50.0, 50.0])) for s in recs]
+    req = plan_request(sites, cb)
+    assert req.tables == (("g3",),)  # g3 has 2 levels; g2 (ranked first) has 4
