@@ -8,8 +8,12 @@ by sites holding more than half the patients (v_i > 1/2), best b_i first — a f
 by noise at one site is rarely chosen at another (k of p at random), one that carries the
 label is chosen everywhere. The bar is raised above chance: v_i > max(1/2, (1 + c)/2), c = Σ_s
 w_s·k_s/p the vote a feature gets when the sites pick at random (k of p: c ≈ 0.44 for 16 of 36).
-When none qualifies — nothing rises above the selection's noise — the single best b_i is
-measured anyway (the study's summary needs one feature) and the model is the larger class.
+In a wide study, where random picks rarely coincide (λ, their expected number of chance
+agreements, below 1), the count of agreed features must also exceed Poisson(λ)'s 95 % quantile
+(:func:`above_chance`: two sites of 19 patients choosing the same gene of 7,129 by chance is
+no signal). When none qualifies — nothing rises above the selection's noise — one chosen feature is
+measured anyway (the study's summary needs one): the one with the fewest levels, whose column
+sums give the label counts with the least noise, and the model is the larger class.
 
 **What round 2 measures, and how much** (:func:`plan_request`). The kept features'
 first-order tables N[x_i, y] — but not a table whose pooled noise std per cell would exceed
@@ -123,6 +127,38 @@ def agreed(sites: Sequence[SiteRound1]) -> list[str]:
     return [a for a, v, _ in pool(sites) if v > bar and count[a] >= need]
 
 
+def chance_agreements(sites: Sequence[SiteRound1]) -> float:
+    """λ, the expected number of features :func:`agreed` would keep if every site picked its k at random:
+    p·P(a given feature is chosen by ≥ 2 sites whose weights sum above the bar), exactly over the
+    subsets of sites (the picks are independent across sites); ``inf`` beyond 12 sites (not computed)."""
+    from itertools import product
+
+    if len(sites) > 12:
+        return float("inf")
+    total = sum(s.n_hat for s in sites)
+    w = [s.n_hat / total for s in sites]
+    pk = [len(s.selection.features) / max(1, s.selection.candidates) for s in sites]
+    bar = max(0.5, (1.0 + chance_vote(sites)) / 2.0)
+    q = 0.0
+    for chosen in product((0, 1), repeat=len(sites)):
+        if sum(chosen) >= min(2, len(sites)) and sum(wi for wi, c in zip(w, chosen) if c) > bar:
+            q += float(np.prod([pi if c else 1.0 - pi for pi, c in zip(pk, chosen)]))
+    return q * max(s.selection.candidates for s in sites)
+
+
+def above_chance(sites: Sequence[SiteRound1]) -> list[str]:
+    """:func:`agreed`, or [] when that many agreements are what random picks give: where the test has
+    power (λ = :func:`chance_agreements` < 1, wide studies), the count must exceed Poisson(λ)'s 95 %
+    quantile. Narrow studies (k a large share of p: λ ≥ 1) keep :func:`agreed` as it is."""
+    from scipy.stats import poisson
+
+    keep = agreed(sites)
+    lam = chance_agreements(sites)
+    if lam < 1.0 and len(keep) <= int(poisson.ppf(0.95, lam)):
+        return []
+    return keep
+
+
 def _pooled_std(rests: Sequence[float], weight: float) -> float:
     """Pooled noise std of one cell of a table given share ``weight`` of each site's rest ρ_s:
     sqrt(Σ_s σ_s²), σ_s the discrete Gaussian's scale for ρ = weight·ρ_s at sensitivity 1."""
@@ -188,7 +224,9 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     pooled = pool(sites)
     if not pooled:
         raise InputError("the round-1 bundles carry no selection")
-    kept = agreed(sites) or [pooled[0][0]]
+    # nothing agreed: the one table measured serves the label counts (its column sums), so the
+    # chosen feature with the fewest levels (the least noise summed per class; ties: the best ranked)
+    kept = above_chance(sites) or [min(pooled, key=lambda t: int(codebook.feature(t[0]).n_levels))[0]]
     tp = choose_tables(kept, codebook, [s.rho_rest for s in sites], sum(s.n_hat for s in sites))
     why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
            "kept": kept, "pairs_among": kept[:tp.pairs_among], "chance_vote": chance_vote(sites),
@@ -287,7 +325,7 @@ def finish(est: Any, summary: Any, coverage: float = 0.95) -> tuple[Any, str]:
     from .label_only import LabelOnly
 
     entries = candidate_entries(summary)
-    above = len(agreed(pool_records(summary)))
+    above = len(above_chance(pool_records(summary)))
     if above == 0 or est.learner == "prior":
         prior = LabelOnly(coverage=coverage).fit(label_source(summary))
         return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "

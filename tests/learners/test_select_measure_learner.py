@@ -126,3 +126,29 @@ def test_one_site_never_agrees_with_itself():
     recs = _records([["g1", "g2"], ["g1"], ["g4"]], 3000, 6000)["sites"]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s, n in zip(recs, ns)]
     assert agreed(sites) == ["g1"]
+
+
+def test_when_nothing_is_agreed_the_table_measured_is_the_least_noisy_source_of_the_label_counts():
+    from marg.learners.two_round import plan_request, site_round1
+
+    feats = [CategoricalFeature(f"g{j}", tuple(str(v) for v in range(2 + (j % 3)))) for j in range(300)]
+    cb = Codebook(features=tuple(feats), label=Label("y", ("a", "b")))
+    recs = _records([["g2", "g5"], ["g4", "g8"], ["g3", "g11"]], 300, 900)["sites"]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], np.array([50.0, 50.0])) for s in recs]
+    req = plan_request(sites, cb)
+    assert req.tables == (("g3",),)  # g3 has 2 levels; g2 (ranked first) has 4
+
+
+def test_a_chance_agreement_in_a_wide_study_is_not_signal():
+    """Two sites picking the same one of 7,000 genes happens by chance (λ ≈ 0.1): no agreement;
+    ten genes picked by all three sites is far above chance."""
+    from marg.learners.two_round import above_chance, agreed, chance_agreements, site_round1
+
+    n = np.array([50.0, 50.0])
+    picks = [[f"g{j}" for j in range(16)], ["g3"] + [f"g{100 + j}" for j in range(15)], [f"g{200 + j}" for j in range(16)]]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in _records(picks, 7000, 21000)["sites"]]
+    assert agreed(sites) == ["g3"] and chance_agreements(sites) < 1
+    assert above_chance(sites) == []
+    strong = [[f"g{j}" for j in range(10)] + [f"g{k * 100 + j}" for j in range(6)] for k in (1, 2, 3)]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in _records(strong, 7000, 21000)["sites"]]
+    assert len(above_chance(sites)) == 10
