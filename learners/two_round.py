@@ -227,7 +227,9 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     # nothing agreed: the one table measured serves the label counts (its column sums), so the
     # chosen feature with the fewest levels (the least noise summed per class; ties: the best ranked)
     kept = above_chance(sites) or [min(pooled, key=lambda t: int(codebook.feature(t[0]).n_levels))[0]]
-    tp = choose_tables(kept, codebook, [s.rho_rest for s in sites], sum(s.n_hat for s in sites))
+    # a site bounding each patient to K rows adds K times a row's noise: plan at its ρ/K² per row
+    tp = choose_tables(kept, codebook, [s.rho_rest / s.selection.sensitivity ** 2 for s in sites],
+                       sum(s.n_hat for s in sites))
     why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
            "kept": kept, "pairs_among": kept[:tp.pairs_among], "chance_vote": chance_vote(sites),
            "noise_std": {"first_order": tp.first_std, "pair": tp.pair_std},
