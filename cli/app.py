@@ -94,7 +94,7 @@ def _conventional_metavars() -> None:
     core._TyperParameter.display_type = display_type
     core.TyperArgument._usage_display_name = usage_name
     core.TyperArgument.display_type_rich = lambda self, ctx: None  # the argument's name says what it is
-    core.TyperArgument._rich_display_name = lambda self: usage_name(self).strip("[]")
+    core.TyperArgument._rich_display_name = lambda self: usage_name(self).replace("[", "").replace("]", "")
 
 
 def _option_panels() -> None:

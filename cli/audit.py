@@ -204,7 +204,7 @@ def verify_cmd(
         typer.Option("--bundles", help="Released bundle files (or folders of them) that must each have an entry: "
                      "--bundles A B C (or repeated)."),
     ] = None,
-    more: Annotated[Optional[list[Path]], typer.Argument(metavar="[BUNDLES]...", help="More bundle files after --bundles A.",
+    more: Annotated[Optional[list[Path]], typer.Argument(metavar="BUNDLES", help="More bundle files after --bundles A.",
                                                          show_default=False)] = None,
     key: Annotated[
         Optional[Path],

@@ -134,7 +134,7 @@ def learn(
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
     history: HistoryOpt = None,
     allow_unledgered: UnledgeredOpt = False,
-    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write a boost vote in which no rule has a weight (it predicts one class, or the naive-Bayes tie-break, for every row); refused otherwise.", rich_help_panel="Boost (--learner boost)")] = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write an empty boost vote (refused otherwise).", rich_help_panel="Boost (--learner boost)")] = False,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 

@@ -9,7 +9,7 @@ local file would be. The command works on local copies in a private temporary fo
 fetched before it starts; outputs are uploaded after it succeeded (to a temporary name, then
 renamed over the target), never after a refusal, and an existing remote ``--out`` is fetched
 first so the command's own overwrite rule applies to it. **The ledger stays local**: ``--ledger``
-and ``--history`` refuse a URL. A failed upload keeps the local file and names it.
+and ``--history`` refuse a URL, as do folders a command writes into (``keys init --dir``, ``keys trust --trust``). A failed upload keeps the local file and names it.
 
 Credentials never go on the command line: SFTP uses the user's SSH keys and known hosts as
 ``ssh`` does (or ``FSSPEC_SFTP_KEY_FILENAME=…``), S3 the usual ``AWS_*`` variables (an endpoint
@@ -30,6 +30,7 @@ URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
 NOT_FILES = ("duckdb", "postgresql", "postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
 LOCAL_ONLY = ("ledger", "history", "workdir", "directory")  # the site's ledger and the learner's record stay here
+WRITTEN_FOLDERS = {"keys.trust_cmd": ("trust",)}  # a folder a command adds files to: local (a copy would be lost)
 OUTPUTS = ("out", "html")
 
 
@@ -144,8 +145,9 @@ class Staging:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def stage_arguments(kwargs: dict[str, Any], staging: Staging) -> dict[str, Any]:
-    """``kwargs`` with every URL replaced by its local copy (inputs) or local stand-in (outputs)."""
+def stage_arguments(kwargs: dict[str, Any], staging: Staging, local_only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``kwargs`` with every URL replaced by its local copy (inputs) or local stand-in (outputs);
+    a URL for a parameter in :data:`LOCAL_ONLY` or ``local_only`` is refused in one line."""
     spark = kwargs.get("engine") == "spark"
     out = dict(kwargs)
     for name, value in kwargs.items():
@@ -156,9 +158,10 @@ def stage_arguments(kwargs: dict[str, Any], staging: Staging) -> dict[str, Any]:
         urls = [as_url(v) for v in items]
         if not any(urls):
             continue
-        if name in LOCAL_ONLY:
-            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: the {name} stays on this "
-                             "machine (a local folder); bundles, models and data may be URLs")
+        if name in LOCAL_ONLY or name in local_only:
+            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: give a local folder (ledgers, "
+                             "the learner's history, key and trust folders stay on this machine); bundles, models and "
+                             "data may be URLs")
         staged = []
         for v, u in zip(items, urls):
             if u is None:
@@ -203,7 +206,8 @@ def staged(fn):
         staging = Staging()
         out, errs = sys.stdout, sys.stderr
         try:
-            local_kwargs = stage_arguments(kwargs, staging)
+            command = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+            local_kwargs = stage_arguments(kwargs, staging, WRITTEN_FOLDERS.get(command, ()))
             names = sorted(staging.names(), key=lambda p: -len(p[0]))
             sys.stdout, sys.stderr = _Named(out, names), _Named(errs, names)
             try:

@@ -69,7 +69,9 @@ def test_a_study_through_an_sftp_drop(tmp_path, sftp):
         assert f"wrote {url(site + '.bundle')}" in r.stdout and f"uploaded {url(site + '.bundle')}" in r.stderr
     # the ledger stays local: a URL is refused, nothing spent; an existing --out is refused as a local one is
     r = site_export("north", "--out", url("x.bundle"), "--epsilon", "1", "--stats", "first", "--ledger", url("ledger"))
-    assert r.returncode == 2 and "the ledger stays on this machine" in r.stderr
+    assert r.returncode == 2 and f"--ledger {url('ledger')}: give a local folder (ledgers" in r.stderr
+    r = marg("keys", "trust", keys / "north.sign.pub", "--trust", url("trust"), cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "give a local folder" in r.stderr  # a folder marg adds to: a copy would be lost
     before = os.path.getsize(f"{sftp.root}/north.bundle")
     r = site_export("north", "--out", url("north.bundle"), "--epsilon", "1", "--stats", "first")
     assert r.returncode == 2 and f"{url('north.bundle')} exists: refusing to overwrite it" in r.stderr

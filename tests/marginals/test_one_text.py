@@ -28,6 +28,22 @@ from marg.marginals.value_text import canonical, canonical_value, typed_text
 ROWS = {"adult": 4000, "breast-w": None}  # adult's first 4,000 rows (every source reads the same ones)
 
 
+@pytest.fixture(scope="module")
+def pg():
+    """A throw-away PostgreSQL cluster (tests/helpers/services.py)."""
+    from tests.helpers.services import local_postgres
+
+    yield from local_postgres()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """Spark in local mode (tests/helpers/services.py)."""
+    from tests.helpers.services import local_spark
+
+    yield from local_spark()
+
+
 def text_table(datasets, name: str) -> pa.Table:
     """The dataset's rows as the file writes them: every cell text."""
     path = datasets / name / f"{name}.tsv.gz"
@@ -117,13 +133,6 @@ def test_notebook_predicts_from_pd_read_csv_and_arrow(study):
     assert model.score(study["frame"]) == model.score(str(study["csv"]))
 
 
-@pytest.fixture(scope="module")
-def pg():
-    from tests.helpers.services import local_postgres
-
-    yield from local_postgres()
-
-
 def test_postgres_double_precision_reads_the_csvs_levels(study, pg):
     """PostgreSQL's double precision and bigint columns give the CSV's tables (old codebook too)."""
     import psycopg
@@ -144,13 +153,6 @@ def test_postgres_double_precision_reads_the_csvs_levels(study, pg):
     for cbk in (cb, old_draft(cb)):
         assert_same_tables(ref, tables(pg.uri(table=name), cbk))
     assert draft_codebook(pg.uri(table=name), "target").to_dict()["features"] == cb.to_dict()["features"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from tests.helpers.services import local_spark
-
-    yield from local_spark()
 
 
 def test_spark_reads_the_csvs_levels(study, spark):
