@@ -52,6 +52,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -351,7 +352,7 @@ def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: fl
         return {"status": f"wall-clock limit {wall:.0f} s (CPU {children_cpu() - c0:.0f} s)"}
     cpu = children_cpu() - c0
     if r.returncode != 0:
-        if cpu >= cpu_box - 1:
+        if r.returncode in (-signal.SIGXCPU, -signal.SIGKILL) or cpu >= 0.95 * cpu_box:  # the kernel's stop
             return {"status": f"CPU time box {cpu_box:.0f} s exceeded", "cpu_seconds": round(cpu, 1)}
         last = (r.stderr.strip() or "(no output)").splitlines()[-1]
         return {"status": f"failed: {last[:200]}", "cpu_seconds": round(cpu, 1)}
