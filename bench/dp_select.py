@@ -52,6 +52,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -184,9 +185,23 @@ def column_text(feature, codes: np.ndarray) -> np.ndarray:
     codes = codes.astype(np.int64)
     if isinstance(feature, CategoricalFeature):
         return np.asarray(feature.levels, dtype=object)[codes]
-    e = np.asarray(feature.edges, dtype=np.float64)
-    reps = np.concatenate([[e[0] - 1.0], (e[:-1] + e[1:]) / 2, [e[-1] + 1.0]])
-    return np.array([repr(float(v)) for v in reps], dtype=object)[codes]
+    e = [-np.inf, *map(float, feature.edges), np.inf]
+    return np.array([short_inside(e[k], e[k + 1]) for k in range(len(e) - 1)], dtype=object)[codes]
+
+
+def short_inside(lo: float, hi: float) -> str:
+    """The shortest decimal strictly between ``lo`` and ``hi`` (either may be infinite): short rows
+    (``marg export`` reads a CSV's header with 64 KiB blocks and refuses a longer first row: ALLAML's
+    7,129 genes at full precision are 135 KB a row)."""
+    if lo == -np.inf:
+        return f"{np.floor(hi) - 1:.0f}"
+    if hi == np.inf:
+        return f"{np.floor(lo) + 1:.0f}"
+    for d in range(18):
+        m = round((lo + hi) / 2, d)
+        if lo < m < hi:
+            return f"{m:.{d}f}"
+    return repr((lo + hi) / 2)
 
 
 def write_rows(path: Path, cb: Codebook, X: np.ndarray, y: np.ndarray) -> None:
@@ -337,7 +352,7 @@ def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: fl
         return {"status": f"wall-clock limit {wall:.0f} s (CPU {children_cpu() - c0:.0f} s)"}
     cpu = children_cpu() - c0
     if r.returncode != 0:
-        if cpu >= cpu_box - 1:
+        if r.returncode in (-signal.SIGXCPU, -signal.SIGKILL) or cpu >= 0.95 * cpu_box:  # the kernel's stop
             return {"status": f"CPU time box {cpu_box:.0f} s exceeded", "cpu_seconds": round(cpu, 1)}
         last = (r.stderr.strip() or "(no output)").splitlines()[-1]
         return {"status": f"failed: {last[:200]}", "cpu_seconds": round(cpu, 1)}
@@ -389,6 +404,8 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
         arrays = Path(d) / "arrays.npz"
         np.savez(arrays, Xtr=X[tr].astype(np.int64), ytr=y[tr], Xte=X[te].astype(np.int64), yte=y[te], levels=levels_of(cb))
         for method, key in (("LR on the real rows (no privacy)", "lr"), ("MST → LR", "mst"), ("AIM → LR", "aim")):
+            if key not in args.peer_methods:
+                continue
             if key == "aim" and cb.n_features > args.aim_max_features:
                 add(method, {"status": f"not run: {cb.n_features} features > --aim-max-features {args.aim_max_features}"}, 0.0)
                 continue
@@ -467,14 +484,17 @@ def report(files: list[Path], out: Path) -> None:
     keyed, meta = {}, []
     for f in files:  # a later file's result for the same (set, split, method) replaces an earlier one's
         d = json.loads(Path(f).read_text())
+        if isinstance(d["meta"], list):  # an earlier merge: its runs' records
+            meta += d["meta"][:-1]
+            d["meta"] = d["meta"][-1]
         for r in d["results"]:
             if r["method"] == "marg DP":  # the first runs' name for "marg DP (PATH)"
                 r["method"] = f"marg DP ({r['path']})"
             keyed[(r["set"], r["split"], r["method"])] = r
         meta.append(d["meta"])
     rows = list(keyed.values())
-    if out.with_suffix(".json").resolve() not in {Path(f).resolve() for f in files}:  # the merged raw results
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
+    # the merged raw results beside the markdown (every input is read first, so it may be one of them)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     names = list(dict.fromkeys(r["set"] for r in rows))
     text = [f"# Small and wide studies under DP: marg vs central AIM and MST ({meta[0]['date']})", ""]
     for m in meta:
@@ -504,6 +524,7 @@ def main() -> None:
                     help="marg's DP sequence: select (issue 34's two rounds) or one-round (today's default)")
     ap.add_argument("--peer-cpu", type=float, default=600.0,
                     help="CPU seconds per AIM / MST fit (a fit over it is stopped, and not retried on the set's later splits)")
+    ap.add_argument("--peer-methods", default="lr,mst,aim", help="which peers --methods peers runs")
     ap.add_argument("--peer-wall", type=float, default=3600.0, help="wall-clock seconds per AIM / MST fit")
     ap.add_argument("--aim-max-features", type=int, default=100)
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
@@ -517,6 +538,7 @@ def main() -> None:
                                               "JSON goes beside it)")
     args = ap.parse_args()
     args.methods = {m.strip() for m in args.methods.split(",") if m.strip()}
+    args.peer_methods = {m.strip() for m in args.peer_methods.split(",") if m.strip()}
     if not args.methods <= set(PARTS):
         ap.error(f"--methods: one or more of {', '.join(PARTS)}, got {', '.join(sorted(args.methods - set(PARTS)))}")
     date = dt.date.today().isoformat()
