@@ -115,15 +115,17 @@ def test_model_card_shows_the_group_lasso_path(tmp_path):
     assert [int(v[f"path_active:{k}"]) for k in range(len(path))] == [p["n_active"] for p in path]
 
 
-def test_model_card_lists_a_boost_votes_rules(demo, tmp_path):
+def test_model_card_lists_a_boost_votes_rules(demo_bundles, tmp_path):
     """A boost model's card states each rule of the vote in words with its weight (as the model
-    file and marg learn do) and counts as used only the features its rules read."""
+    file and marg learn do) and counts as used only the features its rules read.
+
+    On exact tables (three demo sites, every pair table): the DP demo's bundles — its city site
+    counting up to 3 visits per patient, so three times a row's noise — leave boost's vote empty,
+    which ``marg learn`` refuses to write."""
     from marg.reports.model_card import model_card
 
-    learner = demo["workdir"] / "learner"
     out = tmp_path / "boost.json"
-    r = run("learn", *demo["bundles"], "--learner", "boost", "--out", out, "--trust", learner / "trust",
-            "--key", learner / "learner.seal.key")
+    r = run("learn", *demo_bundles(), "--learner", "boost", "--out", out, "--allow-unsigned")
     assert r.exit_code == 0, r.output
     m = Model.load(out)
     rules = m.estimator.rules()
