@@ -416,8 +416,6 @@ def prepare_release(
     study_record = None
     if study is not None:
         tables, cost, privacy, study_record = study.protect(tables, codebook)
-        privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
-        privacy.update(ledger.spend_delta() if ledger is not None else {})
         released_n = None
     elif dp:
         tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
@@ -428,10 +426,12 @@ def prepare_release(
                    "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
         if target_epsilon is not None:
             privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
+    if dp:  # either round of select-then-measure, or the one-round release
         privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
         privacy.update(ledger.spend_delta() if ledger is not None else {})
         cap = ledger.cap() if ledger is not None else None
-        if cap is not None and cap.delta > 0 and not mech.pure and cap.delta != float(delta):
+        spent_delta = float(privacy.get("delta", delta))
+        if cap is not None and cap.delta > 0 and (study is not None or not mech.pure) and cap.delta != spent_delta:
             from marg.marginals.dp_conversions import rho_to_epsilon
 
             # the learner reads ε where the site's budget is kept: at the cap's δ (OpenDP's conversion)

@@ -125,9 +125,21 @@ def test_console_different_fractions_certify_the_worst_site(evaluated):
     d = json.loads(r.stdout)
     assert "under any weighting of the sites (the sites held out different fractions" in d["population"]
     assert d["fractions"] == FRACTIONS
-    # older releases do not say how many models were evaluated on the split: said, never silently 1
-    assert d["models_known"] is False and "do not say how many models" in d["models_note"]
-    text = marg("certify", model, *evals, "--out", tmp / "cert2.json", "--allow-unsigned", cwd=tmp)
+    # each site's ledger numbers the models evaluated on its split (issue 35): this one is the first
+    assert d["models_known"] is True and d["models_on_split"] == 1
+    # releases of an older marg do not say how many models were evaluated on the split: said, never silently 1
+    from marg.protocols.bundle import Bundle
+
+    older = []
+    for k, ev in enumerate(evals):
+        b = Bundle.from_bytes(ev.read_bytes())
+        header = {key: v for key, v in b.header.items() if key != "evaluations_on_split"}
+        out = tmp / f"older-{k}.eval"
+        out.write_bytes(Bundle(header=header, arrays=b.arrays).to_bytes())
+        older.append(out)
+    d_old = json.loads(marg("certify", model, *older, "--out", tmp / "cert-old.json", "--allow-unsigned", "--json", cwd=tmp).stdout)
+    assert d_old["models_known"] is False and "do not say how many models" in d_old["models_note"]
+    text = marg("certify", model, *older, "--out", tmp / "cert2.json", "--allow-unsigned", cwd=tmp)
     assert "warning: the evaluation releases do not say how many models" in text.stderr
     # the value: the largest exact Clopper-Pearson bound, each site at α/3
     want = max(beta.ppf(1 - 0.05 / 3, e + 1, n - e) for e, n in map(_counts, evals))
