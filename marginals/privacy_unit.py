@@ -209,7 +209,7 @@ def bounded_batches(source: Any, codebook: Any, bound: RowBound | None, split: S
     def batches() -> Iterator[tuple[Any, dict]]:
         row, memo = 1, {}
         for batch in source.row_batches(columns + extra):
-            enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
+            enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo, where=source.where_rows())
             yield enc, batch
             row += enc.n
 
