@@ -80,7 +80,9 @@ def column_names(path: str | Path) -> list[str]:
         with pa.input_stream(str(path), compression="detect") as s:
             reader = pcsv.open_csv(
                 s,
-                read_options=pcsv.ReadOptions(block_size=1 << 16),
+                # a block holds whole rows: a wide site file (thousands of full-precision values a row)
+                # has rows far above 64 KiB, which Arrow then calls malformed; the batches' block size
+                read_options=pcsv.ReadOptions(block_size=DEFAULT_CHUNK_BYTES),
                 parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
                 convert_options=pcsv.ConvertOptions(
                     strings_can_be_null=True, null_values=NULL_VALUES, auto_dict_encode=False
