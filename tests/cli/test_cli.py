@@ -159,10 +159,13 @@ def test_demo_story_numbers(tmp_path):
     from marg.demo import run_demo
 
     res = run_demo(tmp_path / "d", echo=lambda s: None)
-    # Pooled held-out error is below each certificate; the default choice beats MRC here.
+    # Pooled held-out error is below each certificate; the default choice is not clearly worse than MRC.
+    # (Not "always better": the DP noise is drawn afresh each run and the choice is among candidates
+    # whose estimates the noise cannot tell apart — issue 38's rule; measured: auto 0.183 (nb) against
+    # MRC 0.227 on two runs, and once auto 0.227 against MRC 0.200.)
     for name, m in res["models"].items():
         assert res["errors"]["all"][name] <= m.worst_case_error, name
-    assert res["errors"]["all"]["auto"] < res["errors"]["all"]["mrc"]
+    assert res["errors"]["all"]["auto"] <= res["errors"]["all"]["mrc"] + 0.05
     assert all(rep.ok for rep in res["audits"].values())
     # n is estimated from noisy tables: the rows counted, city's visits bounded to 3 per patient (its privacy unit)
     assert res["rows"]["north"] == 4500 and 6000 < res["rows"]["city"] <= 3 * 6000
