@@ -38,7 +38,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -215,20 +215,6 @@ def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool 
         row += enc.n
         if progress is not None:
             progress(row - 1)
-
-
-def count_outside(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], spec: Holdout, key: bytes,
-                  progress: Callable[[int], None] | None = None) -> tuple[list[Any], int, Splitter]:
-    """The exact count tables of the rows ``spec`` does not hold out, their number, and the tally."""
-    from .counting import TableCounter
-
-    counter = TableCounter(codebook, cliques)
-    split = Splitter(spec, key)
-    for enc, held in iter_split(source, codebook, split, progress=progress):
-        counter.add_encoded(select(enc, ~held))
-    if counter.n_rows == 0:
-        raise InputError(f"{source.name} has no data rows" + (" outside the holdout" if split.held else ""))
-    return counter.tables(), counter.n_rows, split
 
 
 def select(enc: Any, keep: np.ndarray) -> Any:
