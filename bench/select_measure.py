@@ -19,8 +19,10 @@ tests/protocols/test_select_measure.py); ε is each site's total for the study (
 - leukemia, ALLAML: stratified 80/20 splits (``default_rng(rep)``), the training rows
   discretized as bench/mrc_highdim.py does and split into three stratified sites.
 
-Reported per split: test error, the larger class's error on the same test rows, the learner
-chosen, how many features the sites agreed on, how many first-order tables round 2 measured
+Each site states its rows (``--plan-rows``: the training rows of the three sites), which round 1's
+split rule reads (:mod:`marg.marginals.study_split`). Reported per split: test error, the larger
+class's error on the same test rows, the learner chosen, the split (label / selection / round 2
+shares of the total, and k), how many features the sites agreed on, how many first-order tables round 2 measured
 (and pairs among how many).
 """
 
@@ -62,8 +64,8 @@ def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
     r1, r2 = [], []
     for k, s in enumerate(sites):
         out = wd / f"s{k}.r1"
-        export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round1(study_plan(cb, eps, 1e-6)),
-                    ledger_dir=wd / f"ledger{k}")
+        plan = study_plan(cb, eps, 1e-6, rows=[len(t) for t in sites])  # the rows each site states (--plan-rows)
+        export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round1(plan), ledger_dir=wd / f"ledger{k}")
         r1.append(out)
     recs = []
     for b in load_verified_bundles(r1, allow_unsigned=True):
@@ -79,7 +81,9 @@ def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
     m = learn(S, "auto", {}).model
     cols = [cb.index(f.name) for f in S.codebook.features]
     err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
-    return {"error": err, "learner": m.learner, "agreed": len(req.why["kept"]),
+    sp = plan.split
+    return {"error": err, "learner": m.learner, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
+            f"{sp['round2_share']:.2f} k={sp['k']}", "agreed": len(req.why["kept"]),
             "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": len(req.why["pairs_among"]),
             "certificate": float(m.estimator.certificate_.value)}
 
@@ -139,8 +143,9 @@ def main() -> None:
     a = ap.parse_args()
     print(f"# select, then measure: ε = {a.epsilon:g} per site in total, δ = 1e-6; {platform.machine()}, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
-    print("| set | split | test error | larger class | learner | features agreed | measured | pairs among | certificate | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| set | split | test error | larger class | learner | label/selection/round 2, k | features agreed | measured | "
+          "pairs among | certificate | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in a.sets.split(","):
         errs, majs = [], []
         for rep, (cb, X, y, sites, Xte, yte) in enumerate(splits(name, a.reps)):
@@ -149,10 +154,10 @@ def main() -> None:
             maj = 1.0 - np.bincount(yte).max() / yte.size
             errs.append(r["error"])
             majs.append(maj)
-            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['agreed']} | {r['measured']} | {r['pairs_among']} | "
+            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['split']} | {r['agreed']} | {r['measured']} | {r['pairs_among']} | "
                   f"{r['certificate']:.3f} | {time.perf_counter() - t:.0f} |", flush=True)
         worst = max(e - m for e, m in zip(errs, majs))
-        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | worst vs larger class {worst:+.4f} |",
+        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | | worst vs larger class {worst:+.4f} |",
               flush=True)
 
 

@@ -120,8 +120,8 @@ def export_cmd(
     holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
     privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit", help="The column naming each patient (the unit DP protects; default the codebook's privacy_unit), or 'row' when every row is a different person. Required under DP when an id column repeats.")] = None,
     max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit", help="With --privacy-unit: count at most K rows of each patient (the K of smallest keyed priority, the same from every source); every table's sensitivity, so its noise, scales with K.")] = None,
-    plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto: the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
-    plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --holdout auto: the number of sites when --plan-rows gives one count.")] = None,
+    plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto, or round 1 of the DP default (select, then measure): the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
+    plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --plan-rows: the number of sites when it gives one count.")] = None,
     expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
@@ -205,7 +205,8 @@ def export_cmd(
 
     study = study_round(cb, rounds=rounds, request=request, trust=trust, epsilon=epsilon, rho=rho, delta=delta,
                         mechanism=mechanism, stats=stats, pairs=pairs, holdout=holdout, evaluate=evaluate, round_=round_,
-                        first_share=first_order_share, allocation=allocation, no_ledger=no_ledger, dry_run=dry_run)
+                        first_share=first_order_share, allocation=allocation, no_ledger=no_ledger, dry_run=dry_run,
+                        plan_rows=plan_rows, plan_sites=plan_sites)
     if study is not None:
         epsilon = None  # the round spends its own share of the site's total
     prog = RowProgress(f"export {site}", quiet=json_out)

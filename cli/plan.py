@@ -1,5 +1,10 @@
 """``marg plan``: the holdout certificate a site can expect before it spends anything, and the plan that minimises it.
 
+With ``--schema`` it also says what the DP default (select, then measure) will measure and at
+what noise: the split rule's shares of the study total and why
+(:mod:`marg.marginals.study_split`), round 1's noise, round 2's tables
+(:func:`marg.learners.two_round.preview`).
+
 The numbers come from :mod:`marg.learners.holdout_plan` (the bound of
 :mod:`marg.learners.holdout_certificate` at the expected released counts, with the noise
 scales of the release code); :func:`resolve_plan` is what ``marg export --holdout auto``
@@ -45,7 +50,7 @@ def resolve_plan(rows: list[int], sites: Optional[int], epsilon: float, error: f
                  coverage: float = 0.95) -> dict[str, Any]:
     """The plan for total ε per site: the fraction and ε split (``auto``: chosen by
     :func:`plan_holdout`; given ones are kept) and the expected certificate at them."""
-    from marg.learners.holdout_plan import expected_holdout_certificate, plan_holdout
+    from marg.learners.holdout_plan import MAX_ERROR, expected_holdout_certificate, plan_holdout
 
     rows = rows * sites if (sites and len(rows) == 1) else rows
     if eval_epsilon is not None and not (0.0 < eval_epsilon < epsilon):
@@ -55,6 +60,9 @@ def resolve_plan(rows: list[int], sites: Optional[int], epsilon: float, error: f
                             **({"fractions": (holdout,)} if holdout is not None else {}),
                             **({"shares": (eval_epsilon / epsilon,)} if eval_epsilon is not None else {}))
         f, e_eval, model_error, rule = auto.fraction, auto.epsilon_evaluate, auto.model_error, auto.rule
+        # the planner's modelled error grows without bound on tiny, wide sites (it was refused above 1): a model
+        # expected no better than chance is planned at chance, as the planner's own objective extrapolates
+        model_error = min(model_error, MAX_ERROR)
     else:
         f, e_eval, model_error, rule = holdout, eval_epsilon, error, "given"
     exp = expected_holdout_certificate(rows, e_eval, model_error, None, f, "laplace", delta, coverage)
@@ -112,8 +120,6 @@ def plan_cmd(
         emit_json(plan)
         return
     if study is not None:
-        from .study import preview_lines
-
         for line in preview_lines(study):
             typer.echo(line)
     r = plan["rows"]
@@ -130,3 +136,31 @@ def plan_cmd(
                + " at this evaluation ε")
     typer.echo("    evaluation ε per site: " + (f"{need['epsilon']:.3g}" if need["epsilon"] is not None else
                                                 "none suffices at these rows (even exact counts)") + " at these rows")
+
+
+def split_line(plan: dict[str, Any]) -> str:
+    """The split rule's choice in words: shares, k, for which rows, and the expected error it minimised."""
+    sp = plan.get("split") or {}
+    rows = "/".join(str(r) for r in plan.get("rows", []))
+    if not sp:
+        return "split of the study total: recorded without the rule's record"
+    return (f"split of the study total (rule: least expected error, {'stated' if plan.get('rows_stated') else 'assumed'} "
+            f"rows {rows}{'' if plan.get('rows_stated') else '; state yours with --plan-rows'}): label table "
+            f"{sp['label_share']:.0%}, selection {sp['select_share']:.0%} (top-{sp['k']}), round 2 {sp['round2_share']:.0%}; "
+            f"P(the sites agree on a feature worth finding) {sp['p_any']:.2f}, P(wrong larger class if not) "
+            f"{sp['p_wrong']:.2f}, expected error {sp['expected_error']:.3f} in the planning world (gap "
+            f"{sp['assumed']['gap']:g}, effect {sp['assumed']['effect']:g}, {sp['assumed']['features']} such features)")
+
+
+def preview_lines(d: dict[str, Any]) -> list[str]:
+    """``marg plan``'s words for the DP default (:func:`marg.learners.two_round.preview`)."""
+    pl = d["plan"]
+    pairs = (f"the {d['round2_pairs']} pair tables among the first {d['round2_pairs_among']} (pooled noise std "
+             f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
+    return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
+            "  " + split_line(pl),
+            f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
+            f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
+            f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
+            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), if the sites agree on {pl['k']} features: the first-order "
+            f"tables of {d['round2_first_order']} (pooled noise std {d['round2_first_std']:.3g} per cell) and {pairs}"]

@@ -16,7 +16,8 @@ from marg.errors import InputError
 def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any, epsilon: float | None,
                 rho: float | None, delta: float, mechanism: str | None, stats: str, pairs: str | None,
                 holdout: str | None, evaluate: Path | None, round_: str | None, first_share: float | None,
-                allocation: str, no_ledger: bool, dry_run: bool) -> Any:
+                allocation: str, no_ledger: bool, dry_run: bool, plan_rows: str | None = None,
+                plan_sites: int | None = None) -> Any:
     """The export's round of select-then-measure, or None for a one-round release.
 
     ``--rounds`` defaults to 2 for a DP table release stated by ``--epsilon`` with the default
@@ -25,6 +26,9 @@ def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any
     ``--evaluate``, ``--round``, ``--first-order-share``, ``--allocation``) or ``--no-ledger``
     keeps the one-round release. ``--request`` is round 2. ``--dry-run`` shows the round it
     would be (the selection is drawn and shown to the site only; nothing leaves or is charged).
+    ``--plan-rows`` (``--plan-sites``): the rows per site as stated publicly, which round 1's split
+    rule reads (:mod:`marg.marginals.study_split`); without it the rule assumes sites of
+    ``DEFAULT_ROWS`` and says so.
     """
     from marg.protocols.study import Round1, Round2, read_request
 
@@ -56,18 +60,28 @@ def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any
         return None
     from marg.marginals.study import study_plan
 
-    return Round1(study_plan(cb, epsilon, delta))
+    rows = None
+    if plan_rows is not None:
+        from .plan import parse_rows
+
+        rows = parse_rows(plan_rows)
+        if plan_sites is not None and len(rows) not in (1, plan_sites):
+            raise InputError(f"--plan-rows gives {len(rows)} counts for --plan-sites {plan_sites}")
+        rows = rows * plan_sites if (plan_sites and len(rows) == 1) else rows
+    return Round1(study_plan(cb, epsilon, delta, rows))
 
 
 def study_lines(record: dict[str, Any], out: Path, dry_run: bool = False) -> list[str]:
     """What an export of a round says after its bundle line (a dry run: what it would spend)."""
     if dry_run:
         return [line.replace("spent ρ", "would spend ρ").replace("round 1 of", "dry run of round 1 of")
-                .replace("round 2 of", "dry run of round 2 of") for line in study_lines(record, out)[:1]]
+                .replace("round 2 of", "dry run of round 2 of") for line in study_lines(record, out)[:2]]
     if record.get("round") == 1:
         plan, sel = record.get("plan", {}), record.get("selection", {})
+        from .plan import split_line
+
         rest = float(plan.get("rho_rest", 0.0))
-        return [f"round 1 of select-then-measure: study total ε = {plan.get('epsilon'):g} (ρ = {plan.get('rho_total'):.4g}); "
+        return [split_line(plan), f"round 1 of select-then-measure: study total ε = {plan.get('epsilon'):g} (ρ = {plan.get('rho_total'):.4g}); "
                 f"spent ρ = {record['spent']['rho']:.4g} (label table {plan.get('rho_label'):.3g}, private top-{sel.get('k')} "
                 f"of {sel.get('candidates')} features {sel.get('rho'):.3g}); ρ = {rest:.4g} left for round 2",
                 f"send {out} to the learner; answer its request with: marg export DATA --schema SCHEMA --site NAME "
@@ -115,16 +129,3 @@ def request_study(bundles: list[Path], out: Path, trust: Any, allow_unsigned: bo
     digest = write_request(out, req, sk)
     return {"out": str(out), "tables": [list(c) for c in req.tables], "weights": list(req.weights),
             "budget": req.budget, "why": req.why, "digest": digest}
-
-
-def preview_lines(d: dict[str, Any]) -> list[str]:
-    """``marg plan``'s words for the DP default (:func:`marg.learners.two_round.preview`)."""
-    pl = d["plan"]
-    pairs = (f"the {d['round2_pairs']} pair tables among the first {d['round2_pairs_among']} (pooled noise std "
-             f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
-    return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
-            f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
-            f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
-            f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
-            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), if the sites agree on {d['round2_first_order']} features: their "
-            f"first-order tables (pooled noise std {d['round2_first_std']:.3g} per cell) and {pairs}"]

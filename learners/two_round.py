@@ -59,8 +59,7 @@ from marg.errors import InputError
 from marg.marginals.allocation import least_squares_weights
 from marg.marginals.request import StudyRequest
 from marg.marginals.selection import Selection
-
-NOISE_RATIO = 0.25
+from marg.marginals.study_split import NOISE_RATIO, agreement_probability
 STUDY_CHOICE: dict[str, Any] = {
     "prefer": "accuracy",
     "candidates": (("dcc", {"edge_weight": "label"}), ("dcc", {"edge_weight": "cmi"}), ("nb", {"certify": "bound"}),
@@ -130,20 +129,15 @@ def agreed(sites: Sequence[SiteRound1]) -> list[str]:
 def chance_agreements(sites: Sequence[SiteRound1]) -> float:
     """λ, the expected number of features :func:`agreed` would keep if every site picked its k at random:
     p·P(a given feature is chosen by ≥ 2 sites whose weights sum above the bar), exactly over the
-    subsets of sites (the picks are independent across sites); ``inf`` beyond 12 sites (not computed)."""
-    from itertools import product
-
+    subsets of sites (:func:`marg.marginals.study_split.agreement_probability`, the split rule's own
+    model of agreement); ``inf`` beyond 12 sites (not computed)."""
     if len(sites) > 12:
         return float("inf")
     total = sum(s.n_hat for s in sites)
     w = [s.n_hat / total for s in sites]
     pk = [len(s.selection.features) / max(1, s.selection.candidates) for s in sites]
     bar = max(0.5, (1.0 + chance_vote(sites)) / 2.0)
-    q = 0.0
-    for chosen in product((0, 1), repeat=len(sites)):
-        if sum(chosen) >= min(2, len(sites)) and sum(wi for wi, c in zip(w, chosen) if c) > bar:
-            q += float(np.prod([pi if c else 1.0 - pi for pi, c in zip(pk, chosen)]))
-    return q * max(s.selection.candidates for s in sites)
+    return agreement_probability(w, pk, bar) * max(s.selection.candidates for s in sites)
 
 
 def above_chance(sites: Sequence[SiteRound1]) -> list[str]:
@@ -239,22 +233,23 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     return StudyRequest(codebook.fingerprint, tp.tables, tp.weights, {s.site: s.rho_rest for s in sites}, why)
 
 
-def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float) -> dict[str, Any]:
+def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float, max_rows: int = 1) -> dict[str, Any]:
     """What the DP path will measure and at what noise, before anything is spent (``marg plan``).
 
-    Round 1 is fixed by the plan; for round 2 it assumes the sites agree on all k features they each
+    Round 1 is the site's plan (:func:`marg.marginals.study.study_plan` for these rows: the split
+    rule's shares, k and why); for round 2 it assumes the sites agree on all k features they each
     select, taken as the k with the most levels (the noisiest case)."""
     from marg.marginals.mechanisms import get_mechanism
     from marg.marginals.selection import calibrate_top_k
     from marg.marginals.study import study_plan
 
-    plan = study_plan(codebook, epsilon, delta)
+    plan = study_plan(codebook, epsilon, delta, rows, max_rows)
     names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels), codebook.index(a)))[:plan.k]
-    tp = choose_tables(names, codebook, [plan.rho_rest] * len(rows), float(sum(rows)))
+    tp = choose_tables(names, codebook, [plan.rho_rest / max_rows ** 2] * len(rows), float(sum(rows)))
     return {"plan": plan.to_dict(), "sites": len(rows), "rows": list(rows),
-            "label_std": get_mechanism("gaussian").scale_for(plan.rho_label, 1.0),
-            "selection_scale": calibrate_top_k(plan.k, plan.rho_select)[0],
-            "round2_first_order": len(names), "round2_pairs_among": tp.pairs_among,
+            "label_std": get_mechanism("gaussian").scale_for(plan.rho_label, max_rows),
+            "selection_scale": calibrate_top_k(plan.k, plan.rho_select, max_rows)[0],
+            "round2_first_order": sum(len(c) == 1 for c in tp.tables), "round2_pairs_among": tp.pairs_among,
             "round2_pairs": sum(len(c) == 2 for c in tp.tables),
             "round2_first_std": tp.first_std, "round2_pair_std": tp.pair_std}
 
@@ -312,8 +307,11 @@ def label_source(summary: Any) -> Any:
     for t in rel.tables:
         if t.kind != "counts" or len(t.clique) != 2 or t.clique[1] != lab:
             continue
-        sub = Summary(summary.codebook.subset([t.clique[0]]), [t], provenance=summary.provenance,
-                      parent_fingerprint=summary.fingerprint, postprocess=False)
+        try:
+            sub = Summary(summary.codebook.subset([t.clique[0]]), [t], provenance=summary.provenance,
+                          parent_fingerprint=summary.fingerprint, postprocess=False)
+        except InputError:  # its noisy total is not positive: far noisier than the label table
+            continue
         std = float(sub.count_noise_std((lab,)))
         if std < best_std:
             best, best_std = sub, std

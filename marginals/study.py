@@ -8,28 +8,27 @@ release and their ρ's add, so the two rounds together are (ε, δ)-DP.
 
 **Round 1** releases
 
-- the label table N[y], discrete Gaussian at ``LABEL_SHARE``·ρ_total — its own share, so
-  a learner with nothing else above the noise can still answer the larger class,
-  certified by this table alone (``prior``);
+- the label table N[y], discrete Gaussian at a_L·ρ_total — its own share, so a learner with
+  nothing else above the noise can still answer the larger class, certified by this table
+  alone (``prior``);
 - the private selection (:mod:`marg.marginals.selection`): the k features whose
-  single-feature rule scores highest, by OpenDP's noisy top-k at ``SELECT_SHARE``·ρ_total,
-  k = min(``K_SELECT``, p/2) — at most half the candidates, so that a feature the sites
-  agree on is not agreed on by chance.
+  single-feature rule scores highest, by OpenDP's noisy top-k at a_S·ρ_total.
 
 **Round 2** (``marg export --request REQ``) measures what the learner asked for with the
 rest, ρ_total − ρ_round1: the first-order tables of the features the sites agreed on and
 the pair tables among the strongest of them (:mod:`marg.learners.two_round` decides which
-and how to split the rest among them).
+and how to split the rest among them: least squares, the summed noise variance's minimiser,
+within its noise rule).
 
-**Why these shares.** The label table is K numbers: at 5 % of ρ_total (ε = 1 per site at
-δ = 10⁻⁶ is ρ ≈ 0.0244) its per-cell noise std is 1/sqrt(2·0.05·ρ) ≈ 20 rows, a few per cent
-of a site of a few hundred patients. The selection's Gumbel scale at 10 % with k = 16 is
-sqrt(k/(8·0.1·ρ)) ≈ 29 rows: below the correct-count gap of a feature that moves a single
-rule's accuracy by 10 points at 500 patients (50 rows), far below a strong one's. The
-remaining 85 % goes where the learner reads: the selected tables (measured on kr-vs-kp, five
-splits: 20 % for the selection gave a mean error of 0.115, 10 % 0.097). The split of round 2 among
-its tables is the least-squares rule (:func:`marg.marginals.allocation.least_squares_weights`),
-which minimises the summed noise variance of the released counts.
+**The split (a_L, a_S, k) is a rule, not a constant** (:mod:`marg.marginals.study_split`):
+it minimises an expected-error proxy from what is known before anything is spent — the rows
+per site as stated publicly (``--plan-rows``; without it ``DEFAULT_ROWS``, and the bundle says
+so), the codebook's levels and classes, ρ_total and the rows per patient K. Tiny sites put
+nearly everything on the label table (nothing else can rise above the noise there, so the
+larger class is the answer and its call must be right); larger sites give the selection what
+it needs to find their features and round 2 the rest. The plan is recorded in the round-1
+bundle (its inputs, the shares, k, the objective's parts), so the learner and the auditor see
+what was assumed.
 """
 
 from __future__ import annotations
@@ -43,10 +42,8 @@ from marg.errors import InputError
 from .accounting import PrivacyCost, release_cost
 from .dp_conversions import rho_for_epsilon
 from .selection import Selection, select_top_k
+from .study_split import DEFAULT_ROWS, SplitInputs, choose_split
 
-LABEL_SHARE = 0.05
-SELECT_SHARE = 0.10
-K_SELECT = 16
 STUDY_FORMAT = "marg-study"
 
 
@@ -66,6 +63,11 @@ class StudyPlan:
         Features the selection keeps, among ``candidates``.
     cells : int
         Σ_i m_i over the candidates (the learner's certificate covers all of them: :mod:`marg.learners.two_round`).
+    rows, rows_stated : tuple of int, bool
+        The rows per site the split was chosen for, and whether the site stated them (else ``DEFAULT_ROWS``).
+    levels, classes, max_rows : the rest of the rule's inputs (to re-derive it at another K)
+    split : dict
+        :class:`marg.marginals.study_split.Split`'s record: shares, k, the expected error and its parts.
     """
 
     epsilon: float
@@ -76,22 +78,48 @@ class StudyPlan:
     k: int
     candidates: int
     cells: int = 0
+    rows: tuple[int, ...] = DEFAULT_ROWS
+    rows_stated: bool = False
+    levels: tuple[int, ...] = ()
+    classes: int = 2
+    max_rows: int = 1
+    split: dict[str, Any] | None = None
 
     @property
     def rho_rest(self) -> float:
         """What round 2 may spend: ρ_total − the round-1 shares."""
         return max(0.0, self.rho_total - self.rho_label - self.rho_select)
 
+    def at_max_rows(self, max_rows: int) -> "StudyPlan":
+        """The plan for a bound of ``max_rows`` rows per patient (the rule re-derived; itself when unchanged)."""
+        if int(max_rows) == self.max_rows or not self.levels:
+            return self
+        return _plan(self.epsilon, self.delta, self.rho_total, self.levels, self.classes, self.cells, self.rows,
+                     self.rows_stated, int(max_rows))
+
     def to_dict(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "rho_total": self.rho_total, "rho_label": self.rho_label,
                 "rho_select": self.rho_select, "rho_rest": self.rho_rest, "k": self.k, "candidates": self.candidates,
-                "cells": self.cells,
-                "rule": f"label table {LABEL_SHARE:g}, selection {SELECT_SHARE:g} of rho_total (k = min({K_SELECT}, p // 2)); "
-                        "round 2 the rest, split by least squares"}
+                "cells": self.cells, "rows": list(self.rows), "rows_stated": self.rows_stated, "max_rows": self.max_rows,
+                "split": self.split,
+                "rule": "shares and k minimise the expected-error proxy of marg.marginals.study_split for the rows "
+                        + ("stated" if self.rows_stated else "assumed (none stated)")
+                        + "; round 2 the rest, split by least squares"}
 
 
-def study_plan(codebook: Any, epsilon: float, delta: float) -> StudyPlan:
-    """The two-round plan of a site stating ``epsilon`` (at ``delta``) as its study total."""
+def _plan(epsilon: float, delta: float, rho: float, levels: tuple[int, ...], classes: int, cells: int,
+          rows: tuple[int, ...], stated: bool, max_rows: int) -> StudyPlan:
+    sp = choose_split(SplitInputs(rows, levels, classes, rho, max_rows))
+    return StudyPlan(epsilon, delta, rho, sp.label * rho, sp.select * rho, sp.k, len(levels), cells, rows, stated,
+                     levels, classes, max_rows, sp.to_dict())
+
+
+def study_plan(codebook: Any, epsilon: float, delta: float, rows: Sequence[int] | None = None,
+               max_rows: int = 1) -> StudyPlan:
+    """The two-round plan of a site stating ``epsilon`` (at ``delta``) as its study total.
+
+    ``rows``: the rows per site as stated publicly (never the data's own count); None assumes
+    ``DEFAULT_ROWS``. ``max_rows``: the bound K on a patient's rows."""
     if epsilon is None or not (float(epsilon) > 0.0 and math.isfinite(float(epsilon))):
         raise InputError(f"the two-round DP export needs the site's total --epsilon (> 0), got {epsilon!r}")
     if not (0.0 < float(delta) < 1.0):
@@ -100,8 +128,13 @@ def study_plan(codebook: Any, epsilon: float, delta: float) -> StudyPlan:
     p = len(codebook.discrete_names)
     if p == 0:
         raise InputError("the two-round DP export selects among discrete features; this codebook has none (use --rounds 1)")
-    cells = sum(int(codebook.feature(a).n_levels) for a in codebook.discrete_names)
-    return StudyPlan(float(epsilon), float(delta), rho, LABEL_SHARE * rho, SELECT_SHARE * rho, max(1, min(K_SELECT, p // 2)), p, cells)
+    levels = tuple(int(codebook.feature(a).n_levels) for a in codebook.discrete_names)
+    stated = rows is not None
+    rows_t = tuple(int(r) for r in rows) if stated else DEFAULT_ROWS
+    if not rows_t or min(rows_t) <= 0:
+        raise InputError(f"the rows per site must be positive counts, got {list(rows_t)!r}")
+    return _plan(float(epsilon), float(delta), rho, levels, int(codebook.label.n_classes), sum(levels), rows_t, stated,
+                 int(max_rows))
 
 
 def round1_cliques(codebook: Any) -> list[tuple[str, ...]]:

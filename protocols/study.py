@@ -140,6 +140,7 @@ class Round1:
                                "answer the learner's request with --request REQ (a second round 1 would spend the total again)")
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+        self.plan = self.plan.at_max_rows(self.max_rows)  # the rule sees the bound the export applies
         released, sel, cost = release_round1(tables, codebook, self.plan, self.max_rows)
         privacy = {"mechanism": "gaussian+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
                    "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}

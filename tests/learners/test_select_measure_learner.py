@@ -115,6 +115,26 @@ def test_the_prior_reads_the_least_noisy_label_counts():
     assert model.predict(X[:5]).tolist() == [1] * 5
 
 
+def test_the_prior_skips_a_measured_table_whose_noisy_total_is_not_positive():
+    """Tiny sites put nearly all their budget on the label table (the split rule), so round 2's one table is
+    mostly noise and its noisy total can be negative: the prior reads the label table, it does not fail."""
+    from dataclasses import replace
+
+    from marg.learners.learn import learn
+    from marg.marginals.privacy import privatize
+
+    rng = np.random.default_rng(6)
+    cb, X, y = _null_study(rng, 60, 1)
+    exact = {t.clique: t for t in Summary.from_rows(cb, X, y).tables}
+    (lab_t,), _ = privatize([exact[("y",)]], rho=0.02, codebook=cb)
+    (first_t,), _ = privatize([exact[("g0", "y")]], rho=5e-4, codebook=cb)
+    lab_t = replace(lab_t, counts=np.array([40.0, 20.0]))
+    first_t = replace(first_t, counts=np.array([[-30.0, 10.0], [-25.0, -16.0]]))  # total −61
+    S = Summary(cb, [lab_t, first_t], provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000), postprocess=False)
+    model = learn(S, "auto", {}).model
+    assert model.learner == "prior" and model.predict(X[:3]).tolist() == [0] * 3
+
+
 def test_one_site_never_agrees_with_itself():
     """A tiny site's noisy n can make one site hold nearly all the weight: its choices alone are not agreement."""
     from marg.learners.two_round import agreed, site_round1

@@ -1,0 +1,241 @@
+"""The split rule of select, then measure: the label share, the selection's share and k, and round 2's share, chosen to minimise an expected-error proxy from what is known before anything is spent.
+
+**Known before spending.** The rows per site n_s as stated publicly (``--plan-rows``, as for
+``marg plan``; N = Σ n_s over S sites, w_s = n_s/N), the codebook (p discrete candidates,
+their levels m_i, C classes), the site's study total ρ_T and the bound r on a patient's rows
+(every count's and score's sensitivity). Nothing is read from the data.
+
+**The planning world.** The rule scores a split (a_L, a_S, a_2 = 1 − a_L − a_S of ρ_T) and a
+k on a stylised study with two constants: the larger class leads by ``GAP`` of the rows, and
+a feature worth finding raises a single-feature rule's correct count by ``EFFECT``·n above
+the larger class's. The error of the answer in that world is
+
+    E(a_L, a_S, k) = (1 − GAP)/2 − P_found·EFFECT·(1 − 2·P_flip) + (1 − P_found)·GAP·P_wrong
+
+- **P_wrong**, the larger-class call going wrong when nothing is found: the prior reads the
+  least noisy label counts (the label table, σ_L = r/sqrt(2·a_L·ρ_T) per cell per site, or the
+  column sums of the one table round 2 then measures, the fewest levels m_min at all of
+  a_2·ρ_T: m_min·r²/(2·a_2·ρ_T)); the pooled difference of two classes has std σ·sqrt(2S):
+  P_wrong = Φ(−GAP·N / (σ·sqrt(2S))).
+- **P_found**, the sites agreeing on a feature worth finding. At site s, OpenDP's zCDP
+  top-k adds Gumbel noise of scale b = r·sqrt(k/(8·a_S·ρ_T)) to each score (variance π²b²/6);
+  a null feature's correct count spreads by about sqrt(n_s)/2 (a fair coin's). With sd_s² =
+  n_s/4 + π²b²/6, the k-th best of p null scores sits near t_s = sd_s·Φ⁻¹(1 − k/p) and the
+  feature is chosen with h_s = Φ((EFFECT·n_s − t_s)/sd_s). The learner agrees on it when sites
+  of weight above max(1/2, (1 + Σ w_s·k/p)/2), at least two of them, chose it
+  (:func:`agreement_probability`, the learner's own rule): P_found sums Π h_s Π (1 − h_s) over
+  those sets of sites.
+- **P_flip**, a measured cell's class comparison flipped by noise. Round 2 measures k
+  first-order tables of |T| = C·m̃ cells (m̃ the median levels) at a_2·ρ_T/k each; the pooled
+  std per cell is σ_2 = sqrt(S)·r/sqrt(2·a_2·ρ_T/k); a level of a feature worth finding
+  separates the classes by 2·EFFECT·N/m̃ rows: P_flip = Φ(−2·EFFECT·N/(m̃·sqrt(2)·σ_2)).
+
+**The rule.** k ranges over 1 … k_max, k_max = min(⌊p/2⌋, the largest k whose tables keep
+σ_2 ≤ ``NOISE_RATIO``·N/|T| — the round-2 noise rule of :mod:`marg.learners.two_round`),
+at least 1; each share is at least ``MIN_SHARE`` (every part is a valid release). The choice
+minimises E over a grid of shares in steps of ``STEP`` and every k, then over a finer grid
+(``STEP``/10) around the best; ties go to the larger label share, then the larger k. Tiny
+sites (leukemia: 19 patients a site) find nothing whatever the split (P_found ≈ 0), so E is
+the prior's error and the label table takes nearly everything; large sites find their
+features at a small selection share, and round 2 takes most. It is a planning rule, not a
+guarantee: every split is (ε, δ)-DP at the site's total, and the certificate holds whatever
+the split.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import product
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from marg.errors import InputError
+
+GAP = 0.10
+"""The larger class's lead (share of the rows) the label share must call reliably."""
+EFFECT = 0.20
+"""The single-feature accuracy gain of a feature worth finding."""
+F_PLAN = 10
+"""How many such features the planning world holds (at most p)."""
+NOISE_RATIO = 0.25
+"""A measured table is worth its budget while its pooled noise std per cell is at most this times its expected count."""
+MIN_SHARE = 0.01
+STEP = 0.01
+TIE = 1e-4
+"""Splits whose E differ by less than this (0.01 point of error) are ties: the proxy is coarse."""
+DEFAULT_ROWS = (300, 300, 300)
+"""The rows the rule assumes when the site states none (sites of a few hundred patients)."""
+
+
+@dataclass(frozen=True)
+class SplitInputs:
+    """What the split rule knows before spending: rows per site, levels, classes, ρ_T, rows per unit."""
+
+    rows: tuple[int, ...]
+    levels: tuple[int, ...]
+    classes: int
+    rho_total: float
+    max_rows: int = 1
+
+    @property
+    def p(self) -> int:
+        return len(self.levels)
+
+
+def agreement_probability(weights: Sequence[float], chosen: Sequence[Any], bar: float) -> Any:
+    """P(a feature is agreed on) when site s chooses it with probability ``chosen[s]`` (a number or an
+    array), independently: summed over every set of sites, at least two (one when there is one site),
+    whose weights sum above ``bar``. Beyond 12 sites the sets are not enumerated (nan)."""
+    S = len(weights)
+    if S > 12:
+        return float("nan")
+    q: Any = 0.0
+    for pick in product((0, 1), repeat=S):
+        if sum(pick) >= min(2, S) and sum(w for w, c in zip(weights, pick) if c) > bar:
+            term: Any = 1.0
+            for h, c in zip(chosen, pick):
+                term = term * (h if c else 1.0 - h)
+            q = q + term
+    return q
+
+
+def agreement_bar(weights: Sequence[float], k: Sequence[int] | int, p: int) -> float:
+    """The vote a feature needs: max(1/2, (1 + c)/2), c = Σ_s w_s·k_s/p (the vote of a random pick)."""
+    ks = [k] * len(weights) if isinstance(k, (int, np.integer)) else list(k)
+    c = sum(w * kk / max(1, p) for w, kk in zip(weights, ks))
+    return max(0.5, (1.0 + c) / 2.0)
+
+
+def k_max(x: SplitInputs, a2: Any) -> Any:
+    """The most first-order tables round 2 can measure at share ``a2`` within the noise rule (≥ 1, ≤ p/2);
+    elementwise over an array of shares."""
+    N, S, m = float(sum(x.rows)), len(x.rows), float(np.median(x.levels))
+    size = x.classes * m
+    # σ_2 = sqrt(S)·r·sqrt(k/(2·a2·ρ)) ≤ NOISE_RATIO·N/|T|  ⇔  k ≤ 2·a2·ρ·(NOISE_RATIO·N/(|T|·r))²/S
+    k = np.floor(2.0 * np.asarray(a2, dtype=np.float64) * x.rho_total * (NOISE_RATIO * N / (size * x.max_rows)) ** 2 / S)
+    out = np.clip(k, 1, max(1, x.p // 2)).astype(np.int64)
+    return int(out) if out.ndim == 0 else out
+
+
+def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
+    """The parts of E (module docstring), elementwise over arrays of shares: P_wrong, P_agree, λ, j,
+    P_any, P_flip, the found model's error and the prior's."""
+    aL, aS = np.asarray(aL, dtype=np.float64), np.asarray(aS, dtype=np.float64)
+    a2 = 1.0 - aL - aS
+    rho, r, S, p = x.rho_total, float(x.max_rows), len(x.rows), x.p
+    n = np.asarray(x.rows, dtype=np.float64)
+    N = float(n.sum())
+    w = n / N
+    F = min(F_PLAN, max(1, p // 2))
+    kf = min(k, F)
+    m_med, m_min = float(np.median(x.levels)), float(min(x.levels))
+    # the prior: the least noisy label counts
+    var_label = np.minimum(r * r / (2.0 * aL * rho), m_min * r * r / (2.0 * a2 * rho))
+    p_wrong = ndtr(-GAP * N / np.sqrt(var_label * 2.0 * S))
+    e_prior = (1.0 - GAP) / 2.0 + GAP * p_wrong
+    # the selection at each site, then the learner's agreement
+    b2 = r * r * k / (8.0 * aS * rho)
+    nulls = p - F
+    z = ndtri(1.0 - max(k - F, 1) / nulls) if nulls > max(k - F, 1) else -np.inf
+    hs, ns_ = [], []
+    for ns in n:
+        sd = np.sqrt(ns / 4.0 + np.pi ** 2 * b2 / 6.0)
+        h = ndtr((EFFECT * ns - sd * z) / sd)
+        hs.append(h)
+        ns_.append(np.clip((k - kf * h) / nulls, 0.0, 1.0) if nulls > 0 else np.zeros_like(h))
+    bar = agreement_bar(w, k, p)
+    p_agree = agreement_probability(w, hs, bar)
+    lam = nulls * agreement_probability(w, ns_, bar)
+    p_any = 1.0 - (1.0 - p_agree) ** kf
+    j = kf * p_agree / np.maximum(p_any, 1e-300)  # informative features found, given at least one
+    # round 2: the agreed features' first-order tables, as many as the noise rule lets the learner measure;
+    # a level's class comparison flipped by the noise
+    # (agreed by chance or not, the features compete for those; the learner cannot tell them apart)
+    keep = np.minimum(1.0, k_max(x, a2) / np.maximum(j + lam, 1e-300))
+    j, lam = j * keep, lam * keep
+    sigma2 = np.sqrt(S) * r * np.sqrt(np.maximum(1.0, j + lam) / (2.0 * a2 * rho))
+    p_flip = ndtr(-2.0 * EFFECT * N / (m_med * np.sqrt(2.0) * sigma2))
+    q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
+    e_found = ndtr(-j * (2.0 * q - 1.0) / np.sqrt(4.0 * j * q * (1.0 - q) + lam))
+    return {"p_wrong": p_wrong, "p_agree": p_agree, "chance_agreements": lam, "found": j, "p_any": p_any,
+            "p_flip": p_flip, "e_found": e_found, "e_prior": e_prior}
+
+
+def objective(x: SplitInputs, aL: np.ndarray, aS: np.ndarray, k: int) -> np.ndarray:
+    """E(a_L, a_S, k) = P_any·e_found + (1 − P_any)·e_prior (module docstring), elementwise."""
+    t = terms(x, aL, aS, k)
+    return t["p_any"] * t["e_found"] + (1.0 - t["p_any"]) * t["e_prior"]
+
+
+@dataclass(frozen=True)
+class Split:
+    """The rule's choice: shares of ρ_T, k, the objective there and its parts (for ``marg plan`` and the bundle)."""
+
+    label: float
+    select: float
+    round2: float
+    k: int
+    expected_error: float
+    parts: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label_share": self.label, "select_share": self.select, "round2_share": self.round2, "k": self.k,
+                "expected_error": self.expected_error, **self.parts,
+                "assumed": {"gap": GAP, "effect": EFFECT, "features": F_PLAN}}
+
+
+def _grid(lo_l: float, hi_l: float, lo_s: float, hi_s: float, step: float) -> tuple[np.ndarray, np.ndarray]:
+    ls = np.arange(max(MIN_SHARE, lo_l), hi_l + step / 2, step)
+    ss = np.arange(max(MIN_SHARE, lo_s), hi_s + step / 2, step)
+    L, Sg = np.meshgrid(ls, ss, indexing="ij")
+    ok = 1.0 - L - Sg >= MIN_SHARE - 1e-12
+    return L[ok], Sg[ok]
+
+
+def k_candidates(p: int) -> list[int]:
+    """The k the rule tries: 1 … 32, then steps of a quarter up to ⌊p/2⌋ (at least 1)."""
+    top = max(1, p // 2)
+    ks = list(range(1, min(32, top) + 1))
+    while ks[-1] < top:
+        ks.append(min(top, int(math.ceil(ks[-1] * 1.25))))
+    return ks
+
+
+def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(E, k): E over every grid point (rows) and every candidate k (columns)."""
+    ks = np.asarray(k_candidates(x.p))
+    E = np.empty((L.size, ks.size))
+    for j, k in enumerate(ks):
+        E[:, j] = objective(x, L, Sg, int(k))
+    return E, ks
+
+
+def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, float, int]:
+    """The rule on a grid: among (shares, k) within ``TIE`` of the least E, the largest round-2 share, then
+    the larger k, then the larger label share. Returns (E, a_L, a_S, k)."""
+    E, ks = evaluate_grid(x, L, Sg)
+    best = float(E.min())
+    i, j = np.nonzero(E <= best + TIE)
+    a2 = 1.0 - L[i] - Sg[i]
+    o = np.lexsort((L[i], ks[j], np.round(a2, 9)))[-1]
+    return float(E[i[o], j[o]]), float(L[i[o]]), float(Sg[i[o]]), int(ks[j[o]])
+
+
+def choose_split(x: SplitInputs) -> Split:
+    """The rule (module docstring): the shares and k minimising E, on a grid then a finer one around the best."""
+    if not x.rows or min(x.rows) <= 0:
+        raise InputError(f"the split rule needs positive rows per site, got {list(x.rows)!r}")
+    if not x.levels:
+        raise InputError("the split rule needs at least one discrete feature")
+    if not (x.rho_total > 0 and math.isfinite(x.rho_total)):
+        raise InputError(f"the study total must be finite and > 0, got rho = {x.rho_total!r}")
+    e, aL, aS, k = pick(x, *_grid(MIN_SHARE, 1.0, MIN_SHARE, 1.0, STEP))
+    e2, aL2, aS2, k2 = pick(x, *_grid(aL - 2 * STEP, aL + 2 * STEP, aS - 2 * STEP, aS + 2 * STEP, STEP / 10.0))
+    if e2 < e - TIE:  # the finer grid only moves the choice when it is clearly better
+        e, aL, aS, k = e2, aL2, aS2, k2
+    parts = {key: float(np.asarray(v).reshape(-1)[0]) for key, v in terms(x, np.array([aL]), np.array([aS]), k).items()}
+    aL, aS = round(aL, 6), round(aS, 6)
+    return Split(aL, aS, round(1.0 - aL - aS, 6), k, e, parts)
