@@ -248,6 +248,7 @@ class Study:
         self.schema = work / "codebook.json"
         cb.save(self.schema)
         self.names = [f"site{k + 1}" for k in range(len(sites))]
+        self.rows = [len(r) for r in sites]  # what each site states publicly (--plan-rows)
         self.data = {}
         for name, rows in zip(self.names, sites):
             (work / name).mkdir()
@@ -290,6 +291,8 @@ def marg_dp(marg: Console, st: Study, path: str) -> dict:
              "--delta", DELTA, home=homes[s])
     # once select-then-measure is the DP default, the one-round release is `--rounds 1`
     rounds = ["--rounds", 1] if path == "one-round" and marg.has_option("export", "--rounds") else []
+    # round 1's split rule reads the rows each site states (marg.marginals.study_split)
+    rounds += ["--plan-rows", ",".join(str(n) for n in st.rows)] if path == "select" else []
     r1 = []
     for s in st.names:
         out = st.work / s / f"{s}.r1"
