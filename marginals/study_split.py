@@ -30,11 +30,19 @@ the larger class's. The error of the answer in that world is
   std per cell is σ_2 = sqrt(S)·r/sqrt(2·a_2·ρ_T/k); a level of a feature worth finding
   separates the classes by 2·EFFECT·N/m̃ rows: P_flip = Φ(−2·EFFECT·N/(m̃·sqrt(2)·σ_2)).
 
-**The rule.** k ranges over 1 … k_max, k_max = min(⌊p/2⌋, the largest k whose tables keep
-σ_2 ≤ ``NOISE_RATIO``·N/|T| — the round-2 noise rule of :mod:`marg.learners.two_round`),
-at least 1; each share is at least ``MIN_SHARE`` (every part is a valid release). The choice
-minimises E over a grid of shares in steps of ``STEP`` and every k, then over a finer grid
-(``STEP``/10) around the best; ties go to the larger label share, then the larger k. Tiny
+The features round 2 can measure are at most k_max(a_2) = the largest number of first-order
+tables that keep σ_2 ≤ ``NOISE_RATIO``·N/|T| (the round-2 noise rule of
+:mod:`marg.learners.two_round`; at least 1, at most ⌊p/2⌋); agreed features beyond that are
+left out, informative and chance ones alike.
+
+**The rule.** k ranges over 1 … ⌊p/2⌋ (:func:`k_candidates`); each share is at least
+``MIN_SHARE`` (every part is a valid release), and the label share at least
+:func:`label_floor`: the same noise rule on each site's noisy row count n̂_s, which weighs the
+site's vote in the learner's pooling and the models' class prior (std sqrt(C)·σ_L ≤
+``NOISE_RATIO``·n_s at the smallest site). The choice minimises E over a grid of shares in
+steps of ``STEP`` and every candidate k, then over a finer grid (``STEP``/10) around the best;
+splits within ``TIE`` of the least E are ties, won by the largest round-2 share (what the
+learner reads), then the larger k, then the larger label share. Tiny
 sites (leukemia: 19 patients a site) find nothing whatever the split (P_found ≈ 0), so E is
 the prior's error and the label table takes nearly everything; large sites find their
 features at a small selection share, and round 2 takes most. It is a planning rule, not a
@@ -107,6 +115,14 @@ def agreement_bar(weights: Sequence[float], k: Sequence[int] | int, p: int) -> f
     ks = [k] * len(weights) if isinstance(k, (int, np.integer)) else list(k)
     c = sum(w * kk / max(1, p) for w, kk in zip(weights, ks))
     return max(0.5, (1.0 + c) / 2.0)
+
+
+def label_floor(x: SplitInputs) -> float:
+    """The least label share: the noise rule on each site's noisy row count n̂_s = Σ_y N_s[y], which
+    weighs the site's vote and the class prior — std sqrt(C)·σ_L at most ``NOISE_RATIO``·n_s at the
+    smallest site: a_L ≥ C·r²/(2·ρ_T·(NOISE_RATIO·n_min)²), within [``MIN_SHARE``, 1 − 2·``MIN_SHARE``]."""
+    need = x.classes * x.max_rows ** 2 / (2.0 * x.rho_total * (NOISE_RATIO * min(x.rows)) ** 2)
+    return float(min(1.0 - 2.0 * MIN_SHARE, max(MIN_SHARE, math.ceil(need * 1e6) / 1e6)))
 
 
 def k_max(x: SplitInputs, a2: Any) -> Any:
@@ -232,8 +248,9 @@ def choose_split(x: SplitInputs) -> Split:
         raise InputError("the split rule needs at least one discrete feature")
     if not (x.rho_total > 0 and math.isfinite(x.rho_total)):
         raise InputError(f"the study total must be finite and > 0, got rho = {x.rho_total!r}")
-    e, aL, aS, k = pick(x, *_grid(MIN_SHARE, 1.0, MIN_SHARE, 1.0, STEP))
-    e2, aL2, aS2, k2 = pick(x, *_grid(aL - 2 * STEP, aL + 2 * STEP, aS - 2 * STEP, aS + 2 * STEP, STEP / 10.0))
+    lo = label_floor(x)
+    e, aL, aS, k = pick(x, *_grid(lo, 1.0, MIN_SHARE, 1.0, STEP))
+    e2, aL2, aS2, k2 = pick(x, *_grid(max(lo, aL - 2 * STEP), aL + 2 * STEP, aS - 2 * STEP, aS + 2 * STEP, STEP / 10.0))
     if e2 < e - TIE:  # the finer grid only moves the choice when it is clearly better
         e, aL, aS, k = e2, aL2, aS2, k2
     parts = {key: float(np.asarray(v).reshape(-1)[0]) for key, v in terms(x, np.array([aL]), np.array([aS]), k).items()}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from marg.marginals.dp_conversions import rho_for_epsilon
-from marg.marginals.study_split import (MIN_SHARE, TIE, SplitInputs, agreement_probability, choose_split, k_max,
-                                        objective)
+from marg.marginals.study_split import (MIN_SHARE, NOISE_RATIO, TIE, SplitInputs, agreement_probability, choose_split,
+                                        k_max, label_floor, objective)
 
 RHO = rho_for_epsilon(1.0, 1e-6)
 CASES = {
@@ -25,15 +25,16 @@ def test_the_rules_choice_minimises_its_objective_against_a_brute_force_grid(nam
     c = choose_split(x)
     assert c.expected_error == pytest.approx(float(objective(x, np.array([c.label]), np.array([c.select]), c.k)[0]), abs=1e-6)
     g = np.arange(MIN_SHARE, 1.0 - MIN_SHARE + 1e-9, 0.0025)
-    L, S = np.meshgrid(g, g, indexing="ij")
-    ok = 1.0 - L - S >= MIN_SHARE - 1e-12
+    L, S = np.meshgrid(np.append(g, label_floor(x)), g, indexing="ij")
+    ok = (1.0 - L - S >= MIN_SHARE - 1e-12) & (L >= label_floor(x))
     L, S = L[ok], S[ok]
     best = min(float(objective(x, L, S, k).min()) for k in range(1, max(1, x.p // 2) + 1))
     # a finer grid and every k find nothing better than the rule's choice by more than a tie
     assert c.expected_error <= best + TIE
     # the constant split the rule replaced (5 % / 10 % / 85 %, k = min(16, p/2)) is not better than it
-    old = float(objective(x, np.array([0.05]), np.array([0.10]), max(1, min(16, x.p // 2)))[0])
-    assert c.expected_error <= old + 1e-12
+    if label_floor(x) <= 0.05:
+        old = float(objective(x, np.array([0.05]), np.array([0.10]), max(1, min(16, x.p // 2)))[0])
+        assert c.expected_error <= old + 1e-12
 
 
 def test_tiny_sites_put_nearly_everything_on_the_label_table_and_large_ones_on_round_two():
@@ -66,6 +67,18 @@ def test_no_plan_spends_more_than_the_total_and_the_selection_costs_at_most_its_
     # the plan re-derived at another bound on a patient's rows spends the same total
     other = plan.at_max_rows(K + 2)
     assert other.rho_label + other.rho_select + other.rho_rest == pytest.approx(plan.rho_total, rel=1e-12)
+
+
+def test_the_label_share_keeps_each_sites_noisy_row_count_within_the_noise_rule():
+    from marg.marginals.mechanisms import get_mechanism
+
+    for rows, K in (((139, 83, 56), 1), ((276, 166, 110), 1), ((1278, 767, 511), 1), ((400, 300), 3)):
+        x = SplitInputs(rows, (3,) * 16, 2, RHO, K)
+        c = choose_split(x)
+        sigma = get_mechanism("gaussian").scale_for(c.label * RHO, K)  # the label table's noise per cell per site
+        assert np.sqrt(2) * sigma <= NOISE_RATIO * min(rows) * (1 + 1e-6) and c.label >= MIN_SHARE
+    # where no share can meet it (19 patients a site) the label table takes all but the other parts' minimum
+    assert label_floor(SplitInputs((19, 19, 19), (3,) * 50, 2, RHO)) == pytest.approx(1 - 2 * MIN_SHARE)
 
 
 def test_round_two_is_sized_by_the_noise_rule():
