@@ -6,44 +6,49 @@ their levels m_i, C classes), the site's study total ρ_T and the bound r on a p
 (every count's and score's sensitivity). Nothing is read from the data.
 
 **The planning world.** The rule scores a split (a_L, a_S, a_2 = 1 − a_L − a_S of ρ_T) and a
-k on a stylised study with two constants: the larger class leads by ``GAP`` of the rows, and
-a feature worth finding raises a single-feature rule's correct count by ``EFFECT``·n above
-the larger class's. The error of the answer in that world is
+k on a stylised study: the larger class leads by ``GAP`` of the rows, and F = min(``F_PLAN``,
+⌊p/2⌋) features each raise a one-feature rule's accuracy by ``EFFECT`` (the rest carry
+nothing). The error of the learner's answer in that world is
 
-    E(a_L, a_S, k) = (1 − GAP)/2 − P_found·EFFECT·(1 − 2·P_flip) + (1 − P_found)·GAP·P_wrong
+    E = P_any·e_found + (1 − P_any)·(P_chance·1/2 + (1 − P_chance)·e_prior)
 
-- **P_wrong**, the larger-class call going wrong when nothing is found: the prior reads the
-  least noisy label counts (the label table, σ_L = r/sqrt(2·a_L·ρ_T) per cell per site, or the
-  column sums of the one table round 2 then measures, the fewest levels m_min at all of
-  a_2·ρ_T: m_min·r²/(2·a_2·ρ_T)); the pooled difference of two classes has std σ·sqrt(2S):
-  P_wrong = Φ(−GAP·N / (σ·sqrt(2S))).
-- **P_found**, the sites agreeing on a feature worth finding. At site s, OpenDP's zCDP
-  top-k adds Gumbel noise of scale b = r·sqrt(k/(8·a_S·ρ_T)) to each score (variance π²b²/6);
-  a null feature's correct count spreads by about sqrt(n_s)/2 (a fair coin's). With sd_s² =
-  n_s/4 + π²b²/6, the k-th best of p null scores sits near t_s = sd_s·Φ⁻¹(1 − k/p) and the
-  feature is chosen with h_s = Φ((EFFECT·n_s − t_s)/sd_s). The learner agrees on it when sites
-  of weight above max(1/2, (1 + Σ w_s·k/p)/2), at least two of them, chose it
-  (:func:`agreement_probability`, the learner's own rule): P_found sums Π h_s Π (1 − h_s) over
-  those sets of sites.
-- **P_flip**, a measured cell's class comparison flipped by noise. Round 2 measures k
-  first-order tables of |T| = C·m̃ cells (m̃ the median levels) at a_2·ρ_T/k each; the pooled
-  std per cell is σ_2 = sqrt(S)·r/sqrt(2·a_2·ρ_T/k); a level of a feature worth finding
-  separates the classes by 2·EFFECT·N/m̃ rows: P_flip = Φ(−2·EFFECT·N/(m̃·sqrt(2)·σ_2)).
+- **The selection.** At site s, OpenDP's zCDP top-k adds Gumbel noise of scale
+  b = r·sqrt(k/(8·a_S·ρ_T)) to each score (variance π²b²/6); a null feature's correct count
+  spreads by about sqrt(n_s)/2 (a fair coin's). With sd_s² = n_s/4 + π²b²/6 and the top
+  max(k − F, 1) of the p − F null scores beginning near t_s = sd_s·Φ⁻¹(1 − max(k − F, 1)/(p − F)),
+  an informative feature is chosen with h_s = Φ((EFFECT·n_s − t_s)/sd_s), a null one with
+  (k − min(k, F)·h_s)/(p − F). The learner keeps a feature chosen by sites of weight above
+  max(1/2, (1 + Σ w_s·k/p)/2), at least two of them (:func:`agreement_probability`, the
+  learner's own rule): P_agree for an informative feature, λ = (p − F)·P(agree) for the nulls.
+  P_any = 1 − (1 − P_agree)^min(k, F); given that, j = min(k, F)·P_agree/P_any are found.
+- **Round 2** measures the agreed features' first-order tables, at most k_max(a_2) of them
+  (below), informative and chance ones in proportion (the learner cannot tell them apart):
+  j + λ tables of |T| = C·m̃ cells (m̃ the median levels) at a_2·ρ_T/(j + λ) each, pooled std
+  per cell σ_2 = sqrt(S)·r/sqrt(2·a_2·ρ_T/(j + λ)). A level of an informative feature separates
+  the classes by 2·EFFECT·N/m̃ rows; noise flips that comparison with
+  P_flip = Φ(−2·EFFECT·N/(m̃·sqrt(2)·σ_2)), leaving each feature right with q = 1/2 +
+  EFFECT·(1 − 2·P_flip). **e_found** is the error of the vote of the j features (λ chance
+  ones add ±1 noise): Φ(−j·(2q − 1)/sqrt(4j·q(1 − q) + λ)).
+- **Nothing found.** The learner keeps a chance agreement with P_chance (its own test,
+  :func:`chance_passes`) and a model on chance features errs 1/2; otherwise it answers the
+  larger class: **e_prior** = (1 − GAP)/2 + GAP·P_wrong, where the prior reads the least noisy
+  label counts — the label table, σ_L² = r²/(2·a_L·ρ_T) per cell per site, or the column sums
+  of the one table round 2 then measures (the fewest levels m_min at all of a_2·ρ_T:
+  m_min·r²/(2·a_2·ρ_T)) — and the pooled difference of two classes has std σ·sqrt(2S):
+  P_wrong = Φ(−GAP·N/(σ·sqrt(2S))).
 
-The features round 2 can measure are at most k_max(a_2) = the largest number of first-order
-tables that keep σ_2 ≤ ``NOISE_RATIO``·N/|T| (the round-2 noise rule of
-:mod:`marg.learners.two_round`; at least 1, at most ⌊p/2⌋); agreed features beyond that are
-left out, informative and chance ones alike.
-
-**The rule.** k ranges over 1 … ⌊p/2⌋ (:func:`k_candidates`); each share is at least
+**The rule.** Round 2 measures at most k_max(a_2) tables (:func:`k_max`): the largest number
+of first-order tables of the median size that keep σ_2 ≤ ``NOISE_RATIO``·N/|T| (the noise rule
+of the learner's round-2 plan, :mod:`marg.learners.two_round`; at least 1, at most ⌊p/2⌋).
+k ranges over 1 … ⌊p/2⌋ (:func:`k_candidates`); each share is at least
 ``MIN_SHARE`` (every part is a valid release), and the label share at least
 :func:`label_floor`: the same noise rule on each site's noisy row count n̂_s, which weighs the
 site's vote in the learner's pooling and the models' class prior (std sqrt(C)·σ_L ≤
 ``NOISE_RATIO``·n_s at the smallest site). The choice minimises E over a grid of shares in
 steps of ``STEP`` and every candidate k, then over a finer grid (``STEP``/10) around the best;
 splits within ``TIE`` of the least E are ties, won by the largest round-2 share (what the
-learner reads), then the larger k, then the larger label share. Tiny
-sites (leukemia: 19 patients a site) find nothing whatever the split (P_found ≈ 0), so E is
+learner reads), then the smaller k (fewer chance agreements), then the larger label share. Tiny
+sites (leukemia: 19 patients a site) find nothing whatever the split (P_any ≈ 0), so E is
 the prior's error and the label table takes nearly everything; large sites find their
 features at a small selection share, and round 2 takes most. It is a planning rule, not a
 guarantee: every split is (ε, δ)-DP at the site's total, and the certificate holds whatever
@@ -166,6 +171,7 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     p_agree = agreement_probability(w, hs, bar)
     lam = nulls * agreement_probability(w, ns_, bar)
     p_any = 1.0 - (1.0 - p_agree) ** kf
+    p_chance = chance_passes(nulls * agreement_probability(w, [min(1.0, k / nulls) if nulls > 0 else 0.0] * S, bar))
     j = kf * p_agree / np.maximum(p_any, 1e-300)  # informative features found, given at least one
     # round 2: the agreed features' first-order tables, as many as the noise rule lets the learner measure;
     # a level's class comparison flipped by the noise
@@ -177,13 +183,27 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
     e_found = ndtr(-j * (2.0 * q - 1.0) / np.sqrt(4.0 * j * q * (1.0 - q) + lam))
     return {"p_wrong": p_wrong, "p_agree": p_agree, "chance_agreements": lam, "found": j, "p_any": p_any,
-            "p_flip": p_flip, "e_found": e_found, "e_prior": e_prior}
+            "p_flip": p_flip, "e_found": e_found, "e_prior": e_prior, "p_chance": p_chance + 0.0 * p_wrong}
+
+
+def chance_passes(lam: float) -> float:
+    """P(the learner keeps a chance agreement when nothing carries the label), by its own test
+    (:func:`marg.learners.two_round.above_chance`): with λ expected chance agreements, the count must
+    exceed Poisson(λ)'s 95 % quantile when λ < 1; otherwise any agreement passes (1 − e^(−λ))."""
+    from scipy.stats import poisson
+
+    if lam <= 0.0:
+        return 0.0
+    if lam < 1.0:
+        return float(poisson.sf(poisson.ppf(0.95, lam), lam))
+    return float(1.0 - math.exp(-lam))
 
 
 def objective(x: SplitInputs, aL: np.ndarray, aS: np.ndarray, k: int) -> np.ndarray:
-    """E(a_L, a_S, k) = P_any·e_found + (1 − P_any)·e_prior (module docstring), elementwise."""
+    """E(a_L, a_S, k) = P_any·e_found + (1 − P_any)·(P_chance/2 + (1 − P_chance)·e_prior) (module docstring), elementwise."""
     t = terms(x, aL, aS, k)
-    return t["p_any"] * t["e_found"] + (1.0 - t["p_any"]) * t["e_prior"]
+    e_none = t["p_chance"] * 0.5 + (1.0 - t["p_chance"]) * t["e_prior"]  # a model on chance features errs 1/2
+    return t["p_any"] * t["e_found"] + (1.0 - t["p_any"]) * e_none
 
 
 @dataclass(frozen=True)
@@ -231,12 +251,12 @@ def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[np.nda
 
 def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, float, int]:
     """The rule on a grid: among (shares, k) within ``TIE`` of the least E, the largest round-2 share, then
-    the larger k, then the larger label share. Returns (E, a_L, a_S, k)."""
+    the smaller k, then the larger label share. Returns (E, a_L, a_S, k)."""
     E, ks = evaluate_grid(x, L, Sg)
     best = float(E.min())
     i, j = np.nonzero(E <= best + TIE)
     a2 = 1.0 - L[i] - Sg[i]
-    o = np.lexsort((L[i], ks[j], np.round(a2, 9)))[-1]
+    o = np.lexsort((L[i], -ks[j], np.round(a2, 9)))[-1]
     return float(E[i[o], j[o]]), float(L[i[o]]), float(Sg[i[o]]), int(ks[j[o]])
 
 

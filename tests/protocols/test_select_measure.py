@@ -179,3 +179,20 @@ def test_a_request_for_a_table_outside_the_codebook_is_refused_before_anything_i
         assert not (tmp_path / "s0.r2").exists()
         assert sorted(p.read_bytes() for p in home.rglob("ledger.jsonl")) == before
         assert not math.isnan(budget)
+
+
+def test_marg_plan_says_tiny_sites_put_nearly_everything_on_the_label_table(tmp_path):
+    """Before anything is spent, ``marg plan`` prints the split rule's choice and why; at 19 patients a site
+    (leukemia) nothing can rise above the noise, so the label table takes nearly all the total (it failed on
+    the old code: constant shares, and the holdout planner refused its own modelled error above 1)."""
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+
+    schema = tmp_path / "genes.json"
+    Codebook(features=tuple(CategoricalFeature(f"g{j}", ("lo", "mid", "hi")) for j in range(500)),
+             label=Label("y", ("ALL", "AML"))).save(schema)
+    r = marg("plan", "--rows", "19,19,19", "--epsilon", "1", "--schema", schema, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    split = json.loads(r.stdout)["select_then_measure"]["plan"]["split"]
+    assert split["label_share"] >= 0.9 and split["p_any"] < 0.01
+    r = marg("plan", "--rows", "19,19,19", "--epsilon", "1", "--schema", schema, cwd=tmp_path)
+    assert r.returncode == 0 and "label table 98%" in r.stdout and "stated rows 19/19/19" in r.stdout, r.stdout
