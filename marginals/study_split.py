@@ -79,6 +79,7 @@ MIN_SHARE = 0.01
 STEP = 0.01
 TIE = 1e-4
 """Splits whose E differ by less than this (0.01 point of error) are ties: the proxy is coarse."""
+EXACT_SITES = 12
 DEFAULT_ROWS = (300, 300, 300)
 """The rows the rule assumes when the site states none (sites of a few hundred patients)."""
 
@@ -101,10 +102,15 @@ class SplitInputs:
 def agreement_probability(weights: Sequence[float], chosen: Sequence[Any], bar: float) -> Any:
     """P(a feature is agreed on) when site s chooses it with probability ``chosen[s]`` (a number or an
     array), independently: summed over every set of sites, at least two (one when there is one site),
-    whose weights sum above ``bar``. Beyond 12 sites the sets are not enumerated (nan)."""
+    whose weights sum above ``bar``. Beyond ``EXACT_SITES`` sites (2^S sets) the weighted vote
+    Σ w_s·B_s is taken as normal, mean Σ w_s·h_s and variance Σ w_s²·h_s(1 − h_s), the bar raised by
+    half a mean site's weight (continuity)."""
     S = len(weights)
-    if S > 12:
-        return float("nan")
+    if S > EXACT_SITES:
+        mean = sum(w * h for w, h in zip(weights, chosen))
+        var = sum(w * w * h * (1.0 - h) for w, h in zip(weights, chosen))
+        half = 0.5 * sum(weights) / S  # continuity: the vote moves in steps of about one site's weight
+        return ndtr((mean - bar - half) / np.sqrt(np.maximum(var, 1e-300)))
     q: Any = 0.0
     for pick in product((0, 1), repeat=S):
         if sum(pick) >= min(2, S) and sum(w for w, c in zip(weights, pick) if c) > bar:

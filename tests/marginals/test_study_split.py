@@ -97,3 +97,15 @@ def test_the_agreement_probability_is_what_independent_sites_give():
     picks = rng.random((200_000, 3)) < h
     sim = np.mean((picks.sum(axis=1) >= 2) & (picks @ w > bar))
     assert agreement_probability(w, h, bar) == pytest.approx(sim, abs=0.004)
+
+
+def test_many_sites_use_the_normal_vote_and_the_rule_still_chooses():
+    """Beyond 12 sites the agreement is the weighted vote's normal approximation: close to the exact binomial
+    for equal sites, and the rule returns a split that spends the total."""
+    from scipy.stats import binom
+
+    w, h = [1 / 20] * 20, [0.6] * 20
+    exact = float(binom.sf(np.floor(0.55 * 20), 20, 0.6))  # P(more than 11 of 20 sites): weight above 0.55
+    assert agreement_probability(w, h, 0.55) == pytest.approx(exact, abs=0.03)
+    c = choose_split(SplitInputs((200,) * 20, (2,) * 40, 2, RHO))
+    assert c.label + c.select + c.round2 == pytest.approx(1.0) and np.isfinite(c.expected_error)
