@@ -187,7 +187,8 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     sigma2 = np.sqrt(S) * r * np.sqrt(np.maximum(1.0, j + lam) / (2.0 * a2 * rho))
     p_flip = ndtr(-2.0 * EFFECT * N / (m_med * np.sqrt(2.0) * sigma2))
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
-    e_found = ndtr(-j * (2.0 * q - 1.0) / np.sqrt(4.0 * j * q * (1.0 - q) + lam))
+    spread = np.sqrt(4.0 * j * q * (1.0 - q) + lam)
+    e_found = np.where(spread > 0, ndtr(-j * (2.0 * q - 1.0) / np.where(spread > 0, spread, 1.0)), 0.5)  # none found: 1/2
     return {"p_wrong": p_wrong, "p_agree": p_agree, "chance_agreements": lam, "found": j, "p_any": p_any,
             "p_flip": p_flip, "e_found": e_found, "e_prior": e_prior, "p_chance": p_chance + 0.0 * p_wrong}
 
@@ -259,6 +260,7 @@ def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, f
     """The rule on a grid: among (shares, k) within ``TIE`` of the least E, the largest round-2 share, then
     the smaller k, then the larger label share. Returns (E, a_L, a_S, k)."""
     E, ks = evaluate_grid(x, L, Sg)
+    E = np.where(np.isnan(E), np.inf, E)
     best = float(E.min())
     i, j = np.nonzero(E <= best + TIE)
     a2 = 1.0 - L[i] - Sg[i]

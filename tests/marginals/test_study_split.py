@@ -109,3 +109,11 @@ def test_many_sites_use_the_normal_vote_and_the_rule_still_chooses():
     assert agreement_probability(w, h, 0.55) == pytest.approx(exact, abs=0.03)
     c = choose_split(SplitInputs((200,) * 20, (2,) * 40, 2, RHO))
     assert c.label + c.select + c.round2 == pytest.approx(1.0) and np.isfinite(c.expected_error)
+
+
+def test_a_study_with_nothing_to_agree_on_still_gets_a_finite_split():
+    """One feature (the learner cannot agree on it: k = p), or one site: E stays finite (no 0/0) and the plan spends
+    the total."""
+    for x in (SplitInputs((100,), (2,), 2, RHO), SplitInputs((30,), (2,) * 4, 2, rho_for_epsilon(0.1, 1e-6))):
+        c = choose_split(x)
+        assert np.isfinite(c.expected_error) and c.label + c.select + c.round2 == pytest.approx(1.0)
