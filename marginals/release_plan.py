@@ -232,6 +232,9 @@ class ReleasePlan:
 
     def _release_one(self, t: Any, c: Calibrated, codebook: Any) -> Any:
         counts = np.asarray(t.counts)
+        if (t.kind, tuple(t.clique)) != (c.spec.kind, c.spec.clique) or (c.spec.integer and not _is_integral(counts)):
+            raise InputError(f"table {t.name} is not the table the release was planned for ({c.spec.name}"
+                             f"{', integral counts' if c.spec.integer else ''})")
         if t.kind == "moments":
             if codebook is None:
                 raise InputError(f"table {t.name}: privatizing a moment table needs the codebook (public range)")

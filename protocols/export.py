@@ -32,7 +32,8 @@ from marg.errors import InputError
 from marg._util import atomic_write_bytes
 from marg.marginals.allocation import ALLOCATIONS, half_split_weights
 from marg.marginals.accounting import PrivacyCost, at_cap
-from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
+from marg.marginals.privacy import budget_for, check_delta
+from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
@@ -354,8 +355,10 @@ def prepare_release(
         study.check(ledger_dir, codebook, site)  # refusals before anything is read or charged
         requested = study.requested
     else:
-        requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
-                              mechanism=mech.name, max_rows=bound) if dp else PrivacyCost.unbounded()
+        # the release planned once: its cost now, its noise after counting (marginals.release_plan)
+        dp_plan = ReleasePlan.for_cliques(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
+                                          mechanism=mech.name, max_rows=bound) if dp else None
+        requested = dp_plan.cost if dp_plan is not None else PrivacyCost.unbounded()
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     position = None
     if ledger is not None:
@@ -405,8 +408,7 @@ def prepare_release(
         tables, cost, privacy, study_record = study.protect(tables, codebook)
         released_n = None
     elif dp:
-        tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
-                                 mechanism=mech.name, max_rows=bound)
+        tables, cost = dp_plan.release(tables, codebook), dp_plan.cost
         notes += useless_noise(tables, n_rows)
         released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
         privacy = {"mechanism": mech.name, **cost.to_dict(),
