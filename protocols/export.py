@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
@@ -30,14 +29,15 @@ from marg.marginals.privacy_unit import agree_holdout, count_rows, refuse_repeat
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.allocation import ALLOCATIONS, half_split_weights
+from marg.marginals.allocation import ALLOCATIONS
 from marg.marginals.accounting import PrivacyCost, at_cap
 from marg.marginals.privacy import budget_for, check_delta
 from marg.marginals.release_plan import ReleasePlan
-from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
+from marg.marginals.tables import MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
 from .release_request import Delivery, ReleaseRequest, release_options
+from .release_tables import first_order_weights, pairs_left_out, resolve_stats
 
 
 @dataclass(frozen=True)
@@ -66,67 +66,6 @@ def count_file(
         return data.count(codebook, cliques, progress)
     with open_source(data, engine=engine) as src:
         return src.count(codebook, cliques, progress)
-
-
-def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
-    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest
-    (:func:`marg.marginals.allocation.half_split_weights` over the plan)."""
-    plan = [SimpleNamespace(clique=tuple(c), kind="counts") for c in cliques]
-    return half_split_weights(plan, codebook.label.name, first_share).tolist()
-
-
-MAX_AUTO_CELLS = 250_000  # --stats auto releases every pair while the pair tables hold at most this many cells
-
-
-def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str:
-    """``stats="auto"`` → what ``marg learn``'s default (the automatic choice) can use.
-
-    Under differential privacy: first-order tables and every pair of discrete features
-    (``"all"``: Rényi and the DCC need them) while the pair tables hold at most
-    :data:`MAX_AUTO_CELLS` cells (adult: 17,000; kr-vs-kp: 5,000); beyond that first-order
-    tables only (round 1 of the two-round protocol: ``marg request`` then asks for the pairs
-    of the screened features).
-    Exact releases: first-order tables only, since the min-cell rule would refuse most
-    pair tables of real data. Given ``pairs`` → ``"pairs"``.
-    """
-    if stats != "auto":
-        if stats not in STATS:
-            raise InputError(f"unknown --stats {stats!r} (expected one of auto, {', '.join(STATS)})")
-        return stats
-    if pairs:
-        return "pairs"
-    if not dp:
-        return "first"
-    sizes = [codebook.attribute_size(a) for a in codebook.discrete_names]
-    if len(sizes) < 2:
-        return "first"
-    total, cells = float(sum(sizes)), 0.0
-    for m in sizes:  # Σ_{i<j} m_i m_j K, accumulated without listing the pairs
-        total -= m
-        cells += m * total * codebook.label.n_classes
-        if cells > MAX_AUTO_CELLS:
-            return "first"
-    return "all"
-
-
-def pairs_left_out(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str | None:
-    """The warning line when ``stats="auto"`` leaves the pair tables out for their size, else None.
-
-    It names the size of all pair tables (``Σ_{i<j} m_i m_j K`` cells against
-    :data:`MAX_AUTO_CELLS`) and the largest one, whose features are the likely cause.
-    """
-    if stats != "auto" or pairs or not dp or resolve_stats(codebook, stats, dp) != "first":
-        return None
-    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), key=lambda t: -t[0])  # ties: codebook order
-    if len(sizes) < 2:
-        return None
-    m = [float(x) for x, _ in sizes]
-    K = codebook.label.n_classes
-    cells = (sum(m) ** 2 - sum(x * x for x in m)) / 2.0 * K
-    (m1, a), (m2, b) = sorted(sizes[:2], key=lambda t: codebook.index(t[1]))
-    return (f"warning: the {len(m) * (len(m) - 1) // 2:,} pair tables are left out (--stats auto): they would hold {cells:,.0f} "
-            f"cells, above {MAX_AUTO_CELLS:,}; the largest, N[{a},{b},{codebook.label.name}], {m1 * m2 * K:,} cells "
-            f"({a!r} has {m1:,} levels, {b!r} {m2:,}); coarser levels, --stats pairs --pairs a:b, or marg request choose fewer")
 
 
 @dataclass
@@ -366,40 +305,12 @@ def prepare_release(
         position = ledger.position()  # signed into the bundle: the learner detects a forked ledger
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
-    spec = split = None
-    if holdout is not None or holdout_id is not None:
-        if holdout is None:
-            raise InputError("--holdout-id needs --holdout F (the fraction of rows to hold out)")
-        spec = Holdout(holdout, holdout_id)
-        if ledger_dir is None:
-            raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
-    src = data if isinstance(data, Source) else open_source(data, engine=r.engine, spark_master=r.spark_master)
-    try:
-        if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
-            refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
-        key = None
-        if spec is not None:  # the rows pass through here, to be split by the site's key
-            if create_key or has_site_key(ledger_dir):
-                key = site_key(ledger_dir, create=True)
-            else:  # a dry run before the first --holdout export: the real export draws the site's key
-                import secrets
-
-                key = secrets.token_bytes(32)
-                notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
-                             "patients (and the exact counts) will differ from this dry run's")
-        kept = None
-        if spec is not None or (unit is not None and unit.column is not None):
-            tables, n_rows, split, kept = count_rows(src, codebook, cliques, unit, spec, key, progress)
-            if kept is not None and kept.note():
-                notes.append(kept.note())
-        else:
-            tables, n_rows = src.count(codebook, cliques, progress)
-        if dp and not mech.pure:  # δ ≥ 1/n protects nobody (the site's own count, never released)
-            check_delta(delta, True, kept.units if kept is not None else n_rows)
-        source = src.describe()  # after counting: a Spark source knows its master only then
-    finally:
-        if src is not data:
-            src.close()
+    counted = _count(data, codebook, cliques, unit, holdout, holdout_id, ledger_dir, r, dp=dp, create_key=create_key,
+                     progress=progress)
+    tables, n_rows, split, spec = counted.tables, counted.n_rows, counted.split, counted.spec
+    notes += counted.notes
+    if dp and not mech.pure:  # δ ≥ 1/n protects nobody (the site's own count, never released)
+        check_delta(delta, True, counted.units)
 
     # 3. Protect.
     suppressed: list[Any] = []
@@ -426,21 +337,8 @@ def prepare_release(
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
         if unit is not None:
             privacy["unit"] = unit.to_dict()
-    # the bundle says that cells were suppressed, not where (the site's ledger records how many)
-    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
-                             if not dp else None, "source": source}
-    if spec is not None:
-        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": dict(r.holdout_plan)} if r.holdout_plan else {})}
-    if study_record is not None:
-        extra["study"] = study_record
-    if round_id is not None:
-        extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
-    extra["ledger"] = position  # null: recorded nowhere (--no-ledger); the learner refuses it by default
-    if suppressed:  # how many, per table — not where: positions would point at the rare cells
-        per: dict[str, int] = {}
-        for c in suppressed:
-            per[c.table] = per.get(c.table, 0) + 1
-        extra["suppressed_cells"] = per
+    extra = _header_extra(counted.source, spec, r.holdout_plan, study_record, round_id, position, suppressed,
+                          None if dp else (min_cell, min_cell_policy))
 
     # 4. Build, address, sign, seal — in memory.
     bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
@@ -451,6 +349,82 @@ def prepare_release(
     return Prepared(bundle=final, file_bytes=file_bytes, tables=tables, n_rows=n_rows, cost=cost, suppressed=suppressed,
                     ledger=ledger, ledger_dir=Path(ledger_dir) if ledger_dir is not None else None, holdout=spec,
                     split=split, stats=stats, notes=([note] if note else []) + notes)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """Step 2's result: the exact tables, the rows counted, the held-out split (and its spec), the
+    source's description, the patients counted (for the δ < 1/n check) and warning lines."""
+
+    tables: list[MarginalTable]
+    n_rows: int
+    split: Any
+    spec: Holdout | None
+    source: dict[str, Any]
+    units: int
+    notes: list[str]
+
+
+def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tuple[str, ...]], unit: Any,
+           holdout: float | None, holdout_id: str | None, ledger_dir: str | Path | None, request: ReleaseRequest, *,
+           dp: bool, create_key: bool, progress: Callable[[int], None] | None) -> _Counted:
+    """Step 2 of an export: count the tables of ``cliques`` (held-out rows left out by the site's
+    key, each patient's rows bounded by ``unit``); a failure leaves nothing behind."""
+    notes: list[str] = []
+    spec = split = None
+    if holdout is not None or holdout_id is not None:
+        if holdout is None:
+            raise InputError("--holdout-id needs --holdout F (the fraction of rows to hold out)")
+        spec = Holdout(holdout, holdout_id)
+        if ledger_dir is None:
+            raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
+    src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
+    try:
+        if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
+            refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
+        key = None
+        if spec is not None:  # the rows pass through here, to be split by the site's key
+            if create_key or has_site_key(ledger_dir):
+                key = site_key(ledger_dir, create=True)
+            else:  # a dry run before the first --holdout export: the real export draws the site's key
+                import secrets
+
+                key = secrets.token_bytes(32)
+                notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
+                             "patients (and the exact counts) will differ from this dry run's")
+        kept = None
+        if spec is not None or (unit is not None and unit.column is not None):
+            tables, n_rows, split, kept = count_rows(src, codebook, cliques, unit, spec, key, progress)
+            if kept is not None and kept.note():
+                notes.append(kept.note())
+        else:
+            tables, n_rows = src.count(codebook, cliques, progress)
+        source = src.describe()  # after counting: a Spark source knows its master only then
+    finally:
+        if src is not data:
+            src.close()
+    return _Counted(tables, n_rows, split, spec, source, kept.units if kept is not None else n_rows, notes)
+
+
+def _header_extra(source: dict[str, Any], spec: Holdout | None, holdout_plan: Any, study_record: Any, round_id: Any,
+                  position: Any, suppressed: Sequence[Any], min_cell: tuple[int, str] | None) -> dict[str, Any]:
+    """The bundle header's record of how the release was made (``min_cell``: (k, policy) of an exact release)."""
+    # the bundle says that cells were suppressed, not where (the site's ledger records how many)
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell[0], "policy": min_cell[1], "suppressed": bool(suppressed)}
+                             if min_cell is not None else None, "source": source}
+    if spec is not None:
+        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": dict(holdout_plan)} if holdout_plan else {})}
+    if study_record is not None:
+        extra["study"] = study_record
+    if round_id is not None:
+        extra["round"] = str(round_id)  # under the site's signature: the learner refuses other rounds
+    extra["ledger"] = position  # null: recorded nowhere (--no-ledger); the learner refuses it by default
+    if suppressed:  # how many, per table — not where: positions would point at the rare cells
+        per: dict[str, int] = {}
+        for c in suppressed:
+            per[c.table] = per.get(c.table, 0) + 1
+        extra["suppressed_cells"] = per
+    return extra
 
 
 def useless_noise(tables: Sequence[MarginalTable], n_rows: int) -> list[str]:

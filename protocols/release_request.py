@@ -27,7 +27,7 @@ class ReleaseRequest:
     Attributes
     ----------
     stats : {"auto", "first", "pairs", "pairs-only", "all"}
-        The tables (:func:`marg.protocols.export.resolve_stats`); ``pairs`` the pairs of ``"pairs"``.
+        The tables (:func:`marg.protocols.release_tables.resolve_stats`); ``pairs`` the pairs of ``"pairs"``.
     epsilon, rho, delta : the privacy budget of this release (neither: exact counts under the min-cell rule).
     mechanism : str or None
         A registered mechanism (:mod:`marg.marginals.mechanisms`); None: the release's own default
