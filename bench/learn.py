@@ -143,7 +143,7 @@ def run_learner(marg, bundles, learner, out, work, test, timeout):
 
     from marg.api import load_model
 
-    cmd = [str(marg), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--out", str(out), "--json"]
+    cmd = [str(marg), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--no-sign", "--out", str(out), "--json"]
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -154,7 +154,7 @@ def run_learner(marg, bundles, learner, out, work, test, timeout):
         return f"{dt:.1f} (exit {r.returncode}: {r.stderr.strip().splitlines()[-1]}) | — | —", None
     rep = json.loads(r.stdout)
     value = rep.get("worst_case_error")
-    model = load_model(out, work / "cb.json")
+    model = load_model(out, allow_unsigned=True, schema=work / "cb.json")
     acc = float(np.mean(model.predict(test.X) == test.y))
     return f"{dt:.1f} | {acc:.4f} | {value if value is None else f'{float(value):.4f}'}", rep.get("learner")
 

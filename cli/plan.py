@@ -7,13 +7,13 @@ what noise: the split rule's shares of the study total and why
 
 The numbers come from :mod:`marg.learners.holdout_plan` (the bound of
 :mod:`marg.learners.holdout_certificate` at the expected released counts, with the noise
-scales of the release code); :func:`resolve_plan` is what ``marg export --holdout auto``
+scales of the release code); :func:`marg.learners.holdout_plan.resolve_plan` is what ``marg export --holdout auto``
 uses, so the plan printed here is the plan an export would record.
 """
 
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -45,32 +45,6 @@ def parse_auto(text: str | None, what: str) -> float | None:
         raise InputError(f"{what} must be a number or auto, got {text!r}") from None
 
 
-def resolve_plan(rows: list[int], sites: Optional[int], epsilon: float, error: float, n_features: int,
-                 holdout: float | None, eval_epsilon: float | None, delta: float = DEFAULT_DELTA,
-                 coverage: float = 0.95) -> dict[str, Any]:
-    """The plan for total ε per site: the fraction and ε split (``auto``: chosen by
-    :func:`plan_holdout`; given ones are kept) and the expected certificate at them."""
-    from marg.learners.holdout_plan import MAX_ERROR, expected_holdout_certificate, plan_holdout
-
-    rows = rows * sites if (sites and len(rows) == 1) else rows
-    if eval_epsilon is not None and not (0.0 < eval_epsilon < epsilon):
-        raise InputError(f"--evaluate-epsilon must be in (0, --epsilon = {epsilon:g}), got {eval_epsilon!r}")
-    if holdout is None or eval_epsilon is None:
-        auto = plan_holdout(rows, epsilon, error, None, n_features, delta, coverage,
-                            **({"fractions": (holdout,)} if holdout is not None else {}),
-                            **({"shares": (eval_epsilon / epsilon,)} if eval_epsilon is not None else {}))
-        f, e_eval, model_error, rule = auto.fraction, auto.epsilon_evaluate, auto.model_error, auto.rule
-        # the planner's modelled error grows without bound on tiny, wide sites (it was refused above 1): a model
-        # expected no better than chance is planned at chance, as the planner's own objective extrapolates
-        model_error = min(model_error, MAX_ERROR)
-    else:
-        f, e_eval, model_error, rule = holdout, eval_epsilon, error, "given"
-    exp = expected_holdout_certificate(rows, e_eval, model_error, None, f, "laplace", delta, coverage)
-    return {"rows": rows, "epsilon": epsilon, "expected_error": error, "holdout": f, "epsilon_tables": epsilon - e_eval,
-            "epsilon_evaluate": e_eval, "model_error": model_error, "expected_certificate": exp.value,
-            "coverage": coverage, "features": n_features, "rule": rule}
-
-
 @app.command("plan")
 def plan_cmd(
     rows: Annotated[str, typer.Option("--rows", help="Rows per site as stated publicly: one count (with --sites) or one per site, 240,145,97.")],
@@ -89,7 +63,7 @@ def plan_cmd(
 
     Spends nothing and reads no data: every input is what the sites declare.
     """
-    from marg.learners.holdout_plan import needed_for
+    from marg.learners.holdout_plan import needed_for, resolve_plan
 
     row_list = parse_rows(rows)
     if sites is not None and len(row_list) not in (1, sites):

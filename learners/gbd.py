@@ -36,17 +36,10 @@ from scipy.linalg import cho_factor, cho_solve
 from marg.errors import InputError
 from marg.lp import INF, HighsLP, Status, solver_error
 
+from .group_norms import as_matrix, block_offsets
+
 
 __all__ = ["BendersCut", "GBDResult", "restricted_value", "benders_cut", "gbd"]
-
-
-def _offsets(sizes: Sequence[int]) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64)
-
-
-def _as_matrix(D: np.ndarray) -> np.ndarray:
-    D = np.asarray(D, dtype=np.float64)
-    return D[:, None] if D.ndim == 1 else D
 
 
 def _support_index(support: Iterable[int], off: np.ndarray) -> np.ndarray:
@@ -79,8 +72,8 @@ def restricted_value(
         tr(Z̄ᵀQ_cZ̄) − tr(D_cᵀZ̄) + ‖Z̄‖²/g.
     Z : ndarray, shape (M, T)
     """
-    D = _as_matrix(Dc)
-    off = _offsets(sizes)
+    D = as_matrix(Dc)
+    off = block_offsets(sizes)
     idx = _support_index(support, off)
     Z = np.zeros_like(D)
     if idx.size == 0:
@@ -126,9 +119,9 @@ def benders_cut(Qc: np.ndarray, Dc: np.ndarray, sizes: Sequence[int], Z: np.ndar
 
     a = −tr(Z̄ᵀQ_cZ̄), b_i = (g/4)‖(D_c − 2Q_cZ̄)_i‖²_F.
     """
-    D = _as_matrix(Dc)
-    Z = _as_matrix(Z)
-    off = _offsets(sizes)
+    D = as_matrix(Dc)
+    Z = as_matrix(Z)
+    off = block_offsets(sizes)
     rows = np.flatnonzero(np.any(Z != 0, axis=1))
     QZ = Qc[:, rows] @ Z[rows] if rows.size else np.zeros_like(D)
     a = -float(np.sum(Z[rows] * QZ[rows])) if rows.size else 0.0
@@ -272,10 +265,10 @@ def gbd(
     GBDResult
     """
     t0 = time.perf_counter()
-    D = _as_matrix(Dc)
+    D = as_matrix(Dc)
     sizes = [int(s) for s in sizes]
     p = len(sizes)
-    off = _offsets(sizes)
+    off = block_offsets(sizes)
     if Qc.shape != (off[-1], off[-1]) or D.shape[0] != off[-1]:
         raise InputError(f"group sizes sum to {off[-1]} but Q is {Qc.shape} and d has {D.shape[0]} rows")
     if not (g > 0) or not math.isfinite(g):

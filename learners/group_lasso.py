@@ -32,7 +32,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .group_norms import dual_group_norms, group_norms, prox_group, _as_matrix, _check_norm, _offsets
+from .group_norms import as_matrix, block_offsets, dual_group_norms, group_norms, prox_group, _check_norm
 
 __all__ = [
     "PathPoint",
@@ -72,11 +72,11 @@ def kkt_violation(
     |Z_a| < ‖Z_i‖_∞, S_a·Z_a ≥ 0}; the violation is |‖G_i‖₁ − r_i| plus the mass of G_i off
     the maximal entries or of the wrong sign.
     """
-    Z = _as_matrix(Z)
-    Dc = _as_matrix(Dc)
+    Z = as_matrix(Z)
+    Dc = as_matrix(Dc)
     w = _weights(weights, len(sizes))
     G = Dc - 2.0 * (Qc @ Z)
-    off = _offsets(sizes)
+    off = block_offsets(sizes)
     out = np.zeros(len(sizes))
     for i in range(len(sizes)):
         zi, gi, r = Z[off[i] : off[i + 1]], G[off[i] : off[i + 1]], lam * w[i]
@@ -178,10 +178,10 @@ def group_lasso(
     if not (lam >= 0) or not math.isfinite(lam):
         raise InputError(f"lambda must be finite and >= 0, got {lam!r}")
     squeeze = np.asarray(Dc).ndim == 1
-    D = _as_matrix(Dc)
+    D = as_matrix(Dc)
     M, T = D.shape
     p = len(sizes)
-    off = _offsets(sizes)
+    off = block_offsets(sizes)
     if off[-1] != M or Qc.shape != (M, M):
         raise InputError(f"group sizes sum to {off[-1]} but Q is {Qc.shape} and d has {M} rows")
     w = _weights(weights, p)
@@ -191,7 +191,7 @@ def group_lasso(
         kkt = kkt_violation(Qc, D, Z, sizes, lam, norm, w)
         info = {"iterations": 0, "rounds": 0, "active": [], "kkt": float(kkt.max(initial=0.0))}
         return (Z[:, 0] if squeeze else Z), info
-    Z = np.zeros((M, T)) if Z0 is None else _as_matrix(Z0).copy()
+    Z = np.zeros((M, T)) if Z0 is None else as_matrix(Z0).copy()
     ws = set(int(i) for i in (working if working is not None else []))
     ws |= {i for i in range(p) if np.any(Z[off[i] : off[i + 1]])}
     iters = 0
@@ -291,7 +291,7 @@ def group_lasso_path(
     list of PathPoint, in decreasing λ.
     """
     _check_norm(norm)
-    D = _as_matrix(Dc)
+    D = as_matrix(Dc)
     p = len(sizes)
     w = _weights(weights, p)
     lmax = lambda_max(D, sizes, norm, w)

@@ -16,16 +16,19 @@ import numpy as np
 
 from marg.errors import InputError
 
-__all__ = ["NORMS", "dual_group_norms", "group_norms", "project_l1_ball", "prox_group"]
+__all__ = ["NORMS", "as_matrix", "block_offsets", "dual_group_norms", "group_norms", "project_l1_ball", "prox_group"]
 
 NORMS = ("linf", "l2")
 
 
-def _offsets(sizes: Sequence[int]) -> np.ndarray:
+def block_offsets(sizes: Sequence[int]) -> np.ndarray:
+    """Start offsets of the feature blocks (length len(sizes) + 1, last = M): block j is rows
+    ``off[j]:off[j + 1]``. The one owner for Rényi, the group lasso and GBD."""
     return np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64)
 
 
-def _as_matrix(D: np.ndarray) -> np.ndarray:
+def as_matrix(D: np.ndarray) -> np.ndarray:
+    """``D`` as a float (M, T) matrix: a vector (M,) is one column (M, 1)."""
     D = np.asarray(D, dtype=np.float64)
     return D[:, None] if D.ndim == 1 else D
 
@@ -42,7 +45,7 @@ class _Layout:
 
     def __init__(self, sizes: Sequence[int], T: int):
         sizes = np.asarray(sizes, dtype=np.int64)
-        off = _offsets(sizes)
+        off = block_offsets(sizes)
         M = int(off[-1])
         self.p, self.M, self.T = len(sizes), M, T
         self.L = int(sizes.max()) * T if len(sizes) else 0
@@ -77,7 +80,7 @@ class _Layout:
 def _group_blocks(Z: np.ndarray, sizes: Sequence[int], norm: str) -> np.ndarray:
     """Z's groups as (p, L) zero-padded blocks, after checking ``norm``."""
     _check_norm(norm)
-    Z = _as_matrix(Z)
+    Z = as_matrix(Z)
     if len(sizes) == 0:
         return np.zeros((0, 1))
     return _Layout.get(sizes, Z.shape[1]).gather(Z)
@@ -130,7 +133,7 @@ def prox_group(V: np.ndarray, sizes: Sequence[int], thresholds: np.ndarray, norm
     Vectorised over groups (padded to the largest group).
     """
     _check_norm(norm)
-    V = _as_matrix(V)
+    V = as_matrix(V)
     if len(sizes) == 0:
         return V.copy()
     lay = _Layout.get(sizes, V.shape[1])

@@ -45,7 +45,7 @@ import numpy as np
 
 from marg._util import bisect_monotone
 from marg.marginals.accounting import DEFAULT_DELTA
-from marg.errors import InputError
+from marg.errors import InputError, option
 from .holdout_certificate import Released, exact_bound
 
 FRACTIONS = tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
@@ -58,20 +58,18 @@ TIE = 0.01  # plans within this relative distance of the best count as ties
 @lru_cache(maxsize=512)
 def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = DEFAULT_DELTA, n_tables: int = 1) -> float:
     """Per-cell noise scale (Laplace b or Gaussian σ) of one of ``n_tables`` equal-share count
-    tables released at total ``epsilon`` — from :func:`marg.marginals.privacy.privatize` on a
-    table of zeros (no data; the scale does not depend on the counts)."""
-    from marg.marginals.dp_conversions import rho_for_epsilon
-    from marg.marginals.privacy import privatize
-    from marg.marginals.tables import MarginalTable
+    tables released at total ``epsilon`` — the scale the release code's own plan calibrates
+    (:class:`marg.marginals.release_plan.ReleasePlan`; no data: the scale does not depend on the counts)."""
+    from marg.marginals.privacy import budget_for
+    from marg.marginals.release_plan import ReleasePlan, TableSpec
 
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
     if mechanism not in ("laplace", "gaussian"):
         raise InputError(f"unknown mechanism {mechanism!r} (laplace or gaussian)")
-    kw = {"epsilon": epsilon} if mechanism == "laplace" else {"rho": rho_for_epsilon(epsilon, delta)}
-    tables = [MarginalTable(clique=(f"t{i}",), counts=np.zeros(2, dtype=np.int64)) for i in range(n_tables)]
-    out, _ = privatize(tables, weights=[1.0] * n_tables, delta=delta, **kw)
-    return float(out[0].noise.scale)
+    mech, eps, rho = budget_for(mechanism, epsilon, None, delta)
+    specs = [TableSpec((f"t{i}",), "counts", 2, mech.discrete) for i in range(n_tables)]
+    return float(ReleasePlan(specs, epsilon=eps, rho=rho, weights=[1.0] * n_tables, delta=delta, mechanism=mech.name).scales[0])
 
 
 def _rows(n_rows: int | Sequence[int], n_sites: int | None) -> list[int]:
@@ -231,3 +229,32 @@ def plan_holdout(n_rows: int | Sequence[int], epsilon_total: float, expected_err
     # ties within TIE of the minimum: the plan spending least on the evaluation (fraction, then share)
     _, f, s, pm, c = min((g for g in grid if g[0] <= J_min * (1.0 + TIE)), key=lambda g: (g[1], g[2]))
     return HoldoutPlan(float(f), float((1.0 - s) * epsilon_total), float(s * epsilon_total), float(c), float(pm), p)
+
+
+def resolve_plan(rows: Sequence[int], sites: int | None, epsilon: float, error: float, n_features: int,
+                 holdout: float | None, eval_epsilon: float | None, delta: float = DEFAULT_DELTA,
+                 coverage: float = 0.95) -> dict[str, Any]:
+    """The plan for total ε per site: the fraction and ε split (None: chosen by
+    :func:`plan_holdout`; given ones are kept) and the expected certificate at them.
+
+    What ``marg plan`` prints and what ``marg export --holdout auto`` records in the bundle
+    (:func:`marg.api.plan_holdout`): one plan, whoever asks.
+    """
+    rows = list(rows) * sites if (sites and len(rows) == 1) else list(rows)
+    if eval_epsilon is not None and not (0.0 < eval_epsilon < epsilon):
+        raise InputError(f"{option('evaluate_epsilon')} must be in (0, {option('epsilon')} = {epsilon:g}), "
+                         f"got {eval_epsilon!r}")
+    if holdout is None or eval_epsilon is None:
+        auto = plan_holdout(rows, epsilon, error, None, n_features, delta, coverage,
+                            **({"fractions": (holdout,)} if holdout is not None else {}),
+                            **({"shares": (eval_epsilon / epsilon,)} if eval_epsilon is not None else {}))
+        f, e_eval, model_error, rule = auto.fraction, auto.epsilon_evaluate, auto.model_error, auto.rule
+        # the planner's modelled error grows without bound on tiny, wide sites (it was refused above 1): a model
+        # expected no better than chance is planned at chance, as the planner's own objective extrapolates
+        model_error = min(model_error, MAX_ERROR)
+    else:
+        f, e_eval, model_error, rule = holdout, eval_epsilon, error, "given"
+    exp = expected_holdout_certificate(rows, e_eval, model_error, None, f, "laplace", delta, coverage)
+    return {"rows": rows, "epsilon": epsilon, "expected_error": error, "holdout": f, "epsilon_tables": epsilon - e_eval,
+            "epsilon_evaluate": e_eval, "model_error": model_error, "expected_certificate": exp.value,
+            "coverage": coverage, "features": n_features, "rule": rule}

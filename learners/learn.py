@@ -10,6 +10,7 @@ the model holds its ``model_estimator()`` and the report carries its ``choice_re
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping, Sequence
@@ -84,8 +85,8 @@ class LearnResult:
 
 def learn(
     summary: Any,
-    learner: str,
-    options: Mapping[str, Any],
+    learner: "str | MarginalEstimator" = "auto",
+    options: Mapping[str, Any] | None = None,
     given: Collection[str] = (),
     select: str = "none",
     max_features: int | None = None,
@@ -97,12 +98,19 @@ def learn(
 ) -> LearnResult:
     """Select features (optionally), fit the learner on ``summary`` and wrap it as a model.
 
+    The one way a summary becomes a model: ``marg learn``, ``marg.learn`` and the scripts all
+    come here, and a learner named gives the same model as the same estimator given
+    (``learn(s, "auto")`` and ``learn(s, AutoLearner())`` write the same file).
+
     Parameters
     ----------
     summary : marginals.summary.Summary
-    learner, options, given : see :func:`make_estimator`; ``learner="auto"`` picks the learner
-        (:class:`marg.learners.auto.AutoLearner`; only ``coverage`` and ``prefer`` may be given) and the
-        model is the chosen candidate, its report carrying the candidates table.
+    learner : str or MarginalEstimator
+        A registered learner name, with ``options`` and ``given`` (see :func:`make_estimator`;
+        ``"auto"`` picks the learner, :class:`marg.learners.auto.AutoLearner`); or an unfitted
+        estimator, fitted as given (``options`` must then be empty: its parameters are its own).
+        The model is the estimator's ``model_estimator()`` — for the automatic choice the chosen
+        candidate, its report carrying the candidates table.
     select : {"none", "group-lasso", "gbd"}
     max_features, feature_cost, norm, time_limit : feature selection (see
         :func:`marg.learners.selection.select_features`; ``time_limit`` None: 60 s).
@@ -114,12 +122,10 @@ def learn(
     LearnResult
         ``report`` holds the keys of the ``marg learn --json`` contract.
     """
-    from .model import Model, model_info
-
     t0 = time.perf_counter()
     if select not in SELECTORS:
         raise InputError(f"unknown feature selection {option('select', select)} (expected none, group-lasso or gbd)")
-    est = learn_estimator(learner, options, given, callback=callback)
+    est, given = _estimator(learner, options or {}, given, callback)
     selection = None
     if select != "none":
         from .selection import select_features
@@ -138,7 +144,7 @@ def learn(
         est.set_params(features=list(selection.selected))
     from .two_round import STUDY_CHOICE, finish, is_selected
 
-    if is_selected(summary) and learner == "auto":  # the study's choice (two_round.STUDY_CHOICE)
+    if is_selected(summary) and est.learner == "auto":  # the study's choice (two_round.STUDY_CHOICE)
         est.set_params(**{k: v for k, v in STUDY_CHOICE.items() if k not in given})
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
@@ -150,9 +156,40 @@ def learn(
     report.update(est.choice_report())
     if selection is not None:
         report.update(selection.learn_report())
+    return LearnResult(as_model(fitted, summary, report), report, selection, seconds)
+
+
+def as_model(fitted: MarginalEstimator, summary: Any, report: Mapping[str, Any]) -> Any:
+    """The one place a fitted estimator becomes a :class:`~marg.learners.model.Model`: the
+    codebook of ``summary``, the estimator, and the provenance (:func:`marg.learners.model.model_info`)
+    with ``report`` (its time of fitting left out: a model file depends on what was learned)."""
+    from .model import Model, model_info
+
     info = model_info(summary, {k: v for k, v in report.items() if k != "seconds"})
-    model = Model(learner=fitted.learner, codebook=summary.codebook, estimator=fitted, info=info)
-    return LearnResult(model, report, selection, seconds)
+    return Model(learner=fitted.learner, codebook=summary.codebook, estimator=fitted, info=info)
+
+
+def _estimator(learner: Any, options: Mapping[str, Any], given: Collection[str],
+               callback: Callable[[dict], None] | None) -> tuple[MarginalEstimator, Collection[str]]:
+    """The estimator to fit and the parameters the user set: a name's options (:func:`learn_estimator`),
+    or an estimator as given (its parameters that differ from its defaults)."""
+    if isinstance(learner, MarginalEstimator):
+        if options:
+            raise InputError(f"{option(sorted(options)[0])}: give an estimator's parameters to its constructor")
+        learner.check_params()
+        defaults = {p.name: p.default for p in inspect.signature(type(learner).__init__).parameters.values()}
+        return learner, {k for k, v in learner.get_params().items() if not _is_default(v, defaults.get(k))}
+    if not isinstance(learner, str):
+        raise InputError(f"learner must be a learner name or an estimator, got {type(learner).__name__}")
+    return learn_estimator(learner, options, given, callback=callback), given
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """Whether a parameter holds its default (an array never counts as one)."""
+    try:
+        return value is default or bool(value == default)
+    except (TypeError, ValueError):
+        return False
 
 
 def trivial_certificate_warning(model: Any, n: float) -> str | None:
@@ -172,5 +209,5 @@ def trivial_certificate_warning(model: Any, n: float) -> str | None:
     return choice_warning(report) or model.estimator.trivial_warning(n)
 
 
-__all__ = ["LearnResult", "SELECTORS", "learn", "learn_estimator", "make_estimator", "option_takers",
+__all__ = ["LearnResult", "SELECTORS", "as_model", "learn", "learn_estimator", "make_estimator", "option_takers",
            "trivial_certificate_warning"]

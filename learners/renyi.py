@@ -23,10 +23,10 @@ from .params import COVERAGE, TIME_LIMIT, Check, Interval, Options
 from .certify import certify, certify_projected
 from .features.quadratic import discrete_blocks, label_contrast, second_moments
 from .renyi_summary import auto_ridge, discrete_problem, noise_sd
+from .group_norms import block_offsets
 from .renyi_problem import (
     RCOND,
     _is_separable,
-    block_offsets,
     hgr_lower_bound,
     min_norm_solve,
     psd_eigh,

@@ -72,15 +72,11 @@ import numpy as np
 from marg.errors import InputError, SolverError
 from marg.lp import HighsLP, Status
 
+from .group_norms import block_offsets
+
 
 RCOND = 1e-10
 SEP_TOL = 1e-9
-
-
-def block_offsets(sizes: Sequence[int]) -> np.ndarray:
-    """Start offsets of the feature blocks (length len(sizes) + 1, last = M)."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
 def center_problem(Q: np.ndarray, d: np.ndarray, q1: float) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:

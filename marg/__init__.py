@@ -32,7 +32,7 @@ if not (_Path(__file__).resolve().parent / "learners").is_dir() and (_top / "lea
 _LAZY: dict[str, tuple[str, str]] = {
     "load_summary": ("marg.notebook", "load_summary"),
     "learn": ("marg.notebook", "learn"),
-    "load_model": ("marg.notebook", "load_model"),
+    "load_model": ("marg.api", "load_model"),
     "save_model": ("marg.notebook", "save_model"),
     "model_card": ("marg.notebook", "model_card"),
     "MRC": ("marg.learners.mrc", "MRC"),

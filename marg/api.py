@@ -16,25 +16,37 @@ from typing import Any, Sequence
 
 from marg.errors import InputError, option
 
-def load_model(path: str | Path, schema: str | Path | None = None, data: bytes | None = None) -> Any:
-    """A model file, checked against the site's codebook when ``schema`` is given.
+def load_model(path: str | Path, trust: str | Path | None = None, allow_unsigned: bool = False,
+               schema: str | Path | None = None) -> Any:
+    """A model file, its signature verified first (as ``marg predict`` does): the one way a model file is loaded.
 
-    ``data``: the file's bytes as already read and verified
-    (:func:`marg.protocols.model_signing.read_verified_model`); the path is then not read again.
+    Parameters
+    ----------
+    path : the model file
+    trust : folder of ``NAME.sign.pub`` files
+        The learner keys this site accepts models from; an altered file, an unknown signer
+        or an unsigned file is refused (:class:`marg.errors.RefusedError`).
+    allow_unsigned : bool
+        Accept a model without a signature (experiments; ``repr(model)`` then says "unsigned").
+    schema : path, optional
+        The site's codebook: a model of another study is refused.
+
+    Returns
+    -------
+    marg.learners.model.Model
+        ``model.info["signed_by"]`` names the signer (None: unsigned).
     """
-    from marg.learners.model import Model
-    from marg.marginals.codebook import Codebook
-
-    m = Model.load(path) if data is None else Model.from_bytes(data, source=str(path))
-    if schema is not None:
-        m.check_codebook(Codebook.load(schema))
-    return m
+    model, signer, _ = load_verified_model(path, schema, trust, allow_unsigned)
+    model.info = {**model.info, "signed_by": signer}
+    return model
 
 
 def load_verified_model(path: str | Path, schema: str | Path | None, trust: str | Path | None = None,
                         allow_unsigned: bool = False) -> tuple[Any, str | None, str]:
-    """A model a site may run: its signature verified against ``trust`` (unsigned refused
-    unless ``allow_unsigned``), its codebook equal to the site's ``schema`` (when given).
+    """:func:`load_model`, with who signed it and the digest of the bytes used (what an
+    evaluation release names): a model a site may run, its signature verified against ``trust``
+    (unsigned refused unless ``allow_unsigned``), its codebook equal to the site's ``schema``
+    (when given).
 
     The file is read once (:func:`marg.protocols.model_signing.read_verified_model`): the bytes
     verified are the bytes loaded and named.
@@ -45,10 +57,15 @@ def load_verified_model(path: str | Path, schema: str | Path | None, trust: str 
     """
     import hashlib
 
+    from marg.learners.model import Model
+    from marg.marginals.codebook import Codebook
     from marg.protocols.model_signing import read_verified_model
 
     data, signer = read_verified_model(path, trust, allow_unsigned)
-    return load_model(path, schema, data=data), signer, hashlib.sha256(data).hexdigest()
+    m = Model.from_bytes(data, source=str(path))
+    if schema is not None:
+        m.check_codebook(Codebook.load(schema))
+    return m, signer, hashlib.sha256(data).hexdigest()
 
 
 def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str | None = None,
@@ -117,6 +134,43 @@ def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
 
     enc = encode_file(data, model.codebook, with_label=True)
     return evaluate(model, enc.X, enc.y)
+
+
+HOLDOUT_PLAN_RECORD = ("rows", "epsilon", "expected_error", "holdout", "epsilon_tables", "epsilon_evaluate",
+                       "expected_certificate", "rule")
+"""What a bundle records of a ``--holdout auto`` plan (the header's ``holdout.plan``)."""
+
+
+def plan_holdout(request: Any, n_features: int, rows: Sequence[int], sites: int | None = None,
+                 expected_error: float = 0.2) -> tuple[Any, dict[str, Any]]:
+    """``--holdout auto``: the release ``request`` with the planned holdout, and the plan.
+
+    ``request.epsilon`` is the site's total (training tables + the later evaluation); the plan
+    (:func:`marg.learners.holdout_plan.resolve_plan` for ``rows`` as stated publicly — one count
+    with ``sites``, or one per site — and the features of the codebook) chooses the fraction held
+    out and the split of ε. The returned request releases the tables at their share of ε, holds
+    out the planned fraction and records the plan (:data:`HOLDOUT_PLAN_RECORD`) in the bundle's
+    header; the plan dict also carries the ε the site gives the evaluation later.
+
+    Parameters
+    ----------
+    request : marg.protocols.release_request.ReleaseRequest
+    n_features : int — the codebook's features (the planner weighs the training tables by them).
+    rows : sequence of int — rows per site, as stated publicly (the data's own count is private).
+    sites : int, optional — the number of sites when ``rows`` is one count.
+    expected_error : float — the error rate the model is expected to reach.
+    """
+    from marg.learners.holdout_plan import resolve_plan
+
+    if request.epsilon is None or request.rho is not None:
+        raise InputError(f"{option('holdout', 'auto')} splits a total ε between the tables and the evaluation: "
+                         f"give {option('epsilon')}")
+    if rows is None:
+        raise InputError(f"{option('holdout', 'auto')} needs {option('plan_rows')} (the rows per site as stated "
+                         "publicly; the data's own count is private)")
+    plan = resolve_plan(list(rows), sites, request.epsilon, expected_error, n_features, None, None, request.delta)
+    record = {k: plan[k] for k in HOLDOUT_PLAN_RECORD}
+    return request.with_(holdout=plan["holdout"], epsilon=plan["epsilon_tables"], holdout_plan=record), plan
 
 
 @dataclass

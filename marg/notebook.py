@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from marg.errors import InputError, option
 
 PathLike = str | os.PathLike
 
@@ -64,8 +63,9 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
         unfitted estimator (``marg.DCC(greedy=True)``), fitted as given.
     **params
         With a name: the learner's options, as ``marg learn`` takes them (``coverage``, ``s``,
-        ``greedy``, ``max_edges``, …; one that the learner does not take is an InputError), and
-        feature selection (``select``, ``max_features``, ``feature_cost``).
+        ``greedy``, ``max_edges``, …; one that the learner does not take is an InputError); with
+        either, feature selection (``select``, ``max_features``, ``feature_cost``). The name and
+        the estimator give the same model (:func:`marg.learners.learn.learn`, the one fit).
 
     Returns
     -------
@@ -74,42 +74,10 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
         estimator's ``certificate_`` does; the same value ``marg learn`` prints). Save it with
         :func:`save_model`.
     """
-    from marg.learners.base import MarginalEstimator
     from marg.learners.learn import learn as learn_model
-    from marg.learners.model import Model, model_info
 
-    if isinstance(learner, MarginalEstimator):
-        if params:
-            raise InputError(f"{option(sorted(params)[0])}: give an estimator's parameters to its constructor")
-        est = learner.fit(summary)
-        info = model_info(summary, {**est.report(), "n": summary.n})
-        return Model(learner=est.learner, codebook=summary.codebook, estimator=est, info=info)
-    if not isinstance(learner, str):
-        raise InputError(f"learner must be a learner name or an estimator, got {type(learner).__name__}")
     selection = {k: params.pop(k) for k in ("select", "max_features", "feature_cost", "norm", "time_limit") if k in params}
     return learn_model(summary, learner, params, given=set(params), **selection).model
-
-
-def load_model(path: PathLike, trust: PathLike | None = None, allow_unsigned: bool = False,
-               schema: PathLike | None = None) -> Any:
-    """A model file, its signature verified first (as ``marg predict`` does).
-
-    Parameters
-    ----------
-    path : the model file
-    trust : folder of ``NAME.sign.pub`` files
-        The learner keys this site accepts models from; an altered file, an unknown signer
-        or an unsigned file is refused (:class:`marg.errors.RefusedError`).
-    allow_unsigned : bool
-        Accept a model without a signature (experiments; ``repr(model)`` then says "unsigned").
-    schema : path, optional
-        The site's codebook: a model of another study is refused.
-    """
-    from marg import api
-
-    model, signer, _ = api.load_verified_model(path, schema, trust, allow_unsigned)  # read once: the bytes verified are used
-    model.info = {**model.info, "signed_by": signer}
-    return model
 
 
 def save_model(model: Any, path: PathLike, sign_key: PathLike | None = None, passphrase_file: PathLike | None = None) -> str | None:
@@ -153,4 +121,4 @@ def model_card(model: Any, path: PathLike, data: Any = None) -> Path:
     return p
 
 
-__all__ = ["learn", "load_model", "load_summary", "model_card", "save_model"]
+__all__ = ["learn", "load_summary", "model_card", "save_model"]

@@ -304,6 +304,23 @@ def cap_delta(cap: PrivacyCost | None, default: float = DEFAULT_DELTA) -> float:
     return cap.delta if cap is not None and cap.epsilon > 0.0 else default
 
 
+def at_cap(cap: PrivacyCost | None, cost: PrivacyCost, zcdp_delta: float | None = None) -> dict[str, Any]:
+    """What a DP bundle's privacy record says of the site's cap — the one owner of "ε at the cap's δ".
+
+    ``{"ledger_delta": δ}``: the δ the ledger states its spend at (:func:`cap_delta`: what ``marg
+    audit show``, the dry run and the cap use), so the model card gives the ledger's number; and,
+    for a zCDP release stated at ``zcdp_delta`` other than the cap's δ, ``{"at_cap_delta": {ε, δ}}``:
+    the release's ε at the cap's δ (OpenDP's conversion of its ρ), where the site's budget is kept.
+    ``{}`` when no cap is in force.
+    """
+    if cap is None:
+        return {}
+    out: dict[str, Any] = {"ledger_delta": cap_delta(cap)}
+    if zcdp_delta is not None and cap.delta > 0 and cap.delta != zcdp_delta:
+        out["at_cap_delta"] = {"epsilon": rho_to_epsilon(cost.rho, cap.delta), "delta": cap.delta}
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # Budget cap and check
 # ---------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 from marg.errors import InputError
 
-from .dp_conversions import dp_prelude
+from .dp_conversions import dp_prelude, pure_to_rho, rho_to_epsilon
+from .noise import NoiseRecord, gaussian_std, laplace_std
 
 NOISES = ("laplace", "gaussian")
 
@@ -79,6 +80,30 @@ class Mechanism:
         if self.pure:
             return float(sensitivity) / share
         return float(sensitivity) / math.sqrt(2.0 * share)
+
+    def std(self, scale: float, integer: bool) -> float:
+        """The noise std per cell at ``scale`` (exact for the discrete noise, :mod:`marginals.noise`)."""
+        return laplace_std(scale, integer) if self.pure else gaussian_std(scale, integer)
+
+    def record(self, scale: float, integer: bool, cost: float, delta: float, unit: float = 1.0,
+               parts: tuple = ()) -> NoiseRecord:
+        """The :class:`~marginals.noise.NoiseRecord` of a table released at ``scale`` whose OpenDP map is
+        ``cost`` (ε for pure DP; ρ for zCDP, also stated as (ε, ``delta``)); ``unit`` rescales a moment
+        table's normalised noise."""
+        std = self.std(scale, integer) * unit
+        if self.pure:
+            return NoiseRecord(mechanism=self.noise, scale=scale * unit, std=std, epsilon=cost, delta=0.0, rho=0.0,
+                               parts=parts)
+        return NoiseRecord(mechanism=self.noise, scale=scale * unit, std=std, epsilon=rho_to_epsilon(cost, float(delta)),
+                           delta=float(delta), rho=cost, parts=parts)
+
+    def cost_part(self, measurement: Any, sensitivity: float | int, cost: float,
+                  delta: float) -> tuple[str, float, float, float]:
+        """One calibrated table's part of :func:`marginals.accounting.release_cost`: OpenDP's map of its
+        measurement (and, for pure DP, of that measurement seen as zCDP)."""
+        if self.pure:
+            return (self.noise, cost, pure_to_rho(measurement, sensitivity), 0.0)
+        return (self.noise, 0.0, cost, float(delta))
 
 
 MECHANISMS: dict[str, Mechanism] = {}

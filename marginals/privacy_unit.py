@@ -9,7 +9,7 @@ libraries (contribution bounds) do:
 
 - ``--privacy-unit COLUMN --max-rows-per-unit K`` (or the codebook's ``privacy_unit``):
   every table is counted over at most K rows of each value of COLUMN;
-- the sensitivity of every table is K times a row's (:func:`marg.marginals.privacy.table_sensitivity`
+- the sensitivity of every table is K times a row's (:func:`marg.marginals.release_plan.table_sensitivity`
   takes the bound; OpenDP's ``measurement.map(d_in)`` gives the cost at that ``d_in``), so
   the stated (ε, δ) holds for every *patient*.
 

@@ -324,6 +324,14 @@ class Summary:
 
     @cached_property
     def n(self) -> float:
+        """The row count every report states: the label table's total after post-processing (under
+        DP noise, :func:`marg.marginals.postprocess.postprocess_tables` pools every table's total by
+        inverse variance — the best estimate of n; exact releases: the count itself).
+
+        The one other n is ``released().n``, the total of the tables *as released*: the learners'
+        moments and confidence boxes use it (:mod:`marg.learners.features.statistics`), because
+        only those tables carry exactly the noise their records describe. Reports, model files
+        (``info.n``) and "n = …" lines use this one."""
         return float(self.class_counts.sum())
 
     @property

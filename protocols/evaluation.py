@@ -36,13 +36,14 @@ from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, select, split_for_model
-from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
+from marg.marginals.accounting import PrivacyCost, at_cap
 from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
 from marg.marginals.tables import MarginalTable
 
 from . import evaluation_ledger as evl
 from .bundle import Bundle
 from .export import ExportResult
+from .release_request import Delivery, ReleaseRequest, release_options
 
 PREDICTED = "predicted"
 TRUTH = "truth"
@@ -150,36 +151,24 @@ def evaluate_site(
     model_file_digest: str,
     site: str,
     out: str | Path,
+    request: ReleaseRequest | None = None,
+    delivery: Delivery | None = None,
     *,
-    epsilon: float | None = None,
-    rho: float | None = None,
-    delta: float = DEFAULT_DELTA,
-    mechanism: str = "laplace",
-    min_cell: int = 3,
-    min_cell_policy: str = "refuse",
-    signing_key: Any = None,
-    recipient: Any = None,
-    recipient_name: str | None = None,
-    ledger_dir: str | Path,
     progress: Callable[[int], None] | None = None,
     signer: str | None = None,
-    engine: str | None = None,
-    spark_master: str | None = None,
-    content: str = "errors",
-    site_certificate: bool = False,
-    plan: dict[str, Any] | None = None,
-    privacy_unit: str | None = None,
-    max_rows_per_unit: int | None = None,
+    **options: Any,
 ) -> ExportResult:
     """Release what the certificate needs about ``model`` on this site's held-out rows (module docstring).
 
-    Privacy arguments as for :func:`marg.protocols.export.export_site`, but ``epsilon`` is
-    spent by the Laplace mechanism by default: for one small table its noise is far below
-    the Gaussian's at δ = 1e-6. The cost is checked against the dataset's budget before any
-    data is read and recorded in its ledger. ``content`` is one of :data:`CONTENTS`;
-    ``site_certificate`` asks the learner for this site's own certificate beside the pooled
-    one; ``plan`` (a JSON-safe dict, e.g. the ε split chosen by the planner) is recorded in
-    the header.
+    ``request`` (:class:`~marg.protocols.release_request.ReleaseRequest`) and ``delivery``
+    (:class:`~marg.protocols.release_request.Delivery`) as for
+    :func:`marg.protocols.export.export_site` (keyword ``options`` set their fields), but
+    ``epsilon`` is spent by the Laplace mechanism by default: for one small table its noise is
+    far below the Gaussian's at δ = 1e-6. The cost is checked against the dataset's budget
+    before any data is read and recorded in its ledger. ``request.content`` is one of
+    :data:`CONTENTS`; ``request.site_certificate`` asks the learner for this site's own
+    certificate beside the pooled one; ``request.holdout_plan`` (a JSON-safe dict, e.g. the ε
+    split chosen by the planner) is recorded in the header.
 
     The caller has verified the model (:func:`marg.api.load_verified_model`); ``signer``
     names who signed it (None: unsigned, allowed). The header's ``evaluation.split`` names
@@ -189,19 +178,22 @@ def evaluate_site(
 
     No oracle (:mod:`protocols.evaluation_ledger`): one exact evaluation per held-out set,
     refused before any row is read after the first; a refusal after the rows are read is
-    recorded in the ledger and names no cell or class. ``privacy_unit``/``max_rows_per_unit``
+    recorded in the ledger and names no cell or class. ``request.privacy_unit``/``max_rows_per_unit``
     (default the codebook's) bound each held-out patient's rows, as at export.
     """
     from .ledger import Ledger
     from .signing import finalize_bundle
     from .site import resolve_export_ledger
 
+    r, delivery = release_options(request, delivery, options)
+    epsilon, rho, delta, min_cell, min_cell_policy = r.epsilon, r.rho, r.delta, r.min_cell, r.min_cell_policy
+    content, signing_key, recipient = r.content, delivery.signing_key, delivery.recipient
     out = Path(out)
     if not (out.parent if str(out.parent) else Path(".")).exists():
         raise InputError(f"output folder does not exist: {out.parent}")
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
-    mech, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
+    mech, epsilon, rho = budget_for(r.mechanism_or("laplace"), epsilon, rho, delta)
     dp = epsilon is not None or rho is not None
     if dp and not mech.pure:
         check_delta(delta)
@@ -211,12 +203,12 @@ def evaluate_site(
                          f"certificate would count suppressed errors as none; use refuse or differential privacy")
     from marg.marginals.privacy_unit import resolve_unit
 
-    unit = resolve_unit(model.codebook, privacy_unit, max_rows_per_unit)
+    unit = resolve_unit(model.codebook, r.privacy_unit, r.max_rows_per_unit)
     bound = unit.bound if unit is not None else 1
     clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, content).clique
     requested = plan_cost([clique], ecb, epsilon=epsilon, rho=rho, delta=delta,
                           max_rows=bound) if dp else PrivacyCost.unbounded()
-    ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key)
+    ledger_dir, site_cfg = resolve_export_ledger(delivery.ledger_dir, site, signing_key)
     if ledger_dir is None:
         raise InputError("an evaluation release needs the site's ledger (it remembers the held-out rows)")
     ledger = Ledger(ledger_dir, site=site_cfg)
@@ -231,13 +223,13 @@ def evaluate_site(
     rank = evl.ordinal(entries, ms, model_file_digest)
 
     try:
-        conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=engine,
-                                              spark_master=spark_master, split=ms, unit=unit, per_patient=dp)
+        conf, held, ms = confusion_on_holdout(data, model, ledger_dir, site, progress, engine=r.engine,
+                                              spark_master=r.spark_master, split=ms, unit=unit, per_patient=dp)
         tables = [release_table(conf, model.codebook, content)]
         suppressed: list[Any] = []
         if dp:
             tables, cost = privatize(tables, epsilon=epsilon, rho=rho, delta=delta, codebook=ecb, max_rows=bound)
-            privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(), **ledger.spend_delta()}
+            privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(), **at_cap(ledger.cap(), cost)}
             released_n = None
         else:
             tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name, codebook=ecb)
@@ -253,13 +245,13 @@ def evaluate_site(
     extra = {"evaluation": {"model": model_file_digest, "study": model.codebook.fingerprint, "learner": model.learner,
                             "signer": signer, "split": {"bundles": list(ms.bundles), "fraction": ms.spec.fraction,
                                                         "by": ms.spec.by},
-                            "content": content, "site_certificate": bool(site_certificate),
-                            **({"plan": plan} if plan else {})},
+                            "content": content, "site_certificate": bool(r.site_certificate),
+                            **({"plan": dict(r.holdout_plan)} if r.holdout_plan else {})},
              "evaluations_on_split": rank}
     bundle = Bundle.build(ecb, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
-    entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=recipient_name,
+    entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=delivery.recipient_name,
                           suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank))
     atomic_write_bytes(out, file_bytes)
     return ExportResult(bundle=final, path=out, n_rows=held, tables=tables, cost=cost, sealed=recipient is not None,

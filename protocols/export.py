@@ -20,22 +20,24 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
-from marg.marginals.codebook import MAX_LEVELS, Codebook
+from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import Holdout, has_site_key, remember, site_key
 from marg.marginals.privacy_unit import agree_holdout, count_rows, refuse_repeats, resolve_unit
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
-from marg.marginals.allocation import ALLOCATIONS, half_split_weights
-from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost
-from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
-from marg.marginals.tables import STATS, MarginalTable, check_plan_size, plan_cliques
+from marg.marginals.allocation import ALLOCATIONS
+from marg.marginals.accounting import PrivacyCost, at_cap
+from marg.marginals.privacy import budget_for, check_delta
+from marg.marginals.release_plan import ReleasePlan
+from marg.marginals.tables import MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
+from .release_request import Delivery, ReleaseRequest, release_options
+from .release_tables import first_order_weights, pairs_left_out, resolve_stats
 
 
 @dataclass(frozen=True)
@@ -64,67 +66,6 @@ def count_file(
         return data.count(codebook, cliques, progress)
     with open_source(data, engine=engine) as src:
         return src.count(codebook, cliques, progress)
-
-
-def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:
-    """Per-table budget weights: first-order tables share ``first_share``, pair tables the rest
-    (:func:`marg.marginals.allocation.half_split_weights` over the plan)."""
-    plan = [SimpleNamespace(clique=tuple(c), kind="counts") for c in cliques]
-    return half_split_weights(plan, codebook.label.name, first_share).tolist()
-
-
-MAX_AUTO_CELLS = 250_000  # --stats auto releases every pair while the pair tables hold at most this many cells
-
-
-def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str:
-    """``stats="auto"`` → what ``marg learn``'s default (the automatic choice) can use.
-
-    Under differential privacy: first-order tables and every pair of discrete features
-    (``"all"``: Rényi and the DCC need them) while the pair tables hold at most
-    :data:`MAX_AUTO_CELLS` cells (adult: 17,000; kr-vs-kp: 5,000); beyond that first-order
-    tables only (round 1 of the two-round protocol: ``marg request`` then asks for the pairs
-    of the screened features).
-    Exact releases: first-order tables only, since the min-cell rule would refuse most
-    pair tables of real data. Given ``pairs`` → ``"pairs"``.
-    """
-    if stats != "auto":
-        if stats not in STATS:
-            raise InputError(f"unknown --stats {stats!r} (expected one of auto, {', '.join(STATS)})")
-        return stats
-    if pairs:
-        return "pairs"
-    if not dp:
-        return "first"
-    sizes = [codebook.attribute_size(a) for a in codebook.discrete_names]
-    if len(sizes) < 2:
-        return "first"
-    total, cells = float(sum(sizes)), 0.0
-    for m in sizes:  # Σ_{i<j} m_i m_j K, accumulated without listing the pairs
-        total -= m
-        cells += m * total * codebook.label.n_classes
-        if cells > MAX_AUTO_CELLS:
-            return "first"
-    return "all"
-
-
-def pairs_left_out(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str | None:
-    """The warning line when ``stats="auto"`` leaves the pair tables out for their size, else None.
-
-    It names the size of all pair tables (``Σ_{i<j} m_i m_j K`` cells against
-    :data:`MAX_AUTO_CELLS`) and the largest one, whose features are the likely cause.
-    """
-    if stats != "auto" or pairs or not dp or resolve_stats(codebook, stats, dp) != "first":
-        return None
-    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), key=lambda t: -t[0])  # ties: codebook order
-    if len(sizes) < 2:
-        return None
-    m = [float(x) for x, _ in sizes]
-    K = codebook.label.n_classes
-    cells = (sum(m) ** 2 - sum(x * x for x in m)) / 2.0 * K
-    (m1, a), (m2, b) = sorted(sizes[:2], key=lambda t: codebook.index(t[1]))
-    return (f"warning: the {len(m) * (len(m) - 1) // 2:,} pair tables are left out (--stats auto): they would hold {cells:,.0f} "
-            f"cells, above {MAX_AUTO_CELLS:,}; the largest, N[{a},{b},{codebook.label.name}], {m1 * m2 * K:,} cells "
-            f"({a!r} has {m1:,} levels, {b!r} {m2:,}); coarser levels, --stats pairs --pairs a:b, or marg request choose fewer")
 
 
 @dataclass
@@ -166,47 +107,45 @@ def export_site(
     codebook: Codebook,
     site: str,
     out: str | Path,
+    request: ReleaseRequest | None = None,
+    delivery: Delivery | None = None,
     *,
-    recipient_name: str | None = None,
-    force: bool = False,
-    keep_copy: bool = True,
-    **release: Any,
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
 ) -> ExportResult:
     """Count the planned tables of ``data``, protect them, and write the site's bundle.
 
     Parameters
     ----------
-    data, codebook, site, **release
+    data, codebook, site, request, delivery, progress, **options
         What to release and how: the arguments of :func:`prepare_release` (steps 1-4), which
         document them.
     out : path
-        The file written (the bundle, sealed when ``recipient`` is given, or ``package``'s bytes).
-    recipient_name : str, optional
-        The learner's name, recorded in the ledger entry of a sealed bundle.
-    force : bool
-        Replace an existing ``out`` (refused otherwise, before anything is read or charged).
-    keep_copy : bool
-        When the written file is sealed (or a secure-aggregation package) and a ledger
-        records the export, keep the plain signed bundle beside the ledger
+        The file written (the bundle, sealed when ``delivery.recipient`` is given, or
+        ``delivery.package``'s bytes). ``delivery.force`` replaces an existing one (refused
+        otherwise, before anything is read or charged); ``delivery.recipient_name`` is recorded
+        in the ledger entry of a sealed bundle; ``delivery.keep_copy`` keeps the plain signed
+        bundle of a sealed file (or secure-aggregation package) beside the ledger
         (:mod:`protocols.site_copies`), so ``marg inspect`` shows the site what it sent.
 
     See Also
     --------
     marg.protocols.export_plan.plan_export : the same steps without writing (``--dry-run``).
     """
-    out = check_out(out, force)
-    study = release.get("study")
-    rel = prepare_release(data, codebook, site, **release)
+    request, delivery = release_options(request, delivery, options)
+    out = check_out(out, delivery.force)
+    study = request.study
+    rel = prepare_release(data, codebook, site, request, delivery, progress=progress)
     final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
-    signing_key, sealed = release.get("signing_key"), release.get("recipient") is not None
+    signing_key, sealed = delivery.signing_key, delivery.recipient is not None
 
     # 5. Ledger first (re-checks the budget under its lock), 6. then the file.
     entry = None
     if ledger is not None:
-        file_digest = hashlib.sha256(file_bytes).hexdigest() if (sealed or release.get("package") is not None) else None
-        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=rel.cost, recipient_name=recipient_name,
-                              suppressed=rel.suppressed)
-        if keep_copy and file_digest is not None:
+        file_digest = hashlib.sha256(file_bytes).hexdigest() if (sealed or delivery.package is not None) else None
+        entry = ledger.record(final, signing_key, file_digest=file_digest, cost=rel.cost,
+                              recipient_name=delivery.recipient_name, suppressed=rel.suppressed)
+        if delivery.keep_copy and file_digest is not None:
             from .site_copies import keep
 
             keep(rel.ledger_dir, final)
@@ -225,38 +164,20 @@ def prepare_release(
     data: "str | Path | Source",
     codebook: Codebook,
     site: str,
+    request: ReleaseRequest | None = None,
+    delivery: Delivery | None = None,
     *,
-    stats: str = "auto",
-    pairs: Sequence[tuple[str, str]] | None = None,
-    epsilon: float | None = None,
-    rho: float | None = None,
-    delta: float = DEFAULT_DELTA,
-    mechanism: str = "gaussian",
-    allocation: str = "half",
-    holdout: float | None = None,
-    holdout_id: str | None = None,
-    round_id: str | None = None,
-    first_share: float | None = None,
-    min_cell: int = 3,
-    min_cell_policy: str = "refuse",
-    signing_key: Any = None,
-    recipient: Any = None,
-    ledger_dir: str | Path | None = None,
     progress: Callable[[int], None] | None = None,
-    engine: str | None = None,
-    spark_master: str | None = None,
-    site_home: str | Path | None = None,
-    package: Callable[[Bundle], bytes] | None = None,
-    max_levels: int = MAX_LEVELS,
     create_key: bool = True,
-    holdout_plan: dict[str, Any] | None = None,
-    study: Any = None,
-    privacy_unit: str | None = None,
-    max_rows_per_unit: int | None = None,
-    allow_large_delta: bool = False,
+    **options: Any,
 ) -> Prepared:
     """Steps 1-4 of an export (plan, budget check, count, protect, build, sign, seal) in memory:
     nothing is written (:func:`export_site` then records and writes it).
+
+    ``request`` (:class:`~marg.protocols.release_request.ReleaseRequest`) says what is released
+    and how it is protected, ``delivery`` (:class:`~marg.protocols.release_request.Delivery`)
+    who signs, seals and records it; keyword ``options`` set their fields by name
+    (:func:`~marg.protocols.release_request.release_options`). The fields:
 
     Parameters
     ----------
@@ -332,19 +253,25 @@ def prepare_release(
     from .site import resolve_export_ledger
     from .signing import finalize_bundle
 
-    codebook.check_level_cap(max_levels)
+    request, delivery = release_options(request, delivery, options)
+    r = request
+    stats, pairs, epsilon, rho, delta = r.stats, r.pairs, r.epsilon, r.rho, r.delta
+    allocation, first_share, holdout, holdout_id, study = r.allocation, r.first_share, r.holdout, r.holdout_id, r.study
+    min_cell, min_cell_policy, round_id = r.min_cell, r.min_cell_policy, r.round_id
+    signing_key, recipient, ledger_dir = delivery.signing_key, delivery.recipient, delivery.ledger_dir
+    codebook.check_level_cap(r.max_levels)
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
     target_epsilon = None if epsilon is None else float(epsilon)
-    mech, epsilon, rho = budget_for(mechanism, epsilon, rho, delta)
+    mech, epsilon, rho = budget_for(r.mechanism_or("gaussian"), epsilon, rho, delta)
     if epsilon is not None:
         target_epsilon = None  # spent as given (pure ε-DP)
     elif rho is not None and mech.pure:
         raise InputError(f"--rho is a Gaussian (zCDP) budget; --mechanism {mech.name} needs --epsilon")
     dp = epsilon is not None or rho is not None or study is not None
     if dp and not mech.pure:
-        check_delta(delta, allow_large_delta)
-    unit = resolve_unit(codebook, privacy_unit, max_rows_per_unit)
+        check_delta(delta, r.allow_large_delta)
+    unit = resolve_unit(codebook, r.privacy_unit, r.max_rows_per_unit)
     bound = unit.bound if unit is not None else 1
     holdout_id = agree_holdout(unit, holdout_id) if holdout is not None else holdout_id
     note = None if study is not None else pairs_left_out(codebook, stats, dp, pairs)
@@ -362,13 +289,15 @@ def prepare_release(
         weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
 
     # 1. The cost is known from the plan: check the budget before reading any data.
-    ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, site_home)
+    ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, delivery.site_home)
     if study is not None:
         study.check(ledger_dir, codebook, site)  # refusals before anything is read or charged
         requested = study.requested
     else:
-        requested = plan_cost(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
-                              mechanism=mech.name, max_rows=bound) if dp else PrivacyCost.unbounded()
+        # the release planned once: its cost now, its noise after counting (marginals.release_plan)
+        dp_plan = ReleasePlan.for_cliques(cliques, codebook, epsilon=epsilon, rho=rho, weights=weights, delta=delta,
+                                          mechanism=mech.name, max_rows=bound) if dp else None
+        requested = dp_plan.cost if dp_plan is not None else PrivacyCost.unbounded()
     ledger = Ledger(ledger_dir, site=site_cfg) if ledger_dir is not None else None
     position = None
     if ledger is not None:
@@ -376,6 +305,72 @@ def prepare_release(
         position = ledger.position()  # signed into the bundle: the learner detects a forked ledger
 
     # 2. Count (a database or Spark counts inside itself; a failure leaves nothing behind).
+    counted = _count(data, codebook, cliques, unit, holdout, holdout_id, ledger_dir, r, dp=dp, create_key=create_key,
+                     progress=progress)
+    tables, n_rows, split, spec = counted.tables, counted.n_rows, counted.split, counted.spec
+    notes += counted.notes
+    if dp and not mech.pure:  # δ ≥ 1/n protects nobody (the site's own count, never released)
+        check_delta(delta, True, counted.units)
+
+    # 3. Protect.
+    suppressed: list[Any] = []
+    study_record = None
+    if study is not None:
+        tables, cost, privacy, study_record = study.protect(tables, codebook)
+        released_n = None
+    elif dp:
+        tables, cost = dp_plan.release(tables, codebook), dp_plan.cost
+        notes += useless_noise(tables, n_rows)
+        released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
+        privacy = {"mechanism": mech.name, **cost.to_dict(),
+                   "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
+        if target_epsilon is not None:
+            privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
+    if dp:  # either round of select-then-measure, or the one-round release
+        privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
+        zcdp_delta = float(privacy.get("delta", delta)) if (study is not None or not mech.pure) else None
+        privacy.update(at_cap(ledger.cap() if ledger is not None else None, cost, zcdp_delta))
+    else:
+        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
+        cost = PrivacyCost.unbounded()
+        released_n = n_rows
+        privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+        if unit is not None:
+            privacy["unit"] = unit.to_dict()
+    extra = _header_extra(counted.source, spec, r.holdout_plan, study_record, round_id, position, suppressed,
+                          None if dp else (min_cell, min_cell_policy))
+
+    # 4. Build, address, sign, seal — in memory.
+    bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
+    final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
+    if delivery.package is not None:
+        file_bytes = delivery.package(final)
+
+    return Prepared(bundle=final, file_bytes=file_bytes, tables=tables, n_rows=n_rows, cost=cost, suppressed=suppressed,
+                    ledger=ledger, ledger_dir=Path(ledger_dir) if ledger_dir is not None else None, holdout=spec,
+                    split=split, stats=stats, notes=([note] if note else []) + notes)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """Step 2's result: the exact tables, the rows counted, the held-out split (and its spec), the
+    source's description, the patients counted (for the δ < 1/n check) and warning lines."""
+
+    tables: list[MarginalTable]
+    n_rows: int
+    split: Any
+    spec: Holdout | None
+    source: dict[str, Any]
+    units: int
+    notes: list[str]
+
+
+def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tuple[str, ...]], unit: Any,
+           holdout: float | None, holdout_id: str | None, ledger_dir: str | Path | None, request: ReleaseRequest, *,
+           dp: bool, create_key: bool, progress: Callable[[int], None] | None) -> _Counted:
+    """Step 2 of an export: count the tables of ``cliques`` (held-out rows left out by the site's
+    key, each patient's rows bounded by ``unit``); a failure leaves nothing behind."""
+    notes: list[str] = []
     spec = split = None
     if holdout is not None or holdout_id is not None:
         if holdout is None:
@@ -383,7 +378,7 @@ def prepare_release(
         spec = Holdout(holdout, holdout_id)
         if ledger_dir is None:
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
-    src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
     try:
         if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
             refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
@@ -404,50 +399,21 @@ def prepare_release(
                 notes.append(kept.note())
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
-        if dp and not mech.pure:  # δ ≥ 1/n protects nobody (the site's own count, never released)
-            check_delta(delta, True, kept.units if kept is not None else n_rows)
         source = src.describe()  # after counting: a Spark source knows its master only then
     finally:
         if src is not data:
             src.close()
+    return _Counted(tables, n_rows, split, spec, source, kept.units if kept is not None else n_rows, notes)
 
-    # 3. Protect.
-    suppressed: list[Any] = []
-    study_record = None
-    if study is not None:
-        tables, cost, privacy, study_record = study.protect(tables, codebook)
-        released_n = None
-    elif dp:
-        tables, cost = privatize(tables, epsilon=epsilon, rho=rho, weights=weights, delta=delta, codebook=codebook,
-                                 mechanism=mech.name, max_rows=bound)
-        notes += useless_noise(tables, n_rows)
-        released_n: int | None = None  # n is not public under DP: the noisy label table estimates it
-        privacy = {"mechanism": mech.name, **cost.to_dict(),
-                   "allocation": allocation if first_share is None else f"first-order share {first_share:g}"}
-        if target_epsilon is not None:
-            privacy["target"] = {"epsilon": target_epsilon, "delta": float(delta)}
-    if dp:  # either round of select-then-measure, or the one-round release
-        privacy["unit"] = unit.to_dict() if unit is not None else {"column": "row", "max_rows_per_unit": 1}
-        privacy.update(ledger.spend_delta() if ledger is not None else {})
-        cap = ledger.cap() if ledger is not None else None
-        spent_delta = float(privacy.get("delta", delta))
-        if cap is not None and cap.delta > 0 and (study is not None or not mech.pure) and cap.delta != spent_delta:
-            from marg.marginals.dp_conversions import rho_to_epsilon
 
-            # the learner reads ε where the site's budget is kept: at the cap's δ (OpenDP's conversion)
-            privacy["at_cap_delta"] = {"epsilon": rho_to_epsilon(cost.rho, cap.delta), "delta": cap.delta}
-    else:
-        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
-        cost = PrivacyCost.unbounded()
-        released_n = n_rows
-        privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
-        if unit is not None:
-            privacy["unit"] = unit.to_dict()
+def _header_extra(source: dict[str, Any], spec: Holdout | None, holdout_plan: Any, study_record: Any, round_id: Any,
+                  position: Any, suppressed: Sequence[Any], min_cell: tuple[int, str] | None) -> dict[str, Any]:
+    """The bundle header's record of how the release was made (``min_cell``: (k, policy) of an exact release)."""
     # the bundle says that cells were suppressed, not where (the site's ledger records how many)
-    extra: dict[str, Any] = {"min_cell": {"k": min_cell, "policy": min_cell_policy, "suppressed": bool(suppressed)}
-                             if not dp else None, "source": source}
+    extra: dict[str, Any] = {"min_cell": {"k": min_cell[0], "policy": min_cell[1], "suppressed": bool(suppressed)}
+                             if min_cell is not None else None, "source": source}
     if spec is not None:
-        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": holdout_plan} if holdout_plan else {})}
+        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": dict(holdout_plan)} if holdout_plan else {})}
     if study_record is not None:
         extra["study"] = study_record
     if round_id is not None:
@@ -458,16 +424,7 @@ def prepare_release(
         for c in suppressed:
             per[c.table] = per.get(c.table, 0) + 1
         extra["suppressed_cells"] = per
-
-    # 4. Build, address, sign, seal — in memory.
-    bundle = Bundle.build(codebook, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
-    final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
-    if package is not None:
-        file_bytes = package(final)
-
-    return Prepared(bundle=final, file_bytes=file_bytes, tables=tables, n_rows=n_rows, cost=cost, suppressed=suppressed,
-                    ledger=ledger, ledger_dir=Path(ledger_dir) if ledger_dir is not None else None, holdout=spec,
-                    split=split, stats=stats, notes=([note] if note else []) + notes)
+    return extra
 
 
 def useless_noise(tables: Sequence[MarginalTable], n_rows: int) -> list[str]:

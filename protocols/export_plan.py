@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from marg.marginals.accounting import PrivacyCost
 
 from .export import prepare_release
+from .release_request import Delivery, ReleaseRequest, release_options
 
 
 @dataclass(frozen=True)
@@ -107,28 +108,30 @@ class ExportPlan:
                 "sealed_to": self.sealed_to, "bundle_bytes": self.bundle_bytes, "notes": list(self.notes)}
 
 
-def plan_export(data: Any, codebook: Any, site: str, out: str | Path, *, recipient_name: str | None = None,
-                **kwargs: Any) -> ExportPlan:
+def plan_export(data: Any, codebook: Any, site: str, out: str | Path, request: ReleaseRequest | None = None,
+                delivery: Delivery | None = None, *, progress: Callable[[int], None] | None = None,
+                **options: Any) -> ExportPlan:
     """What :func:`protocols.export.export_site` would release with these arguments, writing nothing.
 
     Parameters
     ----------
     data, codebook, site, out
         As for ``export_site`` (``out`` is only named in the plan; an existing ``out`` is not refused).
-    recipient_name : the learner's name, when ``recipient`` seals the bundle
-    **kwargs
-        The other keyword arguments of :func:`protocols.export.prepare_release` (``package`` is not taken).
+    request, delivery, progress, **options
+        As for :func:`protocols.export.prepare_release` (``delivery.package`` is not taken;
+        ``delivery.recipient_name`` names the learner when ``delivery.recipient`` seals the bundle).
 
     Raises
     ------
     RefusedError, InputError
         Whatever the export would refuse: the budget, the exact-release rules, a bad value.
     """
-    if kwargs.get("package") is not None:
+    request, delivery = release_options(request, delivery, options)
+    if delivery.package is not None:
         from marg.errors import InputError
 
         raise InputError("a dry run of a secure-aggregation upload is not supported: it would prepare the masks")
-    rel = prepare_release(data, codebook, site, create_key=False, **kwargs)
+    rel = prepare_release(data, codebook, site, request, delivery, progress=progress, create_key=False)
     spent = cap = after = None
     if rel.ledger is not None:
         from marg.marginals.accounting import cap_delta
@@ -152,5 +155,5 @@ def plan_export(data: Any, codebook: Any, site: str, out: str | Path, *, recipie
     return ExportPlan(site=site, out=Path(out), n_rows=rel.n_rows, released_n_rows=h.get("n_rows"), stats=rel.stats,
                       tables=tables, privacy=dict(h.get("privacy") or {}), cost=rel.cost, spent=spent, cap=cap, after=after,
                       ledger=rel.ledger_dir if rel.ledger is not None else None, signed=h.get("signature") is not None,
-                      sealed_to=(recipient_name or h.get("recipient")) if h.get("recipient") else None,
+                      sealed_to=(delivery.recipient_name or h.get("recipient")) if h.get("recipient") else None,
                       bundle_bytes=len(rel.file_bytes), notes=list(rel.notes))

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
-from marg.marginals.accounting import PrivacyCost, cap_delta, check_budget
+from marg.marginals.accounting import PrivacyCost, check_budget
 from marg.marginals.budget_file import BUDGET_FILE, read_budget
 
 from .keys import key_id, load_verify_key, short_id
@@ -227,13 +227,6 @@ class Ledger:
     def cap(self) -> PrivacyCost | None:
         """The cap in force (a signed ``cap`` entry of the chain), or None."""
         return self.state().cap
-
-    def spend_delta(self) -> dict[str, float]:
-        """``{"ledger_delta": δ}``, the δ this ledger states its spend at (the cap's: what ``marg audit
-        show``, the dry run and the cap use), for a DP bundle's privacy record — so the model card
-        gives the ledger's number; ``{}`` when no cap is in force."""
-        cap = self.cap()
-        return {} if cap is None else {"ledger_delta": cap_delta(cap)}
 
     def position(self) -> dict[str, Any]:
         """Where the next entry will stand, for the bundle's header (equivocation detection).

@@ -30,24 +30,23 @@ def as_cost(x: Any, what: str) -> PrivacyCost:
     raise InputError(f"{what} must be a privacy cost {{epsilon, delta, rho}}, got {x!r}")
 
 
+OPTIONAL_FACTS = ("recipient", "recipient_name", "mechanism", "file_digest", "n_rows", "source", "round", "exact",
+                  "suppressed")
+"""The facts a release entry may record beside the four it must (:func:`release_entry`)."""
+
+
 def release_entry(
     *,
     bundle_digest: str,
     site: str,
     statistics: Sequence[Mapping[str, Any]],
     cost: Any,
-    recipient: str | None = None,
-    recipient_name: str | None = None,
-    mechanism: str | None = None,
-    file_digest: str | None = None,
-    n_rows: int | None = None,
     time: str | None = None,
-    source: Mapping[str, Any] | None = None,
-    round: str | None = None,
-    exact: Mapping[str, str] | None = None,
-    suppressed: int = 0,
+    **optional: Any,
 ) -> dict[str, Any]:
     """The release entry for these facts (before the ledger chains and signs it).
+
+    The optional facts (:data:`OPTIONAL_FACTS`) default to None, ``suppressed`` to 0.
 
     Parameters
     ----------
@@ -70,6 +69,12 @@ def release_entry(
     InputError
         A malformed digest, site or statistic record (one line naming it).
     """
+    unknown = sorted(set(optional) - set(OPTIONAL_FACTS))
+    if unknown:
+        raise TypeError(f"release_entry() got an unexpected keyword argument {unknown[0]!r}")
+    recipient, recipient_name, mechanism, file_digest, n_rows, source, round, exact = (
+        optional.get(k) for k in OPTIONAL_FACTS[:-1])
+    suppressed = optional.get("suppressed", 0)
     for name, v in (("bundle digest", bundle_digest), ("file digest", file_digest)):
         if v is not None and (not isinstance(v, str) or not HEX64.match(v)):
             raise InputError(f"{name} must be a sha256 hex string, got {v!r}")
