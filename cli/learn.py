@@ -393,6 +393,7 @@ def certify_cmd(
     bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export DATA --evaluate MODEL).")],
     out: OutOpt,
     coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound holds.")] = 0.95,
+    evaluations: Annotated[Optional[int], typer.Option("--evaluations", metavar="K", help="How many models were evaluated on these held-out rows (this one included), when the releases do not record it (an older marg): α is split over K (Bonferroni), said in the certificate. A larger count recorded by the sites' ledgers wins.")] = None,
     json_out: JsonOpt = False,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
@@ -411,12 +412,12 @@ def certify_cmd(
 
     signer = _signer(sign_key, sign_passphrase_file, no_sign)
     res = api.certify_with_holdout(model, bundles, coverage=coverage, trust=trust, allow_unsigned=allow_unsigned,
-                                   key=key, passphrase_file=passphrase_file)
+                                   key=key, passphrase_file=passphrase_file, evaluations=evaluations)
     res.model.save(out)
     _sign(out, signer, quiet=json_out)
     b, certs = res.bound, res.certificates
     hold = res.model.info["holdout_certificate"]
-    models = {k: hold[k] for k in ("models_on_split", "models_known", "models_note", "fractions")}
+    models = {k: hold[k] for k in ("models_on_split", "models_known", "models_source", "models_note", "fractions")}
     if json_out:
         emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
                    "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"},

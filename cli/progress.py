@@ -154,6 +154,7 @@ class LearnProgress(Step):
         self.stop_note: str | None = None
         self._last_gbd = float("-inf")
         self._auto = False
+        self.chosen: str | None = None
 
     def __call__(self, info: dict) -> None:
         stage = info.get("stage")
@@ -182,9 +183,14 @@ class LearnProgress(Step):
         elif stage == "path":
             self.update(f"group-lasso path: λ = {info['lam']:.4g}, {info['n_active']} features")
         elif stage == "auto":
-            val = info.get("score", info.get("certificate"))
             self._auto = True
-            self.update(f"auto: {info['learner']} {'' if val is None else f'{val:.4f}'}".rstrip())
+            nums = ([] if info.get("error") is None else [f"estimated error {info['error']:.4f}"]) + (
+                [] if info.get("certificate") is None else [f"certificate {info['certificate']:.4f}"])
+            if info.get("chosen"):  # the choice made: the last line and the summary name it
+                self.chosen = str(info["learner"])
+                self.update(f"auto: chose {self.chosen}" + (f" ({', '.join(nums)})" if nums else ""))
+            else:
+                self.update(f"auto: {info['learner']}" + (f": {', '.join(nums)}" if nums else ""))
         elif stage == "note":
             if info.get("warn"):  # said at once, on its own line, whatever the mode: the user can stop here
                 err(f"warning: {info['text']}")
@@ -203,6 +209,7 @@ class LearnProgress(Step):
     def finish(self, chosen: str | None = None) -> None:
         """Close with the summary line; ``chosen``: the learner fitted (the automatic choice's pick,
         which the summary names instead of the last candidate tried)."""
+        chosen = self.chosen or chosen  # the choice's own record names the candidate (with its options)
         text = f"auto chose {chosen}" if chosen is not None and self._auto else self.text
         parts = [text] if text else []
         if self.best is not None and self.stop_note is None:

@@ -246,10 +246,7 @@ class AutoLearner(MarginalEstimator):
         if self.screen_ is not None:
             words = "the screen: no feature passed it, so the label table alone decides"
         rows[k].chosen = True
-        if self.callback is not None:
-            for r in rows:
-                self.callback({"stage": "auto", "learner": r.learner, "params": r.params, "error": r.error,
-                               "certificate": r.certificate})
+        self._say_choice(rows)
         chosen = fitted[k]
         assert chosen is not None
         c = certs[k]  # the labels' certificate, holding with every other candidate's at once: coverage as asked
@@ -276,10 +273,7 @@ class AutoLearner(MarginalEstimator):
             if r.chosen:
                 r.certificate, r.kind = float(res.chosen.certificate_.value), res.chosen.certificate_.kind
                 r.trivial = bool(res.chosen.certificate_.trivial)
-        if self.callback is not None:
-            for r in rows:
-                self.callback({"stage": "auto", "learner": r.learner, "params": r.params, "error": r.error,
-                               "certificate": r.certificate})
+        self._say_choice(rows)
         self.chosen_ = res.chosen
         self.fitted_ = [res.chosen if r.chosen else None for r in rows]
         self.candidates_ = rows
@@ -350,6 +344,18 @@ class AutoLearner(MarginalEstimator):
             if last.needed is not None:
                 break
         return last
+
+    def _say_choice(self, rows: list[CandidateRow]) -> None:
+        """Progress once the choice is made: each candidate's estimate and certificate, then the chosen one
+        (``"chosen": True``, last), so the last line names what was chosen, not the last candidate tried."""
+        if self.callback is None:
+            return
+        for r in rows:
+            self.callback({"stage": "auto", "learner": candidate_name(r.learner, r.params), "params": r.params,
+                           "error": r.error, "certificate": r.certificate})
+        r = next(r for r in rows if r.chosen)
+        self.callback({"stage": "auto", "learner": candidate_name(r.learner, r.params), "params": r.params,
+                       "error": r.error, "certificate": r.certificate, "chosen": True})
 
     def _adopt(self, chosen: MarginalEstimator) -> None:
         self.certificate_ = chosen.certificate_

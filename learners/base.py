@@ -348,11 +348,21 @@ class MarginalEstimator:
             if "certificate" in d:  # files without it (previous releases) keep the learner's own
                 k = est.certificate_.n_classes if hasattr(est, "certificate_") else len(est.classes_)
                 est.certificate_ = _certificate_from(d["certificate"], k)
+            est._certificate_loaded()
         except InputError:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise InputError(f"malformed {cls.display_name.split(' ', 1)[-1]} model: {exc}") from None
         return est
+
+    def randomized_bound(self) -> "Certificate | None":
+        """The bound on the learner's randomized rule (``predict_proba``), R*, when it has one apart from
+        the certificate of the labels it predicts; None otherwise. Never compared with a certificate."""
+        return None
+
+    def _certificate_loaded(self) -> None:
+        """Called once a model file's certificate is in place: a learner whose earlier files
+        certified something else than the labels it predicts mends it here (default: nothing)."""
 
     @classmethod
     def _param_from_json(cls, name: str, value: Any) -> Any:

@@ -1,18 +1,12 @@
 """One confidence event for a choice among candidates, and certificates about the labels each candidate predicts.
 
-**The labels a model predicts.** ``predict`` is a deterministic rule; the minimax learners
-(MRC, DCC) report R*, the worst-case risk of their *randomized* rule (``predict_proba``).
-The choice compares what is promised about the labels written out, so each candidate's
-certificate (:func:`label_certificate`) is:
-
-- the learner's own when it already bounds its deterministic rule (W(h), the hinge bound,
-  the holdout bound);
-- for a rule additive in one-hot features (the MRC's argmax, :meth:`linear_rule`): W(h) of
-  that rule over the first-order box of the features (:func:`marg.learners.certify.certify`);
-- otherwise (a DCC's pairwise rule) 2·R*, capped at 1: where the argmax ŷ(x) ≠ y, the
-  randomized rule puts h(y|x) ≤ h(ŷ|x), and the two sum to at most 1, so h(y|x) ≤ ½ and
-  1{ŷ(x) ≠ y} ≤ 2(1 − h(y|x)) for every (x, y); taking expectations, the deterministic rule's
-  error under any p of the box is at most twice the randomized rule's risk, which R* bounds.
+**The labels a model predicts.** ``predict`` is a deterministic rule; R* bounds the minimax
+learners' *randomized* rule (``predict_proba``). The choice compares what is promised about the
+labels written out, so each candidate's certificate (:func:`label_certificate`) is the learner's
+own: every learner bounds its deterministic rule (W(h), the hinge bound, the holdout bound; the
+minimax learners through :mod:`marg.learners.certify_labels`, R* kept as ``minimax_risk_``). A
+learner still reporting R* gets W(h) of its additive rule over the first-order box, or 2·R*
+(:func:`marg.learners.certify_labels.doubled`).
 
 R* itself is kept under its own name (``minimax_risk``) and never compared with a W(h).
 
@@ -34,8 +28,7 @@ from typing import Any, Sequence
 from marg.errors import InconsistentStatistics, InputError
 
 from .base import Certificate
-
-RANDOMIZED = ("R*", "R*_L")
+from .certify_labels import RANDOMIZED, doubled
 
 
 def split_coverage(coverage: float, m: int) -> float:
@@ -49,11 +42,14 @@ def label_certificate(est: Any, summary: Any, coverage: float, features: Sequenc
                       ) -> tuple[Certificate, float | None]:
     """(a certificate of the labels ``est`` predicts, R* of its randomized rule or None) — module docstring.
 
-    ``coverage`` is the coverage ``est`` was fitted at (its box's); ``features`` the features the
-    candidates were restricted to (None: every one)."""
+    A minimax learner certifies its labels itself (``certificate_`` W(h), ``minimax_risk_`` R*,
+    :mod:`marg.learners.certify_labels`); a learner whose certificate is still R* gets W(h) of its
+    additive rule or 2·R*. ``coverage`` is the coverage ``est`` was fitted at (its box's); ``features``
+    the features the candidates were restricted to (None: every one)."""
     cert = est.certificate_
+    own = getattr(est, "minimax_risk_", None)
     if cert.kind not in RANDOMIZED:
-        return cert, None
+        return cert, None if own is None or own is cert else float(own.value)
     rstar = float(cert.value)
     try:
         from .certify import certify
@@ -61,8 +57,5 @@ def label_certificate(est: Any, summary: Any, coverage: float, features: Sequenc
         w = certify(est, summary, coverage=coverage, structure="first",
                     features=None if features is None else list(features))
     except (InputError, InconsistentStatistics):  # a pairwise rule: no additive form to certify
-        value = min(1.0, 2.0 * rstar)
-        return Certificate(value, "W(h)", cert.coverage, cert.approximate, cert.n_classes, box=cert.box,
-                           note=f"2·R* (R* = {rstar:.4f}) bounds the deterministic rule's error: where it errs, the "
-                                f"randomized rule puts at most 1/2 on the truth"), rstar
-    return w, rstar
+        return doubled(cert), rstar
+    return (w if w.value <= 2.0 * rstar else doubled(cert)), rstar

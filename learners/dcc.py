@@ -363,6 +363,7 @@ class DCC(MinimaxRules):
         self.edges_ = pmap.edge_names
         self.relaxed_ = bool(relaxed)
         self.edge_weights_ = list(edge_weights)
+        self._certify_labels(summary)
         self.seconds_ = time.perf_counter() - t0
 
     def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:

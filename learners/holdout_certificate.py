@@ -336,7 +336,8 @@ def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]
     return Certificates(pooled, sites, by_class)
 
 
-def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95) -> Certificates:
+def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95,
+                  evaluations: int | None = None) -> Certificates:
     """Replace ``model``'s certificate by the pooled holdout bound of the sites' evaluation releases.
 
     ``releases``: the verified releases (each with ``site``, ``table``, ``content``,
@@ -344,14 +345,27 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95) -
     The pooled bound (:func:`holdout_certificates` at ``coverage``) becomes the model's
     certificate (kind ``"holdout"``); it, the per-site bounds (sites that asked) and the
     class-wise bounds (releases with per-class counts) are recorded in ``model.info["holdout_certificate"]``.
+
+    α is split over the models evaluated on the held-out split (Bonferroni): the largest count the
+    releases record (``evaluations_on_split``, from each site's ledger), or ``evaluations`` — the
+    number the user states (``marg certify --evaluations K``) — when that is larger or a release does
+    not record it (an older marg). ``models_source`` says which: ``"ledger"``, ``"stated"`` or
+    ``"unknown"`` (then the bound is for one model, and says so).
     """
     from .base import Certificate
 
+    if evaluations is not None and (isinstance(evaluations, bool) or int(evaluations) != evaluations
+                                    or evaluations < 1):
+        raise InputError(f"evaluations must be a whole number of models >= 1, got {evaluations!r}")
     counts, asked = [], []
     fractions = [getattr(r, "fraction", None) for r in releases]
     known = [getattr(r, "evaluations_on_split", None) for r in releases]
-    models_known = all(k is not None for k in known)
-    models = max([int(k) for k in known if k is not None] or [1])
+    recorded = max([int(k) for k in known if k is not None] or [1])
+    ledger = all(k is not None for k in known)
+    models = max(recorded, int(evaluations)) if evaluations is not None else recorded
+    models_known = ledger or evaluations is not None
+    source = "stated" if evaluations is not None and (not ledger or evaluations > recorded) else (
+        "ledger" if ledger else "unknown")
     for r in releases:
         t = r.table
         overall, per_class = released_counts(t.counts, t.noise.draws(True), r.content)
@@ -363,11 +377,14 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95) -
     bound = certs.pooled
     note = "" if models_known else (
         "the evaluation releases do not say how many models were evaluated on this held-out split (released by an "
-        "older marg): the bound is for one model, and does not hold if the sites evaluated others on the same rows")
+        "older marg): the bound is for one model, and does not hold if the sites evaluated others on the same rows "
+        "(state their number with marg certify --evaluations K)")
+    said = {"ledger": "as the sites' ledgers record", "stated": f"as stated (--evaluations {models})"}.get(source, "")
     model.estimator.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(classes), note=note)
     model.info = {**model.info, "holdout_certificate": {
-        **bound.to_dict(), "models_on_split": models, "models_known": models_known,
-        "models_note": note or (f"α split over the {models} model(s) evaluated on this held-out split (Bonferroni)"),
+        **bound.to_dict(), "models_on_split": models, "models_known": models_known, "models_source": source,
+        "models_note": note or (f"α split over the {models} model(s) evaluated on this held-out split (Bonferroni), "
+                                f"{said}"),
         "fractions": {r.site: f for r, f in zip(releases, fractions)},
         "sites": [r.site for r in releases], "privacy": {r.site: r.privacy for r in releases},
         "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},

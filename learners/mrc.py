@@ -185,6 +185,7 @@ class MRC(MinimaxRules):
         self._set_minimax_state(summary, fmap, sol, ruled_out, approximate=box.approximate)
         self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
+        self._certify_labels(summary)
         return self
 
     def _solve(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray) -> MinimaxSolution:

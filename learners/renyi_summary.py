@@ -156,7 +156,8 @@ def gcv_path(summary: Any, ranked: Sequence[str], sizes: Sequence[int],
     ranked : sequence of str
         Discrete features, best first.
     sizes : sequence of int
-        The numbers M of top features tried.
+        The numbers M of top features tried; M = 0 is the intercept alone — the larger class, the
+        label-only rule — with df = 1 and γ = Σ_c π_c(1 − π_c) (its GCV the same at every ridge).
     ridges : sequence of float
 
     Returns
@@ -178,6 +179,10 @@ def gcv_path(summary: Any, ranked: Sequence[str], sizes: Sequence[int],
     ds = [label_contrast(sub, c if K > 2 else None) for c in positives]
     out: list[tuple[int, float, float]] = []
     for M in sizes:
+        if int(M) == 0:  # no feature: the intercept alone, the larger class (the label-only rule), df = 1
+            gam0 = sum(float(prior[c]) * (1.0 - float(prior[c])) for c in positives)
+            out += [(0, float(r), gam0 / (1.0 - 1.0 / n) ** 2 if n > 1 else float("inf")) for r in ridges]
+            continue
         keep = set(ranked[:M])
         idx = np.concatenate([np.arange(b.offset, b.offset + b.size) for b in blocks if b.name in keep])
         Qm = Q[np.ix_(idx, idx)]

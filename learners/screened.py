@@ -270,13 +270,19 @@ def screen_and_learn(summary: Any, learners: Sequence[str] = LEARNERS, sizes: Se
             break
         grid = [min(len(ranked), GROWTH * top)]
     best.chosen = True
-    chosen = fitted[(best.learner, best.size)]
-    if best.learner != PRIOR:  # two boxes could be chosen (the label table's, every feature's): α/2 each
+    chosen = _certify_choice(fitted[(best.learner, best.size)], summary, coverage)
+    top = ranked[: best.size]
+    return ScreenResult(chosen, top, len(ranked), len(scores.names), configs, method, scores.lower_of(top))
+
+
+def _certify_choice(chosen: MarginalEstimator, summary: Any, coverage: float) -> MarginalEstimator:
+    """The chosen configuration's certificate at ``coverage``: two boxes could carry it (the label table's for the
+    label-only rule, every feature's first-order cells for the others), each at 1 − α/2 (Bonferroni)."""
+    if chosen.learner != PRIOR:  # the label-only rule was fitted at 1 − α/2 already (:func:`_fit`)
         chosen.certificate_ = selection_certificate(chosen, summary, split_coverage(coverage, 2))
     c = chosen.certificate_
     chosen.certificate_ = Certificate(c.value, c.kind, coverage, c.approximate, c.n_classes, note=c.note, box=c.box)
-    top = ranked[: best.size]
-    return ScreenResult(chosen, top, len(ranked), len(scores.names), configs, method, scores.lower_of(top))
+    return chosen
 
 
 def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
@@ -291,21 +297,24 @@ def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
 
 def _second_round(summary: Any, ranked: list[str], paired: int, sizes: Sequence[int], coverage: float,
                   scores: Scores) -> ScreenResult:
-    """Rényi on the top M of the requested pairs, (M, ridge) by generalized cross-validation (module docstring, 2b)."""
+    """Rényi on the top M of the requested pairs, (M, ridge) by generalized cross-validation (module docstring, 2b);
+    M = 0 is the label-only rule (the intercept alone: the larger class), so the choice can always answer it."""
     grid = sorted({min(int(m), paired) for m in sizes} | {paired})
-    path = gcv_path(summary, ranked, grid)
+    path = gcv_path(summary, ranked, [0] + grid)
     M, ridge, _ = min(path, key=lambda t: (t[2], t[0]))
-    configs = []
+    configs = [Config(PRIOR, 0, chosen=M == 0, note=f"GCV {path[0][2]:.4g}: the intercept alone, the larger class")]
     for m in grid:
         _, r, g = min((t for t in path if t[0] == m), key=lambda t: t[2])
         configs.append(Config("renyi", m, chosen=m == M, note=f"GCV {g:.4g} at ridge {r:g}"))
-    chosen = _fit(summary, "renyi", ranked[:M], coverage, ridge=ridge)
-    chosen.certificate_ = selection_certificate(chosen, summary, coverage)
+    fitted = _fit(summary, PRIOR, [], coverage) if M == 0 else _fit(summary, "renyi", ranked[:M], coverage, ridge=ridge)
+    chosen = _certify_choice(fitted, summary, coverage)
     method = (f"second round: Rényi on the top M of the {paired} features whose pairs were released, M and the ridge "
-              f"by generalized cross-validation from the pair tables (GCV = γ / (1 − df/n)², no row needed)")
+              f"by generalized cross-validation from the pair tables (GCV = γ / (1 − df/n)², no row needed; M = 0: "
+              f"the label-only rule)")
     return ScreenResult(chosen, ranked[:M], len(ranked), len(scores.names), configs, method, scores.lower_of(ranked[:M]),
-                        rule=f"the second round: the (M, ridge) of the smallest GCV among {len(path)}; certified over "
-                             f"every feature's first-order uncertainty set")
+                        rule=f"the second round: the (M, ridge) of the smallest GCV among {len(path)}, M = 0 the "
+                             f"label-only rule; certified over the label table's box or every feature's first-order "
+                             f"uncertainty set, each at α/2")
 
 
 def choose_config(configs: Sequence[Config], learners: Sequence[str], tolerance: float = TOLERANCE,

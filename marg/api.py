@@ -186,12 +186,13 @@ class HoldoutResult:
 
 def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], coverage: float = 0.95,
                          trust: str | Path | None = None, allow_unsigned: bool = False, key: str | Path | None = None,
-                         passphrase_file: str | Path | None = None) -> HoldoutResult:
+                         passphrase_file: str | Path | None = None, evaluations: int | None = None) -> HoldoutResult:
     """Replace a model's certificate by the holdout bound of the sites' evaluation releases.
 
     The releases are verified and matched to *this* model file (its SHA-256) by
     :func:`marg.protocols.evaluation.verified_evaluations`; the bound is
-    :func:`marg.learners.holdout_certificate.certify_model` at ``coverage``.
+    :func:`marg.learners.holdout_certificate.certify_model` at ``coverage``, α split over the
+    models evaluated on the held-out split (``evaluations``: their number as the user states it).
     """
     from marg.learners.holdout_certificate import certify_model
     from marg.learners.model import Model
@@ -200,5 +201,5 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
     model, digest = Model.read(model_path)  # read once: the digest names the bytes certified
     releases = verified_evaluations(bundles, model.codebook, model.info, digest, Path(model_path).name, trust=trust,
                                     allow_unsigned=allow_unsigned, key=key, passphrase_file=passphrase_file)
-    certs = certify_model(model, releases, coverage)
+    certs = certify_model(model, releases, coverage, evaluations=evaluations)
     return HoldoutResult(model, certs.pooled, [r.site for r in releases], certs)

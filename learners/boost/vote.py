@@ -196,6 +196,7 @@ class BoostVote(MinimaxRules):
         self.history_ = res.info["history"]
         self.stopped_ = res.info["stop"]
         self.empty_reason_ = None if self.used_features() else self._why_empty(src, mm, res)
+        self._certify_labels(summary)
         return self
 
     def _why_empty(self, src: ColumnSource, mm: Any, res: Any) -> str:

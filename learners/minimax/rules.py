@@ -11,6 +11,7 @@ tie-break tables, provenance).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -159,12 +160,38 @@ class MinimaxRules(MarginalEstimator):
         self.bound_ = float(np.max(sol.bound)) if np.size(sol.bound) else float("nan")
         self.fingerprint_ = str(summary.fingerprint)
         self.n_ = float(summary.n)
-        self.certificate_ = Certificate(float(value), sol.kind, self.coverage if self.s is None else None,
-                                        bool(approximate), len(self.classes_),
-                                        box=box_tables(fmap, tau, lam, summary.codebook.label.name))
+        self.minimax_risk_ = Certificate(float(value), sol.kind, self.coverage if self.s is None else None,
+                                         bool(approximate), len(self.classes_),
+                                         box=box_tables(fmap, tau, lam, summary.codebook.label.name))
+        self.certificate_ = self.minimax_risk_  # until :meth:`_certify_labels` (the fit's last step)
+
+    def _certify_labels(self, summary: Any) -> None:
+        """The certificate of the labels ``predict`` writes: W(h) over the fit's own box, R* kept in
+        ``minimax_risk_`` (:func:`marg.learners.certify_labels.labels_certificate`). A fit's last step."""
+        from ..certify_labels import labels_certificate
+
+        self.certificate_ = labels_certificate(self, summary)
+
+    def randomized_bound(self) -> Certificate | None:
+        """R* (``minimax_risk_``): the randomized rule's worst-case risk over the box, when the certificate is not it."""
+        r = getattr(self, "minimax_risk_", None)
+        return None if r is None or r is self.certificate_ else r
+
+    def _certificate_loaded(self) -> None:
+        """A file saved before the labels were certified carries R* (the randomized rule's) as its
+        certificate: it becomes ``minimax_risk_``, and 2·R* the labels' certificate
+        (:func:`marg.learners.certify_labels.doubled`)."""
+        from ..certify_labels import RANDOMIZED, doubled
+
+        if self.minimax_risk_ is None:
+            self.minimax_risk_ = self.certificate_
+        if self.certificate_.kind in RANDOMIZED:
+            self.certificate_ = doubled(self.certificate_)
 
     def _report(self) -> dict[str, Any]:
-        return {"iterations": [float(r) for r in self.iterations_]}
+        r = self.randomized_bound()
+        return {"iterations": [float(v) for v in self.iterations_],
+                "minimax_risk": None if r is None else {"value": float(r.value), "kind": r.kind}}
 
     # ------------------------------------------------------- what the card and the CLI show
     def linear_rule(self) -> Any:
@@ -191,7 +218,12 @@ class MinimaxRules(MarginalEstimator):
     def learn_lines(self, report: dict[str, Any]) -> list[str]:
         """R* after each iteration when there was more than one."""
         its = report.get("iterations", [])
-        return ["R^k: " + ", ".join(f"{r:.4f}" for r in its)] if len(its) > 1 else []
+        out = ["R^k: " + ", ".join(f"{r:.4f}" for r in its)] if len(its) > 1 else []
+        r = report.get("minimax_risk")
+        if r:  # the randomized rule's bound, under its own name: it is not the labels' certificate
+            out.append(f"randomized rule (predict_proba): minimax risk {r['kind']} = {r['value']:.4f} (bounds the "
+                       f"randomized rule, not the labels predict writes)")
+        return out
 
     # ------------------------------------------------------------------ persistence
     def _state(self) -> dict[str, Any]:
@@ -205,6 +237,8 @@ class MinimaxRules(MarginalEstimator):
             "phi": self.phi_,
             "worst_case_error": float(c.value),
             "certificate": {"kind": c.kind, "coverage": c.coverage, "approximate": c.approximate},
+            **({} if self.randomized_bound() is None else {"minimax_risk": {"value": float(self.minimax_risk_.value),
+                                                                            "kind": self.minimax_risk_.kind}}),
             "iterations": list(self.iterations_),
             "n_rows": self.n_rows_,
             "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
@@ -258,6 +292,9 @@ class MinimaxRules(MarginalEstimator):
         cov = rec.get("coverage", self.coverage if self.s is None else None)
         self.certificate_ = Certificate(value, str(rec.get("kind", kind)), None if cov is None else float(cov),
                                         bool(rec.get("approximate", False)), len(classes))
+        mr = d.get("minimax_risk")
+        self.minimax_risk_ = (replace(self.certificate_, value=float(mr["value"]), kind=str(mr["kind"]))
+                              if isinstance(mr, dict) else None)
         self.iterations_ = [float(v) for v in d.get("iterations", [])]
         self.n_rows_ = int(d.get("n_rows", 0))
         self.impossible_ = imp

@@ -32,8 +32,9 @@ PROMISE = {
 """A certificate kind → what it promises, in words."""
 
 
-def certificate_section(page: Page, cert: Any, info: dict, rep: dict) -> None:
-    """The card's first section: the bound, its kind and coverage, its promise, its caveats."""
+def certificate_section(page: Page, cert: Any, info: dict, rep: dict, randomized: Any = None) -> None:
+    """The card's first section: the bound, its kind and coverage, its promise, its caveats; ``randomized``:
+    the randomized rule's bound R* (a minimax learner's), shown under its own name, never compared."""
     page.h2("Certificate: what this model guarantees")
     if cert.kind == "holdout":
         holdout_section(page, cert, info)
@@ -46,6 +47,11 @@ def certificate_section(page: Page, cert: Any, info: dict, rep: dict) -> None:
     page.p(e(f"It is {PROMISE.get(cert.kind, cert.kind)}" + (
         f", and it holds with probability at least {cert.coverage:.0%} over the sample"
         + (" and the released noise" if dp else "") + "." if cert.coverage is not None else ".")), "note")
+    if randomized is not None:
+        page.text(f"The minimax risk of the randomized rule (predict_proba; {randomized.kind}) is "
+                  f"{float(randomized.value):.4f}: {PROMISE.get(randomized.kind, randomized.kind)}. It bounds that rule, "
+                  "not the labels this model predicts, and is not compared with the certificate above.", "note")
+        page.p(f"Minimax risk of the randomized rule: {value('minimax_risk', float(randomized.value))}")
     page.text("It does not promise: accuracy on a population other than the one the sites' patients come from; "
               "anything about rows outside the uncertainty set (cells the released tables rule out), which the "
               "evaluation below counts; a tight value — it is an upper bound, often far above the error.", "note")

@@ -59,7 +59,7 @@ def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str
     est, info = model.estimator, model.info or {}
     rep = info.get("report") or {}
     page = Page(f"Model card — {model.learner} model{f' ({source})' if source else ''}")
-    certificate_section(page, est.certificate_, info, rep)  # first: what the model guarantees
+    certificate_section(page, est.certificate_, info, rep, est.randomized_bound())  # first: what the model guarantees
     _choice_table(page, rep)
     if evaluation is not None:
         evaluation_section(page, evaluation)

@@ -93,7 +93,7 @@ def test_the_chooser_end_to_end_on_three_exact_sites():
         cert, rstar = label_certificate(alone, S, each)
         assert row.certificate == pytest.approx(cert.value, abs=1e-9) and row.kind == "W(h)"
         if row.learner in ("mrc", "dcc"):  # R* under its own name, never the certificate
-            assert row.minimax_risk == pytest.approx(alone.certificate_.value, abs=1e-9)
+            assert row.minimax_risk == pytest.approx(alone.minimax_risk_.value, abs=1e-9)
         # the estimate: fitted without site j, its error on rows simulated from site j's tables
         folds = []
         for j in range(3):

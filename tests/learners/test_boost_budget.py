@@ -52,8 +52,8 @@ def test_a_deadline_inside_pricing_keeps_a_valid_certificate(monkeypatch, seed, 
         n_parts = n_parts or searches["n"]
         assert searches["n"] <= budget  # no search starts after the deadline
         assert est.stopped_ == "time_limit" and not est.converged_
-        assert est.certificate_.value == pytest.approx(R_by_enumeration(est, cb, S.n_classes), abs=1e-9)
-        assert est.certificate_.value >= full.certificate_.value - 1e-9
+        assert est.minimax_risk_.value == pytest.approx(R_by_enumeration(est, cb, S.n_classes), abs=1e-9)
+        assert est.minimax_risk_.value >= full.minimax_risk_.value - 1e-9
         if not est.used_features():
             assert "time limit" in est.empty_reason_ and est.report()["empty_vote_reason"] == est.empty_reason_
     assert n_parts >= 1

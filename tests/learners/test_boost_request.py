@@ -87,7 +87,7 @@ def test_request_finds_the_conjunction_and_the_order3_vote_certifies():
     F = est.decision_function(full)
     phi = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for C in label_subsets(2))
     R = 1.0 - np.sum(est.tau_ * est.mu_) + np.sum(est.lambda_ * np.abs(est.mu_)) + phi
-    assert est.certificate_.value == pytest.approx(R, abs=1e-9)
+    assert est.minimax_risk_.value == pytest.approx(R, abs=1e-9)
 
 
 def test_request_refusals():

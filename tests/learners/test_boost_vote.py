@@ -107,18 +107,18 @@ def test_certificate_is_the_brute_force_minimax_value(seed, sizes):
     F = est.decision_function(full)
     phi = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for C in label_subsets(K))
     R = 1.0 - np.sum(est.tau_ * est.mu_) + np.sum(est.lambda_ * np.abs(est.mu_)) + phi
-    assert est.certificate_.value == pytest.approx(R, abs=1e-9)
+    assert est.minimax_risk_.value == pytest.approx(R, abs=1e-9)
     assert est.phi_ == pytest.approx(phi, abs=1e-9)
     # the minimax LP over the chosen columns, every row written out
     support = est.map_.monomials
     chosen = minimax_lp(est, S, support, lambda u: [c for c in range(K) if est.mu_[c, u] != 0], price)
-    assert est.certificate_.value == pytest.approx(chosen, abs=1e-7)
+    assert est.minimax_risk_.value == pytest.approx(chosen, abs=1e-7)
     # the training rows' distribution is in U (exact tables, λ ≥ 0): the randomized rule's error ≤ R
     proba = est.predict_proba(X.astype(float))
-    assert 1.0 - proba[np.arange(len(y)), y].mean() <= est.certificate_.value + 1e-9
+    assert 1.0 - proba[np.arange(len(y)), y].mean() <= est.minimax_risk_.value + 1e-9
     if est.converged_ and est.pricing_exact_:
         everything = minimax_lp(est, S, list(all_monomials(len(tests))), lambda u: range(K), price)
-        assert est.certificate_.value == pytest.approx(everything, abs=1e-6)
+        assert est.minimax_risk_.value == pytest.approx(everything, abs=1e-6)
 
 
 def test_calibrated_fit_round_trips_and_speaks_words():
@@ -127,7 +127,7 @@ def test_calibrated_fit_round_trips_and_speaks_words():
     X, y = sample(cb, 400, rng)
     S = Summary.from_rows(cb, X, y, stats="all")
     est = BoostVote().fit(S)
-    assert 0.0 < est.certificate_.value <= 1.0 and est.certificate_.coverage == 0.95
+    assert 0.0 < est.minimax_risk_.value <= 1.0 and est.certificate_.coverage == 0.95
     rules = est.report()["monomials"]
     assert rules and all(isinstance(r["rule"], str) and r["class"] in cb.label.classes for r in rules)
     assert all(" AND " in r["rule"] or r["order"] <= 1 for r in rules)
@@ -181,7 +181,7 @@ def test_time_limit_inside_an_lp_keeps_the_best_vote_so_far(monkeypatch):
         F = est.decision_function(grid)
         phi = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for C in label_subsets(S.n_classes))
         R = 1.0 - np.sum(est.tau_ * est.mu_) + np.sum(est.lambda_ * np.abs(est.mu_)) + phi
-        assert est.certificate_.value == pytest.approx(R, abs=1e-9) and est.certificate_.value >= full.certificate_.value - 1e-9
+        assert est.minimax_risk_.value == pytest.approx(R, abs=1e-9) and est.minimax_risk_.value >= full.minimax_risk_.value - 1e-9
 
 
 def test_candidate_count_bounds_every_priceable_monomial():

@@ -97,18 +97,21 @@ def _randomized_loss(est, X: np.ndarray) -> np.ndarray:
 
 
 def test_mrc_certificate_recomputed_from_the_printed_box(tmp_path):
-    """First-order MRC: R* = the worst case of its randomized rule over the printed box (the minimax
-    rule's own worst case equals the LP value), cells in the codebook's level order, missing last."""
+    """First-order MRC: the printed certificate = W(h), the worst case over the printed box of the labels
+    ``predict`` writes (tie-break included); R* (``minimax_risk``) = its randomized rule's worst case over
+    the same box; cells in the codebook's level order, missing last."""
     cb, S = _problem()
     est = MRC(solver="full").fit(S)
     cert, box = _printed_box(Model("mrc", cb, est), tmp_path)
     assert [r["features"] for r in box] == [["a", "y"], ["b", "y"], ["c", "y"]]
-    assert cert["value"] == est.certificate_.value and cert["kind"] == "R*" and cert["approximate"] is False
+    assert cert["value"] == est.certificate_.value and cert["kind"] == "W(h)" and cert["approximate"] is False
     # the printed cells are τ ± λ of the fitted map, in joint-probability units (table (c, y), C order)
     t = S.joint(("c", "y")).ravel()
     assert np.all(np.array(box[2]["lower"]) <= t) and np.all(t <= np.array(box[2]["upper"]))
     X = _domain(cb)
-    assert _lp_worst_case(cb, box, _randomized_loss(est, X)) == pytest.approx(est.certificate_.value, abs=1e-6)
+    assert _lp_worst_case(cb, box, _deterministic_loss(est, X, 2)) == pytest.approx(est.certificate_.value, abs=1e-6)
+    assert _lp_worst_case(cb, box, _randomized_loss(est, X)) == pytest.approx(est.minimax_risk_.value, abs=1e-6)
+    assert est.minimax_risk_.kind == "R*" and est.minimax_risk_.value <= est.certificate_.value + 1e-9
 
 
 def test_naive_bayes_w_h_recomputed_from_the_printed_box(tmp_path):
@@ -123,8 +126,9 @@ def test_naive_bayes_w_h_recomputed_from_the_printed_box(tmp_path):
 
 
 def test_renyi_and_dcc_certificates_bound_the_lp_over_their_printed_pair_boxes(tmp_path):
-    """Rényi (W(h) over first-order cells and a forest's pairs, by row generation) and DCC (R* over
-    its forest): the printed box holds the pair tables and the LP over it gives the certificate."""
+    """Rényi (W(h) over first-order cells and a forest's pairs, by row generation) and DCC (W(h) of its
+    labels over its forest's box, R* of its randomized rule apart): the printed box holds the pair tables
+    and the LP over it gives the certificate."""
     cb, S = _problem(seed=7, n=600)
     X = _domain(cb)
     assert RenyiClassifier().fit(S).certificate_.value >= RenyiClassifier(certify="exact").fit(S).certificate_.value
@@ -135,12 +139,15 @@ def test_renyi_and_dcc_certificates_bound_the_lp_over_their_printed_pair_boxes(t
     dcc = DCC().fit(S)
     cert, box = _printed_box(Model("dcc", cb, dcc), tmp_path)
     assert [r["features"][:-1] for r in box if len(r["features"]) == 3] == [list(e) for e in dcc.edges_]
-    assert _lp_worst_case(cb, box, _randomized_loss(dcc, X)) == pytest.approx(dcc.certificate_.value, abs=1e-6)
+    assert cert["kind"] == "W(h)"
+    assert _lp_worst_case(cb, box, _deterministic_loss(dcc, X, 2)) == pytest.approx(dcc.certificate_.value, abs=1e-6)
+    assert _lp_worst_case(cb, box, _randomized_loss(dcc, X)) == pytest.approx(dcc.minimax_risk_.value, abs=1e-6)
 
 
 def test_boost_certificate_recomputed_from_its_printed_monomial_box(tmp_path):
     """Boost's vote: one record per monomial of the vote (its rule, its cells, K bounds widened by
-    the rule's code-length price); the LP over them gives the vote's R*."""
+    the rule's code-length price); the LP over them gives the vote's W(h) (its labels) and its R*
+    (its randomized rule)."""
     from marg.learners.boost.vote import BoostVote
 
     cb, S = _problem(seed=9, n=600)
@@ -149,7 +156,8 @@ def test_boost_certificate_recomputed_from_its_printed_monomial_box(tmp_path):
     cert, box = _printed_box(Model("boost", cb, est), tmp_path)
     assert [r["rule"] for r in box] == [est.map_.describe(u) for u in range(est.map_.dim)]
     X = _domain(cb)
-    assert _lp_worst_case(cb, box, _randomized_loss(est, X)) == pytest.approx(est.certificate_.value, abs=1e-6)
+    assert _lp_worst_case(cb, box, _deterministic_loss(est, X, 2)) == pytest.approx(est.certificate_.value, abs=1e-6)
+    assert _lp_worst_case(cb, box, _randomized_loss(est, X)) == pytest.approx(est.minimax_risk_.value, abs=1e-6)
 
 
 def test_a_raw_numeric_feature_is_recorded_as_its_sum_and_flags_the_normal_interval():

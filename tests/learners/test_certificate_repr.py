@@ -20,6 +20,6 @@ def test_certificate_prints_short_with_details_on_demand(datasets):
     cert = dcc.certificate_
     text = str(cert)
     assert text == repr(cert) and "\n" not in text and len(text) < 200, text
-    assert text.startswith(f"Certificate(value={cert.value:.4f}, kind='R*', coverage=0.95") and "see .box>" in text
+    assert text.startswith(f"Certificate(value={cert.value:.4f}, kind='W(h)', coverage=0.95") and "see .box>" in text
     assert len(cert.box) > 0 and len(repr(cert.box)) > 1000  # the details are all there, on demand
     assert cert.record()["box"] == [dict(t) for t in cert.box]

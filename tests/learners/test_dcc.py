@@ -48,14 +48,14 @@ def test_R_equals_brute_force_lp_over_reported_edges(greedy, solver):
         m = DCC(s=0.0, greedy=greedy, greedy_candidates=None, solver=solver).fit(S)
         E = edge_indices(m, cb)
         R = brute_force_R(p, len(levels), E)
-        assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, E, m.worst_case_error_, R)
+        assert abs(m.minimax_risk_.value - R) <= 1e-6, (levels, K, E, m.minimax_risk_.value, R)
         assert np.all(m.lambda_ == 0.0)
-        R1 = MRC(s=0.0, solver="full").fit(S).worst_case_error_
+        R1 = MRC(s=0.0, solver="full").fit(S).minimax_risk_.value
         assert abs(R1 - brute_force_R(p, len(levels), [])) <= 1e-6
-        assert m.worst_case_error_ <= R1 + 1e-7
+        assert m.minimax_risk_.value <= R1 + 1e-7
         if greedy:
             it = np.array(m.iterations_)
-            assert abs(it[0] - R1) <= 1e-6 and abs(it[-1] - m.worst_case_error_) <= 1e-9
+            assert abs(it[0] - R1) <= 1e-6 and abs(it[-1] - m.minimax_risk_.value) <= 1e-9
             assert np.all(np.diff(it) < -m.greedy_tol) and len(it) == len(E) + 1
         else:
             uf = UnionFind(len(levels))
@@ -63,7 +63,7 @@ def test_R_equals_brute_force_lp_over_reported_edges(greedy, solver):
             # the maximum spanning forest on I(X_i; X_j | Y): same total weight as Kruskal's
             w = pair_weights(S)
             assert abs(sum(m.edge_weights_) - sum(w[e] for e in max_spanning_forest(len(levels), w))) < 1e-12
-            assert abs(m.iterations_[-1] - m.worst_case_error_) <= 1e-12
+            assert abs(m.iterations_[-1] - m.minimax_risk_.value) <= 1e-12
 
 
 def test_R_with_lambda_equals_brute_force_box():
@@ -74,9 +74,9 @@ def test_R_with_lambda_equals_brute_force_box():
         for s in (0.5, 2.0):
             m = DCC(s=s).fit(S)
             R = brute_force_R(p, len(levels), edge_indices(m, cb), s=s)
-            assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
+            assert abs(m.minimax_risk_.value - R) <= 1e-6, (levels, K, s, m.minimax_risk_.value, R)
             r = DCC(s=s, solver="rows").fit(S)
-            assert r.edges_ == m.edges_ and abs(r.worst_case_error_ - m.worst_case_error_) <= 1e-6
+            assert r.edges_ == m.edges_ and abs(r.minimax_risk_.value - m.minimax_risk_.value) <= 1e-6
 
 
 def test_label_weighted_forest():
@@ -90,7 +90,7 @@ def test_label_weighted_forest():
         E = edge_indices(m, cb)
         assert E == max_spanning_forest(len(levels), info)
         assert np.allclose(m.edge_weights_, [info[e] for e in E])
-        assert abs(m.worst_case_error_ - brute_force_R(p, len(levels), E)) <= 1e-6
+        assert abs(m.minimax_risk_.value - brute_force_R(p, len(levels), E)) <= 1e-6
 
 
 def test_more_edges_never_raise_R():
@@ -98,7 +98,7 @@ def test_more_edges_never_raise_R():
     rng = np.random.default_rng(5)
     for t in range(3):
         cb, S, p = make_problem(rng, [3, 2, 3, 2], 2 + t % 2)
-        Rs = [DCC(s=0.0, max_edges=k).fit(S).worst_case_error_ for k in range(4)]
+        Rs = [DCC(s=0.0, max_edges=k).fit(S).minimax_risk_.value for k in range(4)]
         assert np.all(np.diff(Rs) <= 1e-9), Rs
         assert len(DCC(s=0.0, max_edges=1).fit(S).edges_) <= 1
 
@@ -115,7 +115,7 @@ def test_randomized_rule_attains_R_and_phi_is_exact(policy):
         assert np.all(H >= 0) and np.allclose(H.sum(axis=1), 1.0)
         E = edge_indices(m, cb)
         wc = rule_worst_case(p, len(levels), E, H)
-        assert abs(wc - m.worst_case_error_) <= 1e-6, (wc, m.worst_case_error_)
+        assert abs(wc - m.minimax_risk_.value) <= 1e-6, (wc, m.minimax_risk_.value)
         F = m.decision_function(X)
         worst = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for r in range(1, K + 1) for C in itertools.combinations(range(K), r))
         assert abs(worst - m.phi_) <= 1e-9
@@ -143,7 +143,7 @@ def test_numeric_features_are_isolated_nodes():
                 r[idx[tuple(sl)].ravel()] = val
             moment.append((r, float((np.array(num[0]) * pv[:, y]).sum())))
         R = brute_force_R(p, len(levels), edge_indices(m, cb), numeric_moment=moment)
-        assert abs(m.worst_case_error_ - R) <= 1e-6, (m.worst_case_error_, R)
+        assert abs(m.minimax_risk_.value - R) <= 1e-6, (m.minimax_risk_.value, R)
 
 
 # ------------------------------------------------------------------ the DP oracle
@@ -412,7 +412,7 @@ def test_model_round_trip_json():
     X = np.column_stack([rng.integers(0, 3, 20), rng.integers(0, 2, 20), rng.integers(0, 3, 20), rng.uniform(-1, 3, 20)])
     assert np.allclose(m2.predict_proba(X), m.predict_proba(X))
     assert np.array_equal(m2.predict(X), m.predict(X))
-    assert m2.edges_ == m.edges_ and m2.worst_case_error_ == m.worst_case_error_
+    assert m2.edges_ == m.edges_ and m2.minimax_risk_.value == m.minimax_risk_.value
     assert m2.fingerprint_ == S.fingerprint and m2.iterations_ == m.iterations_
     with pytest.raises(InputError, match="not a DCC model"):
         DCC.from_dict({"learner": "mrc"})
@@ -426,7 +426,7 @@ def test_first_order_summary_gives_the_mrc():
     first = Summary.from_tables(cb, [t for t in S.tables if len(t.clique) <= 2])
     m = DCC(s=0.0).fit(first)
     assert m.edges_ == [] and m.map_.n_edges == 0
-    assert abs(m.worst_case_error_ - MRC(s=0.0, solver="full").fit(first).worst_case_error_) <= 1e-7
+    assert abs(m.minimax_risk_.value - MRC(s=0.0, solver="full").fit(first).minimax_risk_.value) <= 1e-7
 
 
 def test_feature_subset():
@@ -437,7 +437,7 @@ def test_feature_subset():
     assert all(a != "f1" and b != "f1" for a, b in m.edges_)
     q = p.sum(axis=1)  # the joint of (f0, f2, f3, y)
     E = [(["f0", "f2", "f3"].index(a), ["f0", "f2", "f3"].index(b)) for a, b in m.edges_]
-    assert abs(m.worst_case_error_ - brute_force_R(q, 3, E)) <= 1e-6
+    assert abs(m.minimax_risk_.value - brute_force_R(q, 3, E)) <= 1e-6
     X = np.array([[0, 1, 2, 0], [2, 0, 1, 1]], dtype=float)
     assert m.predict(X).shape == (2,)
 

@@ -67,17 +67,17 @@ def test_local_bound_between_true_minimax_and_spanning_trees(K, s):
             m = DCC(s=s, structure=names(cb, E)).fit(S)
             assert m.relaxed_ and sorted(edge_indices(m, cb)) == sorted(E)
             R = brute_force_R(p, d, E, s=s)
-            assert m.worst_case_error_ >= R - 1e-7, (levels, E, R, m.worst_case_error_)
+            assert m.minimax_risk_.value >= R - 1e-7, (levels, E, R, m.minimax_risk_.value)
             nodes = sorted({v for e in E for v in e})
             for T in spanning_trees(d, E) if len(nodes) == d else []:
                 t = DCC(s=s, structure=names(cb, T)).fit(S)
                 assert not t.relaxed_
-                assert abs(t.worst_case_error_ - brute_force_R(p, d, T, s=s)) <= 1e-6
-                assert m.worst_case_error_ <= t.worst_case_error_ + 1e-7, (levels, E, T, m.worst_case_error_, t.worst_case_error_)
+                assert abs(t.minimax_risk_.value - brute_force_R(p, d, T, s=s)) <= 1e-6
+                assert m.minimax_risk_.value <= t.minimax_risk_.value + 1e-7, (levels, E, T, m.minimax_risk_.value, t.minimax_risk_.value)
         if d == 4:
             a = DCC(s=s, structure="all").fit(S)
             assert len(a.edges_) == 6 and a.relaxed_
-            assert abs(a.worst_case_error_ - m.worst_case_error_) <= 1e-7  # same graph as the last explicit one
+            assert abs(a.minimax_risk_.value - m.minimax_risk_.value) <= 1e-7  # same graph as the last explicit one
 
 
 def _lp_inputs(S, edges, s=0.0):
@@ -114,7 +114,7 @@ def test_local_lp_is_exact_on_a_tree(s):
         assert abs(loc.value - brute_force_R(p, d, E, s=s)) <= 1e-6
         # a forest given as structure takes the exact path and agrees too
         m = DCC(s=s, structure=names(cb, E)).fit(S)
-        assert not m.relaxed_ and abs(m.worst_case_error_ - ex.value) <= 1e-6
+        assert not m.relaxed_ and abs(m.minimax_risk_.value - ex.value) <= 1e-6
 
 
 @pytest.mark.parametrize("policy", ["evidence", "free", "impossible"])
@@ -131,7 +131,7 @@ def test_rule6_with_certified_phi_is_covered(policy):
         H = m.predict_proba(X)
         assert np.all(H >= 0) and np.allclose(H.sum(axis=1), 1.0)
         wc = rule_worst_case(p, len(levels), E, H)
-        assert wc <= m.worst_case_error_ + 1e-6, (wc, m.worst_case_error_)
+        assert wc <= m.minimax_risk_.value + 1e-6, (wc, m.minimax_risk_.value)
         assert wc >= brute_force_R(p, len(levels), E) - 1e-6  # no rule beats the worst-case Bayes error
         assert np.array_equal(m.predict(X), np.argmax(F, axis=1))
 
@@ -140,7 +140,7 @@ def test_policies_same_certificate_and_impossible_rules_out():
     rng = np.random.default_rng(9)
     cb, S, p = make_problem(rng, [3, 3, 2, 2], 2, sparsity=0.4)
     ms = {pol: DCC(s=0.0, structure="all", empty=pol).fit(S) for pol in ("evidence", "free", "impossible")}
-    vals = [m.worst_case_error_ for m in ms.values()]
+    vals = [m.minimax_risk_.value for m in ms.values()]
     assert max(vals) - min(vals) <= 1e-7
     imp = ms["impossible"]
     assert imp.impossible_.any()
@@ -165,7 +165,7 @@ def test_max_edges_round_trip_and_errors():
     # missing ones at μ = 0, δ = 0 give back the subgraph's bound)
     k = DCC(s=0.0, structure="all", max_edges=3, edge_weight="label").fit(S)
     assert len(k.edges_) == 3
-    assert k.worst_case_error_ >= m.worst_case_error_ - 1e-9
+    assert k.minimax_risk_.value >= m.minimax_risk_.value - 1e-9
     for kw, msg in [
         (dict(structure="dense"), "unknown DCC structure"),
         (dict(structure="all", greedy=True), "DCC formulation 'local' .* does not run greedy edge search"),

@@ -105,11 +105,11 @@ def test_what_is_accepted_is_solved():
     chosen = DCC(s=0.0).fit(S)
     given = [tuple(e) for e in chosen.edges_]
     rows = DCC(s=0.0, structure=given, solver="rows").fit(S)  # refused before the registry, solvable
-    assert rows.worst_case_error_ == pytest.approx(chosen.worst_case_error_, abs=1e-7)
+    assert rows.minimax_risk_.value == pytest.approx(chosen.minimax_risk_.value, abs=1e-7)
     hinge = DCC(s=0.0, loss="hinge").fit(S)
     hinge_given = DCC(s=0.0, loss="hinge", structure=given).fit(S)
     assert sorted(hinge_given.edges_) == sorted(hinge.edges_)
-    assert hinge_given.worst_case_error_ == pytest.approx(hinge.worst_case_error_, abs=1e-9)
+    assert hinge_given.minimax_risk_.value == pytest.approx(hinge.minimax_risk_.value, abs=1e-9)
 
 
 def test_the_console_script_names_the_formulation_and_the_statistic(site_bundles, tmp_path):

@@ -167,6 +167,55 @@ def test_console_alpha_is_split_over_the_models_evaluated_on_the_split(evaluated
     assert d["worst_case_error"] == pytest.approx(want, rel=1e-9)
 
 
+def _older(tmp, evals):
+    """The releases as an older marg wrote them: no ``evaluations_on_split``."""
+    from marg.protocols.bundle import Bundle
+
+    out = []
+    for k, ev in enumerate(evals):
+        b = Bundle.from_bytes(ev.read_bytes())
+        path = tmp / f"older-k-{k}.eval"
+        path.write_bytes(Bundle(header={key: v for key, v in b.header.items() if key != "evaluations_on_split"},
+                                arrays=b.arrays).to_bytes())
+        out.append(path)
+    return out
+
+
+def test_console_the_user_states_how_many_models_an_older_split_certified(evaluated):
+    """Releases that do not record how many models were evaluated on the split: ``marg certify --evaluations 5``
+    splits α over 5 (each site at 0.05/5/3: the exact bound recomputed here), says so in the certificate (text,
+    ``--json``, the model file) and gives no warning; without it the bound is for one model and warns. Of the count
+    the ledgers record and the one stated, the larger counts; K < 1 is one line, exit 2, and no file."""
+    from marg.learners.model import Model
+
+    tmp, model, evals = evaluated
+    older = _older(tmp, evals)
+    r = marg("certify", model, *older, "--evaluations", "5", "--out", tmp / "k5.json", "--allow-unsigned", "--json",
+             cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["models_on_split"] == 5 and d["models_known"] is True and d["models_source"] == "stated"
+    assert "5 model(s)" in d["models_note"] and "--evaluations 5" in d["models_note"]
+    want = max(beta.ppf(1 - 0.05 / 5 / 3, e + 1, n - e) for e, n in map(_counts, evals))
+    assert d["worst_case_error"] == pytest.approx(want, rel=1e-9)
+    hold = Model.load(tmp / "k5.json").info["holdout_certificate"]
+    assert hold["models_on_split"] == 5 and hold["models_source"] == "stated"
+    text = marg("certify", model, *older, "--evaluations", "5", "--out", tmp / "k5t.json", "--allow-unsigned", cwd=tmp)
+    assert text.returncode == 0 and "warning" not in text.stderr
+    assert "α split over the 5 model(s) evaluated on this held-out split (Bonferroni), as stated (--evaluations 5)" \
+        in text.stdout
+    one = json.loads(marg("certify", model, *older, "--out", tmp / "k1.json", "--allow-unsigned", "--json",
+                          cwd=tmp).stdout)
+    assert one["models_source"] == "unknown" and one["worst_case_error"] < d["worst_case_error"]
+    # the ledgers' own count (this model the first on each split) against a larger stated one: the larger
+    d2 = json.loads(marg("certify", model, *evals, "--evaluations", "2", "--out", tmp / "k2.json", "--allow-unsigned",
+                         "--json", cwd=tmp).stdout)
+    assert d2["models_on_split"] == 2 and d2["models_source"] == "stated"
+    bad = marg("certify", model, *older, "--evaluations", "0", "--out", tmp / "k0.json", "--allow-unsigned", cwd=tmp)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "evaluations" in bad.stderr and "0" in bad.stderr
+    assert not (tmp / "k0.json").exists()
+
+
 def test_exact_bound_is_clopper_pearson_at_the_split_level():
     rel = Released(12.0, 100.0)
     b = holdout_certificates([("s", rel, [])], ["no", "yes"], 0.95, models=4).pooled

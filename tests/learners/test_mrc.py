@@ -169,7 +169,7 @@ def test_R_matches_brute_force_joint_lp(s, solver, formulation):
         cb, S, p = make_problem(rng, levels, K, sparsity=0.15)
         m = MRC(s=s, solver=solver, formulation=formulation, eps=0.0, n_max=1, k_max=100).fit(S)
         R = brute_force_R(S, tau_of(S), m.lambda_)
-        assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
+        assert abs(m.minimax_risk_.value - R) <= 1e-6, (levels, K, s, m.minimax_risk_.value, R)
         if s == 0.0:
             assert np.all(m.lambda_ == 0.0)
         checked += 1
@@ -184,7 +184,7 @@ def test_R_matches_brute_force_with_numeric_features(solver, formulation):
         for s in (0.0, 0.5):
             m = MRC(s=s, solver=solver, formulation=formulation, eps=0.0, n_max=1, k_max=100).fit(S)
             R = brute_force_R(S, tau_of(S), m.lambda_)
-            assert abs(m.worst_case_error_ - R) <= 1e-6, (levels, K, s, m.worst_case_error_, R)
+            assert abs(m.minimax_risk_.value - R) <= 1e-6, (levels, K, s, m.minimax_risk_.value, R)
 
 
 @pytest.mark.parametrize("formulation", ["compact", "rows"])
@@ -209,7 +209,7 @@ def test_randomized_rule_attains_R_and_deterministic_rule_within_twice():
         cb, S, p = make_problem(rng, [3, 2, 2][: 1 + t % 3], 2 + t % 2)
         m = MRC(s=0.5 if t % 2 else 0.0, solver="full").fit(S)
         wc = worst_case_error_of_rule(S, tau_of(S), m.lambda_, m)
-        assert abs(wc - m.worst_case_error_) <= 1e-6, (wc, m.worst_case_error_)
+        assert abs(wc - m.minimax_risk_.value) <= 1e-6, (wc, m.minimax_risk_.value)
 
 
 def test_final_mu_feasible_for_every_row_by_enumeration():
@@ -242,7 +242,7 @@ def test_row_generation_bounds_and_optimality_gap():
         assert np.all(up >= lo - 1e-9)  # R(μ) is an upper bound at every round
         assert up[-1] - lo[-1] <= 1e-7
         assert m.converged_
-        assert len(lo) > 1 and m.iterations_ == [m.worst_case_error_]
+        assert len(lo) > 1 and m.iterations_ == [m.minimax_risk_.value]
 
 
 def test_dual_is_a_distribution_matching_the_box():
@@ -343,7 +343,7 @@ def test_empty_cells_are_impossible_not_errors():
         cb, S, p = make_problem(rng, [3, 3], 2 + t % 2, sparsity=0.45)
         m = MRC(s=0.0, solver="full").fit(S)
         R = brute_force_R(S, tau_of(S), m.lambda_)
-        assert abs(m.worst_case_error_ - R) <= 1e-6
+        assert abs(m.minimax_risk_.value - R) <= 1e-6
         assert np.array_equal(m.impossible_, (tau_of(S) + m.lambda_) <= 0)
         for y, j in zip(*np.nonzero(m.impossible_)):
             blk = next(b for b in blocks_of(S) if b.offset <= j < b.offset + b.size)
@@ -366,7 +366,7 @@ def test_empty_cells_keep_gives_same_R_and_leaves_mu():
         cb, S, p = make_problem(rng, [3, 3], 2 + t % 2, sparsity=0.45)
         veto = MRC(s=0.0, solver="full").fit(S)
         keep = MRC(s=0.0, solver="full", empty_cells="keep").fit(S)
-        assert abs(veto.worst_case_error_ - keep.worst_case_error_) <= 1e-9
+        assert abs(veto.minimax_risk_.value - keep.minimax_risk_.value) <= 1e-9
         assert np.array_equal(veto.impossible_, keep.impossible_)
         assert np.all(np.abs(keep.mu_[keep.impossible_]) < veto.bound_ / 2)  # no −B in keep mode
         assert np.all(veto.mu_[veto.impossible_ & (tau_of(S).sum(axis=0, keepdims=True) > 0)] == -veto.bound_)
@@ -389,12 +389,12 @@ def test_feature_subset_equals_marginal_problem():
     m = MRC(s=0.0, features=["f0", "f2"], solver="full").fit(S)
     sub = S.restrict(["f0", "f2"])
     R = brute_force_R(sub, tau_of(sub), np.zeros_like(tau_of(sub)))
-    assert abs(m.worst_case_error_ - R) <= 1e-6
+    assert abs(m.minimax_risk_.value - R) <= 1e-6
     assert m.feature_names_in_ == ["f0", "f2"]
     X = np.array([[0, 1, 2], [2, 0, 1]], dtype=float)
     Xs = X[:, [0, 2]]
     m2 = MRC(s=0.0, solver="full").fit(sub)
-    assert abs(m.worst_case_error_ - m2.worst_case_error_) < 1e-9
+    assert abs(m.minimax_risk_.value - m2.minimax_risk_.value) < 1e-9
     assert np.allclose(m.decision_function(X), m2.decision_function(Xs), atol=1e-7)  # same LP, same data columns
     with pytest.raises(InputError, match="unknown feature 'nope'"):
         MRC(features=["nope"]).fit(S)
@@ -405,7 +405,7 @@ def test_more_features_never_raise_R():
     rng = np.random.default_rng(23)
     for t in range(4):
         cb, S, p = make_problem(rng, [3, 3, 2, 2], 2 + t % 2)
-        r = [MRC(s=0.0, features=[f"f{i}" for i in range(k)], solver="full").fit(S).worst_case_error_ for k in range(1, 5)]
+        r = [MRC(s=0.0, features=[f"f{i}" for i in range(k)], solver="full").fit(S).minimax_risk_.value for k in range(1, 5)]
         assert np.all(np.diff(r) <= 1e-9), r
 
 
@@ -418,7 +418,7 @@ def test_model_round_trip_json():
     X = np.column_stack([rng.integers(0, 3, 20), rng.integers(0, 2, 20), rng.uniform(0, 2, 20)])
     assert np.allclose(m2.predict_proba(X), m.predict_proba(X))
     assert np.array_equal(m2.predict(X), m.predict(X))
-    assert m2.worst_case_error_ == m.worst_case_error_
+    assert m2.minimax_risk_.value == m.minimax_risk_.value
     assert np.array_equal(m2.impossible_, m.impossible_) and np.array_equal(m2.ruled_out_, m.ruled_out_)
     assert m2.fingerprint_ == S.fingerprint
     with pytest.raises(InputError, match="not an MRC model"):
@@ -598,7 +598,7 @@ def test_ties_are_broken_by_naive_bayes_from_the_released_tables():
             for a, b in grid.astype(int)]
     for est in (MRC(), DCC()):
         m = est.fit(S)
-        assert m.worst_case_error_ == pytest.approx(2 / 3)
+        assert m.minimax_risk_.value == pytest.approx(2 / 3)
         assert m.predict(grid).tolist() == want
         m2 = type(m).from_dict(json.loads(json.dumps(m.to_dict())))
         assert m2.predict(grid).tolist() == want

@@ -170,9 +170,9 @@ def test_estimator_cg_reports_selection_and_iterations():
     S = Summary.from_rows(cb, X.astype(float), y)
     cg = MRC(s=0.3, solver="cg", eps=0.0, n_max=5).fit(S)
     full = MRC(s=0.3, solver="full").fit(S)
-    assert abs(cg.worst_case_error_ - full.worst_case_error_) <= 1e-6
+    assert abs(cg.minimax_risk_.value - full.minimax_risk_.value) <= 1e-6
     assert "g3" in cg.selected_features_ and "g3" in full.selected_features_
-    assert cg.iterations_[-1] == pytest.approx(cg.worst_case_error_, abs=1e-12)
+    assert cg.iterations_[-1] == pytest.approx(cg.minimax_risk_.value, abs=1e-12)
     assert np.array_equal(cg.predict(X.astype(float)), np.argmax(cg.decision_function(X.astype(float)), axis=1))
 
 
@@ -200,11 +200,11 @@ def test_colon_cg_equals_full():
     S = Summary.from_rows(cb, codes, np.searchsorted(classes, y))
     full = MRC(s=0.3, solver="full").fit(S)
     cg = MRC(s=0.3, solver="cg", eps=0.0, n_max=20).fit(S)
-    assert abs(cg.worst_case_error_ - full.worst_case_error_) <= 1e-6
+    assert abs(cg.minimax_risk_.value - full.minimax_risk_.value) <= 1e-6
     assert np.all(np.diff(cg.iterations_) <= 1e-9)
     assert cg.solution_.info["max_dual_violation"] <= 1e-8
     err = np.mean(cg.predict(codes) != np.searchsorted(classes, y))
-    assert err <= cg.worst_case_error_ + 0.2  # training error is not wildly above the certificate
+    assert err <= cg.minimax_risk_.value + 0.2  # training error is not wildly above the certificate
 
 
 def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
@@ -229,11 +229,12 @@ def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
     cg = json.loads(r.stdout)
     R = cg["iterations"]
     assert len(R) >= 2 and R[-1] < R[0] and all(b <= a + 1e-12 for a, b in zip(R, R[1:]))
-    assert cg["worst_case_error"] == pytest.approx(R[-1])
+    assert cg["minimax_risk"]["value"] == pytest.approx(R[-1]) and cg["minimax_risk"]["kind"] == "R*"
+    assert cg["worst_case_error"] >= R[-1] - 1e-9 and cg["certificate"]["kind"] == "W(h)"  # the labels' W(h) ≥ R*
     assert cg["active_features"] and set(cg["active_features"]) <= {f"g{j}" for j in range(p)}
     r = runner.invoke(app, base + ["--out", str(tmp_path / "full.json"), "--solver", "full"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["worst_case_error"] == pytest.approx(cg["worst_case_error"], abs=1e-6)
+    assert json.loads(r.stdout)["minimax_risk"]["value"] == pytest.approx(cg["minimax_risk"]["value"], abs=1e-6)
     r = runner.invoke(app, base[:-3] + ["--out", str(tmp_path / "cg2.json"), "--n-max", "1"])
     assert r.exit_code == 0, r.output
     assert "features in the final working set: g" in r.stdout

@@ -24,7 +24,28 @@ def test_auto_reports_each_candidate_as_it_is_fitted():
     assert all(r["error"] is None for r in first)
     assert [r["certificate"] for r in first] == [r.certificate for r in rows]
     assert records[len(rows)]["stage"] == "note"
-    assert [r["error"] for r in records[len(rows) + 1:]] == [r.error for r in rows]  # then the estimates
+    assert [r["error"] for r in records[len(rows) + 1: 2 * len(rows) + 1]] == [r.error for r in rows]  # the estimates
+    last = records[-1]  # then the choice, last: the progress line ends on what was chosen (issue 38)
+    k = next(i for i, r in enumerate(rows) if r.chosen)
+    assert last["chosen"] is True and len(records) == 2 * len(rows) + 2
+    assert last["learner"] == candidate_name(rows[k].learner, rows[k].params) and last["error"] == rows[k].error
+
+
+def test_the_last_progress_line_and_the_summary_name_the_chosen_candidate(tmp_path):
+    """Through the console script (``MARG_PROGRESS=lines``): the last ``auto:`` line and the summary line name the
+    candidate chosen (with its options), not the last one tried (the old line said ``learn auto: auto: prior …``)."""
+    from tests.helpers.console import marg
+    from tests.helpers.study import export_study, write_study
+
+    bundles = export_study(write_study(tmp_path, 300, 5)).bundles
+    r = marg("learn", *bundles, "--allow-unsigned", "--out", tmp_path / "m.json", cwd=tmp_path,
+             env={"MARG_PROGRESS": "lines", "MARG_PROGRESS_AFTER": "0"})
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip().startswith("auto:")]
+    summary = next(ln for ln in r.stderr.splitlines() if ln.startswith("learn auto:"))
+    chosen = next(ln.strip()[2:].split("  ")[0] for ln in r.stdout.splitlines() if ln.lstrip().startswith("* "))
+    assert lines[-1].strip().startswith(f"auto: chose {chosen}"), (lines[-1], chosen)
+    assert summary.startswith(f"learn auto: auto chose {chosen};"), summary
 
 
 def test_naive_bayes_says_its_lp_bound_before_refining():

@@ -17,6 +17,7 @@ from marg.learners.auto import AutoLearner
 from marg.learners.calibration import confidence_box
 from marg.learners.certify import uncertainty_map
 from marg.learners.features.statistics import map_moments
+from marg.learners.label_only import LabelOnly
 from marg.learners.naive_bayes import NaiveBayes
 from marg.learners.screened import (SCREEN_MIN_FEATURES, TOLERANCE, screen_and_learn, screening_applies,
                                     selection_certificate)
@@ -459,11 +460,13 @@ def test_second_round_gcv_equals_ridge_regression_on_the_rows():
     from marg.learners.renyi_summary import gcv_path
 
     X, y, cb, top, S = _two_rounds(7)
-    path = gcv_path(S, top, [2, 5], ridges=(0.01, 0.3))
+    path = gcv_path(S, top, [0, 2, 5], ridges=(0.01, 0.3))
     n = len(y)
+    assert [M for M, _, _ in path] == [0, 0, 2, 2, 5, 5]  # M = 0: the intercept alone (the label-only rule)
     for M, r, g in path:
         names = sorted(top[:M], key=cb.index)
-        W = np.hstack([(X[:, cb.index(nm)][:, None] == np.arange(3)[None, :]).astype(float) for nm in names])
+        W = np.hstack([np.zeros((n, 0))] + [(X[:, cb.index(nm)][:, None] == np.arange(3)[None, :]).astype(float)
+                                             for nm in names])
         Wc = W - W.mean(axis=0)
         t = (y == 1).astype(float)
         tc = t - t.mean()
@@ -482,13 +485,38 @@ def test_second_round_fits_renyi_on_the_requested_pairs_by_gcv():
 
     X, y, cb, top, S = _two_rounds(4)
     res = screen_and_learn(S)
-    assert res.chosen.learner == "renyi" and [c.learner for c in res.configs] == ["renyi"] * len(res.configs)
+    assert res.chosen.learner == "renyi" and [c.learner for c in res.configs] == ["prior"] + ["renyi"] * (len(res.configs) - 1)
     assert max(c.size for c in res.configs) == 5 and sum(c.chosen for c in res.configs) == 1
     M, r, g = min(gcv_path(S, top, [c.size for c in res.configs]), key=lambda t: (t[2], t[0]))
     assert len(res.features) == M and res.chosen.ridge == r and res.features == top[:M]
     assert res.chosen.certificate_.kind == "W(h)" and "generalized cross-validation" in res.method
     Xn, yn = _rows(np.random.default_rng(99), 400, SCREEN_MIN_FEATURES + 20, informative=6)
     assert np.mean(res.chosen.predict(Xn) != yn) < 0.25
+
+
+def test_the_second_round_can_answer_the_larger_class():
+    """Issue 38: the second round's choice has the label-only rule among its configurations (M = 0, the intercept
+    alone), chosen when its GCV is the smallest — here pairs requested for five genes that carry no signal (seed 4:
+    GCV 0.2143 against Rényi's best 0.2158) — with the label table's certificate at 1 − α/2, said at 95 %."""
+    from marg.learners.renyi_summary import gcv_path
+    from marg.learners.screened import SIZES, _second_round
+
+    rng = np.random.default_rng(4)
+    n, p = 100, SCREEN_MIN_FEATURES + 20
+    y = (rng.random(n) > 0.7).astype(int)
+    X = rng.integers(0, 3, (n, p)).astype(np.float64)
+    cb = _codebook([3] * p)
+    noise = [f"g{j}" for j in range(p - 5, p)]
+    S = Summary.from_rows(cb, X, y, stats="pairs", pairs=list(itertools.combinations(noise, 2)))
+    res = _second_round(S, noise, 5, SIZES, 0.95, screen_scores(S))
+    path = gcv_path(S, noise, [0] + sorted({min(m, 5) for m in SIZES}))
+    assert min(path, key=lambda t: (t[2], t[0]))[0] == 0
+    assert res.chosen.learner == "prior" and res.features == [] and res.configs[0].chosen
+    assert [c.learner for c in res.configs] == ["prior"] + ["renyi"] * (len(res.configs) - 1)
+    assert res.chosen.predict(X[:5]).tolist() == [int(np.argmax(np.bincount(y)))] * 5  # the larger class
+    cert = res.chosen.certificate_
+    assert cert.coverage == 0.95 and cert.value == pytest.approx(
+        LabelOnly(coverage=1 - 0.05 / 2).fit(S).certificate_.value)
 
 
 def test_marg_learn_after_the_second_round_fits_renyi_on_the_requested_pairs(tmp_path):

@@ -77,7 +77,7 @@ def test_load_model_verifies_the_signature(demo, tmp_path):
     src = demo["workdir"] / "learner" / "mrc.model.json"
     trust = _model_trust(demo, tmp_path)
     m = marg.load_model(src, trust=trust)
-    assert "signed by learner" in repr(m) and "certificate R* ≤ " in repr(m)
+    assert "signed by learner" in repr(m) and "certificate W(h) ≤ " in repr(m)
     with pytest.raises(RefusedError, match="no trust store"):
         marg.load_model(src)
     d = json.loads(src.read_text())
@@ -155,7 +155,7 @@ def test_learn_returns_a_certified_model_that_saves_signed(demo, tmp_path):
     est = marg.DCC(greedy=True)
     assert repr(est) == "DCC(greedy=True)  # not fitted"
     m = marg.learn(s, est)
-    assert m.estimator is est and "fitted on 8 features: certificate R* ≤ " in repr(est)
+    assert m.estimator is est and "fitted on 8 features: certificate W(h) ≤ " in repr(est)
     assert m.info["n"] == s.n and m.info["level_counts"]["features"]["sex"]["halfwidth"] > 0
     with pytest.raises(InputError) as exc:
         marg.learn(s, "mrc", greedy=True)
