@@ -13,7 +13,7 @@ uses, so the plan printed here is the plan an export would record.
 
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
