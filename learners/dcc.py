@@ -9,12 +9,13 @@ distributions whose (X_i, Y) and (X_i, X_j, Y) marginals on the edges equal the 
 ones: the 0-1-loss version of the Discrete Chebyshev Classifier (Eban, Mezuman, Globerson,
 ICML 2014, which minimises the worst-case hinge loss over the marginals of all pairs).
 
-Its own idea is the structure — which edges to use; everything else is the engine:
+Its own idea is the structure — which edges to use; everything else is the engine's one fit
+(:func:`.minimax.fit.fit`: the problem from the Summary, a formulation, a search):
 
 - ``structure="forest"``: the maximum-weight spanning forest on I(X_i; X_j | Y) (TAN /
   Chow–Liu, ``edge_weight="cmi"``) or on I(X_i, X_j; Y) (``"label"``)
-  (:mod:`marg.learners.structure`), solved exactly (:func:`.minimax.forest_drivers.solve_forest`);
-- ``greedy=True``: edges added while R* drops (:func:`.minimax.forest_drivers.greedy_forest`);
+  (:mod:`marg.learners.structure`), solved exactly (the ``forest`` formulation, :mod:`.minimax.pair_formulations`);
+- ``greedy=True``: edges added while R* drops (:class:`.minimax.fit.Greedy`);
 - ``structure="all"`` or a list of pairs: any graph; with a cycle the separation's max is
   replaced by its local-polytope bound (:mod:`.minimax.local`): R*_L ≥ R*, still a valid
   certificate, exact on a forest;
@@ -30,7 +31,6 @@ values afterwards (:mod:`.minimax.empty_cells`).
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -38,19 +38,14 @@ import numpy as np
 from marg.errors import InputError, option
 
 from .base import features_param
-from .calibration import confidence_box
-from .dcc_hinge import solve_hinge
+from .dcc_hinge import HINGE
 from .features.blocks import node_blocks
 from .features.pairwise import PairwiseFeatureMap
-from .features.statistics import map_moments
-from .minimax.empty_cells import POLICIES, empty_cells, fix_empty_cells_forest, fix_empty_cells_local
-from .minimax.forest import ForestOracle
-from .minimax.forest_drivers import FORMULATIONS, greedy_forest, solve_forest
-from .minimax.formulations import HINGE, LOCAL, Formulation, Statistics, check
-from .minimax.gauge import common_constant, reference_mask
-from .minimax.local import solve_local
-from .minimax.problem import MinimaxProblem, risk
-from .minimax.solution import MinimaxSolution
+from .minimax.empty_cells import POLICIES
+from .minimax.fit import FitOptions, Greedy, One, fit
+from .minimax.forest_drivers import FORMULATIONS
+from .minimax.formulations import Formulation, Statistics, check
+from .minimax.from_summary import problem_from
 from .minimax.rules import MinimaxRules
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
 from .structure import max_spanning_forest, pair_label_information, pair_weights
@@ -243,127 +238,30 @@ class DCC(MinimaxRules):
         """Fit the structure and μ from a Summary (first-order and pair-with-label tables). Returns self."""
         self.check_params()
         t0 = time.perf_counter()
-        K = int(summary.n_classes)
         blocks = node_blocks(summary.codebook, features_param(self.features))
         names = [b.name for b in blocks]
         node_of = {b.column: k for k, b in enumerate(blocks)}
         cmi = {(node_of[i], node_of[j]): w for (i, j), w in pair_weights(summary, names).items()}
         info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary, names).items()}
         weights = cmi if self.edge_weight == "cmi" else info
-        rank = {e: (-info[e], e) for e in info}  # greedy: pairs that tell most about Y first
-        # λ: Bonferroni over the node entries and every candidate pair's entries
-        full = PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights))
-        m = map_moments(summary, full)
-        box = confidence_box(m, full.indicator_columns(), s=self.s, coverage=self.coverage)
-        lam = box.lam
-        # empty cells (τ = λ = 0) are −∞ in the LP: out of the columns, excluded by the oracle
-        excluded = empty_cells(full, m.tau, lam)
-        mask = ~excluded
-        if not np.any(lam > 0):  # λ = 0: R* depends on the score functions only: fix the gauge
-            mask &= reference_mask(full, m.tau)[None, :]
-            mask &= ~common_constant(full, m.tau, excluded)
-        problem = MinimaxProblem(full, m.tau, lam, excluded, mask)
-        edges = self._graph_edges(full, weights) if self.structure != "forest" else None
-        how = self._formulation(K, edges)  # the statistics it lacks, in one line
-        if how is HINGE:
-            forest = edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)
-            return self._fit_hinge(summary, problem, forest, weights, t0, box.approximate)
-        if how is LOCAL:
-            return self._fit_local(summary, problem, edges, weights, t0, box.approximate)
-        if self.greedy:
-            fit = greedy_forest(problem, rank, formulation=self.solver, max_edges=self.max_edges, tol=self.greedy_tol,
-                                candidates=self.greedy_candidates, bound=self.bound, row_tol=self.tol,
-                                extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
+        # λ over the node entries and every candidate pair's entries (the structure is chosen from the same tables)
+        problem = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s, self.coverage)
+        edges = self._graph_edges(problem.fmap, weights) if self.structure != "forest" else None
+        how = self._formulation(int(summary.n_classes), edges)  # the statistics it lacks, in one line
+        if self.greedy:  # pairs that tell most about Y first
+            search: One | Greedy = Greedy({e: (-info[e], e) for e in info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
         else:
-            forest = edges if self.structure != "forest" else max_spanning_forest(len(blocks), weights, self.max_edges)
-            fit = solve_forest(problem, forest, formulation=self.solver, bound=self.bound, tol=self.tol,
-                               extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
-        return self._fit_forest(summary, problem, fit, weights, t0, box.approximate)
-
-    @staticmethod
-    def _submodel(problem: MinimaxProblem, edges: Sequence[tuple[int, int]]) -> tuple[PairwiseFeatureMap, np.ndarray]:
-        """The map over ``edges`` and its Ψ columns in the full candidate map."""
-        full = problem.fmap
-        cand = list(full.edges)
-        pmap = PairwiseFeatureMap(full.blocks, [b.column for b in full.blocks], edges)
-        keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in edges]).astype(np.int64)
-        return pmap, keep
-
-    def _fit_forest(self, summary: Any, problem: MinimaxProblem, fit: MinimaxSolution, weights: dict, t0: float,
-                    approximate: bool) -> "DCC":
-        """The model over the chosen forest: empty cells fixed by max-marginals, R(μ) exactly."""
-        K = problem.K
-        pmap, keep = self._submodel(problem, fit.edges)
-        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
-        mu_raw = fit.mu.reshape(K, problem.D)[:, keep]
-        B = fit.bound.reshape(K, problem.D)[:, keep]
-        oracle = ForestOracle(pmap, K)
-        mu, empty = fix_empty_cells_forest(oracle, mu_raw, tau, lam, self.empty, n=float(summary.n), alpha=self.alpha)
-        phi = oracle.phi(mu.ravel())
-        value = risk(tau, lam, mu, phi)
-        iters = list(fit.iterations)
-        upper = iters[-1] if iters else np.inf
-        if value > upper + 1e-6 * max(1.0, abs(upper)):
-            raise RuntimeError(f"empty-cell post-processing raised R from {upper!r} to {value!r}")
-        if iters:
-            iters[-1] = value
-        sol = replace(fit, mu=mu, tau=tau, lam=lam, phi=float(phi), value=value, iterations=iters, impossible=empty,
-                      bound=float(np.max(B)) if B.size else float(self.bound))
-        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in fit.edges], sol, t0, approximate)
-        return self
-
-    def _fit_local(self, summary: Any, problem: MinimaxProblem, edges: list, weights: dict, t0: float,
-                   approximate: bool) -> "DCC":
-        """A graph with a cycle: the local-polytope LP (R*_L), empty cells fixed at its reparametrisation."""
-        K = problem.K
-        pmap, keep = self._submodel(problem, edges)
-        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
-        sol = solve_local(pmap, K, tau, lam, np.flatnonzero(problem.lp_mask[:, keep].ravel()),
-                          exclude=problem.excluded[:, keep])
-        if self.callback is not None:
-            self.callback({"stage": "local", "R": sol.value, "edges": len(edges)})
-        mu, empty, phi = fix_empty_cells_local(pmap, sol.mu, tau, lam, sol.info["offsets"], sol.info["nu"], self.empty,
-                                               n=float(summary.n), alpha=self.alpha)
-        value = risk(tau, lam, mu, phi)
-        if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
-            raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
-        fit = replace(sol, mu=mu, phi=float(phi), value=value, iterations=[value], lower=[sol.value], upper=[value],
-                      impossible=empty, bound=self.bound, edges=list(edges))
-        self._set_dcc_state(summary, pmap, True, [float(weights[e]) for e in edges], fit, t0, approximate)
-        return self
-
-    def _fit_hinge(self, summary: Any, problem: MinimaxProblem, forest: list, weights: dict, t0: float,
-                   approximate: bool) -> "DCC":
-        """loss="hinge" on the maximum spanning forest (:func:`marg.learners.dcc_hinge.solve_hinge`).
-
-        LP columns: f in the reference coding minus the cells empty for BOTH labels (every
-        (x, y) through one is outside U: f = 0 there, "no interaction seen"); θ on the
-        entries with τ + λ > 0, reference-coded like f when λ = 0 everywhere.
-        """
-        pmap, keep = self._submodel(problem, forest)
-        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
-        empty = empty_cells(pmap, tau, lam)
-        ref = reference_mask(pmap, tau)
-        f_cols = np.flatnonzero(ref & ~empty.all(axis=0))
-        tmask = ~empty
-        if not np.any(lam > 0):
-            tmask &= ref[None, :]
-        sol = solve_hinge(ForestOracle(pmap, 2), tau, lam, f_cols, np.flatnonzero(tmask.ravel()), empty)
-        if self.callback is not None:
-            self.callback({"stage": "hinge", "R": sol.value, "edges": len(forest)})
-        self.f_ = sol.info["f"]
-        self.theta_ = sol.info["theta"]
-        fit = replace(sol, bound=self.bound, edges=list(forest))
-        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in forest], fit, t0, approximate)
-        self.nu_ = sol.info["nu"]
-        return self
-
-    def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, sol: MinimaxSolution, t0, approximate) -> None:
-        self._set_minimax_state(summary, pmap, sol, approximate=approximate)
-        self.edges_ = pmap.edge_names
-        self.relaxed_ = bool(relaxed)
-        self.edge_weights_ = list(edge_weights)
+            search = One(tuple(edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)))
+        sol = fit(problem, how, search, FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit, callback=self.callback,
+                                                   extra_rows=self.extra_rows, empty=self.empty, alpha=self.alpha))
+        self._set_minimax_state(summary, sol, approximate=problem.approximate)
+        self.edges_ = sol.fmap.edge_names
+        self.relaxed_ = sol.kind == "R*_L"
+        self.edge_weights_ = [float(weights[e]) for e in sol.edges]
+        if how is HINGE:
+            self.f_, self.theta_, self.nu_ = sol.read.f, sol.read.theta, sol.read.nu
         self.seconds_ = time.perf_counter() - t0
+        return self
 
     def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:
         """Node-index edges (i < j, sorted) of ``structure="all"`` or an explicit pair list."""

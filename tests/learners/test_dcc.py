@@ -357,8 +357,8 @@ def test_worst_case_distribution_from_compact_duals():
         sol = solve_compact(orc, tau, lam, full.flat_columns(cols, K))
         R = brute_force_R(p, d, [cand[e] for e in forest])
         assert abs(sol.value - R) <= 1e-7
-        assert abs(sum(len(C) * f["total"] for C, f in zip(orc.subsets, sol.info["flows"])) - 1.0) < 1e-7
-        J = pair_marginals(orc, sol.info["flows"], cand)
+        assert abs(sum(len(C) * f["total"] for C, f in zip(orc.subsets, sol.read.flows)) - 1.0) < 1e-7
+        J = pair_marginals(orc, sol.read.flows, cand)
         for e, (i, j) in enumerate(cand):
             assert abs(J[(i, j)].sum() - 1.0) < 1e-7
             node_i = J[(i, j)].sum(axis=2)  # (K, m_i)
