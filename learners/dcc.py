@@ -22,10 +22,9 @@ Its own idea is the structure — which edges to use; everything else is the eng
 - ``loss="hinge"`` (binary labels): the published DCC's worst-case hinge loss on the
   spanning forest (:mod:`marg.learners.dcc_hinge`), = 2·R*.
 
-λ is calibrated over the entries of the nodes and EVERY candidate pair (the structure is
-chosen from the same tables). With λ = 0 the LP is solved in a reference coding (the
-gauge, :mod:`.minimax.gauge`); empty cells (τ = λ = 0) are −∞ in the LP and get definite
-values afterwards (:mod:`.minimax.empty_cells`).
+λ covers the nodes and EVERY candidate pair (the structure is chosen from the same tables);
+the gauge at λ = 0 and the empty cells are the problem's layout
+(:func:`.minimax.from_summary.problem_from`) and the formulation's finish.
 """
 
 from __future__ import annotations
@@ -48,24 +47,10 @@ from .minimax.formulations import Formulation, Statistics, check
 from .minimax.from_summary import problem_from
 from .minimax.rules import MinimaxRules
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
-from .structure import max_spanning_forest, pair_label_information, pair_weights
+from .structure import check_structure, graph_edges, max_spanning_forest, node_pair_weights
 
 Loss = Literal["01", "hinge"]
 EdgeWeight = Literal["cmi", "label"]
-
-
-def _check_structure(st: Any) -> None:
-    """``structure``: "forest", "all", or a list of pairs of two different feature names."""
-    if isinstance(st, str):
-        if st not in ("forest", "all"):
-            raise InputError(f"unknown DCC structure {st!r} (expected 'forest', 'all' or a list of feature pairs)")
-        return
-    try:
-        pairs = [(str(a), str(b)) for a, b in st]
-    except (TypeError, ValueError):
-        raise InputError(f"structure must be 'forest', 'all' or a list of feature-name pairs, got {st!r}") from None
-    if any(a == b for a, b in pairs):
-        raise InputError(f"structure pairs must name two different features, got {st!r}")
 
 
 class DCC(MinimaxRules):
@@ -135,19 +120,15 @@ class DCC(MinimaxRules):
     iterations_ : list of float
         Greedy: R* of the first-order model and after each added edge (non-increasing).
         Otherwise: [R*] (compact LP), or the running minimum of R(μ) over the rounds.
-    row_rounds_ : dict
     edges_ : list of (str, str)
     relaxed_ : bool
     edge_weights_ : list of float
         The ``edge_weight`` (nats) of each edge.
-    classes_, prior_, nb_logp_, map_, feature_names_in_, tau_, lambda_ : see MRC
     impossible_, ruled_out_ : ndarray of bool (K, D)
         The empty cells (τ + λ = 0) of the model's map.
-    n_rows_ : int
-    converged_ : bool
-    fingerprint_ : str
-    n_ : float
     seconds_ : float
+        The fit's wall time, structure included.
+    classes_, prior_, nb_logp_, map_, feature_names_in_, tau_, lambda_, row_rounds_, n_rows_, converged_, fingerprint_, n_ : see MRC
     """
 
     learner = "dcc"
@@ -211,7 +192,7 @@ class DCC(MinimaxRules):
         "bound": Interval(low=0, open_low=True),
         "time_limit": TIME_LIMIT,
         "loss": Options(Loss, "DCC loss"),
-        "structure": Check(_check_structure, bad="chain", what="structure"),
+        "structure": Check(check_structure, bad="chain", what="structure"),
         "features": Check(features_param, bad="age", what="features"),
     }
 
@@ -226,27 +207,18 @@ class DCC(MinimaxRules):
 
     def _formulation(self, n_classes: int | None = None, given: Sequence[tuple[Any, Any]] | None = None) -> Formulation:
         """The formulation of ``loss``, ``solver`` and the structure's pair graph (``given`` edges once known)."""
-        st, words = self.structure, f"the pair tables of {option('structure', self.structure)}"
-        if st == "forest" or (given is None and st == "all"):
-            stats = Statistics(2, "forest" if st == "forest" else "cycles", words + " (every released pair)" * (st == "all"), n_classes)
-        else:
-            stats = Statistics.of_pairs(list(st) if given is None else given, words, n_classes)
         names = ("hinge",) if self.loss == "hinge" else ("forest-rows",) if self.solver == "rows" else ("forest", "local")
-        return check(names, stats, "greedy" if self.greedy else "one", "DCC")
+        return check(names, Statistics.of_structure(self.structure, given, n_classes), "greedy" if self.greedy else "one", "DCC")
 
     def fit(self, summary: Any) -> "DCC":
         """Fit the structure and μ from a Summary (first-order and pair-with-label tables). Returns self."""
         self.check_params()
         t0 = time.perf_counter()
         blocks = node_blocks(summary.codebook, features_param(self.features))
-        names = [b.name for b in blocks]
-        node_of = {b.column: k for k, b in enumerate(blocks)}
-        cmi = {(node_of[i], node_of[j]): w for (i, j), w in pair_weights(summary, names).items()}
-        info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary, names).items()}
+        cmi, info = node_pair_weights(summary, blocks)
         weights = cmi if self.edge_weight == "cmi" else info
-        # λ over the node entries and every candidate pair's entries (the structure is chosen from the same tables)
         problem = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s, self.coverage)
-        edges = self._graph_edges(problem.fmap, weights) if self.structure != "forest" else None
+        edges = graph_edges(self.structure, problem.fmap.blocks, weights, self.max_edges) if self.structure != "forest" else None
         how = self._formulation(int(summary.n_classes), edges)  # the statistics it lacks, in one line
         if self.greedy:  # pairs that tell most about Y first
             search: One | Greedy = Greedy({e: (-info[e], e) for e in info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
@@ -262,25 +234,6 @@ class DCC(MinimaxRules):
             self.f_, self.theta_, self.nu_ = sol.read.f, sol.read.theta, sol.read.nu
         self.seconds_ = time.perf_counter() - t0
         return self
-
-    def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:
-        """Node-index edges (i < j, sorted) of ``structure="all"`` or an explicit pair list."""
-        cand = list(full.edges)
-        if self.structure == "all":
-            if self.max_edges is None:
-                return cand
-            top = sorted(cand, key=lambda e: (-weights[e], e))[: int(self.max_edges)]
-            return sorted(top)
-        idx = {b.name: k for k, b in enumerate(full.blocks)}
-        out = set()
-        for a, b in self.structure:
-            if a not in idx or b not in idx:
-                raise InputError(f"structure pair ({a!r}, {b!r}): unknown feature {a if a not in idx else b!r}")
-            e = (min(idx[a], idx[b]), max(idx[a], idx[b]))
-            if e not in weights:
-                raise InputError(f"structure pair ({a!r}, {b!r}): no released pair-with-label table for it (or a raw numeric feature)")
-            out.add(e)
-        return sorted(out)
 
     # -------------------------------------------------------------- predict
     def margin(self, X: np.ndarray) -> np.ndarray:

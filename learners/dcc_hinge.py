@@ -176,7 +176,7 @@ class Hinge(Formulation):
         return OneShot(run, options.callback, "hinge")
 
     def read(self, model: OneShot, gen: Generation) -> MinimaxSolution:
-        return replace(model.solution, formulation=self.name)
+        return model.solution
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         pmap, keep = submodel(problem, raw.edges)

@@ -165,7 +165,7 @@ def fit(problem: MinimaxProblem, formulation: Any, search: One | Columns | Greed
     t0 = time.perf_counter()
     model = formulation.build(problem, search, options)
     gen = search.run(model, options, t0)
-    raw = formulation.read(model, gen)
+    raw = replace(formulation.read(model, gen), formulation=formulation.name)
     done = formulation.finish(problem, raw, options)
     value = certificate(raw, done)
     iterations = list(raw.iterations)

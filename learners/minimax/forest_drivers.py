@@ -79,7 +79,7 @@ def _initial_rows(lp: MinimaxLP, oracle: ForestOracle) -> None:
 def _drop_vacuous_rows(lp: MinimaxLP, problem: MinimaxProblem, e: int) -> None:
     """Delete the rows crossing an excluded cell of edge e: vacuous once e is active."""
     full = problem.fmap
-    flat = full.flat_columns(full.edge_columns(e), problem.K)
+    flat = problem.layout.every_label(full.edge_columns(e))
     flat = flat[problem.layout.excluded.ravel()[flat]]
     if flat.size == 0 or lp.n_rows == 0:
         return
@@ -254,8 +254,8 @@ class _GreedyRows(GreedyEdges):
         return float(res.upper[-1]), bool(res.converged)
 
     def _violations(self, free: list[int]) -> np.ndarray:
-        full, K = self.problem.fmap, self.problem.K
-        return np.array([float(self.lp.dual_violation(full.flat_columns(full.edge_columns(e), K)).max()) for e in free])
+        full = self.problem.fmap
+        return np.array([float(self.lp.dual_violation(self.problem.layout.every_label(full.edge_columns(e))).max()) for e in free])
 
     def _trials(self, order: list[int]) -> tuple[int | None, float]:
         problem, lp, oracle = self.problem, self.lp, self.oracle

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from marg.lp import INF, solver_error
 
 from .forest import ForestOracle
+from .layout import flat_index
 from .lp_model import MinimaxModel
 from .solution import MinimaxSolution
 
@@ -225,7 +226,7 @@ class MuTerms:
         """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
         R, C, V = [], [], []
         for y in self.subsets[k]:
-            t, c, v = self.model.mu_entries(y * self.D + psi_cols, vals)
+            t, c, v = self.model.mu_entries(flat_index(self.D, y, psi_cols), vals)
             R.append(row[t])
             C.append(c)
             V.append(v)

@@ -24,9 +24,9 @@ so the registry imports none of them: a new formulation is one new module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Sequence
 
-from marg.errors import InputError
+from marg.errors import InputError, option
 
 from ..structure import UnionFind
 
@@ -71,6 +71,15 @@ class Statistics:
         forest = all(len(e) == 2 and uf.union(*e) for e in edges)  # a pair given twice is one edge
         return cls(order=2 if pairs else 1, graph=("forest" if forest else "cycles") if pairs else "none",
                    source=source, n_classes=n_classes)
+
+    @classmethod
+    def of_structure(cls, structure: Any, given: Sequence[tuple[Hashable, Hashable]] | None = None,
+                     n_classes: int | None = None) -> "Statistics":
+        """The pair tables of a DCC ``structure`` ("forest", "all" or pairs; ``given`` its edges once known)."""
+        words = f"the pair tables of {option('structure', structure)}"
+        if structure == "forest" or (given is None and structure == "all"):
+            return cls(2, "forest" if structure == "forest" else "cycles", words + " (every released pair)" * (structure == "all"), n_classes)
+        return cls.of_pairs(list(structure) if given is None else given, words, n_classes)
 
 
 FIRST_ORDER = Statistics()

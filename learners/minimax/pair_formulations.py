@@ -73,8 +73,7 @@ class Forest(Formulation):
                                                     options.extra_rows, None if compact else deadline, options.callback))
 
     def read(self, model: Any, gen: Generation) -> MinimaxSolution:
-        sol = model.solution if isinstance(model, OneShot) else model.result(gen.iterations)
-        return replace(sol, formulation=self.name)
+        return model.solution if isinstance(model, OneShot) else model.result(gen.iterations)
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         K = problem.K
@@ -104,7 +103,7 @@ class Local(Formulation):
         return OneShot(run, options.callback, "local")
 
     def read(self, model: OneShot, gen: Generation) -> MinimaxSolution:
-        return replace(model.solution, formulation=self.name)
+        return model.solution
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         pmap, keep = submodel(problem, raw.edges)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from marg.errors import InputError
+from marg.learners.boost.vote import BoostVote  # noqa: F401  (its module registers "monomials")
 from marg.learners.dcc import DCC
 from marg.learners.features.blocks import FeatureMap
 from marg.learners.minimax.drivers import solve_cg, solve_full
@@ -130,7 +131,6 @@ def test_every_formulation_is_registered_by_its_own_module():
     registry imports none of them), and each the one fit runs has build, read and finish."""
     import importlib
 
-    import marg.learners.boost.vote  # noqa: F401  (registers "monomials")
     from marg.learners.minimax import formulations as fm
 
     homes = {"compact": "minimax.first_order", "rows": "minimax.first_order", "forest": "minimax.pair_formulations",

@@ -26,6 +26,7 @@ from marg.learners.features.statistics import map_moments
 from marg.learners.minimax.forest import ForestOracle
 from marg.learners.minimax.forest_lp import solve_compact
 from marg.learners.minimax.formulation import CompactModel
+from marg.learners.minimax.layout import every_label
 from marg.learners.minimax.local import local_phi, solve_local
 from marg.learners.minimax.lp_model import LAYOUTS, MinimaxModel
 from marg.learners.minimax.problem import label_subsets, risk
@@ -119,7 +120,7 @@ def test_columns_leave_and_enter_in_place():
     G, b = dense_rows(P, K)
     model = dense_model(tau, lam, P)
     R0 = model.objective
-    out = pm.flat_columns(pm.edge_columns(1), K)  # the second edge's cells, every label
+    out = every_label(K, pm.dim, pm.edge_columns(1))  # the second edge's cells, every label
     model.remove_mu(out)
     assert model.solve() == "optimal"
     assert np.all(model.mu[out] == 0.0)
