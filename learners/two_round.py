@@ -60,6 +60,8 @@ from marg.marginals.allocation import least_squares_weights
 from marg.marginals.request import StudyRequest
 from marg.marginals.selection import Selection
 
+from .features.statistics import released
+
 NOISE_RATIO = 0.25
 STUDY_CHOICE: dict[str, Any] = {
     "prefer": "accuracy",
@@ -306,7 +308,7 @@ def label_source(summary: Any) -> Any:
     so the label-only box holds whichever feature was selected."""
     from marg.marginals.summary import Summary
 
-    rel = summary.released()
+    rel = released(summary)
     lab = summary.codebook.label.name
     best, best_std = summary, float(rel.count_noise_std((lab,)))
     for t in rel.tables:

@@ -32,7 +32,7 @@ from marg.errors import InputError
 
 from ..base import MarginalEstimator, features_param
 from ..calibration import confidence_box
-from ..features.statistics import Moments
+from ..features.statistics import Moments, released
 from ..minimax.formulations import Statistics
 from ..minimax.rules import MinimaxRules, argmax_rule, maximal
 from ..params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
@@ -263,7 +263,7 @@ class BoostVote(MinimaxRules):
         n_cand = count_candidates(tests, cliques, int(self.max_order))
         order_cost = self.penalty * code_length_cost(len(tests), max(n, 2.0), min(int(self.max_order), len(tests)),
                                                      self.kappa) / n
-        rel = summary.released()
+        rel = released(summary)
         n_draws = tuple((m, b, d, c * K) for m, b, d, c in rel.noise_draws((lab,)))
         cache: dict[Monomial, tuple[np.ndarray, np.ndarray]] = {}
 
