@@ -15,8 +15,8 @@ read-out is a :class:`HingeScore`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -25,10 +25,10 @@ from marg.errors import InputError
 from .minimax.empty_cells import empty_cells
 from .minimax.forest import ForestOracle
 from .minimax.forest_lp import MuTerms, RowBuffer, forest_max_rows, one_shot_model
-from .minimax.formulations import Formulation, register
+from .features.pairwise import PairwiseFeatureMap
+from .minimax.formulations import register
 from .minimax.gauge import reference_mask
-from .minimax.generation import Generation
-from .minimax.pair_formulations import OneShot, submodel
+from .minimax.pair_formulations import OnSubmap, submodel
 from .minimax.problem import MinimaxProblem
 from .minimax.solution import Finished, MinimaxSolution
 
@@ -149,7 +149,7 @@ def solve_hinge(
                            lp_columns=model.n_cols, read=HingeScore(f, theta, model.nu))
 
 
-class Hinge(Formulation):
+class Hinge(OnSubmap):
     """``hinge``: the worst-case hinge loss LP on the given forest (``One(edges)``).
 
     LP columns: f in the reference coding minus the cells empty for BOTH labels (every (x, y)
@@ -158,25 +158,16 @@ class Hinge(Formulation):
     empty cells are the LP's dead cells); the certificate is the LP's value (``kind="hinge"``).
     """
 
-    def build(self, problem: MinimaxProblem, search: Any, options: Any) -> OneShot:
-        edges = list(search.edges)
-        pmap, keep = submodel(problem, edges)
+    stage: ClassVar[str] = "hinge"
+
+    def solve_on(self, problem: MinimaxProblem, pmap: PairwiseFeatureMap, keep: np.ndarray) -> MinimaxSolution:
         tau, lam = problem.tau[:, keep], problem.lam[:, keep]
         empty = empty_cells(pmap, tau, lam)
         ref = reference_mask(pmap, tau)
-        f_cols = np.flatnonzero(ref & ~empty.all(axis=0))
         tmask = ~empty
         if not np.any(lam > 0):
             tmask &= ref[None, :]
-
-        def run(deadline: float | None) -> MinimaxSolution:
-            sol = solve_hinge(ForestOracle(pmap, 2), tau, lam, f_cols, np.flatnonzero(tmask.ravel()), empty)
-            return replace(sol, edges=edges)
-
-        return OneShot(run, options.callback, "hinge")
-
-    def read(self, model: OneShot, gen: Generation) -> MinimaxSolution:
-        return model.solution
+        return solve_hinge(ForestOracle(pmap, 2), tau, lam, np.flatnonzero(ref & ~empty.all(axis=0)), np.flatnonzero(tmask.ravel()), empty)
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         pmap, keep = submodel(problem, raw.edges)

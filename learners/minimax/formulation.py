@@ -288,9 +288,7 @@ class RowModel:
                 q = (splits or {}).get(int(i))
                 if q is None:
                     q = self._pricer.pooled_split(int(i), Wv)
-                g = int(self._pricer.group_of[i])
-                Vi = self._pricer._V[g][int(self._pricer.index_in_group[i])]
-                val = q @ Vi  # (nC, size)
+                val = q @ self._pricer.vertices(int(i))  # (nC, size)
                 for r in np.flatnonzero(~has):
                     lab = lp.labels[r]
                     c = self.sub_index[lab]

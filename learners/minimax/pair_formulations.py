@@ -17,7 +17,7 @@ With no edges every one of them is the first-order problem: MRC is DCC with no e
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -87,23 +87,34 @@ class Forest(Formulation):
                         float(np.max(B)) if B.size else float(options.bound))
 
 
-class Local(Formulation):
-    """``local``: the local-polytope LP on the given graph, finished at its reparametrisation."""
+class OnSubmap(Formulation):
+    """A one-shot LP on the map of the given edges (``One(edges)``): a subclass writes it in
+    ``solve_on(problem, pmap, keep)`` (``keep`` the sub-map's columns in the problem's map) and
+    its ``finish``; the read is the LP's solution, its ``stage`` the progress record's name."""
+
+    stage: ClassVar[str] = ""
+
+    def solve_on(self, problem: MinimaxProblem, pmap: PairwiseFeatureMap, keep: np.ndarray) -> MinimaxSolution:
+        raise NotImplementedError
 
     def build(self, problem: MinimaxProblem, search: Any, options: Any) -> OneShot:
         edges = list(search.edges)
         pmap, keep = submodel(problem, edges)
-        layout = problem.layout.restrict(keep)
-
-        def run(deadline: float | None) -> MinimaxSolution:
-            sol = solve_local(pmap, problem.K, problem.tau[:, keep], problem.lam[:, keep], np.flatnonzero(layout.lp_mask.ravel()),
-                              exclude=layout.excluded)
-            return replace(sol, edges=edges)
-
-        return OneShot(run, options.callback, "local")
+        return OneShot(lambda deadline: replace(self.solve_on(problem, pmap, keep), edges=edges), options.callback, self.stage)
 
     def read(self, model: OneShot, gen: Generation) -> MinimaxSolution:
         return model.solution
+
+
+class Local(OnSubmap):
+    """``local``: the local-polytope LP on the given graph, finished at its reparametrisation."""
+
+    stage: ClassVar[str] = "local"
+
+    def solve_on(self, problem: MinimaxProblem, pmap: PairwiseFeatureMap, keep: np.ndarray) -> MinimaxSolution:
+        layout = problem.layout.restrict(keep)
+        return solve_local(pmap, problem.K, problem.tau[:, keep], problem.lam[:, keep], np.flatnonzero(layout.lp_mask.ravel()),
+                           exclude=layout.excluded)
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         pmap, keep = submodel(problem, raw.edges)
