@@ -215,13 +215,13 @@ class DCC(MinimaxRules):
         self.check_params()
         t0 = time.perf_counter()
         blocks = node_blocks(summary.codebook, features_param(self.features))
-        cmi, info = node_pair_weights(summary, blocks)
-        weights = cmi if self.edge_weight == "cmi" else info
+        cmi, label_info = node_pair_weights(summary, blocks)
+        weights = cmi if self.edge_weight == "cmi" else label_info
         problem = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s, self.coverage)
         edges = graph_edges(self.structure, problem.fmap.blocks, weights, self.max_edges) if self.structure != "forest" else None
         how = self._formulation(int(summary.n_classes), edges)  # the statistics it lacks, in one line
         if self.greedy:  # pairs that tell most about Y first
-            search: One | Greedy = Greedy({e: (-info[e], e) for e in info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
+            search: One | Greedy = Greedy({e: (-label_info[e], e) for e in label_info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
         else:
             search = One(tuple(edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)))
         sol = fit(problem, how, search, FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit, callback=self.callback,
