@@ -115,7 +115,7 @@ class Greedy:
     """Greedy edges: start first-order and add, while R* drops by more than ``tol``, the best
     forest-keeping edge of the ``candidates`` first in ``rank`` (node pair → sortable key)."""
 
-    rank: dict = None  # type: ignore[assignment]
+    rank: dict
     max_edges: int | None = None
     tol: float = 1e-4
     candidates: int | None = 8

@@ -179,7 +179,7 @@ class GreedyEdges:
         """Bring the model back to the chosen forest after trials that did not pay."""
 
 
-class _GreedyCompact(GreedyEdges):
+class GreedyCompact(GreedyEdges):
     """Each trial is the exact forest epigraph LP; α is read from the current LP's flows."""
 
     def __init__(self, problem, rank, tol, candidates, callback, bound: float):
@@ -228,7 +228,7 @@ class _GreedyCompact(GreedyEdges):
                     np.full(K * full.dim, float(self.bound)), 0)
 
 
-class _GreedyRows(GreedyEdges):
+class GreedyRows(GreedyEdges):
     """ONE warm-started row-generation LP whose rows carry every candidate's coefficients;
     each trial adds an edge's columns, re-solves and takes them out again."""
 

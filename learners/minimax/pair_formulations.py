@@ -24,7 +24,7 @@ import numpy as np
 from ..features.pairwise import PairwiseFeatureMap
 from .empty_cells import fix_empty_cells_forest, fix_empty_cells_local
 from .forest import ForestOracle
-from .forest_drivers import _GreedyCompact, _GreedyRows, forest_once
+from .forest_drivers import GreedyCompact, GreedyRows, forest_once
 from .formulations import Formulation, register
 from .generation import Generation
 from .local import solve_local
@@ -67,8 +67,8 @@ class Forest(Formulation):
         if search.name == "greedy":
             args = (problem, search.rank, search.tol, search.candidates, options.callback, options.bound)
             if compact:
-                return _GreedyCompact(*args)
-            return _GreedyRows(*args, options.tol, options.extra_rows, options.time_limit)
+                return GreedyCompact(*args)
+            return GreedyRows(*args, options.tol, options.extra_rows, options.time_limit)
         return OneShot(lambda deadline: forest_once(problem, list(search.edges), compact, options.bound, options.tol,
                                                     options.extra_rows, None if compact else deadline, options.callback))
 
