@@ -145,3 +145,22 @@ def test_a_formulation_refuses_a_search_it_does_not_run():
     problem = problem_from(S, PairwiseFeatureMap(blocks, [b.column for b in blocks], [(0, 1)]), 0.1)
     with pytest.raises(InputError, match="'local' .* does not run greedy edge search"):
         fit(problem, LOCAL, Greedy({(0, 1): 0}))
+
+
+def test_the_engine_has_one_owner_of_each_small_quantity():
+    """Measured by the code (issue 36): the flat index y·D + j is written only by the layout, the
+    released tables are read by one call in learners/, and a solution carries no untyped dict."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from marg.learners.minimax.solution import MinimaxSolution
+
+    root = Path(fit_module.__file__).resolve().parents[1]  # learners/
+    sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8") for p in root.rglob("*.py")}
+    flat = [name for name, text in sources.items() if re.search(r"\by\s*\*\s*(self\.)?D\s*\+", text)]
+    assert flat == ["minimax/layout.py"]
+    released = [name for name, text in sources.items() for _ in re.finditer(r"\.released\(\)", text)]
+    assert released.count("features/statistics.py") == 1
+    assert {f.name for f in dataclasses.fields(MinimaxSolution)}.isdisjoint({"info"})
+    assert not [name for name, text in sources.items() if re.search(r"\b(sol|res|fit|solution_?)\.info\b", text)]
