@@ -1,6 +1,6 @@
 """Two formulations of the first-order minimax LP that features can enter and leave in place.
 
-Column generation over features (:func:`marg.learners.minimax.drivers.solve_cg`) needs an
+Column generation over features (:class:`.fit.Columns` on the formulations of :mod:`.first_order`) needs an
 LP over a working set of features that grows and shrinks between warm-started solves:
 
 - :class:`CompactModel` (the default, "epigraph"): for first-order features the maximum
