@@ -25,7 +25,7 @@ from .calibration import confidence_box
 from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
 from .features.pairwise import PairwiseFeatureMap
-from .features.statistics import map_moments
+from .features.statistics import map_moments, released
 from .minimax.fixed_rule import certify_rule
 from .minimax.fixed_rule_lp import certify_rule_lp
 from .structure import max_spanning_forest, pair_label_information
@@ -76,7 +76,7 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
     rule = est.linear_rule()  # each estimator knows its rule; a non-additive one raises InputError
     cov = coverage if s is None else None
     try:
-        summary.released()  # the box is built from the tables as released
+        released(summary)  # the box is built from the tables as released
     except InputError as exc:
         if not summary.is_noisy:
             raise

@@ -9,28 +9,27 @@ distributions whose (X_i, Y) and (X_i, X_j, Y) marginals on the edges equal the 
 ones: the 0-1-loss version of the Discrete Chebyshev Classifier (Eban, Mezuman, Globerson,
 ICML 2014, which minimises the worst-case hinge loss over the marginals of all pairs).
 
-Its own idea is the structure — which edges to use; everything else is the engine:
+Its own idea is the structure — which edges to use; everything else is the engine's one fit
+(:func:`.minimax.fit.fit`: the problem from the Summary, a formulation, a search):
 
 - ``structure="forest"``: the maximum-weight spanning forest on I(X_i; X_j | Y) (TAN /
   Chow–Liu, ``edge_weight="cmi"``) or on I(X_i, X_j; Y) (``"label"``)
-  (:mod:`marg.learners.structure`), solved exactly (:func:`.minimax.forest_drivers.solve_forest`);
-- ``greedy=True``: edges added while R* drops (:func:`.minimax.forest_drivers.greedy_forest`);
+  (:mod:`marg.learners.structure`), solved exactly (the ``forest`` formulation, :mod:`.minimax.pair_formulations`);
+- ``greedy=True``: edges added while R* drops (:class:`.minimax.fit.Greedy`);
 - ``structure="all"`` or a list of pairs: any graph; with a cycle the separation's max is
   replaced by its local-polytope bound (:mod:`.minimax.local`): R*_L ≥ R*, still a valid
   certificate, exact on a forest;
 - ``loss="hinge"`` (binary labels): the published DCC's worst-case hinge loss on the
   spanning forest (:mod:`marg.learners.dcc_hinge`), = 2·R*.
 
-λ is calibrated over the entries of the nodes and EVERY candidate pair (the structure is
-chosen from the same tables). With λ = 0 the LP is solved in a reference coding (the
-gauge, :mod:`.minimax.gauge`); empty cells (τ = λ = 0) are −∞ in the LP and get definite
-values afterwards (:mod:`.minimax.empty_cells`).
+λ covers the nodes and EVERY candidate pair (the structure is chosen from the same tables);
+the gauge at λ = 0 and the empty cells are the problem's layout
+(:func:`.minimax.from_summary.problem_from`) and the formulation's finish.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -38,39 +37,20 @@ import numpy as np
 from marg.errors import InputError, option
 
 from .base import features_param
-from .calibration import confidence_box
-from .dcc_hinge import solve_hinge
+from .dcc_hinge import HINGE
 from .features.blocks import node_blocks
 from .features.pairwise import PairwiseFeatureMap
-from .features.statistics import map_moments
-from .minimax.empty_cells import POLICIES, empty_cells, fix_empty_cells_forest, fix_empty_cells_local
-from .minimax.forest import ForestOracle
-from .minimax.forest_drivers import FORMULATIONS, greedy_forest, solve_forest
-from .minimax.formulations import HINGE, LOCAL, Formulation, Statistics, check
-from .minimax.gauge import common_constant, reference_mask
-from .minimax.local import solve_local
-from .minimax.problem import MinimaxProblem, risk
-from .minimax.solution import MinimaxSolution
+from .minimax.empty_cells import POLICIES
+from .minimax.fit import FitOptions, Greedy, One, fit
+from .minimax.forest_drivers import FORMULATIONS
+from .minimax.formulations import Formulation, Statistics, check
+from .minimax.from_summary import problem_from
 from .minimax.rules import MinimaxRules
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
-from .structure import max_spanning_forest, pair_label_information, pair_weights
+from .structure import check_structure, graph_edges, max_spanning_forest, node_pair_weights
 
 Loss = Literal["01", "hinge"]
 EdgeWeight = Literal["cmi", "label"]
-
-
-def _check_structure(st: Any) -> None:
-    """``structure``: "forest", "all", or a list of pairs of two different feature names."""
-    if isinstance(st, str):
-        if st not in ("forest", "all"):
-            raise InputError(f"unknown DCC structure {st!r} (expected 'forest', 'all' or a list of feature pairs)")
-        return
-    try:
-        pairs = [(str(a), str(b)) for a, b in st]
-    except (TypeError, ValueError):
-        raise InputError(f"structure must be 'forest', 'all' or a list of feature-name pairs, got {st!r}") from None
-    if any(a == b for a, b in pairs):
-        raise InputError(f"structure pairs must name two different features, got {st!r}")
 
 
 class DCC(MinimaxRules):
@@ -140,19 +120,15 @@ class DCC(MinimaxRules):
     iterations_ : list of float
         Greedy: R* of the first-order model and after each added edge (non-increasing).
         Otherwise: [R*] (compact LP), or the running minimum of R(μ) over the rounds.
-    row_rounds_ : dict
     edges_ : list of (str, str)
     relaxed_ : bool
     edge_weights_ : list of float
         The ``edge_weight`` (nats) of each edge.
-    classes_, prior_, nb_logp_, map_, feature_names_in_, tau_, lambda_ : see MRC
     impossible_, ruled_out_ : ndarray of bool (K, D)
         The empty cells (τ + λ = 0) of the model's map.
-    n_rows_ : int
-    converged_ : bool
-    fingerprint_ : str
-    n_ : float
     seconds_ : float
+        The fit's wall time, structure included.
+    classes_, prior_, nb_logp_, map_, feature_names_in_, tau_, lambda_, row_rounds_, n_rows_, converged_, fingerprint_, n_ : see MRC
     """
 
     learner = "dcc"
@@ -216,7 +192,7 @@ class DCC(MinimaxRules):
         "bound": Interval(low=0, open_low=True),
         "time_limit": TIME_LIMIT,
         "loss": Options(Loss, "DCC loss"),
-        "structure": Check(_check_structure, bad="chain", what="structure"),
+        "structure": Check(check_structure, bad="chain", what="structure"),
         "features": Check(features_param, bad="age", what="features"),
     }
 
@@ -231,159 +207,34 @@ class DCC(MinimaxRules):
 
     def _formulation(self, n_classes: int | None = None, given: Sequence[tuple[Any, Any]] | None = None) -> Formulation:
         """The formulation of ``loss``, ``solver`` and the structure's pair graph (``given`` edges once known)."""
-        st, words = self.structure, f"the pair tables of {option('structure', self.structure)}"
-        if st == "forest" or (given is None and st == "all"):
-            stats = Statistics(2, "forest" if st == "forest" else "cycles", words + " (every released pair)" * (st == "all"), n_classes)
-        else:
-            stats = Statistics.of_pairs(list(st) if given is None else given, words, n_classes)
         names = ("hinge",) if self.loss == "hinge" else ("forest-rows",) if self.solver == "rows" else ("forest", "local")
-        return check(names, stats, "greedy" if self.greedy else "one", "DCC")
+        return check(names, Statistics.of_structure(self.structure, given, n_classes), "greedy" if self.greedy else "one", "DCC")
 
     def fit(self, summary: Any) -> "DCC":
         """Fit the structure and μ from a Summary (first-order and pair-with-label tables). Returns self."""
         self.check_params()
         t0 = time.perf_counter()
-        K = int(summary.n_classes)
         blocks = node_blocks(summary.codebook, features_param(self.features))
-        names = [b.name for b in blocks]
-        node_of = {b.column: k for k, b in enumerate(blocks)}
-        cmi = {(node_of[i], node_of[j]): w for (i, j), w in pair_weights(summary, names).items()}
-        info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary, names).items()}
-        weights = cmi if self.edge_weight == "cmi" else info
-        rank = {e: (-info[e], e) for e in info}  # greedy: pairs that tell most about Y first
-        # λ: Bonferroni over the node entries and every candidate pair's entries
-        full = PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights))
-        m = map_moments(summary, full)
-        box = confidence_box(m, full.indicator_columns(), s=self.s, coverage=self.coverage)
-        lam = box.lam
-        # empty cells (τ = λ = 0) are −∞ in the LP: out of the columns, excluded by the oracle
-        excluded = empty_cells(full, m.tau, lam)
-        mask = ~excluded
-        if not np.any(lam > 0):  # λ = 0: R* depends on the score functions only: fix the gauge
-            mask &= reference_mask(full, m.tau)[None, :]
-            mask &= ~common_constant(full, m.tau, excluded)
-        problem = MinimaxProblem(full, m.tau, lam, excluded, mask)
-        edges = self._graph_edges(full, weights) if self.structure != "forest" else None
-        how = self._formulation(K, edges)  # the statistics it lacks, in one line
-        if how is HINGE:
-            forest = edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)
-            return self._fit_hinge(summary, problem, forest, weights, t0, box.approximate)
-        if how is LOCAL:
-            return self._fit_local(summary, problem, edges, weights, t0, box.approximate)
-        if self.greedy:
-            fit = greedy_forest(problem, rank, formulation=self.solver, max_edges=self.max_edges, tol=self.greedy_tol,
-                                candidates=self.greedy_candidates, bound=self.bound, row_tol=self.tol,
-                                extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
+        cmi, label_info = node_pair_weights(summary, blocks)
+        weights = cmi if self.edge_weight == "cmi" else label_info
+        problem = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s, self.coverage)
+        edges = graph_edges(self.structure, problem.fmap.blocks, weights, self.max_edges) if self.structure != "forest" else None
+        how = self._formulation(int(summary.n_classes), edges)  # the statistics it lacks, in one line
+        if self.greedy:  # pairs that tell most about Y first
+            search: One | Greedy = Greedy({e: (-label_info[e], e) for e in label_info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
         else:
-            forest = edges if self.structure != "forest" else max_spanning_forest(len(blocks), weights, self.max_edges)
-            fit = solve_forest(problem, forest, formulation=self.solver, bound=self.bound, tol=self.tol,
-                               extra_rows=self.extra_rows, time_limit=self.time_limit, callback=self.callback)
-        return self._fit_forest(summary, problem, fit, weights, t0, box.approximate)
-
-    @staticmethod
-    def _submodel(problem: MinimaxProblem, edges: Sequence[tuple[int, int]]) -> tuple[PairwiseFeatureMap, np.ndarray]:
-        """The map over ``edges`` and its Ψ columns in the full candidate map."""
-        full = problem.fmap
-        cand = list(full.edges)
-        pmap = PairwiseFeatureMap(full.blocks, [b.column for b in full.blocks], edges)
-        keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in edges]).astype(np.int64)
-        return pmap, keep
-
-    def _fit_forest(self, summary: Any, problem: MinimaxProblem, fit: MinimaxSolution, weights: dict, t0: float,
-                    approximate: bool) -> "DCC":
-        """The model over the chosen forest: empty cells fixed by max-marginals, R(μ) exactly."""
-        K = problem.K
-        pmap, keep = self._submodel(problem, fit.edges)
-        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
-        mu_raw = fit.mu.reshape(K, problem.D)[:, keep]
-        B = fit.bound.reshape(K, problem.D)[:, keep]
-        oracle = ForestOracle(pmap, K)
-        mu, empty = fix_empty_cells_forest(oracle, mu_raw, tau, lam, self.empty, n=float(summary.n), alpha=self.alpha)
-        phi = oracle.phi(mu.ravel())
-        value = risk(tau, lam, mu, phi)
-        iters = list(fit.iterations)
-        upper = iters[-1] if iters else np.inf
-        if value > upper + 1e-6 * max(1.0, abs(upper)):
-            raise RuntimeError(f"empty-cell post-processing raised R from {upper!r} to {value!r}")
-        if iters:
-            iters[-1] = value
-        sol = replace(fit, mu=mu, tau=tau, lam=lam, phi=float(phi), value=value, iterations=iters, impossible=empty,
-                      bound=float(np.max(B)) if B.size else float(self.bound))
-        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in fit.edges], sol, t0, approximate)
-        return self
-
-    def _fit_local(self, summary: Any, problem: MinimaxProblem, edges: list, weights: dict, t0: float,
-                   approximate: bool) -> "DCC":
-        """A graph with a cycle: the local-polytope LP (R*_L), empty cells fixed at its reparametrisation."""
-        K = problem.K
-        pmap, keep = self._submodel(problem, edges)
-        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
-        sol = solve_local(pmap, K, tau, lam, np.flatnonzero(problem.lp_mask[:, keep].ravel()),
-                          exclude=problem.excluded[:, keep])
-        if self.callback is not None:
-            self.callback({"stage": "local", "R": sol.value, "edges": len(edges)})
-        mu, empty, phi = fix_empty_cells_local(pmap, sol.mu, tau, lam, sol.info["offsets"], sol.info["nu"], self.empty,
-                                               n=float(summary.n), alpha=self.alpha)
-        value = risk(tau, lam, mu, phi)
-        if value > sol.value + 1e-6 * max(1.0, abs(sol.value)):
-            raise RuntimeError(f"empty-cell post-processing raised R_L from {sol.value!r} to {value!r}")
-        fit = replace(sol, mu=mu, phi=float(phi), value=value, iterations=[value], lower=[sol.value], upper=[value],
-                      impossible=empty, bound=self.bound, edges=list(edges))
-        self._set_dcc_state(summary, pmap, True, [float(weights[e]) for e in edges], fit, t0, approximate)
-        return self
-
-    def _fit_hinge(self, summary: Any, problem: MinimaxProblem, forest: list, weights: dict, t0: float,
-                   approximate: bool) -> "DCC":
-        """loss="hinge" on the maximum spanning forest (:func:`marg.learners.dcc_hinge.solve_hinge`).
-
-        LP columns: f in the reference coding minus the cells empty for BOTH labels (every
-        (x, y) through one is outside U: f = 0 there, "no interaction seen"); θ on the
-        entries with τ + λ > 0, reference-coded like f when λ = 0 everywhere.
-        """
-        pmap, keep = self._submodel(problem, forest)
-        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
-        empty = empty_cells(pmap, tau, lam)
-        ref = reference_mask(pmap, tau)
-        f_cols = np.flatnonzero(ref & ~empty.all(axis=0))
-        tmask = ~empty
-        if not np.any(lam > 0):
-            tmask &= ref[None, :]
-        sol = solve_hinge(ForestOracle(pmap, 2), tau, lam, f_cols, np.flatnonzero(tmask.ravel()), empty)
-        if self.callback is not None:
-            self.callback({"stage": "hinge", "R": sol.value, "edges": len(forest)})
-        self.f_ = sol.info["f"]
-        self.theta_ = sol.info["theta"]
-        fit = replace(sol, bound=self.bound, edges=list(forest))
-        self._set_dcc_state(summary, pmap, False, [float(weights[e]) for e in forest], fit, t0, approximate)
-        self.nu_ = sol.info["nu"]
-        return self
-
-    def _set_dcc_state(self, summary, pmap, relaxed, edge_weights, sol: MinimaxSolution, t0, approximate) -> None:
-        self._set_minimax_state(summary, pmap, sol, approximate=approximate)
-        self.edges_ = pmap.edge_names
-        self.relaxed_ = bool(relaxed)
-        self.edge_weights_ = list(edge_weights)
+            search = One(tuple(edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)))
+        sol = fit(problem, how, search, FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit, callback=self.callback,
+                                                   extra_rows=self.extra_rows, empty=self.empty, alpha=self.alpha))
+        self._set_minimax_state(summary, sol, approximate=problem.approximate)
+        self.edges_ = sol.fmap.edge_names
+        self.relaxed_ = sol.kind == "R*_L"
+        self.edge_weights_ = [float(weights[e]) for e in sol.edges]
+        if how is HINGE:
+            self.f_, self.theta_, self.nu_ = sol.read.f, sol.read.theta, sol.read.nu
         self._certify_labels(summary)
         self.seconds_ = time.perf_counter() - t0
-
-    def _graph_edges(self, full: PairwiseFeatureMap, weights: dict) -> list[tuple[int, int]]:
-        """Node-index edges (i < j, sorted) of ``structure="all"`` or an explicit pair list."""
-        cand = list(full.edges)
-        if self.structure == "all":
-            if self.max_edges is None:
-                return cand
-            top = sorted(cand, key=lambda e: (-weights[e], e))[: int(self.max_edges)]
-            return sorted(top)
-        idx = {b.name: k for k, b in enumerate(full.blocks)}
-        out = set()
-        for a, b in self.structure:
-            if a not in idx or b not in idx:
-                raise InputError(f"structure pair ({a!r}, {b!r}): unknown feature {a if a not in idx else b!r}")
-            e = (min(idx[a], idx[b]), max(idx[a], idx[b]))
-            if e not in weights:
-                raise InputError(f"structure pair ({a!r}, {b!r}): no released pair-with-label table for it (or a raw numeric feature)")
-            out.add(e)
-        return sorted(out)
+        return self
 
     # -------------------------------------------------------------- predict
     def margin(self, X: np.ndarray) -> np.ndarray:

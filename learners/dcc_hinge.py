@@ -7,17 +7,40 @@ forest minima per label, written with the same message constraints as the 0-1 fo
 (:func:`marg.learners.minimax.forest_lp.forest_max_rows`): one LP in f and the duals
 (:func:`solve_hinge`). Its value is exactly 2·R* (R* the 0-1 value): the hinge loss changes
 which optimal score is returned, not the worst case.
+
+The ``hinge`` formulation of the one fit (:class:`Hinge`, registered here) runs it with
+:class:`marg.learners.minimax.fit.One` on the given forest of a pairwise problem; its typed
+read-out is a :class:`HingeScore`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from marg.errors import InputError
 
+from .minimax.empty_cells import empty_cells
 from .minimax.forest import ForestOracle
 from .minimax.forest_lp import MuTerms, RowBuffer, forest_max_rows, one_shot_model
-from .minimax.solution import MinimaxSolution
+from .features.pairwise import PairwiseFeatureMap
+from .minimax.formulations import register
+from .minimax.gauge import reference_mask
+from .minimax.pair_formulations import OnSubmap, submodel
+from .minimax.problem import MinimaxProblem
+from .minimax.solution import Finished, MinimaxSolution
+
+
+@dataclass(frozen=True)
+class HingeScore:
+    """The hinge LP's read-out: ``f`` (D,) the score's coefficients, ``theta`` (2, D) the dual prices θ
+    of the indicator moments, ``nu`` the dual price of Σ p = 1."""
+
+    f: np.ndarray
+    theta: np.ndarray
+    nu: float
 
 
 def solve_hinge(
@@ -66,9 +89,9 @@ def solve_hinge(
     MinimaxSolution
         ``kind`` "hinge", ``value`` min_f max_{p∈U} E_p[max(0, 1 − s_y f(x))] (= 2·R*), ``mu``
         (2, D) the rule's coefficients (−f/2, f/2) (so Φ(x, 1)ᵀμ − Φ(x, 0)ᵀμ = f(x)), φ 0,
-        ``impossible`` ``dead``, ``bound`` inf, and in ``info``: ``"f"`` (D,) the score's
-        coefficients (zero outside ``f_columns``), ``"theta"`` (2, D) the dual prices θ of the
-        indicator moments (zero outside ``theta_columns``), ``"nu"`` the dual price of Σ p = 1.
+        ``impossible`` ``dead``, ``bound`` inf, and ``read`` a :class:`HingeScore`: ``f`` (D,) the
+        score's coefficients (zero outside ``f_columns``), ``theta`` (2, D) the dual prices θ of
+        the indicator moments (zero outside ``theta_columns``), ``nu`` the dual price of Σ p = 1.
 
     Raises
     ------
@@ -123,4 +146,33 @@ def solve_hinge(
                            lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=0.0, value=value,
                            iterations=[value], lower=[], upper=[], converged=True, n_rows=rows.n, impossible=dead,
                            bound=np.inf, kind="hinge", simplex_iterations=model.simplex_iterations,
-                           lp_columns=model.n_cols, info={"f": f, "theta": theta, "nu": model.nu})
+                           lp_columns=model.n_cols, read=HingeScore(f, theta, model.nu))
+
+
+class Hinge(OnSubmap):
+    """``hinge``: the worst-case hinge loss LP on the given forest (``One(edges)``).
+
+    LP columns: f in the reference coding minus the cells empty for BOTH labels (every (x, y)
+    through one is outside U: f = 0 there, "no interaction seen"); θ on the entries with
+    τ + λ > 0, reference-coded like f when λ = 0 everywhere. The finish keeps the score (its
+    empty cells are the LP's dead cells); the certificate is the LP's value (``kind="hinge"``).
+    """
+
+    stage: ClassVar[str] = "hinge"
+
+    def solve_on(self, problem: MinimaxProblem, pmap: PairwiseFeatureMap, keep: np.ndarray) -> MinimaxSolution:
+        tau, lam = problem.tau[:, keep], problem.lam[:, keep]
+        empty = empty_cells(pmap, tau, lam)
+        ref = reference_mask(pmap, tau)
+        tmask = ~empty
+        if not np.any(lam > 0):
+            tmask &= ref[None, :]
+        return solve_hinge(ForestOracle(pmap, 2), tau, lam, np.flatnonzero(ref & ~empty.all(axis=0)), np.flatnonzero(tmask.ravel()), empty)
+
+    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
+        pmap, keep = submodel(problem, raw.edges)
+        return Finished(pmap, raw.mu, problem.tau[:, keep], problem.lam[:, keep], raw.impossible, float(raw.phi),
+                        float(options.bound))
+
+
+HINGE = register(Hinge("hinge", "the worst-case hinge loss LP on a forest", ("DCC",), max_order=2, graph="forest", classes=2))

@@ -17,18 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal, Sequence
 
-import numpy as np
-
 from .base import features_param
-from .calibration import confidence_box
 from .features.blocks import Block, FeatureMap, node_blocks
-from .features.statistics import map_moments
-from .minimax.drivers import solve_cg, solve_full
-from .minimax.formulations import FIRST_ORDER, formulation
 from .minimax.empty_cells import FIRST_ORDER_POLICIES, policy_name
-from .minimax.problem import MinimaxProblem
+from .minimax.first_order import SelectPricing
+from .minimax.fit import Columns, FitOptions, One, fit
+from .minimax.formulations import FIRST_ORDER, formulation
+from .minimax.from_summary import problem_from
 from .minimax.rules import MinimaxRules
-from .minimax.solution import MinimaxSolution
 from .params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
 
 Solver = Literal["cg", "full"]
@@ -100,7 +96,7 @@ class MRC(MinimaxRules):
     selected_features_ : list of str
         ``cg``: the final working set of Algorithm 1; ``full``: features with μ ≠ 0.
     solution_ : MinimaxSolution
-        Solver details (``info["history"]`` per CG iteration, ``max_dual_violation``).
+        Solver details (``history`` per CG iteration, ``stop``, ``read.max_dual_violation``).
     impossible_ : ndarray of bool (K, D)
         Empty cells of the working-set features.
     ruled_out_ : ndarray of bool (K, D)
@@ -174,33 +170,25 @@ class MRC(MinimaxRules):
         """Fit μ from a Summary (first-order-with-label tables suffice). Returns self."""
         self.check_params()
         blocks = node_blocks(summary.codebook, features_param(self.features))
-        fmap = FeatureMap(blocks, [b.column for b in blocks])
-        m = map_moments(summary, fmap)
-        cells = fmap.indicator_columns()
-        box = confidence_box(m, cells, s=self.s, coverage=self.coverage)
-        lam = box.lam
-        sol = self._solve(fmap, m.tau, lam)
+        problem = problem_from(summary, FeatureMap(blocks, [b.column for b in blocks]), self.s, self.coverage)
+        sol = fit(problem, formulation(self.formulation, "MRC"), self._search(), self._options())
         # every feature's empty cells, not only the working set's
-        ruled_out = ((m.tau + lam) <= 0.0) & cells[None, :]
-        self._set_minimax_state(summary, fmap, sol, ruled_out, approximate=box.approximate)
-        self.selected_features_ = [fmap.blocks[int(i)].name for i in sol.selected]
+        ruled_out = ((problem.tau + problem.lam) <= 0.0) & problem.fmap.indicator_columns()[None, :]
+        self._set_minimax_state(summary, sol, ruled_out, approximate=problem.approximate)
+        self.selected_features_ = [problem.fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
         self._certify_labels(summary)
         return self
 
-    def _solve(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray) -> MinimaxSolution:
-        problem = MinimaxProblem.first_order(fmap, tau, lam)
+    def _search(self) -> One | Columns:
+        """``solver="full"``: one LP; ``"cg"``: column generation priced by SELECT."""
         if self.solver == "full":
-            return solve_full(
-                problem, tol=self.tol, bound=self.bound, time_limit=self.time_limit,
-                callback=self.callback, formulation=self.formulation, lp_solver=self.lp_solver,
-                empty_cells=self.empty_cells,
-            )
-        return solve_cg(
-            problem, n_max=int(self.n_max), eps=float(self.eps), k_max=int(self.k_max), tol=self.tol,
-            bound=self.bound, time_limit=self.time_limit, callback=self.callback, formulation=self.formulation,
-            empty_cells=self.empty_cells,
-        )
+            return One()
+        return Columns(SelectPricing(n_max=int(self.n_max), eps=float(self.eps)), k_max=int(self.k_max))
+
+    def _options(self) -> FitOptions:
+        return FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit, callback=self.callback,
+                          lp_solver=self.lp_solver, empty=self.empty_cells)
 
     def _report(self) -> dict[str, Any]:
         return {**super()._report(), "active_features": list(self.selected_features_)}

@@ -9,7 +9,9 @@ table and well defined for a noisy one after clipping negative cells). A maximum
 spanning forest over the available pairs (Kruskal; edges of non-positive weight are never
 taken; an optional cap on the number of edges) gives the tree-augmented (TAN / Chow–Liu)
 structure. Kruskal is the greedy algorithm on the graphic matroid, so the first k edges it
-accepts form a maximum-weight forest among all forests with at most k edges.
+accepts form a maximum-weight forest among all forests with at most k edges. A DCC's
+``structure`` parameter ("forest", "all" or feature pairs) is checked here
+(:func:`check_structure`) and turned into node-index edges (:func:`graph_edges`).
 """
 
 from __future__ import annotations
@@ -227,3 +229,46 @@ def chow_liu_forest(summary: Any, features: Sequence[str] | None = None, max_edg
     """
     w = pair_weights(summary, features)
     return max_spanning_forest(summary.codebook.n_features, w, max_edges), w
+
+
+def node_pair_weights(summary: Any, blocks: Sequence[Any]) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
+    """I(X_i; X_j | Y) and I(X_i, X_j; Y) of every released pair of ``blocks``, keyed by node index (i < j)."""
+    names = [b.name for b in blocks]
+    node_of = {b.column: k for k, b in enumerate(blocks)}
+    cmi = {(node_of[i], node_of[j]): w for (i, j), w in pair_weights(summary, names).items()}
+    info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary, names).items()}
+    return cmi, info
+
+
+def check_structure(st: Any) -> None:
+    """``structure``: "forest", "all", or a list of pairs of two different feature names."""
+    if isinstance(st, str):
+        if st not in ("forest", "all"):
+            raise InputError(f"unknown DCC structure {st!r} (expected 'forest', 'all' or a list of feature pairs)")
+        return
+    try:
+        pairs = [(str(a), str(b)) for a, b in st]
+    except (TypeError, ValueError):
+        raise InputError(f"structure must be 'forest', 'all' or a list of feature-name pairs, got {st!r}") from None
+    if any(a == b for a, b in pairs):
+        raise InputError(f"structure pairs must name two different features, got {st!r}")
+
+
+def graph_edges(structure: Any, blocks: Sequence[Any], weights: dict, max_edges: int | None = None) -> list[tuple[int, int]]:
+    """Node-index edges (i < j, sorted) of ``structure="all"`` (every pair in ``weights``; with
+    ``max_edges`` the pairs of largest weight) or of an explicit list of feature-name pairs."""
+    cand = sorted(weights)
+    if structure == "all":
+        if max_edges is None:
+            return cand
+        return sorted(sorted(cand, key=lambda e: (-weights[e], e))[: int(max_edges)])
+    idx = {b.name: k for k, b in enumerate(blocks)}
+    out = set()
+    for a, b in structure:
+        if a not in idx or b not in idx:
+            raise InputError(f"structure pair ({a!r}, {b!r}): unknown feature {a if a not in idx else b!r}")
+        e = (min(idx[a], idx[b]), max(idx[a], idx[b]))
+        if e not in weights:
+            raise InputError(f"structure pair ({a!r}, {b!r}): no released pair-with-label table for it (or a raw numeric feature)")
+        out.add(e)
+    return sorted(out)

@@ -60,6 +60,9 @@ from marg.marginals.allocation import least_squares_weights
 from marg.marginals.request import StudyRequest
 from marg.marginals.selection import Selection
 from marg.marginals.study_split import NOISE_RATIO, agreement_probability
+
+from .features.statistics import released
+
 STUDY_CHOICE: dict[str, Any] = {
     "prefer": "accuracy",
     "candidates": (("dcc", {"edge_weight": "label"}), ("dcc", {"edge_weight": "cmi"}), ("nb", {"certify": "bound"}),
@@ -301,7 +304,7 @@ def label_source(summary: Any) -> Any:
     so the label-only box holds whichever feature was selected."""
     from marg.marginals.summary import Summary
 
-    rel = summary.released()
+    rel = released(summary)
     lab = summary.codebook.label.name
     best, best_std = summary, float(rel.count_noise_std((lab,)))
     for t in rel.tables:

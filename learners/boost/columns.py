@@ -24,6 +24,7 @@ import numpy as np
 
 from marg.errors import InputError
 
+from ..features.statistics import released
 from .literals import BinaryTest, Literal, Monomial, canonical, cover, describe, evaluate_tests, features_of
 
 
@@ -210,7 +211,7 @@ def monomial_moments(summary: Any, tests: Sequence[BinaryTest], monomial: Monomi
     mask = clique_mask(monomial, tests, feats, N.shape[:-1])
     tau = N[mask].sum(axis=0) / float(summary.n) if feats else N / float(summary.n)
     cells = int(mask.sum()) if feats else 1
-    rel = summary.released()
+    rel = released(summary)
     lo = hi = None
     bounds = summary.count_bounds(names) if feats else None
     if bounds is not None:  # a hidden column's rows may all sit in the monomial's cells, or none of them

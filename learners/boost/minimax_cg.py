@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 from marg.lp import INF, solver_error
 
+from ..minimax.formulations import Formulation, register
 from ..minimax.generation import Pricing, generate_columns, generate_rows
 from ..minimax.lp_model import MinimaxModel
 from ..minimax.problem import risk, subsets_for
@@ -385,6 +386,21 @@ class MonomialColumns:
         self.mm.add_columns([(c, m) for _, c, m in self._cands])
 
 
+@dataclass(frozen=True)
+class MonomialRead:
+    """What boosting's column generation reads besides μ: ``pricing_exact`` (the last pricing
+    searched every monomial exactly, so ``converged`` proves R* over all columns) and
+    ``phi_exact`` (φ(μ) from an exact maximisation, not a bound)."""
+
+    pricing_exact: bool
+    phi_exact: bool
+
+
+MONOMIALS = register(Formulation("monomials", "boosting's monomial columns", ("boost",), max_order=None, graph="cycles",
+                                 discrete=True, searches=("columns",)))
+"""Boosting's formulation: what it accepts (its column generation runs here, :func:`solve_monomial_minimax`)."""
+
+
 def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e-6, n_max: int = 20,
                            k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3, tol: float = 1e-9,
                            time_limit: float | None = None,
@@ -401,7 +417,7 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     monomials; the record says ``"stalled"``) — or at ``time_limit`` seconds, which the LP solves
     and the pricing searches respect (the record says ``"time_limit"``). Every R^k is a certificate (R(μ)
     with the exact or certified φ); only ``converged`` proves R^k = R* over all columns.
-    ``info["stop"]`` of the result says which of the four ended it.
+    ``stop`` of the result says which of the four ended it; ``read`` is a :class:`MonomialRead`.
     """
     t0 = time.perf_counter()
     mm = MonomialMinimax(src, n_classes, bound=bound, tol=tol, enum_limit=enum_limit, milp_seconds=milp_seconds)
@@ -430,6 +446,6 @@ def solve_monomial_minimax(src: ColumnSource, n_classes: int, *, eps: float = 1e
     res = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=value, iterations=gen.iterations, lower=cols.lower,
                           upper=cols.upper, converged=gen.converged, n_rows=len(mm.rows),
                           impossible=np.zeros(mu.shape, dtype=bool), bound=float(bound),
-                          info={"pricing_exact": cols.exact if gen.converged else True, "phi_exact": mm.phi_exact,
-                                "history": gen.history, "stop": gen.stop})
+                          stop=gen.stop, history=gen.history, formulation="monomials",
+                          read=MonomialRead(cols.exact if gen.converged else True, mm.phi_exact))
     return mm, res

@@ -32,14 +32,14 @@ from marg.errors import InputError
 
 from ..base import MarginalEstimator, features_param
 from ..calibration import confidence_box
-from ..features.statistics import Moments
-from ..minimax.formulations import MONOMIALS, Statistics
+from ..features.statistics import Moments, released
+from ..minimax.formulations import Statistics
 from ..minimax.rules import MinimaxRules, argmax_rule, maximal
 from ..params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
 from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
 from .literals import Monomial, codebook_tests
-from .minimax_cg import ColumnSource, solve_monomial_minimax
+from .minimax_cg import MONOMIALS, ColumnSource, solve_monomial_minimax
 from .mma import SearchOptions
 
 
@@ -187,14 +187,14 @@ class BoostVote(MinimaxRules):
         src, mm, res = self._solve(summary)
         keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
         fmap = MonomialMap(src.fmap.tests, [src.fmap.monomials[u] for u in keep])
-        sol = replace(res, mu=res.mu[:, keep], tau=res.tau[:, keep], lam=res.lam[:, keep],
+        sol = replace(res, fmap=fmap, mu=res.mu[:, keep], tau=res.tau[:, keep], lam=res.lam[:, keep],
                       impossible=res.impossible[:, keep], bound=float(self.bound))
-        self._set_minimax_state(summary, fmap, sol)
+        self._set_minimax_state(summary, sol)
         self.tiebreak_ = self._tiebreak_tables(summary, [t.feature for t in src.fmap.tests])
-        self.pricing_exact_ = bool(res.converged and res.info["pricing_exact"])
-        self.phi_exact_ = bool(res.info["phi_exact"])
-        self.history_ = res.info["history"]
-        self.stopped_ = res.info["stop"]
+        self.pricing_exact_ = bool(res.converged and res.read.pricing_exact)
+        self.phi_exact_ = bool(res.read.phi_exact)
+        self.history_ = res.history
+        self.stopped_ = res.stop
         self.empty_reason_ = None if self.used_features() else self._why_empty(src, mm, res)
         self._certify_labels(summary)
         return self
@@ -203,8 +203,8 @@ class BoostVote(MinimaxRules):
         """One sentence on an empty vote: the rules tried, the half-widths that kept them out,
         how column generation ended and what the model predicts instead."""
         tried = [(c, u) for c, u in mm.cols if src.fmap.monomials[u]]
-        stop = STOPS.get(res.info["stop"], res.info["stop"])
-        if res.info["stop"] == "time_limit":
+        stop = STOPS.get(res.stop, res.stop)
+        if res.stop == "time_limit":
             stop += f" ({self.time_limit:g} s)"
         if tried:
             lam = np.array([mm.lam[k] for k in tried])
@@ -264,7 +264,7 @@ class BoostVote(MinimaxRules):
         n_cand = count_candidates(tests, cliques, int(self.max_order))
         order_cost = self.penalty * code_length_cost(len(tests), max(n, 2.0), min(int(self.max_order), len(tests)),
                                                      self.kappa) / n
-        rel = summary.released()
+        rel = released(summary)
         n_draws = tuple((m, b, d, c * K) for m, b, d, c in rel.noise_draws((lab,)))
         cache: dict[Monomial, tuple[np.ndarray, np.ndarray]] = {}
 

@@ -108,11 +108,6 @@ class PairwiseFeatureMap:
         mi, mj = self.edge_shape[e]
         return np.arange(self.edge_offset[e], self.edge_offset[e] + mi * mj)
 
-    def flat_columns(self, psi_cols: np.ndarray, n_classes: int) -> np.ndarray:
-        """Flat μ indices y·D + j for all labels y and the given Ψ columns j (label-major)."""
-        psi_cols = np.asarray(psi_cols, dtype=np.int64)
-        return (np.arange(n_classes)[:, None] * self.dim + psi_cols[None, :]).ravel()
-
     def _edge_cells(self, X: np.ndarray) -> np.ndarray:
         """(n, n_edges) Ψ column hit by each edge (X already validated)."""
         if not self.edges:

@@ -27,6 +27,14 @@ import numpy as np
 _CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Moments]]" = weakref.WeakKeyDictionary()
 
 
+def released(summary: Any) -> Any:
+    """The Summary's tables as released — before any post-processing, so each cell's noise is
+    exactly the recorded draws — and their n: what every learner quantity that carries noise
+    (τ, its noise std, the box, the tail bounds) is computed from. The one place ``learners/``
+    reads it; ``summary.n`` (post-processed) is the sample size the fitted state reports."""
+    return summary.released()
+
+
 @dataclass(frozen=True)
 class Moments:
     """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them.
@@ -64,7 +72,7 @@ def map_moments(summary: Any, fmap: Any) -> Moments:
     Moments
         Shared between calls on the same Summary and layout (do not modify its arrays).
     """
-    summary = summary.released()  # the tables as released: their noise is exactly what is recorded
+    summary = released(summary)  # the tables as released: their noise is exactly what is recorded
     key = (tuple((b.name, b.kind, b.size) for b in fmap.nodes.blocks), tuple(fmap.edges))
     try:
         per = _CACHE.setdefault(summary, {})
@@ -140,7 +148,7 @@ def label_moments(summary: Any) -> Moments:
     noise std and draws those of one cell of N[y] (:meth:`Summary.noise_draws`), ``n_draws``
     as for every map; ``lo``/``hi`` where the label table hides cells. What a label-only
     rule is certified over (:mod:`marg.learners.label_only`)."""
-    summary = summary.released()
+    summary = released(summary)
     lab = summary.codebook.label.name
     n = float(summary.n)
     N = np.asarray(summary.counts((lab,)), dtype=np.float64).reshape(-1, 1)

@@ -1,12 +1,14 @@
-"""The minimax engine: one 0-1 minimax problem, its separators, LP formulations and drivers.
+"""The minimax engine: one 0-1 minimax problem, one fit — a formulation and a search — and its one certificate.
 
-:mod:`.problem` (the problem and its label subsets), :mod:`.lp_model` (the one LP model: ν, the
-μ columns, the solve and its read-outs), :mod:`.separation` and :mod:`.forest` (exact
-maximisation over the domain), :mod:`.formulation`, :mod:`.forest_lp`, :mod:`.local` and
-:mod:`.rows` (writing the maximum as rows on the model), :mod:`.formulations` (which
-statistics each formulation accepts), :mod:`.generation` (the one column- and row-generation
-driver), :mod:`.drivers` and :mod:`.forest_drivers` (its adapters: one solve, column generation,
-greedy structure), :mod:`.pricing`,
-:mod:`.empty_cells`, :mod:`.gauge`, :mod:`.worst_case`, :mod:`.solution` and
-:mod:`.rules` (the fitted classifier's two rules).
+:mod:`.from_summary` (``problem_from``: the problem from a Summary), :mod:`.problem` and
+:mod:`.layout` (the problem, its label subsets, μ's layout), :mod:`.fit` (``fit(problem,
+formulation, search)``: build, solve, search, finish, certificate; the searches ``One``,
+``Columns``, ``Greedy``), :mod:`.formulations` (the registry: what each formulation accepts),
+:mod:`.first_order` and :mod:`.pair_formulations` (the formulations, registered there),
+:mod:`.lp_model` (the one LP model), :mod:`.separation` and :mod:`.forest` (exact maximisation
+over the domain), :mod:`.formulation`, :mod:`.forest_lp`, :mod:`.local`, :mod:`.rows` and
+:mod:`.forest_drivers` (the LP models the formulations build), :mod:`.generation` (the one
+column- and row-generation loop), :mod:`.pricing`, :mod:`.empty_cells`, :mod:`.gauge`,
+:mod:`.worst_case`, :mod:`.solution` (the one result type) and :mod:`.rules` (the fitted
+classifier's two rules); :mod:`.drivers` names the first-order fit.
 """

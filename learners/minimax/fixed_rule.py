@@ -30,6 +30,7 @@ from marg.lp import INF, HighsLP, Status
 
 from ..features.blocks import FeatureMap
 from .generation import solve_boxed
+from .layout import flat_index
 from .rows import MinimaxLP
 from .separation import Cut
 
@@ -261,7 +262,7 @@ class FixedRuleOracle:
                 bound = (-res.dual_bound if np.isfinite(res.dual_bound) else -res.objective) + loss
                 upper = max(upper, bound)
                 cols, vals = self._assignment(res.x)
-                cuts.append(Cut((y * self.D + cols, vals), -loss, float(mu[y, cols] @ vals) + loss, (y,)))
+                cuts.append(Cut((flat_index(self.D, y, cols), vals), -loss, float(mu[y, cols] @ vals) + loss, (y,)))
         if not cuts:
             raise InputError("the rule predicts no class anywhere on the domain")
         return cuts, float(upper)
@@ -299,7 +300,7 @@ class FixedRuleOracle:
             psi = um.psi(X)[0]
             cols = np.flatnonzero(psi)
             for y in range(self.K):
-                cuts.append(Cut((y * self.D + cols, psi[cols]), -float(pred != y), np.nan, (y,)))
+                cuts.append(Cut((flat_index(self.D, y, cols), psi[cols]), -float(pred != y), np.nan, (y,)))
         return cuts
 
 

@@ -20,6 +20,7 @@ from marg.errors import InputError
 
 from ..features.pairwise import PairwiseFeatureMap
 from ..structure import UnionFind
+from .layout import flat_index
 from .problem import risk, subsets_for
 from .separation import Cut
 
@@ -309,7 +310,7 @@ class ForestOracle:
             ecols = pm.edge_offset + x[pm.edge_i] * pm.edge_mj + x[pm.edge_j]
             cols = np.concatenate([cols, ecols])
             vals = np.concatenate([vals, np.ones(ecols.size)])
-        idx = np.concatenate([y * self.D + cols for y in c])
+        idx = np.concatenate([flat_index(self.D, y, cols) for y in c])
         val = np.tile(vals / size, size)
         return Cut((idx, val), 1.0 / size - 1.0, (value - 1.0) / size + 1.0, tuple(c))
 

@@ -1,19 +1,19 @@
-"""Drivers of the minimax LP on a forest of pairwise features: a given forest, or edges added greedily.
+"""The forest models of the minimax LP that the pair formulations (:mod:`.pair_formulations`) build.
 
 All take a :class:`marg.learners.minimax.problem.MinimaxProblem` whose map holds the nodes
 and EVERY candidate edge (so λ and the excluded cells are those of the whole candidate
-set) and return a :class:`.solution.MinimaxSolution` over the full map (the LP's μ, zero off
+set) and read a :class:`.solution.MinimaxSolution` over the full map (the LP's μ, zero off
 the forest; ``edges`` the forest; ``iterations`` R* per greedy step, or the running minimum of
 R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
 
-- :func:`solve_forest` — the exact forest epigraph LP (:func:`.forest_lp.solve_compact`,
-  ``formulation="compact"``) or row generation with the max-sum oracle
-  (:mod:`.rows`, ``formulation="rows"``) on a given forest;
-- :func:`greedy_forest` — start first-order and add, while R* drops by more than ``tol``,
-  the forest-keeping edge whose R* is lowest: the engine's column-generation driver
-  (:func:`.generation.generate_columns`) over candidate edges (:class:`GreedyEdges`; ``k_max``
-  the cap on edges; ``info["stop"]`` converged, k_max, or time_limit when a row-generation
-  solve did not finish). A candidate whose marginals the current
+- :func:`forest_once` — the exact forest epigraph LP (:func:`.forest_lp.solve_compact`,
+  ``"forest"``) or row generation with the max-sum oracle (:mod:`.rows`, ``"forest-rows"``)
+  on a given forest;
+- greedy edges (:class:`GreedyEdges`) — start first-order and add, while R* drops by more
+  than ``tol``, the forest-keeping edge whose R* is lowest: a column model of the engine's
+  column-generation loop (:class:`.fit.Greedy`; ``k_max`` the cap on edges; ``stop``
+  converged, k_max, or time_limit when a row-generation solve did not finish). A candidate
+  whose marginals the current
   worst-case distribution α already matches (v_e = max |P_α(x_i, x_j, y) − τ_e| − λ_e ≤ 0)
   provably cannot lower R* (α stays dual feasible) and is skipped; of the others the
   ``candidates`` first in ``rank`` are solved exactly. The compact formulation reads α from
@@ -24,7 +24,7 @@ R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -34,12 +34,14 @@ from ..structure import UnionFind
 from .forest import EXCLUDED, ForestOracle
 from .forest_lp import solve_compact
 from .problem import MinimaxProblem
-from .generation import Pricing, generate_columns, solve_boxed
+from .generation import Pricing, solve_boxed
+from .layout import column_bounds
 from .rows import MinimaxLP
 from .solution import MinimaxSolution
 from .worst_case import pair_marginals
 
 FORMULATIONS = ("compact", "rows")
+"""DCC's ``solver`` values: the forest epigraph LP or row generation."""
 
 
 def _fit(problem: MinimaxProblem, edges: list[tuple[int, int]], mu: np.ndarray, lower: list[float], upper: list[float],
@@ -49,7 +51,7 @@ def _fit(problem: MinimaxProblem, edges: list[tuple[int, int]], mu: np.ndarray, 
     return MinimaxSolution(
         mu=np.asarray(mu, dtype=np.float64).reshape(problem.K, problem.D), tau=problem.tau, lam=problem.lam,
         phi=float("nan"), value=float(iterations[-1]), iterations=list(iterations), lower=list(lower),
-        upper=list(upper), converged=bool(converged), n_rows=int(n_rows), impossible=problem.excluded,
+        upper=list(upper), converged=bool(converged), n_rows=int(n_rows), impossible=problem.layout.excluded,
         bound=bound, edges=list(edges))
 
 
@@ -59,17 +61,12 @@ def _node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np
 
 
 def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[MinimaxSolution, ForestOracle]:
-    oracle = ForestOracle(problem.fmap, problem.K, active, exclude=problem.excluded)
-    return solve_compact(oracle, problem.tau, problem.lam, problem.lp_columns(_node_and_edge_columns(problem, active))), oracle
+    oracle = ForestOracle(problem.fmap, problem.K, active, exclude=problem.layout.excluded)
+    return solve_compact(oracle, problem.tau, problem.lam, problem.layout.lp_columns(_node_and_edge_columns(problem, active))), oracle
 
 
 def _row_lp(problem: MinimaxProblem, bound: float) -> MinimaxLP:
-    full = problem.fmap
-    per = np.full(full.dim, float(bound))
-    for b in full.blocks:  # a raw numeric column moves the score by up to max(|lo|, |hi|)·μ
-        if b.kind == "numeric":
-            per[b.offset] = float(bound) / max(abs(b.lo), abs(b.hi), 1e-12)
-    return MinimaxLP(problem.tau, problem.lam, np.tile(per, problem.K))
+    return MinimaxLP(problem.tau, problem.lam, column_bounds(problem.fmap, problem.K, bound))
 
 
 def _initial_rows(lp: MinimaxLP, oracle: ForestOracle) -> None:
@@ -82,8 +79,8 @@ def _initial_rows(lp: MinimaxLP, oracle: ForestOracle) -> None:
 def _drop_vacuous_rows(lp: MinimaxLP, problem: MinimaxProblem, e: int) -> None:
     """Delete the rows crossing an excluded cell of edge e: vacuous once e is active."""
     full = problem.fmap
-    flat = full.flat_columns(full.edge_columns(e), problem.K)
-    flat = flat[problem.excluded.ravel()[flat]]
+    flat = problem.layout.every_label(full.edge_columns(e))
+    flat = flat[problem.layout.excluded.ravel()[flat]]
     if flat.size == 0 or lp.n_rows == 0:
         return
     hit = np.flatnonzero(np.asarray((lp.row_matrix()[:, flat] != 0).sum(axis=1)).ravel() > 0)
@@ -91,84 +88,29 @@ def _drop_vacuous_rows(lp: MinimaxLP, problem: MinimaxProblem, e: int) -> None:
         lp.delete_rows(hit)
 
 
-def solve_forest(
-    problem: MinimaxProblem,
-    forest: Sequence[tuple[int, int]],
-    formulation: str = "compact",
-    bound: float = 1e3,
-    tol: float = 1e-9,
-    extra_rows: int | None = 0,
-    time_limit: float | None = None,
-    callback: Callable[[dict], None] | None = None,
-) -> MinimaxSolution:
-    """The minimax LP on ``forest`` (node pairs, each a candidate edge of the problem's map).
-
-    Parameters
-    ----------
-    formulation : {"compact", "rows"}
-    bound, tol, extra_rows, time_limit : row generation only (box on |μ|, relative row
-        tolerance, extra constrained-maximum rows per subset and round, seconds — the options
-        of every minimax driver, :func:`.drivers.solve_full` and :func:`.drivers.solve_cg` too).
-    """
-    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], compact: bool, bound: float = 1e3,
+                tol: float = 1e-9, extra_rows: int | None = 0, deadline: float | None = None,
+                callback: Callable[[dict], None] | None = None) -> MinimaxSolution:
+    """The minimax LP on ``forest`` (node pairs, each a candidate edge of the problem's map): the
+    compact epigraph LP, or row generation (``bound``, ``tol``, ``extra_rows``, ``deadline``)."""
     full, K = problem.fmap, problem.K
     cand = list(full.edges)
     active = [cand.index(tuple(e)) for e in forest]
-    if formulation == "compact":
+    if compact:
         sol, _ = _compact(problem, active)
         if callback is not None:
             callback({"stage": "compact", "R": sol.value, "edges": len(active)})
         v = sol.value
         return _fit(problem, list(forest), sol.mu, [v], [v], [v], True, np.full(K * full.dim, float(bound)), 0)
     lp = _row_lp(problem, bound)
-    lp.add_columns(problem.lp_columns(_node_and_edge_columns(problem, active)))
-    oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.excluded)
+    lp.add_columns(problem.layout.lp_columns(_node_and_edge_columns(problem, active)))
+    oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.layout.excluded)
     _initial_rows(lp, oracle)
     res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=callback)
     if not res.upper:
         raise SolverError("the forest minimax LP did not produce a solution within the time limit")
     iters = list(np.minimum.accumulate(np.asarray(res.upper)))
     return _fit(problem, list(forest), lp.mu.copy(), res.lower, res.upper, iters, res.converged, lp.bound, lp.n_rows)
-
-
-def greedy_forest(
-    problem: MinimaxProblem,
-    rank: dict[tuple[int, int], Any],
-    formulation: str = "compact",
-    max_edges: int | None = None,
-    tol: float = 1e-4,
-    candidates: int | None = 8,
-    bound: float = 1e3,
-    row_tol: float = 1e-9,
-    extra_rows: int | None = 0,
-    time_limit: float | None = None,
-    callback: Callable[[dict], None] | None = None,
-) -> MinimaxSolution:
-    """Greedy edges (see the module docstring).
-
-    Parameters
-    ----------
-    rank : dict node pair -> sortable key
-        Order in which violated candidates are tried (smallest first).
-    max_edges : int or None
-        Cap on the number of edges (default: a spanning forest's worth).
-    tol : float
-        Stop when the best edge lowers R* by ``tol`` or less.
-    candidates : int or None
-        Edges solved exactly per step (None: every violated one).
-    time_limit : float or None
-        Seconds for each row-generation solve (row formulation).
-    """
-    full = problem.fmap
-    cap = full.n_nodes if max_edges is None else int(max_edges)
-    if formulation == "compact":
-        edges: GreedyEdges = _GreedyCompact(problem, rank, tol, candidates, callback, bound)
-    else:
-        edges = _GreedyRows(problem, rank, tol, candidates, callback, bound, row_tol, extra_rows, time_limit)
-    gen = generate_columns(edges, k_max=cap, price_last=False)  # progress: the "greedy" record of each edge
-    fit = edges.result(gen.iterations)
-    fit.info.update(stop=gen.stop, history=gen.history)
-    return fit
 
 
 def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list, rank: dict, candidates: int | None) -> list[int]:
@@ -237,7 +179,7 @@ class GreedyEdges:
         """Bring the model back to the chosen forest after trials that did not pay."""
 
 
-class _GreedyCompact(GreedyEdges):
+class GreedyCompact(GreedyEdges):
     """Each trial is the exact forest epigraph LP; α is read from the current LP's flows."""
 
     def __init__(self, problem, rank, tol, candidates, callback, bound: float):
@@ -257,7 +199,7 @@ class _GreedyCompact(GreedyEdges):
 
     def _violations(self, free: list[int]) -> np.ndarray:
         full, K, tau, lam = self.problem.fmap, self.problem.K, self.problem.tau, self.problem.lam
-        joint = pair_marginals(self.orc, self.sol.info["flows"], [self.cand[e] for e in free])
+        joint = pair_marginals(self.orc, self.sol.read.flows, [self.cand[e] for e in free])
         viol = np.empty(len(free))
         for t, e in enumerate(free):
             cols = full.edge_columns(e)
@@ -286,7 +228,7 @@ class _GreedyCompact(GreedyEdges):
                     np.full(K * full.dim, float(self.bound)), 0)
 
 
-class _GreedyRows(GreedyEdges):
+class GreedyRows(GreedyEdges):
     """ONE warm-started row-generation LP whose rows carry every candidate's coefficients;
     each trial adds an edge's columns, re-solves and takes them out again."""
 
@@ -296,9 +238,9 @@ class _GreedyRows(GreedyEdges):
         full = problem.fmap
         self.row_tol, self.time_limit = row_tol, time_limit
         self.lp = _row_lp(problem, bound)
-        self.lp.add_columns(problem.lp_columns(np.arange(full.nodes.dim)))
+        self.lp.add_columns(problem.layout.lp_columns(np.arange(full.nodes.dim)))
         self.oracle = ForestOracle(full, problem.K, [], tau=problem.tau, lam=problem.lam, extra_rows=extra_rows,
-                                   exclude=problem.excluded)
+                                   exclude=problem.layout.excluded)
         _initial_rows(self.lp, self.oracle)
 
     def _solve_model(self) -> tuple[float, bool]:
@@ -312,14 +254,14 @@ class _GreedyRows(GreedyEdges):
         return float(res.upper[-1]), bool(res.converged)
 
     def _violations(self, free: list[int]) -> np.ndarray:
-        full, K = self.problem.fmap, self.problem.K
-        return np.array([float(self.lp.dual_violation(full.flat_columns(full.edge_columns(e), K)).max()) for e in free])
+        full = self.problem.fmap
+        return np.array([float(self.lp.dual_violation(self.problem.layout.every_label(full.edge_columns(e))).max()) for e in free])
 
     def _trials(self, order: list[int]) -> tuple[int | None, float]:
         problem, lp, oracle = self.problem, self.lp, self.oracle
         best, best_R = None, self.R
         for e in order:
-            cols = problem.lp_columns(problem.fmap.edge_columns(e))
+            cols = problem.layout.lp_columns(problem.fmap.edge_columns(e))
             lp.add_columns(cols)
             _drop_vacuous_rows(lp, problem, e)
             oracle.set_active(self.chosen + [e])
@@ -332,7 +274,7 @@ class _GreedyRows(GreedyEdges):
         return best, best_R
 
     def _add(self, e: int) -> None:
-        self.lp.add_columns(self.problem.lp_columns(self.problem.fmap.edge_columns(e)))
+        self.lp.add_columns(self.problem.layout.lp_columns(self.problem.fmap.edge_columns(e)))
         _drop_vacuous_rows(self.lp, self.problem, e)
         self.oracle.set_active(self.chosen)
 

@@ -15,6 +15,7 @@ and solve once (:meth:`RowBuffer.solve`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,8 +24,18 @@ import scipy.sparse as sp
 from marg.lp import INF, solver_error
 
 from .forest import ForestOracle
+from .layout import flat_index
 from .lp_model import MinimaxModel
 from .solution import MinimaxSolution
+
+
+@dataclass(frozen=True)
+class Flows:
+    """The forest epigraph LP's read-out: ``flows``, per label subset, the worst-case distribution
+    as the duals of its rows (``"edge"``, ``"root"`` and ``"total"``;
+    :func:`.worst_case.pair_marginals` reads pair marginals from them)."""
+
+    flows: list
 
 
 def one_shot_model(tau: np.ndarray, lam: np.ndarray, columns: np.ndarray, what: str, layout: str = "blocks") -> MinimaxModel:
@@ -215,7 +226,7 @@ class MuTerms:
         """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
         R, C, V = [], [], []
         for y in self.subsets[k]:
-            t, c, v = self.model.mu_entries(y * self.D + psi_cols, vals)
+            t, c, v = self.model.mu_entries(flat_index(self.D, y, psi_cols), vals)
             R.append(row[t])
             C.append(c)
             V.append(v)
@@ -255,7 +266,7 @@ def solve_compact(
     -------
     MinimaxSolution
         ``value`` the LP optimum R* (= R(μ), φ = ν − 1 the forest's exact φ(μ)), ``mu`` (K, D),
-        ``impossible`` the excluded cells, ``bound`` inf (no box) and ``info["flows"]``, the LP
+        ``impossible`` the excluded cells, ``bound`` inf (no box) and ``read`` its :class:`Flows`, the LP
         duals as the worst-case distribution's structure: one dict per label subset C,
         ``["edge"][c]`` (m_parent, m_c) the mass w_C(x_p = a, x_c = b) on the edge from node c to
         its parent, ``["root"][r]`` the mass w_C(x_r = a) at a root, ``["total"]`` the total
@@ -304,4 +315,4 @@ def solve_compact(
                            lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=model.nu - 1.0, value=value,
                            iterations=[value], lower=[value], upper=[value], converged=True, n_rows=rows.n,
                            impossible=impossible, bound=np.inf, simplex_iterations=model.simplex_iterations,
-                           lp_columns=model.n_cols, info={"flows": flows})
+                           lp_columns=model.n_cols, read=Flows(flows))

@@ -1,6 +1,6 @@
 """Two formulations of the first-order minimax LP that features can enter and leave in place.
 
-Column generation over features (:func:`marg.learners.minimax.drivers.solve_cg`) needs an
+Column generation over features (:class:`.fit.Columns` on the formulations of :mod:`.first_order`) needs an
 LP over a working set of features that grows and shrinks between warm-started solves:
 
 - :class:`CompactModel` (the default, "epigraph"): for first-order features the maximum
@@ -25,6 +25,7 @@ from marg.lp import INF
 
 from ..features.blocks import FeatureMap
 from .lp_model import MinimaxModel
+from .layout import column_bounds, every_label, flat_index
 from .pricing import SplitPricer
 from .generation import solve_boxed
 from .problem import risk
@@ -32,22 +33,12 @@ from .rows import MinimaxLP
 from .separation import FirstOrderOracle
 
 
-def column_bounds(fmap: FeatureMap, n_classes: int, bound: float) -> np.ndarray:
-    """Box B_j per flat μ column: ``bound`` for one-hot columns, bound/max(|lo|, |hi|) numeric."""
-    per = np.full(fmap.dim, float(bound))
-    for b in fmap.blocks:
-        if b.kind == "numeric":
-            per[b.offset] = float(bound) / max(abs(b.lo), abs(b.hi), 1e-12)
-    return np.tile(per, n_classes)
-
-
 def _block_flat_cols(fmap: FeatureMap, K: int, blocks: np.ndarray) -> np.ndarray:
     """Flat μ indices (y·D + column) of the given blocks, label-major."""
-    D = fmap.dim
     if len(blocks) == 0:
         return np.zeros(0, dtype=np.int64)
     cols = np.concatenate([np.arange(fmap.blocks[int(i)].offset, fmap.blocks[int(i)].offset + fmap.blocks[int(i)].size) for i in blocks])
-    return (np.arange(K)[:, None] * D + cols[None, :]).ravel()
+    return every_label(K, fmap.dim, cols)
 
 
 class CompactModel:
@@ -162,7 +153,7 @@ class CompactModel:
             for c, C in enumerate(self.subsets):
                 rows_c = rows_g[:, c, :]  # (g, nv)
                 for y in C:
-                    t, cols, vals = model.mu_entries((y * D + vcol).ravel(), vval.ravel())
+                    t, cols, vals = model.mu_entries(flat_index(D, y, vcol).ravel(), vval.ravel())
                     rr.append(rows_c.ravel()[t])
                     cc.append(cols)
                     vv.append(vals)
@@ -297,16 +288,14 @@ class RowModel:
                 q = (splits or {}).get(int(i))
                 if q is None:
                     q = self._pricer.pooled_split(int(i), Wv)
-                g = int(self._pricer.group_of[i])
-                Vi = self._pricer._V[g][int(self._pricer.index_in_group[i])]
-                val = q @ Vi  # (nC, size)
+                val = q @ self._pricer.vertices(int(i))  # (nC, size)
                 for r in np.flatnonzero(~has):
                     lab = lp.labels[r]
                     c = self.sub_index[lab]
                     for y in lab:
                         for s_ in range(blk.size):
                             fr.append(r)
-                            fc.append(colpos[y * D + blk.offset + s_])
+                            fc.append(colpos[flat_index(D, y, blk.offset + s_)])
                             fv.append(val[c, s_] / len(lab))
             fill = sp.csc_array((np.asarray(fv, dtype=np.float64), (np.asarray(fr, dtype=np.int64), np.asarray(fc, dtype=np.int64))), shape=(lp.n_rows, new_cols.size))
         lp.add_columns(new_cols, fill)

@@ -5,23 +5,28 @@ LP, and each can do so only for some statistics: the first-order epigraph for fi
 tables, the forest epigraph for pair tables that form a forest, the local polytope for any
 pair graph, … Each is a frozen :class:`Formulation` record — its name, the learners that offer
 it, the statistics it accepts (the highest table order, the pair graph, the number of classes,
-discrete features), the searches that run it (one LP, column generation, greedy edges) and its
-entry point — and :meth:`Formulation.accepts` says why it does not accept a
-:class:`Statistics`, or None. The estimators check their formulation-type parameters here
-(:func:`check`), so an unsupported combination gives one line naming the formulation and the
-statistic it lacks.
+discrete features) and the searches that run it (one LP, column generation, greedy edges) —
+and :meth:`Formulation.accepts` says why it does not accept a :class:`Statistics`, or None.
+The estimators check their formulation-type parameters here (:func:`check`), so an
+unsupported combination gives one line naming the formulation and the statistic it lacks.
 
-A new formulation plugs in by :func:`register`-ing its record (name, what it accepts, entry
-point) and by the learner that offers it calling the entry point.
+A formulation the one fit runs (:func:`marg.learners.minimax.fit.fit`) is a subclass that adds
+``build(problem, search, options)`` (the LP model the search drives), ``read(model,
+generation)`` (the LP's point as a :class:`.solution.MinimaxSolution`, its own read-out in a
+typed ``read`` record) and ``finish(problem, raw, options)`` (the empty cells,
+a :class:`.solution.Finished`). Each is registered by the module that defines it
+(:mod:`.first_order`: ``compact``, ``rows``; :mod:`.pair_formulations`: ``forest``,
+``forest-rows``, ``local``; :mod:`marg.learners.dcc_hinge`: ``hinge``;
+:mod:`marg.learners.boost.minimax_cg`: ``monomials``, run by boosting's own column generation),
+so the registry imports none of them: a new formulation is one new module.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
-from typing import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, Hashable, Sequence
 
-from marg.errors import InputError
+from marg.errors import InputError, option
 
 from ..structure import UnionFind
 
@@ -67,6 +72,15 @@ class Statistics:
         return cls(order=2 if pairs else 1, graph=("forest" if forest else "cycles") if pairs else "none",
                    source=source, n_classes=n_classes)
 
+    @classmethod
+    def of_structure(cls, structure: Any, given: Sequence[tuple[Hashable, Hashable]] | None = None,
+                     n_classes: int | None = None) -> "Statistics":
+        """The pair tables of a DCC ``structure`` ("forest", "all" or pairs; ``given`` its edges once known)."""
+        words = f"the pair tables of {option('structure', structure)}"
+        if structure == "forest" or (given is None and structure == "all"):
+            return cls(2, "forest" if structure == "forest" else "cycles", words + " (every released pair)" * (structure == "all"), n_classes)
+        return cls.of_pairs(list(structure) if given is None else given, words, n_classes)
+
 
 FIRST_ORDER = Statistics()
 """First-order tables (each feature with the label): what MRC reads."""
@@ -84,10 +98,6 @@ class Formulation:
         What it is, in words.
     learners : tuple of str
         The estimators that offer it.
-    entry : callable or str
-        Its entry point: the model class or the one-shot solve, or where it lives as
-        ``"module:name"`` under ``marg.learners`` (imported by :meth:`load` when first used, so
-        the registry imports no learner: the engine stays below them).
     max_order : int or None
         The most features in one table it reads (None: any).
     graph : {"none", "forest", "cycles"}
@@ -103,7 +113,6 @@ class Formulation:
     name: str
     title: str
     learners: tuple[str, ...]
-    entry: Callable | str = field(compare=False)
     max_order: int | None = 1
     graph: str = "none"
     classes: int | None = None
@@ -124,15 +133,12 @@ class Formulation:
         if self.discrete and not stats.discrete:
             return f"needs discrete features (categorical or binned numeric); {stats.source} give no binary test"
         if search not in self.searches:
-            return f"does not run {SEARCHES.get(search, search)} (it runs {', '.join(SEARCHES[s] for s in self.searches)})"
+            return self.accepts_search(search)
         return None
 
-    def load(self) -> Callable:
-        """The entry point itself (imported from ``"module:name"`` the first time)."""
-        if callable(self.entry):
-            return self.entry
-        module, name = self.entry.split(":")
-        return getattr(importlib.import_module(f"marg.learners.{module}"), name)
+    def accepts_search(self, search: str) -> str:
+        """Why it does not run ``search``, in words."""
+        return f"does not run {SEARCHES.get(search, search)} (it runs {', '.join(SEARCHES[s] for s in self.searches)})"
 
     def check(self, stats: Statistics, search: str = "one", learner: str = "") -> "Formulation":
         """Itself if it accepts ``stats`` by ``search``, else a one-line InputError naming it and the reason."""
@@ -174,18 +180,3 @@ def check(names: tuple[str, ...], stats: Statistics, search: str = "one", learne
         if REGISTRY[name].accepts(stats, search) is None:
             return REGISTRY[name]
     return REGISTRY[names[-1]].check(stats, search, learner)
-
-
-COMPACT = register(Formulation("compact", "the first-order epigraph LP", ("MRC",), "minimax.formulation:CompactModel",
-                               searches=("one", "columns")))
-ROWS = register(Formulation("rows", "first-order row generation", ("MRC",), "minimax.formulation:RowModel", searches=("one", "columns")))
-FOREST = register(Formulation("forest", "the forest epigraph LP", ("DCC",), "minimax.forest_lp:solve_compact", max_order=2,
-                              graph="forest", searches=("one", "greedy")))
-FOREST_ROWS = register(Formulation("forest-rows", "row generation with the forest's max-sum oracle", ("DCC",),
-                                   "minimax.rows:MinimaxLP", max_order=2, graph="forest", searches=("one", "greedy")))
-LOCAL = register(Formulation("local", "the local-polytope LP, a bound R*_L >= R*", ("DCC",), "minimax.local:solve_local",
-                             max_order=2, graph="cycles"))
-HINGE = register(Formulation("hinge", "the worst-case hinge loss LP on a forest", ("DCC",), "dcc_hinge:solve_hinge", max_order=2,
-                             graph="forest", classes=2))
-MONOMIALS = register(Formulation("monomials", "boosting's monomial columns", ("boost",), "boost.minimax_cg:MonomialMinimax",
-                                 max_order=None, graph="cycles", discrete=True, searches=("columns",)))

@@ -2,9 +2,9 @@
 
 Column generation (Algorithm 1 of seed 000) over any model that can solve its restricted LP
 and price the columns outside it (:class:`ColumnModel`) — MRC's features
-(:func:`.drivers.solve_cg`), boosting's monomials
+(:class:`.fit.Columns` with :class:`.first_order.Select`), boosting's monomials
 (:func:`marg.learners.boost.minimax_cg.solve_monomial_minimax`), DCC's candidate edges
-(:func:`.forest_drivers.greedy_forest`) — is :func:`generate_columns`::
+(:class:`.fit.Greedy` with :class:`.forest_drivers.GreedyEdges`) — is :func:`generate_columns`::
 
     k = 1, 2, …:  solve the restricted LP → R^k  (recorded; every R^k is a certificate)
                   price the columns outside   → the ones that enter, the ones that leave

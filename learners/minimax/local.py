@@ -10,12 +10,25 @@ edge set; :func:`local_phi` evaluates the certified φ_L(μ; δ) ≥ φ(μ).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..features.pairwise import PairwiseFeatureMap
 from .forest_lp import MuTerms, RowBuffer, one_shot_model
 from .problem import subsets_for
 from .solution import MinimaxSolution
+
+
+@dataclass(frozen=True)
+class Reparametrisation:
+    """The local-polytope LP's read-out: ``nu`` (ν = φ_L + 1), ``offsets`` (n_subsets, D) the optimal
+    reparametrisation δ per label subset as each Ψ column's δ part, ``vacuous`` (n_subsets,) the
+    subsets with no row (:func:`solve_local`)."""
+
+    nu: float
+    offsets: np.ndarray
+    vacuous: np.ndarray
 
 
 class GraphLayout:
@@ -122,10 +135,10 @@ def solve_local(
     MinimaxSolution
         ``kind`` "R*_L", ``value`` the LP optimum R*_L (≥ R*, = R* on a forest; = R(μ) with
         φ = φ_L(μ; δ) = ν − 1), ``mu`` (K, D), ``impossible`` the excluded cells, ``bound`` inf,
-        ``lp_columns`` the LP's variables, and in ``info``: ``"nu"`` (ν = φ_L + 1), ``"offsets"``
+        ``lp_columns`` the LP's variables, and ``read`` its :class:`Reparametrisation`: ``nu`` (ν = φ_L + 1), ``offsets``
         (n_subsets, D) the optimal reparametrisation δ per label subset as each Ψ column's δ
         part (:meth:`GraphLayout.offsets`; 0 on vertices and cells without a row; :func:`local_phi`),
-        ``"vacuous"`` (n_subsets,) the subsets with no row (some node or edge has no allowed
+        ``vacuous`` (n_subsets,) the subsets with no row (some node or edge has no allowed
         value: the max is −∞).
 
     Raises
@@ -187,7 +200,7 @@ def solve_local(
                            lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=model.nu - 1.0, value=value,
                            iterations=[value], lower=[value], upper=[value], converged=True, n_rows=rows.n,
                            impossible=ex, bound=np.inf, kind="R*_L", simplex_iterations=model.simplex_iterations,
-                           lp_columns=nvar, info={"nu": model.nu, "offsets": g.offsets(delta), "vacuous": vacuous})
+                           lp_columns=nvar, read=Reparametrisation(model.nu, g.offsets(delta), vacuous))
 
 
 def local_phi(pmap: PairwiseFeatureMap, mu: np.ndarray, offsets: np.ndarray) -> float:

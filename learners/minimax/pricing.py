@@ -243,6 +243,10 @@ class SplitPricer:
                 splits[int(i)] = q[k]
         return v_out, splits
 
+    def vertices(self, block: int) -> np.ndarray:
+        """The vertices of feature ``block``'s levels (n_vertices, size): the values its columns take."""
+        return self._V[int(self.group_of[block])][int(self.index_in_group[block])]
+
     def pooled_split(self, block: int, W: np.ndarray) -> np.ndarray:
         g = int(self.group_of[block])
         return self._pooled(g, np.array([self.index_in_group[block]]), W)[0]

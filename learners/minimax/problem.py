@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .layout import MuLayout
+
 
 def label_subsets(n_classes: int) -> list[tuple[int, ...]]:
     """All non-empty subsets C of {0..K−1}, by size then lexicographically."""
@@ -111,7 +113,11 @@ def mu_columns(tau: np.ndarray, lam: np.ndarray, cols: np.ndarray | None = None,
 
 @dataclass(frozen=True)
 class MinimaxProblem:
-    """One minimax problem: a feature map with its moments, the box and the LP's columns.
+    """One minimax problem: a feature map with its moments, the box, μ's layout and what the statistics were.
+
+    Built from a Summary by :func:`marg.learners.minimax.from_summary.problem_from` (the one
+    place a minimax learner reads the released tables, the moments and the box), or from
+    arrays by :meth:`first_order`.
 
     Attributes
     ----------
@@ -119,25 +125,29 @@ class MinimaxProblem:
         Φ's layout (for a structure search: nodes and every candidate edge).
     tau, lam : ndarray (K, D)
         Expectations and half-widths of the uncertainty set.
-    excluded : ndarray of bool (K, D)
-        Cells that are −∞ in the LP (empty cells τ + λ = 0 a formulation leaves out).
-    lp_mask : ndarray of bool (K, D)
-        Entries of μ that are LP columns (not excluded, and gauge-fixed when λ = 0); μ is 0
-        elsewhere until empty cells are fixed.
+    layout : MuLayout
+        The flat indices of μ, the cells excluded from the LP and the LP columns
+        (:class:`.layout.MuLayout`).
+    n : float
+        The sample size the statistics stand for (the empty-cell ``"evidence"`` test); NaN unknown.
+    approximate : bool
+        The box's coverage is approximate (:class:`marg.learners.calibration.Box`).
     """
 
     fmap: Any
     tau: np.ndarray
     lam: np.ndarray
-    excluded: np.ndarray
-    lp_mask: np.ndarray
+    layout: MuLayout
+    n: float = float("nan")
+    approximate: bool = False
 
     @classmethod
-    def first_order(cls, fmap: Any, tau: np.ndarray, lam: np.ndarray) -> "MinimaxProblem":
-        """MRC's problem: every entry of μ is an LP column (nothing excluded: the drivers of
-        :mod:`.drivers` fix the empty cells after the solve, by the empty-cell policy)."""
+    def first_order(cls, fmap: Any, tau: np.ndarray, lam: np.ndarray, n: float = float("nan"),
+                    approximate: bool = False) -> "MinimaxProblem":
+        """MRC's problem: every entry of μ is an LP column (nothing excluded: the first-order
+        formulations fix the empty cells after the solve, by the empty-cell policy)."""
         tau = np.asarray(tau, dtype=np.float64)
-        return cls(fmap, tau, np.asarray(lam, dtype=np.float64), np.zeros(tau.shape, dtype=bool), np.ones(tau.shape, dtype=bool))
+        return cls(fmap, tau, np.asarray(lam, dtype=np.float64), MuLayout.full(*tau.shape), float(n), bool(approximate))
 
     @property
     def K(self) -> int:
@@ -146,12 +156,6 @@ class MinimaxProblem:
     @property
     def D(self) -> int:
         return int(self.tau.shape[1])
-
-    def lp_columns(self, psi_cols: np.ndarray) -> np.ndarray:
-        """Flat LP columns y·D + j for every label and the Ψ columns ``psi_cols`` in the LP."""
-        psi_cols = np.asarray(psi_cols, dtype=np.int64)
-        flat = (np.arange(self.K)[:, None] * self.D + psi_cols[None, :]).ravel()
-        return flat[self.lp_mask.ravel()[flat]]
 
     def risk(self, mu: np.ndarray, phi: float) -> float:
         """R(μ) for μ (K, D) on this problem's map."""

@@ -131,13 +131,15 @@ class MinimaxRules(MarginalEstimator):
         return np.all(hits > 0, axis=1)
 
     # ---------------------------------------------------------------- fitted state
-    def _set_minimax_state(self, summary: Any, fmap: Any, sol: MinimaxSolution, ruled_out: np.ndarray | None = None,
+    def _set_minimax_state(self, summary: Any, sol: MinimaxSolution, ruled_out: np.ndarray | None = None,
                            approximate: bool = False) -> None:
         """Store the fitted state every minimax fit path shares, from its one result type.
 
+        The map is the solution's (``sol.fmap``: the finished map, DCC's chosen edges);
         ``ruled_out`` (K, D): cells the rule vetoes (default: the solution's impossible cells);
-        ``bound``: the largest entry of ``sol.bound``.
+        ``approximate``: the box's coverage is approximate; ``bound``: the largest entry of ``sol.bound``.
         """
+        fmap = sol.fmap
         tau, lam, mu, phi, value = sol.tau, sol.lam, sol.mu, sol.phi, sol.value
         impossible = sol.impossible
         ruled_out = impossible if ruled_out is None else ruled_out

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from marg.errors import InputError
 
 from ..features.blocks import FeatureMap
+from .layout import flat_index
 from .problem import subsets_for
 
 
@@ -144,7 +145,7 @@ class FirstOrderOracle:
         size = len(c)
         cols = self.fmap.vertex_col[vertices]
         vals = self.fmap.vertex_val[vertices] / size
-        idx = np.concatenate([y * self.D + cols for y in c])
+        idx = np.concatenate([flat_index(self.D, y, cols) for y in c])
         val = np.tile(vals, size)
         b = 1.0 / size - 1.0
         return Cut((idx, val), b, (value - 1.0) / size + 1.0, tuple(c))

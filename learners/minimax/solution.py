@@ -1,15 +1,18 @@
 """What a minimax solve returns — the one result type of every fit path on the minimax engine.
 
-MRC's drivers (:mod:`.drivers`), DCC's forest drivers (:mod:`.forest_drivers`), the one-shot
-LPs (:func:`.forest_lp.solve_compact`, :func:`.local.solve_local`,
-:func:`marg.learners.dcc_hinge.solve_hinge`) and boosting's column generation
-(:mod:`marg.learners.boost.minimax_cg`) all return a :class:`MinimaxSolution`; the fitted
-classifier's state is set from one (:meth:`marg.learners.minimax.rules.MinimaxRules._set_minimax_state`).
+:func:`marg.learners.minimax.fit.fit` returns a :class:`MinimaxSolution`; so do the pieces it
+runs before the finish (a formulation's ``read``: the LP's point, φ NaN where not evaluated
+yet) and boosting's column generation (:mod:`marg.learners.boost.minimax_cg`). What is
+particular to a formulation is its typed ``read`` record (the forest LP's flows, the local
+polytope's reparametrisation, the hinge LP's score, …), never an untyped dict. A
+formulation's ``finish`` returns a :class:`Finished`. The fitted classifier's state is set
+from a solution (:meth:`marg.learners.minimax.rules.MinimaxRules._set_minimax_state`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,14 +55,22 @@ class MinimaxSolution:
     edges : list of (int, int)
         The forest's or graph's node pairs (DCC; greedy: in the order they entered).
     simplex_iterations, lp_columns : int
-    info : dict
-        Path-specific records: ``seconds``, ``history`` (per CG iteration),
-        ``max_dual_violation`` (MRC: the largest v = |Fᵀα − τ| − λ over all features at the
-        end; ≤ ε when converged), ``pricing_exact`` and ``phi_exact`` (boost); ``flows`` (the
-        forest LP's worst-case distribution per label subset, :func:`.forest_lp.solve_compact`);
-        ``nu``, ``offsets`` (n_subsets, D) and ``vacuous`` (n_subsets,) (the local polytope,
-        :func:`.local.solve_local`); ``f`` (D,), ``theta`` (2, D) and ``nu`` (the hinge LP,
-        :func:`marg.learners.dcc_hinge.solve_hinge`).
+    stop : {"converged", "k_max", "stalled", "time_limit"}
+        Why the search stopped (:data:`marg.learners.minimax.generation.STOPS`).
+    history : list of dict
+        One record per priced iteration of the search (:func:`.generation.generate_columns`).
+    seconds : float
+        Wall time of the fit (NaN where not measured).
+    formulation : str
+        The formulation's registry name (:mod:`.formulations`).
+    fmap : FeatureMap or PairwiseFeatureMap or None
+        The map μ lives on after the finish (DCC: the chosen forest's, not the candidates').
+    read : object or None
+        The formulation's typed read-out: :class:`.formulation.FirstOrderRead` (working set,
+        largest dual violation), :class:`.forest_lp.Flows` (the forest LP's worst-case
+        distribution), :class:`.local.Reparametrisation` (ν, offsets, vacuous subsets),
+        :class:`marg.learners.dcc_hinge.HingeScore` (f, θ, ν) or boosting's
+        :class:`marg.learners.boost.minimax_cg.MonomialRead` (pricing and φ exact).
     """
 
     mu: np.ndarray
@@ -79,4 +90,25 @@ class MinimaxSolution:
     edges: list[tuple[int, int]] = field(default_factory=list)
     simplex_iterations: int = 0
     lp_columns: int = 0
-    info: dict = field(default_factory=dict)
+    stop: str = "converged"
+    history: list[dict] = field(default_factory=list)
+    seconds: float = float("nan")
+    formulation: str = ""
+    fmap: Any = None
+    read: Any = None
+
+
+class Finished(NamedTuple):
+    """What a formulation's ``finish`` gives back: definite coefficients on the map the model keeps.
+
+    ``mu``, ``tau``, ``lam``, ``impossible`` (K, D') on ``fmap`` (D' its columns), ``phi`` φ(μ)
+    over the whole domain (or its certified bound), ``bound`` the B the model records.
+    """
+
+    fmap: Any
+    mu: np.ndarray
+    tau: np.ndarray
+    lam: np.ndarray
+    impossible: np.ndarray
+    phi: float
+    bound: float | np.ndarray

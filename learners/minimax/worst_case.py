@@ -27,7 +27,7 @@ def pair_marginals(oracle: ForestOracle, flows: list, pairs: Sequence[tuple[int,
     oracle : ForestOracle
         The oracle of that solve (its active forest).
     flows : list
-        ``info["flows"]`` of the compact solve's :class:`.solution.MinimaxSolution`.
+        ``read.flows`` (:class:`.forest_lp.Flows`) of the compact solve's :class:`.solution.MinimaxSolution`.
     pairs : sequence of (i, j)
         Node-index pairs (one-hot nodes).
 

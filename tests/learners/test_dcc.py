@@ -24,6 +24,7 @@ from marg.learners.minimax.empty_cells import empty_cells, fix_empty_cells_fores
 from marg.learners.minimax.forest import ForestOracle
 from marg.learners.minimax.forest_lp import solve_compact
 from marg.learners.minimax.gauge import reference_mask
+from marg.learners.minimax.layout import every_label
 from marg.learners.minimax.worst_case import pair_marginals
 from marg.learners.mrc import MRC
 from marg.learners.structure import UnionFind, max_spanning_forest, pair_weights
@@ -354,11 +355,11 @@ def test_worst_case_distribution_from_compact_duals():
         forest = [cand.index(e) for e in [(0, 1), (1, 2)]]
         orc = ForestOracle(full, K, forest)
         cols = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(e) for e in forest])
-        sol = solve_compact(orc, tau, lam, full.flat_columns(cols, K))
+        sol = solve_compact(orc, tau, lam, every_label(K, full.dim, cols))
         R = brute_force_R(p, d, [cand[e] for e in forest])
         assert abs(sol.value - R) <= 1e-7
-        assert abs(sum(len(C) * f["total"] for C, f in zip(orc.subsets, sol.info["flows"])) - 1.0) < 1e-7
-        J = pair_marginals(orc, sol.info["flows"], cand)
+        assert abs(sum(len(C) * f["total"] for C, f in zip(orc.subsets, sol.read.flows)) - 1.0) < 1e-7
+        J = pair_marginals(orc, sol.read.flows, cand)
         for e, (i, j) in enumerate(cand):
             assert abs(J[(i, j)].sum() - 1.0) < 1e-7
             node_i = J[(i, j)].sum(axis=2)  # (K, m_i)
@@ -369,7 +370,7 @@ def test_worst_case_distribution_from_compact_duals():
             elif gap < 1e-9:  # already matched: adding the edge cannot lower R*
                 orc2 = ForestOracle(full, K, forest + [e])
                 cols2 = np.concatenate([cols, full.edge_columns(e)])
-                assert solve_compact(orc2, tau, lam, full.flat_columns(cols2, K)).value >= sol.value - 1e-7
+                assert solve_compact(orc2, tau, lam, every_label(K, full.dim, cols2)).value >= sol.value - 1e-7
 
 
 # ----------------------------------------------------------------------- rules, I/O

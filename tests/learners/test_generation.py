@@ -20,12 +20,15 @@ from marg.errors import SolverError
 from marg.learners.features.blocks import FeatureMap
 from marg.learners.features.pairwise import PairwiseFeatureMap
 from marg.learners.features.statistics import map_moments
-from marg.learners.minimax.drivers import Select, first_order_model, solve_cg, solve_full
+from marg.learners.minimax.drivers import solve_cg, solve_full
 from marg.learners.minimax.empty_cells import empty_cells
-from marg.learners.minimax.forest_drivers import greedy_forest
+from marg.learners.minimax.first_order import SelectPricing
+from marg.learners.minimax.fit import Columns, FitOptions, Greedy, fit
+from marg.learners.minimax.formulations import REGISTRY
 from marg.learners.minimax.generation import STOPS, Pricing, generate_columns, generate_rows
-from marg.learners.minimax.pricing import SplitPricer
-from marg.learners.minimax.problem import MinimaxProblem, subsets_for
+from marg.learners.minimax.layout import MuLayout
+from marg.learners.minimax.pair_formulations import FOREST, FOREST_ROWS
+from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import FirstOrderOracle
 from tests.helpers.dcc_oracle import make_problem
@@ -43,10 +46,9 @@ def first_order(seed: int, K: int = 3, half_width: float = 0.001):
 
 
 def select(fmap, tau, lam, formulation="compact", init=(7,), n_max=1, eps=0.0):
-    """MRC's column model from one feature (as solve_cg builds it), for the driver directly."""
-    model = first_order_model(formulation, fmap, tau, lam, 1e3, 1e-9, search="columns")
-    model.add_blocks(np.asarray(init))
-    return Select(model, SplitPricer(fmap, tau, lam, subsets_for(tau.shape[0]).subsets), n_max, eps, 200)
+    """MRC's column model from one feature (as the one fit builds it for Columns), for the driver directly."""
+    search = Columns(SelectPricing(n_max=n_max, eps=eps, init=init, exact_batch=200))
+    return REGISTRY[formulation].build(MinimaxProblem.first_order(fmap, tau, lam), search, FitOptions())
 
 
 @pytest.mark.parametrize("formulation", ["compact", "rows"])
@@ -77,10 +79,10 @@ def test_each_stop_reason_is_reached_and_recorded():
     problem = MinimaxProblem.first_order(fmap, tau, lam)
     # converged: nothing enters
     done = solve_cg(problem, n_max=1, eps=0.0, k_max=1000, init=[7])
-    assert done.info["stop"] == "converged" and done.converged
+    assert done.stop == "converged" and done.converged
     # k_max: k_max + 1 restricted solves, features still wanted in
     short = solve_cg(problem, n_max=1, eps=0.0, k_max=1, init=[7])
-    assert short.info["stop"] == "k_max" and not short.converged and len(short.iterations) == 2
+    assert short.stop == "k_max" and not short.converged and len(short.iterations) == 2
     assert short.iterations == done.iterations[:2] and short.value >= done.value - 1e-9
     # stalled (off for MRC; the driver's rule): R^k at most stall_tol below the best bound p iterations earlier
     records: list[dict] = []
@@ -175,20 +177,21 @@ def test_greedy_edges_run_on_the_driver(solver):
     tau = map_moments(S, full).tau
     lam = np.full(tau.shape, 1e-3)
     excluded = empty_cells(full, tau, lam)
-    problem = MinimaxProblem(full, tau, lam, excluded, ~excluded)
+    problem = MinimaxProblem(full, tau, lam, MuLayout(excluded, ~excluded))
     rank = {e: (0, e) for e in pairs}
     records: list[dict] = []
-    sol = greedy_forest(problem, rank, formulation=solver, tol=1e-6, callback=records.append)
+    formulation = FOREST if solver == "compact" else FOREST_ROWS
+    sol = fit(problem, formulation, Greedy(rank, tol=1e-6), FitOptions(callback=records.append))
     R = np.array(sol.iterations)
-    assert sol.info["stop"] == "converged" and len(sol.edges) >= 2 and len(R) == len(sol.edges) + 1
+    assert sol.stop == "converged" and len(sol.edges) >= 2 and len(R) == len(sol.edges) + 1
     assert np.all(np.diff(R) < -1e-6), R
-    hist = sol.info["history"]
-    assert [h["k"] for h in hist] == list(range(1, len(R) + 1)) and [h["R"] for h in hist] == sol.iterations
+    hist = sol.history
+    assert [h["k"] for h in hist] == list(range(1, len(R) + 1)) and np.allclose([h["R"] for h in hist], sol.iterations, atol=1e-9)
     assert [h["entered"] for h in hist] == [1] * (len(R) - 1) + [0]
     assert [r["edges"] for r in records if r["stage"] == "greedy"] == list(range(1, len(sol.edges) + 1))
-    capped = greedy_forest(problem, rank, formulation=solver, tol=1e-6, max_edges=1)
-    assert capped.info["stop"] == "k_max" and capped.edges == sol.edges[:1] and capped.iterations == sol.iterations[:2]
-    assert len(capped.info["history"]) == 1  # k_max = 1: the one-edge forest is not priced
+    capped = fit(problem, formulation, Greedy(rank, max_edges=1, tol=1e-6))
+    assert capped.stop == "k_max" and capped.edges == sol.edges[:1] and np.allclose(capped.iterations, sol.iterations[:2], atol=1e-9)
+    assert len(capped.history) == 1  # k_max = 1: the one-edge forest is not priced
 
 
 def test_boosting_rows_run_on_the_one_row_driver():

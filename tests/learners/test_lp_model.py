@@ -26,6 +26,7 @@ from marg.learners.features.statistics import map_moments
 from marg.learners.minimax.forest import ForestOracle
 from marg.learners.minimax.forest_lp import solve_compact
 from marg.learners.minimax.formulation import CompactModel
+from marg.learners.minimax.layout import every_label
 from marg.learners.minimax.local import local_phi, solve_local
 from marg.learners.minimax.lp_model import LAYOUTS, MinimaxModel
 from marg.learners.minimax.problem import label_subsets, risk
@@ -89,7 +90,7 @@ def test_the_objective_is_R_of_mu_in_every_formulation(K, s, seed):
     # the local polytope on a cycle: R*_L = R(μ) at φ_L(μ; δ*) = ν − 1 ≥ φ(μ), so R*_L ≥ R*
     pc, tc, lc, Pc = pairwise_problem(seed, K, [(0, 1), (1, 2), (0, 2)], s)
     loc = solve_local(pc, K, tc, lc, np.arange(tc.size))
-    phi_l = local_phi(pc, loc.mu, loc.info["offsets"])
+    phi_l = local_phi(pc, loc.mu, loc.read.offsets)
     assert loc.kind == "R*_L" and loc.phi == pytest.approx(phi_l, abs=1e-8)
     assert loc.value == pytest.approx(risk(tc, lc, loc.mu, phi_l), abs=1e-8)
     assert phi_l >= phi_by_enumeration(Pc, loc.mu) - 1e-9
@@ -97,7 +98,7 @@ def test_the_objective_is_R_of_mu_in_every_formulation(K, s, seed):
     if K == 2:  # the hinge LP on the same model: the worst-case hinge loss is exactly 2·R*
         h = solve_hinge(ForestOracle(pm, 2), tau, lam, np.arange(pm.dim), np.arange(tau.size), np.zeros(tau.shape, bool))
         assert h.kind == "hinge" and h.value == pytest.approx(2.0 * fc.value, abs=1e-7)
-        assert np.allclose(h.mu[1] - h.mu[0], h.info["f"])
+        assert np.allclose(h.mu[1] - h.mu[0], h.read.f)
 
 
 @pytest.mark.parametrize("K,s", [(2, 0.5), (3, 1.0)])
@@ -119,7 +120,7 @@ def test_columns_leave_and_enter_in_place():
     G, b = dense_rows(P, K)
     model = dense_model(tau, lam, P)
     R0 = model.objective
-    out = pm.flat_columns(pm.edge_columns(1), K)  # the second edge's cells, every label
+    out = every_label(K, pm.dim, pm.edge_columns(1))  # the second edge's cells, every label
     model.remove_mu(out)
     assert model.solve() == "optimal"
     assert np.all(model.mu[out] == 0.0)

@@ -74,7 +74,7 @@ def test_cg_equals_full_at_eps_zero(p, K, n, numeric):
         cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, init=init)
         assert cg.converged
         assert abs(cg.value - full.value) <= 1e-6, (s, cg.value, full.value)
-        assert cg.info["max_dual_violation"] <= 1e-8  # dual feasible for every feature
+        assert cg.read.max_dual_violation <= 1e-8  # dual feasible for every feature
         R = np.array(cg.iterations)
         assert np.all(np.diff(R) <= 1e-9), R  # Theorem 2
         assert np.all(R >= full.value - 1e-7)  # every R^k bounds R* from above
@@ -103,7 +103,7 @@ def test_theorem3_eps_bound(eps):
         cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=eps, k_max=1000, n_init=1)
         assert cg.converged
         assert full.value - 1e-7 <= cg.value <= full.value + eps * np.abs(full.mu).sum() + 1e-7
-        assert cg.info["max_dual_violation"] <= eps + 1e-9
+        assert cg.read.max_dual_violation <= eps + 1e-9
         assert np.all(np.diff(cg.iterations) <= 1e-9)
 
 
@@ -202,7 +202,7 @@ def test_colon_cg_equals_full():
     cg = MRC(s=0.3, solver="cg", eps=0.0, n_max=20).fit(S)
     assert abs(cg.minimax_risk_.value - full.minimax_risk_.value) <= 1e-6
     assert np.all(np.diff(cg.iterations_) <= 1e-9)
-    assert cg.solution_.info["max_dual_violation"] <= 1e-8
+    assert cg.solution_.read.max_dual_violation <= 1e-8
     err = np.mean(cg.predict(codes) != np.searchsorted(classes, y))
     assert err <= cg.minimax_risk_.value + 0.2  # training error is not wildly above the certificate
 

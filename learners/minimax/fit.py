@@ -1,0 +1,176 @@
+"""One fit on the minimax engine: build → solve → search → finish → certificate, for every formulation and search.
+
+::
+
+    solution = fit(problem, formulation, search, options)
+
+- ``problem`` — a :class:`.problem.MinimaxProblem` (τ, λ, μ's layout; from a Summary by
+  :func:`.from_summary.problem_from`);
+- ``formulation`` — a registered :class:`.formulations.Formulation` object: ``build`` puts the
+  problem on an LP model for the search, ``read`` turns the model and the search's record
+  into a :class:`.solution.MinimaxSolution` (the LP's point; its formulation-specific
+  read-out typed), ``finish`` gives the empty cells definite values (:mod:`.empty_cells`);
+- ``search`` — how the model grows: :class:`One` (one LP on the given statistics; DCC's given
+  forest or graph in ``edges``), :class:`Columns` (column generation; ``pricer`` says how the
+  formulation prices: SELECT for the first-order MRC, :class:`.pricing.SelectPricing`) or
+  :class:`Greedy` (edges added while R drops); the last two run the engine's one loop,
+  :func:`.generation.generate_columns`.
+
+The end of a fit has one owner, :func:`certificate`: R(μ) of the finished μ over the whole
+domain (the hinge LP's own value for ``kind="hinge"``), which replaces the search's last R^k;
+a finish that raises R is a solver fault (``SolverError``), never silently undone.
+
+MRC is this fit on a first-order problem (a DCC with no edges); DCC on the pair map of its
+structure; the formulations' own modules register them (:mod:`.first_order`,
+:mod:`.pair_formulations`, :mod:`marg.learners.dcc_hinge`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, ClassVar
+
+from marg.errors import InputError, SolverError
+
+from .generation import Generation, generate_columns
+from .problem import MinimaxProblem, risk
+from .solution import Finished, MinimaxSolution
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The options every formulation and search read.
+
+    Attributes
+    ----------
+    bound : float
+        Box on |μ| (row generation, enlarged while it binds) and the −B of impossible cells.
+    tol : float
+        Relative row-violation tolerance (row generation).
+    time_limit : float or None
+        Seconds (the whole fit for :class:`One` and :class:`Columns`; each row-generation solve
+        for :class:`Greedy`); on expiry the last point is kept, ``converged`` False.
+    callback : callable or None
+        Progress records (the library never prints).
+    lp_solver : {"simplex", "ipm", "choose"}
+        HiGHS algorithm of a one-LP first-order fit.
+    extra_rows : int or None
+        Row generation on a forest: extra constrained-maximum rows per subset and round.
+    empty : str
+        The empty-cell policy of the finish (:data:`.empty_cells.POLICIES`,
+        :data:`.empty_cells.FIRST_ORDER_POLICIES`).
+    alpha : float
+        Family-wise level of ``empty="evidence"``.
+    """
+
+    bound: float = 1e3
+    tol: float = 1e-9
+    time_limit: float | None = None
+    callback: Callable[[dict], None] | None = None
+    lp_solver: str = "simplex"
+    extra_rows: int | None = 0
+    empty: str = "impossible"
+    alpha: float = 0.05
+
+    def deadline(self, t0: float) -> float | None:
+        """``time.perf_counter()`` value at which the fit started ``t0`` plus the time limit."""
+        return None if self.time_limit is None else t0 + float(self.time_limit)
+
+
+@dataclass(frozen=True)
+class One:
+    """One LP on the given statistics (``edges``: DCC's given forest or graph, as node-index pairs)."""
+
+    edges: tuple = ()
+    name: ClassVar[str] = "one"
+
+    def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
+        """Solve once: the model's ``solve(deadline)`` gives R (it raises if no point was found in time)."""
+        R = model.solve(options.deadline(t0))
+        return Generation(stop="converged" if model.converged else "time_limit", iterations=[float(R)])
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Column generation: ``pricer`` (the formulation's pricing settings) prices, the engine's loop runs.
+
+    ``k_max`` iterations past the first; ``patience``/``stall_tol`` the stall rule (None: off).
+    """
+
+    pricer: Any
+    k_max: int = 10
+    patience: int | None = None
+    stall_tol: float = 0.0
+    name: ClassVar[str] = "columns"
+
+    def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
+        return generate_columns(model, k_max=int(self.k_max), t0=t0, time_limit=options.time_limit, patience=self.patience,
+                                stall_tol=self.stall_tol, callback=options.callback,
+                                no_solution=f"the minimax LP produced no solution within the time limit ({options.time_limit} s)")
+
+
+@dataclass(frozen=True)
+class Greedy:
+    """Greedy edges: start first-order and add, while R* drops by more than ``tol``, the best
+    forest-keeping edge of the ``candidates`` first in ``rank`` (node pair → sortable key)."""
+
+    rank: dict
+    max_edges: int | None = None
+    tol: float = 1e-4
+    candidates: int | None = 8
+    name: ClassVar[str] = "greedy"
+
+    def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
+        cap = model.problem.fmap.n_nodes if self.max_edges is None else int(self.max_edges)
+        return generate_columns(model, k_max=cap, price_last=False)  # progress: the "greedy" record of each edge
+
+
+def certificate(raw: MinimaxSolution, done: Finished) -> float:
+    """The certified value of the finished μ: R(μ) = 1 − τᵀμ + φ(μ) + λᵀ|μ| over the whole domain
+    (R_L for the local polytope's bound φ_L), the hinge LP's value for ``kind="hinge"``.
+
+    The one place a minimax fit's certificate is decided. A finish never raises R (empty cells
+    cost nothing and lowering them only relaxes rows): if it does beyond 1e-6 (relative), the
+    solve is at fault and the fit says so.
+    """
+    if raw.kind == "hinge":
+        return float(raw.value)
+    value = risk(done.tau, done.lam, done.mu, done.phi)
+    if value > raw.value + 1e-6 * max(1.0, abs(raw.value)):
+        raise SolverError(f"fixing the empty cells raised the certificate from {raw.value!r} to {value!r} "
+                          f"({raw.formulation} formulation)")
+    return value
+
+
+def fit(problem: MinimaxProblem, formulation: Any, search: One | Columns | Greedy, options: FitOptions = FitOptions()) -> MinimaxSolution:
+    """Fit μ on ``problem`` by ``formulation`` and ``search``: the one fit of every minimax learner.
+
+    Returns
+    -------
+    MinimaxSolution
+        On the finished map (``fmap``): μ with its empty cells fixed, φ, ``value`` the
+        certificate (:func:`certificate`; also the last entry of ``iterations``), the search's
+        ``stop`` and ``history``, the formulation's typed ``read``, ``seconds``.
+
+    Raises
+    ------
+    InputError
+        When ``formulation`` does not run ``search``.
+    InconsistentStatistics, SolverError
+        From the LP (no distribution matches τ within λ; HiGHS failed or found nothing in time).
+    """
+    if search.name not in formulation.searches:
+        raise InputError(f"formulation {formulation.name!r} ({formulation.title}) {formulation.accepts_search(search.name)}")
+    t0 = time.perf_counter()
+    model = formulation.build(problem, search, options)
+    gen = search.run(model, options, t0)
+    raw = replace(formulation.read(model, gen), formulation=formulation.name)
+    done = formulation.finish(problem, raw, options)
+    value = certificate(raw, done)
+    iterations = list(raw.iterations)
+    if iterations:
+        iterations[-1] = value
+    return replace(raw, fmap=done.fmap, mu=done.mu, tau=done.tau, lam=done.lam, phi=float(done.phi), value=value,
+                   iterations=iterations, impossible=done.impossible, bound=done.bound, stop=gen.stop,
+                   history=list(gen.history), seconds=time.perf_counter() - t0, formulation=formulation.name)
