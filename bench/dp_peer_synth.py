@@ -15,7 +15,11 @@ installed without them)::
         Faker scikit-learn pandas
     export MARG_PEER_PYTHON=/work/wt/peer-venv/bin/python
 
-Run: $MARG_PEER_PYTHON bench/dp_peer_synth.py ARRAYS.npz METHOD EPSILON DELTA SEED
+Run: $MARG_PEER_PYTHON bench/dp_peer_synth.py ARRAYS.npz METHOD EPSILON DELTA SEED [OPTIONS-JSON]
+
+``OPTIONS-JSON`` (optional): keyword arguments for the synthesizer's constructor, e.g.
+``{"rounds": 37}`` for AIM (smartnoise-synth's ``AIMSynthesizer(rounds=, max_model_size=,
+max_cells=, degree=, num_marginals=)``); bench/dp_select.py's ``--aim-rounds`` passes them.
 
 ``ARRAYS.npz`` holds the pooled training rows' codes ``Xtr`` (n × p, integer codes of the
 study's codebook), their labels ``ytr``, the test rows ``Xte``, ``yte`` and ``levels`` (the
@@ -54,15 +58,16 @@ def logistic_error(A, ya, B, yb, levels) -> float:
     return float(np.mean(model.predict(enc.transform(B)) != yb))
 
 
-def synthesize(method: str, Xtr, ytr, epsilon: float, delta: float, seed: int):
-    """(synthetic codes, synthetic labels) from smartnoise-synth's ``method`` on the pooled rows."""
+def synthesize(method: str, Xtr, ytr, epsilon: float, delta: float, seed: int, options: dict | None = None):
+    """(synthetic codes, synthetic labels) from smartnoise-synth's ``method`` on the pooled rows;
+    ``options``: further keyword arguments of the synthesizer (its documented constructor)."""
     import pandas as pd
     from snsynth import Synthesizer
 
     np.random.seed(seed)
     cols = [f"x{j}" for j in range(Xtr.shape[1])] + ["label"]
     df = pd.DataFrame(np.column_stack([Xtr, ytr]).astype(np.int64), columns=cols)
-    synth = Synthesizer.create(method, epsilon=epsilon, delta=delta, verbose=False)
+    synth = Synthesizer.create(method, epsilon=epsilon, delta=delta, verbose=False, **(options or {}))
     synth.fit(df, categorical_columns=cols, preprocessor_eps=0.0)
     out = synth.sample(len(df))
     S = out[cols].to_numpy(dtype=np.int64)
@@ -71,17 +76,18 @@ def synthesize(method: str, Xtr, ytr, epsilon: float, delta: float, seed: int):
 
 def main() -> None:
     path, method, eps, delta, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+    options = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
     d = np.load(path)
     Xtr, ytr, Xte, yte, levels = d["Xtr"], d["ytr"], d["Xte"], d["yte"], d["levels"]
     t0 = time.perf_counter()
     if method == "lr":
         A, ya = Xtr, ytr
     else:
-        A, ya = synthesize(method, Xtr, ytr, eps, delta, seed)
+        A, ya = synthesize(method, Xtr, ytr, eps, delta, seed, options)
     A = np.clip(A, 0, np.asarray(levels) - 1)
     err = logistic_error(A, ya, Xte, yte, levels)
     print(json.dumps({"error": err, "seconds": time.perf_counter() - t0,
-                      "classes_in_synthetic": int(np.unique(ya).size)}), flush=True)
+                      "classes_in_synthetic": int(np.unique(ya).size), "options": options}), flush=True)
 
 
 if __name__ == "__main__":

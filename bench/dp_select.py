@@ -190,9 +190,9 @@ def column_text(feature, codes: np.ndarray) -> np.ndarray:
 
 
 def short_inside(lo: float, hi: float) -> str:
-    """The shortest decimal strictly between ``lo`` and ``hi`` (either may be infinite): short rows
-    (``marg export`` reads a CSV's header with 64 KiB blocks and refuses a longer first row: ALLAML's
-    7,129 genes at full precision are 135 KB a row)."""
+    """The shortest decimal strictly between ``lo`` and ``hi`` (either may be infinite): short rows, so
+    the site files are small and quick to read (the coding is the same as at full precision; a row of
+    ALLAML's 7,129 genes at full precision is 135 KB, which marg reads too: tests/marginals/test_wide_csv.py)."""
     if lo == -np.inf:
         return f"{np.floor(hi) - 1:.0f}"
     if hi == np.inf:
@@ -337,11 +337,12 @@ def children_cpu() -> float:
     return u.ru_utime + u.ru_stime
 
 
-def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: float) -> dict:
+def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: float, options: dict | None = None) -> dict:
     """bench/dp_peer_synth.py in the peer's Python: {"error", "cpu_seconds", …} or {"status": why not}.
 
     The time box is CPU time (``RLIMIT_CPU``: the kernel stops the fit after ``cpu_box`` CPU seconds), so
-    that it means the same on a loaded machine; ``wall`` is a second, wall-clock limit."""
+    that it means the same on a loaded machine; ``wall`` is a second, wall-clock limit. ``options``: the
+    synthesizer's constructor arguments (:func:`aim_options`)."""
     import resource
 
     def limit():
@@ -349,7 +350,7 @@ def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: fl
 
     c0 = children_cpu()
     try:
-        r = subprocess.run([py, str(PEER), str(arrays), method, str(EPSILON), str(DELTA), str(seed)],
+        r = subprocess.run([py, str(PEER), str(arrays), method, str(EPSILON), str(DELTA), str(seed), json.dumps(options or {})],
                            capture_output=True, text=True, timeout=wall, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return {"status": f"wall-clock limit {wall:.0f} s (CPU {children_cpu() - c0:.0f} s)"}
@@ -360,6 +361,17 @@ def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: fl
         last = (r.stderr.strip() or "(no output)").splitlines()[-1]
         return {"status": f"failed: {last[:200]}", "cpu_seconds": round(cpu, 1)}
     return dict(json.loads(r.stdout.strip().splitlines()[-1]), cpu_seconds=round(cpu, 1))
+
+
+def aim_options(args, n_columns: int) -> dict:
+    """AIM's constructor arguments: ``rounds`` = ``--aim-rounds`` × the number of columns (features and
+    label; smartnoise-synth's default, T = 16 d of the AIM paper, is ``--aim-rounds 16``; fewer rounds
+    spend the same ρ on fewer, less noisy measurements), ``max_model_size`` = ``--aim-max-model-size``
+    (MB of the graphical model; its default 80)."""
+    opts = {"max_model_size": args.aim_max_model_size}
+    if args.aim_rounds:
+        opts["rounds"] = int(args.aim_rounds * n_columns)
+    return opts
 
 
 def levels_of(cb: Codebook) -> np.ndarray:
@@ -416,7 +428,8 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
                 add(method, {"status": f"not run: {skip[(name, key)]}"}, 0.0)
                 continue
             t0 = time.perf_counter()
-            res = peer(py, arrays, key, rep, args.peer_cpu, args.peer_wall)
+            opts = aim_options(args, cb.n_features + 1) if key == "aim" else {}
+            res = peer(py, arrays, key, rep, args.peer_cpu, args.peer_wall, opts)
             if res.get("status", "").startswith("CPU time box"):
                 skip[(name, key)] = f"{res['status']} on split {rep}, not retried"
             add(method, {k: v for k, v in res.items() if k != "seconds"}, time.perf_counter() - t0)
@@ -523,6 +536,8 @@ def main() -> None:
                     help="comma-separated: kr-vs-kp, house-votes-84, credit-a, adult, planted, or a gene set")
     ap.add_argument("--splits", type=int, default=5)
     ap.add_argument("--first-split", type=int, default=0)
+    ap.add_argument("--split-major", action="store_true",
+                    help="run split k of every set before split k + 1 of any (a run stopped early has every set)")
     ap.add_argument("--marg-path", choices=("select", "one-round"), default="select",
                     help="marg's DP sequence: select (issue 34's two rounds) or one-round (today's default)")
     ap.add_argument("--peer-cpu", type=float, default=600.0,
@@ -530,6 +545,9 @@ def main() -> None:
     ap.add_argument("--peer-methods", default="lr,mst,aim", help="which peers --methods peers runs")
     ap.add_argument("--peer-wall", type=float, default=3600.0, help="wall-clock seconds per AIM / MST fit")
     ap.add_argument("--aim-max-features", type=int, default=100)
+    ap.add_argument("--aim-rounds", type=float, default=0.0,
+                    help="AIM's rounds per column (0: smartnoise-synth's default 16 per column, the AIM paper's T = 16 d)")
+    ap.add_argument("--aim-max-model-size", type=float, default=80.0, help="AIM's max_model_size in MB (its default 80)")
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
     ap.add_argument("--methods", default=",".join(PARTS),
                     help="which of dp (a), exact (b), peers (c) to run (the larger class always runs); e.g. dp alone to "
@@ -568,11 +586,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dpsel-keys-") as kd:
         keys = Path(kd)
         make_keys(marg, keys)
-        for name in names:
-            for rep in range(args.first_split, args.first_split + args.splits):
-                results += one_split(name, rep, sets, marg, keys, args, skip)
-                meta["wall_seconds"] = time.perf_counter() - t_run
-                js.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+        reps = range(args.first_split, args.first_split + args.splits)
+        # --split-major: split 0 of every set, then split 1 of every set, … (a run stopped early has every set)
+        order = [(n, r) for r in reps for n in names] if args.split_major else [(n, r) for n in names for r in reps]
+        for name, rep in order:
+            results += one_split(name, rep, sets, marg, keys, args, skip)
+            meta["wall_seconds"] = time.perf_counter() - t_run
+            js.write_text(json.dumps({"meta": meta, "results": results}, indent=1))  # after every split: partial results survive
     report([js], md)
 
 

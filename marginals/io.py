@@ -15,6 +15,11 @@ thread while the caller works on this one.
 A malformed CSV row (too few or too many fields, an unterminated quote) is named by its line
 and the first missing column — never by its content, which Arrow's own message repeats
 (patient data, identifier included, would reach the terminal and the logs).
+
+Arrow parses a CSV in blocks that must each hold a whole row; a wide study's row (thousands of
+full-precision values: ~140 KB for 7,129 genes, megabytes for 10⁵ columns) can be longer than
+the chunk size. The block then doubles (:func:`_grown`) and the file is read again, the rows
+already yielded skipped, up to :data:`MAX_BLOCK_BYTES`; a longer row is refused in one line.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import pyarrow as pa
 from marg.errors import InputError
 
 DEFAULT_CHUNK_BYTES = 8 << 20
+MAX_BLOCK_BYTES = 1 << 30
+"""The largest CSV read block: a row (or header) longer than this is refused (Arrow holds a few blocks at once)."""
 PARQUET_BATCH_CELLS = 1 << 22  # rows per Parquet batch = this / number of columns (small batches: memory reused, not faulted in anew)
 DICT_TEXT = pa.dictionary(pa.int32(), pa.string())
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
@@ -76,24 +83,56 @@ def column_names(path: str | Path) -> list[str]:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
     import pyarrow.csv as pcsv
 
+    block = DEFAULT_CHUNK_BYTES
     try:
-        with pa.input_stream(str(path), compression="detect") as s:
-            reader = pcsv.open_csv(
-                s,
-                # a block holds whole rows: a wide site file (thousands of full-precision values a row)
-                # has rows far above 64 KiB, which Arrow then calls malformed; the batches' block size
-                read_options=pcsv.ReadOptions(block_size=DEFAULT_CHUNK_BYTES),
-                parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
-                convert_options=pcsv.ConvertOptions(
-                    strings_can_be_null=True, null_values=NULL_VALUES, auto_dict_encode=False
-                ),
-            )
-            return list(reader.schema.names)
+        while True:
+            try:
+                with pa.input_stream(str(path), compression="detect") as s:
+                    reader = pcsv.open_csv(
+                        s,
+                        # a block holds whole rows (the header and the rows typed from the first block)
+                        read_options=pcsv.ReadOptions(block_size=block),
+                        parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
+                        convert_options=pcsv.ConvertOptions(
+                            strings_can_be_null=True, null_values=NULL_VALUES, auto_dict_encode=False
+                        ),
+                    )
+                    return list(reader.schema.names)
+            except pa.ArrowInvalid as exc:
+                block = _grown(exc, block, path)
     except UnicodeDecodeError:  # a header name that is not UTF-8
         raise InputError(f"cannot read {path}: the header is not UTF-8 text ({_bad_name(path)}); save the file as "
                          "UTF-8") from None
     except (OSError, pa.ArrowException) as exc:
         raise InputError(csv_error(exc, path)) from None
+
+
+def _grown(exc: Exception, block: int, path: Path) -> int:
+    """The next read block after Arrow's ``exc``: twice ``block`` if a row was longer than it (Arrow:
+    "straddling object straddles two block boundaries", or "Empty CSV file or block" for a header
+    or first row longer than the block); otherwise ``exc`` again. Raises InputError
+    (one line) past :data:`MAX_BLOCK_BYTES`: a row that long, or an unterminated quote that runs
+    to the end of the file."""
+    if not any(m in str(exc) for m in _BLOCK_ERRORS) or not _longer_than(path, block):
+        raise exc
+    if block >= MAX_BLOCK_BYTES:
+        raise InputError(f"cannot read {path}: a row is longer than {MAX_BLOCK_BYTES / 2**20:g} MiB (the largest CSV read "
+                         "block), or a quote is never closed; save the table as Parquet, which has no row-length "
+                         "limit") from None
+    return min(2 * block, MAX_BLOCK_BYTES)
+
+
+_BLOCK_ERRORS = ("straddles two block boundaries", "Empty CSV file or block")
+"""Arrow's messages for a row longer than the block (the latter also for an empty file: hence :func:`_longer_than`)."""
+
+
+def _longer_than(path: Path, n: int) -> bool:
+    """Whether the file holds more than ``n`` bytes (decompressed)."""
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            return len(s.read(n + 1)) > n
+    except (OSError, pa.ArrowException):
+        return False
 
 
 def _bad_name(path: Path) -> str:
@@ -158,18 +197,44 @@ def _header(path: Path) -> list[str]:
 
 
 def _single_thread_error(path: Path) -> str:
-    import pyarrow.csv as pcsv
-
+    convert = {"column_types": {}, "strings_can_be_null": True}
     try:
-        with pa.input_stream(str(path), compression="detect") as s:
-            reader = pcsv.open_csv(s, read_options=pcsv.ReadOptions(use_threads=False),
-                                   parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
-                                   convert_options=pcsv.ConvertOptions(column_types={}, strings_can_be_null=True))
-            for _ in reader:
-                pass
-    except (OSError, pa.ArrowException) as exc:
+        for _ in _csv_batches(path, convert, DEFAULT_CHUNK_BYTES, use_threads=False):
+            pass
+    except (OSError, pa.ArrowException, InputError) as exc:
         return str(exc)
     return ""
+
+
+def _csv_batches(path: Path, convert: dict, block: int, *, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
+    """The CSV file's record batches (``convert``: pyarrow.csv.ConvertOptions' arguments), read in blocks of
+    ``block`` bytes; when a row is longer than the block, the file is read again with a block twice as
+    large (:func:`_grown`) and the rows already yielded are skipped, so every row comes exactly once."""
+    import pyarrow.csv as pcsv
+
+    done = 0  # rows yielded so far
+    while True:
+        skip = done
+        try:
+            with pa.input_stream(str(path), compression="detect") as s:
+                reader = pcsv.open_csv(
+                    s,
+                    read_options=pcsv.ReadOptions(block_size=block, use_threads=use_threads),
+                    parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
+                    convert_options=pcsv.ConvertOptions(**convert),
+                )
+                for batch in reader:
+                    if skip:
+                        cut = min(skip, batch.num_rows)
+                        skip -= cut
+                        batch = batch.slice(cut)
+                        if batch.num_rows == 0:
+                            continue
+                    yield batch
+                    done += batch.num_rows
+            return
+        except pa.ArrowInvalid as exc:
+            block = _grown(exc, block, path)
 
 
 def iter_typed_batches(
@@ -205,23 +270,11 @@ def iter_typed_batches(
         except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
         return
-    import pyarrow.csv as pcsv
-
+    convert = {"include_columns": columns, "column_types": {c: DICT_TEXT if dictionary else pa.string() for c in columns},
+               "strings_can_be_null": True, "null_values": NULL_VALUES}
     try:
-        with pa.input_stream(str(path), compression="detect") as s:
-            reader = pcsv.open_csv(
-                s,
-                read_options=pcsv.ReadOptions(block_size=chunk_bytes, use_threads=True),
-                parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
-                convert_options=pcsv.ConvertOptions(
-                    include_columns=columns,
-                    column_types={c: DICT_TEXT if dictionary else pa.string() for c in columns},
-                    strings_can_be_null=True,
-                    null_values=NULL_VALUES,
-                ),
-            )
-            for batch in reader:
-                yield {c: batch.column(c) for c in columns}
+        for batch in _csv_batches(path, convert, chunk_bytes):
+            yield {c: batch.column(c) for c in columns}
     except (OSError, pa.ArrowException) as exc:
         raise InputError(csv_error(exc, path, names)) from None
 
