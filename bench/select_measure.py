@@ -84,13 +84,13 @@ def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
     sp = plan.split
     return {"error": err, "learner": m.learner, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
             f"{sp['round2_share']:.2f} k={sp['k']}", "agreed": len(req.why["kept"]),
-            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": len(req.why["pairs_among"]),
+            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": f"{len(req.why['pairs_among'])} ({sum(len(c) == 2 for c in req.tables)} pairs)",
             "certificate": float(m.estimator.certificate_.value)}
 
 
 def splits(name: str, reps: int):
     """(codebook, X codes, y, site index lists, test codes, test labels) per repetition."""
-    if name in ("kr-vs-kp", "votes", "credit"):
+    if name in ("kr-vs-kp", "votes", "credit", "adult"):
         P = _bench("privacy")
         make, y = P.load_set(name)
         for rep in range(reps):
