@@ -11,7 +11,9 @@ w_s·k_s/p the vote a feature gets when the sites pick at random (k of p: c ≈ 
 In a wide study, where random picks rarely coincide (λ, their expected number of chance
 agreements, below 1), the count of agreed features must also exceed Poisson(λ)'s 95 % quantile
 (:func:`above_chance`: two sites of 19 patients choosing the same gene of 7,129 by chance is
-no signal). When none qualifies — nothing rises above the selection's noise — one chosen feature is
+no signal). When every site ranked all p features (the split rule's "measure every candidate",
+:func:`marg.marginals.study_split.measures_all`: k = p, the chance vote is 1 and the bar
+unreachable) every feature is kept, best rank score first, and nothing can agree by chance. When none qualifies — nothing rises above the selection's noise — one chosen feature is
 measured anyway (the study's summary needs one): the one with the fewest levels, whose column
 sums give the label counts with the least noise, and the model is the larger class.
 
@@ -21,7 +23,9 @@ first-order tables N[x_i, y] — but not a table whose pooled noise std per cell
 feature with many levels at a small site, is mostly noise and takes budget from the others) —, plus the pair tables N[x_i, x_j, y] among the first M kept
 features, M the largest for which the pooled noise std of the largest pair table's cells,
 sqrt(Σ_s σ_s²), stays below ``NOISE_RATIO`` times its expected cell count n̂/|T| (a pair table
-noisier than that adds variance, not information). The sites' rest ρ_s (their round-1 bundles
+noisier than that adds variance, not information); when every candidate was ranked, every pair
+(the one-round workload) if its median pair table at its least-squares weight meets the same rule
+(:func:`whole_workload`). The sites' rest ρ_s (their round-1 bundles
 record it) is split among the tables by the least-squares rule
 (:func:`marg.marginals.allocation.least_squares_weights`: weights ∝ √|T| minimise the summed
 noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_T·ρ_s).
