@@ -11,8 +11,9 @@ the learner's plan (:func:`marg.learners.two_round.plan_request`), round 2
 request is handed over in memory (unsigned: its signature is the CLI's concern, tested in
 tests/protocols/test_select_measure.py); ε is each site's total for the study (δ = 1e-6).
 
-- kr-vs-kp, votes (house-votes-84), credit (credit-a): the splits of bench/privacy.py (a seeded
-  80/20 split, ``default_rng(1000 + rep)``, training rows to three sites of 50/30/20 %).
+- kr-vs-kp, votes (house-votes-84), credit (credit-a), adult (``--sets adult``; not in the default
+  list): the splits of bench/privacy.py (a seeded 80/20 split, ``default_rng(1000 + rep)``, training
+  rows to three sites of 50/30/20 %; adult with bench/privacy.py's public codebook).
 - wide: the planted study of issue 34 — three sites × 1,000 patients, 3,000 binary features
   of which the first 10 agree with the label with probability 0.72 (Bayes error 0.076, the
   majority vote of the 10), a fresh test set of 4,000 (``default_rng(500 + rep)``).
@@ -23,7 +24,7 @@ Each site states its rows (``--plan-rows``: the training rows of the three sites
 split rule reads (:mod:`marg.marginals.study_split`). Reported per split: test error, the larger
 class's error on the same test rows, the learner chosen, the split (label / selection / round 2
 shares of the total, and k), how many features the sites agreed on, how many first-order tables round 2 measured
-(and pairs among how many).
+(and pairs among how many, with the number of pair tables).
 """
 
 from __future__ import annotations
