@@ -141,5 +141,7 @@ def preview_lines(d: dict[str, Any]) -> list[str]:
             f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
             f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
             f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
-            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), if the sites agree on {pl['k']} features: the first-order "
+            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), "
+            + ("on every feature (none dropped)" if (pl.get("split") or {}).get("measure_all") else
+               f"if the sites agree on {pl['k']} features") + ": the first-order "
             f"tables of {d['round2_first_order']} (pooled noise std {d['round2_first_std']:.3g} per cell) and {pairs}"]
