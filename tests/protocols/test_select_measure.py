@@ -75,16 +75,22 @@ def _ledger_spend(w, s):
     return json.loads(r.stdout)
 
 
-def test_two_rounds_through_the_console_script_under_the_cap(world):
-    w, tmp = world, world["tmp"]
-    r1 = []
+def _round1(w, rows):
+    """Round 1 at every site through the console script (`marg export --epsilon 1 --plan-rows ROWS`)."""
+    tmp, r1 = w["tmp"], []
     for s, f in enumerate(w["files"]):
         out = tmp / f"s{s}.r1"
         r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--epsilon", "1",
-                 "--plan-rows", "240", "--plan-sites", "3", cwd=tmp, home=tmp / f"home{s}")
+                 "--plan-rows", str(rows), "--plan-sites", "3", cwd=tmp, home=tmp / f"home{s}")
         assert r.returncode == 0, r.stderr
-        assert "round 1 of select-then-measure" in r.stdout and "stated rows 240/240/240" in r.stdout
+        assert "round 1 of select-then-measure" in r.stdout and f"stated rows {rows}/{rows}/{rows}" in r.stdout
         r1.append(out)
+    return r1
+
+
+def test_two_rounds_through_the_console_script_under_the_cap(world):
+    w, tmp = world, world["tmp"]
+    r1 = _round1(w, 240)
     # marg plan said, before anything was spent, the noise round 1 then added
     r = marg("plan", "--rows", "240,240,240", "--epsilon", "1", "--schema", w["schema"], "--json", cwd=tmp)
     assert r.returncode == 0, r.stderr
@@ -209,13 +215,7 @@ def test_a_large_narrow_study_measures_every_candidate_through_the_console_scrip
     noise rule, so round 1 drops nothing (the label table and a noisy ranking of all 4), the learner's request
     asks for every feature and pair, and the two rounds spend the site's total, never more."""
     w = _world(tmp_path, n=600, p=4)
-    r1 = []
-    for s, f in enumerate(w["files"]):
-        out = tmp_path / f"s{s}.r1"
-        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--epsilon", "1",
-                 "--plan-rows", "600", "--plan-sites", "3", cwd=tmp_path, home=tmp_path / f"home{s}")
-        assert r.returncode == 0, r.stderr
-        r1.append(out)
+    r1 = _round1(w, 600)
     from marg.protocols.bundle import Bundle
 
     st = Bundle.from_bytes(r1[0].read_bytes()).header["study"]
