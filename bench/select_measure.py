@@ -11,8 +11,9 @@ the learner's plan (:func:`marg.learners.two_round.plan_request`), round 2
 request is handed over in memory (unsigned: its signature is the CLI's concern, tested in
 tests/protocols/test_select_measure.py); ε is each site's total for the study (δ = 1e-6).
 
-- kr-vs-kp, votes (house-votes-84), credit (credit-a): the splits of bench/privacy.py (a seeded
-  80/20 split, ``default_rng(1000 + rep)``, training rows to three sites of 50/30/20 %).
+- kr-vs-kp, votes (house-votes-84), credit (credit-a), adult (``--sets adult``; not in the default
+  list): the splits of bench/privacy.py (a seeded 80/20 split, ``default_rng(1000 + rep)``, training
+  rows to three sites of 50/30/20 %; adult with bench/privacy.py's public codebook).
 - wide: the planted study of issue 34 — three sites × 1,000 patients, 3,000 binary features
   of which the first 10 agree with the label with probability 0.72 (Bayes error 0.076, the
   majority vote of the 10), a fresh test set of 4,000 (``default_rng(500 + rep)``).
@@ -23,7 +24,7 @@ Each site states its rows (``--plan-rows``: the training rows of the three sites
 split rule reads (:mod:`marg.marginals.study_split`). Reported per split: test error, the larger
 class's error on the same test rows, the learner chosen, the split (label / selection / round 2
 shares of the total, and k), how many features the sites agreed on, how many first-order tables round 2 measured
-(and pairs among how many).
+(and pairs among how many, with the number of pair tables).
 """
 
 from __future__ import annotations
@@ -84,13 +85,13 @@ def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
     sp = plan.split
     return {"error": err, "learner": m.learner, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
             f"{sp['round2_share']:.2f} k={sp['k']}", "agreed": len(req.why["kept"]),
-            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": len(req.why["pairs_among"]),
+            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": f"{len(req.why['pairs_among'])} ({sum(len(c) == 2 for c in req.tables)} pairs)",
             "certificate": float(m.estimator.certificate_.value)}
 
 
 def splits(name: str, reps: int):
     """(codebook, X codes, y, site index lists, test codes, test labels) per repetition."""
-    if name in ("kr-vs-kp", "votes", "credit"):
+    if name in ("kr-vs-kp", "votes", "credit", "adult"):
         P = _bench("privacy")
         make, y = P.load_set(name)
         for rep in range(reps):

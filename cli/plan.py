@@ -118,6 +118,11 @@ def split_line(plan: dict[str, Any]) -> str:
     rows = "/".join(str(r) for r in plan.get("rows", []))
     if not sp:
         return "split of the study total: recorded without the rule's record"
+    if sp.get("measure_all"):
+        return (f"split of the study total ({'stated' if plan.get('rows_stated') else 'assumed'} rows {rows}): every "
+                f"candidate measured (round 2 affords the whole one-round workload within the noise rule): label table "
+                f"{sp['label_share']:.0%}, a noisy ranking of all {sp['k']} {sp['select_share']:.0%} (which pairs come "
+                f"first), round 2 {sp['round2_share']:.0%}")
     return (f"split of the study total (rule: least expected error, {'stated' if plan.get('rows_stated') else 'assumed'} "
             f"rows {rows}{'' if plan.get('rows_stated') else '; state yours with --plan-rows'}): label table "
             f"{sp['label_share']:.0%}, selection {sp['select_share']:.0%} (top-{sp['k']}), round 2 {sp['round2_share']:.0%}; "
@@ -136,5 +141,7 @@ def preview_lines(d: dict[str, Any]) -> list[str]:
             f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
             f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
             f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
-            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), if the sites agree on {pl['k']} features: the first-order "
+            f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), "
+            + ("on every feature (none dropped)" if (pl.get("split") or {}).get("measure_all") else
+               f"if the sites agree on {pl['k']} features") + ": the first-order "
             f"tables of {d['round2_first_order']} (pooled noise std {d['round2_first_std']:.3g} per cell) and {pairs}"]

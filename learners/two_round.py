@@ -11,7 +11,9 @@ w_s·k_s/p the vote a feature gets when the sites pick at random (k of p: c ≈ 
 In a wide study, where random picks rarely coincide (λ, their expected number of chance
 agreements, below 1), the count of agreed features must also exceed Poisson(λ)'s 95 % quantile
 (:func:`above_chance`: two sites of 19 patients choosing the same gene of 7,129 by chance is
-no signal). When none qualifies — nothing rises above the selection's noise — one chosen feature is
+no signal). When every site ranked all p features (the split rule's "measure every candidate",
+:func:`marg.marginals.study_split.measures_all`: k = p, the chance vote is 1 and the bar
+unreachable) every feature is kept, best rank score first, and nothing can agree by chance. When none qualifies — nothing rises above the selection's noise — one chosen feature is
 measured anyway (the study's summary needs one): the one with the fewest levels, whose column
 sums give the label counts with the least noise, and the model is the larger class.
 
@@ -21,7 +23,9 @@ first-order tables N[x_i, y] — but not a table whose pooled noise std per cell
 feature with many levels at a small site, is mostly noise and takes budget from the others) —, plus the pair tables N[x_i, x_j, y] among the first M kept
 features, M the largest for which the pooled noise std of the largest pair table's cells,
 sqrt(Σ_s σ_s²), stays below ``NOISE_RATIO`` times its expected cell count n̂/|T| (a pair table
-noisier than that adds variance, not information). The sites' rest ρ_s (their round-1 bundles
+noisier than that adds variance, not information); when every candidate was ranked, every pair
+(the one-round workload) if its median pair table at its least-squares weight meets the same rule
+(:func:`whole_workload`). The sites' rest ρ_s (their round-1 bundles
 record it) is split among the tables by the least-squares rule
 (:func:`marg.marginals.allocation.least_squares_weights`: weights ∝ √|T| minimise the summed
 noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_T·ρ_s).
@@ -120,6 +124,8 @@ def agreed(sites: Sequence[SiteRound1]) -> list[str]:
     agrees with itself); empty when nothing rises above the selection's noise."""
     if not sites:
         return []
+    if all(s.selection.measures_all for s in sites):  # every site ranked all p (the split rule's measure-all)
+        return [a for a, _, _ in pool(sites)]  # every candidate, best pooled rank score first
     bar = max(0.5, (1.0 + chance_vote(sites)) / 2.0)
     need = min(2, len(sites))
     count: dict[str, int] = {}
@@ -150,6 +156,8 @@ def above_chance(sites: Sequence[SiteRound1]) -> list[str]:
     from scipy.stats import poisson
 
     keep = agreed(sites)
+    if sites and all(s.selection.measures_all for s in sites):
+        return keep  # every site ranked every candidate: nothing was dropped, so nothing agrees by chance
     lam = chance_agreements(sites)
     if lam < 1.0 and len(keep) <= int(poisson.ppf(0.95, lam)):
         return []
@@ -193,6 +201,27 @@ def first_order_rule(kept: Sequence[str], m: Mapping[str, int], K: int, rests: S
     return keep
 
 
+def whole_workload(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float) -> TablePlan | None:
+    """Every first-order and every pair table of ``kept`` — the one-round workload — when round 2 affords it
+    within the noise rule at the workload's median pair table (the split rule's criterion for measuring every
+    candidate, :func:`marg.marginals.study_split.measures_all`, here on the sites' actual rests): that table's
+    pooled noise std per cell at most ``NOISE_RATIO``·n̂/|T| under the least-squares weights round 2 uses; else None."""
+    if len(kept) < 2:
+        return None
+    K = int(codebook.label.n_classes)
+    m = {a: int(codebook.feature(a).n_levels) for a in kept}
+    cand = [(a,) for a in kept] + list(combinations(kept, 2))
+    sizes = [K * int(np.prod([m[a] for a in c])) for c in cand]
+    w = least_squares_weights(sizes, "gaussian")
+    pair = list(range(len(kept), len(cand)))
+    med = sorted(pair, key=lambda t: (sizes[t], t))[len(pair) // 2]
+    if _pooled_std(rests, float(w[med])) > NOISE_RATIO * n_hat / sizes[med]:
+        return None
+    return TablePlan(tuple(cand), tuple(float(x) for x in w), len(kept),
+                     _pooled_std(rests, float(w[max(range(len(kept)), key=lambda t: sizes[t])])),
+                     _pooled_std(rests, float(w[max(pair, key=lambda t: sizes[t])])))
+
+
 def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float) -> TablePlan:
     """The first-order tables of ``kept`` and the pairs among its first M, M the largest for which the
     largest pair table's pooled noise std per cell is at most ``NOISE_RATIO``·n̂/|T|; least-squares weights."""
@@ -225,12 +254,17 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     # chosen feature with the fewest levels (the least noise summed per class; ties: the best ranked)
     kept = above_chance(sites) or [min(pooled, key=lambda t: int(codebook.feature(t[0]).n_levels))[0]]
     # a site bounding each patient to K rows adds K times a row's noise: plan at its ρ/K² per row
-    tp = choose_tables(kept, codebook, [s.rho_rest / s.selection.sensitivity ** 2 for s in sites],
-                       sum(s.n_hat for s in sites))
+    every = all(s.selection.measures_all for s in sites)
+    rests, n_hat = [s.rho_rest / s.selection.sensitivity ** 2 for s in sites], sum(s.n_hat for s in sites)
+    tp = (every and whole_workload(kept, codebook, rests, n_hat)) or choose_tables(kept, codebook, rests, n_hat)
     why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
-           "kept": kept, "pairs_among": kept[:tp.pairs_among], "chance_vote": chance_vote(sites),
+           "kept": kept, "pairs_among": [a for a in kept if any(len(c) == 2 and a in c for c in tp.tables)],
+           "pairs": sum(len(c) == 2 for c in tp.tables), "chance_vote": chance_vote(sites),
            "noise_std": {"first_order": tp.first_std, "pair": tp.pair_std},
-           "rule": (f"features chosen by sites holding more than max(1/2, (1 + chance)/2) of the patients; pairs among the "
+           "rule": (f"every candidate (the sites ranked all p: round 2 affords them all) and every pair while the median "
+                    f"pair table's pooled noise std per cell <= {NOISE_RATIO:g} x its expected count, else pairs among the "
+                    "best-ranked first M by the largest pair table; weights: least squares" if every else
+                    f"features chosen by sites holding more than max(1/2, (1 + chance)/2) of the patients; pairs among the "
                     f"first M while the pooled noise std of a pair cell <= {NOISE_RATIO:g} x its expected count; weights: "
                     "least squares")}
     return StudyRequest(codebook.fingerprint, tp.tables, tp.weights, {s.site: s.rho_rest for s in sites}, why)
@@ -248,7 +282,9 @@ def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float, ma
 
     plan = study_plan(codebook, epsilon, delta, rows, max_rows)
     names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels), codebook.index(a)))[:plan.k]
-    tp = choose_tables(names, codebook, [plan.rho_rest / max_rows ** 2] * len(rows), float(sum(rows)))
+    rests = [plan.rho_rest / max_rows ** 2] * len(rows)
+    tp = ((plan.k == plan.candidates and whole_workload(names, codebook, rests, float(sum(rows))))
+          or choose_tables(names, codebook, rests, float(sum(rows))))
     return {"plan": plan.to_dict(), "sites": len(rows), "rows": list(rows),
             "label_std": get_mechanism("gaussian").scale_for(plan.rho_label, max_rows),
             "selection_scale": calibrate_top_k(plan.k, plan.rho_select, max_rows)[0],

@@ -119,6 +119,11 @@ class Selection:
     sensitivity: float
     rho: float
 
+    @property
+    def measures_all(self) -> bool:
+        """Whether the site ranked every candidate (k = p: the split rule's "measure every candidate"), dropping none."""
+        return len(self.features) == self.candidates
+
     def cost_part(self, delta: float) -> tuple[str, float, float, float]:
         """Its part for :func:`marg.marginals.accounting.release_cost` (a zCDP release)."""
         return (MECHANISM, 0.0, self.rho, float(delta))

@@ -1,4 +1,4 @@
-"""The split rule of select, then measure: the label share, the selection's share and k, and round 2's share, chosen to minimise an expected-error proxy from what is known before anything is spent.
+"""The split rule of select, then measure: the label share, the selection's share and k, and round 2's share, chosen to minimise an expected-error proxy from what is known before anything is spent (or every candidate measured, when round 2 affords them all).
 
 **Known before spending.** The rows per site n_s as stated publicly (``--plan-rows``, as for
 ``marg plan``; N = Σ n_s over S sites, w_s = n_s/N), the codebook (p discrete candidates,
@@ -40,7 +40,7 @@ nothing). The error of the learner's answer in that world is
 **The rule.** Round 2 measures at most k_max(a_2) tables (:func:`k_max`): the largest number
 of first-order tables of the median size that keep σ_2 ≤ ``NOISE_RATIO``·N/|T| (the noise rule
 of the learner's round-2 plan, :mod:`marg.learners.two_round`; at least 1, at most ⌊p/2⌋).
-k ranges over 1 … ⌊p/2⌋ (:func:`k_candidates`); each share is at least
+Unless every candidate is measured (below), k ranges over 1 … ⌊p/2⌋ (:func:`k_candidates`); each share is at least
 ``MIN_SHARE`` (every part is a valid release), and the label share at least
 :func:`label_floor`: the same noise rule on each site's noisy row count n̂_s, which weighs the
 site's vote in the learner's pooling and the models' class prior (std sqrt(C)·σ_L ≤
@@ -53,6 +53,24 @@ the prior's error and the label table takes nearly everything; large sites find 
 features at a small selection share, and round 2 takes most. It is a planning rule, not a
 guarantee: every split is (ε, δ)-DP at the site's total, and the certificate holds whatever
 the split.
+
+**Measuring every candidate** (:func:`measures_all`, checked first). Selection exists to spend
+round 2 on few tables; when round 2 could measure the whole one-round workload — the p
+first-order tables and the p(p − 1)/2 pair tables, p(p + 1)/2 tables counted at the median pair
+size C·m̃² and equal shares of round 2's 1 − a_L − ``MIN_SHARE`` — with σ_2 ≤
+``NOISE_RATIO``·N/(C·m̃²) (:func:`workload_max`), every table the learner might read is above
+the noise, so a selection can only drop features (and the agreement bar drops those some site
+missed: measured on adult, k = 7 of 14 left 3–5 features and an error of 0.19 against 0.148
+for the one-round release). Then the split is the label floor, ``MIN_SHARE`` for a noisy top-p
+*ranking* (k = p: nothing dropped; the ranking orders the features for the learner's pair plan)
+and round 2 the rest (:func:`measure_all_split`); the learner keeps every feature and asks for
+every pair when the median pair table, at its least-squares weight on the sites' actual rests,
+meets the noise rule (:func:`marg.learners.two_round.whole_workload`), else the pairs among the
+best-ranked first M. The proxy E does not compare the two (its vote model counts every chance
+feature as noise, which a learner reading tables above the noise does not do); the recorded
+expected error is e_found for the F planted features with no chance vote. adult's sites
+(19,537/11,722/7,815 rows, 14 features) measure every candidate; kr-vs-kp's (36 features, 2,557
+rows) and every smaller or wider study keep the grid's choice.
 """
 
 from __future__ import annotations
@@ -268,14 +286,55 @@ def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, f
     return float(E[i[o], j[o]]), float(L[i[o]]), float(Sg[i[o]]), int(ks[j[o]])
 
 
+def workload_max(x: SplitInputs, a2: float) -> int:
+    """How many equal shares of round 2's ``a2`` keep a table of the median pair size, C·m̃², within the noise
+    rule: ⌊2·a2·ρ_T·(``NOISE_RATIO``·N/(C·m̃²·r))²/S⌋ (σ_2 = sqrt(S)·r·sqrt(shares/(2·a2·ρ_T)))."""
+    N, S, m = float(sum(x.rows)), len(x.rows), float(np.median(x.levels))
+    return int(math.floor(2.0 * a2 * x.rho_total * (NOISE_RATIO * N / (x.classes * m * m * x.max_rows)) ** 2 / S))
+
+
+def measures_all(x: SplitInputs) -> bool:
+    """Whether round 2, at all but the label floor and the ranking's ``MIN_SHARE``, affords the whole one-round
+    workload — the p first-order tables and the p(p − 1)/2 pairs, p(p + 1)/2 tables counted at the median pair
+    size and equal shares — within the noise rule: :func:`workload_max` ≥ p(p + 1)/2 (module docstring,
+    "Measuring every candidate")."""
+    return x.p >= 2 and workload_max(x, 1.0 - label_floor(x) - MIN_SHARE) >= x.p * (x.p + 1) // 2
+
+
+def measure_all_split(x: SplitInputs) -> Split:
+    """The split that drops nothing: the label floor, ``MIN_SHARE`` for a noisy ranking of all p (k = p: the
+    learner's pairs go to the best-ranked features first), round 2 the rest. Its expected error is the proxy's
+    e_found with the F planted features found and no chance vote (every candidate's table is within the noise
+    rule, so the learner weighs a chance feature by its own measured table)."""
+    aL = min(label_floor(x), 1.0 - 2.0 * MIN_SHARE)
+    a2 = 1.0 - aL - MIN_SHARE
+    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    F = float(min(F_PLAN, max(1, x.p // 2)))
+    m_med, m_min = float(np.median(x.levels)), float(min(x.levels))
+    var_label = min(r * r / (2.0 * aL * rho), m_min * r * r / (2.0 * a2 * rho))
+    p_wrong = float(ndtr(-GAP * N / math.sqrt(var_label * 2.0 * S)))
+    sigma2 = math.sqrt(S) * r * math.sqrt(x.p / (2.0 * a2 * rho))
+    p_flip = float(ndtr(-2.0 * EFFECT * N / (m_med * math.sqrt(2.0) * sigma2)))
+    q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
+    e_found = float(ndtr(-F * (2.0 * q - 1.0) / math.sqrt(4.0 * F * q * (1.0 - q))))
+    parts = {"p_wrong": p_wrong, "p_agree": 1.0, "chance_agreements": 0.0, "found": F, "p_any": 1.0, "p_flip": p_flip,
+             "e_found": e_found, "e_prior": (1.0 - GAP) / 2.0 + GAP * p_wrong, "p_chance": 0.0,
+             "measure_all": 1.0, "workload": float(x.p * (x.p + 1) // 2), "workload_max": float(workload_max(x, a2))}
+    aL = round(aL, 6)
+    return Split(aL, MIN_SHARE, round(1.0 - aL - MIN_SHARE, 6), x.p, e_found, parts)
+
+
 def choose_split(x: SplitInputs) -> Split:
-    """The rule (module docstring): the shares and k minimising E, on a grid then a finer one around the best."""
+    """The rule (module docstring): every candidate measured when round 2 affords the one-round workload
+    (:func:`measures_all`); else the shares and k minimising E, on a grid then a finer one around the best."""
     if not x.rows or min(x.rows) <= 0:
         raise InputError(f"the split rule needs positive rows per site, got {list(x.rows)!r}")
     if not x.levels:
         raise InputError("the split rule needs at least one discrete feature")
     if not (x.rho_total > 0 and math.isfinite(x.rho_total)):
         raise InputError(f"the study total must be finite and > 0, got rho = {x.rho_total!r}")
+    if measures_all(x):
+        return measure_all_split(x)
     lo = label_floor(x)
     e, aL, aS, k = pick(x, *_grid(lo, 1.0, MIN_SHARE, 1.0, STEP))
     e2, aL2, aS2, k2 = pick(x, *_grid(max(lo, aL - 2 * STEP), aL + 2 * STEP, aS - 2 * STEP, aS + 2 * STEP, STEP / 10.0))

@@ -172,3 +172,36 @@ def test_a_chance_agreement_in_a_wide_study_is_not_signal():
     strong = [[f"g{j}" for j in range(10)] + [f"g{k * 100 + j}" for j in range(6)] for k in (1, 2, 3)]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in _records(strong, 7000, 21000)["sites"]]
     assert len(above_chance(sites)) == 10
+
+
+def test_a_round_one_that_ranked_every_candidate_keeps_all_of_them_and_round_two_covers_every_feature():
+    """When the split rule measures every candidate (k = p at every site), the agreement bar — above the chance
+    vote, which is then 1 — must not drop them: every feature is kept, best pooled rank first, and round 2
+    asks for all p first-order tables; at a large study's n every pair too (the whole one-round workload),
+    at a small one only pairs within the noise rule of the largest pair table."""
+    from itertools import combinations
+
+    from marg.learners.two_round import above_chance, agreed, plan_request, site_round1
+    from marg.marginals.study_split import NOISE_RATIO
+
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(str(v) for v in range(2 + j % 4))) for j in range(8)),
+                  label=Label("y", ("a", "b")))
+    order = [["g3", "g1", "g0", "g2", "g4", "g5", "g6", "g7"], ["g1", "g3", "g2", "g0", "g5", "g4", "g7", "g6"],
+             ["g3", "g1", "g2", "g0", "g4", "g6", "g5", "g7"]]
+    recs = _records(order, 8, 8 * 4)["sites"]
+    big = [site_round1(s["site"], s["rounds"][0]["study"], np.array([8000.0, 8000.0])) for s in recs]
+    assert agreed(big) == above_chance(big) == ["g3", "g1", "g2", "g0", "g4", "g5", "g6", "g7"]
+    req = plan_request(big, cb)
+    names = [f"g{j}" for j in range(8)]
+    assert {c for c in req.tables if len(c) == 1} == {(a,) for a in names}
+    assert {frozenset(c) for c in req.tables if len(c) == 2} == {frozenset(c) for c in combinations(names, 2)}
+    assert req.budget == {f"s{s}": pytest.approx(0.015) for s in range(3)} and sum(req.weights) == pytest.approx(1.0)
+    # small sites ranked everything too: every feature's first-order table, but only pairs the noise rule admits
+    small = [site_round1(s["site"], s["rounds"][0]["study"], np.array([150.0, 150.0])) for s in recs]
+    req = plan_request(small, cb)
+    assert {c for c in req.tables if len(c) == 1} <= {(a,) for a in names}
+    pairs = [c for c in req.tables if len(c) == 2]
+    assert len(pairs) < 28
+    if pairs:  # the largest pair table asked for is within the noise rule at n̂ = 900
+        largest = max(2 * (2 + int(a[1:]) % 4) * (2 + int(b[1:]) % 4) for a, b in pairs)
+        assert req.why["noise_std"]["pair"] <= NOISE_RATIO * 900 / largest

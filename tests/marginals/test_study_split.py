@@ -8,7 +8,7 @@ import pytest
 
 from marg.marginals.dp_conversions import rho_for_epsilon
 from marg.marginals.study_split import (MIN_SHARE, NOISE_RATIO, TIE, SplitInputs, agreement_probability, choose_split,
-                                        k_max, label_floor, objective)
+                                        k_max, label_floor, measures_all, objective, workload_max)
 
 RHO = rho_for_epsilon(1.0, 1e-6)
 CASES = {
@@ -63,7 +63,9 @@ def test_no_plan_spends_more_than_the_total_and_the_selection_costs_at_most_its_
     assert plan.rho_label + plan.rho_select <= plan.rho_total
     _, _, cost = calibrate_top_k(plan.k, plan.rho_select, K)  # OpenDP's map at the plan's k and sensitivity
     assert cost <= plan.rho_select
-    assert 1 <= plan.k <= max(1, len(levels) // 2)
+    # k ≤ p/2, or every candidate ranked (50,000 rows, 8 features: round 2 affords the whole workload)
+    assert 1 <= plan.k <= max(1, len(levels) // 2) or (
+        plan.k == len(levels) and measures_all(SplitInputs(tuple(rows), tuple(levels), 2, plan.rho_total, K)))
     # the plan re-derived at another bound on a patient's rows spends the same total
     other = plan.at_max_rows(K + 2)
     assert other.rho_label + other.rho_select + other.rho_rest == pytest.approx(plan.rho_total, rel=1e-12)
@@ -117,3 +119,62 @@ def test_a_study_with_nothing_to_agree_on_still_gets_a_finite_split():
     for x in (SplitInputs((100,), (2,), 2, RHO), SplitInputs((30,), (2,) * 4, 2, rho_for_epsilon(0.1, 1e-6))):
         c = choose_split(x)
         assert np.isfinite(c.expected_error) and c.label + c.select + c.round2 == pytest.approx(1.0)
+
+
+ADULT_LEVELS = (6, 9, 4, 16, 16, 7, 15, 6, 5, 2, 3, 3, 4, 42)  # bench/privacy.py's adult codebook
+
+
+def test_a_large_narrow_study_measures_every_candidate_and_small_or_wide_ones_select():
+    """adult's sites (19,537/11,722/7,815 rows, 14 features) afford every first-order and pair table within the
+    noise rule: nothing dropped (k = p, a ranking at the least share), all but that and the label floor to round 2. kr-vs-kp's, house-votes-84's, a
+    planted wide study's and the gene sets' sites do not, and keep a selection of at most p/2."""
+    adult = SplitInputs((19537, 11722, 7815), ADULT_LEVELS, 2, RHO)
+    c = choose_split(adult)
+    assert c.select == MIN_SHARE and c.k == 14 and c.label == pytest.approx(label_floor(adult))
+    assert c.label + c.select + c.round2 == pytest.approx(1.0) and c.parts["measure_all"] == 1.0
+    # the criterion: p(p + 1)/2 = 105 tables of the median pair size at equal shares of round 2 are within the
+    # noise rule
+    N, m = sum(adult.rows), float(np.median(ADULT_LEVELS))
+    sigma = np.sqrt(3) * np.sqrt(105 / (2 * c.round2 * RHO))
+    assert sigma <= NOISE_RATIO * N / (2 * m * m)
+    for x in (SplitInputs((1278, 767, 511), (2,) * 35 + (3,), 2, RHO),  # kr-vs-kp
+              SplitInputs((174, 104, 70), (3,) * 16, 2, RHO),  # house-votes-84
+              SplitInputs((1000,) * 3, (2,) * 3000, 2, RHO),  # the planted wide study
+              SplitInputs((19, 19, 19), (3,) * 7129, 2, RHO)):  # a gene set
+        assert not measures_all(x)
+        c = choose_split(x)
+        assert c.select >= MIN_SHARE and 1 <= c.k <= x.p // 2 and "measure_all" not in c.parts
+
+
+def test_measuring_every_candidate_turns_on_exactly_where_round_two_affords_the_workload():
+    """The same 10 binary features at growing sites: the rule measures everything from the first size whose
+    round 2 keeps p(p + 1)/2 = 55 median pair tables at equal shares within the noise rule, and selects below it."""
+    seen = []
+    for n in (50, 100, 200, 400, 800, 1600):
+        x = SplitInputs((n,) * 3, (2,) * 10, 2, RHO)
+        fits = workload_max(x, 1.0 - label_floor(x) - MIN_SHARE) >= 55
+        c = choose_split(x)
+        assert measures_all(x) == fits and (c.k == 10) == fits and ("measure_all" in c.parts) == fits
+        seen.append(fits)
+    assert seen[0] is False and seen[-1] is True and seen == sorted(seen)  # monotone in the rows
+
+
+def test_a_round_one_that_measures_every_candidate_ranks_all_and_spends_at_most_its_shares():
+    """The measure-all plan's round 1 releases the label table and a noisy ranking of every candidate (k = p):
+    its cost is OpenDP's maps of the two, at most the label and ranking shares, and round 2 may spend the rest."""
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.counting import count_tables
+    from marg.marginals.study import release_round1, round1_cliques, study_plan
+
+    levels = (2, 5, 3, 2)
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", tuple(str(v) for v in range(m))) for j, m in enumerate(levels)),
+                  label=Label("y", ("a", "b")))
+    plan = study_plan(cb, 1.0, 1e-6, (5000, 3000, 2000))
+    assert plan.k == 4 and plan.rho_select == pytest.approx(MIN_SHARE * plan.rho_total)
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, m, 500) for m in levels]).astype(float)
+    tables = count_tables(cb, X, rng.integers(0, 2, 500), round1_cliques(cb))
+    released, sel, cost = release_round1(tables, cb, plan)
+    assert sel.measures_all and sorted(sel.features) == ["f0", "f1", "f2", "f3"] and sel.rho <= plan.rho_select
+    assert cost.rho <= plan.rho_label + plan.rho_select * (1 + 1e-12)
+    assert plan.rho_rest == pytest.approx(plan.rho_total - plan.rho_label - plan.rho_select, rel=1e-12)

@@ -48,8 +48,12 @@ def test_the_selection_costs_what_opendp_says():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("select")
-    schema, files = _study(tmp)
+    return _world(tmp_path_factory.mktemp("select"))
+
+
+def _world(tmp, **study):
+    """Keys, a trust store and a capped ledger (ε = 1, δ = 1e-6) per site of :func:`_study`."""
+    schema, files = _study(tmp, **study)
     keys = tmp / "keys"
     assert run("keys", "init", "--site", "learner", "--dir", keys, "--role", "learner").exit_code == 0
     trust = tmp / "trust"
@@ -71,16 +75,22 @@ def _ledger_spend(w, s):
     return json.loads(r.stdout)
 
 
-def test_two_rounds_through_the_console_script_under_the_cap(world):
-    w, tmp = world, world["tmp"]
-    r1 = []
+def _round1(w, rows):
+    """Round 1 at every site through the console script (`marg export --epsilon 1 --plan-rows ROWS`)."""
+    tmp, r1 = w["tmp"], []
     for s, f in enumerate(w["files"]):
         out = tmp / f"s{s}.r1"
         r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--epsilon", "1",
-                 "--plan-rows", "240", "--plan-sites", "3", cwd=tmp, home=tmp / f"home{s}")
+                 "--plan-rows", str(rows), "--plan-sites", "3", cwd=tmp, home=tmp / f"home{s}")
         assert r.returncode == 0, r.stderr
-        assert "round 1 of select-then-measure" in r.stdout and "stated rows 240/240/240" in r.stdout
+        assert "round 1 of select-then-measure" in r.stdout and f"stated rows {rows}/{rows}/{rows}" in r.stdout
         r1.append(out)
+    return r1
+
+
+def test_two_rounds_through_the_console_script_under_the_cap(world):
+    w, tmp = world, world["tmp"]
+    r1 = _round1(w, 240)
     # marg plan said, before anything was spent, the noise round 1 then added
     r = marg("plan", "--rows", "240,240,240", "--epsilon", "1", "--schema", w["schema"], "--json", cwd=tmp)
     assert r.returncode == 0, r.stderr
@@ -127,22 +137,24 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     # what left the site in round 1, for its privacy officer: the label table and the selection
     r = marg("audit", "show", cwd=tmp, home=tmp / "home0")
     assert r.returncode == 0 and f"top-{k} of 12 features (noisy top-k)" in r.stdout, r.stdout
-    # the two rounds together spend the site's total: ε = 1 at δ = 1e-6 (the cap), never more
+    _spent_the_total_then_learn(w, r1, r2, 0.3)
+
+
+def _spent_the_total_then_learn(w, r1, r2, max_error):
+    """The two rounds together spent each site's total, ε = 1 at δ = 1e-6 (the cap), never more; the model learnt
+    from both rounds reads the measured features of the study's own data files and errs below ``max_error``."""
     from marg.marginals.dp_conversions import rho_for_epsilon
 
-    total = rho_for_epsilon(1.0, 1e-6)
-    for s in range(3):
-        led = tmp / f"home{s}"
-        entries = [json.loads(x) for x in sorted(led.rglob("ledger.jsonl"))[0].read_text().splitlines()]
+    tmp, total = w["tmp"], rho_for_epsilon(1.0, 1e-6)
+    for s in range(len(r1)):
+        entries = [json.loads(x) for x in sorted((tmp / f"home{s}").rglob("ledger.jsonl"))[0].read_text().splitlines()]
         rho = sum(float(x["cost"]["rho"]) for x in entries if x.get("type", "release") == "release" and "cost" in x)
         assert rho <= total * (1 + 1e-9) and rho == pytest.approx(total, rel=1e-6)
     model = tmp / "model.json"
     r = marg("learn", *r1, *r2, "--out", model, "--trust", w["trust"], "--no-sign", cwd=tmp)
     assert r.returncode == 0, r.stderr
-    # the model reads the measured features of the study's own data files, under the study's codebook
     r = marg("evaluate", model, w["files"][0], "--schema", w["schema"], "--allow-unsigned", "--json", cwd=tmp)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["error"] < 0.3
+    assert r.returncode == 0 and json.loads(r.stdout)["error"] < max_error, r.stdout + r.stderr
 
 
 def test_a_request_for_a_table_outside_the_codebook_is_refused_before_anything_is_spent(tmp_path):
@@ -196,3 +208,29 @@ def test_marg_plan_says_tiny_sites_put_nearly_everything_on_the_label_table(tmp_
     assert split["label_share"] >= 0.9 and split["p_any"] < 0.01
     r = marg("plan", "--rows", "19,19,19", "--epsilon", "1", "--schema", schema, cwd=tmp_path)
     assert r.returncode == 0 and "label table 98%" in r.stdout and "stated rows 19/19/19" in r.stdout, r.stdout
+
+
+def test_a_large_narrow_study_measures_every_candidate_through_the_console_script(tmp_path):
+    """3 sites × 600 patients, 4 binary features: round 2 affords every first-order and pair table within the
+    noise rule, so round 1 drops nothing (the label table and a noisy ranking of all 4), the learner's request
+    asks for every feature and pair, and the two rounds spend the site's total, never more."""
+    w = _world(tmp_path, n=600, p=4)
+    r1 = _round1(w, 600)
+    from marg.protocols.bundle import Bundle
+
+    st = Bundle.from_bytes(r1[0].read_bytes()).header["study"]
+    assert st["selection"]["k"] == st["selection"]["candidates"] == 4 and st["plan"]["split"]["measure_all"] == 1.0
+    assert st["spent"]["rho"] <= (st["plan"]["rho_label"] + st["plan"]["rho_select"]) * (1 + 1e-9)
+    req = tmp_path / "req.json"
+    r = marg("request", *r1, "--out", req, "--trust", w["trust"], "--sign-key", w["keys"] / "learner.sign.key", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    tables = {tuple(c) for c in json.loads(req.read_text())["tables"]}
+    assert tables == {(f"f{j}",) for j in range(4)} | {(f"f{i}", f"f{j}") for i in range(4) for j in range(i + 1, 4)}
+    r2 = []
+    for s, f in enumerate(w["files"]):
+        out = tmp_path / f"s{s}.r2"
+        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust",
+                 w["trust"], cwd=tmp_path, home=tmp_path / f"home{s}")
+        assert r.returncode == 0, r.stderr
+        r2.append(out)
+    _spent_the_total_then_learn(w, r1, r2, 0.2)
