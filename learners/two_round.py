@@ -210,7 +210,8 @@ def whole_workload(kept: Sequence[str], codebook: Any, rests: Sequence[float], n
         return None
     K = int(codebook.label.n_classes)
     m = {a: int(codebook.feature(a).n_levels) for a in kept}
-    cand = [(a,) for a in kept] + list(combinations(kept, 2))
+    # each pair in the codebook's order, whatever order the sites' noisy ranking gave ``kept``
+    cand = [(a,) for a in kept] + list(combinations(sorted(kept, key=codebook.index), 2))
     sizes = [K * int(np.prod([m[a] for a in c])) for c in cand]
     w = least_squares_weights(sizes, "gaussian")
     pair = list(range(len(kept), len(cand)))
