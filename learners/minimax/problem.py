@@ -151,11 +151,11 @@ class MinimaxProblem:
 
     @property
     def K(self) -> int:
-        return int(self.tau.shape[0])
+        return self.layout.K
 
     @property
     def D(self) -> int:
-        return int(self.tau.shape[1])
+        return self.layout.D
 
     def risk(self, mu: np.ndarray, phi: float) -> float:
         """R(μ) for μ (K, D) on this problem's map."""
