@@ -55,14 +55,15 @@ def _fit(problem: MinimaxProblem, edges: list[tuple[int, int]], mu: np.ndarray, 
         bound=bound, edges=list(edges))
 
 
-def _node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np.ndarray:
+def node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np.ndarray:
+    """Ψ columns of the nodes and of the candidate edges ``active`` (edge indices of the problem's map)."""
     full = problem.fmap
     return np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(e) for e in active]).astype(np.int64)
 
 
 def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[MinimaxSolution, ForestOracle]:
     oracle = ForestOracle(problem.fmap, problem.K, active, exclude=problem.layout.excluded)
-    return solve_compact(oracle, problem.tau, problem.lam, problem.layout.lp_columns(_node_and_edge_columns(problem, active))), oracle
+    return solve_compact(oracle, problem.tau, problem.lam, problem.layout.lp_columns(node_and_edge_columns(problem, active))), oracle
 
 
 def _row_lp(problem: MinimaxProblem, bound: float) -> MinimaxLP:
@@ -103,7 +104,7 @@ def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], comp
         v = sol.value
         return _fit(problem, list(forest), sol.mu, [v], [v], [v], True, np.full(K * full.dim, float(bound)), 0)
     lp = _row_lp(problem, bound)
-    lp.add_columns(problem.layout.lp_columns(_node_and_edge_columns(problem, active)))
+    lp.add_columns(problem.layout.lp_columns(node_and_edge_columns(problem, active)))
     oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.layout.excluded)
     _initial_rows(lp, oracle)
     res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=callback)

@@ -24,7 +24,7 @@ import numpy as np
 from ..features.pairwise import PairwiseFeatureMap
 from .empty_cells import fix_empty_cells_forest, fix_empty_cells_local
 from .forest import ForestOracle
-from .forest_drivers import GreedyCompact, GreedyRows, forest_once
+from .forest_drivers import GreedyCompact, GreedyRows, forest_once, node_and_edge_columns
 from .formulations import Formulation, register
 from .generation import Generation
 from .local import solve_local
@@ -37,8 +37,7 @@ def submodel(problem: MinimaxProblem, edges: Sequence[tuple[int, int]]) -> tuple
     full = problem.fmap
     cand = list(full.edges)
     pmap = PairwiseFeatureMap(full.blocks, [b.column for b in full.blocks], edges)
-    keep = np.concatenate([np.arange(full.nodes.dim)] + [full.edge_columns(cand.index(e)) for e in edges]).astype(np.int64)
-    return pmap, keep
+    return pmap, node_and_edge_columns(problem, [cand.index(e) for e in edges])
 
 
 class OneShot:
