@@ -173,4 +173,4 @@ def fit(problem: MinimaxProblem, formulation: Any, search: One | Columns | Greed
         iterations[-1] = value
     return replace(raw, fmap=done.fmap, mu=done.mu, tau=done.tau, lam=done.lam, phi=float(done.phi), value=value,
                    iterations=iterations, impossible=done.impossible, bound=done.bound, stop=gen.stop,
-                   history=list(gen.history), seconds=time.perf_counter() - t0, formulation=formulation.name)
+                   history=list(gen.history), seconds=time.perf_counter() - t0)
