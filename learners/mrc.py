@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from .base import features_param
 from .features.blocks import Block, FeatureMap, node_blocks
-from .minimax.empty_cells import FIRST_ORDER_POLICIES, policy_name
+from .minimax.empty_cells import FIRST_ORDER_POLICIES, empty_cells, policy_name
 from .minimax.first_order import SelectPricing
 from .minimax.fit import Columns, FitOptions, One, fit
 from .minimax.formulations import FIRST_ORDER, formulation
@@ -173,7 +173,7 @@ class MRC(MinimaxRules):
         problem = problem_from(summary, FeatureMap(blocks, [b.column for b in blocks]), self.s, self.coverage)
         sol = fit(problem, formulation(self.formulation, "MRC"), self._search(), self._options())
         # every feature's empty cells, not only the working set's
-        ruled_out = ((problem.tau + problem.lam) <= 0.0) & problem.fmap.indicator_columns()[None, :]
+        ruled_out = empty_cells(problem.fmap, problem.tau, problem.lam)
         self._set_minimax_state(summary, sol, ruled_out, approximate=problem.approximate)
         self.selected_features_ = [problem.fmap.blocks[int(i)].name for i in sol.selected]
         self.solution_ = sol
