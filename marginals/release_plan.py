@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -202,10 +203,11 @@ class ReleasePlan:
             specs.append(TableSpec(tuple(t.clique), t.kind, int(counts.size), integer))
         return cls(specs, label=codebook.label.name if codebook is not None else None, **budget)
 
-    @property
+    @cached_property
     def cost(self) -> "PrivacyCost":
         """The release's cost: the composition of its tables' OpenDP maps (refused when its ρ is
-        beyond what OpenDP's conversion can state as (ε, δ))."""
+        beyond what OpenDP's conversion can state as (ε, δ)); composed once, read before the
+        count (the cap) and after it (the bundle's record)."""
         cost = release_cost(self.mechanism.cost_part(t.measurement, t.sensitivity, t.cost, self.delta)
                             for t in self.tables)
         if math.isinf(cost.epsilon):

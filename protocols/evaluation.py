@@ -37,7 +37,8 @@ from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, select, split_for_model
 from marg.marginals.accounting import PrivacyCost, at_cap
-from marg.marginals.privacy import budget_for, check_delta, plan_cost, privatize
+from marg.marginals.privacy import budget_for, check_delta
+from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.tables import MarginalTable
 
 from . import evaluation_ledger as evl
@@ -206,8 +207,9 @@ def evaluate_site(
     unit = resolve_unit(model.codebook, r.privacy_unit, r.max_rows_per_unit)
     bound = unit.bound if unit is not None else 1
     clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, content).clique
-    requested = plan_cost([clique], ecb, epsilon=epsilon, rho=rho, delta=delta,
-                          max_rows=bound) if dp else PrivacyCost.unbounded()
+    # the release planned once: its cost now, its noise after counting (marginals.release_plan)
+    dp_plan = ReleasePlan.for_cliques([clique], ecb, epsilon=epsilon, rho=rho, delta=delta, max_rows=bound) if dp else None
+    requested = dp_plan.cost if dp_plan is not None else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(delivery.ledger_dir, site, signing_key)
     if ledger_dir is None:
         raise InputError("an evaluation release needs the site's ledger (it remembers the held-out rows)")
@@ -228,7 +230,7 @@ def evaluate_site(
         tables = [release_table(conf, model.codebook, content)]
         suppressed: list[Any] = []
         if dp:
-            tables, cost = privatize(tables, epsilon=epsilon, rho=rho, delta=delta, codebook=ecb, max_rows=bound)
+            tables, cost = dp_plan.release(tables, ecb), dp_plan.cost
             privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(), **at_cap(ledger.cap(), cost)}
             released_n = None
         else:
