@@ -154,13 +154,17 @@ def label_floor(x: SplitInputs) -> float:
     return float(min(1.0 - 2.0 * MIN_SHARE, max(MIN_SHARE, math.ceil(need * 1e6) / 1e6)))
 
 
+def _shares_within(x: SplitInputs, a2: Any, size: float) -> Any:
+    """How many equal shares of round 2's ``a2`` keep a table of ``size`` cells within the noise rule (not rounded):
+    σ_2 = sqrt(S)·r·sqrt(k/(2·a2·ρ)) ≤ NOISE_RATIO·N/|T|  ⇔  k ≤ 2·a2·ρ·(NOISE_RATIO·N/(|T|·r))²/S."""
+    N, S = float(sum(x.rows)), len(x.rows)
+    return 2.0 * a2 * x.rho_total * (NOISE_RATIO * N / (size * x.max_rows)) ** 2 / S
+
+
 def k_max(x: SplitInputs, a2: Any) -> Any:
     """The most first-order tables round 2 can measure at share ``a2`` within the noise rule (≥ 1, ≤ p/2);
     elementwise over an array of shares."""
-    N, S, m = float(sum(x.rows)), len(x.rows), float(np.median(x.levels))
-    size = x.classes * m
-    # σ_2 = sqrt(S)·r·sqrt(k/(2·a2·ρ)) ≤ NOISE_RATIO·N/|T|  ⇔  k ≤ 2·a2·ρ·(NOISE_RATIO·N/(|T|·r))²/S
-    k = np.floor(2.0 * np.asarray(a2, dtype=np.float64) * x.rho_total * (NOISE_RATIO * N / (size * x.max_rows)) ** 2 / S)
+    k = np.floor(_shares_within(x, np.asarray(a2, dtype=np.float64), x.classes * float(np.median(x.levels))))
     out = np.clip(k, 1, max(1, x.p // 2)).astype(np.int64)
     return int(out) if out.ndim == 0 else out
 
@@ -289,8 +293,8 @@ def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, f
 def workload_max(x: SplitInputs, a2: float) -> int:
     """How many equal shares of round 2's ``a2`` keep a table of the median pair size, C·m̃², within the noise
     rule: ⌊2·a2·ρ_T·(``NOISE_RATIO``·N/(C·m̃²·r))²/S⌋ (σ_2 = sqrt(S)·r·sqrt(shares/(2·a2·ρ_T)))."""
-    N, S, m = float(sum(x.rows)), len(x.rows), float(np.median(x.levels))
-    return int(math.floor(2.0 * a2 * x.rho_total * (NOISE_RATIO * N / (x.classes * m * m * x.max_rows)) ** 2 / S))
+    m = float(np.median(x.levels))
+    return int(math.floor(_shares_within(x, a2, x.classes * m * m)))
 
 
 def measures_all(x: SplitInputs) -> bool:
