@@ -169,6 +169,21 @@ def k_max(x: SplitInputs, a2: Any) -> Any:
     return int(out) if out.ndim == 0 else out
 
 
+def _p_wrong(x: SplitInputs, aL: Any, a2: Any) -> Any:
+    """P_wrong: the prior calls the wrong larger class, reading the least noisy label counts (the label table at
+    ``aL`` or the fewest-levels table's column sums at ``a2``); elementwise."""
+    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    var_label = np.minimum(r * r / (2.0 * aL * rho), float(min(x.levels)) * r * r / (2.0 * a2 * rho))
+    return ndtr(-GAP * N / np.sqrt(var_label * 2.0 * S))
+
+
+def _p_flip(x: SplitInputs, a2: Any, tables: Any) -> Any:
+    """P_flip: a level's class comparison flipped by round 2's noise, ``a2`` shared equally by ``tables``; elementwise."""
+    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    sigma2 = np.sqrt(S) * r * np.sqrt(tables / (2.0 * a2 * rho))
+    return ndtr(-2.0 * EFFECT * N / (float(np.median(x.levels)) * np.sqrt(2.0) * sigma2))
+
+
 def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     """The parts of E (module docstring), elementwise over arrays of shares: P_wrong, P_agree, λ, j,
     P_any, P_flip, the found model's error and the prior's."""
@@ -180,10 +195,7 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     w = n / N
     F = min(F_PLAN, max(1, p // 2))
     kf = min(k, F)
-    m_med, m_min = float(np.median(x.levels)), float(min(x.levels))
-    # the prior: the least noisy label counts
-    var_label = np.minimum(r * r / (2.0 * aL * rho), m_min * r * r / (2.0 * a2 * rho))
-    p_wrong = ndtr(-GAP * N / np.sqrt(var_label * 2.0 * S))
+    p_wrong = _p_wrong(x, aL, a2)
     e_prior = (1.0 - GAP) / 2.0 + GAP * p_wrong
     # the selection at each site, then the learner's agreement
     b2 = r * r * k / (8.0 * aS * rho)
@@ -206,8 +218,7 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     # (agreed by chance or not, the features compete for those; the learner cannot tell them apart)
     keep = np.minimum(1.0, k_max(x, a2) / np.maximum(j + lam, 1e-300))
     j, lam = j * keep, lam * keep
-    sigma2 = np.sqrt(S) * r * np.sqrt(np.maximum(1.0, j + lam) / (2.0 * a2 * rho))
-    p_flip = ndtr(-2.0 * EFFECT * N / (m_med * np.sqrt(2.0) * sigma2))
+    p_flip = _p_flip(x, a2, np.maximum(1.0, j + lam))
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
     spread = np.sqrt(4.0 * j * q * (1.0 - q) + lam)
     e_found = np.where(spread > 0, ndtr(-j * (2.0 * q - 1.0) / np.where(spread > 0, spread, 1.0)), 0.5)  # none found: 1/2
@@ -312,13 +323,8 @@ def measure_all_split(x: SplitInputs) -> Split:
     rule, so the learner weighs a chance feature by its own measured table)."""
     aL = min(label_floor(x), 1.0 - 2.0 * MIN_SHARE)
     a2 = 1.0 - aL - MIN_SHARE
-    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
     F = float(min(F_PLAN, max(1, x.p // 2)))
-    m_med, m_min = float(np.median(x.levels)), float(min(x.levels))
-    var_label = min(r * r / (2.0 * aL * rho), m_min * r * r / (2.0 * a2 * rho))
-    p_wrong = float(ndtr(-GAP * N / math.sqrt(var_label * 2.0 * S)))
-    sigma2 = math.sqrt(S) * r * math.sqrt(x.p / (2.0 * a2 * rho))
-    p_flip = float(ndtr(-2.0 * EFFECT * N / (m_med * math.sqrt(2.0) * sigma2)))
+    p_wrong, p_flip = float(_p_wrong(x, aL, a2)), float(_p_flip(x, a2, x.p))
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
     e_found = float(ndtr(-F * (2.0 * q - 1.0) / math.sqrt(4.0 * F * q * (1.0 - q))))
     parts = {"p_wrong": p_wrong, "p_agree": 1.0, "chance_agreements": 0.0, "found": F, "p_any": 1.0, "p_flip": p_flip,
