@@ -223,9 +223,14 @@ def whole_workload(kept: Sequence[str], codebook: Any, rests: Sequence[float], n
                      _pooled_std(rests, float(w[max(pair, key=lambda t: sizes[t])])))
 
 
-def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float) -> TablePlan:
+def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float,
+                  every: bool = False) -> TablePlan:
     """The first-order tables of ``kept`` and the pairs among its first M, M the largest for which the
-    largest pair table's pooled noise std per cell is at most ``NOISE_RATIO``·n̂/|T|; least-squares weights."""
+    largest pair table's pooled noise std per cell is at most ``NOISE_RATIO``·n̂/|T|; least-squares weights.
+    ``every`` (the sites ranked every candidate): the whole workload when it is affordable (:func:`whole_workload`)."""
+    whole = whole_workload(kept, codebook, rests, n_hat) if every else None
+    if whole is not None:
+        return whole
     K = int(codebook.label.n_classes)
     m = {a: int(codebook.feature(a).n_levels) for a in kept}
     kept = first_order_rule(kept, m, K, rests, n_hat)
@@ -257,7 +262,7 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
     # a site bounding each patient to K rows adds K times a row's noise: plan at its ρ/K² per row
     every = all(s.selection.measures_all for s in sites)
     rests, n_hat = [s.rho_rest / s.selection.sensitivity ** 2 for s in sites], sum(s.n_hat for s in sites)
-    tp = (every and whole_workload(kept, codebook, rests, n_hat)) or choose_tables(kept, codebook, rests, n_hat)
+    tp = choose_tables(kept, codebook, rests, n_hat, every)
     why = {"pooled": [{"feature": a, "vote": round(v, 4), "rank_score": round(b, 4)} for a, v, b in pooled[:50]],
            "kept": kept, "pairs_among": [a for a in kept if any(len(c) == 2 and a in c for c in tp.tables)],
            "pairs": sum(len(c) == 2 for c in tp.tables), "chance_vote": chance_vote(sites),
@@ -284,8 +289,7 @@ def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float, ma
     plan = study_plan(codebook, epsilon, delta, rows, max_rows)
     names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels), codebook.index(a)))[:plan.k]
     rests = [plan.rho_rest / max_rows ** 2] * len(rows)
-    tp = ((plan.k == plan.candidates and whole_workload(names, codebook, rests, float(sum(rows))))
-          or choose_tables(names, codebook, rests, float(sum(rows))))
+    tp = choose_tables(names, codebook, rests, float(sum(rows)), plan.k == plan.candidates)
     return {"plan": plan.to_dict(), "sites": len(rows), "rows": list(rows),
             "label_std": get_mechanism("gaussian").scale_for(plan.rho_label, max_rows),
             "selection_scale": calibrate_top_k(plan.k, plan.rho_select, max_rows)[0],

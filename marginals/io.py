@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -81,23 +81,14 @@ def column_names(path: str | Path) -> list[str]:
             return list(pq.ParquetFile(str(path)).schema_arrow.names)
         except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: a corrupted file's names are not UTF-8
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
-    import pyarrow.csv as pcsv
-
     block = DEFAULT_CHUNK_BYTES
     try:
         while True:
             try:
                 with pa.input_stream(str(path), compression="detect") as s:
-                    reader = pcsv.open_csv(
-                        s,
-                        # a block holds whole rows (the header and the rows typed from the first block)
-                        read_options=pcsv.ReadOptions(block_size=block),
-                        parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
-                        convert_options=pcsv.ConvertOptions(
-                            strings_can_be_null=True, null_values=NULL_VALUES, auto_dict_encode=False
-                        ),
-                    )
-                    return list(reader.schema.names)
+                    # a block holds whole rows (the header and the rows typed from the first block)
+                    convert = {"strings_can_be_null": True, "null_values": NULL_VALUES, "auto_dict_encode": False}
+                    return list(_open_csv(s, path, convert, block).schema.names)
             except pa.ArrowInvalid as exc:
                 block = _grown(exc, block, path)
     except UnicodeDecodeError:  # a header name that is not UTF-8
@@ -206,24 +197,26 @@ def _single_thread_error(path: Path) -> str:
     return ""
 
 
+def _open_csv(stream: Any, path: Path, convert: dict, block: int, use_threads: bool = True) -> Any:
+    """Arrow's streaming CSV reader on ``stream`` (``path``'s delimiter, ``convert``: pyarrow.csv.ConvertOptions'
+    arguments), in blocks of ``block`` bytes."""
+    import pyarrow.csv as pcsv
+
+    return pcsv.open_csv(stream, read_options=pcsv.ReadOptions(block_size=block, use_threads=use_threads),
+                         parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
+                         convert_options=pcsv.ConvertOptions(**convert))
+
+
 def _csv_batches(path: Path, convert: dict, block: int, *, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
     """The CSV file's record batches (``convert``: pyarrow.csv.ConvertOptions' arguments), read in blocks of
     ``block`` bytes; when a row is longer than the block, the file is read again with a block twice as
     large (:func:`_grown`) and the rows already yielded are skipped, so every row comes exactly once."""
-    import pyarrow.csv as pcsv
-
     done = 0  # rows yielded so far
     while True:
         skip = done
         try:
             with pa.input_stream(str(path), compression="detect") as s:
-                reader = pcsv.open_csv(
-                    s,
-                    read_options=pcsv.ReadOptions(block_size=block, use_threads=use_threads),
-                    parse_options=pcsv.ParseOptions(delimiter=_delimiter(path)),
-                    convert_options=pcsv.ConvertOptions(**convert),
-                )
-                for batch in reader:
+                for batch in _open_csv(s, path, convert, block, use_threads):
                     if skip:
                         cut = min(skip, batch.num_rows)
                         skip -= cut

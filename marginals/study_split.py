@@ -154,15 +154,34 @@ def label_floor(x: SplitInputs) -> float:
     return float(min(1.0 - 2.0 * MIN_SHARE, max(MIN_SHARE, math.ceil(need * 1e6) / 1e6)))
 
 
+def _shares_within(x: SplitInputs, a2: Any, size: float) -> Any:
+    """How many equal shares of round 2's ``a2`` keep a table of ``size`` cells within the noise rule (not rounded):
+    σ_2 = sqrt(S)·r·sqrt(k/(2·a2·ρ)) ≤ NOISE_RATIO·N/|T|  ⇔  k ≤ 2·a2·ρ·(NOISE_RATIO·N/(|T|·r))²/S."""
+    N, S = float(sum(x.rows)), len(x.rows)
+    return 2.0 * a2 * x.rho_total * (NOISE_RATIO * N / (size * x.max_rows)) ** 2 / S
+
+
 def k_max(x: SplitInputs, a2: Any) -> Any:
     """The most first-order tables round 2 can measure at share ``a2`` within the noise rule (≥ 1, ≤ p/2);
     elementwise over an array of shares."""
-    N, S, m = float(sum(x.rows)), len(x.rows), float(np.median(x.levels))
-    size = x.classes * m
-    # σ_2 = sqrt(S)·r·sqrt(k/(2·a2·ρ)) ≤ NOISE_RATIO·N/|T|  ⇔  k ≤ 2·a2·ρ·(NOISE_RATIO·N/(|T|·r))²/S
-    k = np.floor(2.0 * np.asarray(a2, dtype=np.float64) * x.rho_total * (NOISE_RATIO * N / (size * x.max_rows)) ** 2 / S)
+    k = np.floor(_shares_within(x, np.asarray(a2, dtype=np.float64), x.classes * float(np.median(x.levels))))
     out = np.clip(k, 1, max(1, x.p // 2)).astype(np.int64)
     return int(out) if out.ndim == 0 else out
+
+
+def _p_wrong(x: SplitInputs, aL: Any, a2: Any) -> Any:
+    """P_wrong: the prior calls the wrong larger class, reading the least noisy label counts (the label table at
+    ``aL`` or the fewest-levels table's column sums at ``a2``); elementwise."""
+    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    var_label = np.minimum(r * r / (2.0 * aL * rho), float(min(x.levels)) * r * r / (2.0 * a2 * rho))
+    return ndtr(-GAP * N / np.sqrt(var_label * 2.0 * S))
+
+
+def _p_flip(x: SplitInputs, a2: Any, tables: Any) -> Any:
+    """P_flip: a level's class comparison flipped by round 2's noise, ``a2`` shared equally by ``tables``; elementwise."""
+    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    sigma2 = np.sqrt(S) * r * np.sqrt(tables / (2.0 * a2 * rho))
+    return ndtr(-2.0 * EFFECT * N / (float(np.median(x.levels)) * np.sqrt(2.0) * sigma2))
 
 
 def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
@@ -176,10 +195,7 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     w = n / N
     F = min(F_PLAN, max(1, p // 2))
     kf = min(k, F)
-    m_med, m_min = float(np.median(x.levels)), float(min(x.levels))
-    # the prior: the least noisy label counts
-    var_label = np.minimum(r * r / (2.0 * aL * rho), m_min * r * r / (2.0 * a2 * rho))
-    p_wrong = ndtr(-GAP * N / np.sqrt(var_label * 2.0 * S))
+    p_wrong = _p_wrong(x, aL, a2)
     e_prior = (1.0 - GAP) / 2.0 + GAP * p_wrong
     # the selection at each site, then the learner's agreement
     b2 = r * r * k / (8.0 * aS * rho)
@@ -202,8 +218,7 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     # (agreed by chance or not, the features compete for those; the learner cannot tell them apart)
     keep = np.minimum(1.0, k_max(x, a2) / np.maximum(j + lam, 1e-300))
     j, lam = j * keep, lam * keep
-    sigma2 = np.sqrt(S) * r * np.sqrt(np.maximum(1.0, j + lam) / (2.0 * a2 * rho))
-    p_flip = ndtr(-2.0 * EFFECT * N / (m_med * np.sqrt(2.0) * sigma2))
+    p_flip = _p_flip(x, a2, np.maximum(1.0, j + lam))
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
     spread = np.sqrt(4.0 * j * q * (1.0 - q) + lam)
     e_found = np.where(spread > 0, ndtr(-j * (2.0 * q - 1.0) / np.where(spread > 0, spread, 1.0)), 0.5)  # none found: 1/2
@@ -289,8 +304,8 @@ def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, f
 def workload_max(x: SplitInputs, a2: float) -> int:
     """How many equal shares of round 2's ``a2`` keep a table of the median pair size, C·m̃², within the noise
     rule: ⌊2·a2·ρ_T·(``NOISE_RATIO``·N/(C·m̃²·r))²/S⌋ (σ_2 = sqrt(S)·r·sqrt(shares/(2·a2·ρ_T)))."""
-    N, S, m = float(sum(x.rows)), len(x.rows), float(np.median(x.levels))
-    return int(math.floor(2.0 * a2 * x.rho_total * (NOISE_RATIO * N / (x.classes * m * m * x.max_rows)) ** 2 / S))
+    m = float(np.median(x.levels))
+    return int(math.floor(_shares_within(x, a2, x.classes * m * m)))
 
 
 def measures_all(x: SplitInputs) -> bool:
@@ -308,13 +323,8 @@ def measure_all_split(x: SplitInputs) -> Split:
     rule, so the learner weighs a chance feature by its own measured table)."""
     aL = min(label_floor(x), 1.0 - 2.0 * MIN_SHARE)
     a2 = 1.0 - aL - MIN_SHARE
-    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
     F = float(min(F_PLAN, max(1, x.p // 2)))
-    m_med, m_min = float(np.median(x.levels)), float(min(x.levels))
-    var_label = min(r * r / (2.0 * aL * rho), m_min * r * r / (2.0 * a2 * rho))
-    p_wrong = float(ndtr(-GAP * N / math.sqrt(var_label * 2.0 * S)))
-    sigma2 = math.sqrt(S) * r * math.sqrt(x.p / (2.0 * a2 * rho))
-    p_flip = float(ndtr(-2.0 * EFFECT * N / (m_med * math.sqrt(2.0) * sigma2)))
+    p_wrong, p_flip = float(_p_wrong(x, aL, a2)), float(_p_flip(x, a2, x.p))
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
     e_found = float(ndtr(-F * (2.0 * q - 1.0) / math.sqrt(4.0 * F * q * (1.0 - q))))
     parts = {"p_wrong": p_wrong, "p_agree": 1.0, "chance_agreements": 0.0, "found": F, "p_any": 1.0, "p_flip": p_flip,
