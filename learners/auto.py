@@ -1,19 +1,24 @@
-"""The automatic learner choice as an estimator: estimate each candidate's error, compute its certificate, choose by one rule.
+"""The automatic learner choice as an estimator: candidates from a generator, one estimator, one rule, the chosen estimator's own certificate.
 
-:class:`AutoLearner` fits every candidate (learner, parameters) on the summary and records,
-per candidate:
+:class:`AutoLearner` is one composition (:mod:`marg.learners.candidates`): a **generator**
+proposes candidates — :class:`~marg.learners.candidates.PlainCandidates` (the learners as given;
+:data:`DEFAULT_CANDIDATES`) or, on wide summaries, :class:`~marg.learners.screened.ScreeningCandidates`
+((learner, M) on the top M screened features, the label-only rule as M = 0) —; each candidate is
+fitted on the summary and records:
 
-- its **certificate** — the learner's own ``certificate_`` (a bound on the error of the
-  rule it predicts with, at the same coverage for all); a training-sample quantity (2γ) is
-  replaced by W(h) of the rule (:func:`marg.learners.certify.certify`);
-- its **estimated error** (:mod:`marg.learners.cross_site`): with 2–20 sites' own tables,
-  **leave-one-site-out** — the candidate refitted without site k, its error on rows
-  simulated from site k's tables (the tree-augmented naive-Bayes distribution those tables
-  determine; the model's own ``predict``, so any rule and tie-break is covered), averaged
-  over the sites by their n; with one site (or more than 20), the fitted model's error on
-  rows simulated from the whole summary **in sample** (optimistic: the tables it was fitted
-  on). Raw numeric features give no estimate (only their moments are released), and the
-  row says why.
+- its **certificate** — asked of the fitted estimator itself
+  (:meth:`~marg.learners.base.MarginalEstimator.certificate`: a bound on the error of the labels
+  it predicts, at the same coverage for all; a training-sample quantity (2γ) or R* replaced by
+  W(h) of the rule, :mod:`marg.learners.choice_certificates`);
+- its **estimated error**, by the ONE estimator :func:`marg.learners.cross_site.estimate_errors`:
+  with 2–20 sites' own tables, **leave-one-site-out** — the candidate refitted without site k
+  (a screened candidate screens again), its error on rows simulated from site k's tables (the
+  tree-augmented naive-Bayes distribution those tables determine; the model's own ``predict``,
+  so any rule and tie-break is covered), averaged over the sites by their n; with one site (or
+  more than 20), the fitted model's error on rows simulated from the whole summary **in sample**
+  (optimistic: the tables it was fitted on), or for screened candidates the **split** fallback
+  (refitted on training sets drawn from the tables, so the noise of screening is seen). Raw
+  numeric features give no estimate (only their moments are released), and the row says why.
 
 The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice_rule`, set by ``prefer``:
 ``"balanced"`` (default) — among the candidates whose estimate is within noise of the best
@@ -33,10 +38,10 @@ The chosen fitted estimator is ``chosen_``; predictions and the certificate are 
 
 **Many features** (:func:`marg.learners.screened.screening_applies`: more than
 :data:`~marg.learners.screened.SCREEN_MIN_FEATURES` discrete features whose pair tables are
-not all released) with the default candidates: screen, then learn
-(:func:`marg.learners.screened.screen_and_learn`) — each (learner, number of screened
-features M) is a candidate row, the chosen one the smallest estimated error, its certificate
-W(h) over every feature's first-order uncertainty set (valid for the selection); ``screen_``
+not all released) with the default candidates: the screening generator — each (learner, number
+of screened features M) a candidate row, chosen by the same rule without certificates (the fewest
+features within noise of the best), the chosen one certified by itself over every feature's
+first-order uncertainty set (valid for the selection); ``screen_``
 records the genes. When no feature passes the screen (DP noise above every dependence), the
 label-only rule (:data:`FALLBACK`, :class:`marg.learners.label_only.LabelOnly`): the class whose
 share's lower confidence bound is largest, for every row, certified by the label table's box
@@ -185,24 +190,29 @@ class AutoLearner(MarginalEstimator):
         """Candidates from a generator, fitted, estimated by the one estimator, chosen by the one rule, certified by
         the chosen estimator itself (:mod:`marg.learners.candidates`)."""
         self.check_params()
-        self.screen_: dict[str, Any] | None = None
+        screen: dict[str, Any] | None = None
         if self.candidates is None and screening_applies(summary):
             try:
-                return self._compose(summary, ScreeningCandidates(summary, coverage=self.coverage, features=self.features))
+                return self.fit_candidates(summary, ScreeningCandidates(summary, coverage=self.coverage, features=self.features))
             except InputError as exc:  # nothing above the noise: the label-only rule
-                self.screen_ = {"applied": False, "reason": str(exc),
+                screen = {"applied": False, "reason": str(exc),
                                 "note": f"no feature above the noise: predicting the class with the largest share, "
                                         f"{FALLBACK[0]}"}
-        if self.screen_ is not None:
-            return self._compose(summary, _EmptyScreen([FALLBACK], self._make, self.coverage))
-        return self._compose(summary, PlainCandidates(self._candidate_list(), self._make, self.coverage))
+        if screen is not None:
+            return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen)
+        return self.fit_candidates(summary, PlainCandidates(self._candidate_list(), self._make, self.coverage))
 
-    def _compose(self, summary: Any, gen: Any) -> "AutoLearner":
-        """The one composition: the generator proposes (lazily, batch by batch), each candidate is fitted on the
+    def fit_candidates(self, summary: Any, gen: Any, screen: dict[str, Any] | None = None) -> "AutoLearner":
+        """Fit on the candidates of the generator ``gen`` (what :meth:`fit` does with the generator the summary
+        calls for — e.g. :class:`marg.learners.screened.ScreeningCandidates` with other learners or sizes).
+
+        The one composition: the generator proposes (lazily, batch by batch), each candidate is fitted on the
         whole summary (and certified at the per-box coverage when the generator compares certificates), each
         batch estimated by :func:`marg.learners.cross_site.estimate_errors` and the choice made by the generator's
         mode of :func:`marg.learners.choice_rule.choose_index`, until the generator proposes nothing more; then
-        the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`)."""
+        the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`).
+        ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own)."""
+        self.check_params()
         self.each_coverage_ = gen.each  # one event for every certificate compared
         rows: list[CandidateRow] = []
         cands: list[Candidate] = []
@@ -257,8 +267,7 @@ class AutoLearner(MarginalEstimator):
             rows[k].certificate, rows[k].kind = float(chosen.certificate_.value), chosen.certificate_.kind
             rows[k].trivial = bool(chosen.certificate_.trivial)
         record = gen.record(rows, cands, method)
-        if record is not None:
-            self.screen_ = record
+        self.screen_ = record if record is not None else screen
         self._say_choice(rows)
         self.chosen_ = chosen
         self.fitted_ = [c.model for c in cands]  # every candidate fitted on the whole summary (None: failed); not saved

@@ -164,6 +164,9 @@ class ScreeningCandidates:
         bound); while the choice is the largest M tried, :data:`GROWTH` × it is proposed next.
     replicates : int
         Training sets of the one-site (split) estimate.
+    ranked : sequence of str or None
+        The features in the order to take them (None: the screen's, those with a positive bound) — e.g. the
+        genes of a request the sites answered.
 
     Raises
     ------
@@ -177,7 +180,8 @@ class ScreeningCandidates:
     patients = False
 
     def __init__(self, summary: Any, coverage: float = 0.95, features: Sequence[str] | None = None,
-                 learners: Sequence[str] = LEARNERS, sizes: Sequence[int] = SIZES, replicates: int = REPLICATES):
+                 learners: Sequence[str] = LEARNERS, sizes: Sequence[int] = SIZES, replicates: int = REPLICATES,
+                 ranked: Sequence[str] | None = None):
         if not sizes or any(int(m) != m or m < 1 for m in sizes):
             raise InputError(f"sizes must be positive integers, got {list(sizes)!r}")
         if int(replicates) != replicates or replicates < 1:
@@ -186,7 +190,7 @@ class ScreeningCandidates:
         self.replicates = int(replicates)
         self.each = split_coverage(coverage, 2)  # two boxes could carry the choice: the label table's, every feature's
         self.scores = screen_scores(summary, features, coverage)
-        self.ranked = self.scores.rank()
+        self.ranked = self.scores.rank() if ranked is None else list(ranked)
         if not self.ranked:
             raise InputError(f"no feature's dependence on the label is above the noise of these tables "
                              f"(all {len(self.scores.names)} screening lower bounds are 0 at coverage {coverage:g})")
@@ -228,7 +232,9 @@ class ScreeningCandidates:
         est.selected_from_ = tuple(self.scores.names)  # chosen from these tables: it certifies itself for the selection
         return est
 
-    def _candidate(self, learner: str, size: int, ridge: float | None = None, note: str = "") -> Candidate:
+    def candidate(self, learner: str, size: int, ridge: float | None = None, note: str = "") -> Candidate:
+        """(``learner``, M = ``size``) on the top M screened features (its ``fit`` on the whole summary, its ``refit``
+        screening the fold or training set it is given first); ``ridge``: Rényi's, fixed."""
         c = Candidate(learner, {} if learner == PRIOR else {"screened": size},
                       fit=lambda s: self._fit(s, learner, size, ridge), refit=lambda s: self._fit(s, learner, size),
                       size=size, note=note)
@@ -241,14 +247,14 @@ class ScreeningCandidates:
         while the chosen (``rows[k]``) is at the largest M tried, GROWTH × that M; then nothing."""
         if self.path is not None:
             if not self.cands:
-                yield self._candidate(PRIOR, 0, note=f"GCV {self.path[0][2]:.4g}: the intercept alone, the larger class")
+                yield self.candidate(PRIOR, 0, note=f"GCV {self.path[0][2]:.4g}: the intercept alone, the larger class")
                 for m in sorted({t[0] for t in self.path} - {0}):
                     _, r, g = min((t for t in self.path if t[0] == m), key=lambda t: t[2])
-                    yield self._candidate("renyi", m, r, note=f"GCV {g:.4g} at ridge {r:g}")
+                    yield self.candidate("renyi", m, r, note=f"GCV {g:.4g} at ridge {r:g}")
             return
         if not self.cands:
             grid = self.grid
-            batch = [self._candidate(PRIOR, 0)]  # the label-only rule is always a configuration
+            batch = [self.candidate(PRIOR, 0)]  # the label-only rule is always a configuration
             yield batch[0]
         else:
             live = [c for c in self.cands if c.model is not None]
@@ -264,7 +270,7 @@ class ScreeningCandidates:
             for m in grid:
                 if name in failed:
                     break
-                c = self._candidate(name, m)
+                c = self.candidate(name, m)
                 batch.append(c)
                 yield c
                 if c.model is None:  # e.g. Rényi without the screened features' pair tables: one row says why
