@@ -200,7 +200,22 @@ class AutoLearner(MarginalEstimator):
                                         f"{FALLBACK[0]}"}
         if screen is not None:
             return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen)
-        return self.fit_candidates(summary, PlainCandidates(self._candidate_list(), self._make, self.coverage))
+        cands = self._candidate_list()
+        return self.fit_candidates(summary, PlainCandidates(cands, self._make, self.coverage,
+                                                            self._screened(summary, cands)))
+
+    def _screened(self, summary: Any, cands: list) -> Callable[[str, int], Candidate] | None:
+        """The screening generator's candidate factory, for candidates ``(learner, {"screened": M})`` given in a list;
+        when the screen keeps nothing, each such candidate fails saying why."""
+        if not any("screened" in p for _, p in cands):
+            return None
+        try:
+            return ScreeningCandidates(summary, coverage=self.coverage, features=self.features).candidate
+        except InputError as exc:
+            def failed(s: Any, why: str = str(exc)) -> Any:
+                raise InputError(why)
+
+            return lambda name, m: Candidate(name, {"screened": m}, fit=failed, refit=failed, size=m)
 
     def fit_candidates(self, summary: Any, gen: Any, screen: dict[str, Any] | None = None) -> "AutoLearner":
         """Fit on the candidates of the generator ``gen`` (what :meth:`fit` does with the generator the summary
@@ -289,6 +304,8 @@ class AutoLearner(MarginalEstimator):
         last = None
         for k in order:
             name, params = cands[k]
+            if "screened" in params:  # its certificate is over every feature's box, not a refit at scale
+                continue
 
             def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
                 try:

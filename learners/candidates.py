@@ -93,7 +93,12 @@ FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
 
 class PlainCandidates:
     """The learners as given: each fitted and certified at 1 − α/m (m candidates: one event for the whole choice),
-    estimated in sample on one site; the choice by :func:`choose_index` with ``prefer`` (certificates compared)."""
+    estimated in sample on one site; the choice by :func:`choose_index` with ``prefer`` (certificates compared).
+
+    A candidate ``(learner, {"screened": M})`` is the screening generator's (``screened(learner, M)``:
+    :meth:`marg.learners.screened.ScreeningCandidates.candidate`) — the learner on the top M screened
+    features, screened again in every fold — estimated by the same estimator on the same folds and
+    certified by itself (over every feature's box, valid for the selection) at the same 1 − α/m."""
 
     fallback = "in-sample"
     replicates = 0
@@ -101,9 +106,10 @@ class PlainCandidates:
     patients = True
 
     def __init__(self, candidates: Sequence[tuple[str, dict[str, Any]]], make: Callable[..., MarginalEstimator],
-                 coverage: float):
+                 coverage: float, screened: Callable[[str, int], Candidate] | None = None):
         self.candidates = list(candidates)
         self.make = make
+        self.screened = screened
         self.each = split_coverage(coverage, len(self.candidates))
         self._proposed = False
 
@@ -115,6 +121,10 @@ class PlainCandidates:
             return
         self._proposed = True
         for name, params in self.candidates:
+            if "screened" in params:  # (learner, M) of the screening generator, estimated and certified like the rest
+                assert self.screened is not None
+                yield self.screened(name, int(params["screened"]))
+                continue
             yield Candidate(name, params, fit=lambda s, n=name, p=params: self.make(n, p, self.each).fit(s),
                             refit=lambda s, n=name, p=params: self.make(n, {**p, **FOLD_PARAMS.get(n, {})}).fit(s))
 
@@ -164,6 +174,11 @@ def candidate_list(candidates: Sequence[Any] | None, default: Sequence[tuple[str
         if c[0] == "auto":
             raise InputError("a candidate of the automatic choice cannot be auto itself")
         estimator_class(c[0])  # one-line error for an unknown learner
+        if "screened" in c[1]:
+            m = c[1]["screened"]
+            if set(c[1]) != {"screened"} or isinstance(m, bool) or not isinstance(m, int) or m < 1 or c[0] == PRIOR:
+                raise InputError(f"a screened candidate is (learner, {{'screened': M}}) with M a positive integer and "
+                                 f"no other parameter, got {c!r}")
         out.append((c[0], dict(c[1])))
     if not out:
         raise InputError("candidates must name at least one learner")
