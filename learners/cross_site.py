@@ -26,6 +26,14 @@ over the sites weighted by their n. The model is never evaluated on the tables i
 on, so a learner that over-fits the tables (or their noise) is seen to. With one site (or
 more than :data:`MAX_SITES`) the estimate is the fitted model's plug-in error on the whole
 summary (:func:`in_sample_error`) — in sample, hence optimistic.
+
+**The one estimator of the automatic choice** (:func:`estimate_errors`): leave-one-site-out
+whenever 2–:data:`MAX_SITES` sites' tables were kept, for every candidate alike (a plain learner
+and a learner on screened features are refitted on the same folds and judged on the same
+simulated rows); otherwise its fallback — in sample, or the **split** (:func:`split_errors`:
+each candidate refitted on training sets drawn from the tables, and measured on a separate
+simulated population), which the screening generator asks for because the noise of screening
+thousands of features on n rows is what must be seen.
 """
 
 from __future__ import annotations
