@@ -62,8 +62,8 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
-from .candidates import (FOLD_PARAMS, Candidate, CandidateRow, PlainCandidates, candidate_name, confidence_record,
-                         fold_weights, record_estimate)
+from .candidates import (FOLD_PARAMS, Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning,
+                         confidence_record, fold_weights, record_estimate)
 from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
 from .choice_rule import PREFER, PRIOR, TOLERANCE, choose_index
@@ -193,11 +193,12 @@ class AutoLearner(MarginalEstimator):
         screen: dict[str, Any] | None = None
         if self.candidates is None and screening_applies(summary):
             try:
-                return self.fit_candidates(summary, ScreeningCandidates(summary, coverage=self.coverage, features=self.features))
+                gen = ScreeningCandidates(summary, coverage=self.coverage, features=self.features)
+                return self.fit_candidates(summary, gen)
             except InputError as exc:  # nothing above the noise: the label-only rule
                 screen = {"applied": False, "reason": str(exc),
-                                "note": f"no feature above the noise: predicting the class with the largest share, "
-                                        f"{FALLBACK[0]}"}
+                          "note": f"no feature above the noise: predicting the class with the largest share, "
+                                  f"{FALLBACK[0]}"}
         if screen is not None:
             return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen)
         cands = self._candidate_list()
@@ -408,39 +409,3 @@ class _EmptyScreen(PlainCandidates):
 
     def rule(self, words: str, tolerance: float = 0.0) -> str:
         return "the screen: no feature passed it, so the label table alone decides"
-
-
-def choice_warning(report: dict[str, Any]) -> str | None:
-    """What would give a useful certificate when the automatic choice kept a trivial one (None: the report
-    is not the automatic choice's, or its chosen certificate is not trivial).
-
-    A candidate with a non-trivial certificate that the rule passed over (estimated less accurate)
-    is named with its numbers and ``--prefer certificate``; the holdout route (a bound measured on
-    patients the model never saw) is named always. Rows are not said to be too few: a trivial
-    certificate on many rows comes from the box over many table entries, not from the rows."""
-    rows = report.get("auto")
-    if not rows:
-        return None
-    chosen = next((r for r in rows if r.get("chosen")), None)
-    if chosen is None or not chosen.get("trivial"):
-        return None
-    useful = sorted((r for r in rows if r.get("certificate") is not None and not r.get("trivial")),
-                    key=lambda r: (math.inf if r.get("error") is None else r["error"], r["certificate"]))
-    name = candidate_name(chosen["learner"], chosen["params"])
-    head = (f"warning: the chosen {name}'s certificate is trivial ({chosen['kind']} = {chosen['certificate']:.4f}, no "
-            f"better than guessing)")
-    holdout = ("hold patients out at export (marg export --holdout auto, then marg export --evaluate MODEL and marg "
-               "certify) for a certificate measured on patients the model never saw")
-    if useful:
-        u = useful[0]
-        est = "" if u.get("error") is None else f", estimated error {u['error']:.4f}"
-        mine = "" if chosen.get("error") is None else f" against {chosen['error']:.4f}"
-        fields = set(CandidateRow.__dataclass_fields__)
-        k, _ = choose([CandidateRow(**{f: v for f, v in r.items() if f in fields}) for r in rows], "certificate")
-        c = rows[k]
-        by_cert = (f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
-                   f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")
-                   + ")")
-        return (f"{head}; {candidate_name(u['learner'], u['params'])} has a useful one ({u['certificate']:.4f}{est}"
-                f"{mine}); {by_cert}; or {holdout}")
-    return f"{head}; no candidate's is useful from these tables: {holdout}"

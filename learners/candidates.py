@@ -22,6 +22,7 @@ A :class:`Candidate` is a learner with its parameters and two fits: ``fit`` on t
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -198,3 +199,40 @@ def confidence_record(coverage: float, m: int, each: float) -> dict[str, Any]:
              f"together with probability ≥ {coverage:g} (Bonferroni): the chosen certificate holds at {coverage:g} "
              f"whichever was chosen" if m > 1 else f"one candidate, certified at {coverage:g}")
     return {"coverage": float(coverage), "candidates": int(m), "each": float(each), "words": words}
+
+
+def choice_warning(report: dict[str, Any]) -> str | None:
+    """What would give a useful certificate when the automatic choice kept a trivial one (None: the report
+    is not the automatic choice's, or its chosen certificate is not trivial).
+
+    A candidate with a non-trivial certificate that the rule passed over (estimated less accurate)
+    is named with its numbers and ``--prefer certificate``; the holdout route (a bound measured on
+    patients the model never saw) is named always. Rows are not said to be too few: a trivial
+    certificate on many rows comes from the box over many table entries, not from the rows."""
+    rows = report.get("auto")
+    if not rows:
+        return None
+    chosen = next((r for r in rows if r.get("chosen")), None)
+    if chosen is None or not chosen.get("trivial"):
+        return None
+    useful = sorted((r for r in rows if r.get("certificate") is not None and not r.get("trivial")),
+                    key=lambda r: (math.inf if r.get("error") is None else r["error"], r["certificate"]))
+    name = candidate_name(chosen["learner"], chosen["params"])
+    head = (f"warning: the chosen {name}'s certificate is trivial ({chosen['kind']} = {chosen['certificate']:.4f}, no "
+            f"better than guessing)")
+    holdout = ("hold patients out at export (marg export --holdout auto, then marg export --evaluate MODEL and marg "
+               "certify) for a certificate measured on patients the model never saw")
+    if useful:
+        u = useful[0]
+        est = "" if u.get("error") is None else f", estimated error {u['error']:.4f}"
+        mine = "" if chosen.get("error") is None else f" against {chosen['error']:.4f}"
+        fields = set(CandidateRow.__dataclass_fields__)
+        sub = [CandidateRow(**{f: v for f, v in r.items() if f in fields}) for r in rows]
+        k, _ = choose_index(sub, "certificate", weights=fold_weights(sub))
+        c = rows[k]
+        by_cert = (f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
+                   f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")
+                   + ")")
+        return (f"{head}; {candidate_name(u['learner'], u['params'])} has a useful one ({u['certificate']:.4f}{est}"
+                f"{mine}); {by_cert}; or {holdout}")
+    return f"{head}; no candidate's is useful from these tables: {holdout}"
