@@ -229,6 +229,9 @@ class AutoLearner(MarginalEstimator):
         the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`).
         ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own)."""
         self.check_params()
+        if abs(float(gen.coverage) - float(self.coverage)) > 1e-12:  # its boxes' coverage is what the choice reports
+            raise InputError(f"the candidates were generated at coverage {gen.coverage:g}, the choice is at "
+                             f"{option('coverage', self.coverage)}: give both the same")
         self.each_coverage_ = gen.each  # one event for every certificate compared
         rows: list[CandidateRow] = []
         cands: list[Candidate] = []

@@ -111,6 +111,7 @@ class PlainCandidates:
         self.candidates = list(candidates)
         self.make = make
         self.screened = screened
+        self.coverage = float(coverage)
         self.each = split_coverage(coverage, len(self.candidates))
         self._proposed = False
 

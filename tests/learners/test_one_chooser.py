@@ -123,3 +123,10 @@ def test_a_screened_candidate_is_written_learner_and_m_alone():
     for bad in ([("nb", {"screened": 0})], [("nb", {"screened": 2, "certify": "bound"})], [("prior", {"screened": 2})]):
         with pytest.raises(InputError, match="screened candidate"):
             AutoLearner(candidates=bad).fit(S)
+
+
+def test_the_generator_and_the_choice_state_one_coverage():
+    """The chosen certificate is reported at the AutoLearner's coverage, so a generator built at another is refused."""
+    _cb, W, _parts = _wide_sites(seed=6)
+    with pytest.raises(InputError, match="coverage"):
+        AutoLearner(coverage=0.95).fit_candidates(W, ScreeningCandidates(W, coverage=0.8))
