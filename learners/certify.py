@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from marg.errors import InconsistentStatistics, InputError
 
-from .base import Certificate
+from .certificate import Certificate
 from .calibration import confidence_box
 from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
