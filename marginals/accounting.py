@@ -188,6 +188,12 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
     return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho)
 
 
+def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
+    """The cost of a ρ-zCDP budget stated at δ (ε by OpenDP's conversion): what a study's total or a
+    round-2 request is checked against the cap as, before its tables are planned."""
+    return release_cost([("zcdp", 0.0, float(rho), float(delta))])
+
+
 # ---------------------------------------------------------------------------------------
 # What a history of releases has spent
 # ---------------------------------------------------------------------------------------
