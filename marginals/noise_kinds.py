@@ -49,6 +49,13 @@ class Noise:
     pure: bool = False  # pure ε-DP under L1 (True) or ρ-zCDP under L2 (False)
 
     # -- noise
+    def checked(self, scale: Any) -> float:
+        """``scale`` as a float, refused unless finite and > 0."""
+        b = float(scale)
+        if not (b > 0.0) or not math.isfinite(b):
+            raise InputError(f"{self.label} scale must be finite and > 0, got {scale!r}")
+        return b
+
     def std(self, scale: float, discrete: bool) -> float:
         """The std of one draw at ``scale`` (discrete: on the integer lattice)."""
         raise NotImplementedError
@@ -109,9 +116,7 @@ class Laplace(Noise):
     name, label, pure = "laplace", "Laplace", True
 
     def std(self, scale: float, discrete: bool) -> float:
-        b = float(scale)
-        if not (b > 0.0) or not math.isfinite(b):
-            raise InputError(f"Laplace scale must be finite and > 0, got {scale!r}")
+        b = self.checked(scale)
         if not discrete:
             return math.sqrt(2.0) * b
         q = math.exp(-1.0 / b)
@@ -158,9 +163,7 @@ class Gaussian(Noise):
     name, label, pure = "gaussian", "Gaussian", False
 
     def std(self, scale: float, discrete: bool) -> float:
-        s = float(scale)
-        if not (s > 0.0) or not math.isfinite(s):
-            raise InputError(f"Gaussian scale must be finite and > 0, got {scale!r}")
+        s = self.checked(scale)
         if not discrete:
             return s
         if s >= 40.0:  # the lattice sum equals σ² to machine precision long before: no 80σ-long array
