@@ -34,6 +34,7 @@ from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.request import StudyRequest
 from marg.marginals.study import (STUDY_FORMAT, STUDY_MECHANISM, StudyPlan, release_round1, round1_cliques,
                                   round1_record, round2_record)
+from marg.marginals.tables import canonical_clique
 
 SLACK = 1e-9  # relative: a request of exactly the rest, rounded in JSON, is not "more than the rest"
 
@@ -196,8 +197,9 @@ class Round2:
             raise RefusedError(f"refused: the request asks site {site!r} for rho = {asked:.6g}, more than the rest of its "
                                f"study total ({rest:.6g} = {total:.6g} - {spent:.6g} spent in round 1); nothing was spent")
         self.rho, self.delta = min(asked, rest), float(d["total"]["delta"])
-        # the release planned once, before any data is read: its noise and cost are what protect() releases
-        cliques = self.cliques(codebook)
+        # the release planned once, before any data is read: its noise and cost are what protect() releases;
+        # each clique as counting names it (codebook order: a request may name a pair as (f3, f0))
+        cliques = [canonical_clique(codebook, c) for c in self.cliques(codebook)]
         self.release_plan = ReleasePlan.for_cliques(cliques, codebook, rho=self.rho, weights=list(self.request.weights),
                                                     delta=self.delta, mechanism=STUDY_MECHANISM,
                                                     max_rows=self.max_rows) if cliques else None

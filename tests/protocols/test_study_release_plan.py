@@ -64,3 +64,21 @@ def test_both_rounds_release_the_noise_and_cost_their_plans_state(tmp_path):
         assert [t.noise.scale for t in b.tables] == plan.scales and [t.noise.std for t in b.tables] == plan.stds
         entry = json.loads((tmp_path / f"ledger{s}" / "ledger.jsonl").read_text().splitlines()[-1])
         assert PrivacyCost.from_dict(entry["cost"]) == plan.cost
+
+
+def test_a_request_naming_a_pair_out_of_the_codebooks_order_is_planned_for_the_table_counted(tmp_path):
+    """A learner's request may name a pair as (f3, f0) (its noisy ranking's order); the site counts N[f0,f3,y]:
+    the plan made before the count is for that table, in the request's table order, at the request's weights."""
+    from marg.marginals.request import StudyRequest
+
+    cb, files = _sites(tmp_path, n_sites=1)
+    round1 = Round1(study_plan(cb, 1.0, 1e-6, rows=(300,)))
+    export_site(files[0], cb, "s0", tmp_path / "s0.r1", study=round1, ledger_dir=tmp_path / "ledger")
+    req = StudyRequest(cb.fingerprint, (("f3", "f0"), ("f2",)), (0.7, 0.3), {"s0": round1.plan.rho_rest}, {})
+    out = tmp_path / "s0.r2"
+    res = export_site(files[0], cb, "s0", out, study=Round2(req, "0" * 64, None), ledger_dir=tmp_path / "ledger")
+    b = Bundle.from_bytes(out.read_bytes())
+    assert [t.clique for t in b.tables] == [("f0", "f3", "y"), ("f2", "y")]
+    assert [t.noise.rho for t in b.tables] == pytest.approx([0.7 * round1.plan.rho_rest, 0.3 * round1.plan.rho_rest],
+                                                            rel=1e-9)
+    assert res.cost.rho == pytest.approx(round1.plan.rho_rest, rel=1e-9)
