@@ -39,12 +39,14 @@ from typing import Any, Mapping, Sequence
 
 from marg.errors import InputError
 
-from .accounting import PrivacyCost, release_cost
+from .accounting import PrivacyCost, release_cost, zcdp_cost
 from .dp_conversions import rho_for_epsilon
+from .release_plan import ReleasePlan
 from .selection import Selection, select_top_k
 from .study_split import DEFAULT_ROWS, SplitInputs, choose_split
 
 STUDY_FORMAT = "marg-study"
+STUDY_MECHANISM = "gaussian"  # both rounds' tables: the (discrete) Gaussian, ρ-zCDP, so every part's ρ adds
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,11 @@ class StudyPlan:
     classes: int = 2
     max_rows: int = 1
     split: dict[str, Any] | None = None
+
+    @property
+    def total_cost(self) -> PrivacyCost:
+        """The study total as a cost (ρ_total at δ): what the cap is checked against before round 1."""
+        return zcdp_cost(self.rho_total, self.delta)
 
     @property
     def rho_rest(self) -> float:
@@ -160,17 +167,22 @@ def release_round1(tables: Sequence[Any], codebook: Any, plan: StudyPlan,
     selection : :class:`marg.marginals.selection.Selection`
     cost : PrivacyCost — the label table's and the selection's ρ added, converted once (δ = ``plan.delta``)
     """
-    from .privacy import privatize
-
     y = codebook.label.name
     label = [t for t in tables if t.clique == (y,) and t.kind == "counts"]
     if len(label) != 1:
         raise InputError("round 1 needs the label table N[y]")
-    released, label_cost = privatize(label, rho=plan.rho_label, delta=plan.delta, codebook=codebook, mechanism="gaussian",
-                                   max_rows=max_rows)
+    lp = label_plan(codebook, plan, max_rows)
+    released = lp.release(label, codebook)
     sel = select_top_k(tables, codebook.discrete_names, y, plan.k, plan.rho_select, max_rows)
-    cost = release_cost([("gaussian", 0.0, label_cost.rho, plan.delta), sel.cost_part(plan.delta)])
+    cost = release_cost([*lp.parts, sel.cost_part(plan.delta)])
     return released, sel, cost
+
+
+def label_plan(codebook: Any, plan: StudyPlan, max_rows: int = 1) -> ReleasePlan:
+    """Round 1's label table N[y] planned once (:class:`marg.marginals.release_plan.ReleasePlan`) at its
+    share ρ_label, sensitivity K = ``max_rows`` — before any data is read; its noise, std and cost part."""
+    return ReleasePlan.for_cliques([(codebook.label.name,)], codebook, rho=plan.rho_label, delta=plan.delta,
+                                   mechanism=STUDY_MECHANISM, max_rows=max_rows)
 
 
 def round1_record(plan: StudyPlan, selection: Selection, cost: PrivacyCost) -> dict[str, Any]:
