@@ -31,7 +31,7 @@ from marg.lp import INF, HighsLP, Status
 from ..features.blocks import FeatureMap
 from .generation import solve_boxed
 from .layout import flat_index
-from .rows import MinimaxLP
+from .lp_model import MinimaxModel
 from .separation import Cut
 
 
@@ -371,9 +371,9 @@ def certify_rule(
     deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     oracle = FixedRuleOracle(umap, rule)
     oracle.deadline = deadline
-    lp = MinimaxLP(tau, lam, bound)
-    lp.add_columns(np.arange(K * umap.dim))
-    lp.add_rows(oracle.covering_cuts())
+    lp = MinimaxModel.for_rows(tau, lam, bound)
+    lp.add_mu(np.arange(K * umap.dim))
+    lp.add_cuts(oracle.covering_cuts())
     history: list[float] = []
 
     def track(info: dict) -> None:

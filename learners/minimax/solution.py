@@ -102,7 +102,9 @@ class Finished(NamedTuple):
     """What a formulation's ``finish`` gives back: definite coefficients on the map the model keeps.
 
     ``mu``, ``tau``, ``lam``, ``impossible`` (K, D') on ``fmap`` (D' its columns), ``phi`` φ(μ)
-    over the whole domain (or its certified bound), ``bound`` the B the model records.
+    over the whole domain (or its certified bound), ``bound`` the B the model records;
+    ``iterate`` the search iterate whose R^k the certificate replaces (−1: the last, whose μ
+    was finished; None: none — boosting reports its best iterate and keeps every R^k as recorded).
     """
 
     fmap: Any
@@ -112,3 +114,4 @@ class Finished(NamedTuple):
     impossible: np.ndarray
     phi: float
     bound: float | np.ndarray
+    iterate: int | None = -1
