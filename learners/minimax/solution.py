@@ -47,8 +47,8 @@ class MinimaxSolution:
         Entries with τ + λ = 0 (empty cells) the LP left out or fixed at −B.
     bound : float or ndarray (K·D,)
         B: the box on |μ| (per flat entry for row generation) and the −B of impossible cells.
-    kind : {"R*", "R*_L", "hinge"}
-        What ``value`` is.
+    kind : {"R*", "R*_L", "hinge", "W(h)"}
+        What ``value`` is (``"W(h)"``: a fixed rule's worst case, :mod:`.fixed_rule`).
     selected : ndarray of int
         Block indices in the final working set (column generation) or with a non-zero
         coefficient (MRC's full solver).
