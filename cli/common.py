@@ -1,6 +1,6 @@
 """Shared CLI plumbing: option aliases, output helpers and the one place errors become exits.
 
-Every command is wrapped by :func:`guarded`: a :class:`~marginals.errors.MargError` becomes
+Every command is wrapped by :func:`guarded`: a :class:`~marg.errors.MargError` becomes
 one line on stderr (``marg: error: …``) and its exit code (2 bad input, 1 refused); any
 other exception becomes a one-line internal error (exit 3). ``MARG_DEBUG=1`` re-raises so
 the traceback shows.

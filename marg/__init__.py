@@ -3,8 +3,9 @@
 The installed namespace. The repository keeps its layers at its top and installs them as
 ``marg.marginals`` (site side: codebook, encoding, counting, noise, summaries),
 ``marg.protocols`` (bundles, signatures, sealing, ledger, aggregation), ``marg.learners``
-(classifiers fitted from summaries) and ``marg.cli`` (the ``marg`` command). Modules at
-this level are below every layer: :mod:`marg.errors` and :mod:`marg._util`.
+(classifiers fitted from summaries) and ``marg.cli`` (the ``marg`` command). Of the modules at
+this level, :mod:`marg.errors`, :mod:`marg._util` and :mod:`marg.lp` are below every layer;
+:mod:`marg.api`, :mod:`marg.notebook`, :mod:`marg.reports` and :mod:`marg.demo` sit on top of the layers.
 
 For a notebook, ``import marg`` gives the entry points (:mod:`marg.notebook`):
 :func:`load_summary` (bundles → verified Summary), :func:`learn` (Summary → certified

@@ -12,7 +12,7 @@
   read-out typed), ``finish`` gives the empty cells definite values (:mod:`.empty_cells`);
 - ``search`` — how the model grows: :class:`One` (one LP on the given statistics; DCC's given
   forest or graph in ``edges``), :class:`Columns` (column generation; ``pricer`` says how the
-  formulation prices: SELECT for the first-order MRC, :class:`.pricing.SelectPricing`) or
+  formulation prices: SELECT for the first-order MRC, :class:`.first_order.SelectPricing`) or
   :class:`Greedy` (edges added while R drops); the last two run the engine's one loop,
   :func:`.generation.generate_columns`.
 

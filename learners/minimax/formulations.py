@@ -16,8 +16,8 @@ generation)`` (the LP's point as a :class:`.solution.MinimaxSolution`, its own r
 typed ``read`` record) and ``finish(problem, raw, options)`` (the empty cells,
 a :class:`.solution.Finished`). Each is registered by the module that defines it
 (:mod:`.first_order`: ``compact``, ``rows``; :mod:`.pair_formulations`: ``forest``,
-``forest-rows``, ``local``; :mod:`marg.learners.dcc_hinge`: ``hinge``;
-:mod:`marg.learners.boost.minimax_cg`: ``monomials``, run by boosting's own column generation),
+``forest-rows``, ``local``; :mod:`.fixed_rule_fit`: ``fixed-rule``; :mod:`marg.learners.dcc_hinge`:
+``hinge``; :mod:`marg.learners.boost.minimax_cg`: ``monomials``, column generation priced by MMA),
 so the registry imports none of them: a new formulation is one new module.
 """
 

@@ -29,7 +29,7 @@ and a ``"time_limit"`` one when the time limit does.
 Row generation — solve, ask a separation oracle (:class:`.separation.SeparationOracle`) for the
 most violated rows, add them, until none is violated or the deadline — is
 :func:`generate_rows` on a :class:`RowLP` (the one model, :class:`.lp_model.MinimaxModel`,
-for every separator of the engine; boosting's :class:`marg.learners.boost.minimax_cg.MonomialLP`,
+for every separator of the engine; boosting's :class:`marg.learners.boost.monomial_lp.MonomialLP`,
 the same model with rows at domain points, :class:`marg.learners.boost.minimax_cg.MonomialMinimax`
 its separator), and :func:`solve_boxed` adds the check that
 the box |μ| ≤ B is slack at its end. Both loops return the one record :class:`Generation`.
@@ -220,7 +220,7 @@ def generate_columns(
 
 class RowLP(Protocol):
     """What row generation needs of an LP: the one model (:class:`.lp_model.MinimaxModel`), or its
-    boosting kind (:class:`marg.learners.boost.minimax_cg.MonomialLP`, whose rows are domain points)."""
+    boosting kind (:class:`marg.learners.boost.monomial_lp.MonomialLP`, whose rows are domain points)."""
 
     mu: Any
     nu: float

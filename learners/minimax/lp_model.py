@@ -25,7 +25,7 @@ columns it needs:
 - :func:`.forest_lp.solve_compact`, :func:`.local.solve_local`, :func:`marg.learners.dcc_hinge.solve_hinge`,
   :func:`.fixed_rule_lp.rule_lp_solution` — one-shot LPs (message, reparametrisation, score,
   multiplier columns);
-- :class:`marg.learners.boost.minimax_cg.MonomialLP` — monomial columns, rows at domain points
+- :class:`marg.learners.boost.monomial_lp.MonomialLP` — monomial columns, rows at domain points
   (:meth:`~.rows.ModelRows.add_flat_rows` with ν's coefficient |C|).
 
 Column layout (``layout``): ``"pairs"`` μ⁺_1, μ⁻_1, μ⁺_2, … (row generation, boosting),

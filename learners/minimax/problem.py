@@ -131,7 +131,7 @@ class MinimaxProblem:
     n : float
         The sample size the statistics stand for (the empty-cell ``"evidence"`` test); NaN unknown.
     approximate : bool
-        The box's coverage is approximate (:class:`marg.learners.calibration.Box`).
+        The box's coverage is approximate (:class:`marg.learners.calibration.ConfidenceBox`).
     """
 
     fmap: Any

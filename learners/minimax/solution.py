@@ -66,7 +66,7 @@ class MinimaxSolution:
     fmap : FeatureMap or PairwiseFeatureMap or None
         The map μ lives on after the finish (DCC: the chosen forest's, not the candidates').
     read : object or None
-        The formulation's typed read-out: :class:`.formulation.FirstOrderRead` (working set,
+        The formulation's typed read-out: :class:`.first_order.FirstOrderRead` (working set,
         largest dual violation), :class:`.forest_lp.Flows` (the forest LP's worst-case
         distribution), :class:`.local.Reparametrisation` (ν, offsets, vacuous subsets),
         :class:`marg.learners.dcc_hinge.HingeScore` (f, θ, ν) or boosting's
