@@ -138,7 +138,8 @@ def preview_lines(d: dict[str, Any]) -> list[str]:
              f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
     return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
             "  " + split_line(pl),
-            f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
+            f"  round 1: the label table ({d.get('label_mechanism', 'gaussian')}, noise std {d['label_std']:.3g} per cell "
+            f"per site) and a private top-{pl['k']} "
             f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
             f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
             f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), "
