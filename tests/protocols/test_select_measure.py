@@ -88,6 +88,19 @@ def _round1(w, rows):
     return r1
 
 
+def _round2(w, req):
+    """Round 2 at every site through the console script (`marg export --request REQ --trust LEARNER-KEYS`)."""
+    tmp, r2 = w["tmp"], []
+    for s, f in enumerate(w["files"]):
+        out = tmp / f"s{s}.r2"
+        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
+                 cwd=tmp, home=tmp / f"home{s}")
+        assert r.returncode == 0, r.stderr
+        assert "round 2 of select-then-measure" in r.stdout
+        r2.append(out)
+    return r2
+
+
 def test_two_rounds_through_the_console_script_under_the_cap(world):
     w, tmp = world, world["tmp"]
     r1 = _round1(w, 240)
@@ -122,14 +135,7 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request", req,
              cwd=tmp, home=tmp / "home0")
     assert r.returncode != 0 and "--trust" in r.stderr and not (tmp / "x.r2").exists()
-    r2 = []
-    for s, f in enumerate(w["files"]):
-        out = tmp / f"s{s}.r2"
-        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
-                 cwd=tmp, home=tmp / f"home{s}")
-        assert r.returncode == 0, r.stderr
-        assert "round 2 of select-then-measure" in r.stdout
-        r2.append(out)
+    r2 = _round2(w, req)
     # round 2 cannot be answered twice: nothing is left to spend
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "y.r2", "--request", req,
              "--trust", w["trust"], cwd=tmp, home=tmp / "home0")
@@ -235,6 +241,7 @@ def test_a_large_narrow_study_measures_every_candidate_through_the_console_scrip
         r2.append(out)
     _spent_the_total_then_learn(w, r1, r2, 0.2)
 
+
 # --------------------------------------------------------------------------- small sites: a Laplace label table
 def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exactly_the_rest(tmp_path):
     from marg.marginals.accounting import PrivacyCost, Spend
@@ -258,13 +265,8 @@ def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exa
     r = marg("request", *r1, "--out", req, "--trust", w["trust"], "--sign-key", w["keys"] / "learner.sign.key", cwd=tmp)
     assert r.returncode == 0, r.stderr
     asked = json.loads(req.read_text())["budget"]
-    r2 = []
-    for s, f in enumerate(w["files"]):
-        out = tmp / f"s{s}.r2"
-        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
-                 cwd=tmp, home=tmp / f"home{s}")
-        assert r.returncode == 0, r.stderr
-        r2.append(out)
+    r2 = _round2(w, req)
+    for s in range(len(w["files"])):
         # the rest round 2 was given is the plan's zCDP rest (ρ_total − ρ_label) less the selection's ρ
         st = Bundle.from_bytes(r1[s].read_bytes()).header["study"]
         rest = st["plan"]["rho_total"] - st["plan"]["rho_label"] - st["selection"]["rho"]
