@@ -127,7 +127,9 @@ def split_line(plan: dict[str, Any]) -> str:
             f"rows {rows}{'' if plan.get('rows_stated') else '; state yours with --plan-rows'}): label table "
             f"{sp['label_share']:.0%}, selection {sp['select_share']:.0%} (top-{sp['k']}), round 2 {sp['round2_share']:.0%}; "
             f"P(the sites agree on a feature worth finding) {sp['p_any']:.2f}, P(wrong larger class if not) "
-            f"{sp['p_wrong']:.2f}, expected error {sp['expected_error']:.3f} in the planning world (gap "
+            f"{sp['p_wrong']:.2f}"
+            + (f" (by the Laplace label table released: {sp['p_wrong_released']:.2g})" if "p_wrong_released" in sp else "")
+            + f", expected error {sp['expected_error']:.3f} in the planning world (gap "
             f"{sp['assumed']['gap']:g}, effect {sp['assumed']['effect']:g}, {sp['assumed']['features']} such features)")
 
 

@@ -20,7 +20,10 @@ release and their ρ's add, so the two rounds together are (ε, δ)-DP.
   Laplace's 1.62, so the pooled class difference of three sites has std 11.2 against 4.0 —
   on ALLAML's split 0 (37 against 21 training patients) the larger class was called wrong
   with probability 0.077 (simulated through the post-processing and ``prior``), against
-  3·10⁻⁵. Laplace wins from a_L ≈ 0.3 up (tiny and small sites); below it the Gaussian does;
+  3·10⁻⁵. Laplace wins from a_L ≈ 0.3 up (tiny and small sites); below it the Gaussian does.
+  The split rule's proxy still scores the Gaussian table (its P_wrong is then an upper bound;
+  the plan records ``p_wrong_released``, the same formula at the Laplace std); a ρ cap keeps
+  the Gaussian (it would count ε_L as ε_L²/2);
 - the private selection (:mod:`marg.marginals.selection`): the k features whose
   single-feature rule scores highest, by OpenDP's noisy top-k at a_S·ρ_total.
 
@@ -126,8 +129,16 @@ def _plan(epsilon: float, delta: float, rho: float, levels: tuple[int, ...], cla
           rows: tuple[int, ...], stated: bool, max_rows: int) -> StudyPlan:
     sp = choose_split(SplitInputs(rows, levels, classes, rho, max_rows))
     mech, eps_label = label_mechanism(epsilon, delta, rho, sp.label * rho)
+    split = sp.to_dict()
+    if mech == "laplace":  # the proxy's P_wrong is the Gaussian table's; say what the Laplace one gives (same formula)
+        from scipy.special import ndtr
+
+        from .study_split import GAP
+
+        std = math.sqrt(2.0) * max_rows / eps_label
+        split["p_wrong_released"] = float(ndtr(-GAP * sum(rows) / (std * math.sqrt(2.0 * len(rows)))))
     return StudyPlan(epsilon, delta, rho, sp.label * rho, sp.select * rho, sp.k, len(levels), cells, rows, stated,
-                     levels, classes, max_rows, sp.to_dict(), mech, eps_label)
+                     levels, classes, max_rows, split, mech, eps_label)
 
 
 LAPLACE_SHAVE = 1e-6
