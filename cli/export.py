@@ -323,9 +323,12 @@ def _privacy_words(p: dict | None) -> str:
                f"; privacy unit: {unit.get('column')}, at most {k} row{'s' if k != 1 else ''} each")
     if not p or p.get("mechanism", "none") == "none":
         return "exact counts (no differential privacy)" + per
-    if p.get("mechanism") == "laplace":
-        return f"Laplace noise, ε = {float(p.get('epsilon')):.4g} (pure DP)" + per
-    words = f"Gaussian noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    from marg.marginals.mechanisms import MECHANISMS  # its noise says how to name it
+
+    kind = MECHANISMS[p["mechanism"]].kind if p.get("mechanism") in MECHANISMS else None
+    if kind is not None and kind.pure:
+        return f"{kind.label} noise, ε = {float(p.get('epsilon')):.4g} (pure DP)" + per
+    words = f"{kind.label if kind is not None else 'Gaussian'} noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
     if p.get("target"):
         words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
     if isinstance(p.get("at_cap_delta"), dict):

@@ -1,19 +1,24 @@
-"""The automatic learner choice as an estimator: estimate each candidate's error, compute its certificate, choose by one rule.
+"""The automatic learner choice as an estimator: candidates from a generator, one estimator, one rule, the chosen estimator's own certificate.
 
-:class:`AutoLearner` fits every candidate (learner, parameters) on the summary and records,
-per candidate:
+:class:`AutoLearner` is one composition (:mod:`marg.learners.candidates`): a **generator**
+proposes candidates — :class:`~marg.learners.candidates.PlainCandidates` (the learners as given;
+:data:`DEFAULT_CANDIDATES`) or, on wide summaries, :class:`~marg.learners.screened.ScreeningCandidates`
+((learner, M) on the top M screened features, the label-only rule as M = 0) —; each candidate is
+fitted on the summary and records:
 
-- its **certificate** — the learner's own ``certificate_`` (a bound on the error of the
-  rule it predicts with, at the same coverage for all); a training-sample quantity (2γ) is
-  replaced by W(h) of the rule (:func:`marg.learners.certify.certify`);
-- its **estimated error** (:mod:`marg.learners.cross_site`): with 2–20 sites' own tables,
-  **leave-one-site-out** — the candidate refitted without site k, its error on rows
-  simulated from site k's tables (the tree-augmented naive-Bayes distribution those tables
-  determine; the model's own ``predict``, so any rule and tie-break is covered), averaged
-  over the sites by their n; with one site (or more than 20), the fitted model's error on
-  rows simulated from the whole summary **in sample** (optimistic: the tables it was fitted
-  on). Raw numeric features give no estimate (only their moments are released), and the
-  row says why.
+- its **certificate** — asked of the fitted estimator itself
+  (:meth:`~marg.learners.base.MarginalEstimator.certificate`: a bound on the error of the labels
+  it predicts, at the same coverage for all; a training-sample quantity (2γ) or R* replaced by
+  W(h) of the rule, :mod:`marg.learners.choice_certificates`);
+- its **estimated error**, by the ONE estimator :func:`marg.learners.cross_site.estimate_errors`:
+  with 2–20 sites' own tables, **leave-one-site-out** — the candidate refitted without site k
+  (a screened candidate screens again), its error on rows simulated from site k's tables (the
+  tree-augmented naive-Bayes distribution those tables determine; the model's own ``predict``,
+  so any rule and tie-break is covered), averaged over the sites by their n; with one site (or
+  more than 20), the fitted model's error on rows simulated from the whole summary **in sample**
+  (optimistic: the tables it was fitted on), or for screened candidates the **split** fallback
+  (refitted on training sets drawn from the tables, so the noise of screening is seen). Raw
+  numeric features give no estimate (only their moments are released), and the row says why.
 
 The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice_rule`, set by ``prefer``:
 ``"balanced"`` (default) — among the candidates whose estimate is within noise of the best
@@ -33,10 +38,10 @@ The chosen fitted estimator is ``chosen_``; predictions and the certificate are 
 
 **Many features** (:func:`marg.learners.screened.screening_applies`: more than
 :data:`~marg.learners.screened.SCREEN_MIN_FEATURES` discrete features whose pair tables are
-not all released) with the default candidates: screen, then learn
-(:func:`marg.learners.screened.screen_and_learn`) — each (learner, number of screened
-features M) is a candidate row, the chosen one the smallest estimated error, its certificate
-W(h) over every feature's first-order uncertainty set (valid for the selection); ``screen_``
+not all released) with the default candidates: the screening generator — each (learner, number
+of screened features M) a candidate row, chosen by the same rule without certificates (the fewest
+features within noise of the best), the chosen one certified by itself over every feature's
+first-order uncertainty set (valid for the selection); ``screen_``
 records the genes. When no feature passes the screen (DP noise above every dependence), the
 label-only rule (:data:`FALLBACK`, :class:`marg.learners.label_only.LabelOnly`): the class whose
 share's lower confidence bound is largest, for every row, certified by the label table's box
@@ -50,7 +55,6 @@ certificate, the first that gets there within 2¹⁴·n patients).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
@@ -58,11 +62,17 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
-from .choice_certificates import label_certificate, split_coverage
+from .candidates import (FOLD_PARAMS, Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning,
+                         confidence_record, fold_weights, record_estimate)
+from .candidates import candidate_list as _candidate_list
+from .choice_certificates import randomized_risk
 from .choice_rule import PREFER, PRIOR, TOLERANCE, choose_index
+from .cross_site import estimate_errors
 from .params import COVERAGE, Check, Interval, Options
-from .screened import screen_and_learn, screening_applies
-from .cross_site import MAX_SITES, MIN_SITES, ErrorEstimate, TanSample, loso_errors, sample_error, tan_sample
+from .screened import ScreeningCandidates, screening_applies
+
+__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "FOLD_PARAMS", "AutoLearner", "CandidateRow", "candidate_list",
+           "candidate_name", "choice_warning", "choose", "confidence_record"]
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mrc", {}),
@@ -77,33 +87,6 @@ The label-only rule ``prior`` is always a candidate (:func:`candidate_list` adds
 FALLBACK: tuple[str, dict[str, Any]] = ("prior", {})
 """On a wide summary where no feature passes the screen: the label-only rule (no feature carries signal above
 the noise, so a rule reading them predicts from the noise — the MRC on every gene erred at chance level)."""
-FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
-"""Parameters of the leave-one-site-out folds only (their certificates are not used)."""
-
-
-@dataclass
-class CandidateRow:
-    """One candidate of the automatic choice: what was estimated and certified, and whether it was chosen.
-
-    ``error`` None: no estimate (``note`` says why); ``certificate`` None: not fitted (``note``)."""
-
-    learner: str
-    params: dict[str, Any]
-    error: float | None = None
-    method: str = ""
-    folds: list[float] = field(default_factory=list)
-    certificate: float | None = None
-    kind: str = ""
-    chosen: bool = False
-    note: str = ""
-    trivial: bool = False
-    minimax_risk: float | None = None
-    fold_weights: list[float] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = TOLERANCE) -> tuple[int, str]:
     """The index of the chosen candidate and the rule in words (:mod:`marg.learners.choice_rule`, the one rule).
 
@@ -114,8 +97,7 @@ def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: fl
     InputError
         No candidate was fitted.
     """
-    weights = next((r.fold_weights for r in rows if r.fold_weights), None)
-    return choose_index(rows, prefer, tolerance, weights=weights)
+    return choose_index(rows, prefer, tolerance, weights=fold_weights(rows))
 
 
 class AutoLearner(MarginalEstimator):
@@ -205,123 +187,118 @@ class AutoLearner(MarginalEstimator):
 
     # --------------------------------------------------------------- fitting
     def fit(self, summary: Any) -> "AutoLearner":
+        """Candidates from a generator, fitted, estimated by the one estimator, chosen by the one rule, certified by
+        the chosen estimator itself (:mod:`marg.learners.candidates`)."""
         self.check_params()
-        self.screen_: dict[str, Any] | None = None
+        screen: dict[str, Any] | None = None
         if self.candidates is None and screening_applies(summary):
             try:
-                return self._fit_screened(summary)
+                gen = ScreeningCandidates(summary, coverage=self.coverage, features=self.features)
+                return self.fit_candidates(summary, gen)
             except InputError as exc:  # nothing above the noise: the label-only rule
-                self.screen_ = {"applied": False, "reason": str(exc),
-                                "note": f"no feature above the noise: predicting the class with the largest share, "
-                                        f"{FALLBACK[0]}"}
-        cands = [FALLBACK] if self.screen_ is not None else self._candidate_list()
-        self.each_coverage_ = split_coverage(self.coverage, len(cands))  # one event for every certificate compared
+                screen = {"applied": False, "reason": str(exc),
+                          "note": f"no feature above the noise: predicting the class with the largest share, "
+                                  f"{FALLBACK[0]}"}
+        if screen is not None:
+            return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen)
+        cands = self._candidate_list()
+        return self.fit_candidates(summary, PlainCandidates(cands, self._make, self.coverage,
+                                                            self._screened(summary, cands)))
+
+    def _screened(self, summary: Any, cands: list) -> Callable[[str, int], Candidate] | None:
+        """The screening generator's candidate factory, for candidates ``(learner, {"screened": M})`` given in a list;
+        when the screen keeps nothing, each such candidate fails saying why."""
+        if not any("screened" in p for _, p in cands):
+            return None
+        try:
+            return ScreeningCandidates(summary, coverage=self.coverage, features=self.features).candidate
+        except InputError as exc:
+            def failed(s: Any, why: str = str(exc)) -> Any:
+                raise InputError(why)
+
+            return lambda name, m: Candidate(name, {"screened": m}, fit=failed, refit=failed, size=m)
+
+    def fit_candidates(self, summary: Any, gen: Any, screen: dict[str, Any] | None = None) -> "AutoLearner":
+        """Fit on the candidates of the generator ``gen`` (what :meth:`fit` does with the generator the summary
+        calls for — e.g. :class:`marg.learners.screened.ScreeningCandidates` with other learners or sizes).
+
+        The one composition: the generator proposes (lazily, batch by batch), each candidate is fitted on the
+        whole summary (and certified at the per-box coverage when the generator compares certificates), each
+        batch estimated by :func:`marg.learners.cross_site.estimate_errors` and the choice made by the generator's
+        mode of :func:`marg.learners.choice_rule.choose_index`, until the generator proposes nothing more; then
+        the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`).
+        ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own)."""
+        self.check_params()
+        if abs(float(gen.coverage) - float(self.coverage)) > 1e-12:  # its boxes' coverage is what the choice reports
+            raise InputError(f"the candidates were generated at coverage {gen.coverage:g}, the choice is at "
+                             f"{option('coverage', self.coverage)}: give both the same")
+        self.each_coverage_ = gen.each  # one event for every certificate compared
         rows: list[CandidateRow] = []
-        fitted: list[MarginalEstimator | None] = []
+        cands: list[Candidate] = []
         certs: list[Any] = []
-        for name, params in cands:
-            row = CandidateRow(name, params)
-            est = self._make(name, params, self.each_coverage_)
-            cert = None
-            try:
-                est.fit(summary)
-                cert, row.minimax_risk = label_certificate(est, summary, self.each_coverage_, self.features)
-            except InputError as exc:
-                row.note = str(exc)
-                est = None
-            else:
-                row.certificate, row.kind, row.trivial = float(cert.value), cert.kind, bool(cert.trivial)
-            rows.append(row)
-            fitted.append(est)
-            certs.append(cert)
-            if self.callback is not None:  # progress while the candidates are fitted
-                self.callback({"stage": "auto", "learner": candidate_name(name, params), "params": params, "error": None,
-                               "certificate": row.certificate})
-        if self.callback is not None:
-            self.callback({"stage": "note", "text": "auto: estimating each candidate's error"})
-        self.error_method_ = ("not estimated (the one candidate after an empty screen: the label-only rule errs at the "
-                              "share of the classes it does not predict, which its certificate bounds)"
-                              if self.screen_ is not None else self._estimate_errors(summary, cands, rows, fitted))
-        k, words = choose(rows, self.prefer, self.tolerance)
-        if self.screen_ is not None:
-            words = "the screen: no feature passed it, so the label table alone decides"
+        k: int | None = None
+        method, words = "", ""
+        while True:
+            batch: list[Candidate] = []
+            for cand in gen.propose(rows, k):
+                row, cert = CandidateRow(cand.learner, cand.params, note=cand.note), None
+                try:
+                    cand.model = cand.fit(summary)
+                    if gen.certify_all:
+                        cert = cand.model.certificate(summary, gen.each, self.features)
+                        row.minimax_risk = randomized_risk(cand.model)
+                except InputError as exc:
+                    cand.model, cand.note, row.note = None, str(exc), str(exc)
+                else:
+                    if cert is not None:
+                        row.certificate, row.kind, row.trivial = float(cert.value), cert.kind, bool(cert.trivial)
+                rows.append(row)
+                cands.append(cand)
+                certs.append(cert)
+                batch.append(cand)
+                if self.callback is not None:  # progress while the candidates are fitted
+                    self.callback({"stage": "auto", "learner": candidate_name(cand.learner, cand.params),
+                                   "params": cand.params, "error": None, "certificate": row.certificate})
+            if not batch:
+                break
+            gen.fitted(batch)
+            live = [i for i in range(len(cands) - len(batch), len(cands)) if cands[i].model is not None]
+            if gen.estimated and live:
+                if self.callback is not None:
+                    self.callback({"stage": "note", "text": "auto: estimating each candidate's error"})
+                how, got = estimate_errors(summary, [(str(i), cands[i].refit) for i in live], gen.fallback,
+                                           fitted={str(i): cands[i].model for i in live}, replicates=gen.replicates,
+                                           train=gen.train)
+                for key, res in got.items():
+                    record_estimate(rows[int(key)], res)
+                method = gen.method(how, summary, got)
+            elif not gen.estimated:
+                method = gen.method("", summary, {})
+            k, words = gen.choose(rows, cands, self.prefer, self.tolerance)
         rows[k].chosen = True
-        self._say_choice(rows)
-        chosen = fitted[k]
+        chosen = cands[k].model
         assert chosen is not None
-        c = certs[k]  # the labels' certificate, holding with every other candidate's at once: coverage as asked
+        c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self.features)
+        # the certificate holds with every other box the choice looked at: coverage as asked (Bonferroni)
         chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
                                       c.approximate, c.n_classes, note=c.note, box=c.box)
+        if certs[k] is None:
+            rows[k].certificate, rows[k].kind = float(chosen.certificate_.value), chosen.certificate_.kind
+            rows[k].trivial = bool(chosen.certificate_.trivial)
+        record = gen.record(rows, cands, method)
+        self.screen_ = record if record is not None else screen
+        self._say_choice(rows)
         self.chosen_ = chosen
-        self.fitted_ = fitted  # every candidate fitted on the whole summary (None: failed); not saved
+        self.fitted_ = [c.model for c in cands]  # every candidate fitted on the whole summary (None: failed); not saved
         self.candidates_ = rows
-        self.rule_ = words
-        self.confidence_ = confidence_record(self.coverage, len(cands), self.each_coverage_)
+        self.rule_ = gen.rule(words, self.tolerance)
+        self.error_method_ = method
+        self.confidence_ = gen.confidence(self.coverage)
         self.patients_ = None
-        if summary.is_noisy and all(r.certificate is None or r.trivial for r in rows):
-            self.patients_ = self._patients(summary, cands, rows)
+        if gen.patients and summary.is_noisy and all(r.certificate is None or r.trivial for r in rows):
+            self.patients_ = self._patients(summary, [(c.learner, c.params) for c in cands], rows)
         self._adopt(chosen)
         return self
-
-    def _fit_screened(self, summary: Any) -> "AutoLearner":
-        """Screen, then learn (:mod:`marg.learners.screened`): each (learner, M) a candidate row."""
-        res = screen_and_learn(summary, coverage=self.coverage, features=self.features)
-        how = "loso" if res.method.startswith("leave") else "split"
-        rows = [CandidateRow(c.learner, {} if c.learner == PRIOR else {"screened": c.size}, error=c.error, method=how if c.error is not None else "",
-                             folds=c.folds, chosen=c.chosen, note=c.note) for c in res.configs]
-        for r in rows:
-            if r.chosen:
-                r.certificate, r.kind = float(res.chosen.certificate_.value), res.chosen.certificate_.kind
-                r.trivial = bool(res.chosen.certificate_.trivial)
-        self._say_choice(rows)
-        self.chosen_ = res.chosen
-        self.fitted_ = [res.chosen if r.chosen else None for r in rows]
-        self.candidates_ = rows
-        self.screen_ = {"applied": True, **res.to_dict()}
-        self.rule_ = res.rule or (
-            f"screening: the fewest of the top-M features (of {res.ranked} whose screening lower bound is positive) "
-            f"among the (learner, M) whose estimated error is within noise of the best (max({TOLERANCE:g}, one standard "
-            f"error over the folds)) and not above the label-only rule's; certified over every "
-            f"feature's first-order uncertainty set")
-        self.error_method_ = res.method
-        self.confidence_ = confidence_record(self.coverage, 2, split_coverage(self.coverage, 2))
-        self.confidence_["words"] = (f"two boxes could carry the chosen rule's certificate (every feature's first-order "
-                                     f"cells, the label table's), each at {self.confidence_['each']:g}: the chosen one "
-                                     f"holds at {self.coverage:g} (Bonferroni)")
-        self.patients_ = None
-        self._adopt(res.chosen)
-        return self
-
-    def _estimate_errors(self, summary: Any, cands: list, rows: list[CandidateRow], fitted: list) -> str:
-        parts = summary.site_parts
-        pairs = "" if summary.feature_cliques(2) else "; no pair tables, so the features are simulated independent given the label"
-        if MIN_SITES <= len(parts) <= MAX_SITES:
-            from marg.marginals.summary import Summary, sum_tables
-
-            cb = summary.codebook
-            fits = [(str(k), lambda s, n=name, p=params: self._make(n, {**p, **FOLD_PARAMS.get(n, {})}).fit(s))
-                    for k, (name, params) in enumerate(cands) if fitted[k] is not None]
-            try:
-                got = loso_errors(fits, parts, make_summary=lambda ts: Summary(cb, list(ts)),
-                                  combine=lambda ps: sum_tables(ps)[0])
-            except InputError as exc:  # e.g. raw numeric features: no rows can be simulated
-                got = {key: str(exc) for key, _ in fits}
-            for key, res in got.items():
-                _record(rows[int(key)], res)
-            return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
-                    f"rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n{pairs}")
-        why = {0: "no site's own tables were kept, only their sum", 1: "one site's tables"}.get(
-            len(parts), f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
-        try:
-            sample: TanSample | str = tan_sample(summary)
-        except InputError as exc:
-            sample = str(exc)
-        for k, est in enumerate(fitted):
-            if est is not None:
-                _record(rows[k], sample if isinstance(sample, str) else
-                        ErrorEstimate(sample_error(est, sample), "in-sample"))
-        return (f"in sample ({why}): each model's error on rows simulated from the tables it was fitted on "
-                f"(tree-augmented naive Bayes) — optimistic{pairs}")
 
     def _patients(self, summary: Any, cands: list, rows: list[CandidateRow]) -> Any:
         from .sample_size import patients_needed
@@ -331,11 +308,13 @@ class AutoLearner(MarginalEstimator):
         last = None
         for k in order:
             name, params = cands[k]
+            if "screened" in params:  # its certificate is over every feature's box, not a refit at scale
+                continue
 
             def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
                 try:
                     est = self._make(name, params, self.each_coverage_).fit(scaled)
-                    return float(label_certificate(est, scaled, self.each_coverage_, self.features)[0].value)
+                    return float(est.certificate(scaled, self.each_coverage_, self.features).value)
                 except InconsistentStatistics:  # the noise left the box empty at this size: no bound there
                     return 1.0
 
@@ -417,79 +396,19 @@ class AutoLearner(MarginalEstimator):
 
 
 def candidate_list(candidates: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
-    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`); a bare name
-    means its defaults. One-line InputError for a malformed entry, an unknown learner, auto itself or none."""
-    if candidates is None:
-        return [(n, dict(p)) for n, p in DEFAULT_CANDIDATES]
-    out = []
-    for c in candidates:
-        if isinstance(c, str):
-            c = (c, {})
-        if not (isinstance(c, (tuple, list)) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], dict)):
-            raise InputError(f"a candidate must be (learner, params), got {c!r}")
-        if c[0] == AutoLearner.learner:
-            raise InputError("a candidate of the automatic choice cannot be auto itself")
-        estimator_class(c[0])  # one-line error for an unknown learner
-        out.append((c[0], dict(c[1])))
-    if not out:
-        raise InputError("candidates must name at least one learner")
-    if all(name != PRIOR for name, _ in out):  # the label-only rule is always a candidate
-        out.append((PRIOR, {}))
-    return out
+    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`; :func:`marg.learners.candidates.candidate_list`)."""
+    return _candidate_list(candidates, DEFAULT_CANDIDATES)
 
 
-def _record(row: CandidateRow, res: ErrorEstimate | str) -> None:
-    if isinstance(res, str):
-        row.note = (row.note + "; " if row.note else "") + f"no error estimate: {res}"
-        return
-    row.error, row.method, row.folds = float(res.value), res.method, list(res.folds)
-    row.fold_weights = list(res.weights)
+class _EmptyScreen(PlainCandidates):
+    """After an empty screen: the label-only rule alone, not estimated (it errs at the share of the classes it does
+    not predict, which its certificate bounds)."""
 
+    estimated = False
 
-def candidate_name(learner: str, params: dict[str, Any]) -> str:
-    """A candidate as printed: ``nb(certify=bound)``, or the learner's name alone with its defaults."""
-    return learner + ("" if not params else "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")")
+    def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
+        return ("not estimated (the one candidate after an empty screen: the label-only rule errs at the share of the "
+                "classes it does not predict, which its certificate bounds)")
 
-
-def confidence_record(coverage: float, m: int, each: float) -> dict[str, Any]:
-    """The choice's one confidence event, as the report, the model file and the card say it."""
-    words = (f"every candidate's certificate at coverage {each:.6g} (1 − {1 - coverage:.3g}/{m}), so that all {m} hold "
-             f"together with probability ≥ {coverage:g} (Bonferroni): the chosen certificate holds at {coverage:g} "
-             f"whichever was chosen" if m > 1 else f"one candidate, certified at {coverage:g}")
-    return {"coverage": float(coverage), "candidates": int(m), "each": float(each), "words": words}
-
-
-def choice_warning(report: dict[str, Any]) -> str | None:
-    """What would give a useful certificate when the automatic choice kept a trivial one (None: the report
-    is not the automatic choice's, or its chosen certificate is not trivial).
-
-    A candidate with a non-trivial certificate that the rule passed over (estimated less accurate)
-    is named with its numbers and ``--prefer certificate``; the holdout route (a bound measured on
-    patients the model never saw) is named always. Rows are not said to be too few: a trivial
-    certificate on many rows comes from the box over many table entries, not from the rows."""
-    rows = report.get("auto")
-    if not rows:
-        return None
-    chosen = next((r for r in rows if r.get("chosen")), None)
-    if chosen is None or not chosen.get("trivial"):
-        return None
-    useful = sorted((r for r in rows if r.get("certificate") is not None and not r.get("trivial")),
-                    key=lambda r: (math.inf if r.get("error") is None else r["error"], r["certificate"]))
-    name = candidate_name(chosen["learner"], chosen["params"])
-    head = (f"warning: the chosen {name}'s certificate is trivial ({chosen['kind']} = {chosen['certificate']:.4f}, no "
-            f"better than guessing)")
-    holdout = ("hold patients out at export (marg export --holdout auto, then marg export --evaluate MODEL and marg "
-               "certify) for a certificate measured on patients the model never saw")
-    if useful:
-        u = useful[0]
-        est = "" if u.get("error") is None else f", estimated error {u['error']:.4f}"
-        mine = "" if chosen.get("error") is None else f" against {chosen['error']:.4f}"
-        fields = set(CandidateRow.__dataclass_fields__)
-        k, _ = choose([CandidateRow(**{f: v for f, v in r.items() if f in fields}) for r in rows], "certificate")
-        c = rows[k]
-        by_cert = (f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
-                   f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")
-                   + ")")
-        return (f"{head}; {candidate_name(u['learner'], u['params'])} has a useful one ({u['certificate']:.4f}{est}"
-                f"{mine}); {by_cert}; or {holdout}")
-    return f"{head}; no candidate's is useful from these tables: {holdout}"
+    def rule(self, words: str, tolerance: float = 0.0) -> str:
+        return "the screen: no feature passed it, so the label table alone decides"

@@ -20,94 +20,17 @@ Conventions follow scikit-learn's, with a Summary in place of rows:
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, ClassVar, Collection, Literal, Sequence
+from typing import Any, ClassVar, Collection, Sequence
 
 import numpy as np
 
 from marg.errors import InputError, NotFittedError
 
-from .params import Constraint, check_choice, validate_params
+from .certificate import Certificate, CertificateKind, certificate_from as _certificate_from
+from .params import Constraint, validate_params
 
-CertificateKind = Literal["R*", "R*_L", "hinge", "2gamma", "W(h)", "holdout"]
-
-
-@dataclass(frozen=True)
-class Certificate:
-    """An upper bound on a model's worst-case error, and what kind of bound it is.
-
-    Attributes
-    ----------
-    value : float
-        The bound.
-    kind : {"R*", "R*_L", "hinge", "2gamma", "W(h)"}
-        ``R*``: the exact minimax 0-1 risk over the uncertainty set (a worst case over every
-        distribution whose released statistics lie within ±λ); ``R*_L``: its local-polytope
-        upper bound (graphs with cycles); ``hinge``: the worst-case hinge loss (= 2R*), which
-        bounds the deterministic rule's 0-1 error; ``2gamma``: the Rényi bound 2γ, for
-        distributions with exactly the released pairwise marginals; ``W(h)``: the exact
-        worst-case 0-1 error of the model's own (deterministic) rule over the uncertainty set;
-        ``holdout``: an upper confidence bound on the deterministic rule's error rate from
-        the sites' held-out rows (:mod:`marg.learners.holdout_certificate`).
-    coverage : float or None
-        Probability with which the uncertainty set holds the truth (λ calibrated to a
-        simultaneous coverage level); None when λ was set by hand (``s``).
-    approximate : bool
-        The bound rests on an approximation (e.g. a normal approximation of DP noise).
-    n_classes : int
-    note : str
-        Why the bound is what it is when that is not the usual story (e.g. an empty confidence
-        box under DP noise gives the trivial 1); "" otherwise. Not saved in the model file.
-    box : tuple of dict
-        The uncertainty box the bound was computed over, per released table
-        (:func:`marg.learners.features.box.box_tables`: ``{"features", "lower", "upper"}``,
-        joint cell probabilities; boost: one record per monomial, its cells and bounds); () for
-        bounds not computed over a box (2γ, holdout). Saved in the model file.
-    """
-
-    value: float
-    kind: CertificateKind
-    coverage: float | None
-    approximate: bool
-    n_classes: int
-    note: str = ""
-    box: tuple = field(default=(), hash=False)
-
-    def __repr__(self) -> str:
-        """One short line: the bound and its kind; the box (thousands of cell bounds) is summarised —
-        ``.box`` (or :meth:`record`) holds it in full."""
-        note = f", note={self.note!r}" if self.note else ""
-        box = f", box=<{len(self.box)} table{'s' if len(self.box) != 1 else ''}: see .box>" if self.box else ""
-        return (f"Certificate(value={self.value:.4f}, kind={self.kind!r}, coverage={self.coverage!r}, "
-                f"approximate={self.approximate}, n_classes={self.n_classes}{note}{box})")
-
-    def record(self) -> dict[str, Any]:
-        """The certificate as the model file records it (``marg inspect MODEL --json``'s ``certificate``)."""
-        return {"value": float(self.value), "kind": self.kind, "coverage": self.coverage,
-                "approximate": bool(self.approximate), "box": [dict(t) for t in self.box]}
-
-    @property
-    def trivial(self) -> bool:
-        """A 0-1 bound no better than guessing uniformly: value ≥ 1 − 1/K."""
-        if self.kind not in ("R*", "R*_L", "W(h)", "holdout"):
-            return False
-        return self.value >= 1.0 - 1.0 / self.n_classes - 1e-9
-
-    def words(self) -> str:
-        """What the bound promises, in a clause for the CLI."""
-        if self.kind == "2gamma":
-            return "(2γ: for distributions with the released pairwise marginals; no sampling margin)"
-        if self.kind == "hinge":
-            return "(worst-case hinge loss, = 2·R*: bounds the deterministic rule's worst-case error)"
-        if self.kind == "holdout":
-            return (f"(the rule's error rate on the sites' held-out patients' population, released with its noise; "
-                    f"holds with probability ≥ {self.coverage:.0%} over the held-out sample and the noise)")
-        bound = {"R*_L": "local-polytope bound R*_L ≥ R*, ", "W(h)": "the rule's own worst case, "}.get(self.kind, "")
-        if self.coverage is None:
-            return f"({bound}λ set by --s; not calibrated to a coverage level)"
-        return f"({bound}holds with probability ≥ {self.coverage:.0%} over the sample)"
-
+__all__ = ["Certificate", "CertificateKind", "MarginalEstimator"]  # Certificate lives in certificate.py; re-exported
 
 class MarginalEstimator:
     """Base of every learner fitted from a Summary (see the module docstring)."""
@@ -355,6 +278,22 @@ class MarginalEstimator:
             raise InputError(f"malformed {cls.display_name.split(' ', 1)[-1]} model: {exc}") from None
         return est
 
+    def certificate(self, summary: Any, coverage: float, features: Sequence[str] | None = None) -> Certificate:
+        """The certificate of the labels this fitted estimator predicts, over the uncertainty set at ``coverage``.
+
+        The estimator's own (:func:`marg.learners.choice_certificates.own_certificate`): its
+        ``certificate_`` when it was fitted on ``summary`` at ``coverage`` (W(h) of its rule when
+        that is still R*, the randomized rule's); refitted at ``coverage`` when it was fitted at
+        another; for a rule on features screened from these same tables (``selected_from_``, set by
+        :class:`marg.learners.screened.ScreeningCandidates`), W(h) over EVERY feature's first-order
+        box — the selection-aware certificate. ``features``: the features the fit was restricted to
+        (None: every one). The automatic choice asks its chosen candidate this, at the coverage
+        each of its boxes holds (:mod:`marg.learners.choice_certificates`)."""
+        from .choice_certificates import own_certificate
+
+        self._check_fitted()
+        return own_certificate(self, summary, coverage, features)[0]
+
     def randomized_bound(self) -> "Certificate | None":
         """The bound on the learner's randomized rule (``predict_proba``), R*, when it has one apart from
         the certificate of the labels it predicts; None otherwise. Never compared with a certificate."""
@@ -374,21 +313,6 @@ class MarginalEstimator:
 
     def _load_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-def _certificate_from(rec: Any, n_classes: int) -> Certificate:
-    if not isinstance(rec, dict):
-        raise TypeError(f"certificate must be an object, got {type(rec).__name__}")
-    kind = check_choice("certificate kind", rec.get("kind"), CertificateKind)
-    value = float(rec["value"])
-    if not 0.0 <= value <= 1.0 + 1e-9 and kind != "hinge":
-        raise ValueError(f"certificate value {value!r} outside [0, 1]")
-    cov = rec.get("coverage")
-    box = rec.get("box") or []
-    if not isinstance(box, list) or not all(isinstance(t, dict) and {"features", "lower", "upper"} <= set(t) for t in box):
-        raise ValueError("certificate box must be a list of {features, lower, upper} records")
-    return Certificate(value, kind, None if cov is None else float(cov), bool(rec.get("approximate", False)), n_classes,
-                       box=tuple(box))
 
 
 def _same(a: Any, b: Any) -> bool:

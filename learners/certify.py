@@ -7,7 +7,7 @@ over-approximated, so any tie-break is covered) and is certified over
 U = {p : |E_pΦ − τ| ≤ λ}, Φ the first-order indicators (``structure="first"``) or those plus
 the pairs of a maximum spanning forest on I(X_i, X_j; Y) (``"forest"``), λ calibrated to the
 simultaneous ``coverage`` as for the MRC. ``exact=True`` computes W(h) by row generation
-with MILP separation (:func:`.minimax.fixed_rule.certify_rule`, valid at any stop), or the
+with MILP separation (:func:`.minimax.fixed_rule_fit.certify_rule`, valid at any stop), or the
 one-LP bound where that is smaller; otherwise the one-LP Lagrangian bound W_L ≥ W(h)
 (:func:`.minimax.fixed_rule_lp.certify_rule_lp`), which can be far above W(h) over a forest's box.
 Either is a valid certificate for the rule the model predicts with.
@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 from marg.errors import InconsistentStatistics, InputError
 
-from .base import Certificate
+from .certificate import Certificate
 from .calibration import confidence_box
 from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
 from .features.pairwise import PairwiseFeatureMap
 from .features.statistics import map_moments, released
-from .minimax.fixed_rule import certify_rule
+from .minimax.fixed_rule_fit import certify_rule
 from .minimax.fixed_rule_lp import certify_rule_lp
 from .structure import max_spanning_forest, pair_label_information
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from marg.errors import InconsistentStatistics, InputError, SolverError
 
-from .base import Certificate
+from .certificate import Certificate
 
 DOMAIN_CELLS = 20000
 """The largest codebook domain (points × classes) whose W(ĥ) is computed by enumerating it."""

@@ -10,6 +10,10 @@ learner still reporting R* gets W(h) of its additive rule over the first-order b
 
 R* itself is kept under its own name (``minimax_risk``) and never compared with a W(h).
 
+**The estimator owns it.** :meth:`marg.learners.base.MarginalEstimator.certificate` (:func:`own_certificate`)
+is the one way a fitted candidate is certified: the automatic choice asks it of every candidate it
+compares (or, on screened features, of the one it chose), never writing a certificate from outside.
+
 **One event for the whole choice** (Bonferroni over the candidates). The choice looks at
 every candidate's certificate, so the event "every certificate holds" is what the chosen one
 rests on. With m candidates each fitted and certified at coverage 1 − α/m
@@ -23,11 +27,12 @@ and the screened certificate counts every feature's cells.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from marg.errors import InconsistentStatistics, InputError
 
-from .base import Certificate
+from .certificate import Certificate
 from .certify_labels import RANDOMIZED, doubled
 
 
@@ -59,3 +64,36 @@ def label_certificate(est: Any, summary: Any, coverage: float, features: Sequenc
     except (InputError, InconsistentStatistics):  # a pairwise rule: no additive form to certify
         return doubled(cert), rstar
     return (w if w.value <= 2.0 * rstar else doubled(cert)), rstar
+
+
+def randomized_risk(est: Any) -> float | None:
+    """R* of ``est``'s randomized rule, the value :func:`label_certificate` reports beside the labels' certificate
+    (``minimax_risk_`` when the certificate is not it; the certificate itself when it is still R*); None without one."""
+    cert, own = est.certificate_, getattr(est, "minimax_risk_", None)
+    if cert.kind not in RANDOMIZED:
+        return None if own is None or own is cert else float(own.value)
+    return float(cert.value)
+
+
+def own_certificate(est: Any, summary: Any, coverage: float, features: Sequence[str] | None = None
+                    ) -> tuple[Certificate, float | None]:
+    """What :meth:`marg.learners.base.MarginalEstimator.certificate` answers, with R* of the randomized rule (or None).
+
+    - ``est`` carries ``selected_from_`` (its features were screened from these same tables,
+      :class:`marg.learners.screened.ScreeningCandidates`): W(h) of its rule over the first-order box
+      of EVERY discrete feature at ``coverage`` (:func:`marg.learners.certify.certify_projected`) —
+      valid for the selection, since that box is fixed before any feature is chosen;
+    - it was fitted at another ``coverage`` (its box calibrated there): the same estimator refitted at ``coverage``;
+    - otherwise its own labels' certificate (:func:`label_certificate`).
+    """
+    if getattr(est, "selected_from_", None) is not None:
+        from .certify import certify_projected
+
+        r = est.randomized_bound()
+        return certify_projected(est, summary, coverage=coverage), None if r is None else float(r.value)
+    params = est.get_params()
+    have = params.get("coverage")
+    if have is not None and est.certificate_.coverage is not None \
+            and not math.isclose(float(have), float(coverage), rel_tol=0.0, abs_tol=1e-12):
+        est = type(est)(**{**params, "coverage": float(coverage)}).fit(summary)
+    return label_certificate(est, summary, coverage, features)

@@ -1,7 +1,7 @@
 """The one rule that chooses among fitted candidates: estimated error within its own noise, never worse than the prior, then certificate.
 
 Both automatic choices use it — among learners (:class:`marg.learners.auto.AutoLearner`) and
-among (learner, M) on screened features (:func:`marg.learners.screened.choose_config`). A
+among (learner, M) on screened features (:meth:`marg.learners.screened.ScreeningCandidates.choose`). A
 candidate ``k`` carries an estimated error ê_k (leave-one-site-out over S sites: the mean of
 its fold errors e_{k,s} weighted by the sites' n, w_s = n_s / Σn; or in sample), its folds,
 and, for the learner choice, a certificate (a bound on the error of the labels it predicts:

@@ -26,6 +26,14 @@ over the sites weighted by their n. The model is never evaluated on the tables i
 on, so a learner that over-fits the tables (or their noise) is seen to. With one site (or
 more than :data:`MAX_SITES`) the estimate is the fitted model's plug-in error on the whole
 summary (:func:`in_sample_error`) — in sample, hence optimistic.
+
+**The one estimator of the automatic choice** (:func:`estimate_errors`): leave-one-site-out
+whenever 2–:data:`MAX_SITES` sites' tables were kept, for every candidate alike (a plain learner
+and a learner on screened features are refitted on the same folds and judged on the same
+simulated rows); otherwise its fallback — in sample, or the **split** (:func:`split_errors`:
+each candidate refitted on training sets drawn from the tables, and measured on a separate
+simulated population), which the screening generator asks for because the noise of screening
+thousands of features on n rows is what must be seen.
 """
 
 from __future__ import annotations
@@ -201,4 +209,99 @@ def loso_errors(
         wts = np.array([n for _, _, n in folds])
         value = float(np.average(errs, weights=wts)) if wts.sum() > 0 else float(np.mean(errs))
         out[name] = ErrorEstimate(value, "loso", [float(x) for x in errs], [float(x) for x in wts])
+    return out
+
+
+REPLICATES = 3
+"""Training sets drawn for the split estimate (one site)."""
+POPULATION = 2000
+"""Simulated rows per class on which the split estimate measures each candidate (Monte Carlo error ≤ 0.5/√2000 ≈ 0.011 per class)."""
+
+
+def estimate_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], Any]]], fallback: str = "in-sample",
+                    fitted: dict[str, Any] | None = None, replicates: int = REPLICATES,
+                    train: Callable[[np.ndarray, np.ndarray], Any] | None = None) -> tuple[str, dict[str, ErrorEstimate | str]]:
+    """THE estimator of the automatic choice: every candidate estimated on the same footing.
+
+    Parameters
+    ----------
+    summary : Summary
+    candidates : sequence of (key, fit)
+        ``fit(summary)`` refits the candidate on another summary (a fold, a training set).
+    fallback : {"in-sample", "split"}
+        Without 2–:data:`MAX_SITES` sites' own tables: ``"in-sample"`` — each fitted model
+        (``fitted[key]``, fitted on the whole summary) on rows simulated from ``summary``
+        (:func:`in_sample_error`, optimistic); ``"split"`` — :func:`split_errors` (each candidate
+        refitted on ``replicates`` training sets drawn from the tables: it sees the noise of
+        choosing from n rows, e.g. screening thousands of features).
+    fitted : dict key → fitted model, for ``"in-sample"``.
+    replicates, train : for ``"split"`` (:func:`split_errors`).
+
+    Returns
+    -------
+    (how, estimates)
+        ``how`` ∈ {"loso", "in-sample", "split"}; ``estimates[key]`` an :class:`ErrorEstimate`
+        or a one-line reason the candidate has none.
+    """
+    parts = summary.site_parts
+    if MIN_SITES <= len(parts) <= MAX_SITES:
+        from marg.marginals.summary import Summary, sum_tables
+
+        cb = summary.codebook
+        try:
+            return "loso", loso_errors(candidates, parts, make_summary=lambda ts: Summary(cb, list(ts)),
+                                       combine=lambda ps: sum_tables(ps)[0])
+        except InputError as exc:  # e.g. raw numeric features: no rows can be simulated
+            return "loso", {key: str(exc) for key, _ in candidates}
+    if fallback == "in-sample":
+        try:
+            sample: TanSample | str = tan_sample(summary)
+        except InputError as exc:
+            sample = str(exc)
+        return "in-sample", {key: sample if isinstance(sample, str) else
+                             ErrorEstimate(sample_error(model, sample), "in-sample") for key, model in (fitted or {}).items()}
+    try:
+        errs = split_errors(summary, candidates, replicates, train)
+    except InputError as exc:
+        return "split", {key: str(exc) for key, _ in candidates}
+    return "split", {key: ErrorEstimate(float(np.mean(e)), "split", [float(v) for v in e]) for key, e in errs.items()}
+
+
+def split_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], Any]]], replicates: int = REPLICATES,
+                 train: Callable[[np.ndarray, np.ndarray], Any] | None = None) -> dict[str, list[float]]:
+    """Per candidate, its error in each of ``replicates`` parametric training splits of the tables.
+
+    Training set r: the summary's class sizes drawn from its TAN distribution (:func:`tan_sample`,
+    seed ``SEED + 1000 + r``), turned into a Summary by ``train(X, y)`` (default: its exact
+    first-order tables; a generator may add what its own request round would release). Each
+    candidate is refitted there and its error measured on one separate simulated population of
+    :data:`POPULATION` rows per class. A candidate that cannot be fitted on a training set errs 1
+    there; a training set on which ``train`` finds nothing to learn from (None) is answered by the
+    summary's larger class, for every candidate.
+
+    Raises
+    ------
+    InputError
+        Rows cannot be simulated from the tables (raw numeric features).
+    """
+    from marg.marginals.summary import Summary
+
+    cb = summary.codebook
+    population = tan_sample(summary, draws=POPULATION)
+    sizes = np.maximum(1, np.rint(np.clip(summary.class_counts, 0.0, None))).astype(int)
+    out: dict[str, list[float]] = {key: [] for key, _ in candidates}
+    for r in range(int(replicates)):
+        draw = tan_sample(summary, draws=int(sizes.max()), seed=SEED + 1000 + r)
+        keep = np.concatenate([np.flatnonzero(draw.y == k)[: sizes[k]] for k in range(sizes.size)])
+        X, y = draw.X[keep], draw.y[keep]
+        data = Summary.from_rows(cb, X, y) if train is None else train(X, y)
+        for key, fit in candidates:
+            if data is None:
+                out[key].append(float(1.0 - population.w[population.y == np.argmax(summary.prior)].sum()))
+                continue
+            try:
+                model = fit(data)
+            except InputError:
+                model = None
+            out[key].append(1.0 if model is None else sample_error(model, population))
     return out

@@ -145,7 +145,7 @@ def solve_hinge(
     return MinimaxSolution(mu=np.stack([-0.5 * f, 0.5 * f]), tau=np.asarray(tau, dtype=np.float64).reshape(K, D),
                            lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=0.0, value=value,
                            iterations=[value], lower=[], upper=[], converged=True, n_rows=rows.n, impossible=dead,
-                           bound=np.inf, kind="hinge", simplex_iterations=model.simplex_iterations,
+                           bound=np.inf, kind="hinge", simplex_iterations=model.lp.simplex_iterations,
                            lp_columns=model.n_cols, read=HingeScore(f, theta, model.nu))
 
 

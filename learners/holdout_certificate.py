@@ -192,11 +192,11 @@ def rows_quantile(parts: Sequence[NoisePart], alpha: float) -> int:
 
 
 def _noise_sd(parts: Sequence[NoisePart]) -> float:
-    from marg.marginals.noise import gaussian_std, laplace_std
+    from marg.marginals.noise_kinds import noise_of
 
     v = 0.0
     for m, b, d, c in parts:
-        s = laplace_std(b, d) if m == "laplace" else gaussian_std(b, d)
+        s = noise_of(m).std(b, d)
         v += c * s * s
     return math.sqrt(v)
 

@@ -65,8 +65,6 @@ def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = DEF
 
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    if mechanism not in ("laplace", "gaussian"):
-        raise InputError(f"unknown mechanism {mechanism!r} (laplace or gaussian)")
     mech, eps, rho = budget_for(mechanism, epsilon, None, delta)
     specs = [TableSpec((f"t{i}",), "counts", 2, mech.discrete) for i in range(n_tables)]
     return float(ReleasePlan(specs, epsilon=eps, rho=rho, weights=[1.0] * n_tables, delta=delta, mechanism=mech.name).scales[0])

@@ -7,7 +7,7 @@ its worst-case error over the first-order uncertainty set U = {p : |E_pΦ − τ
 calibrated as for the MRC) is bounded by the one-LP Lagrangian bound W_L ≥ W(h)
 (:func:`marg.learners.minimax.fixed_rule_lp.certify_rule_lp`, fast) and, with
 ``certify="exact"`` (the default), computed by row generation with exact MILP separation
-(:func:`marg.learners.minimax.fixed_rule.certify_rule`, valid at any stop):
+(:func:`marg.learners.minimax.fixed_rule_fit.certify_rule`, valid at any stop):
 ``certificate_`` is the smaller of the two — a valid bound on the error of the rule it
 predicts with, over every distribution the released tables allow. Noise in the tables changes the rule,
 never the validity of the bound.
@@ -25,7 +25,8 @@ from .calibration import confidence_box
 from .features.box import box_tables
 from .features.blocks import FeatureMap, node_blocks
 from .features.statistics import map_moments
-from .minimax.fixed_rule import LinearRule, certify_rule
+from .minimax.fixed_rule import LinearRule
+from .minimax.fixed_rule_fit import certify_rule
 from .minimax.fixed_rule_lp import certify_rule_lp
 
 

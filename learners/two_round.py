@@ -63,6 +63,7 @@ from marg.errors import InputError
 from marg.marginals.allocation import least_squares_weights
 from marg.marginals.request import StudyRequest
 from marg.marginals.selection import Selection
+from marg.marginals.study import STUDY_MECHANISM
 from marg.marginals.study_split import NOISE_RATIO, agreement_probability
 
 from .features.statistics import released
@@ -170,7 +171,7 @@ def _pooled_std(rests: Sequence[float], weight: float) -> float:
     sqrt(Σ_s σ_s²), σ_s the discrete Gaussian's scale for ρ = weight·ρ_s at sensitivity 1."""
     from marg.marginals.mechanisms import get_mechanism
 
-    g = get_mechanism("gaussian")
+    g = get_mechanism(STUDY_MECHANISM)
     return float(np.sqrt(sum(g.scale_for(weight * r, 1.0) ** 2 for r in rests if r > 0)))
 
 
@@ -193,7 +194,7 @@ def first_order_rule(kept: Sequence[str], m: Mapping[str, int], K: int, rests: S
     keep = list(kept)
     while len(keep) > 1:
         sizes = [K * m[a] for a in keep]
-        w = least_squares_weights(sizes, "gaussian")
+        w = least_squares_weights(sizes, STUDY_MECHANISM)
         ratio = [_pooled_std(rests, float(w[i])) * sizes[i] / max(n_hat, 1.0) for i in range(len(keep))]
         worst = max(range(1, len(keep)), key=lambda i: (round(ratio[i], 9), i))  # ties: the lowest-ranked
         if ratio[worst] <= NOISE_RATIO:
@@ -214,7 +215,7 @@ def whole_workload(kept: Sequence[str], codebook: Any, rests: Sequence[float], n
     # each pair in the codebook's order, whatever order the sites' noisy ranking gave ``kept``
     cand = [(a,) for a in kept] + list(combinations(sorted(kept, key=codebook.index), 2))
     sizes = [K * int(np.prod([m[a] for a in c])) for c in cand]
-    w = least_squares_weights(sizes, "gaussian")
+    w = least_squares_weights(sizes, STUDY_MECHANISM)
     pair = list(range(len(kept), len(cand)))
     med = sorted(pair, key=lambda t: (sizes[t], t))[len(pair) // 2]
     if _pooled_std(rests, float(w[med])) > NOISE_RATIO * n_hat / sizes[med]:
@@ -240,13 +241,13 @@ def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_
     for size in range(len(kept), 1, -1):
         cand = first + list(combinations(kept[:size], 2))
         sizes = fsizes + [K * m[a] * m[b] for a, b in cand[len(first):]]
-        w = least_squares_weights(sizes, "gaussian")
+        w = least_squares_weights(sizes, STUDY_MECHANISM)
         worst = max(range(len(first), len(cand)), key=lambda t: sizes[t])
         pstd = _pooled_std(rests, float(w[worst]))
         if pstd <= NOISE_RATIO * n_hat / sizes[worst]:
             return TablePlan(tuple(cand), tuple(float(x) for x in w), size,
                              _pooled_std(rests, float(w[int(np.argmax(fsizes))])), pstd)
-    w = least_squares_weights(fsizes, "gaussian")
+    w = least_squares_weights(fsizes, STUDY_MECHANISM)
     return TablePlan(tuple(first), tuple(float(x) for x in w), 0, _pooled_std(rests, float(w[int(np.argmax(fsizes))])), None)
 
 

@@ -300,6 +300,18 @@ class HighsLP:
     def n_rows(self) -> int:
         return int(self.h.getNumRow())
 
+    def rows(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+        """The rows as HiGHS holds them: (A (n_rows, n_cols) CSR, lower, upper) — to check a model's own record of them."""
+        lp = self.h.getLp()
+        a = lp.a_matrix_
+        data = (np.asarray(a.value_, dtype=np.float64), np.asarray(a.index_, dtype=np.int64), np.asarray(a.start_, dtype=np.int64))
+        shape = (int(lp.num_row_), int(lp.num_col_))
+        if a.format_ == highspy.MatrixFormat.kRowwise:
+            A = sp.csr_array(data, shape=shape)
+        else:
+            A = sp.csc_array(data, shape=shape).tocsr()
+        return A, np.asarray(lp.row_lower_, dtype=np.float64), np.asarray(lp.row_upper_, dtype=np.float64)
+
     # ---------------------------------------------------------------- editing
     def add_cols(self, cost: Any, lower: Any, upper: Any, starts: Any = None, index: Any = None,
                  value: Any = None) -> np.ndarray:

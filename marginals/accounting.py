@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping
 from marg.errors import InputError, RefusedError, option
 
 from .dp_conversions import pure_and_zcdp_to_epsilon, pure_rho, rho_to_epsilon
+from .noise_kinds import composes_pure
 
 DEFAULT_DELTA = 1e-6  # δ of a Gaussian export and of a cap, unless given
 _REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
@@ -173,9 +174,10 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
     Parameters
     ----------
     parts : iterable of (mechanism, epsilon, rho, delta)
-        One per table, as OpenDP maps its measurement: ``"laplace"`` is ε_t-DP and ρ_t-zCDP
-        (ρ_t = OpenDP's pure → zCDP map); ``"gaussian"`` is ρ_t-zCDP, its ε reported at δ_t;
-        ``"none"`` an exact table.
+        One per table, as OpenDP maps its measurement: a pure noise (``"laplace"``,
+        :func:`marg.marginals.noise_kinds.composes_pure`) is ε_t-DP and ρ_t-zCDP (ρ_t = OpenDP's
+        pure → zCDP map); any other part (``"gaussian"``, the selection's noisy top-k) is ρ_t-zCDP,
+        its ε reported at δ_t; ``"none"`` an exact table.
 
     Returns
     -------
@@ -188,7 +190,7 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
     for mechanism, e, r, d in parts:
         if mechanism == "none":
             return PrivacyCost.unbounded()
-        if mechanism == "laplace":
+        if composes_pure(mechanism):
             eps += e
             rho += r
         else:
@@ -199,6 +201,12 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
         eps += rho_to_epsilon(grho, gdelta)
         rho += grho
     return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho, pure_epsilon=pure)
+
+
+def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
+    """The cost of a ρ-zCDP budget stated at δ (ε by OpenDP's conversion): what a study's total or a
+    round-2 request is checked against the cap as, before its tables are planned."""
+    return release_cost([("zcdp", 0.0, float(rho), float(delta))])
 
 
 # ---------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ import numpy as np
 
 from marg.errors import InputError
 
+from .noise_kinds import noise_of
+
 ALLOCATIONS = ("half", "least-squares")  # --allocation; the first is the default
 
 
@@ -52,7 +54,8 @@ def least_squares_weights(sizes: Sequence[int], mechanism: str, orders: Sequence
     ----------
     sizes : sequence of int, shape (k,)
         Released numbers per table, |T| ≥ 1.
-    mechanism : {"gaussian", "laplace"}
+    mechanism : {"gaussian", "laplace", …}
+        A registered noise (:mod:`marg.marginals.noise_kinds`): it answers the weights.
     orders : sequence of int, shape (k,), optional
         Features per table o_T (None: all 0, i.e. plain least squares over the counts).
     p : int, optional
@@ -61,7 +64,7 @@ def least_squares_weights(sizes: Sequence[int], mechanism: str, orders: Sequence
     Returns
     -------
     ndarray, shape (k,)
-        ``√c_T`` (Gaussian) or ``c_T^{1/3}`` (Laplace), normalised to sum 1.
+        ``√c_T`` (Gaussian) or ``c_T^{1/3}`` (Laplace) — the noise's ``least_squares`` —, normalised to sum 1.
     """
     s = np.asarray(sizes, dtype=np.float64)
     if s.size == 0 or np.any(s < 1):
@@ -72,12 +75,7 @@ def least_squares_weights(sizes: Sequence[int], mechanism: str, orders: Sequence
         if o.shape != s.shape or p is None or p < 1:
             raise InputError(f"orders need one value per table and p >= 1, got {o.shape} and {p!r}")
         c = s * float(p) ** (-2.0 * o)
-    if mechanism == "gaussian":
-        w = np.sqrt(c)
-    elif mechanism == "laplace":
-        w = np.cbrt(c)
-    else:
-        raise InputError(f"unknown mechanism {mechanism!r} (expected 'gaussian' or 'laplace')")
+    w = noise_of(mechanism).least_squares(c)
     return w / w.sum()
 
 

@@ -32,21 +32,27 @@ def opendp_words(exc: Exception) -> str:
     return lines[0][:200] if lines else type(exc).__name__
 
 
-def _proxy(mechanism: str, cost: float):
-    """A scalar ``mechanism`` ("gaussian": cost ρ, scale 1/sqrt(2ρ); "laplace": cost ε, scale 1/ε)
-    whose OpenDP map at sensitivity 1 is at least ``cost`` (the scale nudged down until it is)."""
-    dp = dp_prelude()
-    make = dp.m.make_gaussian if mechanism == "gaussian" else dp.m.make_laplace
-    scale = 1.0 / math.sqrt(2.0 * cost) if mechanism == "gaussian" else 1.0 / cost
-
-    def build(s: float):
-        return make(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s)
-
-    meas = build(scale)
+def _nudged(make, scale: float, cost: float):
+    """``make(scale)`` with the scale nudged down until its OpenDP map at sensitivity 1 is at least ``cost``."""
+    meas = make(scale)
     while float(meas.map(1.0)) < cost:  # make sure the proxy is at least as costly
         scale = math.nextafter(scale, 0.0)
-        meas = build(scale)
+        meas = make(scale)
     return meas
+
+
+def _gaussian_proxy(rho: float):
+    """A scalar Gaussian (scale 1/sqrt(2ρ)) whose OpenDP map at sensitivity 1 is at least ``rho``."""
+    dp = dp_prelude()
+    return _nudged(lambda s: dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s),
+                   1.0 / math.sqrt(2.0 * rho), rho)
+
+
+def _laplace_proxy(epsilon: float):
+    """A scalar Laplace (scale 1/ε) whose OpenDP map at sensitivity 1 is at least ``epsilon``."""
+    dp = dp_prelude()
+    return _nudged(lambda s: dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s),
+                   1.0 / epsilon, epsilon)
 
 
 def rho_to_epsilon(rho: float, delta: float) -> float:
@@ -63,7 +69,7 @@ def rho_to_epsilon(rho: float, delta: float) -> float:
         raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
     dp = dp_prelude()
     try:
-        return float(dp.c.make_zCDP_to_approxDP(_proxy("gaussian", rho)).map(1.0).epsilon(delta))
+        return float(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)).map(1.0).epsilon(delta))
     except dp.OpenDPException:  # OpenDP overflows for ρ in the thousands: no finite ε it can vouch for
         return math.inf
 
@@ -80,9 +86,9 @@ def pure_and_zcdp_to_epsilon(epsilon: float, rho: float, delta: float) -> float:
         raise InputError(f"delta must be in (0, 1) to report a zCDP cost as (ε, δ), got {delta!r}")
     dp = dp_prelude()
     try:
-        parts = [dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(_proxy("gaussian", rho)), delta)]
+        parts = [dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(_gaussian_proxy(rho)), delta)]
         if epsilon > 0.0:
-            parts.append(dp.c.make_approximate(_proxy("laplace", epsilon)))
+            parts.append(dp.c.make_approximate(_laplace_proxy(epsilon)))
         eps, _ = dp.c.make_composition(parts).map(1.0) if len(parts) > 1 else parts[0].map(1.0)
     except dp.OpenDPException:
         return math.inf
@@ -99,7 +105,7 @@ def pure_rho(epsilon: float) -> float:
     map is at least ε, so ρ ≥ ε²/2): what a Laplace cost recorded without its ρ counts in zCDP."""
     if epsilon == 0.0 or math.isinf(epsilon):
         return epsilon
-    return pure_to_rho(_proxy("laplace", epsilon), 1.0)
+    return pure_to_rho(_laplace_proxy(epsilon), 1.0)
 
 
 def rho_for_epsilon(epsilon: float, delta: float) -> float:

@@ -2,8 +2,9 @@
 
 A :class:`Mechanism` is what :func:`marginals.privacy.privatize` needs to release a table
 through OpenDP: the OpenDP constructor of its measurement (``build``), the noise distribution
-it adds (``noise``: ``"laplace"`` or ``"gaussian"`` — that fixes its accounting and the
-exact tail bounds the learner's λ uses, :mod:`marginals.noise_tails`) and whether integral
+it adds (``noise``: a registered noise distribution, :mod:`marginals.noise_kinds` —
+``"laplace"`` or ``"gaussian"`` — which answers its std, its accounting and the exact tail
+bounds the learner's λ uses, :mod:`marginals.noise_tails`) and whether integral
 counts get discrete noise (integer domain) or continuous noise (float domain).
 
 * ``noise="laplace"``: pure ε-DP under the L1 sensitivity; a share ε_t of the budget gives
@@ -15,21 +16,20 @@ counts get discrete noise (integer domain) or continuous noise (float domain).
 ``make_gaussian`` and ``make_laplace``, discrete on integral counts). A new mechanism is a
 :class:`Mechanism` passed to :func:`register`; ``privatize(..., mechanism=NAME)``,
 :func:`marginals.privacy.plan_cost` and :func:`protocols.export.export_site` then use it
-(``tests/marginals/test_plugins.py`` adds a toy one).
+(``tests/marginals/test_plugins.py`` adds a toy one). A mechanism adding a noise marg does not
+know yet registers that distribution first (:func:`marginals.noise_kinds.register_noise`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from marg.errors import InputError
 
-from .dp_conversions import dp_prelude, pure_to_rho, rho_to_epsilon
-from .noise import NoiseRecord, gaussian_std, laplace_std
-
-NOISES = ("laplace", "gaussian")
+from .dp_conversions import dp_prelude
+from .noise import NoiseRecord
+from .noise_kinds import NOISES, Noise, noise_of
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ class Mechanism:
     name : str
         What ``--mechanism`` and ``privatize(mechanism=...)`` call it; the bundle header's
         ``privacy.mechanism``.
-    noise : {"laplace", "gaussian"}
-        The distribution it adds, as noise records name it (accounting, tail bounds).
+    noise : {"laplace", "gaussian", …}
+        The distribution it adds, a registered :class:`marg.marginals.noise_kinds.Noise` named as noise
+        records name it: it answers the std, tails, accounting and least-squares weights.
     build : callable
         ``build(dp, domain, metric, scale)`` → an OpenDP measurement on ``domain`` (a vector
         domain of i64 or f64) under ``metric`` (``l1_distance`` for Laplace noise,
@@ -62,9 +63,14 @@ class Mechanism:
             raise InputError(f"mechanism {self.name!r}: noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
 
     @property
+    def kind(self) -> Noise:
+        """The noise distribution it adds (:mod:`marg.marginals.noise_kinds`): its std, tails, cost, weights."""
+        return noise_of(self.noise)
+
+    @property
     def pure(self) -> bool:
-        """Pure ε-DP (Laplace noise; its budget is an ε), else ρ-zCDP (its budget is a ρ)."""
-        return self.noise == "laplace"
+        """Pure ε-DP (its budget is an ε, L1), else ρ-zCDP (its budget is a ρ, L2): its noise's."""
+        return self.kind.pure
 
     def measurement(self, scale: float, integer: bool) -> Any:
         """The OpenDP measurement releasing one table as a flat vector (``integer``: i64 domain)."""
@@ -75,15 +81,13 @@ class Mechanism:
         return self.build(dp, dom, metric, float(scale))
 
     def scale_for(self, share: float, sensitivity: float | int) -> float:
-        """The scale whose cost at ``sensitivity`` is ``share`` before OpenDP's rounding:
-        ``Δ/ε_t`` (Laplace) or ``Δ/sqrt(2ρ_t)`` (Gaussian)."""
-        if self.pure:
-            return float(sensitivity) / share
-        return float(sensitivity) / math.sqrt(2.0 * share)
+        """The scale whose cost at ``sensitivity`` is ``share`` before OpenDP's rounding (its noise's:
+        ``Δ/ε_t`` Laplace, ``Δ/sqrt(2ρ_t)`` Gaussian)."""
+        return self.kind.scale_for(share, sensitivity)
 
     def std(self, scale: float, integer: bool) -> float:
-        """The noise std per cell at ``scale`` (exact for the discrete noise, :mod:`marginals.noise`)."""
-        return laplace_std(scale, integer) if self.pure else gaussian_std(scale, integer)
+        """The noise std per cell at ``scale`` (exact for the discrete noise: its noise's)."""
+        return self.kind.std(scale, integer)
 
     def record(self, scale: float, integer: bool, cost: float, delta: float, unit: float = 1.0,
                parts: tuple = ()) -> NoiseRecord:
@@ -91,19 +95,14 @@ class Mechanism:
         ``cost`` (ε for pure DP; ρ for zCDP, also stated as (ε, ``delta``)); ``unit`` rescales a moment
         table's normalised noise."""
         std = self.std(scale, integer) * unit
-        if self.pure:
-            return NoiseRecord(mechanism=self.noise, scale=scale * unit, std=std, epsilon=cost, delta=0.0, rho=0.0,
-                               parts=parts)
-        return NoiseRecord(mechanism=self.noise, scale=scale * unit, std=std, epsilon=rho_to_epsilon(cost, float(delta)),
-                           delta=float(delta), rho=cost, parts=parts)
+        epsilon, dl, rho = self.kind.record_costs(cost, delta)
+        return NoiseRecord(mechanism=self.noise, scale=scale * unit, std=std, epsilon=epsilon, delta=dl, rho=rho,
+                           parts=parts)
 
     def cost_part(self, measurement: Any, sensitivity: float | int, cost: float,
                   delta: float) -> tuple[str, float, float, float]:
-        """One calibrated table's part of :func:`marginals.accounting.release_cost`: OpenDP's map of its
-        measurement (and, for pure DP, of that measurement seen as zCDP)."""
-        if self.pure:
-            return (self.noise, cost, pure_to_rho(measurement, sensitivity), 0.0)
-        return (self.noise, 0.0, cost, float(delta))
+        """One calibrated table's part of :func:`marginals.accounting.release_cost` (its noise's)."""
+        return self.kind.measured_part(measurement, sensitivity, cost, delta)
 
 
 MECHANISMS: dict[str, Mechanism] = {}

@@ -3,9 +3,9 @@
 Every released table carries a :class:`NoiseRecord`. Exact (non-private) releases carry
 ``NoiseRecord.exact()``: mechanism ``"none"``, zero std and zero privacy cost.
 
-The module also holds the *variance facts* of the mechanisms that
-:mod:`marginals.privacy` runs through OpenDP, so that a record's ``std`` is the exact
-standard deviation of the noise that was added:
+A record's ``std`` is the exact standard deviation of the noise that was added — each noise
+distribution's own fact (:mod:`marg.marginals.noise_kinds`; ``laplace_std`` and ``gaussian_std``
+are re-exported here):
 
 - integer count tables get **discrete** noise (OpenDP samples the discrete Laplace /
   discrete Gaussian on integer inputs): for the discrete Laplace of scale ``b``,
@@ -25,7 +25,6 @@ array for any table.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +32,10 @@ import numpy as np
 
 from marg.errors import InputError
 
+from .noise_kinds import NOISES, gaussian_std, laplace_std  # noqa: F401  (the variance facts: each noise's own)
+
 if TYPE_CHECKING:  # pragma: no cover
     from .codebook import Codebook
-
-MECHANISMS = ("none", "laplace", "gaussian")
-
 
 @dataclass(frozen=True)
 class NoiseRecord:
@@ -45,7 +43,8 @@ class NoiseRecord:
 
     Attributes
     ----------
-    mechanism : {"none", "laplace", "gaussian"}
+    mechanism : {"none", "laplace", "gaussian", …}
+        ``"none"`` or a registered noise (:mod:`marg.marginals.noise_kinds`).
     scale : float
         Mechanism scale parameter (Laplace b, or Gaussian sigma), per cell.
     std : float
@@ -74,8 +73,8 @@ class NoiseRecord:
     parts: tuple = ()
 
     def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISMS:
-            raise InputError(f"unknown noise mechanism {self.mechanism!r} (expected one of {', '.join(MECHANISMS)})")
+        if self.mechanism != "none" and self.mechanism not in NOISES:
+            raise InputError(f"unknown noise mechanism {self.mechanism!r} (expected one of none, {', '.join(NOISES)})")
         for field in ("scale", "std", "epsilon", "delta", "rho"):
             v = getattr(self, field)
             if not (v >= 0.0) or v != v or v == float("inf"):
@@ -83,7 +82,7 @@ class NoiseRecord:
         if self.mechanism == "none" and (self.std != 0.0 or self.scale != 0.0):
             raise InputError("an exact release (mechanism 'none') cannot carry noise std/scale")
         for part in self.parts:
-            ok = (isinstance(part, tuple) and len(part) == 4 and part[0] in MECHANISMS[1:] and float(part[1]) > 0
+            ok = (isinstance(part, tuple) and len(part) == 4 and part[0] in NOISES and float(part[1]) > 0
                   and isinstance(part[2], bool) and isinstance(part[3], int) and part[3] > 0)
             if not ok:
                 raise InputError(f"malformed noise part {part!r} (expected (mechanism, scale > 0, discrete, count > 0))")
@@ -124,56 +123,6 @@ class NoiseRecord:
             )
         except (TypeError, ValueError) as exc:
             raise InputError(f"malformed noise record {d!r}: {exc}") from None
-
-
-# ---------------------------------------------------------------------------------------
-# Variance of the mechanisms' noise
-# ---------------------------------------------------------------------------------------
-def laplace_std(scale: float, discrete: bool) -> float:
-    """Standard deviation of Laplace noise of scale ``b``.
-
-    Parameters
-    ----------
-    scale : float
-        ``b > 0``.
-    discrete : bool
-        True for the discrete Laplace on the integers, ``P(z) ∝ exp(−|z|/b)``:
-        ``Var = 2q/(1−q)²`` with ``q = exp(−1/b)`` (→ ``2b²`` as ``b → ∞``);
-        False for the continuous Laplace: ``Var = 2b²``.
-    """
-    b = float(scale)
-    if not (b > 0.0) or not math.isfinite(b):
-        raise InputError(f"Laplace scale must be finite and > 0, got {scale!r}")
-    if not discrete:
-        return math.sqrt(2.0) * b
-    q = math.exp(-1.0 / b)
-    return math.sqrt(2.0 * q) / -math.expm1(-1.0 / b)
-
-
-def gaussian_std(scale: float, discrete: bool) -> float:
-    """Standard deviation of Gaussian noise of scale ``σ``.
-
-    Parameters
-    ----------
-    scale : float
-        ``σ > 0``.
-    discrete : bool
-        True for the discrete Gaussian on the integers, ``P(z) ∝ exp(−z²/(2σ²))``: the
-        variance ``Σ_z z² P(z)`` is summed over ``|z| ≤ 40σ + 40`` (the tail beyond is below
-        ``1e-300``); it is slightly below ``σ²`` for small ``σ`` and equals it to machine
-        precision for ``σ ≳ 2``. False: ``σ``.
-    """
-    s = float(scale)
-    if not (s > 0.0) or not math.isfinite(s):
-        raise InputError(f"Gaussian scale must be finite and > 0, got {scale!r}")
-    if not discrete:
-        return s
-    if s >= 40.0:  # the lattice sum equals σ² to machine precision long before: no 80σ-long array
-        return s
-    zmax = int(math.ceil(40.0 * s + 40.0))
-    z = np.arange(-zmax, zmax + 1, dtype=np.float64)
-    w = np.exp(-(z * z) / (2.0 * s * s))
-    return float(math.sqrt(float(np.sum(z * z * w) / np.sum(w))))
 
 
 def moment_bound(codebook: "Codebook", feature: str) -> float:

@@ -22,7 +22,8 @@ exp(θ²σ²/2). Solving for q: q(α) = inf_θ [ln(2/α) + Σ_j c_j ln M_j(θ)]/
 minimisation. The bound is conservative by construction — never an approximation.
 
 A noise part is ``(mechanism, scale, discrete, count)``: ``count`` independent draws of the
-mechanism at that scale.
+mechanism at that scale. Each draw's mgf, lattice pmf and closed form are its noise's own
+(:mod:`marg.marginals.noise_kinds`); this module combines them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import numpy as np
 
 from marg.errors import InputError
 
+from .noise_kinds import noise_of
+
 NoisePart = tuple[str, float, bool, int]
 
 
@@ -42,36 +45,12 @@ def _log_mgf(part: NoisePart, theta: float) -> float:
     mech, b, discrete, count = part
     if b <= 0 or count == 0 or mech == "none":
         return 0.0
-    if mech == "gaussian":
-        return count * 0.5 * theta * theta * b * b
-    if mech != "laplace":
-        raise InputError(f"unknown noise mechanism {mech!r}")
-    if theta * b >= 1.0:
-        return math.inf
-    if not discrete:
-        return -count * math.log1p(-(theta * b) ** 2)
-    r = math.exp(-1.0 / b)
-    a, c = r * math.exp(theta), r * math.exp(-theta)
-    if a >= 1.0:
-        return math.inf
-    return count * (2.0 * math.log1p(-r) - math.log1p(-a) - math.log1p(-c))
+    return noise_of(mech).log_mgf(b, discrete, count, theta)
 
 
 def _lattice_pmf(mech: str, b: float, tail: float) -> tuple[np.ndarray, float]:
-    """pmf of one discrete draw on −T..T and the mass left outside (≤ ``tail``)."""
-    if mech == "laplace":
-        r = math.exp(-1.0 / b)
-        T = max(1, math.ceil(b * math.log(2.0 / (tail * (1.0 + r)))))
-        z = np.arange(-T, T + 1)
-        return (1.0 - r) / (1.0 + r) * r ** np.abs(z), 2.0 * r ** (T + 1) / (1.0 + r)
-    # discrete Gaussian: normalised over a range far beyond the truncation
-    T = max(1, math.ceil(b * math.sqrt(2.0 * math.log(2.0 / tail))) + 1)
-    W = T + math.ceil(12.0 * b) + 10
-    zw = np.arange(-W, W + 1)
-    w = np.exp(-(zw.astype(np.float64) ** 2) / (2.0 * b * b))
-    w /= w.sum()
-    inner = w[W - T : W + T + 1]
-    return inner, max(0.0, 1.0 - float(inner.sum()))
+    """pmf of one discrete draw on −T..T and the mass left outside (≤ ``tail``): its noise's."""
+    return noise_of(mech).lattice_pmf(b, tail)
 
 
 def lattice_pmf(parts: Sequence[NoisePart], tail: float) -> tuple[np.ndarray, int, float]:
@@ -157,14 +136,12 @@ def halfwidth(parts: Iterable[NoisePart], alpha: float) -> float:
         return 0.0
     if all(p[2] for p in parts) and sum(p[3] for p in parts) <= 4096:
         return _lattice_halfwidth(tuple(merge(parts)), alpha)
-    if len(parts) == 1 and parts[0][0] == "laplace" and parts[0][3] == 1:
-        return parts[0][1] * math.log(1.0 / alpha)  # continuous: P(|L| > q) = exp(−q/b) exactly
-    if all(p[0] == "gaussian" and not p[2] for p in parts):  # a continuous Gaussian sum: exactly normal
-        from scipy.stats import norm
-
-        return float(norm.isf(alpha / 2.0) * math.sqrt(sum(p[3] * p[1] ** 2 for p in parts)))
-    lap = [p[1] for p in parts if p[0] == "laplace"]
-    hi = 1.0 / max(lap) if lap else math.inf
+    kinds = {p[0] for p in parts}
+    if len(kinds) == 1:  # one noise: its closed form, if it has one (one continuous Laplace; continuous Gaussians)
+        q = noise_of(parts[0][0]).closed_halfwidth(parts, alpha)
+        if q is not None:
+            return q
+    hi = min(noise_of(p[0]).theta_max(p[1]) for p in parts)  # where every draw's mgf exists
     log2a = math.log(2.0 / alpha)
 
     def q_of(theta: float) -> float:

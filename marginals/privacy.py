@@ -46,8 +46,9 @@ from typing import Any, Sequence
 
 from marg.errors import InputError
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
-from .dp_conversions import pure_rho, rho_for_epsilon
+from .dp_conversions import rho_for_epsilon
 from .mechanisms import Mechanism, get_mechanism
+from .noise_kinds import noise_of
 from .release_plan import ReleasePlan
 
 
@@ -198,17 +199,13 @@ def tables_cost(tables: Sequence[Any]) -> PrivacyCost:
     """The privacy cost of released tables, recomputed from their noise records by
     :func:`marginals.accounting.release_cost`.
 
-    A Laplace record's ρ is its ε as zCDP (:func:`marginals.accounting.pure_rho`); a Gaussian
+    Each record's part is its noise's (:meth:`marg.marginals.noise_kinds.Noise.recorded_part`): a
+    Laplace record's ρ is its ε as zCDP (:func:`marginals.dp_conversions.pure_rho`); a Gaussian
     record's ρ is reported as (ε, δ) at the records' δ. A release containing an exact table is
     unbounded.
     """
     parts = []
     for t in tables:
         r = t.noise
-        if r.is_exact:
-            parts.append(("none", 0.0, 0.0, 0.0))
-        elif r.mechanism == "laplace":
-            parts.append(("laplace", r.epsilon, pure_rho(r.epsilon), 0.0))
-        else:
-            parts.append(("gaussian", 0.0, r.rho, r.delta))
+        parts.append(("none", 0.0, 0.0, 0.0) if r.is_exact else noise_of(r.mechanism).recorded_part(r))
     return release_cost(parts)

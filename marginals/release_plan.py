@@ -208,12 +208,18 @@ class ReleasePlan:
         """The release's cost: the composition of its tables' OpenDP maps (refused when its ρ is
         beyond what OpenDP's conversion can state as (ε, δ)); composed once, read before the
         count (the cap) and after it (the bundle's record)."""
-        cost = release_cost(self.mechanism.cost_part(t.measurement, t.sensitivity, t.cost, self.delta)
-                            for t in self.tables)
+        cost = release_cost(self.parts)
         if math.isinf(cost.epsilon):
             raise InputError(f"--rho {cost.rho:g} is beyond what OpenDP's zCDP conversion can state as (ε, δ = "
                              f"{cost.delta:g}); such a release protects nobody: give a smaller --rho")
         return cost
+
+    @property
+    def parts(self) -> list[tuple[str, float, float, float]]:
+        """Each table's part of :func:`marg.marginals.accounting.release_cost` (its noise's: OpenDP's map
+        of its measurement) — what :attr:`cost` composes, and what a release composing this plan with
+        other measurements (a study's round 1: the label table and the selection) composes."""
+        return [self.mechanism.cost_part(t.measurement, t.sensitivity, t.cost, self.delta) for t in self.tables]
 
     @property
     def scales(self) -> list[float]:

@@ -4,7 +4,8 @@ Under differential privacy the default export is two rounds (DESIGN.md, "Select,
 measure"). ``marg export DATA --epsilon ε`` states the site's **total** for the study,
 ε at the cap's δ, as ρ_total = the largest ρ whose zCDP guarantee is (ε, δ)-DP
 (:func:`marg.marginals.dp_conversions.rho_for_epsilon`); every part below is a zCDP
-release and their ρ's add, so the two rounds together are (ε, δ)-DP.
+release and their ρ's add — except a Laplace label table, whose ε_L is charged as the ρ it
+takes from the others (below) — so the two rounds together are (ε, δ)-DP.
 
 **Round 1** releases
 
@@ -52,12 +53,14 @@ from typing import Any, Mapping, Sequence
 
 from marg.errors import InputError
 
-from .accounting import PrivacyCost, release_cost
+from .accounting import PrivacyCost, release_cost, zcdp_cost
 from .dp_conversions import rho_for_epsilon
+from .release_plan import ReleasePlan
 from .selection import Selection, select_top_k
 from .study_split import DEFAULT_ROWS, SplitInputs, choose_split
 
 STUDY_FORMAT = "marg-study"
+STUDY_MECHANISM = "gaussian"  # both rounds' tables: the (discrete) Gaussian, ρ-zCDP, so every part's ρ adds
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,17 @@ class StudyPlan:
     split: dict[str, Any] | None = None
     label_mechanism: str = "gaussian"
     epsilon_label: float = 0.0
+
+    @property
+    def total_cost(self) -> PrivacyCost:
+        """The study total as a cost, as the ledger composes it: what the cap is checked against before round 1 —
+        ρ_total at δ, or with a Laplace label table its ε_L (pure) and the zCDP parts' ρ_total − ρ_label."""
+        if self.label_mechanism == "laplace":
+            from .dp_conversions import pure_rho
+
+            return release_cost([("laplace", self.epsilon_label, pure_rho(self.epsilon_label), 0.0),
+                                 (STUDY_MECHANISM, 0.0, self.rho_total - self.rho_label, self.delta)])
+        return zcdp_cost(self.rho_total, self.delta)
 
     @property
     def rho_rest(self) -> float:
@@ -162,17 +176,6 @@ def label_mechanism(epsilon: float, delta: float, rho_total: float, rho_label: f
     if eps_label > 0.0 and math.sqrt(2.0) / eps_label < 1.0 / math.sqrt(2.0 * rho_label):
         return "laplace", float(eps_label)
     return "gaussian", 0.0
-
-
-def round1_requested(plan: StudyPlan) -> PrivacyCost:
-    """The site's whole study total as the ledger composes it, checked against the cap before round 1: ρ_total
-    zCDP, or with a Laplace label table its ε_L (pure) and the zCDP parts' ρ_total − ρ_label."""
-    from .dp_conversions import pure_rho
-
-    if plan.label_mechanism == "laplace":
-        return release_cost([("laplace", plan.epsilon_label, pure_rho(plan.epsilon_label), 0.0),
-                             ("gaussian", 0.0, plan.rho_total - plan.rho_label, plan.delta)])
-    return release_cost([("gaussian", 0.0, plan.rho_total, plan.delta)])
 
 
 def round1_study_rho(plan: StudyPlan, selection: Selection, cost: PrivacyCost) -> float:
@@ -246,23 +249,25 @@ def release_round1(tables: Sequence[Any], codebook: Any, plan: StudyPlan,
     selection : :class:`marg.marginals.selection.Selection`
     cost : PrivacyCost — the label table's and the selection's ρ added, converted once (δ = ``plan.delta``)
     """
-    from .privacy import privatize
-
     y = codebook.label.name
     label = [t for t in tables if t.clique == (y,) and t.kind == "counts"]
     if len(label) != 1:
         raise InputError("round 1 needs the label table N[y]")
-    if plan.label_mechanism == "laplace":
-        released, label_cost = privatize(label, epsilon=plan.epsilon_label, codebook=codebook, mechanism="laplace",
-                                         max_rows=max_rows)
-        part = ("laplace", label_cost.epsilon, label_cost.rho, 0.0)
-    else:
-        released, label_cost = privatize(label, rho=plan.rho_label, delta=plan.delta, codebook=codebook,
-                                         mechanism="gaussian", max_rows=max_rows)
-        part = ("gaussian", 0.0, label_cost.rho, plan.delta)
+    lp = label_plan(codebook, plan, max_rows)
+    released = lp.release(label, codebook)
     sel = select_top_k(tables, codebook.discrete_names, y, plan.k, plan.rho_select, max_rows)
-    cost = release_cost([part, sel.cost_part(plan.delta)])
+    cost = release_cost([*lp.parts, sel.cost_part(plan.delta)])
     return released, sel, cost
+
+
+def label_plan(codebook: Any, plan: StudyPlan, max_rows: int = 1) -> ReleasePlan:
+    """Round 1's label table N[y] planned once (:class:`marg.marginals.release_plan.ReleasePlan`) at its
+    share ρ_label, sensitivity K = ``max_rows`` — before any data is read; its noise, std and cost part."""
+    if plan.label_mechanism == "laplace":  # the less noisy for the same zCDP rest (label_mechanism)
+        return ReleasePlan.for_cliques([(codebook.label.name,)], codebook, epsilon=plan.epsilon_label, mechanism="laplace",
+                                       max_rows=max_rows)
+    return ReleasePlan.for_cliques([(codebook.label.name,)], codebook, rho=plan.rho_label, delta=plan.delta,
+                                   mechanism=STUDY_MECHANISM, max_rows=max_rows)
 
 
 def round1_record(plan: StudyPlan, selection: Selection, cost: PrivacyCost) -> dict[str, Any]:

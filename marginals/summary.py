@@ -322,17 +322,29 @@ class Summary:
         """(K,) class counts."""
         return self.counts((self.codebook.label.name,))
 
+    # ------------------------------------------------------- the two n's
+    # A noisy Summary has two row counts; this class owns both and names them:
+    #   n           the reported n — the label table's total after post-processing;
+    #   n_released  the n of the tables as released — behind τ, its noise std and the boxes.
+    # On an exact Summary, or on ``released()`` itself, they are the same number.
     @cached_property
     def n(self) -> float:
-        """The row count every report states: the label table's total after post-processing (under
-        DP noise, :func:`marg.marginals.postprocess.postprocess_tables` pools every table's total by
-        inverse variance — the best estimate of n; exact releases: the count itself).
+        """The reported n, the row count every report states: the label table's total after
+        post-processing (under DP noise, :func:`marg.marginals.postprocess.postprocess_tables`
+        pools every table's total by inverse variance — the best estimate of n; exact releases:
+        the count itself). Reports, model files (``info.n``) and "n = …" lines use this one.
 
-        The one other n is ``released().n``, the total of the tables *as released*: the learners'
-        moments and confidence boxes use it (:mod:`marg.learners.features.statistics`), because
-        only those tables carry exactly the noise their records describe. Reports, model files
-        (``info.n``) and "n = …" lines use this one."""
+        The one other n is :attr:`n_released`."""
         return float(self.class_counts.sum())
+
+    @property
+    def n_released(self) -> float:
+        """The n of the tables *as released* (:meth:`released`, before post-processing): the
+        learners' moments, noise stds and confidence boxes divide by it
+        (:mod:`marg.learners.features.statistics`), because only those tables carry exactly the
+        noise their records describe. Equal to :attr:`n` when nothing was post-processed (and
+        when the tables as released are no Summary, :attr:`released_invalid`)."""
+        return self.released().n
 
     @property
     def n_exact(self) -> int | None:

@@ -231,7 +231,7 @@ def evaluate_site(
         suppressed: list[Any] = []
         if dp:
             tables, cost = dp_plan.release(tables, ecb), dp_plan.cost
-            privacy = {"mechanism": "laplace" if epsilon is not None else "gaussian", **cost.to_dict(), **at_cap(ledger.cap(), cost)}
+            privacy = {"mechanism": dp_plan.mechanism.name, **cost.to_dict(), **at_cap(ledger.cap(), cost)}
             released_n = None
         else:
             tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name, codebook=ecb)

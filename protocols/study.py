@@ -5,7 +5,10 @@ and what the site remembers:
 
 - :class:`Round1` and :class:`Round2`, the two releases as steps of the one export pipeline
   (:func:`marg.protocols.export.prepare_release`, ``study=``): what the site counts, what the
-  release costs (checked against the ledger's cap before any data is read), what it releases;
+  release costs (checked against the ledger's cap before any data is read), what it releases —
+  each table through a :class:`marg.marginals.release_plan.ReleasePlan` built once (round 1's
+  label table: :func:`marg.marginals.study.label_plan`; round 2's asked tables: in
+  :meth:`Round2.check`, before any data is read), as the one-round export does;
 - the **request** (:class:`marg.marginals.request.StudyRequest`), signed by the learner's
   Ed25519 key (:func:`write_request`) and verified by the site against its trust store, role
   learner (:func:`read_request`): an unsigned, altered or untrusted request is refused;
@@ -26,10 +29,12 @@ from typing import Any, Sequence
 
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
-from marg.marginals.accounting import PrivacyCost
+from marg.marginals.accounting import PrivacyCost, zcdp_cost
+from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.request import StudyRequest
-from marg.marginals.study import (STUDY_FORMAT, StudyPlan, release_round1, round1_cliques, round1_record,
-                                  round1_requested, round2_record, with_gaussian_label)
+from marg.marginals.study import (STUDY_FORMAT, STUDY_MECHANISM, StudyPlan, release_round1, round1_cliques,
+                                  round1_record, round2_record, with_gaussian_label)
+from marg.marginals.tables import canonical_clique
 
 SLACK = 1e-9  # relative: a request of exactly the rest, rounded in JSON, is not "more than the rest"
 
@@ -122,7 +127,7 @@ class Round1:
 
     @property
     def requested(self) -> PrivacyCost:
-        return round1_requested(self.plan)  # the label table's Laplace ε_L (if any) and the zCDP rest, composed
+        return self.plan.total_cost
 
     def cliques(self, codebook: Any) -> list[tuple[str, ...]]:
         return round1_cliques(codebook)
@@ -179,6 +184,7 @@ class Round2:
     delta: float = 0.0
     max_rows: int = 1
     record: dict[str, Any] | None = None
+    release_plan: ReleasePlan | None = None  # the asked tables planned once at ``rho`` (set by :meth:`check`)
 
     def check(self, ledger_dir: Path | None, codebook: Any, site: str) -> None:
         """Refuse now (one line, nothing read or charged): no round 1 here, answered already,
@@ -206,27 +212,31 @@ class Round2:
             raise RefusedError(f"refused: the request asks site {site!r} for rho = {asked:.6g}, more than the rest of its "
                                f"study total ({rest:.6g} = {total:.6g} - {spent:.6g} spent in round 1); nothing was spent")
         self.rho, self.delta = min(asked, rest), float(d["total"]["delta"])
+        # the release planned once, before any data is read: its noise and cost are what protect() releases;
+        # each clique as counting names it (codebook order: a request may name a pair as (f3, f0))
+        cliques = [canonical_clique(codebook, c) for c in self.cliques(codebook)]
+        self.release_plan = ReleasePlan.for_cliques(cliques, codebook, rho=self.rho, weights=list(self.request.weights),
+                                                    delta=self.delta, mechanism=STUDY_MECHANISM,
+                                                    max_rows=self.max_rows) if cliques else None
 
     @property
     def requested(self) -> PrivacyCost:
-        from marg.marginals.accounting import release_cost
-
-        return release_cost([("gaussian", 0.0, self.rho, self.delta)]) if self.rho > 0 else PrivacyCost.zero()
+        """What the request asks of this site (ρ at the study's δ), checked against the cap."""
+        return zcdp_cost(self.rho, self.delta) if self.rho > 0 else PrivacyCost.zero()
 
     def cliques(self, codebook: Any) -> list[tuple[str, ...]]:
         y = codebook.label.name
         return [tuple(c) + (y,) for c in self.request.tables]
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
-        from marg.marginals.privacy import privatize
-
         if not tables:
             cost = PrivacyCost.zero()
             released: list[Any] = []
         else:
-            released, cost = privatize(tables, rho=self.rho, weights=list(self.request.weights), delta=self.delta,
-                                       codebook=codebook, mechanism="gaussian", max_rows=self.max_rows)
-        privacy = {"mechanism": "gaussian", **cost.to_dict(), "allocation": "the learner's request (least squares)"}
+            if self.release_plan is None:
+                raise InputError("round 2 releases the tables its check planned; none were planned")
+            released, cost = self.release_plan.release(tables, codebook), self.release_plan.cost
+        privacy = {"mechanism": STUDY_MECHANISM, **cost.to_dict(), "allocation": "the learner's request (least squares)"}
         self.record = round2_record(self.rho, cost, self.request_digest, self.signer)
         return released, cost, privacy, self.record
 

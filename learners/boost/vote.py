@@ -39,7 +39,8 @@ from ..params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
 from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
 from .literals import Monomial, codebook_tests
-from .minimax_cg import MONOMIALS, ColumnSource, solve_monomial_minimax
+from ..minimax.fit import Columns, FitOptions, fit
+from .minimax_cg import MONOMIALS, ColumnSource, MonomialPricing, MonomialProblem
 from .mma import SearchOptions
 
 
@@ -202,12 +203,12 @@ class BoostVote(MinimaxRules):
     def _why_empty(self, src: ColumnSource, mm: Any, res: Any) -> str:
         """One sentence on an empty vote: the rules tried, the half-widths that kept them out,
         how column generation ended and what the model predicts instead."""
-        tried = [(c, u) for c, u in mm.cols if src.fmap.monomials[u]]
+        tried = [(c, u) for c, u in mm.lp.cols if src.fmap.monomials[u]]
         stop = STOPS.get(res.stop, res.stop)
         if res.stop == "time_limit":
             stop += f" ({self.time_limit:g} s)"
         if tried:
-            lam = np.array([mm.lam[k] for k in tried])
+            lam = mm.lp.lam[[mm.lp.col_of[k] for k in tried]]
             price = np.array([src.order_cost[len(src.fmap.monomials[u])] for _, u in tried])
             j = int(np.argmin(lam))
             why = (f"{len(tried)} candidate rules entered the LP and the optimum gives none a weight: each rule's "
@@ -291,10 +292,11 @@ class BoostVote(MinimaxRules):
             pooled=[summary.joint((f.name, lab)).T if f.is_discrete else np.ones((K, 1)) for f in cb.features],
             moments=moments, order_cost=order_cost, max_order=int(self.max_order),
         )
-        mm, res = solve_monomial_minimax(src, K, eps=float(self.eps), n_max=int(self.n_max), k_max=int(self.k_max),
-                                         patience=int(self.patience), stall_tol=float(self.stall_tol), bound=float(self.bound), time_limit=self.time_limit,
-                                         options=SearchOptions(), callback=self._watch_empty())
-        return src, mm, res
+        search = Columns(MonomialPricing(float(self.eps), int(self.n_max), SearchOptions()), int(self.k_max),
+                         int(self.patience), float(self.stall_tol))
+        res = fit(MonomialProblem(src, K), MONOMIALS, search,
+                  FitOptions(bound=float(self.bound), time_limit=self.time_limit, callback=self._watch_empty()))
+        return src, res.read.model, res
 
     @staticmethod
     def _tiebreak_tables(summary: Any, features: Sequence[str]) -> list[tuple[str, int, np.ndarray]]:

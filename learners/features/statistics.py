@@ -29,15 +29,17 @@ _CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Moments]]" = weakref.WeakKey
 
 def released(summary: Any) -> Any:
     """The Summary's tables as released — before any post-processing, so each cell's noise is
-    exactly the recorded draws — and their n: what every learner quantity that carries noise
-    (τ, its noise std, the box, the tail bounds) is computed from. The one place ``learners/``
-    reads it; ``summary.n`` (post-processed) is the sample size the fitted state reports."""
+    exactly the recorded draws — and their n (``.n_released``): what every learner quantity that
+    carries noise (τ, its noise std, the box, the tail bounds) is computed from. The one place
+    ``learners/`` reads it; ``summary.n`` (the reported n, post-processed) is the sample size the
+    fitted state reports (the two n's: :attr:`marg.marginals.summary.Summary.n_released`)."""
     return summary.released()
 
 
 @dataclass(frozen=True)
 class Moments:
-    """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them.
+    """τ, its sample std and its noise std for one feature map, each (K, D); n rows behind them
+    (the n of the tables as released, ``Summary.n_released``).
 
     ``draws[j]``: the independent noise draws in one count behind Ψ column j (the same for
     every label; (mechanism, scale, discrete, count) parts, :mod:`marg.marginals.noise_tails`),
@@ -89,7 +91,7 @@ def map_moments(summary: Any, fmap: Any) -> Moments:
 
 def _moments(summary: Any, fmap: Any) -> Moments:
     lab = summary.codebook.label.name
-    n = float(summary.n)
+    n = float(summary.n_released)
     K = int(summary.n_classes)
     nodes = fmap.nodes
     D = fmap.dim
@@ -150,7 +152,7 @@ def label_moments(summary: Any) -> Moments:
     rule is certified over (:mod:`marg.learners.label_only`)."""
     summary = released(summary)
     lab = summary.codebook.label.name
-    n = float(summary.n)
+    n = float(summary.n_released)
     N = np.asarray(summary.counts((lab,)), dtype=np.float64).reshape(-1, 1)
     tau = N / n
     std = np.sqrt(np.clip(tau * (1.0 - tau), 0.0, None))

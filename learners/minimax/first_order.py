@@ -104,9 +104,10 @@ class FirstOrder(Formulation):
         return wrapped
 
     def read(self, wrapped: Any, gen: Generation) -> MinimaxSolution:
-        model = wrapped.model
+        model = wrapped.model  # the formulation's model; its LP is ``model.model``
+        lp = model.model
         K, D = model.tau.shape
-        mu = model.mu.reshape(K, D)
+        mu = lp.mu.reshape(K, D)
         if isinstance(wrapped, Select):
             selected = working = model.active
             read = FirstOrderRead(working, wrapped.max_dual_violation)
@@ -119,8 +120,8 @@ class FirstOrder(Formulation):
         return MinimaxSolution(
             mu=mu, tau=model.tau, lam=model.lam, value=float(model.value), phi=float(model.phi), iterations=list(gen.iterations),
             lower=list(model.lower_hist), upper=list(model.upper_hist), selected=selected, converged=converged,
-            n_rows=model.n_rows, impossible=np.zeros((K, D), dtype=bool), bound=model.bound_flat(wrapped.bound),
-            simplex_iterations=model.simplex_iterations, lp_columns=int(model.in_model.sum()), read=read)
+            n_rows=lp.n_rows, impossible=np.zeros((K, D), dtype=bool), bound=model.bound_flat(wrapped.bound),
+            simplex_iterations=lp.lp.simplex_iterations, lp_columns=int(model.in_model.sum()), read=read)
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         """Empty cells on the working set by ``options.empty`` (``"impossible"``: μ = −B; ``"keep"``:
@@ -199,7 +200,7 @@ class Select:
         self.max_dual_violation = float(max(vJ.max() if vJ.size else -np.inf, v_known.max() if v_known.size else -np.inf))
         self._step = (drop, enter, W, splits)
         return Pricing(int(enter.size), {"features": int(model.in_model.sum()), "dropped": int(drop.size),
-                                         "rows": model.n_rows, "heuristic_flagged": int(over.sum()),
+                                         "rows": model.model.n_rows, "heuristic_flagged": int(over.sum()),
                                          "exact_priced": len(exact_v)})
 
     def update(self) -> None:

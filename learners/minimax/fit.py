@@ -17,12 +17,15 @@
   :func:`.generation.generate_columns`.
 
 The end of a fit has one owner, :func:`certificate`: R(μ) of the finished μ over the whole
-domain (the hinge LP's own value for ``kind="hinge"``), which replaces the search's last R^k;
+domain (the hinge LP's own value for ``kind="hinge"``), which replaces the search's last R^k
+(the finish's ``iterate``; boosting, which reports its best iterate, keeps its R^k as recorded);
 a finish that raises R is a solver fault (``SolverError``), never silently undone.
 
 MRC is this fit on a first-order problem (a DCC with no edges); DCC on the pair map of its
-structure; the formulations' own modules register them (:mod:`.first_order`,
-:mod:`.pair_formulations`, :mod:`marg.learners.dcc_hinge`).
+structure; boosting on a map that grows (:class:`marg.learners.boost.minimax_cg.MonomialProblem`,
+``Columns`` with its MMA pricing); the formulations' own modules register them
+(:mod:`.first_order`, :mod:`.pair_formulations`, :mod:`marg.learners.dcc_hinge`,
+:mod:`marg.learners.boost.minimax_cg`).
 """
 
 from __future__ import annotations
@@ -95,7 +98,9 @@ class One:
 class Columns:
     """Column generation: ``pricer`` (the formulation's pricing settings) prices, the engine's loop runs.
 
-    ``k_max`` iterations past the first; ``patience``/``stall_tol`` the stall rule (None: off).
+    ``k_max`` iterations past the first; ``patience``/``stall_tol`` the stall rule (None: off). The
+    pricer's ``price_last`` (default True) says whether the iteration that meets a stop rule is
+    still priced, the model's ``no_solution`` the error when no restricted solve finished.
     """
 
     pricer: Any
@@ -105,9 +110,10 @@ class Columns:
     name: ClassVar[str] = "columns"
 
     def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
+        no_solution = getattr(model, "no_solution", f"the minimax LP produced no solution within the time limit ({options.time_limit} s)")
         return generate_columns(model, k_max=int(self.k_max), t0=t0, time_limit=options.time_limit, patience=self.patience,
-                                stall_tol=self.stall_tol, callback=options.callback,
-                                no_solution=f"the minimax LP produced no solution within the time limit ({options.time_limit} s)")
+                                stall_tol=self.stall_tol, price_last=getattr(self.pricer, "price_last", True),
+                                callback=options.callback, no_solution=no_solution)
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,7 @@ def fit(problem: MinimaxProblem, formulation: Any, search: One | Columns | Greed
     -------
     MinimaxSolution
         On the finished map (``fmap``): μ with its empty cells fixed, φ, ``value`` the
-        certificate (:func:`certificate`; also the last entry of ``iterations``), the search's
+        certificate (:func:`certificate`; also the entry of ``iterations`` the finish names), the search's
         ``stop`` and ``history``, the formulation's typed ``read``, ``seconds``.
 
     Raises
@@ -169,8 +175,8 @@ def fit(problem: MinimaxProblem, formulation: Any, search: One | Columns | Greed
     done = formulation.finish(problem, raw, options)
     value = certificate(raw, done)
     iterations = list(raw.iterations)
-    if iterations:
-        iterations[-1] = value
+    if iterations and done.iterate is not None:
+        iterations[done.iterate] = value
     return replace(raw, fmap=done.fmap, mu=done.mu, tau=done.tau, lam=done.lam, phi=float(done.phi), value=value,
                    iterations=iterations, impossible=done.impossible, bound=done.bound, stop=gen.stop,
                    history=list(gen.history), seconds=time.perf_counter() - t0)

@@ -11,17 +11,17 @@ inner max separates per label y into the larger of max_{x: h(x)=y} Φ(x,y)ᵀμ 
 features (:class:`LinearRule`: Rényi's MAP rule, naive Bayes, a linear vote) each part is
 a maximisation of an additive (or, with pairwise Φ, pairwise) objective under linear
 constraints on the scores: a small MILP, solved exactly by HiGHS (:class:`FixedRuleOracle`).
-Row generation (:mod:`.rows`) then solves the outer LP, and the certificate is evaluated at
-the final μ with the MILPs' proven upper bounds (dual bounds), so it is a valid upper bound
-on W(h) whatever the LP's tolerance. Ties between scores (within ``tie_tol``) count both
+Row generation on the one model then solves the outer LP (:mod:`.fixed_rule_fit`: W(h) is one
+fit, ``certify_rule``), and the certificate is evaluated at each round's μ with the MILPs'
+proven upper bounds (dual bounds), so it is a valid upper bound on W(h) whatever the LP's
+tolerance. Ties between scores (within ``tie_tol``) count both
 ways — the rule's region of each label is over-approximated — which can only raise W.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -29,9 +29,7 @@ from marg.errors import InputError, SolverError
 from marg.lp import INF, HighsLP, Status
 
 from ..features.blocks import FeatureMap
-from .generation import solve_boxed
 from .layout import flat_index
-from .rows import MinimaxLP
 from .separation import Cut
 
 
@@ -256,7 +254,7 @@ class FixedRuleOracle:
                 if res.status is Status.INFEASIBLE:
                     continue  # the rule never predicts ``pred`` (within the tie tolerance)
                 if res.status is Status.LIMIT and not res.has_solution:
-                    raise _OutOfTime  # no row and no bound for this part: the round cannot be completed
+                    raise OutOfTime  # no row and no bound for this part: the round cannot be completed
                 if res.status not in (Status.OPTIMAL, Status.LIMIT) or not res.has_solution:
                     raise SolverError(f"HiGHS failed on the fixed-rule separation MILP: {res.message or res.status.value}")
                 bound = (-res.dual_bound if np.isfinite(res.dual_bound) else -res.objective) + loss
@@ -304,96 +302,8 @@ class FixedRuleOracle:
         return cuts
 
 
-class _OutOfTime(Exception):
-    """The time budget ran out inside a separation round (caught by :func:`certify_rule`)."""
+class OutOfTime(Exception):
+    """The time budget ran out inside a separation round (caught by :func:`.fixed_rule_fit.certify_rule`)."""
 
 
-@dataclass
-class RuleCertificate:
-    """The outcome of :func:`certify_rule`.
-
-    Attributes
-    ----------
-    value : float
-        A proven upper bound on W(h) (= W(h) up to the MILP gap when ``converged``).
-    lp_value : float
-        The outer LP's value at the end (a lower bound on W(h) restricted to the generated rows).
-    mu : ndarray (K, D)
-    converged : bool
-    rounds : int
-    history : list of float
-        The certified value after each row-generation round.
-    """
-
-    value: float
-    lp_value: float
-    mu: np.ndarray
-    converged: bool
-    rounds: int
-    history: list[float] = field(default_factory=list)
-
-
-def certify_rule(
-    rule: LinearRule,
-    umap: Any,
-    tau: np.ndarray,
-    lam: np.ndarray,
-    tol: float = 1e-9,
-    bound: float = 1e3,
-    time_limit: float | None = None,
-    callback: Callable[[dict], None] | None = None,
-) -> RuleCertificate:
-    """W(h) of ``rule`` over U = {p : |E_pΦ − τ| ≤ λ} (Φ from ``umap``, the whole domain).
-
-    Parameters
-    ----------
-    rule : LinearRule
-    umap : FeatureMap or PairwiseFeatureMap
-    tau, lam : ndarray (K, D)
-    tol : float
-        Relative tolerance of row generation.
-    bound : float
-        Initial box on |μ| (enlarged while it binds; InconsistentStatistics if it keeps binding).
-    time_limit : float or None
-        Seconds for the whole computation, the MILPs of a round included (each stops at the
-        deadline with its proven bound); the bound returned is valid at any stop. If not one
-        round completes in time, the value is the trivial 1 (``converged`` False, no rounds).
-
-    Returns
-    -------
-    RuleCertificate
-    """
-    tau = np.asarray(tau, dtype=np.float64)
-    lam = np.asarray(lam, dtype=np.float64)
-    K = rule.n_classes
-    if tau.shape != (K, umap.dim) or lam.shape != tau.shape:
-        raise InputError(f"tau and lam must have shape {(K, umap.dim)}, got {tau.shape} and {lam.shape}")
-    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
-    oracle = FixedRuleOracle(umap, rule)
-    oracle.deadline = deadline
-    lp = MinimaxLP(tau, lam, bound)
-    lp.add_columns(np.arange(K * umap.dim))
-    lp.add_rows(oracle.covering_cuts())
-    history: list[float] = []
-
-    def track(info: dict) -> None:
-        history.append(lp.risk(lp.mu, oracle.last_upper - 1.0))
-        oracle.recenter(lp.mu, history[-1])
-        if callback is not None:  # what is known of W(h), an error rate: at least max(0, LP bound), at most the best so far
-            upper = min(1.0, min(history))
-            callback({"stage": "certify", "lower": min(upper, max(0.0, info["lower"])), "upper": upper, "rows": info["rows"]})
-
-    try:
-        res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=track)
-        converged, lp_value = bool(res.converged), float(res.lower[-1]) if res.lower else float("nan")
-    except _OutOfTime:
-        converged, lp_value = False, float(lp.objective) if history else float("nan")
-    if not history:
-        return RuleCertificate(value=1.0, lp_value=float("nan"), mu=np.zeros((K, umap.dim)), converged=False, rounds=0)
-    best = int(np.argmin(history))
-    return RuleCertificate(value=float(min(1.0, history[best])), lp_value=lp_value,
-                           mu=lp.mu.reshape(K, umap.dim).copy(), converged=converged, rounds=len(history),
-                           history=history)
-
-
-__all__: Sequence[str] = ["LinearRule", "FixedRuleOracle", "RuleCertificate", "certify_rule"]
+__all__: Sequence[str] = ["LinearRule", "FixedRuleOracle"]

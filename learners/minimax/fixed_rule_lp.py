@@ -45,7 +45,7 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
                      tie_tol: float = 1e-9) -> tuple[float, np.ndarray]:
     """An upper bound W_L ≥ W(h) on ``rule``'s worst-case error over U = {p : |E_pΦ − τ| ≤ λ},
     and the μ (K, D) at which it is attained — a good point to evaluate W(h)'s dual at exactly
-    (:func:`.fixed_rule.certify_rule` ``start``): there the exact value is ≤ W_L.
+    (:func:`.fixed_rule_fit.certify_rule` ``start``): there the exact value is ≤ W_L.
 
     Parameters
     ----------

@@ -7,7 +7,7 @@ the forest; ``edges`` the forest; ``iterations`` R* per greedy step, or the runn
 R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
 
 - :func:`forest_once` — the exact forest epigraph LP (:func:`.forest_lp.solve_compact`,
-  ``"forest"``) or row generation with the max-sum oracle (:mod:`.rows`, ``"forest-rows"``)
+  ``"forest"``) or row generation with the max-sum oracle (:meth:`.lp_model.MinimaxModel.for_rows`, ``"forest-rows"``)
   on a given forest;
 - greedy edges (:class:`GreedyEdges`) — start first-order and add, while R* drops by more
   than ``tol``, the forest-keeping edge whose R* is lowest: a column model of the engine's
@@ -36,7 +36,7 @@ from .forest_lp import solve_compact
 from .problem import MinimaxProblem
 from .generation import Pricing, solve_boxed
 from .layout import column_bounds
-from .rows import MinimaxLP
+from .lp_model import MinimaxModel
 from .solution import MinimaxSolution
 from .worst_case import pair_marginals
 
@@ -66,18 +66,18 @@ def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[MinimaxSolutio
     return solve_compact(oracle, problem.tau, problem.lam, problem.layout.lp_columns(node_and_edge_columns(problem, active))), oracle
 
 
-def _row_lp(problem: MinimaxProblem, bound: float) -> MinimaxLP:
-    return MinimaxLP(problem.tau, problem.lam, column_bounds(problem.fmap, problem.K, bound))
+def _row_lp(problem: MinimaxProblem, bound: float) -> MinimaxModel:
+    return MinimaxModel.for_rows(problem.tau, problem.lam, column_bounds(problem.fmap, problem.K, bound))
 
 
-def _initial_rows(lp: MinimaxLP, oracle: ForestOracle) -> None:
+def _initial_rows(lp: MinimaxModel, oracle: ForestOracle) -> None:
     """Covering rows, plus the best allowed row of every label subset at μ = 0 (so ν is
     bounded even when exclusions leave no covering row for some subset)."""
-    lp.add_rows(oracle.covering_cuts())
-    lp.add_rows([c for c in oracle.most_violated(np.zeros(lp.m)) if c.violation > -0.5 * EXCLUDED])
+    lp.add_cuts(oracle.covering_cuts())
+    lp.add_cuts([c for c in oracle.most_violated(np.zeros(lp.m)) if c.violation > -0.5 * EXCLUDED])
 
 
-def _drop_vacuous_rows(lp: MinimaxLP, problem: MinimaxProblem, e: int) -> None:
+def _drop_vacuous_rows(lp: MinimaxModel, problem: MinimaxProblem, e: int) -> None:
     """Delete the rows crossing an excluded cell of edge e: vacuous once e is active."""
     full = problem.fmap
     flat = problem.layout.every_label(full.edge_columns(e))
@@ -104,7 +104,7 @@ def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], comp
         v = sol.value
         return _fit(problem, list(forest), sol.mu, [v], [v], [v], True, np.full(K * full.dim, float(bound)), 0)
     lp = _row_lp(problem, bound)
-    lp.add_columns(problem.layout.lp_columns(node_and_edge_columns(problem, active)))
+    lp.add_mu(problem.layout.lp_columns(node_and_edge_columns(problem, active)))
     oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.layout.excluded)
     _initial_rows(lp, oracle)
     res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=callback)
@@ -239,7 +239,7 @@ class GreedyRows(GreedyEdges):
         full = problem.fmap
         self.row_tol, self.time_limit = row_tol, time_limit
         self.lp = _row_lp(problem, bound)
-        self.lp.add_columns(problem.layout.lp_columns(np.arange(full.nodes.dim)))
+        self.lp.add_mu(problem.layout.lp_columns(np.arange(full.nodes.dim)))
         self.oracle = ForestOracle(full, problem.K, [], tau=problem.tau, lam=problem.lam, extra_rows=extra_rows,
                                    exclude=problem.layout.excluded)
         _initial_rows(self.lp, self.oracle)
@@ -263,19 +263,19 @@ class GreedyRows(GreedyEdges):
         best, best_R = None, self.R
         for e in order:
             cols = problem.layout.lp_columns(problem.fmap.edge_columns(e))
-            lp.add_columns(cols)
+            lp.add_mu(cols)
             _drop_vacuous_rows(lp, problem, e)
             oracle.set_active(self.chosen + [e])
-            lp.add_rows(oracle.covering_cuts([e], nodes=False))
+            lp.add_cuts(oracle.covering_cuts([e], nodes=False))
             Re, conv = self._solve_model()
-            lp.remove_columns(cols)
+            lp.remove_mu(cols)
             if conv and Re < best_R:
                 best, best_R = e, Re
         oracle.set_active(self.chosen)
         return best, best_R
 
     def _add(self, e: int) -> None:
-        self.lp.add_columns(self.problem.layout.lp_columns(self.problem.fmap.edge_columns(e)))
+        self.lp.add_mu(self.problem.layout.lp_columns(self.problem.fmap.edge_columns(e)))
         _drop_vacuous_rows(self.lp, self.problem, e)
         self.oracle.set_active(self.chosen)
 

@@ -314,5 +314,5 @@ def solve_compact(
     return MinimaxSolution(mu=model.mu.reshape(K, D), tau=np.asarray(tau, dtype=np.float64).reshape(K, D),
                            lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=model.nu - 1.0, value=value,
                            iterations=[value], lower=[value], upper=[value], converged=True, n_rows=rows.n,
-                           impossible=impossible, bound=np.inf, simplex_iterations=model.simplex_iterations,
+                           impossible=impossible, bound=np.inf, simplex_iterations=model.lp.simplex_iterations,
                            lp_columns=model.n_cols, read=Flows(flows))

@@ -7,11 +7,13 @@ LP over a working set of features that grows and shrinks between warm-started so
   over the domain separates per feature, so the exponentially many rows (x, C) have an
   exact polynomial epigraph form — the forest epigraph of :mod:`.forest_lp` with no edges,
   laid out feature by feature so a feature's rows and columns can be deleted;
-- :class:`RowModel` ("rows"): row generation (:mod:`.rows`) with the exact first-order
-  oracle; rows generated while a feature was out get its pricing split's coefficients
-  when it enters.
+- :class:`RowModel` ("rows"): row generation (:meth:`.lp_model.MinimaxModel.for_rows`) with
+  the exact first-order oracle; rows generated while a feature was out get its pricing
+  split's coefficients when it enters.
 
-Both report per feature the dual violation v = |Fᵀα − τ| − λ that SELECT needs.
+Both keep their LP on the one model (``model``, a :class:`.lp_model.MinimaxModel`: μ, the rows,
+the solve are read there, nothing is forwarded) and report per feature the dual violation
+v = |Fᵀα − τ| − λ that SELECT needs.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from .layout import column_bounds, every_label, flat_index
 from .pricing import SplitPricer
 from .generation import solve_boxed
 from .problem import risk
-from .rows import MinimaxLP
 from .separation import FirstOrderOracle
 
 
@@ -98,28 +99,9 @@ class CompactModel:
         self.upper_hist: list[float] = []
 
     @property
-    def mu(self) -> np.ndarray:
-        return self.model.mu
-
-    @property
-    def status(self) -> str:
-        return self.model.status
-
-    @property
     def active(self) -> np.ndarray:
+        """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
-
-    @property
-    def simplex_iterations(self) -> int:
-        return self.model.simplex_iterations
-
-    @property
-    def n_rows(self) -> int:
-        return self.model.n_rows
-
-    @property
-    def n_cols(self) -> int:
-        return self.model.n_cols
 
     def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
         """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
@@ -163,7 +145,7 @@ class CompactModel:
                 vv.append(np.full(g * nv, -1.0))
             row_owner.append(np.repeat(ids, nC * nv))
             r0 += g * nC * nv
-        R = sp.csr_array((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(r0, self.n_cols))
+        R = sp.csr_array((np.concatenate(vv), (np.concatenate(rr), np.concatenate(cc))), shape=(r0, model.n_cols))
         R.eliminate_zeros()
         R.sort_indices()
         model.add_rows(np.full(r0, -INF), np.zeros(r0), R.indptr[:-1], R.indices, R.data, tag=np.concatenate(row_owner))
@@ -196,7 +178,7 @@ class CompactModel:
         self.lower_hist.append(self.lp_value)
         self.upper_hist.append(self.value)
         if callback is not None:
-            callback({"stage": "lp", "lower": self.lp_value, "upper": self.value, "rows": self.n_rows})
+            callback({"stage": "lp", "lower": self.lp_value, "upper": self.value, "rows": model.n_rows})
         return model.status
 
     def block_violation(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -207,7 +189,7 @@ class CompactModel:
         blocks = self.active
         model = self.model
         pl = np.flatnonzero(model.sign == 1)
-        if blocks.size == 0 or model.col_dual.size != self.n_cols:
+        if blocks.size == 0 or model.col_dual.size != model.n_cols:
             return blocks, np.zeros(blocks.size), np.zeros(blocks.size)
         j = model.ref[pl]
         fa = model.col_dual[pl] + self.lower[j]
@@ -217,7 +199,7 @@ class CompactModel:
         vmax = np.full(self.fmap.n_blocks, -np.inf)
         np.maximum.at(vmax, owner, v)
         mmax = np.zeros(self.fmap.n_blocks)
-        np.maximum.at(mmax, owner, np.abs(self.mu[j]))
+        np.maximum.at(mmax, owner, np.abs(model.mu[j]))
         return blocks, vmax[blocks], mmax[blocks]
 
     def bound_flat(self, bound: float) -> np.ndarray:
@@ -225,7 +207,7 @@ class CompactModel:
 
 
 class RowModel:
-    """LP (13) by row generation (:class:`MinimaxLP` + :class:`FirstOrderOracle`), same interface
+    """LP (13) by row generation (:meth:`MinimaxModel.for_rows` + :class:`FirstOrderOracle`), same interface
     as :class:`CompactModel`. Rows built while a feature was out of the model get, when it
     enters, the coefficients of the pricing split (a convex combination of valid rows)."""
 
@@ -236,7 +218,7 @@ class RowModel:
         self.subsets = list(subsets)
         self.sub_index = {c: k for k, c in enumerate(self.subsets)}
         self.B0 = column_bounds(fmap, self.K, bound)
-        self.lp = MinimaxLP(tau, lam, self.B0)
+        self.model = MinimaxModel.for_rows(tau, lam, self.B0)
         self.oracle = FirstOrderOracle(fmap, self.K)
         self.oracle.set_active(np.zeros(0, np.int64))
         self.in_model = np.zeros(fmap.n_blocks, dtype=bool)
@@ -252,26 +234,15 @@ class RowModel:
 
     @property
     def active(self) -> np.ndarray:
+        """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
-
-    @property
-    def mu(self) -> np.ndarray:
-        return self.lp.mu
-
-    @property
-    def n_rows(self) -> int:
-        return self.lp.n_rows
-
-    @property
-    def simplex_iterations(self) -> int:
-        return self.lp.simplex_iterations
 
     def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
         if blocks.size == 0:
             return
-        K, D, lp = self.K, self.D, self.lp
+        K, D, lp = self.K, self.D, self.model
         new_cols = _block_flat_cols(self.fmap, K, blocks)
         fill = None
         if lp.n_rows:
@@ -298,11 +269,11 @@ class RowModel:
                             fc.append(colpos[flat_index(D, y, blk.offset + s_)])
                             fv.append(val[c, s_] / len(lab))
             fill = sp.csc_array((np.asarray(fv, dtype=np.float64), (np.asarray(fr, dtype=np.int64), np.asarray(fc, dtype=np.int64))), shape=(lp.n_rows, new_cols.size))
-        lp.add_columns(new_cols, fill)
+        lp.add_mu(new_cols, fill=fill)
         self.in_model[blocks] = True
         self.oracle.set_active(self.active)
         if not self._started:
-            lp.add_rows(self.oracle.covering_cuts())
+            lp.add_cuts(self.oracle.covering_cuts())
             self._started = True
 
     def remove_blocks(self, blocks: np.ndarray) -> None:
@@ -310,15 +281,15 @@ class RowModel:
         blocks = blocks[self.in_model[blocks]]
         if blocks.size == 0:
             return
-        self.lp.remove_columns(_block_flat_cols(self.fmap, self.K, blocks))
+        self.model.remove_mu(_block_flat_cols(self.fmap, self.K, blocks))
         self.in_model[blocks] = False
         self.oracle.set_active(self.active)
 
     def solve(self, deadline: float | None = None, tol: float | None = None, callback: Callable[[dict], None] | None = None) -> str:
         if not self._started:
-            self.lp.add_rows(self.oracle.covering_cuts())
+            self.model.add_cuts(self.oracle.covering_cuts())
             self._started = True
-        res = solve_boxed(self.lp, self.oracle, tol=self.tol if tol is None else tol, deadline=deadline, callback=callback)
+        res = solve_boxed(self.model, self.oracle, tol=self.tol if tol is None else tol, deadline=deadline, callback=callback)
         self.lower_hist += res.lower
         self.upper_hist += res.upper
         if not res.upper:
@@ -328,11 +299,11 @@ class RowModel:
         self.phi = res.phi
         self.lp_value = res.lower[-1]
         self.status = "optimal" if res.converged else "time_limit"
-        alpha = np.clip(self.lp.alpha, 0.0, None)
+        alpha = np.clip(-self.model.row_dual, 0.0, None)
         if alpha.sum() > 0:
             alpha = alpha / alpha.sum()
         W = np.zeros(len(self.subsets))
-        for r, lab in enumerate(self.lp.labels):
+        for r, lab in enumerate(self.model.labels):
             if alpha[r] > 0:
                 W[self.sub_index[lab]] += alpha[r] / len(lab)
         self.W = W
@@ -343,13 +314,13 @@ class RowModel:
         if blocks.size == 0:
             return blocks, np.zeros(0), np.zeros(0)
         cols = _block_flat_cols(self.fmap, self.K, blocks)
-        v = self.lp.dual_violation(cols)
+        v = self.model.dual_violation(cols)
         owner = self.fmap.block_of_column[cols % self.D]
         vmax = np.full(self.fmap.n_blocks, -np.inf)
         np.maximum.at(vmax, owner, v)
         mmax = np.zeros(self.fmap.n_blocks)
-        np.maximum.at(mmax, owner, np.abs(self.lp.mu[cols]))
+        np.maximum.at(mmax, owner, np.abs(self.model.mu[cols]))
         return blocks, vmax[blocks], mmax[blocks]
 
     def bound_flat(self, bound: float) -> np.ndarray:
-        return self.lp.bound.copy()
+        return self.model.bound.copy()

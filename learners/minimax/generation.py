@@ -3,7 +3,7 @@
 Column generation (Algorithm 1 of seed 000) over any model that can solve its restricted LP
 and price the columns outside it (:class:`ColumnModel`) — MRC's features
 (:class:`.fit.Columns` with :class:`.first_order.Select`), boosting's monomials
-(:func:`marg.learners.boost.minimax_cg.solve_monomial_minimax`), DCC's candidate edges
+(:class:`.fit.Columns` with :class:`marg.learners.boost.minimax_cg.MonomialColumns`), DCC's candidate edges
 (:class:`.fit.Greedy` with :class:`.forest_drivers.GreedyEdges`) — is :func:`generate_columns`::
 
     k = 1, 2, …:  solve the restricted LP → R^k  (recorded; every R^k is a certificate)
@@ -28,9 +28,10 @@ and a ``"time_limit"`` one when the time limit does.
 
 Row generation — solve, ask a separation oracle (:class:`.separation.SeparationOracle`) for the
 most violated rows, add them, until none is violated or the deadline — is
-:func:`generate_rows` on a :class:`RowLP` (a :class:`.rows.MinimaxLP` for every separator of
-the engine; boosting's :class:`marg.learners.boost.minimax_cg.MonomialMinimax`, rows at domain
-points, its own separator), and :func:`solve_boxed` adds the check that
+:func:`generate_rows` on a :class:`RowLP` (the one model, :class:`.lp_model.MinimaxModel`,
+for every separator of the engine; boosting's :class:`marg.learners.boost.minimax_cg.MonomialLP`,
+the same model with rows at domain points, :class:`marg.learners.boost.minimax_cg.MonomialMinimax`
+its separator), and :func:`solve_boxed` adds the check that
 the box |μ| ≤ B is slack at its end. Both loops return the one record :class:`Generation`.
 """
 
@@ -218,18 +219,18 @@ def generate_columns(
 
 
 class RowLP(Protocol):
-    """What row generation needs of an LP: a :class:`.rows.MinimaxLP`, or boosting's monomial LP
-    (:class:`marg.learners.boost.minimax_cg.MonomialMinimax`, whose rows are domain points)."""
+    """What row generation needs of an LP: the one model (:class:`.lp_model.MinimaxModel`), or its
+    boosting kind (:class:`marg.learners.boost.minimax_cg.MonomialLP`, whose rows are domain points)."""
 
     mu: Any
     nu: float
     n_rows: int
 
-    def solve(self, time_limit: float | None = None) -> str: ...
+    def solve(self, deadline: float | None = None) -> str: ...
 
     def bounds(self, cuts: list) -> tuple[float, float, float]: ...
 
-    def add_rows(self, cuts: list) -> int: ...
+    def add_cuts(self, cuts: list) -> int: ...
 
 
 def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
@@ -246,8 +247,7 @@ def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_ro
     """
     res = Generation(stop="k_max")
     for _ in range(max_rounds):
-        remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        if lp.solve(time_limit=remaining) != "optimal":
+        if lp.solve(deadline) != "optimal":
             res.stop = "time_limit"
             return res
         cuts = oracle.most_violated(lp.mu)
@@ -258,7 +258,7 @@ def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_ro
             callback({"stage": "rows", "lower": lower, "upper": upper, "rows": lp.n_rows})
         thr = lp.nu + tol * max(1.0, abs(lp.nu))
         new = [c for c in cuts if float(c[2]) > thr]
-        added = lp.add_rows(new) if new else 0
+        added = lp.add_cuts(new) if new else 0
         res.added += added
         if added == 0:
             res.stop = "converged"

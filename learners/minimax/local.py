@@ -199,7 +199,7 @@ def solve_local(
     return MinimaxSolution(mu=model.mu.reshape(K, D), tau=np.asarray(tau, dtype=np.float64).reshape(K, D),
                            lam=np.asarray(lam, dtype=np.float64).reshape(K, D), phi=model.nu - 1.0, value=value,
                            iterations=[value], lower=[value], upper=[value], converged=True, n_rows=rows.n,
-                           impossible=ex, bound=np.inf, kind="R*_L", simplex_iterations=model.simplex_iterations,
+                           impossible=ex, bound=np.inf, kind="R*_L", simplex_iterations=model.lp.simplex_iterations,
                            lp_columns=nvar, read=Reparametrisation(model.nu, g.offsets(delta), vacuous))
 
 

@@ -13,14 +13,20 @@ in rows already there), the flat-index ↔ LP-column maps (``plus``, ``minus``),
 the solve (one status vocabulary: ``"optimal"``/``"time_limit"``; unbounded is
 :class:`marg.errors.InconsistentStatistics`, any other failure a
 :class:`marg.errors.SolverError`) and the read-outs μ, ν, the duals and the objective.
-A formulation writes only its rows, and the auxiliary columns it needs:
+The model owns its rows too (:class:`.rows.ModelRows`, which it inherits: their tags, and for a
+row written in flat μ space its coefficients, label subset, point and dedup key — so a μ column
+entering later gets its coefficients in the rows already there, and deleting a row removes it
+from HiGHS and from the record at once). A formulation writes only its rows, and the auxiliary
+columns it needs:
 
-- :class:`.rows.MinimaxLP` — row generation: rows gᵀμ − ν ≤ b reported by a separator;
+- row generation (:meth:`MinimaxModel.for_rows`): rows gᵀμ − ν ≤ b a separator reports
+  (:meth:`~.rows.ModelRows.add_cuts`), for every separator of the engine;
 - :class:`.formulation.CompactModel` — the first-order epigraph (t columns, features in and out);
 - :func:`.forest_lp.solve_compact`, :func:`.local.solve_local`, :func:`marg.learners.dcc_hinge.solve_hinge`,
   :func:`.fixed_rule_lp.rule_lp_solution` — one-shot LPs (message, reparametrisation, score,
   multiplier columns);
-- :class:`marg.learners.boost.minimax_cg.MonomialMinimax` — monomial columns, rows at domain points.
+- :class:`marg.learners.boost.minimax_cg.MonomialLP` — monomial columns, rows at domain points
+  (:meth:`~.rows.ModelRows.add_flat_rows` with ν's coefficient |C|).
 
 Column layout (``layout``): ``"pairs"`` μ⁺_1, μ⁻_1, μ⁺_2, … (row generation, boosting),
 ``"blocks"`` the μ⁺ of one call then its μ⁻ (the epigraph and one-shot LPs), ``"minus-first"``
@@ -40,11 +46,12 @@ from marg.errors import InconsistentStatistics, InputError
 from marg.lp import INF, HighsLP, LPResult, Status, solver_error
 
 from .problem import mu_columns, risk
+from .rows import ModelRows
 
 LAYOUTS = ("pairs", "blocks", "minus-first")
 
 
-class MinimaxModel:
+class MinimaxModel(ModelRows):
     """LP (13)'s columns on one HiGHS model; a formulation adds the rows.
 
     Parameters
@@ -57,6 +64,8 @@ class MinimaxModel:
         The :class:`marg.lp.HighsLP` options.
     what : str
         The LP's name in error messages.
+    dedup : bool
+        :meth:`~.rows.ModelRows.add_cuts` writes a row already in the model once.
 
     Attributes
     ----------
@@ -65,9 +74,10 @@ class MinimaxModel:
         Flat μ index of each LP column (−1: ν or an auxiliary column).
     sign : ndarray of int8 (n_cols,)
         +1 for μ⁺, −1 for μ⁻, 0 for ν and auxiliary columns.
-    tag : ndarray of int (n_cols,); row_tag : ndarray of int (n_rows,)
-        The formulation's owner of each column and row (e.g. the feature, −1 shared), for
-        :meth:`delete_tagged`.
+    tag : ndarray of int (n_cols,)
+        The formulation's owner of each column (e.g. the feature, −1 shared), for
+        :meth:`~.rows.ModelRows.delete_tagged`; the rows' owners, labels, points and flat
+        coefficients are :class:`.rows.ModelRows`'.
     plus, minus : ndarray of int (m,)
         LP column of μ⁺_j, μ⁻_j (−1: j not in the model).
     bound : ndarray (m,)
@@ -78,7 +88,7 @@ class MinimaxModel:
 
     def __init__(self, tau: Any, lam: Any, bound: float | np.ndarray = np.inf, *, layout: str = "pairs",
                  solver: str = "simplex", presolve: bool | None = None, feas_tol: float | None = 1e-8,
-                 accept_tol: float = 1e-6, what: str = "the minimax LP"):
+                 accept_tol: float = 1e-6, what: str = "the minimax LP", dedup: bool = True):
         self.tau = np.asarray(tau, dtype=np.float64).ravel()
         self.lam = np.asarray(lam, dtype=np.float64).ravel()
         if self.tau.shape != self.lam.shape:
@@ -97,7 +107,6 @@ class MinimaxModel:
         self.ref = np.array([-1], dtype=np.int64)
         self.sign = np.array([0], dtype=np.int8)
         self.tag = np.array([-1], dtype=np.int64)
-        self.row_tag = np.zeros(0, dtype=np.int64)
         self.plus = np.full(self.m, -1, dtype=np.int64)
         self.minus = np.full(self.m, -1, dtype=np.int64)
         self.status = "unsolved"
@@ -108,6 +117,15 @@ class MinimaxModel:
         self.x = np.zeros(1)
         self.row_dual = np.zeros(0)
         self.col_dual = np.zeros(1)
+        self._init_rows(dedup)
+
+    @classmethod
+    def for_rows(cls, tau: Any, lam: Any, bound: float | np.ndarray = 1e3, feas_tol: float = 1e-8,
+                 accept_tol: float = 1e-6) -> "MinimaxModel":
+        """The model of row generation: μ± in pairs, boxed by ``bound`` (so a restricted row set never
+        makes it unbounded), warm-started simplex without presolve, rows written once."""
+        return cls(tau, lam, bound, layout="pairs", solver="simplex", presolve=False, feas_tol=feas_tol,
+                   accept_tol=accept_tol, what="the minimax LP (row generation)")
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -119,17 +137,9 @@ class MinimaxModel:
         return int(self.ref.size)
 
     @property
-    def n_rows(self) -> int:
-        return int(self.row_tag.size)
-
-    @property
     def active(self) -> np.ndarray:
         """Flat μ indices in the model, in the order their μ⁺ columns sit in the LP."""
         return self.ref[self.sign == 1]
-
-    @property
-    def simplex_iterations(self) -> int:
-        return self.lp.simplex_iterations
 
     def extend(self, tau: Any, lam: Any) -> np.ndarray:
         """New flat μ indices with these τ, λ (a map whose columns are discovered, e.g. boosting's); returns them."""
@@ -143,10 +153,12 @@ class MinimaxModel:
         self.plus = np.concatenate([self.plus, np.full(tau.size, -1, dtype=np.int64)])
         self.minus = np.concatenate([self.minus, np.full(tau.size, -1, dtype=np.int64)])
         self.mu = np.concatenate([self.mu, np.zeros(tau.size)])
+        self._touched = np.concatenate([self._touched, np.zeros(tau.size, dtype=bool)])
+        self._F = None
         return new
 
     # ---------------------------------------------------------------- columns
-    def add_mu(self, cols: Any, bound: float | np.ndarray | None = None, coef: Any = None, tag: Any = -1) -> None:
+    def add_mu(self, cols: Any, bound: float | np.ndarray | None = None, fill: Any = None, tag: Any = -1) -> None:
         """Bring flat μ columns into the model at μ = 0 (a feasible point stays feasible).
 
         Parameters
@@ -155,8 +167,11 @@ class MinimaxModel:
             Flat μ indices not in the model yet.
         bound : float or ndarray (n,), optional
             Their box B (default: the model's ``bound``, which is updated).
-        coef : sparse or dense (n_rows, n), optional
-            μ_j's coefficient in the rows already in the model (μ⁺ gets it, μ⁻ its negation).
+        fill : sparse or dense (n_rows, n), optional
+            μ_j's coefficient in recorded rows that have no entry in these columns yet (e.g. rows
+            generated while the column was out, or a new column's values at the rows' points);
+            recorded. μ_j's column is then its coefficients in every recorded row (μ⁺ gets them,
+            μ⁻ their negation).
         tag : int or ndarray (n,)
             Owner tag of the new columns.
         """
@@ -166,6 +181,7 @@ class MinimaxModel:
             return
         if np.any(self.plus[cols] >= 0) or np.unique(cols).size != n:
             raise InputError("add_mu: a column is already in the model or repeated")
+        coef = self._column_entries(cols, fill)
         if bound is not None:
             self.bound[cols] = np.broadcast_to(np.asarray(bound, dtype=np.float64), (n,))
         pairs = self.layout == "pairs"
@@ -182,8 +198,6 @@ class MinimaxModel:
         entries: tuple = ()
         if coef is not None:
             A = sp.csc_array(coef)
-            if A.shape != (self.n_rows, n):
-                raise InputError(f"add_mu: coef must have shape {(self.n_rows, n)}, got {A.shape}")
             A.sort_indices()
             starts, idx, val = [], [], []
             nnz = 0
@@ -255,35 +269,6 @@ class MinimaxModel:
         f, v = flat[on], vals[on]
         return np.concatenate([on, on]), np.concatenate([self.plus[f], self.minus[f]]), np.concatenate([v, -v])
 
-    def add_rows(self, lower: Any, upper: Any, starts: Any, index: Any, value: Any, tag: Any = -1) -> np.ndarray:
-        """Rows lower ≤ Ax ≤ upper in CSR form over LP columns (:meth:`marg.lp.HighsLP.add_rows`)."""
-        rows = self.lp.add_rows(lower, upper, starts, index, value)
-        self.row_tag = np.concatenate([self.row_tag, np.broadcast_to(np.asarray(tag, dtype=np.int64), (rows.size,))])
-        return rows
-
-    def add_rows_matrix(self, A: Any, upper: Any, tag: Any = -1) -> np.ndarray:
-        """Rows A x ≤ upper, A sparse (n_new, n_cols)."""
-        R = sp.csr_array(A)
-        R.sort_indices()
-        upper = np.asarray(upper, dtype=np.float64).ravel()
-        return self.add_rows(np.full(upper.size, -INF), upper, R.indptr[:-1], R.indices, R.data, tag)
-
-    def delete_rows(self, rows: Any) -> np.ndarray:
-        """Delete rows; returns the mask (n_rows before,) of the rows kept."""
-        rows = np.unique(np.asarray(rows, dtype=np.int64))
-        keep = np.ones(self.n_rows, dtype=bool)
-        keep[rows] = False
-        if rows.size:
-            self.lp.delete_rows(rows)
-            self.row_tag = self.row_tag[keep]
-        return keep
-
-    def delete_tagged(self, tags: Any) -> None:
-        """Delete the rows, then the columns, owned by ``tags``."""
-        tags = np.asarray(tags, dtype=np.int64)
-        self.delete_rows(np.flatnonzero(np.isin(self.row_tag, tags)))
-        self.delete_cols(np.flatnonzero(np.isin(self.tag, tags)))
-
     # ------------------------------------------------------------------ solve
     def solve(self, deadline: float | None = None) -> str:
         """Solve from the current basis (``deadline`` a ``time.perf_counter()`` value); "optimal" or "time_limit".
@@ -325,6 +310,12 @@ class MinimaxModel:
     def risk(self, mu: np.ndarray, phi: float) -> float:
         """R(μ) at a flat μ given φ(μ) (:func:`marg.learners.minimax.problem.risk`)."""
         return risk(self.tau, self.lam, np.asarray(mu, dtype=np.float64).ravel(), phi)
+
+    def bounds(self, cuts: Any) -> tuple[float, float, float]:
+        """One row-generation round's (LP value, R(μ), φ(μ)) at the current μ, φ(μ) = max value − 1 of ``cuts``
+        (one per label subset, as a separator reports them: the exact maximum over the domain)."""
+        phi = max(float(c[2]) for c in cuts) - 1.0
+        return self.objective, self.risk(self.mu, phi), phi
 
     def box_gap(self, dtol: float = 1e-8) -> float:
         """Σ_j B_j·|d_j| over μ± sitting at their upper bound B with reduced cost d_j < −dtol.

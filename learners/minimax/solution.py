@@ -47,8 +47,8 @@ class MinimaxSolution:
         Entries with τ + λ = 0 (empty cells) the LP left out or fixed at −B.
     bound : float or ndarray (K·D,)
         B: the box on |μ| (per flat entry for row generation) and the −B of impossible cells.
-    kind : {"R*", "R*_L", "hinge"}
-        What ``value`` is.
+    kind : {"R*", "R*_L", "hinge", "W(h)"}
+        What ``value`` is (``"W(h)"``: a fixed rule's worst case, :mod:`.fixed_rule`).
     selected : ndarray of int
         Block indices in the final working set (column generation) or with a non-zero
         coefficient (MRC's full solver).
@@ -102,7 +102,9 @@ class Finished(NamedTuple):
     """What a formulation's ``finish`` gives back: definite coefficients on the map the model keeps.
 
     ``mu``, ``tau``, ``lam``, ``impossible`` (K, D') on ``fmap`` (D' its columns), ``phi`` φ(μ)
-    over the whole domain (or its certified bound), ``bound`` the B the model records.
+    over the whole domain (or its certified bound), ``bound`` the B the model records;
+    ``iterate`` the search iterate whose R^k the certificate replaces (−1: the last, whose μ
+    was finished; None: none — boosting reports its best iterate and keeps every R^k as recorded).
     """
 
     fmap: Any
@@ -112,3 +114,4 @@ class Finished(NamedTuple):
     impossible: np.ndarray
     phi: float
     bound: float | np.ndarray
+    iterate: int | None = -1

@@ -10,7 +10,8 @@ from scipy.optimize import linprog
 
 from marg.learners.features.blocks import Block, FeatureMap
 from marg.learners.features.pairwise import PairwiseFeatureMap
-from marg.learners.minimax.fixed_rule import LinearRule, certify_rule
+from marg.learners.minimax.fixed_rule import LinearRule
+from marg.learners.minimax.fixed_rule_fit import certify_rule
 
 
 def domain(levels):
@@ -119,3 +120,23 @@ def test_W_stopped_by_its_budget_is_still_an_upper_bound(pairwise):
             assert cert.value == 1.0
         assert min(cert.value, certify_rule_lp(rule, umap, tau, lam)) >= W - 1e-7
     assert stopped >= 10  # the budget did stop it (time_limit 0 always does)
+
+
+def test_W_is_one_fit_and_certifies_the_mu_it_reports():
+    """certify_rule is the one fit (formulation ``fixed-rule``, search One): its value is R_h(μ) =
+    1 − τᵀμ + λᵀ|μ| + max_{x,y}[Φ(x, y)ᵀμ + 1{h(x) ≠ y}] − 1 at the μ it reports, the max by
+    brute force over the domain, and the smallest of its rounds' values."""
+    from marg.learners.minimax.fit import FitOptions, One, fit
+    from marg.learners.minimax.fixed_rule_fit import FIXED_RULE, RuleProblem
+    from marg.learners.minimax.problem import risk
+
+    rng = np.random.default_rng(23)
+    for _ in range(12):
+        umap, rule, X, tau, lam, K = random_case(rng, False)
+        cert = certify_rule(rule, umap, tau, lam)
+        S = umap.psi(X) @ cert.mu.T  # (points, K): Φ(x, y)ᵀμ
+        worst = float((S + (rule.predict(X)[:, None] != np.arange(K)[None, :])).max())
+        assert cert.converged and cert.value == min(cert.history)
+        assert cert.value == pytest.approx(min(1.0, risk(tau, lam, cert.mu, worst - 1.0)), abs=1e-7)
+        sol = fit(RuleProblem(rule, umap, tau, lam), FIXED_RULE, One(), FitOptions())
+        assert sol.kind == "W(h)" and sol.formulation == "fixed-rule" and min(1.0, sol.value) == cert.value

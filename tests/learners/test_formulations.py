@@ -135,10 +135,9 @@ def test_every_formulation_is_registered_by_its_own_module():
 
     homes = {"compact": "minimax.first_order", "rows": "minimax.first_order", "forest": "minimax.pair_formulations",
              "forest-rows": "minimax.pair_formulations", "local": "minimax.pair_formulations", "hinge": "dcc_hinge",
-             "monomials": "boost.minimax_cg"}
+             "monomials": "boost.minimax_cg", "fixed-rule": "minimax.fixed_rule_fit"}
     for name, home in homes.items():
         module = importlib.import_module(f"marg.learners.{home}")
         assert any(v is fm.REGISTRY[name] for v in vars(module).values()), name
-        if name != "monomials":  # boosting runs its own column generation
-            assert all(callable(getattr(fm.REGISTRY[name], m)) for m in ("build", "read", "finish")), name
+        assert all(callable(getattr(fm.REGISTRY[name], m)) for m in ("build", "read", "finish")), name  # the one fit runs each
     assert "importlib" not in open(fm.__file__, encoding="utf-8").read()

@@ -28,8 +28,8 @@ from marg.learners.minimax.formulations import REGISTRY
 from marg.learners.minimax.generation import STOPS, Pricing, generate_columns, generate_rows
 from marg.learners.minimax.layout import MuLayout
 from marg.learners.minimax.pair_formulations import FOREST, FOREST_ROWS
+from marg.learners.minimax.lp_model import MinimaxModel
 from marg.learners.minimax.problem import MinimaxProblem
-from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import FirstOrderOracle
 from tests.helpers.dcc_oracle import make_problem
 from tests.helpers.quantities import blocks_of, tau_of
@@ -146,9 +146,9 @@ def test_row_generation_converges_with_no_violated_row(seed):
     fmap, tau, lam = first_order(seed, K=2, half_width=0.02)
     K = tau.shape[0]
     oracle = FirstOrderOracle(fmap, K)
-    lp = MinimaxLP(tau, lam, 1e3)
-    lp.add_columns(np.arange(tau.size))
-    lp.add_rows(oracle.covering_cuts())
+    lp = MinimaxModel.for_rows(tau, lam, 1e3)
+    lp.add_mu(np.arange(tau.size))
+    lp.add_cuts(oracle.covering_cuts())
     res = generate_rows(lp, oracle)
     assert res.stop == "converged" and res.added > 0 and len(res.lower) >= 3
     assert np.all(np.diff(res.lower) >= -1e-9)  # rows are only added: the LP value never drops
@@ -157,9 +157,9 @@ def test_row_generation_converges_with_no_violated_row(seed):
     assert res.upper[-1] == pytest.approx(res.lower[-1], abs=1e-8)  # so the LP value is R(μ)
     assert res.phi == pytest.approx(top - 1.0)
     # its stops: k_max after max_rounds rounds, time_limit at a deadline already gone
-    lp2 = MinimaxLP(tau, lam, 1e3)
-    lp2.add_columns(np.arange(tau.size))
-    lp2.add_rows(oracle.covering_cuts())
+    lp2 = MinimaxModel.for_rows(tau, lam, 1e3)
+    lp2.add_mu(np.arange(tau.size))
+    lp2.add_cuts(oracle.covering_cuts())
     one = generate_rows(lp2, oracle, max_rounds=1)
     assert one.stop == "k_max" and len(one.upper) == 1 and one.added > 0
     late = generate_rows(lp2, oracle, deadline=time.perf_counter() - 1.0)  # round 2 adds rows (≥ 3 rounds above)
@@ -208,17 +208,15 @@ def test_boosting_rows_run_on_the_one_row_driver():
     X, y = sample(cb, 400, np.random.default_rng(3))
     src, done, _ = BoostVote(s=0.0, max_order=2, k_max=4, time_limit=None)._solve(Summary.from_rows(cb, X, y, stats="all"))
     mm = MonomialMinimax(src, 2)  # the fitted vote's columns, afresh with one row per label subset
-    mm.add_columns([(c, src.fmap.monomials[u]) for c, u in done.cols])
-    for C in mm.subsets:
-        mm.add_row(np.full(len(src.sizes), -1, dtype=np.int64), C)
+    mm.add_columns([(c, src.fmap.monomials[u]) for c, u in done.lp.cols])
+    mm.lp.add_cuts([(np.full(len(src.sizes), -1, dtype=np.int64), C) for C in mm.subsets])
     lower, upper = [], []
     mu, R, phi, _ = mm.solve_rows(None, lower, upper)
     assert len(lower) == len(upper) >= 2 and R == upper[-1]  # rows were added: more than one round
-    rows = mm.most_violated(mu)
-    assert max(c[2] for c in rows) <= mm.nu + 1e-9 * max(1.0, abs(mm.nu))  # converged: nothing violated
+    rows = mm.most_violated(mm.lp.mu)
+    assert max(c[2] for c in rows) <= mm.lp.nu + 1e-9 * max(1.0, abs(mm.lp.nu))  # converged: nothing violated
     assert mm.phi_exact and phi == max(c[3] for c in rows)
-    tau = np.array([mm.tau[k] for k in mm.cols])
-    lam = np.array([mm.lam[k] for k in mm.cols])
-    flat = np.array([mu[c, u] for c, u in mm.cols])
+    tau, lam = mm.lp.tau, mm.lp.lam
+    flat = np.array([mu[c, u] for c, u in mm.lp.cols])
     assert R == pytest.approx(risk(tau, lam, flat, phi), abs=1e-12)
     assert R == pytest.approx(lower[-1], abs=1e-7)  # LP value = R(μ) at row convergence

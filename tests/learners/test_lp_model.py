@@ -31,7 +31,6 @@ from marg.learners.minimax.local import local_phi, solve_local
 from marg.learners.minimax.lp_model import LAYOUTS, MinimaxModel
 from marg.learners.minimax.problem import label_subsets, risk
 from marg.learners.minimax.generation import solve_boxed
-from marg.learners.minimax.rows import MinimaxLP
 from tests.helpers.dcc_oracle import domain, make_problem
 from tests.helpers.minimax_rows import dense_rows, phi_by_enumeration, write_dense_rows
 
@@ -71,10 +70,10 @@ def test_the_objective_is_R_of_mu_in_every_formulation(K, s, seed):
     assert fc.phi == pytest.approx(phi, abs=1e-8)
     assert fc.value == pytest.approx(R_dense, abs=1e-8)
     # row generation with the forest's exact separator
-    lp = MinimaxLP(tau, lam, 1e3)
-    lp.add_columns(np.arange(tau.size))
+    lp = MinimaxModel.for_rows(tau, lam, 1e3)
+    lp.add_mu(np.arange(tau.size))
     oracle = ForestOracle(pm, K)
-    lp.add_rows(oracle.covering_cuts())
+    lp.add_cuts(oracle.covering_cuts())
     assert solve_boxed(lp, oracle).converged
     assert lp.objective == pytest.approx(risk(tau, lam, mu_of(lp.mu), phi_by_enumeration(P, mu_of(lp.mu))), abs=1e-7)
     assert lp.objective == pytest.approx(R_dense, abs=1e-7)
@@ -84,7 +83,7 @@ def test_the_objective_is_R_of_mu_in_every_formulation(K, s, seed):
     cm.add_blocks(np.arange(pm.nodes.n_blocks))
     assert cm.solve() == "optimal"
     P1 = P[:, :D1]
-    assert cm.lp_value == pytest.approx(risk(tau[:, :D1], lam[:, :D1], mu_of(cm.mu), phi_by_enumeration(P1, mu_of(cm.mu))), abs=1e-8)
+    assert cm.lp_value == pytest.approx(risk(tau[:, :D1], lam[:, :D1], mu_of(cm.model.mu), phi_by_enumeration(P1, mu_of(cm.model.mu))), abs=1e-8)
     assert cm.lp_value == pytest.approx(dense_model(tau[:, :D1], lam[:, :D1], P1).objective, abs=1e-8)
     assert cm.lp_value >= fc.value - 1e-9  # fewer features: the minimax risk cannot drop
     # the local polytope on a cycle: R*_L = R(μ) at φ_L(μ; δ*) = ν − 1 ≥ φ(μ), so R*_L ≥ R*
@@ -127,7 +126,7 @@ def test_columns_leave_and_enter_in_place():
     without = dense_model(tau, lam, P, cols=np.setdiff1d(np.arange(tau.size), out))
     assert model.objective == pytest.approx(without.objective, abs=1e-9)
     assert model.objective >= R0 - 1e-9
-    model.add_mu(out, coef=G[:, out])
+    model.add_mu(out, fill=G[:, out])
     assert model.solve() == "optimal"
     assert model.objective == pytest.approx(R0, abs=1e-9)
     # the first-order epigraph: a feature's columns and rows leave and come back the same way

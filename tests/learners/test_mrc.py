@@ -22,10 +22,10 @@ from marg.learners.dcc import DCC
 from marg.learners.mrc import MRC
 from tests.conftest import check_malformed_models
 from marg.learners.minimax.drivers import solve_full
+from marg.learners.minimax.lp_model import MinimaxModel
 from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.problem import label_subsets
 from marg.learners.minimax.generation import generate_rows
-from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import FirstOrderOracle
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
@@ -253,35 +253,35 @@ def test_dual_is_a_distribution_matching_the_box():
         cb, S, p = make_problem(rng, [3, 2, 3], K)
         fmap = FeatureMap(blocks_of(S), [0, 1, 2])
         lam = np.full(tau_of(S).shape, 0.01)
-        lp = MinimaxLP(tau_of(S), lam, 1e3)
-        lp.add_columns(np.arange(tau_of(S).size))
+        lp = MinimaxModel.for_rows(tau_of(S), lam, 1e3)
+        lp.add_mu(np.arange(tau_of(S).size))
         orc = FirstOrderOracle(fmap, K)
-        lp.add_rows(orc.covering_cuts())
+        lp.add_cuts(orc.covering_cuts())
         res = generate_rows(lp, orc)
         assert res.converged
-        a = lp.alpha
+        a = (-lp.row_dual)
         assert np.all(a >= -1e-9) and abs(a.sum() - 1.0) < 1e-8
         assert np.all(lp.dual_violation() <= 1e-8)
-        assert abs(-np.dot(lp.b, a) - lp.objective) < 1e-8
+        assert abs(-np.dot(lp.row_upper, a) - lp.objective) < 1e-8
 
 
 def test_row_generation_lp_add_remove_in_place():
-    """MinimaxLP edits in place: deleting non-binding rows keeps the optimum; removing and
+    """The row-generation model edits in place: deleting non-binding rows keeps the optimum; removing and
     re-adding columns returns to it; row generation then re-converges to the same value."""
     rng = np.random.default_rng(6)
     cb, S, p = make_problem(rng, [3, 2, 3, 2], 3)
     K, D = tau_of(S).shape
     fmap = FeatureMap(blocks_of(S), [0, 1, 2, 3])
     lam = np.full(tau_of(S).shape, 0.02)
-    lp = MinimaxLP(tau_of(S), lam, 1e3)
-    lp.add_columns(np.arange(K * D))
+    lp = MinimaxModel.for_rows(tau_of(S), lam, 1e3)
+    lp.add_mu(np.arange(K * D))
     orc = FirstOrderOracle(fmap, K)
-    lp.add_rows(orc.covering_cuts())
+    lp.add_cuts(orc.covering_cuts())
     generate_rows(lp, orc)
     R0 = lp.objective
     F = lp.row_matrix().tocsr()
-    slack = np.asarray(lp.b) + lp.nu - F @ lp.mu
-    idle = np.flatnonzero((lp.alpha <= 1e-12) & (slack > 1e-7))
+    slack = lp.row_upper + lp.nu - F @ lp.mu
+    idle = np.flatnonzero(((-lp.row_dual) <= 1e-12) & (slack > 1e-7))
     assert idle.size > 0
     n0 = lp.n_rows
     lp.delete_rows(idle)
@@ -289,10 +289,10 @@ def test_row_generation_lp_add_remove_in_place():
     lp.solve()
     assert abs(lp.objective - R0) <= 1e-8
     cols = np.arange(D, 2 * D)  # label 1's columns out, then back in
-    lp.remove_columns(cols)
+    lp.remove_mu(cols)
     lp.solve()
     assert lp.objective >= R0 - 1e-8  # fewer columns: the restricted optimum cannot be lower
-    lp.add_columns(cols)
+    lp.add_mu(cols)
     res = generate_rows(lp, orc)
     assert res.converged and abs(lp.objective - R0) <= 1e-7
     assert abs(res.upper[-1] - R0) <= 1e-7

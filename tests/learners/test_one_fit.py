@@ -164,3 +164,31 @@ def test_the_engine_has_one_owner_of_each_small_quantity():
     assert released.count("features/statistics.py") == 1
     assert {f.name for f in dataclasses.fields(MinimaxSolution)}.isdisjoint({"info"})
     assert not [name for name, text in sources.items() if re.search(r"\b(sol|res|fit|solution_?)\.info\b", text)]
+
+
+def test_boosting_is_the_same_fit_on_a_map_that_grows():
+    """Boost runs through ``fit`` (formulation ``monomials``, search ``Columns``): its certificate
+    is R(μ) of the reported μ with φ by brute force over every point of the domain; its R^k
+    history is the search's own (the certificate is of the best iterate, it replaces no R^k);
+    and a search that does not run boosting is refused."""
+    from marg.learners.boost.minimax_cg import MONOMIALS, MonomialPricing, MonomialProblem
+    from marg.learners.boost.vote import BoostVote
+    from marg.learners.minimax.problem import risk
+    from marg.marginals.summary import Summary
+    from tests.helpers.boost import sample, tiny_codebook
+
+    cb = tiny_codebook([3, 3, 2, 3])
+    X, y = sample(cb, 400, np.random.default_rng(3))
+    S = Summary.from_rows(cb, X, y, stats="all")
+    src, mm, res = BoostVote(s=0.0, max_order=2, k_max=4, time_limit=None)._solve(S)
+    assert res.formulation == "monomials" and np.isfinite(res.seconds) and res.read.model is mm
+    grid = np.array(list(itertools.product(*[range(cb.attribute_size(f.name)) for f in cb.features])))
+    psi = src.fmap.psi(grid)  # (points, D): every monomial of the map at every point
+    phi = max(float(((psi @ res.mu[list(C)].sum(axis=0)) - 1.0).max()) / len(C) for C in label_subsets(2))
+    assert res.read.phi_exact and res.phi == pytest.approx(phi, abs=1e-12)
+    assert res.value == risk(res.tau, res.lam, res.mu, res.phi)
+    assert res.iterations == [h["R"] for h in res.history] + res.iterations[len(res.history):]
+    assert min(res.iterations) == pytest.approx(res.value, abs=1e-9)  # the best R^k is the certificate's μ
+    with pytest.raises(InputError, match="monomials"):
+        fit(MonomialProblem(src, 2), MONOMIALS, One(), FitOptions())
+    assert MonomialPricing.price_last is False

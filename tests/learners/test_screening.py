@@ -19,8 +19,8 @@ from marg.learners.certify import uncertainty_map
 from marg.learners.features.statistics import map_moments
 from marg.learners.label_only import LabelOnly
 from marg.learners.naive_bayes import NaiveBayes
-from marg.learners.screened import (SCREEN_MIN_FEATURES, TOLERANCE, screen_and_learn, screening_applies,
-                                    selection_certificate)
+from marg.learners.choice_rule import TOLERANCE
+from marg.learners.screened import SCREEN_MIN_FEATURES, ScreeningCandidates, screening_applies, selection_certificate
 from marg.learners.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
@@ -33,6 +33,15 @@ from tests.helpers.console import marg
 def _codebook(sizes, K=2):
     feats = tuple(CategoricalFeature(f"g{j}", tuple(f"v{a}" for a in range(m))) for j, m in enumerate(sizes))
     return Codebook(features=feats, label=Label("y", tuple(f"c{k}" for k in range(K))))
+
+
+def screen_and_learn(S, coverage=0.95, **settings):
+    """The automatic choice on the screening generator's candidates (other learners, sizes, replicates)."""
+    return AutoLearner(coverage=coverage).fit_candidates(S, ScreeningCandidates(S, coverage=coverage, **settings))
+
+
+def _configs(auto):
+    return auto.screen_["configs"]
 
 
 def _rows(rng, n, p, informative, levels=3, flip=0.2):
@@ -233,7 +242,7 @@ def test_the_selection_valid_certificate_covers_the_true_error_by_simulation():
         X = np.array([np.where(rng.random(300) < f, 1 - y, y) for f in flips], dtype=np.float64).T
         res = screen_and_learn(Summary.from_rows(cb, X, y), learners=("nb",), sizes=(1, 2, 3), coverage=coverage,
                                replicates=1)
-        misses += true_error(res.chosen) > res.chosen.certificate_.value + 1e-12
+        misses += true_error(res.chosen_) > res.chosen_.certificate_.value + 1e-12
     # each draw misses with probability ≤ 1 − coverage: more than `limit` misses has probability < 1e-6
     limit = next(k for k in range(draws + 1) if binom.sf(k, draws, 1 - coverage) < 1e-6)
     assert misses <= limit
@@ -350,17 +359,17 @@ def test_leave_one_site_out_repeats_the_screen_without_each_site():
         parts.append((f"s{k}", count_tables(cb, X, y, plan_cliques(cb, "first"))))
     S = Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts)
     res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), coverage=0.9)
-    assert res.method.startswith("leave-one-site-out over 3 sites")
-    assert res.configs[0].learner == "prior"  # always a configuration; the others screen
-    for c in res.configs[1:]:
+    assert res.error_method_.startswith("leave-one-site-out over 3 sites")
+    assert _configs(res)[0]["learner"] == "prior"  # always a configuration; the others screen
+    for c in _configs(res)[1:]:
         errs = []
         for k in range(3):
             rest = Summary(cb, sum_tables([t for j, (_, t) in enumerate(parts) if j != k])[0])
-            top = screen_scores(rest, coverage=0.9).rank()[: c.size]
+            top = screen_scores(rest, coverage=0.9).rank()[: c["size"]]
             nb = NaiveBayes(features=top, certify="bound", coverage=0.9).fit(rest)
             errs.append(sample_error(nb, tan_sample(Summary(cb, list(parts[k][1])), seed=SEED + k)))
-        assert c.folds == pytest.approx(errs, abs=1e-12)
-        assert c.error == pytest.approx(np.average(errs, weights=[120, 90, 60]), abs=1e-12)
+        assert c["folds"] == pytest.approx(errs, abs=1e-12)
+        assert c["error"] == pytest.approx(np.average(errs, weights=[120, 90, 60]), abs=1e-12)
 
 
 def test_an_empty_screen_under_dp_falls_back_to_the_label_only_rule_and_says_so():
@@ -410,23 +419,23 @@ def test_the_number_of_features_grows_while_the_estimate_still_falls_at_the_larg
     S = Summary.from_rows(_codebook([3] * 40), X, y)
     ranked = screen_scores(S).rank()
     res = screen_and_learn(S, learners=("nb",), sizes=(2, 4), replicates=1)
-    configs = [c for c in res.configs if c.learner != "prior"]  # the label-only rule: never chosen here
-    tried = [c.size for c in configs]
-    best = min(c.error for c in configs)
-    chosen = [c for c in configs if c.chosen]
-    assert len(chosen) == 1 and chosen[0].size == len(res.features) == len(res.chosen.feature_names_in_)
-    ok = [c.size for c in configs if c.error <= best + TOLERANCE + 1e-12]
-    assert chosen[0].size == min(ok)
+    configs = [c for c in _configs(res) if c["learner"] != "prior"]  # the label-only rule: never chosen here
+    tried = [c["size"] for c in configs]
+    best = min(c["error"] for c in configs)
+    chosen = [c for c in configs if c["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["size"] == len(res.screen_["features"]) == len(res.chosen_.feature_names_in_)
+    ok = [c["size"] for c in configs if c["error"] <= best + TOLERANCE + 1e-12]
+    assert chosen[0]["size"] == min(ok)
     # each size past the grid is GROWTH × the largest before it (capped at the ranked count), tried only
     # because the choice was the largest M tried so far
     for k in range(2, len(tried)):
         assert tried[k] == min(len(ranked), GROWTH * tried[k - 1])
         prior = configs[:k]
-        pbest = min(c.error for c in prior)
-        assert min(c.size for c in prior if c.error <= pbest + TOLERANCE + 1e-12) == tried[k - 1]
-    assert chosen[0].size < max(tried) or max(tried) == len(ranked)
+        pbest = min(c["error"] for c in prior)
+        assert min(c["size"] for c in prior if c["error"] <= pbest + TOLERANCE + 1e-12) == tried[k - 1]
+    assert chosen[0]["size"] < max(tried) or max(tried) == len(ranked)
     if informative == 40:
-        assert max(tried) > 4 and chosen[0].size > 4
+        assert max(tried) > 4 and chosen[0]["size"] > 4
     else:
         assert max(tried) <= GROWTH * 4
 
@@ -444,13 +453,14 @@ def test_renyi_on_the_screened_genes_pair_tables_gets_a_real_estimate():
     """Under the one-site simulation (the path DP summaries take), Rényi on the requested pairs gets a
     real estimate: each training set carries the pair tables of its own top k — not the failure value
     1.0 a first-order-only simulated summary used to give it."""
-    from marg.learners.screened import Config, _split_errors
+    from marg.learners.cross_site import split_errors
 
     X, y, cb, top, S = _two_rounds(4)
-    five, ten = Config("renyi", 5), Config("renyi", 10)
-    errs = _split_errors(S, [five, ten], 0.95, None, 2)
-    assert max(errs[0]) < 0.25, errs  # 6 genes copy the label: far below chance
-    assert errs[1] == [1.0, 1.0]  # beyond the released pairs Rényi cannot fit: the failure value
+    gen = ScreeningCandidates(S, replicates=2)
+    five, ten = gen.candidate("renyi", 5), gen.candidate("renyi", 10)
+    errs = split_errors(S, [("5", five.refit), ("10", ten.refit)], 2, gen.train)
+    assert max(errs["5"]) < 0.25, errs  # 6 genes copy the label: far below chance
+    assert errs["10"] == [1.0, 1.0]  # beyond the released pairs Rényi cannot fit: the failure value
 
 
 def test_second_round_gcv_equals_ridge_regression_on_the_rows():
@@ -485,13 +495,14 @@ def test_second_round_fits_renyi_on_the_requested_pairs_by_gcv():
 
     X, y, cb, top, S = _two_rounds(4)
     res = screen_and_learn(S)
-    assert res.chosen.learner == "renyi" and [c.learner for c in res.configs] == ["prior"] + ["renyi"] * (len(res.configs) - 1)
-    assert max(c.size for c in res.configs) == 5 and sum(c.chosen for c in res.configs) == 1
-    M, r, g = min(gcv_path(S, top, [c.size for c in res.configs]), key=lambda t: (t[2], t[0]))
-    assert len(res.features) == M and res.chosen.ridge == r and res.features == top[:M]
-    assert res.chosen.certificate_.kind == "W(h)" and "generalized cross-validation" in res.method
+    configs = _configs(res)
+    assert res.chosen_.learner == "renyi" and [c["learner"] for c in configs] == ["prior"] + ["renyi"] * (len(configs) - 1)
+    assert max(c["size"] for c in configs) == 5 and sum(c["chosen"] for c in configs) == 1
+    M, r, g = min(gcv_path(S, top, [c["size"] for c in configs]), key=lambda t: (t[2], t[0]))
+    assert len(res.screen_["features"]) == M and res.chosen_.ridge == r and res.screen_["features"] == top[:M]
+    assert res.chosen_.certificate_.kind == "W(h)" and "generalized cross-validation" in res.error_method_
     Xn, yn = _rows(np.random.default_rng(99), 400, SCREEN_MIN_FEATURES + 20, informative=6)
-    assert np.mean(res.chosen.predict(Xn) != yn) < 0.25
+    assert np.mean(res.chosen_.predict(Xn) != yn) < 0.25
 
 
 def test_the_second_round_can_answer_the_larger_class():
@@ -499,7 +510,7 @@ def test_the_second_round_can_answer_the_larger_class():
     alone), chosen when its GCV is the smallest — here pairs requested for five genes that carry no signal (seed 4:
     GCV 0.2143 against Rényi's best 0.2158) — with the label table's certificate at 1 − α/2, said at 95 %."""
     from marg.learners.renyi_summary import gcv_path
-    from marg.learners.screened import SIZES, _second_round
+    from marg.learners.screened import SIZES
 
     rng = np.random.default_rng(4)
     n, p = 100, SCREEN_MIN_FEATURES + 20
@@ -508,13 +519,14 @@ def test_the_second_round_can_answer_the_larger_class():
     cb = _codebook([3] * p)
     noise = [f"g{j}" for j in range(p - 5, p)]
     S = Summary.from_rows(cb, X, y, stats="pairs", pairs=list(itertools.combinations(noise, 2)))
-    res = _second_round(S, noise, 5, SIZES, 0.95, screen_scores(S))
+    res = screen_and_learn(S, ranked=noise)
     path = gcv_path(S, noise, [0] + sorted({min(m, 5) for m in SIZES}))
     assert min(path, key=lambda t: (t[2], t[0]))[0] == 0
-    assert res.chosen.learner == "prior" and res.features == [] and res.configs[0].chosen
-    assert [c.learner for c in res.configs] == ["prior"] + ["renyi"] * (len(res.configs) - 1)
-    assert res.chosen.predict(X[:5]).tolist() == [int(np.argmax(np.bincount(y)))] * 5  # the larger class
-    cert = res.chosen.certificate_
+    configs = _configs(res)
+    assert res.chosen_.learner == "prior" and res.screen_["features"] == [] and configs[0]["chosen"]
+    assert [c["learner"] for c in configs] == ["prior"] + ["renyi"] * (len(configs) - 1)
+    assert res.chosen_.predict(X[:5]).tolist() == [int(np.argmax(np.bincount(y)))] * 5  # the larger class
+    cert = res.chosen_.certificate_
     assert cert.coverage == 0.95 and cert.value == pytest.approx(
         LabelOnly(coverage=1 - 0.05 / 2).fit(S).certificate_.value)
 

@@ -4,7 +4,7 @@ A formulation is a feature map Φ(x, y) = e_y ⊗ ψ(x) and a separation oracle 
 ``SeparationOracle`` protocol of ``marg.learners.minimax.separation``): ``most_violated(mu)``
 returns, for every label subset C, the row (x*, C) that maximises Σ_{y∈C} Φ(x, y)ᵀμ over the
 whole domain as a ``Cut``. The engine — the one LP model (``lp_model.MinimaxModel``: ν, μ⁺, μ⁻
-and the costs −(τ−λ), τ+λ, the solve and its read-outs), row generation on it (``MinimaxLP``,
+and the costs −(τ−λ), τ+λ, the solve and its read-outs), row generation on it (``MinimaxModel.for_rows``,
 ``solve_boxed``), R(μ) (``problem.risk``) and the result type (``MinimaxSolution``) read by
 ``MinimaxRules`` — does the rest. A formulation that can list its rows outright writes only those
 rows on the model (``test_a_formulation_writes_only_its_rows``).
@@ -24,7 +24,6 @@ import pytest
 from marg.learners.minimax.lp_model import MinimaxModel
 from marg.learners.minimax.problem import label_subsets, risk
 from marg.learners.minimax.generation import solve_boxed
-from marg.learners.minimax.rows import MinimaxLP
 from marg.learners.minimax.separation import Cut
 from marg.learners.minimax.solution import MinimaxSolution
 from marg.lp import HighsLP, Status
@@ -88,9 +87,9 @@ def test_a_toy_formulation_plugs_into_the_engine(K, seed, half_width):
     tau = (p.T @ psi(POINTS))  # τ[y] = E_p[Φ(x, y)] = Σ_x p(x, y) ψ(x)
     lam = np.full(tau.shape, half_width)
     oracle = BruteForceOracle(K)
-    lp = MinimaxLP(tau, lam, 1e3)
-    lp.add_columns(np.arange(tau.size))
-    lp.add_rows(oracle.most_violated(np.zeros(tau.size)))
+    lp = MinimaxModel.for_rows(tau, lam, 1e3)
+    lp.add_mu(np.arange(tau.size))
+    lp.add_cuts(oracle.most_violated(np.zeros(tau.size)))
     rounds = solve_boxed(lp, oracle)
     assert rounds.converged
     mu = lp.mu.reshape(K, -1)
@@ -104,7 +103,7 @@ def test_a_toy_formulation_plugs_into_the_engine(K, seed, half_width):
     assert rounds.upper[-1] == pytest.approx(sol.value, abs=1e-12)
     assert lp.objective == pytest.approx(R_star, abs=1e-8)  # LP value = R(μ): row generation closed the gap
     # the dual is a distribution over the generated rows whose feature expectations lie in the box
-    a = lp.alpha
+    a = (-lp.row_dual)
     assert np.all(a >= -1e-9) and a.sum() == pytest.approx(1.0, abs=1e-8)
     assert np.all(lp.dual_violation() <= 1e-8)
     # p itself lies in the box, so the certificate is at least the Bayes error of p and at most 1 − 1/K

@@ -44,13 +44,13 @@ def test_tiny_sites_release_the_label_table_by_laplace_at_what_opendp_charges():
 
     from marg.marginals.accounting import release_cost
     from marg.marginals.counting import count_tables
-    from marg.marginals.study import release_round1, round1_cliques, round1_requested
+    from marg.marginals.study import release_round1, round1_cliques
 
     cb = _codebook()
     plan = study_plan(cb, 1.0, DELTA, TINY)
     assert plan.label_mechanism == "laplace" and plan.split["label_share"] > 0.9
     # the plan's whole study, composed as the ledger does, is within ε = 1 (and uses it)
-    assert round1_requested(plan).epsilon <= 1.0 + 1e-9 and round1_requested(plan).epsilon == pytest.approx(1.0, abs=1e-4)
+    assert plan.total_cost.epsilon <= 1.0 + 1e-9 and plan.total_cost.epsilon == pytest.approx(1.0, abs=1e-4)
     rng = np.random.default_rng(3)
     X, y = rng.integers(0, 3, (29, cb.n_features)), np.r_[np.zeros(19, int), np.ones(10, int)]
     tables = count_tables(cb, X, y, round1_cliques(cb))
