@@ -127,7 +127,9 @@ def split_line(plan: dict[str, Any]) -> str:
             f"rows {rows}{'' if plan.get('rows_stated') else '; state yours with --plan-rows'}): label table "
             f"{sp['label_share']:.0%}, selection {sp['select_share']:.0%} (top-{sp['k']}), round 2 {sp['round2_share']:.0%}; "
             f"P(the sites agree on a feature worth finding) {sp['p_any']:.2f}, P(wrong larger class if not) "
-            f"{sp['p_wrong']:.2f}, expected error {sp['expected_error']:.3f} in the planning world (gap "
+            f"{sp['p_wrong']:.2f}"
+            + (f" (by the Laplace label table released: {sp['p_wrong_released']:.2g})" if "p_wrong_released" in sp else "")
+            + f", expected error {sp['expected_error']:.3f} in the planning world (gap "
             f"{sp['assumed']['gap']:g}, effect {sp['assumed']['effect']:g}, {sp['assumed']['features']} such features)")
 
 
@@ -138,7 +140,8 @@ def preview_lines(d: dict[str, Any]) -> list[str]:
              f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
     return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
             "  " + split_line(pl),
-            f"  round 1: the label table (noise std {d['label_std']:.3g} per cell per site) and a private top-{pl['k']} "
+            f"  round 1: the label table ({d.get('label_mechanism', 'gaussian')}, noise std {d['label_std']:.3g} per cell "
+            f"per site) and a private top-{pl['k']} "
             f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
             f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
             f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), "

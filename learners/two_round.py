@@ -92,7 +92,8 @@ def site_round1(site: str, record: Mapping[str, Any], label_counts: np.ndarray) 
         raise InputError(f"site {site!r}: not a round-1 bundle of select-then-measure (marg export --epsilon TOTAL)")
     plan = record.get("plan") or {}
     try:
-        rest = float(plan["rho_total"]) - float(record["spent"]["rho"])
+        # what round 1 took from ρ_total: ``rho_study`` (a Laplace label table's ε_L is not its ε_L²/2), else its ρ
+        rest = float(plan["rho_total"]) - float(record.get("rho_study", record["spent"]["rho"]))
     except (KeyError, TypeError, ValueError):
         raise InputError(f"site {site!r}: its round-1 record has no study total") from None
     return SiteRound1(site, max(1.0, float(np.sum(label_counts))), Selection.from_dict(record["selection"]), max(0.0, rest))
@@ -283,16 +284,15 @@ def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float, ma
     Round 1 is the site's plan (:func:`marg.marginals.study.study_plan` for these rows: the split
     rule's shares, k and why); for round 2 it assumes the sites agree on all k features they each
     select, taken as the k with the most levels (the noisiest case)."""
-    from marg.marginals.mechanisms import get_mechanism
     from marg.marginals.selection import calibrate_top_k
-    from marg.marginals.study import study_plan
+    from marg.marginals.study import label_noise_std, study_plan
 
     plan = study_plan(codebook, epsilon, delta, rows, max_rows)
     names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels), codebook.index(a)))[:plan.k]
     rests = [plan.rho_rest / max_rows ** 2] * len(rows)
     tp = choose_tables(names, codebook, rests, float(sum(rows)), plan.k == plan.candidates)
     return {"plan": plan.to_dict(), "sites": len(rows), "rows": list(rows),
-            "label_std": get_mechanism(STUDY_MECHANISM).scale_for(plan.rho_label, max_rows),
+            "label_std": label_noise_std(plan, max_rows), "label_mechanism": plan.label_mechanism,
             "selection_scale": calibrate_top_k(plan.k, plan.rho_select, max_rows)[0],
             "round2_first_order": sum(len(c) == 1 for c in tp.tables), "round2_pairs_among": tp.pairs_among,
             "round2_pairs": sum(len(c) == 2 for c in tp.tables),

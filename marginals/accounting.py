@@ -87,15 +87,24 @@ class PrivacyCost:
     epsilon : float
     delta : float
     rho : float
+    pure_epsilon : float
+        Of a release that composes pure ε-DP parts with zCDP ones (:func:`release_cost`; round 1 of
+        select-then-measure with a Laplace label table): the pure parts' Σ ε, which ``epsilon`` and
+        ``rho`` include (ρ as OpenDP's ε²/2 map). :class:`Spend` keeps the two apart, so later zCDP
+        releases compose with the zCDP part's ρ and the pure ε adds. 0 for every other release
+        (and then not written).
     """
 
     epsilon: float = 0.0
     delta: float = 0.0
     rho: float = 0.0
+    pure_epsilon: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in ("epsilon", "delta", "rho"):
+        for f in ("epsilon", "delta", "rho", "pure_epsilon"):
             object.__setattr__(self, f, _num(getattr(self, f), f))
+        if self.pure_epsilon > self.epsilon * (1.0 + 1e-12):
+            raise InputError(f"privacy cost field pure_epsilon {self.pure_epsilon!r} exceeds epsilon {self.epsilon!r}")
         if self.delta > 1.0:
             raise InputError(f"privacy cost field delta must be <= 1, got {self.delta!r}")
 
@@ -119,6 +128,7 @@ class PrivacyCost:
             epsilon=self.epsilon + other.epsilon,
             delta=min(1.0, self.delta + other.delta),
             rho=self.rho + other.rho,
+            pure_epsilon=self.pure_epsilon + other.pure_epsilon,
         )
 
     def describe(self) -> str:
@@ -140,14 +150,18 @@ class PrivacyCost:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict; infinities are written as the string ``"inf"``."""
-        return {k: ("inf" if math.isinf(v) else v) for k, v in
-                (("epsilon", self.epsilon), ("delta", self.delta), ("rho", self.rho))}
+        d = {k: ("inf" if math.isinf(v) else v) for k, v in
+             (("epsilon", self.epsilon), ("delta", self.delta), ("rho", self.rho))}
+        if self.pure_epsilon > 0.0:
+            d["pure_epsilon"] = self.pure_epsilon
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "PrivacyCost":
         if not isinstance(d, Mapping):
             raise InputError(f"privacy cost must be an object, got {d!r}")
-        return cls(epsilon=d.get("epsilon", 0.0), delta=d.get("delta", 0.0), rho=d.get("rho", 0.0))
+        return cls(epsilon=d.get("epsilon", 0.0), delta=d.get("delta", 0.0), rho=d.get("rho", 0.0),
+                   pure_epsilon=d.get("pure_epsilon", 0.0))
 
 
 def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCost:
@@ -182,10 +196,11 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
         else:
             grho += r
             gdelta = max(gdelta, d)
+    pure = eps if (grho > 0.0 and eps > 0.0) else 0.0  # a mixed release: its pure part, kept apart by Spend
     if grho > 0.0:
         eps += rho_to_epsilon(grho, gdelta)
         rho += grho
-    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho)
+    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho, pure_epsilon=pure)
 
 
 def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
@@ -231,6 +246,12 @@ class Spend:
         if cost.delta == 0.0:
             rho = cost.rho if cost.rho > 0.0 or cost.epsilon == 0.0 else pure_rho(cost.epsilon)
             return replace(self, eps_pure=self.eps_pure + cost.epsilon, rho_pure=self.rho_pure + rho)
+        if cost.pure_epsilon > 0.0:  # a mixed release (release_cost): its pure part and its zCDP part, each where it composes
+            pr = pure_rho(cost.pure_epsilon)
+            zr = max(0.0, cost.rho - pr)
+            return replace(self, eps_pure=self.eps_pure + cost.pure_epsilon, rho_pure=self.rho_pure + pr,
+                           rho_zcdp=self.rho_zcdp + zr, eps_zcdp=self.eps_zcdp + (cost.epsilon - cost.pure_epsilon),
+                           delta_zcdp=self.delta_zcdp + cost.delta)
         if cost.rho > 0.0:
             return replace(self, rho_zcdp=self.rho_zcdp + cost.rho, eps_zcdp=self.eps_zcdp + cost.epsilon,
                            delta_zcdp=self.delta_zcdp + cost.delta)

@@ -33,7 +33,7 @@ from marg.marginals.accounting import PrivacyCost, zcdp_cost
 from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.request import StudyRequest
 from marg.marginals.study import (STUDY_FORMAT, STUDY_MECHANISM, StudyPlan, release_round1, round1_cliques,
-                                  round1_record, round2_record)
+                                  round1_record, round2_record, with_gaussian_label)
 from marg.marginals.tables import canonical_clique
 
 SLACK = 1e-9  # relative: a request of exactly the rest, rounded in JSON, is not "more than the rest"
@@ -141,11 +141,13 @@ class Round1:
         if d is not None:
             raise RefusedError(f"this site already ran round 1 of study {fingerprint[:12]}… (ledger entry #{d.get('round1', {}).get('seq')}): "
                                "answer the learner's request with --request REQ (a second round 1 would spend the total again)")
+        if self.plan.label_mechanism == "laplace" and _rho_capped(ledger_dir):
+            self.plan = with_gaussian_label(self.plan)  # a ρ cap counts Laplace's ε_L as ε_L²/2: keep it zCDP
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
         self.plan = self.plan.at_max_rows(self.max_rows)  # the rule sees the bound the export applies
         released, sel, cost = release_round1(tables, codebook, self.plan, self.max_rows)
-        privacy = {"mechanism": f"{STUDY_MECHANISM}+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
+        privacy = {"mechanism": f"{self.plan.label_mechanism}+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
                    "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}
         self.record = round1_record(self.plan, sel, cost)
         return released, cost, privacy, self.record
@@ -154,8 +156,21 @@ class Round1:
         _save_study(ledger_dir, fingerprint, {
             "format": STUDY_FORMAT, "fingerprint": fingerprint, "site": bundle.site, "created": now_iso(),
             "total": {"epsilon": self.plan.epsilon, "delta": self.plan.delta, "rho": self.plan.rho_total},
-            "round1": {"bundle": bundle.digest(), "seq": None if entry is None else entry.get("seq"), "rho": cost.rho},
+            # what round 1 took from the study's ρ_total (with a Laplace label table, not its ε_L²/2)
+            "round1": {"bundle": bundle.digest(), "seq": None if entry is None else entry.get("seq"),
+                       "rho": float((self.record or {}).get("rho_study", cost.rho))},
             "round2": None})
+
+
+def _rho_capped(ledger_dir: Path) -> bool:
+    """Whether the site's ledger caps ρ (then a pure-ε release counts ε²/2 against it)."""
+    from .ledger import Ledger
+
+    try:
+        cap = Ledger(ledger_dir).cap()
+    except (InputError, RefusedError, OSError):
+        return False  # the export's own ledger check reports what is wrong with it
+    return cap is not None and cap.rho > 0.0
 
 
 @dataclass

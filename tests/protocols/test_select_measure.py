@@ -88,6 +88,19 @@ def _round1(w, rows):
     return r1
 
 
+def _round2(w, req):
+    """Round 2 at every site through the console script (`marg export --request REQ --trust LEARNER-KEYS`)."""
+    tmp, r2 = w["tmp"], []
+    for s, f in enumerate(w["files"]):
+        out = tmp / f"s{s}.r2"
+        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
+                 cwd=tmp, home=tmp / f"home{s}")
+        assert r.returncode == 0, r.stderr
+        assert "round 2 of select-then-measure" in r.stdout
+        r2.append(out)
+    return r2
+
+
 def test_two_rounds_through_the_console_script_under_the_cap(world):
     w, tmp = world, world["tmp"]
     r1 = _round1(w, 240)
@@ -122,14 +135,7 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request", req,
              cwd=tmp, home=tmp / "home0")
     assert r.returncode != 0 and "--trust" in r.stderr and not (tmp / "x.r2").exists()
-    r2 = []
-    for s, f in enumerate(w["files"]):
-        out = tmp / f"s{s}.r2"
-        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
-                 cwd=tmp, home=tmp / f"home{s}")
-        assert r.returncode == 0, r.stderr
-        assert "round 2 of select-then-measure" in r.stdout
-        r2.append(out)
+    r2 = _round2(w, req)
     # round 2 cannot be answered twice: nothing is left to spend
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "y.r2", "--request", req,
              "--trust", w["trust"], cwd=tmp, home=tmp / "home0")
@@ -234,3 +240,50 @@ def test_a_large_narrow_study_measures_every_candidate_through_the_console_scrip
         assert r.returncode == 0, r.stderr
         r2.append(out)
     _spent_the_total_then_learn(w, r1, r2, 0.2)
+
+
+# --------------------------------------------------------------------------- small sites: a Laplace label table
+def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exactly_the_rest(tmp_path):
+    from marg.marginals.accounting import PrivacyCost, Spend
+    from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon
+    from marg.protocols.bundle import Bundle
+
+    w = _world(tmp_path, n=40)
+    r1 = _round1(w, 40)
+    tmp = w["tmp"]
+    b = Bundle.from_bytes(r1[0].read_bytes())
+    plan = b.header["study"]["plan"]
+    assert plan["label_mechanism"] == "laplace" and plan["epsilon_label"] > 0
+    (lab,) = b.tables
+    assert lab.noise.mechanism == "laplace" and lab.noise.epsilon <= plan["epsilon_label"]
+    # marg plan said so before anything was spent: the same mechanism and noise
+    r = marg("plan", "--rows", "40,40,40", "--epsilon", "1", "--schema", w["schema"], "--json", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["select_then_measure"]
+    assert said["label_mechanism"] == "laplace" and said["label_std"] == pytest.approx(lab.noise.std, rel=1e-9)
+    req = tmp / "req.json"
+    r = marg("request", *r1, "--out", req, "--trust", w["trust"], "--sign-key", w["keys"] / "learner.sign.key", cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    asked = json.loads(req.read_text())["budget"]
+    r2 = _round2(w, req)
+    for s in range(len(w["files"])):
+        # the rest round 2 was given is the plan's zCDP rest (ρ_total − ρ_label) less the selection's ρ
+        st = Bundle.from_bytes(r1[s].read_bytes()).header["study"]
+        rest = st["plan"]["rho_total"] - st["plan"]["rho_label"] - st["selection"]["rho"]
+        assert asked[f"s{s}"]["rho"] == pytest.approx(rest, rel=1e-9)
+        # the ledger's entries, composed by Spend: pure ε of the label table plus the zCDP parts at δ — exactly the total
+        entries = [json.loads(x) for x in sorted((tmp / f"home{s}").rglob("ledger.jsonl"))[0].read_text().splitlines()]
+        costs = [PrivacyCost.from_dict(x["cost"]) for x in entries if x.get("type", "release") == "release" and "cost" in x]
+        costs = [c for c in costs if not c.is_zero]  # the two rounds (not the cap's entry)
+        assert len(costs) == 2 and costs[0].pure_epsilon > 0 and costs[1].pure_epsilon == 0
+        spent = Spend.of(*costs)
+        eps = spent.epsilon_at(1e-6)
+        assert eps <= 1.0 * (1 + 1e-9) and eps == pytest.approx(1.0, abs=1e-4)
+        assert eps == pytest.approx(pure_and_zcdp_to_epsilon(spent.eps_pure, spent.rho_zcdp, 1e-6), rel=1e-12)
+    # nothing is left: a one-round release of the smallest ε is refused by the cap, in one line
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "more", "--epsilon", "0.01",
+             "--rounds", "1", cwd=tmp, home=tmp / "home0")
+    assert r.returncode != 0 and "budget" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    model = tmp / "model.json"
+    r = marg("learn", *r1, *r2, "--out", model, "--trust", w["trust"], "--no-sign", cwd=tmp)
+    assert r.returncode == 0, r.stderr
