@@ -25,6 +25,14 @@ split rule reads (:mod:`marg.marginals.study_split`). Reported per split: test e
 class's error on the same test rows, the learner chosen, the split (label / selection / round 2
 shares of the total, and k), how many features the sites agreed on, how many first-order tables round 2 measured
 (and pairs among how many, with the number of pair tables).
+
+``--decompose`` (issue 34: where the DP path loses against exact summaries) adds, per split, beside the
+DP error e_DP: **best cand.** — the least test error of the study's candidates (``STUDY_CHOICE``, each
+fitted alone on the same DP summary: e_DP minus it is what the automatic choice lost); **exact, same
+tables** — the study's automatic choice on the *exact* counts of exactly the tables round 2 measured
+(the label table, the measured first-order and pair tables, the same features): e_DP minus it is what
+the noise cost, and it minus the one-round exact summaries' error (bench/dp_select.py's "marg exact")
+is what measuring only those tables cost.
 """
 
 from __future__ import annotations
@@ -51,7 +59,44 @@ def _bench(name: str):
     return mod
 
 
-def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
+def decompose(cb, X, y, sites, S, req, Xte, yte) -> dict:
+    """``--decompose``: the best single candidate on the DP summary ``S``, and the study's choice on the exact
+    counts of the tables ``req`` measured (module docstring)."""
+    from marg.learners.auto import AutoLearner
+    from marg.learners.learn import learn
+    from marg.learners.two_round import STUDY_CHOICE
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    P = _bench("privacy")
+
+    def test_error(model) -> float:
+        cols = [cb.index(f.name) for f in model.codebook.features]
+        return float(np.mean(np.asarray(model.predict(Xte[:, cols])) != yte))
+
+    cand = []
+    for c in STUDY_CHOICE["candidates"]:
+        try:
+            cand.append(test_error(learn(S, AutoLearner(candidates=[c], prefer="accuracy")).model))
+        except Exception:  # e.g. renyi or a DCC without pair tables: not a candidate on this summary
+            pass
+    names = [c[0] for c in req.tables if len(c) == 1]
+    sub = cb.subset(names)
+    cols = [cb.index(f.name) for f in sub.features]
+    pairs = [c for c in req.tables if len(c) == 2]
+    wd = Path(tempfile.mkdtemp())
+    paths = []
+    for k, s in enumerate(sites):
+        out = wd / f"exact{k}"
+        export_site(P.ArraySource(f"s{k}", X[s][:, cols], y[s]), sub, f"s{k}", out, min_cell=1,
+                    **({"stats": "pairs", "pairs": pairs} if pairs else {"stats": "first"}))
+        paths.append(out)
+    E = load_summary(paths, allow_unsigned=True)
+    same = test_error(learn(E, AutoLearner(**STUDY_CHOICE)).model)
+    return {"best_candidate": min(cand), "exact_same_tables": same}
+
+
+def run(cb, X, y, sites, eps: float, Xte, yte, parts: bool = False) -> dict:
     """The two rounds at three sites and the default learn; the test error of the model."""
     from marg.learners.learn import learn
     from marg.learners.two_round import plan_request, site_round1
@@ -83,7 +128,8 @@ def run(cb, X, y, sites, eps: float, Xte, yte) -> dict:
     cols = [cb.index(f.name) for f in S.codebook.features]
     err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
     sp = plan.split
-    return {"error": err, "learner": m.learner, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
+    extra = decompose(cb, X, y, sites, S, req, Xte, yte) if parts else {}
+    return {**extra, "error": err, "learner": m.learner, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
             f"{sp['round2_share']:.2f} k={sp['k']}", "agreed": len(req.why["kept"]),
             "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": f"{len(req.why['pairs_among'])} ({sum(len(c) == 2 for c in req.tables)} pairs)",
             "certificate": float(m.estimator.certificate_.value)}
@@ -141,25 +187,31 @@ def main() -> None:
     ap.add_argument("--sets", default="kr-vs-kp,votes,credit,wide,leukemia,ALLAML")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--decompose", action="store_true",
+                    help="add the best candidate's error and the study's choice on exact counts of the same tables")
     a = ap.parse_args()
     print(f"# select, then measure: ε = {a.epsilon:g} per site in total, δ = 1e-6; {platform.machine()}, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
     print("| set | split | test error | larger class | learner | label/selection/round 2, k | features agreed | measured | "
-          "pairs among | certificate | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "pairs among | certificate | s |" + (" best cand. | exact, same tables |" if a.decompose else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if a.decompose else ""))
     for name in a.sets.split(","):
-        errs, majs = [], []
+        errs, majs, best, same = [], [], [], []
         for rep, (cb, X, y, sites, Xte, yte) in enumerate(splits(name, a.reps)):
             t = time.perf_counter()
-            r = run(cb, X, y, sites, a.epsilon, Xte, yte)
+            r = run(cb, X, y, sites, a.epsilon, Xte, yte, a.decompose)
             maj = 1.0 - np.bincount(yte).max() / yte.size
             errs.append(r["error"])
             majs.append(maj)
             print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['split']} | {r['agreed']} | {r['measured']} | {r['pairs_among']} | "
-                  f"{r['certificate']:.3f} | {time.perf_counter() - t:.0f} |", flush=True)
+                  f"{r['certificate']:.3f} | {time.perf_counter() - t:.0f} |"
+                  + (f" {r['best_candidate']:.4f} | {r['exact_same_tables']:.4f} |" if a.decompose else ""), flush=True)
+            if a.decompose:
+                best.append(r["best_candidate"])
+                same.append(r["exact_same_tables"])
         worst = max(e - m for e, m in zip(errs, majs))
-        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | | worst vs larger class {worst:+.4f} |",
-              flush=True)
+        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | | worst vs larger class {worst:+.4f} |"
+              + (f" {np.mean(best):.4f} | {np.mean(same):.4f} |" if a.decompose else ""), flush=True)
 
 
 if __name__ == "__main__":

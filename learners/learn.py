@@ -149,7 +149,8 @@ def learn(
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection
-        fitted, _note = finish(fitted, summary, float(getattr(fitted, "coverage", None) or 0.95))
+        fitted, _note = finish(fitted, summary, float(getattr(fitted, "coverage", None) or 0.95),
+                               getattr(est, "candidates_", None))  # the choice's rows: the prior's estimate
     seconds = time.perf_counter() - t0
     report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
