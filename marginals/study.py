@@ -23,7 +23,8 @@ takes from the others (below) — so the two rounds together are (ε, δ)-DP.
   with probability 0.077 (simulated through the post-processing and ``prior``), against
   3·10⁻⁵. Laplace wins from a_L ≈ 0.3 up (tiny and small sites); below it the Gaussian does.
   The split rule's proxy still scores the Gaussian table (its P_wrong is then an upper bound;
-  the plan records ``p_wrong_released``, the same formula at the Laplace std); a ρ cap keeps
+  the plan records ``p_wrong_released``, Φ(−GAP·N/(σ·sqrt(2S))) at the Laplace table's continuous
+  std σ = √2·K/ε_L, by that table alone — the proxy's P_wrong also reads round 2's column sums); a ρ cap keeps
   the Gaussian (it would count ε_L as ε_L²/2);
 - the private selection (:mod:`marg.marginals.selection`): the k features whose
   single-feature rule scores highest, by OpenDP's noisy top-k at a_S·ρ_total.
@@ -144,7 +145,7 @@ def _plan(epsilon: float, delta: float, rho: float, levels: tuple[int, ...], cla
     sp = choose_split(SplitInputs(rows, levels, classes, rho, max_rows))
     mech, eps_label = label_mechanism(epsilon, delta, rho, sp.label * rho)
     split = sp.to_dict()
-    if mech == "laplace":  # the proxy's P_wrong is the Gaussian table's; say what the Laplace one gives (same formula)
+    if mech == "laplace":  # the proxy's P_wrong is the Gaussian table's; say what the Laplace one alone gives
         from scipy.special import ndtr
 
         from .study_split import GAP

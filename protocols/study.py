@@ -141,11 +141,13 @@ class Round1:
         if d is not None:
             raise RefusedError(f"this site already ran round 1 of study {fingerprint[:12]}… (ledger entry #{d.get('round1', {}).get('seq')}): "
                                "answer the learner's request with --request REQ (a second round 1 would spend the total again)")
+        # the rule sees the bound the export applies (set before this check): re-derived here, before the cap is
+        # checked against ``requested`` and before a ρ cap keeps the label table Gaussian, so neither is undone later
+        self.plan = self.plan.at_max_rows(self.max_rows)
         if self.plan.label_mechanism == "laplace" and _rho_capped(ledger_dir):
             self.plan = with_gaussian_label(self.plan)  # a ρ cap counts Laplace's ε_L as ε_L²/2: keep it zCDP
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
-        self.plan = self.plan.at_max_rows(self.max_rows)  # the rule sees the bound the export applies
         released, sel, cost = release_round1(tables, codebook, self.plan, self.max_rows)
         privacy = {"mechanism": f"{self.plan.label_mechanism}+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
                    "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}
