@@ -121,7 +121,6 @@ class MonomialMinimax:
         self.milp_seconds = milp_seconds
         self.lp = MonomialLP(src.fmap, src.pooled, self.K, self.bound)  # the one minimax model: columns and rows
         self.phi_exact = True
-        self.mu = np.zeros((self.K, 0))  # μ (K, D) at the last optimal solve
 
     def add_columns(self, entries: Sequence[tuple[int, Monomial]]) -> int:
         """Add (class, monomial) columns not yet in the LP; returns how many were added."""
@@ -167,8 +166,7 @@ class MonomialMinimax:
         upper += res.upper
         if self.lp.status != "optimal":
             raise _OutOfTime()
-        self.mu = self.lp.mu_matrix()
-        return self.mu, res.upper[-1], res.phi, self.lp.row_dual
+        return self.lp.mu_matrix(), res.upper[-1], res.phi, self.lp.row_dual
 
     # ------------------------------------------------------------------- pricing
     def class_weights(self, duals: np.ndarray, c: int) -> np.ndarray:

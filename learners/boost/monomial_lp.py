@@ -86,13 +86,16 @@ class MonomialLP(MinimaxModel):
 
     def add_cuts(self, cuts: Sequence[Any]) -> int:
         """The rows of separator cuts (x, C, …): one row per cut, at x completed; returns the count added."""
+        g, nu, labels, points = [], [], [], []
         for cut in cuts:
             x, C = self.complete(cut[0], cut[1]), tuple(cut[1])
             psi = self.fmap.psi(x[None, :])[0] if self.fmap.dim else np.zeros(0)
             ks = [k for k, (c, u) in enumerate(self.cols) if c in C and psi[u] != 0.0]
-            g = (np.asarray(ks, dtype=np.int64), np.asarray([-psi[self.cols[k][1]] for k in ks], dtype=np.float64))
-            self.add_flat_rows([g], float(len(C)), -1.0, INF, labels=[C], points=[x])  # −Σ m_u(x) μ[y, u] + |C|·ν ≥ −1
-        return len(cuts)
+            g.append((np.asarray(ks, dtype=np.int64), np.asarray([-psi[self.cols[k][1]] for k in ks], dtype=np.float64)))
+            nu.append(float(len(C)))
+            labels.append(C)
+            points.append(x)
+        return self.add_flat_rows(g, np.asarray(nu), -1.0, INF, labels=labels, points=points)  # −Σ m_u(x) μ[y, u] + |C|·ν ≥ −1
 
     def bounds(self, cuts: Sequence[Any]) -> tuple[float, float, float]:
         """(LP value, R(μ) with φ certified from above, that φ) at the current μ; cuts (x, C, value, upper bound).
