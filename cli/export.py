@@ -325,10 +325,15 @@ def _privacy_words(p: dict | None) -> str:
         return "exact counts (no differential privacy)" + per
     from marg.marginals.mechanisms import MECHANISMS  # its noise says how to name it
 
-    kind = MECHANISMS[p["mechanism"]].kind if p.get("mechanism") in MECHANISMS else None
+    # a study's round 1 names its parts ("laplace+noisy-top-k"): each part by its noise's own label
+    parts = str(p["mechanism"]).split("+")
+    names = [MECHANISMS[m].kind.label if m in MECHANISMS else m for m in parts]
+    kind = MECHANISMS[parts[0]].kind if len(parts) == 1 and parts[0] in MECHANISMS else None
     if kind is not None and kind.pure:
         return f"{kind.label} noise, ε = {float(p.get('epsilon')):.4g} (pure DP)" + per
-    words = f"{kind.label if kind is not None else 'Gaussian'} noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    words = f"{' + '.join(names)} noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    if p.get("pure_epsilon"):
+        words += f", of which pure ε = {float(p['pure_epsilon']):.4g}"
     if p.get("target"):
         words += f" for a target of (ε = {float(p['target']['epsilon']):g}, δ = {float(p['target']['delta']):g})"
     if isinstance(p.get("at_cap_delta"), dict):

@@ -84,6 +84,7 @@ def _round1(w, rows):
                  "--plan-rows", str(rows), "--plan-sites", "3", cwd=tmp, home=tmp / f"home{s}")
         assert r.returncode == 0, r.stderr
         assert "round 1 of select-then-measure" in r.stdout and f"stated rows {rows}/{rows}/{rows}" in r.stdout
+        w.setdefault("round1_said", []).append(r.stdout)
         r1.append(out)
     return r1
 
@@ -256,6 +257,8 @@ def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exa
     assert plan["label_mechanism"] == "laplace" and plan["epsilon_label"] > 0
     (lab,) = b.tables
     assert lab.noise.mechanism == "laplace" and lab.noise.epsilon <= plan["epsilon_label"]
+    for said in w["round1_said"]:  # the export's privacy line names the label table's noise, not "Gaussian"
+        assert "privacy: Laplace + noisy-top-k noise" in said and "of which pure ε = " in said, said
     # marg plan said so before anything was spent: the same mechanism and noise
     r = marg("plan", "--rows", "40,40,40", "--epsilon", "1", "--schema", w["schema"], "--json", cwd=tmp)
     assert r.returncode == 0, r.stderr
