@@ -62,8 +62,8 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
-from .candidates import (FOLD_PARAMS, Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning,
-                         confidence_record, fold_weights, record_estimate)
+from .candidates import (Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning, fold_weights,
+                         record_estimate)
 from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
 from .choice_rule import PREFER, PRIOR, TOLERANCE, choose_index
@@ -71,8 +71,8 @@ from .cross_site import estimate_errors
 from .params import COVERAGE, Check, Interval, Options
 from .screened import ScreeningCandidates, screening_applies
 
-__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "FOLD_PARAMS", "AutoLearner", "CandidateRow", "candidate_list",
-           "candidate_name", "choice_warning", "choose", "confidence_record"]
+__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "AutoLearner", "CandidateRow", "candidate_list", "candidate_name",
+           "choice_warning", "choose"]
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mrc", {}),

@@ -66,11 +66,11 @@ from .base import Certificate, MarginalEstimator, estimator_class
 from .candidates import Candidate, CandidateRow, confidence_record, fold_weights
 from .choice_certificates import split_coverage
 from .choice_rule import PRIOR, TOLERANCE, choose_index
-from .cross_site import POPULATION, REPLICATES
+from .cross_site import REPLICATES
 from .renyi_summary import gcv_path, sampling_ridge
 from .screening import screen_scores
 
-__all__ = ["GROWTH", "LEARNERS", "POPULATION", "REPLICATES", "SCREEN_MIN_FEATURES", "SIZES", "Config",
+__all__ = ["GROWTH", "LEARNERS", "REPLICATES", "SCREEN_MIN_FEATURES", "SIZES", "Config",
            "ScreeningCandidates", "paired_prefix", "screen_line", "screening_applies", "selection_certificate"]
 
 SCREEN_MIN_FEATURES = 100
