@@ -87,6 +87,8 @@ The label-only rule ``prior`` is always a candidate (:func:`candidate_list` adds
 FALLBACK: tuple[str, dict[str, Any]] = ("prior", {})
 """On a wide summary where no feature passes the screen: the label-only rule (no feature carries signal above
 the noise, so a rule reading them predicts from the noise — the MRC on every gene erred at chance level)."""
+
+
 class AutoLearner(MarginalEstimator):
     """Choose among candidate learners by estimated error and certificate (see the module docstring).
 

@@ -137,6 +137,8 @@ def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float,
     from .certify import certify_projected
 
     return certify_projected(est, summary, coverage=coverage, exact=exact, time_limit=time_limit)
+
+
 def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
     """How many of the first features of ``ranked`` have every pair among them released (the
     second round's ``marg request --top k``); 0 or 1 when there are no such pairs."""
@@ -371,6 +373,8 @@ class _Gcv:
     error: float
     folds: tuple = ()
     certificate: None = None
+
+
 def screen_line(report: dict[str, Any]) -> str | None:
     """One line for a screened choice: the features used, how many of how many, and by which learner
     (or why nothing passed the screen); None when the report has no screening record."""
