@@ -62,17 +62,17 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
-from .candidates import (FOLD_PARAMS, Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning,
-                         confidence_record, fold_weights, record_estimate)
+from .candidates import (Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning, choose,
+                         record_estimate)
 from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
-from .choice_rule import PREFER, PRIOR, TOLERANCE, choose_index
+from .choice_rule import PREFER, PRIOR, TOLERANCE
 from .cross_site import estimate_errors
 from .params import COVERAGE, Check, Interval, Options
 from .screened import ScreeningCandidates, screening_applies
 
-__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "FOLD_PARAMS", "AutoLearner", "CandidateRow", "candidate_list",
-           "candidate_name", "choice_warning", "choose", "confidence_record"]
+__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "AutoLearner", "CandidateRow", "candidate_list", "candidate_name",
+           "choice_warning", "choose"]
 
 DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mrc", {}),
@@ -87,17 +87,6 @@ The label-only rule ``prior`` is always a candidate (:func:`candidate_list` adds
 FALLBACK: tuple[str, dict[str, Any]] = ("prior", {})
 """On a wide summary where no feature passes the screen: the label-only rule (no feature carries signal above
 the noise, so a rule reading them predicts from the noise — the MRC on every gene erred at chance level)."""
-def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = TOLERANCE) -> tuple[int, str]:
-    """The index of the chosen candidate and the rule in words (:mod:`marg.learners.choice_rule`, the one rule).
-
-    Only candidates with a certificate (fitted) are considered; the folds' weights are the rows'.
-
-    Raises
-    ------
-    InputError
-        No candidate was fitted.
-    """
-    return choose_index(rows, prefer, tolerance, weights=fold_weights(rows))
 
 
 class AutoLearner(MarginalEstimator):

@@ -30,7 +30,7 @@ from marg.errors import InputError
 
 from .base import MarginalEstimator, estimator_class
 from .choice_certificates import split_coverage
-from .choice_rule import PRIOR, choose_index
+from .choice_rule import PRIOR, TOLERANCE, choose_index
 from .cross_site import MAX_SITES, ErrorEstimate
 
 
@@ -88,6 +88,19 @@ def fold_weights(rows: Sequence[CandidateRow]) -> list[float] | None:
     return next((r.fold_weights for r in rows if r.fold_weights), None)
 
 
+def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = TOLERANCE) -> tuple[int, str]:
+    """The index of the chosen candidate and the rule in words (:mod:`marg.learners.choice_rule`, the one rule).
+
+    Only candidates with a certificate (fitted) are considered; the folds' weights are the rows'.
+
+    Raises
+    ------
+    InputError
+        No candidate was fitted.
+    """
+    return choose_index(rows, prefer, tolerance, weights=fold_weights(rows))
+
+
 FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
 """Parameters of the leave-one-site-out folds only (their certificates are not used)."""
 
@@ -137,7 +150,7 @@ class PlainCandidates:
 
     def choose(self, rows: Sequence[CandidateRow], cands: Sequence[Candidate], prefer: str, tolerance: float
                ) -> tuple[int, str]:
-        return choose_index(rows, prefer, tolerance, weights=fold_weights(rows))
+        return choose(rows, prefer, tolerance)
 
     def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
         parts = summary.site_parts
@@ -229,7 +242,7 @@ def choice_warning(report: dict[str, Any]) -> str | None:
         mine = "" if chosen.get("error") is None else f" against {chosen['error']:.4f}"
         fields = set(CandidateRow.__dataclass_fields__)
         sub = [CandidateRow(**{f: v for f, v in r.items() if f in fields}) for r in rows]
-        k, _ = choose_index(sub, "certificate", weights=fold_weights(sub))
+        k, _ = choose(sub, "certificate")
         c = rows[k]
         by_cert = (f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
                    f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")

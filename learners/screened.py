@@ -66,11 +66,11 @@ from .base import Certificate, MarginalEstimator, estimator_class
 from .candidates import Candidate, CandidateRow, confidence_record, fold_weights
 from .choice_certificates import split_coverage
 from .choice_rule import PRIOR, TOLERANCE, choose_index
-from .cross_site import POPULATION, REPLICATES
+from .cross_site import REPLICATES
 from .renyi_summary import gcv_path, sampling_ridge
 from .screening import screen_scores
 
-__all__ = ["GROWTH", "LEARNERS", "POPULATION", "REPLICATES", "SCREEN_MIN_FEATURES", "SIZES", "Config",
+__all__ = ["GROWTH", "LEARNERS", "REPLICATES", "SCREEN_MIN_FEATURES", "SIZES", "Config",
            "ScreeningCandidates", "paired_prefix", "screen_line", "screening_applies", "selection_certificate"]
 
 SCREEN_MIN_FEATURES = 100
@@ -137,6 +137,8 @@ def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float,
     from .certify import certify_projected
 
     return certify_projected(est, summary, coverage=coverage, exact=exact, time_limit=time_limit)
+
+
 def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
     """How many of the first features of ``ranked`` have every pair among them released (the
     second round's ``marg request --top k``); 0 or 1 when there are no such pairs."""
@@ -371,6 +373,8 @@ class _Gcv:
     error: float
     folds: tuple = ()
     certificate: None = None
+
+
 def screen_line(report: dict[str, Any]) -> str | None:
     """One line for a screened choice: the features used, how many of how many, and by which learner
     (or why nothing passed the screen); None when the report has no screening record."""
