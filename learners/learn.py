@@ -142,10 +142,10 @@ def learn(
         if on_selected is not None:
             on_selected(selection)
         est.set_params(features=list(selection.selected))
-    from .two_round import STUDY_CHOICE, finish, is_selected
+    from .two_round import finish, is_selected, study_choice
 
-    if is_selected(summary) and est.learner == "auto":  # the study's choice (two_round.STUDY_CHOICE)
-        est.set_params(**{k: v for k, v in STUDY_CHOICE.items() if k not in given})
+    if is_selected(summary) and est.learner == "auto":  # the study's choice (two_round.study_choice)
+        est.set_params(**{k: v for k, v in study_choice(summary).items() if k not in given})
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection

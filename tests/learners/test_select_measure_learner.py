@@ -248,3 +248,50 @@ def test_when_nothing_is_agreed_a_measured_table_that_beats_the_prior_beyond_the
     assert measured_within_noise(null) and learn(null, "auto", {}).model.learner == "prior"
     _, noisy = _disagreeing_study(rng, 0.95, rho=2e-6)  # pooled std ≈ 870 per cell against 650/4 rows
     assert not measured_within_noise(noisy) and learn(noisy, "auto", {}).model.learner == "prior"
+
+
+def _redundant_study(rng, rho: float, levels: int = 5):
+    """Three sites (300/200/150 patients, balanced classes) whose round-1 selections all ranked x1 first among
+    [x1, z0, z1, z2] (of 20 candidates): x1 equals the label for 85 % of patients, the z's are independent of it
+    (``levels`` levels each); round 2's first-order tables and the label table with each site's Gaussian noise."""
+    from marg.marginals.privacy import privatize
+    from marg.marginals.summary import sum_tables
+
+    names = ["x1", "z0", "z1", "z2"]
+    cb = Codebook(features=(CategoricalFeature("x1", ("0", "1")),)
+                  + tuple(CategoricalFeature(a, tuple(str(v) for v in range(levels))) for a in names[1:]),
+                  label=Label("y", ("a", "b")))
+    parts = []
+    for s, n in enumerate((300, 200, 150)):
+        y = (rng.random(n) < 0.5).astype(int)
+        X = np.column_stack([np.where(rng.random(n) < 0.85, y, 1 - y)]
+                            + [rng.integers(0, levels, n) for _ in names[1:]]).astype(np.float64)
+        noisy, _ = privatize(list(Summary.from_rows(cb, X, y).tables), rho=rho, codebook=cb)
+        parts.append((f"s{s}", noisy))
+    return cb, Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts,
+                       provenance=_records([names] * 3, 20, 60))
+
+
+def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
+    """Issue 34 (credit-a: round 2 measured first-order tables only, the held-out rows simulate the features
+    independent given the label, and naive Bayes on all of them erred more than the best-ranked feature's rule).
+    Here x1 carries the label and the z's are null: the Bayes rule predicts y = x1 whatever the z's. The study's
+    choice has naive Bayes on x1 alone among its candidates, estimates it best, and its model predicts exactly
+    x1 on every cell; the old candidates (naive Bayes, DCC on every measured feature) read the z's' noise."""
+    from itertools import product
+
+    from marg.learners.learn import learn
+    from marg.learners.two_round import STUDY_CHOICE, study_choice
+
+    _, S = _redundant_study(np.random.default_rng(3), rho=0.02)
+    choice = study_choice(S)
+    assert choice["candidates"][:len(STUDY_CHOICE["candidates"])] == STUDY_CHOICE["candidates"]
+    assert choice["candidates"][-1] == ("nb", {"certify": "bound", "features": ["x1"]})
+    res = learn(S, "auto", {})
+    chosen = next(r for r in res.report["auto"] if r["chosen"])
+    assert chosen["params"].get("features") == ["x1"]
+    grid = np.array(list(product((0, 1), range(5), range(5), range(5))), dtype=np.float64)
+    assert np.asarray(res.model.predict(grid)).tolist() == grid[:, 0].astype(int).tolist()
+    one = Summary(S.codebook.subset(["x1"]), [t for t in S.tables if "z0" not in t.clique and "z1" not in t.clique
+                                             and "z2" not in t.clique], provenance=S.provenance)
+    assert study_choice(one) == STUDY_CHOICE  # one measured feature: nothing to add
