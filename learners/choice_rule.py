@@ -39,6 +39,13 @@ prior's is never chosen, whatever ``prefer`` says: the prior is a candidate like
 Under ``"balanced"`` and ``"accuracy"`` candidates without an estimate are eligible only when
 no candidate has one (then: the smallest certificate); under ``"certificate"`` every fitted
 candidate is, bar those estimated worse than the prior.
+
+**A default** (``default``, optional): a candidate the caller trusts more than the estimates can
+show — one whose estimate does not rest on what the simulated rows assume (the study's rule on its
+best-ranked feature alone, :func:`marg.learners.two_round.study_choice`). It is kept unless the rule
+above picks a candidate c whose estimate is lower by more than the noise at 95 %:
+ê_c + max(``tolerance``, :data:`DEFAULT_Z`·se(c, default)) < ê_default (a two-sided 95 % test of the
+paired difference); it is never kept when estimated worse than the prior.
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ PREFER = ("balanced", "accuracy", "certificate")
 TOLERANCE = 0.01
 """The floor of the noise margin: the Monte Carlo error of the simulated rows (≤ 0.5/√DRAWS per class
 for the learner choice, about 0.011 per class on the screened path's population)."""
+DEFAULT_Z = 1.96
+"""How many standard errors of the paired difference a candidate's estimate must lie below the default's to
+replace it: the two-sided 95 % normal quantile (module docstring, "A default")."""
 PRIOR = "prior"
 NOISE_ORDER: tuple[str, ...] = ("nb", "renyi", "mrc", "dcc", "boost", PRIOR)
 """Among candidates the estimate cannot tell apart, all with trivial certificates: the first learner in
@@ -106,7 +116,7 @@ def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] |
 
 def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float = TOLERANCE,
                  weights: Sequence[float] | None = None, by_certificate: bool = True,
-                 order: Sequence[int] | None = None) -> tuple[int, str]:
+                 order: Sequence[int] | None = None, default: int | None = None) -> tuple[int, str]:
     """The index of the chosen candidate and the rule in words (module docstring).
 
     Parameters
@@ -124,12 +134,33 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
         candidates within noise, the first by ``order`` instead of the smallest certificate.
     order : sequence of int, optional
         Tie-break key per row (default: the row's index).
+    default : int, optional
+        The index of a default candidate, kept unless the rule picks one better beyond the noise at 95 %
+        (module docstring).
 
     Raises
     ------
     InputError
         No candidate was fitted.
     """
+    k, words = _choose(rows, prefer, tolerance, weights, by_certificate, order)
+    if default is None or default == k or rows[default].error is None or rows[k].error is None:
+        return k, words
+    d = rows[default]
+    prior = [r for r in rows if r.learner == PRIOR and r.error is not None]
+    if prior and _err(d) > min(_err(r) for r in prior) + 1e-12:
+        return k, words
+    margin = max(float(tolerance), DEFAULT_Z * paired_se(rows[k].folds, d.folds, weights)
+                 if len(rows[k].folds) == len(d.folds) else 0.0)
+    if _err(rows[k]) + margin < _err(d) - 1e-12:
+        return k, words + f"; it beats the default ({d.learner}) beyond the noise at 95 %"
+    return default, (f"the default ({d.learner}, estimated {_err(d):.4f}): no candidate's estimate is lower by more than "
+                     f"max({tolerance:g}, {DEFAULT_Z:g} standard errors of the paired difference) — {words} would have "
+                     f"taken {rows[k].learner} ({_err(rows[k]):.4f})")
+
+
+def _choose(rows: Sequence[Any], prefer: str, tolerance: float, weights: Sequence[float] | None,
+            by_certificate: bool, order: Sequence[int] | None) -> tuple[int, str]:
     check_choice("prefer", prefer, PREFER)
     key = list(range(len(rows))) if order is None else list(order)
     fitted = [k for k, r in enumerate(rows) if not by_certificate or getattr(r, "certificate", None) is not None]

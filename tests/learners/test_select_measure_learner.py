@@ -276,7 +276,7 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     """Issue 34 (credit-a: round 2 measured first-order tables only, the held-out rows simulate the features
     independent given the label, and naive Bayes on all of them erred more than the best-ranked feature's rule).
     Here x1 carries the label and the z's are null: the Bayes rule predicts y = x1 whatever the z's. The study's
-    choice has naive Bayes on x1 alone among its candidates, estimates it best, and its model predicts exactly
+    choice has naive Bayes on x1 alone among its candidates (and as its default), and its model predicts exactly
     x1 on every cell; the old candidates (naive Bayes, DCC on every measured feature) read the z's' noise."""
     from itertools import product
 
@@ -286,7 +286,7 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     _, S = _redundant_study(np.random.default_rng(3), rho=0.02)
     choice = study_choice(S)
     assert choice["candidates"][:len(STUDY_CHOICE["candidates"])] == STUDY_CHOICE["candidates"]
-    assert choice["candidates"][-1] == ("nb", {"certify": "bound", "features": ["x1"]})
+    assert choice["candidates"][-1] == choice["default"] == ("nb", {"certify": "bound", "features": ["x1"]})
     res = learn(S, "auto", {})
     chosen = next(r for r in res.report["auto"] if r["chosen"])
     assert chosen["params"].get("features") == ["x1"]
