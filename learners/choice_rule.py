@@ -45,7 +45,8 @@ show — one whose estimate does not rest on what the simulated rows assume (the
 best-ranked feature alone, :func:`marg.learners.two_round.study_choice`). It is kept unless the rule
 above picks a candidate c whose estimate is lower by more than the noise at 95 %:
 ê_c + max(``tolerance``, :data:`DEFAULT_Z`·se(c, default)) < ê_default (a two-sided 95 % test of the
-paired difference); it is never kept when estimated worse than the prior.
+paired difference); it is never kept when estimated worse than the prior, and ``"certificate"``, which
+compares certificates, not estimates, ignores it.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
         No candidate was fitted.
     """
     k, words = _choose(rows, prefer, tolerance, weights, by_certificate, order)
-    if default is None or default == k or rows[default].error is None or rows[k].error is None:
+    if default is None or prefer == "certificate" or default == k or rows[default].error is None or rows[k].error is None:
         return k, words
     d = rows[default]
     prior = [r for r in rows if r.learner == PRIOR and r.error is not None]

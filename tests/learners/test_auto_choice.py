@@ -93,6 +93,8 @@ def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
     assert choose(rows, prefer="accuracy")[0] == 0  # without a default: the smallest estimate
     k, words = choose(rows, prefer="accuracy", default=1)
     assert k == 1 and "the default (nb, estimated 0.1600)" in words
+    assert choose(rows, prefer="balanced", default=1)[0] == 1
+    assert choose(rows, prefer="certificate", default=1)[0] == choose(rows, prefer="certificate")[0]
     # the same mean difference at a third of the spread: beyond 1.96 se, the default is replaced
     tight = _row("nb", nb.error, 1.0, folds=list(np.array(one.folds) + d.mean() + (d - d.mean()) / 3))
     assert d.mean() * -1 > DEFAULT_Z * paired_se(tight.folds, one.folds)
