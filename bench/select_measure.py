@@ -27,7 +27,7 @@ shares of the total, and k), how many features the sites agreed on, how many fir
 (and pairs among how many, with the number of pair tables).
 
 ``--decompose`` (issue 34: where the DP path loses against exact summaries) adds, per split, beside the
-DP error e_DP: **best cand.** — the least test error of the study's candidates (``STUDY_CHOICE``, each
+DP error e_DP: **best cand.** — the least test error of the study's candidates (``study_choice``, each
 fitted alone on the same DP summary: e_DP minus it is what the automatic choice lost); **exact, same
 tables** — the study's automatic choice on the *exact* counts of exactly the tables round 2 measured
 (the label table, the measured first-order and pair tables, the same features): e_DP minus it is what
@@ -64,7 +64,7 @@ def decompose(cb, X, y, sites, S, req, Xte, yte) -> dict:
     counts of the tables ``req`` measured (module docstring)."""
     from marg.learners.auto import AutoLearner
     from marg.learners.learn import learn
-    from marg.learners.two_round import STUDY_CHOICE
+    from marg.learners.two_round import STUDY_CHOICE, study_choice
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
 
@@ -75,7 +75,7 @@ def decompose(cb, X, y, sites, S, req, Xte, yte) -> dict:
         return float(np.mean(np.asarray(model.predict(Xte[:, cols])) != yte))
 
     cand = []
-    for c in STUDY_CHOICE["candidates"]:
+    for c in study_choice(S)["candidates"]:
         try:
             cand.append(test_error(learn(S, AutoLearner(candidates=[c], prefer="accuracy")).model))
         except Exception:  # e.g. renyi or a DCC without pair tables: not a candidate on this summary
@@ -96,9 +96,8 @@ def decompose(cb, X, y, sites, S, req, Xte, yte) -> dict:
     return {"best_candidate": min(cand), "exact_same_tables": same}
 
 
-def run(cb, X, y, sites, eps: float, Xte, yte, parts: bool = False) -> dict:
-    """The two rounds at three sites and the default learn; the test error of the model."""
-    from marg.learners.learn import learn
+def dp_rounds(cb, X, y, sites, eps: float):
+    """The two rounds at three sites (each with its own ledger): the summary of both rounds, the request, the plan."""
     from marg.learners.two_round import plan_request, site_round1
     from marg.marginals.study import study_plan, study_record
     from marg.protocols.export import export_site
@@ -123,13 +122,22 @@ def run(cb, X, y, sites, eps: float, Xte, yte, parts: bool = False) -> dict:
         export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round2(req, "0" * 64, None),
                     ledger_dir=wd / f"ledger{k}")
         r2.append(out)
-    S = load_summary(r1 + r2, allow_unsigned=True)
+    return load_summary(r1 + r2, allow_unsigned=True), req, plan
+
+
+def run(cb, X, y, sites, eps: float, Xte, yte, parts: bool = False) -> dict:
+    """The two rounds at three sites and the default learn; the test error of the model."""
+    from marg.learners.learn import learn
+
+    S, req, plan = dp_rounds(cb, X, y, sites, eps)
     m = learn(S, "auto", {}).model
     cols = [cb.index(f.name) for f in S.codebook.features]
     err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
     sp = plan.split
     extra = decompose(cb, X, y, sites, S, req, Xte, yte) if parts else {}
-    return {**extra, "error": err, "learner": m.learner, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
+    read = list(getattr(m.estimator, "feature_names_in_", None) or [])
+    who = m.learner + (f" ({', '.join(read)})" if read and len(read) < len(cols) else "")  # e.g. the study's one-feature default
+    return {**extra, "error": err, "learner": who, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
             f"{sp['round2_share']:.2f} k={sp['k']}", "agreed": len(req.why["kept"]),
             "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": f"{len(req.why['pairs_among'])} ({sum(len(c) == 2 for c in req.tables)} pairs)",
             "certificate": float(m.estimator.certificate_.value)}
