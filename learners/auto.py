@@ -104,9 +104,9 @@ class AutoLearner(MarginalEstimator):
         Coverage of every candidate's certificate.
     features : sequence of str or None
         Features the candidates use (None: every feature).
-    default : (learner, params) or None
-        One of ``candidates``, kept unless the rule of ``prefer`` picks a candidate estimated better beyond the
-        noise at 95 % (:mod:`marg.learners.choice_rule`, "A default"; the study's rule on its best-ranked feature).
+    defaults : sequence of (learner, params)
+        Some of ``candidates``, in order: the first not beaten beyond the noise at 95 % by the pick of ``prefer``
+        is chosen (:mod:`marg.learners.choice_rule`, "Defaults"; the study's rule on its best-ranked feature, then Rényi).
     callback : callable or None
         A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate
         as it is fitted (``error`` None), a ``note`` while errors are estimated, then one per
@@ -139,9 +139,9 @@ class AutoLearner(MarginalEstimator):
 
     def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
                  tolerance: float = TOLERANCE, coverage: float = 0.95, features: Sequence[str] | None = None,
-                 callback: Callable[[dict], None] | None = None, default: Sequence[Any] | None = None):
+                 callback: Callable[[dict], None] | None = None, defaults: Sequence[Sequence[Any]] = ()):
         self.candidates = candidates
-        self.default = default
+        self.defaults = defaults
         self.prefer = prefer
         self.tolerance = tolerance
         self.coverage = coverage
@@ -195,14 +195,13 @@ class AutoLearner(MarginalEstimator):
         if screen is not None:
             return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen)
         cands = self._candidate_list()
-        default = None
-        if self.default is not None:
-            d = candidate_list([self.default])[0]
+        defaults = []
+        for d in (candidate_list([c])[0] for c in self.defaults or ()):  # each as (learner, params); no prior added
             if d not in cands:
                 raise InputError(f"the default candidate {d!r} is not one of the candidates")
-            default = cands.index(d)
+            defaults.append(cands.index(d))
         return self.fit_candidates(summary, PlainCandidates(cands, self._make, self.coverage,
-                                                            self._screened(summary, cands), default))
+                                                            self._screened(summary, cands), defaults))
 
     def _screened(self, summary: Any, cands: list) -> Callable[[str, int], Candidate] | None:
         """The screening generator's candidate factory, for candidates ``(learner, {"screened": M})`` given in a list;

@@ -89,7 +89,7 @@ def fold_weights(rows: Sequence[CandidateRow]) -> list[float] | None:
 
 
 def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = TOLERANCE,
-           default: int | None = None) -> tuple[int, str]:
+           defaults: Sequence[int] = ()) -> tuple[int, str]:
     """The index of the chosen candidate and the rule in words (:mod:`marg.learners.choice_rule`, the one rule).
 
     Only candidates with a certificate (fitted) are considered; the folds' weights are the rows'.
@@ -99,7 +99,7 @@ def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: fl
     InputError
         No candidate was fitted.
     """
-    return choose_index(rows, prefer, tolerance, weights=fold_weights(rows), default=default)
+    return choose_index(rows, prefer, tolerance, weights=fold_weights(rows), defaults=defaults)
 
 
 FOLD_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}}
@@ -121,9 +121,9 @@ class PlainCandidates:
     patients = True
 
     def __init__(self, candidates: Sequence[tuple[str, dict[str, Any]]], make: Callable[..., MarginalEstimator],
-                 coverage: float, screened: Callable[[str, int], Candidate] | None = None, default: int | None = None):
+                 coverage: float, screened: Callable[[str, int], Candidate] | None = None, defaults: Sequence[int] = ()):
         self.candidates = list(candidates)
-        self.default = default  # the index of the choice's default candidate (choice_rule, "A default"), or None
+        self.defaults = list(defaults)  # the indices of the choice's default candidates, in order (choice_rule, "Defaults")
         self.make = make
         self.screened = screened
         self.coverage = float(coverage)
@@ -152,7 +152,7 @@ class PlainCandidates:
 
     def choose(self, rows: Sequence[CandidateRow], cands: Sequence[Candidate], prefer: str, tolerance: float
                ) -> tuple[int, str]:
-        return choose(rows, prefer, tolerance, self.default)
+        return choose(rows, prefer, tolerance, self.defaults)
 
     def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
         parts = summary.site_parts

@@ -40,13 +40,15 @@ Under ``"balanced"`` and ``"accuracy"`` candidates without an estimate are eligi
 no candidate has one (then: the smallest certificate); under ``"certificate"`` every fitted
 candidate is, bar those estimated worse than the prior.
 
-**A default** (``default``, optional): a candidate the caller trusts more than the estimates can
-show — one whose estimate does not rest on what the simulated rows assume (the study's rule on its
-best-ranked feature alone, :func:`marg.learners.two_round.study_choice`). It is kept unless the rule
-above picks a candidate c whose estimate is lower by more than the noise at 95 %:
-ê_c + max(``tolerance``, :data:`DEFAULT_Z`·se(c, default)) < ê_default (a two-sided 95 % test of the
-paired difference); it is never kept when estimated worse than the prior, and ``"certificate"``, which
-compares certificates, not estimates, ignores it.
+**Defaults** (``defaults``, optional, in order): candidates the caller trusts more than the
+estimates can show — those whose estimates do not rest on what the simulated rows assume (the
+study's rule on its best-ranked feature alone, then Rényi: :func:`marg.learners.two_round.study_choice`).
+The first default is kept unless the rule above picks a candidate c whose estimate is lower by
+more than the noise at 95 %: ê_c + max(``tolerance``, :data:`DEFAULT_Z`·se(c, default)) < ê_default
+(a two-sided 95 % test of the paired difference); if it is beaten, the next default is tried the
+same way, and when every default is beaten the rule's pick stands. A default without an estimate,
+or estimated worse than the prior, is passed over; ``"certificate"``, which compares certificates,
+not estimates, ignores them.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ TOLERANCE = 0.01
 for the learner choice, about 0.011 per class on the screened path's population)."""
 DEFAULT_Z = 1.96
 """How many standard errors of the paired difference a candidate's estimate must lie below the default's to
-replace it: the two-sided 95 % normal quantile (module docstring, "A default")."""
+replace it: the two-sided 95 % normal quantile (module docstring, "Defaults")."""
 PRIOR = "prior"
 NOISE_ORDER: tuple[str, ...] = ("nb", "renyi", "mrc", "dcc", "boost", PRIOR)
 """Among candidates the estimate cannot tell apart, all with trivial certificates: the first learner in
@@ -99,6 +101,11 @@ def paired_se(a: Sequence[float], b: Sequence[float], weights: Sequence[float] |
     return float(math.sqrt(S / (S - 1) * float(np.sum(w * w * (d - dbar) ** 2))))
 
 
+def _label(c: Any) -> str:
+    feats = (getattr(c, "params", None) or {}).get("features")
+    return c.learner + (f" on {', '.join(map(str, feats))}" if feats else "")
+
+
 def _err(c: Any) -> float:
     return math.inf if c.error is None else float(c.error)
 
@@ -117,7 +124,7 @@ def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] |
 
 def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float = TOLERANCE,
                  weights: Sequence[float] | None = None, by_certificate: bool = True,
-                 order: Sequence[int] | None = None, default: int | None = None) -> tuple[int, str]:
+                 order: Sequence[int] | None = None, defaults: Sequence[int] = ()) -> tuple[int, str]:
     """The index of the chosen candidate and the rule in words (module docstring).
 
     Parameters
@@ -135,9 +142,9 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
         candidates within noise, the first by ``order`` instead of the smallest certificate.
     order : sequence of int, optional
         Tie-break key per row (default: the row's index).
-    default : int, optional
-        The index of a default candidate, kept unless the rule picks one better beyond the noise at 95 %
-        (module docstring).
+    defaults : sequence of int
+        Indices of default candidates, in order: the first not beaten beyond the noise at 95 % by the rule's
+        pick is chosen (module docstring).
 
     Raises
     ------
@@ -145,19 +152,25 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
         No candidate was fitted.
     """
     k, words = _choose(rows, prefer, tolerance, weights, by_certificate, order)
-    if default is None or prefer == "certificate" or default == k or rows[default].error is None or rows[k].error is None:
-        return k, words
-    d = rows[default]
-    prior = [r for r in rows if r.learner == PRIOR and r.error is not None]
-    if prior and _err(d) > min(_err(r) for r in prior) + 1e-12:
-        return k, words
-    margin = max(float(tolerance), DEFAULT_Z * paired_se(rows[k].folds, d.folds, weights)
-                 if len(rows[k].folds) == len(d.folds) else 0.0)
-    if _err(rows[k]) + margin < _err(d) - 1e-12:
-        return k, words + f"; it beats the default ({d.learner}) beyond the noise at 95 %"
-    return default, (f"the default ({d.learner}, estimated {_err(d):.4f}): no candidate's estimate is lower by more than "
-                     f"max({tolerance:g}, {DEFAULT_Z:g} standard errors of the paired difference) — {words} would have "
-                     f"taken {rows[k].learner} ({_err(rows[k]):.4f})")
+    prior = [_err(r) for r in rows if r.learner == PRIOR and r.error is not None]
+    beaten = []
+    for j in defaults if prefer != "certificate" and rows[k].error is not None else ():
+        d = rows[j]
+        if d.error is None or (prior and _err(d) > min(prior) + 1e-12):
+            continue
+        if j == k:
+            break
+        margin = max(float(tolerance), DEFAULT_Z * paired_se(rows[k].folds, d.folds, weights)
+                     if len(rows[k].folds) == len(d.folds) else 0.0)
+        if _err(rows[k]) + margin < _err(d) - 1e-12:
+            beaten.append(_label(d))
+            continue
+        return j, (f"the default {_label(d)} (estimated {_err(d):.4f}): no candidate's estimate is lower by more than "
+                   f"max({tolerance:g}, {DEFAULT_Z:g} standard errors of the paired difference) — {words} would have "
+                   f"taken {rows[k].learner} ({_err(rows[k]):.4f})" + (f"; beaten: {', '.join(beaten)}" if beaten else ""))
+    if beaten:
+        words += f"; it beats the default{'s' if len(beaten) > 1 else ''} ({', '.join(beaten)}) beyond the noise at 95 %"
+    return k, words
 
 
 def _choose(rows: Sequence[Any], prefer: str, tolerance: float, weights: Sequence[float] | None,

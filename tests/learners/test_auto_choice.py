@@ -79,8 +79,9 @@ def test_a_trivial_certificate_is_no_reason_and_the_prior_is_a_floor():
 
 
 def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
-    """choice_rule's "A default": the default stays unless the rule's pick is estimated lower by more than
-    max(tolerance, 1.96 standard errors of the paired difference); never when estimated worse than the prior."""
+    """choice_rule's "Defaults": the first default stays unless the rule's pick is estimated lower by more than
+    max(tolerance, 1.96 standard errors of the paired difference), then the next is tried; never one estimated
+    worse than the prior."""
     from marg.learners.choice_rule import DEFAULT_Z, paired_se
 
     one = _row("nb", 0.160, 1.0, folds=[0.15, 0.16, 0.17])  # the rule on one feature: the default
@@ -91,18 +92,22 @@ def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
     assert 0.0267 < DEFAULT_Z * se and 0.0267 > se  # beyond one standard error, within 1.96
     rows = [nb, one, prior]
     assert choose(rows, prefer="accuracy")[0] == 0  # without a default: the smallest estimate
-    k, words = choose(rows, prefer="accuracy", default=1)
-    assert k == 1 and "the default (nb, estimated 0.1600)" in words
-    assert choose(rows, prefer="balanced", default=1)[0] == 1
-    assert choose(rows, prefer="certificate", default=1)[0] == choose(rows, prefer="certificate")[0]
+    k, words = choose(rows, prefer="accuracy", defaults=[1])
+    assert k == 1 and "the default nb (estimated 0.1600)" in words
+    assert choose(rows, prefer="balanced", defaults=[1])[0] == 1
+    assert choose(rows, prefer="certificate", defaults=[1])[0] == choose(rows, prefer="certificate")[0]
     # the same mean difference at a third of the spread: beyond 1.96 se, the default is replaced
     tight = _row("nb", nb.error, 1.0, folds=list(np.array(one.folds) + d.mean() + (d - d.mean()) / 3))
     assert d.mean() * -1 > DEFAULT_Z * paired_se(tight.folds, one.folds)
-    k, words = choose([tight, one, prior], prefer="accuracy", default=1)
+    k, words = choose([tight, one, prior], prefer="accuracy", defaults=[1])
     assert k == 0 and "beats the default (nb) beyond the noise at 95 %" in words
+    # beaten, the next default is tried the same way: Rényi within 1.96 se of the pick stays
+    renyi = _row("renyi", tight.error + 0.005, 1.0, folds=list(np.array(tight.folds) + [0.02, -0.01, 0.005]))
+    k, words = choose([tight, one, prior, renyi], prefer="accuracy", defaults=[1, 3])
+    assert k == 3 and "the default renyi" in words and "beaten: nb" in words
     # a default estimated worse than the prior is never kept
     bad = _row("nb", 0.47, 1.0, folds=[0.46, 0.47, 0.48])
-    assert choose([_row("dcc", 0.44, 1.0, folds=[0.44, 0.45, 0.43]), bad, prior], prefer="accuracy", default=1)[0] != 1
+    assert choose([_row("dcc", 0.44, 1.0, folds=[0.44, 0.45, 0.43]), bad, prior], prefer="accuracy", defaults=[1])[0] != 1
 
 def test_the_chooser_end_to_end_on_three_exact_sites():
     from marg.learners.choice_certificates import label_certificate

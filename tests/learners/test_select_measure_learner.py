@@ -286,7 +286,8 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     _, S = _redundant_study(np.random.default_rng(3), rho=0.02)
     choice = study_choice(S)
     assert choice["candidates"][:len(STUDY_CHOICE["candidates"])] == STUDY_CHOICE["candidates"]
-    assert choice["candidates"][-1] == choice["default"] == ("nb", {"certify": "bound", "features": ["x1"]})
+    assert choice["candidates"][-1] == choice["defaults"][0] == ("nb", {"certify": "bound", "features": ["x1"]})
+    assert choice["defaults"][1] == ("renyi", {}) and ("renyi", {}) in choice["candidates"]
     res = learn(S, "auto", {})
     chosen = next(r for r in res.report["auto"] if r["chosen"])
     assert chosen["params"].get("features") == ["x1"]
@@ -294,4 +295,4 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     assert np.asarray(res.model.predict(grid)).tolist() == grid[:, 0].astype(int).tolist()
     one = Summary(S.codebook.subset(["x1"]), [t for t in S.tables if "z0" not in t.clique and "z1" not in t.clique
                                              and "z2" not in t.clique], provenance=S.provenance)
-    assert study_choice(one) == STUDY_CHOICE  # one measured feature: nothing to add
+    assert study_choice(one) == {**STUDY_CHOICE, "defaults": (("renyi", {}),)}  # one measured feature: no candidate added
