@@ -17,8 +17,10 @@ rule sees the same noise draws (OpenDP's noise is not seeded; the run-to-run spr
 - ``1se renyi first`` — within max(0.01, one paired standard error) of the best, Rényi first, then naive
   Bayes, then the DCCs (the order i34g's report suggested for kr-vs-kp);
 - ``+one, accuracy`` — with the one-feature candidate, the smallest estimate;
-- ``+one, default z`` — with it as the default (choice_rule "A default"), at z = 1 and 1.96 (the library's
-  DEFAULT_Z; the study's choice since i34h).
+- ``+one, default one z`` — with it as the one default (choice_rule "Defaults"), at z = 1 and 1.96;
+- ``defaults renyi`` — Rényi as the one default, without the one-feature candidate;
+- ``+one, defaults one, renyi z=1.96`` — the study's choice since i34h (``two_round.study_choice``: the
+  one-feature rule, then Rényi, each kept unless beaten beyond 1.96 paired standard errors).
 
 Reported per set: the mean test error over split-runs, each run's 5-split mean, which candidate each rule
 took, and the paired difference against ``accuracy`` (mean ± its standard error; split-runs better/worse).
@@ -73,7 +75,7 @@ def _rows(rec: dict, one: bool) -> list:
                             trivial=r["trivial"], nm=_name(r), test=r["test"]) for r in rec["rows"] if one or _name(r) != "one"]
 
 
-def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | None = None):
+def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | None = None, defaults: tuple = ("one",)):
     from marg.learners import choice_rule as C
 
     def pick(rec: dict):
@@ -86,10 +88,10 @@ def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | Non
             b = min(est, key=lambda k: rows[k].error)
             ks = [k for k in est if rows[k].error <= rows[b].error + C.noise_margin(rows[k], rows[b], C.TOLERANCE, w) + 1e-12]
             return rows[min(ks, key=lambda k: (order.index(rows[k].nm) if rows[k].nm in order else 99, rows[k].error))]
-        d = next((k for k, r in enumerate(rows) if r.nm == "one"), None) if z is not None else None
+        ds = [next(k for k, r in enumerate(rows) if r.nm == nm) for nm in defaults if any(r.nm == nm for r in rows)]
         old, C.DEFAULT_Z = C.DEFAULT_Z, (z if z is not None else C.DEFAULT_Z)
         try:
-            return rows[C.choose_index(rows, prefer, weights=w, default=d)[0]]
+            return rows[C.choose_index(rows, prefer, weights=w, defaults=ds if z is not None else ())[0]]
         finally:
             C.DEFAULT_Z = old
     return pick
@@ -97,8 +99,10 @@ def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | Non
 
 RULES = {"accuracy": _rule("accuracy", False), "balanced": _rule("balanced", False),
          "1se renyi first": _rule("accuracy", False, order=["renyi", "nb", "dcc-label", "dcc-cmi", "prior"]),
-         "+one, accuracy": _rule("accuracy", True), "+one, default z=1": _rule("accuracy", True, z=1.0),
-         "+one, default z=1.96": _rule("accuracy", True, z=1.96)}
+         "+one, accuracy": _rule("accuracy", True), "+one, default one z=1": _rule("accuracy", True, z=1.0),
+         "+one, default one z=1.96": _rule("accuracy", True, z=1.96),
+         "defaults renyi z=1.96 (no one)": _rule("accuracy", False, z=1.96, defaults=("renyi",)),
+         "+one, defaults one, renyi z=1.96 (the study's choice)": _rule("accuracy", True, z=1.96, defaults=("one", "renyi"))}
 
 
 def _test(rec: dict, chosen) -> float:

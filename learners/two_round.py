@@ -71,8 +71,8 @@ Measured on the same DP summaries (BENCHMARKS.md, "Issue 34: the study's choice 
 (i34h)"; ``bench/study_choice.py``), against the choice by estimated error alone: credit-a −0.015
 (0.1705 against 0.1854, 60 split-runs collected after the rule was fixed; 0.1663 against 0.1806 in
 the 40 before), kr-vs-kp −0.004 and −0.014 (40 and 20 split-runs: Rényi where naive Bayes tied it),
-house-votes-84 within ±0.005 (80), the planted wide study +0.0015 (11: Rényi where naive Bayes,
-the Bayes rule of its independent features, tied it; 0.078 against its Bayes error 0.076).
+house-votes-84 −0.001 ± 0.004 (80), the planted wide study +0.0014 ± 0.0006 (30: Rényi where naive
+Bayes, the Bayes rule of its independent features, tied it; 0.077 against its Bayes error 0.076).
 """
 
 from __future__ import annotations
