@@ -67,7 +67,9 @@ def collect(sets: list[str], reps: int, runs: int, out: Path) -> None:
 
 def _name(r: dict) -> str:
     p = r["params"]
-    return "one" if "features" in p else r["learner"] + (f"-{p['edge_weight']}" if "edge_weight" in p else "")
+    if "features" in p:
+        return "one" if len(p["features"]) == 1 else f"{r['learner']}{len(p['features'])}"
+    return r["learner"] + (f"-{p['edge_weight']}" if "edge_weight" in p else "")
 
 
 def _rows(rec: dict, one: bool) -> list:
