@@ -31,20 +31,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "bench"))
+import select_measure as SM  # noqa: E402  (it puts ROOT first on sys.path: this checkout's marg)
 
 
-def _bench(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def one_run(D, SM, rep: int, q: float, eps: float) -> dict:
+def one_run(D, rep: int, q: float, eps: float) -> dict:
     from marg.learners.auto import AutoLearner
     from marg.learners.candidates import candidate_name
     from marg.learners.learn import learn
@@ -86,7 +77,7 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--jsonl", type=Path)
     a = ap.parse_args()
-    D, SM = _bench("dp_select"), _bench("select_measure")
+    D = SM._bench("dp_select")
     q = D.planted_flip()
     out = a.jsonl.open("a") if a.jsonl else None
     print("| split | run | measured (informative) | pairs among | std first/pair | chosen | error | "
@@ -95,7 +86,7 @@ def main() -> None:
     for rep in [int(s) for s in a.splits.split(",")]:
         for run in range(a.runs):
             t = time.perf_counter()
-            r = one_run(D, SM, rep, q, a.epsilon)
+            r = one_run(D, rep, q, a.epsilon)
             r["run"], r["seconds"] = run, time.perf_counter() - t
             cs = "; ".join(f"{c['name']}{'*' if c['chosen'] else ''} "
                            f"{'–' if c['estimate'] is None else format(c['estimate'], '.3f')} → "
