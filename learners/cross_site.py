@@ -34,9 +34,10 @@ the edge where the worst case stops being the uniform guess is the uniform rule 
 (R* = 1 − 1/K, μ = 0: it predicts by its naive-Bayes tie-break) and, on all sites' tables — a
 slightly narrower box —, a rule with R* a hair below 1 − 1/K whose μ is non-zero on a few cells and
 overrides the tie-break wherever they occur (measured, issue 34: the planted wide study's DCC on 10
-informative features read one pair cell at R* = 0.4999 and erred 0.134 where its folds' rule erred
-0.110; a DCC chosen by a fold estimate of 0.08 erred 0.317 on the test rows). The folds cannot see
-that. So with the fitted models at hand, each candidate's estimate is at least the fitted model's
+informative features, at a box slightly narrower than the choice's, read one pair cell at R* = 0.4999
+and erred 0.134 on test rows, where the tie-break rule its folds fitted erred 0.110 and the folds
+estimated 0.086; one console run's chosen DCC erred 0.317, not reproduced since). The folds cannot
+see that. So with the fitted models at hand, each candidate's estimate is at least the fitted model's
 plug-in error under the whole summary's tables (:func:`in_sample_error`'s rows): that error is
 optimistic for the model's own tables (it was fitted on them), so when even it exceeds the folds'
 mean, the folds did not describe this model, and the larger value stands
