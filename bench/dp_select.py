@@ -409,6 +409,10 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
                 res = {"status": f"failed: {exc}"[:300]}
             res["cpu_seconds"] = round(children_cpu() - c0, 1)
             add(method, res, time.perf_counter() - t0, **({"path": args.marg_path} if method.startswith("marg DP") else {}))
+        if args.keep is not None:  # the bundles, request, models and their reports (not the patients' rows)
+            kept = args.keep / f"{name}-{rep}-{time.strftime('%H%M%S')}"
+            shutil.copytree(d, kept, ignore=shutil.ignore_patterns("rows.csv", "test.csv", "*.key"))
+            shutil.copytree(st.trust, kept / "trust")  # the sites' public keys: load the bundles with --trust
         if "peers" not in args.methods:
             return out
         py = os.environ.get("MARG_PEER_PYTHON")
@@ -553,6 +557,8 @@ def main() -> None:
                     help="which of dp (a), exact (b), peers (c) to run (the larger class always runs); e.g. dp alone to "
                          "add a marg path to an earlier run's JSON (the splits are seeded: --report merges them)")
     ap.add_argument("--json", type=Path, help="raw results (default bench/results/dp_select_DATE.json)")
+    ap.add_argument("--keep", type=Path, help="copy each split's work folder (bundles, request, models with their reports; "
+                                               "not the rows or keys) under this folder, to look into a split afterwards")
     ap.add_argument("--report", type=Path, nargs="+",
                     help="render these JSON files as markdown (no run; a later file's result for a set, split and method wins)")
     ap.add_argument("--out", type=Path, help="the markdown (default bench/results/dp_select_DATE.md; with --report the merged "

@@ -14,6 +14,9 @@ tests/protocols/test_select_measure.py); ε is each site's total for the study (
 - kr-vs-kp, votes (house-votes-84), credit (credit-a), adult (``--sets adult``; not in the default
   list): the splits of bench/privacy.py (a seeded 80/20 split, ``default_rng(1000 + rep)``, training
   rows to three sites of 50/30/20 %; adult with bench/privacy.py's public codebook).
+- planted: bench/dp_select.py's planted study (:func:`planted_split`: three sites × 1,000, 3,000 binary
+  features of which 10 informative, Bayes error 0.100, 2,000 test patients, ``default_rng(3400 + rep)``) —
+  the acceptance run's population.
 - wide: the planted study of issue 34 — three sites × 1,000 patients, 3,000 binary features
   of which the first 10 agree with the label with probability 0.72 (Bayes error 0.076, the
   majority vote of the 10), a fresh test set of 4,000 (``default_rng(500 + rep)``).
@@ -150,6 +153,12 @@ def splits(name: str, reps: int):
         make, y = P.load_set(name)
         for rep in range(reps):
             te, tr, cb, X, sites = P.adult_style_split(make, y.size, rep)
+            yield cb, X, y, sites, X[te], y[te]
+    elif name == "planted":  # bench/dp_select.py's planted study (Bayes error 0.100), its splits
+        D = _bench("dp_select")
+        q = D.planted_flip()
+        for rep in range(reps):
+            te, cb, X, y, sites = D.planted_split(rep, q)
             yield cb, X, y, sites, X[te], y[te]
     elif name == "wide":
         from marg.marginals.codebook import CategoricalFeature, Codebook, Label
