@@ -248,3 +248,28 @@ def test_when_nothing_is_agreed_a_measured_table_that_beats_the_prior_beyond_the
     assert measured_within_noise(null) and learn(null, "auto", {}).model.learner == "prior"
     _, noisy = _disagreeing_study(rng, 0.95, rho=2e-6)  # pooled std ≈ 870 per cell against 650/4 rows
     assert not measured_within_noise(noisy) and learn(noisy, "auto", {}).model.learner == "prior"
+
+
+def test_the_prior_and_the_model_split_the_coverage_so_whichever_is_returned_holds_it():
+    """finish returns the prior or the fitted rule depending on the data, so its certificate holds at 95 % only if
+    both events do (union bound; two_round's docstring): the selection-wide box at 1 − α/2, the prior at 1 − α/3
+    inside (sampling, the label table's noise, a round-2 source's noise: α/6 each). Both report coverage 0.95."""
+    from marg.learners.certify import certify
+    from marg.learners.label_only import LabelOnly
+    from marg.learners.naive_bayes import NaiveBayes
+    from marg.learners.two_round import candidate_entries, finish, label_source
+
+    rng = np.random.default_rng(3)
+    cb, X, y = _null_study(rng, 300, 3)
+    y = (rng.random(300) < 0.7).astype(int)
+    tables = Summary.from_rows(cb, X, y).tables
+    disagree = Summary(cb, tables, provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
+    prior, _ = finish(NaiveBayes().fit(disagree), disagree)
+    own = LabelOnly(coverage=1 - 0.05 / 3).fit(label_source(disagree)).certificate_
+    assert prior.learner == "prior" and prior.certificate_.value == pytest.approx(own.value, abs=1e-12)
+    assert prior.certificate_.coverage == 0.95 and prior.certificate_.value > LabelOnly().fit(disagree).certificate_.value
+    agree = Summary(cb, tables, provenance=_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
+    model, _ = finish(NaiveBayes().fit(agree), agree)
+    ref = certify(NaiveBayes().fit(agree), agree, coverage=0.975, structure="first", n_intervals=candidate_entries(agree))
+    assert model.learner == "nb" and model.certificate_.value == pytest.approx(ref.value, abs=1e-12)
+    assert model.certificate_.coverage == 0.95
