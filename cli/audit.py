@@ -175,15 +175,24 @@ def _pair(total: "PrivacyCost", cap: "PrivacyCost | None", field: str) -> str:
 
 
 def _spent_words(spend: "Spend", composed: "PrivacyCost", sums: dict) -> str:
-    """The composed spend in words: ρ and the (ε, δ) OpenDP converts it to; the plain sum of ε's."""
+    """The composed spend in words, by the composition that gives its ε (:meth:`Spend.composition_at`): a pure
+    part and a zCDP part are named apart (pure ε + ρ = ε by OpenDP's composition), never a ρ that holds the pure
+    part's ε²/2 beside an ε it does not convert to; the plain sum of ε's."""
     if spend.exact:
         return "unbounded (exact counts were released)"
     if composed.delta == 0.0:
         return f"ε={_fmt(composed.epsilon)} (pure DP; as zCDP ρ={_fmt(composed.rho)})"
-    words = (f"ρ={_fmt(composed.rho)} (zCDP: the releases' ρ add) = (ε={_fmt(composed.epsilon)}, "
-             f"δ={composed.delta:g}) by OpenDP's conversion")
-    if spend.eps_pure > 0:
-        words += " (Laplace releases counted as pure ε where that is tighter)"
+    eps_delta = f"(ε={_fmt(composed.epsilon)}, δ={composed.delta:g})"
+    kind, _ = spend.composition_at(composed.delta)
+    if kind == "pure+zcdp":
+        words = (f"pure ε={_fmt(spend.eps_pure)} (Laplace) + ρ={_fmt(spend.rho_zcdp)} (zCDP: the other releases' ρ add) "
+                 f"= {eps_delta} by OpenDP's composition of pure DP with zCDP")
+    elif kind == "basic":
+        words = f"{eps_delta} by adding the releases' ε's and δ's (tighter than converting ρ={_fmt(composed.rho)})"
+    else:
+        words = f"ρ={_fmt(composed.rho)} (zCDP: the releases' ρ add) = {eps_delta} by OpenDP's conversion"
+        if spend.eps_pure > 0:
+            words += " (Laplace releases counted as zCDP, ρ = ε²/2: tighter here than pure ε)"
     return words + f"; the releases' ε's added up would be {_fmt(sums.get('epsilon', 0.0))}"
 
 

@@ -149,7 +149,10 @@ def learn(
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection
-        fitted, _note = finish(fitted, summary, float(getattr(fitted, "coverage", None) or 0.95),
+        # at the coverage asked (the choice's own, not its candidate's 1 − α/m: finish's certificate is a new event
+        # that holds whichever candidate was chosen, so the choice's Bonferroni does not enter it)
+        cov = getattr(est, "coverage", None) or getattr(fitted, "coverage", None) or 0.95
+        fitted, _note = finish(fitted, summary, float(cov),
                                getattr(est, "candidates_", None))  # the choice's rows: the prior's estimate
     seconds = time.perf_counter() - t0
     report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],

@@ -40,7 +40,13 @@ the event that all p candidates' cells lie in their intervals — an event fixed
 selection — the selected ones do too, whichever were chosen. When the sites agreed on no
 feature (:func:`agreed`), the model is the label-only rule (``prior``), certified by the
 label counts alone — the least noisy of the label table and a measured table's column sums
-(:func:`label_source`). The automatic choice runs with ``prefer="accuracy"`` unless the user sets
+(:func:`label_source`). **Coverage of whichever model is returned**: the model returned is the prior or ``est``
+depending on the data, so its certificate holds at ``coverage`` only if both possible events do together (union
+bound): α/2 for ``est``'s selection-wide box, α/2 for the prior's, which is the sampling event and one noise event of
+the source :func:`label_source` picks — the label table's or a round-2 table's (the pick depends on round 2's plan,
+itself on round 1's noisy counts, so both noise events count): the label-only bound at α/3
+(:func:`marg.learners.label_only.share_lower_bounds`: α/6 each, three events). Neither box needs the selection-wide
+Bonferroni of the other (the prior reads no selected feature). The automatic choice runs with ``prefer="accuracy"`` unless the user sets
 ``prefer``: the certificates its balanced rule would compare are each candidate's own, for the
 measured tables as if they had not been selected, and the chosen model's is replaced by the
 selection-wide one (measured on the planted wide study: balanced chose the MRC, whose rule
@@ -439,18 +445,24 @@ def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] |
     ``est`` beats the prior by more than the noise of the comparison (:func:`beats_prior`) — issue 34, measured on
     house-votes-84: noisy row counts pushed λ below 1 in 2 of 50 split-runs, the agreement test then kept nothing,
     and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior."""
+    from dataclasses import replace
+
     from .certify import certify
+    from .choice_certificates import split_coverage
     from .label_only import LabelOnly
 
     entries = candidate_entries(summary)
     above = len(above_chance(pool_records(summary)))
     rescued = above == 0 and est.learner != "prior" and beats_prior(rows) and measured_within_noise(summary)
     if (above == 0 and not rescued) or est.learner == "prior":
-        prior = LabelOnly(coverage=coverage).fit(label_source(summary))
+        # α/2 for the prior's events (module docstring), α/3 inside: sampling + the label table's noise + a round-2 source's
+        prior = LabelOnly(coverage=split_coverage(coverage, 3)).fit(label_source(summary))
+        prior.certificate_ = replace(prior.certificate_, coverage=float(coverage))
         return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "
                        "larger class, certified by the label table" if above == 0 else "")
     try:
-        cert = certify(est, summary, coverage=coverage, structure="first", n_intervals=entries)
+        cert = certify(est, summary, coverage=split_coverage(coverage, 2), structure="first", n_intervals=entries)
+        cert = replace(cert, coverage=float(coverage))  # with the prior's α/2: whichever model is returned (docstring)
     except InputError as exc:  # a rule that is not additive in one-hot features: no certificate under selection
         from .base import Certificate
 

@@ -93,16 +93,24 @@ class PrivacyCost:
         ``rho`` include (ρ as OpenDP's ε²/2 map). :class:`Spend` keeps the two apart, so later zCDP
         releases compose with the zCDP part's ρ and the pure ε adds. 0 for every other release
         (and then not written).
+    pure_rho : float
+        Of the same mixed release: the pure parts' Σ ρ as :func:`release_cost` summed them (each
+        part's OpenDP map), which ``rho`` includes — so the zCDP part's ρ is ``rho − pure_rho``,
+        computed once, where the release's cost is. Written beside ``pure_epsilon``; a ledger
+        entry written before it existed (one Laplace table) reads OpenDP's map of its ``pure_epsilon``.
     """
 
     epsilon: float = 0.0
     delta: float = 0.0
     rho: float = 0.0
     pure_epsilon: float = 0.0
+    pure_rho: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in ("epsilon", "delta", "rho", "pure_epsilon"):
+        for f in ("epsilon", "delta", "rho", "pure_epsilon", "pure_rho"):
             object.__setattr__(self, f, _num(getattr(self, f), f))
+        if self.pure_rho > self.rho * (1.0 + 1e-12):
+            raise InputError(f"privacy cost field pure_rho {self.pure_rho!r} exceeds rho {self.rho!r}")
         if self.pure_epsilon > self.epsilon * (1.0 + 1e-12):
             raise InputError(f"privacy cost field pure_epsilon {self.pure_epsilon!r} exceeds epsilon {self.epsilon!r}")
         if self.delta > 1.0:
@@ -129,6 +137,7 @@ class PrivacyCost:
             delta=min(1.0, self.delta + other.delta),
             rho=self.rho + other.rho,
             pure_epsilon=self.pure_epsilon + other.pure_epsilon,
+            pure_rho=self.pure_rho + other.pure_rho,
         )
 
     def describe(self) -> str:
@@ -154,14 +163,17 @@ class PrivacyCost:
              (("epsilon", self.epsilon), ("delta", self.delta), ("rho", self.rho))}
         if self.pure_epsilon > 0.0:
             d["pure_epsilon"] = self.pure_epsilon
+            d["pure_rho"] = self.pure_rho
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "PrivacyCost":
         if not isinstance(d, Mapping):
             raise InputError(f"privacy cost must be an object, got {d!r}")
+        pe = _num(d.get("pure_epsilon", 0.0), "pure_epsilon")
+        pr = d["pure_rho"] if "pure_rho" in d else pure_rho(pe)  # an entry written before pure_rho: one Laplace table
         return cls(epsilon=d.get("epsilon", 0.0), delta=d.get("delta", 0.0), rho=d.get("rho", 0.0),
-                   pure_epsilon=d.get("pure_epsilon", 0.0))
+                   pure_epsilon=pe, pure_rho=pr)
 
 
 def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCost:
@@ -196,11 +208,12 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
         else:
             grho += r
             gdelta = max(gdelta, d)
-    pure = eps if (grho > 0.0 and eps > 0.0) else 0.0  # a mixed release: its pure part, kept apart by Spend
+    mixed = grho > 0.0 and eps > 0.0  # a mixed release: its pure part (ε and ρ), kept apart by Spend
+    pure, prho = (eps, rho) if mixed else (0.0, 0.0)
     if grho > 0.0:
         eps += rho_to_epsilon(grho, gdelta)
         rho += grho
-    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho, pure_epsilon=pure)
+    return PrivacyCost(epsilon=eps, delta=gdelta, rho=rho, pure_epsilon=pure, pure_rho=prho)
 
 
 def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
@@ -212,6 +225,11 @@ def zcdp_cost(rho: float, delta: float) -> PrivacyCost:
 # ---------------------------------------------------------------------------------------
 # What a history of releases has spent
 # ---------------------------------------------------------------------------------------
+def _tighter(best: tuple[str, float], other: tuple[str, float]) -> tuple[str, float]:
+    """The smaller ε, named ``other`` only where it is below ``best``'s by more than rounding."""
+    return (other[0] if other[1] < best[1] * (1.0 - 1e-12) else best[0]), min(best[1], other[1])
+
+
 @dataclass(frozen=True)
 class Spend:
     """The composed privacy spend of a site's releases (see the module docstring).
@@ -247,7 +265,7 @@ class Spend:
             rho = cost.rho if cost.rho > 0.0 or cost.epsilon == 0.0 else pure_rho(cost.epsilon)
             return replace(self, eps_pure=self.eps_pure + cost.epsilon, rho_pure=self.rho_pure + rho)
         if cost.pure_epsilon > 0.0:  # a mixed release (release_cost): its pure part and its zCDP part, each where it composes
-            pr = pure_rho(cost.pure_epsilon)
+            pr = cost.pure_rho  # the release's own split (release_cost): its pure parts' ρ, each OpenDP's map
             zr = max(0.0, cost.rho - pr)
             return replace(self, eps_pure=self.eps_pure + cost.pure_epsilon, rho_pure=self.rho_pure + pr,
                            rho_zcdp=self.rho_zcdp + zr, eps_zcdp=self.eps_zcdp + (cost.epsilon - cost.pure_epsilon),
@@ -282,22 +300,33 @@ class Spend:
 
     def epsilon_at(self, delta: float) -> float:
         """The smallest ε of the two compositions for which the history is (ε, ``delta``)-DP."""
+        return self.composition_at(delta)[1]
+
+    def composition_at(self, delta: float) -> tuple[str, float]:
+        """(which composition, ε) for :meth:`epsilon_at`: ``"pure"`` (Σ ε of pure releases alone),
+        ``"pure+zcdp"`` (the pure ε with the zCDP releases' ρ, OpenDP's ``pure_and_zcdp_to_epsilon``),
+        ``"zcdp"`` (every ρ added, pure releases as ε²/2, converted once), ``"basic"`` (the recorded
+        ε's added); ``"exact"`` with ``inf`` after an exact release, ``"none"`` when no ε holds at ``delta``."""
         if self.exact:
-            return math.inf
+            return "exact", math.inf
         d = float(delta) - self.delta_approx
         if d < -1e-300:
-            return math.inf
+            return "none", math.inf
         d = min(d, 1.0 - 1e-12)
         if self.rho_zcdp == 0.0:
-            best = self.eps_pure
+            best = ("pure", self.eps_pure)
         else:
-            best = pure_and_zcdp_to_epsilon(self.eps_pure, self.rho_zcdp, d) if d > 0.0 else math.inf
+            best = ("pure+zcdp" if self.eps_pure > 0 else "zcdp",
+                    pure_and_zcdp_to_epsilon(self.eps_pure, self.rho_zcdp, d) if d > 0.0 else math.inf)
+        # another composition is named only where it is tighter beyond rounding (equal ε's keep the first's name)
         r = self.rho_pure + self.rho_zcdp
         if r > 0.0 and d > 0.0:
-            best = min(best, rho_to_epsilon(r, d))
+            best = _tighter(best, ("zcdp", rho_to_epsilon(r, d)))
         if self.rho_zcdp > 0.0 and self.delta_zcdp <= d * (1.0 + _REL_TOL):
-            best = min(best, self.eps_pure + self.eps_zcdp)
-        return best + self.eps_approx
+            best = _tighter(best, ("basic", self.eps_pure + self.eps_zcdp))
+        if math.isinf(best[1]):
+            return "none", math.inf
+        return best[0], best[1] + self.eps_approx
 
     def as_cost(self, delta: float) -> PrivacyCost:
         """The spend as one (ε, δ, ρ): ε at ``delta`` (δ = 0 for a pure-DP history whose pure ε is

@@ -296,3 +296,36 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     one = Summary(S.codebook.subset(["x1"]), [t for t in S.tables if "z0" not in t.clique and "z1" not in t.clique
                                              and "z2" not in t.clique], provenance=S.provenance)
     assert study_choice(one) == {**STUDY_CHOICE, "defaults": (("renyi", {}),)}  # one measured feature: no candidate added
+
+
+def test_the_prior_and_the_model_split_the_coverage_so_whichever_is_returned_holds_it():
+    """finish returns the prior or the fitted rule depending on the data, so its certificate holds at 95 % only if
+    both events do (union bound; two_round's docstring): the selection-wide box at 1 − α/2, the prior at 1 − α/3
+    inside (sampling, the label table's noise, a round-2 source's noise: α/6 each). Both report coverage 0.95.
+    marg learn's automatic choice hands finish the coverage asked: the old code passed its chosen candidate's
+    1 − α/5 (0.99), which made the tiny sites' prior certificate 0.88–0.99 in bench/dp_select.py."""
+    from marg.learners.certify import certify
+    from marg.learners.label_only import LabelOnly
+    from marg.learners.naive_bayes import NaiveBayes
+    from marg.learners.two_round import candidate_entries, finish, label_source
+
+    rng = np.random.default_rng(3)
+    cb, X, y = _null_study(rng, 300, 3)
+    y = (rng.random(300) < 0.7).astype(int)
+    tables = Summary.from_rows(cb, X, y).tables
+    disagree = Summary(cb, tables, provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
+    prior, _ = finish(NaiveBayes().fit(disagree), disagree)
+    own = LabelOnly(coverage=1 - 0.05 / 3).fit(label_source(disagree)).certificate_
+    assert prior.learner == "prior" and prior.certificate_.value == pytest.approx(own.value, abs=1e-12)
+    assert prior.certificate_.coverage == 0.95 and prior.certificate_.value > LabelOnly().fit(disagree).certificate_.value
+    # through marg learn's automatic choice: the coverage asked (0.95), not its candidates' 1 − α/5 (the choice's
+    # Bonferroni is for the certificates it compares; finish's is a new event, whichever candidate was chosen)
+    from marg.learners.learn import learn
+
+    chosen = learn(disagree, "auto", {}).model.estimator
+    assert chosen.learner == "prior" and chosen.certificate_.value == pytest.approx(own.value, abs=1e-12)
+    agree = Summary(cb, tables, provenance=_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
+    model, _ = finish(NaiveBayes().fit(agree), agree)
+    ref = certify(NaiveBayes().fit(agree), agree, coverage=0.975, structure="first", n_intervals=candidate_entries(agree))
+    assert model.learner == "nb" and model.certificate_.value == pytest.approx(ref.value, abs=1e-12)
+    assert model.certificate_.coverage == 0.95

@@ -263,3 +263,26 @@ def test_a_new_cap_changes_only_the_fields_named():
     assert new_cap(PrivacyCost(rho=0.5), 2.0, None, None) == PrivacyCost(epsilon=2.0, delta=DEFAULT_DELTA, rho=0.5)
     assert new_cap(PrivacyCost(epsilon=4.0, delta=1e-5, rho=0.5), None, 1e-6, None) == PrivacyCost(
         epsilon=4.0, delta=1e-6, rho=0.5)
+
+
+def test_a_mixed_release_keeps_its_own_split_so_the_zcdp_part_is_never_undercounted():
+    """Issue 34 (i34j): the pure parts' ρ of a mixed release is computed once, by release_cost (each part's OpenDP
+    map), and the ledger's Spend reads it (``pure_rho``). Two Laplace tables beside a Gaussian one: the zCDP part is
+    exactly the Gaussian's ρ and ε is OpenDP's pure + zCDP composition. Recomputing the pure ρ from the summed ε
+    (ε²/2 of 0.7 > ε²/2 of 0.3 + of 0.4) took 0.12 from the Gaussian's 0.01 and composed ε = 0.7, below the truth.
+    A ledger entry written before ``pure_rho`` (one Laplace table) reads OpenDP's map of its pure ε."""
+    from marg.marginals.accounting import release_cost
+    from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho
+
+    cost = release_cost([("laplace", 0.3, pure_rho(0.3), 0.0), ("laplace", 0.4, pure_rho(0.4), 0.0),
+                         ("gaussian", 0.0, 0.01, 1e-6)])
+    assert cost.pure_epsilon == pytest.approx(0.7) and cost.pure_rho == pytest.approx(pure_rho(0.3) + pure_rho(0.4))
+    back = PrivacyCost.from_dict(json.loads(json.dumps(cost.to_dict())))
+    assert back == cost
+    spend = Spend.of(back)
+    assert spend.rho_zcdp == pytest.approx(0.01, rel=1e-9) and spend.eps_pure == pytest.approx(0.7)
+    assert spend.composition_at(1e-6) == ("pure+zcdp", pytest.approx(pure_and_zcdp_to_epsilon(0.7, 0.01, 1e-6)))
+    assert spend.epsilon_at(1e-6) > 0.7 + 0.1
+    one = release_cost([("laplace", 0.5, pure_rho(0.5), 0.0), ("gaussian", 0.0, 0.01, 1e-6)]).to_dict()
+    del one["pure_rho"]
+    assert PrivacyCost.from_dict(one).pure_rho == pytest.approx(pure_rho(0.5), rel=1e-12)

@@ -290,3 +290,29 @@ def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exa
     model = tmp / "model.json"
     r = marg("learn", *r1, *r2, "--out", model, "--trust", w["trust"], "--no-sign", cwd=tmp)
     assert r.returncode == 0, r.stderr
+
+
+def test_audit_show_names_the_pure_and_the_zcdp_parts_of_a_mixed_ledger(tmp_path):
+    """After a round 1 with a Laplace label table (a mixed release: pure ε_L + the selection's zCDP ρ), `marg audit
+    show` says "pure ε=ε_L (Laplace) + ρ=ρ_sel (zCDP …) = (ε, δ) by OpenDP's composition", ε equal to OpenDP's
+    pure+zCDP composition, and no longer a ρ holding the Laplace part's ε_L²/2 beside an ε it does not convert to.
+    The release's pure ρ is its own cost's (``pure_rho``, release_cost's split), not recomputed by the ledger."""
+    from marg.marginals.accounting import PrivacyCost, Spend
+    from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho
+
+    w = _world(tmp_path, n_sites=1, n=40)
+    _round1(w, 40)
+    r = marg("audit", "show", cwd=w["tmp"], home=w["tmp"] / "home0")
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("Spent so far:")]
+    out = _ledger_spend(w, 0)
+    (cost,) = [PrivacyCost.from_dict(e["cost"]) for e in out["entries"] if e.get("kind", "release") == "release"]
+    assert cost.pure_epsilon > 0 and cost.pure_rho == pytest.approx(pure_rho(cost.pure_epsilon), rel=1e-12)
+    spend = Spend.of(cost)
+    assert spend.rho_zcdp == pytest.approx(cost.rho - cost.pure_rho, rel=1e-12) and spend.rho_zcdp < 0.01
+    eps = pure_and_zcdp_to_epsilon(spend.eps_pure, spend.rho_zcdp, 1e-6)
+    assert out["spent"]["epsilon"] == pytest.approx(eps, rel=1e-12)
+    want = (f"Spent so far: pure ε={spend.eps_pure:.4g} (Laplace) + ρ={spend.rho_zcdp:.4g} (zCDP: the other releases' "
+            f"ρ add) = (ε={eps:.4g}, δ=1e-06) by OpenDP's composition of pure DP with zCDP")
+    assert line.startswith(want), line
+    assert f"ρ={cost.rho:.4g}" not in line  # the ρ with the Laplace part's ε²/2 (≈ 0.38 here) is not what was spent
