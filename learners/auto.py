@@ -104,7 +104,7 @@ class AutoLearner(MarginalEstimator):
         Coverage of every candidate's certificate.
     features : sequence of str or None
         Features the candidates use (None: every feature).
-    defaults : sequence of (learner, params)
+    defaults : sequence of (learner, params) or None
         Some of ``candidates``, in order: the first not beaten beyond the noise at 95 % by the pick of ``prefer``
         is chosen (:mod:`marg.learners.choice_rule`, "Defaults"; the study's rule on its best-ranked feature, then Rényi).
     callback : callable or None
@@ -139,7 +139,7 @@ class AutoLearner(MarginalEstimator):
 
     def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
                  tolerance: float = TOLERANCE, coverage: float = 0.95, features: Sequence[str] | None = None,
-                 callback: Callable[[dict], None] | None = None, defaults: Sequence[Sequence[Any]] = ()):
+                 callback: Callable[[dict], None] | None = None, defaults: Sequence[Sequence[Any]] | None = None):
         self.candidates = candidates
         self.defaults = defaults
         self.prefer = prefer
