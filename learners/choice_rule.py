@@ -115,11 +115,11 @@ def _cert(c: Any) -> float:
     return math.inf if v is None else float(v)
 
 
-def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] | None = None) -> float:
-    """How far above ``best``'s estimate ``c``'s may lie and still be within noise: max(tolerance, se(c, best))."""
+def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] | None = None, z: float = 1.0) -> float:
+    """How far above ``best``'s estimate ``c``'s may lie and still be within noise: max(tolerance, z·se(c, best))."""
     if c is best or not c.folds or len(c.folds) != len(best.folds):
         return float(tolerance)
-    return max(float(tolerance), paired_se(c.folds, best.folds, weights))
+    return max(float(tolerance), z * paired_se(c.folds, best.folds, weights))
 
 
 def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float = TOLERANCE,
@@ -160,8 +160,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
             continue
         if j == k:
             break
-        margin = max(float(tolerance), DEFAULT_Z * paired_se(rows[k].folds, d.folds, weights)
-                     if len(rows[k].folds) == len(d.folds) else 0.0)
+        margin = noise_margin(rows[k], d, tolerance, weights, DEFAULT_Z)
         if _err(rows[k]) + margin < _err(d) - 1e-12:
             beaten.append(_label(d))
             continue

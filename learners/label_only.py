@@ -152,8 +152,8 @@ class LabelOnly(MarginalEstimator):
         The class shares as released (post-processed, clipped to [0, 1] and normalised):
         ``predict_proba`` of every row.
     share_lower_, share_upper_ : ndarray (K,)
-        Each class's smallest and largest share over the uncertainty set (:func:`share_bounds`);
-        NaN when the set is empty.
+        Each class's lower confidence bound L_c (:func:`share_lower_bounds`) and its largest share on the
+        same event, 1 − Σ_{k≠c} L_k; NaN when the label table as released admits no interval.
     certificate_ : Certificate
         W(h) = 1 − ``share_lower_[class_]`` (kind ``"W(h)"``), its box the label table's.
     classes_, feature_names_in_ ([]: it reads no feature), n_, fingerprint_
@@ -176,22 +176,18 @@ class LabelOnly(MarginalEstimator):
         lab = summary.codebook.label.name
         prior = np.clip(np.asarray(summary.prior, dtype=np.float64), 0.0, None)
         shares = prior / prior.sum() if prior.sum() > 0 else np.full(K, 1.0 / K)
-        why = None
         try:
             bad = summary.released_invalid if summary.is_noisy else None
         except InputError as exc:
             if not summary.is_noisy:
                 raise
             bad = str(exc)
-        if bad:
-            why = f"the label table as released admits no interval ({bad})"
-        else:
+        if not bad:
             m = label_moments(summary)
             n = float(m.n)
             lower, approximate = share_lower_bounds(
                 m.tau[:, 0] * n, m.draws[0] if m.draws else (), self.coverage, float(m.noise[0, 0]) * n,
                 None if m.lo is None else m.lo[:, 0] * n, None if m.hi is None else m.hi[:, 0] * n)
-        if why is None:
             upper = np.clip(1.0 - (lower.sum() - lower), 0.0, 1.0)
             # the largest lower bound; ties: the larger released share, then the first class
             c = int(np.lexsort((-np.arange(K), shares, lower))[-1])
@@ -202,7 +198,8 @@ class LabelOnly(MarginalEstimator):
             lower = upper = np.full(K, np.nan)
             c = int(np.argmax(shares))
             self.certificate_ = Certificate(1.0, "W(h)", float(self.coverage), False, K,
-                                            note=f"{why}; the certificate is the trivial 1")
+                                            note=f"the label table as released admits no interval ({bad}); "
+                                                 "the certificate is the trivial 1")
         self.class_ = c
         self.shares_ = shares
         self.share_lower_, self.share_upper_ = lower, upper

@@ -145,7 +145,10 @@ def learn(
     from .two_round import finish, is_selected, study_choice
 
     if is_selected(summary) and est.learner == "auto":  # the study's choice (two_round.study_choice)
-        est.set_params(**{k: v for k, v in study_choice(summary).items() if k not in given})
+        choice = study_choice(summary)
+        if "candidates" in given:  # its defaults come with its candidates (one of them is added for them)
+            choice.pop("defaults", None)
+        est.set_params(**{k: v for k, v in choice.items() if k not in given})
     est.fit(summary)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection

@@ -298,6 +298,19 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     assert study_choice(one) == {**STUDY_CHOICE, "defaults": (("renyi", {}),)}  # one measured feature: no candidate added
 
 
+def test_the_study_choice_with_the_users_candidates_keeps_no_default_of_its_own():
+    """The study's defaults belong with its candidates (two_round.study_choice): a user who gives the automatic
+    choice their own candidates (not the defaults) gets those candidates, not an InputError naming a default
+    candidate (naive Bayes on the best-ranked feature) they never listed."""
+    from marg.learners.auto import AutoLearner
+    from marg.learners.learn import learn
+
+    _, S = _redundant_study(np.random.default_rng(3), rho=0.02)
+    res = learn(S, AutoLearner(candidates=[("nb", {"certify": "bound"}), ("renyi", {})]))
+    assert {r["learner"] for r in res.report["auto"]} == {"nb", "renyi", "prior"}
+    assert all(not r["params"].get("features") for r in res.report["auto"])
+
+
 def test_the_prior_and_the_model_split_the_coverage_so_whichever_is_returned_holds_it():
     """finish returns the prior or the fitted rule depending on the data, so its certificate holds at 95 % only if
     both events do (union bound; two_round's docstring): the selection-wide box at 1 − α/2, the prior at 1 − α/3
