@@ -139,3 +139,134 @@ def test_the_pooled_tails_hold_by_simulation():
         assert miss <= alpha + 4 * math.sqrt(alpha / 40000)
         # and tight: at a quarter of the half-width the sum is often outside
         assert float(np.mean(np.abs(pooled) > 0.25 * q)) > alpha
+
+
+# ------------------------------------------------------------------------------------------------
+# The privacy loss against an exact Rényi divergence (the oracle: the pmf of the sum by convolution)
+# ------------------------------------------------------------------------------------------------
+def _log_z(sigma):
+    x = np.arange(-int(40 * sigma + 40), int(40 * sigma + 40) + 1, dtype=np.float64)
+    return float(np.logaddexp.reduce(-(x * x) / (2 * sigma * sigma)))
+
+
+def _log_sum_pmf(sigma, m, W):
+    """log P(S = z), z = −mW … mW, of the sum of m discrete Gaussians N_Z(0, σ²), each cut to |x| ≤ W
+    (convolved in the log domain: no underflow in the far tails the large orders reach)."""
+    x = np.arange(-W, W + 1, dtype=np.float64)
+    comp = -(x * x) / (2 * sigma * sigma) - _log_z(sigma)
+    out = comp
+    for _ in range(m - 1):
+        res = np.full(out.size + comp.size - 1, -np.inf)
+        for j, c in enumerate(comp):
+            res[j:j + out.size] = np.logaddexp(res[j:j + out.size], out + c)
+        out = res
+    return out
+
+
+def exact_renyi(sigma, m, shift, alpha):
+    """(lower, upper) bounds on D_α(S ‖ S + shift), S the sum of m independent N_Z(0, σ²), from the
+    convolved pmf on |z| ≤ T with rigorous bounds on what truncation leaves out:
+
+    - envelope P(z) ≤ e^{−z²/(2mσ²)}/Z and P(z) ≥ e^{−z²/(2mσ²) − m/(8σ²)}/Z^m (Z = Σ e^{−x²/(2σ²)}), so
+      outside the window P^α Q^{1−α} ≤ C·e^{−(z+(α−1)Δ)²/(2mσ²)} sums to at most 2·C·G(u);
+    - components cut at |x| ≤ W change P on the window by a relative r ≤ m·P(|X| > W)·Z^{m−1}·e^{T²/(2mσ²) + m/(8σ²)}.
+    """
+    s2, lz, a, d = m * sigma * sigma, _log_z(sigma), float(alpha), int(shift)
+    log_c = (m * (a - 1) - a) * lz + (a - 1) * m / (8 * sigma * sigma) + a * (a - 1) * d * d / (2 * s2)
+    u = math.ceil(math.sqrt(2 * s2 * (max(log_c, 0.0) + 60.0))) + 1
+    T = int(math.ceil(a * d)) + u
+    log_r_need = T * T / (2 * s2) + m / (8 * sigma * sigma) + (m - 1) * lz + math.log(m) + 60.0
+    W = max(T, int(math.ceil(sigma * math.sqrt(2 * log_r_need))))
+    log_tail1 = math.log(2.0) - (W + 1) ** 2 / (2 * sigma * sigma) - math.log1p(-math.exp(-(W + 1) / sigma**2)) - lz
+    log_r = math.log(m) + log_tail1 + (m - 1) * lz + T * T / (2 * s2) + m / (8 * sigma * sigma) if m > 1 else -np.inf
+    r = math.exp(log_r)
+    assert r < 1e-20
+    logp = _log_sum_pmf(sigma, m, W)
+    c0 = m * W  # index of z = 0
+    z = np.arange(-T + d, T + 1)  # |z| ≤ T and |z − Δ| ≤ T
+    lp, lq = logp[c0 + z], logp[c0 + z - d]
+    log_s = float(np.logaddexp.reduce(a * lp + (1 - a) * lq))
+    log_out = math.log(2.0) + log_c - u * u / (2 * s2) - math.log1p(-math.exp(-u / s2))
+    upper = np.logaddexp(log_s - a * math.log1p(-r), log_out) / (a - 1)
+    lower = (log_s + (a - 1) * math.log1p(-r)) / (a - 1)
+    return float(lower), float(upper)
+
+
+ALPHAS = (1.25, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0)
+
+
+def test_the_exact_renyi_oracle_is_the_continuous_gaussians_where_the_lattice_is_fine():
+    # at σ = 6 a sum of two discrete Gaussians is N(0, 2σ²) to many digits: D_α = α·Δ²/(2·2σ²)
+    for a in (2.0, 8.0):
+        lo, hi = exact_renyi(6.0, 2, 1, a)
+        assert lo <= hi and hi == pytest.approx(a / (4 * 36.0), rel=1e-6)
+
+
+@pytest.mark.parametrize("rho, t, n, k, cells", [(0.3, 2, 3, 1, 1), (2.0, 3, 3, 1, 1), (1.0, 2, 4, 2, 12)])
+def test_the_stated_rho_bounds_the_exact_renyi_divergence_of_the_sum(rho, t, n, k, cells):
+    """D_α(sum at x ‖ sum at x + Δ) ≤ α·ρ_stated for every α of a grid, for the sum of exactly t and of
+    all n shares, with Δ one cell moved by K or K cells by 1 (the divergence of independent cells adds)."""
+    plan = SharedNoisePlan.build([TableSpec(("x",), "counts", cells, True)], rho=rho, threshold=t, n_sites=n, max_rows=k)
+    sigma = plan.tables[0].scale
+    for m in sorted({t, n}):
+        stated = plan.table_rhos(m)[0]
+        assert stated <= rho * (1 + 1e-9)
+        for a in ALPHAS:
+            worst = max(exact_renyi(sigma, m, k, a)[1], k * exact_renyi(sigma, m, 1, a)[1])
+            assert worst <= a * stated, (m, a, worst, a * stated)
+
+
+def test_a_share_too_small_fails_the_exact_check():
+    plan = SharedNoisePlan.build([TableSpec(("x",), "counts", 1, True)], rho=0.3, threshold=3, n_sites=3)
+    sigma, stated = plan.tables[0].scale, plan.table_rhos(3)[0]
+    assert any(exact_renyi(0.8 * sigma, 3, 1, a)[0] > a * stated for a in ALPHAS)  # 20 % too small a share
+    assert any(exact_renyi(sigma, 2, 1, a)[0] > a * stated for a in ALPHAS)  # one survivor fewer than t
+
+
+def test_without_tau_the_theorem_would_understate_small_shares():
+    """σ = ½, three shares: the sum's exact D_α exceeds α·Δ²/(2·3σ²) (the continuous Gaussian's, τ dropped),
+    and stays below the theorem's ρ with its τ terms."""
+    naive, stated = 1.0 / (2 * 3 * 0.25), ddg_rho(0.5, 3, 1, 1.0, 1.0)
+    exact = [exact_renyi(0.5, 3, 1, a) for a in ALPHAS]
+    assert any(lo > a * naive for (lo, _), a in zip(exact, ALPHAS))
+    assert all(hi <= a * stated for (_, hi), a in zip(exact, ALPHAS))
+
+
+# ------------------------------------------------------------------------------------------------
+# The ledger records both guarantees; the study's is the one charged; `marg audit show` prints both
+# ------------------------------------------------------------------------------------------------
+def test_the_ledger_records_both_guarantees_and_charges_the_studys(tmp_path):
+    import hashlib
+
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from marg.marginals.accounting import PrivacyCost, Spend
+    from marg.protocols.ledger import Ledger
+    from tests.helpers.console import marg
+
+    plan = SharedNoisePlan.build([TableSpec(("x", "y"), "counts", 8, True)], rho=0.2, threshold=2, n_sites=3)
+    study, own = plan.study_cost(), plan.site_cost()
+    assert own.rho > 1.9 * study.rho  # the share alone is about t times the sum's
+    key = ed25519.Ed25519PrivateKey.generate()
+    led = Ledger(tmp_path / "L")
+    led.set_cap(PrivacyCost(rho=2.5 * study.rho), key, "north")  # admits two study charges, not one own cost plus one
+    stats = [{"name": "N[x,y]", "kind": "counts", "clique": ["x", "y"], "shape": [4, 2], "mechanism": MECHANISM,
+              "std": plan.share_record(plan.tables[0]).std}]
+    for i in range(2):
+        led.append(bundle_digest=hashlib.sha256(b"%d" % i).hexdigest(), site="north", statistics=stats, cost=study,
+                   own_cost=own, private_key=key, round=f"r{i}")
+    entries = led.entries()[1:]
+    assert all(PrivacyCost.from_dict(e["own_cost"]) == own and PrivacyCost.from_dict(e["cost"]) == study for e in entries)
+    assert led.spent().rho == pytest.approx(Spend.of(study, study).rho) and led.verify(public_key=key.public_key()).ok
+    with pytest.raises(RefusedError, match="budget exhausted"):
+        led.append(bundle_digest=hashlib.sha256(b"3").hexdigest(), site="north", statistics=stats, cost=study,
+                   own_cost=own, private_key=key)
+    res = marg("audit", "show", "--ledger", led.directory, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if "shared noise:" in ln]
+    assert len(lines) == 2 and all(f"ρ={own.rho:.6g}" in ln and "study's guarantee" in ln for ln in lines)
+    # the second guarantee is signed into the entry: an edit of it is caught
+    raw = led.path.read_bytes().replace(f'"rho":{own.rho!r}'.encode(), f'"rho":{own.rho / 2!r}'.encode(), 1)
+    assert raw != led.path.read_bytes()
+    led.path.write_bytes(raw)
+    assert not led.verify(public_key=key.public_key()).ok
