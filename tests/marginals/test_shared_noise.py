@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from marg.errors import InputError, RefusedError
 from marg.marginals.dp_conversions import dp_prelude
+from marg.marginals.noise import NoiseRecord
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.release_plan import TableSpec
 from marg.marginals.shared_noise import MECHANISM, SharedNoisePlan, ddg_rho, shared_plan
@@ -50,6 +51,21 @@ def test_the_secure_sum_of_the_shares_carries_the_plans_pooled_records():
     for t, e in zip(pooled, exact):  # the pool is the three sites' exact counts plus three shares
         noise = t.counts - 3 * e.counts
         assert noise.shape == e.counts.shape and np.abs(noise).max() < 60 * t.noise.std
+    # a site dropped before the round: the sum of the t = 2 survivors carries two shares
+    two = secure_sum_tables({s: shares[s] for s in ("a", "c")}, keys)
+    assert [t.noise for t in two] == plan.sum_records(2)
+    assert all(r.parts == ((MECHANISM, r.scale, True, 2),) for r in plan.sum_records(2))
+
+
+def test_a_share_record_travels_as_json_and_other_records_are_written_as_before():
+    plan = SharedNoisePlan.build([TableSpec(("x",), "counts", 3, True)], rho=0.2, threshold=2, n_sites=3)
+    rec = plan.share_record(plan.tables[0])
+    d = rec.to_dict()
+    assert (d["threshold"], d["n_sites"], d["mechanism"]) == (2, 3, MECHANISM) and NoiseRecord.from_dict(d) == rec
+    old = NoiseRecord(mechanism="gaussian", scale=2.0, std=2.0, epsilon=1.0, delta=1e-6, rho=0.125)
+    assert set(old.to_dict()) == {"mechanism", "scale", "std", "epsilon", "delta", "rho"}
+    with pytest.raises(InputError, match="exceeds its n_sites"):
+        NoiseRecord(mechanism=MECHANISM, scale=1.0, std=1.0, threshold=4, n_sites=3)
 
 
 def test_fewer_than_t_survivors_are_refused_in_one_line():
