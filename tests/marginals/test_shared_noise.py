@@ -281,8 +281,35 @@ def test_the_ledger_records_both_guarantees_and_charges_the_studys(tmp_path):
     assert res.returncode == 0, res.stderr
     lines = [ln for ln in res.stdout.splitlines() if "shared noise:" in ln]
     assert len(lines) == 2 and all(f"ρ={own.rho:.6g}" in ln and "study's guarantee" in ln for ln in lines)
+    from marg.reports.audit_page import audit_page
+
+    page = audit_page(led)
+    assert page.count("share alone: ε=") == 2 and f"ρ={own.rho:.4g}" in page
     # the second guarantee is signed into the entry: an edit of it is caught
     raw = led.path.read_bytes().replace(f'"rho":{own.rho!r}'.encode(), f'"rho":{own.rho / 2!r}'.encode(), 1)
     assert raw != led.path.read_bytes()
     led.path.write_bytes(raw)
     assert not led.verify(public_key=key.public_key()).ok
+
+
+def test_a_learner_fits_from_the_pooled_shares_with_the_exact_noise_tails():
+    """The pooled summary's box takes the shares' recorded draws (exact lattice tails, not a normal
+    approximation): the certificate is not approximate, and the box's noise is the plan's."""
+    from marg.learners.mrc import MRC
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary
+
+    cb = demo_codebook()
+    cliques = plan_cliques(cb, "first")
+    plan = shared_plan(cb, cliques, rho=0.5, threshold=2, n_sites=3)
+    rng = np.random.default_rng(7)
+    shares = {}
+    for s in ("a", "b", "c"):
+        X = np.column_stack([rng.integers(0, cb.attribute_size(f.name), 250) for f in cb.features]).astype(float)
+        y = (rng.random(250) < 1 / (1 + np.exp(-(X[:, 0] - 1)))).astype(int)
+        shares[s] = plan.share(count_tables(cb, X, y, cliques))
+    pooled = secure_sum_tables(shares, {s: x25519.X25519PrivateKey.generate() for s in shares})
+    summary = Summary.from_tables(cb, pooled)
+    assert [t.noise for t in summary.released().tables] == plan.sum_records(3)
+    cert = MRC().fit(summary).certificate_
+    assert not cert.approximate and 0.0 < cert.value <= 1.0
