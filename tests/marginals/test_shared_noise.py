@@ -78,6 +78,11 @@ def test_fewer_than_t_survivors_are_refused_in_one_line():
             plan.sum_records(m)
     with pytest.raises(InputError):
         plan.study_cost(6)
+    assert plan.study_cost(["a", "b", "c"]) == plan.study_cost(3)
+    with pytest.raises(RefusedError):
+        plan.sum_records({"a", "b"})
+    with pytest.raises(InputError, match="twice"):
+        plan.study_cost(["a", "a", "b"])
     assert plan.study_cost(3).rho <= plan.study_cost().rho * (1 + 1e-12)
     assert plan.study_cost(5).rho < plan.study_cost(3).rho
 
