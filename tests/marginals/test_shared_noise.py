@@ -44,7 +44,9 @@ def test_the_secure_sum_of_the_shares_carries_the_plans_pooled_records():
     for ts in shares.values():
         for t, e in zip(ts, exact):
             assert t.counts.dtype.kind == "i" and t.noise.mechanism == MECHANISM
-            assert (t.noise.threshold, t.noise.n_sites) == (2, 3) and not np.array_equal(t.counts, e.counts)
+            assert (t.noise.threshold, t.noise.n_sites) == (2, 3)
+        # a share was added (all 52 cells unchanged has probability ≈ 0.09^52)
+        assert any(not np.array_equal(t.counts, e.counts) for t, e in zip(ts, exact))
     keys = {s: x25519.X25519PrivateKey.generate() for s in shares}
     pooled = secure_sum_tables(shares, keys)
     assert [t.noise for t in pooled] == plan.sum_records(3)
