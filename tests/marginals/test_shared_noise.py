@@ -17,6 +17,7 @@ from marg.errors import InputError, RefusedError
 from marg.marginals.dp_conversions import dp_prelude
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.noise_tails import halfwidth
+from marg.marginals.privacy import tables_cost
 from marg.marginals.release_plan import TableSpec
 from marg.marginals.shared_noise import MECHANISM, SharedNoisePlan, ddg_rho, shared_plan
 from marg.marginals.synthetic import demo_codebook
@@ -50,6 +51,7 @@ def test_the_secure_sum_of_the_shares_carries_the_plans_pooled_records():
     keys = {s: x25519.X25519PrivateKey.generate() for s in shares}
     pooled = secure_sum_tables(shares, keys)
     assert [t.noise for t in pooled] == plan.sum_records(3)
+    assert tables_cost(pooled) == plan.study_cost()  # the pooled records state the study's guarantee
     for t, e in zip(pooled, exact):  # the pool is the three sites' exact counts plus three shares
         noise = t.counts - 3 * e.counts
         assert noise.shape == e.counts.shape and np.abs(noise).max() < 60 * t.noise.std
