@@ -32,8 +32,10 @@ noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_
 
 **The model** (:func:`finish`). The summary of both rounds holds the measured features only
 (:func:`marg.protocols.aggregate.measured_only`); the learner fits on it as usual. Its
-certificate must hold although the features were chosen from the same patients: it is
-recomputed as W(h) of the model's rule over the first-order box with λ calibrated for
+certificate must hold although the features were chosen from the same patients: the summary
+carries the round-1 records (``summary.selection``), and every estimator's own fit certifies
+(:mod:`marg.learners.selection_certificate`, the fit's last step ``cover_selection``) with
+W(h) of the model's rule over the first-order box with λ calibrated for
 **every candidate feature's** cells together (``n_intervals`` = K·Σ_i m_i over all p
 candidates, as :func:`marg.learners.certify.certify_projected` does for screened genes): on
 the event that all p candidates' cells lie in their intervals — an event fixed before any
