@@ -69,7 +69,9 @@ def export_cmd(
     from marg.protocols.export import export_site
     from marg.protocols.release_request import ReleaseRequest
 
-    from .study import study_round
+    from marg.protocols.release_kind import release_kind
+
+    from .plan import parse_rows
 
     cb = _codebook(schema, max_levels, dry_run or allow_draft)
     stats, pair_list = _tables(cb, stats, pairs)
@@ -79,14 +81,13 @@ def export_cmd(
         first_share=first_order_share, holdout_id=holdout_id, round_id=_round_id(round_, cb, trust), min_cell=min_cell,
         min_cell_policy=min_cell_policy, max_levels=max_levels, privacy_unit=privacy_unit,
         max_rows_per_unit=max_rows_per_unit, allow_large_delta=allow_large_delta, engine=engine,
-        spark_master=spark_master, content=evaluate_content, site_certificate=site_certificate)
+        spark_master=spark_master, content=evaluate_content, site_certificate=site_certificate, rounds=rounds,
+        study_request=request, trust=trust, plan_rows=parse_rows(plan_rows) if plan_rows is not None else None,
+        plan_sites=plan_sites)
     release, holdout_plan = _holdout(release, holdout, cb.n_features, plan_rows, plan_sites, expected_error)
-    study = study_round(cb, rounds=rounds, request=request, trust=trust, epsilon=release.epsilon, rho=rho, delta=delta,
-                        mechanism=mechanism, stats=stats, pairs=pairs, holdout=holdout, evaluate=evaluate, round_=round_,
-                        first_share=first_order_share, allocation=allocation, no_ledger=no_ledger, dry_run=dry_run,
-                        plan_rows=plan_rows, plan_sites=plan_sites)
-    if study is not None:  # the round spends its own share of the site's total
-        release = release.with_(epsilon=None, study=study)
+    # the library decides the kind (one round, round 1, round 2, an evaluation): a round spends its share of the total
+    kind = release_kind(release, cb, delivery, evaluation=evaluate is not None)
+    release, study = kind.request, kind.study
     prog = RowProgress(f"export {site}", quiet=json_out)
     with prog:
         if evaluate is None and allow_unsigned:
@@ -98,7 +99,7 @@ def export_cmd(
                              schema, no_ledger, holdout is not None or holdout_id is not None or bool(pairs))
         res = export_site(data, cb, site, out, release, delivery, progress=prog)
         prog.done()
-    _exported(res, cb, site, out, delivery, json_out, holdout_plan, study is not None)
+    _exported(res, cb, site, out, delivery, json_out, holdout_plan, study)
     if round_ is not None and trust is None:  # said after success: a refusal stays one line
         err(f"warning: the round file's signature was not checked (give --trust with the learner's key): "
             f"anyone could have written {round_}")

@@ -100,7 +100,7 @@ def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
     learner: Annotated[str, typer.Option("--learner", help="auto (default: estimates each candidate's error — leave-one-site-out with 2-20 sites — and computes its certificate, then chooses by --prefer), mrc, dcc, renyi, nb, boost or prior (the label-only rule: one class for every row, certified by the label table alone).")] = "auto",
-    prefer: Annotated[str, typer.Option("--prefer", help="auto: balanced (the smallest certificate among candidates whose estimated error is within 0.02 of the best), accuracy (the smallest estimated error) or certificate (the smallest certificate).", rich_help_panel="Automatic choice (--learner auto)")] = "balanced",
+    prefer: Annotated[Optional[str], typer.Option("--prefer", help="auto: balanced (the default; the smallest certificate among candidates whose estimated error is within 0.02 of the best), accuracy (the smallest estimated error; the default on a select-then-measure study) or certificate (the smallest certificate).", rich_help_panel="Automatic choice (--learner auto)")] = None,
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.", rich_help_panel="MRC and DCC")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,

@@ -1,8 +1,9 @@
-"""Select, then measure on the command line: which round an export is, and what ``marg request`` asks for.
+"""Select, then measure on the command line: what an export of a round says, and what ``marg request`` asks for.
 
-The commands (``marg export``, ``marg request``) parse; this module turns their options into
-the library's rounds (:mod:`marg.protocols.study`) and the learner's plan
-(:mod:`marg.learners.two_round`), and words what they did.
+The commands (``marg export``, ``marg request``) parse; which round an export is, the library
+decides (:func:`marg.protocols.release_kind.release_kind`, from the request ``marg export``
+builds); this module words what a round did and plans the learner's request
+(:mod:`marg.learners.two_round`).
 """
 
 from __future__ import annotations
@@ -11,64 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from marg.errors import InputError
-
-
-def study_round(cb: Any, *, rounds: int | None, request: Path | None, trust: Any, epsilon: float | None,
-                rho: float | None, delta: float, mechanism: str | None, stats: str, pairs: str | None,
-                holdout: str | None, evaluate: Path | None, round_: str | None, first_share: float | None,
-                allocation: str, no_ledger: bool, dry_run: bool, plan_rows: str | None = None,
-                plan_sites: int | None = None) -> Any:
-    """The export's round of select-then-measure, or None for a one-round release.
-
-    ``--rounds`` defaults to 2 for a DP table release stated by ``--epsilon`` with the default
-    mechanism and tables (the site's total for the study); any option that chooses the tables
-    or the release (``--stats``, ``--pairs``, ``--rho``, ``--mechanism``, ``--holdout``,
-    ``--evaluate``, ``--round``, ``--first-order-share``, ``--allocation``) or ``--no-ledger``
-    keeps the one-round release. ``--request`` is round 2. ``--dry-run`` shows the round it
-    would be (the selection is drawn and shown to the site only; nothing leaves or is charged).
-    ``--plan-rows`` (``--plan-sites``): the rows per site as stated publicly, which round 1's split
-    rule reads (:mod:`marg.marginals.study_split`); without it the rule assumes sites of
-    ``DEFAULT_ROWS`` and says so.
-    """
-    from marg.protocols.study import Round1, Round2, read_request
-
-    if rounds not in (None, 1, 2):
-        raise InputError(f"--rounds must be 1 or 2, got {rounds}")
-    chosen = {"--stats": stats != "auto", "--pairs": bool(pairs), "--rho": rho is not None,
-              "--mechanism": mechanism not in (None, "gaussian"), "--holdout": holdout is not None,
-              "--evaluate": evaluate is not None, "--round": round_ is not None,
-              "--first-order-share": first_share is not None, "--allocation": allocation != "half",
-              "--no-ledger": no_ledger}
-    clash = [k for k, v in chosen.items() if v]
-    if request is not None:
-        if rounds == 1:
-            raise InputError("--request is round 2 of select-then-measure; --rounds 1 contradicts it")
-        if epsilon is not None:
-            raise InputError("round 2 spends the rest of this site's study total (stated in round 1): drop --epsilon")
-        if clash:
-            raise InputError(f"--request measures exactly what the learner asked: {clash[0]} does not apply")
-        req, signer, digest = read_request(request, cb.fingerprint, trust)
-        return Round2(req, digest, signer)
-    if rounds == 1 or epsilon is None:
-        if rounds == 2 and epsilon is None:
-            raise InputError("--rounds 2 needs --epsilon: this site's total for the study")
-        return None
-    if clash:
-        if rounds == 2:
-            raise InputError(f"--rounds 2 (select, then measure) chooses its tables and mechanism itself: {clash[0]} "
-                             "does not apply (give --rounds 1 for a one-round release)")
-        return None
-    from marg.marginals.study import study_plan
-
-    rows = None
-    if plan_rows is not None:
-        from .plan import parse_rows
-
-        rows = parse_rows(plan_rows)
-        if plan_sites is not None and len(rows) not in (1, plan_sites):
-            raise InputError(f"--plan-rows gives {len(rows)} counts for --plan-sites {plan_sites}")
-        rows = rows * plan_sites if (plan_sites and len(rows) == 1) else rows
-    return Round1(study_plan(cb, epsilon, delta, rows))
 
 
 def study_lines(record: dict[str, Any], out: Path, dry_run: bool = False) -> list[str]:

@@ -68,7 +68,7 @@ from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
 from .choice_rule import PREFER, PRIOR, TOLERANCE
 from .cross_site import estimate_errors
-from .params import COVERAGE, Check, Interval, Options
+from .params import COVERAGE, Check, Interval, check_choice
 from .screened import ScreeningCandidates, screening_applies
 
 __all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "AutoLearner", "CandidateRow", "candidate_list", "candidate_name",
@@ -95,9 +95,12 @@ class AutoLearner(MarginalEstimator):
     Parameters
     ----------
     candidates : sequence of (learner, params) or None
-        The learners tried, each with its parameters (None: :data:`DEFAULT_CANDIDATES`);
+        The learners tried, each with its parameters (None: :data:`DEFAULT_CANDIDATES`; on a select-then-measure
+        study's summary the study's own, :data:`marg.learners.two_round.STUDY_CHOICE`, with its ``defaults``);
         ``coverage`` and ``features`` are set on every candidate that takes them.
-    prefer : {"balanced", "accuracy", "certificate"}
+    prefer : {"balanced", "accuracy", "certificate"} or None
+        None: ``"balanced"``, or on a select-then-measure study's summary (``summary.selection``) the study's
+        choice, ``"accuracy"`` (:func:`marg.learners.two_round.study_choice`).
     tolerance : float
         The floor of the noise margin under ``"balanced"`` (:data:`marg.learners.choice_rule.TOLERANCE`).
     coverage : float
@@ -137,7 +140,7 @@ class AutoLearner(MarginalEstimator):
     display_name = "an automatic-choice"
     learn_options = ("coverage", "prefer")
 
-    def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
+    def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str | None = None,
                  tolerance: float = TOLERANCE, coverage: float = 0.95, features: Sequence[str] | None = None,
                  callback: Callable[[dict], None] | None = None, defaults: Sequence[Sequence[Any]] | None = None):
         self.candidates = candidates
@@ -158,15 +161,26 @@ class AutoLearner(MarginalEstimator):
                              "(auto tries each learner's defaults)")
 
     _parameter_constraints = {
-        "prefer": Options(PREFER),
+        "prefer": Check(lambda v: v is None or check_choice("prefer", v, PREFER), bad="fastest", what="prefer"),
         "tolerance": Interval(0, 1),
         "coverage": COVERAGE,
         "features": Check(features_param, bad="age", what="features"),
         "candidates": Check(lambda c: candidate_list(c), bad=[("svm", {})], what="learner"),
     }
 
-    def _candidate_list(self) -> list[tuple[str, dict[str, Any]]]:
-        return candidate_list(self.candidates)
+    def _study(self, summary: Any) -> tuple[Any, Any, str]:
+        """(candidates, defaults, prefer) for ``summary``: the parameters as given, those left None taken from the
+        study's choice on a select-then-measure study's summary (:func:`marg.learners.two_round.study_choice`; its
+        defaults come with its candidates), else the defaults (:data:`DEFAULT_CANDIDATES`, none, ``"balanced"``)."""
+        choice: dict[str, Any] = {}
+        if summary.selection is not None:
+            from .two_round import study_choice
+
+            choice = study_choice(summary)
+        candidates = self.candidates if self.candidates is not None else choice.get("candidates")
+        defaults = self.defaults if self.defaults is not None else \
+            (choice.get("defaults") if self.candidates is None else None)
+        return candidates, defaults, self.prefer if self.prefer is not None else choice.get("prefer", "balanced")
 
     def _make(self, name: str, params: dict[str, Any], coverage: float | None = None) -> MarginalEstimator:
         cls = estimator_class(name)
@@ -183,25 +197,26 @@ class AutoLearner(MarginalEstimator):
         """Candidates from a generator, fitted, estimated by the one estimator, chosen by the one rule, certified by
         the chosen estimator itself (:mod:`marg.learners.candidates`)."""
         self.check_params()
+        candidates, given_defaults, prefer = self._study(summary)
         screen: dict[str, Any] | None = None
-        if self.candidates is None and screening_applies(summary):
+        if candidates is None and screening_applies(summary):
             try:
                 gen = ScreeningCandidates(summary, coverage=self.coverage, features=self.features)
-                return self.fit_candidates(summary, gen)
+                return self.fit_candidates(summary, gen, prefer=prefer)
             except InputError as exc:  # nothing above the noise: the label-only rule
                 screen = {"applied": False, "reason": str(exc),
                           "note": f"no feature above the noise: predicting the class with the largest share, "
                                   f"{FALLBACK[0]}"}
         if screen is not None:
-            return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen)
-        cands = self._candidate_list()
+            return self.fit_candidates(summary, _EmptyScreen([FALLBACK], self._make, self.coverage), screen, prefer)
+        cands = candidate_list(candidates)
         defaults = []
-        for d in (candidate_list([c])[0] for c in self.defaults or ()):  # each as (learner, params); no prior added
+        for d in (candidate_list([c])[0] for c in given_defaults or ()):  # each as (learner, params); no prior added
             if d not in cands:
                 raise InputError(f"the default candidate {d!r} is not one of the candidates")
             defaults.append(cands.index(d))
         return self.fit_candidates(summary, PlainCandidates(cands, self._make, self.coverage,
-                                                            self._screened(summary, cands), defaults))
+                                                            self._screened(summary, cands), defaults), prefer=prefer)
 
     def _screened(self, summary: Any, cands: list) -> Callable[[str, int], Candidate] | None:
         """The screening generator's candidate factory, for candidates ``(learner, {"screened": M})`` given in a list;
@@ -216,7 +231,8 @@ class AutoLearner(MarginalEstimator):
 
             return lambda name, m: Candidate(name, {"screened": m}, fit=failed, refit=failed, size=m)
 
-    def fit_candidates(self, summary: Any, gen: Any, screen: dict[str, Any] | None = None) -> "AutoLearner":
+    def fit_candidates(self, summary: Any, gen: Any, screen: dict[str, Any] | None = None,
+                       prefer: str | None = None) -> "AutoLearner":
         """Fit on the candidates of the generator ``gen`` (what :meth:`fit` does with the generator the summary
         calls for — e.g. :class:`marg.learners.screened.ScreeningCandidates` with other learners or sizes).
 
@@ -225,8 +241,10 @@ class AutoLearner(MarginalEstimator):
         batch estimated by :func:`marg.learners.cross_site.estimate_errors` and the choice made by the generator's
         mode of :func:`marg.learners.choice_rule.choose_index`, until the generator proposes nothing more; then
         the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`).
-        ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own)."""
+        ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own);
+        ``prefer``: the choice's rule (None: ``self.prefer``, else ``"balanced"``)."""
         self.check_params()
+        self.prefer_ = prefer or self.prefer or "balanced"
         if abs(float(gen.coverage) - float(self.coverage)) > 1e-12:  # its boxes' coverage is what the choice reports
             raise InputError(f"the candidates were generated at coverage {gen.coverage:g}, the choice is at "
                              f"{option('coverage', self.coverage)}: give both the same")
@@ -272,11 +290,14 @@ class AutoLearner(MarginalEstimator):
                 method = gen.method(how, summary, got)
             elif not gen.estimated:
                 method = gen.method("", summary, {})
-            k, words = gen.choose(rows, cands, self.prefer, self.tolerance)
+            k, words = gen.choose(rows, cands, self.prefer_, self.tolerance)
         rows[k].chosen = True
         chosen = cands[k].model
         assert chosen is not None
-        c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self.features)
+        if summary.selection is not None:  # one event, the selection-wide box, holds every candidate's certificate
+            c = chosen.certificate(summary, self.coverage, self.features)  # (selection_certificate): no Bonferroni
+        else:
+            c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self.features)
         # the certificate holds with every other box the choice looked at: coverage as asked (Bonferroni)
         chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
                                       c.approximate, c.n_classes, note=c.note, box=c.box)
@@ -356,7 +377,7 @@ class AutoLearner(MarginalEstimator):
         certificate would need."""
         self._check_fitted()
         out: dict[str, Any] = {"auto": [r.to_dict() for r in self.candidates_], "auto_rule": self.rule_,
-                               "auto_prefer": self.prefer, "auto_error_method": self.error_method_}
+                               "auto_prefer": self.prefer_, "auto_error_method": self.error_method_}
         if getattr(self, "confidence_", None) is not None:
             out["auto_confidence"] = self.confidence_
         if self.patients_ is not None:
@@ -390,6 +411,7 @@ class AutoLearner(MarginalEstimator):
         self.patients_ = None if p is None else PatientsNeeded(**p)
         self.screen_ = state.get("screen")
         self.confidence_ = state.get("auto_confidence")
+        self.prefer_ = str(state.get("auto_prefer") or self.prefer or "balanced")
         self._adopt(chosen)
 
 

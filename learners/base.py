@@ -294,6 +294,23 @@ class MarginalEstimator:
         self._check_fitted()
         return own_certificate(self, summary, coverage, features)[0]
 
+    def cover_selection(self, summary: Any) -> None:
+        """A fit's last step: on a summary whose features were selected from the same patients
+        (``summary.selection``, a select-then-measure study), ``certificate_`` becomes the certificate
+        that covers the selection (:meth:`selection_certificate` at the estimator's coverage, 0.95
+        without one); nothing otherwise. Every built-in learner's ``fit`` ends with it."""
+        if summary.selection is None:
+            return
+        self.certificate_ = self.selection_certificate(summary, float(getattr(self, "coverage", None) or 0.95))
+
+    def selection_certificate(self, summary: Any, coverage: float) -> Certificate:
+        """The certificate of this fitted rule that holds whichever features the study selected
+        (:func:`marg.learners.selection_certificate.selection_certificate`: W(h) over every candidate's
+        first-order box at 1 − α/2; the label-only rule overrides it)."""
+        from .selection_certificate import selection_certificate
+
+        return selection_certificate(self, summary, coverage)
+
     def randomized_bound(self) -> "Certificate | None":
         """The bound on the learner's randomized rule (``predict_proba``), R*, when it has one apart from
         the certificate of the labels it predicts; None otherwise. Never compared with a certificate."""

@@ -79,6 +79,10 @@ def own_certificate(est: Any, summary: Any, coverage: float, features: Sequence[
                     ) -> tuple[Certificate, float | None]:
     """What :meth:`marg.learners.base.MarginalEstimator.certificate` answers, with R* of the randomized rule (or None).
 
+    - ``summary`` records a selection of its features from the same patients (``summary.selection``, a
+      select-then-measure study): the estimator's own :meth:`~marg.learners.base.MarginalEstimator.selection_certificate`
+      of the rule as fitted, at ``coverage`` (its fit's when that is the coverage asked) — one event, the
+      selection-wide box, that every candidate's certificate rests on (:mod:`marg.learners.selection_certificate`);
     - ``est`` carries ``selected_from_`` (its features were screened from these same tables,
       :class:`marg.learners.screened.ScreeningCandidates`): W(h) of its rule over the first-order box
       of EVERY discrete feature at ``coverage`` (:func:`marg.learners.certify.certify_projected`) —
@@ -86,6 +90,12 @@ def own_certificate(est: Any, summary: Any, coverage: float, features: Sequence[
     - it was fitted at another ``coverage`` (its box calibrated there): the same estimator refitted at ``coverage``;
     - otherwise its own labels' certificate (:func:`label_certificate`).
     """
+    if summary.selection is not None:
+        r = est.randomized_bound()
+        have = getattr(est, "coverage", None) or 0.95
+        same = math.isclose(float(have), float(coverage), rel_tol=0.0, abs_tol=1e-12)
+        return (est.certificate_ if same else est.selection_certificate(summary, coverage)), \
+            None if r is None else float(r.value)
     if getattr(est, "selected_from_", None) is not None:
         from .certify import certify_projected
 

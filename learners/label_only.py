@@ -70,6 +70,27 @@ from .features.statistics import label_moments
 from .params import COVERAGE
 
 
+def _lower_bounds(summary: Any, coverage: float) -> tuple[np.ndarray, bool, str | None]:
+    """(each class's lower confidence bound L_c at ``coverage``, whether it is approximate, why there is none or
+    None) from ``summary``'s label counts (:func:`share_lower_bounds`); NaN bounds and the reason when the label
+    table as released admits no interval."""
+    K = int(summary.n_classes)
+    try:
+        bad = summary.released_invalid if summary.is_noisy else None
+    except InputError as exc:
+        if not summary.is_noisy:
+            raise
+        bad = str(exc)
+    if bad:
+        return np.full(K, np.nan), False, bad
+    m = label_moments(summary)
+    n = float(m.n)
+    lower, approximate = share_lower_bounds(
+        m.tau[:, 0] * n, m.draws[0] if m.draws else (), coverage, float(m.noise[0, 0]) * n,
+        None if m.lo is None else m.lo[:, 0] * n, None if m.hi is None else m.hi[:, 0] * n)
+    return lower, approximate, None
+
+
 def share_bounds(tau: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The smallest and largest share of each class over U = box ∩ simplex (module docstring).
 
@@ -170,32 +191,31 @@ class LabelOnly(MarginalEstimator):
     _parameter_constraints = {"coverage": COVERAGE}
 
     def fit(self, summary: Any) -> "LabelOnly":
-        """Compute the label table's box, choose the class and certify it. Returns self."""
+        """Compute the label table's box, choose the class and certify it. Returns self.
+
+        On a summary whose features were selected from the same patients (``summary.selection``), the
+        label counts are those of :func:`marg.learners.selection_certificate.label_source` (the least noisy
+        source, drawn after the selection) at 1 − α/3, so that the certificate holds at ``coverage`` whichever
+        of the study's two models is returned (:mod:`marg.learners.selection_certificate`)."""
         self.check_params()
         K = int(summary.n_classes)
-        lab = summary.codebook.label.name
-        prior = np.clip(np.asarray(summary.prior, dtype=np.float64), 0.0, None)
+        src, cov = summary, float(self.coverage)
+        if summary.selection is not None:
+            from .selection_certificate import label_source, prior_coverage
+
+            src, cov = label_source(summary), prior_coverage(self.coverage)
+        prior = np.clip(np.asarray(src.prior, dtype=np.float64), 0.0, None)
         shares = prior / prior.sum() if prior.sum() > 0 else np.full(K, 1.0 / K)
-        try:
-            bad = summary.released_invalid if summary.is_noisy else None
-        except InputError as exc:
-            if not summary.is_noisy:
-                raise
-            bad = str(exc)
+        lower, approximate, bad = _lower_bounds(src, cov)
         if not bad:
-            m = label_moments(summary)
-            n = float(m.n)
-            lower, approximate = share_lower_bounds(
-                m.tau[:, 0] * n, m.draws[0] if m.draws else (), self.coverage, float(m.noise[0, 0]) * n,
-                None if m.lo is None else m.lo[:, 0] * n, None if m.hi is None else m.hi[:, 0] * n)
             upper = np.clip(1.0 - (lower.sum() - lower), 0.0, 1.0)
             # the largest lower bound; ties: the larger released share, then the first class
             c = int(np.lexsort((-np.arange(K), shares, lower))[-1])
             value = float(1.0 - lower[c])
-            box = ({"features": [lab], "lower": lower.tolist(), "upper": upper.tolist()},)
+            box = ({"features": [summary.codebook.label.name], "lower": lower.tolist(), "upper": upper.tolist()},)
             self.certificate_ = Certificate(value, "W(h)", float(self.coverage), approximate, K, box=box)
         else:
-            lower = upper = np.full(K, np.nan)
+            upper = lower
             c = int(np.argmax(shares))
             self.certificate_ = Certificate(1.0, "W(h)", float(self.coverage), False, K,
                                             note=f"the label table as released admits no interval ({bad}); "
@@ -205,9 +225,23 @@ class LabelOnly(MarginalEstimator):
         self.share_lower_, self.share_upper_ = lower, upper
         self.classes_ = tuple(summary.classes)
         self.feature_names_in_: list[str] = []
-        self.n_ = float(summary.n)
-        self.fingerprint_ = str(summary.fingerprint)
+        self.n_ = float(src.n)
+        self.fingerprint_ = str(src.fingerprint)
         return self
+
+    def selection_certificate(self, summary: Any, coverage: float) -> Certificate:
+        """W(h) = 1 − L of the fitted class on :func:`~marg.learners.selection_certificate.label_source`'s
+        counts at 1 − α/3 of ``coverage`` (the class as fitted: the event bounds every class at once)."""
+        from .selection_certificate import label_source, prior_coverage
+
+        lower, approximate, bad = _lower_bounds(label_source(summary), prior_coverage(coverage))
+        K = int(summary.n_classes)
+        if bad:
+            return Certificate(1.0, "W(h)", float(coverage), False, K,
+                               note=f"the label table as released admits no interval ({bad}); the certificate is the trivial 1")
+        return Certificate(float(1.0 - lower[self.class_]), "W(h)", float(coverage), approximate, K,
+                           box=({"features": [summary.codebook.label.name], "lower": lower.tolist(),
+                                 "upper": np.clip(1.0 - (lower.sum() - lower), 0.0, 1.0).tolist()},))
 
     # -------------------------------------------------------------- predict
     def _rows(self, X: Any) -> int:

@@ -125,7 +125,7 @@ def learn(
     t0 = time.perf_counter()
     if select not in SELECTORS:
         raise InputError(f"unknown feature selection {option('select', select)} (expected none, group-lasso or gbd)")
-    est, given = _estimator(learner, options or {}, given, callback)
+    est, _given = _estimator(learner, options or {}, given, callback)
     selection = None
     if select != "none":
         from .selection import select_features
@@ -142,21 +142,15 @@ def learn(
         if on_selected is not None:
             on_selected(selection)
         est.set_params(features=list(selection.selected))
-    from .two_round import finish, is_selected, study_choice
-
-    if is_selected(summary) and est.learner == "auto":  # the study's choice (two_round.study_choice)
-        choice = study_choice(summary)
-        if "candidates" in given:  # its defaults come with its candidates (one of them is added for them)
-            choice.pop("defaults", None)
-        est.set_params(**{k: v for k, v in choice.items() if k not in given})
-    est.fit(summary)
+    est.fit(summary)  # on a study's summary the estimator's own certificate covers the selection (summary.selection)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
-    if is_selected(summary):  # select-then-measure: the prior below the noise, a certificate covering the selection
-        # at the coverage asked (the choice's own, not its candidate's 1 − α/m: finish's certificate is a new event
-        # that holds whichever candidate was chosen, so the choice's Bonferroni does not enter it)
+    if summary.selection is not None:  # select-then-measure: the larger class unless a rule is above the noise
+        from .two_round import finish
+
+        # the prior certifies itself at the coverage asked (the choice's own, not its candidate's 1 − α/m: the
+        # selection-wide events hold whichever candidate was chosen, so the choice's Bonferroni does not enter them)
         cov = getattr(est, "coverage", None) or getattr(fitted, "coverage", None) or 0.95
-        fitted, _note = finish(fitted, summary, float(cov),
-                               getattr(est, "candidates_", None))  # the choice's rows: the prior's estimate
+        fitted, _note = finish(fitted, summary, float(cov), getattr(est, "candidates_", None))
     seconds = time.perf_counter() - t0
     report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}

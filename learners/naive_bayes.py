@@ -135,6 +135,7 @@ class NaiveBayes(MarginalEstimator):
         self.certificate_converged_ = converged
         self.certificate_ = Certificate(value, "W(h)", self.coverage if self.s is None else None, cbox.approximate, K,
                                         box=box_tables(fmap, m.tau, lam, lab))
+        self.cover_selection(summary)  # features selected from the same patients: the box covers the selection
         return self
 
     # -------------------------------------------------------------- predict

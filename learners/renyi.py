@@ -239,8 +239,11 @@ class RenyiClassifier(MarginalEstimator):
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         self.certificate_ = self.training_bound_  # fitted: the rule exists; now certify it
-        self.certificate_ = (certify_projected(self, summary, coverage=self.coverage) if self.certify == "first" else
-                             certify(self, summary, self.coverage, exact=self.certify == "exact", time_limit=self.time_limit))
+        if summary.selection is None:
+            self.certificate_ = (certify_projected(self, summary, coverage=self.coverage) if self.certify == "first" else
+                                 certify(self, summary, self.coverage, exact=self.certify == "exact",
+                                         time_limit=self.time_limit))
+        self.cover_selection(summary)  # features selected from the same patients: the box covers the selection
         return self
 
     # -------------------------------------------------------------- predict

@@ -32,8 +32,10 @@ noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_
 
 **The model** (:func:`finish`). The summary of both rounds holds the measured features only
 (:func:`marg.protocols.aggregate.measured_only`); the learner fits on it as usual. Its
-certificate must hold although the features were chosen from the same patients: it is
-recomputed as W(h) of the model's rule over the first-order box with λ calibrated for
+certificate must hold although the features were chosen from the same patients: the summary
+carries the round-1 records (``summary.selection``), and every estimator's own fit certifies
+(:mod:`marg.learners.selection_certificate`, the fit's last step ``cover_selection``) with
+W(h) of the model's rule over the first-order box with λ calibrated for
 **every candidate feature's** cells together (``n_intervals`` = K·Σ_i m_i over all p
 candidates, as :func:`marg.learners.certify.certify_projected` does for screened genes): on
 the event that all p candidates' cells lie in their intervals — an event fixed before any
@@ -97,6 +99,7 @@ from marg.marginals.study import STUDY_MECHANISM
 from marg.marginals.study_split import NOISE_RATIO, agreement_probability
 
 from .features.statistics import released
+from .selection_certificate import candidate_entries, label_source  # noqa: F401  (their home: selection_certificate)
 
 STUDY_CHOICE: dict[str, Any] = {
     "prefer": "accuracy",
@@ -342,22 +345,14 @@ def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float, ma
 
 
 def is_selected(summary: Any) -> bool:
-    """Whether ``summary`` holds a select-then-measure study (its bundles carry study records)."""
-    return bool(_round1_records(summary))
-
-
-def _round1_records(summary: Any) -> list[Mapping[str, Any]]:
-    return [st for _, st in _round1_by_site(summary)]
+    """Whether ``summary`` holds a select-then-measure study (its bundles carry round-1 study records:
+    ``summary.selection``, :class:`marg.marginals.selected_from.SelectedFrom`)."""
+    return summary.selection is not None
 
 
 def _round1_by_site(summary: Any) -> list[tuple[str, Mapping[str, Any]]]:
-    out = []
-    for s in (summary.provenance or {}).get("sites", []):
-        for r in s.get("rounds", []):
-            st = r.get("study")
-            if isinstance(st, Mapping) and st.get("round") == 1:
-                out.append((str(s.get("site")), st))
-    return out
+    sel = summary.selection
+    return [] if sel is None else list(sel.rounds)
 
 
 def pool_records(summary: Any) -> list[SiteRound1]:
@@ -371,38 +366,6 @@ def pool_records(summary: Any) -> list[SiteRound1]:
         counts = np.asarray(ts[0].counts, dtype=np.float64) if ts else np.ones(1)
         out.append(site_round1(site, st, counts))
     return out
-
-
-def candidate_entries(summary: Any) -> int:
-    """K·Σ_i m_i over every candidate feature the sites selected from (the full codebook's discrete features)."""
-    recs = _round1_records(summary)
-    cells = max(int((r.get("plan") or {}).get("cells", 0)) for r in recs) if recs else 0
-    own = sum(int(f.n_levels) for f in summary.codebook.features if f.is_discrete)
-    return int(summary.n_classes) * max(cells, own)
-
-
-def label_source(summary: Any) -> Any:
-    """The summary the label-only rule reads: the released tables whose N[y] is least noisy — the label
-    table (round 1's share), or the column sums Σ_x N[x, y] of a measured first-order table (round 2's
-    share, m cells' noise). Either is the sample's label counts plus noise drawn after the selection,
-    so the label-only box holds whichever feature was selected."""
-    from marg.marginals.summary import Summary
-
-    rel = released(summary)
-    lab = summary.codebook.label.name
-    best, best_std = summary, float(rel.count_noise_std((lab,)))
-    for t in rel.tables:
-        if t.kind != "counts" or len(t.clique) != 2 or t.clique[1] != lab:
-            continue
-        try:
-            sub = Summary(summary.codebook.subset([t.clique[0]]), [t], provenance=summary.provenance,
-                          parent_fingerprint=summary.fingerprint, postprocess=False)
-        except InputError:  # its noisy total is not positive: far noisier than the label table
-            continue
-        std = float(sub.count_noise_std((lab,)))
-        if std < best_std:
-            best, best_std = sub, std
-    return best
 
 
 def measured_within_noise(summary: Any) -> bool:
@@ -437,38 +400,26 @@ def beats_prior(rows: Sequence[Any] | None) -> bool:
 
 def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] | None = None) -> tuple[Any, str]:
     """The model of a select-then-measure study: the prior when nothing is above the noise, else ``est``
-    with its certificate recomputed to cover the selection (module docstring). Returns (estimator, note).
+    as fitted — its certificate already covers the selection, its fit's own (module docstring;
+    :mod:`marg.learners.selection_certificate`). Returns (estimator, note).
 
     ``rows``: the automatic choice's candidate rows (``AutoLearner.candidates_``). When the sites agreed on no
     feature, round 2 still measured one chosen feature's table (:func:`plan_request`), with fresh noise after the
     selection; ``est`` is kept only when that table is within the noise rule (:func:`measured_within_noise`) and
     ``est`` beats the prior by more than the noise of the comparison (:func:`beats_prior`) — issue 34, measured on
     house-votes-84: noisy row counts pushed λ below 1 in 2 of 50 split-runs, the agreement test then kept nothing,
-    and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior."""
-    from dataclasses import replace
-
-    from .certify import certify
-    from .choice_certificates import split_coverage
+    and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior,
+    fitted on ``summary`` at ``coverage`` (:class:`marg.learners.label_only.LabelOnly` certifies itself by the
+    least noisy label counts at α/2)."""
     from .label_only import LabelOnly
 
     entries = candidate_entries(summary)
     above = len(above_chance(pool_records(summary)))
     rescued = above == 0 and est.learner != "prior" and beats_prior(rows) and measured_within_noise(summary)
     if (above == 0 and not rescued) or est.learner == "prior":
-        # α/2 for the prior's events (module docstring), α/3 inside: sampling + the label table's noise + a round-2 source's
-        prior = LabelOnly(coverage=split_coverage(coverage, 3)).fit(label_source(summary))
-        prior.certificate_ = replace(prior.certificate_, coverage=float(coverage))
+        prior = est if est.learner == "prior" else LabelOnly(coverage=float(coverage)).fit(summary)
         return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "
                        "larger class, certified by the label table" if above == 0 else "")
-    try:
-        cert = certify(est, summary, coverage=split_coverage(coverage, 2), structure="first", n_intervals=entries)
-        cert = replace(cert, coverage=float(coverage))  # with the prior's α/2: whichever model is returned (docstring)
-    except InputError as exc:  # a rule that is not additive in one-hot features: no certificate under selection
-        from .base import Certificate
-
-        cert = Certificate(1.0, "W(h)", coverage, False, int(summary.n_classes),
-                           note=f"the rule cannot be certified over the selection-wide box ({exc}); trivial 1")
-    est.certificate_ = cert
     why = ("the sites' private selections agreed on no feature, but round 2's table, measured after the selection "
            "and within the noise rule, gives a rule estimated better than the larger class by more than the noise; "
            if rescued else "")

@@ -107,7 +107,7 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         Ledger(cfg.ledger, site=cfg).set_cap(PrivacyCost(epsilon=CAP, delta=CAP_DELTA), sk, site)
         out = f["dir"] / f"{site}.bundle"
         res = export_site(
-            f["train"], codebook, site, out, epsilon=EPSILON, signing_key=sk, recipient=learner_pub,
+            f["train"], codebook, site, out, epsilon=EPSILON, rounds=1, signing_key=sk, recipient=learner_pub,
             recipient_name="learner", ledger_dir=cfg.ledger, site_home=cfg.home,
             **({"privacy_unit": "patient_id", "max_rows_per_unit": MAX_VISITS} if site == LONGITUDINAL else {}),
         )

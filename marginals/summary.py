@@ -380,6 +380,15 @@ class Summary:
     def feature_names(self) -> list[str]:
         return self.codebook.feature_names
 
+    @property
+    def selection(self) -> Any:
+        """The record of a selection of these features from the same patients
+        (:class:`marg.marginals.selected_from.SelectedFrom`, read from the provenance's round-1 study
+        records: every summary derived from this one carries it), or None."""
+        from .selected_from import selected_from
+
+        return selected_from(self.provenance)
+
     # ------------------------------------------------------------- subsets
     def released(self) -> "Summary":
         """The Summary of the tables as released (before post-processing; ``self`` if none).

@@ -44,6 +44,7 @@ from marg.marginals.tables import MarginalTable
 from . import evaluation_ledger as evl
 from .bundle import Bundle
 from .export import ExportResult
+from .release_kind import release_kind
 from .release_request import Delivery, ReleaseRequest, release_options
 
 PREDICTED = "predicted"
@@ -187,6 +188,7 @@ def evaluate_site(
     from .site import resolve_export_ledger
 
     r, delivery = release_options(request, delivery, options)
+    release_kind(r, model.codebook, delivery, evaluation=True)  # an evaluation: never a study round (refused in one line)
     epsilon, rho, delta, min_cell, min_cell_policy = r.epsilon, r.rho, r.delta, r.min_cell, r.min_cell_policy
     content, signing_key, recipient = r.content, delivery.signing_key, delivery.recipient
     out = Path(out)

@@ -36,6 +36,7 @@ from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.tables import MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
+from .release_kind import release_kind
 from .release_request import Delivery, ReleaseRequest, release_options
 from .release_tables import first_order_weights, pairs_left_out, resolve_stats
 
@@ -134,6 +135,7 @@ def export_site(
     """
     request, delivery = release_options(request, delivery, options)
     out = check_out(out, delivery.force)
+    request = release_kind(request, codebook, delivery).request  # one round, round 1 or round 2: decided once
     study = request.study
     rel = prepare_release(data, codebook, site, request, delivery, progress=progress)
     final, file_bytes, ledger = rel.bundle, rel.file_bytes, rel.ledger
@@ -238,7 +240,10 @@ def prepare_release(
     study : :class:`marg.protocols.study.Round1` or :class:`~marg.protocols.study.Round2`, optional
         A round of the select-then-measure path: it says what is counted, what the release
         costs (checked against the cap first) and protects the counts itself; its record
-        goes into the header as ``study``.
+        goes into the header as ``study``. None: :func:`marg.protocols.release_kind.release_kind`
+        decides the kind from ``rounds``, ``study_request`` (+ ``trust``), ``plan_rows`` and the
+        options (a DP release stated by ``epsilon`` with the default tables, mechanism and a
+        ledger is round 1, as ``marg export --epsilon E`` is).
     privacy_unit, max_rows_per_unit : optional
         The column naming each patient (``"row"``: each row is a person) and the bound K on a
         patient's rows (:mod:`marg.marginals.privacy_unit`; default the codebook's ``privacy_unit``):
@@ -254,6 +259,7 @@ def prepare_release(
     from .signing import finalize_bundle
 
     request, delivery = release_options(request, delivery, options)
+    request = release_kind(request, codebook, delivery).request  # (already decided when export_site asked)
     r = request
     stats, pairs, epsilon, rho, delta = r.stats, r.pairs, r.epsilon, r.rho, r.delta
     allocation, first_share, holdout, holdout_id, study = r.allocation, r.first_share, r.holdout, r.holdout_id, r.study

@@ -42,7 +42,17 @@ class ReleaseRequest:
     privacy_unit, max_rows_per_unit : the column naming each patient and the bound K on its rows.
     allow_large_delta : accept a Gaussian release's δ above the usual maximum.
     study : a round of select-then-measure (:mod:`marg.protocols.study`), which then says what is
-        counted and what it costs.
+        counted and what it costs; None: :func:`marg.protocols.release_kind.release_kind` decides from the
+        fields below (``export_site`` asks it).
+    rounds : {None, 1, 2}
+        Under DP with ``epsilon``: None or 2 = select, then measure (``epsilon`` this site's total for the
+        study; round 1 releases the label table and a private selection) when no option chooses the tables
+        or their protection; 1: one release of the ``stats`` tables (:mod:`marg.protocols.release_kind`).
+    study_request, trust : round 2 of select-then-measure: the learner's signed request file, and the trust
+        store (a folder or :class:`~marg.protocols.trust_store.TrustStore`) holding the learner's key.
+    plan_rows, plan_sites : the rows per site as stated publicly (one count per site, or one count for
+        ``plan_sites`` sites), which round 1's split rule reads (:mod:`marg.marginals.study_split`; None:
+        it assumes ``DEFAULT_ROWS`` and says so).
     engine, spark_master : who counts a file (:func:`marg.marginals.sources.open_source`).
     content, site_certificate : an evaluation release's table (:data:`marg.protocols.evaluation.CONTENTS`)
         and whether it asks for this site's own certificate.
@@ -67,6 +77,11 @@ class ReleaseRequest:
     max_rows_per_unit: int | None = None
     allow_large_delta: bool = False
     study: Any = None
+    rounds: int | None = None
+    study_request: str | Path | None = None
+    trust: Any = None
+    plan_rows: Sequence[int] | None = None
+    plan_sites: int | None = None
     engine: str | None = None
     spark_master: str | None = None
     content: str = "errors"

@@ -169,10 +169,13 @@ class MinimaxRules(MarginalEstimator):
 
     def _certify_labels(self, summary: Any) -> None:
         """The certificate of the labels ``predict`` writes: W(h) over the fit's own box, R* kept in
-        ``minimax_risk_`` (:func:`marg.learners.certify_labels.labels_certificate`). A fit's last step."""
+        ``minimax_risk_`` (:func:`marg.learners.certify_labels.labels_certificate`), over the box that covers a
+        selection of the features from the same patients when the summary records one (:meth:`cover_selection`).
+        A fit's last step."""
         from ..certify_labels import labels_certificate
 
         self.certificate_ = labels_certificate(self, summary)
+        self.cover_selection(summary)
 
     def randomized_bound(self) -> Certificate | None:
         """R* (``minimax_risk_``): the randomized rule's worst-case risk over the box, when the certificate is not it."""
