@@ -57,24 +57,21 @@ certificate, and a small site enters by its weight instead of deciding the whole
 whose fraction is not known leaves its site's weight unknown: the certificate is then the largest
 per-site bound at α/S (any weighting). :func:`holdout_certificates` says which in ``population``.
 
-**One held-out set, several models** (issues 38, 44). A site may evaluate more than one model
-on the same held-out rows, and whoever keeps the best of them looks at all their evaluations. The
-site's ledger numbers the distinct models evaluated on a held-out set (``evaluations_on_split``,
-1 for the first; :mod:`marg.protocols.evaluation_ledger`) and the j-th model's certificate is at
-α·g(j), g(j) = 6/(π²·j²) (:func:`evaluation_share`). Σ_j g(j) = 1, so the certificates of every
-model ever evaluated on the set hold together with probability ≥ 1 − α, however many there are
-and whichever is kept: the best of K is covered without anyone stating K (α/j, the ordinal's own
-Bonferroni, is not: Σ_j 1/j diverges; with the largest count among the sites, a model evaluated
-at several sites takes g of its largest ordinal, never less than its ordinal at any one site). A
-number K of models stated by the user (``marg certify --evaluations K``) can only lower the
-share: min(g(j), 1/K). A release without the ordinal (an older marg) is taken as the first and the
-certificate says so (``models_known`` False).
+**One held-out set, several models** (issues 38, 44). Whoever keeps the best of several models
+evaluated on the same held-out rows looks at all their evaluations. The site's ledger numbers the
+distinct models evaluated on a held-out set (``evaluations_on_split``, 1 for the first;
+:mod:`marg.protocols.evaluation_ledger`); the j-th model's certificate is at α·g(j),
+g(j) = 6/(π²·j²) (:func:`evaluation_share`). Σ_j g(j) = 1, so the certificates of every model ever
+evaluated on the set hold together with probability ≥ 1 − α, whichever is kept (α/j is not valid:
+Σ 1/j diverges). Among the sites the largest ordinal counts (never less than the model's ordinal at
+any one site). A stated number K (``marg certify --evaluations K``) can only lower the share:
+min(g(j), 1/K). A release without the ordinal (an older marg) is taken as the first, and said.
 
 Pooled over sites whose error rates differ, E is a sum of binomials with the held-out-count
 weighted mean rate p̄; by Hoeffding's theorem (1956) such a sum is more concentrated than
 Binomial(n, p̄) in the tails the test uses, so the pooled bound covers p̄ (the simulation
-in ``tests/learners/test_holdout_bound.py`` draws sites with different rates). The held-out rows
-never entered the tables the model was fitted on, so no uniform bound over models is needed. A **per-site** certificate is the same bound on one site's release
+in ``tests/learners/test_holdout_bound.py`` draws sites with different rates). A **per-site** certificate is
+the same bound on one site's release
 (its own held-out population); a **class-wise** certificate bounds each class's error rate
 (the rate among rows of true class y) at α/K each, so all K hold together. Every bound
 assumes what every certificate here assumes: the rows are a random sample of the population
@@ -407,17 +404,11 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95,
                   evaluations: int | None = None) -> Certificates:
     """Replace ``model``'s certificate by the pooled holdout bound of the sites' evaluation releases.
 
-    ``releases``: the verified releases (each with ``site``, ``table``, ``content``,
-    ``site_certificate``, ``privacy``, ``digest``; :func:`marg.protocols.evaluation.verified_evaluations`).
-    The pooled bound (:func:`holdout_certificates` at ``coverage``) becomes the model's
-    certificate (kind ``"holdout"``); it, the per-site bounds (sites that asked) and the
-    class-wise bounds (releases with per-class counts) are recorded in ``model.info["holdout_certificate"]``.
-
-    α is this model's share over every model evaluated on the held-out set (module docstring):
-    g(j) for its ordinal j, the largest the releases record (``evaluations_on_split``, from each
-    site's ledger), or min(g(j), 1/K) for the number K the user states (``marg certify --evaluations
-    K``), which can only lower it. ``models_source`` says which: ``"ledger"``, ``"stated"`` or
-    ``"unknown"`` (a release without the ordinal: taken as the first, and said).
+    ``releases``: the verified releases (:func:`marg.protocols.evaluation.verified_evaluations`). The pooled bound
+    (:func:`holdout_certificates`) becomes the model's certificate (kind ``"holdout"``); it, the per-site and the
+    class-wise bounds are recorded in ``model.info["holdout_certificate"]``. α is this model's share
+    (:func:`evaluation_share`) for the largest ordinal the releases record, at most 1/``evaluations`` when the user
+    states a number (``marg certify --evaluations K``); ``models_source``: ``"ledger"``, ``"stated"`` or ``"unknown"``.
     """
     from .base import Certificate
 
