@@ -101,9 +101,9 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
 
     Parameters
     ----------
-    model : MarginalEstimator
+    model : MarginalEstimator or Model
         The fitted final model (its deterministic rule made the evaluation table).
-    prior : LabelOnly
+    prior : LabelOnly or Model
         The label-only rule fitted on the training summary (``class_``: the larger class).
     counts : ndarray
         The pooled evaluation table: ``confusion`` N[predicted, y] (K, K) or ``classes`` N[y, outcome] (K, 2).
@@ -123,7 +123,7 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
 
     if not 0.0 < coverage < 1.0:
         raise InputError(f"coverage must be in (0, 1), got {coverage!r}")
-    c = int(getattr(prior, "class_"))
+    c = int(getattr(getattr(prior, "estimator", prior), "class_"))
     draws = tuple(draws)
     model_rel = released_counts(np.asarray(counts), draws, layout)[0]
     prior_rel = prior_released(counts, draws, layout, c)
@@ -133,7 +133,7 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     keep = mb.value < pb.value
     chosen, est, bound = ("model", model, mb) if keep else ("prior", prior, pb)
     K = len(np.asarray(counts))
-    est.certificate_ = Certificate(
+    getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
         bound.value, "holdout", coverage, False, K,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
                               f"{pb.value:.4f} on the same evaluation: the larger class is returned"))
