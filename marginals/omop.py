@@ -132,9 +132,9 @@ def feature_definition(name: Any, omop: Any) -> dict[str, Any]:
     _unknown(omop, _KEYS[kind], where)
     if "window" not in omop:
         raise InputError(f"{where}: a {dom} feature needs a 'window': [start, end] in days relative to the index date")
-    a, b = _days(omop["window"], where, "window")
+    a, b = _days(omop["window"], f"{where} (table {DOMAINS[dom][0]})", "window")
     if b > 0:
-        raise InputError(f"{where}: window [{a}, {b}] ends {b} days after the index date; a feature reads only events "
+        raise InputError(f"{where} (table {DOMAINS[dom][0]}): window [{a}, {b}] ends {b} days after the index date; a feature reads only events "
                          "up to the index date (end <= 0)")
     out = {"domain": dom, "concepts": _concepts(omop, where), "descendants": _descendants(omop, where), "window": [a, b]}
     if kind == "measurement":

@@ -114,7 +114,7 @@ def feature_rows_query(dialect: Dialect, codebook: Codebook, cdm: CDM, *, max_en
             cols.append(f"CAST(EXTRACT(YEAR FROM i.index_date) AS INTEGER) - p.year_of_birth AS {name}")
         elif kind == "person":
             col = f"p.{dialect.ident(d['person'])}"
-            whens = " ".join(f"WHEN {int(cid)} THEN {literal(dialect, lv)}" for cid, lv in d.get("map", {}).items())
+            whens = " ".join(f"WHEN {col} = {int(cid)} THEN {literal(dialect, lv)}" for cid, lv in d.get("map", {}).items())
             cols.append(f"CASE WHEN {col} IS NULL OR {col} = 0 THEN NULL {whens} "
                         f"ELSE CAST({col} AS VARCHAR) END AS {name}")
         else:
