@@ -342,3 +342,31 @@ def test_postgres_sites_with_other_schema_names_equal_the_reference(pg, site, tm
     finally:
         with psycopg.connect(pg.uri(), autocommit=True) as con:
             con.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+
+
+def test_schema_init_from_omop_drafts_edges_and_levels_from_the_site(site, tmp_path):
+    """The drafted edges are the quantiles of the reference's values and the levels the concepts seen; loudly a draft."""
+    import json
+
+    spec = {"omop": {"target_cohort": 11}, "features": [
+        {"name": "age", "omop": {"age_at": "index"}},
+        {"name": "race", "omop": {"person": "race_concept_id"}},
+        {"name": "t2dm", "omop": {"domain": "condition", "concepts": [T2DM], "descendants": True, "window": [-365, 0]}},
+        {"name": "hba1c", "omop": {"domain": "measurement", "concepts": [HBA1C], "window": [-365, 0], "value": "last"}}],
+        "label": {"name": "outcome", "omop": {"outcome_cohort": 12, "time_at_risk": [1, 365]}}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = tmp_path / "drafted.json"
+    r = marg("schema", "init", site["uri"], "--from-omop", tmp_path / "spec.json", "--out", out, "--bins", "3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "DRAFT" in r.stderr
+    cb = Codebook.load(out)
+    assert cb.draft and cb.label.classes == ("no", "yes") and cb.unit_declaration["column"] == "person_id"
+    ref = reference_rows(site["tables"], codebook(), 1)
+    age = ref["age"].to_numpy(float)
+    assert cb.feature("age").edges == tuple(sorted({float(np.round(q, 3)) for q in np.quantile(age, [1 / 3, 2 / 3])}))
+    assert cb.feature("race").levels == ("8515", "8516", "8527")  # the concept ids seen, no missing value
+    h = cb.feature("hba1c")
+    assert h.missing and len(h.edges) >= 1 and ref["hba1c"].min() <= h.edges[0] <= h.edges[-1] <= ref["hba1c"].max()
+    assert cb.feature("t2dm").levels == ("no", "yes")
+    r = marg("schema", "check", site["uri"], "--schema", out, cwd=tmp_path)  # the draft fits the data it came from
+    assert r.returncode == 0, r.stdout + r.stderr
