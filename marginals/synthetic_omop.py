@@ -13,7 +13,7 @@ A latent state drives the events and the outcome:
 - smoking (an observation), hypertension (a condition), sex and year of birth;
 - the outcome, an entry in cohort :data:`OUTCOME` (and a myocardial infarction in
   ``condition_occurrence``) within 1..365 days after the first entry with probability
-  ``sigmoid(-2.4 + 0.05 (age − 60) + 1.1 diabetic + 0.7 smoker + 0.4 male + 0.5 hypertensive)``;
+  ``sigmoid(-1.9 + 0.05 (age − 60) + 2.2 diabetic + 1.5 smoker + 0.4 male + 0.6 hypertensive)``;
   distractors: outcome entries before the index and after the time at risk.
 
 Every table has the CDM 5.4 columns and types (:data:`DDL`), returned as Arrow tables;
@@ -196,7 +196,7 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
     htn = rng.random(n) < 0.35
     age1 = ((first + EPOCH).astype("datetime64[Y]").astype(np.int64) + 1970) - yob
     dm_at_index = diabetic & (onset <= first)
-    logit = -2.4 + 0.05 * (age1 - 60) + 1.1 * dm_at_index + 0.7 * smoker + 0.4 * male + 0.5 * htn
+    logit = -1.9 + 0.05 * (age1 - 60) + 2.2 * dm_at_index + 1.5 * smoker + 0.4 * male + 0.6 * htn
     outcome = rng.random(n) < 1 / (1 + np.exp(-logit))
     s = events_scale
     counter = [1]
@@ -208,7 +208,7 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
 
     # conditions: diabetes (its descendants) from the onset, hypertension, background, the outcome's MI
     parts = []
-    p = _poisson_rows(rng, np.where(diabetic, 6.0 * s, 0.0))
+    p = _poisson_rows(rng, np.where(diabetic, 10.0 * s, 0.0))
     parts.append((p, _dates_between(rng, np.maximum(onset[p], obs_start[p]), obs_end[p]),
                   np.array((T2DM,) + T2DM_DESC)[rng.integers(0, 3, p.size)]))
     p = _poisson_rows(rng, np.where(htn, 2.0 * s, 0.0))
@@ -238,7 +238,7 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
     pp = _poisson_rows(rng, np.full(n, 1.0 * s))
     pd_ = _dates_between(rng, obs_start[pp], obs_end[pp])
     pc = np.array(PROCEDURES)[rng.integers(0, 2, pp.size)]
-    op = _poisson_rows(rng, np.where(smoker, 2.0 * s, 0.0))
+    op = _poisson_rows(rng, np.where(smoker, 4.0 * s, 0.0))
     op2 = _poisson_rows(rng, np.full(n, 0.5 * s))
     op_all = np.concatenate([op, op2])
     od = _dates_between(rng, obs_start[op_all], obs_end[op_all])
@@ -256,7 +256,7 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
     ld = _dates_between(rng, obs_start[lp], obs_end[lp])
     lv = np.round(100 + 30 * rng.standard_normal(lp.size), 0)
     # visits: one per condition date, plus outpatient visits
-    vp_ = _poisson_rows(rng, np.full(n, 2.0 * s))
+    vp_ = _poisson_rows(rng, np.full(n, 1.0 * s))
     vd = _dates_between(rng, obs_start[vp_], obs_end[vp_])
     vp_all, vd_all = np.concatenate([cp, vp_]), np.concatenate([cd, vd])
     vc = np.where(rng.random(vp_all.size) < 0.15, 9201, 9202)

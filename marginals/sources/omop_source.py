@@ -124,25 +124,34 @@ class OmopSource:
             if (schema.lower(), table, column) not in have:
                 raise InputError(f"{what}: column {column!r} is absent from table {schema}.{table} in {self.name}")
         concept = self.cdm.table(di, "concept")
-        for what, d in [x for x in concept_sets(cb) if with_label or not x[0].startswith("label")]:
-            found = self.fetch(f"SELECT concept_id FROM {concept} WHERE concept_id IN "
-                               f"({', '.join(str(int(c)) for c in d['concepts'])})")
+        sets = [x for x in concept_sets(cb) if with_label or not x[0].startswith("label")]
+        wanted = sorted({int(c) for _w, d in sets for c in d["concepts"]})
+        got: set[int] = set()
+        if wanted:  # one query for every concept the definitions name
+            found = self.fetch(f"SELECT concept_id FROM {concept} WHERE concept_id IN ({', '.join(map(str, wanted))})")
             got = {int(v) for v in found.column(0).to_pylist()} if found.num_rows else set()
+        for what, d in sets:
             absent = [c for c in d["concepts"] if c not in got]
             if absent:
                 raise InputError(f"{what}: concept {absent[0]} is absent from table {self.cdm.cdm}.concept in {self.name}")
         cohorts = [("codebook population", cb.omop["target_cohort"])]  # type: ignore[index]
         if with_label and "outcome_cohort" in cb.label.omop:  # type: ignore[operator]
             cohorts.append((f"label {cb.label.name!r}", cb.label.omop["outcome_cohort"]))  # type: ignore[index]
+        res = self.fetch(f"SELECT cohort_definition_id AS c, COUNT(*) AS n FROM {self.cdm.table(di, 'cohort', results=True)} "
+                         f"WHERE cohort_definition_id IN ({', '.join(str(int(c)) for _w, c in cohorts)}) "
+                         "GROUP BY cohort_definition_id")
+        entries = dict(zip(res.column(0).to_pylist(), res.column(1).to_pylist())) if res.num_rows else {}
         for what, cid in cohorts:
-            n = self.fetch(f"SELECT COUNT(*) AS n FROM {self.cdm.table(di, 'cohort', results=True)} "
-                           f"WHERE cohort_definition_id = {int(cid)}").column(0).to_pylist()[0]
-            if not n:
+            if not entries.get(cid):
                 raise InputError(f"{what}: cohort {cid} has no entries in table {self.cdm.results}.cohort in {self.name}")
+        checked: dict[tuple, Any] = {}  # one units query per concept set (features sharing one share it)
         for f in cb.features:
             if kind_of(f.omop) != "measurement" or f.omop.get("unit") is not None:  # type: ignore[arg-type]
                 continue
-            units = self.fetch(units_query(di, self.cdm, f.omop))  # type: ignore[arg-type]
+            key = (tuple(f.omop["concepts"]), f.omop["descendants"])  # type: ignore[index]
+            if key not in checked:
+                checked[key] = self.fetch(units_query(di, self.cdm, f.omop))  # type: ignore[arg-type]
+            units = checked[key]
             if units.num_rows > 1:
                 shown = ", ".join(f"{'none' if u is None else u}: {int(n):,} rows"
                                   for u, n in zip(units.column(0).to_pylist(), units.column(1).to_pylist()))

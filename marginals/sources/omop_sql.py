@@ -7,6 +7,8 @@ cohort's entries — at most ``max_entries`` per person, the earliest first (``R
 
     WITH idx AS (entries of the target cohort, numbered per person, at most K),
          cs0 AS (concept set 0: its concepts ∪ their descendants in concept_ancestor), …,
+         ev_condition AS (each entry's events of the domain's concept sets within the union of the
+                          domain's windows: read once per table; every window ends at day 0 at the latest),
          f1 AS (entries with an event of cs0 in [index + a, index + b]), …   -- b <= 0: no look-ahead
          lab AS (entries with the outcome in [index + a, index + b])        -- a >= 0: nothing before
     SELECT i.person_id, i.index_date AS cohort_start_date, i.entry AS cohort_entry,
@@ -105,6 +107,28 @@ def feature_rows_query(dialect: Dialect, codebook: Codebook, cdm: CDM, *, max_en
             ctes.append(f"{sets[sql]} AS ({sql})")
         return sets[sql]
 
+    events: dict[str, str] = {}  # domain -> its CTE of the entries' events within the features' windows
+
+    def domain_events(domain: str) -> str:
+        """``ev_<domain>``: each entry's events of the domain's features' concepts within the union of their
+        windows (every window ends at day 0 at the latest), read once for all of the domain's features."""
+        if domain in events:
+            return events[domain]
+        defs = [f.omop for f in codebook.features if (f.omop or {}).get("domain") == domain]
+        table, concept, date = DOMAINS[domain]
+        lo = min(int(x["window"][0]) for x in defs)
+        hi = max(int(x["window"][1]) for x in defs)
+        union = " UNION ".join(f"SELECT concept_id FROM {concept_cte(x)}" for x in defs)
+        e = f"e.{dialect.ident(date)}"
+        extra = (f", CAST(e.value_as_number AS {dialect.double}) AS v, e.{MEASUREMENT_TIE} AS id, e.unit_concept_id AS u"
+                 if domain == "measurement" else "")
+        events[domain] = f"ev_{domain}"
+        ctes.append(f"ev_{domain} AS (SELECT i.person_id, i.entry, i.index_date, e.{dialect.ident(concept)} AS c, "
+                    f"{e} AS d{extra} FROM idx i JOIN {cdm.table(dialect, table)} e ON e.person_id = i.person_id "
+                    f"WHERE e.{dialect.ident(concept)} IN ({union}) AND {e} >= i.index_date + {lo} "
+                    f"AND {e} <= i.index_date + {hi})")
+        return events[domain]
+
     cols = ["i.person_id AS person_id", "i.index_date AS cohort_start_date", "i.entry AS cohort_entry"]
     joins = [f"JOIN {cdm.table(dialect, 'person')} p ON p.person_id = i.person_id"]
     for k, f in enumerate(codebook.features):
@@ -119,26 +143,29 @@ def feature_rows_query(dialect: Dialect, codebook: Codebook, cdm: CDM, *, max_en
                         f"ELSE CAST({col} AS VARCHAR) END AS {name}")
         else:
             cs = concept_cte(d)
-            frm, where, e = _events(dialect, cdm, d, cs, *d["window"])
+            ev = domain_events(d["domain"])
+            a, b = d["window"]
+            frm = f"{ev} e"
+            where = (f"e.c IN (SELECT concept_id FROM {cs}) AND e.d >= e.index_date + {int(a)} "
+                     f"AND e.d <= e.index_date + {int(b)}")
             fk = f"f{k}"
             if kind == "presence":
-                ctes.append(f"{fk} AS (SELECT DISTINCT i.person_id, i.entry FROM {frm} WHERE {where})")
+                ctes.append(f"{fk} AS (SELECT DISTINCT e.person_id, e.entry FROM {frm} WHERE {where})")
                 no, yes = (literal(dialect, lv) for lv in f.levels)
                 cols.append(f"CASE WHEN {fk}.person_id IS NULL THEN {no} ELSE {yes} END AS {name}")
             else:
-                v = f"CAST(e.value_as_number AS {dialect.double})"
-                where += " AND e.value_as_number IS NOT NULL"
+                where += " AND e.v IS NOT NULL"
                 if d.get("unit") is not None:
-                    where += f" AND e.unit_concept_id = {int(d['unit'])}"
+                    where += f" AND e.u = {int(d['unit'])}"
                 if d["value"] in ("max", "min"):
                     agg = d["value"].upper()
-                    ctes.append(f"{fk} AS (SELECT i.person_id, i.entry, {agg}({v}) AS v FROM {frm} WHERE {where} "
-                                "GROUP BY i.person_id, i.entry)")
+                    ctes.append(f"{fk} AS (SELECT e.person_id, e.entry, {agg}(e.v) AS v FROM {frm} WHERE {where} "
+                                "GROUP BY e.person_id, e.entry)")
                 else:
                     order = "DESC" if d["value"] == "last" else "ASC"
-                    ctes.append(f"{fk} AS (SELECT person_id, entry, v FROM (SELECT i.person_id, i.entry, {v} AS v, "
-                                f"ROW_NUMBER() OVER (PARTITION BY i.person_id, i.entry ORDER BY {e} {order}, "
-                                f"e.{MEASUREMENT_TIE} {order}) AS rn FROM {frm} WHERE {where}) t WHERE rn = 1)")
+                    ctes.append(f"{fk} AS (SELECT person_id, entry, v FROM (SELECT e.person_id, e.entry, e.v, "
+                                f"ROW_NUMBER() OVER (PARTITION BY e.person_id, e.entry ORDER BY e.d {order}, "
+                                f"e.id {order}) AS rn FROM {frm} WHERE {where}) t WHERE rn = 1)")
                 cols.append(f"{fk}.v AS {name}")
             joins.append(f"LEFT JOIN {fk} ON {fk}.person_id = i.person_id AND {fk}.entry = i.entry")
     if with_label:
