@@ -90,7 +90,7 @@ def test_three_cdm_sites_exact_and_dp_two_rounds(sites):
     for s in names:
         out = tmp / f"{s}.r1"
         r = _ok(marg("export", uris[s], "--schema", schema, "--site", s, "--out", out, "--epsilon", "1",
-                     "--ledger", tmp / f"{s}-ledger", cwd=tmp))
+                     "--plan-rows", str(N), "--plan-sites", "3", "--ledger", tmp / f"{s}-ledger", cwd=tmp))
         assert "round 1 of select-then-measure" in r.stdout
         r1.append(out)
     req = tmp / "request.json"

@@ -370,3 +370,21 @@ def test_schema_init_from_omop_drafts_edges_and_levels_from_the_site(site, tmp_p
     assert cb.feature("t2dm").levels == ("no", "yes")
     r = marg("schema", "check", site["uri"], "--schema", out, cwd=tmp_path)  # the draft fits the data it came from
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_marg_demo_omop_writes_three_cdms_and_the_codebook(tmp_path):
+    import json
+
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("not a demo")
+    r = marg("demo", "--omop", tmp_path / "taken", cwd=tmp_path)
+    assert r.returncode == 2 and "is not a marg demo folder" in r.stderr and (tmp_path / "taken" / "mine.txt").exists()
+    r = marg("demo", "--omop", tmp_path / "cdm", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = tmp_path / "cdm"
+    assert {p.name for p in d.iterdir()} >= {"codebook.json", "spec.json", "north.duckdb", "south.duckdb", "east.duckdb"}
+    assert Codebook.load(d / "codebook.json").fingerprint == Codebook.from_dict(example_codebook()).fingerprint
+    spec = json.loads((d / "spec.json").read_text())
+    assert "edges" not in spec["features"][0] and "levels" not in spec["features"][1]  # left for --from-omop
+    r = marg("schema", "check", f"omop+duckdb://{d}/east.duckdb?cdm=main", "--schema", d / "codebook.json", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("fits:"), r.stdout + r.stderr
