@@ -2,7 +2,7 @@
 
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -13,8 +13,19 @@ from .app import app
 def demo(
     workdir: Annotated[Path, typer.Option("--dir", help="Where to write the demo's files (replaced if it holds an earlier demo).")] = Path("marg-demo"),
     seed: Annotated[int, typer.Option(help="Seed of the data generator.")] = 7,
+    omop: Annotated[Optional[Path], typer.Option("--omop", metavar="DIR", help="Only write three generated OMOP CDM 5.4 databases (DuckDB files) and an OMOP codebook into DIR, for the README's 'From an OMOP CDM database'.")] = None,
 ) -> None:
     """Generate hospital data, export at three sites, learn, evaluate and audit."""
     from marg.demo import run_demo
+
+    if omop is not None:
+        from marg.demo import write_omop_demo
+
+        files = write_omop_demo(omop, seed=seed)
+        sites = [k for k in files if k != "codebook"]
+        typer.echo(f"wrote {omop}: OMOP CDM 5.4 databases {', '.join(files[s].name for s in sites)} (target cohort 11, "
+                   f"outcome cohort 12) and {files['codebook'].name}; next: marg schema check "
+                   f"'omop+duckdb://{files[sites[0]]}?cdm=main' --schema {files['codebook']}")
+        return
 
     run_demo(workdir, echo=typer.echo, seed=seed)

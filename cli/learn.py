@@ -15,7 +15,7 @@ from .common import JsonOpt, OutOpt, emit_json, err
 from .progress import CountProgress, LearnProgress
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
-DataArg = Annotated[Path, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook.")]
+DataArg = Annotated[str, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook, or an OMOP CDM (omop+duckdb://site.duckdb?cdm=main, omop+postgresql://…?cdm=…&results=…).")]
 SchemaCheck = Annotated[
     Optional[Path], typer.Option("--schema", help="This site's codebook (required unless --allow-unsigned): a model of another codebook is refused.")
 ]

@@ -38,8 +38,8 @@ app.add_typer(secagg_cli.app, name="secagg")
 @schema_app.command("init")
 def schema_init(
     data: DataArg,
-    label: Annotated[str, typer.Option("--label", help="The label column.")],
     out: OutOpt,
+    label: Annotated[Optional[str], typer.Option("--label", help="The label column (not with --from-omop).")] = None,
     max_levels: Annotated[int, typer.Option(help="Numeric columns with more distinct values are binned.")] = 20,
     bins: Annotated[int, typer.Option(help="Quantile bins for numeric columns.")] = 4,
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
@@ -49,6 +49,7 @@ def schema_init(
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
     json_out: JsonOpt = False,
+    from_omop: Annotated[Optional[Path], typer.Option("--from-omop", help="DATA is an OMOP CDM (omop+duckdb://…, omop+postgresql://…): draft the missing edges and levels of this codebook of OMOP definitions from the site's own cohort.")] = None,
 ) -> None:
     """Draft a codebook from local data. Review it before sharing: levels and edges come from the data.
 
@@ -58,6 +59,10 @@ def schema_init(
     from marg.marginals.draft import draft_codebook
     from marg.marginals.sources import open_source
 
+    if from_omop is not None:
+        return _schema_init_omop(data, from_omop, out, bins, level_cap, label, json_out)
+    if label is None:
+        raise InputError("schema init: missing option '--label' (the label column; or --from-omop SPEC for an OMOP CDM)")
     left_out: list = []
     with open_source(data, engine=engine, spark_master=spark_master) as src:
         cb = draft_codebook(
@@ -86,6 +91,41 @@ def schema_init(
         "patients (rare levels, extreme values). Replace data-derived edges by public cut points and levels by "
         "the public list of categories, then remove \"draft\": true before sharing it with other sites."
     )
+
+
+DRAFT_WARNING = (
+    "WARNING: this codebook is a DRAFT derived from local data. Its levels and bin edges can disclose "
+    "patients (rare levels, extreme values). Replace data-derived edges by public cut points and levels by "
+    "the public list of categories, then remove \"draft\": true before sharing it with other sites.")
+
+
+def _schema_init_omop(data: str, spec_path: Path, out: Path, bins: int, level_cap: int, label: Optional[str],
+                      json_out: bool) -> None:
+    """``marg schema init DATA --from-omop SPEC``: the OMOP definitions' missing edges and levels drafted."""
+    import json
+
+    from marg.marginals.omop_draft import draft_omop
+    from marg.marginals.sources import open_source
+
+    if label is not None:
+        raise InputError("--label goes with a table; with --from-omop the label is the specification's")
+    try:
+        spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"--from-omop: specification not found: {spec_path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--from-omop: cannot read {spec_path}: {exc}") from None
+    with open_source(data) as src:
+        cb = draft_omop(src, spec, bins=bins, level_cap=level_cap)
+    cb.save(out)
+    if json_out:
+        emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name,
+                   "classes": list(cb.label.classes), "fingerprint": cb.fingerprint, "draft": True,
+                   "privacy_unit": cb.unit_declaration})
+    else:
+        typer.echo(f"wrote {out}: {cb.n_features} OMOP features, label {cb.label.name!r} with classes "
+                   f"{', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}; privacy unit person_id")
+    err(DRAFT_WARNING)
 
 
 app.command("export")(export_cmd)  # here: `marg --help` lists the commands in this order

@@ -28,7 +28,7 @@ from marg.errors import InputError, RefusedError
 
 URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
-NOT_FILES = ("duckdb", "postgresql", "postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
+NOT_FILES = ("duckdb", "postgresql", "postgres", "omop+duckdb", "omop+postgresql", "omop+postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
 LOCAL_ONLY = ("ledger", "history", "workdir", "directory")  # the site's ledger and the learner's record stay here
 WRITTEN_FOLDERS = {"keys.trust_cmd": ("trust",)}  # a folder a command adds files to: local (a copy would be lost)
 OUTPUTS = ("out", "html")

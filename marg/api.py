@@ -88,6 +88,8 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
     if flag_outside and not model.has_uncertainty_set:
         raise InputError(f"{option('flag_outside', True)} needs an mrc or dcc model; this is a {model.learner} model "
                          "(it records no ruled-out cells)")
+    if is_omop(data):
+        return _predict_omop(model, str(data), out, flag_outside)
     n = n_out = 0
     with atomic_text_writer(out) as fh:
         w = csv.writer(fh, lineterminator="\n")
@@ -127,12 +129,69 @@ class _RowAligned:
         return out
 
 
+def is_omop(data: Any) -> bool:
+    """``data`` names an OMOP CDM database (``omop+duckdb://``, ``omop+postgresql://``)."""
+    return isinstance(data, str) and data.lower().startswith("omop+")
+
+
+def omop_encoded(data: str, codebook: Any, *, with_label: bool, all_entries: bool = False,
+                 extra: Sequence[str] = ()) -> Any:
+    """The encoded rows of an OMOP CDM (each person's first entry; ``all_entries``: every entry) and the
+    values of ``extra`` row columns (``person_id``, ``cohort_start_date``): ``(Encoded, {column: list})``."""
+    import numpy as np
+
+    from marg.marginals.encoding import Encoded, encode_batch
+    from marg.marginals.sources import open_source
+
+    parts, ids = [], {c: [] for c in extra}
+    with open_source(data) as src:
+        src.prepare(codebook, with_label=with_label, all_entries=all_entries)
+        cols = list(extra) + codebook.feature_names + ([codebook.label.name] if with_label else [])
+        row = 1
+        for batch in src.row_batches(cols):
+            enc = encode_batch(codebook, batch, row, with_label=with_label, where=src.where_rows())
+            for c in extra:
+                ids[c].extend(batch[c].to_pylist())
+            parts.append(enc)
+            row += enc.n
+    if not parts:
+        raise InputError(f"{data.split('?', 1)[0]}: the target cohort has no entries to read")
+    X = tuple(np.concatenate([e.column(i) for e in parts]) for i in range(codebook.n_features))
+    y = np.concatenate([e.y for e in parts]) if with_label else None
+    return Encoded(X, y, 1), ids
+
+
+def _predict_omop(model: Any, data: str, out: str | Path, flag_outside: bool) -> tuple[int, int]:
+    """``marg predict`` on an OMOP CDM: one line per cohort entry, ``person_id, cohort_start_date``, the
+    class probabilities and the predicted ``label`` (no partial file on failure)."""
+    import csv
+
+    from marg._util import atomic_text_writer
+
+    enc, ids = omop_encoded(data, model.codebook, with_label=False, all_entries=True,
+                            extra=("person_id", "cohort_start_date"))
+    proba, pred = model.predict_proba(enc.X), model.predict(enc.X)
+    outside = model.outside(enc.X) if flag_outside else None
+    with atomic_text_writer(out) as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["person_id", "cohort_start_date"] + [f"p_{c}" for c in model.classes] + ["label"]
+                   + (["outside"] if flag_outside else []))
+        for r in range(enc.n):
+            w.writerow([ids["person_id"][r], ids["cohort_start_date"][r]] + [f"{p:.6g}" for p in proba[r]]
+                       + [model.classes[int(pred[r])]] + ([int(outside[r])] if outside is not None else []))
+    return enc.n, int(outside.sum()) if outside is not None else 0
+
+
 def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
-    """Accuracy, error, certificate, confusion matrix and rows outside the uncertainty set on labelled ``data``."""
+    """Accuracy, error, certificate, confusion matrix and rows outside the uncertainty set on labelled ``data``
+    (a file, or an OMOP CDM: each person's first cohort entry)."""
     from marg.learners.model import evaluate
     from marg.marginals.encoding import encode_file
 
-    enc = encode_file(data, model.codebook, with_label=True)
+    if is_omop(data):
+        enc, _ = omop_encoded(str(data), model.codebook, with_label=True)
+    else:
+        enc = encode_file(data, model.codebook, with_label=True)
     return evaluate(model, enc.X, enc.y)
 
 

@@ -184,3 +184,33 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
          f"--key {site_keys['north'].sign_pub}")
     return {"workdir": workdir, "bundles": bundles, "summary": summary, "files": files, "models": models,
             "errors": results, "audits": audits, "rows": counted, "reports": {"model_card": card, "ledger": page}}
+
+
+OMOP_SITES = {"north": 3000, "south": 2000, "east": 2500}  # persons in each generated CDM
+
+
+def write_omop_demo(directory: Path, seed: int = 7) -> dict[str, Path]:
+    """``marg demo --omop DIR``: three generated OMOP CDM 5.4 databases (DuckDB files, :mod:`marg.marginals.synthetic_omop`)
+    and the example OMOP codebook in ``DIR``, for the README's "From an OMOP CDM database"; returns the files
+    (``codebook`` and each site's database)."""
+    import json
+
+    from marg.marginals.codebook import Codebook
+    from marg.marginals.synthetic_omop import example_codebook, generate_cdm, write_duckdb
+
+    directory = Path(directory)
+    _fresh_dir(directory)
+    out = {"codebook": directory / "codebook.json"}
+    Codebook.from_dict(example_codebook()).save(out["codebook"])
+    spec = example_codebook()  # the definitions without the levels and edges: what `schema init --from-omop` drafts
+    for f in spec["features"]:
+        if "age_at" in f["omop"] or f["omop"].get("domain") == "measurement":
+            f.pop("edges"), f.pop("missing", None), f.pop("type")
+        elif "person" in f["omop"]:
+            f.pop("levels")
+    (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
+    first = 1
+    for k, (site, n) in enumerate(OMOP_SITES.items()):
+        out[site] = write_duckdb(generate_cdm(n, seed=seed * 100 + k, first_id=first), directory / f"{site}.duckdb")
+        first += n
+    return out

@@ -82,6 +82,7 @@ class CategoricalFeature:
     name: str
     levels: tuple[str, ...]
     missing: str | None = None
+    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.omop`)
 
     kind = "categorical"
 
@@ -109,6 +110,8 @@ class CategoricalFeature:
         d: dict[str, Any] = {"name": self.name, "type": "categorical", "levels": list(self.levels)}
         if self.missing is not None:
             d["missing"] = self.missing
+        if self.omop is not None:
+            d["omop"] = self.omop
         return d
 
 
@@ -127,6 +130,7 @@ class NumericFeature:
     lo: float | None = None
     hi: float | None = None
     missing: bool = False
+    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.omop`)
 
     kind = "numeric"
 
@@ -195,6 +199,8 @@ class NumericFeature:
             d["hi"] = self.hi
         if self.missing:
             d["missing"] = True
+        if self.omop is not None:
+            d["omop"] = self.omop
         return d
 
 
@@ -207,6 +213,7 @@ class Label:
 
     name: str
     classes: tuple[str, ...]
+    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.omop`)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "label")
@@ -219,7 +226,10 @@ class Label:
         return len(self.classes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "classes": list(self.classes)}
+        d: dict[str, Any] = {"name": self.name, "classes": list(self.classes)}
+        if self.omop is not None:
+            d["omop"] = self.omop
+        return d
 
 
 @dataclass(frozen=True)
@@ -235,12 +245,16 @@ class Codebook:
     privacy_unit : (column, max_rows_per_unit or None), optional
         The column naming each patient and the bound on a patient's rows
         (:mod:`marg.marginals.privacy_unit`; the bound may be left to ``--max-rows-per-unit``).
+    omop : dict, optional
+        The population of a codebook defined by the OMOP CDM (``{"target_cohort": N}``,
+        :mod:`marg.marginals.omop`): its rows are the cohort's entries, its unit the person.
     """
 
     features: tuple[Feature, ...]
     label: Label
     draft: bool = False
     privacy_unit: tuple[str, int | None] | None = None
+    omop: dict | None = field(default=None, hash=False)
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -259,6 +273,10 @@ class Codebook:
             if not isinstance(unit, tuple) or len(unit) != 2 or not isinstance(unit[0], str) or not unit[0] or not (
                     unit[1] is None or (isinstance(unit[1], int) and not isinstance(unit[1], bool) and unit[1] >= 1)):
                 raise InputError("codebook: 'privacy_unit' must be {\"column\": NAME, \"max_rows_per_unit\": K >= 1 or null}")
+        if self.omop is not None or self.label.omop is not None or any(f.omop is not None for f in self.features):
+            from .omop import check_codebook
+
+            check_codebook(self)
 
     # ----------------------------------------------------------------- queries
     @property
@@ -314,13 +332,20 @@ class Codebook:
         }
         if self.privacy_unit is not None:
             d["privacy_unit"] = {"column": self.privacy_unit[0], "max_rows_per_unit": self.privacy_unit[1]}
+        if self.omop is not None:
+            d["omop"] = self.omop
         if include_draft and self.draft:
             d["draft"] = True
         return d
 
     @property
     def unit_declaration(self) -> dict[str, Any]:
-        """The codebook's ``privacy_unit`` as ``{column, max_rows_per_unit}`` (empty when it names none)."""
+        """The codebook's ``privacy_unit`` as ``{column, max_rows_per_unit}`` (empty when it names none).
+
+        An OMOP codebook's unit is always the person: ``person_id``, by default at most one row (the
+        first cohort entry) each."""
+        if self.omop is not None:
+            return {"column": "person_id", "max_rows_per_unit": (self.privacy_unit or ("", None))[1] or 1}
         if self.privacy_unit is None:
             return {}
         return {"column": self.privacy_unit[0], "max_rows_per_unit": self.privacy_unit[1]}
@@ -345,10 +370,15 @@ class Codebook:
         for k, fd in enumerate(feats_raw):
             if not isinstance(fd, dict):
                 raise InputError(f"codebook: feature #{k} must be an object, got {fd!r}")
+            if fd.get("omop") is not None:
+                from .omop import complete_feature
+
+                fd = complete_feature(fd)
             typ = fd.get("type")
             name = fd.get("name")
             if typ == "categorical":
-                feats.append(CategoricalFeature(name=name, levels=fd.get("levels"), missing=fd.get("missing")))
+                feats.append(CategoricalFeature(name=name, levels=fd.get("levels"), missing=fd.get("missing"),
+                                                omop=fd.get("omop")))
             elif typ == "numeric":
                 feats.append(
                     NumericFeature(
@@ -357,6 +387,7 @@ class Codebook:
                         lo=fd.get("lo"),
                         hi=fd.get("hi"),
                         missing=fd.get("missing", False),
+                        omop=fd.get("omop"),
                     )
                 )
             else:
@@ -367,11 +398,18 @@ class Codebook:
         unit = d.get("privacy_unit")
         if unit is not None and not isinstance(unit, dict):
             raise InputError("codebook: 'privacy_unit' must be an object {column, max_rows_per_unit}")
+        lab_omop, pop = lab.get("omop"), d.get("omop")
+        if lab_omop is not None or pop is not None:
+            from .omop import label_definition, population_definition
+
+            lab_omop = None if lab_omop is None else label_definition(lab.get("name"), lab_omop)
+            pop = None if pop is None else population_definition(pop)
         return cls(
             features=tuple(feats),
-            label=Label(name=lab.get("name"), classes=lab.get("classes")),
+            label=Label(name=lab.get("name"), classes=lab.get("classes", ["no", "yes"] if lab_omop else None), omop=lab_omop),
             draft=bool(d.get("draft", False)),
             privacy_unit=None if unit is None else (unit.get("column"), unit.get("max_rows_per_unit")),
+            omop=pop,
         )
 
     def to_json(self) -> str:
@@ -428,4 +466,4 @@ class Codebook:
         keep = set(names)
         for nm in names:
             self.index(nm)
-        return Codebook(features=tuple(f for f in self.features if f.name in keep), label=self.label)
+        return Codebook(features=tuple(f for f in self.features if f.name in keep), label=self.label, omop=self.omop)

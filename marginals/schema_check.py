@@ -93,6 +93,7 @@ def check_schema(source: "Source", codebook: Codebook) -> SchemaCheck:
     Every distinct value of every codebook column is looked up once by the encoder's rules
     (a database sends each column's distinct values; a file streams through).
     """
+    source.prepare(codebook)  # a source whose rows the codebook defines (an OMOP CDM) checks itself first
     names = set(source.columns())
     lab = codebook.label.name
     wanted = [c for c in codebook.feature_names + [lab] if c in names]

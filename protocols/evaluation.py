@@ -124,6 +124,7 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     splitter = Splitter(ms.spec, ms.key)
     bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:
+        src.prepare(cb, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself and builds its rows
         if per_patient and unit is None:
             refuse_repeats(src, cb, also=[ms.spec.id_column] if ms.spec.id_column else [])
         for enc, held, counted in bounded_batches(src, cb, bound, splitter, progress=progress):

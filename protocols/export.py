@@ -386,6 +386,7 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
     src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
     try:
+        src.prepare(codebook, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself here
         if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
             refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
         key = None
@@ -399,7 +400,7 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
                 notes.append("note: this site has no split key yet; the real export draws it, so its held-out "
                              "patients (and the exact counts) will differ from this dry run's")
         kept = None
-        if spec is not None or (unit is not None and unit.column is not None):
+        if spec is not None or (unit is not None and unit.column is not None and not src.bounds_units(unit)):
             tables, n_rows, split, kept = count_rows(src, codebook, cliques, unit, spec, key, progress)
             if kept is not None and kept.note():
                 notes.append(kept.note())

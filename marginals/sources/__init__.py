@@ -8,6 +8,8 @@ DATA                                        source
                                             two slashes: relative, ``duckdb:///abs/site.db``: absolute
 ``duckdb:///path/visits.parquet``            any file DuckDB reads, counted by DuckDB
 ``postgresql://host/db?table=visits``        PostgreSQL (``&schema=``; or ``query=``)
+``omop+duckdb://site.db?cdm=main``            an OMOP CDM (DuckDB or ``omop+postgresql://…/db?cdm=…&results=…``):
+                                            one row per cohort entry, built by the codebook's definitions
 ``--engine spark`` with a path or a table    Spark (local mode or a cluster)
 ==========================================  ===========================================
 
@@ -48,6 +50,12 @@ def open_source(data: str | Path, *, engine: str | None = None, spark_master: st
         raise InputError(f"unknown --engine {engine!r} (expected one of {', '.join(ENGINES)})")
     text = str(data)
     scheme = text.split(":", 1)[0].lower() if "://" in text else ""
+    if scheme.startswith("omop+"):
+        if engine not in (None, "local"):
+            raise InputError(f"--engine {engine} cannot read an OMOP CDM URI (its database computes the rows)")
+        from .omop_source import open_omop
+
+        return open_omop(text)
     if scheme in ("postgresql", "postgres"):
         if engine not in (None, "local"):
             raise InputError(f"--engine {engine} cannot read a PostgreSQL URI (PostgreSQL counts its own tables)")
@@ -65,7 +73,8 @@ def open_source(data: str | Path, *, engine: str | None = None, spark_master: st
 
         return SparkSource(text, master=spark_master)
     if scheme:
-        raise InputError(f"unsupported data source scheme {scheme + '://'!r} (files, duckdb://, postgresql://; "
+        raise InputError(f"unsupported data source scheme {scheme + '://'!r} (files, duckdb://, postgresql://, omop+duckdb://, "
+                         "omop+postgresql://; "
                          "other file systems with --engine spark)")
     if engine == "duckdb":
         from .duckdb_source import DuckDBSource

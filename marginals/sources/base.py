@@ -56,6 +56,17 @@ class Source(ABC):
 
         raise InputError(f"{self.name}: this source cannot give its rows")
 
+    def prepare(self, codebook: Codebook, *, with_label: bool = True, max_rows: int | None = None,
+                all_entries: bool = False) -> None:
+        """Get ready to give rows under ``codebook``: nothing for a table; a source whose rows the
+        codebook defines (an OMOP CDM, :mod:`.omop_source`) checks the database and builds its query
+        (``max_rows``: the rows kept per unit; ``all_entries``: every row, for prediction)."""
+
+    def bounds_units(self, unit: Any) -> bool:
+        """True when the source itself keeps at most ``unit.bound`` rows of each unit (an OMOP CDM keeps
+        each person's first K cohort entries), so its engine counts without the row-bound pass."""
+        return False
+
     def where_rows(self) -> "Callable[[int], str] | None":
         """How a message locates a refused value of :meth:`row_batches`: None for row numbers (a
         file's rows have an order), or a function naming the source (a database's rows have none)."""

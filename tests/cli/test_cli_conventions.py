@@ -48,7 +48,7 @@ def test_version_and_completion(tmp_path):
     (["learn", "--bogus"], "learn: no such option: --bogus"),
     (["predict"], "predict: missing argument"),
     (["nosuchcommand"], "no such command 'nosuchcommand'"),
-    (["schema", "init", "d.csv"], "schema init: missing option '--label'"),
+    (["schema", "init", "d.csv", "--out", "c.json"], "schema init: missing option '--label'"),
     (["audit", "show", "--ledger"], "option '--ledger' requires an argument"),
 ], ids=lambda a: a[0] if isinstance(a, list) else None)
 def test_usage_errors_are_one_line_exit_2(tmp_path, args, says):
