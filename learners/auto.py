@@ -21,11 +21,13 @@ fitted on the summary and records:
   numeric features give no estimate (only their moments are released), and the row says why.
 
 The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice_rule`, set by ``prefer``:
-``"balanced"`` (default) — among the candidates whose estimate is within noise of the best
-(max(``tolerance``, one standard error of the paired difference over the folds)), the smallest
-non-trivial certificate, or the smallest estimate when every one of them is trivial;
-``"accuracy"``; ``"certificate"``. Never a rule estimated worse than the label-only rule
-``prior``, which is always a candidate.
+``"accuracy"`` (default) — **choose for accuracy, certify what was chosen**: the smallest estimated
+error, the label-only rule ``prior`` (always a candidate) only when it is estimated better beyond the
+noise (max(``tolerance``, one standard error of the paired difference over the folds)), the chosen
+model's own certificate computed after; ``"certificate"`` (the default before issue 49; ``"balanced"``
+its former name) — among the candidates whose estimate is within noise of the best, the smallest
+non-trivial certificate, never a rule estimated worse than the prior. Each row reports its estimate's own
+standard error (``error_se``).
 
 **Certificates for the choice** (:mod:`marg.learners.choice_certificates`): each candidate's
 certificate bounds the error of the labels it predicts (W(h); a minimax learner's R*, the
@@ -66,7 +68,7 @@ from .candidates import (Candidate, CandidateRow, PlainCandidates, candidate_nam
                          record_estimate)
 from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
-from .choice_rule import PREFER, PRIOR, TOLERANCE
+from .choice_rule import ALIASES, PREFER, PRIOR, TOLERANCE
 from .cross_site import estimate_errors
 from .params import COVERAGE, Check, Interval, Options
 from .screened import ScreeningCandidates, screening_applies
@@ -97,9 +99,9 @@ class AutoLearner(MarginalEstimator):
     candidates : sequence of (learner, params) or None
         The learners tried, each with its parameters (None: :data:`DEFAULT_CANDIDATES`);
         ``coverage`` and ``features`` are set on every candidate that takes them.
-    prefer : {"balanced", "accuracy", "certificate"}
+    prefer : {"accuracy", "certificate"} (``"balanced"``: the former name of ``"certificate"``)
     tolerance : float
-        The floor of the noise margin under ``"balanced"`` (:data:`marg.learners.choice_rule.TOLERANCE`).
+        The floor of the noise margin (:data:`marg.learners.choice_rule.TOLERANCE`).
     coverage : float
         Coverage of every candidate's certificate.
     features : sequence of str or None
@@ -137,7 +139,7 @@ class AutoLearner(MarginalEstimator):
     display_name = "an automatic-choice"
     learn_options = ("coverage", "prefer")
 
-    def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "balanced",
+    def __init__(self, candidates: Sequence[Sequence[Any]] | None = None, prefer: str = "accuracy",
                  tolerance: float = TOLERANCE, coverage: float = 0.95, features: Sequence[str] | None = None,
                  callback: Callable[[dict], None] | None = None, defaults: Sequence[Sequence[Any]] | None = None):
         self.candidates = candidates
@@ -158,7 +160,7 @@ class AutoLearner(MarginalEstimator):
                              "(auto tries each learner's defaults)")
 
     _parameter_constraints = {
-        "prefer": Options(PREFER),
+        "prefer": Options(PREFER + tuple(ALIASES)),
         "tolerance": Interval(0, 1),
         "coverage": COVERAGE,
         "features": Check(features_param, bad="age", what="features"),

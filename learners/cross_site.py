@@ -85,6 +85,9 @@ class ErrorEstimate:
     whole : float or None
         Leave-one-site-out with the fitted model at hand: its plug-in error under the whole
         summary's tables, the floor of ``value`` (:func:`whole_floor`); None otherwise.
+    se : float or None
+        The estimate's own standard error when its method gives one other than its folds' spread
+        (None: :func:`marg.learners.choice_rule.estimate_se` of the folds).
     """
 
     value: float
@@ -92,6 +95,7 @@ class ErrorEstimate:
     folds: list[float] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
     whole: float | None = None
+    se: float | None = None
 
 
 DRAWS = 10000
@@ -246,7 +250,7 @@ def whole_floor(estimates: dict[str, ErrorEstimate | str], summary: Any, fitted:
         e = estimates[k]
         assert isinstance(e, ErrorEstimate)
         whole = sample_error(fitted[k], sample)
-        out[k] = ErrorEstimate(max(e.value, whole), e.method, e.folds, e.weights, whole)
+        out[k] = ErrorEstimate(max(e.value, whole), e.method, e.folds, e.weights, whole, e.se)
     return out
 
 

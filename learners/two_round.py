@@ -435,7 +435,8 @@ def beats_prior(rows: Sequence[Any] | None) -> bool:
     return float(chosen.error) + margin < float(prior.error)
 
 
-def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] | None = None) -> tuple[Any, str]:
+def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] | None = None,
+           record: dict[str, Any] | None = None) -> tuple[Any, str]:
     """The model of a select-then-measure study: the prior when nothing is above the noise, else ``est``
     with its certificate recomputed to cover the selection (module docstring). Returns (estimator, note).
 
@@ -444,33 +445,63 @@ def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] |
     selection; ``est`` is kept only when that table is within the noise rule (:func:`measured_within_noise`) and
     ``est`` beats the prior by more than the noise of the comparison (:func:`beats_prior`) — issue 34, measured on
     house-votes-84: noisy row counts pushed λ below 1 in 2 of 50 split-runs, the agreement test then kept nothing,
-    and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior."""
-    from dataclasses import replace
+    and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior.
 
-    from .certify import certify
-    from .choice_certificates import split_coverage
-    from .label_only import LabelOnly
+    **On evidence that did not select its features** (issue 44; :mod:`marg.learners.unselected`): with the sites'
+    own tables, ``est`` is kept only when it beats the larger class on folds whose features were selected without
+    the left-out site; not beaten, the larger class is the model. ``record`` (a dict, optional) receives that
+    comparison under ``"unselected"`` (its numbers, or why there is none)."""
+    from .unselected import unselected_comparison
 
     entries = candidate_entries(summary)
-    above = len(above_chance(pool_records(summary)))
+    records = pool_records(summary)
+    above = len(above_chance(records))
     rescued = above == 0 and est.learner != "prior" and beats_prior(rows) and measured_within_noise(summary)
     if (above == 0 and not rescued) or est.learner == "prior":
-        # α/2 for the prior's events (module docstring), α/3 inside: sampling + the label table's noise + a round-2 source's
-        prior = LabelOnly(coverage=split_coverage(coverage, 3)).fit(label_source(summary))
-        prior.certificate_ = replace(prior.certificate_, coverage=float(coverage))
-        return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "
-                       "larger class, certified by the label table" if above == 0 else "")
-    try:
-        cert = certify(est, summary, coverage=split_coverage(coverage, 2), structure="first", n_intervals=entries)
-        cert = replace(cert, coverage=float(coverage))  # with the prior's α/2: whichever model is returned (docstring)
-    except InputError as exc:  # a rule that is not additive in one-hot features: no certificate under selection
-        from .base import Certificate
-
-        cert = Certificate(1.0, "W(h)", coverage, False, int(summary.n_classes),
-                           note=f"the rule cannot be certified over the selection-wide box ({exc}); trivial 1")
+        return _prior(summary, coverage), ("the sites' private selections agreed on no feature (nothing above the "
+                                           "noise): the larger class, certified by the label table" if above == 0 else "")
+    # a feature agreed: the rule against the larger class on evidence that did not select it (the rescued rule's one
+    # table was measured after a selection that agreed on nothing, and beat the prior beyond the noise already)
+    check = "rescued: no feature was agreed" if rescued else unselected_comparison(est, summary, records, above_chance)
+    if record is not None:
+        record["unselected"] = check if isinstance(check, str) else check.to_dict()
+    if not isinstance(check, str) and not check.beaten:
+        return _prior(summary, coverage), f"the larger class: {check.words()}"
+    cert = _selection_certificate(est, summary, coverage, entries)
     est.certificate_ = cert
     why = ("the sites' private selections agreed on no feature, but round 2's table, measured after the selection "
            "and within the noise rule, gives a rule estimated better than the larger class by more than the noise; "
            if rescued else "")
+    why += "" if isinstance(check, str) else f"{check.words()}; "
     return est, (why + f"certificate W(h) over the first-order box of the {len(summary.codebook.features)} measured features, "
                  f"lambda calibrated for all {entries} candidate cells (the features were selected from the data)")
+
+
+def _prior(summary: Any, coverage: float) -> Any:
+    """The label-only rule of a study, certified at ``coverage`` (module docstring: α/2 for the prior's events, α/3
+    inside: sampling + the label table's noise + a round-2 source's)."""
+    from dataclasses import replace
+
+    from .choice_certificates import split_coverage
+    from .label_only import LabelOnly
+
+    prior = LabelOnly(coverage=split_coverage(coverage, 3)).fit(label_source(summary))
+    prior.certificate_ = replace(prior.certificate_, coverage=float(coverage))
+    return prior
+
+
+def _selection_certificate(est: Any, summary: Any, coverage: float, entries: int) -> Any:
+    """W(h) of ``est`` over the first-order box calibrated for every candidate cell, at α/2 (module docstring)."""
+    from dataclasses import replace
+
+    from .certify import certify
+    from .choice_certificates import split_coverage
+
+    try:
+        cert = certify(est, summary, coverage=split_coverage(coverage, 2), structure="first", n_intervals=entries)
+        return replace(cert, coverage=float(coverage))  # with the prior's α/2: whichever model is returned (docstring)
+    except InputError as exc:  # a rule that is not additive in one-hot features: no certificate under selection
+        from .base import Certificate
+
+        return Certificate(1.0, "W(h)", coverage, False, int(summary.n_classes),
+                           note=f"the rule cannot be certified over the selection-wide box ({exc}); trivial 1")
