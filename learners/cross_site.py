@@ -21,7 +21,9 @@ moments are released).
 
 **Leave one site out** (:func:`loso_errors`). The learner has every site's tables. For each
 site k a candidate is fitted on the other sites' sum and its plug-in error computed under
-site k's tables (the same draws for every candidate); the candidate's estimate is the mean
+site k's tables (the same draws for every candidate; a class column site k hid by min-cell
+suppression filled in proportion to the other sites' column, :func:`marg.marginals.hidden.fill_from`,
+so its simulated rows draw those cells within their interval); the candidate's estimate is the mean
 over the sites weighted by their n. The model is never evaluated on the tables it was fitted
 on, so a learner that over-fits the tables (or their noise) is seen to. With one site (or
 more than :data:`MAX_SITES`) the estimate is the fitted model's plug-in error on the whole
@@ -198,6 +200,7 @@ def loso_errors(
     parts: Sequence[tuple[str, Sequence[Any]]],
     make_summary: Callable[[Sequence[Any]], Any],
     combine: Callable[[Sequence[Sequence[Any]]], Sequence[Any]],
+    fill: Callable[[Sequence[Any], Any], Sequence[Any]] | None = None,
 ) -> dict[str, ErrorEstimate | str]:
     """Leave-one-site-out plug-in errors of each candidate.
 
@@ -209,6 +212,9 @@ def loso_errors(
         Each site's released tables (:data:`MIN_SITES` ≤ sites ≤ :data:`MAX_SITES`).
     make_summary : tables → Summary
     combine : list of table lists → summed tables
+    fill : (site k's tables, the other sites' Summary) → site k's tables, optional
+        What the left-out site's rows are simulated from (its min-cell-hidden columns filled from the
+        other sites' shape, :func:`marg.marginals.hidden.fill_from`); None: its tables as released.
 
     Returns
     -------
@@ -221,8 +227,8 @@ def loso_errors(
         raise InputError(f"leave-one-site-out needs {MIN_SITES} to {MAX_SITES} sites, got {len(parts)}")
     folds: list[tuple[Any, TanSample, float]] = []
     for k in range(len(parts)):
-        held = make_summary(parts[k][1])
         rest = make_summary(combine([p[1] for j, p in enumerate(parts) if j != k]))
+        held = make_summary(parts[k][1] if fill is None else fill(parts[k][1], rest))
         folds.append((rest, tan_sample(held, seed=SEED + k), max(float(held.n), 0.0)))
     out: dict[str, ErrorEstimate | str] = {}
     for name, fit in candidates:
@@ -235,6 +241,21 @@ def loso_errors(
         value = float(np.average(errs, weights=wts)) if wts.sum() > 0 else float(np.mean(errs))
         out[name] = ErrorEstimate(value, "loso", [float(x) for x in errs], [float(x) for x in wts])
     return out
+
+
+def fill_hidden(tables: Sequence[Any], reference: Any) -> list[Any]:
+    """One site's tables with the class columns it hid (min-cell suppression) filled in proportion to
+    ``reference``'s counts of the same table (:func:`marg.marginals.hidden.fill_from`): the rows a simulation of
+    that site draws, each hidden cell within its interval."""
+    from marg.marginals.hidden import fill_from
+
+    def shape(clique: tuple[str, ...]) -> Any:
+        try:
+            return reference.counts(clique)
+        except InputError:
+            return None
+
+    return fill_from(tables, shape)
 
 
 def whole_floor(estimates: dict[str, ErrorEstimate | str], summary: Any, fitted: dict[str, Any]) -> dict[str, ErrorEstimate | str]:
@@ -293,7 +314,7 @@ def estimate_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
         cb = summary.codebook
         try:
             got = loso_errors(candidates, parts, make_summary=lambda ts: Summary(cb, list(ts)),
-                              combine=lambda ps: sum_tables(ps)[0])
+                              combine=lambda ps: sum_tables(ps)[0], fill=fill_hidden)
         except InputError as exc:  # e.g. raw numeric features: no rows can be simulated
             return "loso", {key: str(exc) for key, _ in candidates}
         return "loso", whole_floor(got, summary, fitted or {})

@@ -9,7 +9,8 @@ the same quantity — the error of the rule the whole study fits:
 **The bootstrap** (:func:`bootstrap_errors`). Let P̂_s be site s's tree-augmented naive-Bayes
 distribution (its own tables, :func:`marg.learners.cross_site.tan_sample`) and P̂ the whole
 summary's. Replicate r draws each site's n_s patients again from P̂_s (its class counts kept),
-counts the same tables the sites released (:func:`marg.marginals.counting.count_tables` over the
+(a class column the site hid by min-cell suppression filled from the whole summary's shape,
+:func:`fill_hidden`), counts the same tables the sites released (:func:`marg.marginals.counting.count_tables` over the
 released cliques), sums them into a study, refits every candidate there, and measures it on one
 separate sample of P̂ (:data:`marg.learners.cross_site.POPULATION` rows per class, the same rows
 for every replicate and candidate). The estimate is the mean over the ``replicates``; its folds
@@ -31,7 +32,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .cross_site import POPULATION, SEED, ErrorEstimate, sample_error, tan_sample
+from .cross_site import POPULATION, SEED, ErrorEstimate, fill_hidden, sample_error, tan_sample
 
 REPLICATES = 4
 """Resampled studies per estimate (each refits every candidate once: 4 fits where leave-one-site-out makes S)."""
@@ -76,7 +77,7 @@ def bootstrap_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any
     cb = summary.codebook
     parts = summary.site_parts or (("all", tuple(summary.tables)),)
     cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
-    sites = [Summary(cb, list(ts)) for _, ts in parts]
+    sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
     world = tan_sample(summary, draws=POPULATION, seed=SEED + 2999)
     errs: dict[str, list[float]] = {key: [] for key, _ in candidates}
     failed: dict[str, str] = {}

@@ -9,8 +9,8 @@ them (τ, λ, Q, d) is the learner's business (:mod:`marg.learners.features`).
 When tables carry differential-privacy noise the Summary post-processes them first
 (consistency and non-negativity, :mod:`marg.marginals.postprocess`; free under DP). Class
 columns hidden by min-cell suppression (exact releases) are unknown, not zero
-(:mod:`marg.marginals.hidden`): :meth:`Summary.counts` spreads their rows evenly (the point
-estimate) and :meth:`Summary.count_bounds` says how far the truth may lie from it.
+(:mod:`marg.marginals.hidden`): :meth:`Summary.counts` spreads their rows in proportion to the
+column's released part, evenly without one (the point estimate) and :meth:`Summary.count_bounds` says how far the truth may lie from it.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class Summary:
         t = self._find_table(names)
         if t is None:
             raise InputError(f"no released table contains the attributes {list(names)!r}")
-        t = self._filled.get((t.clique, t.kind), t)  # hidden class columns: their rows spread evenly
+        t = self._filled.get((t.clique, t.kind), t)  # hidden class columns: their expected counts (hidden.filled)
         return t.marginal(names).astype(np.float64)
 
     def count_bounds(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
