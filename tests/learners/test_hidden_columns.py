@@ -260,7 +260,7 @@ def test_the_minimax_lp_takes_a_hidden_cell_as_an_interval_against_the_joint_ora
     estimate), so R* is at least the oracle with the interval as the constraint — which is above the oracle that reads
     X."""
     from tests.helpers.quantities import tau_of
-    from tests.learners.test_mrc import brute_force_R
+    from tests.helpers.joint_oracle import brute_force_R
 
     rng = np.random.default_rng(44)
     cb = Codebook(features=(CategoricalFeature("a", ("0", "1", "2")), CategoricalFeature("b", ("0", "1"))),
