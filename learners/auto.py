@@ -127,6 +127,9 @@ class AutoLearner(MarginalEstimator):
         How errors were estimated, in words.
     patients_ : PatientsNeeded or None
         Under DP with every certificate trivial: the patients a candidate would need (module docstring).
+    unmeasured_ : list of str
+        Features left out because min-cell suppression hid every cell of their table (``Summary.unmeasured``;
+        only when ``features`` is None): the release says nothing about them beyond the class totals.
     screen_ : dict or None
         With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
         the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
@@ -170,14 +173,21 @@ class AutoLearner(MarginalEstimator):
     def _candidate_list(self) -> list[tuple[str, dict[str, Any]]]:
         return candidate_list(self.candidates)
 
+    def _feats(self) -> list[str] | None:
+        """The features the candidates use: ``features``, or without one every feature the summary measured
+        (``unmeasured_``: those whose every cell was hidden by min-cell suppression are left out)."""
+        if self.features is not None:
+            return features_param(self.features)
+        return getattr(self, "measured_", None)
+
     def _make(self, name: str, params: dict[str, Any], coverage: float | None = None) -> MarginalEstimator:
         cls = estimator_class(name)
         kw = dict(params)
         names = cls.param_names()
         if "coverage" in names:
             kw.setdefault("coverage", self.coverage if coverage is None else coverage)
-        if self.features is not None and "features" in names:
-            kw["features"] = features_param(self.features)
+        if self._feats() is not None and "features" in names:
+            kw["features"] = features_param(self._feats())
         return cls(**kw)
 
     # --------------------------------------------------------------- fitting
@@ -185,10 +195,13 @@ class AutoLearner(MarginalEstimator):
         """Candidates from a generator, fitted, estimated by the one estimator, chosen by the one rule, certified by
         the chosen estimator itself (:mod:`marg.learners.candidates`)."""
         self.check_params()
+        self.unmeasured_ = list(summary.unmeasured) if self.features is None else []
+        names = [f.name for f in summary.codebook.features if f.name not in self.unmeasured_]
+        self.measured_ = names if self.unmeasured_ and names else None
         screen: dict[str, Any] | None = None
         if self.candidates is None and screening_applies(summary):
             try:
-                gen = ScreeningCandidates(summary, coverage=self.coverage, features=self.features)
+                gen = ScreeningCandidates(summary, coverage=self.coverage, features=self._feats())
                 return self.fit_candidates(summary, gen)
             except InputError as exc:  # nothing above the noise: the label-only rule
                 screen = {"applied": False, "reason": str(exc),
@@ -211,7 +224,7 @@ class AutoLearner(MarginalEstimator):
         if not any("screened" in p for _, p in cands):
             return None
         try:
-            return ScreeningCandidates(summary, coverage=self.coverage, features=self.features).candidate
+            return ScreeningCandidates(summary, coverage=self.coverage, features=self._feats()).candidate
         except InputError as exc:
             def failed(s: Any, why: str = str(exc)) -> Any:
                 raise InputError(why)
@@ -245,7 +258,7 @@ class AutoLearner(MarginalEstimator):
                 try:
                     cand.model = cand.fit(summary)
                     if gen.certify_all:
-                        cert = cand.model.certificate(summary, gen.each, self.features)
+                        cert = cand.model.certificate(summary, gen.each, self._feats())
                         row.minimax_risk = randomized_risk(cand.model)
                 except InputError as exc:
                     cand.model, cand.note, row.note = None, str(exc), str(exc)
@@ -278,7 +291,7 @@ class AutoLearner(MarginalEstimator):
         rows[k].chosen = True
         chosen = cands[k].model
         assert chosen is not None
-        c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self.features)
+        c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self._feats())
         # the certificate holds with every other box the choice looked at: coverage as asked (Bonferroni)
         chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
                                       c.approximate, c.n_classes, note=c.note, box=c.box)
@@ -314,7 +327,7 @@ class AutoLearner(MarginalEstimator):
             def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
                 try:
                     est = self._make(name, params, self.each_coverage_).fit(scaled)
-                    return float(est.certificate(scaled, self.each_coverage_, self.features).value)
+                    return float(est.certificate(scaled, self.each_coverage_, self._feats()).value)
                 except InconsistentStatistics:  # the noise left the box empty at this size: no bound there
                     return 1.0
 
@@ -361,6 +374,8 @@ class AutoLearner(MarginalEstimator):
                                "auto_prefer": self.prefer, "auto_error_method": self.error_method_}
         if getattr(self, "confidence_", None) is not None:
             out["auto_confidence"] = self.confidence_
+        if getattr(self, "unmeasured_", None):
+            out["auto_unmeasured"] = list(self.unmeasured_)
         if self.patients_ is not None:
             out["auto_patients"] = self.patients_.to_dict()
         if getattr(self, "screen_", None) is not None:
@@ -392,6 +407,7 @@ class AutoLearner(MarginalEstimator):
         self.patients_ = None if p is None else PatientsNeeded(**p)
         self.screen_ = state.get("screen")
         self.confidence_ = state.get("auto_confidence")
+        self.unmeasured_ = list(state.get("auto_unmeasured") or [])
         self._adopt(chosen)
 
 

@@ -263,6 +263,23 @@ class Summary:
         known only by that class's total (``MarginalTable.hidden``); empty when nothing is hidden."""
         return {t.name: t.hidden.tolist() for (c, k), t in self._tables.items() if (c, k) in self._filled}
 
+    @property
+    def unmeasured(self) -> list[str]:
+        """Features the release says nothing about beyond the class totals: their one table ``N[x, y]`` has every
+        class column hidden by min-cell suppression at every site (no released count) and no other table holds
+        them. A learner reading them widens its box for nothing (issue 49: the automatic choice leaves them out)."""
+        lab = self.codebook.label.name
+        out = []
+        for f in self.codebook.features:
+            held = [key for key in self._tables if f.name in key[0]]
+            t = self._tables.get(((f.name, lab), "counts"))
+            if t is None or t.hidden is None or held != [((f.name, lab), "counts")]:
+                continue
+            released = np.asarray(t.counts, dtype=np.float64).sum(axis=0)
+            if np.all(released == 0) and np.all((t.hidden > 0) | (self.class_counts <= 0)):
+                out.append(f.name)
+        return out
+
     def joint(self, names: Sequence[str]) -> np.ndarray:
         """Empirical probabilities over ``names`` (counts / n)."""
         return self.counts(names) / self.n

@@ -289,3 +289,32 @@ def test_the_minimax_lp_takes_a_hidden_cell_as_an_interval_against_the_joint_ora
         wider += interval > point + 1e-6
         checked += 1
     assert checked >= 4 and wider >= 1  # the interval changes the worst case (2 of these 6), not only the bookkeeping
+
+
+def test_a_table_whose_cells_are_all_hidden_is_read_as_unmeasured():
+    """Every class column of N[a, y] hidden (at the only site): the release says nothing about a beyond the class
+    totals. Naive Bayes predicts exactly as naive Bayes without a (its factors for a are the same for every class).
+    A minimax learner given a widens its box for nothing (more entries share the coverage: R* 0.4175 against 0.4043
+    here), so the automatic choice leaves such a feature out (``unmeasured_``) and its every candidate is the one
+    fitted without it."""
+    from itertools import product
+
+    from marg.learners.auto import AutoLearner
+
+    rng = np.random.default_rng(8)
+    X, y = draw(rng, 300)
+    tables = count_tables(CB, X, y, plan_cliques(CB, "first"))
+    S = Summary(CB, hide(hide(tables, "a", 0), "a", 1))
+    assert S.hidden["N[a,y]"] == np.bincount(y, minlength=2).astype(float).tolist() and S.unmeasured == ["a"]
+    assert Summary(CB, hide(tables, "a", 1)).unmeasured == []  # one class column released: a is measured
+    grid = np.array(list(product(range(4), range(3))), dtype=np.float64)
+    np.testing.assert_array_equal(NaiveBayes().fit(S).predict(grid), NaiveBayes(features=["b"]).fit(S).predict(grid))
+    full, without = MRC().fit(S), MRC(features=["b"]).fit(S)
+    assert full.minimax_risk_.value > without.minimax_risk_.value + 1e-3
+    auto = AutoLearner(candidates=[("mrc", {}), ("nb", {})]).fit(S)
+    assert auto.unmeasured_ == ["a"] and auto.choice_report()["auto_unmeasured"] == ["a"]
+    for fitted in auto.fitted_:  # the label-only rule reads no feature
+        assert fitted is not None and (fitted.learner == "prior" or fitted.features == ["b"])
+    mrc = next(f for f in auto.fitted_ if f.learner == "mrc")
+    assert mrc.minimax_risk_.value == pytest.approx(MRC(features=["b"], coverage=mrc.coverage).fit(S).minimax_risk_.value,
+                                                    abs=1e-9)
