@@ -30,6 +30,11 @@ record it) is split among the tables by the least-squares rule
 (:func:`marg.marginals.allocation.least_squares_weights`: weights ∝ √|T| minimise the summed
 noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_T·ρ_s).
 
+**Against the larger class, on evidence that did not select the features** (:func:`finish`,
+:mod:`marg.learners.unselected`; issues 44 and 49): once a feature was agreed, the final rule is refitted in
+each fold on the features the *other* sites' round 1 agrees on and judged, with the label-only rule, on the
+left-out site's rows; not beaten there, the larger class is the model.
+
 **The model** (:func:`finish`). The summary of both rounds holds the measured features only
 (:func:`marg.protocols.aggregate.measured_only`); the learner fits on it as usual. Its
 certificate must hold although the features were chosen from the same patients: it is
@@ -47,9 +52,9 @@ the source :func:`label_source` picks — the label table's or a round-2 table's
 itself on round 1's noisy counts, so both noise events count): the label-only bound at α/3
 (:func:`marg.learners.label_only.share_lower_bounds`: α/6 each, three events). Neither box needs the selection-wide
 Bonferroni of the other (the prior reads no selected feature). The automatic choice runs with ``prefer="accuracy"`` unless the user sets
-``prefer``: the certificates its balanced rule would compare are each candidate's own, for the
-measured tables as if they had not been selected, and the chosen model's is replaced by the
-selection-wide one (measured on the planted wide study: balanced chose the MRC, whose rule
+``prefer`` (the automatic choice's default since issue 49 too): the certificates ``"certificate"`` (formerly
+``"balanced"``) would compare are each candidate's own, for the measured tables as if they had not been selected,
+and the chosen model's is replaced by the selection-wide one (measured on the planted wide study: that rule chose the MRC, whose rule
 erred 0.27 on the 10 right features, where naive Bayes and Rényi erred 0.07). Its candidates
 are the defaults without the MRC (:data:`STUDY_CHOICE`): on these noisy tables the MRC's
 leave-one-site-out estimate was far below its error (planted study: 0.071 estimated, 0.28 on
