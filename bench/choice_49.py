@@ -1,6 +1,6 @@
 """Issue 49: the automatic choice at hospital size, exact summaries with min-cell suppression, side by side.
 
-Run: nice -n 10 python bench/choice_49.py [--reps 3] [--sets bcw,clvheart,huheart,credit,vote]
+Run: nice -n 10 python bench/choice_49.py [--reps 3] [--sets bcw,clvheart,huheart,credit,vote] (adult: --sets adult)
 
 Protocol (every number from one run): each repetition (seed 1000 + rep) draws a random 70/30
 train/test split; the training rows go to three sites of 50 / 30 / 20 %; each site exports
@@ -38,7 +38,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 
 SHARES = (0.5, 0.3, 0.2)
-NAMES = {"bcw": "breast-w", "clvheart": "cleveland", "huheart": "hungarian", "credit": "credit-a", "vote": "house-votes-84"}
+NAMES = {"adult": "adult", "bcw": "breast-w", "clvheart": "cleveland", "huheart": "hungarian", "credit": "credit-a", "vote": "house-votes-84"}
 
 
 def _bench(name: str):
@@ -51,8 +51,8 @@ def _bench(name: str):
 
 
 def load(name: str):
-    if name == "credit":
-        return _bench("privacy").load_set("credit")
+    if name in ("credit", "adult"):
+        return _bench("privacy").load_set(name)
     cb, X, y = _bench("boost_data").load(name)
     return (lambda tr: (cb, X)), y
 
