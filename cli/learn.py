@@ -100,7 +100,7 @@ def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
     learner: Annotated[str, typer.Option("--learner", help="auto (default: estimates each candidate's error — leave-one-site-out with 2-20 sites — and computes its certificate, then chooses by --prefer), mrc, dcc, renyi, nb, boost or prior (the label-only rule: one class for every row, certified by the label table alone).")] = "auto",
-    prefer: Annotated[Optional[str], typer.Option("--prefer", help="auto: balanced (the default; the smallest certificate among candidates whose estimated error is within 0.02 of the best), accuracy (the smallest estimated error; the default on a select-then-measure study) or certificate (the smallest certificate).", rich_help_panel="Automatic choice (--learner auto)")] = None,
+    prefer: Annotated[Optional[str], typer.Option("--prefer", help="auto: accuracy (the default: the smallest estimated error; the larger class only when estimated better beyond the noise; the chosen model's own certificate) or certificate (the smallest non-trivial certificate among candidates whose estimated error is within noise of the best; balanced is its former name).", rich_help_panel="Automatic choice (--learner auto)")] = None,
     json_out: JsonOpt = False,
     s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.", rich_help_panel="MRC and DCC")] = None,
     coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
@@ -237,12 +237,13 @@ def choice_lines(rep: dict) -> list[str]:
 
     names = [candidate_name(c["learner"], c["params"]) for c in rep["auto"]]
     w = max(9, *(len(n) for n in names))
-    out.append(f"    {'candidate':<{w}}  {'est. error':>10}  {'certificate':>18}")
+    out.append(f"    {'candidate':<{w}}  {'est. error':>10}  {'± se':>7}  {'certificate':>18}")
     for name, c in zip(names, rep["auto"]):
         est = "—" if c["error"] is None else f"{c['error']:.4f}"
+        se = "—" if c.get("error_se") is None else f"{c['error_se']:.4f}"
         cert = "—" if c["certificate"] is None else f"{c['certificate']:.4f} ({c['kind']})"
         note = f"  {c['note']}" if c.get("note") else ""
-        out.append(f"  {'*' if c['chosen'] else ' '} {name:<{w}}  {est:>10}  {cert:>18}{note}")
+        out.append(f"  {'*' if c['chosen'] else ' '} {name:<{w}}  {est:>10}  {se:>7}  {cert:>18}{note}")
     from marg.learners.screened import screen_line
 
     line = screen_line(rep)

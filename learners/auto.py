@@ -21,11 +21,13 @@ fitted on the summary and records:
   numeric features give no estimate (only their moments are released), and the row says why.
 
 The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice_rule`, set by ``prefer``:
-``"balanced"`` (default) — among the candidates whose estimate is within noise of the best
-(max(``tolerance``, one standard error of the paired difference over the folds)), the smallest
-non-trivial certificate, or the smallest estimate when every one of them is trivial;
-``"accuracy"``; ``"certificate"``. Never a rule estimated worse than the label-only rule
-``prior``, which is always a candidate.
+``"accuracy"`` (default) — **choose for accuracy, certify what was chosen**: the smallest estimated
+error, the label-only rule ``prior`` (always a candidate) only when it is estimated better beyond the
+noise (max(``tolerance``, one standard error of the paired difference over the folds)), the chosen
+model's own certificate computed after; ``"certificate"`` (the default before issue 49; ``"balanced"``
+its former name) — among the candidates whose estimate is within noise of the best, the smallest
+non-trivial certificate, never a rule estimated worse than the prior. Each row reports its estimate's own
+standard error (``error_se``).
 
 **Certificates for the choice** (:mod:`marg.learners.choice_certificates`): each candidate's
 certificate bounds the error of the labels it predicts (W(h); a minimax learner's R*, the
@@ -66,7 +68,7 @@ from .candidates import (Candidate, CandidateRow, PlainCandidates, candidate_nam
                          record_estimate)
 from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
-from .choice_rule import PREFER, PRIOR, TOLERANCE
+from .choice_rule import ALIASES, PREFER, PRIOR, TOLERANCE
 from .cross_site import estimate_errors
 from .params import COVERAGE, Check, Interval, check_choice
 from .screened import ScreeningCandidates, screening_applies
@@ -98,11 +100,11 @@ class AutoLearner(MarginalEstimator):
         The learners tried, each with its parameters (None: :data:`DEFAULT_CANDIDATES`; on a select-then-measure
         study's summary the study's own, :data:`marg.learners.two_round.STUDY_CHOICE`, with its ``defaults``);
         ``coverage`` and ``features`` are set on every candidate that takes them.
-    prefer : {"balanced", "accuracy", "certificate"} or None
-        None: ``"balanced"``, or on a select-then-measure study's summary (``summary.selection``) the study's
-        choice, ``"accuracy"`` (:func:`marg.learners.two_round.study_choice`).
+    prefer : {"accuracy", "certificate"} or None (``"balanced"``: the former name of ``"certificate"``)
+        None: ``"accuracy"``, or on a select-then-measure study's summary (``summary.selection``) the study's
+        choice (:func:`marg.learners.two_round.study_choice`).
     tolerance : float
-        The floor of the noise margin under ``"balanced"`` (:data:`marg.learners.choice_rule.TOLERANCE`).
+        The floor of the noise margin (:data:`marg.learners.choice_rule.TOLERANCE`).
     coverage : float
         Coverage of every candidate's certificate.
     features : sequence of str or None
@@ -128,6 +130,9 @@ class AutoLearner(MarginalEstimator):
         How errors were estimated, in words.
     patients_ : PatientsNeeded or None
         Under DP with every certificate trivial: the patients a candidate would need (module docstring).
+    unmeasured_ : list of str
+        Features left out because min-cell suppression hid every cell of their table (``Summary.unmeasured``;
+        only when ``features`` is None): the release says nothing about them beyond the class totals.
     screen_ : dict or None
         With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
         the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
@@ -161,7 +166,8 @@ class AutoLearner(MarginalEstimator):
                              "(auto tries each learner's defaults)")
 
     _parameter_constraints = {
-        "prefer": Check(lambda v: v is None or check_choice("prefer", v, PREFER), bad="fastest", what="prefer"),
+        "prefer": Check(lambda v: v is None or check_choice("prefer", v, PREFER + tuple(ALIASES)), bad="fastest",
+                        what="prefer"),
         "tolerance": Interval(0, 1),
         "coverage": COVERAGE,
         "features": Check(features_param, bad="age", what="features"),
@@ -171,7 +177,7 @@ class AutoLearner(MarginalEstimator):
     def _study(self, summary: Any) -> tuple[Any, Any, str]:
         """(candidates, defaults, prefer) for ``summary``: the parameters as given, those left None taken from the
         study's choice on a select-then-measure study's summary (:func:`marg.learners.two_round.study_choice`; its
-        defaults come with its candidates), else the defaults (:data:`DEFAULT_CANDIDATES`, none, ``"balanced"``)."""
+        defaults come with its candidates), else the defaults (:data:`DEFAULT_CANDIDATES`, none, ``"accuracy"``)."""
         choice: dict[str, Any] = {}
         if summary.selection is not None:
             from .two_round import study_choice
@@ -180,7 +186,14 @@ class AutoLearner(MarginalEstimator):
         candidates = self.candidates if self.candidates is not None else choice.get("candidates")
         defaults = self.defaults if self.defaults is not None else \
             (choice.get("defaults") if self.candidates is None else None)
-        return candidates, defaults, self.prefer if self.prefer is not None else choice.get("prefer", "balanced")
+        return candidates, defaults, self.prefer if self.prefer is not None else choice.get("prefer", "accuracy")
+
+    def _feats(self) -> list[str] | None:
+        """The features the candidates use: ``features``, or without one every feature the summary measured
+        (``unmeasured_``: those whose every cell was hidden by min-cell suppression are left out)."""
+        if self.features is not None:
+            return features_param(self.features)
+        return getattr(self, "measured_", None)
 
     def _make(self, name: str, params: dict[str, Any], coverage: float | None = None) -> MarginalEstimator:
         cls = estimator_class(name)
@@ -188,8 +201,8 @@ class AutoLearner(MarginalEstimator):
         names = cls.param_names()
         if "coverage" in names:
             kw.setdefault("coverage", self.coverage if coverage is None else coverage)
-        if self.features is not None and "features" in names:
-            kw["features"] = features_param(self.features)
+        if self._feats() is not None and "features" in names:
+            kw["features"] = features_param(self._feats())
         return cls(**kw)
 
     # --------------------------------------------------------------- fitting
@@ -198,10 +211,13 @@ class AutoLearner(MarginalEstimator):
         the chosen estimator itself (:mod:`marg.learners.candidates`)."""
         self.check_params()
         candidates, given_defaults, prefer = self._study(summary)
+        self.unmeasured_ = list(summary.unmeasured) if self.features is None else []
+        names = [f.name for f in summary.codebook.features if f.name not in self.unmeasured_]
+        self.measured_ = names if self.unmeasured_ and names else None
         screen: dict[str, Any] | None = None
         if candidates is None and screening_applies(summary):
             try:
-                gen = ScreeningCandidates(summary, coverage=self.coverage, features=self.features)
+                gen = ScreeningCandidates(summary, coverage=self.coverage, features=self._feats())
                 return self.fit_candidates(summary, gen, prefer=prefer)
             except InputError as exc:  # nothing above the noise: the label-only rule
                 screen = {"applied": False, "reason": str(exc),
@@ -224,7 +240,7 @@ class AutoLearner(MarginalEstimator):
         if not any("screened" in p for _, p in cands):
             return None
         try:
-            return ScreeningCandidates(summary, coverage=self.coverage, features=self.features).candidate
+            return ScreeningCandidates(summary, coverage=self.coverage, features=self._feats()).candidate
         except InputError as exc:
             def failed(s: Any, why: str = str(exc)) -> Any:
                 raise InputError(why)
@@ -242,9 +258,9 @@ class AutoLearner(MarginalEstimator):
         mode of :func:`marg.learners.choice_rule.choose_index`, until the generator proposes nothing more; then
         the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`).
         ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own);
-        ``prefer``: the choice's rule (None: ``self.prefer``, else ``"balanced"``)."""
+        ``prefer``: the choice's rule (None: ``self.prefer``, else ``"accuracy"``)."""
         self.check_params()
-        self.prefer_ = prefer or self.prefer or "balanced"
+        self.prefer_ = prefer or self.prefer or "accuracy"
         if abs(float(gen.coverage) - float(self.coverage)) > 1e-12:  # its boxes' coverage is what the choice reports
             raise InputError(f"the candidates were generated at coverage {gen.coverage:g}, the choice is at "
                              f"{option('coverage', self.coverage)}: give both the same")
@@ -261,7 +277,7 @@ class AutoLearner(MarginalEstimator):
                 try:
                     cand.model = cand.fit(summary)
                     if gen.certify_all:
-                        cert = cand.model.certificate(summary, gen.each, self.features)
+                        cert = cand.model.certificate(summary, gen.each, self._feats())
                         row.minimax_risk = randomized_risk(cand.model)
                 except InputError as exc:
                     cand.model, cand.note, row.note = None, str(exc), str(exc)
@@ -295,9 +311,9 @@ class AutoLearner(MarginalEstimator):
         chosen = cands[k].model
         assert chosen is not None
         if summary.selection is not None:  # one event, the selection-wide box, holds every candidate's certificate
-            c = chosen.certificate(summary, self.coverage, self.features)  # (selection_certificate): no Bonferroni
+            c = chosen.certificate(summary, self.coverage, self._feats())  # (selection_certificate): no Bonferroni
         else:
-            c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self.features)
+            c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self._feats())
         # the certificate holds with every other box the choice looked at: coverage as asked (Bonferroni)
         chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
                                       c.approximate, c.n_classes, note=c.note, box=c.box)
@@ -333,7 +349,7 @@ class AutoLearner(MarginalEstimator):
             def certificate_at(scaled: Any, name: str = name, params: dict = params) -> float:
                 try:
                     est = self._make(name, params, self.each_coverage_).fit(scaled)
-                    return float(est.certificate(scaled, self.each_coverage_, self.features).value)
+                    return float(est.certificate(scaled, self.each_coverage_, self._feats()).value)
                 except InconsistentStatistics:  # the noise left the box empty at this size: no bound there
                     return 1.0
 
@@ -380,6 +396,8 @@ class AutoLearner(MarginalEstimator):
                                "auto_prefer": self.prefer_, "auto_error_method": self.error_method_}
         if getattr(self, "confidence_", None) is not None:
             out["auto_confidence"] = self.confidence_
+        if getattr(self, "unmeasured_", None):
+            out["auto_unmeasured"] = list(self.unmeasured_)
         if self.patients_ is not None:
             out["auto_patients"] = self.patients_.to_dict()
         if getattr(self, "screen_", None) is not None:
@@ -411,7 +429,8 @@ class AutoLearner(MarginalEstimator):
         self.patients_ = None if p is None else PatientsNeeded(**p)
         self.screen_ = state.get("screen")
         self.confidence_ = state.get("auto_confidence")
-        self.prefer_ = str(state.get("auto_prefer") or self.prefer or "balanced")
+        self.prefer_ = str(state.get("auto_prefer") or self.prefer or "accuracy")
+        self.unmeasured_ = list(state.get("auto_unmeasured") or [])
         self._adopt(chosen)
 
 

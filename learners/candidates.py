@@ -30,7 +30,7 @@ from marg.errors import InputError
 
 from .base import MarginalEstimator, estimator_class
 from .choice_certificates import split_coverage
-from .choice_rule import PRIOR, TOLERANCE, choose_index
+from .choice_rule import PRIOR, TOLERANCE, choose_index, estimate_se
 from .cross_site import MAX_SITES, ErrorEstimate
 
 
@@ -54,8 +54,9 @@ class Candidate:
 class CandidateRow:
     """One candidate of the automatic choice: what was estimated and certified, and whether it was chosen.
 
-    ``error`` None: no estimate (``note`` says why); ``certificate`` None: not fitted (``note``) or, on
-    screened features, not the chosen one (only the chosen is certified)."""
+    ``error`` None: no estimate (``note`` says why); ``error_se``: the estimate's own standard error
+    (:func:`marg.learners.choice_rule.estimate_se`; None in sample, where it has no measure); ``certificate``
+    None: not fitted (``note``) or, on screened features, not the chosen one (only the chosen is certified)."""
 
     learner: str
     params: dict[str, Any]
@@ -69,6 +70,7 @@ class CandidateRow:
     trivial: bool = False
     minimax_risk: float | None = None
     fold_weights: list[float] = field(default_factory=list)
+    error_se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +83,7 @@ def record_estimate(row: CandidateRow, res: ErrorEstimate | str) -> None:
         return
     row.error, row.method, row.folds = float(res.value), res.method, list(res.folds)
     row.fold_weights = list(res.weights)
+    row.error_se = res.se if res.se is not None else estimate_se(row.folds, row.fold_weights or None)
 
 
 def fold_weights(rows: Sequence[CandidateRow]) -> list[float] | None:
@@ -88,7 +91,7 @@ def fold_weights(rows: Sequence[CandidateRow]) -> list[float] | None:
     return next((r.fold_weights for r in rows if r.fold_weights), None)
 
 
-def choose(rows: Sequence[CandidateRow], prefer: str = "balanced", tolerance: float = TOLERANCE,
+def choose(rows: Sequence[CandidateRow], prefer: str = "accuracy", tolerance: float = TOLERANCE,
            defaults: Sequence[int] = ()) -> tuple[int, str]:
     """The index of the chosen candidate and the rule in words (:mod:`marg.learners.choice_rule`, the one rule).
 
@@ -222,7 +225,8 @@ def choice_warning(report: dict[str, Any]) -> str | None:
     is not the automatic choice's, or its chosen certificate is not trivial).
 
     A candidate with a non-trivial certificate that the rule passed over (estimated less accurate)
-    is named with its numbers and ``--prefer certificate``; the holdout route (a bound measured on
+    is named with its numbers, and ``--prefer certificate`` with what it would choose when that is another
+    candidate; the holdout route (a bound measured on
     patients the model never saw) is named always. Rows are not said to be too few: a trivial
     certificate on many rows comes from the box over many table entries, not from the rows."""
     rows = report.get("auto")
@@ -246,9 +250,10 @@ def choice_warning(report: dict[str, Any]) -> str | None:
         sub = [CandidateRow(**{f: v for f, v in r.items() if f in fields}) for r in rows]
         k, _ = choose(sub, "certificate")
         c = rows[k]
-        by_cert = (f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
-                   f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")
-                   + ")")
+        by_cert = "" if c is chosen else (
+            f"marg learn --prefer certificate chooses {candidate_name(c['learner'], c['params'])} "
+            f"({c['certificate']:.4f}" + ("" if c.get("error") is None else f", estimated error {c['error']:.4f}")
+            + "); ")
         return (f"{head}; {candidate_name(u['learner'], u['params'])} has a useful one ({u['certificate']:.4f}{est}"
-                f"{mine}); {by_cert}; or {holdout}")
+                f"{mine}); {by_cert}or {holdout}")
     return f"{head}; no candidate's is useful from these tables: {holdout}"

@@ -16,29 +16,36 @@ estimates is that of the weighted mean of the paired differences d_s = e_{a,s} �
 (the weighted sample variance, :func:`paired_se`). Without folds (in-sample estimates, one
 site) it is 0 and only the floor below counts.
 
-**Eligible.** Let b be the candidate with the smallest estimate. Candidate k is *within noise*
-of b when ê_k ≤ ê_b + max(``tolerance``, se(k, b)) — the one-standard-error rule (Breiman,
-Friedman, Olshen and Stone, 1984: among rules whose estimated risk is within one standard error
-of the best, any is as good as the data can tell); ``tolerance`` is the floor (the Monte Carlo
-error of the simulated rows, :data:`TOLERANCE`).
-
-**Never worse than the larger class.** When the label-only rule (``prior``, the class with
-the largest share for every row) has an estimate, a candidate whose estimate is above the
-prior's is never chosen, whatever ``prefer`` says: the prior is a candidate like any other.
+**Never worse than the larger class beyond the noise.** The label-only rule (``prior``, the
+class with the largest share for every row) is a candidate like any other: under ``"accuracy"``
+it is chosen when it is estimated better than the best rule beyond the noise of that comparison,
+so no rule is chosen that is estimated worse than it by more than that noise; under
+``"certificate"`` a rule estimated above the prior is never chosen.
 
 **The choice** (``prefer``):
 
-- ``"balanced"`` (default): among the eligible candidates within noise of the best, the
-  smallest **non-trivial** certificate (ties: the smaller estimate); when every one of them
-  is trivial (≥ 1 − 1/K, no better than guessing), the first by :data:`NOISE_ORDER` (ties:
-  the smaller estimate) — a trivial certificate is no reason to prefer a candidate, and among
-  estimates the noise cannot tell apart the smallest is the one most flattered by it;
-- ``"accuracy"``: the smallest estimate (ties: the smaller certificate);
-- ``"certificate"``: the smallest certificate (ties: the smaller estimate).
+- ``"accuracy"`` (default, issue 49): **choose for accuracy, certify what was chosen** — the
+  rule c with the smallest estimate (ties: the smaller certificate), unless the label-only rule
+  is estimated better *beyond the noise*: ê_prior + max(``tolerance``, se(prior, c)) < ê_c. The
+  chosen model's certificate is then computed for it, whatever its size. A trivial certificate
+  (≥ 1 − 1/K) is reported, not avoided: a rule that predicts nothing (the larger class, which
+  certifies ≈ 0.5) is no safer than the rule the estimates say errs less. Measured on five
+  clinical sets (BENCHMARKS.md, "Issue 49"): the former default below took the label-only rule
+  on most small splits because every estimate was within noise of every other.
+- ``"certificate"`` (the default before issue 49; ``"balanced"`` is its former name): among the
+  candidates within noise of the best (below), the smallest **non-trivial** certificate (ties:
+  the smaller estimate); when every one of them is trivial, the first by :data:`NOISE_ORDER`
+  (ties: the smaller estimate) — a trivial certificate is no reason to prefer a candidate, and
+  among estimates the noise cannot tell apart the smallest is the one most flattered by it.
+  Never a rule whose estimate is above the prior's.
 
-Under ``"balanced"`` and ``"accuracy"`` candidates without an estimate are eligible only when
-no candidate has one (then: the smallest certificate); under ``"certificate"`` every fitted
-candidate is, bar those estimated worse than the prior.
+**Within noise** (``"certificate"``). Let b be the candidate with the smallest estimate.
+Candidate k is *within noise* of b when ê_k ≤ ê_b + max(``tolerance``, se(k, b)) — the
+one-standard-error rule (Breiman, Friedman, Olshen and Stone, 1984); ``tolerance`` is the floor
+(the Monte Carlo error of the simulated rows, :data:`TOLERANCE`).
+
+Candidates without an estimate are eligible only when no candidate has one (then: the smallest
+certificate).
 
 **Defaults** (``defaults``, optional, in order): candidates the caller trusts more than the
 estimates can show — those whose estimates do not rest on what the simulated rows assume (the
@@ -47,8 +54,11 @@ The first default is kept unless the rule above picks a candidate c whose estima
 more than the noise at 95 %: ê_c + max(``tolerance``, :data:`DEFAULT_Z`·se(c, default)) < ê_default
 (a two-sided 95 % test of the paired difference); if it is beaten, the next default is tried the
 same way, and when every default is beaten the rule's pick stands. A default without an estimate,
-or estimated worse than the prior, is passed over; ``"certificate"``, which compares certificates,
-not estimates, ignores them.
+or estimated worse than the prior, is passed over. Both ``prefer`` take them.
+
+**Each estimate's own noise** (:func:`estimate_se`): the standard error of a leave-one-site-out
+estimate as a weighted mean of its folds, se(k)² = S/(S − 1)·Σ_s w_s²(e_{k,s} − ê_k)², is reported
+beside it (``error_se``); it is not the noise of a comparison (the folds are paired: se(a, b) above).
 """
 
 from __future__ import annotations
@@ -62,7 +72,9 @@ from marg.errors import InputError
 
 from .params import check_choice
 
-PREFER = ("balanced", "accuracy", "certificate")
+PREFER = ("accuracy", "certificate")
+ALIASES = {"balanced": "certificate"}
+"""Former names of a ``prefer`` (``"balanced"`` was the default before issue 49: it is ``"certificate"`` now)."""
 TOLERANCE = 0.01
 """The floor of the noise margin: the Monte Carlo error of the simulated rows (≤ 0.5/√DRAWS per class
 for the learner choice, about 0.011 per class on the screened path's population)."""
@@ -101,6 +113,34 @@ def paired_se(a: Sequence[float], b: Sequence[float], weights: Sequence[float] |
     return float(math.sqrt(S / (S - 1) * float(np.sum(w * w * (d - dbar) ** 2))))
 
 
+def estimate_se(folds: Sequence[float], weights: Sequence[float] | None = None) -> float | None:
+    """The standard error of an estimate that is the weighted mean of its ``folds`` (shape (S,)): paired_se against
+    zeros (module docstring, "Each estimate's own noise"); None with fewer than 2 folds (no measure of its noise)."""
+    if len(folds) < 2:
+        return None
+    return paired_se(folds, [0.0] * len(folds), weights)
+
+
+def shrink_estimates(values: Sequence[float], ses: Sequence[float]) -> list[float]:
+    """The candidates' estimates shrunk toward their mean (positive-part James–Stein, the mean estimated):
+    ê'_k = ē + c·(ê_k − ē), c = max(0, 1 − (m − 3)·mean(se²) / Σ_k (ê_k − ē)²), m candidates (m < 3: unchanged).
+    Measured against the unshrunk estimates in ``bench/estimate_49.py`` (BENCHMARKS.md, "Issue 49")."""
+    v = np.asarray(values, dtype=np.float64)
+    m = v.size
+    spread = float(np.sum((v - v.mean()) ** 2)) if m else 0.0
+    if m < 3 or spread <= 0:
+        return [float(x) for x in v]
+    c = max(0.0, 1.0 - (m - 3) * float(np.mean(np.square(ses))) / spread)
+    return [float(x) for x in v.mean() + c * (v - v.mean())]
+
+
+def canonical_prefer(prefer: str) -> str:
+    """``prefer`` by its current name (:data:`ALIASES`); one-line InputError for an unknown one."""
+    prefer = ALIASES.get(prefer, prefer)
+    check_choice("prefer", prefer, PREFER)
+    return prefer
+
+
 def _label(c: Any) -> str:
     feats = (getattr(c, "params", None) or {}).get("features")
     return c.learner + (f" on {', '.join(map(str, feats))}" if feats else "")
@@ -122,7 +162,7 @@ def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] |
     return max(float(tolerance), z * paired_se(c.folds, best.folds, weights))
 
 
-def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float = TOLERANCE,
+def choose_index(rows: Sequence[Any], prefer: str = "accuracy", tolerance: float = TOLERANCE,
                  weights: Sequence[float] | None = None, by_certificate: bool = True,
                  order: Sequence[int] | None = None, defaults: Sequence[int] = ()) -> tuple[int, str]:
     """The index of the chosen candidate and the rule in words (module docstring).
@@ -132,7 +172,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
     rows : sequence of candidates
         Each with ``learner``, ``error``, ``folds``, ``certificate`` and ``trivial``. Only those with a
         certificate are considered when ``by_certificate``.
-    prefer : {"balanced", "accuracy", "certificate"}
+    prefer : {"accuracy", "certificate"} (or a former name, :data:`ALIASES`)
     tolerance : float
         The floor of the noise margin.
     weights : sequence of float, optional
@@ -154,7 +194,7 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
     k, words = _choose(rows, prefer, tolerance, weights, by_certificate, order)
     prior = [_err(r) for r in rows if r.learner == PRIOR and r.error is not None]
     beaten = []
-    for j in defaults if prefer != "certificate" and rows[k].error is not None else ():
+    for j in defaults if rows[k].error is not None else ():
         d = rows[j]
         if d.error is None or (prior and _err(d) > min(prior) + 1e-12):
             continue
@@ -172,16 +212,36 @@ def choose_index(rows: Sequence[Any], prefer: str = "balanced", tolerance: float
     return k, words
 
 
+def _accurate(rows: Sequence[Any], estimated: Sequence[int], prior: Sequence[int], tolerance: float,
+              weights: Sequence[float] | None, key: Sequence[int]) -> tuple[int, str]:
+    """``prefer="accuracy"`` (module docstring): the rule with the smallest estimate, the label-only rule only when it
+    is estimated better than that rule beyond the noise of the paired comparison."""
+    rules = [k for k in estimated if rows[k].learner != PRIOR]
+    if not rules:
+        k = min(estimated, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
+        return k, "the larger class (no other candidate has an estimate)"
+    c = min(rules, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
+    best = f"the smallest estimated error ({_label(rows[c])}, {_err(rows[c]):.4f})"
+    if not prior:
+        return c, best
+    p = min(prior, key=lambda k: (_err(rows[k]), key[k]))
+    margin = noise_margin(rows[p], rows[c], tolerance, weights)
+    if _err(rows[p]) + margin < _err(rows[c]) - 1e-12:
+        return p, (f"the larger class: estimated {_err(rows[p]):.4f}, better than {best} by more than the noise "
+                   f"(max({tolerance:g}, one standard error of the paired difference) = {margin:.4f})")
+    return c, (best + f"; the larger class ({_err(rows[p]):.4f}) is not estimated better by more than the noise "
+               f"({margin:.4f}), so the rule is kept and its own certificate computed")
+
+
 def _choose(rows: Sequence[Any], prefer: str, tolerance: float, weights: Sequence[float] | None,
             by_certificate: bool, order: Sequence[int] | None) -> tuple[int, str]:
-    check_choice("prefer", prefer, PREFER)
+    prefer = canonical_prefer(prefer)
     key = list(range(len(rows))) if order is None else list(order)
     fitted = [k for k, r in enumerate(rows) if not by_certificate or getattr(r, "certificate", None) is not None]
     if not fitted:
         raise InputError("no learner could be fitted on these summaries: "
                          + "; ".join(f"{r.learner}: {getattr(r, 'note', '')}" for r in rows))
     estimated = [k for k in fitted if rows[k].error is not None]
-    unestimated = [k for k in fitted if rows[k].error is None]
 
     def by_cert(ks: Sequence[int]) -> int:
         return min(ks, key=lambda k: (_cert(rows[k]), _err(rows[k]), key[k]))
@@ -191,6 +251,8 @@ def _choose(rows: Sequence[Any], prefer: str, tolerance: float, weights: Sequenc
             return min(fitted, key=lambda k: key[k]), "the first candidate (no candidate's error could be estimated)"
         return by_cert(fitted), "the smallest certificate (no candidate's error could be estimated)"
     prior = [k for k in estimated if rows[k].learner == PRIOR]
+    if prefer == "accuracy":
+        return _accurate(rows, estimated, prior, tolerance, weights, key)
     guard = ""
     if prior:
         cap = min(_err(rows[k]) for k in prior)
@@ -198,11 +260,6 @@ def _choose(rows: Sequence[Any], prefer: str, tolerance: float, weights: Sequenc
         if len(kept) < len(estimated):
             guard = f"; never a rule estimated worse than the larger class ({cap:.4f})"
         estimated = kept
-    if prefer == "certificate" and by_certificate:
-        return by_cert(estimated + unestimated), "the smallest certificate (--prefer certificate)" + guard
-    if prefer == "accuracy":
-        k = min(estimated, key=lambda k: (_err(rows[k]), _cert(rows[k]), key[k]))
-        return k, "the smallest estimated error (--prefer accuracy)" + guard
     b = min(estimated, key=lambda k: (_err(rows[k]), key[k]))
     best = rows[b]
     within = [k for k in estimated if _err(rows[k]) <= _err(best) + noise_margin(rows[k], best, tolerance, weights) + 1e-12]

@@ -150,11 +150,16 @@ def learn(
         # the prior certifies itself at the coverage asked (the choice's own, not its candidate's 1 − α/m: the
         # selection-wide events hold whichever candidate was chosen, so the choice's Bonferroni does not enter them)
         cov = getattr(est, "coverage", None) or getattr(fitted, "coverage", None) or 0.95
-        fitted, _note = finish(fitted, summary, float(cov), getattr(est, "candidates_", None))
+        study: dict[str, Any] = {}
+        fitted, note = finish(fitted, summary, float(cov), getattr(est, "candidates_", None),  # the choice's rows
+                              record=study)
+        study_report = {"study_model": note, **study}
     seconds = time.perf_counter() - t0
     report = {**fitted.report(), "n": summary.n, "sites": [s["site"] for s in summary.provenance.get("sites", [])],
               "seconds": seconds}
     report.update(est.choice_report())
+    if summary.selection is not None:
+        report["study"] = study_report
     if selection is not None:
         report.update(selection.learn_report())
     return LearnResult(as_model(fitted, summary, report), report, selection, seconds)

@@ -313,13 +313,13 @@ class ScreeningCandidates:
         live = [i for i, c in enumerate(cands) if c.model is not None]
         if self.path is not None:
             gcv = [_Gcv(cands[i].learner, min(t[2] for t in self.path if t[0] == cands[i].size)) for i in live]
-            j, words = choose_index(gcv, "accuracy", tolerance, by_certificate=False)
+            j, words = choose_index(gcv, "accuracy", 0.0, by_certificate=False)  # no folds: the smallest GCV
             return live[j], words
         order = {nm: n for n, nm in enumerate(self.learners)}
         keys = [(1, 0, 0) if cands[i].learner == PRIOR else (0, cands[i].size, order.get(cands[i].learner, len(order)))
                 for i in live]
         sub = [rows[i] for i in live]
-        j, words = choose_index(sub, "balanced", tolerance, weights=fold_weights(sub), by_certificate=False, order=keys)
+        j, words = choose_index(sub, "certificate", tolerance, weights=fold_weights(sub), by_certificate=False, order=keys)
         return live[j], words
 
     def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:

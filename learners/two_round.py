@@ -30,6 +30,11 @@ record it) is split among the tables by the least-squares rule
 (:func:`marg.marginals.allocation.least_squares_weights`: weights ∝ √|T| minimise the summed
 noise variance Σ_T |T|·σ_T² for the budget); σ_s of table T is 1/sqrt(2·w_T·ρ_s).
 
+**Against the larger class, on evidence that did not select the features** (:func:`finish`,
+:mod:`marg.learners.unselected`; issues 44 and 49): once a feature was agreed, the final rule is refitted in
+each fold on the features the *other* sites' round 1 agrees on and judged, with the label-only rule, on the
+left-out site's rows; not beaten there, the larger class is the model.
+
 **The model** (:func:`finish`). The summary of both rounds holds the measured features only
 (:func:`marg.protocols.aggregate.measured_only`); the learner fits on it as usual. Its
 certificate must hold although the features were chosen from the same patients: the summary
@@ -49,9 +54,9 @@ the source :func:`label_source` picks — the label table's or a round-2 table's
 itself on round 1's noisy counts, so both noise events count): the label-only bound at α/3
 (:func:`marg.learners.label_only.share_lower_bounds`: α/6 each, three events). Neither box needs the selection-wide
 Bonferroni of the other (the prior reads no selected feature). The automatic choice runs with ``prefer="accuracy"`` unless the user sets
-``prefer``: the certificates its balanced rule would compare are each candidate's own, for the
-measured tables as if they had not been selected, and the chosen model's is replaced by the
-selection-wide one (measured on the planted wide study: balanced chose the MRC, whose rule
+``prefer`` (the automatic choice's default since issue 49 too): the certificates ``"certificate"`` (formerly
+``"balanced"``) would compare are each candidate's own, for the measured tables as if they had not been selected,
+and the chosen model's is replaced by the selection-wide one (measured on the planted wide study: that rule chose the MRC, whose rule
 erred 0.27 on the 10 right features, where naive Bayes and Rényi erred 0.07). Its candidates
 are the defaults without the MRC (:data:`STUDY_CHOICE`): on these noisy tables the MRC's
 leave-one-site-out estimate was far below its error (planted study: 0.071 estimated, 0.28 on
@@ -398,7 +403,8 @@ def beats_prior(rows: Sequence[Any] | None) -> bool:
     return float(chosen.error) + margin < float(prior.error)
 
 
-def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] | None = None) -> tuple[Any, str]:
+def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] | None = None,
+           record: dict[str, Any] | None = None) -> tuple[Any, str]:
     """The model of a select-then-measure study: the prior when nothing is above the noise, else ``est``
     as fitted — its certificate already covers the selection, its fit's own (module docstring;
     :mod:`marg.learners.selection_certificate`). Returns (estimator, note).
@@ -410,18 +416,34 @@ def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] |
     house-votes-84: noisy row counts pushed λ below 1 in 2 of 50 split-runs, the agreement test then kept nothing,
     and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior,
     fitted on ``summary`` at ``coverage`` (:class:`marg.learners.label_only.LabelOnly` certifies itself by the
-    least noisy label counts at α/2)."""
+    least noisy label counts at α/2).
+
+    **On evidence that did not select its features** (issue 44; :mod:`marg.learners.unselected`): with the sites'
+    own tables, ``est`` is kept only when it beats the larger class on folds whose features were selected without
+    the left-out site; not beaten, the larger class is the model. ``record`` (a dict, optional) receives that
+    comparison under ``"unselected"`` (its numbers, or why there is none)."""
     from .label_only import LabelOnly
+    from .unselected import unselected_comparison
 
     entries = candidate_entries(summary)
-    above = len(above_chance(pool_records(summary)))
+    records = pool_records(summary)
+    above = len(above_chance(records))
     rescued = above == 0 and est.learner != "prior" and beats_prior(rows) and measured_within_noise(summary)
     if (above == 0 and not rescued) or est.learner == "prior":
         prior = est if est.learner == "prior" else LabelOnly(coverage=float(coverage)).fit(summary)
         return prior, ("the sites' private selections agreed on no feature (nothing above the noise): the "
                        "larger class, certified by the label table" if above == 0 else "")
+    # a feature agreed: the rule against the larger class on evidence that did not select it (the rescued rule's one
+    # table was measured after a selection that agreed on nothing, and beat the prior beyond the noise already)
+    check = "rescued: no feature was agreed" if rescued else unselected_comparison(est, summary, records, above_chance)
+    if record is not None:
+        record["unselected"] = check if isinstance(check, str) else check.to_dict()
+    if not isinstance(check, str) and not check.beaten:
+        return LabelOnly(coverage=float(coverage)).fit(summary), f"the larger class: {check.words()}"
     why = ("the sites' private selections agreed on no feature, but round 2's table, measured after the selection "
            "and within the noise rule, gives a rule estimated better than the larger class by more than the noise; "
            if rescued else "")
+    why += "" if isinstance(check, str) else f"{check.words()}; "
     return est, (why + f"certificate W(h) over the first-order box of the {len(summary.codebook.features)} measured features, "
                  f"lambda calibrated for all {entries} candidate cells (the features were selected from the data)")
+

@@ -12,16 +12,26 @@ another site's real column is neither): :func:`mark_hidden` sets
 the bundle reports), and :func:`marg.marginals.summary.sum_tables` adds them up. In the
 summed table a cell of class ``v`` is then bounded by ``c ≤ N ≤ c + H_v``, with ``c`` its
 released count (the sum of the sites' real columns) and ``H_v`` the sum of the hidden ``S``'s
-(:func:`count_bounds`; tight: all of ``H_v`` may sit in any one cell). The point estimate
-(:func:`filled`) spreads the hidden rows evenly over the ``m`` levels, ``c + H_v/m``, so every
-column sums to its class total again; the learners' uncertainty box covers the whole
-interval (:func:`marg.learners.calibration.confidence_box`).
+(:func:`count_bounds`; tight: all of ``H_v`` may sit in any one cell). The learners' uncertainty
+box covers the whole interval (:func:`marg.learners.calibration.confidence_box`).
+
+**The point estimate** (:func:`filled`, what naive Bayes, Rényi and the simulated rows read) is
+the expected count given the other tables, under the model that the sites share p(x | y): the
+hidden rows of class v spread over the levels in proportion to the column's released part,
+``c + H_v·c/Σc`` (the other sites' real columns of class v), so every column sums to its class
+total again; a hidden column with no released part (one site, or every site hid it) spreads
+evenly, ``c + H_v/m`` (nothing in the release tells the levels apart). Both lie in the interval.
+Reading a hidden cell as 0 would put all of class v's rows nowhere in that table (issue 49: 66 of
+134 cells at a small site). The released part is itself selected (a site whose column held a small
+cell hid it), so for a rare level it leans low; the box, not the point, carries the guarantee.
+:func:`fill_from` fills one site's hidden columns from another summary's shape the same way (the
+left-out site of the leave-one-site-out estimate, whose own release has no released part).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -95,12 +105,40 @@ def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[s
     return out
 
 
+def _spread(hidden: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """``hidden[v]`` rows of each class spread over the levels in proportion to ``shape[:, v]`` (evenly where that
+    column is empty): shape (m, K)."""
+    shape = np.clip(np.asarray(shape, dtype=np.float64), 0.0, None)
+    tot = shape.sum(axis=0)
+    m = shape.shape[0]
+    share = np.where(tot[None, :] > 0, shape / np.where(tot > 0, tot, 1.0)[None, :], 1.0 / m)
+    return share * hidden[None, :]
+
+
 def filled(t: MarginalTable) -> np.ndarray:
-    """The point estimate of ``t``'s counts: each class's hidden rows spread evenly over the
-    ``m`` levels, ``N + hidden[None, :]/m`` (shape of ``t.counts``; ``t.counts`` if nothing is hidden)."""
+    """The point estimate of ``t``'s counts (module docstring): each class's hidden rows spread over the levels in
+    proportion to the column's released part, evenly when it has none (shape of ``t.counts``; ``t.counts`` if
+    nothing is hidden)."""
     if t.hidden is None or not np.any(t.hidden > 0):
         return t.counts
-    return np.asarray(t.counts, dtype=np.float64) + t.hidden[None, :] / t.shape[0]
+    c = np.asarray(t.counts, dtype=np.float64)
+    return c + _spread(t.hidden, c)
+
+
+def fill_from(tables: Sequence[MarginalTable], shape_of: Callable[[tuple[str, ...]], np.ndarray | None]
+              ) -> list[MarginalTable]:
+    """One release's tables with each hidden column filled in proportion to ``shape_of(clique)`` (another
+    summary's counts of that table, (m, K); None: evenly) and no longer marked hidden: the rows it stands for,
+    for a simulation (its cells lie in their intervals; the release itself keeps its bounds)."""
+    out = []
+    for t in tables:
+        if t.hidden is None or not np.any(t.hidden > 0):
+            out.append(t)
+            continue
+        c = np.asarray(t.counts, dtype=np.float64)
+        ref = shape_of(t.clique)
+        out.append(replace(t, counts=c + _spread(t.hidden, c if ref is None else ref), hidden=None))
+    return out
 
 
 def count_bounds(t: MarginalTable, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:

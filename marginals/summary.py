@@ -9,8 +9,8 @@ them (τ, λ, Q, d) is the learner's business (:mod:`marg.learners.features`).
 When tables carry differential-privacy noise the Summary post-processes them first
 (consistency and non-negativity, :mod:`marg.marginals.postprocess`; free under DP). Class
 columns hidden by min-cell suppression (exact releases) are unknown, not zero
-(:mod:`marg.marginals.hidden`): :meth:`Summary.counts` spreads their rows evenly (the point
-estimate) and :meth:`Summary.count_bounds` says how far the truth may lie from it.
+(:mod:`marg.marginals.hidden`): :meth:`Summary.counts` spreads their rows in proportion to the
+column's released part, evenly without one (the point estimate) and :meth:`Summary.count_bounds` says how far the truth may lie from it.
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ class Summary:
         t = self._find_table(names)
         if t is None:
             raise InputError(f"no released table contains the attributes {list(names)!r}")
-        t = self._filled.get((t.clique, t.kind), t)  # hidden class columns: their rows spread evenly
+        t = self._filled.get((t.clique, t.kind), t)  # hidden class columns: their expected counts (hidden.filled)
         return t.marginal(names).astype(np.float64)
 
     def count_bounds(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -265,6 +265,23 @@ class Summary:
         """Per table with class columns hidden by min-cell suppression: the rows of each class
         known only by that class's total (``MarginalTable.hidden``); empty when nothing is hidden."""
         return {t.name: t.hidden.tolist() for (c, k), t in self._tables.items() if (c, k) in self._filled}
+
+    @property
+    def unmeasured(self) -> list[str]:
+        """Features the release says nothing about beyond the class totals: their one table ``N[x, y]`` has every
+        class column hidden by min-cell suppression at every site (no released count) and no other table holds
+        them. A learner reading them widens its box for nothing (issue 49: the automatic choice leaves them out)."""
+        lab = self.codebook.label.name
+        out = []
+        for f in self.codebook.features:
+            held = [key for key in self._tables if f.name in key[0]]
+            t = self._tables.get(((f.name, lab), "counts"))
+            if t is None or t.hidden is None or held != [((f.name, lab), "counts")]:
+                continue
+            released = np.asarray(t.counts, dtype=np.float64).sum(axis=0)
+            if np.all(released == 0) and np.all((t.hidden > 0) | (self.class_counts <= 0)):
+                out.append(f.name)
+        return out
 
     def joint(self, names: Sequence[str]) -> np.ndarray:
         """Empirical probabilities over ``names`` (counts / n)."""

@@ -25,22 +25,55 @@ def _row(name, error, cert, folds=(), trivial=None):
 def test_the_rule_on_a_constructed_table():
     rows = [_row("a", 0.150, 0.90), _row("b", 0.155, 0.40), _row("c", 0.171, 0.30), _row("d", None, 0.10),
             _row("e", None, None)]
-    k, words = choose(rows)
+    k, words = choose(rows)  # the default, accuracy: the smallest estimate, whatever its certificate
+    assert rows[k].learner == "a" and "the smallest estimated error (a, 0.1500)" in words
+    k, words = choose(rows, prefer="certificate")  # the former default (balanced), kept under --prefer certificate
     assert rows[k].learner == "b"  # c is 0.021 above the best (no folds: the floor 0.01); d no estimate; e not fitted
     assert "within noise of the best estimate (0.1500" in words
-    assert rows[choose(rows, tolerance=0.03)[0]].learner == "c"
-    assert rows[choose(rows, prefer="accuracy")[0]].learner == "a"
-    assert rows[choose(rows, prefer="certificate")[0]].learner == "d"
+    assert rows[choose(rows, prefer="balanced")[0]].learner == "b"  # the former name
+    assert rows[choose(rows, prefer="certificate", tolerance=0.03)[0]].learner == "c"
     # ties: the same certificate goes to the smaller estimated error, the same error to the smaller certificate
     tie = [_row("x", 0.16, 0.4), _row("y", 0.15, 0.4), _row("z", 0.15, 0.45)]
-    assert tie[choose(tie)[0]].learner == "y" and tie[choose(tie, prefer="accuracy")[0]].learner == "y"
+    assert tie[choose(tie, prefer="certificate")[0]].learner == "y" and tie[choose(tie)[0]].learner == "y"
     # no estimate at all: the smallest certificate, and the words say why
-    k, words = choose([_row("p", None, 0.7), _row("q", None, 0.6)])
-    assert k == 1 and "no candidate's error could be estimated" in words
+    for prefer in ("accuracy", "certificate"):
+        k, words = choose([_row("p", None, 0.7), _row("q", None, 0.6)], prefer=prefer)
+        assert k == 1 and "no candidate's error could be estimated" in words
     with pytest.raises(InputError, match="no learner could be fitted"):
         choose([_row("e", None, None)])
     with pytest.raises(InputError, match="unknown prefer 'speed'"):
         choose(rows, prefer="speed")
+
+
+def test_the_accurate_candidate_over_the_label_only_rule_unless_it_is_better_beyond_the_noise():
+    """Issue 49: choose for accuracy. Within noise of each other (the prior's non-trivial certificate the smallest),
+    the rule with the smallest estimate is taken; the label-only rule only when its estimate is lower than that rule's
+    by more than max(tolerance, one standard error of the paired difference); never a rule estimated worse than the
+    prior beyond that noise."""
+    from marg.learners.choice_rule import paired_se
+
+    # four candidates within noise, the prior's certificate the only non-trivial one (the small-study table of issue 49)
+    nb = _row("nb", 0.363, 0.95, folds=[0.30, 0.40, 0.39])
+    mrc = _row("mrc", 0.379, 0.90, folds=[0.33, 0.41, 0.40])
+    prior = _row("prior", 0.404, 0.483, folds=[0.44, 0.38, 0.39], trivial=False)
+    rows = [mrc, nb, prior]
+    assert paired_se(prior.folds, nb.folds) > 0.404 - 0.363  # within one standard error of the best
+    k, words = choose(rows)
+    assert rows[k] is nb and "is not estimated better by more than the noise" in words
+    assert rows[choose(rows, prefer="certificate")[0]] is prior  # the former rule: the smallest non-trivial certificate
+    # the prior estimated worse than the best rule beyond the noise: the accurate rule under both preferences
+    far = _row("prior", 0.45, 0.483, folds=[0.45, 0.45, 0.45], trivial=False)
+    assert 0.45 - 0.363 > paired_se(far.folds, nb.folds)
+    assert [mrc, nb, far][choose([mrc, nb, far])[0]] is nb
+    # the prior better beyond the noise: the prior (the same paired spread, every fold 0.05 below naive Bayes's)
+    good = _row("prior", 0.313, 0.483, folds=[0.25, 0.35, 0.34], trivial=False)
+    assert paired_se(good.folds, nb.folds) < 1e-12
+    k, words = choose([mrc, nb, good])
+    assert k == 2 and "the larger class: estimated 0.3130, better than the smallest estimated error (nb" in words
+    # better, but within the noise: the rule stays
+    near = _row("prior", 0.355, 0.483, folds=[0.30, 0.33, 0.45], trivial=False)
+    assert 0.363 - 0.355 < paired_se(near.folds, nb.folds)
+    assert [mrc, nb, near][choose([mrc, nb, near])[0]] is nb
 
 
 def test_the_margin_is_the_folds_standard_error():
@@ -52,30 +85,32 @@ def test_the_margin_is_the_folds_standard_error():
     d = np.array([0.12, 0.0, 0.0])
     se = np.sqrt(3 / 2 * np.sum((d - d.mean()) ** 2) / 9)  # equal weights: the textbook weighted SE
     assert paired_se(b.folds, a.folds) == pytest.approx(se, abs=1e-12) and se > 0.03
-    assert choose([a, b])[0] == 1  # within one standard error: the non-trivial certificate
+    assert choose([a, b], prefer="certificate")[0] == 1  # within one standard error: the non-trivial certificate
+    assert choose([a, b])[0] == 0  # the default: the smaller estimate
     tight = _row("b", 0.23, 0.3, folds=[0.13, 0.23, 0.33])  # the same 0.03 everywhere: no noise, the floor only
     assert paired_se(tight.folds, a.folds) == pytest.approx(0.0, abs=1e-12)
-    assert choose([a, tight])[0] == 0
+    assert choose([a, tight], prefer="certificate")[0] == 0
     # weights: the sites' n
     assert paired_se([0.1, 0.2], [0.0, 0.0], [1, 1]) == pytest.approx(np.sqrt(2 * 2 * 0.25 * 0.05 ** 2), abs=1e-12)
 
 
 def test_a_trivial_certificate_is_no_reason_and_the_prior_is_a_floor():
+    """Under --prefer certificate (the former default)."""
     # within noise of each other, both trivial: the smaller estimate, not the smaller (trivial) certificate
     rows = [_row("mrc", 0.145, 0.50), _row("renyi", 0.150, 0.60), _row("nb", 0.152, 0.95)]
-    k, words = choose(rows)
+    k, words = choose(rows, prefer="certificate")
     assert rows[k].learner == "nb" and "trivial certificate, which is no reason" in words  # the noise order
-    assert rows[choose(rows[:2])[0]].learner == "renyi"
+    assert rows[choose(rows[:2], prefer="certificate")[0]].learner == "renyi"
     rows[2] = _row("nb", 0.170, 0.95)  # outside the noise: the smaller estimates decide, in the same order
-    assert rows[choose(rows)[0]].learner == "renyi"
+    assert rows[choose(rows, prefer="certificate")[0]].learner == "renyi"
     # a rule estimated worse than the label-only rule is never chosen, whatever prefer says
     rows = [_row("mrc", 0.40, 0.20, trivial=False), _row("nb", 0.30, 0.90), _row("prior", 0.31, 0.45, trivial=False)]
-    for prefer in ("balanced", "certificate", "accuracy"):
+    for prefer in ("certificate", "accuracy"):
         k, words = choose(rows, prefer=prefer)
         assert rows[k].learner in ("nb", "prior")
-        assert "never a rule estimated worse than the larger class (0.3100)" in words
-    assert rows[choose(rows, prefer="certificate")[0]].learner == "prior"
-
+    assert "never a rule estimated worse than the larger class (0.3100)" in choose(rows, prefer="certificate")[1]
+    assert rows[choose(rows, prefer="certificate")[0]].learner == "prior"  # within noise: its non-trivial certificate
+    assert rows[choose(rows)[0]].learner == "nb"  # accuracy: the prior is not better beyond the noise
 
 
 def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
@@ -94,8 +129,7 @@ def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
     assert choose(rows, prefer="accuracy")[0] == 0  # without a default: the smallest estimate
     k, words = choose(rows, prefer="accuracy", defaults=[1])
     assert k == 1 and "the default nb (estimated 0.1600)" in words
-    assert choose(rows, prefer="balanced", defaults=[1])[0] == 1
-    assert choose(rows, prefer="certificate", defaults=[1])[0] == choose(rows, prefer="certificate")[0]
+    assert choose(rows, prefer="certificate", defaults=[1])[0] == 1  # both preferences keep a default not beaten
     # the same mean difference at a third of the spread: beyond 1.96 se, the default is replaced
     tight = _row("nb", nb.error, 1.0, folds=list(np.array(one.folds) + d.mean() + (d - d.mean()) / 3))
     assert d.mean() * -1 > DEFAULT_Z * paired_se(tight.folds, one.folds)
@@ -143,12 +177,12 @@ def test_the_chooser_end_to_end_on_three_exact_sites():
     assert auto.certificate_.value == rows[k_want].certificate and auto.certificate_.coverage == 0.9
     X, _ = _tan_rows(rng, 300)
     assert np.array_equal(auto.predict(X), auto.fitted_[k_want].predict(X))
-    by_err = AutoLearner(coverage=0.9, prefer="accuracy").fit(S)
-    assert next(r for r in by_err.candidates_ if r.chosen).error == min(r.error for r in rows)
-    by_cert = AutoLearner(coverage=0.9, prefer="certificate").fit(S)
-    prior = next(r.error for r in rows if r.learner == "prior")
-    assert next(r for r in by_cert.candidates_ if r.chosen).certificate == min(
-        r.certificate for r in rows if r.error <= prior)
+    # the default (accuracy): the smallest estimate, the prior estimated worse here
+    assert auto.prefer == "accuracy" and rows[k_want].error == min(r.error for r in rows)
+    assert rows[k_want].learner != "prior" and all(r.error_se is not None and r.error_se > 0 for r in rows)
+    by_cert = AutoLearner(coverage=0.9, prefer="certificate").fit(S)  # the former default
+    k_cert, _ = choose(rows, prefer="certificate")
+    assert [r.chosen for r in by_cert.candidates_].index(True) == k_cert
     assert auto.patients_ is None  # exact tables: no DP line
 
 
@@ -210,7 +244,7 @@ def test_estimator_persistence_keeps_the_table(tmp_path):
 
 
 # ------------------------------------------------------------------ the console script
-@pytest.mark.parametrize("prefer", ["balanced", "certificate"])
+@pytest.mark.parametrize("prefer", ["accuracy", "certificate"])
 def test_console_script_table_matches_the_model_file(site_bundles, prefer):
     from marg.cli.learn import choice_lines
     from marg.learners.model import Model
@@ -228,13 +262,16 @@ def test_console_script_table_matches_the_model_file(site_bundles, prefer):
     assert len(chosen) == 1 and m.learner == chosen[0]["learner"] == d["learner"]
     assert m.worst_case_error == pytest.approx(chosen[0]["certificate"], abs=1e-12)
     fitted = [c for c in d["auto"] if c["certificate"] is not None]
-    if prefer == "certificate":
-        assert chosen[0]["certificate"] == min(c["certificate"] for c in fitted)
-    else:
-        from marg.learners.auto import CandidateRow
+    from marg.learners.auto import CandidateRow
 
-        assert d["auto"].index(chosen[0]) == choose([CandidateRow(**c) for c in d["auto"]])[0]
-        assert d["auto_confidence"]["candidates"] == len(d["auto"])
+    assert fitted and d["auto"].index(chosen[0]) == choose([CandidateRow(**c) for c in d["auto"]], prefer)[0]
+    assert d["auto_confidence"]["candidates"] == len(d["auto"])
+    # each estimate's own noise beside it: the standard error of the folds' weighted mean
+    from marg.learners.choice_rule import estimate_se
+
+    for c in d["auto"]:
+        if c["error"] is not None:
+            assert c["error_se"] == pytest.approx(estimate_se(c["folds"], c["fold_weights"]), abs=1e-12)
     text = marg("learn", *bundles, "--prefer", prefer, "--out", out2, "--allow-unsigned", cwd=tmp)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()

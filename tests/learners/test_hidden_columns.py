@@ -177,7 +177,9 @@ def test_two_sites_one_hidden_column_is_bounded_per_site():
     np.testing.assert_array_equal(lo[:, 0], Na[:, 0])  # class 0: nothing hidden
     np.testing.assert_array_equal(hi[:, 0], Na[:, 0])
     assert np.all((lo <= Na) & (Na <= hi))
-    np.testing.assert_allclose(S.counts(("a", "y")), lo + np.array([0.0, SA / 4]))
+    # the point estimate: A's hidden rows spread in proportion to B's released column (issue 49; it was evenly)
+    np.testing.assert_allclose(S.counts(("a", "y"))[:, 1], lo[:, 1] + SA * lo[:, 1] / lo[:, 1].sum())
+    np.testing.assert_allclose(S.counts(("a", "y"))[:, 0], Na[:, 0])
     np.testing.assert_allclose(S.counts(("a", "y")).sum(axis=0), S.class_counts)
     assert S.count_bounds(("b", "y")) is None  # b's table hides nothing
     # a boost rule over the hidden column's cells: its rows may hold all of A's hidden class-1 rows or none
@@ -211,3 +213,108 @@ def test_hidden_columns_that_do_not_add_up_are_refused():
            else t for t in mixed]
     with pytest.raises(InputError, match=r"N\[a,y\] has hidden class columns"):
         Summary(CB, bad)
+
+
+def test_the_point_estimate_of_a_hidden_column_is_the_other_sites_shape_and_the_left_out_site_is_filled_so():
+    """Issue 49: a hidden cell is not 0, and not 1/m of its class either. Site A (40 patients) hides class column
+    y = 1 of N[a, y]; site B (300) releases it. The point estimate spreads A's hidden rows like B's column (the
+    expected count when the sites share P(a | y)): over 60 releases it is closer to the true summed counts than the
+    even spread, whose cell (a=0, y=1) is far off (P(a=0 | y=1) = 0.85, not 1/4). The left-out site's rows of the
+    leave-one-site-out estimate are drawn from A's tables filled the same way from the other sites (fill_from):
+    each filled cell within its interval, each column summing to its class total."""
+    from marg.learners.cross_site import fill_hidden
+    from marg.marginals.hidden import fill_from, mark_hidden
+
+    rng = np.random.default_rng(49)
+    ours = even = 0.0
+    for _ in range(60):
+        XA, yA = draw(rng, 40)
+        XB, yB = draw(rng, 300)
+        trueA = count_tables(CB, XA, yA, plan_cliques(CB, "first"))
+        trueB = count_tables(CB, XB, yB, plan_cliques(CB, "first"))
+        relA = mark_hidden(hide(trueA, "a", 1), "y")  # as the loader marks each site's release
+        S = Summary(CB, sum_tables([relA, trueB])[0], site_parts=[("A", relA), ("B", trueB)])
+        Na = next(t for t in sum_tables([trueA, trueB])[0] if t.clique == ("a", "y")).counts[:, 1]
+        lo, hi = S.count_bounds(("a", "y"))
+        got = S.counts(("a", "y"))[:, 1]
+        assert np.all((lo[:, 1] - 1e-9 <= got) & (got <= hi[:, 1] + 1e-9))
+        ours += float(np.abs(got - Na).sum())
+        even += float(np.abs(lo[:, 1] + (hi[:, 1] - lo[:, 1]) / 4 - Na).sum())
+        # the left-out site A, filled from B's shape
+        B = Summary(CB, list(trueB))
+        filledA = fill_hidden(S.site_parts[0][1], B)
+        colA = next(t for t in filledA if t.clique == ("a", "y"))
+        assert colA.hidden is None and colA.counts[:, 1].sum() == pytest.approx(float(yA.sum()))
+        Bcol = B.counts(("a", "y"))[:, 1]
+        np.testing.assert_allclose(colA.counts[:, 1], yA.sum() * Bcol / Bcol.sum())
+        # no reference (None): evenly, as the release alone says
+        alone = next(t for t in fill_from(S.site_parts[0][1], lambda c: None) if t.clique == ("a", "y"))
+        np.testing.assert_allclose(alone.counts[:, 1], np.full(4, yA.sum() / 4))
+    assert ours < 0.5 * even, (ours, even)
+
+
+def test_the_minimax_lp_takes_a_hidden_cell_as_an_interval_against_the_joint_oracle():
+    """DESIGN.md's oracle (enumerate the joint: max Σ_x (Σ_y p(x, y) − t_x), t_x ≥ p(x, y)) on a release whose class
+    column y = 1 of N[a, y] is hidden. With λ = 0 elsewhere (s = 0), the MRC's R* equals the oracle over the box it
+    recorded; that box holds every count the release leaves possible on the hidden cells ([lo, hi], not the point
+    estimate), so R* is at least the oracle with the interval as the constraint — which is above the oracle that reads
+    X."""
+    from tests.helpers.quantities import tau_of
+    from tests.helpers.joint_oracle import brute_force_R
+
+    rng = np.random.default_rng(44)
+    cb = Codebook(features=(CategoricalFeature("a", ("0", "1", "2")), CategoricalFeature("b", ("0", "1"))),
+                  label=Label("y", ("0", "1")))
+    checked = wider = 0
+    for _ in range(6):
+        p = rng.dirichlet(np.full(12, 0.8)).reshape(3, 2, 2)
+        cells = rng.multinomial(200, p.ravel()).reshape(3, 2, 2)
+        X = np.array([(a, b) for a in range(3) for b in range(2) for v in range(2) for _ in range(cells[a, b, v])],
+                     dtype=np.float64)
+        y = np.array([v for a in range(3) for b in range(2) for v in range(2) for _ in range(cells[a, b, v])])
+        if min(np.bincount(y, minlength=2)) == 0:
+            continue
+        S = Summary(cb, hide(count_tables(cb, X, y, plan_cliques(cb, "first")), "a", 1))
+        m = MRC(s=0.0, eps=0.0, n_max=1, k_max=100).fit(S)
+        mom = map_moments(S, m.map_)
+        tau = tau_of(S)
+        np.testing.assert_allclose(tau, mom.tau, atol=1e-12)
+        assert abs(m.minimax_risk_.value - brute_force_R(S, tau, m.lambda_)) <= 1e-6
+        hid = mom.hi > mom.lo + 1e-12
+        assert hid.sum() == 3  # the three cells of the hidden column
+        assert np.all(tau - m.lambda_ <= mom.lo + 1e-12) and np.all(tau + m.lambda_ >= mom.hi - 1e-12)
+        interval = brute_force_R(S, (mom.lo + mom.hi) / 2, (mom.hi - mom.lo) / 2)
+        point = brute_force_R(S, tau, np.zeros_like(tau))
+        assert m.minimax_risk_.value >= interval - 1e-7 and interval >= point - 1e-9
+        wider += interval > point + 1e-6
+        checked += 1
+    assert checked >= 4 and wider >= 1  # the interval changes the worst case (2 of these 6), not only the bookkeeping
+
+
+def test_a_table_whose_cells_are_all_hidden_is_read_as_unmeasured():
+    """Every class column of N[a, y] hidden (at the only site): the release says nothing about a beyond the class
+    totals. Naive Bayes predicts exactly as naive Bayes without a (its factors for a are the same for every class).
+    A minimax learner given a widens its box for nothing (more entries share the coverage: R* 0.4175 against 0.4043
+    here), so the automatic choice leaves such a feature out (``unmeasured_``) and its every candidate is the one
+    fitted without it."""
+    from itertools import product
+
+    from marg.learners.auto import AutoLearner
+
+    rng = np.random.default_rng(8)
+    X, y = draw(rng, 300)
+    tables = count_tables(CB, X, y, plan_cliques(CB, "first"))
+    S = Summary(CB, hide(hide(tables, "a", 0), "a", 1))
+    assert S.hidden["N[a,y]"] == np.bincount(y, minlength=2).astype(float).tolist() and S.unmeasured == ["a"]
+    assert Summary(CB, hide(tables, "a", 1)).unmeasured == []  # one class column released: a is measured
+    grid = np.array(list(product(range(4), range(3))), dtype=np.float64)
+    np.testing.assert_array_equal(NaiveBayes().fit(S).predict(grid), NaiveBayes(features=["b"]).fit(S).predict(grid))
+    full, without = MRC().fit(S), MRC(features=["b"]).fit(S)
+    assert full.minimax_risk_.value > without.minimax_risk_.value + 1e-3
+    auto = AutoLearner(candidates=[("mrc", {}), ("nb", {})]).fit(S)
+    assert auto.unmeasured_ == ["a"] and auto.choice_report()["auto_unmeasured"] == ["a"]
+    for fitted in auto.fitted_:  # the label-only rule reads no feature
+        assert fitted is not None and (fitted.learner == "prior" or fitted.features == ["b"])
+    mrc = next(f for f in auto.fitted_ if f.learner == "mrc")
+    assert mrc.minimax_risk_.value == pytest.approx(MRC(features=["b"], coverage=mrc.coverage).fit(S).minimax_risk_.value,
+                                                    abs=1e-9)

@@ -146,5 +146,7 @@ def test_the_automatic_choice_takes_the_toy_as_a_candidate(toy, data):
     auto = AutoLearner(candidates=[("toy", {}), ("nb", {"certify": "bound"})], prefer="certificate").fit(summary)
     by_name = {r.learner: r for r in auto.candidates_}
     assert by_name["toy"].certificate is not None and by_name["toy"].kind == "W(h)"
-    best = min(r.certificate for r in auto.candidates_)
-    assert auto.chosen_.certificate_.value == best  # prefer="certificate": the smallest certificate wins
+    from marg.learners.auto import choose
+
+    k, _ = choose(auto.candidates_, "certificate")  # the one rule, on the toy's row like any other
+    assert auto.candidates_[k].chosen and auto.chosen_.certificate_.value == auto.candidates_[k].certificate

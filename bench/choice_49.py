@@ -1,0 +1,151 @@
+"""Issue 49: the automatic choice at hospital size, exact summaries with min-cell suppression, side by side.
+
+Run: nice -n 10 python bench/choice_49.py [--reps 3] [--sets bcw,clvheart,huheart,credit,vote] (adult: --sets adult)
+
+Protocol (every number from one run): each repetition (seed 1000 + rep) draws a random 70/30
+train/test split; the training rows go to three sites of 50 / 30 / 20 %; each site exports
+exact tables with the export's defaults and ``min_cell_policy="suppress"`` (what ``marg export
+--min-cell-policy suppress`` releases), the learner loads the three bundles (``marg learn``'s
+loader) and runs :class:`marg.learners.auto.AutoLearner` with its defaults. Printed side by side
+per split, every test error on the 30 % test rows:
+
+- ``auto``: the default choice (``prefer="accuracy"``: choose for accuracy, certify what was
+  chosen) and ``cert``: the former default (``--prefer certificate``), chosen from the same
+  fitted candidates and estimates (:func:`marg.learners.auto.choose`);
+- every candidate's own test error (estimated error ± its se in the JSON dump);
+- naive Bayes (scikit-learn ``CategoricalNB``, α = 1) and logistic regression (one-hot,
+  ``LogisticRegression(C=1, max_iter=2000)``) on the pooled training rows with the same bins;
+- the larger class of the training rows.
+Then per set: the means, and how often the default is within 0.02 of the best candidate's test
+error and at most the larger class + 0.01.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+SHARES = (0.5, 0.3, 0.2)
+NAMES = {"adult": "adult", "bcw": "breast-w", "clvheart": "cleveland", "huheart": "hungarian", "credit": "credit-a", "vote": "house-votes-84"}
+
+
+def _bench(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load(name: str):
+    if name in ("credit", "adult"):
+        return _bench("privacy").load_set(name)
+    cb, X, y = _bench("boost_data").load(name)
+    return (lambda tr: (cb, X)), y
+
+
+def pooled_baselines(X, y, tr, te, cb):
+    """Naive Bayes and logistic regression on the pooled training rows (the same codes), and the larger class."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.naive_bayes import CategoricalNB
+    from sklearn.preprocessing import OneHotEncoder
+
+    levels = [int(f.n_levels) for f in cb.features]
+    Xi = X.astype(np.int64)
+    nb = CategoricalNB(alpha=1.0, min_categories=levels).fit(Xi[tr], y[tr])
+    enc = OneHotEncoder(categories=[list(range(m)) for m in levels], handle_unknown="ignore").fit(Xi[tr])
+    lr = LogisticRegression(C=1.0, max_iter=2000).fit(enc.transform(Xi[tr]), y[tr])
+    larger = np.bincount(y[tr]).argmax()
+    return {"nb_rows": float(np.mean(nb.predict(Xi[te]) != y[te])),
+            "lr_rows": float(np.mean(lr.predict(enc.transform(Xi[te])) != y[te])),
+            "larger": float(np.mean(y[te] != larger))}
+
+
+def one_split(name: str, rep: int):
+    from marg.learners.auto import AutoLearner, choose
+    from marg.protocols.export import export_site
+    from marg.protocols.load import load_summary
+
+    priv = _bench("privacy")
+    make, y = load(name)
+    rng = np.random.default_rng(1000 + rep)
+    perm = rng.permutation(y.size)
+    n_te = int(round(0.3 * y.size))
+    te, tr = perm[:n_te], perm[n_te:]
+    cb, X = make(tr)
+    sites = np.split(tr, np.cumsum([int(SHARES[0] * tr.size), int(SHARES[1] * tr.size)]))
+    suppressed = 0
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for k, s in enumerate(sites):
+            out = Path(d) / f"site{k}.bundle"
+            res = export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, min_cell_policy="suppress")
+            suppressed += len(res.suppressed)
+            paths.append(out)
+        S = load_summary(paths, allow_unsigned=True)
+    t0 = time.perf_counter()
+    auto = AutoLearner().fit(S)
+    secs = time.perf_counter() - t0
+    test = [float(np.mean(e.predict(X[te]) != y[te])) if e is not None else float("nan") for e in auto.fitted_]
+    k_auto = [r.chosen for r in auto.candidates_].index(True)
+    k_cert, _ = choose(auto.candidates_, "certificate")
+    return {"set": name, "rep": rep, "n_train": int(tr.size), "sites": [int(s.size) for s in sites],
+            "suppressed": suppressed, "rows": [{**r.to_dict(), "test": t} for r, t in zip(auto.candidates_, test)],
+            "auto": test[k_auto], "auto_learner": auto.candidates_[k_auto].learner, "cert": test[k_cert],
+            "cert_learner": auto.candidates_[k_cert].learner, "seconds": secs, **pooled_baselines(X, y, tr, te, cb)}
+
+
+def label(r: dict) -> str:
+    return r["learner"] + ("" if not r["params"] else "(" + ",".join(f"{v}" for v in r["params"].values()) + ")")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sets", default="bcw,clvheart,huheart,credit,vote")
+    ap.add_argument("--dump", default="")
+    a = ap.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded)\n")
+    print("| set | split | n (sites) | suppressed cells | auto (chose) | --prefer certificate (chose) | candidates' test "
+          "errors | nb rows | lr rows | larger class | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    out = []
+    for name in a.sets.split(","):
+        for rep in range(a.reps):
+            r = one_split(name, rep)
+            out.append(r)
+            cands = ", ".join(f"{label(c)} {c['test']:.3f}" for c in r["rows"])
+            print(f"| {NAMES.get(name, name)} | {rep} | {r['n_train']} ({'/'.join(map(str, r['sites']))}) | "
+                  f"{r['suppressed']} | {r['auto']:.3f} ({r['auto_learner']}) | {r['cert']:.3f} ({r['cert_learner']}) | "
+                  f"{cands} | {r['nb_rows']:.3f} | {r['lr_rows']:.3f} | {r['larger']:.3f} | {r['seconds']:.0f} |",
+                  flush=True)
+    print("\n| set | auto | --prefer certificate | best candidate | nb rows | lr rows | larger class | auto ≤ larger "
+          "+ 0.01 | auto within 0.02 of the best candidate |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in a.sets.split(","):
+        rs = [r for r in out if r["set"] == name]
+        best = [min(c["test"] for c in r["rows"] if c["certificate"] is not None) for r in rs]
+        m = lambda key: np.mean([r[key] for r in rs])  # noqa: E731
+        ok_l = sum(r["auto"] <= r["larger"] + 0.01 + 1e-12 for r in rs)
+        ok_b = sum(r["auto"] <= b + 0.02 + 1e-12 for r, b in zip(rs, best))
+        print(f"| {NAMES.get(name, name)} | {m('auto'):.3f} | {m('cert'):.3f} | {np.mean(best):.3f} | {m('nb_rows'):.3f} "
+              f"| {m('lr_rows'):.3f} | {m('larger'):.3f} | {ok_l}/{len(rs)} | {ok_b}/{len(rs)} |")
+    if a.dump:
+        Path(a.dump).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

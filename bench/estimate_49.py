@@ -1,0 +1,124 @@
+"""Issue 49: which estimate of a candidate's error is closer to its true error on small studies from a known population.
+
+Run: nice -n 10 python bench/estimate_49.py [--studies 12] [--sets adult,kr-vs-kp] [--rows 50,150,300] [--stats first]
+
+Protocol (every number from one run): a study draws 50 + 150 + 300 patients without replacement
+from the set (seed 7000 + study), the three sites count their exact first-order and pair tables
+(``--stats first``: first-order only, what a min-cell-suppressed release holds),
+:class:`marg.learners.auto.AutoLearner` runs with its defaults, and every fitted candidate's
+**true error** is its error on the set's remaining rows (the population). Against it, per
+(study, candidate), the absolute error of:
+
+- ``loso``: leave-one-site-out as the choice reports it (floored at the in-sample error);
+- ``bootstrap``: :func:`marg.learners.study_bootstrap.bootstrap_errors` (4 resampled studies);
+- ``loso+shrink`` / ``bootstrap+shrink``: each shrunk toward the mean of the study's candidates
+  (:func:`marg.learners.choice_rule.shrink_estimates`);
+- ``mean(loso, bootstrap)``: the two averaged.
+Reported: the mean absolute error with a 95 % interval (percentile bootstrap over the studies),
+the mean signed error (bias), and CPU seconds per study (loso: the whole choice — fits, certificates and the
+leave-one-site-out refits; bootstrap: its refits alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+
+def _bench(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+METHODS = ("loso", "bootstrap", "loso+shrink", "bootstrap+shrink", "mean(loso, bootstrap)")
+
+
+def one_study(make, y, seed: int, rows: list[int], stats: str = "all"):
+    from marg.learners.auto import AutoLearner
+    from marg.learners.candidates import FOLD_PARAMS
+    from marg.learners.choice_rule import estimate_se, shrink_estimates
+    from marg.learners.study_bootstrap import bootstrap_errors
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary, sum_tables
+    from marg.marginals.tables import plan_cliques
+
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(y.size)
+    n = sum(rows)
+    tr, te = perm[:n], perm[n:]
+    cb, X = make(tr)
+    cuts = np.cumsum(rows)[:-1]
+    plan = plan_cliques(cb, stats)
+    parts = [(f"site{k}", count_tables(cb, X[s], y[s], plan)) for k, s in enumerate(np.split(tr, cuts))]
+    S = Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts)
+    t0 = time.process_time()
+    auto = AutoLearner().fit(S)
+    t_loso = time.process_time() - t0
+    live = [(k, r) for k, r in enumerate(auto.candidates_) if auto.fitted_[k] is not None and r.error is not None]
+    t0 = time.process_time()
+    boot = bootstrap_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
+                                for k, r in live])
+    t_boot = time.process_time() - t0
+    out = []
+    keep = [(k, r) for k, r in live if not isinstance(boot[str(k)], str)]
+    loso = [r.error for _, r in keep]
+    loso_se = [estimate_se(r.folds, r.fold_weights) or 0.0 for _, r in keep]
+    bv = [boot[str(k)].value for k, _ in keep]
+    bse = [estimate_se(boot[str(k)].folds) or 0.0 for k, _ in keep]
+    ls, bs = shrink_estimates(loso, loso_se), shrink_estimates(bv, bse)
+    for j, (k, r) in enumerate(keep):
+        true = float(np.mean(auto.fitted_[k].predict(X[te]) != y[te]))
+        out.append({"learner": r.learner, "true": true, "loso": loso[j], "bootstrap": bv[j], "loso+shrink": ls[j],
+                    "bootstrap+shrink": bs[j], "mean(loso, bootstrap)": (loso[j] + bv[j]) / 2})
+    return out, t_loso, t_boot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--studies", type=int, default=12)
+    ap.add_argument("--sets", default="adult,kr-vs-kp")
+    ap.add_argument("--rows", default="50,150,300")
+    ap.add_argument("--stats", default="all", help="the sites' tables: all (first-order and pairs) or first")
+    a = ap.parse_args()
+    rows = [int(v) for v in a.rows.split(",")]
+    priv = _bench("privacy")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded)\n")
+    print("| set | studies | estimate | mean abs. error [95 %] | mean signed error | CPU s per study |")
+    print("|---|---|---|---|---|---|")
+    rng = np.random.default_rng(1)
+    for name in a.sets.split(","):
+        make, y = priv.load_set(name)
+        per, tl, tb = [], [], []
+        for s in range(a.studies):
+            res, t_l, t_b = one_study(make, y, 7000 + s, rows, a.stats)
+            per.append(res)
+            tl.append(t_l)
+            tb.append(t_b)
+            print(f"<!-- {name} study {s}: " + "; ".join(f"{r['learner']} true {r['true']:.3f} loso {r['loso']:.3f} "
+                                                         f"boot {r['bootstrap']:.3f}" for r in res) + " -->", flush=True)
+        for m in METHODS:
+            ae = [np.mean([abs(r[m] - r["true"]) for r in st]) for st in per]
+            se = [np.mean([r[m] - r["true"] for r in st]) for st in per]
+            boots = [np.mean(rng.choice(ae, len(ae))) for _ in range(2000)]
+            lo, hi = np.percentile(boots, [2.5, 97.5])
+            cpu = np.mean(tl) if m.startswith("loso") else np.mean(tb)
+            print(f"| {name} | {len(per)} | {m} | {np.mean(ae):.4f} [{lo:.4f}, {hi:.4f}] | {np.mean(se):+.4f} | "
+                  f"{cpu:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

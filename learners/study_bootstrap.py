@@ -1,0 +1,101 @@
+"""A parametric bootstrap of the whole study from its summaries: each candidate's error when the study is run again.
+
+Leave-one-site-out (:mod:`marg.learners.cross_site`) judges a candidate refitted *without* a
+site on that site's rows: at hospital sizes (3 sites of 50–300 patients) its folds train on
+40–90 % of the patients and test on one site's 50–300 simulated rows, so it is biased upward
+(fewer rows) and noisy (one small site weighs a fold). The summaries allow another estimate of
+the same quantity — the error of the rule the whole study fits:
+
+**The bootstrap** (:func:`bootstrap_errors`). Let P̂_s be site s's tree-augmented naive-Bayes
+distribution (its own tables, :func:`marg.learners.cross_site.tan_sample`) and P̂ the whole
+summary's. Replicate r draws each site's n_s patients again from P̂_s (its class counts kept),
+(a class column the site hid by min-cell suppression filled from the whole summary's shape,
+:func:`fill_hidden`), counts the same tables the sites released (:func:`marg.marginals.counting.count_tables` over the
+released cliques), sums them into a study, refits every candidate there, and measures it on one
+separate sample of P̂ (:data:`marg.learners.cross_site.POPULATION` rows per class, the same rows
+for every replicate and candidate). The estimate is the mean over the ``replicates``; its folds
+are the replicates (paired across candidates: the same resampled studies), so the choice's
+paired standard error applies unchanged. The refit sees a study of the real study's size and
+site structure, not a smaller one.
+
+It estimates err_{P̂}(fit on a study drawn from P̂), the plug-in world standing in for the
+population; measured against leave-one-site-out on simulated small studies from known
+populations (``bench/estimate_49.py``, BENCHMARKS.md "Issue 49"). Exact releases only (a noisy
+table would be resampled without its noise); raw numeric features give no estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+
+from .cross_site import POPULATION, SEED, ErrorEstimate, fill_hidden, sample_error, tan_sample
+
+REPLICATES = 4
+"""Resampled studies per estimate (each refits every candidate once: 4 fits where leave-one-site-out makes S)."""
+
+
+def _resample(site: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Site ``site``'s patients drawn again from its TAN distribution, its class counts kept: codes (n, p), labels (n,)."""
+    sizes = np.rint(np.clip(site.class_counts, 0.0, None)).astype(int)
+    draw = tan_sample(site, draws=int(max(1, sizes.max())), seed=seed)
+    keep = np.concatenate([np.flatnonzero(draw.y == k)[: sizes[k]] for k in range(sizes.size)])
+    return draw.X[keep], draw.y[keep]
+
+
+def bootstrap_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], Any]]],
+                     replicates: int = REPLICATES) -> dict[str, ErrorEstimate | str]:
+    """Each candidate's error under the parametric bootstrap of the whole study (module docstring).
+
+    Parameters
+    ----------
+    summary : Summary
+        With its sites' own tables (``site_parts``), or the whole summary as one site.
+    candidates : sequence of (key, fit)
+        ``fit(summary)`` refits the candidate on a resampled study.
+    replicates : int
+
+    Returns
+    -------
+    dict
+        key → :class:`~marg.learners.cross_site.ErrorEstimate` (``method="bootstrap"``, ``folds`` the
+        replicates' errors, equal weights), or a one-line reason (a candidate that cannot be refitted).
+
+    Raises
+    ------
+    InputError
+        Noisy tables, or rows cannot be simulated (raw numeric features).
+    """
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary, sum_tables
+
+    if summary.is_noisy:
+        raise InputError("the bootstrap of the study resamples exact tables only: these carry DP noise")
+    cb = summary.codebook
+    parts = summary.site_parts or (("all", tuple(summary.tables)),)
+    cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
+    sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
+    world = tan_sample(summary, draws=POPULATION, seed=SEED + 2999)
+    errs: dict[str, list[float]] = {key: [] for key, _ in candidates}
+    failed: dict[str, str] = {}
+    for r in range(int(replicates)):
+        drawn = [_resample(s, SEED + 3000 + 100 * r + j) for j, s in enumerate(sites)]
+        study = Summary(cb, sum_tables([count_tables(cb, X, y, cliques) for X, y in drawn])[0])
+        for key, fit in candidates:
+            if key in failed:
+                continue
+            try:
+                errs[key].append(sample_error(fit(study), world))
+            except InputError as exc:
+                failed[key] = str(exc)
+    out: dict[str, ErrorEstimate | str] = {}
+    for key, _ in candidates:
+        if key in failed:
+            out[key] = failed[key]
+            continue
+        e = errs[key]
+        out[key] = ErrorEstimate(float(np.mean(e)), "bootstrap", [float(v) for v in e], [1.0] * len(e))
+    return out
