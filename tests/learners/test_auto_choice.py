@@ -178,7 +178,7 @@ def test_the_chooser_end_to_end_on_three_exact_sites():
     X, _ = _tan_rows(rng, 300)
     assert np.array_equal(auto.predict(X), auto.fitted_[k_want].predict(X))
     # the default (accuracy): the smallest estimate, the prior estimated worse here
-    assert auto.prefer == "accuracy" and rows[k_want].error == min(r.error for r in rows)
+    assert auto.prefer is None and auto.prefer_ == "accuracy" and rows[k_want].error == min(r.error for r in rows)
     assert rows[k_want].learner != "prior" and all(r.error_se is not None and r.error_se > 0 for r in rows)
     by_cert = AutoLearner(coverage=0.9, prefer="certificate").fit(S)  # the former default
     k_cert, _ = choose(rows, prefer="certificate")
