@@ -45,8 +45,8 @@ SEP = "\x1f"  # between a level set's number and a text in the lookup keys (a un
 def _dictionary_parts(dicts: list[tuple[int, pa.DictionaryArray]]) -> dict[int, tuple[pa.Array, np.ndarray, bool]]:
     """:func:`~marg.marginals.column_codes.distinct` of many dictionary columns of one chunk (all of
     ``n`` rows): ``{j: (values, index, null rows)}``, a null row's index set to ``d`` (its column's
-    values), the indices of columns of one index type concatenated and read as one
-    (columns × n) numpy array, so the work per column is attribute access and a row view."""
+    values), the indices of columns of one index type copied into one (columns × n) numpy array
+    (a few numpy calls per column, no ``pyarrow.compute`` call)."""
     out: dict[int, tuple[pa.Array, np.ndarray, bool]] = {}
     by_type: dict[pa.DataType, list[tuple[int, pa.DictionaryArray]]] = {}
     for j, arr in dicts:
@@ -59,18 +59,18 @@ def _dictionary_parts(dicts: list[tuple[int, pa.DictionaryArray]]) -> dict[int, 
             for (j, _), v in zip(group, values):
                 out[j] = (v, np.zeros(0, dtype=dt), False)
             continue
-        idx = pa.concat_arrays([arr.indices for _, arr in group])
-        bufs = idx.buffers()
         m = len(group)
-        raw = np.frombuffer(bufs[1], dtype=dt, count=idx.offset + m * n)[idx.offset:].reshape(m, n)
-        if idx.null_count:
-            valid = np.unpackbits(np.frombuffer(bufs[0], dtype=np.uint8), count=idx.offset + m * n,
-                                  bitorder="little")[idx.offset:].view(np.bool_).reshape(m, n)
-            d = np.fromiter((len(v) for v in values), dtype=dt, count=m)
-            raw = np.where(valid, raw, d[:, None])
-            nulls = ~valid.all(axis=1)
-        else:
-            nulls = np.zeros(m, dtype=bool)
+        raw = np.empty((m, n), dtype=dt)  # one array, filled column by column (no concatenated copy beside it)
+        nulls = np.zeros(m, dtype=bool)
+        for k, (_, arr) in enumerate(group):
+            idx = arr.indices
+            bufs = idx.buffers()
+            raw[k] = np.frombuffer(bufs[1], dtype=dt, count=idx.offset + n)[idx.offset:]
+            if idx.null_count:
+                valid = np.unpackbits(np.frombuffer(bufs[0], dtype=np.uint8), count=idx.offset + n,
+                                      bitorder="little")[idx.offset:].view(np.bool_)
+                raw[k][~valid] = len(values[k])
+                nulls[k] = True
         for k, ((j, _), v) in enumerate(zip(group, values)):
             out[j] = (v, raw[k], bool(nulls[k]))
     return out
