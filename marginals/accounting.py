@@ -46,7 +46,6 @@ from typing import Any, Iterable, Mapping
 from marg.errors import InputError, RefusedError, option
 
 from .dp_conversions import pure_and_zcdp_to_epsilon, pure_rho, rho_to_epsilon
-from .noise_kinds import composes_pure
 
 DEFAULT_DELTA = 1e-6  # δ of a Gaussian export and of a cap, unless given
 _REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
@@ -203,6 +202,8 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
         Laplace release): ε's add, ρ's add, the Gaussian ρ converted once by OpenDP
         (:func:`rho_to_epsilon`); :meth:`PrivacyCost.unbounded` if any table is exact.
     """
+    from .noise_kinds import composes_pure  # numpy: not loaded by `marg --help` (the CLI reads DEFAULT_DELTA)
+
     eps = rho = grho = gdelta = 0.0
     for mechanism, e, r, d in parts:
         if mechanism == "none":

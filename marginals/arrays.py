@@ -3,7 +3,7 @@
 pyarrow imports pandas, when it is installed, the first time a process converts with
 ``Array.to_numpy`` or builds an array from Python or numpy values (``pa.array``): it checks
 whether the values are pandas objects. That import costs about 0.27 s of CPU — a quarter
-of a first-order ``marg export`` of 2 M rows — and counting never needs pandas. These three
+of a first-order ``marg export`` of 2 M rows — and counting never needs pandas. These
 conversions read and write Arrow buffers directly, with the same values and types:
 
 - :func:`to_numpy`: a numeric array without nulls through DLPack (zero-copy, read-only, as
@@ -11,6 +11,7 @@ conversions read and write Arrow buffers directly, with the same values and type
   gives it), a boolean one without nulls unpacked from its bits; anything else (strings,
   booleans with nulls) falls back to ``to_numpy``;
 - :func:`integer_array`: an Arrow integer array over a numpy array's buffer;
+- :func:`bool_array`: an Arrow boolean array from numpy booleans (its bits packed);
 - :func:`string_array`: an Arrow string array from Python strings (offsets and UTF-8 bytes);
 - :func:`scalar`: an Arrow scalar (``pa.scalar`` and Python values passed to ``pyarrow.compute``
   functions convert through the same hook), read from a one-element array.
@@ -46,6 +47,12 @@ def integer_array(values: np.ndarray, type: pa.DataType) -> pa.Array:
     """The Arrow array of ``type`` (an integer type) holding ``values`` (1-d, no nulls)."""
     v = np.ascontiguousarray(values, dtype=type.to_pandas_dtype())
     return pa.Array.from_buffers(type, v.shape[0], [None, pa.py_buffer(v)])
+
+
+def bool_array(values: np.ndarray) -> pa.Array:
+    """The Arrow boolean array holding ``values`` (1-d numpy booleans, no nulls)."""
+    v = np.asarray(values, dtype=bool)
+    return pa.Array.from_buffers(pa.bool_(), v.shape[0], [None, pa.py_buffer(np.packbits(v, bitorder="little"))])
 
 
 def string_array(texts: Sequence[str]) -> pa.Array:

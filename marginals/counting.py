@@ -35,6 +35,8 @@ def _flat_dtype(size: int) -> np.dtype:
     return np.dtype(np.int64)
 
 
+STACKED_MIN = 64  # first-order tables of a chunk from which they are counted stacked (TableCounter._count_stacked)
+STACKED_CELLS = 1 << 22  # rows × features of one stacked bincount (32 MiB of int64 slots at most)
 JOINT_CELLS = 1 << 16  # first-order tables counted together while their joint index fits in uint16
 
 
@@ -130,6 +132,11 @@ class TableCounter:
         self._kind: dict[tuple[str, ...], str] = {}
         # (accumulator, plan) per table; plan kinds: label, moments, tail (x_j, y), pair, general.
         self._plan: list[tuple[np.ndarray, str, tuple[int, ...]]] = []
+        tails = {c for c in self.cliques if len(c) == 2 and c[1] == lab and codebook.feature(c[0]).is_discrete}
+        # first-order tables as views of one (Σ m_i, K) buffer: many are folded in one np.add.at (_count_stacked)
+        self._rows = np.zeros((sum(codebook.feature(c[0]).n_levels for c in tails), K), dtype=np.int64)
+        self._base: dict[int, int] = {}  # id(accumulator) → its first row in self._rows
+        row0 = 0
         for c in self.cliques:
             if c in self._acc:
                 continue
@@ -143,7 +150,12 @@ class TableCounter:
                 continue
             self._kind[c] = "counts"
             shape = tuple(codebook.attribute_size(a) for a in c)
-            acc = self._acc[c] = np.zeros(shape, dtype=np.int64)
+            if c in tails:
+                acc = self._acc[c] = self._rows[row0:row0 + shape[0]]
+                self._base[id(acc)] = row0
+                row0 += shape[0]
+            else:
+                acc = self._acc[c] = np.zeros(shape, dtype=np.int64)
             idx = tuple(codebook.index(a) for a in feats)
             if c == (lab,):
                 self._plan.append((acc, "label", ()))
@@ -170,7 +182,7 @@ class TableCounter:
         several features in one ``bincount`` of their joint index (:func:`_joint_index`),
         accumulated over the chunks whose distinct values get the same codes (:class:`_Joint`),
         so their codes are never gathered; the other tables as in :meth:`add_columns`."""
-        from .encoding import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
+        from .column_codes import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
 
         n = len(enc.y)
         if n == 0:
@@ -178,7 +190,12 @@ class TableCounter:
         K = self.codebook.n_classes
         solo = [(acc, enc.parts[idx[0]]) for acc, kind, idx in self._plan
                 if kind == "tail" and idx[0] not in self._paired and isinstance(enc.parts[idx[0]], Dictionary)]
-        if solo:
+        if len(solo) >= STACKED_MIN:
+            for j in self._joint.values():  # chunks counted the other way before
+                j.fold()
+            self._joint = {}
+            self._count_stacked(solo, np.asarray(enc.y))
+        elif solo:
             y = np.asarray(enc.y).astype(np.uint16 if K <= 1 << 16 else np.int64)  # cast once, not per group
             pending, self._joint = self._joint, {}
             for group in _joint_groups(solo, K):
@@ -194,6 +211,34 @@ class TableCounter:
             for j in pending.values():  # groups this chunk formed differently
                 j.fold()
         self._add(enc.column, enc.y, skip={id(acc) for acc, _ in solo})
+
+    def _count_stacked(self, solo: list, y: np.ndarray) -> None:
+        """Count many first-order tables of one chunk (a wide study's thousands) from their
+        distinct-value indices: every (feature, value slot) of the chunk is a row of one slot
+        table, ``slot = offset_f + index_f``; one ``bincount`` of ``slot·K + y`` over
+        :data:`STACKED_CELLS` cells at a time counts a group of features, and one ``np.add.at``
+        adds each slot's counts to the row ``base_f + lut_f[index]`` of its table's buffer. The
+        work is O(rows × features) in a few numpy calls per feature."""
+        K = self.codebook.n_classes
+        n = len(y)
+        luts = [d.lut for _, d in solo]
+        slots = np.fromiter((len(lut) for lut in luts), dtype=np.int64, count=len(luts))
+        target = np.concatenate(luts).astype(np.int64) + np.repeat(
+            np.fromiter((self._base[id(acc)] for acc, _ in solo), dtype=np.int64, count=len(solo)), slots)
+        offset = np.cumsum(slots) - slots
+        y = y.astype(np.int64)
+        per = max(1, STACKED_CELLS // max(n, 1))  # features a group
+        for a in range(0, len(solo), per):
+            b = min(len(solo), a + per)
+            cells = int(offset[b - 1] + slots[b - 1] - offset[a]) * K
+            dt = _flat_dtype(cells)
+            flat = np.empty((b - a, n), dtype=dt)
+            for r, k in enumerate(range(a, b)):
+                np.add(solo[k][1].index, offset[k] - offset[a], out=flat[r], casting="unsafe")
+            flat *= dt.type(K)
+            flat += y.astype(dt)
+            counts = np.bincount(flat.ravel(), minlength=cells).reshape(-1, K)
+            np.add.at(self._rows, target[offset[a]:offset[b - 1] + slots[b - 1]], counts)
 
     def add_columns(self, columns: Sequence[np.ndarray], y: np.ndarray) -> None:
         """Count one encoded chunk: ``columns[i]`` (n,) codes or values of feature i, ``y`` (n,)."""

@@ -19,11 +19,30 @@ MAX_NOISE_SCALE = 1e15  # noise of a larger scale could leave the 64-bit counts 
 
 
 def dp_prelude():
-    """Import ``opendp.prelude`` with the contrib features enabled."""
-    import opendp.prelude as dp
+    """OpenDP's names marg uses, as ``opendp.prelude`` spells them (``dp.m``, ``dp.c``, ``dp.atom_domain``…),
+    with the contrib features enabled — from OpenDP's core submodules: ``opendp.prelude`` itself also
+    imports its extras (scikit-learn, and with it pandas and scipy, when installed: seconds of CPU
+    at every DP export that uses none of them)."""
+    global _DP
+    if _DP is None:
+        from types import SimpleNamespace
 
-    dp.enable_features("contrib")
-    return dp
+        import opendp.combinators as c
+        import opendp.domains as domains
+        import opendp.measurements as m
+        import opendp.measures as measures
+        import opendp.metrics as metrics
+        import opendp.mod as mod
+
+        names = {}
+        for module in (mod, domains, metrics, measures):
+            names.update({k: getattr(module, k) for k in getattr(module, "__all__", ())})
+        _DP = SimpleNamespace(**names, m=m, c=c)
+    _DP.enable_features("contrib")
+    return _DP
+
+
+_DP = None
 
 
 def opendp_words(exc: Exception) -> str:

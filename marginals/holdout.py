@@ -175,6 +175,7 @@ def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str]
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from .arrays import bool_array, scalar, to_numpy
     from .io import as_text
 
     if ids is None:
@@ -182,7 +183,7 @@ def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str]
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
     text = pc.utf8_trim_whitespace(as_text(ids, name))
-    bad = pc.or_kleene(pc.is_null(text), pc.equal(text, "")).fill_null(True).to_numpy(zero_copy_only=False)
+    bad = to_numpy(pc.or_kleene(pc.is_null(text), pc.equal(text, scalar("", pa.string()))).fill_null(bool_array([True])[0]))
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
         raise InputError(f"{flag} column {name!r}: missing id at row {start_row + r} (every row needs an id)")

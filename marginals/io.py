@@ -33,6 +33,9 @@ import pyarrow as pa
 from marg.errors import InputError
 
 DEFAULT_CHUNK_BYTES = 8 << 20
+WIDE_ROWS = 2048
+"""Rows a CSV read block holds at least (up to :data:`WIDE_BLOCK_BYTES`): a wide file's work per column is per block."""
+WIDE_BLOCK_BYTES = 64 << 20
 MAX_BLOCK_BYTES = 1 << 30
 """The largest CSV read block: a row (or header) longer than this is refused (Arrow holds a few blocks at once)."""
 PARQUET_BATCH_CELLS = 1 << 22  # rows per Parquet batch = this / number of columns (small batches: memory reused, not faulted in anew)
@@ -230,24 +233,42 @@ def _csv_batches(path: Path, convert: dict, block: int, *, use_threads: bool = T
             block = _grown(exc, block, path)
 
 
+def read_block(path: Path) -> int:
+    """The CSV read block for ``path``: :data:`DEFAULT_CHUNK_BYTES`, or for a wide file (rows of
+    tens of kilobytes: thousands of columns) :data:`WIDE_ROWS` rows' worth, at most
+    :data:`WIDE_BLOCK_BYTES` (the row length estimated from the file's first block)."""
+    try:
+        with pa.input_stream(str(path), compression="detect") as s:
+            head = s.read(DEFAULT_CHUNK_BYTES)
+    except (OSError, pa.ArrowException):
+        return DEFAULT_CHUNK_BYTES
+    lines = head.count(b"\n")
+    row = len(head) / max(lines, 1) if lines > 1 or len(head) < DEFAULT_CHUNK_BYTES else float(len(head))
+    return int(min(WIDE_BLOCK_BYTES, max(DEFAULT_CHUNK_BYTES, row * WIDE_ROWS)))
+
+
 def iter_typed_batches(
-    path: str | Path, columns: list[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, dictionary: bool = True
+    path: str | Path, columns: list[str], *, chunk_bytes: int | None = None, dictionary: bool = True
 ) -> Iterator[dict[str, pa.Array]]:
     """Yield chunks of the file as ``{column: pyarrow array}`` for ``columns``, as stored.
 
     With ``dictionary`` (the default), CSV columns and Parquet text columns arrive as
     dictionary arrays (each distinct value once per chunk), which is what makes encoding
-    cost per distinct value rather than per row. Raises InputError (one line) if the file
-    is missing, unreadable, or lacks a column.
+    cost per distinct value rather than per row. ``chunk_bytes``: the CSV read block (None:
+    :func:`read_block`'s). Raises InputError (one line) if the file is missing, unreadable, or
+    lacks a column.
     """
     path = Path(path)
     names = column_names(path)
-    twice = [c for c in dict.fromkeys(columns) if names.count(c) > 1]
+    from collections import Counter
+
+    seen = Counter(names)  # (names.count per column would cost columns × header: minutes at 20,000 columns)
+    twice = [c for c in dict.fromkeys(columns) if seen[c] > 1]
     if twice:
         at = [k + 1 for k, n in enumerate(names) if n == twice[0]]
         raise InputError(f"{path.name}: the header names column {twice[0]!r} {len(at)} times (columns "
                          f"{', '.join(map(str, at))}): rename all but one")
-    missing = [c for c in columns if c not in names]
+    missing = [c for c in columns if c not in seen]
     if missing:
         raise InputError(f"column {missing[0]!r} is absent from {path.name} (columns: {', '.join(names[:12])}{'…' if len(names) > 12 else ''})")
     if _is_parquet(path):
@@ -266,14 +287,14 @@ def iter_typed_batches(
     convert = {"include_columns": columns, "column_types": {c: DICT_TEXT if dictionary else pa.string() for c in columns},
                "strings_can_be_null": True, "null_values": NULL_VALUES}
     try:
-        for batch in _csv_batches(path, convert, chunk_bytes):
+        for batch in _csv_batches(path, convert, chunk_bytes or read_block(path)):
             yield {c: batch.column(c) for c in columns}
     except (OSError, pa.ArrowException) as exc:
         raise InputError(csv_error(exc, path, names)) from None
 
 
 def iter_batches(
-    path: str | Path, columns: list[str], *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    path: str | Path, columns: list[str], *, chunk_bytes: int | None = None
 ) -> Iterator[dict[str, pa.Array]]:
     """Yield chunks of the file as ``{column: pyarrow string array}`` for ``columns``.
 

@@ -25,7 +25,7 @@ array for any table.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -114,10 +114,11 @@ class NoiseRecord:
         return self.mechanism == "none"
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        if not self.parts:
-            del d["parts"]
-        else:
+        """The record's fields as a JSON-ready dict (``parts`` only when there are any; what
+        ``dataclasses.asdict`` gives, without its deep copy: a bundle has one per table)."""
+        d = {"mechanism": self.mechanism, "scale": self.scale, "std": self.std, "epsilon": self.epsilon,
+             "delta": self.delta, "rho": self.rho}
+        if self.parts:
             d["parts"] = [list(p) for p in self.parts]
         for field in ("threshold", "n_sites"):  # a shared noise's only: other records are written as before
             if not d[field]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .codebook import Codebook, NumericFeature
-from .encoding import MISSING, UNKNOWN, distinct, label_codes, value_codes
+from .column_codes import MISSING, UNKNOWN, distinct, label_codes, value_codes
 
 if TYPE_CHECKING:
     from .sources import Source

@@ -274,12 +274,16 @@ def chance_passes(lam: float) -> float:
     """P(the learner keeps a chance agreement when nothing carries the label), by its own test
     (:func:`marg.learners.two_round.above_chance`): with λ expected chance agreements, the count must
     exceed Poisson(λ)'s 95 % quantile when λ < 1; otherwise any agreement passes (1 − e^(−λ))."""
-    from scipy.stats import poisson
-
     if lam <= 0.0:
         return 0.0
     if lam < 1.0:
-        return float(poisson.sf(poisson.ppf(0.95, lam), lam))
+        # scipy.stats.poisson's sf(ppf(0.95, λ), λ) as it computes them, from scipy.special (scipy.stats
+        # costs seconds of import at every DP export)
+        from scipy.special import pdtr, pdtrc, pdtrik
+
+        top = math.ceil(pdtrik(0.95, lam))
+        below = max(top - 1, 0)
+        return float(pdtrc(below if pdtr(below, lam) >= 0.95 else top, lam))
     return float(1.0 - math.exp(-lam))
 
 

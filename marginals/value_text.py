@@ -27,25 +27,24 @@ two levels of one canonical text (``10`` and ``10.0``) is refused, naming both.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from marg.errors import InputError
 
-from .arrays import scalar, string_array
+from .arrays import bool_array, scalar, string_array
 
 _NUMBER = r"^[+-]?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?\d+[eE][+-]?\d+$"
 _DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?$"
 _BOOL = {"True": "true", "TRUE": "true", "False": "false", "FALSE": "false"}
 _WHOLE = float(2 ** 53)
+_FALSE = bool_array([False])[0]  # not a Python False: pyarrow converts one through its pandas hook
 
 
 def number_text(values: pa.Array) -> pa.Array:
     """Float (or decimal) values as their canonical text (module docstring); nulls stay null."""
     v = values.cast(pa.float64())
-    whole = pc.and_(pc.equal(pc.floor(v), v), pc.less(pc.abs(v), _WHOLE)).fill_null(False)
+    whole = pc.and_(pc.equal(pc.floor(v), v), pc.less(pc.abs(v), scalar(_WHOLE, pa.float64()))).fill_null(_FALSE)
     as_int = pc.if_else(whole, v, scalar(None, pa.float64())).cast(pa.int64()).cast(pa.string())
     return pc.if_else(whole, as_int, v.cast(pa.string()))
 
@@ -61,14 +60,14 @@ def canonical(text: pa.Array) -> pa.Array:
     """A string array's values as their canonical text (shape and nulls unchanged)."""
     if len(text) == 0:
         return text
-    num = pc.match_substring_regex(text, _NUMBER).fill_null(False)
+    num = pc.match_substring_regex(text, _NUMBER).fill_null(_FALSE)
     if pc.any(num).as_py():
         parsed = pc.if_else(num, text, scalar(None, text.type)).cast(pa.float64())
         text = pc.if_else(num, number_text(parsed), text)
-    when = pc.match_substring_regex(text, _DATETIME).fill_null(False)
+    when = pc.match_substring_regex(text, _DATETIME).fill_null(_FALSE)
     if pc.any(when).as_py():
         text = pc.if_else(when, _datetime_text(text), text)
-    boolean = pc.is_in(text, value_set=string_array(list(_BOOL))).fill_null(False)
+    boolean = pc.is_in(text, value_set=string_array(list(_BOOL))).fill_null(_FALSE)
     if pc.any(boolean).as_py():
         text = pc.if_else(boolean, pc.utf8_lower(text), text)
     return text
@@ -88,18 +87,56 @@ def typed_text(arr: pa.Array) -> pa.Array | None:
     return None
 
 
-@lru_cache(maxsize=4096)
+_KEYS: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, str, str] | None]] = {}
+"""Each levels tuple's canonical texts and its first clash (two levels of one text), whatever feature holds it:
+keyed by the levels alone, so 20,000 features of one level set cost one entry (cleared past :data:`_KEYS_MAX`)."""
+_KEYS_MAX = 1 << 16
+
+
+def _fill_keys(todo: list[tuple[str, ...]]) -> None:
+    """Compute the canonical texts of the levels tuples ``todo`` in one :func:`canonical` pass over all their levels."""
+    if len(_KEYS) + len(todo) > _KEYS_MAX:
+        _KEYS.clear()
+    flat = [lv for levels in todo for lv in levels]
+    keys = canonical(string_array(flat)).to_pylist() if flat else []
+    at = 0
+    for levels in todo:
+        mine = tuple(keys[at:at + len(levels)])
+        at += len(levels)
+        first: dict[str, str] = {}
+        clash = None
+        for lv, key in zip(levels, mine):
+            if key in first:
+                clash = (first[key], lv, key)
+                break
+            first[key] = lv
+        _KEYS[levels] = (mine, clash)
+
+
+def canonical_levels_many(levels: "list[tuple[str, ...]]", wheres: "list[str]") -> list[tuple[str, ...]]:
+    """:func:`canonical_levels` of many levels tuples (``wheres[k]`` names the k-th's feature), the
+    tuples not seen before canonicalised together in one pass (a wide codebook's cost is one call)."""
+    todo = list(dict.fromkeys(lv for lv in levels if lv not in _KEYS))
+    if todo:
+        _fill_keys(todo)
+    out = []
+    for lv, where in zip(levels, wheres):
+        hit = _KEYS.get(lv)
+        if hit is None:  # cleared while filling: compute this one alone
+            _fill_keys([lv])
+            hit = _KEYS[lv]
+        keys, clash = hit
+        if clash is not None:
+            raise InputError(f"{where}: levels {clash[0]!r} and {clash[1]!r} are one value ({clash[2]!r}, as every source "
+                             "reads it): keep one")
+        out.append(keys)
+    return out
+
+
 def canonical_levels(levels: tuple[str, ...], where: str) -> tuple[str, ...]:
     """A codebook's levels (or classes) as the texts data is compared with; InputError (one line)
     when two of them are one value (``where`` names the feature or label)."""
-    keys = canonical(string_array(list(levels))).to_pylist()
-    first: dict[str, str] = {}
-    for lv, key in zip(levels, keys):
-        if key in first:
-            raise InputError(f"{where}: levels {first[key]!r} and {lv!r} are one value ({key!r}, as every source reads "
-                             "it): keep one")
-        first[key] = lv
-    return tuple(keys)
+    return canonical_levels_many([tuple(levels)], [where])[0]
 
 
 def canonical_value(value: object) -> str | None:
@@ -113,4 +150,4 @@ def canonical_value(value: object) -> str | None:
     return canonical(string_array([str(value).strip()])).to_pylist()[0]
 
 
-__all__ = ["canonical", "canonical_levels", "canonical_value", "number_text", "typed_text"]
+__all__ = ["canonical", "canonical_levels", "canonical_levels_many", "canonical_value", "number_text", "typed_text"]

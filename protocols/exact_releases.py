@@ -88,9 +88,10 @@ def _canonical_counts(arr: np.ndarray, meanings: Sequence[Sequence[str]]) -> lis
     """The nonzero cells of ``arr`` as ``[[meaning, …], count]``, merged and sorted."""
     cells: dict[tuple[str, ...], int] = {}
     a = np.asarray(arr)
-    for ix in np.argwhere(a != 0):
-        key = tuple(meanings[d][int(i)] for d, i in enumerate(ix))
-        cells[key] = cells.get(key, 0) + int(a[tuple(ix)])
+    at = np.nonzero(a)
+    names = [[meanings[d][i] for i in ix.tolist()] for d, ix in enumerate(at)]
+    for key, v in zip(zip(*names), a[at].tolist()):
+        cells[key] = cells.get(key, 0) + int(v)
     return sorted([list(k), v] for k, v in cells.items() if v != 0)
 
 
@@ -137,7 +138,9 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
             continue
         for r in range(1, len(names) + 1):
             for sub in combinations(names, r):
-                out[_key("m:", sub)] = _digest(_canonical_counts(t.marginal(sub), [means[a] for a in sub]))
+                key = _key("m:", sub)
+                if key not in out:  # exact tables of one release have one margin on common attributes (N[y] once, not per table)
+                    out[key] = _digest(_canonical_counts(t.marginal(sub), [means[a] for a in sub]))
     return out
 
 

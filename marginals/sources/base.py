@@ -86,7 +86,8 @@ class Source(ABC):
         from marg.errors import InputError
 
         names = self.columns()
-        missing = [c for c in wanted if c not in names]
+        have = set(names)
+        missing = [c for c in wanted if c not in have]
         if missing:
             shown = ", ".join(names[:12]) + ("…" if len(names) > 12 else "")
             raise InputError(f"column {missing[0]!r} is absent from {self.name} (columns: {shown})")

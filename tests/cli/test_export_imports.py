@@ -1,0 +1,37 @@
+"""``marg export`` imports only what an export uses (issue 48, item 2): not pandas (pyarrow loads it when
+handed a Python value), not scikit-learn (``opendp.prelude`` loads it, and pandas and scipy.stats
+with it, when installed), not scipy.stats, not the learners — exact or under DP, installed or not.
+Read from the console script's own import log (``PYTHONPROFILEIMPORTTIME``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from tests.helpers.console import marg
+
+NOT_FOR_AN_EXPORT = ("pandas", "sklearn", "scipy.stats", "polars", "marg.learners")
+
+
+def imported(stderr: str) -> set[str]:
+    """Module names in a ``-X importtime`` log."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("dp", [False, True])
+def test_an_export_imports_no_pandas_sklearn_scipy_stats_or_learners(tmp_path, dp):
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{k}", ("a", "b", "c")) for k in range(30)),
+                  label=Label("y", ("neg", "pos")))
+    cb.save(tmp_path / "cb.json")
+    with open(tmp_path / "site.csv", "w") as fh:
+        fh.write(",".join(f.name for f in cb.features) + ",y\n")
+        for r in range(200):
+            fh.write(",".join("abc"[(r * (k + 1)) % 3] for k in range(30)) + f",{'neg' if r % 3 else 'pos'}\n")
+    extra = ["--epsilon", "1"] if dp else ["--stats", "first"]
+    res = marg("export", "site.csv", "--schema", "cb.json", "--site", "s1", "--out", "s1.bundle", "--ledger", "ledger",
+               *extra, cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    mods = imported(res.stderr)
+    assert "marg.protocols.export" in mods  # the log is there
+    bad = sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in NOT_FOR_AN_EXPORT))
+    assert not bad, f"an export imported {bad[:8]}"
