@@ -121,8 +121,8 @@ class NoiseRecord:
         if self.parts:
             d["parts"] = [list(p) for p in self.parts]
         for field in ("threshold", "n_sites"):  # a shared noise's only: other records are written as before
-            if not d[field]:
-                del d[field]
+            if getattr(self, field):
+                d[field] = getattr(self, field)
         return d
 
     @classmethod
