@@ -10,6 +10,14 @@ fetched before it starts; outputs are uploaded after it succeeded (to a temporar
 renamed over the target), never after a refusal, and an existing remote ``--out`` is fetched
 first so the command's own overwrite rule applies to it. **The ledger stays local**: ``--ledger``
 and ``--history`` refuse a URL, as do folders a command writes into (``keys init --dir``, ``keys trust --trust``). A failed upload keeps the local file and names it.
+**Trust stays local** (issue 45): trust stores, members and rosters (``--trust``, ``--members``,
+``--roster``) and key files (``--key``, ``--sign-key``, ``--seal-key``, ``--to``, a key argument,
+passphrase files) refuse a URL: the store is untrusted, and a key read from it would make
+whatever it holds trusted. Copy the keys in once. A codebook read from a URL (``--schema URL``) is
+accepted only with ``--schema-fingerprint FP`` given on the command line (the fingerprint the
+coordinator read out, ``marg inspect codebook.json``), and refused when the file's fingerprint
+differs; every command that takes ``--schema`` takes ``--schema-fingerprint`` (it checks a local
+codebook too).
 
 Credentials never go on the command line: SFTP uses the user's SSH keys and known hosts as
 ``ssh`` does (or ``FSSPEC_SFTP_KEY_FILENAME=…``), S3 the usual ``AWS_*`` variables (an endpoint
@@ -30,6 +38,10 @@ URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
 NOT_FILES = ("duckdb", "postgresql", "postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
 LOCAL_ONLY = ("ledger", "history", "workdir", "directory")  # the site's ledger and the learner's record stay here
+# what decides whom to trust stays here too: a store could swap a key (issue 45)
+TRUST_ONLY = ("trust", "members", "roster", "key", "sign_key", "seal_key", "to", "key_file", "passphrase_file",
+              "sign_passphrase_file")
+SCHEMA, SCHEMA_FINGERPRINT = "schema", "schema_fingerprint"
 WRITTEN_FOLDERS = {"keys.trust_cmd": ("trust",)}  # a folder a command adds files to: local (a copy would be lost)
 OUTPUTS = ("out", "html")
 
@@ -158,6 +170,10 @@ def stage_arguments(kwargs: dict[str, Any], staging: Staging, local_only: tuple[
         urls = [as_url(v) for v in items]
         if not any(urls):
             continue
+        if name in TRUST_ONLY:
+            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: keys and trust stores are "
+                             "never read from a URL (a store could swap a key): copy the keys in once, confirm their ids "
+                             "(marg keys show), and give the local file or folder")
         if name in LOCAL_ONLY or name in local_only:
             raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: give a local folder (ledgers, "
                              "the learner's history, key and trust folders stay on this machine); bundles, models and "
@@ -190,24 +206,68 @@ class _Named:
         return getattr(self._inner, name)
 
 
+def _check_schema(path: Any, fingerprint: str | None, shown: str) -> None:
+    """Refuse the codebook at ``path`` unless its fingerprint starts with ``fingerprint`` (None: no check)."""
+    if fingerprint is None or path is None:
+        return
+    fp = fingerprint.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{32,64}", fp):
+        raise InputError(f"--schema-fingerprint {fingerprint!r}: give at least 32 hex characters of the codebook's "
+                         "fingerprint (marg inspect CODEBOOK --json)")
+    from marg.marginals.codebook import Codebook
+
+    got = Codebook.load(Path(path)).fingerprint
+    if not got.startswith(fp):
+        raise RefusedError(f"codebook {shown} refused: its fingerprint is {got[:16]}…, not the {fp[:16]}… given with "
+                           "--schema-fingerprint (a codebook changed in the store?)")
+
+
+def _with_fingerprint_option(fn, wrapper) -> None:
+    """Give ``wrapper`` (a command taking ``--schema``) the option ``--schema-fingerprint``, seen by Typer."""
+    import inspect
+    from typing import Annotated, Optional
+
+    import typer
+
+    sig = inspect.signature(fn)
+    opt = inspect.Parameter(SCHEMA_FINGERPRINT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        Optional[str], typer.Option("--schema-fingerprint", help="The codebook's fingerprint as given to you (at least 32 "
+                                    "hex characters): required when --schema is a URL, checked when given.")])
+    params = list(sig.parameters.values())
+    wrapper.__signature__ = sig.replace(parameters=params + [opt])
+
+
 def staged(fn):
     """``fn`` (a command) with its URL arguments staged (module docstring): fetched before it runs,
-    its outputs uploaded after it succeeded, each upload said on stderr; its messages name the URLs."""
+    its outputs uploaded after it succeeded, each upload said on stderr; its messages name the URLs.
+    A command taking ``--schema`` also takes ``--schema-fingerprint`` (required for a codebook URL)."""
     import functools
+    import inspect
     import sys
 
     from marg.errors import MargError
 
+    pins_schema = SCHEMA in inspect.signature(fn).parameters
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        fingerprint = kwargs.pop(SCHEMA_FINGERPRINT, None) if pins_schema else None
+        schema_url = as_url(kwargs.get(SCHEMA)) if pins_schema else None
+        if schema_url is not None and not schema_url.startswith("file://") and fingerprint is None:
+            raise InputError(f"--schema {_shown(schema_url)}: a codebook read from a URL needs its fingerprint given "
+                             "here (--schema-fingerprint FP, as the study's coordinator read it out), or a local copy")
         if not any(as_url(v) for value in kwargs.values()
                    for v in (value if isinstance(value, (list, tuple)) else [value])):
+            if pins_schema:
+                _check_schema(kwargs.get(SCHEMA), fingerprint, str(kwargs.get(SCHEMA)))
             return fn(*args, **kwargs)
         staging = Staging()
         out, errs = sys.stdout, sys.stderr
         try:
             command = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
             local_kwargs = stage_arguments(kwargs, staging, WRITTEN_FOLDERS.get(command, ()))
+            if pins_schema:
+                _check_schema(local_kwargs.get(SCHEMA), fingerprint, _shown(schema_url or str(kwargs.get(SCHEMA))))
             names = sorted(staging.names(), key=lambda p: -len(p[0]))
             sys.stdout, sys.stderr = _Named(out, names), _Named(errs, names)
             try:
@@ -227,6 +287,8 @@ def staged(fn):
         finally:
             staging.close()
 
+    if pins_schema:
+        _with_fingerprint_option(fn, wrapper)
     return wrapper
 
 

@@ -1,0 +1,222 @@
+"""Trust, round four (issue 45): every key pinned where it is trusted.
+
+Secure aggregation, unmasked by the learner alone: a roster listing the other sites' real signing
+keys beside sealing keys of the learner's own lets the learner open every share addressed to them
+and recover one site's exact table with no reveal and no Sybil. Each test reproduces the attack,
+then shows the refusal (in one line, before anything is sealed or written)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from marg.errors import RefusedError
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counting import count_tables
+from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+from marg.marginals.tables import plan_cliques
+from marg.protocols import keys as K
+from marg.protocols import shamir
+from marg.protocols.pinning import PinnedKeys
+from marg.protocols.sealing import open_sealed
+from marg.protocols.secagg import pair_seed, recover_sum
+from marg.protocols.secagg_round import check_roster, make_reveal, make_upload, parse_round, parse_upload, \
+    start_round
+from marg.protocols.secagg_tables import decode_tables
+from marg.protocols.signing import sign_document, unb64
+from tests.helpers.console import marg, run
+
+CB = Codebook(features=(CategoricalFeature("a", ("0", "1", "2")), CategoricalFeature("b", ("u", "v"))),
+              label=Label("y", ("neg", "pos")))
+NAMES = ["city", "north", "south"]
+
+
+def _copy(src, dst, site, kinds=("sign", "seal"), as_site=None):
+    dst.mkdir(parents=True, exist_ok=True)
+    for kind in kinds:
+        (dst / f"{as_site or site}.{kind}.pub").write_bytes((src / f"{site}.{kind}.pub").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """Real keys of three sites and a learner; the learner's own sealing keys under south's and city's
+    names (its 'fake' folder); north's pinned members folder (both keys of every site)."""
+    d = tmp_path_factory.mktemp("keys")
+    real, fake = d / "real", d / "fake"
+    kf = {s: K.generate_keys(s, real, role="learner" if s == "learner" else "site") for s in NAMES + ["learner"]}
+    ff = {s: K.generate_keys(s, fake) for s in ("south", "city")}
+    members = d / "north-members"
+    for s in NAMES:
+        _copy(real, members, s)
+    evil = d / "evil-roster"  # the sites' real signing keys, the learner's sealing keys for south and city
+    for s in NAMES:
+        _copy(real, evil, s, ("sign",))
+        _copy(real if s == "north" else fake, evil, s, ("seal",))
+    sk = {s: (K.load_signing_key(kf[s].sign_key), K.load_seal_key(kf[s].seal_key)) for s in kf}
+    fake_seal = {s: K.load_seal_key(ff[s].seal_key) for s in ff}
+    return d, sk, fake_seal, members, evil
+
+
+def test_the_learner_alone_unmasks_a_site_with_sealing_keys_of_its_own_and_the_pinned_roster_refuses(keys):
+    d, sk, fake_seal, members, evil = keys
+    rng = np.random.default_rng(45)
+    X, y = np.column_stack([rng.integers(0, 3, 400), rng.integers(0, 2, 400)]), rng.integers(0, 2, 400)
+    north = count_tables(CB, X, y, plan_cliques(CB, "all"))
+    doc = start_round(evil, NAMES, CB.fingerprint, sk["learner"][0], "learner")
+    rnd = parse_round(doc, learner_pub=sk["learner"][0].public_key())
+    # the attack, where the roster's sealing keys are not pinned: north's upload alone gives its table
+    up = parse_upload(make_upload(rnd, "north", north, sk["north"][1], sk["north"][0]), rnd)
+    shares = {}
+    for holder in ("south", "city"):
+        body = json.loads(open_sealed(unb64(up.envelopes[holder]), fake_seal[holder]))
+        shares[rnd.member(holder).index] = shamir.share_int(body["shares"]["b"])
+    self_seed = shamir.combine(shares, rnd.threshold)
+    north_pub = rnd.member("north").seal_pub
+    dangling = {("north", j): pair_seed(fake_seal[j], north_pub, *sorted(("north", j)), rnd.id) for j in ("south", "city")}
+    got = decode_tables(recover_sum({"north": up.masked.vector}, {"north": self_seed}, dangling), [up.masked])
+    for g, t in zip(got, north):
+        assert np.array_equal(np.asarray(g.counts), np.asarray(t.counts))  # north's exact table, unmasked
+    # refused with north's pinned keys (signing and sealing), before anything is sealed
+    pinned = PinnedKeys.from_dir(members)
+    with pytest.raises(RefusedError, match="site 'city' appears under a sealing key that is not the one pinned"):
+        check_roster(rnd, pinned, "north")
+    # at reveal too: a request of the learner's for that round is refused by the roster check first
+    req = sign_document({"format": "marg-secagg-request", "version": 1, "round": rnd.id, "survivors": ["north", "south"],
+                         "dropped": ["city"], "shares": {}}, sk["learner"][0])
+    with pytest.raises(RefusedError, match="request refused: site 'city' appears under a sealing key"):
+        make_reveal(rnd, req, "north", sk["north"][1], sk["north"][0], members=pinned)
+    honest = parse_round(start_round(d / "real", NAMES, CB.fingerprint, sk["learner"][0], "learner"),
+                         learner_pub=sk["learner"][0].public_key())
+    assert check_roster(honest, pinned, "north") == NAMES
+    # a members folder with signing keys only pins nothing for sealing: refused, naming the fix
+    bare = d / "sign-only"
+    for s in NAMES:
+        _copy(d / "real", bare, s, ("sign",))
+    with pytest.raises(RefusedError, match=r"is not pinned with both its signing and sealing key .*SITE.seal.pub"):
+        check_roster(honest, PinnedKeys.from_dir(bare), "north")
+
+
+def test_secagg_submit_refuses_the_unmasking_roster_through_the_console(keys, tmp_path):
+    """The acceptance test: item 1's roster refused at ``marg secagg submit`` before anything is sealed,
+    counted or written; the members folder filled by ``marg keys trust SITE.sign.pub`` pins both keys."""
+    from marg.protocols.key_roles import with_role
+    from marg.protocols.secagg_round import write_doc
+
+    d, sk, _, _, evil = keys
+    real = d / "real"
+    schema = tmp_path / "codebook.json"
+    demo_codebook().save(schema)
+    write_csv(tmp_path / "north.csv", generate(300, SITES[0], seed=45))
+    members = tmp_path / "members"
+    for s in NAMES:  # the site's own list: `marg keys trust` copies SITE.seal.pub beside SITE.sign.pub
+        r = run("keys", "trust", real / f"{s}.sign.pub", "--trust", members)
+        assert r.exit_code == 0 and "sealing key beside it" in r.output, r.output
+    assert sorted(p.name for p in members.iterdir()) == sorted(f"{s}.{k}.pub" for s in NAMES for k in ("seal", "sign"))
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    (trust / "learner.sign.pub").write_bytes(with_role((real / "learner.sign.pub").read_bytes(), "learner"))
+    for roster, name in ((evil, "evil"), (real, "honest")):
+        write_doc(start_round(roster, NAMES, demo_codebook().fingerprint, sk["learner"][0], "learner"),
+                  tmp_path / f"{name}.json")
+
+    def submit(name):
+        return marg("secagg", "submit", "north.csv", "--schema", schema, "--round", f"{name}.json", "--site", "north",
+                    "--trust", trust, "--members", members, "--seal-key", real / "north.seal.key", "--key",
+                    real / "north.sign.key", "--ledger", f"{name}-ledger", "--out", f"{name}.upload", "--epsilon", "1",
+                    cwd=tmp_path)
+
+    r = submit("evil")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "appears under a sealing key that is not the one pinned" in r.stderr and "nothing was sealed" in r.stderr
+    assert not (tmp_path / "evil.upload").exists() and not (tmp_path / "evil-ledger").exists()
+    r = submit("honest")  # the same site, the honest roster: answered
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "honest.upload").exists()
+
+
+def test_a_known_site_under_a_new_key_is_refused_unless_re_trusted_with_replace(tmp_path):
+    """The trust store's north.sign.pub replaced (a store, a copied folder): the learner's history knows
+    north's real key, so a bundle signed with the new one is refused; ``marg keys trust --replace``
+    re-trusts it explicitly and says so in the history."""
+    from marg.protocols.export import export_site
+
+    cb = demo_codebook()
+    schema = tmp_path / "codebook.json"
+    cb.save(schema)
+    write_csv(tmp_path / "north.csv", generate(300, SITES[0], seed=7))
+    old, new = K.generate_keys("north", tmp_path / "old"), K.generate_keys("north", tmp_path / "new")
+    for name, kf in (("b1", old), ("b2", new)):
+        export_site(tmp_path / "north.csv", cb, "north", tmp_path / f"{name}.bundle", stats="first", epsilon=1.0,
+                    mechanism="laplace", signing_key=K.load_signing_key(kf.sign_key), ledger_dir=tmp_path / f"{name}-ledger")
+    trust, hist = tmp_path / "trust", tmp_path / "history.json"
+    assert run("keys", "trust", old.sign_pub, "--trust", trust).exit_code == 0
+
+    def learn(name, console=False):
+        args = ("learn", tmp_path / f"{name}.bundle", "--trust", trust, "--history", hist, "--learner", "nb", "--out",
+                tmp_path / "m.json")
+        return marg(*args, cwd=tmp_path) if console else run(*args)
+
+    assert learn("b1").exit_code == 0
+    (trust / "north.sign.pub").write_bytes(new.sign_pub.read_bytes())  # the attack: the store swapped north's key
+    r = learn("b2", console=True)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "site 'north' arrives under signing key" in r.stderr and "--replace" in r.stderr
+    (trust / "north.sign.pub").write_bytes(old.sign_pub.read_bytes())
+    r = run("keys", "trust", new.sign_pub, "--trust", trust, "--history", hist)
+    assert r.exit_code == 1 and "add --replace" in r.output  # never replaced silently
+    r = run("keys", "trust", new.sign_pub, "--trust", trust, "--history", hist, "--replace")
+    assert r.exit_code == 0 and "recorded in the learner history" in r.output, r.output
+    said = json.loads(hist.read_text())["replaced"]
+    assert [(x["site"], x["from"], x["to"]) for x in said] == [("north", K.key_id(K.load_verify_key(old.sign_pub)),
+                                                                 K.key_id(K.load_verify_key(new.sign_pub)))]
+    assert learn("b2").exit_code == 0
+
+
+def test_trust_stays_local_keys_and_trust_stores_from_a_url_are_refused(tmp_path):
+    """Issue 45's second high: ``marg learn --trust s3://…/trust/`` took a key the store replaced; a site took a
+    store-supplied learner key and request. Trust stores, members, rosters and key files refuse a URL in one
+    line (before anything is fetched, read or spent)."""
+    write_csv(tmp_path / "north.csv", generate(50, SITES[0], seed=1))
+    demo_codebook().save(tmp_path / "cb.json")
+    cases = [
+        ("learn", "north.bundle", "--trust", "s3://drop/trust/", "--out", "m.json"),
+        ("export", "north.csv", "--schema", "cb.json", "--site", "north", "--out", "b.bundle", "--request",
+         "r.json", "--trust", "s3://drop/trust/"),
+        ("export", "north.csv", "--schema", "cb.json", "--site", "north", "--out", "b.bundle", "--to",
+         "sftp://drop.example/learner.seal.pub"),
+        ("secagg", "reveal", "req.json", "--round", "round.json", "--site", "north", "--trust", "t", "--members",
+         "s3://drop/members/", "--seal-key", "k", "--out", "o"),
+    ]
+    for args in cases:
+        r = marg(*args, cwd=tmp_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+        assert "never read from a URL" in r.stderr and "copy the keys in once" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cb.json", "north.csv"]  # nothing written, no ledger
+
+
+def test_a_codebook_by_url_needs_the_fingerprint_given_locally(tmp_path):
+    """A codebook read from the store is accepted only when its fingerprint matches one given on the command line."""
+    import fsspec
+
+    cb = demo_codebook()
+    write_csv(tmp_path / "north.csv", generate(60, SITES[0], seed=2))
+    r = marg("schema", "check", "north.csv", "--schema", "s3://drop/cb.json", cwd=tmp_path)  # refused before any fetch
+    assert r.returncode == 2 and "needs its fingerprint given here (--schema-fingerprint" in r.stderr, r.stderr
+    mem = fsspec.filesystem("memory")
+    with mem.open("/trust45/cb.json", "wb") as f:
+        f.write(json.dumps(cb.to_dict()).encode())
+    try:
+        url = "memory://trust45/cb.json"
+        ok = run("schema", "check", tmp_path / "north.csv", "--schema", url, "--schema-fingerprint", cb.fingerprint)
+        assert ok.exit_code == 0, ok.output
+        other = Codebook(features=cb.features[:-1], label=cb.label)
+        with mem.open("/trust45/cb.json", "wb") as f:  # the store's codebook replaced
+            f.write(json.dumps(other.to_dict()).encode())
+        bad = run("schema", "check", tmp_path / "north.csv", "--schema", url, "--schema-fingerprint", cb.fingerprint)
+        assert bad.exit_code == 1 and "its fingerprint is" in bad.output and "not the" in bad.output, bad.output
+        short = run("schema", "check", tmp_path / "north.csv", "--schema", url, "--schema-fingerprint", cb.fingerprint[:8])
+        assert short.exit_code == 2 and "at least 32 hex" in short.output
+    finally:
+        mem.rm("/trust45", recursive=True)
