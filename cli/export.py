@@ -46,6 +46,7 @@ def export_cmd(
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
     evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
+    allow_repeated_evaluations: Annotated[bool, typer.Option("--allow-repeated-evaluations", help="With --evaluate at a site with no cap: accept a second DP evaluation of the held-out rows (refused otherwise: an oracle with no limit); the ledger records it.")] = False,
     site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
@@ -79,7 +80,8 @@ def export_cmd(
         first_share=first_order_share, holdout_id=holdout_id, round_id=_round_id(round_, cb, trust), min_cell=min_cell,
         min_cell_policy=min_cell_policy, max_levels=max_levels, privacy_unit=privacy_unit,
         max_rows_per_unit=max_rows_per_unit, allow_large_delta=allow_large_delta, engine=engine,
-        spark_master=spark_master, content=evaluate_content, site_certificate=site_certificate)
+        spark_master=spark_master, content=evaluate_content, site_certificate=site_certificate,
+        allow_repeated_evaluations=allow_repeated_evaluations)
     release, holdout_plan = _holdout(release, holdout, cb.n_features, plan_rows, plan_sites, expected_error)
     study = study_round(cb, rounds=rounds, request=request, trust=trust, epsilon=release.epsilon, rho=rho, delta=delta,
                         mechanism=mechanism, stats=stats, pairs=pairs, holdout=holdout, evaluate=evaluate, round_=round_,

@@ -109,10 +109,10 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     time (count or fingerprint: the data changed). ``unit`` (a
     :class:`marg.marginals.privacy_unit.PrivacyUnit` with a column): at most its bound of rows
     of each held-out patient are counted (the matrix's sensitivity is then that bound).
-    ``per_patient`` without ``unit`` (a DP release): an id column that repeats is refused
-    (:func:`marg.marginals.privacy_unit.refuse_repeats`), as at export.
+    ``per_patient`` (a DP release): the repeat check of every DP release, whatever ``unit``
+    (:func:`marg.marginals.privacy_unit.check_unit`), as at export.
     """
-    from marg.marginals.privacy_unit import RowBound, bounded_batches, refuse_repeats
+    from marg.marginals.privacy_unit import RowBound, bounded_batches, check_unit
     from marg.marginals.sources import Source, open_source
 
     cb = model.codebook
@@ -123,8 +123,8 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     splitter = Splitter(ms.spec, ms.key)
     bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:
-        if per_patient and unit is None:
-            refuse_repeats(src, cb, also=[ms.spec.id_column] if ms.spec.id_column else [])
+        if per_patient:  # whatever unit is declared (check_unit)
+            check_unit(src, cb, unit, also=[ms.spec.id_column] if ms.spec.id_column else [])
         for enc, held, counted in bounded_batches(src, cb, bound, splitter, progress=progress):
             mask = held & counted
             if not mask.any():
@@ -222,6 +222,7 @@ def evaluate_site(
     entries = ledger.entries()
     if not dp:
         evl.check_exact(entries, ms)  # before any row is read: the answer depends on the ledger alone
+    repeat = dp and evl.check_uncapped(entries, ms, ledger.cap() is not None, r.allow_repeated_evaluations)
     rank = evl.ordinal(entries, ms, model_file_digest)
 
     try:
@@ -254,7 +255,8 @@ def evaluate_site(
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
     entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=delivery.recipient_name,
-                          suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank))
+                          suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank,
+                                                                          repeated_uncapped=repeat))
     atomic_write_bytes(out, file_bytes)
     return ExportResult(bundle=final, path=out, n_rows=held, tables=tables, cost=cost, sealed=recipient is not None,
                         ledger_entry=entry, suppressed=suppressed)

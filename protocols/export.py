@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import Holdout, has_site_key, remember, site_key
-from marg.marginals.privacy_unit import agree_holdout, count_rows, refuse_repeats, resolve_unit
+from marg.marginals.privacy_unit import agree_holdout, check_unit, count_rows, resolve_unit
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
@@ -277,6 +277,7 @@ def prepare_release(
     note = None if study is not None else pairs_left_out(codebook, stats, dp, pairs)
     if study is not None:
         study.max_rows = bound  # every table's and the selection's sensitivity: K rows per patient
+        study.unit = unit.to_dict() if unit is not None else None  # round 2 refuses another unit than round 1
     notes: list[str] = []
     if study is not None:  # select-then-measure: the round says what is counted and what it costs
         stats, cliques, weights = "study", study.cliques(codebook), None
@@ -380,8 +381,8 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
     src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
     try:
-        if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
-            refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
+        if dp:  # a patient with several rows is not protected by a per-row guarantee, whatever unit is declared
+            check_unit(src, codebook, unit, also=[holdout_id] if holdout_id else [])
         key = None
         if spec is not None:  # the rows pass through here, to be split by the site's key
             if create_key or has_site_key(ledger_dir):

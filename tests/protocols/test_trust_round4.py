@@ -220,3 +220,113 @@ def test_a_codebook_by_url_needs_the_fingerprint_given_locally(tmp_path):
         assert short.exit_code == 2 and "at least 32 hex" in short.output
     finally:
         mem.rm("/trust45", recursive=True)
+
+
+# ------------------------------------------------------------------ the privacy unit cannot be switched off
+def _visits(n=120, seed=1):
+    from marg.marginals.synthetic import visits
+
+    return visits(generate(n, SITES[0], seed=seed), seed=seed + 1)
+
+
+def test_a_codebook_declaring_row_does_not_switch_off_the_repeat_check(tmp_path):
+    """Issue 45: ``"privacy_unit": {"column": "row"}`` in the coordinator's codebook released every visit as a
+    person. Refused through the console script when an id-like column repeats; so is a unique unit declared
+    while the patient column repeats (naming both)."""
+    from marg.marginals.privacy_unit import PrivacyUnit, check_unit
+    from marg.marginals.sources import open_source
+
+    d = demo_codebook().to_dict()
+    d["privacy_unit"] = {"column": "row"}
+    Codebook.from_dict(d).save(tmp_path / "cb.json")
+    cols = _visits()
+    cols["visit_no"] = [str(i) for i in range(len(cols["patient_id"]))]  # unique: one row each
+    write_csv(tmp_path / "v.csv", cols)
+    r = marg("export", "v.csv", "--schema", "cb.json", "--site", "north", "--out", "x.bundle", "--epsilon", "1",
+             "--ledger", "led", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "privacy unit 'row' refused: column 'patient_id' repeats" in r.stderr
+    assert not (tmp_path / "x.bundle").exists() and not (tmp_path / "led" / "ledger.jsonl").exists()
+    with open_source(tmp_path / "v.csv") as src:
+        with pytest.raises(Exception, match="privacy unit 'visit_no' refused: it is unique .* column 'patient_id' repeats"):
+            check_unit(src, demo_codebook(), PrivacyUnit("visit_no", 2))
+        check_unit(src, demo_codebook(), PrivacyUnit("patient_id", 2))  # the patient: accepted
+
+
+@pytest.mark.parametrize("name", ["pid", "patid", "subject", "person", "chart_ref", "encounter", "ref_code"])
+def test_clinical_id_names_and_near_unique_columns_are_id_like(tmp_path, name):
+    """The id names the attack used are recognised; a column ≥ 90 % distinct that repeats is id-like whatever
+    its name (``ref_code``); a floating-point column is not."""
+    from marg.marginals.privacy_unit import repeating_column
+    from marg.marginals.sources import open_source
+
+    cols = generate(200, SITES[0], seed=3)
+    ids = [f"X{i:05d}" for i in range(200)]
+    ids[1] = ids[0]  # one patient twice: 199 distinct of 200
+    cols["lab_value"] = [f"{0.5 + i / 7:.3f}" for i in range(199)] + ["0.500"]  # float, near unique, repeats: read first
+    cols[name] = ids
+    write_csv(tmp_path / "d.csv", cols)
+    with open_source(tmp_path / "d.csv") as src:
+        assert repeating_column(src, demo_codebook()) == (name, 2)
+
+
+def test_one_patient_under_twelve_spellings_of_its_id_is_one_unit(tmp_path):
+    """Case, dashes, inner and zero-width spaces, full-width digits: one patient (normalised: NFKC, case,
+    separators and spaces), so the bound K = 1 keeps one of its 12 rows."""
+    from marg.marginals.privacy_unit import PrivacyUnit, count_rows
+    from marg.marginals.sources import open_source
+
+    spellings = ["P-0012", "p-0012", "P0012", "p0012", "P 0012", "P\u200b0012", "Ｐ００１２", "P-00-12", "P_0012",
+                 " P.0012 ", "P\u00a00012", "p\u2013 0012"]
+    cols = generate(40, SITES[0], seed=4)
+    cols = {c: v[:28] + [v[0]] * 12 for c, v in cols.items()}
+    cols["patient_id"] = [f"Q{i:04d}" for i in range(28)] + spellings
+    write_csv(tmp_path / "d.csv", cols)
+    cb = demo_codebook()
+    with open_source(tmp_path / "d.csv") as src:
+        _, n, _, bound = count_rows(src, cb, [(cb.label.name,)], PrivacyUnit("patient_id", 1))
+    assert bound.units == 29 and bound.largest == 12 and n == 29
+
+
+def test_round_two_refuses_another_unit_and_releases_a_table_asked_twice_once(tmp_path):
+    """A study's rounds count one unit: round 2 declaring another privacy unit than round 1 is refused
+    before anything is read. A table asked twice in another order, (a, b) and (b, a), is released once."""
+    from marg.marginals.request import StudyRequest
+    from marg.protocols.study import STUDY_FORMAT, Round2, _save_study
+
+    cb = demo_codebook()
+    f0, f1 = cb.discrete_names[:2]
+    unit = {"column": "patient_id", "max_rows_per_unit": 2}
+    _save_study(tmp_path, cb.fingerprint, {"format": STUDY_FORMAT, "fingerprint": cb.fingerprint, "site": "north",
+                                           "total": {"epsilon": 2.0, "delta": 1e-6, "rho": 0.1},
+                                           "round1": {"bundle": "0" * 64, "seq": 2, "rho": 0.04, "unit": unit},
+                                           "round2": None})
+    req = StudyRequest(cb.fingerprint, ((f0, f1), (f1, f0)), (0.5, 0.5), {"north": 0.06}, {})
+    with pytest.raises(RefusedError, match="round 2 declares privacy unit none declared, round 1 .* declared 'patient_id'"):
+        Round2(req, "d" * 64, None, unit=None, max_rows=1).check(tmp_path, cb, "north")
+    r2 = Round2(req, "d" * 64, None, unit=unit, max_rows=2)
+    r2.check(tmp_path, cb, "north")
+    assert r2.cliques(cb) == [(f0, f1, cb.label.name)] and len(r2.release_plan.tables) == 1
+
+
+# ------------------------------------------------------------------ the smaller items
+def test_audit_refuses_a_folder_with_no_ledger_and_inspect_neutralises_escape_sequences(tmp_path):
+    """``audit show --ledger WRONG_FOLDER`` said "0 releases, verified" and exited 0; a hostile codebook's names
+    reached the learner's terminal as escape sequences through ``marg inspect``."""
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.signing import finalize_bundle
+
+    (tmp_path / "empty").mkdir()
+    for cmd in ("show", "verify"):
+        r = marg("audit", cmd, "--ledger", "empty", cwd=tmp_path)
+        assert r.returncode == 2 and "holds no ledger" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    evil = Codebook(features=(CategoricalFeature("a\x1b]0;pwned\x07\x1b[2J", ("0", "1")),),
+                    label=Label("y\u202e", ("neg", "pos\x1b[31m")))
+    X, y = np.array([[0], [1], [1], [0]]), np.array([0, 1, 1, 0])
+    _, data = finalize_bundle(Bundle.build(evil, count_tables(evil, X, y, plan_cliques(evil, "first")), site="north",
+                                           n_rows=4), None)
+    (tmp_path / "evil.bundle").write_bytes(data)
+    r = marg("inspect", "evil.bundle", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u202e" not in r.stdout
+    assert "\\x1b]0;pwned" in r.stdout and "\\u202e" in r.stdout
