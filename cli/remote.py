@@ -82,6 +82,14 @@ def _first(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _probe(fs: Any, path: str) -> None:
+    """Write and remove a small file beside ``path``: a missing bucket or a folder this account cannot write
+    fails here, before the command counts or charges anything."""
+    probe = f"{path}.marg-probe-{os.getpid()}"
+    fs.pipe_file(probe, b"marg: can this be written?\n")
+    fs.rm(probe)
+
+
 class Staging:
     """Local copies of a command's URL arguments (module docstring); :meth:`finish` uploads the outputs."""
 
@@ -89,6 +97,7 @@ class Staging:
         self.dir: Path | None = None
         self.uploads: list[tuple[Path, str]] = []
         self.staged: list[tuple[Path, str]] = []
+        self.parked: tuple[str, Path] | None = None  # (URL, local copy) of an upload that failed
 
     def names(self) -> list[tuple[str, str]]:
         """(local copy, URL as shown) of everything staged, for messages."""
@@ -121,6 +130,7 @@ class Staging:
             if output:
                 if fs.exists(path):  # the command's own overwrite rule then applies to it
                     fs.get(path, str(local))
+                _probe(fs, path)  # the bucket exists and the folder is writable, before anything is spent
             elif fs.isdir(path):
                 fs.get(path.rstrip("/") + "/", str(local), recursive=True)
             else:
@@ -149,6 +159,7 @@ class Staging:
             except Exception as exc:  # noqa: BLE001
                 keep = Path(tempfile.mkdtemp(prefix="marg-unsent-")) / local.name
                 shutil.copy2(local, keep)
+                self.parked = (url, keep)
                 raise RefusedError(f"could not upload {_shown(url)} ({_first(exc)}); the file is kept at {keep}: "
                                    "copy it there yourself") from None
 
@@ -269,20 +280,31 @@ def staged(fn):
             if pins_schema:
                 _check_schema(local_kwargs.get(SCHEMA), fingerprint, _shown(schema_url or str(kwargs.get(SCHEMA))))
             names = sorted(staging.names(), key=lambda p: -len(p[0]))
-            sys.stdout, sys.stderr = _Named(out, names), _Named(errs, names)
+            import io
+
+            said = io.StringIO()  # stdout waits for the uploads: a failed one is said there too
+            sys.stdout, sys.stderr = _Named(said if staging.uploads else out, names), _Named(errs, names)
             try:
                 rv = fn(*args, **local_kwargs)
             except MargError as exc:
                 exc.args = tuple(_rename(a, names) for a in exc.args)
+                out.write(said.getvalue())
                 raise
             finally:
                 sys.stdout, sys.stderr = out, errs
-            if rv in (None, 0):
+            if rv not in (None, 0):
+                out.write(said.getvalue())
+                return rv
+            try:
                 staging.finish()
-                from .common import err
+            except MargError:
+                out.write(_not_written(said.getvalue(), staging.parked))
+                raise
+            out.write(said.getvalue())
+            from .common import err
 
-                for _, url in staging.uploads:
-                    err(f"uploaded {_shown(url)}")
+            for _, url in staging.uploads:
+                err(f"uploaded {_shown(url)}")
             return rv
         finally:
             staging.close()
@@ -290,6 +312,24 @@ def staged(fn):
     if pins_schema:
         _with_fingerprint_option(fn, wrapper)
     return wrapper
+
+
+def _not_written(text: str, parked: tuple[str, Path] | None) -> str:
+    """The command's stdout when an upload failed: ``--json`` gains ``"written": false`` and the parked
+    file's path; text says the file was not written and where it is kept."""
+    import json
+
+    url, keep = parked if parked is not None else ("", None)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        doc.update({"written": False, "parked": str(keep) if keep else None})
+        return json.dumps(doc) + "\n"
+    shown = _shown(url)
+    return text.replace(f"wrote {shown}", f"NOT written: {shown}") + (
+        f"not written: {shown} could not be uploaded; the file is kept at {keep}\n" if keep else "")
 
 
 def _rename(arg: Any, names: list[tuple[str, str]]) -> Any:

@@ -43,7 +43,7 @@ from marg.marginals.tables import MarginalTable
 
 from . import evaluation_ledger as evl
 from .bundle import Bundle
-from .export import ExportResult
+from .export import ExportResult, check_out
 from .release_request import Delivery, ReleaseRequest, release_options
 
 PREDICTED = "predicted"
@@ -189,9 +189,7 @@ def evaluate_site(
     r, delivery = release_options(request, delivery, options)
     epsilon, rho, delta, min_cell, min_cell_policy = r.epsilon, r.rho, r.delta, r.min_cell, r.min_cell_policy
     content, signing_key, recipient = r.content, delivery.signing_key, delivery.recipient
-    out = Path(out)
-    if not (out.parent if str(out.parent) else Path(".")).exists():
-        raise InputError(f"output folder does not exist: {out.parent}")
+    out = check_out(out, force=True)  # the folder exists and can be written, before anything is read or charged
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
     mech, epsilon, rho = budget_for(r.mechanism_or("laplace"), epsilon, rho, delta)

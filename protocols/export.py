@@ -17,6 +17,8 @@ a ledger that over-states what left the site, never one that under-states it.
 
 from __future__ import annotations
 
+import os
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +101,15 @@ def check_out(out: str | Path, force: bool = False) -> Path:
         raise InputError(f"output folder does not exist: {out.parent}")
     if not force and (out.exists() or out.is_symlink()):
         raise InputError(f"{out} exists: refusing to overwrite it (nothing was counted or charged); pass --force to replace it")
+    folder = out.parent if str(out.parent) else Path(".")
+    try:  # the folder can be written: a probe written and removed before anything is counted or charged
+        import tempfile
+
+        fd, probe = tempfile.mkstemp(prefix=".marg-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write in {folder} ({exc.strerror or exc}): nothing was counted or charged") from None
     return out
 
 

@@ -8,6 +8,7 @@ then shows the refusal (in one line, before anything is sealed or written)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -330,3 +331,72 @@ def test_audit_refuses_a_folder_with_no_ledger_and_inspect_neutralises_escape_se
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\u202e" not in r.stdout
     assert "\\x1b]0;pwned" in r.stdout and "\\u202e" in r.stdout
+
+
+# ------------------------------------------------------------------ remote paths that fail before spending
+class _Store:
+    """An fsspec store (memory) whose ``/locked`` folder cannot be written, and whose uploads fail when ``broken``."""
+
+    broken = False
+
+    @classmethod
+    def register(cls):
+        import fsspec
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        class Locked(MemoryFileSystem):
+            protocol = "margtest"
+            root_marker = "/"
+            store = {}
+            pseudo_dirs = [""]
+
+            def _denied(self, path):
+                return "locked" in str(path) or cls.broken
+
+            def _open(self, path, mode="rb", **kw):
+                if "w" in mode and self._denied(path):
+                    raise PermissionError("Access Denied")
+                return super()._open(path, mode, **kw)
+
+            def pipe_file(self, path, value, **kw):
+                if self._denied(path):
+                    raise PermissionError("Access Denied")
+                return super().pipe_file(path, value, **kw)
+
+            def put_file(self, lpath, rpath, *a, **kw):
+                if self._denied(rpath):
+                    raise PermissionError("Access Denied")
+                return super().put_file(lpath, rpath, *a, **kw)
+
+        fsspec.register_implementation("margtest", Locked, clobber=True)
+        return Locked
+
+
+def test_a_remote_out_that_cannot_be_written_is_found_before_the_ledger_charges(tmp_path, monkeypatch):
+    """A bucket folder the account cannot write was found only after the export was charged, and stdout and
+    ``--json`` still said ``wrote``. Now a probe is written and removed before counting; an upload that still
+    fails says so on stdout and in ``--json`` (``"written": false``, the parked file)."""
+    store = _Store.register()
+    demo_codebook().save(tmp_path / "cb.json")
+    write_csv(tmp_path / "d.csv", generate(200, SITES[0], seed=9))
+    monkeypatch.chdir(tmp_path)
+    base = ("export", "d.csv", "--schema", "cb.json", "--site", "north", "--epsilon", "1", "--stats", "first",
+            "--mechanism", "laplace", "--ledger", "led", "--json")
+    r = run(*base, "--out", "margtest://locked/north.bundle")
+    assert r.exit_code == 2 and "cannot reach margtest://locked/north.bundle" in r.output, r.output
+    assert not (tmp_path / "led" / "ledger.jsonl").exists()  # nothing counted or charged
+    try:
+        _Store.broken = False
+        r = run(*base, "--out", "margtest://drop/ok.bundle")
+        assert r.exit_code == 0 and json.loads(r.stdout)["out"] == "margtest://drop/ok.bundle", r.output
+        probe = [p for p in store.store if "probe" in p]
+        assert probe == []  # the probe was removed
+        _Store.broken = True  # the probe passes (written before), the upload then fails
+        monkeypatch.setattr("marg.cli.remote._probe", lambda fs, path: None)
+        r = run(*base, "--out", "margtest://drop/late.bundle")
+        assert r.exit_code == 1 and "could not upload" in r.stderr, r.output
+        said = json.loads(r.stdout)
+        assert said["written"] is False and Path(said["parked"]).exists()
+    finally:
+        _Store.broken = False
+        store.store.clear()
