@@ -66,15 +66,50 @@ def _fs(url: str):
         import fsspec
     except ImportError:
         raise InputError(f"{_shown(url)}: paths that are URLs need fsspec: pip install 'marg[remote]'") from None
+    import logging
+
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its transport thread logs tracebacks to stderr
     try:
         return fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
+    except ImportError as exc:
         raise InputError(f"{_shown(url)}: {_first(exc)} (pip install 'marg[remote]' for sftp://)") from None
+    except RefusedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - SSH and store failures (auth, no key, not SSH, DNS): one line, no password
+        raise InputError(f"cannot connect to {_where(url)}: {_scrub(_first(exc), url)}") from None
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` (a library's message) with the URL's password, if any, replaced by ``***``."""
+    m = re.match(r"^[a-z][a-z0-9+.-]*://(.*)@", url)
+    if m is not None and ":" in m.group(1):
+        secret = m.group(1).split(":", 1)[1]
+        if secret:
+            text = text.replace(secret, "***")
+    return text.replace(url, _shown(url))
+
+
+def _where(url: str) -> str:
+    """``host (user U)`` of a URL for messages — never a password."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, user, port = parts.hostname, parts.username, parts.port
+    except ValueError:
+        return _shown(url)
+    if not host:
+        return _shown(url)
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''} (user {user!r})" if user else f"{parts.scheme}://{host}"
 
 
 def _shown(url: str) -> str:
-    """The URL without a password."""
-    return re.sub(r"(://[^/@:]+):[^/@]*@", r"\1:***@", url)
+    """The URL without a password, also when it does not parse (everything between ``user:`` and the last
+    ``@`` is hidden: a password may hold ``/``, ``@`` or ``:``)."""
+    m = re.match(r"^([a-z][a-z0-9+.-]*://)(.*)@", url)
+    if m is None or ":" not in m.group(2):
+        return url
+    return m.group(1) + m.group(2).split(":", 1)[0] + ":***@" + url[m.end():]
 
 
 def _first(exc: BaseException) -> str:
@@ -138,7 +173,7 @@ class Staging:
         except FileNotFoundError:
             raise InputError(f"not found: {_shown(url)}") from None
         except Exception as exc:  # noqa: BLE001 - any store's failure is one line naming the URL
-            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_first(exc)}") from None
+            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_scrub(_first(exc), url)}") from None
         if output:
             self.uploads.append((local, url))
         self.staged.append((local, url))
@@ -160,7 +195,7 @@ class Staging:
                 keep = Path(tempfile.mkdtemp(prefix="marg-unsent-")) / local.name
                 shutil.copy2(local, keep)
                 self.parked = (url, keep)
-                raise RefusedError(f"could not upload {_shown(url)} ({_first(exc)}); the file is kept at {keep}: "
+                raise RefusedError(f"could not upload {_shown(url)} ({_scrub(_first(exc), url)}); the file is kept at {keep}: "
                                    "copy it there yourself") from None
 
     def close(self) -> None:

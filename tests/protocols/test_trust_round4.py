@@ -400,3 +400,30 @@ def test_a_remote_out_that_cannot_be_written_is_found_before_the_ledger_charges(
     finally:
         _Store.broken = False
         store.store.clear()
+
+
+def test_ssh_failures_are_one_line_input_errors_naming_host_and_user_never_a_password(tmp_path):
+    """A port that is not SSH, and a URL that does not parse: one line, exit 2, the host and user named, the
+    password never echoed."""
+    import socket
+    import threading
+
+    pytest.importorskip("paramiko")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def not_ssh():
+        conn, _ = srv.accept()
+        conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=not_ssh, daemon=True).start()
+    r = marg("inspect", f"sftp://alice:hunter2@127.0.0.1:{port}/x.bundle", cwd=tmp_path, timeout=60)
+    srv.close()
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"sftp://127.0.0.1:{port} (user 'alice')" in r.stderr and "hunter2" not in r.stderr + r.stdout, r.stderr
+    r = marg("inspect", "sftp://alice:hun/ter@2@127.0.0.1:notaport/x.bundle", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "hun/ter@2" not in r.stderr and "ter@2" not in r.stderr and "hun/" not in r.stderr, r.stderr
