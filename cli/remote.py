@@ -69,8 +69,9 @@ def _fs(url: str):
     import logging
 
     logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its transport thread logs tracebacks to stderr
+    extra = {"host_key_policy": _known_hosts_policy()} if url.split("://", 1)[0] in ("sftp", "ssh") else {}
     try:
-        return fsspec.core.url_to_fs(url)
+        return fsspec.core.url_to_fs(url, **extra)
     except ImportError as exc:
         raise InputError(f"{_shown(url)}: {_first(exc)} (pip install 'marg[remote]' for sftp://)") from None
     except RefusedError:
@@ -87,6 +88,62 @@ def _scrub(text: str, url: str) -> str:
         if secret:
             text = text.replace(secret, "***")
     return text.replace(url, _shown(url))
+
+
+ACCEPT_NEW_HOST_KEY = "accept_new_host_key"
+REMOTE_PANEL = "Paths that are URLs (sftp://, s3://)"
+_ACCEPT_NEW = {"on": False}  # --accept-new-host-key of the running command
+
+
+def known_hosts_path() -> Path:
+    """The user's ``~/.ssh/known_hosts`` (as ``ssh`` reads it)."""
+    return Path(os.path.expanduser("~")) / ".ssh" / "known_hosts"
+
+
+def _known_hosts_policy():
+    """A paramiko host-key policy that checks the server's key against ``known_hosts`` as ``ssh`` does.
+
+    fsspec's SFTP client loads no known hosts, so every key reaches this policy: a key listed for
+    the host is accepted; a host listed with another key is refused (a man in the middle, or a
+    re-installed server: check with its administrator); an unknown host is refused unless
+    ``--accept-new-host-key``, which adds its key to ``known_hosts`` (ssh's ``accept-new``).
+    """
+    import base64
+    import hashlib
+
+    import paramiko
+
+    class KnownHosts(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            path = known_hosts_path()
+            known = paramiko.HostKeys()
+            if path.exists():
+                try:
+                    known.load(str(path))
+                except (OSError, UnicodeDecodeError, paramiko.SSHException):
+                    raise paramiko.SSHException(f"cannot read {path}") from None
+            fp = "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+            entry = known.lookup(hostname)
+            if entry is not None and key.get_name() in entry:
+                if entry[key.get_name()] == key:
+                    return
+                raise paramiko.SSHException(f"host key of {hostname} ({fp}) differs from the one in {path}: refused (a man "
+                                            "in the middle, or a re-installed server: ask its administrator)")
+            if entry is not None and not _ACCEPT_NEW["on"]:
+                raise paramiko.SSHException(f"host {hostname} presents a {key.get_name()} key ({fp}) that {path} does "
+                                            "not list for it: refused")
+            if not _ACCEPT_NEW["on"]:
+                raise paramiko.SSHException(f"unknown host key of {hostname} ({fp}): refused; confirm the fingerprint "
+                                            f"with the drop's administrator and add it to {path} (ssh to it once), or "
+                                            "pass --accept-new-host-key")
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with open(path, "a", encoding="ascii") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+            from .common import err
+
+            err(f"note: added the host key of {hostname} ({fp}) to {path}")
+
+    return KnownHosts()
 
 
 def _where(url: str) -> str:
@@ -268,19 +325,24 @@ def _check_schema(path: Any, fingerprint: str | None, shown: str) -> None:
                            "--schema-fingerprint (a codebook changed in the store?)")
 
 
-def _with_fingerprint_option(fn, wrapper) -> None:
-    """Give ``wrapper`` (a command taking ``--schema``) the option ``--schema-fingerprint``, seen by Typer."""
+def _with_options(fn, wrapper, pins_schema: bool) -> None:
+    """Give ``wrapper`` the options every staged command takes (``--accept-new-host-key``) and, for a command
+    taking ``--schema``, ``--schema-fingerprint``, seen by Typer."""
     import inspect
     from typing import Annotated, Optional
 
     import typer
 
     sig = inspect.signature(fn)
-    opt = inspect.Parameter(SCHEMA_FINGERPRINT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Optional[str], typer.Option("--schema-fingerprint", help="The codebook's fingerprint as given to you (at least 32 "
-                                    "hex characters): required when --schema is a URL, checked when given.")])
     params = list(sig.parameters.values())
-    wrapper.__signature__ = sig.replace(parameters=params + [opt])
+    if pins_schema:
+        params.append(inspect.Parameter(SCHEMA_FINGERPRINT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+            Optional[str], typer.Option("--schema-fingerprint", help="The codebook's fingerprint as given to you (at "
+                                        "least 32 hex characters): required when --schema is a URL, checked when given.")]))
+    params.append(inspect.Parameter(ACCEPT_NEW_HOST_KEY, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--accept-new-host-key", help="sftp:// paths: accept a host not yet in ~/.ssh/known_hosts and add "
+                           "its key (refused otherwise; a host listed with another key is always refused).", rich_help_panel=REMOTE_PANEL)]))
+    wrapper.__signature__ = sig.replace(parameters=params)
 
 
 def staged(fn):
@@ -297,6 +359,7 @@ def staged(fn):
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _ACCEPT_NEW["on"] = bool(kwargs.pop(ACCEPT_NEW_HOST_KEY, False))
         fingerprint = kwargs.pop(SCHEMA_FINGERPRINT, None) if pins_schema else None
         schema_url = as_url(kwargs.get(SCHEMA)) if pins_schema else None
         if schema_url is not None and not schema_url.startswith("file://") and fingerprint is None:
@@ -344,8 +407,7 @@ def staged(fn):
         finally:
             staging.close()
 
-    if pins_schema:
-        _with_fingerprint_option(fn, wrapper)
+    _with_options(fn, wrapper, pins_schema)
     return wrapper
 
 

@@ -427,3 +427,54 @@ def test_ssh_failures_are_one_line_input_errors_naming_host_and_user_never_a_pas
     r = marg("inspect", "sftp://alice:hun/ter@2@127.0.0.1:notaport/x.bundle", cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "hun/ter@2" not in r.stderr and "ter@2" not in r.stderr and "hun/" not in r.stderr, r.stderr
+
+
+def test_sftp_verifies_the_host_key_against_known_hosts(tmp_path):
+    """fsspec's SFTP accepted any host key; now an unknown host is refused unless ``--accept-new-host-key`` (which
+    adds it to known_hosts), a known one is accepted (the connection goes on to authentication), another key for a
+    known host is refused. A paramiko server on 127.0.0.1 presents the key (it lets nobody log in)."""
+    import socket
+    import threading
+
+    paramiko = pytest.importorskip("paramiko")
+    pytest.importorskip("fsspec")
+    key = paramiko.ECDSAKey.generate()
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            t = paramiko.Transport(conn)
+            t.add_server_key(key)
+            try:
+                t.start_server(server=paramiko.ServerInterface())
+            except Exception:  # noqa: BLE001 - the client hung up after refusing the key
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    known = home / ".ssh" / "known_hosts"
+    url = f"sftp://alice@127.0.0.1:{port}/x.bundle"
+    env = {"HOME": str(home)}
+    try:
+        r = marg("inspect", url, cwd=tmp_path, env=env, timeout=60)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"unknown host key of [127.0.0.1]:{port}" in r.stderr and "--accept-new-host-key" in r.stderr
+        r = run("inspect", url, "--accept-new-host-key", env=env)
+        assert r.exit_code == 2 and "host key" not in r.output.split("note:")[-1].split("\n", 1)[-1], r.output
+        assert f"[127.0.0.1]:{port} ecdsa-sha2-nistp256 {key.get_base64()}" in known.read_text()
+        r = run("inspect", url, env=env)  # known now: the connection goes on (and fails at authentication)
+        assert r.exit_code == 2 and "cannot connect" in r.output and "host key" not in r.output, r.output
+        other = paramiko.ECDSAKey.generate()
+        known.write_text(f"[127.0.0.1]:{port} ecdsa-sha2-nistp256 {other.get_base64()}\n")
+        r = run("inspect", url, "--accept-new-host-key", env=env)
+        assert r.exit_code == 2 and "differs from the one in" in r.output, r.output
+    finally:
+        srv.close()
