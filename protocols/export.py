@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import Holdout, has_site_key, remember, site_key
+from marg.marginals.holdout import Holdout, has_site_key, record_path, remember, site_key
 from marg.marginals.privacy_unit import agree_holdout, check_unit, count_rows, resolve_unit
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
@@ -391,12 +391,14 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
         if ledger_dir is None:
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
     src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
+    fresh_key: Path | None = None
     try:
         if dp:  # a patient with several rows is not protected by a per-row guarantee, whatever unit is declared
             check_unit(src, codebook, unit, also=[holdout_id] if holdout_id else [])
         key = None
         if spec is not None:  # the rows pass through here, to be split by the site's key
             if create_key or has_site_key(ledger_dir):
+                fresh_key = None if record_path(ledger_dir).exists() else record_path(ledger_dir)
                 key = site_key(ledger_dir, create=True)
             else:  # a dry run before the first --holdout export: the real export draws the site's key
                 import secrets
@@ -412,6 +414,10 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
+    except BaseException:
+        if fresh_key is not None:  # a refused export leaves no new file behind: the split key drawn for it included
+            fresh_key.unlink(missing_ok=True)
+        raise
     finally:
         if src is not data:
             src.close()

@@ -478,3 +478,17 @@ def test_sftp_verifies_the_host_key_against_known_hosts(tmp_path):
         assert r.exit_code == 2 and "differs from the one in" in r.output, r.output
     finally:
         srv.close()
+
+
+def test_a_refused_holdout_export_leaves_no_split_key_behind(tmp_path):
+    """An export refused for an unknown level with ``--holdout`` created the site's secret split key all the same."""
+    demo_codebook().save(tmp_path / "cb.json")
+    cols = generate(100, SITES[0], seed=5)
+    cols["sex"][-1] = "SECRET_LEVEL_77"  # a level the codebook lacks, in the last row: found while counting
+    write_csv(tmp_path / "d.csv", cols)
+    (tmp_path / "led").mkdir()
+    r = marg("export", "d.csv", "--schema", "cb.json", "--site", "north", "--out", "x.bundle", "--epsilon", "1",
+             "--holdout", "0.3", "--ledger", "led", cwd=tmp_path)
+    assert r.returncode == 2 and "SECRET_LEVEL_77" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # the ledger's lock file only (taken to check the cap): no holdout.json with a split key, no ledger, no bundle
+    assert sorted(p.name for p in (tmp_path / "led").iterdir()) == [".lock"] and not (tmp_path / "x.bundle").exists()
