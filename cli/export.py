@@ -93,6 +93,8 @@ def export_cmd(
     with prog:
         if evaluate is None and allow_unsigned:
             raise InputError("--allow-unsigned accepts an unsigned model of --evaluate MODEL; this export has none")
+        if dry_run and evaluate is not None:  # the evaluation's release, not the export's tables
+            return _evaluate_dry_run(cb, site, release, json_out, evaluate, trust, allow_unsigned, schema)
         if dry_run:
             return _dry_run(data, cb, site, out, release, delivery, prog, json_out, holdout_plan)
         if evaluate is not None:
@@ -227,6 +229,38 @@ def _evaluate(data: str, cb: Any, site: str, out: Path, release: Any, delivery: 
                f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
                f"{len(split['bundles'])} training bundle(s) from this site, "
                f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
+
+
+def _evaluate_dry_run(cb: Any, site: str, release: Any, json_out: bool, model: Path, trust: Path | None,
+                      allow_unsigned: bool, schema: Path) -> None:
+    """``--evaluate MODEL --dry-run``: the one table the evaluation would release (its cells, noise and cost);
+    no row is read, nothing written or charged."""
+    from marg.api import load_verified_model
+    from marg.marginals.privacy import budget_for
+    from marg.protocols.evaluation import plan_evaluation
+
+    m, signer, _ = load_verified_model(model, schema, trust, allow_unsigned)
+    mech, epsilon, rho = budget_for(release.mechanism_or("laplace"), release.epsilon, release.rho, release.delta)
+    unit, clique, plan = plan_evaluation(m, release, epsilon, rho, release.delta)
+    import numpy as np
+
+    from marg.protocols.evaluation import release_table
+
+    cells = int(np.asarray(release_table(np.eye(m.codebook.n_classes, dtype=np.int64), m.codebook,
+                                         release.content).counts).size)
+    name = "N[" + ",".join(clique) + "]"
+    noise = "exact counts (the min-cell rule; this held-out set's one exact evaluation)" if plan is None else \
+        f"{plan.mechanism.name} noise, std {plan.stds[0]:.3g}; cost {plan.cost.describe()}"
+    if json_out:
+        emit_json({"dry_run": True, "site": site, "evaluated_model": str(model), "signed_by": signer,
+                   "tables": [{"name": name, "cells": cells, "mechanism": plan.mechanism.name if plan else "none",
+                               "std": plan.stds[0] if plan else 0.0}],
+                   "cost": plan.cost.to_dict() if plan else None,
+                   "unit": unit.to_dict() if unit is not None else None})
+        return
+    typer.echo(f"dry run: the evaluation of {model.name} ({'signed by ' + signer if signer else 'unsigned'}) would "
+               f"release 1 table from site {site!r}'s held-out rows: {name}, {cells} cells, {noise}; nothing was read, "
+               "written or charged")
 
 
 def _exported(res: Any, cb: Any, site: str, out: Path, delivery: Any, json_out: bool, holdout_plan: dict | None,

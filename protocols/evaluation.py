@@ -146,6 +146,22 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     return conf, int(conf.sum()), ms
 
 
+def plan_evaluation(model: Any, r: ReleaseRequest, epsilon: float | None, rho: float | None, delta: float
+                    ) -> tuple[Any, tuple[str, ...], ReleasePlan | None]:
+    """What an evaluation of ``model`` releases, before any row is read: ``(unit, the table's clique, the DP plan)``
+    (the plan None for an exact release). ``epsilon``/``rho`` as :func:`budget_for` resolved them."""
+    from marg.marginals.privacy_unit import resolve_unit
+
+    unit = resolve_unit(model.codebook, r.privacy_unit, r.max_rows_per_unit)
+    bound = unit.bound if unit is not None else 1
+    ecb = release_codebook(model.codebook, r.content)
+    clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, r.content).clique
+    # the release planned once: its cost now, its noise after counting (marginals.release_plan)
+    dp = epsilon is not None or rho is not None
+    plan = ReleasePlan.for_cliques([clique], ecb, epsilon=epsilon, rho=rho, delta=delta, max_rows=bound) if dp else None
+    return unit, clique, plan
+
+
 def evaluate_site(
     data: str | Path,
     model: Any,
@@ -200,13 +216,7 @@ def evaluate_site(
     if not dp and min_cell_policy != "refuse":
         raise InputError(f"an evaluation release cannot suppress cells (--min-cell-policy {min_cell_policy}): the "
                          f"certificate would count suppressed errors as none; use refuse or differential privacy")
-    from marg.marginals.privacy_unit import resolve_unit
-
-    unit = resolve_unit(model.codebook, r.privacy_unit, r.max_rows_per_unit)
-    bound = unit.bound if unit is not None else 1
-    clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, content).clique
-    # the release planned once: its cost now, its noise after counting (marginals.release_plan)
-    dp_plan = ReleasePlan.for_cliques([clique], ecb, epsilon=epsilon, rho=rho, delta=delta, max_rows=bound) if dp else None
+    unit, clique, dp_plan = plan_evaluation(model, r, epsilon, rho, delta)
     requested = dp_plan.cost if dp_plan is not None else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(delivery.ledger_dir, site, signing_key)
     if ledger_dir is None:

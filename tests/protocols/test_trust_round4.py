@@ -492,3 +492,22 @@ def test_a_refused_holdout_export_leaves_no_split_key_behind(tmp_path):
     assert r.returncode == 2 and "SECRET_LEVEL_77" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     # the ledger's lock file only (taken to check the cap): no holdout.json with a split key, no ledger, no bundle
     assert sorted(p.name for p in (tmp_path / "led").iterdir()) == [".lock"] and not (tmp_path / "x.bundle").exists()
+
+
+def test_evaluate_dry_run_shows_the_evaluations_release(tmp_path, monkeypatch):
+    """``export --evaluate MODEL --dry-run`` previewed the export's Gaussian tables, not the 2-cell error count the
+    real command releases; now it shows that one table, its noise and cost, reading and charging nothing."""
+    demo_codebook().save(tmp_path / "cb.json")
+    write_csv(tmp_path / "d.csv", generate(300, SITES[0], seed=8))
+    site = ("--schema", "cb.json", "--site", "north", "--ledger", "led")
+    monkeypatch.chdir(tmp_path)
+    assert run("export", "d.csv", *site, "--out", "t.bundle", "--holdout", "0.3", "--min-cell", "1").exit_code == 0
+    assert run("learn", "t.bundle", "--out", "m.json", "--learner", "nb", "--no-sign", "--allow-unsigned").exit_code == 0
+    before = (tmp_path / "led" / "ledger.jsonl").read_bytes()
+    r = marg("export", "d.csv", *site, "--out", "e.eval", "--evaluate", "m.json", "--allow-unsigned", "--epsilon", "1",
+             "--dry-run", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)
+    assert [t["cells"] for t in said["tables"]] == [2] and said["tables"][0]["mechanism"] == "laplace"
+    assert said["cost"]["epsilon"] == pytest.approx(1.0)
+    assert (tmp_path / "led" / "ledger.jsonl").read_bytes() == before and not (tmp_path / "e.eval").exists()
