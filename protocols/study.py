@@ -243,9 +243,11 @@ class Round2:
         """The asked tables, each once in canonical order (a table asked twice in another order,
         ``(f3, f0)`` and ``(f0, f3)``, is released once: its weights add), and their weights."""
         y = codebook.label.name
+        known = set(codebook.discrete_names)
         merged: dict[tuple[str, ...], float] = {}
         for c, w in zip(self.request.tables, self.request.weights):
-            k = canonical_clique(codebook, tuple(c) + (y,))
+            # a name outside the codebook is kept as asked: check() refuses it, in one line, before anything is spent
+            k = canonical_clique(codebook, tuple(c) + (y,)) if set(c) <= known else tuple(c) + (y,)
             merged[k] = merged.get(k, 0.0) + float(w)
         return list(merged), list(merged.values())
 
