@@ -38,6 +38,16 @@ def _open(ledger: Optional[Path], key: Optional[Path] = None) -> "Ledger":
     return Ledger(ledger, public_key=key, site=site)
 
 
+def _existing(led: "Ledger") -> "Ledger":
+    """``led`` if its folder holds a ledger; a folder with none is refused (it would read "0 releases, verified")."""
+    if not led.directory.is_dir():
+        raise InputError(f"no ledger directory at {str(led.directory)!r}")
+    if not led.path.exists():
+        raise InputError(f"{str(led.directory)!r} holds no ledger ({led.path.name} is missing): give the site's ledger "
+                         "folder (--ledger DIR)")
+    return led
+
+
 app = sub_app("The site's release ledger: what left, when, to whom, at what privacy cost.")
 
 LedgerOpt = Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger folder (default: the configured site's, else ./marg-ledger).")]
@@ -94,9 +104,7 @@ def show_cmd(
 ) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
     _heavy()
-    led = _open(ledger, key)
-    if not led.directory.is_dir():
-        raise InputError(f"no ledger directory at {str(led.directory)!r}")
+    led = _existing(_open(ledger, key))
     if html is not None:
         from marg._util import atomic_write_bytes
         from marg.reports.audit_page import audit_page
@@ -232,7 +240,7 @@ def verify_cmd(
     _heavy()
     if more and not bundles:
         raise InputError(f"{more[0]}: bundle files follow --bundles (marg audit verify --bundles A B)")
-    led = _open(ledger, key)
+    led = _existing(_open(ledger, key))
     report = led.verify(bundle_paths=_expand_bundles([*(bundles or []), *(more or [])]) or None,
                         allow_unsigned=allow_unsigned, head=head)
     if json_out:

@@ -103,3 +103,17 @@ def _json_default(o: Any) -> Any:
 
 def split_list(s: str | None) -> list[str]:
     return [x.strip() for x in (s or "").split(",") if x.strip()]
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal could act on (escape sequences, other controls, bidi
+    overrides: Unicode categories C*) shown as ``\\xNN``/``\\uNNNN``: names from a codebook or a bundle are
+    someone else's text (issue 45)."""
+    out = []
+    for ch in str(text):
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            o = ord(ch)
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+    return "".join(out)

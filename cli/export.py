@@ -46,6 +46,7 @@ def export_cmd(
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
     evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
+    allow_repeated_evaluations: Annotated[bool, typer.Option("--allow-repeated-evaluations", help="With --evaluate at a site with no cap: accept a second DP evaluation of the held-out rows (refused otherwise: an oracle with no limit); the ledger records it.")] = False,
     site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
     min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
     min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
@@ -83,7 +84,7 @@ def export_cmd(
         max_rows_per_unit=max_rows_per_unit, allow_large_delta=allow_large_delta, engine=engine,
         spark_master=spark_master, content=evaluate_content, site_certificate=site_certificate, rounds=rounds,
         study_request=request, trust=trust, plan_rows=parse_rows(plan_rows) if plan_rows is not None else None,
-        plan_sites=plan_sites)
+        plan_sites=plan_sites, allow_repeated_evaluations=allow_repeated_evaluations)
     release, holdout_plan = _holdout(release, holdout, cb.n_features, plan_rows, plan_sites, expected_error)
     # the library decides the kind (one round, round 1, round 2, an evaluation): a round spends its share of the total
     kind = release_kind(release, cb, delivery, evaluation=evaluate is not None)
@@ -92,6 +93,8 @@ def export_cmd(
     with prog:
         if evaluate is None and allow_unsigned:
             raise InputError("--allow-unsigned accepts an unsigned model of --evaluate MODEL; this export has none")
+        if dry_run and evaluate is not None:  # the evaluation's release, not the export's tables
+            return _evaluate_dry_run(cb, site, release, json_out, evaluate, trust, allow_unsigned, schema)
         if dry_run:
             return _dry_run(data, cb, site, out, release, delivery, prog, json_out, holdout_plan)
         if evaluate is not None:
@@ -226,6 +229,38 @@ def _evaluate(data: str, cb: Any, site: str, out: Path, release: Any, delivery: 
                f"({'signed by ' + signer if signer else 'unsigned'}) on {res.n_rows:,} rows held out of its "
                f"{len(split['bundles'])} training bundle(s) from this site, "
                f"privacy: {_privacy_words(res.bundle.describe()['privacy'])}")
+
+
+def _evaluate_dry_run(cb: Any, site: str, release: Any, json_out: bool, model: Path, trust: Path | None,
+                      allow_unsigned: bool, schema: Path) -> None:
+    """``--evaluate MODEL --dry-run``: the one table the evaluation would release (its cells, noise and cost);
+    no row is read, nothing written or charged."""
+    from marg.api import load_verified_model
+    from marg.marginals.privacy import budget_for
+    from marg.protocols.evaluation import plan_evaluation
+
+    m, signer, _ = load_verified_model(model, schema, trust, allow_unsigned)
+    mech, epsilon, rho = budget_for(release.mechanism_or("laplace"), release.epsilon, release.rho, release.delta)
+    unit, clique, plan = plan_evaluation(m, release, epsilon, rho, release.delta)
+    import numpy as np
+
+    from marg.protocols.evaluation import release_table
+
+    cells = int(np.asarray(release_table(np.eye(m.codebook.n_classes, dtype=np.int64), m.codebook,
+                                         release.content).counts).size)
+    name = "N[" + ",".join(clique) + "]"
+    noise = "exact counts (the min-cell rule; this held-out set's one exact evaluation)" if plan is None else \
+        f"{plan.mechanism.name} noise, std {plan.stds[0]:.3g}; cost {plan.cost.describe()}"
+    if json_out:
+        emit_json({"dry_run": True, "site": site, "evaluated_model": str(model), "signed_by": signer,
+                   "tables": [{"name": name, "cells": cells, "mechanism": plan.mechanism.name if plan else "none",
+                               "std": plan.stds[0] if plan else 0.0}],
+                   "cost": plan.cost.to_dict() if plan else None,
+                   "unit": unit.to_dict() if unit is not None else None})
+        return
+    typer.echo(f"dry run: the evaluation of {model.name} ({'signed by ' + signer if signer else 'unsigned'}) would "
+               f"release 1 table from site {site!r}'s held-out rows: {name}, {cells} cells, {noise}; nothing was read, "
+               "written or charged")
 
 
 def _exported(res: Any, cb: Any, site: str, out: Path, delivery: Any, json_out: bool, holdout_plan: dict | None,

@@ -106,8 +106,12 @@ def trust_cmd(
     role: Annotated[
         Optional[str], typer.Option("--role", help="Whose key you trust: site or learner (you say it, not the file; default site — a file declaring learner is refused without --role learner).")
     ] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace a different key already trusted for this site (a site that replaced its key: confirm the new id with it first); said in the learner history.")] = False,
+    history: Annotated[Optional[Path], typer.Option("--history", help="The learner history that records a --replace (default $MARG_HOME/learner-history.json).")] = None,
 ) -> None:
-    """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster)."""
+    """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster).
+
+    A site's SITE.seal.pub beside its SITE.sign.pub is trusted with it (a study's members folder pins both)."""
     _heavy()
     from marg.protocols.keys import SEAL_PUB_SUFFIX, load_seal_public_key
 
@@ -137,20 +141,55 @@ def trust_cmd(
         raise RefusedError(f"{key_file.name} declares itself a learner's key; a file's own role line is not trusted: "
                            f"if you know it is the learner's, say so with --role learner (or --role site)")
     trust.mkdir(parents=True, exist_ok=True)
-    target = trust / f"{name}{suffix}"
-    if target.exists():
-        old = key_id(load(target))
-        if old == kid and (sealing or read_role(target.read_bytes()) == read_role(data)):
-            if json_out:
-                emit_json({"site": name, "key_id": kid, "path": str(target), "added": False})
-                return
-            typer.echo(f"{target} already trusts this key ({kid[:16]})")
+    # a site's sealing key beside its signing key is pinned with it (a study's members: both keys); a learner's is not
+    # copied (a roster's sites are the folder's SITE.seal.pub files)
+    site_key = not sealing and read_role(data) != "learner" and key_file.name.endswith(suffix)
+    beside = key_file.parent / f"{key_file.name[: -len(suffix)]}{SEAL_PUB_SUFFIX}" if site_key else None
+    seal = None
+    if beside is not None and beside.exists():
+        seal = (beside, load_seal_public_key(beside), trust / f"{name}{SEAL_PUB_SUFFIX}")
+    targets = [(trust / f"{name}{suffix}", key, data, load)]
+    if seal is not None:
+        targets.append((seal[2], seal[1], beside.read_bytes(), load_seal_public_key))
+    replaced = []
+    for target, k, raw, loader in targets:
+        if target.exists():
+            old = key_id(loader(target))
+            if old != key_id(k):
+                if not replace:
+                    raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}) in "
+                                       f"{target}: if the site replaced its key, confirm the new id with it and add --replace")
+                replaced.append((target, old, key_id(k)))
+    fresh = [(t, raw) for t, k, raw, loader in targets
+             if not t.exists() or key_id(loader(t)) != key_id(k)
+             or (t.name.endswith(SIGN_PUB_SUFFIX) and read_role(t.read_bytes()) != read_role(raw))]
+    if not fresh:
+        if json_out:
+            emit_json({"site": name, "key_id": kid, "path": str(targets[0][0]), "added": False})
             return
-        if old != kid:
-            raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}); remove {target} first")
-    atomic_write_bytes(target, data, mode=0o644)
+        typer.echo(f"{targets[0][0]} already trusts this key ({kid[:16]})")
+        return
+    rec = None
+    if any(t.name.endswith(SIGN_PUB_SUFFIX) for t, _, _ in replaced):
+        from marg.protocols.history import History, default_history_path
+
+        rec = History(history if history is not None else default_history_path())
+        for t, old, new in replaced:
+            if t.name.endswith(SIGN_PUB_SUFFIX):
+                rec.record_replacement(name, old, new)
+    for t, raw in fresh:
+        atomic_write_bytes(t, raw, mode=0o644)
+    if rec is not None:
+        rec.save()
+    target = targets[0][0]
     said = "" if sealing else f" as a {read_role(data) or 'key of no declared role (an older marg; accepted as a site)'}"
     if json_out:
-        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True, "role": None if sealing else read_role(data)})
+        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True, "role": None if sealing else read_role(data),
+                   "seal_key_id": key_id(seal[1]) if seal else None, "replaced": [old for _, old, _ in replaced]})
         return
     typer.echo(f"trusted {name!r}{said}: key id {kid} → {target}")
+    if seal is not None:
+        typer.echo(f"trusted {name!r}'s sealing key beside it: key id {key_id(seal[1])} → {seal[2]} (confirm this id too)")
+    for t, old, new in replaced:
+        typer.echo(f"replaced {t.name}: key {old[:16]} → {new[:16]}" + (" (recorded in the learner history)"
+                                                                        if t.name.endswith(SIGN_PUB_SUFFIX) else ""))

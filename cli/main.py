@@ -149,6 +149,11 @@ def inspect_cmd(
     from marg.protocols.sealing import is_sealed, open_sealed, sealed_recipient
     from marg.protocols.signing import verify_bundle
 
+    from .common import printable
+
+    def say(text: str) -> None:  # names come from someone else's file: no escape sequence reaches the terminal
+        typer.echo(printable(text))
+
     if bundle.is_file() and bundle.read_bytes()[:1] == b"{":
         from marg.protocols.model_signing import describe_model_file, verify_model_file
 
@@ -167,10 +172,10 @@ def inspect_cmd(
             who = f"signed by {verified!r} (key {str(d['key_id'])[:12]}…{claimed}), signature verified"
         else:
             who = f"signed by {d['signer']!r} (key {str(d['key_id'])[:12]}…), not verified: pass --trust DIR"
-        typer.echo(f"Model {bundle}: {d['learner']}, {who}"
+        say(f"Model {bundle}: {d['learner']}, {who}"
                    + f"; codebook {str(d['codebook_fingerprint'])[:16]}…; certificate {d['worst_case_error']}")
         for b in d["bundles"]:
-            typer.echo(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
+            say(f"  learned from site {b['site']!r}, bundle {str(b['digest'])[:16]}…")
         return
     raw = read_bundle_bytes(bundle)
     own = None
@@ -198,40 +203,40 @@ def inspect_cmd(
                    "ledger": str(ledger)}, **extra})
         return
     if own is not None:
-        typer.echo(f"Sealed file {bundle}: this site's release of ledger entry #{own['seq']} ({own['time']}), read from "
+        say(f"Sealed file {bundle}: this site's release of ledger entry #{own['seq']} ({own['time']}), read from "
                    f"the copy kept beside {ledger} (its digest matches the ledger's record).")
     lab = d["label"] or {}
-    typer.echo(f"Bundle {bundle} from site {d['site']!r}, created {d['created']} by {d['software']}.")
-    typer.echo(
+    say(f"Bundle {bundle} from site {d['site']!r}, created {d['created']} by {d['software']}.")
+    say(
         f"Study codebook {d['codebook_fingerprint'][:16]}…: {d['n_features']} features, label {lab.get('name')!r} "
         f"({', '.join(lab.get('classes', []))})."
     )
-    typer.echo(f"Rows at the site: {d['n_rows'] if d['n_rows'] is not None else 'not released'}.")
+    say(f"Rows at the site: {d['n_rows'] if d['n_rows'] is not None else 'not released'}.")
     if d.get("source"):
         src = d["source"]
         where = ", ".join(f"{k} {v}" for k, v in src.items() if k not in ("kind", "engine"))
-        typer.echo(f"Counted from: {src.get('kind')} ({where}).")
-    typer.echo(f"It releases {d['n_statistics']} statistics, {d['cells']:,} numbers in all:")
+        say(f"Counted from: {src.get('kind')} ({where}).")
+    say(f"It releases {d['n_statistics']} statistics, {d['cells']:,} numbers in all:")
     for s in d["statistics"]:
         what = "per-class sum and sum of squares" if s["kind"] == "moments" else "counts"
         noise = "exact" if s["mechanism"] == "none" else f"{s['mechanism']} noise, std {s['noise_std']:.3g}"
-        typer.echo(f"  {s['name']:<40} {what} over {' × '.join(map(str, s['shape']))} cells, {noise}")
-    typer.echo(f"Privacy: {_privacy_words(d['privacy'])}.")
+        say(f"  {s['name']:<40} {what} over {' × '.join(map(str, s['shape']))} cells, {noise}")
+    say(f"Privacy: {_privacy_words(d['privacy'])}.")
     sig_words = f"signed by key {str(d['signer'])[:16]}…" if d["signed"] else "unsigned"
     if verified is not None:
         sig_words += f", verified against the trust store as site {verified!r}"
     elif d["signed"]:
         sig_words += " (not verified: pass --trust DIR)"
-    typer.echo("Signature: " + sig_words + ".")
+    say("Signature: " + sig_words + ".")
     if d["recipient"]:
-        typer.echo(f"Sealed for: {d['recipient']}.")
-    typer.echo(f"Digest (sha256): {d['digest']}")
+        say(f"Sealed for: {d['recipient']}.")
+    say(f"Digest (sha256): {d['digest']}")
     if values:
         import numpy as np
 
-        typer.echo("Released values (flattened in codebook order of the levels):")
+        say("Released values (flattened in codebook order of the levels):")
         for t in b.tables:
-            typer.echo(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
+            say(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
 
 
 def main() -> None:

@@ -10,6 +10,14 @@ fetched before it starts; outputs are uploaded after it succeeded (to a temporar
 renamed over the target), never after a refusal, and an existing remote ``--out`` is fetched
 first so the command's own overwrite rule applies to it. **The ledger stays local**: ``--ledger``
 and ``--history`` refuse a URL, as do folders a command writes into (``keys init --dir``, ``keys trust --trust``). A failed upload keeps the local file and names it.
+**Trust stays local** (issue 45): trust stores, members and rosters (``--trust``, ``--members``,
+``--roster``) and key files (``--key``, ``--sign-key``, ``--seal-key``, ``--to``, a key argument,
+passphrase files) refuse a URL: the store is untrusted, and a key read from it would make
+whatever it holds trusted. Copy the keys in once. A codebook read from a URL (``--schema URL``) is
+accepted only with ``--schema-fingerprint FP`` given on the command line (the fingerprint the
+coordinator read out, ``marg inspect codebook.json``), and refused when the file's fingerprint
+differs; every command that takes ``--schema`` takes ``--schema-fingerprint`` (it checks a local
+codebook too).
 
 Credentials never go on the command line: SFTP uses the user's SSH keys and known hosts as
 ``ssh`` does (or ``FSSPEC_SFTP_KEY_FILENAME=…``), S3 the usual ``AWS_*`` variables (an endpoint
@@ -30,6 +38,10 @@ URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
 NOT_FILES = ("duckdb", "postgresql", "postgres", "omop+duckdb", "omop+postgresql", "omop+postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
 LOCAL_ONLY = ("ledger", "history", "workdir", "directory")  # the site's ledger and the learner's record stay here
+# what decides whom to trust stays here too: a store could swap a key (issue 45)
+TRUST_ONLY = ("trust", "members", "roster", "key", "sign_key", "seal_key", "to", "key_file", "passphrase_file",
+              "sign_passphrase_file")
+SCHEMA, SCHEMA_FINGERPRINT = "schema", "schema_fingerprint"
 WRITTEN_FOLDERS = {"keys.trust_cmd": ("trust",)}  # a folder a command adds files to: local (a copy would be lost)
 OUTPUTS = ("out", "html")
 
@@ -54,20 +66,120 @@ def _fs(url: str):
         import fsspec
     except ImportError:
         raise InputError(f"{_shown(url)}: paths that are URLs need fsspec: pip install 'marg[remote]'") from None
+    import logging
+
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its transport thread logs tracebacks to stderr
+    extra = {"host_key_policy": _known_hosts_policy()} if url.split("://", 1)[0] in ("sftp", "ssh") else {}
     try:
-        return fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
+        return fsspec.core.url_to_fs(url, **extra)
+    except ImportError as exc:
         raise InputError(f"{_shown(url)}: {_first(exc)} (pip install 'marg[remote]' for sftp://)") from None
+    except RefusedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - SSH and store failures (auth, no key, not SSH, DNS): one line, no password
+        raise InputError(f"cannot connect to {_where(url)}: {_scrub(_first(exc), url)}") from None
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` (a library's message) with the URL's password, if any, replaced by ``***``."""
+    m = re.match(r"^[a-z][a-z0-9+.-]*://(.*)@", url)
+    if m is not None and ":" in m.group(1):
+        secret = m.group(1).split(":", 1)[1]
+        if secret:
+            text = text.replace(secret, "***")
+    return text.replace(url, _shown(url))
+
+
+ACCEPT_NEW_HOST_KEY = "accept_new_host_key"
+REMOTE_PANEL = "Paths that are URLs (sftp://, s3://)"
+_ACCEPT_NEW = {"on": False}  # --accept-new-host-key of the running command
+
+
+def known_hosts_path() -> Path:
+    """The user's ``~/.ssh/known_hosts`` (as ``ssh`` reads it)."""
+    return Path(os.path.expanduser("~")) / ".ssh" / "known_hosts"
+
+
+def _known_hosts_policy():
+    """A paramiko host-key policy that checks the server's key against ``known_hosts`` as ``ssh`` does.
+
+    fsspec's SFTP client loads no known hosts, so every key reaches this policy: a key listed for
+    the host is accepted; a host listed with another key is refused (a man in the middle, or a
+    re-installed server: check with its administrator); an unknown host is refused unless
+    ``--accept-new-host-key``, which adds its key to ``known_hosts`` (ssh's ``accept-new``).
+    """
+    import base64
+    import hashlib
+
+    import paramiko
+
+    class KnownHosts(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            path = known_hosts_path()
+            known = paramiko.HostKeys()
+            if path.exists():
+                try:
+                    known.load(str(path))
+                except (OSError, UnicodeDecodeError, paramiko.SSHException):
+                    raise paramiko.SSHException(f"cannot read {path}") from None
+            fp = "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+            entry = known.lookup(hostname)
+            if entry is not None and key.get_name() in entry:
+                if entry[key.get_name()] == key:
+                    return
+                raise paramiko.SSHException(f"host key of {hostname} ({fp}) differs from the one in {path}: refused (a man "
+                                            "in the middle, or a re-installed server: ask its administrator)")
+            if entry is not None and not _ACCEPT_NEW["on"]:
+                raise paramiko.SSHException(f"host {hostname} presents a {key.get_name()} key ({fp}) that {path} does "
+                                            "not list for it: refused")
+            if not _ACCEPT_NEW["on"]:
+                raise paramiko.SSHException(f"unknown host key of {hostname} ({fp}): refused; confirm the fingerprint "
+                                            f"with the drop's administrator and add it to {path} (ssh to it once), or "
+                                            "pass --accept-new-host-key")
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with open(path, "a", encoding="ascii") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+            from .common import err
+
+            err(f"note: added the host key of {hostname} ({fp}) to {path}")
+
+    return KnownHosts()
+
+
+def _where(url: str) -> str:
+    """``host (user U)`` of a URL for messages — never a password."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, user, port = parts.hostname, parts.username, parts.port
+    except ValueError:
+        return _shown(url)
+    if not host:
+        return _shown(url)
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''} (user {user!r})" if user else f"{parts.scheme}://{host}"
 
 
 def _shown(url: str) -> str:
-    """The URL without a password."""
-    return re.sub(r"(://[^/@:]+):[^/@]*@", r"\1:***@", url)
+    """The URL without a password, also when it does not parse (everything between ``user:`` and the last
+    ``@`` is hidden: a password may hold ``/``, ``@`` or ``:``)."""
+    m = re.match(r"^([a-z][a-z0-9+.-]*://)(.*)@", url)
+    if m is None or ":" not in m.group(2):
+        return url
+    return m.group(1) + m.group(2).split(":", 1)[0] + ":***@" + url[m.end():]
 
 
 def _first(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _probe(fs: Any, path: str) -> None:
+    """Write and remove a small file beside ``path``: a missing bucket or a folder this account cannot write
+    fails here, before the command counts or charges anything."""
+    probe = f"{path}.marg-probe-{os.getpid()}"
+    fs.pipe_file(probe, b"marg: can this be written?\n")
+    fs.rm(probe)
 
 
 class Staging:
@@ -77,6 +189,7 @@ class Staging:
         self.dir: Path | None = None
         self.uploads: list[tuple[Path, str]] = []
         self.staged: list[tuple[Path, str]] = []
+        self.parked: tuple[str, Path] | None = None  # (URL, local copy) of an upload that failed
 
     def names(self) -> list[tuple[str, str]]:
         """(local copy, URL as shown) of everything staged, for messages."""
@@ -109,6 +222,7 @@ class Staging:
             if output:
                 if fs.exists(path):  # the command's own overwrite rule then applies to it
                     fs.get(path, str(local))
+                _probe(fs, path)  # the bucket exists and the folder is writable, before anything is spent
             elif fs.isdir(path):
                 fs.get(path.rstrip("/") + "/", str(local), recursive=True)
             else:
@@ -116,7 +230,7 @@ class Staging:
         except FileNotFoundError:
             raise InputError(f"not found: {_shown(url)}") from None
         except Exception as exc:  # noqa: BLE001 - any store's failure is one line naming the URL
-            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_first(exc)}") from None
+            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_scrub(_first(exc), url)}") from None
         if output:
             self.uploads.append((local, url))
         self.staged.append((local, url))
@@ -137,7 +251,8 @@ class Staging:
             except Exception as exc:  # noqa: BLE001
                 keep = Path(tempfile.mkdtemp(prefix="marg-unsent-")) / local.name
                 shutil.copy2(local, keep)
-                raise RefusedError(f"could not upload {_shown(url)} ({_first(exc)}); the file is kept at {keep}: "
+                self.parked = (url, keep)
+                raise RefusedError(f"could not upload {_shown(url)} ({_scrub(_first(exc), url)}); the file is kept at {keep}: "
                                    "copy it there yourself") from None
 
     def close(self) -> None:
@@ -158,6 +273,10 @@ def stage_arguments(kwargs: dict[str, Any], staging: Staging, local_only: tuple[
         urls = [as_url(v) for v in items]
         if not any(urls):
             continue
+        if name in TRUST_ONLY:
+            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: keys and trust stores are "
+                             "never read from a URL (a store could swap a key): copy the keys in once, confirm their ids "
+                             "(marg keys show), and give the local file or folder")
         if name in LOCAL_ONLY or name in local_only:
             raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: give a local folder (ledgers, "
                              "the learner's history, key and trust folders stay on this machine); bundles, models and "
@@ -190,44 +309,124 @@ class _Named:
         return getattr(self._inner, name)
 
 
+def _check_schema(path: Any, fingerprint: str | None, shown: str) -> None:
+    """Refuse the codebook at ``path`` unless its fingerprint starts with ``fingerprint`` (None: no check)."""
+    if fingerprint is None or path is None:
+        return
+    fp = fingerprint.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{32,64}", fp):
+        raise InputError(f"--schema-fingerprint {fingerprint!r}: give at least 32 hex characters of the codebook's "
+                         "fingerprint (marg inspect CODEBOOK --json)")
+    from marg.marginals.codebook import Codebook
+
+    got = Codebook.load(Path(path)).fingerprint
+    if not got.startswith(fp):
+        raise RefusedError(f"codebook {shown} refused: its fingerprint is {got[:16]}…, not the {fp[:16]}… given with "
+                           "--schema-fingerprint (a codebook changed in the store?)")
+
+
+def _with_options(fn, wrapper, pins_schema: bool) -> None:
+    """Give ``wrapper`` the options every staged command takes (``--accept-new-host-key``) and, for a command
+    taking ``--schema``, ``--schema-fingerprint``, seen by Typer."""
+    import inspect
+    from typing import Annotated, Optional
+
+    import typer
+
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    if pins_schema:
+        params.append(inspect.Parameter(SCHEMA_FINGERPRINT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+            Optional[str], typer.Option("--schema-fingerprint", help="The codebook's fingerprint as given to you (at "
+                                        "least 32 hex characters): required when --schema is a URL, checked when given.")]))
+    params.append(inspect.Parameter(ACCEPT_NEW_HOST_KEY, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--accept-new-host-key", help="sftp:// paths: accept a host not yet in ~/.ssh/known_hosts and add "
+                           "its key (refused otherwise; a host listed with another key is always refused).", rich_help_panel=REMOTE_PANEL)]))
+    wrapper.__signature__ = sig.replace(parameters=params)
+
+
 def staged(fn):
     """``fn`` (a command) with its URL arguments staged (module docstring): fetched before it runs,
-    its outputs uploaded after it succeeded, each upload said on stderr; its messages name the URLs."""
+    its outputs uploaded after it succeeded, each upload said on stderr; its messages name the URLs.
+    A command taking ``--schema`` also takes ``--schema-fingerprint`` (required for a codebook URL)."""
     import functools
+    import inspect
     import sys
 
     from marg.errors import MargError
 
+    pins_schema = SCHEMA in inspect.signature(fn).parameters
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _ACCEPT_NEW["on"] = bool(kwargs.pop(ACCEPT_NEW_HOST_KEY, False))
+        fingerprint = kwargs.pop(SCHEMA_FINGERPRINT, None) if pins_schema else None
+        schema_url = as_url(kwargs.get(SCHEMA)) if pins_schema else None
+        if schema_url is not None and not schema_url.startswith("file://") and fingerprint is None:
+            raise InputError(f"--schema {_shown(schema_url)}: a codebook read from a URL needs its fingerprint given "
+                             "here (--schema-fingerprint FP, as the study's coordinator read it out), or a local copy")
         if not any(as_url(v) for value in kwargs.values()
                    for v in (value if isinstance(value, (list, tuple)) else [value])):
+            if pins_schema:
+                _check_schema(kwargs.get(SCHEMA), fingerprint, str(kwargs.get(SCHEMA)))
             return fn(*args, **kwargs)
         staging = Staging()
         out, errs = sys.stdout, sys.stderr
         try:
             command = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
             local_kwargs = stage_arguments(kwargs, staging, WRITTEN_FOLDERS.get(command, ()))
+            if pins_schema:
+                _check_schema(local_kwargs.get(SCHEMA), fingerprint, _shown(schema_url or str(kwargs.get(SCHEMA))))
             names = sorted(staging.names(), key=lambda p: -len(p[0]))
-            sys.stdout, sys.stderr = _Named(out, names), _Named(errs, names)
+            import io
+
+            said = io.StringIO()  # stdout waits for the uploads: a failed one is said there too
+            sys.stdout, sys.stderr = _Named(said if staging.uploads else out, names), _Named(errs, names)
             try:
                 rv = fn(*args, **local_kwargs)
             except MargError as exc:
                 exc.args = tuple(_rename(a, names) for a in exc.args)
+                out.write(said.getvalue())
                 raise
             finally:
                 sys.stdout, sys.stderr = out, errs
-            if rv in (None, 0):
+            if rv not in (None, 0):
+                out.write(said.getvalue())
+                return rv
+            try:
                 staging.finish()
-                from .common import err
+            except MargError:
+                out.write(_not_written(said.getvalue(), staging.parked))
+                raise
+            out.write(said.getvalue())
+            from .common import err
 
-                for _, url in staging.uploads:
-                    err(f"uploaded {_shown(url)}")
+            for _, url in staging.uploads:
+                err(f"uploaded {_shown(url)}")
             return rv
         finally:
             staging.close()
 
+    _with_options(fn, wrapper, pins_schema)
     return wrapper
+
+
+def _not_written(text: str, parked: tuple[str, Path] | None) -> str:
+    """The command's stdout when an upload failed: ``--json`` gains ``"written": false`` and the parked
+    file's path; text says the file was not written and where it is kept."""
+    import json
+
+    url, keep = parked if parked is not None else ("", None)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        doc.update({"written": False, "parked": str(keep) if keep else None})
+        return json.dumps(doc) + "\n"
+    shown = _shown(url)
+    return text.replace(f"wrote {shown}", f"NOT written: {shown}") + (
+        f"not written: {shown} could not be uploaded; the file is kept at {keep}\n" if keep else "")
 
 
 def _rename(arg: Any, names: list[tuple[str, str]]) -> Any:

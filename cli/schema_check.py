@@ -18,9 +18,11 @@ def schema_check(
     engine: Annotated[Optional[str], typer.Option("--engine", help="Who reads a file: local, duckdb or spark.")] = None,
     spark_master: Annotated[Optional[str], typer.Option("--spark-master", help="Spark master URL for --engine spark.")] = None,
     json_out: JsonOpt = False,
+    show_values: Annotated[bool, typer.Option("--show-values", help="Also print the unknown values themselves (this terminal only, never in --json): a rare value can be a patient's.")] = False,
 ) -> int:
     """Check that DATA fits the codebook before any site spends: prints whether it fits and, if not, which
-    levels (or classes, numbers, missing levels, columns) the codebook lacks — never a count. Exit 0 when
+    columns hold values the codebook lacks, and how many distinct ones (the values only with --show-values,
+    never in --json) — never a count of rows. Exit 0 when
     it fits, 2 when it does not. Run it at every site before the first export."""
     from marg.marginals.codebook import Codebook
     from marg.marginals.schema_check import check_schema
@@ -40,5 +42,7 @@ def schema_check(
     typer.echo(f"does not fit: {res.source} holds values {name} lacks (fingerprint {cb.fingerprint[:16]}); an "
                "export would be refused. Add them to the codebook (every site checks again), or map them:")
     for m in res.misfits:
-        typer.echo(f"  {m.describe()}")
+        typer.echo(f"  {m.describe(show_values)}")
+    if not show_values:
+        typer.echo("(the values are not shown: a rare value can be a patient's; --show-values prints them here)")
     return 2

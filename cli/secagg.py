@@ -25,7 +25,7 @@ SealKeyOpt = Annotated[Path, typer.Option("--seal-key", help="The site's sealing
 TrustOpt = Annotated[Path, typer.Option("--trust", help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
 PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the private keys' passphrase.")]
 SiteOpt = Annotated[str, typer.Option("--site", help="This site's name.")]
-MembersOpt = Annotated[Path, typer.Option("--members", help="This site's own list of the study's sites: a folder of SITE.sign.pub (marg keys trust). A roster with fewer than the threshold of them is refused.")]
+MembersOpt = Annotated[Path, typer.Option("--members", help="This site's own list of the study's sites: a local folder of SITE.sign.pub and SITE.seal.pub (marg keys trust). A pinned site under another signing or sealing key, or a roster with fewer than the threshold of fully pinned sites, is refused before anything is sealed.")]
 
 
 def _pw(passphrase_file: Optional[Path]) -> Optional[bytes]:
@@ -46,12 +46,14 @@ def _learner_round(path: Path, key: Path, passphrase_file: Optional[Path]):
 
 def _site_round(path: Path, trust: Path, members: Path, site: str, fingerprint: str | None = None):
     """The round, verified against the learners this site trusts and its own list of study members."""
+    from marg.protocols.pinning import PinnedKeys
     from marg.protocols.trust_store import TrustStore
     from marg.protocols.secagg_round import ROUND_FORMAT, check_roster, parse_round, read_doc
 
     rnd = parse_round(read_doc(path, ROUND_FORMAT), trust=TrustStore(trust), fingerprint=fingerprint, name=str(path))
-    check_roster(rnd, TrustStore(members), site, str(path))
-    return rnd
+    pinned = PinnedKeys.from_dir(members)
+    check_roster(rnd, pinned, site, str(path))  # signing and sealing keys, before anything is sealed
+    return rnd, pinned
 
 
 def _site_keys(key: Optional[Path], seal_key: Path, passphrase_file: Optional[Path], ledger: Optional[Path]):
@@ -138,7 +140,7 @@ def submit_cmd(
     from marg.protocols.secagg_round import make_upload
 
     cb = Codebook.load(schema)
-    rnd = _site_round(round_file, trust, members, site, cb.fingerprint)
+    rnd, _ = _site_round(round_file, trust, members, site, cb.fingerprint)
     sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
 
     def package(bundle):
@@ -208,12 +210,10 @@ def reveal_cmd(
     from marg.protocols.secagg_round import REQUEST_FORMAT, make_reveal, read_doc, reveal_once, write_doc
     from marg.protocols.site import resolve_export_ledger
 
-    rnd = _site_round(round_file, trust, members, site)
+    rnd, pinned = _site_round(round_file, trust, members, site)
     sk, ck, ledger = _site_keys(key, seal_key, passphrase_file, ledger)
     ledger_dir, site_cfg = resolve_export_ledger(ledger, site, sk)  # a configured site: its own ledger only
-    from marg.protocols.trust_store import TrustStore
-
-    doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk, members=TrustStore(members))
+    doc = make_reveal(rnd, read_doc(request, REQUEST_FORMAT), site, ck, sk, members=pinned)
     marker = reveal_once(Ledger(ledger_dir, site=site_cfg), rnd, site)  # once per round, in the upload's ledger
     try:
         write_doc(doc, out)

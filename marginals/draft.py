@@ -30,9 +30,9 @@ NEAR_UNIQUE = 0.5  # a text column with at least this many distinct values per r
 MIN_ROWS_UNIQUE = 20  # fewer rows seen: uniqueness says nothing
 # name tokens of columns that identify patients (matched on the words of the name: patient_id, PatientName, DOB…)
 ID_WORDS = ("id", "ids", "mrn", "ssn", "nhs", "uuid", "guid", "name", "surname", "email", "phone", "telephone", "dob",
-            "address", "postcode")
+            "address", "postcode", "pid", "patid", "subject", "person", "encounter", "chartref")
 ID_PHRASES = (("date", "of", "birth"), ("birth", "date"), ("birthdate",), ("patient", "number"), ("patient", "no"),
-              ("record", "number"), ("first", "name"), ("last", "name"))
+              ("record", "number"), ("first", "name"), ("last", "name"), ("chart", "ref"), ("chart", "number"))
 
 
 def _words(name: str) -> list[str]:

@@ -168,7 +168,7 @@ def content_rows(enc: Any, extra: np.ndarray | None = None) -> np.ndarray:
 
 
 def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str], np.ndarray]:
-    """An id column's distinct values (trimmed text) and each row's index into them.
+    """An id column's distinct values (normalised, :func:`normalise_id`) and each row's index into them.
 
     InputError for a row without an id, naming ``flag``, the column and the row — never an id.
     """
@@ -188,7 +188,28 @@ def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str]
         r = int(np.flatnonzero(bad)[0])
         raise InputError(f"{flag} column {name!r}: missing id at row {start_row + r} (every row needs an id)")
     enc = pc.dictionary_encode(text)
-    return enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False)
+    raw = enc.dictionary.to_pylist()
+    norm = [normalise_id(v) for v in raw]
+    index = enc.indices.to_numpy(zero_copy_only=False)
+    if any(not v for v in norm):
+        r = int(np.flatnonzero(np.array([not norm[i] for i in index]))[0])
+        raise InputError(f"{flag} column {name!r}: missing id at row {start_row + r} (every row needs an id: this one "
+                         "holds only separators or spaces)")
+    values, back = np.unique(np.array(norm, dtype=object), return_inverse=True)
+    return [str(v) for v in values], back.ravel()[index]
+
+
+def normalise_id(value: str) -> str:
+    """One patient's id whatever its spelling: Unicode NFKC, case folded, separators and spaces removed.
+
+    ``"P-00 12"``, ``"p0012"``, ``"Ｐ００１２"`` (full-width) and ``"P\u200b0012"`` (a zero-width space) are one
+    patient: only letters and digits are kept (``str.isalnum`` after NFKC and casefolding). Two ids
+    that differ only in separators count as one unit — the bound then covers both, which errs on the
+    side of the patient.
+    """
+    import unicodedata
+
+    return "".join(ch for ch in unicodedata.normalize("NFKC", value).casefold() if ch.isalnum())
 
 
 # ------------------------------------------------------------------ rows of any source

@@ -242,32 +242,73 @@ def count_rows(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], u
     return counter.tables(), counter.n_rows, split, bound
 
 
-def repeating_column(source: Any, codebook: Any, also: Sequence[str] = ()) -> tuple[str, int] | None:
-    """The first column that names patients and repeats — an id-like name (:func:`marg.marginals.draft.identifier_name`)
-    outside the codebook, or one of ``also`` — with the most rows one of its values has; None if none repeats.
+ID_DISTINCT = 0.9  # a column whose values are this distinct and that repeats names patients, whatever its name
+MIN_ROWS_DISTINCT = 20  # fewer rows: distinctness says nothing
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 
-    Under DP with no privacy unit declared such a column means a patient may have several rows
-    (visits), whom a per-row guarantee does not protect: the export refuses it.
+
+def repeat_counts(source: Any, codebook: Any, also: Sequence[str] = ()) -> dict[str, tuple[int, bool]]:
+    """``{column: (rows of its most frequent id, id-like)}`` for the columns that may name patients.
+
+    Read in one pass over the columns outside the codebook (and ``also``), their values normalised
+    as ids are (:func:`marg.marginals.holdout.normalise_id`: NFKC, case, separators and spaces).
+    A column is *id-like* when its name is (:func:`marg.marginals.draft.identifier_name`: ``patient_id``,
+    ``pid``, ``subject``, ``encounter``, ``chart_ref``…), when it is in ``also``, or when it is not a
+    floating-point column (a float type, or text that is all numbers with a fraction or an exponent:
+    measurements repeat by chance) and at least :data:`ID_DISTINCT` of its non-empty values (over at
+    least :data:`MIN_ROWS_DISTINCT` rows) are distinct.
     """
     from collections import Counter
 
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from .draft import identifier_name
+    from .holdout import normalise_id
     from .io import as_text
 
     known = set(codebook.feature_names) | {codebook.label.name}
-    names = source.columns()
-    cands = [c for c in names if c in set(also) or (c not in known and identifier_name(c) is not None)]
-    for c in cands:
-        seen: Counter = Counter()
-        for batch in source.row_batches([c]):
-            text = pc.utf8_trim_whitespace(as_text(batch[c], c)).drop_null()
+    cands = [c for c in source.columns() if c not in known or c in set(also)]
+    if not cands:
+        return {}
+    seen: dict[str, Counter] = {c: Counter() for c in cands}
+    floating: set[str] = set()
+    numeric = {c: True for c in cands}  # every value a number (text files: read as text) ...
+    fraction = {c: False for c in cands}  # ... and one with a fraction or an exponent: a measurement, not an id
+    for batch in source.row_batches(cands):
+        for c in cands:
+            col = batch[c]
+            if pa.types.is_floating(col.type):
+                floating.add(c)
+            text = pc.utf8_trim_whitespace(as_text(col, c)).drop_null()
             vc = pc.value_counts(text)
-            seen.update(dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())))
-        seen.pop("", None)
-        top = max(seen.values(), default=0)
-        if top > 1:
+            values = vc.field("values")
+            nonempty = pc.filter(values, pc.not_equal(values, ""))
+            if numeric[c] and len(nonempty):
+                numeric[c] = bool(pc.all(pc.match_substring_regex(nonempty, _NUMBER)).as_py())
+                fraction[c] = fraction[c] or bool(pc.any(pc.match_substring_regex(nonempty, r"[.eE]")).as_py())
+            for v, k in zip(values.to_pylist(), vc.field("counts").to_pylist()):
+                seen[c][normalise_id(v)] += k
+    floating |= {c for c in cands if numeric[c] and fraction[c]}
+    out = {}
+    for c, cnt in seen.items():
+        cnt.pop("", None)
+        n = sum(cnt.values())
+        distinct = c not in floating and n >= MIN_ROWS_DISTINCT and len(cnt) >= ID_DISTINCT * n
+        out[c] = (max(cnt.values(), default=0), c in set(also) or identifier_name(c) is not None or distinct)
+    return out
+
+
+def repeating_column(source: Any, codebook: Any, also: Sequence[str] = (), exclude: Sequence[str] = ()
+                     ) -> tuple[str, int] | None:
+    """The first id-like column (:func:`repeat_counts`) that repeats, with the most rows one of its values has;
+    None if none repeats. ``exclude``: columns not asked about (the declared unit).
+
+    Under DP such a column means a patient may have several rows (visits), whom a per-row
+    guarantee does not protect.
+    """
+    for c, (top, idlike) in repeat_counts(source, codebook, also).items():
+        if idlike and top > 1 and c not in set(exclude):
             return c, int(top)
     return None
 
@@ -280,3 +321,28 @@ def refuse_repeats(source: Any, codebook: Any, also: Sequence[str] = ()) -> None
         raise InputError(f"column {c!r} repeats ({top:,} rows share one value): one patient may have several rows, and a "
                          f"per-row DP guarantee does not protect them: give --privacy-unit {c} --max-rows-per-unit K "
                          "(or --privacy-unit row if every row is a different person)")
+
+
+def check_unit(source: Any, codebook: Any, unit: PrivacyUnit | None, also: Sequence[str] = ()) -> None:
+    """The repeat check of every DP release, whatever unit is declared (by the site or the codebook).
+
+    - no unit: an id-like column that repeats is refused (:func:`refuse_repeats`);
+    - ``row`` (each row a person): refused when an id-like column repeats — a codebook (someone
+      else's document) cannot switch the check off;
+    - a unit column: refused when it is unique (one row each) while another id-like column repeats,
+      naming both (the declared unit is then not the patient).
+    """
+    if unit is None:
+        refuse_repeats(source, codebook, also)
+        return
+    counts = repeat_counts(source, codebook, list(also) + ([unit.column] if unit.column else []))
+    hits = [(c, top) for c, (top, idlike) in counts.items() if idlike and top > 1 and c != unit.column]
+    if not hits:
+        return
+    c, top = hits[0]
+    if unit.column is None:
+        raise InputError(f"privacy unit 'row' refused: column {c!r} repeats ({top:,} rows share one value), so a row is "
+                         f"not a person: give --privacy-unit {c} --max-rows-per-unit K")
+    if counts.get(unit.column, (0, True))[0] <= 1:
+        raise InputError(f"privacy unit {unit.column!r} refused: it is unique (one row each) while column {c!r} repeats "
+                         f"({top:,} rows share one value): the patient is likely {c!r} (--privacy-unit {c})")

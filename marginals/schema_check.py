@@ -53,16 +53,21 @@ class ColumnMisfit:
     absent: bool = False
     numeric: bool = False
 
-    def describe(self) -> str:
-        """One line naming what the column holds that the codebook lacks."""
+    def describe(self, show_values: bool = False) -> str:
+        """One line naming the column and how many distinct values the codebook lacks; the values
+        themselves only with ``show_values`` (a rare value can be a patient's: the site's own terminal)."""
         what = "the label" if self.kind == "label" else "column"
         if self.absent:
             return f"{what} {self.column!r} is absent from the data"
         parts = []
         if self.unknown:
-            shown = ", ".join(repr(v) for v in self.unknown[:SHOWN]) + ("…" if len(self.unknown) > SHOWN else "")
-            noun = "classes" if self.kind == "label" else "levels"
-            parts.append(f"values that are not numbers: {shown}" if self.numeric else f"{noun} missing from the codebook: {shown}")
+            k = len(self.unknown)
+            noun = ("class" if k == 1 else "classes") if self.kind == "label" else ("level" if k == 1 else "levels")
+            text = f"{k:,} distinct value{'s' if k != 1 else ''} that {'is' if k == 1 else 'are'} not a number" \
+                if self.numeric else f"{k:,} distinct {noun} missing from the codebook"
+            if show_values:
+                text += ": " + ", ".join(repr(v) for v in self.unknown[:SHOWN]) + ("…" if k > SHOWN else "")
+            parts.append(text)
         if self.missing:
             parts.append("missing values, and the codebook gives it no missing level")
         return f"{what} {self.column!r}: " + "; ".join(parts)
@@ -82,7 +87,7 @@ class SchemaCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"data": self.source, "fingerprint": self.codebook_fingerprint, "fits": self.fits,
-                "columns": [{"column": m.column, "kind": m.kind, "absent": m.absent, "unknown": m.unknown,
+                "columns": [{"column": m.column, "kind": m.kind, "absent": m.absent, "unknown": len(m.unknown),
                              "missing_without_level": m.missing, "not_numbers": m.numeric and bool(m.unknown)}
                             for m in self.misfits]}
 

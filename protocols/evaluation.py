@@ -43,7 +43,7 @@ from marg.marginals.tables import MarginalTable
 
 from . import evaluation_ledger as evl
 from .bundle import Bundle
-from .export import ExportResult
+from .export import ExportResult, check_out
 from .release_kind import release_kind
 from .release_request import Delivery, ReleaseRequest, release_options
 
@@ -110,10 +110,10 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     time (count or fingerprint: the data changed). ``unit`` (a
     :class:`marg.marginals.privacy_unit.PrivacyUnit` with a column): at most its bound of rows
     of each held-out patient are counted (the matrix's sensitivity is then that bound).
-    ``per_patient`` without ``unit`` (a DP release): an id column that repeats is refused
-    (:func:`marg.marginals.privacy_unit.refuse_repeats`), as at export.
+    ``per_patient`` (a DP release): the repeat check of every DP release, whatever ``unit``
+    (:func:`marg.marginals.privacy_unit.check_unit`), as at export.
     """
-    from marg.marginals.privacy_unit import RowBound, bounded_batches, refuse_repeats
+    from marg.marginals.privacy_unit import RowBound, bounded_batches, check_unit
     from marg.marginals.sources import Source, open_source
 
     cb = model.codebook
@@ -125,8 +125,8 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:
         src.prepare(cb, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself and builds its rows
-        if per_patient and unit is None:
-            refuse_repeats(src, cb, also=[ms.spec.id_column] if ms.spec.id_column else [])
+        if per_patient:  # whatever unit is declared (check_unit)
+            check_unit(src, cb, unit, also=[ms.spec.id_column] if ms.spec.id_column else [])
         for enc, held, counted in bounded_batches(src, cb, bound, splitter, progress=progress):
             mask = held & counted
             if not mask.any():
@@ -146,6 +146,22 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     if held == 0:
         raise InputError(f"{name}: no held-out rows")
     return conf, int(conf.sum()), ms
+
+
+def plan_evaluation(model: Any, r: ReleaseRequest, epsilon: float | None, rho: float | None, delta: float
+                    ) -> tuple[Any, tuple[str, ...], ReleasePlan | None]:
+    """What an evaluation of ``model`` releases, before any row is read: ``(unit, the table's clique, the DP plan)``
+    (the plan None for an exact release). ``epsilon``/``rho`` as :func:`budget_for` resolved them."""
+    from marg.marginals.privacy_unit import resolve_unit
+
+    unit = resolve_unit(model.codebook, r.privacy_unit, r.max_rows_per_unit)
+    bound = unit.bound if unit is not None else 1
+    ecb = release_codebook(model.codebook, r.content)
+    clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, r.content).clique
+    # the release planned once: its cost now, its noise after counting (marginals.release_plan)
+    dp = epsilon is not None or rho is not None
+    plan = ReleasePlan.for_cliques([clique], ecb, epsilon=epsilon, rho=rho, delta=delta, max_rows=bound) if dp else None
+    return unit, clique, plan
 
 
 def evaluate_site(
@@ -192,9 +208,7 @@ def evaluate_site(
     release_kind(r, model.codebook, delivery, evaluation=True)  # an evaluation: never a study round (refused in one line)
     epsilon, rho, delta, min_cell, min_cell_policy = r.epsilon, r.rho, r.delta, r.min_cell, r.min_cell_policy
     content, signing_key, recipient = r.content, delivery.signing_key, delivery.recipient
-    out = Path(out)
-    if not (out.parent if str(out.parent) else Path(".")).exists():
-        raise InputError(f"output folder does not exist: {out.parent}")
+    out = check_out(out, force=True)  # the folder exists and can be written, before anything is read or charged
     if epsilon is not None and rho is not None:
         raise InputError("give --epsilon or --rho, not both")
     mech, epsilon, rho = budget_for(r.mechanism_or("laplace"), epsilon, rho, delta)
@@ -205,13 +219,7 @@ def evaluate_site(
     if not dp and min_cell_policy != "refuse":
         raise InputError(f"an evaluation release cannot suppress cells (--min-cell-policy {min_cell_policy}): the "
                          f"certificate would count suppressed errors as none; use refuse or differential privacy")
-    from marg.marginals.privacy_unit import resolve_unit
-
-    unit = resolve_unit(model.codebook, r.privacy_unit, r.max_rows_per_unit)
-    bound = unit.bound if unit is not None else 1
-    clique = release_table(np.eye(model.codebook.n_classes, dtype=np.int64), model.codebook, content).clique
-    # the release planned once: its cost now, its noise after counting (marginals.release_plan)
-    dp_plan = ReleasePlan.for_cliques([clique], ecb, epsilon=epsilon, rho=rho, delta=delta, max_rows=bound) if dp else None
+    unit, clique, dp_plan = plan_evaluation(model, r, epsilon, rho, delta)
     requested = dp_plan.cost if dp_plan is not None else PrivacyCost.unbounded()
     ledger_dir, site_cfg = resolve_export_ledger(delivery.ledger_dir, site, signing_key)
     if ledger_dir is None:
@@ -225,6 +233,7 @@ def evaluate_site(
     entries = ledger.entries()
     if not dp:
         evl.check_exact(entries, ms)  # before any row is read: the answer depends on the ledger alone
+    repeat = dp and evl.check_uncapped(entries, ms, ledger.cap() is not None, r.allow_repeated_evaluations)
     rank = evl.ordinal(entries, ms, model_file_digest)
 
     try:
@@ -257,7 +266,8 @@ def evaluate_site(
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
     entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=delivery.recipient_name,
-                          suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank))
+                          suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank,
+                                                                          repeated_uncapped=repeat))
     atomic_write_bytes(out, file_bytes)
     return ExportResult(bundle=final, path=out, n_rows=held, tables=tables, cost=cost, sealed=recipient is not None,
                         ledger_entry=entry, suppressed=suppressed)

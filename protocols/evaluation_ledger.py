@@ -68,6 +68,28 @@ def check_exact(entries: Sequence[dict[str, Any]], split: Any) -> None:
                            "exact one could tell a held-out patient's values by difference")
 
 
+def check_uncapped(entries: Sequence[dict[str, Any]], split: Any, capped: bool, allow: bool) -> bool:
+    """Refuse a second DP evaluation of this site's held-out patients when no cap bounds them (before any row is read).
+
+    With a cap, DP evaluations compose on it. With none, evaluations of probe models (each "yes"
+    for one combination of values) repeat without limit and reveal a held-out patient's values;
+    the first is released, later ones only with ``allow`` (``--allow-repeated-evaluations``).
+    Returns whether this evaluation is such an allowed repeat (the ledger's record says so).
+    """
+    if capped:
+        return False
+    group = exact_group(split)
+    earlier = [seq for seq, ev in evaluations(entries) if not ev.get("exact") and ev.get("group") == group
+               and ev.get("refused") is None]
+    if not earlier:
+        return False
+    if not allow:
+        raise RefusedError(f"refused: this site's held-out patients were evaluated under DP already (ledger entry "
+                           f"#{earlier[0]}) and the site has no cap: repeated evaluations with no cap are an oracle "
+                           "on the held-out patients; set a cap (marg audit init/budget) or --allow-repeated-evaluations")
+    return True
+
+
 def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:
     """The rank of ``model`` (its file digest) among the distinct models evaluated on this held-out set (1 for the first)."""
     sid, seen = held_set_id(split), []
@@ -77,10 +99,14 @@ def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:
     return seen.index(model) + 1 if model in seen else len(seen) + 1
 
 
-def record_of(split: Any, model: str, exact: bool, rank: int, refused: str | None = None) -> dict[str, Any]:
-    """The ledger's ``source.evaluation`` of one evaluation (``refused``: why, in a word, or None)."""
+def record_of(split: Any, model: str, exact: bool, rank: int, refused: str | None = None,
+              repeated_uncapped: bool = False) -> dict[str, Any]:
+    """The ledger's ``source.evaluation`` of one evaluation (``refused``: why, in a word, or None;
+    ``repeated_uncapped``: a repeat allowed with no cap, :func:`check_uncapped`)."""
     rec = {"split": held_set_id(split), "group": exact_group(split), "model": model, "exact": bool(exact),
            "evaluations_on_split": int(rank)}
+    if repeated_uncapped:
+        rec["repeated_without_cap"] = True
     if refused is not None:
         rec["refused"] = refused
     return rec

@@ -17,6 +17,8 @@ a ledger that over-states what left the site, never one that under-states it.
 
 from __future__ import annotations
 
+import os
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +26,8 @@ from typing import Any, Callable, Sequence
 
 from marg.marginals.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import Holdout, has_site_key, remember, site_key
-from marg.marginals.privacy_unit import agree_holdout, count_rows, refuse_repeats, resolve_unit
+from marg.marginals.holdout import Holdout, has_site_key, record_path, remember, site_key
+from marg.marginals.privacy_unit import agree_holdout, check_unit, count_rows, resolve_unit
 from marg.marginals.sources import Source, open_source
 from marg.errors import InputError
 from marg._util import atomic_write_bytes
@@ -100,6 +102,15 @@ def check_out(out: str | Path, force: bool = False) -> Path:
         raise InputError(f"output folder does not exist: {out.parent}")
     if not force and (out.exists() or out.is_symlink()):
         raise InputError(f"{out} exists: refusing to overwrite it (nothing was counted or charged); pass --force to replace it")
+    folder = out.parent if str(out.parent) else Path(".")
+    try:  # the folder can be written: a probe written and removed before anything is counted or charged
+        import tempfile
+
+        fd, probe = tempfile.mkstemp(prefix=".marg-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write in {folder} ({exc.strerror or exc}): nothing was counted or charged") from None
     return out
 
 
@@ -283,6 +294,7 @@ def prepare_release(
     note = None if study is not None else pairs_left_out(codebook, stats, dp, pairs)
     if study is not None:
         study.max_rows = bound  # every table's and the selection's sensitivity: K rows per patient
+        study.unit = unit.to_dict() if unit is not None else None  # round 2 refuses another unit than round 1
     notes: list[str] = []
     if study is not None:  # select-then-measure: the round says what is counted and what it costs
         stats, cliques, weights = "study", study.cliques(codebook), None
@@ -385,13 +397,15 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
         if ledger_dir is None:
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
     src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
+    fresh_key: Path | None = None
     try:
         src.prepare(codebook, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself here
-        if dp and unit is None:  # a patient with several rows is not protected by a per-row guarantee
-            refuse_repeats(src, codebook, also=[holdout_id] if holdout_id else [])
+        if dp:  # a patient with several rows is not protected by a per-row guarantee, whatever unit is declared
+            check_unit(src, codebook, unit, also=[holdout_id] if holdout_id else [])
         key = None
         if spec is not None:  # the rows pass through here, to be split by the site's key
             if create_key or has_site_key(ledger_dir):
+                fresh_key = None if record_path(ledger_dir).exists() else record_path(ledger_dir)
                 key = site_key(ledger_dir, create=True)
             else:  # a dry run before the first --holdout export: the real export draws the site's key
                 import secrets
@@ -407,6 +421,10 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
         else:
             tables, n_rows = src.count(codebook, cliques, progress)
         source = src.describe()  # after counting: a Spark source knows its master only then
+    except BaseException:
+        if fresh_key is not None:  # a refused export leaves no new file behind: the split key drawn for it included
+            fresh_key.unlink(missing_ok=True)
+        raise
     finally:
         if src is not data:
             src.close()

@@ -18,7 +18,12 @@ The learner keeps what it received, per signing key, in one JSON file (default
      "keys": {KEY_ID: {"site": NAME, "origin": HASH | null,
                        "positions": {"SEQ": {"bundle", "prev", "prev_bundle", "origin", "file"}}}}}
 
-and refuses a bundle that forks it, naming the fork in one line:
+and refuses a bundle that forks it, naming the fork in one line (and ``"replaced"``, below):
+
+* **a known site under a new key**: a bundle of a site the history knows under another signing
+  key is refused unless the new key was re-trusted explicitly (``marg keys trust --replace``,
+  which records ``{"site", "from", "to", "time"}`` in the history's ``"replaced"`` list): a trust
+  store someone else could write (a copied folder, a store) cannot swap a site's key unseen;
 
 * **same position, another release**: a bundle at a ``seq`` already held with another
   digest or another ``prev`` (the restored-copy attack: both exports stand at one position);
@@ -49,7 +54,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from marg._util import atomic_write_bytes, canonical_json
+from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
 from .bundle import Bundle
@@ -99,6 +104,7 @@ class History:
         self.path = Path(path)
         self.allow_unledgered = allow_unledgered
         self.keys: dict[str, dict[str, Any]] = {}
+        self.replaced: list[dict[str, Any]] = []
         self.changed = False
         self.before: dict[str, int] = {}  # the highest position per key received by earlier runs
         try:
@@ -115,6 +121,7 @@ class History:
                 or not isinstance(doc.get("keys"), dict):
             raise InputError(f"{self.path} is not a marg learner history ({FORMAT} version {VERSION})")
         self.keys = doc["keys"]
+        self.replaced = [r for r in doc.get("replaced", []) if isinstance(r, dict)]
         self.before = {k: max((int(s) for s in v.get("positions", {})), default=0) for k, v in self.keys.items()}
 
     def check(self, bundle: Bundle, source: str) -> None:
@@ -131,6 +138,7 @@ class History:
                 return
             raise RefusedError(f"{source} refused: {name} released it without a ledger position (--no-ledger or an "
                                "older marg): recorded nowhere, its privacy cost is on no budget (--allow-unledgered to accept)")
+        self._check_key(bundle.site, sig["key_id"], source)
         digest = bundle.digest()
         rec = self.keys.setdefault(sig["key_id"], {"site": bundle.site, "origin": None, "positions": {}})
         held = rec["positions"]
@@ -168,6 +176,23 @@ class History:
             rec["origin"] = origin
         self.changed = True
 
+    def _check_key(self, site: str, kid: str, source: str) -> None:
+        """Refuse a site the history knows under other signing keys arriving under ``kid``, unless re-trusted."""
+        if kid in self.keys:
+            return
+        old = sorted(k for k, rec in self.keys.items() if rec.get("site") == site)
+        if not old or any(r.get("site") == site and r.get("to") == kid for r in self.replaced):
+            return
+        raise RefusedError(f"{source} refused: site {site!r} arrives under signing key {short_id(kid)}, but the learner "
+                           f"history {self.path} knows it under {', '.join(short_id(k) for k in old)}: if the site did "
+                           "replace its key, confirm the new id with it and re-trust it (marg keys trust SITE.sign.pub "
+                           "--trust DIR --replace)")
+
+    def record_replacement(self, site: str, old: str, new: str) -> None:
+        """Say in the history that ``site``'s signing key ``old`` was replaced by ``new`` (``keys trust --replace``)."""
+        self.replaced.append({"site": site, "from": old, "to": new, "time": now_iso()})
+        self.changed = True
+
     @staticmethod
     def _origin_of(held: Mapping[str, Any]) -> str | None:
         for v in held.values():
@@ -181,7 +206,8 @@ class History:
             return
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_bytes(self.path, canonical_json({"format": FORMAT, "version": VERSION, "keys": self.keys}), mode=0o600)
+        atomic_write_bytes(self.path, canonical_json({"format": FORMAT, "version": VERSION, "keys": self.keys,
+                                                   **({"replaced": self.replaced} if self.replaced else {})}), mode=0o600)
         self.changed = False
 
 

@@ -106,6 +106,35 @@ def check_member_keys(pinned: PinnedKeys, site: str, sign_pub: ed25519.Ed25519Pu
     return True
 
 
+def pinned_split(members: Mapping[str, tuple[ed25519.Ed25519PublicKey, x25519.X25519PublicKey]], pinned: PinnedKeys,
+                 what: str) -> tuple[list[str], list[str]]:
+    """``members`` split into those whose both keys are pinned and the others (:func:`check_member_keys`
+    refuses a pinned name under another key)."""
+    known, unknown = [], []
+    for s, (sp, cp) in members.items():
+        (known if check_member_keys(pinned, s, sp, cp, what) else unknown).append(s)
+    return known, unknown
+
+
+def check_pinned_survivors(members: Mapping[str, tuple[ed25519.Ed25519PublicKey, x25519.X25519PublicKey]],
+                           pinned: PinnedKeys, site: str, threshold: int, what: str) -> list[str]:
+    """The survivors other than ``site`` whose both keys are pinned; refuse fewer than ``threshold − 1``.
+
+    ``members``: the surviving sites as ``{site: (signing key, sealing key)}``. The learner chooses who
+    "dropped out": declaring pinned sites dropped could leave keys it holds as every survivor but this
+    site, whose reveal then gives away its self-mask seed. With ``t − 1`` pinned others among the
+    survivors, keys the learner holds hold fewer than ``t`` shares of any seed.
+    """
+    others = {s: k for s, k in members.items() if s != site}
+    known, unknown = pinned_split(others, pinned, what)
+    if len(known) < threshold - 1:
+        raise RefusedError(f"{what} refused: only {len(known)} of the other survivors have both keys pinned in "
+                           f"{pinned.source}, fewer than the threshold minus one ({threshold - 1}); not pinned: "
+                           f"{', '.join(unknown) or 'none'} (pinned sites declared dropped would leave this site's "
+                           "table to keys the learner may hold)")
+    return known
+
+
 def check_pinned_roster(members: Mapping[str, tuple[ed25519.Ed25519PublicKey, x25519.X25519PublicKey]],
                         pinned: PinnedKeys, site: str, threshold: int, what: str) -> list[str]:
     """The roster's members whose signing and sealing keys are both pinned; refuse below ``threshold``.
@@ -115,7 +144,7 @@ def check_pinned_roster(members: Mapping[str, tuple[ed25519.Ed25519PublicKey, x2
     that its own entry cannot be swapped either. Fewer than ``threshold`` fully pinned members is
     refused: the remaining shares would be sealed to keys the learner may hold.
     """
-    known = [s for s, (sp, cp) in members.items() if check_member_keys(pinned, s, sp, cp, what)]
+    known, _ = pinned_split(members, pinned, what)
     if site not in known:
         raise RefusedError(f"{what} refused: this site ({site!r}) is not pinned with both its signing and sealing key in "
                            f"{pinned.source} (marg keys trust SITE.seal.pub, or the study file)")

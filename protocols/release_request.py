@@ -41,6 +41,9 @@ class ReleaseRequest:
     max_levels : the level cap (a feature with more levels is refused).
     privacy_unit, max_rows_per_unit : the column naming each patient and the bound K on its rows.
     allow_large_delta : accept a Gaussian release's δ above the usual maximum.
+    allow_repeated_evaluations : at a site with no cap, accept a second DP evaluation of one held-out set
+        (refused otherwise: with no cap, repeated evaluations of probe models are an oracle); the
+        ledger records that it was allowed.
     study : a round of select-then-measure (:mod:`marg.protocols.study`), which then says what is
         counted and what it costs; None: :func:`marg.protocols.release_kind.release_kind` decides from the
         fields below (``export_site`` asks it).
@@ -86,6 +89,7 @@ class ReleaseRequest:
     spark_master: str | None = None
     content: str = "errors"
     site_certificate: bool = False
+    allow_repeated_evaluations: bool = False
 
     def mechanism_or(self, default: str) -> str:
         """The mechanism asked for, else the release's ``default``."""

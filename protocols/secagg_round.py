@@ -19,8 +19,10 @@ Ed25519 (``key_id``, ``signature`` over the document with ``signature`` null):
 3. **Request** (learner, ``marg secagg collect``): the survivors ``U`` — the sites whose
    uploads verified (at least ``t``) — and, for each survivor, the envelopes addressed to it.
    Signed by the learner: the dropped sites are recorded.
-   Each site checks the roster against its own list of study members (:func:`check_roster`):
-   a roster with fewer than ``t`` sites it knows is refused (Sybil keys of the learner).
+   Each site checks the roster against its own pinned list of study members, signing **and**
+   sealing keys (:func:`check_roster`, :mod:`protocols.pinning`): a pinned site under another key
+   is refused, and a roster with fewer than ``t`` fully pinned sites (Sybil keys of the learner,
+   or sealing keys it holds) is refused before anything is sealed.
 4. **Reveal** (each surviving site, ``marg secagg reveal``): the site opens its envelopes,
    checks each dealer's signature, and reveals its shares of ``b_i`` for ``i ∈ U`` and of
    ``k_ij`` for ``i ∈ U, j ∉ U`` — never of both for one site. It reveals for one request
@@ -50,6 +52,7 @@ from marg.marginals.tables import MarginalTable
 
 from . import shamir
 from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, key_id, load_seal_public_key, load_verify_key
+from .pinning import PinnedKeys, check_pinned_roster, check_pinned_survivors
 from .trust_store import TrustStore
 from .keys import public_bytes, short_id, validate_site_name
 from .sealing import open_sealed, seal
@@ -212,50 +215,39 @@ def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None, learner_p
     return SecureRound(rid, str(d["fingerprint"]), t, tuple(members), learner, learner_pub, stats, pairs)
 
 
-def check_roster(rnd: SecureRound, members: TrustStore, site: str, name: str = "round") -> None:
-    """Refuse a roster with fewer than ``t`` sites this site knows as study members.
+def _keys(rnd: SecureRound, names: Sequence[str]) -> dict[str, tuple[ed25519.Ed25519PublicKey, x25519.X25519PublicKey]]:
+    return {n: (rnd.member(n).sign_pub, rnd.member(n).seal_pub) for n in names}
 
-    ``members`` is the site's own list of the study's sites (a folder of ``SITE.sign.pub``,
-    ``marg keys trust``); a roster member is known when that list holds its name with the
-    same key (the site itself always is). A learner that slips ``s`` keys of its own into the
-    roster (Sybils) holds their shares: with ``s ≥ t`` it rebuilds a site's self-mask seed,
-    computes its pairwise masks with the Sybils, and reads that site's exact table. With at
-    least ``t`` known sites, ``s ≤ n − t < t`` (``t > n/2``).
+
+def check_roster(rnd: SecureRound, members: PinnedKeys, site: str, name: str = "round") -> list[str]:
+    """Refuse a roster with fewer than ``t`` sites whose signing **and** sealing keys this site pinned.
+
+    ``members`` is the site's own list of the study's sites (a folder of ``SITE.sign.pub`` and
+    ``SITE.seal.pub``, ``marg keys trust``; or a study file's keys): :func:`protocols.pinning.check_pinned_roster`.
+    A learner that slips ``s`` keys of its own into the roster (Sybils) holds their shares: with
+    ``s ≥ t`` it rebuilds a site's self-mask seed, computes its pairwise masks with the Sybils, and
+    reads that site's exact table. A roster that lists the other sites' real signing keys beside
+    sealing keys of the learner's own is the same attack with no Sybil: every share is sealed to
+    the learner. A pinned name under any other key is refused, this site's own entry included;
+    with at least ``t`` fully pinned sites, ``s ≤ n − t < t`` (``t > n/2``). Runs before anything
+    is sealed; returns the pinned members.
     """
-    known, unknown = _known(rnd, members, site, rnd.names)
-    if len(known) < rnd.threshold:
-        raise RefusedError(f"{name} refused: only {len(known)} of its {len(rnd.members)} sites are study members this "
-                           f"site knows ({members.directory}), below the threshold {rnd.threshold}; not known: "
-                           f"{', '.join(unknown)} (a roster padded with keys the learner holds unmasks this site)")
+    return check_pinned_roster(_keys(rnd, rnd.names), members, site, rnd.threshold, name)
 
 
-def _known(rnd: SecureRound, members: TrustStore, site: str, names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``names`` split into the study members this site knows (itself included) and the others."""
-    known, unknown = [], []
-    for name in names:
-        m = rnd.member(name)
-        found = members.lookup(key_id(m.sign_pub))
-        (known if m.site == site or (found is not None and found[0] == m.site) else unknown).append(m.site)
-    return known, unknown
-
-
-def check_survivors(rnd: SecureRound, members: TrustStore, site: str, survivors: Sequence[str],
-                    name: str = "request") -> None:
-    """Refuse to reveal unless at least ``t − 1`` study members this site knows, other than itself, survived.
+def check_survivors(rnd: SecureRound, members: PinnedKeys, site: str, survivors: Sequence[str],
+                    name: str = "request") -> list[str]:
+    """Refuse to reveal unless at least ``t − 1`` pinned study members, other than this site, survived.
 
     The roster check (:func:`check_roster`) counts members in the roster; the learner then
     chooses who "dropped out". Declaring honest sites dropped leaves survivors of which the
     learner's own keys (Sybils) may make up all but this site: its reveal then gives the
     learner this site's self-mask seed (``t`` shares with the Sybils'), and the sum minus the
-    Sybils' own tables is this site's table with only its own noise. With ``t − 1`` known
-    others among the survivors, the Sybils hold at most ``n − t < t`` shares of any seed.
+    Sybils' own tables is this site's table with only its own noise. With ``t − 1`` pinned
+    others among the survivors, the Sybils hold at most ``n − t < t`` shares of any seed
+    (:func:`protocols.pinning.check_pinned_survivors`).
     """
-    known, unknown = _known(rnd, members, site, [s for s in survivors if s != site])
-    if len(known) < rnd.threshold - 1:
-        raise RefusedError(f"{name} refused: only {len(known)} of the other survivors are study members this site knows "
-                           f"({members.directory}), fewer than the threshold minus one ({rnd.threshold - 1}); not known: "
-                           f"{', '.join(unknown) or 'none'} (known sites declared dropped would leave this site's "
-                           "table to keys the learner may hold)")
+    return check_pinned_survivors(_keys(rnd, survivors), members, site, rnd.threshold, name)
 
 
 def reveal_once(ledger: Any, rnd: SecureRound, site: str) -> Path:
@@ -372,15 +364,17 @@ def parse_request(d: Mapping[str, Any], rnd: SecureRound, name: str = "request")
 
 
 def make_reveal(rnd: SecureRound, request: Mapping[str, Any], site: str, seal_key: x25519.X25519PrivateKey,
-                sign_key: ed25519.Ed25519PrivateKey, *, members: TrustStore) -> dict[str, Any]:
+                sign_key: ed25519.Ed25519PrivateKey, *, members: PinnedKeys) -> dict[str, Any]:
     """A surviving site's reveal: its shares of b_i (i survived) and of k_ij (i survived, j dropped).
 
-    ``members`` is the site's own list of the study's sites: the reveal is refused unless
-    ``t − 1`` of them, other than this site, are among the survivors (:func:`check_survivors`).
+    ``members`` is the site's pinned list of the study's sites (signing and sealing keys): the
+    roster is checked again (:func:`check_roster`), and the reveal is refused unless ``t − 1`` of
+    them, other than this site, are among the survivors (:func:`check_survivors`).
     """
     survivors, dropped = parse_request(request, rnd)
     if site not in survivors:
         raise RefusedError(f"site {site!r} is not among round {rnd.id}'s survivors: it reveals nothing")
+    check_roster(rnd, members, site, "request")
     check_survivors(rnd, members, site, survivors)
     me = rnd.member(site)
     if key_id(sign_key) != key_id(me.sign_pub):

@@ -124,6 +124,7 @@ class Round1:
     plan: StudyPlan
     max_rows: int = 1
     record: dict[str, Any] | None = None
+    unit: dict[str, Any] | None = None  # the privacy unit declared (PrivacyUnit.to_dict): round 2 must declare it too
 
     @property
     def requested(self) -> PrivacyCost:
@@ -160,8 +161,12 @@ class Round1:
             "total": {"epsilon": self.plan.epsilon, "delta": self.plan.delta, "rho": self.plan.rho_total},
             # what round 1 took from the study's ρ_total (with a Laplace label table, not its ε_L²/2)
             "round1": {"bundle": bundle.digest(), "seq": None if entry is None else entry.get("seq"),
-                       "rho": float((self.record or {}).get("rho_study", cost.rho))},
+                       "rho": float((self.record or {}).get("rho_study", cost.rho)), "unit": self.unit},
             "round2": None})
+
+
+def _unit_said(u: dict[str, Any] | None) -> str:
+    return "none declared" if u is None else f"{u.get('column')!r} (at most {u.get('max_rows_per_unit')} rows each)"
 
 
 def _rho_capped(ledger_dir: Path) -> bool:
@@ -186,6 +191,7 @@ class Round2:
     delta: float = 0.0
     max_rows: int = 1
     record: dict[str, Any] | None = None
+    unit: dict[str, Any] | None = None  # must be round 1's (issue 45: a study's rounds share one unit)
     release_plan: ReleasePlan | None = None  # the asked tables planned once at ``rho`` (set by :meth:`check`)
 
     def check(self, ledger_dir: Path | None, codebook: Any, site: str) -> None:
@@ -199,6 +205,10 @@ class Round2:
         if d.get("round2") is not None:
             raise RefusedError(f"refused: this site already answered round 2 of study {fingerprint[:12]}… "
                                f"(ledger entry #{d['round2'].get('seq')}); nothing is left to spend")
+        if "unit" in d["round1"] and d["round1"]["unit"] != self.unit:
+            raise RefusedError(f"refused: round 2 declares privacy unit {_unit_said(self.unit)}, round 1 of study "
+                               f"{fingerprint[:12]}… declared {_unit_said(d['round1']['unit'])}: a study's rounds count "
+                               "one unit")
         known = set(codebook.discrete_names)
         for c in self.request.tables:
             bad = [a for a in c if a not in known]
@@ -216,8 +226,8 @@ class Round2:
         self.rho, self.delta = min(asked, rest), float(d["total"]["delta"])
         # the release planned once, before any data is read: its noise and cost are what protect() releases;
         # each clique as counting names it (codebook order: a request may name a pair as (f3, f0))
-        cliques = [canonical_clique(codebook, c) for c in self.cliques(codebook)]
-        self.release_plan = ReleasePlan.for_cliques(cliques, codebook, rho=self.rho, weights=list(self.request.weights),
+        cliques, weights = self._asked(codebook)
+        self.release_plan = ReleasePlan.for_cliques(cliques, codebook, rho=self.rho, weights=weights,
                                                     delta=self.delta, mechanism=STUDY_MECHANISM,
                                                     max_rows=self.max_rows) if cliques else None
 
@@ -227,8 +237,19 @@ class Round2:
         return zcdp_cost(self.rho, self.delta) if self.rho > 0 else PrivacyCost.zero()
 
     def cliques(self, codebook: Any) -> list[tuple[str, ...]]:
+        return self._asked(codebook)[0]
+
+    def _asked(self, codebook: Any) -> tuple[list[tuple[str, ...]], list[float]]:
+        """The asked tables, each once in canonical order (a table asked twice in another order,
+        ``(f3, f0)`` and ``(f0, f3)``, is released once: its weights add), and their weights."""
         y = codebook.label.name
-        return [tuple(c) + (y,) for c in self.request.tables]
+        known = set(codebook.discrete_names)
+        merged: dict[tuple[str, ...], float] = {}
+        for c, w in zip(self.request.tables, self.request.weights):
+            # a name outside the codebook is kept as asked: check() refuses it, in one line, before anything is spent
+            k = canonical_clique(codebook, tuple(c) + (y,)) if set(c) <= known else tuple(c) + (y,)
+            merged[k] = merged.get(k, 0.0) + float(w)
+        return list(merged), list(merged.values())
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
         if not tables:

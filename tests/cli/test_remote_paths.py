@@ -58,7 +58,8 @@ def test_a_study_through_an_sftp_drop(tmp_path, sftp):
     (learner_trust / "learner.sign.pub").write_bytes((keys / "learner.sign.pub").read_bytes())
 
     def site_export(site, *extra):
-        return marg("export", url(f"{site}.csv"), "--schema", url("cb.json"), "--site", site, "--key",
+        return marg("export", url(f"{site}.csv"), "--schema", url("cb.json"), "--schema-fingerprint", cb.fingerprint,
+                    "--site", site, "--key",
                     keys / f"{site}.sign.key", "--to", keys / "learner.seal.pub", "--ledger", tmp_path / f"{site}-ledger",
                     *extra, cwd=tmp_path, env=env)
 
@@ -71,7 +72,7 @@ def test_a_study_through_an_sftp_drop(tmp_path, sftp):
     r = site_export("north", "--out", url("x.bundle"), "--epsilon", "1", "--stats", "first", "--ledger", url("ledger"))
     assert r.returncode == 2 and f"--ledger {url('ledger')}: give a local folder (ledgers" in r.stderr
     r = marg("keys", "trust", keys / "north.sign.pub", "--trust", url("trust"), cwd=tmp_path, env=env)
-    assert r.returncode == 2 and "give a local folder" in r.stderr  # a folder marg adds to: a copy would be lost
+    assert r.returncode == 2 and "never read from a URL" in r.stderr  # trust stays local (issue 45)
     before = os.path.getsize(f"{sftp.root}/north.bundle")
     r = site_export("north", "--out", url("north.bundle"), "--epsilon", "1", "--stats", "first")
     assert r.returncode == 2 and f"{url('north.bundle')} exists: refusing to overwrite it" in r.stderr
@@ -93,7 +94,7 @@ def test_a_study_through_an_sftp_drop(tmp_path, sftp):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)  # --json: stdout is the one object; the upload is said on stderr
     r = marg("evaluate", url("certified.json"), url("north.csv"), "--trust", learner_trust, "--schema", url("cb.json"),
-             "--json", cwd=tmp_path, env=env)
+             "--schema-fingerprint", cb.fingerprint, "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0 and json.loads(r.stdout)["n"] == 400, r.stderr
     # the site's audit checks the bundles in the drop against its local ledger
     r = marg("audit", "verify", "--ledger", tmp_path / "north-ledger", "--key", keys / "north.sign.pub",

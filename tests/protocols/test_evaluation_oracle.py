@@ -51,12 +51,20 @@ def test_exact_evaluations_once_per_held_out_set_and_refusals_recorded(tmp_path,
                  cwd=tmp_path)
         assert r.returncode == 1 and "had their one exact evaluation" in r.stderr, r.stderr
     assert not (tmp_path / "e2.eval").exists() and len(_ledger(tmp_path)) == n0 + 1
-    # 3. under DP evaluations go on, each with its ordinal among the models evaluated on the set
+    # 3. under DP evaluations go on, each with its ordinal among the models evaluated on the set; this site has
+    # no cap, so after the first only with --allow-repeated-evaluations, which the ledger records (issue 45)
     for model, out, rank in (("probe.json", "p.eval", 2), ("m.json", "m.eval", 1), ("probe.json", "p2.eval", 2)):
-        r = run("export", "d.csv", *site, "--out", out, "--evaluate", model, *ev, "--epsilon", "1")
+        again = () if out == "p.eval" else ("--allow-repeated-evaluations",)
+        if again:
+            n = len(_ledger(tmp_path))
+            r = run("export", "d.csv", *site, "--out", out, "--evaluate", model, *ev, "--epsilon", "1")
+            assert r.exit_code == 1 and "no cap: repeated evaluations" in r.output, r.output
+            assert len(_ledger(tmp_path)) == n and not (tmp_path / out).exists()
+        r = run("export", "d.csv", *site, "--out", out, "--evaluate", model, *ev, "--epsilon", "1", *again)
         assert r.exit_code == 0, r.output
         assert load_bundle(tmp_path / out).header["evaluations_on_split"] == rank
         assert _ledger(tmp_path)[-1]["source"]["evaluation"]["evaluations_on_split"] == rank
+        assert _ledger(tmp_path)[-1]["source"]["evaluation"].get("repeated_without_cap", False) == bool(again)
     r = run("audit", "verify", "--ledger", "led", "--allow-unsigned")  # the refusal entry keeps the chain valid
     assert r.exit_code == 0, r.output
     assert "refused evaluation (min-cell, exact)" in run("audit", "show", "--ledger", "led").stdout

@@ -19,6 +19,7 @@ from marg.errors import MargError
 from marg.marginals.accounting import PrivacyCost
 from marg.marginals.summary import Summary
 from marg.protocols import keys as K
+from marg.protocols.pinning import PinnedKeys
 from marg.protocols.trust_store import TrustStore
 from marg.protocols.ledger import Ledger
 from marg.protocols.ledger_state import parse_checkpoint
@@ -145,7 +146,7 @@ TABLES = {s: Summary.from_rows(CB, *random_rows(RNG, CB, 40)).tables for s in SI
 UPLOADS = {s: make_upload(RND, s, TABLES[s], SK_S[s][1], SK_S[s][0]) for s in SITES[:2]}
 PARSED = [parse_upload(UPLOADS[s], RND) for s in SITES[:2]]
 REQUEST = make_request(RND, PARSED, SK_S["learner"][0])
-REVEALS = [make_reveal(RND, REQUEST, s, SK_S[s][1], SK_S[s][0], members=TrustStore(ROSTER)) for s in SITES[:2]]
+REVEALS = [make_reveal(RND, REQUEST, s, SK_S[s][1], SK_S[s][0], members=PinnedKeys.from_dir(ROSTER)) for s in SITES[:2]]
 DOCS = {"round": ROUND, "upload": UPLOADS["s1"], "request": REQUEST, "reveal": REVEALS[0]}
 
 
@@ -157,7 +158,7 @@ def _secagg(kind, doc):
         parse_upload(doc, RND)
     elif kind == "request":
         parse_request(doc, RND)
-        make_reveal(RND, doc, "s1", SK_S["s1"][1], SK_S["s1"][0], members=TrustStore(ROSTER))
+        make_reveal(RND, doc, "s1", SK_S["s1"][1], SK_S["s1"][0], members=PinnedKeys.from_dir(ROSTER))
     else:
         finish(RND, PARSED, REQUEST, [doc, REVEALS[1]])
 

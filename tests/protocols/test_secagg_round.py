@@ -17,6 +17,7 @@ from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.marginals.counting import count_tables
 from marg.marginals.tables import plan_cliques
 from marg.protocols import keys as K
+from marg.protocols.pinning import PinnedKeys
 from marg.protocols.trust_store import TrustStore
 from marg.protocols.export import count_file
 from marg.protocols.secagg import expand, unmask_sum
@@ -80,7 +81,7 @@ def test_two_of_ten_sites_drop_out_and_the_sum_is_exact(ten, late):
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
     assert req["dropped"] == ["site03", "site07"]
     answering = survivors[late:]
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in answering]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in answering]
     out, info = finish(rnd, list(ups.values()), req, reveals)
     want = _plain(ten, survivors)
     for t, w in zip(out, want):
@@ -103,7 +104,7 @@ def test_too_few_uploads_or_reveals_are_refused(ten):
         make_request(rnd, list(ups.values()), keys["learner"][0])
     ups = _uploads(ten, rnd, names[:7])
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in names[:5]]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in names[:5]]
     with pytest.raises(RefusedError, match="5 sites revealed their shares, the threshold is 6"):
         finish(rnd, list(ups.values()), req, reveals)
 
@@ -116,7 +117,7 @@ def test_the_learner_cannot_unmask_one_site(ten):
     survivors = names[:8]
     ups = _uploads(ten, rnd, survivors)
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in survivors[:6]]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in survivors[:6]]
     # what a learner can rebuild: every survivor's self seed and the seeds shared with dropped sites
     from marg.protocols import shamir
 
@@ -324,25 +325,27 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
     rnd = parse_round(doc, learner_pub=keys["learner"][0].public_key())
     ups = _uploads(ten, rnd, ["site00", "site01"])
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in ("site00", "site01")]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in ("site00", "site01")]
     out, _ = finish(rnd, list(ups.values()), req, reveals)
     for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):  # the attack: sum minus the Sybil's own
         if got.kind == "counts":
             assert np.array_equal(got.counts - sybil.counts, victim.counts)
-    members = tmp_path / "members"  # site00's own list of the study: site00, site02, site03
+    members = tmp_path / "members"  # site00's own list of the study: site00, site02, site03 (both keys pinned)
     members.mkdir()
     for s in ("site00", "site02", "site03"):
-        (members / f"{s}.sign.pub").write_bytes((d / f"{s}.sign.pub").read_bytes())
-    store = TrustStore(members)
-    with pytest.raises(RefusedError, match=r"only 1 of its 2 sites are study members .* threshold 2; not known: site01"):
+        for kind in ("sign", "seal"):
+            (members / f"{s}.{kind}.pub").write_bytes((d / f"{s}.{kind}.pub").read_bytes())
+    store = PinnedKeys.from_dir(members)
+    with pytest.raises(RefusedError, match=r"only 1 of its 2 sites have both keys pinned .* threshold 2; not pinned: site01"):
         check_roster(rnd, store, "site00")
     ok = parse_round(start_round(d, ["site00", "site01", "site02"], CB.fingerprint, keys["learner"][0], "learner"),
                      learner_pub=keys["learner"][0].public_key())
-    check_roster(ok, store, "site00")  # known: site00, site02 = the threshold 2; the one Sybil holds 1 share
-    # a known name with another key is not known
-    (members / "site01.sign.pub").write_bytes((d / "site04.sign.pub").read_bytes())
-    with pytest.raises(RefusedError, match="not known: site01"):
-        check_roster(rnd, TrustStore(members), "site00")
+    assert check_roster(ok, store, "site00") == ["site00", "site02"]  # the threshold 2; the one Sybil holds 1 share
+    # a pinned name under another key is refused outright (issue 45: no longer merely "not known")
+    for kind in ("sign", "seal"):
+        (members / f"site01.{kind}.pub").write_bytes((d / f"site04.{kind}.pub").read_bytes())
+    with pytest.raises(RefusedError, match="site 'site01' appears under signing key"):
+        check_roster(rnd, PinnedKeys.from_dir(members), "site00")
 
 
 def test_a_sybil_through_the_drop_out_path_is_refused_at_reveal(ten, tmp_path):
@@ -357,22 +360,23 @@ def test_a_sybil_through_the_drop_out_path_is_refused_at_reveal(ten, tmp_path):
     d, names, keys, tables = ten
     doc = start_round(d, ["site00", "site02", "site01"], CB.fingerprint, keys["learner"][0], "learner")
     rnd = parse_round(doc, learner_pub=keys["learner"][0].public_key())
-    members = tmp_path / "members"  # site00's own list of the study
+    members = tmp_path / "members"  # site00's own list of the study (both keys pinned)
     members.mkdir()
     for s in ("site00", "site02"):
-        (members / f"{s}.sign.pub").write_bytes((d / f"{s}.sign.pub").read_bytes())
-    check_roster(rnd, TrustStore(members), "site00")  # passes: 2 known sites, the threshold
+        for kind in ("sign", "seal"):
+            (members / f"{s}.{kind}.pub").write_bytes((d / f"{s}.{kind}.pub").read_bytes())
+    check_roster(rnd, PinnedKeys.from_dir(members), "site00")  # passes: 2 pinned sites, the threshold
     ups = _uploads(ten, rnd, ["site00", "site02", "site01"])
     req = make_request(rnd, [ups["site00"], ups["site01"]], keys["learner"][0])  # site02 "dropped out"
     # the attack, where the check is skipped (the Sybil's store knows everyone): site00's table, exactly
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=TrustStore(d)) for s in ("site00", "site01")]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in ("site00", "site01")]
     out, _ = finish(rnd, [ups["site00"], ups["site01"]], req, reveals)
     for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):
         if got.kind == "counts":
             assert np.array_equal(got.counts - sybil.counts, victim.counts)
-    with pytest.raises(RefusedError, match=r"only 0 of the other survivors .* threshold minus one \(1\); not known: site01"):
-        make_reveal(rnd, req, "site00", keys["site00"][1], keys["site00"][0], members=TrustStore(members))
-    check_survivors(rnd, TrustStore(members), "site00", ["site00", "site02"])  # a known survivor: revealed
+    with pytest.raises(RefusedError, match=r"only 0 of the other survivors .* threshold minus one \(1\); not pinned: site01"):
+        make_reveal(rnd, req, "site00", keys["site00"][1], keys["site00"][0], members=PinnedKeys.from_dir(members))
+    check_survivors(rnd, PinnedKeys.from_dir(members), "site00", ["site00", "site02"])  # a pinned survivor: revealed
     # through the console script: refused before anything is written or remembered
     write_doc(doc, tmp_path / "round.json")
     write_doc(req, tmp_path / "request.json")
@@ -384,5 +388,5 @@ def test_a_sybil_through_the_drop_out_path_is_refused_at_reveal(ten, tmp_path):
     r = marg("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "site00",
              "--trust", trust, "--members", members, "--seal-key", d / "site00.seal.key", "--key", d / "site00.sign.key",
              "--ledger", tmp_path / "ledger", "--out", tmp_path / "reveal.json", cwd=tmp_path)
-    assert r.returncode == 1 and "other survivors are study members" in r.stderr, r.stderr
+    assert r.returncode == 1 and "other survivors have both keys pinned" in r.stderr, r.stderr
     assert not (tmp_path / "reveal.json").exists() and not (tmp_path / "ledger").exists()
