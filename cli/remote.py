@@ -25,6 +25,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from marg.errors import InputError, RefusedError
+from marg.protocols.drop_box import first_line as _first, shown as _shown, url_fs as _fs
 
 URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
@@ -49,25 +50,7 @@ def as_url(value: Any) -> str | None:
     return text
 
 
-def _fs(url: str):
-    try:
-        import fsspec
-    except ImportError:
-        raise InputError(f"{_shown(url)}: paths that are URLs need fsspec: pip install 'marg[remote]'") from None
-    try:
-        return fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
-        raise InputError(f"{_shown(url)}: {_first(exc)} (pip install 'marg[remote]' for sftp://)") from None
-
-
-def _shown(url: str) -> str:
-    """The URL without a password."""
-    return re.sub(r"(://[^/@:]+):[^/@]*@", r"\1:***@", url)
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+NOT_STAGED = ("drop",)  # a study's drop box: read and written by the study runner itself (protocols.drop_box)
 
 
 class Staging:
@@ -151,8 +134,8 @@ def stage_arguments(kwargs: dict[str, Any], staging: Staging, local_only: tuple[
     spark = kwargs.get("engine") == "spark"
     out = dict(kwargs)
     for name, value in kwargs.items():
-        if name == "data" and spark:
-            continue  # Spark reads its own file systems
+        if (name == "data" and spark) or name in NOT_STAGED:
+            continue  # Spark reads its own file systems; the drop box is the study runner's
         many = isinstance(value, (list, tuple))
         items = list(value) if many else [value]
         urls = [as_url(v) for v in items]
