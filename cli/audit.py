@@ -147,6 +147,10 @@ def show_cmd(
                 f"{_fmt(cost['delta']):>8} {_fmt(cost['rho']):>8}  "
                 f"{_pair(total, row_cap, 'epsilon'):>13} {_pair(total, row_cap, 'rho'):>13}"
             )
+            if e.get("own_cost"):  # a shared-noise share (marginals.shared_noise): its two guarantees
+                own = PrivacyCost.from_dict(e["own_cost"])
+                typer.echo(f"{'':>6}shared noise: the cost above is the study's guarantee (the secure sum of >= t sites, "
+                           f"while t of its shares stay secret from the learner; charged); this site's share alone: {own.describe()}")
     if any(e["cost"].get("epsilon") == "inf" for e in entries):
         typer.echo("inf = exact counts were released: no differential-privacy guarantee for those releases.")
     typer.echo(f"Spent so far: {_spent_words(spend, composed, report.spent)}")

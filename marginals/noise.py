@@ -62,6 +62,10 @@ class NoiseRecord:
         For a table summed over sites: the independent draws in each cell, per site
         (:mod:`marginals.noise_tails` bounds their sum exactly). Empty for one site's
         release: one draw of ``mechanism`` at ``scale`` (discrete on count tables).
+    threshold, n_sites : int
+        A shared noise (:mod:`marg.marginals.shared_noise`): the secure-aggregation threshold t and
+        the sites of the round whose secure sum of at least t shares carries the recorded ρ; 0 for
+        every other release (and then not written).
     """
 
     mechanism: str = "none"
@@ -71,6 +75,8 @@ class NoiseRecord:
     delta: float = 0.0
     rho: float = 0.0
     parts: tuple = ()
+    threshold: int = 0
+    n_sites: int = 0
 
     def __post_init__(self) -> None:
         if self.mechanism != "none" and self.mechanism not in NOISES:
@@ -81,6 +87,12 @@ class NoiseRecord:
                 raise InputError(f"noise record field {field} must be finite and >= 0, got {v!r}")
         if self.mechanism == "none" and (self.std != 0.0 or self.scale != 0.0):
             raise InputError("an exact release (mechanism 'none') cannot carry noise std/scale")
+        for field in ("threshold", "n_sites"):
+            v = getattr(self, field)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"noise record field {field} must be an integer >= 0, got {v!r}")
+        if self.threshold > self.n_sites:
+            raise InputError(f"noise record threshold {self.threshold} exceeds its n_sites {self.n_sites}")
         for part in self.parts:
             ok = (isinstance(part, tuple) and len(part) == 4 and part[0] in NOISES and float(part[1]) > 0
                   and isinstance(part[2], bool) and isinstance(part[3], int) and part[3] > 0)
@@ -107,6 +119,9 @@ class NoiseRecord:
             del d["parts"]
         else:
             d["parts"] = [list(p) for p in self.parts]
+        for field in ("threshold", "n_sites"):  # a shared noise's only: other records are written as before
+            if not d[field]:
+                del d[field]
         return d
 
     @classmethod
@@ -120,6 +135,8 @@ class NoiseRecord:
                 delta=float(d.get("delta", 0.0)),
                 rho=float(d.get("rho", 0.0)),
                 parts=tuple((str(m), float(b), bool(di), int(c)) for m, b, di, c in d.get("parts", ())),
+                threshold=int(d.get("threshold", 0)),
+                n_sites=int(d.get("n_sites", 0)),
             )
         except (TypeError, ValueError) as exc:
             raise InputError(f"malformed noise record {d!r}: {exc}") from None

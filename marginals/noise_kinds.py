@@ -19,8 +19,10 @@ that was drawn; every quantity that depends on which one it was is a method of i
   :func:`marg.marginals.accounting.release_cost` — every cost is OpenDP's map
   (:mod:`marg.marginals.dp_conversions`), never a formula of marg's.
 
-Two ship: :class:`Laplace` (``"laplace"``: pure ε-DP, OpenDP's (discrete) Laplace) and
-:class:`Gaussian` (``"gaussian"``: ρ-zCDP, OpenDP's (discrete) Gaussian). A new distribution is
+Three ship: :class:`Laplace` (``"laplace"``: pure ε-DP, OpenDP's (discrete) Laplace),
+:class:`Gaussian` (``"gaussian"``: ρ-zCDP, OpenDP's (discrete) Gaussian) and
+:class:`DistributedDiscreteGaussian` (``"distributed-discrete-gaussian"``: one site's discrete
+Gaussian share of a secure sum, :mod:`marg.marginals.shared_noise`). A new distribution is
 one :class:`Noise` subclass passed to :func:`register_noise`; a
 :class:`marg.marginals.mechanisms.Mechanism` naming it then releases, records, composes,
 bounds and weights through it (``tests/marginals/test_noise_kinds.py`` registers one).
@@ -201,6 +203,17 @@ class Gaussian(Noise):
         return None
 
 
+class DistributedDiscreteGaussian(Gaussian):
+    """One site's share of the distributed discrete Gaussian (Kairouz, Liu, Steinke, ICML 2021;
+    :mod:`marg.marginals.shared_noise`): each share is OpenDP's discrete Gaussian of scale σ, so one
+    draw's std, mgf (sub-Gaussian with parameter σ) and lattice pmf are the discrete Gaussian's, and a
+    secure sum of m shares is m independent draws (a record's ``parts`` count them; the exact tails
+    convolve the m pmfs, :mod:`marg.marginals.noise_tails`). Its ρ-zCDP cost is not one draw's: a
+    record states the sum's, by the theorem the plan names (``record.rho``)."""
+
+    name, label, pure = "distributed-discrete-gaussian", "distributed discrete Gaussian", False
+
+
 NOISES: dict[str, Noise] = {}
 
 
@@ -239,3 +252,4 @@ def gaussian_std(scale: float, discrete: bool) -> float:
 
 register_noise(Laplace())
 register_noise(Gaussian())
+register_noise(DistributedDiscreteGaussian())

@@ -125,6 +125,24 @@ class TableSpec:
         return ("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique) + ("" if self.kind == "moments" else "]")
 
 
+def table_specs(cliques: Sequence[tuple[str, ...]], codebook: Any, discrete: bool) -> list[TableSpec]:
+    """The specs of the tables of ``cliques`` under ``codebook`` (a clique ``(f, label)`` with ``f`` raw
+    numeric is a moment table of 2K numbers; counts get discrete noise when ``discrete``)."""
+    lab = codebook.label.name
+    specs = []
+    for c in cliques:
+        c = tuple(c)
+        if not c:
+            raise InputError("empty clique in the release plan")
+        if any(not codebook.feature(a).is_discrete for a in c if a != lab):
+            specs.append(TableSpec(c, "moments", 2 * codebook.label.n_classes, False))
+        else:
+            specs.append(TableSpec(c, "counts", int(np.prod([codebook.attribute_size(a) for a in c])), discrete))
+    if not specs:
+        raise InputError("nothing to release: no cliques")
+    return specs
+
+
 @dataclass(frozen=True)
 class Calibrated:
     """One table of a plan: its share of the budget, sensitivity, the OpenDP measurement at its
@@ -173,19 +191,7 @@ class ReleasePlan:
         when the mechanism has it)."""
         mech, _ = budget_mechanism(budget.get("epsilon"), budget.get("rho"), budget.get("delta", DEFAULT_DELTA),
                                    budget.get("mechanism"))
-        lab = codebook.label.name
-        specs = []
-        for c in cliques:
-            c = tuple(c)
-            if not c:
-                raise InputError("empty clique in the release plan")
-            if any(not codebook.feature(a).is_discrete for a in c if a != lab):
-                specs.append(TableSpec(c, "moments", 2 * codebook.label.n_classes, False))
-            else:
-                specs.append(TableSpec(c, "counts", int(np.prod([codebook.attribute_size(a) for a in c])), mech.discrete))
-        if not specs:
-            raise InputError("nothing to release: no cliques")
-        return cls(specs, label=lab, **budget)
+        return cls(table_specs(cliques, codebook, mech.discrete), label=codebook.label.name, **budget)
 
     @classmethod
     def for_tables(cls, tables: Sequence[Any], codebook: Any = None, **budget: Any) -> "ReleasePlan":
@@ -265,4 +271,4 @@ class ReleasePlan:
         return replace(t, counts=new, noise=rec)
 
 
-__all__ = ["Calibrated", "ReleasePlan", "TableSpec", "budget_mechanism", "table_sensitivity"]
+__all__ = ["Calibrated", "ReleasePlan", "TableSpec", "budget_mechanism", "table_sensitivity", "table_specs"]

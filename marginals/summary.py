@@ -70,6 +70,9 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
                 delta=max(r.delta for r in noisy),
                 rho=max(r.rho for r in noisy),
                 parts=tuple(merge_parts([d for r in noisy for d in r.draws(discrete)])),
+                # a shared noise's round (marginals.shared_noise): kept where every site's record states the same one
+                threshold=noisy[0].threshold if len({(r.threshold, r.n_sites) for r in noisy}) == 1 else 0,
+                n_sites=noisy[0].n_sites if len({(r.threshold, r.n_sites) for r in noisy}) == 1 else 0,
             )
         else:
             rec = NoiseRecord.exact()

@@ -387,6 +387,7 @@ class Ledger:
         suppressed: Sequence[Any] = (),
         round: str | None = None,
         evaluation: Mapping[str, Any] | None = None,
+        own_cost: Any = None,
     ) -> dict[str, Any]:
         """Append the entry for a (final, signed) bundle: site, recipient, statistics, source,
         cost and digest are read from it; an exact release also records what it disclosed.
@@ -402,6 +403,8 @@ class Ledger:
         round : the round id answered (default: the header's ``round``)
         evaluation : an evaluation release's record against its held-out set
             (:func:`protocols.evaluation_ledger.record_of`), kept as ``source.evaluation``
+        own_cost : a shared-noise share's own guarantee (its share alone, ``SharedNoisePlan.site_cost()``),
+            recorded beside ``cost`` (then the study's guarantee, the one charged: ``SharedNoisePlan.study_cost()``)
 
         The bundle's ``ledger`` header field (its position, :meth:`position`), if any, must be
         where the entry lands.
@@ -418,7 +421,7 @@ class Ledger:
             recipient=bundle.header.get("recipient"), recipient_name=recipient_name, file_digest=file_digest,
             n_rows=bundle.header.get("n_rows"), private_key=private_key, source=source,
             round=round if round is not None else bundle.header.get("round"), exact=exact, suppressed=len(suppressed),
-            position=bundle.header.get("ledger"),
+            position=bundle.header.get("ledger"), own_cost=own_cost,
         )
 
     def preview(self, bundle: Any, cost: Any, suppressed: Sequence[Any] = ()) -> LedgerState:

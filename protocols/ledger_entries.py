@@ -31,7 +31,7 @@ def as_cost(x: Any, what: str) -> PrivacyCost:
 
 
 OPTIONAL_FACTS = ("recipient", "recipient_name", "mechanism", "file_digest", "n_rows", "source", "round", "exact",
-                  "suppressed")
+                  "suppressed", "own_cost")
 """The facts a release entry may record beside the four it must (:func:`release_entry`)."""
 
 
@@ -63,6 +63,10 @@ def release_entry(
     round : the learner's round id answered
     exact : :func:`protocols.exact_releases.release_digests` of an exact release
     suppressed : cells suppressed by the min-cell rule
+    own_cost : a shared-noise share's second guarantee (:mod:`marginals.shared_noise`): the site's share
+        alone (``SharedNoisePlan.site_cost()``), written as ``own_cost``; ``cost`` is then the study's
+        guarantee (``SharedNoisePlan.study_cost()``, the secure sum of ≥ t survivors), the one charged
+        against the cap. Absent (None): the entry is written as before, without the field.
 
     Raises
     ------
@@ -73,8 +77,9 @@ def release_entry(
     if unknown:
         raise TypeError(f"release_entry() got an unexpected keyword argument {unknown[0]!r}")
     recipient, recipient_name, mechanism, file_digest, n_rows, source, round, exact = (
-        optional.get(k) for k in OPTIONAL_FACTS[:-1])
+        optional.get(k) for k in OPTIONAL_FACTS[:-2])
     suppressed = optional.get("suppressed", 0)
+    own_cost = optional.get("own_cost")
     for name, v in (("bundle digest", bundle_digest), ("file digest", file_digest)):
         if v is not None and (not isinstance(v, str) or not HEX64.match(v)):
             raise InputError(f"{name} must be a sha256 hex string, got {v!r}")
@@ -87,7 +92,8 @@ def release_entry(
         if not isinstance(s.get("name"), str) or not isinstance(s.get("clique"), list):
             raise InputError(f"malformed statistic record {s!r} (needs name and clique list)")
     mechs = sorted({str(s.get("mechanism", "none")) for s in stats})
-    return {
+    extra = {} if own_cost is None else {"own_cost": as_cost(own_cost, "the site's own cost").to_dict()}
+    return {**extra,
         "v": ENTRY_VERSION, "kind": "release", "time": time or now_iso(), "site": site,
         "recipient": recipient, "recipient_name": recipient_name, "bundle": bundle_digest,
         "file_sha256": file_digest, "n_rows": None if n_rows is None else int(n_rows), "statistics": stats,

@@ -16,7 +16,11 @@ Each entry (keys sorted, no spaces, UTF-8, one line) records one event at the si
     statistics   [{name, kind, clique, shape, mechanism, std}] exactly as released (a select-then-measure
                  round 1 adds its selection: kind "selection", shape [k], the Gumbel noise's std)
     mechanism    "laplace" | "gaussian" | "none" | "mixed"
-    cost         {epsilon, delta, rho} of this release ("inf" = exact, no DP guarantee)
+    cost         {epsilon, delta, rho} of this release ("inf" = exact, no DP guarantee); for a share of
+                 shared noise under secure aggregation (marginals.shared_noise) the study's guarantee (the
+                 secure sum of >= t survivors): the one charged against the cap
+    own_cost     optional (written only for a shared-noise share): {epsilon, delta, rho} of the site's share
+                 alone, its guarantee if every other party colluded with the learner; never charged
     cumulative   {epsilon, delta, rho} spent by all releases up to and including this one
     cap          {epsilon, delta, rho} the cap in force after this entry, or null
     source       where the site counted (Source.describe(): kind, location, table; never
@@ -81,6 +85,7 @@ _FIELDS_V2: dict[str, Any] = {
     "suppressed": int,
 }
 FIELDS = {1: _FIELDS_V1, 2: _FIELDS_V2}
+OPTIONAL_FIELDS: dict[str, Any] = {"own_cost": dict}  # a v2 entry may hold these (absent: as before)
 
 
 _PROBLEMS = {"UnicodeDecodeError": "not UTF-8 (corrupted)", "not an object": "not a JSON object",
@@ -163,10 +168,11 @@ def parse_entry(line: bytes, where: str = "ledger entry") -> dict[str, Any]:
     if not isinstance(version, int) or isinstance(version, bool) or version not in FIELDS:
         raise InputError(f"{where}: unsupported entry version {version!r}")
     fields = FIELDS[version]
-    if set(obj) != set(fields):
-        extra = sorted(set(obj) ^ set(fields))
+    optional = {k: t for k, t in OPTIONAL_FIELDS.items() if k in obj and version >= 2}
+    if set(obj) - set(optional) != set(fields):
+        extra = sorted((set(obj) - set(optional)) ^ set(fields))
         raise InputError(f"{where}: unexpected or missing field {extra[0]!r}")
-    for k, typ in fields.items():
+    for k, typ in {**fields, **optional}.items():
         v = obj[k]
         if isinstance(v, bool) or not isinstance(v, typ):
             raise InputError(f"{where}: field {k!r} has the wrong type ({type(v).__name__})")
@@ -180,7 +186,7 @@ def parse_entry(line: bytes, where: str = "ledger entry") -> dict[str, Any]:
         if obj[k] is not None and not HEX64.match(obj[k]):
             raise InputError(f"{where}: field {k!r} is not a sha256 hex digest")
     try:
-        for k in ("cost", "cumulative") + (("cap",) if obj["cap"] is not None else ()):
+        for k in ("cost", "cumulative") + (("cap",) if obj["cap"] is not None else ()) + tuple(optional):
             PrivacyCost.from_dict(obj[k])
     except MargError as exc:
         raise InputError(f"{where}: bad privacy field ({exc})") from None
