@@ -81,6 +81,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     if r == "measure":
         from marg.learners.screening import screen_scores
         from marg.learners.two_round import choose_tables
+        from marg.marginals.tables import canonical_clique
 
         s1 = _summary(_local_sum(party, "select"))
         scores = screen_scores(s1, coverage=COVERAGE)
@@ -89,7 +90,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
         rests = [rho] if study.noise == "shared" else [rho] * len(members)
         tp = choose_tables(kept, cb, rests, n_hat)
-        cliques = [list(c) + [y] for c in tp.tables]
+        cliques = [list(canonical_clique(cb, tuple(c) + (y,))) for c in tp.tables]  # as the sites count them
         why = {"ranked": kept, "measured": sorted({a for c in tp.tables for a in c}, key=cb.index),
                "pairs": sum(len(c) == 2 for c in tp.tables), "scores_positive": len(scores.rank())}
         return {"cliques": cliques, "weights": list(tp.weights), "rho": rho, "selection": why}, \
@@ -119,6 +120,23 @@ def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
         return eval_codebook()
     inside = {a for c in block["cliques"] for a in c}
     return cb.subset([a for a in cb.feature_names if a in inside])
+
+
+def _sum_records(party: Party, r: str, block: dict[str, Any], tables: list[Any], n_sites: int, m: int) -> list[Any]:
+    """The summed tables with the shared noise's records of a sum of ``m`` shares (per-site noise: as summed)."""
+    from dataclasses import replace
+
+    from marg.marginals.privacy_unit import resolve_unit
+    from marg.protocols.study_round import cliques_of
+
+    from .study_site import shared_noise
+
+    unit = resolve_unit(party.study.codebook, None, None)
+    cb = eval_codebook() if r == "evaluate" else party.study.codebook
+    plan = shared_noise(party.study, cb, cliques_of(block), block, n_sites, unit.bound if unit is not None else 1)
+    if plan is None:
+        return tables
+    return [replace(t, noise=rec) for t, rec in zip(tables, plan.sum_records(m))]
 
 
 def _refuse(party: Party, r: str, rnd: Any, why: str) -> None:
@@ -207,6 +225,7 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
             ups, _, _ = _collect(party, r, rnd, False)
             ups = [u for u in ups if u.masked.site in survivors]
             tables, info = finish(rnd, ups, request, reveals)
+            tables = _sum_records(party, r, block, tables, len(rnd.names), len(info["sites"]))
             privacy = {"mechanism": "gaussian", "rho": float(block["rho"]), "noise": study.noise,
                        "per_site": [u.privacy for u in ups]}
             bundle = Bundle.build(_round_codebook(party, r, block), tables, site=study.learner.site, n_rows=None,

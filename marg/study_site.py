@@ -84,21 +84,20 @@ class _OnStudyRows:
         return np.asarray(self.model.predict(np.asarray(X)[:, self.idx]))
 
 
-def _share_fn(party: Party, cliques: list[tuple[str, ...]], rho: float, codebook: Any, max_rows: int):
-    """The site's share of the study's one noise (``noise: shared``), or None for its own full noise."""
-    if party.study.noise != "shared":
-        return None
-    try:
-        from marg.marginals.shared_noise import shared_plan
-    except ImportError:
-        return None
-    plan = shared_plan(codebook, cliques, rho, party.study.threshold, len(party.study.sites), max_rows=max_rows)
+def shared_noise(study: Any, codebook: Any, cliques: list[tuple[str, ...]], block: dict[str, Any], n_sites: int,
+                 max_rows: int) -> Any:
+    """The round's shared-noise plan (``noise: shared``), or None (each site adds its own full noise).
 
-    def share(tables: list[Any]) -> tuple[list[Any], Any, Any, dict[str, Any]]:
-        return (plan.share(tables), plan.site_cost(), plan.study_cost(party.study.threshold),
-                {"mechanism": "shared", "threshold": party.study.threshold, "sites": len(party.study.sites)})
+    Planned from the round file alone, the same at every site and at the learner
+    (:func:`marg.marginals.shared_noise.shared_plan`): the round's ρ for the secure sum of any t of its
+    ``n_sites`` sites, split over its tables by the learner's weights.
+    """
+    if study.noise != "shared":
+        return None
+    from marg.marginals.shared_noise import shared_plan
 
-    return share
+    return shared_plan(codebook, cliques, float(block["rho"]), study.threshold, n_sites, max_rows=max_rows,
+                       delta=study.delta, weights=block.get("weights"))
 
 
 def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -111,8 +110,10 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
     study, site = party.study, party.name
     ledger_dir, _cfg = ledger_of(party)
     out = party.local / f"upload-{site}-{r}.json"
-    unit = study.privacy_unit or {}
-    max_rows = int(unit.get("max_rows") or 1)
+    from marg.marginals.privacy_unit import resolve_unit
+
+    unit = resolve_unit(study.codebook, None, None)
+    max_rows = unit.bound if unit is not None else 1
     rho = float(block["rho"])
 
     def package(bundle: Any) -> bytes:
@@ -122,7 +123,7 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
     if r != "evaluate":
         cliques = cliques_of(block)
         hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site,
-                           share=_share_fn(party, cliques, rho, study.codebook, max_rows))
+                           share=shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows))
         req = ReleaseRequest(study=hook, holdout=study.holdout, round_id=rnd.id, delta=study.delta)
         res = export_site(data, study.codebook, site, out, req,
                           Delivery(signing_key=party.sign_key, ledger_dir=ledger_dir, package=package, force=True))
@@ -165,8 +166,10 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
                             study.fingerprint, site)
     unit = resolve_unit(study.codebook, None, None)
     ecb = eval_codebook()
-    hook = StudyTables(study, "evaluate", rnd.id, [(EVAL_FEATURE, EVAL_LABEL)], float(block["rho"]), None, party.local,
-                       site, max_rows=unit.bound if unit is not None else 1)
+    bound = unit.bound if unit is not None else 1
+    cliques = [(EVAL_FEATURE, EVAL_LABEL)]
+    hook = StudyTables(study, "evaluate", rnd.id, cliques, float(block["rho"]), None, party.local, site,
+                       share=shared_noise(study, ecb, cliques, block, len(rnd.names), bound), max_rows=bound)
     ledger_dir, cfg = resolve_export_ledger(ledger_dir, site, party.sign_key)
     ledger = Ledger(ledger_dir, site=cfg)
     hook.check(ledger_dir, ecb, site)  # the study's total: before any row is read
@@ -179,7 +182,8 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     final, _ = finalize_bundle(Bundle.build(ecb, released, site=site, n_rows=None, privacy=privacy, extra=extra),
                                party.sign_key)
     data_bytes = canonical_json(make_upload(rnd, site, released, party.seal_key, party.sign_key, privacy)) + b"\n"
-    entry = ledger.record(final, party.sign_key, file_digest=hashlib.sha256(data_bytes).hexdigest(), cost=cost)
+    entry = ledger.record(final, party.sign_key, file_digest=hashlib.sha256(data_bytes).hexdigest(), cost=cost,
+                          own_cost=hook.own_cost)
     hook.commit(ledger_dir, study.fingerprint, final, entry, cost)
     atomic_write_bytes(out, data_bytes)
     return cost

@@ -118,8 +118,10 @@ def spent_rho(state: Mapping[str, Any]) -> float:
 class StudyTables:
     """One round's release at a site: ``cliques`` at ``rho`` (weights: least squares, as the learner asked).
 
-    ``share`` (optional) replaces the site's own full noise by its share of the study's one noise:
-    a callable ``share(tables) -> (tables, site cost, study cost, record)`` (:mod:`marginals.shared_noise`).
+    ``share`` (optional) replaces the site's own full noise by its share of the study's one noise
+    (:mod:`marginals.shared_noise`): a :class:`~marg.marginals.shared_noise.SharedNoisePlan` of the round's
+    tables. The ledger is then charged the study's guarantee (the secure sum of any ≥ t shares,
+    ``study_cost()``) and records the share's own beside it (``site_cost()``: every other party colluding).
     """
 
     study: Study
@@ -132,6 +134,7 @@ class StudyTables:
     site: str
     share: Any = None
     max_rows: int = 1
+    own_cost: PrivacyCost | None = None  # a shared-noise share's own guarantee (its share alone), ledgered beside the cost
     record: dict[str, Any] | None = None
     release_plan: ReleasePlan | None = None
     study_cost: PrivacyCost | None = None
@@ -167,13 +170,18 @@ class StudyTables:
 
     def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
         if self.share is not None:
-            released, cost, self.study_cost, noise = self.share(list(tables))
+            released = self.share.share(list(tables))
+            cost, self.own_cost = self.share.study_cost(), self.share.site_cost()
+            self.study_cost = cost
+            noise = {"mechanism": self.share.mechanism, "threshold": self.share.threshold, "sites": self.share.n_sites,
+                     "own_cost": self.own_cost.to_dict()}
         else:
             if self.release_plan is None:
                 raise InputError("the round's release was not planned")
             released, cost = self.release_plan.release(list(tables), codebook), self.release_plan.cost
             self.study_cost, noise = cost, {"mechanism": MECHANISM, "per_site": True}
-        privacy = {"mechanism": MECHANISM, **cost.to_dict(), "allocation": f"study round {self.name}"}
+        privacy = {"mechanism": self.share.mechanism if self.share is not None else MECHANISM, **cost.to_dict(),
+                   "allocation": f"study round {self.name}"}
         self.record = {"study_id": self.study.study_id, "round": self.name, "round_id": self.round_id,
                        "rho": self.rho, "site_cost": cost.to_dict(), "study_cost": self.study_cost.to_dict(),
                        "noise": noise, **self.extra}
