@@ -245,7 +245,7 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
                 break
             if dry_run:
                 spent = spent_rho(state)
-                total = rho_for_epsilon(study.epsilon, study.delta)
+                total = rho_for_epsilon(study.epsilon, study.delta)  # the site's own conversion of its (ε, δ)
                 did.append({"did": f"would answer round {r!r} (dry run: nothing read, spent or uploaded)", "round": r,
                             "rho": float(block["rho"]), "spent_rho": spent, "total_rho": total})
                 nxt = "run without --dry-run to answer it"
@@ -275,7 +275,7 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
     state = load_state(party.local, site)
     if not dry_run:
         save_state(party.local, site, state)
-    total = rho_for_epsilon(study.epsilon, study.delta)
+    total = float(study.plan.get("rho_total", 0.0))  # shown only; every spend is checked against the site's own conversion
     return {"study_id": study.study_id, "site": site, "did": did, "next": nxt, "spent_rho": spent_rho(state),
             "total_rho": total, "epsilon": study.epsilon, "delta": study.delta,
             "rounds": {k: {kk: v[kk] for kk in ("uploaded", "revealed", "seq", "rho") if kk in v}

@@ -51,7 +51,12 @@ class DropBox:
         self.location = str(location)
         m = URL.match(self.location)
         if m is not None and m.group(1) != "file":
-            self.fs, self.root = url_fs(self.location)
+            try:
+                self.fs, self.root = url_fs(self.location)
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a server that does not answer, refused credentials
+                raise InputError(f"drop box {shown(self.location)}: cannot reach it: {first_line(exc)}") from None
             self.root = self.root.rstrip("/")
             self.local: Path | None = None
         else:
