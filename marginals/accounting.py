@@ -27,6 +27,11 @@ composition) wastes budget: four Gaussian releases at (ε = 1, δ = 1e-6) would 
 All are valid (ε, δ) guarantees of the whole history, so their minimum is. Releases whose
 cost carries (ε, δ) but no ρ (none that marg makes) are composed on top by adding (ε, δ).
 
+**Shared noise** (:mod:`marginals.shared_noise`) has two costs per round: the study's guarantee (the
+secure sum of ≥ t survivors' shares, ``SharedNoisePlan.study_cost``) is the release's cost — the one
+composed into the spend and charged against the cap — and the site's own (its share alone,
+``SharedNoisePlan.site_cost``) is recorded beside it in the ledger (``own_cost``), never charged.
+
 **The cap** :func:`check_budget` holds a spend to is a :class:`PrivacyCost` too: ``ε`` at
 ``δ`` (the spend converted at the cap's δ), ``ρ``, or both. :data:`DEFAULT_DELTA` is the one
 default δ of exports and caps.

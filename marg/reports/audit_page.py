@@ -123,6 +123,10 @@ def _timeline_row(x: dict, report: Any, running: dict[int, Any]) -> list[str]:
                 e(_fmt_inf(total.epsilon) if total is not None else "—"), st]
     stats = x.get("statistics") or []
     names = ", ".join(s.get("name", "?") for s in stats[:6]) + (f", … ({len(stats)} in all)" if len(stats) > 6 else "")
+    own = x.get("own_cost")
+    if isinstance(own, dict):  # a shared-noise share (marginals.shared_noise): the cost shown is the study's guarantee
+        names += (f" — shared noise: the cost is the study's guarantee (the secure sum, charged); this site's share "
+                  f"alone: ε={_f(own.get('epsilon')):.4g}, ρ={_f(own.get('rho')):.4g}")
     c = x["cost"]
     return [value(f"seq:{seq}", seq), e(x.get("time", "")), e(x.get("recipient_name") or x.get("recipient") or "unsealed"),
             value(f"n_statistics:{seq}", len(stats)), e(names), e(x.get("mechanism", "")),

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from marg.errors import InputError, RefusedError
 from marg.marginals.dp_conversions import dp_prelude
+from marg.marginals.noise import NoiseRecord
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.release_plan import TableSpec
 from marg.marginals.shared_noise import MECHANISM, SharedNoisePlan, ddg_rho, shared_plan
@@ -50,6 +51,21 @@ def test_the_secure_sum_of_the_shares_carries_the_plans_pooled_records():
     for t, e in zip(pooled, exact):  # the pool is the three sites' exact counts plus three shares
         noise = t.counts - 3 * e.counts
         assert noise.shape == e.counts.shape and np.abs(noise).max() < 60 * t.noise.std
+    # a site dropped before the round: the sum of the t = 2 survivors carries two shares
+    two = secure_sum_tables({s: shares[s] for s in ("a", "c")}, keys)
+    assert [t.noise for t in two] == plan.sum_records(2)
+    assert all(r.parts == ((MECHANISM, r.scale, True, 2),) for r in plan.sum_records(2))
+
+
+def test_a_share_record_travels_as_json_and_other_records_are_written_as_before():
+    plan = SharedNoisePlan.build([TableSpec(("x",), "counts", 3, True)], rho=0.2, threshold=2, n_sites=3)
+    rec = plan.share_record(plan.tables[0])
+    d = rec.to_dict()
+    assert (d["threshold"], d["n_sites"], d["mechanism"]) == (2, 3, MECHANISM) and NoiseRecord.from_dict(d) == rec
+    old = NoiseRecord(mechanism="gaussian", scale=2.0, std=2.0, epsilon=1.0, delta=1e-6, rho=0.125)
+    assert set(old.to_dict()) == {"mechanism", "scale", "std", "epsilon", "delta", "rho"}
+    with pytest.raises(InputError, match="exceeds its n_sites"):
+        NoiseRecord(mechanism=MECHANISM, scale=1.0, std=1.0, threshold=4, n_sites=3)
 
 
 def test_fewer_than_t_survivors_are_refused_in_one_line():
@@ -265,8 +281,35 @@ def test_the_ledger_records_both_guarantees_and_charges_the_studys(tmp_path):
     assert res.returncode == 0, res.stderr
     lines = [ln for ln in res.stdout.splitlines() if "shared noise:" in ln]
     assert len(lines) == 2 and all(f"ρ={own.rho:.6g}" in ln and "study's guarantee" in ln for ln in lines)
+    from marg.reports.audit_page import audit_page
+
+    page = audit_page(led)
+    assert page.count("share alone: ε=") == 2 and f"ρ={own.rho:.4g}" in page
     # the second guarantee is signed into the entry: an edit of it is caught
     raw = led.path.read_bytes().replace(f'"rho":{own.rho!r}'.encode(), f'"rho":{own.rho / 2!r}'.encode(), 1)
     assert raw != led.path.read_bytes()
     led.path.write_bytes(raw)
     assert not led.verify(public_key=key.public_key()).ok
+
+
+def test_a_learner_fits_from_the_pooled_shares_with_the_exact_noise_tails():
+    """The pooled summary's box takes the shares' recorded draws (exact lattice tails, not a normal
+    approximation): the certificate is not approximate, and the box's noise is the plan's."""
+    from marg.learners.mrc import MRC
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary
+
+    cb = demo_codebook()
+    cliques = plan_cliques(cb, "first")
+    plan = shared_plan(cb, cliques, rho=0.5, threshold=2, n_sites=3)
+    rng = np.random.default_rng(7)
+    shares = {}
+    for s in ("a", "b", "c"):
+        X = np.column_stack([rng.integers(0, cb.attribute_size(f.name), 250) for f in cb.features]).astype(float)
+        y = (rng.random(250) < 1 / (1 + np.exp(-(X[:, 0] - 1)))).astype(int)
+        shares[s] = plan.share(count_tables(cb, X, y, cliques))
+    pooled = secure_sum_tables(shares, {s: x25519.X25519PrivateKey.generate() for s in shares})
+    summary = Summary.from_tables(cb, pooled)
+    assert [t.noise for t in summary.released().tables] == plan.sum_records(3)
+    cert = MRC().fit(summary).certificate_
+    assert not cert.approximate and 0.0 < cert.value <= 1.0
