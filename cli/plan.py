@@ -3,7 +3,9 @@
 With ``--schema`` it also says what the DP default (select, then measure) will measure and at
 what noise: the split rule's shares of the study total and why
 (:mod:`marg.marginals.study_split`), round 1's noise, round 2's tables
-(:func:`marg.learners.two_round.preview`).
+(:func:`marg.learners.two_round.preview`), and the study's design
+(:func:`marg.marginals.study_design.design_study`: each round's ρ, the held-out fraction, the
+selection mode; shared noise from three sites on, as ``marg study init`` plans it).
 
 The numbers come from :mod:`marg.learners.holdout_plan` (the bound of
 :mod:`marg.learners.holdout_certificate` at the expected released counts, with the noise
@@ -57,6 +59,7 @@ def plan_cmd(
     features: Annotated[Optional[int], typer.Option("--features", help="Number of features (instead of --schema).")] = None,
     margin: Annotated[float, typer.Option("--margin", help="Informative: a certificate within this of the error.")] = 0.2,
     coverage: Annotated[float, typer.Option(help="Coverage of the certificate.")] = 0.95,
+    threshold: Annotated[Optional[int], typer.Option("--threshold", help="With --schema: the study's secure-aggregation threshold t (default: more than half the sites).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The holdout certificate to expect at these rows and ε, and the rows or ε that would make it informative.
@@ -68,7 +71,7 @@ def plan_cmd(
     row_list = parse_rows(rows)
     if sites is not None and len(row_list) not in (1, sites):
         raise InputError(f"--rows gives {len(row_list)} counts for --sites {sites}")
-    study = None
+    study = design = None
     if schema is not None:
         from marg.learners.two_round import preview
         from marg.marginals.codebook import Codebook
@@ -78,6 +81,7 @@ def plan_cmd(
         if cb.discrete_names:
             rl = row_list * sites if (sites and len(row_list) == 1) else row_list
             study = preview(cb, rl, epsilon, DEFAULT_DELTA)
+            design = study_design(cb, rl, epsilon, threshold)
     f_given, e_given = parse_auto(holdout, "--holdout"), parse_auto(evaluate_epsilon, "--evaluate-epsilon")
     if features is None:
         if f_given is None or e_given is None:
@@ -90,11 +94,18 @@ def plan_cmd(
     plan["informative"] = plan["expected_certificate"] <= need["target"]
     if study is not None:
         plan["select_then_measure"] = study
+    if design is not None:
+        plan["study_design"] = design
     if json_out:
         emit_json(plan)
         return
     if study is not None:
         for line in preview_lines(study):
+            typer.echo(line)
+    if design is not None:
+        from marg.marginals.study_design import design_lines
+
+        for line in design_lines(design):
             typer.echo(line)
     r = plan["rows"]
     typer.echo(f"{len(r)} site(s) of {'/'.join(str(x) for x in r)} rows, ε = {epsilon:g} per site, expected error {error:g}")
@@ -110,6 +121,17 @@ def plan_cmd(
                + " at this evaluation ε")
     typer.echo("    evaluation ε per site: " + (f"{need['epsilon']:.3g}" if need["epsilon"] is not None else
                                                 "none suffices at these rows (even exact counts)") + " at these rows")
+
+
+def study_design(cb: Any, rows: list[int], epsilon: float, threshold: int | None) -> dict[str, Any]:
+    """The design ``marg study init`` records for these public inputs: shared noise from three sites on (threshold
+    ``threshold``, default ⌊S/2⌋ + 1), per-site noise below (:func:`marg.marginals.study_design.design_study`)."""
+    from marg.marginals.study_design import design_study
+
+    S = len(rows)
+    noise = "shared" if S >= 3 else "per-site"
+    t = threshold if threshold is not None else S // 2 + 1
+    return design_study(cb, S, rows, epsilon, DEFAULT_DELTA, t, noise=noise).to_dict()
 
 
 def split_line(plan: dict[str, Any]) -> str:

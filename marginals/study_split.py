@@ -3,7 +3,10 @@
 **Known before spending.** The rows per site n_s as stated publicly (``--plan-rows``, as for
 ``marg plan``; N = Σ n_s over S sites, w_s = n_s/N), the codebook (p discrete candidates,
 their levels m_i, C classes), the site's study total ρ_T and the bound r on a patient's rows
-(every count's and score's sensitivity). Nothing is read from the data.
+(every count's and score's sensitivity). Nothing is read from the data. The pooled tables' noise
+is S curators' variance when each site adds its own; under noise shared through a secure sum of S
+sites with threshold t it is S/t curators' (``SplitInputs.noise_sites``, :mod:`marg.marginals.study_design`):
+every pooled std below reads sqrt(S) as sqrt(curators).
 
 **The planning world.** The rule scores a split (a_L, a_S, a_2 = 1 − a_L − a_S of ρ_T) and a
 k on a stylised study: the larger class leads by ``GAP`` of the rows, and F = min(``F_PLAN``,
@@ -117,10 +120,18 @@ class SplitInputs:
     classes: int
     rho_total: float
     max_rows: int = 1
+    noise_sites: float | None = None
+    """How many curators' noise the pooled tables carry: S when each site adds its own (None: S), S/t under
+    noise shared through a secure sum of S sites with threshold t (:mod:`marg.marginals.study_design`)."""
 
     @property
     def p(self) -> int:
         return len(self.levels)
+
+    @property
+    def curators(self) -> float:
+        """The pooled tables' noise variance in units of one curator's: ``noise_sites``, else S."""
+        return float(len(self.rows) if self.noise_sites is None else self.noise_sites)
 
 
 def agreement_probability(weights: Sequence[float], chosen: Sequence[Any], bar: float) -> Any:
@@ -163,7 +174,7 @@ def label_floor(x: SplitInputs) -> float:
 def _shares_within(x: SplitInputs, a2: Any, size: float) -> Any:
     """How many equal shares of round 2's ``a2`` keep a table of ``size`` cells within the noise rule (not rounded):
     σ_2 = sqrt(S)·r·sqrt(k/(2·a2·ρ)) ≤ NOISE_RATIO·N/|T|  ⇔  k ≤ 2·a2·ρ·(NOISE_RATIO·N/(|T|·r))²/S."""
-    N, S = float(sum(x.rows)), len(x.rows)
+    N, S = float(sum(x.rows)), x.curators
     return 2.0 * a2 * x.rho_total * (NOISE_RATIO * N / (size * x.max_rows)) ** 2 / S
 
 
@@ -178,14 +189,14 @@ def k_max(x: SplitInputs, a2: Any) -> Any:
 def _p_wrong(x: SplitInputs, aL: Any, a2: Any) -> Any:
     """P_wrong: the prior calls the wrong larger class, reading the least noisy label counts (the label table at
     ``aL`` or the fewest-levels table's column sums at ``a2``); elementwise."""
-    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    rho, r, S, N = x.rho_total, float(x.max_rows), x.curators, float(sum(x.rows))
     var_label = np.minimum(r * r / (2.0 * aL * rho), float(min(x.levels)) * r * r / (2.0 * a2 * rho))
     return ndtr(-GAP * N / np.sqrt(var_label * 2.0 * S))
 
 
 def _p_flip(x: SplitInputs, a2: Any, tables: Any) -> Any:
     """P_flip: a level's class comparison flipped by round 2's noise, ``a2`` shared equally by ``tables``; elementwise."""
-    rho, r, S, N = x.rho_total, float(x.max_rows), len(x.rows), float(sum(x.rows))
+    rho, r, S, N = x.rho_total, float(x.max_rows), x.curators, float(sum(x.rows))
     sigma2 = np.sqrt(S) * r * np.sqrt(tables / (2.0 * a2 * rho))
     return ndtr(-2.0 * EFFECT * N / (float(np.median(x.levels)) * np.sqrt(2.0) * sigma2))
 
@@ -313,8 +324,10 @@ def k_candidates(p: int) -> list[int]:
     return ks
 
 
-def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(E, k): E over every grid point (rows) and every candidate k (columns)."""
+def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray, objective: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """(E, k): E over every grid point (rows) and every candidate k (columns); ``objective`` (x, a_L, a_S, k) → E
+    elementwise, by default this module's :func:`objective`."""
+    objective = globals()["objective"] if objective is None else objective
     ks = np.asarray(k_candidates(x.p))
     E = np.empty((L.size, ks.size))
     for j, k in enumerate(ks):
@@ -322,10 +335,10 @@ def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[np.nda
     return E, ks
 
 
-def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray) -> tuple[float, float, float, int]:
+def pick(x: SplitInputs, L: np.ndarray, Sg: np.ndarray, objective: Any = None) -> tuple[float, float, float, int]:
     """The rule on a grid: among (shares, k) within ``TIE`` of the least E, the largest round-2 share, then
     the smaller k, then the larger label share. Returns (E, a_L, a_S, k)."""
-    E, ks = evaluate_grid(x, L, Sg)
+    E, ks = evaluate_grid(x, L, Sg, objective)
     E = np.where(np.isnan(E), np.inf, E)
     best = float(E.min())
     i, j = np.nonzero(E <= best + TIE)
@@ -367,9 +380,13 @@ def measure_all_split(x: SplitInputs) -> Split:
     return Split(aL, MIN_SHARE, round(1.0 - aL - MIN_SHARE, 6), x.p, e_found, parts)
 
 
-def choose_split(x: SplitInputs) -> Split:
+def choose_split(x: SplitInputs, objective: Any = None, parts_of: Any = None) -> Split:
     """The rule (module docstring): every candidate measured when round 2 affords the one-round workload
-    (:func:`measures_all`); else the shares and k minimising E, on a grid then a finer one around the best."""
+    (:func:`measures_all`); else the shares and k minimising E, on a grid then a finer one around the best.
+
+    ``objective`` (x, a_L, a_S, k) → E and ``parts_of`` (x, a_L, a_S, k) → its parts replace this module's
+    :func:`objective` and :func:`terms` (the study design's pooled selection, :mod:`marg.marginals.study_design`)."""
+    parts_of = terms if parts_of is None else parts_of
     if not x.rows or min(x.rows) <= 0:
         raise InputError(f"the split rule needs positive rows per site, got {list(x.rows)!r}")
     if not x.levels:
@@ -379,10 +396,11 @@ def choose_split(x: SplitInputs) -> Split:
     if measures_all(x):
         return measure_all_split(x)
     lo = label_floor(x)
-    e, aL, aS, k = pick(x, *_grid(lo, 1.0, MIN_SHARE, 1.0, STEP))
-    e2, aL2, aS2, k2 = pick(x, *_grid(max(lo, aL - 2 * STEP), aL + 2 * STEP, aS - 2 * STEP, aS + 2 * STEP, STEP / 10.0))
+    e, aL, aS, k = pick(x, *_grid(lo, 1.0, MIN_SHARE, 1.0, STEP), objective)
+    e2, aL2, aS2, k2 = pick(x, *_grid(max(lo, aL - 2 * STEP), aL + 2 * STEP, aS - 2 * STEP, aS + 2 * STEP, STEP / 10.0),
+                            objective)
     if e2 < e - TIE:  # the finer grid only moves the choice when it is clearly better
         e, aL, aS, k = e2, aL2, aS2, k2
-    parts = {key: float(np.asarray(v).reshape(-1)[0]) for key, v in terms(x, np.array([aL]), np.array([aS]), k).items()}
+    parts = {key: float(np.asarray(v).reshape(-1)[0]) for key, v in parts_of(x, np.array([aL]), np.array([aS]), k).items()}
     aL, aS = round(aL, 6), round(aS, 6)
     return Split(aL, aS, round(1.0 - aL - aS, 6), k, e, parts)
