@@ -202,6 +202,8 @@ def parse_study(d: Any, name: str, digest: str = "") -> Study:
         fields = (float(d["epsilon"]), float(d["delta"]), int(d["threshold"]), tuple(str(r) for r in d["rounds"]),
                   float(d["holdout"]), str(d["drop"]), str(d["noise"]), dict(d["plan"]))
         unit = d.get("privacy_unit")
+    except InputError:
+        raise
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{name}: malformed study file") from None
     if not document_signed_by(d, learner.sign_pub):
