@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import sub_app
-from .common import JsonOpt, OutOpt, SchemaOpt, emit_json
+from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
 
 app = sub_app("A DP study declared once and run by one command per party: init, run, status.")
 
@@ -43,6 +43,10 @@ def init_cmd(
     summary = {"out": str(out), "study_id": doc["study_id"], "sites": [s["name"] for s in doc["sites"]],
                "learner": doc["learner"]["name"], "threshold": doc["threshold"], "noise": doc["noise"],
                "holdout": doc["holdout"], "rho": doc["plan"]["rho"], "drop": doc["drop"]}
+    plan = doc["plan"]
+    if plan.get("selection") != plan.get("selection_run"):
+        err(f"note: for this many features the design prefers each site's private top-k ({plan.get('selection')}); "
+            f"this runner pools round 1's first-order tables ({plan.get('selection_run')})")
     if json_out:
         emit_json(summary)
         return

@@ -155,31 +155,23 @@ def learner_signed(party_or_study: Any, drop: Any, name: str) -> dict[str, Any] 
 # ---------------------------------------------------------------------------------------
 # the study declared once
 # ---------------------------------------------------------------------------------------
-def study_plan_rule(codebook: Any, epsilon: float, delta: float, rows: list[int]) -> dict[str, Any]:
-    """Each round's ρ and the held-out fraction, from public quantities only (the codebook, ε, δ, stated rows).
+def study_plan_rule(codebook: Any, epsilon: float, delta: float, rows: list[int], threshold: int, noise: str,
+                    max_rows: int = 1) -> dict[str, Any]:
+    """Each round's ρ, the held-out fraction and the selection mode, from public quantities only.
 
-    The held-out fraction and the evaluation's share of ε: :func:`marg.learners.holdout_plan.plan_holdout`
-    (the smallest expected holdout certificate); the evaluation's ρ is that share of ρ_total (ρ_total the
-    largest ρ that is (ε, δ)-DP). The tables' rest is split between ``select`` and ``measure`` as
-    today's two-round rule splits a site's total (:func:`marg.marginals.study.study_plan`: round 1's
-    label and selection shares), with its ``k`` the most features measured. ρ's add, so the three
-    rounds compose to exactly ρ_total: each site's total for the study.
+    The design rule :func:`marg.marginals.study_design.design_study` (the codebook, the sites' stated rows,
+    ε, δ, t, the noise): the evaluation share and held-out fraction minimise the expected holdout
+    certificate, the rest is split between ``select`` and ``measure`` by the split rule; the rounds' ρ
+    add to ρ_total, the largest ρ that is (ε, δ)-DP. ``selection``: the design's mode; this runner pools
+    round 1's first-order tables (``selection_run``), and says so when the design preferred the sites'
+    private top-k (many features against the budget).
     """
-    from marg.learners.holdout_plan import plan_holdout
-    from marg.marginals.dp_conversions import rho_for_epsilon
-    from marg.marginals.study import study_plan
+    from marg.marginals.study_design import design_study
 
-    p = max(len(codebook.discrete_names), 1)
-    hp = plan_holdout(rows, float(epsilon), n_features=p, delta=float(delta))
-    rho_total = rho_for_epsilon(float(epsilon), float(delta))
-    rho_eval = rho_total * hp.epsilon_evaluate / float(epsilon)
-    sp = study_plan(codebook, hp.epsilon_tables, float(delta), rows)
-    share = (sp.rho_label + sp.rho_select) / sp.rho_total
-    rho_tables = rho_total - rho_eval
-    return {"rho": {"select": share * rho_tables, "measure": (1.0 - share) * rho_tables, "evaluate": rho_eval},
-            "rho_total": rho_total, "holdout": hp.fraction, "k": int(sp.k), "rows": list(rows),
-            "rule": "holdout and evaluation share: learners.holdout_plan.plan_holdout; select/measure: "
-                    "marginals.study.study_plan's round-1 share of the tables' rest"}
+    d = design_study(codebook, len(rows), rows, float(epsilon), float(delta), threshold, max_rows, True, noise)
+    return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k),
+            "rows": list(rows), "rows_stated": d.rows_stated, "selection": d.selection, "selection_run": "pooled",
+            "expected_certificate": d.expected_certificate, "rule": d.to_dict()["rule"]}
 
 
 def init_study(schema: str | Path, roster: str | Path, epsilon: float, delta: float, drop: str, sign_key: str | Path,
@@ -202,8 +194,13 @@ def init_study(schema: str | Path, roster: str | Path, epsilon: float, delta: fl
     if Path(out).exists():
         raise InputError(f"{out} exists: a study is declared once (refusing to overwrite it)")
     DropBox(drop).check_writable()
+    if rows is not None and len(rows) != n_sites:
+        raise InputError(f"--rows gives {len(rows)} counts for the roster's {n_sites} sites")
     stated = list(rows) if rows else [DEFAULT_ROWS[0]] * max(n_sites, 1)
-    plan = study_plan_rule(cb, epsilon, delta, stated)
+    noise = noise or ("shared" if n_sites >= 3 else "per-site")
+    t = threshold if threshold is not None else n_sites // 2 + 1
+    unit = cb.unit_declaration
+    plan = study_plan_rule(cb, epsilon, delta, stated, t, noise, int(unit.get("max_rows_per_unit") or 1) if unit else 1)
     doc = make_study(cb, parties, learner, sk, epsilon=epsilon, delta=delta, drop=drop, plan=plan,
                      holdout=plan["holdout"], threshold=threshold, noise=noise)
     write_study(doc, out)
