@@ -56,10 +56,10 @@ def status(st, script=False):
     return json.loads(ok(run("study", "status", st.study, "--json")).stdout)
 
 
-def rounds_until_done(st, sites=SITES, script=False, limit=8):
+def rounds_until_done(st, sites=SITES, script=False, limit=8, remote=False):
     for _ in range(limit):
         ok(learner_run(st, script=script), script)
-        if (st.drop / "final" / "result.json").exists():
+        if status(st, script)["done"] if remote else (st.drop / "final" / "result.json").exists():
             return
         for s in sites:
             ok(site_run(st, s, script=script), script)
@@ -263,3 +263,38 @@ def test_every_field_of_the_study_is_signed(tmp_path, field):
     bad.write_text(json.dumps(d))
     with pytest.raises(RefusedError):
         read_study(bad)
+
+
+def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
+    """The tests' OpenSSH server is the drop box; city answers round 1 only (t = 2)."""
+    pytest.importorskip("fsspec")
+    pytest.importorskip("paramiko")
+    import fsspec
+
+    from tests.helpers.services import start_sftp
+
+    server, stop = start_sftp()
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        fsspec.config.set_conf_env(fsspec.config.conf)  # fsspec read FSSPEC_SFTP_* when imported
+        st = declare_study(tmp_path, 300, 11, "--threshold", "2", script=False, drop=server.url("study"))
+        ok(learner_run(st))
+        for s in SITES:
+            ok(site_run(st, s))
+        ok(learner_run(st))
+        for s in SITES:
+            ok(site_run(st, s))
+        ok(learner_run(st))  # round 1 summed, round 2 opened
+        for s in ("north", "south"):
+            ok(site_run(st, s))
+        ok(learner_run(st, "--close"))
+        rounds_until_done(st, sites=("north", "south"), remote=True)
+        s = status(st)
+        assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
+        assert 0.0 < s["result"]["certificate"] < 1.0
+        plan = json.loads(st.study.read_text())["plan"]["rho"]
+        assert [round(e["cost"]["rho"], 12) for e in ledger_entries(st.home["city"])] == [round(plan["select"], 12)]
+        assert not any(st.drop.iterdir())  # everything went through the SFTP drop, nothing to the local folder
+    finally:
+        stop()

@@ -102,16 +102,16 @@ class Parties:
 
 
 def declare_study(directory: Path, rows: int = 300, seed: int = 0, *options: object, sites: int | None = None,
-                  script: bool = True) -> Parties:
+                  script: bool = True, drop: str | None = None) -> Parties:
     """The demo sites' rows (:func:`write_study`), every party's keys in its own home, the roster folder, and the
     study file signed by the learner (``marg study init ... options``), through the installed script (``script``)
-    or in this process."""
+    or in this process; ``drop`` a drop box URL (default: the folder ``directory/drop``)."""
     from tests.helpers.console import marg, run
 
     st = write_study(directory, rows, seed, sites=sites)
-    roster, drop = directory / "roster", directory / "drop"
+    roster, folder = directory / "roster", directory / "drop"
     roster.mkdir()
-    drop.mkdir()
+    folder.mkdir()
     homes = {}
     for name, role in [(s, "site") for s in st.data] + [("learner", "learner")]:
         homes[name] = directory / f"home-{name}"
@@ -122,7 +122,7 @@ def declare_study(directory: Path, rows: int = 300, seed: int = 0, *options: obj
             (roster / f"{name}{suffix}").write_bytes((homes[name] / "keys" / f"{name}{suffix}").read_bytes())
     study = directory / "study.json"
     args = ["study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", "1", "--delta", "1e-6", "--drop",
-            drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study, *options]
+            drop or folder, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study, *options]
     r = marg(*args, cwd=directory) if script else run(*args)
     assert (r.returncode if script else r.exit_code) == 0, (r.stderr if script else r.output)
-    return Parties(directory, study, drop, homes, st.data, st.schema)
+    return Parties(directory, study, folder, homes, st.data, st.schema)
