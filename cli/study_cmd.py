@@ -47,6 +47,9 @@ def init_cmd(
     if plan.get("selection") != plan.get("selection_run"):
         err(f"note: for this many features the design prefers each site's private top-k ({plan.get('selection')}); "
             f"this runner pools round 1's first-order tables ({plan.get('selection_run')})")
+    if doc["noise"] == "per-site":
+        err(f"note: noise per-site: each site adds its own full noise to its tables before the secure sum (the sum "
+            f"carries {len(summary['sites'])} sites' noise, as the per-site path does); shared noise needs 3 sites or more")
     if json_out:
         emit_json(summary)
         return

@@ -155,8 +155,9 @@ def make_study(codebook: Codebook, parties: list[Pinned], learner: str, sign_key
     lrn = [p for p in parties if p.site == learner]
     if len(lrn) != 1 or key_id(sign_key) != lrn[0].sign_id:
         raise InputError(f"the learner {learner!r} must be in the roster under the --sign-key's public key")
-    if not sites:
-        raise InputError("the roster names no site")
+    if len(sites) < 2:
+        raise InputError(f"the roster names {len(sites)} site: a study's rounds go through secure aggregation, which needs "
+                         "two sites at least (one site: the per-site commands, marg export)")
     n = len(sites)
     if not (math.isfinite(float(epsilon)) and float(epsilon) > 0):
         raise InputError(f"--epsilon must be a positive number, got {epsilon!r}")

@@ -298,3 +298,18 @@ def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
         assert not any(st.drop.iterdir())  # everything went through the SFTP drop, nothing to the local folder
     finally:
         stop()
+
+
+def test_two_sites_add_their_own_noise_and_one_site_is_refused(tmp_path):
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one").mkdir()
+    st = declare_study(tmp_path / "two", 300, 12, sites=2, script=False)
+    d = json.loads(st.study.read_text())
+    assert d["noise"] == "per-site" and d["threshold"] == 2
+    rounds_until_done(st, sites=("north", "south"))
+    for s in ("north", "south"):
+        entries = ledger_entries(st.home[s])
+        assert len(entries) == 3 and {e["mechanism"] for e in entries} == {"gaussian"} and not any(e.get("own_cost") for e in entries)
+    assert 0.0 < json.loads((st.drop / "final" / "result.json").read_text())["certificate"] <= 1.0
+    with pytest.raises(AssertionError, match="two sites at least"):
+        declare_study(tmp_path / "one", 100, 1, sites=1, script=False)
