@@ -219,9 +219,12 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
             survivors = list(request["survivors"])
             reveals = [d for d in (read_json(drop, reveal_file(r, s)) for s in survivors) if d is not None]
             waiting = [s for s in survivors if not drop.exists(reveal_file(r, s))]
-            if waiting and not (close and len(reveals) >= study.threshold):
+            if waiting and not close:
                 nxt = f"waiting for {', '.join(waiting)} to reveal their shares for round {r!r} (run again later)"
                 break
+            if len(reveals) < study.threshold:
+                _refuse(party, r, rnd, f"{len(reveals)} survivors revealed their shares, below t = {study.threshold}: "
+                                       "the sum cannot be unmasked")
             ups, _, _ = _collect(party, r, rnd, False)
             ups = [u for u in ups if u.masked.site in survivors]
             tables, info = finish(rnd, ups, request, reveals)

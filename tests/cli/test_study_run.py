@@ -205,6 +205,11 @@ def test_keys_not_in_the_study_are_refused(tmp_path):
 def test_bad_input_is_one_line_and_spends_nothing(tmp_path):
     st = declare_study(tmp_path, 200, 9, script=False)
     ok(learner_run(st))
+    # a dry run says what the round would spend, and spends nothing
+    r = ok(site_run(st, "north", "--dry-run", "--json"))
+    d = json.loads(r.stdout)
+    assert d["did"][0]["rho"] == json.loads(st.study.read_text())["plan"]["rho"]["select"] and d["spent_rho"] == 0.0
+    assert ledger_entries(st.home["north"]) == [] and not (st.drop / "select" / "upload-north.json").exists()
     # a site not in the roster
     r = run("study", "run", st.study, "--site", "nowhere", "--data", st.data["north"], home=st.home["north"])
     assert r.exit_code == 2 and "not in study" in r.output
