@@ -88,7 +88,8 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         k = int(study.plan.get("k") or len(cb.discrete_names))
         kept = (scores.rank() or scores.order()[:1])[:k]
         n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
-        rests = [rho] if study.noise == "shared" else [rho] * len(members)
+        # the pooled noise: one curator's at ρ·t/S with shared noise (S/t curators' variance), S sites' per-site
+        rests = [rho * study.threshold / len(members)] if study.noise == "shared" else [rho] * len(members)
         tp = choose_tables(kept, cb, rests, n_hat)
         cliques = [list(canonical_clique(cb, tuple(c) + (y,))) for c in tp.tables]  # as the sites count them
         why = {"ranked": kept, "measured": sorted({a for c in tp.tables for a in c}, key=cb.index),
