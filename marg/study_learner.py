@@ -216,6 +216,8 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
             drop.write(request_file(r), canonical_json(request) + b"\n")
             did.append({"did": f"collected round {r!r}", "round": r, "survivors": request["survivors"],
                         "dropped": request["dropped"]})
+            nxt = f"the survivors ({', '.join(request['survivors'])}) reveal their shares for round {r!r}"
+            break  # a request just written: --close applies to the reveals only on a later run
         if not drop.exists(sum_file(r)):
             survivors = list(request["survivors"])
             reveals = [d for d in (read_json(drop, reveal_file(r, s)) for s in survivors) if d is not None]

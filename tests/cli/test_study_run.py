@@ -318,3 +318,16 @@ def test_two_sites_add_their_own_noise_and_one_site_is_refused(tmp_path):
     assert 0.0 < json.loads((st.drop / "final" / "result.json").read_text())["certificate"] <= 1.0
     with pytest.raises(AssertionError, match="two sites at least"):
         declare_study(tmp_path / "one", 100, 1, sites=1, script=False)
+
+
+def test_fewer_than_t_reveals_release_nothing(tmp_path):
+    st = declare_study(tmp_path, 200, 13, "--threshold", "2", script=False)
+    ok(learner_run(st))
+    for s in SITES:
+        ok(site_run(st, s))
+    ok(learner_run(st, "--close"))  # everyone answered: the request, nobody dropped
+    ok(site_run(st, "north"))  # one reveal of the two needed
+    r = learner_run(st, "--close")
+    assert r.exit_code == 1 and "below t = 2" in r.output and len(r.output.strip().splitlines()) == 1
+    assert (st.drop / "select" / "refused.json").exists() and not (st.drop / "select" / "sum.bundle").exists()
+    assert [len(ledger_entries(st.home[s])) for s in SITES] == [1, 1, 1]  # each spent round 1 once, nothing more
