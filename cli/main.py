@@ -22,6 +22,7 @@ from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
 from . import keys as keys_cli
 from . import secagg as secagg_cli
+from . import study_cmd as study_cli
 from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
 from . import report as _report  # noqa: F401  (registers `marg report`)
 from . import plan as _plan  # noqa: F401  (registers `marg plan`)
@@ -33,6 +34,7 @@ from .export import _privacy_words, export_cmd
 app.add_typer(keys_cli.app, name="keys")
 app.add_typer(audit_cli.app, name="audit")
 app.add_typer(secagg_cli.app, name="secagg")
+app.add_typer(study_cli.app, name="study")
 
 
 @schema_app.command("init")

@@ -33,6 +33,8 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from marg.errors import InputError, RefusedError
+from marg.protocols.drop_box import ACCEPT_NEW as _ACCEPT_NEW, first_line as _first, known_hosts_path, scrub as _scrub, \
+    shown as _shown, url_fs as _fs, where as _where  # noqa: F401  (the one URL layer: protocols.drop_box)
 
 URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
@@ -61,117 +63,9 @@ def as_url(value: Any) -> str | None:
     return text
 
 
-def _fs(url: str):
-    try:
-        import fsspec
-    except ImportError:
-        raise InputError(f"{_shown(url)}: paths that are URLs need fsspec: pip install 'marg[remote]'") from None
-    import logging
-
-    logging.getLogger("paramiko").addHandler(logging.NullHandler())  # its transport thread logs tracebacks to stderr
-    extra = {"host_key_policy": _known_hosts_policy()} if url.split("://", 1)[0] in ("sftp", "ssh") else {}
-    try:
-        return fsspec.core.url_to_fs(url, **extra)
-    except ImportError as exc:
-        raise InputError(f"{_shown(url)}: {_first(exc)} (pip install 'marg[remote]' for sftp://)") from None
-    except RefusedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - SSH and store failures (auth, no key, not SSH, DNS): one line, no password
-        raise InputError(f"cannot connect to {_where(url)}: {_scrub(_first(exc), url)}") from None
-
-
-def _scrub(text: str, url: str) -> str:
-    """``text`` (a library's message) with the URL's password, if any, replaced by ``***``."""
-    m = re.match(r"^[a-z][a-z0-9+.-]*://(.*)@", url)
-    if m is not None and ":" in m.group(1):
-        secret = m.group(1).split(":", 1)[1]
-        if secret:
-            text = text.replace(secret, "***")
-    return text.replace(url, _shown(url))
-
-
+NOT_STAGED = ("drop",)  # a study's drop box: read and written by the study runner itself (protocols.drop_box)
 ACCEPT_NEW_HOST_KEY = "accept_new_host_key"
 REMOTE_PANEL = "Paths that are URLs (sftp://, s3://)"
-_ACCEPT_NEW = {"on": False}  # --accept-new-host-key of the running command
-
-
-def known_hosts_path() -> Path:
-    """The user's ``~/.ssh/known_hosts`` (as ``ssh`` reads it)."""
-    return Path(os.path.expanduser("~")) / ".ssh" / "known_hosts"
-
-
-def _known_hosts_policy():
-    """A paramiko host-key policy that checks the server's key against ``known_hosts`` as ``ssh`` does.
-
-    fsspec's SFTP client loads no known hosts, so every key reaches this policy: a key listed for
-    the host is accepted; a host listed with another key is refused (a man in the middle, or a
-    re-installed server: check with its administrator); an unknown host is refused unless
-    ``--accept-new-host-key``, which adds its key to ``known_hosts`` (ssh's ``accept-new``).
-    """
-    import base64
-    import hashlib
-
-    import paramiko
-
-    class KnownHosts(paramiko.MissingHostKeyPolicy):
-        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-            path = known_hosts_path()
-            known = paramiko.HostKeys()
-            if path.exists():
-                try:
-                    known.load(str(path))
-                except (OSError, UnicodeDecodeError, paramiko.SSHException):
-                    raise paramiko.SSHException(f"cannot read {path}") from None
-            fp = "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
-            entry = known.lookup(hostname)
-            if entry is not None and key.get_name() in entry:
-                if entry[key.get_name()] == key:
-                    return
-                raise paramiko.SSHException(f"host key of {hostname} ({fp}) differs from the one in {path}: refused (a man "
-                                            "in the middle, or a re-installed server: ask its administrator)")
-            if entry is not None and not _ACCEPT_NEW["on"]:
-                raise paramiko.SSHException(f"host {hostname} presents a {key.get_name()} key ({fp}) that {path} does "
-                                            "not list for it: refused")
-            if not _ACCEPT_NEW["on"]:
-                raise paramiko.SSHException(f"unknown host key of {hostname} ({fp}): refused; confirm the fingerprint "
-                                            f"with the drop's administrator and add it to {path} (ssh to it once), or "
-                                            "pass --accept-new-host-key")
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(path, "a", encoding="ascii") as f:
-                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-            from .common import err
-
-            err(f"note: added the host key of {hostname} ({fp}) to {path}")
-
-    return KnownHosts()
-
-
-def _where(url: str) -> str:
-    """``host (user U)`` of a URL for messages — never a password."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        host, user, port = parts.hostname, parts.username, parts.port
-    except ValueError:
-        return _shown(url)
-    if not host:
-        return _shown(url)
-    return f"{parts.scheme}://{host}{f':{port}' if port else ''} (user {user!r})" if user else f"{parts.scheme}://{host}"
-
-
-def _shown(url: str) -> str:
-    """The URL without a password, also when it does not parse (everything between ``user:`` and the last
-    ``@`` is hidden: a password may hold ``/``, ``@`` or ``:``)."""
-    m = re.match(r"^([a-z][a-z0-9+.-]*://)(.*)@", url)
-    if m is None or ":" not in m.group(2):
-        return url
-    return m.group(1) + m.group(2).split(":", 1)[0] + ":***@" + url[m.end():]
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _probe(fs: Any, path: str) -> None:
@@ -266,8 +160,8 @@ def stage_arguments(kwargs: dict[str, Any], staging: Staging, local_only: tuple[
     spark = kwargs.get("engine") == "spark"
     out = dict(kwargs)
     for name, value in kwargs.items():
-        if name == "data" and spark:
-            continue  # Spark reads its own file systems
+        if (name == "data" and spark) or name in NOT_STAGED:
+            continue  # Spark reads its own file systems; the drop box is the study runner's
         many = isinstance(value, (list, tuple))
         items = list(value) if many else [value]
         urls = [as_url(v) for v in items]

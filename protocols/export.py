@@ -157,7 +157,8 @@ def export_site(
     if ledger is not None:
         file_digest = hashlib.sha256(file_bytes).hexdigest() if (sealed or delivery.package is not None) else None
         entry = ledger.record(final, signing_key, file_digest=file_digest, cost=rel.cost,
-                              recipient_name=delivery.recipient_name, suppressed=rel.suppressed)
+                              recipient_name=delivery.recipient_name, suppressed=rel.suppressed,
+                              own_cost=getattr(study, "own_cost", None))  # a shared-noise share's own guarantee
         if delivery.keep_copy and file_digest is not None:
             from .site_copies import keep
 

@@ -86,3 +86,43 @@ def demo_bundles(tmp: Path, seed: int, n: int = 300) -> list[Path]:
     script into ``tmp`` (``codebook.json`` there too); the bundles in the sites' order."""
     return export_study(write_study(tmp, n, seed), "--no-ledger", script=True).bundles
 
+
+
+@dataclass(frozen=True)
+class Parties:
+    """A declared study (``marg study init``) and its parties' homes: ``home[name]`` is each site's and the learner's
+    $MARG_HOME (keys in ``HOME/keys``), ``drop`` the drop box folder, ``study`` the signed study file."""
+
+    dir: Path
+    study: Path
+    drop: Path
+    home: dict[str, Path]
+    data: dict[str, Path]
+    schema: Path
+
+
+def declare_study(directory: Path, rows: int = 300, seed: int = 0, *options: object, sites: int | None = None,
+                  script: bool = True, drop: str | None = None) -> Parties:
+    """The demo sites' rows (:func:`write_study`), every party's keys in its own home, the roster folder, and the
+    study file signed by the learner (``marg study init ... options``), through the installed script (``script``)
+    or in this process; ``drop`` a drop box URL (default: the folder ``directory/drop``)."""
+    from tests.helpers.console import marg, run
+
+    st = write_study(directory, rows, seed, sites=sites)
+    roster, folder = directory / "roster", directory / "drop"
+    roster.mkdir()
+    folder.mkdir()
+    homes = {}
+    for name, role in [(s, "site") for s in st.data] + [("learner", "learner")]:
+        homes[name] = directory / f"home-{name}"
+        args = ["keys", "init", "--site", name, "--role", role, "--dir", homes[name] / "keys"]
+        r = marg(*args, cwd=directory) if script else run(*args)
+        assert (r.returncode if script else r.exit_code) == 0
+        for suffix in (".sign.pub", ".seal.pub"):
+            (roster / f"{name}{suffix}").write_bytes((homes[name] / "keys" / f"{name}{suffix}").read_bytes())
+    study = directory / "study.json"
+    args = ["study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", "1", "--delta", "1e-6", "--drop",
+            drop or folder, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study, *options]
+    r = marg(*args, cwd=directory) if script else run(*args)
+    assert (r.returncode if script else r.exit_code) == 0, (r.stderr if script else r.output)
+    return Parties(directory, study, folder, homes, st.data, st.schema)

@@ -1,0 +1,293 @@
+"""The learner's part of a study: ``marg study run STUDY --learner`` opens, collects and sums each round, then certifies.
+
+For each round (:mod:`marg.study_runner` has the drop box's files): open it (the round file,
+signed; its roster the survivors of the round before, its tables planned from what the rounds
+before released), collect the uploads and write the request once every member answered (or, with
+``close``, at least ``t``: the missing sites are dropped), sum once every survivor revealed (or at
+least ``t`` did). The plan of each round is post-processing of the sums before it:
+
+- ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature;
+- ``measure``: the features whose pooled screening score's lower bound is positive
+  (:func:`marg.learners.screening.screen_scores`, on the noisy sums: post-processing, no per-site
+  vote), at most the plan's ``k``, and the tables round 2 affords for them
+  (:func:`marg.learners.two_round.choose_tables`: first-order tables, pairs among the first M);
+- ``evaluate``: the model fitted on the measured tables by the automatic choice
+  (:func:`marg.learners.learn.learn`, ``"auto"``), evaluated with the larger class on each site's
+  held-out patients (one table of both outcomes).
+
+The certificate is the holdout bound on the pooled evaluation counts (the confusion table N[predicted, y]
+of the chosen model on the held-out patients), the model against the larger class by
+:func:`marg.learners.final_choice.final_against_prior` (both bounds at α·share/2, the model kept only when
+its bound beats the larger class's). The certified model is signed and written to the drop box with
+the study's result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marg._util import atomic_write_bytes, canonical_json, now_iso
+from marg.errors import InputError, RefusedError
+
+from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed, open_party,
+                           read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
+from .study_site import eval_clique, eval_codebook
+
+COVERAGE = 0.95
+
+
+def _local_sum(party: Party, r: str) -> Any:
+    """The learner's summed bundle of round ``r`` (its own copy, else the drop box's, verified)."""
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.signing import parse_verified
+    from marg.protocols.trust_store import TrustStore
+
+    p = party.local / f"sum-{r}.bundle"
+    data = p.read_bytes() if p.exists() else party.drop.read(sum_file(r))
+    if data is None:
+        raise InputError(f"round {r!r} has no sum yet")
+    lrn = party.study.learner
+    trust = TrustStore.from_keys({lrn.site: lrn.sign_pub}, {lrn.site: "learner"})
+    parse_verified(data, trust, source=sum_file(r))
+    return Bundle.from_bytes(data, source=sum_file(r))
+
+
+def _summary(bundle: Any) -> Any:
+    from marg.protocols.aggregate import summary_from_bundles
+
+    return summary_from_bundles([bundle], [bundle.site])
+
+
+def _survivors(party: Party, r: str) -> list[str]:
+    """The sites of round ``r``: every site for the first, the survivors of the round before otherwise."""
+    k = ROUND_NAMES.index(r)
+    if k == 0:
+        return party.study.names
+    req = learner_signed(party, party.drop, request_file(ROUND_NAMES[k - 1]))
+    return list(req["survivors"]) if req else []
+
+
+def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any]:
+    """The study block of round ``r`` (tables, weights, ρ; the model for the evaluation) and its sum's codebook."""
+    study = party.study
+    cb, y = study.codebook, study.codebook.label.name
+    rho = study.round_rho(r)
+    if r == "select":
+        cliques = [(y,)] + [(a, y) for a in cb.discrete_names]
+        return {"cliques": [list(c) for c in cliques], "weights": None, "rho": rho}, cb
+    if r == "measure":
+        from marg.learners.screening import screen_scores
+        from marg.learners.two_round import choose_tables
+        from marg.marginals.tables import canonical_clique
+
+        s1 = _summary(_local_sum(party, "select"))
+        scores = screen_scores(s1, coverage=COVERAGE)
+        k = int(study.plan.get("k") or len(cb.discrete_names))
+        kept = (scores.rank() or scores.order()[:1])[:k]
+        n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
+        # the pooled noise: one curator's at ρ·t/S with shared noise (S/t curators' variance), S sites' per-site
+        rests = [rho * study.threshold / len(members)] if study.noise == "shared" else [rho] * len(members)
+        tp = choose_tables(kept, cb, rests, n_hat)
+        cliques = [list(canonical_clique(cb, tuple(c) + (y,))) for c in tp.tables]  # as the sites count them
+        why = {"ranked": kept, "measured": sorted({a for c in tp.tables for a in c}, key=cb.index),
+               "pairs": sum(len(c) == 2 for c in tp.tables), "scores_positive": len(scores.rank())}
+        return {"cliques": cliques, "weights": list(tp.weights), "rho": rho, "selection": why}, \
+            cb.subset([a for a in cb.feature_names if any(a in c for c in tp.tables)])
+    # evaluate: fit, sign and publish the model; its errors and the larger class's on the held-out patients
+    from marg.learners.learn import learn
+    from marg.protocols.model_signing import sign_model_file
+
+    s2 = _summary(_local_sum(party, "measure"))
+    res = learn(s2, "auto")
+    path = party.local / "candidate.model.json"
+    res.model.save(path)
+    sign_model_file(path, party.sign_key, study.learner.site)
+    raw = path.read_bytes()
+    party.drop.write(EVAL_MODEL, raw)
+    label = np.asarray(s2.counts((y,)), dtype=float)
+    return {"cliques": [list(eval_clique(cb))], "weights": None, "rho": rho,
+            "model": hashlib.sha256(raw).hexdigest(), "learner": res.model.learner,
+            "larger_class": int(np.argmax(label)), "features": res.model.codebook.feature_names}, eval_codebook(cb)
+
+
+def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
+    cb = party.study.codebook
+    if r == "select":
+        return cb
+    if r == "evaluate":
+        return eval_codebook(cb)
+    inside = {a for c in block["cliques"] for a in c}
+    return cb.subset([a for a in cb.feature_names if a in inside])
+
+
+def _sum_records(party: Party, r: str, block: dict[str, Any], tables: list[Any], n_sites: int, m: int) -> list[Any]:
+    """The summed tables with the shared noise's records of a sum of ``m`` shares (per-site noise: as summed)."""
+    from dataclasses import replace
+
+    from marg.marginals.privacy_unit import resolve_unit
+    from marg.protocols.study_round import cliques_of
+
+    from .study_site import shared_noise
+
+    unit = resolve_unit(party.study.codebook, None, None)
+    cb = eval_codebook(party.study.codebook) if r == "evaluate" else party.study.codebook
+    plan = shared_noise(party.study, cb, cliques_of(block), block, n_sites, unit.bound if unit is not None else 1)
+    if plan is None:
+        return tables
+    return [replace(t, noise=rec) for t, rec in zip(tables, plan.sum_records(m))]
+
+
+def _refuse(party: Party, r: str, rnd: Any, why: str) -> None:
+    """Record that round ``r`` is refused (nothing released) and stop the study."""
+    from marg.protocols.signing import sign_document
+
+    doc = sign_document({"format": "marg-study-refused", "version": 1, "study_id": party.study.study_id, "round": r,
+                         "round_id": rnd.id, "why": why, "time": now_iso()}, party.sign_key)
+    party.drop.write(refused_file(r), canonical_json(doc) + b"\n")
+    raise RefusedError(f"round {r!r} refused: {why}; nothing was released (the study stopped)")
+
+
+def _collect(party: Party, r: str, rnd: Any, close: bool) -> tuple[list[Any], list[str], list[str]]:
+    """The verified uploads of round ``r`` (one per member at most), the members missing, and the refused files."""
+    from marg.protocols.secagg_round import parse_upload
+
+    ups, missing, bad = [], [], []
+    for s in rnd.names:
+        d = read_json(party.drop, upload_file(r, s))
+        if d is None:
+            missing.append(s)
+            continue
+        try:
+            u = parse_upload(d, rnd, upload_file(r, s))
+        except (InputError, RefusedError) as exc:
+            bad.append(f"{upload_file(r, s)}: {exc}")
+            missing.append(s)
+            continue
+        if u.masked.site != s:
+            bad.append(f"{upload_file(r, s)}: signed by {u.masked.site!r}")
+            missing.append(s)
+            continue
+        ups.append(u)
+    return ups, missing, bad
+
+
+def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
+    """Do what is pending for the learner (module docstring); return what it did and what comes next."""
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.secagg_round import finish, make_request
+    from marg.protocols.signing import finalize_bundle
+    from marg.protocols.study_round import parse_study_round, round_doc
+
+    party = open_party(study_path, None, learner=True)
+    study, drop = party.study, party.drop
+    party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
+    did: list[dict[str, Any]] = []
+    notes: list[str] = []
+    nxt = None
+    for r in ROUND_NAMES:
+        doc = learner_signed(party, drop, round_file(r))
+        if doc is None:
+            members = _survivors(party, r)
+            block, _ = _plan(party, r, members)
+            doc = round_doc(study, r, members, party.sign_key, block)
+            drop.write(round_file(r), canonical_json(doc) + b"\n")
+            did.append({"did": f"opened round {r!r} for {', '.join(members)}", "round": r, "rho": block["rho"],
+                        "tables": len(block["cliques"])})
+            nxt = f"each site runs marg study run STUDY --site NAME --data DATA (round {r!r})"
+            break
+        rnd, block = parse_study_round(study, doc, r, f"{drop}/{round_file(r)}")
+        if drop.exists(refused_file(r)):
+            raise RefusedError(f"round {r!r} was refused (fewer than t = {study.threshold} sites answered); "
+                               "the study stopped, nothing more is released")
+        request = learner_signed(party, drop, request_file(r))
+        if request is None:
+            ups, missing, bad = _collect(party, r, rnd, close)
+            notes += bad
+            if missing and not close:
+                nxt = (f"waiting for {', '.join(missing)} to answer round {r!r} (run again later; --close drops them "
+                       f"once at least t = {study.threshold} answered)")
+                break
+            if len(ups) < study.threshold:
+                _refuse(party, r, rnd, f"{len(ups)} of {len(rnd.names)} sites answered, below t = {study.threshold}")
+            request = make_request(rnd, ups, party.sign_key)
+            drop.write(request_file(r), canonical_json(request) + b"\n")
+            did.append({"did": f"collected round {r!r}", "round": r, "survivors": request["survivors"],
+                        "dropped": request["dropped"]})
+            nxt = f"the survivors ({', '.join(request['survivors'])}) reveal their shares for round {r!r}"
+            break  # a request just written: --close applies to the reveals only on a later run
+        if not drop.exists(sum_file(r)):
+            survivors = list(request["survivors"])
+            reveals = [d for d in (read_json(drop, reveal_file(r, s)) for s in survivors) if d is not None]
+            waiting = [s for s in survivors if not drop.exists(reveal_file(r, s))]
+            if waiting and not close:
+                nxt = f"waiting for {', '.join(waiting)} to reveal their shares for round {r!r} (run again later)"
+                break
+            if len(reveals) < study.threshold:
+                _refuse(party, r, rnd, f"{len(reveals)} survivors revealed their shares, below t = {study.threshold}: "
+                                       "the sum cannot be unmasked")
+            ups, _, _ = _collect(party, r, rnd, False)
+            ups = [u for u in ups if u.masked.site in survivors]
+            tables, info = finish(rnd, ups, request, reveals)
+            tables = _sum_records(party, r, block, tables, len(rnd.names), len(info["sites"]))
+            privacy = {"mechanism": "gaussian", "rho": float(block["rho"]), "noise": study.noise,
+                       "per_site": [u.privacy for u in ups]}
+            bundle = Bundle.build(_round_codebook(party, r, block), tables, site=study.learner.site, n_rows=None,
+                                  privacy=privacy, extra={"secagg": info, "round": rnd.id,
+                                                          "study": {"study_id": study.study_id, "round": r}})
+            _, data = finalize_bundle(bundle, party.sign_key)
+            atomic_write_bytes(party.local / f"sum-{r}.bundle", data)
+            drop.write(sum_file(r), data)
+            did.append({"did": f"summed round {r!r} over {', '.join(info['sites'])}", "round": r,
+                        "dropped": info["dropped"]})
+    else:
+        if not drop.exists(FINAL_RESULT):
+            did.append(_certify(party))
+        nxt = "none: the study is done (marg study status)"
+    return {"study_id": study.study_id, "learner": study.learner.site, "did": did, "next": nxt, "notes": notes,
+            "model": f"{drop}/{FINAL_MODEL}" if drop.exists(FINAL_RESULT) else None}
+
+
+def _certify(party: Party) -> dict[str, Any]:
+    """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
+    from marg.learners.final_choice import final_against_prior
+    from marg.learners.label_only import LabelOnly
+    from marg.learners.learn import as_model
+    from marg.learners.model import Model
+    from marg.protocols.model_signing import sign_model_file
+    from marg.protocols.signing import sign_document
+
+    study = party.study
+    t = _local_sum(party, "evaluate").tables[0]
+    s2 = _summary(_local_sum(party, "measure"))
+    model, _ = Model.read(party.local / "candidate.model.json")
+    prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
+    fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE, ordinal=1)
+    keep_model = fc.chosen == "model"
+    if not keep_model:
+        model = as_model(prior, s2, {**prior.report(), "n": s2.n})
+    bound = fc.certificate
+    evaluation = {**fc.to_dict(), "model_errors": fc.model_bound.errors, "larger_class_errors": fc.prior_bound.errors,
+                  "rows": fc.model_bound.rows, "kept": "model" if keep_model else "larger class"}
+    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "alpha_share": fc.share},
+                  "study": {"study_id": study.study_id, "evaluation": evaluation}}
+    path = party.local / "final.model.json"
+    model.save(path)
+    sign_model_file(path, party.sign_key, study.learner.site)
+    raw = path.read_bytes()
+    rounds = {}
+    for r in ROUND_NAMES:
+        req = learner_signed(party, party.drop, request_file(r)) or {}
+        rounds[r] = {"survivors": req.get("survivors"), "dropped": req.get("dropped")}
+    result = sign_document({"format": "marg-study-result", "version": 1, "study_id": study.study_id,
+                            "model": FINAL_MODEL, "model_sha256": hashlib.sha256(raw).hexdigest(),
+                            "learner": model.learner, "certificate": bound.value, "certificate_kind": "holdout",
+                            "evaluation": evaluation, "rounds": rounds, "features": model.codebook.feature_names,
+                            "time": now_iso()}, party.sign_key)
+    party.drop.write(FINAL_MODEL, raw)
+    party.drop.write(FINAL_RESULT, canonical_json(result) + b"\n")
+    return {"did": "certified the model", "learner": model.learner, "certificate": bound.value,
+            "kept": evaluation["kept"], "model": f"{party.drop}/{FINAL_MODEL}"}

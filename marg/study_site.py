@@ -1,0 +1,275 @@
+"""A site's part of a study: ``marg study run STUDY --site NAME --data DATA`` does whatever is pending, once.
+
+In order, for each round the learner opened (:mod:`marg.study_runner` has the drop box's files):
+check the data against the study's codebook (before anything is spent); answer the round (count
+its tables with the study's held-out patients left out, protect them, record the release in the
+site's ledger, then upload them masked, :class:`marg.protocols.study_round.StudyTables` through
+:func:`marg.protocols.export.export_site`); reveal the shares that unmask the survivors' sum, once
+(:func:`marg.protocols.secagg_round.reveal_once`); in the evaluation round, the chosen model's
+confusion table N[predicted, y] on the held-out patients (:func:`marg.protocols.evaluation.confusion_on_holdout`;
+each patient is one cell, so its sensitivity is one patient's rows; the larger class's errors are read
+from the same table). Every spend is checked
+against the site's cap (its ledger) and the study's total (its study state) before any row is read.
+
+Re-running is safe: what was done is in the site's study state (``$MARG_HOME/studies/<id>``) and
+ledger; a finished step is not repeated, a round closed without this site is not joined late.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marg._util import canonical_json
+from marg.errors import InputError, RefusedError
+
+from .study_runner import (EVAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed, open_party, refused_file,
+                           request_file, reveal_file, round_file, upload_file)
+
+def check_data(data: str, codebook: Any) -> None:
+    """Refuse data that does not fit the codebook (one line naming the column, never a value)."""
+    from marg.marginals.schema_check import check_schema
+    from marg.marginals.sources import open_source
+
+    with open_source(data) as src:
+        res = check_schema(src, codebook)
+    if not res.fits:
+        m = res.misfits[0]
+        what = "is absent" if m.absent else ("holds values that are not numbers" if m.numeric and m.unknown else
+                                             "holds levels the codebook lacks" if m.unknown else
+                                             "has missing values and no missing level")
+        more = f" (and {len(res.misfits) - 1} more columns)" if len(res.misfits) > 1 else ""
+        raise InputError(f"{data}: column {m.column!r} {what}: the data does not fit the study's codebook{more}; "
+                         "nothing was spent")
+
+
+def ledger_of(party: Party) -> tuple[Path, Any]:
+    """The site's ledger: the configured site's (``marg audit init``), else ``$MARG_HOME/ledger``."""
+    from marg.protocols.site import DEFAULT_LEDGER, SiteConfig
+
+    cfg = SiteConfig.load(party.home)
+    return (cfg.ledger if cfg is not None else party.home / DEFAULT_LEDGER), cfg
+
+
+def eval_codebook(study_cb: Any) -> Any:
+    """The evaluation round's codebook: N[predicted, y] (:func:`marg.protocols.evaluation.evaluation_codebook`)."""
+    from marg.protocols.evaluation import evaluation_codebook
+
+    return evaluation_codebook(study_cb)
+
+
+def eval_clique(study_cb: Any) -> tuple[str, str]:
+    from marg.protocols.evaluation import PREDICTED
+
+    return (PREDICTED, study_cb.label.name)
+
+
+class _OnStudyRows:
+    """A model over a subset of the study's features, read on rows encoded by the study's codebook."""
+
+    def __init__(self, model: Any, study_cb: Any) -> None:
+        self.model, self.codebook, self.info = model, study_cb, {}
+        self.idx = [study_cb.feature_names.index(f) for f in model.codebook.feature_names]
+
+    def predict(self, X: Any) -> np.ndarray:
+        return np.asarray(self.model.predict(np.asarray(X)[:, self.idx]))
+
+
+def shared_noise(study: Any, codebook: Any, cliques: list[tuple[str, ...]], block: dict[str, Any], n_sites: int,
+                 max_rows: int) -> Any:
+    """The round's shared-noise plan (``noise: shared``), or None (each site adds its own full noise).
+
+    Planned from the round file alone, the same at every site and at the learner
+    (:func:`marg.marginals.shared_noise.shared_plan`): the round's ρ for the secure sum of any t of its
+    ``n_sites`` sites, split over its tables by the learner's weights.
+    """
+    if study.noise != "shared":
+        return None
+    from marg.marginals.shared_noise import shared_plan
+
+    return shared_plan(codebook, cliques, float(block["rho"]), study.threshold, n_sites, max_rows=max_rows,
+                       delta=study.delta, weights=block.get("weights"))
+
+
+def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, state: dict[str, Any]) -> dict[str, Any]:
+    """Upload this site's answer to round ``r`` (ledgered first); return what was done."""
+    from marg.protocols.export import export_site
+    from marg.protocols.release_request import Delivery, ReleaseRequest
+    from marg.protocols.secagg_round import make_upload
+    from marg.protocols.study_round import StudyTables, cliques_of
+
+    study, site = party.study, party.name
+    ledger_dir, _cfg = ledger_of(party)
+    out = party.local / f"upload-{site}-{r}.json"
+    from marg.marginals.privacy_unit import resolve_unit
+
+    unit = resolve_unit(study.codebook, None, None)
+    max_rows = unit.bound if unit is not None else 1
+    rho = float(block["rho"])
+
+    def package(bundle: Any) -> bytes:
+        return canonical_json(make_upload(rnd, site, bundle.tables, party.seal_key, party.sign_key,
+                                          bundle.header.get("privacy"))) + b"\n"
+
+    if r != "evaluate":
+        cliques = cliques_of(block)
+        hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site,
+                           share=shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows))
+        req = ReleaseRequest(study=hook, holdout=study.holdout, round_id=rnd.id, delta=study.delta)
+        res = export_site(data, study.codebook, site, out, req,
+                          Delivery(signing_key=party.sign_key, ledger_dir=ledger_dir, package=package, force=True))
+        cost = res.cost
+    else:
+        cost = _evaluate(party, rnd, block, data, ledger_dir, out, state)
+    party.drop.write(upload_file(r, site), out.read_bytes())
+    return {"did": f"answered round {r!r}", "round": r, "spent": cost.to_dict()}
+
+
+def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_dir: Path, out: Path,
+              state: dict[str, Any]) -> Any:
+    """The evaluation round's upload: the model's N[predicted, y] on the held-out patients, protected."""
+    from marg._util import atomic_write_bytes
+    from marg.learners.model import Model
+    from marg.marginals.holdout import split_for_model
+    from marg.marginals.privacy_unit import resolve_unit
+    from marg.marginals.tables import MarginalTable
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.evaluation import confusion_on_holdout
+    from marg.protocols.ledger import Ledger
+    from marg.protocols.model_signing import read_verified_model
+    from marg.protocols.secagg_round import make_upload
+    from marg.protocols.signing import finalize_bundle
+    from marg.protocols.study_round import StudyTables
+    from marg.protocols.site import resolve_export_ledger
+    from marg.protocols.trust_store import TrustStore
+
+    study, site = party.study, party.name
+    raw = party.drop.read(EVAL_MODEL)
+    if raw is None or hashlib.sha256(raw).hexdigest() != block.get("model"):
+        raise RefusedError(f"drop box {party.drop}: {EVAL_MODEL} is missing or not the model the evaluation round names")
+    local_model = party.local / "evaluate-model.json"
+    atomic_write_bytes(local_model, raw)
+    lrn = study.learner
+    verified, _ = read_verified_model(local_model, TrustStore.from_keys({lrn.site: lrn.sign_pub}, {lrn.site: "learner"}))
+    model = Model.from_bytes(verified, EVAL_MODEL)
+    bundles = [state["rounds"][r]["bundle"] for r in ("select", "measure") if state["rounds"].get(r, {}).get("bundle")]
+    split = split_for_model(ledger_dir, {"sites": [{"site": site, "rounds": [{"digest": d} for d in bundles]}]},
+                            study.fingerprint, site)
+    unit = resolve_unit(study.codebook, None, None)
+    ecb = eval_codebook(study.codebook)
+    bound = unit.bound if unit is not None else 1
+    cliques = [eval_clique(study.codebook)]
+    hook = StudyTables(study, "evaluate", rnd.id, cliques, float(block["rho"]), None, party.local, site,
+                       share=shared_noise(study, ecb, cliques, block, len(rnd.names), bound), max_rows=bound)
+    ledger_dir, cfg = resolve_export_ledger(ledger_dir, site, party.sign_key)
+    ledger = Ledger(ledger_dir, site=cfg)
+    hook.check(ledger_dir, ecb, site)  # the study's total: before any row is read
+    ledger.check(hook.requested, rnd.id)  # the site's cap, and this round not answered
+    conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
+                                          unit=unit, per_patient=True)
+    released, cost, privacy, record = hook.protect([MarginalTable(clique=cliques[0], counts=conf)], ecb)
+    extra = {"round": rnd.id, "study": record, "evaluation": {"model": block["model"], "split": list(split.bundles)}}
+    final, _ = finalize_bundle(Bundle.build(ecb, released, site=site, n_rows=None, privacy=privacy, extra=extra),
+                               party.sign_key)
+    data_bytes = canonical_json(make_upload(rnd, site, released, party.seal_key, party.sign_key, privacy)) + b"\n"
+    entry = ledger.record(final, party.sign_key, file_digest=hashlib.sha256(data_bytes).hexdigest(), cost=cost,
+                          own_cost=hook.own_cost)
+    hook.commit(ledger_dir, study.fingerprint, final, entry, cost)
+    atomic_write_bytes(out, data_bytes)
+    return cost
+
+
+def _reveal(party: Party, r: str, rnd: Any, request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    from marg.protocols.ledger import Ledger
+    from marg.protocols.secagg_round import make_reveal, reveal_once
+    from marg.protocols.site import resolve_export_ledger
+    from marg.protocols.study_round import save_state
+    from marg.protocols.trust_store import TrustStore
+
+    study, site = party.study, party.name
+    members = TrustStore.from_keys({p.site: p.sign_pub for p in study.sites})
+    doc = make_reveal(rnd, request, site, party.seal_key, party.sign_key, members=members)
+    ledger_dir, cfg = resolve_export_ledger(ledger_of(party)[0], site, party.sign_key)
+    marker = reveal_once(Ledger(ledger_dir, site=cfg), rnd, site)
+    try:
+        party.drop.write(reveal_file(r, site), canonical_json(doc) + b"\n")
+    except BaseException:
+        marker.unlink()  # nothing revealed: the round may still be answered
+        raise
+    state["rounds"][r]["revealed"] = True
+    save_state(party.local, site, state)
+    return {"did": f"revealed its shares for round {r!r}", "round": r}
+
+
+def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False) -> dict[str, Any]:
+    """Do what is pending for ``site`` (module docstring); return what it did and what comes next."""
+    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.protocols.pinning import check_pinned_roster
+    from marg.protocols.study_round import load_state, parse_study_round, save_state, spent_rho
+
+    party = open_party(study_path, site, learner=False)
+    study, drop = party.study, party.drop
+    check_data(data, study.codebook)
+    party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
+    state = load_state(party.local, site)
+    did: list[dict[str, Any]] = []
+    nxt = None
+    for r in ROUND_NAMES:
+        doc = learner_signed(party, drop, round_file(r))
+        if doc is None:
+            nxt = f"wait for the learner to open round {r!r}, then run this command again"
+            break
+        rnd, block = parse_study_round(study, doc, r, f"{drop}/{round_file(r)}")
+        if site not in rnd.names:
+            nxt = f"none: this site was dropped from the study before round {r!r} (it did not answer in time)"
+            break
+        check_pinned_roster({m.site: (m.sign_pub, m.seal_pub) for m in rnd.members}, study.pinned(), site,
+                            study.threshold, f"{drop}/{round_file(r)}")
+        st = state["rounds"].get(r, {})
+        if st.get("round_id") not in (None, rnd.id):
+            raise RefusedError(f"{drop}/{round_file(r)} refused: round {r!r} now has id {rnd.id}, but this site answered "
+                               f"round id {st['round_id']} (the learner may not replace a round)")
+        if not st.get("uploaded"):
+            if drop.exists(request_file(r)) or drop.exists(refused_file(r)):
+                nxt = f"none: round {r!r} closed without this site; a late site cannot rejoin a finished round"
+                break
+            if dry_run:
+                spent = spent_rho(state)
+                total = rho_for_epsilon(study.epsilon, study.delta)  # the site's own conversion of its (ε, δ)
+                did.append({"did": f"would answer round {r!r} (dry run: nothing read, spent or uploaded)", "round": r,
+                            "rho": float(block["rho"]), "spent_rho": spent, "total_rho": total})
+                nxt = "run without --dry-run to answer it"
+                break
+            did.append(_answer(party, r, rnd, block, data, state))
+            state = load_state(party.local, site)
+            st = state["rounds"][r]
+        elif not drop.exists(upload_file(r, site)):  # uploaded locally, the copy to the drop box failed: resend it
+            drop.write(upload_file(r, site), (party.local / f"upload-{site}-{r}.json").read_bytes())
+            did.append({"did": f"re-sent its upload for round {r!r}", "round": r})
+        if not st.get("revealed"):
+            request = learner_signed(party, drop, request_file(r))
+            if request is None:
+                nxt = f"wait for the learner to collect round {r!r}, then run this command again"
+                break
+            if site not in request.get("survivors", []):
+                nxt = f"none: the learner closed round {r!r} without this site's upload"
+                break
+            if dry_run:
+                did.append({"did": f"would reveal its shares for round {r!r} (dry run)", "round": r})
+                nxt = "run without --dry-run"
+                break
+            did.append(_reveal(party, r, rnd, request, state))
+    else:
+        nxt = ("none: the study is done (marg study status)" if drop.exists(FINAL_RESULT) else
+               "wait for the learner to certify the model; nothing more is asked of this site")
+    state = load_state(party.local, site)
+    if not dry_run:
+        save_state(party.local, site, state)
+    total = float(study.plan.get("rho_total", 0.0))  # shown only; every spend is checked against the site's own conversion
+    return {"study_id": study.study_id, "site": site, "did": did, "next": nxt, "spent_rho": spent_rho(state),
+            "total_rho": total, "epsilon": study.epsilon, "delta": study.delta,
+            "rounds": {k: {kk: v[kk] for kk in ("uploaded", "revealed", "seq", "rho") if kk in v}
+                       for k, v in state["rounds"].items()}}

@@ -1,0 +1,335 @@
+"""``marg study init|run|status``: a study run by one command per party through a drop box (issue 44).
+
+Three demo sites of a few hundred patients and a learner, each with its own $MARG_HOME, meet only in a
+local drop folder. What is checked: the study ends in a signed, certified model once every party has
+only re-run ``marg study run``; each site's ledger composes to exactly its study total and never above
+its cap; the secure sum is the sites' counts (its label total within the shared noise of the patients the
+sites counted); a site dropping out after round 1 (t = 2) still ends in a certified model, its ledger
+showing round 1 only, and it cannot rejoin; fewer than t answers release nothing; bad input is one line,
+before anything is spent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.helpers.console import marg, run
+from tests.helpers.study import declare_study
+
+SITES = ("north", "south", "city")
+
+
+def ledger_entries(home):
+    p = home / "ledger" / "ledger.jsonl"
+    if not p.exists():
+        return []
+    return [e for e in (json.loads(x) for x in p.read_text().splitlines() if x.strip()) if e.get("kind") == "release"]
+
+
+def site_run(st, s, *extra, script=False):
+    args = ("study", "run", st.study, "--site", s, "--data", st.data[s], *extra)
+    if script:
+        return marg(*args, cwd=st.dir, home=st.home[s])
+    return run(*args, home=st.home[s])
+
+
+def learner_run(st, *extra, script=False):
+    args = ("study", "run", st.study, "--learner", *extra)
+    if script:
+        return marg(*args, cwd=st.dir, home=st.home["learner"])
+    return run(*args, home=st.home["learner"])
+
+
+def ok(r, script=False):
+    code = r.returncode if script else r.exit_code
+    assert code == 0, (r.stderr if script else r.output)
+    return r
+
+
+def status(st, script=False):
+    if script:
+        r = ok(marg("study", "status", st.study, "--json", cwd=st.dir), True)
+        return json.loads(r.stdout)
+    return json.loads(ok(run("study", "status", st.study, "--json")).stdout)
+
+
+def rounds_until_done(st, sites=SITES, script=False, limit=8, remote=False):
+    for _ in range(limit):
+        ok(learner_run(st, script=script), script)
+        if status(st, script)["done"] if remote else (st.drop / "final" / "result.json").exists():
+            return
+        for s in sites:
+            ok(site_run(st, s, script=script), script)
+    raise AssertionError(f"not done after {limit} passes: {status(st, script)['pending']}")
+
+
+def total_rho(st):
+    return json.loads(st.study.read_text())["plan"]["rho_total"]
+
+
+def test_a_study_end_to_end_through_the_console_script(tmp_path):
+    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.protocols.model_signing import read_verified_model
+    from marg.protocols.trust_store import TrustStore
+
+    st = declare_study(tmp_path, 300, 44)
+    rounds_until_done(st, script=True)
+    s = status(st, script=True)
+    assert s["done"] and s["model"].endswith("final/model.json") and s["pending"] is None
+    assert all(v["rounds"] == {"select": "revealed", "measure": "revealed", "evaluate": "revealed"} for v in s["sites"].values())
+    # the model is signed by the study's learner and carries the holdout certificate the result names
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    (trust / "learner.sign.pub").write_bytes((st.home["learner"] / "keys" / "learner.sign.pub").read_bytes())
+    raw, signer = read_verified_model(st.drop / "final" / "model.json", TrustStore(trust))
+    model = json.loads(raw)
+    result = json.loads((st.drop / "final" / "result.json").read_text())
+    assert signer == "learner" and 0.0 < result["certificate"] < 1.0
+    assert abs(result["evaluation"]["alpha_share"] - 6 / np.pi ** 2) < 1e-12  # the first model on the held-out set
+    assert result["certificate"] == min(result["evaluation"]["model_bound"]["value"],
+                                        result["evaluation"]["prior_bound"]["value"])
+    assert abs(result["certificate"] - model["info"]["holdout_certificate"]["value"]) < 1e-12
+    # each site's ledger: three releases whose ρ's add to exactly its study total (ε = 1 at δ = 1e-6)
+    rho = rho_for_epsilon(1.0, 1e-6)
+    for site in SITES:
+        entries = ledger_entries(st.home[site])
+        assert len(entries) == 3
+        assert abs(sum(e["cost"]["rho"] for e in entries) - rho) < 1e-9 * rho
+        assert all(e.get("own_cost") for e in entries)  # the share alone: the second guarantee
+    # the secure sum of round 1 is the sites' counts: its label total within the shared noise of the rows they counted
+    counted = sum(r["n_rows"] - r["n_held"] for site in SITES
+                  for r in json.loads((st.home[site] / "ledger" / "holdout.json").read_text())["splits"].values()) / 2
+    from marg.protocols.bundle import Bundle
+
+    b = Bundle.from_bytes((st.drop / "select" / "sum.bundle").read_bytes())
+    label = next(t for t in b.tables if t.clique == ("cv_event",))
+    assert abs(float(np.sum(label.counts)) - counted) <= 6 * label.noise.std * np.sqrt(label.counts.size)
+    # a second pass does nothing and spends nothing
+    r = ok(site_run(st, "north", "--json", script=True), True)
+    assert json.loads(r.stdout)["did"] == [] and json.loads(r.stdout)["next"].startswith("none: the study is done")
+    assert len(ledger_entries(st.home["north"])) == 3
+
+
+def test_a_site_dropping_out_after_round_one_still_ends_in_a_certified_model(tmp_path):
+    st = declare_study(tmp_path, 300, 7, "--threshold", "2", script=False)
+    ok(learner_run(st))
+    for s in SITES:
+        ok(site_run(st, s))
+    ok(learner_run(st))
+    for s in SITES:
+        ok(site_run(st, s))  # reveals round 1
+    ok(learner_run(st))  # sums round 1, opens round 2
+    for s in ("north", "south"):  # city stops answering
+        ok(site_run(st, s))
+    r = ok(learner_run(st))
+    assert "waiting for city" in r.stdout
+    ok(learner_run(st, "--close"))  # city dropped
+    rounds_until_done(st, sites=("north", "south"))
+    result = json.loads((st.drop / "final" / "result.json").read_text())
+    assert result["rounds"]["measure"]["dropped"] == ["city"] and result["rounds"]["select"]["dropped"] == []
+    assert 0.0 < result["certificate"] < 1.0
+    plan = json.loads(st.study.read_text())["plan"]["rho"]
+    city = ledger_entries(st.home["city"])
+    assert [round(e["cost"]["rho"], 12) for e in city] == [round(plan["select"], 12)]  # what it spent: round 1 only
+    late = ok(site_run(st, "city", "--json"))
+    assert json.loads(late.stdout)["did"] == [] and "closed without this site" in json.loads(late.stdout)["next"]
+    assert len(ledger_entries(st.home["city"])) == 1  # a late site cannot rejoin a finished round
+    assert status(st)["sites"]["city"]["state"] == "dropped in round measure"
+
+
+def test_fewer_than_t_answers_release_nothing(tmp_path):
+    st = declare_study(tmp_path, 200, 3, "--threshold", "2", script=False)
+    ok(learner_run(st))
+    ok(site_run(st, "north"))
+    r = learner_run(st, "--close")
+    assert r.exit_code == 1 and "refused" in r.output and len(r.output.strip().splitlines()) == 1
+    assert (st.drop / "select" / "refused.json").exists()
+    assert not (st.drop / "select" / "request.json").exists() and not (st.drop / "select" / "sum.bundle").exists()
+    assert learner_run(st).exit_code == 1  # refused again, nothing new written
+    assert sorted(p.name for p in (st.drop / "select").iterdir()) == ["refused.json", "round.json", "upload-north.json"]
+    late = ok(site_run(st, "south", "--json"))
+    assert json.loads(late.stdout)["did"] == [] and ledger_entries(st.home["south"]) == []
+    assert len(ledger_entries(st.home["north"])) == 1  # spent once, never twice
+    ok(site_run(st, "north"))
+    assert len(ledger_entries(st.home["north"])) == 1
+
+
+def test_a_site_never_spends_above_its_cap(tmp_path):
+    st = declare_study(tmp_path, 200, 5, script=False)
+    key = st.home["north"] / "keys" / "north.sign.key"
+    # the site's own cap below the study's total: round 1 fits, a later round does not, refused before it reads a row
+    ok(run("audit", "init", "--site", "north", "--key", key, home=st.home["north"]))
+    ok(run("audit", "budget", "--epsilon", "0.6", "--delta", "1e-6", "--ledger", st.home["north"] / "ledger", "--key", key,
+           home=st.home["north"]))
+    ok(learner_run(st))
+    for s in SITES:
+        ok(site_run(st, s))
+    ok(learner_run(st))
+    for s in SITES:
+        ok(site_run(st, s))
+    ok(learner_run(st))  # round 2 opened
+    r = site_run(st, "north")
+    assert r.exit_code == 1 and ("budget" in r.output.lower() or "cap" in r.output.lower())
+    assert len(r.output.strip().splitlines()) == 1
+    from marg.protocols.ledger import Ledger
+
+    led = Ledger(st.home["north"] / "ledger")
+    assert led.spent().epsilon <= 0.6 + 1e-9
+    assert len(ledger_entries(st.home["north"])) == 1
+    assert not (st.drop / "measure" / "upload-north.json").exists()
+
+
+def test_a_study_file_altered_after_signing_is_refused(tmp_path):
+    st = declare_study(tmp_path, 200, 1, script=False)
+    d = json.loads(st.study.read_text())
+    d["epsilon"] = 10.0
+    bad = tmp_path / "altered.json"
+    bad.write_text(json.dumps(d))
+    ok(learner_run(st))
+    r = run("study", "run", bad, "--site", "north", "--data", st.data["north"], home=st.home["north"])
+    assert r.exit_code == 1 and "altered" in r.output and len(r.output.strip().splitlines()) == 1
+    assert ledger_entries(st.home["north"]) == []
+
+
+def test_keys_not_in_the_study_are_refused(tmp_path):
+    st = declare_study(tmp_path, 200, 2, script=False)
+    ok(learner_run(st))
+    # the site's own key files are not its entry in the study
+    ok(run("keys", "init", "--site", "north", "--dir", st.home["north"] / "keys", "--force"))
+    r = site_run(st, "north")
+    assert r.exit_code == 1 and "not the keys the study file lists" in r.output
+    assert ledger_entries(st.home["north"]) == [] and not (st.drop / "select" / "upload-north.json").exists()
+
+
+def test_bad_input_is_one_line_and_spends_nothing(tmp_path):
+    st = declare_study(tmp_path, 200, 9, script=False)
+    ok(learner_run(st))
+    # a dry run says what the round would spend, and spends nothing
+    r = ok(site_run(st, "north", "--dry-run", "--json"))
+    d = json.loads(r.stdout)
+    assert d["did"][0]["rho"] == json.loads(st.study.read_text())["plan"]["rho"]["select"] and d["spent_rho"] == 0.0
+    assert ledger_entries(st.home["north"]) == [] and not (st.drop / "select" / "upload-north.json").exists()
+    # a site not in the roster
+    r = run("study", "run", st.study, "--site", "nowhere", "--data", st.data["north"], home=st.home["north"])
+    assert r.exit_code == 2 and "not in study" in r.output
+    # data that does not fit the codebook (another codebook's columns)
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n3,4\n")
+    r = run("study", "run", st.study, "--site", "north", "--data", other, home=st.home["north"])
+    assert r.exit_code == 2 and "does not fit the study's codebook" in r.output
+    # a drop box that cannot be written (here: a file where the folder was), found before anything is spent
+    d = json.loads(st.study.read_text())
+    assert d["drop"] == str(st.drop)
+    moved = tmp_path / "drop-away"
+    st.drop.rename(moved)
+    st.drop.write_text("not a folder")
+    try:
+        r = site_run(st, "north")
+    finally:
+        st.drop.unlink()
+        moved.rename(st.drop)
+    assert r.exit_code == 2 and "drop box" in r.output and len(r.output.strip().splitlines()) == 1
+    # an unreachable drop box: refused when the study is declared
+    pytest.importorskip("paramiko")
+    from tests.helpers.services import free_port
+
+    r = run("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta", "1e-6",
+            "--drop", f"sftp://nobody@127.0.0.1:{free_port()}/drop", "--sign-key",
+            st.home["learner"] / "keys" / "learner.sign.key", "--out", tmp_path / "unreachable.json")
+    assert r.exit_code == 2 and "drop box" in r.output and len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "unreachable.json").exists()
+    assert ledger_entries(st.home["north"]) == []
+    # the study declared twice
+    r = run("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta", "1e-6",
+            "--drop", st.drop, "--sign-key", st.home["learner"] / "keys" / "learner.sign.key", "--out", st.study)
+    assert r.exit_code == 2 and "declared once" in r.output
+    # a finished step run again: nothing spent twice (the ledger's round marker refuses it even without the state file)
+    ok(site_run(st, "north"))
+    state = next((st.home["north"] / "studies").glob("*/state-north.json"))
+    state.unlink()
+    r = site_run(st, "north")
+    assert r.exit_code == 1 and "already answered" in r.output
+    assert len(ledger_entries(st.home["north"])) == 1
+
+
+@pytest.mark.parametrize("field", ["threshold", "drop", "sites"])
+def test_every_field_of_the_study_is_signed(tmp_path, field):
+    from marg.errors import RefusedError
+    from marg.protocols.study_file import read_study
+
+    st = declare_study(tmp_path, 100, 4, script=False)
+    d = json.loads(st.study.read_text())
+    if field == "sites":
+        d["sites"] = d["sites"][:2]
+    else:
+        d[field] = 3 if field == "threshold" else "/elsewhere"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    with pytest.raises(RefusedError):
+        read_study(bad)
+
+
+def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
+    """The tests' OpenSSH server is the drop box; city answers round 1 only (t = 2)."""
+    pytest.importorskip("fsspec")
+    pytest.importorskip("paramiko")
+    import fsspec
+
+    from tests.helpers.services import start_sftp
+
+    server, stop = start_sftp()
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        fsspec.config.set_conf_env(fsspec.config.conf)  # fsspec read FSSPEC_SFTP_* when imported
+        st = declare_study(tmp_path, 300, 11, "--threshold", "2", script=False, drop=server.url("study"))
+        ok(learner_run(st))
+        for s in SITES:
+            ok(site_run(st, s))
+        ok(learner_run(st))
+        for s in SITES:
+            ok(site_run(st, s))
+        ok(learner_run(st))  # round 1 summed, round 2 opened
+        for s in ("north", "south"):
+            ok(site_run(st, s))
+        ok(learner_run(st, "--close"))
+        rounds_until_done(st, sites=("north", "south"), remote=True)
+        s = status(st)
+        assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
+        assert 0.0 < s["result"]["certificate"] < 1.0
+        plan = json.loads(st.study.read_text())["plan"]["rho"]
+        assert [round(e["cost"]["rho"], 12) for e in ledger_entries(st.home["city"])] == [round(plan["select"], 12)]
+        assert not any(st.drop.iterdir())  # everything went through the SFTP drop, nothing to the local folder
+    finally:
+        stop()
+
+
+def test_two_sites_add_their_own_noise_and_one_site_is_refused(tmp_path):
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one").mkdir()
+    st = declare_study(tmp_path / "two", 300, 12, sites=2, script=False)
+    d = json.loads(st.study.read_text())
+    assert d["noise"] == "per-site" and d["threshold"] == 2
+    rounds_until_done(st, sites=("north", "south"))
+    for s in ("north", "south"):
+        entries = ledger_entries(st.home[s])
+        assert len(entries) == 3 and {e["mechanism"] for e in entries} == {"gaussian"} and not any(e.get("own_cost") for e in entries)
+    assert 0.0 < json.loads((st.drop / "final" / "result.json").read_text())["certificate"] <= 1.0
+    with pytest.raises(AssertionError, match="two sites at least"):
+        declare_study(tmp_path / "one", 100, 1, sites=1, script=False)
+
+
+def test_fewer_than_t_reveals_release_nothing(tmp_path):
+    st = declare_study(tmp_path, 200, 13, "--threshold", "2", script=False)
+    ok(learner_run(st))
+    for s in SITES:
+        ok(site_run(st, s))
+    ok(learner_run(st, "--close"))  # everyone answered: the request, nobody dropped
+    ok(site_run(st, "north"))  # one reveal of the two needed
+    r = learner_run(st, "--close")
+    assert r.exit_code == 1 and "below t = 2" in r.output and len(r.output.strip().splitlines()) == 1
+    assert (st.drop / "select" / "refused.json").exists() and not (st.drop / "select" / "sum.bundle").exists()
+    assert [len(ledger_entries(st.home[s])) for s in SITES] == [1, 1, 1]  # each spent round 1 once, nothing more
