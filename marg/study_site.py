@@ -187,11 +187,9 @@ def _reveal(party: Party, r: str, rnd: Any, request: dict[str, Any], state: dict
     from marg.protocols.secagg_round import make_reveal, reveal_once
     from marg.protocols.site import resolve_export_ledger
     from marg.protocols.study_round import save_state
-    from marg.protocols.trust_store import TrustStore
 
     study, site = party.study, party.name
-    members = TrustStore.from_keys({p.site: p.sign_pub for p in study.sites})
-    doc = make_reveal(rnd, request, site, party.seal_key, party.sign_key, members=members)
+    doc = make_reveal(rnd, request, site, party.seal_key, party.sign_key, members=study.pinned())  # both keys pinned
     ledger_dir, cfg = resolve_export_ledger(ledger_of(party)[0], site, party.sign_key)
     marker = reveal_once(Ledger(ledger_dir, site=cfg), rnd, site)
     try:

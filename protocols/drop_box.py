@@ -145,8 +145,8 @@ class DropBox:
         if m is not None and m.group(1) != "file":
             try:
                 self.fs, self.root = url_fs(self.location)
-            except InputError:
-                raise
+            except InputError as exc:  # fsspec missing, SSH or store failures: named as the drop box
+                raise InputError(f"drop box: {exc}") from None
             except Exception as exc:  # noqa: BLE001 - a server that does not answer, refused credentials
                 raise InputError(f"drop box {shown(self.location)}: cannot reach it: {first_line(exc)}") from None
             self.root = self.root.rstrip("/")

@@ -180,13 +180,14 @@ class SftpServer:
     user: str
     key_file: str
     root: str
+    home: str = ""  # a HOME whose ~/.ssh/known_hosts lists the server's host key (marg checks host keys as ssh does)
 
     def url(self, path: str = "") -> str:
         return f"sftp://{self.user}@{self.host}:{self.port}{self.root}/{path.lstrip('/')}"
 
     def env(self) -> dict[str, str]:
         """What a client needs to log in (fsspec reads FSSPEC_SFTP_* as the sftp file system's options)."""
-        return {"FSSPEC_SFTP_KEY_FILENAME": self.key_file}
+        return {"FSSPEC_SFTP_KEY_FILENAME": self.key_file, **({"HOME": self.home} if self.home else {})}
 
 
 def sshd_binary() -> str | None:
@@ -268,7 +269,11 @@ def start_sftp():
         end_process(proc)
         shutil.rmtree(base, ignore_errors=True)
 
-    return SftpServer("127.0.0.1", port, user, str(base / "client"), str(drop)), stop
+    home = base / "client-home"  # the client's known_hosts: the server's host key, as `ssh` would have recorded it
+    (home / ".ssh").mkdir(parents=True)
+    kind, key = (base / "host.pub").read_text().split()[:2]
+    (home / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{port} {kind} {key}\n")
+    return SftpServer("127.0.0.1", port, user, str(base / "client"), str(drop), str(home)), stop
 
 
 # ----------------------------------------------------------------------------- S3 (moto's server)
