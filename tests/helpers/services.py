@@ -18,6 +18,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -156,7 +157,8 @@ def local_spark():
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2]").appName("marg tests").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.pyspark.python", sys.executable).getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
