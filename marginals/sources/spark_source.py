@@ -162,6 +162,7 @@ class SparkSource(Source):
             spark = SparkSession.getActiveSession()
             if spark is None:
                 master = self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]"
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
                 spark = (SparkSession.builder.master(master).appName("marg export")
                          .config("spark.ui.enabled", "false")
                          .config("spark.ui.showConsoleProgress", "false")
