@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -229,8 +230,12 @@ def count_rows(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], u
                holdout: Holdout | None = None, key: bytes | None = None,
                progress: Callable[[int], None] | None = None) -> tuple[list[Any], int, Splitter | None, RowBound | None]:
     """The exact count tables of the rows counted — outside the holdout, within each unit's bound —,
-    their number, the holdout's tally and the bound's."""
+    their number, the holdout's tally and the bound's. A source that runs code where its rows are
+    (Spark: ``source.partitions``) runs these steps there (:func:`_count_partitions`)."""
     from .counting import TableCounter
+
+    if hasattr(source, "partitions"):
+        return _count_partitions(source, codebook, cliques, unit, holdout, key, progress)
 
     counter = TableCounter(codebook, cliques)
     split = Splitter(holdout, key) if holdout is not None else None
@@ -240,6 +245,81 @@ def count_rows(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], u
     if counter.n_rows == 0:
         raise InputError(f"{source.name} has no data rows" + (" outside the holdout" if split and split.held else ""))
     return counter.tables(), counter.n_rows, split, bound
+
+
+def shuffle_key(batch: Any, *, codebook: Any, unit_column: str | None) -> np.ndarray:
+    """The key (n,) uint64 that brings together the rows deciding together, for an engine that splits
+    them among workers: the unit id's digest (a unit's rows, for its bound) or, without a unit, a
+    64-bit hash of the encoded content (the occurrences of one content, for a holdout by content)."""
+    from .encoding import encode_batch
+    from .holdout import _mix64
+
+    if unit_column is not None:
+        values, index = id_values(batch.column(unit_column), unit_column, 1, "--privacy-unit")
+        return np.array([_digest(b"unit\x00" + v.encode("utf-8")) for v in values], dtype=np.uint64)[index]
+    enc = encode_batch(codebook, {c: batch.column(c) for c in codebook.feature_names + [codebook.label.name]}, 1)
+    M = content_rows(enc).view(np.uint64).reshape(batch.num_rows, -1)
+    k = np.zeros(batch.num_rows, dtype=np.uint64)
+    for j in range(M.shape[1]):
+        k = _mix64(k ^ M[:, j])
+    return k
+
+
+def partition_counts(rows: Any, *, codebook: Any, cliques: list, unit: PrivacyUnit | None, holdout: Holdout | None,
+                     key: bytes | None) -> dict[str, Any]:
+    """:func:`count_rows`'s steps on one partition of an engine's rows (all rows of a unit, or of a content,
+    in one partition): its tables as arrays, its row count and the tallies of its split and bound."""
+    from .counting import TableCounter
+
+    counter = TableCounter(codebook, cliques)
+    split = Splitter(holdout, key) if holdout is not None else None
+    bound = RowBound(unit) if unit is not None and unit.column is not None else None
+    for enc, held, counted in bounded_batches(rows, codebook, bound, split):
+        keep = counted & ~held
+        counter.add_encoded(enc if keep.all() else select(enc, keep))
+    return {"tables": [t.counts for t in counter.tables()], "n": counter.n_rows,
+            "split": (split.rows, split.held, split.fingerprint) if split is not None else None,
+            "bound": (bound.units, bound.over, bound.dropped, bound.largest) if bound is not None else None}
+
+
+def _count_partitions(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], unit: PrivacyUnit | None,
+                      holdout: Holdout | None, key: bytes | None, progress: Callable[[int], None] | None
+                      ) -> tuple[list[Any], int, Splitter | None, RowBound | None]:
+    """:func:`count_rows` where the rows are: each partition runs :func:`partition_counts` (after a shuffle by
+    :func:`shuffle_key` when a unit's bound or a holdout by content decides on groups of rows), summed here.
+    The sums are the local path's: tables and row counts add up, so do the tallies (the held-out
+    fingerprint is a sum mod 2⁶⁴), and the largest unit is the largest of the partitions'."""
+    from dataclasses import replace
+
+    from .counting import TableCounter
+
+    ucol = unit.column if unit is not None else None
+    hcol = holdout.id_column if holdout is not None else None
+    columns = list(dict.fromkeys(codebook.feature_names + [codebook.label.name] + [c for c in (ucol, hcol) if c]))
+    shuffle = partial(shuffle_key, codebook=codebook, unit_column=ucol) \
+        if ucol is not None or (holdout is not None and hcol is None) else None
+    work = partial(partition_counts, codebook=codebook, cliques=list(cliques), unit=unit, holdout=holdout, key=key)
+    empty = TableCounter(codebook, cliques).tables()
+    sums, n = [t.counts for t in empty], 0
+    split = Splitter(holdout, key) if holdout is not None else None
+    bound = RowBound(unit) if ucol is not None else None
+    for part in source.partitions(columns, work, shuffle, reread=bound is not None):
+        for acc, arr in zip(sums, part["tables"]):
+            acc += arr
+        n += part["n"]
+        if split is not None:
+            rows, held, fp = part["split"]
+            split.rows, split.held = split.rows + rows, split.held + held
+            split.fingerprint = (split.fingerprint + fp) & ((1 << 64) - 1)
+        if bound is not None:
+            units, over, dropped, largest = part["bound"]
+            bound.units, bound.over, bound.dropped = bound.units + units, bound.over + over, bound.dropped + dropped
+            bound.largest = max(bound.largest, largest)
+    if n == 0:
+        raise InputError(f"{source.name} has no data rows" + (" outside the holdout" if split and split.held else ""))
+    if progress is not None:
+        progress(n)
+    return [replace(t, counts=c) for t, c in zip(empty, sums)], n, split, bound
 
 
 ID_DISTINCT = 0.9  # a column whose values are this distinct and that repeats names patients, whatever its name

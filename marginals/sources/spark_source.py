@@ -1,38 +1,57 @@
 """Spark as the counting engine (``marg export --engine spark``): data beyond one machine.
 
 DATA is a Parquet or CSV path (a file or a folder of part files, on any file system Spark
-reaches) or a table name in Spark's catalog. The same grouped aggregation as the SQL
-sources (:mod:`~marg.marginals.sources.grouped`) runs as one DataFrame ``groupingSets``
-over the cluster; only the groups come back, and their values are encoded by the local
-path's rules, so the counts equal the local path's bit for bit.
+reaches) or a table name in Spark's catalog. The rows are counted where they are: each
+partition encodes its own rows by the local path's value rules
+(:func:`~marg.marginals.encoding.encode_batch`) and counts every requested table with the
+local path's vectorised counter (:class:`~marg.marginals.counting.TableCounter`), in a
+``mapInArrow`` on the executors; only each partition's small arrays come back and are summed
+here. So the counts equal the local path's, and no row is copied once per table.
+
+The paths that need the rows run in the cluster too, through one primitive,
+:meth:`SparkSource.partitions`: a function of a partition's rows runs on the executors and
+its small result comes back. A privacy unit's row bound and a holdout by content decide on
+groups of rows (a unit's rows; the occurrences of one content), so the rows are first
+repartitioned by a key that brings each group together (one shuffle), then every partition
+runs the local path's steps on its rows (:func:`~marg.marginals.privacy_unit.partition_counts`):
+the same rows kept, the same rows held out, the same tallies, summed here. The repeat check of
+an id-like column is a ``groupBy`` count (:meth:`SparkSource.most_repeated`). The site's split
+key travels to the executors with the task: they are the site's own cluster. Only
+``--evaluate`` still reads the rows here (:meth:`SparkSource.row_batches`).
 
 The session is the active one (e.g. under ``spark-submit``), else one built for
-``--spark-master``, ``$MARG_SPARK_MASTER`` or ``local[*]``. A CSV is read as marg reads
-it: every cell text, header row, the same missing-value markers. A numeric value that
-cannot be read as a number is reported, with the value, in one line. Needs the optional
-extra ``spark`` (PySpark) and a Java runtime.
+``--spark-master``, ``$MARG_SPARK_MASTER`` or ``local[*]``, its Python workers running this
+interpreter, its shuffle partitions left to Spark's configuration. A CSV is read as marg reads
+it: every cell text, header row, the same missing-value markers. Needs the optional extra
+``spark`` (PySpark), a Java runtime, and marg installed where the executors' Python runs.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import sys
+from dataclasses import replace
+from functools import partial
 from itertools import islice
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from ..codebook import Codebook
-from ..encoding import MISSING, UNKNOWN, check_codes, distinct, value_codes
+from ..counting import TableCounter
 from ..io import NULL_VALUES, _delimiter, _is_parquet, as_text
-from .base import first_line
-from .grouped import GroupPlan, GroupedSource
+from ..tables import MarginalTable
+from .base import Source, first_line
 from marg.errors import InputError
 
 DRAFT_DISTINCT = 10_001
 DRAFT_SAMPLE = 200_000
 ROW_BATCH = 65_536
+SHUFFLE_KEY = "__marg_shuffle_key"
 
 
 def _arrow(values: Sequence[Any], spark_type: Any) -> pa.Array:
@@ -58,7 +77,62 @@ def _col(F, name: str):
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-class SparkSource(GroupedSource):
+class _Partition:
+    """A partition's Arrow record batches as the rows of a source (what
+    :func:`~marg.marginals.privacy_unit.bounded_batches` reads)."""
+
+    def __init__(self, batches: Iterable[pa.RecordBatch], name: str):
+        self.batches, self.name = batches, name
+
+    def check_columns(self, wanted: Sequence[str]) -> None:  # the driver checked them on the frame
+        pass
+
+    def where_rows(self) -> Callable[[int], str]:
+        return lambda _k: f"in {self.name}"  # a partition's rows have no order in the source
+
+    def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
+        for b in self.batches:
+            if b.num_rows:
+                yield {c: b.column(c) for c in columns}
+
+
+def _partition_tables(rows: _Partition, *, codebook: Codebook, cliques: list) -> dict[str, Any]:
+    """One partition's tables (executor side): the local path's encoder and counter over its rows."""
+    from ..counting import TableCounter
+    from ..encoding import encode_batch
+
+    counter = TableCounter(codebook, cliques)
+    memo: dict = {}
+    for batch in rows.row_batches(codebook.feature_names + [codebook.label.name]):
+        counter.add_encoded(encode_batch(codebook, batch, 1, memo=memo, where=rows.where_rows()))
+    return {"tables": [t.counts for t in counter.tables()], "n": counter.n_rows}
+
+
+def _run(batches: Iterator[pa.RecordBatch], *, fn: Callable[[_Partition], Any], keep: bool,
+         name: str) -> Iterator[pa.RecordBatch]:
+    """Executor side of :meth:`SparkSource.partitions`: ``fn`` of this partition's rows, one row back
+    (``part`` its pickled result, or ``error`` the one line of a value the codebook refuses)."""
+    schema = pa.schema([("error", pa.string()), ("part", pa.binary())])
+    try:
+        part = fn(_Partition(list(batches) if keep else batches, name))
+    except InputError as exc:
+        yield pa.RecordBatch.from_pydict({"error": [str(exc)], "part": [None]}, schema=schema)
+        return
+    yield pa.RecordBatch.from_pydict({"error": [None], "part": [pickle.dumps(part)]}, schema=schema)
+
+
+def _keyed(batches: Iterator[pa.RecordBatch], *, key: Callable[[pa.RecordBatch], np.ndarray]) -> Iterator[pa.RecordBatch]:
+    """Executor side: each batch with its rows' shuffle keys (a batch ``key`` refuses gets 0, and
+    its partition's ``fn`` raises the one-line error)."""
+    for b in batches:
+        try:
+            k = np.asarray(key(b), dtype=np.uint64)
+        except InputError:
+            k = np.zeros(b.num_rows, dtype=np.uint64)
+        yield b.append_column(SHUFFLE_KEY, pa.array(k.view(np.int64)))
+
+
+class SparkSource(Source):
     """A Parquet/CSV path or a catalog table, counted by Spark."""
 
     def __init__(self, data: str, master: str | None = None):
@@ -88,9 +162,11 @@ class SparkSource(GroupedSource):
             spark = SparkSession.getActiveSession()
             if spark is None:
                 master = self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]"
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
                 spark = (SparkSession.builder.master(master).appName("marg export")
                          .config("spark.ui.enabled", "false")
-                         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "8").getOrCreate())
+                         .config("spark.ui.showConsoleProgress", "false")
+                         .config("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable)).getOrCreate())
                 spark.sparkContext.setLogLevel("ERROR")
         except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
             raise InputError(f"cannot start Spark: {first_line(exc)}") from None
@@ -114,58 +190,74 @@ class SparkSource(GroupedSource):
     def columns(self) -> list[str]:
         return list(self._frame().columns)
 
-    def _number(self, F, df, name: str):
-        c = _col(F, name)
-        if dict(df.dtypes)[name] == "string":
-            return F.trim(c).try_cast("double")
-        return c.try_cast("double")
+    def where_rows(self) -> Callable[[int], str]:
+        return lambda _k: f"in {self.name}"  # the cluster's rows have no order: the data is named instead
 
-    def grouped(self, codebook: Codebook, plan: GroupPlan) -> pa.Table:
+    def count(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]],
+              progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
+        """The tables of ``cliques``, each partition counting its own rows (module docstring)."""
+        columns = codebook.feature_names + [codebook.label.name]
+        sums = [t.counts for t in TableCounter(codebook, cliques).tables()]
+        n = 0
+        for part in self.partitions(columns, partial(_partition_tables, codebook=codebook, cliques=list(cliques))):
+            for acc, arr in zip(sums, part["tables"]):
+                acc += arr
+            n += part["n"]
+        if n == 0:
+            raise InputError(f"{self.name} has no data rows")
+        if progress is not None:
+            progress(n)
+        return [replace(t, counts=c) for t, c in zip(TableCounter(codebook, cliques).tables(), sums)], n
+
+    def most_repeated(self, column: str) -> int:
+        """The most rows one value of ``column`` has (trimmed text; empty and missing ignored): a groupBy count."""
         _, F = _spark()
-        df = self._frame()
-        exprs = []
-        for q, key in enumerate(plan.keys):
-            if not key.binned:
-                exprs.append(_col(F, key.column).alias(f"k{q}"))
-                continue
-            f = codebook.feature(key.attr)
-            raw, v = _col(F, f.name), self._number(F, df, f.name)
-            e = F.when(raw.isNull() | F.isnan(v), F.lit(f.n_levels - 1 if f.missing else MISSING))
-            e = e.when(v.isNull(), F.lit(UNKNOWN))
-            for k, edge in enumerate(f.edges or ()):
-                e = e.when(v <= F.lit(float(edge)), F.lit(k))
-            exprs.append(e.otherwise(F.lit(len(f.edges or ()))).alias(f"k{q}"))
-        for r, name in enumerate(plan.moments):
-            f = codebook.feature(name)
-            raw, v = _col(F, name), self._number(F, df, name)
-            clipped = F.least(F.greatest(v, F.lit(float(f.lo))), F.lit(float(f.hi)))
-            exprs.append(F.when(raw.isNull() | v.isNull() | F.isnan(v), None).otherwise(clipped).alias(f"m{r}"))
-        enc = df.select(*exprs)
-        keys = [F.col(f"k{q}") for q in range(len(plan.keys))]
-        aggs = [F.grouping(f"k{q}").alias(f"g{q}") for q in range(len(plan.keys))] + [F.count(F.lit(1)).alias("n")]
-        for r in range(len(plan.moments)):
-            m = F.col(f"m{r}")
-            aggs += [F.sum(m).alias(f"s{r}"), F.sum(m * m).alias(f"ss{r}"),
-                     F.sum(F.when(m.isNull(), 1).otherwise(0)).alias(f"z{r}")]
-        sets = [[keys[k] for k in s] for s in plan.sets]
+        self.check_columns([column])
+        v = F.regexp_replace(_col(F, column).cast("string"), r"(?U)^\s+|\s+$", "")
         try:
-            with warnings.catch_warnings():  # PySpark's pandas-version notice on toArrow
-                warnings.simplefilter("ignore", FutureWarning)
-                result = enc.groupingSets(sets, *keys).agg(*aggs).toArrow()
+            top = (self._frame().select(v.alias("v")).where(F.col("v").isNotNull() & (F.col("v") != ""))
+                   .groupBy("v").count().agg(F.max("count").alias("top")).collect()[0]["top"])
         except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
             raise InputError(f"{self.name}: {first_line(exc)}") from None
-        for q, key in enumerate(plan.keys):
-            if key.binned and UNKNOWN in result.column(f"k{q}").to_pylist():
-                self._diagnose(codebook.feature(key.attr))
-        return result
+        return int(top or 0)
 
-    def _diagnose(self, f) -> None:
-        """Raise the one-line error naming a value of ``f`` that is not a number."""
-        values = self._distinct(f.name, None)
-        v, index, _ = distinct(values)
-        codes, text = value_codes(f, v)
-        check_codes(f, codes, text, index, 1, lambda _k: f"in {self.name}")
-        raise InputError(f"column {f.name!r}: a value in {self.name} is not a number")
+    def partitions(self, columns: list[str], fn: Callable[[Any], Any],
+                   key: Callable[[pa.RecordBatch], np.ndarray] | None = None, *, reread: bool = False) -> Iterator[Any]:
+        """Run ``fn`` on the executors, once per partition of ``columns``' rows; yield the results here.
+
+        Parameters
+        ----------
+        fn : callable
+            Picklable (a module-level function or its ``partial``); called with the partition's rows
+            (``row_batches(columns)``, ``where_rows()``, ``name``), returns a small picklable result.
+            An InputError it raises is raised here, its one line unchanged.
+        key : callable, optional
+            ``key(record_batch) -> (n,) uint64``: the rows are first repartitioned by it, so all rows
+            with one key are in one partition (one shuffle).
+        reread : bool
+            ``fn`` reads its rows more than once (the partition's batches are kept in memory).
+        """
+        from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+        _, F = _spark()
+        self.check_columns(columns)
+        out = StructType([StructField("error", StringType()), StructField("part", BinaryType())])
+        try:
+            with warnings.catch_warnings():  # PySpark's pandas-version notice on mapInArrow
+                warnings.simplefilter("ignore", FutureWarning)
+                df = self._frame().select(*[_col(F, c) for c in columns])
+                if key is not None:
+                    schema = StructType(list(df.schema.fields) + [StructField(SHUFFLE_KEY, LongType())])
+                    df = df.mapInArrow(partial(_keyed, key=key), schema).repartition(SHUFFLE_KEY).drop(SHUFFLE_KEY)
+                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name), out).toLocalIterator()
+                for row in rows:
+                    if row["error"] is not None:
+                        raise InputError(row["error"])
+                    yield pickle.loads(row["part"])  # our executors' result (the site's own cluster)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
 
     def _distinct(self, name: str, limit: int | None) -> pa.Array:
         _, F = _spark()

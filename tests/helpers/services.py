@@ -18,6 +18,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -155,8 +156,10 @@ def local_spark():
         unavailable("Spark local mode needs a Java runtime (java not found)")
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python (read when the context starts)
     session = (SparkSession.builder.master("local[2]").appName("marg tests").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
+               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.pyspark.python", sys.executable).getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -301,3 +304,54 @@ def start_s3():
            "FSSPEC_S3_ENDPOINT_URL": endpoint}
 
     return endpoint, env, lambda: end_process(proc)
+
+
+def standalone_spark(workers: int = 2, tmp: Path | None = None):
+    """A Spark standalone cluster on 127.0.0.1 for the tests: a master and ``workers`` workers (one core,
+    512 MiB each) started from pyspark's own ``bin/spark-class``, and a session on it (generator: yields
+    the session, stops it and the processes it started, by their handles, after)."""
+    pytest.importorskip("pyspark")
+    if not java_available():
+        unavailable("a Spark standalone cluster needs a Java runtime (java not found)")
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    home = Path(pyspark.__file__).parent
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    work = Path(tempfile.mkdtemp(prefix="marg-spark-", dir=tmp))
+    port = free_port()
+    url = f"spark://127.0.0.1:{port}"
+    cls = [str(home / "bin" / "spark-class")]
+    procs = [subprocess.Popen(cls + ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                                     "--webui-port", str(free_port())], env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(work / "master.log", "wb"))]
+    session = None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python (read when the context starts)
+    try:
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        if not wait_until(listening, timeout=90):
+            pytest.fail("the Spark master did not listen within 90 s: " + (work / "master.log").read_text()[-500:])
+        for i in range(workers):
+            procs.append(subprocess.Popen(
+                cls + ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
+                       "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work / f"w{i}")],
+                env=env, stdout=subprocess.DEVNULL, stderr=open(work / f"worker{i}.log", "wb")))
+        session = (SparkSession.builder.master(url).appName("marg cluster tests").config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false").config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1").config("spark.executor.memory", "512m")
+                   .config("spark.executor.cores", "1").config("spark.pyspark.python", sys.executable).getOrCreate())
+        session.sparkContext.setLogLevel("ERROR")
+        jsc = session.sparkContext._jsc.sc()
+        if not wait_until(lambda: jsc.getExecutorMemoryStatus().size() >= workers + 1, timeout=120):
+            pytest.fail(f"{workers} Spark workers did not register within 120 s: "
+                        + (work / "worker0.log").read_text()[-500:])
+        yield session
+    finally:
+        if session is not None:
+            session.stop()
+        for p in reversed(procs):
+            end_process(p)
+        shutil.rmtree(work, ignore_errors=True)
