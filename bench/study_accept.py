@@ -97,7 +97,7 @@ class Sets(D.Sets):
         return D.Sets._load(name)
 
 
-def marg_study(marg, st, keys: Path, work: Path) -> dict:
+def marg_study(marg, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
     """(a) the study's default: init, every party's ``marg study run`` until done, the final model scored."""
     roster, drop = work / "roster", work / "drop"
     roster.mkdir()
@@ -125,11 +125,19 @@ def marg_study(marg, st, keys: Path, work: Path) -> dict:
     if not status.get("done"):
         raise RuntimeError(f"marg study status: not done after 10 rounds of runs ({res.get('next')})")
     model = drop / "final" / "model.json"
-    ev = json.loads(marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
     result = status.get("result") or {}
     kept = (result.get("evaluation") or {}).get("kept", "?")
-    return {"error": float(ev["error"]), "certificate": result.get("certificate"),
-            "chose": f"{result.get('learner', '?')} (kept: {kept})"}
+    out = {"certificate": result.get("certificate"), "chose": f"{result.get('learner', '?')} (kept: {kept})"}
+    try:
+        ev = json.loads(marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
+        return {**out, "error": float(ev["error"])}
+    except RuntimeError as exc:  # scored in-process on the model's features' codes instead, and the refusal recorded
+        from marg.learners.model import Model
+
+        m, _ = Model.read(model)
+        cols = [cb.index(n) for n in m.codebook.feature_names]
+        err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
+        return {**out, "error": err, "evaluate": str(exc)[:300]}
 
 
 def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink) -> None:
@@ -153,7 +161,7 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
     add("LR (pooled rows)", {"error": float(np.mean(pred != y[te]))}, time.perf_counter() - t0)
     with tempfile.TemporaryDirectory(prefix=f"accept-{name}-{rep}-") as d:
         runs = {
-            "study": lambda w, st: marg_study(marg, st, keys, w),
+            "study": lambda w, st: marg_study(marg, st, keys, w, cb, X[te], y[te]),
             "two rounds": lambda w, st: D.marg_dp(marg, st, "select"),
             "one round": lambda w, st: D.marg_dp(marg, st, "one-round"),
             "exact": lambda w, st: D.marg_exact(marg, st, cb.n_features),
