@@ -393,7 +393,7 @@ def certify_cmd(
     bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export DATA --evaluate MODEL).")],
     out: OutOpt,
     coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound holds.")] = 0.95,
-    evaluations: Annotated[Optional[int], typer.Option("--evaluations", metavar="K", help="How many models were evaluated on these held-out rows (this one included), when the releases do not record it (an older marg): α is split over K (Bonferroni), said in the certificate. A larger count recorded by the sites' ledgers wins.")] = None,
+    evaluations: Annotated[Optional[int], typer.Option("--evaluations", metavar="K", help="How many models were evaluated on these held-out rows (this one included): the model's share of α is at most 1/K, said in the certificate. It can only lower the share the sites' ledgers give (6/(π²·j²) for the j-th model evaluated on the set, which covers keeping the best of any number).")] = None,
     json_out: JsonOpt = False,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
@@ -417,7 +417,8 @@ def certify_cmd(
     _sign(out, signer, quiet=json_out)
     b, certs = res.bound, res.certificates
     hold = res.model.info["holdout_certificate"]
-    models = {k: hold[k] for k in ("models_on_split", "models_known", "models_source", "models_note", "fractions")}
+    models = {k: hold[k] for k in ("models_on_split", "ordinal_on_split", "alpha_share", "models_known",
+                                   "models_source", "models_note", "fractions")}
     if json_out:
         emit_json({"learner": res.model.learner, "worst_case_error": b.value, "certificate": {"kind": "holdout",
                    "coverage": coverage}, "sites": res.sites, **{k: v for k, v in b.to_dict().items() if k != "value"},
@@ -436,7 +437,7 @@ def certify_cmd(
         typer.echo(f"  site {s} (its own held-out rows, asked for by the site): error ≤ {v.value:.4f} "
                    f"({v.errors:,.0f} errors in {v.rows:,.0f} rows, {v.coverage:.0%})")
     if certs.classes:
-        level = 1.0 - (1.0 - coverage) / len(certs.classes)
+        level = 1.0 - (1.0 - coverage) * hold["alpha_share"] / len(certs.classes)
         typer.echo(f"  by true class (all {len(certs.classes)} together at {coverage:.0%}, each at {level:.4g}): "
                    + ", ".join(f"{c} ≤ {v.value:.4f}" for c, v in certs.classes.items()))
 

@@ -35,31 +35,43 @@ conservatively: P(Z ≤ z) is taken as its truncated value plus the mass left ou
 P(Z_n > q) likewise. The noise of the **sum** enters once, exactly — not a half-width per
 cell and per total — which is what makes the bound informative on a few hundred rows.
 
-**The population it names** (issue 38, F1). The promise is "among new patients like the
+**The population it names** (issues 38, 44). The promise is "among new patients like the
 sites' patients": the sites' error rates p_s weighted by their **patients**, Σ_s (N_s/N)·p_s.
 When every site holds out the **same fraction** f (each patient independently, by the keyed
 hash), the held-out rows are a uniform sample of all the study's patients, so the pooled bound
 below is about that population. When the fractions differ, pooling would weight each site by
 its held-out count (sites erring 10/25/45 % holding out 50/20/10 % certify 0.195 for a
-population error of 0.267), so the certificate is instead the largest of the per-site bounds,
-each at level α/S (Bonferroni over the S sites): on the event that every p_s lies below its
-bound, Σ_s w_s·p_s ≤ max_s bound_s for **every** weighting w of the sites — the patients'
-among them, whatever their numbers. :func:`holdout_certificates` says which in ``population``.
+population error of 0.267). The sites are then grouped by fraction (G groups; sites of one
+fraction pool exactly, a uniform sample of the group's patients), each group's pooled bound
+u_g is taken at α/G, and the certificate is their **patient-weighted** sum
 
-**One held-out set, several models** (F2). A site may evaluate more than one model on the same
-held-out rows; keeping the best would spend the bound's α once per model. The evaluation
-release names the ordinal of this model among the distinct models evaluated on that split
-(``evaluations_on_split``, recorded by the site's ledger); the certificate splits α over the
-largest ordinal among the sites (Bonferroni: each of the K models' bounds at α/K, so all hold
-together). A release without it (an older marg) leaves K unknown: the bound is computed for
-K = 1 and the certificate says so (``models_known`` False) — it is not valid if other models
-were evaluated on the same rows.
+    bound = Σ_g Ŵ_g·u_g,   Ŵ_g = Σ_{s∈g} max(ñ_s, 0)/f_g  /  Σ_h Σ_{s∈h} max(ñ_s, 0)/f_h,
+
+each site's number of patients estimated by its released held-out count over its fraction
+(N̂_s = ñ_s/f_s: the keyed split holds each patient out with probability f_s). On the event that
+every group's rate lies below its bound (probability ≥ 1 − α, Bonferroni over the G groups)
+Σ_g W_g·p_g ≤ Σ_g W_g·u_g for every weighting W, the estimated one included; the simulation in
+``tests/learners/test_holdout_population.py`` checks the coverage of the true patient-weighted
+error (N_s fixed, held-out counts drawn). It is never above the largest group bound, the old
+certificate, and a small site enters by its weight instead of deciding the whole bound. A release
+whose fraction is not known leaves its site's weight unknown: the certificate is then the largest
+per-site bound at α/S (any weighting). :func:`holdout_certificates` says which in ``population``.
+
+**One held-out set, several models** (issues 38, 44). Whoever keeps the best of several models
+evaluated on the same held-out rows looks at all their evaluations. The site's ledger numbers the
+distinct models evaluated on a held-out set (``evaluations_on_split``, 1 for the first;
+:mod:`marg.protocols.evaluation_ledger`); the j-th model's certificate is at α·g(j),
+g(j) = 6/(π²·j²) (:func:`evaluation_share`). Σ_j g(j) = 1, so the certificates of every model ever
+evaluated on the set hold together with probability ≥ 1 − α, whichever is kept (α/j is not valid:
+Σ 1/j diverges). Among the sites the largest ordinal counts (never less than the model's ordinal at
+any one site). A stated number K (``marg certify --evaluations K``) can only lower the share:
+min(g(j), 1/K). A release without the ordinal (an older marg) is taken as the first, and said.
 
 Pooled over sites whose error rates differ, E is a sum of binomials with the held-out-count
 weighted mean rate p̄; by Hoeffding's theorem (1956) such a sum is more concentrated than
 Binomial(n, p̄) in the tails the test uses, so the pooled bound covers p̄ (the simulation
-in ``tests/learners/test_holdout_bound.py`` draws sites with different rates). The held-out rows
-never entered the tables the model was fitted on, so no uniform bound over models is needed. A **per-site** certificate is the same bound on one site's release
+in ``tests/learners/test_holdout_bound.py`` draws sites with different rates). A **per-site** certificate is
+the same bound on one site's release
 (its own held-out population); a **class-wise** certificate bounds each class's error rate
 (the rate among rows of true class y) at α/K each, so all K hold together. Every bound
 assumes what every certificate here assumes: the rows are a random sample of the population
@@ -79,6 +91,16 @@ from marg.errors import InputError
 from marg.marginals.noise_tails import NoisePart, lattice_pmf, merge
 
 ROWS_SHARE = 0.25  # share of α spent on the lower bound of the (noisy) held-out count
+
+
+def evaluation_share(ordinal: int, stated: int | None = None) -> float:
+    """The share of α of the ``ordinal``-th model evaluated on a held-out set (module docstring): g(j) = 6/(π²·j²),
+    or min(g(j), 1/``stated``) when a number of models evaluated on it is stated (a statement can only lower it)."""
+    j = int(ordinal)
+    if j < 1 or j != ordinal:
+        raise InputError(f"a model's ordinal on its held-out set must be a whole number >= 1, got {ordinal!r}")
+    g = 6.0 / (math.pi ** 2 * j * j)
+    return min(g, 1.0 / int(stated)) if stated is not None else g
 _TAIL = 1e-4  # share of a level allowed as truncated noise mass (added back conservatively)
 LAYOUTS = ("errors", "classes", "confusion")
 
@@ -277,7 +299,8 @@ class Certificates:
 
 def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]], classes: Sequence[str],
                          coverage: float = 0.95, per_site: Sequence[str] = (),
-                         fractions: Sequence[float | None] | None = None, models: int = 1) -> Certificates:
+                         fractions: Sequence[float | None] | None = None, models: int = 1,
+                         share: float | None = None) -> Certificates:
     """The pooled certificate over every site, per-site certificates for ``per_site``, and
     class-wise certificates (at α/K each, simultaneous) when every site released per-class counts.
 
@@ -292,37 +315,49 @@ def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]
     per_site : sequence of str
         The sites that asked for a certificate of their own.
     fractions : sequence of float or None, optional
-        Each release's held-out fraction (an entry None: not known). Equal fractions (or one site,
-        or ``fractions`` None: the caller knows they are one): the pooled bound; different or
-        unknown ones: the largest per-site bound at α/S (module docstring, F1).
+        Each release's held-out fraction (an entry None: not known). One fraction (or one site, or
+        ``fractions`` None: the caller knows they are one): the pooled bound; different ones: the
+        patient-weighted sum of the fraction groups' bounds at α/G; an unknown one: the largest
+        per-site bound at α/S (module docstring).
     models : int
-        How many models were evaluated on the held-out split (≥ 1): every bound at α/``models`` (F2).
+        A number of models evaluated on the held-out split (≥ 1): every bound at α/``models`` (Bonferroni).
+    share : float in (0, 1], optional
+        This model's share of α instead (:func:`evaluation_share`); every bound at α·``share``.
     """
     if not releases:
         raise InputError("no evaluation releases to certify from")
     if int(models) != models or models < 1:
         raise InputError(f"the number of models evaluated on the held-out split must be >= 1, got {models!r}")
-    level = 1.0 - (1.0 - coverage) / int(models)  # Bonferroni over the models evaluated on this split
+    if share is not None and not 0.0 < share <= 1.0:
+        raise InputError(f"a model's share of alpha must be in (0, 1], got {share!r}")
+    alpha = (1.0 - coverage) * (share if share is not None else 1.0 / int(models))
+    level = 1.0 - alpha
     total = releases[0][1]
     for _, r, _ in releases[1:]:
         total = total + r
     fr = [None if f is None else float(f) for f in fractions] if fractions is not None else [1.0] * len(releases)
-    one = len(releases) == 1 or (None not in fr and max(fr) - min(fr) <= 1e-12)
+    groups: dict[float, list[int]] = {}
+    for i, f in enumerate(fr):
+        if f is not None:
+            key = next((g for g in groups if abs(g - f) <= 1e-12), f)
+            groups.setdefault(key, []).append(i)
+    one = len(releases) == 1 or (None not in fr and len(groups) == 1)
     if one:
         pooled = exact_bound(total, level)
         pooled = HoldoutBound(**{**pooled.__dict__, "coverage": coverage, "extra": {
             "population": "the sites' patients weighted by their numbers (one held-out fraction at every site: the "
                           "held-out rows are a uniform sample of the study's patients)"}})
+    elif None not in fr:
+        pooled = _weighted(releases, groups, alpha, coverage, total)
     else:
         S = len(releases)
-        each = {s: exact_bound(r, 1.0 - (1.0 - level) / S) for s, r, _ in releases}
+        each = {s: exact_bound(r, 1.0 - alpha / S) for s, r, _ in releases}
         worst = max(each, key=lambda s: each[s].value)
-        why = ("the sites held out different fractions" if None not in fr else
-               "a site's held-out fraction is not known")
         pooled = HoldoutBound(each[worst].value, total.errors, total.rows, sum(b.rows_low for b in each.values()),
-                              coverage, (1.0 - level) / S, 0.0, each[worst].noise_sd, extra={
-                                  "population": f"the sites' patients under any weighting of the sites ({why}: the "
-                                                f"largest of the {S} per-site bounds, each at α/{S})",
+                              coverage, alpha / S, 0.0, each[worst].noise_sd, extra={
+                                  "population": f"the sites' patients under any weighting of the sites (a site's "
+                                                f"held-out fraction is not known, so its number of patients is not: "
+                                                f"the largest of the {S} per-site bounds, each at α/{S})",
                                   "site_bounds": {s: b.value for s, b in each.items()}})
     sites = {s: exact_bound(r, level) for s, r, _ in releases if s in set(per_site)}
     by_class: dict[str, HoldoutBound] = {}
@@ -336,21 +371,44 @@ def holdout_certificates(releases: Sequence[tuple[str, Released, list[Released]]
     return Certificates(pooled, sites, by_class)
 
 
+def _weighted(releases: Sequence[tuple[str, Released, list[Released]]], groups: dict[float, list[int]], alpha: float,
+              coverage: float, total: Released) -> HoldoutBound:
+    """The patient-weighted sum of the fraction groups' pooled bounds, each at α/G (module docstring)."""
+    G = len(groups)
+    bounds, weights = {}, {}
+    for f, idx in groups.items():
+        acc = releases[idx[0]][1]
+        for i in idx[1:]:
+            acc = acc + releases[i][1]
+        bounds[f] = exact_bound(acc, 1.0 - alpha / G)
+        weights[f] = sum(max(releases[i][1].rows, 0.0) for i in idx) / f  # N̂_g = Σ ñ_s / f_g
+    W = sum(weights.values())
+    if W <= 0.0:
+        value = 1.0
+        weights = {f: 1.0 / G for f in groups}
+    else:
+        weights = {f: w / W for f, w in weights.items()}
+        value = float(min(1.0, sum(weights[f] * bounds[f].value for f in groups)))
+    sd = math.sqrt(sum((weights[f] * bounds[f].noise_sd) ** 2 for f in groups))
+    return HoldoutBound(value, total.errors, total.rows, sum(b.rows_low for b in bounds.values()), coverage, alpha / G,
+                        0.0, sd, extra={
+                            "population": f"the sites' patients weighted by their numbers (the sites held out "
+                                          f"different fractions: the {G} fraction groups' bounds, each at α/{G}, "
+                                          f"weighted by their patients, held-out count over fraction)",
+                            "group_bounds": {f"{f:g}": bounds[f].value for f in groups},
+                            "group_weights": {f"{f:g}": weights[f] for f in groups},
+                            "group_sites": {f"{f:g}": [releases[i][0] for i in idx] for f, idx in groups.items()}})
+
+
 def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95,
                   evaluations: int | None = None) -> Certificates:
     """Replace ``model``'s certificate by the pooled holdout bound of the sites' evaluation releases.
 
-    ``releases``: the verified releases (each with ``site``, ``table``, ``content``,
-    ``site_certificate``, ``privacy``, ``digest``; :func:`marg.protocols.evaluation.verified_evaluations`).
-    The pooled bound (:func:`holdout_certificates` at ``coverage``) becomes the model's
-    certificate (kind ``"holdout"``); it, the per-site bounds (sites that asked) and the
-    class-wise bounds (releases with per-class counts) are recorded in ``model.info["holdout_certificate"]``.
-
-    α is split over the models evaluated on the held-out split (Bonferroni): the largest count the
-    releases record (``evaluations_on_split``, from each site's ledger), or ``evaluations`` — the
-    number the user states (``marg certify --evaluations K``) — when that is larger or a release does
-    not record it (an older marg). ``models_source`` says which: ``"ledger"``, ``"stated"`` or
-    ``"unknown"`` (then the bound is for one model, and says so).
+    ``releases``: the verified releases (:func:`marg.protocols.evaluation.verified_evaluations`). The pooled bound
+    (:func:`holdout_certificates`) becomes the model's certificate (kind ``"holdout"``); it, the per-site and the
+    class-wise bounds are recorded in ``model.info["holdout_certificate"]``. α is this model's share
+    (:func:`evaluation_share`) for the largest ordinal the releases record, at most 1/``evaluations`` when the user
+    states a number (``marg certify --evaluations K``); ``models_source``: ``"ledger"``, ``"stated"`` or ``"unknown"``.
     """
     from .base import Certificate
 
@@ -360,12 +418,13 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95,
     counts, asked = [], []
     fractions = [getattr(r, "fraction", None) for r in releases]
     known = [getattr(r, "evaluations_on_split", None) for r in releases]
-    recorded = max([int(k) for k in known if k is not None] or [1])
+    ordinal = max([int(k) for k in known if k is not None] or [1])
     ledger = all(k is not None for k in known)
-    models = max(recorded, int(evaluations)) if evaluations is not None else recorded
+    share = evaluation_share(ordinal, evaluations)
+    stated = evaluations is not None and share < evaluation_share(ordinal)
+    models = max(ordinal, int(evaluations)) if evaluations is not None else ordinal
     models_known = ledger or evaluations is not None
-    source = "stated" if evaluations is not None and (not ledger or evaluations > recorded) else (
-        "ledger" if ledger else "unknown")
+    source = "stated" if stated or (evaluations is not None and not ledger) else ("ledger" if ledger else "unknown")
     for r in releases:
         t = r.table
         overall, per_class = released_counts(t.counts, t.noise.draws(True), r.content)
@@ -373,21 +432,28 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95,
         if r.site_certificate:
             asked.append(r.site)
     classes = list(model.codebook.label.classes)
-    certs = holdout_certificates(counts, classes, coverage, per_site=asked, fractions=fractions, models=models)
+    certs = holdout_certificates(counts, classes, coverage, per_site=asked, fractions=fractions, share=share)
     bound = certs.pooled
     note = "" if models_known else (
         "the evaluation releases do not say how many models were evaluated on this held-out split (released by an "
-        "older marg): the bound is for one model, and does not hold if the sites evaluated others on the same rows "
-        "(state their number with marg certify --evaluations K)")
-    said = {"ledger": "as the sites' ledgers record", "stated": f"as stated (--evaluations {models})"}.get(source, "")
+        "older marg): the bound takes this model as the first, and does not hold if it was not (state the number "
+        "of models evaluated with marg certify --evaluations K)")
+    said = {"ledger": f"this model the {_ordinal_words(ordinal)} evaluated on it, as the sites' ledgers record",
+            "stated": f"{evaluations} model(s) as stated (--evaluations {evaluations})"}.get(source, "")
     model.estimator.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(classes), note=note)
     model.info = {**model.info, "holdout_certificate": {
-        **bound.to_dict(), "models_on_split": models, "models_known": models_known, "models_source": source,
-        "models_note": note or (f"α split over the {models} model(s) evaluated on this held-out split (Bonferroni), "
-                                f"{said}"),
+        **bound.to_dict(), "models_on_split": models, "ordinal_on_split": ordinal, "alpha_share": share,
+        "models_known": models_known, "models_source": source,
+        "models_note": note or (f"α·{share:.4g} of α = {1.0 - coverage:g} for this model: the models evaluated on this "
+                                f"held-out split share α (6/(π²·j²) for the j-th, so keeping the best of any number is "
+                                f"covered), {said}"),
         "fractions": {r.site: f for r, f in zip(releases, fractions)},
         "sites": [r.site for r in releases], "privacy": {r.site: r.privacy for r in releases},
         "site_certificates": {s: v.to_dict() for s, v in certs.sites.items()},
         "class_certificates": {c: v.to_dict() for c, v in certs.classes.items()},
         "bundles": [r.digest for r in releases]}}
     return certs
+
+
+def _ordinal_words(j: int) -> str:
+    return f"{j}{'th' if 10 <= j % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(j % 10, 'th')}"

@@ -3,7 +3,8 @@
 **Expected certificate.** For sites of n_s rows holding out a fraction f, an evaluation
 release at ε_e per site and a model of error rate p, the expected certificate is the bound
 of :mod:`marg.learners.holdout_certificate` at the expected released counts — Ẽ = p·Σ f·n_s,
-ñ = Σ f·n_s — with the noise draws the release would add (their scale from the release code
+ñ = Σ f·n_s — at the first evaluated model's share of α (6/π²: :func:`marg.learners.holdout_certificate.evaluation_share`),
+with the noise draws the release would add (their scale from the release code
 itself, :func:`marg.marginals.privacy.privatize`, so Laplace's ε ↦ b and the Gaussian's
 (ε, δ) ↦ ρ ↦ σ are OpenDP's). It is the certificate of a typical run (its median, up to the
 rounding of counts), computed, never guessed; :func:`needed_for` finds by bisection the rows
@@ -46,7 +47,7 @@ import numpy as np
 from marg._util import bisect_monotone
 from marg.marginals.accounting import DEFAULT_DELTA
 from marg.errors import InputError, option
-from .holdout_certificate import Released, exact_bound
+from .holdout_certificate import Released, evaluation_share, exact_bound
 
 FRACTIONS = tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
 SHARES = tuple(np.round(np.arange(0.1, 0.901, 0.1), 2))
@@ -124,7 +125,7 @@ def expected_holdout_certificate(n_rows: int | Sequence[int], epsilon: float | N
     parts_e = (((mechanism, b, True, len(rows)),) if b else ())
     parts_n = (((mechanism, b, True, 2 * len(rows)),) if b else ())
     rel = Released(round(expected_error * n), math.floor(n), parts_e, parts_n)
-    v = exact_bound(rel, coverage).value
+    v = exact_bound(rel, 1.0 - (1.0 - coverage) * evaluation_share(1)).value  # the first model's share of α
     return ExpectedCertificate(v, expected_error, n, float(epsilon or 0.0), b, mechanism, coverage)
 
 

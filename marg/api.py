@@ -191,8 +191,9 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
 
     The releases are verified and matched to *this* model file (its SHA-256) by
     :func:`marg.protocols.evaluation.verified_evaluations`; the bound is
-    :func:`marg.learners.holdout_certificate.certify_model` at ``coverage``, α split over the
-    models evaluated on the held-out split (``evaluations``: their number as the user states it).
+    :func:`marg.learners.holdout_certificate.certify_model` at ``coverage``: the population the sites' patients
+    weighted by their numbers, α this model's share over every model evaluated on the held-out set (6/(π²·j²) for
+    the j-th, its ordinal in the sites' ledgers; ``evaluations``, a number the user states, can only lower it).
     """
     from marg.learners.holdout_certificate import certify_model
     from marg.learners.model import Model

@@ -15,10 +15,11 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
   (:func:`marg.learners.learn.learn`, ``"auto"``), evaluated with the larger class on each site's
   held-out patients (one table of both outcomes).
 
-The certificate is the holdout bound (:func:`marg.learners.holdout_certificate.exact_bound`) on the
-pooled evaluation counts, at α/2 for each of the two rules evaluated (Bonferroni: whichever is
-kept is covered); the larger class is returned unless the model's released error count is below
-its. The certified model is signed and written to the drop box with the study's result.
+The certificate is the holdout bound on the pooled evaluation counts (the confusion table N[predicted, y]
+of the chosen model on the held-out patients), the model against the larger class by
+:func:`marg.learners.final_choice.final_against_prior` (both bounds at α·share/2, the model kept only when
+its bound beats the larger class's). The certified model is signed and written to the drop box with
+the study's result.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from marg.errors import InputError, RefusedError
 
 from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed, open_party,
                            read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
-from .study_site import EVAL_FEATURE, EVAL_LABEL, eval_codebook
+from .study_site import eval_clique, eval_codebook
 
 COVERAGE = 0.95
 
@@ -108,9 +109,9 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     raw = path.read_bytes()
     party.drop.write(EVAL_MODEL, raw)
     label = np.asarray(s2.counts((y,)), dtype=float)
-    return {"cliques": [[EVAL_FEATURE, EVAL_LABEL]], "weights": None, "rho": rho,
+    return {"cliques": [list(eval_clique(cb))], "weights": None, "rho": rho,
             "model": hashlib.sha256(raw).hexdigest(), "learner": res.model.learner,
-            "larger_class": int(np.argmax(label)), "features": res.model.codebook.feature_names}, eval_codebook()
+            "larger_class": int(np.argmax(label)), "features": res.model.codebook.feature_names}, eval_codebook(cb)
 
 
 def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
@@ -118,7 +119,7 @@ def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
     if r == "select":
         return cb
     if r == "evaluate":
-        return eval_codebook()
+        return eval_codebook(cb)
     inside = {a for c in block["cliques"] for a in c}
     return cb.subset([a for a in cb.feature_names if a in inside])
 
@@ -133,7 +134,7 @@ def _sum_records(party: Party, r: str, block: dict[str, Any], tables: list[Any],
     from .study_site import shared_noise
 
     unit = resolve_unit(party.study.codebook, None, None)
-    cb = eval_codebook() if r == "evaluate" else party.study.codebook
+    cb = eval_codebook(party.study.codebook) if r == "evaluate" else party.study.codebook
     plan = shared_noise(party.study, cb, cliques_of(block), block, n_sites, unit.bound if unit is not None else 1)
     if plan is None:
         return tables
@@ -252,8 +253,7 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
 
 def _certify(party: Party) -> dict[str, Any]:
     """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
-    from marg.learners.certificate import Certificate
-    from marg.learners.holdout_certificate import exact_bound, released_counts
+    from marg.learners.final_choice import final_against_prior
     from marg.learners.label_only import LabelOnly
     from marg.learners.learn import as_model
     from marg.learners.model import Model
@@ -262,27 +262,17 @@ def _certify(party: Party) -> dict[str, Any]:
 
     study = party.study
     t = _local_sum(party, "evaluate").tables[0]
-    T = np.asarray(t.counts, dtype=float)
-    draws = t.noise.draws(True)
-    model_rel, _ = released_counts(T.T, draws, "classes")  # rows: larger-class outcome; columns: the model's
-    prior_rel, _ = released_counts(T, draws, "classes")
-    level = 1.0 - (1.0 - COVERAGE) / 2  # two rules evaluated on the held-out patients
-    b_model, b_prior = exact_bound(model_rel, level), exact_bound(prior_rel, level)
-    keep_model = model_rel.errors < prior_rel.errors
+    s2 = _summary(_local_sum(party, "measure"))
     model, _ = Model.read(party.local / "candidate.model.json")
+    prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
+    fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE, ordinal=1)
+    keep_model = fc.chosen == "model"
     if not keep_model:
-        s2 = _summary(_local_sum(party, "measure"))
-        prior = LabelOnly(coverage=COVERAGE).fit(s2)
         model = as_model(prior, s2, {**prior.report(), "n": s2.n})
-    bound = b_model if keep_model else b_prior
-    K = int(study.codebook.label.n_classes)
-    model.estimator.certificate_ = Certificate(bound.value, "holdout", COVERAGE, False, K, note=(
-        "holdout bound on the sites' held-out patients (pooled by secure aggregation), alpha split over the two rules "
-        "evaluated (the chosen model and the larger class)"))
-    evaluation = {"model_errors": model_rel.errors, "larger_class_errors": prior_rel.errors, "rows": model_rel.rows,
-                  "model_bound": b_model.value, "larger_class_bound": b_prior.value, "kept": "model" if keep_model
-                  else "larger class", "models_on_split": 2, "coverage": COVERAGE}
-    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "models_on_split": 2},
+    bound = fc.certificate
+    evaluation = {**fc.to_dict(), "model_errors": fc.model_bound.errors, "larger_class_errors": fc.prior_bound.errors,
+                  "rows": fc.model_bound.rows, "kept": "model" if keep_model else "larger class"}
+    model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "alpha_share": fc.share},
                   "study": {"study_id": study.study_id, "evaluation": evaluation}}
     path = party.local / "final.model.json"
     model.save(path)

@@ -5,9 +5,10 @@ check the data against the study's codebook (before anything is spent); answer t
 its tables with the study's held-out patients left out, protect them, record the release in the
 site's ledger, then upload them masked, :class:`marg.protocols.study_round.StudyTables` through
 :func:`marg.protocols.export.export_site`); reveal the shares that unmask the survivors' sum, once
-(:func:`marg.protocols.secagg_round.reveal_once`); in the evaluation round, the chosen model's and
-the larger class's errors on the held-out patients (one 2 × 2 table N[model outcome, larger-class
-outcome]: each patient is one cell, so its sensitivity is one patient's rows). Every spend is checked
+(:func:`marg.protocols.secagg_round.reveal_once`); in the evaluation round, the chosen model's
+confusion table N[predicted, y] on the held-out patients (:func:`marg.protocols.evaluation.confusion_on_holdout`;
+each patient is one cell, so its sensitivity is one patient's rows; the larger class's errors are read
+from the same table). Every spend is checked
 against the site's cap (its ledger) and the study's total (its study state) before any row is read.
 
 Re-running is safe: what was done is in the site's study state (``$MARG_HOME/studies/<id>``) and
@@ -27,10 +28,6 @@ from marg.errors import InputError, RefusedError
 
 from .study_runner import (EVAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed, open_party, refused_file,
                            request_file, reveal_file, round_file, upload_file)
-
-EVAL_FEATURE, EVAL_LABEL = "model", "larger_class"
-OUTCOMES = ("correct", "error")
-
 
 def check_data(data: str, codebook: Any) -> None:
     """Refuse data that does not fit the codebook (one line naming the column, never a value)."""
@@ -57,20 +54,17 @@ def ledger_of(party: Party) -> tuple[Path, Any]:
     return (cfg.ledger if cfg is not None else party.home / DEFAULT_LEDGER), cfg
 
 
-def eval_codebook() -> Any:
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+def eval_codebook(study_cb: Any) -> Any:
+    """The evaluation round's codebook: N[predicted, y] (:func:`marg.protocols.evaluation.evaluation_codebook`)."""
+    from marg.protocols.evaluation import evaluation_codebook
 
-    return Codebook(features=(CategoricalFeature(EVAL_FEATURE, OUTCOMES),), label=Label(EVAL_LABEL, OUTCOMES))
+    return evaluation_codebook(study_cb)
 
 
-def joint_outcomes(conf: np.ndarray, larger: int) -> np.ndarray:
-    """T[m, p] (2, 2) from N[predicted, y]: m = the model erred, p = the larger class ``larger`` erred."""
-    K = conf.shape[0]
-    T = np.zeros((2, 2), dtype=np.int64)
-    for pred in range(K):
-        for y in range(K):
-            T[int(pred != y), int(y != larger)] += int(conf[pred, y])
-    return T
+def eval_clique(study_cb: Any) -> tuple[str, str]:
+    from marg.protocols.evaluation import PREDICTED
+
+    return (PREDICTED, study_cb.label.name)
 
 
 class _OnStudyRows:
@@ -136,7 +130,7 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
 
 def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_dir: Path, out: Path,
               state: dict[str, Any]) -> Any:
-    """The evaluation round's upload: T[model outcome, larger-class outcome] on the held-out patients, protected."""
+    """The evaluation round's upload: the model's N[predicted, y] on the held-out patients, protected."""
     from marg._util import atomic_write_bytes
     from marg.learners.model import Model
     from marg.marginals.holdout import split_for_model
@@ -165,9 +159,9 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     split = split_for_model(ledger_dir, {"sites": [{"site": site, "rounds": [{"digest": d} for d in bundles]}]},
                             study.fingerprint, site)
     unit = resolve_unit(study.codebook, None, None)
-    ecb = eval_codebook()
+    ecb = eval_codebook(study.codebook)
     bound = unit.bound if unit is not None else 1
-    cliques = [(EVAL_FEATURE, EVAL_LABEL)]
+    cliques = [eval_clique(study.codebook)]
     hook = StudyTables(study, "evaluate", rnd.id, cliques, float(block["rho"]), None, party.local, site,
                        share=shared_noise(study, ecb, cliques, block, len(rnd.names), bound), max_rows=bound)
     ledger_dir, cfg = resolve_export_ledger(ledger_dir, site, party.sign_key)
@@ -176,8 +170,7 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     ledger.check(hook.requested, rnd.id)  # the site's cap, and this round not answered
     conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
                                           unit=unit, per_patient=True)
-    T = joint_outcomes(conf, int(block["larger_class"]))
-    released, cost, privacy, record = hook.protect([MarginalTable(clique=(EVAL_FEATURE, EVAL_LABEL), counts=T)], ecb)
+    released, cost, privacy, record = hook.protect([MarginalTable(clique=cliques[0], counts=conf)], ecb)
     extra = {"round": rnd.id, "study": record, "evaluation": {"model": block["model"], "split": list(split.bundles)}}
     final, _ = finalize_bundle(Bundle.build(ecb, released, site=site, n_rows=None, privacy=privacy, extra=extra),
                                party.sign_key)

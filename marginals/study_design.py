@@ -233,7 +233,10 @@ class StudyDesign:
         Features round 1 keeps.
     rho_label, rho_select, rho_measure, rho_evaluate : float
         Each site's ρ for the label table and the selection (round "select"), round 2 ("measure") and the
-        evaluation ("evaluate"); they add to ρ_T.
+        evaluation ("evaluate"); they add to ρ_T. ``rho_select`` is, for ``"pooled"``, the p first-order tables
+        N[x_i, y] at ``rho_select``/p each (pooled, the top-k computed from their noisy sums), for ``"private"``
+        each site's OpenDP top-k at ``rho_select``. Under shared noise each ρ is what the round's sum over any t
+        survivors meets (one curator's budget for the round).
     holdout : float
         The fraction of each site's patients held out (0 without the evaluation round).
     expected_error, expected_certificate : float

@@ -17,7 +17,10 @@ configuration:
 - **the ordinal**: every evaluation's bundle header carries ``evaluations_on_split``, the rank
   of this model among the distinct models evaluated on that held-out set (1 for the first),
   recorded in the ledger entry against the set (``source.evaluation``), so ``marg certify``
-  can account for the models tried on the same patients.
+  can account for the models tried on the same patients: the j-th model's certificate takes
+  α·6/(π²·j²) (:func:`marg.learners.holdout_certificate.evaluation_share`), shares that add up to α
+  however many models follow, so keeping the best of them is covered without a count stated. A
+  study's pooled evaluation round carries the largest ordinal among the sites that answered.
 """
 
 from __future__ import annotations

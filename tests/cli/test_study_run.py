@@ -88,7 +88,9 @@ def test_a_study_end_to_end_through_the_console_script(tmp_path):
     model = json.loads(raw)
     result = json.loads((st.drop / "final" / "result.json").read_text())
     assert signer == "learner" and 0.0 < result["certificate"] < 1.0
-    assert result["evaluation"]["models_on_split"] == 2
+    assert abs(result["evaluation"]["alpha_share"] - 6 / np.pi ** 2) < 1e-12  # the first model on the held-out set
+    assert result["certificate"] == min(result["evaluation"]["model_bound"]["value"],
+                                        result["evaluation"]["prior_bound"]["value"])
     assert abs(result["certificate"] - model["info"]["holdout_certificate"]["value"]) < 1e-12
     # each site's ledger: three releases whose ρ's add to exactly its study total (ε = 1 at δ = 1e-6)
     rho = rho_for_epsilon(1.0, 1e-6)

@@ -118,12 +118,22 @@ def _counts(ev):
     return int(c[1]), int(c.sum())
 
 
-def test_console_different_fractions_certify_the_worst_site(evaluated):
+G1 = 6 / np.pi ** 2  # the first model's share of α on its held-out set (issue 44)
+
+
+def _weighted_cp(evals, alpha):
+    """The patient-weighted sum of the exact per-site Clopper-Pearson bounds at α/3 (each site its own fraction)."""
+    counts = [_counts(ev) for ev in evals]
+    w = np.array([n / FRACTIONS[site] for (e, n), site in zip(counts, FRACTIONS)])
+    return float(np.dot(w / w.sum(), [beta.ppf(1 - alpha / 3, e + 1, n - e) for e, n in counts]))
+
+
+def test_console_different_fractions_certify_the_patients_population(evaluated):
     tmp, model, evals = evaluated
     r = marg("certify", model, *evals, "--out", tmp / "cert.json", "--allow-unsigned", "--json", cwd=tmp)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert "under any weighting of the sites (the sites held out different fractions" in d["population"]
+    assert "weighted by their numbers (the sites held out different fractions" in d["population"]
     assert d["fractions"] == FRACTIONS
     # each site's ledger numbers the models evaluated on its split (issue 35): this one is the first
     assert d["models_known"] is True and d["models_on_split"] == 1
@@ -141,9 +151,10 @@ def test_console_different_fractions_certify_the_worst_site(evaluated):
     assert d_old["models_known"] is False and "do not say how many models" in d_old["models_note"]
     text = marg("certify", model, *older, "--out", tmp / "cert2.json", "--allow-unsigned", cwd=tmp)
     assert "warning: the evaluation releases do not say how many models" in text.stderr
-    # the value: the largest exact Clopper-Pearson bound, each site at α/3
-    want = max(beta.ppf(1 - 0.05 / 3, e + 1, n - e) for e, n in map(_counts, evals))
+    # the value: the patient-weighted exact Clopper-Pearson bounds, each site at α·g(1)/3; below the worst site's
+    want = _weighted_cp(evals, 0.05 * G1)
     assert d["worst_case_error"] == pytest.approx(want, rel=1e-9)
+    assert want < max(beta.ppf(1 - 0.05 * G1 / 3, e + 1, n - e) for e, n in map(_counts, evals))
     pooled_e = sum(_counts(ev)[0] for ev in evals)
     pooled_n = sum(_counts(ev)[1] for ev in evals)
     assert d["worst_case_error"] >= beta.ppf(0.95, pooled_e + 1, pooled_n - pooled_e)  # the old, held-out weighted
@@ -162,8 +173,9 @@ def test_console_alpha_is_split_over_the_models_evaluated_on_the_split(evaluated
     r = marg("certify", model, *marked, "--out", tmp / "cert5.json", "--allow-unsigned", "--json", cwd=tmp)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert d["models_on_split"] == 5 and d["models_known"] is True and "5 model(s)" in d["models_note"]
-    want = max(beta.ppf(1 - 0.05 / 5 / 3, e + 1, n - e) for e, n in map(_counts, evals))
+    assert d["models_on_split"] == 5 and d["models_known"] is True and "the 5th evaluated" in d["models_note"]
+    assert d["alpha_share"] == pytest.approx(G1 / 25)  # g(5) = 6/(25π²): the largest ordinal among the sites
+    want = _weighted_cp(evals, 0.05 * G1 / 25)
     assert d["worst_case_error"] == pytest.approx(want, rel=1e-9)
 
 
@@ -196,14 +208,13 @@ def test_console_the_user_states_how_many_models_an_older_split_certified(evalua
     d = json.loads(r.stdout)
     assert d["models_on_split"] == 5 and d["models_known"] is True and d["models_source"] == "stated"
     assert "5 model(s)" in d["models_note"] and "--evaluations 5" in d["models_note"]
-    want = max(beta.ppf(1 - 0.05 / 5 / 3, e + 1, n - e) for e, n in map(_counts, evals))
+    want = _weighted_cp(evals, 0.05 / 5)
     assert d["worst_case_error"] == pytest.approx(want, rel=1e-9)
     hold = Model.load(tmp / "k5.json").info["holdout_certificate"]
     assert hold["models_on_split"] == 5 and hold["models_source"] == "stated"
     text = marg("certify", model, *older, "--evaluations", "5", "--out", tmp / "k5t.json", "--allow-unsigned", cwd=tmp)
     assert text.returncode == 0 and "warning" not in text.stderr
-    assert "α split over the 5 model(s) evaluated on this held-out split (Bonferroni), as stated (--evaluations 5)" \
-        in text.stdout
+    assert "5 model(s) as stated (--evaluations 5)" in text.stdout
     one = json.loads(marg("certify", model, *older, "--out", tmp / "k1.json", "--allow-unsigned", "--json",
                           cwd=tmp).stdout)
     assert one["models_source"] == "unknown" and one["worst_case_error"] < d["worst_case_error"]

@@ -17,6 +17,7 @@ from marg.errors import InputError, RefusedError
 from marg.marginals.dp_conversions import dp_prelude
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.noise_tails import halfwidth
+from marg.marginals.privacy import tables_cost
 from marg.marginals.release_plan import TableSpec
 from marg.marginals.shared_noise import MECHANISM, SharedNoisePlan, ddg_rho, shared_plan
 from marg.marginals.synthetic import demo_codebook
@@ -44,10 +45,13 @@ def test_the_secure_sum_of_the_shares_carries_the_plans_pooled_records():
     for ts in shares.values():
         for t, e in zip(ts, exact):
             assert t.counts.dtype.kind == "i" and t.noise.mechanism == MECHANISM
-            assert (t.noise.threshold, t.noise.n_sites) == (2, 3) and not np.array_equal(t.counts, e.counts)
+            assert (t.noise.threshold, t.noise.n_sites) == (2, 3)
+        # a share was added (all 52 cells unchanged has probability ≈ 0.09^52)
+        assert any(not np.array_equal(t.counts, e.counts) for t, e in zip(ts, exact))
     keys = {s: x25519.X25519PrivateKey.generate() for s in shares}
     pooled = secure_sum_tables(shares, keys)
     assert [t.noise for t in pooled] == plan.sum_records(3)
+    assert tables_cost(pooled) == plan.study_cost()  # the pooled records state the study's guarantee
     for t, e in zip(pooled, exact):  # the pool is the three sites' exact counts plus three shares
         noise = t.counts - 3 * e.counts
         assert noise.shape == e.counts.shape and np.abs(noise).max() < 60 * t.noise.std
@@ -78,6 +82,11 @@ def test_fewer_than_t_survivors_are_refused_in_one_line():
             plan.sum_records(m)
     with pytest.raises(InputError):
         plan.study_cost(6)
+    assert plan.study_cost(["a", "b", "c"]) == plan.study_cost(3)
+    with pytest.raises(RefusedError):
+        plan.sum_records({"a", "b"})
+    with pytest.raises(InputError, match="twice"):
+        plan.study_cost(["a", "a", "b"])
     assert plan.study_cost(3).rho <= plan.study_cost().rho * (1 + 1e-12)
     assert plan.study_cost(5).rho < plan.study_cost(3).rho
 

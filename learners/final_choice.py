@@ -1,0 +1,141 @@
+"""The study's last step: the final model against the larger class, on the evaluation counts that did not select its features.
+
+**Evidence.** The evaluation round releases one pooled table of the chosen model's predictions
+on the sites' held-out patients (:mod:`marg.protocols.evaluation`): the confusion table
+N[predicted, y] (K×K), or the class-wise table N[y, outcome] (K×2), every cell with its noise draws
+(one curator's, or a sum of shares: the record's parts, whatever noise the registry
+:mod:`marg.marginals.noise_kinds` knows with a lattice pmf). Those patients never entered a table
+the features were selected or the model fitted on, so the comparison is not the one that chose it.
+
+**The larger class** is :class:`marg.learners.label_only.LabelOnly`'s rule fitted on the training
+summary (the class c whose share has the largest lower bound on the label table): chosen before the
+evaluation, it is one more fixed rule evaluated on the same patients. Its errors are read from the
+same table — every held-out patient whose class is not c:
+
+    confusion: Ẽ_c = Σ_{y≠c} Σ_ŷ Ñ[ŷ, y]  (K(K − 1) cells),    classes: Ẽ_c = Σ_{y≠c} Σ_o Ñ[y, o]  (2(K − 1) cells),
+
+and the held-out count ñ is the table's sum (K² or 2K cells), as for the model's own errors
+(:func:`marg.learners.holdout_certificate.released_counts`).
+
+**The rule.** Both bounds (:func:`marg.learners.holdout_certificate.exact_bound`) are taken at
+α·share/2, share = g(j) for the model's ordinal j on the held-out set
+(:func:`marg.learners.holdout_certificate.evaluation_share`: the two rules split the model's
+share). Both hold together with probability ≥ 1 − α·share, so whichever is returned — a choice
+made from these very counts — keeps its certificate. The model is returned only when it
+**beats** the larger class: its bound strictly below the larger class's; otherwise the larger class
+is returned with its certificate on the same evaluation. The population both bounds name is the
+held-out rows' (one held-out fraction for the study: the sites' patients weighted by their numbers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from marg.errors import InputError
+
+from .holdout_certificate import HoldoutBound, Released, evaluation_share, exact_bound, released_counts
+
+LAYOUTS = ("confusion", "classes")
+
+
+def prior_released(counts: np.ndarray, draws: Sequence[Any], layout: str, c: int) -> Released:
+    """The constant rule ``c``'s released errors and held-out count from the evaluation table (module docstring).
+
+    Parameters
+    ----------
+    counts : ndarray
+        ``confusion``: N[predicted, y] (K, K); ``classes``: N[y, outcome] (K, 2).
+    draws : sequence of (noise, scale, discrete, count)
+        The noise draws in ONE cell (the table's record; () when exact).
+    layout : {"confusion", "classes"}
+    c : int
+        The class the rule predicts for every row.
+    """
+    N = np.asarray(counts, dtype=np.float64)
+    if layout not in LAYOUTS:
+        raise InputError(f"the comparison with the larger class needs per-class counts (confusion or classes), "
+                         f"got {layout!r}")
+    K = N.shape[0]
+    if layout == "confusion" and N.shape != (K, K) or layout == "classes" and N.shape != (K, 2):
+        raise InputError(f"a {layout} evaluation table of shape {N.shape} for {K} classes")
+    if not 0 <= int(c) < K:
+        raise InputError(f"the larger class {c!r} is not one of the {K} classes")
+    other = np.arange(K) != int(c)
+    errors = float(N[:, other].sum()) if layout == "confusion" else float(N[other, :].sum())
+    cells_e = K * (K - 1) if layout == "confusion" else 2 * (K - 1)
+
+    def parts(k: int) -> tuple:
+        return tuple((m, b, d, n * k) for m, b, d, n in draws)
+
+    return Released(errors, float(N.sum()), parts(cells_e), parts(N.size))
+
+
+@dataclass(frozen=True)
+class FinalChoice:
+    """What :func:`final_against_prior` returns: the rule kept (``"model"`` or ``"prior"``), its estimator (its
+    ``certificate_`` the holdout bound), that bound, both bounds and the α share they were taken at."""
+
+    chosen: str
+    estimator: Any
+    certificate: HoldoutBound
+    model_bound: HoldoutBound
+    prior_bound: HoldoutBound
+    prior_class: int
+    share: float
+    coverage: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chosen": self.chosen, "certificate": self.certificate.value, "model_bound": self.model_bound.to_dict(),
+                "prior_bound": self.prior_bound.to_dict(), "prior_class": self.prior_class, "alpha_share": self.share,
+                "coverage": self.coverage,
+                "rule": "the model only when its holdout bound is strictly below the larger class's on the same "
+                        "evaluation; both at alpha*share/2"}
+
+
+def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Sequence[Any], layout: str = "confusion",
+                        coverage: float = 0.95, ordinal: int = 1, evaluations: int | None = None) -> FinalChoice:
+    """The final model or the larger class, whichever the evaluation counts certify lower (module docstring).
+
+    Parameters
+    ----------
+    model : MarginalEstimator or Model
+        The fitted final model (its deterministic rule made the evaluation table).
+    prior : LabelOnly or Model
+        The label-only rule fitted on the training summary (``class_``: the larger class).
+    counts : ndarray
+        The pooled evaluation table: ``confusion`` N[predicted, y] (K, K) or ``classes`` N[y, outcome] (K, 2).
+    draws : sequence of (noise, scale, discrete, count)
+        Its noise draws in one cell (the record's parts; () when exact).
+    coverage : float in (0, 1)
+    ordinal, evaluations : int
+        The model's ordinal on the held-out set (the sites' ledgers) and a stated number of models evaluated
+        on it (can only lower the share): :func:`marg.learners.holdout_certificate.evaluation_share`.
+
+    Returns
+    -------
+    FinalChoice
+        Its ``estimator`` (``model`` or ``prior``) carries the chosen bound as its certificate (kind ``"holdout"``).
+    """
+    from .base import Certificate
+
+    if not 0.0 < coverage < 1.0:
+        raise InputError(f"coverage must be in (0, 1), got {coverage!r}")
+    c = int(getattr(getattr(prior, "estimator", prior), "class_"))
+    draws = tuple(draws)
+    model_rel = released_counts(np.asarray(counts), draws, layout)[0]
+    prior_rel = prior_released(counts, draws, layout, c)
+    share = evaluation_share(ordinal, evaluations)
+    level = 1.0 - (1.0 - coverage) * share / 2.0
+    mb, pb = exact_bound(model_rel, level), exact_bound(prior_rel, level)
+    keep = mb.value < pb.value
+    chosen, est, bound = ("model", model, mb) if keep else ("prior", prior, pb)
+    K = len(np.asarray(counts))
+    getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
+        bound.value, "holdout", coverage, False, K,
+        note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
+                              f"{pb.value:.4f} on the same evaluation: the larger class is returned"))
+    out = FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c, share, coverage)
+    return out
