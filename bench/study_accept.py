@@ -126,18 +126,29 @@ def marg_study(marg, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.nd
         raise RuntimeError(f"marg study status: not done after 10 rounds of runs ({res.get('next')})")
     model = drop / "final" / "model.json"
     result = status.get("result") or {}
-    kept = (result.get("evaluation") or {}).get("kept", "?")
-    out = {"certificate": result.get("certificate"), "chose": f"{result.get('learner', '?')} (kept: {kept})"}
     try:
         ev = json.loads(marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
-        return {**out, "error": float(ev["error"])}
+        return {**outcome(result), "error": float(ev["error"])}
     except RuntimeError as exc:  # scored in-process on the model's features' codes instead, and the refusal recorded
-        from marg.learners.model import Model
+        return {**score_final(drop / "final", cb, Xte, yte), "evaluate": str(exc)[:300]}
 
-        m, _ = Model.read(model)
-        cols = [cb.index(n) for n in m.codebook.feature_names]
-        err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
-        return {**out, "error": err, "evaluate": str(exc)[:300]}
+
+def outcome(result: dict) -> dict:
+    """The study's certificate and choice from its result document (``DROP/final/result.json``)."""
+    kept = (result.get("evaluation") or {}).get("kept", "?")
+    return {"certificate": result.get("certificate"), "chose": f"{result.get('learner', '?')} (kept: {kept})"}
+
+
+def score_final(final: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
+    """A study's final model (``final/model.json``, its ``result.json`` beside it) scored on the test codes
+    of the features it reads (in-process: ``marg evaluate`` refuses the study's model under the study codebook)."""
+    from marg.learners.model import Model
+
+    m, _ = Model.read(final / "model.json")
+    cols = [cb.index(n) for n in m.codebook.feature_names]
+    err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
+    return {**outcome(json.loads((final / "result.json").read_text())), "error": err,
+            "features_read": list(m.codebook.feature_names)}
 
 
 def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink) -> None:
@@ -284,11 +295,25 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="raw results, rewritten after every path (default beside --out)")
     ap.add_argument("--report", type=Path, nargs="+", help="render these JSON files as markdown (no run)")
     ap.add_argument("--out", type=Path, help="the markdown (default bench/results/study_accept_DATE.md)")
+    ap.add_argument("--score-final", type=Path, nargs="+", metavar="SET:SPLIT:DIR",
+                    help="no run: score the final models copied from finished studies' drop boxes (DIR/model.json, "
+                         "DIR/result.json) as the study path's rows of those splits, into --json")
     a = ap.parse_args()
     date = dt.date.today().isoformat()
     md = a.out or ROOT / "bench" / "results" / f"study_accept_{date}.md"
     if a.report:
         return report(a.report, md)
+    if a.score_final:
+        rows = []
+        for spec in a.score_final:
+            name, rep, final = str(spec).split(":", 2)
+            te, cb, X, y, sites = Sets().split(name, int(rep))
+            rows.append({"set": name, "split": int(rep), "n_train": int(sum(map(len, sites))), "n_test": int(te.size),
+                         "features": cb.n_features, "sites": [int(s.size) for s in sites], "path": "study", "seconds": 0.0,
+                         **score_final(Path(final), cb, X[te], y[te]),
+                         "evaluate": "scored from the final model copied from the study's drop box"})
+        meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]), "machine": platform.machine()}
+        return (a.json or md.with_suffix(".scored.json")).write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     import warnings
 
     warnings.filterwarnings("ignore")
