@@ -268,7 +268,7 @@ def report(files: list[Path], out: Path) -> None:
         d = json.loads(Path(f).read_text())
         for r in d["results"]:
             keyed[(r["set"], r["split"], r["path"])] = r
-        meta.append(d["meta"])
+        meta += d["meta"] if isinstance(d["meta"], list) else [d["meta"]]  # an earlier report's merge: its runs
     rows = list(keyed.values())
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     text = [f"# The study side by side (issue 44's acceptance; {meta[0]['date']})", ""]
