@@ -56,10 +56,15 @@ def _local_sum(party: Party, r: str) -> Any:
     return Bundle.from_bytes(data, source=sum_file(r))
 
 
-def _summary(bundle: Any) -> Any:
+def _summary(bundle: Any, study_fingerprint: str | None = None) -> Any:
+    """The summed bundle as a Summary; a round over some of the study's features names the study's codebook as its
+    parent (``study_fingerprint``), so a model fitted on it accepts data coded under the study codebook."""
     from marg.protocols.aggregate import summary_from_bundles
 
-    return summary_from_bundles([bundle], [bundle.site])
+    s = summary_from_bundles([bundle], [bundle.site])
+    if study_fingerprint is not None and s.codebook.fingerprint != study_fingerprint:
+        s.parent_fingerprint = study_fingerprint
+    return s
 
 
 def _survivors(party: Party, r: str) -> list[str]:
@@ -101,7 +106,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     from marg.learners.learn import learn
     from marg.protocols.model_signing import sign_model_file
 
-    s2 = _summary(_local_sum(party, "measure"))
+    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
     res = learn(s2, "auto")
     path = party.local / "candidate.model.json"
     res.model.save(path)
@@ -262,7 +267,7 @@ def _certify(party: Party) -> dict[str, Any]:
 
     study = party.study
     t = _local_sum(party, "evaluate").tables[0]
-    s2 = _summary(_local_sum(party, "measure"))
+    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
     model, _ = Model.read(party.local / "candidate.model.json")
     prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
     fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE, ordinal=1)

@@ -92,6 +92,11 @@ def test_a_study_end_to_end_through_the_console_script(tmp_path):
     assert result["certificate"] == min(result["evaluation"]["model_bound"]["value"],
                                         result["evaluation"]["prior_bound"]["value"])
     assert abs(result["certificate"] - model["info"]["holdout_certificate"]["value"]) < 1e-12
+    # the final model is usable at a site on data coded under the study codebook (it may read fewer features)
+    r = marg("evaluate", st.drop / "final" / "model.json", st.data["north"], "--schema", st.schema, "--trust", trust,
+             "--json", cwd=st.dir)
+    assert r.returncode == 0, r.stderr
+    assert 0.0 <= json.loads(r.stdout)["error"] <= 1.0
     # each site's ledger: three releases whose ρ's add to exactly its study total (ε = 1 at δ = 1e-6)
     rho = rho_for_epsilon(1.0, 1e-6)
     for site in SITES:
