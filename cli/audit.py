@@ -39,10 +39,11 @@ def _open(ledger: Optional[Path], key: Optional[Path] = None) -> "Ledger":
 
 
 def _existing(led: "Ledger") -> "Ledger":
-    """``led`` if its folder holds a ledger; a folder with none is refused (it would read "0 releases, verified")."""
+    """``led`` if its folder holds a ledger; a folder with none is refused (it would read "0 releases, verified"),
+    unless it is the configured site's, whose checkpoint then names the ledger as deleted or truncated."""
     if not led.directory.is_dir():
         raise InputError(f"no ledger directory at {str(led.directory)!r}")
-    if not led.path.exists():
+    if not led.path.exists() and getattr(led, "site", None) is None:  # the site's own ledger: verify names the deletion
         raise InputError(f"{str(led.directory)!r} holds no ledger ({led.path.name} is missing): give the site's ledger "
                          "folder (--ledger DIR)")
     return led

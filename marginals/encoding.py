@@ -15,6 +15,8 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from marg.errors import InputError
+
 from .batch_codes import encoder_for
 from .codebook import Codebook, code_dtype
 from .column_codes import (MISSING, UNKNOWN, Dictionary, Encoded, at_row, check_codes, check_label, distinct,
@@ -53,7 +55,11 @@ def iter_encoded(
         batches = prefetched(batches)
     memo: dict = {}
     for batch in batches:
-        enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
+        try:
+            enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
+        except pa.ArrowException as exc:  # a corrupted file's text (invalid UTF-8 in a Parquet page): one line that
+            # names the block, never Arrow's text (it may quote a value)
+            raise InputError(f"cannot read {path}: the block from row {row} is not valid text ({type(exc).__name__})") from None
         row += enc.n
         yield enc
         if progress is not None:
