@@ -228,8 +228,7 @@ def read_study(path: str | os.PathLike[str]) -> Study:
     """The study file at ``path``, verified (:func:`parse_study`)."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
-        d = json.loads(raw.decode("utf-8"))
+        d = json.loads(p.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"study file not found: {p}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):

@@ -14,10 +14,12 @@ its small result comes back. A privacy unit's row bound and a holdout by content
 groups of rows (a unit's rows; the occurrences of one content), so the rows are first
 repartitioned by a key that brings each group together (one shuffle), then every partition
 runs the local path's steps on its rows (:func:`~marg.marginals.privacy_unit.partition_counts`):
-the same rows kept, the same rows held out, the same tallies, summed here. The repeat check of
-an id-like column is a ``groupBy`` count (:meth:`SparkSource.most_repeated`). The site's split
-key travels to the executors with the task: they are the site's own cluster. Only
-``--evaluate`` still reads the rows here (:meth:`SparkSource.row_batches`).
+the same rows kept, the same rows held out, the same tallies, summed here. The site's split
+key travels to the executors with the task: they are the site's own cluster. ``--evaluate`` and
+the repeat check of id-like columns (:func:`marg.marginals.privacy_unit.repeat_counts`, one pass
+that also measures each column's distinctness) still read the rows here
+(:meth:`SparkSource.row_batches`); :meth:`SparkSource.most_repeated` is a ``groupBy`` count of
+one column's largest repeat, not yet used by that check.
 
 The session is the active one (e.g. under ``spark-submit``), else one built for
 ``--spark-master``, ``$MARG_SPARK_MASTER`` or ``local[*]``, its Python workers running this
