@@ -1,6 +1,7 @@
 """Issue 49: the automatic choice at hospital size, exact summaries with min-cell suppression, side by side.
 
 Run: nice -n 10 python bench/choice_49.py [--reps 3] [--sets bcw,clvheart,huheart,credit,vote] (adult: --sets adult)
+[--epsilon 1: the DP setting, each site exporting with ``epsilon`` and the export's DP defaults, nothing suppressed]
 
 Protocol (every number from one run): each repetition (seed 1000 + rep) draws a random 70/30
 train/test split; the training rows go to three sites of 50 / 30 / 20 %; each site exports
@@ -74,7 +75,7 @@ def pooled_baselines(X, y, tr, te, cb):
             "larger": float(np.mean(y[te] != larger))}
 
 
-def one_split(name: str, rep: int):
+def one_split(name: str, rep: int, epsilon: float | None = None):
     from marg.learners.auto import AutoLearner, choose
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
@@ -92,7 +93,8 @@ def one_split(name: str, rep: int):
         paths = []
         for k, s in enumerate(sites):
             out = Path(d) / f"site{k}.bundle"
-            res = export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, min_cell_policy="suppress")
+            kw = {"min_cell_policy": "suppress"} if epsilon is None else {"epsilon": epsilon}
+            res = export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, **kw)
             suppressed += len(res.suppressed)
             paths.append(out)
         S = load_summary(paths, allow_unsigned=True)
@@ -117,15 +119,18 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sets", default="bcw,clvheart,huheart,credit,vote")
     ap.add_argument("--dump", default="")
+    ap.add_argument("--epsilon", type=float, default=None,
+                    help="DP at this ε per site (the export's DP defaults) instead of exact with suppression")
     a = ap.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded)\n")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded); "
+          + ("exact, min-cell suppression" if a.epsilon is None else f"DP, ε = {a.epsilon:g} per site") + "\n")
     print("| set | split | n (sites) | suppressed cells | auto (chose) | --prefer certificate (chose) | candidates' test "
           "errors | nb rows | lr rows | larger class | s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     out = []
     for name in a.sets.split(","):
         for rep in range(a.reps):
-            r = one_split(name, rep)
+            r = one_split(name, rep, a.epsilon)
             out.append(r)
             cands = ", ".join(f"{label(c)} {c['test']:.3f}" for c in r["rows"])
             print(f"| {NAMES.get(name, name)} | {rep} | {r['n_train']} ({'/'.join(map(str, r['sites']))}) | "
