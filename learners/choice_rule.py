@@ -56,6 +56,10 @@ more than the noise at 95 %: ê_c + max(``tolerance``, :data:`DEFAULT_Z`·se(c, 
 same way, and when every default is beaten the rule's pick stands. A default without an estimate,
 or estimated worse than the prior, is passed over. Both ``prefer`` take them.
 
+**Evidence from an evaluation round** (:func:`with_heldout`): a candidate measured on held-out patients
+carries that error rate as its estimate (its binomial and noise standard error beside it), compared with
+the others by the unpaired noise √(se_a² + se_b²); the rule is otherwise the same.
+
 **Each estimate's own noise** (:func:`estimate_se`): the standard error of a leave-one-site-out
 estimate as a weighted mean of its folds, se(k)² = S/(S − 1)·Σ_s w_s²(e_{k,s} − ê_k)², is reported
 beside it (``error_se``); it is not the noise of a comparison (the folds are paired: se(a, b) above).
@@ -63,8 +67,9 @@ beside it (``error_se``); it is not the noise of a comparison (the folds are pai
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -156,10 +161,60 @@ def _cert(c: Any) -> float:
 
 
 def noise_margin(c: Any, best: Any, tolerance: float, weights: Sequence[float] | None = None, z: float = 1.0) -> float:
-    """How far above ``best``'s estimate ``c``'s may lie and still be within noise: max(tolerance, z·se(c, best))."""
-    if c is best or not c.folds or len(c.folds) != len(best.folds):
+    """How far above ``best``'s estimate ``c``'s may lie and still be within noise: max(tolerance, z·se(c, best)) —
+    paired over the folds, or, when either is measured on held-out patients (:func:`with_heldout`: no folds to
+    pair), unpaired: se(c, best)² = se(c)² + se(best)²."""
+    if c is best:
+        return float(tolerance)
+    if HELDOUT in (getattr(c, "method", ""), getattr(best, "method", "")):
+        ses = [getattr(r, "error_se", None) or 0.0 for r in (c, best)]
+        return max(float(tolerance), z * math.sqrt(ses[0] ** 2 + ses[1] ** 2))
+    if not c.folds or len(c.folds) != len(best.folds):
         return float(tolerance)
     return max(float(tolerance), z * paired_se(c.folds, best.folds, weights))
+
+
+HELDOUT = "held-out"
+"""The ``method`` of an estimate measured on held-out patients (:func:`with_heldout`)."""
+
+
+def with_heldout(rows: Sequence[Any], evidence: Mapping[int, tuple[float, float, float]]) -> list[Any]:
+    """The candidates with the estimates of those measured on held-out patients replaced by that measurement.
+
+    The evidence of an evaluation round (patients no table the candidates were fitted on holds) is unbiased
+    where leave-one-site-out is not (its simulated rows assume the tables' own tree-augmented distribution), so
+    it replaces the estimate rather than being averaged with it; :func:`choose_index` then compares such a
+    candidate with the others by the unpaired noise of :func:`noise_margin`.
+
+    Parameters
+    ----------
+    rows : sequence of candidates (``error``, ``error_se``, ``method``, ``folds``, ``fold_weights``)
+    evidence : dict index → (errors, n, noise_std)
+        Candidate ``index``'s released error count on ``n`` held-out patients and the std of the noise on that
+        count (0: exact).
+
+    Returns
+    -------
+    list
+        Copies of the rows; row k with evidence has ``error = clip(errors/n, 0, 1)``, ``error_se =
+        √(e(1 − e)/n + (noise_std/n)²)``, ``method = "held-out"`` and no folds.
+
+    Raises
+    ------
+    InputError
+        An index that is not a row, or ``n`` ≤ 0.
+    """
+    out = [copy.copy(r) for r in rows]
+    for k, (errors, n, noise_std) in evidence.items():
+        if not 0 <= int(k) < len(out):
+            raise InputError(f"held-out evidence for candidate {k}, but there are {len(out)} candidates")
+        if not float(n) > 0:
+            raise InputError(f"held-out evidence for candidate {k} on {n} patients: it needs at least one")
+        e = float(np.clip(float(errors) / float(n), 0.0, 1.0))
+        r = out[int(k)]
+        r.error, r.method, r.folds, r.fold_weights = e, HELDOUT, [], []
+        r.error_se = math.sqrt(e * (1.0 - e) / float(n) + (float(noise_std) / float(n)) ** 2)
+    return out
 
 
 def choose_index(rows: Sequence[Any], prefer: str = "accuracy", tolerance: float = TOLERANCE,

@@ -26,6 +26,18 @@ Reading a hidden cell as 0 would put all of class v's rows nowhere in that table
 cell hid it), so for a rare level it leans low; the box, not the point, carries the guarantee.
 :func:`fill_from` fills one site's hidden columns from another summary's shape the same way (the
 left-out site of the leave-one-site-out estimate, whose own release has no released part).
+
+**What the box does not hold: the column's sum.** The minimax box holds each hidden cell in its
+interval (``tests/learners/test_hidden_intervals.py``: a rule's W(h) over it is the largest worst case
+over every filling of the column, against the brute-force joint LP), and the column's sum ``S`` is
+kept only through the other blocks: any distribution has ``Σ_a p(x=a, y=v) = p(y=v)`` for every
+feature, and an exact block pins ``p(y=v)`` within its cells' widths. The node map has no class-share
+entry of its own (``Φ`` holds no ``e_y``), so when *every* feature has a hidden class column (breast-w
+at 99–244 patients a site: 486–506 of its 546 cells hidden), nothing pins ``p(y)``, the MRC's and the
+DCC's R* is the uniform guess's 1 − 1/K (μ = 0) and their rules are naive Bayes's tie-break — every candidate
+erring the same on test rows (BENCHMARKS.md, "Issue 49 (chooser)"). The fix is a class-share column
+in the minimax map (its τ the label table's ``N[y]/n``, its λ that table's), which the node map,
+the separation oracle, the fixed-rule certificate and the model file would all have to carry.
 """
 
 from __future__ import annotations

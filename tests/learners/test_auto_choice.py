@@ -291,3 +291,40 @@ def test_console_script_table_matches_the_model_file(site_bundles, prefer):
             assert shown[f"auto_{key}:{k}"] == want
     bad = marg("learn", *bundles, "--prefer", "speed", "--out", tmp / "x.json", "--allow-unsigned", cwd=tmp)
     assert bad.returncode == 2 and "unknown prefer 'speed'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_held_out_evidence_replaces_the_estimate_and_is_compared_by_its_own_noise():
+    """Issue 49, an evaluation round's evidence (choice_rule.with_heldout): credit-a's table under suppression, where
+    leave-one-site-out's independent simulated rows flatter naive Bayes (estimated 0.031, test 0.188) over the MRC
+    (0.148, test 0.135). Measured on 300 held-out patients, naive Bayes errs 57 and the MRC 40: the MRC is chosen,
+    each estimate the held-out rate with its binomial standard error. The larger class measured on the same patients
+    is taken only when better beyond the unpaired noise √(se² + se²)."""
+    from marg.learners.choice_rule import HELDOUT, noise_margin, with_heldout
+
+    w = [241.0, 144.0, 98.0]
+    mrc = CandidateRow("mrc", {}, error=0.148, certificate=0.516, kind="W(h)", folds=[0.144, 0.119, 0.202],
+                       fold_weights=w, trivial=True)
+    nb = CandidateRow("nb", {}, error=0.031, certificate=1.0, kind="W(h)", folds=[0.025, 0.024, 0.057],
+                      fold_weights=w, trivial=True)
+    prior = CandidateRow("prior", {}, error=0.458, certificate=0.519, kind="W(h)", folds=[0.473, 0.438, 0.449],
+                         fold_weights=w)
+    rows = [mrc, nb, prior]
+    assert rows[choose(rows)[0]] is nb
+    got = with_heldout(rows, {0: (40, 300, 0.0), 1: (57, 300, 0.0)})
+    assert rows[1].error == 0.031 and rows[1].folds  # the caller's rows are not changed
+    assert got[choose(got)[0]].learner == "mrc"
+    assert got[0].method == HELDOUT and got[0].folds == [] and got[0].error == pytest.approx(40 / 300)
+    assert got[1].error_se == pytest.approx(np.sqrt(0.19 * 0.81 / 300))
+    noisy = with_heldout(rows, {0: (40, 300, 6.0)})[0]
+    assert noisy.error_se == pytest.approx(np.sqrt((40 / 300) * (260 / 300) / 300 + (6 / 300) ** 2))
+    # the larger class on the same patients: better beyond the noise is chosen, within it the rule stays
+    better = with_heldout(rows, {0: (80, 300, 0.0), 1: (90, 300, 0.0), 2: (45, 300, 0.0)})
+    assert noise_margin(better[2], better[0], 0.01) < 80 / 300 - 45 / 300
+    assert better[choose(better)[0]].learner == "prior"
+    near = with_heldout(rows, {0: (40, 100, 0.0), 1: (45, 100, 0.0), 2: (35, 100, 0.0)})
+    assert 0.40 - 0.35 < noise_margin(near[2], near[0], 0.01)
+    assert near[choose(near)[0]].learner == "mrc"
+    with pytest.raises(InputError, match="3 candidates"):
+        with_heldout(rows, {5: (1, 10, 0.0)})
+    with pytest.raises(InputError, match="at least one"):
+        with_heldout(rows, {0: (0, 0, 0.0)})
