@@ -6,12 +6,17 @@ only re-run ``marg study run``; each site's ledger composes to exactly its study
 its cap; the secure sum is the sites' counts (its label total within the shared noise of the patients the
 sites counted); a site dropping out after round 1 (t = 2) still ends in a certified model, its ledger
 showing round 1 only, and it cannot rejoin; fewer than t answers release nothing; bad input is one line,
-before anything is spent.
+before anything is spent. The count of models evaluated on a held-out set is the site's ledger's: two studies
+of the same sites one after the other, the second's model is the second (j = 2) with no option given, even after
+the first study's drop box and the sites' study states are deleted; keeping the best of K at the ledger's
+ordinals is covered (simulation).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -338,3 +343,108 @@ def test_fewer_than_t_reveals_release_nothing(tmp_path):
     assert r.exit_code == 1 and "below t = 2" in r.output and len(r.output.strip().splitlines()) == 1
     assert (st.drop / "select" / "refused.json").exists() and not (st.drop / "select" / "sum.bundle").exists()
     assert [len(ledger_entries(st.home[s])) for s in SITES] == [1, 1, 1]  # each spent round 1 once, nothing more
+
+
+# ---------------------------------------------------------------------------------------
+# the count of models evaluated on a held-out set: the site's ledger's
+# ---------------------------------------------------------------------------------------
+def _evaluations(home):
+    return [e["source"]["evaluation"] for e in ledger_entries(home)
+            if isinstance(e.get("source"), dict) and "evaluation" in e["source"]]
+
+
+@pytest.fixture(scope="module")
+def two_studies(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ordinal")
+    st = declare_study(tmp, 200, 21, script=False)
+    rounds_until_done(st)
+    first = {s: _evaluations(st.home[s]) for s in SITES}
+    drop2 = tmp / "drop2"
+    drop2.mkdir()
+    ok(run("study", "init", "--schema", st.schema, "--roster", tmp / "roster", "--epsilon", "1", "--delta", "1e-6",
+           "--drop", drop2, "--sign-key", st.home["learner"] / "keys" / "learner.sign.key", "--out", tmp / "study2.json"))
+    # deleting what the sites do not own (the first drop box) and their study states does not reset the count
+    shutil.rmtree(st.drop)
+    for s in SITES:
+        shutil.rmtree(st.home[s] / "studies")
+    st2 = replace(st, study=tmp / "study2.json", drop=drop2)
+    rounds_until_done(st2)
+    return st2, first
+
+
+def test_every_study_evaluation_is_recorded_against_its_held_out_set(two_studies):
+    st2, first = two_studies
+    for s in SITES:
+        assert [e["evaluations_on_split"] for e in first[s]] == [1]
+        both = _evaluations(st2.home[s])
+        assert [e["evaluations_on_split"] for e in both] == [1, 2]
+        assert both[0]["split"] == both[1]["split"] and both[0]["model"] != both[1]["model"]  # one set, two models
+        assert not any(e["exact"] for e in both)
+
+
+def test_the_second_model_is_the_second_in_the_signed_uploads_and_the_sum(two_studies):
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.secagg_round import parse_upload
+    from marg.protocols.study_file import read_study
+    from marg.protocols.study_round import parse_study_round
+    from marg.study_runner import evaluation_ordinal
+
+    st2, _ = two_studies
+    study = read_study(st2.study)
+    rnd, _ = parse_study_round(study, json.loads((st2.drop / "evaluate" / "round.json").read_text()), "evaluate",
+                             "evaluate/round.json")
+    for s in SITES:
+        up = parse_upload(json.loads((st2.drop / "evaluate" / f"upload-{s}.json").read_text()), rnd)  # verified: the site's key
+        assert up.privacy["evaluations_on_split"] == 2
+    summed = Bundle.from_bytes((st2.drop / "evaluate" / "sum.bundle").read_bytes())
+    assert evaluation_ordinal(summed) == 2
+    assert evaluation_ordinal(Bundle.from_bytes((st2.drop / "select" / "sum.bundle").read_bytes())) == 1  # none said
+
+
+@pytest.mark.xfail(strict=True, reason="marg/study_learner.py's _certify passes ordinal=1 (owned by studyacc): it needs "
+                                       "ordinal=evaluation_ordinal(_local_sum(party, 'evaluate'))")
+def test_the_second_studys_certificate_takes_the_second_share(two_studies):
+    st2, _ = two_studies
+    result = json.loads((st2.drop / "final" / "result.json").read_text())
+    assert result["evaluation"]["alpha_share"] == pytest.approx(6 / (np.pi ** 2 * 4))
+
+
+def test_keeping_the_best_of_k_at_the_ledgers_ordinals_is_covered():
+    """K = 10 models (true errors 0.20-0.29) evaluated one after another on one site's 150 held-out patients, each
+    recorded in the ledger (:func:`marg.protocols.evaluation_ledger.record_of`, a re-evaluation of a model keeping
+    its rank); the one with the fewest errors kept against the larger class (true error 0.40) by
+    :func:`marg.learners.final_choice.final_against_prior` at its ledger ordinal. 2,000 studies: the kept rule's
+    certificate covers its true error in ≥ 95 %; at ordinal 1 for every model (a count reset) it does not."""
+    from types import SimpleNamespace
+
+    from marg.learners.final_choice import final_against_prior
+    from marg.protocols import evaluation_ledger as evl
+
+    rng = np.random.default_rng(44)
+    rates, n, prior_rate = 0.20 + 0.01 * np.arange(10), 150, 0.40
+    split = SimpleNamespace(spec=SimpleNamespace(id_column=None, fraction=0.2), n_held=n, held_fingerprint="f" * 32,
+                            key=b"k" * 32)
+    prior = SimpleNamespace(class_=0)
+    ok = reset = 0
+    for trial in range(2000):
+        entries, ranks = [], []
+        for m in range(10):
+            digest = f"{trial}-{m}"
+            rank = evl.ordinal(entries, split, digest)
+            entries.append({"seq": len(entries) + 1, "source": {"evaluation": evl.record_of(split, digest, False, rank)}})
+            if m == 3:  # model 3 evaluated twice: the same rank, not a new one
+                assert evl.ordinal(entries, split, digest) == rank
+            ranks.append(rank)
+        assert ranks == list(range(1, 11))
+        y = rng.random(n) < prior_rate  # true class 1 with probability 0.40: the larger class 0 errs at 0.40
+        errs = rng.random((10, n)) < rates[:, None]  # each model's error on each held-out patient
+        j = int(np.argmin(errs.sum(axis=1)))
+        pred = np.where(errs[j], 1 - y, y).astype(int)
+        conf = np.zeros((2, 2))
+        np.add.at(conf, (pred, y.astype(int)), 1)
+        truth = rates[j]
+        fc = final_against_prior(SimpleNamespace(), prior, conf, (), "confusion", 0.95, ordinal=ranks[j])
+        ok += fc.certificate.value >= (truth if fc.chosen == "model" else prior_rate)
+        fc1 = final_against_prior(SimpleNamespace(), prior, conf, (), "confusion", 0.95, ordinal=1)
+        reset += fc1.certificate.value >= (truth if fc1.chosen == "model" else prior_rate)
+    assert ok / 2000 >= 0.95 and reset / 2000 < 0.95  # measured (seed 44): 0.98 against 0.92
