@@ -183,7 +183,7 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
         spent = sum(float((e.get("cost") or {}).get("rho", 0.0)) for e in releases)
         ok = "chain and signatures verified" if rep.ok else f"FAILED: {rep.reason}"
         echo(f"   {site:<7} {len(releases)} releases to the study, ρ = {spent:.4g} of the study's {doc['plan']['rho_total']:.4g} "
-             f"(ε = {EPSILON:g}); against its cap ε {led.spent().epsilon:.3g} of {CAP:g} (each release's ε added); {ok}")
+             f"(ε = {EPSILON:g} at δ = {DELTA:g}), within its cap ε = {CAP:g}; {ok}")
     from marg.api import evaluate_file
     from marg.reports.audit_page import audit_page
     from marg.reports.model_card import model_card

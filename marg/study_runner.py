@@ -88,11 +88,13 @@ def key_files(home: Path, name: str) -> tuple[Path, Path]:
     return d / f"{name}{SIGN_KEY_SUFFIX}", d / f"{name}{SEAL_KEY_SUFFIX}"
 
 
-def open_party(study_path: str | Path, name: str | None, learner: bool, check_drop: bool = True) -> Party:
+def open_party(study_path: str | Path, name: str | None, learner: bool, check_drop: bool = True,
+               pin: bool = True) -> Party:
     """Read and verify the study, load this party's keys from ``$MARG_HOME`` and check them against it.
 
     Every refusal here comes before anything is spent or written to the drop box (the study file
-    pin, :func:`marg.protocols.study_file.pin_learner`, is written last, once everything checked).
+    pin, :func:`marg.protocols.study_file.pin_learner`, is written last, once everything checked;
+    ``pin=False`` leaves it to the caller, which checks the site's data first: a refusal then writes nothing).
     """
     import os
 
@@ -120,7 +122,7 @@ def open_party(study_path: str | Path, name: str | None, learner: bool, check_dr
     drop = DropBox(study.drop)
     if check_drop:
         drop.check_writable()
-    if not learner:
+    if not learner and pin:
         pin_learner(study, home)
     return Party(study, name, home, sk, ck, drop)
 

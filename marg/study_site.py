@@ -214,9 +214,12 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
     from marg.protocols.pinning import check_pinned_roster
     from marg.protocols.study_round import load_state, parse_study_round, save_state, spent_rho
 
-    party = open_party(study_path, site, learner=False)
+    from marg.protocols.study_file import pin_learner
+
+    party = open_party(study_path, site, learner=False, pin=False)
     study, drop = party.study, party.drop
-    check_data(data, study.codebook)
+    check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
+    pin_learner(study, party.home)
     party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
     state = load_state(party.local, site)
     did: list[dict[str, Any]] = []

@@ -283,35 +283,40 @@ def test_every_field_of_the_study_is_signed(tmp_path, field):
 
 
 def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
-    """The tests' OpenSSH server is the drop box; city answers round 1 only (t = 2)."""
+    """Through the installed console script, the tests' OpenSSH server the drop box: 3 sites and a learner, each running
+    only ``marg study run`` until ``marg study status`` says done; city answers round 1 only (t = 2)."""
     pytest.importorskip("fsspec")
     pytest.importorskip("paramiko")
-    import fsspec
-
     from tests.helpers.services import start_sftp
 
     server, stop = start_sftp()
     try:
         for k, v in server.env().items():
-            monkeypatch.setenv(k, v)
-        fsspec.config.set_conf_env(fsspec.config.conf)  # fsspec read FSSPEC_SFTP_* when imported
-        st = declare_study(tmp_path, 300, 11, "--threshold", "2", script=False, drop=server.url("study"))
-        ok(learner_run(st))
-        for s in SITES:
-            ok(site_run(st, s))
-        ok(learner_run(st))
-        for s in SITES:
-            ok(site_run(st, s))
-        ok(learner_run(st))  # round 1 summed, round 2 opened
-        for s in ("north", "south"):
-            ok(site_run(st, s))
-        ok(learner_run(st, "--close"))
-        rounds_until_done(st, sites=("north", "south"), remote=True)
-        s = status(st)
+            monkeypatch.setenv(k, v)  # the subprocesses inherit the SFTP client's settings
+        st = declare_study(tmp_path, 300, 11, "--threshold", "2", script=True, drop=server.url("study"))
+        for _ in range(2):  # round 1: every site answers, then reveals
+            ok(learner_run(st, script=True), True)
+            for s in SITES:
+                ok(site_run(st, s, script=True), True)
+        ok(learner_run(st, script=True), True)  # round 1 summed, round 2 opened
+        for s in ("north", "south"):  # city stops answering
+            ok(site_run(st, s, script=True), True)
+        assert "waiting for city" in ok(learner_run(st, script=True), True).stdout
+        ok(learner_run(st, "--close", script=True), True)  # city dropped
+        rounds_until_done(st, sites=("north", "south"), script=True, remote=True)
+        s = status(st, script=True)
         assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
-        assert 0.0 < s["result"]["certificate"] < 1.0
+        assert 0.0 < s["result"]["certificate"] < 1.0 and s["result"]["certificate_kind"] == "holdout"
         plan = json.loads(st.study.read_text())["plan"]["rho"]
+        # the dropped site's ledger shows what it spent: round 1 alone, and status says the same
         assert [round(e["cost"]["rho"], 12) for e in ledger_entries(st.home["city"])] == [round(plan["select"], 12)]
+        assert s["sites"]["city"]["state"] == "dropped in round measure"
+        assert abs(s["sites"]["city"]["rho"] - plan["select"]) < 1e-12
+        r = ok(marg("audit", "show", "--ledger", st.home["city"] / "ledger", "--json", cwd=tmp_path), True)
+        assert json.dumps(json.loads(r.stdout)).count('"release"') >= 1
+        late = ok(site_run(st, "city", "--json", script=True), True)
+        assert json.loads(late.stdout)["did"] == [] and "closed without this site" in json.loads(late.stdout)["next"]
+        assert len(ledger_entries(st.home["city"])) == 1
         assert not any(st.drop.iterdir())  # everything went through the SFTP drop, nothing to the local folder
     finally:
         stop()
@@ -448,3 +453,97 @@ def test_keeping_the_best_of_k_at_the_ledgers_ordinals_is_covered():
         fc1 = final_against_prior(SimpleNamespace(), prior, conf, (), "confusion", 0.95, ordinal=1)
         reset += fc1.certificate.value >= (truth if fc1.chosen == "model" else prior_rate)
     assert ok / 2000 >= 0.95 and reset / 2000 < 0.95  # measured (seed 44): 0.98 against 0.92
+
+
+# ---------------------------------------------------------------------------------------
+# bad input through the installed console script: one line, nothing spent, nothing half-written
+# ---------------------------------------------------------------------------------------
+def _refused(r, code, *words):
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr
+    assert "Traceback" not in r.stderr and r.stdout.strip() == ""
+
+
+def _untouched(st, site, drop=None):
+    """Nothing spent, nothing written: no ledger entry, no study state, no upload or stray file in the drop box."""
+    assert ledger_entries(st.home[site]) == []
+    studies = st.home[site] / "studies"
+    assert not studies.exists() or not any(p.is_file() for p in studies.rglob("*")), sorted(studies.rglob("*"))
+    drop = drop or st.drop
+    assert not any(p.name.startswith(("upload-", "reveal-", ".probe")) for p in drop.rglob("*")), sorted(drop.rglob("*"))
+
+
+def test_bad_input_through_the_console_script_is_one_line_and_spends_and_writes_nothing(tmp_path):
+    from marg.marginals.codebook import Codebook
+
+    st = declare_study(tmp_path, 200, 17, script=True)
+    ok(learner_run(st, script=True), True)  # round 1 open: a site that got past its checks would spend now
+    key = st.home["learner"] / "keys" / "learner.sign.key"
+    # a study file for another codebook (a feature the sites' data lacks): found before anything is spent or written
+    d = Codebook.load(st.schema).to_dict()
+    d["features"][0]["name"] = "not_" + d["features"][0]["name"]
+    other_cb = tmp_path / "other-codebook.json"
+    Codebook.from_dict(d).save(other_cb)
+    drop2 = tmp_path / "drop2"
+    drop2.mkdir()
+    ok(marg("study", "init", "--schema", other_cb, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta", "1e-6",
+            "--drop", drop2, "--sign-key", key, "--out", tmp_path / "other.json", cwd=tmp_path), True)
+    other = replace(st, study=tmp_path / "other.json", drop=drop2)
+    ok(learner_run(other, script=True), True)
+    _refused(site_run(other, "north", script=True), 2, "does not fit the study's codebook", "nothing was spent")
+    _untouched(st, "north", drop2)
+    # data that does not fit the codebook
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3,4\n")
+    _refused(marg("study", "run", st.study, "--site", "north", "--data", bad, cwd=tmp_path, home=st.home["north"]), 2,
+             "does not fit the study's codebook")
+    _untouched(st, "north")
+    # a site not in the roster
+    _refused(marg("study", "run", st.study, "--site", "nowhere", "--data", st.data["north"], cwd=tmp_path,
+                  home=st.home["north"]), 2, "not in study")
+    _untouched(st, "north")
+    # a drop box that cannot be written (a file where its folder was): found before anything is spent
+    moved = tmp_path / "drop-away"
+    st.drop.rename(moved)
+    st.drop.write_text("not a folder")
+    try:
+        _refused(site_run(st, "north", script=True), 2, "drop box")
+        _refused(learner_run(st, script=True), 2, "drop box")
+    finally:
+        st.drop.unlink()
+        moved.rename(st.drop)
+    _untouched(st, "north")
+    # a second run of a finished step: nothing spent twice, even with the site's study state deleted
+    ok(site_run(st, "north", script=True), True)
+    assert len(ledger_entries(st.home["north"])) == 1
+    r = ok(site_run(st, "north", "--json", script=True), True)
+    assert json.loads(r.stdout)["did"] == []  # re-run: nothing to do until the learner collects
+    next(st.home["north"].glob("studies/*/state-north.json")).unlink()
+    before = sorted(p.name for p in (st.drop / "select").iterdir())
+    _refused(site_run(st, "north", script=True), 1, "already answered")
+    assert len(ledger_entries(st.home["north"])) == 1 and sorted(p.name for p in (st.drop / "select").iterdir()) == before
+    # the study declared twice
+    _refused(marg("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta",
+                  "1e-6", "--drop", st.drop, "--sign-key", key, "--out", st.study, cwd=tmp_path), 2, "declared once")
+
+
+def test_an_unreachable_drop_box_is_one_line_and_spends_nothing(tmp_path, monkeypatch):
+    """The tests' OpenSSH server is the drop box when the study is declared, then stops: every party's run is one line."""
+    pytest.importorskip("fsspec")
+    pytest.importorskip("paramiko")
+    from tests.helpers.services import start_sftp
+
+    server, stop = start_sftp()
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        st = declare_study(tmp_path, 100, 19, script=True, drop=server.url("study"))
+    finally:
+        stop()
+    for s in SITES:
+        _refused(site_run(st, s, script=True), 2, "drop box")
+        _untouched(st, s)
+    _refused(learner_run(st, script=True), 2, "drop box")
+    r = marg("study", "status", st.study, cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "drop box" in r.stderr
