@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from marg._util import atomic_write_bytes
-from marg.demo import _fresh_dir
+from marg.demo import SITE_ROWS, _fresh_dir
 from marg.errors import InputError
 
-STUDY_ROWS = {"north": 2000, "south": 1500, "city": 2500}  # each site's patients, 20 % of them kept for its own check
+STUDY_ROWS = dict(SITE_ROWS)  # each site's patients (as in the per-site demo), 20 % of them kept for its own check
 CHECK = 0.2
 EPSILON, DELTA = 1.0, 1e-6  # each site's total for the whole study
 CAP, CAP_DELTA = 2.0, 1e-5  # each site's own cap for this dataset (its ledger refuses a spend above it)
