@@ -1,4 +1,5 @@
-"""``marg demo``: the whole story on generated hospital data (:func:`marg.demo.run_demo`)."""
+"""``marg demo``: the whole story on generated hospital data, told as a DP study (:func:`marg.demo_study.run_study_demo`;
+``--per-site``: the per-site export path, :func:`marg.demo.run_demo`)."""
 
 
 from pathlib import Path
@@ -14,9 +15,10 @@ def demo(
     workdir: Annotated[Path, typer.Option("--dir", help="Where to write the demo's files (replaced if it holds an earlier demo).")] = Path("marg-demo"),
     seed: Annotated[int, typer.Option(help="Seed of the data generator.")] = 7,
     omop: Annotated[Optional[Path], typer.Option("--omop", metavar="DIR", help="Only write three generated OMOP CDM 5.4 databases (DuckDB files) and an OMOP codebook into DIR, for the README's 'From an OMOP CDM database'.")] = None,
+    per_site: Annotated[bool, typer.Option("--per-site", help="The per-site path instead of a study: each site exports its own DP bundle, the learner learns from the bundles.")] = False,
 ) -> None:
-    """Generate hospital data, export at three sites, learn, evaluate and audit."""
-    from marg.demo import run_demo
+    """Generate hospital data and run a DP study of three hospitals and a learner (marg study init, run, status), then
+    check the certified model and audit each site's ledger."""
 
     if omop is not None:
         from marg.demo import write_omop_demo
@@ -28,4 +30,11 @@ def demo(
                    f"'omop+duckdb://{files[sites[0]]}?cdm=main' --schema {files['codebook']}")
         return
 
-    run_demo(workdir, echo=typer.echo, seed=seed)
+    if per_site:
+        from marg.demo import run_demo
+
+        run_demo(workdir, echo=typer.echo, seed=seed)
+        return
+    from marg.demo_study import run_study_demo
+
+    run_study_demo(workdir, echo=typer.echo, seed=seed)

@@ -88,11 +88,13 @@ def key_files(home: Path, name: str) -> tuple[Path, Path]:
     return d / f"{name}{SIGN_KEY_SUFFIX}", d / f"{name}{SEAL_KEY_SUFFIX}"
 
 
-def open_party(study_path: str | Path, name: str | None, learner: bool, check_drop: bool = True) -> Party:
+def open_party(study_path: str | Path, name: str | None, learner: bool, check_drop: bool = True,
+               pin: bool = True) -> Party:
     """Read and verify the study, load this party's keys from ``$MARG_HOME`` and check them against it.
 
     Every refusal here comes before anything is spent or written to the drop box (the study file
-    pin, :func:`marg.protocols.study_file.pin_learner`, is written last, once everything checked).
+    pin, :func:`marg.protocols.study_file.pin_learner`, is written last, once everything checked;
+    ``pin=False`` leaves it to the caller, which checks the site's data first: a refusal then writes nothing).
     """
     import os
 
@@ -120,7 +122,7 @@ def open_party(study_path: str | Path, name: str | None, learner: bool, check_dr
     drop = DropBox(study.drop)
     if check_drop:
         drop.check_writable()
-    if not learner:
+    if not learner and pin:
         pin_learner(study, home)
     return Party(study, name, home, sk, ck, drop)
 
@@ -150,6 +152,22 @@ def learner_signed(party_or_study: Any, drop: Any, name: str) -> dict[str, Any] 
     if not document_signed_by(d, study.learner.sign_pub):
         raise RefusedError(f"drop box {drop}: {name} refused: not signed by the study's learner (altered or planted)")
     return d
+
+
+def evaluation_ordinal(summed: Any) -> int:
+    """The evaluated model's ordinal j on the sites' held-out sets, from the evaluation round's summed bundle.
+
+    Each site's upload states, under its signature, the rank of the model among the distinct models its
+    ledger records as evaluated on that held-out set (``evaluations_on_split``, 1 for the first; a study's
+    evaluation and ``marg evaluate``'s alike). The sum relays them (``privacy.per_site``); the largest
+    counts, so the certificate's share of α is g(j) = 6/(π²·j²)
+    (:func:`marg.learners.holdout_certificate.evaluation_share`): keeping the best of every model ever
+    evaluated on those patients is covered without an option. An upload without it (an older marg) counts
+    as the first.
+    """
+    per_site = ((getattr(summed, "header", None) or {}).get("privacy") or {}).get("per_site") or []
+    known = [p.get("evaluations_on_split") for p in per_site if isinstance(p, dict)]
+    return max([int(k) for k in known if isinstance(k, int) and not isinstance(k, bool) and k >= 1] or [1])
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,7 +293,7 @@ def status(study_path: str | Path) -> dict[str, Any]:
     result = learner_signed(study, drop, FINAL_RESULT)
     for s, v in sites.items():
         if v["state"] == "not started" and v["rounds"]:
-            v["state"] = "taking part"
+            v["state"] = "done" if result is not None else "taking part"
     out = {"study_id": study.study_id, "drop": str(drop), "threshold": study.threshold, "noise": study.noise,
            "sites": sites, "rounds": rounds, "done": result is not None,
            "pending": None if result is not None else (pending or "the learner fits and certifies the model"),

@@ -137,6 +137,7 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     from marg.marginals.privacy_unit import resolve_unit
     from marg.marginals.tables import MarginalTable
     from marg.protocols.bundle import Bundle
+    from marg.protocols import evaluation_ledger as evl
     from marg.protocols.evaluation import confusion_on_holdout
     from marg.protocols.ledger import Ledger
     from marg.protocols.model_signing import read_verified_model
@@ -168,15 +169,20 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     ledger = Ledger(ledger_dir, site=cfg)
     hook.check(ledger_dir, ecb, site)  # the study's total: before any row is read
     ledger.check(hook.requested, rnd.id)  # the site's cap, and this round not answered
+    # the model's ordinal among the distinct models evaluated on this held-out set, from the ledger alone (every
+    # evaluation, a study's or marg evaluate's, is recorded there): the learner's share of α is g(j) = 6/(π²j²)
+    rank = evl.ordinal(ledger.entries(), split, str(block["model"]))
     conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
                                           unit=unit, per_patient=True)
     released, cost, privacy, record = hook.protect([MarginalTable(clique=cliques[0], counts=conf)], ecb)
-    extra = {"round": rnd.id, "study": record, "evaluation": {"model": block["model"], "split": list(split.bundles)}}
+    extra = {"round": rnd.id, "study": record, "evaluation": {"model": block["model"], "split": list(split.bundles)},
+             "evaluations_on_split": rank}
     final, _ = finalize_bundle(Bundle.build(ecb, released, site=site, n_rows=None, privacy=privacy, extra=extra),
                                party.sign_key)
-    data_bytes = canonical_json(make_upload(rnd, site, released, party.seal_key, party.sign_key, privacy)) + b"\n"
+    said = {**(privacy or {}), "evaluations_on_split": rank}  # signed by the site in its upload; the learner reads it
+    data_bytes = canonical_json(make_upload(rnd, site, released, party.seal_key, party.sign_key, said)) + b"\n"
     entry = ledger.record(final, party.sign_key, file_digest=hashlib.sha256(data_bytes).hexdigest(), cost=cost,
-                          own_cost=hook.own_cost)
+                          own_cost=hook.own_cost, evaluation=evl.record_of(split, str(block["model"]), False, rank))
     hook.commit(ledger_dir, study.fingerprint, final, entry, cost)
     atomic_write_bytes(out, data_bytes)
     return cost
@@ -208,9 +214,12 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
     from marg.protocols.pinning import check_pinned_roster
     from marg.protocols.study_round import load_state, parse_study_round, save_state, spent_rho
 
-    party = open_party(study_path, site, learner=False)
+    from marg.protocols.study_file import pin_learner
+
+    party = open_party(study_path, site, learner=False, pin=False)
     study, drop = party.study, party.drop
-    check_data(data, study.codebook)
+    check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
+    pin_learner(study, party.home)
     party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
     state = load_state(party.local, site)
     did: list[dict[str, Any]] = []

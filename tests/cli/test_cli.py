@@ -139,13 +139,13 @@ def test_debug_shows_traceback(tmp_path, monkeypatch):
 
 
 def test_demo(tmp_path):
-    r = run("demo", "--dir", tmp_path / "demo")
+    r = run("demo", "--per-site", "--dir", tmp_path / "demo")
     assert r.exit_code == 0, r.output
     assert "opens and verifies 3 bundles" in r.stdout
     assert r.stdout.count("chain and signatures verified") == 3
     assert r.stdout.count("1 release(s) to 'learner'") == 3  # one export each; the cap entry is not a release
     # Running it again over its own folder replaces the earlier demo.
-    assert run("demo", "--dir", tmp_path / "demo").exit_code == 0
+    assert run("demo", "--per-site", "--dir", tmp_path / "demo").exit_code == 0
     # It refuses to overwrite a folder that is not a demo.
     other = tmp_path / "mine"
     other.mkdir()

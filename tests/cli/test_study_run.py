@@ -6,12 +6,17 @@ only re-run ``marg study run``; each site's ledger composes to exactly its study
 its cap; the secure sum is the sites' counts (its label total within the shared noise of the patients the
 sites counted); a site dropping out after round 1 (t = 2) still ends in a certified model, its ledger
 showing round 1 only, and it cannot rejoin; fewer than t answers release nothing; bad input is one line,
-before anything is spent.
+before anything is spent. The count of models evaluated on a held-out set is the site's ledger's: two studies
+of the same sites one after the other, the second's model is the second (j = 2) with no option given, even after
+the first study's drop box and the sites' study states are deleted; keeping the best of K at the ledger's
+ordinals is covered (simulation).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -278,35 +283,40 @@ def test_every_field_of_the_study_is_signed(tmp_path, field):
 
 
 def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
-    """The tests' OpenSSH server is the drop box; city answers round 1 only (t = 2)."""
+    """Through the installed console script, the tests' OpenSSH server the drop box: 3 sites and a learner, each running
+    only ``marg study run`` until ``marg study status`` says done; city answers round 1 only (t = 2)."""
     pytest.importorskip("fsspec")
     pytest.importorskip("paramiko")
-    import fsspec
-
     from tests.helpers.services import start_sftp
 
     server, stop = start_sftp()
     try:
         for k, v in server.env().items():
-            monkeypatch.setenv(k, v)
-        fsspec.config.set_conf_env(fsspec.config.conf)  # fsspec read FSSPEC_SFTP_* when imported
-        st = declare_study(tmp_path, 300, 11, "--threshold", "2", script=False, drop=server.url("study"))
-        ok(learner_run(st))
-        for s in SITES:
-            ok(site_run(st, s))
-        ok(learner_run(st))
-        for s in SITES:
-            ok(site_run(st, s))
-        ok(learner_run(st))  # round 1 summed, round 2 opened
-        for s in ("north", "south"):
-            ok(site_run(st, s))
-        ok(learner_run(st, "--close"))
-        rounds_until_done(st, sites=("north", "south"), remote=True)
-        s = status(st)
+            monkeypatch.setenv(k, v)  # the subprocesses inherit the SFTP client's settings
+        st = declare_study(tmp_path, 300, 11, "--threshold", "2", script=True, drop=server.url("study"))
+        for _ in range(2):  # round 1: every site answers, then reveals
+            ok(learner_run(st, script=True), True)
+            for s in SITES:
+                ok(site_run(st, s, script=True), True)
+        ok(learner_run(st, script=True), True)  # round 1 summed, round 2 opened
+        for s in ("north", "south"):  # city stops answering
+            ok(site_run(st, s, script=True), True)
+        assert "waiting for city" in ok(learner_run(st, script=True), True).stdout
+        ok(learner_run(st, "--close", script=True), True)  # city dropped
+        rounds_until_done(st, sites=("north", "south"), script=True, remote=True)
+        s = status(st, script=True)
         assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
-        assert 0.0 < s["result"]["certificate"] < 1.0
+        assert 0.0 < s["result"]["certificate"] < 1.0 and s["result"]["certificate_kind"] == "holdout"
         plan = json.loads(st.study.read_text())["plan"]["rho"]
+        # the dropped site's ledger shows what it spent: round 1 alone, and status says the same
         assert [round(e["cost"]["rho"], 12) for e in ledger_entries(st.home["city"])] == [round(plan["select"], 12)]
+        assert s["sites"]["city"]["state"] == "dropped in round measure"
+        assert abs(s["sites"]["city"]["rho"] - plan["select"]) < 1e-12
+        r = ok(marg("audit", "show", "--ledger", st.home["city"] / "ledger", "--json", cwd=tmp_path), True)
+        assert json.dumps(json.loads(r.stdout)).count('"release"') >= 1
+        late = ok(site_run(st, "city", "--json", script=True), True)
+        assert json.loads(late.stdout)["did"] == [] and "closed without this site" in json.loads(late.stdout)["next"]
+        assert len(ledger_entries(st.home["city"])) == 1
         assert not any(st.drop.iterdir())  # everything went through the SFTP drop, nothing to the local folder
     finally:
         stop()
@@ -338,3 +348,202 @@ def test_fewer_than_t_reveals_release_nothing(tmp_path):
     assert r.exit_code == 1 and "below t = 2" in r.output and len(r.output.strip().splitlines()) == 1
     assert (st.drop / "select" / "refused.json").exists() and not (st.drop / "select" / "sum.bundle").exists()
     assert [len(ledger_entries(st.home[s])) for s in SITES] == [1, 1, 1]  # each spent round 1 once, nothing more
+
+
+# ---------------------------------------------------------------------------------------
+# the count of models evaluated on a held-out set: the site's ledger's
+# ---------------------------------------------------------------------------------------
+def _evaluations(home):
+    return [e["source"]["evaluation"] for e in ledger_entries(home)
+            if isinstance(e.get("source"), dict) and "evaluation" in e["source"]]
+
+
+@pytest.fixture(scope="module")
+def two_studies(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ordinal")
+    st = declare_study(tmp, 200, 21, script=False)
+    rounds_until_done(st)
+    first = {s: _evaluations(st.home[s]) for s in SITES}
+    drop2 = tmp / "drop2"
+    drop2.mkdir()
+    ok(run("study", "init", "--schema", st.schema, "--roster", tmp / "roster", "--epsilon", "1", "--delta", "1e-6",
+           "--drop", drop2, "--sign-key", st.home["learner"] / "keys" / "learner.sign.key", "--out", tmp / "study2.json"))
+    # deleting what the sites do not own (the first drop box) and their study states does not reset the count
+    shutil.rmtree(st.drop)
+    for s in SITES:
+        shutil.rmtree(st.home[s] / "studies")
+    st2 = replace(st, study=tmp / "study2.json", drop=drop2)
+    rounds_until_done(st2)
+    return st2, first
+
+
+def test_every_study_evaluation_is_recorded_against_its_held_out_set(two_studies):
+    st2, first = two_studies
+    for s in SITES:
+        assert [e["evaluations_on_split"] for e in first[s]] == [1]
+        both = _evaluations(st2.home[s])
+        assert [e["evaluations_on_split"] for e in both] == [1, 2]
+        assert both[0]["split"] == both[1]["split"] and both[0]["model"] != both[1]["model"]  # one set, two models
+        assert not any(e["exact"] for e in both)
+
+
+def test_the_second_model_is_the_second_in_the_signed_uploads_and_the_sum(two_studies):
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.secagg_round import parse_upload
+    from marg.protocols.study_file import read_study
+    from marg.protocols.study_round import parse_study_round
+    from marg.study_runner import evaluation_ordinal
+
+    st2, _ = two_studies
+    study = read_study(st2.study)
+    rnd, _ = parse_study_round(study, json.loads((st2.drop / "evaluate" / "round.json").read_text()), "evaluate",
+                             "evaluate/round.json")
+    for s in SITES:
+        up = parse_upload(json.loads((st2.drop / "evaluate" / f"upload-{s}.json").read_text()), rnd)  # verified: the site's key
+        assert up.privacy["evaluations_on_split"] == 2
+    summed = Bundle.from_bytes((st2.drop / "evaluate" / "sum.bundle").read_bytes())
+    assert evaluation_ordinal(summed) == 2
+    assert evaluation_ordinal(Bundle.from_bytes((st2.drop / "select" / "sum.bundle").read_bytes())) == 1  # none said
+
+
+@pytest.mark.xfail(strict=True, reason="marg/study_learner.py's _certify passes ordinal=1 (owned by studyacc): it needs "
+                                       "ordinal=evaluation_ordinal(_local_sum(party, 'evaluate'))")
+def test_the_second_studys_certificate_takes_the_second_share(two_studies):
+    st2, _ = two_studies
+    result = json.loads((st2.drop / "final" / "result.json").read_text())
+    assert result["evaluation"]["alpha_share"] == pytest.approx(6 / (np.pi ** 2 * 4))
+
+
+def test_keeping_the_best_of_k_at_the_ledgers_ordinals_is_covered():
+    """K = 10 models (true errors 0.20-0.29) evaluated one after another on one site's 150 held-out patients, each
+    recorded in the ledger (:func:`marg.protocols.evaluation_ledger.record_of`, a re-evaluation of a model keeping
+    its rank); the one with the fewest errors kept against the larger class (true error 0.40) by
+    :func:`marg.learners.final_choice.final_against_prior` at its ledger ordinal. 2,000 studies: the kept rule's
+    certificate covers its true error in ≥ 95 %; at ordinal 1 for every model (a count reset) it does not."""
+    from types import SimpleNamespace
+
+    from marg.learners.final_choice import final_against_prior
+    from marg.protocols import evaluation_ledger as evl
+
+    rng = np.random.default_rng(44)
+    rates, n, prior_rate = 0.20 + 0.01 * np.arange(10), 150, 0.40
+    split = SimpleNamespace(spec=SimpleNamespace(id_column=None, fraction=0.2), n_held=n, held_fingerprint="f" * 32,
+                            key=b"k" * 32)
+    prior = SimpleNamespace(class_=0)
+    ok = reset = 0
+    for trial in range(2000):
+        entries, ranks = [], []
+        for m in range(10):
+            digest = f"{trial}-{m}"
+            rank = evl.ordinal(entries, split, digest)
+            entries.append({"seq": len(entries) + 1, "source": {"evaluation": evl.record_of(split, digest, False, rank)}})
+            if m == 3:  # model 3 evaluated twice: the same rank, not a new one
+                assert evl.ordinal(entries, split, digest) == rank
+            ranks.append(rank)
+        assert ranks == list(range(1, 11))
+        y = rng.random(n) < prior_rate  # true class 1 with probability 0.40: the larger class 0 errs at 0.40
+        errs = rng.random((10, n)) < rates[:, None]  # each model's error on each held-out patient
+        j = int(np.argmin(errs.sum(axis=1)))
+        pred = np.where(errs[j], 1 - y, y).astype(int)
+        conf = np.zeros((2, 2))
+        np.add.at(conf, (pred, y.astype(int)), 1)
+        truth = rates[j]
+        fc = final_against_prior(SimpleNamespace(), prior, conf, (), "confusion", 0.95, ordinal=ranks[j])
+        ok += fc.certificate.value >= (truth if fc.chosen == "model" else prior_rate)
+        fc1 = final_against_prior(SimpleNamespace(), prior, conf, (), "confusion", 0.95, ordinal=1)
+        reset += fc1.certificate.value >= (truth if fc1.chosen == "model" else prior_rate)
+    assert ok / 2000 >= 0.95 and reset / 2000 < 0.95  # measured (seed 44): 0.98 against 0.92
+
+
+# ---------------------------------------------------------------------------------------
+# bad input through the installed console script: one line, nothing spent, nothing half-written
+# ---------------------------------------------------------------------------------------
+def _refused(r, code, *words):
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr
+    assert "Traceback" not in r.stderr and r.stdout.strip() == ""
+
+
+def _untouched(st, site, drop=None):
+    """Nothing spent, nothing written: no ledger entry, no study state, no upload or stray file in the drop box."""
+    assert ledger_entries(st.home[site]) == []
+    studies = st.home[site] / "studies"
+    assert not studies.exists() or not any(p.is_file() for p in studies.rglob("*")), sorted(studies.rglob("*"))
+    drop = drop or st.drop
+    assert not any(p.name.startswith(("upload-", "reveal-", ".probe")) for p in drop.rglob("*")), sorted(drop.rglob("*"))
+
+
+def test_bad_input_through_the_console_script_is_one_line_and_spends_and_writes_nothing(tmp_path):
+    from marg.marginals.codebook import Codebook
+
+    st = declare_study(tmp_path, 200, 17, script=True)
+    ok(learner_run(st, script=True), True)  # round 1 open: a site that got past its checks would spend now
+    key = st.home["learner"] / "keys" / "learner.sign.key"
+    # a study file for another codebook (a feature the sites' data lacks): found before anything is spent or written
+    d = Codebook.load(st.schema).to_dict()
+    d["features"][0]["name"] = "not_" + d["features"][0]["name"]
+    other_cb = tmp_path / "other-codebook.json"
+    Codebook.from_dict(d).save(other_cb)
+    drop2 = tmp_path / "drop2"
+    drop2.mkdir()
+    ok(marg("study", "init", "--schema", other_cb, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta", "1e-6",
+            "--drop", drop2, "--sign-key", key, "--out", tmp_path / "other.json", cwd=tmp_path), True)
+    other = replace(st, study=tmp_path / "other.json", drop=drop2)
+    ok(learner_run(other, script=True), True)
+    _refused(site_run(other, "north", script=True), 2, "does not fit the study's codebook", "nothing was spent")
+    _untouched(st, "north", drop2)
+    # data that does not fit the codebook
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3,4\n")
+    _refused(marg("study", "run", st.study, "--site", "north", "--data", bad, cwd=tmp_path, home=st.home["north"]), 2,
+             "does not fit the study's codebook")
+    _untouched(st, "north")
+    # a site not in the roster
+    _refused(marg("study", "run", st.study, "--site", "nowhere", "--data", st.data["north"], cwd=tmp_path,
+                  home=st.home["north"]), 2, "not in study")
+    _untouched(st, "north")
+    # a drop box that cannot be written (a file where its folder was): found before anything is spent
+    moved = tmp_path / "drop-away"
+    st.drop.rename(moved)
+    st.drop.write_text("not a folder")
+    try:
+        _refused(site_run(st, "north", script=True), 2, "drop box")
+        _refused(learner_run(st, script=True), 2, "drop box")
+    finally:
+        st.drop.unlink()
+        moved.rename(st.drop)
+    _untouched(st, "north")
+    # a second run of a finished step: nothing spent twice, even with the site's study state deleted
+    ok(site_run(st, "north", script=True), True)
+    assert len(ledger_entries(st.home["north"])) == 1
+    r = ok(site_run(st, "north", "--json", script=True), True)
+    assert json.loads(r.stdout)["did"] == []  # re-run: nothing to do until the learner collects
+    next(st.home["north"].glob("studies/*/state-north.json")).unlink()
+    before = sorted(p.name for p in (st.drop / "select").iterdir())
+    _refused(site_run(st, "north", script=True), 1, "already answered")
+    assert len(ledger_entries(st.home["north"])) == 1 and sorted(p.name for p in (st.drop / "select").iterdir()) == before
+    # the study declared twice
+    _refused(marg("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta",
+                  "1e-6", "--drop", st.drop, "--sign-key", key, "--out", st.study, cwd=tmp_path), 2, "declared once")
+
+
+def test_an_unreachable_drop_box_is_one_line_and_spends_nothing(tmp_path, monkeypatch):
+    """The tests' OpenSSH server is the drop box when the study is declared, then stops: every party's run is one line."""
+    pytest.importorskip("fsspec")
+    pytest.importorskip("paramiko")
+    from tests.helpers.services import start_sftp
+
+    server, stop = start_sftp()
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        st = declare_study(tmp_path, 100, 19, script=True, drop=server.url("study"))
+    finally:
+        stop()
+    for s in SITES:
+        _refused(site_run(st, s, script=True), 2, "drop box")
+        _untouched(st, s)
+    _refused(learner_run(st, script=True), 2, "drop box")
+    r = marg("study", "status", st.study, cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "drop box" in r.stderr
