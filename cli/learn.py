@@ -31,14 +31,28 @@ ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept
 
 
 HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.")]
+SiteLedgerOpt = Annotated[Optional[list[Path]], typer.Option("--site-ledger", help="A site's ledger file (its ledger.jsonl, or consecutive lines of it; repeatable): its signed entries show the releases between the positions the history holds and a newer bundle, which is refused without them.")]
 UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).")]
 
 
-def _history(path: Path | None, allow_unledgered: bool):
-    """The learner's history of site ledgers (:mod:`marg.protocols.history`)."""
+def _history(path: Path | None, allow_unledgered: bool, site_ledgers: list[Path] | None = None, trust: Path | None = None):
+    """The learner's history of site ledgers (:mod:`marg.protocols.history`), holding the signed
+    entries of ``site_ledgers`` (checked under ``trust``)."""
     from marg.protocols.history import History, default_history_path
 
-    return History(path if path is not None else default_history_path(), allow_unledgered=allow_unledgered)
+    h = History(path if path is not None else default_history_path(), allow_unledgered=allow_unledgered)
+    if site_ledgers:
+        from marg.protocols.shown_ledger import read_shown_ledger
+        from marg.protocols.trust_store import TrustStore
+
+        if trust is None:
+            from marg.errors import InputError
+
+            raise InputError("--site-ledger needs --trust: its lines are checked under the site's key")
+        store = TrustStore(trust)
+        for f in site_ledgers:
+            h.show(read_shown_ledger(f, store))
+    return h
 
 
 def _signer(sign_key: Path | None, passphrase_file: Path | None, no_sign: bool) -> tuple[Any, str] | None:
@@ -133,6 +147,7 @@ def learn(
     no_sign: NoSignOpt = False,
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
     history: HistoryOpt = None,
+    site_ledger: SiteLedgerOpt = None,
     allow_unledgered: UnledgeredOpt = False,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write an empty boost vote (refused otherwise).", rich_help_panel="Boost (--learner boost)")] = False,
 ) -> None:
@@ -170,7 +185,7 @@ def learn(
     said = None
     with CountProgress("bundles verified and summed", quiet=json_out) as prog:
         summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=prog, rounds=rounds,
-                               history=_history(history, allow_unledgered), observe=seen.append)
+                               history=_history(history, allow_unledgered, site_ledger, trust), observe=seen.append)
     if not rounds:
         from marg.protocols.rounds import round_warning
 
