@@ -280,7 +280,7 @@ def request_cmd(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="Select-then-measure (round-1 bundles, no --top): the learner's signing key; sites check the request against it (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
+    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key: the request is signed (select-then-measure, --top and --learner boost alike); sites check it against their trust store (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
     sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -293,7 +293,6 @@ def request_cmd(
 
     from marg.errors import InputError
     from marg.learners.screening import screen_scores
-    from marg.marginals.request import write_request
     from marg.protocols.load import load_summary
 
     if learner not in (None, "boost"):
@@ -313,7 +312,7 @@ def request_cmd(
             raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
         chosen = ranked[:max_tables]
         cliques = [b.clique for b in chosen]
-        write_request(out, summary.fingerprint, cliques)
+        _write_pairs(out, summary.fingerprint, cliques, None, sign_key, sign_passphrase_file, json_out)
         if json_out:
             emit_json({"tables": [{"features": list(b.clique), "bound": b.bound, "class": b.cls, "rule": b.rule}
                                   for b in chosen], "qualified": len(ranked), "out": str(out)})
@@ -345,13 +344,27 @@ def request_cmd(
     names = scores.order()[:top]
     above = len(scores.rank())
     pairs = list(combinations(sorted(names, key=summary.codebook.index), 2))
-    write_request(out, summary.fingerprint, pairs, features=names)
+    _write_pairs(out, summary.fingerprint, pairs, names, sign_key, sign_passphrase_file, json_out)
     if json_out:
         emit_json({"features": names, "pairs": [list(p) for p in pairs], "above_noise": above, "out": str(out)})
         return
     typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
     typer.echo(f"features: {', '.join(names)} ({min(above, len(names))} of them above the noise: screening lower bound > 0)")
     typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
+
+
+def _write_pairs(out: Path, fingerprint: str, cliques: list, features: list | None, sign_key: Path | None,
+                 passphrase_file: Path | None, quiet: bool) -> None:
+    """Write a pair request (``--top``, ``--learner boost``) signed by the learner's key when one is
+    given or configured (:mod:`marg.protocols.pair_request`); an unsigned one is said in one line."""
+    from marg.marginals.request import write_request
+    from marg.protocols.pair_request import signer
+
+    who = _signer(sign_key, passphrase_file, False)
+    write_request(out, fingerprint, cliques, features=features, sign=signer(who[0]) if who else None)
+    if who is None and not quiet:
+        err(f"note: {out} is unsigned: sites refuse it (marg export --pairs @{out.name} needs --allow-unsigned); "
+            "sign it with --sign-key LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys")
 
 
 @app.command("round")

@@ -53,3 +53,42 @@ def test_a_laplace_round_one_states_the_epsilon_the_ledger_charges(tiny, tmp_pat
     # the model card's number: the site's rounds composed as its ledger composes them
     assert composed_privacy([p])["epsilon"] == pytest.approx(said, rel=1e-12)
     assert said < p["epsilon"] <= 1.0  # at the larger δ, less than the release's own ε at its δ
+
+
+def test_an_old_style_pair_request_is_signed_or_refused(tiny, tmp_path):
+    """The issue: ``marg export --pairs @FILE`` took an unsigned request (anyone with the drop box
+    chose the tables a site spends on). ``marg request --top`` now signs it; a site refuses an
+    unsigned or altered one, and takes one only signed by a learner of its trust store."""
+    from marg.marginals.codebook import Codebook
+    from marg.marginals.request import write_request
+
+    cb = Codebook.load(tiny / "cb.json")
+    site = ("--schema", tiny / "cb.json", "--site", "north", "--min-cell", "1", "--no-ledger")
+    learners = tmp_path / "learners"
+    assert run("keys", "trust", tiny / "keys" / "learner.sign.pub", "--trust", learners, "--role", "learner").exit_code == 0
+    forged = write_request(tmp_path / "forged.json", cb.fingerprint, [("age_band", "sex")])  # the old, unsigned form
+    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "f.bundle", "--pairs", f"@{forged}", "--trust", learners,
+             cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "unsigned request" in r.stderr, r.stderr
+    assert not (tmp_path / "f.bundle").exists()
+    # the learner's request, signed by marg request --top
+    assert run("export", tiny / "d.csv", *site, "--out", tmp_path / "r1.bundle", "--stats", "first").exit_code == 0
+    req = tmp_path / "req.json"
+    r = run("request", tmp_path / "r1.bundle", "--top", "2", "--out", req, "--allow-unsigned", "--sign-key",
+            tiny / "keys" / "learner.sign.key")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(req.read_text())
+    assert doc["version"] == 1 and doc["signature"] and doc["key_id"]
+    altered = tmp_path / "altered.json"
+    altered.write_text(json.dumps({**doc, "pairs": [["smoking", "glucose"]], "features": ["smoking", "glucose"]}))
+    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "a.bundle", "--pairs", f"@{altered}", "--trust",
+             learners, cwd=tmp_path)
+    assert r.returncode == 1 and "bad signature" in r.stderr and not (tmp_path / "a.bundle").exists(), r.stderr
+    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "r2.bundle", "--pairs", f"@{req}", "--trust", learners,
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # without the learner's key to check it, even a signed request is refused; unsigned only when told
+    r = run("export", tiny / "d.csv", *site, "--out", tmp_path / "x.bundle", "--pairs", f"@{req}")
+    assert r.exit_code == 1 and "give --trust" in r.output
+    r = run("export", tiny / "d.csv", *site, "--out", tmp_path / "u.bundle", "--pairs", f"@{forged}", "--allow-unsigned")
+    assert r.exit_code == 0 and "is unsigned (taken with --allow-unsigned)" in r.stderr, r.output
