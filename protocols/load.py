@@ -17,6 +17,7 @@ from marg.marginals.summary import Summary
 
 from .aggregate import summary_from_files
 from .bundle import Bundle
+from .drop_box import source_name
 
 
 def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=None, observe=None):
@@ -38,7 +39,7 @@ def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=No
         if rounds:
             check_round(b.header.get("round"), rounds, str(p))
         if history is not None:
-            history.check(b, str(p))
+            history.check(b, source_name(p))
         if observe is not None:
             observe(b)
         return b

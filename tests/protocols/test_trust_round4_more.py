@@ -92,3 +92,28 @@ def test_an_old_style_pair_request_is_signed_or_refused(tiny, tmp_path):
     assert r.exit_code == 1 and "give --trust" in r.output
     r = run("export", tiny / "d.csv", *site, "--out", tmp_path / "u.bundle", "--pairs", f"@{forged}", "--allow-unsigned")
     assert r.exit_code == 0 and "is unsigned (taken with --allow-unsigned)" in r.stderr, r.output
+
+
+def test_a_model_names_the_url_of_a_remote_bundle_not_the_deleted_copy(tiny, tmp_path):
+    """The issue: a model learned from a remote bundle recorded the private temporary copy (deleted
+    when the command ended) as its source. Staged from fsspec's in-memory store here (in this process);
+    an SFTP URL's password never reaches a record."""
+    fsspec = pytest.importorskip("fsspec")
+    from marg.protocols.drop_box import STAGED, source_name
+
+    b = tmp_path / "north.bundle"
+    assert run("export", tiny / "d.csv", "--schema", tiny / "cb.json", "--site", "north", "--out", b, "--min-cell",
+               "1", "--no-ledger").exit_code == 0
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/drop45/north.bundle", b.read_bytes())
+    r = run("learn", "memory://drop45/north.bundle", "--out", tmp_path / "m.json", "--learner", "prior", "--no-sign",
+            "--allow-unsigned")
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "m.json").read_text()
+    assert "memory://drop45/north.bundle" in text and "marg-remote-" not in text
+    assert not STAGED  # the running command's names are gone with it
+    STAGED["/tmp/x/0/b.bundle"] = "sftp://ann:***@drop/b.bundle"
+    try:
+        assert source_name("/tmp/x/0/b.bundle") == "sftp://ann:***@drop/b.bundle"
+    finally:
+        STAGED.clear()
