@@ -117,3 +117,42 @@ def test_a_model_names_the_url_of_a_remote_bundle_not_the_deleted_copy(tiny, tmp
         assert source_name("/tmp/x/0/b.bundle") == "sftp://ann:***@drop/b.bundle"
     finally:
         STAGED.clear()
+
+
+def test_export_site_takes_pandas_and_arrow_frames_as_marg_export_takes_files(tiny, tmp_path):
+    """The issue: ``export_site(DataFrame, …)`` failed with an OSError whose text was the frame's rows.
+    A frame now counts as its file does (the same tables), the DP repeat check runs on it, and no
+    error names a value or prints the frame."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    from marg.errors import InputError
+    from marg.marginals.codebook import Codebook
+    from marg.protocols.bundle import Bundle
+    from marg.protocols.export import export_site
+
+    cb = Codebook.load(tiny / "cb.json")
+    df = pd.read_csv(tiny / "d.csv")
+    got = {}
+    for name, data in (("file", tiny / "d.csv"), ("pandas", df), ("arrow", pa.Table.from_pandas(df))):
+        out = tmp_path / f"{name}.bundle"
+        export_site(data, cb, "north", out, min_cell=1)
+        got[name] = Bundle.from_bytes(out.read_bytes())
+    for name in ("pandas", "arrow"):
+        assert [t.clique for t in got[name].tables] == [t.clique for t in got["file"].tables]
+        assert all(np.array_equal(a.counts, b.counts) for a, b in zip(got[name].tables, got["file"].tables))
+    assert got["pandas"].header["source"]["kind"] == "frame"
+    # a DP export of a frame whose patient_id repeats is refused as the file's is (the privacy unit)
+    with pytest.raises(InputError, match="patient_id"):
+        export_site(df, cb, "north", tmp_path / "dp.bundle", epsilon=1.0, rounds=1, ledger_dir=tmp_path / "led")
+    assert not (tmp_path / "dp.bundle").exists()
+    bad = df.copy()
+    bad.loc[4, "sex"] = "SECRET_77"
+    for frame in (bad, pa.Table.from_pandas(bad), df.drop(columns=["glucose"])):
+        with pytest.raises(InputError) as e:
+            export_site(frame, cb, "north", tmp_path / "x.bundle", min_cell=1)
+        text = str(e.value)
+        assert "\n" not in text and "SECRET_77" not in text and "N001-" not in text, text
+    assert "row 5" in str(pytest.raises(InputError, export_site, bad, cb, "north", tmp_path / "x.bundle", min_cell=1).value)
+    assert not (tmp_path / "x.bundle").exists()
