@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from tests.helpers.console import marg
+from tests.helpers.console import marg, run
 from tests.helpers.files import folder_bytes
 
 
@@ -28,19 +28,19 @@ def site(tmp_path_factory):
     home, copy, learner = tmp / "home", tmp / "fork-ledger.jsonl", tmp / "learner"
     schema = tmp / "codebook.json"
     demo_codebook().save(schema)
-    assert marg("keys", "init", "--site", "north", "--dir", tmp / "keys", cwd=tmp, home=home).returncode == 0
+    # the site's side in this process (the console script runs what the attack and its detection use)
+    assert run("keys", "init", "--site", "north", "--dir", tmp / "keys", home=home).exit_code == 0
     trust = tmp / "trust"
     trust.mkdir()
     shutil.copy(tmp / "keys" / "north.sign.pub", trust)
-    r = marg("audit", "init", "--site", "north", "--key", tmp / "keys" / "north.sign.key", "--epsilon", "10",
-             cwd=tmp, home=home)
-    assert r.returncode == 0, r.stderr
+    r = run("audit", "init", "--site", "north", "--key", tmp / "keys" / "north.sign.key", "--epsilon", "10", home=home)
+    assert r.exit_code == 0, r.output
     data = tmp / "north.csv"
     write_csv(data, generate(300, SITES[0], seed=4))
     s = {"tmp": tmp, "home": home, "learner": learner, "schema": schema, "data": data, "trust": trust}
     for name in ("b1", "b2"):  # one learn each: a site's tables are summed once a run
         export(s, name)
-        assert learn(s, name).returncode == 0
+        assert learn(s, name, console=False).exit_code == 0
     snap = folder_bytes(home)  # the administrator's copy of the site's state (site.json, ledger)
     for name in ("f4", "f5"):  # the fork's releases: positions 4 and 5, beyond the head 3 the site keeps
         export(s, name)
@@ -56,15 +56,16 @@ def site(tmp_path_factory):
 
 
 def export(s, name):
-    r = marg("export", s["data"], "--schema", s["schema"], "--site", "north", "--out", s["tmp"] / f"{name}.bundle",
-             "--epsilon", "1", "--mechanism", "laplace", "--stats", "first", cwd=s["tmp"], home=s["home"])
-    assert r.returncode == 0, r.stderr
+    r = run("export", s["data"], "--schema", s["schema"], "--site", "north", "--out", s["tmp"] / f"{name}.bundle",
+            "--epsilon", "1", "--mechanism", "laplace", "--stats", "first", home=s["home"])
+    assert r.exit_code == 0, r.output
 
 
-def learn(s, *names, extra=(), history=None):
+def learn(s, *names, extra=(), history=None, console=True):
     h = history or s["tmp"] / "history.json"
-    return marg("learn", *[s["tmp"] / f"{n}.bundle" for n in names], "--out", s["tmp"] / "m.json", "--learner", "prior",
-                "--no-sign", "--trust", s["trust"], "--history", h, *extra, cwd=s["tmp"], home=s["learner"])
+    args = ("learn", *[s["tmp"] / f"{n}.bundle" for n in names], "--out", s["tmp"] / "m.json", "--learner", "prior",
+            "--no-sign", "--trust", s["trust"], "--history", h, *extra)
+    return marg(*args, cwd=s["tmp"], home=s["learner"]) if console else run(*args, home=s["learner"])
 
 
 def one_line(r, *words):
