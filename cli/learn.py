@@ -30,9 +30,10 @@ ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust st
 ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
 
 
-HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.")]
-SiteLedgerOpt = Annotated[Optional[list[Path]], typer.Option("--site-ledger", help="A site's ledger file (its ledger.jsonl, or consecutive lines of it; repeatable): its signed entries show the releases between the positions the history holds and a newer bundle, which is refused without them.")]
-UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).")]
+LEDGER_PANEL = "The sites' ledgers (forks, unrecorded releases)"
+HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.", rich_help_panel=LEDGER_PANEL)]
+SiteLedgerOpt = Annotated[Optional[list[Path]], typer.Option("--site-ledger", help="A site's ledger file (its ledger.jsonl, or consecutive lines of it; repeatable): its signed entries show the releases between the positions the history holds and a newer bundle, which is refused without them.", rich_help_panel=LEDGER_PANEL)]
+UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).", rich_help_panel=LEDGER_PANEL)]
 
 
 def _history(path: Path | None, allow_unledgered: bool, site_ledgers: list[Path] | None = None, trust: Path | None = None):
