@@ -35,7 +35,7 @@ def export_cmd(
     allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
     first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
     round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
-    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store holding the learner's key (role learner): the signature of the --round file and of the --evaluate model is checked against it.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store holding the learner's key (role learner): the signature of the --round file, of the --evaluate model and of a --pairs @REQUEST is checked against it.")] = None,
     holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (chosen by a keyed hash of each row, the key kept in the ledger folder; the same from every source); auto: the fraction and the ε split of `marg plan` for --plan-rows (--epsilon is then the site's total, tables + evaluation).")] = None,
     holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
     privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit", help="The column naming each patient (the unit DP protects; default the codebook's privacy_unit), or 'row' when every row is a different person. Required under DP when an id column repeats.")] = None,
@@ -44,7 +44,7 @@ def export_cmd(
     plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --plan-rows: the number of sites when it gives one count.")] = None,
     expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
     evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
-    allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model (for experiments: nobody vouches for it).")] = False,
+    allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model; with --pairs @REQUEST: an unsigned request (for experiments: nobody vouches for it).")] = False,
     evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
     allow_repeated_evaluations: Annotated[bool, typer.Option("--allow-repeated-evaluations", help="With --evaluate at a site with no cap: accept a second DP evaluation of the held-out rows (refused otherwise: an oracle with no limit); the ledger records it.")] = False,
     site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
@@ -75,7 +75,7 @@ def export_cmd(
     from .plan import parse_rows
 
     cb = _codebook(schema, max_levels, dry_run or allow_draft)
-    stats, pair_list = _tables(cb, stats, pairs)
+    stats, pair_list = _tables(cb, stats, pairs, trust, allow_unsigned and evaluate is None)
     delivery = _delivery(ledger, no_ledger, key, passphrase_file, to, force, keep_copy)
     release = ReleaseRequest(
         stats=stats, pairs=pair_list, epsilon=epsilon, rho=rho, delta=delta, mechanism=mechanism, allocation=allocation,
@@ -91,8 +91,9 @@ def export_cmd(
     release, study = kind.request, kind.study
     prog = RowProgress(f"export {site}", quiet=json_out)
     with prog:
-        if evaluate is None and allow_unsigned:
-            raise InputError("--allow-unsigned accepts an unsigned model of --evaluate MODEL; this export has none")
+        if evaluate is None and allow_unsigned and not (pairs or "").startswith("@"):
+            raise InputError("--allow-unsigned accepts an unsigned model of --evaluate MODEL or request of --pairs "
+                             "@REQUEST; this export has neither")
         if dry_run and evaluate is not None:  # the evaluation's release, not the export's tables
             return _evaluate_dry_run(cb, site, release, json_out, evaluate, trust, allow_unsigned, schema)
         if dry_run:
@@ -124,16 +125,20 @@ def _codebook(schema: Path, max_levels: int, draft_ok: bool) -> Any:
     return cb
 
 
-def _tables(cb: Any, stats: str, pairs: str | None) -> tuple[str, Any]:
-    """``--stats`` and ``--pairs`` → (stats, the pairs); ``--pairs @REQUEST.json`` is round 2: the pair tables alone."""
-    from marg.marginals.request import read_request
+def _tables(cb: Any, stats: str, pairs: str | None, trust: Path | None = None,
+            allow_unsigned: bool = False) -> tuple[str, Any]:
+    """``--stats`` and ``--pairs`` → (stats, the pairs); ``--pairs @REQUEST.json`` is round 2: the pair tables
+    alone, asked by a request signed by a learner of ``trust`` (unsigned: refused unless ``allow_unsigned``)."""
     from marg.marginals.tables import parse_pairs
+    from marg.protocols.pair_request import read_signed_request
 
     if not pairs:
         return stats, None
     if not pairs.startswith("@"):
         return stats, parse_pairs(cb, pairs)
-    req = read_request(pairs[1:], fingerprint=cb.fingerprint)
+    req, signer = read_signed_request(pairs[1:], cb.fingerprint, trust, allow_unsigned)
+    if signer is None:
+        err(f"warning: {pairs[1:]} is unsigned (taken with --allow-unsigned): anyone could have written it")
     # round 2: the first-order tables came in round 1
     return ("pairs-only" if stats in ("first", "auto") else stats), parse_pairs(cb, req.spec)
 

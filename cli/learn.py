@@ -30,15 +30,30 @@ ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust st
 ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
 
 
-HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.")]
-UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).")]
+LEDGER_PANEL = "The sites' ledgers (forks, unrecorded releases)"
+HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.", rich_help_panel=LEDGER_PANEL)]
+SiteLedgerOpt = Annotated[Optional[list[Path]], typer.Option("--site-ledger", help="A site's ledger file (its ledger.jsonl, or consecutive lines of it; repeatable): its signed entries show the releases between the positions the history holds and a newer bundle, which is refused without them.", rich_help_panel=LEDGER_PANEL)]
+UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).", rich_help_panel=LEDGER_PANEL)]
 
 
-def _history(path: Path | None, allow_unledgered: bool):
-    """The learner's history of site ledgers (:mod:`marg.protocols.history`)."""
+def _history(path: Path | None, allow_unledgered: bool, site_ledgers: list[Path] | None = None, trust: Path | None = None):
+    """The learner's history of site ledgers (:mod:`marg.protocols.history`), holding the signed
+    entries of ``site_ledgers`` (checked under ``trust``)."""
     from marg.protocols.history import History, default_history_path
 
-    return History(path if path is not None else default_history_path(), allow_unledgered=allow_unledgered)
+    h = History(path if path is not None else default_history_path(), allow_unledgered=allow_unledgered)
+    if site_ledgers:
+        from marg.protocols.shown_ledger import read_shown_ledger
+        from marg.protocols.trust_store import TrustStore
+
+        if trust is None:
+            from marg.errors import InputError
+
+            raise InputError("--site-ledger needs --trust: its lines are checked under the site's key")
+        store = TrustStore(trust)
+        for f in site_ledgers:
+            h.show(read_shown_ledger(f, store))
+    return h
 
 
 def _signer(sign_key: Path | None, passphrase_file: Path | None, no_sign: bool) -> tuple[Any, str] | None:
@@ -133,6 +148,7 @@ def learn(
     no_sign: NoSignOpt = False,
     round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
     history: HistoryOpt = None,
+    site_ledger: SiteLedgerOpt = None,
     allow_unledgered: UnledgeredOpt = False,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write an empty boost vote (refused otherwise).", rich_help_panel="Boost (--learner boost)")] = False,
 ) -> None:
@@ -170,7 +186,7 @@ def learn(
     said = None
     with CountProgress("bundles verified and summed", quiet=json_out) as prog:
         summary = load_summary(bundles, trust, allow_unsigned, key, passphrase_file, progress=prog, rounds=rounds,
-                               history=_history(history, allow_unledgered), observe=seen.append)
+                               history=_history(history, allow_unledgered, site_ledger, trust), observe=seen.append)
     if not rounds:
         from marg.protocols.rounds import round_warning
 
@@ -265,7 +281,7 @@ def request_cmd(
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="Select-then-measure (round-1 bundles, no --top): the learner's signing key; sites check the request against it (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
+    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key: the request is signed (select-then-measure, --top and --learner boost alike); sites check it against their trust store (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
     sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -278,7 +294,6 @@ def request_cmd(
 
     from marg.errors import InputError
     from marg.learners.screening import screen_scores
-    from marg.marginals.request import write_request
     from marg.protocols.load import load_summary
 
     if learner not in (None, "boost"):
@@ -298,7 +313,7 @@ def request_cmd(
             raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
         chosen = ranked[:max_tables]
         cliques = [b.clique for b in chosen]
-        write_request(out, summary.fingerprint, cliques)
+        _write_pairs(out, summary.fingerprint, cliques, None, sign_key, sign_passphrase_file, json_out)
         if json_out:
             emit_json({"tables": [{"features": list(b.clique), "bound": b.bound, "class": b.cls, "rule": b.rule}
                                   for b in chosen], "qualified": len(ranked), "out": str(out)})
@@ -330,13 +345,27 @@ def request_cmd(
     names = scores.order()[:top]
     above = len(scores.rank())
     pairs = list(combinations(sorted(names, key=summary.codebook.index), 2))
-    write_request(out, summary.fingerprint, pairs, features=names)
+    _write_pairs(out, summary.fingerprint, pairs, names, sign_key, sign_passphrase_file, json_out)
     if json_out:
         emit_json({"features": names, "pairs": [list(p) for p in pairs], "above_noise": above, "out": str(out)})
         return
     typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
     typer.echo(f"features: {', '.join(names)} ({min(above, len(names))} of them above the noise: screening lower bound > 0)")
     typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
+
+
+def _write_pairs(out: Path, fingerprint: str, cliques: list, features: list | None, sign_key: Path | None,
+                 passphrase_file: Path | None, quiet: bool) -> None:
+    """Write a pair request (``--top``, ``--learner boost``) signed by the learner's key when one is
+    given or configured (:mod:`marg.protocols.pair_request`); an unsigned one is said in one line."""
+    from marg.marginals.request import write_request
+    from marg.protocols.pair_request import signer
+
+    who = _signer(sign_key, passphrase_file, False)
+    write_request(out, fingerprint, cliques, features=features, sign=signer(who[0]) if who else None)
+    if who is None and not quiet:
+        err(f"note: {out} is unsigned: sites refuse it (marg export --pairs @{out.name} needs --allow-unsigned); "
+            "sign it with --sign-key LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys")
 
 
 @app.command("round")

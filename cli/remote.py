@@ -33,7 +33,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from marg.errors import InputError, RefusedError
-from marg.protocols.drop_box import ACCEPT_NEW as _ACCEPT_NEW, first_line as _first, known_hosts_path, scrub as _scrub, \
+from marg.protocols.drop_box import ACCEPT_NEW as _ACCEPT_NEW, STAGED as _STAGED, first_line as _first, known_hosts_path, scrub as _scrub, \
     shown as _shown, url_fs as _fs, where as _where  # noqa: F401  (the one URL layer: protocols.drop_box)
 
 URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
@@ -272,6 +272,8 @@ def staged(fn):
             if pins_schema:
                 _check_schema(local_kwargs.get(SCHEMA), fingerprint, _shown(schema_url or str(kwargs.get(SCHEMA))))
             names = sorted(staging.names(), key=lambda p: -len(p[0]))
+            _STAGED.clear()
+            _STAGED.update(dict(names))  # records (a model's provenance) name the URL, not the deleted copy
             import io
 
             said = io.StringIO()  # stdout waits for the uploads: a failed one is said there too
@@ -299,6 +301,7 @@ def staged(fn):
                 err(f"uploaded {_shown(url)}")
             return rv
         finally:
+            _STAGED.clear()
             staging.close()
 
     _with_options(fn, wrapper, pins_schema)

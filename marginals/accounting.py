@@ -374,14 +374,15 @@ def at_cap(cap: PrivacyCost | None, cost: PrivacyCost, zcdp_delta: float | None 
     ``{"ledger_delta": δ}``: the δ the ledger states its spend at (:func:`cap_delta`: what ``marg
     audit show``, the dry run and the cap use), so the model card gives the ledger's number; and,
     for a zCDP release stated at ``zcdp_delta`` other than the cap's δ, ``{"at_cap_delta": {ε, δ}}``:
-    the release's ε at the cap's δ (OpenDP's conversion of its ρ), where the site's budget is kept.
-    ``{}`` when no cap is in force.
+    the release's ε at the cap's δ as the ledger composes it (:meth:`Spend.epsilon_at` of this one
+    release: a Laplace part's pure ε with the zCDP parts' ρ, not the ρ of both converted), so the
+    bundle, the ledger and the model card state one ε for one spend. ``{}`` when no cap is in force.
     """
     if cap is None:
         return {}
     out: dict[str, Any] = {"ledger_delta": cap_delta(cap)}
     if zcdp_delta is not None and cap.delta > 0 and cap.delta != zcdp_delta:
-        out["at_cap_delta"] = {"epsilon": rho_to_epsilon(cost.rho, cap.delta), "delta": cap.delta}
+        out["at_cap_delta"] = {"epsilon": Spend.of(cost).epsilon_at(cap.delta), "delta": cap.delta}
     return out
 
 

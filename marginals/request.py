@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 from marg._util import atomic_write_bytes
@@ -90,10 +90,13 @@ class PairRequest:
 
 
 def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequence[tuple[str, ...]],
-                  features: Sequence[str] | None = None) -> Path:
+                  features: Sequence[str] | None = None,
+                  sign: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Path:
     """Write a request file (atomically) and return its path.
 
-    ``features`` defaults to the features named in ``pairs`` in order of appearance.
+    ``features`` defaults to the features named in ``pairs`` in order of appearance. ``sign``
+    (the learner's signature, :func:`marg.protocols.pair_request.signer`) adds ``key_id`` and
+    ``signature`` to the document; sites refuse an unsigned request unless told otherwise.
     """
     if not isinstance(fingerprint, str) or not fingerprint:
         raise InputError(f"request needs the study's codebook fingerprint, got {fingerprint!r}")
@@ -113,7 +116,8 @@ def write_request(path: str | os.PathLike[str], fingerprint: str, pairs: Sequenc
         features = seen
     req = PairRequest(fingerprint, tuple(features), tuple(prs))
     path = Path(path)
-    atomic_write_bytes(path, (json.dumps(req.to_dict(), indent=2) + "\n").encode("utf-8"))
+    doc = req.to_dict() if sign is None else sign(req.to_dict())
+    atomic_write_bytes(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
     return path
 
 

@@ -24,6 +24,7 @@ from marg.marginals.summary import Summary, sum_tables
 from marg.marginals.tables import MarginalTable
 
 from .bundle import Bundle
+from .drop_box import source_name
 
 
 class Aggregator:
@@ -238,7 +239,7 @@ def summary_from_files(
     total = len(paths)
     agg = Aggregator()
     for k, p in enumerate(paths):
-        agg.add(load(Path(p)), str(p))
+        agg.add(load(Path(p)), source_name(p))
         if progress is not None:
             progress(k + 1, total)
     return agg.summary()

@@ -55,6 +55,15 @@ def scrub(text: str, url: str) -> str:
 
 
 ACCEPT_NEW = {"on": False}  # --accept-new-host-key of the running command (set by marg.cli.remote)
+STAGED: dict[str, str] = {}  # local copy -> the URL it was fetched from, password hidden (set by marg.cli.remote)
+
+
+def source_name(path: Any) -> str:
+    """What a file the running command read is called where it is recorded (a model's provenance, the
+    learner's history): the URL it was fetched from, password hidden, when it was staged from one (the
+    local copy is deleted when the command ends), else the path as given."""
+    p = str(path)
+    return STAGED.get(p, p)
 
 
 def known_hosts_path() -> Path:

@@ -114,13 +114,14 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     (:func:`marg.marginals.privacy_unit.check_unit`), as at export.
     """
     from marg.marginals.privacy_unit import RowBound, bounded_batches, check_unit
-    from marg.marginals.sources import Source, open_source
+
+    from .export import source_of
 
     cb = model.codebook
     ms = split if split is not None else split_for_model(ledger_dir, model.info, cb.fingerprint, site)
     K = cb.n_classes
     conf = np.zeros((K, K), dtype=np.int64)
-    src = data if isinstance(data, Source) else open_source(data, engine=engine, spark_master=spark_master)
+    src = source_of(data, engine, spark_master)
     splitter = Splitter(ms.spec, ms.key)
     bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:

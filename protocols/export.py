@@ -64,11 +64,25 @@ def count_file(
     *,
     engine: str | None = None,
 ) -> tuple[list[MarginalTable], int]:
-    """Count the tables of ``cliques`` from ``data`` (a file, a URI or an open Source)."""
+    """Count the tables of ``cliques`` from ``data`` (a file, a URI, a data frame or an open Source)."""
     if isinstance(data, Source):
         return data.count(codebook, cliques, progress)
-    with open_source(data, engine=engine) as src:
+    with source_of(data, engine) as src:
         return src.count(codebook, cliques, progress)
+
+
+def source_of(data: Any, engine: str | None = None, spark_master: str | None = None) -> Source:
+    """The Source of ``data``: itself, a frame's (a pandas DataFrame or pyarrow Table, counted as a file is:
+    :mod:`marg.marginals.sources.frame_source`), else the one a DATA argument names (:func:`open_source`)."""
+    if isinstance(data, Source):
+        return data
+    from marg.marginals.sources.frame_source import FrameSource, is_frame
+
+    if is_frame(data):
+        if engine not in (None, "local"):
+            raise InputError(f"engine {engine!r} cannot count rows held in this process (a data frame): give a file or a table it reads")
+        return FrameSource(data)
+    return open_source(data, engine=engine, spark_master=spark_master)
 
 
 @dataclass
@@ -397,7 +411,7 @@ def _count(data: "str | Path | Source", codebook: Codebook, cliques: Sequence[tu
         spec = Holdout(holdout, holdout_id)
         if ledger_dir is None:
             raise InputError("--holdout needs the site's ledger folder, where the held-out rows are remembered")
-    src = data if isinstance(data, Source) else open_source(data, engine=request.engine, spark_master=request.spark_master)
+    src = source_of(data, request.engine, request.spark_master)
     fresh_key: Path | None = None
     try:
         src.prepare(codebook, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself here

@@ -18,6 +18,8 @@ The learner keeps what it received, per signing key, in one JSON file (default
      "keys": {KEY_ID: {"site": NAME, "origin": HASH | null,
                        "positions": {"SEQ": {"bundle", "prev", "prev_bundle", "origin", "file"}}}}}
 
+(a position shown by the site's ledger lines adds ``"line"``, the line's hash, and may lack ``prev_bundle``)
+
 and refuses a bundle that forks it, naming the fork in one line (and ``"replaced"``, below):
 
 * **a known site under a new key**: a bundle of a site the history knows under another signing
@@ -33,6 +35,14 @@ and refuses a bundle that forks it, naming the fork in one line (and ``"replaced
 * **a head it cannot chain to**: ``prev_bundle`` differs from the bundle received at
   ``seq - 1`` (or the bundle at ``seq + 1`` names another predecessor), or ``origin``
   differs from the ledger's first entry seen before (a fresh ledger elsewhere);
+* **a fresh position**: a bundle of a site the history knows, beyond the next position it expects
+  (one past the highest it holds), unless every position in between is held at the end of the run:
+  a bundle of the same run, or an entry of the site's signed ledger lines shown
+  (:meth:`History.show`, ``marg learn --site-ledger FILE``, :mod:`protocols.shown_ledger`).
+  Otherwise a fork made from a copy of the ledger at positions the real ledger has not reached would
+  be accepted until the real release at that position arrived, perhaps never; held without gaps,
+  the first release received from the other branch contradicts a position held. A site's first
+  bundle is taken at any position (trust on first use; show its ledger lines to check it too);
 * **unledgered**: a signed bundle with no position (``--no-ledger``, or an older marg) is
   recorded nowhere, so it is refused unless ``allow_unledgered``.
 
@@ -52,7 +62,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
@@ -107,6 +117,7 @@ class History:
         self.replaced: list[dict[str, Any]] = []
         self.changed = False
         self.before: dict[str, int] = {}  # the highest position per key received by earlier runs
+        self.received: dict[str, list[tuple[int, str]]] = {}  # key id -> (position, file) of this run's new bundles
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -149,8 +160,8 @@ class History:
         if old is not None:
             if old["bundle"] == digest:
                 return
-            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} holds bundle "
-                               f"{short_id(old['bundle'])} ({old.get('file')}) and bundle {short_id(digest)} "
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} holds {_named(old['bundle'])} "
+                               f"({old.get('file')}) and bundle {short_id(digest)} "
                                f"(prev {short_id(old['prev'])} / {short_id(pos['prev'])}): a rolled-back or copied ledger")
         top = self.before.get(sig["key_id"], 0)
         below, above = held.get(str(seq - 1)), held.get(str(seq + 1))
@@ -164,17 +175,69 @@ class History:
         if origin is not None and known is not None and origin != known:
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} descends from first entry "
                                f"{short_id(origin)}, earlier bundles from {short_id(known)} (another ledger)")
-        if below is not None and below["bundle"] != pos["prev_bundle"]:
+        if below is not None and (below["bundle"] != pos["prev_bundle"] or below.get("line", pos["prev"]) != pos["prev"]):
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} follows "
                                f"{_named(pos['prev_bundle'])}, but bundle {short_id(below['bundle'])} was received at "
                                f"position {seq - 1}")
-        if above is not None and above["prev_bundle"] != digest:
+        if above is not None and above.get("prev_bundle", digest) != digest:
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq + 1} follows "
                                f"{_named(above['prev_bundle'])}, not this bundle {short_id(digest)} at position {seq}")
         held[str(seq)] = mine
         if origin is not None and rec.get("origin") is None:
             rec["origin"] = origin
+        self.received.setdefault(sig["key_id"], []).append((seq, str(source)))
         self.changed = True
+
+    def show(self, entries: Sequence[tuple[str, str, int, Mapping[str, Any]]]) -> None:
+        """Hold the site's signed ledger entries (:func:`protocols.shown_ledger.read_shown_ledger`) as positions.
+
+        An entry that contradicts a position held (another release there, or a chain that does
+        not link to the bundle or line beside it) is refused as a fork; one that agrees is kept.
+        """
+        for kid, site, seq, shown in entries:
+            where = str(shown["file"])
+            self._check_key(site, kid, where)
+            rec = self.keys.setdefault(kid, {"site": site, "origin": None, "positions": {}})
+            held, name = rec["positions"], f"site {site!r} (key {short_id(kid)})"
+            old, below, above = held.get(str(seq)), held.get(str(seq - 1)), held.get(str(seq + 1))
+            clash = None
+            if old is not None and (old.get("line", shown["line"]) != shown["line"] or old["bundle"] != shown["bundle"]
+                                    or old["prev"] != shown["prev"]):
+                clash = f"position {seq} holds {_named(old['bundle'])} ({old.get('file')}), the line {_named(shown['bundle'])}"
+            elif below is not None and (below.get("line", shown["prev"]) != shown["prev"]
+                                        or below["bundle"] != shown.get("prev_bundle", below["bundle"])):
+                clash = f"the line at position {seq} does not follow what is held at position {seq - 1} ({below.get('file')})"
+            elif above is not None and (above["prev"] != shown["line"]
+                                        or above.get("prev_bundle", shown["bundle"]) != shown["bundle"]):
+                clash = f"position {seq + 1} ({above.get('file')}) does not follow the line at position {seq}"
+            known = rec.get("origin") or self._origin_of(held)
+            if clash is None and shown["origin"] is not None and known is not None and shown["origin"] != known:
+                clash = f"the line at position {seq} descends from first entry {short_id(shown['origin'])}, earlier ones from {short_id(known)}"
+            if clash is not None:
+                raise RefusedError(f"{where} refused: fork in {name}'s ledger: {clash}")
+            held[str(seq)] = {**(old or {}), **dict(shown)}
+            if shown["origin"] is not None and rec.get("origin") is None:
+                rec["origin"] = shown["origin"]
+            self.changed = True
+
+    def check_positions(self) -> None:
+        """Refuse this run's bundles that stand beyond the next expected position of a known site
+        with a position in between held by nothing (see the module docstring: a fresh position)."""
+        for kid, got in self.received.items():
+            top = self.before.get(kid, 0)
+            if top == 0:
+                continue  # the site's first bundles: trust on first use
+            held = self.keys[kid]["positions"]
+            for seq, source in sorted(got):
+                missing = [p for p in range(top + 1, seq) if str(p) not in held]
+                if missing:
+                    gap = f"{missing[0]}" if len(missing) == 1 else f"{missing[0]}-{missing[-1]}"
+                    raise RefusedError(
+                        f"{source} refused: site {self.keys[kid]['site']!r} (key {short_id(kid)}) releases it at ledger "
+                        f"position {seq}, beyond the next expected position {top + 1} (the learner history {self.path} "
+                        f"holds up to {top}): position {gap} is not shown, so this may be a fork made at a fresh position; "
+                        "give the releases in between in this run or the site's signed ledger lines (--site-ledger "
+                        "its ledger.jsonl)")
 
     def _check_key(self, site: str, kid: str, source: str) -> None:
         """Refuse a site the history knows under other signing keys arriving under ``kid``, unless re-trusted."""

@@ -300,5 +300,9 @@ def _why_absent(data: bytes, lines: Sequence[bytes]) -> str:
             (f"bundle {short_id(e['bundle'])}" if e is not None else "a malformed line")
         return (f"it states ledger position {seq} after head {short_id(str(pos.get('prev')))}, where this ledger holds "
                 f"{held}: a forked (copied and restored, or rolled back) ledger")
-    return (f"it states ledger position {seq}, but this ledger has {len(lines)} entries: released from a copy of "
-            "the ledger that was discarded (rolled back) or from another ledger")
+    branch = ""
+    if isinstance(seq, int) and seq == len(lines) + 1 and lines and pos.get("prev") == line_hash(lines[-1]):
+        branch = f", after this ledger's present head (entry {len(lines)})"
+    return (f"a fork at a fresh position: it states ledger position {seq}{branch}, but this ledger has {len(lines)} "
+            "entries: released from a copy of this ledger that was then discarded (rolled back), or from another "
+            "ledger signed with this site's key")

@@ -17,6 +17,7 @@ from marg.marginals.summary import Summary
 
 from .aggregate import summary_from_files
 from .bundle import Bundle
+from .drop_box import source_name
 
 
 def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=None, observe=None):
@@ -38,7 +39,7 @@ def _opener(trust, allow_unsigned, key, passphrase_file, rounds=None, history=No
         if rounds:
             check_round(b.header.get("round"), rounds, str(p))
         if history is not None:
-            history.check(b, str(p))
+            history.check(b, source_name(p))
         if observe is not None:
             observe(b)
         return b
@@ -85,12 +86,14 @@ def load_summary(
     sites); ``progress(k, total)`` after each file; provenance names the files. With
     ``rounds``, a bundle whose signed round id is not among them is refused
     (:mod:`marg.protocols.rounds`). With ``history`` (a :class:`protocols.history.History`),
-    a bundle that forks its site's ledger as received before, or a signed bundle recorded in
+    a bundle that forks its site's ledger as received before, stands beyond the next position
+    expected of its site with the positions between not shown, or a signed bundle recorded in
     no ledger, is refused; the history is saved once every bundle is accepted. ``observe(bundle)``
     sees every accepted bundle (e.g. to report the rounds they answer)."""
     if not paths:
         raise InputError("give at least one bundle")
     summary = summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds, history, observe), progress)
     if history is not None:
+        history.check_positions()
         history.save()
     return summary

@@ -114,7 +114,7 @@ def test_two_round_protocol(world):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert len(d["features"]) == 4 and len(d["pairs"]) == 6
-    r, b2 = export(world, "north", "--pairs", f"@{req}", "--epsilon", "0.5", out=tmp / "round2.bundle")
+    r, b2 = export(world, "north", "--pairs", f"@{req}", "--allow-unsigned", "--epsilon", "0.5", out=tmp / "round2.bundle")
     assert r.exit_code == 0, r.output
     r = run("inspect", b2, "--key", tmp / "keys" / "learner.seal.key", "--json")
     names = [s["name"] for s in json.loads(r.stdout)["statistics"]]

@@ -155,7 +155,7 @@ def test_higher_order_round_through_the_console_script(tmp_path):
     for name, f in sites.items():
         out = tmp_path / f"{name}-r2.bundle"
         p = marg("export", f, "--schema", schema, "--site", name, "--out", out, "--pairs", f"@{req}", "--min-cell", "1",
-                 "--ledger", tmp_path / f"{name}-ledger", cwd=tmp_path)
+                 "--allow-unsigned", "--ledger", tmp_path / f"{name}-ledger", cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         r2.append(out)
     model = tmp_path / "boost3.json"

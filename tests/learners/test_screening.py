@@ -541,7 +541,7 @@ def test_marg_learn_after_the_second_round_fits_renyi_on_the_requested_pairs(tmp
     assert r.returncode == 0, r.stderr
     b2 = tmp_path / "round2.bundle"
     r = marg("export", tmp_path / "data.csv", "--schema", tmp_path / "codebook.json", "--site", "north", "--out", b2,
-             "--pairs", f"@{req}", "--min-cell", "1", "--no-ledger", cwd=tmp_path)
+             "--pairs", f"@{req}", "--min-cell", "1", "--no-ledger", "--allow-unsigned", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     r = marg("learn", b1, b2, "--out", tmp_path / "m.json", "--json", "--allow-unsigned", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -101,6 +101,8 @@ def test_the_round_file_is_signed_by_the_learner_and_learn_warns_without_rounds(
     r = run("learn", tmp_path / "ok.bundle", "--learner", "nb", "--out", tmp_path / "m2.json", "--trust", site_trust)
     assert r.exit_code == 0 and "give --round" in r.stderr and "no round id" not in r.stderr
     assert export("none.bundle", None).exit_code == 0
-    r = run("learn", tmp_path / "none.bundle", "--learner", "nb", "--out", tmp_path / "m.json", "--trust", site_trust)
+    # (another learner's history: this one holds north up to position 1, and none.bundle stands at 3)
+    r = run("learn", tmp_path / "none.bundle", "--learner", "nb", "--out", tmp_path / "m.json", "--trust", site_trust,
+            "--history", tmp_path / "other-history.json")
     assert r.exit_code == 0, r.output
     assert "warning: 1 of 1 bundles carry no round id" in r.stderr

@@ -45,7 +45,7 @@ def two_rounds(study, tag: str, priv: list[str]):
     for site, f in data.items():
         out = tmp / f"{site}-{tag}-r2.bundle"
         p = marg("export", f, "--schema", schema, "--site", site, "--out", out, "--pairs", f"@{req}",
-                 "--ledger", ledgers[site], *priv, cwd=tmp)
+                 "--allow-unsigned", "--ledger", ledgers[site], *priv, cwd=tmp)
         assert p.returncode == 0, p.stderr
         r2.append(out)
     return r1, r2, json.loads(req.read_text()), ledgers
@@ -165,7 +165,7 @@ def test_two_round_refusals(study, exact_rounds):
     shutil.copy(data["north"], copy)
     again = tmp / "north-again-r2.bundle"
     p = marg("export", copy, "--schema", schema, "--site", "north", "--out", again, "--pairs", f"@{tmp / 'request-exact.json'}",
-             "--no-ledger", "--min-cell", "1", cwd=tmp)
+             "--allow-unsigned", "--no-ledger", "--min-cell", "1", cwd=tmp)
     assert p.returncode == 0, p.stderr
     refused("learn", *r1, *r2, again, *out, cwd=tmp, match="site 'north' already released N[")
     refused("learn", *r1, *r2, r2[0], *out, cwd=tmp, match="given twice")
