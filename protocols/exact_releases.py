@@ -187,7 +187,7 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
             if a not in meaning:
                 meaning[a] = tuple(level_meanings(codebook, a))
                 names_json[a] = json.dumps(a, ensure_ascii=False)  # as _key writes it inside its list
-        if t.name in hidden:
+        if hidden and t.name in hidden:
             out[_key("t:", names)] = _digest(_canonical_counts(t.marginal(names), [meaning[a] for a in names]))
             continue
         for r in range(1, len(names) + 1):
