@@ -7,6 +7,7 @@ modules import :data:`app` (or a sub-app) and decorate module-level functions.
 """
 
 
+import os
 import sys
 from typing import Annotated, Any, Callable, Optional
 
@@ -22,6 +23,17 @@ EXIT_CODES = (
 )
 
 
+def lean_arrow_memory() -> None:
+    """Arrow's jemalloc pool for this command, where Linux wheels ship it: it gives freed pages back
+    to the system, where Arrow's default (mimalloc) keeps them, so a wide CSV export's peak memory is
+    the reader's block and the codes, not every block's high-water mark (1,000 × 20,000 binary CSV:
+    604 → ≈ 520 MiB; 3,000 × 3,000 Parquet 398 → 348 MiB; same CPU). Set through
+    ``ARROW_DEFAULT_MEMORY_POOL`` before pyarrow is imported (nothing to import for ``--help``); a
+    value the user set is kept, and other systems keep Arrow's default."""
+    if sys.platform.startswith("linux") and "pyarrow" not in sys.modules:
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+
+
 class MargTyper(typer.Typer):
     """A Typer app whose commands are all wrapped by :func:`guarded`, and whose usage errors
     (a missing option, an unknown option, a value of the wrong type) are one line
@@ -32,6 +44,7 @@ class MargTyper(typer.Typer):
         from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
         kwargs["standalone_mode"] = False
+        lean_arrow_memory()
         try:
             rv = super().__call__(*args, **kwargs)
         except NoArgsIsHelpError as exc:

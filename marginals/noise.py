@@ -107,7 +107,8 @@ class NoiseRecord:
 
     @classmethod
     def exact(cls) -> "NoiseRecord":
-        return cls()
+        """The exact record (no noise): one shared instance (it is frozen), not one validated per table."""
+        return _EXACT if cls is NoiseRecord else cls()
 
     @property
     def is_exact(self) -> bool:
@@ -127,6 +128,8 @@ class NoiseRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NoiseRecord":
+        if cls is NoiseRecord and d == _EXACT_DICT:  # an exact table's record (a bundle of 20,000 has 20,000)
+            return _EXACT
         try:
             return cls(
                 mechanism=str(d.get("mechanism", "none")),
@@ -141,6 +144,10 @@ class NoiseRecord:
             )
         except (TypeError, ValueError) as exc:
             raise InputError(f"malformed noise record {d!r}: {exc}") from None
+
+
+_EXACT = NoiseRecord()
+_EXACT_DICT = _EXACT.to_dict()
 
 
 def moment_bound(codebook: "Codebook", feature: str) -> float:

@@ -13,6 +13,7 @@ Which tables a site releases is its plan (:func:`plan_cliques`, :func:`parse_pai
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Iterable, Sequence
@@ -66,7 +67,7 @@ class MarginalTable:
             raise InputError(f"table {self.name}: {arr.ndim}-d counts for a {len(self.clique)}-attribute clique")
         if self.kind == "moments" and (arr.ndim != 2 or arr.shape[0] != 2 or len(self.clique) != 2):
             raise InputError(f"table {self.name}: a moment table has clique (feature, label) and shape (2, K)")
-        if not np.all(np.isfinite(arr)):
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):  # integers are finite
             raise InputError(f"table {self.name}: counts contain NaN or infinity")
         object.__setattr__(self, "counts", arr)
         if self.hidden is not None:
@@ -184,7 +185,7 @@ def check_plan_size(codebook: Codebook, cliques: Sequence[tuple[str, ...]], max_
     sizes = []
     for c in cliques:
         raw = any(a != lab and not codebook.feature(a).is_discrete for a in c)
-        cells = 2 * codebook.n_classes if raw else int(np.prod([float(codebook.attribute_size(a)) for a in c]))
+        cells = 2 * codebook.n_classes if raw else int(math.prod([float(codebook.attribute_size(a)) for a in c]))
         sizes.append((cells, c))
     total = sum(x for x, _ in sizes)
     if total > max_cells:

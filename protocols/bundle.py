@@ -22,6 +22,7 @@ signature set to null). Serialisation is canonical, so ``to_bytes(from_bytes(b))
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +74,8 @@ class Bundle:
             raise InputError(f"site name must be a non-empty string, got {site!r}")
         stats, arrays, offset = [], [], 0
         for t in tables:
-            exact_int = t.noise.is_exact and t.kind == "counts" and np.all(t.counts == np.round(t.counts))
+            c = t.counts  # integer counts are whole numbers: no rounding pass to find that out (a pass a table)
+            exact_int = t.noise.is_exact and t.kind == "counts" and (c.dtype.kind in "iu" or bool(np.all(c == np.round(c))))
             dtype = "<i8" if exact_int else "<f8"
             arr = np.ascontiguousarray(t.counts, dtype=DTYPES[dtype])
             stats.append(
@@ -249,7 +251,7 @@ class Bundle:
                     "kind": st.get("kind", "counts"),
                     "clique": st["clique"],
                     "shape": st["shape"],
-                    "cells": int(np.prod(st["shape"])),
+                    "cells": math.prod(int(x) for x in st["shape"]),
                     "mechanism": noise.get("mechanism", "none"),
                     "noise_std": noise.get("std", 0.0),
                     "epsilon": noise.get("epsilon", 0.0),

@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from itertools import combinations
+from itertools import combinations, product
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -95,6 +95,54 @@ def _canonical_counts(arr: np.ndarray, meanings: Sequence[Sequence[str]]) -> lis
     return sorted([list(k), v] for k, v in cells.items() if v != 0)
 
 
+def _cell_plan(meanings: tuple[tuple[str, ...], ...], plans: dict) -> Any:
+    """How :func:`_margins_digests` writes a margin over attributes of these ``meanings``: False when
+    some attribute has two levels of one meaning (their cells merge: the general path), else
+    ``(shape, per axis the levels in their meanings' sorted order, per cell in that order the JSON
+    text of ``[[meaning, …],`` )`` — the lexicographic order of the cells' meaning lists, which is
+    the order :func:`_canonical_counts` sorts them in. Kept in ``plans`` per meanings."""
+    plan = plans.get(meanings)
+    if plan is None:
+        plan = False
+        if all(len(set(m)) == len(m) for m in meanings):
+            orders = [sorted(range(len(m)), key=m.__getitem__) for m in meanings]
+            texts = [[json.dumps(m[i], ensure_ascii=False) for i in o] for m, o in zip(meanings, orders)]
+            plan = (tuple(len(m) for m in meanings), [np.asarray(o, dtype=np.intp) for o in orders],
+                    ["[[" + ",".join(c) + "]," for c in product(*texts)])
+        plans[meanings] = plan
+    return plan
+
+
+def _margins_digests(out: dict[str, Any], jobs: list[tuple[str, Any, tuple[str, ...], tuple]]) -> None:
+    """Fill ``out[key] = _digest(_canonical_counts(t.marginal(sub), meanings))`` for every job
+    ``(key, t, sub, meanings)``, the same 32 hex characters, batched: the integer tables of one shape
+    whose margins are over the same axes and meanings are stacked, summed and permuted in a few numpy
+    calls, and each margin's canonical JSON is its nonzero cells' texts (:func:`_cell_plan`) joined;
+    a release of 20,000 first-order tables is 40,000 margins. Other margins take the general path."""
+    plans: dict = {}
+    groups: dict[tuple, list[tuple[str, np.ndarray]]] = {}
+    for key, t, sub, means in jobs:
+        a = np.asarray(t.counts)
+        plan = _cell_plan(means, plans)
+        axes = tuple(t.clique.index(n) for n in sub)
+        if plan is False or a.dtype.kind not in "iu" or tuple(a.shape[k] for k in axes) != plan[0]:
+            out[key] = _digest(_canonical_counts(t.marginal(sub), means))
+            continue
+        groups.setdefault((a.shape, a.dtype.str, axes, means), []).append((key, a))
+    for (shape, _, axes, means), items in groups.items():
+        _, orders, cells = plans[means]
+        m = np.stack([a for _, a in items])
+        drop = tuple(k + 1 for k in range(len(shape)) if k not in axes)
+        m = m.sum(axis=drop) if drop else m  # as MarginalTable.marginal: the dropped axes summed, then the kept ones in sub's order
+        kept = sorted(axes)
+        m = np.transpose(m, [0] + [kept.index(k) + 1 for k in axes])
+        for d, o in enumerate(orders):
+            m = m.take(o, axis=d + 1)
+        for (key, _), row in zip(items, m.reshape(len(items), -1).tolist()):
+            text = ",".join([c + str(v) + "]" for c, v in zip(cells, row) if v != 0])
+            out[key] = hashlib.sha256(("[" + text + "]").encode("utf-8")).hexdigest()[:DIGEST_HEX]
+
+
 def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables: Sequence[str] = (),
                     codebook: Any = None, scope: str = "study") -> dict[str, str] | None:
     """The digests of what an exact release disclosed; None if it holds no exact table.
@@ -124,6 +172,9 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
     if n_rows is not None:
         out["n"] = str(int(n_rows))
     hidden = set(suppressed_tables)
+    meaning: dict[str, tuple[str, ...]] = {}  # per attribute, once (the label's for every table)
+    names_json: dict[str, str] = {}
+    jobs: list[tuple[str, Any, tuple[str, ...], tuple]] = []  # the margins' digests, made together below
     for t in exact:
         names = sorted(t.clique)
         if t.kind == "moments":
@@ -132,15 +183,20 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
                     for k, c in enumerate(level_meanings(codebook, lab))}
             out[_key("s:", names)] = _digest([[f.lo, f.hi], sorted([c, v] for c, v in sums.items() if v != [0.0, 0.0])])
             continue
-        means = {a: level_meanings(codebook, a) for a in t.clique}
-        if t.name in hidden:
-            out[_key("t:", names)] = _digest(_canonical_counts(t.marginal(names), [means[a] for a in names]))
+        for a in t.clique:
+            if a not in meaning:
+                meaning[a] = tuple(level_meanings(codebook, a))
+                names_json[a] = json.dumps(a, ensure_ascii=False)  # as _key writes it inside its list
+        if hidden and t.name in hidden:
+            out[_key("t:", names)] = _digest(_canonical_counts(t.marginal(names), [meaning[a] for a in names]))
             continue
         for r in range(1, len(names) + 1):
             for sub in combinations(names, r):
-                key = _key("m:", sub)
+                key = "m:[" + ",".join([names_json[a] for a in sub]) + "]"  # _key("m:", sub)
                 if key not in out:  # exact tables of one release have one margin on common attributes (N[y] once, not per table)
-                    out[key] = _digest(_canonical_counts(t.marginal(sub), [means[a] for a in sub]))
+                    out[key] = None  # its place in the order; the digest comes from _margins_digests
+                    jobs.append((key, t, sub, tuple(meaning[a] for a in sub)))
+    _margins_digests(out, jobs)
     return out
 
 

@@ -172,3 +172,70 @@ def test_csv_parquet_duckdb_and_a_frame_count_and_code_the_same(tmp_path):
         for a, b in zip(ts, tables["csv"]):
             assert a.clique == b.clique
             np.testing.assert_array_equal(a.counts, b.counts, err_msg=f"{src} {a.name}")
+
+
+# ------------------------------------------------------------------ many plain columns found at once
+WIDE = Codebook(
+    features=tuple(CategoricalFeature(f"c{k:03d}", ("0", "1", "2", "NA"), missing="NA") for k in range(70))
+    + tuple(CategoricalFeature(f"b{k:03d}", ("false", "true")) for k in range(70))
+    + tuple(CategoricalFeature(f"w{k:03d}", tuple(str(v) for v in range(400))) for k in range(70)),
+    label=Label("y", ("neg", "pos")),
+)
+
+
+def wide_batch(rng, n: int) -> dict:
+    """Plain (not dictionary) columns, many of each type: float codes with nulls, ints, bools, and
+    integer columns of 400 levels (above SHARED_MAX_VALUES a group: found column by column)."""
+    out = {}
+    for k in range(70):
+        v = rng.integers(0, 3, n).astype(float)
+        out[f"c{k:03d}"] = pa.array(v, mask=rng.random(n) < 0.1) if k % 2 else pa.array(v)  # half with nulls
+        out[f"b{k:03d}"] = pa.array(rng.random(n) < 0.5)
+        out[f"w{k:03d}"] = pa.array(rng.integers(0, 400, n))
+    out["y"] = pa.array(list(rng.choice(["neg", "pos"], n)))
+    return out
+
+
+@pytest.mark.parametrize("cells", [1 << 20, 1000])  # 1000: a group's columns hashed a few at a time
+def test_many_plain_columns_found_at_once_code_as_column_at_a_time(cells, monkeypatch):
+    import marg.marginals.batch_codes as bc
+
+    monkeypatch.setattr(bc, "SHARED_CELLS", cells)
+    rng = np.random.default_rng(11)
+    memo_new, memo_ref, row = {}, {}, 1
+    for n in (300, 280, 300):  # the shared values change between chunks
+        batch = wide_batch(rng, n)
+        new = encode_batch(WIDE, batch, row, memo=memo_new)
+        ref = reference(WIDE, batch, row, memo_ref)
+        for i, f in enumerate(WIDE.features):
+            a, b = new.column(i), ref.column(i)
+            assert a.dtype == b.dtype, f.name
+            np.testing.assert_array_equal(a, b, err_msg=f.name)
+        np.testing.assert_array_equal(new.y, ref.y)
+        row += n
+
+
+@pytest.mark.parametrize("spoil", ["unknown level", "null without a level", "NaN float", "two columns"])
+def test_many_plain_columns_refuse_as_column_at_a_time(spoil):
+    rng = np.random.default_rng(12)
+    n = 200
+    batch = wide_batch(rng, n)
+    if spoil == "unknown level":  # 7.0 is in the group's shared values; only c040's row 34 holds it
+        batch["c040"] = pa.array([0.0] * 33 + [7.0] + [1.0] * (n - 34))
+    elif spoil == "null without a level":
+        batch["b010"] = pa.array([True] * 8 + [None] + [False] * (n - 9))
+    elif spoil == "NaN float":  # NaN (not null) is a missing value: the level NA
+        batch["c041"] = pa.array([0.0] * 3 + [float("nan")] + [2.0] * (n - 4))
+    else:  # the first column in codebook order is named
+        batch["c069"] = pa.array([5.0] + [0.0] * (n - 1))
+        batch["c050"] = pa.array([0.0] * 10 + [9.0] + [0.0] * (n - 11))
+    new = lambda: encode_batch(WIDE, batch, 21, memo={})  # noqa: E731
+    ref = lambda: reference(WIDE, batch, 21, {})  # noqa: E731
+    if spoil == "NaN float":
+        np.testing.assert_array_equal(new().column(41), ref().column(41))
+        assert new().column(41)[3] == 3
+        return
+    msg = _message(new)
+    assert msg == _message(ref)
+    assert "\n" not in msg
+    assert ("c050" in msg) if spoil == "two columns" else True
