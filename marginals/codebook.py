@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 FORMAT = "marg-codebook"
 VERSION = 1
-MAX_CODEBOOK_BYTES = 8 << 20  # a larger codebook file is refused before it is parsed (20,000 binned genes: ~2 MB)
+MAX_CODEBOOK_BYTES = 64 << 20  # a larger codebook file is refused before it is parsed (100,000 binary genes: ~16 MB)
 MAX_LEVELS = 100  # a feature with more levels is refused at export (--max-levels) and left out of a drafted codebook
 
 

@@ -80,9 +80,11 @@ def test_no_patient_value_in_an_error(site):
 
 def test_a_huge_codebook_is_refused_before_it_is_parsed(site):
     tmp, _ = site
-    (tmp / "big.json").write_bytes(b" " * (9 << 20) + b"{")  # parsed, it would be 'not valid JSON'
+    from marg.marginals.codebook import MAX_CODEBOOK_BYTES
+
+    (tmp / "big.json").write_bytes(b" " * (MAX_CODEBOOK_BYTES + 1) + b"{")  # parsed, it would be 'not valid JSON'
     r = run("export", "d.csv", "--schema", "big.json", "--site", "north", "--out", "x.bundle", "--no-ledger")
-    assert r.exit_code == 2 and "larger than 8 MiB: refused before parsing" in r.stderr
+    assert r.exit_code == 2 and f"larger than {MAX_CODEBOOK_BYTES >> 20} MiB: refused before parsing" in r.stderr
 
 
 def test_a_key_role_is_said_by_whoever_trusts_it(site):
