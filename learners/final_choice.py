@@ -86,17 +86,24 @@ class FinalChoice:
     prior_class: int
     share: float
     coverage: float
+    rule: str = "beats"
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen, "certificate": self.certificate.value, "model_bound": self.model_bound.to_dict(),
                 "prior_bound": self.prior_bound.to_dict(), "prior_class": self.prior_class, "alpha_share": self.share,
                 "coverage": self.coverage,
-                "rule": "the model only when its holdout bound is strictly below the larger class's on the same "
-                        "evaluation; both at alpha*share/2"}
+                "rule": ("the model only when its holdout bound is strictly below the larger class's on the same "
+                         "evaluation; both at alpha*share/2" if self.rule == "beats" else
+                         "the model unless its released error count exceeds the larger class's by more than the noise "
+                         "passes at the bounds' level (an evaluation too small to be decisive); both at alpha*share/2")}
+
+
+RULES = ("beats", "not-worse")
 
 
 def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Sequence[Any], layout: str = "confusion",
-                        coverage: float = 0.95, ordinal: int = 1, evaluations: int | None = None) -> FinalChoice:
+                        coverage: float = 0.95, ordinal: int = 1, evaluations: int | None = None,
+                        rule: str = "beats", cell_std: float = 0.0) -> FinalChoice:
     """The final model or the larger class, whichever the evaluation counts certify lower (module docstring).
 
     Parameters
@@ -113,6 +120,14 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     ordinal, evaluations : int
         The model's ordinal on the held-out set (the sites' ledgers) and a stated number of models evaluated
         on it (can only lower the share): :func:`marg.learners.holdout_certificate.evaluation_share`.
+    rule : {"beats", "not-worse"}
+        ``"beats"``: the model only when its bound is strictly below the larger class's (module docstring);
+        ``"not-worse"`` (an evaluation too small to tell a good model from the larger class, the study design's
+        guard round): the model unless its released error count exceeds the larger class's by more than
+        z·sqrt(2(K − 1))·``cell_std``, z = Φ⁻¹(level) — the noise alone would pass it with probability ≤ 1 − level.
+        Either way both bounds hold together, so the one returned keeps its certificate.
+    cell_std : float
+        The noise std of one cell of the table (``"not-worse"`` only).
 
     Returns
     -------
@@ -130,12 +145,22 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     share = evaluation_share(ordinal, evaluations)
     level = 1.0 - (1.0 - coverage) * share / 2.0
     mb, pb = exact_bound(model_rel, level), exact_bound(prior_rel, level)
-    keep = mb.value < pb.value
+    if rule not in RULES:
+        raise InputError(f"the final comparison's rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if rule == "beats":
+        keep = mb.value < pb.value
+    else:
+        from scipy.special import ndtri
+
+        K0 = len(np.asarray(counts))
+        margin = float(ndtri(level)) * float(np.sqrt(2.0 * (K0 - 1))) * float(cell_std)
+        keep = model_rel.errors - prior_rel.errors <= margin
     chosen, est, bound = ("model", model, mb) if keep else ("prior", prior, pb)
     K = len(np.asarray(counts))
     getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
         bound.value, "holdout", coverage, False, K,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
-                              f"{pb.value:.4f} on the same evaluation: the larger class is returned"))
-    out = FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c, share, coverage)
+                              f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned"))
+    out = FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c, share, coverage,
+                      rule)
     return out
