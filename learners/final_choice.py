@@ -22,8 +22,8 @@ and the held-out count ñ is the table's sum (K² or 2K cells), as for the model
 (:func:`marg.learners.holdout_certificate.evaluation_share`: the two rules split the model's
 share). Both hold together with probability ≥ 1 − α·share, so whichever is returned — a choice
 made from these very counts — keeps its certificate. The model is returned only when it
-**beats** the larger class: its bound strictly below the larger class's; otherwise the larger class
-is returned with its certificate on the same evaluation. The population both bounds name is the
+**beats** the larger class: its bound strictly below the larger class's (the bounds tied — both 1 on a
+small evaluation —: its released error count strictly below); otherwise the larger class is returned with its certificate on the same evaluation. The population both bounds name is the
 held-out rows' (one held-out fraction for the study: the sites' patients weighted by their numbers).
 """
 
@@ -121,7 +121,9 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
         The model's ordinal on the held-out set (the sites' ledgers) and a stated number of models evaluated
         on it (can only lower the share): :func:`marg.learners.holdout_certificate.evaluation_share`.
     rule : {"beats", "not-worse"}
-        ``"beats"``: the model only when its bound is strictly below the larger class's (module docstring);
+        ``"beats"``: the model only when its bound is strictly below the larger class's (module docstring), or
+        the bounds tie (both 1 on a small evaluation) and its released error count is strictly below the larger
+        class's;
         ``"not-worse"`` (an evaluation too small to tell a good model from the larger class, the study design's
         guard round): the model unless its released error count exceeds the larger class's by more than
         z·sqrt(2(K − 1))·``cell_std``, z = Φ⁻¹(level) — the noise alone would pass it with probability ≤ 1 − level.
@@ -147,8 +149,8 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     mb, pb = exact_bound(model_rel, level), exact_bound(prior_rel, level)
     if rule not in RULES:
         raise InputError(f"the final comparison's rule must be one of {', '.join(RULES)}, got {rule!r}")
-    if rule == "beats":
-        keep = mb.value < pb.value
+    if rule == "beats":  # tied bounds (both trivial at 1 on a small evaluation): the released error counts decide
+        keep = mb.value < pb.value or (mb.value == pb.value and model_rel.errors < prior_rel.errors)
     else:
         from scipy.special import ndtri
 

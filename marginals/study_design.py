@@ -1,4 +1,4 @@
-"""A study's design before anything is spent: each site's total as ρ, its split into the rounds (select, measure, evaluate), the held-out fraction and the selection mode.
+"""A study's design before anything is spent: each site's total as ρ, its split into the rounds (select, measure, evaluate), the held-out fraction and the selection mode (pooled, private, or none: every first-order table).
 
 **Known before spending** (nothing is read from the data): the codebook (p discrete candidates, their
 levels m_i, C classes), the number of sites S and the rows per site n_s as stated publicly (None: the
@@ -44,7 +44,27 @@ returns the larger class when the model does not beat it on the evaluation count
 (:func:`marg.learners.final_choice.final_against_prior`), so E's "nothing found" term is the prior's
 error e_prior (without the evaluation round, the split rule's own P_chance/2 + (1 − P_chance)·e_prior).
 
-**The evaluation round and the held-out fraction** (``evaluate=True``). A share a_E of ρ_T goes to
+**Every first-order table** (the third mode, ``"first-order"``, :func:`first_order_fits`). Where the
+study is narrow (p ≤ ``FIRST_ORDER_MAX_P``) and small — each of the p tables N[x_i, y], measured pooled
+at an equal share of ρ_T with the label table, keeps its noise std per cell within ``FIRST_ORDER_RATIO``
+of its expected count N/(C·m̃), but not one pair table beside them would stay within the split rule's
+noise rule — no model can read more than first-order tables, and a selection only spends rows and ρ to
+drop some of them. The study then selects nothing: round "select" is the label table at a_L = 1/(p + 1)
+of the training ρ, round "measure" every first-order table at equal shares, and the learner fits naive
+Bayes on them (:mod:`marg.study_learner`). The mode is chosen by the gate, not by E: the planning world
+(one effect size, F planted features) rates it below the private top-k on every small set measured, where
+measured it is 2–10 × more accurate (BENCHMARKS.md, "Issue 44 (studyacc)").
+
+Its evaluation round answers one question — does the model beat the larger class? — so it is sized for
+that (:func:`choose_comparison`): the least held-out fraction f, then the least a_E, within
+``COMPARISON_MAX``, whose comparison keeps a model that beats the larger class by ``DETECT`` with
+probability ≥ ``POWER`` (:func:`comparison_power`: the difference of the two rules' released error
+counts, 2(C − 1) cells of the confusion table). Where none does (the smallest studies: the comparison
+would be a coin flip), the round is the ``GUARD`` (f = 0.15, a_E = 0.04) and the final rule is
+"not-worse" (:func:`marg.learners.final_choice.final_against_prior`): the model is returned unless the
+evaluation shows it worse than the larger class; its certificate is still the holdout bound.
+
+**The evaluation round and the held-out fraction** (``evaluate=True``, the other modes). A share a_E of ρ_T goes to
 the evaluation round (one pooled confusion table N[predicted, y], C² cells, sensitivity r) and a
 fraction f of each site's patients is held out of training. The rule minimises the **expected
 certificate** J(f, a_E) = p_m + W: the planning world's error of the model trained on the rest,
@@ -226,7 +246,7 @@ def first_order_split(x: ss.SplitInputs) -> ss.Split:
     parts = {"p_wrong": p_wrong, "p_agree": 1.0, "chance_agreements": lam, "found": F, "p_any": 1.0,
              "p_flip": p_flip, "e_found": e_found, "e_prior": (1.0 - ss.GAP) / 2.0 + ss.GAP * p_wrong,
              "p_chance": 0.0, "first_order": 1.0}
-    return ss.Split(round(aL, 6), 0.0, round(a2, 6), p, e_found, parts)
+    return ss.Split(aL, 0.0, a2, p, e_found, parts)
 
 
 def comparison_power(n_h: float, var_cell: float, classes: int, margin: float = None) -> float:
@@ -520,13 +540,25 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
     out = [f"study design ({d['n_sites']} sites, {'stated' if d['rows_stated'] else 'assumed'} rows {rows}, "
            f"ε = {d['epsilon']:g} per site in total, ρ = {d['rho_total']:.4g}, noise {d['noise']}"
            + (f", t = {d['threshold']}" if d["noise"] == "shared" else "") + "):",
-           f"  select: ρ = {r['select']:.4g} (label table {d['rho_label']:.4g}, {d['selection']} top-{d['k']} "
-           f"{d['rho_select']:.4g}; expected error pooled {d['mode_errors'].get('pooled', float('nan')):.3f}"
-           + (f", private {d['mode_errors']['private']:.3f}" if "private" in d["mode_errors"] else "") + ")",
-           f"  measure: ρ = {r['measure']:.4g}"]
+           (f"  select: ρ = {r['select']:.4g} (the label table only: no selection, every first-order table is "
+            "measured in round 2)" if d["selection"] == FIRST_ORDER else
+            f"  select: ρ = {r['select']:.4g} (label table {d['rho_label']:.4g}, {d['selection']} top-{d['k']} "
+            f"{d['rho_select']:.4g}; expected error pooled {d['mode_errors'].get('pooled', float('nan')):.3f}"
+            + (f", private {d['mode_errors']['private']:.3f}" if "private" in d["mode_errors"] else "") + ")"),
+           f"  measure: ρ = {r['measure']:.4g}" + (f" (the {d['k']} first-order tables, naive Bayes)"
+                                                  if d["selection"] == FIRST_ORDER else "")]
     if "evaluate" in r:
         ev = d["evaluation"]
-        out.append(f"  evaluate: ρ = {r['evaluate']:.4g}, hold out {d['holdout']:.0%} of each site's patients; expected "
-                   f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
-                   f"{ev['expected_width']:.3f}, chosen to minimise it)")
+        head = f"  evaluate: ρ = {r['evaluate']:.4g}, hold out {d['holdout']:.0%} of each site's patients; expected "
+        if d["selection"] != FIRST_ORDER:
+            out.append(head + f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
+                              f"{ev['expected_width']:.3f}, chosen to minimise it)")
+        elif not ev.get("guard"):
+            out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class keeps a "
+                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}")
+        else:
+            out.append(head + f"certificate {d['expected_certificate']:.3f}; a guard only: no round within "
+                              f"{COMPARISON_MAX[0]:.0%} of the patients and {COMPARISON_MAX[1]:.0%} of ρ tells a model "
+                              f"{ev['detect']:g} better from the larger class (probability {ev['power']:.2f}), so the "
+                              "larger class is returned only when the model is shown worse")
     return out
