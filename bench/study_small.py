@@ -38,6 +38,16 @@ def _accept():
 
 
 A = _accept()
+_outcome = A.outcome
+
+
+def outcome(result: dict) -> dict:
+    """study_accept's outcome, and the evaluation's released error counts (the model's, the larger class's)."""
+    ev = result.get("evaluation") or {}
+    return {**_outcome(result), "evaluation": {k: ev.get(k) for k in ("model_errors", "larger_class_errors", "rows")}}
+
+
+A.outcome = outcome
 
 
 class InProcess:

@@ -135,7 +135,7 @@ def test_a_site_dropping_out_after_round_one_still_ends_in_a_certified_model(tmp
     rounds_until_done(st, sites=("north", "south"))
     result = json.loads((st.drop / "final" / "result.json").read_text())
     assert result["rounds"]["measure"]["dropped"] == ["city"] and result["rounds"]["select"]["dropped"] == []
-    assert 0.0 < result["certificate"] < 1.0
+    assert 0.0 < result["certificate"] <= 1.0 and result["evaluation"]["rows"] > 0  # two sites' held-out patients
     plan = json.loads(st.study.read_text())["plan"]["rho"]
     city = ledger_entries(st.home["city"])
     assert [round(e["cost"]["rho"], 12) for e in city] == [round(plan["select"], 12)]  # what it spent: round 1 only
@@ -304,7 +304,9 @@ def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
         rounds_until_done(st, sites=("north", "south"), remote=True)
         s = status(st)
         assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
-        assert 0.0 < s["result"]["certificate"] < 1.0
+        # certified on the survivors' held-out patients (at 600 patients the first-order design's evaluation round is
+        # sized for the comparison with the larger class, so its bound may be trivial: marginals/study_design.py)
+        assert 0.0 < s["result"]["certificate"] <= 1.0 and s["result"]["evaluation"]["rows"] > 0
         plan = json.loads(st.study.read_text())["plan"]["rho"]
         assert [round(e["cost"]["rho"], 12) for e in ledger_entries(st.home["city"])] == [round(plan["select"], 12)]
         assert not any(st.drop.iterdir())  # everything went through the SFTP drop, nothing to the local folder
