@@ -44,25 +44,9 @@ returns the larger class when the model does not beat it on the evaluation count
 (:func:`marg.learners.final_choice.final_against_prior`), so E's "nothing found" term is the prior's
 error e_prior (without the evaluation round, the split rule's own P_chance/2 + (1 − P_chance)·e_prior).
 
-**Every first-order table** (the third mode, ``"first-order"``, :func:`first_order_fits`). Where the
-study is narrow (p ≤ ``FIRST_ORDER_MAX_P``) and small — each of the p tables N[x_i, y], measured pooled
-at an equal share of ρ_T with the label table, keeps its noise std per cell within ``FIRST_ORDER_RATIO``
-of its expected count N/(C·m̃), but not one pair table beside them would stay within the split rule's
-noise rule — no model can read more than first-order tables, and a selection only spends rows and ρ to
-drop some of them. The study then selects nothing: round "select" is the label table at a_L = 1/(p + 1)
-of the training ρ, round "measure" every first-order table at equal shares, and the learner fits naive
-Bayes on them (:mod:`marg.study_learner`). The mode is chosen by the gate, not by E: the planning world
-(one effect size, F planted features) rates it below the private top-k on every small set measured, where
-measured it is 2–10 × more accurate (BENCHMARKS.md, "Issue 44 (studyacc)").
-
-Its evaluation round answers one question — does the model beat the larger class? — so it is sized for
-that (:func:`choose_comparison`): the least held-out fraction f, then the least a_E, within
-``COMPARISON_MAX``, whose comparison keeps a model that beats the larger class by ``DETECT`` with
-probability ≥ ``POWER`` (:func:`comparison_power`: the difference of the two rules' released error
-counts, 2(C − 1) cells of the confusion table). Where none does (the smallest studies: the comparison
-would be a coin flip), the round is the ``GUARD`` (f = 0.15, a_E = 0.04) and the final rule is
-"not-worse" (:func:`marg.learners.final_choice.final_against_prior`): the model is returned unless the
-evaluation shows it worse than the larger class; its certificate is still the holdout bound.
+**Every first-order table** (the third mode, ``"first-order"``): where the study is narrow and small, no
+selection — :mod:`marg.marginals.study_first_order` holds its gate, its split and its evaluation round
+(sized for the comparison with the larger class).
 
 **The evaluation round and the held-out fraction** (``evaluate=True``, the other modes). A share a_E of ρ_T goes to
 the evaluation round (one pooled confusion table N[predicted, y], C² cells, sensitivity r) and a
@@ -103,28 +87,12 @@ from marg.errors import InputError
 
 from . import study_split as ss
 from .dp_conversions import rho_for_epsilon
+from .study_first_order import (COMPARISON_MAX, DETECT, FIRST_ORDER, FIRST_ORDER_MAX_P, FIRST_ORDER_RATIO,  # noqa: F401
+                                GUARD, POWER, comparison_decisive, comparison_power,
+                                first_order_fits, first_order_split)
 
 NOISES = ("shared", "per-site")
 MODES = ("pooled", "private")
-FIRST_ORDER = "first-order"
-"""The third mode: no selection, every first-order table pooled (module docstring, "Every first-order table")."""
-FIRST_ORDER_RATIO = 1.0
-"""Every first-order table is worth measuring while its pooled noise std per cell is at most this times the
-cell's expected count N/(C·m̃) (naive Bayes reads each level's class ratio; beyond it the tables are noise)."""
-DETECT = 0.25
-"""The margin by which a model worth returning beats the larger class (a share of the held-out patients)."""
-POWER = 0.95
-"""The first-order mode's evaluation round keeps such a model with at least this probability, or is not run."""
-COMPARISON_MAX = (0.30, 0.30)
-"""The most held-out fraction and ρ share a decisive comparison may take (beyond, training loses more than the
-comparison saves on these sizes)."""
-GUARD = (0.15, 0.04)
-"""(f, a_E) of the first-order mode's evaluation round when no point of the grid makes the comparison decisive:
-the least round that still guards against a model worse than the larger class (:func:`comparison_decisive`)."""
-FIRST_ORDER_MAX_P = 64
-"""At most this many candidates for the first-order mode: beyond, the p − F chance features' noise swamps naive
-Bayes's score (the planning world's E: 0.24 at 16 features of 3 levels on 348 patients, 0.41 at 300 binary ones
-on 2,400) and a selection that drops them is worth its rows and ρ."""
 FRACTIONS = tuple(float(f) for f in np.round(np.arange(0.10, 0.501, 0.05), 2))
 EVAL_SHARES = tuple(float(a) for a in np.round(np.arange(0.02, 0.501, 0.02), 2))
 J_TIE = 0.002
@@ -211,86 +179,6 @@ def split_error(x: ss.SplitInputs, split: ss.Split, mode: str, guarded: bool) ->
     return E.reshape(shape) if np.ndim(x.rho_total) else float(E.reshape(-1)[0])
 
 
-# -- every first-order table, no selection -----------------------------------------------------------
-
-def first_order_fits(x: ss.SplitInputs) -> bool:
-    """Whether the study should measure every first-order table and select nothing (module docstring): at the
-    training share (all of ρ_T but the label's equal share), each of the p tables N[x_i, y] at an equal share
-    keeps its pooled noise std per cell within ``FIRST_ORDER_RATIO`` of its expected count N/(C·m̃), and not one
-    pair table N[x_i, x_j, y] (C·m̃² cells) beside them stays within the split rule's ``NOISE_RATIO``: a model
-    can read nothing but first-order tables here, and a selection on them would spend rows and ρ to drop some."""
-    if not 1 <= x.p <= FIRST_ORDER_MAX_P:
-        return False
-    N, C, m, r = float(sum(x.rows)), float(x.classes), float(np.median(x.levels)), float(x.max_rows)
-    std = math.sqrt(x.curators * r * r * (x.p + 1) / (2.0 * x.rho_total))  # p tables and the label table
-    std_pair = math.sqrt(x.curators * r * r * (x.p + 2) / (2.0 * x.rho_total))
-    return std <= FIRST_ORDER_RATIO * N / (C * m) and std_pair > ss.NOISE_RATIO * N / (C * m * m)
-
-
-def first_order_split(x: ss.SplitInputs) -> ss.Split:
-    """The split with no selection: the label table and the p first-order tables at equal shares of ρ_T
-    (a_L = 1/(p + 1) in round "select", the rest in round "measure", k = p). E is the planning world's naive
-    Bayes on all p tables: the F informative ones found, the p − F others read as chance features,
-
-        E = Φ(−F·(2q − 1)/sqrt(4·F·q(1 − q) + p − F)),   q = 1/2 + EFFECT·(1 − 2·P_flip(p tables)),
-
-    (the split rule's e_found with λ = p − F)."""
-    p = x.p
-    aL = 1.0 / (p + 1.0)
-    a2 = 1.0 - aL
-    F = float(min(ss.F_PLAN, max(1, p // 2)))
-    p_wrong, p_flip = float(ss._p_wrong(x, aL, a2)), float(ss._p_flip(x, a2, p))
-    q = 0.5 + ss.EFFECT * (1.0 - 2.0 * p_flip)
-    lam = float(p) - F
-    e_found = float(ndtr(-F * (2.0 * q - 1.0) / math.sqrt(4.0 * F * q * (1.0 - q) + lam)))
-    parts = {"p_wrong": p_wrong, "p_agree": 1.0, "chance_agreements": lam, "found": F, "p_any": 1.0,
-             "p_flip": p_flip, "e_found": e_found, "e_prior": (1.0 - ss.GAP) / 2.0 + ss.GAP * p_wrong,
-             "p_chance": 0.0, "first_order": 1.0}
-    return ss.Split(aL, 0.0, a2, p, e_found, parts)
-
-
-def comparison_power(n_h: float, var_cell: float, classes: int, margin: float = None) -> float:
-    """P(the model is kept) when it beats the larger class by ``margin`` (default ``DETECT``) of the held-out
-    patients, in the planning world (the larger class errs e_prior = (1 − GAP)/2, the model e_prior − margin):
-
-        P_keep = Φ(n_h·margin/sqrt(n_h·(2·e_prior − margin) + 2(C − 1)·v)),
-
-    the difference of the two rules' released error counts (it reads 2(C − 1) cells of the confusion table,
-    each of noise variance v; a patient counts ±1 in it when exactly one of the rules errs)."""
-    d = DETECT if margin is None else float(margin)
-    e = (1.0 - ss.GAP) / 2.0
-    return float(ndtr(n_h * d / math.sqrt(n_h * (2.0 * e - d) + 2.0 * (classes - 1.0) * var_cell)))
-
-
-def comparison_decisive(rows: Sequence[int], holdout: float, rho_evaluate: float, curators_: float, classes: int,
-                        max_rows: int = 1) -> bool:
-    """Whether an evaluation round of ``holdout`` of the patients at ``rho_evaluate`` keeps a model that beats the
-    larger class by ``DETECT`` with probability ≥ ``POWER`` (:func:`comparison_power`): then the study returns the
-    larger class unless the model beats it; otherwise (the ``GUARD`` round) unless the model is shown worse."""
-    v = curators_ * float(max_rows) ** 2 / (2.0 * float(rho_evaluate))
-    return comparison_power(float(holdout) * float(sum(rows)), v, int(classes)) >= POWER - 1e-9
-
-
-def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str, float] | None:
-    """(f, a_E) for the first-order mode, or None (no evaluation round) — module docstring, "The evaluation round".
-
-    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
-    that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
-    None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and the study
-    returns the model with its own (box) certificate rather than a coin flip between it and the larger class."""
-    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
-    for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
-        for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
-            v = x.curators * r * r / (2.0 * a_e * x.rho_total)
-            power = comparison_power(f * N, v, C)
-            if power >= POWER:
-                p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
-                cert = expected_bound(p_m, f * N, v, C, coverage)
-                return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
-                        "expected_certificate": cert, "expected_width": cert - p_m}
-    return None
-
-
 # -- the evaluation round ------------------------------------------------------------------------------
 
 def expected_bound(p_m: float, n_h: float, var_cell: float, classes: int, coverage: float = COVERAGE) -> float:
@@ -326,6 +214,26 @@ def choose_evaluation(x: ss.SplitInputs, split: ss.Split, mode: str, coverage: f
     J, f, a_e, p_m = min((g for g in grid if g[0] <= best + J_TIE), key=lambda g: (g[1], g[2]))
     return {"holdout": f, "evaluate_share": a_e, "expected_certificate": J, "model_error": p_m,
             "expected_width": J - p_m, "least_certificate": best}
+
+
+def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str, float] | None:
+    """(f, a_E) for the first-order mode, or None (then the ``GUARD`` round) — :mod:`marg.marginals.study_first_order`.
+
+    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
+    that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
+    None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
+    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule."""
+    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
+    for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
+        for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
+            v = x.curators * r * r / (2.0 * a_e * x.rho_total)
+            power = comparison_power(f * N, v, C)
+            if power >= POWER:
+                p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
+                cert = expected_bound(p_m, f * N, v, C, coverage)
+                return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
+                        "expected_certificate": cert, "expected_width": cert - p_m}
+    return None
 
 
 # -- the design ----------------------------------------------------------------------------------------
