@@ -321,10 +321,16 @@ class StudyDesign:
         d = asdict(self)
         d["rows"], d["levels"] = list(self.rows), list(self.levels)
         d["rounds"], d["round_names"] = self.rounds, list(self.round_names)
+        rows = "; rows " + ("stated" if self.rows_stated else "assumed (none stated)")
+        if self.selection == FIRST_ORDER:
+            d["rule"] = ("marg.marginals.study_first_order: no selection (narrow and small: every first-order table "
+                         "pooled at equal shares with the label table); the evaluation round sized for the comparison "
+                         f"with the larger class; the pooled noise {self.curators:g} curators' variance" + rows)
+            return d
         d["rule"] = ("marg.marginals.study_design: the evaluation share and held-out fraction minimise the expected "
                      "certificate; the rest split by marg.marginals.study_split's rule on the training rows, the pooled "
                      f"noise {self.curators:g} curators' variance; selection {self.selection!r} by the smaller expected "
-                     "error; rows " + ("stated" if self.rows_stated else "assumed (none stated)"))
+                     "error" + rows)
         return d
 
     @classmethod

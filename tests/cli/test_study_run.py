@@ -87,7 +87,9 @@ def test_a_study_end_to_end_through_the_console_script(tmp_path):
     raw, signer = read_verified_model(st.drop / "final" / "model.json", TrustStore(trust))
     model = json.loads(raw)
     result = json.loads((st.drop / "final" / "result.json").read_text())
-    assert signer == "learner" and 0.0 < result["certificate"] < 1.0
+    # the holdout bound on the pooled evaluation (at 900 patients the first-order design sizes that round to decide
+    # against the larger class, so the bound may be 1: marginals/study_first_order.py)
+    assert signer == "learner" and 0.0 < result["certificate"] <= 1.0 and result["evaluation"]["rows"] > 0
     assert abs(result["evaluation"]["alpha_share"] - 6 / np.pi ** 2) < 1e-12  # the first model on the held-out set
     assert result["certificate"] == min(result["evaluation"]["model_bound"]["value"],
                                         result["evaluation"]["prior_bound"]["value"])
