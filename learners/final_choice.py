@@ -22,8 +22,8 @@ and the held-out count ñ is the table's sum (K² or 2K cells), as for the model
 (:func:`marg.learners.holdout_certificate.evaluation_share`: the two rules split the model's
 share). Both hold together with probability ≥ 1 − α·share, so whichever is returned — a choice
 made from these very counts — keeps its certificate. The model is returned only when it
-**beats** the larger class: its bound strictly below the larger class's; otherwise the larger class
-is returned with its certificate on the same evaluation. The population both bounds name is the
+**beats** the larger class: its bound strictly below the larger class's (the bounds tied — both 1 on a
+small evaluation —: its released error count strictly below); otherwise the larger class is returned with its certificate on the same evaluation. The population both bounds name is the
 held-out rows' (one held-out fraction for the study: the sites' patients weighted by their numbers).
 """
 
@@ -86,17 +86,24 @@ class FinalChoice:
     prior_class: int
     share: float
     coverage: float
+    rule: str = "beats"
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen, "certificate": self.certificate.value, "model_bound": self.model_bound.to_dict(),
                 "prior_bound": self.prior_bound.to_dict(), "prior_class": self.prior_class, "alpha_share": self.share,
                 "coverage": self.coverage,
-                "rule": "the model only when its holdout bound is strictly below the larger class's on the same "
-                        "evaluation; both at alpha*share/2"}
+                "rule": ("the model only when its holdout bound is strictly below the larger class's on the same "
+                         "evaluation; both at alpha*share/2" if self.rule == "beats" else
+                         "the model unless its released error count exceeds the larger class's by more than the noise "
+                         "passes at the bounds' level (an evaluation too small to be decisive); both at alpha*share/2")}
+
+
+RULES = ("beats", "not-worse")
 
 
 def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Sequence[Any], layout: str = "confusion",
-                        coverage: float = 0.95, ordinal: int = 1, evaluations: int | None = None) -> FinalChoice:
+                        coverage: float = 0.95, ordinal: int = 1, evaluations: int | None = None,
+                        rule: str = "beats", cell_std: float = 0.0) -> FinalChoice:
     """The final model or the larger class, whichever the evaluation counts certify lower (module docstring).
 
     Parameters
@@ -113,6 +120,16 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     ordinal, evaluations : int
         The model's ordinal on the held-out set (the sites' ledgers) and a stated number of models evaluated
         on it (can only lower the share): :func:`marg.learners.holdout_certificate.evaluation_share`.
+    rule : {"beats", "not-worse"}
+        ``"beats"``: the model only when its bound is strictly below the larger class's (module docstring), or
+        the bounds tie (both 1 on a small evaluation) and its released error count is strictly below the larger
+        class's;
+        ``"not-worse"`` (an evaluation too small to tell a good model from the larger class, the study design's
+        guard round): the model unless its released error count exceeds the larger class's by more than
+        z·sqrt(2(K − 1))·``cell_std``, z = Φ⁻¹(level) — the noise alone would pass it with probability ≤ 1 − level.
+        Either way both bounds hold together, so the one returned keeps its certificate.
+    cell_std : float
+        The noise std of one cell of the table (``"not-worse"`` only).
 
     Returns
     -------
@@ -130,12 +147,22 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     share = evaluation_share(ordinal, evaluations)
     level = 1.0 - (1.0 - coverage) * share / 2.0
     mb, pb = exact_bound(model_rel, level), exact_bound(prior_rel, level)
-    keep = mb.value < pb.value
+    if rule not in RULES:
+        raise InputError(f"the final comparison's rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if rule == "beats":  # tied bounds (both trivial at 1 on a small evaluation): the released error counts decide
+        keep = mb.value < pb.value or (mb.value == pb.value and model_rel.errors < prior_rel.errors)
+    else:
+        from scipy.special import ndtri
+
+        K0 = len(np.asarray(counts))
+        margin = float(ndtri(level)) * float(np.sqrt(2.0 * (K0 - 1))) * float(cell_std)
+        keep = model_rel.errors - prior_rel.errors <= margin
     chosen, est, bound = ("model", model, mb) if keep else ("prior", prior, pb)
     K = len(np.asarray(counts))
     getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
         bound.value, "holdout", coverage, False, K,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
-                              f"{pb.value:.4f} on the same evaluation: the larger class is returned"))
-    out = FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c, share, coverage)
+                              f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned"))
+    out = FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c, share, coverage,
+                      rule)
     return out

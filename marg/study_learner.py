@@ -33,11 +33,13 @@ import numpy as np
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
-from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed, open_party,
-                           read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
+from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, evaluation_ordinal, learner_signed,
+                           open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
 from .study_site import eval_clique, eval_codebook
 
 COVERAGE = 0.95
+FIRST_ORDER = "first-order"
+"""The design's mode with no selection (:data:`marg.marginals.study_design.FIRST_ORDER`)."""
 
 
 def _local_sum(party: Party, r: str) -> Any:
@@ -81,9 +83,15 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     study = party.study
     cb, y = study.codebook, study.codebook.label.name
     rho = study.round_rho(r)
+    first_order = study.plan.get("selection") == FIRST_ORDER
     if r == "select":
-        cliques = [(y,)] + [(a, y) for a in cb.discrete_names]
+        cliques = [(y,)] + ([] if first_order else [(a, y) for a in cb.discrete_names])
         return {"cliques": [list(c) for c in cliques], "weights": None, "rho": rho}, cb
+    if r == "measure" and first_order:  # no selection: every first-order table, equal shares
+        cliques = [list(canonical_first(cb, a)) for a in cb.discrete_names]
+        why = {"ranked": list(cb.discrete_names), "measured": list(cb.discrete_names), "pairs": 0,
+               "rule": "every first-order table (the design's first-order mode: no selection)"}
+        return {"cliques": cliques, "weights": None, "rho": rho, "selection": why}, cb.subset(list(cb.discrete_names))
     if r == "measure":
         from marg.learners.screening import screen_scores
         from marg.learners.two_round import choose_tables
@@ -107,7 +115,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     from marg.protocols.model_signing import sign_model_file
 
     s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
-    res = learn(s2, "auto")
+    res = learn(s2, *final_learner(s2, first_order))
     path = party.local / "candidate.model.json"
     res.model.save(path)
     sign_model_file(path, party.sign_key, study.learner.site)
@@ -117,6 +125,24 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     return {"cliques": [list(eval_clique(cb))], "weights": None, "rho": rho,
             "model": hashlib.sha256(raw).hexdigest(), "learner": res.model.learner,
             "larger_class": int(np.argmax(label)), "features": res.model.codebook.feature_names}, eval_codebook(cb)
+
+
+def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
+    from marg.marginals.tables import canonical_clique
+
+    return canonical_clique(cb, (a, cb.label.name))
+
+
+def final_learner(s2: Any, first_order: bool) -> tuple[str, dict[str, Any]]:
+    """The candidate fitted on round 2's sum: the automatic choice, or — every first-order table and nothing else
+    measured (the design's first-order mode) — naive Bayes, the model those tables define, with a pseudo-count of
+    half a pooled cell's noise std (at least 0.5): noisy counts near zero are shrunk towards the class's mean level
+    rather than read as certainties (measured against 0.5 in BENCHMARKS.md, issue 44 studyacc)."""
+    if not first_order:
+        return "auto", {}
+    y = s2.codebook.label.name
+    stds = [s2.count_noise_std((a, y)) for a in s2.codebook.discrete_names if s2.has_clique((a, y))]
+    return "nb", {"alpha": max(0.5, 0.5 * (max(stds) if stds else 0.0))}
 
 
 def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
@@ -256,6 +282,24 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
             "model": f"{drop}/{FINAL_MODEL}" if drop.exists(FINAL_RESULT) else None}
 
 
+def comparison_rule(study: Any) -> str:
+    """``"beats"`` (the larger class unless the model beats it), or ``"not-worse"`` when the study's first-order
+    design found no evaluation round decisive (:func:`marg.marginals.study_design.comparison_decisive` on the
+    study's public rows, held-out fraction and evaluation ρ): there the model unless it is shown worse."""
+    from marg.marginals.study_design import comparison_decisive, curators
+
+    if study.plan.get("selection") != FIRST_ORDER:
+        return "beats"
+    rows = study.plan.get("rows") or []
+    cur = curators(study.noise, len(study.names), study.threshold)
+    from marg.marginals.privacy_unit import resolve_unit
+
+    unit = resolve_unit(study.codebook, None, None)
+    ok = comparison_decisive(rows, study.holdout, study.round_rho("evaluate"), cur, study.codebook.label.n_classes,
+                             unit.bound if unit is not None else 1)
+    return "beats" if ok else "not-worse"
+
+
 def _certify(party: Party) -> dict[str, Any]:
     """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
     from marg.learners.final_choice import final_against_prior
@@ -266,11 +310,15 @@ def _certify(party: Party) -> dict[str, Any]:
     from marg.protocols.signing import sign_document
 
     study = party.study
-    t = _local_sum(party, "evaluate").tables[0]
+    summed = _local_sum(party, "evaluate")
+    t = summed.tables[0]
     s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
     model, _ = Model.read(party.local / "candidate.model.json")
     prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
-    fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE, ordinal=1)
+    rule = comparison_rule(study)
+    fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE,
+                             ordinal=evaluation_ordinal(summed),
+                             rule=rule, cell_std=float(t.noise.std))
     keep_model = fc.chosen == "model"
     if not keep_model:
         model = as_model(prior, s2, {**prior.report(), "n": s2.n})

@@ -188,7 +188,8 @@ def study_plan_rule(codebook: Any, epsilon: float, delta: float, rows: list[int]
 
     d = design_study(codebook, len(rows), rows, float(epsilon), float(delta), threshold, max_rows, True, noise)
     return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k),
-            "rows": list(rows), "rows_stated": d.rows_stated, "selection": d.selection, "selection_run": "pooled",
+            "rows": list(rows), "rows_stated": d.rows_stated, "selection": d.selection,
+            "selection_run": d.selection if d.selection == "first-order" else "pooled",
             "expected_certificate": d.expected_certificate, "rule": d.to_dict()["rule"]}
 
 

@@ -1,4 +1,4 @@
-"""A study's design before anything is spent: each site's total as ρ, its split into the rounds (select, measure, evaluate), the held-out fraction and the selection mode.
+"""A study's design before anything is spent: each site's total as ρ, its split into the rounds (select, measure, evaluate), the held-out fraction and the selection mode (pooled, private, or none: every first-order table).
 
 **Known before spending** (nothing is read from the data): the codebook (p discrete candidates, their
 levels m_i, C classes), the number of sites S and the rows per site n_s as stated publicly (None: the
@@ -44,7 +44,11 @@ returns the larger class when the model does not beat it on the evaluation count
 (:func:`marg.learners.final_choice.final_against_prior`), so E's "nothing found" term is the prior's
 error e_prior (without the evaluation round, the split rule's own P_chance/2 + (1 − P_chance)·e_prior).
 
-**The evaluation round and the held-out fraction** (``evaluate=True``). A share a_E of ρ_T goes to
+**Every first-order table** (the third mode, ``"first-order"``): where the study is narrow and small, no
+selection — :mod:`marg.marginals.study_first_order` holds its gate, its split and its evaluation round
+(sized for the comparison with the larger class).
+
+**The evaluation round and the held-out fraction** (``evaluate=True``, the other modes). A share a_E of ρ_T goes to
 the evaluation round (one pooled confusion table N[predicted, y], C² cells, sensitivity r) and a
 fraction f of each site's patients is held out of training. The rule minimises the **expected
 certificate** J(f, a_E) = p_m + W: the planning world's error of the model trained on the rest,
@@ -83,6 +87,9 @@ from marg.errors import InputError
 
 from . import study_split as ss
 from .dp_conversions import rho_for_epsilon
+from .study_first_order import (COMPARISON_MAX, DETECT, FIRST_ORDER, FIRST_ORDER_MAX_P, FIRST_ORDER_RATIO,  # noqa: F401
+                                GUARD, POWER, comparison_decisive, comparison_power,
+                                first_order_fits, first_order_split)
 
 NOISES = ("shared", "per-site")
 MODES = ("pooled", "private")
@@ -209,6 +216,26 @@ def choose_evaluation(x: ss.SplitInputs, split: ss.Split, mode: str, coverage: f
             "expected_width": J - p_m, "least_certificate": best}
 
 
+def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str, float] | None:
+    """(f, a_E) for the first-order mode, or None (then the ``GUARD`` round) — :mod:`marg.marginals.study_first_order`.
+
+    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
+    that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
+    None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
+    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule."""
+    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
+    for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
+        for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
+            v = x.curators * r * r / (2.0 * a_e * x.rho_total)
+            power = comparison_power(f * N, v, C)
+            if power >= POWER:
+                p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
+                cert = expected_bound(p_m, f * N, v, C, coverage)
+                return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
+                        "expected_certificate": cert, "expected_width": cert - p_m}
+    return None
+
+
 # -- the design ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -294,10 +321,16 @@ class StudyDesign:
         d = asdict(self)
         d["rows"], d["levels"] = list(self.rows), list(self.levels)
         d["rounds"], d["round_names"] = self.rounds, list(self.round_names)
+        rows = "; rows " + ("stated" if self.rows_stated else "assumed (none stated)")
+        if self.selection == FIRST_ORDER:
+            d["rule"] = ("marg.marginals.study_first_order: no selection (narrow and small: every first-order table "
+                         "pooled at equal shares with the label table); the evaluation round sized for the comparison "
+                         f"with the larger class; the pooled noise {self.curators:g} curators' variance" + rows)
+            return d
         d["rule"] = ("marg.marginals.study_design: the evaluation share and held-out fraction minimise the expected "
                      "certificate; the rest split by marg.marginals.study_split's rule on the training rows, the pooled "
                      f"noise {self.curators:g} curators' variance; selection {self.selection!r} by the smaller expected "
-                     "error; rows " + ("stated" if self.rows_stated else "assumed (none stated)"))
+                     "error" + rows)
         return d
 
     @classmethod
@@ -377,8 +410,24 @@ def design_study(codebook: Any, n_sites: int, rows: Sequence[int] | None = None,
     else:
         splits = {m: mode_split(x, m, guarded) for m in MODES}
         mode = "pooled" if splits["pooled"].expected_error <= splits["private"].expected_error + ss.TIE else "private"
+        if first_order_fits(x):  # measured, not the planning world's E (BENCHMARKS.md, issue 44 studyacc)
+            splits[FIRST_ORDER] = first_order_split(x)
+            mode = FIRST_ORDER
     errors = {m: float(s.expected_error) for m, s in splits.items()}
-    if evaluate:
+    ev_fo = choose_comparison(x, coverage) if evaluate and mode == FIRST_ORDER else None
+    if ev_fo is not None:
+        ev, f, a_e = ev_fo, ev_fo["holdout"], ev_fo["evaluate_share"]
+        final = first_order_split(_training(x, f, a_e))
+        cert = ev["expected_certificate"]
+    elif evaluate and mode == FIRST_ORDER:  # not decisive at these sizes: the least evaluation round, a guard only
+        f, a_e = GUARD
+        v = x.curators * float(max_rows) ** 2 / (2.0 * a_e * rho)
+        final = first_order_split(_training(x, f, a_e))
+        p_m = min(0.5, float(final.expected_error))
+        cert = expected_bound(p_m, f * sum(rows_t), v, C, coverage)
+        ev = {"holdout": f, "evaluate_share": a_e, "power": comparison_power(f * sum(rows_t), v, C), "detect": DETECT,
+              "model_error": p_m, "expected_certificate": cert, "expected_width": cert - p_m, "guard": 1.0}
+    elif evaluate:
         ev = choose_evaluation(x, splits[mode], mode, coverage)
         f, a_e = ev["holdout"], ev["evaluate_share"]
         xt = _training(x, f, a_e)
@@ -405,13 +454,25 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
     out = [f"study design ({d['n_sites']} sites, {'stated' if d['rows_stated'] else 'assumed'} rows {rows}, "
            f"ε = {d['epsilon']:g} per site in total, ρ = {d['rho_total']:.4g}, noise {d['noise']}"
            + (f", t = {d['threshold']}" if d["noise"] == "shared" else "") + "):",
-           f"  select: ρ = {r['select']:.4g} (label table {d['rho_label']:.4g}, {d['selection']} top-{d['k']} "
-           f"{d['rho_select']:.4g}; expected error pooled {d['mode_errors'].get('pooled', float('nan')):.3f}"
-           + (f", private {d['mode_errors']['private']:.3f}" if "private" in d["mode_errors"] else "") + ")",
-           f"  measure: ρ = {r['measure']:.4g}"]
+           (f"  select: ρ = {r['select']:.4g} (the label table only: no selection, every first-order table is "
+            "measured in round 2)" if d["selection"] == FIRST_ORDER else
+            f"  select: ρ = {r['select']:.4g} (label table {d['rho_label']:.4g}, {d['selection']} top-{d['k']} "
+            f"{d['rho_select']:.4g}; expected error pooled {d['mode_errors'].get('pooled', float('nan')):.3f}"
+            + (f", private {d['mode_errors']['private']:.3f}" if "private" in d["mode_errors"] else "") + ")"),
+           f"  measure: ρ = {r['measure']:.4g}" + (f" (the {d['k']} first-order tables, naive Bayes)"
+                                                  if d["selection"] == FIRST_ORDER else "")]
     if "evaluate" in r:
         ev = d["evaluation"]
-        out.append(f"  evaluate: ρ = {r['evaluate']:.4g}, hold out {d['holdout']:.0%} of each site's patients; expected "
-                   f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
-                   f"{ev['expected_width']:.3f}, chosen to minimise it)")
+        head = f"  evaluate: ρ = {r['evaluate']:.4g}, hold out {d['holdout']:.0%} of each site's patients; expected "
+        if d["selection"] != FIRST_ORDER:
+            out.append(head + f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
+                              f"{ev['expected_width']:.3f}, chosen to minimise it)")
+        elif not ev.get("guard"):
+            out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class keeps a "
+                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}")
+        else:
+            out.append(head + f"certificate {d['expected_certificate']:.3f}; a guard only: no round within "
+                              f"{COMPARISON_MAX[0]:.0%} of the patients and {COMPARISON_MAX[1]:.0%} of ρ tells a model "
+                              f"{ev['detect']:g} better from the larger class (probability {ev['power']:.2f}), so the "
+                              "larger class is returned only when the model is shown worse")
     return out

@@ -92,7 +92,9 @@ def test_a_study_end_to_end_through_the_console_script(tmp_path):
     raw, signer = read_verified_model(st.drop / "final" / "model.json", TrustStore(trust))
     model = json.loads(raw)
     result = json.loads((st.drop / "final" / "result.json").read_text())
-    assert signer == "learner" and 0.0 < result["certificate"] < 1.0
+    # the holdout bound on the pooled evaluation (at 900 patients the first-order design sizes that round to decide
+    # against the larger class, so the bound may be 1: marginals/study_first_order.py)
+    assert signer == "learner" and 0.0 < result["certificate"] <= 1.0 and result["evaluation"]["rows"] > 0
     assert abs(result["evaluation"]["alpha_share"] - 6 / np.pi ** 2) < 1e-12  # the first model on the held-out set
     assert result["certificate"] == min(result["evaluation"]["model_bound"]["value"],
                                         result["evaluation"]["prior_bound"]["value"])
@@ -140,7 +142,7 @@ def test_a_site_dropping_out_after_round_one_still_ends_in_a_certified_model(tmp
     rounds_until_done(st, sites=("north", "south"))
     result = json.loads((st.drop / "final" / "result.json").read_text())
     assert result["rounds"]["measure"]["dropped"] == ["city"] and result["rounds"]["select"]["dropped"] == []
-    assert 0.0 < result["certificate"] < 1.0
+    assert 0.0 < result["certificate"] <= 1.0 and result["evaluation"]["rows"] > 0  # two sites' held-out patients
     plan = json.loads(st.study.read_text())["plan"]["rho"]
     city = ledger_entries(st.home["city"])
     assert [round(e["cost"]["rho"], 12) for e in city] == [round(plan["select"], 12)]  # what it spent: round 1 only
@@ -306,7 +308,10 @@ def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
         rounds_until_done(st, sites=("north", "south"), script=True, remote=True)
         s = status(st, script=True)
         assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
-        assert 0.0 < s["result"]["certificate"] < 1.0 and s["result"]["certificate_kind"] == "holdout"
+        # certified on the survivors' held-out patients (at 600 patients the first-order design's evaluation round is
+        # sized for the comparison with the larger class, so its bound may be trivial: marginals/study_design.py)
+        assert 0.0 < s["result"]["certificate"] <= 1.0 and s["result"]["evaluation"]["rows"] > 0
+        assert s["result"]["certificate_kind"] == "holdout"
         plan = json.loads(st.study.read_text())["plan"]["rho"]
         # the dropped site's ledger shows what it spent: round 1 alone, and status says the same
         assert [round(e["cost"]["rho"], 12) for e in ledger_entries(st.home["city"])] == [round(plan["select"], 12)]
@@ -406,8 +411,6 @@ def test_the_second_model_is_the_second_in_the_signed_uploads_and_the_sum(two_st
     assert evaluation_ordinal(Bundle.from_bytes((st2.drop / "select" / "sum.bundle").read_bytes())) == 1  # none said
 
 
-@pytest.mark.xfail(strict=True, reason="marg/study_learner.py's _certify passes ordinal=1 (owned by studyacc): it needs "
-                                       "ordinal=evaluation_ordinal(_local_sum(party, 'evaluate'))")
 def test_the_second_studys_certificate_takes_the_second_share(two_studies):
     st2, _ = two_studies
     result = json.loads((st2.drop / "final" / "result.json").read_text())

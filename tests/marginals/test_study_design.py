@@ -41,7 +41,7 @@ def test_the_rounds_add_to_the_sites_total_as_opendp_converts_it(votes, planted)
         assert d.rho_total == pytest.approx(rho, rel=1e-12)
         assert sum(d.rounds.values()) == pytest.approx(rho, rel=1e-9)
         assert d.round_names == ("select", "measure", "evaluate") and min(d.rounds.values()) > 0
-        assert d.rho_label > 0 and d.rho_select > 0 and 0.10 <= d.holdout <= 0.50
+        assert d.rho_label > 0 and (d.rho_select > 0) == (d.selection != sd.FIRST_ORDER) and 0.10 <= d.holdout <= 0.50
     off = sd.design_study(codebook(16), 3, (174, 104, 70), 1.0, 1e-6, 2, evaluate=False)
     assert off.round_names == ("select", "measure") and off.holdout == 0.0 and off.rho_evaluate == 0.0
     assert sum(off.rounds.values()) == pytest.approx(off.rho_total, rel=1e-9) and off.expected_certificate == 1.0
@@ -74,7 +74,8 @@ def test_the_expected_bound_is_its_stated_formula():
 
 
 def test_the_evaluation_choice_minimises_the_expected_certificate_on_its_grid(votes, planted):
-    for d in (votes,):
+    assert votes.selection == sd.FIRST_ORDER  # its evaluation: tests/marginals/test_study_first_order.py
+    for d in (planted,):
         x = ss.SplitInputs(d.rows, d.levels, d.classes, d.rho_total, 1, d.curators)
         full = sd.mode_split(x, d.selection, True) if not ss.measures_all(x) else ss.measure_all_split(x)
         J = {}
@@ -97,16 +98,18 @@ def test_the_selection_mode_is_the_smaller_expected_error_and_pooled_costs_grow_
         e = {m: sd.mode_split(x, m, True).expected_error for m in sd.MODES}
         gaps.append(e["pooled"] - e["private"])
     assert abs(gaps[0]) < 0.002 and gaps[1] > 0.01  # noise on p pooled scores grows like √p, a top-k's like log p
-    wide = sd.design_study(codebook(40, 2), 3, (300, 300, 300), 1.0, 1e-6, 2, evaluate=False)
+    wide = sd.design_study(codebook(100, 2), 3, (300, 300, 300), 1.0, 1e-6, 2, evaluate=False)  # p > 64
     assert wide.selection == "private" and wide.mode_errors["private"] < wide.mode_errors["pooled"]
+    narrow = sd.design_study(codebook(40, 2), 3, (300, 300, 300), 1.0, 1e-6, 2, evaluate=False)
+    assert narrow.selection == sd.FIRST_ORDER and narrow.mode_errors["private"] < narrow.mode_errors["pooled"]
     many = sd.design_study(codebook(8, 2), 10, (100,) * 10, 1.0, 1e-6, 6, evaluate=False)
     assert many.selection == "pooled" and many.mode_errors["pooled"] <= many.mode_errors["private"] + ss.TIE
 
 
 def test_the_rules_outputs_for_stated_inputs(votes, planted):
     """Pinned outputs of the rule (they change only when the rule does): house-votes-84's shape and a planted study."""
-    assert (votes.selection, votes.k, votes.holdout, votes.evaluation["evaluate_share"]) == ("private", 1, 0.5, 0.5)
-    assert votes.expected_certificate == pytest.approx(0.825, abs=0.005)
+    assert (votes.selection, votes.k, votes.holdout, votes.evaluation["evaluate_share"]) == (sd.FIRST_ORDER, 16, 0.15, 0.04)
+    assert votes.evaluation["guard"] == 1.0 and votes.evaluation["power"] == pytest.approx(0.629, abs=0.005)
     assert (planted.selection, planted.k, planted.holdout, planted.evaluation["evaluate_share"]) == ("pooled", 10, 0.25, 0.26)
     assert planted.expected_error == pytest.approx(0.0839, abs=5e-4) and planted.expected_certificate < 0.15
     adult = sd.design_study(codebook(14, 5), 3, (19537, 11722, 7815), 1.0, 1e-6, 2)
@@ -121,7 +124,7 @@ def test_the_design_round_trips_through_json(votes):
     assert d["round_names"] == ["select", "measure", "evaluate"] and "stated" in d["rule"]
     with pytest.raises(InputError, match="missing"):
         sd.StudyDesign.from_dict({k: v for k, v in d.items() if k != "holdout"})
-    assert any("hold out 50%" in line for line in sd.design_lines(d))
+    assert any("hold out 15%" in line for line in sd.design_lines(d))
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -1,0 +1,112 @@
+"""The study's default on the small sets, in this process: bench/study_accept.py's commands through typer's runner.
+
+Run::
+
+    nice -n 10 .venv/bin/python bench/study_small.py --sets breast-w,cleveland --splits 5 --json R.json
+    .venv/bin/python bench/study_accept.py --report R.json --out bench/results/study_small_DATE.md
+
+The same parties, files and commands as bench/study_accept.py's (a) study and (d) exact paths — ``marg
+study init``, ``marg study run`` at each site (its own ``$MARG_HOME``) and the learner until done, the final
+model scored by ``marg evaluate``; ``marg export`` without ``--epsilon`` then ``marg learn`` for exact — but
+every command runs in this process (:class:`InProcess`, typer's ``CliRunner`` on ``marg.cli.main.app``,
+the working folder and ``$MARG_HOME`` set per call), so a split takes seconds where the console script's
+start-up per command made it minutes on a loaded machine. The larger class and logistic regression on the
+pooled rows come with each split, as there. Results in study_accept's JSON form (``--report`` renders them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _accept():
+    spec = importlib.util.spec_from_file_location("study_accept", ROOT / "bench" / "study_accept.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+A = _accept()
+_outcome = A.outcome
+
+
+def outcome(result: dict) -> dict:
+    """study_accept's outcome, and the evaluation's released error counts (the model's, the larger class's)."""
+    ev = result.get("evaluation") or {}
+    return {**_outcome(result), "evaluation": {k: ev.get(k) for k in ("model_errors", "larger_class_errors", "rows")}}
+
+
+A.outcome = outcome
+
+
+class InProcess:
+    """``marg ARGS`` in this process (CliRunner), with ``home`` as ``$MARG_HOME`` and ``cwd`` as the working
+    folder; stdout returned, a failure raised with its last line (as bench/dp_select.py's ``Console``)."""
+
+    def __init__(self) -> None:
+        from typer.testing import CliRunner
+
+        from marg.cli.main import app
+
+        self.app, self.runner, self.helps = app, CliRunner(), {}
+
+    def __call__(self, *args, home: Path | None = None, cwd: Path | None = None) -> str:
+        env = {"MARG_HOME": str(home) if home else None, "MARG_DEBUG": None}
+        with contextlib.chdir(cwd or os.getcwd()):
+            r = self.runner.invoke(self.app, [str(a) for a in args], env=env)
+        if r.exit_code != 0:
+            text = (r.stderr if r.stderr_bytes is not None else "") or r.output or repr(r.exception)
+            last = text.strip().splitlines()[-1:] or ["(no output)"]
+            raise RuntimeError(f"marg {' '.join(map(str, args[:3]))}: exit {r.exit_code}: {last[0]}")
+        return r.stdout
+
+    def has_option(self, command: str, option: str) -> bool:
+        if command not in self.helps:
+            self.helps[command] = self(command, "--help")
+        return option in self.helps[command]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="breast-w,cleveland,hungarian,house-votes-84,credit-a")
+    ap.add_argument("--splits", type=int, default=5)
+    ap.add_argument("--first-split", type=int, default=0)
+    ap.add_argument("--paths", default="study,exact", help="marg paths (study_accept's names)")
+    ap.add_argument("--json", type=Path, required=True)
+    a = ap.parse_args()
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    paths = {p.strip() for p in a.paths.split(",") if p.strip()}
+    t_run = time.perf_counter()
+    meta = {"date": dt.date.today().isoformat(), "command": "python bench/study_small.py " + " ".join(os.sys.argv[1:]),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} "
+                       "(in-process; loaded by parallel work)"}
+    sets, marg, results = A.Sets(), InProcess(), []
+    with tempfile.TemporaryDirectory(prefix="small-keys-") as kd:
+        keys = Path(kd)
+        A.D.make_keys(marg, keys)
+
+        def sink(r: dict) -> None:
+            results.append(r)
+            meta["wall_seconds"] = time.perf_counter() - t_run
+            a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+        for name in [s.strip() for s in a.sets.split(",") if s.strip()]:
+            for rep in range(a.first_split, a.first_split + a.splits):
+                A.one_split(name, rep, sets, marg, keys, paths, sink)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Issue 44 (studyacc): the study design's first-order mode — every first-order table pooled, no selection — on the
+public shapes it is meant for and not on the others; its evaluation round sized for a decisive comparison with the
+larger class (its power checked by simulation through the final rule), else a guard whose "not-worse" rule returns
+the larger class only for a model shown worse; the rounds spend the site's total once."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from marg.learners.final_choice import final_against_prior
+from marg.marginals import study_design as sd
+from marg.marginals import study_split as ss
+from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+
+RHO = sd.rho_for_epsilon(1.0, 1e-6)
+
+
+def codebook(levels, classes: int = 2) -> Codebook:
+    return Codebook(features=tuple(CategoricalFeature(f"x{i}", tuple(str(v) for v in range(m)))
+                                   for i, m in enumerate(levels)),
+                    label=Label("y", tuple(f"c{c}" for c in range(classes))))
+
+
+VOTES = ((3,) * 16, (174, 104, 70))
+BREAST = ((10,) * 8 + (11,), (280, 168, 112))
+HUNGARIAN = ((4, 2, 4, 6, 4, 3, 4, 5, 3, 4, 4, 5, 4), (118, 70, 48))
+
+
+@pytest.mark.parametrize("shape", [VOTES, BREAST, HUNGARIAN], ids=["house-votes-84", "breast-w", "hungarian"])
+def test_small_narrow_studies_measure_every_first_order_table_and_spend_their_total_once(shape):
+    levels, rows = shape
+    d = sd.design_study(codebook(levels), 3, rows, 1.0, 1e-6, 2)
+    assert d.selection == sd.FIRST_ORDER and d.k == len(levels) and d.rho_select == 0.0
+    assert sum(d.rounds.values()) == pytest.approx(RHO, rel=1e-9)  # nothing spent twice, nothing left over
+    train = RHO - d.rho_evaluate
+    assert d.rho_label == pytest.approx(train / (len(levels) + 1), rel=1e-6)  # one equal share: the label table
+    assert d.rho_measure == pytest.approx(train * len(levels) / (len(levels) + 1), rel=1e-6)
+    x = ss.SplitInputs(rows, levels, 2, RHO, 1, 1.5)
+    assert sd.first_order_fits(x)
+    # the gate's two conditions, computed here: every first-order cell within its expected count, no pair in the rule
+    N, m = sum(rows), float(np.median(levels))
+    assert math.sqrt(1.5 * (len(levels) + 1) / (2 * RHO)) <= N / (2 * m)
+    assert math.sqrt(1.5 * (len(levels) + 2) / (2 * RHO)) > ss.NOISE_RATIO * N / (2 * m * m)
+
+
+def test_wide_or_large_studies_keep_their_selection():
+    kr = sd.design_study(codebook((2,) * 35 + (3,)), 3, (1278, 767, 511), 1.0, 1e-6, 2)  # kr-vs-kp: pairs fit
+    planted = sd.design_study(codebook((2,) * 300), 3, (1200, 720, 480), 1.0, 1e-6, 2)  # wide: p > 64
+    big = sd.design_study(codebook((2,) * 40), 3, (1000, 1000, 1000), 1.0, 1e-6, 2)
+    for d in (kr, planted, big):
+        assert d.selection in sd.MODES and d.rho_select > 0
+    assert not sd.first_order_fits(ss.SplitInputs((1200, 720, 480), (2,) * 300, 2, RHO, 1, 1.5))
+    assert not sd.first_order_fits(ss.SplitInputs((1278, 767, 511), (2,) * 35 + (3,), 2, RHO, 1, 1.5))
+
+
+def test_the_comparison_is_decisive_where_it_can_be_and_a_guard_where_it_cannot():
+    breast = sd.design_study(codebook(BREAST[0]), 3, BREAST[1], 1.0, 1e-6, 2)
+    ev = breast.evaluation
+    assert not ev.get("guard") and ev["power"] >= sd.POWER
+    assert breast.holdout <= sd.COMPARISON_MAX[0] and ev["evaluate_share"] <= sd.COMPARISON_MAX[1]
+    N, v = sum(BREAST[1]), lambda a: 1.5 / (2 * a * RHO)
+    # the least held-out fraction that reaches the power within the cap, then the least share
+    for f in sd.FRACTIONS:
+        for a in sd.EVAL_SHARES:
+            if (f, a) < (breast.holdout, ev["evaluate_share"]) and a <= sd.COMPARISON_MAX[1]:
+                assert sd.comparison_power(f * N, v(a), 2) < sd.POWER, (f, a)
+    assert sd.comparison_decisive(BREAST[1], breast.holdout, breast.rho_evaluate, 1.5, 2)
+    hung = sd.design_study(codebook(HUNGARIAN[0]), 3, HUNGARIAN[1], 1.0, 1e-6, 2)
+    assert hung.evaluation.get("guard") == 1.0 and (hung.holdout, hung.evaluation["evaluate_share"]) == sd.GUARD
+    assert sd.comparison_power(sd.COMPARISON_MAX[0] * sum(HUNGARIAN[1]), v(sd.COMPARISON_MAX[1]), 2) < sd.POWER
+    assert not sd.comparison_decisive(HUNGARIAN[1], hung.holdout, hung.rho_evaluate, 1.5, 2)
+    assert any("a guard only" in line for line in sd.design_lines(hung.to_dict()))
+    assert any("keeps a model 0.25 better" in line for line in sd.design_lines(breast.to_dict()))
+
+
+def _evaluation(rng, n_h: int, e_prior: float, e_model: float, sigma: float) -> np.ndarray:
+    """The pooled confusion table N[predicted, y] of ``n_h`` held-out patients (class 1 with probability e_prior,
+    so the larger class 0 errs e_prior), the model erring on each patient with probability ``e_model``
+    independently, each cell with a rounded Gaussian of std ``sigma``."""
+    y = (rng.random(n_h) < e_prior).astype(int)
+    pred = np.where(rng.random(n_h) < e_model, 1 - y, y)
+    conf = np.zeros((2, 2))
+    np.add.at(conf, (pred, y), 1)
+    return conf + np.round(rng.normal(0.0, sigma, (2, 2)))
+
+
+def test_the_decisive_round_keeps_a_model_that_beats_the_larger_class_as_planned_by_simulation():
+    """breast-w's design: a model DETECT better than a larger class erring (1 − GAP)/2 is kept by the final rule
+    ("beats", the bounds compared) in at least the planned POWER of 300 simulated evaluations (less 3 standard
+    errors), and whichever rule is returned, its certificate covers its error on the held-out patients' population."""
+    d = sd.design_study(codebook(BREAST[0]), 3, BREAST[1], 1.0, 1e-6, 2)
+    n_h = int(round(d.holdout * sum(BREAST[1])))
+    sigma = math.sqrt(1.5 / (2 * d.rho_evaluate))
+    rng = np.random.default_rng(4401)
+    e = (1 - ss.GAP) / 2
+    kept = 0
+    reps = 300
+    for _ in range(reps):
+        conf = _evaluation(rng, n_h, e, e - sd.DETECT, sigma)
+        out = final_against_prior(SimpleNamespace(), SimpleNamespace(class_=0), conf, (("gaussian", sigma, True, 1),))
+        kept += out.chosen == "model"
+    se = math.sqrt(sd.POWER * (1 - sd.POWER) / reps)
+    assert kept / reps >= d.evaluation["power"] - 3 * se, (kept, d.evaluation["power"])
+
+
+def test_the_guards_rule_returns_the_larger_class_only_for_a_model_shown_worse():
+    """The "not-worse" rule, 300 simulated evaluations each: at hungarian's guard round a model no better than the
+    larger class is kept in ≥ 95 % (the noise alone moves its count past the margin with probability ≤ 1 − level;
+    the "beats" rule keeps it about half the time: a coin flip at these sizes); at breast-w's decisive round a model
+    erring on 90 % of the patients is replaced by the larger class as often as the normal form of the count
+    difference says (less 3 standard errors). At the guard's size the same bad model is hidden by the noise — the
+    guard protects only against what the evaluation can see."""
+    e = (1 - ss.GAP) / 2
+    rng = np.random.default_rng(4402)
+    hung = sd.design_study(codebook(HUNGARIAN[0]), 3, HUNGARIAN[1], 1.0, 1e-6, 2)
+    breast = sd.design_study(codebook(BREAST[0]), 3, BREAST[1], 1.0, 1e-6, 2)
+    kept, kept_beats, caught = 0, 0, 0
+    for d, rows, what in ((hung, HUNGARIAN[1], "even"), (breast, BREAST[1], "bad")):
+        n_h = int(round(d.holdout * sum(rows)))
+        sigma = math.sqrt(1.5 / (2 * d.rho_evaluate))
+        parts = (("gaussian", sigma, True, 1),)
+        for _ in range(300):
+            conf = _evaluation(rng, n_h, e, e if what == "even" else 0.9, sigma)
+            args = (SimpleNamespace(), SimpleNamespace(class_=0), conf, parts)
+            out = final_against_prior(*args, rule="not-worse", cell_std=sigma)
+            if what == "even":
+                kept += out.chosen == "model"
+                kept_beats += final_against_prior(*args).chosen == "model"
+            else:
+                caught += out.chosen == "prior"
+    n_h = breast.holdout * sum(BREAST[1])
+    sigma2 = 1.5 / (2 * breast.rho_evaluate)
+    level = 1 - (0.05 * 6 / math.pi ** 2) / 2  # the bounds' level at the first model's share
+    margin = norm.ppf(level) * math.sqrt(2 * sigma2)
+    d_mean, d_var = 0.9 - e, 0.9 * 0.1 + e * (1 - e)  # model − prior errors per patient, independent errors
+    want = norm.sf((margin - n_h * d_mean) / math.sqrt(n_h * d_var + 2 * sigma2))
+    assert kept >= 0.95 * 300 and caught >= 300 * (want - 3 * math.sqrt(want * (1 - want) / 300)), (kept, caught, want)
+    assert 0.3 * 300 < kept_beats < 0.7 * 300, kept_beats
+    with pytest.raises(Exception, match="rule"):
+        final_against_prior(SimpleNamespace(), SimpleNamespace(class_=0), np.eye(2) * 10, (), rule="loose")
