@@ -19,9 +19,12 @@ from tests.helpers.model_files import check_malformed_models  # noqa: F401  (re-
 from tests.helpers.study import Study, export_study, write_study
 
 
-SERVICE_GROUPS = {"pg": "postgres", "spark": "spark"}
-"""A test using one of these fixtures runs in that service's group, so one PostgreSQL cluster and
-one Spark JVM serve them instead of one per worker."""
+SERVICE_GROUPS = {"spark": "spark"}
+"""A test using one of these fixtures runs in that service's group, so one Spark JVM (one per
+process) serves them instead of one per worker. The PostgreSQL tests are not grouped: every module
+that needs the server starts its own throw-away cluster (a module-scoped ``pg`` fixture on a free
+port), so grouping them saved no start and only queued four modules, the OMOP study among them,
+behind each other on one worker."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
