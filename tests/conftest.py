@@ -44,6 +44,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its waited-for children (the console scripts a test runs)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``MARG_CPU_REPORT=FILE``: each test's CPU seconds (setup, call and teardown; its console
+    scripts included) appended to FILE as ``seconds<TAB>node id`` lines. CPU, not wall time, so the
+    slowest tests can be found on a loaded machine (``sort -rn FILE | head``)."""
+    report = os.environ.get("MARG_CPU_REPORT")
+    t0 = _cpu_seconds() if report else 0.0
+    yield
+    if report:
+        with open(report, "a", encoding="utf-8") as f:
+            f.write(f"{_cpu_seconds() - t0:.2f}\t{item.nodeid}\n")
+
+
 @pytest.fixture
 def datasets() -> Path:
     d = datasets_dir()
