@@ -6,6 +6,8 @@ Shared by tests/marg/test_fuzz_parsers.py and tests/protocols/test_fuzz_trust.py
 from __future__ import annotations
 
 import json
+import random
+from typing import Any, Callable
 
 from hypothesis import strategies as st
 
@@ -88,3 +90,14 @@ def random_json(rng, leaves: list[int] | None = None):
         return items if rng.random() < 0.5 else {random_text(rng, 6): v for v in items}
     budget[0] -= 1
     return random_leaf(rng)
+
+
+def seeded(seed: int, check: Callable[[Any], None], make: Callable[[random.Random], Any], n: int) -> None:
+    """``n`` inputs ``make(rng)`` from ``random.Random(seed)``, each through ``check``; a failure names its input."""
+    rng = random.Random(seed)
+    for i in range(n):
+        value = make(rng)
+        try:
+            check(value)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the input that made it
+            raise AssertionError(f"seeded input {i} (seed {seed}): {value!r}") from exc

@@ -29,7 +29,7 @@ from marg.marginals.summary import Summary
 from marg.protocols.bundle import Bundle
 from marg.protocols.rounds import read_round
 from tests.conftest import random_codebook, random_rows
-from tests.helpers.fuzzing import DELETE as _DELETE, json_values, mutate as _mutate, paths as _paths, random_json
+from tests.helpers.fuzzing import DELETE as _DELETE, json_values, mutate as _mutate, paths as _paths, random_json, seeded
 
 N = int(os.environ.get("MARG_FUZZ_N", "20000"))  # per test: 5 × N + N/8 ≈ 1.0·10⁵ inputs
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -67,14 +67,7 @@ def _only_marg_errors(fn, *a):
 
 
 def _seeded(seed: int, check: Callable[[Any], None], make: Callable[[random.Random], Any]) -> None:
-    """``SEEDED`` inputs ``make(rng)`` from ``random.Random(seed)``, each through ``check``; the failing one is named."""
-    rng = random.Random(seed)
-    for i in range(SEEDED):
-        value = make(rng)
-        try:
-            check(value)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the input that made it
-            raise AssertionError(f"seeded input {i} (seed {seed}): {value!r}") from exc
+    seeded(seed, check, make, SEEDED)
 
 
 def _field_value(rng: random.Random, paths: list) -> tuple[int, Any]:
