@@ -1,7 +1,7 @@
 """Fit time and test error of marg's learners vs scikit-learn's LogisticRegression.
 
 Run: python bench/learn.py [--splits 5]
-     python bench/learn.py --adult-sites [--learners mrc,dcc,nb,renyi,auto,boost] [--baseline OTHER/bin/marg]
+     python bench/learn.py --adult-sites [--learners mrc,dcc,nb,renyi,auto,boost] [--baseline OTHER/bin/marg] [--vs-logreg]
 
 ``--adult-sites``: adult's training rows (a seeded 70/30 split) dealt to three sites, each
 exported through the installed console script (``marg export SITE.tsv --epsilon 1``: with
@@ -10,6 +10,10 @@ fresh process (start-up and bundle loading included), its test accuracy and cert
 beside it (``--timeout`` stops a learner; it is then reported as stopped). ``--baseline``
 names another installation's ``marg`` (e.g. a virtual environment of an earlier commit): each
 learner is then run by both, one after the other on the same bundles, side by side.
+``--vs-logreg``: before each learner, scikit-learn's logistic regression on the pooled rows
+(``bench/logreg_pooled.py``, a fresh process: start-up, reading, fit and predict), and the
+ratio of the two wall times (interleaved pairs, so the load is shared). The exports are one
+release of every table (``--rounds 1``), not the default select-then-measure study.
 
 On kr-vs-kp and adult (codebook drafted by `marg schema init`'s drafting code: categorical
 levels as seen, 4 quantile bins for numeric columns), random 70/30 splits. marg's learners
@@ -112,7 +116,7 @@ def adult_sites(args) -> None:
     for k in range(3):
         (work / f"site{k}.tsv").write_text(head + "\n" + "\n".join(rows[i] for i in tr[k::3]) + "\n")
         subprocess.run([str(exe), "export", str(work / f"site{k}.tsv"), "--schema", str(work / "cb.json"), "--site", f"site{k}",
-                        "--epsilon", "1", "--ledger", str(work / f"ledger{k}"), "--out", str(work / f"site{k}.bundle")],
+                        "--epsilon", "1", "--rounds", "1", "--ledger", str(work / f"ledger{k}"), "--out", str(work / f"site{k}.bundle")],
                        check=True, capture_output=True)
         bundles.append(str(work / f"site{k}.bundle"))
     (work / "test.tsv").write_text(head + "\n" + "\n".join(rows[i] for i in te) + "\n")
@@ -123,16 +127,27 @@ def adult_sites(args) -> None:
           f"load average {os.getloadavg()[0]:.1f}\n")
     runs = [("", exe)] if not args.baseline else [("baseline ", Path(args.baseline)), ("", exe)]
     head = " | ".join(f"{who}`marg learn` (s) | {who}test accuracy | {who}certificate" for who, _ in runs)
-    print(f"| learner | {head} |")
-    print("|---|" + "---|---|---|" * len(runs))
+    lr_head = " logreg (s) | logreg accuracy | marg / logreg |" if args.vs_logreg else ""
+    print(f"| learner | {head} |{lr_head}")
+    print("|---|" + "---|---|---|" * len(runs) + "---|---|---|" * bool(args.vs_logreg))
     for learner in args.learners.split(","):
         cells, name = [], learner
+        if args.vs_logreg:
+            t0 = time.perf_counter()
+            lr = subprocess.run([sys.executable, str(ROOT / "bench" / "logreg_pooled.py"), *(str(work / f"site{k}.tsv") for k in range(3)),
+                                 "--test", str(work / "test.tsv")], check=True, capture_output=True, text=True)
+            t_lr = time.perf_counter() - t0
         for who, marg in runs:
             cell, chose = run_learner(marg, bundles, learner, work / f"{who.strip() or 'this'}-{learner}.model", work, test,
                                       args.timeout)
             cells.append(cell)
             name = f"auto (chose {chose})" if learner == "auto" and chose else name
-        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+        tail = ""
+        if args.vs_logreg:
+            t_marg = cells[-1].split(" ")[0]
+            ratio = f"{float(t_marg) / t_lr:.2f}" if t_marg.replace(".", "").isdigit() else "—"
+            tail = f" {t_lr:.1f} | {lr.stdout.strip()} | {ratio} |"
+        print(f"| {name} | " + " | ".join(cells) + " |" + tail, flush=True)
 
 
 def run_learner(marg, bundles, learner, out, work, test, timeout):
@@ -165,6 +180,7 @@ if __name__ == "__main__":
         ap.add_argument("--learners", default="mrc,dcc,nb,renyi,auto,boost")
         ap.add_argument("--timeout", type=float, default=300.0)
         ap.add_argument("--baseline", default=None, help="another installation's marg console script, run side by side")
+        ap.add_argument("--vs-logreg", action="store_true", help="scikit-learn's logistic regression on the pooled rows beside each learner")
         adult_sites(ap.parse_args())
     else:
         main()

@@ -138,7 +138,7 @@ def learn(
     max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).", rich_help_panel="Feature selection")] = None,
     feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).", rich_help_panel="Feature selection")] = None,
     norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.", rich_help_panel="Feature selection")] = "linf",
-    time_limit: Annotated[Optional[float], typer.Option(help="Seconds before stopping with the best bound so far (valid at any stop): boost's column generation (default 90), nb's exact certificate (default 10), gbd selection (default 60, with the certified gap reached).", rich_help_panel="Time limit")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(help="Seconds before stopping with the best bound so far (valid at any stop): boost's column generation and nb's exact certificate (default none: their work budgets alone, so the certificate is the same on any machine), gbd selection (default 60, with the certified gap reached).", rich_help_panel="Time limit")] = None,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,

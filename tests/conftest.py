@@ -19,9 +19,12 @@ from tests.helpers.model_files import check_malformed_models  # noqa: F401  (re-
 from tests.helpers.study import Study, export_study, write_study
 
 
-SERVICE_GROUPS = {"pg": "postgres", "spark": "spark"}
-"""A test using one of these fixtures runs in that service's group, so one PostgreSQL cluster and
-one Spark JVM serve them instead of one per worker."""
+SERVICE_GROUPS = {"spark": "spark"}
+"""A test using one of these fixtures runs in that service's group, so one Spark JVM (one per
+process) serves them instead of one per worker. The PostgreSQL tests are not grouped: every module
+that needs the server starts its own throw-away cluster (a module-scoped ``pg`` fixture on a free
+port), so grouping them saved no start and only queued four modules, the OMOP study among them,
+behind each other on one worker."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -39,6 +42,27 @@ def pytest_collection_modifyitems(config, items):
             group = item.nodeid.split("::")[0]
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its waited-for children (the console scripts a test runs)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``MARG_CPU_REPORT=FILE``: each test's CPU seconds (setup, call and teardown; its console
+    scripts included) appended to FILE as ``seconds<TAB>node id`` lines. CPU, not wall time, so the
+    slowest tests can be found on a loaded machine (``sort -rn FILE | head``)."""
+    report = os.environ.get("MARG_CPU_REPORT")
+    t0 = _cpu_seconds() if report else 0.0
+    yield
+    if report:
+        with open(report, "a", encoding="utf-8") as f:
+            f.write(f"{_cpu_seconds() - t0:.2f}\t{item.nodeid}\n")
 
 
 @pytest.fixture

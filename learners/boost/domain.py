@@ -69,7 +69,8 @@ def _feature_masks(monomial: Monomial, tests: Sequence[BinaryTest]) -> dict[int,
 
 
 def maximize_monomial_sum(monomials: Sequence[Monomial], weights: np.ndarray, tests: Sequence[BinaryTest],
-                          sizes: Sequence[int], enum_limit: int = 1 << 16, time_limit: float | None = None) -> DomainMax:
+                          sizes: Sequence[int], enum_limit: int = 1 << 16, time_limit: float | None = None,
+                          max_nodes: int | None = None) -> DomainMax:
     """max_x Σ_u w_u m_u(x) over the product domain (see the module docstring).
 
     Parameters
@@ -83,6 +84,9 @@ def maximize_monomial_sum(monomials: Sequence[Monomial], weights: np.ndarray, te
         Enumerate when the product of the read features' sizes is at most this.
     time_limit : float, optional
         Seconds for the MILP; on expiry ``upper`` is the proven dual bound.
+    max_nodes : int, optional
+        Branch-and-bound nodes of the MILP at most (HiGHS ``mip_max_nodes``; a work budget,
+        the same on any machine); there too ``upper`` is the proven dual bound.
     """
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
     if w.shape[0] != len(monomials) or not np.all(np.isfinite(w)):
@@ -105,7 +109,7 @@ def maximize_monomial_sum(monomials: Sequence[Monomial], weights: np.ndarray, te
             break
     if total <= enum_limit:
         return _enumerate(masks, wk, live, feats, sizes, const, x)
-    return _milp(masks, wk, live, feats, sizes, const, x, time_limit)
+    return _milp(masks, wk, live, feats, sizes, const, x, time_limit, max_nodes)
 
 
 def _enumerate(masks, wk, live, feats, sizes, const, x) -> DomainMax:
@@ -122,8 +126,10 @@ def _enumerate(masks, wk, live, feats, sizes, const, x) -> DomainMax:
     return DomainMax(float(s[g]), float(s[g]), x, True, "enumerate")
 
 
-def _milp(masks, wk, live, feats, sizes, const, x, time_limit) -> DomainMax:
+def _milp(masks, wk, live, feats, sizes, const, x, time_limit, max_nodes=None) -> DomainMax:
     lp = HighsLP(solver="choose", presolve=True, mip_rel_gap=0.0, mip_abs_gap=1e-9)
+    if max_nodes is not None:
+        lp.set_option("mip_max_nodes", int(max_nodes))
     off = {}
     n = 0
     for f in feats:

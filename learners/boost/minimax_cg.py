@@ -51,6 +51,12 @@ from .mma import SearchOptions, maximize_agreement
 from .oracles import AgreementOracle, CellWeights, MarginalsOracle, Part
 
 
+MILP_NODES = 100_000
+"""Default work budget of the domain MILP behind φ(μ) (when the read features' product domain is too
+large to enumerate): branch-and-bound nodes, not seconds, so the certificate (φ exact, or HiGHS'
+proven bound at the stop) is the same on a loaded and an idle machine."""
+
+
 @dataclass
 class ColumnSource:
     """What the driver needs to know about candidate columns (given by the estimator).
@@ -111,7 +117,7 @@ class MonomialMinimax:
     are found by the exact domain maximisation, the columns by the MMA search (module docstring)."""
 
     def __init__(self, src: ColumnSource, n_classes: int, bound: float = 1e3, tol: float = 1e-9,
-                 enum_limit: int = 1 << 16, milp_seconds: float | None = 60.0):
+                 enum_limit: int = 1 << 16, milp_seconds: float | None = None, milp_nodes: int | None = MILP_NODES):
         self.src = src
         self.K = int(n_classes)
         self.subsets = subsets_for(self.K).subsets
@@ -119,6 +125,7 @@ class MonomialMinimax:
         self.tol = float(tol)
         self.enum_limit = int(enum_limit)
         self.milp_seconds = milp_seconds
+        self.milp_nodes = milp_nodes
         self.lp = MonomialLP(src.fmap, src.pooled, self.K, self.bound)  # the one minimax model: columns and rows
         self.phi_exact = True
 
@@ -141,7 +148,8 @@ class MonomialMinimax:
         monos = self.src.fmap.monomials
         for C in self.subsets:
             w = mu[list(C)].sum(axis=0)
-            r = maximize_monomial_sum(monos, w, self.src.fmap.tests, self.src.sizes, self.enum_limit, self.milp_seconds)
+            r = maximize_monomial_sum(monos, w, self.src.fmap.tests, self.src.sizes, self.enum_limit, self.milp_seconds,
+                                       self.milp_nodes)
             if not r.exact:
                 self.phi_exact = False
             out.append(((r.value - 1.0) / len(C), (r.upper - 1.0) / len(C), r.x, C))
@@ -307,12 +315,14 @@ class MonomialRead:
 class MonomialProblem:
     """Boosting's problem for :func:`marg.learners.minimax.fit.fit`: a map that grows (``src.fmap``;
     each column's τ and λ from ``src.moments`` as it enters), K classes, and how φ is maximised
-    over the domain (``enum_limit`` points enumerated, else a MILP of at most ``milp_seconds``)."""
+    over the domain (``enum_limit`` points enumerated, else a MILP of at most ``milp_nodes``
+    branch-and-bound nodes — a work budget, the same on any machine — and ``milp_seconds`` if given)."""
 
     src: ColumnSource
     n_classes: int
     enum_limit: int = 1 << 16
-    milp_seconds: float | None = 60.0
+    milp_seconds: float | None = None
+    milp_nodes: int | None = MILP_NODES
 
     @property
     def K(self) -> int:
@@ -350,7 +360,7 @@ class Monomials(Formulation):
     def build(self, problem: MonomialProblem, search: Any, options: Any) -> MonomialColumns:
         src, K = problem.src, problem.K
         mm = MonomialMinimax(src, K, bound=options.bound, tol=options.tol, enum_limit=problem.enum_limit,
-                             milp_seconds=problem.milp_seconds)
+                             milp_seconds=problem.milp_seconds, milp_nodes=problem.milp_nodes)
         mm.add_columns([(c, ()) for c in range(K)])
         mm.lp.add_cuts([(np.full(len(src.sizes), -1, dtype=np.int64), C) for C in mm.subsets])
         p = search.pricer

@@ -69,10 +69,12 @@ def count_candidates(tests: Sequence[Any], cliques: Sequence[tuple[str, ...]], m
 
 MAX_ORDER = 5  # the largest monomial order (and the largest table a request may ask for: MAX_CLIQUE)
 
-DEFAULT_TIME_LIMIT = 90.0
-"""Default seconds of column generation: the LP solves and the pricing searches stop there and
-the best bound so far is the certificate (valid at any stop). adult's three DP bundles (91 pair
-tables) stall in about 40 s, SONAR's 1,770 pair tables take about a minute per iteration."""
+DEFAULT_TIME_LIMIT: float | None = None
+"""Default seconds of column generation: none. The fit stops on work alone (``k_max``
+iterations, the stall rule, the exact searches), so the same tables give the same certificate
+on a loaded and an idle machine; ``time_limit`` (``--time-limit``) adds a wall-clock stop (the
+LP solves and the pricing searches stop there and the best bound so far is the certificate,
+valid at any stop, but then depending on the machine's speed)."""
 
 STOPS = {"converged": "converged (no candidate rule is violated)",
          "stalled": "stopped when the bound stopped improving (--patience, --stall-tol)",
@@ -112,7 +114,7 @@ class BoostVote(MinimaxRules):
     bound : float
         Box on |μ|.
     time_limit : float or None
-        Seconds of column generation (default :data:`TIME_LIMIT`; None: no limit): the LP
+        Seconds of column generation (default :data:`DEFAULT_TIME_LIMIT`, None: no limit): the LP
         solves and the pricing searches stop there, the best R^k so far is kept
         (``converged_`` False, ``stopped_`` ``"time_limit"``).
     callback : callable or None

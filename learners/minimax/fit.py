@@ -65,6 +65,12 @@ class FitOptions:
         :data:`.empty_cells.FIRST_ORDER_POLICIES`).
     alpha : float
         Family-wise level of ``empty="evidence"``.
+    max_rounds : int or None
+        A work budget: rounds of row generation (None: until converged). Unlike ``time_limit``
+        it stops at the same point on a loaded and an idle machine.
+    mip_nodes : int or None
+        A work budget: branch-and-bound nodes per separation MILP (HiGHS ``mip_max_nodes``;
+        a MILP stopped there keeps its proven bound). None: no limit.
     """
 
     bound: float = 1e3
@@ -75,6 +81,8 @@ class FitOptions:
     extra_rows: int | None = 0
     empty: str = "impossible"
     alpha: float = 0.05
+    max_rounds: int | None = None
+    mip_nodes: int | None = None
 
     def deadline(self, t0: float) -> float | None:
         """``time.perf_counter()`` value at which the fit started ``t0`` plus the time limit."""

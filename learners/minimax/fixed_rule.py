@@ -118,18 +118,22 @@ class FixedRuleOracle:
         Score differences within this count as ties (both labels possible).
     time_limit : float or None
         Seconds per MILP solve.
+    max_nodes : int or None
+        Branch-and-bound nodes per MILP solve (a deterministic work budget; a MILP stopped
+        there still gives its proven bound). None: no limit.
     stabilize : bool
         Also separate at the in-out point (fewer rounds, twice the MILPs per round).
     """
 
     def __init__(self, umap: Any, rule: LinearRule, tie_tol: float = 1e-9, time_limit: float | None = None,
-                 stabilize: bool = False):
+                 stabilize: bool = False, max_nodes: int | None = None):
         self.umap = umap
         self.stabilize = bool(stabilize)
         self.rule = rule
         self.K = rule.n_classes
         self.D = umap.dim
         self.time_limit = time_limit
+        self.max_nodes = max_nodes
         lay = _Layout(umap, rule)
         self.layout = lay
         self.models: list[list[tuple[int, HighsLP]]] = []  # per y: (predicted class, MILP)
@@ -151,6 +155,8 @@ class FixedRuleOracle:
         lay = self.layout
         lp = HighsLP(solver="choose", presolve=None, mip_rel_gap=0.0, mip_abs_gap=1e-7,
                      mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
+        if self.max_nodes is not None:
+            lp.set_option("mip_max_nodes", int(self.max_nodes))
         lo = np.zeros(lay.n)
         hi = np.ones(lay.n)
         ints = []

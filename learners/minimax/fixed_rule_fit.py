@@ -76,11 +76,12 @@ class _RuleRows:
 
     def __init__(self, problem: RuleProblem, options: Any):
         K, D = problem.rule.n_classes, problem.fmap.dim
-        self.oracle = FixedRuleOracle(problem.fmap, problem.rule)
+        self.oracle = FixedRuleOracle(problem.fmap, problem.rule, max_nodes=options.mip_nodes)
         self.lp = MinimaxModel.for_rows(problem.tau, problem.lam, options.bound)
         self.lp.add_mu(np.arange(K * D))
         self.lp.add_cuts(self.oracle.covering_cuts())
         self.tol, self.callback = options.tol, options.callback
+        self.max_rounds = 100_000 if options.max_rounds is None else int(options.max_rounds)
         self.history: list[float] = []
         self.best: tuple[np.ndarray, float] = (np.zeros(K * D), 0.0)  # μ = 0, φ = 0: the trivial W ≤ 1
         self.converged, self.lp_value = False, float("nan")
@@ -100,7 +101,8 @@ class _RuleRows:
         """The best certified value (1 when not one round finished by ``deadline``)."""
         self.oracle.deadline = deadline
         try:
-            res = solve_boxed(self.lp, self.oracle, tol=self.tol, deadline=deadline, callback=self._track)
+            res = solve_boxed(self.lp, self.oracle, tol=self.tol, deadline=deadline, callback=self._track,
+                              max_rounds=self.max_rounds)
             self.converged, self.lp_value = bool(res.converged), float(res.lower[-1]) if res.lower else float("nan")
         except OutOfTime:
             self.converged, self.lp_value = False, float(self.lp.objective) if self.history else float("nan")
@@ -142,6 +144,8 @@ def certify_rule(
     bound: float = 1e3,
     time_limit: float | None = None,
     callback: Callable[[dict], None] | None = None,
+    max_rounds: int | None = None,
+    max_nodes: int | None = None,
 ) -> RuleCertificate:
     """W(h) of ``rule`` over U = {p : |E_pΦ − τ| ≤ λ} (Φ from ``umap``, the whole domain).
 
@@ -158,6 +162,13 @@ def certify_rule(
         Seconds for the whole computation, the MILPs of a round included (each stops at the
         deadline with its proven bound); the bound returned is valid at any stop. If not one
         round completes in time, the value is the trivial 1 (``converged`` False, no rounds).
+        A wall-clock budget: the value may differ on a loaded machine (``max_rounds`` and
+        ``max_nodes`` do not).
+    max_rounds : int or None
+        Rounds of row generation at most (a work budget; None: until converged).
+    max_nodes : int or None
+        Branch-and-bound nodes per separation MILP at most (HiGHS ``mip_max_nodes``; a MILP
+        stopped there gives its proven bound, so the value stays valid). None: no limit.
 
     Returns
     -------
@@ -169,7 +180,8 @@ def certify_rule(
     K = rule.n_classes
     if tau.shape != (K, umap.dim) or lam.shape != tau.shape:
         raise InputError(f"tau and lam must have shape {(K, umap.dim)}, got {tau.shape} and {lam.shape}")
-    sol = fit(RuleProblem(rule, umap, tau, lam), FIXED_RULE, One(), FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback))
+    sol = fit(RuleProblem(rule, umap, tau, lam), FIXED_RULE, One(), FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback,
+                                                                                   max_rounds=max_rounds, mip_nodes=max_nodes))
     return RuleCertificate(value=float(min(1.0, sol.value)), lp_value=sol.read.lp_value, mu=sol.mu.copy(), converged=sol.converged,
                            rounds=len(sol.iterations), history=list(sol.iterations))
 

@@ -277,10 +277,12 @@ def solve_boxed(
     max_grow: int = 2,
     deadline: float | None = None,
     callback: Callable[[dict], None] | None = None,
+    max_rounds: int = 100_000,
 ) -> Generation:
     """Row generation, then check the box |μ| ≤ B is slack; enlarge it (×``grow``) while it binds.
 
-    Returns the rounds of every attempt in one :class:`Generation` (``stop`` the last one's).
+    Returns the rounds of every attempt in one :class:`Generation` (``stop`` the last one's);
+    ``max_rounds`` bounds the rounds of all attempts together (``"k_max"`` when it stops them).
 
     Raises
     ------
@@ -290,7 +292,11 @@ def solve_boxed(
     """
     total = Generation()
     for attempt in range(max_grow + 1):
-        res = generate_rows(lp, oracle, tol=tol, deadline=deadline, callback=callback)
+        left = int(max_rounds) - len(total.lower)
+        if left <= 0:
+            total.stop = "k_max"
+            return total
+        res = generate_rows(lp, oracle, tol=tol, max_rounds=left, deadline=deadline, callback=callback)
         total.lower += res.lower
         total.upper += res.upper
         total.added += res.added

@@ -58,24 +58,23 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, args, says):
     assert says in r.stderr and r.stdout == ""
 
 
-def _commands(tmp_path: Path, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command path of ``marg``, read from the help pages."""
+def _help_pages(tmp_path: Path, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], str]:
+    """Every command path of ``marg`` and its help page (each read once, through the console script)."""
     r = run(*prefix, "--help", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    pages = {prefix: r.stdout}
     if "Commands:" not in r.stdout:
-        return [prefix]
+        return pages
     names = [ln.split()[0] for ln in r.stdout.split("Commands:", 1)[1].splitlines() if ln.startswith("  ") and ln.split()]
-    out = [prefix] if prefix else []
     for n in names:
-        out += _commands(tmp_path, (*prefix, n))
-    return out
+        pages.update(_help_pages(tmp_path, (*prefix, n)))
+    return pages
 
 
 def test_no_odd_metavars_in_any_help(tmp_path):
-    commands = _commands(tmp_path)
-    assert ("learn",) in commands and ("schema", "init") in commands and len(commands) > 20
-    for cmd in commands:
-        text = run(*cmd, "--help", cwd=tmp_path).stdout
+    pages = _help_pages(tmp_path)
+    assert ("learn",) in pages and ("schema", "init") in pages and len(pages) > 20
+    for cmd, text in pages.items():
         odd = re.findall(r"\{[A-Za-z_]+\}|<[a-z][a-z\[\]_|]*>", text)
         assert not odd, (cmd, odd)
 

@@ -97,27 +97,34 @@ def test_each_stop_reason_is_reached_and_recorded():
 
 
 class SlowPricing:
-    """A column model whose pricing takes ``seconds`` (a real model underneath)."""
+    """A column model whose pricing takes ``seconds`` of the driver's clock (``clock``; a real model underneath)."""
 
-    def __init__(self, inner, seconds: float):
-        self.inner, self.seconds = inner, seconds
+    def __init__(self, inner, seconds: float, clock):
+        self.inner, self.seconds, self.clock = inner, seconds, clock
 
     def solve(self, deadline):
-        return self.inner.solve(deadline)
+        return self.inner.solve(None)  # the LP solve keeps no deadline: only the driver's clock decides the stop
 
     def price(self, deadline) -> Pricing:
-        time.sleep(self.seconds)
+        self.clock.skew += self.seconds
         return self.inner.price(deadline)
 
     def update(self) -> None:
         self.inner.update()
 
 
-def test_time_limit_stops_between_iterations_and_keeps_the_bound():
+def test_time_limit_stops_between_iterations_and_keeps_the_bound(monkeypatch):
+    """The driver's clock is patched (no sleep, no dependence on the machine's load): the pricing takes
+    1.2 s of it, past the 1 s limit, so the loop stops after one iteration with its bound."""
+    from marg.learners.minimax import generation
+    from tests.helpers.boost import Clock
+
+    clock = Clock()
+    monkeypatch.setattr(generation, "time", clock)
     fmap, tau, lam = first_order(2)
     records: list[dict] = []
-    t0 = time.perf_counter()
-    gen = generate_columns(SlowPricing(select(fmap, tau, lam), 1.2), k_max=1000, t0=t0, time_limit=1.0,
+    t0 = clock.perf_counter()
+    gen = generate_columns(SlowPricing(select(fmap, tau, lam), 1.2, clock), k_max=1000, t0=t0, time_limit=1.0,
                            callback=records.append)
     assert gen.stop == "time_limit" and not gen.converged and len(gen.iterations) == 1
     assert records[-1] == {"stage": "time_limit", "k": 1, "R": gen.iterations[0], "seconds": 1.0}

@@ -37,10 +37,14 @@ from marg.protocols.secagg_round import (
 )
 from marg.protocols.site import SiteConfig, init_site
 from tests.conftest import random_codebook, random_rows
-from tests.helpers.fuzzing import json_values, mutate as _mutate, paths as _paths
+from tests.helpers.fuzzing import json_values, mutate as _mutate, paths as _paths, random_json, seeded as _seeded
 
 N = int(os.environ.get("MARG_FUZZ_N", "8000"))  # per test: ~4.2·10⁴ inputs here, ~1.5·10⁵ with test_fuzz_parsers
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+# The JSON documents' tests: a tenth of their N inputs from hypothesis, the rest from the seeded generator
+# (tests/marg/test_fuzz_parsers.py says why).
+HYPOTHESIS_SHARE = settings(max_examples=max(1, N // 10), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+SEEDED = N - max(1, N // 10)
 
 
 def _only_marg_errors(fn, *a):
@@ -84,10 +88,22 @@ def test_ledger_files_changed_bytes(i, b, tail):
         assert LEDGER.startswith(b"\n".join(bytes(data).split(b"\n")[: rep.n_entries]))
 
 
+ENTRY_PATHS = [q for q in _paths(ENTRY) if q]
+
+
 @pytest.mark.slow
-@FUZZ
-@given(st.sampled_from([q for q in _paths(ENTRY) if q]), json_values | st.just(None))
+@HYPOTHESIS_SHARE
+@given(st.sampled_from(ENTRY_PATHS), json_values | st.just(None))
 def test_ledger_entry_fields(path, value):
+    _ledger_entry(path, value)
+
+
+@pytest.mark.slow
+def test_ledger_entry_fields_seeded():
+    _seeded(6411, lambda pv: _ledger_entry(*pv), lambda rng: (rng.choice(ENTRY_PATHS), random_json(rng)), SEEDED)
+
+
+def _ledger_entry(path, value):
     e = _mutate(ENTRY, path, value)
     try:
         from marg._util import canonical_json
@@ -100,11 +116,23 @@ def test_ledger_entry_fields(path, value):
     assert not rep.ok or line == LINES[1]
 
 
+CONFIG_PATHS = [q for q in _paths(CHECKPOINT) if q] + [q for q in _paths(SITE) if q]
+
+
 @pytest.mark.slow
-@FUZZ
-@given(st.sampled_from([q for q in _paths(CHECKPOINT) if q] + [q for q in _paths(SITE) if q]),
-       json_values | st.just(None), st.booleans())
+@HYPOTHESIS_SHARE
+@given(st.sampled_from(CONFIG_PATHS), json_values | st.just(None), st.booleans())
 def test_checkpoints_and_site_configurations(path, value, which):
+    _checkpoint_or_site(path, value, which)
+
+
+@pytest.mark.slow
+def test_checkpoints_and_site_configurations_seeded():
+    _seeded(6412, lambda a: _checkpoint_or_site(*a),
+            lambda rng: (rng.choice(CONFIG_PATHS), random_json(rng), rng.random() < 0.5), SEEDED)
+
+
+def _checkpoint_or_site(path, value, which):
     from marg._util import canonical_json
 
     if which:
@@ -164,12 +192,25 @@ def _secagg(kind, doc):
 
 
 @pytest.mark.slow
-@FUZZ
+@HYPOTHESIS_SHARE
 @given(st.sampled_from(sorted(DOCS)), st.data())
 def test_secure_aggregation_documents(kind, data):
     doc = DOCS[kind]
     path = data.draw(st.sampled_from([q for q in _paths(doc) if q]))
-    value = data.draw(json_values | st.just(None))
+    _secagg_field(kind, path, data.draw(json_values | st.just(None)))
+
+
+@pytest.mark.slow
+def test_secure_aggregation_documents_seeded():
+    def make(rng):
+        kind = rng.choice(sorted(DOCS))
+        return kind, rng.choice([q for q in _paths(DOCS[kind]) if q]), random_json(rng)
+
+    _seeded(6413, lambda a: _secagg_field(*a), make, SEEDED)
+
+
+def _secagg_field(kind, path, value):
+    doc = DOCS[kind]
     try:
         mutated = _mutate(doc, path, value)
     except (KeyError, IndexError, TypeError):
@@ -185,9 +226,19 @@ SEALED = seal(b"marg" * 40, LEARNER.public_key())
 
 
 @pytest.mark.slow
-@FUZZ
+@HYPOTHESIS_SHARE
 @given(json_values, st.integers(0, len(SEALED) - 1), st.integers(0, 255))
 def test_model_signature_records_and_sealed_files(value, i, b):
+    _signature_and_sealed(value, i, b)
+
+
+@pytest.mark.slow
+def test_model_signature_records_and_sealed_files_seeded():
+    _seeded(6414, lambda a: _signature_and_sealed(*a),
+            lambda rng: (random_json(rng), rng.randrange(len(SEALED)), rng.randrange(256)), SEEDED)
+
+
+def _signature_and_sealed(value, i, b):
     from marg.protocols.model_signing import verify_model_file
 
     p = WORK / "m.json"
