@@ -24,6 +24,18 @@ bench/boost_data.py), ε = 1 and δ = 10⁻⁶ per site for everything it releas
 (f) **LR**: scikit-learn's LogisticRegression on the one-hot codes of the pooled training rows, the same
     bins (bench/uci.py's ``row_baseline_predict``; not private, a reference).
 
+**Modes** (``--mode``): ``inprocess`` (the default) runs every command in this process — the study through
+the library functions ``marg study`` calls (:func:`marg.study_runner.init_study`,
+:func:`marg.study_site.run_site`, :func:`marg.study_learner.run_learner`, :func:`marg.study_runner.status`; each
+party under its own ``$MARG_HOME``, :func:`party`), its model scored by :func:`marg.api.load_verified_model` and
+:func:`marg.api.evaluate_file`; the per-site and exact paths through ``marg.cli.main``'s app in process
+(:class:`InProcess`: ``marg export`` builds its request from options and site configuration the library does not
+hold alone, so the command itself is called, without the subprocess). A split of a small set costs seconds.
+``console`` runs each command as a subprocess of the installed script (the check that both agree; the path
+``study (console)`` runs the study that way beside the in-process one). The noise is not seeded (OpenDP), and
+every shared-noise share has σ ≥ ½ (:mod:`marg.marginals.shared_noise`), so two runs of the same split never
+give bit-identical tables, even at a large ``--epsilon``: agreement is checked on repeated runs.
+
 The certificate column is each path's own (the study: holdout; the per-site paths: what ``marg learn``
 reports). A path that fails on a split is recorded with its command and last error line.
 """
@@ -31,7 +43,9 @@ reports). A path that fails on a split is recorded with its command and last err
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import hashlib
 import importlib.util
 import json
 import os
@@ -59,7 +73,7 @@ D = _bench("dp_select")  # the console, the sites' folders, the per-site DP and 
 U = _bench("uci")  # logistic regression on the pooled rows
 BOOST = {"breast-w": "bcw", "cleveland": "clvheart", "hungarian": "huheart"}
 """Our names → bench/boost_data.py's (public codebooks in bench/codebooks)."""
-PATHS = ("study", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
+PATHS = ("study", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
 TOL_EXACT = {"breast-w": 0.03, "credit-a": 0.03, "cleveland": 0.05, "hungarian": 0.05, "house-votes-84": 0.05}
 """The issue's tolerance of the study's mean against exact summaries' mean, on the sets under 1,000 patients."""
 
@@ -97,7 +111,117 @@ class Sets(D.Sets):
         return D.Sets._load(name)
 
 
-def marg_study(marg, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
+class InProcess:
+    """The console's commands run in this process (``marg.cli.main``'s app, what the ``marg`` script calls, without
+    a subprocess): the same parsing and the same library calls. Each call runs as its party: ``$MARG_HOME`` = ``home``
+    (the other ``MARG_*`` variables cleared, as :class:`bench/dp_select.Console` does), in ``cwd``; stdout is
+    returned, and a non-zero exit raises with the command's last line, as the console does."""
+
+    def __init__(self, timeout: float = 0.0):
+        self.helps: dict = {}
+
+    def __call__(self, *args, home: Path | None = None, cwd: Path | None = None) -> str:
+        import contextlib
+        import io
+
+        from marg.cli.main import app
+
+        out, err = io.StringIO(), io.StringIO()
+        with party(home, cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                app(args=[str(a) for a in args], prog_name="marg")
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if code != 0:
+            last = (err.getvalue().strip() or out.getvalue().strip()).splitlines()[-1:] or ["(no output)"]
+            raise RuntimeError(f"marg {args[0]} {args[1] if len(args) > 1 else ''} exited {code}: {last[0]}")
+        return out.getvalue()
+
+    has_option = D.Console.has_option
+
+
+@contextlib.contextmanager
+def party(home: Path | None, cwd: Path | None):
+    """Run the body as a party runs its command: ``$MARG_HOME`` = ``home`` (every other ``MARG_*`` variable
+    cleared), in folder ``cwd``; both restored after."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("MARG_")}
+    here = os.getcwd()
+    for k in saved:
+        del os.environ[k]
+    if home is not None:
+        os.environ["MARG_HOME"] = str(home)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        yield
+    finally:
+        os.chdir(here)
+        for k in [k for k in os.environ if k.startswith("MARG_")]:
+            del os.environ[k]
+        os.environ.update(saved)
+
+
+class StudyCalls:
+    """The study's commands as :mod:`marg.cli.study_cmd` runs them: ``init`` → :func:`marg.study_runner.init_study`,
+    ``run --learner`` → :func:`marg.study_learner.run_learner`, ``run --site`` → :func:`marg.study_site.run_site`,
+    ``status`` → :func:`marg.study_runner.status`, ``evaluate`` → :func:`marg.api.load_verified_model` and
+    :func:`marg.api.evaluate_file`; in process (``inprocess``) or through the console script (each a subprocess),
+    the same JSON documents either way."""
+
+    def __init__(self, marg, inprocess: bool):
+        self.marg, self.inprocess = marg, inprocess
+
+    def init(self, st, roster: Path, drop: Path, study: Path, homes: dict, work: Path) -> None:
+        if self.inprocess:
+            from marg.study_runner import init_study
+
+            with party(homes["learner"], work):
+                init_study(st.schema, roster, D.EPSILON, D.DELTA, str(drop), homes["learner"] / "keys" / "learner.sign.key",
+                           study, rows=list(st.rows))
+            return
+        self.marg("study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", D.EPSILON, "--delta", D.DELTA,
+                  "--drop", drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study,
+                  "--rows", ",".join(map(str, st.rows)), "--json", home=homes["learner"], cwd=work)
+
+    def learner(self, study: Path, home: Path, work: Path) -> dict:
+        if self.inprocess:
+            from marg.study_learner import run_learner
+
+            with party(home, work):
+                return json.loads(json.dumps(run_learner(study), default=str))
+        return json.loads(self.marg("study", "run", study, "--learner", "--json", home=home, cwd=work))
+
+    def site(self, study: Path, name: str, data: Path, home: Path, cwd: Path) -> dict:
+        if self.inprocess:
+            from marg.study_site import run_site
+
+            with party(home, cwd):
+                return json.loads(json.dumps(run_site(study, name, str(data)), default=str))
+        return json.loads(self.marg("study", "run", study, "--site", name, "--data", data, "--json", home=home, cwd=cwd))
+
+    def status(self, study: Path, work: Path) -> dict:
+        if self.inprocess:
+            from marg.study_runner import status
+
+            with party(None, work):
+                return json.loads(json.dumps(status(study), default=str))
+        return json.loads(self.marg("study", "status", study, "--json", cwd=work))
+
+    def evaluate(self, model: Path, st) -> dict:
+        if self.inprocess:
+            from marg import api
+            from marg.errors import InputError, RefusedError
+
+            try:
+                m, _, _ = api.load_verified_model(model, st.schema, st.learner_trust)
+                return api.evaluate_file(m, st.test)
+            except (InputError, RefusedError) as exc:
+                raise RuntimeError(f"marg evaluate (in process): {exc}") from None
+        return json.loads(self.marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
+
+
+def marg_study(calls: StudyCalls, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
     """(a) the study's default: init, every party's ``marg study run`` until done, the final model scored."""
     roster, drop = work / "roster", work / "drop"
     roster.mkdir()
@@ -111,26 +235,54 @@ def marg_study(marg, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.nd
                 shutil.copy(f, homes[name] / "keys" / f.name)
         for suffix in (".sign.pub", ".seal.pub"):
             shutil.copy(keys / name / f"{name}{suffix}", roster / f"{name}{suffix}")
+    if HOLDOUT_KEYS.get("seed") is not None:  # the agreement check: the same held-out patients in both modes
+        from marg.marginals.holdout import FORMAT, HOLDOUT_FILE
+        from marg.protocols.site import DEFAULT_LEDGER
+
+        for s in st.names:
+            led = homes[s] / DEFAULT_LEDGER
+            led.mkdir(mode=0o700)
+            key = hashlib.blake2b(f"{HOLDOUT_KEYS['seed']}:{s}".encode(), digest_size=32).hexdigest()
+            (led / HOLDOUT_FILE).write_text(json.dumps({"format": FORMAT, "version": 2, "splits": {}, "key": key}))
     study = work / "study.json"
-    marg("study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", D.EPSILON, "--delta", D.DELTA,
-         "--drop", drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study,
-         "--rows", ",".join(map(str, st.rows)), "--json", home=homes["learner"], cwd=work)
+    calls.init(st, roster, drop, study, homes, work)
+    runs = 0
     for _ in range(10):
-        res = json.loads(marg("study", "run", study, "--learner", "--json", home=homes["learner"], cwd=work))
+        res = calls.learner(study, homes["learner"], work)
+        runs += 1
         if str(res.get("next", "")).startswith("none"):
             break
         for s in st.names:
-            marg("study", "run", study, "--site", s, "--data", st.data[s], "--json", home=homes[s], cwd=work / s)
-    status = json.loads(marg("study", "status", study, "--json", cwd=work))
+            calls.site(study, s, st.data[s], homes[s], work / s)
+            runs += 1
+    status = calls.status(study, work)
     if not status.get("done"):
         raise RuntimeError(f"marg study status: not done after 10 rounds of runs ({res.get('next')})")
     model = drop / "final" / "model.json"
     result = status.get("result") or {}
+    extra = {"runs": runs, **_model_facts(model, cb, Xte)}
     try:
-        ev = json.loads(marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
-        return {**outcome(result), "error": float(ev["error"])}
+        ev = calls.evaluate(model, st)
+        return {**outcome(result), "error": float(ev["error"]), **extra}
     except RuntimeError as exc:  # scored in-process on the model's features' codes instead, and the refusal recorded
-        return {**score_final(drop / "final", cb, Xte, yte), "evaluate": str(exc)[:300]}
+        return {**score_final(drop / "final", cb, Xte, yte), "evaluate": str(exc)[:300], "runs": runs}
+
+
+def _model_facts(model: Path, cb, Xte: np.ndarray) -> dict:
+    """What identifies the final model across two runs: the features it reads and a digest of its predicted
+    class probabilities on the test rows (rounded to 9 decimals)."""
+    from marg.learners.model import Model
+
+    m, _ = Model.read(model)
+    cols = [cb.index(n) for n in m.codebook.feature_names]
+    proba = np.round(np.asarray(m.predict_proba(Xte[:, cols]), dtype=np.float64), 9)
+    return {"features_read": list(m.codebook.feature_names),
+            "predictions_digest": hashlib.sha256(proba.tobytes()).hexdigest()[:16]}
+
+
+HOLDOUT_KEYS: dict = {"seed": None}
+"""``--holdout-key-seed``: each study site's held-out split key derived from it (the same patients held out in
+either mode; the sites' keys are otherwise random, so two runs hold out different patients)."""
 
 
 def outcome(result: dict) -> dict:
@@ -151,7 +303,7 @@ def score_final(final: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
             "features_read": list(m.codebook.feature_names)}
 
 
-def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink) -> None:
+def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink, console=None) -> None:
     """Every path on split ``rep`` of ``name``; each result goes to ``sink`` as soon as it is known."""
     te, cb, X, y, sites = sets.split(name, rep)
     tr = np.concatenate(sites)
@@ -172,7 +324,8 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
     add("LR (pooled rows)", {"error": float(np.mean(pred != y[te]))}, time.perf_counter() - t0)
     with tempfile.TemporaryDirectory(prefix=f"accept-{name}-{rep}-") as d:
         runs = {
-            "study": lambda w, st: marg_study(marg, st, keys, w, cb, X[te], y[te]),
+            "study": lambda w, st: marg_study(StudyCalls(marg, isinstance(marg, InProcess)), st, keys, w, cb, X[te], y[te]),
+            "study (console)": lambda w, st: marg_study(StudyCalls(console, False), st, keys, w, cb, X[te], y[te]),
             "two rounds": lambda w, st: D.marg_dp(marg, st, "select"),
             "one round": lambda w, st: D.marg_dp(marg, st, "one-round"),
             "exact": lambda w, st: D.marg_exact(marg, st, cb.n_features),
@@ -291,6 +444,14 @@ def main() -> None:
     ap.add_argument("--first-split", type=int, default=0)
     ap.add_argument("--paths", default="study,two rounds,one round,exact",
                     help="which marg paths to run (the larger class and LR always run)")
+    ap.add_argument("--mode", choices=("inprocess", "console"), default="inprocess",
+                    help="inprocess (default): the study through marg.study_runner / study_site / study_learner and the "
+                         "per-site commands through marg.cli.main's app, in this process; console: every command a subprocess "
+                         "of the installed script. The path 'study (console)' runs the study through the console beside it")
+    ap.add_argument("--epsilon", type=float, default=D.EPSILON,
+                    help="each site's total ε (default 1, the issue's); a large ε makes the noise negligible, so both modes "
+                         "must give the same model (with --holdout-key-seed)")
+    ap.add_argument("--holdout-key-seed", help="derive each study site's held-out split key from this (agreement check)")
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
     ap.add_argument("--json", type=Path, help="raw results, rewritten after every path (default beside --out)")
     ap.add_argument("--report", type=Path, nargs="+", help="render these JSON files as markdown (no run)")
@@ -321,7 +482,11 @@ def main() -> None:
     t_run = time.perf_counter()
     meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded by parallel work)"}
-    sets, marg, results = Sets(), D.Console(a.marg_timeout), []
+    D.EPSILON = a.epsilon
+    HOLDOUT_KEYS["seed"] = a.holdout_key_seed
+    console = D.Console(a.marg_timeout)
+    sets, marg, results = Sets(), (InProcess() if a.mode == "inprocess" else console), []
+    meta["mode"] = a.mode
     js = a.json or md.with_suffix(".run.json")
     with tempfile.TemporaryDirectory(prefix="accept-keys-") as kd:
         keys = Path(kd)
@@ -334,7 +499,7 @@ def main() -> None:
 
         for name in [s.strip() for s in a.sets.split(",") if s.strip()]:
             for rep in range(a.first_split, a.first_split + a.splits):
-                one_split(name, rep, sets, marg, keys, paths, sink)
+                one_split(name, rep, sets, marg, keys, paths, sink, console)
     report([js], md)
 
 
