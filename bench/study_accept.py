@@ -43,14 +43,11 @@ reports). A path that fails on a split is recorded with its command and last err
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
-import hashlib
 import importlib.util
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,14 +60,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench(name: str):
+    """bench/NAME.py as a module, loaded once (shared by every bench that loads it: one ``dp_select``, so a change of
+    its ``EPSILON`` or ``column_text`` is seen by all)."""
+    if name in sys.modules:
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
 
 
 D = _bench("dp_select")  # the console, the sites' folders, the per-site DP and exact paths, the splits
 U = _bench("uci")  # logistic regression on the pooled rows
+C = _bench("study_calls")  # the study's commands in process or through the console; the pooled tables' noise
+InProcess, StudyCalls, marg_study, pooled_noise, HOLDOUT_KEYS = C.InProcess, C.StudyCalls, C.marg_study, C.pooled_noise, C.HOLDOUT_KEYS
+score_final = C.score_final
 BOOST = {"breast-w": "bcw", "cleveland": "clvheart", "hungarian": "huheart"}
 """Our names → bench/boost_data.py's (public codebooks in bench/codebooks)."""
 PATHS = ("study", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
@@ -111,202 +116,12 @@ class Sets(D.Sets):
         return D.Sets._load(name)
 
 
-class InProcess:
-    """The console's commands run in this process (``marg.cli.main``'s app, what the ``marg`` script calls, without
-    a subprocess): the same parsing and the same library calls. Each call runs as its party: ``$MARG_HOME`` = ``home``
-    (the other ``MARG_*`` variables cleared, as :class:`bench/dp_select.Console` does), in ``cwd``; stdout is
-    returned, and a non-zero exit raises with the command's last line, as the console does."""
-
-    def __init__(self, timeout: float = 0.0):
-        self.helps: dict = {}
-
-    def __call__(self, *args, home: Path | None = None, cwd: Path | None = None) -> str:
-        import contextlib
-        import io
-
-        from marg.cli.main import app
-
-        out, err = io.StringIO(), io.StringIO()
-        with party(home, cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                app(args=[str(a) for a in args], prog_name="marg")
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if code != 0:
-            last = (err.getvalue().strip() or out.getvalue().strip()).splitlines()[-1:] or ["(no output)"]
-            raise RuntimeError(f"marg {args[0]} {args[1] if len(args) > 1 else ''} exited {code}: {last[0]}")
-        return out.getvalue()
-
-    has_option = D.Console.has_option
-
-
-@contextlib.contextmanager
-def party(home: Path | None, cwd: Path | None):
-    """Run the body as a party runs its command: ``$MARG_HOME`` = ``home`` (every other ``MARG_*`` variable
-    cleared), in folder ``cwd``; both restored after."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith("MARG_")}
-    here = os.getcwd()
-    for k in saved:
-        del os.environ[k]
-    if home is not None:
-        os.environ["MARG_HOME"] = str(home)
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        yield
-    finally:
-        os.chdir(here)
-        for k in [k for k in os.environ if k.startswith("MARG_")]:
-            del os.environ[k]
-        os.environ.update(saved)
-
-
-class StudyCalls:
-    """The study's commands as :mod:`marg.cli.study_cmd` runs them: ``init`` → :func:`marg.study_runner.init_study`,
-    ``run --learner`` → :func:`marg.study_learner.run_learner`, ``run --site`` → :func:`marg.study_site.run_site`,
-    ``status`` → :func:`marg.study_runner.status`, ``evaluate`` → :func:`marg.api.load_verified_model` and
-    :func:`marg.api.evaluate_file`; in process (``inprocess``) or through the console script (each a subprocess),
-    the same JSON documents either way."""
-
-    def __init__(self, marg, inprocess: bool):
-        self.marg, self.inprocess = marg, inprocess
-
-    def init(self, st, roster: Path, drop: Path, study: Path, homes: dict, work: Path) -> None:
-        if self.inprocess:
-            from marg.study_runner import init_study
-
-            with party(homes["learner"], work):
-                init_study(st.schema, roster, D.EPSILON, D.DELTA, str(drop), homes["learner"] / "keys" / "learner.sign.key",
-                           study, rows=list(st.rows))
-            return
-        self.marg("study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", D.EPSILON, "--delta", D.DELTA,
-                  "--drop", drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study,
-                  "--rows", ",".join(map(str, st.rows)), "--json", home=homes["learner"], cwd=work)
-
-    def learner(self, study: Path, home: Path, work: Path) -> dict:
-        if self.inprocess:
-            from marg.study_learner import run_learner
-
-            with party(home, work):
-                return json.loads(json.dumps(run_learner(study), default=str))
-        return json.loads(self.marg("study", "run", study, "--learner", "--json", home=home, cwd=work))
-
-    def site(self, study: Path, name: str, data: Path, home: Path, cwd: Path) -> dict:
-        if self.inprocess:
-            from marg.study_site import run_site
-
-            with party(home, cwd):
-                return json.loads(json.dumps(run_site(study, name, str(data)), default=str))
-        return json.loads(self.marg("study", "run", study, "--site", name, "--data", data, "--json", home=home, cwd=cwd))
-
-    def status(self, study: Path, work: Path) -> dict:
-        if self.inprocess:
-            from marg.study_runner import status
-
-            with party(None, work):
-                return json.loads(json.dumps(status(study), default=str))
-        return json.loads(self.marg("study", "status", study, "--json", cwd=work))
-
-    def evaluate(self, model: Path, st) -> dict:
-        if self.inprocess:
-            from marg import api
-            from marg.errors import InputError, RefusedError
-
-            try:
-                m, _, _ = api.load_verified_model(model, st.schema, st.learner_trust)
-                return api.evaluate_file(m, st.test)
-            except (InputError, RefusedError) as exc:
-                raise RuntimeError(f"marg evaluate (in process): {exc}") from None
-        return json.loads(self.marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
-
-
-def marg_study(calls: StudyCalls, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
-    """(a) the study's default: init, every party's ``marg study run`` until done, the final model scored."""
-    roster, drop = work / "roster", work / "drop"
-    roster.mkdir()
-    drop.mkdir()
-    homes = {}
-    for name in [*st.names, "learner"]:
-        homes[name] = work / f"home-{name}"
-        (homes[name] / "keys").mkdir(parents=True)
-        for f in (keys / name).iterdir():
-            if f.name.startswith(f"{name}.") and f.suffix in (".key", ".pub"):
-                shutil.copy(f, homes[name] / "keys" / f.name)
-        for suffix in (".sign.pub", ".seal.pub"):
-            shutil.copy(keys / name / f"{name}{suffix}", roster / f"{name}{suffix}")
-    if HOLDOUT_KEYS.get("seed") is not None:  # the agreement check: the same held-out patients in both modes
-        from marg.marginals.holdout import FORMAT, HOLDOUT_FILE
-        from marg.protocols.site import DEFAULT_LEDGER
-
-        for s in st.names:
-            led = homes[s] / DEFAULT_LEDGER
-            led.mkdir(mode=0o700)
-            key = hashlib.blake2b(f"{HOLDOUT_KEYS['seed']}:{s}".encode(), digest_size=32).hexdigest()
-            (led / HOLDOUT_FILE).write_text(json.dumps({"format": FORMAT, "version": 2, "splits": {}, "key": key}))
-    study = work / "study.json"
-    calls.init(st, roster, drop, study, homes, work)
-    runs = 0
-    for _ in range(10):
-        res = calls.learner(study, homes["learner"], work)
-        runs += 1
-        if str(res.get("next", "")).startswith("none"):
-            break
-        for s in st.names:
-            calls.site(study, s, st.data[s], homes[s], work / s)
-            runs += 1
-    status = calls.status(study, work)
-    if not status.get("done"):
-        raise RuntimeError(f"marg study status: not done after 10 rounds of runs ({res.get('next')})")
-    model = drop / "final" / "model.json"
-    result = status.get("result") or {}
-    extra = {"runs": runs, **_model_facts(model, cb, Xte)}
-    try:
-        ev = calls.evaluate(model, st)
-        return {**outcome(result), "error": float(ev["error"]), **extra}
-    except RuntimeError as exc:  # scored in-process on the model's features' codes instead, and the refusal recorded
-        return {**score_final(drop / "final", cb, Xte, yte), "evaluate": str(exc)[:300], "runs": runs}
-
-
-def _model_facts(model: Path, cb, Xte: np.ndarray) -> dict:
-    """What identifies the final model across two runs: the features it reads and a digest of its predicted
-    class probabilities on the test rows (rounded to 9 decimals)."""
-    from marg.learners.model import Model
-
-    m, _ = Model.read(model)
-    cols = [cb.index(n) for n in m.codebook.feature_names]
-    proba = np.round(np.asarray(m.predict_proba(Xte[:, cols]), dtype=np.float64), 9)
-    return {"features_read": list(m.codebook.feature_names),
-            "predictions_digest": hashlib.sha256(proba.tobytes()).hexdigest()[:16]}
-
-
-HOLDOUT_KEYS: dict = {"seed": None}
-"""``--holdout-key-seed``: each study site's held-out split key derived from it (the same patients held out in
-either mode; the sites' keys are otherwise random, so two runs hold out different patients)."""
-
-
-def outcome(result: dict) -> dict:
-    """The study's certificate and choice from its result document (``DROP/final/result.json``)."""
-    kept = (result.get("evaluation") or {}).get("kept", "?")
-    return {"certificate": result.get("certificate"), "chose": f"{result.get('learner', '?')} (kept: {kept})"}
-
-
-def score_final(final: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
-    """A study's final model (``final/model.json``, its ``result.json`` beside it) scored on the test codes
-    of the features it reads (in-process: ``marg evaluate`` refuses the study's model under the study codebook)."""
-    from marg.learners.model import Model
-
-    m, _ = Model.read(final / "model.json")
-    cols = [cb.index(n) for n in m.codebook.feature_names]
-    err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
-    return {**outcome(json.loads((final / "result.json").read_text())), "error": err,
-            "features_read": list(m.codebook.feature_names)}
-
-
 def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink, console=None) -> None:
     """Every path on split ``rep`` of ``name``; each result goes to ``sink`` as soon as it is known."""
     te, cb, X, y, sites = sets.split(name, rep)
     tr = np.concatenate(sites)
+    if N_SITES["n"] != len(sites):  # --sites N: the same training rows in N sites of (nearly) equal size
+        sites = np.array_split(np.random.default_rng(4400 + rep).permutation(tr), N_SITES["n"])
     rec = {"set": name, "split": rep, "n_train": int(tr.size), "n_test": int(te.size), "features": cb.n_features,
            "sites": [int(s.size) for s in sites]}
 
@@ -339,9 +154,14 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
             t0 = time.perf_counter()
             try:
                 res = fn(work, st)
+                res.update(pooled_noise(path, work, st))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 res = {"status": f"failed: {exc}"[:400]}
             add(path, res, time.perf_counter() - t0)
+
+
+N_SITES: dict = {"n": 3}
+"""``--sites N``: the split's training rows re-split into N equal sites (3: the issue's 50 / 30 / 20 %)."""
 
 
 # --------------------------------------------------------------------------- the report
@@ -448,6 +268,7 @@ def main() -> None:
                     help="inprocess (default): the study through marg.study_runner / study_site / study_learner and the "
                          "per-site commands through marg.cli.main's app, in this process; console: every command a subprocess "
                          "of the installed script. The path 'study (console)' runs the study through the console beside it")
+    ap.add_argument("--sites", type=int, default=3, help="sites per split (3: 50/30/20 %%; else equal sites)")
     ap.add_argument("--epsilon", type=float, default=D.EPSILON,
                     help="each site's total ε (default 1, the issue's); a large ε makes the noise negligible, so both modes "
                          "must give the same model (with --holdout-key-seed)")
@@ -483,6 +304,7 @@ def main() -> None:
     meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded by parallel work)"}
     D.EPSILON = a.epsilon
+    N_SITES["n"] = a.sites
     HOLDOUT_KEYS["seed"] = a.holdout_key_seed
     console = D.Console(a.marg_timeout)
     sets, marg, results = Sets(), (InProcess() if a.mode == "inprocess" else console), []
@@ -490,7 +312,7 @@ def main() -> None:
     js = a.json or md.with_suffix(".run.json")
     with tempfile.TemporaryDirectory(prefix="accept-keys-") as kd:
         keys = Path(kd)
-        D.make_keys(marg, keys)
+        D.make_keys(marg, keys, a.sites)
 
         def sink(r: dict) -> None:  # after every path: partial results survive a stopped run
             results.append(r)
