@@ -78,7 +78,7 @@ InProcess, StudyCalls, marg_study, pooled_noise, HOLDOUT_KEYS = C.InProcess, C.S
 score_final = C.score_final
 BOOST = {"breast-w": "bcw", "cleveland": "clvheart", "hungarian": "huheart"}
 """Our names → bench/boost_data.py's (public codebooks in bench/codebooks)."""
-PATHS = ("study", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
+PATHS = ("study", "study (top-k what-if)", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
 TOL_EXACT = {"breast-w": 0.03, "credit-a": 0.03, "cleveland": 0.05, "hungarian": 0.05, "house-votes-84": 0.05}
 """The issue's tolerance of the study's mean against exact summaries' mean, on the sets under 1,000 patients."""
 
@@ -140,6 +140,7 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
     with tempfile.TemporaryDirectory(prefix=f"accept-{name}-{rep}-") as d:
         runs = {
             "study": lambda w, st: marg_study(StudyCalls(marg, isinstance(marg, InProcess)), st, keys, w, cb, X[te], y[te]),
+            "study (top-k what-if)": lambda w, st: _what_if(marg, st, keys, w, cb, X[te], y[te]),
             "study (console)": lambda w, st: marg_study(StudyCalls(console, False), st, keys, w, cb, X[te], y[te]),
             "two rounds": lambda w, st: D.marg_dp(marg, st, "select"),
             "one round": lambda w, st: D.marg_dp(marg, st, "one-round"),
@@ -158,6 +159,12 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 res = {"status": f"failed: {exc}"[:400]}
             add(path, res, time.perf_counter() - t0)
+
+
+def _what_if(marg, st, keys, work, cb, Xte, yte) -> dict:
+    """The study in process with round 2 measuring the design's top k (:func:`study_calls.top_k_what_if`)."""
+    with C.top_k_what_if():
+        return marg_study(StudyCalls(marg, True), st, keys, work, cb, Xte, yte)
 
 
 N_SITES: dict = {"n": 3}

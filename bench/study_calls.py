@@ -189,7 +189,7 @@ def marg_study(calls: StudyCalls, st, keys: Path, work: Path, cb, Xte: np.ndarra
         raise RuntimeError(f"marg study status: not done after 10 rounds of runs ({res.get('next')})")
     model = drop / "final" / "model.json"
     result = status.get("result") or {}
-    extra = {"runs": runs, **_model_facts(model, cb, Xte)}
+    extra = {"runs": runs, **_model_facts(model, cb, Xte), "selection": _selection(drop)}
     try:
         ev = calls.evaluate(model, st)
         return {**outcome(result), "error": float(ev["error"]), **extra}
@@ -207,6 +207,52 @@ def _model_facts(model: Path, cb, Xte: np.ndarray) -> dict:
     proba = np.round(np.asarray(m.predict_proba(Xte[:, cols]), dtype=np.float64), 9)
     return {"features_read": list(m.codebook.feature_names),
             "predictions_digest": hashlib.sha256(proba.tobytes()).hexdigest()[:16]}
+
+
+def _selection(drop: Path) -> dict | None:
+    """What the learner's round-2 plan says of round 1's selection (``DROP/measure/round.json``'s ``selection``:
+    the features ranked, those measured, the pair tables, how many scores were positive), and the design's k."""
+    def find(d):
+        if isinstance(d, dict):
+            if "selection" in d and isinstance(d["selection"], dict) and "ranked" in d["selection"]:
+                return d["selection"]
+            for v in d.values():
+                if (f := find(v)) is not None:
+                    return f
+        elif isinstance(d, list):
+            for v in d:
+                if (f := find(v)) is not None:
+                    return f
+        return None
+
+    f = drop / "measure" / "round.json"
+    return find(json.loads(f.read_text())) if f.exists() else None
+
+
+@contextlib.contextmanager
+def top_k_what_if():
+    """A diagnosis, not the study's behaviour: while active, the learner's round-2 plan
+    (:func:`marg.study_learner._plan`, ``kept = (scores.rank() or scores.order()[:1])[:k]``) measures the design's
+    top k by round 1's scores (``scores.order()[:k]``) instead of only the features whose score is positive at 95 %
+    (and one feature when none is). Only calls of ``screen_scores`` from ``_plan`` are changed (the learners' own
+    screening is left alone)."""
+    import inspect
+
+    import marg.learners.screening as scr
+
+    real = scr.screen_scores
+
+    def patched(*args, **kwargs):
+        sc = real(*args, **kwargs)
+        if inspect.stack()[1].function == "_plan":
+            sc.rank = sc.order  # the instance's rank(): every feature, best first; _plan keeps [:k]
+        return sc
+
+    scr.screen_scores = patched
+    try:
+        yield
+    finally:
+        scr.screen_scores = real
 
 
 HOLDOUT_KEYS: dict = {"seed": None}
