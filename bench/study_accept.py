@@ -24,6 +24,18 @@ bench/boost_data.py), ε = 1 and δ = 10⁻⁶ per site for everything it releas
 (f) **LR**: scikit-learn's LogisticRegression on the one-hot codes of the pooled training rows, the same
     bins (bench/uci.py's ``row_baseline_predict``; not private, a reference).
 
+**Modes** (``--mode``): ``inprocess`` (the default) runs every command in this process — the study through
+the library functions ``marg study`` calls (:func:`marg.study_runner.init_study`,
+:func:`marg.study_site.run_site`, :func:`marg.study_learner.run_learner`, :func:`marg.study_runner.status`; each
+party under its own ``$MARG_HOME``, :func:`party`), its model scored by :func:`marg.api.load_verified_model` and
+:func:`marg.api.evaluate_file`; the per-site and exact paths through ``marg.cli.main``'s app in process
+(:class:`InProcess`: ``marg export`` builds its request from options and site configuration the library does not
+hold alone, so the command itself is called, without the subprocess). A split of a small set costs seconds.
+``console`` runs each command as a subprocess of the installed script (the check that both agree; the path
+``study (console)`` runs the study that way beside the in-process one). The noise is not seeded (OpenDP), and
+every shared-noise share has σ ≥ ½ (:mod:`marg.marginals.shared_noise`), so two runs of the same split never
+give bit-identical tables, even at a large ``--epsilon``: agreement is checked on repeated runs.
+
 The certificate column is each path's own (the study: holdout; the per-site paths: what ``marg learn``
 reports). A path that fails on a split is recorded with its command and last error line.
 """
@@ -36,7 +48,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,17 +60,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench(name: str):
+    """bench/NAME.py as a module, loaded once (shared by every bench that loads it: one ``dp_select``, so a change of
+    its ``EPSILON`` or ``column_text`` is seen by all)."""
+    if name in sys.modules:
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
 
 
 D = _bench("dp_select")  # the console, the sites' folders, the per-site DP and exact paths, the splits
 U = _bench("uci")  # logistic regression on the pooled rows
+C = _bench("study_calls")  # the study's commands in process or through the console; the pooled tables' noise
+InProcess, StudyCalls, marg_study, pooled_noise, HOLDOUT_KEYS = C.InProcess, C.StudyCalls, C.marg_study, C.pooled_noise, C.HOLDOUT_KEYS
+score_final = C.score_final
 BOOST = {"breast-w": "bcw", "cleveland": "clvheart", "hungarian": "huheart"}
 """Our names → bench/boost_data.py's (public codebooks in bench/codebooks)."""
-PATHS = ("study", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
+PATHS = ("study", "study (top-k what-if)", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
 TOL_EXACT = {"breast-w": 0.03, "credit-a": 0.03, "cleveland": 0.05, "hungarian": 0.05, "house-votes-84": 0.05}
 """The issue's tolerance of the study's mean against exact summaries' mean, on the sets under 1,000 patients."""
 
@@ -97,64 +116,12 @@ class Sets(D.Sets):
         return D.Sets._load(name)
 
 
-def marg_study(marg, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
-    """(a) the study's default: init, every party's ``marg study run`` until done, the final model scored."""
-    roster, drop = work / "roster", work / "drop"
-    roster.mkdir()
-    drop.mkdir()
-    homes = {}
-    for name in [*st.names, "learner"]:
-        homes[name] = work / f"home-{name}"
-        (homes[name] / "keys").mkdir(parents=True)
-        for f in (keys / name).iterdir():
-            if f.name.startswith(f"{name}.") and f.suffix in (".key", ".pub"):
-                shutil.copy(f, homes[name] / "keys" / f.name)
-        for suffix in (".sign.pub", ".seal.pub"):
-            shutil.copy(keys / name / f"{name}{suffix}", roster / f"{name}{suffix}")
-    study = work / "study.json"
-    marg("study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", D.EPSILON, "--delta", D.DELTA,
-         "--drop", drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study,
-         "--rows", ",".join(map(str, st.rows)), "--json", home=homes["learner"], cwd=work)
-    for _ in range(10):
-        res = json.loads(marg("study", "run", study, "--learner", "--json", home=homes["learner"], cwd=work))
-        if str(res.get("next", "")).startswith("none"):
-            break
-        for s in st.names:
-            marg("study", "run", study, "--site", s, "--data", st.data[s], "--json", home=homes[s], cwd=work / s)
-    status = json.loads(marg("study", "status", study, "--json", cwd=work))
-    if not status.get("done"):
-        raise RuntimeError(f"marg study status: not done after 10 rounds of runs ({res.get('next')})")
-    model = drop / "final" / "model.json"
-    result = status.get("result") or {}
-    try:
-        ev = json.loads(marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
-        return {**outcome(result), "error": float(ev["error"])}
-    except RuntimeError as exc:  # scored in-process on the model's features' codes instead, and the refusal recorded
-        return {**score_final(drop / "final", cb, Xte, yte), "evaluate": str(exc)[:300]}
-
-
-def outcome(result: dict) -> dict:
-    """The study's certificate and choice from its result document (``DROP/final/result.json``)."""
-    kept = (result.get("evaluation") or {}).get("kept", "?")
-    return {"certificate": result.get("certificate"), "chose": f"{result.get('learner', '?')} (kept: {kept})"}
-
-
-def score_final(final: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
-    """A study's final model (``final/model.json``, its ``result.json`` beside it) scored on the test codes
-    of the features it reads (in-process: ``marg evaluate`` refuses the study's model under the study codebook)."""
-    from marg.learners.model import Model
-
-    m, _ = Model.read(final / "model.json")
-    cols = [cb.index(n) for n in m.codebook.feature_names]
-    err = float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))
-    return {**outcome(json.loads((final / "result.json").read_text())), "error": err,
-            "features_read": list(m.codebook.feature_names)}
-
-
-def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink) -> None:
+def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str], sink, console=None) -> None:
     """Every path on split ``rep`` of ``name``; each result goes to ``sink`` as soon as it is known."""
     te, cb, X, y, sites = sets.split(name, rep)
     tr = np.concatenate(sites)
+    if N_SITES["n"] != len(sites):  # --sites N: the same training rows in N sites of (nearly) equal size
+        sites = np.array_split(np.random.default_rng(4400 + rep).permutation(tr), N_SITES["n"])
     rec = {"set": name, "split": rep, "n_train": int(tr.size), "n_test": int(te.size), "features": cb.n_features,
            "sites": [int(s.size) for s in sites]}
 
@@ -172,7 +139,9 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
     add("LR (pooled rows)", {"error": float(np.mean(pred != y[te]))}, time.perf_counter() - t0)
     with tempfile.TemporaryDirectory(prefix=f"accept-{name}-{rep}-") as d:
         runs = {
-            "study": lambda w, st: marg_study(marg, st, keys, w, cb, X[te], y[te]),
+            "study": lambda w, st: marg_study(StudyCalls(marg, isinstance(marg, InProcess)), st, keys, w, cb, X[te], y[te]),
+            "study (top-k what-if)": lambda w, st: _what_if(marg, st, keys, w, cb, X[te], y[te]),
+            "study (console)": lambda w, st: marg_study(StudyCalls(console, False), st, keys, w, cb, X[te], y[te]),
             "two rounds": lambda w, st: D.marg_dp(marg, st, "select"),
             "one round": lambda w, st: D.marg_dp(marg, st, "one-round"),
             "exact": lambda w, st: D.marg_exact(marg, st, cb.n_features),
@@ -186,9 +155,20 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
             t0 = time.perf_counter()
             try:
                 res = fn(work, st)
+                res.update(pooled_noise(path, work, st))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 res = {"status": f"failed: {exc}"[:400]}
             add(path, res, time.perf_counter() - t0)
+
+
+def _what_if(marg, st, keys, work, cb, Xte, yte) -> dict:
+    """The study in process with round 2 measuring the design's top k (:func:`study_calls.top_k_what_if`)."""
+    with C.top_k_what_if():
+        return marg_study(StudyCalls(marg, True), st, keys, work, cb, Xte, yte)
+
+
+N_SITES: dict = {"n": 3}
+"""``--sites N``: the split's training rows re-split into N equal sites (3: the issue's 50 / 30 / 20 %)."""
 
 
 # --------------------------------------------------------------------------- the report
@@ -291,6 +271,15 @@ def main() -> None:
     ap.add_argument("--first-split", type=int, default=0)
     ap.add_argument("--paths", default="study,two rounds,one round,exact",
                     help="which marg paths to run (the larger class and LR always run)")
+    ap.add_argument("--mode", choices=("inprocess", "console"), default="inprocess",
+                    help="inprocess (default): the study through marg.study_runner / study_site / study_learner and the "
+                         "per-site commands through marg.cli.main's app, in this process; console: every command a subprocess "
+                         "of the installed script. The path 'study (console)' runs the study through the console beside it")
+    ap.add_argument("--sites", type=int, default=3, help="sites per split (3: 50/30/20 %%; else equal sites)")
+    ap.add_argument("--epsilon", type=float, default=D.EPSILON,
+                    help="each site's total ε (default 1, the issue's); a large ε makes the noise negligible, so both modes "
+                         "must give the same model (with --holdout-key-seed)")
+    ap.add_argument("--holdout-key-seed", help="derive each study site's held-out split key from this (agreement check)")
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
     ap.add_argument("--json", type=Path, help="raw results, rewritten after every path (default beside --out)")
     ap.add_argument("--report", type=Path, nargs="+", help="render these JSON files as markdown (no run)")
@@ -321,11 +310,16 @@ def main() -> None:
     t_run = time.perf_counter()
     meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded by parallel work)"}
-    sets, marg, results = Sets(), D.Console(a.marg_timeout), []
+    D.EPSILON = a.epsilon
+    N_SITES["n"] = a.sites
+    HOLDOUT_KEYS["seed"] = a.holdout_key_seed
+    console = D.Console(a.marg_timeout)
+    sets, marg, results = Sets(), (InProcess() if a.mode == "inprocess" else console), []
+    meta["mode"] = a.mode
     js = a.json or md.with_suffix(".run.json")
     with tempfile.TemporaryDirectory(prefix="accept-keys-") as kd:
         keys = Path(kd)
-        D.make_keys(marg, keys)
+        D.make_keys(marg, keys, a.sites)
 
         def sink(r: dict) -> None:  # after every path: partial results survive a stopped run
             results.append(r)
@@ -334,7 +328,7 @@ def main() -> None:
 
         for name in [s.strip() for s in a.sets.split(",") if s.strip()]:
             for rep in range(a.first_split, a.first_split + a.splits):
-                one_split(name, rep, sets, marg, keys, paths, sink)
+                one_split(name, rep, sets, marg, keys, paths, sink, console)
     report([js], md)
 
 

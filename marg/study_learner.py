@@ -7,9 +7,9 @@ before released), collect the uploads and write the request once every member an
 least ``t`` did). The plan of each round is post-processing of the sums before it:
 
 - ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature;
-- ``measure``: the features whose pooled screening score's lower bound is positive
-  (:func:`marg.learners.screening.screen_scores`, on the noisy sums: post-processing, no per-site
-  vote), at most the plan's ``k``, and the tables round 2 affords for them
+- ``measure``: the plan's top ``k`` features by their pooled screening score (:func:`measured_features`,
+  :func:`marg.learners.screening.screen_scores` on the noisy sums: post-processing, no per-site
+  vote), and the tables round 2 affords for them
   (:func:`marg.learners.two_round.choose_tables`: first-order tables, pairs among the first M);
 - ``evaluate``: the model fitted on the measured tables by the automatic choice
   (:func:`marg.learners.learn.learn`, ``"auto"``), evaluated with the larger class on each site's
@@ -78,6 +78,26 @@ def _survivors(party: Party, r: str) -> list[str]:
     return list(req["survivors"]) if req else []
 
 
+def measured_features(scores: Any, k: int) -> list[str]:
+    """Round 2's features: the design's top ``k`` of round 1's pooled scores (:meth:`Scores.order`: the features
+    whose lower bound is positive by that bound, then the rest by the plug-in score of the noisy sums), min(k, p).
+
+    The noise of round 1 is already paid: ranking its noisy sums is post-processing, so nothing calls for a
+    positive bound at 95 % before measuring a feature (that rule measured one feature on kr-vs-kp, where the pooled
+    noise leaves no bound positive at 2,557 patients). The design (:mod:`marg.marginals.study_design`, ``"pooled"``)
+    plans for the top k of these scores; the tables round 2 affords for them are
+    :func:`marg.learners.two_round.choose_tables`'.
+
+    Parameters
+    ----------
+    scores : Scores
+        :func:`marg.learners.screening.screen_scores` of round 1's sum (p features).
+    k : int
+        The study plan's k (at least 1).
+    """
+    return scores.order()[:max(int(k), 1)]
+
+
 def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any]:
     """The study block of round ``r`` (tables, weights, ρ; the model for the evaluation) and its sum's codebook."""
     study = party.study
@@ -99,8 +119,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
 
         s1 = _summary(_local_sum(party, "select"))
         scores = screen_scores(s1, coverage=COVERAGE)
-        k = int(study.plan.get("k") or len(cb.discrete_names))
-        kept = (scores.rank() or scores.order()[:1])[:k]
+        kept = measured_features(scores, int(study.plan.get("k") or len(cb.discrete_names)))
         n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
         # the pooled noise: one curator's at ρ·t/S with shared noise (S/t curators' variance), S sites' per-site
         rests = [rho * study.threshold / len(members)] if study.noise == "shared" else [rho] * len(members)
