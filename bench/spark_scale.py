@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -159,6 +160,7 @@ def main() -> None:
     if a.one:
         print(json.dumps(run(*a.one)))
         return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run stops its cluster (the finally below)
     with contextlib.ExitStack() as stack:
         root = Path(a.data) if a.data else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for n in a.rows:  # every file first: the runs' processes do not inherit the generator's memory

@@ -9,8 +9,6 @@ exact table equal as integers, the repeat check's answer and its largest repeat 
 
 from __future__ import annotations
 
-import shutil
-
 import pyarrow as pa
 import pytest
 
@@ -18,8 +16,7 @@ from marg.marginals.holdout import Holdout, Splitter
 from marg.marginals.privacy_unit import PrivacyUnit, repeat_counts, repeating_column
 from marg.marginals.sources import open_source
 from marg.marginals.sources.spark_source import SparkSource
-from tests.helpers.console import run
-from tests.helpers.visits import CB, rows, write
+from tests.helpers.visits import CB, evaluate_both, rows, write
 
 KEY = bytes(range(32))
 
@@ -39,42 +36,14 @@ def no_rows_to_the_driver(monkeypatch):
     monkeypatch.setattr(SparkSource, "row_batches", refuse)
 
 
-def evaluation_counts(bundle) -> list:
-    from marg.protocols.bundle import Bundle
-
-    b = Bundle.from_bytes(bundle.read_bytes())
-    return [(t.clique, t.counts.tolist()) for t in b.tables]
-
-
-def evaluate_both(tmp_path, split: list[str], unit: list[str], content: str) -> tuple[list, list, tuple]:
-    """Export with the holdout ``split`` (local), learn, then ``--evaluate`` (both with the privacy ``unit``) on
-    the CSV locally and on the Parquet parts with Spark: the two evaluation bundles' tables, the CSV, the ledger."""
-    csv, parts = write(tmp_path, rows(seed=5, n=1500))
-    schema = tmp_path / "cb.json"
-    CB.save(schema)
-    led = tmp_path / "ledger"
-    common = ["--schema", schema, "--site", "north", "--ledger", led, "--min-cell", "1", *unit]
-    r = run("export", csv, "--out", tmp_path / "train.bundle", "--stats", "all", *split, *common)
-    assert r.exit_code == 0, r.output
-    r = run("learn", tmp_path / "train.bundle", "--out", tmp_path / "m.json", "--allow-unsigned", "--learner", "nb")
-    assert r.exit_code == 0, r.output
-    ev = ["--evaluate", tmp_path / "m.json", "--allow-unsigned", "--evaluate-content", content]
-    shutil.copytree(led, tmp_path / "ledger2")  # the site's one exact evaluation, once from each engine
-    r = run("export", csv, "--out", tmp_path / "local.eval", *ev, *common)
-    assert r.exit_code == 0, r.output
-    common[common.index(led)] = tmp_path / "ledger2"
-    r = run("export", parts, "--out", tmp_path / "spark.eval", "--engine", "spark", *ev, *common)
-    assert r.exit_code == 0, r.output
-    return evaluation_counts(tmp_path / "local.eval"), evaluation_counts(tmp_path / "spark.eval"), (csv, led)
-
-
 @pytest.mark.parametrize("split, unit, content", [
     (["--holdout", "0.3"], [], "confusion"),                                  # by content: a shuffle by content
     (["--holdout", "0.3", "--holdout-id", "pid"], [], "errors"),               # by id: no shuffle
     (["--holdout", "0.3"], ["--privacy-unit", "pid", "--max-rows-per-unit", "2"], "classes"),  # the unit's bound
 ])
 def test_evaluate_counts_its_errors_on_the_executors(tmp_path, spark, split, unit, content):
-    local, spark_eval, (csv, led) = evaluate_both(tmp_path, split, unit, content)
+    """In this process (the active session) and, for the unit's bound, through the console script (local[2])."""
+    local, spark_eval, (csv, led) = evaluate_both(tmp_path, split, unit, content, console=bool(unit))
     assert spark_eval == local
     if split != ["--holdout", "0.3"] or unit:
         return  # by id / within the bound: count_rows's tests check the split; here the two engines agree
