@@ -1,5 +1,6 @@
 """Visits for the Spark engine's tests: a codebook, hospital-like rows with patients on several rows,
-and the same rows as a CSV (the local path) and as a folder of Parquet files in another order."""
+the same rows as a CSV (the local path) and as a folder of Parquet files in another order, and one
+``--evaluate`` of a model learned from them by both engines (:func:`evaluate_both`)."""
 
 from __future__ import annotations
 
