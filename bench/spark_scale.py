@@ -1,16 +1,28 @@
-"""Spark as a distributed engine (issue 48): first-order tables, a ``--holdout`` count and a privacy-unit
+"""Spark as a distributed engine (issue 48): first-order tables, a ``--holdout 0.2`` count and a privacy-unit
 count of N rows × 30 features by ``--engine spark`` against the local path (the file source), side by
-side in one run; each measurement a whole process (Spark start-up included), its wall time and the
-driver's (this Python process's) peak RSS. The JVM is a child process and is not in the driver's RSS.
+side in one run; each measurement a whole process (Spark start-up included), local and Spark interleaved.
 
-    python bench/spark_scale.py --rows 200000 1000000 --master local[2]
+Memory: the driver's peak RSS is read from ``/proc/self/status`` (VmHWM) — not ``ru_maxrss``, which on
+Linux carries the parent's peak across fork and exec (last round's "growth" with the row count was this
+script's own data generation, inherited by its children). The Spark driver JVM (a child process) is read
+the same way, at the end of the run, and reported beside it.
+
+``--master standalone`` starts the tests' cluster: a master and two workers on 127.0.0.1 from pyspark's
+``spark-class`` (one core, 1 GiB each; executors of 512 MiB), stopped by their handles at the end.
+``--data DIR`` keeps the generated Parquet files (``DIR/n<N>/part-0.parquet``) between runs.
+
+    nice -n 10 python bench/spark_scale.py --rows 1000000 10000000 --master standalone --data /tmp/spark48
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
-import resource
+import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +30,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+
+def peak_mib(pid: int | str = "self") -> float:
+    """VmHWM (the process's own peak resident memory) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def codebook():
@@ -59,46 +79,112 @@ def run(engine: str, task: str, data: str, master: str) -> dict:
     t0 = time.perf_counter()
     kw = {"engine": "spark", "spark_master": master} if engine == "spark" else {}
     spec = data if engine == "spark" else str(Path(data) / "part-0.parquet")
+    tally: tuple = ()
     with open_source(spec, **kw) as src:
         cl = plan_cliques(cb, "first")
         if task == "first":
             tables, n = src.count(cb, cl)
         elif task == "holdout":
-            tables, n, _, _ = count_rows(src, cb, cl, None, Holdout(0.2), bytes(32))
+            tables, n, split, _ = count_rows(src, cb, cl, None, Holdout(0.2), bytes(32))
+            tally = (split.rows, split.held, split.fingerprint)
         else:
-            tables, n, _, _ = count_rows(src, cb, cl, PrivacyUnit("pid", 2), None, None)
-    import hashlib
+            tables, n, _, bound = count_rows(src, cb, cl, PrivacyUnit("pid", 2), None, None)
+            tally = (bound.units, bound.over, bound.dropped, bound.largest)
+        wall = time.perf_counter() - t0
+        jvm = float("nan")
+        if engine == "spark":
+            jpid = src._session.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+            jvm = peak_mib(int(jpid))
+    digest = hashlib.blake2b(b"".join(t.counts.astype("<i8").tobytes() for t in tables) + repr(tally).encode(),
+                             digest_size=8).hexdigest()
+    return {"wall": wall, "rss_mib": peak_mib(), "jvm_mib": jvm, "n": n, "digest": digest}
 
-    digest = hashlib.blake2b(b"".join(t.counts.astype("<i8").tobytes() for t in tables), digest_size=8).hexdigest()
-    return {"wall": time.perf_counter() - t0, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "n": n, "digest": digest}
+
+@contextlib.contextmanager
+def standalone(workers: int = 2):
+    """The tests' standalone cluster (tests/helpers/services.py: standalone_spark) without a session: its URL."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    cls = [str(home / "bin" / "spark-class")]
+
+    def free() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    port = free()
+    url = f"spark://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory(prefix="marg-bench-spark-") as work:
+        # the runs' sessions as the tests' (tests/helpers/services.py): driver on 127.0.0.1, 1-core 512 MiB executors
+        Path(work, "spark-defaults.conf").write_text("spark.driver.host 127.0.0.1\nspark.driver.bindAddress 127.0.0.1\n"
+                                                     "spark.executor.memory 512m\nspark.executor.cores 1\n")
+        os.environ.update(SPARK_CONF_DIR=work, SPARK_LOCAL_IP="127.0.0.1")
+        procs = [subprocess.Popen(cls + ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                                         str(port), "--webui-port", str(free())], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)]
+        try:
+            deadline = time.time() + 120
+            while True:
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                if time.time() > deadline:
+                    raise SystemExit("the Spark master did not listen within 120 s")
+                time.sleep(0.5)
+            for i in range(workers):
+                procs.append(subprocess.Popen(
+                    cls + ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
+                           "--memory", "1g", "--webui-port", str(free()), "--work-dir", f"{work}/w{i}"],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(15)  # the workers register (a session waits for executors anyway)
+            yield url
+        finally:
+            for p in reversed(procs):
+                p.terminate()
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
     ap.add_argument("--tasks", nargs="+", default=["first", "holdout", "unit"])
-    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--master", default="local[2]", help="a Spark master URL, or standalone: the tests' 2-worker cluster")
+    ap.add_argument("--data", help="keep the generated files here (reused when present)")
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         print(json.dumps(run(*a.one)))
         return
-    with tempfile.TemporaryDirectory() as tmp:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run stops its cluster (the finally below)
+    with contextlib.ExitStack() as stack:
+        root = Path(a.data) if a.data else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for n in a.rows:  # every file first: the runs' processes do not inherit the generator's memory
+            d = root / f"n{n}"
+            if not (d / "part-0.parquet").exists():
+                d.mkdir(parents=True, exist_ok=True)
+                subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                                f"import spark_scale as s; from pathlib import Path; s.make(Path({str(d)!r}), {n})"],
+                               check=True)
+        master = stack.enter_context(standalone()) if a.master == "standalone" else a.master
+        print(f"master {a.master} ({master}); load average {os.getloadavg()[0]:.1f}", flush=True)
         for n in a.rows:
-            d = Path(tmp) / f"n{n}"
-            d.mkdir()
-            make(d, n)
+            d = root / f"n{n}"
             for task in a.tasks:
                 res = {}
                 for engine in ("local", "spark"):  # interleaved, one process each
-                    out = subprocess.run([sys.executable, __file__, "--one", engine, task, str(d), a.master],
+                    out = subprocess.run([sys.executable, __file__, "--one", engine, task, str(d), master],
                                          capture_output=True, text=True, check=True).stdout
                     res[engine] = json.loads(out.strip().splitlines()[-1])
                 same = res["local"]["n"] == res["spark"]["n"] and res["local"]["digest"] == res["spark"]["digest"]
                 print(f"{n:>10,} rows × 30  {task:8s} local {res['local']['wall']:7.1f} s  spark {res['spark']['wall']:7.1f} s"
-                      f"  ratio {res['spark']['wall'] / res['local']['wall']:5.2f}  driver peak RSS local "
-                      f"{res['local']['rss_mib']:.0f} MiB spark {res['spark']['rss_mib']:.0f} MiB  same tables: {same}",
+                      f"  ratio {res['spark']['wall'] / res['local']['wall']:5.2f}  peak RSS local "
+                      f"{res['local']['rss_mib']:.0f} MiB, spark driver {res['spark']['rss_mib']:.0f} MiB (its JVM "
+                      f"{res['spark']['jvm_mib']:.0f} MiB)  same tables: {same}  load {os.getloadavg()[0]:.1f}",
                       flush=True)
 
 

@@ -327,6 +327,37 @@ MIN_ROWS_DISTINCT = 20  # fewer rows: distinctness says nothing
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 
 
+def repeat_tally(batch: dict, cands: Sequence[str]) -> dict[str, tuple[bool, bool, bool, dict[str, int]]]:
+    """One batch's part of :func:`repeat_counts`: per column ``(floating type, every non-empty value a number,
+    one with a fraction or an exponent, {normalised id: rows})`` (a batch without values: a number, vacuously).
+
+    Batches combine by ``any`` (floating, fraction), ``all`` (number) and the sum of the row counts, so an
+    engine that tallies its partitions where they are (Spark) sums to the one pass over all rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .holdout import normalise_id
+    from .io import as_text
+
+    out = {}
+    for c in cands:
+        col = batch[c]
+        text = pc.utf8_trim_whitespace(as_text(col, c)).drop_null()
+        vc = pc.value_counts(text)
+        values = vc.field("values")
+        nonempty = pc.filter(values, pc.not_equal(values, ""))
+        number, fraction = True, False
+        if len(nonempty):
+            number = bool(pc.all(pc.match_substring_regex(nonempty, _NUMBER)).as_py())
+            fraction = bool(pc.any(pc.match_substring_regex(nonempty, r"[.eE]")).as_py())
+        ids: dict[str, int] = {}
+        for v, k in zip(values.to_pylist(), vc.field("counts").to_pylist()):
+            v = normalise_id(v)
+            ids[v] = ids.get(v, 0) + k
+        out[c] = (pa.types.is_floating(col.type), number, fraction, ids)
+    return out
+
+
 def repeat_counts(source: Any, codebook: Any, also: Sequence[str] = ()) -> dict[str, tuple[int, bool]]:
     """``{column: (rows of its most frequent id, id-like)}`` for the columns that may name patients.
 
@@ -336,46 +367,37 @@ def repeat_counts(source: Any, codebook: Any, also: Sequence[str] = ()) -> dict[
     ``pid``, ``subject``, ``encounter``, ``chart_ref``…), when it is in ``also``, or when it is not a
     floating-point column (a float type, or text that is all numbers with a fraction or an exponent:
     measurements repeat by chance) and at least :data:`ID_DISTINCT` of its non-empty values (over at
-    least :data:`MIN_ROWS_DISTINCT` rows) are distinct.
+    least :data:`MIN_ROWS_DISTINCT` rows) are distinct. A source that tallies where its rows are
+    (``source.repeat_tallies``: Spark) runs :func:`repeat_tally` there and returns each column's
+    ``(largest id's rows, non-empty rows, distinct non-empty ids, floating)``.
     """
     from collections import Counter
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from .draft import identifier_name
-    from .holdout import normalise_id
-    from .io import as_text
 
     known = set(codebook.feature_names) | {codebook.label.name}
     cands = [c for c in source.columns() if c not in known or c in set(also)]
     if not cands:
         return {}
-    seen: dict[str, Counter] = {c: Counter() for c in cands}
-    floating: set[str] = set()
-    numeric = {c: True for c in cands}  # every value a number (text files: read as text) ...
-    fraction = {c: False for c in cands}  # ... and one with a fraction or an exponent: a measurement, not an id
-    for batch in source.row_batches(cands):
-        for c in cands:
-            col = batch[c]
-            if pa.types.is_floating(col.type):
-                floating.add(c)
-            text = pc.utf8_trim_whitespace(as_text(col, c)).drop_null()
-            vc = pc.value_counts(text)
-            values = vc.field("values")
-            nonempty = pc.filter(values, pc.not_equal(values, ""))
-            if numeric[c] and len(nonempty):
-                numeric[c] = bool(pc.all(pc.match_substring_regex(nonempty, _NUMBER)).as_py())
-                fraction[c] = fraction[c] or bool(pc.any(pc.match_substring_regex(nonempty, r"[.eE]")).as_py())
-            for v, k in zip(values.to_pylist(), vc.field("counts").to_pylist()):
-                seen[c][normalise_id(v)] += k
-    floating |= {c for c in cands if numeric[c] and fraction[c]}
+    if hasattr(source, "repeat_tallies"):
+        tallies = source.repeat_tallies(cands, repeat_tally)
+    else:
+        seen: dict[str, Counter] = {c: Counter() for c in cands}
+        flags = {c: [False, True, False] for c in cands}  # floating type, all numbers, one with a fraction
+        for batch in source.row_batches(cands):
+            for c, (fl, number, fraction, ids) in repeat_tally(batch, cands).items():
+                f = flags[c]
+                f[0], f[1], f[2] = f[0] or fl, f[1] and number, f[2] or fraction
+                seen[c].update(ids)
+        tallies = {}
+        for c, cnt in seen.items():
+            cnt.pop("", None)
+            fl, number, fraction = flags[c]
+            tallies[c] = (max(cnt.values(), default=0), sum(cnt.values()), len(cnt), fl or (number and fraction))
     out = {}
-    for c, cnt in seen.items():
-        cnt.pop("", None)
-        n = sum(cnt.values())
-        distinct = c not in floating and n >= MIN_ROWS_DISTINCT and len(cnt) >= ID_DISTINCT * n
-        out[c] = (max(cnt.values(), default=0), c in set(also) or identifier_name(c) is not None or distinct)
+    for c, (top, n, distinct, floating) in tallies.items():
+        unique = not floating and n >= MIN_ROWS_DISTINCT and distinct >= ID_DISTINCT * n
+        out[c] = (top, c in set(also) or identifier_name(c) is not None or unique)
     return out
 
 

@@ -35,7 +35,7 @@ from marg._util import atomic_write_bytes
 from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
-from marg.marginals.holdout import ModelSplit, Splitter, select, split_for_model
+from marg.marginals.holdout import ModelSplit, Splitter, split_for_model
 from marg.marginals.accounting import PrivacyCost, at_cap
 from marg.marginals.privacy import budget_for, check_delta
 from marg.marginals.release_plan import ReleasePlan
@@ -113,28 +113,20 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     ``per_patient`` (a DP release): the repeat check of every DP release, whatever ``unit``
     (:func:`marg.marginals.privacy_unit.check_unit`), as at export.
     """
-    from marg.marginals.privacy_unit import RowBound, bounded_batches, check_unit
+    from marg.marginals.held_confusion import held_confusion
+    from marg.marginals.privacy_unit import check_unit
 
     from .export import source_of
 
     cb = model.codebook
     ms = split if split is not None else split_for_model(ledger_dir, model.info, cb.fingerprint, site)
-    K = cb.n_classes
-    conf = np.zeros((K, K), dtype=np.int64)
     src = source_of(data, engine, spark_master)
     splitter = Splitter(ms.spec, ms.key)
-    bound = RowBound(unit) if unit is not None and unit.column is not None else None
     try:
         src.prepare(cb, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself and builds its rows
         if per_patient:  # whatever unit is declared (check_unit)
             check_unit(src, cb, unit, also=[ms.spec.id_column] if ms.spec.id_column else [])
-        for enc, held, counted in bounded_batches(src, cb, bound, splitter, progress=progress):
-            mask = held & counted
-            if not mask.any():
-                continue
-            part = select(enc, mask)
-            pred = np.asarray(model.predict(part.X), dtype=np.int64)
-            np.add.at(conf, (pred, part.y), 1)
+        conf, _ = held_confusion(src, cb, model.predict, splitter, unit, progress)  # where the rows are (Spark)
         name = src.name
     finally:
         if src is not data:

@@ -15,11 +15,12 @@ groups of rows (a unit's rows; the occurrences of one content), so the rows are 
 repartitioned by a key that brings each group together (one shuffle), then every partition
 runs the local path's steps on its rows (:func:`~marg.marginals.privacy_unit.partition_counts`):
 the same rows kept, the same rows held out, the same tallies, summed here. The site's split
-key travels to the executors with the task: they are the site's own cluster. ``--evaluate`` and
-the repeat check of id-like columns (:func:`marg.marginals.privacy_unit.repeat_counts`, one pass
-that also measures each column's distinctness) still read the rows here
-(:meth:`SparkSource.row_batches`); :meth:`SparkSource.most_repeated` is a ``groupBy`` count of
-one column's largest repeat, not yet used by that check.
+key travels to the executors with the task: they are the site's own cluster. ``--evaluate``
+(:func:`~marg.marginals.held_confusion.held_confusion`) runs the same way: each partition predicts its
+held-out rows and sends back its K × K matrix; the model travels with the task. The repeat check of
+id-like columns (:func:`~marg.marginals.privacy_unit.repeat_counts`) tallies each batch's normalised ids on
+the executors and Spark reduces them (:meth:`SparkSource.repeat_tallies`). No marg path reads the rows
+in this process: :meth:`SparkSource.row_batches` remains only for the Source interface.
 
 The session is the active one (e.g. under ``spark-submit``), else one built for
 ``--spark-master``, ``$MARG_SPARK_MASTER`` or ``local[*]``, its Python workers running this
@@ -134,6 +135,26 @@ def _keyed(batches: Iterator[pa.RecordBatch], *, key: Callable[[pa.RecordBatch],
         yield b.append_column(SHUFFLE_KEY, pa.array(k.view(np.int64)))
 
 
+def _tallied(batches: Iterator[pa.RecordBatch], *, n: int, tally: Callable) -> Iterator[pa.RecordBatch]:
+    """Executor side of :meth:`SparkSource.repeat_tallies`: per batch and column ``c`` (the i-th column, named
+    ``c{i}``), one row per normalised id ``v`` with its rows ``k``, and one row (``v`` null) with the batch's flags."""
+    names = [f"c{i}" for i in range(n)]
+    for b in batches:
+        if not b.num_rows:
+            continue
+        out: dict[str, list] = {"c": [], "v": [], "k": [], "fl": [], "num": [], "frac": []}
+        for i, (fl, num, frac, ids) in enumerate(tally({c: b.column(c) for c in names}, names).values()):
+            out["c"] += [i] * (len(ids) + 1)
+            out["v"] += [None, *ids]
+            out["k"] += [0, *ids.values()]
+            out["fl"] += [fl] * (len(ids) + 1)
+            out["num"] += [num] * (len(ids) + 1)
+            out["frac"] += [frac] * (len(ids) + 1)
+        yield pa.RecordBatch.from_pydict(out, schema=pa.schema([("c", pa.int32()), ("v", pa.string()), ("k", pa.int64()),
+                                                               ("fl", pa.bool_()), ("num", pa.bool_()),
+                                                               ("frac", pa.bool_())]))
+
+
 class SparkSource(Source):
     """A Parquet/CSV path or a catalog table, counted by Spark."""
 
@@ -211,17 +232,43 @@ class SparkSource(Source):
             progress(n)
         return [replace(t, counts=c) for t, c in zip(TableCounter(codebook, cliques).tables(), sums)], n
 
-    def most_repeated(self, column: str) -> int:
-        """The most rows one value of ``column`` has (trimmed text; empty and missing ignored): a groupBy count."""
+    def repeat_tallies(self, columns: list[str], tally: Callable) -> dict[str, tuple[int, int, int, bool]]:
+        """The repeat check's tallies (:func:`~marg.marginals.privacy_unit.repeat_counts`) counted in the
+        cluster: each batch runs ``tally`` (:func:`~marg.marginals.privacy_unit.repeat_tally`, the local path's
+        normalisation) on the executors, Spark sums each column's ids over all batches and reduces them per column.
+
+        Returns ``{column: (rows of the largest id, non-empty rows, distinct non-empty ids, floating)}``
+        — floating: a float type, or every non-empty value a number and one with a fraction or an exponent.
+        """
+        from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
         _, F = _spark()
-        self.check_columns([column])
-        v = F.regexp_replace(_col(F, column).cast("string"), r"(?U)^\s+|\s+$", "")
+        self.check_columns(columns)
+        schema = StructType([StructField("c", IntegerType()), StructField("v", StringType()), StructField("k", LongType()),
+                             StructField("fl", BooleanType()), StructField("num", BooleanType()),
+                             StructField("frac", BooleanType())])
+        ids = F.col("v").isNotNull() & (F.col("v") != "")
         try:
-            top = (self._frame().select(v.alias("v")).where(F.col("v").isNotNull() & (F.col("v") != ""))
-                   .groupBy("v").count().agg(F.max("count").alias("top")).collect()[0]["top"])
+            with warnings.catch_warnings():  # PySpark's pandas-version notice on mapInArrow
+                warnings.simplefilter("ignore", FutureWarning)
+                df = self._frame().select(*[_col(F, c).alias(f"c{i}") for i, c in enumerate(columns)])
+                per_id = (df.mapInArrow(partial(_tallied, n=len(columns), tally=tally), schema).groupBy("c", "v")
+                          .agg(F.sum("k").alias("k"), F.bool_or("fl").alias("fl"), F.bool_and("num").alias("num"),
+                               F.bool_or("frac").alias("frac")))
+                rows = (per_id.groupBy("c").agg(F.max(F.when(ids, F.col("k"))).alias("top"),
+                                                F.sum(F.when(ids, F.col("k"))).alias("n"),
+                                                F.count(F.when(ids, True)).alias("distinct"),
+                                                F.bool_or("fl").alias("fl"), F.bool_and("num").alias("num"),
+                                                F.bool_or("frac").alias("frac")).collect())  # one row a column
+        except InputError:
+            raise
         except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
             raise InputError(f"{self.name}: {first_line(exc)}") from None
-        return int(top or 0)
+        out = {c: (0, 0, 0, False) for c in columns}
+        for r in rows:
+            floating = bool(r["fl"]) or (r["num"] is not False and bool(r["frac"]))
+            out[columns[r["c"]]] = (int(r["top"] or 0), int(r["n"] or 0), int(r["distinct"]), floating)
+        return out
 
     def partitions(self, columns: list[str], fn: Callable[[Any], Any],
                    key: Callable[[pa.RecordBatch], np.ndarray] | None = None, *, reread: bool = False) -> Iterator[Any]:

@@ -1,5 +1,6 @@
 """Visits for the Spark engine's tests: a codebook, hospital-like rows with patients on several rows,
-and the same rows as a CSV (the local path) and as a folder of Parquet files in another order."""
+the same rows as a CSV (the local path) and as a folder of Parquet files in another order, and one
+``--evaluate`` of a model learned from them by both engines (:func:`evaluate_both`)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,44 @@ def write(tmp_path, table: pa.Table) -> tuple[str, str]:
     for i, s in enumerate(range(0, t.num_rows, -(-t.num_rows // 3))):
         pq.write_table(t.slice(s, -(-t.num_rows // 3)), folder / f"part-{i}.parquet")
     return str(tmp_path / "d.csv"), str(folder)
+
+
+def evaluation_counts(bundle) -> list:
+    from marg.protocols.bundle import Bundle
+
+    b = Bundle.from_bytes(bundle.read_bytes())
+    return [(t.clique, t.counts.tolist()) for t in b.tables]
+
+
+def evaluate_both(tmp_path, split: list[str], unit: list[str], content: str, console: bool = False,
+                  master: str = "local[2]") -> tuple[list, list, tuple]:
+    """Export with the holdout ``split`` (local), learn, then ``--evaluate`` (both with the privacy ``unit``) on
+    the CSV locally and on the Parquet parts with Spark — in this process (its active session), or with
+    ``console`` through the installed console script on ``master``: the two evaluation bundles' tables, the
+    CSV, the ledger."""
+    import shutil
+
+    from tests.helpers.console import marg, run
+
+    csv, parts = write(tmp_path, rows(seed=5, n=1500))
+    schema = tmp_path / "cb.json"
+    CB.save(schema)
+    led = tmp_path / "ledger"
+    common = ["--schema", schema, "--site", "north", "--ledger", led, "--min-cell", "1", *unit]
+    r = run("export", csv, "--out", tmp_path / "train.bundle", "--stats", "all", *split, *common)
+    assert r.exit_code == 0, r.output
+    r = run("learn", tmp_path / "train.bundle", "--out", tmp_path / "m.json", "--allow-unsigned", "--learner", "nb")
+    assert r.exit_code == 0, r.output
+    ev = ["--evaluate", tmp_path / "m.json", "--allow-unsigned", "--evaluate-content", content]
+    shutil.copytree(led, tmp_path / "ledger2")  # the site's one exact evaluation, once from each engine
+    r = run("export", csv, "--out", tmp_path / "local.eval", *ev, *common)
+    assert r.exit_code == 0, r.output
+    common[common.index(led)] = tmp_path / "ledger2"
+    if console:
+        r = marg("export", parts, "--out", tmp_path / "spark.eval", "--engine", "spark", "--spark-master", master,
+                 *ev, *common, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+    else:
+        r = run("export", parts, "--out", tmp_path / "spark.eval", "--engine", "spark", *ev, *common)
+        assert r.exit_code == 0, r.output
+    return evaluation_counts(tmp_path / "local.eval"), evaluation_counts(tmp_path / "spark.eval"), (csv, led)

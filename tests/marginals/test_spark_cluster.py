@@ -49,3 +49,26 @@ def test_the_cluster_splits_and_bounds_as_the_local_path(tmp_path, spark, unit, 
     if unit is not None:
         assert (b2.units, b2.over, b2.dropped, b2.largest) == (bound.units, bound.over, bound.dropped, bound.largest)
         assert bound.dropped > 0
+
+
+def test_the_cluster_evaluates_and_checks_repeats_as_the_local_path(tmp_path, spark):
+    """``--evaluate`` within the unit's bound (a shuffle by the unit, the model on the workers) and the repeat
+    check's tallies, on the cluster: the evaluation bundle's table and every column's answer are the local path's."""
+    import pyarrow as pa
+
+    from marg.marginals.privacy_unit import repeat_counts
+    from tests.helpers.visits import evaluate_both
+
+    local, got, (csv, _) = evaluate_both(tmp_path, ["--holdout", "0.3"], ["--privacy-unit", "pid", "--max-rows-per-unit", "2"],
+                                         "confusion")
+    assert got == local and sum(map(sum, local[0][1])) > 100
+    table = rows(seed=23, n=900)
+    table = table.append_column("visit_id", pa.array([f" V-{i // 2} " for i in range(table.num_rows)]))
+    other = tmp_path / "repeats"
+    other.mkdir()
+    csv, parts = write(other, table)
+    with open_source(csv) as src:
+        want = repeat_counts(src, CB)
+    with open_source(parts, engine="spark") as src:
+        assert repeat_counts(src, CB) == want
+    assert want["visit_id"] == (2, True) and want["pid"][0] >= 2
