@@ -36,6 +36,11 @@ hold alone, so the command itself is called, without the subprocess). A split of
 every shared-noise share has σ ≥ ½ (:mod:`marg.marginals.shared_noise`), so two runs of the same split never
 give bit-identical tables, even at a large ``--epsilon``: agreement is checked on repeated runs.
 
+``--sites N`` re-splits each split's training rows into N equal sites (the issue's 10-site table); every path's
+row records the noise its pooled tables carry (:func:`study_calls.pooled_noise`). The path ``study (top-k
+what-if)`` is a diagnosis, not the study's behaviour (:func:`study_calls.top_k_what_if`): round 2 measures the
+design's top k instead of only the features whose round-1 score is positive at 95 %.
+
 The certificate column is each path's own (the study: holdout; the per-site paths: what ``marg learn``
 reports). A path that fails on a split is recorded with its command and last error line.
 """
