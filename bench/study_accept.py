@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import os
 import platform
@@ -64,16 +63,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench(name: str):
-    """bench/NAME.py as a module, loaded once (shared by every bench that loads it: one ``dp_select``, so a change of
-    its ``EPSILON`` or ``column_text`` is seen by all)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, str(ROOT / "bench"))
+import study_calls  # noqa: E402  (bench/study_calls.py: the one loader of the benches this one shares)
+
+_bench = study_calls._bench
 
 
 D = _bench("dp_select")  # the console, the sites' folders, the per-site DP and exact paths, the splits

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .holdout import Splitter, select
-from .privacy_unit import RowBound, bounded_batches, shuffle_key
+from .privacy_unit import RowBound, add_partition_tallies, bounded_batches, shuffle_key
 
 
 def _confusion(source: Any, codebook: Any, predict: Callable[[Any], Any], split: Splitter, bound: RowBound | None,
@@ -71,13 +71,7 @@ def held_confusion(source: Any, codebook: Any, predict: Callable[[Any], Any], sp
     conf = np.zeros((K, K), dtype=np.int64)
     for part in source.partitions(columns, work, shuffle, reread=bound is not None):
         conf += part["conf"]
-        rows, held, fp = part["split"]
-        split.rows, split.held = split.rows + rows, split.held + held
-        split.fingerprint = (split.fingerprint + fp) & ((1 << 64) - 1)
-        if bound is not None:
-            units, over, dropped, largest = part["bound"]
-            bound.units, bound.over, bound.dropped = bound.units + units, bound.over + over, bound.dropped + dropped
-            bound.largest = max(bound.largest, largest)
+        add_partition_tallies(part, split, bound)
     if progress is not None:
         progress(split.rows)
     return conf, bound

@@ -282,6 +282,20 @@ def partition_counts(rows: Any, *, codebook: Any, cliques: list, unit: PrivacyUn
             "bound": (bound.units, bound.over, bound.dropped, bound.largest) if bound is not None else None}
 
 
+
+def add_partition_tallies(part: dict, split: Any, bound: "RowBound | None") -> None:
+    """Add one partition's holdout tallies (``part["split"]``: rows, held, fingerprint, to ``split``, a
+    :class:`marg.marginals.holdout.Splitter`) and row-bound tallies (``part["bound"]``: units, over, dropped,
+    largest, to ``bound``) to the whole source's, in place; either may be None (not asked for)."""
+    if split is not None:
+        rows, held, fp = part["split"]
+        split.rows, split.held = split.rows + rows, split.held + held
+        split.fingerprint = (split.fingerprint + fp) & ((1 << 64) - 1)
+    if bound is not None:
+        units, over, dropped, largest = part["bound"]
+        bound.units, bound.over, bound.dropped = bound.units + units, bound.over + over, bound.dropped + dropped
+        bound.largest = max(bound.largest, largest)
+
 def _count_partitions(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], unit: PrivacyUnit | None,
                       holdout: Holdout | None, key: bytes | None, progress: Callable[[int], None] | None
                       ) -> tuple[list[Any], int, Splitter | None, RowBound | None]:
@@ -307,14 +321,7 @@ def _count_partitions(source: Any, codebook: Any, cliques: Sequence[tuple[str, .
         for acc, arr in zip(sums, part["tables"]):
             acc += arr
         n += part["n"]
-        if split is not None:
-            rows, held, fp = part["split"]
-            split.rows, split.held = split.rows + rows, split.held + held
-            split.fingerprint = (split.fingerprint + fp) & ((1 << 64) - 1)
-        if bound is not None:
-            units, over, dropped, largest = part["bound"]
-            bound.units, bound.over, bound.dropped = bound.units + units, bound.over + over, bound.dropped + dropped
-            bound.largest = max(bound.largest, largest)
+        add_partition_tallies(part, split, bound)
     if n == 0:
         raise InputError(f"{source.name} has no data rows" + (" outside the holdout" if split and split.held else ""))
     if progress is not None:
