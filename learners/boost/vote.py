@@ -71,7 +71,8 @@ MAX_ORDER = 5  # the largest monomial order (and the largest table a request may
 
 DEFAULT_TIME_LIMIT: float | None = None
 """Default seconds of column generation: none. The fit stops on work alone (``k_max``
-iterations, the stall rule, the exact searches), so the same tables give the same certificate
+iterations, the stall rule, the pricing searches' budget of branch-and-bound nodes
+``pricing_nodes``), so the same tables give the same certificate
 on a loaded and an idle machine; ``time_limit`` (``--time-limit``) adds a wall-clock stop (the
 LP solves and the pricing searches stop there and the best bound so far is the certificate,
 valid at any stop, but then depending on the machine's speed)."""
@@ -143,7 +144,7 @@ class BoostVote(MinimaxRules):
     phi_exact_ : bool
         Every inner maximisation was solved to optimality (else φ is HiGHS' dual bound).
     history_ : list of dict
-        Per column-generation iteration: R, columns, rows, entered, seconds.
+        Per column-generation iteration: R, columns, rows, entered, nodes (of its pricing searches), seconds.
     stopped_ : str
         Why column generation ended: a key of :data:`STOPS`.
     empty_reason_ : str or None
