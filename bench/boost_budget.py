@@ -1,6 +1,7 @@
 """boost's work budget on adult's three DP sites: CPU seconds and result, the budget against a search to optimality.
 
 Run: nice -n 10 python bench/boost_budget.py [--pairs 2] [--work DIR]
+     nice -n 10 python bench/boost_budget.py --small
 
 adult's training rows (the seeded 70/30 split of ``bench/learn.py --adult-sites``) dealt to three
 sites, each exported once through the installed console script (``marg export SITE.tsv --epsilon 1
@@ -13,6 +14,11 @@ noise tails' cache emptied; CPU seconds of the fit (``time.process_time``),
 iterations, nodes, why it stopped, the certificate and whether the vote is empty (``marg learn``
 refuses an empty vote). Last, ``marg learn --learner boost`` as a fresh process: its CPU seconds
 (user + system of the child, start-up and bundle loading included) and exit code.
+
+``--small``: the small sets of ``bench/regression_boost.py`` (exact summaries of UCI sets, split 0,
+4 bins, its five configurations), each fitted with ``pricing_nodes=None`` and with the default
+budget: certificate, stop, nodes, iterations, CPU seconds, and whether the certificate and the test
+predictions are the same.
 """
 
 from __future__ import annotations
@@ -74,11 +80,41 @@ def fit(paths, **params) -> str:
     return (f"{cpu:.1f} | {len(est.history_)} | {nodes:,} | {est.stopped_} | {est.certificate_.value:.6f} | {result}")
 
 
+def small() -> None:
+    """The budget against searches to optimality on regression_boost.py's small sets."""
+    import uci  # type: ignore[import-not-found]
+    from regression_boost import CONFIGS  # type: ignore[import-not-found]
+
+    from marg.marginals.summary import Summary
+
+    print("| set | params | to optimality: certificate, stop, nodes, iterations, CPU (s) "
+          "| default budget: the same | same certificate | same predictions |")
+    print("|---|---|---|---|---|---|")
+    for name, params in CONFIGS:
+        df, y, binned = uci.load(name)
+        cb, Xtr, ytr, Xte, _ = uci.split_codes(df, y, binned, 0, 4)
+        S = Summary.from_rows(cb, Xtr, ytr, stats="all")
+        out = []
+        for budget in ({"pricing_nodes": None}, {}):
+            t0 = time.process_time()
+            m = BoostVote(time_limit=None, **params, **budget).fit(S)
+            cpu = time.process_time() - t0
+            out.append((m.certificate_.value, m.stopped_, sum(h.get("nodes", 0) for h in m.history_), len(m.history_),
+                        cpu, m.predict(Xte)))
+        cells = [f"{c:.6f}, {st}, {n:,}, {k}, {t:.1f}" for c, st, n, k, t, _ in out]
+        print(f"| {name} | {params} | {cells[0]} | {cells[1]} | {out[0][0] == out[1][0]} "
+              f"| {bool(np.array_equal(out[0][5], out[1][5]))} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.small:
+        small()
+        return
     work = args.work or Path(tempfile.mkdtemp(prefix="marg-boost-budget-"))
     work.mkdir(parents=True, exist_ok=True)
     paths = bundles(work)
