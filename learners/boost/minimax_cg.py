@@ -56,6 +56,17 @@ MILP_NODES = 100_000
 large to enumerate): branch-and-bound nodes, not seconds, so the certificate (φ exact, or HiGHS'
 proven bound at the stop) is the same on a loaded and an idle machine."""
 
+SEARCH_NODES = 2_000
+"""Default work budget of one pricing search (one class, one part): MMA branch-and-bound nodes. A
+search cut there offers the best monomial it found and the pricing is not exact; the certificate,
+R(μ) with the exact φ, is valid at any stop."""
+
+FIT_NODES = 50_000
+"""Default work budget of all pricing searches of one fit: MMA branch-and-bound nodes summed over
+the iterations (each search may use at most what is left). Column generation stops when it is
+spent (``stop`` ``"work_budget"``), so the fit ends after a bounded amount of work whatever the
+machine's speed or load, with the same certificate on a loaded and an idle machine."""
+
 
 @dataclass
 class ColumnSource:
@@ -197,21 +208,25 @@ class MonomialMinimax:
         return E
 
     def price(self, duals: np.ndarray, eps: float, n_max: int, options: SearchOptions,
-              deadline: float | None = None) -> tuple[list[tuple[float, int, Monomial]], bool]:
-        """The most violated columns (violation, class, monomial), at most ``n_max``; and whether the search was exact.
+              deadline: float | None = None, nodes: int | None = None) -> tuple[list[tuple[float, int, Monomial]], bool, int]:
+        """The most violated columns (violation, class, monomial), at most ``n_max``; whether the search
+        was exact; and the branch-and-bound nodes it used.
 
-        At ``deadline`` (``time.perf_counter()`` seconds) the searches stop: a search cut short
-        offers the best monomial it found, the parts not yet searched offer none, and the
-        search is not exact (every column returned is still violated).
+        At ``deadline`` (``time.perf_counter()`` seconds), or when the searches have used ``nodes``
+        branch-and-bound nodes (a work budget: each search's ``node_limit`` is at most what is
+        left), the searches stop: a search cut short offers the best monomial it found, the parts
+        not yet searched offer none, and the search is not exact (every column returned is still
+        violated).
         """
         src = self.src
         y = np.maximum(np.asarray(duals[: self.lp.n_rows], dtype=np.float64), 0.0)
         # the rows as the LP holds them (free features completed at the pooled mode), so a
         # column priced violated has exactly that reduced cost in the LP
         exact = True
+        used = 0
         cands: list[tuple[float, int, Monomial]] = []
         for c in range(self.K):
-            if deadline is not None and time.perf_counter() >= deadline:
+            if (deadline is not None and time.perf_counter() >= deadline) or (nodes is not None and used >= nodes):
                 exact = False
                 break
             wc = self.class_weights(y, c)
@@ -223,14 +238,21 @@ class MonomialMinimax:
             oracle = MarginalsOracle(src.codebook, cells, tests=src.fmap.tests)
             for part in oracle.parts():
                 opts = options
+                if nodes is not None:
+                    if used >= nodes:
+                        exact = False
+                        break
+                    left_nodes = nodes - used
+                    opts = replace(opts, node_limit=left_nodes if opts.node_limit is None else min(left_nodes, opts.node_limit))
                 if deadline is not None:
                     left = deadline - time.perf_counter()
                     if left <= 0.0:
                         exact = False
                         break
-                    opts = replace(options, time_limit=left if options.time_limit is None else min(left, options.time_limit))
+                    opts = replace(opts, time_limit=left if opts.time_limit is None else min(left, opts.time_limit))
                 res = maximize_agreement(_SinglePart(oracle, part), max_order=src.max_order, cost=src.order_cost,
                                          threshold=eps, options=opts)
+                used += res.nodes
                 if res.status != "optimal":
                     exact = False
                 if res.monomial is None:
@@ -254,7 +276,7 @@ class MonomialMinimax:
                 out.append((v, c, m))
             if len(out) >= n_max:
                 break
-        return out, exact
+        return out, exact, used
 
 
 class MonomialColumns:
@@ -264,13 +286,18 @@ class MonomialColumns:
     ``solve`` runs row generation to the exact R(μ) of the columns in the LP
     (:meth:`MonomialMinimax.solve_rows`) and keeps the best iterate (μ, R, φ upper bound);
     ``price`` is the MMA search (:meth:`MonomialMinimax.price`), complete unless the deadline
-    passed during it; ``update`` adds the violated columns.
+    passed during it or the fit's ``fit_nodes`` (:data:`FIT_NODES`: branch-and-bound nodes over
+    every pricing) were spent before it (the columns a pricing found before the budget ran out
+    still enter, and are solved for, before the next pricing stops the fit: ``"work_budget"``);
+    ``update`` adds the violated columns.
     """
 
     no_solution = "the monomial minimax LP did not finish one iteration"
 
-    def __init__(self, mm: MonomialMinimax, eps: float, n_max: int, options: SearchOptions):
+    def __init__(self, mm: MonomialMinimax, eps: float, n_max: int, options: SearchOptions,
+                 fit_nodes: int | None = FIT_NODES):
         self.mm, self.eps, self.n_max, self.options = mm, eps, n_max, options
+        self.nodes_left = None if fit_nodes is None else int(fit_nodes)
         self.lower: list[float] = []
         self.upper: list[float] = []
         self.best: tuple[np.ndarray, float, float] | None = None
@@ -289,10 +316,18 @@ class MonomialColumns:
 
     def price(self, deadline: float | None) -> Pricing:
         mm = self.mm
-        self._cands, self.exact = mm.price(self._duals, self.eps, self.n_max, self.options, deadline)
+        record = {"columns": len(mm.lp.cols), "rows": mm.lp.n_rows}
+        progress = {"size": f"{len(mm.lp.cols)} candidate rules in the LP"}
+        if self.nodes_left is not None and self.nodes_left <= 0:
+            self._cands, self.exact = [], False
+            return Pricing(0, {**record, "nodes": 0}, complete=False, progress=progress, stop="work_budget")
+        self._cands, self.exact, used = mm.price(self._duals, self.eps, self.n_max, self.options, deadline, self.nodes_left)
+        if self.nodes_left is not None:
+            self.nodes_left -= used
         cut_short = deadline is not None and time.perf_counter() >= deadline
-        return Pricing(len(self._cands), {"columns": len(mm.lp.cols), "rows": mm.lp.n_rows}, complete=not cut_short,
-                       progress={"size": f"{len(mm.lp.cols)} candidate rules in the LP"})
+        spent = self.nodes_left is not None and self.nodes_left <= 0 and not self._cands and not self.exact
+        return Pricing(len(self._cands), {**record, "nodes": used}, complete=not (cut_short or spent), progress=progress,
+                       stop="time_limit" if cut_short else "work_budget")
 
     def update(self) -> None:
         self.mm.add_columns([(c, m) for _, c, m in self._cands])
@@ -332,12 +367,15 @@ class MonomialProblem:
 @dataclass(frozen=True)
 class MonomialPricing:
     """Boosting's pricing for :class:`marg.learners.minimax.fit.Columns`: at most ``n_max`` columns
-    enter per iteration, each violated by more than ``eps``, found by the MMA search (``options``).
-    The iteration that meets a stop rule is not priced (the search is a branch and bound)."""
+    enter per iteration, each violated by more than ``eps``, found by the MMA search (``options``;
+    by default at most :data:`SEARCH_NODES` nodes a search), at most ``fit_nodes`` nodes over the
+    fit (:data:`FIT_NODES`; None: no budget). The iteration that meets a stop rule is not priced
+    (the search is a branch and bound)."""
 
     eps: float = 1e-6
     n_max: int = 20
-    options: SearchOptions = field(default_factory=SearchOptions)
+    options: SearchOptions = field(default_factory=lambda: SearchOptions(node_limit=SEARCH_NODES))
+    fit_nodes: int | None = FIT_NODES
     price_last: ClassVar[bool] = False
 
 
@@ -364,7 +402,7 @@ class Monomials(Formulation):
         mm.add_columns([(c, ()) for c in range(K)])
         mm.lp.add_cuts([(np.full(len(src.sizes), -1, dtype=np.int64), C) for C in mm.subsets])
         p = search.pricer
-        cols = MonomialColumns(mm, float(p.eps), int(p.n_max), p.options)
+        cols = MonomialColumns(mm, float(p.eps), int(p.n_max), p.options, p.fit_nodes)
         cols.no_solution = (f"the monomial minimax LP did not finish one iteration in {options.time_limit} s "
                             "(raise --time-limit or lower --max-order)")
         return cols

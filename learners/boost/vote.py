@@ -40,7 +40,7 @@ from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
 from .literals import Monomial, codebook_tests
 from ..minimax.fit import Columns, FitOptions, fit
-from .minimax_cg import MONOMIALS, ColumnSource, MonomialPricing, MonomialProblem
+from .minimax_cg import FIT_NODES, MONOMIALS, SEARCH_NODES, ColumnSource, MonomialPricing, MonomialProblem
 from .mma import SearchOptions
 
 
@@ -71,7 +71,8 @@ MAX_ORDER = 5  # the largest monomial order (and the largest table a request may
 
 DEFAULT_TIME_LIMIT: float | None = None
 """Default seconds of column generation: none. The fit stops on work alone (``k_max``
-iterations, the stall rule, the exact searches), so the same tables give the same certificate
+iterations, the stall rule, the pricing searches' budget of branch-and-bound nodes
+``pricing_nodes``), so the same tables give the same certificate
 on a loaded and an idle machine; ``time_limit`` (``--time-limit``) adds a wall-clock stop (the
 LP solves and the pricing searches stop there and the best bound so far is the certificate,
 valid at any stop, but then depending on the machine's speed)."""
@@ -79,6 +80,7 @@ valid at any stop, but then depending on the machine's speed)."""
 STOPS = {"converged": "converged (no candidate rule is violated)",
          "stalled": "stopped when the bound stopped improving (--patience, --stall-tol)",
          "time_limit": "stopped at its time limit",
+         "work_budget": "stopped when its pricing searches had spent their work budget",
          "k_max": "stopped after its most iterations"}
 """Why column generation ended (:attr:`BoostVote.stopped_`), in words."""
 
@@ -117,6 +119,13 @@ class BoostVote(MinimaxRules):
         Seconds of column generation (default :data:`DEFAULT_TIME_LIMIT`, None: no limit): the LP
         solves and the pricing searches stop there, the best R^k so far is kept
         (``converged_`` False, ``stopped_`` ``"time_limit"``).
+    pricing_nodes : int or None
+        The work budget of column generation (default :data:`.minimax_cg.FIT_NODES`): branch-and-bound
+        nodes of the pricing searches over the whole fit, each search at most
+        :data:`.minimax_cg.SEARCH_NODES` of them (a search cut there offers its best monomial, and
+        the pricing is not exact). When they are spent, column generation stops (``stopped_``
+        ``"work_budget"``) with the best R^k as certificate, valid at any stop and the same on a
+        loaded and an idle machine. None: the searches run to optimality.
     callback : callable or None
         Progress records per iteration (not saved).
 
@@ -135,7 +144,7 @@ class BoostVote(MinimaxRules):
     phi_exact_ : bool
         Every inner maximisation was solved to optimality (else φ is HiGHS' dual bound).
     history_ : list of dict
-        Per column-generation iteration: R, columns, rows, entered, seconds.
+        Per column-generation iteration: R, columns, rows, entered, nodes (of its pricing searches), seconds.
     stopped_ : str
         Why column generation ended: a key of :data:`STOPS`.
     empty_reason_ : str or None
@@ -151,7 +160,8 @@ class BoostVote(MinimaxRules):
     def __init__(self, s: float | None = None, coverage: float = 0.95, features: Sequence[str] | None = None,
                  max_order: int = 2, kappa: float = 1.5, penalty: float = 1.0, eps: float = 1e-6, n_max: int = 20,
                  k_max: int = 30, patience: int = 8, stall_tol: float = 1e-6, bound: float = 1e3,
-                 time_limit: float | None = DEFAULT_TIME_LIMIT, callback: Callable[[dict], None] | None = None):
+                 time_limit: float | None = DEFAULT_TIME_LIMIT, pricing_nodes: int | None = FIT_NODES,
+                 callback: Callable[[dict], None] | None = None):
         self.s = s
         self.coverage = coverage
         self.features = features
@@ -165,6 +175,7 @@ class BoostVote(MinimaxRules):
         self.stall_tol = stall_tol
         self.bound = bound
         self.time_limit = time_limit
+        self.pricing_nodes = pricing_nodes
         self.callback = callback
 
     _parameter_constraints = {
@@ -180,6 +191,7 @@ class BoostVote(MinimaxRules):
         "stall_tol": Interval(low=0),
         "bound": Interval(low=0, open_low=True),
         "time_limit": TIME_LIMIT,
+        "pricing_nodes": Interval(low=1, integer=True, none_ok=True),
         "features": Check(features_param, bad="age", what="features"),
     }
 
@@ -209,6 +221,8 @@ class BoostVote(MinimaxRules):
         stop = STOPS.get(res.stop, res.stop)
         if res.stop == "time_limit":
             stop += f" ({self.time_limit:g} s)"
+        elif res.stop == "work_budget":
+            stop += f" ({self.pricing_nodes:,} branch-and-bound nodes)"
         if tried:
             lam = mm.lp.lam[[mm.lp.col_of[k] for k in tried]]
             price = np.array([src.order_cost[len(src.fmap.monomials[u])] for _, u in tried])
@@ -294,7 +308,9 @@ class BoostVote(MinimaxRules):
             pooled=[summary.joint((f.name, lab)).T if f.is_discrete else np.ones((K, 1)) for f in cb.features],
             moments=moments, order_cost=order_cost, max_order=int(self.max_order),
         )
-        search = Columns(MonomialPricing(float(self.eps), int(self.n_max), SearchOptions()), int(self.k_max),
+        nodes = None if self.pricing_nodes is None else int(self.pricing_nodes)
+        options = SearchOptions(node_limit=None if nodes is None else min(SEARCH_NODES, nodes))
+        search = Columns(MonomialPricing(float(self.eps), int(self.n_max), options, nodes), int(self.k_max),
                          int(self.patience), float(self.stall_tol))
         res = fit(MonomialProblem(src, K), MONOMIALS, search,
                   FitOptions(bound=float(self.bound), time_limit=self.time_limit, callback=self._watch_empty()))

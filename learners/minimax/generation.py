@@ -10,14 +10,16 @@ and price the columns outside it (:class:`ColumnModel`) — MRC's features
                   price the columns outside   → the ones that enter, the ones that leave
                   stop rule (below), else add / drop and repeat.
 
-It stops for one of four reasons (:data:`STOPS`, the record's ``stop``):
+It stops for one of five reasons (:data:`STOPS`, the record's ``stop``):
 
 - ``"converged"`` — the pricing was complete and no column enters: R^k = R* over all columns;
 - ``"k_max"`` — k > ``k_max`` (``k_max + 1`` restricted solves);
 - ``"stalled"`` — with ``patience`` p: R^k is not more than ``stall_tol`` below the best bound
   p iterations earlier, min(R^1..R^(k−p)) − min(R^(k−p+1)..R^k) ≤ stall_tol (off by default);
 - ``"time_limit"`` — the deadline passed (between solves, or a solve or the pricing was cut
-  short by it).
+  short by it);
+- ``"work_budget"`` — the model's pricing spent its budget of search work (boosting's
+  branch-and-bound nodes, :data:`marg.learners.boost.minimax_cg.FIT_NODES`).
 
 ``price_last`` says whether the iteration that meets ``k_max``, the deadline or the stall rule
 is still priced (MRC: yes, so the final point's dual violation and convergence are known;
@@ -45,7 +47,7 @@ from marg.errors import InconsistentStatistics, SolverError
 
 from .separation import SeparationOracle
 
-STOPS = ("converged", "k_max", "stalled", "time_limit")
+STOPS = ("converged", "k_max", "stalled", "time_limit", "work_budget")
 """Why a generation loop stopped (:attr:`Generation.stop`)."""
 
 
@@ -99,12 +101,16 @@ class Pricing:
         False when the deadline cut the search short: then "nothing enters" proves nothing.
     progress : dict
         Extra fields for the progress record only (e.g. ``size``, what the model counts).
+    stop : str
+        Why an incomplete pricing ended: ``"time_limit"`` (the deadline) or ``"work_budget"``
+        (the model's budget of search work, e.g. boosting's branch-and-bound nodes).
     """
 
     entering: int
     record: dict = field(default_factory=dict)
     complete: bool = True
     progress: dict = field(default_factory=dict)
+    stop: str = "time_limit"
 
 
 class ColumnModel(Protocol):
@@ -201,7 +207,7 @@ def generate_columns(
         if callback is not None:
             callback({"stage": "cg", **gen.history[-1], **pricing.progress})
         if not pricing.complete:
-            gen.stop = "time_limit"
+            gen.stop = pricing.stop
             break
         if pricing.entering == 0:
             gen.stop = "converged"

@@ -75,3 +75,36 @@ def test_an_empty_vote_says_what_kept_the_rules_out():
         assert len(set(pred.tolist())) == 1 and repr(est.classes_[pred[0]]) in why
     else:
         assert "naive-Bayes" in why
+
+
+@pytest.mark.parametrize("seed,sizes", [(5, (3, 3, 2)), (1, (3, 2, 3))])
+def test_the_work_budget_stops_pricing_with_a_valid_certificate(seed, sizes):
+    """``pricing_nodes``: a budget of branch-and-bound nodes over the fit's pricing searches. Below
+    what the exact searches use, column generation stops (``"work_budget"``) or converges on another
+    path; either way the certificate is R(μ) of the vote returned (the whole domain enumerated), never
+    below the converged minimax value R*, and no pricing starts once the budget is spent."""
+    rng = np.random.default_rng(seed)
+    cb = tiny_codebook(sizes)
+    X, y = sample(cb, 300, rng)
+    S = Summary.from_rows(cb, X, y, stats="all")
+    full = BoostVote(s=0.0, pricing_nodes=None).fit(S)
+    assert full.converged_ and full.pricing_exact_
+    need = sum(h["nodes"] for h in full.history_)
+    assert need > 3
+    stops = set()
+    for budget in (1, 2, need // 3, need - 1):
+        est = BoostVote(s=0.0, pricing_nodes=budget).fit(S)
+        stops.add(est.stopped_)
+        assert est.minimax_risk_.value == pytest.approx(R_by_enumeration(est, cb, S.n_classes), abs=1e-9)
+        assert est.minimax_risk_.value >= full.minimax_risk_.value - 1e-9
+        spent = np.cumsum([0] + [h["nodes"] for h in est.history_])
+        assert all(spent[k] < budget for k, h in enumerate(est.history_) if h["nodes"] > 0)
+        if est.stopped_ == "work_budget":
+            assert not est.converged_ and not est.pricing_exact_ and spent[-1] >= budget  # spent, not converged
+        else:
+            assert est.stopped_ == "converged" and est.minimax_risk_.value == pytest.approx(full.minimax_risk_.value, abs=1e-9)
+        if not est.used_features():
+            assert "work budget" in est.empty_reason_
+    assert "work_budget" in stops
+    again = BoostVote(s=0.0, pricing_nodes=need).fit(S)  # the budget the exact searches need: the same fit
+    assert again.stopped_ == "converged" and again.minimax_risk_.value == pytest.approx(full.minimax_risk_.value, abs=1e-12)

@@ -93,7 +93,7 @@ def test_each_stop_reason_is_reached_and_recorded():
     # a tolerance below every step's improvement never stalls: the same path as without the rule
     steady = generate_columns(select(fmap, tau, lam), k_max=1000, patience=1, stall_tol=-1.0)
     assert steady.stop == "converged" and steady.iterations == pytest.approx(done.iterations, abs=1e-9)
-    assert set(STOPS) == {"converged", "k_max", "stalled", "time_limit"}
+    assert set(STOPS) == {"converged", "k_max", "stalled", "time_limit", "work_budget"}  # work_budget: test_boost_budget.py
 
 
 class SlowPricing:
