@@ -139,6 +139,7 @@ def learn(
     feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).", rich_help_panel="Feature selection")] = None,
     norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.", rich_help_panel="Feature selection")] = "linf",
     time_limit: Annotated[Optional[float], typer.Option(help="Seconds before stopping with the best bound so far (valid at any stop): boost's column generation and nb's exact certificate (default none: their work budgets alone, so the certificate is the same on any machine), gbd selection (default 60, with the certified gap reached).", rich_help_panel="Time limit")] = None,
+    pricing_nodes: Annotated[Optional[int], typer.Option("--pricing-nodes", min=0, help="boost: the pricing searches' work budget, branch-and-bound nodes summed over the fit (default 50,000; 0: search every pricing to optimality). Work, not seconds: the same certificate on any machine.", rich_help_panel="Boost (--learner boost)")] = None,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
@@ -173,8 +174,12 @@ def learn(
                "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
     if time_limit is not None and learner in option_takers("time_limit"):  # else gbd's alone, as given
         options["time_limit"] = time_limit
+    if pricing_nodes is not None:  # a learner without a pricing budget refuses it below
+        options["pricing_nodes"] = pricing_nodes or None
     defaults = inspect.signature(learn).parameters
     given = {k for k, v in options.items() if v != defaults[k].default}  # what the user set
+    if pricing_nodes is not None:  # 0 means None (no budget): given all the same
+        given.add("pricing_nodes")
     est = learn_estimator(learner, options, given)  # bad options fail before any file is read
     signer = _signer(sign_key, sign_passphrase_file, no_sign)  # a wrong key or passphrase fails before the work
     rounds = None

@@ -154,7 +154,7 @@ class BoostVote(MinimaxRules):
 
     learner = "boost"
     display_name = "a sparse monomial vote"
-    learn_options = ("s", "coverage", "max_order", "kappa", "patience", "stall_tol", "time_limit")
+    learn_options = ("s", "coverage", "max_order", "kappa", "patience", "stall_tol", "time_limit", "pricing_nodes")
     remedies = ("lower --max-order or raise the price (--kappa)",)
 
     def __init__(self, s: float | None = None, coverage: float = 0.95, features: Sequence[str] | None = None,
