@@ -293,15 +293,24 @@ def test_the_tiny_site_certificate_covers_the_prior_s_true_error_by_simulation()
     plan = _tiny_plan()
     cb = _codebook(2)
     rng = np.random.default_rng(7)
-    hits, bare, certs = [], [], []
+    hits, certs = [], []
     for _ in range(300):
         table, _ = _tiny_label_table(rng, ALLAML, plan, cb)
         est = LabelOnly(coverage=0.95).fit(_with_feature(cb, table))
         hits.append(est.certificate_.value >= 1 - ALLAML[est.class_] - 1e-12)
         certs.append(est.certificate_.value)
-        low, _ = share_lower_bounds(table.counts.astype(float), (), 0.95)
-        c = int(np.argmax(low))
-        bare.append(1 - low[c] >= 1 - ALLAML[c] - 1e-12)
     assert np.mean(hits) >= 0.95
     assert np.mean(certs) < 0.70, np.mean(certs)
+    # the bare bound's coverage is ≈ 0.94, too near 0.95 for 300 unseeded OpenDP draws (it passed 0.95 by chance):
+    # the same release's distribution (discrete Laplace of the record's scale, a difference of two geometrics) from a
+    # seeded generator, 4,000 draws (the bound's coverage to ± 0.004)
+    b = table.noise.parts[0][1]
+    g = 1.0 - np.exp(-1.0 / b)
+    sim = np.random.default_rng(8)
+    bare = []
+    for _ in range(4000):
+        counts = sum(sim.multinomial(n, ALLAML) + sim.geometric(g, 2) - sim.geometric(g, 2) for n in TINY)
+        low, _ = share_lower_bounds(counts.astype(float), (), 0.95)
+        c = int(np.argmax(low))
+        bare.append(1 - low[c] >= 1 - ALLAML[c] - 1e-12)
     assert np.mean(bare) < 0.95, np.mean(bare)
