@@ -154,9 +154,9 @@ def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
 
 def final_learner(s2: Any, first_order: bool) -> tuple[Any, dict[str, Any]]:
     """The candidate fitted on round 2's sum: the automatic choice — on that one pooled summary each candidate's
-    error estimated by the split with the release's own noise (``AutoLearner(one_site="split")``; in sample it is
-    optimistic and took naive Bayes where Rényi on the same noisy tables errs 3–5 points less, BENCHMARKS.md issue 44
-    pooled) —, or — every first-order table and nothing else
+    error estimated by the split with the release's own noise (``AutoLearner(one_site="split")``; in sample, the
+    estimate is optimistic: on the same noisy kr-vs-kp sums 0.142 against 0.129 over 6 splits, never worse,
+    BENCHMARKS.md issue 44 pooled) —, or — every first-order table and nothing else
     measured (the design's first-order mode) — naive Bayes, the model those tables define, with a pseudo-count of
     half a pooled cell's noise std (at least 0.5): noisy counts near zero are shrunk towards the class's mean level
     rather than read as certainties (measured against 0.5 in BENCHMARKS.md, issue 44 studyacc)."""
