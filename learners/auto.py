@@ -64,12 +64,12 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .base import MarginalEstimator, estimator_class, features_param
-from .candidates import (Candidate, CandidateRow, PlainCandidates, candidate_name, choice_warning, choose,
+from .candidates import (Candidate, CandidateRow, NoisySplitCandidates, PlainCandidates, candidate_name, choice_warning, choose,
                          record_estimate)
 from .candidates import candidate_list as _candidate_list
 from .choice_certificates import randomized_risk
 from .choice_rule import ALIASES, PREFER, PRIOR, TOLERANCE
-from .cross_site import REPLICATES, estimate_errors
+from .cross_site import estimate_errors
 from .params import COVERAGE, Check, Interval, check_choice
 from .screened import ScreeningCandidates, screening_applies
 
@@ -116,7 +116,7 @@ class AutoLearner(MarginalEstimator):
         How each plain candidate's error is estimated without 2–20 sites' own tables (one pooled summary, e.g. a
         study's secure sum): ``"in-sample"`` — the fitted model on rows simulated from its own tables (optimistic);
         ``"split"`` — :func:`marg.learners.cross_site.split_errors` with training sets that carry the summary's own
-        noise (:func:`noisy_replica`): refitted on noisy tables of n drawn rows, measured on held-out draws.
+        noise (:func:`marg.learners.cross_site.noisy_replica`): refitted on noisy tables of n drawn rows, measured on held-out draws.
     callback : callable or None
         A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate
         as it is fitted (``error`` None), a ``note`` while errors are estimated, then one per
@@ -240,7 +240,7 @@ class AutoLearner(MarginalEstimator):
                 raise InputError(f"the default candidate {d!r} is not one of the candidates")
             defaults.append(cands.index(d))
         args = (cands, self._make, self.coverage, self._screened(summary, cands), defaults)
-        gen = PlainCandidates(*args) if self.one_site == "in-sample" else _NoisySplit(*args, summary=summary)
+        gen = PlainCandidates(*args) if self.one_site == "in-sample" else NoisySplitCandidates(*args, summary=summary)
         return self.fit_candidates(summary, gen, prefer=prefer)
 
     def _screened(self, summary: Any, cands: list) -> Callable[[str, int], Candidate] | None:
@@ -441,44 +441,6 @@ class AutoLearner(MarginalEstimator):
         self.prefer_ = str(state.get("auto_prefer") or self.prefer or "accuracy")
         self.unmeasured_ = list(state.get("auto_unmeasured") or [])
         self._adopt(chosen)
-
-
-def noisy_replica(summary: Any, seed: int = 20242) -> Callable[[np.ndarray, np.ndarray], Any]:
-    """``train(X, y)`` for the split estimate: the tables ``summary`` released, counted on the rows (X, y) and given
-    independent Gaussian noise of each table's own per-cell std (its noise record kept), so that a training set is
-    what the release would have been on those rows — the noise a learner must withstand is seen, not only n."""
-    from dataclasses import replace
-
-    from marg.marginals.counting import count_tables
-    from marg.marginals.summary import Summary
-
-    rng = np.random.default_rng(seed)
-    tables = [t for t in summary.tables if t.kind == "counts"]
-
-    def train(X: np.ndarray, y: np.ndarray) -> Any:
-        exact = count_tables(summary.codebook, X, y, [t.clique for t in tables])
-        return Summary(summary.codebook, [replace(e, counts=e.counts + rng.normal(0.0, t.noise.std, e.counts.shape),
-                                                  noise=t.noise) for e, t in zip(exact, tables)])
-
-    return train
-
-
-class _NoisySplit(PlainCandidates):
-    """The plain candidates, estimated on one summary by the split with noisy training sets (``one_site="split"``)."""
-
-    fallback = "split"
-
-    def __init__(self, *args: Any, summary: Any) -> None:
-        super().__init__(*args)
-        self.replicates = REPLICATES
-        self.train = noisy_replica(summary)
-
-    def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
-        if how != "split":
-            return super().method(how, summary, estimates)
-        return (f"split ({len(summary.site_parts) or 'no'} site's own tables): each candidate refitted on "
-                f"{self.replicates} training sets of the summary's n drawn from its tables (tree-augmented naive "
-                "Bayes), counted and given the release's own noise, its error on separate simulated rows")
 
 
 def candidate_list(candidates: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:

@@ -31,7 +31,7 @@ from marg.errors import InputError
 from .base import MarginalEstimator, estimator_class
 from .choice_certificates import split_coverage
 from .choice_rule import PRIOR, TOLERANCE, choose_index, estimate_se
-from .cross_site import MAX_SITES, ErrorEstimate
+from .cross_site import MAX_SITES, REPLICATES, ErrorEstimate, noisy_replica
 
 
 @dataclass(eq=False)
@@ -257,3 +257,21 @@ def choice_warning(report: dict[str, Any]) -> str | None:
         return (f"{head}; {candidate_name(u['learner'], u['params'])} has a useful one ({u['certificate']:.4f}{est}"
                 f"{mine}); {by_cert}or {holdout}")
     return f"{head}; no candidate's is useful from these tables: {holdout}"
+
+
+class NoisySplitCandidates(PlainCandidates):
+    """The plain candidates, estimated on one summary by the split with noisy training sets (``one_site="split"``)."""
+
+    fallback = "split"
+
+    def __init__(self, *args: Any, summary: Any) -> None:
+        super().__init__(*args)
+        self.replicates = REPLICATES
+        self.train = noisy_replica(summary)
+
+    def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
+        if how != "split":
+            return super().method(how, summary, estimates)
+        return (f"split ({len(summary.site_parts) or 'no'} site's own tables): each candidate refitted on "
+                f"{self.replicates} training sets of the summary's n drawn from its tables (tree-augmented naive "
+                "Bayes), counted and given the release's own noise, its error on separate simulated rows")

@@ -380,3 +380,23 @@ def split_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], A
                 model = None
             out[key].append(1.0 if model is None else sample_error(model, population))
     return out
+
+
+def noisy_replica(summary: Any, seed: int = 20242) -> Callable[[np.ndarray, np.ndarray], Any]:
+    """``train(X, y)`` for the split estimate: the tables ``summary`` released, counted on the rows (X, y) and given
+    independent Gaussian noise of each table's own per-cell std (its noise record kept), so that a training set is
+    what the release would have been on those rows — the noise a learner must withstand is seen, not only n."""
+    from dataclasses import replace
+
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary
+
+    rng = np.random.default_rng(seed)
+    tables = [t for t in summary.tables if t.kind == "counts"]
+
+    def train(X: np.ndarray, y: np.ndarray) -> Any:
+        exact = count_tables(summary.codebook, X, y, [t.clique for t in tables])
+        return Summary(summary.codebook, [replace(e, counts=e.counts + rng.normal(0.0, t.noise.std, e.counts.shape),
+                                                  noise=t.noise) for e, t in zip(exact, tables)])
+
+    return train
