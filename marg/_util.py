@@ -45,6 +45,18 @@ def parse_canonical(raw: bytes) -> tuple[Any, str | None]:
     return (obj, None) if canon == raw else (None, "edited")
 
 
+def read_json_file(path: str | os.PathLike[str], what: str, missing: str = "file") -> Any:
+    """The JSON value in the file at ``path``; a one-line InputError ``"{missing} not found: PATH"`` when absent,
+    ``"PATH: not a {what} file (JSON expected)"`` when unreadable or not JSON (its bytes never quoted)."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{missing} not found: {p}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise InputError(f"{p}: not a {what} file (JSON expected)") from None
+
+
 def bisect_monotone(ok: Callable[[float], bool], lo: float, hi: float, rel_tol: float,
                     geometric: bool = False) -> tuple[float, float]:
     """Shrink the bracket ``[lo, hi]`` of a monotone predicate (``ok`` false below some point,

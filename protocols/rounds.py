@@ -17,13 +17,12 @@ A round file of an older marg has no signature: a site that checks (``--trust``)
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from marg._util import atomic_write_bytes, canonical_json, now_iso
+from marg._util import atomic_write_bytes, canonical_json, now_iso, read_json_file
 from marg.errors import InputError, RefusedError
 
 FORMAT = "marg-round"
@@ -57,12 +56,7 @@ def read_round(spec: str | Path, fingerprint: str | None = None, trust: Any = No
             raise RefusedError(f"round {text[:12]}… given as an id: its signature cannot be checked (give the round file)")
         return text
     p = Path(spec)
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"round file not found: {p}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise InputError(f"{p}: not a round file (JSON expected)") from None
+    d = read_json_file(p, "round", "round file")
     if not isinstance(d, dict) or d.get("format") != FORMAT or not _ID.match(str(d.get("id", ""))):
         raise InputError(f"{p}: not a marg round file")
     if fingerprint is not None and d.get("fingerprint") != fingerprint:

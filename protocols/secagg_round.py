@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from marg._util import atomic_write_bytes, canonical_json
+from marg._util import atomic_write_bytes, canonical_json, read_json_file
 from marg.errors import InputError, MargError, RefusedError
 from marg.marginals.noise import NoiseRecord
 from marg.marginals.tables import MarginalTable
@@ -91,12 +91,7 @@ def write_doc(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
 def read_doc(path: str | os.PathLike[str], fmt: str) -> dict[str, Any]:
     """A round document of format ``fmt``; one-line InputError if missing or not one."""
     p = Path(path)
-    try:
-        d = json.loads(p.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"file not found: {p}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise InputError(f"{p}: not a {fmt} file (JSON expected)") from None
+    d = read_json_file(p, fmt)
     if not isinstance(d, dict) or d.get("format") != fmt or d.get("version") != 1:
         raise InputError(f"{p}: not a {fmt} file")
     return d

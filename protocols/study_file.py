@@ -28,7 +28,6 @@ of the study is checked against before anything is sealed.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import secrets
@@ -38,7 +37,7 @@ from typing import Any, Mapping
 
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from marg._util import atomic_write_bytes, canonical_json, now_iso
+from marg._util import atomic_write_bytes, canonical_json, now_iso, read_json_file
 from marg.errors import InputError, RefusedError
 from marg.marginals.codebook import Codebook
 
@@ -227,12 +226,7 @@ def parse_study(d: Any, name: str, digest: str = "") -> Study:
 def read_study(path: str | os.PathLike[str]) -> Study:
     """The study file at ``path``, verified (:func:`parse_study`)."""
     p = Path(path)
-    try:
-        d = json.loads(p.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"study file not found: {p}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise InputError(f"{p}: not a study file (JSON expected)") from None
+    d = read_json_file(p, "study", "study file")
     return parse_study(d, str(p), hashlib.sha256(canonical_json(d)).hexdigest())
 
 
