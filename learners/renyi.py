@@ -213,9 +213,9 @@ class RenyiClassifier(MarginalEstimator):
         if summary.is_noisy:
             if not (0.0 < self.coverage < 1.0):
                 raise InputError(f"coverage must be in (0, 1), got {self.coverage!r}")
-            from scipy.stats import norm as _norm
+            from scipy.special import ndtri  # scipy.stats' norm.ppf, without its import
 
-            zq = float(_norm.ppf(1.0 - (1.0 - self.coverage) / len(gam)))
+            zq = float(ndtri(1.0 - (1.0 - self.coverage) / len(gam)))
             for k in range(len(gam)):
                 pos = 1 if len(gam) == 1 else k
                 margin[k] = zq * noise_sd(summary, names, sizes, Z[k], float(b[k]), pos)
