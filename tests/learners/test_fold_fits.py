@@ -120,3 +120,19 @@ def test_the_console_script_runs_blas_on_one_thread_unless_told(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
     main_module.main()
     assert got["OPENBLAS_NUM_THREADS"] == "2"
+
+
+def test_what_dcc_fits_share_goes_with_the_summary(noisy):
+    import gc
+    import weakref
+
+    from marg.learners.dcc import _SHARED
+
+    s = _copy(noisy)
+    model = DCC().fit(s)
+    gone = weakref.ref(s)
+    assert s in _SHARED
+    del s
+    gc.collect()
+    assert gone() is None  # nothing the fit kept (the model, the shared solution) holds the Summary
+    assert model.predict(_domain(noisy)).shape == (len(_domain(noisy)),)
