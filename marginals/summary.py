@@ -261,6 +261,14 @@ class Summary:
             raise InputError(f"no released table contains the attributes {list(names)!r}")
         return count_bounds(t, names)
 
+    def hidden_tails(self, names: Sequence[str]) -> tuple:
+        """The hidden tails (:class:`~marg.marginals.tables.HiddenTail`, one per site's hidden column) of the
+        table :meth:`counts` reads ``names`` from; empty when nothing is hidden there."""
+        t = self._find_table(names)
+        if t is None:
+            raise InputError(f"no released table contains the attributes {list(names)!r}")
+        return tuple(t.hidden_tails)
+
     @property
     def hidden(self) -> dict[str, list[float]]:
         """Per table with class columns hidden by min-cell suppression: the rows of each class
