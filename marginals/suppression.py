@@ -1,4 +1,4 @@
-"""Cell suppression that survives an attacker who knows the algorithm: whole class columns.
+"""Cell suppression that survives an attacker who knows the algorithm: class columns' tails.
 
 Zeroing a small count (``0 < c < k``) in ``N[x_i, y]`` protects nothing if ``N[y]`` is
 released exactly: ``c = N[y=v] − Σ_{a'≠a} N[x_i=a', y=v]``. Hiding a second cell of that
@@ -45,8 +45,9 @@ their columns are tied to each other by more margins than the class totals.
 
 Why a tail and not the whole column (issue 49): a feature of 10 levels at a site of 100–280
 patients has a small cell in nearly every class column, and a whole hidden column leaves the
-learner nothing of it (breast-w: 486–526 of 546 cells hidden, naive Bayes 0.106 where the rows
-give 0.020); the tail keeps the levels before the rare ones.
+learner nothing of that feature at that site; the tail keeps the levels before the rare ones
+(measured: BENCHMARKS.md, "Issue 49 (hidden)"). The chain runs from the last level, so a
+codebook that lists a feature's rare levels last loses least.
 """
 
 from __future__ import annotations
