@@ -110,7 +110,8 @@ def test_summed_bounds_and_point_estimate_against_their_definitions():
     """Three sites' N[a, y] (a of 5 levels): A hides class 1's last three levels (7 rows), B releases its column
     whole, C hides class 1's last four levels (5 rows). Bounds: each cell of class 1 in [released, released + the rows
     of every tail covering its level]. Point: A's and C's rows spread over their tails like B's column (C's partly
-    released column is no shape: its levels 1–4 read 0 there), so every column sums to its class total."""
+    released column is no shape: its levels 1–4 read 0 there), so every column sums to its class total; naive Bayes's
+    p(a | y) is that point estimate's."""
     col0 = np.array([[10, 5, 4, 6, 5]] * 3, dtype=np.float64)
     A = np.array([8, 6, 0, 0, 0.0])
     B = np.array([9, 4, 6, 2, 3.0])
@@ -135,6 +136,9 @@ def test_summed_bounds_and_point_estimate_against_their_definitions():
     assert shape.sum() == 1.0  # the reference is B's column alone (C's head would pile C's 5 rows onto level 0)
     lo_a, hi_a = S.count_bounds(("a",))
     assert np.array_equal(hi_a - lo_a, np.array([0, 5, 12, 12, 12]))
+    nb = NaiveBayes().fit(S)  # naive Bayes reads that expected count (its smoothing α), not the released zeros
+    a = float(nb.alpha)
+    assert np.allclose(nb.weights_[1, :M], np.log((want + a) / (want.sum() + a * M)))
 
 
 RELEASES = 100
