@@ -41,7 +41,11 @@ refused when a class itself has fewer than ``k`` patients (its total is released
 the row count). Tables ``N[x, y]`` of one release share only ``y``, so their fillings are
 independent given the class totals (any combination is the margins of some dataset) and the
 argument holds per column. Releases with other tables (pairs ``N[x_i, x_j, y]``) are refused:
-their columns are tied to each other by more margins than the class totals.
+their columns are tied to each other by more margins than the class totals. The argument
+takes each feature for its own column of the data (the codebook names each column once): a
+data file holding a copy of a column under another name, its levels listed in another order,
+would release two different tails of the same counts — like a copy under another binning,
+that is other data to marg (:mod:`marg.protocols.exact_releases` says the same of differencing).
 
 Why a tail and not the whole column (issue 49): a feature of 10 levels at a site of 100–280
 patients has a small cell in nearly every class column, and a whole hidden column leaves the
