@@ -83,8 +83,10 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=5)
     ap.add_argument("--first-split", type=int, default=0)
     ap.add_argument("--paths", default="study,exact", help="marg paths (study_accept's names)")
+    ap.add_argument("--sites", type=int, default=3, help="sites per split (3: 50/30/20 %%; else equal sites)")
     ap.add_argument("--json", type=Path, required=True)
     a = ap.parse_args()
+    A.N_SITES["n"] = a.sites
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -96,7 +98,7 @@ def main() -> None:
     sets, marg, results = A.Sets(), InProcess(), []
     with tempfile.TemporaryDirectory(prefix="small-keys-") as kd:
         keys = Path(kd)
-        A.D.make_keys(marg, keys)
+        A.D.make_keys(marg, keys, a.sites)
 
         def sink(r: dict) -> None:
             results.append(r)
