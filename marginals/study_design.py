@@ -227,7 +227,10 @@ def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str
     The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
     that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
     None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
-    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule."""
+    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule.
+    ``least_width``: the least expected width of the holdout bound over the whole grid (f ≤ 0.5, a_E ≤ 0.5) at the
+    same model error, training loss ignored — what no choice of (f, a_E) can beat at these sizes (``marg plan`` says
+    it: a certificate that informative would cost the training side more than the comparison does)."""
     N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
     for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
         for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
@@ -236,8 +239,9 @@ def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str
             if power >= POWER:
                 p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
                 cert = expected_bound(p_m, f * N, v, C, coverage)
+                least = min(expected_bound(p_m, g * N, _cell_var(x, b), C, coverage) for g in FRACTIONS for b in EVAL_SHARES)
                 return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
-                        "expected_certificate": cert, "expected_width": cert - p_m}
+                        "expected_certificate": cert, "expected_width": cert - p_m, "least_width": least - p_m}
     return None
 
 
@@ -486,7 +490,10 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
                               f"{ev['expected_width']:.3f}, chosen to minimise it)")
         elif not ev.get("guard"):
             out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class keeps a "
-                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}")
+                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}"
+                       + (f" (at these sizes no evaluation round within 50 % of the patients and 50 % of ρ expects a "
+                          f"certificate closer than {ev['least_width']:.2f} to the model's error)" if "least_width" in ev
+                          else ""))
         else:
             out.append(head + f"certificate {d['expected_certificate']:.3f}; a guard only: no round within "
                               f"{COMPARISON_MAX[0]:.0%} of the patients and {COMPARISON_MAX[1]:.0%} of ρ tells a model "
