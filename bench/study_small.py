@@ -18,6 +18,7 @@ pooled rows come with each split, as there. Results in study_accept's JSON form 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.util
 import json
@@ -52,6 +53,24 @@ def outcome(result: dict) -> dict:
 A.C.outcome = outcome  # what study_calls.marg_study and score_final call
 
 
+GUARD_PATH = "study (guard round)"
+"""A what-if, not the study's behaviour: the smallest studies with the guard round the design had before it dropped
+the round there (:func:`marg.marginals.study_first_order.guard_sees` taken as 1), interleaved with the default."""
+
+
+@contextlib.contextmanager
+def guard_round():
+    """The design as if the guard round always saw a bad model: ``GUARD``'s round where no comparison is decisive."""
+    from marg.marginals import study_design
+
+    saved = study_design.guard_sees
+    study_design.guard_sees = lambda *args, **kw: 1.0
+    try:
+        yield
+    finally:
+        study_design.guard_sees = saved
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="breast-w,cleveland,hungarian,house-votes-84,credit-a")
@@ -80,9 +99,16 @@ def main() -> None:
             meta["wall_seconds"] = time.perf_counter() - t_run
             a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 
+        def guard_sink(r: dict) -> None:  # the what-if's study row, relabelled; its split's baselines are already in
+            if r["path"] == "study":
+                sink({**r, "path": GUARD_PATH})
+
         for name in [s.strip() for s in a.sets.split(",") if s.strip()]:
             for rep in range(a.first_split, a.first_split + a.splits):
-                A.one_split(name, rep, sets, marg, keys, paths, sink)
+                A.one_split(name, rep, sets, marg, keys, paths - {GUARD_PATH}, sink)
+                if GUARD_PATH in paths:
+                    with guard_round():
+                        A.one_split(name, rep, sets, marg, keys, {"study"}, guard_sink)
 
 
 if __name__ == "__main__":
