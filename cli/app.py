@@ -7,8 +7,11 @@ modules import :data:`app` (or a sub-app) and decorate module-level functions.
 """
 
 
+import dataclasses
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -135,8 +138,88 @@ def _option_panels() -> None:
     core._typer_format_options = format_options
 
 
+_INT_TEXT = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+_FLOAT_TEXT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,2})?")
+
+
+def _plain_value(annotation: Any, value: Any) -> tuple[bool, Any]:
+    """``(True, v)`` when ``value`` is a plain text or value of a plain ``annotation`` (str, int,
+    float, bool, Path, a list of those) whose coercion is certain, ``v`` what Typer's pydantic adapter
+    returns for it; ``(False, None)`` otherwise (then the adapter decides, errors included)."""
+    if isinstance(value, (list, tuple)) and getattr(annotation, "__origin__", None) is list:
+        (item,) = annotation.__args__
+        out = [_plain_value(item, v) for v in value]
+        return (all(ok for ok, _ in out), [v for _, v in out])
+    kind = type(value)
+    if annotation is bool:
+        return (kind is bool, value)
+    if annotation is str:
+        return (kind is str, value)
+    if annotation is int:
+        if kind is int:
+            return (True, value)
+        return (True, int(value)) if kind is str and _INT_TEXT.fullmatch(value) else (False, None)
+    if annotation is float:
+        if kind is float:
+            return (True, value)
+        return (True, float(value)) if kind is str and _FLOAT_TEXT.fullmatch(value) else (False, None)
+    if annotation is Path:
+        if isinstance(value, Path):
+            return (True, value)
+        return (True, Path(value)) if kind is str and value and "\x00" not in value else (False, None)
+    return (False, None)
+
+
+def _lean_coercion() -> None:
+    """Option values coerced without pydantic where the result is certain.
+
+    Typer 0.29 builds a pydantic ``TypeAdapter`` for every parameter of the command that runs
+    (pydantic's import and ≈ 40 adapters for ``marg export``: a fifth of a small export's CPU).
+    marg's options are plain (str, int, float, bool, Path, lists of those, no ranges, parsers or
+    path checks but Typer's own): a text in canonical form (``12``, ``-0.5``, ``1e-3``, a non-empty
+    path) is converted here as the adapter would; anything else (``+1``, `` 3``, ``1_000``,
+    ``nan``, ranges, choices, files) goes to Typer's adapter, so values and error messages are
+    Typer's (tests/cli/test_lean_coercion.py compares both on a battery of texts)."""
+    from typer import _coercion, core
+
+    plain = (str, int, float, bool, Path)
+    built = core._TyperParameter.get_runtime_param
+
+    @dataclasses.dataclass(frozen=True)
+    class LeanRuntimeParam(_coercion.RuntimeParam):
+        owner: Any = None
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            ok, out = _plain_value(self.annotation, value)
+            if ok:
+                if self.annotation is Path or getattr(self.annotation, "__args__", (None,))[0] is Path:
+                    # Typer's own path rule (its checks, its messages) on the ready Path
+                    from typer._param_types import coerce_cli_path
+
+                    conv = [coerce_cli_path(p, self.parameter_info, path_type=Path, param=param, ctx=ctx)
+                            for p in (out if isinstance(out, list) else [out])]
+                    return conv if isinstance(out, list) else conv[0]
+                return out
+            return built(self.owner)._coerce_value(value, param=param, ctx=ctx)
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            d = self.type_descriptor
+            pi = d.parameter_info
+            ann = d.annotation
+            item = ann.__args__[0] if getattr(ann, "__origin__", None) is list and len(ann.__args__) == 1 else ann
+            if (item in plain and d.file_annotation is None and pi.parser is None and pi.min is None
+                    and pi.max is None and not d.is_choice and not pi.resolve_path and not pi.allow_dash
+                    and pi.path_type is None):
+                return LeanRuntimeParam(parameter_info=pi, annotation=ann, owner=self)
+        return built(self)
+
+    core._TyperParameter.get_runtime_param = get_runtime_param
+
+
 _conventional_metavars()
 _option_panels()
+_lean_coercion()
 
 
 def _version(value: bool) -> None:
