@@ -7,12 +7,13 @@ modules import :data:`app` (or a sub-app) and decorate module-level functions.
 """
 
 
+import contextlib
 import dataclasses
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
@@ -48,8 +49,10 @@ class MargTyper(typer.Typer):
 
         kwargs["standalone_mode"] = False
         lean_arrow_memory()
+        argv = kwargs.get("args", args[0] if args else None)
         try:
-            rv = super().__call__(*args, **kwargs)
+            with self._only_the_command(sys.argv[1:] if argv is None else list(argv)):
+                rv = super().__call__(*args, **kwargs)
         except NoArgsIsHelpError as exc:
             exc.show()  # `marg` or `marg keys` alone: the help, as before
             sys.exit(exc.exit_code)
@@ -65,6 +68,29 @@ class MargTyper(typer.Typer):
             err("marg: interrupted")
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    @contextlib.contextmanager
+    def _only_the_command(self, argv: list[str]) -> Iterator[None]:
+        """Build only the command (or sub-app) that ``argv`` names, not all 28 commands' 335 options.
+
+        Typer builds the whole click group at every start; ``marg export …`` needs the root (its
+        ``--version`` and completion options) and ``export``. Anything else — the root's own help,
+        an option first, a name that is not a command (click's "No such command" lists the
+        others), shell completion — gets the whole group as before."""
+        name = argv[0] if argv else ""
+        cmds = [c for c in self.registered_commands
+                if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
+        groups = [g for g in self.registered_groups if g.name == name]
+        complete = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+        if name.startswith("-") or complete or len(cmds) + len(groups) != 1:
+            yield
+            return
+        kept = self.registered_commands, self.registered_groups
+        self.registered_commands, self.registered_groups = cmds, groups
+        try:
+            yield
+        finally:
+            self.registered_commands, self.registered_groups = kept
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)

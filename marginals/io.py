@@ -38,7 +38,10 @@ WIDE_ROWS = 2048
 WIDE_BLOCK_BYTES = 64 << 20
 MAX_BLOCK_BYTES = 1 << 30
 """The largest CSV read block: a row (or header) longer than this is refused (Arrow holds a few blocks at once)."""
-PARQUET_BATCH_CELLS = 1 << 22  # rows per Parquet batch = this / number of columns (small batches: memory reused, not faulted in anew)
+PARQUET_BATCH_CELLS = 1 << 19
+"""Rows per Parquet batch = this / number of columns (at least 4,096): an export's memory is a few batches
+(decoded columns, their codes), whatever the file's length; read on one thread without pre-buffering a row
+group's column chunks (Arrow's per-thread buffers and a whole row group held were most of an export's memory)."""
 DICT_TEXT = pa.dictionary(pa.int32(), pa.string())
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
 
@@ -277,9 +280,9 @@ def iter_typed_batches(
         try:
             schema = pq.ParquetFile(str(path)).schema_arrow
             text_cols = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
-            pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None)
+            pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None, pre_buffer=False)
             rows = max(4096, PARQUET_BATCH_CELLS // max(1, len(columns)))
-            for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=True):
+            for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=False):
                 yield {c: batch.column(c) for c in columns}
         except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
