@@ -8,6 +8,7 @@ modules import :data:`app` (or a sub-app) and decorate module-level functions.
 
 
 import contextlib
+import copy
 import dataclasses
 import os
 import re
@@ -82,7 +83,14 @@ class MargTyper(typer.Typer):
                 if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
         groups = [g for g in self.registered_groups if g.name == name]
         complete = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
-        if name.startswith("-") or complete or len(cmds) + len(groups) != 1:
+        if complete:
+            yield
+            return
+        if argv in ([], ["--help"]):
+            with _listed_only():
+                yield
+            return
+        if name.startswith("-") or len(cmds) + len(groups) != 1:
             yield
             return
         kept = self.registered_commands, self.registered_groups
@@ -100,6 +108,31 @@ class MargTyper(typer.Typer):
             return fn
 
         return decorator
+
+
+@contextlib.contextmanager
+def _listed_only() -> Iterator[None]:
+    """The root's help (``marg``, ``marg --help``) lists the commands by name and short help: while it
+    is built, each command is built from a stand-in callback with the command's name and docstring and
+    no parameters (the root's own options are kept), not from its signature's options."""
+    from typer import main as tmain
+
+    build = tmain.get_command_from_info
+
+    def listed(command_info: Any, **kwargs: Any) -> Any:
+        def stand_in() -> None:
+            pass
+
+        stand_in.__name__, stand_in.__doc__ = command_info.callback.__name__, command_info.callback.__doc__
+        other = copy.copy(command_info)
+        other.callback = stand_in
+        return build(command_info=other, **kwargs)
+
+    tmain.get_command_from_info = listed
+    try:
+        yield
+    finally:
+        tmain.get_command_from_info = build
 
 
 def _sentence(msg: str) -> str:

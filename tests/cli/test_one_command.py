@@ -1,5 +1,6 @@
-"""``marg COMMAND …`` builds only that command (cli/app.MargTyper._only_the_command): its help and its
-usage errors are those of the whole group, for every top-level command and sub-app."""
+"""``marg COMMAND …`` builds only that command, and the root's help each command from its name and
+docstring alone (cli/app.MargTyper._only_the_command): every help page and usage error is the whole
+group's, for every top-level command and sub-app and the root."""
 
 from __future__ import annotations
 
@@ -47,3 +48,12 @@ def test_a_usage_error_names_the_command(capsys):
     assert code == 2 and err.startswith("marg: error: export: invalid value for '--min-cell'")
     code, _, err = run(["expor"], capsys, whole=False)  # not a command: the whole group's suggestion
     assert code == 2 and "Did you mean 'export'" in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], []])
+def test_the_roots_help_is_the_whole_groups(argv, capsys):
+    alone = run(argv, capsys, whole=False)
+    whole = run(argv or ["--help"], capsys, whole=True)
+    shown = alone[1] or alone[2]  # `marg` alone shows the help as click's no-arguments error does
+    assert shown.rstrip() == whole[1].rstrip()
+    assert "export" in whole[1] and "learn" in whole[1]
