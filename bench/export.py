@@ -9,6 +9,7 @@ Run (data goes to bench/out/, which git ignores; delete it afterwards):
                                         [--baseline OTHER/bin/marg]    # ... and another installation's marg beside it
     python bench/export.py csv --gb 5                                  # streamed CSV peak memory
     python bench/export.py startup                                     # marg --help
+    python bench/export.py write-child CHILD.py                        # cli's DuckDB side as a script (bench/cpu_pairs.py)
     python bench/export.py aggregate --sites 1000                      # 1,000 site bundles
 
 The generated table has ``--features`` categorical features with 2–12 levels (seeded),
@@ -346,7 +347,13 @@ def main() -> None:
     a = sub.add_parser("aggregate")
     a.add_argument("--sites", type=int, default=1000)
     a.add_argument("--features", type=int, default=30)
+    w = sub.add_parser("write-child", help="write the DuckDB side of `cli` as a script of its own (for whole-process "
+                       "pairs: python CHILD FILE CODEBOOK first|all OUT.json, importing duckdb alone)")
+    w.add_argument("path")
     args = ap.parse_args()
+    if args.cmd == "write-child":
+        Path(args.path).write_text(DUCKDB_CHILD)
+        return
     {"generate": generate, "tables": tables, "cli": cli, "csv": csv_memory, "startup": startup, "aggregate": aggregate}[args.cmd](args)
 
 

@@ -7,9 +7,14 @@ modules import :data:`app` (or a sub-app) and decorate module-level functions.
 """
 
 
+import contextlib
+import copy
+import dataclasses
 import os
+import re
 import sys
-from typing import Annotated, Any, Callable, Optional
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
@@ -45,8 +50,10 @@ class MargTyper(typer.Typer):
 
         kwargs["standalone_mode"] = False
         lean_arrow_memory()
+        argv = kwargs.get("args", args[0] if args else None)
         try:
-            rv = super().__call__(*args, **kwargs)
+            with self._only_the_command(sys.argv[1:] if argv is None else list(argv)):
+                rv = super().__call__(*args, **kwargs)
         except NoArgsIsHelpError as exc:
             exc.show()  # `marg` or `marg keys` alone: the help, as before
             sys.exit(exc.exit_code)
@@ -63,6 +70,36 @@ class MargTyper(typer.Typer):
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    @contextlib.contextmanager
+    def _only_the_command(self, argv: list[str]) -> Iterator[None]:
+        """Build only the command (or sub-app) that ``argv`` names, not all 28 commands' 335 options.
+
+        Typer builds the whole click group at every start; ``marg export …`` needs the root (its
+        ``--version`` and completion options) and ``export``. Anything else — the root's own help,
+        an option first, a name that is not a command (click's "No such command" lists the
+        others), shell completion — gets the whole group as before."""
+        name = argv[0] if argv else ""
+        cmds = [c for c in self.registered_commands
+                if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
+        groups = [g for g in self.registered_groups if g.name == name]
+        complete = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+        if complete:
+            yield
+            return
+        if argv in ([], ["--help"]):
+            with _listed_only():
+                yield
+            return
+        if name.startswith("-") or len(cmds) + len(groups) != 1:
+            yield
+            return
+        kept = self.registered_commands, self.registered_groups
+        self.registered_commands, self.registered_groups = cmds, groups
+        try:
+            yield
+        finally:
+            self.registered_commands, self.registered_groups = kept
+
     def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)
 
@@ -71,6 +108,31 @@ class MargTyper(typer.Typer):
             return fn
 
         return decorator
+
+
+@contextlib.contextmanager
+def _listed_only() -> Iterator[None]:
+    """The root's help (``marg``, ``marg --help``) lists the commands by name and short help: while it
+    is built, each command is built from a stand-in callback with the command's name and docstring and
+    no parameters (the root's own options are kept), not from its signature's options."""
+    from typer import main as tmain
+
+    build = tmain.get_command_from_info
+
+    def listed(command_info: Any, **kwargs: Any) -> Any:
+        def stand_in() -> None:
+            pass
+
+        stand_in.__name__, stand_in.__doc__ = command_info.callback.__name__, command_info.callback.__doc__
+        other = copy.copy(command_info)
+        other.callback = stand_in
+        return build(command_info=other, **kwargs)
+
+    tmain.get_command_from_info = listed
+    try:
+        yield
+    finally:
+        tmain.get_command_from_info = build
 
 
 def _sentence(msg: str) -> str:
@@ -135,8 +197,88 @@ def _option_panels() -> None:
     core._typer_format_options = format_options
 
 
+_INT_TEXT = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+_FLOAT_TEXT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,2})?")
+
+
+def _plain_value(annotation: Any, value: Any) -> tuple[bool, Any]:
+    """``(True, v)`` when ``value`` is a plain text or value of a plain ``annotation`` (str, int,
+    float, bool, Path, a list of those) whose coercion is certain, ``v`` what Typer's pydantic adapter
+    returns for it; ``(False, None)`` otherwise (then the adapter decides, errors included)."""
+    if isinstance(value, (list, tuple)) and getattr(annotation, "__origin__", None) is list:
+        (item,) = annotation.__args__
+        out = [_plain_value(item, v) for v in value]
+        return (all(ok for ok, _ in out), [v for _, v in out])
+    kind = type(value)
+    if annotation is bool:
+        return (kind is bool, value)
+    if annotation is str:
+        return (kind is str, value)
+    if annotation is int:
+        if kind is int:
+            return (True, value)
+        return (True, int(value)) if kind is str and _INT_TEXT.fullmatch(value) else (False, None)
+    if annotation is float:
+        if kind is float:
+            return (True, value)
+        return (True, float(value)) if kind is str and _FLOAT_TEXT.fullmatch(value) else (False, None)
+    if annotation is Path:
+        if isinstance(value, Path):
+            return (True, value)
+        return (True, Path(value)) if kind is str and value and "\x00" not in value else (False, None)
+    return (False, None)
+
+
+def _lean_coercion() -> None:
+    """Option values coerced without pydantic where the result is certain.
+
+    Typer 0.29 builds a pydantic ``TypeAdapter`` for every parameter of the command that runs
+    (pydantic's import and ≈ 40 adapters for ``marg export``: a fifth of a small export's CPU).
+    marg's options are plain (str, int, float, bool, Path, lists of those, no ranges, parsers or
+    path checks but Typer's own): a text in canonical form (``12``, ``-0.5``, ``1e-3``, a non-empty
+    path) is converted here as the adapter would; anything else (``+1``, `` 3``, ``1_000``,
+    ``nan``, ranges, choices, files) goes to Typer's adapter, so values and error messages are
+    Typer's (tests/cli/test_lean_coercion.py compares both on a battery of texts)."""
+    from typer import _coercion, core
+
+    plain = (str, int, float, bool, Path)
+    built = core._TyperParameter.get_runtime_param
+
+    @dataclasses.dataclass(frozen=True)
+    class LeanRuntimeParam(_coercion.RuntimeParam):
+        owner: Any = None
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            ok, out = _plain_value(self.annotation, value)
+            if ok:
+                if self.annotation is Path or getattr(self.annotation, "__args__", (None,))[0] is Path:
+                    # Typer's own path rule (its checks, its messages) on the ready Path
+                    from typer._param_types import coerce_cli_path
+
+                    conv = [coerce_cli_path(p, self.parameter_info, path_type=Path, param=param, ctx=ctx)
+                            for p in (out if isinstance(out, list) else [out])]
+                    return conv if isinstance(out, list) else conv[0]
+                return out
+            return built(self.owner)._coerce_value(value, param=param, ctx=ctx)
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            d = self.type_descriptor
+            pi = d.parameter_info
+            ann = d.annotation
+            item = ann.__args__[0] if getattr(ann, "__origin__", None) is list and len(ann.__args__) == 1 else ann
+            if (item in plain and d.file_annotation is None and pi.parser is None and pi.min is None
+                    and pi.max is None and not d.is_choice and not pi.resolve_path and not pi.allow_dash
+                    and pi.path_type is None):
+                return LeanRuntimeParam(parameter_info=pi, annotation=ann, owner=self)
+        return built(self)
+
+    core._TyperParameter.get_runtime_param = get_runtime_param
+
+
 _conventional_metavars()
 _option_panels()
+_lean_coercion()
 
 
 def _version(value: bool) -> None:

@@ -101,9 +101,11 @@ class Splitter:
     rows: int = 0
     held: int = 0
     fingerprint: int = 0
-    # contents seen so far: their 64-bit keyed digests (sorted) and occurrence counts — 16 bytes a distinct row
-    _digests: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64), repr=False)
-    _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64), repr=False)
+    # contents seen so far: their 64-bit keyed digests and occurrence counts — 16 bytes a distinct row — as
+    # sorted runs (digests, counts), each at least twice the next one's size: a chunk's new contents are a new
+    # run, merged into the last while it is not smaller, so n distinct rows cost O(n log n), not a copy of
+    # every row seen at every chunk (np.insert: quadratic in the rows at 10⁷)
+    _runs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, repr=False)
 
     def mask(self, enc: Any, ids: Any = None) -> np.ndarray:
         """Held-out flags (n,) bool of an encoded chunk (``ids``: its id column, when split by id)."""
@@ -133,19 +135,29 @@ class Splitter:
             return _mix64(digest[inv] + (base[inv] + rank) * _PHI)
 
     def _occurrences(self, digest: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Rows seen before with each of the (distinct) ``digest``s; adds ``counts`` to the tally."""
-        pos = np.searchsorted(self._digests, digest)
-        found = pos < self._digests.size
-        found[found] = self._digests[pos[found]] == digest[found]
+        """Rows seen before with each of the (distinct) ``digest``s; adds ``counts`` to the tally.
+
+        A digest is in at most one run, so its count is where the search finds it; digests new in this
+        chunk (equal ones, a 64-bit collision, kept in chunk order as sorted insertion keeps them) form
+        a new run."""
         base = np.zeros(digest.size, dtype=np.uint64)
-        base[found] = self._counts[pos[found]]
-        self._counts[pos[found]] += counts[found]
-        new = ~found
+        new = np.ones(digest.size, dtype=bool)
+        for digests, tally in self._runs:
+            pos = np.searchsorted(digests, digest)
+            found = pos < digests.size
+            found[found] = digests[pos[found]] == digest[found]
+            base[found] = tally[pos[found]]
+            tally[pos[found]] += counts[found]
+            new &= ~found
         if new.any():
             order = np.argsort(digest[new], kind="stable")
-            at = pos[new][order]
-            self._digests = np.insert(self._digests, at, digest[new][order])
-            self._counts = np.insert(self._counts, at, counts[new][order])
+            run = (digest[new][order], counts[new][order])
+            while self._runs and self._runs[-1][0].size <= 2 * run[0].size:
+                older = self._runs.pop()
+                d = np.concatenate([older[0], run[0]])
+                merged = np.argsort(d, kind="stable")  # older first among equal digests, as before
+                run = (d[merged], np.concatenate([older[1], run[1]])[merged])
+            self._runs.append(run)
         return base
 
     def _by_id(self, ids: Any, start_row: int) -> np.ndarray:

@@ -25,6 +25,7 @@ already yielded skipped, up to :data:`MAX_BLOCK_BYTES`; a longer row is refused 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -38,7 +39,10 @@ WIDE_ROWS = 2048
 WIDE_BLOCK_BYTES = 64 << 20
 MAX_BLOCK_BYTES = 1 << 30
 """The largest CSV read block: a row (or header) longer than this is refused (Arrow holds a few blocks at once)."""
-PARQUET_BATCH_CELLS = 1 << 22  # rows per Parquet batch = this / number of columns (small batches: memory reused, not faulted in anew)
+PARQUET_BATCH_CELLS = 1 << 19
+"""Rows per Parquet batch = this / number of columns (at least 4,096): an export's memory is a few batches
+(decoded columns, their codes), whatever the file's length; read on one thread without pre-buffering a row
+group's column chunks (Arrow's per-thread buffers and a whole row group held were most of an export's memory)."""
 DICT_TEXT = pa.dictionary(pa.int32(), pa.string())
 NULL_VALUES = ["", "NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A"]
 
@@ -91,7 +95,10 @@ def column_names(path: str | Path) -> list[str]:
                 with pa.input_stream(str(path), compression="detect") as s:
                     # a block holds whole rows (the header and the rows typed from the first block)
                     convert = {"strings_can_be_null": True, "null_values": NULL_VALUES, "auto_dict_encode": False}
-                    return list(_open_csv(s, path, convert, block).schema.names)
+                    try:
+                        return list(_open_csv(s, path, convert, block).schema.names)
+                    finally:  # the reader parsed and typed a whole first block (20,000 columns: 120 MiB kept otherwise)
+                        give_back_memory()
             except pa.ArrowInvalid as exc:
                 block = _grown(exc, block, path)
     except UnicodeDecodeError:  # a header name that is not UTF-8
@@ -226,6 +233,8 @@ def _csv_batches(path: Path, convert: dict, block: int, *, use_threads: bool = T
                         batch = batch.slice(cut)
                         if batch.num_rows == 0:
                             continue
+                    if block > DEFAULT_CHUNK_BYTES:  # a wide file's block: its parse buffers back before it is encoded
+                        give_back_memory()
                     yield batch
                     done += batch.num_rows
             return
@@ -256,9 +265,31 @@ def iter_typed_batches(
     dictionary arrays (each distinct value once per chunk), which is what makes encoding
     cost per distinct value rather than per row. ``chunk_bytes``: the CSV read block (None:
     :func:`read_block`'s). Raises InputError (one line) if the file is missing, unreadable, or
-    lacks a column.
+    lacks a column. When the pass ends (or is left), its freed memory goes back to the system
+    (:func:`give_back_memory`), so a pass before the counting one does not hold pages under the next
+    pass's peak.
     """
-    path = Path(path)
+    try:
+        yield from _typed_batches(Path(path), columns, chunk_bytes, dictionary)
+    finally:
+        give_back_memory()
+
+
+def give_back_memory() -> None:
+    """Freed memory back to the system: Arrow's pool's unused pages, and on glibc the C heap's
+    (``malloc_trim``: Arrow's CSV reader parses and types a block with ``malloc``, whose freed pages
+    glibc keeps — a file's first pass held them under the next pass's peak)."""
+    pa.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+            pass
+
+
+def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None, dictionary: bool) -> Iterator[dict[str, pa.Array]]:
     names = column_names(path)
     from collections import Counter
 
@@ -277,9 +308,9 @@ def iter_typed_batches(
         try:
             schema = pq.ParquetFile(str(path)).schema_arrow
             text_cols = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
-            pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None)
+            pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None, pre_buffer=False)
             rows = max(4096, PARQUET_BATCH_CELLS // max(1, len(columns)))
-            for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=True):
+            for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=False):
                 yield {c: batch.column(c) for c in columns}
         except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
@@ -287,7 +318,9 @@ def iter_typed_batches(
     convert = {"include_columns": columns, "column_types": {c: DICT_TEXT if dictionary else pa.string() for c in columns},
                "strings_can_be_null": True, "null_values": NULL_VALUES}
     try:
-        for batch in _csv_batches(path, convert, chunk_bytes or read_block(path)):
+        block = chunk_bytes or read_block(path)
+        # a wide file's block parsed on one thread: the parsers of several blocks at once were its peak memory
+        for batch in _csv_batches(path, convert, block, use_threads=block <= DEFAULT_CHUNK_BYTES):
             yield {c: batch.column(c) for c in columns}
     except (OSError, pa.ArrowException) as exc:
         raise InputError(csv_error(exc, path, names)) from None
