@@ -160,10 +160,11 @@ def mode_functions(mode: str, guarded: bool) -> tuple[Any, Any]:
     return (lambda x, aL, aS, k: _combine(parts(x, aL, aS, k), guarded)), parts
 
 
-def mode_split(x: ss.SplitInputs, mode: str, guarded: bool) -> ss.Split:
-    """The split rule's choice for ``mode`` (every candidate measured when round 2 affords them all)."""
+def mode_split(x: ss.SplitInputs, mode: str, guarded: bool, tie: float = ss.TIE) -> ss.Split:
+    """The split rule's choice for ``mode`` (every candidate measured when round 2 affords them all); ``tie``: the
+    split rule's (:func:`marg.marginals.study_split.choose_split`)."""
     objective, parts = mode_functions(mode, guarded)
-    return ss.choose_split(x, objective, parts)
+    return ss.choose_split(x, objective, parts, tie)
 
 
 def split_error(x: ss.SplitInputs, split: ss.Split, mode: str, guarded: bool) -> Any:
@@ -431,7 +432,8 @@ def design_study(codebook: Any, n_sites: int, rows: Sequence[int] | None = None,
         ev = choose_evaluation(x, splits[mode], mode, coverage)
         f, a_e = ev["holdout"], ev["evaluate_share"]
         xt = _training(x, f, a_e)
-        final = ss.measure_all_split(xt) if ss.measures_all(xt) else mode_split(xt, mode, guarded)
+        # the final split: ties within SELECT_TIE go to round 2 (the proxy does not see what its budget buys)
+        final = ss.measure_all_split(xt) if ss.measures_all(xt) else mode_split(xt, mode, guarded, ss.SELECT_TIE)
         p_m = min(0.5, float(final.expected_error))
         var_cell = x.curators * float(max_rows) ** 2 / (2.0 * a_e * rho)
         cert = expected_bound(p_m, f * sum(rows_t), var_cell, C, coverage)
