@@ -37,6 +37,13 @@ def plan_tables(plan: str, kept: list[str], cb, rests: list[float], n_hat: float
     if plan == "rule":
         tp = choose_tables(kept, cb, rests, n_hat)
         return list(tp.tables), list(tp.weights)
+    if plan == "rulenf":  # choose_tables' pairs; first-order tables only for the features in no pair
+        tp = choose_tables(kept, cb, rests, n_hat)
+        inpair = {a for c in tp.tables if len(c) == 2 for a in c}
+        tabs = [c for c in tp.tables if len(c) == 2 or c[0] not in inpair]
+        K = int(cb.label.n_classes)
+        sizes = [K * int(np.prod([int(cb.feature(a).n_levels) for a in c])) for c in tabs]
+        return tabs, list(least_squares_weights(sizes, STUDY_MECHANISM))
     if plan == "study":
         from marg.study_learner import round2_tables
 
