@@ -68,7 +68,9 @@ exact bound at its expected counts. J − E(rows, ρ_T) is the bound's width plu
 of holding rows out and spending on the evaluation. Over f ∈ {0.10, 0.15, …, 0.50} and
 a_E ∈ {0.02, 0.04, …, 0.50}; values within ``J_TIE`` of the least are ties, won by the smallest f,
 then the smallest a_E. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
-(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure").
+(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
+``SELECT_TIE`` of that rule's least E are ties won by round 2 (:data:`marg.marginals.study_split.SELECT_TIE`: the
+proxy's round 2 is first-order tables and does not see the pair tables its budget buys).
 
 It is a planning rule, not a guarantee: every split is (ε, δ)-DP at the site's total (the rounds'
 ρ add to ρ_T), and every certificate holds whatever the split.
