@@ -260,6 +260,29 @@ def whole_workload(kept: Sequence[str], codebook: Any, rests: Sequence[float], n
     pooled noise std per cell at most ``NOISE_RATIO``·n̂/|T| under the least-squares weights round 2 uses; else None."""
     if len(kept) < 2:
         return None
+    plan = every_table(kept, codebook, rests)
+    K = int(codebook.label.n_classes)
+    sizes = [K * int(np.prod([int(codebook.feature(a).n_levels) for a in c])) for c in plan.tables]
+    pair = list(range(len(kept), len(plan.tables)))
+    med = sorted(pair, key=lambda t: (sizes[t], t))[len(pair) // 2]
+    if _pooled_std(rests, float(plan.weights[med])) > NOISE_RATIO * n_hat / sizes[med]:
+        return None
+    return plan
+
+
+def every_table(kept: Sequence[str], codebook: Any, rests: Sequence[float]) -> TablePlan:
+    """Every first-order table of ``kept`` and every pair table among them (the one-round workload: p first-order and
+    p(p − 1)/2 pair tables, each pair in the codebook's order), least-squares weights; no noise rule (the caller's:
+    :func:`whole_workload`'s median pair table, or the study design's :func:`marg.marginals.study_split.measures_all`).
+
+    Parameters
+    ----------
+    kept : sequence of str
+        The features, best-ranked first (p of them).
+    codebook : Codebook
+    rests : sequence of float
+        The ρ each noise source gives round 2 (the pooled std of a cell is :func:`_pooled_std` of them).
+    """
     K = int(codebook.label.n_classes)
     m = {a: int(codebook.feature(a).n_levels) for a in kept}
     # each pair in the codebook's order, whatever order the sites' noisy ranking gave ``kept``
@@ -267,12 +290,9 @@ def whole_workload(kept: Sequence[str], codebook: Any, rests: Sequence[float], n
     sizes = [K * int(np.prod([m[a] for a in c])) for c in cand]
     w = least_squares_weights(sizes, STUDY_MECHANISM)
     pair = list(range(len(kept), len(cand)))
-    med = sorted(pair, key=lambda t: (sizes[t], t))[len(pair) // 2]
-    if _pooled_std(rests, float(w[med])) > NOISE_RATIO * n_hat / sizes[med]:
-        return None
-    return TablePlan(tuple(cand), tuple(float(x) for x in w), len(kept),
+    return TablePlan(tuple(cand), tuple(float(x) for x in w), len(kept) if pair else 0,
                      _pooled_std(rests, float(w[max(range(len(kept)), key=lambda t: sizes[t])])),
-                     _pooled_std(rests, float(w[max(pair, key=lambda t: sizes[t])])))
+                     _pooled_std(rests, float(w[max(pair, key=lambda t: sizes[t])])) if pair else None)
 
 
 def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_hat: float,

@@ -98,6 +98,36 @@ def measured_features(scores: Any, k: int) -> list[str]:
     return scores.order()[:max(int(k), 1)]
 
 
+def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: float) -> Any:
+    """Round 2's tables for the measured features ``kept`` (a :class:`marg.learners.two_round.TablePlan`): every
+    first-order and every pair table when ``kept`` holds every candidate — the design measures every candidate
+    (k = p) only when round 2 affords that whole workload within the noise rule
+    (:func:`marg.marginals.study_split.measures_all`), so the learner follows its plan
+    (:func:`marg.learners.two_round.every_table`) —, else the first-order tables and the pairs among the first M by
+    the largest pair table's noise (:func:`marg.learners.two_round.choose_tables`).
+
+    On adult (14 features, k = p) choose_tables kept 3–6 pairs (native-country's 42 levels make every pair table with
+    it the largest; Rényi needs every pair, so the automatic choice fell to naive Bayes), every pair table 91
+    (BENCHMARKS.md, issue 44 large).
+
+    Parameters
+    ----------
+    kept : list of str
+        :func:`measured_features` (best first).
+    codebook : Codebook
+        The study's.
+    rests : list of float
+        The ρ of each noise source of round 2's pooled sum (one curator's at ρ·t/S under shared noise).
+    n_hat : float
+        The pooled noisy row count.
+    """
+    from marg.learners.two_round import choose_tables, every_table
+
+    if len(kept) >= 2 and len(kept) >= len(codebook.discrete_names):
+        return every_table(kept, codebook, rests)
+    return choose_tables(kept, codebook, rests, n_hat)
+
+
 def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any]:
     """The study block of round ``r`` (tables, weights, ρ; the model for the evaluation) and its sum's codebook."""
     study = party.study
@@ -114,7 +144,6 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         return {"cliques": cliques, "weights": None, "rho": rho, "selection": why}, cb.subset(list(cb.discrete_names))
     if r == "measure":
         from marg.learners.screening import screen_scores
-        from marg.learners.two_round import choose_tables
         from marg.marginals.tables import canonical_clique
 
         s1 = _summary(_local_sum(party, "select"))
@@ -123,10 +152,13 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
         # the pooled noise: one curator's at ρ·t/S with shared noise (S/t curators' variance), S sites' per-site
         rests = [rho * study.threshold / len(members)] if study.noise == "shared" else [rho] * len(members)
-        tp = choose_tables(kept, cb, rests, n_hat)
+        tp = round2_tables(kept, cb, rests, n_hat)
         cliques = [list(canonical_clique(cb, tuple(c) + (y,))) for c in tp.tables]  # as the sites count them
         why = {"ranked": kept, "measured": sorted({a for c in tp.tables for a in c}, key=cb.index),
-               "pairs": sum(len(c) == 2 for c in tp.tables), "scores_positive": len(scores.rank())}
+               "pairs": sum(len(c) == 2 for c in tp.tables), "scores_positive": len(scores.rank()),
+               "rule": ("every first-order and pair table (the design measures every candidate, k = p)"
+                        if len(kept) >= len(cb.discrete_names) else
+                        "the first-order tables of the top k and the pairs among the first M (choose_tables)")}
         return {"cliques": cliques, "weights": list(tp.weights), "rho": rho, "selection": why}, \
             cb.subset([a for a in cb.feature_names if any(a in c for c in tp.tables)])
     # evaluate: fit, sign and publish the model; its errors and the larger class's on the held-out patients

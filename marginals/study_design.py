@@ -68,7 +68,9 @@ exact bound at its expected counts. J − E(rows, ρ_T) is the bound's width plu
 of holding rows out and spending on the evaluation. Over f ∈ {0.10, 0.15, …, 0.50} and
 a_E ∈ {0.02, 0.04, …, 0.50}; values within ``J_TIE`` of the least are ties, won by the smallest f,
 then the smallest a_E. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
-(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure").
+(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
+``SELECT_TIE`` of that rule's least E are ties won by round 2 (:data:`marg.marginals.study_split.SELECT_TIE`: the
+proxy's round 2 is first-order tables and does not see the pair tables its budget buys).
 
 It is a planning rule, not a guarantee: every split is (ε, δ)-DP at the site's total (the rounds'
 ρ add to ρ_T), and every certificate holds whatever the split.
@@ -160,10 +162,11 @@ def mode_functions(mode: str, guarded: bool) -> tuple[Any, Any]:
     return (lambda x, aL, aS, k: _combine(parts(x, aL, aS, k), guarded)), parts
 
 
-def mode_split(x: ss.SplitInputs, mode: str, guarded: bool) -> ss.Split:
-    """The split rule's choice for ``mode`` (every candidate measured when round 2 affords them all)."""
+def mode_split(x: ss.SplitInputs, mode: str, guarded: bool, tie: float = ss.TIE) -> ss.Split:
+    """The split rule's choice for ``mode`` (every candidate measured when round 2 affords them all); ``tie``: the
+    split rule's (:func:`marg.marginals.study_split.choose_split`)."""
     objective, parts = mode_functions(mode, guarded)
-    return ss.choose_split(x, objective, parts)
+    return ss.choose_split(x, objective, parts, tie)
 
 
 def split_error(x: ss.SplitInputs, split: ss.Split, mode: str, guarded: bool) -> Any:
@@ -452,7 +455,8 @@ def design_study(codebook: Any, n_sites: int, rows: Sequence[int] | None = None,
         ev = choose_evaluation(x, splits[mode], mode, coverage)
         f, a_e = ev["holdout"], ev["evaluate_share"]
         xt = _training(x, f, a_e)
-        final = ss.measure_all_split(xt) if ss.measures_all(xt) else mode_split(xt, mode, guarded)
+        # the final split: ties within SELECT_TIE go to round 2 (the proxy does not see what its budget buys)
+        final = ss.measure_all_split(xt) if ss.measures_all(xt) else mode_split(xt, mode, guarded, ss.SELECT_TIE)
         p_m = min(0.5, float(final.expected_error))
         var_cell = x.curators * float(max_rows) ** 2 / (2.0 * a_e * rho)
         cert = expected_bound(p_m, f * sum(rows_t), var_cell, C, coverage)

@@ -113,7 +113,8 @@ def test_the_rules_outputs_for_stated_inputs(votes, planted):
     assert votes.evaluation["none"] == 1.0 and votes.evaluation["power"] == pytest.approx(0.629, abs=0.005)
     assert votes.evaluation["guard_caught"] == pytest.approx(0.077, abs=0.005)
     assert (planted.selection, planted.k, planted.holdout, planted.evaluation["evaluate_share"]) == ("pooled", 10, 0.25, 0.26)
-    assert planted.expected_error == pytest.approx(0.0839, abs=5e-4) and planted.expected_certificate < 0.15
+    # the final split: within SELECT_TIE of the least E (0.0839), ties to round 2
+    assert 0.0839 - 5e-4 <= planted.expected_error <= 0.0839 + ss.SELECT_TIE + 5e-4 and planted.expected_certificate < 0.15
     adult = sd.design_study(codebook(14, 5), 3, (19537, 11722, 7815), 1.0, 1e-6, 2)
     assert adult.split.get("measure_all") == 1.0 and adult.selection == "pooled" and adult.k == 14
     assert adult.expected_certificate - adult.expected_error < 0.02
