@@ -12,13 +12,15 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
   vote), and the tables round 2 affords for them
   (:func:`marg.learners.two_round.choose_tables`: first-order tables, pairs among the first M);
 - ``evaluate``: the model fitted on the measured tables by the automatic choice
-  (:func:`marg.learners.learn.learn`, ``"auto"``), evaluated with the larger class on each site's
-  held-out patients (one table of both outcomes).
+  (:func:`final_learner`), and beside it up to :data:`EVALUATED` − 1 of the choice's next candidates by
+  estimated error whose labels differ (:func:`runners_up`), each evaluated on each site's held-out
+  patients (one confusion table N[predicted_j, y] per model; the larger class read from the first).
 
-The certificate is the holdout bound on the pooled evaluation counts (the confusion table N[predicted, y]
-of the chosen model on the held-out patients), the model against the larger class by
-:func:`marg.learners.final_choice.final_against_prior` (both bounds at α·share/2, the model kept only when
-its bound beats the larger class's). The certified model is signed and written to the drop box with
+The certificate is the holdout bound on the pooled evaluation counts of the model as chosen: the best of the
+K evaluated by the held-out counts, against the larger class, by :func:`marg.learners.final_choice.final_among`
+(model j's bound at α·g(o_j)/2 for its ordinal o_j on the held-out set — each model counted in the sites'
+ledgers, :func:`evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when its bound
+beats the larger class's). The certified model is signed and written to the drop box with
 the study's result.
 """
 
@@ -33,9 +35,14 @@ import numpy as np
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
-from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, evaluation_ordinal, learner_signed,
+from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, evaluation_ordinal, learner_signed,
                            open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
-from .study_site import eval_clique, eval_codebook
+from .study_site import eval_clique, eval_codebook, eval_model_file
+
+EVALUATED = 3
+"""How many of the automatic choice's candidates the evaluation round evaluates (the chosen one first, then the
+next by estimated error whose labels differ from those before): each costs one more table on the same held-out
+patients (the round's ρ split over them) and one more model counted in each site's ledger."""
 
 COVERAGE = 0.95
 FIRST_ORDER = "first-order"
@@ -134,16 +141,66 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     from marg.protocols.model_signing import sign_model_file
 
     s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
-    res = learn(s2, *final_learner(s2, first_order))
-    path = party.local / "candidate.model.json"
-    res.model.save(path)
-    sign_model_file(path, party.sign_key, study.learner.site)
-    raw = path.read_bytes()
-    party.drop.write(EVAL_MODEL, raw)
+    est, params = final_learner(s2, first_order)
+    res = learn(s2, est, params)
+    models = [res.model] + runners_up(est, s2, EVALUATED - 1)
+    digests = []
+    for j, m in enumerate(models):
+        path = party.local / candidate_file(j)
+        m.save(path)
+        sign_model_file(path, party.sign_key, study.learner.site)
+        raw = path.read_bytes()
+        party.drop.write(eval_model_file(j), raw)
+        digests.append(hashlib.sha256(raw).hexdigest())
     label = np.asarray(s2.counts((y,)), dtype=float)
-    return {"cliques": [list(eval_clique(cb))], "weights": None, "rho": rho,
-            "model": hashlib.sha256(raw).hexdigest(), "learner": res.model.learner,
-            "larger_class": int(np.argmax(label)), "features": res.model.codebook.feature_names}, eval_codebook(cb)
+    return {"cliques": [list(eval_clique(cb, j)) for j in range(len(models))], "weights": None, "rho": rho,
+            "model": digests[0], "models": digests, "learner": res.model.learner,
+            "learners": [m.learner for m in models], "larger_class": int(np.argmax(label)),
+            "features": res.model.codebook.feature_names}, eval_codebook(cb, len(models))
+
+
+def candidate_file(j: int) -> str:
+    """The learner's own copy of the ``j``-th evaluated model (0-based)."""
+    return "candidate.model.json" if j == 0 else f"candidate-{j + 1}.model.json"
+
+
+def runners_up(est: Any, s2: Any, k: int) -> list[Any]:
+    """Up to ``k`` more models for the evaluation round: the automatic choice's other fitted candidates by estimated
+    error (never the label-only rule: the evaluation reads the larger class from the same table), each kept only when
+    its labels differ from every model before it on more than 1 % of rows simulated from ``s2`` (a rule with the
+    same labels would spend the round's ρ on the same counts). None when ``est`` is not an automatic choice."""
+    from marg.learners.choice_rule import PRIOR
+    from marg.learners.learn import as_model
+
+    rows, fitted = getattr(est, "candidates_", None), getattr(est, "fitted_", None)
+    if k < 1 or not rows or not fitted:
+        return []
+    order = sorted((i for i, r in enumerate(rows) if not r.chosen and r.learner != PRIOR and fitted[i] is not None
+                    and r.error is not None), key=lambda i: (rows[i].error, i))
+    try:
+        from marg.learners.cross_site import tan_sample
+
+        X = tan_sample(s2, draws=300, seed=4401).X
+    except InputError:  # raw numeric features: no rows to compare labels on, one model per learner
+        X = None
+    taken = [est.chosen_]
+    labels = [] if X is None else [np.asarray(est.chosen_.predict(X))]
+    out = []
+    for i in order:
+        f = fitted[i]
+        if X is None:
+            if any(f.learner == t.learner for t in taken):
+                continue
+        else:
+            lab = np.asarray(f.predict(X))
+            if any(np.mean(lab != other) <= 0.01 for other in labels):
+                continue
+            labels.append(lab)
+        taken.append(f)
+        out.append(as_model(f, s2, {**f.report(), "n": s2.n}))
+        if len(out) >= k:
+            break
+    return out
 
 
 def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
@@ -174,7 +231,7 @@ def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
     if r == "select":
         return cb
     if r == "evaluate":
-        return eval_codebook(cb)
+        return eval_codebook(cb, len(block["cliques"]))
     inside = {a for c in block["cliques"] for a in c}
     return cb.subset([a for a in cb.feature_names if a in inside])
 
@@ -189,7 +246,7 @@ def _sum_records(party: Party, r: str, block: dict[str, Any], tables: list[Any],
     from .study_site import shared_noise
 
     unit = resolve_unit(party.study.codebook, None, None)
-    cb = eval_codebook(party.study.codebook) if r == "evaluate" else party.study.codebook
+    cb = eval_codebook(party.study.codebook, len(block["cliques"])) if r == "evaluate" else party.study.codebook
     plan = shared_noise(party.study, cb, cliques_of(block), block, n_sites, unit.bound if unit is not None else 1)
     if plan is None:
         return tables
@@ -306,6 +363,21 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
             "model": f"{drop}/{FINAL_MODEL}" if drop.exists(FINAL_RESULT) else None}
 
 
+def evaluation_ordinals(summed: Any, k: int) -> list[int]:
+    """Each evaluated model's ordinal on the sites' held-out sets (``k`` models, in the round's order): per model the
+    largest rank the sites state under their signatures (``evaluations_on_split_each``); a site that states only the
+    first's (:func:`marg.study_runner.evaluation_ordinal`) is read as ranking the others after it, one by one."""
+    first = evaluation_ordinal(summed)
+    out = [first + j for j in range(int(k))]
+    per_site = ((getattr(summed, "header", None) or {}).get("privacy") or {}).get("per_site") or []
+    for p in per_site:
+        each = p.get("evaluations_on_split_each") if isinstance(p, dict) else None
+        if isinstance(each, list) and len(each) == k and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                                             for v in each):
+            out = [max(a, int(b)) for a, b in zip(out, each)]
+    return out
+
+
 def comparison_rule(study: Any) -> str:
     """``"beats"`` (the larger class unless the model beats it), or ``"not-worse"`` when the study's first-order
     design found no evaluation round decisive (:func:`marg.marginals.study_design.comparison_decisive` on the
@@ -326,7 +398,7 @@ def comparison_rule(study: Any) -> str:
 
 def _certify(party: Party) -> dict[str, Any]:
     """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
-    from marg.learners.final_choice import final_against_prior
+    from marg.learners.final_choice import final_among
     from marg.learners.label_only import LabelOnly
     from marg.learners.learn import as_model
     from marg.learners.model import Model
@@ -335,15 +407,18 @@ def _certify(party: Party) -> dict[str, Any]:
 
     study = party.study
     summed = _local_sum(party, "evaluate")
-    t = summed.tables[0]
+    by_clique = {tuple(t.clique): t for t in summed.tables}
+    K = sum(1 for j in range(len(summed.tables)) if tuple(eval_clique(study.codebook, j)) in by_clique)
+    tables = [by_clique[tuple(eval_clique(study.codebook, j))] for j in range(K)]
     s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
-    model, _ = Model.read(party.local / "candidate.model.json")
+    models = [Model.read(party.local / candidate_file(j))[0] for j in range(K)]
     prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
     rule = comparison_rule(study)
-    fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE,
-                             ordinal=evaluation_ordinal(summed),
-                             rule=rule, cell_std=float(t.noise.std))
+    fc = final_among(models, prior, [np.asarray(t.counts) for t in tables], [t.noise.draws(True) for t in tables],
+                     "confusion", COVERAGE, ordinals=evaluation_ordinals(summed, K), rule=rule,
+                     cell_std=float(tables[0].noise.std))
     keep_model = fc.chosen == "model"
+    model = models[fc.index]
     if not keep_model:
         model = as_model(prior, s2, {**prior.report(), "n": s2.n})
     bound = fc.certificate
