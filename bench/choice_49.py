@@ -2,6 +2,7 @@
 
 Run: nice -n 10 python bench/choice_49.py [--reps 3] [--sets bcw,clvheart,huheart,credit,vote] (adult: --sets adult)
 [--epsilon 1: the DP setting, each site exporting with ``epsilon`` and the export's DP defaults, nothing suppressed]
+[--estimate optimism: exact releases estimated by the optimism-corrected plug-in error instead of leave-one-site-out]
 
 Protocol (every number from one run): each repetition (seed 1000 + rep) draws a random 70/30
 train/test split; the training rows go to three sites of 50 / 30 / 20 %; each site exports
@@ -170,7 +171,13 @@ def main() -> None:
                     help="DP at this ε per site (the export's DP defaults) instead of exact with suppression")
     ap.add_argument("--world", default="tan", choices=("tan", "aligned"),
                     help="an experiment: 'aligned' simulates half the rows of a pair-free summary with coupled features")
+    ap.add_argument("--estimate", default=None, choices=("loso", "optimism"),
+                    help="the estimate of exact releases (marg.learners.cross_site.EXACT_ESTIMATE; default: the library's)")
     a = ap.parse_args()
+    if a.estimate is not None:
+        import marg.learners.cross_site as cs
+
+        cs.EXACT_ESTIMATE = a.estimate
     if a.world == "aligned":
         aligned_world()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded); "

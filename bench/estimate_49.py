@@ -73,6 +73,10 @@ def size_corrected(folds, weights, sizes) -> float:
     return float(np.clip(a + b / float(sum(sizes)), 0.0, 1.0))
 
 
+OPTIMISM: dict = {}
+"""``--opt-replicates`` / ``--opt-draws``: the optimism estimate's replicates and rows per class of each world."""
+
+
 class TanPopulation:
     """The known population of ``--population tan``: the TAN distribution of the whole set's tables."""
 
@@ -133,7 +137,7 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all", populatio
     boot = bootstrap_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
                                 for k, r in live])
     opt = optimism_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
-                              for k, r in live], {str(k): auto.fitted_[k] for k, _ in live})
+                              for k, r in live], {str(k): auto.fitted_[k] for k, _ in live}, **OPTIMISM)
     t_boot = time.process_time() - t0
     out = []
     keep = [(k, r) for k, r in live if not isinstance(boot[str(k)], str) and not isinstance(opt[str(k)], str)]
@@ -165,7 +169,10 @@ def main() -> None:
     ap.add_argument("--stats", default="all", help="the sites' tables: all (first-order and pairs) or first")
     ap.add_argument("--population", default="rows", choices=("rows", "tan"),
                     help="rows: the set's remaining rows; tan: the TAN distribution of the whole set's tables")
+    ap.add_argument("--opt-replicates", type=int, default=None)
+    ap.add_argument("--opt-draws", type=int, default=None)
     a = ap.parse_args()
+    OPTIMISM.update({k: v for k, v in (("replicates", a.opt_replicates), ("draws", a.opt_draws)) if v is not None})
     rows = [int(v) for v in a.rows.split(",")]
     priv = _bench("privacy")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded)\n")

@@ -112,7 +112,7 @@ def bootstrap_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any
 
 
 def optimism_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], Any]]], fitted: dict[str, Any],
-                    replicates: int = REPLICATES) -> dict[str, ErrorEstimate | str]:
+                    replicates: int = REPLICATES, draws: int = POPULATION) -> dict[str, ErrorEstimate | str]:
     """Each fitted model's plug-in error under ``summary`` plus the bootstrap's optimism (module docstring).
 
     Parameters
@@ -124,6 +124,8 @@ def optimism_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
     fitted : dict key → fitted model
         Each candidate as fitted on ``summary`` (the model whose error is estimated).
     replicates : int
+    draws : int
+        Simulated rows per class of each world (P̂ and every P̂_r; Monte Carlo error ≤ 0.5/√draws per class).
 
     Returns
     -------
@@ -145,14 +147,14 @@ def optimism_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
     parts = summary.site_parts or (("all", tuple(summary.tables)),)
     cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
     sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
-    world = tan_sample(summary, draws=POPULATION, seed=SEED + 2999)
+    world = tan_sample(summary, draws=int(draws), seed=SEED + 2999)
     base = {key: sample_error(fitted[key], world) for key, _ in candidates if fitted.get(key) is not None}
     folds: dict[str, list[float]] = {key: [] for key in base}
     failed: dict[str, str] = {key: "not fitted on the whole summary" for key, _ in candidates if key not in base}
     for r in range(int(replicates)):
         drawn = [_resample(s, SEED + 3000 + 100 * r + j) for j, s in enumerate(sites)]
         study = Summary(cb, sum_tables([count_tables(cb, X, y, cliques) for X, y in drawn])[0])
-        own = tan_sample(study, draws=POPULATION, seed=SEED + 5000 + r)
+        own = tan_sample(study, draws=int(draws), seed=SEED + 5000 + r)
         for key, fit in candidates:
             if key in failed:
                 continue
