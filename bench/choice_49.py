@@ -80,7 +80,7 @@ def pooled_baselines(X, y, tr, te, cb):
             "larger": float(np.mean(y[te] != larger))}
 
 
-def heldout_choice(auto, S, X, y, held, te, epsilon):
+def heldout_choice(auto, S, X, y, held, te, epsilon, seed=0):
     """The study's evaluation round on this split (``--heldout``): the automatic choice's top K candidates
     (:func:`marg.study_learner.runners_up`) evaluated on the held-out patients (their pooled confusion tables, exact
     or with discrete-Gaussian-like noise of the round's std under DP), the best of K against the larger class by
@@ -92,7 +92,7 @@ def heldout_choice(auto, S, X, y, held, te, epsilon):
     models = [auto.chosen_] + [m.estimator for m in runners_up(auto, S, EVALUATED - 1)]
     K = S.n_classes
     tables, draws = [], []
-    rng = np.random.default_rng(4242)
+    rng = np.random.default_rng([4242, int(seed)])  # fresh per split: no model order gets the same draws
     std = 0.0 if epsilon is None else EVAL_STD
     for m in models:
         conf = np.zeros((K, K))
@@ -154,7 +154,7 @@ def one_split(name: str, rep: int, epsilon: float | None = None, heldout: float 
         from marg.marginals.summary import Summary
 
         unsup = float(np.mean(NaiveBayes().fit(Summary.from_rows(cb, X[tr], y[tr])).predict(X[te]) != y[te]))
-    ho = heldout_choice(auto, S, X, y, held, te, epsilon) if heldout > 0 else (float("nan"), "", 0)
+    ho = heldout_choice(auto, S, X, y, held, te, epsilon, 1000 + rep) if heldout > 0 else (float("nan"), "", 0)
     return {"heldout": ho[0], "heldout_kept": ho[1], "heldout_k": ho[2], "set": name, "rep": rep, "n_train": int(tr.size), "sites": [int(s.size) for s in sites],
             "suppressed": suppressed, "rows": [{**r.to_dict(), "test": t} for r, t in zip(auto.candidates_, test)],
             "auto": test[k_auto], "auto_learner": auto.candidates_[k_auto].learner, "cert": test[k_cert],
