@@ -242,8 +242,9 @@ def main() -> None:
                                               f"{r['heldout_k']}) |" if a.heldout > 0 else ""),
                   flush=True)
     print("\n| set | auto | --prefer certificate | best candidate | nb rows | lr rows | nb, unsuppressed tables | larger "
-          "class | auto ≤ larger + 0.01 | auto within 0.02 of the best candidate |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "class | auto ≤ larger + 0.01 | auto within 0.02 of the best candidate | auto − nb rows (target ≤ 0.02 where nb rows "
+          "beats the larger class by ≥ 0.05) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in a.sets.split(","):
         rs = [r for r in out if r["set"] == name]
         best = [min(c["test"] for c in r["rows"] if c["certificate"] is not None) for r in rs]
@@ -257,7 +258,8 @@ def main() -> None:
                   f"{m('heldout'):.3f}, ≤ larger + 0.01 {ok_hl}/{len(rs)}, within 0.02 of the best candidate "
                   f"{ok_h}/{len(rs)} -->")
         print(f"| {NAMES.get(name, name)} | {m('auto'):.3f} | {m('cert'):.3f} | {np.mean(best):.3f} | {m('nb_rows'):.3f} "
-              f"| {m('lr_rows'):.3f} | {m('nb_unsuppressed'):.3f} | {m('larger'):.3f} | {ok_l}/{len(rs)} | {ok_b}/{len(rs)} |")
+              f"| {m('lr_rows'):.3f} | {m('nb_unsuppressed'):.3f} | {m('larger'):.3f} | {ok_l}/{len(rs)} | {ok_b}/{len(rs)} | "
+              f"{m('auto') - m('nb_rows'):+.3f}" + ("" if m('larger') - m('nb_rows') >= 0.05 else " (no target)") + " |")
     if a.dump:
         Path(a.dump).write_text(json.dumps(out))
 

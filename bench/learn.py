@@ -12,7 +12,8 @@ names another installation's ``marg`` (e.g. a virtual environment of an earlier 
 learner is then run by both, one after the other on the same bundles, side by side.
 ``--vs-logreg``: before each learner, scikit-learn's logistic regression on the pooled rows
 (``bench/logreg_pooled.py``, a fresh process: start-up, reading, fit and predict), and the
-ratio of the two wall times (interleaved pairs, so the load is shared). The exports are one
+ratios of the two wall times and of their CPU times (user + sys of the finished child,
+``RUSAGE_CHILDREN``; interleaved pairs, so the load is shared). The exports are one
 release of every table (``--rounds 1``), not the default select-then-measure study.
 
 On kr-vs-kp and adult (codebook drafted by `marg schema init`'s drafting code: categorical
@@ -127,18 +128,18 @@ def adult_sites(args) -> None:
           f"load average {os.getloadavg()[0]:.1f}\n")
     runs = [("", exe)] if not args.baseline else [("baseline ", Path(args.baseline)), ("", exe)]
     head = " | ".join(f"{who}`marg learn` (s) | {who}test accuracy | {who}certificate" for who, _ in runs)
-    lr_head = " logreg (s) | logreg accuracy | marg / logreg |" if args.vs_logreg else ""
+    lr_head = " logreg (s) | logreg CPU (s) | logreg accuracy | marg / logreg (wall) | marg / logreg (CPU) |" if args.vs_logreg else ""
     print(f"| learner | {head} |{lr_head}")
-    print("|---|" + "---|---|---|" * len(runs) + "---|---|---|" * bool(args.vs_logreg))
+    print("|---|" + "---|---|---|" * len(runs) + "---|---|---|---|---|" * bool(args.vs_logreg))
     for learner in args.learners.split(","):
         cells, name = [], learner
         if args.vs_logreg:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), children_cpu()
             lr = subprocess.run([sys.executable, str(ROOT / "bench" / "logreg_pooled.py"), *(str(work / f"site{k}.tsv") for k in range(3)),
                                  "--test", str(work / "test.tsv")], check=True, capture_output=True, text=True)
-            t_lr = time.perf_counter() - t0
+            t_lr, cpu_lr = time.perf_counter() - t0, children_cpu() - c0
         for who, marg in runs:
-            cell, chose = run_learner(marg, bundles, learner, work / f"{who.strip() or 'this'}-{learner}.model", work, test,
+            cell, chose, cpu = run_learner(marg, bundles, learner, work / f"{who.strip() or 'this'}-{learner}.model", work, test,
                                       args.timeout)
             cells.append(cell)
             name = f"auto (chose {chose})" if learner == "auto" and chose else name
@@ -146,32 +147,40 @@ def adult_sites(args) -> None:
         if args.vs_logreg:
             t_marg = cells[-1].split(" ")[0]
             ratio = f"{float(t_marg) / t_lr:.2f}" if t_marg.replace(".", "").isdigit() else "—"
-            tail = f" {t_lr:.1f} | {lr.stdout.strip()} | {ratio} |"
+            tail = f" {t_lr:.1f} | {cpu_lr:.2f} | {lr.stdout.strip()} | {ratio} | {cpu / cpu_lr:.2f} |"
         print(f"| {name} | " + " | ".join(cells) + " |" + tail, flush=True)
 
 
 def run_learner(marg, bundles, learner, out, work, test, timeout):
-    """``marg learn`` as a fresh process: its table cells (seconds | accuracy | certificate) and,
-    for auto, the learner it chose."""
+    """``marg learn`` as a fresh process: its table cells (seconds | accuracy | certificate), for auto the
+    learner it chose, and the process's CPU seconds."""
     import json
     import subprocess
 
     from marg.api import load_model
 
     cmd = [str(marg), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--no-sign", "--out", str(out), "--json"]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), children_cpu()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return f"stopped at {timeout:g} | — | —", None
-    dt = time.perf_counter() - t0
+        return f"stopped at {timeout:g} | — | —", None, children_cpu() - c0
+    dt, cpu = time.perf_counter() - t0, children_cpu() - c0
     if r.returncode != 0:
-        return f"{dt:.1f} (exit {r.returncode}: {r.stderr.strip().splitlines()[-1]}) | — | —", None
+        return f"{dt:.1f} (exit {r.returncode}: {r.stderr.strip().splitlines()[-1]}) | — | —", None, cpu
     rep = json.loads(r.stdout)
     value = rep.get("worst_case_error")
     model = load_model(out, allow_unsigned=True, schema=work / "cb.json")
     acc = float(np.mean(model.predict(test.X) == test.y))
-    return f"{dt:.1f} | {acc:.4f} | {value if value is None else f'{float(value):.4f}'}", rep.get("learner")
+    return f"{dt:.1f} | {acc:.4f} | {value if value is None else f'{float(value):.4f}'}", rep.get("learner"), cpu
+
+
+def children_cpu() -> float:
+    """User + sys CPU seconds of every finished child process so far."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 if __name__ == "__main__":
     if "--adult-sites" in sys.argv:

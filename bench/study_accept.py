@@ -76,7 +76,7 @@ InProcess, StudyCalls, marg_study, pooled_noise, HOLDOUT_KEYS = C.InProcess, C.S
 score_final = C.score_final
 BOOST = {"breast-w": "bcw", "cleveland": "clvheart", "hungarian": "huheart"}
 """Our names → bench/boost_data.py's (public codebooks in bench/codebooks)."""
-PATHS = ("study", "study (top-k what-if)", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
+PATHS = ("study", "study (guard round)", "study (top-k what-if)", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
 TOL_EXACT = {"breast-w": 0.03, "credit-a": 0.03, "cleveland": 0.05, "hungarian": 0.05, "house-votes-84": 0.05}
 """The issue's tolerance of the study's mean against exact summaries' mean, on the sets under 1,000 patients."""
 

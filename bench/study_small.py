@@ -8,9 +8,10 @@ Run::
 The same parties, files and commands as bench/study_accept.py's (a) study and (d) exact paths — ``marg
 study init``, ``marg study run`` at each site (its own ``$MARG_HOME``) and the learner until done, the final
 model scored by ``marg evaluate``; ``marg export`` without ``--epsilon`` then ``marg learn`` for exact — but
-every command runs in this process (:class:`InProcess`, typer's ``CliRunner`` on ``marg.cli.main.app``,
-the working folder and ``$MARG_HOME`` set per call), so a split takes seconds where the console script's
-start-up per command made it minutes on a loaded machine. The larger class and logistic regression on the
+every command runs in this process (bench/study_calls.py's :class:`InProcess` and :class:`StudyCalls`: the
+library functions ``marg study`` calls, each party under its own ``$MARG_HOME``), so a split takes seconds where the
+console script's start-up per command made it minutes on a loaded machine. ``--sites N``: the training rows in N
+equal sites. The larger class and logistic regression on the
 pooled rows come with each split, as there. Results in study_accept's JSON form (``--report`` renders them).
 """
 
@@ -38,43 +39,36 @@ def _accept():
 
 
 A = _accept()
-_outcome = A.outcome
+_outcome = A.C.outcome
 
 
 def outcome(result: dict) -> dict:
-    """study_accept's outcome, and the evaluation's released error counts (the model's, the larger class's)."""
+    """study_calls' outcome, the evaluation's released error counts (the model's, the larger class's) and the
+    certificate's kind (``holdout``, or the model's own where the study had no evaluation round)."""
     ev = result.get("evaluation") or {}
-    return {**_outcome(result), "evaluation": {k: ev.get(k) for k in ("model_errors", "larger_class_errors", "rows")}}
+    return {**_outcome(result), "certificate_kind": result.get("certificate_kind"),
+            "evaluation": {k: ev.get(k) for k in ("model_errors", "larger_class_errors", "rows")}}
 
 
-A.outcome = outcome
+A.C.outcome = outcome  # what study_calls.marg_study and score_final call
 
 
-class InProcess:
-    """``marg ARGS`` in this process (CliRunner), with ``home`` as ``$MARG_HOME`` and ``cwd`` as the working
-    folder; stdout returned, a failure raised with its last line (as bench/dp_select.py's ``Console``)."""
+GUARD_PATH = "study (guard round)"
+"""A what-if, not the study's behaviour: the smallest studies with the guard round the design had before it dropped
+the round there (:func:`marg.marginals.study_first_order.guard_sees` taken as 1), interleaved with the default."""
 
-    def __init__(self) -> None:
-        from typer.testing import CliRunner
 
-        from marg.cli.main import app
+@contextlib.contextmanager
+def guard_round():
+    """The design as if the guard round always saw a bad model: ``GUARD``'s round where no comparison is decisive."""
+    from marg.marginals import study_design
 
-        self.app, self.runner, self.helps = app, CliRunner(), {}
-
-    def __call__(self, *args, home: Path | None = None, cwd: Path | None = None) -> str:
-        env = {"MARG_HOME": str(home) if home else None, "MARG_DEBUG": None}
-        with contextlib.chdir(cwd or os.getcwd()):
-            r = self.runner.invoke(self.app, [str(a) for a in args], env=env)
-        if r.exit_code != 0:
-            text = (r.stderr if r.stderr_bytes is not None else "") or r.output or repr(r.exception)
-            last = text.strip().splitlines()[-1:] or ["(no output)"]
-            raise RuntimeError(f"marg {' '.join(map(str, args[:3]))}: exit {r.exit_code}: {last[0]}")
-        return r.stdout
-
-    def has_option(self, command: str, option: str) -> bool:
-        if command not in self.helps:
-            self.helps[command] = self(command, "--help")
-        return option in self.helps[command]
+    saved = study_design.guard_sees
+    study_design.guard_sees = lambda *args, **kw: 1.0
+    try:
+        yield
+    finally:
+        study_design.guard_sees = saved
 
 
 def main() -> None:
@@ -83,8 +77,10 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=5)
     ap.add_argument("--first-split", type=int, default=0)
     ap.add_argument("--paths", default="study,exact", help="marg paths (study_accept's names)")
+    ap.add_argument("--sites", type=int, default=3, help="sites per split (3: 50/30/20 %%; else equal sites)")
     ap.add_argument("--json", type=Path, required=True)
     a = ap.parse_args()
+    A.N_SITES["n"] = a.sites
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -93,19 +89,26 @@ def main() -> None:
     meta = {"date": dt.date.today().isoformat(), "command": "python bench/study_small.py " + " ".join(os.sys.argv[1:]),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} "
                        "(in-process; loaded by parallel work)"}
-    sets, marg, results = A.Sets(), InProcess(), []
+    sets, marg, results = A.Sets(), A.InProcess(), []
     with tempfile.TemporaryDirectory(prefix="small-keys-") as kd:
         keys = Path(kd)
-        A.D.make_keys(marg, keys)
+        A.D.make_keys(marg, keys, a.sites)
 
         def sink(r: dict) -> None:
             results.append(r)
             meta["wall_seconds"] = time.perf_counter() - t_run
             a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 
+        def guard_sink(r: dict) -> None:  # the what-if's study row, relabelled; its split's baselines are already in
+            if r["path"] == "study":
+                sink({**r, "path": GUARD_PATH})
+
         for name in [s.strip() for s in a.sets.split(",") if s.strip()]:
             for rep in range(a.first_split, a.first_split + a.splits):
-                A.one_split(name, rep, sets, marg, keys, paths, sink)
+                A.one_split(name, rep, sets, marg, keys, paths - {GUARD_PATH}, sink)
+                if GUARD_PATH in paths:
+                    with guard_round():
+                        A.one_split(name, rep, sets, marg, keys, {"study"}, guard_sink)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ what remains).
 """
 
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -241,8 +242,17 @@ def inspect_cmd(
             say(f"  {t.name}: " + " ".join(f"{v:g}" for v in np.asarray(t.counts, dtype=float).ravel()))
 
 
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Set to 1 at start-up unless given: marg's dense algebra is on matrices of a few hundred rows, where
+BLAS' worker threads cost more than they compute — on a shared 2-core machine an eigendecomposition of
+138 × 138 took 1.5 ms on one thread and up to 200 ms of CPU on two (BENCHMARKS.md, "Issue 48 (autospeed)").
+(Not OMP_NUM_THREADS: Arrow's CSV reader sizes its thread pool from it.)"""
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (BLAS on one thread unless the environment says otherwise: :data:`BLAS_THREADS`)."""
+    for var in BLAS_THREADS:
+        os.environ.setdefault(var, "1")
     app(prog_name="marg")
 
 

@@ -97,6 +97,13 @@ class MarginalEstimator:
     def fit(self, summary: Any) -> "MarginalEstimator":  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def fit_predictor(self, summary: Any) -> "MarginalEstimator":
+        """Fit for :meth:`predict` only: the same rule as :meth:`fit`, its certificate left out where that is work
+        beyond the rule (a learner overrides this; by default it is :meth:`fit`). For models that are asked only
+        for labels — the automatic choice's leave-one-site-out folds; ``certificate_`` is then only the bound the
+        fit had on the way (a minimax learner's R*, Rényi's 2γ), never reported."""
+        return self.fit(summary)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "certificate_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(summary) first")

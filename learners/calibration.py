@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.stats import beta, norm
+from scipy.special import betaincinv, ndtri  # scipy.stats' beta.ppf and -norm.isf, without its seconds of import
 
 from marg.errors import InputError
 
@@ -79,7 +79,7 @@ def bonferroni_z(coverage: float, m: int) -> float:
         raise InputError(f"coverage must be in (0, 1), got {coverage!r}")
     if m < 1:
         raise InputError(f"the number of intervals must be >= 1, got {m}")
-    return float(norm.isf((1.0 - coverage) / (2.0 * m)))
+    return float(-ndtri((1.0 - coverage) / (2.0 * m)))
 
 
 def binomial_halfwidth(tau: np.ndarray, n: float, alpha: float) -> np.ndarray:
@@ -121,8 +121,8 @@ def binomial_interval(tau: np.ndarray, n: float, alpha: float) -> tuple[np.ndarr
     n = float(n)
     k = np.clip(np.asarray(tau, dtype=np.float64), 0.0, 1.0) * n
     with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k > 0, beta.ppf(alpha / 2.0, np.maximum(k, 1e-300), n - k + 1.0), 0.0)
-        hi = np.where(k < n, beta.ppf(1.0 - alpha / 2.0, k + 1.0, np.maximum(n - k, 1e-300)), 1.0)
+        lo = np.where(k > 0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, alpha / 2.0), 0.0)
+        hi = np.where(k < n, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - alpha / 2.0), 1.0)
     return lo, hi
 
 
@@ -234,7 +234,7 @@ def _lambda(
     a_sample = np.where(has_draws[None, :], alpha - a_noise, alpha) if s is None else alpha
     if s is None:
         a_all = np.broadcast_to(a_sample, tau.shape)
-        lam = norm.isf(a_all / 2.0) * tau_std / np.sqrt(n)
+        lam = -ndtri(a_all / 2.0) * tau_std / np.sqrt(n)
         if binary.any():
             # τ̂ (the sample's) is within the noise width of the released τ: take the worst one
             at = np.clip(0.5, tau - noise, tau + noise) if noisy else tau

@@ -146,7 +146,7 @@ class PlainCandidates:
                 yield self.screened(name, int(params["screened"]))
                 continue
             yield Candidate(name, params, fit=lambda s, n=name, p=params: self.make(n, p, self.each).fit(s),
-                            refit=lambda s, n=name, p=params: self.make(n, {**p, **FOLD_PARAMS.get(n, {})}).fit(s))
+                            refit=lambda s, n=name, p=params: self.make(n, {**p, **FOLD_PARAMS.get(n, {})}).fit_predictor(s))
 
     def fitted(self, batch: Sequence[Candidate]) -> None:
         """Nothing to check: a candidate that could not be fitted keeps its row, saying why."""

@@ -30,6 +30,7 @@ the gauge at λ = 0 and the empty cells are the problem's layout
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
@@ -215,17 +216,31 @@ class DCC(MinimaxRules):
         self.check_params()
         t0 = time.perf_counter()
         blocks = node_blocks(summary.codebook, features_param(self.features))
-        cmi, label_info = node_pair_weights(summary, blocks)
+        shared = _shared_work(summary)
+        names = tuple(b.name for b in blocks)
+        if ("weights", names) not in shared:
+            shared["weights", names] = node_pair_weights(summary, blocks)
+        cmi, label_info = shared["weights", names]
         weights = cmi if self.edge_weight == "cmi" else label_info
-        problem = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s, self.coverage)
+        key: tuple = ("problem", names, self.s, self.coverage)
+        if key not in shared:
+            shared[key] = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s,
+                                       self.coverage)
+        problem = shared[key]
         edges = graph_edges(self.structure, problem.fmap.blocks, weights, self.max_edges) if self.structure != "forest" else None
         how = self._formulation(int(summary.n_classes), edges)  # the statistics it lacks, in one line
         if self.greedy:  # pairs that tell most about Y first
             search: One | Greedy = Greedy({e: (-label_info[e], e) for e in label_info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
         else:
             search = One(tuple(edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)))
-        sol = fit(problem, how, search, FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit, callback=self.callback,
-                                                   extra_rows=self.extra_rows, empty=self.empty, alpha=self.alpha))
+        # the same LP for the same edges: two DCCs whose edge weights chose the same forest share one solve
+        params = {k: v for k, v in self.get_params().items() if k not in ("edge_weight", "callback")}
+        key = ("fit", names, repr(sorted(params.items())), repr(search))
+        if self.callback is not None or key not in shared:  # a progress callback sees its own solve
+            shared[key] = fit(problem, how, search, FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit,
+                                                               callback=self.callback, extra_rows=self.extra_rows,
+                                                               empty=self.empty, alpha=self.alpha))
+        sol = shared[key]
         self._set_minimax_state(summary, sol, approximate=problem.approximate)
         self.edges_ = sol.fmap.edge_names
         self.relaxed_ = sol.kind == "R*_L"
@@ -297,3 +312,18 @@ class DCC(MinimaxRules):
             self.f_ = self.mu_[1] - self.mu_[0]
             self.nu_ = float("nan")  # not stored
 
+
+
+_SHARED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _shared_work(summary: Any) -> dict:
+    """What DCC fits on the same Summary object share while it lives: the pair weights (both kinds are computed
+    together), the problem (τ, the box) of the same features, s and coverage, and the solution of the same LP (same
+    parameters but the edge weight, same search: e.g. the automatic choice's ``edge_weight="label"`` and ``"cmi"``
+    candidates when both choose the same forest, on all sites and on every leave-one-site-out fold). A Summary is
+    not changed after it is built; the entries go with it."""
+    try:
+        return _SHARED.setdefault(summary, {})
+    except TypeError:  # not weakly referable: nothing shared
+        return {}

@@ -137,7 +137,7 @@ def share_lower_bounds(counts: np.ndarray, draws: tuple, coverage: float, noise_
         L_c = Beta⁻¹(α_s/K; a_c, Σ_{k≠c} b_k + 1), a = max(0, lo − q), b = max(0, hi + q), q the noise
         half-width at α_n/K; ``approximate`` when the noise had no recorded draws.
     """
-    from scipy.stats import beta, norm
+    from scipy.special import betaincinv, ndtri  # scipy.stats' beta.ppf and -norm.isf, without its import
 
     from marg.marginals.noise_tails import halfwidth
 
@@ -148,12 +148,12 @@ def share_lower_bounds(counts: np.ndarray, draws: tuple, coverage: float, noise_
     if draws:
         q = halfwidth(tuple(draws), a_noise / K)
     else:
-        q = float(norm.isf(a_noise / (2.0 * K))) * float(noise_std) if noisy else 0.0
+        q = float(-ndtri(a_noise / (2.0 * K))) * float(noise_std) if noisy else 0.0
     a = np.maximum(0.0, (N if lo is None else np.asarray(lo, dtype=np.float64)) - q)
     b = np.maximum(0.0, (N if hi is None else np.asarray(hi, dtype=np.float64)) + q)
     others = b.sum() - b
     with np.errstate(invalid="ignore", divide="ignore"):
-        lower = np.where(a > 0, beta.ppf((alpha - a_noise) / K, np.maximum(a, 1e-300), others + 1.0), 0.0)
+        lower = np.where(a > 0, betaincinv(np.maximum(a, 1e-300), others + 1.0, (alpha - a_noise) / K), 0.0)
     return np.clip(lower, 0.0, 1.0), noisy and not draws
 
 

@@ -213,9 +213,9 @@ class RenyiClassifier(MarginalEstimator):
         if summary.is_noisy:
             if not (0.0 < self.coverage < 1.0):
                 raise InputError(f"coverage must be in (0, 1), got {self.coverage!r}")
-            from scipy.stats import norm as _norm
+            from scipy.special import ndtri  # scipy.stats' norm.ppf, without its import
 
-            zq = float(_norm.ppf(1.0 - (1.0 - self.coverage) / len(gam)))
+            zq = float(ndtri(1.0 - (1.0 - self.coverage) / len(gam)))
             for k in range(len(gam)):
                 pos = 1 if len(gam) == 1 else k
                 margin[k] = zq * noise_sd(summary, names, sizes, Z[k], float(b[k]), pos)
@@ -239,12 +239,22 @@ class RenyiClassifier(MarginalEstimator):
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         self.certificate_ = self.training_bound_  # fitted: the rule exists; now certify it
-        if summary.selection is None:
+        if summary.selection is None and not getattr(self, "_predictor_only", False):
             self.certificate_ = (certify_projected(self, summary, coverage=self.coverage) if self.certify == "first" else
                                  certify(self, summary, self.coverage, exact=self.certify == "exact",
                                          time_limit=self.time_limit))
-        self.cover_selection(summary)  # features selected from the same patients: the box covers the selection
+        if not getattr(self, "_predictor_only", False):
+            self.cover_selection(summary)  # features selected from the same patients: the box covers the selection
         return self
+
+    def fit_predictor(self, summary: Any) -> "RenyiClassifier":
+        """:meth:`fit` without the W(h) certificate (an LP over the box, most of a fit); ``certificate_`` stays 2γ.
+        The same z, intercept and ``predict`` (the certificate is computed after the rule)."""
+        self._predictor_only = True
+        try:
+            return self.fit(summary)
+        finally:
+            del self._predictor_only
 
     # -------------------------------------------------------------- predict
     def _check_X(self, X: Any) -> np.ndarray:

@@ -300,7 +300,7 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
     did: list[dict[str, Any]] = []
     notes: list[str] = []
     nxt = None
-    for r in ROUND_NAMES:
+    for r in study.rounds:
         doc = learner_signed(party, drop, round_file(r))
         if doc is None:
             members = _survivors(party, r)
@@ -357,7 +357,7 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
                         "dropped": info["dropped"]})
     else:
         if not drop.exists(FINAL_RESULT):
-            did.append(_certify(party))
+            did.append(_certify(party) if "evaluate" in study.rounds else _certify_own(party))
         nxt = "none: the study is done (marg study status)"
     return {"study_id": study.study_id, "learner": study.learner.site, "did": did, "next": nxt, "notes": notes,
             "model": f"{drop}/{FINAL_MODEL}" if drop.exists(FINAL_RESULT) else None}
@@ -402,8 +402,6 @@ def _certify(party: Party) -> dict[str, Any]:
     from marg.learners.label_only import LabelOnly
     from marg.learners.learn import as_model
     from marg.learners.model import Model
-    from marg.protocols.model_signing import sign_model_file
-    from marg.protocols.signing import sign_document
 
     study = party.study
     summed = _local_sum(party, "evaluate")
@@ -426,20 +424,47 @@ def _certify(party: Party) -> dict[str, Any]:
                   "rows": fc.model_bound.rows, "kept": "model" if keep_model else "larger class"}
     model.info = {**model.info, "holdout_certificate": {**bound.to_dict(), "alpha_share": fc.share},
                   "study": {"study_id": study.study_id, "evaluation": evaluation}}
+    return _publish(party, model, bound.value, "holdout", evaluation)
+
+
+def _certify_own(party: Party) -> dict[str, Any]:
+    """A study without the evaluation round (the design's first-order mode where even a guard round could not see a
+    model worse than the larger class, :mod:`marg.marginals.study_first_order`): the model fitted on round 2's sum
+    (:func:`final_learner`), its certificate its own — the estimator's worst case over its confidence box on the
+    released tables —, signed, in the drop box. No patient was held out, so nothing compares it with the larger
+    class (the result says so)."""
+    from marg.learners.learn import learn
+
+    study = party.study
+    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
+    res = learn(s2, *final_learner(s2, study.plan.get("selection") == FIRST_ORDER))
+    cert = res.model.estimator.certificate_
+    res.model.info = {**res.model.info, "study": {"study_id": study.study_id, "evaluation": None}}
+    evaluation = {"kept": "model", "rule": "no evaluation round (the study design held out no patient): the model as "
+                                           "fitted, with its own certificate"}
+    return _publish(party, res.model, float(cert.value), str(cert.kind), evaluation)
+
+
+def _publish(party: Party, model: Any, certificate: float, kind: str, evaluation: dict[str, Any]) -> dict[str, Any]:
+    """Sign the final model and the study's result and write both to the drop box."""
+    from marg.protocols.model_signing import sign_model_file
+    from marg.protocols.signing import sign_document
+
+    study = party.study
     path = party.local / "final.model.json"
     model.save(path)
     sign_model_file(path, party.sign_key, study.learner.site)
     raw = path.read_bytes()
     rounds = {}
-    for r in ROUND_NAMES:
+    for r in study.rounds:
         req = learner_signed(party, party.drop, request_file(r)) or {}
         rounds[r] = {"survivors": req.get("survivors"), "dropped": req.get("dropped")}
     result = sign_document({"format": "marg-study-result", "version": 1, "study_id": study.study_id,
                             "model": FINAL_MODEL, "model_sha256": hashlib.sha256(raw).hexdigest(),
-                            "learner": model.learner, "certificate": bound.value, "certificate_kind": "holdout",
+                            "learner": model.learner, "certificate": certificate, "certificate_kind": kind,
                             "evaluation": evaluation, "rounds": rounds, "features": model.codebook.feature_names,
                             "time": now_iso()}, party.sign_key)
     party.drop.write(FINAL_MODEL, raw)
     party.drop.write(FINAL_RESULT, canonical_json(result) + b"\n")
-    return {"did": "certified the model", "learner": model.learner, "certificate": bound.value,
+    return {"did": "certified the model", "learner": model.learner, "certificate": certificate,
             "kept": evaluation["kept"], "model": f"{party.drop}/{FINAL_MODEL}"}

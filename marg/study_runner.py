@@ -187,7 +187,7 @@ def study_plan_rule(codebook: Any, epsilon: float, delta: float, rows: list[int]
     from marg.marginals.study_design import design_study
 
     d = design_study(codebook, len(rows), rows, float(epsilon), float(delta), threshold, max_rows, True, noise)
-    return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k),
+    return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k), "rounds": list(d.round_names),
             "rows": list(rows), "rows_stated": d.rows_stated, "selection": d.selection,
             "selection_run": d.selection if d.selection == "first-order" else "pooled",
             "expected_certificate": d.expected_certificate, "rule": d.to_dict()["rule"]}
@@ -221,7 +221,7 @@ def init_study(schema: str | Path, roster: str | Path, epsilon: float, delta: fl
     unit = cb.unit_declaration
     plan = study_plan_rule(cb, epsilon, delta, stated, t, noise, int(unit.get("max_rows_per_unit") or 1) if unit else 1)
     doc = make_study(cb, parties, learner, sk, epsilon=epsilon, delta=delta, drop=drop, plan=plan,
-                     holdout=plan["holdout"], threshold=threshold, noise=noise)
+                     holdout=plan["holdout"], threshold=threshold, noise=noise, rounds=tuple(plan["rounds"]))
     write_study(doc, out)
     return doc
 
@@ -246,7 +246,7 @@ def status(study_path: str | Path) -> dict[str, Any]:
     sites = {s: {"state": "not started", "rounds": {}, "rho": 0.0} for s in study.names}
     rounds: dict[str, Any] = {}
     pending = None
-    for r in ROUND_NAMES:
+    for r in study.rounds:
         doc = learner_signed(study, drop, round_file(r))
         if doc is None:
             rounds[r] = {"state": "not opened"}

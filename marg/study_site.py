@@ -27,7 +27,7 @@ import numpy as np
 from marg._util import canonical_json
 from marg.errors import InputError, RefusedError
 
-from .study_runner import (EVAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed, open_party, refused_file,
+from .study_runner import (EVAL_MODEL, FINAL_RESULT, Party, learner_signed, open_party, refused_file,
                            request_file, reveal_file, round_file, upload_file)
 
 def check_data(data: str, codebook: Any) -> None:
@@ -143,7 +143,7 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
         cliques = cliques_of(block)
         hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site,
                            share=shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows))
-        req = ReleaseRequest(study=hook, holdout=study.holdout, round_id=rnd.id, delta=study.delta)
+        req = ReleaseRequest(study=hook, holdout=study.holdout or None, round_id=rnd.id, delta=study.delta)
         res = export_site(data, study.codebook, site, out, req,
                           Delivery(signing_key=party.sign_key, ledger_dir=ledger_dir, package=package, force=True))
         cost = res.cost
@@ -270,7 +270,7 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
     state = load_state(party.local, site)
     did: list[dict[str, Any]] = []
     nxt = None
-    for r in ROUND_NAMES:
+    for r in study.rounds:
         doc = learner_signed(party, drop, round_file(r))
         if doc is None:
             nxt = f"wait for the learner to open round {r!r}, then run this command again"

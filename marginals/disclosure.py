@@ -14,9 +14,10 @@ Policies
 released. This is the default because suppression is leaky (below).
 
 ``"suppress"``: for a first-order release (``N[y]``, ``N[x_i, y]``), every class column of a
-table that holds an offending cell is set to 0 whole (:mod:`marg.marginals.suppression`: the
-pattern then tells an attacker who re-runs the algorithm nothing beyond the class total, and
-each hidden small cell keeps at least k possible values); a class with fewer than k
+table that holds an offending cell has its tail — its last levels, the shortest of a nested chain
+that leaves no small cell visible — set to 0 (:mod:`marg.marginals.suppression`: an attacker who
+re-runs the algorithm learns the tail's sum, and each hidden cell keeps at least k possible
+values); a class with fewer than k
 patients, a column too small to hide a cell among k values, or pair tables are refused.
 Every suppressed cell is returned, so the export records how many per table, never where.
 
@@ -155,7 +156,7 @@ def apply_min_cell(
 
 def _suppress_counts(tables: Sequence[Any], out: list[Any], k: int,
                      label: str | None) -> tuple[list[Any], list[SuppressedCell]]:
-    """Zero every class column holding a small cell (:func:`marg.marginals.suppression.suppress_columns`)."""
+    """Zero the tail of every class column holding a small cell (:func:`marg.marginals.suppression.suppress_columns`)."""
     from .suppression import suppress_columns
 
     exact = [i for i, t in enumerate(tables) if t.kind == "counts" and t.noise.is_exact]

@@ -1,43 +1,45 @@
-"""Hidden class columns of a suppressed exact release: cells known only through their column's sum.
+"""Hidden tails of a suppressed exact release: cells known only through their sum.
 
-Min-cell suppression (:mod:`marg.marginals.suppression`) releases a whole class column of a
-first-order table ``N[x, y]`` as 0 while the class total ``S = N[y=v]`` stays known (the
-label table). Every row has some level of ``x`` (the missing level included), so a real
-column sums to its class total: a column summing to 0 while ``N[y=v] > 0`` is hidden, and
-its ``m`` cells are known only to lie in ``[0, S]`` with sum ``S``.
+Min-cell suppression (:mod:`marg.marginals.suppression`) releases the last levels of a class
+column of a first-order table ``N[x, y]`` as 0 — a **tail**, the whole column when the column is
+short or its class small — while the class total ``S = N[y=v]`` stays known (the label table).
+Every row has some level of ``x`` (the missing level included), so a real column sums to its
+class total: a column summing to ``c < S`` hides ``S − c`` rows in its tail, each of its cells
+anywhere in ``[0, S − c]``, their sum ``S − c``.
 
-Sites are marked one by one, before their tables are summed (one site's hidden column plus
-another site's real column is neither): :func:`mark_hidden` sets
-:attr:`MarginalTable.hidden` to ``S`` per hidden class (checked against the per-table counts
-the bundle reports), and :func:`marg.marginals.summary.sum_tables` adds them up. In the
-summed table a cell of class ``v`` is then bounded by ``c ≤ N ≤ c + H_v``, with ``c`` its
-released count (the sum of the sites' real columns) and ``H_v`` the sum of the hidden ``S``'s
-(:func:`count_bounds`; tight: all of ``H_v`` may sit in any one cell). The learners' uncertainty
-box covers the whole interval (:func:`marg.learners.calibration.confidence_box`).
+Sites are marked one by one, before their tables are summed (one site's hidden tail plus
+another site's real column is neither): :func:`mark_hidden` sets :attr:`MarginalTable.hidden`
+(the hidden rows per class) and one :class:`~marg.marginals.tables.HiddenTail` per hidden column
+(its first level, its rows, the site's released column). The tail starts after the column's
+last released nonzero cell; a released 0 just before it is read as hidden too (the bundle
+reports how many cells each table hid, not where: the interval ``[0, rows]`` still holds the
+true 0), unless the table hid one column and the report says its length.
+:func:`marg.marginals.summary.sum_tables` concatenates the tails. In the summed table a cell
+``(a, v)`` is then bounded by ``c ≤ N ≤ c + Σ rows`` over the tails of class ``v`` that cover
+level ``a`` (:func:`count_bounds`; tight: a tail's rows may all sit in any one of its cells). The
+learners' uncertainty box covers the whole interval
+(:func:`marg.learners.calibration.confidence_box`).
 
 **The point estimate** (:func:`filled`, what naive Bayes, Rényi and the simulated rows read) is
-the expected count given the other tables, under the model that the sites share p(x | y): the
-hidden rows of class v spread over the levels in proportion to the column's released part,
-``c + H_v·c/Σc`` (the other sites' real columns of class v), so every column sums to its class
-total again; a hidden column with no released part (one site, or every site hid it) spreads
-evenly, ``c + H_v/m`` (nothing in the release tells the levels apart). Both lie in the interval.
-Reading a hidden cell as 0 would put all of class v's rows nowhere in that table (issue 49: 66 of
-134 cells at a small site). The released part is itself selected (a site whose column held a small
-cell hid it), so for a rare level it leans low; the box, not the point, carries the guarantee.
-:func:`fill_from` fills one site's hidden columns from another summary's shape the same way (the
-left-out site of the leave-one-site-out estimate, whose own release has no released part).
+the expected count given the other tables, under the model that the sites share p(x | y): a
+tail's rows spread over its levels in proportion to the **complete** columns of class v — the
+sites that released that column whole — and evenly where none did. A partly released column is
+no shape for another site's tail: its own tail's levels read 0 there, and spreading by it would
+pile every hidden row onto the levels it happened to release. Every column then sums to its class total again, each cell inside its
+interval. Reading hidden cells as 0 would put all of those rows nowhere (issue 49: 66 of 134
+cells at a small site). The complete columns are themselves selected (a site whose column held a
+small cell hid part of it), so for a rare level they lean low; the box, not the point, carries
+the guarantee. :func:`fill_from` fills one site's tails from another summary's shape the same way
+(the left-out site of the leave-one-site-out estimate).
 
-**What the box does not hold: the column's sum.** The minimax box holds each hidden cell in its
+**What the box does not hold: a tail's sum.** The minimax box holds each hidden cell in its
 interval (``tests/learners/test_hidden_intervals.py``: a rule's W(h) over it is the largest worst case
-over every filling of the column, against the brute-force joint LP), and the column's sum ``S`` is
-kept only through the other blocks: any distribution has ``Σ_a p(x=a, y=v) = p(y=v)`` for every
+over every filling of the column, against the brute-force joint LP), and the tail's sum is kept
+only through the other blocks: any distribution has ``Σ_a p(x=a, y=v) = p(y=v)`` for every
 feature, and an exact block pins ``p(y=v)`` within its cells' widths. The node map has no class-share
-entry of its own (``Φ`` holds no ``e_y``), so when *every* feature has a hidden class column (breast-w
-at 99–244 patients a site: 486–506 of its 546 cells hidden), nothing pins ``p(y)``, the MRC's and the
-DCC's R* is the uniform guess's 1 − 1/K (μ = 0) and their rules are naive Bayes's tie-break — every candidate
-erring the same on test rows (BENCHMARKS.md, "Issue 49 (chooser)"). The fix is a class-share column
-in the minimax map (its τ the label table's ``N[y]/n``, its λ that table's), which the node map,
-the separation oracle, the fixed-rule certificate and the model file would all have to carry.
+entry of its own (``Φ`` holds no ``e_y``), so when *every* feature hides a whole class column,
+nothing pins ``p(y)``, the MRC's and the DCC's R* is the uniform guess's 1 − 1/K (μ = 0). Tails
+leave most columns' heads released (breast-w: BENCHMARKS.md, "Issue 49 (hidden)").
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .tables import MarginalTable
+from .tables import HiddenTail, MarginalTable
 
 
 def _label_totals(tables: Sequence[MarginalTable], label: str) -> np.ndarray | None:
@@ -65,9 +67,15 @@ def _hideable(t: MarginalTable, label: str) -> bool:
     return t.kind == "counts" and len(t.clique) == 2 and t.clique[1] == label and t.noise.is_exact
 
 
+def _tail_start(col: np.ndarray) -> int:
+    """The first level after a column's last released nonzero cell (0 for an all-zero column)."""
+    nz = np.flatnonzero(np.asarray(col) != 0)
+    return int(nz[-1]) + 1 if nz.size else 0
+
+
 def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[str, int] | None = None,
                 where: str = "") -> list[MarginalTable]:
-    """One release's tables with their hidden class columns marked (:attr:`MarginalTable.hidden`).
+    """One release's tables with their hidden tails marked (:attr:`MarginalTable.hidden`, ``hidden_tails``).
 
     Parameters
     ----------
@@ -75,20 +83,22 @@ def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[s
     label : the label's name
     reported : dict table name → suppressed cells, optional
         What the bundle header says (``suppressed_cells``; ``{}`` when it reports none). Each
-        exact table must hide exactly that many cells (``m`` per hidden column). None: no
-        report to check (tables handed over directly).
+        exact table's hidden columns must be able to hold exactly that many cells: at least 3
+        per column (every level of a column of fewer), at most its trailing cells released as 0.
+        None: no report to check (tables handed over directly).
     where : the bundle, for messages
 
     Returns
     -------
     list of MarginalTable
-        The same tables; those with a newly found hidden column carry ``hidden[v] =
-        N[y=v] − (released column sum + hidden so far)`` for it (the class total, for one site).
+        The same tables; an unmarked table with a column short of its class total carries ``hidden[v] =
+        N[y=v] − released column sum`` and a :class:`HiddenTail` for it. A table already marked is left
+        as it is (a residue there is an inconsistency the summary refuses).
 
     Raises
     ------
     InputError
-        Hidden cells counted differently from the report, a reported table that is not in the
+        Hidden cells that cannot be what the report says, a reported table that is not in the
         release, or hidden columns without an exact label table to give their sums.
     """
     pre = f"{where}: " if where else ""
@@ -97,17 +107,30 @@ def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[s
     names = set()
     for t in tables:
         names.add(t.name)
-        found = np.zeros(0, dtype=bool)
-        if totals is not None and _hideable(t, label):
-            before = np.zeros(t.shape[1]) if t.hidden is None else t.hidden
-            colsum = np.asarray(t.counts, dtype=np.float64).sum(axis=0)
-            found = (colsum == 0) & (before == 0) & (totals > 0)
-            if found.any():
-                t = replace(t, hidden=before + np.where(found, totals - before, 0.0))
-        cells = int(found.sum()) * (t.shape[0] if found.size else 0)
-        if reported is not None and cells != int(reported.get(t.name, 0)):
-            raise InputError(f"{pre}table {t.name} has {cells} cells in class columns released as 0, but the bundle "
-                             f"reports {int(reported.get(t.name, 0))} suppressed cells there: the release is inconsistent")
+        lo_cells = hi_cells = 0
+        if totals is not None and _hideable(t, label) and t.hidden is None:  # marked once: by site, before the sum
+            c = np.asarray(t.counts, dtype=np.float64)
+            m, K = c.shape
+            before = np.zeros(K)
+            rest = totals - c.sum(axis=0)
+            found = [v for v in range(K) if rest[v] > 1e-9]
+            if found:
+                starts = {v: _tail_start(c[:, v]) for v in found}
+                if any(st >= m for st in starts.values()):
+                    raise InputError(f"{pre}table {t.name} has a class column short of its class total whose last cell "
+                                     "is released: that is no suppressed tail")
+                lo_cells = sum(min(3, m) for _ in found)
+                hi_cells = sum(m - st for st in starts.values())
+                want = int((reported or {}).get(t.name, -1))
+                if len(found) == 1 and lo_cells <= want <= hi_cells:  # one column: the report says its length
+                    starts[found[0]] = m - want
+                tails = tuple(HiddenTail(v, starts[v], float(rest[v]), tuple(float(x) for x in c[:, v])) for v in found)
+                t = replace(t, hidden=before + np.where(rest > 1e-9, rest, 0.0),
+                            hidden_tails=tuple(t.hidden_tails) + tails)
+        if reported is not None and not (lo_cells <= int(reported.get(t.name, 0)) <= hi_cells):
+            raise InputError(f"{pre}table {t.name} has hidden class columns that can hold {lo_cells} to {hi_cells} "
+                             f"cells, but the bundle reports {int(reported.get(t.name, 0))} suppressed cells there: "
+                             "the release is inconsistent")
         out.append(t)
     extra = sorted(set(reported or {}) - names)
     if extra:
@@ -117,29 +140,40 @@ def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[s
     return out
 
 
-def _spread(hidden: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    """``hidden[v]`` rows of each class spread over the levels in proportion to ``shape[:, v]`` (evenly where that
-    column is empty): shape (m, K)."""
+def _spread(tails: Sequence[HiddenTail], m: int, K: int, shape: np.ndarray) -> np.ndarray:
+    """Each tail's rows spread over its levels in proportion to ``shape[:, v]`` (evenly where that part of it is
+    empty): shape (m, K)."""
     shape = np.clip(np.asarray(shape, dtype=np.float64), 0.0, None)
-    tot = shape.sum(axis=0)
-    m = shape.shape[0]
-    share = np.where(tot[None, :] > 0, shape / np.where(tot > 0, tot, 1.0)[None, :], 1.0 / m)
-    return share * hidden[None, :]
+    out = np.zeros((m, K))
+    for p in tails:
+        ref = shape[p.start:, p.cls]
+        tot = float(ref.sum())
+        out[p.start:, p.cls] += p.rows * (ref / tot if tot > 0 else np.full(m - p.start, 1.0 / (m - p.start)))
+    return out
+
+
+def complete_columns(t: MarginalTable) -> np.ndarray:
+    """The released counts of ``t`` from the sites whose column of that class hid nothing (shape (m, K)): the
+    released counts less every hidden column's released part."""
+    c = np.array(t.counts, dtype=np.float64)
+    for p in t.hidden_tails:
+        c[:, p.cls] -= np.asarray(p.released, dtype=np.float64)
+    return np.clip(c, 0.0, None)
 
 
 def filled(t: MarginalTable) -> np.ndarray:
-    """The point estimate of ``t``'s counts (module docstring): each class's hidden rows spread over the levels in
-    proportion to the column's released part, evenly when it has none (shape of ``t.counts``; ``t.counts`` if
-    nothing is hidden)."""
+    """The point estimate of ``t``'s counts (module docstring): each tail's rows spread over its levels in
+    proportion to the complete columns of its class, evenly where they are empty (shape of ``t.counts``;
+    ``t.counts`` if nothing is hidden)."""
     if t.hidden is None or not np.any(t.hidden > 0):
         return t.counts
     c = np.asarray(t.counts, dtype=np.float64)
-    return c + _spread(t.hidden, c)
+    return c + _spread(t.hidden_tails, *c.shape, complete_columns(t))
 
 
 def fill_from(tables: Sequence[MarginalTable], shape_of: Callable[[tuple[str, ...]], np.ndarray | None]
               ) -> list[MarginalTable]:
-    """One release's tables with each hidden column filled in proportion to ``shape_of(clique)`` (another
+    """One release's tables with each hidden tail filled in proportion to ``shape_of(clique)`` (another
     summary's counts of that table, (m, K); None: evenly) and no longer marked hidden: the rows it stands for,
     for a simulation (its cells lie in their intervals; the release itself keeps its bounds)."""
     out = []
@@ -149,12 +183,13 @@ def fill_from(tables: Sequence[MarginalTable], shape_of: Callable[[tuple[str, ..
             continue
         c = np.asarray(t.counts, dtype=np.float64)
         ref = shape_of(t.clique)
-        out.append(replace(t, counts=c + _spread(t.hidden, c if ref is None else ref), hidden=None))
+        out.append(replace(t, counts=c + _spread(t.hidden_tails, *c.shape, np.zeros_like(c) if ref is None else ref),
+                           hidden=None, hidden_tails=()))
     return out
 
 
 def count_bounds(t: MarginalTable, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Bounds ``lo ≤ N ≤ hi`` on the true counts over ``names`` of a table with hidden columns.
+    """Bounds ``lo ≤ N ≤ hi`` on the true counts over ``names`` of a table with hidden tails.
 
     Parameters
     ----------
@@ -164,9 +199,9 @@ def count_bounds(t: MarginalTable, names: Sequence[str]) -> tuple[np.ndarray, np
     Returns
     -------
     (lo, hi) or None
-        ``(x, y)``: ``lo = N``, ``hi = N + hidden[v]`` per cell of class ``v``; ``(x,)``:
-        ``lo = Σ_v N``, ``hi = lo + Σ_v hidden[v]``; ``(y,)``: exact (``lo = hi``). None when
-        nothing is hidden.
+        ``(x, y)``: ``lo = N``, ``hi = N + Σ rows`` over the tails of class ``v`` covering the
+        cell's level; ``(x,)``: those summed over the classes; ``(y,)``: exact (``lo = hi``).
+        None when nothing is hidden.
     """
     if t.hidden is None or not np.any(t.hidden > 0):
         return None
@@ -175,7 +210,10 @@ def count_bounds(t: MarginalTable, names: Sequence[str]) -> tuple[np.ndarray, np
     x, y = t.clique
     if x not in names:
         return lo + t.hidden, lo + t.hidden
+    m, K = t.shape
+    cap = np.zeros((m, K))
+    for p in t.hidden_tails:
+        cap[p.start:, p.cls] += p.rows
     if y not in names:
-        return lo, lo + float(t.hidden.sum())
-    add = t.hidden[None, :] if names == (x, y) else t.hidden[:, None]
-    return lo, lo + add
+        return lo, lo + cap.sum(axis=1)
+    return lo, lo + (cap if names == (x, y) else cap.T)

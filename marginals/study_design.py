@@ -89,7 +89,7 @@ from . import study_split as ss
 from .dp_conversions import rho_for_epsilon
 from .study_first_order import (COMPARISON_MAX, DETECT, FIRST_ORDER, FIRST_ORDER_MAX_P, FIRST_ORDER_RATIO,  # noqa: F401
                                 GUARD, POWER, comparison_decisive, comparison_power,
-                                first_order_fits, first_order_split)
+                                first_order_fits, first_order_split, guard_sees)
 
 NOISES = ("shared", "per-site")
 MODES = ("pooled", "private")
@@ -193,6 +193,11 @@ def expected_bound(p_m: float, n_h: float, var_cell: float, classes: int, covera
     return float(min(1.0, up / n_low))
 
 
+def _cell_var(x: ss.SplitInputs, a_e: float) -> float:
+    """The pooled noise variance of one evaluation cell at share ``a_e``: curators·r²/(2·a_E·ρ_T)."""
+    return x.curators * float(x.max_rows) ** 2 / (2.0 * a_e * x.rho_total)
+
+
 def _training(x: ss.SplitInputs, f: float, a_e: Any) -> ss.SplitInputs:
     """The training side's inputs: rows (1 − f)·n_s, total (1 − a_E)·ρ_T (an array for an array of shares)."""
     rho = (1.0 - np.asarray(a_e, dtype=np.float64)) * x.rho_total
@@ -222,7 +227,10 @@ def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str
     The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
     that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
     None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
-    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule."""
+    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule.
+    ``least_width``: the least expected width of the holdout bound over the whole grid (f ≤ 0.5, a_E ≤ 0.5) at the
+    same model error, training loss ignored — what no choice of (f, a_E) can beat at these sizes (``marg plan`` says
+    it: a certificate that informative would cost the training side more than the comparison does)."""
     N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
     for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
         for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
@@ -231,8 +239,9 @@ def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str
             if power >= POWER:
                 p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
                 cert = expected_bound(p_m, f * N, v, C, coverage)
+                least = min(expected_bound(p_m, g * N, _cell_var(x, b), C, coverage) for g in FRACTIONS for b in EVAL_SHARES)
                 return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
-                        "expected_certificate": cert, "expected_width": cert - p_m}
+                        "expected_certificate": cert, "expected_width": cert - p_m, "least_width": least - p_m}
     return None
 
 
@@ -324,8 +333,11 @@ class StudyDesign:
         rows = "; rows " + ("stated" if self.rows_stated else "assumed (none stated)")
         if self.selection == FIRST_ORDER:
             d["rule"] = ("marg.marginals.study_first_order: no selection (narrow and small: every first-order table "
-                         "pooled at equal shares with the label table); the evaluation round sized for the comparison "
-                         f"with the larger class; the pooled noise {self.curators:g} curators' variance" + rows)
+                         "pooled at equal shares with the label table); "
+                         + ("no evaluation round (too small for even the guard to see a model worse than the larger "
+                            "class)" if self.evaluation.get("none") else
+                            "the evaluation round sized for the comparison with the larger class")
+                         + f"; the pooled noise {self.curators:g} curators' variance" + rows)
             return d
         d["rule"] = ("marg.marginals.study_design: the evaluation share and held-out fraction minimise the expected "
                      "certificate; the rest split by marg.marginals.study_split's rule on the training rows, the pooled "
@@ -419,14 +431,23 @@ def design_study(codebook: Any, n_sites: int, rows: Sequence[int] | None = None,
         ev, f, a_e = ev_fo, ev_fo["holdout"], ev_fo["evaluate_share"]
         final = first_order_split(_training(x, f, a_e))
         cert = ev["expected_certificate"]
-    elif evaluate and mode == FIRST_ORDER:  # not decisive at these sizes: the least evaluation round, a guard only
-        f, a_e = GUARD
-        v = x.curators * float(max_rows) ** 2 / (2.0 * a_e * rho)
+    elif evaluate and mode == FIRST_ORDER and guard_sees(GUARD[0] * sum(rows_t), _cell_var(x, GUARD[1]), C,
+                                                         coverage) >= POWER:
+        f, a_e = GUARD  # not decisive at these sizes: the least evaluation round, a guard only
+        v = _cell_var(x, a_e)
         final = first_order_split(_training(x, f, a_e))
         p_m = min(0.5, float(final.expected_error))
         cert = expected_bound(p_m, f * sum(rows_t), v, C, coverage)
         ev = {"holdout": f, "evaluate_share": a_e, "power": comparison_power(f * sum(rows_t), v, C), "detect": DETECT,
               "model_error": p_m, "expected_certificate": cert, "expected_width": cert - p_m, "guard": 1.0}
+    elif evaluate and mode == FIRST_ORDER:  # even the guard is blind here: no evaluation round (study_first_order)
+        f, a_e = 0.0, 0.0
+        final = splits[mode]
+        cert = 1.0
+        v = _cell_var(x, GUARD[1])
+        ev = {"none": 1.0, "guard_caught": guard_sees(GUARD[0] * sum(rows_t), v, C, coverage),
+              "power": comparison_power(GUARD[0] * sum(rows_t), v, C), "detect": DETECT}
+        evaluate = False
     elif evaluate:
         ev = choose_evaluation(x, splits[mode], mode, coverage)
         f, a_e = ev["holdout"], ev["evaluate_share"]
@@ -469,10 +490,19 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
                               f"{ev['expected_width']:.3f}, chosen to minimise it)")
         elif not ev.get("guard"):
             out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class keeps a "
-                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}")
+                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}"
+                       + (f" (at these sizes no evaluation round within 50 % of the patients and 50 % of ρ expects a "
+                          f"certificate closer than {ev['least_width']:.2f} to the model's error)" if "least_width" in ev
+                          else ""))
         else:
             out.append(head + f"certificate {d['expected_certificate']:.3f}; a guard only: no round within "
                               f"{COMPARISON_MAX[0]:.0%} of the patients and {COMPARISON_MAX[1]:.0%} of ρ tells a model "
                               f"{ev['detect']:g} better from the larger class (probability {ev['power']:.2f}), so the "
                               "larger class is returned only when the model is shown worse")
+    elif d["evaluation"].get("none"):
+        ev = d["evaluation"]
+        out.append(f"  evaluate: none (no patient held out): a guard round of {GUARD[0]:.0%} of the patients and "
+                   f"{GUARD[1]:.0%} of ρ would catch even a model erring on every held-out patient with probability "
+                   f"{ev['guard_caught']:.2f}, so every patient and the whole total train the model; its certificate is "
+                   "its own (the confidence box's)")
     return out

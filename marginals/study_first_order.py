@@ -19,6 +19,18 @@ counts, 2(C − 1) cells of the confusion table). Where none does (the smallest 
 would be a coin flip), the round is the ``GUARD`` (f = 0.15, a_E = 0.04) and the final rule is
 "not-worse" (:func:`marg.learners.final_choice.final_against_prior`): the model is returned unless the
 evaluation shows it worse than the larger class; its certificate is still the holdout bound.
+
+**No evaluation round where even the guard is blind** (:func:`guard_sees`). The guard returns the larger
+class only when the model's released error count exceeds the larger class's by the margin
+z(level)·sqrt(2(K − 1)·v) that the noise alone passes with probability ≤ 1 − level. On the smallest
+studies that margin is larger than the held-out patients (cleveland's 3 sites of 243: 36 held-out
+patients, a margin of ≈ 85 counts), so not even a model erring on every held-out patient is caught:
+the round would spend ``GUARD``'s rows and ρ for a certificate of 1 and a choice made in advance. The
+rule, from public quantities only: when no decisive comparison exists and the guard catches a model
+that errs on every held-out patient (against the larger class's e_prior = (1 − GAP)/2) with probability
+below ``POWER``, the study has **no evaluation round** — holdout 0 in the study file, rounds "select"
+and "measure" only, the whole total to training — and the model's certificate is its own (the
+confidence box's, :mod:`marg.study_learner`), as for a study run without the evaluation round.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ import math
 from typing import Sequence
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from . import study_split as ss
 
@@ -98,6 +110,22 @@ def comparison_power(n_h: float, var_cell: float, classes: int, margin: float | 
     d = DETECT if margin is None else float(margin)
     e = (1.0 - ss.GAP) / 2.0
     return float(ndtr(n_h * d / math.sqrt(n_h * (2.0 * e - d) + 2.0 * (classes - 1.0) * var_cell)))
+
+
+def guard_sees(n_h: float, var_cell: float, classes: int, coverage: float = 0.95) -> float:
+    """P(the guard's "not-worse" rule returns the larger class) for a model that errs on every held-out patient, in
+    the planning world (the larger class errs e_prior = (1 − GAP)/2 of them):
+
+        P_caught = Φ((n_h·(1 − e_prior) − z·sqrt(2(K − 1)·v))/sqrt(n_h·e_prior(1 − e_prior) + 2(K − 1)·v)),
+
+    z = Φ⁻¹(1 − (1 − coverage)·g(1)/2) the bounds' level (:func:`marg.learners.final_choice.final_against_prior`'s
+    margin), n_h·(1 − e_prior) the mean difference of the two rules' error counts (the model errs on every patient,
+    the larger class on e_prior of them), its variance the larger class's binomial errors and the 2(K − 1) cells'
+    noise. Below ``POWER`` the guard round is not run (module docstring, "No evaluation round")."""
+    e = (1.0 - ss.GAP) / 2.0
+    noise = 2.0 * (classes - 1.0) * float(var_cell)
+    z = float(ndtri(1.0 - (1.0 - coverage) * 6.0 / math.pi ** 2 / 2.0))
+    return float(ndtr((n_h * (1.0 - e) - z * math.sqrt(noise)) / math.sqrt(n_h * e * (1.0 - e) + noise)))
 
 
 def comparison_decisive(rows: Sequence[int], holdout: float, rho_evaluate: float, curators_: float, classes: int,

@@ -34,7 +34,7 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
 
     Only cliques released by every site are kept (the others are returned by name as
     ``dropped``). Hidden class-column counts (:attr:`MarginalTable.hidden`, marked per site
-    before summing) add up. Noise stds add in quadrature (independent noise); the combined record
+    before summing) add up, each site's tails kept (:attr:`MarginalTable.hidden_tails`). Noise stds add in quadrature (independent noise); the combined record
     keeps the largest per-site privacy cost, since sites hold disjoint patients.
 
     Returns
@@ -76,9 +76,10 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
             )
         else:
             rec = NoiseRecord.exact()
-        hid = [t.hidden for t in ts if t.hidden is not None]  # each site's hidden columns: rows known only by class
+        hid = [t.hidden for t in ts if t.hidden is not None]  # each site's hidden tails: rows known by their sum
         out.append(MarginalTable(clique=ts[0].clique, counts=counts, noise=rec, kind=ts[0].kind,
-                                 hidden=np.sum(hid, axis=0) if hid else None))
+                                 hidden=np.sum(hid, axis=0) if hid else None,
+                                 hidden_tails=tuple(p for t in ts for p in t.hidden_tails)))
     return out, dropped
 
 
@@ -259,6 +260,14 @@ class Summary:
         if t is None:
             raise InputError(f"no released table contains the attributes {list(names)!r}")
         return count_bounds(t, names)
+
+    def hidden_tails(self, names: Sequence[str]) -> tuple:
+        """The hidden tails (:class:`~marg.marginals.tables.HiddenTail`, one per site's hidden column) of the
+        table :meth:`counts` reads ``names`` from; empty when nothing is hidden there."""
+        t = self._find_table(names)
+        if t is None:
+            raise InputError(f"no released table contains the attributes {list(names)!r}")
+        return tuple(t.hidden_tails)
 
     @property
     def hidden(self) -> dict[str, list[float]]:

@@ -25,6 +25,20 @@ from marg.errors import InputError
 from .noise import NoiseRecord
 
 KINDS = ("counts", "moments")
+
+
+@dataclass(frozen=True)
+class HiddenTail:
+    """One site's class column of a table ``N[x, y]`` whose last levels min-cell suppression hid
+    (:mod:`marg.marginals.suppression`): cells ``start … m−1`` of class ``cls`` hold ``rows`` patients
+    in all, each anywhere in ``[0, rows]``; ``released`` is that site's column as released
+    (shape (m,), 0 from ``start`` on), what a point estimate must not read as another site's shape.
+    ``start = 0``: the whole column."""
+
+    cls: int
+    start: int
+    rows: float
+    released: tuple[float, ...]
 STATS = ("first", "pairs", "pairs-only", "all")
 
 
@@ -41,9 +55,12 @@ class MarginalTable:
     noise : NoiseRecord
     kind : {"counts", "moments"}
     hidden : ndarray of shape (K,), optional
-        Two-attribute tables ``N[x, y]`` (label last) only: per class, the rows whose class
-        column some site released as 0 (min-cell suppression hides whole class columns,
+        Two-attribute tables ``N[x, y]`` (label last) only: per class, the rows that some site's
+        release left out of the column (min-cell suppression hides a class column's tail,
         :mod:`marg.marginals.hidden`); they are not in ``counts``. None: nothing hidden.
+    hidden_tails : tuple of HiddenTail
+        Where those rows may be, one entry per site's hidden column (their ``rows`` add up to
+        ``hidden`` class by class). Empty with ``hidden`` set: whole columns (``start = 0``).
     """
 
     clique: tuple[str, ...]
@@ -51,6 +68,7 @@ class MarginalTable:
     noise: NoiseRecord = field(default_factory=NoiseRecord.exact)
     kind: str = "counts"
     hidden: np.ndarray | None = None
+    hidden_tails: tuple[HiddenTail, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clique", tuple(self.clique))
@@ -76,6 +94,20 @@ class MarginalTable:
                 raise InputError(f"table {self.name}: hidden class-column counts must be >= 0, one per class of "
                                  f"a two-attribute count table, got shape {h.shape}")
             object.__setattr__(self, "hidden", h)
+            m, K = arr.shape
+            tails = tuple(self.hidden_tails) or tuple(HiddenTail(v, 0, float(h[v]), (0.0,) * m)
+                                                      for v in range(K) if h[v] > 0)
+            per = np.zeros(K)
+            for p in tails:
+                if not (0 <= p.cls < K and 0 <= p.start < m and len(p.released) == m and p.rows >= 0):
+                    raise InputError(f"table {self.name}: a hidden tail outside the table's {m} levels and {K} classes")
+                per[p.cls] += p.rows
+            if not np.allclose(per, h, rtol=0.0, atol=1e-6):
+                raise InputError(f"table {self.name}: hidden tails hold {per.tolist()} rows per class, hidden says "
+                                 f"{h.tolist()}")
+            object.__setattr__(self, "hidden_tails", tails)
+        elif self.hidden_tails:
+            raise InputError(f"table {self.name}: hidden tails without hidden rows")
 
     @property
     def name(self) -> str:

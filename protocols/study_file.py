@@ -162,8 +162,12 @@ def make_study(codebook: Codebook, parties: list[Pinned], learner: str, sign_key
         raise InputError(f"--epsilon must be a positive number, got {epsilon!r}")
     if not 0.0 < float(delta) < 1.0:
         raise InputError(f"--delta must be in (0, 1), got {delta!r}")
-    if not 0.0 < float(holdout) < 1.0:
+    if tuple(rounds) not in (ROUNDS, ROUNDS[:2]):
+        raise InputError(f"a study's rounds are {', '.join(ROUNDS)} or the first two, got {list(rounds)!r}")
+    if "evaluate" in rounds and not 0.0 < float(holdout) < 1.0:
         raise InputError(f"the held-out fraction must be in (0, 1), got {holdout!r}")
+    if "evaluate" not in rounds and float(holdout) != 0.0:
+        raise InputError(f"a study without the evaluation round holds out no patient, got a held-out fraction {holdout!r}")
     t = n // 2 + 1 if threshold is None else int(threshold)
     if n >= 2 and not n // 2 < t <= n:
         raise InputError(f"--threshold must be more than half the sites and at most all of them ({n // 2 + 1}..{n}), got {t}")

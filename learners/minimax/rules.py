@@ -174,8 +174,19 @@ class MinimaxRules(MarginalEstimator):
         A fit's last step."""
         from ..certify_labels import labels_certificate
 
+        if getattr(self, "_predictor_only", False):  # fit_predictor: the labels are asked of it, not their bound
+            return
         self.certificate_ = labels_certificate(self, summary)
         self.cover_selection(summary)
+
+    def fit_predictor(self, summary: Any) -> "MinimaxRules":
+        """:meth:`fit` without the labels' certificate (W(h), an LP over the box: most of a fit on adult's three sites);
+        ``certificate_`` stays R*. The same μ and the same ``predict`` (the certificate is the fit's last step)."""
+        self._predictor_only = True
+        try:
+            return self.fit(summary)
+        finally:
+            del self._predictor_only
 
     def randomized_bound(self) -> Certificate | None:
         """R* (``minimax_risk_``): the randomized rule's worst-case risk over the box, when the certificate is not it."""

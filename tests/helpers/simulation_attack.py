@@ -48,8 +48,9 @@ def simulation_attack(
     hidden : ``(table, cell)`` of each hidden cell
     algorithm : the public algorithm: filled tables → released tables, or None if it refuses
     label : the label's name
-    limit : a column with more fillings is attacked with the fillings that move patients
-        between two of its hidden cells only (a subset: fewer candidates than the attacker's)
+    limit : a column with more fillings is attacked with a subset of them (fewer candidates than the
+        attacker's): the fillings that move patients between two of its hidden cells, and those that put
+        any count in one cell and the rest in one other, or one patient in a second and the rest in a third
 
     Returns
     -------
@@ -71,9 +72,9 @@ def simulation_attack(
             continue
         if math.comb(need + len(cells) - 1, len(cells) - 1) <= limit:
             fillings = compositions(need, len(cells))
-        else:  # too many: only move patients between two hidden cells, the rest at the truth (a subset)
+        else:  # too many: a subset (pair moves from the truth, and sparse fillings)
             partial.update((t, ix) for ix in cells)
-            fillings = _pair_moves([int(truth_t[ix]) for ix in cells])
+            fillings = itertools.chain(_pair_moves([int(truth_t[ix]) for ix in cells]), _sparse(need, len(cells)))
         for vals in fillings:
             filled = np.array(truth_t, copy=True)
             for ix, val in zip(cells, vals):
@@ -96,3 +97,22 @@ def _pair_moves(values: list[int]):
             v = list(values)
             v[i], v[j] = a, s - a
             yield tuple(v)
+
+
+def _sparse(total: int, parts: int):
+    """Fillings of ``parts`` cells summing to ``total`` with at most three nonzero cells: any count ``a`` in
+    one cell and the rest in one other, or ``a`` in one, one patient in a second and the rest in a third."""
+    for i in range(parts):
+        for a in range(total + 1):
+            for j in range(parts):
+                if j == i:
+                    continue
+                v = [0] * parts
+                v[i], v[j] = a, total - a
+                yield tuple(v)
+                if total - a >= 1:
+                    for h in range(parts):
+                        if h not in (i, j):
+                            w = [0] * parts
+                            w[i], w[j], w[h] = a, 1, total - a - 1
+                            yield tuple(w)

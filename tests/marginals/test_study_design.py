@@ -40,8 +40,9 @@ def test_the_rounds_add_to_the_sites_total_as_opendp_converts_it(votes, planted)
         rho = rho_for_epsilon(1.0, 1e-6)
         assert d.rho_total == pytest.approx(rho, rel=1e-12)
         assert sum(d.rounds.values()) == pytest.approx(rho, rel=1e-9)
-        assert d.round_names == ("select", "measure", "evaluate") and min(d.rounds.values()) > 0
-        assert d.rho_label > 0 and (d.rho_select > 0) == (d.selection != sd.FIRST_ORDER) and 0.10 <= d.holdout <= 0.50
+        assert min(d.rounds.values()) > 0 and d.rho_label > 0 and (d.rho_select > 0) == (d.selection != sd.FIRST_ORDER)
+    assert planted.round_names == ("select", "measure", "evaluate") and 0.10 <= planted.holdout <= 0.50
+    assert votes.round_names == ("select", "measure") and votes.holdout == 0.0  # too small for an evaluation round
     off = sd.design_study(codebook(16), 3, (174, 104, 70), 1.0, 1e-6, 2, evaluate=False)
     assert off.round_names == ("select", "measure") and off.holdout == 0.0 and off.rho_evaluate == 0.0
     assert sum(off.rounds.values()) == pytest.approx(off.rho_total, rel=1e-9) and off.expected_certificate == 1.0
@@ -108,8 +109,9 @@ def test_the_selection_mode_is_the_smaller_expected_error_and_pooled_costs_grow_
 
 def test_the_rules_outputs_for_stated_inputs(votes, planted):
     """Pinned outputs of the rule (they change only when the rule does): house-votes-84's shape and a planted study."""
-    assert (votes.selection, votes.k, votes.holdout, votes.evaluation["evaluate_share"]) == (sd.FIRST_ORDER, 16, 0.15, 0.04)
-    assert votes.evaluation["guard"] == 1.0 and votes.evaluation["power"] == pytest.approx(0.629, abs=0.005)
+    assert (votes.selection, votes.k, votes.holdout, votes.rho_evaluate) == (sd.FIRST_ORDER, 16, 0.0, 0.0)
+    assert votes.evaluation["none"] == 1.0 and votes.evaluation["power"] == pytest.approx(0.629, abs=0.005)
+    assert votes.evaluation["guard_caught"] == pytest.approx(0.077, abs=0.005)
     assert (planted.selection, planted.k, planted.holdout, planted.evaluation["evaluate_share"]) == ("pooled", 10, 0.25, 0.26)
     assert planted.expected_error == pytest.approx(0.0839, abs=5e-4) and planted.expected_certificate < 0.15
     adult = sd.design_study(codebook(14, 5), 3, (19537, 11722, 7815), 1.0, 1e-6, 2)
@@ -121,10 +123,10 @@ def test_the_design_round_trips_through_json(votes):
     d = json.loads(json.dumps(votes.to_dict()))
     back = sd.StudyDesign.from_dict(d)
     assert back == votes and back.rounds == votes.rounds
-    assert d["round_names"] == ["select", "measure", "evaluate"] and "stated" in d["rule"]
+    assert d["round_names"] == ["select", "measure"] and "stated" in d["rule"] and "no evaluation round" in d["rule"]
     with pytest.raises(InputError, match="missing"):
         sd.StudyDesign.from_dict({k: v for k, v in d.items() if k != "holdout"})
-    assert any("hold out 15%" in line for line in sd.design_lines(d))
+    assert any("evaluate: none (no patient held out)" in line for line in sd.design_lines(d))
 
 
 @pytest.mark.parametrize("kw, match", [
