@@ -82,12 +82,12 @@ def pooled_baselines(X, y, tr, te, cb):
 
 def heldout_choice(auto, S, X, y, held, te, epsilon, seed=0):
     """The study's evaluation round on this split (``--heldout``): the automatic choice's top K candidates
-    (:func:`marg.study_learner.runners_up`) evaluated on the held-out patients (their pooled confusion tables, exact
+    (:func:`marg.study_evaluated.runners_up`) evaluated on the held-out patients (their pooled confusion tables, exact
     or with discrete-Gaussian-like noise of the round's std under DP), the best of K against the larger class by
     :func:`marg.learners.final_choice.final_among`; its test error and what was kept."""
     from marg.learners.final_choice import final_among
     from marg.learners.label_only import LabelOnly
-    from marg.study_learner import EVALUATED, runners_up
+    from marg.study_evaluated import EVALUATED, runners_up
 
     models = [auto.chosen_] + [m.estimator for m in runners_up(auto, S, EVALUATED - 1)]
     K = S.n_classes
@@ -214,14 +214,15 @@ def main() -> None:
     ap.add_argument("--world", default="tan", choices=("tan", "aligned"),
                     help="an experiment: 'aligned' simulates half the rows of a pair-free summary with coupled features")
     ap.add_argument("--estimate", default=None, choices=("loso", "optimism"),
-                    help="the estimate of exact releases (marg.learners.cross_site.EXACT_ESTIMATE; default: the library's)")
+                    help="the estimate of exact releases (marg.learners.cross_site.EXACT_ESTIMATE; default: leave-one-site-out)")
     ap.add_argument("--heldout", type=float, default=0.0,
                     help="each site holds out this share of its training patients for an evaluation round of the top K")
     a = ap.parse_args()
-    if a.estimate is not None:
+    if a.estimate == "optimism":
         import marg.learners.cross_site as cs
+        from marg.learners.study_bootstrap import optimism_errors
 
-        cs.EXACT_ESTIMATE = a.estimate
+        cs.EXACT_ESTIMATE = optimism_errors
     if a.world == "aligned":
         aligned_world()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded); "

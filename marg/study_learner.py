@@ -12,14 +12,14 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
   vote), and the tables round 2 affords for them
   (:func:`marg.learners.two_round.choose_tables`: first-order tables, pairs among the first M);
 - ``evaluate``: the model fitted on the measured tables by the automatic choice
-  (:func:`final_learner`), and beside it up to :data:`EVALUATED` − 1 of the choice's next candidates by
-  estimated error whose labels differ (:func:`runners_up`), each evaluated on each site's held-out
+  (:func:`final_learner`), and beside it up to :data:`~marg.study_evaluated.EVALUATED` − 1 of the choice's next candidates by
+  estimated error whose labels differ (:func:`marg.study_evaluated.runners_up`), each evaluated on each site's held-out
   patients (one confusion table N[predicted_j, y] per model; the larger class read from the first).
 
 The certificate is the holdout bound on the pooled evaluation counts of the model as chosen: the best of the
 K evaluated by the held-out counts, against the larger class, by :func:`marg.learners.final_choice.final_among`
 (model j's bound at α·g(o_j)/2 for its ordinal o_j on the held-out set — each model counted in the sites'
-ledgers, :func:`evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when its bound
+ledgers, :func:`marg.study_evaluated.evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when its bound
 beats the larger class's). The certified model is signed and written to the drop box with
 the study's result.
 """
@@ -35,14 +35,11 @@ import numpy as np
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
-from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, evaluation_ordinal, learner_signed,
+from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed,
                            open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
+from .study_evaluated import EVALUATED, candidate_file, evaluation_ordinals, runners_up  # noqa: F401 (re-exported)
 from .study_site import eval_clique, eval_codebook, eval_model_file
 
-EVALUATED = 3
-"""How many of the automatic choice's candidates the evaluation round evaluates (the chosen one first, then the
-next by estimated error whose labels differ from those before): each costs one more table on the same held-out
-patients (the round's ρ split over them) and one more model counted in each site's ledger."""
 
 COVERAGE = 0.95
 FIRST_ORDER = "first-order"
@@ -157,50 +154,6 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
             "model": digests[0], "models": digests, "learner": res.model.learner,
             "learners": [m.learner for m in models], "larger_class": int(np.argmax(label)),
             "features": res.model.codebook.feature_names}, eval_codebook(cb, len(models))
-
-
-def candidate_file(j: int) -> str:
-    """The learner's own copy of the ``j``-th evaluated model (0-based)."""
-    return "candidate.model.json" if j == 0 else f"candidate-{j + 1}.model.json"
-
-
-def runners_up(est: Any, s2: Any, k: int) -> list[Any]:
-    """Up to ``k`` more models for the evaluation round: the automatic choice's other fitted candidates by estimated
-    error (never the label-only rule: the evaluation reads the larger class from the same table), each kept only when
-    its labels differ from every model before it on more than 1 % of rows simulated from ``s2`` (a rule with the
-    same labels would spend the round's ρ on the same counts). None when ``est`` is not an automatic choice."""
-    from marg.learners.choice_rule import PRIOR
-    from marg.learners.learn import as_model
-
-    rows, fitted = getattr(est, "candidates_", None), getattr(est, "fitted_", None)
-    if k < 1 or not rows or not fitted:
-        return []
-    order = sorted((i for i, r in enumerate(rows) if not r.chosen and r.learner != PRIOR and fitted[i] is not None
-                    and r.error is not None), key=lambda i: (rows[i].error, i))
-    try:
-        from marg.learners.cross_site import tan_sample
-
-        X = tan_sample(s2, draws=300, seed=4401).X
-    except InputError:  # raw numeric features: no rows to compare labels on, one model per learner
-        X = None
-    taken = [est.chosen_]
-    labels = [] if X is None else [np.asarray(est.chosen_.predict(X))]
-    out = []
-    for i in order:
-        f = fitted[i]
-        if X is None:
-            if any(f.learner == t.learner for t in taken):
-                continue
-        else:
-            lab = np.asarray(f.predict(X))
-            if any(np.mean(lab != other) <= 0.01 for other in labels):
-                continue
-            labels.append(lab)
-        taken.append(f)
-        out.append(as_model(f, s2, {**f.report(), "n": s2.n}))
-        if len(out) >= k:
-            break
-    return out
 
 
 def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
@@ -361,21 +314,6 @@ def run_learner(study_path: str | Path, close: bool = False) -> dict[str, Any]:
         nxt = "none: the study is done (marg study status)"
     return {"study_id": study.study_id, "learner": study.learner.site, "did": did, "next": nxt, "notes": notes,
             "model": f"{drop}/{FINAL_MODEL}" if drop.exists(FINAL_RESULT) else None}
-
-
-def evaluation_ordinals(summed: Any, k: int) -> list[int]:
-    """Each evaluated model's ordinal on the sites' held-out sets (``k`` models, in the round's order): per model the
-    largest rank the sites state under their signatures (``evaluations_on_split_each``); a site that states only the
-    first's (:func:`marg.study_runner.evaluation_ordinal`) is read as ranking the others after it, one by one."""
-    first = evaluation_ordinal(summed)
-    out = [first + j for j in range(int(k))]
-    per_site = ((getattr(summed, "header", None) or {}).get("privacy") or {}).get("per_site") or []
-    for p in per_site:
-        each = p.get("evaluations_on_split_each") if isinstance(p, dict) else None
-        if isinstance(each, list) and len(each) == k and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                                                             for v in each):
-            out = [max(a, int(b)) for a, b in zip(out, each)]
-    return out
 
 
 def comparison_rule(study: Any) -> str:
