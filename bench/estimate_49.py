@@ -18,7 +18,15 @@ from the set (seed 7000 + study), the three sites count their exact first-order 
   read at the study's n (:func:`size_corrected`: leave-one-site-out's known bias, its folds train on fewer patients);
 - ``mean(loso, in-sample)``: leave-one-site-out (pessimistic by the folds' size) averaged with the fitted model's
   plug-in error on the tables it was fitted on (optimistic);
-- ``loso, median fold``: the median of the three folds instead of their n-weighted mean (with the same floor).
+- ``loso, median fold``: the median of the three folds instead of their n-weighted mean (with the same floor);
+- ``optimism``: the fitted model's plug-in error plus the bootstrap's optimism
+  (:func:`marg.learners.study_bootstrap.optimism_errors`, 4 resampled studies; Efron 1983);
+- ``mean(loso, optimism)``: the two averaged.
+
+``--population tan`` (a known population): the population is the TAN distribution of the whole set's exact
+first-order and pair tables (:func:`marg.learners.cross_site.tan_sample`); each study's sites draw their patients
+from it, and the true error is measured on 20,000 separate draws a class (weighted by p(y)) — the world every
+estimate simulates is then of the population's own family, so what is left is each estimate's own error.
 Reported: the mean absolute error with a 95 % interval (percentile bootstrap over the studies),
 the mean signed error (bias), and CPU seconds per study (loso: the whole choice — fits, certificates and the
 leave-one-site-out refits; bootstrap: its refits alone).
@@ -50,7 +58,7 @@ def _bench(name: str):
 
 
 METHODS = ("loso", "bootstrap", "loso+shrink", "bootstrap+shrink", "mean(loso, bootstrap)", "loso, size-corrected",
-           "mean(loso, in-sample)", "loso, median fold")
+           "mean(loso, in-sample)", "loso, median fold", "optimism", "mean(loso, optimism)")
 
 
 def size_corrected(folds, weights, sizes) -> float:
@@ -65,7 +73,35 @@ def size_corrected(folds, weights, sizes) -> float:
     return float(np.clip(a + b / float(sum(sizes)), 0.0, 1.0))
 
 
-def one_study(make, y, seed: int, rows: list[int], stats: str = "all"):
+OPTIMISM: dict = {}
+"""``--opt-replicates`` / ``--opt-draws``: the optimism estimate's replicates and rows per class of each world."""
+
+
+class TanPopulation:
+    """The known population of ``--population tan``: the TAN distribution of the whole set's tables."""
+
+    def __init__(self, make, y, seed: int = 99):
+        from marg.learners.cross_site import tan_sample
+        from marg.marginals.counting import count_tables
+        from marg.marginals.summary import Summary
+        from marg.marginals.tables import plan_cliques
+
+        idx = np.arange(y.size)
+        self.cb, X = make(idx)
+        full = Summary(self.cb, count_tables(self.cb, X, y, plan_cliques(self.cb, "all")))
+        self.pool = tan_sample(full, draws=20000, seed=seed)
+        self.test = tan_sample(full, draws=20000, seed=seed + 1)
+        self.p = self.pool.w / self.pool.w.sum()
+
+    def draw(self, rng, n):
+        k = rng.choice(self.p.size, size=n, p=self.p)
+        return self.pool.X[k], self.pool.y[k].astype(int)
+
+    def error(self, model):
+        return float(np.sum(self.test.w * (np.asarray(model.predict(self.test.X)) != self.test.y)))
+
+
+def one_study(make, y, seed: int, rows: list[int], stats: str = "all", population: "TanPopulation | None" = None):
     from marg.learners.auto import AutoLearner
     from marg.learners.candidates import FOLD_PARAMS
     from marg.learners.choice_rule import estimate_se, shrink_estimates
@@ -74,14 +110,24 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all"):
     from marg.marginals.summary import Summary, sum_tables
     from marg.marginals.tables import plan_cliques
 
+    from marg.learners.study_bootstrap import optimism_errors
+
     rng = np.random.default_rng(seed)
-    perm = rng.permutation(y.size)
     n = sum(rows)
-    tr, te = perm[:n], perm[n:]
-    cb, X = make(tr)
-    cuts = np.cumsum(rows)[:-1]
-    plan = plan_cliques(cb, stats)
-    parts = [(f"site{k}", count_tables(cb, X[s], y[s], plan)) for k, s in enumerate(np.split(tr, cuts))]
+    if population is None:
+        perm = rng.permutation(y.size)
+        tr, te = perm[:n], perm[n:]
+        cb, X = make(tr)
+        cuts = np.cumsum(rows)[:-1]
+        plan = plan_cliques(cb, stats)
+        parts = [(f"site{k}", count_tables(cb, X[s], y[s], plan)) for k, s in enumerate(np.split(tr, cuts))]
+
+        def true_error(model):
+            return float(np.mean(model.predict(X[te]) != y[te]))
+    else:
+        cb, plan = population.cb, plan_cliques(population.cb, stats)
+        parts = [(f"site{k}", count_tables(cb, *population.draw(rng, m), plan)) for k, m in enumerate(rows)]
+        true_error = population.error
     S = Summary(cb, sum_tables([p[1] for p in parts])[0], site_parts=parts)
     t0 = time.process_time()
     auto = AutoLearner().fit(S)
@@ -90,9 +136,11 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all"):
     t0 = time.process_time()
     boot = bootstrap_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
                                 for k, r in live])
+    opt = optimism_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
+                              for k, r in live], {str(k): auto.fitted_[k] for k, _ in live}, **OPTIMISM)
     t_boot = time.process_time() - t0
     out = []
-    keep = [(k, r) for k, r in live if not isinstance(boot[str(k)], str)]
+    keep = [(k, r) for k, r in live if not isinstance(boot[str(k)], str) and not isinstance(opt[str(k)], str)]
     loso = [r.error for _, r in keep]
     loso_se = [estimate_se(r.folds, r.fold_weights) or 0.0 for _, r in keep]
     bv = [boot[str(k)].value for k, _ in keep]
@@ -102,8 +150,9 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all"):
 
     inside = [in_sample_error(auto.fitted_[k], S).value for k, _ in keep]
     for j, (k, r) in enumerate(keep):
-        true = float(np.mean(auto.fitted_[k].predict(X[te]) != y[te]))
-        out.append({"learner": r.learner, "true": true, "loso": loso[j], "bootstrap": bv[j], "loso+shrink": ls[j],
+        true = true_error(auto.fitted_[k])
+        ov = opt[str(k)].value
+        out.append({"optimism": ov, "mean(loso, optimism)": (loso[j] + ov) / 2, "learner": r.learner, "true": true, "loso": loso[j], "bootstrap": bv[j], "loso+shrink": ls[j],
                     "bootstrap+shrink": bs[j], "mean(loso, bootstrap)": (loso[j] + bv[j]) / 2,
                     "loso, size-corrected": size_corrected(r.folds, r.fold_weights, rows),
                     "mean(loso, in-sample)": (loso[j] + inside[j]) / 2,
@@ -118,7 +167,12 @@ def main() -> None:
     ap.add_argument("--sets", default="adult,kr-vs-kp")
     ap.add_argument("--rows", default="50,150,300")
     ap.add_argument("--stats", default="all", help="the sites' tables: all (first-order and pairs) or first")
+    ap.add_argument("--population", default="rows", choices=("rows", "tan"),
+                    help="rows: the set's remaining rows; tan: the TAN distribution of the whole set's tables")
+    ap.add_argument("--opt-replicates", type=int, default=None)
+    ap.add_argument("--opt-draws", type=int, default=None)
     a = ap.parse_args()
+    OPTIMISM.update({k: v for k, v in (("replicates", a.opt_replicates), ("draws", a.opt_draws)) if v is not None})
     rows = [int(v) for v in a.rows.split(",")]
     priv = _bench("privacy")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded)\n")
@@ -127,14 +181,15 @@ def main() -> None:
     rng = np.random.default_rng(1)
     for name in a.sets.split(","):
         make, y = priv.load_set(name)
+        pop = TanPopulation(make, y) if a.population == "tan" else None
         per, tl, tb = [], [], []
         for s in range(a.studies):
-            res, t_l, t_b = one_study(make, y, 7000 + s, rows, a.stats)
+            res, t_l, t_b = one_study(make, y, 7000 + s, rows, a.stats, pop)
             per.append(res)
             tl.append(t_l)
             tb.append(t_b)
             print(f"<!-- {name} study {s}: " + "; ".join(f"{r['learner']} true {r['true']:.3f} loso {r['loso']:.3f} "
-                                                         f"boot {r['bootstrap']:.3f}" for r in res) + " -->", flush=True)
+                                                         f"boot {r['bootstrap']:.3f} opt {r['optimism']:.3f}" for r in res) + " -->", flush=True)
         for m in METHODS:
             ae = [np.mean([abs(r[m] - r["true"]) for r in st]) for st in per]
             se = [np.mean([r[m] - r["true"] for r in st]) for st in per]

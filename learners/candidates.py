@@ -163,6 +163,10 @@ class PlainCandidates:
         if how == "loso":
             return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
                     f"rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n{pairs}")
+        if how == "optimism":
+            return ("the model as fitted, its error on rows simulated from the tables (tree-augmented naive Bayes), plus "
+                    f"the optimism of a refit on studies of the same {len(parts)} sites drawn again from their own "
+                    f"tables (the study bootstrap){pairs}")
         why = {0: "no site's own tables were kept, only their sum", 1: "one site's tables"}.get(
             len(parts), f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
         return (f"in sample ({why}): each model's error on rows simulated from the tables it was fitted on "

@@ -58,7 +58,8 @@ or estimated worse than the prior, is passed over. Both ``prefer`` take them.
 
 **Evidence from an evaluation round** (:func:`with_heldout`): a candidate measured on held-out patients
 carries that error rate as its estimate (its binomial and noise standard error beside it), compared with
-the others by the unpaired noise √(se_a² + se_b²); the rule is otherwise the same.
+the others by the unpaired noise √(se_a² + se_b²); the rule is otherwise the same. A study's evaluation round
+uses it to choose among the top K candidates it measured (:func:`marg.learners.final_choice.final_among`).
 
 **Each estimate's own noise** (:func:`estimate_se`): the standard error of a leave-one-site-out
 estimate as a weighted mean of its folds, se(k)² = S/(S − 1)·Σ_s w_s²(e_{k,s} − ê_k)², is reported

@@ -285,6 +285,12 @@ rules erred 0.08–0.10). The cost: those left-out rows follow the distribution 
 in the hidden cells, which flatters naive Bayes (credit-a: estimated 0.03–0.08 for a test error of
 0.17–0.19, chosen over the MRC's 0.11–0.18)."""
 
+EXACT_ESTIMATE: Callable[[Any, Sequence[tuple[str, Callable[[Any], Any]]], dict[str, Any]], dict] | None = None
+"""The estimate of exact releases with 2–:data:`MAX_SITES` sites' own tables: None — leave-one-site-out —, or
+:func:`marg.learners.study_bootstrap.optimism_errors` (the fitted model's plug-in error plus the study bootstrap's
+optimism; ``bench/choice_49.py --estimate optimism`` sets it), measured against each other in ``bench/estimate_49.py``
+(BENCHMARKS.md, "Issue 49 (chooser2)")."""
+
 REPLICATES = 3
 """Training sets drawn for the split estimate (one site)."""
 POPULATION = 2000
@@ -318,6 +324,11 @@ def estimate_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
         or a one-line reason the candidate has none.
     """
     parts = summary.site_parts
+    if EXACT_ESTIMATE is not None and not summary.is_noisy and fitted and MIN_SITES <= len(parts) <= MAX_SITES:
+        try:
+            return "optimism", EXACT_ESTIMATE(summary, candidates, fitted)
+        except InputError as exc:  # e.g. raw numeric features: no rows can be simulated
+            return "optimism", {key: str(exc) for key, _ in candidates}
     if MIN_SITES <= len(parts) <= MAX_SITES:
         from marg.marginals.summary import Summary, sum_tables
 

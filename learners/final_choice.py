@@ -25,6 +25,16 @@ made from these very counts — keeps its certificate. The model is returned onl
 **beats** the larger class: its bound strictly below the larger class's (the bounds tied — both 1 on a
 small evaluation —: its released error count strictly below); otherwise the larger class is returned with its certificate on the same evaluation. The population both bounds name is the
 held-out rows' (one held-out fraction for the study: the sites' patients weighted by their numbers).
+
+**Several models evaluated** (:func:`final_among`, issue 49): the study's evaluation round may evaluate the
+top K candidates of the automatic choice on the same held-out patients, one table N[predicted_j, y] each,
+model j at its own ordinal o_j on the held-out set (consecutive: the ledger counts each). Model j's bound is
+taken at α·g(o_j)/2 and the larger class's (read from the first model's table) at α·g(o_1)/2, so all K + 1
+bounds hold together with probability ≥ 1 − α·Σ_j g(o_j) ≥ 1 − α (Σ_{o ≥ 1} g(o) = 1): a choice made from these
+counts keeps its certificate, whichever is chosen. The choice among the K is the one rule of
+:mod:`marg.learners.choice_rule` on the held-out evidence (:func:`~marg.learners.choice_rule.with_heldout`: each
+model's released error rate with its binomial and noise standard error; the smallest, ties by the bound); the
+chosen one is then compared with the larger class by ``rule`` as above. K = 1 is :func:`final_against_prior`.
 """
 
 from __future__ import annotations
@@ -87,9 +97,12 @@ class FinalChoice:
     share: float
     coverage: float
     rule: str = "beats"
+    index: int = 0
+    evaluated: tuple = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen, "certificate": self.certificate.value, "model_bound": self.model_bound.to_dict(),
+                "model_index": self.index, "evaluated": [dict(e) for e in self.evaluated],
                 "prior_bound": self.prior_bound.to_dict(), "prior_class": self.prior_class, "alpha_share": self.share,
                 "coverage": self.coverage,
                 "rule": ("the model only when its holdout bound is strictly below the larger class's on the same "
@@ -136,33 +149,80 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     FinalChoice
         Its ``estimator`` (``model`` or ``prior``) carries the chosen bound as its certificate (kind ``"holdout"``).
     """
+    return final_among([model], prior, [np.asarray(counts)], [tuple(draws)], layout, coverage, [ordinal], evaluations,
+                       rule, cell_std)
+
+
+def final_among(models: Sequence[Any], prior: Any, tables: Sequence[np.ndarray], draws: Sequence[Sequence[Any]],
+                layout: str = "confusion", coverage: float = 0.95, ordinals: Sequence[int] | None = None,
+                evaluations: int | None = None, rule: str = "beats", cell_std: float = 0.0,
+                names: Sequence[str] | None = None) -> FinalChoice:
+    """The best of K models evaluated on the same held-out patients, or the larger class (module docstring).
+
+    Parameters
+    ----------
+    models : sequence of MarginalEstimator or Model, length K
+        The fitted models, in the order they were ranked before the evaluation (the first: the automatic choice's).
+    prior : LabelOnly or Model
+        The label-only rule fitted on the training summary (``class_``: the larger class).
+    tables : sequence of ndarray, length K
+        Model j's pooled evaluation table (``confusion`` N[predicted, y] (C, C) or ``classes`` N[y, outcome] (C, 2)).
+    draws : sequence of (sequence of (noise, scale, discrete, count)), length K
+        Each table's noise draws in one cell (() when exact).
+    ordinals : sequence of int, length K
+        Each model's ordinal on the held-out set (None: 1, 2, …, K).
+    evaluations, rule, cell_std, coverage, layout : as :func:`final_against_prior`.
+    names : sequence of str, optional
+        The models' names for the record (default: their ``learner``).
+
+    Returns
+    -------
+    FinalChoice
+        ``index`` the chosen model's (when ``chosen == "model"``), ``evaluated`` one record per model (its name,
+        ordinal, share, released errors and rows, bound); its ``estimator`` carries the chosen bound.
+    """
     from .base import Certificate
+    from .candidates import CandidateRow
+    from .choice_rule import choose_index, with_heldout
 
     if not 0.0 < coverage < 1.0:
         raise InputError(f"coverage must be in (0, 1), got {coverage!r}")
-    c = int(getattr(getattr(prior, "estimator", prior), "class_"))
-    draws = tuple(draws)
-    model_rel = released_counts(np.asarray(counts), draws, layout)[0]
-    prior_rel = prior_released(counts, draws, layout, c)
-    share = evaluation_share(ordinal, evaluations)
-    level = 1.0 - (1.0 - coverage) * share / 2.0
-    mb, pb = exact_bound(model_rel, level), exact_bound(prior_rel, level)
     if rule not in RULES:
         raise InputError(f"the final comparison's rule must be one of {', '.join(RULES)}, got {rule!r}")
+    K = len(models)
+    ordinals = list(range(1, K + 1)) if ordinals is None else [int(o) for o in ordinals]
+    if K < 1 or len(tables) != K or len(draws) != K or len(ordinals) != K:
+        raise InputError(f"{K} models evaluated, but {len(tables)} tables, {len(draws)} noise records and "
+                         f"{len(ordinals)} ordinals")
+    c = int(getattr(getattr(prior, "estimator", prior), "class_"))
+    rels = [released_counts(np.asarray(t), tuple(d), layout)[0] for t, d in zip(tables, draws)]
+    shares = [evaluation_share(o, evaluations) for o in ordinals]
+    levels = [1.0 - (1.0 - coverage) * sh / 2.0 for sh in shares]
+    bounds = [exact_bound(r, lv) for r, lv in zip(rels, levels)]
+    prior_rel = prior_released(tables[0], tuple(draws[0]), layout, c)
+    pb = exact_bound(prior_rel, levels[0])
+    names = [str(getattr(m, "learner", "model")) for m in models] if names is None else [str(x) for x in names]
+    j = 0
+    if K > 1:  # the one rule on the held-out evidence: the smallest released error rate (ties: the smaller bound)
+        rows = [CandidateRow(names[i], {}, certificate=bounds[i].value) for i in range(K)]
+        rows = with_heldout(rows, {i: (rels[i].errors, max(rels[i].rows, 1.0), bounds[i].noise_sd) for i in range(K)})
+        j, _ = choose_index(rows, "accuracy", tolerance=0.0)
+    mb, model_rel = bounds[j], rels[j]
     if rule == "beats":  # tied bounds (both trivial at 1 on a small evaluation): the released error counts decide
         keep = mb.value < pb.value or (mb.value == pb.value and model_rel.errors < prior_rel.errors)
     else:
         from scipy.special import ndtri
 
-        K0 = len(np.asarray(counts))
-        margin = float(ndtri(level)) * float(np.sqrt(2.0 * (K0 - 1))) * float(cell_std)
+        C0 = len(np.asarray(tables[j]))
+        margin = float(ndtri(levels[j])) * float(np.sqrt(2.0 * (C0 - 1))) * float(cell_std)
         keep = model_rel.errors - prior_rel.errors <= margin
-    chosen, est, bound = ("model", model, mb) if keep else ("prior", prior, pb)
-    K = len(np.asarray(counts))
+    chosen, est, bound = ("model", models[j], mb) if keep else ("prior", prior, pb)
+    C = len(np.asarray(tables[j]))
     getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
-        bound.value, "holdout", coverage, False, K,
+        bound.value, "holdout", coverage, False, C,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
                               f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned"))
-    out = FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c, share, coverage,
-                      rule)
-    return out
+    evaluated = tuple({"learner": names[i], "ordinal": ordinals[i], "alpha_share": shares[i],
+                       "errors": rels[i].errors, "rows": rels[i].rows, "bound": bounds[i].value} for i in range(K))
+    return FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c,
+                       shares[j] if keep else shares[0], coverage, rule, j, evaluated)

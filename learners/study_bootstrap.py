@@ -22,6 +22,16 @@ It estimates err_{P̂}(fit on a study drawn from P̂), the plug-in world standin
 population; measured against leave-one-site-out on simulated small studies from known
 populations (``bench/estimate_49.py``, BENCHMARKS.md "Issue 49"). Exact releases only (a noisy
 table would be resampled without its noise); raw numeric features give no estimate.
+
+**The optimism-corrected plug-in error** (:func:`optimism_errors`; Efron 1983, "Estimating the error rate of a
+prediction rule"): the model as fitted, h, has the plug-in error err_{P̂}(h) on the tables it was fitted on —
+optimistic by how much a fit adapts to its own study. The bootstrap measures that optimism: on replicate r the
+refit h_r is measured in the world it was fitted on, P̂_r (its resampled study's TAN distribution), and in P̂,
+
+    ω̂ = mean_r [err_{P̂}(h_r) − err_{P̂_r}(h_r)],          estimate = err_{P̂}(h) + ω̂,
+
+so the model handed out is the one measured (not a refit on fewer patients, as in leave-one-site-out) and its
+optimism is that of a study of the real study's size and sites.
 """
 
 from __future__ import annotations
@@ -98,4 +108,67 @@ def bootstrap_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any
             continue
         e = errs[key]
         out[key] = ErrorEstimate(float(np.mean(e)), "bootstrap", [float(v) for v in e], [1.0] * len(e))
+    return out
+
+
+def optimism_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], Any]]], fitted: dict[str, Any],
+                    replicates: int = REPLICATES, draws: int = POPULATION) -> dict[str, ErrorEstimate | str]:
+    """Each fitted model's plug-in error under ``summary`` plus the bootstrap's optimism (module docstring).
+
+    Parameters
+    ----------
+    summary : Summary
+        With its sites' own tables (``site_parts``), or the whole summary as one site; exact tables.
+    candidates : sequence of (key, fit)
+        ``fit(summary)`` refits the candidate on a resampled study.
+    fitted : dict key → fitted model
+        Each candidate as fitted on ``summary`` (the model whose error is estimated).
+    replicates : int
+    draws : int
+        Simulated rows per class of each world (P̂ and every P̂_r; Monte Carlo error ≤ 0.5/√draws per class).
+
+    Returns
+    -------
+    dict
+        key → :class:`~marg.learners.cross_site.ErrorEstimate` (``method="optimism"``, ``folds`` the replicates'
+        err_{P̂}(h) + (err_{P̂}(h_r) − err_{P̂_r}(h_r)), equal weights; ``whole`` err_{P̂}(h)), or a one-line reason.
+
+    Raises
+    ------
+    InputError
+        Noisy tables, or rows cannot be simulated (raw numeric features).
+    """
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary, sum_tables
+
+    if summary.is_noisy:
+        raise InputError("the bootstrap of the study resamples exact tables only: these carry DP noise")
+    cb = summary.codebook
+    parts = summary.site_parts or (("all", tuple(summary.tables)),)
+    cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
+    sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
+    world = tan_sample(summary, draws=int(draws), seed=SEED + 2999)
+    base = {key: sample_error(fitted[key], world) for key, _ in candidates if fitted.get(key) is not None}
+    folds: dict[str, list[float]] = {key: [] for key in base}
+    failed: dict[str, str] = {key: "not fitted on the whole summary" for key, _ in candidates if key not in base}
+    for r in range(int(replicates)):
+        drawn = [_resample(s, SEED + 3000 + 100 * r + j) for j, s in enumerate(sites)]
+        study = Summary(cb, sum_tables([count_tables(cb, X, y, cliques) for X, y in drawn])[0])
+        own = tan_sample(study, draws=int(draws), seed=SEED + 5000 + r)
+        for key, fit in candidates:
+            if key in failed:
+                continue
+            try:
+                h = fit(study)
+            except InputError as exc:
+                failed[key] = str(exc)
+                continue
+            folds[key].append(base[key] + sample_error(h, world) - sample_error(h, own))
+    out: dict[str, ErrorEstimate | str] = {}
+    for key, _ in candidates:
+        if key in failed:
+            out[key] = failed[key]
+            continue
+        e = [float(np.clip(v, 0.0, 1.0)) for v in folds[key]]
+        out[key] = ErrorEstimate(float(np.mean(e)), "optimism", e, [1.0] * len(e), whole=base[key])
     return out

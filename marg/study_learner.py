@@ -12,13 +12,15 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
   vote), and the tables round 2 affords for them
   (:func:`marg.learners.two_round.choose_tables`: first-order tables, pairs among the first M);
 - ``evaluate``: the model fitted on the measured tables by the automatic choice
-  (:func:`marg.learners.learn.learn`, ``"auto"``), evaluated with the larger class on each site's
-  held-out patients (one table of both outcomes).
+  (:func:`final_learner`), and beside it up to :data:`~marg.study_evaluated.EVALUATED` − 1 of the choice's next candidates by
+  estimated error whose labels differ (:func:`marg.study_evaluated.runners_up`), each evaluated on each site's held-out
+  patients (one confusion table N[predicted_j, y] per model; the larger class read from the first).
 
-The certificate is the holdout bound on the pooled evaluation counts (the confusion table N[predicted, y]
-of the chosen model on the held-out patients), the model against the larger class by
-:func:`marg.learners.final_choice.final_against_prior` (both bounds at α·share/2, the model kept only when
-its bound beats the larger class's). The certified model is signed and written to the drop box with
+The certificate is the holdout bound on the pooled evaluation counts of the model as chosen: the best of the
+K evaluated by the held-out counts, against the larger class, by :func:`marg.learners.final_choice.final_among`
+(model j's bound at α·g(o_j)/2 for its ordinal o_j on the held-out set — each model counted in the sites'
+ledgers, :func:`marg.study_evaluated.evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when its bound
+beats the larger class's). The certified model is signed and written to the drop box with
 the study's result.
 """
 
@@ -33,9 +35,11 @@ import numpy as np
 from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
-from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, evaluation_ordinal, learner_signed,
+from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed,
                            open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
-from .study_site import eval_clique, eval_codebook
+from .study_evaluated import EVALUATED, candidate_file, evaluation_ordinals, runners_up  # noqa: F401 (re-exported)
+from .study_site import eval_clique, eval_codebook, eval_model_file
+
 
 COVERAGE = 0.95
 FIRST_ORDER = "first-order"
@@ -166,16 +170,22 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     from marg.protocols.model_signing import sign_model_file
 
     s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
-    res = learn(s2, *final_learner(s2, first_order))
-    path = party.local / "candidate.model.json"
-    res.model.save(path)
-    sign_model_file(path, party.sign_key, study.learner.site)
-    raw = path.read_bytes()
-    party.drop.write(EVAL_MODEL, raw)
+    est, params = final_learner(s2, first_order)
+    res = learn(s2, est, params)
+    models = [res.model] + runners_up(est, s2, EVALUATED - 1)
+    digests = []
+    for j, m in enumerate(models):
+        path = party.local / candidate_file(j)
+        m.save(path)
+        sign_model_file(path, party.sign_key, study.learner.site)
+        raw = path.read_bytes()
+        party.drop.write(eval_model_file(j), raw)
+        digests.append(hashlib.sha256(raw).hexdigest())
     label = np.asarray(s2.counts((y,)), dtype=float)
-    return {"cliques": [list(eval_clique(cb))], "weights": None, "rho": rho,
-            "model": hashlib.sha256(raw).hexdigest(), "learner": res.model.learner,
-            "larger_class": int(np.argmax(label)), "features": res.model.codebook.feature_names}, eval_codebook(cb)
+    return {"cliques": [list(eval_clique(cb, j)) for j in range(len(models))], "weights": None, "rho": rho,
+            "model": digests[0], "models": digests, "learner": res.model.learner,
+            "learners": [m.learner for m in models], "larger_class": int(np.argmax(label)),
+            "features": res.model.codebook.feature_names}, eval_codebook(cb, len(models))
 
 
 def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
@@ -206,7 +216,7 @@ def _round_codebook(party: Party, r: str, block: dict[str, Any]) -> Any:
     if r == "select":
         return cb
     if r == "evaluate":
-        return eval_codebook(cb)
+        return eval_codebook(cb, len(block["cliques"]))
     inside = {a for c in block["cliques"] for a in c}
     return cb.subset([a for a in cb.feature_names if a in inside])
 
@@ -221,7 +231,7 @@ def _sum_records(party: Party, r: str, block: dict[str, Any], tables: list[Any],
     from .study_site import shared_noise
 
     unit = resolve_unit(party.study.codebook, None, None)
-    cb = eval_codebook(party.study.codebook) if r == "evaluate" else party.study.codebook
+    cb = eval_codebook(party.study.codebook, len(block["cliques"])) if r == "evaluate" else party.study.codebook
     plan = shared_noise(party.study, cb, cliques_of(block), block, n_sites, unit.bound if unit is not None else 1)
     if plan is None:
         return tables
@@ -358,22 +368,25 @@ def comparison_rule(study: Any) -> str:
 
 def _certify(party: Party) -> dict[str, Any]:
     """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
-    from marg.learners.final_choice import final_against_prior
+    from marg.learners.final_choice import final_among
     from marg.learners.label_only import LabelOnly
     from marg.learners.learn import as_model
     from marg.learners.model import Model
 
     study = party.study
     summed = _local_sum(party, "evaluate")
-    t = summed.tables[0]
+    by_clique = {tuple(t.clique): t for t in summed.tables}
+    K = sum(1 for j in range(len(summed.tables)) if tuple(eval_clique(study.codebook, j)) in by_clique)
+    tables = [by_clique[tuple(eval_clique(study.codebook, j))] for j in range(K)]
     s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
-    model, _ = Model.read(party.local / "candidate.model.json")
+    models = [Model.read(party.local / candidate_file(j))[0] for j in range(K)]
     prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
     rule = comparison_rule(study)
-    fc = final_against_prior(model, prior, np.asarray(t.counts), t.noise.draws(True), "confusion", COVERAGE,
-                             ordinal=evaluation_ordinal(summed),
-                             rule=rule, cell_std=float(t.noise.std))
+    fc = final_among(models, prior, [np.asarray(t.counts) for t in tables], [t.noise.draws(True) for t in tables],
+                     "confusion", COVERAGE, ordinals=evaluation_ordinals(summed, K), rule=rule,
+                     cell_std=float(tables[0].noise.std))
     keep_model = fc.chosen == "model"
+    model = models[fc.index]
     if not keep_model:
         model = as_model(prior, s2, {**prior.report(), "n": s2.n})
     bound = fc.certificate

@@ -8,7 +8,8 @@ site's ledger, then upload them masked, :class:`marg.protocols.study_round.Study
 (:func:`marg.protocols.secagg_round.reveal_once`); in the evaluation round, the chosen model's
 confusion table N[predicted, y] on the held-out patients (:func:`marg.protocols.evaluation.confusion_on_holdout`;
 each patient is one cell, so its sensitivity is one patient's rows; the larger class's errors are read
-from the same table). Every spend is checked
+from the same table) — one table per model the round names (at most :data:`MAX_MODELS`, the round's ρ split
+over them), each model recorded in the ledger against the held-out set at its own rank. Every spend is checked
 against the site's cap (its ledger) and the study's total (its study state) before any row is read.
 
 Re-running is safe: what was done is in the site's study state (``$MARG_HOME/studies/<id>``) and
@@ -54,17 +55,41 @@ def ledger_of(party: Party) -> tuple[Path, Any]:
     return (cfg.ledger if cfg is not None else party.home / DEFAULT_LEDGER), cfg
 
 
-def eval_codebook(study_cb: Any) -> Any:
-    """The evaluation round's codebook: N[predicted, y] (:func:`marg.protocols.evaluation.evaluation_codebook`)."""
+MAX_MODELS = 5
+"""The most models a site evaluates in one evaluation round (each one more table on the same held-out patients,
+the round's ρ split over them, and one more model counted in the ledger against that held-out set)."""
+
+
+def eval_codebook(study_cb: Any, models: int = 1) -> Any:
+    """The evaluation round's codebook: N[predicted_j, y] for ``models`` models
+    (:func:`marg.protocols.evaluation.evaluation_codebook`)."""
     from marg.protocols.evaluation import evaluation_codebook
 
-    return evaluation_codebook(study_cb)
+    return evaluation_codebook(study_cb, models)
 
 
-def eval_clique(study_cb: Any) -> tuple[str, str]:
-    from marg.protocols.evaluation import PREDICTED
+def eval_clique(study_cb: Any, j: int = 0) -> tuple[str, str]:
+    """Model ``j``'s table (0-based) in the evaluation round: (predicted_j, y)."""
+    from marg.protocols.evaluation import predicted_name
 
-    return (PREDICTED, study_cb.label.name)
+    return (predicted_name(j), study_cb.label.name)
+
+
+def eval_model_file(j: int) -> str:
+    """Model ``j``'s file (0-based) in the drop box: the first at :data:`marg.study_runner.EVAL_MODEL`."""
+    return EVAL_MODEL if int(j) == 0 else EVAL_MODEL.replace("model.json", f"model-{int(j) + 1}.json")
+
+
+def eval_models(block: dict[str, Any]) -> list[str]:
+    """The digests of the models the evaluation round names, in order (an older round file: its one ``model``);
+    refused when there are none or more than :data:`MAX_MODELS`."""
+    models = block.get("models") or ([block["model"]] if block.get("model") else [])
+    if not models or not all(isinstance(m, str) for m in models) or len(set(models)) != len(models):
+        raise RefusedError("the evaluation round names no model, or a model twice")
+    if len(models) > MAX_MODELS:
+        raise RefusedError(f"the evaluation round names {len(models)} models; a site evaluates at most {MAX_MODELS} "
+                           "in one round")
+    return [str(m) for m in models]
 
 
 class _OnStudyRows:
@@ -148,21 +173,26 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     from marg.protocols.trust_store import TrustStore
 
     study, site = party.study, party.name
-    raw = party.drop.read(EVAL_MODEL)
-    if raw is None or hashlib.sha256(raw).hexdigest() != block.get("model"):
-        raise RefusedError(f"drop box {party.drop}: {EVAL_MODEL} is missing or not the model the evaluation round names")
-    local_model = party.local / "evaluate-model.json"
-    atomic_write_bytes(local_model, raw)
+    digests = eval_models(block)
     lrn = study.learner
-    verified, _ = read_verified_model(local_model, TrustStore.from_keys({lrn.site: lrn.sign_pub}, {lrn.site: "learner"}))
-    model = Model.from_bytes(verified, EVAL_MODEL)
+    trust = TrustStore.from_keys({lrn.site: lrn.sign_pub}, {lrn.site: "learner"})
+    models = []
+    for j, digest in enumerate(digests):  # every model verified before any row is read
+        name = eval_model_file(j)
+        raw = party.drop.read(name)
+        if raw is None or hashlib.sha256(raw).hexdigest() != digest:
+            raise RefusedError(f"drop box {party.drop}: {name} is missing or not the model the evaluation round names")
+        local_model = party.local / ("evaluate-model.json" if j == 0 else f"evaluate-model-{j + 1}.json")
+        atomic_write_bytes(local_model, raw)
+        verified, _ = read_verified_model(local_model, trust)
+        models.append(Model.from_bytes(verified, name))
     bundles = [state["rounds"][r]["bundle"] for r in ("select", "measure") if state["rounds"].get(r, {}).get("bundle")]
     split = split_for_model(ledger_dir, {"sites": [{"site": site, "rounds": [{"digest": d} for d in bundles]}]},
                             study.fingerprint, site)
     unit = resolve_unit(study.codebook, None, None)
-    ecb = eval_codebook(study.codebook)
+    ecb = eval_codebook(study.codebook, len(models))
     bound = unit.bound if unit is not None else 1
-    cliques = [eval_clique(study.codebook)]
+    cliques = [eval_clique(study.codebook, j) for j in range(len(models))]
     hook = StudyTables(study, "evaluate", rnd.id, cliques, float(block["rho"]), None, party.local, site,
                        share=shared_noise(study, ecb, cliques, block, len(rnd.names), bound), max_rows=bound)
     ledger_dir, cfg = resolve_export_ledger(ledger_dir, site, party.sign_key)
@@ -171,21 +201,37 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     ledger.check(hook.requested, rnd.id)  # the site's cap, and this round not answered
     # the model's ordinal among the distinct models evaluated on this held-out set, from the ledger alone (every
     # evaluation, a study's or marg evaluate's, is recorded there): the learner's share of α is g(j) = 6/(π²j²)
-    rank = evl.ordinal(ledger.entries(), split, str(block["model"]))
-    conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
-                                          unit=unit, per_patient=True)
-    released, cost, privacy, record = hook.protect([MarginalTable(clique=cliques[0], counts=conf)], ecb)
-    extra = {"round": rnd.id, "study": record, "evaluation": {"model": block["model"], "split": list(split.bundles)},
-             "evaluations_on_split": rank}
+    # every model evaluated counts, each at its own rank (consecutive for new ones)
+    ranks = evl.ordinals(ledger.entries(), split, digests)
+    rank = ranks[0]
+    tables = []
+    for j, model in enumerate(models):
+        conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
+                                              unit=unit, per_patient=True)
+        tables.append(MarginalTable(clique=cliques[j], counts=conf))
+    released, cost, privacy, record = hook.protect(tables, ecb)
+    extra = {"round": rnd.id, "study": record, "evaluation": {"model": digests[0], "models": digests,
+                                                             "split": list(split.bundles)},
+             "evaluations_on_split": rank, "evaluations_on_split_each": ranks}
     final, _ = finalize_bundle(Bundle.build(ecb, released, site=site, n_rows=None, privacy=privacy, extra=extra),
                                party.sign_key)
-    said = {**(privacy or {}), "evaluations_on_split": rank}  # signed by the site in its upload; the learner reads it
+    # signed by the site in its upload; the learner reads them (each model's rank: evaluations_on_split_each)
+    said = {**(privacy or {}), "evaluations_on_split": rank, "evaluations_on_split_each": ranks}
     data_bytes = canonical_json(make_upload(rnd, site, released, party.seal_key, party.sign_key, said)) + b"\n"
     entry = ledger.record(final, party.sign_key, file_digest=hashlib.sha256(data_bytes).hexdigest(), cost=cost,
-                          own_cost=hook.own_cost, evaluation=evl.record_of(split, str(block["model"]), False, rank))
+                          own_cost=hook.own_cost, evaluation=_records(evl, split, digests, ranks))
     hook.commit(ledger_dir, study.fingerprint, final, entry, cost)
     atomic_write_bytes(out, data_bytes)
     return cost
+
+
+def _records(evl: Any, split: Any, digests: list[str], ranks: list[int]) -> dict[str, Any]:
+    """The ledger's record of one evaluation release of several models: the first model's, the others' under
+    ``others`` (:func:`marg.protocols.evaluation_ledger.evaluations` counts each)."""
+    first = evl.record_of(split, digests[0], False, ranks[0])
+    if len(digests) > 1:
+        first["others"] = [evl.record_of(split, d, False, k) for d, k in zip(digests[1:], ranks[1:])]
+    return first
 
 
 def _reveal(party: Party, r: str, rnd: Any, request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

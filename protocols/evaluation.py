@@ -54,11 +54,20 @@ OUTCOMES = ("correct", "error")
 CONTENTS = ("errors", "classes", "confusion")
 
 
-def evaluation_codebook(study: Codebook) -> Codebook:
-    """The derived codebook of an evaluation release: feature ``predicted`` (levels: the
-    classes) and the study's label."""
+def predicted_name(j: int) -> str:
+    """The feature of the ``j``-th model (0-based) of an evaluation of several: ``predicted``, ``predicted_2``, …"""
+    return PREDICTED if int(j) == 0 else f"{PREDICTED}_{int(j) + 1}"
+
+
+def evaluation_codebook(study: Codebook, models: int = 1) -> Codebook:
+    """The derived codebook of an evaluation release of ``models`` models on the same held-out patients: one feature
+    per model, ``predicted`` then ``predicted_2``, … (:func:`predicted_name`; levels: the classes), and the study's
+    label — the tables N[predicted_j, y], one per model (a patient is one cell of each)."""
     classes = tuple(study.label.classes)
-    return Codebook(features=(CategoricalFeature(PREDICTED, classes),), label=Label(study.label.name, classes))
+    if int(models) < 1:
+        raise InputError(f"an evaluation of {models} models: it needs at least one")
+    feats = tuple(CategoricalFeature(predicted_name(j), classes) for j in range(int(models)))
+    return Codebook(features=feats, label=Label(study.label.name, classes))
 
 
 def outcome_codebook(study: Codebook) -> Codebook:

@@ -20,7 +20,9 @@ configuration:
   can account for the models tried on the same patients: the j-th model's certificate takes
   α·6/(π²·j²) (:func:`marg.learners.holdout_certificate.evaluation_share`), shares that add up to α
   however many models follow, so keeping the best of them is covered without a count stated. A
-  study's pooled evaluation round carries the largest ordinal among the sites that answered.
+  study's pooled evaluation round carries the largest ordinal among the sites that answered; when it evaluates
+  several models in one release, the first model's record lists the others' under ``others``, each counted
+  (:func:`ordinals`: consecutive ranks), so the ledger's count grows by the number of models evaluated.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def evaluations(entries: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, 
         ev = (e.get("source") or {}).get("evaluation") if isinstance(e.get("source"), dict) else None
         if isinstance(ev, dict):
             out.append((int(e.get("seq", 0)), ev))
+            # one release of several models' tables (a study's evaluation round): each model its own record
+            out += [(int(e.get("seq", 0)), o) for o in ev.get("others") or () if isinstance(o, dict)]
     return out
 
 
@@ -97,6 +101,21 @@ def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:
         if ev.get("split") == sid and ev.get("model") not in seen:
             seen.append(ev.get("model"))
     return seen.index(model) + 1 if model in seen else len(seen) + 1
+
+
+def ordinals(entries: Sequence[dict[str, Any]], split: Any, models: Sequence[str]) -> list[int]:
+    """The ranks of ``models`` evaluated together on this held-out set, in order: each :func:`ordinal` as if the ones
+    before it were already recorded (a new model after the others, a model evaluated before keeping its rank)."""
+    sid, seen = held_set_id(split), []
+    for _, ev in evaluations(entries):
+        if ev.get("split") == sid and ev.get("model") not in seen:
+            seen.append(ev.get("model"))
+    out = []
+    for m in models:
+        if m not in seen:
+            seen.append(m)
+        out.append(seen.index(m) + 1)
+    return out
 
 
 def record_of(split: Any, model: str, exact: bool, rank: int, refused: str | None = None,

@@ -52,3 +52,26 @@ def test_noisy_tables_are_refused():
     noisy, _ = privatize(list(S.tables), rho=1.0, codebook=S.codebook)
     with pytest.raises(InputError, match="exact tables only"):
         bootstrap_errors(Summary(S.codebook, noisy), [("x", lambda s: s)])
+
+
+def test_the_optimism_correction_measures_the_model_as_fitted():
+    """The estimate is the fitted model's own plug-in error plus the refits' optimism: with a rule that cannot
+    adapt to its study (the larger class) the optimism is 0 up to the worlds' Monte Carlo error, and naive Bayes on
+    the rule x0 → y (errs ~0.10) is estimated near 0.10."""
+    from marg.learners.cross_site import POPULATION, SEED, sample_error, tan_sample
+    from marg.learners.label_only import LabelOnly
+    from marg.learners.naive_bayes import NaiveBayes
+    from marg.learners.study_bootstrap import optimism_errors
+
+    S = _study(np.random.default_rng(3), 0.1)
+    fits = {"nb": lambda s: NaiveBayes().fit(s), "prior": lambda s: LabelOnly().fit(s)}
+    fitted = {k: f(S) for k, f in fits.items()}
+    got = optimism_errors(S, list(fits.items()), fitted, replicates=3)
+    nb, prior = got["nb"], got["prior"]
+    assert nb.method == "optimism" and len(nb.folds) == 3
+    world = tan_sample(S, draws=POPULATION, seed=SEED + 2999)
+    assert nb.whole == pytest.approx(sample_error(fitted["nb"], world), abs=1e-12)
+    assert prior.value == pytest.approx(prior.whole, abs=0.03)  # the larger class does not adapt: no optimism
+    assert nb.value == pytest.approx(0.1, abs=0.04) and nb.value < prior.value - 0.1
+    out = optimism_errors(S, [("nb", fits["nb"]), ("x", fits["nb"])], {"nb": fitted["nb"]}, replicates=1)
+    assert isinstance(out["x"], str) and "not fitted" in out["x"]
