@@ -166,6 +166,7 @@ class SparkSource(Source):
         self.name = f"{p.name if p.exists() else self.data} (read by spark)"
         self._df = None
         self._session = None
+        self._csv = False
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": "spark", "engine": "spark"}
@@ -200,6 +201,7 @@ class SparkSource(Source):
             elif _is_parquet(Path(self.data)) or (Path(self.data).is_dir() and any(Path(self.data).glob("*.parquet"))):
                 df = spark.read.parquet(self.data)
             else:
+                self._csv = True
                 raw = spark.read.csv(self.data, header=True, inferSchema=False, sep=_delimiter(Path(self.data)),
                                      quote='"', escape='"')
                 df = raw.select(*[F.when(_col(F, c).isin(NULL_VALUES), None).otherwise(_col(F, c)).alias(c)
@@ -220,17 +222,37 @@ class SparkSource(Source):
               progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
         """The tables of ``cliques``, each partition counting its own rows (module docstring)."""
         columns = codebook.feature_names + [codebook.label.name]
-        sums = [t.counts for t in TableCounter(codebook, cliques).tables()]
-        n = 0
-        for part in self.partitions(columns, partial(_partition_tables, codebook=codebook, cliques=list(cliques))):
-            for acc, arr in zip(sums, part["tables"]):
-                acc += arr
-            n += part["n"]
+        read = self._read_parquet(codebook, cliques)
+        if read is not None:
+            sums, n = read
+        else:
+            sums, n = [t.counts for t in TableCounter(codebook, cliques).tables()], 0
+            for part in self.partitions(columns, partial(_partition_tables, codebook=codebook, cliques=list(cliques))):
+                for acc, arr in zip(sums, part["tables"]):
+                    acc += arr
+                n += part["n"]
         if n == 0:
             raise InputError(f"{self.name} has no data rows")
         if progress is not None:
             progress(n)
         return [replace(t, counts=c) for t, c in zip(TableCounter(codebook, cliques).tables(), sums)], n
+
+    def _read_parquet(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]]) -> tuple[list, int] | None:
+        """The tables counted by the executors reading the Parquet files' row groups themselves
+        (:func:`~marg.marginals.sources.spark_files.count_parquet`), or None: not a Parquet path, or a file
+        that reader does not take (then Spark's reader is used)."""
+        from .spark_files import count_parquet
+
+        df = self._frame()
+        if not self.is_path or self._csv:
+            return None
+        self.check_columns(codebook.feature_names + [codebook.label.name])
+        try:
+            return count_parquet(self._session, df.inputFiles(), codebook, cliques, f"in {self.name}")
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
 
     def repeat_tallies(self, columns: list[str], tally: Callable) -> dict[str, tuple[int, int, int, bool]]:
         """The repeat check's tallies (:func:`~marg.marginals.privacy_unit.repeat_counts`) counted in the
@@ -298,7 +320,7 @@ class SparkSource(Source):
                 if key is not None:
                     schema = StructType(list(df.schema.fields) + [StructField(SHUFFLE_KEY, LongType())])
                     df = df.mapInArrow(partial(_keyed, key=key), schema).repartition(SHUFFLE_KEY).drop(SHUFFLE_KEY)
-                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name), out).toLocalIterator()
+                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name), out).toLocalIterator(prefetchPartitions=True)
                 for row in rows:
                     if row["error"] is not None:
                         raise InputError(row["error"])
