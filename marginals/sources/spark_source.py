@@ -198,7 +198,7 @@ class SparkSource(Source):
         try:
             if not self.is_path:
                 df = spark.table(self.data)
-            elif _is_parquet(Path(self.data)) or (Path(self.data).is_dir() and any(Path(self.data).glob("*.parquet"))):
+            elif _is_parquet(Path(self.data)) or (Path(self.data).is_dir() and any(Path(self.data).rglob("*.parquet"))):
                 df = spark.read.parquet(self.data)
             else:
                 self._csv = True
