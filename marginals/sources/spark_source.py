@@ -4,9 +4,12 @@ DATA is a Parquet or CSV path (a file or a folder of part files, on any file sys
 reaches) or a table name in Spark's catalog. The rows are counted where they are: each
 partition encodes its own rows by the local path's value rules
 (:func:`~marg.marginals.encoding.encode_batch`) and counts every requested table with the
-local path's vectorised counter (:class:`~marg.marginals.counting.TableCounter`), in a
-``mapInArrow`` on the executors; only each partition's small arrays come back and are summed
-here. So the counts equal the local path's, and no row is copied once per table.
+local path's vectorised counter (:class:`~marg.marginals.counting.TableCounter`) on the
+executors; only each partition's small arrays come back and are summed. So the counts equal
+the local path's, and no row is copied once per table. A Parquet input's tables are counted by
+tasks that read their row groups themselves (:mod:`.spark_files`: Spark's JVM reader and its
+rows → Arrow conversion were most of the time); a CSV, a catalog table, or files that reader
+does not take go through Spark's reader, in a ``mapInArrow``.
 
 The paths that need the rows run in the cluster too, through one primitive,
 :meth:`SparkSource.partitions`: a function of a partition's rows runs on the executors and
