@@ -70,8 +70,16 @@ def ways(a, d: Path, master: str) -> None:
     cols = cb.feature_names + [cb.label.name]
     t0 = time.perf_counter()
     with open_source(str(d), engine="spark", spark_master=master) as src:
+        from pyspark.sql import SparkSession
+
+        ss._spark()
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # as SparkSource sets it (the executors' Python)
+        SparkSession.builder.master(master).config("spark.ui.enabled", "false") \
+            .config("spark.pyspark.python", sys.executable).getOrCreate()
+        t1 = time.perf_counter()
         df = src._frame()
         spark = src._session
+        print(f"session {t1 - t0:.1f} s, frame {time.perf_counter() - t1:.1f} s", flush=True)
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(a.arrow_batch))
         print(f"{a.rows:,} rows; session {time.perf_counter() - t0:.1f} s; Spark's partitions {df.rdd.getNumPartitions()},"
               f" cores {spark.sparkContext.defaultParallelism}; load {os.getloadavg()[0]:.1f}", flush=True)
