@@ -4,9 +4,12 @@ DATA is a Parquet or CSV path (a file or a folder of part files, on any file sys
 reaches) or a table name in Spark's catalog. The rows are counted where they are: each
 partition encodes its own rows by the local path's value rules
 (:func:`~marg.marginals.encoding.encode_batch`) and counts every requested table with the
-local path's vectorised counter (:class:`~marg.marginals.counting.TableCounter`), in a
-``mapInArrow`` on the executors; only each partition's small arrays come back and are summed
-here. So the counts equal the local path's, and no row is copied once per table.
+local path's vectorised counter (:class:`~marg.marginals.counting.TableCounter`) on the
+executors; only each partition's small arrays come back and are summed. So the counts equal
+the local path's, and no row is copied once per table. A Parquet input's tables are counted by
+tasks that read their row groups themselves (:mod:`.spark_files`: Spark's JVM reader and its
+rows → Arrow conversion were most of the time); a CSV, a catalog table, or files that reader
+does not take go through Spark's reader, in a ``mapInArrow``.
 
 The paths that need the rows run in the cluster too, through one primitive,
 :meth:`SparkSource.partitions`: a function of a partition's rows runs on the executors and
@@ -166,6 +169,7 @@ class SparkSource(Source):
         self.name = f"{p.name if p.exists() else self.data} (read by spark)"
         self._df = None
         self._session = None
+        self._csv = False
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": "spark", "engine": "spark"}
@@ -197,9 +201,10 @@ class SparkSource(Source):
         try:
             if not self.is_path:
                 df = spark.table(self.data)
-            elif _is_parquet(Path(self.data)) or (Path(self.data).is_dir() and any(Path(self.data).glob("*.parquet"))):
+            elif _is_parquet(Path(self.data)) or (Path(self.data).is_dir() and any(Path(self.data).rglob("*.parquet"))):
                 df = spark.read.parquet(self.data)
             else:
+                self._csv = True
                 raw = spark.read.csv(self.data, header=True, inferSchema=False, sep=_delimiter(Path(self.data)),
                                      quote='"', escape='"')
                 df = raw.select(*[F.when(_col(F, c).isin(NULL_VALUES), None).otherwise(_col(F, c)).alias(c)
@@ -220,17 +225,37 @@ class SparkSource(Source):
               progress: Callable[[int], None] | None = None) -> tuple[list[MarginalTable], int]:
         """The tables of ``cliques``, each partition counting its own rows (module docstring)."""
         columns = codebook.feature_names + [codebook.label.name]
-        sums = [t.counts for t in TableCounter(codebook, cliques).tables()]
-        n = 0
-        for part in self.partitions(columns, partial(_partition_tables, codebook=codebook, cliques=list(cliques))):
-            for acc, arr in zip(sums, part["tables"]):
-                acc += arr
-            n += part["n"]
+        read = self._read_parquet(codebook, cliques)
+        if read is not None:
+            sums, n = read
+        else:
+            sums, n = [t.counts for t in TableCounter(codebook, cliques).tables()], 0
+            for part in self.partitions(columns, partial(_partition_tables, codebook=codebook, cliques=list(cliques))):
+                for acc, arr in zip(sums, part["tables"]):
+                    acc += arr
+                n += part["n"]
         if n == 0:
             raise InputError(f"{self.name} has no data rows")
         if progress is not None:
             progress(n)
         return [replace(t, counts=c) for t, c in zip(TableCounter(codebook, cliques).tables(), sums)], n
+
+    def _read_parquet(self, codebook: Codebook, cliques: Sequence[tuple[str, ...]]) -> tuple[list, int] | None:
+        """The tables counted by the executors reading the Parquet files' row groups themselves
+        (:func:`~marg.marginals.sources.spark_files.count_parquet`), or None: not a Parquet path, or a file
+        that reader does not take (then Spark's reader is used)."""
+        from .spark_files import count_parquet
+
+        df = self._frame()
+        if not self.is_path or self._csv:
+            return None
+        self.check_columns(codebook.feature_names + [codebook.label.name])
+        try:
+            return count_parquet(self._session, df.inputFiles(), codebook, cliques, f"in {self.name}")
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
 
     def repeat_tallies(self, columns: list[str], tally: Callable) -> dict[str, tuple[int, int, int, bool]]:
         """The repeat check's tallies (:func:`~marg.marginals.privacy_unit.repeat_counts`) counted in the
@@ -298,7 +323,7 @@ class SparkSource(Source):
                 if key is not None:
                     schema = StructType(list(df.schema.fields) + [StructField(SHUFFLE_KEY, LongType())])
                     df = df.mapInArrow(partial(_keyed, key=key), schema).repartition(SHUFFLE_KEY).drop(SHUFFLE_KEY)
-                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name), out).toLocalIterator()
+                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name), out).toLocalIterator(prefetchPartitions=True)
                 for row in rows:
                     if row["error"] is not None:
                         raise InputError(row["error"])
