@@ -6,7 +6,9 @@ before released), collect the uploads and write the request once every member an
 ``close``, at least ``t``: the missing sites are dropped), sum once every survivor revealed (or at
 least ``t`` did). The plan of each round is post-processing of the sums before it:
 
-- ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature;
+- ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature — or, when the
+  design chose the private selection (many features against the budget), the pooled label table and each site's
+  own OpenDP top-k (:mod:`marg.protocols.study_top_k`), pooled by :func:`voted_features`;
 - ``measure``: the plan's top ``k`` features by their pooled screening score (:func:`measured_features`,
   :func:`marg.learners.screening.screen_scores` on the noisy sums: post-processing, no per-site
   vote), and the tables round 2 affords for them
@@ -40,6 +42,8 @@ from .study_site import eval_clique, eval_codebook
 COVERAGE = 0.95
 FIRST_ORDER = "first-order"
 """The design's mode with no selection (:data:`marg.marginals.study_design.FIRST_ORDER`)."""
+PRIVATE = "private"
+"""The design's mode with each site's own top-k in round 1 (:mod:`marg.protocols.study_top_k`)."""
 
 
 def _local_sum(party: Party, r: str) -> Any:
@@ -98,12 +102,40 @@ def measured_features(scores: Any, k: int) -> list[str]:
     return scores.order()[:max(int(k), 1)]
 
 
+def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
+    """Round 2's features under the private selection: the features chosen by sites holding more than half the
+    patients (and above chance, :func:`marg.learners.two_round.above_chance`), best pooled rank first; when none
+    is, the best-ranked one (the study then compares the model with the larger class on the evaluation round).
+
+    Each site's weight is its stated rows (public, the study file's), not a noisy count: the label table is
+    pooled. ``bundle`` is round 1's summed bundle; the sites' selections are in its ``privacy.per_site`` (each
+    site's signed upload states its own)."""
+    from marg.learners.two_round import SiteRound1, above_chance, pool
+    from marg.protocols.study_top_k import selections_of
+
+    sels = selections_of((bundle.header.get("privacy") or {}).get("per_site"))
+    if not sels:
+        raise InputError("round 'select' asked for the sites' private selections; its sum carries none")
+    rows = dict(zip(study.names, study.plan.get("rows") or [])) if study.plan.get("rows_stated") else {}
+    sites = [SiteRound1(s, float(rows.get(s, 1.0)), sel, 0.0) for s, sel in sels]
+    pooled = pool(sites)
+    kept = above_chance(sites) or [pooled[0][0]]
+    return kept, {"rule": "each site's private top-k; the features chosen by sites holding more than max(1/2, "
+                          "(1 + chance)/2) of the stated rows, above chance (else the best-ranked one)",
+                  "agreed": len(above_chance(sites)), "sites_selections": {s: list(sel.features) for s, sel in sels}}
+
+
 def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any]:
     """The study block of round ``r`` (tables, weights, ρ; the model for the evaluation) and its sum's codebook."""
     study = party.study
     cb, y = study.codebook, study.codebook.label.name
     rho = study.round_rho(r)
     first_order = study.plan.get("selection") == FIRST_ORDER
+    private = study.plan.get("selection_run") == PRIVATE
+    if r == "select" and private:  # the label table pooled, each site's own OpenDP top-k (marg.protocols.study_top_k)
+        r_sel = float(study.plan["rho_select"])
+        return {"cliques": [[y]], "weights": None, "rho": rho, "tables_rho": rho - r_sel,
+                "top_k": {"k": int(study.plan.get("k") or 1), "rho": r_sel}}, cb
     if r == "select":
         cliques = [(y,)] + ([] if first_order else [(a, y) for a in cb.discrete_names])
         return {"cliques": [list(c) for c in cliques], "weights": None, "rho": rho}, cb
@@ -117,16 +149,23 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         from marg.learners.two_round import choose_tables
         from marg.marginals.tables import canonical_clique
 
-        s1 = _summary(_local_sum(party, "select"))
-        scores = screen_scores(s1, coverage=COVERAGE)
-        kept = measured_features(scores, int(study.plan.get("k") or len(cb.discrete_names)))
-        n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
+        b1 = _local_sum(party, "select")
+        if private:  # the sites' own top-k lists, pooled by their vote (no first-order table was released)
+            kept, why1 = voted_features(study, b1)
+            label = next(t.counts for t in b1.tables if tuple(t.clique) == (y,))
+        else:
+            s1 = _summary(b1)
+            scores = screen_scores(s1, coverage=COVERAGE)
+            kept = measured_features(scores, int(study.plan.get("k") or len(cb.discrete_names)))
+            why1 = {"scores_positive": len(scores.rank())}
+            label = s1.counts((y,))
+        n_hat = float(max(np.asarray(label, dtype=float).clip(min=0).sum(), 1.0))
         # the pooled noise: one curator's at ρ·t/S with shared noise (S/t curators' variance), S sites' per-site
         rests = [rho * study.threshold / len(members)] if study.noise == "shared" else [rho] * len(members)
         tp = choose_tables(kept, cb, rests, n_hat)
         cliques = [list(canonical_clique(cb, tuple(c) + (y,))) for c in tp.tables]  # as the sites count them
         why = {"ranked": kept, "measured": sorted({a for c in tp.tables for a in c}, key=cb.index),
-               "pairs": sum(len(c) == 2 for c in tp.tables), "scores_positive": len(scores.rank())}
+               "pairs": sum(len(c) == 2 for c in tp.tables), **why1}
         return {"cliques": cliques, "weights": list(tp.weights), "rho": rho, "selection": why}, \
             cb.subset([a for a in cb.feature_names if any(a in c for c in tp.tables)])
     # evaluate: fit, sign and publish the model; its errors and the larger class's on the held-out patients

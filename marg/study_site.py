@@ -90,8 +90,9 @@ def shared_noise(study: Any, codebook: Any, cliques: list[tuple[str, ...]], bloc
         return None
     from marg.marginals.shared_noise import shared_plan
 
-    return shared_plan(codebook, cliques, float(block["rho"]), study.threshold, n_sites, max_rows=max_rows,
-                       delta=study.delta, weights=block.get("weights"))
+    # a round with the private selection spends ``tables_rho`` of its ρ on its tables (marg.protocols.study_top_k)
+    return shared_plan(codebook, cliques, float(block.get("tables_rho", block["rho"])), study.threshold, n_sites,
+                       max_rows=max_rows, delta=study.delta, weights=block.get("weights"))
 
 
 def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +101,7 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
     from marg.protocols.release_request import Delivery, ReleaseRequest
     from marg.protocols.secagg_round import make_upload
     from marg.protocols.study_round import StudyTables, cliques_of
+    from marg.protocols.study_top_k import StudyTopK, check_top_k, top_k_block
 
     study, site = party.study, party.name
     ledger_dir, _cfg = ledger_of(party)
@@ -116,8 +118,13 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
 
     if r != "evaluate":
         cliques = cliques_of(block)
-        hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site,
-                           share=shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows))
+        share = shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows)
+        if top_k_block(block) is not None:  # round 1 with each site's own private top-k (the design's "private")
+            k, r_sel, r_tab = check_top_k(block, f"{party.drop}/{round_file(r)}")
+            hook = StudyTopK(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site, share=share,
+                             names=list(study.codebook.discrete_names), k=k, tables_rho=r_tab, top_k_rho=r_sel)
+        else:
+            hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site, share=share)
         req = ReleaseRequest(study=hook, holdout=study.holdout, round_id=rnd.id, delta=study.delta)
         res = export_site(data, study.codebook, site, out, req,
                           Delivery(signing_key=party.sign_key, ledger_dir=ledger_dir, package=package, force=True))
