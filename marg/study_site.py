@@ -12,7 +12,10 @@ from the same table). Every spend is checked
 against the site's cap (its ledger) and the study's total (its study state) before any row is read.
 
 Re-running is safe: what was done is in the site's study state (``$MARG_HOME/studies/<id>``) and
-ledger; a finished step is not repeated, a round closed without this site is not joined late.
+ledger; a finished step is not repeated, a round closed without this site is not joined late. The data are
+checked once per content (:func:`data_key`: a re-run on the same file's bytes skips the check). In a round
+whose file asks for the private selection (``top_k``), the site releases its label table and its own
+OpenDP top-k (:mod:`marg.protocols.study_top_k`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,20 @@ def check_data(data: str, codebook: Any) -> None:
         more = f" (and {len(res.misfits) - 1} more columns)" if len(res.misfits) > 1 else ""
         raise InputError(f"{data}: column {m.column!r} {what}: the data does not fit the study's codebook{more}; "
                          "nothing was spent")
+
+
+def data_key(data: str, codebook: Any) -> str | None:
+    """The digest of a data file's bytes and the codebook's fingerprint, or None (not one regular file: a folder, a
+    database, a URL). A site's study state keeps the key of the data it checked (:func:`check_data`), so a re-run on
+    the same bytes does not read them again only to check them (on a wide file the check costs more than the round)."""
+    p = Path(str(data))
+    if not p.is_file():
+        return None
+    h = hashlib.blake2b(codebook.fingerprint.encode(), digest_size=32)
+    with open(p, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def ledger_of(party: Party) -> tuple[Path, Any]:
@@ -225,10 +242,15 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
 
     party = open_party(study_path, site, learner=False, pin=False)
     study, drop = party.study, party.drop
-    check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
+    key = data_key(data, study.codebook)
+    if key is None or load_state(party.local, site).get("data_checked") != key:  # (reads only: nothing written yet)
+        check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
     pin_learner(study, party.home)
     party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
     state = load_state(party.local, site)
+    if key is not None and state.get("data_checked") != key:
+        state["data_checked"] = key
+        save_state(party.local, site, state)
     did: list[dict[str, Any]] = []
     nxt = None
     for r in ROUND_NAMES:
