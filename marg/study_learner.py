@@ -102,6 +102,19 @@ def measured_features(scores: Any, k: int) -> list[str]:
     return scores.order()[:max(int(k), 1)]
 
 
+def select_weights(plan: Any, p: int) -> list[float] | None:
+    """Round 1's weights under the pooled selection: the design's split — the label table at ``rho_label``, each of
+    the ``p`` first-order tables at ``rho_select``/p (:mod:`marg.marginals.study_design`, ``"pooled"``) —, or None
+    (the half split: a study file written before the plan recorded them, or no first-order table)."""
+    try:
+        r_label, r_select = float(plan["rho_label"]), float(plan["rho_select"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if p < 1 or not (r_label > 0.0 and r_select > 0.0):
+        return None
+    return [r_label] + [r_select / p] * p
+
+
 def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
     """Round 2's features under the private selection: the features chosen by sites holding more than half the
     patients (and above chance, :func:`marg.learners.two_round.above_chance`), best pooled rank first; when none
@@ -138,7 +151,8 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
                 "top_k": {"k": int(study.plan.get("k") or 1), "rho": r_sel}}, cb
     if r == "select":
         cliques = [(y,)] + ([] if first_order else [(a, y) for a in cb.discrete_names])
-        return {"cliques": [list(c) for c in cliques], "weights": None, "rho": rho}, cb
+        return {"cliques": [list(c) for c in cliques], "weights": select_weights(study.plan, len(cliques) - 1),
+                "rho": rho}, cb
     if r == "measure" and first_order:  # no selection: every first-order table, equal shares
         cliques = [list(canonical_first(cb, a)) for a in cb.discrete_names]
         why = {"ranked": list(cb.discrete_names), "measured": list(cb.discrete_names), "pairs": 0,

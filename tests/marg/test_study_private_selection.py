@@ -126,3 +126,24 @@ def test_a_round_asking_more_than_its_rho_for_the_selection_is_refused():
         check_top_k({"rho": 0.3, "tables_rho": 0.1, "top_k": {"k": 5, "rho": 0.25}}, "r")
     with pytest.raises(RefusedError, match="malformed"):
         check_top_k({"rho": 0.3, "top_k": {"k": 5, "rho": 0.2}}, "r")
+
+
+def test_the_pooled_round_one_spends_the_designs_label_and_selection_shares():
+    """Round 1 pooled: the label table at the design's ρ_label and each first-order table at ρ_select/p (the half
+    split gave the label table one (p + 1)-th of the round: a noise std of 474 a cell on leukemia's 58 patients)."""
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.shared_noise import shared_plan
+    from marg.study_learner import select_weights
+
+    p = 40
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b", "c")) for j in range(p)),
+                  label=Label("y", ("n", "p")))
+    plan = {"rho_label": 0.02, "rho_select": 0.004}
+    w = select_weights(plan, p)
+    cliques = [("y",)] + [(f"g{j}", "y") for j in range(p)]
+    sp = shared_plan(cb, cliques, 0.024, 2, 3, delta=1e-6, weights=w)
+    shares = [t.share for t in sp.tables]
+    assert math.isclose(shares[0], 0.02, rel_tol=1e-12)
+    assert all(math.isclose(s, 0.004 / p, rel_tol=1e-12) for s in shares[1:])
+    assert sp.stds[0] < sp.stds[1] / 10  # the label table far less noisy than a first-order table here
+    assert select_weights({}, p) is None and select_weights(plan, 0) is None  # an older study file: the half split
