@@ -147,3 +147,20 @@ def test_the_pooled_round_one_spends_the_designs_label_and_selection_shares():
     assert all(math.isclose(s, 0.004 / p, rel_tol=1e-12) for s in shares[1:])
     assert sp.stds[0] < sp.stds[1] / 10  # the label table far less noisy than a first-order table here
     assert select_weights({}, p) is None and select_weights(plan, 0) is None  # an older study file: the half split
+
+
+def test_the_mode_rule_on_public_quantities_pooled_where_narrow_private_where_wide_or_hopeless():
+    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.study_design import design_study
+
+    def cb(p, m=2):
+        return Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple("abc"[:m])) for j in range(p)),
+                        label=Label("y", ("n", "p")))
+
+    narrow = design_study(cb(36), 3, [1278, 767, 512], 1.0, 1e-6, threshold=2)  # kr-vs-kp's shape
+    assert narrow.selection == "pooled"
+    wide = design_study(cb(1000), 3, [1000] * 3, 1.0, 1e-6, threshold=2)  # the planted study's shape, fewer features
+    assert wide.selection == "private" and wide.mode_errors["private"] < wide.mode_errors["pooled"] - 0.1
+    tiny = design_study(cb(300, 3), 3, [29, 17, 12], 1.0, 1e-6, threshold=2)  # a gene set's sites: nothing is found
+    assert tiny.selection == "private" and abs(tiny.mode_errors["private"] - tiny.mode_errors["pooled"]) < 1e-3
+    assert tiny.split["p_any"] < 0.5
