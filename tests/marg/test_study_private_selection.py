@@ -164,3 +164,23 @@ def test_the_mode_rule_on_public_quantities_pooled_where_narrow_private_where_wi
     tiny = design_study(cb(300, 3), 3, [29, 17, 12], 1.0, 1e-6, threshold=2)  # a gene set's sites: nothing is found
     assert tiny.selection == "private" and abs(tiny.mode_errors["private"] - tiny.mode_errors["pooled"]) < 1e-3
     assert tiny.split["p_any"] < 0.5
+
+
+def test_the_vote_keeps_what_two_sites_chose_and_falls_back_to_one_feature_marked_as_nothing_agreed():
+    from types import SimpleNamespace
+
+    from marg.study_learner import voted_features
+
+    def sel(site, feats):
+        return {"selection": {"site": site, "features": feats, "candidates": 5000, "scale": 3.0, "sensitivity": 1.0,
+                              "rho": 0.01}}
+
+    study = SimpleNamespace(names=list(SITES), plan={"rows": [500, 300, 200], "rows_stated": True})
+    agree = SimpleNamespace(header={"privacy": {"per_site": [sel("north", ["g1", "g7"]), sel("south", ["g7", "g2"]),
+                                                             sel("city", ["g9", "g1"])]}})
+    kept, why = voted_features(study, agree)
+    assert set(kept) == {"g1", "g7"} and why["agreed"] == 2  # g1: 70 % of the rows, g7: 80 %; g2, g9 one site each
+    apart = SimpleNamespace(header={"privacy": {"per_site": [sel("north", ["g1"]), sel("south", ["g2"]),
+                                                             sel("city", ["g3"])]}})
+    kept, why = voted_features(study, apart)
+    assert kept == ["g1"] and why["agreed"] == 0  # one feature measured; the study's model is then the larger class
