@@ -197,7 +197,7 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     # evaluation, a study's or marg evaluate's, is recorded there): the learner's share of α is g(j) = 6/(π²j²)
     rank = evl.ordinal(ledger.entries(), split, str(block["model"]))
     conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
-                                          unit=unit, per_patient=True)
+                                          unit=unit, per_patient=True, allow_empty=True)
     released, cost, privacy, record = hook.protect([MarginalTable(clique=cliques[0], counts=conf)], ecb)
     extra = {"round": rnd.id, "study": record, "evaluation": {"model": block["model"], "split": list(split.bundles)},
              "evaluations_on_split": rank}
