@@ -8,7 +8,7 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
 
 - ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature — or, when the
   design chose the private selection (many features against the budget), the pooled label table and each site's
-  own OpenDP top-k (:mod:`marg.protocols.study_top_k`), pooled by :func:`voted_features`;
+  own OpenDP top-k (:mod:`marg.protocols.study_top_k`), pooled by :func:`marg.study_select.voted_features`;
 - ``measure``: the plan's top ``k`` features by their pooled screening score (:func:`measured_features`,
   :func:`marg.learners.screening.screen_scores` on the noisy sums: post-processing, no per-site
   vote), and the tables round 2 affords for them
@@ -37,6 +37,7 @@ from marg.errors import InputError, RefusedError
 
 from .study_runner import (EVAL_MODEL, FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, evaluation_ordinal, learner_signed,
                            open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
+from .study_select import select_weights, voted_features  # noqa: F401  (round 1: the weights, the vote)
 from .study_site import eval_clique, eval_codebook
 
 COVERAGE = 0.95
@@ -100,45 +101,6 @@ def measured_features(scores: Any, k: int) -> list[str]:
         The study plan's k (at least 1).
     """
     return scores.order()[:max(int(k), 1)]
-
-
-def select_weights(plan: Any, p: int) -> list[float] | None:
-    """Round 1's weights under the pooled selection: the design's split — the label table at ``rho_label``, each of
-    the ``p`` first-order tables at ``rho_select``/p (:mod:`marg.marginals.study_design`, ``"pooled"``) —, or None
-    (the half split: a study file written before the plan recorded them, or no first-order table)."""
-    try:
-        r_label, r_select = float(plan["rho_label"]), float(plan["rho_select"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if p < 1 or not (r_label > 0.0 and r_select > 0.0):
-        return None
-    return [r_label] + [r_select / p] * p
-
-
-def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
-    """Round 2's features under the private selection: the features chosen by sites holding more than half the
-    patients (and above chance, :func:`marg.learners.two_round.above_chance`), best pooled rank first; when none
-    is, the best-ranked one, measured only so that the study's summary has a table: the model is then the larger
-    class (:func:`nothing_agreed`; a model on a chance feature, compared with the larger class on a handful of
-    held-out patients whose bounds both are 1, was kept on leukemia's split 1 and erred 0.43 for the larger
-    class's 0.29).
-
-    Each site's weight is its stated rows (public, the study file's), not a noisy count: the label table is
-    pooled. ``bundle`` is round 1's summed bundle; the sites' selections are in its ``privacy.per_site`` (each
-    site's signed upload states its own)."""
-    from marg.learners.two_round import SiteRound1, above_chance, pool
-    from marg.protocols.study_top_k import selections_of
-
-    sels = selections_of((bundle.header.get("privacy") or {}).get("per_site"))
-    if not sels:
-        raise InputError("round 'select' asked for the sites' private selections; its sum carries none")
-    rows = dict(zip(study.names, study.plan.get("rows") or [])) if study.plan.get("rows_stated") else {}
-    sites = [SiteRound1(s, float(rows.get(s, 1.0)), sel, 0.0) for s, sel in sels]
-    pooled = pool(sites)
-    kept = above_chance(sites) or [pooled[0][0]]
-    return kept, {"rule": "each site's private top-k; the features chosen by sites holding more than max(1/2, "
-                          "(1 + chance)/2) of the stated rows, above chance (else the best-ranked one)",
-                  "agreed": len(above_chance(sites)), "sites_selections": {s: list(sel.features) for s, sel in sels}}
 
 
 def round2_summary(party: Party) -> Any:

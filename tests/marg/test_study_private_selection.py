@@ -133,7 +133,7 @@ def test_the_pooled_round_one_spends_the_designs_label_and_selection_shares():
     split gave the label table one (p + 1)-th of the round: a noise std of 474 a cell on leukemia's 58 patients)."""
     from marg.marginals.codebook import CategoricalFeature, Codebook, Label
     from marg.marginals.shared_noise import shared_plan
-    from marg.study_learner import select_weights
+    from marg.study_select import select_weights
 
     p = 40
     cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b", "c")) for j in range(p)),
@@ -169,7 +169,7 @@ def test_the_mode_rule_on_public_quantities_pooled_where_narrow_private_where_wi
 def test_the_vote_keeps_what_two_sites_chose_and_falls_back_to_one_feature_marked_as_nothing_agreed():
     from types import SimpleNamespace
 
-    from marg.study_learner import voted_features
+    from marg.study_select import voted_features
 
     def sel(site, feats):
         return {"selection": {"site": site, "features": feats, "candidates": 5000, "scale": 3.0, "sensitivity": 1.0,
