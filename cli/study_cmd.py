@@ -44,9 +44,9 @@ def init_cmd(
                "learner": doc["learner"]["name"], "threshold": doc["threshold"], "noise": doc["noise"],
                "holdout": doc["holdout"], "rho": doc["plan"]["rho"], "drop": doc["drop"]}
     plan = doc["plan"]
-    if plan.get("selection") != plan.get("selection_run"):
-        err(f"note: for this many features the design prefers each site's private top-k ({plan.get('selection')}); "
-            f"this runner pools round 1's first-order tables ({plan.get('selection_run')})")
+    if plan.get("selection") == "private":
+        err(f"note: for this many features against the budget, round 1 is each site's private top-{plan.get('k')} "
+            "(OpenDP's noisy top-k, its cost not growing with the features) and the label table through the secure sum")
     if doc["noise"] == "per-site":
         err(f"note: noise per-site: each site adds its own full noise to its tables before the secure sum (the sum "
             f"carries {len(summary['sites'])} sites' noise, as the per-site path does); shared noise needs 3 sites or more")

@@ -6,7 +6,9 @@ before released), collect the uploads and write the request once every member an
 ``close``, at least ``t``: the missing sites are dropped), sum once every survivor revealed (or at
 least ``t`` did). The plan of each round is post-processing of the sums before it:
 
-- ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature;
+- ``select``: the pooled label table and first-order tables N[x_i, y] of every discrete feature — or, when the
+  design chose the private selection (many features against the budget), the pooled label table and each site's
+  own OpenDP top-k (:mod:`marg.protocols.study_top_k`), pooled by :func:`marg.study_select.voted_features`;
 - ``measure``: the plan's top ``k`` features by their pooled screening score (:func:`measured_features`,
   :func:`marg.learners.screening.screen_scores` on the noisy sums: post-processing, no per-site
   vote), and the tables round 2 affords for them
@@ -38,12 +40,15 @@ from marg.errors import InputError, RefusedError
 from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed,
                            open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
 from .study_evaluated import EVALUATED, candidate_file, evaluation_ordinals, runners_up  # noqa: F401 (re-exported)
+from .study_select import select_weights, voted_features  # noqa: F401  (round 1: the weights, the vote)
 from .study_site import eval_clique, eval_codebook, eval_model_file
 
 
 COVERAGE = 0.95
 FIRST_ORDER = "first-order"
 """The design's mode with no selection (:data:`marg.marginals.study_design.FIRST_ORDER`)."""
+PRIVATE = "private"
+"""The design's mode with each site's own top-k in round 1 (:mod:`marg.protocols.study_top_k`)."""
 
 
 def _local_sum(party: Party, r: str) -> Any:
@@ -132,15 +137,45 @@ def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: flo
     return choose_tables(kept, codebook, rests, n_hat)
 
 
+def round2_summary(party: Party) -> Any:
+    """Round 2's pooled sum as a Summary; under the private selection with round 1's pooled label table added (the
+    larger class is called from the least noisy N[y]: round 1's label table carries the design's label share, where
+    the column sums of the vote's fallback table carry round 2's scraps — on leukemia std 5.7 against ≈ 56 a cell,
+    and 4 of 5 folds called the smaller class without it). Post-processing of released tables only."""
+    from marg.marginals.summary import Summary
+
+    study = party.study
+    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
+    y = study.codebook.label.name
+    if study.plan.get("selection_run") != PRIVATE or any(tuple(t.clique) == (y,) for t in s2.tables):
+        return s2
+    label = [t for t in _local_sum(party, "select").tables if tuple(t.clique) == (y,)]
+    return Summary(s2.codebook, list(s2.tables) + label, provenance=s2.provenance,
+                   parent_fingerprint=s2.parent_fingerprint, site_parts=s2.site_parts)
+
+
+def nothing_agreed(party: Party) -> bool:
+    """Whether round 2's features came from the private vote's fallback (no feature agreed: :func:`voted_features`)."""
+    doc = learner_signed(party, party.drop, round_file("measure")) or {}
+    sel = (doc.get("study") or {}).get("selection") or {}
+    return sel.get("agreed") == 0
+
+
 def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any]:
     """The study block of round ``r`` (tables, weights, ρ; the model for the evaluation) and its sum's codebook."""
     study = party.study
     cb, y = study.codebook, study.codebook.label.name
     rho = study.round_rho(r)
     first_order = study.plan.get("selection") == FIRST_ORDER
+    private = study.plan.get("selection_run") == PRIVATE
+    if r == "select" and private:  # the label table pooled, each site's own OpenDP top-k (marg.protocols.study_top_k)
+        r_sel = float(study.plan["rho_select"])
+        return {"cliques": [[y]], "weights": None, "rho": rho, "tables_rho": rho - r_sel,
+                "top_k": {"k": int(study.plan.get("k") or 1), "rho": r_sel}}, cb
     if r == "select":
         cliques = [(y,)] + ([] if first_order else [(a, y) for a in cb.discrete_names])
-        return {"cliques": [list(c) for c in cliques], "weights": None, "rho": rho}, cb
+        return {"cliques": [list(c) for c in cliques], "weights": select_weights(study.plan, len(cliques) - 1),
+                "rho": rho}, cb
     if r == "measure" and first_order:  # no selection: every first-order table, equal shares
         cliques = [list(canonical_first(cb, a)) for a in cb.discrete_names]
         why = {"ranked": list(cb.discrete_names), "measured": list(cb.discrete_names), "pairs": 0,
@@ -150,16 +185,23 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         from marg.learners.screening import screen_scores
         from marg.marginals.tables import canonical_clique
 
-        s1 = _summary(_local_sum(party, "select"))
-        scores = screen_scores(s1, coverage=COVERAGE)
-        kept = measured_features(scores, int(study.plan.get("k") or len(cb.discrete_names)))
-        n_hat = float(max(np.asarray(s1.counts((y,)), dtype=float).clip(min=0).sum(), 1.0))
+        b1 = _local_sum(party, "select")
+        if private:  # the sites' own top-k lists, pooled by their vote (no first-order table was released)
+            kept, why1 = voted_features(study, b1)
+            label = next(t.counts for t in b1.tables if tuple(t.clique) == (y,))
+        else:
+            s1 = _summary(b1)
+            scores = screen_scores(s1, coverage=COVERAGE)
+            kept = measured_features(scores, int(study.plan.get("k") or len(cb.discrete_names)))
+            why1 = {"scores_positive": len(scores.rank())}
+            label = s1.counts((y,))
+        n_hat = float(max(np.asarray(label, dtype=float).clip(min=0).sum(), 1.0))
         # the pooled noise: one curator's at ρ·t/S with shared noise (S/t curators' variance), S sites' per-site
         rests = [rho * study.threshold / len(members)] if study.noise == "shared" else [rho] * len(members)
         tp = round2_tables(kept, cb, rests, n_hat)
         cliques = [list(canonical_clique(cb, tuple(c) + (y,))) for c in tp.tables]  # as the sites count them
         why = {"ranked": kept, "measured": sorted({a for c in tp.tables for a in c}, key=cb.index),
-               "pairs": sum(len(c) == 2 for c in tp.tables), "scores_positive": len(scores.rank()),
+               "pairs": sum(len(c) == 2 for c in tp.tables), **why1,
                "rule": ("every first-order and pair table (the design measures every candidate, k = p)"
                         if len(kept) >= len(cb.discrete_names) else
                         "the first-order tables of the top k and the pairs among the first M (choose_tables)")}
@@ -169,10 +211,16 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     from marg.learners.learn import learn
     from marg.protocols.model_signing import sign_model_file
 
-    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
-    est, params = final_learner(s2, first_order)
-    res = learn(s2, est, params)
-    models = [res.model] + runners_up(est, s2, EVALUATED - 1)
+    s2 = round2_summary(party)
+    if private and nothing_agreed(party):
+        # the sites' private selections agreed on nothing (the vote's fallback feature was measured only so that the
+        # study's summary has a table): the model is the larger class, as on the per-site path (two_round.finish)
+        res = learn(s2, "prior")
+        models = [res.model]
+    else:
+        est, params = final_learner(s2, first_order)
+        res = learn(s2, est, params)
+        models = [res.model] + runners_up(est, s2, EVALUATED - 1)
     digests = []
     for j, m in enumerate(models):
         path = party.local / candidate_file(j)
@@ -378,7 +426,7 @@ def _certify(party: Party) -> dict[str, Any]:
     by_clique = {tuple(t.clique): t for t in summed.tables}
     K = sum(1 for j in range(len(summed.tables)) if tuple(eval_clique(study.codebook, j)) in by_clique)
     tables = [by_clique[tuple(eval_clique(study.codebook, j))] for j in range(K)]
-    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
+    s2 = round2_summary(party)
     models = [Model.read(party.local / candidate_file(j))[0] for j in range(K)]
     prior = LabelOnly(coverage=COVERAGE).fit(s2)  # the larger class, fitted before the evaluation
     rule = comparison_rule(study)

@@ -180,16 +180,17 @@ def study_plan_rule(codebook: Any, epsilon: float, delta: float, rows: list[int]
     The design rule :func:`marg.marginals.study_design.design_study` (the codebook, the sites' stated rows,
     ε, δ, t, the noise): the evaluation share and held-out fraction minimise the expected holdout
     certificate, the rest is split between ``select`` and ``measure`` by the split rule; the rounds' ρ
-    add to ρ_total, the largest ρ that is (ε, δ)-DP. ``selection``: the design's mode; this runner pools
-    round 1's first-order tables (``selection_run``), and says so when the design preferred the sites'
-    private top-k (many features against the budget).
+    add to ρ_total, the largest ρ that is (ε, δ)-DP. ``selection``: the design's mode, which the runner runs
+    (``selection_run``: the same): ``"pooled"`` (round 1 pools every first-order table), ``"private"`` (round 1
+    pools the label table at ``rho_label``, each site's own OpenDP top-k at ``rho_select``:
+    :mod:`marg.protocols.study_top_k`) or ``"first-order"``.
     """
     from marg.marginals.study_design import design_study
 
     d = design_study(codebook, len(rows), rows, float(epsilon), float(delta), threshold, max_rows, True, noise)
     return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k), "rounds": list(d.round_names),
             "rows": list(rows), "rows_stated": d.rows_stated, "selection": d.selection,
-            "selection_run": d.selection if d.selection == "first-order" else "pooled",
+            "selection_run": d.selection, "rho_label": d.rho_label, "rho_select": d.rho_select,
             "expected_certificate": d.expected_certificate, "rule": d.to_dict()["rule"]}
 
 

@@ -13,7 +13,10 @@ over them), each model recorded in the ledger against the held-out set at its ow
 against the site's cap (its ledger) and the study's total (its study state) before any row is read.
 
 Re-running is safe: what was done is in the site's study state (``$MARG_HOME/studies/<id>``) and
-ledger; a finished step is not repeated, a round closed without this site is not joined late.
+ledger; a finished step is not repeated, a round closed without this site is not joined late. The data are
+checked once per content (:func:`data_key`: a re-run on the same file's bytes skips the check). In a round
+whose file asks for the private selection (``top_k``), the site releases its label table and its own
+OpenDP top-k (:mod:`marg.protocols.study_top_k`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,20 @@ def check_data(data: str, codebook: Any) -> None:
         more = f" (and {len(res.misfits) - 1} more columns)" if len(res.misfits) > 1 else ""
         raise InputError(f"{data}: column {m.column!r} {what}: the data does not fit the study's codebook{more}; "
                          "nothing was spent")
+
+
+def data_key(data: str, codebook: Any) -> str | None:
+    """The digest of a data file's bytes and the codebook's fingerprint, or None (not one regular file: a folder, a
+    database, a URL). A site's study state keeps the key of the data it checked (:func:`check_data`), so a re-run on
+    the same bytes does not read them again only to check them (on a wide file the check costs more than the round)."""
+    p = Path(str(data))
+    if not p.is_file():
+        return None
+    h = hashlib.blake2b(codebook.fingerprint.encode(), digest_size=32)
+    with open(p, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def ledger_of(party: Party) -> tuple[Path, Any]:
@@ -115,8 +132,9 @@ def shared_noise(study: Any, codebook: Any, cliques: list[tuple[str, ...]], bloc
         return None
     from marg.marginals.shared_noise import shared_plan
 
-    return shared_plan(codebook, cliques, float(block["rho"]), study.threshold, n_sites, max_rows=max_rows,
-                       delta=study.delta, weights=block.get("weights"))
+    # a round with the private selection spends ``tables_rho`` of its ρ on its tables (marg.protocols.study_top_k)
+    return shared_plan(codebook, cliques, float(block.get("tables_rho", block["rho"])), study.threshold, n_sites,
+                       max_rows=max_rows, delta=study.delta, weights=block.get("weights"))
 
 
 def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +143,7 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
     from marg.protocols.release_request import Delivery, ReleaseRequest
     from marg.protocols.secagg_round import make_upload
     from marg.protocols.study_round import StudyTables, cliques_of
+    from marg.protocols.study_top_k import StudyTopK, check_top_k, top_k_block
 
     study, site = party.study, party.name
     ledger_dir, _cfg = ledger_of(party)
@@ -141,8 +160,13 @@ def _answer(party: Party, r: str, rnd: Any, block: dict[str, Any], data: str, st
 
     if r != "evaluate":
         cliques = cliques_of(block)
-        hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site,
-                           share=shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows))
+        share = shared_noise(study, study.codebook, cliques, block, len(rnd.names), max_rows)
+        if top_k_block(block) is not None:  # round 1 with each site's own private top-k (the design's "private")
+            k, r_sel, r_tab = check_top_k(block, f"{party.drop}/{round_file(r)}")
+            hook = StudyTopK(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site, share=share,
+                             names=list(study.codebook.discrete_names), k=k, tables_rho=r_tab, top_k_rho=r_sel)
+        else:
+            hook = StudyTables(study, r, rnd.id, cliques, rho, block.get("weights"), party.local, site, share=share)
         req = ReleaseRequest(study=hook, holdout=study.holdout or None, round_id=rnd.id, delta=study.delta)
         res = export_site(data, study.codebook, site, out, req,
                           Delivery(signing_key=party.sign_key, ledger_dir=ledger_dir, package=package, force=True))
@@ -207,7 +231,7 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     tables = []
     for j, model in enumerate(models):
         conf, _held, _ = confusion_on_holdout(data, _OnStudyRows(model, study.codebook), ledger_dir, site, split=split,
-                                              unit=unit, per_patient=True)
+                                              unit=unit, per_patient=True, allow_empty=True)
         tables.append(MarginalTable(clique=cliques[j], counts=conf))
     released, cost, privacy, record = hook.protect(tables, ecb)
     extra = {"round": rnd.id, "study": record, "evaluation": {"model": digests[0], "models": digests,
@@ -264,10 +288,15 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
 
     party = open_party(study_path, site, learner=False, pin=False)
     study, drop = party.study, party.drop
-    check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
+    key = data_key(data, study.codebook)
+    if key is None or load_state(party.local, site).get("data_checked") != key:  # (reads only: nothing written yet)
+        check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
     pin_learner(study, party.home)
     party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
     state = load_state(party.local, site)
+    if key is not None and state.get("data_checked") != key:
+        state["data_checked"] = key
+        save_state(party.local, site, state)
     did: list[dict[str, Any]] = []
     nxt = None
     for r in study.rounds:

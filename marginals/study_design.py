@@ -37,7 +37,10 @@ informative feature with probability
 k − min(k, F)·h null features ride along. Round 2 then follows the split rule's model (at most
 k_max(a_2) first-order tables within its noise rule, a vote of the j found and λ chance features).
 The mode is the one whose split (each at its own best shares and k, the split rule's grid)
-has the smaller expected error E; ties (within the rule's ``TIE``) go to ``"pooled"``. When round 2
+has the smaller expected error E; ties (within the rule's ``TIE``) go to ``"pooled"``, except where neither
+mode expects to find a feature (P_any < ``FINDS`` at both: the gene sets' 20–30 patients a site), where
+``"private"`` releases one pooled table instead of p + 1 for the same E (:func:`choose_mode`). The study
+runs the mode chosen (:mod:`marg.protocols.study_top_k` for ``"private"``). When round 2
 affords every candidate (:func:`marg.marginals.study_split.measures_all`) nothing is dropped and
 the mode is ``"pooled"`` (its ranking only orders the pairs). With the evaluation round the study
 returns the larger class when the model does not beat it on the evaluation counts
@@ -97,6 +100,8 @@ NOISES = ("shared", "per-site")
 MODES = ("pooled", "private")
 FRACTIONS = tuple(float(f) for f in np.round(np.arange(0.10, 0.501, 0.05), 2))
 EVAL_SHARES = tuple(float(a) for a in np.round(np.arange(0.02, 0.501, 0.02), 2))
+FINDS = 0.5
+"""A mode whose planned selection keeps an informative feature with probability P_any below this finds nothing."""
 J_TIE = 0.002
 """Expected certificates within this of the least are ties (the training side is modelled coarsely)."""
 COVERAGE = 0.95
@@ -180,6 +185,19 @@ def split_error(x: ss.SplitInputs, split: ss.Split, mode: str, guarded: bool) ->
     shape = np.shape(x.rho_total) or (1,)
     E = np.asarray(objective(x, np.full(shape, split.label), np.full(shape, split.select), split.k), dtype=np.float64)
     return E.reshape(shape) if np.ndim(x.rho_total) else float(E.reshape(-1)[0])
+
+
+def choose_mode(splits: Mapping[str, ss.Split]) -> str:
+    """The selection mode from each mode's best split (module docstring): the smaller expected error E; ties (within
+    ``TIE``) go to ``"pooled"`` — unless neither mode expects to find a feature (P_any below ``FINDS`` at both), where
+    the selection buys nothing and ``"private"`` releases one pooled table in round 1 instead of p + 1."""
+    pooled, private = splits["pooled"], splits["private"]
+    if private.expected_error < pooled.expected_error - ss.TIE:
+        return "private"
+    if private.expected_error <= pooled.expected_error + ss.TIE and \
+            max(float(pooled.parts.get("p_any", 1.0)), float(private.parts.get("p_any", 1.0))) < FINDS:
+        return "private"
+    return "pooled"
 
 
 # -- the evaluation round ------------------------------------------------------------------------------
@@ -424,7 +442,7 @@ def design_study(codebook: Any, n_sites: int, rows: Sequence[int] | None = None,
         mode = "pooled"
     else:
         splits = {m: mode_split(x, m, guarded) for m in MODES}
-        mode = "pooled" if splits["pooled"].expected_error <= splits["private"].expected_error + ss.TIE else "private"
+        mode = choose_mode(splits)
         if first_order_fits(x):  # measured, not the planning world's E (BENCHMARKS.md, issue 44 studyacc)
             splits[FIRST_ORDER] = first_order_split(x)
             mode = FIRST_ORDER

@@ -109,7 +109,8 @@ def model_digest(path: str | Path) -> str:
 def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: str,
                          progress: Callable[[int], None] | None = None, *, engine: str | None = None,
                          spark_master: str | None = None, split: ModelSplit | None = None,
-                         unit: Any = None, per_patient: bool = False) -> tuple[np.ndarray, int, ModelSplit]:
+                         unit: Any = None, per_patient: bool = False,
+                         allow_empty: bool = False) -> tuple[np.ndarray, int, ModelSplit]:
     """N[predicted, y] (K, K) of ``model`` on the rows of ``data`` held out of its training, their number, the split.
 
     ``data`` is any DATA argument (file, database URI, Spark path or table) or an open
@@ -145,7 +146,7 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
         raise InputError(f"{name}: {seen} rows ({held} held out), but the export counted {ms.n_rows} "
                          f"({ms.n_held} held out, or other rows): the data changed since the export, so its held-out "
                          "rows are unknown")
-    if held == 0:
+    if held == 0 and not allow_empty:  # a study's evaluation round: a small site may hold out nobody (its table is 0)
         raise InputError(f"{name}: no held-out rows")
     return conf, int(conf.sum()), ms
 
