@@ -36,7 +36,7 @@ optimism is that of a study of the real study's size and sites.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -79,21 +79,11 @@ def bootstrap_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any
     InputError
         Noisy tables, or rows cannot be simulated (raw numeric features).
     """
-    from marg.marginals.counting import count_tables
-    from marg.marginals.summary import Summary, sum_tables
-
-    if summary.is_noisy:
-        raise InputError("the bootstrap of the study resamples exact tables only: these carry DP noise")
-    cb = summary.codebook
-    parts = summary.site_parts or (("all", tuple(summary.tables)),)
-    cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
-    sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
+    studies = _resampled_studies(summary, replicates)
     world = tan_sample(summary, draws=POPULATION, seed=SEED + 2999)
     errs: dict[str, list[float]] = {key: [] for key, _ in candidates}
     failed: dict[str, str] = {}
-    for r in range(int(replicates)):
-        drawn = [_resample(s, SEED + 3000 + 100 * r + j) for j, s in enumerate(sites)]
-        study = Summary(cb, sum_tables([count_tables(cb, X, y, cliques) for X, y in drawn])[0])
+    for r, study in enumerate(studies):
         for key, fit in candidates:
             if key in failed:
                 continue
@@ -138,22 +128,12 @@ def optimism_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
     InputError
         Noisy tables, or rows cannot be simulated (raw numeric features).
     """
-    from marg.marginals.counting import count_tables
-    from marg.marginals.summary import Summary, sum_tables
-
-    if summary.is_noisy:
-        raise InputError("the bootstrap of the study resamples exact tables only: these carry DP noise")
-    cb = summary.codebook
-    parts = summary.site_parts or (("all", tuple(summary.tables)),)
-    cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
-    sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
+    studies = _resampled_studies(summary, replicates)
     world = tan_sample(summary, draws=int(draws), seed=SEED + 2999)
     base = {key: sample_error(fitted[key], world) for key, _ in candidates if fitted.get(key) is not None}
     folds: dict[str, list[float]] = {key: [] for key in base}
     failed: dict[str, str] = {key: "not fitted on the whole summary" for key, _ in candidates if key not in base}
-    for r in range(int(replicates)):
-        drawn = [_resample(s, SEED + 3000 + 100 * r + j) for j, s in enumerate(sites)]
-        study = Summary(cb, sum_tables([count_tables(cb, X, y, cliques) for X, y in drawn])[0])
+    for r, study in enumerate(studies):
         own = tan_sample(study, draws=int(draws), seed=SEED + 5000 + r)
         for key, fit in candidates:
             if key in failed:
@@ -172,3 +152,30 @@ def optimism_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
         e = [float(np.clip(v, 0.0, 1.0)) for v in folds[key]]
         out[key] = ErrorEstimate(float(np.mean(e)), "optimism", e, [1.0] * len(e), whole=base[key])
     return out
+
+
+def _resampled_studies(summary: Any, replicates: int) -> Iterator[Any]:
+    """The bootstrap's ``replicates`` studies: each site's rows resampled from its own (hidden cells filled) tables,
+    counted into the summary's cliques and summed (a generator; seeded, so the same for every caller).
+
+    Raises
+    ------
+    InputError
+        Noisy tables (checked before the first study is drawn).
+    """
+    from marg.marginals.counting import count_tables
+    from marg.marginals.summary import Summary, sum_tables
+
+    if summary.is_noisy:
+        raise InputError("the bootstrap of the study resamples exact tables only: these carry DP noise")
+    cb = summary.codebook
+    parts = summary.site_parts or (("all", tuple(summary.tables)),)
+    cliques = sorted({t.clique for t in summary.tables if t.kind == "counts"}, key=lambda c: (len(c), c))
+    sites = [Summary(cb, list(fill_hidden(ts, summary))) for _, ts in parts]
+
+    def draw() -> Iterator[Any]:
+        for r in range(int(replicates)):
+            drawn = [_resample(s, SEED + 3000 + 100 * r + j) for j, s in enumerate(sites)]
+            yield Summary(cb, sum_tables([count_tables(cb, X, y, cliques) for X, y in drawn])[0])
+
+    return draw()
