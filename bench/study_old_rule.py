@@ -1,6 +1,6 @@
 """bench/study_accept.py with the study learner's round-2 rule before issue 44's studylarge change, for a
 before/after on the same code: the features whose pooled score's lower bound is positive at 95 %, at most k
-(one when none is), in place of :func:`marg.study_learner.measured_features`' top k.
+(one when none is), in place of :func:`marg.study_measure.measured_features`' top k.
 
 Usage: the arguments of bench/study_accept.py, e.g.
 ``nice -n 10 .venv/bin/python bench/study_old_rule.py --sets kr-vs-kp --splits 2 --mode inprocess --paths study``

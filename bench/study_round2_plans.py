@@ -45,7 +45,7 @@ def plan_tables(plan: str, kept: list[str], cb, rests: list[float], n_hat: float
         sizes = [K * int(np.prod([int(cb.feature(a).n_levels) for a in c])) for c in tabs]
         return tabs, list(least_squares_weights(sizes, STUDY_MECHANISM))
     if plan == "study":
-        from marg.study_learner import round2_tables
+        from marg.study_measure import round2_tables
 
         tp = round2_tables(kept, cb, rests, n_hat)
         return list(tp.tables), list(tp.weights)
@@ -117,7 +117,7 @@ def main() -> None:
     from marg.marginals.privacy import privatize
     from marg.marginals.study_design import design_study
     from marg.marginals.summary import Summary
-    from marg.study_learner import measured_features
+    from marg.study_measure import measured_features
 
     means: dict = {}
     for rep, draw in itertools.product((int(s) for s in a.splits.split(",")), range(a.draws)):

@@ -40,6 +40,7 @@ from marg.errors import InputError, RefusedError
 from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed,
                            open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
 from .study_evaluated import EVALUATED, candidate_file, evaluation_ordinals, runners_up  # noqa: F401 (re-exported)
+from .study_measure import measured_features, round2_tables  # noqa: F401  (round 2: the features, the tables)
 from .study_select import select_weights, voted_features  # noqa: F401  (round 1: the weights, the vote)
 from .study_site import eval_clique, eval_codebook, eval_model_file
 
@@ -85,56 +86,6 @@ def _survivors(party: Party, r: str) -> list[str]:
         return party.study.names
     req = learner_signed(party, party.drop, request_file(ROUND_NAMES[k - 1]))
     return list(req["survivors"]) if req else []
-
-
-def measured_features(scores: Any, k: int) -> list[str]:
-    """Round 2's features: the design's top ``k`` of round 1's pooled scores (:meth:`Scores.order`: the features
-    whose lower bound is positive by that bound, then the rest by the plug-in score of the noisy sums), min(k, p).
-
-    The noise of round 1 is already paid: ranking its noisy sums is post-processing, so nothing calls for a
-    positive bound at 95 % before measuring a feature (that rule measured one feature on kr-vs-kp, where the pooled
-    noise leaves no bound positive at 2,557 patients). The design (:mod:`marg.marginals.study_design`, ``"pooled"``)
-    plans for the top k of these scores; the tables round 2 affords for them are
-    :func:`marg.learners.two_round.choose_tables`'.
-
-    Parameters
-    ----------
-    scores : Scores
-        :func:`marg.learners.screening.screen_scores` of round 1's sum (p features).
-    k : int
-        The study plan's k (at least 1).
-    """
-    return scores.order()[:max(int(k), 1)]
-
-
-def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: float) -> Any:
-    """Round 2's tables for the measured features ``kept`` (a :class:`marg.learners.two_round.TablePlan`): every
-    first-order and every pair table when ``kept`` holds every candidate — the design measures every candidate
-    (k = p) only when round 2 affords that whole workload within the noise rule
-    (:func:`marg.marginals.study_split.measures_all`), so the learner follows its plan
-    (:func:`marg.learners.two_round.every_table`) —, else the first-order tables and the pairs among the first M by
-    the largest pair table's noise (:func:`marg.learners.two_round.choose_tables`).
-
-    On adult (14 features, k = p) choose_tables kept 3–6 pairs (native-country's 42 levels make every pair table with
-    it the largest; Rényi needs every pair, so the automatic choice fell to naive Bayes), every pair table 91
-    (BENCHMARKS.md, issue 44 large).
-
-    Parameters
-    ----------
-    kept : list of str
-        :func:`measured_features` (best first).
-    codebook : Codebook
-        The study's.
-    rests : list of float
-        The ρ of each noise source of round 2's pooled sum (one curator's at ρ·t/S under shared noise).
-    n_hat : float
-        The pooled noisy row count.
-    """
-    from marg.learners.two_round import choose_tables, every_table
-
-    if len(kept) >= 2 and len(kept) >= len(codebook.discrete_names):
-        return every_table(kept, codebook, rests)
-    return choose_tables(kept, codebook, rests, n_hat)
 
 
 def round2_summary(party: Party) -> Any:

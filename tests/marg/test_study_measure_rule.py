@@ -1,4 +1,4 @@
-"""The study's round-2 features (:func:`marg.study_learner.measured_features`): the design's top k by round 1's
+"""The study's round-2 features (:func:`marg.study_measure.measured_features`): the design's top k by round 1's
 pooled scores, whether or not the noise leaves a lower bound positive (ranking noisy sums is post-processing)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from marg.marginals.counting import count_tables
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
 from marg.marginals.tables import plan_cliques
-from marg.study_learner import measured_features
+from marg.study_measure import measured_features
 
 
 def _noisy_scores(rng, n, p, informative, epsilon):

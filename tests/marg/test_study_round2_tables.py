@@ -1,4 +1,4 @@
-"""Round 2's tables in a study (issue 44, large, :func:`marg.study_learner.round2_tables`): every first-order and pair
+"""Round 2's tables in a study (issue 44, large, :func:`marg.study_measure.round2_tables`): every first-order and pair
 table when the design measures every candidate, else :func:`marg.learners.two_round.choose_tables`' plan; the
 weights split round 2's ρ and nothing more."""
 
@@ -13,7 +13,7 @@ from marg.learners.two_round import _pooled_std, choose_tables
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.mechanisms import get_mechanism
 from marg.marginals.study import STUDY_MECHANISM
-from marg.study_learner import round2_tables
+from marg.study_measure import round2_tables
 
 LEVELS = (6, 9, 4, 16, 2, 42)  # adult-like: one feature with many levels makes every pair with it the largest
 
