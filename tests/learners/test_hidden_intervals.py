@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from scipy.optimize import linprog
 from scipy.stats import binom
 
 from marg.learners.calibration import confidence_box
@@ -34,23 +33,11 @@ from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.summary import Summary
 from marg.marginals.tables import plan_cliques
 
+from tests.helpers.box_oracle import worst_error, worst_over_fillings
+
 CB = Codebook(features=(CategoricalFeature("a", ("0", "1", "2")), CategoricalFeature("b", ("0", "1"))),
               label=Label("y", ("0", "1")))
 GRID = np.array(list(itertools.product(range(3), range(2))), dtype=np.float64)  # the whole domain of (a, b)
-
-
-def worst_error(umap, h: np.ndarray, tau: np.ndarray, lam: np.ndarray) -> float:
-    """Brute force: max Σ p(x, y)·1{h(x) ≠ y} over every joint p on GRID × {0, 1} with |E_pΦ − τ| ≤ λ."""
-    psi = umap.psi(GRID)
-    n, D = psi.shape
-    F = np.zeros((2 * D, 2 * n))
-    for y in range(2):
-        F[y * D:(y + 1) * D, np.arange(n) * 2 + y] = psi.T
-    c = -np.array([float(h[i] != y) for i in range(n) for y in range(2)])
-    r = linprog(c, A_ub=np.vstack([F, -F]), b_ub=np.concatenate([(tau + lam).ravel(), -(tau - lam).ravel()]),
-                A_eq=np.ones((1, 2 * n)), b_eq=[1.0], bounds=(0, None), method="highs")
-    assert r.status == 0, r.message
-    return -r.fun
 
 
 def rows(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -99,15 +86,9 @@ def test_the_box_of_a_hidden_column_is_the_hull_of_its_fillings_against_the_brut
         for rule in (nb.linear_rule(), on_a):
             h = rule.predict(GRID)
             ours = certify_rule(rule, umap, m.tau, lam).value
-            best = -1.0
-            for t in itertools.product(range(Stot + 1), repeat=2):
-                if sum(t) > Stot:
-                    continue
-                tau = m.tau.copy()
-                tau[1, :3] = np.array([t[0], t[1], Stot - sum(t)], dtype=np.float64) / S.n  # a filling, as counted
-                best = max(best, worst_error(umap, h, tau, np.zeros_like(tau)))
+            best = worst_over_fillings(umap, GRID, h, m.tau, S.n, 1, slice(0, 3), Stot)  # every filling, as counted
             assert abs(ours - best) <= 1e-6, (ours, best)
-            point = worst_error(umap, h, m.tau, np.zeros_like(m.tau))
+            point = worst_error(umap, GRID, h, m.tau)
             assert point <= best + 1e-9
             above += best > point + 1e-6
             checked += 1

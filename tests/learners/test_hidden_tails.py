@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from scipy.optimize import linprog
 from scipy.stats import binom
 
 from marg.learners.calibration import confidence_box
@@ -33,24 +32,12 @@ from marg.marginals.hidden import mark_hidden
 from marg.marginals.summary import Summary, sum_tables
 from marg.marginals.tables import HiddenTail, MarginalTable, plan_cliques
 
+from tests.helpers.box_oracle import worst_over_fillings
+
 M = 5
 CB = Codebook(features=(CategoricalFeature("a", tuple(str(v) for v in range(M))), CategoricalFeature("b", ("0", "1"))),
               label=Label("y", ("0", "1")))
 GRID = np.array(list(itertools.product(range(M), range(2))), dtype=np.float64)
-
-
-def worst_error(umap, h: np.ndarray, tau: np.ndarray) -> float:
-    """Brute force: max Σ p(x, y)·1{h(x) ≠ y} over every joint p on GRID × {0, 1} with E_pΦ = τ."""
-    psi = umap.psi(GRID)
-    n, D = psi.shape
-    F = np.zeros((2 * D, 2 * n))
-    for y in range(2):
-        F[y * D:(y + 1) * D, np.arange(n) * 2 + y] = psi.T
-    c = -np.array([float(h[i] != y) for i in range(n) for y in range(2)])
-    r = linprog(c, A_ub=np.vstack([F, -F]), b_ub=np.concatenate([tau.ravel(), -tau.ravel()]),
-                A_eq=np.ones((1, 2 * n)), b_eq=[1.0], bounds=(0, None), method="highs")
-    assert r.status == 0, r.message
-    return -r.fun
 
 
 def rows(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -95,13 +82,7 @@ def test_the_box_of_a_hidden_tail_is_the_hull_of_its_fillings_against_the_brute_
         rule = NaiveBayes().fit(S).linear_rule()
         h = rule.predict(GRID)
         ours = certify_rule(rule, umap, m.tau, lam).value
-        best = -1.0
-        for t in itertools.product(range(C + 1), repeat=2):
-            if sum(t) > C:
-                continue
-            tau = m.tau.copy()
-            tau[1, 2:M] = np.array([t[0], t[1], C - sum(t)], dtype=np.float64) / S.n
-            best = max(best, worst_error(umap, h, tau))
+        best = worst_over_fillings(umap, GRID, h, m.tau, S.n, 1, slice(2, M), C)
         assert abs(ours - best) <= 1e-6, (ours, best)
         checked += 1
 
