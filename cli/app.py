@@ -117,7 +117,10 @@ def _listed_only() -> Iterator[None]:
     no parameters (the root's own options are kept), not from its signature's options."""
     from typer import main as tmain
 
-    build = tmain.get_command_from_info
+    build = getattr(tmain, "get_command_from_info", None)
+    if build is None:  # another Typer release: the whole help as it builds it
+        yield
+        return
 
     def listed(command_info: Any, **kwargs: Any) -> Any:
         def stand_in() -> None:
@@ -239,10 +242,14 @@ def _lean_coercion() -> None:
     path) is converted here as the adapter would; anything else (``+1``, `` 3``, ``1_000``,
     ``nan``, ranges, choices, files) goes to Typer's adapter, so values and error messages are
     Typer's (tests/cli/test_lean_coercion.py compares both on a battery of texts)."""
-    from typer import _coercion, core
+    try:  # Typer's internals: another release without them keeps its own coercion
+        from typer import _coercion, core
 
+        built = core._TyperParameter.get_runtime_param
+        _coercion.RuntimeParam
+    except (ImportError, AttributeError):
+        return
     plain = (str, int, float, bool, Path)
-    built = core._TyperParameter.get_runtime_param
 
     @dataclasses.dataclass(frozen=True)
     class LeanRuntimeParam(_coercion.RuntimeParam):

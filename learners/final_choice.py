@@ -208,16 +208,15 @@ def final_among(models: Sequence[Any], prior: Any, tables: Sequence[np.ndarray],
         rows = with_heldout(rows, {i: (rels[i].errors, max(rels[i].rows, 1.0), bounds[i].noise_sd) for i in range(K)})
         j, _ = choose_index(rows, "accuracy", tolerance=0.0)
     mb, model_rel = bounds[j], rels[j]
+    C = len(np.asarray(tables[j]))
     if rule == "beats":  # tied bounds (both trivial at 1 on a small evaluation): the released error counts decide
         keep = mb.value < pb.value or (mb.value == pb.value and model_rel.errors < prior_rel.errors)
     else:
         from scipy.special import ndtri
 
-        C0 = len(np.asarray(tables[j]))
-        margin = float(ndtri(levels[j])) * float(np.sqrt(2.0 * (C0 - 1))) * float(cell_std)
+        margin = float(ndtri(levels[j])) * float(np.sqrt(2.0 * (C - 1))) * float(cell_std)
         keep = model_rel.errors - prior_rel.errors <= margin
     chosen, est, bound = ("model", models[j], mb) if keep else ("prior", prior, pb)
-    C = len(np.asarray(tables[j]))
     getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
         bound.value, "holdout", coverage, False, C,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "

@@ -405,7 +405,7 @@ def _certify_own(party: Party) -> dict[str, Any]:
     from marg.learners.learn import learn
 
     study = party.study
-    s2 = _summary(_local_sum(party, "measure"), study.fingerprint)
+    s2 = round2_summary(party)
     res = learn(s2, *final_learner(s2, study.plan.get("selection") == FIRST_ORDER))
     cert = res.model.estimator.certificate_
     res.model.info = {**res.model.info, "study": {"study_id": study.study_id, "evaluation": None}}

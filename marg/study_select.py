@@ -47,8 +47,8 @@ def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
         raise InputError("round 'select' asked for the sites' private selections; its sum carries none")
     rows = dict(zip(study.names, study.plan.get("rows") or [])) if study.plan.get("rows_stated") else {}
     sites = [SiteRound1(s, float(rows.get(s, 1.0)), sel, 0.0) for s, sel in sels]
-    pooled = pool(sites)
-    kept = above_chance(sites) or [pooled[0][0]]
+    agreed = above_chance(sites)
+    kept = agreed or [pool(sites)[0][0]]
     return kept, {"rule": "each site's private top-k; the features chosen by sites holding more than max(1/2, "
                           "(1 + chance)/2) of the stated rows, above chance (else the best-ranked one)",
-                  "agreed": len(above_chance(sites)), "sites_selections": {s: list(sel.features) for s, sel in sels}}
+                  "agreed": len(agreed), "sites_selections": {s: list(sel.features) for s, sel in sels}}

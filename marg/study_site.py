@@ -289,11 +289,11 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
     party = open_party(study_path, site, learner=False, pin=False)
     study, drop = party.study, party.drop
     key = data_key(data, study.codebook)
-    if key is None or load_state(party.local, site).get("data_checked") != key:  # (reads only: nothing written yet)
+    state = load_state(party.local, site)  # (reads only: nothing written yet)
+    if key is None or state.get("data_checked") != key:
         check_data(data, study.codebook)  # data that does not fit: refused before anything is written, here or there
     pin_learner(study, party.home)
     party.local.mkdir(parents=True, exist_ok=True, mode=0o700)
-    state = load_state(party.local, site)
     if key is not None and state.get("data_checked") != key:
         state["data_checked"] = key
         save_state(party.local, site, state)

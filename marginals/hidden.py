@@ -111,7 +111,6 @@ def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[s
         if totals is not None and _hideable(t, label) and t.hidden is None:  # marked once: by site, before the sum
             c = np.asarray(t.counts, dtype=np.float64)
             m, K = c.shape
-            before = np.zeros(K)
             rest = totals - c.sum(axis=0)
             found = [v for v in range(K) if rest[v] > 1e-9]
             if found:
@@ -125,7 +124,7 @@ def mark_hidden(tables: Sequence[MarginalTable], label: str, reported: Mapping[s
                 if len(found) == 1 and lo_cells <= want <= hi_cells:  # one column: the report says its length
                     starts[found[0]] = m - want
                 tails = tuple(HiddenTail(v, starts[v], float(rest[v]), tuple(float(x) for x in c[:, v])) for v in found)
-                t = replace(t, hidden=before + np.where(rest > 1e-9, rest, 0.0),
+                t = replace(t, hidden=np.where(rest > 1e-9, rest, 0.0),
                             hidden_tails=tuple(t.hidden_tails) + tails)
         if reported is not None and not (lo_cells <= int(reported.get(t.name, 0)) <= hi_cells):
             raise InputError(f"{pre}table {t.name} has hidden class columns that can hold {lo_cells} to {hi_cells} "

@@ -96,11 +96,7 @@ def check_uncapped(entries: Sequence[dict[str, Any]], split: Any, capped: bool, 
 
 def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:
     """The rank of ``model`` (its file digest) among the distinct models evaluated on this held-out set (1 for the first)."""
-    sid, seen = held_set_id(split), []
-    for _, ev in evaluations(entries):
-        if ev.get("split") == sid and ev.get("model") not in seen:
-            seen.append(ev.get("model"))
-    return seen.index(model) + 1 if model in seen else len(seen) + 1
+    return ordinals(entries, split, [model])[0]
 
 
 def ordinals(entries: Sequence[dict[str, Any]], split: Any, models: Sequence[str]) -> list[int]:
