@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,13 +19,21 @@ from marg.learners.dcc import DCC
 from marg.learners.mrc import MRC
 from marg.learners.naive_bayes import NaiveBayes
 from marg.learners.renyi import RenyiClassifier
+from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
 from tests.helpers.tan import three_sites
 
 
 @pytest.fixture(scope="module")
 def noisy():
-    return three_sites(np.random.default_rng(7), (400, 300, 250), epsilon=1.0)[1]
+    """A noisy Summary that is the same on every run: OpenDP's noise is not seeded, so the
+    released tables keep their noise records (ε = 1) and take a seeded draw at that scale."""
+    cb, exact, _ = three_sites(np.random.default_rng(7), (400, 300, 250))
+    released, _ = privatize(list(exact.tables), epsilon=1.0, codebook=cb)
+    draw = np.random.default_rng(8)
+    tables = [replace(r, counts=e.counts + np.rint(draw.laplace(0.0, r.noise.scale, e.counts.shape)).astype(e.counts.dtype))
+              for e, r in zip(exact.tables, released)]
+    return Summary(cb, tables)
 
 
 def _domain(summary):
