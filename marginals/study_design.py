@@ -7,73 +7,17 @@ split rule's ``DEFAULT_ROWS``, 300 a site, and the design says so), each site's 
 :func:`marg.marginals.dp_conversions.rho_for_epsilon`) —, the bound r on a patient's rows, the
 secure-aggregation threshold t and how the noise is added.
 
-**The pooled noise.** With ``noise="per-site"`` each site adds one curator's noise to its tables, so
-a pooled cell's noise variance is S·σ² (σ² = r²/(2ρ_cell)); with ``noise="shared"`` each of the S sites
-adds a share of variance σ²/t, so that any t survivors carry one curator's σ² and all S carry
-(S/t)·σ² (:mod:`marg.marginals.shared_noise`). The design plans for every site answering: the split
-rule's pooled noise model (:mod:`marg.marginals.study_split`: the label table, round 2's tables)
-takes ``curators`` = S/t (shared) or S (per-site) curators' variance in place of S.
-
-**The selection mode** (round 1). Two ways to choose round 2's features:
-
-- ``"private"``: each site's own OpenDP top-k (Gumbel noise of scale b = r·sqrt(k/(8·a_S·ρ)) on
-  each of its p scores), then the learner's agreement vote — the split rule's model as it is. Its
-  cost in p grows like log p (the best of p − F null Gumbels reaches b·ln p), but each site decides
-  on its own n_s patients;
-- ``"pooled"``: the p first-order tables N[x_i, y], pooled (summed through the secure sum), at equal
-  shares a_S·ρ_T/p, and the top-k of the one-feature scores computed from the noisy sums
-  (post-processing, no vote). A pooled cell's noise variance is σ_S² = curators·r²·p/(2·a_S·ρ_T),
-  so a score's noise std grows like √p; the scores are read on all N = Σ n_s patients at once.
-
-In the planning world of the split rule (the larger class leads by GAP, F = min(10, ⌊p/2⌋)
-features each raise a one-feature rule's accuracy by EFFECT) a pooled null feature's score
-(correct count, centred) is normal with variance N/4 + m̃·σ_S² (sampling, and the noise of the
-m̃ = median(m_i) cells the score reads), an informative one leads it by EFFECT·N; the top-k keeps an
-informative feature with probability
-
-    h = Φ((EFFECT·N − τ)/sd),   sd² = N/4 + m̃·σ_S²,   τ = sd·Φ⁻¹(1 − max(k − F, 1)/(p − F))
-
-(τ: the score the max(k − F, 1)-th best of the p − F null scores reaches on average), and
-k − min(k, F)·h null features ride along. Round 2 then follows the split rule's model (at most
-k_max(a_2) first-order tables within its noise rule, a vote of the j found and λ chance features).
-The mode is the one whose split (each at its own best shares and k, the split rule's grid)
-has the smaller expected error E; ties (within the rule's ``TIE``) go to ``"pooled"``, except where neither
-mode expects to find a feature (P_any < ``FINDS`` at both: the gene sets' 20–30 patients a site), where
-``"private"`` releases one pooled table instead of p + 1 for the same E (:func:`choose_mode`). The study
-runs the mode chosen (:mod:`marg.protocols.study_top_k` for ``"private"``). When round 2
-affords every candidate (:func:`marg.marginals.study_split.measures_all`) nothing is dropped and
-the mode is ``"pooled"`` (its ranking only orders the pairs). With the evaluation round the study
-returns the larger class when the model does not beat it on the evaluation counts
-(:func:`marg.learners.final_choice.final_against_prior`), so E's "nothing found" term is the prior's
-error e_prior (without the evaluation round, the split rule's own P_chance/2 + (1 − P_chance)·e_prior).
+The parts, each in its module: the selection modes' expected error and the choice between them
+(:mod:`marg.marginals.study_modes`: the pooled noise in curators' units, ``"pooled"`` against ``"private"``);
+the split of what training gets into the label table, the selection and round 2
+(:mod:`marg.marginals.study_split`); the third mode, every first-order table
+(:mod:`marg.marginals.study_first_order`); the evaluation round's held-out fraction and share
+(:mod:`marg.marginals.study_evaluation`). This module puts them together (:func:`design_study`), records the
+design (:class:`StudyDesign`, what the study file carries) and says it (:func:`design_lines`, ``marg plan``).
 
 **Every first-order table** (the third mode, ``"first-order"``): where the study is narrow and small, no
 selection — :mod:`marg.marginals.study_first_order` holds its gate, its split and its evaluation round
 (sized for the comparison with the larger class).
-
-**The evaluation round and the held-out fraction** (``evaluate=True``, the other modes). A share a_E of ρ_T goes to
-the evaluation round (one pooled confusion table N[predicted, y], C² cells, sensitivity r) and a
-fraction f of each site's patients is held out of training. The rule minimises the **expected
-certificate** J(f, a_E) = p_m + W: the planning world's error of the model trained on the rest,
-
-    p_m(f, a_E) = E(rows·(1 − f), (1 − a_E)·ρ_T)   (the mode's split at full rows, its shares kept),
-
-plus the expected width W of the holdout bound (:mod:`marg.learners.holdout_certificate`) on
-n_h = f·N held-out patients, at level α' = (1 − coverage)·g(1)/2 (the first model evaluated on the
-held-out set, g(j) = 6/(π²·j²), its α shared with the larger class it is compared with), whose
-pooled error count (C(C − 1) cells) and held-out count (C² cells) carry noise of variance
-v = curators·r²/(2·a_E·ρ_T) a cell:
-
-    n⁻ = n_h − z(α_n)·sqrt(C²·v),    p_m + W = min(1, (p_m·n_h + z(α_e)·sqrt(n_h·p_m(1 − p_m) + C(C − 1)·v))/n⁻)
-
-(α_n = ``ROWS_SHARE``·α', α_e = α' − α_n, z(α) = Φ⁻¹(1 − α); 1 when n⁻ ≤ 0): the normal form of the
-exact bound at its expected counts. J − E(rows, ρ_T) is the bound's width plus the training loss
-of holding rows out and spending on the evaluation. Over f ∈ {0.10, 0.15, …, 0.50} and
-a_E ∈ {0.02, 0.04, …, 0.50}; values within ``J_TIE`` of the least are ties, won by the smallest f,
-then the smallest a_E. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
-(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
-``SELECT_TIE`` of that rule's least E are ties won by round 2 (:data:`marg.marginals.study_split.SELECT_TIE`: the
-proxy's round 2 is first-order tables and does not see the pair tables its budget buys).
 
 It is a planning rule, not a guarantee: every split is (ε, δ)-DP at the site's total (the rounds'
 ρ add to ρ_T), and every certificate holds whatever the split.
@@ -82,188 +26,25 @@ It is a planning rule, not a guarantee: every split is (ε, δ)-DP at the site's
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from marg.errors import InputError
 
 from . import study_split as ss
 from .dp_conversions import rho_for_epsilon
+from .study_evaluation import (COVERAGE, EVAL_SHARES, FRACTIONS, J_TIE, ROWS_SHARE, _cell_var, _training,  # noqa: F401
+                               choose_comparison, choose_evaluation, expected_bound, first_level)
 from .study_first_order import (COMPARISON_MAX, DETECT, FIRST_ORDER, FIRST_ORDER_MAX_P, FIRST_ORDER_RATIO,  # noqa: F401
                                 GUARD, POWER, comparison_decisive, comparison_power,
                                 first_order_fits, first_order_split, guard_sees)
 
+from .study_modes import (FINDS, MODES, choose_mode, curators, mode_functions, mode_split, pooled_terms,  # noqa: F401
+                          split_error)
+
 NOISES = ("shared", "per-site")
-MODES = ("pooled", "private")
-FRACTIONS = tuple(float(f) for f in np.round(np.arange(0.10, 0.501, 0.05), 2))
-EVAL_SHARES = tuple(float(a) for a in np.round(np.arange(0.02, 0.501, 0.02), 2))
-FINDS = 0.5
-"""A mode whose planned selection keeps an informative feature with probability P_any below this finds nothing."""
-J_TIE = 0.002
-"""Expected certificates within this of the least are ties (the training side is modelled coarsely)."""
-COVERAGE = 0.95
-ROWS_SHARE = 0.25
-"""The share of the bound's α spent on the held-out count's lower bound (as :mod:`marg.learners.holdout_certificate`)."""
-
-
-def first_level(coverage: float = COVERAGE) -> float:
-    """α' = (1 − coverage)·g(1)/2 with g(j) = 6/(π²·j²): the α of the first model evaluated on a held-out set
-    (:func:`marg.learners.holdout_certificate.evaluation_alpha`), shared with the larger class it is compared with."""
-    return (1.0 - coverage) * 6.0 / (math.pi ** 2) / 2.0
-
-
-def curators(noise: str, n_sites: int, threshold: int) -> float:
-    """The pooled noise variance in curators' units: S/t under shared noise, S per site (module docstring)."""
-    return float(n_sites) / float(threshold) if noise == "shared" else float(n_sites)
-
-
-# -- the selection modes' expected error ---------------------------------------------------------------
-
-def pooled_terms(x: ss.SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
-    """The parts of E with the pooled selection (module docstring), elementwise over arrays of shares."""
-    aL, aS = np.asarray(aL, dtype=np.float64), np.asarray(aS, dtype=np.float64)
-    a2 = 1.0 - aL - aS
-    rho, r, p = x.rho_total, float(x.max_rows), x.p
-    N = float(sum(x.rows))
-    F = min(ss.F_PLAN, max(1, p // 2))
-    kf = min(k, F)
-    m = float(np.median(x.levels))
-    p_wrong = ss._p_wrong(x, aL, a2)
-    e_prior = (1.0 - ss.GAP) / 2.0 + ss.GAP * p_wrong
-    var_cell = x.curators * r * r * p / (2.0 * aS * rho)  # a pooled first-order cell, equal shares over p tables
-    sd = np.sqrt(N / 4.0 + m * var_cell)
-    nulls = p - F
-    if nulls > 0 and max(k - F, 1) < nulls:
-        tau = sd * ndtri(1.0 - max(k - F, 1) / nulls)
-        h = ndtr((ss.EFFECT * N - tau) / sd)
-    else:
-        h = np.ones_like(sd)
-    lam = np.clip(k - kf * h, 0.0, max(nulls, 0))
-    p_any = 1.0 - (1.0 - h) ** kf
-    j = kf * h / np.maximum(p_any, 1e-300)
-    keep = np.minimum(1.0, ss.k_max(x, a2) / np.maximum(j + lam, 1e-300))
-    j, lam = j * keep, lam * keep
-    p_flip = ss._p_flip(x, a2, np.maximum(1.0, j + lam))
-    q = 0.5 + ss.EFFECT * (1.0 - 2.0 * p_flip)
-    spread = np.sqrt(4.0 * j * q * (1.0 - q) + lam)
-    e_found = np.where(spread > 0, ndtr(-j * (2.0 * q - 1.0) / np.where(spread > 0, spread, 1.0)), 0.5)
-    p_chance = np.where(lam > 0, 1.0, 0.0) + 0.0 * p_wrong  # the top-k is measured whatever it holds
-    return {"p_wrong": p_wrong, "p_agree": h, "chance_agreements": lam, "found": j, "p_any": p_any, "p_flip": p_flip,
-            "e_found": e_found, "e_prior": e_prior, "p_chance": p_chance}
-
-
-def _combine(t: Mapping[str, Any], guarded: bool) -> Any:
-    """E = P_any·e_found + (1 − P_any)·e_none; e_none = e_prior when the study compares with the prior at the end."""
-    e_none = t["e_prior"] if guarded else t["p_chance"] * 0.5 + (1.0 - t["p_chance"]) * t["e_prior"]
-    return t["p_any"] * t["e_found"] + (1.0 - t["p_any"]) * e_none
-
-
-def mode_functions(mode: str, guarded: bool) -> tuple[Any, Any]:
-    """(objective, parts) of a selection mode for :func:`marg.marginals.study_split.choose_split`."""
-    parts = pooled_terms if mode == "pooled" else ss.terms
-    return (lambda x, aL, aS, k: _combine(parts(x, aL, aS, k), guarded)), parts
-
-
-def mode_split(x: ss.SplitInputs, mode: str, guarded: bool, tie: float = ss.TIE) -> ss.Split:
-    """The split rule's choice for ``mode`` (every candidate measured when round 2 affords them all); ``tie``: the
-    split rule's (:func:`marg.marginals.study_split.choose_split`)."""
-    objective, parts = mode_functions(mode, guarded)
-    return ss.choose_split(x, objective, parts, tie)
-
-
-def split_error(x: ss.SplitInputs, split: ss.Split, mode: str, guarded: bool) -> Any:
-    """E of ``split``'s shares and k kept, on inputs ``x`` (other rows or ρ; ``x.rho_total`` may be an array of
-    totals: E is then an array, one per total — every term reads ρ only through a share times it)."""
-    if split.parts.get("measure_all"):
-        rhos = np.atleast_1d(np.asarray(x.rho_total, dtype=np.float64))
-        out = np.array([ss.measure_all_split(replace(x, rho_total=float(r))).expected_error for r in rhos])
-        return out if np.ndim(x.rho_total) else float(out[0])
-    objective, _ = mode_functions(mode, guarded)
-    shape = np.shape(x.rho_total) or (1,)
-    E = np.asarray(objective(x, np.full(shape, split.label), np.full(shape, split.select), split.k), dtype=np.float64)
-    return E.reshape(shape) if np.ndim(x.rho_total) else float(E.reshape(-1)[0])
-
-
-def choose_mode(splits: Mapping[str, ss.Split]) -> str:
-    """The selection mode from each mode's best split (module docstring): the smaller expected error E; ties (within
-    ``TIE``) go to ``"pooled"`` — unless neither mode expects to find a feature (P_any below ``FINDS`` at both), where
-    the selection buys nothing and ``"private"`` releases one pooled table in round 1 instead of p + 1."""
-    pooled, private = splits["pooled"], splits["private"]
-    if private.expected_error < pooled.expected_error - ss.TIE:
-        return "private"
-    if private.expected_error <= pooled.expected_error + ss.TIE and \
-            max(float(pooled.parts.get("p_any", 1.0)), float(private.parts.get("p_any", 1.0))) < FINDS:
-        return "private"
-    return "pooled"
-
-
-# -- the evaluation round ------------------------------------------------------------------------------
-
-def expected_bound(p_m: float, n_h: float, var_cell: float, classes: int, coverage: float = COVERAGE) -> float:
-    """p_m + W: the holdout bound's normal form at its expected counts (module docstring)."""
-    a = first_level(coverage)
-    a_n, a_e = ROWS_SHARE * a, (1.0 - ROWS_SHARE) * a
-    C = float(classes)
-    n_low = n_h - float(ndtri(1.0 - a_n)) * math.sqrt(C * C * var_cell)
-    if n_low <= 0.0:
-        return 1.0
-    up = p_m * n_h + float(ndtri(1.0 - a_e)) * math.sqrt(n_h * p_m * (1.0 - p_m) + C * (C - 1.0) * var_cell)
-    return float(min(1.0, up / n_low))
-
-
-def _cell_var(x: ss.SplitInputs, a_e: float) -> float:
-    """The pooled noise variance of one evaluation cell at share ``a_e``: curators·r²/(2·a_E·ρ_T)."""
-    return x.curators * float(x.max_rows) ** 2 / (2.0 * a_e * x.rho_total)
-
-
-def _training(x: ss.SplitInputs, f: float, a_e: Any) -> ss.SplitInputs:
-    """The training side's inputs: rows (1 − f)·n_s, total (1 − a_E)·ρ_T (an array for an array of shares)."""
-    rho = (1.0 - np.asarray(a_e, dtype=np.float64)) * x.rho_total
-    return replace(x, rows=tuple(max(1, int(round((1.0 - f) * n))) for n in x.rows),
-                   rho_total=rho if np.ndim(rho) else float(rho))
-
-
-def choose_evaluation(x: ss.SplitInputs, split: ss.Split, mode: str, coverage: float = COVERAGE) -> dict[str, float]:
-    """(f, a_E) minimising the expected certificate J (module docstring) with ``split``'s shares kept."""
-    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
-    shares = np.asarray(EVAL_SHARES)
-    grid = []
-    for f in FRACTIONS:
-        p_ms = np.minimum(0.5, split_error(_training(x, f, shares), split, mode, True))
-        for a_e, p_m in zip(EVAL_SHARES, p_ms):
-            var_cell = x.curators * r * r / (2.0 * a_e * x.rho_total)
-            grid.append((expected_bound(float(p_m), f * N, var_cell, C, coverage), f, a_e, float(p_m)))
-    best = min(g[0] for g in grid)
-    J, f, a_e, p_m = min((g for g in grid if g[0] <= best + J_TIE), key=lambda g: (g[1], g[2]))
-    return {"holdout": f, "evaluate_share": a_e, "expected_certificate": J, "model_error": p_m,
-            "expected_width": J - p_m, "least_certificate": best}
-
-
-def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str, float] | None:
-    """(f, a_E) for the first-order mode, or None (then the ``GUARD`` round) — :mod:`marg.marginals.study_first_order`.
-
-    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
-    that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
-    None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
-    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule.
-    ``least_width``: the least expected width of the holdout bound over the whole grid (f ≤ 0.5, a_E ≤ 0.5) at the
-    same model error, training loss ignored — what no choice of (f, a_E) can beat at these sizes (``marg plan`` says
-    it: a certificate that informative would cost the training side more than the comparison does)."""
-    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
-    for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
-        for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
-            v = x.curators * r * r / (2.0 * a_e * x.rho_total)
-            power = comparison_power(f * N, v, C)
-            if power >= POWER:
-                p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
-                cert = expected_bound(p_m, f * N, v, C, coverage)
-                least = min(expected_bound(p_m, g * N, _cell_var(x, b), C, coverage) for g in FRACTIONS for b in EVAL_SHARES)
-                return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
-                        "expected_certificate": cert, "expected_width": cert - p_m, "least_width": least - p_m}
-    return None
 
 
 # -- the design ----------------------------------------------------------------------------------------

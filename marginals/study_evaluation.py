@@ -1,0 +1,117 @@
+"""The study design's evaluation round: the held-out fraction f and the share a_E of each site's total, chosen from what is public before anything is spent.
+
+**The evaluation round and the held-out fraction** (``evaluate=True``, the other modes). A share a_E of ρ_T goes to
+the evaluation round (one pooled confusion table N[predicted, y], C² cells, sensitivity r) and a
+fraction f of each site's patients is held out of training. The rule minimises the **expected
+certificate** J(f, a_E) = p_m + W: the planning world's error of the model trained on the rest,
+
+    p_m(f, a_E) = E(rows·(1 − f), (1 − a_E)·ρ_T)   (the mode's split at full rows, its shares kept),
+
+plus the expected width W of the holdout bound (:mod:`marg.learners.holdout_certificate`) on
+n_h = f·N held-out patients, at level α' = (1 − coverage)·g(1)/2 (the first model evaluated on the
+held-out set, g(j) = 6/(π²·j²), its α shared with the larger class it is compared with), whose
+pooled error count (C(C − 1) cells) and held-out count (C² cells) carry noise of variance
+v = curators·r²/(2·a_E·ρ_T) a cell:
+
+    n⁻ = n_h − z(α_n)·sqrt(C²·v),    p_m + W = min(1, (p_m·n_h + z(α_e)·sqrt(n_h·p_m(1 − p_m) + C(C − 1)·v))/n⁻)
+
+(α_n = ``ROWS_SHARE``·α', α_e = α' − α_n, z(α) = Φ⁻¹(1 − α); 1 when n⁻ ≤ 0): the normal form of the
+exact bound at its expected counts. J − E(rows, ρ_T) is the bound's width plus the training loss
+of holding rows out and spending on the evaluation. Over f ∈ {0.10, 0.15, …, 0.50} and
+a_E ∈ {0.02, 0.04, …, 0.50}; values within ``J_TIE`` of the least are ties, won by the smallest f,
+then the smallest a_E. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
+(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
+``SELECT_TIE`` of that rule's least E are ties won by round 2 (:data:`marg.marginals.study_split.SELECT_TIE`: the
+proxy's round 2 is first-order tables and does not see the pair tables its budget buys).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+from . import study_split as ss
+from .study_first_order import COMPARISON_MAX, DETECT, POWER, comparison_power, first_order_split
+from .study_modes import split_error
+
+FRACTIONS = tuple(float(f) for f in np.round(np.arange(0.10, 0.501, 0.05), 2))
+EVAL_SHARES = tuple(float(a) for a in np.round(np.arange(0.02, 0.501, 0.02), 2))
+J_TIE = 0.002
+"""Expected certificates within this of the least are ties (the training side is modelled coarsely)."""
+COVERAGE = 0.95
+ROWS_SHARE = 0.25
+"""The share of the bound's α spent on the held-out count's lower bound (as :mod:`marg.learners.holdout_certificate`)."""
+
+
+def first_level(coverage: float = COVERAGE) -> float:
+    """α' = (1 − coverage)·g(1)/2 with g(j) = 6/(π²·j²): the α of the first model evaluated on a held-out set
+    (:func:`marg.learners.holdout_certificate.evaluation_alpha`), shared with the larger class it is compared with."""
+    return (1.0 - coverage) * 6.0 / (math.pi ** 2) / 2.0
+
+
+def expected_bound(p_m: float, n_h: float, var_cell: float, classes: int, coverage: float = COVERAGE) -> float:
+    """p_m + W: the holdout bound's normal form at its expected counts (module docstring)."""
+    a = first_level(coverage)
+    a_n, a_e = ROWS_SHARE * a, (1.0 - ROWS_SHARE) * a
+    C = float(classes)
+    n_low = n_h - float(ndtri(1.0 - a_n)) * math.sqrt(C * C * var_cell)
+    if n_low <= 0.0:
+        return 1.0
+    up = p_m * n_h + float(ndtri(1.0 - a_e)) * math.sqrt(n_h * p_m * (1.0 - p_m) + C * (C - 1.0) * var_cell)
+    return float(min(1.0, up / n_low))
+
+
+def _cell_var(x: ss.SplitInputs, a_e: float) -> float:
+    """The pooled noise variance of one evaluation cell at share ``a_e``: curators·r²/(2·a_E·ρ_T)."""
+    return x.curators * float(x.max_rows) ** 2 / (2.0 * a_e * x.rho_total)
+
+
+def _training(x: ss.SplitInputs, f: float, a_e: Any) -> ss.SplitInputs:
+    """The training side's inputs: rows (1 − f)·n_s, total (1 − a_E)·ρ_T (an array for an array of shares)."""
+    rho = (1.0 - np.asarray(a_e, dtype=np.float64)) * x.rho_total
+    return replace(x, rows=tuple(max(1, int(round((1.0 - f) * n))) for n in x.rows),
+                   rho_total=rho if np.ndim(rho) else float(rho))
+
+
+def choose_evaluation(x: ss.SplitInputs, split: ss.Split, mode: str, coverage: float = COVERAGE) -> dict[str, float]:
+    """(f, a_E) minimising the expected certificate J (module docstring) with ``split``'s shares kept."""
+    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
+    shares = np.asarray(EVAL_SHARES)
+    grid = []
+    for f in FRACTIONS:
+        p_ms = np.minimum(0.5, split_error(_training(x, f, shares), split, mode, True))
+        for a_e, p_m in zip(EVAL_SHARES, p_ms):
+            var_cell = x.curators * r * r / (2.0 * a_e * x.rho_total)
+            grid.append((expected_bound(float(p_m), f * N, var_cell, C, coverage), f, a_e, float(p_m)))
+    best = min(g[0] for g in grid)
+    J, f, a_e, p_m = min((g for g in grid if g[0] <= best + J_TIE), key=lambda g: (g[1], g[2]))
+    return {"holdout": f, "evaluate_share": a_e, "expected_certificate": J, "model_error": p_m,
+            "expected_width": J - p_m, "least_certificate": best}
+
+
+def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str, float] | None:
+    """(f, a_E) for the first-order mode, or None (then the ``GUARD`` round) — :mod:`marg.marginals.study_first_order`.
+
+    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
+    that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
+    None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
+    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule.
+    ``least_width``: the least expected width of the holdout bound over the whole grid (f ≤ 0.5, a_E ≤ 0.5) at the
+    same model error, training loss ignored — what no choice of (f, a_E) can beat at these sizes (``marg plan`` says
+    it: a certificate that informative would cost the training side more than the comparison does)."""
+    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
+    for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
+        for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
+            v = x.curators * r * r / (2.0 * a_e * x.rho_total)
+            power = comparison_power(f * N, v, C)
+            if power >= POWER:
+                p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
+                cert = expected_bound(p_m, f * N, v, C, coverage)
+                least = min(expected_bound(p_m, g * N, _cell_var(x, b), C, coverage) for g in FRACTIONS for b in EVAL_SHARES)
+                return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
+                        "expected_certificate": cert, "expected_width": cert - p_m, "least_width": least - p_m}
+    return None
