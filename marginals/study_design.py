@@ -35,8 +35,9 @@ from marg.errors import InputError
 
 from . import study_split as ss
 from .dp_conversions import rho_for_epsilon
-from .study_evaluation import (COVERAGE, EVAL_SHARES, FRACTIONS, J_TIE, ROWS_SHARE, _cell_var, _training,  # noqa: F401
-                               choose_comparison, choose_evaluation, expected_bound, first_level)
+from .study_evaluation import (COVERAGE, EVAL_SHARES, FRACTIONS, J_TIE, ROWS_SHARE, WIDTH_NEED, _cell_var,  # noqa: F401
+                               _training, choose_comparison, choose_evaluation, expected_bound, first_level,
+                               training_signal)
 from .study_first_order import (COMPARISON_MAX, DETECT, FIRST_ORDER, FIRST_ORDER_MAX_P, FIRST_ORDER_RATIO,  # noqa: F401
                                 GUARD, POWER, comparison_decisive, comparison_power,
                                 first_order_fits, first_order_split, guard_sees)
@@ -289,8 +290,11 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
         ev = d["evaluation"]
         head = f"  evaluate: ρ = {r['evaluate']:.4g}, hold out {d['holdout']:.0%} of each site's patients; expected "
         if d["selection"] != FIRST_ORDER:
+            need = ev.get("width_need")
             out.append(head + f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
-                              f"{ev['expected_width']:.3f}, chosen to minimise it)")
+                              f"{ev['expected_width']:.3f}; " + (f"a width below {need:g} buys nothing, so among the rounds "
+                              "that minimise the error plus the width, the one that leaves training the most)" if need else
+                              "chosen to minimise it)"))
         elif not ev.get("guard"):
             out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class keeps a "
                               f"model {ev['detect']:g} better with probability {ev['power']:.2f}"
