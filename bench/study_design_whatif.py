@@ -16,10 +16,11 @@ sites or the learner:
 
 - ``study (previous evaluation rule)``: :func:`marg.marginals.study_evaluation.choose_evaluation` as it was
   before ``WIDTH_NEED`` (J = p_m + W, ties to the smallest f, then the smallest a_E);
+- ``study (width need W)``: the evaluation rule with ``WIDTH_NEED`` = W;
 - ``study (evaluation F/A)``: the first-order mode's evaluation round at held-out fraction F and share A
   (:func:`marg.marginals.study_evaluation.choose_comparison` returns that round; e.g. ``0.5/0.5``, the grid's
   tightest bound);
-- ``study (pooled top-K, no evaluation)``: round 1 pools every first-order table, round 2 measures the top K of
+- ``study (pooled top-K without evaluation)``: round 1 pools every first-order table, round 2 measures the top K of
   the pooled scores (their first-order tables and the pairs among them, as the pooled mode does), no evaluation
   round (every patient trains; the model's own certificate) — the design's pooled mode with k = K forced, where
   the first-order mode would measure every first-order table (house-votes-84: one strong feature among 16).
@@ -47,7 +48,8 @@ import study_calls  # noqa: E402  (bench/study_calls.py: the one loader of the b
 A = study_calls._bench("study_accept")
 PREVIOUS = "study (previous evaluation rule)"
 FIXED = re.compile(r"study \(evaluation ([0-9.]+)/([0-9.]+)\)$")
-TOP_K = re.compile(r"study \(pooled top-([0-9]+), no evaluation\)$")
+NEED = re.compile(r"study \(width need ([0-9.]+)\)$")
+TOP_K = re.compile(r"study \(pooled top-([0-9]+) without evaluation\)$")
 
 
 @contextlib.contextmanager
@@ -69,6 +71,9 @@ def what_if(path: str):
 
     if path == PREVIOUS:  # no needed width; ties to the smallest f, then the smallest a_E
         return patched(se, WIDTH_NEED=0.0, training_signal=lambda f, a: -(10.0 * f + a))
+    m = NEED.match(path)
+    if m:
+        return patched(se, WIDTH_NEED=float(m.group(1)))
     m = FIXED.match(path)
     if m:
         f, a_e = float(m.group(1)), float(m.group(2))

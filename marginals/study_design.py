@@ -36,8 +36,8 @@ from marg.errors import InputError
 from . import study_split as ss
 from .dp_conversions import rho_for_epsilon
 from .study_evaluation import (COVERAGE, EVAL_SHARES, FRACTIONS, J_TIE, ROWS_SHARE, WIDTH_NEED, _cell_var,  # noqa: F401
-                               _training, choose_comparison, choose_evaluation, expected_bound, first_level,
-                               training_signal)
+                               _training, SEPARATE, choose_comparison, choose_evaluation, expected_bound, first_level,
+                               separation, training_signal)
 from .study_first_order import (COMPARISON_MAX, DETECT, FIRST_ORDER, FIRST_ORDER_MAX_P, FIRST_ORDER_RATIO,  # noqa: F401
                                 GUARD, POWER, comparison_decisive, comparison_power,
                                 first_order_fits, first_order_split, guard_sees)

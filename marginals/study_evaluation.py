@@ -20,9 +20,18 @@ exact bound at its expected counts. J − E(rows, ρ_T) is the bound's width plu
 of holding rows out and spending on the evaluation.
 
 **A width below the one needed buys nothing.** A certificate within ``WIDTH_NEED`` of the model's error is
-informative (issue 44 asks the mean certificate within 0.08 of the mean error; the planning world's width
-is taken at half of that, for the larger α shares of the runners-up evaluated beside the model and a real
-error above the planning world's). The rule minimises
+informative (issue 44 asks the mean certificate within 0.08 of the mean error), and the round must also tell
+the K models it evaluates apart, since the final model is the one with the fewest released held-out errors
+(:func:`marg.learners.final_choice.final_among`): two models whose errors differ by ``SEPARATE`` are ordered
+right with probability (:func:`separation`)
+
+    P_sep = Φ(n_h·SEPARATE/sqrt(n_h·(2·p_m + SEPARATE) + 2·C(C − 1)·v))
+
+(the patients where exactly one of them errs, at most n_h·(2p_m + SEPARATE), and the 2·C(C − 1) noisy cells of
+the two error counts). A width W has the error count's std ≈ W·n_h/z(α_e), so the difference of two counts
+≈ √2·W·n_h/z: ``WIDTH_NEED`` = 0.02 keeps P_sep ≈ 0.98 for ``SEPARATE`` = 0.025 (adult's naive Bayes against
+Rényi); at 0.04 P_sep fell to 0.93 and the study kept naive Bayes on 2 of 5 adult splits (BENCHMARKS.md,
+"Issue 44 (design)"). The rule minimises
 
     J(f, a_E) = p_m + max(W, WIDTH_NEED)
 
@@ -31,7 +40,7 @@ ties, won by the round that leaves training the most signal, (1 − f)²·(1 −
 a training cell's count over its noise std, squared, against a study without the round), then the smaller f.
 Where the planning world sees no training loss (large studies: p_m flat, the F planted features found
 whatever the shares) the width alone used to decide, so adult's round took 46 % of ρ and 30 % of the
-patients for a width of 0.008 against 0.03 at 4 % and 10 %; now the least round whose width is within
+patients for a width of 0.008 against 0.021 at 12 % and 10 %; now the least round whose width is within
 ``WIDTH_NEED`` is chosen. Where no round reaches ``WIDTH_NEED`` (kr-vs-kp, the smaller sets) J is the
 expected certificate itself, as before. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
 (1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
@@ -46,7 +55,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from . import study_split as ss
 from .study_first_order import COMPARISON_MAX, DETECT, POWER, comparison_power, first_order_split
@@ -56,8 +65,10 @@ FRACTIONS = tuple(float(f) for f in np.round(np.arange(0.10, 0.501, 0.05), 2))
 EVAL_SHARES = tuple(float(a) for a in np.round(np.arange(0.02, 0.501, 0.02), 2))
 J_TIE = 0.002
 """Expected certificates within this of the least are ties (the training side is modelled coarsely)."""
-WIDTH_NEED = 0.04
+WIDTH_NEED = 0.02
 """The expected width of the holdout bound beyond which a narrower one buys nothing (module docstring)."""
+SEPARATE = 0.025
+"""The difference in error between two evaluated models that the round should order right (module docstring)."""
 COVERAGE = 0.95
 ROWS_SHARE = 0.25
 """The share of the bound's α spent on the held-out count's lower bound (as :mod:`marg.learners.holdout_certificate`)."""
@@ -91,6 +102,13 @@ def _training(x: ss.SplitInputs, f: float, a_e: Any) -> ss.SplitInputs:
     rho = (1.0 - np.asarray(a_e, dtype=np.float64)) * x.rho_total
     return replace(x, rows=tuple(max(1, int(round((1.0 - f) * n))) for n in x.rows),
                    rho_total=rho if np.ndim(rho) else float(rho))
+
+
+def separation(p_m: float, n_h: float, var_cell: float, classes: int, gap: float = SEPARATE) -> float:
+    """P_sep: two models whose errors (about p_m) differ by ``gap`` are ordered right by their released error counts
+    on n_h held-out patients, each count's C(C − 1) cells of noise variance ``var_cell`` (module docstring)."""
+    C = float(classes)
+    return float(ndtr(n_h * gap / math.sqrt(n_h * (2.0 * p_m + gap) + 2.0 * C * (C - 1.0) * var_cell)))
 
 
 def training_signal(f: Any, a_e: Any) -> Any:
