@@ -29,9 +29,8 @@ right with probability (:func:`separation`)
 
 (the patients where exactly one of them errs, at most n_h·(2p_m + SEPARATE), and the 2·C(C − 1) noisy cells of
 the two error counts). A width W has the error count's std ≈ W·n_h/z(α_e), so the difference of two counts
-≈ √2·W·n_h/z: ``WIDTH_NEED`` = 0.02 keeps P_sep ≈ 0.98 for ``SEPARATE`` = 0.025 (adult's naive Bayes against
-Rényi); at 0.04 P_sep fell to 0.93 and the study kept naive Bayes on 2 of 5 adult splits (BENCHMARKS.md,
-"Issue 44 (design)"). The rule minimises
+≈ √2·W·n_h/z: ``WIDTH_NEED`` = 0.02 keeps P_sep ≈ 0.98 for ``SEPARATE`` = 0.025 on adult's shape (what a larger
+need did to the study: BENCHMARKS.md, "Issue 44 (design)"). The rule minimises
 
     J(f, a_E) = p_m + max(W, WIDTH_NEED)
 
@@ -39,9 +38,8 @@ over f ∈ {0.10, 0.15, …, 0.50} and a_E ∈ {0.02, 0.04, …, 0.50}; values w
 ties, won by the round that leaves training the most signal, (1 − f)²·(1 − a_E) (:func:`training_signal`:
 a training cell's count over its noise std, squared, against a study without the round), then the smaller f.
 Where the planning world sees no training loss (large studies: p_m flat, the F planted features found
-whatever the shares) the width alone used to decide, so adult's round took 46 % of ρ and 30 % of the
-patients for a width of 0.008 against 0.021 at 12 % and 10 %; now the least round whose width is within
-``WIDTH_NEED`` is chosen. Where no round reaches ``WIDTH_NEED`` (kr-vs-kp, the smaller sets) J is the
+whatever the shares) the width alone used to decide and bought a width the certificate does not need; now the
+least round whose width is within ``WIDTH_NEED`` is chosen. Where no round reaches ``WIDTH_NEED`` (kr-vs-kp, the smaller sets) J is the
 expected certificate itself, as before. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
 (1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
 ``SELECT_TIE`` of that rule's least E are ties won by round 2 (:data:`marg.marginals.study_split.SELECT_TIE`: the
@@ -121,14 +119,13 @@ def choose_evaluation(x: ss.SplitInputs, split: ss.Split, mode: str, coverage: f
     """(f, a_E) minimising J = p_m + max(W, ``WIDTH_NEED``) (module docstring) with ``split``'s shares kept; ties within
     ``J_TIE`` won by the larger :func:`training_signal`, then the smaller f. ``expected_certificate`` is p_m + W at the
     choice, ``least_certificate`` the least p_m + W over the grid."""
-    N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
+    N, C = float(sum(x.rows)), x.classes
     shares = np.asarray(EVAL_SHARES)
     grid = []
     for f in FRACTIONS:
         p_ms = np.minimum(0.5, split_error(_training(x, f, shares), split, mode, True))
         for a_e, p_m in zip(EVAL_SHARES, p_ms):
-            var_cell = x.curators * r * r / (2.0 * a_e * x.rho_total)
-            cert = expected_bound(float(p_m), f * N, var_cell, C, coverage)
+            cert = expected_bound(float(p_m), f * N, _cell_var(x, a_e), C, coverage)
             grid.append((float(p_m) + max(cert - float(p_m), WIDTH_NEED), cert, f, a_e, float(p_m)))
     best = min(g[0] for g in grid)
     _, cert, f, a_e, p_m = max((g for g in grid if g[0] <= best + J_TIE),
