@@ -149,7 +149,7 @@ def report_adult(reps: int, eps: float) -> None:
     """adult under DP: each site exports with ``marg export --epsilon eps`` defaults, the learner runs
     the default choice (``AutoLearner()`` = ``marg learn`` without options) on the loaded summary."""
     from marg.learners.auto import AutoLearner
-    from marg.learners.sample_size import patients_line
+    from marg.learners.certification.sample_size import patients_line
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
 
@@ -184,7 +184,7 @@ def report_small_dp(sets, eps: float) -> None:
     """The small sets under DP (split 0): each site exports with ``marg export --epsilon eps`` defaults;
     the default's certificate, and the one line saying how many patients a non-trivial one needs."""
     from marg.learners.auto import AutoLearner
-    from marg.learners.sample_size import patients_line
+    from marg.learners.certification.sample_size import patients_line
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
 

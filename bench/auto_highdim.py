@@ -16,7 +16,7 @@ Two settings, separately:
 - ``holdout``: the ``pairs`` setting fitted on a stratified ``1 − --holdout`` share of the training
   fold (discretized from those rows alone), its deterministic rule then certified by the held-out
   rest: the exact Clopper–Pearson bound on its error count
-  (:func:`marg.learners.holdout_certificate.exact_bound`, what ``marg certify`` gives a model on
+  (:func:`marg.learners.certification.holdout_certificate.exact_bound`, what ``marg certify`` gives a model on
   held-out rows without noise) — the error reported is still on the CV test fold;
 - ``dp``: the training fold split into three stratified sites, each releasing its first-order
   tables with ε = ``--epsilon`` (OpenDP, the default half split), summed; the learner keeps
@@ -24,7 +24,7 @@ Two settings, separately:
 
 ``default`` is :class:`marg.learners.auto.AutoLearner` with its defaults — what ``marg learn``
 does without ``--learner``; on these sets (more than 100 features, no pair tables) it screens
-(:mod:`marg.learners.screened`). Reported per set and setting: CV error (mean ± std over
+(:mod:`marg.learners.choice.screened`). Reported per set and setting: CV error (mean ± std over
 folds), what it chose (learner × folds), the features used (median over folds), the
 certificate (mean; kind W(h) of the deterministic rule, trivial = 1), seconds per fold. Beside
 them, on the same folds from the rows: L1-regularized logistic regression (liblinear, C = 1; one-vs-rest for K > 2)
@@ -89,7 +89,7 @@ def two_rounds(enc, S, X, y, k: int):
     features ranked first by the screening score (what ``marg request --top k`` asks for)."""
     from itertools import combinations
 
-    from marg.learners.screening import screen_scores
+    from marg.learners.selection.screening import screen_scores
     from marg.marginals.counting import count_tables
     from marg.marginals.summary import Summary
     from marg.marginals.tables import plan_cliques
@@ -102,7 +102,7 @@ def two_rounds(enc, S, X, y, k: int):
 
 def run_holdout(X, y, classes, discrete, frac: float, seed: int, k: int, Xte_raw, yte) -> dict:
     """The two rounds on a stratified ``1 − frac`` of (X, y), certified by the held-out rest (module docstring)."""
-    from marg.learners.holdout_certificate import Released, exact_bound
+    from marg.learners.certification.holdout_certificate import Released, exact_bound
 
     rng = np.random.default_rng(seed)
     hold = np.zeros(len(y), dtype=bool)

@@ -38,7 +38,7 @@ sys.path.append(str(HERE))
 import numpy as np  # noqa: E402
 
 from boost_data import SETS, folds, load  # noqa: E402
-from marg.learners.base import REGISTRY  # noqa: E402
+from marg.learners.estimator.base import REGISTRY  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def run_fold(job: tuple) -> list[dict]:
         rec = {"set": name, "rep": rep, "fold": fold, "learner": learner, "eps": eps, "acc": 1.0 - err, "rand_err": rand_err,
                "certificate": float(est.certificate_.value), "seconds": round(time.perf_counter() - t0, 2)}
         if learner.partition(":")[0] == "boost":
-            from marg.learners.minimax.rules import maximal
+            from marg.learners.classifiers.minimax_rules import maximal
 
             F = est.decision_function(X[te].astype(float))
             rec["decided"] = float(np.mean(maximal(F).sum(axis=1) == 1))  # rows the rules decide (no tie-break)

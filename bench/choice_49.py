@@ -84,9 +84,9 @@ def heldout_choice(auto, S, X, y, held, te, epsilon, seed=0):
     """The study's evaluation round on this split (``--heldout``): the automatic choice's top K candidates
     (:func:`marg.study_evaluated.runners_up`) evaluated on the held-out patients (their pooled confusion tables, exact
     or with discrete-Gaussian-like noise of the round's std under DP), the best of K against the larger class by
-    :func:`marg.learners.final_choice.final_among`; its test error and what was kept."""
-    from marg.learners.final_choice import final_among
-    from marg.learners.label_only import LabelOnly
+    :func:`marg.learners.study.final_choice.final_among`; its test error and what was kept."""
+    from marg.learners.study.final_choice import final_among
+    from marg.learners.classifiers.label_only import LabelOnly
     from marg.study_evaluated import EVALUATED, runners_up
 
     models = [auto.chosen_] + [m.estimator for m in runners_up(auto, S, EVALUATED - 1)]
@@ -150,7 +150,7 @@ def one_split(name: str, rep: int, epsilon: float | None = None, heldout: float 
     k_cert, _ = choose(auto.candidates_, "certificate")
     unsup = float("nan")
     if epsilon is None:  # what the same rows give without suppression: the release's loss, not the learner's
-        from marg.learners.naive_bayes import NaiveBayes
+        from marg.learners.classifiers.naive_bayes import NaiveBayes
         from marg.marginals.summary import Summary
 
         unsup = float(np.mean(NaiveBayes().fit(Summary.from_rows(cb, X[tr], y[tr])).predict(X[te]) != y[te]))
@@ -171,8 +171,8 @@ def aligned_world(share: float = 0.5):
     each feature's levels ordered by how strongly they indicate the row's class (log p(x | y) − log p(x | not y)), so
     a row's features all point the same way — evidence counted once by a rule that reads one feature, many times by
     one that adds them up. Both worlds reproduce every first-order table."""
-    import marg.learners.cross_site as cs
-    from marg.learners.structure import chow_liu_forest
+    import marg.learners.choice.cross_site as cs
+    from marg.learners.features.structure import chow_liu_forest
 
     plain = cs.tan_sample
 
@@ -214,13 +214,13 @@ def main() -> None:
     ap.add_argument("--world", default="tan", choices=("tan", "aligned"),
                     help="an experiment: 'aligned' simulates half the rows of a pair-free summary with coupled features")
     ap.add_argument("--estimate", default=None, choices=("loso", "optimism"),
-                    help="the estimate of exact releases (marg.learners.cross_site.EXACT_ESTIMATE; default: leave-one-site-out)")
+                    help="the estimate of exact releases (marg.learners.choice.cross_site.EXACT_ESTIMATE; default: leave-one-site-out)")
     ap.add_argument("--heldout", type=float, default=0.0,
                     help="each site holds out this share of its training patients for an evaluation round of the top K")
     a = ap.parse_args()
     if a.estimate == "optimism":
-        import marg.learners.cross_site as cs
-        from marg.learners.study_bootstrap import optimism_errors
+        import marg.learners.choice.cross_site as cs
+        from marg.learners.choice.study_bootstrap import optimism_errors
 
         cs.EXACT_ESTIMATE = optimism_errors
     if a.world == "aligned":

@@ -10,9 +10,9 @@ from the set (seed 7000 + study), the three sites count their exact first-order 
 (study, candidate), the absolute error of:
 
 - ``loso``: leave-one-site-out as the choice reports it (floored at the in-sample error);
-- ``bootstrap``: :func:`marg.learners.study_bootstrap.bootstrap_errors` (4 resampled studies);
+- ``bootstrap``: :func:`marg.learners.choice.study_bootstrap.bootstrap_errors` (4 resampled studies);
 - ``loso+shrink`` / ``bootstrap+shrink``: each shrunk toward the mean of the study's candidates
-  (:func:`marg.learners.choice_rule.shrink_estimates`);
+  (:func:`marg.learners.choice.choice_rule.shrink_estimates`);
 - ``mean(loso, bootstrap)``: the two averaged;
 - ``loso, size-corrected``: the folds' errors regressed on 1/(training patients) (fold k trains on n − n_k) and
   read at the study's n (:func:`size_corrected`: leave-one-site-out's known bias, its folds train on fewer patients);
@@ -20,11 +20,11 @@ from the set (seed 7000 + study), the three sites count their exact first-order 
   plug-in error on the tables it was fitted on (optimistic);
 - ``loso, median fold``: the median of the three folds instead of their n-weighted mean (with the same floor);
 - ``optimism``: the fitted model's plug-in error plus the bootstrap's optimism
-  (:func:`marg.learners.study_bootstrap.optimism_errors`, 4 resampled studies; Efron 1983);
+  (:func:`marg.learners.choice.study_bootstrap.optimism_errors`, 4 resampled studies; Efron 1983);
 - ``mean(loso, optimism)``: the two averaged.
 
 ``--population tan`` (a known population): the population is the TAN distribution of the whole set's exact
-first-order and pair tables (:func:`marg.learners.cross_site.tan_sample`); each study's sites draw their patients
+first-order and pair tables (:func:`marg.learners.choice.cross_site.tan_sample`); each study's sites draw their patients
 from it, and the true error is measured on 20,000 separate draws a class (weighted by p(y)) — the world every
 estimate simulates is then of the population's own family, so what is left is each estimate's own error.
 Reported: the mean absolute error with a 95 % interval (percentile bootstrap over the studies),
@@ -81,7 +81,7 @@ class TanPopulation:
     """The known population of ``--population tan``: the TAN distribution of the whole set's tables."""
 
     def __init__(self, make, y, seed: int = 99):
-        from marg.learners.cross_site import tan_sample
+        from marg.learners.choice.cross_site import tan_sample
         from marg.marginals.counting import count_tables
         from marg.marginals.summary import Summary
         from marg.marginals.tables import plan_cliques
@@ -103,14 +103,14 @@ class TanPopulation:
 
 def one_study(make, y, seed: int, rows: list[int], stats: str = "all", population: "TanPopulation | None" = None):
     from marg.learners.auto import AutoLearner
-    from marg.learners.candidates import FOLD_PARAMS
-    from marg.learners.choice_rule import estimate_se, shrink_estimates
-    from marg.learners.study_bootstrap import bootstrap_errors
+    from marg.learners.choice.candidates import FOLD_PARAMS
+    from marg.learners.choice.choice_rule import estimate_se, shrink_estimates
+    from marg.learners.choice.study_bootstrap import bootstrap_errors
     from marg.marginals.counting import count_tables
     from marg.marginals.summary import Summary, sum_tables
     from marg.marginals.tables import plan_cliques
 
-    from marg.learners.study_bootstrap import optimism_errors
+    from marg.learners.choice.study_bootstrap import optimism_errors
 
     rng = np.random.default_rng(seed)
     n = sum(rows)
@@ -146,7 +146,7 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all", populatio
     bv = [boot[str(k)].value for k, _ in keep]
     bse = [estimate_se(boot[str(k)].folds) or 0.0 for k, _ in keep]
     ls, bs = shrink_estimates(loso, loso_se), shrink_estimates(bv, bse)
-    from marg.learners.cross_site import in_sample_error
+    from marg.learners.choice.cross_site import in_sample_error
 
     inside = [in_sample_error(auto.fitted_[k], S).value for k, _ in keep]
     for j, (k, r) in enumerate(keep):

@@ -44,7 +44,7 @@ def laplace(rng, b, size):
 
 
 def fractions_part(studies: int, seed: int) -> None:
-    from marg.learners.holdout_certificate import evaluation_share, holdout_certificates, released_counts
+    from marg.learners.certification.holdout_certificate import evaluation_share, holdout_certificates, released_counts
 
     sizes, rates, fr = (500, 300, 100), (0.30, 0.35, 0.45), (0.3, 0.2, 0.1)
     truth = float(np.dot(sizes, rates) / sum(sizes))
@@ -75,7 +75,7 @@ def fractions_part(studies: int, seed: int) -> None:
 
 
 def best_of_k_part(studies: int, seed: int) -> None:
-    from marg.learners.holdout_certificate import evaluation_share, holdout_certificates, released_counts
+    from marg.learners.certification.holdout_certificate import evaluation_share, holdout_certificates, released_counts
 
     rng = np.random.default_rng(seed)
     rates = 0.20 + 0.01 * np.arange(10)
@@ -98,7 +98,7 @@ def best_of_k_part(studies: int, seed: int) -> None:
 def final_part(studies: int, seed: int) -> None:
     from types import SimpleNamespace
 
-    from marg.learners.final_choice import final_against_prior
+    from marg.learners.study.final_choice import final_against_prior
 
     rng = np.random.default_rng(seed)
     print(f"3. final model against the larger class: 300 held-out patients, P(y = 1) = 0.4, ε = 1, {studies} studies each")

@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from marg.learners.features.quadratic import discrete_blocks  # noqa: E402
-from marg.learners.group_lasso import group_lasso_path  # noqa: E402
-from marg.learners.renyi import RenyiClassifier  # noqa: E402
-from marg.learners.selection import SelectionProblem, select_features, selection_problem  # noqa: E402
+from marg.learners.selection.group_lasso import group_lasso_path  # noqa: E402
+from marg.learners.classifiers.renyi import RenyiClassifier  # noqa: E402
+from marg.learners.selection.select import SelectionProblem, select_features, selection_problem  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 

@@ -51,7 +51,7 @@ def whole_columns(site_tables, label: str):
 
 
 def main() -> None:
-    from marg.learners.naive_bayes import NaiveBayes
+    from marg.learners.classifiers.naive_bayes import NaiveBayes
     from marg.marginals.summary import Summary, sum_tables
     from marg.protocols.bundle import load_bundle
     from marg.protocols.export import export_site

@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--eval-share", type=float, default=EVAL_SHARE, help="experiment: another share of ε for round 2")
     args = ap.parse_args()
     HOLDOUT, EVAL_SHARE = args.holdout, args.eval_share
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
 
     from marg.marginals.encoding import encode_file
 

@@ -11,7 +11,7 @@ on the same split:
 - ``previous``: ``--holdout 0.2``, tables at 0.75·ε, ``--evaluate --evaluate-content
   confusion`` at 0.25·ε, and the previous release's bound (half-widths per cell sum, union
   bound over three parts, Clopper–Pearson at α/2; recomputed here from the same bundles);
-- ``confusion``: the same release, the exact bound of :mod:`marg.learners.holdout_certificate`;
+- ``confusion``: the same release, the exact bound of :mod:`marg.learners.certification.holdout_certificate`;
 - ``errors 0.75/0.25``: the same model, the default error-count release at 0.25·ε;
 - ``planned``: ``--holdout auto``: fraction and ε split of :func:`plan_holdout` for the
   sites' row counts (declared), 0.2 as the expected error, the codebook's feature count;
@@ -22,7 +22,7 @@ Every model is learned by ``marg learn``'s default (``auto``) from the sites' DP
 certificate, and whether error ≤ certificate ≤ error + 0.20 (every run). For the sets of
 300–435 patients also the patients (all three sites, before the 70/30 split) that the
 planned route would need for an expected certificate ≤ error + 0.20
-(:func:`marg.learners.holdout_plan.needed_for` at the measured error).
+(:func:`marg.learners.certification.holdout_plan.needed_for` at the measured error).
 
 Datasets: credit-a (codebook of bench/privacy.py: public levels, tercile edges of the
 training rows), breast-w, house-votes-84, cleveland, hungarian (public codebooks of
@@ -145,7 +145,7 @@ def evaluate(files, model, mpath, eps_eval, content, work: Path, tag: str):
 
 
 def one_run(name, make, rows_of, y, rep, eps, work: Path) -> dict:
-    from marg.learners.holdout_plan import plan_holdout
+    from marg.learners.certification.holdout_plan import plan_holdout
     from marg.marginals.encoding import encode_file
 
     rng = np.random.default_rng(2900 + rep)
@@ -196,7 +196,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"ε = {args.epsilon:g} per site in total; sites 50/30/20 % of the 70 % training part\n")
-    from marg.learners.holdout_plan import needed_for
+    from marg.learners.certification.holdout_plan import needed_for
 
     routes = ("previous", "confusion", "errors 0.75/0.25", "planned")
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:

@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from marg.learners.calibration import binomial_halfwidth, bonferroni_z  # noqa: E402
+from marg.learners.features.calibration import binomial_halfwidth, bonferroni_z  # noqa: E402
 from marg.learners.features.statistics import map_moments  # noqa: E402
-from marg.learners.mrc import MRC  # noqa: E402
+from marg.learners.classifiers.mrc import MRC  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 from marg.marginals.privacy import privatize  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402

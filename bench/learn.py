@@ -38,8 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from marg.learners.mrc import MRC  # noqa: E402
-from marg.learners.renyi import RenyiClassifier  # noqa: E402
+from marg.learners.classifiers.mrc import MRC  # noqa: E402
+from marg.learners.classifiers.renyi import RenyiClassifier  # noqa: E402
 from marg.marginals.draft import draft_codebook  # noqa: E402
 from marg.marginals.encoding import encode_file  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402

@@ -7,7 +7,7 @@ fits small models on generated data — MRC (column generation, calibrated; full
 DCC (CMI forest, greedy, every pair, hinge loss), Rényi (binary, and three classes), and an
 MRC on features chosen by group lasso — saves each model file as that release wrote it
 (model-file version 1), the data they are applied to, and what that release predicted:
-labels, probabilities and certificate. tests/learners/test_model_compat.py loads them with this
+labels, probabilities and certificate. tests/learners/estimator/test_model_compat.py loads them with this
 release and requires the same. Files are small (generated data, a few features).
 """
 

@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from marg.errors import SolverError  # noqa: E402
-from marg.learners.calibration import confidence_box  # noqa: E402
+from marg.learners.features.calibration import confidence_box  # noqa: E402
 from marg.learners.features.blocks import FeatureMap, node_blocks  # noqa: E402
 from marg.learners.features.statistics import map_moments  # noqa: E402
-from marg.learners.mrc import MRC  # noqa: E402
-from marg.learners.minimax.drivers import solve_cg  # noqa: E402
+from marg.learners.classifiers.mrc import MRC  # noqa: E402
+from tests.helpers.first_order_fit import solve_cg  # noqa: E402
 from marg.learners.minimax.problem import MinimaxProblem  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402

@@ -15,7 +15,7 @@ Per run it logs (one JSON line each with ``--jsonl``; a table row on stdout):
 - for every candidate of the study's choice (``STUDY_CHOICE``, plus the prior): its leave-one-site-out
   estimate and folds (``AutoLearner.candidates_``) and its test error (the candidate fitted on the
   whole summary, ``AutoLearner.fitted_``);
-- the learner chosen and the model's test error (after :func:`marg.learners.two_round.finish`);
+- the learner chosen and the model's test error (after :func:`marg.learners.study.two_round.finish`);
 - for a DCC: its forest's edges, max |μ|, its R* (the randomized rule's worst case) and the share of
   test rows on which its scores tie (decided by the naive-Bayes tie-break).
 """
@@ -37,10 +37,10 @@ import select_measure as SM  # noqa: E402  (it puts ROOT first on sys.path: this
 
 def one_run(D, rep: int, q: float, eps: float) -> dict:
     from marg.learners.auto import AutoLearner
-    from marg.learners.candidates import candidate_name
+    from marg.learners.choice.candidates import candidate_name
     from marg.learners.learn import learn
-    from marg.learners.minimax.rules import maximal
-    from marg.learners.two_round import STUDY_CHOICE
+    from marg.learners.classifiers.minimax_rules import maximal
+    from marg.learners.study.two_round import STUDY_CHOICE
 
     te, cb, X, y, sites = D.planted_split(rep, q)
     informative = {f"f{j}" for j in np.flatnonzero([np.mean(X[:, j] == y) > 0.6 for j in range(X.shape[1])])}

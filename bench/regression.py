@@ -103,10 +103,10 @@ def old_side(prev: Path) -> Side:
 
 
 def new_side() -> Side:
-    from marg.learners.dcc import DCC
-    from marg.learners.mrc import MRC
-    from marg.learners.renyi import RenyiClassifier
-    from marg.learners.selection import select_features
+    from marg.learners.classifiers.dcc import DCC
+    from marg.learners.classifiers.mrc import MRC
+    from marg.learners.classifiers.renyi import RenyiClassifier
+    from marg.learners.selection.select import select_features
     from marg.marginals.codebook import Codebook
     from marg.marginals.noise import NoiseRecord
     from marg.marginals.summary import Summary

@@ -6,7 +6,7 @@ Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/select_measure.
 Every split runs the library steps the CLI sequence of the README's "DP quick start" runs
 (``marg export --epsilon ε`` → ``marg request`` → ``marg export --request`` → ``marg learn``):
 round 1 (:class:`marg.protocols.study.Round1`) at each of three sites with its own ledger,
-the learner's plan (:func:`marg.learners.two_round.plan_request`), round 2
+the learner's plan (:func:`marg.learners.study.two_round.plan_request`), round 2
 (:class:`~marg.protocols.study.Round2`), the default learn on both rounds' bundles. The
 request is handed over in memory (unsigned: its signature is the CLI's concern, tested in
 tests/protocols/test_select_measure.py); ε is each site's total for the study (δ = 1e-6).
@@ -67,7 +67,7 @@ def decompose(cb, X, y, sites, S, req, Xte, yte) -> dict:
     counts of the tables ``req`` measured (module docstring)."""
     from marg.learners.auto import AutoLearner
     from marg.learners.learn import learn
-    from marg.learners.two_round import STUDY_CHOICE, study_choice
+    from marg.learners.study.two_round import STUDY_CHOICE, study_choice
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
 
@@ -101,7 +101,7 @@ def decompose(cb, X, y, sites, S, req, Xte, yte) -> dict:
 
 def dp_rounds(cb, X, y, sites, eps: float):
     """The two rounds at three sites (each with its own ledger): the summary of both rounds, the request, the plan."""
-    from marg.learners.two_round import plan_request, site_round1
+    from marg.learners.study.two_round import plan_request, site_round1
     from marg.marginals.study import study_plan, study_record
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary, load_verified_bundles

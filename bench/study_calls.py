@@ -200,7 +200,7 @@ def marg_study(calls: StudyCalls, st, keys: Path, work: Path, cb, Xte: np.ndarra
 def _model_facts(model: Path, cb, Xte: np.ndarray) -> dict:
     """What identifies the final model across two runs: the features it reads and a digest of its predicted
     class probabilities on the test rows (rounded to 9 decimals)."""
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
 
     m, _ = Model.read(model)
     cols = [cb.index(n) for n in m.codebook.feature_names]
@@ -238,7 +238,7 @@ def top_k_what_if():
     screening is left alone)."""
     import inspect
 
-    import marg.learners.screening as scr
+    import marg.learners.selection.screening as scr
 
     real = scr.screen_scores
 
@@ -269,7 +269,7 @@ def outcome(result: dict) -> dict:
 def score_final(final: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
     """A study's final model (``final/model.json``, its ``result.json`` beside it) scored on the test codes
     of the features it reads (in-process: ``marg evaluate`` refuses the study's model under the study codebook)."""
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
 
     m, _ = Model.read(final / "model.json")
     cols = [cb.index(n) for n in m.codebook.feature_names]

@@ -87,7 +87,7 @@ class Population:
 
 
 def population_error(final: Path, cb, Xref: np.ndarray, yref: np.ndarray) -> float:
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
 
     m, _ = Model.read(final / "model.json")
     cols = [cb.index(n) for n in m.codebook.feature_names]

@@ -44,7 +44,7 @@ import select_measure as SM  # noqa: E402
 
 def collect(sets: list[str], reps: int, runs: int, out: Path) -> None:
     from marg.learners.auto import AutoLearner
-    from marg.learners.two_round import above_chance, pool_records, study_choice
+    from marg.learners.study.two_round import above_chance, pool_records, study_choice
 
     res = []
     for name in sets:
@@ -78,7 +78,7 @@ def _rows(rec: dict, one: bool) -> list:
 
 
 def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | None = None, defaults: tuple = ("one",)):
-    from marg.learners import choice_rule as C
+    from marg.learners.choice import choice_rule as C
 
     def pick(rec: dict):
         rows = _rows(rec, one)

@@ -32,7 +32,7 @@ import numpy as np
 def plan_tables(plan: str, kept: list[str], cb, rests: list[float], n_hat: float):
     """(cliques without the label, weights) of a named plan: ``rule`` (choose_tables), ``all`` (every first-order and
     pair table of ``kept``, least-squares weights), ``mM`` (pairs among the first M), ``first`` (first-order only)."""
-    from marg.learners.two_round import STUDY_MECHANISM, choose_tables, least_squares_weights
+    from marg.learners.study.two_round import STUDY_MECHANISM, choose_tables, least_squares_weights
 
     if plan == "rule":
         tp = choose_tables(kept, cb, rests, n_hat)
@@ -50,7 +50,7 @@ def plan_tables(plan: str, kept: list[str], cb, rests: list[float], n_hat: float
         tp = round2_tables(kept, cb, rests, n_hat)
         return list(tp.tables), list(tp.weights)
     if plan.startswith("g"):  # greedy: every pair, then drop the noisiest pair table while its ratio > R
-        from marg.learners.two_round import _pooled_std
+        from marg.learners.study.two_round import _pooled_std
 
         R, K = float(plan[1:]), int(cb.label.n_classes)
         pairs = [tuple(sorted(p, key=cb.index)) for p in itertools.combinations(kept, 2)]
@@ -112,7 +112,7 @@ def main() -> None:
     argv, sys.argv = sys.argv, [sys.argv[0]]
     import study_accept as A
     sys.argv = argv
-    from marg.learners.screening import screen_scores
+    from marg.learners.selection.screening import screen_scores
     from marg.marginals.counting import count_tables
     from marg.marginals.privacy import privatize
     from marg.marginals.study_design import design_study

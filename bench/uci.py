@@ -58,9 +58,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from marg.learners.dcc import DCC  # noqa: E402
-from marg.learners.mrc import MRC  # noqa: E402
-from marg.learners.renyi import RenyiClassifier  # noqa: E402
+from marg.learners.classifiers.dcc import DCC  # noqa: E402
+from marg.learners.classifiers.mrc import MRC  # noqa: E402
+from marg.learners.classifiers.renyi import RenyiClassifier  # noqa: E402
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 

@@ -159,7 +159,7 @@ def learn(
     (malformed bundle, inconsistent statistics, an option the learner does not take);
     3 solver failure.
     """
-    from marg.learners.base import LEARNERS
+    from marg.learners.estimator.base import LEARNERS
     from marg.learners.learn import learn as learn_model
     from marg.learners.learn import learn_estimator, option_takers, trivial_certificate_warning
     from marg.protocols.load import load_summary
@@ -265,7 +265,7 @@ def choice_lines(rep: dict) -> list[str]:
         cert = "—" if c["certificate"] is None else f"{c['certificate']:.4f} ({c['kind']})"
         note = f"  {c['note']}" if c.get("note") else ""
         out.append(f"  {'*' if c['chosen'] else ' '} {name:<{w}}  {est:>10}  {se:>7}  {cert:>18}{note}")
-    from marg.learners.screened import screen_line
+    from marg.learners.choice.screened import screen_line
 
     line = screen_line(rep)
     if line:
@@ -298,7 +298,7 @@ def request_cmd(
     from itertools import combinations
 
     from marg.errors import InputError
-    from marg.learners.screening import screen_scores
+    from marg.learners.selection.screening import screen_scores
     from marg.protocols.load import load_summary
 
     if learner not in (None, "boost"):

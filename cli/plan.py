@@ -3,13 +3,13 @@
 With ``--schema`` it also says what the DP default (select, then measure) will measure and at
 what noise: the split rule's shares of the study total and why
 (:mod:`marg.marginals.study_split`), round 1's noise, round 2's tables
-(:func:`marg.learners.two_round.preview`), and the study's design
+(:func:`marg.learners.study.two_round.preview`), and the study's design
 (:func:`marg.marginals.study_design.design_study`: each round's ρ, the held-out fraction, the
 selection mode; shared noise from three sites on, as ``marg study init`` plans it).
 
-The numbers come from :mod:`marg.learners.holdout_plan` (the bound of
-:mod:`marg.learners.holdout_certificate` at the expected released counts, with the noise
-scales of the release code); :func:`marg.learners.holdout_plan.resolve_plan` is what ``marg export --holdout auto``
+The numbers come from :mod:`marg.learners.certification.holdout_plan` (the bound of
+:mod:`marg.learners.certification.holdout_certificate` at the expected released counts, with the noise
+scales of the release code); :func:`marg.learners.certification.holdout_plan.resolve_plan` is what ``marg export --holdout auto``
 uses, so the plan printed here is the plan an export would record.
 """
 
@@ -66,14 +66,14 @@ def plan_cmd(
 
     Spends nothing and reads no data: every input is what the sites declare.
     """
-    from marg.learners.holdout_plan import needed_for, resolve_plan
+    from marg.learners.certification.holdout_plan import needed_for, resolve_plan
 
     row_list = parse_rows(rows)
     if sites is not None and len(row_list) not in (1, sites):
         raise InputError(f"--rows gives {len(row_list)} counts for --sites {sites}")
     study = design = None
     if schema is not None:
-        from marg.learners.two_round import preview
+        from marg.learners.study.two_round import preview
         from marg.marginals.codebook import Codebook
 
         cb = Codebook.load(schema)
@@ -156,7 +156,7 @@ def split_line(plan: dict[str, Any]) -> str:
 
 
 def preview_lines(d: dict[str, Any]) -> list[str]:
-    """``marg plan``'s words for the DP default (:func:`marg.learners.two_round.preview`)."""
+    """``marg plan``'s words for the DP default (:func:`marg.learners.study.two_round.preview`)."""
     pl = d["plan"]
     pairs = (f"the {d['round2_pairs']} pair tables among the first {d['round2_pairs_among']} (pooled noise std "
              f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")

@@ -3,7 +3,7 @@
 The commands (``marg export``, ``marg request``) parse; which round an export is, the library
 decides (:func:`marg.protocols.release_kind.release_kind`, from the request ``marg export``
 builds); this module words what a round did and plans the learner's request
-(:mod:`marg.learners.two_round`).
+(:mod:`marg.learners.study.two_round`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def request_study(bundles: list[Path], out: Path, trust: Any, allow_unsigned: bo
 
     ``signer``: the learner's key and name (``--sign-key``, else the configured one). Returns what
     was asked (for the command to print)."""
-    from marg.learners.two_round import plan_request, site_round1
+    from marg.learners.study.two_round import plan_request, site_round1
     from marg.marginals.study import study_record
     from marg.protocols.load import load_verified_bundles
     from marg.protocols.study import write_request

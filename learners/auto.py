@@ -63,15 +63,15 @@ import numpy as np
 
 from marg.errors import InconsistentStatistics, InputError, option
 
-from .base import MarginalEstimator, estimator_class, features_param
-from .candidates import (Candidate, CandidateRow, NoisySplitCandidates, PlainCandidates, candidate_name, choice_warning, choose,
+from .estimator.base import MarginalEstimator, estimator_class, features_param
+from .choice.candidates import (Candidate, CandidateRow, NoisySplitCandidates, PlainCandidates, candidate_name, choice_warning, choose,
                          record_estimate)
-from .candidates import candidate_list as _candidate_list
-from .choice_certificates import randomized_risk
-from .choice_rule import ALIASES, PREFER, PRIOR, TOLERANCE
-from .cross_site import estimate_errors
-from .params import COVERAGE, Check, Interval, check_choice
-from .screened import ScreeningCandidates, screening_applies
+from .choice.candidates import candidate_list as _candidate_list
+from .certification.choice_certificates import randomized_risk
+from .choice.choice_rule import ALIASES, PREFER, PRIOR, TOLERANCE
+from .choice.cross_site import estimate_errors
+from .core.params import COVERAGE, Check, Interval, check_choice
+from .choice.screened import ScreeningCandidates, screening_applies
 
 __all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "AutoLearner", "CandidateRow", "candidate_list", "candidate_name",
            "choice_warning", "choose"]
@@ -188,7 +188,7 @@ class AutoLearner(MarginalEstimator):
         defaults come with its candidates), else the defaults (:data:`DEFAULT_CANDIDATES`, none, ``"accuracy"``)."""
         choice: dict[str, Any] = {}
         if summary.selection is not None:
-            from .two_round import study_choice
+            from .study.two_round import study_choice
 
             choice = study_choice(summary)
         candidates = self.candidates if self.candidates is not None else choice.get("candidates")
@@ -345,7 +345,7 @@ class AutoLearner(MarginalEstimator):
         return self
 
     def _patients(self, summary: Any, cands: list, rows: list[CandidateRow]) -> Any:
-        from .sample_size import patients_needed
+        from .certification.sample_size import patients_needed
 
         order = sorted((k for k, r in enumerate(rows) if r.certificate is not None),
                        key=lambda k: (rows[k].certificate, math.inf if rows[k].error is None else rows[k].error, k))
@@ -426,7 +426,7 @@ class AutoLearner(MarginalEstimator):
         return {"chosen": self.chosen_.to_dict(), **self.choice_report()}
 
     def _load_state(self, state: dict[str, Any]) -> None:
-        from .sample_size import PatientsNeeded
+        from .certification.sample_size import PatientsNeeded
 
         d = state["chosen"]
         chosen = estimator_class(str(d["learner"])).from_dict(d)

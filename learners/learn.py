@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 from marg.errors import InputError, option
 
-from .base import MarginalEstimator, estimator_class, registered_learners
+from .estimator.base import MarginalEstimator, estimator_class, registered_learners
 
 SELECTORS = ("none", "group-lasso", "gbd")
 """``--select``: no feature selection, the group-lasso path, or GBD's exact best M."""
@@ -128,7 +128,7 @@ def learn(
     est, _given = _estimator(learner, options or {}, given, callback)
     selection = None
     if select != "none":
-        from .selection import select_features
+        from .selection.select import select_features
 
         if select == "gbd" and max_features is None and feature_cost is None:
             raise InputError(f"{option('select', 'gbd')} needs {option('max_features')} or {option('feature_cost')}")
@@ -145,7 +145,7 @@ def learn(
     est.fit(summary)  # on a study's summary the estimator's own certificate covers the selection (summary.selection)
     fitted = est.model_estimator()  # the automatic choice's model is its chosen candidate
     if summary.selection is not None:  # select-then-measure: the larger class unless a rule is above the noise
-        from .two_round import finish
+        from .study.two_round import finish
 
         # the prior certifies itself at the coverage asked (the choice's own, not its candidate's 1 − α/m: the
         # selection-wide events hold whichever candidate was chosen, so the choice's Bonferroni does not enter them)
@@ -169,7 +169,7 @@ def as_model(fitted: MarginalEstimator, summary: Any, report: Mapping[str, Any])
     """The one place a fitted estimator becomes a :class:`~marg.learners.model.Model`: the
     codebook of ``summary``, the estimator, and the provenance (:func:`marg.learners.model.model_info`)
     with ``report`` (its time of fitting left out: a model file depends on what was learned)."""
-    from .model import Model, model_info
+    from .estimator.model import Model, model_info
 
     info = model_info(summary, {k: v for k, v in report.items() if k != "seconds"})
     return Model(learner=fitted.learner, codebook=summary.codebook, estimator=fitted, info=info)
@@ -202,7 +202,7 @@ def trivial_certificate_warning(model: Any, n: float) -> str | None:
     """The warning for a model whose certificate is no better than guessing uniformly, naming the
     remedies (:meth:`MarginalEstimator.trivial_warning`; the automatic choice under DP: the
     patients a candidate would need); None otherwise. ``n``: the rows the tables summarise."""
-    from .sample_size import patients_line
+    from .certification.sample_size import patients_line
 
     from .auto import choice_warning
 

@@ -36,16 +36,16 @@ _LAZY: dict[str, tuple[str, str]] = {
     "load_model": ("marg.api", "load_model"),
     "save_model": ("marg.notebook", "save_model"),
     "model_card": ("marg.notebook", "model_card"),
-    "MRC": ("marg.learners.mrc", "MRC"),
-    "DCC": ("marg.learners.dcc", "DCC"),
-    "RenyiClassifier": ("marg.learners.renyi", "RenyiClassifier"),
-    "NaiveBayes": ("marg.learners.naive_bayes", "NaiveBayes"),
+    "MRC": ("marg.learners.classifiers.mrc", "MRC"),
+    "DCC": ("marg.learners.classifiers.dcc", "DCC"),
+    "RenyiClassifier": ("marg.learners.classifiers.renyi", "RenyiClassifier"),
+    "NaiveBayes": ("marg.learners.classifiers.naive_bayes", "NaiveBayes"),
     "BoostVote": ("marg.learners.boost.vote", "BoostVote"),
     "Summary": ("marg.marginals.summary", "Summary"),
-    "Model": ("marg.learners.model", "Model"),
+    "Model": ("marg.learners.estimator.model", "Model"),
     "Codebook": ("marg.marginals.codebook", "Codebook"),
-    "Certificate": ("marg.learners.base", "Certificate"),
-    "LEARNERS": ("marg.learners.base", "LEARNERS"),
+    "Certificate": ("marg.learners.core.certificate", "Certificate"),
+    "LEARNERS": ("marg.learners.estimator.base", "LEARNERS"),
 }
 """Public name → (module, attribute), imported on first access."""
 

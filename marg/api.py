@@ -3,8 +3,8 @@
 Each function does one user-level job end to end and returns plain results; the CLI only
 parses options and prints. Learning itself is the learners' (:func:`marg.learners.learn.learn`:
 options, registry, selection, the automatic choice); what a model file holds and how it is
-certified from held-out rows, theirs too (:mod:`marg.learners.model`,
-:mod:`marg.learners.holdout_certificate`); this module joins them to the protocols that
+certified from held-out rows, theirs too (:mod:`marg.learners.estimator.model`,
+:mod:`marg.learners.certification.holdout_certificate`); this module joins them to the protocols that
 verify files (signatures, evaluation releases) and the site's data readers.
 """
 
@@ -33,7 +33,7 @@ def load_model(path: str | Path, trust: str | Path | None = None, allow_unsigned
 
     Returns
     -------
-    marg.learners.model.Model
+    marg.learners.estimator.model.Model
         ``model.info["signed_by"]`` names the signer (None: unsigned).
     """
     model, signer, _ = load_verified_model(path, schema, trust, allow_unsigned)
@@ -57,7 +57,7 @@ def load_verified_model(path: str | Path, schema: str | Path | None, trust: str 
     """
     import hashlib
 
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
     from marg.marginals.codebook import Codebook
     from marg.protocols.model_signing import read_verified_model
 
@@ -185,7 +185,7 @@ def _predict_omop(model: Any, data: str, out: str | Path, flag_outside: bool) ->
 def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
     """Accuracy, error, certificate, confusion matrix and rows outside the uncertainty set on labelled ``data``
     (a file, or an OMOP CDM: each person's first cohort entry)."""
-    from marg.learners.model import evaluate
+    from marg.learners.estimator.model import evaluate
     from marg.marginals.encoding import encode_file
 
     if is_omop(data):
@@ -205,7 +205,7 @@ def plan_holdout(request: Any, n_features: int, rows: Sequence[int], sites: int 
     """``--holdout auto``: the release ``request`` with the planned holdout, and the plan.
 
     ``request.epsilon`` is the site's total (training tables + the later evaluation); the plan
-    (:func:`marg.learners.holdout_plan.resolve_plan` for ``rows`` as stated publicly — one count
+    (:func:`marg.learners.certification.holdout_plan.resolve_plan` for ``rows`` as stated publicly — one count
     with ``sites``, or one per site — and the features of the codebook) chooses the fraction held
     out and the split of ε. The returned request releases the tables at their share of ε, holds
     out the planned fraction and records the plan (:data:`HOLDOUT_PLAN_RECORD`) in the bundle's
@@ -219,7 +219,7 @@ def plan_holdout(request: Any, n_features: int, rows: Sequence[int], sites: int 
     sites : int, optional — the number of sites when ``rows`` is one count.
     expected_error : float — the error rate the model is expected to reach.
     """
-    from marg.learners.holdout_plan import resolve_plan
+    from marg.learners.certification.holdout_plan import resolve_plan
 
     if request.epsilon is None or request.rho is not None:
         raise InputError(f"{option('holdout', 'auto')} splits a total ε between the tables and the evaluation: "
@@ -235,7 +235,7 @@ def plan_holdout(request: Any, n_features: int, rows: Sequence[int], sites: int 
 @dataclass
 class HoldoutResult:
     """What :func:`certify_with_holdout` produced: the model with its new certificate, the pooled
-    bound, the per-site and class-wise bounds (:class:`marg.learners.holdout_certificate.Certificates`)."""
+    bound, the per-site and class-wise bounds (:class:`marg.learners.certification.holdout_certificate.Certificates`)."""
 
     model: Any
     bound: Any
@@ -250,12 +250,12 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
 
     The releases are verified and matched to *this* model file (its SHA-256) by
     :func:`marg.protocols.evaluation.verified_evaluations`; the bound is
-    :func:`marg.learners.holdout_certificate.certify_model` at ``coverage``: the population the sites' patients
+    :func:`marg.learners.certification.holdout_certificate.certify_model` at ``coverage``: the population the sites' patients
     weighted by their numbers, α this model's share over every model evaluated on the held-out set (6/(π²·j²) for
     the j-th, its ordinal in the sites' ledgers; ``evaluations``, a number the user states, can only lower it).
     """
-    from marg.learners.holdout_certificate import certify_model
-    from marg.learners.model import Model
+    from marg.learners.certification.holdout_certificate import certify_model
+    from marg.learners.estimator.model import Model
     from marg.protocols.evaluation import verified_evaluations
 
     model, digest = Model.read(model_path)  # read once: the digest names the bytes certified

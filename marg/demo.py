@@ -15,12 +15,12 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from marg.learners.model import Model, evaluate
+from marg.learners.estimator.model import Model, evaluate
 from marg._util import atomic_write_bytes
 from marg.api import evaluate_file
 from marg.learners.learn import learn
-from marg.learners.model import model_info
-from marg.learners.mrc import MRC
+from marg.learners.estimator.model import model_info
+from marg.learners.classifiers.mrc import MRC
 from marg.marginals.encoding import encode_file
 from marg.errors import InputError
 from marg.marginals.accounting import PrivacyCost

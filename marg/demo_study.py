@@ -96,7 +96,7 @@ def _said(who: str, res: dict[str, Any], echo: Callable[[str], None]) -> int:
 
 def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) -> dict[str, Any]:
     """Run the study demo in ``workdir`` (module docstring); return what happened (for tests)."""
-    from marg.learners.model import Model, evaluate
+    from marg.learners.estimator.model import Model, evaluate
     from marg.marginals.encoding import encode_file
     from marg.protocols.ledger import Ledger
     from marg.protocols.ledger_format import kind_of

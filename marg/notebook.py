@@ -3,7 +3,7 @@
 Each is one call of what ``marg learn`` / ``marg predict`` do, with the same checks: bundles
 are verified against a trust store (or accepted unsigned only when asked), model files are
 verified before use, rows are coded through the study codebook. They return objects
-(:class:`marg.marginals.summary.Summary`, :class:`marg.learners.model.Model`), not exit codes;
+(:class:`marg.marginals.summary.Summary`, :class:`marg.learners.estimator.model.Model`), not exit codes;
 errors are :mod:`marg.errors` exceptions whose messages name the Python keyword to change.
 
 >>> import marg
@@ -69,7 +69,7 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
 
     Returns
     -------
-    marg.learners.model.Model
+    marg.learners.estimator.model.Model
         Its certificate bounds the worst-case error of the rule it predicts with (every
         estimator's ``certificate_`` does; the same value ``marg learn`` prints). Save it with
         :func:`save_model`.
@@ -108,7 +108,7 @@ def model_card(model: Any, path: PathLike, data: Any = None) -> Path:
     """Write ``model``'s HTML model card to ``path`` (as ``marg report``); with labelled ``data``
     (a file, data frame or Arrow table) the card shows the evaluation on it."""
     from marg._util import atomic_write_bytes
-    from marg.learners.model import evaluate
+    from marg.learners.estimator.model import evaluate
     from marg.marginals.frames import encode_rows
     from marg.reports.model_card import model_card as _card
 

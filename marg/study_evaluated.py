@@ -4,7 +4,7 @@ The learner's evaluation round (:mod:`marg.study_learner`) evaluates the chosen 
 :data:`EVALUATED` − 1 of the choice's next candidates (:func:`runners_up`) on the sites' held-out patients;
 each site counts every one of them in its ledger against that held-out set and states each one's rank
 (:func:`evaluation_ordinals` reads them back from the summed bundle), so that the certificate of the one
-kept (:func:`marg.learners.final_choice.final_among`) takes its own ordinal's share of α.
+kept (:func:`marg.learners.study.final_choice.final_among`) takes its own ordinal's share of α.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def runners_up(est: Any, s2: Any, k: int) -> list[Any]:
     error (never the label-only rule: the evaluation reads the larger class from the same table), each kept only when
     its labels differ from every model before it on more than 1 % of rows simulated from ``s2`` (a rule with the
     same labels would spend the round's ρ on the same counts). None when ``est`` is not an automatic choice."""
-    from marg.learners.choice_rule import PRIOR
+    from marg.learners.choice.choice_rule import PRIOR
     from marg.learners.learn import as_model
 
     rows, fitted = getattr(est, "candidates_", None), getattr(est, "fitted_", None)
@@ -43,7 +43,7 @@ def runners_up(est: Any, s2: Any, k: int) -> list[Any]:
     order = sorted((i for i, r in enumerate(rows) if not r.chosen and r.learner != PRIOR and fitted[i] is not None
                     and r.error is not None), key=lambda i: (rows[i].error, i))
     try:
-        from marg.learners.cross_site import tan_sample
+        from marg.learners.choice.cross_site import tan_sample
 
         X = tan_sample(s2, draws=300, seed=4401).X
     except InputError:  # raw numeric features: no rows to compare labels on, one model per learner

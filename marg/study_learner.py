@@ -10,16 +10,16 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
   design chose the private selection (many features against the budget), the pooled label table and each site's
   own OpenDP top-k (:mod:`marg.protocols.study_top_k`), pooled by :func:`marg.study_select.voted_features`;
 - ``measure``: the plan's top ``k`` features by their pooled screening score (:func:`measured_features`,
-  :func:`marg.learners.screening.screen_scores` on the noisy sums: post-processing, no per-site
+  :func:`marg.learners.selection.screening.screen_scores` on the noisy sums: post-processing, no per-site
   vote), and the tables round 2 affords for them
-  (:func:`marg.learners.two_round.choose_tables`: first-order tables, pairs among the first M);
+  (:func:`marg.learners.study.two_round.choose_tables`: first-order tables, pairs among the first M);
 - ``evaluate``: the model fitted on the measured tables by the automatic choice
   (:func:`final_learner`), and beside it up to :data:`~marg.study_evaluated.EVALUATED` − 1 of the choice's next candidates by
   estimated error whose labels differ (:func:`marg.study_evaluated.runners_up`), each evaluated on each site's held-out
   patients (one confusion table N[predicted_j, y] per model; the larger class read from the first).
 
 The certificate is the holdout bound on the pooled evaluation counts of the model as chosen: the best of the
-K evaluated by the held-out counts, against the larger class, by :func:`marg.learners.final_choice.final_among`
+K evaluated by the held-out counts, against the larger class, by :func:`marg.learners.study.final_choice.final_among`
 (model j's bound at α·g(o_j)/2 for its ordinal o_j on the held-out set — each model counted in the sites'
 ledgers, :func:`marg.study_evaluated.evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when its bound
 beats the larger class's). The certified model is signed and written to the drop box with
@@ -133,7 +133,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
                "rule": "every first-order table (the design's first-order mode: no selection)"}
         return {"cliques": cliques, "weights": None, "rho": rho, "selection": why}, cb.subset(list(cb.discrete_names))
     if r == "measure":
-        from marg.learners.screening import screen_scores
+        from marg.learners.selection.screening import screen_scores
         from marg.marginals.tables import canonical_clique
 
         b1 = _local_sum(party, "select")
@@ -367,10 +367,10 @@ def comparison_rule(study: Any) -> str:
 
 def _certify(party: Party) -> dict[str, Any]:
     """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
-    from marg.learners.final_choice import final_among
-    from marg.learners.label_only import LabelOnly
+    from marg.learners.study.final_choice import final_among
+    from marg.learners.classifiers.label_only import LabelOnly
     from marg.learners.learn import as_model
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
 
     study = party.study
     summed = _local_sum(party, "evaluate")

@@ -1,6 +1,6 @@
 """The learner's round 2 of a study: which features it measures (the design's top k of round 1's pooled scores) and
 which tables it asks for them (every first-order and pair table when the design measures every candidate, else the
-first-order tables and the pairs :func:`marg.learners.two_round.choose_tables` affords). Post-processing of round 1's
+first-order tables and the pairs :func:`marg.learners.study.two_round.choose_tables` affords). Post-processing of round 1's
 released sums and of the public plan only.
 """
 
@@ -17,12 +17,12 @@ def measured_features(scores: Any, k: int) -> list[str]:
     positive bound at 95 % before measuring a feature (that rule measured one feature on kr-vs-kp, where the pooled
     noise leaves no bound positive at 2,557 patients). The design (:mod:`marg.marginals.study_design`, ``"pooled"``)
     plans for the top k of these scores; the tables round 2 affords for them are
-    :func:`marg.learners.two_round.choose_tables`'.
+    :func:`marg.learners.study.two_round.choose_tables`'.
 
     Parameters
     ----------
     scores : Scores
-        :func:`marg.learners.screening.screen_scores` of round 1's sum (p features).
+        :func:`marg.learners.selection.screening.screen_scores` of round 1's sum (p features).
     k : int
         The study plan's k (at least 1).
     """
@@ -30,12 +30,12 @@ def measured_features(scores: Any, k: int) -> list[str]:
 
 
 def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: float) -> Any:
-    """Round 2's tables for the measured features ``kept`` (a :class:`marg.learners.two_round.TablePlan`): every
+    """Round 2's tables for the measured features ``kept`` (a :class:`marg.learners.study.two_round.TablePlan`): every
     first-order and every pair table when ``kept`` holds every candidate — the design measures every candidate
     (k = p) only when round 2 affords that whole workload within the noise rule
     (:func:`marg.marginals.study_split.measures_all`), so the learner follows its plan
-    (:func:`marg.learners.two_round.every_table`) —, else the first-order tables and the pairs among the first M by
-    the largest pair table's noise (:func:`marg.learners.two_round.choose_tables`).
+    (:func:`marg.learners.study.two_round.every_table`) —, else the first-order tables and the pairs among the first M by
+    the largest pair table's noise (:func:`marg.learners.study.two_round.choose_tables`).
 
     On adult (14 features, k = p) choose_tables kept 3–6 pairs (native-country's 42 levels make every pair table with
     it the largest; Rényi needs every pair, so the automatic choice fell to naive Bayes), every pair table 91
@@ -52,7 +52,7 @@ def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: flo
     n_hat : float
         The pooled noisy row count.
     """
-    from marg.learners.two_round import choose_tables, every_table
+    from marg.learners.study.two_round import choose_tables, every_table
 
     if len(kept) >= 2 and len(kept) >= len(codebook.discrete_names):
         return every_table(kept, codebook, rests)

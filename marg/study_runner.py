@@ -161,7 +161,7 @@ def evaluation_ordinal(summed: Any) -> int:
     ledger records as evaluated on that held-out set (``evaluations_on_split``, 1 for the first; a study's
     evaluation and ``marg evaluate``'s alike). The sum relays them (``privacy.per_site``); the largest
     counts, so the certificate's share of α is g(j) = 6/(π²·j²)
-    (:func:`marg.learners.holdout_certificate.evaluation_share`): keeping the best of every model ever
+    (:func:`marg.learners.certification.holdout_certificate.evaluation_share`): keeping the best of every model ever
     evaluated on those patients is covered without an option. An upload without it (an older marg) counts
     as the first.
     """

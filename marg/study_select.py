@@ -4,7 +4,7 @@ Under the design's ``"pooled"`` selection round 1 pools the label table and ever
 (:func:`select_weights`: the label table at ``rho_label``, each first-order table at ``rho_select``/p, as
 :mod:`marg.marginals.study_design` planned them). Under ``"private"`` it pools the label table only and each site
 runs its own OpenDP top-k (:mod:`marg.protocols.study_top_k`); the learner pools the sites' lists by the per-site
-path's vote (:func:`voted_features`, :func:`marg.learners.two_round.above_chance`): post-processing of what the
+path's vote (:func:`voted_features`, :func:`marg.learners.study.two_round.above_chance`): post-processing of what the
 sites released.
 """
 
@@ -30,7 +30,7 @@ def select_weights(plan: Any, p: int) -> list[float] | None:
 
 def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
     """Round 2's features under the private selection: the features chosen by sites holding more than half the
-    patients (and above chance, :func:`marg.learners.two_round.above_chance`), best pooled rank first; when none
+    patients (and above chance, :func:`marg.learners.study.two_round.above_chance`), best pooled rank first; when none
     is, the best-ranked one, measured only so that the study's summary has a table: the model is then the larger
     class (:func:`marg.study_learner.nothing_agreed`; a model on a chance feature, compared with the larger class on a handful of
     held-out patients whose bounds both are 1, was kept on leukemia's split 1 and erred 0.43 for the larger
@@ -39,7 +39,7 @@ def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
     Each site's weight is its stated rows (public, the study file's), not a noisy count: the label table is
     pooled. ``bundle`` is round 1's summed bundle; the sites' selections are in its ``privacy.per_site`` (each
     site's signed upload states its own)."""
-    from marg.learners.two_round import SiteRound1, above_chance, pool
+    from marg.learners.study.two_round import SiteRound1, above_chance, pool
     from marg.protocols.study_top_k import selections_of
 
     sels = selections_of((bundle.header.get("privacy") or {}).get("per_site"))

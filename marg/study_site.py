@@ -181,7 +181,7 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
               state: dict[str, Any]) -> Any:
     """The evaluation round's upload: the model's N[predicted, y] on the held-out patients, protected."""
     from marg._util import atomic_write_bytes
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
     from marg.marginals.holdout import split_for_model
     from marg.marginals.privacy_unit import resolve_unit
     from marg.marginals.tables import MarginalTable

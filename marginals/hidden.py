@@ -18,7 +18,7 @@ true 0), unless the table hid one column and the report says its length.
 ``(a, v)`` is then bounded by ``c ≤ N ≤ c + Σ rows`` over the tails of class ``v`` that cover
 level ``a`` (:func:`count_bounds`; tight: a tail's rows may all sit in any one of its cells). The
 learners' uncertainty box covers the whole interval
-(:func:`marg.learners.calibration.confidence_box`).
+(:func:`marg.learners.features.calibration.confidence_box`).
 
 **The point estimate** (:func:`filled`, what naive Bayes, Rényi and the simulated rows read) is
 the expected count given the other tables, under the model that the sites share p(x | y): a
@@ -33,7 +33,7 @@ the guarantee. :func:`fill_from` fills one site's tails from another summary's s
 (the left-out site of the leave-one-site-out estimate).
 
 **What the box does not hold: a tail's sum.** The minimax box holds each hidden cell in its
-interval (``tests/learners/test_hidden_intervals.py``: a rule's W(h) over it is the largest worst case
+interval (``tests/learners/features/test_hidden_intervals.py``: a rule's W(h) over it is the largest worst case
 over every filling of the column, against the brute-force joint LP), and the tail's sum is kept
 only through the other blocks: any distribution has ``Σ_a p(x=a, y=v) = p(y=v)`` for every
 feature, and an exact block pins ``p(y=v)`` within its cells' widths. The node map has no class-share

@@ -9,7 +9,7 @@ maps (:func:`marg.marginals.accounting.release_cost`), its :attr:`~ReleasePlan.s
 draws that noise through the same measurements. So the cost checked against a site's cap before
 any data is read (:func:`marg.marginals.privacy.plan_cost`, from the codebook alone), the cost a
 release reports (:func:`marg.marginals.privacy.privatize`) and the scales a planner expects
-(:func:`marg.learners.holdout_plan.release_scale`) are one computation. The mechanism
+(:func:`marg.learners.certification.holdout_plan.release_scale`) are one computation. The mechanism
 (:mod:`marg.marginals.mechanisms`) answers its own noise std, noise record and accounting.
 """
 

@@ -3,7 +3,7 @@
 Round 1: every site releases first-order tables only (``marg export --stats first``, with a
 part of the privacy budget). The learner aggregates them and ranks the discrete features
 by the screening score — the lower confidence bound of their L1 dependence on the label
-under the recorded noise (:mod:`marg.learners.screening`, the one ranking the screened
+under the recorded noise (:mod:`marg.learners.selection.screening`, the one ranking the screened
 learners use too; ``marg request --top K``) —, keeps the top K, and writes a **request
 file** (:func:`write_request`) listing the K(K−1)/2 pairs.
 Round 2: each site exports the pair tables ``N[x_i, x_j, y]`` of those pairs only

@@ -11,7 +11,7 @@ features, the tables as released, a label source — carries the same record.
 :class:`SelectedFrom` is that record as a value (``Summary.selection``): which sites selected
 and what they looked at. A learner reads from it the number of candidate cells a confidence
 box must cover together for its certificate to hold whichever features were selected
-(:func:`marg.learners.selection_certificate.selection_certificate`): on the event that all p
+(:func:`marg.learners.certification.selection_certificate.selection_certificate`): on the event that all p
 candidates' cells lie in their intervals — fixed before any selection — the selected ones do too.
 """
 

@@ -31,7 +31,7 @@ takes from the others (below) — so the two rounds together are (ε, δ)-DP.
 
 **Round 2** (``marg export --request REQ``) measures what the learner asked for with the
 rest, ρ_total − ρ_round1: the first-order tables of the features the sites agreed on and
-the pair tables among the strongest of them (:mod:`marg.learners.two_round` decides which
+the pair tables among the strongest of them (:mod:`marg.learners.study.two_round` decides which
 and how to split the rest among them: least squares, the summed noise variance's minimiser,
 within its noise rule).
 
@@ -79,7 +79,7 @@ class StudyPlan:
     k, candidates : int
         Features the selection keeps, among ``candidates``.
     cells : int
-        Σ_i m_i over the candidates (the learner's certificate covers all of them: :mod:`marg.learners.two_round`).
+        Σ_i m_i over the candidates (the learner's certificate covers all of them: :mod:`marg.learners.study.two_round`).
     rows, rows_stated : tuple of int, bool
         The rows per site the split was chosen for, and whether the site stated them (else ``DEFAULT_ROWS``).
     levels, classes, max_rows : the rest of the rule's inputs (to re-derive it at another K)

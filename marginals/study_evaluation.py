@@ -7,7 +7,7 @@ certificate** J(f, a_E) = p_m + W: the planning world's error of the model train
 
     p_m(f, a_E) = E(rows·(1 − f), (1 − a_E)·ρ_T)   (the mode's split at full rows, its shares kept),
 
-plus the expected width W of the holdout bound (:mod:`marg.learners.holdout_certificate`) on
+plus the expected width W of the holdout bound (:mod:`marg.learners.certification.holdout_certificate`) on
 n_h = f·N held-out patients, at level α' = (1 − coverage)·g(1)/2 (the first model evaluated on the
 held-out set, g(j) = 6/(π²·j²), its α shared with the larger class it is compared with), whose
 pooled error count (C(C − 1) cells) and held-out count (C² cells) carry noise of variance
@@ -22,7 +22,7 @@ of holding rows out and spending on the evaluation.
 **A width below the one needed buys nothing.** A certificate within ``WIDTH_NEED`` of the model's error is
 informative (issue 44 asks the mean certificate within 0.08 of the mean error), and the round must also tell
 the K models it evaluates apart, since the final model is the one with the fewest released held-out errors
-(:func:`marg.learners.final_choice.final_among`): two models whose errors differ by ``SEPARATE`` are ordered
+(:func:`marg.learners.study.final_choice.final_among`): two models whose errors differ by ``SEPARATE`` are ordered
 right with probability (:func:`separation`)
 
     P_sep = Φ(n_h·SEPARATE/sqrt(n_h·(2·p_m + SEPARATE) + 2·C(C − 1)·v))
@@ -69,12 +69,12 @@ SEPARATE = 0.025
 """The difference in error between two evaluated models that the round should order right (module docstring)."""
 COVERAGE = 0.95
 ROWS_SHARE = 0.25
-"""The share of the bound's α spent on the held-out count's lower bound (as :mod:`marg.learners.holdout_certificate`)."""
+"""The share of the bound's α spent on the held-out count's lower bound (as :mod:`marg.learners.certification.holdout_certificate`)."""
 
 
 def first_level(coverage: float = COVERAGE) -> float:
     """α' = (1 − coverage)·g(1)/2 with g(j) = 6/(π²·j²): the α of the first model evaluated on a held-out set
-    (:func:`marg.learners.holdout_certificate.evaluation_alpha`), shared with the larger class it is compared with."""
+    (:func:`marg.learners.certification.holdout_certificate.evaluation_alpha`), shared with the larger class it is compared with."""
     return (1.0 - coverage) * 6.0 / (math.pi ** 2) / 2.0
 
 

@@ -17,7 +17,7 @@ that (:func:`marg.marginals.study_design.choose_comparison`): the least held-out
 probability ≥ ``POWER`` (:func:`comparison_power`: the difference of the two rules' released error
 counts, 2(C − 1) cells of the confusion table). Where none does (the smallest studies: the comparison
 would be a coin flip), the round is the ``GUARD`` (f = 0.15, a_E = 0.04) and the final rule is
-"not-worse" (:func:`marg.learners.final_choice.final_against_prior`): the model is returned unless the
+"not-worse" (:func:`marg.learners.study.final_choice.final_against_prior`): the model is returned unless the
 evaluation shows it worse than the larger class; its certificate is still the holdout bound.
 
 **No evaluation round where even the guard is blind** (:func:`guard_sees`). The guard returns the larger
@@ -118,7 +118,7 @@ def guard_sees(n_h: float, var_cell: float, classes: int, coverage: float = 0.95
 
         P_caught = Φ((n_h·(1 − e_prior) − z·sqrt(2(K − 1)·v))/sqrt(n_h·e_prior(1 − e_prior) + 2(K − 1)·v)),
 
-    z = Φ⁻¹(1 − (1 − coverage)·g(1)/2) the bounds' level (:func:`marg.learners.final_choice.final_against_prior`'s
+    z = Φ⁻¹(1 − (1 − coverage)·g(1)/2) the bounds' level (:func:`marg.learners.study.final_choice.final_against_prior`'s
     margin), n_h·(1 − e_prior) the mean difference of the two rules' error counts (the model errs on every patient,
     the larger class on e_prior of them), its variance the larger class's binomial errors and the 2(K − 1) cells'
     noise. Below ``POWER`` the guard round is not run (module docstring, "No evaluation round")."""

@@ -37,7 +37,7 @@ runs the mode chosen (:mod:`marg.protocols.study_top_k` for ``"private"``). When
 affords every candidate (:func:`marg.marginals.study_split.measures_all`) nothing is dropped and
 the mode is ``"pooled"`` (its ranking only orders the pairs). With the evaluation round the study
 returns the larger class when the model does not beat it on the evaluation counts
-(:func:`marg.learners.final_choice.final_against_prior`), so E's "nothing found" term is the prior's
+(:func:`marg.learners.study.final_choice.final_against_prior`), so E's "nothing found" term is the prior's
 error e_prior (without the evaluation round, the split rule's own P_chance/2 + (1 − P_chance)·e_prior).
 """
 

@@ -48,7 +48,7 @@ nothing). The error of the learner's answer in that world is
 
 **The rule.** Round 2 measures at most k_max(a_2) tables (:func:`k_max`): the largest number
 of first-order tables of the median size that keep σ_2 ≤ ``NOISE_RATIO``·N/|T| (the noise rule
-of the learner's round-2 plan, :mod:`marg.learners.two_round`; at least 1, at most ⌊p/2⌋).
+of the learner's round-2 plan, :mod:`marg.learners.study.two_round`; at least 1, at most ⌊p/2⌋).
 Unless every candidate is measured (below), k ranges over 1 … ⌊p/2⌋ (:func:`k_candidates`); each share is at least
 ``MIN_SHARE`` (every part is a valid release), and the label share at least
 :func:`label_floor`: the same noise rule on each site's noisy row count n̂_s, which weighs the
@@ -74,7 +74,7 @@ for the one-round release). Then the split is the label floor, ``MIN_SHARE`` for
 *ranking* (k = p: nothing dropped; the ranking orders the features for the learner's pair plan)
 and round 2 the rest (:func:`measure_all_split`); the learner keeps every feature and asks for
 every pair when the median pair table, at its least-squares weight on the sites' actual rests,
-meets the noise rule (:func:`marg.learners.two_round.whole_workload`), else the pairs among the
+meets the noise rule (:func:`marg.learners.study.two_round.whole_workload`), else the pairs among the
 best-ranked first M. The proxy E does not compare the two (its vote model counts every chance
 feature as noise, which a learner reading tables above the noise does not do); the recorded
 expected error is e_found for the F planted features with no chance vote. adult's sites
@@ -286,7 +286,7 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
 
 def chance_passes(lam: float) -> float:
     """P(the learner keeps a chance agreement when nothing carries the label), by its own test
-    (:func:`marg.learners.two_round.above_chance`): with λ expected chance agreements, the count must
+    (:func:`marg.learners.study.two_round.above_chance`): with λ expected chance agreements, the count must
     exceed Poisson(λ)'s 95 % quantile when λ < 1; otherwise any agreement passes (1 − e^(−λ))."""
     if lam <= 0.0:
         return 0.0

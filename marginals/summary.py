@@ -423,7 +423,7 @@ class Summary:
         it hold exactly (post-processing mixes tables of different noise). When the noise is
         so large that the tables as released count n ≤ 0 rows (tiny sites, small ε) they are
         no Summary: ``self`` stands in and :attr:`released_invalid` says so (the
-        certificate of :func:`marg.learners.certify.certify` is then the trivial 1)."""
+        certificate of :func:`marg.learners.certification.certify.certify` is then the trivial 1)."""
         if self._raw is None:
             return self
         if "_released" not in self.__dict__:

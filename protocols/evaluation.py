@@ -19,7 +19,7 @@ cells, but the certificate sums more draws from the larger tables. The codebook 
 the content, whether the site asks for a certificate of its own (``site_certificate``) and
 the training bundles whose held-out rows were evaluated, so the learner checks that every
 site evaluated the same model on rows it never learned from
-(:mod:`marg.learners.holdout_certificate` has the bound).
+(:mod:`marg.learners.certification.holdout_certificate` has the bound).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ configuration:
   of this model among the distinct models evaluated on that held-out set (1 for the first),
   recorded in the ledger entry against the set (``source.evaluation``), so ``marg certify``
   can account for the models tried on the same patients: the j-th model's certificate takes
-  α·6/(π²·j²) (:func:`marg.learners.holdout_certificate.evaluation_share`), shares that add up to α
+  α·6/(π²·j²) (:func:`marg.learners.certification.holdout_certificate.evaluation_share`), shares that add up to α
   however many models follow, so keeping the best of them is covered without a count stated. A
   study's pooled evaluation round carries the largest ordinal among the sites that answered; when it evaluates
   several models in one release, the first model's record lists the others' under ``others``, each counted

@@ -262,7 +262,7 @@ def prepare_release(
         False (a dry run): do not make the site's split key when it has none; the split then
         uses a key of this call only.
     holdout_plan : dict, optional
-        The plan of ``--holdout auto`` (:mod:`marg.learners.holdout_plan`), recorded in the header.
+        The plan of ``--holdout auto`` (:mod:`marg.learners.certification.holdout_plan`), recorded in the header.
     study : :class:`marg.protocols.study.Round1` or :class:`~marg.protocols.study.Round2`, optional
         A round of the select-then-measure path: it says what is counted, what the release
         costs (checked against the cap first) and protects the counts itself; its record

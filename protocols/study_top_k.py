@@ -14,7 +14,7 @@ std grows like √p —, round 1 releases at each site
 
 The site computes its scores from its own exact first-order tables N[x_i, y] (counted, never released). The
 selection is not summed: it travels in the site's signed upload (``privacy.selection``), and the learner pools
-the sites' lists by their vote (:func:`marg.learners.two_round.above_chance`). Both parts are ρ-zCDP, so the
+the sites' lists by their vote (:func:`marg.learners.study.two_round.above_chance`). Both parts are ρ-zCDP, so the
 round's cost is their sum: the ledger is charged the label table's study guarantee (the secure sum of any t
 shares) plus the top-k's ρ, and records beside it the site's own guarantee (its share alone plus the same
 top-k: a selection is this site's alone whoever colludes).

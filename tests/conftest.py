@@ -139,7 +139,7 @@ def demo_bundles(tmp_path):
 def learn_dcc(tmp_path):
     """Factory: ``marg learn BUNDLES --learner dcc --s 0 OPTION VALUE --json`` through the CLI;
     returns (the --json report, the saved model's estimator)."""
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
     from tests.helpers.console import run as marg_run
 
     def run(bundles: list[Path], option: str, value: str) -> tuple[dict, object]:

@@ -39,7 +39,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from ..minimax.formulations import Formulation, register
+from ..minimax.registry import Formulation, register
 from ..minimax.generation import Pricing, generate_rows
 from ..minimax.problem import risk, subsets_for
 from ..minimax.solution import Finished, MinimaxSolution

@@ -30,12 +30,12 @@ import numpy as np
 
 from marg.errors import InputError
 
-from ..base import MarginalEstimator, features_param
-from ..calibration import confidence_box
+from ..estimator.base import MarginalEstimator, features_param
+from ..features.calibration import confidence_box
 from ..features.statistics import Moments, released
-from ..minimax.formulations import Statistics
-from ..minimax.rules import MinimaxRules, argmax_rule, maximal
-from ..params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
+from ..minimax.registry import Statistics
+from ..classifiers.minimax_rules import MinimaxRules, argmax_rule, maximal
+from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
 from .columns import MonomialMap, monomial_moments
 from .cost import code_length_cost
 from .literals import Monomial, codebook_tests

@@ -11,7 +11,7 @@ For Φ(x, y) = e_y ⊗ Ψ(x) laid out (K, D) and the released (aggregated) table
 - hidden one-hot cells (a class column released as 0 by min-cell suppression): τ is the
   point estimate (the column's hidden rows spread evenly over its m levels) and ``lo``/``hi``
   bound the true count/n (:meth:`marg.marginals.summary.Summary.count_bounds`), which the
-  uncertainty box must cover (:func:`marg.learners.calibration.confidence_box`).
+  uncertainty box must cover (:func:`marg.learners.features.calibration.confidence_box`).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def label_moments(summary: Any) -> Moments:
     The one column is Φ(x, y) = e_y (Ψ ≡ 1): τ[y, 0] = N[y]/n, sample std sqrt(τ(1 − τ)),
     noise std and draws those of one cell of N[y] (:meth:`Summary.noise_draws`), ``n_draws``
     as for every map; ``lo``/``hi`` where the label table hides cells. What a label-only
-    rule is certified over (:mod:`marg.learners.label_only`)."""
+    rule is certified over (:mod:`marg.learners.classifiers.label_only`)."""
     summary = released(summary)
     lab = summary.codebook.label.name
     n = float(summary.n_released)

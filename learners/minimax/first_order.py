@@ -21,8 +21,8 @@ import numpy as np
 from marg.errors import InputError, SolverError
 
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
-from .formulation import CompactModel, RowModel
-from .formulations import Formulation, register
+from .first_order_models import CompactModel, RowModel
+from .registry import Formulation, register
 from .generation import Generation, Pricing
 from .pricing import SplitPricer, screening_scores
 from .problem import MinimaxProblem, subsets_for

@@ -19,7 +19,7 @@ from marg.errors import InputError
 
 from .fit import FitOptions, One, fit
 from .fixed_rule import FixedRuleOracle, LinearRule, OutOfTime
-from .formulations import Formulation, register
+from .registry import Formulation, register
 from .generation import solve_boxed
 from .lp_model import MinimaxModel
 from .solution import Finished, MinimaxSolution

@@ -19,7 +19,7 @@ import numpy as np
 from marg.errors import InputError
 
 from ..features.pairwise import PairwiseFeatureMap
-from ..structure import UnionFind
+from ..features.structure import UnionFind
 from .layout import flat_index
 from .problem import risk, subsets_for
 from .separation import Cut

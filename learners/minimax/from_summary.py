@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration import confidence_box
+from ..features.calibration import confidence_box
 from ..features.pairwise import PairwiseFeatureMap
 from ..features.statistics import map_moments
 from .empty_cells import empty_cells

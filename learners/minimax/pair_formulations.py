@@ -24,8 +24,8 @@ import numpy as np
 from ..features.pairwise import PairwiseFeatureMap
 from .empty_cells import fix_empty_cells_forest, fix_empty_cells_local
 from .forest import ForestOracle
-from .forest_drivers import GreedyCompact, GreedyRows, forest_once, node_and_edge_columns
-from .formulations import Formulation, register
+from .forest_models import GreedyCompact, GreedyRows, forest_once, node_and_edge_columns
+from .registry import Formulation, register
 from .generation import Generation
 from .local import solve_local
 from .problem import MinimaxProblem

@@ -40,12 +40,12 @@ SHOWN_ELSEWHERE = {"learner", "n", "features", "worst_case_error", "certificate"
 
 
 def model_card(model: Any, evaluation: dict[str, Any] | None = None, source: str = "", top: int = 15) -> str:
-    """The HTML model card of ``model`` (a :class:`marg.learners.model.Model`).
+    """The HTML model card of ``model`` (a :class:`marg.learners.estimator.model.Model`).
 
     Parameters
     ----------
     evaluation : dict, optional
-        :func:`marg.learners.model.evaluate` output on labelled data.
+        :func:`marg.learners.estimator.model.evaluate` output on labelled data.
     source : str
         The model file's name, for the title.
     top : int
@@ -154,8 +154,8 @@ def _choice_table(page: Page, rep: dict) -> None:
                      e(c.get("note") or "")])
     page.table(["candidate", "parameters", "estimated error", "certificate (its labels)",
                 "R* (randomized rule)", "note"], rows, key="auto")
-    from marg.learners.sample_size import patients_line
-    from marg.learners.screened import screen_line
+    from marg.learners.certification.sample_size import patients_line
+    from marg.learners.choice.screened import screen_line
 
     line = patients_line(rep)
     if line:

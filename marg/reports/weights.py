@@ -3,7 +3,7 @@
 Every rule marg emits scores class y at x as ``s_y(x) = Σ_j W[y, j] Ψ_j(x) + b_y`` and
 predicts ``argmax_y s_y(x)``: minimax models (MRC, DCC) with ``W = μ`` over their node map
 or their node-and-pair map, Rényi and naive Bayes through
-:meth:`marg.learners.base.MarginalEstimator.score_weights`. Adding one vector to every row of W changes no
+:meth:`marg.learners.estimator.base.MarginalEstimator.score_weights`. Adding one vector to every row of W changes no
 prediction, so what a reader can interpret is
 
 - K = 2: the difference ``W[1] − W[0]`` (positive pushes towards the second class);
@@ -102,7 +102,7 @@ def raw_weights(model: Any) -> tuple[Any, np.ndarray] | None:
 
 
 def class_weights(model: Any) -> ClassWeights | None:
-    """The interpretable weights of ``model`` (a :class:`marg.learners.model.Model`); None if its
+    """The interpretable weights of ``model`` (a :class:`marg.learners.estimator.model.Model`); None if its
     rule is not a sum of column weights."""
     got = raw_weights(model)
     if got is None:

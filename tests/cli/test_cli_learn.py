@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from marg.learners.model import Model
+from marg.learners.estimator.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.synthetic import SITES, generate, write_csv
 from tests.helpers.console import run as marg_run

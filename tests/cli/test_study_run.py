@@ -421,11 +421,11 @@ def test_keeping_the_best_of_k_at_the_ledgers_ordinals_is_covered():
     """K = 10 models (true errors 0.20-0.29) evaluated one after another on one site's 150 held-out patients, each
     recorded in the ledger (:func:`marg.protocols.evaluation_ledger.record_of`, a re-evaluation of a model keeping
     its rank); the one with the fewest errors kept against the larger class (true error 0.40) by
-    :func:`marg.learners.final_choice.final_against_prior` at its ledger ordinal. 2,000 studies: the kept rule's
+    :func:`marg.learners.study.final_choice.final_against_prior` at its ledger ordinal. 2,000 studies: the kept rule's
     certificate covers its true error in ≥ 95 %; at ordinal 1 for every model (a count reset) it does not."""
     from types import SimpleNamespace
 
-    from marg.learners.final_choice import final_against_prior
+    from marg.learners.study.final_choice import final_against_prior
     from marg.protocols import evaluation_ledger as evl
 
     rng = np.random.default_rng(44)

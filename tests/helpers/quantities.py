@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marg.learners.calibration import confidence_box
+from marg.learners.features.calibration import confidence_box
 from marg.learners.features.blocks import FeatureMap, node_blocks
 from marg.learners.features.quadratic import label_contrast, second_moments
 from marg.learners.features.statistics import map_moments

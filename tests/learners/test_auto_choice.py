@@ -10,9 +10,9 @@ import pytest
 
 from marg.errors import InputError
 from marg.learners.auto import AutoLearner, CandidateRow, choose
-from marg.learners.base import REGISTRY
-from marg.learners.cross_site import SEED, in_sample_error, sample_error, tan_sample
-from marg.learners.sample_size import scaled_summary
+from marg.learners.estimator.base import REGISTRY
+from marg.learners.choice.cross_site import SEED, in_sample_error, sample_error, tan_sample
+from marg.learners.certification.sample_size import scaled_summary
 from marg.marginals.summary import Summary, sum_tables
 from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows, three_sites as _three_sites
 
@@ -50,7 +50,7 @@ def test_the_accurate_candidate_over_the_label_only_rule_unless_it_is_better_bey
     the rule with the smallest estimate is taken; the label-only rule only when its estimate is lower than that rule's
     by more than max(tolerance, one standard error of the paired difference); never a rule estimated worse than the
     prior beyond that noise."""
-    from marg.learners.choice_rule import paired_se
+    from marg.learners.choice.choice_rule import paired_se
 
     # four candidates within noise, the prior's certificate the only non-trivial one (the small-study table of issue 49)
     nb = _row("nb", 0.363, 0.95, folds=[0.30, 0.40, 0.39])
@@ -77,7 +77,7 @@ def test_the_accurate_candidate_over_the_label_only_rule_unless_it_is_better_bey
 
 
 def test_the_margin_is_the_folds_standard_error():
-    from marg.learners.choice_rule import paired_se
+    from marg.learners.choice.choice_rule import paired_se
 
     # paired folds: b is 0.03 worse on average; the spread of the differences sets the margin
     a = _row("a", 0.20, 0.9, folds=[0.10, 0.20, 0.30])
@@ -117,7 +117,7 @@ def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
     """choice_rule's "Defaults": the first default stays unless the rule's pick is estimated lower by more than
     max(tolerance, 1.96 standard errors of the paired difference), then the next is tried; never one estimated
     worse than the prior."""
-    from marg.learners.choice_rule import DEFAULT_Z, paired_se
+    from marg.learners.choice.choice_rule import DEFAULT_Z, paired_se
 
     one = _row("nb", 0.160, 1.0, folds=[0.15, 0.16, 0.17])  # the rule on one feature: the default
     d = np.array([-0.06, -0.02, 0.0])  # naive Bayes on all features: 0.0267 lower on average, noisy
@@ -144,7 +144,7 @@ def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
     assert choose([_row("dcc", 0.44, 1.0, folds=[0.44, 0.45, 0.43]), bad, prior], prefer="accuracy", defaults=[1])[0] != 1
 
 def test_the_chooser_end_to_end_on_three_exact_sites():
-    from marg.learners.choice_certificates import label_certificate
+    from marg.learners.certification.choice_certificates import label_certificate
 
     rng = np.random.default_rng(2)
     cb, S, parts = _three_sites(rng, (250, 150, 100))
@@ -224,11 +224,11 @@ def test_under_dp_too_few_patients_gives_the_patients_a_non_trivial_certificate_
     big = scaled_summary(S, p.factor)
     assert big.n == pytest.approx(p.needed, rel=0.02)
     assert [t.noise for t in big.released().tables] == [t.noise for t in S.tables]
-    from marg.learners.choice_certificates import label_certificate
+    from marg.learners.certification.choice_certificates import label_certificate
 
     est = REGISTRY[cand.learner](**cand.params, coverage=auto.each_coverage_).fit(big)
     assert label_certificate(est, big, auto.each_coverage_)[0].value == pytest.approx(p.certificate, abs=1e-9)
-    from marg.learners.sample_size import patients_line
+    from marg.learners.certification.sample_size import patients_line
 
     line = patients_line(auto.choice_report())
     assert f"would need about {p.needed:,} patients" in line and "\n" not in line
@@ -247,7 +247,7 @@ def test_estimator_persistence_keeps_the_table(tmp_path):
 @pytest.mark.parametrize("prefer", ["accuracy", "certificate"])
 def test_console_script_table_matches_the_model_file(site_bundles, prefer):
     from marg.cli.learn import choice_lines
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
     from tests.helpers.console import marg
 
     tmp, bundles = site_bundles
@@ -267,7 +267,7 @@ def test_console_script_table_matches_the_model_file(site_bundles, prefer):
     assert fitted and d["auto"].index(chosen[0]) == choose([CandidateRow(**c) for c in d["auto"]], prefer)[0]
     assert d["auto_confidence"]["candidates"] == len(d["auto"])
     # each estimate's own noise beside it: the standard error of the folds' weighted mean
-    from marg.learners.choice_rule import estimate_se
+    from marg.learners.choice.choice_rule import estimate_se
 
     for c in d["auto"]:
         if c["error"] is not None:
@@ -299,7 +299,7 @@ def test_held_out_evidence_replaces_the_estimate_and_is_compared_by_its_own_nois
     (0.148, test 0.135). Measured on 300 held-out patients, naive Bayes errs 57 and the MRC 40: the MRC is chosen,
     each estimate the held-out rate with its binomial standard error. The larger class measured on the same patients
     is taken only when better beyond the unpaired noise √(se² + se²)."""
-    from marg.learners.choice_rule import HELDOUT, noise_margin, with_heldout
+    from marg.learners.choice.choice_rule import HELDOUT, noise_margin, with_heldout
 
     w = [241.0, 144.0, 98.0]
     mrc = CandidateRow("mrc", {}, error=0.148, certificate=0.516, kind="W(h)", folds=[0.144, 0.119, 0.202],

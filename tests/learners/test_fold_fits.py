@@ -15,10 +15,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from marg.learners.dcc import DCC
-from marg.learners.mrc import MRC
-from marg.learners.naive_bayes import NaiveBayes
-from marg.learners.renyi import RenyiClassifier
+from marg.learners.classifiers.dcc import DCC
+from marg.learners.classifiers.mrc import MRC
+from marg.learners.classifiers.naive_bayes import NaiveBayes
+from marg.learners.classifiers.renyi import RenyiClassifier
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
 from tests.helpers.tan import three_sites
@@ -51,15 +51,15 @@ def _copy(summary):
 def test_fit_predictor_is_the_fit_without_its_certificate(make, noisy, monkeypatch):
     X = _domain(noisy)
     full = make().fit(_copy(noisy))
-    import marg.learners.certify as certify_module
-    import marg.learners.certify_labels as labels_module
+    import marg.learners.certification.certify as certify_module
+    import marg.learners.certification.certify_labels as labels_module
 
     def refuse(*a, **k):
         raise AssertionError("a certificate LP ran in fit_predictor")
 
     with monkeypatch.context() as m:
         m.setattr(labels_module, "labels_certificate", refuse)
-        m.setattr("marg.learners.renyi.certify", refuse)
+        m.setattr("marg.learners.classifiers.renyi.certify", refuse)
         m.setattr(certify_module, "certify", refuse)
         rule = make().fit_predictor(_copy(noisy))
     np.testing.assert_array_equal(rule.predict(X), full.predict(X))
@@ -99,7 +99,7 @@ def test_dcc_fits_on_one_summary_are_the_fits_on_fresh_copies(noisy, monkeypatch
 
 
 def test_the_same_dcc_lp_on_one_summary_is_solved_once(noisy, monkeypatch):
-    import marg.learners.dcc as dcc_module
+    import marg.learners.classifiers.dcc as dcc_module
 
     solves = []
     real = dcc_module.fit
@@ -135,7 +135,7 @@ def test_what_dcc_fits_share_goes_with_the_summary(noisy):
     import gc
     import weakref
 
-    from marg.learners.dcc import _SHARED
+    from marg.learners.classifiers.dcc import _SHARED
 
     s = _copy(noisy)
     model = DCC().fit(s)

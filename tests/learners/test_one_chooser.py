@@ -11,13 +11,13 @@ import pytest
 
 from marg.errors import InputError
 from marg.learners.auto import AutoLearner
-from marg.learners.choice_certificates import split_coverage
-from marg.learners.choice_rule import PRIOR
-from marg.learners.cross_site import estimate_errors
-from marg.learners.mrc import MRC
-from marg.learners.naive_bayes import NaiveBayes
-from marg.learners.screened import SCREEN_MIN_FEATURES, ScreeningCandidates, selection_certificate
-from marg.learners.screening import screen_scores
+from marg.learners.certification.choice_certificates import split_coverage
+from marg.learners.choice.choice_rule import PRIOR
+from marg.learners.choice.cross_site import estimate_errors
+from marg.learners.classifiers.mrc import MRC
+from marg.learners.classifiers.naive_bayes import NaiveBayes
+from marg.learners.choice.screened import SCREEN_MIN_FEATURES, ScreeningCandidates, selection_certificate
+from marg.learners.selection.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.counting import count_tables
 from marg.marginals.summary import Summary, sum_tables

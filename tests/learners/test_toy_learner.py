@@ -3,7 +3,7 @@
 The toy predicts the majority class of the released label table. It declares its
 ``marg learn`` options and parameter constraints, gives its rule as a ``LinearRule`` (zero
 weights, the log prior as intercept) and takes its certificate from
-:func:`marg.learners.certify.certify` — nothing else. Through the registry it is learned by
+:func:`marg.learners.certification.certify.certify` — nothing else. Through the registry it is learned by
 :func:`marg.learners.learn.learn` (the library path of ``marg learn --learner toy``), saved to a
 model file, loaded back, certified and rendered as a model card, with no edit to marg.
 
@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 
 from marg.errors import InputError
-from marg.learners.base import REGISTRY, MarginalEstimator, features_param, register
-from marg.learners.certify import certify
+from marg.learners.estimator.base import REGISTRY, MarginalEstimator, features_param, register
+from marg.learners.certification.certify import certify
 from marg.learners.features.blocks import FeatureMap, node_blocks
 from marg.learners.learn import learn, trivial_certificate_warning
 from marg.learners.minimax.fixed_rule import LinearRule
-from marg.learners.model import Model
-from marg.learners.params import COVERAGE, LAMBDA_SCALE, Check
+from marg.learners.estimator.model import Model
+from marg.learners.core.params import COVERAGE, LAMBDA_SCALE, Check
 from marg.marginals.summary import Summary
 from marg.reports.model_card import model_card
 from tests.conftest import random_codebook, random_rows

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marg.errors import MargError
-from marg.learners.model import Model
-from marg.learners.mrc import MRC
+from marg.learners.estimator.model import Model
+from marg.learners.classifiers.mrc import MRC
 from marg.marginals.codebook import Codebook
 from marg.marginals.encoding import encode_file
 from marg.marginals.request import read_request

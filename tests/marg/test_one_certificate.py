@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from marg.learners.base import LEARNERS, estimator_class
+from marg.learners.estimator.base import LEARNERS, estimator_class
 from marg.protocols.load import load_summary
 from tests.helpers.console import marg
 from tests.helpers.reports import parse, values

@@ -16,7 +16,7 @@ import pytest
 import marg
 from marg.errors import InputError
 from marg.learners.auto import AutoLearner
-from marg.learners.dcc import DCC
+from marg.learners.classifiers.dcc import DCC
 from tests.helpers.tan import three_sites
 
 
@@ -28,7 +28,7 @@ def summary():
 
 @pytest.fixture
 def fixed_time(monkeypatch):
-    import marg.learners.model as model_module
+    import marg.learners.estimator.model as model_module
 
     monkeypatch.setattr(model_module, "now_iso", lambda: "2026-01-01T00:00:00Z")
 

@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 
-from marg.learners.model import Model
+from marg.learners.estimator.model import Model
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.synthetic import demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
@@ -283,11 +283,11 @@ def test_caveat_marks_a_weight_set_by_noise(rare_study, tmp_path):
 
 def test_user_text_stays_text(tmp_path):
     """Feature, level and class names (the study's, so user-controlled) cannot inject markup."""
-    from marg.learners.mrc import MRC
+    from marg.learners.classifiers.mrc import MRC
     from marg.marginals.summary import Summary
     from marg.reports.model_card import model_card
 
-    from marg.learners.model import evaluate
+    from marg.learners.estimator.model import evaluate
 
     # markup, and a $ that matplotlib would read as mathtext (and fail to parse) in the charts
     evil = ("<script>alert(1)</script>", 'a"b&c', "<img src=x onerror=1>", r"$\frac{$")

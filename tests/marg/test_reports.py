@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from marg.learners.model import Model
+from marg.learners.estimator.model import Model
 from marg.protocols.ledger import Ledger
 from tests.helpers.console import run
 from tests.helpers.reports import parse, values

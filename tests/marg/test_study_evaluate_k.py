@@ -59,7 +59,7 @@ def test_the_ledger_counts_every_model_evaluated(study, monkeypatch):
 
 
 def test_the_certificate_is_the_chosen_models_at_its_ordinals_share(study):
-    from marg.learners.holdout_certificate import evaluation_share
+    from marg.learners.certification.holdout_certificate import evaluation_share
     from marg.protocols.bundle import Bundle
     from marg.study_evaluated import evaluation_ordinals
 

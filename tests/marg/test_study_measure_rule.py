@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marg.learners.screening import screen_scores
+from marg.learners.selection.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.counting import count_tables
 from marg.marginals.privacy import privatize

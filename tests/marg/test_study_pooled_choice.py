@@ -1,5 +1,5 @@
 """The study's final choice on one pooled summary (issue 44, pooled): the split estimate with training sets that carry
-the release's own noise (``AutoLearner(one_site="split")``, :func:`marg.learners.cross_site.noisy_replica`)."""
+the release's own noise (``AutoLearner(one_site="split")``, :func:`marg.learners.choice.cross_site.noisy_replica`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from marg.learners.auto import AutoLearner
-from marg.learners.cross_site import noisy_replica
-from marg.learners.cross_site import REPLICATES
+from marg.learners.choice.cross_site import noisy_replica
+from marg.learners.choice.cross_site import REPLICATES
 from marg.marginals.counting import count_tables
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary

@@ -1,5 +1,5 @@
 """Round 2's tables in a study (issue 44, large, :func:`marg.study_measure.round2_tables`): every first-order and pair
-table when the design measures every candidate, else :func:`marg.learners.two_round.choose_tables`' plan; the
+table when the design measures every candidate, else :func:`marg.learners.study.two_round.choose_tables`' plan; the
 weights split round 2's ρ and nothing more."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from marg.learners.two_round import _pooled_std, choose_tables
+from marg.learners.study.two_round import _pooled_std, choose_tables
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.mechanisms import get_mechanism
 from marg.marginals.study import STUDY_MECHANISM

@@ -77,8 +77,8 @@ def test_tiny_sites_release_the_label_table_by_laplace_at_what_opendp_charges():
 def _wrong_rate(plan, reps, seed):
     """How often ``prior`` on the pooled label tables of the three sites (post-processed beside a round-2 table at
     round 2's share, as the learner reads them) answers the smaller class of :data:`TRUE`."""
-    from marg.learners.label_only import LabelOnly
-    from marg.learners.two_round import label_source
+    from marg.learners.classifiers.label_only import LabelOnly
+    from marg.learners.study.two_round import label_source
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import Summary
     from marg.marginals.tables import MarginalTable

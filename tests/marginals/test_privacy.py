@@ -321,7 +321,7 @@ def test_costs_add_field_by_field():
 # ---------------------------------------------------------------------------------------
 def test_request_round_trips(tmp_path):
     """A request file reads back as written; a foreign fingerprint and a bad pair are refused. (Which features
-    ``marg request --top`` puts in it is the screening's order: tests/learners/test_screening.py.)"""
+    ``marg request --top`` puts in it is the screening's order: tests/learners/selection/test_screening.py.)"""
     cb = Codebook(features=tuple(CategoricalFeature(f"g{i}", ("0", "1")) for i in range(6)), label=Label("y", ("a", "b")))
     top = ["g0", "g2", "g4"]
     req = PairRequest.all_pairs(cb.fingerprint, top)

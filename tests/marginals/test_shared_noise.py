@@ -304,7 +304,7 @@ def test_the_ledger_records_both_guarantees_and_charges_the_studys(tmp_path):
 def test_a_learner_fits_from_the_pooled_shares_with_the_exact_noise_tails():
     """The pooled summary's box takes the shares' recorded draws (exact lattice tails, not a normal
     approximation): the certificate is not approximate, and the box's noise is the plan's."""
-    from marg.learners.mrc import MRC
+    from marg.learners.classifiers.mrc import MRC
     from marg.marginals.counting import count_tables
     from marg.marginals.summary import Summary
 

@@ -50,7 +50,7 @@ def test_evaluate_counts_its_errors_on_the_executors(tmp_path, spark, split, uni
     # by content: the local matrix is the model's on the held-out rows, recomputed here from the site's key
     import numpy as np
 
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
     from marg.marginals.encoding import encode_file
     from marg.marginals.holdout import site_key
 
@@ -64,7 +64,7 @@ def test_evaluate_counts_its_errors_on_the_executors(tmp_path, spark, split, uni
 
 def test_held_confusion_tallies_equal_the_local_path(tmp_path, spark):
     """The split's and the bound's tallies summed over partitions are the one pass's."""
-    from marg.learners.model import Model
+    from marg.learners.estimator.model import Model
     from marg.marginals.held_confusion import held_confusion
 
     evaluate_both(tmp_path, ["--holdout", "0.25"], ["--privacy-unit", "pid", "--max-rows-per-unit", "1"], "errors")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from marg.learners.final_choice import final_against_prior
+from marg.learners.study.final_choice import final_against_prior
 from marg.marginals import study_design as sd
 from marg.marginals import study_split as ss
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from marg.learners.model import Model
+from marg.learners.estimator.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.holdout import Holdout, Splitter, select, site_key
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv

@@ -32,7 +32,7 @@ def _sites(tmp, n_sites=2, n=300, p=6, seed=3):
 
 
 def test_both_rounds_release_the_noise_and_cost_their_plans_state(tmp_path):
-    from marg.learners.two_round import plan_request, site_round1
+    from marg.learners.study.two_round import plan_request, site_round1
 
     cb, files = _sites(tmp_path)
     r1_bundles, recs = [], []

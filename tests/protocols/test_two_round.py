@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from marg.learners.model import Model
+from marg.learners.estimator.model import Model
 from marg.marginals.encoding import encode_file
 from marg.marginals.synthetic import demo_codebook
 from marg.protocols.load import load_summary
