@@ -13,10 +13,10 @@ Summary alone — no row reaches a learner. Test error = share of test rows whos
 deterministic prediction (argmax for DCC/MRC, MAP for Rényi) is wrong.
 
 Learners (all pure minimax / least squares on the empirical marginals, λ = 0, as in the
-papers): ``dcc`` = :class:`learners.dcc.DCC` (s=0, maximum spanning forest on
+papers): ``dcc`` = :class:`learners.classifiers.dcc.DCC` (s=0, maximum spanning forest on
 I(X_i; X_j | Y), empty cells by the default "evidence" policy); ``dcc-label`` = the same on
 the forest of largest I(X_i, X_j; Y); ``gdcc`` = greedy DCC (s=0); ``mrc`` = first-order
-MRC (s=0); ``renyi`` = :class:`learners.renyi.RenyiClassifier` (MAP rule, δ̃^map of seed
+MRC (s=0); ``renyi`` = :class:`learners.classifiers.renyi.RenyiClassifier` (MAP rule, δ̃^map of seed
 004). Optional: ``dcc-free`` (empty="free"), ``dcc-cal`` (λ calibrated to 95% coverage),
 ``dcc-hinge`` / ``dcc-label-hinge`` (loss="hinge", the published DCC's worst-case hinge
 loss, on either forest; its certificate column is the worst-case hinge loss, = 2·R*),

@@ -17,7 +17,7 @@ trust-store key is not a learner's (:mod:`protocols.key_roles`: a site's key in 
 folder does not sign models) or a bad signature.
 
 **Verify the bytes you use.** :func:`read_verified_model` reads the file once and returns the
-verified bytes; the model is built from those (:meth:`learners.model.Model.from_bytes`), never
+verified bytes; the model is built from those (:meth:`marg.learners.estimator.model.Model.from_bytes`), never
 from a second read of the path, which another process could have swapped in between.
 """
 

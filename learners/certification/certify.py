@@ -7,9 +7,9 @@ over-approximated, so any tie-break is covered) and is certified over
 U = {p : |E_pΦ − τ| ≤ λ}, Φ the first-order indicators (``structure="first"``) or those plus
 the pairs of a maximum spanning forest on I(X_i, X_j; Y) (``"forest"``), λ calibrated to the
 simultaneous ``coverage`` as for the MRC. ``exact=True`` computes W(h) by row generation
-with MILP separation (:func:`.minimax.fixed_rule_fit.certify_rule`, valid at any stop), or the
+with MILP separation (:func:`..minimax.fixed_rule_fit.certify_rule`, valid at any stop), or the
 one-LP bound where that is smaller; otherwise the one-LP Lagrangian bound W_L ≥ W(h)
-(:func:`.minimax.fixed_rule_lp.certify_rule_lp`), which can be far above W(h) over a forest's box.
+(:func:`..minimax.fixed_rule_lp.certify_rule_lp`), which can be far above W(h) over a forest's box.
 Either is a valid certificate for the rule the model predicts with.
 """
 

@@ -10,21 +10,21 @@ ones: the 0-1-loss version of the Discrete Chebyshev Classifier (Eban, Mezuman, 
 ICML 2014, which minimises the worst-case hinge loss over the marginals of all pairs).
 
 Its own idea is the structure — which edges to use; everything else is the engine's one fit
-(:func:`.minimax.fit.fit`: the problem from the Summary, a formulation, a search):
+(:func:`..minimax.fit.fit`: the problem from the Summary, a formulation, a search):
 
 - ``structure="forest"``: the maximum-weight spanning forest on I(X_i; X_j | Y) (TAN /
   Chow–Liu, ``edge_weight="cmi"``) or on I(X_i, X_j; Y) (``"label"``)
-  (:mod:`marg.learners.features.structure`), solved exactly (the ``forest`` formulation, :mod:`.minimax.pair_formulations`);
-- ``greedy=True``: edges added while R* drops (:class:`.minimax.fit.Greedy`);
+  (:mod:`marg.learners.features.structure`), solved exactly (the ``forest`` formulation, :mod:`..minimax.pair_formulations`);
+- ``greedy=True``: edges added while R* drops (:class:`..minimax.fit.Greedy`);
 - ``structure="all"`` or a list of pairs: any graph; with a cycle the separation's max is
-  replaced by its local-polytope bound (:mod:`.minimax.local`): R*_L ≥ R*, still a valid
+  replaced by its local-polytope bound (:mod:`..minimax.local`): R*_L ≥ R*, still a valid
   certificate, exact on a forest;
 - ``loss="hinge"`` (binary labels): the published DCC's worst-case hinge loss on the
   spanning forest (:mod:`marg.learners.classifiers.dcc_hinge`), = 2·R*.
 
 λ covers the nodes and EVERY candidate pair (the structure is chosen from the same tables);
 the gauge at λ = 0 and the empty cells are the problem's layout
-(:func:`.minimax.from_summary.problem_from`) and the formulation's finish.
+(:func:`..minimax.from_summary.problem_from`) and the formulation's finish.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class DCC(MinimaxRules):
         The exact forest epigraph LP (message variables), or row generation with the DP oracle.
     empty : {"evidence", "free", "impossible"}
         What the rule does in an empty cell of some labels (R* is the same for all three,
-        :mod:`.minimax.empty_cells`).
+        :mod:`..minimax.empty_cells`).
     alpha : float
         Family-wise significance level of ``empty="evidence"``.
     extra_rows : int or None
@@ -107,7 +107,7 @@ class DCC(MinimaxRules):
         ``max_edges`` pairs of largest ``edge_weight``). A sequence: those feature pairs.
         On a graph with a cycle the certificate is R*_L ≥ R* and ``relaxed_`` is True;
         ``predict_proba`` then uses the certified bound φ_L(μ) ≥ φ(μ). Not with ``greedy``; with
-        a cycle not with ``solver="rows"`` or ``loss="hinge"`` (:mod:`.minimax.formulations`).
+        a cycle not with ``solver="rows"`` or ``loss="hinge"`` (:mod:`..minimax.registry`).
 
     Attributes
     ----------
@@ -198,7 +198,7 @@ class DCC(MinimaxRules):
     }
 
     def check_params(self) -> None:
-        """The declared constraints, then the formulation (:mod:`.minimax.formulations`) against the structure."""
+        """The declared constraints, then the formulation (:mod:`..minimax.registry`) against the structure."""
         super().check_params()
         self._formulation()
         if self.greedy and self.structure != "forest":

@@ -1,6 +1,6 @@
 """Group-lasso solver for the robust Rényi feature selection problem (seed 004 §6, Algorithm 1).
 
-Objective (the intercept already eliminated, see :func:`learners.renyi_problem.center_problem`),
+Objective (the intercept already eliminated, see :func:`marg.learners.classifiers.renyi_problem.center_problem`),
 for T binary problems sharing Q_c (T = 1 binary label, T = K one-vs-rest):
 
     F(Z) = tr(ZᵀQ_c Z) − tr(D_cᵀZ) + λ Σ_i w_i ‖Z_i‖,      Z ∈ R^{M×T},

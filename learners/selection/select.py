@@ -20,7 +20,7 @@ sqrt(1 − γ(S)/(q(1−q)))). Robust Rényi feature selection (13) asks for arg
 
 - ``method="gbd"``: exact min_{|S|≤M} c_g(S) with the ridge ‖Z‖²/g (default g = 100: a
   shrinkage of 0.01 in probability units, against ≤ 0.25 for an indicator's variance), by
-  :func:`learners.gbd.gbd`, warm-started with cuts at the supports of the group-lasso path;
+  :func:`marg.learners.selection.gbd.gbd`, warm-started with cuts at the supports of the group-lasso path;
   reports lower/upper bounds and the certified gap. g trades cut strength for bias: the
   cut overstates a feature's gain by about a factor (1 + g·residual variance), so a small
   g converges fast and a large g (a nearly unridged objective) can need many iterations.

@@ -246,7 +246,7 @@ def package_graph(graph: dict[str, set[str]], layer: str) -> dict[str, set[str]]
 
 def test_no_import_runs_up_a_package():
     """No module of a sub-package imports a module of its parent package (learners/minimax/ never imports
-    learners/base.py): what a sub-package needs sits in it, below it or beside it."""
+    learners/auto.py): what a sub-package needs sits in it, below it or beside it."""
     found = upward_imports(ROOT, _package_dirs(ROOT))
     bad = {sub: lines for sub, lines in found.items() if sub not in READS_UP}
     assert not bad, "imports that run up a package:\n" + "\n".join(line for lines in bad.values() for line in lines)
