@@ -1,7 +1,7 @@
 """Brute-force oracles for the pairwise (DCC) learners: random joints with their exact summaries,
 the whole domain, and the LPs over the full joint (largest Bayes error R*, a rule's worst case).
 
-Shared by tests/learners/test_dcc*.py; an independent route (SciPy's linprog over the full
+Shared by tests/learners/classifiers/test_dcc*.py; an independent route (SciPy's linprog over the full
 joint), never the learners' own LP code.
 """
 
