@@ -69,7 +69,7 @@ class FirstOrderRead:
 class _Whole:
     """One LP with every feature: the model's solve as :class:`.fit.One` calls it."""
 
-    def __init__(self, model: Any, callback: Callable[[dict], None] | None, time_limit: float | None):
+    def __init__(self, model: Any, callback: Callable[[dict[str, Any]], None] | None, time_limit: float | None):
         self.model, self.callback, self.time_limit = model, callback, time_limit
         self.converged = False
 
@@ -160,7 +160,7 @@ class Select:
     """
 
     def __init__(self, model, pricer: SplitPricer, n_max: int, eps: float, batch: int,
-                 callback: Callable[[dict], None] | None = None):
+                 callback: Callable[[dict[str, Any]], None] | None = None):
         self.model, self.pricer = model, pricer
         self.n_max, self.eps, self.batch = n_max, eps, batch
         self.callback = callback

@@ -143,7 +143,7 @@ def certify_rule(
     tol: float = 1e-9,
     bound: float = 1e3,
     time_limit: float | None = None,
-    callback: Callable[[dict], None] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
     max_rounds: int | None = None,
     max_nodes: int | None = None,
 ) -> RuleCertificate:

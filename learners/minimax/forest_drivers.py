@@ -24,7 +24,7 @@ R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -91,7 +91,7 @@ def _drop_vacuous_rows(lp: MinimaxModel, problem: MinimaxProblem, e: int) -> Non
 
 def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], compact: bool, bound: float = 1e3,
                 tol: float = 1e-9, extra_rows: int | None = 0, deadline: float | None = None,
-                callback: Callable[[dict], None] | None = None) -> MinimaxSolution:
+                callback: Callable[[dict[str, Any]], None] | None = None) -> MinimaxSolution:
     """The minimax LP on ``forest`` (node pairs, each a candidate edge of the problem's map): the
     compact epigraph LP, or row generation (``bound``, ``tol``, ``extra_rows``, ``deadline``)."""
     full, K = problem.fmap, problem.K
@@ -131,7 +131,7 @@ class GreedyEdges:
     """
 
     def __init__(self, problem: MinimaxProblem, rank: dict, tol: float, candidates: int | None,
-                 callback: Callable[[dict], None] | None):
+                 callback: Callable[[dict[str, Any]], None] | None):
         self.problem, self.rank, self.tol, self.candidates, self.callback = problem, rank, tol, candidates, callback
         self.cand = list(problem.fmap.edges)
         self.chosen: list[int] = []

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from marg.errors import InconsistentStatistics, SolverError
 
@@ -74,7 +74,7 @@ class Generation:
 
     stop: str = "converged"
     iterations: list[float] = field(default_factory=list)
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
     lower: list[float] = field(default_factory=list)
     upper: list[float] = field(default_factory=list)
     added: int = 0
@@ -107,9 +107,9 @@ class Pricing:
     """
 
     entering: int
-    record: dict = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
     complete: bool = True
-    progress: dict = field(default_factory=dict)
+    progress: dict[str, Any] = field(default_factory=dict)
     stop: str = "time_limit"
 
 
@@ -144,7 +144,7 @@ def generate_columns(
     patience: int | None = None,
     stall_tol: float = 0.0,
     price_last: bool = True,
-    callback: Callable[[dict], None] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
     no_solution: str = "the minimax LP produced no solution within the time limit",
 ) -> Generation:
     """Column generation on ``model`` until one of the four stop rules (module docstring).
@@ -234,13 +234,13 @@ class RowLP(Protocol):
 
     def solve(self, deadline: float | None = None) -> str: ...
 
-    def bounds(self, cuts: list) -> tuple[float, float, float]: ...
+    def bounds(self, cuts: Sequence[Any]) -> tuple[float, float, float]: ...
 
-    def add_cuts(self, cuts: list) -> int: ...
+    def add_cuts(self, cuts: Sequence[Any]) -> int: ...
 
 
 def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
-                  deadline: float | None = None, callback: Callable[[dict], None] | None = None) -> Generation:
+                  deadline: float | None = None, callback: Callable[[dict[str, Any]], None] | None = None) -> Generation:
     """Row generation on a :class:`RowLP`: solve, add the oracle's most violated rows, repeat.
 
     A row (a cut) proposed by ``oracle.most_violated(mu)`` has its value (gᵀμ − b, the LP's ν
@@ -282,7 +282,7 @@ def solve_boxed(
     grow: float = 100.0,
     max_grow: int = 2,
     deadline: float | None = None,
-    callback: Callable[[dict], None] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
     max_rounds: int = 100_000,
 ) -> Generation:
     """Row generation, then check the box |μ| ≤ B is slack; enlarge it (×``grow``) while it binds.

@@ -44,7 +44,7 @@ class OneShot:
     """A one-shot LP as :class:`.fit.One` solves it: ``run(deadline)`` gives the solution; a
     ``stage`` record ``{"stage", "R", "edges"}`` goes to the callback after it."""
 
-    def __init__(self, run: Callable[[float | None], MinimaxSolution], callback: Callable[[dict], None] | None = None,
+    def __init__(self, run: Callable[[float | None], MinimaxSolution], callback: Callable[[dict[str, Any]], None] | None = None,
                  stage: str | None = None):
         self.run, self.callback, self.stage = run, callback, stage
         self.solution: MinimaxSolution | None = None

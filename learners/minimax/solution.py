@@ -91,7 +91,7 @@ class MinimaxSolution:
     simplex_iterations: int = 0
     lp_columns: int = 0
     stop: str = "converged"
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = float("nan")
     formulation: str = ""
     fmap: Any = None
