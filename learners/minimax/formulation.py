@@ -103,7 +103,7 @@ class CompactModel:
         """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
 
-    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict[int, np.ndarray] | None = None) -> None:
         """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
@@ -237,7 +237,7 @@ class RowModel:
         """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
 
-    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict[int, np.ndarray] | None = None) -> None:
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
         if blocks.size == 0:

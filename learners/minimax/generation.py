@@ -41,11 +41,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from marg.errors import InconsistentStatistics, SolverError
 
 from .separation import SeparationOracle
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STOPS = ("converged", "k_max", "stalled", "time_limit", "work_budget")
 """Why a generation loop stopped (:attr:`Generation.stop`)."""
@@ -228,15 +231,35 @@ class RowLP(Protocol):
     """What row generation needs of an LP: the one model (:class:`.lp_model.MinimaxModel`), or its
     boosting kind (:class:`marg.learners.boost.monomial_lp.MonomialLP`, whose rows are domain points)."""
 
-    mu: Any
-    nu: float
-    n_rows: int
+    @property
+    def mu(self) -> np.ndarray: ...
+
+    @property
+    def nu(self) -> float: ...
+
+    @property
+    def n_rows(self) -> int: ...
 
     def solve(self, deadline: float | None = None) -> str: ...
 
     def bounds(self, cuts: Sequence[Any]) -> tuple[float, float, float]: ...
 
     def add_cuts(self, cuts: Sequence[Any]) -> int: ...
+
+
+class BoxedLP(RowLP, Protocol):
+    """What :func:`solve_boxed` needs besides row generation: the box |μ| ≤ B, how much it binds, and
+    the LP's value (the one model, :class:`.lp_model.MinimaxModel`)."""
+
+    @property
+    def objective(self) -> float: ...
+
+    @property
+    def bound(self) -> np.ndarray: ...
+
+    def box_gap(self) -> float: ...
+
+    def set_bound(self, bound: float | np.ndarray) -> None: ...
 
 
 def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
@@ -276,7 +299,7 @@ def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_ro
 
 
 def solve_boxed(
-    lp: Any,
+    lp: BoxedLP,
     oracle: SeparationOracle,
     tol: float = 1e-9,
     grow: float = 100.0,
