@@ -72,7 +72,8 @@ class _Whole:
 
     bound: float  # the box B of the impossible cells' −B (set by the build)
 
-    def __init__(self, model: CompactModel | RowModel, callback: Callable[[dict[str, Any]], None] | None, time_limit: float | None):
+    def __init__(self, model: CompactModel | RowModel, callback: Callable[[dict[str, Any]], None] | None,
+                 time_limit: float | None):
         self.model, self.callback, self.time_limit = model, callback, time_limit
         self.converged = False
 

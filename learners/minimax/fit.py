@@ -206,7 +206,8 @@ class FitFormulation(Protocol[P, M]):
 
     @abstractmethod
     def read(self, model: M, gen: Generation) -> MinimaxSolution:
-        """The model's point after the search (``gen`` its record) as a solution: μ, τ, λ, the value, the typed ``read``."""
+        """The model's point after the search (``gen`` its record) as a solution: μ, τ, λ, the value,
+        the typed ``read``."""
 
     @abstractmethod
     def finish(self, problem: P, raw: MinimaxSolution, options: FitOptions) -> Finished:
@@ -230,7 +231,8 @@ def certificate(raw: MinimaxSolution, done: Finished) -> float:
     return value
 
 
-def fit(problem: P, formulation: FitFormulation[P, M], search: Search, options: FitOptions = FitOptions()) -> MinimaxSolution:
+def fit(problem: P, formulation: FitFormulation[P, M], search: Search,
+        options: FitOptions = FitOptions()) -> MinimaxSolution:
     """Fit μ on ``problem`` by ``formulation`` and ``search``: the one fit of every minimax learner.
 
     Returns

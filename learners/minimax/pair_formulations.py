@@ -68,7 +68,8 @@ class OneShot:
 class Forest(Formulation[MinimaxProblem, "GreedyCompact | GreedyRows | OneShot"]):
     """``forest`` and ``forest-rows``: a given forest or greedy edges, finished by max-marginals."""
 
-    def build(self, problem: MinimaxProblem, search: Search, options: FitOptions) -> GreedyCompact | GreedyRows | OneShot:
+    def build(self, problem: MinimaxProblem, search: Search,
+              options: FitOptions) -> GreedyCompact | GreedyRows | OneShot:
         compact = self.name == "forest"
         if isinstance(search, Greedy):
             args = (problem, search.rank, search.tol, search.candidates, options.callback, options.bound)

@@ -328,11 +328,11 @@ class MinimaxRules(MarginalEstimator):
             raise TypeError("certificate must be an object")
         cov = rec.get("coverage", self.coverage if self.s is None else None)
         # the file's kinds, not checked here
-        self.certificate_ = Certificate(value, cast("CertificateKind", str(rec.get("kind", kind))), None if cov is None else float(cov),
-                                        bool(rec.get("approximate", False)), len(classes))
+        self.certificate_ = Certificate(value, cast("CertificateKind", str(rec.get("kind", kind))),
+                                        None if cov is None else float(cov), bool(rec.get("approximate", False)), len(classes))
         mr = d.get("minimax_risk")
-        self.minimax_risk_ = (replace(self.certificate_, value=float(mr["value"]), kind=cast("CertificateKind", str(mr["kind"])))
-                              if isinstance(mr, dict) else None)
+        self.minimax_risk_ = (replace(self.certificate_, value=float(mr["value"]),
+                                      kind=cast("CertificateKind", str(mr["kind"]))) if isinstance(mr, dict) else None)
         self.iterations_ = [float(v) for v in d.get("iterations", [])]
         self.n_rows_ = int(d.get("n_rows", 0))
         self.impossible_ = imp

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .forest_lp import SubsetFlow
 
 
-def pair_marginals(oracle: ForestOracle, flows: Sequence[SubsetFlow], pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
+def pair_marginals(oracle: ForestOracle, flows: Sequence[SubsetFlow],
+                   pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
     """Joint of (X_i, X_j, Y) under the worst-case distribution of a compact solve, extended
     off the forest as a tree-Markov distribution (one of the worst-case distributions: the
     LP only fixes its node and forest-edge marginals).

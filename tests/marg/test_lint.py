@@ -270,8 +270,9 @@ def run_mypy(tree: Path, cache: Path) -> subprocess.CompletedProcess[str]:
 
     if importlib.util.find_spec("mypy") is None:
         pytest.fail("mypy is not installed: pip install '.[test]'")
-    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(cache)],
-                       cwd=tree, env={**os.environ, "MYPYPATH": str(tree)}, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+                        "--cache-dir", str(cache)], cwd=tree, env={**os.environ, "MYPYPATH": str(tree)},
+                       capture_output=True, text=True)
     out = r.stdout + r.stderr
     for folder, pkg in _package_dirs(ROOT).items():
         if pkg != "marg":
@@ -289,4 +290,5 @@ def test_mypy_strict_on_the_minimax_engine_and_the_release_plan(tmp_path):
     planted = installed_tree(ROOT, tmp_path / "planted")
     plant(planted, "marg.learners.minimax.fit", '\n\ndef _planted() -> int:\n    return "not an int"\n')
     bad = run_mypy(planted, tmp_path / "cache")
-    assert bad.returncode == 1 and "learners/minimax/fit.py" in bad.stdout and "[return-value]" in bad.stdout, bad.stdout
+    assert bad.returncode == 1, bad.stdout
+    assert "learners/minimax/fit.py" in bad.stdout and "[return-value]" in bad.stdout, bad.stdout
