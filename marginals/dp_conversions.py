@@ -11,6 +11,7 @@ so that its map is at least the cost (a conversion never understates it).
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from marg._util import bisect_monotone
 from marg.errors import InputError
@@ -18,15 +19,13 @@ from marg.errors import InputError
 MAX_NOISE_SCALE = 1e15  # noise of a larger scale could leave the 64-bit counts (and is pure noise anyway)
 
 
-def dp_prelude():
+def dp_prelude() -> SimpleNamespace:
     """OpenDP's names marg uses, as ``opendp.prelude`` spells them (``dp.m``, ``dp.c``, ``dp.atom_domain``…),
     with the contrib features enabled — from OpenDP's core submodules: ``opendp.prelude`` itself also
     imports its extras (scikit-learn, and with it pandas and scipy, when installed: seconds of CPU
     at every DP export that uses none of them)."""
     global _DP
     if _DP is None:
-        from types import SimpleNamespace
-
         import opendp.combinators as c
         import opendp.domains as domains
         import opendp.measurements as m
@@ -42,7 +41,7 @@ def dp_prelude():
     return _DP
 
 
-_DP = None
+_DP: SimpleNamespace | None = None
 
 
 def opendp_words(exc: Exception) -> str:

@@ -379,7 +379,7 @@ class MonomialPricing:
     price_last: ClassVar[bool] = False
 
 
-class Monomials(Formulation):
+class Monomials(Formulation[MonomialProblem, MonomialColumns]):
     """Boosting's formulation as an object of the one fit: ``build`` starts column generation from
     the constant columns and one row per label subset; ``read`` takes the lowest R^k's μ (every R^k
     is a certificate of its own iterate), clears the solver's round-off and maximises φ at it (exact,

@@ -12,7 +12,7 @@ tie-break tables, provenance).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, cast
 
 import numpy as np
 
@@ -21,6 +21,10 @@ from marg.errors import InputError
 from ..estimator.base import Certificate, MarginalEstimator
 from ..features.box import box_tables
 from ..minimax.solution import MinimaxSolution
+
+if TYPE_CHECKING:
+    from ..core.certificate import CertificateKind
+    from ..features.blocks import Block
 
 
 def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: float = 1e-9) -> np.ndarray:
@@ -32,19 +36,23 @@ def argmax_rule(scores: np.ndarray, tiebreak: np.ndarray | None = None, rtol: fl
     ``tiebreak``, to the lowest index.
     """
     F = np.asarray(scores, dtype=np.float64)
+    labels: np.ndarray
     if tiebreak is None or F.shape[0] == 0:
-        return np.argmax(F, axis=1)
-    return np.argmax(np.where(maximal(F, rtol), np.asarray(tiebreak, dtype=np.float64), -np.inf), axis=1)
+        labels = np.argmax(F, axis=1)
+    else:
+        labels = np.argmax(np.where(maximal(F, rtol), np.asarray(tiebreak, dtype=np.float64), -np.inf), axis=1)
+    return labels
 
 
 def maximal(scores: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
     """(n, K) bool: the labels whose score is within ``rtol``·max(1, |max|) of the row's maximum."""
     F = np.asarray(scores, dtype=np.float64)
     top = F.max(axis=1, keepdims=True)
-    return F >= top - rtol * np.maximum(1.0, np.abs(top))
+    near: np.ndarray = F >= top - rtol * np.maximum(1.0, np.abs(top))
+    return near
 
 
-def naive_bayes_logp(tau: np.ndarray, prior: np.ndarray, n: float, blocks, dim: int) -> np.ndarray:
+def naive_bayes_logp(tau: np.ndarray, prior: np.ndarray, n: float, blocks: Iterable[Block], dim: int) -> np.ndarray:
     """Naive-Bayes log-likelihoods log P̂(x_i = a | y) per column, (K, dim), for tie-breaking.
 
     From the released first-order proportions τ[y, col] = P̂(x_i = a, y) of each one-hot
@@ -86,10 +94,21 @@ class MinimaxRules(MarginalEstimator):
     ``scores(X, mu)``, ``psi(X)``, ``dim`` and ``to_dict``) in ``map_``.
     """
 
+    # the estimator's hyper-parameters (MRC's and DCC's) and the fitted state a loaded file may lack,
+    # declared for the type checker
+    coverage: float
+    s: float | None
+    minimax_risk_: Certificate | None
+    prior_: np.ndarray | None
+    nb_logp_: np.ndarray | None
+    tau_: np.ndarray | None
+    lambda_: np.ndarray | None
+
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Scores Φ(x, y)ᵀμ, shape (n, K); X is (n, p) codes in codebook feature order."""
         self._check_fitted()
-        return self.map_.scores(X, self.mu_)
+        scores: np.ndarray = self.map_.scores(X, self.mu_)
+        return scores
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Deterministic rule argmax_y Φ(x, y)ᵀμ, as class indices (n,).
@@ -102,7 +121,7 @@ class MinimaxRules(MarginalEstimator):
         F = self.decision_function(X)
         pred = argmax_rule(F)
         nb = getattr(self, "nb_logp_", None)
-        if nb is None or F.shape[0] == 0:
+        if nb is None or self.prior_ is None or F.shape[0] == 0:  # a file with nb_logp has a prior (loading checks)
             return pred
         tied = np.flatnonzero(maximal(F).sum(axis=1) > 1)
         if tied.size:  # the tie-break scores only where they decide
@@ -128,7 +147,8 @@ class MinimaxRules(MarginalEstimator):
         self._check_fitted()
         psi = self.map_.psi(X)
         hits = (np.asarray(psi) != 0).astype(np.float64) @ np.asarray(self.ruled_out_, dtype=np.float64).T  # (n, K)
-        return np.all(hits > 0, axis=1)
+        out: np.ndarray = np.all(hits > 0, axis=1)
+        return out
 
     # ---------------------------------------------------------------- fitted state
     def _set_minimax_state(self, summary: Any, sol: MinimaxSolution, ruled_out: np.ndarray | None = None,
@@ -184,7 +204,7 @@ class MinimaxRules(MarginalEstimator):
         ``certificate_`` stays R*. The same μ and the same ``predict`` (the certificate is the fit's last step)."""
         self._predictor_only = True
         try:
-            return self.fit(summary)
+            return cast("MinimaxRules", self.fit(summary))  # fit returns self
         finally:
             del self._predictor_only
 
@@ -245,6 +265,8 @@ class MinimaxRules(MarginalEstimator):
     def _state(self) -> dict[str, Any]:
         """The fitted minimax state as JSON-ready values (the learner adds its map)."""
         c = self.certificate_
+        r = self.randomized_bound()
+        prior, nb = getattr(self, "prior_", None), getattr(self, "nb_logp_", None)
         return {
             "fingerprint": self.fingerprint_,
             "classes": list(self.classes_),
@@ -253,8 +275,7 @@ class MinimaxRules(MarginalEstimator):
             "phi": self.phi_,
             "worst_case_error": float(c.value),
             "certificate": {"kind": c.kind, "coverage": c.coverage, "approximate": c.approximate},
-            **({} if self.randomized_bound() is None else {"minimax_risk": {"value": float(self.minimax_risk_.value),
-                                                                            "kind": self.minimax_risk_.kind}}),
+            **({} if r is None else {"minimax_risk": {"value": float(r.value), "kind": r.kind}}),
             "iterations": list(self.iterations_),
             "n_rows": self.n_rows_,
             "impossible": [[int(j) for j in np.flatnonzero(row)] for row in self.impossible_],
@@ -262,8 +283,8 @@ class MinimaxRules(MarginalEstimator):
             **({} if np.array_equal(self.ruled_out_, self.impossible_)
                else {"ruled_out": [[int(j) for j in np.flatnonzero(row)] for row in self.ruled_out_]}),
             "converged": self.converged_,
-            "prior": None if getattr(self, "prior_", None) is None else [float(v) for v in self.prior_],
-            "nb_logp": None if getattr(self, "nb_logp_", None) is None else self.nb_logp_.tolist(),
+            "prior": None if prior is None else [float(v) for v in prior],
+            "nb_logp": None if nb is None else nb.tolist(),
             "map": self.map_.to_dict(),
         }
 
@@ -306,11 +327,12 @@ class MinimaxRules(MarginalEstimator):
         if not isinstance(rec, dict):
             raise TypeError("certificate must be an object")
         cov = rec.get("coverage", self.coverage if self.s is None else None)
-        self.certificate_ = Certificate(value, str(rec.get("kind", kind)), None if cov is None else float(cov),
-                                        bool(rec.get("approximate", False)), len(classes))
+        # the file's kinds, not checked here
+        self.certificate_ = Certificate(value, cast("CertificateKind", str(rec.get("kind", kind))),
+                                        None if cov is None else float(cov), bool(rec.get("approximate", False)), len(classes))
         mr = d.get("minimax_risk")
-        self.minimax_risk_ = (replace(self.certificate_, value=float(mr["value"]), kind=str(mr["kind"]))
-                              if isinstance(mr, dict) else None)
+        self.minimax_risk_ = (replace(self.certificate_, value=float(mr["value"]),
+                                      kind=cast("CertificateKind", str(mr["kind"]))) if isinstance(mr, dict) else None)
         self.iterations_ = [float(v) for v in d.get("iterations", [])]
         self.n_rows_ = int(d.get("n_rows", 0))
         self.impossible_ = imp

@@ -22,7 +22,10 @@ the local-polytope bound (at its reparametrisation).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from marg.errors import InputError
 
@@ -47,7 +50,7 @@ def policy_name(policy: str, allowed: tuple[str, ...], who: str) -> str:
     return name
 
 
-def fix_empty_cells_first_order(fmap: FeatureMap, mu: np.ndarray, tau: np.ndarray, lam: np.ndarray, bound: np.ndarray, blocks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def fix_empty_cells_first_order(fmap: FeatureMap, mu: np.ndarray, tau: np.ndarray, lam: np.ndarray, bound: ArrayLike, blocks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Give empty one-hot cells (τ + λ = 0) a definite coefficient without changing R(μ).
 
     Such a column costs nothing in the objective and lowering it only relaxes rows, so the
@@ -97,7 +100,8 @@ def fix_empty_cells_first_order(fmap: FeatureMap, mu: np.ndarray, tau: np.ndarra
 
 def empty_cells(pmap: PairwiseFeatureMap, tau: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """Empty cells: one-hot node and edge entries with τ + λ = 0 (never raw numeric columns), (K, D) bool."""
-    return ((tau + lam) <= 0.0) & pmap.indicator_columns()[None, :]
+    empty: NDArray[np.bool_] = ((tau + lam) <= 0.0) & pmap.indicator_columns()[None, :]
+    return empty
 
 
 def fix_empty_cells_forest(
@@ -203,13 +207,14 @@ def _empty_targets(pm: PairwiseFeatureMap, tau: np.ndarray, empty: np.ndarray, p
     """The empty cells to raise: ``unseen`` (D,) cells empty for every label, and ``part``
     (K, D) the (label, cell) entries empty for some labels only that ``policy`` raises."""
     K = tau.shape[0]
-    unseen = empty.all(axis=0)
+    unseen = cast("NDArray[np.bool_]", empty.all(axis=0))  # numpy types an axis reduction as array or scalar
     part = empty & ~unseen[None, :]
     if policy == "impossible":
         part = np.zeros_like(part)
     elif policy == "evidence":
         first = next((b for b in pm.blocks if b.kind == "onehot"), None)
         prior = tau[:, first.slice].sum(axis=1) if first is not None else np.full(K, 1.0 / K)
+        assert n is not None  # the caller refuses "evidence" without n
         n_cell = float(n) * tau.sum(axis=0)  # (D,) rows in each cell
         chance = (1.0 - np.clip(prior, 0.0, 1.0))[:, None] ** n_cell[None, :]
         part &= chance > alpha / max(1, int(part.sum()))  # significant absences (Bonferroni) stay ruled out
@@ -220,8 +225,11 @@ def _factor_max_marginals(oracle: ForestOracle, mu: np.ndarray, kind: str, idx: 
     """(nC, cells): max over x through each cell of the factor of Σ_{y∈C} Φ(x,y)ᵀμ without the factor's own term."""
     node_mm, edge_mm = oracle.max_marginals(mu.ravel())
     if kind == "node":
-        return node_mm[idx] - oracle.member @ mu[:, cols]
-    return edge_mm[idx].reshape(len(oracle.subsets), -1)
+        node: NDArray[np.float64] = node_mm[idx] - oracle.member @ mu[:, cols]
+        return node
+    edge = edge_mm[idx]
+    assert edge is not None, "an edge factor is an active edge"
+    return edge.reshape(len(oracle.subsets), -1)
 
 
 def fix_empty_cells_local(

@@ -22,6 +22,7 @@ from marg.errors import InputError, SolverError
 
 from .empty_cells import FIRST_ORDER_POLICIES, fix_empty_cells_first_order, policy_name
 from .first_order_models import CompactModel, RowModel
+from .fit import Columns, FitOptions, Search
 from .registry import Formulation, register
 from .generation import Generation, Pricing
 from .pricing import SplitPricer, screening_scores
@@ -69,7 +70,10 @@ class FirstOrderRead:
 class _Whole:
     """One LP with every feature: the model's solve as :class:`.fit.One` calls it."""
 
-    def __init__(self, model: Any, callback: Callable[[dict], None] | None, time_limit: float | None):
+    bound: float  # the box B of the impossible cells' −B (set by the build)
+
+    def __init__(self, model: CompactModel | RowModel, callback: Callable[[dict[str, Any]], None] | None,
+                 time_limit: float | None):
         self.model, self.callback, self.time_limit = model, callback, time_limit
         self.converged = False
 
@@ -81,20 +85,22 @@ class _Whole:
         return float(self.model.value)
 
 
-class FirstOrder(Formulation):
+class FirstOrder(Formulation[MinimaxProblem, "_Whole | Select"]):
     """A first-order formulation (``compact`` or ``rows``) as an object of the one fit."""
 
-    def build(self, problem: MinimaxProblem, search: Any, options: Any) -> Any:
+    def build(self, problem: MinimaxProblem, search: Search, options: FitOptions) -> _Whole | Select:
         fmap, tau, lam = problem.fmap, problem.tau, problem.lam
         subsets = subsets_for(problem.K).subsets
-        columns = search.name == "columns"
+        columns = isinstance(search, Columns)
+        model: CompactModel | RowModel
         if self.name == "compact":
             model = CompactModel(fmap, tau, lam, subsets, lp_solver="simplex" if columns else options.lp_solver)
         else:
             model = RowModel(fmap, tau, lam, subsets, bound=options.bound, tol=options.tol)
-        if not columns:
+        wrapped: _Whole | Select
+        if not isinstance(search, Columns):
             model.add_blocks(np.arange(fmap.n_blocks))
-            wrapped: Any = _Whole(model, options.callback, options.time_limit)
+            wrapped = _Whole(model, options.callback, options.time_limit)
         else:
             p = search.pricer
             model.add_blocks(p.initial(fmap, tau))
@@ -103,7 +109,7 @@ class FirstOrder(Formulation):
         wrapped.bound = float(options.bound)  # the box B of the impossible cells' −B
         return wrapped
 
-    def read(self, wrapped: Any, gen: Generation) -> MinimaxSolution:
+    def read(self, wrapped: _Whole | Select, gen: Generation) -> MinimaxSolution:
         model = wrapped.model  # the formulation's model; its LP is ``model.model``
         lp = model.model
         K, D = model.tau.shape
@@ -123,7 +129,7 @@ class FirstOrder(Formulation):
             n_rows=lp.n_rows, impossible=np.zeros((K, D), dtype=bool), bound=model.bound_flat(wrapped.bound),
             simplex_iterations=lp.lp.simplex_iterations, lp_columns=int(model.in_model.sum()), read=read)
 
-    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
+    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: FitOptions) -> Finished:
         """Empty cells on the working set by ``options.empty`` (``"impossible"``: μ = −B; ``"keep"``:
         the LP's μ, the empty cells still reported); φ(μ) by the exact first-order oracle."""
         fmap, tau, lam = problem.fmap, problem.tau, problem.lam
@@ -159,13 +165,15 @@ class Select:
     ``max_dual_violation`` is the largest v over all features at the last pricing.
     """
 
-    def __init__(self, model, pricer: SplitPricer, n_max: int, eps: float, batch: int,
-                 callback: Callable[[dict], None] | None = None):
+    bound: float  # the box B of the impossible cells' −B (set by the build)
+
+    def __init__(self, model: CompactModel | RowModel, pricer: SplitPricer, n_max: int, eps: float, batch: int,
+                 callback: Callable[[dict[str, Any]], None] | None = None):
         self.model, self.pricer = model, pricer
         self.n_max, self.eps, self.batch = n_max, eps, batch
         self.callback = callback
         self.max_dual_violation = np.inf
-        self._step: tuple[np.ndarray, np.ndarray, np.ndarray, dict] | None = None
+        self._step: tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]] | None = None
 
     def solve(self, deadline: float | None) -> float | None:
         """The restricted LP's R^k, or None when the deadline stopped it."""
@@ -205,6 +213,7 @@ class Select:
 
     def update(self) -> None:
         """Drop the idle features, let the priced ones in (at μ = 0, rows filled by their splits)."""
+        assert self._step is not None, "update() follows a price()"
         drop, enter, W, splits = self._step
         self.model.remove_blocks(drop)
         self.model.add_blocks(enter, W=W, splits=splits)

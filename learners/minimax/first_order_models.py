@@ -18,7 +18,7 @@ v = |Fᵀα − τ| − λ that SELECT needs.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -103,7 +103,7 @@ class CompactModel:
         """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
 
-    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict[int, np.ndarray] | None = None) -> None:
         """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
@@ -162,7 +162,7 @@ class CompactModel:
         self.in_model[blocks] = False
         self.oracle.set_active(self.active)
 
-    def solve(self, deadline: float | None = None, tol: float = 1e-9, callback: Callable[[dict], None] | None = None) -> str:
+    def solve(self, deadline: float | None = None, tol: float = 1e-9, callback: Callable[[dict[str, Any]], None] | None = None) -> str:
         """Solve from the current basis; returns "optimal" or "time_limit"."""
         model = self.model
         if model.solve(deadline) != "optimal":
@@ -237,7 +237,7 @@ class RowModel:
         """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
 
-    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict | None = None) -> None:
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict[int, np.ndarray] | None = None) -> None:
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
         if blocks.size == 0:
@@ -285,7 +285,7 @@ class RowModel:
         self.in_model[blocks] = False
         self.oracle.set_active(self.active)
 
-    def solve(self, deadline: float | None = None, tol: float | None = None, callback: Callable[[dict], None] | None = None) -> str:
+    def solve(self, deadline: float | None = None, tol: float | None = None, callback: Callable[[dict[str, Any]], None] | None = None) -> str:
         if not self._started:
             self.model.add_cuts(self.oracle.covering_cuts())
             self._started = True

@@ -32,13 +32,49 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar
+from abc import abstractmethod
+from typing import Any, Callable, ClassVar, Protocol, TypeAlias, TypeVar, cast
 
 from marg.errors import InputError, SolverError
 
-from .generation import Generation, generate_columns
+from .generation import ColumnModel, Generation, generate_columns
 from .problem import MinimaxProblem, risk
 from .solution import Finished, MinimaxSolution
+
+
+class Problem(Protocol):
+    """What the one fit knows of a problem: its K classes. The rest is the formulation's own
+    (:class:`.problem.MinimaxProblem`, :class:`.fixed_rule_fit.RuleProblem`,
+    :class:`marg.learners.boost.minimax_cg.MonomialProblem`): only its ``build`` and ``finish`` read it."""
+
+    @property
+    def K(self) -> int: ...
+
+
+class SearchModel(Protocol):
+    """The model a search drives, as a formulation's ``build`` gives it: every one solves to a deadline
+    (a ``time.perf_counter()`` value or None) and gives R of its point, or None when the deadline
+    stopped it first. A search asks more of it (:class:`OneModel`, :class:`.generation.ColumnModel`,
+    :class:`EdgeModel`); which search a formulation's model serves is its ``searches``, checked by :func:`fit`."""
+
+    def solve(self, deadline: float | None) -> float | None: ...
+
+
+class OneModel(Protocol):
+    """What :class:`One` drives: a solve that gives R (it raises if no point was found in time) and
+    whether that solve converged."""
+
+    @property
+    def converged(self) -> bool: ...
+
+    def solve(self, deadline: float | None) -> float: ...
+
+
+class EdgeModel(ColumnModel, Protocol):
+    """What :class:`Greedy` drives: a column model whose columns are the candidate edges of its problem's map."""
+
+    @property
+    def problem(self) -> MinimaxProblem: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +112,7 @@ class FitOptions:
     bound: float = 1e3
     tol: float = 1e-9
     time_limit: float | None = None
-    callback: Callable[[dict], None] | None = None
+    callback: Callable[[dict[str, Any]], None] | None = None
     lp_solver: str = "simplex"
     extra_rows: int | None = 0
     empty: str = "impossible"
@@ -93,13 +129,14 @@ class FitOptions:
 class One:
     """One LP on the given statistics (``edges``: DCC's given forest or graph, as node-index pairs)."""
 
-    edges: tuple = ()
+    edges: tuple[tuple[int, int], ...] = ()
     name: ClassVar[str] = "one"
 
-    def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
+    def run(self, model: SearchModel, options: FitOptions, t0: float) -> Generation:
         """Solve once: the model's ``solve(deadline)`` gives R (it raises if no point was found in time)."""
-        R = model.solve(options.deadline(t0))
-        return Generation(stop="converged" if model.converged else "time_limit", iterations=[float(R)])
+        one = cast(OneModel, model)  # a formulation that runs One builds a OneModel (its ``searches`` say so)
+        R = one.solve(options.deadline(t0))
+        return Generation(stop="converged" if one.converged else "time_limit", iterations=[float(R)])
 
 
 @dataclass(frozen=True)
@@ -117,9 +154,10 @@ class Columns:
     stall_tol: float = 0.0
     name: ClassVar[str] = "columns"
 
-    def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
+    def run(self, model: SearchModel, options: FitOptions, t0: float) -> Generation:
+        columns = cast(ColumnModel, model)  # a formulation that runs Columns builds a ColumnModel
         no_solution = getattr(model, "no_solution", f"the minimax LP produced no solution within the time limit ({options.time_limit} s)")
-        return generate_columns(model, k_max=int(self.k_max), t0=t0, time_limit=options.time_limit, patience=self.patience,
+        return generate_columns(columns, k_max=int(self.k_max), t0=t0, time_limit=options.time_limit, patience=self.patience,
                                 stall_tol=self.stall_tol, price_last=getattr(self.pricer, "price_last", True),
                                 callback=options.callback, no_solution=no_solution)
 
@@ -129,15 +167,51 @@ class Greedy:
     """Greedy edges: start first-order and add, while R* drops by more than ``tol``, the best
     forest-keeping edge of the ``candidates`` first in ``rank`` (node pair → sortable key)."""
 
-    rank: dict
+    rank: dict[tuple[int, int], Any]
     max_edges: int | None = None
     tol: float = 1e-4
     candidates: int | None = 8
     name: ClassVar[str] = "greedy"
 
-    def run(self, model: Any, options: FitOptions, t0: float) -> Generation:
-        cap = model.problem.fmap.n_nodes if self.max_edges is None else int(self.max_edges)
-        return generate_columns(model, k_max=cap, price_last=False)  # progress: the "greedy" record of each edge
+    def run(self, model: SearchModel, options: FitOptions, t0: float) -> Generation:
+        edges = cast(EdgeModel, model)  # a formulation that runs Greedy builds an EdgeModel
+        cap = int(edges.problem.fmap.n_nodes) if self.max_edges is None else int(self.max_edges)
+        return generate_columns(edges, k_max=cap, price_last=False)  # progress: the "greedy" record of each edge
+
+
+Search: TypeAlias = One | Columns | Greedy
+"""The searches a fit runs."""
+
+P = TypeVar("P", bound=Problem, contravariant=True)
+M = TypeVar("M", bound=SearchModel)
+
+
+class FitFormulation(Protocol[P, M]):
+    """What :func:`fit` asks of a formulation (its plug-in contract; :class:`.formulations.Formulation`
+    is the base every registered formulation subclasses): its ``name``, ``title`` and ``searches``,
+    why it does not run a search, and the three steps, abstract here.
+
+    ``P`` is the problem it reads, ``M`` the model its ``build`` gives the search.
+    """
+
+    name: str
+    title: str
+    searches: tuple[str, ...]
+
+    def accepts_search(self, search: str) -> str: ...
+
+    @abstractmethod
+    def build(self, problem: P, search: Search, options: FitOptions) -> M:
+        """The LP model ``search`` drives, on ``problem``."""
+
+    @abstractmethod
+    def read(self, model: M, gen: Generation) -> MinimaxSolution:
+        """The model's point after the search (``gen`` its record) as a solution: μ, τ, λ, the value,
+        the typed ``read``."""
+
+    @abstractmethod
+    def finish(self, problem: P, raw: MinimaxSolution, options: FitOptions) -> Finished:
+        """Definite values for the empty cells of ``raw`` (:mod:`.empty_cells`), φ over the whole domain."""
 
 
 def certificate(raw: MinimaxSolution, done: Finished) -> float:
@@ -157,7 +231,8 @@ def certificate(raw: MinimaxSolution, done: Finished) -> float:
     return value
 
 
-def fit(problem: MinimaxProblem, formulation: Any, search: One | Columns | Greedy, options: FitOptions = FitOptions()) -> MinimaxSolution:
+def fit(problem: P, formulation: FitFormulation[P, M], search: Search,
+        options: FitOptions = FitOptions()) -> MinimaxSolution:
     """Fit μ on ``problem`` by ``formulation`` and ``search``: the one fit of every minimax learner.
 
     Returns

@@ -24,6 +24,7 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from marg.errors import InputError, SolverError
 from marg.lp import INF, HighsLP, Status
@@ -62,8 +63,9 @@ class LinearRule:
     def scores(self, X: np.ndarray) -> np.ndarray:
         return self.fmap.scores(X, self.weights) + self.intercept[None, :]
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.argmax(self.scores(X), axis=1)
+    def predict(self, X: np.ndarray) -> NDArray[np.intp]:
+        labels: NDArray[np.intp] = np.argmax(self.scores(X), axis=1)
+        return labels
 
 
 class _Layout:

@@ -17,10 +17,10 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .fit import FitOptions, One, fit
+from .fit import FitOptions, One, Search, fit
 from .fixed_rule import FixedRuleOracle, LinearRule, OutOfTime
 from .registry import Formulation, register
-from .generation import solve_boxed
+from .generation import Generation, solve_boxed
 from .lp_model import MinimaxModel
 from .solution import Finished, MinimaxSolution
 
@@ -60,6 +60,11 @@ class RuleProblem:
     tau: np.ndarray
     lam: np.ndarray
 
+    @property
+    def K(self) -> int:
+        """The rule's classes."""
+        return self.rule.n_classes
+
 
 @dataclass(frozen=True)
 class RuleRead:
@@ -74,7 +79,7 @@ class _RuleRows:
     MILPs (:func:`.generation.solve_boxed`), each round's certified value R_h(μ) = 1 − τᵀμ + λᵀ|μ| +
     (the MILPs' proven bound − 1) recorded with its μ; the MILPs stop at the deadline too."""
 
-    def __init__(self, problem: RuleProblem, options: Any):
+    def __init__(self, problem: RuleProblem, options: FitOptions):
         K, D = problem.rule.n_classes, problem.fmap.dim
         self.oracle = FixedRuleOracle(problem.fmap, problem.rule, max_nodes=options.mip_nodes)
         self.lp = MinimaxModel.for_rows(problem.tau, problem.lam, options.bound)
@@ -86,7 +91,7 @@ class _RuleRows:
         self.best: tuple[np.ndarray, float] = (np.zeros(K * D), 0.0)  # μ = 0, φ = 0: the trivial W ≤ 1
         self.converged, self.lp_value = False, float("nan")
 
-    def _track(self, info: dict) -> None:
+    def _track(self, info: dict[str, Any]) -> None:
         lp, oracle = self.lp, self.oracle
         phi = oracle.last_upper - 1.0
         self.history.append(lp.risk(lp.mu, phi))
@@ -109,16 +114,16 @@ class _RuleRows:
         return min(self.history, default=1.0)
 
 
-class FixedRule(Formulation):
+class FixedRule(Formulation[RuleProblem, _RuleRows]):
     """W(h) of a fixed rule as a formulation of the one fit (:class:`RuleProblem`, search :class:`.fit.One`):
     ``build`` gives the row generation, ``read`` the best round's μ (the value it certifies: valid at
     any stop; μ = 0 and the trivial 1 when no round finished), ``finish`` nothing to fix and the
     rounds' values kept as recorded (the certificate is R_h of that μ, recomputed by the fit)."""
 
-    def build(self, problem: RuleProblem, search: Any, options: Any) -> _RuleRows:
+    def build(self, problem: RuleProblem, search: Search, options: FitOptions) -> _RuleRows:
         return _RuleRows(problem, options)
 
-    def read(self, model: _RuleRows, gen: Any) -> MinimaxSolution:
+    def read(self, model: _RuleRows, gen: Generation) -> MinimaxSolution:
         K, D = model.oracle.K, model.oracle.D
         mu, phi = model.best
         return MinimaxSolution(mu=mu.reshape(K, D), tau=model.lp.tau.reshape(K, D), lam=model.lp.lam.reshape(K, D), phi=phi,
@@ -127,7 +132,7 @@ class FixedRule(Formulation):
                                impossible=np.zeros((K, D), dtype=bool), bound=model.lp.bound, kind="W(h)",
                                read=RuleRead(model.lp_value))
 
-    def finish(self, problem: RuleProblem, raw: MinimaxSolution, options: Any) -> Finished:
+    def finish(self, problem: RuleProblem, raw: MinimaxSolution, options: FitOptions) -> Finished:
         return Finished(problem.fmap, raw.mu, raw.tau, raw.lam, raw.impossible, raw.phi, raw.bound, iterate=None)
 
 
@@ -143,7 +148,7 @@ def certify_rule(
     tol: float = 1e-9,
     bound: float = 1e3,
     time_limit: float | None = None,
-    callback: Callable[[dict], None] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
     max_rounds: int | None = None,
     max_nodes: int | None = None,
 ) -> RuleCertificate:

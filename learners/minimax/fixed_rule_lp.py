@@ -99,7 +99,7 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
             delta = [S[p] - S[c] for c in others]
 
             def entries(r: np.ndarray, cols: np.ndarray, vals: np.ndarray, y: int = y, tcol: np.ndarray = tcol,
-                        delta: list = delta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                        delta: list[np.ndarray] = delta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 R, C, V = mt.entries(y, r, cols, vals)
                 parts_r, parts_c, parts_v = [R], [C], [V]
                 for t, dl in zip(tcol, delta):
@@ -111,6 +111,7 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
                 return np.concatenate(parts_r), np.concatenate(parts_c), np.concatenate(parts_v)
 
             roots, nvar = forest_max_rows(oracle, dead, entries, nvar, rows, tag=(y, p))
+            assert roots is not None  # no cell is dead: every root has a value
             const = np.array([rule.intercept[p] - rule.intercept[c] + tie_tol for c in others])
             loss = float(p != y)
             # Σ roots + Σ_c t_c·const_c − ν ≤ −loss

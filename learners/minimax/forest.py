@@ -12,9 +12,10 @@ assignments (initial rows of row generation).
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from marg.errors import InputError
 
@@ -26,6 +27,8 @@ from .separation import Cut
 
 
 EXCLUDED = 1e12  # potential of an excluded (empty) cell: a row through it is never the maximum
+_OUTSIDE = np.zeros(0)
+"""A max-sum message slot of a node outside the pass (:meth:`ForestOracle._upward`): never read."""
 
 
 class ForestOracle:
@@ -81,11 +84,11 @@ class ForestOracle:
         if extra_rows is not None and not (isinstance(extra_rows, (int, np.integer)) and extra_rows >= 0):
             raise InputError(f"extra_rows must be an integer >= 0 or None, got {extra_rows!r}")
         self.extra_rows = extra_rows
-        self.penalty = None
-        self._dead = None
+        self.penalty: NDArray[np.float64] | None = None
+        self._dead: NDArray[np.bool_] | None = None
         if exclude is not None:
             ex = np.asarray(exclude, dtype=bool).reshape(self.K, self.D)
-            self._dead = ex.all(axis=0)
+            self._dead = cast("NDArray[np.bool_]", ex.all(axis=0))  # numpy types an axis reduction as array or scalar
             hit = (self.member @ ex) > 0  # (nC, D): some label of C is excluded at the column
             if hit.any():
                 self.penalty = np.where(hit, -EXCLUDED, 0.0)
@@ -181,16 +184,19 @@ class ForestOracle:
             E = E.transpose(0, 2, 1)
         return E
 
-    def _upward(self, S: np.ndarray, order: Sequence[int] | None = None, parent: np.ndarray | None = None, pedge: np.ndarray | None = None):
-        """Leaves-to-root max-sum messages over ``order`` (default: the whole forest, BFS order)."""
+    def _upward(self, S: np.ndarray, order: Sequence[int] | None = None, parent: np.ndarray | None = None,
+                pedge: np.ndarray | None = None) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """Leaves-to-root max-sum messages over ``order`` (default: the whole forest, BFS order); a node
+        outside ``order`` keeps an empty array."""
         n = self.pmap.n_nodes
         if order is None:
             order, parent, pedge = self.order, self.parent, self.parent_edge
-        acc: list[np.ndarray | None] = [None] * n
+        assert parent is not None, "an order comes with its parents"
+        acc: list[np.ndarray] = [_OUTSIDE] * n
         for i in order:
             acc[i] = self._node_pot(S, i)
-        msg: list[np.ndarray | None] = [None] * n
-        arg: list[np.ndarray | None] = [None] * n
+        msg: list[np.ndarray] = [_OUTSIDE] * n
+        arg: list[np.ndarray] = [_OUTSIDE] * n
         for c in reversed(order):
             p = int(parent[c])
             if p < 0:
@@ -335,7 +341,7 @@ class ForestOracle:
                     cuts.append(self.cut_for(k, CX[k, t], cv[k, t]))
                     if len(seen) > cap:
                         break
-        if self.tau is None:
+        if self.tau is None or self.lam is None:  # given together (__init__)
             return cuts
         if self.center is not None and self.stabilize > 0:
             mid = self.stabilize * self.center + (1.0 - self.stabilize) * mu

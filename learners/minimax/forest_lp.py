@@ -16,9 +16,11 @@ and solve once (:meth:`RowBuffer.solve`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from functools import partial
+from typing import Any, Callable, Sequence, TypedDict
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 import scipy.sparse as sp
 
 from marg.lp import INF, solver_error
@@ -29,13 +31,22 @@ from .lp_model import MinimaxModel
 from .solution import MinimaxSolution
 
 
+class SubsetFlow(TypedDict):
+    """One label subset C's worst-case flow on the forest: ``edge[c]`` (m_parent, m_c) the mass on the edge
+    from node c to its parent, ``root[r]`` (m_r,) the mass at a root, ``total`` the subset's mass β_C."""
+
+    edge: dict[int, NDArray[np.float64]]
+    root: dict[int, NDArray[np.float64]]
+    total: float
+
+
 @dataclass(frozen=True)
 class Flows:
     """The forest epigraph LP's read-out: ``flows``, per label subset, the worst-case distribution
     as the duals of its rows (``"edge"``, ``"root"`` and ``"total"``;
     :func:`.worst_case.pair_marginals` reads pair marginals from them)."""
 
-    flows: list
+    flows: list[SubsetFlow]
 
 
 def one_shot_model(tau: np.ndarray, lam: np.ndarray, columns: np.ndarray, what: str, layout: str = "blocks") -> MinimaxModel:
@@ -54,28 +65,29 @@ class RowBuffer:
         self.C: list[np.ndarray] = []
         self.V: list[np.ndarray] = []
         self.rhs: list[float] = []
-        self.meta: list[tuple] = []
+        self.meta: list[tuple[Any, ...]] = []
         self.n = 0
 
-    def add(self, cols, vals, rhs: float, meta: tuple = ()) -> None:
-        cols = np.asarray(cols, dtype=np.int64)
-        self.R.append(np.full(cols.size, self.n, dtype=np.int64))
-        self.C.append(cols)
+    def add(self, cols: ArrayLike, vals: ArrayLike, rhs: float, meta: tuple[Any, ...] = ()) -> None:
+        columns = np.asarray(cols, dtype=np.int64)
+        self.R.append(np.full(columns.size, self.n, dtype=np.int64))
+        self.C.append(columns)
         self.V.append(np.asarray(vals, dtype=np.float64))
         self.rhs.append(float(rhs))
         self.meta.append(meta)
         self.n += 1
 
-    def add_block(self, R, C, V, rhs, meta: tuple | list = ()) -> None:
+    def add_block(self, R: ArrayLike, C: ArrayLike, V: ArrayLike, rhs: ArrayLike,
+                  meta: tuple[Any, ...] | list[tuple[Any, ...]] = ()) -> None:
         """Many rows at once: entries (R[t], C[t], V[t]) with LOCAL row indices 0..len(rhs)−1;
         ``meta`` is one tag for every row, or a list with one tag per row."""
-        rhs = np.asarray(rhs, dtype=np.float64).ravel()
+        right = np.asarray(rhs, dtype=np.float64).ravel()
         self.R.append(np.asarray(R, dtype=np.int64) + self.n)
         self.C.append(np.asarray(C, dtype=np.int64))
         self.V.append(np.asarray(V, dtype=np.float64))
-        self.rhs.extend(rhs.tolist())
-        self.meta.extend(meta if isinstance(meta, list) else [meta] * rhs.size)
-        self.n += int(rhs.size)
+        self.rhs.extend(right.tolist())
+        self.meta.extend(meta if isinstance(meta, list) else [meta] * right.size)
+        self.n += int(right.size)
 
     def matrix(self, nvar: int) -> sp.csr_array:
         if not self.R:
@@ -98,6 +110,7 @@ class RowBuffer:
         model.add_aux(np.zeros(k), lower, np.full(k, INF))
         model.add_rows_matrix(self.matrix(nvar), np.asarray(self.rhs))
         if model.solve() != "optimal":
+            assert model.result is not None  # the solve just set it
             raise solver_error(model.what, model.result)
 
 
@@ -157,7 +170,7 @@ def forest_max_rows(
     alive: list[np.ndarray] = []
     for i in range(n):
         alive.append(~dead_col[oracle.vertex_cols[i]] if pm.blocks[i].kind == "onehot" else np.ones(int(oracle.n_vertices[i]), dtype=bool))
-    pending: list[tuple] = []
+    pending: list[tuple[int, NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]] = []
     for c in reversed(oracle.order):
         p = int(oracle.parent[c])
         if p < 0:
@@ -173,7 +186,7 @@ def forest_max_rows(
         pending.append((c, cells, ok, has))
     if any(not alive[r].any() for r in oracle.roots):
         return None, nvar
-    msg_var: list[np.ndarray | None] = [None] * n  # per child: var index per parent value (−1: dead)
+    msg_var: dict[int, NDArray[np.int64]] = {}  # per child: var index per parent value (−1: dead)
     for c, cells, ok, has in pending:
         var = np.full(cells.shape[0], -1, dtype=np.int64)
         var[has] = nvar + np.arange(int(has.sum()))
@@ -183,7 +196,7 @@ def forest_max_rows(
     vstart = pm.nodes.vertex_start
     vcol, vval = pm.nodes.vertex_col, pm.nodes.vertex_val
 
-    def block(node: np.ndarray, own: np.ndarray | None, at: np.ndarray, epi: np.ndarray, metas: list) -> None:
+    def block(node: np.ndarray, own: np.ndarray | None, at: np.ndarray, epi: np.ndarray, metas: list[tuple[Any, ...]]) -> None:
         """Rows (one per t): own cell (if any) + node[t]'s term at vertex at[t] + its children's
         messages at at[t] − epi[t] ≤ 0."""
         r = np.arange(at.size)
@@ -240,7 +253,7 @@ def solve_compact(
     tau: np.ndarray,
     lam: np.ndarray,
     columns: np.ndarray,
-) -> tuple[float, np.ndarray]:
+) -> MinimaxSolution:
     """LP (13) over the active forest in exact epigraph form, one HiGHS solve, no rows generated.
 
     For a label subset C, max_x Σ_{y∈C} Φ(x,y)ᵀμ ≤ T holds iff there are messages m with
@@ -288,8 +301,7 @@ def solve_compact(
     rows = RowBuffer()
     for k, Cset in enumerate(oracle.subsets):
         dead_col = (pen[k] < 0) if pen is not None else np.zeros(D, dtype=bool)
-        roots, nvar = forest_max_rows(oracle, dead_col, lambda r_, cols_, vals_, k=k: mt.entries(k, r_, cols_, vals_),
-                                      nvar, rows, tag=k)
+        roots, nvar = forest_max_rows(oracle, dead_col, partial(mt.entries, k), nvar, rows, tag=k)
         if roots is None:
             continue
         size = len(Cset)
@@ -298,7 +310,7 @@ def solve_compact(
     rows.solve(model, nvar)
     # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)
     mass = np.clip(-model.row_dual, 0.0, None)
-    flows = [{"edge": {}, "root": {}, "total": 0.0} for _ in oracle.subsets]
+    flows: list[SubsetFlow] = [{"edge": {}, "root": {}, "total": 0.0} for _ in oracle.subsets]
     for r_, (k, kind, v, a, b) in enumerate(meta):
         f = flows[k]
         if kind == 0:

@@ -24,7 +24,8 @@ R(μ) over the row-generation rounds; ``bound`` the box on |μ| per flat entry):
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def _drop_vacuous_rows(lp: MinimaxModel, problem: MinimaxProblem, e: int) -> Non
 
 def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], compact: bool, bound: float = 1e3,
                 tol: float = 1e-9, extra_rows: int | None = 0, deadline: float | None = None,
-                callback: Callable[[dict], None] | None = None) -> MinimaxSolution:
+                callback: Callable[[dict[str, Any]], None] | None = None) -> MinimaxSolution:
     """The minimax LP on ``forest`` (node pairs, each a candidate edge of the problem's map): the
     compact epigraph LP, or row generation (``bound``, ``tol``, ``extra_rows``, ``deadline``)."""
     full, K = problem.fmap, problem.K
@@ -114,12 +115,13 @@ def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], comp
     return _fit(problem, list(forest), lp.mu.copy(), res.lower, res.upper, iters, res.converged, lp.bound, lp.n_rows)
 
 
-def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list, rank: dict, candidates: int | None) -> list[int]:
+def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list[tuple[int, int]], rank: dict[tuple[int, int], Any],
+                            candidates: int | None) -> list[int]:
     order = sorted((free[t] for t in range(len(free)) if viol[t] > 1e-9), key=lambda e: rank[cand[e]])
     return order if candidates is None else order[: int(candidates)]
 
 
-class GreedyEdges:
+class GreedyEdges(ABC):
     """Greedy edges as a column model of :func:`.generation.generate_columns`: the columns are candidate edges.
 
     ``solve`` gives R* of the forest so far; ``price`` skips the candidates whose marginals the
@@ -130,8 +132,8 @@ class GreedyEdges:
     :meth:`_restore` and :meth:`result`.
     """
 
-    def __init__(self, problem: MinimaxProblem, rank: dict, tol: float, candidates: int | None,
-                 callback: Callable[[dict], None] | None):
+    def __init__(self, problem: MinimaxProblem, rank: dict[tuple[int, int], Any], tol: float, candidates: int | None,
+                 callback: Callable[[dict[str, Any]], None] | None):
         self.problem, self.rank, self.tol, self.candidates, self.callback = problem, rank, tol, candidates, callback
         self.cand = list(problem.fmap.edges)
         self.chosen: list[int] = []
@@ -168,13 +170,35 @@ class GreedyEdges:
         return Pricing(1, {**record, "tried": len(order)}, progress=size)
 
     def update(self) -> None:
-        self.chosen.append(self._best)
-        self.uf.union(*self.cand[self._best])
-        self._add(self._best)
+        best = self._best
+        assert best is not None, "update() follows a price() that let an edge in"
+        self.chosen.append(best)
+        self.uf.union(*self.cand[best])
+        self._add(best)
         self._added = True
 
     def edges(self) -> list[tuple[int, int]]:
         return [self.cand[e] for e in self.chosen]
+
+    @abstractmethod
+    def _solve_model(self) -> tuple[float, bool]:
+        """R* of the chosen forest and whether its solve converged."""
+
+    @abstractmethod
+    def _violations(self, free: list[int]) -> np.ndarray:
+        """v_e of the ``free`` candidate edges at the current worst-case distribution."""
+
+    @abstractmethod
+    def _trials(self, order: list[int]) -> tuple[int | None, float]:
+        """The best of the edges ``order`` (None: none lowers R*) and its R*."""
+
+    @abstractmethod
+    def _add(self, e: int) -> None:
+        """Put edge ``e`` in the model."""
+
+    @abstractmethod
+    def result(self, iterations: list[float]) -> MinimaxSolution:
+        """The search's solution on the full candidate map (``iterations`` its R* per step)."""
 
     def _restore(self) -> None:
         """Bring the model back to the chosen forest after trials that did not pay."""
@@ -183,10 +207,12 @@ class GreedyEdges:
 class GreedyCompact(GreedyEdges):
     """Each trial is the exact forest epigraph LP; α is read from the current LP's flows."""
 
-    def __init__(self, problem, rank, tol, candidates, callback, bound: float):
+    def __init__(self, problem: MinimaxProblem, rank: dict[tuple[int, int], Any], tol: float, candidates: int | None,
+                 callback: Callable[[dict[str, Any]], None] | None, bound: float):
         super().__init__(problem, rank, tol, candidates, callback)
         self.bound = bound
-        self.sol: MinimaxSolution | None = None
+        self.sol: MinimaxSolution  # the chosen forest's LP and oracle, from the first solve on
+        self.orc: ForestOracle
         self._pending: tuple[MinimaxSolution, ForestOracle] | None = None
 
     def _solve_model(self) -> tuple[float, bool]:
@@ -208,7 +234,8 @@ class GreedyCompact(GreedyEdges):
         return viol
 
     def _trials(self, order: list[int]) -> tuple[int | None, float]:
-        best, best_sol, best_orc = None, self.sol, self.orc
+        best: int | None = None
+        best_sol, best_orc = self.sol, self.orc
         for e in order:
             se, oe = _compact(self.problem, self.chosen + [e])
             self.lower.append(se.value)
@@ -233,7 +260,8 @@ class GreedyRows(GreedyEdges):
     """ONE warm-started row-generation LP whose rows carry every candidate's coefficients;
     each trial adds an edge's columns, re-solves and takes them out again."""
 
-    def __init__(self, problem, rank, tol, candidates, callback, bound: float, row_tol: float,
+    def __init__(self, problem: MinimaxProblem, rank: dict[tuple[int, int], Any], tol: float, candidates: int | None,
+                 callback: Callable[[dict[str, Any]], None] | None, bound: float, row_tol: float,
                  extra_rows: int | None, time_limit: float | None):
         super().__init__(problem, rank, tol, candidates, callback)
         full = problem.fmap

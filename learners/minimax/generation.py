@@ -41,11 +41,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from marg.errors import InconsistentStatistics, SolverError
 
 from .separation import SeparationOracle
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STOPS = ("converged", "k_max", "stalled", "time_limit", "work_budget")
 """Why a generation loop stopped (:attr:`Generation.stop`)."""
@@ -74,7 +77,7 @@ class Generation:
 
     stop: str = "converged"
     iterations: list[float] = field(default_factory=list)
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
     lower: list[float] = field(default_factory=list)
     upper: list[float] = field(default_factory=list)
     added: int = 0
@@ -107,9 +110,9 @@ class Pricing:
     """
 
     entering: int
-    record: dict = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
     complete: bool = True
-    progress: dict = field(default_factory=dict)
+    progress: dict[str, Any] = field(default_factory=dict)
     stop: str = "time_limit"
 
 
@@ -144,7 +147,7 @@ def generate_columns(
     patience: int | None = None,
     stall_tol: float = 0.0,
     price_last: bool = True,
-    callback: Callable[[dict], None] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
     no_solution: str = "the minimax LP produced no solution within the time limit",
 ) -> Generation:
     """Column generation on ``model`` until one of the four stop rules (module docstring).
@@ -228,19 +231,39 @@ class RowLP(Protocol):
     """What row generation needs of an LP: the one model (:class:`.lp_model.MinimaxModel`), or its
     boosting kind (:class:`marg.learners.boost.monomial_lp.MonomialLP`, whose rows are domain points)."""
 
-    mu: Any
-    nu: float
-    n_rows: int
+    @property
+    def mu(self) -> np.ndarray: ...
+
+    @property
+    def nu(self) -> float: ...
+
+    @property
+    def n_rows(self) -> int: ...
 
     def solve(self, deadline: float | None = None) -> str: ...
 
-    def bounds(self, cuts: list) -> tuple[float, float, float]: ...
+    def bounds(self, cuts: Sequence[Any]) -> tuple[float, float, float]: ...
 
-    def add_cuts(self, cuts: list) -> int: ...
+    def add_cuts(self, cuts: Sequence[Any]) -> int: ...
+
+
+class BoxedLP(RowLP, Protocol):
+    """What :func:`solve_boxed` needs besides row generation: the box |μ| ≤ B, how much it binds, and
+    the LP's value (the one model, :class:`.lp_model.MinimaxModel`)."""
+
+    @property
+    def objective(self) -> float: ...
+
+    @property
+    def bound(self) -> np.ndarray: ...
+
+    def box_gap(self) -> float: ...
+
+    def set_bound(self, bound: float | np.ndarray) -> None: ...
 
 
 def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
-                  deadline: float | None = None, callback: Callable[[dict], None] | None = None) -> Generation:
+                  deadline: float | None = None, callback: Callable[[dict[str, Any]], None] | None = None) -> Generation:
     """Row generation on a :class:`RowLP`: solve, add the oracle's most violated rows, repeat.
 
     A row (a cut) proposed by ``oracle.most_violated(mu)`` has its value (gᵀμ − b, the LP's ν
@@ -276,13 +299,13 @@ def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_ro
 
 
 def solve_boxed(
-    lp: Any,
+    lp: BoxedLP,
     oracle: SeparationOracle,
     tol: float = 1e-9,
     grow: float = 100.0,
     max_grow: int = 2,
     deadline: float | None = None,
-    callback: Callable[[dict], None] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
     max_rounds: int = 100_000,
 ) -> Generation:
     """Row generation, then check the box |μ| ≤ B is slack; enlarge it (×``grow``) while it binds.

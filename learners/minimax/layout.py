@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 
 def flat_index(D: int, y: Any, cols: Any) -> Any:
@@ -20,13 +21,14 @@ def flat_index(D: int, y: Any, cols: Any) -> Any:
     return y * D + cols
 
 
-def every_label(K: int, D: int, psi_cols: Sequence[int] | np.ndarray) -> np.ndarray:
+def every_label(K: int, D: int, psi_cols: Sequence[int] | NDArray[np.integer[Any]]) -> NDArray[np.int64]:
     """Flat μ indices of the Ψ columns ``psi_cols`` for every label, label-major, (K·len(psi_cols),)."""
-    psi_cols = np.asarray(psi_cols, dtype=np.int64)
-    return flat_index(D, np.arange(K)[:, None], psi_cols[None, :]).ravel()
+    cols = np.asarray(psi_cols, dtype=np.int64)
+    flat: NDArray[np.int64] = flat_index(D, np.arange(K)[:, None], cols[None, :])
+    return flat.ravel()
 
 
-def column_bounds(fmap: Any, n_classes: int, bound: float) -> np.ndarray:
+def column_bounds(fmap: Any, n_classes: int, bound: float) -> NDArray[np.float64]:
     """Box B_j per flat μ column, (K·D,): ``bound`` for indicator columns, bound/max(|lo|, |hi|) for a raw
     numeric column (it moves the score by up to max(|lo|, |hi|)·μ)."""
     per = np.full(fmap.dim, float(bound))
@@ -48,8 +50,8 @@ class MuLayout:
         Entries of μ that are LP columns; μ is 0 elsewhere until empty cells are fixed.
     """
 
-    excluded: np.ndarray
-    lp_mask: np.ndarray
+    excluded: NDArray[np.bool_]
+    lp_mask: NDArray[np.bool_]
 
     @classmethod
     def full(cls, K: int, D: int) -> "MuLayout":
@@ -68,15 +70,15 @@ class MuLayout:
         """Flat index of (y, j) (:func:`flat_index`)."""
         return flat_index(self.D, y, cols)
 
-    def every_label(self, psi_cols: Sequence[int] | np.ndarray) -> np.ndarray:
+    def every_label(self, psi_cols: Sequence[int] | NDArray[np.integer[Any]]) -> NDArray[np.int64]:
         """Flat indices of ``psi_cols`` for every label (:func:`every_label`)."""
         return every_label(self.K, self.D, psi_cols)
 
-    def lp_columns(self, psi_cols: Sequence[int] | np.ndarray) -> np.ndarray:
+    def lp_columns(self, psi_cols: Sequence[int] | NDArray[np.integer[Any]]) -> NDArray[np.int64]:
         """Flat LP columns: every label's entries of the Ψ columns ``psi_cols`` that are LP columns."""
         flat = self.every_label(psi_cols)
         return flat[self.lp_mask.ravel()[flat]]
 
-    def restrict(self, keep: np.ndarray) -> "MuLayout":
+    def restrict(self, keep: NDArray[np.integer[Any]] | NDArray[np.bool_]) -> "MuLayout":
         """The layout on the Ψ columns ``keep`` (a sub-map)."""
         return MuLayout(self.excluded[:, keep], self.lp_mask[:, keep])

@@ -60,7 +60,9 @@ class GraphLayout:
             ecol.append(pmap.edge_columns(e))
             e_of.append(np.full(mi * mj, e, dtype=np.int64))
             s0 += mi + mj
-        cat = lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, dtype=np.int64)  # noqa: E731
+        def cat(xs: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, dtype=np.int64)
+
         self.slot_vertex, self.slot_i, self.slot_j = cat(slot_vertex), cat(slot_i), cat(slot_j)
         self.ecol, self.e_of = cat(ecol), cat(e_of)
         self.n_slots = s0
@@ -82,7 +84,7 @@ class GraphLayout:
 
     def row_values(self, theta: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """θ + offsets per Ψ column; a raw numeric column holds max(lo·θ, hi·θ) (its two vertex rows)."""
-        val = theta + offsets
+        val: np.ndarray = theta + offsets
         for col, lo, hi in self.numeric:
             val[..., col] = np.maximum(lo * theta[..., col], hi * theta[..., col])
         return val

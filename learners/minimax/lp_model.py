@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 import scipy.sparse as sp
 
 from marg.errors import InconsistentStatistics, InputError
@@ -139,7 +140,8 @@ class MinimaxModel(ModelRows):
     @property
     def active(self) -> np.ndarray:
         """Flat μ indices in the model, in the order their μ⁺ columns sit in the LP."""
-        return self.ref[self.sign == 1]
+        active: NDArray[np.int64] = self.ref[self.sign == 1]
+        return active
 
     def extend(self, tau: Any, lam: Any) -> np.ndarray:
         """New flat μ indices with these τ, λ (a map whose columns are discovered, e.g. boosting's); returns them."""
@@ -195,7 +197,7 @@ class MinimaxModel(ModelRows):
             if self.layout == "minus-first":
                 swap = np.concatenate([np.arange(n, 2 * n), np.arange(n)])
                 costs, lo, hi, sign = costs[swap], lo[swap], hi[swap], sign[swap]
-        entries: tuple = ()
+        entries: tuple[list[int] | np.ndarray, ...] = ()
         if coef is not None:
             A = sp.csc_array(coef)
             A.sort_indices()

@@ -16,8 +16,9 @@ With no edges every one of them is the first-order problem: MRC is DCC with no e
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import replace
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence, cast
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ..features.pairwise import PairwiseFeatureMap
 from .empty_cells import fix_empty_cells_forest, fix_empty_cells_local
 from .forest import ForestOracle
 from .forest_models import GreedyCompact, GreedyRows, forest_once, node_and_edge_columns
+from .fit import FitOptions, Greedy, One, Search
 from .registry import Formulation, register
 from .generation import Generation
 from .local import solve_local
@@ -44,7 +46,7 @@ class OneShot:
     """A one-shot LP as :class:`.fit.One` solves it: ``run(deadline)`` gives the solution; a
     ``stage`` record ``{"stage", "R", "edges"}`` goes to the callback after it."""
 
-    def __init__(self, run: Callable[[float | None], MinimaxSolution], callback: Callable[[dict], None] | None = None,
+    def __init__(self, run: Callable[[float | None], MinimaxSolution], callback: Callable[[dict[str, Any]], None] | None = None,
                  stage: str | None = None):
         self.run, self.callback, self.stage = run, callback, stage
         self.solution: MinimaxSolution | None = None
@@ -57,24 +59,31 @@ class OneShot:
             self.callback({"stage": self.stage, "R": sol.value, "edges": len(sol.edges)})
         return float(sol.iterations[-1])
 
+    def solved(self) -> MinimaxSolution:
+        """The solution of the solve (:class:`.fit.One` ran it)."""
+        assert self.solution is not None, "read after the search solved it"
+        return self.solution
 
-class Forest(Formulation):
+
+class Forest(Formulation[MinimaxProblem, "GreedyCompact | GreedyRows | OneShot"]):
     """``forest`` and ``forest-rows``: a given forest or greedy edges, finished by max-marginals."""
 
-    def build(self, problem: MinimaxProblem, search: Any, options: Any) -> Any:
+    def build(self, problem: MinimaxProblem, search: Search,
+              options: FitOptions) -> GreedyCompact | GreedyRows | OneShot:
         compact = self.name == "forest"
-        if search.name == "greedy":
+        if isinstance(search, Greedy):
             args = (problem, search.rank, search.tol, search.candidates, options.callback, options.bound)
             if compact:
                 return GreedyCompact(*args)
             return GreedyRows(*args, options.tol, options.extra_rows, options.time_limit)
-        return OneShot(lambda deadline: forest_once(problem, list(search.edges), compact, options.bound, options.tol,
+        edges = cast(One, search).edges  # it runs One or Greedy (its ``searches``, checked by the fit)
+        return OneShot(lambda deadline: forest_once(problem, list(edges), compact, options.bound, options.tol,
                                                     options.extra_rows, None if compact else deadline, options.callback))
 
-    def read(self, model: Any, gen: Generation) -> MinimaxSolution:
-        return model.solution if isinstance(model, OneShot) else model.result(gen.iterations)
+    def read(self, model: GreedyCompact | GreedyRows | OneShot, gen: Generation) -> MinimaxSolution:
+        return model.solved() if isinstance(model, OneShot) else model.result(gen.iterations)
 
-    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
+    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: FitOptions) -> Finished:
         K = problem.K
         pmap, keep = submodel(problem, raw.edges)
         tau, lam = problem.tau[:, keep], problem.lam[:, keep]
@@ -86,23 +95,24 @@ class Forest(Formulation):
                         float(np.max(B)) if B.size else float(options.bound))
 
 
-class OnSubmap(Formulation):
+class OnSubmap(Formulation[MinimaxProblem, OneShot]):
     """A one-shot LP on the map of the given edges (``One(edges)``): a subclass writes it in
     ``solve_on(problem, pmap, keep)`` (``keep`` the sub-map's columns in the problem's map) and
     its ``finish``; the read is the LP's solution, its ``stage`` the progress record's name."""
 
     stage: ClassVar[str] = ""
 
+    @abstractmethod
     def solve_on(self, problem: MinimaxProblem, pmap: PairwiseFeatureMap, keep: np.ndarray) -> MinimaxSolution:
-        raise NotImplementedError
+        """The LP's solution on the sub-map ``pmap`` (``keep`` its columns in the problem's map)."""
 
-    def build(self, problem: MinimaxProblem, search: Any, options: Any) -> OneShot:
-        edges = list(search.edges)
+    def build(self, problem: MinimaxProblem, search: Search, options: FitOptions) -> OneShot:
+        edges = list(cast(One, search).edges)  # it runs One (its ``searches``, checked by the fit)
         pmap, keep = submodel(problem, edges)
         return OneShot(lambda deadline: replace(self.solve_on(problem, pmap, keep), edges=edges), options.callback, self.stage)
 
     def read(self, model: OneShot, gen: Generation) -> MinimaxSolution:
-        return model.solution
+        return model.solved()
 
 
 class Local(OnSubmap):
@@ -115,7 +125,7 @@ class Local(OnSubmap):
         return solve_local(pmap, problem.K, problem.tau[:, keep], problem.lam[:, keep], np.flatnonzero(layout.lp_mask.ravel()),
                            exclude=layout.excluded)
 
-    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
+    def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: FitOptions) -> Finished:
         pmap, keep = submodel(problem, raw.edges)
         tau, lam = problem.tau[:, keep], problem.lam[:, keep]
         mu, empty, phi = fix_empty_cells_local(pmap, raw.mu, tau, lam, raw.read.offsets, raw.read.nu, options.empty,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 import scipy.sparse as sp
 
 from marg.lp import HighsLP, Status, solver_error
@@ -58,7 +59,9 @@ class SplitPricer:
         self.keys = list(groups)
         self.group_of = np.zeros(fmap.n_blocks, dtype=np.int64)
         self.index_in_group = np.zeros(fmap.n_blocks, dtype=np.int64)
-        self._V, self._T, self._L = [], [], []
+        self._V: list[NDArray[np.float64]] = []
+        self._T: list[NDArray[np.float64]] = []
+        self._L: list[NDArray[np.float64]] = []
         for g, key in enumerate(self.keys):
             ids = np.asarray(groups[key], dtype=np.int64)
             self.group_of[ids] = g
@@ -114,13 +117,17 @@ class SplitPricer:
 
     def _F(self, g: int, sel: np.ndarray, u: np.ndarray) -> np.ndarray:
         """(Fᵀα)[b, y, s] = Σ_{C∋y} Σ_a u[b, C, a]·V[b, a, s]."""
+        F: NDArray[np.float64]
         if self.keys[g][0] == "onehot":  # V = identity
-            return np.matmul(self.member.T[None, :, :], u)
-        return np.einsum("ck,bca,bas->bks", self.member, u, self._V[g][sel])
+            F = np.matmul(self.member.T[None, :, :], u)
+        else:
+            F = np.einsum("ck,bca,bas->bks", self.member, u, self._V[g][sel])
+        return F
 
     def _viol(self, g: int, sel: np.ndarray, u: np.ndarray) -> np.ndarray:
         v = np.abs(self._F(g, sel, u) - self._T[g][sel]) - self._L[g][sel]
-        return v.reshape(v.shape[0], -1).max(axis=1)
+        worst: NDArray[np.float64] = v.reshape(v.shape[0], -1).max(axis=1)
+        return worst
 
     def _heuristic_group(self, g: int, sel: np.ndarray, W: np.ndarray, tol_stop: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Pooled split, then multiplicative sweeps u_{C,a} ← u_{C,a}·(Π_{y∈C} r_{y,a})^{1/|C|}
@@ -245,11 +252,13 @@ class SplitPricer:
 
     def vertices(self, block: int) -> np.ndarray:
         """The vertices of feature ``block``'s levels (n_vertices, size): the values its columns take."""
-        return self._V[int(self.group_of[block])][int(self.index_in_group[block])]
+        V: NDArray[np.float64] = self._V[int(self.group_of[block])][int(self.index_in_group[block])]
+        return V
 
     def pooled_split(self, block: int, W: np.ndarray) -> np.ndarray:
         g = int(self.group_of[block])
-        return self._pooled(g, np.array([self.index_in_group[block]]), W)[0]
+        q: NDArray[np.float64] = self._pooled(g, np.array([self.index_in_group[block]]), W)[0]
+        return q
 
 
 def screening_scores(fmap: FeatureMap, tau: np.ndarray) -> np.ndarray:

@@ -10,25 +10,28 @@ and :meth:`Formulation.accepts` says why it does not accept a :class:`Statistics
 The estimators check their formulation-type parameters here (:func:`check`), so an
 unsupported combination gives one line naming the formulation and the statistic it lacks.
 
-A formulation the one fit runs (:func:`marg.learners.minimax.fit.fit`) is a subclass that adds
-``build(problem, search, options)`` (the LP model the search drives), ``read(model,
+A formulation the one fit runs (:func:`marg.learners.minimax.fit.fit`) is a subclass that implements
+the abstract ``build(problem, search, options)`` (the LP model the search drives), ``read(model,
 generation)`` (the LP's point as a :class:`.solution.MinimaxSolution`, its own read-out in a
 typed ``read`` record) and ``finish(problem, raw, options)`` (the empty cells,
 a :class:`.solution.Finished`). Each is registered by the module that defines it
 (:mod:`.first_order`: ``compact``, ``rows``; :mod:`.pair_formulations`: ``forest``,
 ``forest-rows``, ``local``; :mod:`.fixed_rule_fit`: ``fixed-rule``; :mod:`marg.learners.dcc_hinge`:
 ``hinge``; :mod:`marg.learners.boost.minimax_cg`: ``monomials``, column generation priced by MMA),
-so the registry imports none of them: a new formulation is one new module.
+so the registry imports none of them: a new formulation is one new module. The contract is in
+types (:class:`marg.learners.minimax.fit.FitFormulation`, which :class:`Formulation` subclasses): a
+subclass that leaves one of the three out cannot be instantiated, so it never reaches the registry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, Sequence, TypeVar
 
 from marg.errors import InputError, option
 
 from ..features.structure import UnionFind
+from .fit import FitFormulation, Problem, SearchModel
 
 GRAPHS = ("none", "forest", "cycles")
 """Pair graphs, each more general than the one before: no pair tables, a forest, any graph."""
@@ -85,10 +88,17 @@ class Statistics:
 FIRST_ORDER = Statistics()
 """First-order tables (each feature with the label): what MRC reads."""
 
+P = TypeVar("P", bound=Problem)
+M = TypeVar("M", bound=SearchModel)
+
 
 @dataclass(frozen=True)
-class Formulation:
-    """One LP formulation of the minimax problem and the statistics it accepts.
+class Formulation(FitFormulation[P, M]):
+    """One LP formulation of the minimax problem and the statistics it accepts: an abstract base.
+
+    A subclass implements :meth:`~marg.learners.minimax.fit.FitFormulation.build`, ``read`` and
+    ``finish`` (``P`` the problem it reads, ``M`` the model it builds); until it does, instantiating
+    it raises ``TypeError`` naming the missing methods.
 
     Attributes
     ----------
@@ -140,7 +150,7 @@ class Formulation:
         """Why it does not run ``search``, in words."""
         return f"does not run {SEARCHES.get(search, search)} (it runs {', '.join(SEARCHES[s] for s in self.searches)})"
 
-    def check(self, stats: Statistics, search: str = "one", learner: str = "") -> "Formulation":
+    def check(self, stats: Statistics, search: str = "one", learner: str = "") -> "Formulation[P, M]":
         """Itself if it accepts ``stats`` by ``search``, else a one-line InputError naming it and the reason."""
         why = self.accepts(stats, search)
         if why is not None:
@@ -149,11 +159,13 @@ class Formulation:
         return self
 
 
-REGISTRY: dict[str, Formulation] = {}
+REGISTRY: dict[str, Formulation[Any, Any]] = {}
 """Every formulation by name (:func:`register`)."""
 
+F = TypeVar("F", bound=Formulation[Any, Any])
 
-def register(formulation: Formulation) -> Formulation:
+
+def register(formulation: F) -> F:
     """Add ``formulation`` to the registry (a name is registered once)."""
     if formulation.name in REGISTRY and REGISTRY[formulation.name] != formulation:
         raise InputError(f"a formulation named {formulation.name!r} is already registered")
@@ -166,7 +178,7 @@ def offered(learner: str) -> tuple[str, ...]:
     return tuple(name for name, f in REGISTRY.items() if learner in f.learners)
 
 
-def formulation(name: str, learner: str) -> Formulation:
+def formulation(name: str, learner: str) -> Formulation[Any, Any]:
     """The formulation ``name`` of ``learner``, or a one-line InputError listing the ones it offers."""
     f = REGISTRY.get(name) if isinstance(name, str) else None
     if f is None or learner not in f.learners:
@@ -174,7 +186,7 @@ def formulation(name: str, learner: str) -> Formulation:
     return f
 
 
-def check(names: tuple[str, ...], stats: Statistics, search: str = "one", learner: str = "") -> Formulation:
+def check(names: tuple[str, ...], stats: Statistics, search: str = "one", learner: str = "") -> Formulation[Any, Any]:
     """The first of ``names`` that accepts ``stats`` by ``search``; if none does, the last one's reason as an InputError."""
     for name in names[:-1]:
         if REGISTRY[name].accepts(stats, search) is None:

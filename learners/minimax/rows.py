@@ -30,15 +30,19 @@ is slack at the end.
 from __future__ import annotations
 
 from itertools import compress
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 import scipy.sparse as sp
 
 from marg.errors import InputError
 from marg.lp import INF
 
 from .separation import as_sparse_row
+
+if TYPE_CHECKING:
+    from marg.lp import HighsLP
 
 
 def cut_key(idx: np.ndarray, val: np.ndarray, b: float) -> int:
@@ -65,6 +69,20 @@ class ModelRows:
     dedup : bool
         :meth:`add_cuts` skips a row whose key (:func:`cut_key`) a kept row has.
     """
+
+    # the host model's own (:class:`.lp_model.MinimaxModel`'s), declared for the type checker
+    lp: HighsLP
+    tau: NDArray[np.float64]
+    lam: NDArray[np.float64]
+    tag: NDArray[np.int64]
+    row_dual: NDArray[np.float64]
+    if TYPE_CHECKING:
+        @property
+        def m(self) -> int: ...
+
+        def mu_entries(self, flat: Any, vals: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+        def delete_cols(self, cols: Any) -> None: ...
 
     def _init_rows(self, dedup: bool) -> None:
         self.dedup = bool(dedup)

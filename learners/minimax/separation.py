@@ -10,7 +10,7 @@ protocol, equal to this one when the forest has no edges).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,9 +44,10 @@ class Cut(NamedTuple):
 
 
 class SeparationOracle(Protocol):
-    """Separation oracle: the most violated rows at μ (flat, shape (m,))."""
+    """Separation oracle: the most violated rows at μ (flat, shape (m,)), each a :class:`Cut` or a tuple
+    with the row's value at index 2 (boosting's (x, C, value, upper bound))."""
 
-    def most_violated(self, mu: np.ndarray) -> list[Cut]: ...
+    def most_violated(self, mu: np.ndarray) -> Sequence[tuple[Any, ...]]: ...
 
 
 def as_sparse_row(g: Any, m: int) -> tuple[np.ndarray, np.ndarray]:

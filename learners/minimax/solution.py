@@ -12,9 +12,12 @@ from a solution (:meth:`marg.learners.minimax.rules.MinimaxRules._set_minimax_st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..core.certificate import CertificateKind
 
 
 @dataclass
@@ -85,13 +88,13 @@ class MinimaxSolution:
     n_rows: int
     impossible: np.ndarray
     bound: float | np.ndarray
-    kind: str = "R*"
+    kind: CertificateKind = "R*"
     selected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     edges: list[tuple[int, int]] = field(default_factory=list)
     simplex_iterations: int = 0
     lp_columns: int = 0
     stop: str = "converged"
-    history: list[dict] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = float("nan")
     formulation: str = ""
     fmap: Any = None

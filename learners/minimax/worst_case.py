@@ -10,14 +10,18 @@ that are not in the model yet (greedy structure search).
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from .forest import ForestOracle
 
+if TYPE_CHECKING:
+    from .forest_lp import SubsetFlow
 
-def pair_marginals(oracle: ForestOracle, flows: list, pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
+
+def pair_marginals(oracle: ForestOracle, flows: Sequence[SubsetFlow],
+                   pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
     """Joint of (X_i, X_j, Y) under the worst-case distribution of a compact solve, extended
     off the forest as a tree-Markov distribution (one of the worst-case distributions: the
     LP only fixes its node and forest-edge marginals).

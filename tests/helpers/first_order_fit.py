@@ -7,7 +7,7 @@ formulation, One())``, :func:`solve_cg` ``fit(problem, formulation, Columns(Sele
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from marg.learners.minimax.first_order import SelectPricing
 from marg.learners.minimax.fit import Columns, FitOptions, One, fit
@@ -17,7 +17,7 @@ from marg.learners.minimax.solution import MinimaxSolution
 
 
 def solve_full(problem: MinimaxProblem, tol: float = 1e-9, bound: float = 1e3, time_limit: float | None = None,
-               callback: Callable[[dict], None] | None = None, formulation: str = "compact", lp_solver: str = "simplex",
+               callback: Callable[[dict[str, Any]], None] | None = None, formulation: str = "compact", lp_solver: str = "simplex",
                empty_cells: str = "impossible") -> MinimaxSolution:
     """LP (13) with every feature in the model: ``fit(problem, formulation, One())`` (:class:`.fit.FitOptions` for the rest)."""
     options = FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback, lp_solver=lp_solver, empty=empty_cells)
@@ -26,7 +26,7 @@ def solve_full(problem: MinimaxProblem, tol: float = 1e-9, bound: float = 1e3, t
 
 def solve_cg(problem: MinimaxProblem, n_max: int = 100, eps: float = 1e-4, k_max: int = 10, tol: float = 1e-9,
              bound: float = 1e3, init: Sequence[int] | None = None, n_init: int | None = None,
-             time_limit: float | None = None, callback: Callable[[dict], None] | None = None,
+             time_limit: float | None = None, callback: Callable[[dict[str, Any]], None] | None = None,
              formulation: str = "compact", exact_batch: int | None = None,
              empty_cells: str = "impossible") -> MinimaxSolution:
     """Algorithm 1 of seed 000 with the SELECT of Algorithm 2 (:class:`.first_order.Select`): R^1 ≥ R^2 ≥ …,

@@ -1,12 +1,14 @@
 """Lint gate: no unused or undefined names and no imports below code (ruff's F and E402 rules), and the
 layering rule of the package (marginals never imports learners, protocols or cli; learners never
 imports protocols or cli; protocols never imports learners or cli; the bottom — marg/errors.py and the LP
-solver layer marg/lp.py — imports no layer), the one solver owner: only marg/lp.py imports HiGHS, and no
-import cycle among the library's modules (checked on a planted cycle too)."""
+solver layer marg/lp.py — imports no layer), the one solver owner: only marg/lp.py imports HiGHS, no
+import cycle among the library's modules (checked on a planted cycle too), and the plug-in contract in
+types: ``mypy --strict`` clean on the minimax engine and the release plan (checked on a planted error too)."""
 
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -338,3 +340,71 @@ def test_bench_scripts_import_names_that_exist():
                 if not hasattr(mod, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
                     bad.append(f"{path.name}:{node.lineno} {node.module}.{alias.name}")
     assert not bad, "bench imports of names that do not exist: " + "; ".join(bad)
+
+
+def installed_tree(root: Path, into: Path) -> Path:
+    """``root``'s library as pyproject.toml's ``package-dir`` installs it, in links under ``into``:
+    ``into/marg`` holds marg/'s entries with the layers (marginals, learners, …) beside them, so a
+    type checker resolves ``marg.learners…`` to the working tree's files (an editable install's import
+    hook is invisible to it; a non-editable one is a copy, not the files being edited)."""
+    packages = sorted(_package_dirs(root).items(), key=lambda item: item[1].count("."))
+    for folder, pkg in packages:
+        target = into.joinpath(*pkg.split("."))
+        if any(other.startswith(pkg + ".") for _, other in packages):  # holds layers: a folder of links
+            target.mkdir(parents=True)
+            for child in sorted((root / folder).iterdir()):
+                if child.name != "__pycache__":
+                    (target / child.name).symlink_to(child)
+        else:
+            target.symlink_to((root / folder).resolve(), target_is_directory=True)
+    return into
+
+
+def plant(tree: Path, module: str, text: str) -> None:
+    """Append ``text`` to a copy of ``module`` (dotted, installed name) in an :func:`installed_tree`, the files
+    of the repository untouched: each linked folder on the way becomes a folder of links."""
+    here = tree
+    parts = module.split(".")
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            source = here.resolve()
+            here.unlink()
+            here.mkdir()
+            for child in sorted(source.iterdir()):
+                (here / child.name).symlink_to(child)
+    path = here / f"{parts[-1]}.py"
+    code = path.read_text(encoding="utf-8")
+    path.unlink()
+    path.write_text(code + text, encoding="utf-8")
+
+
+def run_mypy(tree: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """mypy as pyproject.toml's ``[tool.mypy]`` configures it (its targets, strict) on an :func:`installed_tree`;
+    the paths in its output are the repository's (learners/minimax/fit.py, not marg/learners/minimax/fit.py)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mypy") is None:
+        pytest.fail("mypy is not installed: pip install '.[test]'")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+                        "--cache-dir", str(cache)], cwd=tree, env={**os.environ, "MYPYPATH": str(tree)},
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    for folder, pkg in _package_dirs(ROOT).items():
+        if pkg != "marg":
+            out = out.replace(pkg.replace(".", "/") + "/", folder + "/")
+    return subprocess.CompletedProcess(r.args, r.returncode, out, "")
+
+
+def test_mypy_strict_on_the_minimax_engine_and_the_release_plan(tmp_path):
+    """``mypy --strict`` on marg.learners.minimax and marg.marginals.release_plan (pyproject.toml's
+    ``[tool.mypy]``): the formulations' contract, the searches' models and the problems are checked
+    types, not prose. The same run on a copy with one planted type error must fail and name it."""
+    r = run_mypy(installed_tree(ROOT, tmp_path / "tree"), tmp_path / "cache")
+    assert r.returncode == 0, r.stdout
+    assert "no issues found" in r.stdout
+    planted = installed_tree(ROOT, tmp_path / "planted")
+    plant(planted, "marg.learners.minimax.fit", '\n\ndef _planted() -> int:\n    return "not an int"\n')
+    bad = run_mypy(planted, tmp_path / "cache")
+    assert bad.returncode == 1, bad.stdout
+    assert "learners/minimax/fit.py" in bad.stdout and "[return-value]" in bad.stdout, bad.stdout

@@ -16,6 +16,8 @@ from marg.learners.boost.vote import BoostVote  # noqa: F401  (its module regist
 from marg.learners.classifiers.dcc import DCC
 from marg.learners.features.blocks import FeatureMap
 from tests.helpers.first_order_fit import solve_cg, solve_full
+from marg.learners.minimax.first_order import FirstOrder
+from marg.learners.minimax.fixed_rule_fit import FixedRule
 from marg.learners.minimax.registry import (FIRST_ORDER, REGISTRY, Formulation, Statistics, check, formulation,
                                                 offered, register)
 from marg.learners.minimax.problem import MinimaxProblem
@@ -82,14 +84,42 @@ def test_learners_offer_and_check_through_the_registry():
 
 
 def test_a_new_formulation_plugs_in_by_its_record():
-    toy = Formulation("toy-pairs", "a toy", ("Toy",), max_order=2, graph="forest")
+    toy = FirstOrder("toy-pairs", "a toy", ("Toy",), max_order=2, graph="forest")
     try:
         assert register(toy) is toy and offered("Toy") == ("toy-pairs",) and formulation("toy-pairs", "Toy") is toy
         assert toy.accepts(PAIRS_FOREST) is None and "forest" in toy.accepts(PAIRS_CYCLE)
         with pytest.raises(InputError, match="already registered"):
-            register(Formulation("toy-pairs", "another", ("Toy",), max_order=3))
+            register(FirstOrder("toy-pairs", "another", ("Toy",), max_order=3))
     finally:
         REGISTRY.pop("toy-pairs", None)
+
+
+def test_a_formulation_without_build_read_and_finish_is_refused():
+    """Formulation is an abstract base: a subclass that leaves out one of build, read and finish
+    cannot be instantiated (so it never reaches the registry), and every registered one has all three."""
+    with pytest.raises(TypeError, match="abstract methods build, finish, read"):
+        Formulation("bare", "a record alone", ("Toy",))
+
+    class NoRead(Formulation):
+        def build(self, problem, search, options):
+            raise AssertionError("never built")
+
+        def finish(self, problem, raw, options):
+            raise AssertionError("never finished")
+
+    with pytest.raises(TypeError, match="abstract method read"):
+        register(NoRead("no-read", "a formulation without its read", ("Toy",)))
+    assert "no-read" not in REGISTRY and "bare" not in REGISTRY
+
+    class Complete(NoRead):
+        def read(self, model, gen):
+            raise AssertionError("never read")
+
+    assert Complete("complete", "all three", ("Toy",)).name == "complete"
+    assert {"compact", "rows", "forest", "forest-rows", "local", "hinge", "monomials", "fixed-rule"} <= set(REGISTRY)
+    assert isinstance(REGISTRY["fixed-rule"], FixedRule)
+    for f in REGISTRY.values():
+        assert isinstance(f, Formulation) and not type(f).__abstractmethods__, f.name
 
 
 def test_what_is_accepted_is_solved():
