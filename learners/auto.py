@@ -324,8 +324,8 @@ class AutoLearner(MarginalEstimator):
         else:
             c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self._feats())
         # the certificate holds with every other box the choice looked at: coverage as asked (Bonferroni)
-        chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
-                                      c.approximate, c.n_classes, note=c.note, box=c.box)
+        chosen.set_certificate(type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
+                                       c.approximate, c.n_classes, note=c.note, box=c.box))
         if certs[k] is None:
             rows[k].certificate, rows[k].kind = float(chosen.certificate_.value), chosen.certificate_.kind
             rows[k].trivial = bool(chosen.certificate_.trivial)

@@ -217,10 +217,10 @@ def final_among(models: Sequence[Any], prior: Any, tables: Sequence[np.ndarray],
         margin = float(ndtri(levels[j])) * float(np.sqrt(2.0 * (C - 1))) * float(cell_std)
         keep = model_rel.errors - prior_rel.errors <= margin
     chosen, est, bound = ("model", models[j], mb) if keep else ("prior", prior, pb)
-    getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
+    getattr(est, "estimator", est).set_certificate(Certificate(  # a Model file's estimator, or the estimator itself
         bound.value, "holdout", coverage, False, C,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
-                              f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned"))
+                              f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned")))
     evaluated = tuple({"learner": names[i], "ordinal": ordinals[i], "alpha_share": shares[i],
                        "errors": rels[i].errors, "rows": rels[i].rows, "bound": bounds[i].value} for i in range(K))
     return FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c,
