@@ -45,8 +45,8 @@ def one_run(D, rep: int, q: float, eps: float) -> dict:
     te, cb, X, y, sites = D.planted_split(rep, q)
     informative = {f"f{j}" for j in np.flatnonzero([np.mean(X[:, j] == y) > 0.6 for j in range(X.shape[1])])}
     S, req, plan = SM.dp_rounds(cb, X, y, sites, eps)
-    est = AutoLearner(**STUDY_CHOICE)
-    res = learn(S, est)
+    res = learn(S, AutoLearner(**STUDY_CHOICE))
+    est = res.estimator  # the fitted choice (learn fits a clone of the estimator given)
     cols = [cb.index(f.name) for f in S.codebook.features]
     Xte, yte = X[te][:, cols], y[te]
 

@@ -1,16 +1,16 @@
 """The automatic learner choice as an estimator: candidates from a generator, one estimator, one rule, the chosen estimator's own certificate.
 
-:class:`AutoLearner` is one composition (:mod:`marg.learners.candidates`): a **generator**
-proposes candidates — :class:`~marg.learners.candidates.PlainCandidates` (the learners as given;
-:data:`DEFAULT_CANDIDATES`) or, on wide summaries, :class:`~marg.learners.screened.ScreeningCandidates`
+:class:`AutoLearner` is one composition (:mod:`marg.learners.choice.candidates`): a **generator**
+proposes candidates — :class:`~marg.learners.choice.candidates.PlainCandidates` (the learners as given;
+:data:`DEFAULT_CANDIDATES`) or, on wide summaries, :class:`~marg.learners.choice.screened.ScreeningCandidates`
 ((learner, M) on the top M screened features, the label-only rule as M = 0) —; each candidate is
 fitted on the summary and records:
 
 - its **certificate** — asked of the fitted estimator itself
-  (:meth:`~marg.learners.base.MarginalEstimator.certificate`: a bound on the error of the labels
+  (:meth:`~marg.learners.estimator.base.MarginalEstimator.certificate`: a bound on the error of the labels
   it predicts, at the same coverage for all; a training-sample quantity (2γ) or R* replaced by
-  W(h) of the rule, :mod:`marg.learners.choice_certificates`);
-- its **estimated error**, by the ONE estimator :func:`marg.learners.cross_site.estimate_errors`:
+  W(h) of the rule, :mod:`marg.learners.certification.choice_certificates`);
+- its **estimated error**, by the ONE estimator :func:`marg.learners.choice.cross_site.estimate_errors`:
   with 2–20 sites' own tables, **leave-one-site-out** — the candidate refitted without site k
   (a screened candidate screens again), its error on rows simulated from site k's tables (the
   tree-augmented naive-Bayes distribution those tables determine; the model's own ``predict``,
@@ -20,7 +20,7 @@ fitted on the summary and records:
   (refitted on training sets drawn from the tables, so the noise of screening is seen). Raw
   numeric features give no estimate (only their moments are released), and the row says why.
 
-The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice_rule`, set by ``prefer``:
+The choice (:func:`choose`) is the one rule of :mod:`marg.learners.choice.choice_rule`, set by ``prefer``:
 ``"accuracy"`` (default) — **choose for accuracy, certify what was chosen**: the smallest estimated
 error, the label-only rule ``prior`` (always a candidate) only when it is estimated better beyond the
 noise (max(``tolerance``, one standard error of the paired difference over the folds)), the chosen
@@ -29,7 +29,7 @@ its former name) — among the candidates whose estimate is within noise of the 
 non-trivial certificate, never a rule estimated worse than the prior. Each row reports its estimate's own
 standard error (``error_se``).
 
-**Certificates for the choice** (:mod:`marg.learners.choice_certificates`): each candidate's
+**Certificates for the choice** (:mod:`marg.learners.certification.choice_certificates`): each candidate's
 certificate bounds the error of the labels it predicts (W(h); a minimax learner's R*, the
 randomized rule's, is kept under ``minimax_risk`` and never compared), and the m candidates
 are fitted and certified at coverage 1 − (1 − ``coverage``)/m each, so that every certificate
@@ -38,19 +38,19 @@ coverage is ``coverage`` whichever is chosen.
 
 The chosen fitted estimator is ``chosen_``; predictions and the certificate are its own.
 
-**Many features** (:func:`marg.learners.screened.screening_applies`: more than
-:data:`~marg.learners.screened.SCREEN_MIN_FEATURES` discrete features whose pair tables are
+**Many features** (:func:`marg.learners.choice.screened.screening_applies`: more than
+:data:`~marg.learners.choice.screened.SCREEN_MIN_FEATURES` discrete features whose pair tables are
 not all released) with the default candidates: the screening generator — each (learner, number
 of screened features M) a candidate row, chosen by the same rule without certificates (the fewest
 features within noise of the best), the chosen one certified by itself over every feature's
 first-order uncertainty set (valid for the selection); ``screen_``
 records the genes. When no feature passes the screen (DP noise above every dependence), the
-label-only rule (:data:`FALLBACK`, :class:`marg.learners.label_only.LabelOnly`): the class whose
+label-only rule (:data:`FALLBACK`, :class:`marg.learners.classifiers.label_only.LabelOnly`): the class whose
 share's lower confidence bound is largest, for every row, certified by the label table's box
 alone — a rule that reads features whose signal is below the noise predicts from the noise.
 Under DP, when every candidate's certificate is trivial (≥ 1 − 1/K), ``patients_`` says how
 many patients would give a candidate a non-trivial one under the same noise
-(:func:`marg.learners.sample_size.patients_needed`; the candidates in order of their
+(:func:`marg.learners.certification.sample_size.patients_needed`; the candidates in order of their
 certificate, the first that gets there within 2¹⁴·n patients).
 """
 
@@ -98,25 +98,25 @@ class AutoLearner(MarginalEstimator):
     ----------
     candidates : sequence of (learner, params) or None
         The learners tried, each with its parameters (None: :data:`DEFAULT_CANDIDATES`; on a select-then-measure
-        study's summary the study's own, :data:`marg.learners.two_round.STUDY_CHOICE`, with its ``defaults``);
+        study's summary the study's own, :data:`marg.learners.study.two_round.STUDY_CHOICE`, with its ``defaults``);
         ``coverage`` and ``features`` are set on every candidate that takes them.
     prefer : {"accuracy", "certificate"} or None (``"balanced"``: the former name of ``"certificate"``)
         None: ``"accuracy"``, or on a select-then-measure study's summary (``summary.selection``) the study's
-        choice (:func:`marg.learners.two_round.study_choice`).
+        choice (:func:`marg.learners.study.two_round.study_choice`).
     tolerance : float
-        The floor of the noise margin (:data:`marg.learners.choice_rule.TOLERANCE`).
+        The floor of the noise margin (:data:`marg.learners.choice.choice_rule.TOLERANCE`).
     coverage : float
         Coverage of every candidate's certificate.
     features : sequence of str or None
         Features the candidates use (None: every feature).
     defaults : sequence of (learner, params) or None
         Some of ``candidates``, in order: the first not beaten beyond the noise at 95 % by the pick of ``prefer``
-        is chosen (:mod:`marg.learners.choice_rule`, "Defaults"; the study's rule on its best-ranked feature, then Rényi).
+        is chosen (:mod:`marg.learners.choice.choice_rule`, "Defaults"; the study's rule on its best-ranked feature, then Rényi).
     one_site : {"in-sample", "split"}
         How each plain candidate's error is estimated without 2–20 sites' own tables (one pooled summary, e.g. a
         study's secure sum): ``"in-sample"`` — the fitted model on rows simulated from its own tables (optimistic);
-        ``"split"`` — :func:`marg.learners.cross_site.split_errors` with training sets that carry the summary's own
-        noise (:func:`marg.learners.cross_site.noisy_replica`): refitted on noisy tables of n drawn rows, measured on held-out draws.
+        ``"split"`` — :func:`marg.learners.choice.cross_site.split_errors` with training sets that carry the summary's own
+        noise (:func:`marg.learners.choice.cross_site.noisy_replica`): refitted on noisy tables of n drawn rows, measured on held-out draws.
     callback : callable or None
         A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate
         as it is fitted (``error`` None), a ``note`` while errors are estimated, then one per
@@ -139,7 +139,7 @@ class AutoLearner(MarginalEstimator):
         Features left out because min-cell suppression hid every cell of their table (``Summary.unmeasured``;
         only when ``features`` is None): the release says nothing about them beyond the class totals.
     screen_ : dict or None
-        With the default candidates on a wide summary (:func:`marg.learners.screened.screening_applies`):
+        With the default candidates on a wide summary (:func:`marg.learners.choice.screened.screening_applies`):
         the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
         ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or, when no feature passed the screen, the ``note`` that the
         label-only rule stands in and the screen's ``reason``). None otherwise.
@@ -184,7 +184,7 @@ class AutoLearner(MarginalEstimator):
 
     def _study(self, summary: Any) -> tuple[Any, Any, str]:
         """(candidates, defaults, prefer) for ``summary``: the parameters as given, those left None taken from the
-        study's choice on a select-then-measure study's summary (:func:`marg.learners.two_round.study_choice`; its
+        study's choice on a select-then-measure study's summary (:func:`marg.learners.study.two_round.study_choice`; its
         defaults come with its candidates), else the defaults (:data:`DEFAULT_CANDIDATES`, none, ``"accuracy"``)."""
         choice: dict[str, Any] = {}
         if summary.selection is not None:
@@ -216,7 +216,7 @@ class AutoLearner(MarginalEstimator):
     # --------------------------------------------------------------- fitting
     def fit(self, summary: Any) -> "AutoLearner":
         """Candidates from a generator, fitted, estimated by the one estimator, chosen by the one rule, certified by
-        the chosen estimator itself (:mod:`marg.learners.candidates`)."""
+        the chosen estimator itself (:mod:`marg.learners.choice.candidates`)."""
         self.check_params()
         candidates, given_defaults, prefer = self._study(summary)
         self.unmeasured_ = list(summary.unmeasured) if self.features is None else []
@@ -259,13 +259,13 @@ class AutoLearner(MarginalEstimator):
     def fit_candidates(self, summary: Any, gen: Any, screen: dict[str, Any] | None = None,
                        prefer: str | None = None) -> "AutoLearner":
         """Fit on the candidates of the generator ``gen`` (what :meth:`fit` does with the generator the summary
-        calls for — e.g. :class:`marg.learners.screened.ScreeningCandidates` with other learners or sizes).
+        calls for — e.g. :class:`marg.learners.choice.screened.ScreeningCandidates` with other learners or sizes).
 
         The one composition: the generator proposes (lazily, batch by batch), each candidate is fitted on the
         whole summary (and certified at the per-box coverage when the generator compares certificates), each
-        batch estimated by :func:`marg.learners.cross_site.estimate_errors` and the choice made by the generator's
-        mode of :func:`marg.learners.choice_rule.choose_index`, until the generator proposes nothing more; then
-        the chosen estimator certifies itself (:meth:`~marg.learners.base.MarginalEstimator.certificate`).
+        batch estimated by :func:`marg.learners.choice.cross_site.estimate_errors` and the choice made by the generator's
+        mode of :func:`marg.learners.choice.choice_rule.choose_index`, until the generator proposes nothing more; then
+        the chosen estimator certifies itself (:meth:`~marg.learners.estimator.base.MarginalEstimator.certificate`).
         ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own);
         ``prefer``: the choice's rule (None: ``self.prefer``, else ``"accuracy"``)."""
         self.check_params()
@@ -324,8 +324,8 @@ class AutoLearner(MarginalEstimator):
         else:
             c = certs[k] if certs[k] is not None else chosen.certificate(summary, gen.each, self._feats())
         # the certificate holds with every other box the choice looked at: coverage as asked (Bonferroni)
-        chosen.certificate_ = type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
-                                      c.approximate, c.n_classes, note=c.note, box=c.box)
+        chosen.set_certificate(type(c)(c.value, c.kind, None if c.coverage is None else float(self.coverage),
+                                       c.approximate, c.n_classes, note=c.note, box=c.box))
         if certs[k] is None:
             rows[k].certificate, rows[k].kind = float(chosen.certificate_.value), chosen.certificate_.kind
             rows[k].trivial = bool(chosen.certificate_.trivial)
@@ -444,7 +444,7 @@ class AutoLearner(MarginalEstimator):
 
 
 def candidate_list(candidates: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
-    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`; :func:`marg.learners.candidates.candidate_list`)."""
+    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`; :func:`marg.learners.choice.candidates.candidate_list`)."""
     return _candidate_list(candidates, DEFAULT_CANDIDATES)
 
 

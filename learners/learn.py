@@ -1,15 +1,18 @@
 """``marg learn`` as a library call: options → a registered estimator → optional feature selection → fit → model.
 
-The learner is found through the registry (:data:`marg.learners.base.REGISTRY`); which
+The learner is found through the registry (:data:`marg.learners.estimator.base.REGISTRY`); which
 ``marg learn`` option sets which parameter each estimator declares itself
 (``learn_options``: an option sets the parameter of the same name), and an option the user
 gave that the learner does not take is refused, naming the learners that take it. The
 automatic choice is an estimator like the others (:class:`marg.learners.auto.AutoLearner`):
 the model holds its ``model_estimator()`` and the report carries its ``choice_report()``.
+An estimator given is never fitted itself: :func:`learn` fits a :func:`clone` of it, as
+scikit-learn does, and leaves the caller's estimator unfitted and unchanged.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import time
 from dataclasses import dataclass
@@ -35,7 +38,7 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
     Parameters
     ----------
     learner : str
-        A registered learner name (:func:`marg.learners.base.registered_learners`).
+        A registered learner name (:func:`marg.learners.estimator.base.registered_learners`).
     options : mapping option -> value
         ``marg learn`` options; those in the estimator's ``learn_options`` set its parameter
         of the same name, the others are ignored unless given.
@@ -65,6 +68,32 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
     return cls(**params)
 
 
+def clone(estimator: MarginalEstimator, **params: Any) -> MarginalEstimator:
+    """A new, unfitted estimator of ``estimator``'s class with its parameters and ``params`` set (scikit-learn's ``clone``).
+
+    The parameters are :meth:`~marg.learners.estimator.base.MarginalEstimator.get_params`' (read from the
+    constructor's signature): an estimator among them is cloned in turn, a callable that is not
+    saved with a model (``_transient``: the progress callback) is passed as it is, the others are
+    deep copies. ``estimator`` is left as it is, fitted or not; ``params`` naming no parameter are
+    an InputError (:meth:`~marg.learners.estimator.base.MarginalEstimator.set_params`).
+    """
+    if not isinstance(estimator, MarginalEstimator):
+        raise InputError(f"clone takes an estimator, got {type(estimator).__name__}")
+    own = {k: v if k in estimator._transient else _copied(v) for k, v in estimator.get_params().items()}
+    return type(estimator)(**own).set_params(**params)
+
+
+def _copied(value: Any) -> Any:
+    """A parameter's value for a clone: estimators cloned, containers copied through, the rest deep-copied."""
+    if isinstance(value, MarginalEstimator):
+        return clone(value)
+    if type(value) in (list, tuple):
+        return type(value)(_copied(v) for v in value)
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
 def learn_estimator(learner: str, options: Mapping[str, Any], given: Collection[str] = (),
                     callback: Callable[[dict], None] | None = None) -> MarginalEstimator:
     """:func:`make_estimator` with its parameters checked (before any work)."""
@@ -75,12 +104,15 @@ def learn_estimator(learner: str, options: Mapping[str, Any], given: Collection[
 
 @dataclass
 class LearnResult:
-    """What :func:`learn` produced: the model (not yet saved), its report, the selection."""
+    """What :func:`learn` produced: the model (not yet saved), its report, the selection, the seconds, and the
+    estimator fitted (a clone of one given; the automatic choice itself, with its candidates, whose model is its
+    chosen candidate)."""
 
     model: Any
     report: dict[str, Any]
     selection: Any
     seconds: float
+    estimator: Any
 
 
 def learn(
@@ -107,8 +139,9 @@ def learn(
     summary : marginals.summary.Summary
     learner : str or MarginalEstimator
         A registered learner name, with ``options`` and ``given`` (see :func:`make_estimator`;
-        ``"auto"`` picks the learner, :class:`marg.learners.auto.AutoLearner`); or an unfitted
-        estimator, fitted as given (``options`` must then be empty: its parameters are its own).
+        ``"auto"`` picks the learner, :class:`marg.learners.auto.AutoLearner`); or an estimator,
+        whose :func:`clone` is fitted (``options`` must then be empty: its parameters are its own;
+        the estimator given is left unfitted and unchanged).
         The model is the estimator's ``model_estimator()`` — for the automatic choice the chosen
         candidate, its report carrying the candidates table.
     select : {"none", "group-lasso", "gbd"}
@@ -162,12 +195,12 @@ def learn(
         report["study"] = study_report
     if selection is not None:
         report.update(selection.learn_report())
-    return LearnResult(as_model(fitted, summary, report), report, selection, seconds)
+    return LearnResult(as_model(fitted, summary, report), report, selection, seconds, est)
 
 
 def as_model(fitted: MarginalEstimator, summary: Any, report: Mapping[str, Any]) -> Any:
-    """The one place a fitted estimator becomes a :class:`~marg.learners.model.Model`: the
-    codebook of ``summary``, the estimator, and the provenance (:func:`marg.learners.model.model_info`)
+    """The one place a fitted estimator becomes a :class:`~marg.learners.estimator.model.Model`: the
+    codebook of ``summary``, the estimator, and the provenance (:func:`marg.learners.estimator.model.model_info`)
     with ``report`` (its time of fitting left out: a model file depends on what was learned)."""
     from .estimator.model import Model, model_info
 
@@ -178,13 +211,13 @@ def as_model(fitted: MarginalEstimator, summary: Any, report: Mapping[str, Any])
 def _estimator(learner: Any, options: Mapping[str, Any], given: Collection[str],
                callback: Callable[[dict], None] | None) -> tuple[MarginalEstimator, Collection[str]]:
     """The estimator to fit and the parameters the user set: a name's options (:func:`learn_estimator`),
-    or an estimator as given (its parameters that differ from its defaults)."""
+    or a :func:`clone` of an estimator given (the parameters set: those that differ from its defaults)."""
     if isinstance(learner, MarginalEstimator):
         if options:
             raise InputError(f"{option(sorted(options)[0])}: give an estimator's parameters to its constructor")
         learner.check_params()
         defaults = {p.name: p.default for p in inspect.signature(type(learner).__init__).parameters.values()}
-        return learner, {k for k, v in learner.get_params().items() if not _is_default(v, defaults.get(k))}
+        return clone(learner), {k for k, v in learner.get_params().items() if not _is_default(v, defaults.get(k))}
     if not isinstance(learner, str):
         raise InputError(f"learner must be a learner name or an estimator, got {type(learner).__name__}")
     return learn_estimator(learner, options, given, callback=callback), given
@@ -215,5 +248,5 @@ def trivial_certificate_warning(model: Any, n: float) -> str | None:
     return choice_warning(report) or model.estimator.trivial_warning(n)
 
 
-__all__ = ["LearnResult", "SELECTORS", "as_model", "learn", "learn_estimator", "make_estimator", "option_takers",
+__all__ = ["LearnResult", "SELECTORS", "as_model", "clone", "learn", "learn_estimator", "make_estimator", "option_takers",
            "trivial_certificate_warning"]

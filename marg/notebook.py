@@ -60,7 +60,8 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
         From :func:`load_summary`.
     learner : str or estimator
         A learner name (``"auto"``, ``"mrc"``, ``"dcc"``, ``"renyi"``, ``"nb"``, ``"boost"``), or an
-        unfitted estimator (``marg.DCC(greedy=True)``), fitted as given.
+        estimator (``marg.DCC(greedy=True)``): a clone of it is fitted, the estimator itself is
+        left unfitted and unchanged (scikit-learn's convention; the model's ``estimator`` is the fitted one).
     **params
         With a name: the learner's options, as ``marg learn`` takes them (``coverage``, ``s``,
         ``greedy``, ``max_edges``, …; one that the learner does not take is an InputError); with

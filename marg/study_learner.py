@@ -171,7 +171,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
     else:
         est, params = final_learner(s2, first_order)
         res = learn(s2, est, params)
-        models = [res.model] + runners_up(est, s2, EVALUATED - 1)
+        models = [res.model] + runners_up(res.estimator, s2, EVALUATED - 1)  # the fitted clone: its candidates
     digests = []
     for j, m in enumerate(models):
         path = party.local / candidate_file(j)

@@ -9,7 +9,8 @@ a released table over the monomial's features and the label::
 
 read from the smallest released table holding the features (first-order tables for order
 ≤ 1, pair tables for two features). Its sample std is sqrt(τ(1 − τ)) (a Bernoulli mean) and
-its DP noise sums the noise of the cells it adds (:func:`monomial_moments`).
+its DP noise sums the noise of the cells it adds (:func:`monomial_moments`, from the tables as
+released, as every minimax learner reads them).
 
 :class:`MonomialMap` is the map the minimax rules read (``psi``, ``scores``, ``dim``,
 ``names``, ``blocks``, ``to_dict``); it grows as column generation adds monomials.
@@ -17,14 +18,13 @@ its DP noise sums the noise of the cells it adds (:func:`monomial_moments`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from marg.errors import InputError
 
-from ..features.statistics import released
+from ..features.statistics import Moments, cells_moments
 from .literals import BinaryTest, Literal, Monomial, canonical, cover, describe, evaluate_tests, features_of
 
 
@@ -153,34 +153,6 @@ class MonomialMap:
         return cls(tests, monos)
 
 
-@dataclass(frozen=True)
-class ColumnMoments:
-    """τ[:, u] and what λ needs for one monomial, over the K classes.
-
-    Attributes
-    ----------
-    tau : (K,)
-        P(m(x) = 1, y = c).
-    cells : int
-        Cells of the released table summed per class (the noise adds over them).
-    draws : tuple
-        The noise draws of ONE such cell ((mechanism, scale, discrete, count) parts; () exact).
-    noise_std : float
-        Std of one cell's noise, in counts.
-    lo, hi : (K,) or None
-        Bounds on P(m(x) = 1, y = c) in the sample where the monomial's cells include hidden
-        ones (min-cell suppression, :meth:`marg.marginals.summary.Summary.count_bounds`); None
-        when τ is exact.
-    """
-
-    tau: np.ndarray
-    cells: int
-    draws: tuple
-    noise_std: float
-    lo: np.ndarray | None = None
-    hi: np.ndarray | None = None
-
-
 def clique_mask(monomial: Monomial, tests: Sequence[BinaryTest], clique: Sequence[str], shape: Sequence[int]) -> np.ndarray:
     """Bool array over the cells of ``clique`` (features only): where the monomial is true."""
     mask = np.ones(tuple(shape), dtype=bool)
@@ -196,8 +168,10 @@ def clique_mask(monomial: Monomial, tests: Sequence[BinaryTest], clique: Sequenc
     return mask
 
 
-def monomial_moments(summary: Any, tests: Sequence[BinaryTest], monomial: Monomial) -> ColumnMoments:
-    """τ and the noise record of one monomial column from the Summary's released tables.
+def monomial_moments(summary: Any, tests: Sequence[BinaryTest], monomial: Monomial) -> Moments:
+    """The :class:`~marg.learners.features.statistics.Moments` (each (K, 1)) of one monomial column,
+    read from the Summary's tables as released (:func:`marg.learners.features.statistics.cells_moments`:
+    the cells of the smallest table holding the monomial's features and the label where it holds).
 
     The constant monomial reads the label table (τ = class proportions). InputError when no
     released table holds the monomial's features with the label.
@@ -207,19 +181,5 @@ def monomial_moments(summary: Any, tests: Sequence[BinaryTest], monomial: Monomi
     names = (*feats, lab)
     if feats and not summary.has_clique(names):
         raise InputError(f"no released table holds {list(names)!r} (monomial {describe(monomial, tests)!r})")
-    N = summary.counts(names)  # (m_f..., K)
-    mask = clique_mask(monomial, tests, feats, N.shape[:-1])
-    tau = N[mask].sum(axis=0) / float(summary.n) if feats else N / float(summary.n)
-    cells = int(mask.sum()) if feats else 1
-    rel = released(summary)
-    lo = hi = None
-    bounds = summary.count_bounds(names) if feats else None
-    if bounds is not None:  # a hidden column's rows may all sit in the monomial's cells, or none of them
-        spare = (bounds[1] - bounds[0]).reshape(-1, N.shape[-1]).max(axis=0)  # per class: the hidden rows
-        lo = bounds[0][mask].sum(axis=0)
-        hi = lo + spare
-        if mask.all():
-            lo = hi
-        lo, hi = lo / float(summary.n), hi / float(summary.n)
-    return ColumnMoments(np.asarray(tau, dtype=np.float64), cells, rel.noise_draws(names), rel.count_noise_std(names),
-                         lo, hi)
+    shape = tuple(summary.codebook.attribute_size(f) for f in feats)
+    return cells_moments(summary, names, clique_mask(monomial, tests, feats, shape))

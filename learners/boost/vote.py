@@ -21,8 +21,6 @@ tables of the rule features, log π_y + Σ_f log P̂(x_f | y) (Jeffreys ½ pseud
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -31,40 +29,15 @@ import numpy as np
 from marg.errors import InputError
 
 from ..estimator.base import MarginalEstimator, features_param
-from ..features.calibration import confidence_box
-from ..features.statistics import Moments, released
 from ..minimax.registry import Statistics
 from ..classifiers.minimax_rules import MinimaxRules, argmax_rule, maximal
 from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
-from .columns import MonomialMap, monomial_moments
-from .cost import code_length_cost
-from .literals import Monomial, codebook_tests
+from .columns import MonomialMap
+from .from_summary import prices_exactly, problem_from
+from .literals import codebook_tests
 from ..minimax.fit import Columns, FitOptions, fit
-from .minimax_cg import FIT_NODES, MONOMIALS, SEARCH_NODES, ColumnSource, MonomialPricing, MonomialProblem
+from .minimax_cg import FIT_NODES, MONOMIALS, SEARCH_NODES, ColumnSource, MonomialPricing
 from .mma import SearchOptions
-
-
-def count_candidates(tests: Sequence[Any], cliques: Sequence[tuple[str, ...]], max_order: int) -> int:
-    """An upper bound on the monomials of order ≤ max_order the released cliques price: the
-    Bonferroni count per class.
-
-    Order ≤ 2 is counted exactly (the constant, 2 literals per test, 4 sign patterns per pair
-    of tests on one feature or on a released pair); order k ≥ 3 adds C(T_Q, k)·2^k for every
-    released clique Q of at least 3 features (T_Q its tests) — an over-count where cliques
-    overlap, which only widens λ.
-    """
-    n = 1 + 2 * len(tests)
-    if max_order >= 2:
-        pairs = {frozenset(p) for c in cliques if len(c) >= 2 for p in itertools.combinations(c, 2)}
-        for a in range(len(tests)):
-            for b in range(a + 1, len(tests)):
-                fa, fb = tests[a].feature, tests[b].feature
-                if fa == fb or frozenset((fa, fb)) in pairs:
-                    n += 4
-    for c in cliques:  # order ≥ 3: any k of the clique's tests (also within one or two features)
-        t_q = sum(1 for t in tests if t.feature in c)
-        n += sum(math.comb(t_q, k) * 2 ** k for k in range(3, int(max_order) + 1))
-    return n
 
 
 MAX_ORDER = 5  # the largest monomial order (and the largest table a request may ask for: MAX_CLIQUE)
@@ -206,7 +179,7 @@ class BoostVote(MinimaxRules):
                       impossible=res.impossible[:, keep], bound=float(self.bound))
         self._set_minimax_state(summary, sol)
         self.tiebreak_ = self._tiebreak_tables(summary, [t.feature for t in src.fmap.tests])
-        self.pricing_exact_ = bool(res.converged and res.read.pricing_exact)
+        self.pricing_exact_ = bool(res.converged and res.read.pricing_exact and prices_exactly(summary, src.cliques))
         self.phi_exact_ = bool(res.read.phi_exact)
         self.history_ = res.history
         self.stopped_ = res.stop
@@ -268,7 +241,6 @@ class BoostVote(MinimaxRules):
     def _solve(self, summary: Any) -> tuple[ColumnSource, Any, Any]:
         """Column generation on ``summary``: (the column source, the driver with its LP, the result)."""
         cb = summary.codebook
-        lab = cb.label.name
         tests = codebook_tests(cb, features_param(self.features))
         MONOMIALS.check(Statistics(int(self.max_order), "cycles", "the codebook's features", discrete=bool(tests)),
                         "columns", "boost")
@@ -276,45 +248,15 @@ class BoostVote(MinimaxRules):
         cliques: list[tuple[str, ...]] = [(f,) for f in used]
         if self.max_order >= 2:
             cliques += [c for c in summary.feature_cliques() if set(c) <= set(used)]
-        K = int(summary.n_classes)
-        n = float(summary.n)
-        n_cand = count_candidates(tests, cliques, int(self.max_order))
-        order_cost = self.penalty * code_length_cost(len(tests), max(n, 2.0), min(int(self.max_order), len(tests)),
-                                                     self.kappa) / n
-        rel = released(summary)
-        n_draws = tuple((m, b, d, c * K) for m, b, d, c in rel.noise_draws((lab,)))
-        cache: dict[Monomial, tuple[np.ndarray, np.ndarray]] = {}
-
-        def moments(mono: Monomial) -> tuple[np.ndarray, np.ndarray]:
-            if mono not in cache:
-                cm = monomial_moments(summary, tests, mono)
-                tau = cm.tau
-                draws = tuple((m, b, d, c * cm.cells) for m, b, d, c in cm.draws)
-                if self.s == 0 and not draws and cm.lo is None:
-                    lam = np.zeros(K)
-                else:  # a Bernoulli mean whose noise is the recorded draws of the cells it sums: never approximate
-                    col = Moments(tau[:, None], np.sqrt(np.clip(tau * (1 - tau), 0, None))[:, None],
-                                  np.full((K, 1), cm.noise_std * math.sqrt(cm.cells) / n), n, (draws,), n_draws,
-                                  None if cm.lo is None else cm.lo[:, None], None if cm.hi is None else cm.hi[:, None])
-                    lam = confidence_box(col, np.ones(1, dtype=bool), s=self.s, coverage=self.coverage,
-                                         n_intervals=K * n_cand).lam[:, 0]
-                cache[mono] = (tau, lam + order_cost[len(mono)])
-            return cache[mono]
-
-        sizes = np.array([cb.attribute_size(f.name) if f.is_discrete else 1 for f in cb.features], dtype=np.int64)
-        src = ColumnSource(
-            codebook=cb, fmap=MonomialMap(tests), sizes=sizes, cliques=cliques,
-            clique_tau={c: summary.joint((*c, lab)) for c in cliques},
-            pooled=[summary.joint((f.name, lab)).T if f.is_discrete else np.ones((K, 1)) for f in cb.features],
-            moments=moments, order_cost=order_cost, max_order=int(self.max_order),
-        )
+        problem = problem_from(summary, tests, cliques, int(self.max_order), s=self.s, coverage=self.coverage,
+                               kappa=self.kappa, penalty=self.penalty)
         nodes = None if self.pricing_nodes is None else int(self.pricing_nodes)
         options = SearchOptions(node_limit=None if nodes is None else min(SEARCH_NODES, nodes))
         search = Columns(MonomialPricing(float(self.eps), int(self.n_max), options, nodes), int(self.k_max),
                          int(self.patience), float(self.stall_tol))
-        res = fit(MonomialProblem(src, K), MONOMIALS, search,
+        res = fit(problem, MONOMIALS, search,
                   FitOptions(bound=float(self.bound), time_limit=self.time_limit, callback=self._watch_empty()))
-        return src, res.read.model, res
+        return problem.src, res.read.model, res
 
     @staticmethod
     def _tiebreak_tables(summary: Any, features: Sequence[str]) -> list[tuple[str, int, np.ndarray]]:

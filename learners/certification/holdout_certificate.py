@@ -440,7 +440,7 @@ def certify_model(model: Any, releases: Sequence[Any], coverage: float = 0.95,
         "of models evaluated with marg certify --evaluations K)")
     said = {"ledger": f"this model the {_ordinal_words(ordinal)} evaluated on it, as the sites' ledgers record",
             "stated": f"{evaluations} model(s) as stated (--evaluations {evaluations})"}.get(source, "")
-    model.estimator.certificate_ = Certificate(bound.value, "holdout", coverage, False, len(classes), note=note)
+    model.estimator.set_certificate(Certificate(bound.value, "holdout", coverage, False, len(classes), note=note))
     model.info = {**model.info, "holdout_certificate": {
         **bound.to_dict(), "models_on_split": models, "ordinal_on_split": ordinal, "alpha_share": share,
         "models_known": models_known, "models_source": source,

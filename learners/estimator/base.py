@@ -7,7 +7,8 @@ Conventions follow scikit-learn's, with a Summary in place of rows:
 - ``fit(summary)`` validates the parameters, sets fitted state in attributes with a
   trailing underscore (among them ``certificate_``, a :class:`Certificate`, and
   ``feature_names_in_``) and returns ``self``; using an estimator before ``fit`` raises
-  :class:`marg.errors.NotFittedError`;
+  :class:`marg.errors.NotFittedError`; code outside an estimator gives it a certificate proved
+  elsewhere (a holdout bound, a chooser's) only through :meth:`MarginalEstimator.set_certificate`;
 - :meth:`MarginalEstimator.report` gives the keys of ``marg learn --json``;
 - persistence is written once: ``to_dict`` stores ``{"learner", "params", "state"}`` (the
   parameters once, from ``get_params``; the state from the learner's ``_state``) and
@@ -300,6 +301,35 @@ class MarginalEstimator:
 
         self._check_fitted()
         return own_certificate(self, summary, coverage, features)[0]
+
+    def set_certificate(self, certificate: Certificate) -> "MarginalEstimator":
+        """Give this fitted estimator a certificate proved for its labels outside its fit, and return it.
+
+        The one way code outside an estimator sets ``certificate_`` (its ``fit`` and the model loader
+        set it from inside; ``tests/marg/test_lint.py`` checks): the holdout bound of a model file
+        (:func:`marg.learners.certification.holdout_certificate.certify_model`), the study's final choice
+        (:func:`marg.learners.study.final_choice.final_among`), the automatic choice's chosen candidate at
+        the coverage every box it looked at holds together (:class:`marg.learners.auto.AutoLearner`).
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit``.
+        InputError
+            ``certificate`` is no :class:`Certificate`, its value no bound (not finite, or negative), or
+            it counts other classes than the estimator's.
+        """
+        self._check_fitted()
+        if not isinstance(certificate, Certificate):
+            raise InputError(f"a certificate must be a Certificate, got {type(certificate).__name__}")
+        if not (np.isfinite(certificate.value) and certificate.value >= 0.0):
+            raise InputError(f"a certificate's value must be a finite bound >= 0, got {certificate.value!r}")
+        classes = getattr(self, "classes_", None)
+        k = len(classes) if classes is not None else self.certificate_.n_classes
+        if certificate.n_classes != k:
+            raise InputError(f"a certificate over {certificate.n_classes} classes for {self.display_name} of {k}")
+        self.certificate_ = certificate
+        return self
 
     def cover_selection(self, summary: Any) -> None:
         """A fit's last step: on a summary whose features were selected from the same patients

@@ -162,3 +162,49 @@ def label_moments(summary: Any) -> Moments:
     if bounds is not None:
         lo, hi = (np.asarray(b, dtype=np.float64).reshape(-1, 1) / n for b in bounds)
     return Moments(tau, std, noise, n, (summary.noise_draws((lab,)),), _n_draws(summary), lo, hi)
+
+
+def cells_moments(summary: Any, names: tuple[str, ...], mask: np.ndarray) -> Moments:
+    """The :class:`Moments` of one column that sums cells of one table: τ (K, 1) with
+    τ[c] = Σ_{cells a, mask[a]} N[a, c]/n, from the smallest table holding ``names`` as released.
+
+    A boost monomial's column (:func:`marg.learners.boost.columns.monomial_moments`): a Bernoulli
+    mean (sample std sqrt(τ(1 − τ))) whose noise sums the independent noise of the cells it adds
+    (std √cells times one cell's, ``draws`` one cell's draws with their count times the cells).
+    Where the table hides class columns (min-cell suppression) a class's hidden rows may all sit
+    in the column's cells or none of them: ``lo`` the sum of the cells' lower bounds, ``hi`` that
+    plus the class's hidden rows (``lo = hi`` when the mask holds every cell).
+
+    Parameters
+    ----------
+    summary : marginals.summary.Summary
+    names : tuple of str
+        The table's features, then the label (the label alone: the class shares).
+    mask : ndarray of bool, shape ``counts(names).shape[:-1]`` (() for the label alone)
+        The cells the column sums.
+
+    Returns
+    -------
+    Moments
+        Each array (K, 1); n the tables' as released (``Summary.n_released``).
+    """
+    summary = released(summary)
+    n = float(summary.n_released)
+    K = int(summary.n_classes)
+    N = np.asarray(summary.counts(names), dtype=np.float64)  # (m_f..., K)
+    mask = np.asarray(mask, dtype=bool)
+    cells = int(mask.sum())
+    tau = N[mask].sum(axis=0) / n
+    std = np.sqrt(np.clip(tau * (1.0 - tau), 0.0, None))
+    noise = np.full(K, float(summary.count_noise_std(names)) * np.sqrt(cells) / n)
+    draws = tuple((m, b, d, c * cells) for m, b, d, c in summary.noise_draws(names))
+    lo = hi = None
+    bounds = summary.count_bounds(names)
+    if bounds is not None:
+        spare = (bounds[1] - bounds[0]).reshape(-1, K).max(axis=0)  # per class: the hidden rows
+        lo = bounds[0][mask].sum(axis=0)
+        hi = lo + spare
+        if mask.all():
+            lo = hi
+        lo, hi = (lo / n)[:, None], (hi / n)[:, None]
+    return Moments(tau[:, None], std[:, None], noise[:, None], n, (draws,), _n_draws(summary), lo, hi)

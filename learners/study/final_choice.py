@@ -7,7 +7,7 @@ N[predicted, y] (K×K), or the class-wise table N[y, outcome] (K×2), every cell
 :mod:`marg.marginals.noise_kinds` knows with a lattice pmf). Those patients never entered a table
 the features were selected or the model fitted on, so the comparison is not the one that chose it.
 
-**The larger class** is :class:`marg.learners.label_only.LabelOnly`'s rule fitted on the training
+**The larger class** is :class:`marg.learners.classifiers.label_only.LabelOnly`'s rule fitted on the training
 summary (the class c whose share has the largest lower bound on the label table): chosen before the
 evaluation, it is one more fixed rule evaluated on the same patients. Its errors are read from the
 same table — every held-out patient whose class is not c:
@@ -15,11 +15,11 @@ same table — every held-out patient whose class is not c:
     confusion: Ẽ_c = Σ_{y≠c} Σ_ŷ Ñ[ŷ, y]  (K(K − 1) cells),    classes: Ẽ_c = Σ_{y≠c} Σ_o Ñ[y, o]  (2(K − 1) cells),
 
 and the held-out count ñ is the table's sum (K² or 2K cells), as for the model's own errors
-(:func:`marg.learners.holdout_certificate.released_counts`).
+(:func:`marg.learners.certification.holdout_certificate.released_counts`).
 
-**The rule.** Both bounds (:func:`marg.learners.holdout_certificate.exact_bound`) are taken at
+**The rule.** Both bounds (:func:`marg.learners.certification.holdout_certificate.exact_bound`) are taken at
 α·share/2, share = g(j) for the model's ordinal j on the held-out set
-(:func:`marg.learners.holdout_certificate.evaluation_share`: the two rules split the model's
+(:func:`marg.learners.certification.holdout_certificate.evaluation_share`: the two rules split the model's
 share). Both hold together with probability ≥ 1 − α·share, so whichever is returned — a choice
 made from these very counts — keeps its certificate. The model is returned only when it
 **beats** the larger class: its bound strictly below the larger class's (the bounds tied — both 1 on a
@@ -32,7 +32,7 @@ model j at its own ordinal o_j on the held-out set (consecutive: the ledger coun
 taken at α·g(o_j)/2 and the larger class's (read from the first model's table) at α·g(o_1)/2, so all K + 1
 bounds hold together with probability ≥ 1 − α·Σ_j g(o_j) ≥ 1 − α (Σ_{o ≥ 1} g(o) = 1): a choice made from these
 counts keeps its certificate, whichever is chosen. The choice among the K is the one rule of
-:mod:`marg.learners.choice_rule` on the held-out evidence (:func:`~marg.learners.choice_rule.with_heldout`: each
+:mod:`marg.learners.choice.choice_rule` on the held-out evidence (:func:`~marg.learners.choice.choice_rule.with_heldout`: each
 model's released error rate with its binomial and noise standard error; the smallest, ties by the bound); the
 chosen one is then compared with the larger class by ``rule`` as above. K = 1 is :func:`final_against_prior`.
 """
@@ -132,7 +132,7 @@ def final_against_prior(model: Any, prior: Any, counts: np.ndarray, draws: Seque
     coverage : float in (0, 1)
     ordinal, evaluations : int
         The model's ordinal on the held-out set (the sites' ledgers) and a stated number of models evaluated
-        on it (can only lower the share): :func:`marg.learners.holdout_certificate.evaluation_share`.
+        on it (can only lower the share): :func:`marg.learners.certification.holdout_certificate.evaluation_share`.
     rule : {"beats", "not-worse"}
         ``"beats"``: the model only when its bound is strictly below the larger class's (module docstring), or
         the bounds tie (both 1 on a small evaluation) and its released error count is strictly below the larger
@@ -217,10 +217,10 @@ def final_among(models: Sequence[Any], prior: Any, tables: Sequence[np.ndarray],
         margin = float(ndtri(levels[j])) * float(np.sqrt(2.0 * (C - 1))) * float(cell_std)
         keep = model_rel.errors - prior_rel.errors <= margin
     chosen, est, bound = ("model", models[j], mb) if keep else ("prior", prior, pb)
-    getattr(est, "estimator", est).certificate_ = Certificate(  # a Model file's estimator, or the estimator itself
+    getattr(est, "estimator", est).set_certificate(Certificate(  # a Model file's estimator, or the estimator itself
         bound.value, "holdout", coverage, False, C,
         note=("" if keep else f"the model's holdout bound {mb.value:.4f} does not beat the larger class's "
-                              f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned"))
+                              f"{pb.value:.4f} on the same evaluation ({rule}): the larger class is returned")))
     evaluated = tuple({"learner": names[i], "ordinal": ordinals[i], "alpha_share": shares[i],
                        "errors": rels[i].errors, "rows": rels[i].rows, "bound": bounds[i].value} for i in range(K))
     return FinalChoice(chosen, est, HoldoutBound(**{**bound.__dict__, "coverage": coverage}), mb, pb, c,

@@ -155,7 +155,9 @@ def test_learn_returns_a_certified_model_that_saves_signed(demo, tmp_path):
     est = marg.DCC(greedy=True)
     assert repr(est) == "DCC(greedy=True)  # not fitted"
     m = marg.learn(s, est)
-    assert m.estimator is est and "fitted on 8 features: certificate W(h) ≤ " in repr(est)
+    # a clone is fitted (scikit-learn's convention): the estimator given stays unfitted, with its parameters
+    assert m.estimator is not est and repr(est) == "DCC(greedy=True)  # not fitted"
+    assert "fitted on 8 features: certificate W(h) ≤ " in repr(m.estimator)
     assert m.info["n"] == s.n and m.info["level_counts"]["features"]["sex"]["halfwidth"] > 0
     with pytest.raises(InputError) as exc:
         marg.learn(s, "mrc", greedy=True)

@@ -17,6 +17,7 @@ from marg.learners.study.final_choice import final_against_prior
 from marg.marginals import study_design as sd
 from marg.marginals import study_split as ss
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from tests.helpers.stand_in import StandIn
 
 RHO = sd.rho_for_epsilon(1.0, 1e-6)
 
@@ -100,7 +101,7 @@ def test_the_guard_catches_a_model_erring_everywhere_as_often_as_guard_sees_says
     caught = 0
     for _ in range(300):
         conf = _evaluation(rng, n_h, e, 1.0, sigma)
-        out = final_against_prior(SimpleNamespace(), SimpleNamespace(class_=0), conf, (("gaussian", sigma, True, 1),),
+        out = final_against_prior(StandIn(), StandIn(class_=0), conf, (("gaussian", sigma, True, 1),),
                                   rule="not-worse", cell_std=sigma)
         caught += out.chosen == "prior"
     want = sd.guard_sees(n_h, sigma ** 2, 2)
@@ -132,7 +133,7 @@ def test_the_decisive_round_keeps_a_model_that_beats_the_larger_class_as_planned
     reps = 300
     for _ in range(reps):
         conf = _evaluation(rng, n_h, e, e - sd.DETECT, sigma)
-        out = final_against_prior(SimpleNamespace(), SimpleNamespace(class_=0), conf, (("gaussian", sigma, True, 1),))
+        out = final_against_prior(StandIn(), StandIn(class_=0), conf, (("gaussian", sigma, True, 1),))
         kept += out.chosen == "model"
     se = math.sqrt(sd.POWER * (1 - sd.POWER) / reps)
     assert kept / reps >= d.evaluation["power"] - 3 * se, (kept, d.evaluation["power"])
@@ -156,7 +157,7 @@ def test_the_guards_rule_returns_the_larger_class_only_for_a_model_shown_worse()
         parts = (("gaussian", sigma, True, 1),)
         for _ in range(300):
             conf = _evaluation(rng, n_h, e, e if what == "even" else 0.9, sigma)
-            args = (SimpleNamespace(), SimpleNamespace(class_=0), conf, parts)
+            args = (StandIn(), StandIn(class_=0), conf, parts)
             out = final_against_prior(*args, rule="not-worse", cell_std=sigma)
             if what == "even":
                 kept += out.chosen == "model"
@@ -172,7 +173,7 @@ def test_the_guards_rule_returns_the_larger_class_only_for_a_model_shown_worse()
     assert kept >= 0.95 * 300 and caught >= 300 * (want - 3 * math.sqrt(want * (1 - want) / 300)), (kept, caught, want)
     assert 0.3 * 300 < kept_beats < 0.7 * 300, kept_beats
     with pytest.raises(Exception, match="rule"):
-        final_against_prior(SimpleNamespace(), SimpleNamespace(class_=0), np.eye(2) * 10, (), rule="loose")
+        final_against_prior(StandIn(), StandIn(class_=0), np.eye(2) * 10, (), rule="loose")
 
 
 CREDIT = (3, 3, 3, 4, 4, 15, 10, 3, 2, 2, 3, 2, 3, 3, 3)

@@ -75,7 +75,7 @@ def minimax_lp(est, S, monos, classes_of, price):
     tests = est.map_.tests
     fm = MonomialMap(tests, monos)
     cols = [(c, u) for u in range(fm.dim) for c in classes_of(u)]
-    tau = np.array([monomial_moments(S, tests, fm.monomials[u]).tau[c] for c, u in cols])
+    tau = np.array([monomial_moments(S, tests, fm.monomials[u]).tau[c, 0] for c, u in cols])
     lam = np.array([price[len(fm.monomials[u])] for c, u in cols])  # s = 0: λ is the price alone
     X = np.array(list(itertools.product(*[range(m) for m in sizes])), dtype=float)
     P = fm.psi(X)
@@ -188,7 +188,7 @@ def test_candidate_count_bounds_every_priceable_monomial():
     """The Bonferroni count is at least the number of distinct monomials of order ≤ K whose
     features lie in one priced clique (enumerated), for K = 1..3, pairs or a triple released."""
     from marg.learners.boost.literals import canonical
-    from marg.learners.boost.vote import count_candidates
+    from marg.learners.boost.from_summary import count_candidates
 
     cb = tiny_codebook((3, 3, 2, 2))
     tests = codebook_tests(cb)

@@ -57,7 +57,7 @@ def test_estimator_contract(learner, summary):
     # a replaced certificate (e.g. W(h) of the rule, a holdout bound) survives the file
     from dataclasses import replace
 
-    est.certificate_ = replace(est.certificate_, value=0.321, kind="holdout", approximate=False)
+    est.set_certificate(replace(est.certificate_, value=0.321, kind="holdout", approximate=False))
     assert cls.from_dict(json.loads(json.dumps(est.to_dict()))).certificate_ == est.certificate_
     bad = json.loads(json.dumps(est.to_dict()))
     bad["certificate"]["kind"] = "guess"

@@ -188,9 +188,9 @@ def test_two_sites_one_hidden_column_is_bounded_per_site():
     # a boost rule over the hidden column's cells: its rows may hold all of A's hidden class-1 rows or none
     test = BinaryTest("a", 0, (True, False, False, False), "a = 0", "a != 0")
     cm = monomial_moments(S, [test], (Literal(0),))
-    np.testing.assert_allclose(cm.lo * S.n, [Na[0, 0], lo[0, 1]])
-    np.testing.assert_allclose(cm.hi * S.n, [Na[0, 0], lo[0, 1] + SA])
-    assert cm.lo[1] * S.n <= Na[0, 1] <= cm.hi[1] * S.n
+    np.testing.assert_allclose(cm.lo[:, 0] * S.n, [Na[0, 0], lo[0, 1]])
+    np.testing.assert_allclose(cm.hi[:, 0] * S.n, [Na[0, 0], lo[0, 1] + SA])
+    assert cm.lo[1, 0] * S.n <= Na[0, 1] <= cm.hi[1, 0] * S.n
     # leave-one-site-out summaries sum the sites' own (marked) tables: the same bounds
     rest = Summary(CB, sum_tables([ts for _, ts in S.site_parts])[0])
     np.testing.assert_array_equal(rest.count_bounds(("a", "y"))[1], hi)

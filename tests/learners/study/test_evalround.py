@@ -18,6 +18,7 @@ from marg.learners.certification.holdout_certificate import (certify_model, eval
                                                released_counts)
 from marg.marginals.noise_kinds import NOISES, Noise, register_noise
 from marg.marginals.study_design import first_level
+from tests.helpers.stand_in import StandIn
 
 
 def _laplace(rng, b: float, size) -> np.ndarray:
@@ -107,7 +108,7 @@ def _release(site, counts, ordinal, fraction=0.2):
 
 def _model():
     return SimpleNamespace(codebook=SimpleNamespace(label=SimpleNamespace(classes=("no", "yes"))),
-                           estimator=SimpleNamespace(), info={})
+                           estimator=StandIn(), info={})
 
 
 def test_certify_takes_the_share_of_the_largest_ordinal_the_ledgers_record():
@@ -175,10 +176,10 @@ def _confusion(rng, n, p_y, err, rule="model"):
 
 
 def test_the_larger_class_is_returned_when_the_model_does_not_beat_it():
-    prior = SimpleNamespace(class_=0)
+    prior = StandIn(class_=0)
     # the model errs as often as the larger class on the evaluation counts: the prior, with its own bound
     conf = np.array([[60, 20], [20, 0]])  # N[predicted, y]: the model errs 40 of 100, the prior (class 0) 20
-    out = final_against_prior(SimpleNamespace(), prior, conf, ())
+    out = final_against_prior(StandIn(), prior, conf, ())
     a = 0.05 * evaluation_share(1) / 2
     assert out.chosen == "prior" and out.estimator is prior and out.prior_class == 0
     assert out.certificate.value == pytest.approx(beta.ppf(1 - a, 21, 80), rel=1e-9) == prior.certificate_.value
@@ -187,8 +188,8 @@ def test_the_larger_class_is_returned_when_the_model_does_not_beat_it():
     assert prior_released(conf, (), "confusion", 0).errors == 20.0
     assert prior_released(np.array([[60, 20], [0, 20]]), (), "classes", 0).errors == 20.0  # N[y, outcome]
     # a model that beats it is returned, certified on the same counts
-    model = SimpleNamespace()
-    good = final_against_prior(model, SimpleNamespace(class_=0), np.array([[55, 5], [5, 35]]), ())
+    model = StandIn()
+    good = final_against_prior(model, StandIn(class_=0), np.array([[55, 5], [5, 35]]), ())
     assert good.chosen == "model" and good.estimator is model and model.certificate_.kind == "holdout"
 
 
@@ -202,7 +203,7 @@ def test_final_against_prior_by_simulation():
         kept = covered = 0
         for _ in range(100):
             conf = _confusion(rng, 300, 0.4, err, rule) + _laplace(rng, 1.0, (2, 2))
-            out = final_against_prior(SimpleNamespace(), SimpleNamespace(class_=0), conf, parts)
+            out = final_against_prior(StandIn(), StandIn(class_=0), conf, parts)
             kept += out.chosen == want
             covered += out.certificate.value >= (0.4 if out.chosen == "prior" else err)
         assert kept / 100 >= 0.95 and covered / 100 >= 0.95, (rule, kept, covered)

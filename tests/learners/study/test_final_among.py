@@ -6,14 +6,13 @@ every model at the first ordinal (the K not counted) does not; K = 1 is the one-
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from marg.errors import InputError
 from marg.learners.study.final_choice import final_against_prior, final_among
 from marg.learners.certification.holdout_certificate import evaluation_share
+from tests.helpers.stand_in import StandIn
 
 
 def _tables(rng, rates, n, prior_rate):
@@ -37,8 +36,8 @@ def test_the_best_of_k_is_covered_at_consecutive_ordinals_and_not_without_them()
     rng = np.random.default_rng(49)
     K, n, prior_rate = 10, 150, 0.40
     rates = np.full(K, 0.30)
-    prior = SimpleNamespace(class_=0)
-    models = [SimpleNamespace(learner=f"m{k}") for k in range(K)]
+    prior = StandIn(class_=0)
+    models = [StandIn(learner=f"m{k}") for k in range(K)]
     ok = flat = 0
     trials = 2000
     for _ in range(trials):
@@ -53,8 +52,8 @@ def test_the_best_of_k_is_covered_at_consecutive_ordinals_and_not_without_them()
 
 
 def test_the_choice_is_the_fewest_held_out_errors_and_its_share_is_its_ordinals():
-    prior = SimpleNamespace(class_=0)
-    models = [SimpleNamespace(learner=n) for n in ("nb", "mrc", "renyi")]
+    prior = StandIn(class_=0)
+    models = [StandIn(learner=n) for n in ("nb", "mrc", "renyi")]
     # N[predicted, y]: 400 held-out patients, 160 of class 1; errors 90, 60, 80; the larger class errs 160
     tabs = [np.array([[210.0, 60.0], [30.0, 100.0]]), np.array([[220.0, 40.0], [20.0, 120.0]]),
             np.array([[200.0, 40.0], [40.0, 120.0]])]
@@ -71,8 +70,8 @@ def test_the_choice_is_the_fewest_held_out_errors_and_its_share_is_its_ordinals(
 
 
 def test_the_larger_class_when_no_model_beats_it_and_one_model_is_the_old_comparison():
-    prior = SimpleNamespace(class_=0)
-    models = [SimpleNamespace(learner="a"), SimpleNamespace(learner="b")]
+    prior = StandIn(class_=0)
+    models = [StandIn(learner="a"), StandIn(learner="b")]
     bad = [np.array([[60.0, 40.0], [40.0, 20.0]]), np.array([[50.0, 30.0], [50.0, 30.0]])]  # both ≥ the larger class
     fc = final_among(models, prior, bad, [(), ()], "confusion", 0.95)
     assert fc.chosen == "prior" and fc.estimator is prior and fc.share == pytest.approx(evaluation_share(1))
