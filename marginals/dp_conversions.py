@@ -63,14 +63,16 @@ def _nudged(make, scale: float, cost: float):
 def _gaussian_proxy(rho: float):
     """A scalar Gaussian (scale 1/sqrt(2ρ)) whose OpenDP map at sensitivity 1 is at least ``rho``."""
     dp = dp_prelude()
-    return _nudged(lambda s: dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s),
+    return _nudged(lambda s: dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                                                scale=s),
                    1.0 / math.sqrt(2.0 * rho), rho)
 
 
 def _laplace_proxy(epsilon: float):
     """A scalar Laplace (scale 1/ε) whose OpenDP map at sensitivity 1 is at least ``epsilon``."""
     dp = dp_prelude()
-    return _nudged(lambda s: dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s),
+    return _nudged(lambda s: dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                                               scale=s),
                    1.0 / epsilon, epsilon)
 
 

@@ -1,4 +1,5 @@
-"""A DP release planned once: (tables, budget, weights, mechanism) → each table's calibrated OpenDP measurement, its noise scale and std, and the release's cost; then the release itself.
+"""A DP release planned once: (tables, budget, weights, mechanism) → each table's calibrated OpenDP measurement, its
+noise scale and std, and the release's cost; then the release itself.
 
 OpenDP's lesson: a measurement's cost and its noise are one object. A :class:`ReleasePlan`
 splits the budget across the tables (:mod:`marg.marginals.allocation`), calibrates one OpenDP
@@ -89,8 +90,9 @@ def _calibrate(mech: Mechanism, share: float, sens: float | int, integer: bool) 
     scale = mech.scale_for(share, sens)
     what = "ε" if mech.pure else "ρ"
     if not (scale <= MAX_NOISE_SCALE):
-        raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, above "
-                         f"the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger --epsilon/--rho")
+        raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, "
+                         f"above the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger "
+                         "--epsilon/--rho")
     for _ in range(64):
         try:
             meas = mech.measurement(scale, integer)
@@ -122,7 +124,8 @@ class TableSpec:
 
     @property
     def name(self) -> str:
-        return ("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique) + ("" if self.kind == "moments" else "]")
+        return (("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique)
+                + ("" if self.kind == "moments" else "]"))
 
 
 def table_specs(cliques: Sequence[tuple[str, ...]], codebook: Any, discrete: bool) -> list[TableSpec]:
@@ -203,7 +206,8 @@ class ReleasePlan:
         specs = []
         for t in tables:
             if not t.noise.is_exact:
-                raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables only")
+                raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables "
+                                 "only")
             counts = np.asarray(t.counts)
             integer = t.kind != "moments" and mech.discrete and _is_integral(counts)
             specs.append(TableSpec(tuple(t.clique), t.kind, int(counts.size), integer))

@@ -5,9 +5,9 @@ The session is read-only (``default_transaction_read_only``, and every transacti
 and every statement goes through the extended query protocol as a prepared statement, which
 the server refuses to hold more than one command: ``?query=SELECT 1) t; COMMIT; DROP TABLE
 visits; SELECT * FROM (SELECT 1`` is one refused statement, not three. Any other URI
-parameter (``sslmode``, ``host`` for a socket folder, …) goes to libpq unchanged; the password may also come from ``PGPASSWORD`` or ``~/.pgpass``.
-A ``?query=`` calling a volatile function (``pg_read_file``, ``pg_terminate_backend``…: side
-effects a read-only transaction does not stop) is refused before it runs (its plan names it).
+parameter (``sslmode``, ``host`` for a socket folder, …) goes to libpq unchanged; the password may also come from
+``PGPASSWORD`` or ``~/.pgpass``. A ``?query=`` calling a volatile function (``pg_read_file``, ``pg_terminate_backend``…:
+side effects a read-only transaction does not stop) is refused before it runs (its plan names it).
 The bundle records host, port, database and table or the query's SHA-256 — never the query's
 text, the user or password,
 and no error message repeats the password. Needs the optional extra ``postgres``
