@@ -58,7 +58,8 @@ class MargTyper(typer.Typer):
             exc.show()  # `marg` or `marg keys` alone: the help, as before
             sys.exit(exc.exit_code)
         except UsageError as exc:
-            where = exc.ctx.command_path.split(" ", 1)[1] + ": " if exc.ctx is not None and " " in exc.ctx.command_path else ""
+            where = (exc.ctx.command_path.split(" ", 1)[1] + ": " if exc.ctx is not None and " " in exc.ctx.command_path
+                     else "")
             hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
             err(f"marg: error: {where}{_sentence(exc.format_message())}{hint}")
             sys.exit(2)
@@ -193,7 +194,8 @@ def _option_panels() -> None:
         if args:
             with formatter.section("Arguments"):
                 formatter.write_dl(args)
-        for title, rows in sorted(sections.items(), key=lambda kv: kv[0] != "Options"):  # stable: panels in order of appearance
+        # stable: panels in order of appearance
+        for title, rows in sorted(sections.items(), key=lambda kv: kv[0] != "Options"):
             with formatter.section(title):
                 formatter.write_dl(rows)
 
@@ -297,12 +299,14 @@ def _version(value: bool) -> None:
 
 
 def sub_app(help: str) -> MargTyper:
-    return MargTyper(help=help, no_args_is_help=True, rich_markup_mode=None)  # plain help: rich costs ~0.1 s of start-up
+    # plain help: rich costs ~0.1 s of start-up
+    return MargTyper(help=help, no_args_is_help=True, rich_markup_mode=None)
 
 
 app = MargTyper(
     name="marg",
-    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.\n\n" + EXIT_CODES,
+    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.\n\n"
+    + EXIT_CODES,
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
