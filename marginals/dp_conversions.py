@@ -11,6 +11,7 @@ so that its map is at least the cost (a conversion never understates it).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from marg._util import bisect_monotone
 from marg.errors import InputError
@@ -49,6 +50,28 @@ def opendp_words(exc: Exception) -> str:
     """OpenDP's error message on one line (its first non-empty line, without the backtrace)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return lines[0][:200] if lines else type(exc).__name__
+
+
+def calibrated(build, scale: float, sensitivity: float, budget: float, describe) -> tuple[float, Any, float]:
+    """``(scale, measurement, cost)``: the first scale from ``scale`` up whose measurement ``build(scale)``
+    costs at most ``budget`` by OpenDP's map at ``sensitivity`` (float rounding can put the formula's
+    scale a hair over the budget; the scale is nudged up until it is not).
+
+    Raises
+    ------
+    InputError
+        OpenDP cannot build the measurement: one line, ``describe(scale)`` and OpenDP's words.
+    """
+    for i in range(64):
+        try:
+            meas = build(scale)
+            cost = float(meas.map(sensitivity))
+        except dp_prelude().OpenDPException as exc:
+            raise InputError(f"OpenDP cannot build {describe(scale)} ({opendp_words(exc)})") from None
+        if cost <= budget:
+            return scale, meas, cost
+        scale = math.nextafter(scale, math.inf) if i < 32 else scale * (1.0 + 1e-12)
+    raise RuntimeError(f"could not calibrate {describe(scale)}")  # pragma: no cover
 
 
 def _nudged(make, scale: float, cost: float):

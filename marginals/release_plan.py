@@ -27,7 +27,7 @@ from marg.errors import InputError
 
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
 from .allocation import resolve_weights, split_budget
-from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words
+from .dp_conversions import MAX_NOISE_SCALE, calibrated
 from .mechanisms import Mechanism, get_mechanism
 from .noise import moment_bound
 
@@ -93,17 +93,8 @@ def _calibrate(mech: Mechanism, share: float, sens: float | int, integer: bool) 
         raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, "
                          f"above the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger "
                          "--epsilon/--rho")
-    for _ in range(64):
-        try:
-            meas = mech.measurement(scale, integer)
-            cost = float(meas.map(sens))
-        except dp_prelude().OpenDPException as exc:
-            raise InputError(f"OpenDP cannot build {mechanism} noise of scale {scale:.3g} for a table's {what} share "
-                             f"{share:.3g} ({opendp_words(exc)})") from None
-        if cost <= share:
-            return scale, meas, cost
-        scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)
-    raise RuntimeError(f"could not calibrate a {mechanism} scale for a share of {share!r}")  # pragma: no cover
+    return calibrated(lambda s: mech.measurement(s, integer), scale, sens, share,
+                      lambda s: f"{mechanism} noise of scale {s:.3g} for a table's {what} share {share:.3g}")
 
 
 def _is_integral(arr: np.ndarray) -> bool:
