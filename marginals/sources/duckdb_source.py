@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..io import NULL_VALUES, _delimiter, _is_parquet
 from .base import first_line
 from .sql import DUCKDB, table_sql
-from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string, query_record
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
 
 # DuckDB 2.0 decides isnan(x) (and x > 'inf') from Parquet/column statistics, which leave
@@ -97,14 +97,8 @@ class DuckDBSource(SQLSource):
         return cls(Path(path), file=True)
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "duckdb", "engine": "duckdb",
-                             "database" if not self.file else "file": self.path.name}
-        for k in ("schema", "table"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        if self.query is not None:
-            d.update(query_record(self.query))
-        return d
+        return self._with_relation({"kind": "duckdb", "engine": "duckdb",
+                                    "database" if not self.file else "file": self.path.name})
 
     def _connect(self):
         if self._con is None:

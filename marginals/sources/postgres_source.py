@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import pyarrow as pa
 
 from .sql import POSTGRES, table_sql
-from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string, query_record
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
 
 MARG_PARAMS = ("table", "schema", "query")
@@ -69,14 +69,8 @@ class PostgresSource(SQLSource):
         self._functions_checked = False
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "postgresql", "engine": "postgresql", "host": self.host, "port": self.port,
-                             "database": self.database}
-        for k in ("schema", "table"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        if self.query is not None:
-            d.update(query_record(self.query))
-        return d
+        return self._with_relation({"kind": "postgresql", "engine": "postgresql", "host": self.host,
+                                    "port": self.port, "database": self.database})
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
