@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from marg.learners.model import Model, evaluate
 from marg._util import atomic_write_bytes
@@ -53,14 +53,20 @@ def _fresh_dir(workdir: Path) -> None:
     (workdir / MARKER).write_text("files written by `marg demo`; safe to delete\n")
 
 
-def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
-    """Generate each site's training and held-out files and the study codebook."""
+def site_columns(workdir: Path, seed: int, held: float) -> Iterator[tuple[Any, dict, int, int]]:
+    """Write the study codebook into ``workdir``; then each site's profile, its generated columns
+    (seeded by ``seed`` and the site), its row count n and how many of its rows are held back
+    (``held`` · n, rounded): the generated data of both demos."""
     demo_codebook().save(workdir / "codebook.json")
-    files: dict[str, dict[str, Path]] = {}
     for k, prof in enumerate(SITES):
         n = SITE_ROWS[prof.name]
-        cols = generate(n, prof, seed=seed * 100 + k)
-        n_test = int(round(n * HOLDOUT))
+        yield prof, generate(n, prof, seed=seed * 100 + k), n, int(round(n * held))
+
+
+def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
+    """Generate each site's training and held-out files and the study codebook."""
+    files: dict[str, dict[str, Path]] = {}
+    for prof, cols, n, n_test in site_columns(workdir, seed, HOLDOUT):
         site_dir = workdir / prof.name
         site_dir.mkdir(exist_ok=True)
         train, test = site_dir / "patients.csv", site_dir / "holdout.csv"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from marg._util import atomic_write_bytes
-from marg.demo import SITE_ROWS, _fresh_dir
+from marg.demo import SITE_ROWS, _fresh_dir, site_columns
 from marg.errors import InputError
 
 STUDY_ROWS = dict(SITE_ROWS)  # each site's patients (as in the per-site demo), 20 % of them kept for its own check
@@ -50,14 +50,10 @@ def as_party(home: Path) -> Iterator[None]:
 
 def prepare(workdir: Path, seed: int) -> dict[str, dict[str, Path]]:
     """The study codebook and each site's rows: ``SITE/patients.csv`` (the study's) and ``SITE/check.csv`` (its own)."""
-    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from marg.marginals.synthetic import write_csv
 
-    demo_codebook().save(workdir / "codebook.json")
     files: dict[str, dict[str, Path]] = {}
-    for k, prof in enumerate(SITES):
-        n = STUDY_ROWS[prof.name]
-        cols = generate(n, prof, seed=seed * 100 + k)
-        n_check = int(round(n * CHECK))
+    for prof, cols, n, n_check in site_columns(workdir, seed, CHECK):
         d = workdir / prof.name
         d.mkdir()
         files[prof.name] = {"home": d, "data": d / "patients.csv", "check": d / "check.csv"}
