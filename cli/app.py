@@ -31,8 +31,8 @@ EXIT_CODES = (
 def lean_arrow_memory() -> None:
     """Arrow's jemalloc pool for this command, where Linux wheels ship it: it gives freed pages back
     to the system, where Arrow's default (mimalloc) keeps them, so a wide CSV export's peak memory is
-    the reader's block and the codes, not every block's high-water mark (1,000 × 20,000 binary CSV:
-    604 → ≈ 520 MiB; 3,000 × 3,000 Parquet 398 → 348 MiB; same CPU). Set through
+    the reader's block and the codes, not every block's high-water mark, at the same CPU (BENCHMARKS.md,
+    "Issue 48 (bytes)" and BENCHMARKS.md, "Issue 47: numbers moved out of docstrings"). Set through
     ``ARROW_DEFAULT_MEMORY_POOL`` before pyarrow is imported (nothing to import for ``--help``); a
     value the user set is kept, and other systems keep Arrow's default."""
     if sys.platform.startswith("linux") and "pyarrow" not in sys.modules:
@@ -238,7 +238,7 @@ def _lean_coercion() -> None:
     """Option values coerced without pydantic where the result is certain.
 
     Typer 0.29 builds a pydantic ``TypeAdapter`` for every parameter of the command that runs
-    (pydantic's import and ≈ 40 adapters for ``marg export``: a fifth of a small export's CPU).
+    (pydantic's import and an adapter a parameter for ``marg export``: BENCHMARKS.md, "Issue 48 (bytes2)").
     marg's options are plain (str, int, float, bool, Path, lists of those, no ranges, parsers or
     path checks but Typer's own): a text in canonical form (``12``, ``-0.5``, ``1e-3``, a non-empty
     path) is converted here as the adapter would; anything else (``+1``, `` 3``, ``1_000``,
@@ -299,7 +299,7 @@ def _version(value: bool) -> None:
 
 
 def sub_app(help: str) -> MargTyper:
-    # plain help: rich costs ~0.1 s of start-up
+    # plain help: rich's renderer costs start-up time (BENCHMARKS.md, "Counting at database speed")
     return MargTyper(help=help, no_args_is_help=True, rich_markup_mode=None)
 
 

@@ -256,8 +256,8 @@ def inspect_cmd(
 
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Set to 1 at start-up unless given: marg's dense algebra is on matrices of a few hundred rows, where
-BLAS' worker threads cost more than they compute — on a shared 2-core machine an eigendecomposition of
-138 × 138 took 1.5 ms on one thread and up to 200 ms of CPU on two (BENCHMARKS.md, "Issue 48 (autospeed)").
+BLAS' worker threads cost more than they compute — on a shared 2-core machine, many times more CPU for
+Rényi's eigendecompositions on two threads than on one (BENCHMARKS.md, "Issue 48 (autospeed)").
 (Not OMP_NUM_THREADS: Arrow's CSV reader sizes its thread pool from it.)"""
 
 

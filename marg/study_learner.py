@@ -93,8 +93,8 @@ def _survivors(party: Party, r: str) -> list[str]:
 def round2_summary(party: Party) -> Any:
     """Round 2's pooled sum as a Summary; under the private selection with round 1's pooled label table added (the
     larger class is called from the least noisy N[y]: round 1's label table carries the design's label share, where
-    the column sums of the vote's fallback table carry round 2's scraps — on leukemia std 5.7 against ≈ 56 a cell,
-    and 4 of 5 folds called the smaller class without it). Post-processing of released tables only."""
+    the column sums of the vote's fallback table carry round 2's scraps; measured on leukemia in
+    BENCHMARKS.md, "Issue 47: numbers moved out of docstrings"). Post-processing of released tables only."""
     from marg.marginals.summary import Summary
 
     study = party.study
@@ -198,8 +198,8 @@ def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
 def final_learner(s2: Any, first_order: bool) -> tuple[Any, dict[str, Any]]:
     """The candidate fitted on round 2's sum: the automatic choice — on that one pooled summary each candidate's
     error estimated by the split with the release's own noise (``AutoLearner(one_site="split")``; in sample, the
-    estimate is optimistic: on the same noisy kr-vs-kp sums 0.142 against 0.129 over 6 splits, never worse,
-    BENCHMARKS.md issue 44 pooled) —, or — every first-order table and nothing else
+    estimate is optimistic and chose worse on the same noisy kr-vs-kp sums, never better: BENCHMARKS.md,
+    "Issue 44 (pooled)") —, or — every first-order table and nothing else
     measured (the design's first-order mode) — naive Bayes, the model those tables define, with a pseudo-count of
     half a pooled cell's noise std (at least 0.5): noisy counts near zero are shrunk towards the class's mean level
     rather than read as certainties (measured against 0.5 in BENCHMARKS.md, issue 44 studyacc)."""

@@ -97,7 +97,9 @@ def column_names(path: str | Path) -> list[str]:
                     convert = {"strings_can_be_null": True, "null_values": NULL_VALUES, "auto_dict_encode": False}
                     try:
                         return list(_open_csv(s, path, convert, block).schema.names)
-                    finally:  # the reader parsed and typed a whole first block (20,000 columns: 120 MiB kept otherwise)
+                    # the reader parsed and typed a whole first block, kept otherwise (BENCHMARKS.md, "Issue 48
+                    # (bytes2)": its size at 20,000 columns)
+                    finally:
                         give_back_memory()
             except pa.ArrowInvalid as exc:
                 block = _grown(exc, block, path)

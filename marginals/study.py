@@ -19,11 +19,11 @@ takes from the others (below) — so the two rounds together are (ε, δ)-DP.
   (ε, δ) price for so small a release is high: at ε = 1, δ = 10⁻⁶ and a_L = 0.98 (the split
   rule's choice at leukemia's 19 patients a site) the Gaussian's std is 4.58 a cell and
   Laplace's 1.62, so the pooled class difference of three sites has std 11.2 against 4.0 —
-  on ALLAML's split 0 (37 against 21 training patients) the larger class was called wrong
-  with probability 0.077 (simulated through the post-processing and ``prior``), against
-  3·10⁻⁵. Laplace wins from a_L ≈ 0.3 up (tiny and small sites); below it the Gaussian does.
-  The split rule's proxy still scores the Gaussian table (its P_wrong is then an upper bound;
-  the plan records ``p_wrong_released``, Φ(−GAP·N/(σ·sqrt(2S))) at the Laplace table's continuous
+  on ALLAML's split 0 (37 against 21 training patients) the Gaussian table called the larger
+  class wrong far more often (simulated through the post-processing and ``prior``: BENCHMARKS.md,
+  "Tiny sites: the label table by Laplace, and why no gene can be selected"). Laplace wins from a_L ≈ 0.3 up (tiny and
+  small sites); below it the Gaussian does. The split rule's proxy still scores the Gaussian table (its P_wrong is then
+  an upper bound; the plan records ``p_wrong_released``, Φ(−GAP·N/(σ·sqrt(2S))) at the Laplace table's continuous
   std σ = √2·K/ε_L, by that table alone — the proxy's P_wrong also reads round 2's column sums); a ρ cap keeps
   the Gaussian (it would count ε_L as ε_L²/2);
 - the private selection (:mod:`marg.marginals.selection`): the k features whose

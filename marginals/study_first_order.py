@@ -10,7 +10,8 @@ drop some of them. The study then selects nothing: round "select" is the label t
 of the training ρ, round "measure" every first-order table at equal shares, and the learner fits naive
 Bayes on them (:mod:`marg.study_learner`). The mode is chosen by the gate, not by E: the planning world
 (one effect size, F planted features) rates it below the private top-k on every small set measured, where
-measured it is 2–10 × more accurate (BENCHMARKS.md, "Issue 44 (studyacc)").
+measured it is more accurate (BENCHMARKS.md, "Issue 44 (studyacc)" and "Issue 47: numbers moved out of
+docstrings").
 
 Its evaluation round answers one question — does the model beat the larger class? — so it is sized for
 that (:func:`marg.marginals.study_design.choose_comparison`): the least held-out fraction f, then the least a_E, within

@@ -71,10 +71,11 @@ first-order tables and the p(p − 1)/2 pair tables, p(p + 1)/2 tables counted a
 size C·m̃² and equal shares of round 2's 1 − a_L − ``MIN_SHARE`` — with σ_2 ≤
 ``NOISE_RATIO``·N/(C·m̃²) (:func:`workload_max`), every table the learner might read is above
 the noise, so a selection can only drop features (and the agreement bar drops those some site
-missed: measured on adult, k = 7 of 14 left 3–5 features and an error of 0.19 against 0.148
-for the one-round release). Then the split is the label floor, ``MIN_SHARE`` for a noisy top-p
-*ranking* (k = p: nothing dropped; the ranking orders the features for the learner's pair plan)
-and round 2 the rest (:func:`measure_all_split`); the learner keeps every feature and asks for
+missed: on adult, k = 7 of 14 left a few features and a larger error than the one-round release's, BENCHMARKS.md,
+"adult on the select-then-measure default: measuring every candidate" and "Issue 47: numbers moved out of
+docstrings"). Then the split is the label floor,
+``MIN_SHARE`` for a noisy top-p *ranking* (k = p: nothing dropped; the ranking orders the features for the learner's
+pair plan) and round 2 the rest (:func:`measure_all_split`); the learner keeps every feature and asks for
 every pair when the median pair table, at its least-squares weight on the sites' actual rests,
 meets the noise rule (:func:`marg.learners.two_round.whole_workload`), else the pairs among the
 best-ranked first M. The proxy E does not compare the two (its vote model counts every chance
