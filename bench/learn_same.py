@@ -41,8 +41,8 @@ def walk(a, b, path: str, out: list, diffs: list) -> None:
             return
         for i, (x, y) in enumerate(zip(a, b)):
             walk(x, y, f"{path}[{i}]", out, diffs)
-    elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b,
-                                                                                                                    bool):
+    elif (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool)
+          and not isinstance(b, bool)):
         out.append((path, abs(float(a) - float(b))))
     elif a != b:
         diffs.append(f"{path}: {str(a)[:60]!r} vs {str(b)[:60]!r}")

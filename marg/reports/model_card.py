@@ -378,8 +378,8 @@ def _cell(key: str, v: Any) -> str:
         return "—"
     if isinstance(v, (int, float, np.integer, np.floating)):
         return value(key, float(v) if isinstance(v, (float, np.floating)) else int(v))
-    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                            for x in v) and len(v) <= 12:
+    if (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        and len(v) <= 12):
         return ", ".join(value(f"{key}:{k}", float(x)) for k, x in enumerate(v))
     return e(v)
 

@@ -100,8 +100,8 @@ def fitted_rows(report: dict[str, Any], skip: set[str]) -> list[tuple[str, str, 
     (empty lists, None and the keys in ``skip`` left out)."""
     rows = []
     for k, v in sorted(report.items()):
-        if k in skip or k.startswith(
-            "certificate_") and k != "certificate_converged" or v is None or v == [] or v == "":
+        if (k in skip or k.startswith("certificate_") and k != "certificate_converged" or v is None or v == []
+            or v == ""):
             continue
         label, meaning = FITTED.get(k, (k.replace("_", " ").capitalize(), ""))
         rows.append((k, label, v, meaning))

@@ -39,8 +39,8 @@ def site(tmp_path) -> dict:
              "--delta", "1e-5", "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     said = json.loads(r.stdout)  # --json: the whole of stdout is one object
-    assert said["site"] == "north" and said["cap"]["epsilon"] == 3 and said["cap"]["delta"] == 1e-5 and said[
-        "entries"] == 1
+    assert (said["site"] == "north" and said["cap"]["epsilon"] == 3 and said["cap"]["delta"] == 1e-5
+            and said["entries"] == 1)
     return {"dir": tmp_path, "env": env, "home": home, "schema": schema, "data": data, "keys": tmp_path / "keys"}
 
 

@@ -311,8 +311,8 @@ def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
         ok(learner_run(st, "--close", script=True), True)  # city dropped
         rounds_until_done(st, sites=("north", "south"), script=True, remote=True)
         s = status(st, script=True)
-        assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == [
-            "city"]
+        assert (s["done"] and s["model"].startswith("sftp://")
+                and s["result"]["rounds"]["measure"]["dropped"] == ["city"])
         # certified on the survivors' held-out patients (at 600 patients the first-order design's evaluation round is
         # sized for the comparison with the larger class, so its bound may be trivial: marginals/study_design.py)
         assert 0.0 < s["result"]["certificate"] <= 1.0 and s["result"]["evaluation"]["rows"] > 0

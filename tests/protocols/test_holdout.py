@@ -138,8 +138,8 @@ def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(site
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     back = Model.load(cert)
-    assert back.estimator.certificate_.kind == "holdout" and back.worst_case_error == pytest.approx(
-        d["worst_case_error"])
+    assert (back.estimator.certificate_.kind == "holdout"
+            and back.worst_case_error == pytest.approx(d["worst_case_error"]))
     if not dp:  # exact releases: the released counts are the true ones, the bound the one-sided Clopper-Pearson limit
         assert (d["errors"], d["rows"]) == (errors, held)
         # at the first model's share of α on its held-out set, 6/π² (issue 44)

@@ -48,8 +48,8 @@ def test_a_signed_model_verifies_and_predicts(signed):
             tmp / "other.json")
     assert r.exit_code == 2 and "differs from the model's" in r.stderr and not (tmp / "p.csv").exists()
     r = run("report", model, "--out", tmp / "card.html", "--trust", trust)
-    assert r.exit_code == 0 and "Signed by" in (tmp / "card.html").read_text() and "learner" in (
-        tmp / "card.html").read_text()
+    assert (r.exit_code == 0 and "Signed by" in (tmp / "card.html").read_text()
+            and "learner" in (tmp / "card.html").read_text())
     d = json.loads(run("inspect", model, "--json").stdout)
     assert d["signed"] and d["signer"] == "learner" and d["bundles"][0]["site"] == "north"
 

@@ -45,8 +45,8 @@ def test_both_rounds_release_the_noise_and_cost_their_plans_state(tmp_path):
         b = Bundle.from_bytes(out.read_bytes())
         lp = label_plan(cb, round1.plan)  # made from the codebook and the plan alone
         (label,) = b.tables
-        assert label.noise.scale == lp.scales[0] and label.noise.std == lp.stds[0] and label.noise.rho == lp.tables[
-            0].cost
+        assert (label.noise.scale == lp.scales[0] and label.noise.std == lp.stds[0]
+                and label.noise.rho == lp.tables[0].cost)
         sel = b.header["study"]["selection"]
         assert res.cost == release_cost([*lp.parts, ("noisy-top-k", 0.0, sel["rho"], 1e-6)])
         assert PrivacyCost.from_dict(b.header["privacy"]) == res.cost
