@@ -111,7 +111,8 @@ def name_of(c: dict) -> str:
 
 
 def report_small(sets, reps, extra: tuple = ()) -> None:
-    print("| set | split | n train (sites) | " + "candidate: est. error / certificate / test error | " * (5 + len(extra))
+    print("| set | split | n train (sites) | " + "candidate: est. error / certificate / test error "
+                                                 "| " * (5 + len(extra))
           + "default | default cert < 0.5 | default test − best test | a candidate meets both? | s |")
     print("|---|---|---|" + "---|" * (5 + len(extra)) + "---|---|---|---|---|")
     summary = []
@@ -173,7 +174,8 @@ def report_adult(reps: int, eps: float) -> None:
             test = float(np.mean(est.predict(X[te]) != y[te])) if est is not None else float("nan")
             est_err = "—" if row.error is None else f"{row.error:.4f}"
             cert = "—" if row.certificate is None else f"{row.certificate:.4f} ({row.kind})"
-            print(f"| {rep} | {name_of(row.to_dict())} | {est_err} | {cert} | {test:.4f} | {'**yes**' if row.chosen else ''} |")
+            print(f"| {rep} | {name_of(row.to_dict())} | {est_err} | {cert} | {test:.4f} | "
+                  f"{'**yes**' if row.chosen else ''} |")
         line = patients_line(auto.choice_report())
         print(f"\nsplit {rep}: the default chose {auto.chosen_.learner}: test error "
               f"{float(np.mean(auto.predict(X[te]) != y[te])):.4f}, certificate {auto.certificate_.value:.4f} "
@@ -207,7 +209,8 @@ def report_small_dp(sets, eps: float) -> None:
                 paths.append(out)
             summary = load_summary(paths, allow_unsigned=True)
         auto = AutoLearner().fit(summary)
-        certs = ", ".join(f"{name_of(r.to_dict())} {r.certificate:.3f}" for r in auto.candidates_ if r.certificate is not None)
+        certs = ", ".join(f"{name_of(r.to_dict())} {r.certificate:.3f}"
+                          for r in auto.candidates_ if r.certificate is not None)
         line = patients_line(auto.choice_report()) or "(some certificate is informative)"
         print(f"- {name}: chose {auto.chosen_.learner}, test error {float(np.mean(auto.predict(X[te]) != y[te])):.3f}; "
               f"certificates {certs}; {time.perf_counter() - t0:.0f} s.\n  `{line}`")
@@ -224,7 +227,8 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def sim_study(name: str, seed: int, eps: float, site_rows: int):
-    """One simulated small-site DP study (module docstring, ``--sim-dp``): the candidates' rows with their true errors."""
+    """One simulated small-site DP study (module docstring, ``--sim-dp``): the candidates' rows with their true
+    errors."""
     from marg.learners.auto import AutoLearner, choose
     from marg.protocols.export import export_site
     from marg.protocols.load import load_summary
@@ -270,8 +274,8 @@ def replay(path: str):
 
 
 def report_sim_dp(sets, studies: int, eps: float, site_rows: int, source: str = "") -> None:
-    print(f"\nsimulated small-site DP studies: 3 sites × {site_rows} patients drawn from the set, ε = {eps:g} per site, "
-          f"`marg learn` defaults; true error = error on the set's remaining rows\n")
+    print(f"\nsimulated small-site DP studies: 3 sites × {site_rows} patients drawn from the set, ε = {eps:g} per "
+          f"site, `marg learn` defaults; true error = error on the set's remaining rows\n")
     print("| population | studies | default within 0.02 of the best | always nb | smallest estimate | always prior | "
           "default chose (counts) | mean gap default − best | s / study |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -314,8 +318,8 @@ def report_sim_dp(sets, studies: int, eps: float, site_rows: int, source: str = 
             return f"{hits[key] / studies_run:.3f} [{lo:.3f}, {hi:.3f}]"
 
         counts = ", ".join(f"{n} {c}" for n, c in sorted(chosen_counts.items(), key=lambda t: -t[1]))
-        print(f"| {name} | {studies_run} | {cell('default')} | {cell('nb')} | {cell('accuracy')} | {cell('prior')} | {counts} | "
-              f"{np.mean(gaps):+.4f} | {secs:.1f} |", flush=True)
+        print(f"| {name} | {studies_run} | {cell('default')} | {cell('nb')} | {cell('accuracy')} | {cell('prior')} | "
+              f"{counts} | {np.mean(gaps):+.4f} | {secs:.1f} |", flush=True)
 
 
 def main() -> None:
@@ -348,7 +352,8 @@ def main() -> None:
     global DUMP, SEED0
     DUMP, SEED0 = args.dump, args.seed
     if args.sim_dp or args.replay:
-        report_sim_dp([s for s in args.sim_sets.split(",") if s], args.sim_dp, args.epsilon, args.site_rows, args.replay)
+        report_sim_dp([s for s in args.sim_sets.split(",") if s], args.sim_dp, args.epsilon, args.site_rows,
+                      args.replay)
 
 
 if __name__ == "__main__":

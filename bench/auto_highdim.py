@@ -147,7 +147,8 @@ def references(Xtr, ytr, Xte, yte, codes_tr, codes_te) -> tuple[float, float, fl
     gnb = GaussianNB().fit(a, ytr)
     oh = OneHotEncoder(handle_unknown="ignore").fit(codes_tr)
     lc = LogisticRegression(C=1.0, max_iter=5000).fit(oh.transform(codes_tr), ytr)
-    return tuple(float(np.mean(m.predict(t) != yte)) for m, t in ((l1, b), (svm, b), (gnb, b), (lc, oh.transform(codes_te))))
+    return tuple(float(np.mean(m.predict(t) != yte))
+                 for m, t in ((l1, b), (svm, b), (gnb, b), (lc, oh.transform(codes_te))))
 
 
 def cell(rs: list[dict]) -> str:
@@ -159,8 +160,8 @@ def cell(rs: list[dict]) -> str:
         chose[r["chose"]] = chose.get(r["chose"], 0) + 1
     certs = np.array([r["cert"] for r in rs])
     return (f"{e.mean():.3f} ± {e.std():.3f} | {', '.join(f'{k}×{v}' for k, v in sorted(chose.items()))} | "
-            f"{np.median([r['genes'] for r in rs]):.0f} | {certs.mean():.3f} ({int(np.sum(certs >= 1 - 1e-9))}/{len(rs)} trivial, "
-            f"{int(np.sum(certs < 0.5))}/{len(rs)} < 0.5) | "
+            f"{np.median([r['genes'] for r in rs]):.0f} | {certs.mean():.3f} "
+            f"({int(np.sum(certs >= 1 - 1e-9))}/{len(rs)} trivial, {int(np.sum(certs < 0.5))}/{len(rs)} < 0.5) | "
             f"{np.mean([r['secs'] for r in rs]):.1f}")
 
 
@@ -176,14 +177,17 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=10)
     ap.add_argument("--dp-folds", type=int, default=10, help="folds run in the DP setting (the first ones)")
     ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--settings", default="exact,pairs,holdout,dp", help="which settings to run (exact, pairs, holdout, dp)")
+    ap.add_argument("--settings", default="exact,pairs,holdout,dp",
+                    help="which settings to run (exact, pairs, holdout, dp)")
     ap.add_argument("--request", type=int, default=200, help="pairs: the K of marg request --top K")
     ap.add_argument("--holdout", type=float, default=0.3, help="holdout: the share of each training fold held out")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}; "
-          f"{args.folds}-fold stratified CV (seed 0); dp: 3 sites at ε = {args.epsilon:g}, first {args.dp_folds} folds\n")
-    print("| dataset | n × genes (K) | setting | default: CV error | chose | genes used (median) | certificate (mean; trivial) | "
-          "s / fold | L1-logistic | linear SVM | Gaussian NB (rows) | logistic on the codes (rows) | seed Table 2 | target |")
+          f"{args.folds}-fold stratified CV (seed 0); dp: 3 sites at ε = {args.epsilon:g}, first {args.dp_folds} "
+          "folds\n")
+    print("| dataset | n × genes (K) | setting | default: CV error | chose | genes used (median) | certificate (mean; "
+          "trivial) | s / fold | L1-logistic | linear SVM | Gaussian NB (rows) | logistic on the codes (rows) | seed "
+          "Table 2 | target |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in [s for s in args.datasets.split(",") if s]:
         if not (hd.DATASETS / hd.SETS[name][0]).exists():
@@ -215,10 +219,11 @@ def main() -> None:
             print(f"{head} exact, two rounds (pairs of the top {args.request}) | {cell(pairs)} | {refs} | {seed} | "
                   f"{TARGET.get(name, '–')} |", flush=True)
         if "holdout" in args.settings:
-            print(f"{head} exact, two rounds, {args.holdout:.0%} held out for the certificate | {cell(held)} | {refs} | "
-                  f"{seed} | {TARGET.get(name, '–')} |", flush=True)
+            print(f"{head} exact, two rounds, {args.holdout:.0%} held out for the certificate | {cell(held)} | {refs} "
+                  f"| {seed} | {TARGET.get(name, '–')} |", flush=True)
         if "dp" in args.settings:
-            print(f"{head} dp ε={args.epsilon:g}, 3 sites ({len(dp)} folds) | {cell(dp)} | {refs} | {seed} | – |", flush=True)
+            print(f"{head} dp ε={args.epsilon:g}, 3 sites ({len(dp)} folds) | {cell(dp)} | {refs} | {seed} | – |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ def bundles(work: Path) -> list[Path]:
     tr = np.random.default_rng(0).permutation(len(rows))[: int(0.7 * len(rows))]
     for k in range(3):
         (work / f"site{k}.tsv").write_text(head + "\n" + "\n".join(rows[i] for i in tr[k::3]) + "\n")
-        subprocess.run([str(EXE), "export", str(work / f"site{k}.tsv"), "--schema", str(work / "cb.json"), "--site", f"site{k}",
+        subprocess.run([str(EXE), "export", str(work / f"site{k}.tsv"), "--schema", str(work / "cb.json"), "--site",
+                        f"site{k}",
                         "--epsilon", "1", "--rounds", "1", "--ledger", str(work / f"ledger{k}"), "--out", str(out[k])],
                        check=True, capture_output=True)
     return out

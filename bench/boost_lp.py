@@ -40,7 +40,8 @@ class GrowingLP:
         """Columns with their (row indices, values); returns their indices."""
         n = len(cost)
         starts, idx, val, nnz = _csr(entries)
-        self.h.addCols(n, np.asarray(cost, float), np.asarray(lower, float), np.asarray(upper, float), nnz, starts, idx, val)
+        self.h.addCols(n, np.asarray(cost, float), np.asarray(lower, float), np.asarray(upper, float), nnz, starts, idx,
+                       val)
         out = np.arange(self.n_cols, self.n_cols + n)
         self.n_cols += n
         return out

@@ -91,7 +91,8 @@ def run_fold(job: tuple) -> list[dict]:
         # the certificate bounds the randomized rule's error: its expected test error
         P = est.predict_proba(X[te].astype(float))
         rand_err = float(1.0 - np.mean(P[np.arange(te.size), y[te]]))
-        rec = {"set": name, "rep": rep, "fold": fold, "learner": learner, "eps": eps, "acc": 1.0 - err, "rand_err": rand_err,
+        rec = {"set": name, "rep": rep, "fold": fold, "learner": learner, "eps": eps, "acc": 1.0 - err,
+               "rand_err": rand_err,
                "certificate": float(est.certificate_.value), "seconds": round(time.perf_counter() - t0, 2)}
         if learner.partition(":")[0] == "boost":
             from marg.learners.classifiers.minimax_rules import maximal
@@ -106,7 +107,9 @@ def run_fold(job: tuple) -> list[dict]:
 
 
 def summarize(rows: list[dict], ref: list[dict]) -> str:
-    lines = ["| set | ε | learner | folds | accuracy | terms ‖μ‖₀ | monomials | rows the rules decide | certificate | randomized rule's test error | cert ≥ it | cert ≥ argmax's error | row L0-RBoost K=1 acc / ‖λ‖₀ | s/fold |",
+    lines = ["| set | ε | learner | folds | accuracy | terms ‖μ‖₀ | monomials | rows the rules decide | certificate | "
+             "randomized rule's test error | cert ≥ it | cert ≥ argmax's error | row L0-RBoost K=1 acc / ‖λ‖₀ | "
+             "s/fold |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["set"], r["eps"] or 0.0, r["learner"]) for r in rows if "acc" in r},
                   key=lambda k: (SETS.index(k[0]), k[1], k[2]))
@@ -121,12 +124,16 @@ def summarize(rows: list[dict], ref: list[dict]) -> str:
         dec = [r["decided"] for r in rs if "decided" in r]
         d = f"{np.mean(dec):.2f}" if dec and len(dec) == len(rs) else ""
         folds_ = {(r["rep"], r["fold"]) for r in rs}
-        rr = [r for r in ref if r["set"] == s and r["method"] == "l0" and r["K"] == 1 and (r["rep"], r["fold"]) in folds_]
-        refs = f"{np.mean([r['acc'] for r in rr]):.3f} / {np.mean([r['nnz'] for r in rr]):.1f} ({len(rr)} folds)" if rr and not e else ""
+        rr = [r for r in ref if r["set"] == s and r["method"] == "l0" and r["K"] == 1
+              and (r["rep"], r["fold"]) in folds_]
+        refs = (f"{np.mean([r['acc'] for r in rr]):.3f} / {np.mean([r['nnz'] for r in rr]):.1f} ({len(rr)} folds)" if rr
+                and not e else "")
         lines.append(f"| {s} | {e or 'exact'} | {lr} | {len(rs)}{f' ({fails} failed)' if fails else ''} | "
-                     f"{np.mean([r['acc'] for r in rs]):.3f} | {t} | {m} | {d} | {np.mean([r['certificate'] for r in rs]):.3f} | "
-                     f"{f'{np.mean(rand):.3f}' if len(rand) == len(rs) else '–'} | {f'{held}/{len(rs)}' if len(rand) == len(rs) else '–'} | "
-                     f"{held_det}/{len(rs)} | {refs} | {np.mean([r['seconds'] for r in rs]):.1f} |")
+                     f"{np.mean([r['acc'] for r in rs]):.3f} | {t} | {m} | {d} | "
+                     f"{np.mean([r['certificate'] for r in rs]):.3f} | "
+                     f"{f'{np.mean(rand):.3f}' if len(rand) == len(rs) else '–'} | "
+                     f"{f'{held}/{len(rs)}' if len(rand) == len(rs) else '–'} | {held_det}/{len(rs)} | {refs} | "
+                     f"{np.mean([r['seconds'] for r in rs]):.1f} |")
     return "\n".join(lines)
 
 
@@ -134,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--learners", default="boost,boost:cal,mrc,mrc:cal,dcc", help="NAME (s = 0) or NAME:cal (the default calibrated lambda)")
+    ap.add_argument("--learners", default="boost,boost:cal,mrc,mrc:cal,dcc",
+                    help="NAME (s = 0) or NAME:cal (the default calibrated lambda)")
     ap.add_argument("--dp-sets", default="vote,clvheart")
     ap.add_argument("--dp-reps", type=int, default=1)
     ap.add_argument("--eps", type=float, default=1.0)

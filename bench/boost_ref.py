@@ -195,7 +195,8 @@ class _L0Master:
         i, j = i[keep], j[keep]
         if i.size == 0:
             return 0
-        entries = [(np.concatenate([[a, b], s]), np.ones(2 + s.size)) for a, b, s in zip(i, j, self.distinguishes(i, j))]
+        entries = [(np.concatenate([[a, b], s]), np.ones(2 + s.size))
+                   for a, b, s in zip(i, j, self.distinguishes(i, j))]
         rows = self.lp.add_rows([1.0] * i.size, [INF] * i.size, entries)
         self.in_cuts[i, j] = True
         self.cut_i = np.concatenate([self.cut_i, i])

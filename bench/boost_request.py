@@ -65,14 +65,15 @@ def run_fold(name: str, fold: int, tables: int, time_limit: float) -> dict:
 
 
 def summarize(rows: list[dict]) -> str:
-    lines = ["| set | folds | acc order 2 | acc order 3 | rules (2 → 3) | order-3 rules | triples qualified | requested | request s | fit s (3) |",
+    lines = ["| set | folds | acc order 2 | acc order 3 | rules (2 → 3) | order-3 rules | triples qualified | "
+             "requested | request s | fit s (3) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for s in dict.fromkeys(r["set"] for r in rows):
         rs = [r for r in rows if r["set"] == s]
         m = lambda k: float(np.mean([r[k] for r in rs]))  # noqa: E731
         lines.append(f"| {s} | {len(rs)} | {m('acc2'):.3f} | {m('acc3'):.3f} | {m('rules2'):.1f} → {m('rules3'):.1f} | "
-                     f"{m('order3_rules'):.1f} | {m('qualified'):.0f} | {np.mean([len(r['requested']) for r in rs]):.0f} | "
-                     f"{m('request_s'):.1f} | {m('fit3_s'):.1f} |")
+                     f"{m('order3_rules'):.1f} | {m('qualified'):.0f} | "
+                     f"{np.mean([len(r['requested']) for r in rs]):.0f} | {m('request_s'):.1f} | {m('fit3_s'):.1f} |")
     return "\n".join(lines)
 
 
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
                 r = run_fold(s, f, a.tables, a.time_limit)
                 fh.write(json.dumps(r) + "\n")
                 fh.flush()
-                print(json.dumps({k: v for k, v in r.items() if k not in ("rules", "requested")}), file=sys.stderr, flush=True)
+                print(json.dumps({k: v for k, v in r.items() if k not in ("rules", "requested")}), file=sys.stderr,
+                      flush=True)
                 done.append(r)
     print(summarize([r for r in done if r["set"] in a.sets.split(",")]))
 

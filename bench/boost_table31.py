@@ -37,10 +37,14 @@ from marg.learners.boost.mma import SearchOptions  # noqa: E402
 
 # Goldberg 2010, Table 3.1 (20 × 10-fold): (accuracy, ‖λ‖₀) per set.
 SEED = {
-    ("l0", 1): {"bcw": (0.963, 9.1), "vote": (0.950, 6.0), "clvheart": (0.846, 10.3), "huheart": (0.812, 10.4), "sonar": (0.712, 7.2)},
-    ("l0", 5): {"bcw": (0.950, 9.4), "vote": (0.960, 3.0), "clvheart": (0.833, 38.9), "huheart": (0.807, 27.4), "sonar": (0.725, 21.3)},
-    ("lp", 1): {"bcw": (0.925, 3.8), "vote": (0.957, 2.0), "clvheart": (0.774, 7.6), "huheart": (0.803, 3.8), "sonar": (0.735, 8.6)},
-    ("lp", 5): {"bcw": (0.937, 5.5), "vote": (0.957, 2.1), "clvheart": (0.810, 25.3), "huheart": (0.797, 11.2), "sonar": (0.734, 30.8)},
+    ("l0", 1): {"bcw": (0.963, 9.1), "vote": (0.950, 6.0), "clvheart": (0.846, 10.3), "huheart": (0.812, 10.4),
+                "sonar": (0.712, 7.2)},
+    ("l0", 5): {"bcw": (0.950, 9.4), "vote": (0.960, 3.0), "clvheart": (0.833, 38.9), "huheart": (0.807, 27.4),
+                "sonar": (0.725, 21.3)},
+    ("lp", 1): {"bcw": (0.925, 3.8), "vote": (0.957, 2.0), "clvheart": (0.774, 7.6), "huheart": (0.803, 3.8),
+                "sonar": (0.735, 8.6)},
+    ("lp", 5): {"bcw": (0.937, 5.5), "vote": (0.957, 2.1), "clvheart": (0.810, 25.3), "huheart": (0.797, 11.2),
+                "sonar": (0.734, 30.8)},
 }
 NAMES = {"l0": "L0-RBoost", "lp": "LP-Boost"}
 
@@ -62,7 +66,8 @@ def run_fold(job: tuple) -> dict:
 
 
 def summarize(rows: list[dict]) -> str:
-    out = ["| set | method | K | folds | accuracy | ‖λ‖₀ | seed acc | seed ‖λ‖₀ | budget hit | pricing limit | s/fold |",
+    out = ["| set | method | K | folds | accuracy | ‖λ‖₀ | seed acc | seed ‖λ‖₀ | budget hit | pricing limit | s/fold "
+           "|",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["set"], r["method"], r["K"]) for r in rows}, key=lambda k: (SETS.index(k[0]), k[1], k[2]))
     for s, m, K in keys:

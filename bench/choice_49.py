@@ -44,7 +44,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 
 SHARES = (0.5, 0.3, 0.2)
-NAMES = {"adult": "adult", "bcw": "breast-w", "clvheart": "cleveland", "huheart": "hungarian", "credit": "credit-a", "vote": "house-votes-84"}
+NAMES = {"adult": "adult", "bcw": "breast-w", "clvheart": "cleveland", "huheart": "hungarian", "credit": "credit-a",
+         "vote": "house-votes-84"}
 
 
 def _bench(name: str):
@@ -155,10 +156,12 @@ def one_split(name: str, rep: int, epsilon: float | None = None, heldout: float 
 
         unsup = float(np.mean(NaiveBayes().fit(Summary.from_rows(cb, X[tr], y[tr])).predict(X[te]) != y[te]))
     ho = heldout_choice(auto, S, X, y, held, te, epsilon, 1000 + rep) if heldout > 0 else (float("nan"), "", 0)
-    return {"heldout": ho[0], "heldout_kept": ho[1], "heldout_k": ho[2], "set": name, "rep": rep, "n_train": int(tr.size), "sites": [int(s.size) for s in sites],
+    return {"heldout": ho[0], "heldout_kept": ho[1], "heldout_k": ho[2], "set": name, "rep": rep,
+            "n_train": int(tr.size), "sites": [int(s.size) for s in sites],
             "suppressed": suppressed, "rows": [{**r.to_dict(), "test": t} for r, t in zip(auto.candidates_, test)],
             "auto": test[k_auto], "auto_learner": auto.candidates_[k_auto].learner, "cert": test[k_cert],
-            "cert_learner": auto.candidates_[k_cert].learner, "seconds": secs, "nb_unsuppressed": unsup, **pooled_baselines(X, y, tr, te, cb)}
+            "cert_learner": auto.candidates_[k_cert].learner, "seconds": secs, "nb_unsuppressed": unsup,
+            **pooled_baselines(X, y, tr, te, cb)}
 
 
 def aligned_world(share: float = 0.5):
@@ -212,9 +215,11 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=None,
                     help="DP at this ε per site (the export's DP defaults) instead of exact with suppression")
     ap.add_argument("--world", default="tan", choices=("tan", "aligned"),
-                    help="an experiment: 'aligned' simulates half the rows of a pair-free summary with coupled features")
+                    help="an experiment: 'aligned' simulates half the rows of a pair-free summary with coupled "
+                         "features")
     ap.add_argument("--estimate", default=None, choices=("loso", "optimism"),
-                    help="the estimate of exact releases (marg.learners.choice.cross_site.EXACT_ESTIMATE; default: leave-one-site-out)")
+                    help="the estimate of exact releases (marg.learners.choice.cross_site.EXACT_ESTIMATE; default: "
+                         "leave-one-site-out)")
     ap.add_argument("--heldout", type=float, default=0.0,
                     help="each site holds out this share of its training patients for an evaluation round of the top K")
     a = ap.parse_args()
@@ -227,8 +232,8 @@ def main() -> None:
         aligned_world()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded); "
           + ("exact, min-cell suppression" if a.epsilon is None else f"DP, ε = {a.epsilon:g} per site") + "\n")
-    print("| set | split | n (sites) | suppressed cells | auto (chose) | --prefer certificate (chose) | candidates' test "
-          "errors | nb rows | lr rows | nb, unsuppressed tables | larger class | s |")
+    print("| set | split | n (sites) | suppressed cells | auto (chose) | --prefer certificate (chose) | candidates' "
+          "test errors | nb rows | lr rows | nb, unsuppressed tables | larger class | s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     out = []
     for name in a.sets.split(","):
@@ -237,14 +242,15 @@ def main() -> None:
             out.append(r)
             cands = ", ".join(f"{label(c)} {c['test']:.3f}" for c in r["rows"])
             print(f"| {NAMES.get(name, name)} | {rep} | {r['n_train']} ({'/'.join(map(str, r['sites']))}) | "
-                  f"{r['suppressed']} | {r['auto']:.3f} ({r['auto_learner']}) | {r['cert']:.3f} ({r['cert_learner']}) | "
-                  f"{cands} | {r['nb_rows']:.3f} | {r['lr_rows']:.3f} | {r['nb_unsuppressed']:.3f} | {r['larger']:.3f} | "
-                  f"{r['seconds']:.0f} |" + (f" held out {r['heldout']:.3f} ({r['heldout_kept']}, K = "
+                  f"{r['suppressed']} | {r['auto']:.3f} ({r['auto_learner']}) | {r['cert']:.3f} ({r['cert_learner']}) "
+                  f"| {cands} | {r['nb_rows']:.3f} | {r['lr_rows']:.3f} | {r['nb_unsuppressed']:.3f} | "
+                  f"{r['larger']:.3f} | {r['seconds']:.0f} |"
+                  + (f" held out {r['heldout']:.3f} ({r['heldout_kept']}, K = "
                                               f"{r['heldout_k']}) |" if a.heldout > 0 else ""),
                   flush=True)
-    print("\n| set | auto | --prefer certificate | best candidate | nb rows | lr rows | nb, unsuppressed tables | larger "
-          "class | auto ≤ larger + 0.01 | auto within 0.02 of the best candidate | auto − nb rows (target ≤ 0.02 where nb rows "
-          "beats the larger class by ≥ 0.05) |")
+    print("\n| set | auto | --prefer certificate | best candidate | nb rows | lr rows | nb, unsuppressed tables | "
+          "larger class | auto ≤ larger + 0.01 | auto within 0.02 of the best candidate | auto − nb rows (target ≤ "
+          "0.02 where nb rows beats the larger class by ≥ 0.05) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in a.sets.split(","):
         rs = [r for r in out if r["set"] == name]
@@ -258,9 +264,10 @@ def main() -> None:
             print(f"<!-- {NAMES.get(name, name)}: with the evaluation round (held out {a.heldout:g}) mean "
                   f"{m('heldout'):.3f}, ≤ larger + 0.01 {ok_hl}/{len(rs)}, within 0.02 of the best candidate "
                   f"{ok_h}/{len(rs)} -->")
-        print(f"| {NAMES.get(name, name)} | {m('auto'):.3f} | {m('cert'):.3f} | {np.mean(best):.3f} | {m('nb_rows'):.3f} "
-              f"| {m('lr_rows'):.3f} | {m('nb_unsuppressed'):.3f} | {m('larger'):.3f} | {ok_l}/{len(rs)} | {ok_b}/{len(rs)} | "
-              f"{m('auto') - m('nb_rows'):+.3f}" + ("" if m('larger') - m('nb_rows') >= 0.05 else " (no target)") + " |")
+        print(f"| {NAMES.get(name, name)} | {m('auto'):.3f} | {m('cert'):.3f} | {np.mean(best):.3f} | "
+              f"{m('nb_rows'):.3f} | {m('lr_rows'):.3f} | {m('nb_unsuppressed'):.3f} | {m('larger'):.3f} | "
+              f"{ok_l}/{len(rs)} | {ok_b}/{len(rs)} | {m('auto') - m('nb_rows'):+.3f}"
+              + ("" if m('larger') - m('nb_rows') >= 0.05 else " (no target)") + " |")
     if a.dump:
         Path(a.dump).write_text(json.dumps(out))
 

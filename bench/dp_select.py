@@ -81,10 +81,12 @@ TARGET = {"kr-vs-kp": 0.10, "house-votes-84": 0.06, "credit-a": 0.165, "adult": 
 PAIRS_UP_TO = 60
 PLANTED_P, PLANTED_K, PLANTED_SITE, PLANTED_TEST = 3000, 10, 1000, 2000
 PLANTED_BAYES = 0.10
-METHODS = ("marg DP (select)", "marg DP (one-round)", "marg exact", "AIM → LR", "MST → LR", "LR on the real rows (no privacy)",
+METHODS = ("marg DP (select)", "marg DP (one-round)", "marg exact", "AIM → LR", "MST → LR",
+           "LR on the real rows (no privacy)",
            "larger class")
 PARTS = ("dp", "exact", "peers")
-"""What --methods can name: (a) marg's DP path, (b) marg with exact summaries, (c) the central peers; (d) always runs."""
+"""What --methods can name: (a) marg's DP path, (b) marg with exact summaries, (c) the central peers; (d) always
+runs."""
 
 
 def log(msg: str) -> None:
@@ -337,7 +339,8 @@ def children_cpu() -> float:
     return u.ru_utime + u.ru_stime
 
 
-def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: float, options: dict | None = None) -> dict:
+def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: float,
+         options: dict | None = None) -> dict:
     """bench/dp_peer_synth.py in the peer's Python: {"error", "cpu_seconds", …} or {"status": why not}.
 
     The time box is CPU time (``RLIMIT_CPU``: the kernel stops the fit after ``cpu_box`` CPU seconds), so
@@ -350,7 +353,8 @@ def peer(py: str, arrays: Path, method: str, seed: int, cpu_box: float, wall: fl
 
     c0 = children_cpu()
     try:
-        r = subprocess.run([py, str(PEER), str(arrays), method, str(EPSILON), str(DELTA), str(seed), json.dumps(options or {})],
+        r = subprocess.run([py, str(PEER), str(arrays), method, str(EPSILON), str(DELTA), str(seed),
+                            json.dumps(options or {})],
                            capture_output=True, text=True, timeout=wall, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return {"status": f"wall-clock limit {wall:.0f} s (CPU {children_cpu() - c0:.0f} s)"}
@@ -408,7 +412,8 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 res = {"status": f"failed: {exc}"[:300]}
             res["cpu_seconds"] = round(children_cpu() - c0, 1)
-            add(method, res, time.perf_counter() - t0, **({"path": args.marg_path} if method.startswith("marg DP") else {}))
+            add(method, res, time.perf_counter() - t0,
+                **({"path": args.marg_path} if method.startswith("marg DP") else {}))
         if args.keep is not None:  # the bundles, request, models and their reports (not the patients' rows)
             kept = args.keep / f"{name}-{rep}-{time.strftime('%H%M%S')}"
             shutil.copytree(d, kept, ignore=shutil.ignore_patterns("rows.csv", "test.csv", "*.key"))
@@ -421,12 +426,14 @@ def one_split(name: str, rep: int, sets: Sets, marg: Console, keys: Path, args, 
                 add(m, {"status": "not run: MARG_PEER_PYTHON not set"}, 0.0)
             return out
         arrays = Path(d) / "arrays.npz"
-        np.savez(arrays, Xtr=X[tr].astype(np.int64), ytr=y[tr], Xte=X[te].astype(np.int64), yte=y[te], levels=levels_of(cb))
+        np.savez(arrays, Xtr=X[tr].astype(np.int64), ytr=y[tr], Xte=X[te].astype(np.int64), yte=y[te],
+                 levels=levels_of(cb))
         for method, key in (("LR on the real rows (no privacy)", "lr"), ("MST → LR", "mst"), ("AIM → LR", "aim")):
             if key not in args.peer_methods:
                 continue
             if key == "aim" and cb.n_features > args.aim_max_features:
-                add(method, {"status": f"not run: {cb.n_features} features > --aim-max-features {args.aim_max_features}"}, 0.0)
+                add(method, {"status": f"not run: {cb.n_features} features > --aim-max-features "
+                                       f"{args.aim_max_features}"}, 0.0)
                 continue
             if (name, key) in skip:
                 add(method, {"status": f"not run: {skip[(name, key)]}"}, 0.0)
@@ -453,7 +460,8 @@ def flag_of(rows: list[dict], name: str, method: str) -> str:
     flags = []
     above = [s for s, r in sorted(dp.items()) if "error" in r and s in maj and r["error"] > maj[s]["error"] + tol]
     if above:
-        flags.append(f"above larger class + {tol:g} on split{'s' if len(above) > 1 else ''} {', '.join(map(str, above))}")
+        flags.append(f"above larger class + {tol:g} on split{'s' if len(above) > 1 else ''} "
+                     f"{', '.join(map(str, above))}")
     errs = [r["error"] for r in dp.values() if "error" in r]
     if not errs:
         return "no result"
@@ -475,7 +483,8 @@ def table(rows: list[dict], name: str) -> list[str]:
     by = {}
     for r in rows:
         by.setdefault(r["method"], {})[r["split"]] = r
-    lines = ["| method | marg path | mean error | per split | chose (marg); wall seconds per split | flag |", "|---|---|---|---|---|---|"]
+    lines = ["| method | marg path | mean error | per split | chose (marg); wall seconds per split | flag |",
+             "|---|---|---|---|---|---|"]
     for m in METHODS:
         if m not in by:
             continue
@@ -545,24 +554,30 @@ def main() -> None:
     ap.add_argument("--marg-path", choices=("select", "one-round"), default="select",
                     help="marg's DP sequence: select (issue 34's two rounds) or one-round (today's default)")
     ap.add_argument("--peer-cpu", type=float, default=600.0,
-                    help="CPU seconds per AIM / MST fit (a fit over it is stopped, and not retried on the set's later splits)")
+                    help="CPU seconds per AIM / MST fit (a fit over it is stopped, and not retried on the set's later "
+                         "splits)")
     ap.add_argument("--peer-methods", default="lr,mst,aim", help="which peers --methods peers runs")
     ap.add_argument("--peer-wall", type=float, default=3600.0, help="wall-clock seconds per AIM / MST fit")
     ap.add_argument("--aim-max-features", type=int, default=100)
     ap.add_argument("--aim-rounds", type=float, default=0.0,
-                    help="AIM's rounds per column (0: smartnoise-synth's default 16 per column, the AIM paper's T = 16 d)")
-    ap.add_argument("--aim-max-model-size", type=float, default=80.0, help="AIM's max_model_size in MB (its default 80)")
+                    help="AIM's rounds per column (0: smartnoise-synth's default 16 per column, the AIM paper's T = "
+                         "16 d)")
+    ap.add_argument("--aim-max-model-size", type=float, default=80.0,
+                    help="AIM's max_model_size in MB (its default 80)")
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
     ap.add_argument("--methods", default=",".join(PARTS),
-                    help="which of dp (a), exact (b), peers (c) to run (the larger class always runs); e.g. dp alone to "
-                         "add a marg path to an earlier run's JSON (the splits are seeded: --report merges them)")
+                    help="which of dp (a), exact (b), peers (c) to run (the larger class always runs); e.g. dp alone "
+                         "to add a marg path to an earlier run's JSON (the splits are seeded: --report merges them)")
     ap.add_argument("--json", type=Path, help="raw results (default bench/results/dp_select_DATE.json)")
-    ap.add_argument("--keep", type=Path, help="copy each split's work folder (bundles, request, models with their reports; "
-                                               "not the rows or keys) under this folder, to look into a split afterwards")
+    ap.add_argument("--keep", type=Path,
+                    help="copy each split's work folder (bundles, request, models with their reports; "
+                                               "not the rows or keys) under this folder, to look into a split "
+                                               "afterwards")
     ap.add_argument("--report", type=Path, nargs="+",
-                    help="render these JSON files as markdown (no run; a later file's result for a set, split and method wins)")
-    ap.add_argument("--out", type=Path, help="the markdown (default bench/results/dp_select_DATE.md; with --report the merged "
-                                              "JSON goes beside it)")
+                    help="render these JSON files as markdown (no run; a later file's result for a set, split and "
+                         "method wins)")
+    ap.add_argument("--out", type=Path, help="the markdown (default bench/results/dp_select_DATE.md; with --report "
+                                              "the merged JSON goes beside it)")
     args = ap.parse_args()
     args.methods = {m.strip() for m in args.methods.split(",") if m.strip()}
     args.peer_methods = {m.strip() for m in args.peer_methods.split(",") if m.strip()}
@@ -598,7 +613,8 @@ def main() -> None:
         for name, rep in order:
             results += one_split(name, rep, sets, marg, keys, args, skip)
             meta["wall_seconds"] = time.perf_counter() - t_run
-            js.write_text(json.dumps({"meta": meta, "results": results}, indent=1))  # after every split: partial results survive
+            # after every split: partial results survive
+            js.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     report([js], md)
 
 

@@ -134,9 +134,11 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all", populatio
     t_loso = time.process_time() - t0
     live = [(k, r) for k, r in enumerate(auto.candidates_) if auto.fitted_[k] is not None and r.error is not None]
     t0 = time.process_time()
-    boot = bootstrap_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
+    boot = bootstrap_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner,
+                                                                                                             {})}).fit(s))
                                 for k, r in live])
-    opt = optimism_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner, {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
+    opt = optimism_errors(S, [(str(k), lambda s, r=r: auto._make(r.learner,
+                                                                 {**r.params, **FOLD_PARAMS.get(r.learner, {})}).fit(s))
                               for k, r in live], {str(k): auto.fitted_[k] for k, _ in live}, **OPTIMISM)
     t_boot = time.process_time() - t0
     out = []
@@ -152,7 +154,8 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all", populatio
     for j, (k, r) in enumerate(keep):
         true = true_error(auto.fitted_[k])
         ov = opt[str(k)].value
-        out.append({"optimism": ov, "mean(loso, optimism)": (loso[j] + ov) / 2, "learner": r.learner, "true": true, "loso": loso[j], "bootstrap": bv[j], "loso+shrink": ls[j],
+        out.append({"optimism": ov, "mean(loso, optimism)": (loso[j] + ov) / 2, "learner": r.learner, "true": true,
+                    "loso": loso[j], "bootstrap": bv[j], "loso+shrink": ls[j],
                     "bootstrap+shrink": bs[j], "mean(loso, bootstrap)": (loso[j] + bv[j]) / 2,
                     "loso, size-corrected": size_corrected(r.folds, r.fold_weights, rows),
                     "mean(loso, in-sample)": (loso[j] + inside[j]) / 2,
@@ -189,7 +192,8 @@ def main() -> None:
             tl.append(t_l)
             tb.append(t_b)
             print(f"<!-- {name} study {s}: " + "; ".join(f"{r['learner']} true {r['true']:.3f} loso {r['loso']:.3f} "
-                                                         f"boot {r['bootstrap']:.3f} opt {r['optimism']:.3f}" for r in res) + " -->", flush=True)
+                                                         f"boot {r['bootstrap']:.3f} opt {r['optimism']:.3f}"
+                                                         for r in res) + " -->", flush=True)
         for m in METHODS:
             ae = [np.mean([abs(r[m] - r["true"]) for r in st]) for st in per]
             se = [np.mean([r[m] - r["true"] for r in st]) for st in per]

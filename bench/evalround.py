@@ -70,8 +70,8 @@ def fractions_part(studies: int, seed: int) -> None:
             v = np.asarray(v)
             k = int((v >= truth).sum())
             lo, hi = wilson(k, studies)
-            print(f"   {'exact' if b is None else 'ε=0.5':6s} {name:10s} coverage {k / studies:.3f} [{lo:.3f}, {hi:.3f}]"
-                  f"  mean bound {v.mean():.3f}")
+            print(f"   {'exact' if b is None else 'ε=0.5':6s} {name:10s} coverage {k / studies:.3f} [{lo:.3f}, "
+                  f"{hi:.3f}]  mean bound {v.mean():.3f}")
 
 
 def best_of_k_part(studies: int, seed: int) -> None:
@@ -84,7 +84,8 @@ def best_of_k_part(studies: int, seed: int) -> None:
         e = rng.binomial(150, rates)
         j = int(np.argmin(e))
         rel = [("s", released_counts(np.array([150 - e[j], e[j]]), (), "errors")[0], [])]
-        for name, share in (("g(j), no option", evaluation_share(j + 1)), ("alpha/10 stated", evaluation_share(j + 1, 10)),
+        for name, share in (("g(j), no option", evaluation_share(j + 1)),
+                            ("alpha/10 stated", evaluation_share(j + 1, 10)),
                             ("no split", 1.0)):
             v = holdout_certificates(rel, ["no", "yes"], 0.95, share=share).pooled.value
             res[name].append((v >= rates[j], v))
@@ -92,7 +93,8 @@ def best_of_k_part(studies: int, seed: int) -> None:
     for name, r in res.items():
         k = sum(h for h, _ in r)
         lo, hi = wilson(k, studies)
-        print(f"   {name:16s} coverage {k / studies:.3f} [{lo:.3f}, {hi:.3f}]  mean bound {np.mean([v for _, v in r]):.3f}")
+        print(f"   {name:16s} coverage {k / studies:.3f} [{lo:.3f}, {hi:.3f}]  mean bound "
+              f"{np.mean([v for _, v in r]):.3f}")
 
 
 def final_part(studies: int, seed: int) -> None:
@@ -101,7 +103,8 @@ def final_part(studies: int, seed: int) -> None:
     from marg.learners.study.final_choice import final_against_prior
 
     rng = np.random.default_rng(seed)
-    print(f"3. final model against the larger class: 300 held-out patients, P(y = 1) = 0.4, ε = 1, {studies} studies each")
+    print(f"3. final model against the larger class: 300 held-out patients, P(y = 1) = 0.4, ε = 1, {studies} studies "
+          "each")
     for rule, err in (("chance", 0.5), ("good", 0.2)):
         kept_model = covered = 0
         certs = []
@@ -130,7 +133,8 @@ def design_part() -> None:
     from marg.marginals.codebook import CategoricalFeature, Codebook, Label
     from marg.marginals.study_design import design_study
 
-    print("4. study design, 3 sites 50/30/20 % of 80 % of each set (training and held out), ε = 1 per site, t = 2, shared noise")
+    print("4. study design, 3 sites 50/30/20 % of 80 % of each set (training and held out), ε = 1 per site, t = 2, "
+          "shared noise")
     for name, (n, levels, C) in SHAPES.items():
         rows = tuple(int(round(0.8 * n * w)) for w in (0.5, 0.3, 0.2))
         cb = Codebook(features=tuple(CategoricalFeature(f"x{i}", tuple(str(v) for v in range(m)))

@@ -9,7 +9,8 @@ Run (data goes to bench/out/, which git ignores; delete it afterwards):
                                         [--baseline OTHER/bin/marg]    # ... and another installation's marg beside it
     python bench/export.py csv --gb 5                                  # streamed CSV peak memory
     python bench/export.py startup                                     # marg --help
-    python bench/export.py write-child CHILD.py                        # cli's DuckDB side as a script (bench/cpu_pairs.py)
+    python bench/export.py write-child CHILD.py                        # cli's DuckDB side as a script
+                                                                       # (bench/cpu_pairs.py)
     python bench/export.py aggregate --sites 1000                      # 1,000 site bundles
 
 The generated table has ``--features`` categorical features with 2–12 levels (seeded),
@@ -43,8 +44,9 @@ def machine() -> str:
     import duckdb
     import pyarrow
 
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"numpy {np.__version__}, pyarrow {pyarrow.__version__}, duckdb {duckdb.__version__}")
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}, numpy {np.__version__}, pyarrow {pyarrow.__version__}, duckdb "
+            f"{duckdb.__version__}")
 
 
 def levels_of(features: int, seed: int = 0) -> list[int]:
@@ -77,7 +79,8 @@ def generate(args) -> None:
             codes = rng.integers(0, f.n_levels, n).astype(np.int32)
             z += codes / f.n_levels
             if i % 2 == 0:
-                cols[f.name] = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(f.levels))).dictionary_decode()
+                cols[f.name] = pa.DictionaryArray.from_arrays(pa.array(codes),
+                                                              pa.array(list(f.levels))).dictionary_decode()
             else:
                 cols[f.name] = pa.array(codes.astype(np.int64))
         y = (z + rng.normal(0, 1, n) > args.features / 2).astype(np.int32)
@@ -127,9 +130,11 @@ def tables(args) -> None:
     import pyarrow.parquet as pq
 
     n = pq.ParquetFile(str(path)).metadata.num_rows
-    print(f"# Counting {n:,} rows × {cb.n_features} features (Parquet, {path.stat().st_size / 1e9:.2f} GB), best of {args.repeat}")
+    print(f"# Counting {n:,} rows × {cb.n_features} features (Parquet, {path.stat().st_size / 1e9:.2f} GB), best of "
+          f"{args.repeat}")
     print(f"machine: {machine()}\n")
-    print("| tables | marg local (s) | marg DuckDB source (s) | DuckDB GROUP BY per table (s) | ratio local / DuckDB | ratio DuckDB source / DuckDB |")
+    print("| tables | marg local (s) | marg DuckDB source (s) | DuckDB GROUP BY per table (s) | ratio local / DuckDB "
+          "| ratio DuckDB source / DuckDB |")
     print("|---|---|---|---|---|---|")
     first = plan_cliques(cb, "first")
     allc = plan_cliques(cb, "all")
@@ -145,7 +150,8 @@ def tables(args) -> None:
         for c, arr in zip(base, td):
             assert np.array_equal(by[c], arr), c
         what = f"{label} ({len(base)} tables{'; marg also counts the 31 first-order ones' if base is pairs else ''})"
-        print(f"| {what} | {t_local:.2f} | {t_src:.2f} | {t_dd:.2f} | {t_local / t_dd:.2f} | {t_src / t_dd:.2f} |", flush=True)
+        print(f"| {what} | {t_local:.2f} | {t_src:.2f} | {t_dd:.2f} | {t_local / t_dd:.2f} | {t_src / t_dd:.2f} |",
+              flush=True)
 
 
 DUCKDB_CHILD = """
@@ -337,7 +343,8 @@ def main() -> None:
     k = sub.add_parser("cli")
     k.add_argument("--stats", default="first", choices=["first", "all"])
     k.add_argument("--repeat", type=int, default=5)
-    k.add_argument("--file", default=None, help="a Parquet file of the generated codebook (default bench/out/wide.parquet)")
+    k.add_argument("--file", default=None, help="a Parquet file of the generated codebook (default "
+                                                "bench/out/wide.parquet)")
     k.add_argument("--baseline", default=None, help="another installation's marg console script, run beside")
     c = sub.add_parser("csv")
     c.add_argument("--gb", type=float, default=5.0)
@@ -354,7 +361,8 @@ def main() -> None:
     if args.cmd == "write-child":
         Path(args.path).write_text(DUCKDB_CHILD)
         return
-    {"generate": generate, "tables": tables, "cli": cli, "csv": csv_memory, "startup": startup, "aggregate": aggregate}[args.cmd](args)
+    {"generate": generate, "tables": tables, "cli": cli, "csv": csv_memory, "startup": startup,
+     "aggregate": aggregate}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Feature selection from summaries: group lasso vs exact GBD vs a mutual-information filter.
 
-Run: python bench/feature_selection.py [--time-limit 120] [--g 100] [--genes 300] [--sets kr-vs-kp,promoters,colon,ALLAML]
+Run: python bench/feature_selection.py [--time-limit 120] [--g 100] [--genes 300] [--sets
+kr-vs-kp,promoters,colon,ALLAML]
 
 UCI sets (kr-vs-kp: 36 features, promoters: 57): one random 70/30 split (seed 0). The
 codebook lists every PMLB code of each column as a level (a public fact of the encoding).
@@ -110,8 +111,8 @@ def problem_from_tables(S: Summary) -> SelectionProblem:
     """The SelectionProblem of an exact all-pairs Summary, assembled from its tables.
 
     Same numbers as :func:`learners.selection.selection_problem` (checked in ``gene_rows``)
-    but O(#tables): :func:`marg.learners.features.quadratic.second_moments` looks every pair up by a linear scan over all tables,
-    which is O(p⁴) and out of reach beyond ~100 features.
+    but O(#tables): :func:`marg.learners.features.quadratic.second_moments` looks every pair up by a linear scan over
+    all tables, which is O(p⁴) and out of reach beyond ~100 features.
     """
     assert not S.is_noisy
     lab = S.codebook.label.name
@@ -246,7 +247,8 @@ def gene_rows(name: str, Ms, n_genes: int, time_limit: float, gs: list[float], l
         for row in rows[-1 - len(gs):]:
             log(f"  M={M:2d} {row['method']:12s} k={row['k']:2d} c0={row['c0']:.5f} c_g0={row['cg']:.5f} "
                 f"err={100 * row['test_error']:5.2f}% {row['seconds']:7.2f}s "
-                + (f"gap={row['gap']:.2e} ({row['gap'] / max(abs(row['upper']), 1e-12):.1%}) {row['status']} iters={row['iters']}"
+                + (f"gap={row['gap']:.2e} ({row['gap'] / max(abs(row['upper']), 1e-12):.1%}) {row['status']} "
+                   f"iters={row['iters']}"
                    if "GBD" in row["method"] else ""))
     return rows
 
@@ -281,7 +283,8 @@ def plot_path(S: Summary, P, out: Path, name: str) -> None:
 
 
 def fmt_table(rows: list[dict]) -> str:
-    out = ["| dataset | M | method | k | c₀(S) | c_g(S), g = first --g | refit 2γ | refit test error % | time (s) | GBD bounds on its own c_g [lower, upper], gap, status |",
+    out = ["| dataset | M | method | k | c₀(S) | c_g(S), g = first --g | refit 2γ | refit test error % | time (s) | "
+           "GBD bounds on its own c_g [lower, upper], gap, status |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "M" not in r:

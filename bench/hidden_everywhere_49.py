@@ -66,7 +66,8 @@ def main() -> None:
     c49 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(c49)
     priv = c49._bench("privacy")
-    print("| set | split | hidden cells (tails / whole) | nb tails | nb whole | nb tails, measured | nb unsuppressed | nb rows |")
+    print("| set | split | hidden cells (tails / whole) | nb tails | nb whole | nb tails, measured | nb unsuppressed "
+          "| nb rows |")
     print("|---|---|---|---|---|---|---|---|")
     means = {}
     for name in a.sets.split(","):
@@ -84,7 +85,8 @@ def main() -> None:
                 paths = []
                 for k, s in enumerate(sites):
                     out = Path(d) / f"site{k}.bundle"
-                    export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out, min_cell_policy="suppress")
+                    export_site(priv.ArraySource(f"site{k}", X[s], y[s]), cb, f"site{k}", out,
+                                min_cell_policy="suppress")
                     paths.append(out)
                 S = load_summary(paths, allow_unsigned=True)
                 per_site = [mark_hidden(load_bundle(p).tables, lab) for p in paths]

@@ -105,7 +105,8 @@ def one_run(raw, cb_path: Path, sites, eps: float, d: Path) -> tuple[Path, dict,
     evals = []
     for k, f in enumerate(files):
         run("export", f, "--schema", cb_path, "--site", f"site{k}", "--out", d / f"site{k}.eval", "--evaluate",
-            d / "model.json", "--trust", d / "trust", "--epsilon", EVAL_SHARE * eps, "--ledger", d / f"ledger{k}", cwd=d)
+            d / "model.json", "--trust", d / "trust", "--epsilon", EVAL_SHARE * eps, "--ledger", d / f"ledger{k}",
+            cwd=d)
         evals.append(d / f"site{k}.eval")
     cert = json.loads(run("certify", d / "model.json", *evals, "--out", d / "certified.json", "--allow-unsigned",
                           "--json", cwd=d))
@@ -154,7 +155,8 @@ def main() -> None:
                                              float(learned["worst_case_error"])))
             print(f"rep {rep} ε={eps:g}: {m.learner}, test error {err:.4f}, holdout certificate "
                   f"{cert['worst_case_error']:.4f} ({cert['rows']:.0f} held-out rows released; one-round certificate "
-                  f"{learned['worst_case_error']:.3f}) in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                  f"{learned['worst_case_error']:.3f}) in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
     print("| ε per site, in total | test error (mean ± sd) | max test error | chose | holdout certificate (mean) | "
           "max certificate | cert ≥ error | one-round certificate (mean) | target error / cert |")
     print("|---|---|---|---|---|---|---|---|---|")

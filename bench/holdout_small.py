@@ -211,9 +211,10 @@ def main() -> None:
                 + f" ({time.perf_counter() - t0:.0f} s)")
         p = runs[0]["plan"]
         print(f"### {NAMES[name]} ({y.size} patients; sites {'/'.join(map(str, runs[0]['declared']))} training rows; "
-              f"plan: hold out {p.fraction:.0%}, tables ε = {p.epsilon_tables:.2g}, evaluation ε = {p.epsilon_evaluate:.2g}, "
-              f"expected certificate {p.expected_certificate:.3f})\n")
-        print("| route | test error (mean) | certificate (mean) | per run (error / certificate) | error ≤ cert | cert ≤ error + 0.20 |")
+              f"plan: hold out {p.fraction:.0%}, tables ε = {p.epsilon_tables:.2g}, evaluation ε = "
+              f"{p.epsilon_evaluate:.2g}, expected certificate {p.expected_certificate:.3f})\n")
+        print("| route | test error (mean) | certificate (mean) | per run (error / certificate) | error ≤ cert | cert "
+              "≤ error + 0.20 |")
         print("|---|---|---|---|---|---|")
         for r in routes:
             e = np.array([x[r][0] for x in runs])

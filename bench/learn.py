@@ -1,7 +1,8 @@
 """Fit time and test error of marg's learners vs scikit-learn's LogisticRegression.
 
 Run: python bench/learn.py [--splits 5]
-     python bench/learn.py --adult-sites [--learners mrc,dcc,nb,renyi,auto,boost] [--baseline OTHER/bin/marg] [--vs-logreg]
+     python bench/learn.py --adult-sites [--learners mrc,dcc,nb,renyi,auto,boost] [--baseline OTHER/bin/marg]
+     [--vs-logreg]
 
 ``--adult-sites``: adult's training rows (a seeded 70/30 split) dealt to three sites, each
 exported through the installed console script (``marg export SITE.tsv --epsilon 1``: with
@@ -91,8 +92,8 @@ def main() -> None:
                            ("logreg", "sklearn LogisticRegression (raw rows)")):
             r = res[key]
             cert = f"{np.mean(r['c']):.3f}" if r["c"] else "—"
-            print(f"| {name} | {n:,} | {cb.n_features} | {np.mean(t_count):.3f} | {label} | {np.mean(r['t']):.3f} ± {np.std(r['t']):.3f} "
-                  f"| {100 * np.mean(r['e']):.2f} ± {100 * np.std(r['e']):.2f} | {cert} |")
+            print(f"| {name} | {n:,} | {cb.n_features} | {np.mean(t_count):.3f} | {label} | {np.mean(r['t']):.3f} ± "
+                  f"{np.std(r['t']):.3f} | {100 * np.mean(r['e']):.2f} ± {100 * np.std(r['e']):.2f} | {cert} |")
 
 
 def adult_sites(args) -> None:
@@ -116,8 +117,10 @@ def adult_sites(args) -> None:
     bundles = []
     for k in range(3):
         (work / f"site{k}.tsv").write_text(head + "\n" + "\n".join(rows[i] for i in tr[k::3]) + "\n")
-        subprocess.run([str(exe), "export", str(work / f"site{k}.tsv"), "--schema", str(work / "cb.json"), "--site", f"site{k}",
-                        "--epsilon", "1", "--rounds", "1", "--ledger", str(work / f"ledger{k}"), "--out", str(work / f"site{k}.bundle")],
+        subprocess.run([str(exe), "export", str(work / f"site{k}.tsv"), "--schema", str(work / "cb.json"), "--site",
+                        f"site{k}",
+                        "--epsilon", "1", "--rounds", "1", "--ledger", str(work / f"ledger{k}"), "--out",
+                        str(work / f"site{k}.bundle")],
                        check=True, capture_output=True)
         bundles.append(str(work / f"site{k}.bundle"))
     (work / "test.tsv").write_text(head + "\n" + "\n".join(rows[i] for i in te) + "\n")
@@ -128,18 +131,21 @@ def adult_sites(args) -> None:
           f"load average {os.getloadavg()[0]:.1f}\n")
     runs = [("", exe)] if not args.baseline else [("baseline ", Path(args.baseline)), ("", exe)]
     head = " | ".join(f"{who}`marg learn` (s) | {who}test accuracy | {who}certificate" for who, _ in runs)
-    lr_head = " logreg (s) | logreg CPU (s) | logreg accuracy | marg / logreg (wall) | marg / logreg (CPU) |" if args.vs_logreg else ""
+    lr_head = (" logreg (s) | logreg CPU (s) | logreg accuracy | marg / logreg (wall) | marg / logreg (CPU) |"
+               if args.vs_logreg else "")
     print(f"| learner | {head} |{lr_head}")
     print("|---|" + "---|---|---|" * len(runs) + "---|---|---|---|---|" * bool(args.vs_logreg))
     for learner in args.learners.split(","):
         cells, name = [], learner
         if args.vs_logreg:
             t0, c0 = time.perf_counter(), children_cpu()
-            lr = subprocess.run([sys.executable, str(ROOT / "bench" / "logreg_pooled.py"), *(str(work / f"site{k}.tsv") for k in range(3)),
+            lr = subprocess.run([sys.executable, str(ROOT / "bench" / "logreg_pooled.py"),
+                                 *(str(work / f"site{k}.tsv") for k in range(3)),
                                  "--test", str(work / "test.tsv")], check=True, capture_output=True, text=True)
             t_lr, cpu_lr = time.perf_counter() - t0, children_cpu() - c0
         for who, marg in runs:
-            cell, chose, cpu = run_learner(marg, bundles, learner, work / f"{who.strip() or 'this'}-{learner}.model", work, test,
+            cell, chose, cpu = run_learner(marg, bundles, learner, work / f"{who.strip() or 'this'}-{learner}.model",
+                                           work, test,
                                       args.timeout)
             cells.append(cell)
             name = f"auto (chose {chose})" if learner == "auto" and chose else name
@@ -159,7 +165,8 @@ def run_learner(marg, bundles, learner, out, work, test, timeout):
 
     from marg.api import load_model
 
-    cmd = [str(marg), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--no-sign", "--out", str(out), "--json"]
+    cmd = [str(marg), "learn", *bundles, "--learner", learner, "--allow-unsigned", "--no-sign", "--out", str(out),
+           "--json"]
     t0, c0 = time.perf_counter(), children_cpu()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -189,7 +196,8 @@ if __name__ == "__main__":
         ap.add_argument("--learners", default="mrc,dcc,nb,renyi,auto,boost")
         ap.add_argument("--timeout", type=float, default=300.0)
         ap.add_argument("--baseline", default=None, help="another installation's marg console script, run side by side")
-        ap.add_argument("--vs-logreg", action="store_true", help="scikit-learn's logistic regression on the pooled rows beside each learner")
+        ap.add_argument("--vs-logreg", action="store_true",
+                        help="scikit-learn's logistic regression on the pooled rows beside each learner")
         adult_sites(ap.parse_args())
     else:
         main()

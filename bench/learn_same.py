@@ -41,7 +41,8 @@ def walk(a, b, path: str, out: list, diffs: list) -> None:
             return
         for i, (x, y) in enumerate(zip(a, b)):
             walk(x, y, f"{path}[{i}]", out, diffs)
-    elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+    elif (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool)
+          and not isinstance(b, bool)):
         out.append((path, abs(float(a) - float(b))))
     elif a != b:
         diffs.append(f"{path}: {str(a)[:60]!r} vs {str(b)[:60]!r}")
@@ -69,7 +70,8 @@ def main() -> int:
     bundles = sorted(str(p) for p in args.dir.glob("site*.bundle"))
     test = encode_file(args.dir / "test.tsv", Codebook.load(args.dir / "cb.json"))
     bad = 0
-    print("| learner | numbers | max abs diff | over tol | other differences | test predictions differing |\n|---|---|---|---|---|---|")
+    print("| learner | numbers | max abs diff | over tol | other differences | test predictions differing "
+          "|\n|---|---|---|---|---|---|")
     for learner in args.learners.split(","):
         files = {who: args.dir / f"same-{who}-{learner}.model" for who in ("ours", "base")}
         learn(ours, bundles, learner, files["ours"])
@@ -79,12 +81,14 @@ def main() -> int:
         diffs: list = []
         walk(docs["ours"], docs["base"], "", nums, diffs)
         over = [p for p, d in nums if d > args.tol]
-        preds = [load_model(files[w], allow_unsigned=True, schema=args.dir / "cb.json").predict(test.X) for w in ("ours", "base")]
+        preds = [load_model(files[w], allow_unsigned=True, schema=args.dir / "cb.json").predict(test.X)
+                 for w in ("ours", "base")]
         npred = int(np.sum(np.asarray(preds[0]) != np.asarray(preds[1])))
         bad += bool(over or diffs or npred)
         worst = max((d for _, d in nums), default=0.0)
-        print(f"| {learner} | {len(nums)} | {worst:.3g} | {len(over)}{' (' + ', '.join(over[:3]) + ')' if over else ''} | "
-              f"{'; '.join(diffs[:3]) or '—'} | {npred} of {len(test.y)} |", flush=True)
+        print(f"| {learner} | {len(nums)} | {worst:.3g} | "
+              f"{len(over)}{' (' + ', '.join(over[:3]) + ')' if over else ''} | {'; '.join(diffs[:3]) or '—'} | "
+              f"{npred} of {len(test.y)} |", flush=True)
     return 1 if bad else 0
 
 

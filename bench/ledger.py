@@ -47,15 +47,18 @@ from marg.protocols.site import SiteConfig, init_site  # noqa: E402
 
 FEATURES = [f"f{i}" for i in range(8)]
 STATS = ([{"name": "N[y]", "kind": "counts", "clique": ["y"], "shape": [2], "mechanism": "laplace", "std": 2.83}]
-         + [{"name": f"N[{a},y]", "kind": "counts", "clique": [a, "y"], "shape": [4, 2], "mechanism": "laplace", "std": 2.83}
+         + [{"name": f"N[{a},y]", "kind": "counts", "clique": [a, "y"], "shape": [4, 2], "mechanism": "laplace",
+             "std": 2.83}
             for a in FEATURES]
-         + [{"name": f"N[{a},{b},y]", "kind": "counts", "clique": [a, b, "y"], "shape": [4, 4, 2], "mechanism": "laplace",
+         + [{"name": f"N[{a},{b},y]", "kind": "counts", "clique": [a, b, "y"], "shape": [4, 4, 2],
+             "mechanism": "laplace",
              "std": 39.6} for i, a in enumerate(FEATURES) for b in FEATURES[i + 1:]])
 COST = PrivacyCost(epsilon=1e-4)
 
 
 def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+            f"{platform.release()}")
 
 
 @contextmanager
@@ -106,7 +109,8 @@ class NewSite:
         self.count += 1
         t0 = time.perf_counter()
         led = Ledger(self.ledger, site=SiteConfig.load(self.home))  # what an export does
-        led.append(bundle_digest=digest(10**9 + self.count), site="north", statistics=STATS, cost=COST, private_key=self.key)
+        led.append(bundle_digest=digest(10**9 + self.count), site="north", statistics=STATS, cost=COST,
+                   private_key=self.key)
         return time.perf_counter() - t0
 
     def entries(self) -> int:
@@ -117,7 +121,8 @@ class NewSite:
 # the previous release (loaded from git)
 # ---------------------------------------------------------------------------------------
 def old_ledger_module(base: str) -> types.ModuleType:
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{base}:protocols/ledger.py"], capture_output=True, text=True, check=True).stdout
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{base}:protocols/ledger.py"], capture_output=True,
+                         text=True, check=True).stdout
     for mod in ("keys", "signing", "bundle"):
         src = src.replace(f"from .{mod} import", f"from marg.protocols.{mod} import")
     spec = importlib.util.spec_from_loader("old_ledger", loader=None)
@@ -170,7 +175,8 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=10_000)
     ap.add_argument("--old-large", type=int, default=1_000)
     ap.add_argument("--rounds", type=int, default=21)
-    ap.add_argument("--base", default="6080a08", help="git revision of the previous release's ledger (the last before issue 18)")
+    ap.add_argument("--base", default="6080a08",
+                    help="git revision of the previous release's ledger (the last before issue 18)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:

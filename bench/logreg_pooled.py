@@ -31,7 +31,8 @@ def main() -> None:
     X, y = train.drop(columns="target"), train["target"]
     few = [c for c in X.columns if X[c].nunique() <= 50]
     many = [c for c in X.columns if c not in few]
-    pre = ColumnTransformer([("onehot", OneHotEncoder(handle_unknown="ignore"), few), ("scale", StandardScaler(), many)])
+    pre = ColumnTransformer([("onehot", OneHotEncoder(handle_unknown="ignore"), few),
+                             ("scale", StandardScaler(), many)])
     model = make_pipeline(pre, LogisticRegression(max_iter=1000)).fit(X, y)
     acc = float(np.mean(model.predict(test.drop(columns="target")) == test["target"]))
     print(f"{acc:.4f}")

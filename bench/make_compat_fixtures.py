@@ -77,7 +77,8 @@ def build(rev: str) -> None:
     X = rng.integers(0, 3, size=(500, 4)).astype(float)
     y = ((X[:, 0] + X[:, 1] + rng.integers(0, 2, 500)) % 3).astype(int)
     S3 = Summary.from_rows(cb3, X[:420], y[:420], stats="all")
-    lines = ["f0,f1,f2,f3,y"] + [",".join("abc"[int(v)] for v in row) + "," + "uvw"[t] for row, t in zip(X[420:], y[420:])]
+    lines = (["f0,f1,f2,f3,y"] + [",".join("abc"[int(v)] for v in row) + "," + "uvw"[t]
+                                  for row, t in zip(X[420:], y[420:])])
     (OUT / "three.csv").write_text("\n".join(lines) + "\n")
     for name, est in {"renyi_three": RenyiClassifier(), "mrc_three": MRC(), "dcc_three": DCC(s=0.0)}.items():
         est.fit(S3)

@@ -98,7 +98,8 @@ class Encoder:
             for j in range(X.shape[1]):
                 e = np.zeros(0) if const[j] else np.unique(q[:, j])
                 self.edges.append(e)
-                feats.append(NumericFeature(f"g{j}", edges=tuple(e)) if e.size else CategoricalFeature(f"g{j}", ("all",)))
+                feats.append(NumericFeature(f"g{j}", edges=tuple(e)) if e.size
+                             else CategoricalFeature(f"g{j}", ("all",)))
         self.codebook = Codebook(features=tuple(feats), label=Label("y", tuple(str(c) for c in classes)))
 
     def codes(self, X: np.ndarray) -> np.ndarray:
@@ -145,7 +146,8 @@ def plot_run(S: Summary) -> tuple[float, dict]:
     lam = confidence_box(m, fm.indicator_columns(), s=0.3).lam
     R_star = MRC(s=0.3, solver="full", lp_solver="ipm").fit(S).worst_case_error_
     init = np.random.default_rng(0).choice(fm.n_blocks, size=10, replace=False)
-    curves = {n_max: solve_cg(MinimaxProblem.first_order(fm, m.tau, lam), n_max=n_max, eps=1e-4, k_max=200, init=init).iterations for n_max in (1, 5, 10)}
+    curves = {n_max: solve_cg(MinimaxProblem.first_order(fm, m.tau, lam), n_max=n_max, eps=1e-4, k_max=200,
+                              init=init).iterations for n_max in (1, 5, 10)}
     return R_star, curves
 
 
@@ -167,7 +169,8 @@ def convergence_plot(runs: dict, path: Path) -> None:
         ax.set_ylabel("R^k")
         ax.grid(True, alpha=0.3)
         ax.legend()
-    fig.suptitle("MRC column generation: R^k is non-increasing and reaches R* (10 random initial genes, ε = 1e-4, λ: s = 0.3)", fontsize=9)
+    fig.suptitle("MRC column generation: R^k is non-increasing and reaches R* (10 random initial genes, ε = 1e-4, λ: "
+                 "s = 0.3)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
@@ -203,7 +206,8 @@ def main() -> None:
         f"CG: n_max=100, ε=1e-4, k_max=10 (seed 000 §4); full LP time limit {args.full_time_limit:g} s; "
         f"{args.folds}-fold stratified CV (seed 0).",
         "",
-        "| dataset | n × genes (K) | λ | R* CG | R* full | \\|ΔR\\| | CG s | full IPM s | full simplex s | speed-up vs IPM / simplex | CG iters | features \\|J\\| / μ≠0 | CV error argmax | CV error rule (6) | summary s |",
+        "| dataset | n × genes (K) | λ | R* CG | R* full | \\|ΔR\\| | CG s | full IPM s | full simplex s | speed-up "
+        "vs IPM / simplex | CG iters | features \\|J\\| / μ≠0 | CV error argmax | CV error rule (6) | summary s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines), flush=True)
@@ -225,8 +229,10 @@ def main() -> None:
             if args.no_simplex:
                 full_spx, t_spx, spx_txt = None, float("nan"), "–"
             else:
-                full_spx, t_spx = timed_fit(MRC(s=s, solver="full", lp_solver="simplex", time_limit=args.full_time_limit), S)
-                spx_txt = f"{t_spx:.1f}" + ("" if full_spx is not None and full_spx.converged_ else " (limit, no solution)" if full_spx is None else " (limit)")
+                full_spx, t_spx = timed_fit(MRC(s=s, solver="full", lp_solver="simplex",
+                                                time_limit=args.full_time_limit), S)
+                spx_txt = (f"{t_spx:.1f}" + ("" if full_spx is not None and full_spx.converged_
+                                             else " (limit, no solution)" if full_spx is None else " (limit)"))
             ref = full_ipm if full_ipm is not None else full_spx
             R_full = ref.worst_case_error_ if ref is not None else float("nan")
             full_conv = ref is not None and ref.converged_
@@ -245,13 +251,15 @@ def main() -> None:
                 f"{t_ipm:.1f}{'' if full_ipm is not None else ' (limit)'} | {spx_txt} | "
                 f"{speedup(t_ipm, t_cg, full_ipm)} / {speedup(t_spx, t_cg, full_spx)} | "
                 f"{len(cg.iterations_)} | {len(cg.selected_features_)} / {nz_blocks} | "
-                f"{np.mean(err_det):.3f} ± {np.std(err_det):.3f} | {np.mean(err_rand):.3f} ± {np.std(err_rand):.3f} | {t_sum:.1f} |"
+                f"{np.mean(err_det):.3f} ± {np.std(err_det):.3f} | {np.mean(err_rand):.3f} ± {np.std(err_rand):.3f} | "
+                f"{t_sum:.1f} |"
             )
             lines.append(row)
             print(row, flush=True)
         if name in args.plot_sets.split(","):
             plot_runs[name] = plot_run(S)
-    lines += ["", "Seed 000 (Bondugula et al.), Table 2 / Table 3, MRC-CG on their datasets (their λ: s = 0.3, X = training instances):", "",
+    lines += ["", "Seed 000 (Bondugula et al.), Table 2 / Table 3, MRC-CG on their datasets (their λ: s = 0.3, X = "
+                  "training instances):", "",
               "| dataset | R* | 10-fold error | time (s) | features selected |", "|---|---|---|---|---|"]
     lines += [f"| {nm} | {a} | {b} | {c} | {d} |" for nm, (a, b, c, d) in PAPER.items() if nm in names]
     print("\n".join(lines[-(len([x for x in PAPER if x in names]) + 4):]), flush=True)

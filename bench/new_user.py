@@ -1,4 +1,5 @@
-"""A new user's path, timed: fresh install → demo → check and export from every typed source through an SFTP drop → learn → model card.
+"""A new user's path, timed: fresh install → demo → check and export from every typed source through an SFTP drop →
+learn → model card.
 
 What a hospital's data engineer and a researcher do on their first day, each step a command
 of the installed ``marg`` run as a subprocess and timed (wall clock):
@@ -79,7 +80,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/marg-new-user"))
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
-    ap.add_argument("--installed", action="store_true", help="skip the install steps: use the marg beside this Python (to check the script)")
+    ap.add_argument("--installed", action="store_true",
+                    help="skip the install steps: use the marg beside this Python (to check the script)")
     args = ap.parse_args()
     work = args.workdir
     shutil.rmtree(work, ignore_errors=True)
@@ -108,7 +110,8 @@ def main() -> None:
     t.run("prepare: site 2 as typed Parquet", py, "-c", conv, csvs[1], work / "site1.parquet")
     sources["parquet"] = str(work / "site1.parquet")
     t.run("prepare: site 3 into DuckDB (its own types)", py, "-c",
-          "import duckdb, sys; duckdb.connect(sys.argv[2]).execute(f\"CREATE TABLE adult AS SELECT * FROM read_csv('{sys.argv[1]}')\")",
+          "import duckdb, sys; duckdb.connect(sys.argv[2]).execute(f\"CREATE TABLE adult AS SELECT * FROM "
+          "read_csv('{sys.argv[1]}')\")",
           csvs[2], work / "site2.duckdb")
     sources["duckdb"] = f"duckdb://{work / 'site2.duckdb'}?table=adult"
     sys.path.insert(0, str(ROOT))
@@ -123,9 +126,9 @@ def main() -> None:
             "t = c.read_csv(sys.argv[2])\n"
             "kinds = {'double': 'double precision', 'int64': 'bigint'}\n"
             "with psycopg.connect(sys.argv[1]) as con:\n"
-            "    con.execute('CREATE TABLE adult (' + ', '.join(f'\"{f.name}\" {kinds.get(str(f.type), \"text\")}' for f in t.schema) + ')')\n"
-            "    with con.cursor().copy('COPY adult FROM STDIN WITH (FORMAT csv, HEADER true)') as cp:\n"
-            "        cp.write(open(sys.argv[2], 'rb').read())\n")
+            "    con.execute('CREATE TABLE adult (' + ', '.join(f'\"{f.name}\" {kinds.get(str(f.type), \"text\")}' "
+            "for f in t.schema) + ')')\n    with con.cursor().copy('COPY adult FROM STDIN WITH (FORMAT csv, HEADER "
+            "true)') as cp:\n        cp.write(open(sys.argv[2], 'rb').read())\n")
         t.run("prepare: site 4 into PostgreSQL (double precision, bigint)", py, load_pg, pg.uri(), csvs[3])
         sources["postgres"] = pg.uri(table="adult")
     except BaseException as exc:  # noqa: BLE001 - a missing server is reported, not fatal
@@ -155,11 +158,13 @@ def main() -> None:
     d = _json.loads(schema.read_text())
     d.pop("draft", None)  # reviewed, and every site fits: the checklist's step 3
     schema.write_text(_json.dumps(d, indent=2))
-    t.run("marg keys init (learner, in $MARG_HOME/keys)", marg, "keys", "init", "--site", "learner", "--role", "learner", "--dir", home / "keys")
+    t.run("marg keys init (learner, in $MARG_HOME/keys)", marg, "keys", "init", "--site", "learner", "--role",
+          "learner", "--dir", home / "keys")
     bundles = []
     for name, src in sources.items():
         t.run(f"marg keys init ({name} site)", marg, "keys", "init", "--site", name, "--dir", work / "keys")
-        t.run(f"marg keys trust ({name})", marg, "keys", "trust", work / "keys" / f"{name}.sign.pub", "--trust", work / "trust")
+        t.run(f"marg keys trust ({name})", marg, "keys", "trust", work / "keys" / f"{name}.sign.pub", "--trust",
+              work / "trust")
         out = where(f"{name}.bundle")
         common = ["export", src, "--schema", schema, "--site", name, "--epsilon", "1",
                   "--key", work / "keys" / f"{name}.sign.key", "--to", home / "keys" / "learner.seal.pub",
@@ -173,7 +178,8 @@ def main() -> None:
         stop_pg()
     shutil.copy(home / "keys" / "learner.sign.pub", work / "trust" / "learner.sign.pub")
     model = where("model.json")
-    r = t.run(f"marg learn (auto, signed by default) from the {'SFTP drop' if drop else 'files'}", marg, "learn", *bundles,
+    r = t.run(f"marg learn (auto, signed by default) from the {'SFTP drop' if drop else 'files'}", marg, "learn",
+              *bundles,
               "--out", model, "--trust", work / "trust", "--key", home / "keys" / "learner.seal.key")
     print("   " + "\n   ".join(r.stdout.strip().splitlines()[:3]), flush=True)
     t.run("marg report (model card of the drop's model, signature verified)", marg, "report", model, "--out",
@@ -181,7 +187,8 @@ def main() -> None:
     if stop_sftp is not None:
         stop_sftp()
     total = sum(dt for _, dt, _ in t.rows)
-    print(f"\nmachine: {machine()}; sources: {', '.join(sources)}; drop: {'sftp' if drop else 'none'}; total {total:.1f} s\n")
+    print(f"\nmachine: {machine()}; sources: {', '.join(sources)}; drop: {'sftp' if drop else 'none'}; total "
+          f"{total:.1f} s\n")
     print("| step | wall time (s) |\n|---|---:|")
     for label, dt, _ in t.rows:
         print(f"| {label} | {dt:.2f} |")

@@ -51,7 +51,8 @@ def codebook20() -> Codebook:
     feats = [
         {"name": "age", "type": "numeric", "edges": [45, 55, 65, 75], "omop": {"age_at": "index"}},
         {"name": "sex", "levels": {"8507": "male", "8532": "female"}, "omop": {"person": "gender_concept_id"}},
-        {"name": "race", "levels": {"8527": "white", "8516": "black", "8515": "asian"}, "omop": {"person": "race_concept_id"}},
+        {"name": "race", "levels": {"8527": "white", "8516": "black", "8515": "asian"},
+         "omop": {"person": "race_concept_id"}},
         presence("t2dm_1y", "condition", [T2DM], (-365, 0), True),
         presence("t2dm_ever", "condition", [T2DM], (-36500, 0), True),
         presence("htn_2y", "condition", [HTN], (-730, 0)),
@@ -104,7 +105,8 @@ def hand_rows(cb: Codebook) -> str:
             "(PARTITION BY subject_id ORDER BY cohort_start_date, cohort_end_date) AS entry FROM main.cohort "
             f"WHERE cohort_definition_id = {TARGET} QUALIFY entry <= 1)",
             "lab AS (SELECT DISTINCT i.person_id, i.entry FROM idx i JOIN main.cohort o ON o.subject_id = i.person_id "
-            f"AND o.cohort_definition_id = {OUTCOME} AND o.cohort_start_date BETWEEN i.index_date + 1 AND i.index_date + 365)"]
+            f"AND o.cohort_definition_id = {OUTCOME} AND o.cohort_start_date BETWEEN i.index_date + 1 AND "
+            "i.index_date + 365)"]
     joins = []
     for t, aggs in by_table.items():
         date = next(v[2] for v in DOMAINS.values() if v[0] == t)

@@ -1,4 +1,5 @@
-"""The planted study's automatic choice, split-run by split-run (issue 34: why it sometimes takes a DCC that errs badly).
+"""The planted study's automatic choice, split-run by split-run (issue 34: why it sometimes takes a DCC that errs
+badly).
 
 Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/planted_choice.py
      [--splits 0,1,2,3,4] [--runs 3] [--jsonl FILE]
@@ -67,7 +68,8 @@ def one_run(D, rep: int, q: float, eps: float) -> dict:
     return {"split": rep, "measured": first, "informative_measured": sum(a in informative for a in first),
             "informative": sorted(informative), "pairs": len(pairs), "pairs_among": len(req.why["pairs_among"]),
             "first_std": req.why["noise_std"]["first_order"], "pair_std": req.why["noise_std"]["pair"],
-            "k": plan.split["k"], "chosen": res.model.learner, "error": test_error(res.model.estimator), "candidates": cands}
+            "k": plan.split["k"], "chosen": res.model.learner, "error": test_error(res.model.estimator),
+            "candidates": cands}
 
 
 def main() -> None:
@@ -91,8 +93,9 @@ def main() -> None:
             cs = "; ".join(f"{c['name']}{'*' if c['chosen'] else ''} "
                            f"{'–' if c['estimate'] is None else format(c['estimate'], '.3f')} → "
                            f"{'–' if c['test'] is None else format(c['test'], '.3f')}" for c in r["candidates"])
-            print(f"| {rep} | {run} | {len(r['measured'])} ({r['informative_measured']}) | {r['pairs_among']} ({r['pairs']}) | "
-                  f"{r['first_std']:.1f}/{r['pair_std'] or 0:.1f} | {r['chosen']} | {r['error']:.3f} | {cs} |", flush=True)
+            print(f"| {rep} | {run} | {len(r['measured'])} ({r['informative_measured']}) | {r['pairs_among']} "
+                  f"({r['pairs']}) | {r['first_std']:.1f}/{r['pair_std'] or 0:.1f} | {r['chosen']} | {r['error']:.3f} "
+                  f"| {cs} |", flush=True)
             if out:
                 out.write(json.dumps(r) + "\n")
                 out.flush()

@@ -51,12 +51,14 @@ def main() -> None:
                         "generate, write_csv; demo_codebook().save(sys.argv[1] + '/codebook.json'); "
                         "write_csv(sys.argv[1] + '/base.csv', generate(int(sys.argv[2]), SITES[0], seed=1))",
                         str(d), str(args.rows)], check=True)
-        subprocess.run([str(MARG), "export", str(d / "base.csv"), "--schema", str(d / "codebook.json"), "--site", "north",
+        subprocess.run([str(MARG), "export", str(d / "base.csv"), "--schema", str(d / "codebook.json"), "--site",
+                        "north",
                         "--out", str(d / "a.bundle"), "--stats", "first", "--min-cell", "1", "--no-ledger"], check=True,
                        stdout=subprocess.DEVNULL)
         subprocess.run([str(MARG), "learn", str(d / "a.bundle"), "--learner", "mrc", "--out", str(d / "m.json"),
                         "--allow-unsigned"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        floor, _ = peak([sys.executable, "-c", "import marg.api, marg.learners.classifiers.mrc, marg.marginals.encoding, pyarrow.csv"])
+        floor, _ = peak([sys.executable, "-c", "import marg.api, marg.learners.classifiers.mrc, marg.marginals.encoding, "
+                                               "pyarrow.csv"])
         print(f"\nimports alone: {floor:.0f} MiB\n")
         print("| input | rows | file (MiB) | peak RSS (MiB) | seconds |")
         print("|---|---|---|---|---|")

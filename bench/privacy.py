@@ -223,7 +223,8 @@ def certified_path(raw, cb, X, y, sites, eps, workdir: Path):
         raw.iloc[s].to_csv(f, sep="\t", index=False)
         files.append(f)
         out = workdir / f"site{k}.bundle"
-        export_site(f, cb, f"site{k}", out, epsilon=(1 - EVAL_SHARE) * eps, holdout=HOLDOUT, ledger_dir=workdir / f"led{k}")
+        export_site(f, cb, f"site{k}", out, epsilon=(1 - EVAL_SHARE) * eps, holdout=HOLDOUT,
+                    ledger_dir=workdir / f"led{k}")
         paths.append(out)
     model = learn(load_summary(paths, allow_unsigned=True), "auto", {}).model
     mpath = workdir / "model.json"
@@ -231,7 +232,8 @@ def certified_path(raw, cb, X, y, sites, eps, workdir: Path):
     evals = []
     for k, f in enumerate(files):
         ev = workdir / f"site{k}.eval"
-        evaluate_site(f, model, model_digest(mpath), f"site{k}", ev, epsilon=EVAL_SHARE * eps, ledger_dir=workdir / f"led{k}")
+        evaluate_site(f, model, model_digest(mpath), f"site{k}", ev, epsilon=EVAL_SHARE * eps,
+                      ledger_dir=workdir / f"led{k}")
         evals.append(ev)
     res = certify_with_holdout(mpath, evals, allow_unsigned=True)
     return res.model
@@ -269,7 +271,8 @@ def peers(X, y, tr, te, eps_list, reps_seed):
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "peer.npz"
         np.savez(f, A=A, B=B, ytr=y[tr], yte=y[te], norm=norm, seed=reps_seed)
-        res = subprocess.run([py, "-c", PEER_SCRIPT, str(f), json.dumps(eps_list)], capture_output=True, text=True, check=True)
+        res = subprocess.run([py, "-c", PEER_SCRIPT, str(f), json.dumps(eps_list)], capture_output=True, text=True,
+                             check=True)
     for k, v in json.loads(res.stdout).items():
         out[("diffprivlib LR", float(k))] = v
     return out
@@ -346,7 +349,8 @@ def report(name, eps_list, rows, extra) -> None:
     ex_r = np.mean([r[0] for r in rows[(name, None, "renyi")]])
     print(f"\n### {name}: majority vote {maj:.4f}; exact summaries (all pairs): default {ex_err:.4f} "
           f"(chose {', '.join(sorted(set(r[2] for r in ex)))}), renyi {ex_r:.4f}\n")
-    head = "| ε per site (Gaussian, δ = 1e-6) | default path: test error | chose | certificate (mean) | cert ≥ error | cert < 0.30 | renyi error | Δ vs exact |"
+    head = ("| ε per site (Gaussian, δ = 1e-6) | default path: test error | chose | certificate (mean) | cert ≥ error "
+            "| cert < 0.30 | renyi error | Δ vs exact |")
     peers_cols = []
     if name == "adult":
         peers_cols = ["diffprivlib LR", *PEERS_ISSUE, "target"]
@@ -380,8 +384,9 @@ def report(name, eps_list, rows, extra) -> None:
             err = np.array([x[0] for x in r])
             cert = np.array([x[1] for x in r])
             chose = {c: sum(1 for x in r if x[2] == c) for c in sorted(set(x[2] for x in r))}
-            print(f"| {eps:g} | {err.mean():.4f} ± {err.std():.4f} | {', '.join(f'{c}×{k}' for c, k in chose.items())} | "
-                  f"{cert.mean():.4f} | {np.mean(cert >= err):.0%} | {np.mean(cert < 0.30):.0%} |")
+            print(f"| {eps:g} | {err.mean():.4f} ± {err.std():.4f} | "
+                  f"{', '.join(f'{c}×{k}' for c, k in chose.items())} | {cert.mean():.4f} | "
+                  f"{np.mean(cert >= err):.0%} | {np.mean(cert < 0.30):.0%} |")
     if name == "adult" and "LR (non-private)" in extra:
         print(f"\nnon-private LogisticRegression on the same pooled rows: {np.mean(extra['LR (non-private)']):.4f}")
     sys.stdout.flush()

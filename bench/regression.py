@@ -72,9 +72,11 @@ class Side:
         self.m = mods
 
     def summary(self, cb_dict: dict, tables: list):
-        Codebook, MarginalTable, NoiseRecord, Summary = (self.m[k] for k in ("Codebook", "MarginalTable", "NoiseRecord", "Summary"))
+        Codebook, MarginalTable, NoiseRecord, Summary = (self.m[k] for k in ("Codebook", "MarginalTable", "NoiseRecord",
+                                                                             "Summary"))
         cb = Codebook.from_dict(cb_dict)
-        ts = [MarginalTable(clique=tuple(c), counts=np.array(n), noise=NoiseRecord(**r), kind=k) for c, n, r, k in tables]
+        ts = [MarginalTable(clique=tuple(c), counts=np.array(n), noise=NoiseRecord(**r), kind=k)
+              for c, n, r, k in tables]
         return Summary.from_tables(cb, ts)
 
     def estimator(self, kind: str, params: dict):
@@ -119,13 +121,15 @@ def new_side() -> Side:
 # (name, estimator kind, parameters): the configurations of BENCHMARKS.md
 UCI_CONFIGS = [
     ("dcc", "dcc", {"s": 0.0}), ("dcc-label", "dcc", {"s": 0.0, "edge_weight": "label"}),
-    ("gdcc", "dcc", {"s": 0.0, "greedy": True}), ("dcc-cal", "dcc", {}), ("dcc-hinge", "dcc", {"s": 0.0, "loss": "hinge"}),
+    ("gdcc", "dcc", {"s": 0.0, "greedy": True}), ("dcc-cal", "dcc", {}),
+    ("dcc-hinge", "dcc", {"s": 0.0, "loss": "hinge"}),
     ("dcc-all", "dcc", {"s": 0.0, "structure": "all"}), ("gdcc-cal", "dcc", {"greedy": True}),
     ("mrc", "mrc", {"s": 0.0, "solver": "full"}), ("mrc-cal", "mrc", {"solver": "full"}),
     ("mrc-cg", "mrc", {"s": 0.0}), ("mrc-cg-cal", "mrc", {}), ("renyi", "renyi", {}),
 ]
 ENGINE_CONFIGS = [
-    ("mrc-rows", "mrc", {"s": 0.0, "solver": "full", "formulation": "rows"}), ("mrc-cg-rows", "mrc", {"formulation": "rows"}),
+    ("mrc-rows", "mrc", {"s": 0.0, "solver": "full", "formulation": "rows"}),
+    ("mrc-cg-rows", "mrc", {"formulation": "rows"}),
     ("dcc-rows", "dcc", {"s": 0.0, "solver": "rows"}), ("gdcc-rows", "dcc", {"greedy": True, "solver": "rows"}),
 ]
 DP_CONFIGS = [("mrc", "mrc", {}), ("renyi", "renyi", {}), ("dcc", "dcc", {})]
@@ -193,10 +197,11 @@ def main() -> None:
     OLD, NEW = old_side(extract_previous(args.prev)), new_side()
     uci = bench_module("uci")
     lines = [f"# Regression against {args.prev}", "",
-             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
-             f"`python bench/regression.py {' '.join(sys.argv[1:])}`", "",
+             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy "
+             f"{np.__version__}; `python bench/regression.py {' '.join(sys.argv[1:])}`", "",
              f"fit times: the median of {max(1, args.repeat)} fits per side, alternating old and new.", "",
-             "| group | data | config | max \\|ΔR*\\| | predictions differing | max \\|Δμ\\| | old s | new s | new/old | |",
+             "| group | data | config | max \\|ΔR*\\| | predictions differing | max \\|Δμ\\| | old s | new s | "
+             "new/old | |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
 
@@ -230,7 +235,8 @@ def main() -> None:
                     continue
                 emit(row("UCI", f"{name}/{seed}", config, run_pair(OLD, NEW, kind, params, so, sn, Xte)))
             if name in ("votes", "credit"):
-                for method, kw in (("group-lasso", {"max_features": 4}), ("gbd", {"max_features": 4, "time_limit": 30.0})):
+                for method, kw in (("group-lasso", {"max_features": 4}),
+                                   ("gbd", {"max_features": 4, "time_limit": 30.0})):
                     (a, oa), t_old = timed(lambda: OLD.select(so, method, **kw))
                     (b, ob), t_new = timed(lambda: NEW.select(sn, method, **kw))
                     r = {"dR": abs(oa - ob), "dpred": int(a != b), "dcoef": 0.0, "t_old": t_old, "t_new": t_new}

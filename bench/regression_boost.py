@@ -35,7 +35,8 @@ CONFIGS = [("votes", {"s": 0.0}), ("votes", {}), ("kr-vs-kp", {"s": 0.0, "k_max"
 def fit(BoostVote, summary, params: dict, X_test: np.ndarray) -> dict:
     t0 = time.perf_counter()
     m = BoostVote(time_limit=None, **params).fit(summary)
-    return {"mu": np.asarray(m.mu_), "cert": m.certificate_.value, "iters": list(m.iterations_), "rounds": m.row_rounds_,
+    return {"mu": np.asarray(m.mu_), "cert": m.certificate_.value, "iters": list(m.iterations_),
+            "rounds": m.row_rounds_,
             "hist": [(h["k"], h["R"], h["columns"], h["rows"]) for h in m.history_], "pred": m.predict(X_test),
             "seconds": time.perf_counter() - t0}
 
@@ -99,9 +100,9 @@ def old_side(prev: Path, path: Path) -> int:
                 and np.array_equal(o["pred"], d["pred"]))
         bad += not same
         dmu = float(np.abs(o["mu"] - d["mu"]).max()) if o["mu"].shape == d["mu"].shape else float("nan")
-        print(f"{d['name']:10s} {str(d['params']):28s} {'identical' if same else 'DIFFERS'}  certificate old {o['cert']:.17g} "
-              f"new {d['cert']:.17g}  max|dmu| {dmu:.1e}  iterations {len(o['iters'])}/{len(d['iters'])}  "
-              f"seconds old {o['seconds']:.2f} new {d['seconds']:.2f}", flush=True)
+        print(f"{d['name']:10s} {str(d['params']):28s} {'identical' if same else 'DIFFERS'}  certificate old "
+              f"{o['cert']:.17g} new {d['cert']:.17g}  max|dmu| {dmu:.1e}  iterations "
+              f"{len(o['iters'])}/{len(d['iters'])}  seconds old {o['seconds']:.2f} new {d['seconds']:.2f}", flush=True)
     print(f"differing: {bad}")
     return bad
 

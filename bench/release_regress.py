@@ -81,7 +81,8 @@ def pg_load(pg, db: str, table: pa.Table, name: str) -> None:
     from psycopg import sql
 
     types = {pa.string(): "text", pa.float64(): "double precision", pa.int64(): "bigint"}
-    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(types[f.type])) for f in table.schema)
+    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(types[f.type]))
+                              for f in table.schema)
     with psycopg.connect(pg.uri(db), autocommit=True) as con:
         con.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(name), cols))
         ph = sql.SQL(", ").join(sql.Placeholder() * table.num_columns)
@@ -110,13 +111,15 @@ def sources(tmp: Path, name: str, table: pa.Table, pg) -> list[tuple[str, str]]:
     return out
 
 
-def export(script: str, data: str, cb: Path, out: Path, ledger: Path, options: list[str]) -> subprocess.CompletedProcess:
+def export(script: str, data: str, cb: Path, out: Path, ledger: Path,
+           options: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([script, "export", data, "--schema", str(cb), "--site", "s1", "--out", str(out),
                            "--ledger", str(ledger), *options], capture_output=True, text=True, cwd=out.parent)
 
 
 def exact_digests(ledger: Path) -> list:
-    return [json.loads(line).get("exact") for line in (ledger / "ledger.jsonl").read_text().splitlines() if line.strip()]
+    return [json.loads(line).get("exact") for line in (ledger / "ledger.jsonl").read_text().splitlines()
+            if line.strip()]
 
 
 def compare(a: Path, b: Path, la: Path, lb: Path) -> str | None:
@@ -129,7 +132,8 @@ def compare(a: Path, b: Path, la: Path, lb: Path) -> str | None:
     diff = sorted(k for k in set(hx) | set(hy) if hx.get(k) != hy.get(k))
     if diff:
         return f"header fields differ: {diff}"
-    if len(x.arrays) != len(y.arrays) or any(p.dtype != q.dtype or p.tobytes() != q.tobytes() for p, q in zip(x.arrays, y.arrays)):
+    if len(x.arrays) != len(y.arrays) or any(p.dtype != q.dtype or p.tobytes() != q.tobytes()
+                                             for p, q in zip(x.arrays, y.arrays)):
         return "arrays differ"
     if exact_digests(la) != exact_digests(lb):
         return "ledger exact digests differ"
@@ -138,7 +142,8 @@ def compare(a: Path, b: Path, la: Path, lb: Path) -> str | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", required=True, help="another installation's marg console script (the earlier release)")
+    ap.add_argument("--baseline", required=True,
+                    help="another installation's marg console script (the earlier release)")
     ap.add_argument("--marg", default=str(Path(sys.executable).parent / "marg"), help="this marg's console script")
     ap.add_argument("--rows", type=int, default=3000)
     ap.add_argument("--no-postgres", action="store_true")
@@ -172,7 +177,8 @@ def main(argv=None) -> int:
         cbp = codebook_file(cb, tmp / "wide.codebook.json")
         for kind, data in sources(tmp, "wide", t, pg):
             cases.append((f"wide {kind}", data, cbp, ["--stats", "first", "--min-cell", "1"]))
-            cases.append((f"wide {kind}", data, cbp, ["--pairs", "g000:g001,g010:g150,g199:g005", "--stats", "pairs", "--min-cell", "1"]))
+            cases.append((f"wide {kind}", data, cbp,
+                          ["--pairs", "g000:g001,g010:g150,g199:g005", "--stats", "pairs", "--min-cell", "1"]))
         bad = 0
         print("| data, source | options | tables | result |\n|---|---|---|---|")
         for k, (what, data, cbp, opts) in enumerate(cases):

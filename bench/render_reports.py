@@ -26,7 +26,8 @@ WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 PROBE = ("<script>addEventListener('load',function(){document.body.setAttribute('data-overflow',"
          "String(document.documentElement.scrollWidth-innerWidth));document.body.setAttribute('data-height',"
          "String(document.documentElement.scrollHeight));var cut=[];document.querySelectorAll('table').forEach("
-         "function(t){var p=t.parentElement;if(t.offsetWidth>p.clientWidth+1)cut.push(t.getAttribute('data-table')||'?')});"
+         "function(t){var "
+         "p=t.parentElement;if(t.offsetWidth>p.clientWidth+1)cut.push(t.getAttribute('data-table')||'?')});"
          "document.body.setAttribute('data-cut',cut.join(' '))})</script>")
 """Reports the page's overflow, its height and the tables wider than their box (a column the
 reader must scroll sideways to, e.g. a certificate cut off on a phone)."""
@@ -64,7 +65,8 @@ def check_page(page: Path, out_dir: Path) -> list[str]:
             img = imread(shot)
             if float(np.std(img[..., :3])) < 0.02:
                 problems.append(f"{page.name} at {name}: blank ({shot})")
-            dom = _run(base + [f"--window-size={w},{h}", "--virtual-time-budget=3000", "--dump-dom", probed.resolve().as_uri()])
+            dom = _run(base + [f"--window-size={w},{h}", "--virtual-time-budget=3000", "--dump-dom",
+                               probed.resolve().as_uri()])
             m = re.search(r'data-overflow="(-?\d+)"', dom.stdout)
             if m is None:
                 problems.append(f"{page.name} at {name}: the width probe did not run")
@@ -73,11 +75,13 @@ def check_page(page: Path, out_dir: Path) -> list[str]:
                 problems.append(f"{page.name} at {name}: {m.group(1)} px wider than the window")
             cut = re.search(r'data-cut="([^"]*)"', dom.stdout)
             if cut is not None and cut.group(1).strip():
-                problems.append(f"{page.name} at {name}: tables cut off (wider than the page, scrolled sideways): {cut.group(1)}")
+                problems.append(f"{page.name} at {name}: tables cut off (wider than the page, scrolled sideways): "
+                                f"{cut.group(1)}")
             # the whole page at this width, to look at (the issue's closing note names these)
             height = int(re.search(r'data-height="(\d+)"', dom.stdout).group(1))
             full = out_dir / f"{page.stem}-{name}-full.png"
-            _run(base + [f"--window-size={w},{min(max(height, h), MAX_HEIGHT)}", f"--screenshot={full}", page.resolve().as_uri()])
+            _run(base + [f"--window-size={w},{min(max(height, h), MAX_HEIGHT)}", f"--screenshot={full}",
+                         page.resolve().as_uri()])
             if not full.exists():
                 problems.append(f"{page.name} at {name}: no full-page screenshot")
     return problems

@@ -1,4 +1,5 @@
-"""Select, then measure (issue 34): the DP default's test error on small, narrow and wide studies, beside the larger class.
+"""Select, then measure (issue 34): the DP default's test error on small, narrow and wide studies, beside the larger
+class.
 
 Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/select_measure.py
      [--sets kr-vs-kp,votes,credit,wide,leukemia,ALLAML] [--reps 5] [--epsilon 1]
@@ -113,7 +114,8 @@ def dp_rounds(cb, X, y, sites, eps: float):
     for k, s in enumerate(sites):
         out = wd / f"s{k}.r1"
         plan = study_plan(cb, eps, 1e-6, rows=[len(t) for t in sites])  # the rows each site states (--plan-rows)
-        export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round1(plan), ledger_dir=wd / f"ledger{k}")
+        export_site(P.ArraySource(f"s{k}", X[s], y[s]), cb, f"s{k}", out, study=Round1(plan),
+                    ledger_dir=wd / f"ledger{k}")
         r1.append(out)
     recs = []
     for b in load_verified_bundles(r1, allow_unsigned=True):
@@ -139,10 +141,12 @@ def run(cb, X, y, sites, eps: float, Xte, yte, parts: bool = False) -> dict:
     sp = plan.split
     extra = decompose(cb, X, y, sites, S, req, Xte, yte) if parts else {}
     read = list(getattr(m.estimator, "feature_names_in_", None) or [])
-    who = m.learner + (f" ({', '.join(read)})" if read and len(read) < len(cols) else "")  # e.g. the study's one-feature default
+    # e.g. the study's one-feature default
+    who = m.learner + (f" ({', '.join(read)})" if read and len(read) < len(cols) else "")
     return {**extra, "error": err, "learner": who, "split": f"{sp['label_share']:.2f}/{sp['select_share']:.2f}/"
             f"{sp['round2_share']:.2f} k={sp['k']}", "agreed": len(req.why["kept"]),
-            "measured": sum(len(c) == 1 for c in req.tables), "pairs_among": f"{len(req.why['pairs_among'])} ({sum(len(c) == 2 for c in req.tables)} pairs)",
+            "measured": sum(len(c) == 1 for c in req.tables),
+            "pairs_among": f"{len(req.why['pairs_among'])} ({sum(len(c) == 2 for c in req.tables)} pairs)",
             "certificate": float(m.estimator.certificate_.value)}
 
 
@@ -164,7 +168,8 @@ def splits(name: str, reps: int):
         from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 
         p, inf = 3000, 10
-        cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(p)), label=Label("y", ("a", "b")))
+        cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(p)),
+                      label=Label("y", ("a", "b")))
         for rep in range(reps):
             rng = np.random.default_rng(500 + rep)
 
@@ -209,8 +214,8 @@ def main() -> None:
     a = ap.parse_args()
     print(f"# select, then measure: ε = {a.epsilon:g} per site in total, δ = 1e-6; {platform.machine()}, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
-    print("| set | split | test error | larger class | learner | label/selection/round 2, k | features agreed | measured | "
-          "pairs among | certificate | s |" + (" best cand. | exact, same tables |" if a.decompose else ""))
+    print("| set | split | test error | larger class | learner | label/selection/round 2, k | features agreed | "
+          "measured | pairs among | certificate | s |" + (" best cand. | exact, same tables |" if a.decompose else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if a.decompose else ""))
     for name in a.sets.split(","):
         errs, majs, best, same = [], [], [], []
@@ -220,14 +225,15 @@ def main() -> None:
             maj = 1.0 - np.bincount(yte).max() / yte.size
             errs.append(r["error"])
             majs.append(maj)
-            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['split']} | {r['agreed']} | {r['measured']} | {r['pairs_among']} | "
-                  f"{r['certificate']:.3f} | {time.perf_counter() - t:.0f} |"
+            print(f"| {name} | {rep} | {r['error']:.4f} | {maj:.4f} | {r['learner']} | {r['split']} | {r['agreed']} | "
+                  f"{r['measured']} | {r['pairs_among']} | {r['certificate']:.3f} | {time.perf_counter() - t:.0f} |"
                   + (f" {r['best_candidate']:.4f} | {r['exact_same_tables']:.4f} |" if a.decompose else ""), flush=True)
             if a.decompose:
                 best.append(r["best_candidate"])
                 same.append(r["exact_same_tables"])
         worst = max(e - m for e, m in zip(errs, majs))
-        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | | worst vs larger class {worst:+.4f} |"
+        print(f"| {name} | mean | {np.mean(errs):.4f} | {np.mean(majs):.4f} | | | | | | | worst vs larger class "
+              f"{worst:+.4f} |"
               + (f" {np.mean(best):.4f} | {np.mean(same):.4f} |" if a.decompose else ""), flush=True)
 
 

@@ -1,4 +1,5 @@
-"""Issue 44 (noise): the noise std of the pooled tables, shared noise under secure aggregation against today's per-site path.
+"""Issue 44 (noise): the noise std of the pooled tables, shared noise under secure aggregation against today's per-site
+path.
 
 For S sites and a round's zCDP budget ρ (one curator's), each path's noise on the pooled tables:
 
@@ -43,10 +44,11 @@ def run(epsilon: float, delta: float, reps: int) -> None:
     zero = _zeros(cb, cliques)
     cells = np.array([t.counts.size for t in zero], dtype=np.float64)
     one = float(np.sqrt(np.sum(cells * np.square(curator.stds)) / cells.sum()))  # one curator's rms std per cell
-    print(f"round budget ε = {epsilon:g} at δ = {delta:g} (ρ = {rho:.4g}); {len(cliques)} tables, {int(cells.sum())} cells; "
-          f"one curator's noise std {one:.3f} per cell (rms)\n")
+    print(f"round budget ε = {epsilon:g} at δ = {delta:g} (ρ = {rho:.4g}); {len(cliques)} tables, {int(cells.sum())} "
+          f"cells; one curator's noise std {one:.3f} per cell (rms)\n")
     print("| S | t | per-site pooled std | shared pooled std | ratio per-site/shared | √t | per-site / curator | "
-          "shared / curator | √(S/t) | share σ / τ-free σ | study ρ | site's own ρ | time per round (shared, per-site) |")
+          "shared / curator | √(S/t) | share σ / τ-free σ | study ρ | site's own ρ | time per round (shared, "
+          "per-site) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for S in (3, 10):
         for t in sorted({S // 2 + 1, S}):
@@ -69,8 +71,8 @@ def run(epsilon: float, delta: float, reps: int) -> None:
             emp_sh = math.sqrt(sq_sh / (reps * cells.sum()))
             tau_free = [p.l2 / math.sqrt(2 * t * p.share) for p in plan.tables]
             infl = max(p.scale / f for p, f in zip(plan.tables, tau_free))
-            print(f"| {S} | {t} | {per_site_model:.3f} (drawn {emp_ps:.3f}) | {shared_model:.3f} (drawn {emp_sh:.3f}) | "
-                  f"{per_site_model / shared_model:.3f} (drawn {emp_ps / emp_sh:.3f}) | {math.sqrt(t):.3f} | "
+            print(f"| {S} | {t} | {per_site_model:.3f} (drawn {emp_ps:.3f}) | {shared_model:.3f} (drawn {emp_sh:.3f}) "
+                  f"| {per_site_model / shared_model:.3f} (drawn {emp_ps / emp_sh:.3f}) | {math.sqrt(t):.3f} | "
                   f"{per_site_model / one:.3f} | {shared_model / one:.3f} | {math.sqrt(S / t):.3f} | {infl:.4f} | "
                   f"{plan.study_cost().rho:.4g} | {plan.site_cost().rho:.4g} | "
                   f"{1e3 * t_sh / reps:.0f} ms, {1e3 * t_ps / reps:.0f} ms |")

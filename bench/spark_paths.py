@@ -81,8 +81,9 @@ def ways(a, d: Path, master: str) -> None:
         spark = src._session
         print(f"session {t1 - t0:.1f} s, frame {time.perf_counter() - t1:.1f} s", flush=True)
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(a.arrow_batch))
-        print(f"{a.rows:,} rows; session {time.perf_counter() - t0:.1f} s; Spark's partitions {df.rdd.getNumPartitions()},"
-              f" cores {spark.sparkContext.defaultParallelism}; load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{a.rows:,} rows; session {time.perf_counter() - t0:.1f} s; Spark's partitions "
+              f"{df.rdd.getNumPartitions()}, cores {spark.sparkContext.defaultParallelism}; load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
         for w in a.ways:
             t = time.perf_counter()
             if w == "local":
@@ -91,7 +92,8 @@ def ways(a, d: Path, master: str) -> None:
             elif w == "source":
                 m = src.count(cb, cl)[1]
             elif w == "partitions":
-                m = sum(p["n"] for p in src.partitions(cols, partial(ss._partition_tables, codebook=cb, cliques=list(cl))))
+                m = sum(p["n"] for p in src.partitions(cols,
+                                                       partial(ss._partition_tables, codebook=cb, cliques=list(cl))))
             elif w == "arrow":
                 out = StructType([StructField("error", StringType()), StructField("part", BinaryType())])
                 fn = partial(ss._partition_tables, codebook=cb, cliques=list(cl))

@@ -153,7 +153,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
     ap.add_argument("--tasks", nargs="+", default=["first", "holdout", "unit"])
-    ap.add_argument("--master", default="local[2]", help="a Spark master URL, or standalone: the tests' 2-worker cluster")
+    ap.add_argument("--master", default="local[2]",
+                    help="a Spark master URL, or standalone: the tests' 2-worker cluster")
     ap.add_argument("--data", help="keep the generated files here (reused when present)")
     ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -167,7 +168,8 @@ def main() -> None:
             d = root / f"n{n}"
             if not (d / "part-0.parquet").exists():
                 d.mkdir(parents=True, exist_ok=True)
-                subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                subprocess.run([sys.executable, "-c",
+                                f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
                                 f"import spark_scale as s; from pathlib import Path; s.make(Path({str(d)!r}), {n})"],
                                check=True)
         master = stack.enter_context(standalone()) if a.master == "standalone" else a.master
@@ -181,10 +183,11 @@ def main() -> None:
                                          capture_output=True, text=True, check=True).stdout
                     res[engine] = json.loads(out.strip().splitlines()[-1])
                 same = res["local"]["n"] == res["spark"]["n"] and res["local"]["digest"] == res["spark"]["digest"]
-                print(f"{n:>10,} rows × 30  {task:8s} local {res['local']['wall']:7.1f} s  spark {res['spark']['wall']:7.1f} s"
-                      f"  ratio {res['spark']['wall'] / res['local']['wall']:5.2f}  peak RSS local "
-                      f"{res['local']['rss_mib']:.0f} MiB, spark driver {res['spark']['rss_mib']:.0f} MiB (its JVM "
-                      f"{res['spark']['jvm_mib']:.0f} MiB)  same tables: {same}  load {os.getloadavg()[0]:.1f}",
+                print(f"{n:>10,} rows × 30  {task:8s} local {res['local']['wall']:7.1f} s  spark "
+                      f"{res['spark']['wall']:7.1f} s  ratio {res['spark']['wall'] / res['local']['wall']:5.2f}  peak "
+                      f"RSS local {res['local']['rss_mib']:.0f} MiB, spark driver {res['spark']['rss_mib']:.0f} MiB "
+                      f"(its JVM {res['spark']['jvm_mib']:.0f} MiB)  same tables: {same}  load "
+                      f"{os.getloadavg()[0]:.1f}",
                       flush=True)
 
 

@@ -72,11 +72,13 @@ _bench = study_calls._bench
 D = _bench("dp_select")  # the console, the sites' folders, the per-site DP and exact paths, the splits
 U = _bench("uci")  # logistic regression on the pooled rows
 C = _bench("study_calls")  # the study's commands in process or through the console; the pooled tables' noise
-InProcess, StudyCalls, marg_study, pooled_noise, HOLDOUT_KEYS = C.InProcess, C.StudyCalls, C.marg_study, C.pooled_noise, C.HOLDOUT_KEYS
+InProcess, StudyCalls, marg_study, pooled_noise, HOLDOUT_KEYS = (C.InProcess, C.StudyCalls, C.marg_study,
+                                                                 C.pooled_noise, C.HOLDOUT_KEYS)
 score_final = C.score_final
 BOOST = {"breast-w": "bcw", "cleveland": "clvheart", "hungarian": "huheart"}
 """Our names → bench/boost_data.py's (public codebooks in bench/codebooks)."""
-PATHS = ("study", "study (guard round)", "study (top-k what-if)", "study (console)", "two rounds", "one round", "exact", "larger class", "LR (pooled rows)")
+PATHS = ("study", "study (guard round)", "study (top-k what-if)", "study (console)", "two rounds", "one round", "exact",
+         "larger class", "LR (pooled rows)")
 TOL_EXACT = {"breast-w": 0.03, "credit-a": 0.03, "cleveland": 0.05, "hungarian": 0.05, "house-votes-84": 0.05}
 """The issue's tolerance of the study's mean against exact summaries' mean, on the sets under 1,000 patients."""
 
@@ -126,7 +128,8 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
     def add(path, res, secs):
         r = dict(rec, path=path, seconds=round(secs, 1), **res)
         sink(r)
-        log(f"{name} split {rep} {path}: " + (f"{r['error']:.4f}" + (f" (certificate {r['certificate']})" if r.get("certificate") is not None else "")
+        log(f"{name} split {rep} {path}: " + (f"{r['error']:.4f}" + (f" (certificate {r['certificate']})"
+                                                                     if r.get("certificate") is not None else "")
                                               if "error" in r
                                               else r.get("status", "?")) + f" ({secs:.0f} s)")
 
@@ -137,7 +140,8 @@ def one_split(name: str, rep: int, sets: Sets, marg, keys: Path, paths: set[str]
     add("LR (pooled rows)", {"error": float(np.mean(pred != y[te]))}, time.perf_counter() - t0)
     with tempfile.TemporaryDirectory(prefix=f"accept-{name}-{rep}-") as d:
         runs = {
-            "study": lambda w, st: marg_study(StudyCalls(marg, isinstance(marg, InProcess)), st, keys, w, cb, X[te], y[te]),
+            "study": lambda w, st: marg_study(StudyCalls(marg, isinstance(marg, InProcess)), st, keys, w, cb, X[te],
+                                              y[te]),
             "study (top-k what-if)": lambda w, st: _what_if(marg, st, keys, w, cb, X[te], y[te]),
             "study (console)": lambda w, st: marg_study(StudyCalls(console, False), st, keys, w, cb, X[te], y[te]),
             "two rounds": lambda w, st: D.marg_dp(marg, st, "select"),
@@ -200,8 +204,9 @@ def targets(rows: list[dict], name: str) -> list[str]:
         exs = [ex[s]["error"] for s in ok if s in ex and "error" in ex[s]]
         if name in TOL_EXACT and exs:
             gap = float(np.mean([ok[s] for s in ok if s in ex and "error" in ex[s]]) - np.mean(exs))
-            lines.append(f"within {TOL_EXACT[name]:.2f} of exact summaries (mean): **{'met' if gap <= TOL_EXACT[name] else 'not met'}** "
-                         f"(study − exact {gap:+.3f} over {len(exs)} split(s))")
+            lines.append(f"within {TOL_EXACT[name]:.2f} of exact summaries (mean): "
+                         f"**{'met' if gap <= TOL_EXACT[name] else 'not met'}** (study − exact {gap:+.3f} over "
+                         f"{len(exs)} split(s))")
     if failed:
         lines.append(f"the study failed on split(s) {', '.join(map(str, failed))} (error text in the table)")
     return lines
@@ -211,7 +216,8 @@ def table(rows: list[dict], name: str) -> list[str]:
     by = _by(rows)
     splits = sorted({r["split"] for r in rows})
     present = [p for p in PATHS if p in by]
-    head = "| split | " + " | ".join(f"{p}: error (cert.)" if p not in ("larger class", "LR (pooled rows)") else f"{p}: error"
+    head = "| split | " + " | ".join(f"{p}: error (cert.)" if p not in ("larger class", "LR (pooled rows)")
+                                     else f"{p}: error"
                                       for p in present) + " |"
     lines = [head, "|---|" + "---|" * len(present)]
 
@@ -228,7 +234,8 @@ def table(rows: list[dict], name: str) -> list[str]:
     means = []
     for p in present:
         e = [by[p][s]["error"] for s in splits if s in by[p] and "error" in by[p][s]]
-        c = [by[p][s]["certificate"] for s in splits if s in by[p] and isinstance(by[p][s].get("certificate"), (int, float))]
+        c = [by[p][s]["certificate"] for s in splits if s in by[p]
+             and isinstance(by[p][s].get("certificate"), (int, float))]
         means.append((f"{np.mean(e):.3f}" if e else "–") + (f" ({np.mean(c):.3f})" if c else "")
                      + (f" [{len(e)} of {len(splits)}]" if len(e) < len(splits) else ""))
     lines.append("| mean | " + " | ".join(means) + " |")
@@ -270,14 +277,16 @@ def main() -> None:
     ap.add_argument("--paths", default="study,two rounds,one round,exact",
                     help="which marg paths to run (the larger class and LR always run)")
     ap.add_argument("--mode", choices=("inprocess", "console"), default="inprocess",
-                    help="inprocess (default): the study through marg.study_runner / study_site / study_learner and the "
-                         "per-site commands through marg.cli.main's app, in this process; console: every command a subprocess "
-                         "of the installed script. The path 'study (console)' runs the study through the console beside it")
+                    help="inprocess (default): the study through marg.study_runner / study_site / study_learner and "
+                         "the per-site commands through marg.cli.main's app, in this process; console: every command "
+                         "a subprocess of the installed script. The path 'study (console)' runs the study through the "
+                         "console beside it")
     ap.add_argument("--sites", type=int, default=3, help="sites per split (3: 50/30/20 %%; else equal sites)")
     ap.add_argument("--epsilon", type=float, default=D.EPSILON,
-                    help="each site's total ε (default 1, the issue's); a large ε makes the noise negligible, so both modes "
-                         "must give the same model (with --holdout-key-seed)")
-    ap.add_argument("--holdout-key-seed", help="derive each study site's held-out split key from this (agreement check)")
+                    help="each site's total ε (default 1, the issue's); a large ε makes the noise negligible, so both "
+                         "modes must give the same model (with --holdout-key-seed)")
+    ap.add_argument("--holdout-key-seed", help="derive each study site's held-out split key from this (agreement "
+                                               "check)")
     ap.add_argument("--marg-timeout", type=float, default=3600.0, help="seconds per marg command")
     ap.add_argument("--json", type=Path, help="raw results, rewritten after every path (default beside --out)")
     ap.add_argument("--report", type=Path, nargs="+", help="render these JSON files as markdown (no run)")
@@ -296,18 +305,22 @@ def main() -> None:
             name, rep, final = str(spec).split(":", 2)
             te, cb, X, y, sites = Sets().split(name, int(rep))
             rows.append({"set": name, "split": int(rep), "n_train": int(sum(map(len, sites))), "n_test": int(te.size),
-                         "features": cb.n_features, "sites": [int(s.size) for s in sites], "path": "study", "seconds": 0.0,
+                         "features": cb.n_features, "sites": [int(s.size) for s in sites], "path": "study",
+                         "seconds": 0.0,
                          **score_final(Path(final), cb, X[te], y[te]),
                          "evaluate": "scored from the final model copied from the study's drop box"})
-        meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]), "machine": platform.machine()}
-        return (a.json or md.with_suffix(".scored.json")).write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
+        meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]),
+                "machine": platform.machine()}
+        return (a.json or md.with_suffix(".scored.json")).write_text(json.dumps({"meta": meta, "results": rows},
+                                                                                indent=1))
     import warnings
 
     warnings.filterwarnings("ignore")
     paths = {p.strip() for p in a.paths.split(",") if p.strip()}
     t_run = time.perf_counter()
     meta = {"date": date, "command": "python bench/study_accept.py " + " ".join(sys.argv[1:]),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded by parallel work)"}
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} (loaded by "
+                       "parallel work)"}
     D.EPSILON = a.epsilon
     N_SITES["n"] = a.sites
     HOLDOUT_KEYS["seed"] = a.holdout_key_seed

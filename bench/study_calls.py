@@ -106,10 +106,12 @@ class StudyCalls:
             from marg.study_runner import init_study
 
             with party(homes["learner"], work):
-                init_study(st.schema, roster, D.EPSILON, D.DELTA, str(drop), homes["learner"] / "keys" / "learner.sign.key",
+                init_study(st.schema, roster, D.EPSILON, D.DELTA, str(drop),
+                           homes["learner"] / "keys" / "learner.sign.key",
                            study, rows=list(st.rows))
             return
-        self.marg("study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", D.EPSILON, "--delta", D.DELTA,
+        self.marg("study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", D.EPSILON, "--delta",
+                  D.DELTA,
                   "--drop", drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study,
                   "--rows", ",".join(map(str, st.rows)), "--json", home=homes["learner"], cwd=work)
 
@@ -127,7 +129,8 @@ class StudyCalls:
 
             with party(home, cwd):
                 return json.loads(json.dumps(run_site(study, name, str(data)), default=str))
-        return json.loads(self.marg("study", "run", study, "--site", name, "--data", data, "--json", home=home, cwd=cwd))
+        return json.loads(self.marg("study", "run", study, "--site", name, "--data", data, "--json", home=home,
+                                    cwd=cwd))
 
     def status(self, study: Path, work: Path) -> dict:
         if self.inprocess:
@@ -147,7 +150,8 @@ class StudyCalls:
                 return api.evaluate_file(m, st.test)
             except (InputError, RefusedError) as exc:
                 raise RuntimeError(f"marg evaluate (in process): {exc}") from None
-        return json.loads(self.marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust, "--json"))
+        return json.loads(self.marg("evaluate", model, st.test, "--schema", st.schema, "--trust", st.learner_trust,
+                                    "--json"))
 
 
 def marg_study(calls: StudyCalls, st, keys: Path, work: Path, cb, Xte: np.ndarray, yte: np.ndarray) -> dict:
@@ -302,14 +306,17 @@ def pooled_noise(path: str, work: Path, st) -> dict:
         for f in fs:
             for t in load_bundle(f).tables:
                 if t.noise.mechanism != "none":
-                    per.setdefault(tuple(t.clique), []).append((float(t.noise.std), float(t.noise.rho), int(np.size(t.counts))))
+                    per.setdefault(tuple(t.clique),
+                                   []).append((float(t.noise.std), float(t.noise.rho), int(np.size(t.counts))))
         if not per:
             continue
-        pooled = {c: (math.sqrt(sum(v[0] ** 2 for v in vs)), float(np.mean([v[1] for v in vs])), vs[0][2]) for c, vs in per.items()}
+        pooled = {c: (math.sqrt(sum(v[0] ** 2 for v in vs)), float(np.mean([v[1] for v in vs])), vs[0][2])
+                  for c, vs in per.items()}
         cells = sum(v[2] for v in pooled.values())
         label = [v[0] for c, v in pooled.items() if len(c) == 1]
         out[f"noise_{r}"] = {"tables": len(pooled), "cells": cells, "label_std": label[0] if label else None,
                              "rms_std": math.sqrt(sum(v[2] * v[0] ** 2 for v in pooled.values()) / cells),
-                             "rms_std_at_rho1": math.sqrt(sum(v[2] * v[0] ** 2 * v[1] for v in pooled.values()) / cells),
+                             "rms_std_at_rho1": math.sqrt(sum(v[2] * v[0] ** 2 * v[1]
+                                                              for v in pooled.values()) / cells),
                              "sites": len(fs) if not path.startswith("study") else None}
     return out

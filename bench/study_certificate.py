@@ -141,7 +141,8 @@ def main() -> None:
             res["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(res)
             ok = "population_error" in res
-            print(f"study {i}: " + (f"certificate {res['certificate']:.3f}, population error {res['population_error']:.4f}, "
+            print(f"study {i}: "
+                  + (f"certificate {res['certificate']:.3f}, population error {res['population_error']:.4f}, "
                                     f"{res['chose']}" if ok else res["status"]) + f" ({res['seconds']:.0f} s)",
                   file=sys.stderr, flush=True)
             meta["wall_seconds"] = time.perf_counter() - t_run

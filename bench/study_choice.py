@@ -1,6 +1,7 @@
 """The study's automatic choice (issue 34, i34h): choice rules compared on the same DP summaries, by test error.
 
-Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/study_choice.py --sets credit,votes --reps 5 --runs 8 \\
+Run: MARG_DATASETS=/work/shared/datasets nice -n 10 python bench/study_choice.py --sets credit,votes --reps 5 --runs 8
+\\
          --json OUT.json          # collect: the DP sequence per split-run, every candidate's estimate and test error
      python bench/study_choice.py --report OUT.json [MORE.json ...]   # the rules side by side, paired
 
@@ -54,14 +55,17 @@ def collect(sets: list[str], reps: int, runs: int, out: Path) -> None:
                 S, req, _ = SM.dp_rounds(cb, X, y, sites, 1.0)
                 cols = [cb.index(f.name) for f in S.codebook.features]
                 a = AutoLearner(candidates=study_choice(S)["candidates"], prefer="accuracy").fit(S)
-                rows = [{"learner": r.learner, "params": r.params, "error": r.error, "folds": r.folds, "w": r.fold_weights,
+                rows = [{"learner": r.learner, "params": r.params, "error": r.error, "folds": r.folds,
+                         "w": r.fold_weights,
                          "cert": r.certificate, "trivial": r.trivial,
                          "test": None if m is None else float(np.mean(np.asarray(m.predict(Xte[:, cols])) != yte))}
                         for r, m in zip(a.candidates_, a.fitted_)]
                 res.append({"set": name, "rep": rep, "run": run, "above": len(above_chance(pool_records(S))),
                             "pairs": sum(len(c) == 2 for c in req.tables), "rows": rows})
-                print(name, run, rep, " ".join(f"{_name(r)}:{r['error'] if r['error'] is None else round(r['error'], 3)}/"
-                                               f"{r['test'] if r['test'] is None else round(r['test'], 3)}" for r in rows), flush=True)
+                print(name, run, rep,
+                      " ".join(f"{_name(r)}:{r['error'] if r['error'] is None else round(r['error'], 3)}/"
+                                               f"{r['test'] if r['test'] is None else round(r['test'], 3)}"
+                               for r in rows), flush=True)
                 out.write_text(json.dumps(res))
 
 
@@ -74,7 +78,8 @@ def _name(r: dict) -> str:
 
 def _rows(rec: dict, one: bool) -> list:
     return [SimpleNamespace(learner=r["learner"], error=r["error"], folds=r["folds"], certificate=r["cert"],
-                            trivial=r["trivial"], nm=_name(r), test=r["test"]) for r in rec["rows"] if one or _name(r) != "one"]
+                            trivial=r["trivial"], nm=_name(r), test=r["test"]) for r in rec["rows"] if one
+            or _name(r) != "one"]
 
 
 def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | None = None, defaults: tuple = ("one",)):
@@ -88,7 +93,8 @@ def _rule(prefer: str, one: bool, z: float | None = None, order: list[str] | Non
             cap = min((rows[k].error for k in est if rows[k].learner == C.PRIOR), default=np.inf)
             est = [k for k in est if rows[k].error <= cap + 1e-12]
             b = min(est, key=lambda k: rows[k].error)
-            ks = [k for k in est if rows[k].error <= rows[b].error + C.noise_margin(rows[k], rows[b], C.TOLERANCE, w) + 1e-12]
+            ks = [k for k in est if rows[k].error <= rows[b].error + C.noise_margin(rows[k], rows[b], C.TOLERANCE, w)
+                  + 1e-12]
             return rows[min(ks, key=lambda k: (order.index(rows[k].nm) if rows[k].nm in order else 99, rows[k].error))]
         ds = [next(k for k, r in enumerate(rows) if r.nm == nm) for nm in defaults if any(r.nm == nm for r in rows)]
         old, C.DEFAULT_Z = C.DEFAULT_Z, (z if z is not None else C.DEFAULT_Z)
@@ -104,7 +110,8 @@ RULES = {"accuracy": _rule("accuracy", False), "balanced": _rule("balanced", Fal
          "+one, accuracy": _rule("accuracy", True), "+one, default one z=1": _rule("accuracy", True, z=1.0),
          "+one, default one z=1.96": _rule("accuracy", True, z=1.96),
          "defaults renyi z=1.96 (no one)": _rule("accuracy", False, z=1.96, defaults=("renyi",)),
-         "+one, defaults one, renyi z=1.96 (the study's choice)": _rule("accuracy", True, z=1.96, defaults=("one", "renyi"))}
+         "+one, defaults one, renyi z=1.96 (the study's "
+         "choice)": _rule("accuracy", True, z=1.96, defaults=("one", "renyi"))}
 
 
 def _test(rec: dict, chosen) -> float:

@@ -84,7 +84,8 @@ def what_if(path: str):
             v = se._cell_var(x, a_e)
             p_m = min(0.5, se.first_order_split(se._training(x, f, a_e)).expected_error)
             cert = se.expected_bound(p_m, f * sum(x.rows), v, x.classes, coverage)
-            return {**ev, "holdout": f, "evaluate_share": a_e, "power": se.comparison_power(f * sum(x.rows), v, x.classes),
+            return {**ev, "holdout": f, "evaluate_share": a_e,
+                    "power": se.comparison_power(f * sum(x.rows), v, x.classes),
                     "model_error": p_m, "expected_certificate": cert, "expected_width": cert - p_m}
 
         return patched(study_design, choose_comparison=fixed)
@@ -121,7 +122,8 @@ def main() -> None:
     paths = [p.strip() for p in a.paths.split(",") if p.strip()]
     plain = {p for p in paths if not p.startswith("study (")}
     t_run = time.perf_counter()
-    meta = {"date": dt.date.today().isoformat(), "command": "python bench/study_design_whatif.py " + " ".join(os.sys.argv[1:]),
+    meta = {"date": dt.date.today().isoformat(),
+            "command": "python bench/study_design_whatif.py " + " ".join(os.sys.argv[1:]),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()} "
                        f"(in-process; load {os.getloadavg()[0]:.1f} at the start)"}
     sets, marg, results = A.Sets(), A.InProcess(), []

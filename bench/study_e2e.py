@@ -80,21 +80,25 @@ def main() -> None:
                 (roster / f"{name}{suffix}").write_bytes((homes[name] / "keys" / f"{name}{suffix}").read_bytes())
         study = tmp / "study.json"
         t_all = time.perf_counter()
-        marg("study init", "study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", "1", "--delta", "1e-6",
+        marg("study init", "study", "init", "--schema", st.schema, "--roster", roster, "--epsilon", "1", "--delta",
+             "1e-6",
              "--drop", drop, "--sign-key", homes["learner"] / "keys" / "learner.sign.key", "--out", study, "--json",
              *(["--threshold", "2"] if a.drop_out else []), home=homes["learner"])
         gone = False
         for _ in range(10):
-            res = json.loads(marg("study run --learner", "study", "run", study, "--learner", "--json", home=homes["learner"]))
+            res = json.loads(marg("study run --learner", "study", "run", study, "--learner", "--json",
+                                  home=homes["learner"]))
             if res["next"].startswith("waiting for") and a.drop_out and a.drop_out in res["next"]:
-                res = json.loads(marg("study run --learner --close", "study", "run", study, "--learner", "--close", "--json",
+                res = json.loads(marg("study run --learner --close", "study", "run", study, "--learner", "--close",
+                                      "--json",
                                       home=homes["learner"]))
             if res["next"].startswith("none"):
                 break
             gone = gone or any(d["did"].startswith("opened round 'measure'") for d in res["did"])
             for s in st.data:
                 if not (gone and s == a.drop_out):
-                    marg("study run --site", "study", "run", study, "--site", s, "--data", st.data[s], "--json", home=homes[s])
+                    marg("study run --site", "study", "run", study, "--site", s, "--data", st.data[s], "--json",
+                         home=homes[s])
         status = json.loads(marg("study status", "study", "status", study, "--json"))
         total = time.perf_counter() - t_all
     finally:
@@ -104,7 +108,8 @@ def main() -> None:
     for e in log:
         if e["kind"] == "keys init":
             continue
-        key = e["kind"] + (" (" + e["did"].split(" '")[0] + ")" if e["did"] else " (nothing to do)" if "run" in e["kind"] else "")
+        key = (e["kind"] + (" (" + e["did"].split(" '")[0] + ")" if e["did"]
+                            else " (nothing to do)" if "run" in e["kind"] else ""))
         by.setdefault(key, []).append(e["seconds"])
     dropped = None
     if a.drop_out:
@@ -113,12 +118,15 @@ def main() -> None:
                  if x.strip() and json.loads(x).get("kind") == "release"]
         plan = json.loads(study.read_text())["plan"]["rho"]
         dropped = {"site": a.drop_out, "state": status["sites"][a.drop_out]["state"], "ledger_rho": spent,
-                   "round_1_rho": plan["select"], "round_1_only": len(spent) == 1 and abs(spent[0] - plan["select"]) < 1e-12}
-    summary = {"rows_per_site": a.rows, "sites": len(st.data), "drop": "sftp" if a.sftp else "folder", "done": status["done"],
+                   "round_1_rho": plan["select"],
+                   "round_1_only": len(spent) == 1 and abs(spent[0] - plan["select"]) < 1e-12}
+    summary = {"rows_per_site": a.rows, "sites": len(st.data), "drop": "sftp" if a.sftp else "folder",
+               "done": status["done"],
                "dropped": dropped,
                "certificate": (status.get("result") or {}).get("certificate"), "total_seconds": round(total, 1),
                "commands": len([e for e in log if e["kind"] != "keys init"]),
-               "per_command": {k: {"n": len(v), "mean_s": round(sum(v) / len(v), 2), "max_s": max(v)} for k, v in by.items()},
+               "per_command": {k: {"n": len(v), "mean_s": round(sum(v) / len(v), 2), "max_s": max(v)}
+                               for k, v in by.items()},
                "log": log}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(summary, indent=1) + "\n")

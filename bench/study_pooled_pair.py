@@ -6,7 +6,8 @@ scores both on that split's test rows.
 
 Usage::
 
-    nice -n 10 .venv/bin/python bench/study_pooled_pair.py --save /tmp/s2 --sets kr-vs-kp --splits 2 --mode inprocess --paths study
+    nice -n 10 .venv/bin/python bench/study_pooled_pair.py --save /tmp/s2 --sets kr-vs-kp --splits 2 \
+        --mode inprocess --paths study
     nice -n 10 .venv/bin/python bench/study_pooled_pair.py --score /tmp/s2
 """
 

@@ -15,7 +15,8 @@ the same round-1 sums, and each plan's round-2 noise is its own draw.
 
 Usage::
 
-    nice -n 10 .venv/bin/python bench/study_round2_plans.py --set adult --splits 0,1 --plans rule,all --learners final,renyi,nb
+    nice -n 10 .venv/bin/python bench/study_round2_plans.py --set adult --splits 0,1 --plans rule,all \
+        --learners final,renyi,nb
 """
 
 from __future__ import annotations
@@ -103,8 +104,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=None, help="round 2's k (default: the design's)")
     ap.add_argument("--measure-share", type=float, default=None,
                     help="what-if: round 2's ρ as this share of (select + measure), the rest to select")
-    ap.add_argument("--rho-measure", type=float, default=None, help="what-if: round 2's ρ per site (default: the design's)")
-    ap.add_argument("--holdout", type=float, default=None, help="what-if: the held-out fraction (default: the design's)")
+    ap.add_argument("--rho-measure", type=float, default=None,
+                    help="what-if: round 2's ρ per site (default: the design's)")
+    ap.add_argument("--holdout", type=float, default=None,
+                    help="what-if: the held-out fraction (default: the design's)")
     ap.add_argument("--draws", type=int, default=1, help="independent draws of both rounds' noise per split")
     a = ap.parse_args()
     here = Path(__file__).resolve().parent

@@ -64,7 +64,8 @@ def main() -> None:
                     out.append(f"{name}→{m.learner} {np.mean(m.predict(X[te][:, idx]) != y[te]):.4f}")
                 except Exception as exc:  # a learner that needs tables not measured (Rényi without pairs)
                     out.append(f"{name}: {type(exc).__name__}")
-            print(f"{a.set} split {a.split}, {len(feats)} features, pairs among {M} ({len(pairs)}), {tag}: " + "; ".join(out),
+            print(f"{a.set} split {a.split}, {len(feats)} features, pairs among {M} ({len(pairs)}), {tag}: "
+                  + "; ".join(out),
                   flush=True)
 
 

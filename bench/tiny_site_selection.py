@@ -66,7 +66,8 @@ def main() -> None:
 
     rho_t = rho_for_epsilon(1.0, 1e-6)
     sets = _dp_select().Sets()
-    lines = [f"# Private selection at tiny sites: exact probabilities (ε = 1, δ = 1e-6 per site, ρ_T = {rho_t:.5f})", "",
+    lines = [f"# Private selection at tiny sites: exact probabilities (ε = 1, δ = 1e-6 per site, ρ_T = {rho_t:.5f})",
+             "",
              f"`python bench/tiny_site_selection.py --sets {a.sets} --splits {a.splits}`; good gene: single-gene rule "
              f"on all training rows errs ≤ {GOOD} on the test rows", "",
              "| set | split | good genes | larger class | " + " | ".join(
@@ -93,7 +94,8 @@ def main() -> None:
             need = next((r for r in np.geomspace(rho_t / 10, rho_t * 500, 400)
                          if p_chosen(s1, calibrate_top_k(1, r)[0])[good].sum() >= 0.9), None)
             cells.append(f"{need / rho_t:.0f} × ρ_T" if need else "> 500 × ρ_T")
-            lines.append(f"| {name} | {rep} | {int(good.sum())} of {X.shape[1]} | {maj:.3f} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} | {rep} | {int(good.sum())} of {X.shape[1]} | {maj:.3f} | " + " | ".join(cells)
+                         + " |")
             print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     if a.out:

@@ -68,7 +68,8 @@ DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets")
 
 # name -> (file, columns to bin)
 DATASETS = {
-    "adult": ("adult/adult.tsv.gz", ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]),
+    "adult": ("adult/adult.tsv.gz", ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss",
+                                     "hours-per-week"]),
     "credit": ("credit-a/credit-a.tsv.gz", ["A2", "A3", "A8", "A11", "A14", "A15"]),
     "kr-vs-kp": ("kr-vs-kp/kr-vs-kp.tsv.gz", []),
     "promoters": ("molecular_biology_promoters/molecular_biology_promoters.tsv.gz", []),
@@ -166,7 +167,8 @@ def row_baseline_predict(name: str, cb: Codebook, Xtr: np.ndarray, ytr: np.ndarr
     if name == "nb-rows":
         est = CategoricalNB(alpha=1.0, min_categories=np.asarray(sizes))
     else:
-        est = make_pipeline(OneHotEncoder(categories=[list(range(m)) for m in sizes]), LogisticRegression(C=1.0, max_iter=5000))
+        est = make_pipeline(OneHotEncoder(categories=[list(range(m)) for m in sizes]),
+                            LogisticRegression(C=1.0, max_iter=5000))
     return est.fit(Xtr.astype(np.int64), ytr).predict(np.asarray(Xte).astype(np.int64))
 
 
@@ -244,7 +246,8 @@ def main() -> None:
                     print(f"#   {nm} split {r['seed']}: {ln} failed: {r[ln]['failed']}", file=sys.stderr, flush=True)
     total = time.perf_counter() - t_all
 
-    head = ["dataset", "splits"] + [f"{ln} ({'rows, reference' if ln in ROW_BASELINES else 'ours'})" for ln in learners] + [f"{c} (paper)" for c in PUBLISHED_COLUMNS]
+    head = (["dataset", "splits"] + [f"{ln} ({'rows, reference' if ln in ROW_BASELINES else 'ours'})"
+                                     for ln in learners] + [f"{c} (paper)" for c in PUBLISHED_COLUMNS])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for nm in names:
@@ -259,7 +262,8 @@ def main() -> None:
         print("| " + " | ".join(cells) + " |")
     print()
     certified = [ln for ln in learners if ln != "renyi" and ln not in ROW_BASELINES]
-    head2 = ["dataset"] + [f"{ln} fit s" for ln in learners] + [f"{ln} R*" for ln in certified] + [f"{ln} edges" for ln in learners if "dcc" in ln] + [f"{ln} outside U %" for ln in certified]
+    head2 = (["dataset"] + [f"{ln} fit s" for ln in learners] + [f"{ln} R*" for ln in certified]
+             + [f"{ln} edges" for ln in learners if "dcc" in ln] + [f"{ln} outside U %" for ln in certified])
     print("| " + " | ".join(head2) + " |")
     print("|" + "---|" * len(head2))
     for nm in names:

@@ -31,8 +31,8 @@ EXIT_CODES = (
 def lean_arrow_memory() -> None:
     """Arrow's jemalloc pool for this command, where Linux wheels ship it: it gives freed pages back
     to the system, where Arrow's default (mimalloc) keeps them, so a wide CSV export's peak memory is
-    the reader's block and the codes, not every block's high-water mark (1,000 × 20,000 binary CSV:
-    604 → ≈ 520 MiB; 3,000 × 3,000 Parquet 398 → 348 MiB; same CPU). Set through
+    the reader's block and the codes, not every block's high-water mark, at the same CPU (BENCHMARKS.md,
+    "Issue 48 (bytes)" and BENCHMARKS.md, "Issue 47: numbers moved out of docstrings"). Set through
     ``ARROW_DEFAULT_MEMORY_POOL`` before pyarrow is imported (nothing to import for ``--help``); a
     value the user set is kept, and other systems keep Arrow's default."""
     if sys.platform.startswith("linux") and "pyarrow" not in sys.modules:
@@ -58,7 +58,8 @@ class MargTyper(typer.Typer):
             exc.show()  # `marg` or `marg keys` alone: the help, as before
             sys.exit(exc.exit_code)
         except UsageError as exc:
-            where = exc.ctx.command_path.split(" ", 1)[1] + ": " if exc.ctx is not None and " " in exc.ctx.command_path else ""
+            where = (exc.ctx.command_path.split(" ", 1)[1] + ": " if exc.ctx is not None and " " in exc.ctx.command_path
+                     else "")
             hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
             err(f"marg: error: {where}{_sentence(exc.format_message())}{hint}")
             sys.exit(2)
@@ -193,7 +194,8 @@ def _option_panels() -> None:
         if args:
             with formatter.section("Arguments"):
                 formatter.write_dl(args)
-        for title, rows in sorted(sections.items(), key=lambda kv: kv[0] != "Options"):  # stable: panels in order of appearance
+        # stable: panels in order of appearance
+        for title, rows in sorted(sections.items(), key=lambda kv: kv[0] != "Options"):
             with formatter.section(title):
                 formatter.write_dl(rows)
 
@@ -236,7 +238,7 @@ def _lean_coercion() -> None:
     """Option values coerced without pydantic where the result is certain.
 
     Typer 0.29 builds a pydantic ``TypeAdapter`` for every parameter of the command that runs
-    (pydantic's import and ≈ 40 adapters for ``marg export``: a fifth of a small export's CPU).
+    (pydantic's import and an adapter a parameter for ``marg export``: BENCHMARKS.md, "Issue 48 (bytes2)").
     marg's options are plain (str, int, float, bool, Path, lists of those, no ranges, parsers or
     path checks but Typer's own): a text in canonical form (``12``, ``-0.5``, ``1e-3``, a non-empty
     path) is converted here as the adapter would; anything else (``+1``, `` 3``, ``1_000``,
@@ -297,12 +299,14 @@ def _version(value: bool) -> None:
 
 
 def sub_app(help: str) -> MargTyper:
-    return MargTyper(help=help, no_args_is_help=True, rich_markup_mode=None)  # plain help: rich costs ~0.1 s of start-up
+    # plain help: rich's renderer costs start-up time (BENCHMARKS.md, "Counting at database speed")
+    return MargTyper(help=help, no_args_is_help=True, rich_markup_mode=None)
 
 
 app = MargTyper(
     name="marg",
-    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.\n\n" + EXIT_CODES,
+    help="Marginals-only learning: export summaries at each site, learn certified classifiers centrally.\n\n"
+    + EXIT_CODES,
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,

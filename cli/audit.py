@@ -51,13 +51,15 @@ def _existing(led: "Ledger") -> "Ledger":
 
 app = sub_app("The site's release ledger: what left, when, to whom, at what privacy cost.")
 
-LedgerOpt = Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger folder (default: the configured site's, else ./marg-ledger).")]
+LedgerOpt = Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger folder (default: the "
+                                                                    "configured site's, else ./marg-ledger).")]
 KeyFileOpt = Annotated[Path, typer.Option("--key", help="The site's signing key (SITE.sign.key).")]
 PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the key's passphrase.")]
-EpsOpt = Annotated[Optional[float], typer.Option("--epsilon", help="Cap on the total ε of all exports of this dataset.")]
+EpsOpt = Annotated[Optional[float], typer.Option("--epsilon",
+                                                 help="Cap on the total ε of all exports of this dataset.")]
 DeltaOpt = Annotated[Optional[float], typer.Option(
-    "--delta", help=f"The δ the cap's ε holds at (default {DEFAULT_DELTA:g}, as marg export's; 0: pure-DP releases only, "
-    "unless --rho is set). Lowering a cap keeps the δ in force unless given.")]
+    "--delta", help=f"The δ the cap's ε holds at (default {DEFAULT_DELTA:g}, as marg export's; 0: pure-DP releases "
+    "only, unless --rho is set). Lowering a cap keeps the δ in force unless given.")]
 RhoOpt = Annotated[Optional[float], typer.Option("--rho", help="Cap on the total ρ (zCDP) of all exports.")]
 
 
@@ -100,8 +102,10 @@ def _expand_bundles(paths: list[Path]) -> list[Path]:
 def show_cmd(
     ledger: LedgerOpt = None,
     json_out: JsonOpt = False,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the history as a readable page (HTML, no network resources).")] = None,
-    key: Annotated[Optional[Path], typer.Option("--key", help="The site's public key (.sign.pub) to check signatures; default the configured site's.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the history as a readable page (HTML, no "
+                                                                "network resources).")] = None,
+    key: Annotated[Optional[Path], typer.Option("--key", help="The site's public key (.sign.pub) to check signatures; "
+                                                              "default the configured site's.")] = None,
 ) -> None:
     """List every release recorded in the ledger, with its privacy cost and the running total."""
     _heavy()
@@ -139,12 +143,14 @@ def show_cmd(
     typer.echo(f"Ledger {led.path}: {n_rel} release(s) by site {', '.join(map(repr, sites)) or '-'}")
     typer.echo(f"Budget cap: {cap.describe_cap() if cap is not None else 'none recorded (marg audit budget)'}")
     if entries:
-        hdr = f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} {'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}"
+        hdr = (f"{'seq':>4}  {'time (UTC)':<25} {'to':<16} {'statistics':<44} {'mechanism':<9} {'ε':>8} {'δ':>8} "
+               f"{'ρ':>8}  {'total ε/cap':>13} {'total ρ/cap':>13}")
         typer.echo(hdr)
         running = Spend()
         for e in entries:
             if e.get("kind") == "cap":
-                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to {PrivacyCost.from_dict(e['cap']).describe_cap()}")
+                typer.echo(f"{e['seq']:>4}  {e['time']:<25} privacy cap set to "
+                           f"{PrivacyCost.from_dict(e['cap']).describe_cap()}")
                 continue
             cost = e["cost"]
             running = running.add(PrivacyCost.from_dict(cost))
@@ -152,14 +158,15 @@ def show_cmd(
             total = running.as_cost(cap_delta(row_cap))
             typer.echo(
                 f"{e['seq']:>4}  {e['time']:<25} {_to(e):<16} "
-                f"{_refused_words(e) or _stats_words(e['statistics']):<44} {e['mechanism']:<9} {_fmt(cost['epsilon']):>8} "
-                f"{_fmt(cost['delta']):>8} {_fmt(cost['rho']):>8}  "
+                f"{_refused_words(e) or _stats_words(e['statistics']):<44} {e['mechanism']:<9} "
+                f"{_fmt(cost['epsilon']):>8} {_fmt(cost['delta']):>8} {_fmt(cost['rho']):>8}  "
                 f"{_pair(total, row_cap, 'epsilon'):>13} {_pair(total, row_cap, 'rho'):>13}"
             )
             if e.get("own_cost"):  # a shared-noise share (marginals.shared_noise): its two guarantees
                 own = PrivacyCost.from_dict(e["own_cost"])
-                typer.echo(f"{'':>6}shared noise: the cost above is the study's guarantee (the secure sum of >= t sites, "
-                           f"while t of its shares stay secret from the learner; charged); this site's share alone: {own.describe()}")
+                typer.echo(f"{'':>6}shared noise: the cost above is the study's guarantee (the secure sum of >= t "
+                           "sites, while t of its shares stay secret from the learner; charged); this site's share "
+                           f"alone: {own.describe()}")
     if any(e["cost"].get("epsilon") == "inf" for e in entries):
         typer.echo("inf = exact counts were released: no differential-privacy guarantee for those releases.")
     typer.echo(f"Spent so far: {_spent_words(spend, composed, report.spent)}")
@@ -169,7 +176,8 @@ def show_cmd(
     if report.unsigned:
         status += f"; {len(report.unsigned)} unsigned entr{'y' if len(report.unsigned) == 1 else 'ies'}"
     keys = report.key_source if report.key_source != "none" else "none given (signatures not checked; pass --key)"
-    typer.echo(f"Integrity: {status}; keys: {keys}; head {report.head or '-'} (record it: `marg audit verify --head` detects a rollback)")
+    typer.echo(f"Integrity: {status}; keys: {keys}; head {report.head or '-'} (record it: `marg audit verify --head` "
+               "detects a rollback)")
     if report.torn_tail:
         typer.echo("Note: the ledger ended in an incomplete line (ignored); see `marg audit verify`.")
 
@@ -198,8 +206,8 @@ def _spent_words(spend: "Spend", composed: "PrivacyCost", sums: dict) -> str:
     eps_delta = f"(ε={_fmt(composed.epsilon)}, δ={composed.delta:g})"
     kind, _ = spend.composition_at(composed.delta)
     if kind == "pure+zcdp":
-        words = (f"pure ε={_fmt(spend.eps_pure)} (Laplace) + ρ={_fmt(spend.rho_zcdp)} (zCDP: the other releases' ρ add) "
-                 f"= {eps_delta} by OpenDP's composition of pure DP with zCDP")
+        words = (f"pure ε={_fmt(spend.eps_pure)} (Laplace) + ρ={_fmt(spend.rho_zcdp)} (zCDP: the other releases' ρ "
+                 f"add) = {eps_delta} by OpenDP's composition of pure DP with zCDP")
     elif kind == "basic":
         words = f"{eps_delta} by adding the releases' ε's and δ's (tighter than converting ρ={_fmt(composed.rho)})"
     else:
@@ -233,11 +241,13 @@ def verify_cmd(
         typer.Option("--key", help="The site's public signing key (.sign.pub), from an independent copy. "
                      "Default: the key the site configuration pins (never keys found in the ledger folder)."),
     ] = None,
-    head: Annotated[Optional[str], typer.Option("--head", help="A head hash recorded earlier (marg audit show): the ledger must still contain it.")] = None,
+    head: Annotated[Optional[str], typer.Option("--head", help="A head hash recorded earlier (marg audit show): the "
+                                                               "ledger must still contain it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept entries without signature.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check the hash chain, every signature, the rules, the checkpoint and the bundle files; exit 1 on the first failure."""
+    """Check the hash chain, every signature, the rules, the checkpoint and the bundle files; exit 1 on the first
+    failure."""
     _heavy()
     if more and not bundles:
         raise InputError(f"{more[0]}: bundle files follow --bundles (marg audit verify --bundles A B)")
@@ -254,7 +264,8 @@ def verify_cmd(
         raise RefusedError(report.message())
     typer.echo(report.message())
     typer.echo(f"signatures checked with the key from: {report.key_source}"
-               + (" (pass --key with an independent copy of the site key for a real audit)" if report.key_source != "given" else ""))
+               + (" (pass --key with an independent copy of the site key for a real audit)"
+                  if report.key_source != "given" else ""))
     if report.bundles:
         typer.echo(f"{len(report.bundles)} bundle file(s) matched their entries: "
                    + ", ".join(f"{Path(b['path']).name}→#{b['seq']}" for b in report.bundles))
@@ -266,7 +277,8 @@ def verify_cmd(
 def init_cmd(
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     key: KeyFileOpt,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The ledger folder (default: HOME/ledger).")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger",
+                                                   help="The ledger folder (default: HOME/ledger).")] = None,
     passphrase_file: PassOpt = None,
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
@@ -289,8 +301,8 @@ def init_cmd(
     led = Ledger(cfg.ledger, site=cfg)
     state = led.checkpoint(sk)
     if not json_out:
-        typer.echo(f"site {cfg.site!r} configured in {cfg.path}: key {short_id(cfg.key_id)} pinned, ledger {cfg.ledger} "
-                   f"({state.n} entries)")
+        typer.echo(f"site {cfg.site!r} configured in {cfg.path}: key {short_id(cfg.key_id)} pinned, ledger "
+                   f"{cfg.ledger} ({state.n} entries)")
     cap = None
     if epsilon is not None or rho is not None:
         cap = _set_cap(led, sk, cfg.site, epsilon, delta, rho, quiet=json_out)
@@ -314,20 +326,24 @@ def _check_cap_not_raised(ledger: Optional[Path], epsilon: Optional[float], delt
     refuse_raised_cap(old, new_cap(old, epsilon, delta, rho), f"ledger {folder}: this cap ")
 
 
-def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float], rho: Optional[float]) -> "PrivacyCost":
+def new_cap(old: "PrivacyCost | None", epsilon: Optional[float], delta: Optional[float],
+            rho: Optional[float]) -> "PrivacyCost":
     """The cap ``marg audit init/budget`` records: the fields given; the others those of the cap
     in force (lowering ε keeps its δ), else the defaults (δ = :data:`DEFAULT_DELTA` with an ε)."""
     from marg.marginals.accounting import PrivacyCost
 
     if old is None:
-        return PrivacyCost(epsilon=epsilon or 0.0, delta=(DEFAULT_DELTA if epsilon else 0.0) if delta is None else delta,
+        return PrivacyCost(epsilon=epsilon or 0.0,
+                           delta=(DEFAULT_DELTA if epsilon else 0.0) if delta is None else delta,
                            rho=rho or 0.0)
     if delta is None:  # the δ in force, or the default when the cap did not set ε before
         delta = old.delta if old.epsilon > 0 or not epsilon else DEFAULT_DELTA
-    return PrivacyCost(epsilon=old.epsilon if epsilon is None else epsilon, delta=delta, rho=old.rho if rho is None else rho)
+    return PrivacyCost(epsilon=old.epsilon if epsilon is None else epsilon, delta=delta,
+                       rho=old.rho if rho is None else rho)
 
 
-def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: Optional[float], rho: Optional[float],
+def _set_cap(led: "Ledger", sk: object, site: str, epsilon: Optional[float], delta: Optional[float],
+             rho: Optional[float],
              quiet: bool = False) -> "PrivacyCost":
     """Record the new cap as a signed ledger entry (said in one line unless ``quiet``); the cap."""
     cap = new_cap(led.state().cap, epsilon, delta, rho)
@@ -344,7 +360,8 @@ def budget_cmd(
     epsilon: EpsOpt = None,
     delta: DeltaOpt = None,
     rho: RhoOpt = None,
-    key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (default: the configured one).")] = None,
+    key: Annotated[Optional[Path], typer.Option("--key",
+                                                help="The site's signing key (default: the configured one).")] = None,
     passphrase_file: PassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -363,7 +380,8 @@ def budget_cmd(
             emit_json({"cap": state.cap.to_dict() if state.cap else None, "spent": spent.to_dict()})
             return
         if state.cap is None:
-            typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho); spent {spent.describe()}")
+            typer.echo(f"no privacy cap recorded in {led.directory} (set one with --epsilon or --rho); spent "
+                       f"{spent.describe()}")
         else:
             typer.echo(f"privacy cap of {led.directory}: {state.cap.describe_cap()}; spent {spent.describe()}")
         return

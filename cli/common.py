@@ -25,10 +25,12 @@ SchemaOpt = Annotated[Path, typer.Option("--schema", help="The study codebook (J
 OutOpt = Annotated[Path, typer.Option("--out", help="Where to write the result.")]
 DataArg = Annotated[str, typer.Argument(
     metavar="DATA",
-    help="The data: a CSV/TSV/.gz/Parquet file, duckdb://site.db?table=T (relative; duckdb:///abs/site.db absolute; or any file DuckDB reads), "
-         "postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path or a Spark table.")]
+    help="The data: a CSV/TSV/.gz/Parquet file, duckdb://site.db?table=T (relative; duckdb:///abs/site.db absolute; "
+         "or any file DuckDB reads), postgresql://host/db?table=T (or ?query=SELECT…), or with --engine spark a path "
+         "or a Spark table.")]
 EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their own tables.")]
+    "--engine", help="Who counts a file: local (this process, every core), duckdb, or spark. Databases count their "
+                     "own tables.")]
 SparkMasterOpt = Annotated[Optional[str], typer.Option(
     "--spark-master", help="Spark master URL for --engine spark (default: $MARG_SPARK_MASTER or local[*]).")]
 

@@ -1,5 +1,5 @@
-"""``marg demo``: the whole story on generated hospital data, told as a DP study (:func:`marg.demo_study.run_study_demo`;
-``--per-site``: the per-site export path, :func:`marg.demo.run_demo`)."""
+"""``marg demo``: the whole story on generated hospital data, told as a DP study
+(:func:`marg.demo_study.run_study_demo`; ``--per-site``: the per-site export path, :func:`marg.demo.run_demo`)."""
 
 
 from pathlib import Path
@@ -12,10 +12,16 @@ from .app import app
 
 @app.command("demo")
 def demo(
-    workdir: Annotated[Path, typer.Option("--dir", help="Where to write the demo's files (replaced if it holds an earlier demo).")] = Path("marg-demo"),
+    workdir: Annotated[Path, typer.Option("--dir", help="Where to write the demo's files (replaced if it holds an "
+                                                        "earlier demo).")] = Path("marg-demo"),
     seed: Annotated[int, typer.Option(help="Seed of the data generator.")] = 7,
-    omop: Annotated[Optional[Path], typer.Option("--omop", metavar="DIR", help="Only write three generated OMOP CDM 5.4 databases (DuckDB files) and an OMOP codebook into DIR, for the README's 'From an OMOP CDM database'.")] = None,
-    per_site: Annotated[bool, typer.Option("--per-site", help="The per-site path instead of a study: each site exports its own DP bundle, the learner learns from the bundles.")] = False,
+    omop: Annotated[Optional[Path], typer.Option("--omop", metavar="DIR",
+                                                 help="Only write three generated OMOP CDM 5.4 databases (DuckDB "
+                                                      "files) and an OMOP codebook into DIR, for the README's 'From "
+                                                      "an OMOP CDM database'.")] = None,
+    per_site: Annotated[bool, typer.Option("--per-site",
+                                           help="The per-site path instead of a study: each site exports its own DP "
+                                                "bundle, the learner learns from the bundles.")] = False,
 ) -> None:
     """Generate hospital data and run a DP study of three hospitals and a learner (marg study init, run, status), then
     check the certified model and audit each site's ledger."""

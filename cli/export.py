@@ -1,4 +1,5 @@
-"""``marg export``: a site's release, as the options say it — a :class:`~marg.protocols.release_request.ReleaseRequest` and a :class:`~marg.protocols.release_request.Delivery` built here, the work done by the library.
+"""``marg export``: a site's release, as the options say it — a :class:`~marg.protocols.release_request.ReleaseRequest`
+and a :class:`~marg.protocols.release_request.Delivery` built here, the work done by the library.
 
 The command parses its options into the two values (and ``--holdout auto`` into its plan,
 :func:`marg.api.plan_holdout`), hands them to :func:`marg.protocols.export.export_site`, its dry
@@ -25,45 +26,132 @@ def export_cmd(
     schema: SchemaOpt,
     site: Annotated[str, typer.Option("--site", help="This site's name.")],
     out: OutOpt,
-    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every pair while the pair tables hold at most 250,000 cells; exact: first); first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if none); pairs-only: the --pairs tables alone (the default with @REQUEST); all: every pair.")] = "auto",
-    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the learner (round 2: releases those pair tables alone).')] = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Differential privacy: total ε of this export; (ε, δ)-DP with the Gaussian mechanism (default), pure ε-DP with --mechanism laplace.")] = None,
-    rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export (Gaussian, zCDP).")] = None,
-    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also reported as (ε, δ). The ledger composes releases in zCDP and converts the total at the cap's δ.")] = DEFAULT_DELTA,
-    allow_large_delta: Annotated[bool, typer.Option("--allow-large-delta", help="Accept a --delta above 1e-3 (refused otherwise: the guarantee fails outright with probability δ); δ ≥ 1/n is always refused.")] = False,
-    mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the number of tables; the default for tables) or laplace (pure DP; the default for --evaluate's single small table, where it is less noisy).")] = None,
-    allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables share half) or least-squares (see the README).")] = "half",
-    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables (overrides --allocation).")] = None,
-    round_: Annotated[Optional[str], typer.Option("--round", help="The learner's round (ROUND.json or its id): signed into the bundle, so it cannot be replayed in another round.")] = None,
-    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store holding the learner's key (role learner): the signature of the --round file, of the --evaluate model and of a --pairs @REQUEST is checked against it.")] = None,
-    holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a later --evaluate (chosen by a keyed hash of each row, the key kept in the ledger folder; the same from every source); auto: the fraction and the ε split of `marg plan` for --plan-rows (--epsilon is then the site's total, tables + evaluation).")] = None,
-    holdout_id: Annotated[Optional[str], typer.Option("--holdout-id", help="With --holdout: split by this id column instead of each row's content (rows sharing an id stay together).")] = None,
-    privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit", help="The column naming each patient (the unit DP protects; default the codebook's privacy_unit), or 'row' when every row is a different person. Required under DP when an id column repeats.")] = None,
-    max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit", help="With --privacy-unit: count at most K rows of each patient (the K of smallest keyed priority, the same from every source); every table's sensitivity, so its noise, scales with K.")] = None,
-    plan_rows: Annotated[Optional[str], typer.Option("--plan-rows", help="With --holdout auto, or round 1 of the DP default (select, then measure): the rows per site as stated publicly (one count with --plan-sites, or one per site); the plan never reads the data.")] = None,
-    plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --plan-rows: the number of sites when it gives one count.")] = None,
-    expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the model is expected to reach.")] = 0.2,
-    evaluate: Annotated[Optional[Path], typer.Option("--evaluate", help="Release instead MODEL's error count (--evaluate-content) on the rows held out of the bundles it learned from here (for marg certify); the model is verified first (--trust, --schema).")] = None,
-    allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="With --evaluate: accept an unsigned model; with --pairs @REQUEST: an unsigned request (for experiments: nobody vouches for it).")] = False,
-    evaluate_content: Annotated[str, typer.Option("--evaluate-content", help="With --evaluate: errors (the error and correct counts, 2 cells: what the certificate needs), classes (the same per true class, for class-wise bounds) or confusion (the K×K matrix).")] = "errors",
-    allow_repeated_evaluations: Annotated[bool, typer.Option("--allow-repeated-evaluations", help="With --evaluate at a site with no cap: accept a second DP evaluation of the held-out rows (refused otherwise: an oracle with no limit); the ledger records it.")] = False,
-    site_certificate: Annotated[bool, typer.Option("--site-certificate", help="With --evaluate: ask marg certify for this site's own certificate (its held-out population) beside the pooled one.")] = False,
-    min_cell: Annotated[int, typer.Option("--min-cell", help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
-    min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small cells.")] = "refuse",
-    key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the bundle and ledger entry.")] = None,
+    stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every "
+                                            "pair while the pair tables hold at most 250,000 cells; exact: first); "
+                                            "first: N[y], N[x_i,y]; pairs: plus N[x_i,x_j,y] for --pairs (all if "
+                                            "none); pairs-only: the --pairs tables alone (the default with @REQUEST); "
+                                            "all: every pair.")] = "auto",
+    pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d", or @REQUEST.json from the '
+                                                      'learner (round 2: releases those pair tables alone).')] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon",
+                                                     help="Differential privacy: total ε of this export; (ε, δ)-DP "
+                                                          "with the Gaussian mechanism (default), pure ε-DP with "
+                                                          "--mechanism laplace.")] = None,
+    rho: Annotated[Optional[float], typer.Option("--rho", help="Differential privacy: total ρ of this export "
+                                                               "(Gaussian, zCDP).")] = None,
+    delta: Annotated[float, typer.Option(help="δ of a Gaussian release: --epsilon is met at (ε, δ); --rho is also "
+                                              "reported as (ε, δ). The ledger composes releases in zCDP and converts "
+                                              "the total at the cap's δ.")] = DEFAULT_DELTA,
+    allow_large_delta: Annotated[bool, typer.Option("--allow-large-delta",
+                                                    help="Accept a --delta above 1e-3 (refused otherwise: the "
+                                                         "guarantee fails outright with probability δ); δ ≥ 1/n is "
+                                                         "always refused.")] = False,
+    mechanism: Annotated[Optional[str], typer.Option(help="gaussian (zCDP; noise grows with the square root of the "
+                                                          "number of tables; the default for tables) or laplace (pure "
+                                                          "DP; the default for --evaluate's single small table, where "
+                                                          "it is less noisy).")] = None,
+    allocation: Annotated[str, typer.Option(help="How the DP budget is split across tables: half (first-order tables "
+                                                 "share half) or least-squares (see the README).")] = "half",
+    first_order_share: Annotated[Optional[float], typer.Option(help="Fraction of the DP budget for first-order tables "
+                                                                    "(overrides --allocation).")] = None,
+    round_: Annotated[Optional[str], typer.Option("--round",
+                                                  help="The learner's round (ROUND.json or its id): signed into the "
+                                                       "bundle, so it cannot be replayed in another round.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust",
+                                                  help="Trust store holding the learner's key (role learner): the "
+                                                       "signature of the --round file, of the --evaluate model and of "
+                                                       "a --pairs @REQUEST is checked against it.")] = None,
+    holdout: Annotated[Optional[str], typer.Option(help="Leave this fraction of the rows out of every table, for a "
+                                                        "later --evaluate (chosen by a keyed hash of each row, the "
+                                                        "key kept in the ledger folder; the same from every source); "
+                                                        "auto: the fraction and the ε split of `marg plan` for "
+                                                        "--plan-rows (--epsilon is then the site's total, tables + "
+                                                        "evaluation).")] = None,
+    holdout_id: Annotated[Optional[str], typer.Option("--holdout-id",
+                                                      help="With --holdout: split by this id column instead of each "
+                                                           "row's content (rows sharing an id stay together).")] = None,
+    privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit",
+                                                        help="The column naming each patient (the unit DP protects; "
+                                                             "default the codebook's privacy_unit), or 'row' when "
+                                                             "every row is a different person. Required under DP when "
+                                                             "an id column repeats.")] = None,
+    max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit",
+                                                             help="With --privacy-unit: count at most K rows of each "
+                                                                  "patient (the K of smallest keyed priority, the "
+                                                                  "same from every source); every table's "
+                                                                  "sensitivity, so its noise, scales with K.")] = None,
+    plan_rows: Annotated[Optional[str], typer.Option("--plan-rows",
+                                                     help="With --holdout auto, or round 1 of the DP default (select, "
+                                                          "then measure): the rows per site as stated publicly (one "
+                                                          "count with --plan-sites, or one per site); the plan never "
+                                                          "reads the data.")] = None,
+    plan_sites: Annotated[Optional[int], typer.Option("--plan-sites", help="With --plan-rows: the number of sites "
+                                                                           "when it gives one count.")] = None,
+    expected_error: Annotated[float, typer.Option("--expected-error", help="With --holdout auto: the error rate the "
+                                                                           "model is expected to reach.")] = 0.2,
+    evaluate: Annotated[Optional[Path], typer.Option("--evaluate",
+                                                     help="Release instead MODEL's error count (--evaluate-content) "
+                                                          "on the rows held out of the bundles it learned from here "
+                                                          "(for marg certify); the model is verified first (--trust, "
+                                                          "--schema).")] = None,
+    allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned",
+                                                 help="With --evaluate: accept an unsigned model; with --pairs "
+                                                      "@REQUEST: an unsigned request (for experiments: nobody vouches "
+                                                      "for it).")] = False,
+    evaluate_content: Annotated[str, typer.Option("--evaluate-content",
+                                                  help="With --evaluate: errors (the error and correct counts, 2 "
+                                                       "cells: what the certificate needs), classes (the same per "
+                                                       "true class, for class-wise bounds) or confusion (the K×K "
+                                                       "matrix).")] = "errors",
+    allow_repeated_evaluations: Annotated[bool, typer.Option("--allow-repeated-evaluations",
+                                                             help="With --evaluate at a site with no cap: accept a "
+                                                                  "second DP evaluation of the held-out rows (refused "
+                                                                  "otherwise: an oracle with no limit); the ledger "
+                                                                  "records it.")] = False,
+    site_certificate: Annotated[bool, typer.Option("--site-certificate",
+                                                   help="With --evaluate: ask marg certify for this site's own "
+                                                        "certificate (its held-out population) beside the pooled "
+                                                        "one.")] = False,
+    min_cell: Annotated[int, typer.Option("--min-cell",
+                                          help="Exact exports: smallest allowed nonzero cell (1 disables).")] = 3,
+    min_cell_policy: Annotated[str, typer.Option(help="Exact exports: refuse the export, or suppress (zero) small "
+                                                      "cells.")] = "refuse",
+    key: Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (SITE.sign.key) to sign the "
+                                                              "bundle and ledger entry.")] = None,
     passphrase_file: Annotated[Optional[Path], typer.Option(help="File holding the signing key's passphrase.")] = None,
-    to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): encrypt the bundle to it.")] = None,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger folder (default: the one `marg audit init` configured, else ./marg-ledger).")] = None,
-    no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (refused once the site is configured).")] = False,
+    to: Annotated[Optional[Path], typer.Option("--to", help="The learner's sealing public key (LEARNER.seal.pub): "
+                                                            "encrypt the bundle to it.")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger",
+                                                   help="The site's ledger folder (default: the one `marg audit init` "
+                                                        "configured, else ./marg-ledger).")] = None,
+    no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not record this export (refused once the site is "
+                                                                "configured).")] = False,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show exactly what would leave (tables, cells, noise, cost against the cap, exact counts) and write nothing.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out (refused otherwise, before anything is counted or charged).")] = False,
-    keep_copy: Annotated[bool, typer.Option("--keep-copy/--no-keep-copy", help="Keep the plain signed bundle of a sealed export beside the ledger, so `marg inspect` can show this site what it sent.")] = True,
-    max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused (it identifies patients).")] = MAX_LEVELS,
-    rounds: Annotated[Optional[int], typer.Option("--rounds", help="Under DP with --epsilon: 2 (the default) = select, then measure — --epsilon is this site's TOTAL for the study; round 1 releases the label table and a private selection, marg request decides round 2 (--request). 1: one release of the --stats tables.")] = None,
-    request: Annotated[Optional[Path], typer.Option("--request", help="Round 2 of select-then-measure: the learner's signed request (marg request); measures only what it asks with the rest of this site's study total (--trust: the learner's key).")] = None,
-    allow_draft: Annotated[bool, typer.Option("--allow-draft", help="Release under a codebook still marked draft (refused otherwise: run `marg schema check` at every site first).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run",
+                                          help="Show exactly what would leave (tables, cells, noise, cost against the "
+                                               "cap, exact counts) and write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out (refused otherwise, before "
+                                                        "anything is counted or charged).")] = False,
+    keep_copy: Annotated[bool, typer.Option("--keep-copy/--no-keep-copy",
+                                            help="Keep the plain signed bundle of a sealed export beside the ledger, "
+                                                 "so `marg inspect` can show this site what it sent.")] = True,
+    max_levels: Annotated[int, typer.Option("--max-levels", help="Level cap: a feature with more levels is refused "
+                                                                 "(it identifies patients).")] = MAX_LEVELS,
+    rounds: Annotated[Optional[int], typer.Option("--rounds",
+                                                  help="Under DP with --epsilon: 2 (the default) = select, then "
+                                                       "measure — --epsilon is this site's TOTAL for the study; round "
+                                                       "1 releases the label table and a private selection, marg "
+                                                       "request decides round 2 (--request). 1: one release of the "
+                                                       "--stats tables.")] = None,
+    request: Annotated[Optional[Path], typer.Option("--request",
+                                                    help="Round 2 of select-then-measure: the learner's signed "
+                                                         "request (marg request); measures only what it asks with the "
+                                                         "rest of this site's study total (--trust: the learner's "
+                                                         "key).")] = None,
+    allow_draft: Annotated[bool, typer.Option("--allow-draft",
+                                              help="Release under a codebook still marked draft (refused otherwise: "
+                                                   "run `marg schema check` at every site first).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Compute this site's marginal tables, protect them, sign, record in the ledger and write a bundle."""
@@ -119,8 +207,8 @@ def _codebook(schema: Path, max_levels: int, draft_ok: bool) -> Any:
         from marg.errors import RefusedError
 
         raise RefusedError(f"{schema} is still a draft (levels and edges from one site's data): another site's data "
-                           f"may hold levels it lacks, refused there after this site spent; review it, run `marg schema "
-                           f"check DATA --schema {schema}` at every site, then remove \"draft\": true "
+                           "may hold levels it lacks, refused there after this site spent; review it, run `marg "
+                           f"schema check DATA --schema {schema}` at every site, then remove \"draft\": true "
                            "(--allow-draft releases anyway)")
     return cb
 
@@ -145,7 +233,8 @@ def _tables(cb: Any, stats: str, pairs: str | None, trust: Path | None = None,
 
 def _delivery(ledger: Path | None, no_ledger: bool, key: Path | None, passphrase_file: Path | None, to: Path | None,
               force: bool, keep_copy: bool) -> Any:
-    """Who signs, seals and records: a configured site's key and ledger are the defaults (and the only ones accepted)."""
+    """Who signs, seals and records: a configured site's key and ledger are the defaults (and the only ones
+    accepted)."""
     from marg.protocols.keys import load_seal_public_key, load_signing_key, read_passphrase_file
     from marg.protocols.release_request import Delivery
     from marg.protocols.site import site_ledger
@@ -155,7 +244,8 @@ def _delivery(ledger: Path | None, no_ledger: bool, key: Path | None, passphrase
         key = cfg.sign_key
     passphrase = read_passphrase_file(passphrase_file) if passphrase_file else None
     return Delivery(signing_key=load_signing_key(key, passphrase) if key else None,
-                    recipient=load_seal_public_key(to) if to else None, recipient_name=to.name.split(".")[0] if to else None,
+                    recipient=load_seal_public_key(to) if to else None,
+                    recipient_name=to.name.split(".")[0] if to else None,
                     ledger_dir=None if no_ledger else configured, force=force, keep_copy=keep_copy)
 
 
@@ -215,7 +305,8 @@ def _evaluate(data: str, cb: Any, site: str, out: Path, release: Any, delivery: 
     if no_ledger:
         raise InputError("--evaluate needs the site's ledger (it remembers the held-out rows and records the release)")
     if table_options:
-        raise InputError("--evaluate releases counts on held-out rows: --holdout, --holdout-id and --pairs do not apply")
+        raise InputError("--evaluate releases counts on held-out rows: --holdout, --holdout-id and --pairs do not "
+                         "apply")
     check_out(out, delivery.force)
     # read once: the bytes verified are the bytes used and named in the release
     m, signer, digest = load_verified_model(model, schema, trust, allow_unsigned)
@@ -276,7 +367,8 @@ def _exported(res: Any, cb: Any, site: str, out: Path, delivery: Any, json_out: 
         err(line)
     ledger, name = delivery.ledger_dir, delivery.recipient_name
     if json_out:
-        emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"], "cells": d["cells"],
+        emit_json({"out": str(out), "site": site, "n_rows": res.n_rows, "n_tables": d["n_statistics"],
+                   "cells": d["cells"],
                    "privacy": d["privacy"], "signed": delivery.signing_key is not None,
                    "sealed_to": name if res.sealed else None,
                    "ledger_entry": None if res.ledger_entry is None else res.ledger_entry["seq"],
@@ -312,7 +404,8 @@ def _holdout_plan_json(plan: dict | None) -> dict:
     """``--json``'s ``holdout_plan``: what ``--holdout auto`` chose, round 2 included (what the text line says)."""
     if plan is None:
         return {}
-    keep = ("rows", "epsilon", "expected_error", "holdout", "epsilon_tables", "epsilon_evaluate", "expected_certificate", "rule")
+    keep = ("rows", "epsilon", "expected_error", "holdout", "epsilon_tables", "epsilon_evaluate",
+            "expected_certificate", "rule")
     return {"holdout_plan": {**{k: plan[k] for k in keep if k in plan},
                              "round_2": {"command": "--evaluate MODEL", "epsilon": plan["epsilon_evaluate"],
                                          "expected_certificate": plan["expected_certificate"]}}}
@@ -329,8 +422,10 @@ def plan_lines(plan) -> list[str]:
     """The text of ``marg export --dry-run``: what would leave, table by table, and its cost."""
     where = f"sealed to {plan.sealed_to}" if plan.sealed_to else "not sealed"
     lines = [f"dry run: nothing written. {plan.out} would hold site {plan.site!r}'s {len(plan.tables)} tables "
-             f"({plan.cells:,} cells, {plan.bundle_bytes:,} bytes), {'signed' if plan.signed else 'unsigned'}, {where}.",
-             f"rows counted here: {plan.n_rows:,}; " + (f"released: {plan.released_n_rows:,}" if plan.released_n_rows is not None
+             f"({plan.cells:,} cells, {plan.bundle_bytes:,} bytes), {'signed' if plan.signed else 'unsigned'}, "
+             f"{where}.",
+             f"rows counted here: {plan.n_rows:,}; "
+             + (f"released: {plan.released_n_rows:,}" if plan.released_n_rows is not None
                                                       else "not released (DP: the noisy label table estimates it)")]
     lines.append(f"privacy: {_privacy_words(plan.privacy)}")
     if plan.ledger is None:
@@ -343,8 +438,8 @@ def plan_lines(plan) -> list[str]:
     # between the cost and the tables
     lines.append("tables:")
     for t in plan.tables:
-        noise = ("exact" + (f", {t.suppressed} small cells suppressed" if t.suppressed else "")) if t.mechanism == "none" else \
-            f"{t.mechanism} noise, scale {t.scale:.4g}, std {t.std:.4g} per cell"
+        noise = (("exact" + (f", {t.suppressed} small cells suppressed" if t.suppressed else ""))
+                 if t.mechanism == "none" else f"{t.mechanism} noise, scale {t.scale:.4g}, std {t.std:.4g} per cell")
         lines.append(f"  {t.name:<40} {' × '.join(map(str, t.shape))} = {t.cells:,} cells, {noise}")
     if plan.exact:
         import numpy as np
@@ -372,7 +467,8 @@ def _privacy_words(p: dict | None) -> str:
     kind = MECHANISMS[parts[0]].kind if len(parts) == 1 and parts[0] in MECHANISMS else None
     if kind is not None and kind.pure:
         return f"{kind.label} noise, ε = {float(p.get('epsilon')):.4g} (pure DP)" + per
-    words = f"{' + '.join(names)} noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = {float(p.get('delta')):g})"
+    words = (f"{' + '.join(names)} noise, ρ = {float(p.get('rho')):.4g} zCDP (ε = {float(p.get('epsilon')):.3g}, δ = "
+             f"{float(p.get('delta')):g})")
     if p.get("pure_epsilon"):
         words += f", of which pure ε = {float(p['pure_epsilon']):.4g}"
     if p.get("target"):

@@ -42,10 +42,14 @@ def init_cmd(
     site: Annotated[str, typer.Option("--site", help="Site (or learner) name; becomes the key file names.")],
     directory: Annotated[Path, typer.Option("--dir", help="Folder for the four key files.")] = Path(DEFAULT_KEY_DIR),
     passphrase_file: Annotated[
-        Optional[Path], typer.Option("--passphrase-file", help="Encrypt the private keys with the passphrase in this file.")
+        Optional[Path], typer.Option("--passphrase-file",
+                                     help="Encrypt the private keys with the passphrase in this file.")
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace existing keys of this site (old signatures stop verifying).")] = False,
-    role: Annotated[str, typer.Option("--role", help="site (signs bundles and ledger entries) or learner (signs models and secure rounds); written into the .sign.pub and checked by verifiers.")] = "site",
+    force: Annotated[bool, typer.Option("--force", help="Replace existing keys of this site (old signatures stop "
+                                                        "verifying).")] = False,
+    role: Annotated[str, typer.Option("--role", help="site (signs bundles and ledger entries) or learner (signs "
+                                                     "models and secure rounds); written into the .sign.pub and "
+                                                     "checked by verifiers.")] = "site",
     json_out: JsonOpt = False,
 ) -> None:
     """Create SITE.sign.key/.sign.pub (Ed25519) and SITE.seal.key/.seal.pub (X25519) in --dir."""
@@ -94,22 +98,32 @@ def show_cmd(
 
 @app.command("trust")
 def trust_cmd(
-    key_file: Annotated[Path, typer.Argument(help="A public key: SITE.sign.pub (to verify its files) or SITE.seal.pub (a secure-aggregation roster).")],
+    key_file: Annotated[Path, typer.Argument(help="A public key: SITE.sign.pub (to verify its files) or SITE.seal.pub "
+                                                  "(a secure-aggregation roster).")],
     trust: Annotated[Path, typer.Option("--trust", help="The trust store (or roster) folder.")],
     site: Annotated[
         Optional[str], typer.Option("--site", help="Site name (default: the file name before .sign.pub / .seal.pub).")
     ] = None,
     expect_id: Annotated[
-        Optional[str], typer.Option("--expect-id", help="Refuse unless the key id starts with this (as read out by the site).")
+        Optional[str], typer.Option("--expect-id",
+                                    help="Refuse unless the key id starts with this (as read out by the site).")
     ] = None,
     json_out: JsonOpt = False,
     role: Annotated[
-        Optional[str], typer.Option("--role", help="Whose key you trust: site or learner (you say it, not the file; default site — a file declaring learner is refused without --role learner).")
+        Optional[str], typer.Option("--role", help="Whose key you trust: site or learner (you say it, not the file; "
+                                                   "default site — a file declaring learner is refused without --role "
+                                                   "learner).")
     ] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Replace a different key already trusted for this site (a site that replaced its key: confirm the new id with it first); said in the learner history.")] = False,
-    history: Annotated[Optional[Path], typer.Option("--history", help="The learner history that records a --replace (default $MARG_HOME/learner-history.json).")] = None,
+    replace: Annotated[bool, typer.Option("--replace",
+                                          help="Replace a different key already trusted for this site (a site that "
+                                               "replaced its key: confirm the new id with it first); said in the "
+                                               "learner history.")] = False,
+    history: Annotated[Optional[Path], typer.Option("--history",
+                                                    help="The learner history that records a --replace (default "
+                                                         "$MARG_HOME/learner-history.json).")] = None,
 ) -> None:
-    """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation roster).
+    """Add a site's public key to a trust store: SITE.sign.pub (signatures) or SITE.seal.pub (secure-aggregation
+    roster).
 
     A site's SITE.seal.pub beside its SITE.sign.pub is trusted with it (a study's members folder pins both)."""
     _heavy()
@@ -127,7 +141,8 @@ def trust_cmd(
     validate_site_name(name)
     kid = key_id(key)
     if expect_id is not None and (len(expect_id) < 8 or not kid.startswith(expect_id.lower())):
-        raise RefusedError(f"key id {kid[:16]} of {key_file} does not match the expected {expect_id!r} (need >= 8 hex chars)")
+        raise RefusedError(f"key id {kid[:16]} of {key_file} does not match the expected {expect_id!r} (need >= 8 hex "
+                           "chars)")
     from marg._util import atomic_write_bytes
     from marg.protocols.key_roles import read_role, with_role
 
@@ -158,7 +173,8 @@ def trust_cmd(
             if old != key_id(k):
                 if not replace:
                     raise RefusedError(f"trust store already holds a different key for site {name!r} ({old[:16]}) in "
-                                       f"{target}: if the site replaced its key, confirm the new id with it and add --replace")
+                                       f"{target}: if the site replaced its key, confirm the new id with it and add "
+                                       "--replace")
                 replaced.append((target, old, key_id(k)))
     fresh = [(t, raw) for t, k, raw, loader in targets
              if not t.exists() or key_id(loader(t)) != key_id(k)
@@ -182,14 +198,17 @@ def trust_cmd(
     if rec is not None:
         rec.save()
     target = targets[0][0]
-    said = "" if sealing else f" as a {read_role(data) or 'key of no declared role (an older marg; accepted as a site)'}"
+    said = ("" if sealing
+            else f" as a {read_role(data) or 'key of no declared role (an older marg; accepted as a site)'}")
     if json_out:
-        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True, "role": None if sealing else read_role(data),
+        emit_json({"site": name, "key_id": kid, "path": str(target), "added": True,
+                   "role": None if sealing else read_role(data),
                    "seal_key_id": key_id(seal[1]) if seal else None, "replaced": [old for _, old, _ in replaced]})
         return
     typer.echo(f"trusted {name!r}{said}: key id {kid} → {target}")
     if seal is not None:
-        typer.echo(f"trusted {name!r}'s sealing key beside it: key id {key_id(seal[1])} → {seal[2]} (confirm this id too)")
+        typer.echo(f"trusted {name!r}'s sealing key beside it: key id {key_id(seal[1])} → {seal[2]} (confirm this id "
+                   "too)")
     for t, old, new in replaced:
         typer.echo(f"replaced {t.name}: key {old[:16]} → {new[:16]}" + (" (recorded in the learner history)"
                                                                         if t.name.endswith(SIGN_PUB_SUFFIX) else ""))

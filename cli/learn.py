@@ -1,6 +1,8 @@
-"""``marg learn``, ``marg certify``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and its use at sites.
+"""``marg learn``, ``marg certify``, ``marg request``, ``marg predict`` and ``marg evaluate``: the learner's side and
+its use at sites.
 
-Commands parse options, call the library (:mod:`marg.learners.learn`, :mod:`marg.api`) and print; the library does the work.
+Commands parse options, call the library (:mod:`marg.learners.learn`, :mod:`marg.api`) and print; the library does the
+work.
 """
 
 
@@ -15,28 +17,55 @@ from .common import JsonOpt, OutOpt, emit_json, err
 from .progress import CountProgress, LearnProgress
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
-DataArg = Annotated[str, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook, or an OMOP CDM (omop+duckdb://site.duckdb?cdm=main, omop+postgresql://…?cdm=…&results=…).")]
+DataArg = Annotated[str, typer.Argument(help="A data file (CSV, TSV, .gz, Parquet) coded under the study codebook, or "
+                                             "an OMOP CDM (omop+duckdb://site.duckdb?cdm=main, "
+                                             "omop+postgresql://…?cdm=…&results=…).")]
 SchemaCheck = Annotated[
-    Optional[Path], typer.Option("--schema", help="This site's codebook (required unless --allow-unsigned): a model of another codebook is refused.")
+    Optional[Path], typer.Option("--schema", help="This site's codebook (required unless --allow-unsigned): a model "
+                                                  "of another codebook is refused.")
 ]
 TrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store: a folder of SITE.sign.pub files.")]
-UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept unsigned bundles (their site is not authenticated).")]
-SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to open sealed bundles.")]
+UnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned",
+                                           help="Accept unsigned bundles (their site is not authenticated).")]
+SealKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key (LEARNER.seal.key) to "
+                                                                  "open sealed bundles.")]
 PassphraseOpt = Annotated[Optional[Path], typer.Option(help="File holding --key's passphrase.")]
-SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key) to sign the model, so sites accept it. Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")]
-NoSignOpt = Annotated[bool, typer.Option("--no-sign", help="Write an unsigned model (sites refuse it unless --allow-unsigned).")]
-SignPassOpt = Annotated[Optional[Path], typer.Option("--sign-passphrase-file", help="File holding --sign-key's passphrase.")]
-ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key (a folder of NAME.sign.pub files): the model's signature is verified against it.")]
-ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: nobody vouches for it).")]
+SignKeyOpt = Annotated[Optional[Path], typer.Option("--sign-key",
+                                                    help="The learner's signing key (LEARNER.sign.key) to sign the "
+                                                         "model, so sites accept it. Default: $MARG_SIGN_KEY, else "
+                                                         "the key in $MARG_HOME/keys.")]
+NoSignOpt = Annotated[bool, typer.Option("--no-sign",
+                                         help="Write an unsigned model (sites refuse it unless --allow-unsigned).")]
+SignPassOpt = Annotated[Optional[Path], typer.Option("--sign-passphrase-file",
+                                                     help="File holding --sign-key's passphrase.")]
+ModelTrustOpt = Annotated[Optional[Path], typer.Option("--trust",
+                                                       help="Trust store of the learner's key (a folder of "
+                                                            "NAME.sign.pub files): the model's signature is verified "
+                                                            "against it.")]
+ModelUnsignedOpt = Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model (for experiments: "
+                                                                         "nobody vouches for it).")]
 
 
 LEDGER_PANEL = "The sites' ledgers (forks, unrecorded releases)"
-HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="The learner's record of every site's ledger positions received (default $MARG_HOME/learner-history.json): a bundle that forks it is refused.", rich_help_panel=LEDGER_PANEL)]
-SiteLedgerOpt = Annotated[Optional[list[Path]], typer.Option("--site-ledger", help="A site's ledger file (its ledger.jsonl, or consecutive lines of it; repeatable): its signed entries show the releases between the positions the history holds and a newer bundle, which is refused without them.", rich_help_panel=LEDGER_PANEL)]
-UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered", help="Accept signed bundles recorded in no site ledger (exported with --no-ledger: on no privacy budget).", rich_help_panel=LEDGER_PANEL)]
+HistoryOpt = Annotated[Optional[Path], typer.Option("--history",
+                                                    help="The learner's record of every site's ledger positions "
+                                                         "received (default $MARG_HOME/learner-history.json): a "
+                                                         "bundle that forks it is refused.",
+                                                    rich_help_panel=LEDGER_PANEL)]
+SiteLedgerOpt = Annotated[Optional[list[Path]], typer.Option("--site-ledger",
+                                                             help="A site's ledger file (its ledger.jsonl, or "
+                                                                  "consecutive lines of it; repeatable): its signed "
+                                                                  "entries show the releases between the positions "
+                                                                  "the history holds and a newer bundle, which is "
+                                                                  "refused without them.",
+                                                             rich_help_panel=LEDGER_PANEL)]
+UnledgeredOpt = Annotated[bool, typer.Option("--allow-unledgered",
+                                             help="Accept signed bundles recorded in no site ledger (exported with "
+                                                  "--no-ledger: on no privacy budget).", rich_help_panel=LEDGER_PANEL)]
 
 
-def _history(path: Path | None, allow_unledgered: bool, site_ledgers: list[Path] | None = None, trust: Path | None = None):
+def _history(path: Path | None, allow_unledgered: bool, site_ledgers: list[Path] | None = None,
+             trust: Path | None = None):
     """The learner's history of site ledgers (:mod:`marg.protocols.history`), holding the signed
     entries of ``site_ledgers`` (checked under ``trust``)."""
     from marg.protocols.history import History, default_history_path
@@ -80,8 +109,8 @@ def _sign(out: Path, signer: tuple[Any, str] | None, quiet: bool = False) -> str
     """Sign the model file ``out`` with ``signer``; the words to print. An unsigned model is said in one line."""
     if signer is None:
         if not quiet:
-            err(f"note: {out} is unsigned: sites refuse it (predict, evaluate and report need --allow-unsigned); sign it "
-                "with --sign-key LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys (or $MARG_SIGN_KEY)")
+            err(f"note: {out} is unsigned: sites refuse it (predict, evaluate and report need --allow-unsigned); sign "
+                "it with --sign-key LEARNER.sign.key, or keep the learner's key in $MARG_HOME/keys (or $MARG_SIGN_KEY)")
         return "unsigned"
     from marg.protocols.model_signing import sign_model_file
 
@@ -114,32 +143,96 @@ def _signed_words(signer: str | None) -> str:
 def learn(
     bundles: Annotated[list[Path], typer.Argument(help="Site bundles to aggregate.")],
     out: OutOpt,
-    learner: Annotated[str, typer.Option("--learner", help="auto (default: estimates each candidate's error — leave-one-site-out with 2-20 sites — and computes its certificate, then chooses by --prefer), mrc, dcc, renyi, nb, boost or prior (the label-only rule: one class for every row, certified by the label table alone).")] = "auto",
-    prefer: Annotated[Optional[str], typer.Option("--prefer", help="auto: accuracy (the default: the smallest estimated error; the larger class only when estimated better beyond the noise; the chosen model's own certificate) or certificate (the smallest non-trivial certificate among candidates whose estimated error is within noise of the best; balanced is its former name).", rich_help_panel="Automatic choice (--learner auto)")] = None,
+    learner: Annotated[str, typer.Option("--learner",
+                                         help="auto (default: estimates each candidate's error — leave-one-site-out "
+                                              "with 2-20 sites — and computes its certificate, then chooses by "
+                                              "--prefer), mrc, dcc, renyi, nb, boost or prior (the label-only rule: "
+                                              "one class for every row, certified by the label table "
+                                              "alone).")] = "auto",
+    prefer: Annotated[Optional[str], typer.Option("--prefer",
+                                                  help="auto: accuracy (the default: the smallest estimated error; "
+                                                       "the larger class only when estimated better beyond the noise; "
+                                                       "the chosen model's own certificate) or certificate (the "
+                                                       "smallest non-trivial certificate among candidates whose "
+                                                       "estimated error is within noise of the best; balanced is its "
+                                                       "former name).",
+                                                  rich_help_panel="Automatic choice (--learner auto)")] = None,
     json_out: JsonOpt = False,
-    s: Annotated[Optional[float], typer.Option("--s", help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. Default: calibrated to --coverage.", rich_help_panel="MRC and DCC")] = None,
-    coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the certificate.")] = 0.95,
-    solver: Annotated[str, typer.Option(help="mrc LP: cg (column generation) or full.", rich_help_panel="MRC (--learner mrc)")] = "cg",
-    eps: Annotated[float, typer.Option("--eps", help="mrc column generation: minimum dual violation for a feature to enter.", rich_help_panel="MRC (--learner mrc)")] = 1e-4,
-    n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.", rich_help_panel="MRC (--learner mrc)")] = 100,
-    k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.", rich_help_panel="MRC (--learner mrc)")] = 10,
-    ridge: Annotated[Optional[float], typer.Option(help="renyi: ridge on z (the intercept is not shrunk). Default: 0 on exact summaries, set from the recorded noise under DP.", rich_help_panel="Rényi (--learner renyi)")] = None,
-    alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.", rich_help_panel="Naive Bayes (--learner nb)")] = 0.5,
-    greedy: Annotated[bool, typer.Option("--greedy", help="dcc: start first-order and add the edge that lowers R* most, while it does.", rich_help_panel="DCC (--learner dcc)")] = False,
-    max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.", rich_help_panel="DCC (--learner dcc)")] = None,
-    edge_weight: Annotated[str, typer.Option("--edge-weight", help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = I(Xi,Xj;Y).", rich_help_panel="DCC (--learner dcc)")] = "cmi",
-    structure: Annotated[str, typer.Option("--structure", help="dcc edges: forest = spanning forest on --edge-weight (exact); all = every released pair (local-polytope bound R*_L ≥ R*, still a valid certificate; --max-edges keeps the heaviest pairs).", rich_help_panel="DCC (--learner dcc)")] = "forest",
-    loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge loss (binary labels; certificate = worst-case hinge loss = 2R*).", rich_help_panel="DCC (--learner dcc)")] = "01",
-    max_order: Annotated[int, typer.Option("--max-order", help="boost: largest monomial order (1-5; 2 reads the pair tables, 3-5 the tables a `marg request --learner boost` round brought).", rich_help_panel="Boost (--learner boost)")] = 2,
-    kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k) of a monomial of order k (bits of a weight, in log₂ n units).", rich_help_panel="Boost (--learner boost)")] = 1.5,
-    patience: Annotated[int, typer.Option("--patience", help="boost: stop early when the bound has improved by at most --stall-tol over this many iterations (column generation can sit on a plateau for a few iterations before rules enter).", rich_help_panel="Boost (--learner boost)")] = 8,
-    stall_tol: Annotated[float, typer.Option("--stall-tol", help="boost: the improvement of the bound (an error rate) that counts as progress.", rich_help_panel="Boost (--learner boost)")] = 1e-6,
-    select: Annotated[str, typer.Option("--select", help="Feature selection before the fit: none, group-lasso or gbd (exact best-M).", rich_help_panel="Feature selection")] = "none",
-    max_features: Annotated[Optional[int], typer.Option("--max-features", help="M: how many features to select (group lasso without it: λ by GCV).", rich_help_panel="Feature selection")] = None,
-    feature_cost: Annotated[Optional[float], typer.Option("--feature-cost", help="gbd: a cost per selected feature instead of --max-features (FSP-λ).", rich_help_panel="Feature selection")] = None,
-    norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.", rich_help_panel="Feature selection")] = "linf",
-    time_limit: Annotated[Optional[float], typer.Option(help="Seconds before stopping with the best bound so far (valid at any stop): boost's column generation and nb's exact certificate (default none: their work budgets alone, so the certificate is the same on any machine), gbd selection (default 60, with the certified gap reached).", rich_help_panel="Time limit")] = None,
-    pricing_nodes: Annotated[Optional[int], typer.Option("--pricing-nodes", min=0, help="boost: the pricing searches' work budget, branch-and-bound nodes summed over the fit (default 50,000; 0: search every pricing to optimality). Work, not seconds: the same certificate on any machine.", rich_help_panel="Boost (--learner boost)")] = None,
+    s: Annotated[Optional[float], typer.Option("--s",
+                                               help="mrc/dcc: raw λ multiplier (λ = s·std/√n); 0 gives λ = 0. "
+                                                    "Default: calibrated to --coverage.",
+                                               rich_help_panel="MRC and DCC")] = None,
+    coverage: Annotated[float, typer.Option(help="Simultaneous coverage of the confidence box behind the "
+                                                 "certificate.")] = 0.95,
+    solver: Annotated[str, typer.Option(help="mrc LP: cg (column generation) or full.",
+                                        rich_help_panel="MRC (--learner mrc)")] = "cg",
+    eps: Annotated[float, typer.Option("--eps", help="mrc column generation: minimum dual violation for a feature to "
+                                                     "enter.", rich_help_panel="MRC (--learner mrc)")] = 1e-4,
+    n_max: Annotated[int, typer.Option("--n-max", help="mrc column generation: most features added per iteration.",
+                                       rich_help_panel="MRC (--learner mrc)")] = 100,
+    k_max: Annotated[int, typer.Option("--k-max", help="mrc column generation: most iterations.",
+                                       rich_help_panel="MRC (--learner mrc)")] = 10,
+    ridge: Annotated[Optional[float], typer.Option(help="renyi: ridge on z (the intercept is not shrunk). Default: 0 "
+                                                        "on exact summaries, set from the recorded noise under DP.",
+                                                   rich_help_panel="Rényi (--learner renyi)")] = None,
+    alpha: Annotated[float, typer.Option(help="nb: pseudo-count per cell of the naive-Bayes tables.",
+                                         rich_help_panel="Naive Bayes (--learner nb)")] = 0.5,
+    greedy: Annotated[bool, typer.Option("--greedy",
+                                         help="dcc: start first-order and add the edge that lowers R* most, while it "
+                                              "does.", rich_help_panel="DCC (--learner dcc)")] = False,
+    max_edges: Annotated[Optional[int], typer.Option("--max-edges", help="dcc: cap on the number of forest edges.",
+                                                     rich_help_panel="DCC (--learner dcc)")] = None,
+    edge_weight: Annotated[str, typer.Option("--edge-weight",
+                                             help="dcc forest weights: cmi = I(Xi;Xj|Y) (TAN/Chow-Liu), label = "
+                                                  "I(Xi,Xj;Y).", rich_help_panel="DCC (--learner dcc)")] = "cmi",
+    structure: Annotated[str, typer.Option("--structure",
+                                           help="dcc edges: forest = spanning forest on --edge-weight (exact); all = "
+                                                "every released pair (local-polytope bound R*_L ≥ R*, still a valid "
+                                                "certificate; --max-edges keeps the heaviest pairs).",
+                                           rich_help_panel="DCC (--learner dcc)")] = "forest",
+    loss: Annotated[str, typer.Option("--loss", help="dcc loss: 01 = 0-1 minimax risk (R*), hinge = worst-case hinge "
+                                                     "loss (binary labels; certificate = worst-case hinge loss = 2R*).",
+                                      rich_help_panel="DCC (--learner dcc)")] = "01",
+    max_order: Annotated[int, typer.Option("--max-order",
+                                           help="boost: largest monomial order (1-5; 2 reads the pair tables, 3-5 the "
+                                                "tables a `marg request --learner boost` round brought).",
+                                           rich_help_panel="Boost (--learner boost)")] = 2,
+    kappa: Annotated[float, typer.Option("--kappa",
+                                         help="boost: κ of the code-length price c(k) of a monomial of order k (bits "
+                                              "of a weight, in log₂ n units).",
+                                         rich_help_panel="Boost (--learner boost)")] = 1.5,
+    patience: Annotated[int, typer.Option("--patience",
+                                          help="boost: stop early when the bound has improved by at most --stall-tol "
+                                               "over this many iterations (column generation can sit on a plateau for "
+                                               "a few iterations before rules enter).",
+                                          rich_help_panel="Boost (--learner boost)")] = 8,
+    stall_tol: Annotated[float, typer.Option("--stall-tol",
+                                             help="boost: the improvement of the bound (an error rate) that counts as "
+                                                  "progress.", rich_help_panel="Boost (--learner boost)")] = 1e-6,
+    select: Annotated[str, typer.Option("--select",
+                                        help="Feature selection before the fit: none, group-lasso or gbd (exact "
+                                             "best-M).", rich_help_panel="Feature selection")] = "none",
+    max_features: Annotated[Optional[int], typer.Option("--max-features",
+                                                        help="M: how many features to select (group lasso without it: "
+                                                             "λ by GCV).", rich_help_panel="Feature selection")] = None,
+    feature_cost: Annotated[Optional[float], typer.Option("--feature-cost",
+                                                          help="gbd: a cost per selected feature instead of "
+                                                               "--max-features (FSP-λ).",
+                                                          rich_help_panel="Feature selection")] = None,
+    norm: Annotated[str, typer.Option(help="Group-lasso group norm: linf (the paper's L1/L∞) or l2.",
+                                      rich_help_panel="Feature selection")] = "linf",
+    time_limit: Annotated[Optional[float], typer.Option(help="Seconds before stopping with the best bound so far "
+                                                             "(valid at any stop): boost's column generation and nb's "
+                                                             "exact certificate (default none: their work budgets "
+                                                             "alone, so the certificate is the same on any machine), "
+                                                             "gbd selection (default 60, with the certified gap "
+                                                             "reached).", rich_help_panel="Time limit")] = None,
+    pricing_nodes: Annotated[Optional[int], typer.Option("--pricing-nodes", min=0,
+                                                         help="boost: the pricing searches' work budget, "
+                                                              "branch-and-bound nodes summed over the fit (default "
+                                                              "50,000; 0: search every pricing to optimality). Work, "
+                                                              "not seconds: the same certificate on any machine.",
+                                                         rich_help_panel="Boost (--learner boost)")] = None,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
@@ -147,11 +240,15 @@ def learn(
     sign_key: SignKeyOpt = None,
     sign_passphrase_file: SignPassOpt = None,
     no_sign: NoSignOpt = False,
-    round_: Annotated[Optional[list[str]], typer.Option("--round", help="Accept only bundles of this round (ROUND.json or id; repeat for both rounds of the two-round protocol).")] = None,
+    round_: Annotated[Optional[list[str]], typer.Option("--round",
+                                                        help="Accept only bundles of this round (ROUND.json or id; "
+                                                             "repeat for both rounds of the two-round "
+                                                             "protocol).")] = None,
     history: HistoryOpt = None,
     site_ledger: SiteLedgerOpt = None,
     allow_unledgered: UnledgeredOpt = False,
-    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write an empty boost vote (refused otherwise).", rich_help_panel="Boost (--learner boost)")] = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write an empty boost vote (refused otherwise).",
+                                              rich_help_panel="Boost (--learner boost)")] = False,
 ) -> None:
     """Aggregate site bundles and fit a certified classifier from the summaries alone.
 
@@ -168,7 +265,8 @@ def learn(
         from marg.errors import InputError
 
         raise InputError(f"unknown learner {learner!r} (expected one of {', '.join(LEARNERS)})")
-    options = {"s": s, "coverage": coverage, "prefer": prefer, "solver": solver, "eps": eps, "n_max": n_max, "k_max": k_max,
+    options = {"s": s, "coverage": coverage, "prefer": prefer, "solver": solver, "eps": eps, "n_max": n_max,
+               "k_max": k_max,
                "ridge": ridge, "alpha": alpha, "greedy": greedy, "max_edges": max_edges, "edge_weight": edge_weight,
                "structure": structure, "loss": loss,
                "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
@@ -233,10 +331,12 @@ def learn(
     if "auto" in rep:
         for line in choice_lines(rep):
             typer.echo(line)
-    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} features → {out} ({signed})")
+    typer.echo(f"{learner} model from {len(rep['sites'])} site(s), n = {summary.n:,.0f}, {len(rep['features'])} "
+               f"features → {out} ({signed})")
     if rep.get("unpaired_features"):
-        typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released ({', '.join(rep['features'])}); "
-                   f"left out, first-order tables only: {', '.join(rep['unpaired_features'])}")
+        typer.echo(f"features: the {len(rep['features'])} whose pair tables were all released "
+                   f"({', '.join(rep['features'])}); left out, first-order tables only: "
+                   f"{', '.join(rep['unpaired_features'])}")
     typer.echo(f"certificate: worst-case error ≤ {rep['worst_case_error']:.4f} {cert.words()}")
     warning = trivial_certificate_warning(res.model, summary.n)
     if warning:
@@ -275,18 +375,35 @@ def choice_lines(rep: dict) -> list[str]:
 
 @app.command("request")
 def request_cmd(
-    bundles: Annotated[list[Path], typer.Argument(help="The bundles released so far (round 1: first-order tables; for --learner boost: first-order and pair tables, plus any earlier requested tables).")],
+    bundles: Annotated[list[Path], typer.Argument(help="The bundles released so far (round 1: first-order tables; for "
+                                                       "--learner boost: first-order and pair tables, plus any "
+                                                       "earlier requested tables).")],
     out: OutOpt,
-    top: Annotated[Optional[int], typer.Option("--top", help="Pair screening: how many features to keep (by the screening score: the lower bound of their L1 dependence on the label under the recorded noise).")] = None,
-    learner: Annotated[Optional[str], typer.Option("--learner", help="boost: request the higher-order tables whose bound says a longer rule could enter (instead of screening pairs).")] = None,
-    max_order: Annotated[int, typer.Option("--max-order", help="boost: the longest rule the learner will fit (3-5); the request asks for tables one order above the released ones.")] = 3,
-    max_tables: Annotated[int, typer.Option("--max-tables", help="boost: request at most this many tables (the largest bounds first).")] = 20,
-    s: Annotated[Optional[float], typer.Option("--s", help="boost: λ multiplier of the round's fit (default: calibrated).")] = None,
+    top: Annotated[Optional[int], typer.Option("--top",
+                                               help="Pair screening: how many features to keep (by the screening "
+                                                    "score: the lower bound of their L1 dependence on the label under "
+                                                    "the recorded noise).")] = None,
+    learner: Annotated[Optional[str], typer.Option("--learner",
+                                                   help="boost: request the higher-order tables whose bound says a "
+                                                        "longer rule could enter (instead of screening "
+                                                        "pairs).")] = None,
+    max_order: Annotated[int, typer.Option("--max-order",
+                                           help="boost: the longest rule the learner will fit (3-5); the request asks "
+                                                "for tables one order above the released ones.")] = 3,
+    max_tables: Annotated[int, typer.Option("--max-tables", help="boost: request at most this many tables (the "
+                                                                 "largest bounds first).")] = 20,
+    s: Annotated[Optional[float], typer.Option("--s", help="boost: λ multiplier of the round's fit (default: "
+                                                           "calibrated).")] = None,
     kappa: Annotated[float, typer.Option("--kappa", help="boost: κ of the code-length price c(k).")] = 1.5,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
     key: SealKeyOpt = None,
-    sign_key: Annotated[Optional[Path], typer.Option("--sign-key", help="The learner's signing key: the request is signed (select-then-measure, --top and --learner boost alike); sites check it against their trust store (--trust). Default: $MARG_SIGN_KEY, else the key in $MARG_HOME/keys.")] = None,
+    sign_key: Annotated[Optional[Path], typer.Option("--sign-key",
+                                                     help="The learner's signing key: the request is signed "
+                                                          "(select-then-measure, --top and --learner boost alike); "
+                                                          "sites check it against their trust store (--trust). "
+                                                          "Default: $MARG_SIGN_KEY, else the key in "
+                                                          "$MARG_HOME/keys.")] = None,
     sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -315,7 +432,8 @@ def request_cmd(
             summary = load_summary(bundles, trust, allow_unsigned, key, progress=prog)
         ranked = rank_cliques(BoostVote(s=s, max_order=max_order, kappa=kappa), summary)
         if not ranked:
-            raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to request")
+            raise InputError("no higher-order table could let a rule enter (every bound is at most eps): nothing to "
+                             "request")
         chosen = ranked[:max_tables]
         cliques = [b.clique for b in chosen]
         _write_pairs(out, summary.fingerprint, cliques, None, sign_key, sign_passphrase_file, json_out)
@@ -340,7 +458,8 @@ def request_cmd(
         typer.echo(f"wrote {out}: {len(res['tables']) - pairs_n} first-order and {pairs_n} pair tables requested "
                    f"(features the sites agreed on: {', '.join(res['why']['kept'])})")
         typer.echo("round 2 per site: " + ", ".join(f"{s} rho = {r:.4g}" for s, r in sorted(res["budget"].items())))
-        typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --out NAME.r2 --request {out} --trust LEARNER-KEYS")
+        typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --out NAME.r2 --request {out} "
+                   "--trust LEARNER-KEYS")
         return
     if top < 2:
         raise InputError(f"--top must be at least 2 (a pair needs two features), got {top}")
@@ -355,7 +474,8 @@ def request_cmd(
         emit_json({"features": names, "pairs": [list(p) for p in pairs], "above_noise": above, "out": str(out)})
         return
     typer.echo(f"wrote {out}: {len(names)} screened features, {len(pairs)} pair tables requested")
-    typer.echo(f"features: {', '.join(names)} ({min(above, len(names))} of them above the noise: screening lower bound > 0)")
+    typer.echo(f"features: {', '.join(names)} ({min(above, len(names))} of them above the noise: screening lower "
+               "bound > 0)")
     typer.echo(f"sites answer with: marg export DATA --schema SCHEMA --site NAME --pairs @{out} ...")
 
 
@@ -377,7 +497,10 @@ def _write_pairs(out: Path, fingerprint: str, cliques: list, features: list | No
 def round_cmd(
     schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
     out: OutOpt,
-    sign_key: Annotated[Path, typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key, role learner): sites check the round file's signature (marg export --round ROUND --trust).")],
+    sign_key: Annotated[Path, typer.Option("--sign-key",
+                                           help="The learner's signing key (LEARNER.sign.key, role learner): sites "
+                                                "check the round file's signature (marg export --round ROUND "
+                                                "--trust).")],
     sign_passphrase_file: SignPassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -392,7 +515,8 @@ def round_cmd(
     if json_out:
         emit_json({"round": rid, "out": str(out)})
         return
-    typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round {out.name}")
+    typer.echo(f"wrote {out}: round {rid}; sites export with --round {out.name}, the learner learns with --round "
+               f"{out.name}")
 
 
 @app.command("predict")
@@ -401,13 +525,18 @@ def predict(
     data: DataArg,
     out: OutOpt,
     schema: SchemaCheck = None,
-    id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient id).")] = None,
-    flag_outside: Annotated[bool, typer.Option("--flag-outside", help="Add a column 'outside' (1/0): the row is outside the model's uncertainty set, so its certificate does not cover it (mrc/dcc models).")] = False,
+    id_column: Annotated[Optional[str], typer.Option("--id", help="A column to copy into the output (e.g. a patient "
+                                                                  "id).")] = None,
+    flag_outside: Annotated[bool, typer.Option("--flag-outside",
+                                               help="Add a column 'outside' (1/0): the row is outside the model's "
+                                                    "uncertainty set, so its certificate does not cover it (mrc/dcc "
+                                                    "models).")] = False,
     trust: ModelTrustOpt = None,
     allow_unsigned: ModelUnsignedOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on failure)."""
+    """Write class probabilities and the predicted label for every row of DATA (streamed; no partial file on
+    failure)."""
     from marg import api
 
     m, signer = _verified_model(model, trust, allow_unsigned, schema)
@@ -425,10 +554,18 @@ def predict(
 @app.command("certify")
 def certify_cmd(
     model: ModelArg,
-    bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export DATA --evaluate MODEL).")],
+    bundles: Annotated[list[Path], typer.Argument(help="The sites' evaluation releases of this model (marg export "
+                                                       "DATA --evaluate MODEL).")],
     out: OutOpt,
-    coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound holds.")] = 0.95,
-    evaluations: Annotated[Optional[int], typer.Option("--evaluations", metavar="K", help="How many models were evaluated on these held-out rows (this one included): the model's share of α is at most 1/K, said in the certificate. It can only lower the share the sites' ledgers give (6/(π²·j²) for the j-th model evaluated on the set, which covers keeping the best of any number).")] = None,
+    coverage: Annotated[float, typer.Option(help="Probability, over the held-out sample and the noise, that the bound "
+                                                 "holds.")] = 0.95,
+    evaluations: Annotated[Optional[int], typer.Option("--evaluations", metavar="K",
+                                                       help="How many models were evaluated on these held-out rows "
+                                                            "(this one included): the model's share of α is at most "
+                                                            "1/K, said in the certificate. It can only lower the "
+                                                            "share the sites' ledgers give (6/(π²·j²) for the j-th "
+                                                            "model evaluated on the set, which covers keeping the "
+                                                            "best of any number).")] = None,
     json_out: JsonOpt = False,
     trust: TrustOpt = None,
     allow_unsigned: UnsignedOpt = False,
@@ -490,12 +627,13 @@ def evaluate_cmd(model: ModelArg, data: DataArg, json_out: JsonOpt = False, sche
                                           "outside", "outside_error")}, "signed_by": signer})
         return
     typer.echo(f"{m.learner} model ({_signed_words(signer)}) on {rep['n']:,} rows of {data}:")
-    typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: {rep['randomized_error']:.4f})")
+    typer.echo(f"  accuracy {rep['accuracy']:.4f}, error {rep['error']:.4f} (randomized rule: "
+               f"{rep['randomized_error']:.4f})")
     typer.echo(f"  certificate (worst-case error bound): {rep['worst_case_error']:.4f}")
     if rep["outside"]:
-        typer.echo(f"  {rep['outside']:,} rows ({rep['outside'] / rep['n']:.1%}) are outside the uncertainty set (every label "
-                   f"crosses a cell the released tables rule out): the certificate does not cover them; error there "
-                   f"{rep['outside_error']:.4f}")
+        typer.echo(f"  {rep['outside']:,} rows ({rep['outside'] / rep['n']:.1%}) are outside the uncertainty set "
+                   "(every label crosses a cell the released tables rule out): the certificate does not cover them; "
+                   f"error there {rep['outside_error']:.4f}")
     classes = rep["classes"]
     width = max(8, *(len(c) for c in classes))
     typer.echo("  confusion matrix (rows: true, columns: predicted)")

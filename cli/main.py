@@ -48,11 +48,16 @@ def schema_init(
     categorical: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force categorical.")] = None,
     numeric: Annotated[Optional[str], typer.Option(help="Comma-separated columns to force numeric.")] = None,
     exclude: Annotated[Optional[str], typer.Option(help="Comma-separated columns to leave out.")] = None,
-    level_cap: Annotated[int, typer.Option("--level-cap", help="Text columns with more levels are left out (export's --max-levels refuses them).")] = MAX_LEVELS,
+    level_cap: Annotated[int, typer.Option("--level-cap", help="Text columns with more levels are left out (export's "
+                                                               "--max-levels refuses them).")] = MAX_LEVELS,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
     json_out: JsonOpt = False,
-    from_omop: Annotated[Optional[Path], typer.Option("--from-omop", help="DATA is an OMOP CDM (omop+duckdb://…, omop+postgresql://…): draft the missing edges and levels of this codebook of OMOP definitions from the site's own cohort.")] = None,
+    from_omop: Annotated[Optional[Path], typer.Option("--from-omop",
+                                                      help="DATA is an OMOP CDM (omop+duckdb://…, "
+                                                           "omop+postgresql://…): draft the missing edges and levels "
+                                                           "of this codebook of OMOP definitions from the site's own "
+                                                           "cohort.")] = None,
 ) -> None:
     """Draft a codebook from local data. Review it before sharing: levels and edges come from the data.
 
@@ -65,7 +70,8 @@ def schema_init(
     if from_omop is not None:
         return _schema_init_omop(data, from_omop, out, bins, level_cap, label, json_out)
     if label is None:
-        raise InputError("schema init: missing option '--label' (the label column; or --from-omop SPEC for an OMOP CDM)")
+        raise InputError("schema init: missing option '--label' (the label column; or --from-omop SPEC for an OMOP "
+                         "CDM)")
     left_out: list = []
     with open_source(data, engine=engine, spark_master=spark_master) as src:
         cb = draft_codebook(
@@ -80,7 +86,8 @@ def schema_init(
         err(f"privacy unit: {cb.privacy_unit[0]!r} repeats, so a patient has several rows; DP exports bound each "
             "patient's rows: set \"max_rows_per_unit\" in the codebook's privacy_unit (or give --max-rows-per-unit K)")
     if json_out:
-        emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name, "classes": list(cb.label.classes),
+        emit_json({"out": str(out), "features": cb.feature_names, "label": cb.label.name,
+                   "classes": list(cb.label.classes),
                    "fingerprint": cb.fingerprint, "draft": True, "privacy_unit": cb.unit_declaration or None,
                    "left_out": [{"column": x.column, "reason": x.reason} for x in left_out]})
     else:
@@ -138,10 +145,15 @@ app.command("export")(export_cmd)  # here: `marg --help` lists the commands in t
 def inspect_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle file, or a model file (who signed it, from which bundles).")],
     json_out: JsonOpt = False,
-    key: Annotated[Optional[Path], typer.Option("--key", help="The learner's sealing key, to read a sealed bundle.")] = None,
+    key: Annotated[Optional[Path], typer.Option("--key",
+                                                help="The learner's sealing key, to read a sealed bundle.")] = None,
     trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store: also verify the signature.")] = None,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="A site reading its own sealed bundle: the ledger that recorded it (default: the configured one, else ./marg-ledger).")] = None,
-    values: Annotated[bool, typer.Option("--values", help="Also print every released value (the counts as they left, noise included).")] = False,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger",
+                                                   help="A site reading its own sealed bundle: the ledger that "
+                                                        "recorded it (default: the configured one, else "
+                                                        "./marg-ledger).")] = None,
+    values: Annotated[bool, typer.Option("--values", help="Also print every released value (the counts as they left, "
+                                                          "noise included).")] = False,
 ) -> None:
     """Say in plain words what a bundle (or a model file) contains.
 
@@ -244,8 +256,8 @@ def inspect_cmd(
 
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Set to 1 at start-up unless given: marg's dense algebra is on matrices of a few hundred rows, where
-BLAS' worker threads cost more than they compute — on a shared 2-core machine an eigendecomposition of
-138 × 138 took 1.5 ms on one thread and up to 200 ms of CPU on two (BENCHMARKS.md, "Issue 48 (autospeed)").
+BLAS' worker threads cost more than they compute — on a shared 2-core machine, many times more CPU for
+Rényi's eigendecompositions on two threads than on one (BENCHMARKS.md, "Issue 48 (autospeed)").
 (Not OMP_NUM_THREADS: Arrow's CSV reader sizes its thread pool from it.)"""
 
 

@@ -49,17 +49,26 @@ def parse_auto(text: str | None, what: str) -> float | None:
 
 @app.command("plan")
 def plan_cmd(
-    rows: Annotated[str, typer.Option("--rows", help="Rows per site as stated publicly: one count (with --sites) or one per site, 240,145,97.")],
+    rows: Annotated[str, typer.Option("--rows", help="Rows per site as stated publicly: one count (with --sites) or "
+                                                     "one per site, 240,145,97.")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Each site's total ε (training tables + evaluation).")],
-    sites: Annotated[Optional[int], typer.Option("--sites", help="Number of sites when --rows gives one count.")] = None,
+    sites: Annotated[Optional[int], typer.Option("--sites",
+                                                 help="Number of sites when --rows gives one count.")] = None,
     error: Annotated[float, typer.Option("--error", help="The error rate the model is expected to reach.")] = 0.2,
-    holdout: Annotated[str, typer.Option("--holdout", help="Fraction of rows held out, or auto (the planner's choice).")] = "auto",
-    evaluate_epsilon: Annotated[str, typer.Option("--evaluate-epsilon", help="ε of the evaluation release, or auto (the planner's split).")] = "auto",
-    schema: Annotated[Optional[Path], typer.Option("--schema", help="The study codebook: its number of features enters the split rule.")] = None,
-    features: Annotated[Optional[int], typer.Option("--features", help="Number of features (instead of --schema).")] = None,
-    margin: Annotated[float, typer.Option("--margin", help="Informative: a certificate within this of the error.")] = 0.2,
+    holdout: Annotated[str, typer.Option("--holdout",
+                                         help="Fraction of rows held out, or auto (the planner's choice).")] = "auto",
+    evaluate_epsilon: Annotated[str, typer.Option("--evaluate-epsilon", help="ε of the evaluation release, or auto "
+                                                                             "(the planner's split).")] = "auto",
+    schema: Annotated[Optional[Path], typer.Option("--schema", help="The study codebook: its number of features "
+                                                                    "enters the split rule.")] = None,
+    features: Annotated[Optional[int], typer.Option("--features",
+                                                    help="Number of features (instead of --schema).")] = None,
+    margin: Annotated[float, typer.Option("--margin",
+                                          help="Informative: a certificate within this of the error.")] = 0.2,
     coverage: Annotated[float, typer.Option(help="Coverage of the certificate.")] = 0.95,
-    threshold: Annotated[Optional[int], typer.Option("--threshold", help="With --schema: the study's secure-aggregation threshold t (default: more than half the sites).")] = None,
+    threshold: Annotated[Optional[int], typer.Option("--threshold",
+                                                     help="With --schema: the study's secure-aggregation threshold t "
+                                                          "(default: more than half the sites).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The holdout certificate to expect at these rows and ε, and the rows or ε that would make it informative.
@@ -85,7 +94,8 @@ def plan_cmd(
     f_given, e_given = parse_auto(holdout, "--holdout"), parse_auto(evaluate_epsilon, "--evaluate-epsilon")
     if features is None:
         if f_given is None or e_given is None:
-            raise InputError("--holdout auto / --evaluate-epsilon auto weigh the training tables: give --schema or --features")
+            raise InputError("--holdout auto / --evaluate-epsilon auto weigh the training tables: give --schema or "
+                             "--features")
         features = 1
     plan = resolve_plan(row_list, sites, epsilon, error, features, f_given, e_given, coverage=coverage)
     need = needed_for(plan["rows"], plan["epsilon_evaluate"], plan["model_error"], None, plan["holdout"], margin,
@@ -108,7 +118,8 @@ def plan_cmd(
         for line in design_lines(design):
             typer.echo(line)
     r = plan["rows"]
-    typer.echo(f"{len(r)} site(s) of {'/'.join(str(x) for x in r)} rows, ε = {epsilon:g} per site, expected error {error:g}")
+    typer.echo(f"{len(r)} site(s) of {'/'.join(str(x) for x in r)} rows, ε = {epsilon:g} per site, expected error "
+               f"{error:g}")
     typer.echo(f"  plan: hold out {plan['holdout']:.0%} of the rows (≈ {sum(r) * plan['holdout']:.0f} patients); "
                f"tables ε = {plan['epsilon_tables']:.3g}, evaluation ε = {plan['epsilon_evaluate']:.3g}"
                + ("" if plan["rule"] == "given" else " (chosen to minimise the expected certificate)"))
@@ -117,7 +128,8 @@ def plan_cmd(
     tgt = need["target"]
     verdict = "informative" if plan["informative"] else "not informative"
     typer.echo(f"  {verdict} (≤ error + {margin:g} = {tgt:.3f} is the target); it would take:")
-    typer.echo("    rows per site: " + ("/".join(str(x) for x in need["rows"]) if need["rows"] else "more than 10^5 times these")
+    typer.echo("    rows per site: " + ("/".join(str(x) for x in need["rows"]) if need["rows"]
+                                        else "more than 10^5 times these")
                + " at this evaluation ε")
     typer.echo("    evaluation ε per site: " + (f"{need['epsilon']:.3g}" if need["epsilon"] is not None else
                                                 "none suffices at these rows (even exact counts)") + " at these rows")
@@ -145,12 +157,14 @@ def split_line(plan: dict[str, Any]) -> str:
                 f"candidate measured (round 2 affords the whole one-round workload within the noise rule): label table "
                 f"{sp['label_share']:.0%}, a noisy ranking of all {sp['k']} {sp['select_share']:.0%} (which pairs come "
                 f"first), round 2 {sp['round2_share']:.0%}")
-    return (f"split of the study total (rule: least expected error, {'stated' if plan.get('rows_stated') else 'assumed'} "
-            f"rows {rows}{'' if plan.get('rows_stated') else '; state yours with --plan-rows'}): label table "
-            f"{sp['label_share']:.0%}, selection {sp['select_share']:.0%} (top-{sp['k']}), round 2 {sp['round2_share']:.0%}; "
-            f"P(the sites agree on a feature worth finding) {sp['p_any']:.2f}, P(wrong larger class if not) "
-            f"{sp['p_wrong']:.2f}"
-            + (f" (by the Laplace label table released: {sp['p_wrong_released']:.2g})" if "p_wrong_released" in sp else "")
+    return ("split of the study total (rule: least expected error, "
+            f"{'stated' if plan.get('rows_stated') else 'assumed'} rows "
+            f"{rows}{'' if plan.get('rows_stated') else '; state yours with --plan-rows'}): label table "
+            f"{sp['label_share']:.0%}, selection {sp['select_share']:.0%} (top-{sp['k']}), round 2 "
+            f"{sp['round2_share']:.0%}; P(the sites agree on a feature worth finding) {sp['p_any']:.2f}, P(wrong "
+            f"larger class if not) {sp['p_wrong']:.2f}"
+            + (f" (by the Laplace label table released: {sp['p_wrong_released']:.2g})" if "p_wrong_released" in sp
+               else "")
             + f", expected error {sp['expected_error']:.3f} in the planning world (gap "
             f"{sp['assumed']['gap']:g}, effect {sp['assumed']['effect']:g}, {sp['assumed']['features']} such features)")
 
@@ -159,13 +173,14 @@ def preview_lines(d: dict[str, Any]) -> list[str]:
     """``marg plan``'s words for the DP default (:func:`marg.learners.study.two_round.preview`)."""
     pl = d["plan"]
     pairs = (f"the {d['round2_pairs']} pair tables among the first {d['round2_pairs_among']} (pooled noise std "
-             f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"] else "no pair table (too noisy at these rows)")
+             f"{d['round2_pair_std']:.3g} per cell)" if d["round2_pairs"]
+             else "no pair table (too noisy at these rows)")
     return [f"DP default, select then measure, ε = {pl['epsilon']:g} per site in total (ρ = {pl['rho_total']:.4g}):",
             "  " + split_line(pl),
-            f"  round 1: the label table ({d.get('label_mechanism', 'gaussian')}, noise std {d['label_std']:.3g} per cell "
-            f"per site) and a private top-{pl['k']} "
-            f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct count), "
-            f"ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
+            f"  round 1: the label table ({d.get('label_mechanism', 'gaussian')}, noise std {d['label_std']:.3g} per "
+            f"cell per site) and a private top-{pl['k']} "
+            f"of {pl['candidates']} features (Gumbel scale {d['selection_scale']:.3g} on each feature's correct "
+            f"count), ρ = {pl['rho_label'] + pl['rho_select']:.4g}",
             f"  round 2 (ρ = {pl['rho_rest']:.4g} per site), "
             + ("on every feature (none dropped)" if (pl.get("split") or {}).get("measure_all") else
                f"if the sites agree on {pl['k']} features") + ": the first-order "

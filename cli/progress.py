@@ -65,7 +65,8 @@ class Step:
         self._closed = False
         if self.mode == "live":
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                       TimeElapsedColumn)
 
             cols = [SpinnerColumn(), TextColumn("{task.description}")]
             if total is not None:
@@ -168,7 +169,8 @@ class LearnProgress(Step):
             a, b = info["edge"]
             self.update(f"greedy: edge {info['edges']} {a}–{b}, R = {info['R']:.6f}")
         elif stage == "gbd":
-            text = (f"gbd iteration {info['iteration']}: best {info['upper']:.6g}, bound {info['lower']:.6g}, gap {info['gap']:.3g}"
+            text = (f"gbd iteration {info['iteration']}: best {info['upper']:.6g}, bound {info['lower']:.6g}, gap "
+                    f"{info['gap']:.3g}"
                     + (f" ({info['seconds']:.0f} s of --time-limit {self.time_limit:g})" if self.time_limit else ""))
             if self.mode == "lines" and time.perf_counter() - self._last_gbd < 5.0:
                 self.text = text  # lines mode: the first, then every 5 s

@@ -9,10 +9,10 @@ local file would be. The command works on local copies in a private temporary fo
 fetched before it starts; outputs are uploaded after it succeeded (to a temporary name, then
 renamed over the target), never after a refusal, and an existing remote ``--out`` is fetched
 first so the command's own overwrite rule applies to it. **The ledger stays local**: ``--ledger``
-and ``--history`` refuse a URL, as do folders a command writes into (``keys init --dir``, ``keys trust --trust``). A failed upload keeps the local file and names it.
-**Trust stays local** (issue 45): trust stores, members and rosters (``--trust``, ``--members``,
-``--roster``) and key files (``--key``, ``--sign-key``, ``--seal-key``, ``--to``, a key argument,
-passphrase files) refuse a URL: the store is untrusted, and a key read from it would make
+and ``--history`` refuse a URL, as do folders a command writes into (``keys init --dir``, ``keys trust --trust``). A
+failed upload keeps the local file and names it. **Trust stays local** (issue 45): trust stores, members and rosters
+(``--trust``, ``--members``, ``--roster``) and key files (``--key``, ``--sign-key``, ``--seal-key``, ``--to``, a key
+argument, passphrase files) refuse a URL: the store is untrusted, and a key read from it would make
 whatever it holds trusted. Copy the keys in once. A codebook read from a URL (``--schema URL``) is
 accepted only with ``--schema-fingerprint FP`` given on the command line (the fingerprint the
 coordinator read out, ``marg inspect codebook.json``), and refused when the file's fingerprint
@@ -33,12 +33,14 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from marg.errors import InputError, RefusedError
-from marg.protocols.drop_box import ACCEPT_NEW as _ACCEPT_NEW, STAGED as _STAGED, first_line as _first, known_hosts_path, scrub as _scrub, \
-    shown as _shown, url_fs as _fs, where as _where  # noqa: F401  (the one URL layer: protocols.drop_box)
+from marg.protocols.drop_box import ACCEPT_NEW as _ACCEPT_NEW, STAGED as _STAGED, first_line as _first, \
+    known_hosts_path, scrub as _scrub, shown as _shown, url_fs as _fs, where as _where  # noqa: F401  (the one URL layer: protocols.drop_box)
 
 URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 _MANGLED = re.compile(r"^([a-z][a-z0-9+.-]*):/(?!/)")  # a URL through pathlib.Path: sftp://h/p -> sftp:/h/p
-NOT_FILES = ("duckdb", "postgresql", "postgres", "omop+duckdb", "omop+postgresql", "omop+postgres", "s3a", "hdfs", "jdbc")  # sources a database or Spark opens itself
+# sources a database or Spark opens itself
+NOT_FILES = ("duckdb", "postgresql", "postgres", "omop+duckdb", "omop+postgresql", "omop+postgres", "s3a", "hdfs",
+             "jdbc")
 LOCAL_ONLY = ("ledger", "history", "workdir", "directory")  # the site's ledger and the learner's record stay here
 # what decides whom to trust stays here too: a store could swap a key (issue 45)
 TRUST_ONLY = ("trust", "members", "roster", "key", "sign_key", "seal_key", "to", "key_file", "passphrase_file",
@@ -124,7 +126,8 @@ class Staging:
         except FileNotFoundError:
             raise InputError(f"not found: {_shown(url)}") from None
         except Exception as exc:  # noqa: BLE001 - any store's failure is one line naming the URL
-            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: {_scrub(_first(exc), url)}") from None
+            raise InputError(f"cannot {'reach' if output else 'read'} {_shown(url)}: "
+                             f"{_scrub(_first(exc), url)}") from None
         if output:
             self.uploads.append((local, url))
         self.staged.append((local, url))
@@ -146,8 +149,8 @@ class Staging:
                 keep = Path(tempfile.mkdtemp(prefix="marg-unsent-")) / local.name
                 shutil.copy2(local, keep)
                 self.parked = (url, keep)
-                raise RefusedError(f"could not upload {_shown(url)} ({_scrub(_first(exc), url)}); the file is kept at {keep}: "
-                                   "copy it there yourself") from None
+                raise RefusedError(f"could not upload {_shown(url)} ({_scrub(_first(exc), url)}); the file is kept at "
+                                   f"{keep}: copy it there yourself") from None
 
     def close(self) -> None:
         if self.dir is not None:
@@ -168,13 +171,13 @@ def stage_arguments(kwargs: dict[str, Any], staging: Staging, local_only: tuple[
         if not any(urls):
             continue
         if name in TRUST_ONLY:
-            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: keys and trust stores are "
-                             "never read from a URL (a store could swap a key): copy the keys in once, confirm their ids "
-                             "(marg keys show), and give the local file or folder")
+            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: keys and trust stores "
+                             "are never read from a URL (a store could swap a key): copy the keys in once, confirm "
+                             "their ids (marg keys show), and give the local file or folder")
         if name in LOCAL_ONLY or name in local_only:
-            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: give a local folder (ledgers, "
-                             "the learner's history, key and trust folders stay on this machine); bundles, models and "
-                             "data may be URLs")
+            raise InputError(f"--{name.replace('_', '-')} {_shown(next(u for u in urls if u))}: give a local folder "
+                             "(ledgers, the learner's history, key and trust folders stay on this machine); bundles, "
+                             "models and data may be URLs")
         staged = []
         for v, u in zip(items, urls):
             if u is None:
@@ -230,12 +233,17 @@ def _with_options(fn, wrapper, pins_schema: bool) -> None:
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     if pins_schema:
-        params.append(inspect.Parameter(SCHEMA_FINGERPRINT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-            Optional[str], typer.Option("--schema-fingerprint", help="The codebook's fingerprint as given to you (at "
-                                        "least 32 hex characters): required when --schema is a URL, checked when given.")]))
-    params.append(inspect.Parameter(ACCEPT_NEW_HOST_KEY, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-        bool, typer.Option("--accept-new-host-key", help="sftp:// paths: accept a host not yet in ~/.ssh/known_hosts and add "
-                           "its key (refused otherwise; a host listed with another key is always refused).", rich_help_panel=REMOTE_PANEL)]))
+        params.append(inspect.Parameter(
+            SCHEMA_FINGERPRINT, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+                Optional[str], typer.Option("--schema-fingerprint", help="The codebook's fingerprint as given to you "
+                                            "(at least 32 hex characters): required when --schema is a URL, checked "
+                                            "when given.")]))
+    params.append(inspect.Parameter(
+        ACCEPT_NEW_HOST_KEY, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+            bool, typer.Option("--accept-new-host-key",
+                               help="sftp:// paths: accept a host not yet in ~/.ssh/known_hosts and add its key "
+                               "(refused otherwise; a host listed with another key is always refused).",
+                               rich_help_panel=REMOTE_PANEL)]))
     wrapper.__signature__ = sig.replace(parameters=params)
 
 

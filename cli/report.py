@@ -15,13 +15,17 @@ from .learn import SchemaCheck
 def report_cmd(
     model: Annotated[Path, typer.Argument(help="A model file written by `marg learn` (or `marg certify`).")],
     out: OutOpt,
-    data: Annotated[Optional[Path], typer.Option("--data", help="Labelled rows (under the model's codebook) to evaluate the model on, shown beside the certificate.")] = None,
-    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key: the model's signature is verified against it.")] = None,
+    data: Annotated[Optional[Path], typer.Option("--data",
+                                                 help="Labelled rows (under the model's codebook) to evaluate the "
+                                                      "model on, shown beside the certificate.")] = None,
+    trust: Annotated[Optional[Path], typer.Option("--trust", help="Trust store of the learner's key: the model's "
+                                                                  "signature is verified against it.")] = None,
     allow_unsigned: Annotated[bool, typer.Option("--allow-unsigned", help="Accept an unsigned model.")] = False,
     schema: SchemaCheck = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Write a model card: task, learner, certificate in plain words, weights, provenance (HTML, no network resources)."""
+    """Write a model card: task, learner, certificate in plain words, weights, provenance (HTML, no network
+    resources)."""
     from marg import api
     from marg._util import atomic_write_bytes
     from marg.reports.model_card import model_card
@@ -38,6 +42,7 @@ def report_cmd(
     if json_out:
         emit_json({"out": str(out), "model": str(model), "learner": m.learner, "signed_by": signer,
                    "worst_case_error": float(m.estimator.certificate_.value),
-                   "evaluated_on": None if data is None else {"data": str(data), "n": evaluation["n"], "error": evaluation["error"]}})
+                   "evaluated_on": None if data is None
+                   else {"data": str(data), "n": evaluation["n"], "error": evaluation["error"]}})
         return
     typer.echo(f"wrote {out}: model card of {model.name}" + (f", evaluated on {data.name}" if data is not None else ""))

@@ -16,9 +16,12 @@ def schema_check(
                                              "postgresql://…, or with --engine spark a path or a table.")],
     schema: SchemaOpt,
     engine: Annotated[Optional[str], typer.Option("--engine", help="Who reads a file: local, duckdb or spark.")] = None,
-    spark_master: Annotated[Optional[str], typer.Option("--spark-master", help="Spark master URL for --engine spark.")] = None,
+    spark_master: Annotated[Optional[str], typer.Option("--spark-master",
+                                                        help="Spark master URL for --engine spark.")] = None,
     json_out: JsonOpt = False,
-    show_values: Annotated[bool, typer.Option("--show-values", help="Also print the unknown values themselves (this terminal only, never in --json): a rare value can be a patient's.")] = False,
+    show_values: Annotated[bool, typer.Option("--show-values",
+                                              help="Also print the unknown values themselves (this terminal only, "
+                                                   "never in --json): a rare value can be a patient's.")] = False,
 ) -> int:
     """Check that DATA fits the codebook before any site spends: prints whether it fits and, if not, which
     columns hold values the codebook lacks, and how many distinct ones (the values only with --show-values,

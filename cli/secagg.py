@@ -20,12 +20,21 @@ app = sub_app("Secure aggregation: the learner sees only the sum of the sites' t
 
 RoundOpt = Annotated[Path, typer.Option("--round", help="The round file (marg secagg start).")]
 LearnerKeyOpt = Annotated[Path, typer.Option("--key", help="The learner's signing key (LEARNER.sign.key).")]
-SiteKeyOpt = Annotated[Optional[Path], typer.Option("--key", help="The site's signing key (default: the configured site's).")]
-SealKeyOpt = Annotated[Path, typer.Option("--seal-key", help="The site's sealing key (SITE.seal.key): pairwise masks and its shares.")]
-TrustOpt = Annotated[Path, typer.Option("--trust", help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
-PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file", help="File holding the private keys' passphrase.")]
+SiteKeyOpt = Annotated[Optional[Path], typer.Option("--key",
+                                                    help="The site's signing key (default: the configured site's).")]
+SealKeyOpt = Annotated[Path, typer.Option("--seal-key", help="The site's sealing key (SITE.seal.key): pairwise masks "
+                                                             "and its shares.")]
+TrustOpt = Annotated[Path, typer.Option("--trust",
+                                        help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
+PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file",
+                                                 help="File holding the private keys' passphrase.")]
 SiteOpt = Annotated[str, typer.Option("--site", help="This site's name.")]
-MembersOpt = Annotated[Path, typer.Option("--members", help="This site's own list of the study's sites: a local folder of SITE.sign.pub and SITE.seal.pub (marg keys trust). A pinned site under another signing or sealing key, or a roster with fewer than the threshold of fully pinned sites, is refused before anything is sealed.")]
+MembersOpt = Annotated[Path, typer.Option("--members",
+                                          help="This site's own list of the study's sites: a local folder of "
+                                               "SITE.sign.pub and SITE.seal.pub (marg keys trust). A pinned site "
+                                               "under another signing or sealing key, or a roster with fewer than the "
+                                               "threshold of fully pinned sites, is refused before anything is "
+                                               "sealed.")]
 
 
 def _pw(passphrase_file: Optional[Path]) -> Optional[bytes]:
@@ -79,9 +88,13 @@ def start_cmd(
     roster: Annotated[Path, typer.Option("--roster", help="Folder with each site's SITE.sign.pub and SITE.seal.pub.")],
     key: LearnerKeyOpt,
     out: OutOpt,
-    sites: Annotated[Optional[str], typer.Option("--sites", help="Comma-separated sites (default: every site with both keys in --roster).")] = None,
-    threshold: Annotated[Optional[int], typer.Option("--threshold", help="Sites needed to finish (default and least: more than half); up to n - t may drop out.")] = None,
-    stats: Annotated[str, typer.Option(help="The tables every site releases: first, pairs (with --pairs) or all.")] = "first",
+    sites: Annotated[Optional[str], typer.Option("--sites", help="Comma-separated sites (default: every site with "
+                                                                 "both keys in --roster).")] = None,
+    threshold: Annotated[Optional[int], typer.Option("--threshold",
+                                                     help="Sites needed to finish (default and least: more than "
+                                                          "half); up to n - t may drop out.")] = None,
+    stats: Annotated[str, typer.Option(help="The tables every site releases: first, pairs (with --pairs) or "
+                                            "all.")] = "first",
     pairs: Annotated[Optional[str], typer.Option(help='Pairs for --stats pairs: "a:b,c:d".')] = None,
     passphrase_file: PassOpt = None,
     json_out: JsonOpt = False,
@@ -122,16 +135,25 @@ def submit_cmd(
     seal_key: SealKeyOpt,
     out: OutOpt,
     key: SiteKeyOpt = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="DP noise added at this site before masking: total ε.")] = None,
-    rho: Annotated[Optional[float], typer.Option("--rho", help="DP noise added at this site before masking: total ρ (zCDP).")] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="DP noise added at this site before masking: "
+                                                                       "total ε.")] = None,
+    rho: Annotated[Optional[float], typer.Option("--rho", help="DP noise added at this site before masking: total ρ "
+                                                               "(zCDP).")] = None,
     delta: Annotated[float, typer.Option(help="δ of a Gaussian release.")] = DEFAULT_DELTA,
     mechanism: Annotated[str, typer.Option(help="gaussian or laplace.")] = "gaussian",
-    min_cell: Annotated[int, typer.Option("--min-cell", help="Exact releases: smallest allowed nonzero cell of this site's tables.")] = 3,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (default: the configured one, else ./marg-ledger).")] = None,
+    min_cell: Annotated[int, typer.Option("--min-cell", help="Exact releases: smallest allowed nonzero cell of this "
+                                                             "site's tables.")] = 3,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger (default: the configured one, "
+                                                                    "else ./marg-ledger).")] = None,
     passphrase_file: PassOpt = None,
     json_out: JsonOpt = False,
-    privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit", help="The column naming each patient (default the codebook's privacy_unit), or 'row'; as for marg export.")] = None,
-    max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit", help="With --privacy-unit: count at most K rows of each patient; every table's sensitivity scales with K.")] = None,
+    privacy_unit: Annotated[Optional[str], typer.Option("--privacy-unit",
+                                                        help="The column naming each patient (default the codebook's "
+                                                             "privacy_unit), or 'row'; as for marg export.")] = None,
+    max_rows_per_unit: Annotated[Optional[int], typer.Option("--max-rows-per-unit",
+                                                             help="With --privacy-unit: count at most K rows of each "
+                                                                  "patient; every table's sensitivity scales with "
+                                                                  "K.")] = None,
 ) -> None:
     """Site: count, add DP noise, mask and upload this site's tables for a secure round (recorded in the ledger)."""
     from marg._util import canonical_json
@@ -152,7 +174,8 @@ def submit_cmd(
                       max_rows_per_unit=max_rows_per_unit)
     noise = "exact counts" if res.cost.epsilon == float("inf") else f"DP cost {res.cost.describe()}"
     if json_out:
-        emit_json({"out": str(out), "site": site, "round": rnd.id, "n_tables": len(res.tables), "cost": res.cost.to_dict(),
+        emit_json({"out": str(out), "site": site, "round": rnd.id, "n_tables": len(res.tables),
+                   "cost": res.cost.to_dict(),
                    "ledger_entry": res.ledger_entry["seq"] if res.ledger_entry else None})
         return
     typer.echo(f"wrote {out}: site {site!r}'s masked tables for round {rnd.id} ({len(res.tables)} tables, {noise}); "
@@ -184,7 +207,8 @@ def collect_cmd(
     write_doc(doc, out)
     dropped = f"; dropped: {', '.join(doc['dropped'])}" if doc["dropped"] else "; no site dropped out"
     if json_out:
-        emit_json({"out": str(out), "round": rnd.id, "survivors": list(doc["survivors"]), "dropped": list(doc["dropped"]),
+        emit_json({"out": str(out), "round": rnd.id, "survivors": list(doc["survivors"]),
+                   "dropped": list(doc["dropped"]),
                    "threshold": rnd.threshold})
         return
     typer.echo(f"wrote {out}: {len(doc['survivors'])} of {len(rnd.members)} sites uploaded{dropped}. "
@@ -201,7 +225,10 @@ def reveal_cmd(
     seal_key: SealKeyOpt,
     out: OutOpt,
     key: SiteKeyOpt = None,
-    ledger: Annotated[Optional[Path], typer.Option("--ledger", help="The site's ledger that recorded its upload (default: the configured one, else ./marg-ledger); it remembers the reveal.")] = None,
+    ledger: Annotated[Optional[Path], typer.Option("--ledger",
+                                                   help="The site's ledger that recorded its upload (default: the "
+                                                        "configured one, else ./marg-ledger); it remembers the "
+                                                        "reveal.")] = None,
     passphrase_file: PassOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -257,7 +284,8 @@ def finish_cmd(
     ups = [parse_upload(read_doc(p, UPLOAD_FORMAT), rnd, str(p)) for p in uploads]
     tables, info = finish(rnd, ups, read_doc(request, REQUEST_FORMAT), [read_doc(p, REVEAL_FORMAT) for p in reveals])
     privacy = _max_privacy([u.privacy for u in ups])
-    bundle = Bundle.build(cb, tables, site=learner, n_rows=None, privacy=privacy, extra={"secagg": info, "round": rnd.id})
+    bundle = Bundle.build(cb, tables, site=learner, n_rows=None, privacy=privacy,
+                          extra={"secagg": info, "round": rnd.id})
     final, data = finalize_bundle(bundle, sk)
     atomic_write_bytes(out, data)
     dropped = f", {len(info['dropped'])} dropped out ({', '.join(info['dropped'])})" if info["dropped"] else ""

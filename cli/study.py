@@ -24,17 +24,19 @@ def study_lines(record: dict[str, Any], out: Path, dry_run: bool = False) -> lis
         from .plan import split_line
 
         rest = float(plan.get("rho_rest", 0.0))
-        return [split_line(plan), f"round 1 of select-then-measure: study total ε = {plan.get('epsilon'):g} (ρ = {plan.get('rho_total'):.4g}); "
-                f"spent ρ = {record.get('rho_study', record['spent']['rho']):.4g} (label table {plan.get('rho_label'):.3g}"
-                + (f", by Laplace at ε = {plan['epsilon_label']:.3g}" if plan.get("label_mechanism") == "laplace" else "")
+        return [split_line(plan), f"round 1 of select-then-measure: study total ε = {plan.get('epsilon'):g} (ρ = "
+                f"{plan.get('rho_total'):.4g}); spent ρ = {record.get('rho_study', record['spent']['rho']):.4g} "
+                f"(label table {plan.get('rho_label'):.3g}"
+                + (f", by Laplace at ε = {plan['epsilon_label']:.3g}" if plan.get("label_mechanism") == "laplace"
+                   else "")
                 + f", private top-{sel.get('k')} "
                 f"of {sel.get('candidates')} features {sel.get('rho'):.3g}); ρ = {rest:.4g} left for round 2",
                 f"send {out} to the learner; answer its request with: marg export DATA --schema SCHEMA --site NAME "
                 "--out NAME.r2 --request REQ --trust LEARNER-KEYS"]
     if record.get("round") == 2:
         by = record.get("requested_by")
-        return [f"round 2 of select-then-measure: spent ρ = {record['spent']['rho']:.4g} of the {record.get('rho', 0):.4g} "
-                f"the request asked" + (f" (signed by {by})" if by else "")]
+        return [f"round 2 of select-then-measure: spent ρ = {record['spent']['rho']:.4g} of the "
+                f"{record.get('rho', 0):.4g} the request asked" + (f" (signed by {by})" if by else "")]
     return []
 
 

@@ -20,15 +20,21 @@ StudyArg = Annotated[Path, typer.Argument(metavar="STUDY", help="The signed stud
 @app.command("init")
 def init_cmd(
     schema: SchemaOpt,
-    roster: Annotated[Path, typer.Option("--roster", help="Folder of NAME.sign.pub and NAME.seal.pub: every site's and the learner's.")],
+    roster: Annotated[Path, typer.Option("--roster", help="Folder of NAME.sign.pub and NAME.seal.pub: every site's "
+                                                          "and the learner's.")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Each site's total ε for the whole study.")],
     delta: Annotated[float, typer.Option("--delta", help="Each site's total δ for the whole study.")],
-    drop: Annotated[str, typer.Option("--drop", help="The drop box: a folder, sftp://user@host/path or s3://bucket/prefix.")],
-    sign_key: Annotated[Path, typer.Option("--sign-key", help="The learner's signing key (LEARNER.sign.key): signs the study file.")],
+    drop: Annotated[str, typer.Option("--drop", help="The drop box: a folder, sftp://user@host/path or "
+                                                     "s3://bucket/prefix.")],
+    sign_key: Annotated[Path, typer.Option("--sign-key",
+                                           help="The learner's signing key (LEARNER.sign.key): signs the study file.")],
     out: OutOpt,
-    threshold: Annotated[Optional[int], typer.Option("--threshold", help="Secure aggregation's t (default: more than half the sites).")] = None,
+    threshold: Annotated[Optional[int], typer.Option("--threshold", help="Secure aggregation's t (default: more than "
+                                                                         "half the sites).")] = None,
     noise: Annotated[Optional[str], typer.Option("--noise", help="shared (default with 3+ sites) or per-site.")] = None,
-    rows: Annotated[Optional[str], typer.Option("--rows", help="Rows per site as stated publicly, comma-separated (the budget rule reads them; default 300 each).")] = None,
+    rows: Annotated[Optional[str], typer.Option("--rows",
+                                                help="Rows per site as stated publicly, comma-separated (the budget "
+                                                     "rule reads them; default 300 each).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Learner: declare the study (codebook, roster keys, each site's budget, threshold, drop box), signed."""
@@ -49,7 +55,8 @@ def init_cmd(
             "(OpenDP's noisy top-k, its cost not growing with the features) and the label table through the secure sum")
     if doc["noise"] == "per-site":
         err(f"note: noise per-site: each site adds its own full noise to its tables before the secure sum (the sum "
-            f"carries {len(summary['sites'])} sites' noise, as the per-site path does); shared noise needs 3 sites or more")
+            f"carries {len(summary['sites'])} sites' noise, as the per-site path does); shared noise needs 3 sites or "
+            "more")
     if json_out:
         emit_json(summary)
         return
@@ -57,7 +64,8 @@ def init_cmd(
     typer.echo(f"wrote {out}: study {doc['study_id']} of {n} sites ({', '.join(summary['sites'])}), learner "
                f"{summary['learner']!r}, ε = {doc['epsilon']:g}, δ = {doc['delta']:g} per site, threshold "
                f"{doc['threshold']}, noise {doc['noise']}, {doc['holdout']:.0%} held out; drop box {doc['drop']}")
-    typer.echo("next: the learner runs  marg study run STUDY --learner ; each site  marg study run STUDY --site NAME --data DATA")
+    typer.echo("next: the learner runs  marg study run STUDY --learner ; each site  marg study run STUDY --site NAME "
+               "--data DATA")
 
 
 def _said(res: dict[str, Any]) -> None:
@@ -81,8 +89,10 @@ def run_cmd(
     site: Annotated[Optional[str], typer.Option("--site", help="This site's name (with --data).")] = None,
     data: Annotated[Optional[str], typer.Option("--data", help="This site's data (as for marg export).")] = None,
     learner: Annotated[bool, typer.Option("--learner", help="Run the learner's part.")] = False,
-    close: Annotated[bool, typer.Option("--close", help="Learner: close the open round with the sites that answered (at least t); the others are dropped.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Site: show what would be spent; nothing is read, spent or uploaded.")] = False,
+    close: Annotated[bool, typer.Option("--close", help="Learner: close the open round with the sites that answered "
+                                                        "(at least t); the others are dropped.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Site: show what would be spent; nothing is read, spent "
+                                                            "or uploaded.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Do whatever is pending for this party, once: re-run until marg study status says done."""

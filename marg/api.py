@@ -1,4 +1,5 @@
-"""The library facade for what crosses layers: a verified model file, a model applied to a data file, a holdout certificate.
+"""The library facade for what crosses layers: a verified model file, a model applied to a data file, a holdout
+certificate.
 
 Each function does one user-level job end to end and returns plain results; the CLI only
 parses options and prints. Learning itself is the learners' (:func:`marg.learners.learn.learn`:
@@ -102,7 +103,8 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
             outside = model.outside(enc.X) if flag_outside else None
             idv = ids.take(enc.n) if ids is not None else None
             for r in range(enc.n):
-                row = ([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]] + [model.classes[int(pred[r])]]
+                row = (([idv[r]] if idv is not None else []) + [f"{p:.6g}" for p in proba[r]]
+                       + [model.classes[int(pred[r])]])
                 if outside is not None:
                     row.append(int(outside[r]))
                 w.writerow(row)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from marg.learners.estimator.model import Model, evaluate
 from marg._util import atomic_write_bytes
@@ -53,14 +53,20 @@ def _fresh_dir(workdir: Path) -> None:
     (workdir / MARKER).write_text("files written by `marg demo`; safe to delete\n")
 
 
-def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
-    """Generate each site's training and held-out files and the study codebook."""
+def site_columns(workdir: Path, seed: int, held: float) -> Iterator[tuple[Any, dict, int, int]]:
+    """Write the study codebook into ``workdir``; then each site's profile, its generated columns
+    (seeded by ``seed`` and the site), its row count n and how many of its rows are held back
+    (``held`` · n, rounded): the generated data of both demos."""
     demo_codebook().save(workdir / "codebook.json")
-    files: dict[str, dict[str, Path]] = {}
     for k, prof in enumerate(SITES):
         n = SITE_ROWS[prof.name]
-        cols = generate(n, prof, seed=seed * 100 + k)
-        n_test = int(round(n * HOLDOUT))
+        yield prof, generate(n, prof, seed=seed * 100 + k), n, int(round(n * held))
+
+
+def prepare(workdir: Path, seed: int = 7) -> dict[str, dict[str, Path]]:
+    """Generate each site's training and held-out files and the study codebook."""
+    files: dict[str, dict[str, Path]] = {}
+    for prof, cols, n, n_test in site_columns(workdir, seed, HOLDOUT):
         site_dir = workdir / prof.name
         site_dir.mkdir(exist_ok=True)
         train, test = site_dir / "patients.csv", site_dir / "holdout.csv"
@@ -93,8 +99,8 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     echo(f"2. Keys: each site has an Ed25519 signing key (its public half is in the learner's trust store);"
          f" the learner has an X25519 key ({learner_keys.seal_id[:12]}…) that sites seal bundles to.")
 
-    echo(f"3. Each site pins its key, records a privacy cap of (ε = {CAP:g}, δ = {CAP_DELTA:g}) in its signed ledger and"
-         f" exports DP tables at (ε = {EPSILON:g}, δ = 1e-6) (Gaussian noise through OpenDP, the export's default),"
+    echo(f"3. Each site pins its key, records a privacy cap of (ε = {CAP:g}, δ = {CAP_DELTA:g}) in its signed ledger "
+         f"and exports DP tables at (ε = {EPSILON:g}, δ = 1e-6) (Gaussian noise through OpenDP, the export's default),"
          f" signed, sealed and recorded in that ledger ({LONGITUDINAL} holds visits, several rows per patient: its"
          f" privacy unit is the patient, at most {MAX_VISITS} rows each, and its noise scales with that bound):")
     bundles, counted = [], {}
@@ -103,7 +109,8 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
     for site, f in files.items():
         # the site's configuration (its own folder, as $MARG_HOME would be): pinned key, ledger, signed cap
         sk = load_signing_key(site_keys[site].sign_key)
-        cfg = configs[site] = init_site(site, site_keys[site].sign_key, sk, f["dir"] / "marg-ledger", home=f["dir"] / "config")
+        cfg = configs[site] = init_site(site, site_keys[site].sign_key, sk, f["dir"] / "marg-ledger",
+                                        home=f["dir"] / "config")
         Ledger(cfg.ledger, site=cfg).set_cap(PrivacyCost(epsilon=CAP, delta=CAP_DELTA), sk, site)
         out = f["dir"] / f"{site}.bundle"
         res = export_site(
@@ -140,7 +147,8 @@ def run_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) 
         f"5. Models fitted from the summaries alone, each with a certificate (worst-case error bound):\n"
         f"   default ({chosen.model.learner}, chosen by {chosen.report['auto_rule']}):\n"
         f"         {models['auto'].worst_case_error:.3f}  {auto_cert.words()}\n"
-        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, noise included)"
+        f"   MRC   {models['mrc'].worst_case_error:.3f}  (over every distribution within the 95% confidence box, "
+        "noise included)"
     )
     echo("6. Each site evaluates both models on its own held-out patients:")
     echo(f"   {'site':<6} {'rows':>6}  {'default error':>13}  {'MRC error':>9}")
@@ -190,9 +198,9 @@ OMOP_SITES = {"north": 3000, "south": 2000, "east": 2500}  # persons in each gen
 
 
 def write_omop_demo(directory: Path, seed: int = 7) -> dict[str, Path]:
-    """``marg demo --omop DIR``: three generated OMOP CDM 5.4 databases (DuckDB files, :mod:`marg.marginals.synthetic_omop`)
-    and the example OMOP codebook in ``DIR``, for the README's "From an OMOP CDM database"; returns the files
-    (``codebook`` and each site's database)."""
+    """``marg demo --omop DIR``: three generated OMOP CDM 5.4 databases (DuckDB files,
+    :mod:`marg.marginals.synthetic_omop`) and the example OMOP codebook in ``DIR``, for the README's "From an OMOP CDM
+    database"; returns the files (``codebook`` and each site's database)."""
     import json
 
     from marg.marginals.codebook import Codebook

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from marg._util import atomic_write_bytes
-from marg.demo import SITE_ROWS, _fresh_dir
+from marg.demo import SITE_ROWS, _fresh_dir, site_columns
 from marg.errors import InputError
 
 STUDY_ROWS = dict(SITE_ROWS)  # each site's patients (as in the per-site demo), 20 % of them kept for its own check
@@ -50,14 +50,10 @@ def as_party(home: Path) -> Iterator[None]:
 
 def prepare(workdir: Path, seed: int) -> dict[str, dict[str, Path]]:
     """The study codebook and each site's rows: ``SITE/patients.csv`` (the study's) and ``SITE/check.csv`` (its own)."""
-    from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
+    from marg.marginals.synthetic import write_csv
 
-    demo_codebook().save(workdir / "codebook.json")
     files: dict[str, dict[str, Path]] = {}
-    for k, prof in enumerate(SITES):
-        n = STUDY_ROWS[prof.name]
-        cols = generate(n, prof, seed=seed * 100 + k)
-        n_check = int(round(n * CHECK))
+    for prof, cols, n, n_check in site_columns(workdir, seed, CHECK):
         d = workdir / prof.name
         d.mkdir()
         files[prof.name] = {"home": d, "data": d / "patients.csv", "check": d / "check.csv"}
@@ -116,20 +112,21 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
     echo(f"1. The study shares a codebook: {cb.n_features} features, label {cb.label.name!r} "
          f"(fingerprint {cb.fingerprint[:16]}); each hospital holds its patients' rows, which never leave it.")
     roster, learner_home = _keys(workdir, files)
-    echo("2. Every party makes its keys (marg keys init): a signing key and a sealing key each; the public halves go in "
-         f"one roster folder ({roster.name}/). Each hospital records a cap of (ε = {CAP:g}, δ = {CAP_DELTA:g}) in its "
-         "signed ledger (marg audit init, marg audit budget).")
+    echo("2. Every party makes its keys (marg keys init): a signing key and a sealing key each; the public halves go "
+         f"in one roster folder ({roster.name}/). Each hospital records a cap of (ε = {CAP:g}, δ = {CAP_DELTA:g}) in "
+         "its signed ledger (marg audit init, marg audit budget).")
     drop = workdir / "drop"
     drop.mkdir()
     study = workdir / "study.json"
     rows = [int(round(n * (1 - CHECK))) for n in STUDY_ROWS.values()]
     with as_party(learner_home):
-        doc = init_study(workdir / "codebook.json", roster, EPSILON, DELTA, str(drop), learner_home / "keys" / "learner.sign.key",
+        doc = init_study(workdir / "codebook.json", roster, EPSILON, DELTA, str(drop),
+                         learner_home / "keys" / "learner.sign.key",
                          study, threshold=THRESHOLD, rows=rows)
     rho = doc["plan"]["rho"]
-    echo(f"3. learner  marg study init → {study.name}: signed; every party's keys pinned; ε = {EPSILON:g}, δ = {DELTA:g} "
-         f"per hospital for the whole study; t = {doc['threshold']} (secure aggregation: the learner sees only the sum "
-         f"of at least t hospitals' tables, which carries one curator's noise: {doc['noise']} noise); "
+    echo(f"3. learner  marg study init → {study.name}: signed; every party's keys pinned; ε = {EPSILON:g}, δ = "
+         f"{DELTA:g} per hospital for the whole study; t = {doc['threshold']} (secure aggregation: the learner sees "
+         f"only the sum of at least t hospitals' tables, which carries one curator's noise: {doc['noise']} noise); "
          f"{doc['holdout']:.0%} of each hospital's patients held out for the certificate; drop box {drop.name}/.")
     echo("   The budget's rounds, chosen from public quantities before anything is spent: "
          + ", ".join(f"{r} ρ = {v:.4g}" for r, v in rho.items()) + ".")
@@ -149,7 +146,8 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
                 commands += 1
                 _said(site, run_site(study, site, str(f["data"])), echo)
     if not done:
-        raise InputError(f"the demo's study was not done after {MAX_PASSES} passes")  # not expected: every pass progresses
+        # not expected: every pass progresses
+        raise InputError(f"the demo's study was not done after {MAX_PASSES} passes")
     st = status(study)
     result = st["result"]
     echo(f"5. anyone   marg study status study.json: done after {passes} passes ({commands} runs); "
@@ -163,7 +161,8 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
     ev = result["evaluation"]
     echo(f"6. The certified model ({drop.name}/final/model.json, signed by the {signer}): {model.learner} on "
          f"{len(model.codebook.feature_names)} feature(s) chosen from the pooled round 1; holdout certificate "
-         f"{result['certificate']:.3f} (95 %, on the {ev['rows']:,.0f} held-out patients' pooled errors; kept: {ev['kept']}).")
+         f"{result['certificate']:.3f} (95 %, on the {ev['rows']:,.0f} held-out patients' pooled errors; kept: "
+         f"{ev['kept']}).")
     echo("   Each hospital checks it on patients of its own the study never saw:")
     errors, n_all, err_all = {}, 0, 0.0
     for site, f in files.items():
@@ -172,7 +171,8 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
         n_all, err_all = n_all + enc.n, err_all + errors[site] * enc.n
         echo(f"   {site:<7} {enc.n:>5,} patients  error {errors[site]:.3f}")
     errors["all"] = err_all / n_all
-    echo(f"   {'all':<7} {n_all:>5,} patients  error {errors['all']:.3f} (the certificate bounds the pooled population's)")
+    echo(f"   {'all':<7} {n_all:>5,} patients  error {errors['all']:.3f} (the certificate bounds the pooled "
+         "population's)")
     echo("7. Each hospital's privacy officer audits its ledger (marg audit show|verify):")
     audits = {}
     for site, f in files.items():
@@ -182,8 +182,8 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
         releases = [e for e in led.entries() if kind_of(e) == "release"]
         spent = sum(float((e.get("cost") or {}).get("rho", 0.0)) for e in releases)
         ok = "chain and signatures verified" if rep.ok else f"FAILED: {rep.reason}"
-        echo(f"   {site:<7} {len(releases)} releases to the study, ρ = {spent:.4g} of the study's {doc['plan']['rho_total']:.4g} "
-             f"(ε = {EPSILON:g} at δ = {DELTA:g}), within its cap ε = {CAP:g}; {ok}")
+        echo(f"   {site:<7} {len(releases)} releases to the study, ρ = {spent:.4g} of the study's "
+             f"{doc['plan']['rho_total']:.4g} (ε = {EPSILON:g} at δ = {DELTA:g}), within its cap ε = {CAP:g}; {ok}")
     from marg.api import evaluate_file
     from marg.reports.audit_page import audit_page
     from marg.reports.model_card import model_card

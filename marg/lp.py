@@ -191,7 +191,8 @@ def _bounds(bounds: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     elif isinstance(bounds, np.ndarray):
         pairs = np.asarray(bounds, dtype=np.float64).reshape(n, 2)
     else:
-        pairs = np.array([[np.nan if b is None else b for b in pair] for pair in bounds], dtype=np.float64).reshape(n, 2)
+        pairs = np.array([[np.nan if b is None else b for b in pair] for pair in bounds],
+                         dtype=np.float64).reshape(n, 2)
     lower = np.where(np.isnan(pairs[:, 0]), -INF, np.maximum(pairs[:, 0], -INF))
     upper = np.where(np.isnan(pairs[:, 1]), INF, np.minimum(pairs[:, 1], INF))
     return np.ascontiguousarray(lower), np.ascontiguousarray(upper)
@@ -199,7 +200,8 @@ def _bounds(bounds: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _csr(A: Any, m: int, n: int) -> sp.csr_array:
     """A dense or sparse constraint matrix as CSR of shape (m, n)."""
-    return sp.csr_array(A, shape=(m, n)) if sp.issparse(A) else sp.csr_array(np.reshape(np.asarray(A, dtype=np.float64), (m, n)))
+    return (sp.csr_array(A, shape=(m, n)) if sp.issparse(A)
+            else sp.csr_array(np.reshape(np.asarray(A, dtype=np.float64), (m, n))))
 
 
 class HighsLP:
@@ -301,10 +303,12 @@ class HighsLP:
         return int(self.h.getNumRow())
 
     def rows(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
-        """The rows as HiGHS holds them: (A (n_rows, n_cols) CSR, lower, upper) — to check a model's own record of them."""
+        """The rows as HiGHS holds them: (A (n_rows, n_cols) CSR, lower, upper) — to check a model's own record of
+        them."""
         lp = self.h.getLp()
         a = lp.a_matrix_
-        data = (np.asarray(a.value_, dtype=np.float64), np.asarray(a.index_, dtype=np.int64), np.asarray(a.start_, dtype=np.int64))
+        data = (np.asarray(a.value_, dtype=np.float64), np.asarray(a.index_, dtype=np.int64),
+                np.asarray(a.start_, dtype=np.int64))
         shape = (int(lp.num_row_), int(lp.num_col_))
         if a.format_ == highspy.MatrixFormat.kRowwise:
             A = sp.csr_array(data, shape=shape)

@@ -77,11 +77,13 @@ def learn(summary: Any, learner: Any = "auto", **params: Any) -> Any:
     """
     from marg.learners.learn import learn as learn_model
 
-    selection = {k: params.pop(k) for k in ("select", "max_features", "feature_cost", "norm", "time_limit") if k in params}
+    selection = {k: params.pop(k) for k in ("select", "max_features", "feature_cost", "norm", "time_limit")
+                 if k in params}
     return learn_model(summary, learner, params, given=set(params), **selection).model
 
 
-def save_model(model: Any, path: PathLike, sign_key: PathLike | None = None, passphrase_file: PathLike | None = None) -> str | None:
+def save_model(model: Any, path: PathLike, sign_key: PathLike | None = None,
+               passphrase_file: PathLike | None = None) -> str | None:
     """Write ``model`` to ``path`` (atomically) and sign it with the learner's key, as ``marg learn`` does.
 
     Parameters

@@ -1,4 +1,5 @@
-"""The learner's part of a study: ``marg study run STUDY --learner`` opens, collects and sums each round, then certifies.
+"""The learner's part of a study: ``marg study run STUDY --learner`` opens, collects and sums each round, then
+certifies.
 
 For each round (:mod:`marg.study_runner` has the drop box's files): open it (the round file,
 signed; its roster the survivors of the round before, its tables planned from what the rounds
@@ -14,15 +15,15 @@ least ``t`` did). The plan of each round is post-processing of the sums before i
   vote), and the tables round 2 affords for them
   (:func:`marg.learners.study.two_round.choose_tables`: first-order tables, pairs among the first M);
 - ``evaluate``: the model fitted on the measured tables by the automatic choice
-  (:func:`final_learner`), and beside it up to :data:`~marg.study_evaluated.EVALUATED` − 1 of the choice's next candidates by
-  estimated error whose labels differ (:func:`marg.study_evaluated.runners_up`), each evaluated on each site's held-out
-  patients (one confusion table N[predicted_j, y] per model; the larger class read from the first).
+  (:func:`final_learner`), and beside it up to :data:`~marg.study_evaluated.EVALUATED` − 1 of the choice's next
+  candidates by estimated error whose labels differ (:func:`marg.study_evaluated.runners_up`), each evaluated on each
+  site's held-out patients (one confusion table N[predicted_j, y] per model; the larger class read from the first).
 
 The certificate is the holdout bound on the pooled evaluation counts of the model as chosen: the best of the
 K evaluated by the held-out counts, against the larger class, by :func:`marg.learners.study.final_choice.final_among`
 (model j's bound at α·g(o_j)/2 for its ordinal o_j on the held-out set — each model counted in the sites'
-ledgers, :func:`marg.study_evaluated.evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when its bound
-beats the larger class's). The certified model is signed and written to the drop box with
+ledgers, :func:`marg.study_evaluated.evaluation_ordinals` —, the larger class's at α·g(o_1)/2; the model kept only when
+its bound beats the larger class's). The certified model is signed and written to the drop box with
 the study's result.
 """
 
@@ -38,7 +39,8 @@ from marg._util import atomic_write_bytes, canonical_json, now_iso
 from marg.errors import InputError, RefusedError
 
 from .study_runner import (FINAL_MODEL, FINAL_RESULT, ROUND_NAMES, Party, learner_signed,
-                           open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file, upload_file)
+                           open_party, read_json, refused_file, request_file, reveal_file, round_file, sum_file,
+                           upload_file)
 from .study_evaluated import EVALUATED, candidate_file, evaluation_ordinals, runners_up  # noqa: F401 (re-exported)
 from .study_measure import measured_features, round2_tables  # noqa: F401  (round 2: the features, the tables)
 from .study_select import select_weights, voted_features  # noqa: F401  (round 1: the weights, the vote)
@@ -91,8 +93,8 @@ def _survivors(party: Party, r: str) -> list[str]:
 def round2_summary(party: Party) -> Any:
     """Round 2's pooled sum as a Summary; under the private selection with round 1's pooled label table added (the
     larger class is called from the least noisy N[y]: round 1's label table carries the design's label share, where
-    the column sums of the vote's fallback table carry round 2's scraps — on leukemia std 5.7 against ≈ 56 a cell,
-    and 4 of 5 folds called the smaller class without it). Post-processing of released tables only."""
+    the column sums of the vote's fallback table carry round 2's scraps; measured on leukemia in
+    BENCHMARKS.md, "Issue 47: numbers moved out of docstrings"). Post-processing of released tables only."""
     from marg.marginals.summary import Summary
 
     study = party.study
@@ -196,8 +198,8 @@ def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
 def final_learner(s2: Any, first_order: bool) -> tuple[Any, dict[str, Any]]:
     """The candidate fitted on round 2's sum: the automatic choice — on that one pooled summary each candidate's
     error estimated by the split with the release's own noise (``AutoLearner(one_site="split")``; in sample, the
-    estimate is optimistic: on the same noisy kr-vs-kp sums 0.142 against 0.129 over 6 splits, never worse,
-    BENCHMARKS.md issue 44 pooled) —, or — every first-order table and nothing else
+    estimate is optimistic and chose worse on the same noisy kr-vs-kp sums, never better: BENCHMARKS.md,
+    "Issue 44 (pooled)") —, or — every first-order table and nothing else
     measured (the design's first-order mode) — naive Bayes, the model those tables define, with a pseudo-count of
     half a pooled cell's noise std (at least 0.5): noisy counts near zero are shrunk towards the class's mean level
     rather than read as certainties (measured against 0.5 in BENCHMARKS.md, issue 44 studyacc)."""
@@ -366,7 +368,8 @@ def comparison_rule(study: Any) -> str:
 
 
 def _certify(party: Party) -> dict[str, Any]:
-    """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop box."""
+    """The holdout certificate on the pooled evaluation; the model as chosen, or the larger class; signed, in the drop
+    box."""
     from marg.learners.study.final_choice import final_among
     from marg.learners.classifiers.label_only import LabelOnly
     from marg.learners.learn import as_model

@@ -15,9 +15,9 @@ def measured_features(scores: Any, k: int) -> list[str]:
 
     The noise of round 1 is already paid: ranking its noisy sums is post-processing, so nothing calls for a
     positive bound at 95 % before measuring a feature (that rule measured one feature on kr-vs-kp, where the pooled
-    noise leaves no bound positive at 2,557 patients). The design (:mod:`marg.marginals.study_design`, ``"pooled"``)
-    plans for the top k of these scores; the tables round 2 affords for them are
-    :func:`marg.learners.study.two_round.choose_tables`'.
+    noise left no bound positive: BENCHMARKS.md, "Issue 44 (accept, round 2)"). The design
+    (:mod:`marg.marginals.study_design`, ``"pooled"``) plans for the top k of these scores; the tables round 2 affords
+    for them are :func:`marg.learners.study.two_round.choose_tables`'.
 
     Parameters
     ----------
@@ -37,9 +37,9 @@ def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: flo
     (:func:`marg.learners.study.two_round.every_table`) —, else the first-order tables and the pairs among the first M by
     the largest pair table's noise (:func:`marg.learners.study.two_round.choose_tables`).
 
-    On adult (14 features, k = p) choose_tables kept 3–6 pairs (native-country's 42 levels make every pair table with
-    it the largest; Rényi needs every pair, so the automatic choice fell to naive Bayes), every pair table 91
-    (BENCHMARKS.md, issue 44 large).
+    On adult (14 features, k = p) choose_tables kept a few pairs (native-country's 42 levels make every pair table
+    with it the largest; Rényi needs every pair, so the automatic choice fell to naive Bayes), every_table all of them
+    (BENCHMARKS.md, "Issue 44 (large)").
 
     Parameters
     ----------

@@ -188,7 +188,8 @@ def study_plan_rule(codebook: Any, epsilon: float, delta: float, rows: list[int]
     from marg.marginals.study_design import design_study
 
     d = design_study(codebook, len(rows), rows, float(epsilon), float(delta), threshold, max_rows, True, noise)
-    return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k), "rounds": list(d.round_names),
+    return {"rho": dict(d.rounds), "rho_total": d.rho_total, "holdout": d.holdout, "k": int(d.k),
+            "rounds": list(d.round_names),
             "rows": list(rows), "rows_stated": d.rows_stated, "selection": d.selection,
             "selection_run": d.selection, "rho_label": d.rho_label, "rho_select": d.rho_select,
             "expected_certificate": d.expected_certificate, "rule": d.to_dict()["rule"]}

@@ -312,8 +312,8 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
                             study.threshold, f"{drop}/{round_file(r)}")
         st = state["rounds"].get(r, {})
         if st.get("round_id") not in (None, rnd.id):
-            raise RefusedError(f"{drop}/{round_file(r)} refused: round {r!r} now has id {rnd.id}, but this site answered "
-                               f"round id {st['round_id']} (the learner may not replace a round)")
+            raise RefusedError(f"{drop}/{round_file(r)} refused: round {r!r} now has id {rnd.id}, but this site "
+                               f"answered round id {st['round_id']} (the learner may not replace a round)")
         if not st.get("uploaded"):
             if drop.exists(request_file(r)) or drop.exists(refused_file(r)):
                 nxt = f"none: round {r!r} closed without this site; a late site cannot rejoin a finished round"
@@ -350,7 +350,8 @@ def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False
     state = load_state(party.local, site)
     if not dry_run:
         save_state(party.local, site, state)
-    total = float(study.plan.get("rho_total", 0.0))  # shown only; every spend is checked against the site's own conversion
+    # shown only; every spend is checked against the site's own conversion
+    total = float(study.plan.get("rho_total", 0.0))
     return {"study_id": study.study_id, "site": site, "did": did, "next": nxt, "spent_rho": spent_rho(state),
             "total_rho": total, "epsilon": study.epsilon, "delta": study.delta,
             "rounds": {k: {kk: v[kk] for kk in ("uploaded", "revealed", "seq", "rho") if kk in v}

@@ -153,7 +153,8 @@ class PrivacyCost:
         ``ρ=0``, which reads as a zero budget), e.g. ``ε=1 at δ=1e-05 (ρ not capped)``."""
         parts = []
         if self.epsilon > 0.0:
-            parts.append(f"ε={_g(self.epsilon)} at δ={_g(self.delta)}" if self.delta > 0.0 else f"ε={_g(self.epsilon)} (pure DP, δ=0)")
+            parts.append(f"ε={_g(self.epsilon)} at δ={_g(self.delta)}" if self.delta > 0.0
+                         else f"ε={_g(self.epsilon)} (pure DP, δ=0)")
         if self.rho > 0.0:
             parts.append(f"ρ={_g(self.rho)}")
         if not parts:
@@ -270,7 +271,8 @@ class Spend:
         if cost.delta == 0.0:
             rho = cost.rho if cost.rho > 0.0 or cost.epsilon == 0.0 else pure_rho(cost.epsilon)
             return replace(self, eps_pure=self.eps_pure + cost.epsilon, rho_pure=self.rho_pure + rho)
-        if cost.pure_epsilon > 0.0:  # a mixed release (release_cost): its pure part and its zCDP part, each where it composes
+        # a mixed release (release_cost): its pure part and its zCDP part, each where it composes
+        if cost.pure_epsilon > 0.0:
             pr = cost.pure_rho  # the release's own split (release_cost): its pure parts' ρ, each OpenDP's map
             zr = max(0.0, cost.rho - pr)
             return replace(self, eps_pure=self.eps_pure + cost.pure_epsilon, rho_pure=self.rho_pure + pr,

@@ -2,8 +2,8 @@
 
 pyarrow imports pandas, when it is installed, the first time a process converts with
 ``Array.to_numpy`` or builds an array from Python or numpy values (``pa.array``): it checks
-whether the values are pandas objects. That import costs about 0.27 s of CPU — a quarter
-of a first-order ``marg export`` of 2 M rows — and counting never needs pandas. These
+whether the values are pandas objects. That import is a large part of a first-order ``marg export``'s CPU
+(BENCHMARKS.md, "Counting at database speed") and counting never needs pandas. These
 conversions read and write Arrow buffers directly, with the same values and types:
 
 - :func:`to_numpy`: a numeric array without nulls through DLPack (zero-copy, read-only, as

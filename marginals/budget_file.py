@@ -36,7 +36,8 @@ def write_budget(directory: str | os.PathLike[str], cap: PrivacyCost) -> Path:
     if old is not None:
         if old == cap:
             return path
-        raise RefusedError(f"privacy budget already configured in {path}: {old.describe_cap()} (requested {cap.describe_cap()})")
+        raise RefusedError(f"privacy budget already configured in {path}: {old.describe_cap()} (requested "
+                           f"{cap.describe_cap()})")
     d.mkdir(parents=True, exist_ok=True)
     body = {"format": BUDGET_FORMAT, "version": 1, **cap.to_dict()}
     atomic_write_bytes(path, (json.dumps(body, sort_keys=True) + "\n").encode("utf-8"))

@@ -272,7 +272,8 @@ class Codebook:
             unit = self.privacy_unit
             if not isinstance(unit, tuple) or len(unit) != 2 or not isinstance(unit[0], str) or not unit[0] or not (
                     unit[1] is None or (isinstance(unit[1], int) and not isinstance(unit[1], bool) and unit[1] >= 1)):
-                raise InputError("codebook: 'privacy_unit' must be {\"column\": NAME, \"max_rows_per_unit\": K >= 1 or null}")
+                raise InputError("codebook: 'privacy_unit' must be {\"column\": NAME, \"max_rows_per_unit\": K >= 1 "
+                                 "or null}")
         if self.omop is not None or self.label.omop is not None or any(f.omop is not None for f in self.features):
             from .omop import check_codebook
 
@@ -352,7 +353,8 @@ class Codebook:
 
     @cached_property
     def fingerprint(self) -> str:
-        """SHA-256 (hex) of the canonical JSON of the schema (the draft flag excluded; computed once: a codebook is frozen)."""
+        """SHA-256 (hex) of the canonical JSON of the schema (the draft flag excluded; computed once: a codebook is
+        frozen)."""
         return hashlib.sha256(canonical_json(self.to_dict(include_draft=False))).hexdigest()
 
     @classmethod
@@ -406,7 +408,8 @@ class Codebook:
             pop = None if pop is None else population_definition(pop)
         return cls(
             features=tuple(feats),
-            label=Label(name=lab.get("name"), classes=lab.get("classes", ["no", "yes"] if lab_omop else None), omop=lab_omop),
+            label=Label(name=lab.get("name"), classes=lab.get("classes", ["no", "yes"] if lab_omop else None),
+                        omop=lab_omop),
             draft=bool(d.get("draft", False)),
             privacy_unit=None if unit is None else (unit.get("column"), unit.get("max_rows_per_unit")),
             omop=pop,

@@ -275,9 +275,11 @@ def check_codes(f, codes: np.ndarray, text: pa.Array, index: np.ndarray, start_r
     k = _first_row(index, nan_values)
     if k is not None:
         if isinstance(f, NumericFeature):
-            why = "raw numeric features need a value" if f.edges is None else "the codebook gives this feature no missing level"
+            why = ("raw numeric features need a value" if f.edges is None
+                   else "the codebook gives this feature no missing level")
             raise InputError(f"column {name!r}: missing or NaN value {where(k)} ({why})")
-        raise InputError(f"column {name!r}: missing value {where(k)} (the codebook gives this feature no missing level)")
+        raise InputError(f"column {name!r}: missing value {where(k)} (the codebook gives this feature no missing "
+                         "level)")
 
 
 def label_codes(classes: Sequence[str], values: pa.Array) -> tuple[np.ndarray, pa.Array]:

@@ -143,7 +143,8 @@ class TableCounter:
             feats = [a for a in c if a != lab]
             if any(not codebook.feature(a).is_discrete for a in feats):
                 if len(c) != 2 or lab not in c:
-                    raise InputError(f"clique {c!r}: raw numeric features are released only as (feature, label) moments")
+                    raise InputError(f"clique {c!r}: raw numeric features are released only as (feature, label) "
+                                     "moments")
                 self._kind[c] = "moments"
                 acc = self._acc[c] = np.zeros((2, K), dtype=np.float64)
                 self._plan.append((acc, "moments", (codebook.index(c[0]),)))
@@ -297,7 +298,8 @@ class TableCounter:
         ]
 
 
-def count_tables(codebook: Codebook, X: np.ndarray, y: np.ndarray, cliques: Sequence[tuple[str, ...]]) -> list[MarginalTable]:
+def count_tables(codebook: Codebook, X: np.ndarray, y: np.ndarray,
+                 cliques: Sequence[tuple[str, ...]]) -> list[MarginalTable]:
     """Count the tables of ``cliques`` over in-memory codes (X: (n, p), y: (n,))."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)

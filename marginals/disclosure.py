@@ -10,8 +10,8 @@ patients' values.
 Policies
 --------
 ``"refuse"`` (the default): the first offending table stops the export with a
-:class:`~marginals.errors.RefusedError` naming the table, how many cells and k (never which cell, class or count) — nothing is
-released. This is the default because suppression is leaky (below).
+:class:`~marginals.errors.RefusedError` naming the table, how many cells and k (never which cell, class or count) —
+nothing is released. This is the default because suppression is leaky (below).
 
 ``"suppress"``: for a first-order release (``N[y]``, ``N[x_i, y]``), every class column of a
 table that holds an offending cell has its tail — its last levels, the shortest of a nested chain
@@ -106,7 +106,8 @@ def apply_min_cell(
     ------
     RefusedError
         ``"refuse"`` and some exact table has a cell in ``(0, k)``: one line naming the table,
-        how many such cells and ``k`` — never which cell, class or count; also when a moment table cannot be checked (no exact class counts).
+        how many such cells and ``k`` — never which cell, class or count; also when a moment table cannot be checked (no
+        exact class counts).
     InputError
         Bad ``k`` or ``policy``.
     """
@@ -128,7 +129,8 @@ def apply_min_cell(
             if class_counts is None:
                 class_counts = _label_counts(tables, label)
                 if class_counts is None:
-                    raise RefusedError(f"min-cell rule: cannot check {t.name} without exact class counts in the release")
+                    raise RefusedError(f"min-cell rule: cannot check {t.name} without exact class counts in the "
+                                       "release")
             bad_classes = np.flatnonzero((class_counts > 0) & (class_counts < k))
             if bad_classes.size == 0:
                 out.append(t)
@@ -156,7 +158,8 @@ def apply_min_cell(
 
 def _suppress_counts(tables: Sequence[Any], out: list[Any], k: int,
                      label: str | None) -> tuple[list[Any], list[SuppressedCell]]:
-    """Zero the tail of every class column holding a small cell (:func:`marg.marginals.suppression.suppress_columns`)."""
+    """Zero the tail of every class column holding a small cell
+    (:func:`marg.marginals.suppression.suppress_columns`)."""
     from .suppression import suppress_columns
 
     exact = [i for i, t in enumerate(tables) if t.kind == "counts" and t.noise.is_exact]

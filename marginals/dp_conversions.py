@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+from typing import Any
 
 from marg._util import bisect_monotone
 from marg.errors import InputError
@@ -50,6 +51,28 @@ def opendp_words(exc: Exception) -> str:
     return lines[0][:200] if lines else type(exc).__name__
 
 
+def calibrated(build, scale: float, sensitivity: float, budget: float, describe) -> tuple[float, Any, float]:
+    """``(scale, measurement, cost)``: the first scale from ``scale`` up whose measurement ``build(scale)``
+    costs at most ``budget`` by OpenDP's map at ``sensitivity`` (float rounding can put the formula's
+    scale a hair over the budget; the scale is nudged up until it is not).
+
+    Raises
+    ------
+    InputError
+        OpenDP cannot build the measurement: one line, ``describe(scale)`` and OpenDP's words.
+    """
+    for i in range(64):
+        try:
+            meas = build(scale)
+            cost = float(meas.map(sensitivity))
+        except dp_prelude().OpenDPException as exc:
+            raise InputError(f"OpenDP cannot build {describe(scale)} ({opendp_words(exc)})") from None
+        if cost <= budget:
+            return scale, meas, cost
+        scale = math.nextafter(scale, math.inf) if i < 32 else scale * (1.0 + 1e-12)
+    raise RuntimeError(f"could not calibrate {describe(scale)}")  # pragma: no cover
+
+
 def _nudged(make, scale: float, cost: float):
     """``make(scale)`` with the scale nudged down until its OpenDP map at sensitivity 1 is at least ``cost``."""
     meas = make(scale)
@@ -62,14 +85,16 @@ def _nudged(make, scale: float, cost: float):
 def _gaussian_proxy(rho: float):
     """A scalar Gaussian (scale 1/sqrt(2ρ)) whose OpenDP map at sensitivity 1 is at least ``rho``."""
     dp = dp_prelude()
-    return _nudged(lambda s: dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s),
+    return _nudged(lambda s: dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                                                scale=s),
                    1.0 / math.sqrt(2.0 * rho), rho)
 
 
 def _laplace_proxy(epsilon: float):
     """A scalar Laplace (scale 1/ε) whose OpenDP map at sensitivity 1 is at least ``epsilon``."""
     dp = dp_prelude()
-    return _nudged(lambda s: dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=s),
+    return _nudged(lambda s: dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                                               scale=s),
                    1.0 / epsilon, epsilon)
 
 

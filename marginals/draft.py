@@ -184,7 +184,8 @@ def draft_codebook(
             out.append(NumericFeature(name=c, edges=tuple(edges), missing=has_null[c]))
         else:
             if c in too_many:
-                raise InputError(f"column {c!r} has more than 10000 distinct non-numeric values (an identifier? use --exclude)")
+                raise InputError(f"column {c!r} has more than 10000 distinct non-numeric values (an identifier? use "
+                                 "--exclude)")
             lv = _sort_levels(list(levels[c]))
             miss = None
             if has_null[c]:

@@ -59,7 +59,8 @@ def iter_encoded(
             enc = encode_batch(codebook, batch, row, with_label=with_label, memo=memo)
         except pa.ArrowException as exc:  # a corrupted file's text (invalid UTF-8 in a Parquet page): one line that
             # names the block, never Arrow's text (it may quote a value)
-            raise InputError(f"cannot read {path}: the block from row {row} is not valid text ({type(exc).__name__})") from None
+            raise InputError(f"cannot read {path}: the block from row {row} is not valid text "
+                             f"({type(exc).__name__})") from None
         row += enc.n
         yield enc
         if progress is not None:
@@ -70,7 +71,8 @@ def encode_file(path: str | Path, codebook: Codebook, *, with_label: bool = True
     """Encode a whole file in memory (for prediction and evaluation)."""
     parts = list(iter_encoded(path, codebook, with_label=with_label))
     if not parts:
-        cols = tuple(np.zeros(0, dtype=code_dtype(f.n_levels) if f.is_discrete else np.float64) for f in codebook.features)
+        cols = tuple(np.zeros(0, dtype=code_dtype(f.n_levels) if f.is_discrete else np.float64)
+                     for f in codebook.features)
         return Encoded(cols, np.zeros(0, dtype=np.int64) if with_label else None, 1, 0)
     cols = tuple(np.concatenate([e.column(i) for e in parts]) for i in range(codebook.n_features))
     y = np.concatenate([e.y for e in parts]) if with_label else None

@@ -35,7 +35,8 @@ from .value_text import canonical_levels, canonical_value
 
 def is_rows(obj: Any) -> bool:
     """``obj`` is rows of values (a table, a data frame or a file), not an array of codes."""
-    return isinstance(obj, (pa.Table, pa.RecordBatch, str, os.PathLike)) or _is_pandas(obj) or hasattr(obj, "__dataframe__")
+    return (isinstance(obj, (pa.Table, pa.RecordBatch, str, os.PathLike)) or _is_pandas(obj)
+            or hasattr(obj, "__dataframe__"))
 
 
 def _is_pandas(obj: Any) -> bool:
@@ -58,12 +59,14 @@ def as_arrow(rows: Any) -> pa.Table:
         try:
             return pa.Table.from_pandas(rows, preserve_index=False)
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise InputError(f"cannot read the data frame as a table: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise InputError("cannot read the data frame as a table: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     if hasattr(rows, "__dataframe__"):
         from pyarrow.interchange import from_dataframe
 
         return from_dataframe(rows)
-    raise InputError(f"rows must be a data frame, a pyarrow Table, a file path or an array of codes; got {type(rows).__name__}")
+    raise InputError("rows must be a data frame, a pyarrow Table, a file path or an array of codes; got "
+                     f"{type(rows).__name__}")
 
 
 def encode_rows(rows: Any, codebook: Codebook, *, with_label: bool) -> Encoded:
@@ -101,7 +104,8 @@ def feature_codes(X: Any, codebook: Codebook) -> np.ndarray:
         raise InputError(f"codes must be numbers (got an array of {arr.dtype}); give rows of values as a data frame, "
                          "a pyarrow Table or a file")
     if arr.ndim != 2 or arr.shape[1] != codebook.n_features:
-        raise InputError(f"codes must have shape (n, {codebook.n_features}) (one column per codebook feature), got {arr.shape}")
+        raise InputError(f"codes must have shape (n, {codebook.n_features}) (one column per codebook feature), got "
+                         f"{arr.shape}")
     return arr
 
 
@@ -120,15 +124,16 @@ def label_codes_of(y: Any, codebook: Codebook) -> np.ndarray:
     if arr.dtype.kind in "biu":
         bad = np.flatnonzero((arr < 0) | (arr >= len(classes)))
         if bad.size:
-            raise InputError(f"label code {int(arr[bad[0]])} at row {int(bad[0]) + 1} is not a class code 0..{len(classes) - 1}")
+            raise InputError(f"label code {int(arr[bad[0]])} at row {int(bad[0]) + 1} is not a class code "
+                             f"0..{len(classes) - 1}")
         return arr.astype(np.int64)
     index = {c: k for k, c in enumerate(canonical_levels(tuple(classes), "the label"))}
     out = np.empty(len(arr), dtype=np.int64)
     for r, v in enumerate(arr.tolist()):
         k = index.get(canonical_value(v))
         if k is None:
-            raise InputError(f"the label at row {r + 1} is not a class of {codebook.label.name!r} (not shown: a patient's "
-                             f"value; classes: {', '.join(classes)})")
+            raise InputError(f"the label at row {r + 1} is not a class of {codebook.label.name!r} (not shown: a "
+                             f"patient's value; classes: {', '.join(classes)})")
         out[r] = k
     return out
 

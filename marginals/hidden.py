@@ -25,11 +25,11 @@ the expected count given the other tables, under the model that the sites share 
 tail's rows spread over its levels in proportion to the **complete** columns of class v — the
 sites that released that column whole — and evenly where none did. A partly released column is
 no shape for another site's tail: its own tail's levels read 0 there, and spreading by it would
-pile every hidden row onto the levels it happened to release. Every column then sums to its class total again, each cell inside its
-interval. Reading hidden cells as 0 would put all of those rows nowhere (issue 49: 66 of 134
-cells at a small site). The complete columns are themselves selected (a site whose column held a
-small cell hid part of it), so for a rare level they lean low; the box, not the point, carries
-the guarantee. :func:`fill_from` fills one site's tails from another summary's shape the same way
+pile every hidden row onto the levels it happened to release. Every column then sums to its class total again, each cell
+inside its interval. Reading hidden cells as 0 would put all of those rows nowhere (issue 49: many of a
+small site's cells; BENCHMARKS.md, "Issue 47: numbers moved out of docstrings"). The complete columns are themselves
+selected (a site whose column held a small cell hid part of it), so for a rare level they lean low; the box, not the
+point, carries the guarantee. :func:`fill_from` fills one site's tails from another summary's shape the same way
 (the left-out site of the leave-one-site-out estimate).
 
 **What the box does not hold: a tail's sum.** The minimax box holds each hidden cell in its

@@ -195,7 +195,8 @@ def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str]
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
     text = pc.utf8_trim_whitespace(as_text(ids, name))
-    bad = to_numpy(pc.or_kleene(pc.is_null(text), pc.equal(text, scalar("", pa.string()))).fill_null(bool_array([True])[0]))
+    bad = to_numpy(pc.or_kleene(pc.is_null(text),
+                                pc.equal(text, scalar("", pa.string()))).fill_null(bool_array([True])[0]))
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
         raise InputError(f"{flag} column {name!r}: missing id at row {start_row + r} (every row needs an id)")

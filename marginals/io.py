@@ -97,7 +97,9 @@ def column_names(path: str | Path) -> list[str]:
                     convert = {"strings_can_be_null": True, "null_values": NULL_VALUES, "auto_dict_encode": False}
                     try:
                         return list(_open_csv(s, path, convert, block).schema.names)
-                    finally:  # the reader parsed and typed a whole first block (20,000 columns: 120 MiB kept otherwise)
+                    # the reader parsed and typed a whole first block, kept otherwise (BENCHMARKS.md, "Issue 48
+                    # (bytes2)": its size at 20,000 columns)
+                    finally:
                         give_back_memory()
             except pa.ArrowInvalid as exc:
                 block = _grown(exc, block, path)
@@ -117,8 +119,8 @@ def _grown(exc: Exception, block: int, path: Path) -> int:
     if not any(m in str(exc) for m in _BLOCK_ERRORS) or not _longer_than(path, block):
         raise exc
     if block >= MAX_BLOCK_BYTES:
-        raise InputError(f"cannot read {path}: a row is longer than {MAX_BLOCK_BYTES / 2**20:g} MiB (the largest CSV read "
-                         "block), or a quote is never closed; save the table as Parquet, which has no row-length "
+        raise InputError(f"cannot read {path}: a row is longer than {MAX_BLOCK_BYTES / 2**20:g} MiB (the largest CSV "
+                         "read block), or a quote is never closed; save the table as Parquet, which has no row-length "
                          "limit") from None
     return min(2 * block, MAX_BLOCK_BYTES)
 
@@ -289,7 +291,8 @@ def give_back_memory() -> None:
             pass
 
 
-def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None, dictionary: bool) -> Iterator[dict[str, pa.Array]]:
+def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None,
+                   dictionary: bool) -> Iterator[dict[str, pa.Array]]:
     names = column_names(path)
     from collections import Counter
 
@@ -301,13 +304,15 @@ def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None, dict
                          f"{', '.join(map(str, at))}): rename all but one")
     missing = [c for c in columns if c not in seen]
     if missing:
-        raise InputError(f"column {missing[0]!r} is absent from {path.name} (columns: {', '.join(names[:12])}{'…' if len(names) > 12 else ''})")
+        raise InputError(f"column {missing[0]!r} is absent from {path.name} (columns: "
+                         f"{', '.join(names[:12])}{'…' if len(names) > 12 else ''})")
     if _is_parquet(path):
         import pyarrow.parquet as pq
 
         try:
             schema = pq.ParquetFile(str(path)).schema_arrow
-            text_cols = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
+            text_cols = [c for c in columns if pa.types.is_string(schema.field(c).type)
+                         or pa.types.is_large_string(schema.field(c).type)]
             pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None, pre_buffer=False)
             rows = max(4096, PARQUET_BATCH_CELLS // max(1, len(columns)))
             for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=False):
@@ -315,7 +320,8 @@ def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None, dict
         except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
         return
-    convert = {"include_columns": columns, "column_types": {c: DICT_TEXT if dictionary else pa.string() for c in columns},
+    convert = {"include_columns": columns, "column_types": {c: DICT_TEXT if dictionary else pa.string()
+                                                            for c in columns},
                "strings_can_be_null": True, "null_values": NULL_VALUES}
     try:
         block = chunk_bytes or read_block(path)

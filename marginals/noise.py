@@ -97,7 +97,8 @@ class NoiseRecord:
             ok = (isinstance(part, tuple) and len(part) == 4 and part[0] in NOISES and float(part[1]) > 0
                   and isinstance(part[2], bool) and isinstance(part[3], int) and part[3] > 0)
             if not ok:
-                raise InputError(f"malformed noise part {part!r} (expected (mechanism, scale > 0, discrete, count > 0))")
+                raise InputError(f"malformed noise part {part!r} (expected (mechanism, scale > 0, discrete, count > "
+                                 "0))")
 
     def draws(self, discrete: bool) -> tuple:
         """The independent draws in one cell: ``parts``, or this record's one draw."""

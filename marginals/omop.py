@@ -114,29 +114,33 @@ def feature_definition(name: Any, omop: Any) -> dict[str, Any]:
     if "age_at" in omop:
         _unknown(omop, _KEYS["age"], where)
         if omop["age_at"] != "index":
-            raise InputError(f"{where}: 'age_at' must be \"index\" (the age at the cohort start date), got {omop['age_at']!r}")
+            raise InputError(f"{where}: 'age_at' must be \"index\" (the age at the cohort start date), got "
+                             f"{omop['age_at']!r}")
         return {"age_at": "index"}
     if "person" in omop:
         _unknown(omop, _KEYS["person"] + ("map",), where)
         col = omop["person"]
         if col not in PERSON_COLUMNS:
-            raise InputError(f"{where}: 'person' must name one of {', '.join(PERSON_COLUMNS)} of table person, got {col!r}")
+            raise InputError(f"{where}: 'person' must name one of {', '.join(PERSON_COLUMNS)} of table person, got "
+                             f"{col!r}")
         out: dict[str, Any] = {"person": col}
         if "map" in omop:
             out["map"] = _concept_map(omop["map"], where)
         return out
     dom = omop.get("domain")
     if dom not in DOMAINS:
-        raise InputError(f"{where}: 'domain' must be one of {', '.join(DOMAINS)} (or give age_at or person), got {dom!r}")
+        raise InputError(f"{where}: 'domain' must be one of {', '.join(DOMAINS)} (or give age_at or person), got "
+                         f"{dom!r}")
     kind = "measurement" if dom == "measurement" else "presence"
     _unknown(omop, _KEYS[kind], where)
     if "window" not in omop:
         raise InputError(f"{where}: a {dom} feature needs a 'window': [start, end] in days relative to the index date")
     a, b = _days(omop["window"], f"{where} (table {DOMAINS[dom][0]})", "window")
     if b > 0:
-        raise InputError(f"{where} (table {DOMAINS[dom][0]}): window [{a}, {b}] ends {b} days after the index date; a feature reads only events "
-                         "up to the index date (end <= 0)")
-    out = {"domain": dom, "concepts": _concepts(omop, where), "descendants": _descendants(omop, where), "window": [a, b]}
+        raise InputError(f"{where} (table {DOMAINS[dom][0]}): window [{a}, {b}] ends {b} days after the index date; a "
+                         "feature reads only events up to the index date (end <= 0)")
+    out = {"domain": dom, "concepts": _concepts(omop, where), "descendants": _descendants(omop, where),
+           "window": [a, b]}
     if kind == "measurement":
         v = omop.get("value")
         if v not in VALUES:
@@ -157,7 +161,8 @@ def _concept_map(m: Any, where: str) -> dict[str, str]:
         try:
             cid = int(str(k).strip())
         except ValueError:
-            raise InputError(f"{where}: {k!r} is not a concept id (the levels map concept ids to level names)") from None
+            raise InputError(f"{where}: {k!r} is not a concept id (the levels map concept ids to level "
+                             "names)") from None
         if not isinstance(v, str) or not v.strip():
             raise InputError(f"{where}: concept {k} maps to {v!r}; give a level name")
         out[str(cid)] = v
@@ -247,7 +252,8 @@ def check_codebook(cb: Any) -> None:
     parts = [f.omop for f in cb.features] + [cb.label.omop]
     if cb.omop is None:
         if any(p is not None for p in parts):
-            raise InputError("codebook: omop features need the population on the codebook: \"omop\": {\"target_cohort\": N}")
+            raise InputError("codebook: omop features need the population on the codebook: \"omop\": "
+                             "{\"target_cohort\": N}")
         return
     for f in cb.features:
         if f.omop is None:
@@ -270,7 +276,8 @@ def check_codebook(cb: Any) -> None:
     if cb.label.name in RESERVED:
         raise InputError(f"label {cb.label.name!r}: the name is one of the rows' own columns ({', '.join(RESERVED)})")
     if cb.privacy_unit is not None and cb.privacy_unit[0] != UNIT:
-        raise InputError(f"codebook: an OMOP codebook's privacy unit is {UNIT!r} (the person), not {cb.privacy_unit[0]!r}")
+        raise InputError(f"codebook: an OMOP codebook's privacy unit is {UNIT!r} (the person), not "
+                         f"{cb.privacy_unit[0]!r}")
 
 
 def concept_sets(cb: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -41,7 +41,8 @@ def draft_omop(source: Any, spec: dict[str, Any], *, bins: int = 4, level_cap: i
     todo: dict[str, str] = {}  # feature -> "edges" or "levels"
     for fd in spec["features"]:
         if not isinstance(fd, dict) or not isinstance(fd.get("omop"), dict):
-            raise InputError(f"--from-omop: feature {fd.get('name') if isinstance(fd, dict) else fd!r} has no omop definition")
+            raise InputError(f"--from-omop: feature {fd.get('name') if isinstance(fd, dict) else fd!r} has no omop "
+                             "definition")
         kind = kind_of(fd["omop"])
         if kind in ("age", "measurement") and fd.get("edges") is None and fd.get("lo") is None:
             fd["type"], fd["edges"], todo[fd["name"]] = "numeric", [0.0], "edges"

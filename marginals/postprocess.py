@@ -192,7 +192,8 @@ def _margin(arr: np.ndarray, clique: Sequence[str], S: frozenset[str]) -> np.nda
     return np.transpose(m, [kept.index(a) for a in sorted(S)])
 
 
-def _polish(T: np.ndarray, clique: Sequence[str], targets: dict[frozenset[str], np.ndarray], rounds: int = 100) -> np.ndarray:
+def _polish(T: np.ndarray, clique: Sequence[str], targets: dict[frozenset[str], np.ndarray],
+            rounds: int = 100) -> np.ndarray:
     """Remove IPF's last residual: additive (least-squares) correction onto the margins,
     clip at 0, repeat until no cell is negative (a few rounds; the residual is tiny).
 

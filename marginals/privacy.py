@@ -105,8 +105,8 @@ def check_delta(delta: float, force: bool = False, n_units: int | None = None) -
     publishes one patient's rows in full is (0, 1/n)-DP). InputError naming the fix."""
     dl = float(delta)
     if n_units is not None and n_units > 0 and dl >= 1.0 / n_units:
-        raise InputError(f"--delta {dl:g} is at least 1/n for this site's {n_units:,} patients: a release may then fail "
-                         "its guarantee for a whole patient; give a --delta well below 1/n (e.g. 1e-6)")
+        raise InputError(f"--delta {dl:g} is at least 1/n for this site's {n_units:,} patients: a release may then "
+                         "fail its guarantee for a whole patient; give a --delta well below 1/n (e.g. 1e-6)")
     if dl > MAX_DELTA and not force:
         raise InputError(f"--delta {dl:g} is above {MAX_DELTA:g}: the guarantee would fail outright with that "
                          "probability; give a smaller --delta (default 1e-6), or --allow-large-delta to insist")

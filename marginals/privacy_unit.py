@@ -111,8 +111,8 @@ def agree_holdout(unit: PrivacyUnit | None, holdout_id: str | None) -> str | Non
     if unit is None or unit.column is None:
         return holdout_id
     if holdout_id is not None and holdout_id != unit.column:
-        raise InputError(f"--holdout-id {holdout_id!r} differs from the privacy unit {unit.column!r}: one patient's rows "
-                         f"would fall on both sides; hold out by the privacy unit (--holdout-id {unit.column})")
+        raise InputError(f"--holdout-id {holdout_id!r} differs from the privacy unit {unit.column!r}: one patient's "
+                         f"rows would fall on both sides; hold out by the privacy unit (--holdout-id {unit.column})")
     return unit.column
 
 
@@ -185,8 +185,8 @@ class RowBound:
         if not self.dropped:
             return None
         return (f"note: privacy unit {self.unit.column!r}: {self.over:,} of {self.units:,} units have more than "
-                f"{self.unit.bound} rows (the largest {self.largest:,}); {self.dropped:,} rows beyond the bound are not "
-                "counted (each unit keeps its K rows of smallest content priority: the README's privacy unit)")
+                f"{self.unit.bound} rows (the largest {self.largest:,}); {self.dropped:,} rows beyond the bound are "
+                "not counted (each unit keeps its K rows of smallest content priority: the README's privacy unit)")
 
 
 def bounded_batches(source: Any, codebook: Any, bound: RowBound | None, split: Splitter | None = None, *,
@@ -219,7 +219,8 @@ def bounded_batches(source: Any, codebook: Any, bound: RowBound | None, split: S
         empty = np.empty(0, np.uint64)
         bound.plan(np.concatenate([u for u, _ in parts] or [empty]), np.concatenate([p for _, p in parts] or [empty]))
     for enc, b in batches():
-        held = split.mask(enc, b.get(hcol) if hcol is not None else None) if split is not None else np.zeros(enc.n, bool)
+        held = (split.mask(enc, b.get(hcol) if hcol is not None else None) if split is not None
+                else np.zeros(enc.n, bool))
         counted = bound.keep(enc, b[ucol]) if bound is not None else np.ones(enc.n, bool)
         yield enc, held, counted
         if progress is not None:
@@ -228,7 +229,8 @@ def bounded_batches(source: Any, codebook: Any, bound: RowBound | None, split: S
 
 def count_rows(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], unit: PrivacyUnit | None,
                holdout: Holdout | None = None, key: bytes | None = None,
-               progress: Callable[[int], None] | None = None) -> tuple[list[Any], int, Splitter | None, RowBound | None]:
+               progress: Callable[[int], None] | None = None) -> tuple[list[Any], int, Splitter | None,
+                                                                       RowBound | None]:
     """The exact count tables of the rows counted — outside the holdout, within each unit's bound —,
     their number, the holdout's tally and the bound's. A source that runs code where its rows are
     (Spark: ``source.partitions``) runs these steps there (:func:`_count_partitions`)."""
@@ -427,9 +429,9 @@ def refuse_repeats(source: Any, codebook: Any, also: Sequence[str] = ()) -> None
     hit = repeating_column(source, codebook, also)
     if hit is not None:
         c, top = hit
-        raise InputError(f"column {c!r} repeats ({top:,} rows share one value): one patient may have several rows, and a "
-                         f"per-row DP guarantee does not protect them: give --privacy-unit {c} --max-rows-per-unit K "
-                         "(or --privacy-unit row if every row is a different person)")
+        raise InputError(f"column {c!r} repeats ({top:,} rows share one value): one patient may have several rows, "
+                         f"and a per-row DP guarantee does not protect them: give --privacy-unit {c} "
+                         "--max-rows-per-unit K (or --privacy-unit row if every row is a different person)")
 
 
 def check_unit(source: Any, codebook: Any, unit: PrivacyUnit | None, also: Sequence[str] = ()) -> None:
@@ -450,8 +452,8 @@ def check_unit(source: Any, codebook: Any, unit: PrivacyUnit | None, also: Seque
         return
     c, top = hits[0]
     if unit.column is None:
-        raise InputError(f"privacy unit 'row' refused: column {c!r} repeats ({top:,} rows share one value), so a row is "
-                         f"not a person: give --privacy-unit {c} --max-rows-per-unit K")
+        raise InputError(f"privacy unit 'row' refused: column {c!r} repeats ({top:,} rows share one value), so a row "
+                         f"is not a person: give --privacy-unit {c} --max-rows-per-unit K")
     if counts.get(unit.column, (0, True))[0] <= 1:
-        raise InputError(f"privacy unit {unit.column!r} refused: it is unique (one row each) while column {c!r} repeats "
-                         f"({top:,} rows share one value): the patient is likely {c!r} (--privacy-unit {c})")
+        raise InputError(f"privacy unit {unit.column!r} refused: it is unique (one row each) while column {c!r} "
+                         f"repeats ({top:,} rows share one value): the patient is likely {c!r} (--privacy-unit {c})")

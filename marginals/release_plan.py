@@ -1,4 +1,5 @@
-"""A DP release planned once: (tables, budget, weights, mechanism) → each table's calibrated OpenDP measurement, its noise scale and std, and the release's cost; then the release itself.
+"""A DP release planned once: (tables, budget, weights, mechanism) → each table's calibrated OpenDP measurement, its
+noise scale and std, and the release's cost; then the release itself.
 
 OpenDP's lesson: a measurement's cost and its noise are one object. A :class:`ReleasePlan`
 splits the budget across the tables (:mod:`marg.marginals.allocation`), calibrates one OpenDP
@@ -26,7 +27,7 @@ from marg.errors import InputError
 
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
 from .allocation import resolve_weights, split_budget
-from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words
+from .dp_conversions import MAX_NOISE_SCALE, calibrated
 from .mechanisms import Mechanism, get_mechanism
 from .noise import moment_bound
 
@@ -89,19 +90,11 @@ def _calibrate(mech: Mechanism, share: float, sens: float | int, integer: bool) 
     scale = mech.scale_for(share, sens)
     what = "ε" if mech.pure else "ρ"
     if not (scale <= MAX_NOISE_SCALE):
-        raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, above "
-                         f"the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger --epsilon/--rho")
-    for _ in range(64):
-        try:
-            meas = mech.measurement(scale, integer)
-            cost = float(meas.map(sens))
-        except dp_prelude().OpenDPException as exc:
-            raise InputError(f"OpenDP cannot build {mechanism} noise of scale {scale:.3g} for a table's {what} share "
-                             f"{share:.3g} ({opendp_words(exc)})") from None
-        if cost <= share:
-            return scale, meas, cost
-        scale = math.nextafter(scale, math.inf) if _ < 32 else scale * (1.0 + 1e-12)
-    raise RuntimeError(f"could not calibrate a {mechanism} scale for a share of {share!r}")  # pragma: no cover
+        raise InputError(f"a table's {what} share {share:.3g} needs {mechanism} noise of scale {scale:.3g} per cell, "
+                         f"above the {MAX_NOISE_SCALE:.0e} marg can add to 64-bit counts: give a larger "
+                         "--epsilon/--rho")
+    return calibrated(lambda s: mech.measurement(s, integer), scale, sens, share,
+                      lambda s: f"{mechanism} noise of scale {s:.3g} for a table's {what} share {share:.3g}")
 
 
 def _is_integral(arr: np.ndarray) -> bool:
@@ -122,7 +115,8 @@ class TableSpec:
 
     @property
     def name(self) -> str:
-        return ("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique) + ("" if self.kind == "moments" else "]")
+        return (("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique)
+                + ("" if self.kind == "moments" else "]"))
 
 
 def table_specs(cliques: Sequence[tuple[str, ...]], codebook: Any, discrete: bool) -> list[TableSpec]:
@@ -203,7 +197,8 @@ class ReleasePlan:
         specs = []
         for t in tables:
             if not t.noise.is_exact:
-                raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables only")
+                raise InputError(f"table {t.name} already carries {t.noise.mechanism} noise; privatize exact tables "
+                                 "only")
             counts = np.asarray(t.counts)
             integer = t.kind != "moments" and mech.discrete and _is_integral(counts)
             specs.append(TableSpec(tuple(t.clique), t.kind, int(counts.size), integer))

@@ -208,9 +208,11 @@ class StudyRequest:
 
     @classmethod
     def from_dict(cls, d: Any, path: Any, fingerprint: str | None = None) -> "StudyRequest":
-        """Parse (one-line InputError naming ``path`` and the bad field); with ``fingerprint``, refuse another study's."""
+        """Parse (one-line InputError naming ``path`` and the bad field); with ``fingerprint``, refuse another
+        study's."""
         if not isinstance(d, dict) or d.get("format") != REQUEST_FORMAT or d.get("version") != STUDY_VERSION:
-            raise InputError(f"{path}: not a select-then-measure request (marg request writes one from round-1 bundles)")
+            raise InputError(f"{path}: not a select-then-measure request (marg request writes one from round-1 "
+                             "bundles)")
         fp = _fingerprint(d, path, fingerprint)
         tables, weights = d.get("tables"), d.get("weights")
         if not isinstance(tables, list) or not isinstance(weights, list) or len(tables) != len(weights):

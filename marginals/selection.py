@@ -31,7 +31,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words
+from .dp_conversions import MAX_NOISE_SCALE, calibrated, dp_prelude
 
 MECHANISM = "noisy-top-k"
 """The name a selection carries in the bundle, the ledger's cost and :func:`release_cost` (a zCDP part)."""
@@ -82,17 +82,10 @@ def calibrate_top_k(k: int, rho: float, sensitivity: float = 1.0) -> tuple[float
         raise InputError(f"the selection's sensitivity must be finite and > 0, got {sensitivity!r}")
     scale = float(sensitivity) * math.sqrt(k / (8.0 * rho))
     if not scale <= MAX_NOISE_SCALE:
-        raise InputError(f"the selection's ρ share {rho:.3g} needs Gumbel noise of scale {scale:.3g}: give a larger --epsilon")
-    for i in range(64):
-        try:
-            meas = top_k_measurement(k, scale)
-            cost = float(meas.map(float(sensitivity)))
-        except dp_prelude().OpenDPException as exc:
-            raise InputError(f"OpenDP cannot build the noisy top-{k} at scale {scale:.3g} ({opendp_words(exc)})") from None
-        if cost <= rho:
-            return scale, meas, cost
-        scale = math.nextafter(scale, math.inf) if i < 32 else scale * (1.0 + 1e-12)
-    raise RuntimeError(f"could not calibrate the top-k scale for ρ = {rho!r}")  # pragma: no cover
+        raise InputError(f"the selection's ρ share {rho:.3g} needs Gumbel noise of scale {scale:.3g}: give a larger "
+                         "--epsilon")
+    return calibrated(lambda s: top_k_measurement(k, s), scale, float(sensitivity), rho,
+                      lambda s: f"the noisy top-{k} at scale {s:.3g}")
 
 
 @dataclass(frozen=True)
@@ -121,7 +114,8 @@ class Selection:
 
     @property
     def measures_all(self) -> bool:
-        """Whether the site ranked every candidate (k = p: the split rule's "measure every candidate"), dropping none."""
+        """Whether the site ranked every candidate (k = p: the split rule's "measure every candidate"), dropping
+        none."""
         return len(self.features) == self.candidates
 
     def cost_part(self, delta: float) -> tuple[str, float, float, float]:

@@ -1,4 +1,5 @@
-"""Shared noise under secure aggregation: each site adds an integer share so that the secure sum of any t survivors carries one curator's noise.
+"""Shared noise under secure aggregation: each site adds an integer share so that the secure sum of any t survivors
+carries one curator's noise.
 
 The mechanism is the **distributed discrete Gaussian** of Kairouz, Liu and Steinke ("The
 Distributed Discrete Gaussian Mechanism for Federated Learning with Secure Aggregation", ICML
@@ -99,7 +100,8 @@ def ddg_rho(sigma: float, m: int, d: int, l1: float, l2: float) -> float:
         ρ such that the sum is ρ-zCDP (for m = 1: ``l2²/(2σ²)``, one discrete Gaussian).
     """
     if not sigma >= MIN_SHARE_SCALE:
-        raise InputError(f"a distributed discrete Gaussian share needs σ ≥ {MIN_SHARE_SCALE} (the theorem's), got {sigma!r}")
+        raise InputError(f"a distributed discrete Gaussian share needs σ ≥ {MIN_SHARE_SCALE} (the theorem's), got "
+                         f"{sigma!r}")
     s = math.sqrt(m) * sigma
     tau = ddg_tau(sigma, m)
     a = (l2 / s) ** 2 + 2.0 * tau * l1 / s + tau * tau * d
@@ -129,8 +131,8 @@ def calibrate_share(share: float, threshold: int, n_sites: int, d: int, l1: floa
     while not ok(hi):
         hi *= 1.25
         if hi > MAX_NOISE_SCALE:
-            raise InputError(f"a table's ρ share {share:.3g} needs shared noise above the {MAX_NOISE_SCALE:.0e} marg can "
-                             "add to 64-bit counts: give a larger budget")
+            raise InputError(f"a table's ρ share {share:.3g} needs shared noise above the {MAX_NOISE_SCALE:.0e} marg "
+                             "can add to 64-bit counts: give a larger budget")
     while hi - lo > 1e-9 * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -243,7 +245,8 @@ class SharedNoisePlan:
         """The noise record of one site's share of ``table``: the mechanism, the share's scale and exact
         std, the round's t and sites, and the ρ (and ε at δ) of the secure sum of any ≥ t shares."""
         rho = worst_rho(table.scale, self.threshold, self.n_sites, table.spec.size, table.l1, table.l2)
-        return NoiseRecord(mechanism=self.mechanism, scale=table.scale, std=noise_of(self.mechanism).std(table.scale, True),
+        return NoiseRecord(mechanism=self.mechanism, scale=table.scale,
+                           std=noise_of(self.mechanism).std(table.scale, True),
                            epsilon=rho_to_epsilon(rho, self.delta), delta=self.delta, rho=rho,
                            threshold=self.threshold, n_sites=self.n_sites)
 
@@ -330,7 +333,8 @@ class SharedNoisePlan:
         out = []
         for p in self.tables:
             one = self.share_record(p)
-            out.append(replace(one, std=float(np.sqrt(sum([one.std**2] * m))), parts=((self.mechanism, one.scale, True, m),)))
+            out.append(replace(one, std=float(np.sqrt(sum([one.std**2] * m))),
+                               parts=((self.mechanism, one.scale, True, m),)))
         return out
 
     # ---------------------------------------------------------------- the study file and the ledger
@@ -352,7 +356,8 @@ class SharedNoisePlan:
         try:
             if d.get("format") != PLAN_FORMAT or d.get("mechanism") != MECHANISM:
                 raise InputError(f"not a {PLAN_FORMAT} plan of {MECHANISM} shares")
-            specs = [TableSpec(tuple(str(a) for a in x["clique"]), str(x["kind"]), int(x["size"]), True) for x in d["tables"]]
+            specs = [TableSpec(tuple(str(a) for a in x["clique"]), str(x["kind"]), int(x["size"]), True)
+                     for x in d["tables"]]
             weights = [float(x["share"]) for x in d["tables"]]
             plan = cls.build(specs, float(d["rho"]), d["threshold"], d["n_sites"], d["max_rows"], float(d["delta"]),
                              weights=weights)
@@ -361,7 +366,8 @@ class SharedNoisePlan:
             raise InputError(f"malformed shared-noise plan ({type(exc).__name__}: {exc})") from None
         for p, s in zip(plan.tables, stored):
             if not math.isclose(p.scale, s, rel_tol=1e-6):
-                raise InputError(f"shared-noise plan: table {p.spec.name} states σ = {s:.6g}, its inputs give {p.scale:.6g}")
+                raise InputError(f"shared-noise plan: table {p.spec.name} states σ = {s:.6g}, its inputs give "
+                                 f"{p.scale:.6g}")
         return plan
 
 

@@ -19,11 +19,11 @@ takes from the others (below) — so the two rounds together are (ε, δ)-DP.
   (ε, δ) price for so small a release is high: at ε = 1, δ = 10⁻⁶ and a_L = 0.98 (the split
   rule's choice at leukemia's 19 patients a site) the Gaussian's std is 4.58 a cell and
   Laplace's 1.62, so the pooled class difference of three sites has std 11.2 against 4.0 —
-  on ALLAML's split 0 (37 against 21 training patients) the larger class was called wrong
-  with probability 0.077 (simulated through the post-processing and ``prior``), against
-  3·10⁻⁵. Laplace wins from a_L ≈ 0.3 up (tiny and small sites); below it the Gaussian does.
-  The split rule's proxy still scores the Gaussian table (its P_wrong is then an upper bound;
-  the plan records ``p_wrong_released``, Φ(−GAP·N/(σ·sqrt(2S))) at the Laplace table's continuous
+  on ALLAML's split 0 (37 against 21 training patients) the Gaussian table called the larger
+  class wrong far more often (simulated through the post-processing and ``prior``: BENCHMARKS.md,
+  "Tiny sites: the label table by Laplace, and why no gene can be selected"). Laplace wins from a_L ≈ 0.3 up (tiny and
+  small sites); below it the Gaussian does. The split rule's proxy still scores the Gaussian table (its P_wrong is then
+  an upper bound; the plan records ``p_wrong_released``, Φ(−GAP·N/(σ·sqrt(2S))) at the Laplace table's continuous
   std σ = √2·K/ε_L, by that table alone — the proxy's P_wrong also reads round 2's column sums); a ρ cap keeps
   the Gaussian (it would count ε_L as ε_L²/2);
 - the private selection (:mod:`marg.marginals.selection`): the k features whose
@@ -133,7 +133,8 @@ class StudyPlan:
     def to_dict(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "rho_total": self.rho_total, "rho_label": self.rho_label,
                 "rho_select": self.rho_select, "rho_rest": self.rho_rest, "k": self.k, "candidates": self.candidates,
-                "cells": self.cells, "rows": list(self.rows), "rows_stated": self.rows_stated, "max_rows": self.max_rows,
+                "cells": self.cells, "rows": list(self.rows), "rows_stated": self.rows_stated,
+                "max_rows": self.max_rows,
                 "split": self.split, "label_mechanism": self.label_mechanism, "epsilon_label": self.epsilon_label,
                 "rule": "shares and k minimise the expected-error proxy of marg.marginals.study_split for the rows "
                         + ("stated" if self.rows_stated else "assumed (none stated)")
@@ -217,7 +218,8 @@ def study_plan(codebook: Any, epsilon: float, delta: float, rows: Sequence[int] 
     rho = rho_for_epsilon(float(epsilon), float(delta))
     p = len(codebook.discrete_names)
     if p == 0:
-        raise InputError("the two-round DP export selects among discrete features; this codebook has none (use --rounds 1)")
+        raise InputError("the two-round DP export selects among discrete features; this codebook has none (use "
+                         "--rounds 1)")
     levels = tuple(int(codebook.feature(a).n_levels) for a in codebook.discrete_names)
     stated = rows is not None
     rows_t = tuple(int(r) for r in rows) if stated else DEFAULT_ROWS
@@ -265,7 +267,8 @@ def label_plan(codebook: Any, plan: StudyPlan, max_rows: int = 1) -> ReleasePlan
     """Round 1's label table N[y] planned once (:class:`marg.marginals.release_plan.ReleasePlan`) at its
     share ρ_label, sensitivity K = ``max_rows`` — before any data is read; its noise, std and cost part."""
     if plan.label_mechanism == "laplace":  # the less noisy for the same zCDP rest (label_mechanism)
-        return ReleasePlan.for_cliques([(codebook.label.name,)], codebook, epsilon=plan.epsilon_label, mechanism="laplace",
+        return ReleasePlan.for_cliques([(codebook.label.name,)], codebook, epsilon=plan.epsilon_label,
+                                       mechanism="laplace",
                                        max_rows=max_rows)
     return ReleasePlan.for_cliques([(codebook.label.name,)], codebook, rho=plan.rho_label, delta=plan.delta,
                                    mechanism=STUDY_MECHANISM, max_rows=max_rows)

@@ -1,4 +1,5 @@
-"""A study's design before anything is spent: each site's total as ρ, its split into the rounds (select, measure, evaluate), the held-out fraction and the selection mode (pooled, private, or none: every first-order table).
+"""A study's design before anything is spent: each site's total as ρ, its split into the rounds (select, measure,
+evaluate), the held-out fraction and the selection mode (pooled, private, or none: every first-order table).
 
 **Known before spending** (nothing is read from the data): the codebook (p discrete candidates, their
 levels m_i, C classes), the number of sites S and the rows per site n_s as stated publicly (None: the
@@ -143,9 +144,9 @@ class StudyDesign:
                          + f"; the pooled noise {self.curators:g} curators' variance" + rows)
             return d
         d["rule"] = ("marg.marginals.study_design: the evaluation share and held-out fraction minimise the expected "
-                     "certificate; the rest split by marg.marginals.study_split's rule on the training rows, the pooled "
-                     f"noise {self.curators:g} curators' variance; selection {self.selection!r} by the smaller expected "
-                     "error" + rows)
+                     "certificate; the rest split by marg.marginals.study_split's rule on the training rows, the "
+                     f"pooled noise {self.curators:g} curators' variance; selection {self.selection!r} by the smaller "
+                     "expected error" + rows)
         return d
 
     @classmethod
@@ -172,7 +173,8 @@ def _check(n_sites: Any, epsilon: Any, delta: Any, threshold: Any, noise: str, m
     if noise not in NOISES:
         raise InputError(f"noise must be one of {', '.join(NOISES)}, got {noise!r}")
     if noise == "shared" and (threshold is None or not 1 <= int(threshold) <= int(n_sites)):
-        raise InputError(f"shared noise needs a secure-aggregation threshold 1 <= t <= {n_sites} sites, got {threshold!r}")
+        raise InputError(f"shared noise needs a secure-aggregation threshold 1 <= t <= {n_sites} sites, got "
+                         f"{threshold!r}")
     if int(max_rows) != max_rows or max_rows < 1:
         raise InputError(f"max_rows must be a whole number >= 1, got {max_rows!r}")
 
@@ -268,7 +270,8 @@ def design_study(codebook: Any, n_sites: int, rows: Sequence[int] | None = None,
     rest = (1.0 - a_e) * rho
     rho_eval = rho - rest if evaluate else 0.0
     return StudyDesign(float(epsilon), float(delta), rho, S, t, noise, rows_t, stated, int(max_rows), levels, C, mode,
-                       int(final.k), final.label * rest, final.select * rest, rho - rho_eval - (final.label + final.select) * rest,
+                       int(final.k), final.label * rest, final.select * rest,
+                       rho - rho_eval - (final.label + final.select) * rest,
                        rho_eval, float(f), float(final.expected_error), float(cert), final.to_dict(), errors, ev)
 
 
@@ -291,15 +294,19 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
         head = f"  evaluate: ρ = {r['evaluate']:.4g}, hold out {d['holdout']:.0%} of each site's patients; expected "
         if d["selection"] != FIRST_ORDER:
             need = ev.get("width_need")
-            out.append(head + f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
-                              f"{ev['expected_width']:.3f}; " + (f"a width below {need:g} buys nothing, so among the rounds "
-                              "that minimise the error plus the width, the one that leaves training the most)" if need else
+            out.append(head
+                       + f"certificate {d['expected_certificate']:.3f} (model error {ev['model_error']:.3f} + width "
+                              f"{ev['expected_width']:.3f}; "
+                       + (f"a width below {need:g} buys nothing, so among the rounds "
+                              "that minimise the error plus the width, the one that leaves training the most)" if need
+                          else
                               "chosen to minimise it)"))
         elif not ev.get("guard"):
-            out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class keeps a "
-                              f"model {ev['detect']:g} better with probability {ev['power']:.2f}"
+            out.append(head + f"certificate {d['expected_certificate']:.3f}; the comparison with the larger class "
+                              f"keeps a model {ev['detect']:g} better with probability {ev['power']:.2f}"
                        + (f" (at these sizes no evaluation round within 50 % of the patients and 50 % of ρ expects a "
-                          f"certificate closer than {ev['least_width']:.2f} to the model's error)" if "least_width" in ev
+                          f"certificate closer than {ev['least_width']:.2f} to the model's error)"
+                          if "least_width" in ev
                           else ""))
         else:
             out.append(head + f"certificate {d['expected_certificate']:.3f}; a guard only: no round within "
@@ -310,6 +317,6 @@ def design_lines(d: Mapping[str, Any]) -> list[str]:
         ev = d["evaluation"]
         out.append(f"  evaluate: none (no patient held out): a guard round of {GUARD[0]:.0%} of the patients and "
                    f"{GUARD[1]:.0%} of ρ would catch even a model erring on every held-out patient with probability "
-                   f"{ev['guard_caught']:.2f}, so every patient and the whole total train the model; its certificate is "
-                   "its own (the confidence box's)")
+                   f"{ev['guard_caught']:.2f}, so every patient and the whole total train the model; its certificate "
+                   "is its own (the confidence box's)")
     return out

@@ -1,4 +1,5 @@
-"""The study design's evaluation round: the held-out fraction f and the share a_E of each site's total, chosen from what is public before anything is spent.
+"""The study design's evaluation round: the held-out fraction f and the share a_E of each site's total, chosen from what
+is public before anything is spent.
 
 **The evaluation round and the held-out fraction** (``evaluate=True``, the other modes). A share a_E of ρ_T goes to
 the evaluation round (one pooled confusion table N[predicted, y], C² cells, sensitivity r) and a
@@ -39,9 +40,9 @@ ties, won by the round that leaves training the most signal, (1 − f)²·(1 −
 a training cell's count over its noise std, squared, against a study without the round), then the smaller f.
 Where the planning world sees no training loss (large studies: p_m flat, the F planted features found
 whatever the shares) the width alone used to decide and bought a width the certificate does not need; now the
-least round whose width is within ``WIDTH_NEED`` is chosen. Where no round reaches ``WIDTH_NEED`` (kr-vs-kp, the smaller sets) J is the
-expected certificate itself, as before. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the training rows
-(1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
+least round whose width is within ``WIDTH_NEED`` is chosen. Where no round reaches ``WIDTH_NEED`` (kr-vs-kp, the smaller
+sets) J is the expected certificate itself, as before. The rest, (1 − a_E)·ρ_T, is split by the mode's rule on the
+training rows (1 − f)·n_s: the label table and the selection (round "select"), round 2 (round "measure"); splits within
 ``SELECT_TIE`` of that rule's least E are ties won by round 2 (:data:`marg.marginals.study_split.SELECT_TIE`: the
 proxy's round 2 is first-order tables and does not see the pair tables its budget buys).
 """
@@ -69,7 +70,8 @@ SEPARATE = 0.025
 """The difference in error between two evaluated models that the round should order right (module docstring)."""
 COVERAGE = 0.95
 ROWS_SHARE = 0.25
-"""The share of the bound's α spent on the held-out count's lower bound (as :mod:`marg.learners.certification.holdout_certificate`)."""
+"""The share of the bound's α spent on the held-out count's lower bound (as
+:mod:`marg.learners.certification.holdout_certificate`)."""
 
 
 def first_level(coverage: float = COVERAGE) -> float:
@@ -137,13 +139,14 @@ def choose_evaluation(x: ss.SplitInputs, split: ss.Split, mode: str, coverage: f
 def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str, float] | None:
     """(f, a_E) for the first-order mode, or None (then the ``GUARD`` round) — :mod:`marg.marginals.study_first_order`.
 
-    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose comparison keeps a model
-    that beats the larger class by ``DETECT`` with probability at least ``POWER`` (:func:`comparison_power`);
-    None when no point of the grid reaches it: the comparison cannot be decisive at these sizes, and rather than
-    a coin flip between the model and the larger class the study runs the ``GUARD`` round with the "not-worse" rule.
-    ``least_width``: the least expected width of the holdout bound over the whole grid (f ≤ 0.5, a_E ≤ 0.5) at the
-    same model error, training loss ignored — what no choice of (f, a_E) can beat at these sizes (``marg plan`` says
-    it: a certificate that informative would cost the training side more than the comparison does)."""
+    The least held-out fraction f, then the least share a_E, on the design's grid (at most ``COMPARISON_MAX``) whose
+    comparison keeps a model that beats the larger class by ``DETECT`` with probability at least ``POWER``
+    (:func:`comparison_power`); None when no point of the grid reaches it: the comparison cannot be decisive at these
+    sizes, and rather than a coin flip between the model and the larger class the study runs the ``GUARD`` round with
+    the "not-worse" rule. ``least_width``: the least expected width of the holdout bound over the whole grid (f ≤ 0.5,
+    a_E ≤ 0.5) at the same model error, training loss ignored — what no choice of (f, a_E) can beat at these sizes
+    (``marg plan`` says it: a certificate that informative would cost the training side more than the comparison
+    does)."""
     N, C, r = float(sum(x.rows)), x.classes, float(x.max_rows)
     for f in (f for f in FRACTIONS if f <= COMPARISON_MAX[0]):
         for a_e in (a for a in EVAL_SHARES if a <= COMPARISON_MAX[1]):
@@ -152,7 +155,8 @@ def choose_comparison(x: ss.SplitInputs, coverage: float = COVERAGE) -> dict[str
             if power >= POWER:
                 p_m = min(0.5, first_order_split(_training(x, f, a_e)).expected_error)
                 cert = expected_bound(p_m, f * N, v, C, coverage)
-                least = min(expected_bound(p_m, g * N, _cell_var(x, b), C, coverage) for g in FRACTIONS for b in EVAL_SHARES)
+                least = min(expected_bound(p_m, g * N, _cell_var(x, b), C, coverage) for g in FRACTIONS
+                            for b in EVAL_SHARES)
                 return {"holdout": f, "evaluate_share": a_e, "power": power, "detect": DETECT, "model_error": p_m,
                         "expected_certificate": cert, "expected_width": cert - p_m, "least_width": least - p_m}
     return None

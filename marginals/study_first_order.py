@@ -1,15 +1,17 @@
-"""The study design's first-order mode: no selection, every first-order table pooled, and an evaluation round sized for the comparison with the larger class.
+"""The study design's first-order mode: no selection, every first-order table pooled, and an evaluation round sized for
+the comparison with the larger class.
 
-**Every first-order table** (the third mode of :mod:`marg.marginals.study_design`, ``"first-order"``, :func:`first_order_fits`). Where the
-study is narrow (p ≤ ``FIRST_ORDER_MAX_P``) and small — each of the p tables N[x_i, y], measured pooled
-at an equal share of ρ_T with the label table, keeps its noise std per cell within ``FIRST_ORDER_RATIO``
-of its expected count N/(C·m̃), but not one pair table beside them would stay within the split rule's
-noise rule — no model can read more than first-order tables, and a selection only spends rows and ρ to
+**Every first-order table** (the third mode of :mod:`marg.marginals.study_design`, ``"first-order"``,
+:func:`first_order_fits`). Where the study is narrow (p ≤ ``FIRST_ORDER_MAX_P``) and small — each of the p tables N[x_i,
+y], measured pooled at an equal share of ρ_T with the label table, keeps its noise std per cell within
+``FIRST_ORDER_RATIO`` of its expected count N/(C·m̃), but not one pair table beside them would stay within the split
+rule's noise rule — no model can read more than first-order tables, and a selection only spends rows and ρ to
 drop some of them. The study then selects nothing: round "select" is the label table at a_L = 1/(p + 1)
 of the training ρ, round "measure" every first-order table at equal shares, and the learner fits naive
 Bayes on them (:mod:`marg.study_learner`). The mode is chosen by the gate, not by E: the planning world
 (one effect size, F planted features) rates it below the private top-k on every small set measured, where
-measured it is 2–10 × more accurate (BENCHMARKS.md, "Issue 44 (studyacc)").
+measured it is more accurate (BENCHMARKS.md, "Issue 44 (studyacc)" and "Issue 47: numbers moved out of
+docstrings").
 
 Its evaluation round answers one question — does the model beat the larger class? — so it is sized for
 that (:func:`marg.marginals.study_design.choose_comparison`): the least held-out fraction f, then the least a_E, within

@@ -1,4 +1,5 @@
-"""The study design's selection modes and their expected error: the pooled noise in curators' units, the pooled top-k's planning-world error beside the private one's, and the choice between them.
+"""The study design's selection modes and their expected error: the pooled noise in curators' units, the pooled top-k's
+planning-world error beside the private one's, and the choice between them.
 
 **The pooled noise.** With ``noise="per-site"`` each site adds one curator's noise to its tables, so
 a pooled cell's noise variance is S·σ² (σ² = r²/(2ρ_cell)); with ``noise="shared"`` each of the S sites

@@ -1,4 +1,6 @@
-"""The split rule of select, then measure: the label share, the selection's share and k, and round 2's share, chosen to minimise an expected-error proxy from what is known before anything is spent (or every candidate measured, when round 2 affords them all).
+"""The split rule of select, then measure: the label share, the selection's share and k, and round 2's share, chosen to
+minimise an expected-error proxy from what is known before anything is spent (or every candidate measured, when round 2
+affords them all).
 
 **Known before spending.** The rows per site n_s as stated publicly (``--plan-rows``, as for
 ``marg plan``; N = Σ n_s over S sites, w_s = n_s/N), the codebook (p discrete candidates,
@@ -69,10 +71,11 @@ first-order tables and the p(p − 1)/2 pair tables, p(p + 1)/2 tables counted a
 size C·m̃² and equal shares of round 2's 1 − a_L − ``MIN_SHARE`` — with σ_2 ≤
 ``NOISE_RATIO``·N/(C·m̃²) (:func:`workload_max`), every table the learner might read is above
 the noise, so a selection can only drop features (and the agreement bar drops those some site
-missed: measured on adult, k = 7 of 14 left 3–5 features and an error of 0.19 against 0.148
-for the one-round release). Then the split is the label floor, ``MIN_SHARE`` for a noisy top-p
-*ranking* (k = p: nothing dropped; the ranking orders the features for the learner's pair plan)
-and round 2 the rest (:func:`measure_all_split`); the learner keeps every feature and asks for
+missed: on adult, k = 7 of 14 left a few features and a larger error than the one-round release's, BENCHMARKS.md,
+"adult on the select-then-measure default: measuring every candidate" and "Issue 47: numbers moved out of
+docstrings"). Then the split is the label floor,
+``MIN_SHARE`` for a noisy top-p *ranking* (k = p: nothing dropped; the ranking orders the features for the learner's
+pair plan) and round 2 the rest (:func:`measure_all_split`); the learner keeps every feature and asks for
 every pair when the median pair table, at its least-squares weight on the sites' actual rests,
 meets the noise rule (:func:`marg.learners.study.two_round.whole_workload`), else the pairs among the
 best-ranked first M. The proxy E does not compare the two (its vote model counts every chance
@@ -209,7 +212,8 @@ def _p_wrong(x: SplitInputs, aL: Any, a2: Any) -> Any:
 
 
 def _p_flip(x: SplitInputs, a2: Any, tables: Any) -> Any:
-    """P_flip: a level's class comparison flipped by round 2's noise, ``a2`` shared equally by ``tables``; elementwise."""
+    """P_flip: a level's class comparison flipped by round 2's noise, ``a2`` shared equally by ``tables``;
+    elementwise."""
     rho, r, S, N = x.rho_total, float(x.max_rows), x.curators, float(sum(x.rows))
     sigma2 = np.sqrt(S) * r * np.sqrt(tables / (2.0 * a2 * rho))
     return ndtr(-2.0 * EFFECT * N / (float(np.median(x.levels)) * np.sqrt(2.0) * sigma2))
@@ -279,7 +283,8 @@ def terms(x: SplitInputs, aL: Any, aS: Any, k: int) -> dict[str, Any]:
     p_flip = _p_flip(x, a2, np.maximum(1.0, j + lam))
     q = 0.5 + EFFECT * (1.0 - 2.0 * p_flip)
     spread = np.sqrt(4.0 * j * q * (1.0 - q) + lam)
-    e_found = np.where(spread > 0, ndtr(-j * (2.0 * q - 1.0) / np.where(spread > 0, spread, 1.0)), 0.5)  # none found: 1/2
+    # none found: 1/2
+    e_found = np.where(spread > 0, ndtr(-j * (2.0 * q - 1.0) / np.where(spread > 0, spread, 1.0)), 0.5)
     return {"p_wrong": p_wrong, "p_agree": p_agree, "chance_agreements": lam, "found": j, "p_any": p_any,
             "p_flip": p_flip, "e_found": e_found, "e_prior": e_prior, "p_chance": p_chance + 0.0 * p_wrong}
 
@@ -302,7 +307,8 @@ def chance_passes(lam: float) -> float:
 
 
 def objective(x: SplitInputs, aL: np.ndarray, aS: np.ndarray, k: int) -> np.ndarray:
-    """E(a_L, a_S, k) = P_any·e_found + (1 − P_any)·(P_chance/2 + (1 − P_chance)·e_prior) (module docstring), elementwise."""
+    """E(a_L, a_S, k) = P_any·e_found + (1 − P_any)·(P_chance/2 + (1 − P_chance)·e_prior) (module docstring),
+    elementwise."""
     t = terms(x, aL, aS, k)
     e_none = t["p_chance"] * 0.5 + (1.0 - t["p_chance"]) * t["e_prior"]  # a model on chance features errs 1/2
     return t["p_any"] * t["e_found"] + (1.0 - t["p_any"]) * e_none
@@ -342,7 +348,8 @@ def k_candidates(p: int) -> list[int]:
     return ks
 
 
-def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray, objective: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def evaluate_grid(x: SplitInputs, L: np.ndarray, Sg: np.ndarray,
+                  objective: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """(E, k): E over every grid point (rows) and every candidate k (columns); ``objective`` (x, a_L, a_S, k) → E
     elementwise, by default this module's :func:`objective`."""
     objective = globals()["objective"] if objective is None else objective
@@ -422,6 +429,7 @@ def choose_split(x: SplitInputs, objective: Any = None, parts_of: Any = None, ti
                             objective, tie)
     if e2 < e - tie:  # the finer grid only moves the choice when it is clearly better
         e, aL, aS, k = e2, aL2, aS2, k2
-    parts = {key: float(np.asarray(v).reshape(-1)[0]) for key, v in parts_of(x, np.array([aL]), np.array([aS]), k).items()}
+    parts = {key: float(np.asarray(v).reshape(-1)[0])
+             for key, v in parts_of(x, np.array([aL]), np.array([aS]), k).items()}
     aL, aS = round(aL, 6), round(aS, 6)
     return Split(aL, aS, round(1.0 - aL - aS, 6), k, e, parts)

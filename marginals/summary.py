@@ -10,7 +10,8 @@ When tables carry differential-privacy noise the Summary post-processes them fir
 (consistency and non-negativity, :mod:`marg.marginals.postprocess`; free under DP). Class
 columns hidden by min-cell suppression (exact releases) are unknown, not zero
 (:mod:`marg.marginals.hidden`): :meth:`Summary.counts` spreads their rows in proportion to the
-column's released part, evenly without one (the point estimate) and :meth:`Summary.count_bounds` says how far the truth may lie from it.
+column's released part, evenly without one (the point estimate) and :meth:`Summary.count_bounds` says how far the truth
+may lie from it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
 
     Only cliques released by every site are kept (the others are returned by name as
     ``dropped``). Hidden class-column counts (:attr:`MarginalTable.hidden`, marked per site
-    before summing) add up, each site's tails kept (:attr:`MarginalTable.hidden_tails`). Noise stds add in quadrature (independent noise); the combined record
-    keeps the largest per-site privacy cost, since sites hold disjoint patients.
+    before summing) add up, each site's tails kept (:attr:`MarginalTable.hidden_tails`). Noise stds add in quadrature
+    (independent noise); the combined record keeps the largest per-site privacy cost, since sites hold disjoint
+    patients.
 
     Returns
     -------
@@ -47,7 +49,8 @@ def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalT
         raise InputError("nothing to aggregate: no tables")
     keyed = [{(t.clique, t.kind): t for t in p} for p in parts]
     common = [k for k in keyed[0] if all(k in kd for kd in keyed[1:])]
-    dropped = sorted({MarginalTable(clique=k[0], counts=kd[k].counts, kind=k[1]).name for kd in keyed for k in kd if k not in common})
+    dropped = sorted({MarginalTable(clique=k[0], counts=kd[k].counts, kind=k[1]).name for kd in keyed
+                      for k in kd if k not in common})
     out = []
     for k in common:
         ts = [kd[k] for kd in keyed]
@@ -176,9 +179,9 @@ class Summary:
             return out
         noisy = [t for t in self._tables.values() if not t.noise.is_exact]
         if noisy:
-            raise InputError(f"table {hid[0].name} has class columns hidden by min-cell suppression and {noisy[0].name} "
-                             "carries DP noise: the learner bounds hidden cells of exact releases only; release "
-                             "every table with DP (--epsilon), or all exactly")
+            raise InputError(f"table {hid[0].name} has class columns hidden by min-cell suppression and "
+                             f"{noisy[0].name} carries DP noise: the learner bounds hidden cells of exact releases "
+                             "only; release every table with DP (--epsilon), or all exactly")
         totals = self._tables[((lab,), "counts")].counts if ((lab,), "counts") in self._tables else None
         for t in hid:
             got = np.asarray(t.counts, dtype=np.float64).sum(axis=0) + t.hidden
@@ -384,8 +387,10 @@ class Summary:
 
     def __repr__(self) -> str:
         sites = [str(s.get("site")) for s in self.provenance.get("sites", []) if isinstance(s, dict)]
-        where = f"{len(sites)} site{'s' if len(sites) != 1 else ''} ({', '.join(sites)})" if sites else "no recorded sites"
-        count = f"n = {self.n_exact:,} (exact)" if self.n_exact is not None else f"n ≈ {self.n:,.0f} (noisy: differential privacy)"
+        where = (f"{len(sites)} site{'s' if len(sites) != 1 else ''} ({', '.join(sites)})" if sites
+                 else "no recorded sites")
+        count = (f"n = {self.n_exact:,} (exact)" if self.n_exact is not None
+                 else f"n ≈ {self.n:,.0f} (noisy: differential privacy)")
         lab = self.codebook.label
         return (f"<marg Summary: {where}; {count}; {len(self._tables)} tables; label {lab.name!r} "
                 f"({', '.join(lab.classes)}); {self.codebook.n_features} features>")

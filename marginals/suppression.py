@@ -164,8 +164,8 @@ def suppress_columns(
 
     small_class = np.flatnonzero((totals > 0) & (totals < k))
     if small_class.size:
-        raise RefusedError(f"min-cell rule: a class has fewer than {k} patients (which one is not said): no suppression "
-                           "can hide a class total the row count gives back; use DP (--epsilon)")
+        raise RefusedError(f"min-cell rule: a class has fewer than {k} patients (which one is not said): no "
+                           "suppression can hide a class total the row count gives back; use DP (--epsilon)")
     hidden: list[Cell] = []
     for t, (c, arr) in enumerate(zip(cliques, counts)):
         arr = np.asarray(arr)
@@ -183,8 +183,8 @@ def suppress_columns(
             if start == 0 and candidate_values(m, S, k) < k:
                 raise RefusedError(f"min-cell rule: table {names[t]} has a cell below {k} in one class, and hiding "
                                    f"that class's column of {m} cells would leave it fewer than {k} possible values "
-                                   "for an attacker who knows the algorithm (which class, and how many patients, is not "
-                                   "said); use DP (--epsilon)")
+                                   "for an attacker who knows the algorithm (which class, and how many patients, is "
+                                   "not said); use DP (--epsilon)")
             for a in range(start, m):
                 hidden.append((t, (a, v) if ax == 1 else (v, a)))
     return hidden

@@ -66,7 +66,8 @@ CONCEPTS = [  # concept_id, name, domain, vocabulary, class, standard
     (HBA1C, "Hemoglobin A1c/Hemoglobin.total in Blood", "Measurement", "LOINC", "Lab Test", "S"),
     (LDL, "Cholesterol in LDL [Mass/volume] in Serum or Plasma", "Measurement", "LOINC", "Lab Test", "S"),
     (PERCENT, "percent", "Unit", "UCUM", "Unit", "S"), (MG_DL, "milligram per deciliter", "Unit", "UCUM", "Unit", "S"),
-    (9201, "Inpatient Visit", "Visit", "Visit", "Visit", "S"), (9202, "Outpatient Visit", "Visit", "Visit", "Visit", "S"),
+    (9201, "Inpatient Visit", "Visit", "Visit", "Visit", "S"),
+    (9202, "Outpatient Visit", "Visit", "Visit", "Visit", "S"),
     (32817, "EHR", "Type Concept", "Type Concept", "Type Concept", "S"),
 ]
 ANCESTRY = [(T2DM, d) for d in T2DM_DESC] + [(MI, d) for d in MI_DESC] + [(METFORMIN, d) for d in METFORMIN_DESC]
@@ -92,7 +93,8 @@ DDL: dict[str, list[tuple[str, str]]] = {  # the CDM 5.4 columns (and types) of 
                              ("condition_status_concept_id", I), ("stop_reason", "varchar(20)"), ("provider_id", I),
                              ("visit_occurrence_id", I), ("visit_detail_id", I), ("condition_source_value", V),
                              ("condition_source_concept_id", I), ("condition_status_source_value", V)],
-    "drug_exposure": [("drug_exposure_id", I), ("person_id", I), ("drug_concept_id", I), ("drug_exposure_start_date", D),
+    "drug_exposure": [("drug_exposure_id", I), ("person_id", I), ("drug_concept_id", I),
+                      ("drug_exposure_start_date", D),
                       ("drug_exposure_start_datetime", T), ("drug_exposure_end_date", D),
                       ("drug_exposure_end_datetime", T), ("verbatim_end_date", D), ("drug_type_concept_id", I),
                       ("stop_reason", "varchar(20)"), ("refills", I), ("quantity", N), ("days_supply", I),
@@ -106,7 +108,8 @@ DDL: dict[str, list[tuple[str, str]]] = {  # the CDM 5.4 columns (and types) of 
                              ("visit_occurrence_id", I), ("visit_detail_id", I), ("procedure_source_value", V),
                              ("procedure_source_concept_id", I), ("modifier_source_value", V)],
     "measurement": [("measurement_id", I), ("person_id", I), ("measurement_concept_id", I), ("measurement_date", D),
-                    ("measurement_datetime", T), ("measurement_time", "varchar(10)"), ("measurement_type_concept_id", I),
+                    ("measurement_datetime", T), ("measurement_time", "varchar(10)"),
+                    ("measurement_type_concept_id", I),
                     ("operator_concept_id", I), ("value_as_number", N), ("value_as_concept_id", I),
                     ("unit_concept_id", I), ("range_low", N), ("range_high", N), ("provider_id", I),
                     ("visit_occurrence_id", I), ("visit_detail_id", I), ("measurement_source_value", V),
@@ -120,7 +123,8 @@ DDL: dict[str, list[tuple[str, str]]] = {  # the CDM 5.4 columns (and types) of 
                     ("qualifier_source_value", V), ("value_source_value", V), ("observation_event_id", I),
                     ("obs_event_field_concept_id", I)],
     "concept": [("concept_id", I), ("concept_name", "varchar(255)"), ("domain_id", "varchar(20)"),
-                ("vocabulary_id", "varchar(20)"), ("concept_class_id", "varchar(20)"), ("standard_concept", "varchar(1)"),
+                ("vocabulary_id", "varchar(20)"), ("concept_class_id", "varchar(20)"),
+                ("standard_concept", "varchar(1)"),
                 ("concept_code", V), ("valid_start_date", D), ("valid_end_date", D), ("invalid_reason", "varchar(1)")],
     "concept_ancestor": [("ancestor_concept_id", I), ("descendant_concept_id", I), ("min_levels_of_separation", I),
                          ("max_levels_of_separation", I)],
@@ -214,7 +218,8 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
     p = _poisson_rows(rng, np.where(htn, 2.0 * s, 0.0))
     parts.append((p, _dates_between(rng, obs_start[p], obs_end[p]), np.full(p.size, HTN)))
     p = _poisson_rows(rng, np.full(n, 2.0 * s))
-    parts.append((p, _dates_between(rng, obs_start[p], obs_end[p]), np.array(OTHER_CONDITIONS)[rng.integers(0, 3, p.size)]))
+    parts.append((p, _dates_between(rng, obs_start[p], obs_end[p]),
+                  np.array(OTHER_CONDITIONS)[rng.integers(0, 3, p.size)]))
     # outcome: within the time at risk of the first entry; distractors before the index and after the time at risk
     o_in = np.flatnonzero(outcome)
     o_before = np.flatnonzero(rng.random(n) < 0.08)
@@ -263,7 +268,8 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
     ehr = 32817
     tables = {
         "person": _table("person", {"person_id": pid, "gender_concept_id": np.where(male, MALE, FEMALE),
-                                    "year_of_birth": yob, "race_concept_id": race, "ethnicity_concept_id": np.zeros(n, int),
+                                    "year_of_birth": yob, "race_concept_id": race,
+                                    "ethnicity_concept_id": np.zeros(n, int),
                                     "gender_source_value": np.where(male, "M", "F")}),
         "observation_period": _table("observation_period", {
             "observation_period_id": pid, "person_id": pid, "observation_period_start_date": obs_start,
@@ -276,7 +282,8 @@ def generate_cdm(n: int = 1000, seed: int = 0, *, first_id: int = 1, events_scal
             "condition_start_date": cd, "condition_type_concept_id": np.full(cp.size, ehr)}),
         "drug_exposure": _table("drug_exposure", {
             "drug_exposure_id": serial(dp_.size), "person_id": pid[dp_], "drug_concept_id": dc,
-            "drug_exposure_start_date": dd, "drug_exposure_end_date": dd + 30, "drug_type_concept_id": np.full(dp_.size, ehr),
+            "drug_exposure_start_date": dd, "drug_exposure_end_date": dd + 30,
+            "drug_type_concept_id": np.full(dp_.size, ehr),
             "days_supply": np.full(dp_.size, 30)}),
         "procedure_occurrence": _table("procedure_occurrence", {
             "procedure_occurrence_id": serial(pp.size), "person_id": pid[pp], "procedure_concept_id": pc,
@@ -317,8 +324,10 @@ def example_codebook() -> dict[str, Any]:
         "format": "marg-codebook", "version": 1, "omop": {"target_cohort": TARGET},
         "features": [
             {"name": "age", "type": "numeric", "edges": [45, 55, 65, 75], "omop": {"age_at": "index"}},
-            {"name": "sex", "levels": {str(MALE): "male", str(FEMALE): "female"}, "omop": {"person": "gender_concept_id"}},
-            {"name": "t2dm", "omop": {"domain": "condition", "concepts": [T2DM], "descendants": True, "window": [-365, 0]}},
+            {"name": "sex", "levels": {str(MALE): "male", str(FEMALE): "female"},
+             "omop": {"person": "gender_concept_id"}},
+            {"name": "t2dm", "omop": {"domain": "condition", "concepts": [T2DM], "descendants": True,
+                                      "window": [-365, 0]}},
             {"name": "hypertension", "omop": {"domain": "condition", "concepts": [HTN], "window": [-730, 0]}},
             {"name": "metformin", "omop": {"domain": "drug", "concepts": [METFORMIN], "descendants": True,
                                            "window": [-180, 0]}},

@@ -111,7 +111,8 @@ class MarginalTable:
 
     @property
     def name(self) -> str:
-        return ("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique) + ("" if self.kind == "moments" else "]")
+        return (("moments:" if self.kind == "moments" else "N[") + ",".join(self.clique)
+                + ("" if self.kind == "moments" else "]"))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -172,7 +173,8 @@ def parse_pairs(codebook: Codebook, spec: str) -> list[tuple[str, ...]]:
     return pairs
 
 
-def plan_cliques(codebook: Codebook, stats: str = "first", pairs: Sequence[tuple[str, ...]] | None = None) -> list[tuple[str, ...]]:
+def plan_cliques(codebook: Codebook, stats: str = "first",
+                 pairs: Sequence[tuple[str, ...]] | None = None) -> list[tuple[str, ...]]:
     """The cliques a site releases for a ``--stats`` choice.
 
     ``first``: ``N[y]`` and ``N[x_i, y]`` for every discrete feature (moments for raw numeric
@@ -223,6 +225,6 @@ def check_plan_size(codebook: Codebook, cliques: Sequence[tuple[str, ...]], max_
     if total > max_cells:
         big = sorted(sizes, reverse=True)[:2]
         named = ", ".join(f"N[{','.join(c)}] {x:,.0f} cells" for x, c in big)
-        raise InputError(f"the release plan holds {total:,.0f} counts ({8 * total / 2**30:,.1f} GiB), over the limit of "
-                         f"{max_cells:,} ({named}): ask for fewer pairs or coarser levels")
+        raise InputError(f"the release plan holds {total:,.0f} counts ({8 * total / 2**30:,.1f} GiB), over the limit "
+                         f"of {max_cells:,} ({named}): ask for fewer pairs or coarser levels")
     return int(total)

@@ -127,8 +127,8 @@ def canonical_levels_many(levels: "list[tuple[str, ...]]", wheres: "list[str]") 
             hit = _KEYS[lv]
         keys, clash = hit
         if clash is not None:
-            raise InputError(f"{where}: levels {clash[0]!r} and {clash[1]!r} are one value ({clash[2]!r}, as every source "
-                             "reads it): keep one")
+            raise InputError(f"{where}: levels {clash[0]!r} and {clash[1]!r} are one value ({clash[2]!r}, as every "
+                             "source reads it): keep one")
         out.append(keys)
     return out
 

@@ -79,7 +79,8 @@ class Aggregator:
             n_prev, n_now = seen.get("n_rows"), b.header.get("n_rows")
             if isinstance(n_prev, int) and isinstance(n_now, int) and n_prev != n_now:
                 raise InputError(f"{source}: site {b.site!r} released {n_now:,} rows here and {n_prev:,} in "
-                                 f"{seen['source']} (its data changed between rounds: the tables would not fit together)")
+                                 f"{seen['source']} (its data changed between rounds: the tables would not fit "
+                                 "together)")
         self.bundles += 1
         self._digests[digest] = source
         # hidden class columns are marked per site, before summing (another site's real column would mask them)

@@ -75,7 +75,8 @@ class Bundle:
         stats, arrays, offset = [], [], 0
         for t in tables:
             c = t.counts  # integer counts are whole numbers: no rounding pass to find that out (a pass a table)
-            exact_int = t.noise.is_exact and t.kind == "counts" and (c.dtype.kind in "iu" or bool(np.all(c == np.round(c))))
+            exact_int = (t.noise.is_exact and t.kind == "counts"
+                         and (c.dtype.kind in "iu" or bool(np.all(c == np.round(c)))))
             dtype = "<i8" if exact_int else "<f8"
             arr = np.ascontiguousarray(t.counts, dtype=DTYPES[dtype])
             stats.append(
@@ -143,7 +144,8 @@ class Bundle:
             raise InputError(f"{source}: expected bytes")
         data = bytes(data)
         if data[:8] == b"MARGSEAL":
-            raise InputError(f"{source}: the bundle is sealed (encrypted); open it with the learner's sealing key ({option('key')})")
+            raise InputError(f"{source}: the bundle is sealed (encrypted); open it with the learner's sealing key "
+                             f"({option('key')})")
         if len(data) < 12 or data[:8] != MAGIC:
             raise InputError(f"{source}: not a marg bundle (bad magic {data[:8]!r})")
         (hlen,) = struct.unpack(">I", data[8:12])
@@ -154,11 +156,13 @@ class Bundle:
         if problem == "edited":
             raise InputError(f"{source}: header is not in canonical form (altered?)")
         if problem is not None:
-            raise InputError(f"{source}: corrupt header ({'not canonical JSON' if problem == 'not canonical' else problem})")
+            raise InputError(f"{source}: corrupt header "
+                             f"({'not canonical JSON' if problem == 'not canonical' else problem})")
         if header.get("format") != FORMAT:
             raise InputError(f"{source}: not a marg bundle (format {header.get('format')!r})")
         if header.get("version") != VERSION:
-            raise InputError(f"{source}: unsupported bundle version {header.get('version')!r} (this marg reads {VERSION})")
+            raise InputError(f"{source}: unsupported bundle version {header.get('version')!r} (this marg reads "
+                             f"{VERSION})")
         payload = data[12 + hlen :]
         if hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
             raise InputError(f"{source}: payload checksum mismatch (corrupt or altered data)")

@@ -24,8 +24,8 @@ URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 
 
 def url_fs(url: str) -> tuple[Any, str]:
-    """(fsspec filesystem, path) of ``url``; SFTP host keys checked against ``known_hosts`` (:func:`_known_hosts_policy`);
-    every failure one line (InputError) naming host and user, never a password."""
+    """(fsspec filesystem, path) of ``url``; SFTP host keys checked against ``known_hosts``
+    (:func:`_known_hosts_policy`); every failure one line (InputError) naming host and user, never a password."""
     try:
         import fsspec
     except ImportError:
@@ -98,8 +98,8 @@ def _known_hosts_policy():
             if entry is not None and key.get_name() in entry:
                 if entry[key.get_name()] == key:
                     return
-                raise paramiko.SSHException(f"host key of {hostname} ({fp}) differs from the one in {path}: refused (a man "
-                                            "in the middle, or a re-installed server: ask its administrator)")
+                raise paramiko.SSHException(f"host key of {hostname} ({fp}) differs from the one in {path}: refused "
+                                            "(a man in the middle, or a re-installed server: ask its administrator)")
             if entry is not None and not ACCEPT_NEW["on"]:
                 raise paramiko.SSHException(f"host {hostname} presents a {key.get_name()} key ({fp}) that {path} does "
                                             "not list for it: refused")
@@ -128,7 +128,8 @@ def where(url: str) -> str:
         return shown(url)
     if not host:
         return shown(url)
-    return f"{parts.scheme}://{host}{f':{port}' if port else ''} (user {user!r})" if user else f"{parts.scheme}://{host}"
+    return (f"{parts.scheme}://{host}{f':{port}' if port else ''} (user {user!r})" if user
+            else f"{parts.scheme}://{host}")
 
 
 def shown(url: str) -> str:

@@ -133,7 +133,8 @@ def confusion_on_holdout(data: Any, model: Any, ledger_dir: str | Path, site: st
     src = source_of(data, engine, spark_master)
     splitter = Splitter(ms.spec, ms.key)
     try:
-        src.prepare(cb, max_rows=unit.bound if unit is not None else None)  # an OMOP CDM checks itself and builds its rows
+        # an OMOP CDM checks itself and builds its rows
+        src.prepare(cb, max_rows=unit.bound if unit is not None else None)
         if per_patient:  # whatever unit is declared (check_unit)
             check_unit(src, cb, unit, also=[ms.spec.id_column] if ms.spec.id_column else [])
         conf, _ = held_confusion(src, cb, model.predict, splitter, unit, progress)  # where the rows are (Spark)
@@ -208,7 +209,8 @@ def evaluate_site(
     from .site import resolve_export_ledger
 
     r, delivery = release_options(request, delivery, options)
-    release_kind(r, model.codebook, delivery, evaluation=True)  # an evaluation: never a study round (refused in one line)
+    # an evaluation: never a study round (refused in one line)
+    release_kind(r, model.codebook, delivery, evaluation=True)
     epsilon, rho, delta, min_cell, min_cell_policy = r.epsilon, r.rho, r.delta, r.min_cell, r.min_cell_policy
     content, signing_key, recipient = r.content, delivery.signing_key, delivery.recipient
     out = check_out(out, force=True)  # the folder exists and can be written, before anything is read or charged
@@ -249,7 +251,8 @@ def evaluate_site(
             privacy = {"mechanism": dp_plan.mechanism.name, **cost.to_dict(), **at_cap(ledger.cap(), cost)}
             released_n = None
         else:
-            tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name, codebook=ecb)
+            tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=ecb.label.name,
+                                                codebook=ecb)
             cost = PrivacyCost.unbounded()
             privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
             released_n = held
@@ -268,7 +271,8 @@ def evaluate_site(
     bundle = Bundle.build(ecb, tables, site=site, n_rows=released_n, privacy=privacy, extra=extra)
     final, file_bytes = finalize_bundle(bundle, signing_key, recipient)
     file_digest = hashlib.sha256(file_bytes).hexdigest() if recipient is not None else None
-    entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost, recipient_name=delivery.recipient_name,
+    entry = ledger.record(final, signing_key, file_digest=file_digest, cost=cost,
+                          recipient_name=delivery.recipient_name,
                           suppressed=suppressed, evaluation=evl.record_of(ms, model_file_digest, not dp, rank,
                                                                           repeated_uncapped=repeat))
     atomic_write_bytes(out, file_bytes)
@@ -348,9 +352,11 @@ class EvaluationRelease:
     evaluations_on_split: int | None = None
 
 
-def verified_evaluations(bundles: Sequence[str | Path], model_codebook: Codebook, model_info: dict[str, Any], digest: str,
+def verified_evaluations(bundles: Sequence[str | Path], model_codebook: Codebook, model_info: dict[str, Any],
+                         digest: str,
                          model_name: str, trust: str | Path | None = None, allow_unsigned: bool = False,
-                         key: str | Path | None = None, passphrase_file: str | Path | None = None) -> list[EvaluationRelease]:
+                         key: str | Path | None = None,
+                         passphrase_file: str | Path | None = None) -> list[EvaluationRelease]:
     """The sites' evaluation releases of one model file, each verified like a training bundle.
 
     Each must evaluate *this* model file (``digest``, its SHA-256; ``model_name`` names it in

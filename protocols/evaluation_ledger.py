@@ -43,7 +43,8 @@ def held_set_id(split: Any) -> str:
 
 
 def exact_group(split: Any) -> str:
-    """All held-out sets of this site's split key (32 hex): they nest or overlap, so they share the one exact evaluation."""
+    """All held-out sets of this site's split key (32 hex): they nest or overlap, so they share the one exact
+    evaluation."""
     return hashlib.sha256(b"marg-exact-group\x00" + split.key).hexdigest()[:32]
 
 
@@ -90,12 +91,14 @@ def check_uncapped(entries: Sequence[dict[str, Any]], split: Any, capped: bool, 
     if not allow:
         raise RefusedError(f"refused: this site's held-out patients were evaluated under DP already (ledger entry "
                            f"#{earlier[0]}) and the site has no cap: repeated evaluations with no cap are an oracle "
-                           "on the held-out patients; set a cap (marg audit init/budget) or --allow-repeated-evaluations")
+                           "on the held-out patients; set a cap (marg audit init/budget) or "
+                           "--allow-repeated-evaluations")
     return True
 
 
 def ordinal(entries: Sequence[dict[str, Any]], split: Any, model: str) -> int:
-    """The rank of ``model`` (its file digest) among the distinct models evaluated on this held-out set (1 for the first)."""
+    """The rank of ``model`` (its file digest) among the distinct models evaluated on this held-out set (1 for the
+    first)."""
     return ordinals(entries, split, [model])[0]
 
 

@@ -60,7 +60,8 @@ DIGEST_HEX = 32
 
 
 def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()[:DIGEST_HEX]
+    return hashlib.sha256(json.dumps(obj, separators=(",", ":"),
+                                     ensure_ascii=False).encode("utf-8")).hexdigest()[:DIGEST_HEX]
 
 
 def _key(prefix: str, names: Sequence[str]) -> str:
@@ -133,7 +134,8 @@ def _margins_digests(out: dict[str, Any], jobs: list[tuple[str, Any, tuple[str, 
         _, orders, cells = plans[means]
         m = np.stack([a for _, a in items])
         drop = tuple(k + 1 for k in range(len(shape)) if k not in axes)
-        m = m.sum(axis=drop) if drop else m  # as MarginalTable.marginal: the dropped axes summed, then the kept ones in sub's order
+        # as MarginalTable.marginal: the dropped axes summed, then the kept ones in sub's order
+        m = m.sum(axis=drop) if drop else m
         kept = sorted(axes)
         m = np.transpose(m, [0] + [kept.index(k) + 1 for k in axes])
         for d, o in enumerate(orders):
@@ -193,7 +195,8 @@ def release_digests(tables: Sequence[Any], n_rows: int | None, suppressed_tables
         for r in range(1, len(names) + 1):
             for sub in combinations(names, r):
                 key = "m:[" + ",".join([names_json[a] for a in sub]) + "]"  # _key("m:", sub)
-                if key not in out:  # exact tables of one release have one margin on common attributes (N[y] once, not per table)
+                # exact tables of one release have one margin on common attributes (N[y] once, not per table)
+                if key not in out:
                     out[key] = None  # its place in the order; the digest comes from _margins_digests
                     jobs.append((key, t, sub, tuple(meaning[a] for a in sub)))
     _margins_digests(out, jobs)

@@ -80,7 +80,8 @@ def source_of(data: Any, engine: str | None = None, spark_master: str | None = N
 
     if is_frame(data):
         if engine not in (None, "local"):
-            raise InputError(f"engine {engine!r} cannot count rows held in this process (a data frame): give a file or a table it reads")
+            raise InputError(f"engine {engine!r} cannot count rows held in this process (a data frame): give a file "
+                             "or a table it reads")
         return FrameSource(data)
     return open_source(data, engine=engine, spark_master=spark_master)
 
@@ -115,7 +116,8 @@ def check_out(out: str | Path, force: bool = False) -> Path:
     if not (out.parent if str(out.parent) else Path(".")).exists():
         raise InputError(f"output folder does not exist: {out.parent}")
     if not force and (out.exists() or out.is_symlink()):
-        raise InputError(f"{out} exists: refusing to overwrite it (nothing was counted or charged); pass --force to replace it")
+        raise InputError(f"{out} exists: refusing to overwrite it (nothing was counted or charged); pass --force to "
+                         "replace it")
     folder = out.parent if str(out.parent) else Path(".")
     try:  # the folder can be written: a probe written and removed before anything is counted or charged
         import tempfile
@@ -319,7 +321,8 @@ def prepare_release(
         check_plan_size(codebook, cliques)
         if allocation not in ALLOCATIONS:
             raise InputError(f"unknown --allocation {allocation!r} (expected one of {', '.join(ALLOCATIONS)})")
-        weights = first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None) else allocation
+        weights = (first_order_weights(codebook, cliques, first_share) if (dp and first_share is not None)
+                   else allocation)
 
     # 1. The cost is known from the plan: check the budget before reading any data.
     ledger_dir, site_cfg = resolve_export_ledger(ledger_dir, site, signing_key, delivery.site_home)
@@ -364,7 +367,8 @@ def prepare_release(
         zcdp_delta = float(privacy.get("delta", delta)) if (study is not None or not mech.pure) else None
         privacy.update(at_cap(ledger.cap() if ledger is not None else None, cost, zcdp_delta))
     else:
-        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name, codebook=codebook)
+        tables, suppressed = apply_min_cell(tables, k=min_cell, policy=min_cell_policy, label=codebook.label.name,
+                                            codebook=codebook)
         cost = PrivacyCost.unbounded()
         released_n = n_rows
         privacy = {"mechanism": "none", "epsilon": 0.0, "delta": 0.0, "rho": 0.0}
@@ -453,7 +457,8 @@ def _header_extra(source: dict[str, Any], spec: Holdout | None, holdout_plan: An
     extra: dict[str, Any] = {"min_cell": {"k": min_cell[0], "policy": min_cell[1], "suppressed": bool(suppressed)}
                              if min_cell is not None else None, "source": source}
     if spec is not None:
-        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by, **({"plan": dict(holdout_plan)} if holdout_plan else {})}
+        extra["holdout"] = {"fraction": spec.fraction, "by": spec.by,
+                            **({"plan": dict(holdout_plan)} if holdout_plan else {})}
     if study_record is not None:
         extra["study"] = study_record
     if round_id is not None:
@@ -479,5 +484,5 @@ def useless_noise(tables: Sequence[MarginalTable], n_rows: int) -> list[str]:
     worst = max(bad, key=lambda t: t.noise.std * t.counts.size)
     return [f"warning: the noise std per cell is at least the expected cell count in {len(bad)} of "
             f"{sum(t.kind == 'counts' for t in tables)} tables (e.g. {worst.name}: std {worst.noise.std:.3g} against "
-            f"{n_rows / worst.counts.size:.3g} patients per cell on average): this release is mostly noise, and it spends "
-            "its privacy budget all the same"]
+            f"{n_rows / worst.counts.size:.3g} patients per cell on average): this release is mostly noise, and it "
+            "spends its privacy budget all the same"]

@@ -153,7 +153,8 @@ def plan_export(data: Any, codebook: Any, site: str, out: str | Path, request: R
             counts=t.counts.tolist() if r.is_exact else None, suppressed=per_table.get(t.name, 0)))
     h = rel.bundle.header
     return ExportPlan(site=site, out=Path(out), n_rows=rel.n_rows, released_n_rows=h.get("n_rows"), stats=rel.stats,
-                      tables=tables, privacy=dict(h.get("privacy") or {}), cost=rel.cost, spent=spent, cap=cap, after=after,
+                      tables=tables, privacy=dict(h.get("privacy") or {}), cost=rel.cost, spent=spent, cap=cap,
+                      after=after,
                       ledger=rel.ledger_dir if rel.ledger is not None else None, signed=h.get("signature") is not None,
                       sealed_to=(delivery.recipient_name or h.get("recipient")) if h.get("recipient") else None,
                       bundle_bytes=len(rel.file_bytes), notes=list(rel.notes))

@@ -148,7 +148,8 @@ class History:
             if self.allow_unledgered:
                 return
             raise RefusedError(f"{source} refused: {name} released it without a ledger position (--no-ledger or an "
-                               "older marg): recorded nowhere, its privacy cost is on no budget (--allow-unledgered to accept)")
+                               "older marg): recorded nowhere, its privacy cost is on no budget (--allow-unledgered "
+                               "to accept)")
         self._check_key(bundle.site, sig["key_id"], source)
         digest = bundle.digest()
         rec = self.keys.setdefault(sig["key_id"], {"site": bundle.site, "origin": None, "positions": {}})
@@ -160,9 +161,10 @@ class History:
         if old is not None:
             if old["bundle"] == digest:
                 return
-            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} holds {_named(old['bundle'])} "
-                               f"({old.get('file')}) and bundle {short_id(digest)} "
-                               f"(prev {short_id(old['prev'])} / {short_id(pos['prev'])}): a rolled-back or copied ledger")
+            raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} holds "
+                               f"{_named(old['bundle'])} ({old.get('file')}) and bundle {short_id(digest)} "
+                               f"(prev {short_id(old['prev'])} / {short_id(pos['prev'])}): a rolled-back or copied "
+                               "ledger")
         top = self.before.get(sig["key_id"], 0)
         below, above = held.get(str(seq - 1)), held.get(str(seq + 1))
         if seq < top and below is None and above is None:
@@ -175,7 +177,8 @@ class History:
         if origin is not None and known is not None and origin != known:
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} descends from first entry "
                                f"{short_id(origin)}, earlier bundles from {short_id(known)} (another ledger)")
-        if below is not None and (below["bundle"] != pos["prev_bundle"] or below.get("line", pos["prev"]) != pos["prev"]):
+        if below is not None and (below["bundle"] != pos["prev_bundle"]
+                                  or below.get("line", pos["prev"]) != pos["prev"]):
             raise RefusedError(f"{source} refused: fork in {name}'s ledger: position {seq} follows "
                                f"{_named(pos['prev_bundle'])}, but bundle {short_id(below['bundle'])} was received at "
                                f"position {seq - 1}")
@@ -203,16 +206,19 @@ class History:
             clash = None
             if old is not None and (old.get("line", shown["line"]) != shown["line"] or old["bundle"] != shown["bundle"]
                                     or old["prev"] != shown["prev"]):
-                clash = f"position {seq} holds {_named(old['bundle'])} ({old.get('file')}), the line {_named(shown['bundle'])}"
+                clash = (f"position {seq} holds {_named(old['bundle'])} ({old.get('file')}), the line "
+                         f"{_named(shown['bundle'])}")
             elif below is not None and (below.get("line", shown["prev"]) != shown["prev"]
                                         or below["bundle"] != shown.get("prev_bundle", below["bundle"])):
-                clash = f"the line at position {seq} does not follow what is held at position {seq - 1} ({below.get('file')})"
+                clash = (f"the line at position {seq} does not follow what is held at position {seq - 1} "
+                         f"({below.get('file')})")
             elif above is not None and (above["prev"] != shown["line"]
                                         or above.get("prev_bundle", shown["bundle"]) != shown["bundle"]):
                 clash = f"position {seq + 1} ({above.get('file')}) does not follow the line at position {seq}"
             known = rec.get("origin") or self._origin_of(held)
             if clash is None and shown["origin"] is not None and known is not None and shown["origin"] != known:
-                clash = f"the line at position {seq} descends from first entry {short_id(shown['origin'])}, earlier ones from {short_id(known)}"
+                clash = (f"the line at position {seq} descends from first entry {short_id(shown['origin'])}, earlier "
+                         f"ones from {short_id(known)}")
             if clash is not None:
                 raise RefusedError(f"{where} refused: fork in {name}'s ledger: {clash}")
             held[str(seq)] = {**(old or {}), **dict(shown)}
@@ -233,11 +239,11 @@ class History:
                 if missing:
                     gap = f"{missing[0]}" if len(missing) == 1 else f"{missing[0]}-{missing[-1]}"
                     raise RefusedError(
-                        f"{source} refused: site {self.keys[kid]['site']!r} (key {short_id(kid)}) releases it at ledger "
-                        f"position {seq}, beyond the next expected position {top + 1} (the learner history {self.path} "
-                        f"holds up to {top}): position {gap} is not shown, so this may be a fork made at a fresh position; "
-                        "give the releases in between in this run or the site's signed ledger lines (--site-ledger "
-                        "its ledger.jsonl)")
+                        f"{source} refused: site {self.keys[kid]['site']!r} (key {short_id(kid)}) releases it at "
+                        f"ledger position {seq}, beyond the next expected position {top + 1} (the learner history "
+                        f"{self.path} holds up to {top}): position {gap} is not shown, so this may be a fork made at "
+                        "a fresh position; give the releases in between in this run or the site's signed ledger lines "
+                        "(--site-ledger its ledger.jsonl)")
 
     def _check_key(self, site: str, kid: str, source: str) -> None:
         """Refuse a site the history knows under other signing keys arriving under ``kid``, unless re-trusted."""
@@ -246,10 +252,10 @@ class History:
         old = sorted(k for k, rec in self.keys.items() if rec.get("site") == site)
         if not old or any(r.get("site") == site and r.get("to") == kid for r in self.replaced):
             return
-        raise RefusedError(f"{source} refused: site {site!r} arrives under signing key {short_id(kid)}, but the learner "
-                           f"history {self.path} knows it under {', '.join(short_id(k) for k in old)}: if the site did "
-                           "replace its key, confirm the new id with it and re-trust it (marg keys trust SITE.sign.pub "
-                           "--trust DIR --replace)")
+        raise RefusedError(f"{source} refused: site {site!r} arrives under signing key {short_id(kid)}, but the "
+                           f"learner history {self.path} knows it under {', '.join(short_id(k) for k in old)}: if the "
+                           "site did replace its key, confirm the new id with it and re-trust it (marg keys trust "
+                           "SITE.sign.pub --trust DIR --replace)")
 
     def record_replacement(self, site: str, old: str, new: str) -> None:
         """Say in the history that ``site``'s signing key ``old`` was replaced by ``new`` (``keys trust --replace``)."""
@@ -270,7 +276,8 @@ class History:
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write_bytes(self.path, canonical_json({"format": FORMAT, "version": VERSION, "keys": self.keys,
-                                                   **({"replaced": self.replaced} if self.replaced else {})}), mode=0o600)
+                                                   **({"replaced": self.replaced} if self.replaced else {})}),
+                           mode=0o600)
         self.changed = False
 
 

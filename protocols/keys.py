@@ -71,7 +71,8 @@ def validate_site_name(site: str) -> str:
     digit (it becomes part of file names and of signed headers).
     """
     if not isinstance(site, str) or not _SITE_RE.match(site) or site.endswith((".sign", ".seal")):
-        raise InputError(f"invalid site name {site!r} (use letters, digits, '.', '_', '-'; start with a letter or digit)")
+        raise InputError(f"invalid site name {site!r} (use letters, digits, '.', '_', '-'; start with a letter or "
+                         "digit)")
     return site
 
 
@@ -289,7 +290,8 @@ def _load_public(path: PathLike, cls: type | tuple[type, ...], what: str, expect
     words ``expected`` and ``private`` for a key of the wrong kind and for a private key)."""
     p, data = read_key_bytes(path, what)
     if b"PRIVATE KEY-----" in data:
-        raise InputError(f"{str(p)!r} holds a private key" + (private or f", expected a {what} (never share private keys)"))
+        raise InputError(f"{str(p)!r} holds a private key"
+                         + (private or f", expected a {what} (never share private keys)"))
     try:
         key = serialization.load_pem_public_key(data)
     except Exception:

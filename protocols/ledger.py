@@ -82,7 +82,8 @@ class Ledger:
         records the head after each append (rollback detection).
     """
 
-    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_LEDGER_DIR, public_key: Any = None, site: Any = None) -> None:
+    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_LEDGER_DIR, public_key: Any = None,
+                 site: Any = None) -> None:
         self.directory = Path(directory)
         self.path = self.directory / LEDGER_FILE
         self.checkpoint_path = self.directory / CHECKPOINT_FILE
@@ -120,10 +121,12 @@ class Ledger:
         pub = self.public_key or (signer.public_key() if signer is not None else None)
         return None if pub is None else {key_id(pub): pub}
 
-    def _check_signature(self, e: Mapping[str, Any], keys: Mapping[str, ed25519.Ed25519PublicKey] | None, where: str) -> None:
+    def _check_signature(self, e: Mapping[str, Any], keys: Mapping[str, ed25519.Ed25519PublicKey] | None,
+                         where: str) -> None:
         if e["signature"] is None or e["key_id"] is None:
             if self.public_key is not None:
-                raise RefusedError(f"{where}: unsigned entry in a ledger pinned to key {short_id(key_id(self.public_key))}")
+                raise RefusedError(f"{where}: unsigned entry in a ledger pinned to key "
+                                   f"{short_id(key_id(self.public_key))}")
             return
         if keys is None:
             return
@@ -146,7 +149,8 @@ class Ledger:
             state = apply_entry(state, e, ln)
         return state
 
-    def _load_state(self, signer: ed25519.Ed25519PrivateKey | None = None, recording_cap: bool = False) -> tuple[LedgerState, int]:
+    def _load_state(self, signer: ed25519.Ed25519PrivateKey | None = None,
+                    recording_cap: bool = False) -> tuple[LedgerState, int]:
         """The verified state and the file's length up to its last complete line.
 
         Raises RefusedError for a missing, truncated, edited, rolled-back or re-signed ledger.
@@ -162,7 +166,8 @@ class Ledger:
             cp, _ = parse_checkpoint(self.checkpoint_path.read_bytes(), keys, str(self.checkpoint_path))
         if size < 0:
             if cp is not None and cp.n > 0:
-                raise RefusedError(f"ledger {self.path} is missing, but its checkpoint records {cp.n} entries (deleted)")
+                raise RefusedError(f"ledger {self.path} is missing, but its checkpoint records {cp.n} entries "
+                                   "(deleted)")
             state, end = LedgerState(), 0
         elif cp is None:
             with open(self.path, "rb") as fh:
@@ -177,24 +182,28 @@ class Ledger:
             with open(self.path, "rb") as fh:
                 ok = cp.size <= end and (cp.n == 0 or line_hash(line_ending_at(fh, cp.size)) == cp.head)
             if not ok:
-                raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or replaced)")
+                raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or "
+                                   "replaced)")
         else:
             state, end = self._resume(cp, size, keys)
         self._check_site_head(state)
         if state.cap is None and not recording_cap and (self.directory / BUDGET_FILE).exists():
-            raise RefusedError(f"ledger {self.directory} has a cap in {BUDGET_FILE}, outside the signed chain (an older "
-                               f"marg): record it with marg audit budget --ledger {self.directory} --key SITE.sign.key")
+            raise RefusedError(f"ledger {self.directory} has a cap in {BUDGET_FILE}, outside the signed chain (an "
+                               f"older marg): record it with marg audit budget --ledger {self.directory} --key "
+                               "SITE.sign.key")
         if keys is not None and state.key_id is not None and state.key_id not in keys:
-            raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not {short_id(next(iter(keys)))}")
+            raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not "
+                               f"{short_id(next(iter(keys)))}")
         return state, end
 
     def _resume(self, cp: LedgerState, size: int, keys: Any) -> tuple[LedgerState, int]:
         if size < cp.size:
-            raise RefusedError(f"ledger {self.path} is shorter than its checkpoint records ({size} bytes, {cp.n} entries "
-                               f"in {cp.size} bytes): truncated or edited")
+            raise RefusedError(f"ledger {self.path} is shorter than its checkpoint records ({size} bytes, {cp.n} "
+                               f"entries in {cp.size} bytes): truncated or edited")
         with open(self.path, "rb") as fh:
             if cp.n > 0 and line_hash(line_ending_at(fh, cp.size)) != cp.head:
-                raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or replaced)")
+                raise RefusedError(f"ledger {self.path} does not match its checkpoint at entry {cp.n} (edited or "
+                                   "replaced)")
             fh.seek(cp.size)
             lines, _tail = split_lines(fh.read())
         state = self._fold(cp, lines, keys)
@@ -282,10 +291,12 @@ class Ledger:
         with locked(self.directory):
             state, end = self._load_state(private_key, recording_cap=kind_of(entry) == "cap")
             if state.key_id is not None and private_key is None:
-                raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}; sign this entry too (--key)")
+                raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}; sign this entry "
+                                   "too (--key)")
             if position is not None and (position.get("seq") != state.n + 1 or position.get("prev") != state.head):
                 raise RefusedError(f"ledger {self.directory} moved during the export (the bundle states position "
-                                   f"{position.get('seq')}, the next entry is {state.n + 1}): nothing written; export again")
+                                   f"{position.get('seq')}, the next entry is {state.n + 1}): nothing written; export "
+                                   "again")
             entry.update(seq=state.n + 1, prev=state.head)
             if kind_of(entry) == "release":
                 entry["cumulative"] = (state.cumulative + PrivacyCost.from_dict(entry["cost"])).to_dict()
@@ -326,7 +337,8 @@ class Ledger:
         with locked(self.directory):
             state, _ = self._load_state(private_key)
             if state.key_id is not None and state.key_id != key_id(private_key):
-                raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not {short_id(key_id(private_key))}")
+                raise RefusedError(f"ledger {self.path} is signed by key {short_id(state.key_id)}, not "
+                                   f"{short_id(key_id(private_key))}")
             atomic_write_bytes(self.checkpoint_path, checkpoint_bytes(state, private_key, now_iso()), mode=0o600)
             if self.site is not None and self.site.owns(self.directory):
                 self.site = self.site.with_head(state.n, state.size, state.head)
@@ -359,7 +371,8 @@ class Ledger:
         """
         return self._write(release_entry(**facts), private_key, position)
 
-    def set_cap(self, cap: Any, private_key: ed25519.Ed25519PrivateKey, site: str, time: str | None = None) -> dict[str, Any]:
+    def set_cap(self, cap: Any, private_key: ed25519.Ed25519PrivateKey, site: str,
+                time: str | None = None) -> dict[str, Any]:
         """Record the dataset's privacy cap as a signed ``cap`` entry (or lower it; never raise it).
 
         A cap needs a signing key: an unsigned cap could be edited away.

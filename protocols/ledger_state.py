@@ -103,13 +103,15 @@ class LedgerState:
                      cumulative=PrivacyCost.from_dict(d["cumulative"]),
                      cap=None if d["cap"] is None else PrivacyCost.from_dict(d["cap"]),
                      key_id=d["key_id"],
-                     exact={str(s): {str(k): [str(v[0]), int(v[1])] for k, v in dict(m).items()} for s, m in dict(d["exact"]).items()},
+                     exact={str(s): {str(k): [str(v[0]), int(v[1])] for k, v in dict(m).items()}
+                            for s, m in dict(d["exact"]).items()},
                      suppressed={str(k): int(v) for k, v in dict(d["suppressed"]).items()},
                      # a checkpoint of an older marg has no composed spend: the ledger is folded again
                      spend=Spend.from_dict(d["spend"]) if d.get("spend") is not None else None)
         except (KeyError, TypeError, ValueError, IndexError, MargError) as exc:
             raise InputError(f"malformed ledger state ({type(exc).__name__})") from None
-        if st.n < 0 or st.size < 0 or not HEX64.match(st.head) or (st.key_id is not None and not HEX64.match(str(st.key_id))):
+        if st.n < 0 or st.size < 0 or not HEX64.match(st.head) or (st.key_id is not None
+                                                                   and not HEX64.match(str(st.key_id))):
             raise InputError("malformed ledger state (bad count, size, head or key id)")
         return st
 
@@ -138,19 +140,23 @@ def apply_entry(state: LedgerState, entry: Mapping[str, Any], line: bytes) -> Le
                   key_id=entry.get("key_id") or state.key_id)
     if kind_of(entry) == "cap":
         if not cost.is_zero or not same_cost(cum, state.cumulative):
-            raise RefusedError(f"{where}: a cap entry must cost nothing and keep the spend {state.cumulative.describe()}")
+            raise RefusedError(f"{where}: a cap entry must cost nothing and keep the spend "
+                               f"{state.cumulative.describe()}")
         if recorded_cap is None:
             raise RefusedError(f"{where}: a cap entry without a cap")
         refuse_raised_cap(state.cap, recorded_cap, f"{where}: ")
         return replace(new, cap=recorded_cap)
     total = state.cumulative + cost
     if not same_cost(total, cum):
-        raise RefusedError(f"{where}: cumulative spend {cum.describe()} does not equal the sum of costs {total.describe()}")
+        raise RefusedError(f"{where}: cumulative spend {cum.describe()} does not equal the sum of costs "
+                           f"{total.describe()}")
     if entry.get("v", 1) >= 2:
-        if (recorded_cap is None) != (state.cap is None) or (recorded_cap is not None and not same_cost(recorded_cap, state.cap)):
+        if (recorded_cap is None) != (state.cap is None) or (recorded_cap is not None
+                                                             and not same_cost(recorded_cap, state.cap)):
             have = "none" if state.cap is None else state.cap.describe_cap()
-            raise RefusedError(f"{where}: records cap {'none' if recorded_cap is None else recorded_cap.describe_cap()}, "
-                               f"but the cap in force is {have}")
+            raise RefusedError(f"{where}: records cap "
+                               f"{'none' if recorded_cap is None else recorded_cap.describe_cap()}, but the cap in "
+                               f"force is {have}")
         cap = state.cap
     else:  # version 1: the cap came from budget.json at the time, recorded in the entry
         cap = recorded_cap
@@ -192,7 +198,8 @@ def apply_exact(new: LedgerState, entry: Mapping[str, Any]) -> LedgerState:
     earlier = {k: (v[0], v[1]) for k, v in new.exact.get(where, {}).items()}
     suppressed = entry.get("suppressed", 0) > 0
     check_exact_release(earlier, new.suppressed.get(where), digests, suppressed)
-    merged = {**{k: [d, s] for k, (d, s) in earlier.items()}, **{k: [d, entry["seq"]] for k, d in digests.items() if k not in earlier}}
+    merged = {**{k: [d, s] for k, (d, s) in earlier.items()},
+              **{k: [d, entry["seq"]] for k, d in digests.items() if k not in earlier}}
     out = replace(new, exact={**new.exact, where: merged})
     if suppressed and where not in new.suppressed:
         out = replace(out, suppressed={**new.suppressed, where: entry["seq"]})
@@ -209,7 +216,8 @@ def checkpoint_bytes(state: LedgerState, private_key: ed25519.Ed25519PrivateKey 
     return canonical_json(doc) + b"\n"
 
 
-def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] | None, name: str) -> tuple[LedgerState, str | None]:
+def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] | None,
+                     name: str) -> tuple[LedgerState, str | None]:
     """Read and verify a checkpoint; return (state, signer key id).
 
     ``keys`` maps key id to public key: a signed checkpoint must verify under one of them
@@ -237,7 +245,8 @@ def parse_checkpoint(data: bytes, keys: Mapping[str, ed25519.Ed25519PublicKey] |
     if keys is not None:
         pub = keys.get(kid)
         if pub is None:
-            raise RefusedError(f"{name}: checkpoint signed by key {str(kid)[:16]!r}, not the site's pinned key (re-signed)")
+            raise RefusedError(f"{name}: checkpoint signed by key {str(kid)[:16]!r}, not the site's pinned key "
+                               "(re-signed)")
         if not document_signed_by(d, pub):
             raise RefusedError(f"{name}: bad checkpoint signature (edited)")
     return state, kid

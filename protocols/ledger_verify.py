@@ -186,8 +186,8 @@ def verify_ledger(
     site = ledger.site
     if site is not None and site.head and site.owns(ledger.directory):
         if heads.get(site.head["hash"]) != site.head["n"]:
-            report.fail(None, site.head["n"], f"the ledger does not contain entry {site.head['n']} as site {site.site!r} "
-                        f"recorded it ({site.path}): truncated, deleted or rolled back")
+            report.fail(None, site.head["n"], f"the ledger does not contain entry {site.head['n']} as site "
+                        f"{site.site!r} recorded it ({site.path}): truncated, deleted or rolled back")
     if ledger.checkpoint_path.exists():
         try:
             cp, _ = parse_checkpoint(ledger.checkpoint_path.read_bytes(), keys, str(ledger.checkpoint_path))
@@ -196,15 +196,16 @@ def verify_ledger(
         else:
             report.checkpoint = cp.n
             if cp.n > len(lines):
-                report.fail(None, None, f"ledger truncated: the checkpoint records {cp.n} entries, the file holds {len(lines)}")
+                report.fail(None, None, f"ledger truncated: the checkpoint records {cp.n} entries, the file holds "
+                                        f"{len(lines)}")
             elif cp.n < len(states) and not _same_state(states[cp.n], cp):
                 report.fail(None, cp.n, f"the checkpoint at entry {cp.n} does not match the chain (edited or replaced)")
     elif lines and ledger.public_key is not None and not lines[-1].endswith(b'"v":1}'):
         # this release checkpoints every append; only a ledger last written by an older marg has none
         report.fail(None, None, f"checkpoint {ledger.checkpoint_path} is missing (deleted)")
     if head is not None and head not in heads:
-        report.fail(None, None, f"the ledger does not contain head {short_id(head)} recorded earlier (truncated, rolled "
-                    "back or replaced)")
+        report.fail(None, None, f"the ledger does not contain head {short_id(head)} recorded earlier (truncated, "
+                    "rolled back or replaced)")
     if bundle_paths:
         _verify_bundles(report, lines, bundle_paths)
     return report
@@ -236,14 +237,16 @@ def _verify_bundles(report: LedgerReport, lines: Sequence[bytes], paths: Sequenc
         e = by_digest.get(digest)
         if e is None:
             report.bundles.append({"path": str(p), "seq": None, "ok": False})
-            report.fail(None, None, f"bundle {p} (sha256 {short_id(digest)}) has no ledger entry: {_why_absent(data, lines)}")
+            report.fail(None, None, f"bundle {p} (sha256 {short_id(digest)}) has no ledger entry: "
+                                    f"{_why_absent(data, lines)}")
             continue
         ok = True
         pos = _position(data)
         if pos is not None and (pos.get("seq") != e["seq"] or pos.get("prev") != e["prev"]):
             ok = False
             report.fail(None, e["seq"], f"bundle {p}: states ledger position {pos.get('seq')} after head "
-                        f"{short_id(str(pos.get('prev')))}, but is entry seq {e['seq']} after {short_id(e['prev'])} (a forked ledger)")
+                        f"{short_id(str(pos.get('prev')))}, but is entry seq {e['seq']} after {short_id(e['prev'])} "
+                        "(a forked ledger)")
         if digest == e["bundle"]:
             try:
                 b = Bundle.from_bytes(data, source=str(p))
@@ -255,7 +258,8 @@ def _verify_bundles(report: LedgerReport, lines: Sequence[bytes], paths: Sequenc
                 want = [{k: s.get(k) for k in ("name", "clique", "shape")} for s in e["statistics"]]
                 if b.site != e["site"] or b.header.get("recipient") != e["recipient"] or stats != want:
                     ok = False
-                    report.fail(None, e["seq"], f"bundle {p}: contents differ from entry seq {e['seq']} (site, recipient or statistics)")
+                    report.fail(None, e["seq"], f"bundle {p}: contents differ from entry seq {e['seq']} (site, "
+                                                "recipient or statistics)")
         report.bundles.append({"path": str(p), "seq": e["seq"], "ok": ok})
 
 

@@ -92,7 +92,8 @@ def load_summary(
     sees every accepted bundle (e.g. to report the rounds they answer)."""
     if not paths:
         raise InputError("give at least one bundle")
-    summary = summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds, history, observe), progress)
+    summary = summary_from_files(list(paths), _opener(trust, allow_unsigned, key, passphrase_file, rounds, history,
+                                                      observe), progress)
     if history is not None:
         history.check_positions()
         history.save()

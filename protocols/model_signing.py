@@ -83,7 +83,8 @@ def sign_model_file(path: str | Path, private_key: ed25519.Ed25519PrivateKey, si
     return kid
 
 
-def verify_model_file(path: str | Path, trust: TrustStore | str | Path | None, allow_unsigned: bool = False) -> str | None:
+def verify_model_file(path: str | Path, trust: TrustStore | str | Path | None,
+                      allow_unsigned: bool = False) -> str | None:
     """Check a model file's signature; return the signer's name (None: unsigned and allowed).
 
     To use the model, call :func:`read_verified_model` instead: this reads the path, and a
@@ -143,5 +144,6 @@ def describe_model_file(path: str | Path) -> dict[str, Any]:
         "signer": None if sig is None else sig.get("signer"),
         "key_id": None if sig is None else sig.get("key_id"),
         "bundles": [{"site": s.get("site"), "digest": s.get("digest")} for s in sites if isinstance(s, dict)],
-        **({"holdout_certificate": info["holdout_certificate"]} if isinstance(info.get("holdout_certificate"), dict) else {}),
+        **({"holdout_certificate": info["holdout_certificate"]} if isinstance(info.get("holdout_certificate"), dict)
+           else {}),
     }

@@ -53,7 +53,8 @@ def read_signed_request(path: str | Path, fingerprint: str, trust: Any,
         if allow_unsigned:
             return req, None
         raise RefusedError(f"{p.name} refused: unsigned request (anyone could have written which tables this site "
-                           "spends on): the learner signs it (marg request --sign-key); --allow-unsigned takes it anyway")
+                           "spends on): the learner signs it (marg request --sign-key); --allow-unsigned takes it "
+                           "anyway")
     if trust is None:
         raise RefusedError(f"{p.name} refused: give --trust with the learner's key (role learner) to check who asks")
     store = trust if isinstance(trust, TrustStore) else TrustStore(trust)

@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from marg.errors import InputError, RefusedError
 
-from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, PathLike, key_id, load_seal_public_key, load_verify_key, public_bytes, \
-    short_id, validate_site_name
+from .keys import (SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, PathLike, key_id, load_seal_public_key, load_verify_key,
+                   public_bytes, short_id, validate_site_name)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class PinnedKeys:
         for f in sorted(d.glob(f"*{SIGN_PUB_SUFFIX}")):
             site = f.name[: -len(SIGN_PUB_SUFFIX)]
             seal_file = d / f"{site}{SEAL_PUB_SUFFIX}"
-            parties.append(Pinned(site, load_verify_key(f), load_seal_public_key(seal_file) if seal_file.exists() else None))
+            parties.append(Pinned(site, load_verify_key(f),
+                                  load_seal_public_key(seal_file) if seal_file.exists() else None))
         return cls(parties, str(d))
 
     def get(self, site: str) -> Pinned | None:
@@ -83,7 +84,8 @@ class PinnedKeys:
         return len(self.parties)
 
 
-def check_member_keys(pinned: PinnedKeys, site: str, sign_pub: ed25519.Ed25519PublicKey, seal_pub: x25519.X25519PublicKey,
+def check_member_keys(pinned: PinnedKeys, site: str, sign_pub: ed25519.Ed25519PublicKey,
+                      seal_pub: x25519.X25519PublicKey,
                       what: str) -> bool:
     """Whether ``site`` with these keys is a pinned member; refuse a pinned name under another key.
 
@@ -146,8 +148,8 @@ def check_pinned_roster(members: Mapping[str, tuple[ed25519.Ed25519PublicKey, x2
     """
     known, _ = pinned_split(members, pinned, what)
     if site not in known:
-        raise RefusedError(f"{what} refused: this site ({site!r}) is not pinned with both its signing and sealing key in "
-                           f"{pinned.source} (marg keys trust SITE.seal.pub, or the study file)")
+        raise RefusedError(f"{what} refused: this site ({site!r}) is not pinned with both its signing and sealing key "
+                           f"in {pinned.source} (marg keys trust SITE.seal.pub, or the study file)")
     if len(known) < threshold:
         unknown = sorted(set(members) - set(known))
         raise RefusedError(f"{what} refused: only {len(known)} of its {len(members)} sites have both keys pinned in "

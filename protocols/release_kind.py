@@ -93,7 +93,8 @@ def release_kind(request: ReleaseRequest, codebook: Any, delivery: Delivery | No
     clash = [k for k, v in chosen.items() if v]
     if r.study_request is not None:
         if rounds == 1:
-            raise InputError(f"{option('request')} is round 2 of select-then-measure; {option('rounds', 1)} contradicts it")
+            raise InputError(f"{option('request')} is round 2 of select-then-measure; {option('rounds', 1)} "
+                             "contradicts it")
         if r.epsilon is not None:
             raise InputError("round 2 spends the rest of this site's study total (stated in round 1): drop "
                              f"{option('epsilon')}")

@@ -1,4 +1,5 @@
-"""What a site asks to release, as one value: :class:`ReleaseRequest` (what leaves and how it is protected) and :class:`Delivery` (where it goes, who signs and records it).
+"""What a site asks to release, as one value: :class:`ReleaseRequest` (what leaves and how it is protected) and
+:class:`Delivery` (where it goes, who signs and records it).
 
 ``marg export`` builds these two values from its options and hands them to the library; the
 export (:func:`marg.protocols.export.export_site`), its dry run
@@ -137,7 +138,8 @@ def release_options(request: ReleaseRequest | None, delivery: Delivery | None,
     """
     unknown = sorted(set(options) - _REQUEST - _DELIVERY)
     if unknown:
-        raise InputError(f"unknown release option {unknown[0]!r} (expected one of {', '.join(sorted(_REQUEST | _DELIVERY))})")
+        raise InputError(f"unknown release option {unknown[0]!r} (expected one of "
+                         f"{', '.join(sorted(_REQUEST | _DELIVERY))})")
     req = replace(request or ReleaseRequest(), **{k: v for k, v in options.items() if k in _REQUEST})
     dlv = replace(delivery or Delivery(), **{k: v for k, v in options.items() if k in _DELIVERY})
     return req, dlv

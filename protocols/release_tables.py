@@ -1,4 +1,5 @@
-"""Which tables a release holds: ``--stats auto`` (what ``marg learn``'s default can use, within a size), the warning when it leaves the pair tables out, and a first-order share of the budget over them."""
+"""Which tables a release holds: ``--stats auto`` (what ``marg learn``'s default can use, within a size), the warning
+when it leaves the pair tables out, and a first-order share of the budget over them."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def resolve_stats(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tupl
     return "all"
 
 
-def pairs_left_out(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tuple[str, str]] | None = None) -> str | None:
+def pairs_left_out(codebook: Codebook, stats: str, dp: bool,
+                   pairs: Sequence[tuple[str, str]] | None = None) -> str | None:
     """The warning line when ``stats="auto"`` leaves the pair tables out for their size, else None.
 
     It names the size of all pair tables (``Σ_{i<j} m_i m_j K`` cells against
@@ -60,16 +62,18 @@ def pairs_left_out(codebook: Codebook, stats: str, dp: bool, pairs: Sequence[tup
     """
     if stats != "auto" or pairs or not dp or resolve_stats(codebook, stats, dp) != "first":
         return None
-    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), key=lambda t: -t[0])  # ties: codebook order
+    # ties: codebook order
+    sizes = sorted(((codebook.attribute_size(a), a) for a in codebook.discrete_names), key=lambda t: -t[0])
     if len(sizes) < 2:
         return None
     m = [float(x) for x, _ in sizes]
     K = codebook.label.n_classes
     cells = (sum(m) ** 2 - sum(x * x for x in m)) / 2.0 * K
     (m1, a), (m2, b) = sorted(sizes[:2], key=lambda t: codebook.index(t[1]))
-    return (f"warning: the {len(m) * (len(m) - 1) // 2:,} pair tables are left out (--stats auto): they would hold {cells:,.0f} "
-            f"cells, above {MAX_AUTO_CELLS:,}; the largest, N[{a},{b},{codebook.label.name}], {m1 * m2 * K:,} cells "
-            f"({a!r} has {m1:,} levels, {b!r} {m2:,}); coarser levels, --stats pairs --pairs a:b, or marg request choose fewer")
+    return (f"warning: the {len(m) * (len(m) - 1) // 2:,} pair tables are left out (--stats auto): they would hold "
+            f"{cells:,.0f} cells, above {MAX_AUTO_CELLS:,}; the largest, N[{a},{b},{codebook.label.name}], "
+            f"{m1 * m2 * K:,} cells ({a!r} has {m1:,} levels, {b!r} {m2:,}); coarser levels, --stats pairs --pairs "
+            "a:b, or marg request choose fewer")
 
 
 __all__ = ["MAX_AUTO_CELLS", "first_order_weights", "pairs_left_out", "resolve_stats"]

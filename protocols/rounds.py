@@ -53,7 +53,8 @@ def read_round(spec: str | Path, fingerprint: str | None = None, trust: Any = No
     text = str(spec)
     if _ID.match(text):
         if trust is not None:
-            raise RefusedError(f"round {text[:12]}… given as an id: its signature cannot be checked (give the round file)")
+            raise RefusedError(f"round {text[:12]}… given as an id: its signature cannot be checked (give the round "
+                               "file)")
         return text
     p = Path(spec)
     d = read_json_file(p, "round", "round file")

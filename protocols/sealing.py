@@ -129,14 +129,16 @@ def open_sealed(data: bytes, private_key: x25519.X25519PrivateKey, name: str = "
     if not is_sealed(data):
         raise RefusedError(f"{name}: not a sealed marg file (magic is not MARGSEAL)")
     if len(data) < HEADER_SIZE + TAG_SIZE:
-        raise RefusedError(f"{name}: sealed file truncated ({len(data)} bytes, at least {HEADER_SIZE + TAG_SIZE} needed)")
+        raise RefusedError(f"{name}: sealed file truncated ({len(data)} bytes, at least {HEADER_SIZE + TAG_SIZE} "
+                           "needed)")
     magic, version, rcpt_id, eph_pub, nonce = _HEADER.unpack_from(data)
     if version != SEAL_VERSION:
         raise RefusedError(f"{name}: unsupported sealed-file version {version} (expected {SEAL_VERSION}; altered?)")
     mine = key_id(private_key)
     if rcpt_id.hex() != mine:
         raise RefusedError(
-            f"{name}: sealed to key {short_id(rcpt_id.hex())}, not to the given key {short_id(mine)} (wrong key or altered)"
+            f"{name}: sealed to key {short_id(rcpt_id.hex())}, not to the given key {short_id(mine)} (wrong key or "
+            "altered)"
         )
     try:
         shared = private_key.exchange(x25519.X25519PublicKey.from_public_bytes(eph_pub))

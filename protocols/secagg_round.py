@@ -78,7 +78,8 @@ def _signed(doc: dict[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, An
 
 def _check_signature(doc: Mapping[str, Any], pub: ed25519.Ed25519PublicKey, name: str) -> None:
     if doc.get("key_id") != key_id(pub):
-        raise RefusedError(f"{name} refused: signed by key {str(doc.get('key_id'))[:16]!r}, expected {short_id(key_id(pub))}")
+        raise RefusedError(f"{name} refused: signed by key {str(doc.get('key_id'))[:16]!r}, expected "
+                           f"{short_id(key_id(pub))}")
     if not document_signed_by(doc, pub):
         raise RefusedError(f"{name} refused: bad signature (altered)")
 
@@ -177,7 +178,8 @@ def start_round(
     return _signed(doc, learner_key)
 
 
-def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None, learner_pub: ed25519.Ed25519PublicKey | None = None,
+def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None,
+                learner_pub: ed25519.Ed25519PublicKey | None = None,
                 fingerprint: str | None = None, name: str = "round") -> SecureRound:
     """Verify a round document against the learner's key (``learner_pub``, or found in ``trust``)."""
     try:
@@ -206,7 +208,8 @@ def parse_round(d: Mapping[str, Any], trust: TrustStore | None = None, learner_p
         learner_pub = found[1]
     _check_signature(d, learner_pub, name)
     if fingerprint is not None and d.get("fingerprint") != fingerprint:
-        raise InputError(f"{name}: the round is for codebook {str(d.get('fingerprint'))[:16]!r}…, not {fingerprint[:16]}…")
+        raise InputError(f"{name}: the round is for codebook {str(d.get('fingerprint'))[:16]!r}…, not "
+                         f"{fingerprint[:16]}…")
     return SecureRound(rid, str(d["fingerprint"]), t, tuple(members), learner, learner_pub, stats, pairs)
 
 
@@ -246,7 +249,8 @@ def check_survivors(rnd: SecureRound, members: PinnedKeys, site: str, survivors:
 
 
 def reveal_once(ledger: Any, rnd: SecureRound, site: str) -> Path:
-    """Mark round ``rnd`` revealed in the site's ledger (verified, the one its upload was recorded in); return the marker.
+    """Mark round ``rnd`` revealed in the site's ledger (verified, the one its upload was recorded in); return the
+    marker.
 
     Refuses a ledger that does not record this site's upload for the round (``--ledger
     elsewhere``: a fresh folder would forget an earlier reveal) and a second reveal (another
@@ -264,7 +268,8 @@ def reveal_once(ledger: Any, rnd: SecureRound, site: str) -> Path:
 # uploads
 # ---------------------------------------------------------------------------------------
 def _layout(tables: Sequence[MarginalTable]) -> list[dict[str, Any]]:
-    return [{"clique": list(t.clique), "kind": t.kind, "shape": list(t.shape), "noise": t.noise.to_dict()} for t in tables]
+    return [{"clique": list(t.clique), "kind": t.kind, "shape": list(t.shape), "noise": t.noise.to_dict()}
+            for t in tables]
 
 
 def make_upload(rnd: SecureRound, site: str, tables: Sequence[MarginalTable], seal_key: x25519.X25519PrivateKey,
@@ -390,7 +395,8 @@ def make_reveal(rnd: SecureRound, request: Mapping[str, Any], site: str, seal_ke
         if not isinstance(body, dict):
             raise RefusedError(f"shares from {dealer!r}: malformed")
         _check_signature(body, rnd.member(dealer).sign_pub, f"shares from {dealer!r}")
-        if (body.get("round"), body.get("dealer"), body.get("holder"), body.get("format")) != (rnd.id, dealer, site, SHARES_FORMAT):
+        if (body.get("round"), body.get("dealer"), body.get("holder"),
+            body.get("format")) != (rnd.id, dealer, site, SHARES_FORMAT):
             raise RefusedError(f"shares from {dealer!r}: for another round, dealer or holder (replayed)")
         held = body.get("shares") if isinstance(body.get("shares"), dict) else {}
         wanted = [SELF] + [f"k:{j}" for j in dropped]
@@ -435,10 +441,12 @@ def finish(rnd: SecureRound, uploads: Sequence[Upload], request: Mapping[str, An
             for w in [SELF] + [f"k:{j}" for j in dropped]:
                 if w not in held:
                     raise RefusedError(f"{name} refused: no share of {w} from {dealer!r}")
-                shares.setdefault((dealer, w), {})[x] = shamir.share_int(held[w], f"share of {w} from {dealer!r} in {name}")
+                shares.setdefault((dealer, w), {})[x] = shamir.share_int(held[w],
+                                                                         f"share of {w} from {dealer!r} in {name}")
         revealed_by.append(site)
     if len(revealed_by) < rnd.threshold:
-        raise RefusedError(f"round {rnd.id}: {len(revealed_by)} sites revealed their shares, the threshold is {rnd.threshold}")
+        raise RefusedError(f"round {rnd.id}: {len(revealed_by)} sites revealed their shares, the threshold is "
+                           f"{rnd.threshold}")
     self_seeds = {i: shamir.combine(shares[(i, SELF)], rnd.threshold, f"self-mask seed of {i!r}") for i in survivors}
     dangling = {(i, j): shamir.combine(shares[(i, f"k:{j}")], rnd.threshold, f"pairwise seed of {i!r} and {j!r}")
                 for i in survivors for j in dropped}

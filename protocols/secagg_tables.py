@@ -100,7 +100,8 @@ def mask_tables(
     vec = encode_tables(site_name, tables, fractional_bits, n_sites)
     masked = mask_counts(site_name, vec, my_seal_key, peer_public_keys, round_id, self_seed)
     layout = tuple((t.clique, t.kind, t.shape, t.noise) for t in tables)
-    return MaskedTables(site=site_name, round_id=round_id, layout=layout, fractional_bits=fractional_bits, vector=masked)
+    return MaskedTables(site=site_name, round_id=round_id, layout=layout, fractional_bits=fractional_bits,
+                        vector=masked)
 
 
 def check_layouts(contributions: Sequence[MaskedTables]) -> None:
@@ -122,7 +123,8 @@ def check_layouts(contributions: Sequence[MaskedTables]) -> None:
         if tuple((cl, kind, shape) for cl, kind, shape, _ in c.layout) != shape_key:
             raise InputError(f"site {c.site!r} tables differ from site {first.site!r} (cliques, kinds or shapes)")
         if c.fractional_bits != first.fractional_bits:
-            raise InputError(f"site {c.site!r} used {c.fractional_bits} fractional bits, site {first.site!r} {first.fractional_bits}")
+            raise InputError(f"site {c.site!r} used {c.fractional_bits} fractional bits, site {first.site!r} "
+                             f"{first.fractional_bits}")
 
 
 def decode_tables(total: np.ndarray, contributions: Sequence[MaskedTables]) -> list[MarginalTable]:

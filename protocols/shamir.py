@@ -24,7 +24,8 @@ SHARE_HEX = 131  # 521 bits in hex
 def split(secret: bytes, n: int, t: int) -> list[int]:
     """Shares ``f(1), …, f(n)`` of ``secret`` with threshold ``t`` (``1 ≤ t ≤ n``)."""
     if not isinstance(secret, (bytes, bytearray)) or len(secret) != SECRET_BYTES:
-        raise InputError(f"a shared secret is {SECRET_BYTES} bytes, got {len(secret) if isinstance(secret, (bytes, bytearray)) else type(secret).__name__}")
+        raise InputError(f"a shared secret is {SECRET_BYTES} bytes, got "
+                         f"{len(secret) if isinstance(secret, (bytes, bytearray)) else type(secret).__name__}")
     if not 1 <= t <= n:
         raise InputError(f"threshold must be between 1 and the number of holders ({n}), got {t}")
     coeffs = [int.from_bytes(secret, "big")] + [secrets.randbelow(P) for _ in range(t - 1)]

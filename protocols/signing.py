@@ -161,11 +161,13 @@ def trusted_signer(sig: dict[str, Any], trust: Trust | None, name: str,
     if value is None:
         raise RefusedError(f"{name} refused: malformed signature value")
     if trust is None:
-        raise RefusedError(f"{name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given ({option('trust')})")
+        raise RefusedError(f"{name} refused: signed by key {short_id(sig['key_id'])} but no trust store was given "
+                           f"({option('trust')})")
     store = _trust(trust)
     entry = store.lookup(sig["key_id"])
     if entry is None:
-        raise RefusedError(f"{name} refused: signed by unknown key {short_id(sig['key_id'])} (not in trust store {store.directory})")
+        raise RefusedError(f"{name} refused: signed by unknown key {short_id(sig['key_id'])} (not in trust store "
+                           f"{store.directory})")
     check_role(store, sig["key_id"], entry[0], role, name)
     return entry[0], entry[1], value
 
@@ -183,7 +185,8 @@ def check_role(store: TrustStore, kid: str, holder: str, role: str, name: str) -
                        "signature is needed")
 
 
-def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool = False, source: str | None = None) -> str:
+def verify_bundle(bundle: Bundle, trust_dir: Trust | None, allow_unsigned: bool = False,
+                  source: str | None = None) -> str:
     """Check a bundle's signature against the trust store; return the signer's site.
 
     Checks, in order: signed at all; well-formed signature record; key id in the trust
@@ -264,7 +267,8 @@ def parse_verified(
     opened_with: str | None = None
     if is_sealed(data):
         if seal_key is None:
-            raise RefusedError(f"{source} refused: sealed to key {short_id(_rcpt(data))}; give the learner's sealing key ({option('key')})")
+            raise RefusedError(f"{source} refused: sealed to key {short_id(_rcpt(data))}; give the learner's sealing "
+                               f"key ({option('key')})")
         data = open_sealed(data, seal_key, name=source)
         opened_with = _key_id(seal_key)
     try:
@@ -276,7 +280,8 @@ def parse_verified(
     rcpt = bundle.header.get("recipient")
     if opened_with is not None and rcpt is not None and rcpt != opened_with:
         raise RefusedError(
-            f"{source} refused: addressed to recipient {short_id(str(rcpt))} but sealed to {short_id(opened_with)} (re-sealed?)"
+            f"{source} refused: addressed to recipient {short_id(str(rcpt))} but sealed to {short_id(opened_with)} "
+            "(re-sealed?)"
         )
     verify_bundle(bundle, trust_dir, allow_unsigned=allow_unsigned, source=source)
     return bundle

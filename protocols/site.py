@@ -78,7 +78,8 @@ def default_signing_key(home: str | os.PathLike[str] | None = None) -> Path | No
     d = site_home(home) / KEYS_DIR
     found = sorted(d.glob("*" + SIGN_KEY_SUFFIX)) if d.is_dir() else []
     if len(found) > 1:
-        raise InputError(f"{d} holds {len(found)} signing keys ({', '.join(p.name for p in found)}): name one with --sign-key")
+        raise InputError(f"{d} holds {len(found)} signing keys ({', '.join(p.name for p in found)}): name one with "
+                         "--sign-key")
     return found[0] if found else None
 
 
@@ -114,7 +115,8 @@ class SiteConfig:
         return self.home / CONFIG_FILE
 
     def _body(self) -> dict[str, Any]:
-        return {"format": CONFIG_FORMAT, "version": 1, "site": self.site, "public_key": b64(public_bytes(self.public_key)),
+        return {"format": CONFIG_FORMAT, "version": 1, "site": self.site,
+                "public_key": b64(public_bytes(self.public_key)),
                 "sign_key": str(self.sign_key), "ledger": str(self.ledger), "head": self.head}
 
     def save(self, private_key: ed25519.Ed25519PrivateKey, sync_dir: bool = True) -> None:
@@ -220,7 +222,8 @@ def init_site(
     led = _resolved(ledger_dir) if ledger_dir is not None else _resolved(h / DEFAULT_LEDGER)
     old = SiteConfig.load(h)
     if old is not None:
-        for what, a, b in (("site", old.site, site), ("key", old.key_id, key_id(private_key)), ("ledger", str(old.ledger), str(led))):
+        for what, a, b in (("site", old.site, site), ("key", old.key_id, key_id(private_key)),
+                           ("ledger", str(old.ledger), str(led))):
             if a != b:
                 shown = (short_id(a), short_id(b)) if what == "key" else (a, b)
                 raise RefusedError(f"site configuration {old.path} already names {what} {shown[0]!r}, not {shown[1]!r} "
@@ -264,7 +267,8 @@ def resolve_export_ledger(
     if ledger_dir is None:
         raise RefusedError(f"--no-ledger refused: site {cfg.site!r} records every export in its ledger {cfg.ledger}")
     if not cfg.owns(ledger_dir):
-        raise RefusedError(f"ledger {ledger_dir} is not site {cfg.site!r}'s configured ledger {cfg.ledger} ({cfg.path})")
+        raise RefusedError(f"ledger {ledger_dir} is not site {cfg.site!r}'s configured ledger {cfg.ledger} "
+                           f"({cfg.path})")
     if signing_key is None:
         raise RefusedError(f"site {cfg.site!r} signs every export: give its key (--key {cfg.sign_key})")
     if key_id(signing_key) != cfg.key_id:

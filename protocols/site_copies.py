@@ -54,7 +54,8 @@ def open_own(file_bytes: bytes, ledger_dir: str | Path, name: str = "bundle") ->
     sha = hashlib.sha256(file_bytes).hexdigest()
     led = Ledger(ledger_dir)
     if not led.path.exists():
-        raise InputError(f"{name} is sealed and there is no ledger at {ledger_dir} to find this site's copy in (--ledger DIR)")
+        raise InputError(f"{name} is sealed and there is no ledger at {ledger_dir} to find this site's copy in "
+                         "(--ledger DIR)")
     entry = next((e for e in reversed(led.entries()) if e.get("file_sha256") == sha), None)
     if entry is None:
         raise InputError(f"{name} is sealed and ledger {ledger_dir} records no release of it (sha256 {sha[:16]}…): "

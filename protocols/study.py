@@ -136,26 +136,30 @@ class Round1:
     def check(self, ledger_dir: Path | None, codebook: Any, site: str) -> None:
         fingerprint = codebook.fingerprint
         if ledger_dir is None:
-            raise InputError("the two-round DP export needs the site's ledger (it remembers the study's total for round 2); "
-                             "--rounds 1 releases in one round")
+            raise InputError("the two-round DP export needs the site's ledger (it remembers the study's total for "
+                             "round 2); --rounds 1 releases in one round")
         d = load_study(ledger_dir, fingerprint)
         if d is not None:
-            raise RefusedError(f"this site already ran round 1 of study {fingerprint[:12]}… (ledger entry #{d.get('round1', {}).get('seq')}): "
-                               "answer the learner's request with --request REQ (a second round 1 would spend the total again)")
+            raise RefusedError(f"this site already ran round 1 of study {fingerprint[:12]}… (ledger entry "
+                               f"#{d.get('round1', {}).get('seq')}): answer the learner's request with --request REQ "
+                               "(a second round 1 would spend the total again)")
         # the rule sees the bound the export applies (set before this check): re-derived here, before the cap is
         # checked against ``requested`` and before a ρ cap keeps the label table Gaussian, so neither is undone later
         self.plan = self.plan.at_max_rows(self.max_rows)
         if self.plan.label_mechanism == "laplace" and _rho_capped(ledger_dir):
             self.plan = with_gaussian_label(self.plan)  # a ρ cap counts Laplace's ε_L as ε_L²/2: keep it zCDP
 
-    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any],
+                                                                     dict[str, Any]]:
         released, sel, cost = release_round1(tables, codebook, self.plan, self.max_rows)
-        privacy = {"mechanism": f"{self.plan.label_mechanism}+noisy-top-k", **cost.to_dict(), "allocation": "select-then-measure round 1",
+        privacy = {"mechanism": f"{self.plan.label_mechanism}+noisy-top-k", **cost.to_dict(),
+                   "allocation": "select-then-measure round 1",
                    "target": {"epsilon": self.plan.epsilon, "delta": self.plan.delta}}
         self.record = round1_record(self.plan, sel, cost)
         return released, cost, privacy, self.record
 
-    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None, cost: PrivacyCost) -> None:
+    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None,
+               cost: PrivacyCost) -> None:
         _save_study(ledger_dir, fingerprint, {
             "format": STUDY_FORMAT, "fingerprint": fingerprint, "site": bundle.site, "created": now_iso(),
             "total": {"epsilon": self.plan.epsilon, "delta": self.plan.delta, "rho": self.plan.rho_total},
@@ -207,13 +211,14 @@ class Round2:
                                f"(ledger entry #{d['round2'].get('seq')}); nothing is left to spend")
         if "unit" in d["round1"] and d["round1"]["unit"] != self.unit:
             raise RefusedError(f"refused: round 2 declares privacy unit {_unit_said(self.unit)}, round 1 of study "
-                               f"{fingerprint[:12]}… declared {_unit_said(d['round1']['unit'])}: a study's rounds count "
-                               "one unit")
+                               f"{fingerprint[:12]}… declared {_unit_said(d['round1']['unit'])}: a study's rounds "
+                               "count one unit")
         known = set(codebook.discrete_names)
         for c in self.request.tables:
             bad = [a for a in c if a not in known]
             if bad:
-                raise RefusedError(f"refused: the request names {bad[0]!r}, which is not a discrete feature of the codebook")
+                raise RefusedError(f"refused: the request names {bad[0]!r}, which is not a discrete feature of the "
+                                   "codebook")
         if site not in self.request.budget:
             raise RefusedError(f"refused: the request asks nothing of site {site!r} (it names "
                                f"{', '.join(sorted(self.request.budget)) or 'no site'})")
@@ -221,8 +226,9 @@ class Round2:
         rest = max(0.0, total - spent)
         asked = self.request.budget[site]
         if asked > rest * (1.0 + SLACK) + 1e-15:
-            raise RefusedError(f"refused: the request asks site {site!r} for rho = {asked:.6g}, more than the rest of its "
-                               f"study total ({rest:.6g} = {total:.6g} - {spent:.6g} spent in round 1); nothing was spent")
+            raise RefusedError(f"refused: the request asks site {site!r} for rho = {asked:.6g}, more than the rest of "
+                               f"its study total ({rest:.6g} = {total:.6g} - {spent:.6g} spent in round 1); nothing "
+                               "was spent")
         self.rho, self.delta = min(asked, rest), float(d["total"]["delta"])
         # the release planned once, before any data is read: its noise and cost are what protect() releases;
         # each clique as counting names it (codebook order: a request may name a pair as (f3, f0))
@@ -251,7 +257,8 @@ class Round2:
             merged[k] = merged.get(k, 0.0) + float(w)
         return list(merged), list(merged.values())
 
-    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any],
+                                                                     dict[str, Any]]:
         if not tables:
             cost = PrivacyCost.zero()
             released: list[Any] = []
@@ -259,11 +266,13 @@ class Round2:
             if self.release_plan is None:
                 raise InputError("round 2 releases the tables its check planned; none were planned")
             released, cost = self.release_plan.release(tables, codebook), self.release_plan.cost
-        privacy = {"mechanism": STUDY_MECHANISM, **cost.to_dict(), "allocation": "the learner's request (least squares)"}
+        privacy = {"mechanism": STUDY_MECHANISM, **cost.to_dict(),
+                   "allocation": "the learner's request (least squares)"}
         self.record = round2_record(self.rho, cost, self.request_digest, self.signer)
         return released, cost, privacy, self.record
 
-    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None, cost: PrivacyCost) -> None:
+    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None,
+               cost: PrivacyCost) -> None:
         d = load_study(ledger_dir, fingerprint) or {}
         d["round2"] = {"bundle": bundle.digest(), "seq": None if entry is None else entry.get("seq"), "rho": cost.rho,
                        "request": self.request_digest}

@@ -132,16 +132,17 @@ def roster_from_dir(roster: str | os.PathLike[str], learner_pub: ed25519.Ed25519
     for n in names:
         sign_f, seal_f = d / f"{n}{SIGN_PUB_SUFFIX}", d / f"{n}{SEAL_PUB_SUFFIX}"
         if not sign_f.exists() or not seal_f.exists():
-            raise InputError(f"roster {d}: {n!r} has {'no ' + sign_f.name if not sign_f.exists() else 'no ' + seal_f.name}"
-                             " (each party needs its signing and its sealing public key)")
+            raise InputError(f"roster {d}: {n!r} has "
+                             f"{'no ' + sign_f.name if not sign_f.exists() else 'no ' + seal_f.name} (each party "
+                             "needs its signing and its sealing public key)")
         p = Pinned(validate_site_name(n), load_verify_key(sign_f), load_seal_public_key(seal_f))
         if p.sign_id == key_id(learner_pub):
             learner = p
         else:
             sites.append(p)
     if learner is None:
-        raise InputError(f"roster {d} holds no public key of the learner's --sign-key ({short_id(key_id(learner_pub))}): "
-                         "add LEARNER.sign.pub and LEARNER.seal.pub")
+        raise InputError(f"roster {d} holds no public key of the learner's --sign-key "
+                         f"({short_id(key_id(learner_pub))}): add LEARNER.sign.pub and LEARNER.seal.pub")
     return learner.site, [learner] + sites
 
 
@@ -155,8 +156,8 @@ def make_study(codebook: Codebook, parties: list[Pinned], learner: str, sign_key
     if len(lrn) != 1 or key_id(sign_key) != lrn[0].sign_id:
         raise InputError(f"the learner {learner!r} must be in the roster under the --sign-key's public key")
     if len(sites) < 2:
-        raise InputError(f"the roster names {len(sites)} site: a study's rounds go through secure aggregation, which needs "
-                         "two sites at least (one site: the per-site commands, marg export)")
+        raise InputError(f"the roster names {len(sites)} site: a study's rounds go through secure aggregation, which "
+                         "needs two sites at least (one site: the per-site commands, marg export)")
     n = len(sites)
     if not (math.isfinite(float(epsilon)) and float(epsilon) > 0):
         raise InputError(f"--epsilon must be a positive number, got {epsilon!r}")
@@ -167,10 +168,12 @@ def make_study(codebook: Codebook, parties: list[Pinned], learner: str, sign_key
     if "evaluate" in rounds and not 0.0 < float(holdout) < 1.0:
         raise InputError(f"the held-out fraction must be in (0, 1), got {holdout!r}")
     if "evaluate" not in rounds and float(holdout) != 0.0:
-        raise InputError(f"a study without the evaluation round holds out no patient, got a held-out fraction {holdout!r}")
+        raise InputError("a study without the evaluation round holds out no patient, got a held-out fraction "
+                         f"{holdout!r}")
     t = n // 2 + 1 if threshold is None else int(threshold)
     if n >= 2 and not n // 2 < t <= n:
-        raise InputError(f"--threshold must be more than half the sites and at most all of them ({n // 2 + 1}..{n}), got {t}")
+        raise InputError(f"--threshold must be more than half the sites and at most all of them ({n // 2 + 1}..{n}), "
+                         f"got {t}")
     noise = noise or ("shared" if n >= 3 else "per-site")
     if noise not in NOISES:
         raise InputError(f"--noise must be one of {', '.join(NOISES)}, got {noise!r}")
@@ -256,12 +259,13 @@ def pin_learner(study: Study, home: Path) -> None:
         learners = {kid for kid in store.keys if store.role(kid) == "learner"}
         if learners and study.learner.sign_id not in learners:
             raise RefusedError(f"study {study.study_id} refused: its learner {study.learner.site!r} (key "
-                               f"{short_id(study.learner.sign_id)}) is not a learner in this site's trust store {trust}")
+                               f"{short_id(study.learner.sign_id)}) is not a learner in this site's trust store "
+                               f"{trust}")
     pin = study_dir(home, study) / "study.sha256"
     if pin.exists():
         if pin.read_text().strip() != study.digest:
-            raise RefusedError(f"study {study.study_id} refused: this party first read another study file with the same id "
-                               f"({pin}); a study is declared once")
+            raise RefusedError(f"study {study.study_id} refused: this party first read another study file with the "
+                               f"same id ({pin}); a study is declared once")
         return
     pin.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write_bytes(pin, (study.digest + "\n").encode())
@@ -274,5 +278,5 @@ def check_own_keys(study: Study, name: str, sign_key: ed25519.Ed25519PrivateKey,
     if learner and entry.site != name:
         raise InputError(f"the study's learner is {entry.site!r}, not {name!r}")
     if key_id(sign_key) != entry.sign_id or not entry.seals_to(seal_key.public_key()):
-        raise RefusedError(f"study {study.study_id} refused: {name!r}'s key files are not the keys the study file lists "
-                           f"for it (signing {short_id(entry.sign_id)}); nothing was done")
+        raise RefusedError(f"study {study.study_id} refused: {name!r}'s key files are not the keys the study file "
+                           f"lists for it (signing {short_id(entry.sign_id)}); nothing was done")

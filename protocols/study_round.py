@@ -36,7 +36,8 @@ MECHANISM = "gaussian"
 SLACK = 1e-9
 
 
-def round_doc(study: Study, name: str, members: Sequence[str], learner_key: Any, block: Mapping[str, Any]) -> dict[str, Any]:
+def round_doc(study: Study, name: str, members: Sequence[str], learner_key: Any,
+              block: Mapping[str, Any]) -> dict[str, Any]:
     """The learner's signed round file for round ``name`` of ``study`` among ``members`` (a fresh id)."""
     import secrets
 
@@ -51,19 +52,21 @@ def round_doc(study: Study, name: str, members: Sequence[str], learner_key: Any,
     return sign_document(doc, learner_key)
 
 
-def parse_study_round(study: Study, doc: Mapping[str, Any], name: str, where: str) -> tuple[SecureRound, dict[str, Any]]:
+def parse_study_round(study: Study, doc: Mapping[str, Any], name: str,
+                      where: str) -> tuple[SecureRound, dict[str, Any]]:
     """The round file verified against the study's learner key, codebook and round name: (round, study block)."""
     rnd = parse_round(doc, learner_pub=study.learner.sign_pub, fingerprint=study.fingerprint, name=where)
     block = doc.get("study") if isinstance(doc.get("study"), dict) else {}
     if block.get("study_id") != study.study_id or block.get("round") != name:
-        raise RefusedError(f"{where} refused: not round {name!r} of study {study.study_id} (replayed from another study "
-                           "or round)")
+        raise RefusedError(f"{where} refused: not round {name!r} of study {study.study_id} (replayed from another "
+                           "study or round)")
     if rnd.threshold != study.threshold:
         raise RefusedError(f"{where} refused: threshold {rnd.threshold}, the study file says {study.threshold}")
     return rnd, dict(block)
 
 
-def site_round(study: Study, doc: Mapping[str, Any], name: str, site: str, where: str) -> tuple[SecureRound, dict[str, Any]]:
+def site_round(study: Study, doc: Mapping[str, Any], name: str, site: str,
+               where: str) -> tuple[SecureRound, dict[str, Any]]:
     """:func:`parse_study_round`, then the roster held to the study file's pinned keys (before anything is sealed)."""
     rnd, block = parse_study_round(study, doc, name, where)
     members = {m.site: (m.sign_pub, m.seal_pub) for m in rnd.members}
@@ -134,7 +137,8 @@ class StudyTables:
     site: str
     share: Any = None
     max_rows: int = 1
-    own_cost: PrivacyCost | None = None  # a shared-noise share's own guarantee (its share alone), ledgered beside the cost
+    # a shared-noise share's own guarantee (its share alone), ledgered beside the cost
+    own_cost: PrivacyCost | None = None
     record: dict[str, Any] | None = None
     release_plan: ReleasePlan | None = None
     study_cost: PrivacyCost | None = None
@@ -161,14 +165,15 @@ class StudyTables:
         total = rho_for_epsilon(self.study.epsilon, self.study.delta)
         spent = spent_rho(state)
         if spent + self.rho > total * (1.0 + SLACK) + 1e-15:
-            raise RefusedError(f"site {site!r}: round {self.name!r} asks rho = {self.rho:.6g}, above the rest of its study "
-                               f"total ({total - spent:.6g} of {total:.6g}); nothing was spent")
+            raise RefusedError(f"site {site!r}: round {self.name!r} asks rho = {self.rho:.6g}, above the rest of its "
+                               f"study total ({total - spent:.6g} of {total:.6g}); nothing was spent")
         if self.share is None:
             self.release_plan = ReleasePlan.for_cliques(self.cliques_, codebook, rho=self.rho, weights=self.weights,
                                                         delta=self.study.delta, mechanism=MECHANISM,
                                                         max_rows=self.max_rows)
 
-    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any],
+                                                                     dict[str, Any]]:
         if self.share is not None:
             released = self.share.share(list(tables))
             cost, self.own_cost = self.share.study_cost(), self.share.site_cost()
@@ -187,7 +192,8 @@ class StudyTables:
                        "noise": noise, **self.extra}
         return released, cost, privacy, self.record
 
-    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None, cost: PrivacyCost) -> None:
+    def commit(self, ledger_dir: Path, fingerprint: str, bundle: Any, entry: dict[str, Any] | None,
+               cost: PrivacyCost) -> None:
         state = load_state(self.study_home, self.site)
         state["rounds"][self.name] = {"uploaded": True, "round_id": self.round_id, "seq": (entry or {}).get("seq"),
                                       "bundle": bundle.digest(), "rho": self.rho, "site_cost": cost.to_dict(),

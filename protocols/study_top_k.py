@@ -1,4 +1,5 @@
-"""A study's round 1 with the private selection: the label table through the secure sum, and each site's own OpenDP top-k.
+"""A study's round 1 with the private selection: the label table through the secure sum, and each site's own OpenDP
+top-k.
 
 Where the study's design (:mod:`marg.marginals.study_design`, ``selection = "private"``) finds that pooled
 first-order scores cost more than they give — p tables share round 1's budget, so each pooled score's noise
@@ -82,7 +83,8 @@ class StudyTopK(StudyTables):
                                                         weights=self.weights, delta=self.study.delta,
                                                         mechanism=MECHANISM, max_rows=self.max_rows)
 
-    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any], dict[str, Any]]:
+    def protect(self, tables: Sequence[Any], codebook: Any) -> tuple[list[Any], PrivacyCost, dict[str, Any],
+                                                                     dict[str, Any]]:
         released_cliques = {tuple(c) for c in self.cliques_}
         label_tables = [t for t in tables if tuple(t.clique) in released_cliques]
         first = [t for t in tables if tuple(t.clique) not in released_cliques]
@@ -104,7 +106,8 @@ class StudyTopK(StudyTables):
 
 
 def with_selection(cost: PrivacyCost, sel: Selection, delta: float) -> PrivacyCost:
-    """``cost`` (a zCDP release: the round's tables) composed with the selection's zCDP part (ρ's add, ε at δ by OpenDP)."""
+    """``cost`` (a zCDP release: the round's tables) composed with the selection's zCDP part (ρ's add, ε at δ by
+    OpenDP)."""
     return release_cost([("zcdp", 0.0, float(cost.rho), max(float(cost.delta), delta)), sel.cost_part(delta)])
 
 

@@ -15,7 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from marg.errors import InputError
 
 from .key_roles import read_role, role_line
-from .keys import SIGN_PUB_SUFFIX, PathLike, key_id, kind_name, load_verify_key, read_key_bytes, short_id, validate_site_name
+from .keys import (SIGN_PUB_SUFFIX, PathLike, key_id, kind_name, load_verify_key, read_key_bytes, short_id,
+                   validate_site_name)
 
 
 class TrustStore:

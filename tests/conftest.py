@@ -144,7 +144,8 @@ def learn_dcc(tmp_path):
 
     def run(bundles: list[Path], option: str, value: str) -> tuple[dict, object]:
         out = tmp_path / f"dcc_{option.strip('-')}_{value}.json"
-        r = marg_run("learn", *bundles, "--learner", "dcc", "--s", "0", option, value, "--out", out, "--json", "--allow-unsigned")
+        r = marg_run("learn", *bundles, "--learner", "dcc", "--s", "0", option, value, "--out", out, "--json",
+                     "--allow-unsigned")
         assert r.exit_code == 0, r.output
         return json.loads(r.stdout), Model.load(out).estimator
 

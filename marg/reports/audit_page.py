@@ -107,7 +107,8 @@ def _running(entries: list[dict]) -> dict[int, Any]:
                 spend = spend.add(PrivacyCost.from_dict(x["cost"]))
             cap = PrivacyCost.from_dict(x["cap"]) if x.get("cap") else None
             out[int(x["seq"])] = spend.as_cost(cap_delta(cap))
-        except (MargError, KeyError, TypeError, ValueError):  # a malformed entry (the report names it): no running total from there on
+        # a malformed entry (the report names it): no running total from there on
+        except (MargError, KeyError, TypeError, ValueError):
             break
     return out
 
@@ -117,7 +118,8 @@ def _timeline_row(x: dict, report: Any, running: dict[int, Any]) -> list[str]:
     st = f'<span data-key="status:{seq}" data-value="{_status_word(seq, report)}">{_status(seq, report)}</span>'
     if not _is_release(x):  # a cap entry (recorded budget), not a release
         capd = x.get("cap") or {}
-        what = "privacy cap set: " + ", ".join(f"{k} {_f(capd.get(k)):g}" for k in ("epsilon", "delta", "rho") if capd.get(k))
+        what = ("privacy cap set: " + ", ".join(f"{k} {_f(capd.get(k)):g}"
+                                                for k in ("epsilon", "delta", "rho") if capd.get(k)))
         total = running.get(seq)
         return [value(f"seq:{seq}", seq), e(x.get("time", "")), "—", "0", e(what), "—", "—", "—", "—",
                 e(_fmt_inf(total.epsilon) if total is not None else "—"), st]
@@ -128,7 +130,8 @@ def _timeline_row(x: dict, report: Any, running: dict[int, Any]) -> list[str]:
         names += (f" — shared noise: the cost is the study's guarantee (the secure sum, charged); this site's share "
                   f"alone: ε={_f(own.get('epsilon')):.4g}, ρ={_f(own.get('rho')):.4g}")
     c = x["cost"]
-    return [value(f"seq:{seq}", seq), e(x.get("time", "")), e(x.get("recipient_name") or x.get("recipient") or "unsealed"),
+    return [value(f"seq:{seq}", seq), e(x.get("time", "")),
+            e(x.get("recipient_name") or x.get("recipient") or "unsealed"),
             value(f"n_statistics:{seq}", len(stats)), e(names), e(x.get("mechanism", "")),
             value(f"epsilon:{seq}", _f(c.get("epsilon")), _inf_text(c.get("epsilon"))),
             value(f"delta:{seq}", _f(c.get("delta"))), value(f"rho:{seq}", _f(c.get("rho")), _inf_text(c.get("rho"))),
@@ -144,7 +147,8 @@ def _total_cell(seq: int, running: dict[int, Any]) -> str:
 
 def _status_word(seq: int, report: Any) -> str:
     html = _status(seq, report)
-    return "failed" if "FAILED" in html else "unverified" if "not verified" in html else "unsigned" if "unsigned" in html else "ok"
+    return ("failed" if "FAILED" in html else "unverified" if "not verified" in html
+            else "unsigned" if "unsigned" in html else "ok")
 
 
 def _spend(page: Page, releases: list[dict], cap: Any, running: dict[int, Any]) -> None:
@@ -153,7 +157,8 @@ def _spend(page: Page, releases: list[dict], cap: Any, running: dict[int, Any]) 
     finite = [x for x in releases if not math.isinf(running[int(x["seq"])].epsilon)]
     if len(finite) < len(releases):
         first = next(int(x["seq"]) for x in releases if math.isinf(running[int(x["seq"])].epsilon))
-        page.text(f"From release {first} on the spend is unbounded (exact counts left the site); the plot stops there.", "bad")
+        page.text(f"From release {first} on the spend is unbounded (exact counts left the site); the plot stops there.",
+                  "bad")
     if not finite:
         return
     seqs = [int(x["seq"]) for x in finite]
@@ -183,10 +188,12 @@ def _release_detail(page: Page, x: dict) -> None:
         name = st.get("name")
         shape = [int(s) for s in st.get("shape") or []]
         rows.append([e(name), e(st.get("kind", "counts")), e(" × ".join(map(str, st.get("clique") or []))),
-                     value("cells:%d:%s" % (seq, name), math.prod(shape) if shape else 0, " × ".join(map(str, shape)) or "—"),
+                     value("cells:%d:%s" % (seq, name), math.prod(shape) if shape else 0,
+                           " × ".join(map(str, shape)) or "—"),
                      e(st.get("mechanism")), value("std:%d:%s" % (seq, name), _f(st.get("std", 0.0)))])
     page.table(["statistic", "kind", "attributes", "shape", "mechanism", "noise std"], rows, key="release:%d" % seq,
-               folded=f"{len(stats)} statistics" if len(stats) > FOLD_STATISTICS else None)  # cards on a phone: no column cut off
+               # cards on a phone: no column cut off
+               folded=f"{len(stats)} statistics" if len(stats) > FOLD_STATISTICS else None)
 
 
 def _inf_text(v: Any) -> str | None:

@@ -41,7 +41,8 @@ def certificate_section(page: Page, cert: Any, info: dict, rep: dict, randomized
         return
     page.p(f"Worst-case error ≤ {value('certificate', float(cert.value))} "
            f"(kind {value('certificate_kind', cert.kind, cert.kind)}"
-           + (f", coverage {value('coverage', float(cert.coverage), f'{cert.coverage:.0%}')}" if cert.coverage is not None else
+           + (f", coverage {value('coverage', float(cert.coverage), f'{cert.coverage:.0%}')}"
+              if cert.coverage is not None else
               ", λ set by hand: no coverage level") + ")")
     dp = noisy(info)
     page.p(e(f"It is {PROMISE.get(cert.kind, cert.kind)}" + (
@@ -49,8 +50,8 @@ def certificate_section(page: Page, cert: Any, info: dict, rep: dict, randomized
         + (" and the released noise" if dp else "") + "." if cert.coverage is not None else ".")), "note")
     if randomized is not None:
         page.text(f"The minimax risk of the randomized rule (predict_proba; {randomized.kind}) is "
-                  f"{float(randomized.value):.4f}: {PROMISE.get(randomized.kind, randomized.kind)}. It bounds that rule, "
-                  "not the labels this model predicts, and is not compared with the certificate above.", "note")
+                  f"{float(randomized.value):.4f}: {PROMISE.get(randomized.kind, randomized.kind)}. It bounds that "
+                  "rule, not the labels this model predicts, and is not compared with the certificate above.", "note")
         page.p(f"Minimax risk of the randomized rule: {value('minimax_risk', float(randomized.value))}")
     page.text("It does not promise: accuracy on a population other than the one the sites' patients come from; "
               "anything about rows outside the uncertainty set (cells the released tables rule out), which the "
@@ -66,10 +67,12 @@ def certificate_section(page: Page, cert: Any, info: dict, rep: dict, randomized
                  "intervals exact for the noise actually added, so the bound holds with the stated probability "
                  "despite the noise, and is larger than it would be on exact counts.")
         if rep.get("noise_margin") is not None or rep.get("ridge") is not None:
-            words += " The Rényi fit also regularised against the noise (ridge penalty and noise margin under 'What the fit found')."
+            words += (" The Rényi fit also regularised against the noise (ridge penalty and noise margin under 'What "
+                      "the fit found').")
         page.text(words, "note")
     else:
-        page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error alone.",
+        page.text("The sites released exact counts (no differential-privacy noise): the box reflects sampling error "
+                  "alone.",
                   "note")
 
 
@@ -113,7 +116,8 @@ def evaluation_section(page: Page, ev: dict) -> None:
         ("Error (deterministic rule)", value("eval_error", float(ev["error"]))),
         ("Error of the randomized rule", value("eval_randomized_error", float(ev["randomized_error"]))),
         ("Certificate", value("eval_certificate", float(ev["worst_case_error"]))),
-        ("Rows outside the uncertainty set", value("eval_outside", out, "not defined for this learner" if out is None else None)),
+        ("Rows outside the uncertainty set", value("eval_outside", out,
+                                                   "not defined for this learner" if out is None else None)),
         ("Error on those rows", value("eval_outside_error", ev.get("outside_error"),
                                       "—" if ev.get("outside_error") is None else None)),
     ])

@@ -21,12 +21,15 @@ th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-ali
 th{background:#f3f5f7}img{max-width:100%;height:auto;display:block;margin:.5rem 0}
 .note{background:#f6f8fa;border-left:4px solid #8c959f;padding:.5rem .8rem;margin:.6rem 0}
 .ok{color:#116329;font-weight:600}.bad{color:#a40e26;font-weight:600}code{font-size:.85rem;word-break:break-all}
-summary{cursor:pointer;margin:.4rem 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
+summary{cursor:pointer;margin:.4rem 0}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}
+dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
 @media (max-width:600px){dl{grid-template-columns:1fr;gap:0}dd{margin-bottom:.5rem}
 .scroll table{width:100%}th,td{overflow-wrap:break-word}
-table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%;box-sizing:border-box}
+table.cards thead{display:none}table.cards,table.cards tbody,table.cards tr,table.cards td{
+display:block;width:100%;box-sizing:border-box}
 table.cards tr{border:1px solid #d0d7de;margin:.5rem 0}table.cards td{border:0;border-bottom:1px solid #eaeef2}
-table.cards td{display:flex;gap:.6rem;overflow-wrap:anywhere}table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
+table.cards td{display:flex;gap:.6rem;overflow-wrap:anywhere}
+table.cards td::before{content:attr(data-label);flex:0 0 6.5rem;font-weight:600;
 font-size:.8rem;color:#57606a}}
 """
 CARD_COLUMNS = 3
@@ -41,14 +44,16 @@ def fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e-3 and v != 0 else f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) < 1e6 else f"{v:.4g}"
+        return (f"{v:.4g}" if abs(v) < 1e-3 and v != 0 else f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) < 1e6
+                else f"{v:.4g}")
     return str(v)
 
 
 def value(key: str, v: Any, text: str | None = None) -> str:
     """A number in a ``<span data-key=… data-value=…>``: shown as ``text`` (default :func:`fmt`)."""
     raw = "" if v is None else (repr(float(v)) if isinstance(v, float) else str(v))
-    return f'<span data-key="{escape(key)}" data-value="{escape(raw)}">{escape(text if text is not None else fmt(v))}</span>'
+    return (f'<span data-key="{escape(key)}" '
+            f'data-value="{escape(raw)}">{escape(text if text is not None else fmt(v))}</span>')
 
 
 class Page:
@@ -82,7 +87,8 @@ class Page:
         labels = [f' data-label="{escape(h)}"' for h in headers]
         body = "".join("<tr>" + "".join(f"<td{labels[k] if k < len(labels) else ''}>{c}</td>" for k, c in enumerate(r))
                        + "</tr>" for r in rows)
-        attr = (f' data-table="{escape(key)}"' if key else "") + (' class="cards"' if (len(headers) > CARD_COLUMNS if cards is None else cards) else "")
+        attr = ((f' data-table="{escape(key)}"' if key else "")
+                + (' class="cards"' if (len(headers) > CARD_COLUMNS if cards is None else cards) else ""))
         html = f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         self.parts.append(f"<details><summary>{escape(folded)}</summary>{html}</details>" if folded else html)
 

@@ -94,14 +94,17 @@ def _task(page: Page, model: Any, info: dict) -> None:
     for f in cb.features[:CODEBOOK_ROWS]:
         if f.is_discrete:
             lv = list(f.level_names)
-            kind, what = f.kind, ", ".join(lv[:LEVELS_SHOWN]) + (f", … ({len(lv):,} in all)" if len(lv) > LEVELS_SHOWN else "")
+            kind, what = (f.kind, ", ".join(lv[:LEVELS_SHOWN])
+                          + (f", … ({len(lv):,} in all)" if len(lv) > LEVELS_SHOWN else ""))
         else:
             kind, what = "numeric (raw)", f"range [{f.lo:g}, {f.hi:g}]"
         rows.append([e(f.name), e(kind), value(f"levels:{f.name}", int(f.n_levels)), e(what)])
     page.table(["feature", "kind", "levels", "levels or range"], rows, key="codebook",
-               folded=f"The codebook's {len(cb.features):,} features and their levels" if len(cb.features) > FOLD_ROWS else None)
+               folded=f"The codebook's {len(cb.features):,} features and their levels" if len(cb.features) > FOLD_ROWS
+               else None)
     if len(cb.features) > CODEBOOK_ROWS:
-        page.text(f"… and {len(cb.features) - CODEBOOK_ROWS:,} more features (the model file holds the whole codebook).")
+        page.text(f"… and {len(cb.features) - CODEBOOK_ROWS:,} more features (the model file holds the whole "
+                  "codebook).")
 
 
 def _learner(page: Page, model: Any, rep: dict) -> None:
@@ -118,7 +121,8 @@ def _learner(page: Page, model: Any, rep: dict) -> None:
     fitted = fitted_rows(est.report(), SHOWN_ELSEWHERE)
     if fitted:
         page.p("What the fit found:")
-        page.table(["", "value", "what it means"], [[e(label), _cell(f"fitted:{k}", v), e(meaning)] for k, label, v, meaning in fitted],
+        page.table(["", "value", "what it means"],
+                   [[e(label), _cell(f"fitted:{k}", v), e(meaning)] for k, label, v, meaning in fitted],
                    key="fitted")
 
 
@@ -181,7 +185,8 @@ def _features(page: Page, model: Any, rep: dict, cw: Any) -> None:
     page.p(f"{value('n_features_used', len(used))} of {len(model.codebook.features):,} ({e(why)}): "
            f"{e(', '.join(map(str, used))) or 'none — it predicts the same class for every patient'}")
     if cw is not None and len(used) < len(allowed):
-        page.text(f"It was fitted on {len(allowed)} features; the others ended with no weight (the bound did not need them).")
+        page.text(f"It was fitted on {len(allowed)} features; the others ended with no weight (the bound did not need "
+                  "them).")
     active = est.working_set()
     if active and len(active) < len(allowed):
         page.p(f"Column generation kept {value('n_active_features', len(active))} of them in its working set: "
@@ -204,11 +209,12 @@ def _rules(page: Page, model: Any) -> None:
                   "the rule plus its confidence interval), so the model predicts the naive-Bayes class of the "
                   "first-order tables for every patient.", "bad")
         return
-    page.text("A class's score is the sum of the weights of its rules that hold for the patient; the model predicts the "
-              "class of the largest score. Where no rule separates the classes, it predicts the naive-Bayes class of "
-              "the rule features' first-order tables.")
+    page.text("A class's score is the sum of the weights of its rules that hold for the patient; the model predicts "
+              "the class of the largest score. Where no rule separates the classes, it predicts the naive-Bayes class "
+              "of the rule features' first-order tables.")
     page.table(["class", "rule", "order", "weight"],
-               [[e(r["class"]), e(r["rule"]), value(f"rule_order:{k}", int(r["order"])), value(f"rule_weight:{k}", float(r["weight"]))]
+               [[e(r["class"]), e(r["rule"]), value(f"rule_order:{k}", int(r["order"])),
+                 value(f"rule_weight:{k}", float(r["weight"]))]
                 for k, r in enumerate(rules)], key="rules",
                folded=f"The vote's {len(rules)} rules" if len(rules) > FOLD_ROWS else None)
 
@@ -244,32 +250,35 @@ def _weights(page: Page, model: Any, top: int, cw: Any) -> None:
                    [[e(cw.names[i]), value(f"{key}:{cw.names[i]}", float(w[i])),
                      *(["⚠ count within the noise" if i in marked else ""] if marked else [])] for i in order], key=key)
     if cw.impossible:
-        page.text(f"Ruled out ({len(cw.impossible)} cells): the exact counts show no patient of the class with the level, "
-                  "so no distribution of the uncertainty set has one and the rule never predicts that class there; "
-                  "these columns are left out of the charts above.", "note")
+        page.text(f"Ruled out ({len(cw.impossible)} cells): the exact counts show no patient of the class with the "
+                  "level, so no distribution of the uncertainty set has one and the rule never predicts that class "
+                  "there; these columns are left out of the charts above.", "note")
         page.table(["class", "feature = level"], [[e(c), e(nm)] for c, nm in cw.impossible], key="impossible",
                    folded=f"The {len(cw.impossible)} ruled-out cells" if len(cw.impossible) > FOLD_ROWS else None)
 
 
 def _noise_caveats(page: Page, caveats: list, info: dict) -> None:
-    """The weights the sites' DP noise may have set: a level whose released count for some class is within the noise of 0."""
+    """The weights the sites' DP noise may have set: a level whose released count for some class is within the noise of
+    0."""
     if not noisy(info):
         return
     rec = info.get("level_counts")
     if not rec:
-        page.text("The model file records no per-level counts, so the card cannot say which weights the noise may have set.",
+        page.text("The model file records no per-level counts, so the card cannot say which weights the noise may "
+                  "have set.",
                   "note")
         return
     if not caveats:
-        page.text(f"Every weighted level's released counts stand clear of the noise (each count is more than the noise's "
-                  f"{1 - rec['alpha']:.0%} half-width away from 0).", "note")
+        page.text("Every weighted level's released counts stand clear of the noise (each count is more than the "
+                  f"noise's {1 - rec['alpha']:.0%} half-width away from 0).", "note")
         return
     page.text(f"Caveat: {len(caveats)} weighted level(s) rest on a released count that the noise cannot tell from 0 "
-              f"(|count| ≤ the noise's {1 - rec['alpha']:.0%} half-width): their weight may be set by the noise rather than "
-              "by the patients. Read them as unknown.", "bad")
+              f"(|count| ≤ the noise's {1 - rec['alpha']:.0%} half-width): their weight may be set by the noise "
+              "rather than by the patients. Read them as unknown.", "bad")
     page.table(["feature = level", "class", "released count", "noise ±"],
                [[e(c.name), e(c.cls), value(f"caveat_count:{c.name}", c.count, f"{c.count:,.0f}"),
-                 value(f"caveat_halfwidth:{c.name}", c.halfwidth, f"{c.halfwidth:,.0f}")] for c in caveats], key="noise_caveats",
+                 value(f"caveat_halfwidth:{c.name}", c.halfwidth, f"{c.halfwidth:,.0f}")] for c in caveats],
+               key="noise_caveats",
                folded=f"The {len(caveats)} levels" if len(caveats) > FOLD_ROWS else None)
 
 
@@ -290,7 +299,8 @@ def _selection(page: Page, rep: dict) -> None:
     if not sel:
         return
     page.h2("Feature selection")
-    page.p(f"{e(sel.get('method'))}: {e(sel.get('status'))}; objective {value('selection_objective', sel.get('objective'))}"
+    page.p(f"{e(sel.get('method'))}: {e(sel.get('status'))}; objective "
+           f"{value('selection_objective', sel.get('objective'))}"
            + (f"; optimality gap {value('selection_gap', rep.get('gap'))}" if rep.get("gap") is not None else ""))
     path = [p for p in sel.get("path") or [] if p.get("lam", 0) > 0]
     if len(path) > 1:
@@ -320,7 +330,8 @@ def _sites(page: Page, info: dict) -> None:
         records += [] if ev is None else [ev]  # both rounds: the training export(s) and the evaluation release
         p, rounds = composed_privacy(records), len(records)  # the ledger's number, each release's own beside it
         own = " + ".join(f"{r['epsilon']:.3g}" + (f" (δ={r['delta']:g})" if r["delta"] else "") for r in p["releases"])
-        row = [e(name), value(f"site_rows:{name}", s.get("n_rows"), "not released (DP)" if s.get("n_rows") is None else None),
+        row = [e(name), value(f"site_rows:{name}", s.get("n_rows"),
+                              "not released (DP)" if s.get("n_rows") is None else None),
                e(p.get("mechanism", "none")), value(f"site_epsilon:{name}", _num(p.get("epsilon"))),
                value(f"site_delta:{name}", _num(p.get("delta"))), value(f"site_rho:{name}", _num(p.get("rho"))),
                e(own if p.get("mechanism", "none") != "none" else "exact"),
@@ -336,7 +347,8 @@ def _sites(page: Page, info: dict) -> None:
     units = [(s.get("site"), (s.get("privacy") or {}).get("unit")) for s in sites]
     if any(isinstance(u, dict) for _, u in units):
         page.text("Privacy unit (whom each site's guarantee protects, and the rows of one counted at most): "
-                  + "; ".join(f"{n}: " + ("not stated" if not isinstance(u, dict) else "the row (each row a different person)"
+                  + "; ".join(f"{n}: " + ("not stated" if not isinstance(u, dict)
+                                          else "the row (each row a different person)"
                                           if u.get("column") == "row" else
                                           f"{u.get('column')}, at most {u.get('max_rows_per_unit')} rows each")
                               for n, u in units) + ".")
@@ -366,7 +378,8 @@ def _cell(key: str, v: Any) -> str:
         return "—"
     if isinstance(v, (int, float, np.integer, np.floating)):
         return value(key, float(v) if isinstance(v, (float, np.floating)) else int(v))
-    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) and len(v) <= 12:
+    if (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        and len(v) <= 12):
         return ", ".join(value(f"{key}:{k}", float(x)) for k, x in enumerate(v))
     return e(v)
 

@@ -120,7 +120,8 @@ def class_weights(model: Any) -> ClassWeights | None:
     cells = [(classes[k], names[j]) for k, j in zip(*np.nonzero(imp))]
     if W.shape[0] == 2:
         diff = np.where(imp.any(axis=0), 0.0, W[1] - W[0])
-        return ClassWeights(names, diff[None, :], [f"score({classes[1]}) − score({classes[0]})"], cells, column_levels(fmap))
+        return ClassWeights(names, diff[None, :], [f"score({classes[1]}) − score({classes[0]})"], cells,
+                            column_levels(fmap))
     centred = np.where(imp.any(axis=0), 0.0, W - W.mean(axis=0, keepdims=True))
     return ClassWeights(names, centred, [f"score({c}) − mean score" for c in classes], cells, column_levels(fmap))
 
@@ -172,7 +173,8 @@ class NoiseCaveat:
     halfwidth: float
 
 
-def noise_caveats(cw: ClassWeights, level_record: dict[str, Any] | None, codebook: Any, rtol: float = RTOL) -> list[NoiseCaveat]:
+def noise_caveats(cw: ClassWeights, level_record: dict[str, Any] | None, codebook: Any,
+                  rtol: float = RTOL) -> list[NoiseCaveat]:
     """Every column with a nonzero weight that reads a level whose released count N[x = v, y]
     for some class y is at most the noise half-width q (``|N| ≤ q``: the data cannot tell that
     count from 0, so the weight may be the noise's). ``level_record`` is
@@ -195,7 +197,8 @@ def noise_caveats(cw: ClassWeights, level_record: dict[str, Any] | None, codeboo
             counts = rec["counts"][k]
             y = int(np.argmin(np.abs(counts)))
             if q > 0 and abs(float(counts[y])) <= q:
-                out.append(NoiseCaveat(j, cw.names[j], f, _levels(codebook, f, k + 1)[k], classes[y], float(counts[y]), q))
+                out.append(NoiseCaveat(j, cw.names[j], f, _levels(codebook, f, k + 1)[k], classes[y], float(counts[y]),
+                                       q))
                 break
     return out
 
@@ -207,5 +210,6 @@ def largest(w: np.ndarray, top: int) -> np.ndarray:
     return order[np.abs(w[order]) > 0][: int(top)]
 
 
-__all__ = ["ClassWeights", "NoiseCaveat", "RTOL", "class_weights", "column_levels", "column_names", "features_with_weight",
+__all__ = ["ClassWeights", "NoiseCaveat", "RTOL", "class_weights", "column_levels", "column_names",
+           "features_with_weight",
            "largest", "noise_caveats", "raw_weights"]

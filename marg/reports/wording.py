@@ -31,23 +31,30 @@ PARAMETERS: dict[str, tuple[str, str]] = {
 }
 """Parameter (or ``name@learner``) → (plain name, meaning)."""
 
-SOLVER_SETTINGS = frozenset({"bound", "eps", "formulation", "k_max", "n_max", "lp_solver", "solver", "time_limit", "tol",
-                             "empty_cells", "empty", "alpha@dcc", "extra_rows", "greedy_candidates", "greedy_tol", "penalty"})
+SOLVER_SETTINGS = frozenset({"bound", "eps", "formulation", "k_max", "n_max", "lp_solver", "solver", "time_limit",
+                             "tol",
+                             "empty_cells", "empty", "alpha@dcc", "extra_rows", "greedy_candidates", "greedy_tol",
+                             "penalty"})
 """Settings of the optimisation, not of the model's meaning: listed folded, for reproduction."""
 
 FITTED: dict[str, tuple[str, str]] = {
     "gamma": ("Rényi bound 2γ on exact pairwise tables", "the bound before allowing for sampling error and noise"),
     "hgr_lower_bound": ("Strength of the association between the features and the outcome",
                         "a lower bound on their maximal correlation (0: none, 1: perfect)"),
-    "separable": ("The classes are perfectly separable", "yes: in the released tables some levels occur with one class only"),
-    "noise_margin": ("Noise margin", "how much the fit must beat always predicting the majority class, given the noise"),
+    "separable": ("The classes are perfectly separable",
+                  "yes: in the released tables some levels occur with one class only"),
+    "noise_margin": ("Noise margin", "how much the fit must beat always predicting the majority class, given the "
+                                     "noise"),
     "ridge": ("Ridge penalty used", "set from the recorded noise when not given"),
-    "majority_fallback": ("Falls back to the majority class", "yes when the fit did not beat the prior by more than the noise margin"),
+    "majority_fallback": ("Falls back to the majority class",
+                          "yes when the fit did not beat the prior by more than the noise margin"),
     "unpaired_features": ("Features without pair tables", "read on their own, not jointly with the others"),
-    "relaxed": ("Bound relaxed", "yes when the pairs form cycles: the certificate is then an upper bound of the exact one"),
+    "relaxed": ("Bound relaxed", "yes when the pairs form cycles: the certificate is then an upper bound of the exact "
+                                 "one"),
     "terms": ("Rules in the vote", ""),
     "converged": ("The search for rules finished", "yes: no rule left would lower the bound by more than its price"),
-    "certificate_converged": ("The certificate's computation finished", "yes: within its time limit (no: the bound is the faster upper bound)"),
+    "certificate_converged": ("The certificate's computation finished",
+                              "yes: within its time limit (no: the bound is the faster upper bound)"),
 }
 """Fitted value (a key of the learner's report) → (plain name, meaning)."""
 
@@ -59,7 +66,8 @@ def _key(name: str, learner: str, table: Any) -> str | None:
     return None
 
 
-def parameter_rows(params: dict[str, Any], learner: str, certificate: Any) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+def parameter_rows(params: dict[str, Any], learner: str,
+                   certificate: Any) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
     """(the parameters that matter as (plain name, value in words, meaning), the solver settings as (name, value)).
 
     ``None`` values are left out, except ``s`` and ``ridge``, which say what the fit used
@@ -92,7 +100,8 @@ def fitted_rows(report: dict[str, Any], skip: set[str]) -> list[tuple[str, str, 
     (empty lists, None and the keys in ``skip`` left out)."""
     rows = []
     for k, v in sorted(report.items()):
-        if k in skip or k.startswith("certificate_") and k != "certificate_converged" or v is None or v == [] or v == "":
+        if (k in skip or k.startswith("certificate_") and k != "certificate_converged" or v is None or v == []
+            or v == ""):
             continue
         label, meaning = FITTED.get(k, (k.replace("_", " ").capitalize(), ""))
         rows.append((k, label, v, meaning))

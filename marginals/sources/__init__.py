@@ -73,8 +73,8 @@ def open_source(data: str | Path, *, engine: str | None = None, spark_master: st
 
         return SparkSource(text, master=spark_master)
     if scheme:
-        raise InputError(f"unsupported data source scheme {scheme + '://'!r} (files, duckdb://, postgresql://, omop+duckdb://, "
-                         "omop+postgresql://; "
+        raise InputError(f"unsupported data source scheme {scheme + '://'!r} (files, duckdb://, postgresql://, "
+                         "omop+duckdb://, omop+postgresql://; "
                          "other file systems with --engine spark)")
     if engine == "duckdb":
         from .duckdb_source import DuckDBSource

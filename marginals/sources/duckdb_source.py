@@ -7,8 +7,8 @@ off, configuration locked), and ``?query=`` must be exactly one ``SELECT`` state
 DuckDB's own parser splits it (:func:`single_select`): ``SELECT 1) t; COPY visits TO 'x.csv';
 SELECT * FROM (SELECT 1`` would otherwise escape the subquery marg wraps around it.
 A CSV file is read the way marg reads it (every cell as text, the same missing-value
-markers, header row), so DuckDB's counts equal the local path's. Needs the optional extra ``duckdb``. Statistics propagation is switched off on marg's
-connections (:data:`NAN_SAFE`), because it mis-tests NaN.
+markers, header row), so DuckDB's counts equal the local path's. Needs the optional extra ``duckdb``. Statistics
+propagation is switched off on marg's connections (:data:`NAN_SAFE`), because it mis-tests NaN.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..io import NULL_VALUES, _delimiter, _is_parquet
 from .base import first_line
 from .sql import DUCKDB, table_sql
-from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string, query_record
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
 
 # DuckDB 2.0 decides isnan(x) (and x > 'inf') from Parquet/column statistics, which leave
@@ -97,13 +97,8 @@ class DuckDBSource(SQLSource):
         return cls(Path(path), file=True)
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "duckdb", "engine": "duckdb", "database" if not self.file else "file": self.path.name}
-        for k in ("schema", "table"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        if self.query is not None:
-            d.update(query_record(self.query))
-        return d
+        return self._with_relation({"kind": "duckdb", "engine": "duckdb",
+                                    "database" if not self.file else "file": self.path.name})
 
     def _connect(self):
         if self._con is None:
@@ -149,11 +144,13 @@ class DuckDBSource(SQLSource):
         con = self._connect()
         try:
             rel = con.sql(sql, params=list(params))
-            reader = rel.to_arrow_reader(ROW_BATCH) if hasattr(rel, "to_arrow_reader") else rel.fetch_record_batch(ROW_BATCH)
+            reader = (rel.to_arrow_reader(ROW_BATCH) if hasattr(rel, "to_arrow_reader")
+                      else rel.fetch_record_batch(ROW_BATCH))
             for batch in reader:
                 yield pa.Table.from_batches([batch])
         except duckdb.ConversionException as exc:
-            raise InputError(f"{self.name}: a numeric column holds a value that is not a number ({first_line(exc)})") from None
+            raise InputError(f"{self.name}: a numeric column holds a value that is not a number "
+                             f"({first_line(exc)})") from None
         except duckdb.Error as exc:
             raise InputError(f"{self.name}: {first_line(exc)}") from None
 

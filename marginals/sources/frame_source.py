@@ -58,7 +58,8 @@ class FrameSource(Source):
         have = set(self.table.column_names)
         missing = [c for c in columns if c not in have]
         if missing:
-            raise InputError(f"{self.name} has no column {missing[0]!r}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            raise InputError(f"{self.name} has no column {missing[0]!r}"
+                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
         for rb in self.table.select(columns).to_batches(max_chunksize=BATCH_ROWS):
             out = {}
             for c, a in zip(columns, rb.columns):
@@ -76,7 +77,8 @@ class FrameSource(Source):
             try:
                 enc = encode_batch(codebook, batch, row, memo=memo)
             except pa.ArrowException as exc:  # never Arrow's text: it may quote a value
-                raise InputError(f"{self.name}: the rows from row {row} cannot be read ({type(exc).__name__})") from None
+                raise InputError(f"{self.name}: the rows from row {row} cannot be read "
+                                 f"({type(exc).__name__})") from None
             row += enc.n
             counter.add_encoded(enc)
             if progress is not None:

@@ -153,7 +153,8 @@ def tables_from_groups(
     K = codebook.n_classes
     q = len(plan.keys)
     counts = np.asarray(result.column("n").to_numpy(zero_copy_only=False), dtype=np.int64)
-    flags = np.column_stack([np.asarray(result.column(f"g{k}").to_numpy(zero_copy_only=False)) != 0 for k in range(q)]) \
+    flags = np.column_stack([np.asarray(result.column(f"g{k}").to_numpy(zero_copy_only=False)) != 0
+                             for k in range(q)]) \
         if len(counts) else np.zeros((0, q), dtype=bool)
     located = lambda _k: f"in {where}"  # noqa: E731 - grouped rows have no row numbers
     codes = []
@@ -166,7 +167,8 @@ def tables_from_groups(
             c = np.where(present, np.nan_to_num(c.astype(np.float64), nan=0), 0).astype(np.int64)
             if np.any(present & (c == MISSING)):
                 raise InputError(
-                    f"column {f.name!r}: missing or NaN value in {where} (the codebook gives this feature no missing level)"
+                    f"column {f.name!r}: missing or NaN value in {where} (the codebook gives this feature no missing "
+                    "level)"
                 )
             codes.append(c)
             continue

@@ -133,17 +133,19 @@ class OmopSource:
         for what, d in sets:
             absent = [c for c in d["concepts"] if c not in got]
             if absent:
-                raise InputError(f"{what}: concept {absent[0]} is absent from table {self.cdm.cdm}.concept in {self.name}")
+                raise InputError(f"{what}: concept {absent[0]} is absent from table {self.cdm.cdm}.concept in "
+                                 f"{self.name}")
         cohorts = [("codebook population", cb.omop["target_cohort"])]  # type: ignore[index]
         if with_label and "outcome_cohort" in cb.label.omop:  # type: ignore[operator]
             cohorts.append((f"label {cb.label.name!r}", cb.label.omop["outcome_cohort"]))  # type: ignore[index]
-        res = self.fetch(f"SELECT cohort_definition_id AS c, COUNT(*) AS n FROM {self.cdm.table(di, 'cohort', results=True)} "
-                         f"WHERE cohort_definition_id IN ({', '.join(str(int(c)) for _w, c in cohorts)}) "
-                         "GROUP BY cohort_definition_id")
+        res = self.fetch("SELECT cohort_definition_id AS c, COUNT(*) AS n FROM "
+                         f"{self.cdm.table(di, 'cohort', results=True)} WHERE cohort_definition_id IN "
+                         f"({', '.join(str(int(c)) for _w, c in cohorts)}) GROUP BY cohort_definition_id")
         entries = dict(zip(res.column(0).to_pylist(), res.column(1).to_pylist())) if res.num_rows else {}
         for what, cid in cohorts:
             if not entries.get(cid):
-                raise InputError(f"{what}: cohort {cid} has no entries in table {self.cdm.results}.cohort in {self.name}")
+                raise InputError(f"{what}: cohort {cid} has no entries in table {self.cdm.results}.cohort in "
+                                 f"{self.name}")
         checked: dict[tuple, Any] = {}  # one units query per concept set (features sharing one share it)
         for f in cb.features:
             if kind_of(f.omop) != "measurement" or f.omop.get("unit") is not None:  # type: ignore[arg-type]
@@ -190,7 +192,8 @@ def open_omop(uri: str) -> "OmopSource":
         return src
     if scheme in ("omop+postgresql", "omop+postgres"):
         pairs = parse_qsl(parts.query, keep_blank_values=True)
-        cdm = _cdm_options(urlencode([(k, v) for k, v in pairs if k in ("cdm", "results")]), "omop+postgresql", "public")
+        cdm = _cdm_options(urlencode([(k, v) for k, v in pairs if k in ("cdm", "results")]), "omop+postgresql",
+                           "public")
         rest = [(k, v) for k, v in pairs if k not in ("cdm", "results")]
         if any(k in ("table", "query", "schema") for k, _ in rest):
             raise InputError("an omop+postgresql URI takes cdm= and results=, not table=, schema= or query=")

@@ -120,7 +120,8 @@ def feature_rows_query(dialect: Dialect, codebook: Codebook, cdm: CDM, *, max_en
         hi = max(int(x["window"][1]) for x in defs)
         union = " UNION ".join(f"SELECT concept_id FROM {concept_cte(x)}" for x in defs)
         e = f"e.{dialect.ident(date)}"
-        extra = (f", CAST(e.value_as_number AS {dialect.double}) AS v, e.{MEASUREMENT_TIE} AS id, e.unit_concept_id AS u"
+        extra = (f", CAST(e.value_as_number AS {dialect.double}) AS v, e.{MEASUREMENT_TIE} AS id, e.unit_concept_id "
+                 "AS u"
                  if domain == "measurement" else "")
         events[domain] = f"ev_{domain}"
         ctes.append(f"ev_{domain} AS (SELECT i.person_id, i.entry, i.index_date, e.{dialect.ident(concept)} AS c, "
@@ -138,7 +139,8 @@ def feature_rows_query(dialect: Dialect, codebook: Codebook, cdm: CDM, *, max_en
             cols.append(f"CAST(EXTRACT(YEAR FROM i.index_date) AS INTEGER) - p.year_of_birth AS {name}")
         elif kind == "person":
             col = f"p.{dialect.ident(d['person'])}"
-            whens = " ".join(f"WHEN {col} = {int(cid)} THEN {literal(dialect, lv)}" for cid, lv in d.get("map", {}).items())
+            whens = " ".join(f"WHEN {col} = {int(cid)} THEN {literal(dialect, lv)}"
+                             for cid, lv in d.get("map", {}).items())
             cols.append(f"CASE WHEN {col} IS NULL OR {col} = 0 THEN NULL {whens} "
                         f"ELSE CAST({col} AS VARCHAR) END AS {name}")
         else:

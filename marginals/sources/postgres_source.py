@@ -5,9 +5,9 @@ The session is read-only (``default_transaction_read_only``, and every transacti
 and every statement goes through the extended query protocol as a prepared statement, which
 the server refuses to hold more than one command: ``?query=SELECT 1) t; COMMIT; DROP TABLE
 visits; SELECT * FROM (SELECT 1`` is one refused statement, not three. Any other URI
-parameter (``sslmode``, ``host`` for a socket folder, …) goes to libpq unchanged; the password may also come from ``PGPASSWORD`` or ``~/.pgpass``.
-A ``?query=`` calling a volatile function (``pg_read_file``, ``pg_terminate_backend``…: side
-effects a read-only transaction does not stop) is refused before it runs (its plan names it).
+parameter (``sslmode``, ``host`` for a socket folder, …) goes to libpq unchanged; the password may also come from
+``PGPASSWORD`` or ``~/.pgpass``. A ``?query=`` calling a volatile function (``pg_read_file``, ``pg_terminate_backend``…:
+side effects a read-only transaction does not stop) is refused before it runs (its plan names it).
 The bundle records host, port, database and table or the query's SHA-256 — never the query's
 text, the user or password,
 and no error message repeats the password. Needs the optional extra ``postgres``
@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import pyarrow as pa
 
 from .sql import POSTGRES, table_sql
-from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string, query_record
+from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string
 from marg.errors import InputError
 
 MARG_PARAMS = ("table", "schema", "query")
@@ -69,14 +69,8 @@ class PostgresSource(SQLSource):
         self._functions_checked = False
 
     def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "postgresql", "engine": "postgresql", "host": self.host, "port": self.port,
-                             "database": self.database}
-        for k in ("schema", "table"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        if self.query is not None:
-            d.update(query_record(self.query))
-        return d
+        return self._with_relation({"kind": "postgresql", "engine": "postgresql", "host": self.host,
+                                    "port": self.port, "database": self.database})
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text

@@ -73,7 +73,8 @@ def _batches(share: Iterable[tuple[str, list[int] | None]], columns: list[str]) 
         absent = [c for c in columns if schema.get_field_index(c) < 0]
         if absent:
             raise _NotHere(f"column {absent[0]!r} is not in {uri}")
-        text = [c for c in columns if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
+        text = [c for c in columns if pa.types.is_string(schema.field(c).type)
+                or pa.types.is_large_string(schema.field(c).type)]
         pf = pq.ParquetFile(fs.open_input_file(path), read_dictionary=text)
         rows = max(4096, BATCH_CELLS // max(1, len(columns)))
         try:

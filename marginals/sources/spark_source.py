@@ -127,7 +127,8 @@ def _run(batches: Iterator[pa.RecordBatch], *, fn: Callable[[_Partition], Any], 
     yield pa.RecordBatch.from_pydict({"error": [None], "part": [pickle.dumps(part)]}, schema=schema)
 
 
-def _keyed(batches: Iterator[pa.RecordBatch], *, key: Callable[[pa.RecordBatch], np.ndarray]) -> Iterator[pa.RecordBatch]:
+def _keyed(batches: Iterator[pa.RecordBatch], *,
+           key: Callable[[pa.RecordBatch], np.ndarray]) -> Iterator[pa.RecordBatch]:
     """Executor side: each batch with its rows' shuffle keys (a batch ``key`` refuses gets 0, and
     its partition's ``fn`` raises the one-line error)."""
     for b in batches:
@@ -153,7 +154,8 @@ def _tallied(batches: Iterator[pa.RecordBatch], *, n: int, tally: Callable) -> I
             out["fl"] += [fl] * (len(ids) + 1)
             out["num"] += [num] * (len(ids) + 1)
             out["frac"] += [frac] * (len(ids) + 1)
-        yield pa.RecordBatch.from_pydict(out, schema=pa.schema([("c", pa.int32()), ("v", pa.string()), ("k", pa.int64()),
+        yield pa.RecordBatch.from_pydict(out, schema=pa.schema([("c", pa.int32()), ("v", pa.string()),
+                                                                ("k", pa.int64()),
                                                                ("fl", pa.bool_()), ("num", pa.bool_()),
                                                                ("frac", pa.bool_())]))
 
@@ -193,7 +195,8 @@ class SparkSource(Source):
                 spark = (SparkSession.builder.master(master).appName("marg export")
                          .config("spark.ui.enabled", "false")
                          .config("spark.ui.showConsoleProgress", "false")
-                         .config("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable)).getOrCreate())
+                         .config("spark.pyspark.python",
+                                 os.environ.get("PYSPARK_PYTHON", sys.executable)).getOrCreate())
                 spark.sparkContext.setLogLevel("ERROR")
         except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
             raise InputError(f"cannot start Spark: {first_line(exc)}") from None
@@ -269,7 +272,8 @@ class SparkSource(Source):
 
         _, F = _spark()
         self.check_columns(columns)
-        schema = StructType([StructField("c", IntegerType()), StructField("v", StringType()), StructField("k", LongType()),
+        schema = StructType([StructField("c", IntegerType()), StructField("v", StringType()),
+                             StructField("k", LongType()),
                              StructField("fl", BooleanType()), StructField("num", BooleanType()),
                              StructField("frac", BooleanType())])
         ids = F.col("v").isNotNull() & (F.col("v") != "")
@@ -323,7 +327,8 @@ class SparkSource(Source):
                 if key is not None:
                     schema = StructType(list(df.schema.fields) + [StructField(SHUFFLE_KEY, LongType())])
                     df = df.mapInArrow(partial(_keyed, key=key), schema).repartition(SHUFFLE_KEY).drop(SHUFFLE_KEY)
-                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name), out).toLocalIterator(prefetchPartitions=True)
+                rows = df.mapInArrow(partial(_run, fn=fn, keep=reread, name=self.name),
+                                     out).toLocalIterator(prefetchPartitions=True)
                 for row in rows:
                     if row["error"] is not None:
                         raise InputError(row["error"])

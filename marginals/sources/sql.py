@@ -126,7 +126,8 @@ def count_query(dialect: Dialect, codebook: Codebook, plan: GroupPlan, source: s
     outer = [f"k{q}" for q in range(len(plan.keys))] + [f"GROUPING(k{q}) AS g{q}" for q in range(len(plan.keys))]
     outer.append("COUNT(*) AS n")
     for r in range(len(plan.moments)):
-        outer += [f"SUM(m{r}) AS s{r}", f"SUM(m{r} * m{r}) AS ss{r}", f"SUM(CASE WHEN m{r} IS NULL THEN 1 ELSE 0 END) AS z{r}"]
+        outer += [f"SUM(m{r}) AS s{r}", f"SUM(m{r} * m{r}) AS ss{r}",
+                  f"SUM(CASE WHEN m{r} IS NULL THEN 1 ELSE 0 END) AS z{r}"]
     sets = ", ".join("(" + ", ".join(f"k{q}" for q in s) + ")" for s in plan.sets)
     sql = (f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} FROM ({source}) AS src) AS enc "
            f"GROUP BY GROUPING SETS ({sets})")

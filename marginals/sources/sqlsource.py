@@ -39,6 +39,16 @@ class SQLSource(GroupedSource):
 
     dialect: Dialect
 
+    def _with_relation(self, d: dict[str, Any]) -> dict[str, Any]:
+        """``d`` (a :meth:`describe` record) with what names the rows read: the ``schema`` and ``table``
+        given, and a ``?query=``'s digest (:func:`query_record`), never its text."""
+        for k in ("schema", "table"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        if self.query is not None:
+            d.update(query_record(self.query))
+        return d
+
     @abstractmethod
     def select(self) -> tuple[str, list[Any]]:
         """The source's rows as SQL text (quoted, driver-escaped) and its parameters."""

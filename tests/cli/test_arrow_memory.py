@@ -28,7 +28,8 @@ def has_jemalloc() -> bool:
 
 def pool(env: dict) -> str:
     full = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"} | env
-    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=full, check=True).stdout.strip()
+    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=full,
+                          check=True).stdout.strip()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not has_jemalloc(), reason="pyarrow without jemalloc")
@@ -38,9 +39,11 @@ def test_a_command_uses_jemalloc_and_keeps_the_users_choice():
 
 
 def test_an_export_through_the_console_script_says_nothing_about_the_pool(tmp_path):
-    cb = Codebook(features=tuple(CategoricalFeature(f"f{k}", ("a", "b")) for k in range(3)), label=Label("y", ("n", "p")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{k}", ("a", "b")) for k in range(3)),
+                  label=Label("y", ("n", "p")))
     cb.save(tmp_path / "cb.json")
-    (tmp_path / "d.csv").write_text("f0,f1,f2,y\n" + "".join(f"{'ab'[r % 2]},a,b,{'np'[r % 3 == 0]}\n" for r in range(60)))
+    (tmp_path / "d.csv").write_text("f0,f1,f2,y\n"
+                                    + "".join(f"{'ab'[r % 2]},a,b,{'np'[r % 3 == 0]}\n" for r in range(60)))
     res = marg("export", "d.csv", "--schema", "cb.json", "--site", "s1", "--out", "s1.bundle", "--ledger", "ledger",
                "--stats", "first", "--min-cell", "1", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -49,11 +49,13 @@ def test_schema_init_bad_label(tmp_path, site):
     assert r.stderr.strip().count("\n") == 0 and "'nope'" in r.stderr
 
 
-@pytest.mark.parametrize("stats, extra, n_tables", [("first", [], 9), ("all", [], 9 + 28), ("pairs", ["--pairs", "sex:age_band,glucose:bmi_band"], 11)])
+@pytest.mark.parametrize("stats, extra, n_tables", [("first", [], 9), ("all", [], 9 + 28),
+                                                    ("pairs", ["--pairs", "sex:age_band,glucose:bmi_band"], 11)])
 def test_export_and_inspect(site, stats, extra, n_tables):
     tmp, data, schema = site
     out = tmp / "b.bundle"
-    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", stats, "--min-cell", "1", *extra)
+    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", stats, "--min-cell", "1",
+            *extra)
     assert r.exit_code == 0, r.output
     assert f"{n_tables} tables" in r.stdout
     r = run("inspect", out, "--json")
@@ -67,7 +69,8 @@ def test_export_and_inspect(site, stats, extra, n_tables):
 def test_min_cell_refuse_and_suppress(site):
     tmp, data, schema = site
     out = tmp / "b.bundle"
-    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", "all", "--ledger", tmp / "led")
+    r = run("export", data, "--schema", schema, "--site", "north", "--out", out, "--stats", "all", "--ledger",
+            tmp / "led")
     assert r.exit_code == 1 and "min-cell" in r.stderr and r.stderr.count("\n") == 1
     assert not out.exists()
     assert not (tmp / "led" / "ledger.jsonl").exists() or (tmp / "led" / "ledger.jsonl").read_text() == ""

@@ -28,7 +28,8 @@ def study(demo_study, tmp_path_factory) -> dict:
     """The session's demo study (three sites' rows and exact bundles, every pair table) and this
     module's own site configuration folder."""
     return {"dir": demo_study.dir, "schema": demo_study.schema, "bundles": demo_study.bundles,
-            "data": demo_study.data[SITES[0].name], "env": {"MARG_HOME": str(tmp_path_factory.mktemp("conventions") / "home")}}
+            "data": demo_study.data[SITES[0].name],
+            "env": {"MARG_HOME": str(tmp_path_factory.mktemp("conventions") / "home")}}
 
 
 def test_version_and_completion(tmp_path):
@@ -65,7 +66,8 @@ def _help_pages(tmp_path: Path, prefix: tuple[str, ...] = ()) -> dict[tuple[str,
     pages = {prefix: r.stdout}
     if "Commands:" not in r.stdout:
         return pages
-    names = [ln.split()[0] for ln in r.stdout.split("Commands:", 1)[1].splitlines() if ln.startswith("  ") and ln.split()]
+    names = [ln.split()[0] for ln in r.stdout.split("Commands:", 1)[1].splitlines() if ln.startswith("  ")
+             and ln.split()]
     for n in names:
         pages.update(_help_pages(tmp_path, (*prefix, n)))
     return pages
@@ -115,19 +117,23 @@ def test_every_reporting_command_speaks_json(study, tmp_path):
         return json.loads(r.stdout)  # the whole of stdout is one JSON object
 
     model = tmp_path / "m.json"
-    assert one_json("learn", *s["bundles"], "--learner", "mrc", "--out", model, "--json", "--allow-unsigned", "--no-sign")["learner"] == "mrc"
+    assert one_json("learn", *s["bundles"], "--learner", "mrc", "--out", model, "--json", "--allow-unsigned",
+                    "--no-sign")["learner"] == "mrc"
     assert one_json("export", s["data"], "--schema", s["schema"], "--site", "north", "--out", tmp_path / "e.bundle",
                     "--stats", "first", "--min-cell", "1", "--no-ledger", "--json")["n_rows"] == 400
     assert one_json("export", s["data"], "--schema", s["schema"], "--site", "north", "--out", tmp_path / "e.bundle",
                     "--epsilon", "1", "--no-ledger", "--dry-run", "--json")["dry_run"] is True
-    p = one_json("predict", model, s["data"], "--out", tmp_path / "p.csv", "--schema", s["schema"], "--allow-unsigned", "--json")
+    p = one_json("predict", model, s["data"], "--out", tmp_path / "p.csv", "--schema", s["schema"], "--allow-unsigned",
+                 "--json")
     assert p["n"] == 400 and len((tmp_path / "p.csv").read_text().splitlines()) == 401
     rep = one_json("report", model, "--out", tmp_path / "card.html", "--allow-unsigned", "--json", "--data", s["data"],
                    "--schema", s["schema"])
     assert rep["evaluated_on"]["n"] == 400 and (tmp_path / "card.html").exists()
-    j = one_json("schema", "init", s["data"], "--label", demo_codebook().label.name, "--out", tmp_path / "cb.json", "--json")
+    j = one_json("schema", "init", s["data"], "--label", demo_codebook().label.name, "--out", tmp_path / "cb.json",
+                 "--json")
     assert j["features"] == [f["name"] for f in json.loads((tmp_path / "cb.json").read_text())["features"]]
-    assert run("keys", "init", "--site", "learner", "--role", "learner", "--dir", tmp_path / "lk", cwd=d).returncode == 0
+    assert run("keys", "init", "--site", "learner", "--role", "learner", "--dir", tmp_path / "lk",
+               cwd=d).returncode == 0
     assert one_json("round", "--schema", s["schema"], "--out", tmp_path / "r.json", "--sign-key",
                     tmp_path / "lk" / "learner.sign.key", "--json")["round"]
     assert one_json("keys", "trust", *_a_key(tmp_path), "--json")["added"] is True
@@ -141,10 +147,12 @@ def _a_key(tmp_path: Path) -> list:
 
 def test_progress_is_one_summary_line_off_a_terminal_and_live_on_one(study):
     s, d = study, study["dir"]
-    args = ["learn", *s["bundles"], "--learner", "dcc", "--greedy", "--s", "0", "--out", d / "g.json", "--allow-unsigned", "--no-sign"]
+    args = ["learn", *s["bundles"], "--learner", "dcc", "--greedy", "--s", "0", "--out", d / "g.json",
+            "--allow-unsigned", "--no-sign"]
     # steps shorter than MARG_PROGRESS_AFTER write no summary line (an hour: however loaded the machine)
     quick = run(*args, cwd=d, env={**s["env"], "MARG_PROGRESS_AFTER": "3600"})
-    assert quick.returncode == 0 and not any(ln.startswith(("bundles verified", "learn dcc:")) for ln in quick.stderr.splitlines())
+    assert quick.returncode == 0 and not any(ln.startswith(("bundles verified", "learn dcc:"))
+                                             for ln in quick.stderr.splitlines())
     s = {**s, "env": {**s["env"], "MARG_PROGRESS_AFTER": "0"}}  # summarise even these quick steps
     r = run(*args, cwd=d, env=s["env"])
     assert r.returncode == 0, r.stderr
@@ -172,7 +180,8 @@ def test_progress_is_one_summary_line_off_a_terminal_and_live_on_one(study):
     os.close(master)
     text = seen.decode("utf-8", "replace")
     assert p.returncode == 0
-    assert "\x1b[" in text and "learn dcc: greedy: edge" in text  # a live (cursor-controlled) line with the current step
+    # a live (cursor-controlled) line with the current step
+    assert "\x1b[" in text and "learn dcc: greedy: edge" in text
     assert "best bound R = " in text  # then the summary line
 
 
@@ -198,5 +207,6 @@ def test_models_are_signed_by_default_with_the_configured_key(study, tmp_path):
             "--trust", tmp_path / "trust", cwd=d, env=env)
     assert r.returncode == 0, r.stderr
     # --no-sign: unsigned on purpose, still said
-    r = run("learn", *s["bundles"], "--learner", "nb", "--out", tmp_path / "n.json", "--allow-unsigned", "--no-sign", cwd=d, env=env)
+    r = run("learn", *s["bundles"], "--learner", "nb", "--out", tmp_path / "n.json", "--allow-unsigned", "--no-sign",
+            cwd=d, env=env)
     assert r.returncode == 0 and "is unsigned" in r.stderr

@@ -87,7 +87,8 @@ def test_boost_prints_its_rules_in_words(study):
         assert f"{rule['weight']:+.4f}  {rule['class']}  if  {rule['rule']}" in r.stdout
     d = json.loads(run("learn", *bundles, "--learner", "boost", "--out", out, "--json", "--allow-unsigned").stdout)
     assert d["monomials"] == json.loads(json.dumps(rules)) and d["terms"] == sum(1 for _ in rules)
-    assert run("learn", *bundles, "--learner", "mrc", "--max-order", "1", "--out", out, "--allow-unsigned").exit_code == 2
+    assert run("learn", *bundles, "--learner", "mrc", "--max-order", "1", "--out", out,
+               "--allow-unsigned").exit_code == 2
 
 
 def test_model_round_trip_predicts_the_same(study):
@@ -110,7 +111,8 @@ def test_model_refuses_other_codebook(study):
     d["features"][1]["levels"] = ["M", "F"]
     other = tmp / "other.json"
     other.write_text(json.dumps(d))
-    for cmd in (["evaluate", out, tmp / "city_test.csv"], ["predict", out, tmp / "city_test.csv", "--out", tmp / "p.csv"]):
+    for cmd in (["evaluate", out, tmp / "city_test.csv"],
+                ["predict", out, tmp / "city_test.csv", "--out", tmp / "p.csv"]):
         r = run(*cmd, "--schema", other, "--allow-unsigned")
         assert r.exit_code == 2 and "fingerprint" in r.stderr and "differs from the model's" in r.stderr
 
@@ -121,7 +123,8 @@ def test_learn_errors(study, tmp_path):
     assert r.exit_code == 2 and "unknown learner 'svm'" in r.stderr
     # Rényi needs pair tables.
     b = tmp_path / "first.bundle"
-    assert run("export", tmp / "north.csv", "--schema", schema, "--site", "n", "--out", b, "--min-cell", "1").exit_code == 0
+    assert run("export", tmp / "north.csv", "--schema", schema, "--site", "n", "--out", b, "--min-cell",
+               "1").exit_code == 0
     r = run("learn", b, "--learner", "renyi", "--out", tmp_path / "m.json", "--allow-unsigned")
     assert r.exit_code == 2 and "pair table" in r.stderr and "--stats all" in r.stderr
     assert not (tmp_path / "m.json").exists()
@@ -131,12 +134,14 @@ def test_learn_errors(study, tmp_path):
     assert r.exit_code == 2 and "not a marg model" in r.stderr
 
 
-@pytest.mark.parametrize("learner, select, extra", [("renyi", "gbd", ["--max-features", "3"]), ("mrc", "group-lasso", ["--max-features", "2"]),
+@pytest.mark.parametrize("learner, select, extra",
+                         [("renyi", "gbd", ["--max-features", "3"]), ("mrc", "group-lasso", ["--max-features", "2"]),
                                                    ("renyi", "gbd", ["--feature-cost", "0.002"])])
 def test_learn_with_selection(study, learner, select, extra):
     tmp, schema, bundles = study
     out = tmp / f"sel_{learner}_{select}.json"
-    r = run("learn", *bundles, "--learner", learner, "--out", out, "--select", select, *extra, "--json", "--allow-unsigned")
+    r = run("learn", *bundles, "--learner", learner, "--out", out, "--select", select, *extra, "--json",
+            "--allow-unsigned")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["selected"] == d["features"]
@@ -156,9 +161,11 @@ def test_learn_with_selection(study, learner, select, extra):
 
 def test_learn_selection_errors(study, tmp_path):
     tmp, schema, bundles = study
-    r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "gbd", "--allow-unsigned")
+    r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "gbd",
+            "--allow-unsigned")
     assert r.exit_code == 2 and "--max-features" in r.stderr
-    r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "magic", "--allow-unsigned")
+    r = run("learn", *bundles, "--learner", "renyi", "--out", tmp_path / "m.json", "--select", "magic",
+            "--allow-unsigned")
     assert r.exit_code == 2 and "unknown feature selection --select magic" in r.stderr
 
 
@@ -268,12 +275,14 @@ def test_learn_auto_with_one_site_estimates_in_sample(study, tmp_path):
     assert all(c["method"] == "in-sample" and 0 <= c["error"] <= 1 for c in tried)
     from marg.learners.auto import CandidateRow, choose
 
-    want = d["auto"][choose([CandidateRow(**c) for c in d["auto"]])[0]]  # the one rule (tests/learners/test_auto_choice.py)
+    # the one rule (tests/learners/test_auto_choice.py)
+    want = d["auto"][choose([CandidateRow(**c) for c in d["auto"]])[0]]
     assert d["learner"] == want["learner"] and d["worst_case_error"] == pytest.approx(want["certificate"])
     assert all(c["kind"] in ("R*", "W(h)") for c in tried)  # no 2γ: every candidate's bound is on test error
     assert Model.load(out).learner == d["learner"]
     text = run("learn", bundles[0], "--out", tmp_path / "auto2.json", "--allow-unsigned")
-    assert f"auto: chose {d['learner']} by {d['auto_rule']}" in text.stdout and "the smallest estimated error" in text.stdout
+    assert f"auto: chose {d['learner']} by {d['auto_rule']}" in text.stdout and ("the smallest estimated "
+                                                                                 "error") in text.stdout
     bad = run("learn", *bundles, "--out", tmp_path / "x.json", "--greedy", "--allow-unsigned")
     assert bad.exit_code == 2 and "--greedy needs a chosen learner, not --learner auto" in bad.stderr
     bad = run("learn", *bundles, "--learner", "mrc", "--prefer", "certificate", "--out", tmp_path / "x.json",

@@ -13,7 +13,8 @@ def world(tmp_path):
     study = write_study(tmp_path, 2500, seed=50, sites=2)  # north and south
     schema = study.schema
     for site in ("north", "south", "learner"):
-        r = run("keys", "init", "--site", site, "--role", "learner" if site == "learner" else "site", "--dir", tmp_path / "keys")
+        r = run("keys", "init", "--site", site, "--role", "learner" if site == "learner" else "site", "--dir",
+                tmp_path / "keys")
         assert r.exit_code == 0, r.output
     trust = tmp_path / "trust"
     trust.mkdir()
@@ -34,12 +35,14 @@ def test_signed_sealed_dp_round_trip(world):
     tmp, schema, trust, data = world
     bundles = []
     for site in ("north", "south"):
-        r = run("audit", "init", "--site", site, "--key", tmp / "keys" / f"{site}.sign.key", "--ledger", tmp / f"{site}-ledger",
+        r = run("audit", "init", "--site", site, "--key", tmp / "keys" / f"{site}.sign.key", "--ledger",
+                tmp / f"{site}-ledger",
                 "--epsilon", "3", "--delta", "0", home=tmp / f"{site}-home")  # a pure ε-DP cap
         assert r.exit_code == 0, r.output
         r, out = export(world, site, "--stats", "all", "--epsilon", "1", "--mechanism", "laplace")
         assert r.exit_code == 0, r.output
-        assert "signed" in r.stdout and "sealed to learner" in r.stdout and "ledger entry #2" in r.stdout  # after the cap entry
+        # after the cap entry
+        assert "signed" in r.stdout and "sealed to learner" in r.stdout and "ledger entry #2" in r.stdout
         bundles.append(out)
     # Sealed: inspect needs the learner key.
     r = run("inspect", bundles[0])
@@ -59,7 +62,8 @@ def test_signed_sealed_dp_round_trip(world):
     r = run("audit", "show", "--ledger", tmp / "north-ledger", "--json", home=tmp / "north-home")
     assert r.exit_code == 0
     # A second export at ε = 2.5 would exceed the cap of 3: refused, nothing written.
-    r, out = export(world, "north", "--stats", "first", "--epsilon", "2.5", "--mechanism", "laplace", out=tmp / "again.bundle")
+    r, out = export(world, "north", "--stats", "first", "--epsilon", "2.5", "--mechanism", "laplace",
+                    out=tmp / "again.bundle")
     assert r.exit_code == 1 and "privacy budget exhausted" in r.stderr and r.stderr.count("\n") == 1
     assert not out.exists()
     lines = (tmp / "north-ledger" / "ledger.jsonl").read_text().splitlines()
@@ -98,7 +102,8 @@ def test_learn_refusals(world):
                "--allow-unsigned").exit_code == 0
     # A key that is not in the trust store.
     assert run("keys", "init", "--site", "rogue", "--dir", tmp / "rk").exit_code == 0
-    r = run("export", data["south"], "--schema", schema, "--site", "south", "--out", tmp / "r.bundle", "--min-cell", "1",
+    r = run("export", data["south"], "--schema", schema, "--site", "south", "--out", tmp / "r.bundle", "--min-cell",
+            "1",
             "--key", tmp / "rk" / "rogue.sign.key", "--ledger", tmp / "rogue-ledger")
     assert r.exit_code == 0, r.output
     r = run("learn", tmp / "r.bundle", "--learner", "mrc", "--out", tmp / "m.json", "--trust", trust)
@@ -110,11 +115,13 @@ def test_two_round_protocol(world):
     r, b1 = export(world, "north", "--stats", "first", "--epsilon", "0.5")
     assert r.exit_code == 0, r.output
     req = tmp / "request.json"
-    r = run("request", b1, "--top", "4", "--out", req, "--trust", trust, "--key", tmp / "keys" / "learner.seal.key", "--json")
+    r = run("request", b1, "--top", "4", "--out", req, "--trust", trust, "--key", tmp / "keys" / "learner.seal.key",
+            "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert len(d["features"]) == 4 and len(d["pairs"]) == 6
-    r, b2 = export(world, "north", "--pairs", f"@{req}", "--allow-unsigned", "--epsilon", "0.5", out=tmp / "round2.bundle")
+    r, b2 = export(world, "north", "--pairs", f"@{req}", "--allow-unsigned", "--epsilon", "0.5",
+                   out=tmp / "round2.bundle")
     assert r.exit_code == 0, r.output
     r = run("inspect", b2, "--key", tmp / "keys" / "learner.seal.key", "--json")
     names = [s["name"] for s in json.loads(r.stdout)["statistics"]]

@@ -22,9 +22,11 @@ def test_adult_schema_init_and_export_all(tmp_path, datasets):
     assert cb.n_features == 14
     out = tmp_path / "adult.bundle"
     # The default min-cell rule (3) refuses: adult has rare levels (e.g. a workclass seen once or twice).
-    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "a", "--out", str(out), "--stats", "all", "--allow-draft"])
+    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "a", "--out", str(out), "--stats",
+                            "all", "--allow-draft"])
     assert r.exit_code == 1 and "min-cell rule: table N[" in r.stderr and not out.exists()
-    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "a", "--out", str(out), "--stats", "all",
+    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "a", "--out", str(out), "--stats",
+                            "all",
                             "--min-cell", "1", "--allow-draft"])
     assert r.exit_code == 0, r.output
     b = load_bundle(out)

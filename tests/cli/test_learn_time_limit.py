@@ -18,7 +18,8 @@ def test_the_option_sets_each_learners_time_limit():
     assert api.learn_estimator("boost", {"time_limit": 7.0}, {"time_limit"}).time_limit == 7.0
     assert api.learn_estimator("nb", {"time_limit": 3.0}, {"time_limit"}).time_limit == 3.0
     assert api.learn_estimator("boost", {}, ()).time_limit == TIME_LIMIT
-    assert api.learn_estimator("nb", {}, ()).time_limit is None  # its work budget alone: the same certificate on any machine
+    # its work budget alone: the same certificate on any machine
+    assert api.learn_estimator("nb", {}, ()).time_limit is None
     with pytest.raises(InputError, match="time-limit|time_limit"):
         api.learn_estimator("mrc", {"time_limit": 3.0}, {"time_limit"})
 

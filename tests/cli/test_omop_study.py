@@ -94,7 +94,8 @@ def test_three_cdm_sites_exact_and_dp_two_rounds(sites):
         assert "round 1 of select-then-measure" in r.stdout
         r1.append(out)
     req = tmp / "request.json"
-    _ok(marg("request", *r1, "--out", req, "--sign-key", tmp / "keys" / "learner.sign.key", "--allow-unsigned", cwd=tmp))
+    _ok(marg("request", *r1, "--out", req, "--sign-key", tmp / "keys" / "learner.sign.key", "--allow-unsigned",
+             cwd=tmp))
     for s in names:
         out = tmp / f"{s}.r2"
         _ok(marg("export", uris[s], "--schema", schema, "--site", s, "--out", out, "--request", req, "--trust",

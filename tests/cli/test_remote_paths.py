@@ -35,7 +35,8 @@ def sftp():
 def put(server, local, name):
     import fsspec
 
-    fs = fsspec.filesystem("sftp", host=server.host, port=server.port, username=server.user, key_filename=server.key_file)
+    fs = fsspec.filesystem("sftp", host=server.host, port=server.port, username=server.user,
+                           key_filename=server.key_file)
     fs.put(str(local), f"{server.root}/{name}")
     return fs
 
@@ -60,7 +61,8 @@ def test_a_study_through_an_sftp_drop(tmp_path, sftp):
     def site_export(site, *extra):
         return marg("export", url(f"{site}.csv"), "--schema", url("cb.json"), "--schema-fingerprint", cb.fingerprint,
                     "--site", site, "--key",
-                    keys / f"{site}.sign.key", "--to", keys / "learner.seal.pub", "--ledger", tmp_path / f"{site}-ledger",
+                    keys / f"{site}.sign.key", "--to", keys / "learner.seal.pub", "--ledger",
+                    tmp_path / f"{site}-ledger",
                     *extra, cwd=tmp_path, env=env)
 
     for site in ("north", "south"):
@@ -100,8 +102,10 @@ def test_a_study_through_an_sftp_drop(tmp_path, sftp):
     r = marg("audit", "verify", "--ledger", tmp_path / "north-ledger", "--key", keys / "north.sign.pub",
              "--bundles", url("north.bundle"), url("north.eval"), cwd=tmp_path, env=env)
     assert r.returncode == 0 and "2 bundle file(s) matched their entries" in r.stdout, r.stdout + r.stderr
-    assert sorted(os.listdir(sftp.root)) == sorted(["certified.json", "cb.json", "model.json", "north.bundle", "north.csv",
-                                                    "north.eval", "south.bundle", "south.csv", "south.eval"])  # no .part left
+    assert sorted(os.listdir(sftp.root)) == sorted(["certified.json", "cb.json", "model.json", "north.bundle",
+                                                    "north.csv",
+                                                    # no .part left
+                                                    "north.eval", "south.bundle", "south.csv", "south.eval"])
 
 
 def test_a_missing_file_in_the_drop_is_one_line(tmp_path, sftp):
@@ -125,12 +129,14 @@ def test_bundles_through_an_s3_bucket(tmp_path):
         for k, site in enumerate(("north", "south")):
             write_csv(tmp_path / f"{site}.csv", generate(300, SITES[k], seed=30 + k), slice(0, 300))
             r = marg("export", tmp_path / f"{site}.csv", "--schema", tmp_path / "cb.json", "--site", site, "--out",
-                     f"s3://drop/{site}.bundle", "--epsilon", "1", "--stats", "first", "--ledger", tmp_path / f"{site}-l",
+                     f"s3://drop/{site}.bundle", "--epsilon", "1", "--stats", "first", "--ledger",
+                     tmp_path / f"{site}-l",
                      cwd=tmp_path, env=env)
             assert r.returncode == 0, r.stderr
             bundles.append(f"s3://drop/{site}.bundle")
         assert sorted(fs.ls("drop")) == ["drop/north.bundle", "drop/south.bundle"]
-        r = marg("learn", *bundles, "--learner", "mrc", "--out", "s3://drop/model.json", "--allow-unsigned", "--no-sign",
+        r = marg("learn", *bundles, "--learner", "mrc", "--out", "s3://drop/model.json", "--allow-unsigned",
+                 "--no-sign",
                  "--allow-unledgered", cwd=tmp_path, env=env)
         assert r.returncode == 0, r.stderr
         r = marg("inspect", "s3://drop/model.json", "--json", cwd=tmp_path, env=env)

@@ -51,7 +51,8 @@ def test_schema_check_names_missing_levels_and_counts_nothing(sites):
     assert "'9'" not in r.stdout and "'10'" not in r.stdout
     shown = marg("schema", "check", paths[2], "--schema", tmp / "draft.json", "--show-values", cwd=tmp, env=env)
     assert "column 'Clump_Thickness': 2 distinct levels missing from the codebook: '9', '10'" in shown.stdout
-    raw = marg("schema", "check", paths[2], "--schema", tmp / "draft.json", "--json", "--show-values", cwd=tmp, env=env).stdout
+    raw = marg("schema", "check", paths[2], "--schema", tmp / "draft.json", "--json", "--show-values", cwd=tmp,
+               env=env).stdout
     j = json.loads(raw)
     assert j["fits"] is False and "'9'" not in raw and '"9"' not in raw and '"10"' not in raw
     thick = next(c for c in j["columns"] if c["column"] == "Clump_Thickness")
@@ -93,5 +94,6 @@ def test_export_under_a_draft_spends_nothing_and_errors_are_one_line(sites):
     assert not entries.exists() or all('"release"' not in line for line in entries.read_text().splitlines())
     # a success under --allow-draft says the warning after it
     r = marg("export", paths[0], "--schema", tmp / "draft.json", "--site", "site0", "--out", tmp / "s0.bundle",
-             "--epsilon", "1", "--key", tmp / "keys" / "site0.sign.key", "--ledger", ledger, "--allow-draft", cwd=tmp, env=env)
+             "--epsilon", "1", "--key", tmp / "keys" / "site0.sign.key", "--ledger", ledger, "--allow-draft", cwd=tmp,
+             env=env)
     assert r.returncode == 0 and "still marked as a draft" in r.stderr and (tmp / "s0.bundle").exists(), r.stderr

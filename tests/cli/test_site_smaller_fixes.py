@@ -57,4 +57,5 @@ def test_holdout_auto_json_has_the_round_2_plan_and_verify_takes_several_bundles
              "--stats", "first", "--out", tmp_path / "b.bundle", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     r = marg("audit", "verify", "--bundles", tmp_path / "a.bundle", tmp_path / "b.bundle", cwd=tmp_path, env=env)
-    assert r.returncode == 0 and "2 bundle file(s) matched their entries: a.bundle→#2, b.bundle→#3" in r.stdout, r.stderr
+    assert r.returncode == 0 and ("2 bundle file(s) matched their entries: a.bundle→#2, "
+                                  "b.bundle→#3") in r.stdout, r.stderr

@@ -39,7 +39,8 @@ def site(tmp_path) -> dict:
              "--delta", "1e-5", "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     said = json.loads(r.stdout)  # --json: the whole of stdout is one object
-    assert said["site"] == "north" and said["cap"]["epsilon"] == 3 and said["cap"]["delta"] == 1e-5 and said["entries"] == 1
+    assert (said["site"] == "north" and said["cap"]["epsilon"] == 3 and said["cap"]["delta"] == 1e-5
+            and said["entries"] == 1)
     return {"dir": tmp_path, "env": env, "home": home, "schema": schema, "data": data, "keys": tmp_path / "keys"}
 
 
@@ -112,14 +113,16 @@ def test_dry_run_refuses_what_the_export_would_refuse(site, tmp_path):
     refuses in one line, exit 1, and writes nothing."""
     s = site
     before = folder_bytes(s["dir"])
-    r = marg(*_export(s, s["dir"] / "big.bundle", "--epsilon", "5", "--rounds", "1", "--dry-run"), cwd=s["dir"], env=s["env"])
+    r = marg(*_export(s, s["dir"] / "big.bundle", "--epsilon", "5", "--rounds", "1", "--dry-run"), cwd=s["dir"],
+             env=s["env"])
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "budget" in r.stderr, r.stderr
     assert folder_bytes(s["dir"]) == before
     # exact releases on a plain ledger: release once, change one row, dry-run again → refused
     led, env = tmp_path / "led", {"MARG_HOME": str(tmp_path / "elsewhere")}
     data = tmp_path / "d.csv"
     data.write_bytes(s["data"].read_bytes())
-    args = ["export", data, "--schema", s["schema"], "--site", "x", "--stats", "first", "--min-cell", "1", "--ledger", led]
+    args = ["export", data, "--schema", s["schema"], "--site", "x", "--stats", "first", "--min-cell", "1", "--ledger",
+            led]
     assert marg(*args, "--out", tmp_path / "a.bundle", cwd=tmp_path, env=env).returncode == 0
     lines = data.read_text().splitlines()
     cells = lines[1].split(",")
@@ -169,7 +172,8 @@ def test_a_site_inspects_its_own_sealed_bundle(site):
     assert r.returncode == 1 and "does not match ledger entry #2" in r.stderr and r.stderr.count("\n") == 1
     # without a kept copy: one line saying so
     out2 = s["dir"] / "second.bundle"
-    assert marg(*_export(s, out2, "--epsilon", "0.5", "--rounds", "1", "--no-keep-copy"), cwd=s["dir"], env=s["env"]).returncode == 0
+    assert marg(*_export(s, out2, "--epsilon", "0.5", "--rounds", "1", "--no-keep-copy"), cwd=s["dir"],
+                env=s["env"]).returncode == 0
     r = marg("inspect", out2, cwd=s["dir"], env=s["env"])
     assert r.returncode == 2 and "--no-keep-copy" in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
@@ -203,7 +207,8 @@ def test_schema_init_leaves_out_identifying_columns_and_says_why(tmp_path):
     r = marg("schema", "init", data, "--label", "outcome", "--out", out, "--categorical", "code", cwd=tmp_path)
     assert r.returncode == 0 and "code" in [f["name"] for f in json.loads(out.read_text())["features"]]
     before = folder_bytes(tmp_path)
-    args = ["export", data, "--schema", out, "--site", "s", "--out", tmp_path / "b.bundle", "--no-ledger", "--min-cell", "1"]
+    args = ["export", data, "--schema", out, "--site", "s", "--out", tmp_path / "b.bundle", "--no-ledger", "--min-cell",
+            "1"]
     r = marg(*args, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "feature 'code' has 150 levels, above the level cap 100 (--max-levels)" in r.stderr
@@ -227,7 +232,8 @@ def test_pair_tables_left_out_for_size_are_named(tmp_path):
         w.writerow([f"f{i}" for i in range(10)] + ["y"])
         for _ in range(50):
             w.writerow([f"v{k}" for k in rng.integers(0, 90, 10)] + [str(rng.integers(0, 2))])
-    r = marg("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "b.bundle", "--epsilon", "1", "--rounds", "1",
+    r = marg("export", data, "--schema", schema, "--site", "s", "--out", tmp_path / "b.bundle", "--epsilon", "1",
+             "--rounds", "1",
              "--no-ledger", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: the 45 pair tables are left out")]

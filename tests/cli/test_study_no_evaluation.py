@@ -1,4 +1,5 @@
-"""A study too small for an evaluation round (issue 44, small): holdout 0 in the study file, two rounds, the model's own certificate.
+"""A study too small for an evaluation round (issue 44, small): holdout 0 in the study file, two rounds, the model's own
+certificate.
 
 The design's first-order mode holds out no patient where even a guard round could not catch a model erring on every
 held-out patient (:func:`marg.marginals.study_first_order.guard_sees`): three demo sites stated at 80 patients each.

@@ -84,7 +84,8 @@ def test_a_study_end_to_end_through_the_console_script(tmp_path):
     rounds_until_done(st, script=True)
     s = status(st, script=True)
     assert s["done"] and s["model"].endswith("final/model.json") and s["pending"] is None
-    assert all(v["rounds"] == {"select": "revealed", "measure": "revealed", "evaluate": "revealed"} for v in s["sites"].values())
+    assert all(v["rounds"] == {"select": "revealed", "measure": "revealed", "evaluate": "revealed"}
+               for v in s["sites"].values())
     # the model is signed by the study's learner and carries the holdout certificate the result names
     trust = tmp_path / "trust"
     trust.mkdir()
@@ -174,7 +175,8 @@ def test_a_site_never_spends_above_its_cap(tmp_path):
     key = st.home["north"] / "keys" / "north.sign.key"
     # the site's own cap below the study's total: round 1 fits, a later round does not, refused before it reads a row
     ok(run("audit", "init", "--site", "north", "--key", key, home=st.home["north"]))
-    ok(run("audit", "budget", "--epsilon", "0.6", "--delta", "1e-6", "--ledger", st.home["north"] / "ledger", "--key", key,
+    ok(run("audit", "budget", "--epsilon", "0.6", "--delta", "1e-6", "--ledger", st.home["north"] / "ledger", "--key",
+           key,
            home=st.home["north"]))
     ok(learner_run(st))
     for s in SITES:
@@ -248,14 +250,16 @@ def test_bad_input_is_one_line_and_spends_nothing(tmp_path):
     pytest.importorskip("paramiko")
     from tests.helpers.services import free_port
 
-    r = run("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta", "1e-6",
+    r = run("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta",
+            "1e-6",
             "--drop", f"sftp://nobody@127.0.0.1:{free_port()}/drop", "--sign-key",
             st.home["learner"] / "keys" / "learner.sign.key", "--out", tmp_path / "unreachable.json")
     assert r.exit_code == 2 and "drop box" in r.output and len(r.output.strip().splitlines()) == 1
     assert not (tmp_path / "unreachable.json").exists()
     assert ledger_entries(st.home["north"]) == []
     # the study declared twice
-    r = run("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta", "1e-6",
+    r = run("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta",
+            "1e-6",
             "--drop", st.drop, "--sign-key", st.home["learner"] / "keys" / "learner.sign.key", "--out", st.study)
     assert r.exit_code == 2 and "declared once" in r.output
     # a finished step run again: nothing spent twice (the ledger's round marker refuses it even without the state file)
@@ -307,7 +311,8 @@ def test_a_study_over_sftp_with_a_site_dropping_out(tmp_path, monkeypatch):
         ok(learner_run(st, "--close", script=True), True)  # city dropped
         rounds_until_done(st, sites=("north", "south"), script=True, remote=True)
         s = status(st, script=True)
-        assert s["done"] and s["model"].startswith("sftp://") and s["result"]["rounds"]["measure"]["dropped"] == ["city"]
+        assert (s["done"] and s["model"].startswith("sftp://")
+                and s["result"]["rounds"]["measure"]["dropped"] == ["city"])
         # certified on the survivors' held-out patients (at 600 patients the first-order design's evaluation round is
         # sized for the comparison with the larger class, so its bound may be trivial: marginals/study_design.py)
         assert 0.0 < s["result"]["certificate"] <= 1.0 and s["result"]["evaluation"]["rows"] > 0
@@ -336,7 +341,8 @@ def test_two_sites_add_their_own_noise_and_one_site_is_refused(tmp_path):
     rounds_until_done(st, sites=("north", "south"))
     for s in ("north", "south"):
         entries = ledger_entries(st.home[s])
-        assert len(entries) == 3 and {e["mechanism"] for e in entries} == {"gaussian"} and not any(e.get("own_cost") for e in entries)
+        assert len(entries) == 3 and {e["mechanism"]
+                                      for e in entries} == {"gaussian"} and not any(e.get("own_cost") for e in entries)
     assert 0.0 < json.loads((st.drop / "final" / "result.json").read_text())["certificate"] <= 1.0
     with pytest.raises(AssertionError, match="two sites at least"):
         declare_study(tmp_path / "one", 100, 1, sites=1, script=False)
@@ -372,7 +378,8 @@ def two_studies(tmp_path_factory):
     drop2 = tmp / "drop2"
     drop2.mkdir()
     ok(run("study", "init", "--schema", st.schema, "--roster", tmp / "roster", "--epsilon", "1", "--delta", "1e-6",
-           "--drop", drop2, "--sign-key", st.home["learner"] / "keys" / "learner.sign.key", "--out", tmp / "study2.json"))
+           "--drop", drop2, "--sign-key", st.home["learner"] / "keys" / "learner.sign.key", "--out",
+           tmp / "study2.json"))
     # deleting what the sites do not own (the first drop box) and their study states does not reset the count
     shutil.rmtree(st.drop)
     for s in SITES:
@@ -404,7 +411,8 @@ def test_the_second_model_is_the_second_in_the_signed_uploads_and_the_sum(two_st
     rnd, _ = parse_study_round(study, json.loads((st2.drop / "evaluate" / "round.json").read_text()), "evaluate",
                              "evaluate/round.json")
     for s in SITES:
-        up = parse_upload(json.loads((st2.drop / "evaluate" / f"upload-{s}.json").read_text()), rnd)  # verified: the site's key
+        # verified: the site's key
+        up = parse_upload(json.loads((st2.drop / "evaluate" / f"upload-{s}.json").read_text()), rnd)
         assert up.privacy["evaluations_on_split"] == 2
     summed = Bundle.from_bytes((st2.drop / "evaluate" / "sum.bundle").read_bytes())
     assert evaluation_ordinal(summed) == 2
@@ -440,7 +448,8 @@ def test_keeping_the_best_of_k_at_the_ledgers_ordinals_is_covered():
         for m in range(10):
             digest = f"{trial}-{m}"
             rank = evl.ordinal(entries, split, digest)
-            entries.append({"seq": len(entries) + 1, "source": {"evaluation": evl.record_of(split, digest, False, rank)}})
+            entries.append({"seq": len(entries) + 1,
+                            "source": {"evaluation": evl.record_of(split, digest, False, rank)}})
             if m == 3:  # model 3 evaluated twice: the same rank, not a new one
                 assert evl.ordinal(entries, split, digest) == rank
             ranks.append(rank)
@@ -475,7 +484,8 @@ def _untouched(st, site, drop=None):
     studies = st.home[site] / "studies"
     assert not studies.exists() or not any(p.is_file() for p in studies.rglob("*")), sorted(studies.rglob("*"))
     drop = drop or st.drop
-    assert not any(p.name.startswith(("upload-", "reveal-", ".probe")) for p in drop.rglob("*")), sorted(drop.rglob("*"))
+    assert not any(p.name.startswith(("upload-", "reveal-", ".probe"))
+                   for p in drop.rglob("*")), sorted(drop.rglob("*"))
 
 
 def test_bad_input_through_the_console_script_is_one_line_and_spends_and_writes_nothing(tmp_path):
@@ -526,14 +536,16 @@ def test_bad_input_through_the_console_script_is_one_line_and_spends_and_writes_
     next(st.home["north"].glob("studies/*/state-north.json")).unlink()
     before = sorted(p.name for p in (st.drop / "select").iterdir())
     _refused(site_run(st, "north", script=True), 1, "already answered")
-    assert len(ledger_entries(st.home["north"])) == 1 and sorted(p.name for p in (st.drop / "select").iterdir()) == before
+    assert len(ledger_entries(st.home["north"])) == 1 and sorted(p.name
+                                                                 for p in (st.drop / "select").iterdir()) == before
     # the study declared twice
     _refused(marg("study", "init", "--schema", st.schema, "--roster", tmp_path / "roster", "--epsilon", "1", "--delta",
                   "1e-6", "--drop", st.drop, "--sign-key", key, "--out", st.study, cwd=tmp_path), 2, "declared once")
 
 
 def test_an_unreachable_drop_box_is_one_line_and_spends_nothing(tmp_path, monkeypatch):
-    """The tests' OpenSSH server is the drop box when the study is declared, then stops: every party's run is one line."""
+    """The tests' OpenSSH server is the drop box when the study is declared, then stops: every party's run is one
+    line."""
     pytest.importorskip("fsspec")
     pytest.importorskip("paramiko")
     from tests.helpers.services import start_sftp

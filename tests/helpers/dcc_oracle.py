@@ -41,7 +41,8 @@ def make_problem(rng, levels, K, sparsity=0.0, numeric=(), concentration=0.5, un
     for i in range(nd):
         tables.append(MarginalTable((f"f{i}", "y"), N * p.sum(axis=tuple(k for k in range(d) if k != i))))
     for i, j in itertools.combinations(range(nd), 2):
-        tables.append(MarginalTable((f"f{i}", f"f{j}", "y"), N * p.sum(axis=tuple(k for k in range(d) if k not in (i, j)))))
+        tables.append(MarginalTable((f"f{i}", f"f{j}", "y"),
+                                    N * p.sum(axis=tuple(k for k in range(d) if k not in (i, j)))))
     for k, (lo, hi) in enumerate(numeric):
         i = nd + k
         pv = p.sum(axis=tuple(j for j in range(d) if j != i))  # (2, K)
@@ -109,7 +110,8 @@ def brute_force_R(p, n_discrete, edges, s=0.0, numeric_moment=None):
         rows.append(-np.concatenate([r, np.zeros(nx)])[None, :])
         rhs.append([-v])
     Aeq = np.concatenate([np.ones(nq), np.zeros(nx)])[None, :]
-    res = linprog(c, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs), A_eq=Aeq, b_eq=[1.0], bounds=(0, None), method="highs")
+    res = linprog(c, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs), A_eq=Aeq, b_eq=[1.0], bounds=(0, None),
+                  method="highs")
     assert res.status == 0, res.message
     return -res.fun
 
@@ -119,7 +121,8 @@ def rule_worst_case(p, n_discrete, edges, H, s=0.0):
     cliques = [(i,) for i in range(n_discrete)] + [tuple(e) for e in edges]
     A, lo, hi = marginal_constraints(p, cliques, s)
     c = -(1.0 - H).ravel()
-    res = linprog(c, A_ub=np.vstack([A, -A]), b_ub=np.concatenate([hi, -lo]), A_eq=np.ones((1, p.size)), b_eq=[1.0], bounds=(0, None), method="highs")
+    res = linprog(c, A_ub=np.vstack([A, -A]), b_ub=np.concatenate([hi, -lo]), A_eq=np.ones((1, p.size)), b_eq=[1.0],
+                  bounds=(0, None), method="highs")
     assert res.status == 0, res.message
     return -res.fun
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 # Integers stay small: a model whose state names a 10⁶-level block asks numpy for terabytes, which
 # is a resource question (a signed model from a trusted learner never does), not a parsing one.
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-100, 100) | st.floats(allow_nan=False, max_value=1e3, min_value=-1e3) | st.just(float("nan")) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-100, 100) | st.floats(allow_nan=False, max_value=1e3, min_value=-1e3)
+    | st.just(float("nan")) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=8,
 )
@@ -60,8 +61,8 @@ def random_text(rng, max_size: int) -> str:
 
 
 def random_leaf(rng):
-    """One leaf of :data:`json_values`: None, a bool, an integer in [−100, 100], a float in [−1e3, 1e3] or NaN, a short text;
-    edge values (0, ±1, the ends of the ranges, −0.0, subnormals) a third of the time."""
+    """One leaf of :data:`json_values`: None, a bool, an integer in [−100, 100], a float in [−1e3, 1e3] or NaN, a short
+    text; edge values (0, ±1, the ends of the ranges, −0.0, subnormals) a third of the time."""
     kind = rng.randrange(5)
     edge = rng.random() < 0.34
     if kind == 0:

@@ -27,7 +27,8 @@ def check_malformed_models(cls, d):
     bad = damaged(lambda st: st.pop("phi"))
     with pytest.raises(InputError, match=r"malformed .* model: 'phi'"):
         cls.from_dict(bad)
-    bad = damaged(lambda st: st.__setitem__("ruled_out", [[10**6]] + st.get("ruled_out", st["impossible"])[1:]))  # stored only when it differs
+    # stored only when it differs
+    bad = damaged(lambda st: st.__setitem__("ruled_out", [[10**6]] + st.get("ruled_out", st["impossible"])[1:]))
     with pytest.raises(InputError, match="'ruled_out' cells out of range"):
         cls.from_dict(bad)
     bad = damaged(lambda st: st.__setitem__("nb_logp", st["nb_logp"][:1]))

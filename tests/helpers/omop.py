@@ -104,7 +104,8 @@ def reference_rows(tables: dict[str, pa.Table], codebook: Any, max_entries: int 
         m = out[key].merge(h, on=key, how="left")
         out[lab.name] = np.where(m["_hit"].fillna(False).astype(bool), lab.classes[1], lab.classes[0])
     out = out.rename(columns={"index_date": "cohort_start_date"})
-    cols = ["person_id", "cohort_entry", "cohort_start_date"] + codebook.feature_names + ([codebook.label.name] if with_label else [])
+    cols = (["person_id", "cohort_entry", "cohort_start_date"] + codebook.feature_names
+            + ([codebook.label.name] if with_label else []))
     return out[cols].sort_values(["person_id", "cohort_entry"]).reset_index(drop=True)
 
 
@@ -116,7 +117,8 @@ def marg_rows(source: Any, codebook: Any, max_entries: int | None = 1, with_labe
     for feat in codebook.features:
         if feat.kind == "numeric":
             df[feat.name] = df[feat.name].astype(float)
-    cols = ["person_id", "cohort_entry", "cohort_start_date"] + codebook.feature_names + ([codebook.label.name] if with_label else [])
+    cols = (["person_id", "cohort_entry", "cohort_start_date"] + codebook.feature_names
+            + ([codebook.label.name] if with_label else []))
     df["person_id"] = df["person_id"].astype(np.int64)
     df["cohort_entry"] = df["cohort_entry"].astype(np.int64)
     return df[cols].sort_values(["person_id", "cohort_entry"]).reset_index(drop=True)
@@ -163,7 +165,8 @@ def plant_lookahead(tables: dict[str, pa.Table], codebook: Any, seed: int = 0) -
             continue
         table, concept, date = DOMAINS[d["domain"]]
         id_col = next(c for c, _ in DDL[table] if c.endswith("_id"))
-        cols: dict[str, Any] = {id_col: np.arange(next_id, next_id + pid.size), "person_id": pid, concept: np.full(pid.size, d["concepts"][0]),
+        cols: dict[str, Any] = {id_col: np.arange(next_id, next_id + pid.size), "person_id": pid,
+                                concept: np.full(pid.size, d["concepts"][0]),
                 date: after}
         next_id += pid.size
         if table == "measurement":

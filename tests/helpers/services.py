@@ -39,7 +39,8 @@ def unavailable(reason: str) -> None:
 
 
 def pg_bindir() -> Path | None:
-    cands = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    cands = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
     if cands:
         return Path(cands[-1]).parent
     exe = shutil.which("initdb")
@@ -107,7 +108,8 @@ def start_postgres():
         port = free_port()
         opts = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={base} -c fsync=off"
         log = base / f"log{attempt}"
-        r = subprocess.run([*runas, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(log), "-w", "-t", "60", "start"],
+        r = subprocess.run([*runas, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(log), "-w", "-t",
+                            "60", "start"],
                            capture_output=True, text=True, timeout=120)
         if r.returncode == 0:
             break
@@ -115,7 +117,8 @@ def start_postgres():
         if "could not bind" not in said and "already in use" not in said:
             unavailable(f"pg_ctl failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
     else:
-        unavailable(f"pg_ctl failed: no free port after 3 attempts ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
+        unavailable("pg_ctl failed: no free port after 3 attempts "
+                    f"({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
 
     def stop() -> None:
         subprocess.run([*runas, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
@@ -211,7 +214,8 @@ def sftp_user() -> str:
                            capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             unavailable(f"useradd {SFTP_USER} failed: {r.stderr.strip()[-200:]}")
-    r = subprocess.run(["usermod", "-p", "no-password-opens-this", SFTP_USER], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["usermod", "-p", "no-password-opens-this", SFTP_USER], capture_output=True, text=True,
+                       timeout=60)
     if r.returncode != 0:
         unavailable(f"usermod {SFTP_USER} failed: {r.stderr.strip()[-200:]}")
     return SFTP_USER
@@ -248,7 +252,8 @@ def start_sftp():
         cfg = base / "sshd_config"
         cfg.write_text("\n".join([
             f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {base / 'host'}", f"PidFile {base / 'sshd.pid'}",
-            f"AuthorizedKeysFile {base / 'authorized_keys'}", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            f"AuthorizedKeysFile {base / 'authorized_keys'}", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
             "PubkeyAuthentication yes", "UsePAM no", "StrictModes no", "Subsystem sftp internal-sftp",
             "ForceCommand internal-sftp", f"AllowUsers {user}", "LogLevel ERROR", ""]))
         proc = subprocess.Popen([*runas, sshd, "-D", "-e", "-f", str(cfg)], stdout=subprocess.DEVNULL,
@@ -322,7 +327,8 @@ def standalone_spark(workers: int = 2, tmp: Path | None = None):
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     cls = [str(home / "bin" / "spark-class")]
-    procs = [subprocess.Popen(cls + ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+    procs = [subprocess.Popen(cls + ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                                     str(port),
                                      "--webui-port", str(free_port())], env=env, stdout=subprocess.DEVNULL,
                               stderr=open(work / "master.log", "wb"))]
     session = None

@@ -29,11 +29,13 @@ from marg.marginals.summary import Summary
 from marg.protocols.bundle import Bundle
 from marg.protocols.rounds import read_round
 from tests.conftest import random_codebook, random_rows
-from tests.helpers.fuzzing import DELETE as _DELETE, json_values, mutate as _mutate, paths as _paths, random_json, seeded
+from tests.helpers.fuzzing import (DELETE as _DELETE, json_values, mutate as _mutate, paths as _paths, random_json,
+                                   seeded)
 
 N = int(os.environ.get("MARG_FUZZ_N", "20000"))  # per test: 5 × N + N/8 ≈ 1.0·10⁵ inputs
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-HYPOTHESIS_SHARE = settings(max_examples=max(1, N // 10), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+HYPOTHESIS_SHARE = settings(max_examples=max(1, N // 10), deadline=None, suppress_health_check=list(HealthCheck),
+                            database=None)
 SEEDED = N - max(1, N // 10)  # the rest of a JSON test's N inputs: the seeded generator's
 
 RNG = np.random.default_rng(2026)

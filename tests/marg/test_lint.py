@@ -24,12 +24,14 @@ def test_ruff_clean():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if ruff is None:
         pytest.fail("ruff is not installed: pip install '.[test]'")
-    r = subprocess.run([ruff, "check", "--output-format", "concise", *[str(ROOT / d) for d in LAYERS if (ROOT / d).is_dir()]],
+    r = subprocess.run([ruff, "check", "--output-format", "concise",
+                        *[str(ROOT / d) for d in LAYERS if (ROOT / d).is_dir()]],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-FORBIDDEN = {"marginals": ("learners", "protocols", "cli", "api", "reports"), "learners": ("protocols", "cli", "api", "reports"),
+FORBIDDEN = {"marginals": ("learners", "protocols", "cli", "api", "reports"),
+             "learners": ("protocols", "cli", "api", "reports"),
              "protocols": ("learners", "cli", "api", "reports")}
 """The reports (marg/reports/) sit on top, like marg.api: no layer imports them."""
 
@@ -70,7 +72,8 @@ def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
 
 
 def test_bottom_imports_no_layer():
-    bad = [f"marg/{name}:{line} imports {module}" for name in BOTTOM for line, module, _ in _imports(ROOT / "marg" / name)
+    bad = [f"marg/{name}:{line} imports {module}" for name in BOTTOM
+           for line, module, _ in _imports(ROOT / "marg" / name)
            if module.split(".")[0] in ("marginals", "learners", "protocols", "cli")
            or (module.startswith("marg.") and module.split(".")[1] not in ("errors", "_util", "lp"))]
     assert not bad, "\n".join(bad)
@@ -126,7 +129,8 @@ def import_graph(root: Path, packages: dict[str, str]) -> dict[str, set[str]]:
         deps: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom):
-                base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else [])) if node.level \
+                base = ".".join(here[: len(here) - node.level + 1]
+                                + ([node.module] if node.module else [])) if node.level \
                     else (node.module or "")
                 for alias in node.names:
                     target = f"{base}.{alias.name}"
@@ -316,7 +320,8 @@ def test_no_test_module_imports_another():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names if n.split(".")[-1].startswith("test_")]
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}"
+                    for n in names if n.split(".")[-1].startswith("test_")]
     assert not bad, "\n".join(bad)
 
 

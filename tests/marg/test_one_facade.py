@@ -1,4 +1,5 @@
-"""One facade (issue 36): one ``learn`` and one ``load_model``; a learner named and the same estimator given make the same model file.
+"""One facade (issue 36): one ``learn`` and one ``load_model``; a learner named and the same estimator given make the
+same model file.
 
 Oracle: the model file's bytes. A name goes through the registry and the options, an estimator is
 fitted as given; both go through :func:`marg.learners.learn.learn` and :func:`marg.learners.learn.as_model`,

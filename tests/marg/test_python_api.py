@@ -1,4 +1,5 @@
-"""The notebook path (issue 26): ``import marg`` entry points, verified loading, predict/score on rows as a site holds them.
+"""The notebook path (issue 26): ``import marg`` entry points, verified loading, predict/score on rows as a site holds
+them.
 
 Oracles: the CLI's own evaluation of the same file (``marg.api.evaluate_file``), the rows'
 label column, the bundle's exact row count, and the CLI's wording of the same error.

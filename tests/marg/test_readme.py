@@ -6,8 +6,8 @@ its keys (``learner.seal.key``, ``learner.sign.key``), the sites' store of the l
 key (``learner-keys/``), north's held-out rows (``holdout.csv``), the codebook and a signed
 model (``model.json``). Two studies: ``marg demo``'s (text columns), and breast-w split over
 three sites as its file writes it — float columns (``5.0``) read by ``pd.read_csv`` as floats —
-exported and learned through the command line, so the notebook path meets typed floats. A block that raises fails the test with the
-block's first line; the blocks run in order in one namespace, as a reader would paste them.
+exported and learned through the command line, so the notebook path meets typed floats. A block that raises fails the
+test with the block's first line; the blocks run in order in one namespace, as a reader would paste them.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ def test_the_width_probe_catches_a_page_wider_than_the_window(tmp_path):
     if render.chromium() is None:
         pytest.skip("chromium is not installed")
     wide = tmp_path / "wide.html"
-    wide.write_text('<!DOCTYPE html><html><body><div style="width:3000px;height:50px;background:#000">x</div></body></html>')
+    wide.write_text('<!DOCTYPE html><html><body><div '
+                    'style="width:3000px;height:50px;background:#000">x</div></body></html>')
     problems = render.check_page(wide, tmp_path)
     assert any("wider than the window" in p for p in problems)
 

@@ -98,7 +98,8 @@ def test_card_is_deterministic(genes, tmp_path):
     pages = []
     for k in range(2):
         out = tmp_path / f"card{k}.html"
-        assert run("report", model, "--out", out, "--trust", trust, "--data", data, "--schema", tmp / "codebook.json").exit_code == 0
+        assert run("report", model, "--out", out, "--trust", trust, "--data", data, "--schema",
+                   tmp / "codebook.json").exit_code == 0
         pages.append(out.read_bytes())
     assert pages[0] == pages[1]
 
@@ -154,7 +155,8 @@ def rare_study(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rare")
     rng = np.random.default_rng(3)
     n = 3000
-    cb = Codebook([CategoricalFeature("country", ["Spain", "France", "Hungary"]), CategoricalFeature("smoker", ["no", "yes"])],
+    cb = Codebook([CategoricalFeature("country", ["Spain", "France", "Hungary"]),
+                   CategoricalFeature("smoker", ["no", "yes"])],
                   Label("outcome", ["no", "yes"]))
     cb.save(tmp / "codebook.json")
     country = np.concatenate([np.full(6, 2), rng.choice(2, n - 6, p=[0.6, 0.4])])
@@ -207,7 +209,8 @@ def test_card_has_no_internal_names_and_no_none(rare_study, genes, tmp_path):
         assert not [k for k in internal if k in text], (path.name, [k for k in internal if k in text])
         for t in root.iter("table"):
             if t.get("data-table") in ("params", "fitted"):
-                assert all("".join(td.itertext()).strip() not in ("None", "") for tr in t.find("tbody") for td in list(tr)[:2])
+                assert all("".join(td.itertext()).strip() not in ("None", "") for tr in t.find("tbody")
+                           for td in list(tr)[:2])
     text = visible_text(card_of(models["renyi"], tmp_path))
     assert "Strength of the association between the features and the outcome" in text  # hgr_lower_bound, in words
 
@@ -234,7 +237,8 @@ def _oracle_used_features(model) -> list[str]:
     straight from the estimator: one block of columns per feature, in codebook order)."""
     est = model.estimator
     mu = np.asarray(est.mu_, dtype=float)
-    mu = np.where(np.asarray(est.impossible_, dtype=bool), 0.0, mu) if getattr(est, "impossible_", None) is not None else mu
+    mu = (np.where(np.asarray(est.impossible_, dtype=bool), 0.0, mu) if getattr(est, "impossible_", None) is not None
+          else mu)
     W = mu - mu.mean(axis=0, keepdims=True)
     tol = 1e-6 * np.abs(W).max()
     used, j = [], 0
@@ -253,7 +257,8 @@ def test_used_feature_count_matches_nonzero_weights(rare_study, genes, tmp_path)
         oracle = _oracle_used_features(m)
         v = values(card_of(path, tmp_path))
         assert int(v["n_features_used"]) == len(oracle), (path.name, v["n_features_used"], oracle)
-        assert len(oracle) < len(m.estimator.feature_names_in_), "the case the issue reports: fitted on more than it uses"
+        assert len(oracle) < len(m.estimator.feature_names_in_), ("the case the issue reports: fitted on more than it "
+                                                                  "uses")
 
 
 def test_caveat_marks_a_weight_set_by_noise(rare_study, tmp_path):
@@ -321,7 +326,8 @@ def site_ledger(tmp_path_factory):
     assert run("keys", "init", "--site", "north", "--dir", tmp / "keys").exit_code == 0
     led, home = tmp / "ledger", tmp / "home"
     key = tmp / "keys" / "north.sign.key"
-    r = run("audit", "init", "--site", "north", "--key", key, "--ledger", led, "--epsilon", "10", "--delta", "1e-5", home=home)
+    r = run("audit", "init", "--site", "north", "--key", key, "--ledger", led, "--epsilon", "10", "--delta", "1e-5",
+            home=home)
     assert r.exit_code == 0, r.output
     common = ["--schema", schema, "--site", "north", "--ledger", led, "--key", key]
     for k, opts in enumerate((["--stats", "first", "--epsilon", "1", "--rounds", "1", "--mechanism", "laplace"],
@@ -384,7 +390,8 @@ def test_ledger_page_shows_a_bad_signature_at_its_entry(site_ledger, tmp_path):
 
     lines[k] = canonical_json(entries[k])
     path.write_bytes(b"\n".join(lines))
-    v = values(_page(copy, tmp_path / "bad.html", "--key", tmp / "keys" / "north.sign.pub"))  # the site's key, not the folder's copy
+    # the site's key, not the folder's copy
+    v = values(_page(copy, tmp_path / "bad.html", "--key", tmp / "keys" / "north.sign.pub"))
     assert v["integrity"] == "failed"
     bad = entries[k]["seq"]
     assert [v[f"status:{x['seq']}"] for x in entries] == [

@@ -20,7 +20,8 @@ def test_model_card_states_the_models_numbers(demo, tmp_path):
     trust = demo["workdir"] / "learner" / "trust-models"
     trust.mkdir(exist_ok=True)
     (trust / "learner.sign.pub").write_bytes((demo["workdir"] / "learner" / "learner.sign.pub").read_bytes())
-    r = run("report", model_path, "--out", out, "--data", test_rows, "--trust", trust, "--schema", demo["workdir"] / "codebook.json")
+    r = run("report", model_path, "--out", out, "--data", test_rows, "--trust", trust, "--schema",
+            demo["workdir"] / "codebook.json")
     assert r.exit_code == 0, r.output
     root = parse(out)
     v = values(root)
@@ -136,8 +137,10 @@ def test_model_card_lists_a_boost_votes_rules(demo_bundles, tmp_path):
     v = values(root)
     for k, rule in enumerate(rules):
         assert float(v[f"rule_weight:{k}"]) == rule["weight"] and int(v[f"rule_order:{k}"]) == rule["order"]
-    table = next(t for t in root.iter("table") if t.get("data-table") == "rules" or "rule_weight:0" in ET.tostring(t, encoding="unicode"))
+    table = next(t for t in root.iter("table") if t.get("data-table") == "rules"
+                 or "rule_weight:0" in ET.tostring(t, encoding="unicode"))
     text = ET.tostring(table, encoding="unicode")
     assert all(rule["rule"].replace("<", "&lt;").replace(">", "&gt;") in text for rule in rules)
-    used = {f for u in range(m.estimator.map_.dim) if (m.estimator.mu_[:, u] != 0).any() for f in m.estimator.map_.features(u)}
+    used = {f for u in range(m.estimator.map_.dim) if (m.estimator.mu_[:, u] != 0).any()
+            for f in m.estimator.map_.features(u)}
     assert int(v["n_features_used"]) == len(used) < len(m.codebook.features)

@@ -21,7 +21,8 @@ def _noisy_scores(rng, n, p, informative, epsilon):
     X = rng.integers(0, 2, (n, p)).astype(np.float64)
     for j in range(informative):
         X[:, j] = np.where(rng.random(n) < 1 / 3, rng.integers(0, 2, n), y)
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(p)), label=Label("y", ("n", "p")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(p)),
+                  label=Label("y", ("n", "p")))
     noisy, _ = privatize(count_tables(cb, X, y, plan_cliques(cb, "first")), epsilon=epsilon, codebook=cb)
     return screen_scores(Summary(cb, noisy), coverage=0.95)
 

@@ -30,7 +30,8 @@ def wide_study(tmp_path_factory):
     from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 
     d = tmp_path_factory.mktemp("wide")
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(P)), label=Label("y", ("n", "p")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(P)),
+                  label=Label("y", ("n", "p")))
     cb.save(d / "codebook.json")
     rng = np.random.default_rng(4401)
     data, homes = {}, {}

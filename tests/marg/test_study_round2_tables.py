@@ -19,7 +19,8 @@ LEVELS = (6, 9, 4, 16, 2, 42)  # adult-like: one feature with many levels makes 
 
 
 def _cb() -> Codebook:
-    return Codebook(features=tuple(CategoricalFeature(f"f{i}", tuple(str(v) for v in range(m))) for i, m in enumerate(LEVELS)),
+    return Codebook(features=tuple(CategoricalFeature(f"f{i}", tuple(str(v) for v in range(m)))
+                                   for i, m in enumerate(LEVELS)),
                     label=Label("y", ("n", "p")))
 
 
@@ -30,7 +31,8 @@ def test_every_candidate_kept_requests_every_pair_in_the_codebooks_order_within_
     tp = round2_tables(kept, cb, rests, 27000.0)
     pairs = [c for c in tp.tables if len(c) == 2]
     assert [c for c in tp.tables if len(c) == 1] == [(a,) for a in kept]
-    assert sorted(pairs) == sorted(combinations(cb.feature_names, 2)) and all(cb.index(a) < cb.index(b) for a, b in pairs)
+    assert sorted(pairs) == sorted(combinations(cb.feature_names, 2)) and all(cb.index(a) < cb.index(b)
+                                                                              for a, b in pairs)
     assert sum(tp.weights) == pytest.approx(1.0, abs=1e-12) and min(tp.weights) > 0  # round 2's ρ, nothing beyond
     # each cell's noise is the discrete Gaussian's at its share of the rest; the largest pair table's recorded
     g = get_mechanism(STUDY_MECHANISM)
@@ -50,4 +52,5 @@ def test_fewer_than_every_candidate_keeps_choose_tables_plan():
             tp, ref = round2_tables(kept, cb, rests, 27000.0), choose_tables(kept, cb, rests, 27000.0)
             assert tp == ref
             assert sum(tp.weights) == pytest.approx(1.0, abs=1e-12)
-            assert tp.first_std >= _pooled_std(rests, 1.0) - 1e-12  # a share of round 2's ρ: never less noise than all of it
+            # a share of round 2's ρ: never less noise than all of it
+            assert tp.first_std >= _pooled_std(rests, 1.0) - 1e-12

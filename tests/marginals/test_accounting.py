@@ -22,7 +22,8 @@ dp.enable_features("contrib")
 
 def _gauss(rho: float):
     """A real OpenDP Gaussian measurement costing ``rho`` at sensitivity 1."""
-    return dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0 / math.sqrt(2 * rho))
+    return dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+                              scale=1.0 / math.sqrt(2 * rho))
 
 
 def _laplace(eps: float):
@@ -85,7 +86,8 @@ def test_a_checkpoint_of_an_older_marg_without_the_composed_spend_is_folded_agai
     led.set_cap(PrivacyCost(epsilon=2.0, delta=1e-5), key, "s")
     rho = rho_for_epsilon(1.0, 1e-6)
     for i in range(3):
-        led.append(bundle_digest=f"{i:064x}", site="s", statistics=[], cost=PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho),
+        led.append(bundle_digest=f"{i:064x}", site="s", statistics=[],
+                   cost=PrivacyCost(epsilon=1.0, delta=1e-6, rho=rho),
                    private_key=key)
     state = led.state()
     # rewrite the checkpoint as an older marg wrote it: the same state without "spend"
@@ -122,7 +124,8 @@ def _export(site, name, *extra):
 
 
 def test_cap_2_at_1e5_admits_exactly_four_gaussian_exports_at_epsilon_1(site):
-    r = marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", "--epsilon", "2", "--delta", "1e-5", cwd=site)
+    r = marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", "--epsilon", "2", "--delta", "1e-5",
+             cwd=site)
     assert r.returncode == 0, r.stderr
     for i in range(4):
         r = _export(site, f"b{i}.bundle", "--epsilon", "1", "--rounds", "1")
@@ -187,8 +190,10 @@ def test_the_composed_spend_never_exceeds_the_sum_of_recorded_costs_so_older_led
 # ---------------------------------------------------------------------------------------
 # extreme ε through the console script
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("eps,words", [("1e-300", "above 1e+15 per cell"), ("1e6", "beyond what OpenDP's zCDP conversion"),
-                                       ("1e-300 --mechanism laplace", "above the 1e+15")] + [("RHO1e6", "beyond what OpenDP")])
+@pytest.mark.parametrize("eps,words", [("1e-300", "above 1e+15 per cell"),
+                                       ("1e6", "beyond what OpenDP's zCDP conversion"),
+                                       ("1e-300 --mechanism laplace", "above the 1e+15")]
+                         + [("RHO1e6", "beyond what OpenDP")])
 def test_an_epsilon_that_cannot_be_computed_is_refused_in_one_line_with_nothing_written(site, eps, words):
     assert marg("audit", "init", "--site", "north", "--key", "keys/north.sign.key", cwd=site).returncode == 0
     ledger = site / "home" / "ledger" / "ledger.jsonl"

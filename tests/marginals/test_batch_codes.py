@@ -54,7 +54,8 @@ def random_batch(rng, n: int, text: bool) -> dict:
         "grade": (dict_text([str(g) for g in grade], mask=rng.random(n) < 0.1) if text
                   else pa.array(grade.astype(float), mask=rng.random(n) < 0.1)),
         "dose": dict_text([f"{d:.1f}" for d in dose]) if text else pa.array(dose),
-        "age": dict_text([f"{a}" for a in age], mask=rng.random(n) < 0.05) if text else pa.array(age, mask=rng.random(n) < 0.05),
+        "age": dict_text([f"{a}" for a in age], mask=rng.random(n) < 0.05) if text
+        else pa.array(age, mask=rng.random(n) < 0.05),
         "bmi": dict_text([repr(float(b)) for b in bmi]) if text else pa.array(bmi),
         "y": dict_text(list(rng.choice(["neg", "pos"], n))),
     }
@@ -110,7 +111,8 @@ def test_refused_values_give_the_same_one_line_error(text, spoil):
         batch["g070"] = pa.array(["x"] + ["0"] * (n - 1))
         batch["dose"] = pa.array([None, "3"] + ["2"] * (n - 2))
     else:  # a dictionary value no row uses is not refused
-        batch["color"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array(["red", "purple"]))
+        batch["color"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
+                                                        pa.array(["red", "purple"]))
     new = lambda: encode_batch(CB, batch, 11, memo={})  # noqa: E731
     ref = lambda: reference(CB, batch, 11, {})  # noqa: E731
     if spoil == "unused unknown value":
@@ -124,7 +126,8 @@ def test_refused_values_give_the_same_one_line_error(text, spoil):
 def test_a_wide_codebook_with_few_level_sets(tmp_path):
     """5,000 binary features share one level set: one lookup table, every code as the reference."""
     p, n = 5000, 40
-    cb = Codebook(features=tuple(CategoricalFeature(f"f{k}", ("0", "1")) for k in range(p)), label=Label("y", ("a", "b")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{k}", ("0", "1")) for k in range(p)),
+                  label=Label("y", ("a", "b")))
     rng = np.random.default_rng(0)
     X = rng.integers(0, 2, (n, p))
     path = tmp_path / "wide.csv"
@@ -159,7 +162,8 @@ def test_csv_parquet_duckdb_and_a_frame_count_and_code_the_same(tmp_path):
     pq.write_table(table, tmp_path / "site.parquet")
     pcsv.write_csv(table, tmp_path / "site.csv")
     codes = {src: encode_rows(rows, CB, with_label=True)
-             for src, rows in [("csv", tmp_path / "site.csv"), ("parquet", tmp_path / "site.parquet"), ("frame", frame)]}
+             for src, rows in [("csv", tmp_path / "site.csv"), ("parquet", tmp_path / "site.parquet"),
+                               ("frame", frame)]}
     for src, enc in codes.items():
         for i, f in enumerate(CB.features):
             np.testing.assert_array_equal(enc.column(i), codes["csv"].column(i), err_msg=f"{src} {f.name}")

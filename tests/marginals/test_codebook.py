@@ -50,14 +50,21 @@ def test_numeric_features_round_trip():
 @pytest.mark.parametrize(
     "bad, needle",
     [
-        ({"features": [{"name": "a", "type": "categorical", "levels": ["x", "x"]}], "label": {"name": "y", "classes": ["0", "1"]}}, "duplicate level"),
-        ({"features": [{"name": "a", "type": "numeric", "edges": [2, 1]}], "label": {"name": "y", "classes": ["0", "1"]}}, "strictly increasing"),
-        ({"features": [{"name": "a", "type": "numeric"}], "label": {"name": "y", "classes": ["0", "1"]}}, "bin edges or a public range"),
+        ({"features": [{"name": "a", "type": "categorical", "levels": ["x", "x"]}],
+          "label": {"name": "y", "classes": ["0", "1"]}}, "duplicate level"),
+        ({"features": [{"name": "a", "type": "numeric", "edges": [2, 1]}],
+          "label": {"name": "y", "classes": ["0", "1"]}}, "strictly increasing"),
+        ({"features": [{"name": "a", "type": "numeric"}], "label": {"name": "y", "classes": ["0", "1"]}},
+         "bin edges or a public range"),
         ({"features": [{"name": "a", "type": "weird"}], "label": {"name": "y", "classes": ["0", "1"]}}, "unknown type"),
-        ({"features": [{"name": "y", "type": "categorical", "levels": ["1"]}], "label": {"name": "y", "classes": ["0", "1"]}}, "duplicate column"),
-        ({"features": [{"name": "a", "type": "categorical", "levels": ["1"]}], "label": {"name": "y", "classes": ["0"]}}, "at least 2 classes"),
-        ({"features": [{"name": "a", "type": "categorical", "levels": ["1"], "missing": "NA"}], "label": {"name": "y", "classes": ["0", "1"]}}, "missing level"),
-        ({"features": [{"name": "a", "type": "numeric", "lo": 1, "hi": 1}], "label": {"name": "y", "classes": ["0", "1"]}}, "lo < hi"),
+        ({"features": [{"name": "y", "type": "categorical", "levels": ["1"]}],
+          "label": {"name": "y", "classes": ["0", "1"]}}, "duplicate column"),
+        ({"features": [{"name": "a", "type": "categorical", "levels": ["1"]}],
+          "label": {"name": "y", "classes": ["0"]}}, "at least 2 classes"),
+        ({"features": [{"name": "a", "type": "categorical", "levels": ["1"], "missing": "NA"}],
+          "label": {"name": "y", "classes": ["0", "1"]}}, "missing level"),
+        ({"features": [{"name": "a", "type": "numeric", "lo": 1, "hi": 1}],
+          "label": {"name": "y", "classes": ["0", "1"]}}, "lo < hi"),
     ],
 )
 def test_invalid_codebooks_are_refused(bad, needle):

@@ -99,7 +99,8 @@ def test_moment_tables_are_checked_through_class_counts():
     # the moment table sums class 2's single value: checked via the class counts N[y]
     lab = [t for t in tables if t.clique == ("y",)]
     mom = [t for t in tables if t.kind == "moments"]
-    with pytest.raises(RefusedError, match=r"moments:age,y sums over a class with fewer than 3 patients \(which class is not"):
+    with pytest.raises(RefusedError, match=r"moments:age,y sums over a class with fewer than 3 patients \(which class "
+                                           r"is not"):
         apply_min_cell(mom + lab, label="y")
     apply_min_cell([_t(("y",), [3, 3, 4])] + mom, label="y")  # every class has >= 3 patients
     # a class of fewer than k patients cannot be suppressed away either: its total gives it back

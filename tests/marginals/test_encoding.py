@@ -83,10 +83,12 @@ def test_streaming_in_small_chunks_equals_whole(tmp_path, rng):
 @pytest.mark.parametrize(
     "text, pattern",
     [
-        (GOOD.replace("blue,yes", "purple,yes"), r"column 'color': unknown level at row 3 \(not shown: a patient's value"),
+        (GOOD.replace("blue,yes", "purple,yes"),
+         r"column 'color': unknown level at row 3 \(not shown: a patient's value"),
         (GOOD.replace("red,no,25", "red,no,abc"), r"column 'age': the value at row 1 is not a number \(not shown"),
         (GOOD.replace(",120,neg", ",,neg"), r"column 'bp': missing or NaN value at row 1"),
-        (GOOD.replace("green,,30", ",,30"), r"column 'color': missing value at row 2 \(the codebook gives this feature no missing level\)"),
+        (GOOD.replace("green,,30", ",,30"), r"column 'color': missing value at row 2 \(the codebook gives this "
+                                            r"feature no missing level\)"),
         (GOOD.replace("61,70,pos", "61,70,"), r"column 'y': missing label at row 3"),
         (GOOD.replace("61,70,pos", "61,70,maybe"), r"column 'y': unknown class at row 3 \(not shown"),
         (GOOD.replace("bp,", "bpx,"), r"column 'bp' is absent"),

@@ -26,8 +26,8 @@ from marg.protocols.export import count_file
 cb = Codebook.load(sys.argv[2])
 tracemalloc.start()
 tables, n = count_file(sys.argv[1], cb, plan_cliques(cb, "first"))
-print(json.dumps({"rows": n, "arrow": pa.default_memory_pool().max_memory(), "python": tracemalloc.get_traced_memory()[1],
-                  "total": int(sum(t.counts.sum() for t in tables[1:]))}))
+print(json.dumps({"rows": n, "arrow": pa.default_memory_pool().max_memory(),
+                  "python": tracemalloc.get_traced_memory()[1], "total": int(sum(t.counts.sum() for t in tables[1:]))}))
 """
 
 

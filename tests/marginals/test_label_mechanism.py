@@ -64,7 +64,8 @@ def test_tiny_sites_release_the_label_table_by_laplace_at_what_opendp_charges():
     assert lab.noise.std == pytest.approx(label_noise_std(plan), rel=1e-9)
     from marg.marginals.dp_conversions import pure_rho
 
-    assert cost == release_cost([("laplace", lab.noise.epsilon, pure_rho(lab.noise.epsilon), 0.0), sel.cost_part(DELTA)])
+    assert cost == release_cost([("laplace", lab.noise.epsilon, pure_rho(lab.noise.epsilon), 0.0),
+                                 sel.cost_part(DELTA)])
     assert cost.pure_epsilon == lab.noise.epsilon  # the ledger keeps the pure part apart (Spend)
     # round 1 leaves round 2 exactly the zCDP rest the plan gives it, and the study stays within ε = 1
     from marg.marginals.study import round1_study_rho
@@ -96,7 +97,8 @@ def _wrong_rate(plan, reps, seed):
                 (lab,), _ = privatize([lab], rho=plan.rho_label, delta=DELTA, mechanism="gaussian", codebook=cb)
             (g0,), _ = privatize([g0], rho=plan.rho_rest, delta=DELTA, mechanism="gaussian", codebook=cb)
             parts.append((lab, g0))
-        summed = [MarginalTable(c, sum(p[i].counts for p in parts), _pooled(parts, i)) for i, c in ((0, ("y",)), (1, ("g0", "y")))]
+        summed = [MarginalTable(c, sum(p[i].counts for p in parts), _pooled(parts, i))
+                  for i, c in ((0, ("y",)), (1, ("g0", "y")))]
         try:
             summary = Summary(cb, summed)
         except Exception:  # noqa: BLE001 — a release whose pooled total is not positive: counted as wrong
@@ -110,7 +112,8 @@ def _pooled(parts, i):
     from dataclasses import replace
 
     n = parts[0][i].noise  # every site released at the same scale: three independent draws a cell, as summed
-    return replace(n, std=float(np.sqrt(sum(p[i].noise.std ** 2 for p in parts))), parts=((n.mechanism, n.scale, True, len(parts)),))
+    return replace(n, std=float(np.sqrt(sum(p[i].noise.std ** 2 for p in parts))),
+                   parts=((n.mechanism, n.scale, True, len(parts)),))
 
 
 def test_the_prior_calls_the_larger_class_right_at_tiny_sites():

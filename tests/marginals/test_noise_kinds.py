@@ -40,7 +40,8 @@ def _opendp_cost(plan: ReleasePlan) -> tuple[float, float]:
     sens = plan.tables[0].sensitivity
     comp = dp.c.make_composition(meas)
     if plan.mechanism.pure:  # its ρ: each table seen as zCDP, then composed
-        return float(comp.map(sens)), float(dp.c.make_composition([dp.c.make_pureDP_to_zCDP(m) for m in meas]).map(sens))
+        return float(comp.map(sens)), float(dp.c.make_composition([dp.c.make_pureDP_to_zCDP(m)
+                                                                   for m in meas]).map(sens))
     return float(dp.c.make_zCDP_to_approxDP(comp).map(sens).epsilon(DELTA)), float(comp.map(sens))
 
 
@@ -91,7 +92,8 @@ class LaplaceBySd(Noise):
 def laplace_by_sd():
     noise = register_noise(LaplaceBySd())
     mech = register(Mechanism("laplace-sd", "laplace-sd",
-                              lambda dp_, dom, metric, scale: dp_.m.make_laplace(dom, metric, scale=scale / math.sqrt(2.0)),
+                              lambda dp_, dom, metric, scale: dp_.m.make_laplace(dom, metric,
+                                                                                 scale=scale / math.sqrt(2.0)),
                               discrete=False))
     yield mech
     MECHANISMS.pop(mech.name)
@@ -122,7 +124,8 @@ def test_a_noise_registered_in_a_test_reaches_cost_std_tails_and_weights(laplace
     assert halfwidth([("laplace-sd", s, False, 3), ("gaussian", 1.0, False, 2)], 1e-4) == pytest.approx(
         halfwidth([("laplace", b, False, 3), ("gaussian", 1.0, False, 2)], 1e-4), rel=1e-6)
     # weights: least squares by the noise's own rule
-    assert least_squares_weights([8, 27, 1], "laplace-sd") == pytest.approx(least_squares_weights([8, 27, 1], "laplace"))
+    assert least_squares_weights([8, 27, 1], "laplace-sd") == pytest.approx(least_squares_weights([8, 27, 1],
+                                                                                                  "laplace"))
     # a record naming it is valid; a continuous-only noise has no lattice pmf
     NoiseRecord(mechanism="laplace-sd", scale=1.0, std=1.0, epsilon=0.1, parts=(("laplace-sd", 1.0, False, 2),))
     with pytest.raises(InputError, match="no pmf on the integers"):

@@ -32,16 +32,21 @@ def dgauss(sigma, n):
 
 CASES = {
     "discrete Laplace, one site": ([("laplace", 12.0, True, 1)], lambda: dlaplace(12.0, N)),
-    "discrete Laplace, three sites 10/25/6": ([("laplace", 10.0, True, 1), ("laplace", 25.0, True, 1), ("laplace", 6.0, True, 1)],
+    "discrete Laplace, three sites 10/25/6": ([("laplace", 10.0, True, 1), ("laplace", 25.0, True, 1),
+                                               ("laplace", 6.0, True, 1)],
                                               lambda: dlaplace(10.0, N) + dlaplace(25.0, N) + dlaplace(6.0, N)),
     "discrete Laplace, a marginal of 4 cells at 3 sites": ([("laplace", 8.0, True, 4), ("laplace", 15.0, True, 8)],
-                                                           lambda: sum(dlaplace(8.0, N) for _ in range(4)) + sum(dlaplace(15.0, N) for _ in range(8))),
+                                                           lambda: sum(dlaplace(8.0, N) for _ in range(4))
+                                                           + sum(dlaplace(15.0, N) for _ in range(8))),
     "continuous Laplace, one site": ([("laplace", 5.0, False, 1)], lambda: RNG.laplace(0, 5.0, N)),
     "continuous Laplace, three sites (Chernoff)": ([("laplace", 5.0, False, 2), ("laplace", 9.0, False, 1)],
-                                                   lambda: RNG.laplace(0, 5.0, N) + RNG.laplace(0, 5.0, N) + RNG.laplace(0, 9.0, N)),
-    "discrete Gaussian, three sites 7/12/4": ([("gaussian", 7.0, True, 1), ("gaussian", 12.0, True, 1), ("gaussian", 4.0, True, 1)],
+                                                   lambda: RNG.laplace(0, 5.0, N) + RNG.laplace(0, 5.0, N)
+                                                   + RNG.laplace(0, 9.0, N)),
+    "discrete Gaussian, three sites 7/12/4": ([("gaussian", 7.0, True, 1), ("gaussian", 12.0, True, 1),
+                                               ("gaussian", 4.0, True, 1)],
                                              lambda: dgauss(7.0, N) + dgauss(12.0, N) + dgauss(4.0, N)),
-    "continuous Gaussian, two draws": ([("gaussian", 3.0, False, 2)], lambda: RNG.normal(0, 3.0, N) + RNG.normal(0, 3.0, N)),
+    "continuous Gaussian, two draws": ([("gaussian", 3.0, False, 2)],
+                                       lambda: RNG.normal(0, 3.0, N) + RNG.normal(0, 3.0, N)),
 }
 
 
@@ -83,7 +88,8 @@ def test_width_through_opendp_releases():
     of Binomial(cells, α) (19,200 cells; a width that missed 2α fails with probability > 0.999).
     The earlier 4-SE allowance on 2,400 cells failed about 1 run in 20,000 with the exact miss rate."""
     levels = 64
-    cb = Codebook(features=(CategoricalFeature("a", tuple(f"v{i}" for i in range(levels))),), label=Label("y", ("0", "1")))
+    cb = Codebook(features=(CategoricalFeature("a", tuple(f"v{i}" for i in range(levels))),),
+                  label=Label("y", ("0", "1")))
     exact = MarginalTable(clique=("a", "y"), counts=np.full((levels, 2), 50, dtype=np.int64))
     errors = []
     for rep in range(150):
@@ -99,7 +105,8 @@ def test_width_through_opendp_releases():
         q = halfwidth(parts, alpha)
         assert np.sum(err > q) <= binom.isf(1e-9, err.size, alpha), (alpha, q, np.mean(err > q))
     S = Summary.from_tables(cb, agg)
-    assert S.noise_draws(("a", "y")) == parts and S.noise_draws(("y",)) == tuple((m, b, d, c * levels) for m, b, d, c in parts)
+    assert S.noise_draws(("a", "y")) == parts and S.noise_draws(("y",)) == tuple((m, b, d, c * levels)
+                                                                                 for m, b, d, c in parts)
 
 
 def test_exact_tables_have_no_draws_and_zero_width():

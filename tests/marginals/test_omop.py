@@ -25,7 +25,8 @@ def codebook(**change) -> Codebook:
     """The example codebook, plus a measurement's maximum and (``label_concepts``) a label by concept set."""
     d = copy.deepcopy(example_codebook())
     d["features"].append({"name": "hba1c_max", "type": "numeric", "edges": [6.0, 7.0], "missing": True,
-                          "omop": {"domain": "measurement", "concepts": [HBA1C], "window": [-730, -30], "value": "max"}})
+                          "omop": {"domain": "measurement", "concepts": [HBA1C], "window": [-730, -30],
+                                   "value": "max"}})
     d["features"].append({"name": "hba1c_first", "type": "numeric", "edges": [6.0], "missing": True,
                           "omop": {"domain": "measurement", "concepts": [HBA1C], "window": [-730, 0], "value": "first",
                                    "unit": 8554}})
@@ -49,7 +50,8 @@ def _with(path: str, value):
 
 @pytest.mark.parametrize("path,value,pattern", [
     ("2:window", [0, -365], r"feature 't2dm' \(table condition_occurrence\): window \[0, -365\] starts after it ends"),
-    ("2:window", [-365, 30], r"feature 't2dm' \(table condition_occurrence\): window \[-365, 30\] ends 30 days after the index"),
+    ("2:window", [-365, 30], r"feature 't2dm' \(table condition_occurrence\): window \[-365, 30\] ends 30 days after "
+                             r"the index"),
     ("2:windw", [-1, 0], r"feature 't2dm': unknown omop key 'windw'"),
     ("2:domain", "device", r"feature 't2dm': 'domain' must be one of"),
     ("2:concepts", ["201826"], r"feature 't2dm': a concept must be a whole number"),
@@ -247,7 +249,8 @@ def _broken_site(site, tmp, sql: str | None = None, **generate):
 
 
 @pytest.mark.parametrize("case,pattern", [
-    ("concept", r"feature 't2dm': concept 999999 is absent from table main\.concept in omop cdm 'main' in broken\.duckdb"),
+    ("concept", r"feature 't2dm': concept 999999 is absent from table main\.concept in omop cdm 'main' in "
+                r"broken\.duckdb"),
     ("cohort", r"codebook population: cohort 77 has no entries in table main\.cohort"),
     ("outcome", r"label 'outcome': cohort 78 has no entries in table main\.cohort"),
     ("table", r"feature 'smoker': table main\.observation is absent from omop cdm 'main' in broken\.duckdb"),
@@ -345,18 +348,21 @@ def test_postgres_sites_with_other_schema_names_equal_the_reference(pg, site, tm
 
 
 def test_schema_init_from_omop_drafts_edges_and_levels_from_the_site(site, tmp_path):
-    """The drafted edges are the quantiles of the reference's values and the levels the concepts seen; loudly a draft."""
+    """The drafted edges are the quantiles of the reference's values and the levels the concepts seen; loudly a
+    draft."""
     import json
 
     spec = {"omop": {"target_cohort": 11}, "features": [
         {"name": "age", "omop": {"age_at": "index"}},
         {"name": "race", "omop": {"person": "race_concept_id"}},
         {"name": "t2dm", "omop": {"domain": "condition", "concepts": [T2DM], "descendants": True, "window": [-365, 0]}},
-        {"name": "hba1c", "omop": {"domain": "measurement", "concepts": [HBA1C], "window": [-365, 0], "value": "last"}}],
+        {"name": "hba1c", "omop": {"domain": "measurement", "concepts": [HBA1C], "window": [-365, 0],
+                                   "value": "last"}}],
         "label": {"name": "outcome", "omop": {"outcome_cohort": 12, "time_at_risk": [1, 365]}}}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     out = tmp_path / "drafted.json"
-    r = marg("schema", "init", site["uri"], "--from-omop", tmp_path / "spec.json", "--out", out, "--bins", "3", cwd=tmp_path)
+    r = marg("schema", "init", site["uri"], "--from-omop", tmp_path / "spec.json", "--out", out, "--bins", "3",
+             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "DRAFT" in r.stderr
     cb = Codebook.load(out)
@@ -382,9 +388,11 @@ def test_marg_demo_omop_writes_three_cdms_and_the_codebook(tmp_path):
     r = marg("demo", "--omop", tmp_path / "cdm", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     d = tmp_path / "cdm"
-    assert {p.name for p in d.iterdir()} >= {"codebook.json", "spec.json", "north.duckdb", "south.duckdb", "east.duckdb"}
+    assert {p.name for p in d.iterdir()} >= {"codebook.json", "spec.json", "north.duckdb", "south.duckdb",
+                                             "east.duckdb"}
     assert Codebook.load(d / "codebook.json").fingerprint == Codebook.from_dict(example_codebook()).fingerprint
     spec = json.loads((d / "spec.json").read_text())
     assert "edges" not in spec["features"][0] and "levels" not in spec["features"][1]  # left for --from-omop
-    r = marg("schema", "check", f"omop+duckdb://{d}/east.duckdb?cdm=main", "--schema", d / "codebook.json", cwd=tmp_path)
+    r = marg("schema", "check", f"omop+duckdb://{d}/east.duckdb?cdm=main", "--schema", d / "codebook.json",
+             cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("fits:"), r.stdout + r.stderr

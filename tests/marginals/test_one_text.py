@@ -72,7 +72,8 @@ def study(request, datasets, tmp_path):
     con.register("t", typed)
     con.execute("CREATE TABLE visits AS SELECT * FROM t")
     con.close()
-    return {"name": request.param, "csv": csv, "parquet": parquet, "duckdb": f"duckdb://{tmp_path}/site.db?table=visits",
+    return {"name": request.param, "csv": csv, "parquet": parquet,
+            "duckdb": f"duckdb://{tmp_path}/site.db?table=visits",
             "frame": frame, "arrow": typed, "text": text}
 
 
@@ -143,7 +144,8 @@ def test_postgres_double_precision_reads_the_csvs_levels(study, pg):
     typed = study["arrow"]
     kinds = {pa.float64(): "double precision", pa.int64(): "bigint"}
     name = "t_" + study["name"].replace("-", "_")
-    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(kinds[f.type])) for f in typed.schema)
+    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(kinds[f.type]))
+                              for f in typed.schema)
     with psycopg.connect(pg.uri(), autocommit=True) as con:
         con.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
         con.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(name), cols))
@@ -176,7 +178,8 @@ def test_canonical_text_rules():
     assert typed_text(pa.array([datetime.date(2020, 1, 2)])).to_pylist() == ["2020-01-02"]
     ts = pa.array([datetime.datetime(2020, 1, 2), datetime.datetime(2020, 1, 2, 3, 4, 5)], pa.timestamp("ns"))
     assert typed_text(ts).to_pylist() == ["2020-01-02", "2020-01-02 03:04:05"]
-    assert [canonical_value(v) for v in (10.0, 3, "4.0", True, None, float("nan"))] == ["10", "3", "4", "true", None, None]
+    assert [canonical_value(v) for v in (10.0, 3, "4.0", True, None, float("nan"))] == ["10", "3", "4", "true", None,
+                                                                                        None]
 
 
 def test_codebook_with_two_texts_of_one_value_is_refused_in_one_line(tmp_path):

@@ -34,7 +34,8 @@ from marg.protocols.ledger import Ledger
 
 dp.enable_features("contrib")
 
-CODEBOOK = Codebook(features=(CategoricalFeature("smoker", ("no", "yes")), CategoricalFeature("age", ("young", "mid", "old"))),
+CODEBOOK = Codebook(features=(CategoricalFeature("smoker", ("no", "yes")),
+                              CategoricalFeature("age", ("young", "mid", "old"))),
                     label=Label("outcome", ("well", "ill")))
 
 
@@ -114,7 +115,8 @@ def test_a_toy_source_exports_the_same_release_as_the_file_source_of_the_same_ro
 @pytest.fixture
 def toy_mechanism():
     """Continuous Laplace noise on every table (the float domain, even for integral counts)."""
-    mech = register(Mechanism("laplace-float", "laplace", lambda dp_, dom, metric, scale: dp_.m.make_laplace(dom, metric, scale=scale),
+    mech = register(Mechanism("laplace-float", "laplace",
+                              lambda dp_, dom, metric, scale: dp_.m.make_laplace(dom, metric, scale=scale),
                               discrete=False))
     yield mech
     MECHANISMS.pop(mech.name)
@@ -136,7 +138,8 @@ def test_a_toy_mechanism_is_accounted_by_opendp_and_records_continuous_draws(tmp
     assert sum(t.noise.epsilon for t in b.tables) == pytest.approx(cost.epsilon, rel=1e-12)
     for t in b.tables:
         assert t.counts.dtype == np.float64  # continuous noise: no rounding to the integer lattice
-        assert t.noise.mechanism == "laplace" and t.noise.std == pytest.approx(math.sqrt(2.0) * t.noise.scale, rel=1e-12)
+        assert t.noise.mechanism == "laplace" and t.noise.std == pytest.approx(math.sqrt(2.0) * t.noise.scale,
+                                                                               rel=1e-12)
         assert t.noise.draws(True) == (("laplace", t.noise.scale, False, 1),)  # continuous, whatever the table kind
     # the learner's tail bound of such a draw is the continuous Laplace quantile b·ln(1/α)
     b0 = b.tables[0].noise.scale

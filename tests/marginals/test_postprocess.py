@@ -207,7 +207,8 @@ def test_noisy_q_is_indefinite_and_projection_fixes_it():
 def test_moment_tables_pass_through():
     from marg.marginals.codebook import NumericFeature
 
-    cb = Codebook(features=(NumericFeature("v", lo=0, hi=10), CategoricalFeature("a", ("0", "1"))), label=Label("y", ("0", "1")))
+    cb = Codebook(features=(NumericFeature("v", lo=0, hi=10), CategoricalFeature("a", ("0", "1"))),
+                  label=Label("y", ("0", "1")))
     rng = np.random.default_rng(7)
     X = np.column_stack([rng.uniform(0, 10, 100), rng.integers(0, 2, 100)])
     y = rng.integers(0, 2, 100)

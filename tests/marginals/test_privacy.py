@@ -95,7 +95,8 @@ def test_empirical_std_of_released_counts_matches_record(kw, discrete_vs_cont):
 
 def test_empirical_std_of_released_moments_matches_record():
     K = 100
-    cb = Codebook(features=(NumericFeature("age", lo=-20.0, hi=100.0),), label=Label("y", tuple(f"c{k}" for k in range(K))))
+    cb = Codebook(features=(NumericFeature("age", lo=-20.0, hi=100.0),),
+                  label=Label("y", tuple(f"c{k}" for k in range(K))))
     B = 100.0
     for kw, kurt in ((dict(epsilon=0.5), 6.0), (dict(rho=0.5), 3.0)):
         rows0, rows1 = [], []
@@ -174,9 +175,11 @@ def test_composition_over_tables_sums_to_requested_budget(kw):
     meas = []
     for t in noisy:
         if "epsilon" in kw:
-            meas.append(dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=t.noise.scale))
+            meas.append(dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"),
+                                          scale=t.noise.scale))
         else:
-            meas.append(dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=t.noise.scale))
+            meas.append(dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
+                                           scale=t.noise.scale))
     composed = dp.c.make_composition(meas).map(1)  # OpenDP's own sequential composition
     if "epsilon" in kw:
         assert cost.epsilon == pytest.approx(composed, rel=1e-12)
@@ -189,7 +192,9 @@ def test_composition_over_tables_sums_to_requested_budget(kw):
     assert plan_cost(plan_cliques(cb, "all"), cb, **kw) == cost
 
 
-def test_least_squares_split_minimises_the_objective_weighted_noise_half_is_the_default_and_custom_weights_are_followed():
+def test_least_squares_split_minimises_weighted_noise_half_default_custom_weights():
+    """The least-squares split minimises the objective-weighted noise, half is the default, custom weights are
+    followed."""
     cb = _codebook(levels=(2, 3, 2, 4), numeric=False)
     X, y = _data(cb, 200, 2)
     tables = count_tables(cb, X, y, plan_cliques(cb, "all"))  # 1 + 4 first-order, 6 pairs
@@ -322,7 +327,8 @@ def test_costs_add_field_by_field():
 def test_request_round_trips(tmp_path):
     """A request file reads back as written; a foreign fingerprint and a bad pair are refused. (Which features
     ``marg request --top`` puts in it is the screening's order: tests/learners/selection/test_screening.py.)"""
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{i}", ("0", "1")) for i in range(6)), label=Label("y", ("a", "b")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{i}", ("0", "1")) for i in range(6)),
+                  label=Label("y", ("a", "b")))
     top = ["g0", "g2", "g4"]
     req = PairRequest.all_pairs(cb.fingerprint, top)
     path = write_request(tmp_path / "request.json", req.fingerprint, req.pairs, req.features)

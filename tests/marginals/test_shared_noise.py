@@ -40,7 +40,8 @@ def test_the_secure_sum_of_the_shares_carries_the_plans_pooled_records():
     plan = shared_plan(cb, cliques, rho=0.5, threshold=2, n_sites=3, max_rows=2)
     exact = _zero_tables(cb, cliques)
     for i, t in enumerate(exact):  # some counts, so the shares are added to something
-        exact[i] = MarginalTable(clique=t.clique, counts=np.arange(t.counts.size, dtype=np.int64).reshape(t.counts.shape))
+        exact[i] = MarginalTable(clique=t.clique,
+                                 counts=np.arange(t.counts.size, dtype=np.int64).reshape(t.counts.shape))
     shares = {s: plan.share(exact) for s in ("a", "b", "c")}
     for ts in shares.values():
         for t, e in zip(ts, exact):
@@ -231,7 +232,8 @@ def test_the_exact_renyi_oracle_is_the_continuous_gaussians_where_the_lattice_is
 def test_the_stated_rho_bounds_the_exact_renyi_divergence_of_the_sum(rho, t, n, k, cells):
     """D_α(sum at x ‖ sum at x + Δ) ≤ α·ρ_stated for every α of a grid, for the sum of exactly t and of
     all n shares, with Δ one cell moved by K or K cells by 1 (the divergence of independent cells adds)."""
-    plan = SharedNoisePlan.build([TableSpec(("x",), "counts", cells, True)], rho=rho, threshold=t, n_sites=n, max_rows=k)
+    plan = SharedNoisePlan.build([TableSpec(("x",), "counts", cells, True)], rho=rho, threshold=t, n_sites=n,
+                                 max_rows=k)
     sigma = plan.tables[0].scale
     for m in sorted({t, n}):
         stated = plan.table_rhos(m)[0]
@@ -281,7 +283,8 @@ def test_the_ledger_records_both_guarantees_and_charges_the_studys(tmp_path):
         led.append(bundle_digest=hashlib.sha256(b"%d" % i).hexdigest(), site="north", statistics=stats, cost=study,
                    own_cost=own, private_key=key, round=f"r{i}")
     entries = led.entries()[1:]
-    assert all(PrivacyCost.from_dict(e["own_cost"]) == own and PrivacyCost.from_dict(e["cost"]) == study for e in entries)
+    assert all(PrivacyCost.from_dict(e["own_cost"]) == own and PrivacyCost.from_dict(e["cost"]) == study
+               for e in entries)
     assert led.spent().rho == pytest.approx(Spend.of(study, study).rho) and led.verify(public_key=key.public_key()).ok
     with pytest.raises(RefusedError, match="budget exhausted"):
         led.append(bundle_digest=hashlib.sha256(b"3").hexdigest(), site="north", statistics=stats, cost=study,

@@ -123,7 +123,8 @@ BAD = [
 def with_bad(table: pa.Table, column: str, value) -> pa.Table:
     vals = table.column(column).to_pylist()
     vals[17] = value
-    return table.set_column(table.schema.get_field_index(column), column, pa.array(vals, type=table.schema.field(column).type))
+    return table.set_column(table.schema.get_field_index(column), column,
+                            pa.array(vals, type=table.schema.field(column).type))
 
 
 @pytest.mark.parametrize("column, value, pattern", BAD)
@@ -246,7 +247,8 @@ def pg_load(pg, db: str, table: pa.Table, name: str = "visits") -> None:
     import psycopg
     from psycopg import sql
 
-    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(PG_TYPES[f.type])) for f in table.schema)
+    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(PG_TYPES[f.type]))
+                              for f in table.schema)
     with psycopg.connect(pg.uri(db), autocommit=True) as con:
         con.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(name), cols))
         ph = sql.SQL(", ").join(sql.Placeholder() * table.num_columns)
@@ -601,7 +603,8 @@ def test_duckdb_query_cannot_read_other_files(tmp_path):
     duckdb_db(tmp_path / "site.db", make_table(n=50))
     pcsv.write_csv(make_table(seed=5, n=50), tmp_path / "other.csv")
     with pytest.raises(InputError, match="external|disabled|Permission"):
-        count(f"duckdb://{tmp_path}/site.db?query=SELECT * FROM read_csv('{tmp_path}/other.csv')", plan_cliques(CB, "first"))
+        count(f"duckdb://{tmp_path}/site.db?query=SELECT * FROM read_csv('{tmp_path}/other.csv')",
+              plan_cliques(CB, "first"))
 
 
 def test_postgres_stacked_query_refused(tmp_path, pg, pgdb):

@@ -59,7 +59,8 @@ def test_the_cluster_evaluates_and_checks_repeats_as_the_local_path(tmp_path, sp
     from marg.marginals.privacy_unit import repeat_counts
     from tests.helpers.visits import evaluate_both
 
-    local, got, (csv, _) = evaluate_both(tmp_path, ["--holdout", "0.3"], ["--privacy-unit", "pid", "--max-rows-per-unit", "2"],
+    local, got, (csv, _) = evaluate_both(tmp_path, ["--holdout", "0.3"],
+                                         ["--privacy-unit", "pid", "--max-rows-per-unit", "2"],
                                          "confusion")
     assert got == local and sum(map(sum, local[0][1])) > 100
     table = rows(seed=23, n=900)

@@ -157,9 +157,11 @@ def test_the_rules_outputs_for_stated_inputs(votes, planted, adult):
     assert (votes.selection, votes.k, votes.holdout, votes.rho_evaluate) == (sd.FIRST_ORDER, 16, 0.0, 0.0)
     assert votes.evaluation["none"] == 1.0 and votes.evaluation["power"] == pytest.approx(0.629, abs=0.005)
     assert votes.evaluation["guard_caught"] == pytest.approx(0.077, abs=0.005)
-    assert (planted.selection, planted.k, planted.holdout, planted.evaluation["evaluate_share"]) == ("pooled", 10, 0.25, 0.26)
+    assert (planted.selection, planted.k, planted.holdout,
+            planted.evaluation["evaluate_share"]) == ("pooled", 10, 0.25, 0.26)
     # the final split: within SELECT_TIE of the least E (0.0839), ties to round 2
-    assert 0.0839 - 5e-4 <= planted.expected_error <= 0.0839 + ss.SELECT_TIE + 5e-4 and planted.expected_certificate < 0.15
+    assert (0.0839 - 5e-4 <= planted.expected_error <= 0.0839 + ss.SELECT_TIE + 5e-4
+            and planted.expected_certificate < 0.15)
     assert adult.split.get("measure_all") == 1.0 and adult.selection == "pooled" and adult.k == 14
     assert adult.expected_certificate - adult.expected_error <= sd.WIDTH_NEED + sd.J_TIE
 
@@ -205,10 +207,12 @@ def test_marg_plan_shows_the_studys_design_as_the_library_computes_it(tmp_path):
     assert r.returncode == 0 and "study design (3 sites" in r.stdout and "t = 2" in r.stdout
     assert f"hold out {want['holdout']:.0%} of each site's patients" in r.stdout
     codebook(14, 5).save(tmp_path / "adult.json")  # adult's shape: the width it needs, and what that leaves training
-    r = marg("plan", "--rows", "19537,11722,7815", "--epsilon", "1", "--schema", tmp_path / "adult.json", "--threshold", "2",
+    r = marg("plan", "--rows", "19537,11722,7815", "--epsilon", "1", "--schema", tmp_path / "adult.json", "--threshold",
+             "2",
              "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     want = sd.design_study(codebook(14, 5), 3, (19537, 11722, 7815), 1.0, 1e-6, 2).to_dict()
     assert json.loads(r.stdout)["study_design"] == json.loads(json.dumps(want))
     r = marg("plan", "--rows", "19537,11722,7815", "--epsilon", "1", "--schema", tmp_path / "adult.json", cwd=tmp_path)
-    assert "hold out 10% of each site's patients" in r.stdout and f"a width below {sd.WIDTH_NEED:g} buys nothing" in r.stdout
+    assert "hold out 10% of each site's patients" in r.stdout and (f"a width below {sd.WIDTH_NEED:g} buys "
+                                                                   "nothing") in r.stdout

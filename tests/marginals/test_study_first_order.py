@@ -75,7 +75,8 @@ def test_the_comparison_is_decisive_where_it_can_be_and_no_evaluation_round_wher
     hung = sd.design_study(codebook(HUNGARIAN[0]), 3, HUNGARIAN[1], 1.0, 1e-6, 2)
     assert sd.comparison_power(sd.COMPARISON_MAX[0] * sum(HUNGARIAN[1]), v(sd.COMPARISON_MAX[1]), 2) < sd.POWER
     caught = sd.guard_sees(sd.GUARD[0] * sum(HUNGARIAN[1]), v(sd.GUARD[1]), 2)
-    assert caught < sd.POWER and hung.evaluation == pytest.approx({"none": 1.0, "guard_caught": caught, "detect": sd.DETECT,
+    assert caught < sd.POWER and hung.evaluation == pytest.approx({"none": 1.0, "guard_caught": caught,
+                                                                   "detect": sd.DETECT,
                                                                    "power": hung.evaluation["power"]})
     # no evaluation round: nothing held out, the whole total to training (the label table's equal share and the rest)
     assert (hung.holdout, hung.rho_evaluate, hung.round_names) == (0.0, 0.0, ("select", "measure"))
@@ -198,9 +199,11 @@ def test_no_evaluation_round_on_the_grid_certifies_within_0_08_at_these_sizes(sh
     levels, rows = shape
     d = sd.design_study(codebook(levels), 3, rows, 1.0, 1e-6, 2)
     ev, N = d.evaluation, sum(rows)
-    grid = [sd.expected_bound(ev["model_error"], f * N, 1.5 / (2 * a * RHO), 2) for f in sd.FRACTIONS for a in sd.EVAL_SHARES]
+    grid = [sd.expected_bound(ev["model_error"], f * N, 1.5 / (2 * a * RHO), 2) for f in sd.FRACTIONS
+            for a in sd.EVAL_SHARES]
     assert ev["least_width"] == pytest.approx(min(grid) - ev["model_error"], abs=1e-12)
     assert ev["least_width"] <= ev["expected_width"] + 1e-12
-    at_error = min(sd.expected_bound(error, f * N, 1.5 / (2 * a * RHO), 2) for f in sd.FRACTIONS for a in sd.EVAL_SHARES)
+    at_error = min(sd.expected_bound(error, f * N, 1.5 / (2 * a * RHO), 2) for f in sd.FRACTIONS
+                   for a in sd.EVAL_SHARES)
     assert at_error - error > 0.08
     assert any("closer than" in line for line in sd.design_lines(d.to_dict()))

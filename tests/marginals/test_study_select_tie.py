@@ -13,7 +13,8 @@ from marg.marginals.dp_conversions import rho_for_epsilon
 
 
 def _codebook(p: int) -> Codebook:
-    return Codebook(features=tuple(CategoricalFeature(f"x{i}", ("a", "b")) for i in range(p)), label=Label("y", ("n", "p")))
+    return Codebook(features=tuple(CategoricalFeature(f"x{i}", ("a", "b")) for i in range(p)),
+                    label=Label("y", ("n", "p")))
 
 
 def _pooled(x, tie):
@@ -26,8 +27,10 @@ def test_the_wider_tie_is_within_it_of_the_least_and_gives_round_two_at_least_as
     objective, _ = sd.mode_functions("pooled", True)
     narrow, wide = _pooled(x, ss.TIE), _pooled(x, ss.SELECT_TIE)
     for s in (narrow, wide):
-        assert s.label + s.select + s.round2 == pytest.approx(1.0, abs=1e-9) and min(s.label, s.select, s.round2) >= ss.MIN_SHARE
-        assert s.expected_error == pytest.approx(float(objective(x, np.array([s.label]), np.array([s.select]), s.k)[0]), abs=1e-9)
+        assert s.label + s.select + s.round2 == pytest.approx(1.0, abs=1e-9) and min(s.label, s.select,
+                                                                                     s.round2) >= ss.MIN_SHARE
+        assert s.expected_error == pytest.approx(float(objective(x, np.array([s.label]), np.array([s.select]), s.k)[0]),
+                                                 abs=1e-9)
     assert wide.round2 >= narrow.round2 and wide.expected_error <= narrow.expected_error + ss.SELECT_TIE
     # nothing on the rule's grid with a larger round-2 share is within the tie of the least E
     L, S = ss._grid(ss.label_floor(x), 1.0, ss.MIN_SHARE, 1.0, ss.STEP)

@@ -23,7 +23,8 @@ CASES = {
 def test_the_rules_choice_minimises_its_objective_against_a_brute_force_grid(name):
     x = CASES[name]
     c = choose_split(x)
-    assert c.expected_error == pytest.approx(float(objective(x, np.array([c.label]), np.array([c.select]), c.k)[0]), abs=1e-6)
+    assert c.expected_error == pytest.approx(float(objective(x, np.array([c.label]), np.array([c.select]), c.k)[0]),
+                                             abs=1e-6)
     g = np.arange(MIN_SHARE, 1.0 - MIN_SHARE + 1e-9, 0.0025)
     L, S = np.meshgrid(np.append(g, label_floor(x)), g, indexing="ij")
     ok = (1.0 - L - S >= MIN_SHARE - 1e-12) & (L >= label_floor(x))
@@ -54,7 +55,8 @@ def test_no_plan_spends_more_than_the_total_and_the_selection_costs_at_most_its_
     from marg.marginals.selection import calibrate_top_k
     from marg.marginals.study import study_plan
 
-    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", tuple(str(v) for v in range(m))) for j, m in enumerate(levels)),
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", tuple(str(v) for v in range(m)))
+                                 for j, m in enumerate(levels)),
                   label=Label("y", ("a", "b")))
     plan = study_plan(cb, eps, 1e-6, rows, K)
     assert plan.rho_total == pytest.approx(rho_for_epsilon(eps, 1e-6), rel=1e-12)
@@ -126,8 +128,9 @@ ADULT_LEVELS = (6, 9, 4, 16, 16, 7, 15, 6, 5, 2, 3, 3, 4, 42)  # bench/privacy.p
 
 def test_a_large_narrow_study_measures_every_candidate_and_small_or_wide_ones_select():
     """adult's sites (19,537/11,722/7,815 rows, 14 features) afford every first-order and pair table within the
-    noise rule: nothing dropped (k = p, a ranking at the least share), all but that and the label floor to round 2. kr-vs-kp's, house-votes-84's, a
-    planted wide study's and the gene sets' sites do not, and keep a selection of at most p/2."""
+    noise rule: nothing dropped (k = p, a ranking at the least share), all but that and the label floor to round 2.
+    kr-vs-kp's, house-votes-84's, a planted wide study's and the gene sets' sites do not, and keep a selection of at
+    most p/2."""
     adult = SplitInputs((19537, 11722, 7815), ADULT_LEVELS, 2, RHO)
     c = choose_split(adult)
     assert c.select == MIN_SHARE and c.k == 14 and c.label == pytest.approx(label_floor(adult))
@@ -167,7 +170,8 @@ def test_a_round_one_that_measures_every_candidate_ranks_all_and_spends_at_most_
     from marg.marginals.study import release_round1, round1_cliques, study_plan
 
     levels = (2, 5, 3, 2)
-    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", tuple(str(v) for v in range(m))) for j, m in enumerate(levels)),
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", tuple(str(v) for v in range(m)))
+                                 for j, m in enumerate(levels)),
                   label=Label("y", ("a", "b")))
     plan = study_plan(cb, 1.0, 1e-6, (5000, 3000, 2000))
     assert plan.k == 4 and plan.rho_select == pytest.approx(MIN_SHARE * plan.rho_total)

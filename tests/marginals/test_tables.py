@@ -163,10 +163,13 @@ def test_an_oversized_plan_is_refused_before_counting(tmp_path):
     from marg.protocols.export import export_site
 
     levels = tuple(f"v{k}" for k in range(100_000))
-    cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)), label=Label("y", ("0", "1")))
+    cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)),
+                  label=Label("y", ("0", "1")))
     out = tmp_path / "x.bundle"
-    with pytest.raises(InputError, match=r"^the release plan holds 20,000,400,002 counts \(149\.0 GiB\), over the limit") as exc:
-        export_site(tmp_path / "missing.csv", cb, "s", out, stats="all", ledger_dir=tmp_path / "ledger", max_levels=100_000)
+    with pytest.raises(InputError, match=r"^the release plan holds 20,000,400,002 counts \(149\.0 GiB\), over the "
+                                         r"limit") as exc:
+        export_site(tmp_path / "missing.csv", cb, "s", out, stats="all", ledger_dir=tmp_path / "ledger",
+                    max_levels=100_000)
     assert "N[a,b,y] 20,000,000,000 cells" in str(exc.value) and "\n" not in str(exc.value)
     assert not out.exists() and not (tmp_path / "ledger").exists()
 
@@ -176,7 +179,8 @@ def _oversized_study(d):
     from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 
     levels = tuple(f"v{k}" for k in range(100_000))
-    cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)), label=Label("y", ("0", "1")))
+    cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)),
+                  label=Label("y", ("0", "1")))
     cb.save(d / "codebook.json")
     (d / "data.csv").write_text("a,b,y\nv1,v2,0\nv99999,v0,1\nv5,v5,0\n")
     return d / "codebook.json", d / "data.csv"
@@ -235,7 +239,8 @@ def test_an_oversized_plan_is_refused_before_allocating(tmp_path):
     marg = Path(sys.executable).parent / "marg"
     assert marg.exists(), marg
     p = subprocess.run([str(marg), "export", str(data), "--schema", str(schema), "--site", "s", "--out",
-                        str(tmp_path / "x.bundle"), "--stats", "all", "--max-levels", "100000", "--ledger", str(tmp_path / "ledger")],
+                        str(tmp_path / "x.bundle"), "--stats", "all", "--max-levels", "100000", "--ledger",
+                        str(tmp_path / "ledger")],
                        cwd=tmp_path, env=env, preexec_fn=limited, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "MemoryError" not in p.stderr and "Traceback" not in p.stderr

@@ -22,7 +22,8 @@ def site_bundles(rng, cb, k: int):
         stats = "all" if s % 3 else "first"  # some sites release fewer tables: those are dropped
         tables = count_tables(cb, X, y, plan_cliques(cb, stats))
         if s % 4 == 1:  # a noisy site: the combined noise record must fold the same way
-            tables = [MarginalTable(t.clique, t.counts + 0.5, NoiseRecord("laplace", 2.0, 2.0 * 2**0.5, epsilon=0.5), t.kind)
+            tables = [MarginalTable(t.clique, t.counts + 0.5, NoiseRecord("laplace", 2.0, 2.0 * 2**0.5, epsilon=0.5),
+                                    t.kind)
                       for t in tables]
         out.append(Bundle.build(cb, tables, site=f"site{s}", n_rows=len(y)))
     return out
@@ -94,7 +95,8 @@ def test_rounds_of_one_site_combine_and_equal_the_one_round_release(rng):
     with pytest.raises(InputError, match=r"site 's0' already released N\[.*" + lab):
         summary_from_bundles([one[0], rounds[0]])
     # a site missing from round 2 (or 1) is refused, named; one-round studies still drop what some site lacks
-    with pytest.raises(InputError, match=r"^site 's2' is missing from round 2 \(pair tables\): 3 table\(s\) released by 's0', 's1'"):
+    with pytest.raises(InputError, match=r"^site 's2' is missing from round 2 \(pair tables\): 3 table\(s\) released "
+                                         r"by 's0', 's1'"):
         summary_from_bundles(rounds[:5])
     with pytest.raises(InputError, match=r"^site 's2' is missing from round 1 \(first-order tables\)"):
         summary_from_bundles(rounds[:4] + rounds[5:])
@@ -120,10 +122,13 @@ def test_a_sites_rounds_compose_their_privacy_costs(rng):
         X, y = random_rows(rng, cb, 60)
         t = count_tables(cb, X, y, first + pairs)
         for tables, cost in ((t[: len(first)], (0.5, 0.0, 0.125)), (t[len(first):], (0.75, 1e-6, 0.02))):
-            priv = {"mechanism": "laplace" if cost[1] == 0 else "gaussian", "epsilon": cost[0], "delta": cost[1], "rho": cost[2]}
+            priv = {"mechanism": "laplace" if cost[1] == 0 else "gaussian", "epsilon": cost[0], "delta": cost[1],
+                    "rho": cost[2]}
             bundles.append(Bundle.build(cb, tables, site=f"s{k}", n_rows=None, privacy=priv))
     s = summary_from_bundles(bundles)
     for rec in s.provenance["sites"]:
-        assert rec["privacy"] == {"mechanism": "laplace+gaussian", "epsilon": 1.25, "delta": 1e-6, "rho": 0.145, "rounds": 2,
-                                  "releases": [{"epsilon": 0.5, "delta": 0.0}, {"epsilon": 0.75, "delta": 1e-6}], "ledger_delta": None}
+        assert rec["privacy"] == {"mechanism": "laplace+gaussian", "epsilon": 1.25, "delta": 1e-6, "rho": 0.145,
+                                  "rounds": 2,
+                                  "releases": [{"epsilon": 0.5, "delta": 0.0}, {"epsilon": 0.75, "delta": 1e-6}],
+                                  "ledger_delta": None}
         assert [r["privacy"]["epsilon"] for r in rec["rounds"]] == [0.5, 0.75]

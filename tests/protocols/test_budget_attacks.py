@@ -25,7 +25,8 @@ def site(tmp_path):
     schema = tmp_path / "codebook.json"
     demo_codebook().save(schema)
     assert run("keys", "init", "--site", "north", "--dir", tmp_path / "keys", home=home).exit_code == 0
-    r = run("audit", "init", "--site", "north", "--key", tmp_path / "keys" / "north.sign.key", "--epsilon", "10", home=home)
+    r = run("audit", "init", "--site", "north", "--key", tmp_path / "keys" / "north.sign.key", "--epsilon", "10",
+            home=home)
     assert r.exit_code == 0, r.output
     data = tmp_path / "north.csv"
     write_csv(data, generate(800, SITES[0], seed=1))
@@ -114,7 +115,8 @@ def test_edited_cap_entry_or_checkpoint_or_budget_json(site):
     refused_export(s, 6, "bad checkpoint signature")
     # a budget.json beside the chain (the old way to set a cap) changes nothing
     (s["ledger"] / "checkpoint.json").unlink()  # the full check rebuilds the state from the chain
-    (s["ledger"] / "budget.json").write_text('{"format": "marg-budget", "version": 1, "epsilon": 1000, "delta": 0, "rho": 0}')
+    (s["ledger"] / "budget.json").write_text('{"format": "marg-budget", "version": 1, "epsilon": 1000, "delta": 0, '
+                                             '"rho": 0}')
     refused_export(s, 6, "privacy budget exhausted")
     assert export(s, 5, "ok.bundle").exit_code == 0  # exactly up to the cap
 
@@ -282,8 +284,10 @@ def test_a_site_answers_a_round_once(site):
     """A learner that sends the same round twice gets one answer: the second is refused before any
     data is read (for secure aggregation a second masked vector under one round would leak)."""
     s = site
-    assert run("keys", "init", "--site", "learner", "--dir", s["tmp"] / "lk", "--role", "learner", home=s["home"]).exit_code == 0
-    r = run("round", "--schema", s["schema"], "--out", s["tmp"] / "round.json", "--sign-key", s["tmp"] / "lk" / "learner.sign.key",
+    assert run("keys", "init", "--site", "learner", "--dir", s["tmp"] / "lk", "--role", "learner",
+               home=s["home"]).exit_code == 0
+    r = run("round", "--schema", s["schema"], "--out", s["tmp"] / "round.json", "--sign-key",
+            s["tmp"] / "lk" / "learner.sign.key",
             home=s["home"])
     assert r.exit_code == 0, r.output
     r = export(s, 1, "r1.bundle", "--round", s["tmp"] / "round.json")

@@ -41,7 +41,8 @@ def north(tmp_path):
 
 def export(s, name, *extra, home=None):
     r = marg("export", s["data"], "--schema", s["schema"], "--site", "north", "--out", s["tmp"] / f"{name}.bundle",
-             "--epsilon", "1", "--mechanism", "laplace", "--stats", "first", *extra, cwd=s["tmp"], home=home or s["home"])
+             "--epsilon", "1", "--mechanism", "laplace", "--stats", "first", *extra, cwd=s["tmp"],
+             home=home or s["home"])
     assert r.returncode == 0 or name == "refused", r.stderr
     return r
 
@@ -124,11 +125,13 @@ def test_rollback_named_by_audit_verify_bundles(north):
     assert verify(north, "b1", "b2", "b4").returncode == 0
     r = verify(north, "b1", "b2", "b3", "b4")
     assert r.returncode == 1
-    assert "b3.bundle" in r.stderr + r.stdout and "position 4" in r.stderr + r.stdout and "forked" in r.stderr + r.stdout
+    assert ("b3.bundle" in r.stderr + r.stdout and "position 4" in r.stderr + r.stdout
+            and "forked" in r.stderr + r.stdout)
 
 
 def test_no_ledger_export_elsewhere_is_refused_and_named(north, tmp_path):
-    """MARG_HOME=/elsewhere marg export ... --no-ledger --key north.sign.key: a valid north signature, recorded nowhere."""
+    """MARG_HOME=/elsewhere marg export ... --no-ledger --key north.sign.key: a valid north signature, recorded
+    nowhere."""
     r = export(north, "b5", "--no-ledger", "--key", tmp_path / "keys" / "north.sign.key", home=tmp_path / "elsewhere")
     assert r.returncode == 0, r.stderr
     r = learn(north, "b5")

@@ -28,7 +28,8 @@ def reference(tables, n_rows, hidden, codebook, scope="study"):
         names = sorted(t.clique)
         if t.kind == "moments":
             f, lab = codebook.feature(t.clique[0]), t.clique[1]
-            sums = {c: [float(t.counts[0, k]), float(t.counts[1, k])] for k, c in enumerate(level_meanings(codebook, lab))}
+            sums = {c: [float(t.counts[0, k]), float(t.counts[1, k])]
+                    for k, c in enumerate(level_meanings(codebook, lab))}
             out[_key("s:", names)] = _digest([[f.lo, f.hi], sorted([c, v] for c, v in sums.items() if v != [0.0, 0.0])])
             continue
         means = {a: level_meanings(codebook, a) for a in t.clique}
@@ -69,9 +70,11 @@ def tables(rng, *, sparse: bool):
     out.append(MarginalTable(("g001", "g002", "y"), rng.integers(0, 4, (3, 3, 2))))
     out.append(MarginalTable(("zz", "dup", "y"), rng.integers(0, 4, (3, 3, 2))))
     out.append(MarginalTable(("g003", "age", "y"), rng.integers(0, 4, (3, 4, 2))))
-    out.append(MarginalTable(("g004", "y"), rng.integers(0, 4, (3, 2)).astype(np.float64)))  # float counts: general path
+    # float counts: general path
+    out.append(MarginalTable(("g004", "y"), rng.integers(0, 4, (3, 2)).astype(np.float64)))
     out.append(MarginalTable(("g005", "y"), np.zeros((3, 2), dtype=np.int64)))  # nothing to show
-    out.append(MarginalTable(("g006", "y"), rng.integers(0, 4, (3, 2)), noise=NoiseRecord("gaussian", 1.0, 1.0, rho=0.1)))
+    out.append(MarginalTable(("g006", "y"), rng.integers(0, 4, (3, 2)),
+                             noise=NoiseRecord("gaussian", 1.0, 1.0, rho=0.1)))
     out.append(MarginalTable(("y",), rng.integers(0, 9, 2)))
     return out
 
@@ -83,7 +86,8 @@ def test_batched_digests_equal_the_per_table_rule_key_for_key_in_order(sparse, h
     ts = tables(rng, sparse=sparse)
     new = release_digests(ts, 1234, hidden, CB, "evaluation")
     ref = reference(ts, 1234, set(hidden), CB, "evaluation")
-    assert list(new.items()) == list(ref.items())  # the same keys, digests and order (the first refusal names the first key)
+    # the same keys, digests and order (the first refusal names the first key)
+    assert list(new.items()) == list(ref.items())
     assert all(len(v) == 32 for k, v in new.items() if k not in ("n", "scope"))
 
 
@@ -92,7 +96,8 @@ def test_a_changed_count_changes_its_margins_digests_only():
     ts = tables(rng, sparse=False)
     a = release_digests(ts, None, (), CB)
     bumped = ts[3].counts.copy()
-    bumped[1, 0] += 1  # one patient more in g003 = 1, y = pos: its own margins and N[y] (here counted first by g000) keep theirs
+    # one patient more in g003 = 1, y = pos: its own margins and N[y] (here counted first by g000) keep theirs
+    bumped[1, 0] += 1
     ts[3] = MarginalTable(ts[3].clique, bumped)
     b = release_digests(ts, None, (), CB)
     changed = sorted(k for k in a if a[k] != b[k])

@@ -38,7 +38,8 @@ def test_the_one_patient_difference_is_refused(site):
     assert r.exit_code == 0, r.output
     # the attack: a second exact export without the last patient; the two bundles' difference is that patient
     r = export(tmp, schema, minus, "b.bundle", "--min-cell", "1", "--ledger", tmp / "other-ledger")
-    assert r.exit_code == 0  # (an unconfigured site can use another ledger: see test_budget_attacks for configured ones)
+    # (an unconfigured site can use another ledger: see test_budget_attacks for configured ones)
+    assert r.exit_code == 0
     a, b = load_bundle(tmp / "a.bundle"), load_bundle(tmp / "b.bundle")
     diff = {t.name: t.counts - u.counts for t, u in zip(a.tables, b.tables)}
     cb = demo_codebook()

@@ -43,7 +43,8 @@ N = int(os.environ.get("MARG_FUZZ_N", "8000"))  # per test: ~4.2·10⁴ inputs h
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 # The JSON documents' tests: a tenth of their N inputs from hypothesis, the rest from the seeded generator
 # (tests/marg/test_fuzz_parsers.py says why).
-HYPOTHESIS_SHARE = settings(max_examples=max(1, N // 10), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+HYPOTHESIS_SHARE = settings(max_examples=max(1, N // 10), deadline=None, suppress_health_check=list(HealthCheck),
+                            database=None)
 SEEDED = N - max(1, N // 10)
 
 

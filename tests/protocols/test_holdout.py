@@ -1,4 +1,5 @@
-"""The holdout protocol: rows left out of the export by a keyed hash, the model's confusion matrix on them, the certificate.
+"""The holdout protocol: rows left out of the export by a keyed hash, the model's confusion matrix on them, the
+certificate.
 
 What is checked: the split is a function of the rows' content and the site's key (not of
 their order or of how the file is chunked), holds out each row — identical rows included —
@@ -137,7 +138,8 @@ def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(site
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     back = Model.load(cert)
-    assert back.estimator.certificate_.kind == "holdout" and back.worst_case_error == pytest.approx(d["worst_case_error"])
+    assert (back.estimator.certificate_.kind == "holdout"
+            and back.worst_case_error == pytest.approx(d["worst_case_error"]))
     if not dp:  # exact releases: the released counts are the true ones, the bound the one-sided Clopper-Pearson limit
         assert (d["errors"], d["rows"]) == (errors, held)
         # at the first model's share of α on its held-out set, 6/π² (issue 44)
@@ -168,7 +170,8 @@ def test_holdout_round_trip_certifies_the_models_error_on_the_held_out_rows(site
         assert float(v[f"site_eval_epsilon:{site}"]) == pytest.approx(float(evaluation["epsilon"]))
         assert int(v[f"site_rounds:{site}"]) == 2
         if dp:
-            assert float(evaluation["epsilon"]) == pytest.approx(0.5) and float(train["epsilon"]) == pytest.approx(2, rel=1e-3)
+            assert float(evaluation["epsilon"]) == pytest.approx(0.5) and float(train["epsilon"]) == pytest.approx(2,
+                                                                                                                   rel=1e-3)
 
 
 def test_holdout_refusals(sites, tmp_path):
@@ -324,7 +327,8 @@ def test_evaluate_verifies_the_model_before_predicting(attack):
     d = json.loads((tmp / "model-H.json").read_text())
     d.pop("signature")
     (tmp / "unsigned.json").write_text(json.dumps(d))
-    one_line_error(evaluate(tmp, "unsigned.json", "--trust", "trust", out="x.eval"), 1, "unsigned.json refused: unsigned model")
+    one_line_error(evaluate(tmp, "unsigned.json", "--trust", "trust", out="x.eval"), 1,
+                   "unsigned.json refused: unsigned model")
     one_line_error(evaluate(tmp, "model-H.json", out="x.eval"), 1, "no trust store was given (--trust)")
     r = marg("learn", "H.bundle", "--out", "mallory.json", "--allow-unsigned", "--learner", "nb",
              "--sign-key", tmp / "keys" / "mallory.sign.key", cwd=tmp)
@@ -362,7 +366,8 @@ def test_two_rounds_of_one_site_are_evaluated_on_the_rows_held_out_of_both(sites
     enc = encode_file(f, demo_codebook())
     for case, round2 in (("same", ("--holdout", "0.2")), ("smaller", ("--holdout", "0.1")), ("none", ())):
         led, r1, r2 = tmp_path / f"led-{case}", tmp_path / f"{case}-1.bundle", tmp_path / f"{case}-2.bundle"
-        assert run("export", f, *base, "--out", r1, "--ledger", led, "--stats", "first", "--holdout", "0.2").exit_code == 0
+        assert run("export", f, *base, "--out", r1, "--ledger", led, "--stats", "first", "--holdout",
+                   "0.2").exit_code == 0
         r = run("export", f, *base, "--out", r2, "--ledger", led, "--stats", "pairs-only", "--pairs", "age_band:sex",
                 *round2)
         assert r.exit_code == 0, r.output
@@ -370,7 +375,8 @@ def test_two_rounds_of_one_site_are_evaluated_on_the_rows_held_out_of_both(sites
         r = run("learn", r1, r2, "--out", model, "--allow-unsigned", "--learner", "nb")
         assert r.exit_code == 0, r.output
         ev = tmp_path / f"{case}.eval"
-        r = run("export", f, "--schema", schema, "--site", "north", "--out", ev, "--evaluate", model, "--allow-unsigned",
+        r = run("export", f, "--schema", schema, "--site", "north", "--out", ev, "--evaluate", model,
+                "--allow-unsigned",
                 "--ledger", led, "--min-cell", "1")
         if case == "none":
             assert r.exit_code == 1 and "not exported with --holdout" in r.stderr and not ev.exists()

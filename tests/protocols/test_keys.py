@@ -186,7 +186,8 @@ def test_cli_keys_init_with_passphrase_file(tmp_path):
     d = tmp_path / "k"
     res = runner.invoke(root, ["keys", "init", "--site", "lab", "--dir", str(d), "--passphrase-file", str(pw)])
     assert res.exit_code == 0, res.output
-    assert K.key_id(K.load_signing_key(d / "lab.sign.key", b"hunter2")) == K.key_id(K.load_verify_key(d / "lab.sign.pub"))
+    assert K.key_id(K.load_signing_key(d / "lab.sign.key",
+                                       b"hunter2")) == K.key_id(K.load_verify_key(d / "lab.sign.pub"))
     res = runner.invoke(root, ["keys", "init", "--site", "bad name", "--dir", str(d)])
     assert res.exit_code == 2 and "invalid site name" in res.stderr
 
@@ -196,7 +197,8 @@ def test_cli_keys_trust(tmp_path):
     trust = tmp_path / "trust"
     res = runner.invoke(root, ["keys", "trust", str(kf.sign_pub), "--trust", str(trust), "--expect-id", "00000000"])
     assert res.exit_code == 1 and "does not match" in res.stderr and not trust.exists()
-    res = runner.invoke(root, ["keys", "trust", str(kf.sign_pub), "--trust", str(trust), "--expect-id", kf.sign_id[:12]])
+    res = runner.invoke(root, ["keys", "trust", str(kf.sign_pub), "--trust", str(trust), "--expect-id",
+                               kf.sign_id[:12]])
     assert res.exit_code == 0, res.output
     ts = TrustStore(trust)
     assert ts.lookup(kf.sign_id)[0] == "south"

@@ -203,7 +203,8 @@ def test_record_a_real_sealed_bundle_and_account_for_the_files(tmp_path, key):
     assert not rep.ok and ("b2.bundle" in rep.reason or "truncated" in rep.reason)
     assert any(not b["ok"] for b in rep.bundles)
     with pytest.raises(RefusedError, match="truncated"):
-        led.append(bundle_digest=_digest(1), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
+        led.append(bundle_digest=_digest(1), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1),
+                   private_key=key)
 
 
 def _edit(line: bytes, **changes) -> bytes:
@@ -348,7 +349,8 @@ def test_torn_last_line_is_ignored_then_repaired(tmp_path, key):
         assert rep.ok and rep.torn_tail and rep.n_entries == 4
         assert len(led.entries()) == 4 and led.spent() == spent
     # the next append drops the torn tail and chains onto entry 4
-    e = led.append(bundle_digest=_digest(7), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
+    e = led.append(bundle_digest=_digest(7), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1),
+                   private_key=key)
     assert e["seq"] == 5
     rep = led.verify(public_key=key.public_key())
     assert rep.ok and not rep.torn_tail and led.path.read_bytes().startswith(good)
@@ -375,7 +377,8 @@ def test_malformed_ledger_refuses_spend_and_append(tmp_path, key):
     with pytest.raises(RefusedError, match="malformed ledger.*entry 2"):
         led.spent()
     with pytest.raises(RefusedError, match="malformed ledger"):
-        led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1), private_key=key)
+        led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.1),
+                   private_key=key)
     assert led.path.read_bytes() == before
 
 
@@ -437,7 +440,8 @@ def test_cli_audit_show_lists_every_release_with_running_totals(tmp_path, key):
     pub = tmp_path / "north.sign.pub"
     from cryptography.hazmat.primitives import serialization
 
-    pub.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pub.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
     res = runner.invoke(root, ["audit", "show", "--ledger", str(led.directory), "--json", "--key", str(pub)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -468,7 +472,8 @@ def test_cli_audit_verify_exit_codes_and_first_bad_entry(tmp_path, key):
     bdir = tmp_path / "out"
     bdir.mkdir()
     for i in range(3):
-        final, blob = finalize_bundle(make_bundle("north", 0).with_header(created=f"2024-01-0{i + 1}T00:00:00+00:00"), sk)
+        final, blob = finalize_bundle(make_bundle("north", 0).with_header(created=f"2024-01-0{i + 1}T00:00:00+00:00"),
+                                      sk)
         led.record(final, sk)  # the same exact numbers again: allowed (it discloses nothing new)
         (bdir / f"b{i}.bundle").write_bytes(blob)
     (bdir / "notes.txt").write_text("not a bundle; ignored when a folder is given")
@@ -520,13 +525,16 @@ def test_a_version_1_ledger_is_verified_taken_over_and_extended(tmp_path, key):
     assert led.spent().epsilon == pytest.approx(1.5)
     state = led.checkpoint(key)  # what marg audit init does with an existing ledger
     assert state.n == 3 and (d / "checkpoint.json").exists()
-    e = led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.5), private_key=key)
+    e = led.append(bundle_digest=_digest(9), site="north", statistics=[], cost=PrivacyCost(epsilon=0.5),
+                   private_key=key)
     assert e["v"] == 2 and e["seq"] == 4 and e["prev"] == line_hash(lines[-1])
     assert led.verify().ok and led.spent().epsilon == pytest.approx(2.0)
     # its old cap lived in budget.json: until it is recorded in the chain, appends are refused
     write_budget(d, PrivacyCost(epsilon=4.0))
     with pytest.raises(RefusedError, match="outside the signed chain"):
-        led.append(bundle_digest=_digest(10), site="north", statistics=[], cost=PrivacyCost(epsilon=0.5), private_key=key)
+        led.append(bundle_digest=_digest(10), site="north", statistics=[], cost=PrivacyCost(epsilon=0.5),
+                   private_key=key)
     led.set_cap(PrivacyCost(epsilon=4.0), key, "north")
     with pytest.raises(RefusedError, match="budget exhausted"):
-        led.append(bundle_digest=_digest(10), site="north", statistics=[], cost=PrivacyCost(epsilon=2.5), private_key=key)
+        led.append(bundle_digest=_digest(10), site="north", statistics=[], cost=PrivacyCost(epsilon=2.5),
+                   private_key=key)

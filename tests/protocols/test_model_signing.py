@@ -27,7 +27,8 @@ def signed(tmp_path_factory):
     trust.mkdir()
     (trust / "learner.sign.pub").write_bytes((tmp / "keys" / "learner.sign.pub").read_bytes())
     model = tmp / "model.json"
-    r = run("learn", b, "--learner", "mrc", "--out", model, "--allow-unsigned", "--sign-key", tmp / "keys" / "learner.sign.key", "--json")
+    r = run("learn", b, "--learner", "mrc", "--out", model, "--allow-unsigned", "--sign-key",
+            tmp / "keys" / "learner.sign.key", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["signed"] is True
     return tmp, model, trust
@@ -43,10 +44,12 @@ def test_a_signed_model_verifies_and_predicts(signed):
     other = json.loads((tmp / "codebook.json").read_text())
     other["features"][0]["levels"] = list(reversed(other["features"][0]["levels"]))
     (tmp / "other.json").write_text(json.dumps(other))
-    r = run("predict", model, tmp / "test.csv", "--out", tmp / "p.csv", "--trust", trust, "--schema", tmp / "other.json")
+    r = run("predict", model, tmp / "test.csv", "--out", tmp / "p.csv", "--trust", trust, "--schema",
+            tmp / "other.json")
     assert r.exit_code == 2 and "differs from the model's" in r.stderr and not (tmp / "p.csv").exists()
     r = run("report", model, "--out", tmp / "card.html", "--trust", trust)
-    assert r.exit_code == 0 and "Signed by" in (tmp / "card.html").read_text() and "learner" in (tmp / "card.html").read_text()
+    assert (r.exit_code == 0 and "Signed by" in (tmp / "card.html").read_text()
+            and "learner" in (tmp / "card.html").read_text())
     d = json.loads(run("inspect", model, "--json").stdout)
     assert d["signed"] and d["signer"] == "learner" and d["bundles"][0]["site"] == "north"
 
@@ -109,7 +112,8 @@ def test_inspect_model_says_who_signed_it_and_from_which_bundles(signed):
 def test_inspect_refuses_a_tampered_or_foreign_model_with_trust(signed, tmp_path):
     tmp, model, trust = signed
     d = json.loads(model.read_text())
-    d["estimator"]["state"]["mu"] = [[-x for x in row] for row in d["estimator"]["state"]["mu"]]  # every prediction flips
+    # every prediction flips
+    d["estimator"]["state"]["mu"] = [[-x for x in row] for row in d["estimator"]["state"]["mu"]]
     bad = tmp_path / "negated.json"
     bad.write_text(json.dumps(d))
     r = run("inspect", bad, "--trust", trust)
@@ -160,10 +164,13 @@ def test_a_model_signed_by_a_site_key_is_refused(signed, tmp_path):
     forged = tmp_path / "forged.json"
     assert run("learn", tmp / "a.bundle", "--learner", "mrc", "--out", forged, "--allow-unsigned",
                "--sign-key", tmp_path / "keys" / "north.sign.key").exit_code == 0
-    r = run("predict", forged, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", store, "--schema", tmp / "codebook.json")
-    assert r.exit_code == 1 and "signed by 'north'" in r.stderr and "a site's key: a learner's signature is needed" in r.stderr
+    r = run("predict", forged, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", store, "--schema",
+            tmp / "codebook.json")
+    assert r.exit_code == 1 and "signed by 'north'" in r.stderr and ("a site's key: a learner's signature is "
+                                                                     "needed") in r.stderr
     assert r.stderr.count("\n") == 1 and not (tmp_path / "p.csv").exists()
-    ok = run("predict", model, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", store, "--schema", tmp / "codebook.json")
+    ok = run("predict", model, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", store, "--schema",
+             tmp / "codebook.json")
     assert ok.exit_code == 0, ok.output
     # a learner key without a role line (made by an older marg): refused for models, until marked
     legacy = tmp_path / "legacy"
@@ -171,11 +178,13 @@ def test_a_model_signed_by_a_site_key_is_refused(signed, tmp_path):
     pem = (tmp / "keys" / "learner.sign.pub").read_bytes().split(b"\n", 1)[1]
     assert pem.startswith(b"-----BEGIN PUBLIC KEY")
     (legacy / "learner.sign.pub").write_bytes(pem)
-    r = run("predict", model, tmp / "test.csv", "--out", tmp_path / "q.csv", "--trust", legacy, "--schema", tmp / "codebook.json")
+    r = run("predict", model, tmp / "test.csv", "--out", tmp_path / "q.csv", "--trust", legacy, "--schema",
+            tmp / "codebook.json")
     assert r.exit_code == 1 and "declares no role" in r.stderr and "--role learner" in r.stderr
     (legacy / "learner.sign.pub").unlink()
     (tmp_path / "old.sign.pub").write_bytes(pem)
-    assert run("keys", "trust", tmp_path / "old.sign.pub", "--site", "learner", "--trust", legacy, "--role", "learner").exit_code == 0
+    assert run("keys", "trust", tmp_path / "old.sign.pub", "--site", "learner", "--trust", legacy, "--role",
+               "learner").exit_code == 0
     assert run("predict", model, tmp / "test.csv", "--out", tmp_path / "q.csv", "--trust", legacy,
                "--schema", tmp / "codebook.json").exit_code == 0
 
@@ -227,7 +236,8 @@ def test_a_signed_model_holding_nan_is_refused_not_an_internal_error(signed, tmp
     bad = tmp_path / "nan.json"
     bad.write_text(json.dumps(d))
     assert "NaN" in bad.read_text()
-    r = run("predict", bad, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", trust, "--schema", tmp / "codebook.json")
+    r = run("predict", bad, tmp / "test.csv", "--out", tmp_path / "p.csv", "--trust", trust, "--schema",
+            tmp / "codebook.json")
     assert r.exit_code == 1 and "non-finite number" in r.stderr and r.stderr.count("\n") == 1, r.output
     with pytest.raises(InputError, match="non-finite number"):
         sign_model_file(bad, load_signing_key(tmp / "keys" / "learner.sign.key"), "learner")

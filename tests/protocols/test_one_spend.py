@@ -21,7 +21,8 @@ def site(tmp_path):
     demo_codebook().save(tmp_path / "cb.json")
     write_csv(tmp_path / "north.csv", generate(600, SITES[0], seed=5), slice(0, 600))
     for who, role in (("north", "site"), ("learner", "learner")):
-        assert marg("keys", "init", "--site", who, "--role", role, "--dir", tmp_path / "keys", cwd=tmp_path, env=env).returncode == 0
+        assert marg("keys", "init", "--site", who, "--role", role, "--dir", tmp_path / "keys", cwd=tmp_path,
+                    env=env).returncode == 0
     r = marg("audit", "init", "--site", "north", "--key", tmp_path / "keys" / "north.sign.key", "--epsilon", "1",
              "--delta", "1e-5", cwd=tmp_path, env=env)
     assert r.returncode == 0 and "ρ=0" not in r.stdout and "(ρ not capped)" in r.stdout, r.stdout

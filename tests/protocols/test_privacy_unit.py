@@ -81,7 +81,8 @@ def test_one_patient_moves_every_table_by_at_most_k_rows(tmp_path):
         assert max(int(np.abs(x.astype(np.int64) - y.astype(np.int64)).sum()) for x, y in zip(a, b)) <= K
     # every unit keeps min(rows, K) rows
     per = {p: many["patient_id"].count(p) for p in set(many["patient_id"])}
-    assert _counts(tmp_path / "with.csv", PrivacyUnit("patient_id", 2), cliques)[1] == sum(min(v, 2) for v in per.values())
+    assert _counts(tmp_path / "with.csv", PrivacyUnit("patient_id", 2),
+                   cliques)[1] == sum(min(v, 2) for v in per.values())
 
 
 def test_kept_rows_do_not_depend_on_the_row_order_the_file_format_or_the_engine(tmp_path):

@@ -85,7 +85,8 @@ def _costs(ledger: Path) -> list[dict]:
 def test_the_library_and_the_console_script_write_the_same_rounds(tmp_path):
     cb_path, data = _site(tmp_path)
     cb = demo_codebook()
-    lib = export_site(data, cb, "north", tmp_path / "lib.r1", ReleaseRequest(epsilon=1.0, plan_rows=[ROWS], plan_sites=3),
+    lib = export_site(data, cb, "north", tmp_path / "lib.r1",
+                      ReleaseRequest(epsilon=1.0, plan_rows=[ROWS], plan_sites=3),
                       Delivery(ledger_dir=tmp_path / "lib-ledger"))
     r = marg("export", data, "--schema", cb_path, "--site", "north", "--out", tmp_path / "cli.r1", "--epsilon", "1",
              "--plan-rows", str(ROWS), "--plan-sites", "3", "--ledger", tmp_path / "cli-ledger", cwd=tmp_path,
@@ -98,7 +99,8 @@ def test_the_library_and_the_console_script_write_the_same_rounds(tmp_path):
     assert a == b
     sel = [Bundle.from_bytes((tmp_path / f).read_bytes()).header["study"]["selection"] for f in ("lib.r1", "cli.r1")]
     assert len(sel[0]["features"]) == len(sel[1]["features"]) == sel[0]["k"]  # the same top-k, drawn twice
-    assert _costs(tmp_path / "lib-ledger") == _costs(tmp_path / "cli-ledger") and len(_costs(tmp_path / "lib-ledger")) == 1
+    assert (_costs(tmp_path / "lib-ledger") == _costs(tmp_path / "cli-ledger")
+            and len(_costs(tmp_path / "lib-ledger")) == 1)
     # round 2 from one signed request: the library (study_request, trust) and the script (--request, --trust)
     keys, trust = tmp_path / "keys", tmp_path / "trust"
     assert marg("keys", "init", "--site", "learner", "--dir", keys, "--role", "learner", cwd=tmp_path).returncode == 0
@@ -117,7 +119,8 @@ def test_the_library_and_the_console_script_write_the_same_rounds(tmp_path):
     asked = {frozenset(c) for c in json.loads(req.read_text())["tables"]}
     assert {frozenset(t.clique[:-1]) for t in lib2.tables} == asked and lib2.bundle.header["study"]["round"] == 2
     assert _content(tmp_path / "lib.r2") == _content(tmp_path / "cli.r2")
-    assert _costs(tmp_path / "lib-ledger") == _costs(tmp_path / "cli-ledger") and len(_costs(tmp_path / "lib-ledger")) == 2
+    assert (_costs(tmp_path / "lib-ledger") == _costs(tmp_path / "cli-ledger")
+            and len(_costs(tmp_path / "lib-ledger")) == 2)
     # a one-round release stays one: the same request with rounds=1 is the --stats tables
     one = export_site(data, cb, "north", tmp_path / "one.bundle", ReleaseRequest(epsilon=1.0, rounds=1),
                       Delivery(ledger_dir=tmp_path / "one-ledger"))

@@ -21,7 +21,8 @@ def test_a_replayed_bundle_of_an_earlier_round_is_refused(tmp_path):
     (trust / "north.sign.pub").write_bytes((tmp_path / "keys" / "north.sign.pub").read_bytes())
     rounds = []
     for k in range(2):
-        r = run("round", "--schema", schema, "--out", tmp_path / f"round{k}.json", "--sign-key", tmp_path / "keys" / "learner.sign.key")
+        r = run("round", "--schema", schema, "--out", tmp_path / f"round{k}.json", "--sign-key",
+                tmp_path / "keys" / "learner.sign.key")
         assert r.exit_code == 0, r.output
         rounds.append(tmp_path / f"round{k}.json")
     ids = [json.loads(p.read_text())["id"] for p in rounds]
@@ -65,7 +66,8 @@ def test_the_round_file_is_signed_by_the_learner_and_learn_warns_without_rounds(
                "learner").exit_code == 0
     assert run("keys", "trust", tmp_path / "keys" / "north.sign.pub", "--trust", site_trust).exit_code == 0
     rnd = tmp_path / "round.json"
-    assert run("round", "--schema", schema, "--out", rnd, "--sign-key", tmp_path / "keys" / "learner.sign.key").exit_code == 0
+    assert run("round", "--schema", schema, "--out", rnd, "--sign-key",
+               tmp_path / "keys" / "learner.sign.key").exit_code == 0
     assert run("round", "--schema", schema, "--out", tmp_path / "r.json").exit_code == 2  # --sign-key is required
 
     def export(name, round_file, *extra):
@@ -94,7 +96,8 @@ def test_the_round_file_is_signed_by_the_learner_and_learn_warns_without_rounds(
     assert r.exit_code == 1 and "a site's key: a learner's signature is needed" in r.stderr
     # without --trust the export goes ahead, saying the signature was not checked
     rnd2 = tmp_path / "round2.json"
-    assert run("round", "--schema", schema, "--out", rnd2, "--sign-key", tmp_path / "keys" / "learner.sign.key").exit_code == 0
+    assert run("round", "--schema", schema, "--out", rnd2, "--sign-key",
+               tmp_path / "keys" / "learner.sign.key").exit_code == 0
     r = export("unchecked.bundle", rnd2)
     assert r.exit_code == 0 and "signature was not checked" in r.stderr
     # marg learn without --round: one line when bundles carry no round, a note when they do

@@ -131,7 +131,8 @@ def test_the_learner_cannot_unmask_one_site(ten):
         m = expand(shamir.combine(k, rnd.threshold), vec.size)
         partial = partial - m  # target < j: it added m
     plain = np.concatenate([np.asarray(t.counts, dtype=np.int64).ravel() if t.kind == "counts"
-                            else np.rint(np.asarray(t.counts) * 2**16).astype(np.int64).ravel() for t in tables[target]])
+                            else np.rint(np.asarray(t.counts) * 2**16).astype(np.int64).ravel()
+                            for t in tables[target]])
     same = np.mean(partial.view(np.int64) == plain)
     assert same < 0.01  # essentially no cell recovered
     # no reveal carries a pairwise seed between two survivors
@@ -156,7 +157,8 @@ def test_refusals_tampering_foreign_keys_and_thresholds(ten, tmp_path):
     trust = TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "learner"})
     assert parse_round(doc, trust=trust).id == rnd.id
     with pytest.raises(RefusedError, match="a site's key: a learner's signature is needed"):  # key roles (issue 25)
-        parse_round(doc, trust=TrustStore.from_keys({"learner": keys["learner"][0].public_key()}, roles={"learner": "site"}))
+        parse_round(doc, trust=TrustStore.from_keys({"learner": keys["learner"][0].public_key()},
+                                                    roles={"learner": "site"}))
     with pytest.raises(RefusedError, match="not a learner in trust store"):
         parse_round(forged, trust=trust)
     with pytest.raises(InputError, match="more than half"):
@@ -183,7 +185,8 @@ def test_two_rounds_get_different_ids(tmp_path):
                                    "learner" if s == "learner" else "site"]).exit_code == 0
     for s in ("north", "south"):
         for kind in ("sign", "seal"):
-            r = runner.invoke(app, ["keys", "trust", str(tmp_path / "keys" / f"{s}.{kind}.pub"), "--trust", str(tmp_path / "roster")])
+            r = runner.invoke(app, ["keys", "trust", str(tmp_path / "keys" / f"{s}.{kind}.pub"), "--trust",
+                                    str(tmp_path / "roster")])
             assert r.exit_code == 0, r.output
     ids = []
     for k in range(2):
@@ -207,7 +210,8 @@ def test_secure_round_through_the_cli(tmp_path):
     roster, site_trust = tmp_path / "roster", tmp_path / "site-trust"
     sites = ["north", "south", "city"]
     for s in sites + ["learner"]:
-        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys", "--role", "learner" if s == "learner" else "site").exit_code == 0
+        assert run("keys", "init", "--site", s, "--dir", tmp_path / "keys", "--role",
+                   "learner" if s == "learner" else "site").exit_code == 0
     for s in sites:
         for kind in ("sign", "seal"):
             assert run("keys", "trust", tmp_path / "keys" / f"{s}.{kind}.pub", "--trust", roster).exit_code == 0
@@ -224,7 +228,8 @@ def test_secure_round_through_the_cli(tmp_path):
 
     def submit(s, *extra, out=None):
         return run("secagg", "submit", tmp_path / f"{s}.csv", "--schema", schema, "--round", tmp_path / "round.json",
-                   "--site", s, "--trust", site_trust, "--members", members, "--seal-key", tmp_path / "keys" / f"{s}.seal.key",
+                   "--site", s, "--trust", site_trust, "--members", members, "--seal-key",
+                   tmp_path / "keys" / f"{s}.seal.key",
                    "--key", tmp_path / "keys" / f"{s}.sign.key", "--ledger", tmp_path / f"{s}-ledger",
                    "--out", out or tmp_path / f"{s}.upload", *extra)
 
@@ -254,7 +259,8 @@ def test_secure_round_through_the_cli(tmp_path):
     assert not (tmp_path / "north-again.upload").exists()
     assert folder_bytes(tmp_path / "north-ledger") == before
     ups = [tmp_path / f"{s}.upload" for s in sites[:2]]
-    r = run("secagg", "collect", *ups, "--round", tmp_path / "round.json", "--key", tmp_path / "keys" / "learner.sign.key",
+    r = run("secagg", "collect", *ups, "--round", tmp_path / "round.json", "--key",
+            tmp_path / "keys" / "learner.sign.key",
             "--out", tmp_path / "request.json", "--json")
     assert r.exit_code == 0, r.output
     said = json.loads(r.stdout)  # --json: the whole of stdout is one object
@@ -273,7 +279,8 @@ def test_secure_round_through_the_cli(tmp_path):
     def reveal_again(ledger):
         return run("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "north",
                    "--trust", site_trust, "--members", members, "--seal-key", tmp_path / "keys" / "north.seal.key",
-                   "--key", tmp_path / "keys" / "north.sign.key", "--ledger", ledger, "--out", tmp_path / "north-again.reveal")
+                   "--key", tmp_path / "keys" / "north.sign.key", "--ledger", ledger, "--out",
+                   tmp_path / "north-again.reveal")
 
     one_line_refusal(reveal_again(tmp_path / "north-ledger"), "already answered")
     # the attack of issue 25: the second reveal pointed at a fresh ledger folder, which forgets the first
@@ -281,7 +288,8 @@ def test_secure_round_through_the_cli(tmp_path):
     assert not (tmp_path / "north-again.reveal").exists() and not (tmp_path / "elsewhere").exists()
     assert folder_bytes(tmp_path / "north-ledger") == before
     r = run("secagg", "finish", *ups, "--round", tmp_path / "round.json", "--request", tmp_path / "request.json",
-            *reveals, "--schema", schema, "--key", tmp_path / "keys" / "learner.sign.key", "--out", tmp_path / "sum.bundle")
+            *reveals, "--schema", schema, "--key", tmp_path / "keys" / "learner.sign.key", "--out",
+            tmp_path / "sum.bundle")
     assert r.exit_code == 0, r.output
     assert "1 dropped out (city)" in r.stdout
     from marg.protocols.bundle import load_bundle
@@ -310,7 +318,8 @@ def test_secure_round_through_the_cli(tmp_path):
         r = run("audit", "verify", "--ledger", tmp_path / f"{s}-ledger", "--key", tmp_path / "keys" / f"{s}.sign.pub",
                 "--bundles", tmp_path / f"{s}.upload")
         assert r.exit_code == 0, r.output
-    r = run("learn", tmp_path / "sum.bundle", "--learner", "mrc", "--trust", roster, "--out", tmp_path / "m.json", "--json")
+    r = run("learn", tmp_path / "sum.bundle", "--learner", "mrc", "--trust", roster, "--out", tmp_path / "m.json",
+            "--json")
     assert r.exit_code == 0, r.output
 
 
@@ -325,7 +334,8 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
     rnd = parse_round(doc, learner_pub=keys["learner"][0].public_key())
     ups = _uploads(ten, rnd, ["site00", "site01"])
     req = make_request(rnd, list(ups.values()), keys["learner"][0])
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in ("site00", "site01")]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d))
+               for s in ("site00", "site01")]
     out, _ = finish(rnd, list(ups.values()), req, reveals)
     for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):  # the attack: sum minus the Sybil's own
         if got.kind == "counts":
@@ -336,7 +346,8 @@ def test_a_roster_padded_with_a_sybil_is_refused(ten, tmp_path):
         for kind in ("sign", "seal"):
             (members / f"{s}.{kind}.pub").write_bytes((d / f"{s}.{kind}.pub").read_bytes())
     store = PinnedKeys.from_dir(members)
-    with pytest.raises(RefusedError, match=r"only 1 of its 2 sites have both keys pinned .* threshold 2; not pinned: site01"):
+    with pytest.raises(RefusedError, match=r"only 1 of its 2 sites have both keys pinned .* threshold 2; not pinned: "
+                                           r"site01"):
         check_roster(rnd, store, "site00")
     ok = parse_round(start_round(d, ["site00", "site01", "site02"], CB.fingerprint, keys["learner"][0], "learner"),
                      learner_pub=keys["learner"][0].public_key())
@@ -369,12 +380,14 @@ def test_a_sybil_through_the_drop_out_path_is_refused_at_reveal(ten, tmp_path):
     ups = _uploads(ten, rnd, ["site00", "site02", "site01"])
     req = make_request(rnd, [ups["site00"], ups["site01"]], keys["learner"][0])  # site02 "dropped out"
     # the attack, where the check is skipped (the Sybil's store knows everyone): site00's table, exactly
-    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d)) for s in ("site00", "site01")]
+    reveals = [make_reveal(rnd, req, s, keys[s][1], keys[s][0], members=PinnedKeys.from_dir(d))
+               for s in ("site00", "site01")]
     out, _ = finish(rnd, [ups["site00"], ups["site01"]], req, reveals)
     for got, sybil, victim in zip(out, tables["site01"], tables["site00"]):
         if got.kind == "counts":
             assert np.array_equal(got.counts - sybil.counts, victim.counts)
-    with pytest.raises(RefusedError, match=r"only 0 of the other survivors .* threshold minus one \(1\); not pinned: site01"):
+    with pytest.raises(RefusedError, match=r"only 0 of the other survivors .* threshold minus one \(1\); not pinned: "
+                                           r"site01"):
         make_reveal(rnd, req, "site00", keys["site00"][1], keys["site00"][0], members=PinnedKeys.from_dir(members))
     check_survivors(rnd, PinnedKeys.from_dir(members), "site00", ["site00", "site02"])  # a pinned survivor: revealed
     # through the console script: refused before anything is written or remembered
@@ -386,7 +399,8 @@ def test_a_sybil_through_the_drop_out_path_is_refused_at_reveal(ten, tmp_path):
 
     (trust / "learner.sign.pub").write_bytes(with_role((d / "learner.sign.pub").read_bytes(), "learner"))
     r = marg("secagg", "reveal", tmp_path / "request.json", "--round", tmp_path / "round.json", "--site", "site00",
-             "--trust", trust, "--members", members, "--seal-key", d / "site00.seal.key", "--key", d / "site00.sign.key",
+             "--trust", trust, "--members", members, "--seal-key", d / "site00.seal.key", "--key",
+             d / "site00.sign.key",
              "--ledger", tmp_path / "ledger", "--out", tmp_path / "reveal.json", cwd=tmp_path)
     assert r.returncode == 1 and "other survivors have both keys pinned" in r.stderr, r.stderr
     assert not (tmp_path / "reveal.json").exists() and not (tmp_path / "ledger").exists()

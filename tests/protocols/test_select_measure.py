@@ -18,7 +18,8 @@ def _study(tmp, n_sites=3, n=240, p=12, seed=0):
     from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 
     schema = tmp / "codebook.json"
-    Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1")) for j in range(p)), label=Label("y", ("a", "b"))).save(schema)
+    Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1")) for j in range(p)),
+             label=Label("y", ("a", "b"))).save(schema)
     files = []
     for s in range(n_sites):
         y = rng.integers(0, 2, n)
@@ -63,7 +64,8 @@ def _world(tmp, **study):
         home = tmp / f"home{s}"
         assert run("keys", "init", "--site", f"s{s}", "--dir", keys).exit_code == 0
         (trust / f"s{s}.sign.pub").write_bytes((keys / f"s{s}.sign.pub").read_bytes())
-        r = marg("audit", "init", "--site", f"s{s}", "--key", keys / f"s{s}.sign.key", "--epsilon", "1", "--delta", "1e-6",
+        r = marg("audit", "init", "--site", f"s{s}", "--key", keys / f"s{s}.sign.key", "--epsilon", "1", "--delta",
+                 "1e-6",
                  cwd=tmp, home=home)
         assert r.returncode == 0, r.stderr
     return {"tmp": tmp, "schema": schema, "files": files, "keys": keys, "trust": trust}
@@ -94,7 +96,8 @@ def _round2(w, req):
     tmp, r2 = w["tmp"], []
     for s, f in enumerate(w["files"]):
         out = tmp / f"s{s}.r2"
-        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust", w["trust"],
+        r = marg("export", f, "--schema", w["schema"], "--site", f"s{s}", "--out", out, "--request", req, "--trust",
+                 w["trust"],
                  cwd=tmp, home=tmp / f"home{s}")
         assert r.returncode == 0, r.stderr
         assert "round 2 of select-then-measure" in r.stdout
@@ -117,7 +120,8 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     k = said["plan"]["k"]
     assert k == b.header["study"]["selection"]["k"] and said["plan"]["split"] == b.header["study"]["plan"]["split"]
     # a second round 1 of the same study is refused (it would spend the total again), nothing written
-    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "again.r1", "--epsilon", "1",
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "again.r1", "--epsilon",
+             "1",
              cwd=tmp, home=tmp / "home0")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and not (tmp / "again.r1").exists()
     req = tmp / "req.json"
@@ -130,7 +134,8 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
     e = dict(d)
     e["budget"] = {k: {"rho": v["rho"] * 2} for k, v in d["budget"].items()}
     forged.write_text(json.dumps(e))
-    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request", forged,
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request",
+             forged,
              "--trust", w["trust"], cwd=tmp, home=tmp / "home0")
     assert r.returncode != 0 and "bad signature" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "x.r2", "--request", req,
@@ -229,7 +234,8 @@ def test_a_large_narrow_study_measures_every_candidate_through_the_console_scrip
     assert st["selection"]["k"] == st["selection"]["candidates"] == 4 and st["plan"]["split"]["measure_all"] == 1.0
     assert st["spent"]["rho"] <= (st["plan"]["rho_label"] + st["plan"]["rho_select"]) * (1 + 1e-9)
     req = tmp_path / "req.json"
-    r = marg("request", *r1, "--out", req, "--trust", w["trust"], "--sign-key", w["keys"] / "learner.sign.key", cwd=tmp_path)
+    r = marg("request", *r1, "--out", req, "--trust", w["trust"], "--sign-key", w["keys"] / "learner.sign.key",
+             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     tables = {tuple(c) for c in json.loads(req.read_text())["tables"]}
     assert tables == {(f"f{j}",) for j in range(4)} | {(f"f{i}", f"f{j}") for i in range(4) for j in range(i + 1, 4)}
@@ -274,9 +280,11 @@ def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exa
         st = Bundle.from_bytes(r1[s].read_bytes()).header["study"]
         rest = st["plan"]["rho_total"] - st["plan"]["rho_label"] - st["selection"]["rho"]
         assert asked[f"s{s}"]["rho"] == pytest.approx(rest, rel=1e-9)
-        # the ledger's entries, composed by Spend: pure ε of the label table plus the zCDP parts at δ — exactly the total
+        # the ledger's entries, composed by Spend: pure ε of the label table plus the zCDP parts at δ — exactly the
+        # total
         entries = [json.loads(x) for x in sorted((tmp / f"home{s}").rglob("ledger.jsonl"))[0].read_text().splitlines()]
-        costs = [PrivacyCost.from_dict(x["cost"]) for x in entries if x.get("type", "release") == "release" and "cost" in x]
+        costs = [PrivacyCost.from_dict(x["cost"]) for x in entries if x.get("type", "release") == "release"
+                 and "cost" in x]
         costs = [c for c in costs if not c.is_zero]  # the two rounds (not the cap's entry)
         assert len(costs) == 2 and costs[0].pure_epsilon > 0 and costs[1].pure_epsilon == 0
         spent = Spend.of(*costs)
@@ -284,7 +292,8 @@ def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exa
         assert eps <= 1.0 * (1 + 1e-9) and eps == pytest.approx(1.0, abs=1e-4)
         assert eps == pytest.approx(pure_and_zcdp_to_epsilon(spent.eps_pure, spent.rho_zcdp, 1e-6), rel=1e-12)
     # nothing is left: a one-round release of the smallest ε is refused by the cap, in one line
-    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "more", "--epsilon", "0.01",
+    r = marg("export", w["files"][0], "--schema", w["schema"], "--site", "s0", "--out", tmp / "more", "--epsilon",
+             "0.01",
              "--rounds", "1", cwd=tmp, home=tmp / "home0")
     assert r.returncode != 0 and "budget" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     model = tmp / "model.json"

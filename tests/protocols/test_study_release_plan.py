@@ -1,5 +1,6 @@
 """Select-then-measure releases through the one release plan (issue 36): round 1's label table and round 2's asked
-tables carry exactly the noise and cost of a :class:`ReleasePlan` made before any data is read; the ledger charges it."""
+tables carry exactly the noise and cost of a :class:`ReleasePlan` made before any data is read; the ledger charges
+it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from marg.protocols.study import Round1, Round2
 
 def _sites(tmp, n_sites=2, n=300, p=6, seed=3):
     rng = np.random.default_rng(seed)
-    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1", "2")) for j in range(p)), label=Label("y", ("a", "b")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1", "2")) for j in range(p)),
+                  label=Label("y", ("a", "b")))
     files = []
     for s in range(n_sites):
         y = rng.integers(0, 2, n)
@@ -43,7 +45,8 @@ def test_both_rounds_release_the_noise_and_cost_their_plans_state(tmp_path):
         b = Bundle.from_bytes(out.read_bytes())
         lp = label_plan(cb, round1.plan)  # made from the codebook and the plan alone
         (label,) = b.tables
-        assert label.noise.scale == lp.scales[0] and label.noise.std == lp.stds[0] and label.noise.rho == lp.tables[0].cost
+        assert (label.noise.scale == lp.scales[0] and label.noise.std == lp.stds[0]
+                and label.noise.rho == lp.tables[0].cost)
         sel = b.header["study"]["selection"]
         assert res.cost == release_cost([*lp.parts, ("noisy-top-k", 0.0, sel["rho"], 1e-6)])
         assert PrivacyCost.from_dict(b.header["privacy"]) == res.cost

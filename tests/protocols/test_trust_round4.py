@@ -75,7 +75,8 @@ def test_the_learner_alone_unmasks_a_site_with_sealing_keys_of_its_own_and_the_p
         shares[rnd.member(holder).index] = shamir.share_int(body["shares"]["b"])
     self_seed = shamir.combine(shares, rnd.threshold)
     north_pub = rnd.member("north").seal_pub
-    dangling = {("north", j): pair_seed(fake_seal[j], north_pub, *sorted(("north", j)), rnd.id) for j in ("south", "city")}
+    dangling = {("north", j): pair_seed(fake_seal[j], north_pub, *sorted(("north", j)), rnd.id)
+                for j in ("south", "city")}
     got = decode_tables(recover_sum({"north": up.masked.vector}, {"north": self_seed}, dangling), [up.masked])
     for g, t in zip(got, north):
         assert np.array_equal(np.asarray(g.counts), np.asarray(t.counts))  # north's exact table, unmasked
@@ -84,7 +85,8 @@ def test_the_learner_alone_unmasks_a_site_with_sealing_keys_of_its_own_and_the_p
     with pytest.raises(RefusedError, match="site 'city' appears under a sealing key that is not the one pinned"):
         check_roster(rnd, pinned, "north")
     # at reveal too: a request of the learner's for that round is refused by the roster check first
-    req = sign_document({"format": "marg-secagg-request", "version": 1, "round": rnd.id, "survivors": ["north", "south"],
+    req = sign_document({"format": "marg-secagg-request", "version": 1, "round": rnd.id,
+                         "survivors": ["north", "south"],
                          "dropped": ["city"], "shares": {}}, sk["learner"][0])
     with pytest.raises(RefusedError, match="request refused: site 'city' appears under a sealing key"):
         make_reveal(rnd, req, "north", sk["north"][1], sk["north"][0], members=pinned)
@@ -150,7 +152,8 @@ def test_a_known_site_under_a_new_key_is_refused_unless_re_trusted_with_replace(
     old, new = K.generate_keys("north", tmp_path / "old"), K.generate_keys("north", tmp_path / "new")
     for name, kf in (("b1", old), ("b2", new)):
         export_site(tmp_path / "north.csv", cb, "north", tmp_path / f"{name}.bundle", stats="first", epsilon=1.0,
-                    mechanism="laplace", signing_key=K.load_signing_key(kf.sign_key), ledger_dir=tmp_path / f"{name}-ledger")
+                    mechanism="laplace", signing_key=K.load_signing_key(kf.sign_key),
+                    ledger_dir=tmp_path / f"{name}-ledger")
     trust, hist = tmp_path / "trust", tmp_path / "history.json"
     assert run("keys", "trust", old.sign_pub, "--trust", trust).exit_code == 0
 
@@ -217,7 +220,8 @@ def test_a_codebook_by_url_needs_the_fingerprint_given_locally(tmp_path):
             f.write(json.dumps(other.to_dict()).encode())
         bad = run("schema", "check", tmp_path / "north.csv", "--schema", url, "--schema-fingerprint", cb.fingerprint)
         assert bad.exit_code == 1 and "its fingerprint is" in bad.output and "not the" in bad.output, bad.output
-        short = run("schema", "check", tmp_path / "north.csv", "--schema", url, "--schema-fingerprint", cb.fingerprint[:8])
+        short = run("schema", "check", tmp_path / "north.csv", "--schema", url, "--schema-fingerprint",
+                    cb.fingerprint[:8])
         assert short.exit_code == 2 and "at least 32 hex" in short.output
     finally:
         mem.rm("/trust45", recursive=True)
@@ -249,7 +253,8 @@ def test_a_codebook_declaring_row_does_not_switch_off_the_repeat_check(tmp_path)
     assert "privacy unit 'row' refused: column 'patient_id' repeats" in r.stderr
     assert not (tmp_path / "x.bundle").exists() and not (tmp_path / "led" / "ledger.jsonl").exists()
     with open_source(tmp_path / "v.csv") as src:
-        with pytest.raises(Exception, match="privacy unit 'visit_no' refused: it is unique .* column 'patient_id' repeats"):
+        with pytest.raises(Exception, match="privacy unit 'visit_no' refused: it is unique .* column 'patient_id' "
+                                            "repeats"):
             check_unit(src, demo_codebook(), PrivacyUnit("visit_no", 2))
         check_unit(src, demo_codebook(), PrivacyUnit("patient_id", 2))  # the patient: accepted
 
@@ -264,7 +269,8 @@ def test_clinical_id_names_and_near_unique_columns_are_id_like(tmp_path, name):
     cols = generate(200, SITES[0], seed=3)
     ids = [f"X{i:05d}" for i in range(200)]
     ids[1] = ids[0]  # one patient twice: 199 distinct of 200
-    cols["lab_value"] = [f"{0.5 + i / 7:.3f}" for i in range(199)] + ["0.500"]  # float, near unique, repeats: read first
+    # float, near unique, repeats: read first
+    cols["lab_value"] = [f"{0.5 + i / 7:.3f}" for i in range(199)] + ["0.500"]
     cols[name] = ids
     write_csv(tmp_path / "d.csv", cols)
     with open_source(tmp_path / "d.csv") as src:
@@ -303,7 +309,8 @@ def test_round_two_refuses_another_unit_and_releases_a_table_asked_twice_once(tm
                                            "round1": {"bundle": "0" * 64, "seq": 2, "rho": 0.04, "unit": unit},
                                            "round2": None})
     req = StudyRequest(cb.fingerprint, ((f0, f1), (f1, f0)), (0.5, 0.5), {"north": 0.06}, {})
-    with pytest.raises(RefusedError, match="round 2 declares privacy unit none declared, round 1 .* declared 'patient_id'"):
+    with pytest.raises(RefusedError, match="round 2 declares privacy unit none declared, round 1 .* declared "
+                                           "'patient_id'"):
         Round2(req, "d" * 64, None, unit=None, max_rows=1).check(tmp_path, cb, "north")
     r2 = Round2(req, "d" * 64, None, unit=unit, max_rows=2)
     r2.check(tmp_path, cb, "north")
@@ -502,7 +509,8 @@ def test_evaluate_dry_run_shows_the_evaluations_release(tmp_path, monkeypatch):
     site = ("--schema", "cb.json", "--site", "north", "--ledger", "led")
     monkeypatch.chdir(tmp_path)
     assert run("export", "d.csv", *site, "--out", "t.bundle", "--holdout", "0.3", "--min-cell", "1").exit_code == 0
-    assert run("learn", "t.bundle", "--out", "m.json", "--learner", "nb", "--no-sign", "--allow-unsigned").exit_code == 0
+    assert run("learn", "t.bundle", "--out", "m.json", "--learner", "nb", "--no-sign",
+               "--allow-unsigned").exit_code == 0
     before = (tmp_path / "led" / "ledger.jsonl").read_bytes()
     r = marg("export", "d.csv", *site, "--out", "e.eval", "--evaluate", "m.json", "--allow-unsigned", "--epsilon", "1",
              "--dry-run", "--json", cwd=tmp_path)

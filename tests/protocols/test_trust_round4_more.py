@@ -65,9 +65,11 @@ def test_an_old_style_pair_request_is_signed_or_refused(tiny, tmp_path):
     cb = Codebook.load(tiny / "cb.json")
     site = ("--schema", tiny / "cb.json", "--site", "north", "--min-cell", "1", "--no-ledger")
     learners = tmp_path / "learners"
-    assert run("keys", "trust", tiny / "keys" / "learner.sign.pub", "--trust", learners, "--role", "learner").exit_code == 0
+    assert run("keys", "trust", tiny / "keys" / "learner.sign.pub", "--trust", learners, "--role",
+               "learner").exit_code == 0
     forged = write_request(tmp_path / "forged.json", cb.fingerprint, [("age_band", "sex")])  # the old, unsigned form
-    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "f.bundle", "--pairs", f"@{forged}", "--trust", learners,
+    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "f.bundle", "--pairs", f"@{forged}", "--trust",
+             learners,
              cwd=tmp_path)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "unsigned request" in r.stderr, r.stderr
     assert not (tmp_path / "f.bundle").exists()
@@ -84,13 +86,15 @@ def test_an_old_style_pair_request_is_signed_or_refused(tiny, tmp_path):
     r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "a.bundle", "--pairs", f"@{altered}", "--trust",
              learners, cwd=tmp_path)
     assert r.returncode == 1 and "bad signature" in r.stderr and not (tmp_path / "a.bundle").exists(), r.stderr
-    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "r2.bundle", "--pairs", f"@{req}", "--trust", learners,
+    r = marg("export", tiny / "d.csv", *site, "--out", tmp_path / "r2.bundle", "--pairs", f"@{req}", "--trust",
+             learners,
              cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     # without the learner's key to check it, even a signed request is refused; unsigned only when told
     r = run("export", tiny / "d.csv", *site, "--out", tmp_path / "x.bundle", "--pairs", f"@{req}")
     assert r.exit_code == 1 and "give --trust" in r.output
-    r = run("export", tiny / "d.csv", *site, "--out", tmp_path / "u.bundle", "--pairs", f"@{forged}", "--allow-unsigned")
+    r = run("export", tiny / "d.csv", *site, "--out", tmp_path / "u.bundle", "--pairs", f"@{forged}",
+            "--allow-unsigned")
     assert r.exit_code == 0 and "is unsigned (taken with --allow-unsigned)" in r.stderr, r.output
 
 
@@ -154,5 +158,6 @@ def test_export_site_takes_pandas_and_arrow_frames_as_marg_export_takes_files(ti
             export_site(frame, cb, "north", tmp_path / "x.bundle", min_cell=1)
         text = str(e.value)
         assert "\n" not in text and "SECRET_77" not in text and "N001-" not in text, text
-    assert "row 5" in str(pytest.raises(InputError, export_site, bad, cb, "north", tmp_path / "x.bundle", min_cell=1).value)
+    assert "row 5" in str(pytest.raises(InputError, export_site, bad, cb, "north", tmp_path / "x.bundle",
+                                        min_cell=1).value)
     assert not (tmp_path / "x.bundle").exists()

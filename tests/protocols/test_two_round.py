@@ -142,7 +142,8 @@ def test_exact_rounds_combined_equal_the_one_round_release(study, exact_rounds):
         np.testing.assert_array_equal(a[k], b[k])
     # and the models fitted on them are the same model
     for name, bundles in (("rounds", r1 + r2), ("one", one)):
-        p = marg("learn", *bundles, "--learner", "renyi", "--out", tmp / f"renyi-{name}.json", "--allow-unsigned", cwd=tmp)
+        p = marg("learn", *bundles, "--learner", "renyi", "--out", tmp / f"renyi-{name}.json", "--allow-unsigned",
+                 cwd=tmp)
         assert p.returncode == 0, p.stderr
     x, y = Model.load(tmp / "renyi-rounds.json"), Model.load(tmp / "renyi-one.json")
     np.testing.assert_allclose(x.estimator.z_, y.estimator.z_, rtol=0, atol=1e-12)
@@ -164,7 +165,8 @@ def test_two_round_refusals(study, exact_rounds):
     copy = tmp / "north-copy.csv"
     shutil.copy(data["north"], copy)
     again = tmp / "north-again-r2.bundle"
-    p = marg("export", copy, "--schema", schema, "--site", "north", "--out", again, "--pairs", f"@{tmp / 'request-exact.json'}",
+    p = marg("export", copy, "--schema", schema, "--site", "north", "--out", again, "--pairs",
+             f"@{tmp / 'request-exact.json'}",
              "--allow-unsigned", "--no-ledger", "--min-cell", "1", cwd=tmp)
     assert p.returncode == 0, p.stderr
     refused("learn", *r1, *r2, again, *out, cwd=tmp, match="site 'north' already released N[")
