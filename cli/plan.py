@@ -9,8 +9,8 @@ selection mode; shared noise from three sites on, as ``marg study init`` plans i
 
 The numbers come from :mod:`marg.learners.certification.holdout_plan` (the bound of
 :mod:`marg.learners.certification.holdout_certificate` at the expected released counts, with the noise
-scales of the release code); :func:`marg.learners.certification.holdout_plan.resolve_plan` is what ``marg export --holdout auto``
-uses, so the plan printed here is the plan an export would record.
+scales of the release code); :func:`marg.learners.certification.holdout_plan.resolve_plan` is what ``marg export
+--holdout auto`` uses, so the plan printed here is the plan an export would record.
 """
 
 

@@ -1,4 +1,5 @@
-"""The automatic learner choice as an estimator: candidates from a generator, one estimator, one rule, the chosen estimator's own certificate.
+"""The automatic learner choice as an estimator: candidates from a generator, one estimator, one rule, the chosen
+estimator's own certificate.
 
 :class:`AutoLearner` is one composition (:mod:`marg.learners.choice.candidates`): a **generator**
 proposes candidates — :class:`~marg.learners.choice.candidates.PlainCandidates` (the learners as given;
@@ -64,7 +65,8 @@ import numpy as np
 from marg.errors import InconsistentStatistics, InputError, option
 
 from .estimator.base import MarginalEstimator, estimator_class, features_param
-from .choice.candidates import (Candidate, CandidateRow, NoisySplitCandidates, PlainCandidates, candidate_name, choice_warning, choose,
+from .choice.candidates import (Candidate, CandidateRow, NoisySplitCandidates, PlainCandidates, candidate_name,
+                                choice_warning, choose,
                          record_estimate)
 from .choice.candidates import candidate_list as _candidate_list
 from .certification.choice_certificates import randomized_risk
@@ -111,12 +113,14 @@ class AutoLearner(MarginalEstimator):
         Features the candidates use (None: every feature).
     defaults : sequence of (learner, params) or None
         Some of ``candidates``, in order: the first not beaten beyond the noise at 95 % by the pick of ``prefer``
-        is chosen (:mod:`marg.learners.choice.choice_rule`, "Defaults"; the study's rule on its best-ranked feature, then Rényi).
+        is chosen (:mod:`marg.learners.choice.choice_rule`, "Defaults"; the study's rule on its best-ranked feature,
+        then Rényi).
     one_site : {"in-sample", "split"}
         How each plain candidate's error is estimated without 2–20 sites' own tables (one pooled summary, e.g. a
         study's secure sum): ``"in-sample"`` — the fitted model on rows simulated from its own tables (optimistic);
-        ``"split"`` — :func:`marg.learners.choice.cross_site.split_errors` with training sets that carry the summary's own
-        noise (:func:`marg.learners.choice.cross_site.noisy_replica`): refitted on noisy tables of n drawn rows, measured on held-out draws.
+        ``"split"`` — :func:`marg.learners.choice.cross_site.split_errors` with training sets that carry the summary's
+        own noise (:func:`marg.learners.choice.cross_site.noisy_replica`): refitted on noisy tables of n drawn rows,
+        measured on held-out draws.
     callback : callable or None
         A progress record ``{"stage": "auto", "learner", "params", "error", "certificate"}`` per candidate
         as it is fitted (``error`` None), a ``note`` while errors are estimated, then one per
@@ -141,8 +145,8 @@ class AutoLearner(MarginalEstimator):
     screen_ : dict or None
         With the default candidates on a wide summary (:func:`marg.learners.choice.screened.screening_applies`):
         the screening's record (``applied``; the chosen ``learner``, ``size`` and ``features``, their
-        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or, when no feature passed the screen, the ``note`` that the
-        label-only rule stands in and the screen's ``reason``). None otherwise.
+        ``lower_bounds``, every (learner, M) tried under ``configs``, the error ``method``; or, when no feature passed
+        the screen, the ``note`` that the label-only rule stands in and the screen's ``reason``). None otherwise.
     certificate_, classes_, feature_names_in_, n_, fingerprint_ : the chosen candidate's.
     """
 
@@ -166,7 +170,8 @@ class AutoLearner(MarginalEstimator):
     # ------------------------------------------------------------ parameters
     @classmethod
     def check_given(cls, given: Collection[str]) -> None:
-        """Only ``coverage`` and ``prefer`` may be given: the automatic choice tries each candidate with its defaults."""
+        """Only ``coverage`` and ``prefer`` may be given: the automatic choice tries each candidate with its
+        defaults."""
         extra = sorted(set(given) - set(cls.learn_options))
         if extra:
             raise InputError(f"{option(extra[0])} needs a chosen learner, not {option('learner', 'auto')} "
@@ -263,11 +268,12 @@ class AutoLearner(MarginalEstimator):
 
         The one composition: the generator proposes (lazily, batch by batch), each candidate is fitted on the
         whole summary (and certified at the per-box coverage when the generator compares certificates), each
-        batch estimated by :func:`marg.learners.choice.cross_site.estimate_errors` and the choice made by the generator's
-        mode of :func:`marg.learners.choice.choice_rule.choose_index`, until the generator proposes nothing more; then
-        the chosen estimator certifies itself (:meth:`~marg.learners.estimator.base.MarginalEstimator.certificate`).
-        ``screen``: the screen's record when it kept nothing (``screen_``; a screening generator records its own);
-        ``prefer``: the choice's rule (None: ``self.prefer``, else ``"accuracy"``)."""
+        batch estimated by :func:`marg.learners.choice.cross_site.estimate_errors` and the choice made by the
+        generator's mode of :func:`marg.learners.choice.choice_rule.choose_index`, until the generator proposes nothing
+        more; then the chosen estimator certifies itself
+        (:meth:`~marg.learners.estimator.base.MarginalEstimator.certificate`). ``screen``: the screen's record when it
+        kept nothing (``screen_``; a screening generator records its own); ``prefer``: the choice's rule (None:
+        ``self.prefer``, else ``"accuracy"``)."""
         self.check_params()
         self.prefer_ = prefer or self.prefer or "accuracy"
         if abs(float(gen.coverage) - float(self.coverage)) > 1e-12:  # its boxes' coverage is what the choice reports
@@ -444,7 +450,8 @@ class AutoLearner(MarginalEstimator):
 
 
 def candidate_list(candidates: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
-    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`; :func:`marg.learners.choice.candidates.candidate_list`)."""
+    """The candidates as (learner, params) pairs (None: :data:`DEFAULT_CANDIDATES`;
+    :func:`marg.learners.choice.candidates.candidate_list`)."""
     return _candidate_list(candidates, DEFAULT_CANDIDATES)
 
 

@@ -32,7 +32,8 @@ def option_takers(opt: str) -> list[str]:
 
 
 def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[str] = (),
-                   features: Sequence[str] | None = None, callback: Callable[[dict], None] | None = None) -> MarginalEstimator:
+                   features: Sequence[str] | None = None,
+                   callback: Callable[[dict], None] | None = None) -> MarginalEstimator:
     """The registered estimator for ``learner`` with the parameters ``options`` set.
 
     Parameters
@@ -69,7 +70,8 @@ def make_estimator(learner: str, options: Mapping[str, Any], given: Collection[s
 
 
 def clone(estimator: MarginalEstimator, **params: Any) -> MarginalEstimator:
-    """A new, unfitted estimator of ``estimator``'s class with its parameters and ``params`` set (scikit-learn's ``clone``).
+    """A new, unfitted estimator of ``estimator``'s class with its parameters and ``params`` set (scikit-learn's
+    ``clone``).
 
     The parameters are :meth:`~marg.learners.estimator.base.MarginalEstimator.get_params`' (read from the
     constructor's signature): an estimator among them is cloned in turn, a callable that is not
@@ -244,9 +246,11 @@ def trivial_certificate_warning(model: Any, n: float) -> str | None:
     report = (model.info or {}).get("report") or {}
     line = patients_line(report)
     if line:  # the automatic choice under DP: every candidate trivial, and the patients it would take
-        return f"warning: {line}; or hold patients out at export (marg export --holdout auto) for a measured certificate"
+        return (f"warning: {line}; or hold patients out at export (marg export --holdout auto) for a measured "
+                "certificate")
     return choice_warning(report) or model.estimator.trivial_warning(n)
 
 
-__all__ = ["LearnResult", "SELECTORS", "as_model", "clone", "learn", "learn_estimator", "make_estimator", "option_takers",
+__all__ = ["LearnResult", "SELECTORS", "as_model", "clone", "learn", "learn_estimator", "make_estimator",
+           "option_takers",
            "trivial_certificate_warning"]

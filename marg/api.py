@@ -237,7 +237,8 @@ def plan_holdout(request: Any, n_features: int, rows: Sequence[int], sites: int 
 @dataclass
 class HoldoutResult:
     """What :func:`certify_with_holdout` produced: the model with its new certificate, the pooled
-    bound, the per-site and class-wise bounds (:class:`marg.learners.certification.holdout_certificate.Certificates`)."""
+    bound, the per-site and class-wise bounds
+    (:class:`marg.learners.certification.holdout_certificate.Certificates`)."""
 
     model: Any
     bound: Any
@@ -252,9 +253,9 @@ def certify_with_holdout(model_path: str | Path, bundles: Sequence[str | Path], 
 
     The releases are verified and matched to *this* model file (its SHA-256) by
     :func:`marg.protocols.evaluation.verified_evaluations`; the bound is
-    :func:`marg.learners.certification.holdout_certificate.certify_model` at ``coverage``: the population the sites' patients
-    weighted by their numbers, α this model's share over every model evaluated on the held-out set (6/(π²·j²) for
-    the j-th, its ordinal in the sites' ledgers; ``evaluations``, a number the user states, can only lower it).
+    :func:`marg.learners.certification.holdout_certificate.certify_model` at ``coverage``: the population the sites'
+    patients weighted by their numbers, α this model's share over every model evaluated on the held-out set (6/(π²·j²)
+    for the j-th, its ordinal in the sites' ledgers; ``evaluations``, a number the user states, can only lower it).
     """
     from marg.learners.certification.holdout_certificate import certify_model
     from marg.learners.estimator.model import Model

@@ -1,7 +1,7 @@
 """The learner's round 2 of a study: which features it measures (the design's top k of round 1's pooled scores) and
 which tables it asks for them (every first-order and pair table when the design measures every candidate, else the
-first-order tables and the pairs :func:`marg.learners.study.two_round.choose_tables` affords). Post-processing of round 1's
-released sums and of the public plan only.
+first-order tables and the pairs :func:`marg.learners.study.two_round.choose_tables` affords). Post-processing of round
+1's released sums and of the public plan only.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def round2_tables(kept: list[str], codebook: Any, rests: list[float], n_hat: flo
     first-order and every pair table when ``kept`` holds every candidate — the design measures every candidate
     (k = p) only when round 2 affords that whole workload within the noise rule
     (:func:`marg.marginals.study_split.measures_all`), so the learner follows its plan
-    (:func:`marg.learners.study.two_round.every_table`) —, else the first-order tables and the pairs among the first M by
-    the largest pair table's noise (:func:`marg.learners.study.two_round.choose_tables`).
+    (:func:`marg.learners.study.two_round.every_table`) —, else the first-order tables and the pairs among the first M
+    by the largest pair table's noise (:func:`marg.learners.study.two_round.choose_tables`).
 
     On adult (14 features, k = p) choose_tables kept a few pairs (native-country's 42 levels make every pair table
     with it the largest; Rényi needs every pair, so the automatic choice fell to naive Bayes), every_table all of them

@@ -79,7 +79,8 @@ class StudyPlan:
     k, candidates : int
         Features the selection keeps, among ``candidates``.
     cells : int
-        Σ_i m_i over the candidates (the learner's certificate covers all of them: :mod:`marg.learners.study.two_round`).
+        Σ_i m_i over the candidates (the learner's certificate covers all of them:
+        :mod:`marg.learners.study.two_round`).
     rows, rows_stated : tuple of int, bool
         The rows per site the split was chosen for, and whether the site stated them (else ``DEFAULT_ROWS``).
     levels, classes, max_rows : the rest of the rule's inputs (to re-derive it at another K)

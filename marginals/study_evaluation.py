@@ -76,7 +76,8 @@ ROWS_SHARE = 0.25
 
 def first_level(coverage: float = COVERAGE) -> float:
     """α' = (1 − coverage)·g(1)/2 with g(j) = 6/(π²·j²): the α of the first model evaluated on a held-out set
-    (:func:`marg.learners.certification.holdout_certificate.evaluation_alpha`), shared with the larger class it is compared with."""
+    (:func:`marg.learners.certification.holdout_certificate.evaluation_alpha`), shared with the larger class it is
+    compared with."""
     return (1.0 - coverage) * 6.0 / (math.pi ** 2) / 2.0
 
 

@@ -153,7 +153,8 @@ class MonomialMap:
         return cls(tests, monos)
 
 
-def clique_mask(monomial: Monomial, tests: Sequence[BinaryTest], clique: Sequence[str], shape: Sequence[int]) -> np.ndarray:
+def clique_mask(monomial: Monomial, tests: Sequence[BinaryTest], clique: Sequence[str],
+                shape: Sequence[int]) -> np.ndarray:
     """Bool array over the cells of ``clique`` (features only): where the monomial is true."""
     mask = np.ones(tuple(shape), dtype=bool)
     pos = {f: k for k, f in enumerate(clique)}

@@ -168,10 +168,12 @@ class MonomialMinimax:
 
     # ------------------------------------- row generation (:func:`..minimax.generation.generate_rows`)
     def most_violated(self, mu: np.ndarray) -> list[tuple[np.ndarray, tuple[int, ...], float, float]]:
-        """One candidate row per label subset C at flat μ: (maximiser x, C, (max s_C − 1)/|C|, its certified upper bound)."""
+        """One candidate row per label subset C at flat μ: (maximiser x, C, (max s_C − 1)/|C|, its certified upper
+        bound)."""
         return [(x, C, val, up) for val, up, x, C in self.separate(self.lp.mu_matrix(mu))]
 
-    def solve_rows(self, deadline: float | None, lower: list[float], upper: list[float]) -> tuple[np.ndarray, float, float, np.ndarray]:
+    def solve_rows(self, deadline: float | None, lower: list[float],
+                   upper: list[float]) -> tuple[np.ndarray, float, float, np.ndarray]:
         """Row generation to the exact R(μ) of the current columns (the engine's one row driver):
         (μ, R, φ upper bound, row duals); each round's bounds appended to ``lower``, ``upper``.
 
@@ -208,7 +210,8 @@ class MonomialMinimax:
         return E
 
     def price(self, duals: np.ndarray, eps: float, n_max: int, options: SearchOptions,
-              deadline: float | None = None, nodes: int | None = None) -> tuple[list[tuple[float, int, Monomial]], bool, int]:
+              deadline: float | None = None, nodes: int | None = None) -> tuple[list[tuple[float, int, Monomial]], bool,
+                                                                                int]:
         """The most violated columns (violation, class, monomial), at most ``n_max``; whether the search
         was exact; and the branch-and-bound nodes it used.
 
@@ -243,7 +246,8 @@ class MonomialMinimax:
                         exact = False
                         break
                     left_nodes = nodes - used
-                    opts = replace(opts, node_limit=left_nodes if opts.node_limit is None else min(left_nodes, opts.node_limit))
+                    opts = replace(opts, node_limit=left_nodes if opts.node_limit is None
+                                   else min(left_nodes, opts.node_limit))
                 if deadline is not None:
                     left = deadline - time.perf_counter()
                     if left <= 0.0:
@@ -321,12 +325,14 @@ class MonomialColumns:
         if self.nodes_left is not None and self.nodes_left <= 0:
             self._cands, self.exact = [], False
             return Pricing(0, {**record, "nodes": 0}, complete=False, progress=progress, stop="work_budget")
-        self._cands, self.exact, used = mm.price(self._duals, self.eps, self.n_max, self.options, deadline, self.nodes_left)
+        self._cands, self.exact, used = mm.price(self._duals, self.eps, self.n_max, self.options, deadline,
+                                                 self.nodes_left)
         if self.nodes_left is not None:
             self.nodes_left -= used
         cut_short = deadline is not None and time.perf_counter() >= deadline
         spent = self.nodes_left is not None and self.nodes_left <= 0 and not self._cands and not self.exact
-        return Pricing(len(self._cands), {**record, "nodes": used}, complete=not (cut_short or spent), progress=progress,
+        return Pricing(len(self._cands), {**record, "nodes": used}, complete=not (cut_short or spent),
+                       progress=progress,
                        stop="time_limit" if cut_short else "work_budget")
 
     def update(self) -> None:
@@ -419,7 +425,8 @@ class Monomials(Formulation[MonomialProblem, MonomialColumns]):
             t, l_ = src.moments(m)
             tau[:, u], lam[:, u] = t, l_
         phi = max(s[1] for s in mm.separate(mu))  # φ from the exact (or bounded) maximisation
-        return MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=risk(tau, lam, mu, phi), iterations=gen.iterations,
+        return MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=risk(tau, lam, mu, phi),
+                               iterations=gen.iterations,
                                lower=cols.lower, upper=cols.upper, converged=gen.converged, n_rows=mm.lp.n_rows,
                                impossible=np.zeros(mu.shape, dtype=bool), bound=float(mm.bound),
                                read=MonomialRead(cols.exact if gen.converged else True, mm.phi_exact, mm))

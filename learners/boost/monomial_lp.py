@@ -49,7 +49,8 @@ class MonomialLP(MinimaxModel):
     """
 
     def __init__(self, fmap: MonomialMap, pooled: Sequence[np.ndarray], n_classes: int, bound: float = 1e3):
-        super().__init__(np.zeros(0), np.zeros(0), bound, layout="pairs", solver="simplex", presolve=None, feas_tol=None,
+        super().__init__(np.zeros(0), np.zeros(0), bound, layout="pairs", solver="simplex", presolve=None,
+                         feas_tol=None,
                          what="the monomial minimax LP", dedup=False)
         self.fmap, self.pooled, self.K, self.box = fmap, pooled, int(n_classes), float(bound)
         self.cols: list[tuple[int, int]] = []
@@ -64,7 +65,8 @@ class MonomialLP(MinimaxModel):
             m = np.where([c in C for C in self.labels], psi, 0.0)
         nz = np.flatnonzero(m)
         k = self.extend([tau], [lam])
-        self.add_mu(k, self.box, fill=sp.csc_array((-m[nz], (nz, np.zeros(nz.size, dtype=np.int64))), shape=(m.size, 1)))
+        self.add_mu(k, self.box, fill=sp.csc_array((-m[nz], (nz, np.zeros(nz.size, dtype=np.int64))),
+                                                   shape=(m.size, 1)))
         self.col_of[(c, u)] = len(self.cols)
         self.cols.append((c, u))
 
@@ -78,7 +80,8 @@ class MonomialLP(MinimaxModel):
 
     # --------------------------------------------------------------------- rows
     def complete(self, x: np.ndarray, C: tuple[int, ...]) -> np.ndarray:
-        """A copy of ``x`` with its free features (code −1) at their most likely code under the pooled distribution of C."""
+        """A copy of ``x`` with its free features (code −1) at their most likely code under the pooled distribution of
+        C."""
         x = x.copy()
         for f in np.flatnonzero(x < 0):
             x[f] = int(np.argmax(self.pooled[f][list(C)].sum(axis=0)))
@@ -91,11 +94,13 @@ class MonomialLP(MinimaxModel):
             x, C = self.complete(cut[0], cut[1]), tuple(cut[1])
             psi = self.fmap.psi(x[None, :])[0] if self.fmap.dim else np.zeros(0)
             ks = [k for k, (c, u) in enumerate(self.cols) if c in C and psi[u] != 0.0]
-            g.append((np.asarray(ks, dtype=np.int64), np.asarray([-psi[self.cols[k][1]] for k in ks], dtype=np.float64)))
+            g.append((np.asarray(ks, dtype=np.int64),
+                      np.asarray([-psi[self.cols[k][1]] for k in ks], dtype=np.float64)))
             nu.append(float(len(C)))
             labels.append(C)
             points.append(x)
-        return self.add_flat_rows(g, np.asarray(nu), -1.0, INF, labels=labels, points=points)  # −Σ m_u(x) μ[y, u] + |C|·ν ≥ −1
+        # −Σ m_u(x) μ[y, u] + |C|·ν ≥ −1
+        return self.add_flat_rows(g, np.asarray(nu), -1.0, INF, labels=labels, points=points)
 
     def bounds(self, cuts: Sequence[Any]) -> tuple[float, float, float]:
         """(LP value, R(μ) with φ certified from above, that φ) at the current μ; cuts (x, C, value, upper bound).

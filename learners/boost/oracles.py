@@ -87,7 +87,8 @@ def _merge(B: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray,
     """Merge points with equal test rows; returns (B, pos, neg, members)."""
     members, first = group_rows(B)
     q = first.shape[0]
-    return B[first], np.bincount(members, weights=pos, minlength=q), np.bincount(members, weights=neg, minlength=q), members
+    return B[first], np.bincount(members, weights=pos,
+                                 minlength=q), np.bincount(members, weights=neg, minlength=q), members
 
 
 class RowOracle(AgreementOracle):
@@ -202,7 +203,8 @@ def cell_weights(table: MarginalTable, label: str, weights: np.ndarray) -> CellW
     try:
         W = table.counts.astype(np.float64) * np.asarray(weights, dtype=np.float64)
     except ValueError:
-        raise InputError(f"weights of shape {np.shape(weights)} do not broadcast to table {table.name} {table.shape}") from None
+        raise InputError(f"weights of shape {np.shape(weights)} do not broadcast to table {table.name} "
+                         f"{table.shape}") from None
     if W.shape != table.shape or not np.all(np.isfinite(W)):
         raise InputError(f"weights of shape {np.shape(weights)} must broadcast to {table.shape} and be finite")
     return CellWeights(table.clique[:-1], np.maximum(W, 0.0).sum(axis=-1), np.maximum(-W, 0.0).sum(axis=-1))

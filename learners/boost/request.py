@@ -83,7 +83,8 @@ def _project(cells: np.ndarray, mats: Sequence[np.ndarray]) -> np.ndarray:
 class _BoundContext:
     """The pieces of B for one fit: released τ projected onto literal axes (cached), the duals."""
 
-    def __init__(self, summary: Any, mm: Any, duals: np.ndarray, mats: dict[str, tuple[np.ndarray, list]], price: float):
+    def __init__(self, summary: Any, mm: Any, duals: np.ndarray, mats: dict[str, tuple[np.ndarray, list]],
+                 price: float):
         self.summary, self.mm, self.mats, self.price = summary, mm, mats, float(price)
         self.lab = summary.codebook.label.name
         self.wcs = [mm.class_weights(duals, c) for c in range(int(summary.n_classes))]

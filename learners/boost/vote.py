@@ -170,7 +170,8 @@ class BoostVote(MinimaxRules):
 
     # ------------------------------------------------------------------ fit
     def fit(self, summary: Any) -> "BoostVote":
-        """Fit the vote from a Summary (first-order tables; pair and higher-order tables for longer rules). Returns self."""
+        """Fit the vote from a Summary (first-order tables; pair and higher-order tables for longer rules). Returns
+        self."""
         self.check_params()
         src, mm, res = self._solve(summary)
         keep = np.flatnonzero(np.any(res.mu != 0.0, axis=0))
@@ -270,7 +271,8 @@ class BoostVote(MinimaxRules):
         return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """The vote's class per row (n,); where no rule separates the classes, the naive-Bayes class (module docstring)."""
+        """The vote's class per row (n,); where no rule separates the classes, the naive-Bayes class (module
+        docstring)."""
         F = self.decision_function(X)
         pred = argmax_rule(F)
         tables = getattr(self, "tiebreak_", None)
@@ -283,7 +285,8 @@ class BoostVote(MinimaxRules):
             for f, col, logp in tables:
                 codes = Xt[:, col].astype(np.int64) if col < Xt.shape[1] else None
                 if codes is None or codes.min() < 0 or codes.max() >= logp.shape[1]:
-                    raise InputError(f"tie-break table of {f!r} does not fit the rows' codes (column {col}, {logp.shape[1]} levels)")
+                    raise InputError(f"tie-break table of {f!r} does not fit the rows' codes (column {col}, "
+                                     f"{logp.shape[1]} levels)")
                 tb += logp[:, codes].T
             pred[tied] = argmax_rule(F[tied], tb)
         return pred
@@ -320,7 +323,8 @@ class BoostVote(MinimaxRules):
         """The vote's weighted rules, then the R* trace."""
         rules = report.get("monomials", [])
         k = len(rules)
-        return ([f"vote: {k} weighted rule{'' if k == 1 else 's'} (score of a class = sum of the weights of its rules that hold):"]
+        return ([f"vote: {k} weighted rule{'' if k == 1 else 's'} (score of a class = sum of the weights of its rules "
+                 "that hold):"]
                 + [f"  {r['weight']:+.4f}  {r['class']}  if  {r['rule']}" for r in rules] + super().learn_lines(report))
 
     def learn_warnings(self, report: dict[str, Any]) -> list[str]:
@@ -331,19 +335,21 @@ class BoostVote(MinimaxRules):
         if report.get("empty_vote_reason"):
             return [f"warning: {report['empty_vote_reason']}"]
         return [f"warning: the {self.learner} vote is empty: no rule reads a feature, so the model predicts "
-                f"{report['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower --kappa "
-                "or release more rows)"]
+                f"{report['empty_vote']!r} for every row (the released tables gave no rule worth its price: lower "
+                "--kappa or release more rows)"]
 
     def _report(self) -> dict[str, Any]:
         used = self.used_features()
         return {**super()._report(), "monomials": self.rules(), "terms": self.n_terms_,
                 "converged": bool(self.converged_), "used_features": used, "stopped": getattr(self, "stopped_", None),
                 "empty_vote_reason": getattr(self, "empty_reason_", None),
-                "empty_vote": None if used else self.classes_[int(self.predict(np.zeros((1, len(self.feature_names_in_)), dtype=np.int64))[0])]}
+                "empty_vote": None if used
+                else self.classes_[int(self.predict(np.zeros((1, len(self.feature_names_in_)), dtype=np.int64))[0])]}
 
     # ---------------------------------------------------------- persistence
     def _state(self) -> dict[str, Any]:
-        return {**super()._state(), "tiebreak": [{"feature": f, "column": c, "logp": t.tolist()} for f, c, t in self.tiebreak_]}
+        return {**super()._state(), "tiebreak": [{"feature": f, "column": c, "logp": t.tolist()}
+                                                 for f, c, t in self.tiebreak_]}
 
     def _load_state(self, state: dict[str, Any]) -> None:
         self._load_minimax_state(state, MonomialMap.from_dict(state["map"]), "R*")
@@ -354,6 +360,7 @@ class BoostVote(MinimaxRules):
             except (KeyError, TypeError, ValueError):
                 raise InputError(f"model tie-break entry {d!r} must hold feature, column and logp") from None
             if t.ndim != 2 or t.shape[0] != len(self.classes_) or not np.all(np.isfinite(t)) or col < 0:
-                raise InputError(f"model tie-break table of {f!r} must be {len(self.classes_)} rows of finite log-probabilities")
+                raise InputError(f"model tie-break table of {f!r} must be {len(self.classes_)} rows of finite "
+                                 "log-probabilities")
             tables.append((f, col, t))
         self.tiebreak_ = tables

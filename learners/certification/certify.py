@@ -43,7 +43,8 @@ def uncertainty_map(summary: Any, structure: Structure = "forest", features: lis
     if structure != "forest":
         raise InputError(f"unknown uncertainty structure {structure!r} (expected 'first' or 'forest')")
     node_of = {b.column: k for k, b in enumerate(blocks)}
-    info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary, [b.name for b in blocks]).items()}
+    info = {(node_of[i], node_of[j]): v for (i, j), v in pair_label_information(summary,
+                                                                                [b.name for b in blocks]).items()}
     forest = max_spanning_forest(len(blocks), info)
     return PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(forest))
 
@@ -86,9 +87,11 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
     bad = summary.released_invalid if summary.is_noisy else None
     if bad:  # tiny sites under heavy noise: the tables as released sum to n ≤ 0
         return Certificate(1.0, "W(h)", cov, False, rule.n_classes,
-                           note=f"the noisy tables as released admit no interval ({bad}); the certificate is the trivial 1")
+                           note=f"the noisy tables as released admit no interval ({bad}); the certificate is the "
+                                "trivial 1")
     umap = uncertainty_map(summary, structure, features)
-    if structure == "forest" and n_intervals is None:  # the forest is chosen from the tables: count every candidate pair
+    # the forest is chosen from the tables: count every candidate pair
+    if structure == "forest" and n_intervals is None:
         n_intervals = candidate_count(summary, features)
     m = map_moments(summary, umap)
     cbox = confidence_box(m, umap.indicator_columns(), s=s, coverage=coverage, n_intervals=n_intervals)
@@ -106,8 +109,8 @@ def certify(est: Any, summary: Any, coverage: float = 0.95, s: float | None = No
         # the rule stands with the trivial certificate, and says why.
         return Certificate(1.0, "W(h)", cov, cbox.approximate, rule.n_classes, box=box,
                            note=f"no distribution lies within the {coverage:.0%} confidence box of the noisy tables "
-                                f"(the DP noise exceeded its calibrated half-width, probability <= {1 - coverage:.0%}); "
-                                f"the certificate is the trivial 1")
+                                "(the DP noise exceeded its calibrated half-width, probability <= "
+                                f"{1 - coverage:.0%}); the certificate is the trivial 1")
     return Certificate(float(value), "W(h)", cov, cbox.approximate, rule.n_classes, box=box)
 
 

@@ -44,7 +44,8 @@ RANDOMIZED = ("R*", "R*_L")
 
 
 def doubled(rstar: Certificate) -> Certificate:
-    """min(1, 2·R*): a bound on the deterministic rule's worst-case error from the randomized rule's (module docstring, 3)."""
+    """min(1, 2·R*): a bound on the deterministic rule's worst-case error from the randomized rule's (module docstring,
+    3)."""
     value = min(1.0, 2.0 * float(rstar.value))
     return Certificate(value, "W(h)", rstar.coverage, rstar.approximate, rstar.n_classes, box=rstar.box,
                        note=f"2·{rstar.kind}: twice the randomized rule's bound" if value < 1.0 else "")
@@ -119,7 +120,8 @@ def _additive_bound(est: Any, tau: np.ndarray, lam: np.ndarray) -> float:
 
     rule = est.linear_rule()
     W = np.asarray(rule.weights, dtype=np.float64)
-    used = [b for b in rule.fmap.blocks if np.any(W[:, b.offset: b.offset + b.size] != 0.0)] or list(rule.fmap.blocks[:1])
+    used = ([b for b in rule.fmap.blocks if np.any(W[:, b.offset: b.offset + b.size] != 0.0)]
+            or list(rule.fmap.blocks[:1]))
     sub = FeatureMap(used, [b.column for b in used])
     cols = np.concatenate([np.arange(b.offset, b.offset + b.size) for b in used])
     small = LinearRule(sub, W[:, cols], rule.intercept)

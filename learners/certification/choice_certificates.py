@@ -37,7 +37,8 @@ from .certify_labels import RANDOMIZED, doubled
 
 
 def split_coverage(coverage: float, m: int) -> float:
-    """Each of ``m`` candidates' coverage so that all hold together with probability ≥ ``coverage``: 1 − (1 − coverage)/m."""
+    """Each of ``m`` candidates' coverage so that all hold together with probability ≥ ``coverage``: 1 − (1 −
+    coverage)/m."""
     if m < 1:
         raise InputError(f"the number of candidates must be >= 1, got {m!r}")
     return 1.0 - (1.0 - float(coverage)) / int(m)
@@ -77,12 +78,14 @@ def randomized_risk(est: Any) -> float | None:
 
 def own_certificate(est: Any, summary: Any, coverage: float, features: Sequence[str] | None = None
                     ) -> tuple[Certificate, float | None]:
-    """What :meth:`marg.learners.estimator.base.MarginalEstimator.certificate` answers, with R* of the randomized rule (or None).
+    """What :meth:`marg.learners.estimator.base.MarginalEstimator.certificate` answers, with R* of the randomized rule
+    (or None).
 
     - ``summary`` records a selection of its features from the same patients (``summary.selection``, a
-      select-then-measure study): the estimator's own :meth:`~marg.learners.estimator.base.MarginalEstimator.selection_certificate`
-      of the rule as fitted, at ``coverage`` (its fit's when that is the coverage asked) — one event, the
-      selection-wide box, that every candidate's certificate rests on (:mod:`marg.learners.certification.selection_certificate`);
+      select-then-measure study): the estimator's own
+      :meth:`~marg.learners.estimator.base.MarginalEstimator.selection_certificate` of the rule as fitted, at
+      ``coverage`` (its fit's when that is the coverage asked) — one event, the selection-wide box, that every
+      candidate's certificate rests on (:mod:`marg.learners.certification.selection_certificate`);
     - ``est`` carries ``selected_from_`` (its features were screened from these same tables,
       :class:`marg.learners.choice.screened.ScreeningCandidates`): W(h) of its rule over the first-order box
       of EVERY discrete feature at ``coverage`` (:func:`marg.learners.certification.certify.certify_projected`) —

@@ -1,12 +1,13 @@
-"""Planning a holdout certificate before anything is spent: the certificate to expect, and the ε split and fraction that minimise it.
+"""Planning a holdout certificate before anything is spent: the certificate to expect, and the ε split and fraction that
+minimise it.
 
 **Expected certificate.** For sites of n_s rows holding out a fraction f, an evaluation
 release at ε_e per site and a model of error rate p, the expected certificate is the bound
 of :mod:`marg.learners.certification.holdout_certificate` at the expected released counts — Ẽ = p·Σ f·n_s,
-ñ = Σ f·n_s — at the first evaluated model's share of α (6/π²: :func:`marg.learners.certification.holdout_certificate.evaluation_share`),
-with the noise draws the release would add (their scale from the release code
-itself, :func:`marg.marginals.privacy.privatize`, so Laplace's ε ↦ b and the Gaussian's
-(ε, δ) ↦ ρ ↦ σ are OpenDP's). It is the certificate of a typical run (its median, up to the
+ñ = Σ f·n_s — at the first evaluated model's share of α (6/π²:
+:func:`marg.learners.certification.holdout_certificate.evaluation_share`), with the noise draws the release would add
+(their scale from the release code itself, :func:`marg.marginals.privacy.privatize`, so Laplace's ε ↦ b and the
+Gaussian's (ε, δ) ↦ ρ ↦ σ are OpenDP's). It is the certificate of a typical run (its median, up to the
 rounding of counts), computed, never guessed; :func:`needed_for` finds by bisection the rows
 per site, or the evaluation ε, at which it reaches p + margin.
 
@@ -68,7 +69,8 @@ def release_scale(epsilon: float, mechanism: str = "laplace", delta: float = DEF
         raise InputError(f"epsilon must be finite and > 0, got {epsilon!r}")
     mech, eps, rho = budget_for(mechanism, epsilon, None, delta)
     specs = [TableSpec((f"t{i}",), "counts", 2, mech.discrete) for i in range(n_tables)]
-    return float(ReleasePlan(specs, epsilon=eps, rho=rho, weights=[1.0] * n_tables, delta=delta, mechanism=mech.name).scales[0])
+    return float(ReleasePlan(specs, epsilon=eps, rho=rho, weights=[1.0] * n_tables, delta=delta,
+                             mechanism=mech.name).scales[0])
 
 
 def _rows(n_rows: int | Sequence[int], n_sites: int | None) -> list[int]:

@@ -72,7 +72,8 @@ def scaled_summary(summary: Any, factor: float) -> Summary:
     of the counts): scaling the tables as released would scale their noise draws too, far
     beyond the recorded scale, and leave no distribution in the confidence box."""
     tables = [MarginalTable(t.clique, t.counts * float(factor), t.noise, t.kind) for t in summary.tables]
-    return Summary(summary.codebook, tables, provenance=summary.provenance, parent_fingerprint=summary.parent_fingerprint,
+    return Summary(summary.codebook, tables, provenance=summary.provenance,
+                   parent_fingerprint=summary.parent_fingerprint,
                    postprocess=summary.postprocess)
 
 

@@ -1,9 +1,11 @@
-"""The candidates of the automatic choice: what a candidate is, the generators that propose them, the row that reports one.
+"""The candidates of the automatic choice: what a candidate is, the generators that propose them, the row that reports
+one.
 
 :class:`marg.learners.auto.AutoLearner` is one composition (issue 36)::
 
     generator.propose(chosen) ──► Candidate ──fit──► estimator ──► cross_site.estimate_errors (ONE estimator)
-         ──► choice_rule.choose_index (ONE rule, one tolerance) ──► chosen.certificate(summary, each) (the estimator's own)
+         ──► choice_rule.choose_index (ONE rule, one tolerance) ──► chosen.certificate(summary, each) (the estimator's
+         own)
 
 A **generator** proposes candidates, lazily (a learner whose fit failed is not tried again), and
 says how its candidates are compared: :class:`PlainCandidates` (the learners as given, each
@@ -36,7 +38,8 @@ from .cross_site import MAX_SITES, REPLICATES, ErrorEstimate, noisy_replica
 
 @dataclass(eq=False)
 class Candidate:
-    """One candidate: ``learner`` with ``params`` (as the report shows them), its two fits, and once fitted its ``model``.
+    """One candidate: ``learner`` with ``params`` (as the report shows them), its two fits, and once fitted its
+    ``model``.
 
     ``size``: the number of screened features it uses (0: none, or not screened); ``note``: what its row says
     before any estimate (why its fit failed, once it has)."""
@@ -124,9 +127,11 @@ class PlainCandidates:
     patients = True
 
     def __init__(self, candidates: Sequence[tuple[str, dict[str, Any]]], make: Callable[..., MarginalEstimator],
-                 coverage: float, screened: Callable[[str, int], Candidate] | None = None, defaults: Sequence[int] = ()):
+                 coverage: float, screened: Callable[[str, int], Candidate] | None = None,
+                 defaults: Sequence[int] = ()):
         self.candidates = list(candidates)
-        self.defaults = list(defaults)  # the indices of the choice's default candidates, in order (choice_rule, "Defaults")
+        # the indices of the choice's default candidates, in order (choice_rule, "Defaults")
+        self.defaults = list(defaults)
         self.make = make
         self.screened = screened
         self.coverage = float(coverage)
@@ -146,7 +151,8 @@ class PlainCandidates:
                 yield self.screened(name, int(params["screened"]))
                 continue
             yield Candidate(name, params, fit=lambda s, n=name, p=params: self.make(n, p, self.each).fit(s),
-                            refit=lambda s, n=name, p=params: self.make(n, {**p, **FOLD_PARAMS.get(n, {})}).fit_predictor(s))
+                            refit=lambda s, n=name, p=params: self.make(n, {**p,
+                                                                            **FOLD_PARAMS.get(n, {})}).fit_predictor(s))
 
     def fitted(self, batch: Sequence[Candidate]) -> None:
         """Nothing to check: a candidate that could not be fitted keeps its row, saying why."""
@@ -159,14 +165,16 @@ class PlainCandidates:
 
     def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
         parts = summary.site_parts
-        pairs = "" if summary.feature_cliques(2) else "; no pair tables, so the features are simulated independent given the label"
+        pairs = ("" if summary.feature_cliques(2)
+                 else "; no pair tables, so the features are simulated independent given the label")
         if how == "loso":
             return (f"leave-one-site-out over {len(parts)} sites: each candidate refitted without a site, its error on "
-                    f"rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' n{pairs}")
+                    "rows simulated from that site's tables (tree-augmented naive Bayes), weighted by the sites' "
+                    f"n{pairs}")
         if how == "optimism":
-            return ("the model as fitted, its error on rows simulated from the tables (tree-augmented naive Bayes), plus "
-                    f"the optimism of a refit on studies of the same {len(parts)} sites drawn again from their own "
-                    f"tables (the study bootstrap){pairs}")
+            return ("the model as fitted, its error on rows simulated from the tables (tree-augmented naive Bayes), "
+                    f"plus the optimism of a refit on studies of the same {len(parts)} sites drawn again from their "
+                    f"own tables (the study bootstrap){pairs}")
         why = {0: "no site's own tables were kept, only their sum", 1: "one site's tables"}.get(
             len(parts), f"{len(parts)} sites (leave-one-site-out up to {MAX_SITES})")
         return (f"in sample ({why}): each model's error on rows simulated from the tables it was fitted on "

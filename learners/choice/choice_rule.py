@@ -1,4 +1,5 @@
-"""The one rule that chooses among fitted candidates: estimated error within its own noise, never worse than the prior, then certificate.
+"""The one rule that chooses among fitted candidates: estimated error within its own noise, never worse than the prior,
+then certificate.
 
 Both automatic choices use it — among learners (:class:`marg.learners.auto.AutoLearner`) and
 among (learner, M) on screened features (:meth:`marg.learners.choice.screened.ScreeningCandidates.choose`). A
@@ -262,9 +263,11 @@ def choose_index(rows: Sequence[Any], prefer: str = "accuracy", tolerance: float
             continue
         return j, (f"the default {_label(d)} (estimated {_err(d):.4f}): no candidate's estimate is lower by more than "
                    f"max({tolerance:g}, {DEFAULT_Z:g} standard errors of the paired difference) — {words} would have "
-                   f"taken {rows[k].learner} ({_err(rows[k]):.4f})" + (f"; beaten: {', '.join(beaten)}" if beaten else ""))
+                   f"taken {rows[k].learner} ({_err(rows[k]):.4f})"
+                   + (f"; beaten: {', '.join(beaten)}" if beaten else ""))
     if beaten:
-        words += f"; it beats the default{'s' if len(beaten) > 1 else ''} ({', '.join(beaten)}) beyond the noise at 95 %"
+        words += (f"; it beats the default{'s' if len(beaten) > 1 else ''} ({', '.join(beaten)}) beyond the noise at "
+                  "95 %")
     return k, words
 
 
@@ -318,7 +321,8 @@ def _choose(rows: Sequence[Any], prefer: str, tolerance: float, weights: Sequenc
         estimated = kept
     b = min(estimated, key=lambda k: (_err(rows[k]), key[k]))
     best = rows[b]
-    within = [k for k in estimated if _err(rows[k]) <= _err(best) + noise_margin(rows[k], best, tolerance, weights) + 1e-12]
+    within = [k for k in estimated if _err(rows[k]) <= _err(best) + noise_margin(rows[k], best, tolerance, weights)
+              + 1e-12]
     noise = (f"within noise of the best estimate ({_err(best):.4f}: within max({tolerance:g}, one standard error of "
              f"the paired difference over the folds))")
     if not by_certificate:

@@ -23,9 +23,9 @@ moments are released).
 site k a candidate is fitted on the other sites' sum and its plug-in error computed under
 site k's tables (the same draws for every candidate; a class column site k hid by min-cell
 suppression is filled in proportion to the other sites' column, within its interval: :data:`LOSO_FILL`
-says why and what it costs); the candidate's estimate is the mean over the sites weighted by their n. The model is never evaluated on the tables it was fitted
-on, so a learner that over-fits the tables (or their noise) is seen to. With one site (or
-more than :data:`MAX_SITES`) the estimate is the fitted model's plug-in error on the whole
+says why and what it costs); the candidate's estimate is the mean over the sites weighted by their n. The model is never
+evaluated on the tables it was fitted on, so a learner that over-fits the tables (or their noise) is seen to. With one
+site (or more than :data:`MAX_SITES`) the estimate is the fitted model's plug-in error on the whole
 summary (:func:`in_sample_error`) — in sample, hence optimistic.
 
 **The model itself, not only its refits** (:func:`whole_floor`). Leave-one-site-out measures the
@@ -257,7 +257,8 @@ def fill_hidden(tables: Sequence[Any], reference: Any) -> list[Any]:
     return fill_from(tables, shape)
 
 
-def whole_floor(estimates: dict[str, ErrorEstimate | str], summary: Any, fitted: dict[str, Any]) -> dict[str, ErrorEstimate | str]:
+def whole_floor(estimates: dict[str, ErrorEstimate | str], summary: Any,
+                fitted: dict[str, Any]) -> dict[str, ErrorEstimate | str]:
     """Each leave-one-site-out estimate floored at its fitted model's plug-in error under the whole summary
     (module docstring): ``value = max(fold mean, in-sample error of fitted[key])``, the latter in ``whole``.
     Estimates without a fitted model (or a reason instead of an estimate) are returned as they are."""
@@ -287,19 +288,21 @@ in the hidden cells, which flatters naive Bayes (credit-a: estimated 0.03–0.08
 
 EXACT_ESTIMATE: Callable[[Any, Sequence[tuple[str, Callable[[Any], Any]]], dict[str, Any]], dict] | None = None
 """The estimate of exact releases with 2–:data:`MAX_SITES` sites' own tables: None — leave-one-site-out —, or
-:func:`marg.learners.choice.study_bootstrap.optimism_errors` (the fitted model's plug-in error plus the study bootstrap's
-optimism; ``bench/choice_49.py --estimate optimism`` sets it), measured against each other in ``bench/estimate_49.py``
-(BENCHMARKS.md, "Issue 49 (chooser2)")."""
+:func:`marg.learners.choice.study_bootstrap.optimism_errors` (the fitted model's plug-in error plus the study
+bootstrap's optimism; ``bench/choice_49.py --estimate optimism`` sets it), measured against each other in
+``bench/estimate_49.py`` (BENCHMARKS.md, "Issue 49 (chooser2)")."""
 
 REPLICATES = 3
 """Training sets drawn for the split estimate (one site)."""
 POPULATION = 2000
-"""Simulated rows per class on which the split estimate measures each candidate (Monte Carlo error ≤ 0.5/√2000 ≈ 0.011 per class)."""
+"""Simulated rows per class on which the split estimate measures each candidate (Monte Carlo error ≤ 0.5/√2000 ≈ 0.011
+per class)."""
 
 
 def estimate_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any], Any]]], fallback: str = "in-sample",
                     fitted: dict[str, Any] | None = None, replicates: int = REPLICATES,
-                    train: Callable[[np.ndarray, np.ndarray], Any] | None = None) -> tuple[str, dict[str, ErrorEstimate | str]]:
+                    train: Callable[[np.ndarray, np.ndarray], Any]
+                    | None = None) -> tuple[str, dict[str, ErrorEstimate | str]]:
     """THE estimator of the automatic choice: every candidate estimated on the same footing.
 
     Parameters
@@ -345,7 +348,8 @@ def estimate_errors(summary: Any, candidates: Sequence[tuple[str, Callable[[Any]
         except InputError as exc:
             sample = str(exc)
         return "in-sample", {key: sample if isinstance(sample, str) else
-                             ErrorEstimate(sample_error(model, sample), "in-sample") for key, model in (fitted or {}).items()}
+                             ErrorEstimate(sample_error(model, sample), "in-sample")
+                             for key, model in (fitted or {}).items()}
     try:
         errs = split_errors(summary, candidates, replicates, train)
     except InputError as exc:

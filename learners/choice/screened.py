@@ -1,4 +1,5 @@
-"""Screening as a candidate generator of the automatic choice: (learner, M) on the top-M screened features, certified for the selection.
+"""Screening as a candidate generator of the automatic choice: (learner, M) on the top-M screened features, certified
+for the selection.
 
 When the features outnumber what pair tables can carry (:func:`screening_applies`), the
 automatic choice (:class:`marg.learners.auto.AutoLearner`) takes its candidates from
@@ -83,7 +84,8 @@ GROWTH = 3
 tolerance), M = GROWTH × that is tried next, until the choice is below the largest M or every
 feature that passed the screen is used."""
 LEARNERS: tuple[str, ...] = ("nb", "mrc", "renyi")
-"""The learners tried on the screened features (Rényi needs their pair tables; without them it is skipped, saying so)."""
+"""The learners tried on the screened features (Rényi needs their pair tables; without them it is skipped, saying
+so)."""
 FIT_PARAMS: dict[str, dict[str, Any]] = {"nb": {"certify": "bound"}, "renyi": {"certify": "first"}}
 """Parameters of the fits (the chosen one certifies itself for the selection, so each fit takes its cheapest
 valid certificate). Rényi on exact tables also gets the ridge against the sampling noise of n rows
@@ -120,7 +122,8 @@ class Config:
 
 def selection_certificate(est: MarginalEstimator, summary: Any, coverage: float, exact: bool = False,
                           time_limit: float | None = None) -> Certificate:
-    """A bound on W(h) of ``est``'s rule over the first-order uncertainty set of every discrete feature (module docstring, 4).
+    """A bound on W(h) of ``est``'s rule over the first-order uncertainty set of every discrete feature (module
+    docstring, 4).
 
     U_all = {p : |E_pΦ − τ| ≤ λ} over every discrete feature's first-order cells, λ calibrated
     for all K·D of them together at ``coverage``. The rule uses the features S only; the
@@ -150,7 +153,8 @@ def paired_prefix(summary: Any, ranked: Sequence[str]) -> int:
 
 
 class ScreeningCandidates:
-    """The screening generator of the automatic choice (module docstring): its candidates, how they are compared, its record.
+    """The screening generator of the automatic choice (module docstring): its candidates, how they are compared, its
+    record.
 
     Parameters
     ----------
@@ -319,7 +323,8 @@ class ScreeningCandidates:
         keys = [(1, 0, 0) if cands[i].learner == PRIOR else (0, cands[i].size, order.get(cands[i].learner, len(order)))
                 for i in live]
         sub = [rows[i] for i in live]
-        j, words = choose_index(sub, "certificate", tolerance, weights=fold_weights(sub), by_certificate=False, order=keys)
+        j, words = choose_index(sub, "certificate", tolerance, weights=fold_weights(sub), by_certificate=False,
+                                order=keys)
         return live[j], words
 
     def method(self, how: str, summary: Any, estimates: dict[str, Any]) -> str:
@@ -341,9 +346,9 @@ class ScreeningCandidates:
                     f"label-only rule; certified over the label table's box or every feature's first-order "
                     f"uncertainty set, each at α/2")
         return (f"screening: the fewest of the top-M features (of {len(self.ranked)} whose screening lower bound is "
-                f"positive) among the (learner, M) whose estimated error is within noise of the best (max({tolerance:g}, "
-                f"one standard error over the folds)) and not above the label-only rule's; certified over every "
-                f"feature's first-order uncertainty set")
+                "positive) among the (learner, M) whose estimated error is within noise of the best "
+                f"(max({tolerance:g}, one standard error over the folds)) and not above the label-only rule's; "
+                f"certified over every feature's first-order uncertainty set")
 
     def confidence(self, coverage: float) -> dict[str, Any]:
         rec = confidence_record(coverage, 2, self.each)
@@ -356,7 +361,8 @@ class ScreeningCandidates:
         """The ``screen`` key of ``marg learn --json`` and the model's report (every (learner, M) under ``configs``);
         the rows keep their folds, their weights only here."""
         k = next(i for i, r in enumerate(rows) if r.chosen)
-        configs = [Config(c.learner, c.size, r.error, r.folds, r.chosen, r.note, r.fold_weights) for r, c in zip(rows, cands)]
+        configs = [Config(c.learner, c.size, r.error, r.folds, r.chosen, r.note, r.fold_weights)
+                   for r, c in zip(rows, cands)]
         for r in rows:
             r.fold_weights = []
         top = self.ranked[: cands[k].size]

@@ -49,7 +49,8 @@ REPLICATES = 4
 
 
 def _resample(site: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Site ``site``'s patients drawn again from its TAN distribution, its class counts kept: codes (n, p), labels (n,)."""
+    """Site ``site``'s patients drawn again from its TAN distribution, its class counts kept: codes (n, p), labels
+    (n,)."""
     sizes = np.rint(np.clip(site.class_counts, 0.0, None)).astype(int)
     draw = tan_sample(site, draws=int(max(1, sizes.max())), seed=seed)
     keep = np.concatenate([np.flatnonzero(draw.y == k)[: sizes[k]] for k in range(sizes.size)])

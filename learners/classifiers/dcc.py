@@ -14,7 +14,8 @@ Its own idea is the structure — which edges to use; everything else is the eng
 
 - ``structure="forest"``: the maximum-weight spanning forest on I(X_i; X_j | Y) (TAN /
   Chow–Liu, ``edge_weight="cmi"``) or on I(X_i, X_j; Y) (``"label"``)
-  (:mod:`marg.learners.features.structure`), solved exactly (the ``forest`` formulation, :mod:`..minimax.pair_formulations`);
+  (:mod:`marg.learners.features.structure`), solved exactly (the ``forest`` formulation,
+  :mod:`..minimax.pair_formulations`);
 - ``greedy=True``: edges added while R* drops (:class:`..minimax.fit.Greedy`);
 - ``structure="all"`` or a list of pairs: any graph; with a cycle the separation's max is
   replaced by its local-polytope bound (:mod:`..minimax.local`): R*_L ≥ R*, still a valid
@@ -129,7 +130,8 @@ class DCC(MinimaxRules):
         The empty cells (τ + λ = 0) of the model's map.
     seconds_ : float
         The fit's wall time, structure included.
-    classes_, prior_, nb_logp_, map_, feature_names_in_, tau_, lambda_, row_rounds_, n_rows_, converged_, fingerprint_, n_ : see MRC
+    classes_, prior_, nb_logp_, map_, feature_names_in_, tau_, lambda_, row_rounds_, n_rows_, converged_, fingerprint_,
+    n_ : see MRC
     """
 
     learner = "dcc"
@@ -202,14 +204,18 @@ class DCC(MinimaxRules):
         super().check_params()
         self._formulation()
         if self.greedy and self.structure != "forest":
-            raise InputError(f"{option('greedy', True)} chooses its own edges: it needs {option('structure', 'forest')}")
+            raise InputError(f"{option('greedy', True)} chooses its own edges: it needs "
+                             f"{option('structure', 'forest')}")
         if self.loss == "hinge" and self.solver == "rows":
-            raise InputError(f"{option('loss', 'hinge')} is the 'hinge' formulation, one compact LP: {option('solver', 'rows')} does not apply")
+            raise InputError(f"{option('loss', 'hinge')} is the 'hinge' formulation, one compact LP: "
+                             f"{option('solver', 'rows')} does not apply")
 
     def _formulation(self, n_classes: int | None = None, given: Sequence[tuple[Any, Any]] | None = None) -> Formulation:
         """The formulation of ``loss``, ``solver`` and the structure's pair graph (``given`` edges once known)."""
-        names = ("hinge",) if self.loss == "hinge" else ("forest-rows",) if self.solver == "rows" else ("forest", "local")
-        return check(names, Statistics.of_structure(self.structure, given, n_classes), "greedy" if self.greedy else "one", "DCC")
+        names = (("hinge",) if self.loss == "hinge" else ("forest-rows",) if self.solver == "rows"
+                 else ("forest", "local"))
+        return check(names, Statistics.of_structure(self.structure, given, n_classes),
+                     "greedy" if self.greedy else "one", "DCC")
 
     def fit(self, summary: Any) -> "DCC":
         """Fit the structure and μ from a Summary (first-order and pair-with-label tables). Returns self."""
@@ -224,20 +230,25 @@ class DCC(MinimaxRules):
         weights = cmi if self.edge_weight == "cmi" else label_info
         key: tuple = ("problem", names, self.s, self.coverage)
         if key not in shared:
-            shared[key] = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)), self.s,
+            shared[key] = problem_from(summary, PairwiseFeatureMap(blocks, [b.column for b in blocks], sorted(weights)),
+                                       self.s,
                                        self.coverage)
         problem = shared[key]
-        edges = graph_edges(self.structure, problem.fmap.blocks, weights, self.max_edges) if self.structure != "forest" else None
+        edges = (graph_edges(self.structure, problem.fmap.blocks, weights, self.max_edges) if self.structure != "forest"
+                 else None)
         how = self._formulation(int(summary.n_classes), edges)  # the statistics it lacks, in one line
         if self.greedy:  # pairs that tell most about Y first
-            search: One | Greedy = Greedy({e: (-label_info[e], e) for e in label_info}, self.max_edges, self.greedy_tol, self.greedy_candidates)
+            search: One | Greedy = Greedy({e: (-label_info[e], e) for e in label_info}, self.max_edges, self.greedy_tol,
+                                          self.greedy_candidates)
         else:
-            search = One(tuple(edges if edges is not None else max_spanning_forest(len(blocks), weights, self.max_edges)))
+            search = One(tuple(edges if edges is not None
+                               else max_spanning_forest(len(blocks), weights, self.max_edges)))
         # the same LP for the same edges: two DCCs whose edge weights chose the same forest share one solve
         params = {k: v for k, v in self.get_params().items() if k not in ("edge_weight", "callback")}
         key = ("fit", names, repr(sorted(params.items())), repr(search))
         if self.callback is not None or key not in shared:  # a progress callback sees its own solve
-            shared[key] = fit(problem, how, search, FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit,
+            shared[key] = fit(problem, how, search,
+                              FitOptions(bound=self.bound, tol=self.tol, time_limit=self.time_limit,
                                                                callback=self.callback, extra_rows=self.extra_rows,
                                                                empty=self.empty, alpha=self.alpha))
         sol = shared[key]

@@ -119,7 +119,8 @@ def solve_hinge(
 
     def entries(y: int, with_f: bool, row: np.ndarray, psi_cols: np.ndarray,
                 vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row, LP column, value) of vals[t]·(μ[y, psi_cols[t]] − s_y·f[psi_cols[t]]) (f if ``with_f``) in row[t] (μ = −θ)."""
+        """(row, LP column, value) of vals[t]·(μ[y, psi_cols[t]] − s_y·f[psi_cols[t]]) (f if ``with_f``) in row[t] (μ =
+        −θ)."""
         R, cols, vs = mt.entries(y, row, psi_cols, vals)
         if not with_f:
             return R, cols, vs
@@ -167,7 +168,8 @@ class Hinge(OnSubmap):
         tmask = ~empty
         if not np.any(lam > 0):
             tmask &= ref[None, :]
-        return solve_hinge(ForestOracle(pmap, 2), tau, lam, np.flatnonzero(ref & ~empty.all(axis=0)), np.flatnonzero(tmask.ravel()), empty)
+        return solve_hinge(ForestOracle(pmap, 2), tau, lam, np.flatnonzero(ref & ~empty.all(axis=0)),
+                           np.flatnonzero(tmask.ravel()), empty)
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: Any) -> Finished:
         pmap, keep = submodel(problem, raw.edges)
@@ -175,4 +177,5 @@ class Hinge(OnSubmap):
                         float(options.bound))
 
 
-HINGE = register(Hinge("hinge", "the worst-case hinge loss LP on a forest", ("DCC",), max_order=2, graph="forest", classes=2))
+HINGE = register(Hinge("hinge", "the worst-case hinge loss LP on a forest", ("DCC",), max_order=2, graph="forest",
+                       classes=2))

@@ -194,8 +194,8 @@ class LabelOnly(MarginalEstimator):
         """Compute the label table's box, choose the class and certify it. Returns self.
 
         On a summary whose features were selected from the same patients (``summary.selection``), the
-        label counts are those of :func:`marg.learners.certification.selection_certificate.label_source` (the least noisy
-        source, drawn after the selection) at 1 − α/3, so that the certificate holds at ``coverage`` whichever
+        label counts are those of :func:`marg.learners.certification.selection_certificate.label_source` (the least
+        noisy source, drawn after the selection) at 1 − α/3, so that the certificate holds at ``coverage`` whichever
         of the study's two models is returned (:mod:`marg.learners.certification.selection_certificate`)."""
         self.check_params()
         K = int(summary.n_classes)
@@ -238,7 +238,8 @@ class LabelOnly(MarginalEstimator):
         K = int(summary.n_classes)
         if bad:
             return Certificate(1.0, "W(h)", float(coverage), False, K,
-                               note=f"the label table as released admits no interval ({bad}); the certificate is the trivial 1")
+                               note=f"the label table as released admits no interval ({bad}); the certificate is the "
+                                    "trivial 1")
         return Certificate(float(1.0 - lower[self.class_]), "W(h)", float(coverage), approximate, K,
                            box=({"features": [summary.codebook.label.name], "lower": lower.tolist(),
                                  "upper": np.clip(1.0 - (lower.sum() - lower), 0.0, 1.0).tolist()},))

@@ -1,7 +1,7 @@
 """The fitted state of a 0-1 minimax risk classifier and its two classification rules.
 
-Shared by :class:`marg.learners.classifiers.mrc.MRC` and :class:`marg.learners.classifiers.dcc.DCC`: the deterministic rule
-argmax_y Φ(x, y)ᵀμ and the randomized rule (6) of seed 000,
+Shared by :class:`marg.learners.classifiers.mrc.MRC` and :class:`marg.learners.classifiers.dcc.DCC`: the deterministic
+rule argmax_y Φ(x, y)ᵀμ and the randomized rule (6) of seed 000,
 h(y|x) = (Φ(x,y)ᵀμ − φ)₊ / Σ_y' (Φ(x,y')ᵀμ − φ)₊ (uniform when every term is 0), whose
 worst-case error over the uncertainty set is at most R*; the naive-Bayes tie-break of the
 deterministic rule; which rows lie outside the uncertainty set (:meth:`MinimaxRules.outside`);
@@ -189,9 +189,9 @@ class MinimaxRules(MarginalEstimator):
 
     def _certify_labels(self, summary: Any) -> None:
         """The certificate of the labels ``predict`` writes: W(h) over the fit's own box, R* kept in
-        ``minimax_risk_`` (:func:`marg.learners.certification.certify_labels.labels_certificate`), over the box that covers a
-        selection of the features from the same patients when the summary records one (:meth:`cover_selection`).
-        A fit's last step."""
+        ``minimax_risk_`` (:func:`marg.learners.certification.certify_labels.labels_certificate`), over the box that
+        covers a selection of the features from the same patients when the summary records one
+        (:meth:`cover_selection`). A fit's last step."""
         from ..certification.certify_labels import labels_certificate
 
         if getattr(self, "_predictor_only", False):  # fit_predictor: the labels are asked of it, not their bound
@@ -209,7 +209,8 @@ class MinimaxRules(MarginalEstimator):
             del self._predictor_only
 
     def randomized_bound(self) -> Certificate | None:
-        """R* (``minimax_risk_``): the randomized rule's worst-case risk over the box, when the certificate is not it."""
+        """R* (``minimax_risk_``): the randomized rule's worst-case risk over the box, when the certificate is not
+        it."""
         r = getattr(self, "minimax_risk_", None)
         return None if r is None or r is self.certificate_ else r
 
@@ -329,7 +330,8 @@ class MinimaxRules(MarginalEstimator):
         cov = rec.get("coverage", self.coverage if self.s is None else None)
         # the file's kinds, not checked here
         self.certificate_ = Certificate(value, cast("CertificateKind", str(rec.get("kind", kind))),
-                                        None if cov is None else float(cov), bool(rec.get("approximate", False)), len(classes))
+                                        None if cov is None else float(cov), bool(rec.get("approximate", False)),
+                                        len(classes))
         mr = d.get("minimax_risk")
         self.minimax_risk_ = (replace(self.certificate_, value=float(mr["value"]),
                                       kind=cast("CertificateKind", str(mr["kind"]))) if isinstance(mr, dict) else None)

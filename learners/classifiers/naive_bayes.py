@@ -57,7 +57,8 @@ class NaiveBayes(MarginalEstimator):
         Discrete features used (None: every discrete feature).
     certify : {"exact", "bound"}
         ``"exact"``: W(h) by row generation (within the work budget ``max_rounds`` ×
-        ``max_nodes``, and ``time_limit`` seconds if given), or the LP bound W_L if smaller; ``"bound"``: the LP bound W_L only (one LP; for model choice).
+        ``max_nodes``, and ``time_limit`` seconds if given), or the LP bound W_L if smaller; ``"bound"``: the LP bound
+        W_L only (one LP; for model choice).
     time_limit : float or None
         Seconds for the exact certificate's refinement of the LP bound (default None: the
         work budget alone; its MILPs stop at the deadline with their proven bounds, so the
@@ -87,7 +88,8 @@ class NaiveBayes(MarginalEstimator):
 
     def __init__(self, alpha: float = 0.5, s: float | None = None, coverage: float = 0.95,
                  features: Sequence[str] | None = None, certify: str = "exact", time_limit: float | None = None,
-                 callback: Callable[[dict], None] | None = None, max_rounds: int = EXACT_ROUNDS, max_nodes: int = EXACT_NODES):
+                 callback: Callable[[dict], None] | None = None, max_rounds: int = EXACT_ROUNDS,
+                 max_nodes: int = EXACT_NODES):
         self.alpha = alpha
         self.certify = certify
         self.s = s
@@ -134,8 +136,10 @@ class NaiveBayes(MarginalEstimator):
         value, converged = float(certify_rule_lp(rule, fmap, m.tau, lam)), False
         if self.certify == "exact":
             if self.callback is not None:
-                budget = f" for at most {self.max_rounds} rounds" + ("" if self.time_limit is None else f" or {self.time_limit:g} s")
-                self.callback({"stage": "note", "text": f"LP bound W_L = {value:.4f}; refining W(h) by row generation{budget}"})
+                budget = (f" for at most {self.max_rounds} rounds"
+                          + ("" if self.time_limit is None else f" or {self.time_limit:g} s"))
+                self.callback({"stage": "note", "text": f"LP bound W_L = {value:.4f}; refining W(h) by row "
+                                                        f"generation{budget}"})
             cert = certify_rule(rule, fmap, m.tau, lam, time_limit=self.time_limit, callback=self.callback,
                                 max_rounds=self.max_rounds, max_nodes=self.max_nodes)
             if cert.value <= value:
@@ -183,7 +187,8 @@ class NaiveBayes(MarginalEstimator):
         return {"fingerprint": self.fingerprint_, "classes": list(self.classes_), "n": self.n_,
                 "prior": [float(v) for v in self.prior_], "map": self.map_.to_dict(),
                 "weights": self.weights_.tolist(), "intercept": [float(v) for v in self.intercept_],
-                "worst_case_error": float(self.certificate_.value), "certificate_converged": self.certificate_converged_,
+                "worst_case_error": float(self.certificate_.value),
+                "certificate_converged": self.certificate_converged_,
                 "certificate": {"kind": self.certificate_.kind, "coverage": self.certificate_.coverage,
                                 "approximate": self.certificate_.approximate}}
 
@@ -194,7 +199,8 @@ class NaiveBayes(MarginalEstimator):
         classes = tuple(str(c) for c in d["classes"])
         W = np.asarray(d["weights"], dtype=np.float64)
         b0 = np.asarray(d["intercept"], dtype=np.float64)
-        if W.shape != (len(classes), fmap.dim) or b0.shape != (len(classes),) or not (np.all(np.isfinite(W)) and np.all(np.isfinite(b0))):
+        if (W.shape != (len(classes), fmap.dim) or b0.shape != (len(classes),)
+            or not (np.all(np.isfinite(W)) and np.all(np.isfinite(b0)))):
             raise InputError(f"naive-Bayes model weights must be finite with shape {(len(classes), fmap.dim)}")
         rec = d.get("certificate") or {}
         self.map_ = fmap
@@ -208,4 +214,5 @@ class NaiveBayes(MarginalEstimator):
         self.certificate_converged_ = bool(d.get("certificate_converged", True))
         cov = rec.get("coverage")
         self.certificate_ = Certificate(float(d["worst_case_error"]), str(rec.get("kind", "W(h)")),
-                                        None if cov is None else float(cov), bool(rec.get("approximate", False)), len(classes))
+                                        None if cov is None else float(cov), bool(rec.get("approximate", False)),
+                                        len(classes))

@@ -234,13 +234,15 @@ class RenyiClassifier(MarginalEstimator):
         self.fallback_ = fallback
         self.noise_margin_ = margin
         self.training_bound_ = Certificate(float(min(1.0, max(0.0, 2.0 * float((gam + margin).sum())))), "2gamma",
-                                           float(self.coverage) if summary.is_noisy else None, bool(summary.is_noisy), K)
+                                           float(self.coverage) if summary.is_noisy else None, bool(summary.is_noisy),
+                                           K)
         self.prior_ = prior
         self.n_ = float(summary.n)
         self.fingerprint_ = str(summary.fingerprint)
         self.certificate_ = self.training_bound_  # fitted: the rule exists; now certify it
         if summary.selection is None and not getattr(self, "_predictor_only", False):
-            self.certificate_ = (certify_projected(self, summary, coverage=self.coverage) if self.certify == "first" else
+            self.certificate_ = (certify_projected(self, summary, coverage=self.coverage) if self.certify == "first"
+                                 else
                                  certify(self, summary, self.coverage, exact=self.certify == "exact",
                                          time_limit=self.time_limit))
         if not getattr(self, "_predictor_only", False):

@@ -1,4 +1,5 @@
-"""The certificate a model carries: an upper bound on its worst-case error, what kind of bound it is, the box it was computed over.
+"""The certificate a model carries: an upper bound on its worst-case error, what kind of bound it is, the box it was
+computed over.
 
 A value type of its own (below :mod:`marg.learners.estimator.base`), so that the modules which compute
 certificates (:mod:`marg.learners.certification.certify`, :mod:`marg.learners.certification.certify_labels`,
@@ -101,7 +102,8 @@ def certificate_from(rec: Any, n_classes: int) -> Certificate:
         raise ValueError(f"certificate value {value!r} outside [0, 1]")
     cov = rec.get("coverage")
     box = rec.get("box") or []
-    if not isinstance(box, list) or not all(isinstance(t, dict) and {"features", "lower", "upper"} <= set(t) for t in box):
+    if (not isinstance(box, list) or not all(isinstance(t, dict) and {"features", "lower", "upper"} <= set(t)
+                                             for t in box)):
         raise ValueError("certificate box must be a list of {features, lower, upper} records")
     return Certificate(value, kind, None if cov is None else float(cov), bool(rec.get("approximate", False)), n_classes,
                        box=tuple(box))

@@ -59,7 +59,8 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
 
 @dataclass(frozen=True)
 class Interval:
-    """A finite number (an integer with ``integer``) in [low, high] (ends open with ``open_low``/``open_high``; None: unbounded); ``none_ok``: None allowed."""
+    """A finite number (an integer with ``integer``) in [low, high] (ends open with ``open_low``/``open_high``; None:
+    unbounded); ``none_ok``: None allowed."""
 
     low: float | None = None
     high: float | None = None
@@ -86,7 +87,8 @@ class Interval:
 
 @dataclass(frozen=True)
 class Options:
-    """One of ``values`` (a tuple or a ``Literal`` type); ``what`` names the parameter in the message (default: its name)."""
+    """One of ``values`` (a tuple or a ``Literal`` type); ``what`` names the parameter in the message (default: its
+    name)."""
 
     values: Any
     what: str = ""

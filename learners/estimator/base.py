@@ -388,8 +388,10 @@ def _jsonable(v: Any) -> Any:
 
 # ------------------------------------------------------------------------ registry
 _LEARNER_MODULES = {"mrc": ("marg.learners.classifiers.mrc", "MRC"), "dcc": ("marg.learners.classifiers.dcc", "DCC"),
-                    "renyi": ("marg.learners.classifiers.renyi", "RenyiClassifier"), "nb": ("marg.learners.classifiers.naive_bayes", "NaiveBayes"),
-                    "boost": ("marg.learners.boost.vote", "BoostVote"), "prior": ("marg.learners.classifiers.label_only", "LabelOnly"),
+                    "renyi": ("marg.learners.classifiers.renyi", "RenyiClassifier"),
+                    "nb": ("marg.learners.classifiers.naive_bayes", "NaiveBayes"),
+                    "boost": ("marg.learners.boost.vote", "BoostVote"),
+                    "prior": ("marg.learners.classifiers.label_only", "LabelOnly"),
                     "auto": ("marg.learners.auto", "AutoLearner")}
 LEARNERS: tuple[str, ...] = tuple(_LEARNER_MODULES)
 

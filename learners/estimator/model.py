@@ -59,7 +59,8 @@ class Model:
         study = (self.info or {}).get("study_fingerprint") if isinstance(self.info, dict) else None
         if study is not None and codebook.fingerprint == study and codebook.fingerprint != self.fingerprint:
             names = self.codebook.feature_names
-            if all(n in codebook.feature_names for n in names) and codebook.subset(names).fingerprint == self.fingerprint:
+            if (all(n in codebook.feature_names for n in names)
+                and codebook.subset(names).fingerprint == self.fingerprint):
                 return
         if codebook.fingerprint != self.fingerprint:
             raise InputError(
@@ -160,14 +161,16 @@ class Model:
         except MargError:
             raise
         except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
-            raise InputError(f"{source}: malformed model file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+            raise InputError(f"{source}: malformed model file ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
 
     @classmethod
     def _from_dict(cls, d: Any, source: str = "model") -> "Model":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise InputError(f"{source}: not a marg model file")
         if d.get("version") not in READS:
-            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads {', '.join(map(str, READS))})")
+            raise InputError(f"{source}: unsupported model version {d.get('version')!r} (this marg reads "
+                             f"{', '.join(map(str, READS))})")
         cb = Codebook.from_dict(d.get("codebook"))
         if cb.fingerprint != d.get("codebook_fingerprint"):
             raise InputError(f"{source}: embedded codebook does not match the recorded fingerprint (altered file?)")

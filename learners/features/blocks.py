@@ -277,7 +277,8 @@ class FeatureMap:
             bad = ~np.isfinite(vals)
             if bad.any():
                 r, c = np.argwhere(bad)[0]
-                raise InputError(f"feature {self.blocks[int(self._num[c])].name!r}: value {float(vals[r, c])} at row {r + 1} is not finite")
+                raise InputError(f"feature {self.blocks[int(self._num[c])].name!r}: value {float(vals[r, c])} at row "
+                                 f"{r + 1} is not finite")
             vals = np.clip(vals, self._num_lo[None, :], self._num_hi[None, :])
         return codes.astype(np.int64), vals
 

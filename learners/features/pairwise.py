@@ -58,7 +58,8 @@ class PairwiseFeatureMap:
             ba, bb = self.nodes.blocks[a], self.nodes.blocks[b]
             if ba.kind != "onehot" or bb.kind != "onehot":
                 name = ba.name if ba.kind != "onehot" else bb.name
-                raise InputError(f"edge ({ba.name!r}, {bb.name!r}): feature {name!r} is raw numeric; edges need discrete features")
+                raise InputError(f"edge ({ba.name!r}, {bb.name!r}): feature {name!r} is raw numeric; edges need "
+                                 "discrete features")
             key = (min(a, b), max(a, b))
             if key in seen:
                 raise InputError(f"edge ({ba.name!r}, {bb.name!r}) given twice")

@@ -64,7 +64,8 @@ def paired_features(summary: Any) -> list[str]:
     inpairs = {a for t in summary.tables if t.kind == "counts" and len(t.clique) >= 3 for a in t.clique if a != lab}
     if not inpairs:
         if len(disc) >= 2:
-            raise InputError(f"Q needs pair tables N[x_i, x_j, {lab}] and these summaries hold first-order tables only; "
+            raise InputError(f"Q needs pair tables N[x_i, x_j, {lab}] and these summaries hold first-order tables "
+                             "only; "
                              + PAIRS_HINT)
         return list(cb.feature_names)
     whole = len(inpairs) == len(disc)

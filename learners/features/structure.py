@@ -209,7 +209,8 @@ def max_spanning_forest(
     return out
 
 
-def chow_liu_forest(summary: Any, features: Sequence[str] | None = None, max_edges: int | None = None) -> tuple[list[tuple[int, int]], dict[tuple[int, int], float]]:
+def chow_liu_forest(summary: Any, features: Sequence[str] | None = None,
+                    max_edges: int | None = None) -> tuple[list[tuple[int, int]], dict[tuple[int, int], float]]:
     """TAN / Chow–Liu structure: max-weight forest on I(X_i; X_j | Y) over the released pairs.
 
     Parameters
@@ -231,7 +232,8 @@ def chow_liu_forest(summary: Any, features: Sequence[str] | None = None, max_edg
     return max_spanning_forest(summary.codebook.n_features, w, max_edges), w
 
 
-def node_pair_weights(summary: Any, blocks: Sequence[Any]) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], float]]:
+def node_pair_weights(summary: Any, blocks: Sequence[Any]) -> tuple[dict[tuple[int, int], float],
+                                                                    dict[tuple[int, int], float]]:
     """I(X_i; X_j | Y) and I(X_i, X_j; Y) of every released pair of ``blocks``, keyed by node index (i < j)."""
     names = [b.name for b in blocks]
     node_of = {b.column: k for k, b in enumerate(blocks)}
@@ -254,7 +256,8 @@ def check_structure(st: Any) -> None:
         raise InputError(f"structure pairs must name two different features, got {st!r}")
 
 
-def graph_edges(structure: Any, blocks: Sequence[Any], weights: dict, max_edges: int | None = None) -> list[tuple[int, int]]:
+def graph_edges(structure: Any, blocks: Sequence[Any], weights: dict,
+                max_edges: int | None = None) -> list[tuple[int, int]]:
     """Node-index edges (i < j, sorted) of ``structure="all"`` (every pair in ``weights``; with
     ``max_edges`` the pairs of largest weight) or of an explicit list of feature-name pairs."""
     cand = sorted(weights)
@@ -269,6 +272,7 @@ def graph_edges(structure: Any, blocks: Sequence[Any], weights: dict, max_edges:
             raise InputError(f"structure pair ({a!r}, {b!r}): unknown feature {a if a not in idx else b!r}")
         e = (min(idx[a], idx[b]), max(idx[a], idx[b]))
         if e not in weights:
-            raise InputError(f"structure pair ({a!r}, {b!r}): no released pair-with-label table for it (or a raw numeric feature)")
+            raise InputError(f"structure pair ({a!r}, {b!r}): no released pair-with-label table for it (or a raw "
+                             "numeric feature)")
         out.add(e)
     return sorted(out)

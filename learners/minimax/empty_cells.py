@@ -50,7 +50,8 @@ def policy_name(policy: str, allowed: tuple[str, ...], who: str) -> str:
     return name
 
 
-def fix_empty_cells_first_order(fmap: FeatureMap, mu: np.ndarray, tau: np.ndarray, lam: np.ndarray, bound: ArrayLike, blocks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def fix_empty_cells_first_order(fmap: FeatureMap, mu: np.ndarray, tau: np.ndarray, lam: np.ndarray, bound: ArrayLike,
+                                blocks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Give empty one-hot cells (τ + λ = 0) a definite coefficient without changing R(μ).
 
     Such a column costs nothing in the objective and lowering it only relaxes rows, so the

@@ -1,8 +1,8 @@
 """The first-order formulations of the minimax LP as objects of the one fit, and SELECT, their column pricing.
 
-``compact`` (:class:`.formulation.CompactModel`, the exact epigraph LP) and ``rows``
-(:class:`.formulation.RowModel`, row generation with the exact first-order oracle) are
-registered here (:mod:`.formulations`). For :func:`.fit.fit` each ``build``s its model on a
+``compact`` (:class:`.first_order_models.CompactModel`, the exact epigraph LP) and ``rows``
+(:class:`.first_order_models.RowModel`, row generation with the exact first-order oracle) are
+registered here (:mod:`.registry`). For :func:`.fit.fit` each ``build``s its model on a
 first-order problem — every feature for :class:`.fit.One`, the initial working set under
 :class:`Select` for :class:`.fit.Columns` (Algorithm 1 of seed 000 with the SELECT of
 Algorithm 2, settings :class:`SelectPricing`) —, ``read``s the LP's point (typed
@@ -105,7 +105,8 @@ class FirstOrder(Formulation[MinimaxProblem, "_Whole | Select"]):
             p = search.pricer
             model.add_blocks(p.initial(fmap, tau))
             batch = int(p.exact_batch) if p.exact_batch is not None else max(4 * p.n_max, 200)
-            wrapped = Select(model, SplitPricer(fmap, tau, lam, subsets), int(p.n_max), float(p.eps), batch, options.callback)
+            wrapped = Select(model, SplitPricer(fmap, tau, lam, subsets), int(p.n_max), float(p.eps), batch,
+                             options.callback)
         wrapped.bound = float(options.bound)  # the box B of the impossible cells' −B
         return wrapped
 
@@ -124,7 +125,8 @@ class FirstOrder(Formulation[MinimaxProblem, "_Whole | Select"]):
             nzb[fmap.block_of_column[np.flatnonzero(np.any(np.abs(mu) > 1e-12, axis=0))]] = True
             selected, read, converged = np.flatnonzero(nzb), FirstOrderRead(np.arange(fmap.n_blocks)), wrapped.converged
         return MinimaxSolution(
-            mu=mu, tau=model.tau, lam=model.lam, value=float(model.value), phi=float(model.phi), iterations=list(gen.iterations),
+            mu=mu, tau=model.tau, lam=model.lam, value=float(model.value), phi=float(model.phi),
+            iterations=list(gen.iterations),
             lower=list(model.lower_hist), upper=list(model.upper_hist), selected=selected, converged=converged,
             n_rows=lp.n_rows, impossible=np.zeros((K, D), dtype=bool), bound=model.bound_flat(wrapped.bound),
             simplex_iterations=lp.lp.simplex_iterations, lp_columns=int(model.in_model.sum()), read=read)
@@ -205,7 +207,8 @@ class Select:
         for j, i in enumerate(out):
             if int(i) in exact_v:
                 v_known[j] = exact_v[int(i)]
-        self.max_dual_violation = float(max(vJ.max() if vJ.size else -np.inf, v_known.max() if v_known.size else -np.inf))
+        self.max_dual_violation = float(max(vJ.max() if vJ.size else -np.inf,
+                                            v_known.max() if v_known.size else -np.inf))
         self._step = (drop, enter, W, splits)
         return Pricing(int(enter.size), {"features": int(model.in_model.sum()), "dropped": int(drop.size),
                                          "rows": model.model.n_rows, "heuristic_flagged": int(over.sum()),

@@ -38,7 +38,8 @@ def _block_flat_cols(fmap: FeatureMap, K: int, blocks: np.ndarray) -> np.ndarray
     """Flat μ indices (y·D + column) of the given blocks, label-major."""
     if len(blocks) == 0:
         return np.zeros(0, dtype=np.int64)
-    cols = np.concatenate([np.arange(fmap.blocks[int(i)].offset, fmap.blocks[int(i)].offset + fmap.blocks[int(i)].size) for i in blocks])
+    cols = np.concatenate([np.arange(fmap.blocks[int(i)].offset, fmap.blocks[int(i)].offset + fmap.blocks[int(i)].size)
+                           for i in blocks])
     return every_label(K, fmap.dim, cols)
 
 
@@ -72,7 +73,8 @@ class CompactModel:
         HiGHS algorithm ("ipm" runs crossover to a basic solution).
     """
 
-    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]], feas_tol: float = 1e-8, lp_solver: str = "simplex"):
+    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]],
+                 feas_tol: float = 1e-8, lp_solver: str = "simplex"):
         self.fmap = fmap
         self.tau = np.asarray(tau, dtype=np.float64)
         self.lam = np.asarray(lam, dtype=np.float64)
@@ -103,7 +105,8 @@ class CompactModel:
         """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
 
-    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict[int, np.ndarray] | None = None) -> None:
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None,
+                   splits: dict[int, np.ndarray] | None = None) -> None:
         """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
@@ -117,7 +120,8 @@ class CompactModel:
         # t_{C,i}: one entry each, in sum row C
         nb = blocks.size
         nt = nb * nC
-        t_base = model.add_aux(np.zeros(nt), np.full(nt, -INF), np.full(nt, INF), np.arange(nt), np.tile(np.arange(nC), nb),
+        t_base = model.add_aux(np.zeros(nt), np.full(nt, -INF), np.full(nt, INF), np.arange(nt),
+                               np.tile(np.arange(nC), nb),
                                np.ones(nt), tag=np.repeat(blocks, nC))[0]
         # epigraph rows, grouped by number of vertices
         nv_all = np.array([fm.blocks[int(i)].n_vertices for i in blocks], dtype=np.int64)
@@ -131,7 +135,9 @@ class CompactModel:
             vcol = fm.vertex_col[vid]
             vval = fm.vertex_val[vid]
             g = ids.size
-            rows_g = r0 + (np.arange(g)[:, None, None] * nC + np.arange(nC)[None, :, None]) * nv + np.arange(nv)[None, None, :]  # (g, nC, nv)
+            # (g, nC, nv)
+            rows_g = (r0 + (np.arange(g)[:, None, None] * nC + np.arange(nC)[None, :, None]) * nv
+                      + np.arange(nv)[None, None, :])
             for c, C in enumerate(self.subsets):
                 rows_c = rows_g[:, c, :]  # (g, nv)
                 for y in C:
@@ -162,7 +168,8 @@ class CompactModel:
         self.in_model[blocks] = False
         self.oracle.set_active(self.active)
 
-    def solve(self, deadline: float | None = None, tol: float = 1e-9, callback: Callable[[dict[str, Any]], None] | None = None) -> str:
+    def solve(self, deadline: float | None = None, tol: float = 1e-9,
+              callback: Callable[[dict[str, Any]], None] | None = None) -> str:
         """Solve from the current basis; returns "optimal" or "time_limit"."""
         model = self.model
         if model.solve(deadline) != "optimal":
@@ -211,7 +218,8 @@ class RowModel:
     as :class:`CompactModel`. Rows built while a feature was out of the model get, when it
     enters, the coefficients of the pricing split (a convex combination of valid rows)."""
 
-    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]], bound: float = 1e3, tol: float = 1e-9):
+    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]],
+                 bound: float = 1e3, tol: float = 1e-9):
         self.fmap = fmap
         self.tau, self.lam = tau, lam
         self.K, self.D = tau.shape
@@ -237,7 +245,8 @@ class RowModel:
         """The features (block indices) in the model."""
         return np.flatnonzero(self.in_model)
 
-    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None, splits: dict[int, np.ndarray] | None = None) -> None:
+    def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None,
+                   splits: dict[int, np.ndarray] | None = None) -> None:
         blocks = np.unique(np.asarray(blocks, dtype=np.int64))
         blocks = blocks[~self.in_model[blocks]]
         if blocks.size == 0:
@@ -268,7 +277,9 @@ class RowModel:
                             fr.append(r)
                             fc.append(colpos[flat_index(D, y, blk.offset + s_)])
                             fv.append(val[c, s_] / len(lab))
-            fill = sp.csc_array((np.asarray(fv, dtype=np.float64), (np.asarray(fr, dtype=np.int64), np.asarray(fc, dtype=np.int64))), shape=(lp.n_rows, new_cols.size))
+            fill = sp.csc_array((np.asarray(fv, dtype=np.float64),
+                                 (np.asarray(fr, dtype=np.int64), np.asarray(fc, dtype=np.int64))),
+                                shape=(lp.n_rows, new_cols.size))
         lp.add_mu(new_cols, fill=fill)
         self.in_model[blocks] = True
         self.oracle.set_active(self.active)
@@ -285,11 +296,13 @@ class RowModel:
         self.in_model[blocks] = False
         self.oracle.set_active(self.active)
 
-    def solve(self, deadline: float | None = None, tol: float | None = None, callback: Callable[[dict[str, Any]], None] | None = None) -> str:
+    def solve(self, deadline: float | None = None, tol: float | None = None,
+              callback: Callable[[dict[str, Any]], None] | None = None) -> str:
         if not self._started:
             self.model.add_cuts(self.oracle.covering_cuts())
             self._started = True
-        res = solve_boxed(self.model, self.oracle, tol=self.tol if tol is None else tol, deadline=deadline, callback=callback)
+        res = solve_boxed(self.model, self.oracle, tol=self.tol if tol is None else tol, deadline=deadline,
+                          callback=callback)
         self.lower_hist += res.lower
         self.upper_hist += res.upper
         if not res.upper:

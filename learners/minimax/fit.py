@@ -6,7 +6,7 @@
 
 - ``problem`` — a :class:`.problem.MinimaxProblem` (τ, λ, μ's layout; from a Summary by
   :func:`.from_summary.problem_from`);
-- ``formulation`` — a registered :class:`.formulations.Formulation` object: ``build`` puts the
+- ``formulation`` — a registered :class:`.registry.Formulation` object: ``build`` puts the
   problem on an LP model for the search, ``read`` turns the model and the search's record
   into a :class:`.solution.MinimaxSolution` (the LP's point; its formulation-specific
   read-out typed), ``finish`` gives the empty cells definite values (:mod:`.empty_cells`);
@@ -24,7 +24,7 @@ a finish that raises R is a solver fault (``SolverError``), never silently undon
 MRC is this fit on a first-order problem (a DCC with no edges); DCC on the pair map of its
 structure; boosting on a map that grows (:class:`marg.learners.boost.minimax_cg.MonomialProblem`,
 ``Columns`` with its MMA pricing); the formulations' own modules register them
-(:mod:`.first_order`, :mod:`.pair_formulations`, :mod:`marg.learners.dcc_hinge`,
+(:mod:`.first_order`, :mod:`.pair_formulations`, :mod:`marg.learners.classifiers.dcc_hinge`,
 :mod:`marg.learners.boost.minimax_cg`).
 """
 
@@ -156,8 +156,10 @@ class Columns:
 
     def run(self, model: SearchModel, options: FitOptions, t0: float) -> Generation:
         columns = cast(ColumnModel, model)  # a formulation that runs Columns builds a ColumnModel
-        no_solution = getattr(model, "no_solution", f"the minimax LP produced no solution within the time limit ({options.time_limit} s)")
-        return generate_columns(columns, k_max=int(self.k_max), t0=t0, time_limit=options.time_limit, patience=self.patience,
+        no_solution = getattr(model, "no_solution",
+                              f"the minimax LP produced no solution within the time limit ({options.time_limit} s)")
+        return generate_columns(columns, k_max=int(self.k_max), t0=t0, time_limit=options.time_limit,
+                                patience=self.patience,
                                 stall_tol=self.stall_tol, price_last=getattr(self.pricer, "price_last", True),
                                 callback=options.callback, no_solution=no_solution)
 
@@ -187,7 +189,7 @@ M = TypeVar("M", bound=SearchModel)
 
 
 class FitFormulation(Protocol[P, M]):
-    """What :func:`fit` asks of a formulation (its plug-in contract; :class:`.formulations.Formulation`
+    """What :func:`fit` asks of a formulation (its plug-in contract; :class:`.registry.Formulation`
     is the base every registered formulation subclasses): its ``name``, ``title`` and ``searches``,
     why it does not run a search, and the three steps, abstract here.
 
@@ -250,7 +252,8 @@ def fit(problem: P, formulation: FitFormulation[P, M], search: Search,
         From the LP (no distribution matches τ within λ; HiGHS failed or found nothing in time).
     """
     if search.name not in formulation.searches:
-        raise InputError(f"formulation {formulation.name!r} ({formulation.title}) {formulation.accepts_search(search.name)}")
+        raise InputError(f"formulation {formulation.name!r} ({formulation.title}) "
+                         f"{formulation.accepts_search(search.name)}")
     t0 = time.perf_counter()
     model = formulation.build(problem, search, options)
     gen = search.run(model, options, t0)

@@ -52,7 +52,8 @@ class LinearRule:
         self.intercept = np.asarray(intercept, dtype=np.float64).ravel()
         K = self.intercept.size
         if K < 2 or self.weights.shape != (K, fmap.dim):
-            raise InputError(f"a linear rule needs weights (K, {fmap.dim}) and K >= 2 intercepts, got {self.weights.shape} and {K}")
+            raise InputError(f"a linear rule needs weights (K, {fmap.dim}) and K >= 2 intercepts, got "
+                             f"{self.weights.shape} and {K}")
         if not (np.all(np.isfinite(self.weights)) and np.all(np.isfinite(self.intercept))):
             raise InputError("a linear rule's weights and intercepts must be finite")
 
@@ -264,7 +265,8 @@ class FixedRuleOracle:
                 if res.status is Status.LIMIT and not res.has_solution:
                     raise OutOfTime  # no row and no bound for this part: the round cannot be completed
                 if res.status not in (Status.OPTIMAL, Status.LIMIT) or not res.has_solution:
-                    raise SolverError(f"HiGHS failed on the fixed-rule separation MILP: {res.message or res.status.value}")
+                    raise SolverError("HiGHS failed on the fixed-rule separation MILP: "
+                                      f"{res.message or res.status.value}")
                 bound = (-res.dual_bound if np.isfinite(res.dual_bound) else -res.objective) + loss
                 upper = max(upper, bound)
                 cols, vals = self._assignment(res.x)
@@ -299,7 +301,8 @@ class FixedRuleOracle:
         cuts = []
         sizes = [b.size if b.kind == "onehot" else 2 for b in um.nodes.blocks]
         for t in range(max(sizes) if sizes else 1):
-            X = np.zeros((1, max((b.column for b in list(um.nodes.blocks) + list(self.rule.fmap.blocks)), default=-1) + 1))
+            X = np.zeros((1, max((b.column for b in list(um.nodes.blocks) + list(self.rule.fmap.blocks)), default=-1)
+                          + 1))
             for b in list(um.nodes.blocks) + list(self.rule.fmap.blocks):
                 X[0, b.column] = min(t, b.size - 1) if b.kind == "onehot" else (b.lo if t == 0 else b.hi)
             pred = int(self.rule.predict(X)[0])

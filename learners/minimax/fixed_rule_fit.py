@@ -98,9 +98,11 @@ class _RuleRows:
         if self.history[-1] < min(self.history[:-1], default=np.inf):
             self.best = (lp.mu.copy(), phi)
         oracle.recenter(lp.mu, self.history[-1])
-        if self.callback is not None:  # what is known of W(h), an error rate: at least max(0, LP bound), at most the best so far
+        # what is known of W(h), an error rate: at least max(0, LP bound), at most the best so far
+        if self.callback is not None:
             upper = min(1.0, min(self.history))
-            self.callback({"stage": "certify", "lower": min(upper, max(0.0, info["lower"])), "upper": upper, "rows": info["rows"]})
+            self.callback({"stage": "certify", "lower": min(upper, max(0.0, info["lower"])), "upper": upper,
+                           "rows": info["rows"]})
 
     def solve(self, deadline: float | None) -> float:
         """The best certified value (1 when not one round finished by ``deadline``)."""
@@ -126,7 +128,8 @@ class FixedRule(Formulation[RuleProblem, _RuleRows]):
     def read(self, model: _RuleRows, gen: Generation) -> MinimaxSolution:
         K, D = model.oracle.K, model.oracle.D
         mu, phi = model.best
-        return MinimaxSolution(mu=mu.reshape(K, D), tau=model.lp.tau.reshape(K, D), lam=model.lp.lam.reshape(K, D), phi=phi,
+        return MinimaxSolution(mu=mu.reshape(K, D), tau=model.lp.tau.reshape(K, D), lam=model.lp.lam.reshape(K, D),
+                               phi=phi,
                                value=min(model.history, default=1.0), iterations=list(model.history), lower=[],
                                upper=list(model.history), converged=model.converged, n_rows=model.lp.n_rows,
                                impossible=np.zeros((K, D), dtype=bool), bound=model.lp.bound, kind="W(h)",
@@ -185,9 +188,12 @@ def certify_rule(
     K = rule.n_classes
     if tau.shape != (K, umap.dim) or lam.shape != tau.shape:
         raise InputError(f"tau and lam must have shape {(K, umap.dim)}, got {tau.shape} and {lam.shape}")
-    sol = fit(RuleProblem(rule, umap, tau, lam), FIXED_RULE, One(), FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback,
-                                                                                   max_rounds=max_rounds, mip_nodes=max_nodes))
-    return RuleCertificate(value=float(min(1.0, sol.value)), lp_value=sol.read.lp_value, mu=sol.mu.copy(), converged=sol.converged,
+    sol = fit(RuleProblem(rule, umap, tau, lam), FIXED_RULE, One(),
+              FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback,
+                                                                                   max_rounds=max_rounds,
+                         mip_nodes=max_nodes))
+    return RuleCertificate(value=float(min(1.0, sol.value)), lp_value=sol.read.lp_value, mu=sol.mu.copy(),
+                           converged=sol.converged,
                            rounds=len(sol.iterations), history=list(sol.iterations))
 
 

@@ -115,7 +115,8 @@ def rule_lp_solution(rule: LinearRule, umap: Any, tau: np.ndarray, lam: np.ndarr
             const = np.array([rule.intercept[p] - rule.intercept[c] + tie_tol for c in others])
             loss = float(p != y)
             # Σ roots + Σ_c t_c·const_c − ν ≤ −loss
-            rows.add(np.concatenate([roots, tcol, [0]]), np.concatenate([np.ones(len(roots)), const, [-1.0]]), -loss, (y, p))
+            rows.add(np.concatenate([roots, tcol, [0]]), np.concatenate([np.ones(len(roots)), const, [-1.0]]), -loss,
+                     (y, p))
     aux_lower = np.full(nvar - model.n_cols, -np.inf)
     aux_lower[np.concatenate(multipliers) - model.n_cols] = 0.0  # the Lagrange multipliers t ≥ 0, messages free
     rows.solve(model, nvar, aux_lower)

@@ -72,8 +72,10 @@ class ForestOracle:
         self.subsets, self.sizes, self.member = ls.subsets, ls.sizes, ls.member
         fm = pmap.nodes
         self.n_vertices = np.array([b.n_vertices for b in fm.blocks], dtype=np.int64)
-        self.vertex_cols = [fm.vertex_col[fm.vertex_start[i] : fm.vertex_start[i] + self.n_vertices[i]] for i in range(fm.n_blocks)]
-        self.vertex_vals = [fm.vertex_val[fm.vertex_start[i] : fm.vertex_start[i] + self.n_vertices[i]] for i in range(fm.n_blocks)]
+        self.vertex_cols = [fm.vertex_col[fm.vertex_start[i] : fm.vertex_start[i] + self.n_vertices[i]]
+                            for i in range(fm.n_blocks)]
+        self.vertex_vals = [fm.vertex_val[fm.vertex_start[i] : fm.vertex_start[i] + self.n_vertices[i]]
+                            for i in range(fm.n_blocks)]
         self.tau = None if tau is None else np.asarray(tau, dtype=np.float64).ravel()
         self.lam = None if lam is None else np.asarray(lam, dtype=np.float64).ravel()
         if (self.tau is None) != (self.lam is None):
@@ -106,7 +108,8 @@ class ForestOracle:
                 raise InputError(f"edge index {e} outside 0..{pm.n_edges - 1}")
             a, b = pm.edges[e]
             if not uf.union(a, b):
-                raise InputError(f"edges do not form a forest: ({pm.blocks[a].name!r}, {pm.blocks[b].name!r}) closes a cycle")
+                raise InputError(f"edges do not form a forest: ({pm.blocks[a].name!r}, {pm.blocks[b].name!r}) closes "
+                                 "a cycle")
             adj[a].append((b, e))
             adj[b].append((a, e))
         self.active = sorted(active)
@@ -378,7 +381,8 @@ class ForestOracle:
         if any(e not in self.active for e in edges):
             raise InputError("covering_assignments: every edge to cover must be active")
         dead = self._dead if self._dead is not None else np.zeros(self.D, dtype=bool)
-        node_ok = [~dead[self.vertex_cols[i]] if pm.blocks[i].kind == "onehot" else np.ones(int(self.n_vertices[i]), dtype=bool) for i in range(n)]
+        node_ok = [~dead[self.vertex_cols[i]] if pm.blocks[i].kind == "onehot"
+                   else np.ones(int(self.n_vertices[i]), dtype=bool) for i in range(n)]
         node_left = [ok.copy() if nodes else np.zeros_like(ok) for ok in node_ok]
         edge_ok = {e: ~dead[pm.edge_columns(e)].reshape(pm.edge_shape[e]) for e in self.active}
         edge_left = {e: edge_ok[e].copy() for e in edges}

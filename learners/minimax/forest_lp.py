@@ -5,7 +5,7 @@ satisfying the DP's inequalities (:func:`forest_max_rows`), so the exponentially
 (x, C) of LP (13) become, per C, Σ_edges m_p·m_c + Σ_roots m_r + 1 rows and one HiGHS solve
 gives R* and, from the duals, the worst-case distribution's flows on the forest
 (:func:`solve_compact`). The same row writer serves the hinge-loss LP
-(:mod:`marg.learners.dcc_hinge`) and the fixed-rule LP (:mod:`.fixed_rule_lp`).
+(:mod:`marg.learners.classifiers.dcc_hinge`) and the fixed-rule LP (:mod:`.fixed_rule_lp`).
 
 The one-shot LPs (these, :func:`.local.solve_local`) stage their rows in a :class:`RowBuffer`
 (μ terms by :class:`MuTerms`), put them on the one model (:func:`one_shot_model`, a
@@ -49,7 +49,8 @@ class Flows:
     flows: list[SubsetFlow]
 
 
-def one_shot_model(tau: np.ndarray, lam: np.ndarray, columns: np.ndarray, what: str, layout: str = "blocks") -> MinimaxModel:
+def one_shot_model(tau: np.ndarray, lam: np.ndarray, columns: np.ndarray, what: str,
+                   layout: str = "blocks") -> MinimaxModel:
     """The :class:`.lp_model.MinimaxModel` of a one-shot minimax LP: ν, then the μ± columns of the flat
     indices ``columns`` (no box), solved by the dual simplex after presolve with tolerances 1e-10."""
     model = MinimaxModel(tau, lam, layout=layout, solver="simplex", presolve=True, feas_tol=1e-10, what=what)
@@ -92,7 +93,8 @@ class RowBuffer:
     def matrix(self, nvar: int) -> sp.csr_array:
         if not self.R:
             return sp.csr_array((self.n, nvar))
-        return sp.csr_array((np.concatenate(self.V), (np.concatenate(self.R), np.concatenate(self.C))), shape=(self.n, nvar))
+        return sp.csr_array((np.concatenate(self.V), (np.concatenate(self.R), np.concatenate(self.C))),
+                            shape=(self.n, nvar))
 
     def solve(self, model: MinimaxModel, nvar: int, aux_lower: np.ndarray | None = None) -> None:
         """Put these rows (≤ rhs) on ``model`` after its auxiliary columns ``model.n_cols .. nvar − 1``
@@ -169,7 +171,8 @@ def forest_max_rows(
     n = pm.n_nodes
     alive: list[np.ndarray] = []
     for i in range(n):
-        alive.append(~dead_col[oracle.vertex_cols[i]] if pm.blocks[i].kind == "onehot" else np.ones(int(oracle.n_vertices[i]), dtype=bool))
+        alive.append(~dead_col[oracle.vertex_cols[i]] if pm.blocks[i].kind == "onehot"
+                     else np.ones(int(oracle.n_vertices[i]), dtype=bool))
     pending: list[tuple[int, NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]] = []
     for c in reversed(oracle.order):
         p = int(oracle.parent[c])
@@ -196,7 +199,8 @@ def forest_max_rows(
     vstart = pm.nodes.vertex_start
     vcol, vval = pm.nodes.vertex_col, pm.nodes.vertex_val
 
-    def block(node: np.ndarray, own: np.ndarray | None, at: np.ndarray, epi: np.ndarray, metas: list[tuple[Any, ...]]) -> None:
+    def block(node: np.ndarray, own: np.ndarray | None, at: np.ndarray, epi: np.ndarray,
+              metas: list[tuple[Any, ...]]) -> None:
         """Rows (one per t): own cell (if any) + node[t]'s term at vertex at[t] + its children's
         messages at at[t] − epi[t] ≤ 0."""
         r = np.arange(at.size)
@@ -235,7 +239,8 @@ class MuTerms:
     def __init__(self, model: MinimaxModel, D: int, subsets: Sequence[tuple[int, ...]]):
         self.model, self.D, self.subsets = model, int(D), subsets
 
-    def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def entries(self, k: int, row: np.ndarray, psi_cols: np.ndarray,
+                vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, LP column, value) triples of Σ_{y∈C} vals[t]·μ[y, psi_cols[t]] in row[t], vectorized."""
         R, C, V = [], [], []
         for y in self.subsets[k]:
@@ -305,7 +310,8 @@ def solve_compact(
         if roots is None:
             continue
         size = len(Cset)
-        rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-float(size)]]), 1.0 - size, (k, 2, -1, 0, 0))
+        rows.add(np.concatenate([roots, [0]]), np.concatenate([np.ones(len(roots)), [-float(size)]]), 1.0 - size,
+                 (k, 2, -1, 0, 0))
     meta = rows.meta
     rows.solve(model, nvar)
     # the worst-case distribution: per subset C, the flow w_C on the forest (LP duals)

@@ -64,7 +64,8 @@ def node_and_edge_columns(problem: MinimaxProblem, active: Sequence[int]) -> np.
 
 def _compact(problem: MinimaxProblem, active: list[int]) -> tuple[MinimaxSolution, ForestOracle]:
     oracle = ForestOracle(problem.fmap, problem.K, active, exclude=problem.layout.excluded)
-    return solve_compact(oracle, problem.tau, problem.lam, problem.layout.lp_columns(node_and_edge_columns(problem, active))), oracle
+    return solve_compact(oracle, problem.tau, problem.lam,
+                         problem.layout.lp_columns(node_and_edge_columns(problem, active))), oracle
 
 
 def _row_lp(problem: MinimaxProblem, bound: float) -> MinimaxModel:
@@ -106,7 +107,8 @@ def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], comp
         return _fit(problem, list(forest), sol.mu, [v], [v], [v], True, np.full(K * full.dim, float(bound)), 0)
     lp = _row_lp(problem, bound)
     lp.add_mu(problem.layout.lp_columns(node_and_edge_columns(problem, active)))
-    oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows, exclude=problem.layout.excluded)
+    oracle = ForestOracle(full, K, active, tau=problem.tau, lam=problem.lam, extra_rows=extra_rows,
+                          exclude=problem.layout.excluded)
     _initial_rows(lp, oracle)
     res = solve_boxed(lp, oracle, tol=tol, deadline=deadline, callback=callback)
     if not res.upper:
@@ -115,7 +117,8 @@ def forest_once(problem: MinimaxProblem, forest: Sequence[tuple[int, int]], comp
     return _fit(problem, list(forest), lp.mu.copy(), res.lower, res.upper, iters, res.converged, lp.bound, lp.n_rows)
 
 
-def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list[tuple[int, int]], rank: dict[tuple[int, int], Any],
+def _violated_in_rank_order(free: list[int], viol: np.ndarray, cand: list[tuple[int, int]],
+                            rank: dict[tuple[int, int], Any],
                             candidates: int | None) -> list[int]:
     order = sorted((free[t] for t in range(len(free)) if viol[t] > 1e-9), key=lambda e: rank[cand[e]])
     return order if candidates is None else order[: int(candidates)]
@@ -158,7 +161,8 @@ class GreedyEdges(ABC):
         if not self.converged:  # the last row generation stopped at its time limit: nothing is proven
             return Pricing(0, record, complete=False, progress=size)
         cand = self.cand
-        free = [e for e in range(len(cand)) if e not in self.chosen and self.uf.find(cand[e][0]) != self.uf.find(cand[e][1])]
+        free = [e for e in range(len(cand)) if e not in self.chosen
+                and self.uf.find(cand[e][0]) != self.uf.find(cand[e][1])]
         order = _violated_in_rank_order(free, self._violations(free), cand, self.rank, self.candidates) if free else []
         if not order:  # no edge left, or α matches every candidate's marginals: no single edge lowers R*
             return Pricing(0, record, progress=size)
@@ -284,7 +288,8 @@ class GreedyRows(GreedyEdges):
 
     def _violations(self, free: list[int]) -> np.ndarray:
         full = self.problem.fmap
-        return np.array([float(self.lp.dual_violation(self.problem.layout.every_label(full.edge_columns(e))).max()) for e in free])
+        return np.array([float(self.lp.dual_violation(self.problem.layout.every_label(full.edge_columns(e))).max())
+                         for e in free])
 
     def _trials(self, order: list[int]) -> tuple[int | None, float]:
         problem, lp, oracle = self.problem, self.lp, self.oracle

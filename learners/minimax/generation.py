@@ -4,7 +4,7 @@ Column generation (Algorithm 1 of seed 000) over any model that can solve its re
 and price the columns outside it (:class:`ColumnModel`) — MRC's features
 (:class:`.fit.Columns` with :class:`.first_order.Select`), boosting's monomials
 (:class:`.fit.Columns` with :class:`marg.learners.boost.minimax_cg.MonomialColumns`), DCC's candidate edges
-(:class:`.fit.Greedy` with :class:`.forest_drivers.GreedyEdges`) — is :func:`generate_columns`::
+(:class:`.fit.Greedy` with :class:`.forest_models.GreedyEdges`) — is :func:`generate_columns`::
 
     k = 1, 2, …:  solve the restricted LP → R^k  (recorded; every R^k is a certificate)
                   price the columns outside   → the ones that enter, the ones that leave
@@ -263,7 +263,8 @@ class BoxedLP(RowLP, Protocol):
 
 
 def generate_rows(lp: RowLP, oracle: SeparationOracle, tol: float = 1e-9, max_rounds: int = 100_000,
-                  deadline: float | None = None, callback: Callable[[dict[str, Any]], None] | None = None) -> Generation:
+                  deadline: float | None = None,
+                  callback: Callable[[dict[str, Any]], None] | None = None) -> Generation:
     """Row generation on a :class:`RowLP`: solve, add the oracle's most violated rows, repeat.
 
     A row (a cut) proposed by ``oracle.most_violated(mu)`` has its value (gᵀμ − b, the LP's ν

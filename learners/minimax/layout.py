@@ -1,4 +1,5 @@
-"""The layout of μ: where an entry (label y, Ψ column j) sits in the flat vector, which entries are LP columns, the box per column.
+"""The layout of μ: where an entry (label y, Ψ column j) sits in the flat vector, which entries are LP columns, the box
+per column.
 
 Every minimax LP works on μ flattened label-major, μ[y, j] at ``y·D + j`` (:func:`flat_index`,
 the one place that product is written). A :class:`MuLayout` adds what a problem decides about

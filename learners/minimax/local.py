@@ -137,8 +137,8 @@ def solve_local(
     MinimaxSolution
         ``kind`` "R*_L", ``value`` the LP optimum R*_L (≥ R*, = R* on a forest; = R(μ) with
         φ = φ_L(μ; δ) = ν − 1), ``mu`` (K, D), ``impossible`` the excluded cells, ``bound`` inf,
-        ``lp_columns`` the LP's variables, and ``read`` its :class:`Reparametrisation`: ``nu`` (ν = φ_L + 1), ``offsets``
-        (n_subsets, D) the optimal reparametrisation δ per label subset as each Ψ column's δ
+        ``lp_columns`` the LP's variables, and ``read`` its :class:`Reparametrisation`: ``nu`` (ν = φ_L + 1),
+        ``offsets`` (n_subsets, D) the optimal reparametrisation δ per label subset as each Ψ column's δ
         part (:meth:`GraphLayout.offsets`; 0 on vertices and cells without a row; :func:`local_phi`),
         ``vacuous`` (n_subsets,) the subsets with no row (some node or edge has no allowed
         value: the max is −∞).
@@ -166,7 +166,8 @@ def solve_local(
         dead = dead_all[k]
         valive = ~(dead[g.vcol] & g.vonehot)
         calive = ~dead[g.ecol] & valive[g.slot_vertex[g.slot_i]] & valive[g.slot_vertex[g.slot_j]]
-        if np.any(np.bincount(g.vnode[valive], minlength=n) == 0) or np.any(np.bincount(g.e_of[calive], minlength=E) == 0):
+        if (np.any(np.bincount(g.vnode[valive], minlength=n) == 0)
+            or np.any(np.bincount(g.e_of[calive], minlength=E) == 0)):
             vacuous[k] = True
             dslots.append(None)
             continue
@@ -190,7 +191,8 @@ def solve_local(
         V = [V1, -np.ones(nr), np.ones(sl.size), V2, -np.ones(cr.size), -np.ones(cr.size), -np.ones(cr.size)]
         rows.add_block(np.concatenate(R), np.concatenate(C), np.concatenate(V), np.zeros(nr + cr.size), (k,))
         size = len(Cset)
-        rows.add(np.concatenate([u0 + np.arange(n + E), [0]]), np.concatenate([np.ones(n + E), [-float(size)]]), 1.0 - size, (k,))
+        rows.add(np.concatenate([u0 + np.arange(n + E), [0]]), np.concatenate([np.ones(n + E), [-float(size)]]),
+                 1.0 - size, (k,))
     rows.solve(model, nvar)
     delta = np.zeros((len(subsets), g.n_slots))
     for k, ds in enumerate(dslots):

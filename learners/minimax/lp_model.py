@@ -21,8 +21,8 @@ columns it needs:
 
 - row generation (:meth:`MinimaxModel.for_rows`): rows gᵀμ − ν ≤ b a separator reports
   (:meth:`~.rows.ModelRows.add_cuts`), for every separator of the engine;
-- :class:`.formulation.CompactModel` — the first-order epigraph (t columns, features in and out);
-- :func:`.forest_lp.solve_compact`, :func:`.local.solve_local`, :func:`marg.learners.dcc_hinge.solve_hinge`,
+- :class:`.first_order_models.CompactModel` — the first-order epigraph (t columns, features in and out);
+- :func:`.forest_lp.solve_compact`, :func:`.local.solve_local`, :func:`marg.learners.classifiers.dcc_hinge.solve_hinge`,
   :func:`.fixed_rule_lp.rule_lp_solution` — one-shot LPs (message, reparametrisation, score,
   multiplier columns);
 - :class:`marg.learners.boost.monomial_lp.MonomialLP` — monomial columns, rows at domain points
@@ -220,7 +220,8 @@ class MinimaxModel(ModelRows):
 
     def add_aux(self, cost: Any, lower: Any, upper: Any, starts: Any = None, index: Any = None, value: Any = None,
                 tag: Any = -1) -> np.ndarray:
-        """Auxiliary columns of a formulation (epigraph, message, score, multiplier variables); returns their LP indices."""
+        """Auxiliary columns of a formulation (epigraph, message, score, multiplier variables); returns their LP
+        indices."""
         cols = self.lp.add_cols(cost, lower, upper, starts, index, value)
         self.ref = np.concatenate([self.ref, np.full(cols.size, -1, dtype=np.int64)])
         self.sign = np.concatenate([self.sign, np.zeros(cols.size, dtype=np.int8)])

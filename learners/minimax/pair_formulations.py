@@ -1,12 +1,12 @@
 """The pair formulations of the minimax LP (DCC's) as objects of the one fit: ``forest``, ``forest-rows``, ``local``.
 
-Each is registered here (:mod:`.formulations`) and takes a problem whose map holds the nodes
+Each is registered here (:mod:`.registry`) and takes a problem whose map holds the nodes
 and EVERY candidate edge (:func:`.from_summary.problem_from` on a pairwise map):
 
 - ``forest`` (the exact forest epigraph LP, :func:`.forest_lp.solve_compact`) and
   ``forest-rows`` (row generation with the forest's max-sum oracle, :mod:`.rows`) run
   :class:`.fit.One` on the given forest (``One(edges)``) or :class:`.fit.Greedy`
-  (:class:`.forest_drivers.GreedyEdges`); their finish fixes the empty cells of the chosen
+  (:class:`.forest_models.GreedyEdges`); their finish fixes the empty cells of the chosen
   forest's map by max-marginals (:func:`.empty_cells.fix_empty_cells_forest`);
 - ``local`` (any pair graph, :func:`.local.solve_local`: R*_L ≥ R*) runs ``One(edges)``; its
   finish fixes them at its reparametrisation (:func:`.empty_cells.fix_empty_cells_local`).
@@ -35,7 +35,8 @@ from .solution import Finished, MinimaxSolution
 
 
 def submodel(problem: MinimaxProblem, edges: Sequence[tuple[int, int]]) -> tuple[PairwiseFeatureMap, np.ndarray]:
-    """The map over ``edges`` (node-index pairs, candidate edges of the problem's map) and its Ψ columns in the full map."""
+    """The map over ``edges`` (node-index pairs, candidate edges of the problem's map) and its Ψ columns in the full
+    map."""
     full = problem.fmap
     cand = list(full.edges)
     pmap = PairwiseFeatureMap(full.blocks, [b.column for b in full.blocks], edges)
@@ -46,7 +47,8 @@ class OneShot:
     """A one-shot LP as :class:`.fit.One` solves it: ``run(deadline)`` gives the solution; a
     ``stage`` record ``{"stage", "R", "edges"}`` goes to the callback after it."""
 
-    def __init__(self, run: Callable[[float | None], MinimaxSolution], callback: Callable[[dict[str, Any]], None] | None = None,
+    def __init__(self, run: Callable[[float | None], MinimaxSolution],
+                 callback: Callable[[dict[str, Any]], None] | None = None,
                  stage: str | None = None):
         self.run, self.callback, self.stage = run, callback, stage
         self.solution: MinimaxSolution | None = None
@@ -78,7 +80,8 @@ class Forest(Formulation[MinimaxProblem, "GreedyCompact | GreedyRows | OneShot"]
             return GreedyRows(*args, options.tol, options.extra_rows, options.time_limit)
         edges = cast(One, search).edges  # it runs One or Greedy (its ``searches``, checked by the fit)
         return OneShot(lambda deadline: forest_once(problem, list(edges), compact, options.bound, options.tol,
-                                                    options.extra_rows, None if compact else deadline, options.callback))
+                                                    options.extra_rows, None if compact else deadline,
+                                                    options.callback))
 
     def read(self, model: GreedyCompact | GreedyRows | OneShot, gen: Generation) -> MinimaxSolution:
         return model.solved() if isinstance(model, OneShot) else model.result(gen.iterations)
@@ -109,7 +112,8 @@ class OnSubmap(Formulation[MinimaxProblem, OneShot]):
     def build(self, problem: MinimaxProblem, search: Search, options: FitOptions) -> OneShot:
         edges = list(cast(One, search).edges)  # it runs One (its ``searches``, checked by the fit)
         pmap, keep = submodel(problem, edges)
-        return OneShot(lambda deadline: replace(self.solve_on(problem, pmap, keep), edges=edges), options.callback, self.stage)
+        return OneShot(lambda deadline: replace(self.solve_on(problem, pmap, keep), edges=edges), options.callback,
+                       self.stage)
 
     def read(self, model: OneShot, gen: Generation) -> MinimaxSolution:
         return model.solved()
@@ -122,7 +126,8 @@ class Local(OnSubmap):
 
     def solve_on(self, problem: MinimaxProblem, pmap: PairwiseFeatureMap, keep: np.ndarray) -> MinimaxSolution:
         layout = problem.layout.restrict(keep)
-        return solve_local(pmap, problem.K, problem.tau[:, keep], problem.lam[:, keep], np.flatnonzero(layout.lp_mask.ravel()),
+        return solve_local(pmap, problem.K, problem.tau[:, keep], problem.lam[:, keep],
+                           np.flatnonzero(layout.lp_mask.ravel()),
                            exclude=layout.excluded)
 
     def finish(self, problem: MinimaxProblem, raw: MinimaxSolution, options: FitOptions) -> Finished:
@@ -133,7 +138,8 @@ class Local(OnSubmap):
         return Finished(pmap, mu, tau, lam, empty, float(phi), float(options.bound))
 
 
-FOREST = register(Forest("forest", "the forest epigraph LP", ("DCC",), max_order=2, graph="forest", searches=("one", "greedy")))
+FOREST = register(Forest("forest", "the forest epigraph LP", ("DCC",), max_order=2, graph="forest",
+                         searches=("one", "greedy")))
 FOREST_ROWS = register(Forest("forest-rows", "row generation with the forest's max-sum oracle", ("DCC",), max_order=2,
                               graph="forest", searches=("one", "greedy")))
 LOCAL = register(Local("local", "the local-polytope LP, a bound R*_L >= R*", ("DCC",), max_order=2, graph="cycles"))

@@ -42,7 +42,8 @@ class SplitPricer:
     (row-generation formulation).
     """
 
-    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]], ipf_sweeps: int = 30):
+    def __init__(self, fmap: FeatureMap, tau: np.ndarray, lam: np.ndarray, subsets: Sequence[tuple[int, ...]],
+                 ipf_sweeps: int = 30):
         self.fmap = fmap
         self.tau = tau
         self.lam = lam
@@ -129,7 +130,8 @@ class SplitPricer:
         worst: NDArray[np.float64] = v.reshape(v.shape[0], -1).max(axis=1)
         return worst
 
-    def _heuristic_group(self, g: int, sel: np.ndarray, W: np.ndarray, tol_stop: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def _heuristic_group(self, g: int, sel: np.ndarray, W: np.ndarray,
+                         tol_stop: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Pooled split, then multiplicative sweeps u_{C,a} ← u_{C,a}·(Π_{y∈C} r_{y,a})^{1/|C|}
         (r: ratio of the box-clipped to the current (Fᵀα)[y, a]) renormalized to Σ_a u_{C,a} = W_C,
         on the features still above ``tol_stop`` (each leaves as soon as it is below).
@@ -222,7 +224,8 @@ class SplitPricer:
             er = np.repeat(np.arange(nb * nCa), nv)
             Aeq = sp.csr_array((np.ones(er.size), (er, uidx.ravel())), shape=(nb * nCa, nvar))
             beq = np.tile(Wa, nb)
-            bb, yy, ss, cc, aa = np.meshgrid(np.arange(nb), np.arange(self.K), np.arange(size), np.arange(nCa), np.arange(nv), indexing="ij")
+            bb, yy, ss, cc, aa = np.meshgrid(np.arange(nb), np.arange(self.K), np.arange(size), np.arange(nCa),
+                                             np.arange(nv), indexing="ij")
             coef = V[bb, aa, ss] * Ma[cc, yy]
             row = (bb * self.K + yy) * size + ss
             col = base[bb] + cc * nv + aa
@@ -231,8 +234,10 @@ class SplitPricer:
             nrow = nb * self.K * size
             trow = np.arange(nrow)
             tcol = base[trow // (self.K * size)] + per - 1
-            A1 = sp.csr_array((np.concatenate([coef, -np.ones(nrow)]), (np.concatenate([row, trow]), np.concatenate([col, tcol]))), shape=(nrow, nvar))
-            A2 = sp.csr_array((np.concatenate([-coef, -np.ones(nrow)]), (np.concatenate([row, trow]), np.concatenate([col, tcol]))), shape=(nrow, nvar))
+            A1 = sp.csr_array((np.concatenate([coef, -np.ones(nrow)]),
+                               (np.concatenate([row, trow]), np.concatenate([col, tcol]))), shape=(nrow, nvar))
+            A2 = sp.csr_array((np.concatenate([-coef, -np.ones(nrow)]),
+                               (np.concatenate([row, trow]), np.concatenate([col, tcol]))), shape=(nrow, nvar))
             Aub = sp.vstack([A1, A2]).tocsr()
             bub = np.concatenate([(T + L).ravel(), -(T - L).ravel()])
             c = np.zeros(nvar)

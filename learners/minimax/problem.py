@@ -10,7 +10,7 @@ risk is (seed 000, LP (13))::
 R* is the worst-case 0-1 error over U of the randomized rule (6) — the certificate. The
 inner maximum runs over the non-empty label subsets C (:class:`LabelSubsets`); a separator
 (:mod:`.separation`, :mod:`.forest`) computes it exactly for forests, and a formulation
-(:mod:`.formulation`, :mod:`.forest_lp`, :mod:`.local`, :mod:`.rows`) writes it as rows on the
+(:mod:`.first_order_models`, :mod:`.forest_lp`, :mod:`.local`, :mod:`.rows`) writes it as rows on the
 one LP model (:mod:`.lp_model`).
 """
 
@@ -131,7 +131,7 @@ class MinimaxProblem:
     n : float
         The sample size the statistics stand for (the empty-cell ``"evidence"`` test); NaN unknown.
     approximate : bool
-        The box's coverage is approximate (:class:`marg.learners.calibration.ConfidenceBox`).
+        The box's coverage is approximate (:class:`marg.learners.features.calibration.ConfidenceBox`).
     """
 
     fmap: Any

@@ -1,4 +1,5 @@
-"""The minimax formulations and the statistics each accepts — declared once, as cvxpy's problem classes declare what they solve.
+"""The minimax formulations and the statistics each accepts — declared once, as cvxpy's problem classes declare what
+they solve.
 
 A formulation writes the inner maximum φ(μ) of the minimax problem (:mod:`.problem`) into an
 LP, and each can do so only for some statistics: the first-order epigraph for first-order
@@ -16,7 +17,7 @@ generation)`` (the LP's point as a :class:`.solution.MinimaxSolution`, its own r
 typed ``read`` record) and ``finish(problem, raw, options)`` (the empty cells,
 a :class:`.solution.Finished`). Each is registered by the module that defines it
 (:mod:`.first_order`: ``compact``, ``rows``; :mod:`.pair_formulations`: ``forest``,
-``forest-rows``, ``local``; :mod:`.fixed_rule_fit`: ``fixed-rule``; :mod:`marg.learners.dcc_hinge`:
+``forest-rows``, ``local``; :mod:`.fixed_rule_fit`: ``fixed-rule``; :mod:`marg.learners.classifiers.dcc_hinge`:
 ``hinge``; :mod:`marg.learners.boost.minimax_cg`: ``monomials``, column generation priced by MMA),
 so the registry imports none of them: a new formulation is one new module. The contract is in
 types (:class:`marg.learners.minimax.fit.FitFormulation`, which :class:`Formulation` subclasses): a
@@ -66,7 +67,8 @@ class Statistics:
     discrete: bool = True
 
     @classmethod
-    def of_pairs(cls, pairs: Sequence[tuple[Hashable, Hashable]], source: str, n_classes: int | None = None) -> "Statistics":
+    def of_pairs(cls, pairs: Sequence[tuple[Hashable, Hashable]], source: str,
+                 n_classes: int | None = None) -> "Statistics":
         """First-order and pair tables on the graph of ``pairs`` (any hashable node names): a forest or with cycles."""
         nodes = {v: k for k, v in enumerate(dict.fromkeys(v for e in pairs for v in e))}
         uf = UnionFind(len(nodes))
@@ -81,7 +83,8 @@ class Statistics:
         """The pair tables of a DCC ``structure`` ("forest", "all" or pairs; ``given`` its edges once known)."""
         words = f"the pair tables of {option('structure', structure)}"
         if structure == "forest" or (given is None and structure == "all"):
-            return cls(2, "forest" if structure == "forest" else "cycles", words + " (every released pair)" * (structure == "all"), n_classes)
+            return cls(2, "forest" if structure == "forest" else "cycles",
+                       words + " (every released pair)" * (structure == "all"), n_classes)
         return cls.of_pairs(list(structure) if given is None else given, words, n_classes)
 
 
@@ -139,7 +142,8 @@ class Formulation(FitFormulation[P, M]):
             return (f"reads tables of at most {self.max_order} feature(s) with the label; {stats.source} "
                     f"need tables of {stats.order} features")
         if self.classes is not None and stats.n_classes is not None and stats.n_classes != self.classes:
-            return f"needs a {'binary' if self.classes == 2 else str(self.classes) + '-class'} label; {stats.source} have {stats.n_classes} classes"
+            return (f"needs a {'binary' if self.classes == 2 else str(self.classes) + '-class'} label; {stats.source} "
+                    f"have {stats.n_classes} classes")
         if self.discrete and not stats.discrete:
             return f"needs discrete features (categorical or binned numeric); {stats.source} give no binary test"
         if search not in self.searches:
@@ -187,7 +191,8 @@ def formulation(name: str, learner: str) -> Formulation[Any, Any]:
 
 
 def check(names: tuple[str, ...], stats: Statistics, search: str = "one", learner: str = "") -> Formulation[Any, Any]:
-    """The first of ``names`` that accepts ``stats`` by ``search``; if none does, the last one's reason as an InputError."""
+    """The first of ``names`` that accepts ``stats`` by ``search``; if none does, the last one's reason as an
+    InputError."""
     for name in names[:-1]:
         if REGISTRY[name].accepts(stats, search) is None:
             return REGISTRY[name]

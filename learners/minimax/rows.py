@@ -127,7 +127,8 @@ class ModelRows:
             return np.concatenate([a, np.broadcast_to(np.asarray(v, dtype=dtype), (k,))])
 
         self.row_tag = grow(self.row_tag, tag, np.int64)
-        self.row_lower, self.row_upper, self.row_nu = grow(self.row_lower, lower), grow(self.row_upper, upper), grow(self.row_nu, nu)
+        self.row_lower, self.row_upper, self.row_nu = grow(self.row_lower,
+                                                           lower), grow(self.row_upper, upper), grow(self.row_nu, nu)
         self.labels += list(labels)
         self.points += list(points)
         self._keys += list(keys)
@@ -215,7 +216,8 @@ class ModelRows:
         self.lp.delete_rows(rows)
         if self._coo_r:
             coo = self.row_matrix().tocsr()[keep].tocoo()
-            self._coo_r, self._coo_c, self._coo_v = [coo.row.astype(np.int64)], [coo.col.astype(np.int64)], [coo.data.astype(np.float64)]
+            self._coo_r, self._coo_c, self._coo_v = [coo.row.astype(np.int64)], [coo.col.astype(np.int64)], [
+                coo.data.astype(np.float64)]
         self.row_tag, self.row_lower, self.row_upper, self.row_nu = (self.row_tag[keep], self.row_lower[keep],
                                                                      self.row_upper[keep], self.row_nu[keep])
         self.labels = list(compress(self.labels, keep))

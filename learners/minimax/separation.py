@@ -116,7 +116,8 @@ class FirstOrderOracle:
         self._vid = vid
         self._vcol = fm.vertex_col[vid]
         self._vval = fm.vertex_val[vid]
-        self._vstart = np.concatenate([[0], np.cumsum(nv)[:-1]]).astype(np.int64) if blocks.size else np.zeros(0, np.int64)
+        self._vstart = (np.concatenate([[0], np.cumsum(nv)[:-1]]).astype(np.int64) if blocks.size
+                        else np.zeros(0, np.int64))
         self._vcount = nv
 
     def separate(self, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ yet) and boosting's column generation (:mod:`marg.learners.boost.minimax_cg`). W
 particular to a formulation is its typed ``read`` record (the forest LP's flows, the local
 polytope's reparametrisation, the hinge LP's score, …), never an untyped dict. A
 formulation's ``finish`` returns a :class:`Finished`. The fitted classifier's state is set
-from a solution (:meth:`marg.learners.minimax.rules.MinimaxRules._set_minimax_state`).
+from a solution (:meth:`marg.learners.classifiers.minimax_rules.MinimaxRules._set_minimax_state`).
 """
 
 from __future__ import annotations
@@ -65,14 +65,14 @@ class MinimaxSolution:
     seconds : float
         Wall time of the fit (NaN where not measured).
     formulation : str
-        The formulation's registry name (:mod:`.formulations`).
+        The formulation's registry name (:mod:`.registry`).
     fmap : FeatureMap or PairwiseFeatureMap or None
         The map μ lives on after the finish (DCC: the chosen forest's, not the candidates').
     read : object or None
         The formulation's typed read-out: :class:`.first_order.FirstOrderRead` (working set,
         largest dual violation), :class:`.forest_lp.Flows` (the forest LP's worst-case
         distribution), :class:`.local.Reparametrisation` (ν, offsets, vacuous subsets),
-        :class:`marg.learners.dcc_hinge.HingeScore` (f, θ, ν) or boosting's
+        :class:`marg.learners.classifiers.dcc_hinge.HingeScore` (f, θ, ν) or boosting's
         :class:`marg.learners.boost.minimax_cg.MonomialRead` (pricing and φ exact).
     """
 

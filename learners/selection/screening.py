@@ -86,7 +86,8 @@ class Scores:
         is 0 by plug-in score (then codebook order)."""
         kept = rank(self)
         seen = set(kept)
-        rest = sorted((j for j, nm in enumerate(self.names) if nm not in seen), key=lambda j: (-self.lower[j], -self.score[j], j))
+        rest = sorted((j for j, nm in enumerate(self.names) if nm not in seen),
+                      key=lambda j: (-self.lower[j], -self.score[j], j))
         return kept + [self.names[j] for j in rest]
 
     def rank(self) -> list[str]:
@@ -156,7 +157,8 @@ def _bounds(counts: np.ndarray, q: float, label_counts: np.ndarray, q_label: flo
         return 0.0, 2.0, np.zeros(K)
     # u = N(a) N(y) / n: increasing in N(a), N(y), decreasing in n (N(a), N(y) ≤ n caps it at min(N(a), N(y)))
     u_lo = np.outer(a_lo, y_lo) / n_hi
-    u_hi = np.minimum(np.outer(a_hi, y_hi) / n_lo, np.minimum.outer(a_hi, y_hi)) if n_lo > 0 else np.minimum.outer(a_hi, y_hi)
+    u_hi = (np.minimum(np.outer(a_hi, y_hi) / n_lo, np.minimum.outer(a_hi, y_hi)) if n_lo > 0
+            else np.minimum.outer(a_hi, y_hi))
     lo = N - q - u_hi
     hi = N + q - u_lo
     dist = np.clip(np.maximum(lo, -hi), 0.0, None)

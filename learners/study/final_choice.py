@@ -1,4 +1,5 @@
-"""The study's last step: the final model against the larger class, on the evaluation counts that did not select its features.
+"""The study's last step: the final model against the larger class, on the evaluation counts that did not select its
+features.
 
 **Evidence.** The evaluation round releases one pooled table of the chosen model's predictions
 on the sites' held-out patients (:mod:`marg.protocols.evaluation`): the confusion table
@@ -23,8 +24,9 @@ and the held-out count ñ is the table's sum (K² or 2K cells), as for the model
 share). Both hold together with probability ≥ 1 − α·share, so whichever is returned — a choice
 made from these very counts — keeps its certificate. The model is returned only when it
 **beats** the larger class: its bound strictly below the larger class's (the bounds tied — both 1 on a
-small evaluation —: its released error count strictly below); otherwise the larger class is returned with its certificate on the same evaluation. The population both bounds name is the
-held-out rows' (one held-out fraction for the study: the sites' patients weighted by their numbers).
+small evaluation —: its released error count strictly below); otherwise the larger class is returned with its
+certificate on the same evaluation. The population both bounds name is the held-out rows' (one held-out fraction for the
+study: the sites' patients weighted by their numbers).
 
 **Several models evaluated** (:func:`final_among`, issue 49): the study's evaluation round may evaluate the
 top K candidates of the automatic choice on the same held-out patients, one table N[predicted_j, y] each,
@@ -32,9 +34,10 @@ model j at its own ordinal o_j on the held-out set (consecutive: the ledger coun
 taken at α·g(o_j)/2 and the larger class's (read from the first model's table) at α·g(o_1)/2, so all K + 1
 bounds hold together with probability ≥ 1 − α·Σ_j g(o_j) ≥ 1 − α (Σ_{o ≥ 1} g(o) = 1): a choice made from these
 counts keeps its certificate, whichever is chosen. The choice among the K is the one rule of
-:mod:`marg.learners.choice.choice_rule` on the held-out evidence (:func:`~marg.learners.choice.choice_rule.with_heldout`: each
-model's released error rate with its binomial and noise standard error; the smallest, ties by the bound); the
-chosen one is then compared with the larger class by ``rule`` as above. K = 1 is :func:`final_against_prior`.
+:mod:`marg.learners.choice.choice_rule` on the held-out evidence
+(:func:`~marg.learners.choice.choice_rule.with_heldout`: each model's released error rate with its binomial and noise
+standard error; the smallest, ties by the bound); the chosen one is then compared with the larger class by ``rule`` as
+above. K = 1 is :func:`final_against_prior`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The learner's side of select, then measure: what round 2 measures, how its budget is split, and the model on what it measured.
+"""The learner's side of select, then measure: what round 2 measures, how its budget is split, and the model on what it
+measured.
 
 **Pooling the sites' selections** (:func:`pool`). Each site released, in round 1, the k
 features its noisy top-k chose (:mod:`marg.marginals.selection`) and its noisy label table.
@@ -13,16 +14,17 @@ agreements, below 1), the count of agreed features must also exceed Poisson(λ)'
 (:func:`above_chance`: two sites of 19 patients choosing the same gene of 7,129 by chance is
 no signal). When every site ranked all p features (the split rule's "measure every candidate",
 :func:`marg.marginals.study_split.measures_all`: k = p, the chance vote is 1 and the bar
-unreachable) every feature is kept, best rank score first, and nothing can agree by chance. When none qualifies — nothing rises above the selection's noise — one chosen feature is
-measured anyway (the study's summary needs one): the one with the fewest levels, whose column
-sums give the label counts with the least noise, and the model is the larger class.
+unreachable) every feature is kept, best rank score first, and nothing can agree by chance. When none qualifies —
+nothing rises above the selection's noise — one chosen feature is measured anyway (the study's summary needs one): the
+one with the fewest levels, whose column sums give the label counts with the least noise, and the model is the larger
+class.
 
 **What round 2 measures, and how much** (:func:`plan_request`). The kept features'
 first-order tables N[x_i, y] — but not a table whose pooled noise std per cell would exceed
 ``NOISE_RATIO`` times its expected count n̂/|T| (:func:`first_order_rule`: such a table, a
-feature with many levels at a small site, is mostly noise and takes budget from the others) —, plus the pair tables N[x_i, x_j, y] among the first M kept
-features, M the largest for which the pooled noise std of the largest pair table's cells,
-sqrt(Σ_s σ_s²), stays below ``NOISE_RATIO`` times its expected cell count n̂/|T| (a pair table
+feature with many levels at a small site, is mostly noise and takes budget from the others) —, plus the pair tables
+N[x_i, x_j, y] among the first M kept features, M the largest for which the pooled noise std of the largest pair table's
+cells, sqrt(Σ_s σ_s²), stays below ``NOISE_RATIO`` times its expected cell count n̂/|T| (a pair table
 noisier than that adds variance, not information); when every candidate was ranked, every pair
 (the one-round workload) if its median pair table at its least-squares weight meets the same rule
 (:func:`whole_workload`). The sites' rest ρ_s (their round-1 bundles
@@ -52,13 +54,13 @@ depending on the data, so its certificate holds at ``coverage`` only if both pos
 bound): α/2 for ``est``'s selection-wide box, α/2 for the prior's, which is the sampling event and one noise event of
 the source :func:`label_source` picks — the label table's or a round-2 table's (the pick depends on round 2's plan,
 itself on round 1's noisy counts, so both noise events count): the label-only bound at α/3
-(:func:`marg.learners.classifiers.label_only.share_lower_bounds`: α/6 each, three events). Neither box needs the selection-wide
-Bonferroni of the other (the prior reads no selected feature). The automatic choice runs with ``prefer="accuracy"`` unless the user sets
-``prefer`` (the automatic choice's default since issue 49 too): the certificates ``"certificate"`` (formerly
-``"balanced"``) would compare are each candidate's own, for the measured tables as if they had not been selected,
-and the chosen model's is replaced by the selection-wide one (measured on the planted wide study: that rule chose the MRC, whose rule
-erred 0.27 on the 10 right features, where naive Bayes and Rényi erred 0.07). Its candidates
-are the defaults without the MRC (:data:`STUDY_CHOICE`): on these noisy tables the MRC's
+(:func:`marg.learners.classifiers.label_only.share_lower_bounds`: α/6 each, three events). Neither box needs the
+selection-wide Bonferroni of the other (the prior reads no selected feature). The automatic choice runs with
+``prefer="accuracy"`` unless the user sets ``prefer`` (the automatic choice's default since issue 49 too): the
+certificates ``"certificate"`` (formerly ``"balanced"``) would compare are each candidate's own, for the measured tables
+as if they had not been selected, and the chosen model's is replaced by the selection-wide one (measured on the planted
+wide study: that rule chose the MRC, whose rule erred 0.27 on the 10 right features, where naive Bayes and Rényi erred
+0.07). Its candidates are the defaults without the MRC (:data:`STUDY_CHOICE`): on these noisy tables the MRC's
 leave-one-site-out estimate was far below its error (planted study: 0.071 estimated, 0.28 on
 test rows — its minimax rule under the wide box read one feature; house-votes-84 and credit-a:
 0.15–0.25 where naive Bayes erred 0.05–0.18), so the choice by estimated error took it.
@@ -111,7 +113,8 @@ STUDY_CHOICE: dict[str, Any] = {
     "candidates": (("dcc", {"edge_weight": "label"}), ("dcc", {"edge_weight": "cmi"}), ("nb", {"certify": "bound"}),
                    ("renyi", {})),
 }
-"""The automatic choice on a study's measured features, unless ``--prefer`` / candidates are given (module docstring)."""
+"""The automatic choice on a study's measured features, unless ``--prefer`` / candidates are given (module
+docstring)."""
 
 
 def study_choice(summary: Any) -> dict[str, Any]:
@@ -146,7 +149,8 @@ def site_round1(site: str, record: Mapping[str, Any], label_counts: np.ndarray) 
         rest = float(plan["rho_total"]) - float(record.get("rho_study", record["spent"]["rho"]))
     except (KeyError, TypeError, ValueError):
         raise InputError(f"site {site!r}: its round-1 record has no study total") from None
-    return SiteRound1(site, max(1.0, float(np.sum(label_counts))), Selection.from_dict(record["selection"]), max(0.0, rest))
+    return SiteRound1(site, max(1.0, float(np.sum(label_counts))), Selection.from_dict(record["selection"]),
+                      max(0.0, rest))
 
 
 def pool(sites: Sequence[SiteRound1]) -> list[tuple[str, float, float]]:
@@ -237,7 +241,8 @@ class TablePlan:
     pair_std: float | None
 
 
-def first_order_rule(kept: Sequence[str], m: Mapping[str, int], K: int, rests: Sequence[float], n_hat: float) -> list[str]:
+def first_order_rule(kept: Sequence[str], m: Mapping[str, int], K: int, rests: Sequence[float],
+                     n_hat: float) -> list[str]:
     """The agreed features whose first-order table would not be mostly noise: drop, worst first, a
     table whose pooled noise std per cell exceeds ``NOISE_RATIO``·n̂/|T| (least-squares weights over
     the tables left; dropping one gives the others more); the best-ranked feature always stays."""
@@ -318,7 +323,8 @@ def choose_tables(kept: Sequence[str], codebook: Any, rests: Sequence[float], n_
             return TablePlan(tuple(cand), tuple(float(x) for x in w), size,
                              _pooled_std(rests, float(w[int(np.argmax(fsizes))])), pstd)
     w = least_squares_weights(fsizes, STUDY_MECHANISM)
-    return TablePlan(tuple(first), tuple(float(x) for x in w), 0, _pooled_std(rests, float(w[int(np.argmax(fsizes))])), None)
+    return TablePlan(tuple(first), tuple(float(x) for x in w), 0, _pooled_std(rests, float(w[int(np.argmax(fsizes))])),
+                     None)
 
 
 def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
@@ -339,12 +345,13 @@ def plan_request(sites: Sequence[SiteRound1], codebook: Any) -> StudyRequest:
            "kept": kept, "pairs_among": [a for a in kept if any(len(c) == 2 and a in c for c in tp.tables)],
            "pairs": sum(len(c) == 2 for c in tp.tables), "chance_vote": chance_vote(sites),
            "noise_std": {"first_order": tp.first_std, "pair": tp.pair_std},
-           "rule": (f"every candidate (the sites ranked all p: round 2 affords them all) and every pair while the median "
-                    f"pair table's pooled noise std per cell <= {NOISE_RATIO:g} x its expected count, else pairs among the "
-                    "best-ranked first M by the largest pair table; weights: least squares" if every else
-                    f"features chosen by sites holding more than max(1/2, (1 + chance)/2) of the patients; pairs among the "
-                    f"first M while the pooled noise std of a pair cell <= {NOISE_RATIO:g} x its expected count; weights: "
-                    "least squares")}
+           "rule": ("every candidate (the sites ranked all p: round 2 affords them all) and every pair while the "
+                    f"median pair table's pooled noise std per cell <= {NOISE_RATIO:g} x its expected count, else "
+                    "pairs among the best-ranked first M by the largest pair table; weights: least squares" if every
+                    else
+                    "features chosen by sites holding more than max(1/2, (1 + chance)/2) of the patients; pairs among "
+                    f"the first M while the pooled noise std of a pair cell <= {NOISE_RATIO:g} x its expected count; "
+                    "weights: least squares")}
     return StudyRequest(codebook.fingerprint, tp.tables, tp.weights, {s.site: s.rho_rest for s in sites}, why)
 
 
@@ -358,7 +365,8 @@ def preview(codebook: Any, rows: Sequence[int], epsilon: float, delta: float, ma
     from marg.marginals.study import label_noise_std, study_plan
 
     plan = study_plan(codebook, epsilon, delta, rows, max_rows)
-    names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels), codebook.index(a)))[:plan.k]
+    names = sorted(codebook.discrete_names, key=lambda a: (-int(codebook.feature(a).n_levels),
+                                                           codebook.index(a)))[:plan.k]
     rests = [plan.rho_rest / max_rows ** 2] * len(rows)
     tp = choose_tables(names, codebook, rests, float(sum(rows)), plan.k == plan.candidates)
     return {"plan": plan.to_dict(), "sites": len(rows), "rows": list(rows),
@@ -435,8 +443,8 @@ def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] |
     ``est`` beats the prior by more than the noise of the comparison (:func:`beats_prior`) — issue 34, measured on
     house-votes-84: noisy row counts pushed λ below 1 in 2 of 50 split-runs, the agreement test then kept nothing,
     and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior,
-    fitted on ``summary`` at ``coverage`` (:class:`marg.learners.classifiers.label_only.LabelOnly` certifies itself by the
-    least noisy label counts at α/2).
+    fitted on ``summary`` at ``coverage`` (:class:`marg.learners.classifiers.label_only.LabelOnly` certifies itself by
+    the least noisy label counts at α/2).
 
     **On evidence that did not select its features** (issue 44; :mod:`marg.learners.study.unselected`): with the sites'
     own tables, ``est`` is kept only when it beats the larger class on folds whose features were selected without
@@ -464,6 +472,7 @@ def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] |
            "and within the noise rule, gives a rule estimated better than the larger class by more than the noise; "
            if rescued else "")
     why += "" if isinstance(check, str) else f"{check.words()}; "
-    return est, (why + f"certificate W(h) over the first-order box of the {len(summary.codebook.features)} measured features, "
-                 f"lambda calibrated for all {entries} candidate cells (the features were selected from the data)")
+    return est, (why + f"certificate W(h) over the first-order box of the {len(summary.codebook.features)} measured "
+                 f"features, lambda calibrated for all {entries} candidate cells (the features were selected from the "
+                 "data)")
 

@@ -17,10 +17,13 @@ from marg.learners.minimax.solution import MinimaxSolution
 
 
 def solve_full(problem: MinimaxProblem, tol: float = 1e-9, bound: float = 1e3, time_limit: float | None = None,
-               callback: Callable[[dict[str, Any]], None] | None = None, formulation: str = "compact", lp_solver: str = "simplex",
+               callback: Callable[[dict[str, Any]], None] | None = None, formulation: str = "compact",
+               lp_solver: str = "simplex",
                empty_cells: str = "impossible") -> MinimaxSolution:
-    """LP (13) with every feature in the model: ``fit(problem, formulation, One())`` (:class:`.fit.FitOptions` for the rest)."""
-    options = FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback, lp_solver=lp_solver, empty=empty_cells)
+    """LP (13) with every feature in the model: ``fit(problem, formulation, One())`` (:class:`.fit.FitOptions` for the
+    rest)."""
+    options = FitOptions(bound=bound, tol=tol, time_limit=time_limit, callback=callback, lp_solver=lp_solver,
+                         empty=empty_cells)
     return fit(problem, named(formulation, "MRC"), One(), options)
 
 

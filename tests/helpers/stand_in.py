@@ -9,7 +9,8 @@ from typing import Any
 
 
 class StandIn(SimpleNamespace):
-    """``SimpleNamespace`` with :meth:`set_certificate` (no validation: the tests check the bound, not the estimator)."""
+    """``SimpleNamespace`` with :meth:`set_certificate` (no validation: the tests check the bound, not the
+    estimator)."""
 
     def set_certificate(self, certificate: Any) -> "StandIn":
         self.certificate_ = certificate

@@ -19,7 +19,8 @@ from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_ro
 
 def _row(name, error, cert, folds=(), trivial=None):
     return CandidateRow(name, {}, error=error, certificate=cert, kind="W(h)" if cert is not None else "",
-                        folds=list(folds), trivial=bool(cert is not None and cert >= 0.5) if trivial is None else trivial)
+                        folds=list(folds), trivial=bool(cert is not None and cert >= 0.5) if trivial is None
+                        else trivial)
 
 
 def test_the_rule_on_a_constructed_table():
@@ -141,7 +142,8 @@ def test_a_default_is_kept_unless_beaten_beyond_the_noise_at_95_percent():
     assert k == 3 and "the default renyi" in words and "beaten: nb" in words
     # a default estimated worse than the prior is never kept
     bad = _row("nb", 0.47, 1.0, folds=[0.46, 0.47, 0.48])
-    assert choose([_row("dcc", 0.44, 1.0, folds=[0.44, 0.45, 0.43]), bad, prior], prefer="accuracy", defaults=[1])[0] != 1
+    assert choose([_row("dcc", 0.44, 1.0, folds=[0.44, 0.45, 0.43]), bad, prior], prefer="accuracy",
+                  defaults=[1])[0] != 1
 
 def test_the_chooser_end_to_end_on_three_exact_sites():
     from marg.learners.certification.choice_certificates import label_certificate

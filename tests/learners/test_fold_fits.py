@@ -31,7 +31,8 @@ def noisy():
     cb, exact, _ = three_sites(np.random.default_rng(7), (400, 300, 250))
     released, _ = privatize(list(exact.tables), epsilon=1.0, codebook=cb)
     draw = np.random.default_rng(8)
-    tables = [replace(r, counts=e.counts + np.rint(draw.laplace(0.0, r.noise.scale, e.counts.shape)).astype(e.counts.dtype))
+    tables = [replace(r, counts=e.counts + np.rint(draw.laplace(0.0, r.noise.scale,
+                                                                e.counts.shape)).astype(e.counts.dtype))
               for e, r in zip(exact.tables, released)]
     return Summary(cb, tables)
 
@@ -46,7 +47,8 @@ def _copy(summary):
     return Summary(summary.codebook, list(summary.tables), postprocess=False)
 
 
-@pytest.mark.parametrize("make", [MRC, lambda: DCC(edge_weight="label"), lambda: DCC(edge_weight="cmi"), RenyiClassifier],
+@pytest.mark.parametrize("make", [MRC, lambda: DCC(edge_weight="label"), lambda: DCC(edge_weight="cmi"),
+                                  RenyiClassifier],
                          ids=["mrc", "dcc-label", "dcc-cmi", "renyi"])
 def test_fit_predictor_is_the_fit_without_its_certificate(make, noisy, monkeypatch):
     X = _domain(noisy)

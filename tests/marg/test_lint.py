@@ -256,7 +256,8 @@ def test_no_import_runs_up_a_package():
     found = upward_imports(ROOT, _package_dirs(ROOT))
     bad = {sub: lines for sub, lines in found.items() if sub not in READS_UP}
     assert not bad, "imports that run up a package:\n" + "\n".join(line for lines in bad.values() for line in lines)
-    assert set(READS_UP) <= set(found), f"no longer reading up (strike them from READS_UP): {sorted(set(READS_UP) - set(found))}"
+    assert set(READS_UP) <= set(found), ("no longer reading up (strike them from READS_UP): "
+                                         f"{sorted(set(READS_UP) - set(found))}")
 
 
 def test_the_learners_packages_import_one_way():
@@ -281,10 +282,12 @@ def test_the_upward_check_finds_planted_imports(tmp_path):
     (layer / "other" / "x.py").write_text("g = 2\n")
     (layer / "sub" / "ok.py").write_text("from ..other.x import g\nfrom . import lazy\nfrom .. import other\n")
     (layer / "sub" / "lazy.py").write_text("def h():\n    from ..top import f\n    return f()\n")
-    (layer / "sub" / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import lib.layer.top\n")
+    (layer / "sub" / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import "
+                                            "lib.layer.top\n")
     (layer / "sub" / "named.py").write_text("from lib.layer import top\n")
     found = upward_imports(tmp_path, {"layer": "lib.layer"})
-    assert found == {"layer/sub": ["lib.layer.sub.lazy imports lib.layer.top", "lib.layer.sub.named imports lib.layer.top",
+    assert found == {"layer/sub": ["lib.layer.sub.lazy imports lib.layer.top",
+                                   "lib.layer.sub.named imports lib.layer.top",
                                    "lib.layer.sub.typed imports lib.layer.top"]}
     for name in ("lazy", "typed", "named"):
         (layer / "sub" / f"{name}.py").write_text("")

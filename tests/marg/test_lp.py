@@ -42,7 +42,8 @@ def test_deadline_is_per_solve_on_a_reused_instance():
     for k in range(10_000):
         lp.set_col_costs(np.arange(n), -rng.random(n))  # a new objective: the simplex has work to do
         res = lp.solve(deadline=time.perf_counter() + budget)
-        assert res.status is Status.OPTIMAL, f"solve {k + 1} ended {res.status} after {lp.h.getRunTime():.2f} s of run time"
+        assert res.status is Status.OPTIMAL, (f"solve {k + 1} ended {res.status} after {lp.h.getRunTime():.2f} s of "
+                                              "run time")
         if lp.h.getRunTime() > 3 * budget:
             break
     assert lp.h.getRunTime() > 3 * budget
@@ -92,8 +93,10 @@ def test_one_shot_model_matches_inplace_model_and_its_duals_certify_optimality()
         assert res.objective == pytest.approx(float(np.concatenate([np.ones(20), beq]) @ y), abs=1e-9)
     # bounds as n pairs or an (n, 2) array, None meaning unbounded; the same LP either way
     three = HighsLP.from_arrays(c, A, np.ones(20), [(0, None)] * 10, Aeq, beq).solve()
-    four = HighsLP.from_arrays(c, sp.csr_array(A), np.ones(20), np.tile([0.0, np.inf], (10, 1)), sp.csr_array(Aeq), beq).solve()
-    assert three.objective == pytest.approx(one.objective, abs=1e-12) and four.objective == pytest.approx(one.objective, abs=1e-12)
+    four = HighsLP.from_arrays(c, sp.csr_array(A), np.ones(20), np.tile([0.0, np.inf], (10, 1)), sp.csr_array(Aeq),
+                               beq).solve()
+    assert (three.objective == pytest.approx(one.objective, abs=1e-12)
+            and four.objective == pytest.approx(one.objective, abs=1e-12))
 
 
 def test_unbounded_is_confirmed_and_stays_a_verdict():

@@ -55,7 +55,8 @@ def test_boost_box_uses_the_released_n():
     K = S.n_classes
     m = K * count_candidates(tests, cliques, 2) + 1  # every candidate column, and n
     price = code_length_cost(len(tests), S.n, 2, 1.5) / S.n  # the price's n is the reported one
-    t0, t1 = next(i for i, t in enumerate(tests) if t.feature == "x0"), next(i for i, t in enumerate(tests) if t.feature == "x2")
+    t0, t1 = next(i for i, t in enumerate(tests) if t.feature == "x0"), next(i for i, t in enumerate(tests)
+                                                                             if t.feature == "x2")
     for mono in [(), (Literal(t0),), (Literal(t0), Literal(t1, False))]:
         tau, lam = problem.src.moments(mono)
         want_tau, want_lam = _box_by_formula(S, tests, mono, S.n_released, m)

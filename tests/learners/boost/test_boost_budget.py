@@ -102,9 +102,11 @@ def test_the_work_budget_stops_pricing_with_a_valid_certificate(seed, sizes):
         if est.stopped_ == "work_budget":
             assert not est.converged_ and not est.pricing_exact_ and spent[-1] >= budget  # spent, not converged
         else:
-            assert est.stopped_ == "converged" and est.minimax_risk_.value == pytest.approx(full.minimax_risk_.value, abs=1e-9)
+            assert (est.stopped_ == "converged" and est.minimax_risk_.value == pytest.approx(full.minimax_risk_.value,
+                                                                                             abs=1e-9))
         if not est.used_features():
             assert "work budget" in est.empty_reason_
     assert "work_budget" in stops
     again = BoostVote(s=0.0, pricing_nodes=need).fit(S)  # the budget the exact searches need: the same fit
-    assert again.stopped_ == "converged" and again.minimax_risk_.value == pytest.approx(full.minimax_risk_.value, abs=1e-12)
+    assert (again.stopped_ == "converged" and again.minimax_risk_.value == pytest.approx(full.minimax_risk_.value,
+                                                                                         abs=1e-12))

@@ -63,7 +63,8 @@ def test_exclude_bounds_match_merging_by_hand(t, pairs):
     pos, neg = rng.random(n), rng.random(n)
     kw = {}
     if pairs:
-        kw = {"pair_pos": rng.random((n, n)) * (rng.random((n, n)) < 0.2), "pair_neg": rng.random((n, n)) * (rng.random((n, n)) < 0.2)}
+        kw = {"pair_pos": rng.random((n, n)) * (rng.random((n, n)) < 0.2),
+              "pair_neg": rng.random((n, n)) * (rng.random((n, n)) < 0.2)}
     ps = PointSet(B, pos, neg, **kw)
     cls = ps.classes(np.arange(n), np.arange(t))
     got = ps.child_bounds(cls, tight=True, leaf=False).exclude

@@ -138,7 +138,8 @@ def marginal_instances(draw):
     y = (rng.random(n) < 0.5).astype(np.int64)
     reps = rng.integers(0, 4, n)  # integer row weights: the tables count each row reps[i] times
     names = cb.feature_names
-    cliques = draw(st.lists(st.lists(st.sampled_from(names), min_size=1, max_size=p, unique=True), min_size=1, max_size=3))
+    cliques = draw(st.lists(st.lists(st.sampled_from(names), min_size=1, max_size=p, unique=True), min_size=1,
+                            max_size=3))
     n_points = draw(st.integers(0, n))  # the first rows go to the tables, the rest as extra points
     N = len(codebook_tests(cb))
     K = capped_order(draw, N)

@@ -181,7 +181,8 @@ def test_time_limit_inside_an_lp_keeps_the_best_vote_so_far(monkeypatch):
         F = est.decision_function(grid)
         phi = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for C in label_subsets(S.n_classes))
         R = 1.0 - np.sum(est.tau_ * est.mu_) + np.sum(est.lambda_ * np.abs(est.mu_)) + phi
-        assert est.minimax_risk_.value == pytest.approx(R, abs=1e-9) and est.minimax_risk_.value >= full.minimax_risk_.value - 1e-9
+        assert (est.minimax_risk_.value == pytest.approx(R, abs=1e-9)
+                and est.minimax_risk_.value >= full.minimax_risk_.value - 1e-9)
 
 
 def test_candidate_count_bounds_every_priceable_monomial():
@@ -271,10 +272,12 @@ def test_an_empty_vote_is_said_and_predicts_one_class(tmp_path, demo_study):
 
     schema, bundles = demo_study.schema, demo_study.bundles  # 400 rows per site, seeds 10, 11, 12
     env = {"MARG_HOME": str(tmp_path / "home"), "MARG_PROGRESS_AFTER": "0"}  # the summary line however fast the fit
-    r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
+    r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json",
+             "--allow-unsigned",
              "--no-sign", cwd=tmp_path, env=env)
     assert r.returncode == 1 and not (tmp_path / "m.json").exists()  # an empty vote is written only when asked for
-    r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json", "--allow-unsigned",
+    r = marg("learn", *bundles, "--learner", "boost", "--patience", "3", "--out", tmp_path / "m.json",
+             "--allow-unsigned",
              "--no-sign", "--allow-empty", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     said = [ln for ln in r.stderr.splitlines() if "vote is empty" in ln]  # (and, early, "no rule has a weight so far")

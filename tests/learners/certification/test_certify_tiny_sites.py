@@ -1,4 +1,5 @@
-"""marg learn on tiny DP sites: tables whose released label counts sum to n ≤ 0 get the trivial certificate, not a crash."""
+"""marg learn on tiny DP sites: tables whose released label counts sum to n ≤ 0 get the trivial certificate, not a
+crash."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 The planner's numbers are the bound's at the expected counts (checked against the bound
 itself), the rows/ε it says are needed do reach the target and less does not, the chosen
-split minimises the expected certificate (least spent on the evaluation among ties), and a full two-round run spends exactly the site's total ε,
-records the plan and yields pooled, per-site and class-wise certificates equal to the bound
+split minimises the expected certificate (least spent on the evaluation among ties), and a full two-round run spends
+exactly the site's total ε, records the plan and yields pooled, per-site and class-wise certificates equal to the bound
 recomputed from the released bundles.
 """
 
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from marg.learners.certification.holdout_certificate import Released, exact_bound, released_counts
-from marg.learners.certification.holdout_plan import expected_holdout_certificate, needed_for, plan_holdout, release_scale
+from marg.learners.certification.holdout_plan import (expected_holdout_certificate, needed_for, plan_holdout,
+                                                      release_scale)
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.bundle import Bundle
 from tests.helpers.console import marg
@@ -73,7 +74,8 @@ def test_marg_plan_prints_the_library_numbers(tmp_path):
     r = marg("plan", "--rows", "100", "--sites", "3", "--epsilon", "1", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "give --schema or --features" in r.stderr
     r = marg("plan", "--rows", "100,x", "--epsilon", "1", "--features", "3", cwd=tmp_path)
-    assert r.returncode == 2 and "--rows must be a row count or a comma-separated list of counts, got '100,x'" in r.stderr
+    assert (r.returncode == 2 and "--rows must be a row count or a comma-separated list of counts, got "
+                                  "'100,x'" in r.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,8 @@ def two_rounds(tmp_path_factory):
     for name, f in files.items():
         b = tmp / f"{name}.bundle"
         r = marg("export", f, "--schema", schema, "--site", name, "--out", b, "--epsilon", "1", "--holdout", "auto",
-                 "--plan-rows", n, "--plan-sites", len(SITES), "--expected-error", "0.2", "--ledger", tmp / f"{name}-led",
+                 "--plan-rows", n, "--plan-sites", len(SITES), "--expected-error", "0.2", "--ledger",
+                 tmp / f"{name}-led",
                  cwd=tmp)
         assert r.returncode == 0, r.stderr
         bundles.append(b)
@@ -99,7 +102,8 @@ def two_rounds(tmp_path_factory):
         ev = tmp / f"{name}.eval"
         extra = ["--site-certificate"] if name == SITES[0].name else []
         r = marg("export", f, "--schema", schema, "--site", name, "--out", ev, "--evaluate", model, "--epsilon",
-                 plan["epsilon_evaluate"], "--evaluate-content", "classes", "--allow-unsigned", "--ledger", tmp / f"{name}-led", *extra,
+                 plan["epsilon_evaluate"], "--evaluate-content", "classes", "--allow-unsigned", "--ledger",
+                 tmp / f"{name}-led", *extra,
                  cwd=tmp)
         assert r.returncode == 0, r.stderr
         evals.append(ev)

@@ -147,7 +147,8 @@ def test_console_different_fractions_certify_the_patients_population(evaluated):
         out = tmp / f"older-{k}.eval"
         out.write_bytes(Bundle(header=header, arrays=b.arrays).to_bytes())
         older.append(out)
-    d_old = json.loads(marg("certify", model, *older, "--out", tmp / "cert-old.json", "--allow-unsigned", "--json", cwd=tmp).stdout)
+    d_old = json.loads(marg("certify", model, *older, "--out", tmp / "cert-old.json", "--allow-unsigned", "--json",
+                            cwd=tmp).stdout)
     assert d_old["models_known"] is False and "do not say how many models" in d_old["models_note"]
     text = marg("certify", model, *older, "--out", tmp / "cert2.json", "--allow-unsigned", cwd=tmp)
     assert "warning: the evaluation releases do not say how many models" in text.stderr

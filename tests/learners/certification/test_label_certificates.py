@@ -32,7 +32,8 @@ def brute_force_W(est, X: np.ndarray, K: int, loss: np.ndarray | None = None) ->
     for y in range(K):
         F[y * D:(y + 1) * D, np.arange(n) * K + y] = psi.T
     tau, lam = est.tau_, est.lambda_
-    r = linprog(-loss.ravel(), A_ub=np.vstack([F, -F]), b_ub=np.concatenate([(tau + lam).ravel(), -(tau - lam).ravel()]),
+    r = linprog(-loss.ravel(), A_ub=np.vstack([F, -F]),
+                b_ub=np.concatenate([(tau + lam).ravel(), -(tau - lam).ravel()]),
                 A_eq=np.ones((1, n * K)), b_eq=[1.0], bounds=(0, None), method="highs")
     assert r.status == 0, r.message
     return float(-r.fun), r.x.reshape(n, K)
@@ -115,7 +116,8 @@ def test_the_certificate_covers_the_labels_error_where_r_star_does_not(name):
         hits += est.certificate_.value >= err - 1e-12
         old += est.minimax_risk_.value >= err - 1e-12
     z = 1.959964
-    lo = (hits / N + z * z / (2 * N) - z * math.sqrt(hits / N * (1 - hits / N) / N + z * z / (4 * N * N))) / (1 + z * z / N)
+    lo = (hits / N + z * z / (2 * N) - z * math.sqrt(hits / N * (1 - hits / N) / N
+                                                     + z * z / (4 * N * N))) / (1 + z * z / N)
     assert hits / N >= 0.95 and lo >= 0.9, (hits, N)
     assert old / N < 0.95, (old, N)  # the flaw, reproduced: R* does not hold the labels at its 95 %
 
@@ -129,7 +131,8 @@ def test_console_mrc_and_dcc_print_the_labels_certificate_and_r_star_apart(demo_
 
     for learner in ("mrc", "dcc"):
         out = tmp_path / f"{learner}.json"
-        r = marg("learn", *demo_study.bundles, "--learner", learner, "--allow-unsigned", "--out", out, "--json", cwd=tmp_path)
+        r = marg("learn", *demo_study.bundles, "--learner", learner, "--allow-unsigned", "--out", out, "--json",
+                 cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         d = json.loads(r.stdout)
         assert d["certificate"]["kind"] == "W(h)" and d["minimax_risk"]["kind"] == "R*"
@@ -142,7 +145,8 @@ def test_console_mrc_and_dcc_print_the_labels_certificate_and_r_star_apart(demo_
         assert r.returncode == 0, r.stderr
         line = next(ln for ln in r.stdout.splitlines() if ln.startswith("certificate:"))
         assert f"{d['worst_case_error']:.4f}" in line and "rule's own worst case" in line
-        assert any("randomized rule" in ln and f"{d['minimax_risk']['value']:.4f}" in ln for ln in r.stdout.splitlines())
+        assert any("randomized rule" in ln and f"{d['minimax_risk']['value']:.4f}" in ln
+                   for ln in r.stdout.splitlines())
         card = tmp_path / f"{learner}.html"
         r = marg("report", out, "--out", card, "--allow-unsigned", cwd=tmp_path)
         assert r.returncode == 0, r.stderr

@@ -30,7 +30,8 @@ def _records(chosen: list[list[str]]) -> dict:
     for s, feats in enumerate(chosen):
         rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
                "plan": {"rho_total": 0.02, "cells": CELLS, "candidates": CANDIDATES},
-               "selection": {"features": feats, "candidates": CANDIDATES, "scale": 1.0, "sensitivity": 1.0, "rho": 0.004}}
+               "selection": {"features": feats, "candidates": CANDIDATES, "scale": 1.0, "sensitivity": 1.0,
+                             "rho": 0.004}}
         sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
     return {"sites": sites}
 
@@ -40,7 +41,8 @@ def selected():
     """3 binary features measured after the sites agreed on them, 2 of them carrying the label; 2,400 rows, exact."""
     rng = np.random.default_rng(11)
     n = 2400
-    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1")) for j in range(3)), label=Label("y", ("a", "b")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1")) for j in range(3)),
+                  label=Label("y", ("a", "b")))
     y = rng.integers(0, 2, n)
     X = rng.integers(0, 2, (n, 3))
     for j, p in ((0, 0.85), (1, 0.75)):

@@ -1,5 +1,5 @@
-"""The parametric bootstrap of a whole study (:mod:`marg.learners.choice.study_bootstrap`): exact computations on studies
-whose errors are known, its folds paired across candidates, and noisy tables refused."""
+"""The parametric bootstrap of a whole study (:mod:`marg.learners.choice.study_bootstrap`): exact computations on
+studies whose errors are known, its folds paired across candidates, and noisy tables refused."""
 
 from __future__ import annotations
 

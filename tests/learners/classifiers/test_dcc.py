@@ -118,7 +118,8 @@ def test_randomized_rule_attains_R_and_phi_is_exact(policy):
         wc = rule_worst_case(p, len(levels), E, H)
         assert abs(wc - m.minimax_risk_.value) <= 1e-6, (wc, m.minimax_risk_.value)
         F = m.decision_function(X)
-        worst = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for r in range(1, K + 1) for C in itertools.combinations(range(K), r))
+        worst = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for r in range(1, K + 1)
+                    for C in itertools.combinations(range(K), r))
         assert abs(worst - m.phi_) <= 1e-9
 
 
@@ -318,7 +319,8 @@ def test_evidence_policy_rules_out_only_significant_absences():
         lam = np.zeros_like(tau)
         mu = rng.normal(size=(K, pm.dim))
         n = [100.0, 400.0, 2000.0][t % 3]
-        out = {pol: fix_empty_cells_forest(orc, mu, tau, lam, pol, n=n, alpha=0.05)[0] for pol in ("evidence", "free", "impossible")}
+        out = {pol: fix_empty_cells_forest(orc, mu, tau, lam, pol, n=n, alpha=0.05)[0]
+               for pol in ("evidence", "free", "impossible")}
         phis = {pol: orc.phi(v.ravel()) for pol, v in out.items()}
         assert max(phis.values()) - min(phis.values()) < 1e-9
         empty = empty_cells(pm, tau, lam)
@@ -410,7 +412,8 @@ def test_model_round_trip_json():
     m = DCC(s=0.0).fit(S)
     d = json.loads(json.dumps(m.to_dict()))
     m2 = DCC.from_dict(d)
-    X = np.column_stack([rng.integers(0, 3, 20), rng.integers(0, 2, 20), rng.integers(0, 3, 20), rng.uniform(-1, 3, 20)])
+    X = np.column_stack([rng.integers(0, 3, 20), rng.integers(0, 2, 20), rng.integers(0, 3, 20),
+                         rng.uniform(-1, 3, 20)])
     assert np.allclose(m2.predict_proba(X), m.predict_proba(X))
     assert np.array_equal(m2.predict(X), m.predict(X))
     assert m2.edges_ == m.edges_ and m2.minimax_risk_.value == m.minimax_risk_.value
@@ -477,7 +480,8 @@ def _reach(p, cliques, idx):
         for y in range(K):
             c = np.zeros(p.size)
             c[flat[tuple(idx[r]) + (y,)]] = -1.0
-            res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=np.ones((1, p.size)), b_eq=[1.0], bounds=(0, None), method="highs")
+            res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=np.ones((1, p.size)), b_eq=[1.0], bounds=(0, None),
+                          method="highs")
             assert res.status == 0, res.message
             out[r] = max(out[r], -res.fun)
     return out

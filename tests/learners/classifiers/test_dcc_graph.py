@@ -73,7 +73,8 @@ def test_local_bound_between_true_minimax_and_spanning_trees(K, s):
                 t = DCC(s=s, structure=names(cb, T)).fit(S)
                 assert not t.relaxed_
                 assert abs(t.minimax_risk_.value - brute_force_R(p, d, T, s=s)) <= 1e-6
-                assert m.minimax_risk_.value <= t.minimax_risk_.value + 1e-7, (levels, E, T, m.minimax_risk_.value, t.minimax_risk_.value)
+                assert (m.minimax_risk_.value <= t.minimax_risk_.value
+                        + 1e-7), (levels, E, T, m.minimax_risk_.value, t.minimax_risk_.value)
         if d == 4:
             a = DCC(s=s, structure="all").fit(S)
             assert len(a.edges_) == 6 and a.relaxed_
@@ -125,7 +126,8 @@ def test_rule6_with_certified_phi_is_covered(policy):
         E = edge_indices(m, cb)
         X, _ = domain(levels)
         F = m.decision_function(X)
-        worst = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for r in range(1, K + 1) for C in itertools.combinations(range(K), r))
+        worst = max((F[:, list(C)].sum(axis=1).max() - 1.0) / len(C) for r in range(1, K + 1)
+                    for C in itertools.combinations(range(K), r))
         assert worst <= m.phi_ + 1e-9  # φ_L bounds the exact φ of the returned μ
         assert np.all(np.isfinite(m.mu_))
         H = m.predict_proba(X)
@@ -169,7 +171,8 @@ def test_max_edges_round_trip_and_errors():
     for kw, msg in [
         (dict(structure="dense"), "unknown DCC structure"),
         (dict(structure="all", greedy=True), "DCC formulation 'local' .* does not run greedy edge search"),
-        (dict(structure="all", loss="hinge"), "DCC formulation 'hinge' .* accepts pair tables forming a forest; .*structure='all'"),
+        (dict(structure="all", loss="hinge"), "DCC formulation 'hinge' .* accepts pair tables forming a forest; "
+                                              ".*structure='all'"),
         (dict(structure="all", solver="rows"), "DCC formulation 'forest-rows' .* form a graph with cycles"),
         (dict(structure=[("f0", "f1")], greedy=True), "greedy=True chooses its own edges"),
         (dict(structure=[("f0", "zz")]), "unknown feature"),

@@ -20,7 +20,8 @@ from scipy.optimize import linprog
 
 from marg.learners.classifiers.dcc import DCC
 from marg.errors import InputError
-from tests.helpers.dcc_oracle import brute_force_R, domain, edge_indices, make_problem, marginal_constraints, random_cases, rule_worst_case
+from tests.helpers.dcc_oracle import (brute_force_R, domain, edge_indices, make_problem, marginal_constraints,
+                                      random_cases, rule_worst_case)
 
 S_Y = np.array([-1.0, 1.0])
 
@@ -104,7 +105,8 @@ def test_hinge_round_trip_and_errors():
 
 
 def test_cli_learn_loss_option(demo_bundles, learn_dcc):
-    """marg learn --learner dcc --loss hinge: certificate 2·R* of the 0-1 model, same forest; the model file keeps the loss."""
+    """marg learn --learner dcc --loss hinge: certificate 2·R* of the 0-1 model, same forest; the model file keeps the
+    loss."""
     bundles = demo_bundles(rows=400, seed=200)
     rep = {}
     for loss in ("01", "hinge"):

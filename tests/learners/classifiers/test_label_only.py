@@ -1,5 +1,5 @@
-"""The label-only rule (learners/classifiers/label_only.py): its certificate by hand, its coverage by simulation (exact and
-DP-noisy label tables, a too-narrow box caught), and ``marg learn`` falling back to it when no feature passes
+"""The label-only rule (learners/classifiers/label_only.py): its certificate by hand, its coverage by simulation (exact
+and DP-noisy label tables, a too-narrow box caught), and ``marg learn`` falling back to it when no feature passes
 the screen (the console script, then ``marg predict`` and the model file)."""
 
 from __future__ import annotations
@@ -193,7 +193,8 @@ def test_marg_learn_falls_back_to_the_label_only_rule_when_nothing_passes_the_sc
     assert text.returncode == 0, text.stderr
     assert text.stdout.count(note) == 1
     assert f"no feature: predicts {rep['predicts']!r} for every row" in text.stdout
-    r = marg("predict", model, tmp_path / "data.csv", "--out", tmp_path / "p.csv", "--schema", tmp_path / "codebook.json",
+    r = marg("predict", model, tmp_path / "data.csv", "--out", tmp_path / "p.csv", "--schema",
+             tmp_path / "codebook.json",
              "--allow-unsigned", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "p.csv", newline="") as fh:
@@ -218,7 +219,8 @@ def _tiny_label_table(rng, p, plan, cb):
                               mechanism="laplace", codebook=cb)
         parts.append(lab)
     rec = parts[0].noise
-    pooled = replace(rec, std=float(np.sqrt(len(parts))) * rec.std, parts=((rec.mechanism, rec.scale, True, len(parts)),))
+    pooled = replace(rec, std=float(np.sqrt(len(parts))) * rec.std,
+                     parts=((rec.mechanism, rec.scale, True, len(parts)),))
     return MarginalTable(("y",), sum(t.counts for t in parts), pooled), true
 
 
@@ -258,8 +260,8 @@ def _discrete_laplace_halfwidth(scale, draws, alpha):
 def test_the_tiny_site_certificate_is_the_closed_form_of_the_count_box():
     """A pooled Laplace label table of three tiny sites, released as [38, 20]: the certificate is
     1 − Beta⁻¹(α/4; 38 − q, 20 + q + 1), q the two-sided half-width of three discrete Laplace draws at α/4
-    (brute-force convolution), α = 0.05 — the closed form of learners/classifiers/label_only.py's docstring. The earlier box
-    (τ ± λ on the shares, n's noise one more interval) was 0.80 on this table; the closed form is below 0.66."""
+    (brute-force convolution), α = 0.05 — the closed form of learners/classifiers/label_only.py's docstring. The earlier
+    box (τ ± λ on the shares, n's noise one more interval) was 0.80 on this table; the closed form is below 0.66."""
     from marg.marginals.tables import MarginalTable
 
     plan = _tiny_plan()

@@ -253,7 +253,8 @@ def test_predict_proba_and_predict_consistency():
     rng = np.random.default_rng(2)
     cb, S, p = make_problem(rng, [3, 3, 2], 3, numeric=[(0.0, 5.0)], sparsity=0.1)
     m = MRC(solver="full").fit(S)
-    X = np.column_stack([rng.integers(0, 3, 50), rng.integers(0, 3, 50), rng.integers(0, 2, 50), rng.uniform(-1, 6, 50)])
+    X = np.column_stack([rng.integers(0, 3, 50), rng.integers(0, 3, 50), rng.integers(0, 2, 50),
+                         rng.uniform(-1, 6, 50)])
     P = m.predict_proba(X)
     assert P.shape == (50, 3)
     assert np.all(P >= 0) and np.allclose(P.sum(axis=1), 1.0)
@@ -324,7 +325,8 @@ def test_empty_cells_keep_gives_same_R_and_leaves_mu():
 def test_inconsistent_statistics_raise_input_error(formulation):
     """τ that no distribution matches (block totals disagree) with λ = 0: an InputError, not a crash."""
     tau = np.array([[0.3, 0.2, 0.1, 0.1], [0.25, 0.25, 0.3, 0.3]])  # block 2 sums to 0.8 ≠ 1
-    blocks = [type("B", (), {"name": "a", "kind": "onehot", "size": 2})(), type("B", (), {"name": "b", "kind": "onehot", "size": 2})()]
+    blocks = [type("B", (), {"name": "a", "kind": "onehot", "size": 2})(),
+              type("B", (), {"name": "b", "kind": "onehot", "size": 2})()]
     fmap = FeatureMap(blocks, [0, 1])
     with pytest.raises(InputError, match="no distribution matches"):
         solve_full(MinimaxProblem.first_order(fmap, tau, np.zeros_like(tau)), formulation=formulation)
@@ -353,7 +355,8 @@ def test_more_features_never_raise_R():
     rng = np.random.default_rng(23)
     for t in range(4):
         cb, S, p = make_problem(rng, [3, 3, 2, 2], 2 + t % 2)
-        r = [MRC(s=0.0, features=[f"f{i}" for i in range(k)], solver="full").fit(S).minimax_risk_.value for k in range(1, 5)]
+        r = [MRC(s=0.0, features=[f"f{i}" for i in range(k)], solver="full").fit(S).minimax_risk_.value
+             for k in range(1, 5)]
         assert np.all(np.diff(r) <= 1e-9), r
 
 
@@ -542,7 +545,8 @@ def test_ties_are_broken_by_naive_bayes_from_the_released_tables():
     Ny = counts.sum(axis=(1, 2))
     na = counts.sum(axis=2)  # (K, 2)
     nb = counts.sum(axis=1)  # (K, 3)
-    want = [int(np.argmax(np.log(Ny / 8) + np.log((na[:, a] + 0.5) / (Ny + 1.0)) + np.log((nb[:, b] + 0.5) / (Ny + 1.5))))
+    want = [int(np.argmax(np.log(Ny / 8) + np.log((na[:, a] + 0.5) / (Ny + 1.0))
+                          + np.log((nb[:, b] + 0.5) / (Ny + 1.5))))
             for a, b in grid.astype(int)]
     for est in (MRC(), DCC()):
         m = est.fit(S)

@@ -534,7 +534,8 @@ def test_default_features_are_those_whose_pairs_were_all_released():
 
 
 def test_real_dataset_house_votes():
-    root = Path(__import__("os").environ.get("MARG_DATASETS", Path(__file__).resolve().parents[4] / "shared" / "datasets"))
+    root = Path(__import__("os").environ.get("MARG_DATASETS",
+                                             Path(__file__).resolve().parents[4] / "shared" / "datasets"))
     path = root / "house-votes-84" / "house-votes-84.tsv.gz"
     if not path.exists():
         pytest.skip("house-votes-84 not available")

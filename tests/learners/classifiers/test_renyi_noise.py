@@ -86,7 +86,8 @@ def _dp_problem(eps, seed=5, n=3000):
     X, y = random_rows(rng, cb, 2 * n)
     y = ((X[:, 0] + X[:, 1] - X[:, 2] + rng.normal(0, 1.0, 2 * n)) > 1.5).astype(int)
     sites = np.array_split(np.arange(n), 3)
-    tables = [privatize(count_tables(cb, X[s], y[s], plan_cliques(cb, "all")), epsilon=eps, codebook=cb)[0] for s in sites]
+    tables = [privatize(count_tables(cb, X[s], y[s], plan_cliques(cb, "all")), epsilon=eps, codebook=cb)[0]
+              for s in sites]
     from marg.marginals.summary import sum_tables
 
     return cb, Summary.from_tables(cb, sum_tables(tables)[0]), X[n:], y[n:]

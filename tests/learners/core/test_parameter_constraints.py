@@ -25,7 +25,8 @@ def test_every_learner_declares_its_constraints_on_real_parameters():
         cls = REGISTRY[name]
         declared = set(cls._parameter_constraints)
         assert declared, f"{name} declares no parameter constraints"
-        assert declared <= set(cls.param_names()), f"{name}: constraints on unknown parameters {declared - set(cls.param_names())}"
+        assert declared <= set(cls.param_names()), (f"{name}: constraints on unknown parameters "
+                                                    f"{declared - set(cls.param_names())}")
         assert "coverage" in declared and cls._parameter_constraints["coverage"] == COVERAGE
         cls().check_params()  # the defaults are valid
 

@@ -45,7 +45,8 @@ def _own(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
         return name == first
     for node in ast.walk(fn):
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
-                and node.value.func.id == first and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
+                and node.value.func.id == first and any(isinstance(t, ast.Name) and t.id == name
+                                                        for t in node.targets)):
             return True
     return False
 
@@ -62,7 +63,8 @@ def outside_assignments(source: str, filename: str = "<planted>") -> list[str]:
                     ok = method is not None and isinstance(t.value, ast.Name) and _own(method, t.value.id)
                     if not ok:
                         bad.append(f"{filename}:{node.lineno}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) >= 2:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+            and len(node.args) >= 2):
             if isinstance(node.args[1], ast.Constant) and node.args[1].value == "certificate_":
                 bad.append(f"{filename}:{node.lineno} (setattr)")
         for child in ast.iter_child_nodes(node):

@@ -46,7 +46,8 @@ def test_the_default_certificate_does_not_depend_on_the_clock(learner, summary, 
     idle = _fit(learner, summary)
     loaded = _fit(learner, summary, monkeypatch)
     assert loaded.certificate_.value == idle.certificate_.value
-    X = np.array([[i % summary.codebook.attribute_size(f.name) for f in summary.codebook.features] for i in range(50)], dtype=float)
+    X = np.array([[i % summary.codebook.attribute_size(f.name) for f in summary.codebook.features] for i in range(50)],
+                 dtype=float)
     np.testing.assert_array_equal(loaded.predict(X), idle.predict(X))
 
 

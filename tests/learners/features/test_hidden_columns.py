@@ -135,7 +135,8 @@ def test_the_box_covers_the_hidden_cells():
         for name, est in (("mrc", MRC()), ("nb", NaiveBayes(certify="bound")), ("boost", BoostVote())):
             cert = est.fit(S).certificate_
             assert cert.box and cert.coverage == COVERAGE
-            hits[name] += all(np.all((np.array(r["lower"]) <= truth(r) + 1e-12) & (truth(r) <= np.array(r["upper"]) + 1e-12))
+            hits[name] += all(np.all((np.array(r["lower"]) <= truth(r)
+                                      + 1e-12) & (truth(r) <= np.array(r["upper"]) + 1e-12))
                               for r in cert.box)
         m = map_moments(S, MRC().fit(S).map_)
         assert m.lo is not None and np.all(m.lo <= m.tau) and np.all(m.tau <= m.hi)
@@ -203,9 +204,11 @@ def test_hidden_columns_that_do_not_add_up_are_refused():
     X, y = draw(rng, 100)
     tables = count_tables(CB, X, y, plan_cliques(CB, "first"))
     hidden = hide(tables, "a", 1)
-    with pytest.raises(InputError, match=r"N\[a,y\] has hidden class columns that can hold 3 to 4 cells, but the bundle reports 0 suppressed"):
+    with pytest.raises(InputError, match=r"N\[a,y\] has hidden class columns that can hold 3 to 4 cells, but the "
+                                         r"bundle reports 0 suppressed"):
         summary_from_bundles([_bundle(hidden, "A", 100, {})])
-    with pytest.raises(InputError, match=r"N\[a,y\] has hidden class columns that can hold 0 to 0 cells, but the bundle reports 4 suppressed"):
+    with pytest.raises(InputError, match=r"N\[a,y\] has hidden class columns that can hold 0 to 0 cells, but the "
+                                         r"bundle reports 4 suppressed"):
         summary_from_bundles([_bundle(tables, "A", 100, {"N[a,y]": 4})])
     X2, y2 = draw(rng, 100)
     other = count_tables(CB, X2, y2, plan_cliques(CB, "first"))
@@ -319,5 +322,6 @@ def test_a_table_whose_cells_are_all_hidden_is_read_as_unmeasured():
     for fitted in auto.fitted_:  # the label-only rule reads no feature
         assert fitted is not None and (fitted.learner == "prior" or fitted.features == ["b"])
     mrc = next(f for f in auto.fitted_ if f.learner == "mrc")
-    assert mrc.minimax_risk_.value == pytest.approx(MRC(features=["b"], coverage=mrc.coverage).fit(S).minimax_risk_.value,
+    assert mrc.minimax_risk_.value == pytest.approx(MRC(features=["b"],
+                                                        coverage=mrc.coverage).fit(S).minimax_risk_.value,
                                                     abs=1e-9)

@@ -58,8 +58,8 @@ def released(X: np.ndarray, y: np.ndarray, k: int) -> tuple[Summary, int]:
 def test_the_box_of_a_hidden_column_is_the_hull_of_its_fillings_against_the_brute_force_lp():
     """λ = 0 outside the hidden cells (s = 0): a rule's W(h) (row generation, exact) equals the largest brute-force
     worst case over every filling of the hidden column's three cells (all compositions of S), each read as a real
-    count, for naive Bayes's rule and a rule on a alone (class 1 at one level of a). It is above the brute force over the point estimate alone on most releases (the
-    interval changes the worst case, not only the bookkeeping)."""
+    count, for naive Bayes's rule and a rule on a alone (class 1 at one level of a). It is above the brute force over
+    the point estimate alone on most releases (the interval changes the worst case, not only the bookkeeping)."""
     rng = np.random.default_rng(49)
     checked = above = 0
     for _ in range(8):
@@ -128,7 +128,8 @@ def test_the_certificates_cover_populations_whose_hidden_cells_lie_anywhere_in_t
         wrong = (nb.predict(GRID).reshape(3, 2)[:, :, None] != np.arange(2)[None, None, :])
         err = float(np.sum(P * wrong))
         hits["nb"] += err <= certify(nb, S, structure="first").value + 1e-9
-        if "N[a,y]" in S.hidden:  # the hidden column's entries: in the box, and in the box that reads the point as counted
+        # the hidden column's entries: in the box, and in the box that reads the point as counted
+        if "N[a,y]" in S.hidden:
             umap = uncertainty_map(S, "first")
             m = map_moments(S, umap)
             truth = (P.sum(axis=1)[:, 1])  # P(a, y = 1)

@@ -113,7 +113,8 @@ def test_summed_bounds_and_point_estimate_against_their_definitions():
     want[2:] += 7 * B[2:] / B[2:].sum()
     want[1:] += 5 * B[1:] / B[1:].sum()
     got = S.counts(("a", "y"))[:, 1]
-    assert np.allclose(got, want) and abs(got.sum() - tot1.sum()) < 1e-9 and np.all((lo[:, 1] <= got) & (got <= hi[:, 1]))
+    assert (np.allclose(got, want) and abs(got.sum() - tot1.sum()) < 1e-9
+            and np.all((lo[:, 1] <= got) & (got <= hi[:, 1])))
     assert shape.sum() == 1.0  # the reference is B's column alone (C's head would pile C's 5 rows onto level 0)
     lo_a, hi_a = S.count_bounds(("a",))
     assert np.array_equal(hi_a - lo_a, np.array([0, 5, 12, 12, 12]))
@@ -188,7 +189,8 @@ def test_the_tail_keeps_what_the_whole_column_threw_away():
                     gone = [p.cls for p in r.hidden_tails]
                     c[:, gone] = 0
                     r = MarginalTable(t.clique, c, hidden=np.where(np.isin(np.arange(2), gone), t.counts.sum(0), 0.0),
-                                      hidden_tails=tuple(HiddenTail(v, 0, float(t.counts[:, v].sum()), (0.0,) * c.shape[0])
+                                      hidden_tails=tuple(HiddenTail(v, 0, float(t.counts[:, v].sum()),
+                                                                    (0.0,) * c.shape[0])
                                                          for v in gone))
                 old.append(r)
             whole.append(old)

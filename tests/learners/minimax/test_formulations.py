@@ -1,4 +1,5 @@
-"""The formulation registry (learners/minimax/registry.py): each formulation accepts what it solves and refuses, in one line naming it and the statistic, what it cannot.
+"""The formulation registry (learners/minimax/registry.py): each formulation accepts what it solves and refuses, in one
+line naming it and the statistic, what it cannot.
 
 What a formulation accepts is checked by solving it: a forest given as DCC's structure is
 solved by the row formulation to the compact forest LP's R*, the hinge LP on a given forest
@@ -145,7 +146,8 @@ def test_what_is_accepted_is_solved():
 
 def test_the_console_script_names_the_formulation_and_the_statistic(site_bundles, tmp_path):
     _, bundles = site_bundles
-    r = run("learn", *bundles, "--learner", "dcc", "--structure", "all", "--loss", "hinge", "--out", tmp_path / "m.json",
+    r = run("learn", *bundles, "--learner", "dcc", "--structure", "all", "--loss", "hinge", "--out",
+            tmp_path / "m.json",
             "--allow-unsigned")
     assert r.exit_code == 2
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
@@ -164,10 +166,12 @@ def test_every_formulation_is_registered_by_its_own_module():
     from marg.learners.minimax import registry as fm
 
     homes = {"compact": "minimax.first_order", "rows": "minimax.first_order", "forest": "minimax.pair_formulations",
-             "forest-rows": "minimax.pair_formulations", "local": "minimax.pair_formulations", "hinge": "classifiers.dcc_hinge",
+             "forest-rows": "minimax.pair_formulations", "local": "minimax.pair_formulations",
+             "hinge": "classifiers.dcc_hinge",
              "monomials": "boost.minimax_cg", "fixed-rule": "minimax.fixed_rule_fit"}
     for name, home in homes.items():
         module = importlib.import_module(f"marg.learners.{home}")
         assert any(v is fm.REGISTRY[name] for v in vars(module).values()), name
-        assert all(callable(getattr(fm.REGISTRY[name], m)) for m in ("build", "read", "finish")), name  # the one fit runs each
+        # the one fit runs each
+        assert all(callable(getattr(fm.REGISTRY[name], m)) for m in ("build", "read", "finish")), name
     assert "importlib" not in open(fm.__file__, encoding="utf-8").read()

@@ -60,8 +60,10 @@ def test_column_generation_decreases_and_ends_dual_feasible(seed, formulation):
     R = np.array(gen.iterations)
     assert gen.stop == "converged" and gen.converged and len(R) >= 3
     assert np.all(np.diff(R) <= 1e-9), R  # R^k never increases: the previous point stays feasible
-    assert [h["R"] for h in gen.history] == gen.iterations and [h["k"] for h in gen.history] == list(range(1, len(R) + 1))
-    # no feature has a dual violation above ε = 0: every outside one by the exact split LP, every inside one by the LP's duals
+    assert ([h["R"] for h in gen.history] == gen.iterations
+            and [h["k"] for h in gen.history] == list(range(1, len(R) + 1)))
+    # no feature has a dual violation above ε = 0: every outside one by the exact split LP, every inside one by the LP's
+    # duals
     model = sel.model
     out = np.flatnonzero(~model.in_model)
     v_out, _ = sel.pricer.exact(out, model.W)
@@ -93,7 +95,8 @@ def test_each_stop_reason_is_reached_and_recorded():
     # a tolerance below every step's improvement never stalls: the same path as without the rule
     steady = generate_columns(select(fmap, tau, lam), k_max=1000, patience=1, stall_tol=-1.0)
     assert steady.stop == "converged" and steady.iterations == pytest.approx(done.iterations, abs=1e-9)
-    assert set(STOPS) == {"converged", "k_max", "stalled", "time_limit", "work_budget"}  # work_budget: test_boost_budget.py
+    # work_budget: test_boost_budget.py
+    assert set(STOPS) == {"converged", "k_max", "stalled", "time_limit", "work_budget"}
 
 
 class SlowPricing:
@@ -193,11 +196,13 @@ def test_greedy_edges_run_on_the_driver(solver):
     assert sol.stop == "converged" and len(sol.edges) >= 2 and len(R) == len(sol.edges) + 1
     assert np.all(np.diff(R) < -1e-6), R
     hist = sol.history
-    assert [h["k"] for h in hist] == list(range(1, len(R) + 1)) and np.allclose([h["R"] for h in hist], sol.iterations, atol=1e-9)
+    assert ([h["k"] for h in hist] == list(range(1, len(R) + 1))
+            and np.allclose([h["R"] for h in hist], sol.iterations, atol=1e-9))
     assert [h["entered"] for h in hist] == [1] * (len(R) - 1) + [0]
     assert [r["edges"] for r in records if r["stage"] == "greedy"] == list(range(1, len(sol.edges) + 1))
     capped = fit(problem, formulation, Greedy(rank, max_edges=1, tol=1e-6))
-    assert capped.stop == "k_max" and capped.edges == sol.edges[:1] and np.allclose(capped.iterations, sol.iterations[:2], atol=1e-9)
+    assert (capped.stop == "k_max" and capped.edges == sol.edges[:1]
+            and np.allclose(capped.iterations, sol.iterations[:2], atol=1e-9))
     assert len(capped.history) == 1  # k_max = 1: the one-edge forest is not priced
 
 
@@ -213,7 +218,8 @@ def test_boosting_rows_run_on_the_one_row_driver():
 
     cb = tiny_codebook([3, 3, 2, 3])
     X, y = sample(cb, 400, np.random.default_rng(3))
-    src, done, _ = BoostVote(s=0.0, max_order=2, k_max=4, time_limit=None)._solve(Summary.from_rows(cb, X, y, stats="all"))
+    src, done, _ = BoostVote(s=0.0, max_order=2, k_max=4,
+                             time_limit=None)._solve(Summary.from_rows(cb, X, y, stats="all"))
     mm = MonomialMinimax(src, 2)  # the fitted vote's columns, afresh with one row per label subset
     mm.add_columns([(c, src.fmap.monomials[u]) for c, u in done.lp.cols])
     mm.lp.add_cuts([(np.full(len(src.sizes), -1, dtype=np.int64), C) for C in mm.subsets])

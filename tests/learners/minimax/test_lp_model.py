@@ -83,7 +83,8 @@ def test_the_objective_is_R_of_mu_in_every_formulation(K, s, seed):
     cm.add_blocks(np.arange(pm.nodes.n_blocks))
     assert cm.solve() == "optimal"
     P1 = P[:, :D1]
-    assert cm.lp_value == pytest.approx(risk(tau[:, :D1], lam[:, :D1], mu_of(cm.model.mu), phi_by_enumeration(P1, mu_of(cm.model.mu))), abs=1e-8)
+    assert cm.lp_value == pytest.approx(risk(tau[:, :D1], lam[:, :D1], mu_of(cm.model.mu),
+                                             phi_by_enumeration(P1, mu_of(cm.model.mu))), abs=1e-8)
     assert cm.lp_value == pytest.approx(dense_model(tau[:, :D1], lam[:, :D1], P1).objective, abs=1e-8)
     assert cm.lp_value >= fc.value - 1e-9  # fewer features: the minimax risk cannot drop
     # the local polytope on a cycle: R*_L = R(μ) at φ_L(μ; δ*) = ν − 1 ≥ φ(μ), so R*_L ≥ R*
@@ -95,7 +96,8 @@ def test_the_objective_is_R_of_mu_in_every_formulation(K, s, seed):
     assert phi_l >= phi_by_enumeration(Pc, loc.mu) - 1e-9
     assert loc.value >= dense_model(tc, lc, Pc).objective - 1e-8
     if K == 2:  # the hinge LP on the same model: the worst-case hinge loss is exactly 2·R*
-        h = solve_hinge(ForestOracle(pm, 2), tau, lam, np.arange(pm.dim), np.arange(tau.size), np.zeros(tau.shape, bool))
+        h = solve_hinge(ForestOracle(pm, 2), tau, lam, np.arange(pm.dim), np.arange(tau.size),
+                        np.zeros(tau.shape, bool))
         assert h.kind == "hinge" and h.value == pytest.approx(2.0 * fc.value, abs=1e-7)
         assert np.allclose(h.mu[1] - h.mu[0], h.read.f)
 

@@ -124,7 +124,8 @@ def test_boosting_rows_are_the_monomials_at_their_points_on_the_one_model():
 
     cb = tiny_codebook([3, 3, 2, 3])
     X, y = sample(cb, 400, np.random.default_rng(3))
-    src, mm, res = BoostVote(s=0.0, max_order=2, k_max=4, time_limit=None)._solve(Summary.from_rows(cb, X, y, stats="all"))
+    src, mm, res = BoostVote(s=0.0, max_order=2, k_max=4,
+                             time_limit=None)._solve(Summary.from_rows(cb, X, y, stats="all"))
     lp = mm.lp
     assert isinstance(lp, MinimaxModel) and lp.n_rows == res.n_rows > len(mm.subsets)
     expect = np.zeros((lp.n_rows, lp.m))

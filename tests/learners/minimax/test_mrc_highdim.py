@@ -112,7 +112,8 @@ def test_cg_rows_formulation_matches_compact():
     rng = np.random.default_rng(12)
     fmap, tau, sd = random_highdim(rng, 25, 3, 70, informative=5)
     lam = _lam(sd, 70, 0.4)
-    a = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="compact")
+    a = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, n_init=1,
+                 formulation="compact")
     b = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=2, eps=0.0, k_max=1000, n_init=1, formulation="rows")
     assert abs(a.value - b.value) <= 1e-6
     assert np.all(np.diff(b.iterations) <= 1e-9)
@@ -123,7 +124,8 @@ def test_k_max_stops_early_with_a_valid_certificate():
     fmap, tau, sd = random_highdim(rng, 50, 2, 60, informative=10)
     lam = _lam(sd, 60, 0.2)
     full = solve_full(MinimaxProblem.first_order(fmap, tau, lam))
-    cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=1, eps=0.0, k_max=0, init=[49])  # start from a noise feature
+    # start from a noise feature
+    cg = solve_cg(MinimaxProblem.first_order(fmap, tau, lam), n_max=1, eps=0.0, k_max=0, init=[49])
     assert len(cg.iterations) == 1 and not cg.converged  # features wanted in, but k_max reached
     assert cg.value >= full.value + 1e-3  # a valid (loose) upper bound on R*
     for k_max in (1, 2, 3):
@@ -151,12 +153,14 @@ def test_pricing_heuristic_bounds_exact_and_exact_is_minimal():
             V = np.eye(b.size) if b.kind == "onehot" else np.array([[b.lo], [b.hi]])
             T, L = tau[:, b.slice], lam[:, b.slice]
             q = splits[int(i)]
-            F = np.array([[(W[c] * q[c] @ V) for c, C in enumerate(label_subsets(3)) if y in C] for y in range(3)]).sum(axis=1)
+            F = np.array([[(W[c] * q[c] @ V) for c, C in enumerate(label_subsets(3)) if y in C]
+                          for y in range(3)]).sum(axis=1)
             v_split = np.max(np.abs(F - T) - L)
             assert v_split <= max(ve[i], 0.0) + 1e-7  # the returned split attains the LP value
             for _ in range(20):  # any other split is no better
                 qr = rng.dirichlet(np.ones(V.shape[0]), size=len(sizes))
-                Fr = np.array([[(W[c] * qr[c] @ V) for c, C in enumerate(label_subsets(3)) if y in C] for y in range(3)]).sum(axis=1)
+                Fr = np.array([[(W[c] * qr[c] @ V) for c, C in enumerate(label_subsets(3)) if y in C]
+                               for y in range(3)]).sum(axis=1)
                 assert np.max(np.abs(Fr - T) - L) >= ve[i] - 1e-7
 
 
@@ -166,7 +170,8 @@ def test_estimator_cg_reports_selection_and_iterations():
     y = rng.integers(0, K, n)
     X = rng.integers(0, 3, (n, p))
     X[:, 3] = np.where(rng.random(n) < 0.8, y, X[:, 3])
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b", "c")) for j in range(p)), label=Label("y", ("0", "1")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b", "c")) for j in range(p)),
+                  label=Label("y", ("0", "1")))
     S = Summary.from_rows(cb, X.astype(float), y)
     cg = MRC(s=0.3, solver="cg", eps=0.0, n_max=5).fit(S)
     full = MRC(s=0.3, solver="full").fit(S)
@@ -220,7 +225,8 @@ def test_cli_learn_cg_progress_iterations_and_full(tmp_path):
     schema, data = gene_study(tmp_path, n=150, p=p)
     runner = CliRunner(env={"MARG_PROGRESS": "lines"})
     bundle = tmp_path / "genes.bundle"
-    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "lab", "--out", str(bundle), "--min-cell", "1"])
+    r = runner.invoke(app, ["export", str(data), "--schema", str(schema), "--site", "lab", "--out", str(bundle),
+                            "--min-cell", "1"])
     assert r.exit_code == 0, r.output
     base = ["learn", str(bundle), "--learner", "mrc", "--allow-unsigned", "--s", "0.3", "--json", "--eps", "0"]
     r = runner.invoke(app, base + ["--out", str(tmp_path / "cg.json"), "--n-max", "1", "--k-max", "50"])

@@ -72,7 +72,9 @@ def test_mrc_is_dcc_with_no_edges(s):
     X = np.array(list(itertools.product(*[range(n) for n in LEVELS])))
     assert np.array_equal(np.argmax(mrc.fmap.scores(X, mrc.mu), axis=1), np.argmax(dcc.fmap.scores(X, dcc.mu), axis=1))
     # and so are the estimators
-    assert DCC(s=s, max_edges=0, empty="impossible").fit(S).worst_case_error_ == pytest.approx(MRC(s=s).fit(S).worst_case_error_, abs=1e-8)
+    assert DCC(s=s, max_edges=0,
+               empty="impossible").fit(S).worst_case_error_ == pytest.approx(MRC(s=s).fit(S).worst_case_error_,
+                                                                             abs=1e-8)
 
 
 @pytest.mark.parametrize("formulation,search", [
@@ -136,7 +138,8 @@ def test_a_finish_that_raises_the_certificate_is_refused(monkeypatch):
     monkeypatch.setattr(type(COMPACT), "finish", worse)
     with pytest.raises(SolverError, match=r"raised the certificate .*\(compact formulation\)"):
         fit(problem, COMPACT, One())
-    assert fit_module.certificate(replace(rows, kind="hinge", value=0.5), None) == 0.5  # the hinge LP's value is its own
+    # the hinge LP's value is its own
+    assert fit_module.certificate(replace(rows, kind="hinge", value=0.5), None) == 0.5
 
 
 def test_a_formulation_refuses_a_search_it_does_not_run():

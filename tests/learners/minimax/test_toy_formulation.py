@@ -94,7 +94,8 @@ def test_a_toy_formulation_plugs_into_the_engine(K, seed, half_width):
     assert rounds.converged
     mu = lp.mu.reshape(K, -1)
     phi = oracle.phi(lp.mu)
-    sol = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=risk(tau, lam, mu, phi), iterations=[rounds.upper[-1]],
+    sol = MinimaxSolution(mu=mu, tau=tau, lam=lam, phi=phi, value=risk(tau, lam, mu, phi),
+                          iterations=[rounds.upper[-1]],
                           lower=rounds.lower, upper=rounds.upper, converged=True, n_rows=lp.n_rows,
                           impossible=np.zeros(mu.shape, dtype=bool), bound=1e3)
     R_star = dense_lp13(tau, lam)

@@ -1,6 +1,6 @@
-"""Screening from first-order tables (learners/selection/screening.py) and screen-then-learn (learners/choice/screened.py):
-the score against a brute-force count, the DP bounds on the event the noise stays within its recorded
-tails (checked for every draw), the selection-valid certificate against an exact LP oracle and by
+"""Screening from first-order tables (learners/selection/screening.py) and screen-then-learn
+(learners/choice/screened.py): the score against a brute-force count, the DP bounds on the event the noise stays within
+its recorded tails (checked for every draw), the selection-valid certificate against an exact LP oracle and by
 coverage simulation, and the default's switch through the installed ``marg learn``."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from marg.learners.features.statistics import map_moments
 from marg.learners.classifiers.label_only import LabelOnly
 from marg.learners.classifiers.naive_bayes import NaiveBayes
 from marg.learners.choice.choice_rule import TOLERANCE
-from marg.learners.choice.screened import SCREEN_MIN_FEATURES, ScreeningCandidates, screening_applies, selection_certificate
+from marg.learners.choice.screened import (SCREEN_MIN_FEATURES, ScreeningCandidates, screening_applies,
+                                           selection_certificate)
 from marg.learners.selection.screening import screen_scores
 from marg.marginals.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
@@ -266,7 +267,8 @@ def test_screening_applies_only_past_the_stated_rule():
 def _export(tmp, X, y, levels="ab", name="site"):
     """Rows (codes into ``levels``) written as a CSV, exported exactly (first-order tables) by the installed CLI."""
     p = X.shape[1]
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(levels)) for j in range(p)), label=Label("y", ("no", "yes")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(levels)) for j in range(p)),
+                  label=Label("y", ("no", "yes")))
     cb.save(tmp / "codebook.json")
     lines = [",".join([f"g{j}" for j in range(p)] + ["y"])]
     lines += [",".join([levels[v] for v in X[i]] + [("no", "yes")[y[i]]]) for i in range(len(y))]
@@ -305,11 +307,13 @@ def test_marg_request_top_ranks_by_the_screening_score(tmp_path):
     g2 = np.arange(1000) % 2
     X = np.stack([g0, g1, g2], axis=1)
     bundle = _export(tmp_path, X, y, levels="abc")
-    tables = [np.array([[np.sum((X[:, j] == a) & (y == k)) for k in (0, 1)] for a in range(3)], float) for j in range(3)]
+    tables = [np.array([[np.sum((X[:, j] == a) & (y == k)) for k in (0, 1)] for a in range(3)], float)
+              for j in range(3)]
     S = Summary.from_rows(_codebook([3] * 3), X.astype(float), y)
     d = screen_scores(S).score
     assert d[1] > d[0] > d[2] == 0 and _mi(tables[0]) > _mi(tables[1])  # the two orders differ on this table
-    r = marg("request", bundle, "--top", "2", "--out", tmp_path / "req.json", "--allow-unsigned", "--json", cwd=tmp_path)
+    r = marg("request", bundle, "--top", "2", "--out", tmp_path / "req.json", "--allow-unsigned", "--json",
+             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["features"] == ["g1", "g0"] and got["above_noise"] == 2 and got["pairs"] == [["g0", "g1"]]
@@ -338,7 +342,8 @@ def test_marg_learn_screens_by_default_only_past_the_rule(tmp_path, p):
     else:
         assert "screen" not in rep and len(rep["features"]) == p
     # an explicit learner never screens
-    r = marg("learn", bundle, "--learner", "nb", "--out", tmp_path / "nb.json", "--json", "--allow-unsigned", cwd=tmp_path)
+    r = marg("learn", bundle, "--learner", "nb", "--out", tmp_path / "nb.json", "--json", "--allow-unsigned",
+             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert "screen" not in rep and len(rep["features"]) == p
@@ -395,7 +400,8 @@ def test_an_empty_screen_under_dp_falls_back_to_the_label_only_rule_and_says_so(
         if not auto.screen_["applied"]:
             fallbacks += 1
             assert auto.chosen_.learner == "prior" and auto.chosen_.feature_names_in_ == []
-            assert auto.screen_["note"] == "no feature above the noise: predicting the class with the largest share, prior"
+            assert auto.screen_["note"] == ("no feature above the noise: predicting the class with the largest share, "
+                                            "prior")
             assert "screening lower bounds are 0" in auto.screen_["reason"]
             assert auto.choice_report()["screen"] == auto.screen_
             assert auto.error_method_.startswith("not estimated")
@@ -496,7 +502,8 @@ def test_second_round_fits_renyi_on_the_requested_pairs_by_gcv():
     X, y, cb, top, S = _two_rounds(4)
     res = screen_and_learn(S)
     configs = _configs(res)
-    assert res.chosen_.learner == "renyi" and [c["learner"] for c in configs] == ["prior"] + ["renyi"] * (len(configs) - 1)
+    assert (res.chosen_.learner == "renyi" and [c["learner"] for c in configs] == ["prior"]
+            + ["renyi"] * (len(configs) - 1))
     assert max(c["size"] for c in configs) == 5 and sum(c["chosen"] for c in configs) == 1
     M, r, g = min(gcv_path(S, top, [c["size"] for c in configs]), key=lambda t: (t[2], t[0]))
     assert len(res.screen_["features"]) == M and res.chosen_.ridge == r and res.screen_["features"] == top[:M]

@@ -91,7 +91,8 @@ def test_prox_is_the_exact_minimiser(norm):
         off = np.concatenate([[0], np.cumsum(sizes)])
 
         def h(x):
-            pen = sum(t[i] * (np.abs(x[off[i] : off[i + 1]]).max() if norm == "linf" else np.linalg.norm(x[off[i] : off[i + 1]])) for i in range(3))
+            pen = sum(t[i] * (np.abs(x[off[i] : off[i + 1]]).max() if norm == "linf"
+                              else np.linalg.norm(x[off[i] : off[i + 1]])) for i in range(3))
             return 0.5 * np.sum((x - v) ** 2) + pen
 
         # the prox value is below any point a derivative-free search finds, and below perturbations
@@ -133,7 +134,8 @@ def test_group_lasso_subgradient_optimality(norm, K):
             def F(Zx):
                 off = np.concatenate([[0], np.cumsum(P.sizes)])
                 pen = sum(
-                    (np.abs(Zx[off[i] : off[i + 1]]).max() if norm == "linf" else np.linalg.norm(Zx[off[i] : off[i + 1]]))
+                    (np.abs(Zx[off[i] : off[i + 1]]).max() if norm == "linf"
+                     else np.linalg.norm(Zx[off[i] : off[i + 1]]))
                     for i in range(len(P.sizes))
                 )
                 return np.sum(Zx * (P.Qc @ Zx)) - np.sum(P.Dc * Zx) + lam * pen
@@ -187,7 +189,8 @@ def test_gbd_equals_brute_force(K):
                 val, S = brute_force(P, M, g)
                 # exactness must not depend on the upper-bound heuristic: run it with and without
                 ls = 0 if (M + int(g)) % 2 else 2000
-                r = gbd(P.Qc, P.Dc, P.sizes, max_features=M, g=g, time_limit=NO_LIMIT, gap_tol=1e-9, local_search_evals=ls)
+                r = gbd(P.Qc, P.Dc, P.sizes, max_features=M, g=g, time_limit=NO_LIMIT, gap_tol=1e-9,
+                        local_search_evals=ls)
                 assert r.status == "optimal" and r.gap <= 1e-7 * max(1.0, abs(val))
                 assert r.support == S, (seed, M, g)
                 assert r.value == pytest.approx(val, abs=1e-12)
@@ -289,7 +292,8 @@ def test_multiclass_selection_and_errors():
         features=(CategoricalFeature("a", ("0", "1")), NumericFeature("age", lo=0.0, hi=100.0)),
         label=Label("y", ("n", "p")),
     )
-    Sr = Summary.from_rows(cb, np.array([[0, 30.0], [1, 50.0], [1, 20.0], [0, 70.0]]), np.array([0, 1, 1, 0]), stats="all")
+    Sr = Summary.from_rows(cb, np.array([[0, 30.0], [1, 50.0], [1, 20.0], [0, 70.0]]), np.array([0, 1, 1, 0]),
+                           stats="all")
     with pytest.raises(InputError, match="'age'"):
         select_features(Sr, "group-lasso", 1)
     assert select_features(Sr, "group-lasso", 1, candidates=["a"]).selected in ([], ["a"])

@@ -14,7 +14,8 @@ import pytest
 from scipy.stats import beta
 
 from marg.learners.study.final_choice import final_against_prior, prior_released
-from marg.learners.certification.holdout_certificate import (certify_model, evaluation_share, exact_bound, holdout_certificates,
+from marg.learners.certification.holdout_certificate import (certify_model, evaluation_share, exact_bound,
+                                                             holdout_certificates,
                                                released_counts)
 from marg.marginals.noise_kinds import NOISES, Noise, register_noise
 from marg.marginals.study_design import first_level
@@ -121,7 +122,8 @@ def test_certify_takes_the_share_of_the_largest_ordinal_the_ledgers_record():
     certify_model(m, rel, 0.95, evaluations=2)  # 1/2 > g(3): the statement does not raise the share
     assert m.info["holdout_certificate"]["alpha_share"] == pytest.approx(evaluation_share(3))
     certify_model(m, rel, 0.95, evaluations=100)
-    assert m.info["holdout_certificate"]["alpha_share"] == 0.01 and m.info["holdout_certificate"]["models_source"] == "stated"
+    assert (m.info["holdout_certificate"]["alpha_share"] == 0.01
+            and m.info["holdout_certificate"]["models_source"] == "stated")
 
 
 @pytest.fixture
@@ -160,7 +162,8 @@ def test_a_pooled_table_with_a_sum_of_shares_is_certified_through_the_noise_regi
         np.add.at(conf, (pred.astype(int), y.astype(int)), 1)
         noisy = conf + rng.integers(-6, 7, size=(3, 2, 2)).sum(0)
         rel = released_counts(noisy, parts, "confusion")[0]
-        assert rel.noise_errors == ((toy_share.name, 6.0, True, 6),) and rel.noise_rows == ((toy_share.name, 6.0, True, 12),)
+        assert (rel.noise_errors == ((toy_share.name, 6.0, True, 6),)
+                and rel.noise_rows == ((toy_share.name, 6.0, True, 12),))
         b = holdout_certificates([("pooled", rel, [])], ["no", "yes"], 0.95, share=evaluation_share(1)).pooled
         hits += b.value >= 0.25
         assert b.noise_sd == pytest.approx(math.sqrt(6 * 7 / 3.0 * 6))

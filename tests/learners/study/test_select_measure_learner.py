@@ -17,13 +17,15 @@ def _records(chosen: list[list[str]], candidates: int, cells: int) -> dict:
     for s, feats in enumerate(chosen):
         rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
                "plan": {"rho_total": 0.02, "cells": cells, "candidates": candidates},
-               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0, "rho": 0.004}}
+               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0,
+                             "rho": 0.004}}
         sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
     return {"sites": sites}
 
 
 def _null_study(rng, n: int, p: int):
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(p)), label=Label("y", ("a", "b")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(p)),
+                  label=Label("y", ("a", "b")))
     X = rng.integers(0, 2, (n, p)).astype(np.float64)
     y = rng.integers(0, 2, n)
     return cb, X, y
@@ -84,7 +86,8 @@ def test_the_prior_is_the_model_when_the_sites_agree_on_no_feature():
 def test_the_round_two_plan_spends_each_sites_rest_on_the_features_they_agree_on():
     from marg.learners.study.two_round import plan_request, site_round1
 
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(400)), label=Label("y", ("a", "b")))
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(400)),
+                  label=Label("y", ("a", "b")))
     recs = _records([["g1", "g2", "g9"], ["g2", "g1", "g7"], ["g1", "g5", "g2"]], 400, 800)["sites"]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], np.array([400.0, 400.0])) for s in recs]
     req = plan_request(sites, cb)
@@ -165,7 +168,8 @@ def test_a_chance_agreement_in_a_wide_study_is_not_signal():
     from marg.learners.study.two_round import above_chance, agreed, chance_agreements, site_round1
 
     n = np.array([50.0, 50.0])
-    picks = [[f"g{j}" for j in range(16)], ["g3"] + [f"g{100 + j}" for j in range(15)], [f"g{200 + j}" for j in range(16)]]
+    picks = [[f"g{j}" for j in range(16)], ["g3"] + [f"g{100 + j}" for j in range(15)],
+             [f"g{200 + j}" for j in range(16)]]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in _records(picks, 7000, 21000)["sites"]]
     assert agreed(sites) == ["g3"] and chance_agreements(sites) < 1
     assert above_chance(sites) == []
@@ -184,7 +188,8 @@ def test_a_round_one_that_ranked_every_candidate_keeps_all_of_them_and_round_two
     from marg.learners.study.two_round import above_chance, agreed, plan_request, site_round1
     from marg.marginals.study_split import NOISE_RATIO
 
-    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(str(v) for v in range(2 + j % 4))) for j in range(8)),
+    cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", tuple(str(v) for v in range(2 + j % 4)))
+                                 for j in range(8)),
                   label=Label("y", ("a", "b")))
     order = [["g3", "g1", "g0", "g2", "g4", "g5", "g6", "g7"], ["g1", "g3", "g2", "g0", "g5", "g4", "g7", "g6"],
              ["g3", "g1", "g2", "g0", "g4", "g6", "g5", "g7"]]
@@ -295,7 +300,8 @@ def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
     assert np.asarray(res.model.predict(grid)).tolist() == grid[:, 0].astype(int).tolist()
     one = Summary(S.codebook.subset(["x1"]), [t for t in S.tables if "z0" not in t.clique and "z1" not in t.clique
                                              and "z2" not in t.clique], provenance=S.provenance)
-    assert study_choice(one) == {**STUDY_CHOICE, "defaults": (("renyi", {}),)}  # one measured feature: no candidate added
+    # one measured feature: no candidate added
+    assert study_choice(one) == {**STUDY_CHOICE, "defaults": (("renyi", {}),)}
 
 
 def test_the_study_choice_with_the_users_candidates_keeps_no_default_of_its_own():
@@ -343,6 +349,7 @@ def test_the_prior_and_the_model_split_the_coverage_so_whichever_is_returned_hol
     assert chosen.learner == "prior" and chosen.certificate_.value == pytest.approx(own.value, abs=1e-12)
     agree = Summary(cb, tables, provenance=_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
     model, _ = finish(NaiveBayes().fit(agree), agree)
-    ref = certify(NaiveBayes().fit(agree), agree, coverage=0.975, structure="first", n_intervals=candidate_entries(agree))
+    ref = certify(NaiveBayes().fit(agree), agree, coverage=0.975, structure="first",
+                  n_intervals=candidate_entries(agree))
     assert model.learner == "nb" and model.certificate_.value == pytest.approx(ref.value, abs=1e-12)
     assert model.certificate_.coverage == 0.95

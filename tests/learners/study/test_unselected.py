@@ -15,7 +15,8 @@ def _records(chosen: list[list[str]], candidates: int, cells: int) -> dict:
     for s, feats in enumerate(chosen):
         rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
                "plan": {"rho_total": 0.02, "cells": cells, "candidates": candidates},
-               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0, "rho": 0.004}}
+               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0,
+                             "rho": 0.004}}
         sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
     return {"sites": sites}
 
