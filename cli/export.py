@@ -17,14 +17,14 @@ from marg.errors import InputError
 from marg.marginals.accounting import DEFAULT_DELTA
 from marg.marginals.codebook import MAX_LEVELS
 
-from .common import DataArg, EngineOpt, JsonOpt, OutOpt, SchemaOpt, SparkMasterOpt, emit_json, err
+from .common import DataArg, EngineOpt, JsonOpt, OutOpt, SchemaOpt, SiteOpt, SparkMasterOpt, emit_json, err
 from .progress import RowProgress
 
 
 def export_cmd(
     data: DataArg,
     schema: SchemaOpt,
-    site: Annotated[str, typer.Option("--site", help="This site's name.")],
+    site: SiteOpt,
     out: OutOpt,
     stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every "
                                             "pair while the pair tables hold at most 250,000 cells; exact: first); "

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import app
-from .common import JsonOpt, OutOpt, emit_json, err
+from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
 from .progress import CountProgress, LearnProgress
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
@@ -495,7 +495,7 @@ def _write_pairs(out: Path, fingerprint: str, cliques: list, features: list | No
 
 @app.command("round")
 def round_cmd(
-    schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
+    schema: SchemaOpt,
     out: OutOpt,
     sign_key: Annotated[Path, typer.Option("--sign-key",
                                            help="The learner's signing key (LEARNER.sign.key, role learner): sites "

@@ -14,7 +14,7 @@ import typer
 from marg.marginals.accounting import DEFAULT_DELTA
 
 from .app import sub_app
-from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
+from .common import JsonOpt, OutOpt, SchemaOpt, SiteOpt, emit_json, err
 
 app = sub_app("Secure aggregation: the learner sees only the sum of the sites' tables (dropout-tolerant).")
 
@@ -28,7 +28,6 @@ TrustOpt = Annotated[Path, typer.Option("--trust",
                                         help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
 PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file",
                                                  help="File holding the private keys' passphrase.")]
-SiteOpt = Annotated[str, typer.Option("--site", help="This site's name.")]
 MembersOpt = Annotated[Path, typer.Option("--members",
                                           help="This site's own list of the study's sites: a local folder of "
                                                "SITE.sign.pub and SITE.seal.pub (marg keys trust). A pinned site "
