@@ -28,10 +28,10 @@ import numpy as np
 
 from marg.errors import InputError
 
-from ..estimator.base import MarginalEstimator, features_param
+from ..estimator.base import FEATURES, MarginalEstimator, features_param
 from ..minimax.registry import Statistics
 from ..classifiers.minimax_rules import MinimaxRules, argmax_rule, maximal
-from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
+from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Interval
 from .columns import MonomialMap
 from .from_summary import prices_exactly, problem_from
 from .literals import codebook_tests
@@ -165,7 +165,7 @@ class BoostVote(MinimaxRules):
         "bound": Interval(low=0, open_low=True),
         "time_limit": TIME_LIMIT,
         "pricing_nodes": Interval(low=1, integer=True, none_ok=True),
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     # ------------------------------------------------------------------ fit

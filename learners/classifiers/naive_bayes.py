@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..estimator.base import Certificate, MarginalEstimator, features_param
-from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
+from ..estimator.base import FEATURES, Certificate, MarginalEstimator, features_param
+from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Interval, Options
 from ..features.calibration import confidence_box
 from ..features.box import box_tables
 from ..features.blocks import FeatureMap, node_blocks
@@ -108,7 +108,7 @@ class NaiveBayes(MarginalEstimator):
         "max_rounds": Interval(low=1, integer=True),
         "max_nodes": Interval(low=1, integer=True),
         "certify": Options(("exact", "bound")),
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     def fit(self, summary: Any) -> "NaiveBayes":

@@ -18,8 +18,8 @@ import numpy as np
 
 from marg.errors import InputError
 
-from ..estimator.base import Certificate, MarginalEstimator, features_param
-from ..core.params import COVERAGE, TIME_LIMIT, Check, Interval, Options
+from ..estimator.base import FEATURES, Certificate, MarginalEstimator
+from ..core.params import COVERAGE, TIME_LIMIT, Interval, Options
 from ..certification.certify import certify, certify_projected
 from ..features.quadratic import discrete_blocks, label_contrast, second_moments
 from .renyi_summary import auto_ridge, discrete_problem, noise_sd
@@ -133,7 +133,7 @@ class RenyiClassifier(MarginalEstimator):
         "coverage": COVERAGE,
         "certify": Options(("exact", "bound", "first")),
         "time_limit": TIME_LIMIT,
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     def fit(self, summary: Any) -> "RenyiClassifier":
