@@ -219,7 +219,8 @@ class BoostVote(MinimaxRules):
     def _watch_empty(self) -> Callable[[dict], None] | None:
         """The callback, and a warning record in the first seconds when the vote is still empty after the
         first rules entered: the LP's bound has not moved from the class prior's (the first LP, no rule).
-        A statement of what is so, not a prediction: on breast-w rules enter together at iteration 9."""
+        A statement of what is so, not a prediction: on breast-w rules enter together after a flat start
+        (BENCHMARKS.md, "`--learner boost` on adult: how long, and when it says its vote is empty")."""
         if self.callback is None:
             return None
         seen: list[float] = []
