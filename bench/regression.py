@@ -93,10 +93,10 @@ def old_side(prev: Path) -> Side:
     import learners.mrc as mrc  # type: ignore[import-not-found]
     import learners.renyi as renyi  # type: ignore[import-not-found]
     import learners.selection as sel  # type: ignore[import-not-found]
-    import marginals.data.codebook as cbm  # type: ignore[import-not-found]
-    import marginals.counts.noise as noise  # type: ignore[import-not-found]
+    import marginals.codebook as cbm  # type: ignore[import-not-found]
+    import marginals.noise as noise  # type: ignore[import-not-found]
     import marginals.summary as summ  # type: ignore[import-not-found]
-    import marginals.counts.tables as tab  # type: ignore[import-not-found]
+    import marginals.tables as tab  # type: ignore[import-not-found]
 
     sys.path.remove(str(prev))
     return Side({"Codebook": cbm.Codebook, "MarginalTable": tab.MarginalTable, "NoiseRecord": noise.NoiseRecord,
