@@ -506,7 +506,7 @@ def round_cmd(
 ) -> None:
     """Start an aggregation round: a fresh id, signed by the learner, that sites sign into their bundles
     (marg export --round), so `marg learn --round` refuses replayed or stale bundles."""
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.keys import load_signing_key, read_passphrase_file
     from marg.protocols.rounds import new_round
 

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from marg.errors import InputError
-from marg.marginals.codebook import MAX_LEVELS
+from marg.marginals.data.codebook import MAX_LEVELS
 
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)

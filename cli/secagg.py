@@ -99,8 +99,8 @@ def start_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Learner: start a secure round (a fresh id, the roster, the threshold), signed with its key."""
-    from marg.marginals.codebook import Codebook
-    from marg.marginals.tables import parse_pairs
+    from marg.marginals.data.codebook import Codebook
+    from marg.marginals.counts.tables import parse_pairs
     from marg.protocols.keys import SEAL_PUB_SUFFIX, SIGN_KEY_SUFFIX, SIGN_PUB_SUFFIX, load_signing_key
     from marg.protocols.secagg_round import start_round, write_doc
 
@@ -156,7 +156,7 @@ def submit_cmd(
 ) -> None:
     """Site: count, add DP noise, mask and upload this site's tables for a secure round (recorded in the ledger)."""
     from marg._util import canonical_json
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.export import export_site
     from marg.protocols.secagg_round import make_upload
 
@@ -268,7 +268,7 @@ def finish_cmd(
 
     `marg learn SUM.bundle --trust DIR` reads it when DIR holds the learner's own LEARNER.sign.pub.
     """
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.bundle import Bundle
     from marg.protocols.secagg_round import REQUEST_FORMAT, REVEAL_FORMAT, UPLOAD_FORMAT, finish, parse_upload, read_doc
     from marg.protocols.signing import finalize_bundle

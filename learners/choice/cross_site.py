@@ -401,7 +401,7 @@ def noisy_replica(summary: Any, seed: int = 20242) -> Callable[[np.ndarray, np.n
     what the release would have been on those rows — the noise a learner must withstand is seen, not only n."""
     from dataclasses import replace
 
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.summary import Summary
 
     rng = np.random.default_rng(seed)

@@ -293,9 +293,9 @@ class ScreeningCandidates:
     def train(self, X: np.ndarray, y: np.ndarray) -> Any:
         """A split training set's summary: its exact first-order tables, and when the summary holds the pairs of a
         requested few, the pairs of ITS OWN top k (its request round); None when its screen keeps nothing."""
-        from marg.marginals.counting import count_tables
+        from marg.marginals.counts.counting import count_tables
         from marg.marginals.summary import Summary
-        from marg.marginals.tables import plan_cliques
+        from marg.marginals.counts.tables import plan_cliques
 
         cb = self.summary.codebook
         train = Summary.from_rows(cb, X, y)
