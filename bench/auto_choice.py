@@ -75,8 +75,8 @@ def load(name: str):
 
 def site_summary(cb, X, y, sites):
     from marg.marginals.summary import Summary, sum_tables
-    from marg.marginals.counting import count_tables
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.counting import count_tables
+    from marg.marginals.counts.tables import plan_cliques
 
     plan = plan_cliques(cb, "all")
     parts = [(f"site{k}", count_tables(cb, X[s], y[s], plan)) for k, s in enumerate(sites)]

@@ -65,8 +65,8 @@ def dp_summary(enc, X, y, epsilon: float, seed: int):
     """Three stratified sites of (X, y), each releasing its first-order tables with ε = ``epsilon``."""
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import Summary, sum_tables
-    from marg.marginals.counting import count_tables
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.counting import count_tables
+    from marg.marginals.counts.tables import plan_cliques
 
     rng = np.random.default_rng(seed)
     site = np.empty(len(y), dtype=int)
@@ -90,9 +90,9 @@ def two_rounds(enc, S, X, y, k: int):
     from itertools import combinations
 
     from marg.learners.selection.screening import screen_scores
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.summary import Summary
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.tables import plan_cliques
 
     top = screen_scores(S).order()[:k]
     plan = plan_cliques(enc.codebook, "pairs", list(combinations(top, 2)))

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from marg.marginals.codebook import Codebook
-from marg.marginals.encoding import encode_batch
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.data.encoding import encode_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))

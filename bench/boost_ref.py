@@ -35,7 +35,7 @@ from marg.learners.boost.cost import code_length_cost
 from marg.learners.boost.literals import BinaryTest, Monomial, codebook_tests, cover, evaluate_tests
 from marg.learners.boost.mma import MMAResult, SearchOptions, maximize_agreement
 from marg.learners.boost.oracles import RowOracle
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 
 from boost_lp import INF, GrowingLP
 

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from boost_data import folds, load  # noqa: E402
 from marg.learners.boost.request import rank_cliques  # noqa: E402
 from marg.learners.boost.vote import BoostVote  # noqa: E402
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
 

@@ -68,7 +68,7 @@ sys.path.append(str(ROOT / "bench"))  # bench/privacy.py: the narrow sets' codeb
 
 import privacy as pv  # noqa: E402
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 
 MARG = Path(sys.executable).parent / "marg"
 PEER = ROOT / "bench" / "dp_peer_synth.py"

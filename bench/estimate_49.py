@@ -82,9 +82,9 @@ class TanPopulation:
 
     def __init__(self, make, y, seed: int = 99):
         from marg.learners.choice.cross_site import tan_sample
-        from marg.marginals.counting import count_tables
+        from marg.marginals.counts.counting import count_tables
         from marg.marginals.summary import Summary
-        from marg.marginals.tables import plan_cliques
+        from marg.marginals.counts.tables import plan_cliques
 
         idx = np.arange(y.size)
         self.cb, X = make(idx)
@@ -106,9 +106,9 @@ def one_study(make, y, seed: int, rows: list[int], stats: str = "all", populatio
     from marg.learners.choice.candidates import FOLD_PARAMS
     from marg.learners.choice.choice_rule import estimate_se, shrink_estimates
     from marg.learners.choice.study_bootstrap import bootstrap_errors
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.summary import Summary, sum_tables
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.tables import plan_cliques
 
     from marg.learners.choice.study_bootstrap import optimism_errors
 

@@ -130,7 +130,7 @@ SHAPES = {  # (rows of the whole set, levels of its discrete features, classes)
 
 
 def design_part() -> None:
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
     from marg.marginals.study_design import design_study
 
     print("4. study design, 3 sites 50/30/20 % of 80 % of each set (training and held out), ε = 1 per site, t = 2, "

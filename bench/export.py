@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "out"
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
-from marg.marginals.tables import plan_cliques  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
+from marg.marginals.counts.tables import plan_cliques  # noqa: E402
 
 
 def machine() -> str:
@@ -262,8 +262,8 @@ def csv_memory(args) -> None:
                 fh.write(body)
                 written += len(body)
     size = path.stat().st_size
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from marg.marginals.codebook import Codebook; "
-            f"from marg.marginals.tables import plan_cliques; from marg.protocols.export import count_file; "
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from marg.marginals.data.codebook import Codebook; "
+            f"from marg.marginals.counts.tables import plan_cliques; from marg.protocols.export import count_file; "
             f"cb = Codebook.load({str(OUT / 'wide.codebook.json')!r}); "
             f"t, n = count_file({str(path)!r}, cb, plan_cliques(cb, {args.stats!r})); import resource; "
             f"print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
@@ -303,7 +303,7 @@ def startup(args) -> None:
 
 def aggregate(args) -> None:
     """Generate --sites bundles (all pairs of --features features) and aggregate them."""
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
     from marg.protocols.bundle import Bundle
 
     cb = codebook_for(args.features)

@@ -47,7 +47,7 @@ from marg.learners.features.quadratic import discrete_blocks  # noqa: E402
 from marg.learners.selection.group_lasso import group_lasso_path  # noqa: E402
 from marg.learners.classifiers.renyi import RenyiClassifier  # noqa: E402
 from marg.learners.selection.select import SelectionProblem, select_features, selection_problem  # noqa: E402
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
 DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))

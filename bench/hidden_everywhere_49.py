@@ -37,7 +37,7 @@ def whole_columns(site_tables, label: str):
     """One site's release under the former rule: each class column that hides a tail, hidden whole (the truth is
     not needed: a tail's column is released as 0 from the top, its rows all known by the class total)."""
     from marg.marginals.hidden import mark_hidden
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
 
     out = []
     for t in site_tables:

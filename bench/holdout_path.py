@@ -124,7 +124,7 @@ def main() -> None:
     HOLDOUT, EVAL_SHARE = args.holdout, args.eval_share
     from marg.learners.estimator.model import Model
 
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
 
     pb = _privacy_bench()
     cb = pb.adult_codebook()

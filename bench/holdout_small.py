@@ -146,7 +146,7 @@ def evaluate(files, model, mpath, eps_eval, content, work: Path, tag: str):
 
 def one_run(name, make, rows_of, y, rep, eps, work: Path) -> dict:
     from marg.learners.certification.holdout_plan import plan_holdout
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
 
     rng = np.random.default_rng(2900 + rep)
     perm = rng.permutation(y.size)

@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from marg.learners.features.calibration import binomial_halfwidth, bonferroni_z  # noqa: E402
 from marg.learners.features.statistics import map_moments  # noqa: E402
 from marg.learners.classifiers.mrc import MRC  # noqa: E402
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label  # noqa: E402
 from marg.marginals.privacy import privatize  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
-from marg.marginals.counting import count_tables  # noqa: E402
-from marg.marginals.tables import plan_cliques  # noqa: E402
+from marg.marginals.counts.counting import count_tables  # noqa: E402
+from marg.marginals.counts.tables import plan_cliques  # noqa: E402
 
 
 def old_lambda(m, coverage: float = 0.95) -> np.ndarray:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from marg.learners.classifiers.mrc import MRC  # noqa: E402
 from marg.learners.classifiers.renyi import RenyiClassifier  # noqa: E402
 from marg.marginals.draft import draft_codebook  # noqa: E402
-from marg.marginals.encoding import encode_file  # noqa: E402
+from marg.marginals.data.encoding import encode_file  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
@@ -101,7 +101,7 @@ def adult_sites(args) -> None:
     import subprocess
     import tempfile
 
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
 
     sys.path.insert(0, str(ROOT / "bench"))
     from privacy import adult_codebook

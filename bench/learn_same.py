@@ -63,8 +63,8 @@ def main() -> int:
     ap.add_argument("--tol", type=float, default=1e-9)
     args = ap.parse_args()
     from marg.api import load_model
-    from marg.marginals.codebook import Codebook
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.codebook import Codebook
+    from marg.marginals.data.encoding import encode_file
 
     ours = str(Path(sys.executable).parent / "marg")
     bundles = sorted(str(p) for p in args.dir.glob("site*.bundle"))

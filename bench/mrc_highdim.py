@@ -47,7 +47,7 @@ from marg.learners.features.statistics import map_moments  # noqa: E402
 from marg.learners.classifiers.mrc import MRC  # noqa: E402
 from tests.helpers.first_order_fit import solve_cg  # noqa: E402
 from marg.learners.minimax.problem import MinimaxProblem  # noqa: E402
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))

@@ -27,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from marg.marginals.codebook import Codebook
-from marg.marginals.omop import DOMAINS
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.data.omop import DOMAINS
 from marg.marginals.sources import open_source
 from marg.marginals.sources.grouped import plan_groups, tables_from_groups
 from marg.marginals.sources.sql import DUCKDB, count_query
 from marg.marginals.synthetic_omop import (HBA1C, HTN, LDL, METFORMIN, MI, OTHER_CONDITIONS, OTHER_OBS, PROCEDURES,
                                            SMOKER, STATIN, T2DM, TARGET, OUTCOME, generate_cdm, write_duckdb)
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 
 
 def presence(name, domain, concepts, window, descendants=False):

@@ -58,7 +58,7 @@ def main() -> None:
         subprocess.run([str(MARG), "learn", str(d / "a.bundle"), "--learner", "mrc", "--out", str(d / "m.json"),
                         "--allow-unsigned"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         floor, _ = peak([sys.executable, "-c", "import marg.api, marg.learners.classifiers.mrc, "
-                                               "marg.marginals.encoding, pyarrow.csv"])
+                                               "marg.marginals.data.encoding, pyarrow.csv"])
         print(f"\nimports alone: {floor:.0f} MiB\n")
         print("| input | rows | file (MiB) | peak RSS (MiB) | seconds |")
         print("|---|---|---|---|---|")

@@ -46,9 +46,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.sources.base import Source  # noqa: E402
-from marg.marginals.counting import count_tables  # noqa: E402
+from marg.marginals.counts.counting import count_tables  # noqa: E402
 
 DATASETS = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))
 DATA = DATASETS / "adult" / "adult.tsv.gz"
@@ -116,7 +116,7 @@ def load_set(name: str):
     import pandas as pd
 
     if name == "adult":
-        from marg.marginals.encoding import encode_file
+        from marg.marginals.data.encoding import encode_file
 
         cb = adult_codebook()
         enc = encode_file(DATA, cb)

@@ -109,10 +109,10 @@ def new_side() -> Side:
     from marg.learners.classifiers.mrc import MRC
     from marg.learners.classifiers.renyi import RenyiClassifier
     from marg.learners.selection.select import select_features
-    from marg.marginals.codebook import Codebook
-    from marg.marginals.noise import NoiseRecord
+    from marg.marginals.data.codebook import Codebook
+    from marg.marginals.counts.noise import NoiseRecord
     from marg.marginals.summary import Summary
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
 
     return Side({"Codebook": Codebook, "MarginalTable": MarginalTable, "NoiseRecord": NoiseRecord, "Summary": Summary,
                  "mrc": MRC, "dcc": DCC, "renyi": RenyiClassifier, "select_features": select_features})
@@ -244,11 +244,11 @@ def main() -> None:
 
     # DP: bench/privacy.py's adult at ε = 1 per site, the same noisy tables for both sides
     priv = bench_module("privacy")
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import sum_tables
-    from marg.marginals.counting import count_tables
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.counting import count_tables
+    from marg.marginals.counts.tables import plan_cliques
 
     cb = priv.adult_codebook()
     enc = encode_file(priv.DATA, cb)

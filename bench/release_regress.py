@@ -70,7 +70,7 @@ def wide(rng, n: int, p: int) -> tuple[pa.Table, dict]:
 
 def codebook_file(spec: dict, path: Path) -> Path:
     sys.path.insert(0, str(ROOT))
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     Codebook.from_dict({"format": "marg-codebook", "version": 1, **spec}).save(path)
     return path

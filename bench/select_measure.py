@@ -165,7 +165,7 @@ def splits(name: str, reps: int):
             te, cb, X, y, sites = D.planted_split(rep, q)
             yield cb, X, y, sites, X[te], y[te]
     elif name == "wide":
-        from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+        from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
         p, inf = 3000, 10
         cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(p)),

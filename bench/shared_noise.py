@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 
-from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.counts.dp_conversions import rho_for_epsilon
 from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.shared_noise import shared_plan
 from marg.marginals.synthetic import demo_codebook
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 
 
 def _zeros(cb, cliques):

@@ -63,7 +63,7 @@ def ways(a, d: Path, master: str) -> None:
 
     from marg.marginals.sources import open_source
     from marg.marginals.sources import spark_source as ss
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.tables import plan_cliques
 
     cb = spark_scale.codebook()
     cl = plan_cliques(cb, "first")

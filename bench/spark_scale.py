@@ -41,7 +41,7 @@ def peak_mib(pid: int | str = "self") -> float:
 
 
 def codebook():
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 
     feats = [CategoricalFeature(f"c{i}", tuple(str(k) for k in range(5))) for i in range(20)]
     feats += [NumericFeature(f"x{i}", edges=(-1.0, 0.0, 1.0), missing=True) for i in range(10)]
@@ -73,7 +73,7 @@ def run(engine: str, task: str, data: str, master: str) -> dict:
     from marg.marginals.holdout import Holdout
     from marg.marginals.privacy_unit import PrivacyUnit, count_rows
     from marg.marginals.sources import open_source
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.tables import plan_cliques
 
     cb = codebook()
     t0 = time.perf_counter()

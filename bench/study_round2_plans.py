@@ -116,7 +116,7 @@ def main() -> None:
     import study_accept as A
     sys.argv = argv
     from marg.learners.selection.screening import screen_scores
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.privacy import privatize
     from marg.marginals.study_design import design_study
     from marg.marginals.summary import Summary

@@ -36,7 +36,7 @@ def main() -> None:
     sys.argv = argv
     from marg.learners.learn import learn
     from marg.learners.study.two_round import STUDY_MECHANISM, least_squares_weights
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import Summary
 

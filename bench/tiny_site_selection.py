@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=5)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.counts.dp_conversions import rho_for_epsilon
     from marg.marginals.selection import calibrate_top_k
 
     rho_t = rho_for_epsilon(1.0, 1e-6)

@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 from marg.learners.classifiers.dcc import DCC  # noqa: E402
 from marg.learners.classifiers.mrc import MRC  # noqa: E402
 from marg.learners.classifiers.renyi import RenyiClassifier  # noqa: E402
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature  # noqa: E402
 from marg.marginals.summary import Summary  # noqa: E402
 
 DATA = Path(os.environ.get("MARG_DATASETS", ROOT.parent / "shared" / "datasets"))

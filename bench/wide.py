@@ -32,7 +32,7 @@ OUT = ROOT / "bench" / "out"
 
 def codebook_for(features: int, missing: bool):
     sys.path.insert(0, str(ROOT))
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
     lv = ("0", "1", "missing") if missing else ("0", "1")
     feats = tuple(CategoricalFeature(f"g{i:05d}", lv, missing="missing" if missing else None) for i in range(features))

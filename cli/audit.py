@@ -17,7 +17,7 @@ from marg.errors import InputError, RefusedError
 from marg.marginals.accounting import DEFAULT_DELTA
 
 from .app import sub_app
-from .common import JsonOpt, emit_json, err
+from .common import JsonOpt, SiteOpt, emit_json, err
 
 
 def _heavy() -> None:
@@ -275,7 +275,7 @@ def verify_cmd(
 
 @app.command("init")
 def init_cmd(
-    site: Annotated[str, typer.Option("--site", help="This site's name.")],
+    site: SiteOpt,
     key: KeyFileOpt,
     ledger: Annotated[Optional[Path], typer.Option("--ledger",
                                                    help="The ledger folder (default: HOME/ledger).")] = None,

@@ -23,6 +23,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of text.")]
 SchemaOpt = Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Where to write the result.")]
+SiteOpt = Annotated[str, typer.Option("--site", help="This site's name.")]
 DataArg = Annotated[str, typer.Argument(
     metavar="DATA",
     help="The data: a CSV/TSV/.gz/Parquet file, duckdb://site.db?table=T (relative; duckdb:///abs/site.db absolute; "

@@ -15,16 +15,16 @@ import typer
 
 from marg.errors import InputError
 from marg.marginals.accounting import DEFAULT_DELTA
-from marg.marginals.codebook import MAX_LEVELS
+from marg.marginals.data.codebook import MAX_LEVELS
 
-from .common import DataArg, EngineOpt, JsonOpt, OutOpt, SchemaOpt, SparkMasterOpt, emit_json, err
+from .common import DataArg, EngineOpt, JsonOpt, OutOpt, SchemaOpt, SiteOpt, SparkMasterOpt, emit_json, err
 from .progress import RowProgress
 
 
 def export_cmd(
     data: DataArg,
     schema: SchemaOpt,
-    site: Annotated[str, typer.Option("--site", help="This site's name.")],
+    site: SiteOpt,
     out: OutOpt,
     stats: Annotated[str, typer.Option(help="auto: what marg learn's default uses (with DP: first-order and every "
                                             "pair while the pair tables hold at most 250,000 cells; exact: first); "
@@ -199,7 +199,7 @@ def export_cmd(
 
 def _codebook(schema: Path, max_levels: int, draft_ok: bool) -> Any:
     """The study codebook, its level cap checked; a draft refused unless ``draft_ok`` (a dry run, --allow-draft)."""
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     cb = Codebook.load(schema)
     cb.check_level_cap(max_levels)
@@ -217,7 +217,7 @@ def _tables(cb: Any, stats: str, pairs: str | None, trust: Path | None = None,
             allow_unsigned: bool = False) -> tuple[str, Any]:
     """``--stats`` and ``--pairs`` → (stats, the pairs); ``--pairs @REQUEST.json`` is round 2: the pair tables
     alone, asked by a request signed by a learner of ``trust`` (unsigned: refused unless ``allow_unsigned``)."""
-    from marg.marginals.tables import parse_pairs
+    from marg.marginals.counts.tables import parse_pairs
     from marg.protocols.pair_request import read_signed_request
 
     if not pairs:

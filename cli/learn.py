@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import app
-from .common import JsonOpt, OutOpt, emit_json, err
+from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
 from .progress import CountProgress, LearnProgress
 
 ModelArg = Annotated[Path, typer.Argument(help="A model file written by `marg learn`.")]
@@ -495,7 +495,7 @@ def _write_pairs(out: Path, fingerprint: str, cliques: list, features: list | No
 
 @app.command("round")
 def round_cmd(
-    schema: Annotated[Path, typer.Option("--schema", help="The study codebook (JSON).")],
+    schema: SchemaOpt,
     out: OutOpt,
     sign_key: Annotated[Path, typer.Option("--sign-key",
                                            help="The learner's signing key (LEARNER.sign.key, role learner): sites "
@@ -506,7 +506,7 @@ def round_cmd(
 ) -> None:
     """Start an aggregation round: a fresh id, signed by the learner, that sites sign into their bundles
     (marg export --round), so `marg learn --round` refuses replayed or stale bundles."""
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.keys import load_signing_key, read_passphrase_file
     from marg.protocols.rounds import new_round
 

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from marg.errors import InputError
-from marg.marginals.codebook import MAX_LEVELS
+from marg.marginals.data.codebook import MAX_LEVELS
 
 from . import audit as audit_cli
 from . import demo as _demo  # noqa: F401  (registers `marg demo`)
@@ -96,11 +96,7 @@ def schema_init(
             f"wrote {out}: {cb.n_features} features ({cb.n_features - n_num} categorical, {n_num} binned numeric), "
             f"label {cb.label.name!r} with classes {', '.join(cb.label.classes)}; fingerprint {cb.fingerprint[:16]}"
         )
-    err(
-        "WARNING: this codebook is a DRAFT derived from local data. Its levels and bin edges can disclose "
-        "patients (rare levels, extreme values). Replace data-derived edges by public cut points and levels by "
-        "the public list of categories, then remove \"draft\": true before sharing it with other sites."
-    )
+    err(DRAFT_WARNING)
 
 
 DRAFT_WARNING = (

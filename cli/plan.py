@@ -83,7 +83,7 @@ def plan_cmd(
     study = design = None
     if schema is not None:
         from marg.learners.study.two_round import preview
-        from marg.marginals.codebook import Codebook
+        from marg.marginals.data.codebook import Codebook
 
         cb = Codebook.load(schema)
         features = cb.n_features

@@ -214,7 +214,7 @@ def _check_schema(path: Any, fingerprint: str | None, shown: str) -> None:
     if not re.fullmatch(r"[0-9a-f]{32,64}", fp):
         raise InputError(f"--schema-fingerprint {fingerprint!r}: give at least 32 hex characters of the codebook's "
                          "fingerprint (marg inspect CODEBOOK --json)")
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     got = Codebook.load(Path(path)).fingerprint
     if not got.startswith(fp):

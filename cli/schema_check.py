@@ -27,7 +27,7 @@ def schema_check(
     columns hold values the codebook lacks, and how many distinct ones (the values only with --show-values,
     never in --json) — never a count of rows. Exit 0 when
     it fits, 2 when it does not. Run it at every site before the first export."""
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.marginals.schema_check import check_schema
     from marg.marginals.sources import open_source
 

@@ -14,7 +14,7 @@ import typer
 from marg.marginals.accounting import DEFAULT_DELTA
 
 from .app import sub_app
-from .common import JsonOpt, OutOpt, SchemaOpt, emit_json, err
+from .common import JsonOpt, OutOpt, SchemaOpt, SiteOpt, emit_json, err
 
 app = sub_app("Secure aggregation: the learner sees only the sum of the sites' tables (dropout-tolerant).")
 
@@ -28,7 +28,6 @@ TrustOpt = Annotated[Path, typer.Option("--trust",
                                         help="The learners this site trusts: a folder of LEARNER.sign.pub files.")]
 PassOpt = Annotated[Optional[Path], typer.Option("--passphrase-file",
                                                  help="File holding the private keys' passphrase.")]
-SiteOpt = Annotated[str, typer.Option("--site", help="This site's name.")]
 MembersOpt = Annotated[Path, typer.Option("--members",
                                           help="This site's own list of the study's sites: a local folder of "
                                                "SITE.sign.pub and SITE.seal.pub (marg keys trust). A pinned site "
@@ -100,8 +99,8 @@ def start_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Learner: start a secure round (a fresh id, the roster, the threshold), signed with its key."""
-    from marg.marginals.codebook import Codebook
-    from marg.marginals.tables import parse_pairs
+    from marg.marginals.data.codebook import Codebook
+    from marg.marginals.counts.tables import parse_pairs
     from marg.protocols.keys import SEAL_PUB_SUFFIX, SIGN_KEY_SUFFIX, SIGN_PUB_SUFFIX, load_signing_key
     from marg.protocols.secagg_round import start_round, write_doc
 
@@ -157,7 +156,7 @@ def submit_cmd(
 ) -> None:
     """Site: count, add DP noise, mask and upload this site's tables for a secure round (recorded in the ledger)."""
     from marg._util import canonical_json
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.export import export_site
     from marg.protocols.secagg_round import make_upload
 
@@ -269,7 +268,7 @@ def finish_cmd(
 
     `marg learn SUM.bundle --trust DIR` reads it when DIR holds the learner's own LEARNER.sign.pub.
     """
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.bundle import Bundle
     from marg.protocols.secagg_round import REQUEST_FORMAT, REVEAL_FORMAT, UPLOAD_FORMAT, finish, parse_upload, read_doc
     from marg.protocols.signing import finalize_bundle

@@ -43,7 +43,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "BoostVote": ("marg.learners.boost.vote", "BoostVote"),
     "Summary": ("marg.marginals.summary", "Summary"),
     "Model": ("marg.learners.estimator.model", "Model"),
-    "Codebook": ("marg.marginals.codebook", "Codebook"),
+    "Codebook": ("marg.marginals.data.codebook", "Codebook"),
     "Certificate": ("marg.learners.core.certificate", "Certificate"),
     "LEARNERS": ("marg.learners.estimator.base", "LEARNERS"),
 }

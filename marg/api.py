@@ -59,7 +59,7 @@ def load_verified_model(path: str | Path, schema: str | Path | None, trust: str 
     import hashlib
 
     from marg.learners.estimator.model import Model
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.model_signing import read_verified_model
 
     data, signer = read_verified_model(path, trust, allow_unsigned)
@@ -83,8 +83,8 @@ def predict_file(model: Any, data: str | Path, out: str | Path, id_column: str |
     import csv
 
     from marg._util import atomic_text_writer
-    from marg.marginals.encoding import iter_encoded
-    from marg.marginals.io import iter_batches
+    from marg.marginals.data.encoding import iter_encoded
+    from marg.marginals.data.io import iter_batches
 
     if flag_outside and not model.has_uncertainty_set:
         raise InputError(f"{option('flag_outside', True)} needs an mrc or dcc model; this is a {model.learner} model "
@@ -142,7 +142,7 @@ def omop_encoded(data: str, codebook: Any, *, with_label: bool, all_entries: boo
     values of ``extra`` row columns (``person_id``, ``cohort_start_date``): ``(Encoded, {column: list})``."""
     import numpy as np
 
-    from marg.marginals.encoding import Encoded, encode_batch
+    from marg.marginals.data.encoding import Encoded, encode_batch
     from marg.marginals.sources import open_source
 
     parts, ids = [], {c: [] for c in extra}
@@ -188,7 +188,7 @@ def evaluate_file(model: Any, data: str | Path) -> dict[str, Any]:
     """Accuracy, error, certificate, confusion matrix and rows outside the uncertainty set on labelled ``data``
     (a file, or an OMOP CDM: each person's first cohort entry)."""
     from marg.learners.estimator.model import evaluate
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
 
     if is_omop(data):
         enc, _ = omop_encoded(str(data), model.codebook, with_label=True)

@@ -21,7 +21,7 @@ from marg.api import evaluate_file
 from marg.learners.learn import learn
 from marg.learners.estimator.model import model_info
 from marg.learners.classifiers.mrc import MRC
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.encoding import encode_file
 from marg.errors import InputError
 from marg.marginals.accounting import PrivacyCost
 from marg.marginals.synthetic import SITES, demo_codebook, generate, visits, write_csv
@@ -203,7 +203,7 @@ def write_omop_demo(directory: Path, seed: int = 7) -> dict[str, Path]:
     database"; returns the files (``codebook`` and each site's database)."""
     import json
 
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.marginals.synthetic_omop import example_codebook, generate_cdm, write_duckdb
 
     directory = Path(directory)

@@ -93,7 +93,7 @@ def _said(who: str, res: dict[str, Any], echo: Callable[[str], None]) -> int:
 def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int = 7) -> dict[str, Any]:
     """Run the study demo in ``workdir`` (module docstring); return what happened (for tests)."""
     from marg.learners.estimator.model import Model, evaluate
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
     from marg.protocols.ledger import Ledger
     from marg.protocols.ledger_format import kind_of
     from marg.protocols.model_signing import read_verified_model
@@ -106,7 +106,7 @@ def run_study_demo(workdir: Path, echo: Callable[[str], None] = print, seed: int
     _fresh_dir(workdir)
     echo(f"marg demo — a DP study of three hospitals and a learner, in {workdir}")
     files = prepare(workdir, seed)
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     cb = Codebook.load(workdir / "codebook.json")
     echo(f"1. The study shares a codebook: {cb.n_features} features, label {cb.label.name!r} "

@@ -112,7 +112,7 @@ def model_card(model: Any, path: PathLike, data: Any = None) -> Path:
     (a file, data frame or Arrow table) the card shows the evaluation on it."""
     from marg._util import atomic_write_bytes
     from marg.learners.estimator.model import evaluate
-    from marg.marginals.frames import encode_rows
+    from marg.marginals.data.frames import encode_rows
     from marg.reports.model_card import model_card as _card
 
     ev = None

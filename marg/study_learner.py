@@ -136,7 +136,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
         return {"cliques": cliques, "weights": None, "rho": rho, "selection": why}, cb.subset(list(cb.discrete_names))
     if r == "measure":
         from marg.learners.selection.screening import screen_scores
-        from marg.marginals.tables import canonical_clique
+        from marg.marginals.counts.tables import canonical_clique
 
         b1 = _local_sum(party, "select")
         if private:  # the sites' own top-k lists, pooled by their vote (no first-order table was released)
@@ -190,7 +190,7 @@ def _plan(party: Party, r: str, members: list[str]) -> tuple[dict[str, Any], Any
 
 
 def canonical_first(cb: Any, a: str) -> tuple[str, ...]:
-    from marg.marginals.tables import canonical_clique
+    from marg.marginals.counts.tables import canonical_clique
 
     return canonical_clique(cb, (a, cb.label.name))
 

@@ -201,7 +201,7 @@ def init_study(schema: str | Path, roster: str | Path, epsilon: float, delta: fl
     """Write the signed study file (``marg study init``); return it as written."""
     import os
 
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.marginals.study_split import DEFAULT_ROWS
     from marg.protocols.drop_box import DropBox
     from marg.protocols.keys import load_signing_key, read_passphrase_file

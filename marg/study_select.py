@@ -33,8 +33,8 @@ def voted_features(study: Any, bundle: Any) -> tuple[list[str], dict[str, Any]]:
     patients (and above chance, :func:`marg.learners.study.two_round.above_chance`), best pooled rank first; when none
     is, the best-ranked one, measured only so that the study's summary has a table: the model is then the larger
     class (:func:`marg.study_learner.nothing_agreed`; a model on a chance feature, compared with the larger class on a
-    handful of held-out patients whose bounds both are 1, was kept on leukemia's split 1 and erred 0.43 for the larger
-    class's 0.29).
+    handful of held-out patients whose bounds both are 1, was kept on leukemia's split 1 and erred more than the larger
+    class: BENCHMARKS.md, "Issue 47: numbers moved out of docstrings").
 
     Each site's weight is its stated rows (public, the study file's), not a noisy count: the label table is
     pooled. ``bundle`` is round 1's summed bundle; the sites' selections are in its ``privacy.per_site`` (each

@@ -184,7 +184,7 @@ def _evaluate(party: Party, rnd: Any, block: dict[str, Any], data: str, ledger_d
     from marg.learners.estimator.model import Model
     from marg.marginals.holdout import split_for_model
     from marg.marginals.privacy_unit import resolve_unit
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
     from marg.protocols.bundle import Bundle
     from marg.protocols import evaluation_ledger as evl
     from marg.protocols.evaluation import confusion_on_holdout
@@ -280,7 +280,7 @@ def _reveal(party: Party, r: str, rnd: Any, request: dict[str, Any], state: dict
 
 def run_site(study_path: str | Path, site: str, data: str, dry_run: bool = False) -> dict[str, Any]:
     """Do what is pending for ``site`` (module docstring); return what it did and what comes next."""
-    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.counts.dp_conversions import rho_for_epsilon
     from marg.protocols.pinning import check_pinned_roster
     from marg.protocols.study_round import load_state, parse_study_round, save_state, spent_rho
 

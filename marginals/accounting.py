@@ -1,7 +1,7 @@
 """Privacy accounting: what a release costs, what a site has spent, and the cap it is held to.
 
 Every conversion and composition of guarantees is done by OpenDP (``opendp.combinators``),
-on proxy measurements whose OpenDP map is the recorded cost (:mod:`marginals.dp_conversions`).
+on proxy measurements whose OpenDP map is the recorded cost (:mod:`marginals.counts.dp_conversions`).
 
 **One release** has a :class:`PrivacyCost` ``(ε, δ, ρ)``: it is (ε, δ)-DP and ρ-zCDP. A
 Laplace release is pure ε-DP (δ = 0) and ``Σ_t ε_t²/2``-zCDP (OpenDP's
@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping
 
 from marg.errors import InputError, RefusedError, option
 
-from .dp_conversions import pure_and_zcdp_to_epsilon, pure_rho, rho_to_epsilon
+from .counts.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho, rho_to_epsilon
 
 DEFAULT_DELTA = 1e-6  # δ of a Gaussian export and of a cap, unless given
 _REL_TOL = 1e-9  # spends within this relative tolerance of the cap are allowed (float sums)
@@ -192,7 +192,7 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
     ----------
     parts : iterable of (mechanism, epsilon, rho, delta)
         One per table, as OpenDP maps its measurement: a pure noise (``"laplace"``,
-        :func:`marg.marginals.noise_kinds.composes_pure`) is ε_t-DP and ρ_t-zCDP (ρ_t = OpenDP's
+        :func:`marg.marginals.counts.noise_kinds.composes_pure`) is ε_t-DP and ρ_t-zCDP (ρ_t = OpenDP's
         pure → zCDP map); any other part (``"gaussian"``, the selection's noisy top-k) is ρ_t-zCDP,
         its ε reported at δ_t; ``"none"`` an exact table.
 
@@ -203,7 +203,7 @@ def release_cost(parts: Iterable[tuple[str, float, float, float]]) -> PrivacyCos
         Laplace release): ε's add, ρ's add, the Gaussian ρ converted once by OpenDP
         (:func:`rho_to_epsilon`); :meth:`PrivacyCost.unbounded` if any table is exact.
     """
-    from .noise_kinds import composes_pure  # numpy: not loaded by `marg --help` (the CLI reads DEFAULT_DELTA)
+    from .counts.noise_kinds import composes_pure  # numpy: not loaded by `marg --help` (the CLI reads DEFAULT_DELTA)
 
     eps = rho = grho = gdelta = 0.0
     for mechanism, e, r, d in parts:

@@ -33,7 +33,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .noise_kinds import noise_of
+from .counts.noise_kinds import noise_of
 
 ALLOCATIONS = ("half", "least-squares")  # --allocation; the first is the default
 
@@ -55,7 +55,7 @@ def least_squares_weights(sizes: Sequence[int], mechanism: str, orders: Sequence
     sizes : sequence of int, shape (k,)
         Released numbers per table, |T| ≥ 1.
     mechanism : {"gaussian", "laplace", …}
-        A registered noise (:mod:`marg.marginals.noise_kinds`): it answers the weights.
+        A registered noise (:mod:`marg.marginals.counts.noise_kinds`): it answers the weights.
     orders : sequence of int, shape (k,), optional
         Features per table o_T (None: all 0, i.e. plain least squares over the counts).
     p : int, optional

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codebook import MAX_LEVELS, CategoricalFeature, Codebook, Label, NumericFeature
+from .data.codebook import MAX_LEVELS, CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 
 if TYPE_CHECKING:

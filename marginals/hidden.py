@@ -9,7 +9,7 @@ anywhere in ``[0, S − c]``, their sum ``S − c``.
 
 Sites are marked one by one, before their tables are summed (one site's hidden tail plus
 another site's real column is neither): :func:`mark_hidden` sets :attr:`MarginalTable.hidden`
-(the hidden rows per class) and one :class:`~marg.marginals.tables.HiddenTail` per hidden column
+(the hidden rows per class) and one :class:`~marg.marginals.counts.tables.HiddenTail` per hidden column
 (its first level, its rows, the site's released column). The tail starts after the column's
 last released nonzero cell; a released 0 just before it is read as hidden too (the bundle
 reports how many cells each table hid, not where: the interval ``[0, rows]`` still holds the
@@ -51,7 +51,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .tables import HiddenTail, MarginalTable
+from .counts.tables import HiddenTail, MarginalTable
 
 
 def _label_totals(tables: Sequence[MarginalTable], label: str) -> np.ndarray | None:

@@ -9,7 +9,7 @@ row order or of the engine that reads the data:
 - by content (the default): a row's content is its encoded values under the codebook
   (feature codes, clipped raw numbers, label code) — the same for a CSV, a Parquet file,
   DuckDB, PostgreSQL or Spark holding the same rows, since every source encodes through
-  the one set of value rules (:mod:`marg.marginals.encoding`). The k-th row with content c
+  the one set of value rules (:mod:`marg.marginals.data.encoding`). The k-th row with content c
   gets ``h = mix(BLAKE2b_key(c) + k·φ)``; identical rows are interchangeable, so which of
   them comes k-th does not matter — the *multiset* of held-out rows is a function of the
   data alone, and each (c, k) is held out independently, as if every row had been drawn
@@ -187,8 +187,8 @@ def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .arrays import bool_array, scalar, to_numpy
-    from .io import as_text
+    from .data.arrays import bool_array, scalar, to_numpy
+    from .data.io import as_text
 
     if ids is None:
         raise InputError(f"{flag} {name}: the id column was not read")
@@ -231,10 +231,10 @@ def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool 
     """``(encoded chunk, held-out flags)`` over the rows of any Source, ``split`` keeping the tally.
 
     Every source yields its rows' values in batches (:meth:`Source.row_batches`) that go
-    through :func:`marg.marginals.encoding.encode_batch`, so the same rows give the same
+    through :func:`marg.marginals.data.encoding.encode_batch`, so the same rows give the same
     codes — and so the same split — from a file, a database or Spark.
     """
-    from .encoding import encode_batch
+    from .data.encoding import encode_batch
 
     spec = split.spec
     columns = codebook.feature_names + ([codebook.label.name] if with_label else [])
@@ -254,7 +254,7 @@ def iter_split(source: Any, codebook: Any, split: Splitter, *, with_label: bool 
 
 def select(enc: Any, keep: np.ndarray) -> Any:
     """The rows of an encoded chunk where ``keep`` (n,) is True, as a new chunk."""
-    from .encoding import Encoded
+    from .data.encoding import Encoded
 
     parts = [enc.column(i)[keep] for i in range(len(enc.parts))]
     return Encoded(parts, None if enc.y is None else enc.y[keep], enc.start_row, int(keep.sum()))

@@ -2,7 +2,7 @@
 
 A :class:`Mechanism` is what :func:`marginals.privacy.privatize` needs to release a table
 through OpenDP: the OpenDP constructor of its measurement (``build``), the noise distribution
-it adds (``noise``: a registered noise distribution, :mod:`marginals.noise_kinds` —
+it adds (``noise``: a registered noise distribution, :mod:`marginals.counts.noise_kinds` —
 ``"laplace"`` or ``"gaussian"`` — which answers its std, its accounting and the exact tail
 bounds the learner's λ uses, :mod:`marginals.noise_tails`) and whether integral
 counts get discrete noise (integer domain) or continuous noise (float domain).
@@ -17,7 +17,7 @@ counts get discrete noise (integer domain) or continuous noise (float domain).
 :class:`Mechanism` passed to :func:`register`; ``privatize(..., mechanism=NAME)``,
 :func:`marginals.privacy.plan_cost` and :func:`protocols.export.export_site` then use it
 (``tests/marginals/test_plugins.py`` adds a toy one). A mechanism adding a noise marg does not
-know yet registers that distribution first (:func:`marginals.noise_kinds.register_noise`).
+know yet registers that distribution first (:func:`marginals.counts.noise_kinds.register_noise`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any, Callable
 
 from marg.errors import InputError
 
-from .dp_conversions import dp_prelude
-from .noise import NoiseRecord
-from .noise_kinds import NOISES, Noise, noise_of
+from .counts.dp_conversions import dp_prelude
+from .counts.noise import NoiseRecord
+from .counts.noise_kinds import NOISES, Noise, noise_of
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Mechanism:
         What ``--mechanism`` and ``privatize(mechanism=...)`` call it; the bundle header's
         ``privacy.mechanism``.
     noise : {"laplace", "gaussian", …}
-        The distribution it adds, a registered :class:`marg.marginals.noise_kinds.Noise` named as noise
+        The distribution it adds, a registered :class:`marg.marginals.counts.noise_kinds.Noise` named as noise
         records name it: it answers the std, tails, accounting and least-squares weights.
     build : callable
         ``build(dp, domain, metric, scale)`` → an OpenDP measurement on ``domain`` (a vector
@@ -64,7 +64,7 @@ class Mechanism:
 
     @property
     def kind(self) -> Noise:
-        """The noise distribution it adds (:mod:`marg.marginals.noise_kinds`): its std, tails, cost, weights."""
+        """The noise distribution it adds (:mod:`marg.marginals.counts.noise_kinds`): its std, tails, cost, weights."""
         return noise_of(self.noise)
 
     @property
@@ -91,7 +91,7 @@ class Mechanism:
 
     def record(self, scale: float, integer: bool, cost: float, delta: float, unit: float = 1.0,
                parts: tuple = ()) -> NoiseRecord:
-        """The :class:`~marginals.noise.NoiseRecord` of a table released at ``scale`` whose OpenDP map is
+        """The :class:`~marginals.counts.noise.NoiseRecord` of a table released at ``scale`` whose OpenDP map is
         ``cost`` (ε for pure DP; ρ for zCDP, also stated as (ε, ``delta``)); ``unit`` rescales a moment
         table's normalised noise."""
         std = self.std(scale, integer) * unit

@@ -23,7 +23,7 @@ minimisation. The bound is conservative by construction — never an approximati
 
 A noise part is ``(mechanism, scale, discrete, count)``: ``count`` independent draws of the
 mechanism at that scale. Each draw's mgf, lattice pmf and closed form are its noise's own
-(:mod:`marg.marginals.noise_kinds`); this module combines them.
+(:mod:`marg.marginals.counts.noise_kinds`); this module combines them.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .noise_kinds import noise_of
+from .counts.noise_kinds import noise_of
 
 NoisePart = tuple[str, float, bool, int]
 

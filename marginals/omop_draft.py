@@ -1,7 +1,7 @@
 """Drafting an OMOP codebook's levels and edges from a site's own CDM (``marg schema init --from-omop SPEC``).
 
 The specification is a codebook whose features carry their OMOP definitions
-(:mod:`marg.marginals.omop`) but may leave out what only data could suggest: a numeric feature's
+(:mod:`marg.marginals.data.omop`) but may leave out what only data could suggest: a numeric feature's
 ``edges`` (age, a measurement: drafted as ``bins`` quantiles of the site's values) and a person
 column's ``levels`` (drafted as the concept ids, or mapped names, seen). The rows come from the
 source's own query, inside the database (a random sample of rows for the quantiles, each
@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codebook import MAX_LEVELS, Codebook
+from .data.codebook import MAX_LEVELS, Codebook
 from .draft import MISSING_LEVEL
-from .omop import kind_of
+from .data.omop import kind_of
 from marg.errors import InputError
 
 PLACEHOLDER_LEVEL = "(draft)"

@@ -8,7 +8,7 @@ exactly one cell), and a moment table of a raw numeric feature on its public ran
 ``[lo, hi]`` — per-class sums and sums of squares of the values clipped to the range —
 moves by at most ``B = max(|lo|, |hi|)`` in one sum and ``B²`` in one sum of squares. A
 moment table is therefore released on the normalised scale (row 0 / B, row 1 / B²; one
-vector, L1 sensitivity 2, L2 sensitivity √2) and scaled back; see :mod:`marginals.noise`.
+vector, L1 sensitivity 2, L2 sensitivity √2) and scaled back; see :mod:`marginals.counts.noise`.
 
 **n is not public.** The label table ``N[y]`` is released with noise like every other
 table, and the learner estimates n from the noisy tables (every table's total is an
@@ -46,9 +46,9 @@ from typing import Any, Sequence
 
 from marg.errors import InputError
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
-from .dp_conversions import rho_for_epsilon
+from .counts.dp_conversions import rho_for_epsilon
 from .mechanisms import Mechanism, get_mechanism
-from .noise_kinds import noise_of
+from .counts.noise_kinds import noise_of
 from .release_plan import ReleasePlan
 
 
@@ -84,7 +84,7 @@ def budget_for(mechanism: str, epsilon: float | None, rho: float | None,
                delta: float = DEFAULT_DELTA) -> tuple[Mechanism, float | None, float | None]:
     """The registered ``mechanism`` (InputError naming the known ones) and the budget in its own
     currency: an ``epsilon`` given to a zCDP mechanism becomes the largest ρ whose guarantee
-    implies (ε, ``delta``)-DP (:func:`marginals.dp_conversions.rho_for_epsilon`).
+    implies (ε, ``delta``)-DP (:func:`marginals.counts.dp_conversions.rho_for_epsilon`).
 
     Returns
     -------
@@ -128,7 +128,7 @@ def plan_cost(
     Parameters
     ----------
     cliques : sequence of tuple of str
-        Canonical cliques (e.g. from ``marginals.tables.plan_cliques``); a clique
+        Canonical cliques (e.g. from ``marginals.counts.tables.plan_cliques``); a clique
         ``(f, label)`` with ``f`` raw numeric is a moment table.
     codebook : Codebook
     epsilon, rho, weights, delta, mechanism, max_rows
@@ -199,8 +199,8 @@ def tables_cost(tables: Sequence[Any]) -> PrivacyCost:
     """The privacy cost of released tables, recomputed from their noise records by
     :func:`marginals.accounting.release_cost`.
 
-    Each record's part is its noise's (:meth:`marg.marginals.noise_kinds.Noise.recorded_part`): a
-    Laplace record's ρ is its ε as zCDP (:func:`marginals.dp_conversions.pure_rho`); a Gaussian
+    Each record's part is its noise's (:meth:`marg.marginals.counts.noise_kinds.Noise.recorded_part`): a
+    Laplace record's ρ is its ε as zCDP (:func:`marginals.counts.dp_conversions.pure_rho`); a Gaussian
     record's ρ is reported as (ε, δ) at the records' δ. A release containing an exact table is
     unbounded.
     """

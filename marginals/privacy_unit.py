@@ -198,7 +198,7 @@ def bounded_batches(source: Any, codebook: Any, bound: RowBound | None, split: S
     holdout's flags (all False without ``split``). With a bound the source is read twice
     (pass 1 plans it, :meth:`RowBound.plan`); ``bound`` and ``split`` keep their tallies.
     """
-    from .encoding import encode_batch
+    from .data.encoding import encode_batch
 
     columns = codebook.feature_names + ([codebook.label.name] if with_label else [])
     ucol = bound.unit.column if bound is not None else None
@@ -234,7 +234,7 @@ def count_rows(source: Any, codebook: Any, cliques: Sequence[tuple[str, ...]], u
     """The exact count tables of the rows counted — outside the holdout, within each unit's bound —,
     their number, the holdout's tally and the bound's. A source that runs code where its rows are
     (Spark: ``source.partitions``) runs these steps there (:func:`_count_partitions`)."""
-    from .counting import TableCounter
+    from .counts.counting import TableCounter
 
     if hasattr(source, "partitions"):
         return _count_partitions(source, codebook, cliques, unit, holdout, key, progress)
@@ -253,7 +253,7 @@ def shuffle_key(batch: Any, *, codebook: Any, unit_column: str | None) -> np.nda
     """The key (n,) uint64 that brings together the rows deciding together, for an engine that splits
     them among workers: the unit id's digest (a unit's rows, for its bound) or, without a unit, a
     64-bit hash of the encoded content (the occurrences of one content, for a holdout by content)."""
-    from .encoding import encode_batch
+    from .data.encoding import encode_batch
     from .holdout import _mix64
 
     if unit_column is not None:
@@ -271,7 +271,7 @@ def partition_counts(rows: Any, *, codebook: Any, cliques: list, unit: PrivacyUn
                      key: bytes | None) -> dict[str, Any]:
     """:func:`count_rows`'s steps on one partition of an engine's rows (all rows of a unit, or of a content,
     in one partition): its tables as arrays, its row count and the tallies of its split and bound."""
-    from .counting import TableCounter
+    from .counts.counting import TableCounter
 
     counter = TableCounter(codebook, cliques)
     split = Splitter(holdout, key) if holdout is not None else None
@@ -307,7 +307,7 @@ def _count_partitions(source: Any, codebook: Any, cliques: Sequence[tuple[str, .
     fingerprint is a sum mod 2⁶⁴), and the largest unit is the largest of the partitions'."""
     from dataclasses import replace
 
-    from .counting import TableCounter
+    from .counts.counting import TableCounter
 
     ucol = unit.column if unit is not None else None
     hcol = holdout.id_column if holdout is not None else None
@@ -346,7 +346,7 @@ def repeat_tally(batch: dict, cands: Sequence[str]) -> dict[str, tuple[bool, boo
     import pyarrow.compute as pc
 
     from .holdout import normalise_id
-    from .io import as_text
+    from .data.io import as_text
 
     out = {}
     for c in cands:

@@ -27,9 +27,9 @@ from marg.errors import InputError
 
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
 from .allocation import resolve_weights, split_budget
-from .dp_conversions import MAX_NOISE_SCALE, calibrated
+from .counts.dp_conversions import MAX_NOISE_SCALE, calibrated
 from .mechanisms import Mechanism, get_mechanism
-from .noise import moment_bound
+from .counts.noise import moment_bound
 
 
 def table_sensitivity(kind: str, mechanism: str, integer: bool, max_rows: int = 1) -> float | int:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Sequence
 from marg._util import atomic_write_bytes
 from marg.errors import InputError
 
-from .tables import MAX_CLIQUE
+from .counts.tables import MAX_CLIQUE
 
 REQUEST_FORMAT = "marg-request"
 

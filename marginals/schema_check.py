@@ -3,7 +3,7 @@
 Every site of a study runs the check on its own data before the first site exports: a level
 the codebook lacks would stop that site's export after others have spent their budgets. The
 check reads the data through the export's own source and value rules
-(:func:`~marg.marginals.encoding.value_codes`: the same canonical text, the same bins), and
+(:func:`~marg.marginals.data.encoding.value_codes`: the same canonical text, the same bins), and
 reports only *which* values the codebook refuses — levels missing from the codebook, values
 of a numeric column that are not numbers, missing values where the codebook has no missing
 level, absent columns — never how many rows hold them: nothing is counted, nothing released,
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .codebook import Codebook, NumericFeature
-from .column_codes import MISSING, UNKNOWN, distinct, label_codes, value_codes
+from .data.codebook import Codebook, NumericFeature
+from .data.column_codes import MISSING, UNKNOWN, distinct, label_codes, value_codes
 
 if TYPE_CHECKING:
     from .sources import Source

@@ -31,7 +31,7 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .dp_conversions import MAX_NOISE_SCALE, calibrated, dp_prelude
+from .counts.dp_conversions import MAX_NOISE_SCALE, calibrated, dp_prelude
 
 MECHANISM = "noisy-top-k"
 """The name a selection carries in the bundle, the ledger's cost and :func:`release_cost` (a zCDP part)."""

@@ -65,13 +65,13 @@ from marg.errors import InputError, RefusedError
 
 from .accounting import DEFAULT_DELTA, PrivacyCost, release_cost
 from .allocation import resolve_weights, split_budget
-from .dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, rho_to_epsilon
+from .counts.dp_conversions import MAX_NOISE_SCALE, dp_prelude, opendp_words, rho_to_epsilon
 from .mechanisms import get_mechanism
-from .noise import NoiseRecord
-from .noise_kinds import noise_of
+from .counts.noise import NoiseRecord
+from .counts.noise_kinds import noise_of
 from .release_plan import TableSpec, table_sensitivity, table_specs
 
-MECHANISM = "distributed-discrete-gaussian"  # the noise registry's name (marginals.noise_kinds)
+MECHANISM = "distributed-discrete-gaussian"  # the noise registry's name (marginals.counts.noise_kinds)
 MIN_SHARE_SCALE = 0.5  # the theorem's σ ≥ 1/2
 PLAN_FORMAT = "marg-shared-noise"
 

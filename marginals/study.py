@@ -3,7 +3,7 @@
 Under differential privacy the default export is two rounds (DESIGN.md, "Select, then
 measure"). ``marg export DATA --epsilon ε`` states the site's **total** for the study,
 ε at the cap's δ, as ρ_total = the largest ρ whose zCDP guarantee is (ε, δ)-DP
-(:func:`marg.marginals.dp_conversions.rho_for_epsilon`); every part below is a zCDP
+(:func:`marg.marginals.counts.dp_conversions.rho_for_epsilon`); every part below is a zCDP
 release and their ρ's add — except a Laplace label table, whose ε_L is charged as the ρ it
 takes from the others (below) — so the two rounds together are (ε, δ)-DP.
 
@@ -55,7 +55,7 @@ from typing import Any, Mapping, Sequence
 from marg.errors import InputError
 
 from .accounting import PrivacyCost, release_cost, zcdp_cost
-from .dp_conversions import rho_for_epsilon
+from .counts.dp_conversions import rho_for_epsilon
 from .release_plan import ReleasePlan
 from .selection import Selection, select_top_k
 from .study_split import DEFAULT_ROWS, SplitInputs, choose_split
@@ -113,7 +113,7 @@ class StudyPlan:
         """The study total as a cost, as the ledger composes it: what the cap is checked against before round 1 —
         ρ_total at δ, or with a Laplace label table its ε_L (pure) and the zCDP parts' ρ_total − ρ_label."""
         if self.label_mechanism == "laplace":
-            from .dp_conversions import pure_rho
+            from .counts.dp_conversions import pure_rho
 
             return release_cost([("laplace", self.epsilon_label, pure_rho(self.epsilon_label), 0.0),
                                  (STUDY_MECHANISM, 0.0, self.rho_total - self.rho_label, self.delta)])
@@ -169,9 +169,9 @@ def label_mechanism(epsilon: float, delta: float, rho_total: float, rho_label: f
     the Gaussian's 1/sqrt(2·ρ_label) (both times the rows per patient K), else ``("gaussian", 0.0)``.
 
     Either way the zCDP parts (selection, round 2) keep ρ_total − ρ_label, and the study stays
-    (ε, δ)-DP: ε_L + ε(ρ_total − ρ_label, δ) ≤ ε (ε(·, δ): :func:`marg.marginals.dp_conversions.rho_to_epsilon`).
+    (ε, δ)-DP: ε_L + ε(ρ_total − ρ_label, δ) ≤ ε (ε(·, δ): :func:`marg.marginals.counts.dp_conversions.rho_to_epsilon`).
     """
-    from .dp_conversions import rho_to_epsilon
+    from .counts.dp_conversions import rho_to_epsilon
 
     if not rho_label > 0.0:
         return "gaussian", 0.0

@@ -5,7 +5,7 @@ evaluate), the held-out fraction and the selection mode (pooled, private, or non
 levels m_i, C classes), the number of sites S and the rows per site n_s as stated publicly (None: the
 split rule's ``DEFAULT_ROWS``, 300 a site, and the design says so), each site's study total (ε, δ) —
 ρ_T, the largest ρ whose zCDP guarantee is (ε, δ)-DP (OpenDP's conversion,
-:func:`marg.marginals.dp_conversions.rho_for_epsilon`) —, the bound r on a patient's rows, the
+:func:`marg.marginals.counts.dp_conversions.rho_for_epsilon`) —, the bound r on a patient's rows, the
 secure-aggregation threshold t and how the noise is added.
 
 The parts, each in its module: the selection modes' expected error and the choice between them
@@ -35,7 +35,7 @@ import numpy as np
 from marg.errors import InputError
 
 from . import study_split as ss
-from .dp_conversions import rho_for_epsilon
+from .counts.dp_conversions import rho_for_epsilon
 from .study_evaluation import (COVERAGE, EVAL_SHARES, FRACTIONS, J_TIE, ROWS_SHARE, WIDTH_NEED, _cell_var,  # noqa: F401
                                _training, SEPARATE, choose_comparison, choose_evaluation, expected_bound, first_level,
                                separation, training_signal)

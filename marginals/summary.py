@@ -21,13 +21,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .codebook import Codebook
+from .data.codebook import Codebook
 from marg.errors import InputError
 from .hidden import count_bounds, filled, mark_hidden
-from .noise import NoiseRecord
+from .counts.noise import NoiseRecord
 from .noise_tails import merge as merge_parts
-from .counting import count_tables
-from .tables import MarginalTable, canonical_clique, plan_cliques
+from .counts.counting import count_tables
+from .counts.tables import MarginalTable, canonical_clique, plan_cliques
 
 
 def sum_tables(parts: Sequence[Sequence[MarginalTable]]) -> tuple[list[MarginalTable], list[str]]:
@@ -265,7 +265,7 @@ class Summary:
         return count_bounds(t, names)
 
     def hidden_tails(self, names: Sequence[str]) -> tuple:
-        """The hidden tails (:class:`~marg.marginals.tables.HiddenTail`, one per site's hidden column) of the
+        """The hidden tails (:class:`~marg.marginals.counts.tables.HiddenTail`, one per site's hidden column) of the
         table :meth:`counts` reads ``names`` from; empty when nothing is hidden there."""
         t = self._find_table(names)
         if t is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .codebook import CategoricalFeature, Codebook, Label
+from .data.codebook import CategoricalFeature, Codebook, Label
 
 AGE = ("18-39", "40-59", "60-79", "80+")
 SEX = ("F", "M")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 from marg.errors import InputError
 from marg.marginals.hidden import mark_hidden
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 from .bundle import Bundle
 from .drop_box import source_name

@@ -31,10 +31,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from marg._util import atomic_write_bytes, canonical_json, now_iso, parse_canonical
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.errors import InputError, option
-from marg.marginals.noise import NoiseRecord
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.noise import NoiseRecord
+from marg.marginals.counts.tables import MarginalTable
 
 MAGIC = b"MARGBNDL"
 FORMAT = "marg-bundle"

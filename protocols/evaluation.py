@@ -33,13 +33,13 @@ import numpy as np
 
 from marg._util import atomic_write_bytes
 from marg.errors import InputError, MargError, RefusedError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import ModelSplit, Splitter, split_for_model
 from marg.marginals.accounting import PrivacyCost, at_cap
 from marg.marginals.privacy import budget_for, check_delta
 from marg.marginals.release_plan import ReleasePlan
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 from . import evaluation_ledger as evl
 from .bundle import Bundle

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.holdout import Holdout, has_site_key, record_path, remember, site_key
 from marg.marginals.privacy_unit import agree_holdout, check_unit, count_rows, resolve_unit
@@ -35,7 +35,7 @@ from marg.marginals.allocation import ALLOCATIONS
 from marg.marginals.accounting import PrivacyCost, at_cap
 from marg.marginals.privacy import budget_for, check_delta
 from marg.marginals.release_plan import ReleasePlan
-from marg.marginals.tables import MarginalTable, check_plan_size, plan_cliques
+from marg.marginals.counts.tables import MarginalTable, check_plan_size, plan_cliques
 
 from .bundle import Bundle
 from .release_kind import release_kind
@@ -216,7 +216,7 @@ def prepare_release(
     epsilon, rho : float, optional
         Total privacy budget of this export. ``epsilon`` with ``mechanism="gaussian"``
         (the default): the discrete Gaussian at the largest ρ whose zCDP guarantee implies
-        (ε, ``delta``)-DP (:func:`marg.marginals.dp_conversions.rho_for_epsilon`); with
+        (ε, ``delta``)-DP (:func:`marg.marginals.counts.dp_conversions.rho_for_epsilon`); with
         ``mechanism="laplace"``: the discrete Laplace, pure ε-DP. ``rho``: Gaussian,
         ρ-zCDP reported at ``delta``. Neither: exact counts under the min-cell rule.
     mechanism : str

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from marg.errors import InputError
 from marg.marginals.accounting import DEFAULT_DELTA
-from marg.marginals.codebook import MAX_LEVELS
+from marg.marginals.data.codebook import MAX_LEVELS
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Sequence
 
 from marg.errors import InputError
 from marg.marginals.allocation import half_split_weights
-from marg.marginals.codebook import Codebook
-from marg.marginals.tables import STATS
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.counts.tables import STATS
 
 
 def first_order_weights(codebook: Codebook, cliques: Sequence[tuple[str, ...]], first_share: float) -> list[float]:

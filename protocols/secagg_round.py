@@ -47,8 +47,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from marg._util import atomic_write_bytes, canonical_json, read_json_file
 from marg.errors import InputError, MargError, RefusedError
-from marg.marginals.noise import NoiseRecord
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.noise import NoiseRecord
+from marg.marginals.counts.tables import MarginalTable
 
 from . import shamir
 from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, key_id, load_seal_public_key, load_verify_key

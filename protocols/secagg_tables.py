@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from marg.errors import InputError
 from marg.marginals.summary import sum_tables
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 from .secagg import mask_counts, to_int64, unmask_sum
 

@@ -34,7 +34,7 @@ from marg.marginals.release_plan import ReleasePlan
 from marg.marginals.request import StudyRequest
 from marg.marginals.study import (STUDY_FORMAT, STUDY_MECHANISM, StudyPlan, release_round1, round1_cliques,
                                   round1_record, round2_record, with_gaussian_label)
-from marg.marginals.tables import canonical_clique
+from marg.marginals.counts.tables import canonical_clique
 
 SLACK = 1e-9  # relative: a request of exactly the rest, rounded in JSON, is not "more than the rest"
 

@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from marg._util import atomic_write_bytes, canonical_json, now_iso, read_json_file
 from marg.errors import InputError, RefusedError
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 
 from .keys import SEAL_PUB_SUFFIX, SIGN_PUB_SUFFIX, key_id, load_seal_public_key, load_verify_key, public_bytes, \
     short_id, validate_site_name

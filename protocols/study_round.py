@@ -160,7 +160,7 @@ class StudyTables:
         if done.get("uploaded"):
             raise RefusedError(f"site {site!r} already answered round {self.name!r} of study {self.study.study_id} "
                                f"(ledger entry #{done.get('seq')}); nothing was spent twice")
-        from marg.marginals.dp_conversions import rho_for_epsilon
+        from marg.marginals.counts.dp_conversions import rho_for_epsilon
 
         total = rho_for_epsilon(self.study.epsilon, self.study.delta)
         spent = spent_rho(state)

@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from marg.errors import InputError
-from marg.marginals.codebook import CategoricalFeature, Codebook, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, NumericFeature
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from marg.errors import InputError
-from marg.marginals.codebook import Codebook
-from marg.marginals.tables import MarginalTable, canonical_clique
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.counts.tables import MarginalTable, canonical_clique
 
 from .literals import BinaryTest, Literal, codebook_tests, cover, evaluate_tests, features_of
 from .points import PointSet, group_rows

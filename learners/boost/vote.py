@@ -28,10 +28,10 @@ import numpy as np
 
 from marg.errors import InputError
 
-from ..estimator.base import MarginalEstimator, features_param
+from ..estimator.base import FEATURES, MarginalEstimator, features_param
 from ..minimax.registry import Statistics
 from ..classifiers.minimax_rules import MinimaxRules, argmax_rule, maximal
-from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval
+from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Interval
 from .columns import MonomialMap
 from .from_summary import prices_exactly, problem_from
 from .literals import codebook_tests
@@ -165,7 +165,7 @@ class BoostVote(MinimaxRules):
         "bound": Interval(low=0, open_low=True),
         "time_limit": TIME_LIMIT,
         "pricing_nodes": Interval(low=1, integer=True, none_ok=True),
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     # ------------------------------------------------------------------ fit
@@ -219,7 +219,8 @@ class BoostVote(MinimaxRules):
     def _watch_empty(self) -> Callable[[dict], None] | None:
         """The callback, and a warning record in the first seconds when the vote is still empty after the
         first rules entered: the LP's bound has not moved from the class prior's (the first LP, no rule).
-        A statement of what is so, not a prediction: on breast-w rules enter together at iteration 9."""
+        A statement of what is so, not a prediction: on breast-w rules enter together after a flat start
+        (BENCHMARKS.md, "`--learner boost` on adult: how long, and when it says its vote is empty")."""
         if self.callback is None:
             return None
         seen: list[float] = []

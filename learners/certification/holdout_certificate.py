@@ -214,7 +214,7 @@ def rows_quantile(parts: Sequence[NoisePart], alpha: float) -> int:
 
 
 def _noise_sd(parts: Sequence[NoisePart]) -> float:
-    from marg.marginals.noise_kinds import noise_of
+    from marg.marginals.counts.noise_kinds import noise_of
 
     v = 0.0
     for m, b, d, c in parts:

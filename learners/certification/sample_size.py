@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from marg._util import bisect_monotone
 from marg.marginals.summary import Summary
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 
 @dataclass

@@ -35,12 +35,12 @@ the edge where the worst case stops being the uniform guess is the uniform rule 
 (R* = 1 − 1/K, μ = 0: it predicts by its naive-Bayes tie-break) and, on all sites' tables — a
 slightly narrower box —, a rule with R* a hair below 1 − 1/K whose μ is non-zero on a few cells and
 overrides the tie-break wherever they occur (measured, issue 34: the planted wide study's DCC on 10
-informative features, at a box slightly narrower than the choice's, read one pair cell at R* = 0.4999
-and erred 0.134 on test rows, where the tie-break rule its folds fitted erred 0.110 and the folds
-estimated 0.086; one console run's chosen DCC erred 0.317, not reproduced since). The folds cannot
-see that. So with the fitted models at hand, each candidate's estimate is at least the fitted model's
-plug-in error under the whole summary's tables (:func:`in_sample_error`'s rows): that error is
-optimistic for the model's own tables (it was fitted on them), so when even it exceeds the folds'
+informative features, at a box slightly narrower than the choice's, read one pair cell and erred more
+on test rows than the tie-break rule its folds fitted, which the folds estimated lower still; one console
+run's chosen DCC erred far more, not reproduced since: BENCHMARKS.md, "Issue 34: the planted study's DCC
+failure (i34i)"). The folds cannot see that. So with the fitted models at hand, each candidate's estimate
+is at least the fitted model's plug-in error under the whole summary's tables (:func:`in_sample_error`'s
+rows): that error is optimistic for the model's own tables (it was fitted on them), so when even it exceeds the folds'
 mean, the folds did not describe this model, and the larger value stands
 (``ErrorEstimate.whole`` records it). Both are plug-in errors of the same simulated world family;
 the folds and their paired standard errors are kept as they are.
@@ -277,14 +277,12 @@ def whole_floor(estimates: dict[str, ErrorEstimate | str], summary: Any,
 
 LOSO_FILL = fill_hidden
 """How the left-out site's min-cell-hidden class columns are filled for its simulated rows: in proportion to
-the other sites' column (:func:`fill_hidden`), not evenly. Measured side by side (BENCHMARKS.md, "Issue 49
-(choice)", 3 splits × 5 sets): from the other sites, the default's mean test error 0.103 / 0.194 / 0.235 /
-0.180 / 0.082 on breast-w / cleveland / hungarian / credit-a / house-votes-84; evenly, 0.283 / 0.234 / 0.216 /
-0.163 / 0.079 (on breast-w, whose benign class column is hidden at every site for most features, the even
-fill made every rule look worse than the larger class, which was chosen on 2 of 3 splits at 0.35 where the
-rules erred 0.08–0.10). The cost: those left-out rows follow the distribution the fold's model was fitted on
-in the hidden cells, which flatters naive Bayes (credit-a: estimated 0.03–0.08 for a test error of
-0.17–0.19, chosen over the MRC's 0.11–0.18)."""
+the other sites' column (:func:`fill_hidden`), not evenly. Measured side by side on breast-w, cleveland,
+hungarian, credit-a and house-votes-84 (BENCHMARKS.md, "Issue 49 (choice)"): on breast-w, whose benign class
+column is hidden at every site for most features, the even fill made every rule look worse than the larger
+class, which was then chosen. The cost: those left-out rows follow the distribution the fold's model was
+fitted on in the hidden cells, which flatters naive Bayes (on credit-a it was estimated far below its test
+error and chosen over the MRC)."""
 
 EXACT_ESTIMATE: Callable[[Any, Sequence[tuple[str, Callable[[Any], Any]]], dict[str, Any]], dict] | None = None
 """The estimate of exact releases with 2–:data:`MAX_SITES` sites' own tables: None — leave-one-site-out —, or
@@ -403,7 +401,7 @@ def noisy_replica(summary: Any, seed: int = 20242) -> Callable[[np.ndarray, np.n
     what the release would have been on those rows — the noise a learner must withstand is seen, not only n."""
     from dataclasses import replace
 
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.summary import Summary
 
     rng = np.random.default_rng(seed)

@@ -23,8 +23,8 @@ automatic choice (:class:`marg.learners.auto.AutoLearner`) takes its candidates 
    (:func:`marg.learners.classifiers.renyi_summary.gcv_path`); the GCV is the estimate, the one rule takes
    the smallest (``prefer="accuracy"``). Rows simulated from the tables are not used here:
    they miss the correlation between genes that makes more genes look better than they are
-   (on the gene sets it chose naive Bayes on 300 genes with an estimated error of 0.001 where
-   the fold erred 0.29).
+   (on the gene sets it chose naive Bayes on 300 genes, estimated almost perfect where the fold
+   erred far more: BENCHMARKS.md, "Screen, then learn on the gene sets").
 3. **Choose** (learner, M) by the one rule without certificates (only the chosen one is
    certified): the fewest features among the configurations whose estimated error is within
    noise of the smallest (ties: the order of ``learners``; the label-only rule last); while
@@ -293,9 +293,9 @@ class ScreeningCandidates:
     def train(self, X: np.ndarray, y: np.ndarray) -> Any:
         """A split training set's summary: its exact first-order tables, and when the summary holds the pairs of a
         requested few, the pairs of ITS OWN top k (its request round); None when its screen keeps nothing."""
-        from marg.marginals.counting import count_tables
+        from marg.marginals.counts.counting import count_tables
         from marg.marginals.summary import Summary
-        from marg.marginals.tables import plan_cliques
+        from marg.marginals.counts.tables import plan_cliques
 
         cb = self.summary.codebook
         train = Summary.from_rows(cb, X, y)

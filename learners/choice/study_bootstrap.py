@@ -10,8 +10,9 @@ the same quantity — the error of the rule the whole study fits:
 distribution (its own tables, :func:`marg.learners.choice.cross_site.tan_sample`) and P̂ the whole
 summary's. Replicate r draws each site's n_s patients again from P̂_s (its class counts kept),
 (a class column the site hid by min-cell suppression filled from the whole summary's shape,
-:func:`fill_hidden`), counts the same tables the sites released (:func:`marg.marginals.counting.count_tables` over the
-released cliques), sums them into a study, refits every candidate there, and measures it on one
+:func:`fill_hidden`), counts the same tables the sites released
+(:func:`marg.marginals.counts.counting.count_tables` over the released cliques), sums them into a study,
+refits every candidate there, and measures it on one
 separate sample of P̂ (:data:`marg.learners.choice.cross_site.POPULATION` rows per class, the same rows
 for every replicate and candidate). The estimate is the mean over the ``replicates``; its folds
 are the replicates (paired across candidates: the same resampled studies), so the choice's
@@ -164,7 +165,7 @@ def _resampled_studies(summary: Any, replicates: int) -> Iterator[Any]:
     InputError
         Noisy tables (checked before the first study is drawn).
     """
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.summary import Summary, sum_tables
 
     if summary.is_noisy:

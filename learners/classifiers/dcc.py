@@ -38,7 +38,7 @@ import numpy as np
 
 from marg.errors import InputError, option
 
-from ..estimator.base import features_param
+from ..estimator.base import FEATURES, features_param
 from .dcc_hinge import HINGE
 from ..features.blocks import node_blocks
 from ..features.pairwise import PairwiseFeatureMap
@@ -196,7 +196,7 @@ class DCC(MinimaxRules):
         "time_limit": TIME_LIMIT,
         "loss": Options(Loss, "DCC loss"),
         "structure": Check(check_structure, bad="chain", what="structure"),
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     def check_params(self) -> None:

@@ -24,8 +24,8 @@ classes' rows n − N_c, so on the noise event it is ≥ L_c, and P(p(c) < Beta�
 total n needs no interval of its own: n = Σ_k N_k is bounded by the same cells (a box over
 the shares Ñ_k/ñ with ñ's noise as one more interval counts that noise twice, and takes each
 share's sampling width two-sided at the noise band's worst point — issue 34: at three tiny
-sites, 58 patients and a Laplace label table of std 1.6 a cell, released [38, 20], that box's
-half-width was 0.50 and the certificate 0.80 where this one is 0.64). Cells
+sites that box's certificate was well above this one's, BENCHMARKS.md, "Issue 34: the prior's
+certificate at tiny sites (i34j)"). Cells
 hidden by min-cell suppression (exact releases) enter by their bounds: a_k = lo_k,
 b_k = hi_k (:meth:`marg.marginals.summary.Summary.count_bounds`). Without recorded draws the
 noise half-width is the normal z·std (:attr:`Certificate.approximate`). The largest share of
@@ -34,8 +34,8 @@ class c on the same event is u_c = 1 − Σ_{k≠c} L_k.
 **What is left of the width** is the union bound between the sampling and the noise: their
 half-widths add where the deviation of their sum is closer to the root of their squares. A test
 inverting the exact distribution of the binomial count plus the noise (their convolution, the
-total n a nuisance bounded at a small share of α) would be tighter — a prototype gave 0.54
-against this bound's 0.67 (mean over 20 draws at ALLAML's shares and sites) — but it needs a
+total n a nuisance bounded at a small share of α) would be tighter — a prototype's was, at ALLAML's
+shares and sites (BENCHMARKS.md, "Issue 34: the prior's certificate at tiny sites (i34j)") — but it needs a
 search over p and n whose validity rests on monotonicity a grid must not miss; not done.
 
 **The rule and its certificate.** The rule predicts h ≡ c* = argmax_c L_c and its certificate

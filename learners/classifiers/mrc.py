@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal, Sequence
 
-from ..estimator.base import features_param
+from ..estimator.base import FEATURES, features_param
 from ..features.blocks import Block, FeatureMap, node_blocks
 from ..minimax.empty_cells import FIRST_ORDER_POLICIES, empty_cells, policy_name
 from ..minimax.first_order import SelectPricing
@@ -158,7 +158,7 @@ class MRC(MinimaxRules):
         "tol": Interval(low=0, open_low=True),
         "bound": Interval(low=0, open_low=True),
         "time_limit": TIME_LIMIT,
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     def check_params(self) -> None:

@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..estimator.base import Certificate, MarginalEstimator, features_param
-from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Check, Interval, Options
+from ..estimator.base import FEATURES, Certificate, MarginalEstimator, features_param
+from ..core.params import COVERAGE, LAMBDA_SCALE, TIME_LIMIT, Interval, Options
 from ..features.calibration import confidence_box
 from ..features.box import box_tables
 from ..features.blocks import FeatureMap, node_blocks
@@ -33,9 +33,9 @@ from ..minimax.fixed_rule_lp import certify_rule_lp
 EXACT_ROUNDS = 50
 """Default work budget of the exact W(h) refinement: rounds of row generation. A count, not
 seconds, so that the same tables give the same certificate on a loaded and an idle machine. On
-adult (14 features, 148 levels; three sites at ε = 1) 150 rounds still certify 0.88 against the
-LP bound's 0.79, so the LP bound is the certificate there; on small domains the refinement
-converges in a few rounds."""
+adult (14 features, 148 levels; three sites at ε = 1) many more rounds still certify above the LP
+bound, so the LP bound is the certificate there (BENCHMARKS.md, "Issue 48 (suite)"); on small domains
+the refinement converges in a few rounds."""
 
 EXACT_NODES = 1000
 """Default work budget of each separation MILP of the refinement: branch-and-bound nodes (HiGHS
@@ -108,7 +108,7 @@ class NaiveBayes(MarginalEstimator):
         "max_rounds": Interval(low=1, integer=True),
         "max_nodes": Interval(low=1, integer=True),
         "certify": Options(("exact", "bound")),
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     def fit(self, summary: Any) -> "NaiveBayes":

@@ -18,8 +18,8 @@ import numpy as np
 
 from marg.errors import InputError
 
-from ..estimator.base import Certificate, MarginalEstimator, features_param
-from ..core.params import COVERAGE, TIME_LIMIT, Check, Interval, Options
+from ..estimator.base import FEATURES, Certificate, MarginalEstimator
+from ..core.params import COVERAGE, TIME_LIMIT, Interval, Options
 from ..certification.certify import certify, certify_projected
 from ..features.quadratic import discrete_blocks, label_contrast, second_moments
 from .renyi_summary import auto_ridge, discrete_problem, noise_sd
@@ -55,10 +55,11 @@ class RenyiClassifier(MarginalEstimator):
     coverage : float
         Simultaneous coverage of the confidence box behind the certificate.
     certify : {"bound", "exact", "first"}
-        ``"bound"`` (default): the one-LP bound W_L ≥ W(h) (about a second on adult);
+        ``"bound"`` (default): the one-LP bound W_L ≥ W(h);
         ``"exact"``: W(h) by row generation (at most ``time_limit`` seconds), or W_L if
-        smaller — far tighter on small codebooks (3 ternary features: 0.44 against W_L
-        0.86), no better on adult within 120 s; ``"first"``: W_L over its features' first-order
+        smaller — far tighter on small codebooks, no better on adult within the default limit (both
+        measured, and the bound's time on adult: BENCHMARKS.md, "Issue 47: numbers moved out of
+        docstrings"); ``"first"``: W_L over its features' first-order
         box, λ for every feature's cells (:func:`marg.learners.certification.certify.certify_projected`).
     time_limit : float or None
         Seconds for the exact certificate (valid at any stop).
@@ -133,7 +134,7 @@ class RenyiClassifier(MarginalEstimator):
         "coverage": COVERAGE,
         "certify": Options(("exact", "bound", "first")),
         "time_limit": TIME_LIMIT,
-        "features": Check(features_param, bad="age", what="features"),
+        "features": FEATURES,
     }
 
     def fit(self, summary: Any) -> "RenyiClassifier":

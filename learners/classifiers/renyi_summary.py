@@ -86,11 +86,11 @@ def auto_ridge(summary: Any, names: Sequence[str], M: int) -> float:
     σ_Q is the root-mean-square noise std of the pair cells of Q in probability units
     (count noise std / n, from the released tables' records), so σ_Q·√M is the order of
     the spectral norm of Q's noise matrix (M × M with independent entries): the ridge
-    dominates the noise's eigenvalues, so the solve no longer follows them (on DP adult the
-    unregularised fit erred 0.34–0.47). Set from the recorded noise and n only — never from
-    test data; the multiple 0.35 (0.5 per released (x_i, x_j, y) cell with a binary label)
-    was the best of a small grid on adult over ε = 0.25…4 (BENCHMARKS.md) and is shared by
-    every dataset.
+    dominates the noise's eigenvalues, so the solve no longer follows them (the unregularised fit's error
+    on DP adult: BENCHMARKS.md, "Issue 47: numbers moved out of docstrings"). Set from the recorded noise
+    and n only — never from test data; the multiple 0.35 (0.5 per released (x_i, x_j, y) cell with a binary
+    label) was the best of a small grid on adult over ε = 0.25…4 (the same section) and is shared by every
+    dataset.
     """
     if not summary.is_noisy or M == 0:
         return 0.0
@@ -112,8 +112,9 @@ def sampling_ridge(summary: Any, names: Sequence[str]) -> float:
     tables of thousands of genes need not be read), and M = Σ m_i the indicator count. With
     tens of rows and hundreds of genes (M ≫ n) the unregularised least squares interpolates
     the training rows; on the 10 folds of colon, arcene and ALLAML with the pairs of the top 200
-    genes, ridge 0.3 (this rule's size there) erred 0.190 / 0.255 / 0.043 where ridge 0 erred
-    0.221 / 0.330 / 0.043. Used where Rényi is fitted on exact tables without a GCV choice
+    genes, ridge 0.3 (this rule's size there) erred less than ridge 0 on colon and arcene and the same on
+    ALLAML (BENCHMARKS.md, "Screen, then learn on the gene sets" and "Issue 47: numbers moved out of
+    docstrings"). Used where Rényi is fitted on exact tables without a GCV choice
     (the one-site simulation's training sets); 0 for no features.
     """
     if not names:

@@ -29,7 +29,7 @@ import numpy as np
 from marg.errors import InputError, NotFittedError
 
 from ..core.certificate import Certificate, CertificateKind, certificate_from as _certificate_from
-from ..core.params import Constraint, validate_params
+from ..core.params import Check, Constraint, validate_params
 
 __all__ = ["Certificate", "CertificateKind", "MarginalEstimator"]  # Certificate lives in certificate.py; re-exported
 
@@ -439,3 +439,7 @@ def features_param(features: Sequence[str] | None) -> list[str] | None:
     if isinstance(features, str):
         raise InputError(f"features must be a list of feature names, got the string {features!r}")
     return [str(f) for f in features]
+
+
+FEATURES = Check(features_param, bad="age", what="features")
+"""The ``features`` constraint of every learner that takes one (:func:`features_param`)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.errors import InputError, MargError
 from marg._util import atomic_write_bytes, now_iso
 
@@ -71,9 +71,9 @@ class Model:
     def codes(self, X: Any) -> np.ndarray:
         """Codes (n, d) of ``X``: rows of values (a data frame, a pyarrow Table, a file path)
         encoded through the codebook, or integer codes as given
-        (:func:`marg.marginals.frames.feature_codes`; an unknown level is one InputError line
+        (:func:`marg.marginals.data.frames.feature_codes`; an unknown level is one InputError line
         naming column, value and row)."""
-        from marg.marginals.frames import feature_codes
+        from marg.marginals.data.frames import feature_codes
 
         return feature_codes(X, self.codebook)
 
@@ -99,7 +99,7 @@ class Model:
         y : class names or codes (n,), optional
             Without it, the label column of ``X`` (a data frame, table or file of labelled rows).
         """
-        from marg.marginals.frames import encode_rows, is_rows, label_codes_of
+        from marg.marginals.data.frames import encode_rows, is_rows, label_codes_of
 
         if y is None:
             if not is_rows(X):

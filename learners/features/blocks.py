@@ -98,7 +98,7 @@ def node_blocks(codebook: Any, features: Sequence[str] | None = None) -> list[Bl
 
     Parameters
     ----------
-    codebook : marginals.codebook.Codebook
+    codebook : marginals.data.codebook.Codebook
     features : sequence of str or None
         Feature names to use (any order; duplicates ignored); None for every feature.
 

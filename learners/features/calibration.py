@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.special import betaincinv, ndtri  # scipy.stats' beta.ppf and -norm.isf, without its seconds of import
+# scipy.stats' beta.ppf and -norm.isf, without its import time (BENCHMARKS.md, "Issue 48 (autospeed)")
+from scipy.special import betaincinv, ndtri
 
 from marg.errors import InputError
 

@@ -43,7 +43,47 @@ def _block_flat_cols(fmap: FeatureMap, K: int, blocks: np.ndarray) -> np.ndarray
     return every_label(K, fmap.dim, cols)
 
 
-class CompactModel:
+class _WorkingSet:
+    """The features in the model, for :class:`CompactModel` and :class:`RowModel`: ``in_model`` per
+    feature (block), the oracle told of every change, and the per-feature maxima SELECT reads."""
+
+    fmap: FeatureMap
+    in_model: np.ndarray
+    oracle: FirstOrderOracle
+
+    @property
+    def active(self) -> np.ndarray:
+        """The features (block indices) in the model."""
+        return np.flatnonzero(self.in_model)
+
+    def _entering(self, blocks: np.ndarray) -> np.ndarray:
+        """``blocks`` not yet in the model, each once, in order."""
+        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
+        out: np.ndarray = blocks[~self.in_model[blocks]]
+        return out
+
+    def _leaving(self, blocks: np.ndarray) -> np.ndarray:
+        """``blocks`` in the model, each once, in order."""
+        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
+        out: np.ndarray = blocks[self.in_model[blocks]]
+        return out
+
+    def _mark(self, blocks: np.ndarray, present: bool) -> None:
+        """Record ``blocks`` as in (or out of) the model and tell the oracle."""
+        self.in_model[blocks] = present
+        self.oracle.set_active(self.active)
+
+    def _per_block(self, blocks: np.ndarray, owner: np.ndarray, v: np.ndarray,
+                   mu_abs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(blocks, max_j v_j, max_j |μ_j|) over each block's columns (``owner``: the block of each column)."""
+        vmax = np.full(self.fmap.n_blocks, -np.inf)
+        np.maximum.at(vmax, owner, v)
+        mmax = np.zeros(self.fmap.n_blocks)
+        np.maximum.at(mmax, owner, mu_abs)
+        return blocks, vmax[blocks], mmax[blocks]
+
+
+class CompactModel(_WorkingSet):
     """LP (13) for first-order features in exact epigraph form, on one HiGHS model.
 
     Because max_x Σ_{y∈C} Φ(x,y)ᵀμ = Σ_i max_{v∈vertices(i)} vᵀ s_C[i] separates over the
@@ -100,16 +140,10 @@ class CompactModel:
         self.lower_hist: list[float] = []
         self.upper_hist: list[float] = []
 
-    @property
-    def active(self) -> np.ndarray:
-        """The features (block indices) in the model."""
-        return np.flatnonzero(self.in_model)
-
     def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None,
                    splits: dict[int, np.ndarray] | None = None) -> None:
         """Bring features into the model at μ = 0, t = 0 (the current point stays feasible)."""
-        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
-        blocks = blocks[~self.in_model[blocks]]
+        blocks = self._entering(blocks)
         if blocks.size == 0:
             return
         fm, K, D, nC = self.fmap, self.K, self.D, self.nC
@@ -155,18 +189,15 @@ class CompactModel:
         R.eliminate_zeros()
         R.sort_indices()
         model.add_rows(np.full(r0, -INF), np.zeros(r0), R.indptr[:-1], R.indices, R.data, tag=np.concatenate(row_owner))
-        self.in_model[blocks] = True
-        self.oracle.set_active(self.active)
+        self._mark(blocks, True)
 
     def remove_blocks(self, blocks: np.ndarray) -> None:
         """Take features (with μ = 0) out of the model: their columns and epigraph rows go."""
-        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
-        blocks = blocks[self.in_model[blocks]]
+        blocks = self._leaving(blocks)
         if blocks.size == 0:
             return
         self.model.delete_tagged(blocks)
-        self.in_model[blocks] = False
-        self.oracle.set_active(self.active)
+        self._mark(blocks, False)
 
     def solve(self, deadline: float | None = None, tol: float = 1e-9,
               callback: Callable[[dict[str, Any]], None] | None = None) -> str:
@@ -202,18 +233,13 @@ class CompactModel:
         fa = model.col_dual[pl] + self.lower[j]
         tau, lam = self.tau.ravel()[j], self.lam.ravel()[j]
         v = np.abs(fa - tau) - lam
-        owner = model.tag[pl]
-        vmax = np.full(self.fmap.n_blocks, -np.inf)
-        np.maximum.at(vmax, owner, v)
-        mmax = np.zeros(self.fmap.n_blocks)
-        np.maximum.at(mmax, owner, np.abs(model.mu[j]))
-        return blocks, vmax[blocks], mmax[blocks]
+        return self._per_block(blocks, model.tag[pl], v, np.abs(model.mu[j]))
 
     def bound_flat(self, bound: float) -> np.ndarray:
         return column_bounds(self.fmap, self.K, bound)
 
 
-class RowModel:
+class RowModel(_WorkingSet):
     """LP (13) by row generation (:meth:`MinimaxModel.for_rows` + :class:`FirstOrderOracle`), same interface
     as :class:`CompactModel`. Rows built while a feature was out of the model get, when it
     enters, the coefficients of the pricing split (a convex combination of valid rows)."""
@@ -240,15 +266,9 @@ class RowModel:
         self.W = np.zeros(len(self.subsets))
         self._pricer: SplitPricer | None = None
 
-    @property
-    def active(self) -> np.ndarray:
-        """The features (block indices) in the model."""
-        return np.flatnonzero(self.in_model)
-
     def add_blocks(self, blocks: np.ndarray, W: np.ndarray | None = None,
                    splits: dict[int, np.ndarray] | None = None) -> None:
-        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
-        blocks = blocks[~self.in_model[blocks]]
+        blocks = self._entering(blocks)
         if blocks.size == 0:
             return
         K, D, lp = self.K, self.D, self.model
@@ -281,20 +301,17 @@ class RowModel:
                                  (np.asarray(fr, dtype=np.int64), np.asarray(fc, dtype=np.int64))),
                                 shape=(lp.n_rows, new_cols.size))
         lp.add_mu(new_cols, fill=fill)
-        self.in_model[blocks] = True
-        self.oracle.set_active(self.active)
+        self._mark(blocks, True)
         if not self._started:
             lp.add_cuts(self.oracle.covering_cuts())
             self._started = True
 
     def remove_blocks(self, blocks: np.ndarray) -> None:
-        blocks = np.unique(np.asarray(blocks, dtype=np.int64))
-        blocks = blocks[self.in_model[blocks]]
+        blocks = self._leaving(blocks)
         if blocks.size == 0:
             return
         self.model.remove_mu(_block_flat_cols(self.fmap, self.K, blocks))
-        self.in_model[blocks] = False
-        self.oracle.set_active(self.active)
+        self._mark(blocks, False)
 
     def solve(self, deadline: float | None = None, tol: float | None = None,
               callback: Callable[[dict[str, Any]], None] | None = None) -> str:
@@ -328,12 +345,7 @@ class RowModel:
             return blocks, np.zeros(0), np.zeros(0)
         cols = _block_flat_cols(self.fmap, self.K, blocks)
         v = self.model.dual_violation(cols)
-        owner = self.fmap.block_of_column[cols % self.D]
-        vmax = np.full(self.fmap.n_blocks, -np.inf)
-        np.maximum.at(vmax, owner, v)
-        mmax = np.zeros(self.fmap.n_blocks)
-        np.maximum.at(mmax, owner, np.abs(self.model.mu[cols]))
-        return blocks, vmax[blocks], mmax[blocks]
+        return self._per_block(blocks, self.fmap.block_of_column[cols % self.D], v, np.abs(self.model.mu[cols]))
 
     def bound_flat(self, bound: float) -> np.ndarray:
         return self.model.bound.copy()

@@ -32,9 +32,9 @@ the plug-in score, then codebook order). With K > 2 classes the classes take tur
 0, 1, …, K−1, 0, … each takes its best remaining feature by the lower bound of D_jy (ties:
 plug-in D_jy, then codebook order) among those whose lower bound for y is positive, so the
 top M holds about M/K features for each class that has any. D_j alone would spend the top
-M on the class that differs most (on TOX_171, 19 of the top 20 genes separate the same
-one of four classes). The number of features kept is chosen elsewhere
-(:mod:`marg.learners.choice.screened`). The same order ranks the features whose pair tables
+M on the class that differs most (on TOX_171, almost all of the top genes separate the same
+one of four classes: BENCHMARKS.md, "Screen, then learn on the gene sets"). The number of features
+kept is chosen elsewhere (:mod:`marg.learners.choice.screened`). The same order ranks the features whose pair tables
 ``marg request --top K`` asks for (:meth:`Scores.order`, the top K whether or not their bound
 is positive: the request says how many are above the noise).
 """

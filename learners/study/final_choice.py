@@ -5,7 +5,7 @@ features.
 on the sites' held-out patients (:mod:`marg.protocols.evaluation`): the confusion table
 N[predicted, y] (K×K), or the class-wise table N[y, outcome] (K×2), every cell with its noise draws
 (one curator's, or a sum of shares: the record's parts, whatever noise the registry
-:mod:`marg.marginals.noise_kinds` knows with a lattice pmf). Those patients never entered a table
+:mod:`marg.marginals.counts.noise_kinds` knows with a lattice pmf). Those patients never entered a table
 the features were selected or the model fitted on, so the comparison is not the one that chose it.
 
 **The larger class** is :class:`marg.learners.classifiers.label_only.LabelOnly`'s rule fitted on the training

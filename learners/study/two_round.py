@@ -59,11 +59,11 @@ selection-wide Bonferroni of the other (the prior reads no selected feature). Th
 ``prefer="accuracy"`` unless the user sets ``prefer`` (the automatic choice's default since issue 49 too): the
 certificates ``"certificate"`` (formerly ``"balanced"``) would compare are each candidate's own, for the measured tables
 as if they had not been selected, and the chosen model's is replaced by the selection-wide one (measured on the planted
-wide study: that rule chose the MRC, whose rule erred 0.27 on the 10 right features, where naive Bayes and Rényi erred
-0.07). Its candidates are the defaults without the MRC (:data:`STUDY_CHOICE`): on these noisy tables the MRC's
-leave-one-site-out estimate was far below its error (planted study: 0.071 estimated, 0.28 on
-test rows — its minimax rule under the wide box read one feature; house-votes-84 and credit-a:
-0.15–0.25 where naive Bayes erred 0.05–0.18), so the choice by estimated error took it.
+wide study: that rule chose the MRC, whose rule erred far more on the 10 right features than naive Bayes and Rényi).
+Its candidates are the defaults without the MRC (:data:`STUDY_CHOICE`): on these noisy tables the MRC's
+leave-one-site-out estimate was far below its error (on the planted study — its minimax rule under the wide box read
+one feature —, house-votes-84 and credit-a), so the choice by estimated error took it (both measured: BENCHMARKS.md,
+"Issue 47: numbers moved out of docstrings").
 
 **The choice's defaults** (:func:`study_choice`): the candidates whose leave-one-site-out estimates
 the simulated held-out world flatters least, kept unless another is estimated better beyond the noise
@@ -83,11 +83,10 @@ difference over the folds), in this order:
    drawn from (tree-augmented naive Bayes), so within noise their estimates are the flattered ones.
 
 Measured on the same DP summaries (BENCHMARKS.md, "Issue 34: the study's choice on the narrow sets
-(i34h)"; ``bench/study_choice.py``), against the choice by estimated error alone: credit-a −0.015
-(0.1705 against 0.1854, 60 split-runs collected after the rule was fixed; 0.1663 against 0.1806 in
-the 40 before), kr-vs-kp −0.004 and −0.014 (40 and 20 split-runs: Rényi where naive Bayes tied it),
-house-votes-84 −0.001 ± 0.004 (80), the planted wide study +0.0014 ± 0.0006 (30: Rényi where naive
-Bayes, the Bayes rule of its independent features, tied it; 0.077 against its Bayes error 0.076).
+(i34h)"; ``bench/study_choice.py``), against the choice by estimated error alone: better on credit-a
+(in the split-runs collected after the rule was fixed, and in those before) and kr-vs-kp (Rényi where
+naive Bayes tied it), level on house-votes-84, a little worse on the planted wide study (Rényi where naive
+Bayes, the Bayes rule of its independent features, tied it; there just above its Bayes error).
 """
 
 from __future__ import annotations
@@ -441,8 +440,9 @@ def finish(est: Any, summary: Any, coverage: float = 0.95, rows: Sequence[Any] |
     feature, round 2 still measured one chosen feature's table (:func:`plan_request`), with fresh noise after the
     selection; ``est`` is kept only when that table is within the noise rule (:func:`measured_within_noise`) and
     ``est`` beats the prior by more than the noise of the comparison (:func:`beats_prior`) — issue 34, measured on
-    house-votes-84: noisy row counts pushed λ below 1 in 2 of 50 split-runs, the agreement test then kept nothing,
-    and the prior erred 0.39–0.40 where the measured table's model was estimated at 0.05–0.16. Otherwise the prior,
+    house-votes-84: noisy row counts pushed λ below 1 in a few split-runs, the agreement test then kept nothing,
+    and the prior erred far more than the measured table's model was estimated to (BENCHMARKS.md, "Issue 34, narrow
+    sets: the acceptance run after i34g's change"). Otherwise the prior,
     fitted on ``summary`` at ``coverage`` (:class:`marg.learners.classifiers.label_only.LabelOnly` certifies itself by
     the least noisy label counts at α/2).
 

@@ -3,8 +3,8 @@
 In a select-then-measure study (:mod:`marg.learners.study.two_round`) the features were chosen from
 round 1's releases of the same patients whose round-2 tables the model is fitted and estimated
 on: a leave-one-site-out estimate of the rule fitted on the study's features judges it on rows
-of a site whose patients helped choose those features, and flatters it (issue 44: once in 60
-simulated studies the path returned a model worse than the larger class, 0.412 against 0.396).
+of a site whose patients helped choose those features, and flatters it (issue 44: in a simulated study the
+path returned a model worse than the larger class, BENCHMARKS.md, "Issue 47: numbers moved out of docstrings").
 
 **The check** (:func:`unselected_comparison`): leave one site out of the *whole procedure*. For
 each site k, the features are selected again from the other sites' round-1 selections alone

@@ -56,7 +56,7 @@ def column_names(fmap: Any, codebook: Any) -> list[str]:
     Parameters
     ----------
     fmap : FeatureMap or PairwiseFeatureMap
-    codebook : marginals.codebook.Codebook
+    codebook : marginals.data.codebook.Codebook
         The model's codebook (its level names).
     """
     levels = {b.name: _levels(codebook, b.name, b.size) for b in fmap.blocks}

@@ -7,8 +7,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from ..codebook import Codebook
-from ..tables import MarginalTable
+from ..data.codebook import Codebook
+from ..counts.tables import MarginalTable
 
 
 class Source(ABC):

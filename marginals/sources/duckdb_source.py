@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
-from ..io import NULL_VALUES, _delimiter, _is_parquet
+from ..data.io import NULL_VALUES, _delimiter, _is_parquet
 from .base import first_line
 from .sql import DUCKDB, table_sql
 from .sqlsource import ROW_BATCH, NotANumber, SQLSource, parse_query_string

@@ -3,7 +3,7 @@
 The file streams through in chunks (peak memory set by the chunk size, not the file size);
 a background thread reads and decodes the next chunk (Arrow's readers use every core and
 release the GIL) while this one encodes and counts the current one
-(:class:`~marg.marginals.counting.TableCounter`).
+(:class:`~marg.marginals.counts.counting.TableCounter`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from ..codebook import Codebook
-from ..encoding import iter_encoded
-from ..io import column_names, iter_batches, iter_typed_batches, prefetched
-from ..counting import TableCounter
-from ..tables import MarginalTable
+from ..data.codebook import Codebook
+from ..data.encoding import iter_encoded
+from ..data.io import column_names, iter_batches, iter_typed_batches, prefetched
+from ..counts.counting import TableCounter
+from ..counts.tables import MarginalTable
 from .base import Source
 from marg.errors import InputError
 

@@ -1,9 +1,9 @@
 """Rows a notebook holds — a pandas DataFrame, a pyarrow Table or RecordBatch — counted as a file is.
 
 ``export_site(df, …)`` (:mod:`protocols.export`) takes a frame as ``marg export`` takes a file:
-the frame becomes an Arrow table once (:func:`marginals.frames.as_arrow`: pandas by
+the frame becomes an Arrow table once (:func:`marginals.data.frames.as_arrow`: pandas by
 ``pyarrow.Table.from_pandas``, the index dropped), its text columns are dictionary-encoded as a CSV
-file's are, and its batches go through the one encoder (:func:`marginals.encoding.encode_batch`) and
+file's are, and its batches go through the one encoder (:func:`marginals.data.encoding.encode_batch`) and
 counter every file goes through, rows numbered from 1. Errors are one line naming the column and the
 row, never a value (a frame's ``repr`` holds its rows: it is never put in a message).
 """
@@ -16,11 +16,11 @@ import pyarrow as pa
 
 from marg.errors import InputError
 
-from ..codebook import Codebook
-from ..counting import TableCounter
-from ..encoding import encode_batch
-from ..io import as_text
-from ..tables import MarginalTable
+from ..data.codebook import Codebook
+from ..counts.counting import TableCounter
+from ..data.encoding import encode_batch
+from ..data.io import as_text
+from ..counts.tables import MarginalTable
 from .base import Source
 
 BATCH_ROWS = 65_536
@@ -28,7 +28,7 @@ BATCH_ROWS = 65_536
 
 def is_frame(data: Any) -> bool:
     """``data`` is rows in memory (a data frame or an Arrow table), not a path or a source."""
-    from ..frames import is_rows
+    from ..data.frames import is_rows
 
     return not isinstance(data, (str, bytes)) and not hasattr(data, "__fspath__") and is_rows(data)
 
@@ -42,7 +42,7 @@ class FrameSource(Source):
     """
 
     def __init__(self, frame: Any) -> None:
-        from ..frames import as_arrow
+        from ..data.frames import as_arrow
 
         self.table: pa.Table = as_arrow(frame)
         self.kind = type(frame).__name__

@@ -8,9 +8,9 @@ one grouping flag per key (1 where the key is aggregated away in that group's se
 row count ``n`` and, for raw numeric features, the per-group sums of the clipped values,
 of their squares and the number of missing values.
 
-This module turns that result into the same :class:`~marg.marginals.tables.MarginalTable`
+This module turns that result into the same :class:`~marg.marginals.counts.tables.MarginalTable`
 list as the local path: the raw key values go through the encoder's value rules
-(:func:`~marg.marginals.encoding.value_codes`), so a value means the same code whichever
+(:func:`~marg.marginals.data.encoding.value_codes`), so a value means the same code whichever
 engine counted it, and a value the codebook refuses is the same one-line error (located
 "in" the source instead of at a row number, since database rows have no order).
 """
@@ -24,10 +24,10 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..codebook import Codebook
-from ..encoding import MISSING, check_codes, check_label, distinct, label_codes, value_codes
-from ..noise import NoiseRecord
-from ..tables import MarginalTable, canonical_clique
+from ..data.codebook import Codebook
+from ..data.encoding import MISSING, check_codes, check_label, distinct, label_codes, value_codes
+from ..counts.noise import NoiseRecord
+from ..counts.tables import MarginalTable, canonical_clique
 from .base import Source
 from marg.errors import InputError
 

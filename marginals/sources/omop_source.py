@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ..codebook import Codebook
-from ..omop import UNIT, concept_sets, kind_of
+from ..data.codebook import Codebook
+from ..data.omop import UNIT, concept_sets, kind_of
 from .duckdb_source import DuckDBSource
 from .omop_sql import CDM, feature_rows_query, literal, required_columns, units_query
 from .postgres_source import PostgresSource

@@ -1,6 +1,6 @@
 """The one SQL query that turns an OMOP CDM database into a codebook's rows: one row per cohort entry.
 
-For a codebook with OMOP definitions (:mod:`marg.marginals.omop`) the query selects the target
+For a codebook with OMOP definitions (:mod:`marg.marginals.data.omop`) the query selects the target
 cohort's entries — at most ``max_entries`` per person, the earliest first (``ROW_NUMBER() OVER
 (PARTITION BY subject_id ORDER BY cohort_start_date, cohort_end_date)``) — and gives each entry
 ``person_id``, ``cohort_start_date``, ``cohort_entry`` and one column per feature and the label::
@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..codebook import Codebook
-from ..omop import DOMAINS, kind_of
+from ..data.codebook import Codebook
+from ..data.omop import DOMAINS, kind_of
 from .sql import Dialect
 
 MEASUREMENT_TIE = "measurement_id"  # first/last: the latest date, then the largest id (deterministic)

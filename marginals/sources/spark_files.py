@@ -6,7 +6,7 @@ executor JVM, rows → Arrow for ``mapInArrow``, Arrow → the Python worker, ea
 on the way (dictionary pages lost). So a Parquet input is counted by tasks that each open their
 share of the files' row groups with pyarrow — the local path's reader, text columns as
 dictionary arrays — and encode and count them with the local path's encoder and
-:class:`~marg.marginals.counting.TableCounter`; the partial tables are summed on the executors
+:class:`~marg.marginals.counts.counting.TableCounter`; the partial tables are summed on the executors
 (``treeReduce``) and one sum comes to the driver.
 
 The work list is Spark's own listing of the input (``DataFrame.inputFiles``): a slice is a list of
@@ -88,8 +88,8 @@ def _batches(share: Iterable[tuple[str, list[int] | None]], columns: list[str]) 
 def _count_share(shares: Iterator[list], *, codebook: Any, cliques: list, where: str) -> Iterator[dict]:
     """Executor side: one task's tables (``{"tables", "n"}``), or ``{"error": line}`` /
     ``{"elsewhere": reason}`` (a file this reader does not take)."""
-    from ..counting import TableCounter
-    from ..encoding import encode_batch
+    from ..counts.counting import TableCounter
+    from ..data.encoding import encode_batch
 
     counter = TableCounter(codebook, cliques)
     memo: dict = {}

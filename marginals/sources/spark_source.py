@@ -3,8 +3,8 @@
 DATA is a Parquet or CSV path (a file or a folder of part files, on any file system Spark
 reaches) or a table name in Spark's catalog. The rows are counted where they are: each
 partition encodes its own rows by the local path's value rules
-(:func:`~marg.marginals.encoding.encode_batch`) and counts every requested table with the
-local path's vectorised counter (:class:`~marg.marginals.counting.TableCounter`) on the
+(:func:`~marg.marginals.data.encoding.encode_batch`) and counts every requested table with the
+local path's vectorised counter (:class:`~marg.marginals.counts.counting.TableCounter`) on the
 executors; only each partition's small arrays come back and are summed. So the counts equal
 the local path's, and no row is copied once per table. A Parquet input's tables are counted by
 tasks that read their row groups themselves (:mod:`.spark_files`: Spark's JVM reader and its
@@ -47,10 +47,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..codebook import Codebook
-from ..counting import TableCounter
-from ..io import NULL_VALUES, _delimiter, _is_parquet, as_text
-from ..tables import MarginalTable
+from ..data.codebook import Codebook
+from ..counts.counting import TableCounter
+from ..data.io import NULL_VALUES, _delimiter, _is_parquet, as_text
+from ..counts.tables import MarginalTable
 from .base import Source, first_line
 from marg.errors import InputError
 
@@ -104,8 +104,8 @@ class _Partition:
 
 def _partition_tables(rows: _Partition, *, codebook: Codebook, cliques: list) -> dict[str, Any]:
     """One partition's tables (executor side): the local path's encoder and counter over its rows."""
-    from ..counting import TableCounter
-    from ..encoding import encode_batch
+    from ..counts.counting import TableCounter
+    from ..data.encoding import encode_batch
 
     counter = TableCounter(codebook, cliques)
     memo: dict = {}

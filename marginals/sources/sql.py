@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..codebook import Codebook, NumericFeature
-from ..encoding import MISSING
+from ..data.codebook import Codebook, NumericFeature
+from ..data.encoding import MISSING
 from .grouped import GroupPlan
 from marg.errors import InputError
 

@@ -14,8 +14,8 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from ..codebook import Codebook
-from ..encoding import check_codes, distinct, value_codes
+from ..data.codebook import Codebook
+from ..data.encoding import check_codes, distinct, value_codes
 from .grouped import GroupPlan, GroupedSource
 from .sql import Dialect, columns_query, count_query, distinct_query, sample_query
 from marg.errors import InputError
@@ -94,7 +94,7 @@ class SQLSource(GroupedSource):
             check_codes(f, codes, text, index, 1, lambda _k: f"in {self.name}")
 
     def draft_batches(self, columns: list[str]) -> Iterator[tuple[dict[str, pa.Array], bool]]:
-        from ..io import as_text
+        from ..data.io import as_text
 
         src, params = self.select()
         self.check_columns(columns)

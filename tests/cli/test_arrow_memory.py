@@ -11,7 +11,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from tests.helpers.console import marg
 
 PROBE = ("import sys; from marg.cli.app import lean_arrow_memory; lean_arrow_memory(); import pyarrow as pa; "

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.marginals.synthetic import demo_codebook, generate, write_csv
 from tests.helpers.console import run
 

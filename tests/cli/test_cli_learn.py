@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from marg.learners.estimator.model import Model
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.encoding import encode_file
 from marg.marginals.synthetic import SITES, generate, write_csv
 from tests.helpers.console import run as marg_run
 from tests.helpers.study import export_study, write_study

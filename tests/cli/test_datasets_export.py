@@ -6,8 +6,8 @@ import numpy as np
 from typer.testing import CliRunner
 
 from marg.cli.main import app
-from marg.marginals.codebook import Codebook
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.data.encoding import encode_file
 from marg.protocols.bundle import load_bundle
 
 runner = CliRunner()

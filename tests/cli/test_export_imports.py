@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from tests.helpers.console import marg
 
 NOT_FOR_AN_EXPORT = ("pandas", "sklearn", "scipy.stats", "polars", "marg.learners")

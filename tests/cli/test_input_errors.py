@@ -123,7 +123,7 @@ def test_predict_id_is_aligned_when_id_and_feature_batches_differ(study, tmp_pat
     shifted. The same code path with a smaller batch budget: every id stays with its row."""
     from typer.testing import CliRunner
 
-    import marg.marginals.io as mio
+    import marg.marginals.data.io as mio
     from marg.cli.main import app
 
     tmp, schema, data = study

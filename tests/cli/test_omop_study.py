@@ -12,7 +12,7 @@ import uuid
 import numpy as np
 import pytest
 
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.marginals.synthetic_omop import example_codebook, generate_cdm
 from tests.helpers.console import marg
 from tests.helpers.omop import duckdb_site, reference_rows, write_postgres

@@ -219,7 +219,7 @@ def test_schema_init_leaves_out_identifying_columns_and_says_why(tmp_path):
 def test_pair_tables_left_out_for_size_are_named(tmp_path):
     """--stats auto under DP drops every pair table when they would exceed 250,000 cells: a warning
     line names the count of cells and the largest table."""
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
     levels = tuple(f"v{k}" for k in range(90))
     cb = Codebook(features=tuple(CategoricalFeature(f"f{i}", levels) for i in range(10)), label=Label("y", ("0", "1")))

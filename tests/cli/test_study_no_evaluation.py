@@ -36,7 +36,7 @@ def _releases(home):
 
 def test_a_tiny_study_runs_two_rounds_and_keeps_the_models_own_certificate(tmp_path):
     from marg.learners.estimator.model import Model
-    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.counts.dp_conversions import rho_for_epsilon
     from marg.protocols.bundle import Bundle
 
     st = declare_study(tmp_path, ROWS, 45, "--rows", ",".join([str(ROWS)] * 3), script=False)

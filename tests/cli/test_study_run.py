@@ -76,7 +76,7 @@ def total_rho(st):
 
 
 def test_a_study_end_to_end_through_the_console_script(tmp_path):
-    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.counts.dp_conversions import rho_for_epsilon
     from marg.protocols.model_signing import read_verified_model
     from marg.protocols.trust_store import TrustStore
 
@@ -489,7 +489,7 @@ def _untouched(st, site, drop=None):
 
 
 def test_bad_input_through_the_console_script_is_one_line_and_spends_and_writes_nothing(tmp_path):
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     st = declare_study(tmp_path, 200, 17, script=True)
     ok(learner_run(st, script=True), True)  # round 1 open: a site that got past its checks would spend now

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 
 
 def tiny_codebook(sizes, classes=("neg", "pos")):

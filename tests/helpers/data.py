@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 
 
 def datasets_dir() -> Path:

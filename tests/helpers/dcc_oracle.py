@@ -12,9 +12,9 @@ import itertools
 import numpy as np
 from scipy.optimize import linprog
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.summary import Summary
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 N = 300.0
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from marg.marginals.omop import DOMAINS, kind_of
+from marg.marginals.data.omop import DOMAINS, kind_of
 from marg.marginals.synthetic_omop import DDL, RESULTS_TABLES
 
 

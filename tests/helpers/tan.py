@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
 
 def tan_rows(rng, n):
@@ -26,10 +26,10 @@ def tan_codebook():
 def three_sites(rng, sizes, epsilon=None):
     """Three sites of TAN rows (sizes ``sizes``), every pair table, exact or privatized at
     ``epsilon``: (codebook, the aggregated Summary with its site parts, the parts)."""
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import Summary, sum_tables
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.tables import plan_cliques
 
     cb = tan_codebook()
     plan = plan_cliques(cb, "all")

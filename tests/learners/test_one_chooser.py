@@ -18,10 +18,10 @@ from marg.learners.classifiers.mrc import MRC
 from marg.learners.classifiers.naive_bayes import NaiveBayes
 from marg.learners.choice.screened import SCREEN_MIN_FEATURES, ScreeningCandidates, selection_certificate
 from marg.learners.selection.screening import screen_scores
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.counting import count_tables
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.counting import count_tables
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.tan import three_sites
 
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from marg.errors import MargError
 from marg.learners.estimator.model import Model
 from marg.learners.classifiers.mrc import MRC
-from marg.marginals.codebook import Codebook
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.data.encoding import encode_file
 from marg.marginals.request import read_request
 from marg.marginals.summary import Summary
 from marg.protocols.bundle import Bundle

@@ -3,7 +3,8 @@ layering rule of the package (marginals never imports learners, protocols or cli
 imports protocols or cli; protocols never imports learners or cli; the bottom — marg/errors.py and the LP
 solver layer marg/lp.py — imports no layer), the one solver owner: only marg/lp.py imports HiGHS, no
 import cycle among the library's modules (checked on a planted cycle too), and the plug-in contract in
-types: ``mypy --strict`` clean on the minimax engine and the release plan (checked on a planted error too)."""
+types: ``mypy --strict`` clean on the minimax engine and the release plan (checked on a planted error too), and no
+library docstring or comment quoting a measurement (issue 47: those go to BENCHMARKS.md; checked on planted ones)."""
 
 from __future__ import annotations
 
@@ -207,8 +208,7 @@ BELOW_EVERY_LAYER = ("marg.errors", "marg._util", "marg.lp")
 """The root package's bottom (:data:`BOTTOM` and its helpers): below every layer, so a sub-package of
 ``marg/`` (``marg/reports/``) imports them downward although they sit in its parent folder."""
 
-READS_UP = {"marginals/sources": "the sources read the codebook, tables, encoding, counting and io at marginals' top; "
-                                 "the mend is a sub-package for those below the sources (not this issue's)"}
+READS_UP: dict[str, str] = {}
 """Sub-packages that still import modules of their parent package, each with why: the check holds every
 other sub-package to the rule and fails when an entry here no longer reads up (so the list only shrinks)."""
 
@@ -348,6 +348,122 @@ def test_bench_scripts_import_names_that_exist():
                 if not hasattr(mod, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
                     bad.append(f"{path.name}:{node.lineno} {node.module}.{alias.name}")
     assert not bad, "bench imports of names that do not exist: " + "; ".join(bad)
+
+
+UCI_AND_GENE_SETS = ("adult", "kr-vs-kp", "credit-a", "house-votes-84", "breast-w", "cleveland", "hungarian",
+                     "sonar", "promoters", "leukemia", "ALLAML", "GLIOMA", "MLL", "TOX_171", "arcene", "colon",
+                     "lymphoma", "nci9", "Prostate_GE", "lung_discrete")
+"""The data sets the benchmarks run on (shared/datasets): "measured" and an error beside one of them is a result."""
+
+QUOTED_MEASUREMENTS = {
+    "a CPU or wall time": r"\d\s*(?:ms|s)\s+of\s+(?:CPU|wall|import|start-up)\b|\d\s*(?:ms|s)\s+CPU\b|\bCPU\s+s\b"
+                          r"|\btook\s+(?:about\s+|≈\s*|~\s*)?\d+(?:\.\d+)?\s*(?:ms|s|seconds|min)\b",
+    "a memory peak": r"\b(?:peak|RSS|resident|high-water)\b[^.;]{0,40}?\d\s*[KMG]iB\b"
+                     r"|\d\s*→\s*≈?\s*\d+(?:\.\d+)?\s*[KMG]iB\b",
+    "a speed-up": r"\d\s*×\s*(?:faster|slower|quicker|more accurate|less accurate)|\bspeed-?up\s+of\s+\d",
+    "an observed error": r"\berred\s+(?:at\s+|about\s+|≈\s*)?\d*\.\d+",
+}
+"""What a docstring or comment quoting a measurement says (issue 47: measured numbers go to BENCHMARKS.md, which a
+docstring may name). Each pattern is one no constant or formula of the code takes: CPU time is measured, never
+configured (limits are wall seconds, ``time_limit`` None: 60 s), and ``took`` is a past run; a size in MiB is a
+measurement only as a peak or a before → after (``64 KiB chunks`` is a constant); ``×`` is a dimension (``M × M``,
+``1,000 × 20,000``) unless something is that many times faster or more accurate; ``erred 0.29`` is an observation,
+where a formula's rule errs (present tense: ``errs q = 0.301``, ``errs 1 − 1/K``). Besides these
+(:func:`quoted_measurements`): a clause with "measured", an error (err, errs, erred, error), one of
+:data:`UCI_AND_GENE_SETS` and a decimal 0.dd that is not assigned (``ε = 0.25`` is a setting; a share 0.65 no error)."""
+
+
+def prose(path: Path) -> list[tuple[int, str]]:
+    """(first line, text with whitespace collapsed) of every docstring of a file — module, class, function and
+    attribute docstrings: every statement that is a bare string — and of every block of consecutive comments."""
+    import io
+    import tokenize
+
+    code = path.read_text(encoding="utf-8")
+    bodies = [body for node in ast.walk(ast.parse(code, str(path)))
+              if isinstance(body := getattr(node, "body", None), list)]
+    out = [(st.lineno, st.value.value) for body in bodies for st in body
+           if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant) and isinstance(st.value.value, str)]
+    block: list[str] = []
+    start = last = -2
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.COMMENT:
+            if tok.start[0] != last + 1 and block:
+                out.append((start, " ".join(block)))
+                block = []
+            start = start if block else tok.start[0]
+            block.append(tok.string.lstrip("#"))
+            last = tok.start[0]
+    if block:
+        out.append((start, " ".join(block)))
+    return sorted((line, " ".join(text.split())) for line, text in out)
+
+
+def quoted_measurements(path: Path) -> list[str]:
+    """``line: what: the words`` for every measurement the docstrings and comments of ``path`` quote
+    (:data:`QUOTED_MEASUREMENTS`, and a measured error on a named set)."""
+    import re
+
+    named_set = re.compile(r"\b(?:" + "|".join(map(re.escape, UCI_AND_GENE_SETS)) + r")\b", re.I)
+    error = re.compile(r"(?<![=\w.])(?<!= )0\.\d{2,}\b")
+    found = []
+    for line, text in prose(path):
+        for what, pattern in QUOTED_MEASUREMENTS.items():
+            found += [f"{line}: {what}: {m.group(0)!r}" for m in re.finditer(pattern, text, re.I)]
+        found += [f"{line}: a measured error on a named set: {clause[:100]!r}" for clause in re.split(r"[.;]\s", text)
+                  if re.search(r"\bmeasured\b", clause, re.I) and re.search(r"\berr(?:or|ed|s)?\b", clause, re.I)
+                  and named_set.search(clause) and error.search(clause)]
+    return found
+
+
+def test_no_docstring_quotes_a_measurement():
+    """Measured numbers live in BENCHMARKS.md, where they can be re-measured, not in the library's docstrings and
+    comments, where they go stale (issue 47): a docstring names the section instead."""
+    bad = [f"{path.relative_to(ROOT)}:{hit}" for layer in LIBRARY for path in sorted((ROOT / layer).rglob("*.py"))
+           for hit in quoted_measurements(path)]
+    assert not bad, "move these to BENCHMARKS.md and name its section:\n" + "\n".join(bad)
+
+
+PLANTED_MEASUREMENTS = [
+    '"""A module.',
+    "",
+    'The import costs 0.27 s of CPU, a quarter of an export."""',
+    "",
+    "LIMIT = 3",
+    '"""The wide export\'s peak memory fell to 519 MiB; the batched path is 1.8 × faster."""',
+    "",
+    "",
+    "def f():",
+    '    """Measured on kr-vs-kp: k = 7 of 14 left 3 features',
+    '    and an error of 0.19. One rule erred 0.317 on test rows."""',
+    "    # the bound took 0.014 s and then",
+    "    # 4.54 against 2.91 CPU s",
+    "    return LIMIT",
+]
+"""A module whose docstrings and comments quote one measurement of each kind (lines 1, 6, 10 and 12)."""
+
+LEGITIMATE_NUMBERS = [
+    '"""Counts in 64 KiB chunks, 32 MiB of int64 slots at most; Q is M × M, the CSV 1,000 × 20,000.',
+    "",
+    "Monte Carlo error ≤ 0.5/√2000 ≈ 0.011 per class; the seed uses 1.5; ``time_limit`` None: 60 s. A rule",
+    "that reads one feature errs q = 0.301 here; the uniform guess errs 0.5. The error measured on adult at",
+    'ε = 0.25 and 1: BENCHMARKS.md, "Issue 44 (large)"; the features round 2 measured on kr-vs-kp, a share 0.65."""',
+    "# seconds of import and CPU time: 2 CPU cores; rows × features (memory)",
+]
+"""Constants, formula values and settings the library's docstrings hold, next to words of the patterns."""
+
+
+def test_the_measurement_check_finds_planted_docstrings(tmp_path):
+    """Each kind of quoted measurement planted in a docstring or a comment is found at its line; the constants,
+    formula values and settings that read like numbers (:data:`LEGITIMATE_NUMBERS`) are not."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("\n".join(PLANTED_MEASUREMENTS) + "\n", encoding="utf-8")
+    hits = [hit.split(": ")[:2] for hit in quoted_measurements(planted)]
+    assert hits == [["1", "a CPU or wall time"], ["6", "a memory peak"], ["6", "a speed-up"],
+                    ["10", "an observed error"], ["10", "a measured error on a named set"],
+                    ["12", "a CPU or wall time"], ["12", "a CPU or wall time"]], hits
+    planted.write_text("\n".join(LEGITIMATE_NUMBERS) + "\n", encoding="utf-8")
+    assert quoted_measurements(planted) == []
 
 
 def installed_tree(root: Path, into: Path) -> Path:

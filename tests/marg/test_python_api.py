@@ -98,7 +98,7 @@ def test_load_model_verifies_the_signature(demo, tmp_path):
 
 def test_predict_and_score_take_rows_as_the_site_holds_them(demo, tmp_path):
     from marg.api import evaluate_file
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
 
     p = _paths(demo)
     model = marg.load_model(demo["workdir"] / "learner" / "auto.model.json", trust=_model_trust(demo, tmp_path))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from marg.learners.estimator.model import Model
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.synthetic import demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
 from tests.conftest import gene_study

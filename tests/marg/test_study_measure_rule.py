@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from marg.learners.selection.screening import screen_scores
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.counting import count_tables
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.counting import count_tables
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from marg.study_measure import measured_features
 
 

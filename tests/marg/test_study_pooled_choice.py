@@ -9,10 +9,10 @@ import pytest
 from marg.learners.auto import AutoLearner
 from marg.learners.choice.cross_site import noisy_replica
 from marg.learners.choice.cross_site import REPLICATES
-from marg.marginals.counting import count_tables
+from marg.marginals.counts.counting import count_tables
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from marg.study_learner import final_learner
 from tests.helpers.tan import tan_codebook, tan_rows, three_sites
 

@@ -27,7 +27,7 @@ def _wide_rows(rng, n):
 @pytest.fixture(scope="module")
 def wide_study(tmp_path_factory):
     """Three sites of 300 patients over 100 binary features, declared (rows stated) and run to its end in process."""
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
     d = tmp_path_factory.mktemp("wide")
     cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("a", "b")) for j in range(P)),
@@ -90,11 +90,11 @@ def test_the_design_chooses_the_private_selection_and_the_study_ends_in_a_model(
 
 
 def test_the_ledger_charges_the_label_tables_secure_sum_plus_opendps_top_k_map(wide_study):
-    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.counts.dp_conversions import rho_for_epsilon
     from marg.marginals.selection import top_k_measurement
     from marg.protocols.bundle import Bundle
     from marg.marginals.shared_noise import shared_plan
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     plan = json.loads(wide_study["study"].read_text())["plan"]
     cb = Codebook.load(wide_study["dir"] / "codebook.json")
@@ -132,7 +132,7 @@ def test_a_round_asking_more_than_its_rho_for_the_selection_is_refused():
 def test_the_pooled_round_one_spends_the_designs_label_and_selection_shares():
     """Round 1 pooled: the label table at the design's ρ_label and each first-order table at ρ_select/p (the half
     split gave the label table one (p + 1)-th of the round: a noise std of 474 a cell on leukemia's 58 patients)."""
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
     from marg.marginals.shared_noise import shared_plan
     from marg.study_select import select_weights
 
@@ -151,7 +151,7 @@ def test_the_pooled_round_one_spends_the_designs_label_and_selection_shares():
 
 
 def test_the_mode_rule_on_public_quantities_pooled_where_narrow_private_where_wide_or_hopeless():
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
     from marg.marginals.study_design import design_study
 
     def cb(p, m=2):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from marg.learners.study.two_round import _pooled_std, choose_tables
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.mechanisms import get_mechanism
 from marg.marginals.study import STUDY_MECHANISM
 from marg.study_measure import round2_tables

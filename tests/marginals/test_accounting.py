@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from marg.marginals.accounting import DEFAULT_DELTA, PrivacyCost, Spend, check_budget
-from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.counts.dp_conversions import rho_for_epsilon
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from marg.protocols.ledger import Ledger
 from marg.protocols.ledger_state import checkpoint_bytes
@@ -168,7 +168,7 @@ def test_the_composed_spend_never_exceeds_the_sum_of_recorded_costs_so_older_led
     the summed δ is at most the summed ε (the rule older ledgers were checked against)."""
     import numpy as np
 
-    from marg.marginals.dp_conversions import rho_to_epsilon
+    from marg.marginals.counts.dp_conversions import rho_to_epsilon
 
     rng = np.random.default_rng(11)
     for _ in range(20):
@@ -240,7 +240,7 @@ def test_ledgers_written_by_the_previous_marg_verify_and_are_held_to_the_compose
     from cryptography.hazmat.primitives import serialization
 
     from marg.marginals.privacy import plan_cost
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.counts.tables import plan_cliques
 
     src = Path(__file__).resolve().parents[1] / "fixtures" / "compat" / "ledger_v2"
     key = serialization.load_pem_private_key((src / "north.sign.key.pem").read_bytes(), None)
@@ -277,7 +277,7 @@ def test_a_mixed_release_keeps_its_own_split_so_the_zcdp_part_is_never_undercoun
     (ε²/2 of 0.7 > ε²/2 of 0.3 + of 0.4) took 0.12 from the Gaussian's 0.01 and composed ε = 0.7, below the truth.
     A ledger entry written before ``pure_rho`` (one Laplace table) reads OpenDP's map of its pure ε."""
     from marg.marginals.accounting import release_cost
-    from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho
+    from marg.marginals.counts.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho
 
     cost = release_cost([("laplace", 0.3, pure_rho(0.3), 0.0), ("laplace", 0.4, pure_rho(0.4), 0.0),
                          ("gaussian", 0.0, 0.01, 1e-6)])

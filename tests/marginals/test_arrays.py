@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from marg.marginals.arrays import integer_array, scalar, string_array, to_numpy
+from marg.marginals.data.arrays import integer_array, scalar, string_array, to_numpy
 
 RNG = np.random.default_rng(0)
 INTS = RNG.integers(-50, 50, 37)

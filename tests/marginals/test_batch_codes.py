@@ -1,4 +1,4 @@
-"""The whole-chunk encoder (:mod:`marg.marginals.batch_codes`) gives the codes and the errors of the
+"""The whole-chunk encoder (:mod:`marg.marginals.data.batch_codes`) gives the codes and the errors of the
 column-at-a-time rules (``encode_part`` on each feature in codebook order, then ``encode_label``),
 on random typed data with missing values, over chunks whose dictionaries change; and the same
 rows from CSV, Parquet, DuckDB and a pandas frame count and code the same (issue 48)."""
@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marg.marginals.encoding import Encoded, encode_batch, encode_file, encode_label, encode_part
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.encoding import Encoded, encode_batch, encode_file, encode_label, encode_part
 
 CB = Codebook(
     features=(
@@ -143,8 +143,8 @@ def test_a_wide_codebook_with_few_level_sets(tmp_path):
 def test_csv_parquet_duckdb_and_a_frame_count_and_code_the_same(tmp_path):
     pd = pytest.importorskip("pandas")
     pytest.importorskip("duckdb")
-    from marg.marginals.frames import encode_rows
-    from marg.marginals.tables import plan_cliques
+    from marg.marginals.data.frames import encode_rows
+    from marg.marginals.counts.tables import plan_cliques
     from marg.protocols.export import count_file
 
     rng = np.random.default_rng(9)
@@ -202,7 +202,7 @@ def wide_batch(rng, n: int) -> dict:
 
 @pytest.mark.parametrize("cells", [1 << 20, 1000])  # 1000: a group's columns hashed a few at a time
 def test_many_plain_columns_found_at_once_code_as_column_at_a_time(cells, monkeypatch):
-    import marg.marginals.batch_codes as bc
+    import marg.marginals.data.batch_codes as bc
 
     monkeypatch.setattr(bc, "SHARED_CELLS", cells)
     rng = np.random.default_rng(11)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 from marg.marginals.synthetic import demo_codebook
 

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.disclosure import DEFAULT_MIN_CELL, DEFAULT_POLICY, apply_min_cell
 from marg.errors import InputError, RefusedError
-from marg.marginals.noise import NoiseRecord
+from marg.marginals.counts.noise import NoiseRecord
 from marg.marginals.privacy import privatize
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 
 
 def _t(clique, counts, **kw):

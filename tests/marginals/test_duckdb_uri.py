@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.sources import open_source
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.console import run
 
 CB = Codebook(features=(CategoricalFeature("grade", ("1", "2", "3")),), label=Label("y", ("0", "1")))

@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marg.marginals.encoding import encode_file, iter_encoded
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.encoding import encode_file, iter_encoded
 from marg.errors import InputError
 
 CB = Codebook(

@@ -13,15 +13,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
 ROWS = (150_000, 1_500_000)
 
 CHILD = """
 import json, sys, tracemalloc
 import pyarrow as pa
-from marg.marginals.codebook import Codebook
-from marg.marginals.tables import plan_cliques
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols.export import count_file
 cb = Codebook.load(sys.argv[2])
 tracemalloc.start()

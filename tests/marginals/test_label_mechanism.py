@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon, rho_for_epsilon, rho_to_epsilon
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.dp_conversions import pure_and_zcdp_to_epsilon, rho_for_epsilon, rho_to_epsilon
 from marg.marginals.study import label_mechanism, label_noise_std, study_plan
 
 DELTA = 1e-6
@@ -43,7 +43,7 @@ def test_tiny_sites_release_the_label_table_by_laplace_at_what_opendp_charges():
     import opendp.prelude as dp
 
     from marg.marginals.accounting import release_cost
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.study import release_round1, round1_cliques
 
     cb = _codebook()
@@ -62,7 +62,7 @@ def test_tiny_sites_release_the_label_table_by_laplace_at_what_opendp_charges():
     ref = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=lab.noise.scale)
     assert float(ref.map(1)) == pytest.approx(lab.noise.epsilon, rel=1e-12)
     assert lab.noise.std == pytest.approx(label_noise_std(plan), rel=1e-9)
-    from marg.marginals.dp_conversions import pure_rho
+    from marg.marginals.counts.dp_conversions import pure_rho
 
     assert cost == release_cost([("laplace", lab.noise.epsilon, pure_rho(lab.noise.epsilon), 0.0),
                                  sel.cost_part(DELTA)])
@@ -82,7 +82,7 @@ def _wrong_rate(plan, reps, seed):
     from marg.learners.study.two_round import label_source
     from marg.marginals.privacy import privatize
     from marg.marginals.summary import Summary
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
 
     cb = _codebook(1)
     wrong = 0

@@ -18,12 +18,12 @@ from marg.errors import InputError
 from marg.marginals.accounting import release_cost
 from marg.marginals.allocation import least_squares_weights
 from marg.marginals.mechanisms import MECHANISMS, Mechanism, register
-from marg.marginals.noise import NoiseRecord
-from marg.marginals.noise_kinds import NOISES, Laplace, Noise, noise_of, register_noise
+from marg.marginals.counts.noise import NoiseRecord
+from marg.marginals.counts.noise_kinds import NOISES, Laplace, Noise, noise_of, register_noise
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.privacy import privatize, tables_cost
 from marg.marginals.release_plan import ReleasePlan, TableSpec
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 dp.enable_features("contrib")
 DELTA = 1e-6

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 RNG = np.random.default_rng(2024)
 N = 1_000_000

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.marginals.synthetic_omop import HBA1C, MI, T2DM, example_codebook, generate_cdm
 from tests.helpers.console import marg, run
 from tests.helpers.omop import duckdb_site, marg_rows, plant_lookahead, reference_rows, write_postgres

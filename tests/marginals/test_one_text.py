@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.draft import draft_codebook
-from marg.marginals.encoding import encode_file
-from marg.marginals.frames import encode_rows, label_codes_of
+from marg.marginals.data.encoding import encode_file
+from marg.marginals.data.frames import encode_rows, label_codes_of
 from marg.marginals.sources import open_source
-from marg.marginals.tables import plan_cliques
-from marg.marginals.value_text import canonical, canonical_value, typed_text
+from marg.marginals.counts.tables import plan_cliques
+from marg.marginals.data.value_text import canonical, canonical_value, typed_text
 
 ROWS = {"adult": 4000, "breast-w": None}  # adult's first 4,000 rows (every source reads the same ones)
 

@@ -22,11 +22,11 @@ import pytest
 
 from marg.errors import InputError
 from marg.marginals.accounting import PrivacyCost
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.mechanisms import MECHANISMS, Mechanism, get_mechanism, register
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.sources.base import Source
-from marg.marginals.tables import MarginalTable, canonical_clique
+from marg.marginals.counts.tables import MarginalTable, canonical_clique
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import load_bundle
 from marg.protocols.export import export_site

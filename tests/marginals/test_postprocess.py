@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.postprocess import (
     consistency_gap,
     make_consistent,
@@ -19,8 +19,8 @@ from marg.marginals.postprocess import (
 )
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.quantities import Q_of
 
 
@@ -205,7 +205,7 @@ def test_noisy_q_is_indefinite_and_projection_fixes_it():
 
 
 def test_moment_tables_pass_through():
-    from marg.marginals.codebook import NumericFeature
+    from marg.marginals.data.codebook import NumericFeature
 
     cb = Codebook(features=(NumericFeature("v", lo=0, hi=10), CategoricalFeature("a", ("0", "1"))),
                   label=Label("y", ("0", "1")))

@@ -13,17 +13,17 @@ import pytest
 
 import opendp.prelude as dp
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError, RefusedError
-from marg.marginals.noise import cell_noise_std, gaussian_std, laplace_std
+from marg.marginals.counts.noise import cell_noise_std, gaussian_std, laplace_std
 from marg.marginals.allocation import half_split_weights
 from marg.marginals.accounting import PrivacyCost, check_budget
 from marg.marginals.budget_file import read_budget, write_budget
-from marg.marginals.dp_conversions import rho_to_epsilon
+from marg.marginals.counts.dp_conversions import rho_to_epsilon
 from marg.marginals.privacy import plan_cost, privatize, tables_cost
 from marg.marginals.request import PairRequest, read_request, write_request
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 from tests.helpers.data import random_rows
 
 dp.enable_features("contrib")

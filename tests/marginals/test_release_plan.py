@@ -14,7 +14,7 @@ import pytest
 from marg.marginals.privacy import plan_cost, privatize, tables_cost
 from marg.marginals.release_plan import ReleasePlan, TableSpec, table_sensitivity
 from marg.marginals.synthetic import demo_codebook
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 
 BUDGETS = [dict(epsilon=1.0, mechanism="laplace"), dict(rho=0.3), dict(rho=0.3, weights="least-squares", max_rows=3)]
 

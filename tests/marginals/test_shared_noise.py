@@ -14,14 +14,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 
 from marg.errors import InputError, RefusedError
-from marg.marginals.dp_conversions import dp_prelude
-from marg.marginals.noise import NoiseRecord
+from marg.marginals.counts.dp_conversions import dp_prelude
+from marg.marginals.counts.noise import NoiseRecord
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.privacy import tables_cost
 from marg.marginals.release_plan import TableSpec
 from marg.marginals.shared_noise import MECHANISM, SharedNoisePlan, ddg_rho, shared_plan
 from marg.marginals.synthetic import demo_codebook
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 from marg.protocols.secagg_tables import secure_sum_tables
 
 
@@ -308,7 +308,7 @@ def test_a_learner_fits_from_the_pooled_shares_with_the_exact_noise_tails():
     """The pooled summary's box takes the shares' recorded draws (exact lattice tails, not a normal
     approximation): the certificate is not approximate, and the box's noise is the plan's."""
     from marg.learners.classifiers.mrc import MRC
-    from marg.marginals.counting import count_tables
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.summary import Summary
 
     cb = demo_codebook()

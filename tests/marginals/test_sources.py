@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.encoding import encode_file
 from marg.marginals.sources import open_source
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 
 CB = Codebook(
     features=(
@@ -462,7 +462,7 @@ KEY = bytes(range(32))
 def held_out(spec, fraction: float = 0.3, id_column: str | None = None, **kw):
     """The split of ``spec``'s rows under KEY: (rows, held, fingerprint) and the held-out rows' tables."""
     from marg.marginals.holdout import Holdout, Splitter, iter_split, select
-    from marg.marginals.counting import TableCounter
+    from marg.marginals.counts.counting import TableCounter
 
     split = Splitter(Holdout(fraction, id_column), KEY)
     counter = TableCounter(CB, plan_cliques(CB, "all"))

@@ -9,7 +9,7 @@ import pytest
 from marg.marginals.holdout import Holdout
 from marg.marginals.privacy_unit import PrivacyUnit, count_rows
 from marg.marginals.sources import open_source
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.visits import CB, assert_same, rows, write
 
 KEY = bytes(range(7, 39))

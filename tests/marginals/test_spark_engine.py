@@ -16,7 +16,7 @@ from marg.errors import InputError
 from marg.marginals.holdout import Holdout
 from marg.marginals.privacy_unit import PrivacyUnit, count_rows, repeating_column
 from marg.marginals.sources import open_source
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.visits import CB, assert_same, rows, write
 
 KEY = bytes(range(32))

@@ -18,7 +18,7 @@ from marg.errors import InputError
 from marg.marginals.sources import open_source
 from marg.marginals.sources.spark_files import FOOTERS, SLICES_PER_CORE, work_slices
 from marg.marginals.sources.spark_source import SparkSource
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.visits import CB, assert_same, rows, shuffled, write
 
 

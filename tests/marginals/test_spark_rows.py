@@ -51,7 +51,7 @@ def test_evaluate_counts_its_errors_on_the_executors(tmp_path, spark, split, uni
     import numpy as np
 
     from marg.learners.estimator.model import Model
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
     from marg.marginals.holdout import site_key
 
     m = Model.load(tmp_path / "m.json")

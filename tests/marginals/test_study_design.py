@@ -14,8 +14,8 @@ from scipy.stats import norm
 from marg.errors import InputError
 from marg.marginals import study_design as sd
 from marg.marginals import study_split as ss
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.dp_conversions import rho_for_epsilon
 
 
 def codebook(p: int, m: int = 3, classes: int = 2) -> Codebook:

@@ -16,7 +16,7 @@ from scipy.stats import norm
 from marg.learners.study.final_choice import final_against_prior
 from marg.marginals import study_design as sd
 from marg.marginals import study_split as ss
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from tests.helpers.stand_in import StandIn
 
 RHO = sd.rho_for_epsilon(1.0, 1e-6)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.counts.dp_conversions import rho_for_epsilon
 from marg.marginals.study_split import (MIN_SHARE, NOISE_RATIO, TIE, SplitInputs, agreement_probability, choose_split,
                                         k_max, label_floor, measures_all, objective, workload_max)
 
@@ -51,7 +51,7 @@ def test_tiny_sites_put_nearly_everything_on_the_label_table_and_large_ones_on_r
 @pytest.mark.parametrize("rows,levels,eps,K", [((19, 19, 19), (3,) * 50, 1.0, 1), ((1000,) * 3, (2,) * 300, 1.0, 1),
                                                ((300, 200), (5, 2, 7), 0.3, 3), ((50000,), (2,) * 8, 4.0, 1)])
 def test_no_plan_spends_more_than_the_total_and_the_selection_costs_at_most_its_share(rows, levels, eps, K):
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
     from marg.marginals.selection import calibrate_top_k
     from marg.marginals.study import study_plan
 
@@ -165,8 +165,8 @@ def test_measuring_every_candidate_turns_on_exactly_where_round_two_affords_the_
 def test_a_round_one_that_measures_every_candidate_ranks_all_and_spends_at_most_its_shares():
     """The measure-all plan's round 1 releases the label table and a noisy ranking of every candidate (k = p):
     its cost is OpenDP's maps of the two, at most the label and ranking shares, and round 2 may spend the rest."""
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-    from marg.marginals.counting import count_tables
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.counts.counting import count_tables
     from marg.marginals.study import release_round1, round1_cliques, study_plan
 
     levels = (2, 5, 3, 2)

@@ -3,8 +3,8 @@ import pytest
 
 from marg.errors import InputError
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.quantities import tau_of, tau_std_of, Q_of, d_of
 from tests.conftest import random_codebook, random_rows
 

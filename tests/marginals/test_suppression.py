@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marg.errors import RefusedError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.suppression import candidate_values
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.simulation_attack import compositions, simulation_attack
 
 
@@ -191,7 +191,7 @@ def test_the_issue_release_through_the_console_script(tmp_path):
     assert 0 < sum(per_table.values()) <= len(hidden)
     # the true tables, to run the attack against (the attacker's fillings include them)
     from marg.marginals.sources import open_source
-    from marg.marginals.tables import plan_cliques as plan
+    from marg.marginals.counts.tables import plan_cliques as plan
 
     with open_source(tmp_path / "d.csv") as src:
         true, _ = src.count(demo_codebook(), plan(demo_codebook(), "first"), None)

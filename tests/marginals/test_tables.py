@@ -3,10 +3,10 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.errors import InputError
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import MarginalTable, parse_pairs, plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import MarginalTable, parse_pairs, plan_cliques
 from tests.conftest import random_codebook, random_rows
 from tests.helpers.files import folder_bytes
 
@@ -84,9 +84,9 @@ def test_counting_from_dictionaries_equals_brute_force(stats):
     missing level, integer codes) count exactly what brute force counts from the codes."""
     import pyarrow as pa
 
-    from marg.marginals.codebook import CategoricalFeature, Label
-    from marg.marginals.encoding import encode_batch
-    from marg.marginals.counting import TableCounter
+    from marg.marginals.data.codebook import CategoricalFeature, Label
+    from marg.marginals.data.encoding import encode_batch
+    from marg.marginals.counts.counting import TableCounter
 
     rng = np.random.default_rng(7)
     cb = Codebook(features=(CategoricalFeature("color", ("red", "green", "blue")),
@@ -115,14 +115,14 @@ def test_counting_from_dictionaries_equals_brute_force(stats):
 
 def test_first_order_joint_counts_over_chunks_whose_dictionaries_change():
     """First-order tables counted several features to one bincount and accumulated over chunks
-    (:class:`~marg.marginals.counting._Joint`) equal the per-row count when chunks share a
+    (:class:`~marg.marginals.counts.counting._Joint`) equal the per-row count when chunks share a
     dictionary, change its order, change an integer column's range, and when a feature has
     too many values to share a joint index (its own group, a wider index type)."""
     import pyarrow as pa
 
-    from marg.marginals.codebook import CategoricalFeature, Label
-    from marg.marginals.encoding import encode_batch
-    from marg.marginals.counting import JOINT_CELLS, TableCounter
+    from marg.marginals.data.codebook import CategoricalFeature, Label
+    from marg.marginals.data.encoding import encode_batch
+    from marg.marginals.counts.counting import JOINT_CELLS, TableCounter
 
     rng = np.random.default_rng(11)
     wide = tuple(f"w{k}" for k in range(JOINT_CELLS // 2 + 5))  # alone: (levels + 1) · K > JOINT_CELLS
@@ -159,7 +159,7 @@ def test_an_oversized_plan_is_refused_before_counting(tmp_path):
     """Two 100,000-level features with every pair: 2·10¹⁰ counts (149 GiB) — refused in one line,
     nothing written, before the data file is even opened."""
     from marg.errors import InputError
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
     from marg.protocols.export import export_site
 
     levels = tuple(f"v{k}" for k in range(100_000))
@@ -176,7 +176,7 @@ def test_an_oversized_plan_is_refused_before_counting(tmp_path):
 
 def _oversized_study(d):
     """Codebook (two 100,000-level features, a binary label) and a three-row CSV in ``d``."""
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
     levels = tuple(f"v{k}" for k in range(100_000))
     cb = Codebook(features=(CategoricalFeature("a", levels), CategoricalFeature("b", levels)),

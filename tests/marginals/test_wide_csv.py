@@ -3,7 +3,7 @@ reads like any other: its rows are longer than a small read block, which Arrow c
 
 import numpy as np
 
-from marg.marginals.io import column_names, iter_batches
+from marg.marginals.data.io import column_names, iter_batches
 
 
 def test_a_wide_csv_with_long_rows_reads_its_names_and_rows(tmp_path):
@@ -41,7 +41,7 @@ def _wide_rows(path, values, labels, short_first=0):
 def test_a_row_longer_than_the_read_block_grows_the_block_and_every_row_comes_once(tmp_path):
     """Short rows fill several blocks, then rows longer than the block: the reader starts again with a
     larger block and skips what it yielded (each row exactly once, in order)."""
-    from marg.marginals.io import iter_typed_batches
+    from marg.marginals.data.io import iter_typed_batches
 
     rng = np.random.default_rng(1)
     p, n = 7129, 40
@@ -74,7 +74,7 @@ def test_a_row_above_the_largest_block_is_refused_in_one_line(tmp_path, monkeypa
     import pytest
 
     from marg.errors import InputError
-    from marg.marginals import io
+    from marg.marginals.data import io
 
     monkeypatch.setattr(io, "MAX_BLOCK_BYTES", 1 << 18)
     path = tmp_path / "too_long.csv"

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.noise import NoiseRecord
+from marg.marginals.counts.noise import NoiseRecord
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles, summary_from_files
 from marg.protocols.bundle import Bundle, load_bundle
 from tests.conftest import random_codebook, random_rows

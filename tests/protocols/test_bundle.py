@@ -3,10 +3,10 @@ import struct
 import numpy as np
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.errors import InputError
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle, load_bundle
 from tests.conftest import random_codebook, random_rows

@@ -10,9 +10,9 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marg.marginals.noise import NoiseRecord
-from marg.marginals.tables import MarginalTable
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.counts.noise import NoiseRecord
+from marg.marginals.counts.tables import MarginalTable
 from marg.protocols.exact_releases import _canonical_counts, _digest, _key, level_meanings, release_digests
 
 

@@ -258,7 +258,7 @@ def test_parquet_data(data, real_head):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from marg.marginals.encoding import encode_file
+    from marg.marginals.data.encoding import encode_file
 
     p = WORK / "d.parquet"
     if real_head:

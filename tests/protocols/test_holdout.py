@@ -18,7 +18,7 @@ import pytest
 from scipy.stats import beta
 
 from marg.learners.estimator.model import Model
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.encoding import encode_file
 from marg.marginals.holdout import Holdout, Splitter, select, site_key
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
 from tests.helpers.console import marg, run
@@ -69,7 +69,7 @@ def test_identical_rows_are_held_out_independently():
     """10,000 copies of one row: the number held out is Binomial(10,000, F), not all or nothing
     (a hash of the content alone would put every copy on the same side), and a smaller F holds out
     a subset of a larger F's copies."""
-    from marg.marginals.encoding import Encoded
+    from marg.marginals.data.encoding import Encoded
 
     n = 10_000
     enc = Encoded([np.zeros(n, dtype=np.uint8), np.ones(n, dtype=np.uint8)], np.zeros(n, dtype=np.int64), 1)
@@ -87,7 +87,7 @@ def test_an_id_column_keeps_a_patients_rows_together(tmp_path):
 
     ids = pa.array([f"P{k // 3:05d}" for k in range(6000)])  # three rows per patient
     split = Splitter(Holdout(0.25, "pid"), KEY)
-    from marg.marginals.encoding import Encoded
+    from marg.marginals.data.encoding import Encoded
 
     enc = Encoded([np.arange(6000) % 7], np.zeros(6000, dtype=np.int64), 1)
     held = split.mask(enc, ids).reshape(-1, 3)
@@ -321,7 +321,7 @@ def test_evaluate_verifies_the_model_before_predicting(attack):
     altered after signing, one of another codebook: each refused in one line, nothing written."""
     import shutil
 
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
 
     tmp = attack
     d = json.loads((tmp / "model-H.json").read_text())

@@ -24,7 +24,7 @@ WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from marg.errors import RefusedError
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.export import export_site
     from marg.protocols.keys import load_signing_key
     from marg.protocols.site import SiteConfig

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 from marg.cli import audit as audit_cli
 from marg._util import canonical_json
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.errors import InputError, RefusedError
 from marg.marginals.accounting import PrivacyCost
 from marg.marginals.budget_file import write_budget
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols.bundle import Bundle
 from marg.protocols.ledger import Ledger

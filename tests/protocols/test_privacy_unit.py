@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import Codebook
+from marg.marginals.data.codebook import Codebook
 from marg.marginals.privacy import plan_cost, privatize, table_measurement
 from marg.marginals.privacy_unit import PrivacyUnit, count_rows, resolve_unit
 from marg.marginals.sources import open_source
 from marg.marginals.synthetic import demo_codebook, generate, visits, write_csv
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols.bundle import load_bundle
 from tests.helpers.console import marg
 
@@ -113,8 +113,8 @@ def test_kept_rows_do_not_depend_on_the_row_order_the_file_format_or_the_engine(
 def test_noise_scales_with_the_bound_and_the_cost_is_opendps_map_at_k(mechanism, budget):
     """Every table's scale is K times a row's at the same budget, and OpenDP's map of the
     measurement actually built, at d_in = K, is the recorded share (and exceeds it at K + 1)."""
-    from marg.marginals.counting import TableCounter
-    from marg.marginals.encoding import Encoded
+    from marg.marginals.counts.counting import TableCounter
+    from marg.marginals.data.encoding import Encoded
 
     cliques = plan_cliques(CB, "first")
     counter = TableCounter(CB, cliques)

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marg._util import canonical_json
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError, RefusedError
 from marg.marginals.accounting import PrivacyCost
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols.bundle import MAGIC, Bundle
 from marg.protocols.keys import key_id
 from marg.protocols.trust_store import TrustStore

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import x25519
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
-from marg.marginals.noise import NoiseRecord
+from marg.marginals.counts.noise import NoiseRecord
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle
 from marg.protocols.secagg import mask_counts, pair_mask, unmask_sum

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from marg.cli.main import app
 from marg.errors import InputError, RefusedError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.marginals.summary import sum_tables
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols.pinning import PinnedKeys
 from marg.protocols.trust_store import TrustStore

@@ -15,7 +15,7 @@ from tests.helpers.console import marg, run
 def _study(tmp, n_sites=3, n=240, p=12, seed=0):
     """A planted study: feature f0 and f1 carry the label, the rest are noise; one CSV per site."""
     rng = np.random.default_rng(seed)
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
     schema = tmp / "codebook.json"
     Codebook(features=tuple(CategoricalFeature(f"f{j}", ("0", "1")) for j in range(p)),
@@ -155,7 +155,7 @@ def test_two_rounds_through_the_console_script_under_the_cap(world):
 def _spent_the_total_then_learn(w, r1, r2, max_error):
     """The two rounds together spent each site's total, ε = 1 at δ = 1e-6 (the cap), never more; the model learnt
     from both rounds reads the measured features of the study's own data files and errs below ``max_error``."""
-    from marg.marginals.dp_conversions import rho_for_epsilon
+    from marg.marginals.counts.dp_conversions import rho_for_epsilon
 
     tmp, total = w["tmp"], rho_for_epsilon(1.0, 1e-6)
     for s in range(len(r1)):
@@ -170,7 +170,7 @@ def _spent_the_total_then_learn(w, r1, r2, max_error):
 
 
 def test_a_request_for_a_table_outside_the_codebook_is_refused_before_anything_is_spent(tmp_path):
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.marginals.request import StudyRequest
     from marg.protocols.keys import load_signing_key
     from marg.protocols.study import write_request
@@ -209,7 +209,7 @@ def test_marg_plan_says_tiny_sites_put_nearly_everything_on_the_label_table(tmp_
     """Before anything is spent, ``marg plan`` prints the split rule's choice and why; at 19 patients a site
     (leukemia) nothing can rise above the noise, so the label table takes nearly all the total (it failed on
     the old code: constant shares, and the holdout planner refused its own modelled error above 1)."""
-    from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 
     schema = tmp_path / "genes.json"
     Codebook(features=tuple(CategoricalFeature(f"g{j}", ("lo", "mid", "hi")) for j in range(500)),
@@ -252,7 +252,7 @@ def test_a_large_narrow_study_measures_every_candidate_through_the_console_scrip
 # --------------------------------------------------------------------------- small sites: a Laplace label table
 def test_small_sites_release_the_label_table_by_laplace_and_round_two_spends_exactly_the_rest(tmp_path):
     from marg.marginals.accounting import PrivacyCost, Spend
-    from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon
+    from marg.marginals.counts.dp_conversions import pure_and_zcdp_to_epsilon
     from marg.protocols.bundle import Bundle
 
     w = _world(tmp_path, n=40)
@@ -307,7 +307,7 @@ def test_audit_show_names_the_pure_and_the_zcdp_parts_of_a_mixed_ledger(tmp_path
     pure+zCDP composition, and no longer a ρ holding the Laplace part's ε_L²/2 beside an ε it does not convert to.
     The release's pure ρ is its own cost's (``pure_rho``, release_cost's split), not recomputed by the ledger."""
     from marg.marginals.accounting import PrivacyCost, Spend
-    from marg.marginals.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho
+    from marg.marginals.counts.dp_conversions import pure_and_zcdp_to_epsilon, pure_rho
 
     w = _world(tmp_path, n_sites=1, n=40)
     _round1(w, 40)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError, RefusedError
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols.bundle import Bundle
 from marg.protocols.signing import (

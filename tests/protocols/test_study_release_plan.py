@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from marg.marginals.accounting import PrivacyCost, release_cost
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.study import label_plan, study_plan, study_record
 from marg.protocols.bundle import Bundle
 from marg.protocols.export import export_site

@@ -52,7 +52,7 @@ def test_delta_is_bounded_and_the_bundle_shows_epsilon_at_the_caps_delta(site):
     r = run(*base, "--out", "a.bundle", "--delta", "2e-3", "--allow-large-delta")  # below 1/300, forced
     assert r.exit_code == 0, r.output
     # a site whose cap is at δ = 1e-5: the bundle states ε at that δ too (OpenDP's conversion of its ρ)
-    from marg.marginals.dp_conversions import rho_to_epsilon
+    from marg.marginals.counts.dp_conversions import rho_to_epsilon
 
     assert run("keys", "init", "--site", "north", "--dir", "keys").exit_code == 0
     assert run("audit", "init", "--site", "north", "--key", "keys/north.sign.key", "--ledger", "led", "--epsilon", "4",
@@ -80,7 +80,7 @@ def test_no_patient_value_in_an_error(site):
 
 def test_a_huge_codebook_is_refused_before_it_is_parsed(site):
     tmp, _ = site
-    from marg.marginals.codebook import MAX_CODEBOOK_BYTES
+    from marg.marginals.data.codebook import MAX_CODEBOOK_BYTES
 
     (tmp / "big.json").write_bytes(b" " * (MAX_CODEBOOK_BYTES + 1) + b"{")  # parsed, it would be 'not valid JSON'
     r = run("export", "d.csv", "--schema", "big.json", "--site", "north", "--out", "x.bundle", "--no-ledger")

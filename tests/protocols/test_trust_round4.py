@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from marg.errors import RefusedError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.counting import count_tables
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.counting import count_tables
 from marg.marginals.synthetic import SITES, demo_codebook, generate, write_csv
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from marg.protocols import keys as K
 from marg.protocols import shamir
 from marg.protocols.pinning import PinnedKeys

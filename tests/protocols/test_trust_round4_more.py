@@ -59,7 +59,7 @@ def test_an_old_style_pair_request_is_signed_or_refused(tiny, tmp_path):
     """The issue: ``marg export --pairs @FILE`` took an unsigned request (anyone with the drop box
     chose the tables a site spends on). ``marg request --top`` now signs it; a site refuses an
     unsigned or altered one, and takes one only signed by a learner of its trust store."""
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.marginals.request import write_request
 
     cb = Codebook.load(tiny / "cb.json")
@@ -132,7 +132,7 @@ def test_export_site_takes_pandas_and_arrow_frames_as_marg_export_takes_files(ti
     import pyarrow as pa
 
     from marg.errors import InputError
-    from marg.marginals.codebook import Codebook
+    from marg.marginals.data.codebook import Codebook
     from marg.protocols.bundle import Bundle
     from marg.protocols.export import export_site
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from marg.learners.estimator.model import Model
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.encoding import encode_file
 from marg.marginals.synthetic import demo_codebook
 from marg.protocols.load import load_summary
 from tests.helpers.console import marg

@@ -22,8 +22,8 @@ from marg.learners.boost.literals import Literal, codebook_tests, cover, evaluat
 from marg.learners.boost.mma import SearchOptions, maximize_agreement
 from marg.learners.boost.oracles import MarginalsOracle, RowOracle, WeightedPoints, cell_weights
 from marg.learners.boost.points import PointSet
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
-from marg.marginals.counting import count_tables
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.counts.counting import count_tables
 
 CONFIGS = [
     SearchOptions(bound=b, branching=br, k_fraction=kf)

@@ -25,10 +25,10 @@ from marg.errors import InputError
 from marg.learners.boost.request import _BoundContext, _literal_matrices, rank_cliques
 from marg.learners.boost.vote import BoostVote
 from marg.learners.minimax.problem import label_subsets
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.request import read_request, write_request
 from marg.marginals.summary import Summary
-from marg.marginals.tables import parse_pairs
+from marg.marginals.counts.tables import parse_pairs
 from tests.helpers.console import marg
 
 P = 6

@@ -16,11 +16,11 @@ from marg.learners.features.statistics import map_moments
 from marg.learners.classifiers.mrc import MRC
 from marg.learners.classifiers.naive_bayes import NaiveBayes
 from marg.learners.classifiers.renyi import RenyiClassifier
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 
 RELEASES = 200
 COVERAGE = 0.95

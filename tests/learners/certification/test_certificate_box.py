@@ -17,7 +17,7 @@ from marg.learners.estimator.model import Model
 from marg.learners.classifiers.mrc import MRC
 from marg.learners.classifiers.naive_bayes import NaiveBayes
 from marg.learners.classifiers.renyi import RenyiClassifier
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
 from tests.helpers.console import marg
 
@@ -164,7 +164,7 @@ def test_a_raw_numeric_feature_is_recorded_as_its_sum_and_flags_the_normal_inter
     """A raw numeric feature's entry E[x·1{y = k}] has only the normal interval z·std/√n (an
     approximation: ``approximate`` is true, and only then); its record says ``"statistic": "sum"``
     and holds τ ± λ of that entry, unclipped."""
-    from marg.marginals.codebook import NumericFeature
+    from marg.marginals.data.codebook import NumericFeature
 
     cb = Codebook(features=(CategoricalFeature("a", ("p", "q")), NumericFeature("x", lo=-2.0, hi=3.0)),
                   label=Label("y", ("no", "yes")))

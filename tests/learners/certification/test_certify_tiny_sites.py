@@ -7,10 +7,10 @@ import numpy as np
 
 from marg.learners.certification.certify import certify
 from marg.learners.classifiers.naive_bayes import NaiveBayes
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.noise import NoiseRecord
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.noise import NoiseRecord
 from marg.marginals.summary import Summary
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 
 def test_noisy_tables_summing_to_a_negative_count_give_the_trivial_certificate():

@@ -17,10 +17,10 @@ import pytest
 from scipy.stats import beta, binom
 
 from marg.learners.certification.holdout_certificate import Released, exact_bound, holdout_certificates, released_counts
-from marg.marginals.codebook import Codebook
-from marg.marginals.dp_conversions import rho_for_epsilon
+from marg.marginals.data.codebook import Codebook
+from marg.marginals.counts.dp_conversions import rho_for_epsilon
 from marg.marginals.privacy import privatize
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 from marg.protocols.evaluation import OUTCOME, TRUTH, outcome_codebook, release_table
 
 R = 500  # simulated evaluations per mechanism
@@ -51,7 +51,7 @@ def simulate_tables(rng, site: str, n: int, content: str, classes=("no", "yes"))
 
 
 def _study(classes):
-    from marg.marginals.codebook import CategoricalFeature, Label
+    from marg.marginals.data.codebook import CategoricalFeature, Label
 
     return Codebook(features=(CategoricalFeature("x", ("a", "b", "c", "d")),), label=Label("y", tuple(classes)))
 

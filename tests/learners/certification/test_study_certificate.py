@@ -20,7 +20,7 @@ from marg.errors import InputError
 
 from marg.learners.estimator.base import estimator_class
 from marg.learners.learn import learn
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
 
 LEARNERS = ("mrc", "dcc", "nb", "renyi", "prior", "auto")

@@ -12,8 +12,8 @@ from marg.learners.classifiers.naive_bayes import NaiveBayes
 from marg.learners.classifiers.renyi import RenyiClassifier
 from marg.learners.features.structure import chow_liu_forest
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.tan import tan_codebook as _tan_codebook, tan_rows as _tan_rows
 
 

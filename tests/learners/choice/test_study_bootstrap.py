@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from marg.errors import InputError
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary, sum_tables
 
 

@@ -6,7 +6,7 @@ import pytest
 from marg.learners.classifiers.mrc import MRC
 from marg.learners.classifiers.renyi import RenyiClassifier
 from marg.marginals.draft import draft_codebook
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.encoding import encode_file
 from marg.marginals.summary import Summary
 
 

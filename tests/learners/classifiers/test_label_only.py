@@ -17,11 +17,11 @@ from marg.learners.features.statistics import label_moments
 from marg.learners.classifiers.label_only import LabelOnly, share_bounds
 from marg.learners.estimator.model import Model
 from marg.learners.choice.screened import SCREEN_MIN_FEATURES
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.counting import count_tables
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.counting import count_tables
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.console import marg
 
 
@@ -209,7 +209,7 @@ ALLAML = np.array([37, 21]) / 58  # ALLAML's training shares (split 0): the prio
 def _tiny_label_table(rng, p, plan, cb):
     """The three sites' label tables drawn from shares ``p`` and released as round 1 does at tiny sites (OpenDP's
     Laplace at the plan's ε_L), summed as the learner pools them (three draws a cell); exact counts too."""
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
 
     parts, true = [], np.zeros(len(p), dtype=np.int64)
     for n in TINY:
@@ -227,7 +227,7 @@ def _tiny_label_table(rng, p, plan, cb):
 def _with_feature(cb, table):
     """A Summary of the label table and g0's table (the codebook's one feature: its first row the label counts, with
     the same noise record); the prior reads the label table as released."""
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
 
     g0 = MarginalTable(("g0", "y"), np.stack([table.counts, np.zeros_like(table.counts)]), table.noise)
     return Summary(cb, [table, g0])
@@ -262,7 +262,7 @@ def test_the_tiny_site_certificate_is_the_closed_form_of_the_count_box():
     1 − Beta⁻¹(α/4; 38 − q, 20 + q + 1), q the two-sided half-width of three discrete Laplace draws at α/4
     (brute-force convolution), α = 0.05 — the closed form of learners/classifiers/label_only.py's docstring. The earlier
     box (τ ± λ on the shares, n's noise one more interval) was 0.80 on this table; the closed form is below 0.66."""
-    from marg.marginals.tables import MarginalTable
+    from marg.marginals.counts.tables import MarginalTable
 
     plan = _tiny_plan()
     cb = _codebook(2)

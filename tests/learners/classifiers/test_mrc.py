@@ -26,10 +26,10 @@ from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.problem import label_subsets
 from marg.learners.minimax.generation import generate_rows
 from marg.learners.minimax.separation import FirstOrderOracle
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 from marg.marginals.summary import Summary
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 from tests.helpers.joint_oracle import brute_force_R, domain_phi
 from tests.helpers.quantities import blocks_of, psi_dim_of, tau_of, tau_std_of, lam_of
 

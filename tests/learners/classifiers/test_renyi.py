@@ -24,10 +24,10 @@ from marg.learners.classifiers.renyi_problem import (
     quadratic_value,
     separable_solution,
 )
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 from marg.marginals.summary import Summary
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 from tests.helpers.quantities import Q_of, d_of
 
 

@@ -7,8 +7,8 @@ from marg.learners.classifiers.renyi import RenyiClassifier
 from marg.learners.classifiers.renyi_summary import noise_sd
 from marg.marginals.privacy import privatize
 from marg.marginals.summary import Summary
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from tests.conftest import random_codebook, random_rows
 
 

@@ -8,7 +8,7 @@ import marg
 from marg.marginals.draft import draft_codebook
 from marg.marginals.sources import open_source
 from marg.marginals.summary import Summary
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 
 
 def test_certificate_prints_short_with_details_on_demand(datasets):

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from marg.cli.main import app
 from marg.learners.estimator.model import Model
-from marg.marginals.encoding import encode_file
+from marg.marginals.data.encoding import encode_file
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "compat"
 EXPECTED = json.loads((HERE / "expected.json").read_text())["models"]

@@ -9,7 +9,7 @@ from marg.learners.classifiers.naive_bayes import NaiveBayes
 from marg.marginals.draft import draft_codebook
 from marg.marginals.sources import open_source
 from marg.marginals.summary import Summary
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.tables import plan_cliques
 
 
 def test_auto_summary_line_names_the_chosen_learner(capsys, monkeypatch):

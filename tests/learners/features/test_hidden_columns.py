@@ -20,11 +20,11 @@ from marg.learners.features.calibration import confidence_box
 from marg.learners.features.statistics import map_moments
 from marg.learners.classifiers.mrc import MRC
 from marg.learners.classifiers.naive_bayes import NaiveBayes
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import MarginalTable, plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import MarginalTable, plan_cliques
 from marg.protocols.aggregate import summary_from_bundles
 from marg.protocols.bundle import Bundle, load_bundle
 from tests.helpers.console import marg

@@ -25,12 +25,12 @@ from marg.learners.features.statistics import map_moments
 from marg.learners.minimax.fixed_rule_fit import certify_rule
 from marg.learners.classifiers.mrc import MRC
 from marg.learners.classifiers.naive_bayes import NaiveBayes
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
-from marg.marginals.counting import count_tables
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.counts.counting import count_tables
 from marg.marginals.disclosure import apply_min_cell
 from marg.marginals.hidden import mark_hidden
 from marg.marginals.summary import Summary, sum_tables
-from marg.marginals.tables import HiddenTail, MarginalTable, plan_cliques
+from marg.marginals.counts.tables import HiddenTail, MarginalTable, plan_cliques
 
 from tests.helpers.box_oracle import worst_over_fillings
 

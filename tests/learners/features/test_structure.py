@@ -21,11 +21,11 @@ from marg.learners.features.structure import (
     pair_label_information,
     pair_weights,
 )
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
-from marg.marginals.noise import NoiseRecord
+from marg.marginals.counts.noise import NoiseRecord
 from marg.marginals.summary import Summary
-from marg.marginals.tables import MarginalTable
+from marg.marginals.counts.tables import MarginalTable
 
 
 def random_rows(rng, levels, K, n):

@@ -21,7 +21,7 @@ from tests.helpers.first_order_fit import solve_cg, solve_full
 from marg.learners.minimax.problem import MinimaxProblem
 from marg.learners.minimax.pricing import SplitPricer
 from marg.learners.minimax.problem import label_subsets
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
 
 

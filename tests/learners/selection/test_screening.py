@@ -23,11 +23,11 @@ from marg.learners.choice.choice_rule import TOLERANCE
 from marg.learners.choice.screened import (SCREEN_MIN_FEATURES, ScreeningCandidates, screening_applies,
                                            selection_certificate)
 from marg.learners.selection.screening import screen_scores
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.noise_tails import halfwidth
 from marg.marginals.summary import Summary
-from marg.marginals.counting import count_tables
-from marg.marginals.tables import plan_cliques
+from marg.marginals.counts.counting import count_tables
+from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.console import marg
 
 

@@ -14,7 +14,7 @@ from marg.learners.selection.group_lasso import group_lasso, group_lasso_path, l
 from marg.learners.selection.group_norms import project_l1_ball, prox_group
 from marg.learners.classifiers.renyi import RenyiClassifier
 from marg.learners.selection.select import gcv, select_features, selection_problem
-from marg.marginals.codebook import CategoricalFeature, Codebook, Label, NumericFeature
+from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label, NumericFeature
 from marg.errors import InputError
 from marg.marginals.summary import Summary
 

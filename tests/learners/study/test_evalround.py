@@ -17,7 +17,7 @@ from marg.learners.study.final_choice import final_against_prior, prior_released
 from marg.learners.certification.holdout_certificate import (certify_model, evaluation_share, exact_bound,
                                                              holdout_certificates,
                                                released_counts)
-from marg.marginals.noise_kinds import NOISES, Noise, register_noise
+from marg.marginals.counts.noise_kinds import NOISES, Noise, register_noise
 from marg.marginals.study_design import first_level
 from tests.helpers.stand_in import StandIn
 

@@ -3,7 +3,7 @@
 A model predicts from integer codes (one column per codebook feature, in codebook order);
 a site holds its rows as values. :func:`feature_codes` and :func:`label_codes_of` take
 either and return codes, through the same encoder as ``marg export``
-(:func:`marg.marginals.encoding.encode_batch`): an unknown level is one InputError line
+(:func:`marg.marginals.data.encoding.encode_batch`): an unknown level is one InputError line
 naming the column, the value and the row (rows counted from 1).
 
 Accepted rows (:func:`as_arrow`):

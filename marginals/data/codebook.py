@@ -82,7 +82,7 @@ class CategoricalFeature:
     name: str
     levels: tuple[str, ...]
     missing: str | None = None
-    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.omop`)
+    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.data.omop`)
 
     kind = "categorical"
 
@@ -130,7 +130,7 @@ class NumericFeature:
     lo: float | None = None
     hi: float | None = None
     missing: bool = False
-    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.omop`)
+    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.data.omop`)
 
     kind = "numeric"
 
@@ -213,7 +213,7 @@ class Label:
 
     name: str
     classes: tuple[str, ...]
-    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.omop`)
+    omop: dict | None = field(default=None, hash=False)  # its OMOP CDM definition (:mod:`marg.marginals.data.omop`)
 
     def __post_init__(self) -> None:
         _check_name(self.name, "label")
@@ -247,7 +247,7 @@ class Codebook:
         (:mod:`marg.marginals.privacy_unit`; the bound may be left to ``--max-rows-per-unit``).
     omop : dict, optional
         The population of a codebook defined by the OMOP CDM (``{"target_cohort": N}``,
-        :mod:`marg.marginals.omop`): its rows are the cohort's entries, its unit the person.
+        :mod:`marg.marginals.data.omop`): its rows are the cohort's entries, its unit the person.
     """
 
     features: tuple[Feature, ...]

@@ -4,7 +4,7 @@ Every released table carries a :class:`NoiseRecord`. Exact (non-private) release
 ``NoiseRecord.exact()``: mechanism ``"none"``, zero std and zero privacy cost.
 
 A record's ``std`` is the exact standard deviation of the noise that was added — each noise
-distribution's own fact (:mod:`marg.marginals.noise_kinds`; ``laplace_std`` and ``gaussian_std``
+distribution's own fact (:mod:`marg.marginals.counts.noise_kinds`; ``laplace_std`` and ``gaussian_std``
 are re-exported here):
 
 - integer count tables get **discrete** noise (OpenDP samples the discrete Laplace /
@@ -35,7 +35,7 @@ from marg.errors import InputError
 from .noise_kinds import NOISES, gaussian_std, laplace_std  # noqa: F401  (the variance facts: each noise's own)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .codebook import Codebook
+    from ..data.codebook import Codebook
 
 @dataclass(frozen=True)
 class NoiseRecord:
@@ -44,7 +44,7 @@ class NoiseRecord:
     Attributes
     ----------
     mechanism : {"none", "laplace", "gaussian", …}
-        ``"none"`` or a registered noise (:mod:`marg.marginals.noise_kinds`).
+        ``"none"`` or a registered noise (:mod:`marg.marginals.counts.noise_kinds`).
     scale : float
         Mechanism scale parameter (Laplace b, or Gaussian sigma), per cell.
     std : float

@@ -1,17 +1,17 @@
 """A whole chunk's columns encoded at once: the per-column work done once per file, the per-block work vectorised.
 
-:func:`~marg.marginals.column_codes.encode_part` encodes one column through its distinct values;
+:func:`~marg.marginals.data.column_codes.encode_part` encodes one column through its distinct values;
 a wide study (20,000 gene calls a row) has 20,000 columns a block, and Python work per column
 per block (canonicalising the codebook's levels, a dozen ``pyarrow.compute`` calls) made the
 cost grow with columns × blocks. :class:`BatchEncoder` gives the same codes with:
 
 - **once per file**: every categorical feature's (and the label's) canonical levels, in one
-  :func:`~marg.marginals.value_text.canonical_levels_many` pass; one lookup table of all of
+  :func:`~marg.marginals.data.value_text.canonical_levels_many` pass; one lookup table of all of
   them, keyed ``"g\\x1ftext"`` where ``g`` numbers the distinct level sets (so 20,000 binary
   features share one set); each feature's missing code;
 - **once per block**: the distinct values of all columns (a CSV's or Parquet's dictionaries;
   other columns' ``dictionary_encode``) concatenated, each followed by its null slot; one
-  :func:`~marg.marginals.io.as_text` of all of them (the text rules act value by value, so
+  :func:`~marg.marginals.data.io.as_text` of all of them (the text rules act value by value, so
   this is what each column's own pass gives); one ``index_in`` of the keys; numbers parsed in
   one cast; the codes, the lookup tables and the check for refused values computed on the
   concatenation (``np.add.reduceat`` per column);
@@ -20,7 +20,7 @@ cost grow with columns × blocks. :class:`BatchEncoder` gives the same codes wit
 A column whose distinct values equal the previous block's (in the same order) reuses its
 codes. Refused values raise the same one-line errors, in the same order (codebook order, an
 unknown value before a missing one within a column, the label last), through
-:func:`~marg.marginals.column_codes.check_codes`. A numeric feature stored as numbers (not text)
+:func:`~marg.marginals.data.column_codes.check_codes`. A numeric feature stored as numbers (not text)
 goes through ``encode_part`` in its turn (converted directly, no distinct values).
 """
 
@@ -43,7 +43,7 @@ SEP = "\x1f"  # between a level set's number and a text in the lookup keys (a un
 
 
 def _dictionary_parts(dicts: list[tuple[int, pa.DictionaryArray]]) -> dict[int, tuple[pa.Array, np.ndarray, bool]]:
-    """:func:`~marg.marginals.column_codes.distinct` of many dictionary columns of one chunk (all of
+    """:func:`~marg.marginals.data.column_codes.distinct` of many dictionary columns of one chunk (all of
     ``n`` rows): ``{j: (values, index, null rows)}``, a null row's index set to ``d`` (its column's
     values), the indices of columns of one index type copied into one (columns × n) numpy array
     (a few numpy calls per column, no ``pyarrow.compute`` call)."""
@@ -78,7 +78,7 @@ def _dictionary_parts(dicts: list[tuple[int, pa.DictionaryArray]]) -> dict[int, 
 
 SHARED_MIN_COLUMNS = 64
 """Columns of one type (not dictionaries) from which a chunk's distinct values are found in one pass
-(:func:`_shared_parts`); fewer go through :func:`~marg.marginals.column_codes.distinct` one by one."""
+(:func:`_shared_parts`); fewer go through :func:`~marg.marginals.data.column_codes.distinct` one by one."""
 SHARED_CELLS = 1 << 20
 """Cells hashed at once by :func:`_shared_parts` (the concatenated copy it makes is this long at most)."""
 SHARED_MAX_VALUES = 256
@@ -87,7 +87,7 @@ SHARED_MAX_VALUES = 256
 
 
 def _shared_parts(cols: list[tuple[int, pa.Array]]) -> dict[int, tuple[pa.Array, np.ndarray, bool]]:
-    """:func:`~marg.marginals.column_codes.distinct` of many plain (not dictionary) columns of one chunk:
+    """:func:`~marg.marginals.data.column_codes.distinct` of many plain (not dictionary) columns of one chunk:
     ``{j: (values, index, null rows)}`` as ``distinct`` gives, except that the columns of one type share
     one ``values`` array, the distinct values of all of them (found by one ``dictionary_encode`` of their
     concatenation, at most :data:`SHARED_CELLS` cells at a time), which a column's rows need not all use
@@ -168,7 +168,7 @@ class BatchEncoder:
     # ------------------------------------------------------------------ per block
     def encode(self, batch: dict[str, pa.Array], start_row: int, memo: dict | None = None,
                where: Callable[[int], str] | None = None) -> Encoded:
-        """Encode one chunk ``{column: array}`` (as :func:`~marg.marginals.encoding.encode_batch`)."""
+        """Encode one chunk ``{column: array}`` (as :func:`~marg.marginals.data.encoding.encode_batch`)."""
         feats = self.codebook.features
         p = len(feats)
         slot = p

@@ -15,12 +15,12 @@ import numpy as np
 
 from marg.errors import InputError
 
-from .codebook import Codebook, code_dtype
+from ..data.codebook import Codebook, code_dtype
 from .noise import NoiseRecord
 from .tables import MarginalTable, canonical_clique
 
 if TYPE_CHECKING:
-    from .encoding import Encoded
+    from ..data.encoding import Encoded
 
 
 ROW_BLOCK = 1 << 16  # rows counted at a time: every table's counts stay in cache
@@ -179,11 +179,11 @@ class TableCounter:
 
     def add_encoded(self, enc: "Encoded") -> None:
         """Count one encoded chunk. The first-order tables of features in no other table are
-        counted from their distinct-value indices (:class:`~marg.marginals.encoding.Dictionary`),
+        counted from their distinct-value indices (:class:`~marg.marginals.data.encoding.Dictionary`),
         several features in one ``bincount`` of their joint index (:func:`_joint_index`),
         accumulated over the chunks whose distinct values get the same codes (:class:`_Joint`),
         so their codes are never gathered; the other tables as in :meth:`add_columns`."""
-        from .column_codes import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
+        from ..data.column_codes import Dictionary  # pyarrow: loaded by whoever encoded ``enc``
 
         n = len(enc.y)
         if n == 0:

@@ -1,6 +1,6 @@
 """The noise distributions a release adds: each answers its own std, tail, cost part and least-squares weight.
 
-A noise record (:class:`marg.marginals.noise.NoiseRecord`) and a noise part
+A noise record (:class:`marg.marginals.counts.noise.NoiseRecord`) and a noise part
 ``(noise, scale, discrete, count)`` (:mod:`marg.marginals.noise_tails`) name the distribution
 that was drawn; every quantity that depends on which one it was is a method of its
 :class:`Noise`, found by name in :data:`NOISES`:
@@ -17,7 +17,7 @@ that was drawn; every quantity that depends on which one it was is a method of i
   ρ-zCDP under L2 (ρ's add, converted to (ε, δ) once); ``record_costs``, ``measured_part`` and
   ``recorded_part`` give a table's record and its part of
   :func:`marg.marginals.accounting.release_cost` — every cost is OpenDP's map
-  (:mod:`marg.marginals.dp_conversions`), never a formula of marg's.
+  (:mod:`marg.marginals.counts.dp_conversions`), never a formula of marg's.
 
 Three ship: :class:`Laplace` (``"laplace"``: pure ε-DP, OpenDP's (discrete) Laplace),
 :class:`Gaussian` (``"gaussian"``: ρ-zCDP, OpenDP's (discrete) Gaussian) and

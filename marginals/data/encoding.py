@@ -27,7 +27,7 @@ def encode_batch(codebook: Codebook, batch: dict[str, pa.Array], start_row: int,
                  memo: dict | None = None, where: Callable[[int], str] | None = None) -> Encoded:
     """Encode one chunk ``{column: array}`` under ``codebook`` (features in codebook order);
     ``memo``: a dict kept across the chunks of one file (it keeps the file's
-    :class:`~marg.marginals.batch_codes.BatchEncoder`: levels and lookup tables made once, codes
+    :class:`~marg.marginals.data.batch_codes.BatchEncoder`: levels and lookup tables made once, codes
     of unchanged distinct values reused); ``where`` says where a refused value is (default: its
     row number; a database's rows have none). The codes and errors are those of
     :func:`encode_part` on each column in codebook order, then :func:`encode_label`."""

@@ -8,7 +8,7 @@ label last. For a raw numeric feature ``f`` the site releases a *moment* table
 the clipped values, row 1 the per-class sums of their squares.
 
 Which tables a site releases is its plan (:func:`plan_cliques`, :func:`parse_pairs`,
-:func:`check_plan_size`); counting them fast is :mod:`marginals.counting`'s.
+:func:`check_plan_size`); counting them fast is :mod:`marginals.counts.counting`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .codebook import Codebook
+from ..data.codebook import Codebook
 from marg.errors import InputError
 from .noise import NoiseRecord
 
