@@ -14,11 +14,14 @@ Each release runs in its own process, so both may be under ``marg.`` with any in
    of every case (exact tables of the UCI splits and gene sets; under DP the same noisy tables,
    summed over three sites) and its test rows — and writes them to ``inputs/`` (JSON and .npz);
 3. one worker per side (bench/regression_worker.py, ``PYTHONPATH`` its install only) builds
-   its Summary from those tables and fits on command; the fits alternate prev, new, prev, new, …
+   its Summary from those tables and fits on command; the fits alternate prev, new, new, prev, …
+   (pairs in turn, so that neither side always runs second)
    (``--repeat`` each, after one untimed fit of each configuration a side has not fitted yet;
    more for fits of a fraction of a second, :data:`FAST_ROUNDS`; one BLAS thread each), and the
    median of each side's fit times is reported with new/prev, per configuration and per learner
-   (the sum of its configurations' medians);
+   (the sum of its configurations' medians). The time compared is the worker's CPU time
+   (``time.process_time``; ``--clock wall`` for wall-clock time, recorded in the JSON either way):
+   on a machine shared with other jobs a fit's wall time also counts the neighbours' slices;
 4. each worker dumps R* (``minimax_risk_``), the certificate (``worst_case_error_``, kind,
    coverage, box), μ (or Rényi's z) and its predictions on the test rows, from its first fit;
    this process compares them: max |ΔR*| and |ΔW| ≤ 1e-9, no prediction differing, the
@@ -39,7 +42,7 @@ Configurations (``--groups``; the default is ``uci,dp,cg``):
   edges) on votes, credit, kr-vs-kp;
 - ``boost``: ``BoostVote(time_limit=None)`` as bench/regression_boost.py fits it.
 
-``--quick``: one split, the small UCI sets, DP, 3 fits a side (under 10 minutes on 2 shared cores).
+``--quick``: one split, the small UCI sets, DP, 4 fits a side (under 10 minutes on 2 shared cores).
 The table goes to ``--out`` (Markdown), every number to ``--json``; the exit status is 1 when
 a configuration differs.
 """
@@ -321,21 +324,24 @@ def jobs_of(case: dict) -> list[tuple[str, dict, str]]:
             + [("select", {"task": j}, t[0]) for j, t in enumerate(case["selection"])])
 
 
-def time_fits(workers: dict[str, Worker], cases: list[dict], repeat: int) -> dict[str, dict[str, list[float]]]:
-    """Every fit of every case on both sides, prev and new alternating; each side's fit times by case|config."""
+def time_fits(workers: dict[str, Worker], cases: list[dict], repeat: int, clock: str) -> dict[str, dict[str, list]]:
+    """Every fit of every case on both sides, prev and new alternating; each side's fit times by case|config
+    (``clock``: the times the rounds and the report read, "cpu" or "seconds"; ``wall_prev``, ``wall_new`` kept too)."""
     times: dict[str, dict[str, list[float]]] = {}
     warm: set[str] = set()
     for i, case in enumerate(cases):
         for op, arg, name in jobs_of(case):
-            t = times.setdefault(f"{case['id']}|{name}", {"prev": [], "new": []})
+            t = times.setdefault(f"{case['id']}|{name}", {"prev": [], "new": [], "wall_prev": [], "wall_new": []})
             if name not in warm:  # the first fit of a configuration in a process imports what it needs: untimed
                 for k in ("prev", "new"):
                     workers[k].ask(op=op, case=i, keep=False, **arg)
                 warm.add(name)
             r = 0
             while r < repeat or (r < FAST_ROUNDS * repeat and sum(t["prev"]) + sum(t["new"]) < FAST_SECONDS):
-                for k in ("prev", "new"):
-                    t[k].append(workers[k].ask(op=op, case=i, keep=r == 0, **arg)["seconds"])
+                for k in ("prev", "new") if r % 2 == 0 else ("new", "prev"):  # ABBA: neither side always second
+                    got = workers[k].ask(op=op, case=i, keep=r == 0, **arg)
+                    t[k].append(got[clock])
+                    t[f"wall_{k}"].append(got["seconds"])
                 r += 1
             print(f"  {case['id']} {name}: prev {np.median(t['prev']):.3f} s, new {np.median(t['new']):.3f} s",
                   file=sys.stderr, flush=True)
@@ -352,7 +358,10 @@ def compare_all(cases: list[dict], dumps: dict[str, dict], times: dict) -> list[
             r = compare_selection(p, n) if "selected" in p else compare_fit(p, n)
             tp, tn = float(np.median(times[key]["prev"])), float(np.median(times[key]["new"]))
             r.update(group=case["group"], data=case["data"], config=name, learner=learner_of(case, name), t_prev=tp,
-                     t_new=tn, ratio=tn / max(tp, 1e-9), times_prev=times[key]["prev"], times_new=times[key]["new"])
+                     t_new=tn, ratio=tn / max(tp, 1e-9), times_prev=times[key]["prev"], times_new=times[key]["new"],
+                     wall_prev=times[key]["wall_prev"], wall_new=times[key]["wall_new"],
+                     wall_ratio=float(np.median(times[key]["wall_new"]) / max(np.median(times[key]["wall_prev"]),
+                                                                              1e-9)))
             rows.append(r)
     return rows
 
@@ -397,13 +406,15 @@ def main() -> None:
     ap.add_argument("--new", default=str(ROOT), help="this release: a git revision or a directory (this working tree)")
     ap.add_argument("--quick", action="store_true", help="one split of the small UCI sets and DP; no gene sets")
     ap.add_argument("--seeds", type=int, default=2, help="splits of the small UCI sets (adult: one)")
-    ap.add_argument("--repeat", type=int, default=None, help="timed fits per side and configuration (3 quick, else 5)")
+    ap.add_argument("--repeat", type=int, default=None, help="timed fits per side and configuration (4 quick, else 6)")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="the fit time compared: the worker's CPU time (default) or wall-clock time")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads of each worker (default 1)")
     ap.add_argument("--groups", default="uci,dp,cg", help="comma-separated: uci (and selection), dp, cg, engine, boost")
     ap.add_argument("--out", default=str(WORK / "regression.md"), help="the Markdown table")
     ap.add_argument("--json", default=str(WORK / "regression.json"), help="every number of the run")
     args = ap.parse_args()
-    repeat = max(1, args.repeat or (3 if args.quick else 5))
+    repeat = max(1, args.repeat or (4 if args.quick else 6))
     groups = {g.strip() for g in args.groups.split(",") if g.strip()}
     WORK.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -415,7 +426,7 @@ def main() -> None:
     inputs = draw_inputs(groups, args.quick, args.seeds)
     inputs.write(WORK / "inputs")
     workers = {k: Worker(label, site, WORK / "inputs", args.threads) for k, (label, site) in sides.items()}
-    times = time_fits(workers, inputs.cases, repeat)
+    times = time_fits(workers, inputs.cases, repeat, "cpu" if args.clock == "cpu" else "seconds")
     dumps = {k: w.dump(WORK / f"worker-{k}.json") for k, w in workers.items()}
     rows = compare_all(inputs.cases, dumps, times)
     learners = per_learner(rows)
@@ -427,15 +438,15 @@ def main() -> None:
     verdict = (f"{len(rows)} configurations, {len(bad)} differ; learners over 1.05x: {', '.join(slow) or 'none'}; "
                f"{seconds:.0f} s")
     setup = (f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy "
-             f"{np.__version__}; `{command}`. Each side in its own process ({args.threads} BLAS thread); fit times: "
-             f"the median of {repeat} fits per side (up to {FAST_ROUNDS * repeat} for fast fits), alternating prev "
-             "and new.")
+             f"{np.__version__}; `{command}`. Each side in its own process ({args.threads} BLAS thread); fit times "
+             f"({args.clock}): the median of {repeat} fits per side (up to {FAST_ROUNDS * repeat} for fast fits), "
+             "alternating prev and new.")
     lines = table(f"Regression: {sides['new'][0]} against {sides['prev'][0]}", setup, rows, learners, verdict)
     print("\n".join(lines), flush=True)
     for path, text in ((args.out, "\n".join(lines) + "\n"), (args.json, json.dumps({
             "command": command, "prev": sides["prev"][0], "new": sides["new"][0],
             "versions": {k: w.version for k, w in workers.items()}, "repeat": repeat, "groups": sorted(groups),
-            "quick": args.quick, "threads": args.threads, "load_average": os.getloadavg(),
+            "quick": args.quick, "threads": args.threads, "clock": args.clock, "load_average": os.getloadavg(),
             "machine": {"arch": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
                         "numpy": np.__version__},
             "configurations": rows, "per_learner": learners, "differ": len(bad), "slow_learners": slow,

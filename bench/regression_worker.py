@@ -6,10 +6,10 @@ once for both sides (``cases.json``: codebooks, table records, configurations; `
 the counts and the test rows). The worker reads commands, one JSON object a line, on stdin and
 answers each with one JSON line on stdout:
 
-- ``{"op": "fit", "case": i, "config": j, "keep": bool}`` → ``{"seconds": t}``: one fit, timed, on a
+- ``{"op": "fit", "case": i, "config": j, "keep": bool}`` → ``{"seconds": wall, "cpu": process}``: one fit, timed, on a
   Summary built for it (untimed: a Summary keeps the marginals a fit read; a second fit on it would not pay for them);
   with ``keep`` its R*, certificate, μ (or z) and test-row predictions are kept for the dump;
-- ``{"op": "select", "case": i, "task": j, "keep": bool}`` → ``{"seconds": t}``: one feature selection;
+- ``{"op": "select", "case": i, "task": j, "keep": bool}`` → the same for one feature selection;
 - ``{"op": "dump", "path": P}``: every kept result written to P as JSON; then the worker exits.
 
 It uses only what stays put when the learners move inside ``marg.learners``: the ``import marg``
@@ -110,20 +110,20 @@ def main() -> None:
         if cmd["op"] == "fit":
             name, kind, params = case["configs"][cmd["config"]]
             est = getattr(marg, ESTIMATORS[kind])(**params)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             est.fit(S)
-            seconds = time.perf_counter() - t
+            seconds, cpu = time.perf_counter() - t, time.process_time() - c
             if cmd["keep"]:
                 kept[f"{case['id']}|{name}"] = outcome(est, arrays[case["X_test"]])
         else:
             name, method, kw = case["selection"][cmd["task"]]
             select = select_features()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             r = select(S, method=method, **kw)
-            seconds = time.perf_counter() - t
+            seconds, cpu = time.perf_counter() - t, time.process_time() - c
             if cmd["keep"]:
                 kept[f"{case['id']}|{name}"] = {"selected": list(r.selected), "objective": float(r.objective)}
-        proto.write(json.dumps({"seconds": seconds}) + "\n")
+        proto.write(json.dumps({"seconds": seconds, "cpu": cpu}) + "\n")
         proto.flush()
 
 
