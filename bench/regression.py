@@ -12,14 +12,15 @@ Each release runs in its own process, so both may be under ``marg.`` with any in
    under bench/out/regression/ (a revision once, a directory on every run);
 2. this process draws the inputs once, with this checkout's marginals layer — the count tables
    of every case (exact tables of the UCI splits and gene sets; under DP the same noisy tables,
-   summed over three sites) and its test rows — and writes them to ``inputs/`` (JSON and .npz);
+   summed over three sites) and its test rows — and writes them to a folder of this run (JSON
+   and .npz; bench/regression_cases.py);
 3. one worker per side (bench/regression_worker.py, ``PYTHONPATH`` its install only) builds
    its Summary from those tables and fits on command; the fits alternate prev, new, new, prev, …
-   (pairs in turn, so that neither side always runs second)
-   (``--repeat`` each, after one untimed fit of each configuration a side has not fitted yet;
-   more for fits of a fraction of a second, :data:`FAST_ROUNDS`; one BLAS thread each), and the
-   median of each side's fit times is reported with new/prev, per configuration and per learner
-   (the sum of its configurations' medians). The time compared is the worker's CPU time
+   (so that neither side always runs second; ``--repeat`` each, after one untimed fit of each
+   configuration a side has not fitted yet, more for fits of a fraction of a second,
+   :data:`FAST_ROUNDS`; one BLAS thread each), and the median of each side's fit times is
+   reported with new/prev, per configuration and per learner (the sum of its configurations'
+   medians). The time compared is the worker's CPU time
    (``time.process_time``; ``--clock wall`` for wall-clock time, recorded in the JSON either way):
    on a machine shared with other jobs a fit's wall time also counts the neighbours' slices;
 4. each worker dumps R* (``minimax_risk_``), the certificate (``worst_case_error_``, kind,
@@ -50,7 +51,6 @@ a configuration differs.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -61,6 +61,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,6 +80,14 @@ MU_TOL = 1e-6
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 FAST_ROUNDS, FAST_SECONDS = 5, 2.0
 """A fast fit gets more rounds: up to FAST_ROUNDS × ``--repeat`` while both sides took under FAST_SECONDS for it."""
+
+
+def bench_module(name: str):
+    """A bench/ script as a module (bench/ is not a package, and stays off ``sys.path``)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 # ------------------------------------------------------------------ the two sides
@@ -157,121 +166,8 @@ class Worker:
         return json.loads(path.read_text())
 
 
-# ------------------------------------------------------------------ the inputs, drawn once
-def bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-# (name, estimator kind, parameters): the configurations of BENCHMARKS.md
-UCI_CONFIGS = [
-    ("dcc", "dcc", {"s": 0.0}), ("dcc-label", "dcc", {"s": 0.0, "edge_weight": "label"}),
-    ("gdcc", "dcc", {"s": 0.0, "greedy": True}), ("dcc-cal", "dcc", {}),
-    ("dcc-hinge", "dcc", {"s": 0.0, "loss": "hinge"}),
-    ("dcc-all", "dcc", {"s": 0.0, "structure": "all"}), ("gdcc-cal", "dcc", {"greedy": True}),
-    ("mrc", "mrc", {"s": 0.0, "solver": "full"}), ("mrc-cal", "mrc", {"solver": "full"}),
-    ("mrc-cg", "mrc", {"s": 0.0}), ("mrc-cg-cal", "mrc", {}), ("renyi", "renyi", {}),
-]
-SELECTION = [("group-lasso", "group-lasso", {"max_features": 4}),
-             ("gbd", "gbd", {"max_features": 4, "time_limit": 30.0})]
-ENGINE_CONFIGS = [
-    ("mrc-rows", "mrc", {"s": 0.0, "solver": "full", "formulation": "rows"}),
-    ("mrc-cg-rows", "mrc", {"formulation": "rows"}),
-    ("dcc-rows", "dcc", {"s": 0.0, "solver": "rows"}), ("gdcc-rows", "dcc", {"greedy": True, "solver": "rows"}),
-]
-DP_CONFIGS = {"first": [("mrc", "mrc", {})], "all": [("renyi", "renyi", {}), ("dcc", "dcc", {})]}
-CG_CONFIGS = [("mrc-cg s=0.3", "mrc", {"s": 0.3}), ("mrc-cg-cal", "mrc", {})]
-BOOST_CONFIGS = {"votes": [("boost", "boost", {"s": 0.0, "time_limit": None}),
-                           ("boost-cal", "boost", {"time_limit": None})],
-                 "kr-vs-kp": [("boost", "boost", {"s": 0.0, "k_max": 6, "time_limit": None})],
-                 "credit": [("boost-cal", "boost", {"k_max": 8, "time_limit": None})],
-                 "promoters": [("boost", "boost", {"s": 0.0, "k_max": 6, "time_limit": None})]}
-
-
-class Inputs:
-    """The cases both sides fit: codebooks and table records in cases.json, arrays in arrays.npz."""
-
-    def __init__(self) -> None:
-        self.cases: list[dict] = []
-        self.arrays: dict[str, np.ndarray] = {}
-
-    def array(self, a) -> str:
-        key = f"a{len(self.arrays)}"
-        self.arrays[key] = np.asarray(a)
-        return key
-
-    def add(self, group: str, data: str, codebook, tables, X_test, configs, selection=()) -> None:
-        recs = []
-        for t in tables:
-            if t.hidden_tails:
-                raise SystemExit(f"{data}: table {t.name} has hidden tails, which the inputs do not carry")
-            noise = dataclasses.asdict(t.noise)
-            recs.append({"clique": list(t.clique), "kind": t.kind, "counts": self.array(t.counts), "noise": noise,
-                         "hidden": None if t.hidden is None else self.array(t.hidden)})
-        self.cases.append({"id": f"{group}|{data}", "group": group, "data": data, "codebook": codebook.to_dict(),
-                           "tables": recs, "X_test": self.array(X_test), "configs": [list(c) for c in configs],
-                           "selection": [list(s) for s in selection]})
-
-    def write(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "cases.json").write_text(json.dumps(self.cases))
-        np.savez(folder / "arrays.npz", **self.arrays)
-
-
-def draw_inputs(groups: set[str], quick: bool, seeds: int) -> Inputs:
-    from marg.marginals.summary import Summary
-
-    out = Inputs()
-    uci = bench_module("uci") if groups & {"uci", "engine", "boost"} else None
-    if "engine" in groups:
-        for name in ("votes", "credit", "kr-vs-kp"):
-            df, y, binned = uci.load(name)
-            cb, Xtr, ytr, Xte, _ = uci.split_codes(df, y, binned, 0, 4)
-            out.add("engine", f"{name}/0", cb, Summary.from_rows(cb, Xtr, ytr, stats="all").tables, Xte, ENGINE_CONFIGS)
-    if "uci" in groups:
-        for name in ["votes", "credit", "kr-vs-kp", "promoters"] + ([] if quick else ["adult"]):
-            df, y, binned = uci.load(name)
-            for seed in range(1 if quick or name == "adult" else seeds):
-                cb, Xtr, ytr, Xte, _ = uci.split_codes(df, y, binned, seed, 4)
-                configs = [c for c in UCI_CONFIGS if not (c[0] == "dcc-all" and name in ("promoters", "adult"))
-                           and not (c[0] == "dcc-hinge" and len(cb.label.classes) != 2)]
-                out.add("UCI", f"{name}/{seed}", cb, Summary.from_rows(cb, Xtr, ytr, stats="all").tables, Xte, configs,
-                        SELECTION if name in ("votes", "credit") else ())
-    if "boost" in groups:
-        for name, configs in BOOST_CONFIGS.items():
-            df, y, binned = uci.load(name)
-            cb, Xtr, ytr, Xte, _ = uci.split_codes(df, y, binned, 0, 4)
-            out.add("boost", f"{name}/0", cb, Summary.from_rows(cb, Xtr, ytr, stats="all").tables, Xte, configs)
-    if "dp" in groups:  # bench/privacy.py's adult at ε = 1 per site: the noisy tables drawn here, once
-        from marg.marginals.counting import count_tables
-        from marg.marginals.encoding import encode_file
-        from marg.marginals.privacy import privatize
-        from marg.marginals.summary import sum_tables
-        from marg.marginals.tables import plan_cliques
-
-        priv = bench_module("privacy")
-        cb = priv.adult_codebook()
-        enc = encode_file(priv.DATA, cb)
-        X, y = enc.X, enc.y
-        perm = np.random.default_rng(0).permutation(len(y))
-        test, train = perm[: len(y) // 5], perm[len(y) // 5:]
-        sites = np.array_split(train, 3)
-        for plan, configs in DP_CONFIGS.items():
-            exact = [count_tables(cb, X[s], y[s], plan_cliques(cb, plan)) for s in sites]
-            noisy = [privatize(ts, epsilon=1.0, codebook=cb)[0] for ts in exact]
-            out.add("DP ε=1", f"adult/{plan}", cb, sum_tables(noisy)[0], X[test], configs)
-    if "cg" in groups and not quick:
-        hd = bench_module("mrc_highdim")
-        for name in ("colon", "leukemia", "arcene"):
-            Xg, yraw, discrete = hd.load(name)
-            classes = np.unique(yraw)
-            encg = hd.Encoder(Xg, classes, discrete)
-            codes = encg.codes(Xg)
-            tables = Summary.from_rows(encg.codebook, codes, np.searchsorted(classes, yraw)).tables
-            out.add("CG", name, encg.codebook, tables, codes, CG_CONFIGS)
-    return out
+CASES = bench_module("regression_cases")
+Inputs, draw_inputs = CASES.Inputs, CASES.draw_inputs
 
 
 # ------------------------------------------------------------------ comparison
@@ -424,10 +320,12 @@ def main() -> None:
         src, label, cached = source_tree(spec)
         sides[key] = (label, install(src, cached))
     inputs = draw_inputs(groups, args.quick, args.seeds)
-    inputs.write(WORK / "inputs")
-    workers = {k: Worker(label, site, WORK / "inputs", args.threads) for k, (label, site) in sides.items()}
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=WORK))  # this run's inputs and dumps (runs may overlap)
+    inputs.write(run)
+    workers = {k: Worker(label, site, run, args.threads) for k, (label, site) in sides.items()}
     times = time_fits(workers, inputs.cases, repeat, "cpu" if args.clock == "cpu" else "seconds")
-    dumps = {k: w.dump(WORK / f"worker-{k}.json") for k, w in workers.items()}
+    dumps = {k: w.dump(run / f"worker-{k}.json") for k, w in workers.items()}
+    shutil.rmtree(run)
     rows = compare_all(inputs.cases, dumps, times)
     learners = per_learner(rows)
 

@@ -93,7 +93,8 @@ def outcome(est, X: np.ndarray) -> dict:
 def main() -> None:
     inputs = Path(sys.argv[1])
     cases = json.loads((inputs / "cases.json").read_text())
-    arrays = np.load(inputs / "arrays.npz")
+    with np.load(inputs / "arrays.npz") as npz:
+        arrays = dict(npz)
     proto, sys.stdout = sys.stdout, sys.stderr  # the library's prints go to stderr; stdout carries the answers
     proto.write(json.dumps({"marg": str(Path(marg.__file__).resolve().parent), "version": marg.__version__}) + "\n")
     proto.flush()
