@@ -230,7 +230,7 @@ def time_fits(workers: dict[str, Worker], cases: list[dict], repeat: int, clock:
             t = times.setdefault(f"{case['id']}|{name}", {"prev": [], "new": [], "wall_prev": [], "wall_new": []})
             if name not in warm:  # the first fit of a configuration in a process imports what it needs: untimed
                 for k in ("prev", "new"):
-                    workers[k].ask(op=op, case=i, keep=False, **arg)
+                    workers[k].ask(op=op, case=i, keep=False, warm=True, **arg)
                 warm.add(name)
             r = 0
             while r < repeat or (r < FAST_ROUNDS * repeat and sum(t["prev"]) + sum(t["new"]) < FAST_SECONDS):

@@ -10,7 +10,8 @@ answers each with one JSON line on stdout:
   Summary built for it (untimed: a Summary keeps the marginals a fit read; a second fit on it would not pay for them);
   with ``keep`` its R*, certificate, μ (or z) and test-row predictions are kept for the dump;
 - ``{"op": "select", "case": i, "task": j, "keep": bool}`` → the same for one feature selection;
-- ``{"op": "dump", "path": P}``: every kept result written to P as JSON; then the worker exits.
+- ``{"op": "dump", "path": P}``: every kept result, with the times of its fits (those not sent
+  with ``"warm": true``), written to P as JSON; then the worker exits.
 
 It uses only what stays put when the learners move inside ``marg.learners``: the ``import marg``
 entry points (``marg.MRC``, ``marg.DCC``, ``marg.RenyiClassifier``, ``marg.BoostVote``,
@@ -99,10 +100,11 @@ def main() -> None:
     proto.write(json.dumps({"marg": str(Path(marg.__file__).resolve().parent), "version": marg.__version__}) + "\n")
     proto.flush()
     kept: dict[str, dict] = {}
+    times: dict[str, list[dict]] = {}
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["op"] == "dump":
-            Path(cmd["path"]).write_text(json.dumps(kept))
+            Path(cmd["path"]).write_text(json.dumps({k: {**v, "times": times.get(k, [])} for k, v in kept.items()}))
             proto.write("{}\n")
             proto.flush()
             return
@@ -124,6 +126,8 @@ def main() -> None:
             seconds, cpu = time.perf_counter() - t, time.process_time() - c
             if cmd["keep"]:
                 kept[f"{case['id']}|{name}"] = {"selected": list(r.selected), "objective": float(r.objective)}
+        if not cmd.get("warm"):
+            times.setdefault(f"{case['id']}|{name}", []).append({"seconds": seconds, "cpu": cpu})
         proto.write(json.dumps({"seconds": seconds, "cpu": cpu}) + "\n")
         proto.flush()
 
