@@ -2,12 +2,12 @@
 
 Run: python bench/regression_boost.py [--prev e049136]
 
-``bench/regression.py`` fits both releases in one process, which the boosting vote does not
-allow (the previous release's boost checks feature types against its own codebook classes).
-Here this release fits ``BoostVote(time_limit=None)`` on exact summaries of small UCI sets
+``bench/regression.py --groups boost`` compares the boosting vote's R*, certificate, μ,
+predictions and fit times, each release in its own process; this script compares its
+iterations too. Here this release fits ``BoostVote(time_limit=None)`` on exact summaries of small UCI sets
 (bench/uci.py, split 0, 4 bins) and writes the tables and its results to a pickle; a second
-process with the previous release (``git archive`` into bench/out/prev-REV, as
-``bench/regression.py`` does) fits the same tables and compares, to the bit: μ, the
+process with the previous release (``git archive`` into bench/out/prev-REV) fits the same
+tables and compares, to the bit: μ, the
 certificate, the bound history R^k, the row-generation rounds, the per-iteration history
 (k, R, columns, rows) and the predictions on the test rows. Prints one line per configuration
 and ``differing: N``.
