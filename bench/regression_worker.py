@@ -41,7 +41,7 @@ except ImportError:
 ESTIMATORS = {"mrc": "MRC", "dcc": "DCC", "renyi": "RenyiClassifier", "boost": "BoostVote"}
 """A configuration's kind → its ``import marg`` entry point."""
 
-SELECTION_MODULES = ("marg.learners.selection.select", "marg.learners.selection.features", "marg.learners.selection.select")
+SELECTION_MODULES = ("marg.learners.selection.select", "marg.learners.selection.features", "marg.learners.selection")
 """Where ``select_features`` may live: the grouped layout's guesses first, the flat layout's module last
 (then any ``marg.learners`` module named for selection)."""
 
