@@ -31,17 +31,26 @@ from pathlib import Path
 import numpy as np
 
 import marg
-try:  # the layout since issue 47 (marginals/counts), then the one before it
-    from marg.marginals.counts.noise import NoiseRecord
-    from marg.marginals.counts.tables import MarginalTable
-except ImportError:
-    from marg.marginals.noise import NoiseRecord
-    from marg.marginals.tables import MarginalTable
+
+
+def _first_module(*names: str):
+    """The first of ``names`` this release has (its layout since issue 47 first, then the one before)."""
+    for name in names[:-1]:
+        try:
+            return import_module(name)
+        except ImportError:
+            continue
+    return import_module(names[-1])
+
+
+NoiseRecord = _first_module("marg.marginals.counts.noise", "marg.marginals.noise").NoiseRecord
+MarginalTable = _first_module("marg.marginals.counts.tables", "marg.marginals.tables").MarginalTable
 
 ESTIMATORS = {"mrc": "MRC", "dcc": "DCC", "renyi": "RenyiClassifier", "boost": "BoostVote"}
 """A configuration's kind → its ``import marg`` entry point."""
 
-SELECTION_MODULES = ("marg.learners.selection.select", "marg.learners.selection.features", "marg.learners.selection")
+SELECTION_MODULES = ("marg.learners.selection.select", "marg.learners.selection.features",
+                     "marg.learners.selection")
 """Where ``select_features`` may live: the grouped layout's guesses first, the flat layout's module last
 (then any ``marg.learners`` module named for selection)."""
 
