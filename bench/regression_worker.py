@@ -49,30 +49,9 @@ MarginalTable = _first_module("marg.marginals.counts.tables", "marg.marginals.ta
 ESTIMATORS = {"mrc": "MRC", "dcc": "DCC", "renyi": "RenyiClassifier", "boost": "BoostVote"}
 """A configuration's kind → its ``import marg`` entry point."""
 
-SELECTION_MODULES = ("marg.learners.selection.select", "marg.learners.selection.features",
-                     "marg.learners.selection")
-"""Where ``select_features`` may live: the grouped layout's guesses first, the flat layout's module last
-(then any ``marg.learners`` module named for selection)."""
-
-
 def select_features():
-    """The release's ``select_features``, from the first module of :data:`SELECTION_MODULES` that has it."""
-    tried = []
-    for name in SELECTION_MODULES:
-        try:
-            return getattr(import_module(name), "select_features")
-        except (ImportError, AttributeError) as e:
-            tried.append(f"{name}: {e}")
-    import pkgutil
-
-    import marg.learners
-
-    for info in pkgutil.walk_packages(marg.learners.__path__, "marg.learners."):  # a layout the list does not know yet
-        if "select" in info.name.rsplit(".", 1)[-1] and info.name not in SELECTION_MODULES:
-            f = getattr(import_module(info.name), "select_features", None)
-            if f is not None:
-                return f
-    raise ImportError("no select_features in " + "; ".join(tried))
+    """The release's ``select_features``: the grouped layout's module, or the flat one before issue 47."""
+    return _first_module("marg.learners.selection.select", "marg.learners.selection").select_features
 
 
 def summary(case: dict, arrays) -> object:

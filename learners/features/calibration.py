@@ -221,6 +221,8 @@ def _lambda(
         raise InputError(f"draws must give one entry per column ({tau_std.shape[1]}), got {len(draws)}")
     has_draws = np.array([bool(d) for d in draws], dtype=bool)
     noisy = bool(np.any(noise_std > 0)) or bool(has_draws.any())
+    if s == 0 and not noisy and bounds is None:  # exact tables at s = 0: every term below is 0 (a column
+        return np.zeros_like(tau)                # generation's box asks this once per column it prices)
     with_n = bool(noisy and n_draws)
     if n_intervals is not None and (int(n_intervals) != n_intervals or n_intervals < tau_std.size):
         raise InputError(f"n_intervals must be an integer >= the {tau_std.size} entries given, got {n_intervals!r}")

@@ -61,8 +61,6 @@ class TableReader:
         if float(moments.n) != float(self.summary.n_released):
             raise InputError(f"moments over n = {moments.n!r} rows are not the tables as released "
                              f"(n = {self.summary.n_released!r}): read them with features.statistics")
-        if self.s == 0 and moments.lo is None and not np.any(moments.noise) and not any(moments.draws):
-            return moments.tau, ConfidenceBox(np.zeros_like(moments.tau), False)  # exact, s = 0: confidence_box's λ = 0
         return moments.tau, confidence_box(moments, binary, s=self.s, coverage=self.coverage,
                                            n_intervals=self.n_intervals)
 
