@@ -126,3 +126,16 @@ def declare_study(directory: Path, rows: int = 300, seed: int = 0, *options: obj
     r = marg(*args, cwd=directory) if script else run(*args)
     assert (r.returncode if script else r.exit_code) == 0, (r.stderr if script else r.output)
     return Parties(directory, study, folder, homes, st.data, st.schema)
+
+
+def round1_records(chosen: list[list[str]], candidates: int, cells: int) -> dict:
+    """A Summary's provenance of select-then-measure round-1 study records: site ``s{i}`` chose ``chosen[i]``
+    among ``candidates`` features, the round's plan over ``cells`` cells (fixed spends: ρ 0.005 a round)."""
+    sites = []
+    for s, feats in enumerate(chosen):
+        rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
+               "plan": {"rho_total": 0.02, "cells": cells, "candidates": candidates},
+               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0,
+                             "rho": 0.004}}
+        sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
+    return {"sites": sites}

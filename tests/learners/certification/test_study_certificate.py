@@ -22,20 +22,11 @@ from marg.learners.estimator.base import estimator_class
 from marg.learners.learn import learn
 from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
+from tests.helpers.study import round1_records
 
 LEARNERS = ("mrc", "dcc", "nb", "renyi", "prior", "auto")
 CANDIDATES, CELLS = 60, 120  # round 1 selected 3 of 60 binary candidates: 120 cells, the summary holds 6
 
-
-def _records(chosen: list[list[str]]) -> dict:
-    sites = []
-    for s, feats in enumerate(chosen):
-        rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
-               "plan": {"rho_total": 0.02, "cells": CELLS, "candidates": CANDIDATES},
-               "selection": {"features": feats, "candidates": CANDIDATES, "scale": 1.0, "sensitivity": 1.0,
-                             "rho": 0.004}}
-        sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
-    return {"sites": sites}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +41,8 @@ def selected():
     for j, p in ((0, 0.85), (1, 0.75)):
         X[:, j] = np.where(rng.random(n) < p, y, 1 - y)
     tables = Summary.from_rows(cb, X.astype(np.float64), y, stats="all").tables
-    return Summary(cb, tables, provenance=_records([["f0", "f1", "f2"]] * 3)), Summary(cb, tables)
+    records = round1_records([["f0", "f1", "f2"]] * 3, CANDIDATES, CELLS)
+    return Summary(cb, tables, provenance=records), Summary(cb, tables)
 
 
 @pytest.mark.parametrize("name", LEARNERS)

@@ -9,18 +9,8 @@ import pytest
 
 from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary
+from tests.helpers.study import round1_records
 
-
-def _records(chosen: list[list[str]], candidates: int, cells: int) -> dict:
-    """A provenance of round-1 study records: site s chose ``chosen[s]``."""
-    sites = []
-    for s, feats in enumerate(chosen):
-        rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
-               "plan": {"rho_total": 0.02, "cells": cells, "candidates": candidates},
-               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0,
-                             "rho": 0.004}}
-        sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
-    return {"sites": sites}
 
 
 def _null_study(rng, n: int, p: int):
@@ -57,7 +47,7 @@ def test_the_certificate_box_covers_a_feature_selected_from_the_same_patients():
         full = Summary.from_rows(cb, X, y)
         scores = [np.abs(full.counts((f"g{j}", "y")) / n - 0.25).sum() for j in range(p)]
         best = f"g{int(np.argmax(scores))}"
-        full = Summary(cb, full.tables, provenance=_records([[best]], p, 2 * p))
+        full = Summary(cb, full.tables, provenance=round1_records([[best]], p, 2 * p))
         sub = full.restrict([best])
         est = NaiveBayes().fit(sub)
         naive_miss += not _covers(certify(est, sub, structure="first"), 0.25)
@@ -75,11 +65,11 @@ def test_the_prior_is_the_model_when_the_sites_agree_on_no_feature():
     cb, X, y = _null_study(rng, 300, 3)
     y = (rng.random(300) < 0.7).astype(int)  # the larger class is b
     tables = Summary.from_rows(cb, X, y).tables
-    disagree = Summary(cb, tables, provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
+    disagree = Summary(cb, tables, provenance=round1_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
     model = learn(disagree, "auto", {}).model
     assert model.learner == "prior"
     assert set(model.predict(X[:20]).tolist()) == {1}
-    agree = Summary(cb, tables, provenance=_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
+    agree = Summary(cb, tables, provenance=round1_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
     assert learn(agree, "nb", {}).model.learner == "nb"
 
 
@@ -88,7 +78,7 @@ def test_the_round_two_plan_spends_each_sites_rest_on_the_features_they_agree_on
 
     cb = Codebook(features=tuple(CategoricalFeature(f"g{j}", ("0", "1")) for j in range(400)),
                   label=Label("y", ("a", "b")))
-    recs = _records([["g1", "g2", "g9"], ["g2", "g1", "g7"], ["g1", "g5", "g2"]], 400, 800)["sites"]
+    recs = round1_records([["g1", "g2", "g9"], ["g2", "g1", "g7"], ["g1", "g5", "g2"]], 400, 800)["sites"]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], np.array([400.0, 400.0])) for s in recs]
     req = plan_request(sites, cb)
     assert {c for c in req.tables if len(c) == 1} == {("g1",), ("g2",)}
@@ -112,7 +102,8 @@ def test_the_prior_reads_the_least_noisy_label_counts():
     (first_t,), _ = privatize([exact[("g0", "y")]], rho=1.0, codebook=cb)
     lab_t = replace(lab_t, counts=np.array([260.0, 140.0]))  # the noisy label table: a
     first_t = replace(first_t, counts=np.array([[60.0, 140.0], [60.0, 140.0]]))  # the precise column sums: b
-    S = Summary(cb, [lab_t, first_t], provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000), postprocess=False)
+    S = Summary(cb, [lab_t, first_t], provenance=round1_records([["g0"], ["g1"], ["g2"]], 3000, 6000),
+                postprocess=False)
     model = learn(S, "auto", {}).model
     assert model.learner == "prior"
     assert model.predict(X[:5]).tolist() == [1] * 5
@@ -133,7 +124,8 @@ def test_the_prior_skips_a_measured_table_whose_noisy_total_is_not_positive():
     (first_t,), _ = privatize([exact[("g0", "y")]], rho=5e-4, codebook=cb)
     lab_t = replace(lab_t, counts=np.array([40.0, 20.0]))
     first_t = replace(first_t, counts=np.array([[-30.0, 10.0], [-25.0, -16.0]]))  # total −61
-    S = Summary(cb, [lab_t, first_t], provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000), postprocess=False)
+    S = Summary(cb, [lab_t, first_t], provenance=round1_records([["g0"], ["g1"], ["g2"]], 3000, 6000),
+                postprocess=False)
     model = learn(S, "auto", {}).model
     assert model.learner == "prior" and model.predict(X[:3]).tolist() == [0] * 3
 
@@ -142,11 +134,11 @@ def test_one_site_never_agrees_with_itself():
     """A tiny site's noisy n can make one site hold nearly all the weight: its choices alone are not agreement."""
     from marg.learners.study.two_round import agreed, site_round1
 
-    recs = _records([["g1", "g2"], ["g3"], ["g4"]], 3000, 6000)["sites"]
+    recs = round1_records([["g1", "g2"], ["g3"], ["g4"]], 3000, 6000)["sites"]
     ns = [np.array([500.0, 500.0]), np.array([-40.0, 30.0]), np.array([-25.0, 20.0])]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s, n in zip(recs, ns)]
     assert agreed(sites) == []
-    recs = _records([["g1", "g2"], ["g1"], ["g4"]], 3000, 6000)["sites"]
+    recs = round1_records([["g1", "g2"], ["g1"], ["g4"]], 3000, 6000)["sites"]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s, n in zip(recs, ns)]
     assert agreed(sites) == ["g1"]
 
@@ -156,7 +148,7 @@ def test_when_nothing_is_agreed_the_table_measured_is_the_least_noisy_source_of_
 
     feats = [CategoricalFeature(f"g{j}", tuple(str(v) for v in range(2 + (j % 3)))) for j in range(300)]
     cb = Codebook(features=tuple(feats), label=Label("y", ("a", "b")))
-    recs = _records([["g2", "g5"], ["g4", "g8"], ["g3", "g11"]], 300, 900)["sites"]
+    recs = round1_records([["g2", "g5"], ["g4", "g8"], ["g3", "g11"]], 300, 900)["sites"]
     sites = [site_round1(s["site"], s["rounds"][0]["study"], np.array([50.0, 50.0])) for s in recs]
     req = plan_request(sites, cb)
     assert req.tables == (("g3",),)  # g3 has 2 levels; g2 (ranked first) has 4
@@ -170,11 +162,11 @@ def test_a_chance_agreement_in_a_wide_study_is_not_signal():
     n = np.array([50.0, 50.0])
     picks = [[f"g{j}" for j in range(16)], ["g3"] + [f"g{100 + j}" for j in range(15)],
              [f"g{200 + j}" for j in range(16)]]
-    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in _records(picks, 7000, 21000)["sites"]]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in round1_records(picks, 7000, 21000)["sites"]]
     assert agreed(sites) == ["g3"] and chance_agreements(sites) < 1
     assert above_chance(sites) == []
     strong = [[f"g{j}" for j in range(10)] + [f"g{k * 100 + j}" for j in range(6)] for k in (1, 2, 3)]
-    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in _records(strong, 7000, 21000)["sites"]]
+    sites = [site_round1(s["site"], s["rounds"][0]["study"], n) for s in round1_records(strong, 7000, 21000)["sites"]]
     assert len(above_chance(sites)) == 10
 
 
@@ -193,7 +185,7 @@ def test_a_round_one_that_ranked_every_candidate_keeps_all_of_them_and_round_two
                   label=Label("y", ("a", "b")))
     order = [["g3", "g1", "g0", "g2", "g4", "g5", "g6", "g7"], ["g1", "g3", "g2", "g0", "g5", "g4", "g7", "g6"],
              ["g3", "g1", "g2", "g0", "g4", "g6", "g5", "g7"]]
-    recs = _records(order, 8, 8 * 4)["sites"]
+    recs = round1_records(order, 8, 8 * 4)["sites"]
     big = [site_round1(s["site"], s["rounds"][0]["study"], np.array([8000.0, 8000.0])) for s in recs]
     assert agreed(big) == above_chance(big) == ["g3", "g1", "g2", "g0", "g4", "g5", "g6", "g7"]
     req = plan_request(big, cb)
@@ -227,7 +219,7 @@ def _disagreeing_study(rng, strength: float, rho: float):
         noisy, _ = privatize(list(Summary.from_rows(cb, X, y).tables), rho=rho, codebook=cb)
         parts.append((f"s{s}", noisy))
     S = Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts,
-                provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
+                provenance=round1_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
     return cb, S
 
 
@@ -274,7 +266,7 @@ def _redundant_study(rng, rho: float, levels: int = 5):
         noisy, _ = privatize(list(Summary.from_rows(cb, X, y).tables), rho=rho, codebook=cb)
         parts.append((f"s{s}", noisy))
     return cb, Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts,
-                       provenance=_records([names] * 3, 20, 60))
+                       provenance=round1_records([names] * 3, 20, 60))
 
 
 def test_the_study_choice_can_take_the_rule_on_the_best_ranked_feature_alone():
@@ -332,7 +324,7 @@ def test_the_prior_and_the_model_split_the_coverage_so_whichever_is_returned_hol
     cb, X, y = _null_study(rng, 300, 3)
     y = (rng.random(300) < 0.7).astype(int)
     tables = Summary.from_rows(cb, X, y).tables
-    disagree = Summary(cb, tables, provenance=_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
+    disagree = Summary(cb, tables, provenance=round1_records([["g0"], ["g1"], ["g2"]], 3000, 6000))
     prior, _ = finish(NaiveBayes().fit(disagree), disagree)
     src = label_source(disagree)  # the same counts without the selection's record: the plain label-only bound
     plain = Summary(src.codebook, src.tables)
@@ -347,7 +339,7 @@ def test_the_prior_and_the_model_split_the_coverage_so_whichever_is_returned_hol
 
     chosen = learn(disagree, "auto", {}).model.estimator
     assert chosen.learner == "prior" and chosen.certificate_.value == pytest.approx(own.value, abs=1e-12)
-    agree = Summary(cb, tables, provenance=_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
+    agree = Summary(cb, tables, provenance=round1_records([["g0"], ["g0"], ["g1"]], 3000, 6000))
     model, _ = finish(NaiveBayes().fit(agree), agree)
     ref = certify(NaiveBayes().fit(agree), agree, coverage=0.975, structure="first",
                   n_intervals=candidate_entries(agree))

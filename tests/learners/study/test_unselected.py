@@ -8,17 +8,8 @@ import pytest
 
 from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from marg.marginals.summary import Summary, sum_tables
+from tests.helpers.study import round1_records
 
-
-def _records(chosen: list[list[str]], candidates: int, cells: int) -> dict:
-    sites = []
-    for s, feats in enumerate(chosen):
-        rec = {"format": "marg-study", "round": 1, "spent": {"rho": 0.005},
-               "plan": {"rho_total": 0.02, "cells": cells, "candidates": candidates},
-               "selection": {"features": feats, "candidates": candidates, "scale": 1.0, "sensitivity": 1.0,
-                             "rho": 0.004}}
-        sites.append({"site": f"s{s}", "rounds": [{"study": rec}]})
-    return {"sites": sites}
 
 
 def _study(rng, signal: float, share: float = 0.75, sizes=(300, 200, 150)):
@@ -32,7 +23,8 @@ def _study(rng, signal: float, share: float = 0.75, sizes=(300, 200, 150)):
         g0 = np.where(rng.random(n) < signal, y, 1 - y)
         X = np.column_stack([g0, rng.integers(0, 2, n), rng.integers(0, 2, n)]).astype(np.float64)
         parts.append((f"s{s}", list(Summary.from_rows(cb, X, y).tables)))
-    return Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts, provenance=_records([names] * 3, 40, 80))
+    return Summary(cb, sum_tables([t for _, t in parts])[0], site_parts=parts,
+                   provenance=round1_records([names] * 3, 40, 80))
 
 
 def test_the_comparison_is_each_sites_rows_judging_a_rule_selected_without_it():
