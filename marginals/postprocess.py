@@ -53,6 +53,7 @@ import numpy as np
 from marg.errors import InputError
 
 FLOOR = 1e-5  # IPF start floor per table, as a fraction of n̂ spread over its cells
+_SUM, _MAX = np.add.reduce, np.maximum.reduce  # what ndarray.sum and .max call (IPF's inner loop: thousands of calls)
 
 
 # ---------------------------------------------------------------------------------------
@@ -171,16 +172,15 @@ def ipf(start: np.ndarray, clique: Sequence[str], targets: dict[frozenset[str], 
         tgt = np.transpose(np.asarray(m, dtype=np.float64), [order.index(a) for a in kept]).reshape(shape) if kept \
             else np.asarray(m, dtype=np.float64).reshape(shape)
         plan.append((drop, tgt))
-    for _ in range(max(1, int(max_iter))):
-        worst = 0.0
-        for drop, tgt in plan:
-            cur = T.sum(axis=drop, keepdims=True) if drop else T
-            worst = max(worst, float(np.max(np.abs(cur - tgt))))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(cur > 0, tgt / cur, 0.0)
-            T *= ratio
-        if worst <= tol * tot:
-            break
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 := 0 below
+        for _ in range(max(1, int(max_iter))):
+            worst = 0.0
+            for drop, tgt in plan:
+                cur = _SUM(T, axis=drop, keepdims=True) if drop else T  # T.sum, without its wrapper
+                worst = max(worst, float(_MAX(np.abs(cur - tgt), axis=None)))
+                T *= np.where(cur > 0, tgt / cur, 0.0)
+            if worst <= tol * tot:
+                break
     return T
 
 
@@ -201,13 +201,18 @@ def _polish(T: np.ndarray, clique: Sequence[str], targets: dict[frozenset[str], 
     (their intersections already agree), so the result is exactly consistent whenever the
     last sweep leaves no negative cell."""
     clique = tuple(clique)
+    plan = []  # per margin, by size: the axes summed out, _margin's order, the target, the way back
+    for S in sorted(targets, key=len):
+        kept = [a for a in clique if a in S]
+        order = sorted(S)
+        plan.append((tuple(j for j, a in enumerate(clique) if a not in S), [kept.index(a) for a in order],
+                     np.asarray(targets[S], dtype=np.float64), [order.index(a) for a in kept] if kept else None,
+                     [T.shape[j] if a in S else 1 for j, a in enumerate(clique)]))
     for _ in range(max(1, rounds)):
-        for S in sorted(targets, key=len):
-            kept = [a for a in clique if a in S]
-            cur = _margin(T, clique, S)
-            diff = np.asarray(targets[S], dtype=np.float64) - cur
-            shape = [T.shape[j] if a in S else 1 for j, a in enumerate(clique)]
-            d = np.transpose(diff, [sorted(S).index(a) for a in kept]).reshape(shape) if kept else diff.reshape(shape)
+        for drop, to_sorted, target, back, shape in plan:
+            cur = (_SUM(T, axis=drop) if drop else T).transpose(to_sorted)  # _margin(T, clique, S)
+            diff = target - cur
+            d = (diff.transpose(back) if back is not None else diff).reshape(shape)
             T = T + d / (T.size / max(1, diff.size))
         if T.min() >= 0.0:
             break

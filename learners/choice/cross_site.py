@@ -162,11 +162,11 @@ def tan_sample(summary: Any, draws: int = DRAWS, seed: int = SEED) -> TanSample:
             name = cb.features[node].name
             first = _normalised(np.clip(summary.counts((name, lab))[:, y], 0.0, None))
             if parent is None:
-                X[rows, node] = _draw(rng, np.tile(first, (draws, 1)))
+                X[rows, node] = _draw(rng, first[None, :], np.zeros(draws, dtype=np.int64))
                 continue
             P = np.clip(summary.counts((cb.features[parent].name, name, lab))[:, :, y], 0.0, None)
             cond = np.array([_normalised(r) if r.sum() > 0 else first for r in P])  # p(x_node | x_parent, y)
-            X[rows, node] = _draw(rng, cond[X[rows, parent].astype(np.int64)])
+            X[rows, node] = _draw(rng, cond, X[rows, parent].astype(np.int64))
     y_all = np.repeat(np.arange(K), draws)
     return TanSample(X, y_all, prior[y_all] / draws)
 
@@ -176,11 +176,12 @@ def _normalised(v: np.ndarray) -> np.ndarray:
     return v / t if t > 0 else np.full(v.shape, 1.0 / v.size)
 
 
-def _draw(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
-    """One category per row of ``probs`` (n, m) (rows sum to 1)."""
-    cdf = np.cumsum(probs, axis=1)
-    u = rng.random(probs.shape[0]) * cdf[:, -1]
-    return np.minimum((cdf < u[:, None]).sum(axis=1), probs.shape[1] - 1).astype(np.float64)
+def _draw(rng: np.random.Generator, table: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """One category per row of ``table[at]`` ((n, m); ``table``'s rows sum to 1): each distinct row's cumulative
+    sums once, the same numbers as row by row."""
+    cdf = np.cumsum(table, axis=1)[at]
+    u = rng.random(cdf.shape[0]) * cdf[:, -1]
+    return np.minimum((cdf < u[:, None]).sum(axis=1), cdf.shape[1] - 1).astype(np.float64)
 
 
 def sample_error(model: Any, sample: TanSample) -> float:

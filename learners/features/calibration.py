@@ -121,10 +121,14 @@ def binomial_interval(tau: np.ndarray, n: float, alpha: float) -> tuple[np.ndarr
         raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
     n = float(n)
     k = np.clip(np.asarray(tau, dtype=np.float64), 0.0, 1.0) * n
+    # the Beta quantiles once per distinct count (a box's cells repeat counts: the pair cells of a feature-map
+    # repeat across labels and blocks); elementwise, so each cell gets the very number it would alone
+    u, inv = np.unique(k, return_inverse=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k > 0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, alpha / 2.0), 0.0)
-        hi = np.where(k < n, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - alpha / 2.0), 1.0)
-    return lo, hi
+        lo = np.where(u > 0, betaincinv(np.maximum(u, 1e-300), n - u + 1.0, alpha / 2.0), 0.0)
+        hi = np.where(u < n, betaincinv(u + 1.0, np.maximum(n - u, 1e-300), 1.0 - alpha / 2.0), 1.0)
+    inv = inv.reshape(k.shape)
+    return lo[inv], hi[inv]
 
 
 @dataclass(frozen=True)
