@@ -3,6 +3,13 @@
 Run (on the folder ``bench/learn.py --adult-sites`` leaves: ``site*.bundle``, ``cb.json``, ``test.tsv``):
 
     python bench/learn_same.py DIR --baseline BASE/bin/marg [--learners mrc,dcc,nb,renyi,prior,auto] [--tol 1e-9]
+    python bench/learn_same.py DIR --baseline .venv/bin/marg --racing-clocks --learners mrc,dcc,nb,renyi,auto,boost
+
+``--racing-clocks``: the baseline's process runs as on a machine so loaded that every step seems to take a
+minute — each clock of the ``time`` module (``perf_counter``, ``monotonic``, ``time``, ``process_time``,
+``thread_time`` and their ``_ns`` forms) reads 60 s later at every reading (a ``sitecustomize`` on its
+``PYTHONPATH``) — against the same installation idle: any budget in seconds would end a fit sooner and
+change a number of the model (the keys holding a time or a date are skipped).
 
 For each learner both installations' ``marg learn B0 B1 … --learner L --json`` write a model file
 (``--out``); the two files are walked together: every number (μ, R*, the certificate, its box, the
@@ -48,9 +55,27 @@ def walk(a, b, path: str, out: list, diffs: list) -> None:
         diffs.append(f"{path}: {str(a)[:60]!r} vs {str(b)[:60]!r}")
 
 
-def learn(marg: str, bundles: list[str], learner: str, out: Path) -> None:
-    cmd = [marg, "learn", *bundles, "--learner", learner, "--allow-unsigned", "--no-sign", "--out", str(out), "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+RACING = """import time
+
+def _racing(real, step=60.0):
+    skew = [0.0]
+    def clock():
+        skew[0] += step
+        return real() + skew[0]
+    return clock
+
+for _name in ("perf_counter", "monotonic", "time", "process_time", "thread_time"):
+    _clock = _racing(getattr(time, _name))
+    setattr(time, _name, _clock)
+    setattr(time, _name + "_ns", lambda c=_clock: int(c() * 1e9))
+"""
+"""The ``sitecustomize`` of ``--racing-clocks``: every clock of the process a minute later at every reading."""
+
+
+def learn(marg: str, bundles: list[str], learner: str, out: Path, env: dict | None = None) -> None:
+    cmd = [marg, "learn", *bundles, "--learner", learner, "--allow-unsigned", "--no-sign", "--out", str(out), "--json",
+           *(["--allow-empty"] if learner == "boost" else [])]  # an empty vote (adult's) written, to be compared
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"exit {r.returncode}: {' '.join(cmd)}\n{r.stderr[-2000:]}")
 
@@ -61,7 +86,16 @@ def main() -> int:
     ap.add_argument("--baseline", required=True, help="the other installation's marg console script")
     ap.add_argument("--learners", default="mrc,dcc,nb,renyi,prior,auto")
     ap.add_argument("--tol", type=float, default=1e-9)
+    ap.add_argument("--racing-clocks", action="store_true", help="the baseline's clocks race a minute ahead")
     args = ap.parse_args()
+    env = None
+    if args.racing_clocks:
+        import os
+        import tempfile
+
+        site = Path(tempfile.mkdtemp(prefix="marg-racing-"))
+        (site / "sitecustomize.py").write_text(RACING)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
     from marg.api import load_model
     from marg.marginals.data.codebook import Codebook
     from marg.marginals.data.encoding import encode_file
@@ -75,7 +109,7 @@ def main() -> int:
     for learner in args.learners.split(","):
         files = {who: args.dir / f"same-{who}-{learner}.model" for who in ("ours", "base")}
         learn(ours, bundles, learner, files["ours"])
-        learn(args.baseline, bundles, learner, files["base"])
+        learn(args.baseline, bundles, learner, files["base"], env)
         docs = {who: json.loads(f.read_text()) for who, f in files.items()}
         nums: list = []
         diffs: list = []

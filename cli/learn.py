@@ -227,7 +227,7 @@ def learn(
                                                              "alone, so the certificate is the same on any machine), "
                                                              "gbd selection (default 60, with the certified gap "
                                                              "reached).", rich_help_panel="Time limit")] = None,
-    pricing_nodes: Annotated[Optional[int], typer.Option("--pricing-nodes", min=0,
+    pricing_nodes: Annotated[Optional[int], typer.Option("--pricing-nodes",  # ≥ 0 checked below, not by min=0
                                                          help="boost: the pricing searches' work budget, "
                                                               "branch-and-bound nodes summed over the fit (default "
                                                               "50,000; 0: search every pricing to optimality). Work, "
@@ -272,6 +272,11 @@ def learn(
                "max_order": max_order, "kappa": kappa, "patience": patience, "stall_tol": stall_tol}
     if time_limit is not None and learner in option_takers("time_limit"):  # else gbd's alone, as given
         options["time_limit"] = time_limit
+    if pricing_nodes is not None and pricing_nodes < 0:  # Typer's min=0 would import pydantic at every learn
+        from marg.errors import InputError
+
+        raise InputError("learn: invalid value for '--pricing-nodes': Input should be greater than or equal to 0 "
+                         "(see marg learn --help)")  # Typer's words for its range check
     if pricing_nodes is not None:  # a learner without a pricing budget refuses it below
         options["pricing_nodes"] = pricing_nodes or None
     defaults = inspect.signature(learn).parameters
