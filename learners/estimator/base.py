@@ -33,6 +33,10 @@ from ..core.params import Check, Constraint, validate_params
 
 __all__ = ["Certificate", "CertificateKind", "MarginalEstimator"]  # Certificate lives in certificate.py; re-exported
 
+_PARAM_NAMES: dict[Any, tuple[str, ...]] = {}
+"""Each constructor's parameter names (:meth:`MarginalEstimator.param_names`), keyed by the function itself."""
+
+
 class MarginalEstimator:
     """Base of every learner fitted from a Summary (see the module docstring)."""
 
@@ -53,10 +57,15 @@ class MarginalEstimator:
     # ------------------------------------------------------------ parameters
     @classmethod
     def param_names(cls) -> list[str]:
-        """The constructor's parameter names (scikit-learn's recipe: read from the signature)."""
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values()
-                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        """The constructor's parameter names (scikit-learn's recipe: read from the signature, once per
+        constructor: ``get_params`` asks at every fit, clone and check)."""
+        init = cls.__init__
+        names = _PARAM_NAMES.get(init)
+        if names is None:
+            sig = inspect.signature(init)
+            names = _PARAM_NAMES[init] = tuple(p.name for p in sig.parameters.values()
+                                               if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+        return list(names)
 
     def get_params(self) -> dict[str, Any]:
         """The hyper-parameters as given to ``__init__`` (or :meth:`set_params`)."""
