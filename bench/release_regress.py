@@ -15,8 +15,8 @@ whitespace and missing values, integer codes, binned and raw numbers with NaN an
 order, every pair, small cells suppressed) and a wide one (200 float-coded binary calls with nulls,
 first order: the wide encoder's path). PostgreSQL runs when the tests' helper can start a server
 (``tests/helpers/services.py``) and psycopg is installed. Spark: the Parquet file (read by the
-executors) and the CSV (Spark's reader) counted by ``--engine spark --spark-master local[2]`` (when pyspark is installed; a JVM per export, so its
-cases take minutes). Frames: each installation's own Python (the console script's folder) calls
+executors) and the CSV (Spark's reader) counted by ``--engine spark --spark-master local[2]``
+(when pyspark is installed; a JVM per export, so its cases take minutes). Frames: each installation's own Python (the console script's folder) calls
 the notebook API, ``marg.protocols.export.export_site``, on the Parquet file read as an Arrow
 table (and as a pandas frame when pandas is installed); a refusal's message is compared as the
 CLI's is. Exit status 1 on any difference.
@@ -147,7 +147,8 @@ except MargError as exc:
 """
 
 #: CLI export options as the notebook API's keywords (the options ``main`` uses).
-API_OPTIONS = {"--stats": ("stats", str), "--min-cell": ("min_cell", int), "--min-cell-policy": ("min_cell_policy", str),
+API_OPTIONS = {"--stats": ("stats", str), "--min-cell": ("min_cell", int),
+               "--min-cell-policy": ("min_cell_policy", str),
                "--pairs": ("pairs", lambda v: [tuple(p.split(":")) for p in v.split(",")])}
 
 
@@ -205,7 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark cases (a JVM per export)")
     ap.add_argument("--no-frames", action="store_true", help="skip the notebook API's frame cases")
     ap.add_argument("--only", nargs="+", metavar="SOURCE",
-                    help="run only these sources (csv, parquet, duckdb, postgresql, spark, 'spark csv', 'arrow frame', 'pandas frame')")
+                    help="run only these sources (csv, parquet, duckdb, postgresql, spark, 'spark csv', "
+                         "'arrow frame', 'pandas frame')")
     args = ap.parse_args(argv)
     spark = not args.no_spark
     if spark:
