@@ -15,11 +15,11 @@ whitespace and missing values, integer codes, binned and raw numbers with NaN an
 order, every pair, small cells suppressed) and a wide one (200 float-coded binary calls with nulls,
 first order: the wide encoder's path). PostgreSQL runs when the tests' helper can start a server
 (``tests/helpers/services.py``) and psycopg is installed. Spark: the Parquet file (read by the
-executors) and the CSV (Spark's reader) counted by ``--engine spark --spark-master local[2]``
-(when pyspark is installed; a JVM per export, so its cases take minutes). Frames: each
-installation's own Python (the console script's folder) calls the notebook API, ``marg.protocols.export.export_site``, on the Parquet file read as an Arrow
-table (and as a pandas frame when pandas is installed); a refusal's message is compared as the
-CLI's is. Exit status 1 on any difference.
+executors) and the CSV (Spark's reader) counted by ``--engine spark --spark-master local[2]`` (when
+pyspark is installed; a JVM per export, so its cases take minutes). Frames: each installation's own
+Python (the console script's folder) calls the notebook API, ``marg.protocols.export.export_site``,
+on the Parquet file read as an Arrow table (and as a pandas frame when pandas is installed); a
+refusal's message is compared as the CLI's is. Exit status 1 on any difference.
 """
 
 from __future__ import annotations
