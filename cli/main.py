@@ -261,14 +261,16 @@ Rényi's eigendecompositions on two threads than on one (BENCHMARKS.md, "Issue 4
 def main() -> None:
     """Console-script entry point (BLAS on one thread unless the environment says otherwise: :data:`BLAS_THREADS`).
 
-    When the command ends, the process's objects are moved to the collector's permanent generation
-    (``gc.freeze``): the interpreter's exit then skips the full collections it would run over every
-    object the command and its imports made (a cost at every command that grows with what was imported,
-    BENCHMARKS.md, "Issue 48 (startup, fifth session)"). Objects are still freed by their reference
-    counts and the exit handlers (``atexit``) still run; only cycles left at exit are not collected,
-    which the exit does not need."""
+    The objects the command-line modules made at import live as long as the process: they are moved to the
+    collector's permanent generation (``gc.freeze``) before the command runs, so its collections do not scan
+    them again; and when the command ends, so are the command's, so the interpreter's exit skips the full
+    collections it would run over every object (a cost at every command that grows with what was imported,
+    BENCHMARKS.md, "Issue 48 (startup, fifth session)"). Objects are still freed by their reference counts
+    and the exit handlers (``atexit``) still run; only cycles left at exit are not collected, which the exit
+    does not need."""
     for var in BLAS_THREADS:
         os.environ.setdefault(var, "1")
+    gc.freeze()
     try:
         app(prog_name="marg")
     finally:

@@ -1,7 +1,8 @@
 """``marg export`` imports only what an export uses (issue 48, item 2): not pandas (pyarrow loads it when
 handed a Python value), not scikit-learn (``opendp.prelude`` loads it, and pandas and scipy.stats
 with it, when installed), not scipy.stats, not the learners — exact or under DP, installed or not;
-an exact export no scipy and no ``numpy.polynomial`` (round 1's split rule's quadrature) at all.
+an exact export no scipy and no ``numpy.polynomial`` (round 1's split rule's quadrature) at all; an unsigned
+export no key serialization (``cryptography.hazmat.primitives.serialization``: only keys read or written need it).
 Read from the console script's own import log (``PYTHONPROFILEIMPORTTIME``)."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import pytest
 from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from tests.helpers.console import marg
 
-NOT_FOR_AN_EXPORT = ("pandas", "sklearn", "scipy.stats", "polars", "marg.learners")
+NOT_FOR_AN_EXPORT = ("pandas", "sklearn", "scipy.stats", "polars", "marg.learners",
+                     "cryptography.hazmat.primitives.serialization")
 
 
 def imported(stderr: str) -> set[str]:
