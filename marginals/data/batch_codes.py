@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from . import kernels as pc  # pyarrow.compute's kernels, called directly
 
 from .arrays import bool_array, integer_array, scalar, string_array, to_numpy
 from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
@@ -292,7 +292,7 @@ class BatchEncoder:
         ends = np.cumsum(lens)
         starts = ends - lens
         order_arr = np.asarray(order, dtype=np.int64)
-        is_null = to_numpy(text.is_null())
+        is_null = to_numpy(pc.is_null(text))
         codes = np.empty(len(text), dtype=np.float64)
         # categorical columns and the label: one lookup of "set␟text"
         grp = self._group[order_arr]
@@ -300,11 +300,11 @@ class BatchEncoder:
         if cat.any():
             rows = np.repeat(cat, lens)
             g_rep = np.repeat(grp, lens)[rows]
-            sub = text.filter(bool_array(rows)) if not rows.all() else text
+            sub = pc.filter(text, bool_array(rows)) if not rows.all() else text
             gtext = pc.cast(integer_array(g_rep, pa.int64()), pa.string())
             key = pc.binary_join_element_wise(gtext, sub, scalar(SEP, pa.string()))
             pos = pc.index_in(key, value_set=self._table)
-            found = to_numpy(pos.is_valid())
+            found = to_numpy(pc.is_valid(pos))
             pos_np = to_numpy(pc.fill_null(pos, scalar(0, pos.type))).astype(np.int64)
             c = np.where(found, pos_np - self._start_arr[g_rep], UNKNOWN)
             miss_rep = np.repeat(self._miss[order_arr], lens)[rows]
@@ -313,7 +313,7 @@ class BatchEncoder:
         # numeric columns (text, not numbers): one cast, then each feature's edges or range
         if not cat.all():
             rows = np.repeat(~cat, lens)
-            vals, nonnum = _numbers(text.filter(bool_array(rows)) if not rows.all() else text)
+            vals, nonnum = _numbers(pc.filter(text, bool_array(rows)) if not rows.all() else text)
             at = 0
             for k in np.flatnonzero(~cat):
                 f = feats[order[k]]

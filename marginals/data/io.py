@@ -346,19 +346,18 @@ def iter_batches(
 def as_text(arr: pa.Array, name: str | None = None) -> pa.Array:
     """A column as canonical text (:mod:`.value_text`): dictionaries decoded, whitespace trimmed,
     NaN in a float column made null, numbers, dates and booleans written the one way every source writes them."""
-    import pyarrow.compute as pc
-
+    from . import kernels as pc  # pyarrow.compute's kernels, called directly
     from .value_text import canonical, typed_text
 
     if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
+        arr = pc.dictionary_decode(arr)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        return canonical(pc.utf8_trim_whitespace(arr).cast(pa.string()))
+        return canonical(pc.cast(pc.utf8_trim_whitespace(arr), pa.string()))
     try:
         text = typed_text(arr)
-        return canonical(pc.utf8_trim_whitespace(arr.cast(pa.string()))) if text is None else text
+        return canonical(pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))) if text is None else text
     except pa.ArrowException as exc:
         where = f"column {name!r}" if name else "a column"
         raise InputError(f"{where} of type {arr.type} cannot be read as text: {_arrow_msg(exc)}") from None
