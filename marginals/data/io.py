@@ -76,16 +76,33 @@ def _delimiter(path: Path) -> str:
     return "\t" if first.count("\t") > first.count(",") else ","
 
 
+_FOOTER: dict[tuple[str, int, int], Any] = {}
+"""The last Parquet footer read, keyed by the file's path, modification time and size (:func:`parquet_footer`)."""
+
+
+def parquet_footer(path: Path) -> Any:
+    """A Parquet file's footer (``FileMetaData``), parsed once per version of the file: the header, the schema
+    and the reader of one export all need it, and a wide file's is thousands of column chunks."""
+    import pyarrow.parquet as pq
+
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    md = _FOOTER.get(key)
+    if md is None:
+        md = pq.read_metadata(str(path))
+        _FOOTER.clear()
+        _FOOTER[key] = md
+    return md
+
+
 def column_names(path: str | Path) -> list[str]:
     """The header of a table file (without reading the data)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"data file not found: {path}")
     if _is_parquet(path):
-        import pyarrow.parquet as pq
-
         try:
-            return list(pq.ParquetFile(str(path)).schema_arrow.names)
+            return list(parquet_footer(path).schema.to_arrow_schema().names)
         except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: a corrupted file's names are not UTF-8
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
     block = DEFAULT_CHUNK_BYTES
@@ -310,10 +327,12 @@ def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None,
         import pyarrow.parquet as pq
 
         try:
-            schema = pq.ParquetFile(str(path)).schema_arrow
+            footer = parquet_footer(path)
+            schema = footer.schema.to_arrow_schema()
             text_cols = [c for c in columns if pa.types.is_string(schema.field(c).type)
                          or pa.types.is_large_string(schema.field(c).type)]
-            pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None, pre_buffer=False)
+            pf = pq.ParquetFile(str(path), metadata=footer, read_dictionary=text_cols if dictionary else None,
+                                pre_buffer=False)
             rows = max(4096, PARQUET_BATCH_CELLS // max(1, len(columns)))
             for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=False):
                 yield {c: batch.column(c) for c in columns}
