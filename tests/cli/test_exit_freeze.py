@@ -1,7 +1,7 @@
 """The console script's entry point (:func:`marg.cli.main.main`) moves the objects its imports made to the
 collector's permanent generation before the command runs (``gc.freeze``), and the command's own objects when
 it ends, so the interpreter's exit runs no full collection over them — whether the command succeeds or exits
-with an error."""
+with an error; and while it runs, full collections are rarer (:data:`marg.cli.main.FULL_COLLECTION_EVERY`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import marg.cli.main as cli_main
 @pytest.fixture
 def unfrozen():
     gc.unfreeze()
+    kept = gc.get_threshold()
     yield
-    gc.unfreeze()  # this test process goes on: give its objects back to the collector
+    gc.unfreeze()  # this test process goes on: give its objects back to the collector, and its thresholds
+    gc.set_threshold(*kept)
 
 
 @pytest.mark.parametrize("argv", [["marg", "--help"], ["marg", "export", "--no-such-option"]])
@@ -35,6 +37,7 @@ def test_the_imports_are_frozen_before_and_the_commands_objects_after(monkeypatc
 
     def command(prog_name):
         seen["before"] = gc.get_freeze_count()  # the imports' objects, frozen before the command runs
+        seen["threshold"] = gc.get_threshold()
         made.extend([k] for k in range(5000))  # the command's own containers
         raise SystemExit(code)
 
@@ -42,6 +45,7 @@ def test_the_imports_are_frozen_before_and_the_commands_objects_after(monkeypatc
     with pytest.raises(SystemExit):
         cli_main.main()
     assert seen["before"] > 0
+    assert seen["threshold"][2] == cli_main.FULL_COLLECTION_EVERY  # full collections 10 × rarer than by default
     assert gc.get_freeze_count() > seen["before"]
     # a frozen object is in no generation the collector scans (gc.get_objects lists those)
     assert not any(o is made[0] for o in gc.get_objects())
