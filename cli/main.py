@@ -9,6 +9,7 @@ what remains).
 """
 
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -257,11 +258,33 @@ Rényi's eigendecompositions on two threads than on one (BENCHMARKS.md, "Issue 4
 (Not OMP_NUM_THREADS: Arrow's CSV reader sizes its thread pool from it.)"""
 
 
+FULL_COLLECTION_EVERY = 100
+"""Collections of the middle generation between two full collections in a ``marg`` process (Python's default
+is 10): a 3,000-feature export's two full collections rescanned its tens of thousands of live objects for nothing
+(BENCHMARKS.md, "Issue 48 (startup, fifth session)")."""
+
+
 def main() -> None:
-    """Console-script entry point (BLAS on one thread unless the environment says otherwise: :data:`BLAS_THREADS`)."""
+    """Console-script entry point (BLAS on one thread unless the environment says otherwise: :data:`BLAS_THREADS`).
+
+    The objects the command-line modules made at import live as long as the process: they are moved to the
+    collector's permanent generation (``gc.freeze``) before the command runs, so its collections do not scan
+    them again; and when the command ends, so are the command's, so the interpreter's exit skips the full
+    collections it would run over every object (a cost at every command that grows with what was imported,
+    BENCHMARKS.md, "Issue 48 (startup, fifth session)"). Objects are still freed by their reference counts
+    and the exit handlers (``atexit``) still run; only cycles left at exit are not collected, which the exit
+    does not need. The command's own long-lived objects (a wide codebook's features, its thousands of tables)
+    are scanned by a full collection once per :data:`FULL_COLLECTION_EVERY` younger collections, not ten:
+    cycles that die young are collected as before."""
     for var in BLAS_THREADS:
         os.environ.setdefault(var, "1")
-    app(prog_name="marg")
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+    try:
+        app(prog_name="marg")
+    finally:
+        gc.freeze()
 
 
 if __name__ == "__main__":  # pragma: no cover

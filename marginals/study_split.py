@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 from typing import Any, Sequence
 
@@ -219,16 +220,23 @@ def _p_flip(x: SplitInputs, a2: Any, tables: Any) -> Any:
     return ndtr(-2.0 * EFFECT * N / (float(np.median(x.levels)) * np.sqrt(2.0) * sigma2))
 
 
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(40)
-_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
+@lru_cache(maxsize=1)
+def _quadrature() -> tuple[np.ndarray, np.ndarray]:
+    """The 40 Gauss–Hermite nodes (probabilists') and their weights summing to 1, made on first use: every
+    export imports this module through its release kind, and ``numpy.polynomial`` is only this rule's."""
+    from numpy.polynomial.hermite_e import hermegauss
+
+    nodes, weights = hermegauss(40)
+    return nodes, weights / weights.sum()
 
 
 def _above(t: np.ndarray, sd: float, b: np.ndarray) -> np.ndarray:
     """P(s + G > t) for s ~ N(0, sd²) (a score's sampling spread) and G ~ Gumbel(0, b) (the top-k's noise),
     by 40-node Gauss–Hermite quadrature over s; elementwise over ``t`` and ``b``. The Gumbel's right tail is
     exponential, e^(−u/b): a normal of the same variance understates how far the best of many null scores reaches."""
-    u = (np.asarray(t, dtype=np.float64)[..., None] - sd * _NODES) / np.asarray(b, dtype=np.float64)[..., None]
-    return (_WEIGHTS * -np.expm1(-np.exp(-np.clip(u, -700.0, 700.0)))).sum(-1)
+    nodes, weights = _quadrature()
+    u = (np.asarray(t, dtype=np.float64)[..., None] - sd * nodes) / np.asarray(b, dtype=np.float64)[..., None]
+    return (weights * -np.expm1(-np.exp(-np.clip(u, -700.0, 700.0)))).sum(-1)
 
 
 def _p_picked(sd: float, b: Any, lead: float, m: int, nulls: int) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -49,12 +49,25 @@ def software_version() -> str:
     return f"marg {__version__}"
 
 
+def _round_trips(codebook: Codebook) -> bool:
+    """Whether ``Codebook.from_dict(codebook.to_dict(include_draft=False))`` is ``codebook`` itself (equal):
+    no draft flag to drop and no OMOP definitions to complete again."""
+    return (not codebook.draft and codebook.omop is None and codebook.label.omop is None
+            and all(f.omop is None for f in codebook.features))
+
+
 @dataclass(frozen=True)
 class Bundle:
-    """A parsed bundle: the header dict and one array per statistic (header order)."""
+    """A parsed bundle: the header dict and one array per statistic (header order).
+
+    A bundle is a value: its header and arrays are never changed in place (:meth:`with_header` and
+    :meth:`with_signature` make new bundles), so its canonical bytes and its parsed codebook are made
+    once per bundle (a wide release's header holds thousands of features, and an export writes,
+    digests, records and describes the same bundle)."""
 
     header: dict[str, Any]
     arrays: tuple[np.ndarray, ...]
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -111,31 +124,41 @@ class Bundle:
         }
         if extra:
             header.update(extra)
-        return cls(header=header, arrays=tuple(arrays))
+        b = cls(header=header, arrays=tuple(arrays))
+        if _round_trips(codebook):  # the header's codebook parses back to this one: no second parse
+            b._memo["codebook"] = codebook
+        return b
 
     # -------------------------------------------------------------- bytes
     def to_bytes(self) -> bytes:
-        hdr = canonical_json(self.header)
-        payload = b"".join(np.ascontiguousarray(a).tobytes() for a in self.arrays)
-        return MAGIC + struct.pack(">I", len(hdr)) + hdr + payload
+        data = self._memo.get("bytes")
+        if data is None:
+            hdr = canonical_json(self.header)
+            payload = b"".join(np.ascontiguousarray(a).tobytes() for a in self.arrays)
+            data = self._memo["bytes"] = MAGIC + struct.pack(">I", len(hdr)) + hdr + payload
+        return data
 
     def signing_bytes(self) -> bytes:
         """Canonical bytes of the bundle with ``signature`` = null (what gets signed)."""
         return self.with_signature(None).to_bytes()
 
     def with_signature(self, sig: dict[str, Any] | None) -> "Bundle":
-        h = dict(self.header)
-        h["signature"] = sig
-        return Bundle(header=h, arrays=self.arrays)
+        return self.with_header(signature=sig)
 
     def with_header(self, **fields: Any) -> "Bundle":
         h = dict(self.header)
         h.update(fields)
-        return Bundle(header=h, arrays=self.arrays)
+        b = Bundle(header=h, arrays=self.arrays)
+        if "codebook" in self._memo and "codebook" not in fields and "codebook_fingerprint" not in fields:
+            b._memo["codebook"] = self._memo["codebook"]
+        return b
 
     def digest(self) -> str:
         """SHA-256 (hex) of the bundle's bytes."""
-        return hashlib.sha256(self.to_bytes()).hexdigest()
+        d = self._memo.get("digest")
+        if d is None:
+            d = self._memo["digest"] = hashlib.sha256(self.to_bytes()).hexdigest()
+        return d
 
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "bundle") -> "Bundle":
@@ -222,6 +245,12 @@ class Bundle:
 
     @property
     def codebook(self) -> Codebook:
+        cb = self._memo.get("codebook")
+        if cb is None:
+            cb = self._memo["codebook"] = self._parsed_codebook()
+        return cb
+
+    def _parsed_codebook(self) -> Codebook:
         cb = Codebook.from_dict(self.header.get("codebook"))
         if cb.fingerprint != self.fingerprint:
             raise InputError(

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
 
 from marg._util import atomic_write_bytes
@@ -90,6 +89,7 @@ def public_bytes(key: object) -> bytes:
     -------
     bytes, length 32
     """
+    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
     if isinstance(key, (ed25519.Ed25519PrivateKey, x25519.X25519PrivateKey)):
         key = key.public_key()
     if not isinstance(key, (ed25519.Ed25519PublicKey, x25519.X25519PublicKey)):
@@ -171,12 +171,14 @@ def key_paths(site: str, directory: PathLike) -> dict[str, Path]:
 
 
 def _private_pem(key: object, passphrase: bytes | None) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
     enc: serialization.KeySerializationEncryption
     enc = serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption()
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)  # type: ignore[attr-defined]
 
 
 def _public_pem(key: object) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
     return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)  # type: ignore[attr-defined]
 
 
@@ -262,6 +264,7 @@ def read_key_bytes(path: PathLike, what: str) -> tuple[Path, bytes]:
 
 
 def _load_private(path: PathLike, passphrase: bytes | None, cls: type, what: str) -> object:
+    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
     p, data = read_key_bytes(path, what)
     if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
         raise InputError(f"{str(p)!r} holds a public key, expected a {what}")
@@ -288,6 +291,7 @@ def _load_public(path: PathLike, cls: type | tuple[type, ...], what: str, expect
                  private: str | None = None) -> object:
     """The public key of class ``cls`` in the PEM file ``path``; InputError naming ``what`` (the
     words ``expected`` and ``private`` for a key of the wrong kind and for a private key)."""
+    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
     p, data = read_key_bytes(path, what)
     if b"PRIVATE KEY-----" in data:
         raise InputError(f"{str(p)!r} holds a private key"

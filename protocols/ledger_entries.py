@@ -142,7 +142,8 @@ def release_facts(bundle: Any, cost: Any, suppressed: Sequence[Any]) -> tuple[li
 
 _LAST_DIGESTS: list = []
 """The last release's ``(key, digests)``: an export previews (checks) and then records one release, and
-a wide one's digests (20,000 tables) cost seconds; ``key`` is a SHA-256 of everything they are made of."""
+a wide one's digests (20,000 tables) cost seconds; ``key`` is a SHA-256 of everything they are made of (the
+codebook by its fingerprint, which :attr:`~protocols.bundle.Bundle.codebook` checks)."""
 
 
 def _exact_digests(bundle: Any, hidden: list, rows: str) -> Any:
@@ -152,13 +153,14 @@ def _exact_digests(bundle: Any, hidden: list, rows: str) -> Any:
 
     import numpy as np
 
-    h = hashlib.sha256(json.dumps([bundle.header.get("statistics"), bundle.header.get("codebook"),
-                                   bundle.header.get("n_rows"), hidden, rows], sort_keys=True, default=str).encode())
+    codebook = bundle.codebook  # checked against its fingerprint (and parsed once per bundle)
+    h = hashlib.sha256(json.dumps([bundle.header.get("statistics"), codebook.fingerprint, bundle.header.get("n_rows"),
+                                   hidden, rows], default=str).encode())
     for a in bundle.arrays:
         h.update(np.ascontiguousarray(a).tobytes())
     key = h.hexdigest()
     if _LAST_DIGESTS and _LAST_DIGESTS[0][0] == key:
         return dict(_LAST_DIGESTS[0][1]) if _LAST_DIGESTS[0][1] is not None else None
-    exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, bundle.codebook, rows)
+    exact = release_digests(bundle.tables, bundle.header.get("n_rows"), hidden, codebook, rows)
     _LAST_DIGESTS[:] = [(key, dict(exact) if exact is not None else None)]
     return exact

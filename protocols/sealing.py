@@ -29,7 +29,7 @@ import os
 import struct
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -52,6 +52,7 @@ def is_sealed(data: bytes) -> bool:
 
 
 def _raw(pub: x25519.X25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from . import kernels as pc  # pyarrow.compute's kernels, called directly
 
 
 def to_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -32,7 +32,7 @@ def to_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     t = arr.type
     if arr.null_count and len(arr) and (pa.types.is_integer(t) or pa.types.is_floating(t)):  # nulls read as NaN
-        filled = arr if pa.types.is_floating(t) else arr.cast(pa.float64())
+        filled = arr if pa.types.is_floating(t) else pc.cast(arr, pa.float64())
         return to_numpy(pc.fill_null(filled, scalar(float("nan"), filled.type)))
     if arr.null_count == 0 and len(arr):
         if pa.types.is_boolean(t):

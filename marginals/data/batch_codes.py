@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from . import kernels as pc  # pyarrow.compute's kernels, called directly
 
 from .arrays import bool_array, integer_array, scalar, string_array, to_numpy
 from .codebook import CategoricalFeature, Codebook, NumericFeature, code_dtype
@@ -107,6 +107,10 @@ def _shared_parts(cols: list[tuple[int, pa.Array]]) -> dict[int, tuple[pa.Array,
         per = max(1, SHARED_CELLS // n)
         for a in range(0, len(group), per):
             part = group[a:a + per]
+            whole = _whole_numbers(part, n)
+            if whole is not None:
+                out.update(whole)
+                continue
             enc = pc.dictionary_encode(pa.concat_arrays([arr for _, arr in part]), null_encoding="mask")
             values = enc.dictionary
             if len(values) > SHARED_MAX_VALUES:
@@ -120,6 +124,42 @@ def _shared_parts(cols: list[tuple[int, pa.Array]]) -> dict[int, tuple[pa.Array,
             for k, (j, arr) in enumerate(part):
                 out[j] = (values, raw[k], arr.null_count > 0)
     return out
+
+
+def _whole_numbers(part: list[tuple[int, pa.Array]], n: int) -> dict[int, tuple[pa.Array, np.ndarray, bool]] | None:
+    """:func:`_shared_parts`'s result for float64 columns (``n`` rows each) whose values are all whole numbers in
+    a range of at most :data:`SHARED_MAX_VALUES` (a gene call coded 0/1/2 with nulls), without hashing: the
+    shared values are the range ``lo..hi`` (values no row holds are allowed, as in ``_shared_parts``) and a row's
+    index is ``value − lo`` (a null row's the range's length). None — the hashing path — for other types, a NaN
+    that is not null, a fraction, or a wider range. (``-0.0`` reads as ``0``'s index: both are the text ``0``.)"""
+    if not pa.types.is_float64(part[0][1].type):
+        return None
+    m = len(part)
+    v = np.empty((m, n), dtype=np.float64)
+    null = np.zeros((m, n), dtype=bool)
+    has_null = np.zeros(m, dtype=bool)
+    for k, (_, arr) in enumerate(part):
+        bufs = arr.buffers()
+        v[k] = np.frombuffer(bufs[1], dtype=np.float64, count=arr.offset + n)[arr.offset:]
+        if arr.null_count:
+            null[k] = ~np.unpackbits(np.frombuffer(bufs[0], dtype=np.uint8), count=arr.offset + n,
+                                     bitorder="little")[arr.offset:].view(np.bool_)
+            has_null[k] = True
+    if has_null.any():
+        v[null] = 0.0  # a null row's stored value is arbitrary (often NaN): set aside, its index is set below
+    lo, hi = float(v.min()), float(v.max())  # NaN (not null) makes both NaN: refused by the test below
+    if not (-(1 << 30) <= lo <= hi < lo + SHARED_MAX_VALUES):
+        return None
+    base = int(lo)
+    index = v.astype(np.int32)
+    if base != lo or not np.array_equal(index, v):
+        return None
+    d = int(hi) - base + 1
+    if base:
+        index -= base
+    index[null] = d
+    values = pa.Array.from_buffers(pa.float64(), d, [None, pa.py_buffer(np.arange(base, base + d, dtype=np.float64))])
+    return {j: (values, index[k], bool(has_null[k])) for k, (j, _) in enumerate(part)}
 
 
 class BatchEncoder:
@@ -252,7 +292,7 @@ class BatchEncoder:
         ends = np.cumsum(lens)
         starts = ends - lens
         order_arr = np.asarray(order, dtype=np.int64)
-        is_null = to_numpy(text.is_null())
+        is_null = to_numpy(pc.is_null(text))
         codes = np.empty(len(text), dtype=np.float64)
         # categorical columns and the label: one lookup of "set␟text"
         grp = self._group[order_arr]
@@ -260,11 +300,11 @@ class BatchEncoder:
         if cat.any():
             rows = np.repeat(cat, lens)
             g_rep = np.repeat(grp, lens)[rows]
-            sub = text.filter(bool_array(rows)) if not rows.all() else text
+            sub = pc.filter(text, bool_array(rows)) if not rows.all() else text
             gtext = pc.cast(integer_array(g_rep, pa.int64()), pa.string())
             key = pc.binary_join_element_wise(gtext, sub, scalar(SEP, pa.string()))
             pos = pc.index_in(key, value_set=self._table)
-            found = to_numpy(pos.is_valid())
+            found = to_numpy(pc.is_valid(pos))
             pos_np = to_numpy(pc.fill_null(pos, scalar(0, pos.type))).astype(np.int64)
             c = np.where(found, pos_np - self._start_arr[g_rep], UNKNOWN)
             miss_rep = np.repeat(self._miss[order_arr], lens)[rows]
@@ -273,7 +313,7 @@ class BatchEncoder:
         # numeric columns (text, not numbers): one cast, then each feature's edges or range
         if not cat.all():
             rows = np.repeat(~cat, lens)
-            vals, nonnum = _numbers(text.filter(bool_array(rows)) if not rows.all() else text)
+            vals, nonnum = _numbers(pc.filter(text, bool_array(rows)) if not rows.all() else text)
             at = 0
             for k in np.flatnonzero(~cat):
                 f = feats[order[k]]

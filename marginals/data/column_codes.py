@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from . import kernels as pc  # pyarrow.compute's kernels, called directly
 
 from .arrays import integer_array, scalar, string_array, to_numpy
 from .codebook import CategoricalFeature, NumericFeature, code_dtype
@@ -159,9 +159,10 @@ def _integer_range(arr: pa.Array) -> tuple[pa.Array, np.ndarray, bool] | None:
         return None
     if 0 <= lo and hi < min(1 << 16, len(arr)) and arr.type == pa.int64():
         lo = 0  # codes 0..hi index themselves: the column is its own index, no copy
-    values = integer_array(np.arange(lo, hi + 1, dtype=np.int64), pa.int64()).cast(arr.type)
+    values = pc.cast(integer_array(np.arange(lo, hi + 1, dtype=np.int64), pa.int64()), arr.type)
     if arr.null_count:
-        index = pc.fill_null(pc.subtract(arr.cast(pa.int64()), scalar(lo, pa.int64())), scalar(len(values), pa.int64()))
+        index = pc.fill_null(pc.subtract(pc.cast(arr, pa.int64()), scalar(lo, pa.int64())),
+                             scalar(len(values), pa.int64()))
         return values, to_numpy(index), True
     v = to_numpy(arr)
     return values, (v if lo == 0 and v.dtype == np.int64 else np.subtract(v, lo, dtype=np.int64)), False
@@ -190,7 +191,7 @@ def _level_codes(text: pa.Array, levels: Sequence[str], missing_code: int | None
     compared as their canonical text; ``where`` names the feature for a codebook's clash)."""
     idx = pc.index_in(text, value_set=string_array(list(canonical_levels(tuple(levels), where))))
     out = to_numpy(pc.fill_null(idx, scalar(UNKNOWN, idx.type))).astype(np.int64)
-    null = to_numpy(text.is_null())
+    null = to_numpy(pc.is_null(text))
     out[null] = MISSING if missing_code is None else missing_code
     return out
 

@@ -76,16 +76,33 @@ def _delimiter(path: Path) -> str:
     return "\t" if first.count("\t") > first.count(",") else ","
 
 
+_FOOTER: dict[tuple[str, int, int], Any] = {}
+"""The last Parquet footer read, keyed by the file's path, modification time and size (:func:`parquet_footer`)."""
+
+
+def parquet_footer(path: Path) -> Any:
+    """A Parquet file's footer (``FileMetaData``), parsed once per version of the file: the header, the schema
+    and the reader of one export all need it, and a wide file's is thousands of column chunks."""
+    import pyarrow.parquet as pq
+
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    md = _FOOTER.get(key)
+    if md is None:
+        md = pq.read_metadata(str(path))
+        _FOOTER.clear()
+        _FOOTER[key] = md
+    return md
+
+
 def column_names(path: str | Path) -> list[str]:
     """The header of a table file (without reading the data)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"data file not found: {path}")
     if _is_parquet(path):
-        import pyarrow.parquet as pq
-
         try:
-            return list(pq.ParquetFile(str(path)).schema_arrow.names)
+            return list(parquet_footer(path).schema.to_arrow_schema().names)
         except (OSError, pa.ArrowException, ValueError) as exc:  # ValueError: a corrupted file's names are not UTF-8
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
     block = DEFAULT_CHUNK_BYTES
@@ -310,10 +327,12 @@ def _typed_batches(path: Path, columns: list[str], chunk_bytes: int | None,
         import pyarrow.parquet as pq
 
         try:
-            schema = pq.ParquetFile(str(path)).schema_arrow
+            footer = parquet_footer(path)
+            schema = footer.schema.to_arrow_schema()
             text_cols = [c for c in columns if pa.types.is_string(schema.field(c).type)
                          or pa.types.is_large_string(schema.field(c).type)]
-            pf = pq.ParquetFile(str(path), read_dictionary=text_cols if dictionary else None, pre_buffer=False)
+            pf = pq.ParquetFile(str(path), metadata=footer, read_dictionary=text_cols if dictionary else None,
+                                pre_buffer=False)
             rows = max(4096, PARQUET_BATCH_CELLS // max(1, len(columns)))
             for batch in pf.iter_batches(batch_size=rows, columns=columns, use_threads=False):
                 yield {c: batch.column(c) for c in columns}
@@ -346,19 +365,18 @@ def iter_batches(
 def as_text(arr: pa.Array, name: str | None = None) -> pa.Array:
     """A column as canonical text (:mod:`.value_text`): dictionaries decoded, whitespace trimmed,
     NaN in a float column made null, numbers, dates and booleans written the one way every source writes them."""
-    import pyarrow.compute as pc
-
+    from . import kernels as pc  # pyarrow.compute's kernels, called directly
     from .value_text import canonical, typed_text
 
     if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
+        arr = pc.dictionary_decode(arr)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        return canonical(pc.utf8_trim_whitespace(arr).cast(pa.string()))
+        return canonical(pc.cast(pc.utf8_trim_whitespace(arr), pa.string()))
     try:
         text = typed_text(arr)
-        return canonical(pc.utf8_trim_whitespace(arr.cast(pa.string()))) if text is None else text
+        return canonical(pc.utf8_trim_whitespace(pc.cast(arr, pa.string()))) if text is None else text
     except pa.ArrowException as exc:
         where = f"column {name!r}" if name else "a column"
         raise InputError(f"{where} of type {arr.type} cannot be read as text: {_arrow_msg(exc)}") from None

@@ -28,7 +28,7 @@ two levels of one canonical text (``10`` and ``10.0``) is refused, naming both.
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
+from . import kernels as pc  # pyarrow.compute's kernels, called directly
 
 from marg.errors import InputError
 
@@ -43,10 +43,10 @@ _FALSE = bool_array([False])[0]  # not a Python False: pyarrow converts one thro
 
 def number_text(values: pa.Array) -> pa.Array:
     """Float (or decimal) values as their canonical text (module docstring); nulls stay null."""
-    v = values.cast(pa.float64())
-    whole = pc.and_(pc.equal(pc.floor(v), v), pc.less(pc.abs(v), scalar(_WHOLE, pa.float64()))).fill_null(_FALSE)
-    as_int = pc.if_else(whole, v, scalar(None, pa.float64())).cast(pa.int64()).cast(pa.string())
-    return pc.if_else(whole, as_int, v.cast(pa.string()))
+    v = pc.cast(values, pa.float64())
+    whole = pc.fill_null(pc.and_(pc.equal(pc.floor(v), v), pc.less(pc.abs(v), scalar(_WHOLE, pa.float64()))), _FALSE)
+    as_int = pc.cast(pc.cast(pc.if_else(whole, v, scalar(None, pa.float64())), pa.int64()), pa.string())
+    return pc.if_else(whole, as_int, pc.cast(v, pa.string()))
 
 
 def _datetime_text(s: pa.Array) -> pa.Array:
@@ -60,14 +60,14 @@ def canonical(text: pa.Array) -> pa.Array:
     """A string array's values as their canonical text (shape and nulls unchanged)."""
     if len(text) == 0:
         return text
-    num = pc.match_substring_regex(text, _NUMBER).fill_null(_FALSE)
+    num = pc.fill_null(pc.match_substring_regex(text, _NUMBER), _FALSE)
     if pc.any(num).as_py():
-        parsed = pc.if_else(num, text, scalar(None, text.type)).cast(pa.float64())
+        parsed = pc.cast(pc.if_else(num, text, scalar(None, text.type)), pa.float64())
         text = pc.if_else(num, number_text(parsed), text)
-    when = pc.match_substring_regex(text, _DATETIME).fill_null(_FALSE)
+    when = pc.fill_null(pc.match_substring_regex(text, _DATETIME), _FALSE)
     if pc.any(when).as_py():
         text = pc.if_else(when, _datetime_text(text), text)
-    boolean = pc.is_in(text, value_set=string_array(list(_BOOL))).fill_null(_FALSE)
+    boolean = pc.fill_null(pc.is_in(text, value_set=string_array(list(_BOOL))), _FALSE)
     if pc.any(boolean).as_py():
         text = pc.if_else(boolean, pc.utf8_lower(text), text)
     return text
@@ -81,7 +81,7 @@ def typed_text(arr: pa.Array) -> pa.Array | None:
             arr = pc.if_else(pc.is_nan(arr), scalar(None, t), arr)
         return number_text(arr)
     if pa.types.is_date(t):
-        return arr.cast(pa.date32()).cast(pa.string())
+        return pc.cast(pc.cast(arr, pa.date32()), pa.string())
     if pa.types.is_timestamp(t):
         return canonical(pc.strftime(arr, format="%Y-%m-%d %H:%M:%S"))
     return None

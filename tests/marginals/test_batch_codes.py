@@ -243,3 +243,44 @@ def test_many_plain_columns_refuse_as_column_at_a_time(spoil):
     assert msg == _message(ref)
     assert "\n" not in msg
     assert ("c050" in msg) if spoil == "two columns" else True
+
+
+# ------------------------------------------------------------------ whole-number floats without hashing
+FLOATS = Codebook(
+    features=tuple(CategoricalFeature(f"x{k:03d}", ("-3", "-1", "0", "1", "2", "0.5", "300", "NA"), missing="NA")
+                   for k in range(70)),
+    label=Label("y", ("neg", "pos")),
+)
+
+
+def float_batch(rng, n: int, kind: str) -> dict:
+    """70 float64 columns (half with nulls, some sliced so their buffers start at an offset) of ``kind``."""
+    pools = {"codes": [0.0, 1.0, 2.0], "negative": [-3.0, -1.0, 0.0, -0.0, 2.0], "fraction": [0.0, 1.0, 0.5],
+             "wide range": [0.0, 300.0], "NaN": [0.0, 1.0, float("nan")]}
+    out = {}
+    for k in range(70):
+        v = rng.choice(pools[kind], n + 3)
+        arr = pa.array(v, mask=rng.random(n + 3) < 0.1) if k % 2 else pa.array(v)
+        out[f"x{k:03d}"] = arr.slice(3) if k % 3 == 0 else arr.slice(0, n)
+    out["y"] = pa.array(list(rng.choice(["neg", "pos"], n)))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["codes", "negative", "fraction", "wide range", "NaN"])
+def test_whole_number_floats_code_as_column_at_a_time(kind):
+    import marg.marginals.data.batch_codes as bc
+
+    rng = np.random.default_rng(13)
+    memo_new, memo_ref, row = {}, {}, 1
+    for n in (250, 250, 240):
+        batch = float_batch(rng, n, kind)
+        part = [(j, batch[f.name]) for j, f in enumerate(FLOATS.features)]
+        fast = bc._whole_numbers(part, n)
+        assert (fast is not None) == (kind in ("codes", "negative")), kind  # the other kinds are hashed
+        new = encode_batch(FLOATS, batch, row, memo=memo_new)
+        ref = reference(FLOATS, batch, row, memo_ref)
+        for i, f in enumerate(FLOATS.features):
+            a, b = new.column(i), ref.column(i)
+            assert a.dtype == b.dtype, f.name
+            np.testing.assert_array_equal(a, b, err_msg=f"{kind} {f.name}")
+        row += n
