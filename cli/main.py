@@ -10,6 +10,7 @@ what remains).
 
 
 import gc
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -20,23 +21,16 @@ import typer
 from marg.errors import InputError
 from marg.marginals.data.codebook import MAX_LEVELS
 
-from . import audit as audit_cli
-from . import demo as _demo  # noqa: F401  (registers `marg demo`)
-from . import keys as keys_cli
-from . import secagg as secagg_cli
-from . import study_cmd as study_cli
-from . import learn as _learn  # noqa: F401  (registers learn / request / predict / evaluate)
-from . import report as _report  # noqa: F401  (registers `marg report`)
-from . import plan as _plan  # noqa: F401  (registers `marg plan`)
-from . import schema_check as _schema_check  # noqa: F401  (registers `marg schema check`)
 from .app import app, schema_app
 from .common import DataArg, EngineOpt, JsonOpt, OutOpt, SparkMasterOpt, emit_json, err, split_list
+from .commands import COMMAND_MODULES, modules_needed
 from .export import _privacy_words, export_cmd
 
-app.add_typer(keys_cli.app, name="keys")
-app.add_typer(audit_cli.app, name="audit")
-app.add_typer(secagg_cli.app, name="secagg")
-app.add_typer(study_cli.app, name="study")
+# the command modules register their commands as they are imported (only those the command line needs: cli/commands.py)
+_loaded = {m: importlib.import_module(f".{m}", __package__) for m in modules_needed()}
+for _module in ("keys", "audit", "secagg", "study_cmd"):  # the sub-apps of their own, in `marg --help`'s order
+    if _module in _loaded:
+        app.add_typer(_loaded[_module].app, name=COMMAND_MODULES[_module][0])
 
 
 @schema_app.command("init")

@@ -4,7 +4,7 @@ with it, when installed), not scipy.stats, not the learners — exact or under D
 an exact export no scipy and no ``numpy.polynomial`` (round 1's split rule's quadrature) at all; an unsigned
 export no key serialization (``cryptography.hazmat.primitives.serialization``: only keys read or written need it);
 an exact export, from CSV or Parquet, no ``pyarrow.compute`` (the encoder calls Arrow's kernels by name:
-``marginals/data/kernels.py``).
+``marginals/data/kernels.py``); no other command's module of the command line (``cli/commands.py``).
 Read from the console script's own import log (``PYTHONPROFILEIMPORTTIME``)."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from marg.marginals.data.codebook import CategoricalFeature, Codebook, Label
 from tests.helpers.console import marg
 
 NOT_FOR_AN_EXPORT = ("pandas", "sklearn", "scipy.stats", "polars", "marg.learners",
-                     "cryptography.hazmat.primitives.serialization")
+                     "cryptography.hazmat.primitives.serialization",
+                     "marg.cli.audit", "marg.cli.learn", "marg.cli.secagg", "marg.cli.study_cmd")  # cli/commands.py
 
 
 def imported(stderr: str) -> set[str]:

@@ -1,12 +1,14 @@
 """``marg learn`` imports only what a learn uses (issue 48, start-up): not pydantic (Typer builds a pydantic
 adapter for an option with a range, ``min=``, and imports pydantic at every command that declares one), not
-pandas, scikit-learn or scipy.stats. Read from the console script's own import log (``PYTHONPROFILEIMPORTTIME``)."""
+pandas, scikit-learn or scipy.stats, nor other commands' modules of the command line (``cli/commands.py``).
+Read from the console script's own import log (``PYTHONPROFILEIMPORTTIME``)."""
 
 from __future__ import annotations
 
 from tests.helpers.console import demo_bundles, marg
 
-NOT_FOR_A_LEARN = ("pydantic", "pandas", "sklearn", "scipy.stats")
+NOT_FOR_A_LEARN = ("pydantic", "pandas", "sklearn", "scipy.stats",
+                   "marg.cli.audit", "marg.cli.secagg", "marg.cli.study_cmd", "marg.cli.demo")  # cli/commands.py
 
 
 def imported(stderr: str) -> set[str]:
