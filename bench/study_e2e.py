@@ -44,7 +44,12 @@ def main() -> None:
 
     exe = str(Path(sys.executable).parent / "marg")
     tmp = Path(tempfile.mkdtemp(prefix="marg-study-bench-"))
-    st = planted_study(tmp, a.rows, a.planted, a.seed) if a.planted else write_study(tmp, a.rows, a.seed)
+    if a.planted:  # written by a child: this process's size would be every command's peak RSS (wait4 counts it)
+        subprocess.run([sys.executable, __file__, "--write-planted", str(tmp), str(a.rows), str(a.planted),
+                        str(a.seed)], check=True)
+        st = planted_study(tmp, write=False)
+    else:
+        st = write_study(tmp, a.rows, a.seed)
     env0 = {k: v for k, v in os.environ.items() if k != "MARG_DEBUG"}
     stop = None
     drop = str(tmp / "drop")
@@ -155,24 +160,27 @@ def main() -> None:
         print(f"| {k} | {v['n']} | {v['mean_s']} | {v['max_s']} | {v['max_cpu_s']} | {v['max_peak_mib']} |")
 
 
-def planted_study(tmp: Path, rows: int, features: int, seed: int):
+def planted_study(tmp: Path, rows: int = 0, features: int = 0, seed: int = 0, write: bool = True):
     """The planted wide study's three sites (bench/wide.py: one draw of 3 × ``rows``, the same informative features
-    at every site) as CSV, named as the demo sites, and its codebook."""
+    at every site) as CSV, named as the demo sites, and its codebook (``write``: written, else only named)."""
     from marg.marginals.synthetic import SITES
     from tests.helpers.study import Study
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from wide import codebook_for, planted, write_csv
+    data = {prof.name: tmp / f"{prof.name}.csv" for prof in SITES[:3]}
+    if write:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from wide import codebook_for, planted, write_csv
 
-    X, y = planted(3 * rows, features, 10, 0.3, 0.01, seed)
-    cb = codebook_for(features, True)
-    cb.save(tmp / "codebook.json")
-    data = {}
-    for k, prof in enumerate(SITES[:3]):
-        data[prof.name] = tmp / f"{prof.name}.csv"
-        write_csv(data[prof.name], cb, X[k * rows:(k + 1) * rows], y[k * rows:(k + 1) * rows])
+        X, y = planted(3 * rows, features, 10, 0.3, 0.01, seed)
+        cb = codebook_for(features, True)
+        cb.save(tmp / "codebook.json")
+        for k, path in enumerate(data.values()):
+            write_csv(path, cb, X[k * rows:(k + 1) * rows], y[k * rows:(k + 1) * rows])
     return Study(tmp, tmp / "codebook.json", data)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--write-planted"]:
+        planted_study(Path(sys.argv[2]), *map(int, sys.argv[3:6]))
+    else:
+        main()
