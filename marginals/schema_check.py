@@ -114,7 +114,7 @@ def check_schema(source: "Source", codebook: Codebook) -> SchemaCheck:
         # a file's rows through the export's own batch encoder: every column of a chunk in one pass (one
         # column at a time, 20,000 columns cost seconds of per-column work and a text copy of every cell)
         from .data.batch_codes import BatchEncoder
-        from .data.io import as_text
+        from .data.io import as_text, give_back_memory
 
         encoder = BatchEncoder(codebook)
         for batch in source.row_batches(wanted):
@@ -124,6 +124,8 @@ def check_schema(source: "Source", codebook: Codebook) -> SchemaCheck:
                 missing[wanted[j]] = missing[wanted[j]] or miss
             for j in rest:
                 _look_up(codebook, wanted[j], as_text(batch[wanted[j]], wanted[j]), unknown, missing)
+        encoder = batch = None
+        give_back_memory()  # the last chunk and its codes: not held under the export that follows the check
     else:
         for batch, _rows in source.draft_batches(wanted):
             for c, arr in batch.items():
