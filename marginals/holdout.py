@@ -190,7 +190,7 @@ def distinct_contents(enc: Any, extra: np.ndarray | None = None) -> tuple[Iterat
     if enc.y is not None:
         cols.append(np.asarray(enc.y))
     width = np.array([c.dtype.itemsize if c.dtype.kind in "ub" else 8 for c in cols], dtype=np.int64)
-    if sys.byteorder != "little" or (width == 8).all():  # (the low bytes lead only in little-endian words)
+    if sys.byteorder != "little" or (width == 8).all() or enc.n == 0:  # (low bytes lead in little-endian words)
         uniq, inv, counts = np.unique(content_rows(enc, extra), return_inverse=True, return_counts=True)
         return (u.tobytes() for u in uniq), inv.ravel(), counts
     at = np.concatenate([[0], np.cumsum(width)])

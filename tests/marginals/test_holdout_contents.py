@@ -52,6 +52,12 @@ def test_the_distinct_contents_are_content_rows_unique(kinds, seed):
         assert np.array_equal(inv, want[1]) and np.array_equal(counts, want[2])
 
 
+def test_an_empty_chunk_has_no_contents():
+    enc = Encoded([np.zeros(0, np.uint8), np.zeros(0, bool)], np.zeros(0, np.int64), 1)
+    contents, inv, counts = distinct_contents(enc)
+    assert list(contents) == [] and inv.size == 0 and counts.size == 0
+
+
 def test_many_distinct_wide_rows_come_in_order_across_the_write_out_steps():
     """More distinct rows than one write-out step holds (4 MiB of 8-byte rows: 26 rows at 20,001 columns)."""
     rng = np.random.default_rng(7)
