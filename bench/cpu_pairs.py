@@ -69,14 +69,14 @@ def main(argv=None) -> int:
             res[name].append(run(cmd, env))
     print(f"# {args.repeat} interleaved rounds; load average {os.getloadavg()[0]:.1f}; "
           f"env {' '.join(args.env) or '(inherited)'}")
-    print("| run | CPU s (median) | CPU s per round | wall s (median) | peak RSS MiB (median) | CPU / "
-          f"{ref} (median of rounds) |\n|---|---|---|---|---|---|")
+    print("| run | CPU s (median) | CPU s per round | wall s (median) | peak RSS MiB (median) | peak RSS MiB per "
+          f"round | CPU / {ref} (median of rounds) |\n|---|---|---|---|---|---|---|")
     for name, _ in cmds:
         cpu = [r[0] for r in res[name]]
         ratio = statistics.median(a[0] / b[0] for a, b in zip(res[name], res[ref]))
         print(f"| {name} | {statistics.median(cpu):.2f} | {' '.join(f'{c:.2f}' for c in cpu)} | "
               f"{statistics.median(r[1] for r in res[name]):.2f} | {statistics.median(r[2] for r in res[name]):.0f} | "
-              f"{ratio:.2f} |")
+              f"{' '.join(f'{r[2]:.0f}' for r in res[name])} | {ratio:.2f} |")
     return 0
 
 

@@ -53,6 +53,16 @@ def planted(rows: int, features: int, informative: int, q: float, missing: float
     return X, y
 
 
+def write_csv(path: Path, cb, X, y) -> None:
+    """Rows of :func:`planted` as CSV: features ``0``/``1``/empty (missing), the label ``neg``/``pos``."""
+    cells = np.array(["0", "1", ""])
+    labels = np.array(["neg", "pos"])
+    with open(path, "w") as fh:
+        fh.write(",".join(f.name for f in cb.features) + ",y\n")
+        for r in range(len(y)):
+            fh.write(",".join(cells[X[r]]) + "," + labels[y[r]] + "\n")
+
+
 def generate(args) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     X, y = planted(args.rows, args.features, args.informative, args.q, args.missing, args.seed)
@@ -61,12 +71,7 @@ def generate(args) -> None:
     path = OUT / name
     cb.save(OUT / f"{name}.codebook.json")
     if args.format == "csv":
-        cells = np.array(["0", "1", ""])
-        labels = np.array(["neg", "pos"])
-        with open(path, "w") as fh:
-            fh.write(",".join(f.name for f in cb.features) + ",y\n")
-            for r in range(args.rows):
-                fh.write(",".join(cells[X[r]]) + "," + labels[y[r]] + "\n")
+        write_csv(path, cb, X, y)
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import secrets
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -121,11 +122,8 @@ class Splitter:
 
     def _by_content(self, enc: Any) -> np.ndarray:
         n = enc.n
-        rows = content_rows(enc)
-        uniq, inv, counts = np.unique(rows, return_inverse=True, return_counts=True)
-        inv = inv.ravel()
-        digest = np.fromiter((_keyed(self.key, b"row\x00" + c.tobytes()) for c in uniq), dtype=np.uint64,
-                             count=len(uniq))
+        contents, inv, counts = distinct_contents(enc)
+        digest = np.fromiter((_keyed(self.key, b"row\x00" + c) for c in contents), dtype=np.uint64, count=len(counts))
         base = self._occurrences(digest, counts.astype(np.uint64))
         order = np.argsort(inv, kind="stable")
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -177,6 +175,47 @@ def content_rows(enc: Any, extra: np.ndarray | None = None) -> np.ndarray:
     for j, c in enumerate(cols):
         M[:, j] = (c.astype(np.float64) + 0.0).view(np.uint64) if c.dtype.kind == "f" else c.astype(np.uint64)
     return np.ascontiguousarray(M).view(np.dtype((np.void, 8 * M.shape[1]))).ravel()
+
+
+def distinct_contents(enc: Any, extra: np.ndarray | None = None) -> tuple[Iterator[bytes], np.ndarray, np.ndarray]:
+    """The distinct values of :func:`content_rows` — (their bytes in ``np.unique``'s order, each row's index
+    into them (n,), their counts) — without its n × columns uint64 matrix (and ``np.unique``'s copies of it:
+    at 20,000 columns 160 MB each).
+
+    A column whose values fit in fewer than 8 bytes (unsigned codes, booleans) is kept as its low bytes: the
+    others are 0 in every row, so rows are equal, and ordered byte by byte, exactly as their 8-byte form;
+    the 8-byte form of each distinct row is written out again when it is read, a few MiB of rows at a time.
+    """
+    cols = ([extra] if extra is not None else []) + [np.asarray(enc.column(i)) for i in range(len(enc.parts))]
+    if enc.y is not None:
+        cols.append(np.asarray(enc.y))
+    width = np.array([c.dtype.itemsize if c.dtype.kind in "ub" else 8 for c in cols], dtype=np.int64)
+    if sys.byteorder != "little" or (width == 8).all() or enc.n == 0:  # (low bytes lead in little-endian words)
+        uniq, inv, counts = np.unique(content_rows(enc, extra), return_inverse=True, return_counts=True)
+        return (u.tobytes() for u in uniq), inv.ravel(), counts
+    at = np.concatenate([[0], np.cumsum(width)])
+    low = np.empty((enc.n, int(at[-1])), dtype=np.uint8)
+    for j, c in enumerate(cols):
+        w = int(width[j])
+        if w == 1:
+            low[:, at[j]] = c
+        else:
+            word = (c.astype(np.float64) + 0.0).view(np.uint64) if c.dtype.kind == "f" else c.astype(np.uint64)
+            low[:, at[j]:at[j + 1]] = word.view(np.uint8).reshape(enc.n, 8)[:, :w]
+    uniq, inv, counts = np.unique(low.view(np.dtype((np.void, low.shape[1]))).ravel(), return_inverse=True,
+                                  return_counts=True)
+    # byte k of the compact row goes to byte 8·(its column) + (its place in the column's low bytes)
+    where = np.repeat(8 * np.arange(len(cols)), width) + np.arange(low.shape[1]) - np.repeat(at[:-1], width)
+    compact = uniq.view(np.uint8).reshape(uniq.size, -1)
+
+    def contents() -> Iterator[bytes]:
+        step = max(1, (4 << 20) // (8 * len(cols)))
+        for s in range(0, len(compact), step):
+            full = np.zeros((min(step, len(compact) - s), 8 * len(cols)), dtype=np.uint8)
+            full[:, where] = compact[s:s + step]
+            yield from (r.tobytes() for r in full)
+
+    return contents(), inv.ravel(), counts
 
 
 def id_values(ids: Any, name: str, start_row: int, flag: str) -> tuple[list[str], np.ndarray]:

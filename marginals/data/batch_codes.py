@@ -212,6 +212,63 @@ class BatchEncoder:
         feats = self.codebook.features
         p = len(feats)
         slot = p
+        own = self._coded(batch)
+        parts: list = [None] * p
+        for j in range(p):
+            f = feats[j]
+            if j not in own:
+                parts[j] = encode_part(f, batch[f.name], start_row, memo, where)
+                continue
+            values, index, nulls = own[j]
+            codes, lut, bad = self._last[j][1:]
+            if bad:
+                check_codes(f, codes, None, index, start_row, where, null_rows=nulls)
+            parts[j] = Dictionary(lut, index) if f.is_discrete else codes[index]
+        y = None
+        if self.with_label:
+            lab = self.codebook.label
+            if slot in own:
+                values, index, nulls = own[slot]
+                codes, _, bad = self._last[slot][1:]
+                if bad:
+                    check_label(lab.name, lab.classes, codes, None, index, start_row, where, null_rows=nulls)
+                y = codes[index]
+            else:  # pragma: no cover - every label column has distinct values
+                y = encode_label(lab, batch[lab.name], start_row, memo, where)
+        n = len(next(iter(batch.values()))) if batch else 0
+        return Encoded(parts, y, start_row, n)
+
+    def misfits(self, batch: dict[str, pa.Array]) -> tuple[dict[int, tuple[list[str], bool]], list[int]]:
+        """What :meth:`encode` would refuse in one chunk, found without raising: ``({column: (the texts of
+        values some row holds that the codebook does not know, whether some row's value is missing)},
+        the columns not looked at here)``, a column numbered as a feature (the label: the number of
+        features) and listed when either holds. Missing means a code :data:`MISSING` (NaN for a raw
+        number). The columns not looked at are numbers that :meth:`encode` converts directly."""
+        feats = self.codebook.features
+        slot = len(feats)
+        own = self._coded(batch)
+        found: dict[int, tuple[list[str], bool]] = {}
+        for j, (values, index, _nulls) in own.items():
+            codes = self._last[j][1]
+            used = np.zeros(len(codes), dtype=bool)
+            used[np.unique(index)] = True
+            if j < slot and isinstance(feats[j], NumericFeature) and feats[j].edges is None:
+                bad, miss = np.isinf(codes) & used, np.isnan(codes) & used
+            else:
+                bad, miss = (codes == UNKNOWN) & used, (codes == MISSING) & used
+            if bad.any() or miss.any():
+                text = as_text(values.take(integer_array(np.flatnonzero(bad), pa.int64()))).to_pylist()
+                found[j] = (text, bool(miss.any()))
+        rest = [j for j in range(slot + (1 if self.with_label else 0)) if j not in own]
+        return found, rest
+
+    def _coded(self, batch: dict[str, pa.Array]) -> dict[int, tuple[pa.Array, np.ndarray, bool]]:
+        """Each column's (distinct values, row index, null rows) of one chunk, their codes computed into
+        ``self._last`` (columns whose values equal the last chunk's keep theirs); numbers that
+        :func:`encode_part` converts directly are left out."""
+        feats = self.codebook.features
+        p = len(feats)
+        slot = p
         cols = list(range(p)) + ([slot] if self.with_label else [])
         names = [f.name for f in feats] + [self.codebook.label.name]
         own: dict[int, tuple[pa.Array, np.ndarray, bool]] = {}  # column → (values, row index, null rows)
@@ -242,30 +299,7 @@ class BatchEncoder:
                 todo.append(j)
         if todo:
             self._compute(todo, own)
-        parts: list = [None] * p
-        for j in range(p):
-            f = feats[j]
-            if j not in own:
-                parts[j] = encode_part(f, batch[f.name], start_row, memo, where)
-                continue
-            values, index, nulls = own[j]
-            codes, lut, bad = self._last[j][1:]
-            if bad:
-                check_codes(f, codes, None, index, start_row, where, null_rows=nulls)
-            parts[j] = Dictionary(lut, index) if f.is_discrete else codes[index]
-        y = None
-        if self.with_label:
-            lab = self.codebook.label
-            if slot in own:
-                values, index, nulls = own[slot]
-                codes, _, bad = self._last[slot][1:]
-                if bad:
-                    check_label(lab.name, lab.classes, codes, None, index, start_row, where, null_rows=nulls)
-                y = codes[index]
-            else:  # pragma: no cover - every label column has distinct values
-                y = encode_label(lab, batch[lab.name], start_row, memo, where)
-        n = len(next(iter(batch.values()))) if batch else 0
-        return Encoded(parts, y, start_row, n)
+        return own
 
     def _compute(self, todo: list[int], own: dict) -> None:
         """The codes of the distinct values of columns ``todo``, all in one pass (module docstring);

@@ -107,6 +107,12 @@ def column_names(path: str | Path) -> list[str]:
             raise InputError(f"cannot read Parquet file {path}: {_arrow_msg(exc)}") from None
     block = DEFAULT_CHUNK_BYTES
     try:
+        plain = _plain_header(path)
+        if plain is not None:  # the first block's rows parsed as before, one column decoded
+            names, first = plain
+            convert = {"strings_can_be_null": True, "null_values": NULL_VALUES, "include_columns": names[:1]}
+            _open_csv(pa.BufferReader(first), path, convert, block, use_threads=False)
+            return names
         while True:
             try:
                 with pa.input_stream(str(path), compression="detect") as s:
@@ -125,6 +131,26 @@ def column_names(path: str | Path) -> list[str]:
                          "UTF-8") from None
     except (OSError, pa.ArrowException) as exc:
         raise InputError(csv_error(exc, path)) from None
+
+
+def _plain_header(path: Path) -> tuple[list[str], pa.Buffer] | None:
+    """The header's names where Arrow's parse of them is a plain split, with the first read block's whole
+    rows (what Arrow's reader parses first); None where it is not (Arrow's reader names the columns).
+
+    Plain: a first line (Arrow drops a UTF-8 byte-order mark and ends a line at ``\r`` or ``\n``) that is
+    not empty, holds no quote character and ends within :data:`DEFAULT_CHUNK_BYTES`. Arrow's reader builds
+    a column decoder for every column it reads, header or rows (BENCHMARKS.md, "Issue 48 (widemem, fifth
+    session)": their size at 20,000 columns). Raises UnicodeDecodeError for a header that is not UTF-8.
+    """
+    with pa.input_stream(str(path), compression="detect") as s:
+        raw = s.read(DEFAULT_CHUNK_BYTES)
+    head = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    ends = [i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0]
+    line = head[:min(ends)] if ends else b""  # (no line end in the block: Arrow's reader decides)
+    if not line or b'"' in line:
+        return None
+    whole = max(raw.rfind(b"\n"), raw.rfind(b"\r")) + 1
+    return line.decode("utf-8").split(_delimiter(path)), pa.py_buffer(raw).slice(0, whole)
 
 
 def _grown(exc: Exception, block: int, path: Path) -> int:
