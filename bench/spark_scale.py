@@ -93,7 +93,7 @@ def run(engine: str, task: str, data: str, master: str) -> dict:
         wall = time.perf_counter() - t0
         jvm = float("nan")
         if engine == "spark":
-            jpid = src._session.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+            jpid = src._context()._jvm.java.lang.ProcessHandle.current().pid()
             jvm = peak_mib(int(jpid))
     digest = hashlib.blake2b(b"".join(t.counts.astype("<i8").tobytes() for t in tables) + repr(tally).encode(),
                              digest_size=8).hexdigest()
@@ -117,10 +117,12 @@ def standalone(workers: int = 2):
     port = free()
     url = f"spark://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="marg-bench-spark-") as work:
-        # the runs' sessions as the tests' (tests/helpers/services.py): driver on 127.0.0.1, 1-core 512 MiB executors
-        Path(work, "spark-defaults.conf").write_text("spark.driver.host 127.0.0.1\nspark.driver.bindAddress 127.0.0.1\n"
-                                                     "spark.executor.memory 512m\nspark.executor.cores 1\n")
-        os.environ.update(SPARK_CONF_DIR=work, SPARK_LOCAL_IP="127.0.0.1")
+        # the runs' sessions as the tests' (tests/helpers/services.py): driver on 127.0.0.1, 1-core 512 MiB executors;
+        # given as spark-submit arguments, not a configuration folder: that folder heads the JVMs' class path, and
+        # the driver's and the executors' must be one for them to share the class-data archive (spark_jvm.py)
+        os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_SUBMIT_ARGS=" ".join(
+            f"--conf {k}" for k in ("spark.driver.host=127.0.0.1", "spark.driver.bindAddress=127.0.0.1",
+                                    "spark.executor.memory=512m", "spark.executor.cores=1")) + " pyspark-shell")
         procs = [subprocess.Popen(cls + ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                                          str(port), "--webui-port", str(free())], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)]

@@ -120,19 +120,19 @@ def _add(a: dict, b: dict) -> dict:
     return {"tables": [x + y for x, y in zip(a["tables"], b["tables"])], "n": a["n"] + b["n"]}
 
 
-def count_parquet(session: Any, files: Sequence[str], codebook: Any, cliques: Sequence[tuple[str, ...]],
+def count_parquet(sc: Any, files: Sequence[str], codebook: Any, cliques: Sequence[tuple[str, ...]],
                   where: str) -> tuple[list, int] | None:
     """The tables of ``cliques`` over ``files`` (Parquet URIs), counted by the executors' own reads:
     ``([counts arrays in TableCounter's order], rows)``, or None when a file is not for this reader.
     A value the codebook refuses raises its one-line InputError, ``where`` (``"in NAME"``) in place of a row."""
     try:
-        slices = work_slices(list(files), session.sparkContext.defaultParallelism)
+        slices = work_slices(list(files), sc.defaultParallelism)
     except _NotHere:
         return None
     if not slices:
         return None
     task = partial(_count_share, codebook=codebook, cliques=list(cliques), where=where)
-    out = (session.sparkContext.parallelize(slices, len(slices)).mapPartitions(task)
+    out = (sc.parallelize(slices, len(slices)).mapPartitions(task)
            .treeReduce(_add, depth=2))
     if "error" in out:
         raise InputError(out["error"])

@@ -34,9 +34,11 @@ it: every cell text, header row, the same missing-value markers. Needs the optio
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import sys
+import threading
 from dataclasses import replace
 from functools import partial
 from itertools import islice
@@ -160,6 +162,64 @@ def _tallied(batches: Iterator[pa.RecordBatch], *, n: int, tally: Callable) -> I
                                                                ("frac", pa.bool_())]))
 
 
+def _local_parquet(data: str) -> list[str] | None:
+    """``data`` as Spark lists a Parquet path on this machine (file URIs, hidden and ``_`` names skipped), read
+    here without a Spark job; None when Spark's own listing decides: a URI, a catalog table, CSV, a folder
+    with sub-folders that are not hive-style partitions (``key=value``)."""
+    if "://" in data:
+        return None
+    p = Path(data)
+    if p.is_file():
+        return [p.resolve().as_uri()] if _is_parquet(p) else None
+    if not p.is_dir():
+        return None
+    files: list[Path] = []
+    for root, dirs, names in os.walk(p):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        if any("=" not in d for d in dirs):
+            return None
+        files += [Path(root, n) for n in sorted(names) if not n.startswith(("_", "."))]
+    if not any(f.suffix == ".parquet" for f in files):
+        return None
+    return [f.resolve().as_uri() for f in files]
+
+
+def _warm(_rows: Iterator[Any]) -> Iterator[Any]:
+    """Executor side of :func:`_warm_up`: this worker imports the counting path (this module's imports)."""
+    from . import spark_files  # noqa: F401
+    from ..data import encoding  # noqa: F401
+
+    return iter(())
+
+
+def _warm_up(sc: Any) -> None:
+    """Start the executors' Python workers now, in a job of its own beside the driver's next steps (the
+    session, the listing): the first count then finds them running. A failure here is the count's to report."""
+    def job() -> None:
+        try:
+            n = sc.defaultParallelism
+            sc.parallelize(range(n), n).mapPartitions(_warm).count()
+        except Exception:  # noqa: BLE001 - a stopped context, an unreachable cluster: the real job reports it
+            pass
+
+    threading.Thread(target=job, name="marg spark warm-up", daemon=True).start()
+
+
+def _stop(sc: Any, jvm: Any) -> None:
+    """At exit, a context this source started: stopped, and its driver JVM's archive kept
+    (:meth:`~marg.marginals.sources.spark_jvm.JvmOptions.finish`) when it was writing one."""
+    if jvm.dump is None:
+        return
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    try:
+        sc.stop()
+    except Exception:  # noqa: BLE001 - already stopped
+        pass
+    jvm.finish(proc)
+
+
 class SparkSource(Source):
     """A Parquet/CSV path or a catalog table, counted by Spark."""
 
@@ -171,6 +231,7 @@ class SparkSource(Source):
         self.name = f"{p.name if p.exists() else self.data} (read by spark)"
         self._df = None
         self._session = None
+        self._sc = None
         self._csv = False
 
     def describe(self) -> dict[str, Any]:
@@ -179,26 +240,53 @@ class SparkSource(Source):
             d["file"] = Path(self.data).name
         else:
             d["table"] = self.data
-        if self._session is not None:
-            d["master"] = self._session.sparkContext.master
+        if self._sc is not None:
+            d["master"] = self._sc.master
         return d
+
+    def _context(self):
+        """The SparkContext: the active session's, else one started for ``--spark-master`` (its JVMs'
+        options from :mod:`.spark_jvm`), its executors' Python workers started at once (:func:`_warm_up`)."""
+        if self._sc is not None:
+            return self._sc
+        SparkSession, _ = _spark()
+        from pyspark import SparkConf, SparkContext
+
+        try:
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                self._session, self._sc = active, active.sparkContext
+                return self._sc
+            if SparkContext._active_spark_context is not None:
+                self._sc = SparkContext._active_spark_context
+                return self._sc
+            from .spark_jvm import JvmOptions
+
+            master = self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]"
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
+            jvm = JvmOptions(master)
+            conf = (SparkConf().setMaster(master).setAppName("marg export").set("spark.ui.enabled", "false")
+                    .set("spark.ui.showConsoleProgress", "false")
+                    .set("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable)))
+            for k, v in jvm.conf().items():
+                conf.set(k, v)
+            sc = SparkContext.getOrCreate(conf)
+            sc.setLogLevel("ERROR")
+        except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
+            raise InputError(f"cannot start Spark: {first_line(exc)}") from None
+        atexit.register(_stop, sc, jvm)
+        _warm_up(sc)
+        self._sc = sc
+        return sc
 
     def _frame(self):
         if self._df is not None:
             return self._df
         SparkSession, F = _spark()
+        self._context()
         try:
-            spark = SparkSession.getActiveSession()
-            if spark is None:
-                master = self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]"
-                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
-                spark = (SparkSession.builder.master(master).appName("marg export")
-                         .config("spark.ui.enabled", "false")
-                         .config("spark.ui.showConsoleProgress", "false")
-                         .config("spark.pyspark.python",
-                                 os.environ.get("PYSPARK_PYTHON", sys.executable)).getOrCreate())
-                spark.sparkContext.setLogLevel("ERROR")
-        except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
+            spark = self._session or SparkSession.builder.getOrCreate()  # on the context above
+        except Exception as exc:  # noqa: BLE001 - Py4J errors
             raise InputError(f"cannot start Spark: {first_line(exc)}") from None
         self._session = spark
         try:
@@ -249,12 +337,16 @@ class SparkSource(Source):
         that reader does not take (then Spark's reader is used)."""
         from .spark_files import count_parquet
 
-        df = self._frame()
-        if not self.is_path or self._csv:
-            return None
-        self.check_columns(codebook.feature_names + [codebook.label.name])
+        files = _local_parquet(self.data)
+        if files is None:
+            df = self._frame()
+            if not self.is_path or self._csv:
+                return None
+            self.check_columns(codebook.feature_names + [codebook.label.name])
         try:
-            return count_parquet(self._session, df.inputFiles(), codebook, cliques, f"in {self.name}")
+            if files is None:
+                files = df.inputFiles()
+            return count_parquet(self._context(), files, codebook, cliques, f"in {self.name}")
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
