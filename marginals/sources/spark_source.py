@@ -27,24 +27,24 @@ in this process: :meth:`SparkSource.row_batches` remains only for the Source int
 
 The session is the active one (e.g. under ``spark-submit``), else one built for
 ``--spark-master``, ``$MARG_SPARK_MASTER`` or ``local[*]``, its Python workers running this
-interpreter, its shuffle partitions left to Spark's configuration. A CSV is read as marg reads
+interpreter, its shuffle partitions left to Spark's configuration, its JVMs started with a class-data
+archive and the client compiler (:mod:`.spark_start`), its executors' Python workers started at once by a
+small job. A Parquet path on this machine is listed here, so its count needs neither a SparkSession nor
+Spark's job that reads a footer for the frame's schema (only the SparkContext). A CSV is read as marg reads
 it: every cell text, header row, the same missing-value markers. Needs the optional extra
 ``spark`` (PySpark), a Java runtime, and marg installed where the executors' Python runs.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import pickle
-import sys
-import threading
 from dataclasses import replace
 from functools import partial
 from itertools import islice
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +54,7 @@ from ..counts.counting import TableCounter
 from ..data.io import NULL_VALUES, _delimiter, _is_parquet, as_text
 from ..counts.tables import MarginalTable
 from .base import Source, first_line
+from .spark_files import _Partition
 from marg.errors import InputError
 
 DRAFT_DISTINCT = 10_001
@@ -83,25 +84,6 @@ def _col(F, name: str):
     if "\x00" in name:
         raise InputError(f"column name {name!r} contains a NUL byte")
     return F.col("`" + name.replace("`", "``") + "`")
-
-
-class _Partition:
-    """A partition's Arrow record batches as the rows of a source (what
-    :func:`~marg.marginals.privacy_unit.bounded_batches` reads)."""
-
-    def __init__(self, batches: Iterable[pa.RecordBatch], name: str):
-        self.batches, self.name = batches, name
-
-    def check_columns(self, wanted: Sequence[str]) -> None:  # the driver checked them on the frame
-        pass
-
-    def where_rows(self) -> Callable[[int], str]:
-        return lambda _k: f"in {self.name}"  # a partition's rows have no order in the source
-
-    def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
-        for b in self.batches:
-            if b.num_rows:
-                yield {c: b.column(c) for c in columns}
 
 
 def _partition_tables(rows: _Partition, *, codebook: Codebook, cliques: list) -> dict[str, Any]:
@@ -162,64 +144,6 @@ def _tallied(batches: Iterator[pa.RecordBatch], *, n: int, tally: Callable) -> I
                                                                ("frac", pa.bool_())]))
 
 
-def _local_parquet(data: str) -> list[str] | None:
-    """``data`` as Spark lists a Parquet path on this machine (file URIs, hidden and ``_`` names skipped), read
-    here without a Spark job; None when Spark's own listing decides: a URI, a catalog table, CSV, a folder
-    with sub-folders that are not hive-style partitions (``key=value``)."""
-    if "://" in data:
-        return None
-    p = Path(data)
-    if p.is_file():
-        return [p.resolve().as_uri()] if _is_parquet(p) else None
-    if not p.is_dir():
-        return None
-    files: list[Path] = []
-    for root, dirs, names in os.walk(p):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        if any("=" not in d for d in dirs):
-            return None
-        files += [Path(root, n) for n in sorted(names) if not n.startswith(("_", "."))]
-    if not any(f.suffix == ".parquet" for f in files):
-        return None
-    return [f.resolve().as_uri() for f in files]
-
-
-def _warm(_rows: Iterator[Any]) -> Iterator[Any]:
-    """Executor side of :func:`_warm_up`: this worker imports the counting path (this module's imports)."""
-    from . import spark_files  # noqa: F401
-    from ..data import encoding  # noqa: F401
-
-    return iter(())
-
-
-def _warm_up(sc: Any) -> None:
-    """Start the executors' Python workers now, in a job of its own beside the driver's next steps (the
-    session, the listing): the first count then finds them running. A failure here is the count's to report."""
-    def job() -> None:
-        try:
-            n = sc.defaultParallelism
-            sc.parallelize(range(n), n).mapPartitions(_warm).count()
-        except Exception:  # noqa: BLE001 - a stopped context, an unreachable cluster: the real job reports it
-            pass
-
-    threading.Thread(target=job, name="marg spark warm-up", daemon=True).start()
-
-
-def _stop(sc: Any, jvm: Any) -> None:
-    """At exit, a context this source started: stopped, and its driver JVM's archive kept
-    (:meth:`~marg.marginals.sources.spark_jvm.JvmOptions.finish`) when it was writing one."""
-    if jvm.dump is None:
-        return
-    from pyspark import SparkContext
-
-    proc = getattr(SparkContext._gateway, "proc", None)
-    try:
-        sc.stop()
-    except Exception:  # noqa: BLE001 - already stopped
-        pass
-    jvm.finish(proc)
-
-
 class SparkSource(Source):
     """A Parquet/CSV path or a catalog table, counted by Spark."""
 
@@ -245,12 +169,12 @@ class SparkSource(Source):
         return d
 
     def _context(self):
-        """The SparkContext: the active session's, else one started for ``--spark-master`` (its JVMs'
-        options from :mod:`.spark_jvm`), its executors' Python workers started at once (:func:`_warm_up`)."""
+        """The SparkContext: the active session's, else one started for ``--spark-master``
+        (:func:`~marg.marginals.sources.spark_start.start_context`)."""
         if self._sc is not None:
             return self._sc
         SparkSession, _ = _spark()
-        from pyspark import SparkConf, SparkContext
+        from pyspark import SparkContext
 
         try:
             active = SparkSession.getActiveSession()
@@ -260,22 +184,13 @@ class SparkSource(Source):
             if SparkContext._active_spark_context is not None:
                 self._sc = SparkContext._active_spark_context
                 return self._sc
-            from .spark_jvm import JvmOptions
+            from .spark_start import start_context
 
-            master = self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]"
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
-            jvm = JvmOptions(master)
-            conf = (SparkConf().setMaster(master).setAppName("marg export").set("spark.ui.enabled", "false")
-                    .set("spark.ui.showConsoleProgress", "false")
-                    .set("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable)))
-            for k, v in jvm.conf().items():
-                conf.set(k, v)
-            sc = SparkContext.getOrCreate(conf)
-            sc.setLogLevel("ERROR")
+            sc = start_context(self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]")
+        except InputError:
+            raise
         except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
             raise InputError(f"cannot start Spark: {first_line(exc)}") from None
-        atexit.register(_stop, sc, jvm)
-        _warm_up(sc)
         self._sc = sc
         return sc
 
@@ -335,9 +250,9 @@ class SparkSource(Source):
         """The tables counted by the executors reading the Parquet files' row groups themselves
         (:func:`~marg.marginals.sources.spark_files.count_parquet`), or None: not a Parquet path, or a file
         that reader does not take (then Spark's reader is used)."""
-        from .spark_files import count_parquet
+        from .spark_files import count_parquet, local_parquet
 
-        files = _local_parquet(self.data)
+        files = local_parquet(self.data)
         if files is None:
             df = self._frame()
             if not self.is_path or self._csv:
@@ -409,6 +324,19 @@ class SparkSource(Source):
         """
         from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
+        from .spark_files import local_parquet, run_parquet
+
+        files = local_parquet(self.data)
+        if files is not None:
+            try:
+                parts = run_parquet(self._context(), files, columns, fn, key, reread, self.name)
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
+                raise InputError(f"{self.name}: {first_line(exc)}") from None
+            if parts is not None:
+                yield from parts
+                return
         _, F = _spark()
         self.check_columns(columns)
         out = StructType([StructField("error", StringType()), StructField("part", BinaryType())])

@@ -17,11 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from marg.errors import InputError
+from marg.marginals.holdout import Holdout
+from marg.marginals.privacy_unit import PrivacyUnit, count_rows
 from marg.marginals.sources import open_source
-from marg.marginals.sources.spark_files import FOOTERS, SLICES_PER_CORE, work_slices
-from marg.marginals.sources.spark_source import SparkSource, _local_parquet
+from marg.marginals.sources.spark_files import FOOTERS, SLICES_PER_CORE, local_parquet, work_slices
+from marg.marginals.sources.spark_source import SparkSource
 from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.visits import CB, assert_same, rows, shuffled, write
+
+KEY = bytes(range(3, 35))
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +122,43 @@ def test_a_local_path_is_listed_as_spark_lists_it(tmp_path, spark):
     one = folder / "part-0.parquet"
     for spec, files in ((folder, 3), (hive, 2), (one, 1)):
         want = sorted(Path(unquote(urlparse(u).path)) for u in spark.read.parquet(str(spec)).inputFiles())
-        got = _local_parquet(str(spec))
+        got = local_parquet(str(spec))
         assert got is not None and sorted(Path(unquote(urlparse(u).path)) for u in got) == want and len(want) == files
     (folder / "plain").mkdir()
-    assert _local_parquet(str(folder)) is None
-    assert _local_parquet(str(tmp_path / "d.csv")) is None and _local_parquet(one.as_uri()) is None
+    assert local_parquet(str(folder)) is None
+    assert local_parquet(str(tmp_path / "d.csv")) is None and local_parquet(one.as_uri()) is None
+
+
+@pytest.mark.parametrize("unit, holdout", [(None, Holdout(0.2)), (PrivacyUnit("pid", 2), Holdout(0.2, "pid")),
+                                           (PrivacyUnit("pid", 1), None), (None, Holdout(0.3, "pid"))])
+def test_the_row_paths_read_the_files_on_the_executors(tmp_path, spark, monkeypatch, unit, holdout):
+    """The holdout split and the unit's row bound (a shuffle of Arrow pieces by unit or content, or none for a
+    split by id alone), without Spark's reader: the local path's tables, split and bound, to the count."""
+    def refuse(self, *a, **k):
+        raise AssertionError("read through Spark's reader")
+
+    monkeypatch.setattr(SparkSource, "_frame", refuse)
+    csv, parts = write(tmp_path, rows(seed=9))
+    cliques = plan_cliques(CB, "first")
+    with open_source(csv) as src:
+        want, n, split, bound = count_rows(src, CB, cliques, unit, holdout, KEY)
+    with open_source(parts, engine="spark") as src:
+        got, m, s2, b2 = count_rows(src, CB, cliques, unit, holdout, KEY)
+    assert m == n
+    assert_same(want, got)
+    if holdout is not None:
+        assert (s2.rows, s2.held, s2.fingerprint) == (split.rows, split.held, split.fingerprint) and split.held > 0
+    if unit is not None:
+        assert (b2.units, b2.over, b2.dropped, b2.largest) == (bound.units, bound.over, bound.dropped, bound.largest)
+        assert bound.dropped > 0
+
+
+def test_a_refused_value_on_a_row_path_is_one_line(tmp_path, spark):
+    table = rows()
+    code = table.column("code").to_pylist()
+    code[3] = 7
+    _, parts = write(tmp_path, table.set_column(2, "code", pa.array(code)))
+    for unit, holdout in ((None, Holdout(0.2)), (PrivacyUnit("pid", 2), None)):
+        with open_source(parts, engine="spark") as src, pytest.raises(InputError, match="'code'") as exc:
+            count_rows(src, CB, plan_cliques(CB, "first"), unit, holdout, KEY)
+        assert "\n" not in str(exc.value)

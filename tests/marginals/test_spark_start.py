@@ -1,4 +1,4 @@
-"""The Spark JVMs' options (marginals/sources/spark_jvm.py): the class-data archive is written by a first run
+"""The Spark JVMs' options (marginals/sources/spark_start.py): the class-data archive is written by a first run
 to a temporary name and kept only from a clean exit, mapped by the next runs (the executors only on this
 machine), and a truncated, corrupt or stale archive does not break a run: the JVM loads its classes from the
 jars and the tables are the same."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from marg.marginals.sources import spark_jvm
-from marg.marginals.sources.spark_jvm import COMMON, JvmOptions
+from marg.marginals.sources import spark_start
+from marg.marginals.sources.spark_start import COMMON, JvmOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +134,7 @@ def test_the_key_follows_the_jars(tmp_path, monkeypatch):
     (home / "jars").mkdir(parents=True)
     (home / "jars" / "a.jar").write_bytes(b"1")
     monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
-    before = spark_jvm.archive_key(home)
-    assert spark_jvm.archive_key(home) == before
+    before = spark_start.archive_key(home)
+    assert spark_start.archive_key(home) == before
     (home / "jars" / "b.jar").write_bytes(b"2")
-    assert spark_jvm.archive_key(home) != before
+    assert spark_start.archive_key(home) != before

@@ -1,5 +1,5 @@
-"""The Java options of the Spark JVMs that ``--engine spark`` starts: a class-data-sharing archive and the
-client compiler.
+"""Starting the SparkContext of ``--engine spark``: its JVMs' options (a class-data-sharing archive, the
+client compiler) and its executors' Python workers started at once.
 
 Measured on the tests' 2-worker cluster (BENCHMARKS.md, issue 48, spark fifth session), most of a short
 Spark command's time is the JVMs' start: loading, verifying and compiling some ten thousand classes
@@ -21,17 +21,24 @@ without changing what Spark computes:
 - the client compiler only (``-XX:TieredStopAtLevel=1``): the JVMs' work here is start-up and moving
   small results; the optimising compiler's threads would compete for the cores with the workers.
 
+The executors' Python workers start (a process, then the imports of the counting path) when their first
+task arrives; :func:`start_context` runs a small job at once in a thread of its own (:func:`_warm_up`), so
+they start beside the driver's next steps (the SparkSession, the listing, the codebook).
+
 ``MARG_SPARK_JVM=default`` leaves the JVMs' options to Spark. Options set in ``spark-defaults.conf`` are
 kept (ours come first, so theirs win where they overlap).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
+import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 COMMON = ("-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+VerifySharedSpaces", "-Xlog:cds*=off")
 LOOPBACK = ("spark://127.0.0.1:", "spark://localhost:", "spark://[::1]:")
@@ -173,3 +180,60 @@ class JvmOptions:
         except OSError:
             pass
         self.dump = None
+
+
+def start_context(master: str) -> Any:
+    """A SparkContext for ``master``: its Python workers running this interpreter, its JVMs with
+    :class:`JvmOptions`' options, its executors' Python workers started at once; at this process's exit it
+    is stopped and the archive its driver JVM wrote is kept (:func:`_stop`)."""
+    from pyspark import SparkConf, SparkContext
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
+    jvm = JvmOptions(master)
+    conf = (SparkConf().setMaster(master).setAppName("marg export").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
+            .set("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON", sys.executable)))
+    for k, v in jvm.conf().items():
+        conf.set(k, v)
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    atexit.register(_stop, sc, jvm)
+    _warm_up(sc)
+    return sc
+
+
+def _warm(_rows: Iterator[Any]) -> Iterator[Any]:
+    """Executor side of :func:`_warm_up`: this worker imports the counting path."""
+    from . import spark_files  # noqa: F401
+    from ..counts import counting  # noqa: F401
+    from ..data import encoding  # noqa: F401
+
+    return iter(())
+
+
+def _warm_up(sc: Any) -> None:
+    """Start the executors' Python workers now, in a job of its own beside the driver's next steps (the
+    session, the listing): the first count then finds them running. A failure here is the count's to report."""
+    def job() -> None:
+        try:
+            n = sc.defaultParallelism
+            sc.parallelize(range(n), n).mapPartitions(_warm).count()
+        except Exception:  # noqa: BLE001 - a stopped context, an unreachable cluster: the real job reports it
+            pass
+
+    threading.Thread(target=job, name="marg spark warm-up", daemon=True).start()
+
+
+def _stop(sc: Any, jvm: Any) -> None:
+    """At exit, a context this source started: stopped, and its driver JVM's archive kept
+    (:meth:`JvmOptions.finish`) when it was writing one."""
+    if jvm.dump is None:
+        return
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    try:
+        sc.stop()
+    except Exception:  # noqa: BLE001 - already stopped
+        pass
+    jvm.finish(proc)
