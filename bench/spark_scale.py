@@ -9,6 +9,8 @@ the same way, at the end of the run, and reported beside it.
 
 ``--master standalone`` starts the tests' cluster: a master and two workers on 127.0.0.1 from pyspark's
 ``spark-class`` (one core, 1 GiB each; executors of 512 MiB), stopped by their handles at the end.
+Spark runs use marg's JVM class-data archive (marginals/sources/spark_start.py): the first Spark run after an empty
+``~/.cache/marg/spark`` writes it at its exit and is slower; repeat a task (``--tasks first first``) to see both.
 ``--data DIR`` keeps the generated Parquet files (``DIR/n<N>/part-0.parquet``) between runs.
 
     nice -n 10 python bench/spark_scale.py --rows 1000000 10000000 --master standalone --data /tmp/spark48
