@@ -132,6 +132,14 @@ def _batches(share: Iterable[tuple[str, list[int] | None]], columns: list[str]) 
             raise InputError(f"cannot read Parquet file {uri}: {msg}") from None
 
 
+def _slices(sc: Any, files: Sequence[str]) -> list | None:
+    """The tasks' shares (:func:`work_slices`) for the context's cores, or None: no file, or one not for this reader."""
+    try:
+        return work_slices(list(files), sc.defaultParallelism) or None
+    except _NotHere:
+        return None
+
+
 def _count_share(shares: Iterator[list], *, codebook: Any, cliques: list, where: str) -> Iterator[dict]:
     """Executor side: one task's tables (``{"tables", "n"}``), or ``{"error": line}`` /
     ``{"elsewhere": reason}`` (a file this reader does not take)."""
@@ -172,11 +180,8 @@ def count_parquet(sc: Any, files: Sequence[str], codebook: Any, cliques: Sequenc
     """The tables of ``cliques`` over ``files`` (Parquet URIs), counted by the executors' own reads:
     ``([counts arrays in TableCounter's order], rows)``, or None when a file is not for this reader.
     A value the codebook refuses raises its one-line InputError, ``where`` (``"in NAME"``) in place of a row."""
-    try:
-        slices = work_slices(list(files), sc.defaultParallelism)
-    except _NotHere:
-        return None
-    if not slices:
+    slices = _slices(sc, files)
+    if slices is None:
         return None
     task = partial(_count_share, codebook=codebook, cliques=list(cliques), where=where)
     out = (sc.parallelize(slices, len(slices)).mapPartitions(task)
@@ -260,11 +265,8 @@ def run_parquet(sc: Any, files: Sequence[str], columns: list[str], fn: Callable,
     partition ``key % partitions`` (Spark's shuffle moves Arrow bytes), so the rows of one key are in one
     partition; without, each task's share is a partition. The results (``fn``'s, a list), or None when a
     file is not for this reader. An InputError ``fn`` (or a file) raises is raised here, its line unchanged."""
-    try:
-        slices = work_slices(list(files), sc.defaultParallelism)
-    except _NotHere:
-        return None
-    if not slices:
+    slices = _slices(sc, files)
+    if slices is None:
         return None
     rdd = sc.parallelize(slices, len(slices))
     if key is None:

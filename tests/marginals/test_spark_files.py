@@ -129,30 +129,6 @@ def test_a_local_path_is_listed_as_spark_lists_it(tmp_path, spark):
     assert local_parquet(str(tmp_path / "d.csv")) is None and local_parquet(one.as_uri()) is None
 
 
-@pytest.mark.parametrize("unit, holdout", [(None, Holdout(0.2)), (PrivacyUnit("pid", 2), Holdout(0.2, "pid")),
-                                           (PrivacyUnit("pid", 1), None), (None, Holdout(0.3, "pid"))])
-def test_the_row_paths_read_the_files_on_the_executors(tmp_path, spark, monkeypatch, unit, holdout):
-    """The holdout split and the unit's row bound (a shuffle of Arrow pieces by unit or content, or none for a
-    split by id alone), without Spark's reader: the local path's tables, split and bound, to the count."""
-    def refuse(self, *a, **k):
-        raise AssertionError("read through Spark's reader")
-
-    monkeypatch.setattr(SparkSource, "_frame", refuse)
-    csv, parts = write(tmp_path, rows(seed=9))
-    cliques = plan_cliques(CB, "first")
-    with open_source(csv) as src:
-        want, n, split, bound = count_rows(src, CB, cliques, unit, holdout, KEY)
-    with open_source(parts, engine="spark") as src:
-        got, m, s2, b2 = count_rows(src, CB, cliques, unit, holdout, KEY)
-    assert m == n
-    assert_same(want, got)
-    if holdout is not None:
-        assert (s2.rows, s2.held, s2.fingerprint) == (split.rows, split.held, split.fingerprint) and split.held > 0
-    if unit is not None:
-        assert (b2.units, b2.over, b2.dropped, b2.largest) == (bound.units, bound.over, bound.dropped, bound.largest)
-        assert bound.dropped > 0
-
-
 def test_a_refused_value_on_a_row_path_is_one_line(tmp_path, spark):
     table = rows()
     code = table.column("code").to_pylist()
