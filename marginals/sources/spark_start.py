@@ -117,8 +117,16 @@ class JvmOptions:
     def _intact(self) -> Path | None:
         """This key's archive whose length is the one it was written with (in its name), else None; a cut
         one is removed (the JVM's own checksum, ``-XX:+VerifySharedSpaces``, reads past the end of a cut
-        file and crashes: only a whole file is given to it)."""
+        file and crashes: only a whole file is given to it), and so is the partial dump of a run that is gone."""
         found = None
+        for f in self.folder.glob("jvm-*.*.tmp") if self.folder.is_dir() else ():  # a stopped run's partial dump
+            try:
+                pid = int(f.suffixes[-2][1:])
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                f.unlink(missing_ok=True)
+            except (ValueError, IndexError, OSError):
+                pass
         for f in self.folder.glob(f"jvm-{self.key}-*.jsa") if self.folder.is_dir() else ():
             try:
                 whole = f.stat().st_size == int(f.stem.rsplit("-", 1)[1])

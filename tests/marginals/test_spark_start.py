@@ -71,6 +71,19 @@ def test_an_archive_is_kept_only_from_a_clean_exit(cache, code, kept):
     assert JvmOptions("local[1]").archive == (cache / f"jvm-{jvm.key}-15.jsa" if kept else None)
 
 
+def test_a_gone_runs_partial_dump_is_removed(cache):
+    pytest.importorskip("pyspark")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    key = JvmOptions("local[1]").key
+    cache.mkdir(parents=True, exist_ok=True)
+    stopped, running = cache / f"jvm-{key}.{gone.stdout.strip()}.tmp", cache / f"jvm-{key}.{os.getpid()}.tmp"
+    stopped.write_bytes(b"cut")
+    running.write_bytes(b"being written")
+    JvmOptions("local[1]")
+    assert not stopped.exists() and running.exists()
+
+
 COUNT = """
 import json, sys
 from marg.marginals.sources import open_source
