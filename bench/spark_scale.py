@@ -9,6 +9,8 @@ the same way, at the end of the run, and reported beside it.
 
 ``--master standalone`` starts the tests' cluster: a master and two workers on 127.0.0.1 from pyspark's
 ``spark-class`` (one core, 1 GiB each; executors of 512 MiB), stopped by their handles at the end.
+Spark runs use marg's JVM class-data archive (marginals/sources/spark_start.py): the first Spark run after an empty
+``~/.cache/marg/spark`` writes it at its exit and is slower; repeat a task (``--tasks first first``) to see both.
 ``--data DIR`` keeps the generated Parquet files (``DIR/n<N>/part-0.parquet``) between runs.
 
     nice -n 10 python bench/spark_scale.py --rows 1000000 10000000 --master standalone --data /tmp/spark48
@@ -93,7 +95,7 @@ def run(engine: str, task: str, data: str, master: str) -> dict:
         wall = time.perf_counter() - t0
         jvm = float("nan")
         if engine == "spark":
-            jpid = src._session.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+            jpid = src._context()._jvm.java.lang.ProcessHandle.current().pid()
             jvm = peak_mib(int(jpid))
     digest = hashlib.blake2b(b"".join(t.counts.astype("<i8").tobytes() for t in tables) + repr(tally).encode(),
                              digest_size=8).hexdigest()
@@ -117,10 +119,12 @@ def standalone(workers: int = 2):
     port = free()
     url = f"spark://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="marg-bench-spark-") as work:
-        # the runs' sessions as the tests' (tests/helpers/services.py): driver on 127.0.0.1, 1-core 512 MiB executors
-        Path(work, "spark-defaults.conf").write_text("spark.driver.host 127.0.0.1\nspark.driver.bindAddress 127.0.0.1\n"
-                                                     "spark.executor.memory 512m\nspark.executor.cores 1\n")
-        os.environ.update(SPARK_CONF_DIR=work, SPARK_LOCAL_IP="127.0.0.1")
+        # the runs' sessions as the tests' (tests/helpers/services.py): driver on 127.0.0.1, 1-core 512 MiB executors;
+        # given as spark-submit arguments, not a configuration folder: that folder heads the JVMs' class path, and
+        # the driver's and the executors' must be one for them to share the class-data archive (spark_jvm.py)
+        os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_SUBMIT_ARGS=" ".join(
+            f"--conf {k}" for k in ("spark.driver.host=127.0.0.1", "spark.driver.bindAddress=127.0.0.1",
+                                    "spark.executor.memory=512m", "spark.executor.cores=1")) + " pyspark-shell")
         procs = [subprocess.Popen(cls + ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                                          str(port), "--webui-port", str(free())], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)]

@@ -27,7 +27,10 @@ in this process: :meth:`SparkSource.row_batches` remains only for the Source int
 
 The session is the active one (e.g. under ``spark-submit``), else one built for
 ``--spark-master``, ``$MARG_SPARK_MASTER`` or ``local[*]``, its Python workers running this
-interpreter, its shuffle partitions left to Spark's configuration. A CSV is read as marg reads
+interpreter, its shuffle partitions left to Spark's configuration, its JVMs started with a class-data
+archive and the client compiler (:mod:`.spark_start`), its executors' Python workers started at once by a
+small job. A Parquet path on this machine is listed here, so its count needs neither a SparkSession nor
+Spark's job that reads a footer for the frame's schema (only the SparkContext). A CSV is read as marg reads
 it: every cell text, header row, the same missing-value markers. Needs the optional extra
 ``spark`` (PySpark), a Java runtime, and marg installed where the executors' Python runs.
 """
@@ -36,13 +39,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 from dataclasses import replace
 from functools import partial
 from itertools import islice
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +54,7 @@ from ..counts.counting import TableCounter
 from ..data.io import NULL_VALUES, _delimiter, _is_parquet, as_text
 from ..counts.tables import MarginalTable
 from .base import Source, first_line
+from .spark_files import _Partition
 from marg.errors import InputError
 
 DRAFT_DISTINCT = 10_001
@@ -81,25 +84,6 @@ def _col(F, name: str):
     if "\x00" in name:
         raise InputError(f"column name {name!r} contains a NUL byte")
     return F.col("`" + name.replace("`", "``") + "`")
-
-
-class _Partition:
-    """A partition's Arrow record batches as the rows of a source (what
-    :func:`~marg.marginals.privacy_unit.bounded_batches` reads)."""
-
-    def __init__(self, batches: Iterable[pa.RecordBatch], name: str):
-        self.batches, self.name = batches, name
-
-    def check_columns(self, wanted: Sequence[str]) -> None:  # the driver checked them on the frame
-        pass
-
-    def where_rows(self) -> Callable[[int], str]:
-        return lambda _k: f"in {self.name}"  # a partition's rows have no order in the source
-
-    def row_batches(self, columns: list[str]) -> Iterator[dict[str, pa.Array]]:
-        for b in self.batches:
-            if b.num_rows:
-                yield {c: b.column(c) for c in columns}
 
 
 def _partition_tables(rows: _Partition, *, codebook: Codebook, cliques: list) -> dict[str, Any]:
@@ -171,6 +155,7 @@ class SparkSource(Source):
         self.name = f"{p.name if p.exists() else self.data} (read by spark)"
         self._df = None
         self._session = None
+        self._sc = None
         self._csv = False
 
     def describe(self) -> dict[str, Any]:
@@ -179,26 +164,44 @@ class SparkSource(Source):
             d["file"] = Path(self.data).name
         else:
             d["table"] = self.data
-        if self._session is not None:
-            d["master"] = self._session.sparkContext.master
+        if self._sc is not None:
+            d["master"] = self._sc.master
         return d
+
+    def _context(self):
+        """The SparkContext: the active session's, else one started for ``--spark-master``
+        (:func:`~marg.marginals.sources.spark_start.start_context`)."""
+        if self._sc is not None:
+            return self._sc
+        SparkSession, _ = _spark()
+        from pyspark import SparkContext
+
+        try:
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                self._session, self._sc = active, active.sparkContext
+                return self._sc
+            if SparkContext._active_spark_context is not None:
+                self._sc = SparkContext._active_spark_context
+                return self._sc
+            from .spark_start import start_context
+
+            sc = start_context(self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]")
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
+            raise InputError(f"cannot start Spark: {first_line(exc)}") from None
+        self._sc = sc
+        return sc
 
     def _frame(self):
         if self._df is not None:
             return self._df
         SparkSession, F = _spark()
+        self._context()
         try:
-            spark = SparkSession.getActiveSession()
-            if spark is None:
-                master = self.master or os.environ.get("MARG_SPARK_MASTER") or "local[*]"
-                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one, with marg
-                spark = (SparkSession.builder.master(master).appName("marg export")
-                         .config("spark.ui.enabled", "false")
-                         .config("spark.ui.showConsoleProgress", "false")
-                         .config("spark.pyspark.python",
-                                 os.environ.get("PYSPARK_PYTHON", sys.executable)).getOrCreate())
-                spark.sparkContext.setLogLevel("ERROR")
-        except Exception as exc:  # noqa: BLE001 - Java missing, master unreachable, …
+            spark = self._session or SparkSession.builder.getOrCreate()  # on the context above
+        except Exception as exc:  # noqa: BLE001 - Py4J errors
             raise InputError(f"cannot start Spark: {first_line(exc)}") from None
         self._session = spark
         try:
@@ -247,14 +250,18 @@ class SparkSource(Source):
         """The tables counted by the executors reading the Parquet files' row groups themselves
         (:func:`~marg.marginals.sources.spark_files.count_parquet`), or None: not a Parquet path, or a file
         that reader does not take (then Spark's reader is used)."""
-        from .spark_files import count_parquet
+        from .spark_files import count_parquet, local_parquet
 
-        df = self._frame()
-        if not self.is_path or self._csv:
-            return None
-        self.check_columns(codebook.feature_names + [codebook.label.name])
+        files = local_parquet(self.data)
+        if files is None:
+            df = self._frame()
+            if not self.is_path or self._csv:
+                return None
+            self.check_columns(codebook.feature_names + [codebook.label.name])
         try:
-            return count_parquet(self._session, df.inputFiles(), codebook, cliques, f"in {self.name}")
+            if files is None:
+                files = df.inputFiles()
+            return count_parquet(self._context(), files, codebook, cliques, f"in {self.name}")
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
@@ -317,6 +324,19 @@ class SparkSource(Source):
         """
         from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
+        from .spark_files import local_parquet, run_parquet
+
+        files = local_parquet(self.data)
+        if files is not None:
+            try:
+                parts = run_parquet(self._context(), files, columns, fn, key, reread, self.name)
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors
+                raise InputError(f"{self.name}: {first_line(exc)}") from None
+            if parts is not None:
+                yield from parts
+                return
         _, F = _spark()
         self.check_columns(columns)
         out = StructType([StructField("error", StringType()), StructField("part", BinaryType())])

@@ -16,6 +16,7 @@ from marg.errors import InputError
 from marg.marginals.holdout import Holdout
 from marg.marginals.privacy_unit import PrivacyUnit, count_rows, repeating_column
 from marg.marginals.sources import open_source
+from marg.marginals.sources.spark_source import SparkSource
 from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.visits import CB, assert_same, rows, write
 
@@ -49,21 +50,31 @@ def test_partition_counts_equal_the_file_source(tmp_path, spark):
     (PrivacyUnit("pid", 1), None),              # the row bound alone
     (PrivacyUnit("pid", 2), Holdout(0.25, "pid")),  # both, split by the unit
 ])
-def test_split_and_row_bound_equal_the_local_path(tmp_path, spark, unit, holdout):
+def test_split_and_row_bound_equal_the_local_path(tmp_path, spark, monkeypatch, unit, holdout):
+    """The Parquet folder read on the executors (a shuffle of Arrow pieces; Spark's reader made to fail), and the
+    CSV through Spark's reader (a shuffle of Spark's rows): both the local path's tables, split and bound."""
+    def refuse(self, *a, **k):
+        raise AssertionError("read through Spark's reader")
+
     csv, parts = write(tmp_path, rows())
     cliques = plan_cliques(CB, "all")
     with open_source(csv) as src:
         want, n, split, bound = count_rows(src, CB, cliques, unit, holdout, KEY)
-    with open_source(parts, engine="spark") as src:
-        got, m, s2, b2 = count_rows(src, CB, cliques, unit, holdout, KEY)
-    assert m == n
-    assert_same(want, got)
-    if holdout is not None:
-        assert (s2.rows, s2.held, s2.fingerprint) == (split.rows, split.held, split.fingerprint)
-        assert 0 < split.held < split.rows
-    if unit is not None:
-        assert (b2.units, b2.over, b2.dropped, b2.largest) == (bound.units, bound.over, bound.dropped, bound.largest)
-        assert bound.dropped > 0 and b2.note() == bound.note()
+    for spec in (parts, csv):
+        with monkeypatch.context() as mp:
+            if spec == parts:
+                mp.setattr(SparkSource, "_frame", refuse)
+            with open_source(spec, engine="spark") as src:
+                got, m, s2, b2 = count_rows(src, CB, cliques, unit, holdout, KEY)
+        assert m == n
+        assert_same(want, got)
+        if holdout is not None:
+            assert (s2.rows, s2.held, s2.fingerprint) == (split.rows, split.held, split.fingerprint)
+            assert 0 < split.held < split.rows
+        if unit is not None:
+            assert (b2.units, b2.over, b2.dropped, b2.largest) == (bound.units, bound.over, bound.dropped,
+                                                                   bound.largest)
+            assert bound.dropped > 0 and b2.note() == bound.note()
 
 
 def test_repeat_check_is_the_local_paths(tmp_path, spark):

@@ -7,6 +7,8 @@ with the same tables."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,11 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from marg.errors import InputError
+from marg.marginals.holdout import Holdout
+from marg.marginals.privacy_unit import PrivacyUnit, count_rows
 from marg.marginals.sources import open_source
-from marg.marginals.sources.spark_files import FOOTERS, SLICES_PER_CORE, work_slices
+from marg.marginals.sources.spark_files import FOOTERS, SLICES_PER_CORE, local_parquet, work_slices
 from marg.marginals.sources.spark_source import SparkSource
 from marg.marginals.counts.tables import plan_cliques
 from tests.helpers.visits import CB, assert_same, rows, shuffled, write
+
+KEY = bytes(range(3, 35))
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +60,7 @@ def test_the_executors_read_the_parquet_files_and_count_what_the_local_path_coun
         raise AssertionError("counted through Spark's reader")
 
     monkeypatch.setattr(SparkSource, "partitions", refuse)
+    monkeypatch.setattr(SparkSource, "_frame", refuse)  # a path on this machine: listed here, no footer job
     csv, parts = write(tmp_path, rows())
     one = tmp_path / "one.parquet"  # one file of many row groups: split among the tasks by row group
     pq.write_table(shuffled(rows(), seed=5), one, row_group_size=64)
@@ -96,3 +103,38 @@ def test_a_column_in_no_file_is_counted_through_sparks_reader(tmp_path, spark, m
         got, m = src.count(CB, cliques)
     assert calls and m == n
     assert_same(want, got)
+
+
+def test_a_local_path_is_listed_as_spark_lists_it(tmp_path, spark):
+    """The files of a Parquet path on this machine, read here without a Spark job, are Spark's own listing
+    (hidden and ``_`` files skipped, hive-style partition folders walked); where Spark's listing decides (a
+    plain sub-folder, a URI, CSV) there is no local listing."""
+    _, parts = write(tmp_path, rows())
+    folder = Path(parts)
+    (folder / "_SUCCESS").write_bytes(b"")
+    (folder / ".part-0.parquet.crc").write_bytes(b"x")
+    (folder / "_temporary").mkdir()
+    (folder / "_temporary" / "junk").write_bytes(b"x")
+    hive = tmp_path / "hive"
+    for k in (1, 2):
+        (hive / f"k={k}").mkdir(parents=True)
+        pq.write_table(rows(n=30), hive / f"k={k}" / "part-0.parquet")
+    one = folder / "part-0.parquet"
+    for spec, files in ((folder, 3), (hive, 2), (one, 1)):
+        want = sorted(Path(unquote(urlparse(u).path)) for u in spark.read.parquet(str(spec)).inputFiles())
+        got = local_parquet(str(spec))
+        assert got is not None and sorted(Path(unquote(urlparse(u).path)) for u in got) == want and len(want) == files
+    (folder / "plain").mkdir()
+    assert local_parquet(str(folder)) is None
+    assert local_parquet(str(tmp_path / "d.csv")) is None and local_parquet(one.as_uri()) is None
+
+
+def test_a_refused_value_on_a_row_path_is_one_line(tmp_path, spark):
+    table = rows()
+    code = table.column("code").to_pylist()
+    code[3] = 7
+    _, parts = write(tmp_path, table.set_column(2, "code", pa.array(code)))
+    for unit, holdout in ((None, Holdout(0.2)), (PrivacyUnit("pid", 2), None)):
+        with open_source(parts, engine="spark") as src, pytest.raises(InputError, match="'code'") as exc:
+            count_rows(src, CB, plan_cliques(CB, "first"), unit, holdout, KEY)
+        assert "\n" not in str(exc.value)
