@@ -43,6 +43,7 @@ from typing import Any, Iterator
 COMMON = ("-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+VerifySharedSpaces", "-Xlog:cds*=off")
 LOOPBACK = ("spark://127.0.0.1:", "spark://localhost:", "spark://[::1]:")
 DUMP_WAIT = 180  # seconds a clean exit may take to write the archive
+WARM_WAIT = 60  # seconds the exit waits for the executors' warm-up job (a command that ends before it did)
 
 
 def cache_dir() -> Path:
@@ -205,8 +206,7 @@ def start_context(master: str) -> Any:
         conf.set(k, v)
     sc = SparkContext.getOrCreate(conf)
     sc.setLogLevel("ERROR")
-    atexit.register(_stop, sc, jvm)
-    _warm_up(sc)
+    atexit.register(_stop, sc, jvm, _warm_up(sc))
     return sc
 
 
@@ -219,9 +219,10 @@ def _warm(_rows: Iterator[Any]) -> Iterator[Any]:
     return iter(())
 
 
-def _warm_up(sc: Any) -> None:
+def _warm_up(sc: Any) -> threading.Thread:
     """Start the executors' Python workers now, in a job of its own beside the driver's next steps (the
-    session, the listing): the first count then finds them running. A failure here is the count's to report."""
+    session, the listing): the first count then finds them running. A failure here is the count's to report.
+    The thread that waits for the job is returned: :func:`_stop` lets it end before the context stops."""
     def job() -> None:
         try:
             n = sc.defaultParallelism
@@ -229,16 +230,22 @@ def _warm_up(sc: Any) -> None:
         except Exception:  # noqa: BLE001 - a stopped context, an unreachable cluster: the real job reports it
             pass
 
-    threading.Thread(target=job, name="marg spark warm-up", daemon=True).start()
+    thread = threading.Thread(target=job, name="marg spark warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
-def _stop(sc: Any, jvm: Any) -> None:
-    """At exit, a context this source started: stopped, and its driver JVM's archive kept
-    (:meth:`JvmOptions.finish`) when it was writing one."""
-    if jvm.dump is None:
-        return
+def _stop(sc: Any, jvm: Any, warm: threading.Thread | None = None) -> None:
+    """At exit, a context this source started: its warm-up job ended (:data:`WARM_WAIT` at most), the context
+    stopped, and its driver JVM's archive kept (:meth:`JvmOptions.finish`) when it was writing one.
+
+    A command that ends while Spark still runs tasks (the warm-up's, or a job's last accumulator updates)
+    would otherwise leave the JVM to log their failure (a Java stack trace) after marg's own last line, as
+    PySpark kills the JVM at the interpreter's exit; stopping the context first ends them in order."""
     from pyspark import SparkContext
 
+    if warm is not None:
+        warm.join(WARM_WAIT)
     proc = getattr(SparkContext._gateway, "proc", None)
     try:
         sc.stop()
