@@ -11,18 +11,19 @@ another), shell completion, or an import of :mod:`marg.cli.main` by other code (
 """
 
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "audit": ("audit",),
-    "demo": ("demo",),
     "keys": ("keys",),
+    "audit": ("audit",),
     "secagg": ("secagg",),
     "study_cmd": ("study",),
+    "demo": ("demo",),
     "learn": ("learn", "request", "round", "predict", "certify", "evaluate"),
     "report": ("report",),
     "plan": ("plan",),
     "schema_check": ("schema",),
 }
 """Each module of ``marg.cli`` that registers commands (in registration order), and the first words of
-the command lines that run them (a command's name, or its sub-app's). ``tests/cli/test_commands.py``
+the command lines that run them (a command's name, or its sub-app's: a module with a sub-app of its own,
+its ``app``, registers it under its one name). ``tests/cli/test_commands.py``
 checks it against what the modules register."""
 
 OWN_COMMANDS: tuple[str, ...] = ("schema", "export", "inspect")

@@ -27,10 +27,10 @@ from .commands import COMMAND_MODULES, modules_needed
 from .export import _privacy_words, export_cmd
 
 # the command modules register their commands as they are imported (only those the command line needs: cli/commands.py)
-_loaded = {m: importlib.import_module(f".{m}", __package__) for m in modules_needed()}
-for _module in ("keys", "audit", "secagg", "study_cmd"):  # the sub-apps of their own, in `marg --help`'s order
-    if _module in _loaded:
-        app.add_typer(_loaded[_module].app, name=COMMAND_MODULES[_module][0])
+for _module in modules_needed():
+    _sub = getattr(importlib.import_module(f".{_module}", __package__), "app", app)
+    if _sub is not app:  # a sub-app of its own (keys, audit, secagg, study), under its name
+        app.add_typer(_sub, name=COMMAND_MODULES[_module][0])
 
 
 @schema_app.command("init")

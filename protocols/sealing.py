@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from marg.errors import InputError, RefusedError
 
-from .keys import key_id, short_id
+from .keys import key_id, public_bytes, short_id
 
 SEAL_MAGIC = b"MARGSEAL"
 SEAL_VERSION = 1
@@ -49,11 +49,6 @@ TAG_SIZE = 16
 def is_sealed(data: bytes) -> bool:
     """Whether ``data`` starts with the sealed-file magic ``b"MARGSEAL"``."""
     return bytes(data[: len(SEAL_MAGIC)]) == SEAL_MAGIC
-
-
-def _raw(pub: x25519.X25519PublicKey) -> bytes:
-    from cryptography.hazmat.primitives import serialization  # not at import: an unsigned export needs none
-    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def _derive(shared: bytes, eph_pub: bytes, rcpt_pub: bytes) -> bytes:
@@ -81,8 +76,8 @@ def seal(data: bytes, recipient: x25519.X25519PublicKey) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InputError(f"can only seal bytes, got {type(data).__name__}")
     eph = x25519.X25519PrivateKey.generate()
-    eph_pub = _raw(eph.public_key())
-    rcpt_pub = _raw(recipient)
+    eph_pub = public_bytes(eph.public_key())
+    rcpt_pub = public_bytes(recipient)
     key = _derive(eph.exchange(recipient), eph_pub, rcpt_pub)
     nonce = os.urandom(12)
     header = _HEADER.pack(SEAL_MAGIC, SEAL_VERSION, bytes.fromhex(key_id(recipient)), eph_pub, nonce)
@@ -145,7 +140,7 @@ def open_sealed(data: bytes, private_key: x25519.X25519PrivateKey, name: str = "
         shared = private_key.exchange(x25519.X25519PublicKey.from_public_bytes(eph_pub))
     except ValueError:  # low-order point: all-zero shared secret
         raise RefusedError(f"{name}: invalid ephemeral key in sealed header (altered)") from None
-    key = _derive(shared, eph_pub, _raw(private_key.public_key()))
+    key = _derive(shared, eph_pub, public_bytes(private_key.public_key()))
     try:
         return AESGCM(key).decrypt(nonce, data[HEADER_SIZE:], data[:HEADER_SIZE])
     except InvalidTag:
